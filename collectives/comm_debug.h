@@ -1,0 +1,41 @@
+// CommDebugMode: counts the collectives issued while it is alive (PyTorch's CommDebugMode).
+//
+//   dtensor::CommDebugMode comm;
+//   auto y = x.redistribute(mesh, {dtensor::Replicate()});
+//   REQUIRE(comm.count(dtensor::CollectiveKind::kAllGather) == 1);
+//
+// Scopes nest; each counts what was issued during its own lifetime, on this thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "collectives/communicator.h"
+
+namespace dtensor {
+
+class CommDebugMode {
+ public:
+  CommDebugMode();
+  ~CommDebugMode();
+  CommDebugMode(const CommDebugMode&) = delete;
+  CommDebugMode& operator=(const CommDebugMode&) = delete;
+
+  int64_t count(CollectiveKind kind) const;
+  int64_t total_count() const;
+  // Bytes of the tensors passed (input for gathers/sends, the tensor for in-place ops).
+  int64_t bytes(CollectiveKind kind) const;
+  // "all_gather: 1 (4096 B), all_reduce: 2 (...)"
+  std::string str() const;
+
+  // Called by Communicator for every issued operation.
+  static void record(CollectiveKind kind, int64_t bytes);
+
+ private:
+  std::array<int64_t, kNumCollectiveKinds> counts_{};
+  std::array<int64_t, kNumCollectiveKinds> bytes_{};
+  CommDebugMode* parent_;
+};
+
+}  // namespace dtensor

@@ -1,0 +1,38 @@
+// Creating local tensors. `device` defaults to the CPU, `dtype` to float32.
+#pragma once
+
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+struct TensorOptions {
+  DType dtype = DType::kFloat32;
+  Device device = Device();
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype(d) {}
+  TensorOptions(Device dev) : device(dev) {}
+  TensorOptions(DeviceType t) : device(t) {}
+  TensorOptions(DType d, Device dev) : dtype(d), device(dev) {}
+};
+
+Tensor empty(IntSpan shape, TensorOptions opts = {});  // uninitialised contents
+Tensor zeros(IntSpan shape, TensorOptions opts = {});
+Tensor ones(IntSpan shape, TensorOptions opts = {});
+Tensor full(IntSpan shape, const Scalar& value, TensorOptions opts = {});
+// Same shape, dtype and device as `like`.
+Tensor empty_like(const Tensor& like);
+Tensor zeros_like(const Tensor& like);
+// [start, end) with `step`; dtype int64 unless opts says otherwise.
+Tensor arange(int64_t end, TensorOptions opts = TensorOptions(DType::kInt64));
+Tensor arange(double start, double end, double step = 1.0,
+              TensorOptions opts = TensorOptions(DType::kInt64));
+// Copies `values` into a new CPU tensor of `shape` (numel must match) of T's dtype, then moves
+// it to `device`.
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, IntSpan shape, Device device = Device());
+// A contiguous tensor over memory the caller owns (no copy, no ownership taken).
+Tensor from_blob(void* data, IntSpan shape, DType dtype, Device device = Device());
+
+}  // namespace dtensor

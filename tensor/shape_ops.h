@@ -1,0 +1,26 @@
+// Joining, splitting and padding local tensors.
+#pragma once
+
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// Concatenates along dim; all inputs share dtype, device and every other size. Zero-size
+// inputs are allowed (including 1-d empty tensors, skipped as in PyTorch).
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Stacks along a new dim; all inputs have the same shape.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// torch.chunk: views of ceil(n / chunks) elements along dim; trailing views may be short.
+// Like PyTorch it returns fewer than `chunks` views when the last ones would be empty; use
+// chunk_bounds (tensor/shape.h) for exactly `chunks` pieces.
+std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);
+// torch.split: views of `split_size` elements (last one may be short), or of the given sizes.
+std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& t, IntSpan split_sizes, int64_t dim = 0);
+// Constant padding, torch.nn.functional.pad order: pads = {last_lo, last_hi, prev_lo, ...}.
+// Negative pads crop.
+Tensor pad(const Tensor& t, IntSpan pads, const Scalar& value = Scalar(0));
+
+}  // namespace dtensor

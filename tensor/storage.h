@@ -1,0 +1,58 @@
+// Reference-counted memory owned by one device. Tensors are views into a Storage.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "tensor/device.h"
+
+namespace dtensor {
+
+// Releases the memory of a Storage; `ctx` is whatever the allocator or from_blob passed.
+using Deleter = void (*)(void* data, void* ctx);
+
+class Storage {
+ public:
+  Storage() = default;
+
+  // Allocates `nbytes` on `device`: 64-byte aligned host memory for the CPU, the CUDA
+  // stream-ordered pool (cudaMallocAsync on the current stream) for CUDA devices.
+  static Storage allocate(size_t nbytes, Device device);
+
+  // Wraps memory the caller owns. `deleter(data, ctx)` runs when the last reference goes;
+  // pass nullptr to keep ownership with the caller.
+  static Storage from_blob(void* data, size_t nbytes, Device device, Deleter deleter = nullptr,
+                           void* ctx = nullptr);
+
+  bool defined() const { return impl_ != nullptr; }
+  void* data() const { return impl_ ? impl_->data : nullptr; }
+  size_t nbytes() const { return impl_ ? impl_->nbytes : 0; }
+  Device device() const { return impl_ ? impl_->device : Device(); }
+  long use_count() const { return impl_.use_count(); }
+  bool is_same(const Storage& o) const { return impl_ == o.impl_; }
+
+ private:
+  struct Impl {
+    void* data = nullptr;
+    size_t nbytes = 0;
+    Device device;
+    Deleter deleter = nullptr;
+    void* ctx = nullptr;
+    ~Impl();
+  };
+  std::shared_ptr<Impl> impl_;
+};
+
+namespace detail {
+// Backend allocators (cpu_allocator.cc; cuda_allocator.cc or its no-CUDA stub).
+void* cpu_allocate(size_t nbytes);
+void cpu_free(void* p, void* ctx);
+void* cuda_allocate(size_t nbytes, int device);
+void cuda_free(void* p, void* ctx);
+// Copies bytes between any two devices (host<->device, device<->device); synchronous.
+void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+bool cuda_available();
+int cuda_device_count();
+}  // namespace detail
+
+}  // namespace dtensor
