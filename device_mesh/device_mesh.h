@@ -1,9 +1,18 @@
 // DeviceMesh: an N-d array of world ranks with named dims, one communicator per dim.
 //
 // A mesh is a cheap shared handle: copies refer to the same ranks and communicators.
-// Communicators are created once when the mesh is built (MPI_Comm_split / ncclCommSplit over
-// the world, collective over all world ranks) and shared by every submesh cut from it.
-// Ranks outside the mesh get an empty coordinate and no communicators (PyTorch semantics).
+// Communicators are created once when the mesh is built (Communicator::split of the world
+// communicator, i.e. MPI_Comm_split / ncclCommSplit, collective over all world ranks) and shared
+// by every submesh cut from it. Ranks outside the mesh get an empty coordinate and no
+// communicators (PyTorch semantics).
+//
+// Communicator registry: the per-dim communicators of every constructed mesh are kept in a
+// process-wide registry keyed by (device type, shape, ranks). Building an identical mesh again
+// (dim names may differ) reuses them without any communication, so only the FIRST construction
+// of a given mesh is collective; meshes created in a loop cost one split per dim once. Because
+// of that, every world rank must construct the same meshes in the same order (which the
+// collective rule already requires). Registered communicators live until the process exits
+// or clear_device_mesh_registry() is called.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +31,17 @@ class DeviceMesh {
  public:
   // An empty handle; only assignment and defined() are valid on it.
   DeviceMesh() = default;
-  // `mesh_shape` with row-major `ranks` (world ranks, a permutation of a subset of the world,
-  // each at most once); `dim_names` empty or one unique name per dim. Collective: every world
-  // rank must construct the same mesh. Throws dtensor::Error on a bad mesh.
+  // `mesh_shape` (at least one dim, every size >= 1) with row-major `ranks` (world ranks, a
+  // permutation of a subset of the world: each in [0, world_size) and at most once, exactly
+  // prod(mesh_shape) of them); `dim_names` empty (then "dim0", "dim1", ...) or one unique,
+  // non-empty name per dim. Collective over the WHOLE world the first time a given (device
+  // type, shape, ranks) is built: every world rank, in the mesh or not, must construct the same
+  // mesh; later identical constructions reuse the registered communicators (see above).
+  // For each dim d it splits world_communicator(device_type) with color = the index of this
+  // rank's line along d (the ranks sharing every other coordinate; -1 outside the mesh) and
+  // key = the coordinate along d, and names the result "mesh dim <d> (<name>)".
+  // Throws dtensor::Error "[DeviceMesh] ..." on a bad mesh; the checks depend only on the
+  // arguments and the world size, so every rank throws the same error before communicating.
   DeviceMesh(DeviceType device_type, IntSpan mesh_shape, std::vector<int> ranks,
              std::vector<std::string> dim_names = {});
 
@@ -32,8 +49,11 @@ class DeviceMesh {
   DeviceType device_type() const;
   int64_t ndim() const;
   const Shape& shape() const;
-  int64_t size() const;             // number of ranks in the mesh
-  int64_t size(int64_t dim) const;  // ranks along one dim
+  int64_t size() const;  // number of ranks in the mesh
+  // Ranks along one dim. Mesh dims may be negative (counted from the end); an out-of-range dim
+  // throws "[DeviceMesh] mesh dim 3 out of range for a 2-d mesh (expected -2..1)". The same
+  // holds for every accessor taking a mesh dim.
+  int64_t size(int64_t dim) const;
   const std::vector<std::string>& dim_names() const;
   // Index of a named dim; throws "[DeviceMesh] unknown mesh dim name 'x' (mesh dims: dp, tp)".
   int64_t dim_index(std::string_view name) const;
@@ -49,29 +69,38 @@ class DeviceMesh {
   // The communicator along `dim` that contains this process; nullptr outside the mesh.
   const CommunicatorPtr& communicator(int64_t dim) const;
 
-  // Submesh over one named dim / several (in the order given): the slice through this
-  // process's coordinate. Shares the parent's communicators. On a rank outside the mesh it is
-  // the slice through coordinate 0, which does not contain this process.
+  // Submesh over one named dim / several (in the order given, at least one, no repeats): the
+  // slice through this process's coordinate, with the selected dims' names. No communication:
+  // it shares the parent's communicators for those dims (each holds exactly one line of the
+  // slice). On a rank outside the mesh it is the slice through coordinate 0, which does not
+  // contain this process. Submeshes are not put in the registry (they differ between ranks).
   DeviceMesh operator[](std::string_view dim_name) const;
   DeviceMesh operator[](std::initializer_list<std::string_view> dim_names) const;
   DeviceMesh submesh(const std::vector<int64_t>& dims) const;
 
-  // Same device type, shape, ranks and dim names.
+  // Same device type, shape, ranks and dim names (two empty handles are equal).
   bool operator==(const DeviceMesh& other) const;
+  // Hash of what operator== compares; computed once at construction (0 for an empty handle).
   size_t hash() const;
   std::string str() const;  // "DeviceMesh(cpu, [[0, 1], [2, 3]], dims=(dp, tp))"
 
-  template <typename H> friend H AbslHashValue(H h, const DeviceMesh& m) {
+  template <typename H>
+  friend H AbslHashValue(H h, const DeviceMesh& m) {
     return H::combine(std::move(h), m.hash());
   }
 
  private:
   struct Impl;
+  // The implementation; throws "[DeviceMesh] ... empty DeviceMesh handle" when undefined.
+  const Impl& impl() const;
   std::shared_ptr<const Impl> impl_;
 };
 
-// A mesh over world ranks 0..prod(shape)-1 in row-major order (PyTorch init_device_mesh).
-// Throws when the mesh needs more ranks than the world has.
+// A mesh over world ranks 0..prod(shape)-1 in row-major order (PyTorch init_device_mesh);
+// `dim_names` as for DeviceMesh. Collective like the constructor. Throws
+// "[init_device_mesh] mesh shape [2, 4] needs 8 ranks but the world has 4 (launch with
+// mpirun -np 8)" when the mesh needs more ranks than the world has; a smaller mesh leaves the
+// ranks prod(shape).. outside (empty coordinate, no communicators).
 DeviceMesh init_device_mesh(DeviceType device_type, IntSpan mesh_shape,
                             std::vector<std::string> dim_names = {});
 inline DeviceMesh init_device_mesh(DeviceType device_type, std::initializer_list<int64_t> shape,
@@ -81,7 +110,8 @@ inline DeviceMesh init_device_mesh(DeviceType device_type, std::initializer_list
 
 // ---- the thread-local default-mesh stack -----------------------------------------------------
 
-// Pushes `mesh` as the current mesh for this thread; the destructor pops it. Guards nest.
+// Pushes `mesh` as the current mesh for this thread; the destructor pops it. Guards nest
+// (the innermost wins). Throws "[MeshGuard] ..." for an empty handle.
 class MeshGuard {
  public:
   explicit MeshGuard(DeviceMesh mesh);
@@ -90,8 +120,17 @@ class MeshGuard {
   MeshGuard& operator=(const MeshGuard&) = delete;
 };
 
-// The innermost guarded mesh; throws "[current_mesh] no mesh is set ..." when none is.
+// The innermost guarded mesh on this thread; throws "[current_mesh] no device mesh is set:
+// pass a mesh or open a dtensor::MeshGuard" when none is.
 const DeviceMesh& current_mesh();
+// Whether a MeshGuard is open on this thread.
 bool has_current_mesh();
+
+// Drops every registered mesh communicator (handles still held stay valid). Collective in
+// effect: the next construction of any mesh splits again, so every world rank must call it at
+// the same point of the program. Meant for tests and for tearing down before MPI_Finalize.
+void clear_device_mesh_registry();
+// Number of (device type, shape, ranks) entries in the registry (for tests).
+int64_t device_mesh_registry_size();
 
 }  // namespace dtensor
