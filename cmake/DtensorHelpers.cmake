@@ -63,7 +63,7 @@ function(dtensor_add_mpi_test name)
              COMMAND ${DTENSOR_MPIEXEC} -np ${np} $<TARGET_FILE:${name}> ${A_ARGS})
     set_tests_properties(${name}.np${np} PROPERTIES LABELS mpi TIMEOUT ${A_TIMEOUT}
                          PROCESSORS 2 SKIP_RETURN_CODE 77
-                         ENVIRONMENT "DTENSOR_COLLECTIVE_TIMEOUT=120")
+                         ENVIRONMENT "DTENSOR_COLLECTIVE_TIMEOUT=120;OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
   endforeach()
 endfunction()
 

@@ -194,13 +194,26 @@ DeviceMesh::DeviceMesh(DeviceType device_type, IntSpan mesh_shape, std::vector<i
   if (found != reg.comms.end()) {
     impl->comms = found->second;
   } else {
-    // Collective over the whole world: every rank calls split once per dim, in dim order.
-    CommunicatorPtr world_comm = world_communicator(device_type);
-    DT_CHECK(world_comm != nullptr, "[DeviceMesh] no world communicator for device type %s",
-             device_type_name(device_type));
+    // Collective over the whole world: every rank calls split once per dim of size > 1, in
+    // dim order. A dim of size 1 needs no split (each line is a single rank), so it takes a
+    // self communicator; a mesh whose dims all have size 1 (e.g. the 1-rank mesh of just this
+    // process) is therefore built without any communication. Every rank sees the same shape,
+    // so all of them skip the same splits.
     std::vector<CommunicatorPtr> comms;
     comms.reserve(static_cast<size_t>(nd));
     for (int64_t d = 0; d < nd; ++d) {
+      if (impl->shape[d] == 1) {
+        CommunicatorPtr self;
+        if (!impl->coordinate.empty()) {
+          self = self_communicator(device_type);
+          self->set_description(absl::StrFormat("mesh dim %d (%s)", d, impl->dim_names[d]));
+        }
+        comms.push_back(std::move(self));
+        continue;
+      }
+      CommunicatorPtr world_comm = world_communicator(device_type);
+      DT_CHECK(world_comm != nullptr, "[DeviceMesh] no world communicator for device type %s",
+               device_type_name(device_type));
       int color = -1;
       int key_along = 0;
       if (!impl->coordinate.empty()) {

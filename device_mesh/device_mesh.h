@@ -27,6 +27,9 @@
 
 namespace dtensor {
 
+// Mesh dims of size 1 use a per-process self communicator and need no split, so a mesh whose
+// dims all have size 1 — e.g. DeviceMesh(kCPU, {1}, {world_rank()}), the mesh of just this
+// process — is built by each rank on its own, without communication.
 class DeviceMesh {
  public:
   // An empty handle; only assignment and defined() are valid on it.

@@ -464,3 +464,34 @@ TEST_CASE("nested MeshGuards form a thread-local stack", "[device_mesh]") {
   }
   REQUIRE_FALSE(dt::has_current_mesh());
 }
+
+TEST_CASE("a mesh of just this process is built without communication", "[device_mesh]") {
+  const int me = dt::world_rank();
+  const int n = dt::world_size();
+  // Only even ranks build their self mesh: were construction collective, odd ranks would never
+  // join and the job would end on the collective deadline instead of passing.
+  if (me % 2 == 0) {
+    dt::DeviceMesh self(dt::kCPU, {1}, {me}, {"solo"});
+    REQUIRE(self.get_coordinate() == dt::Shape{0});
+    const auto& comm = self.communicator(0);
+    REQUIRE(comm != nullptr);
+    REQUIRE(comm->size() == 1);
+    REQUIRE(comm->world_ranks() == std::vector<int>{me});
+    // (the description keeps the names of the first identical mesh registered)
+    REQUIRE_THAT(comm->description(), Contains("mesh dim 0"));
+    dt::Tensor t = dt::full({3}, 5.0f);
+    comm->all_reduce(t, dt::ReduceOp::kSum)->wait();
+    REQUIRE(t.to_vector<float>() == std::vector<float>{5, 5, 5});
+  }
+  // A size-1 dim inside a larger mesh also skips its split, consistently on every rank.
+  dt::DeviceMesh m(dt::kCPU, {1, static_cast<int64_t>(n)}, [&] {
+    std::vector<int> r(static_cast<size_t>(n));
+    std::iota(r.begin(), r.end(), 0);
+    return r;
+  }());
+  REQUIRE(m.communicator(0)->size() == 1);
+  REQUIRE(m.communicator(1)->size() == n);
+  dt::Tensor v = dt::full({1}, 1.0f);
+  m.communicator(1)->all_reduce(v, dt::ReduceOp::kSum)->wait();
+  REQUIRE(v.to_vector<float>()[0] == static_cast<float>(n));
+}

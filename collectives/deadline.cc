@@ -1,0 +1,66 @@
+#include "collectives/deadline.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "tensor/error.h"
+
+namespace dtensor {
+
+namespace {
+
+constexpr double kDefaultTimeoutSeconds = 300.0;
+
+std::atomic<double> g_timeout{-1.0};  // < 0: not read yet
+std::once_flag g_env_once;
+
+double timeout_from_env() {
+  const char* env = std::getenv("DTENSOR_COLLECTIVE_TIMEOUT");
+  if (env == nullptr || *env == '\0') return kDefaultTimeoutSeconds;
+  char* end = nullptr;
+  double v = std::strtod(env, &end);
+  DT_CHECK(end != env && *end == '\0' && v > 0.0,
+           "[collective_timeout] DTENSOR_COLLECTIVE_TIMEOUT='%s' is not a positive number of "
+           "seconds",
+           env);
+  return v;
+}
+
+}  // namespace
+
+double collective_timeout() {
+  std::call_once(g_env_once, [] {
+    double expected = -1.0;
+    double v = timeout_from_env();
+    g_timeout.compare_exchange_strong(expected, v);  // keeps a value set by the API
+  });
+  return g_timeout.load(std::memory_order_relaxed);
+}
+
+void set_collective_timeout(double seconds) {
+  DT_CHECK(seconds > 0.0, "[set_collective_timeout] seconds %g must be > 0", seconds);
+  g_timeout.store(seconds, std::memory_order_relaxed);
+}
+
+namespace detail {
+
+[[noreturn]] void end_job_on_deadline(const std::string& message) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  int rank = 0;
+  if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "[rank %d] %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 3);
+  // MPI_Abort does not return; without MPI there are no peers to stop.
+  std::_Exit(3);
+}
+
+}  // namespace detail
+
+}  // namespace dtensor

@@ -1,0 +1,346 @@
+#include "collectives/mpi/mpi_communicator.h"
+
+#include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
+#include <sched.h>
+
+#include <chrono>
+#include <climits>
+#include <mutex>
+#include <thread>
+
+#include "collectives/cuda_support.h"
+#include "collectives/deadline.h"
+#include "collectives/mpi/mpi_check.h"
+#include "collectives/mpi/mpi_types.h"
+#include "dtensor/config.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+
+namespace detail {
+
+std::string describe_communicator(const Communicator& comm) {
+  return absl::StrFormat("%s (%s, rank %d of %d, world ranks [%s])",
+                         comm.description().empty() ? "unnamed communicator" : comm.description(),
+                         comm.backend(), comm.rank(), comm.size(),
+                         absl::StrJoin(comm.world_ranks(), ", "));
+}
+
+void wait_mpi_request(MPI_Request* request, const std::function<std::string()>& what) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto timeout = std::chrono::duration<double>(collective_timeout());
+  // Ranks are often oversubscribed (8 on 2 cores): yield first, then sleep with a growing
+  // interval so waiting ranks leave the cores to the ones doing the work.
+  constexpr int kYieldPolls = 64;
+  constexpr auto kMaxSleep = std::chrono::microseconds(1000);
+  auto sleep = std::chrono::microseconds(10);
+  for (int polls = 0;; ++polls) {
+    int flag = 0;
+    DT_CHECK_MPI(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
+    if (flag) return;
+    if (Clock::now() - start > timeout) end_job_on_deadline(what());
+    if (polls < kYieldPolls) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(sleep);
+      sleep = std::min(sleep * 2, kMaxSleep);
+    }
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  DT_CHECK_MPI(MPI_Comm_rank(comm, &r));
+  return r;
+}
+
+int comm_size(MPI_Comm comm) {
+  int s = 0;
+  DT_CHECK_MPI(MPI_Comm_size(comm, &s));
+  return s;
+}
+
+std::vector<int> comm_world_ranks(MPI_Comm comm) {
+  const int n = comm_size(comm);
+  MPI_Group group, world_group;
+  DT_CHECK_MPI(MPI_Comm_group(comm, &group));
+  DT_CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
+  std::vector<int> ranks(static_cast<size_t>(n)), world(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ranks[static_cast<size_t>(i)] = i;
+  DT_CHECK_MPI(MPI_Group_translate_ranks(group, n, ranks.data(), world_group, world.data()));
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  return world;
+}
+
+int checked_count(int64_t count, CollectiveKind kind) {
+  DT_CHECK(count <= INT_MAX,
+           "[%s] %d elements exceed the MPI count limit %d of the mpi backend (expected at most "
+           "%d elements per message)",
+           collective_name(kind), count, INT_MAX, INT_MAX);
+  return static_cast<int>(count);
+}
+
+// CPU tensors are used directly; CUDA tensors get a pinned host copy.
+Tensor stage_in(const Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  Tensor host = detail::pinned_empty_like(t);
+  host.copy_(t);
+  return host;
+}
+
+Tensor stage_out(const Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  return detail::pinned_empty_like(t);
+}
+
+// Copies a staged result back to the CUDA tensor it stands for (nothing for CPU tensors).
+void unstage(const Tensor& dst, const Tensor& staged) {
+  if (dst.device().is_cpu()) return;
+  Tensor d = dst;
+  d.copy_(staged);
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const char* pa = static_cast<const char*>(a.data_ptr());
+  const char* pb = static_cast<const char*>(b.data_ptr());
+  return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(const Communicator* comm, std::shared_ptr<const Communicator> keep_comm,
+          CollectiveKind kind, const Tensor* shape_of, MPI_Request request,
+          std::function<void()> on_complete)
+      : comm_(comm),
+        keep_comm_(std::move(keep_comm)),
+        kind_(kind),
+        has_tensor_(shape_of != nullptr),
+        request_(request),
+        on_complete_(std::move(on_complete)) {
+    if (shape_of != nullptr) {
+      shape_ = shape_of->sizes();
+      dtype_ = shape_of->dtype();
+    }
+  }
+
+  ~MpiWork() override {
+    // The buffers must outlive the request: a Work dropped without wait() still waits.
+    try {
+      wait();
+    } catch (...) {
+    }
+  }
+
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) {
+      int flag = 0;
+      DT_CHECK_MPI(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+      if (flag) finish();
+    }
+    return done_;
+  }
+
+  void wait() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    detail::wait_mpi_request(&request_, [this] { return deadline_message(); });
+    finish();
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    if (on_complete_) {
+      auto f = std::move(on_complete_);
+      on_complete_ = nullptr;
+      f();
+    }
+  }
+
+  std::string deadline_message() const {
+    std::string tensor = has_tensor_
+                             ? absl::StrFormat("%s %s", shape_str(shape_), dtype_name(dtype_))
+                             : std::string("(no tensor)");
+    return absl::StrFormat(
+        "[%s] collective deadline exceeded: not complete after %g s on %s, tensor %s. A peer "
+        "rank is missing, stuck or issued a different collective (timeout: "
+        "DTENSOR_COLLECTIVE_TIMEOUT or set_collective_timeout). Ending the job.",
+        collective_name(kind_), collective_timeout(), detail::describe_communicator(*comm_),
+        tensor);
+  }
+
+  std::mutex mu_;
+  const Communicator* comm_;
+  std::shared_ptr<const Communicator> keep_comm_;
+  CollectiveKind kind_;
+  bool has_tensor_;
+  Shape shape_;
+  DType dtype_ = DType::kFloat32;
+  MPI_Request request_;
+  std::function<void()> on_complete_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned)
+    : Communicator(comm_rank(comm), comm_size(comm), comm_world_ranks(comm)),
+      comm_(comm),
+      owned_(owned) {
+  // Errors come back as return codes (DT_CHECK_MPI turns them into dtensor::Error) instead of
+  // aborting the job.
+  if (owned_) DT_CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owned_ && !finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+bool MpiCommunicator::supports(Device device) const {
+  return device.is_cpu() || (device.is_cuda() && DTENSOR_HAVE_CUDA);
+}
+
+#define DT_MPI_WORK(kind, shape_of, request, on_complete) \
+  std::make_shared<MpiWork>(this, weak_from_this().lock(), kind, shape_of, request, on_complete)
+
+WorkPtr MpiCommunicator::do_all_reduce(const Tensor& tensor, ReduceOp op) {
+  if (tensor.numel() == 0) return completed_work();
+  const int n = checked_count(tensor.numel(), CollectiveKind::kAllReduce);
+  Tensor buf = stage_in(tensor);
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data_ptr(), n, detail::mpi_datatype(tensor.dtype()),
+                              detail::mpi_reduce_op(tensor.dtype(), op), comm_, &req));
+  const int world = size();
+  return DT_MPI_WORK(CollectiveKind::kAllReduce, &tensor, req, ([tensor, buf, op, world] {
+                       if (op == ReduceOp::kAvg) {
+                         detail::divide_in_place(buf.data_ptr(), buf.dtype(), buf.numel(), world);
+                       }
+                       unstage(tensor, buf);
+                     }));
+}
+
+WorkPtr MpiCommunicator::do_all_gather(const Tensor& output, const Tensor& input) {
+  if (output.numel() == 0) return completed_work();
+  const int n = checked_count(input.numel(), CollectiveKind::kAllGather);
+  checked_count(output.numel(), CollectiveKind::kAllGather);
+  const MPI_Datatype type = detail::mpi_datatype(input.dtype());
+  Tensor out = stage_out(output);
+  Tensor in;
+  const void* send = nullptr;
+  const char* own_block =
+      static_cast<const char*>(output.data_ptr()) + static_cast<size_t>(rank()) * input.nbytes();
+  if (output.device().is_cpu() && input.data_ptr() == own_block) {
+    send = MPI_IN_PLACE;  // input already sits in this rank's block of the output
+  } else {
+    in = overlaps(input, output) ? input.clone() : stage_in(input);
+    send = in.data_ptr();
+  }
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Iallgather(send, n, type, out.data_ptr(), n, type, comm_, &req));
+  return DT_MPI_WORK(CollectiveKind::kAllGather, &input, req,
+                     ([output, out, in] { unstage(output, out); }));
+}
+
+WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+  if (input.numel() == 0) return completed_work();
+  const int n = checked_count(output.numel(), CollectiveKind::kReduceScatter);
+  checked_count(input.numel(), CollectiveKind::kReduceScatter);
+  Tensor out = stage_out(output);
+  Tensor in = overlaps(input, output) ? input.clone() : stage_in(input);
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), n,
+                                         detail::mpi_datatype(input.dtype()),
+                                         detail::mpi_reduce_op(input.dtype(), op), comm_, &req));
+  const int world = size();
+  return DT_MPI_WORK(CollectiveKind::kReduceScatter, &input, req, ([output, out, in, op, world] {
+                       if (op == ReduceOp::kAvg) {
+                         detail::divide_in_place(out.data_ptr(), out.dtype(), out.numel(), world);
+                       }
+                       unstage(output, out);
+                     }));
+}
+
+WorkPtr MpiCommunicator::do_all_to_all(const Tensor& output, const Tensor& input) {
+  if (input.numel() == 0) return completed_work();
+  const int block = checked_count(input.numel() / size(), CollectiveKind::kAllToAll);
+  const MPI_Datatype type = detail::mpi_datatype(input.dtype());
+  Tensor out = stage_out(output);
+  Tensor in = overlaps(input, output) ? input.clone() : stage_in(input);
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Ialltoall(in.data_ptr(), block, type, out.data_ptr(), block, type, comm_, &req));
+  return DT_MPI_WORK(CollectiveKind::kAllToAll, &input, req,
+                     ([output, out, in] { unstage(output, out); }));
+}
+
+WorkPtr MpiCommunicator::do_broadcast(const Tensor& tensor, int root) {
+  if (tensor.numel() == 0) return completed_work();
+  const int n = checked_count(tensor.numel(), CollectiveKind::kBroadcast);
+  Tensor buf = rank() == root ? stage_in(tensor) : stage_out(tensor);
+  MPI_Request req;
+  DT_CHECK_MPI(
+      MPI_Ibcast(buf.data_ptr(), n, detail::mpi_datatype(tensor.dtype()), root, comm_, &req));
+  const bool is_root = rank() == root;
+  return DT_MPI_WORK(CollectiveKind::kBroadcast, &tensor, req, ([tensor, buf, is_root] {
+                       if (!is_root) unstage(tensor, buf);
+                     }));
+}
+
+WorkPtr MpiCommunicator::do_send(const Tensor& tensor, int dst, int tag) {
+  if (tensor.numel() == 0) return completed_work();
+  const int n = checked_count(tensor.numel(), CollectiveKind::kSend);
+  Tensor buf = stage_in(tensor);
+  MPI_Request req;
+  DT_CHECK_MPI(
+      MPI_Isend(buf.data_ptr(), n, detail::mpi_datatype(tensor.dtype()), dst, tag, comm_, &req));
+  return DT_MPI_WORK(CollectiveKind::kSend, &tensor, req, ([buf] {}));
+}
+
+WorkPtr MpiCommunicator::do_recv(const Tensor& tensor, int src, int tag) {
+  if (tensor.numel() == 0) return completed_work();
+  const int n = checked_count(tensor.numel(), CollectiveKind::kRecv);
+  Tensor buf = stage_out(tensor);
+  MPI_Request req;
+  DT_CHECK_MPI(
+      MPI_Irecv(buf.data_ptr(), n, detail::mpi_datatype(tensor.dtype()), src, tag, comm_, &req));
+  return DT_MPI_WORK(CollectiveKind::kRecv, &tensor, req,
+                     ([tensor, buf] { unstage(tensor, buf); }));
+}
+
+WorkPtr MpiCommunicator::do_barrier() {
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Ibarrier(comm_, &req));
+  return DT_MPI_WORK(CollectiveKind::kBarrier, nullptr, req, nullptr);
+}
+
+#undef DT_MPI_WORK
+
+std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  // Every member must arrive; the guarded exchange turns a missing one into a deadline error
+  // instead of a hang inside the blocking MPI_Comm_split.
+  int32_t mine[2] = {color, key};
+  std::vector<int32_t> all(static_cast<size_t>(2 * size()));
+  const int64_t two = 2, total = 2 * static_cast<int64_t>(size());
+  do_all_gather(from_blob(all.data(), {&total, 1}, DType::kInt32),
+                from_blob(mine, {&two, 1}, DType::kInt32))
+      ->wait();
+  MPI_Comm child = MPI_COMM_NULL;
+  DT_CHECK_MPI(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child));
+  if (child == MPI_COMM_NULL) return nullptr;
+  auto result = std::make_shared<MpiCommunicator>(child, /*owned=*/true);
+  result->set_description(absl::StrFormat(
+      "%s/color %d", description().empty() ? std::string("unnamed") : description(), color));
+  return result;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,61 @@
+// The NCCL backend (CUDA tensors). Compiled only with CUDA. Collectives run on the
+// communicator's own stream, ordered after the compute stream (the default stream) by a CUDA
+// event, and the compute stream is made to wait for their completion event, so later kernels
+// see the results. Work::wait() blocks the host until the completion event fires, polling
+// ncclCommGetAsyncError so that a peer failure raises an error and an expired deadline aborts
+// the communicator (ncclCommAbort) and ends the job.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+
+namespace dtensor {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Takes ownership of `comm` (initialised, on CUDA device `device`). `mpi` is an MPI-backend
+  // communicator with the same members in the same order (used for splits and messages).
+  NcclCommunicator(ncclComm_t comm, CommunicatorPtr mpi, int device);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  std::string_view backend() const override { return "nccl"; }
+  // CUDA tensors on this communicator's device.
+  bool supports(Device device) const override;
+  // ncclCommSplit (nonblocking, deadline-guarded), with the MPI twin split alongside.
+  std::shared_ptr<Communicator> split(int color, int key) override;
+
+  ncclComm_t nccl_comm() const { return comm_; }
+  cudaStream_t stream() const { return stream_; }
+
+ protected:
+  WorkPtr do_all_reduce(const Tensor& tensor, ReduceOp op) override;
+  WorkPtr do_all_gather(const Tensor& output, const Tensor& input) override;
+  WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
+  WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) override;
+  WorkPtr do_broadcast(const Tensor& tensor, int root) override;
+  // NCCL matches point-to-point messages by issue order; `tag` is ignored.
+  WorkPtr do_send(const Tensor& tensor, int dst, int tag) override;
+  WorkPtr do_recv(const Tensor& tensor, int src, int tag) override;
+  // A one-element all_reduce (NCCL has no barrier).
+  WorkPtr do_barrier() override;
+
+ private:
+  template <typename Enqueue>
+  WorkPtr launch(CollectiveKind kind, const Tensor* shape_of, std::vector<Tensor> keep_alive,
+                 Enqueue&& enqueue);
+
+  ncclComm_t comm_;
+  CommunicatorPtr mpi_;
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // recorded on the compute stream before each collective
+};
+
+}  // namespace dtensor

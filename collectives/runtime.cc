@@ -1,0 +1,188 @@
+#include "collectives/runtime.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "collectives/cuda_support.h"
+#include "collectives/mpi/mpi_check.h"
+#include "collectives/mpi/mpi_communicator.h"
+#include "collectives/nccl/nccl_backend.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+
+namespace {
+
+struct RuntimeState {
+  std::mutex mu;
+  bool we_initialized = false;  // MPI_Init_thread was called by this library
+  bool atexit_registered = false;
+  int local_rank = -1;
+  CommunicatorPtr world_cpu;
+  CommunicatorPtr world_cuda;
+};
+
+RuntimeState& state() {
+  static RuntimeState* s = new RuntimeState();  // never destroyed: used from atexit handlers
+  return *s;
+}
+
+bool mpi_active() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+// Drops the cached communicators (they free their MPI/NCCL handles) and finalises MPI.
+void shutdown_locked(RuntimeState& s) {
+  s.world_cuda.reset();
+  s.world_cpu.reset();
+  if (s.we_initialized && mpi_active()) MPI_Finalize();
+  s.we_initialized = false;
+}
+
+void finalize_at_exit() {
+  RuntimeState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  shutdown_locked(s);
+}
+
+void init_locked(RuntimeState& s, int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  DT_CHECK(!finalized, "[Runtime] MPI was already finalized; it cannot be initialised again");
+  int provided = 0;
+  DT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+  s.we_initialized = true;
+  DT_CHECK(provided >= MPI_THREAD_FUNNELED,
+           "[Runtime] the MPI library provides thread level %d, expected at least "
+           "MPI_THREAD_FUNNELED (%d)",
+           provided, MPI_THREAD_FUNNELED);
+}
+
+// MPI is initialised on first use when no Runtime was constructed (single-process tools and
+// tests), and finalised at exit.
+void ensure_mpi() {
+  RuntimeState& s = state();
+  if (mpi_active()) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (mpi_active()) return;
+  init_locked(s, nullptr, nullptr);
+  if (!s.atexit_registered) {
+    s.atexit_registered = true;
+    std::atexit(finalize_at_exit);
+  }
+}
+
+int compute_local_rank() {
+  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) return std::atoi(env);
+  MPI_Comm node;
+  DT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int r = 0;
+  MPI_Comm_rank(node, &r);
+  MPI_Comm_free(&node);
+  return r;
+}
+
+}  // namespace
+
+Runtime::Runtime(int* argc, char*** argv) {
+  RuntimeState& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    init_locked(s, argc, argv);
+  }
+  detail::select_cuda_device(local_rank());
+}
+
+Runtime::~Runtime() {
+  RuntimeState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  shutdown_locked(s);
+}
+
+bool Runtime::initialized() {
+  return mpi_active();
+}
+
+int world_rank() {
+  ensure_mpi();
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  ensure_mpi();
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+int local_rank() {
+  ensure_mpi();
+  RuntimeState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.local_rank < 0) s.local_rank = compute_local_rank();
+  return s.local_rank;
+}
+
+CommunicatorPtr world_communicator() {
+  return world_communicator(DeviceType::kCPU);
+}
+
+CommunicatorPtr world_communicator(DeviceType device_type) {
+  ensure_mpi();
+  RuntimeState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.world_cpu) {
+    // MPI_Comm_dup blocks until every rank arrives: meet in a deadline-guarded barrier first.
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    detail::wait_mpi_request(&req, [] {
+      return std::string(
+          "[world_communicator] collective deadline exceeded while waiting for every rank to "
+          "create the world communicator (MPI_COMM_WORLD); ending the job");
+    });
+    MPI_Comm dup;
+    DT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    s.world_cpu = std::make_shared<MpiCommunicator>(dup, /*owned=*/true);
+    s.world_cpu->set_description("world");
+  }
+  if (device_type == DeviceType::kCPU) return s.world_cpu;
+  if (!s.world_cuda) {
+    if (detail::nccl_compiled() && detail::visible_cuda_devices() > 0) {
+      s.world_cuda = detail::make_nccl_communicator(s.world_cpu);
+      s.world_cuda->set_description("world");
+    } else {
+      s.world_cuda = s.world_cpu;  // MPI, staging CUDA tensors through host memory
+    }
+  }
+  return s.world_cuda;
+}
+
+CommunicatorPtr self_communicator(DeviceType device_type) {
+  ensure_mpi();
+  MPI_Comm dup;
+  DT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_SELF, &dup));
+  CommunicatorPtr self = std::make_shared<MpiCommunicator>(dup, /*owned=*/true);
+  self->set_description("self");
+  if (device_type == DeviceType::kCUDA && detail::nccl_compiled() &&
+      detail::visible_cuda_devices() > 0) {
+    return detail::make_nccl_communicator(self);
+  }
+  return self;
+}
+
+CommunicatorPtr split_world(DeviceType device_type, int color, int key) {
+  return world_communicator(device_type)->split(color, key);
+}
+
+}  // namespace dtensor

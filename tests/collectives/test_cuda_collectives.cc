@@ -1,0 +1,133 @@
+// CUDA tensors through the collectives (label gpu): the CUDA world communicator (NCCL when
+// compiled in) and the MPI backend staging CUDA tensors through pinned host memory.
+// Reports skipped (exit 77) when CUDA is not compiled in or no device is visible.
+#define CATCH_CONFIG_RUNNER
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <vector>
+
+#include "collectives/comm_debug.h"
+#include "collectives/communicator.h"
+#include "collectives/runtime.h"
+#include "tensor/creation.h"
+#include "tensor/storage.h"
+
+namespace dtensor::test {
+namespace {
+
+Device my_gpu() {
+  return Device(kCUDA, local_rank() % detail::cuda_device_count());
+}
+
+// NCCL needs one GPU per rank; with fewer GPUs than ranks only the staging path is tested.
+bool one_gpu_per_rank() {
+  return detail::cuda_device_count() >= world_size();
+}
+
+void check_backend_all_reduce(const CommunicatorPtr& comm) {
+  const int n = comm->size(), r = comm->rank();
+  std::vector<float> v(7);
+  for (int i = 0; i < 7; ++i) v[static_cast<size_t>(i)] = static_cast<float>(r + i);
+  Tensor t = from_vector<float>(v, {7}, my_gpu());
+  comm->all_reduce(t, ReduceOp::kSum)->wait();
+  std::vector<float> got = t.to_vector<float>();
+  for (int i = 0; i < 7; ++i) CHECK(got[static_cast<size_t>(i)] == n * i + n * (n - 1) / 2.0f);
+
+  Tensor m =
+      from_vector<int64_t>({static_cast<int64_t>(r), static_cast<int64_t>(-r)}, {2}, my_gpu());
+  comm->all_reduce(m, ReduceOp::kMax)->wait();
+  CHECK(m.to_vector<int64_t>() == std::vector<int64_t>{n - 1, 0});
+
+  std::vector<BFloat16> b(3, BFloat16(static_cast<float>(r + 1)));
+  Tensor bt = from_vector<BFloat16>(b, {3}, my_gpu());
+  comm->all_reduce(bt, ReduceOp::kAvg)->wait();
+  for (float x : bt.to_vector<float>()) CHECK(x == (n + 1) / 2.0f);
+}
+
+void check_backend_data_movement(const CommunicatorPtr& comm) {
+  const int n = comm->size(), r = comm->rank();
+  Tensor in = from_vector<int32_t>({r * 10, r * 10 + 1}, {2}, my_gpu());
+  Tensor out = zeros({2 * n}, TensorOptions(kInt32, my_gpu()));
+  comm->all_gather(out, in)->wait();
+  std::vector<int32_t> g = out.to_vector<int32_t>();
+  for (int s = 0; s < n; ++s) {
+    CHECK(g[static_cast<size_t>(2 * s)] == s * 10);
+    CHECK(g[static_cast<size_t>(2 * s + 1)] == s * 10 + 1);
+  }
+  Tensor rs_out = zeros({2}, TensorOptions(kInt32, my_gpu()));
+  comm->reduce_scatter(rs_out, out, ReduceOp::kSum)->wait();
+  std::vector<int32_t> rs = rs_out.to_vector<int32_t>();
+  CHECK(rs[0] == n * (r * 10));
+  CHECK(rs[1] == n * (r * 10 + 1));
+
+  std::vector<double> a2a_v(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) a2a_v[static_cast<size_t>(j)] = r * 100 + j;
+  Tensor a2a_in = from_vector<double>(a2a_v, {n}, my_gpu());
+  Tensor a2a_out = zeros({n}, TensorOptions(kFloat64, my_gpu()));
+  comm->all_to_all(a2a_out, a2a_in)->wait();
+  std::vector<double> a2a = a2a_out.to_vector<double>();
+  for (int s = 0; s < n; ++s) CHECK(a2a[static_cast<size_t>(s)] == s * 100 + r);
+
+  Tensor bc = full({4}, r == 0 ? 3.5 : -1.0, TensorOptions(kFloat32, my_gpu()));
+  comm->broadcast(bc, 0)->wait();
+  for (float x : bc.to_vector<float>()) CHECK(x == 3.5f);
+
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  Tensor snd = full({3}, static_cast<double>(r), TensorOptions(kFloat16, my_gpu()));
+  Tensor rcv = zeros({3}, TensorOptions(kFloat16, my_gpu()));
+  WorkPtr rw = comm->recv(rcv, prev);
+  WorkPtr sw = comm->send(snd, next);
+  sw->wait();
+  rw->wait();
+  for (float x : rcv.to_vector<float>()) CHECK(x == static_cast<float>(prev));
+  comm->barrier()->wait();
+
+  Tensor empty_t = zeros({0}, TensorOptions(kFloat32, my_gpu()));
+  comm->all_reduce(empty_t, ReduceOp::kSum)->wait();
+}
+
+}  // namespace
+
+TEST_CASE("MPI backend stages CUDA tensors through host memory", "[collectives][gpu]") {
+  auto comm = world_communicator(kCPU);
+  REQUIRE(comm->supports(my_gpu()));
+  check_backend_all_reduce(comm);
+  check_backend_data_movement(comm);
+}
+
+TEST_CASE("CUDA world communicator (NCCL when compiled in)", "[collectives][gpu]") {
+  if (!one_gpu_per_rank()) {
+    WARN("fewer GPUs than ranks: NCCL cases skipped");
+    return;
+  }
+  auto comm = world_communicator(kCUDA);
+  REQUIRE(comm->supports(my_gpu()));
+  if (comm->backend() == "nccl") CHECK_FALSE(comm->supports(Device(kCPU)));
+  CommDebugMode debug;
+  check_backend_all_reduce(comm);
+  check_backend_data_movement(comm);
+  CHECK(debug.count(CollectiveKind::kAllReduce) == 4);
+  auto sub = comm->split(comm->rank() % 2, comm->rank());
+  REQUIRE(sub != nullptr);
+  CHECK(sub->backend() == comm->backend());
+  check_backend_all_reduce(sub);
+}
+
+}  // namespace dtensor::test
+
+int main(int argc, char** argv) {
+  dtensor::Runtime runtime(&argc, &argv);
+  if (dtensor::detail::cuda_device_count() == 0) {
+    if (dtensor::world_rank() == 0)
+      std::printf("no CUDA device (or CUDA not compiled in): skipped\n");
+    return 77;
+  }
+  Catch::Session session;
+  int rc = session.applyCommandLine(argc, argv);
+  int failed = rc != 0 ? 1 : (session.run() != 0 ? 1 : 0);
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return any_failed ? 1 : 0;
+}
