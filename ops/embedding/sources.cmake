@@ -1,0 +1,1 @@
+list(APPEND DTENSOR_OPS_SOURCES ${CMAKE_CURRENT_LIST_DIR}/embedding_cpu.cc)

@@ -1,0 +1,47 @@
+// Matrix products on local tensors: mm, bmm, matmul (PyTorch broadcasting rules), addmm, linear.
+//
+// Operands share one dtype and device. float32/float64 run through OpenBLAS (s/dgemm); an
+// operand whose last two dims are row-major or a transposed view of row-major is passed to BLAS
+// as is (no copy), anything else is copied contiguous first. float16/bfloat16 are converted to
+// float, multiplied with sgemm and rounded back once. int32/int64 use a plain loop (wrapping
+// like PyTorch). A zero-length contraction (k = 0) gives zeros; n = 0 or m = 0 gives an empty
+// result. Results are fresh contiguous tensors.
+#pragma once
+
+#include "tensor/scalar.h"
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// a[n, k] @ b[k, m] -> [n, m]. Throws "[mm] shapes [2, 3] and [4, 5] cannot be multiplied
+// (3 != 4)" on a size mismatch, and when either operand is not 2-d.
+Tensor mm(const Tensor& a, const Tensor& b);
+
+// Batched product a[B, n, k] @ b[B, k, m] -> [B, n, m]; batch sizes must be equal (no
+// broadcasting, as torch.bmm).
+Tensor bmm(const Tensor& a, const Tensor& b);
+
+// torch.matmul: 1-d @ 1-d is a dot product (0-d result); 2-d @ 2-d is mm; a 1-d first operand is
+// treated as [1, k] and a 1-d second operand as [k, 1], the added dim removed from the result;
+// N-d operands multiply their last two dims and broadcast the leading (batch) dims. A batched
+// first operand times a 2-d second operand is folded into one GEMM ([..., n, k] -> [-1, k]).
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// beta * bias + alpha * (a @ b) with a[n, k], b[k, m] and bias broadcastable to [n, m]. As in
+// PyTorch, beta = 0 ignores the values of bias (NaN/inf in bias do not propagate).
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
+             const Scalar& alpha = 1);
+
+// torch.nn.functional.linear: x[..., in] @ weight[out, in]^T (+ bias[out]) -> [..., out].
+// The transposed weight is a view passed to BLAS without copying; bias is optional (pass an
+// undefined Tensor()).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+namespace detail {
+// True when the last two dims of x can be handed to BLAS without a copy: row-major with a
+// leading dim >= the row length, or the transpose of such a matrix (the strides of size-1 dims
+// do not matter). float32/float64 operands failing this are copied contiguous first.
+bool gemm_operand_is_direct(const Tensor& x);
+}  // namespace detail
+
+}  // namespace dtensor

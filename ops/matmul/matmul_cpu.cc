@@ -1,0 +1,305 @@
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "ops/matmul/matmul.h"
+#include "tensor/creation.h"
+#include "tensor/shape.h"
+
+namespace dtensor {
+namespace {
+
+void check_operands(const Tensor& a, const Tensor& b, const char* op) {
+  DT_CHECK(a.defined() && b.defined(), "[%s] expected defined tensors as operands", op);
+  DT_CHECK(a.dtype() == b.dtype(), "[%s] expected operands of the same dtype, got %s and %s", op,
+           dtype_name(a.dtype()), dtype_name(b.dtype()));
+  DT_CHECK(a.device() == b.device(), "[%s] expected operands on the same device, got %s and %s", op,
+           a.device().str(), b.device().str());
+  DT_CHECK(!a.device().is_cuda(), "[%s] CUDA kernels for this op are not built yet", op);
+  DT_CHECK(a.dtype() != kBool, "[%s] expected a numeric dtype, got bool", op);
+}
+
+// How BLAS can read a row-major matrix view of r x c elements with strides (sr, sc): as is
+// (trans = false, leading dim ld) or as the transpose of a row-major matrix (trans = true).
+// Strides of size-1 dims do not matter. ok = false means the view needs a contiguous copy.
+struct MatLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+MatLayout blas_layout(int64_t r, int64_t c, int64_t sr, int64_t sc) {
+  if ((sc == 1 || c <= 1) && (r <= 1 || sr >= std::max<int64_t>(1, c))) {
+    return {true, false, r <= 1 ? std::max<int64_t>(1, c) : sr};
+  }
+  if ((sr == 1 || r <= 1) && (c <= 1 || sc >= std::max<int64_t>(1, r))) {
+    return {true, true, c <= 1 ? std::max<int64_t>(1, r) : sc};
+  }
+  return {};
+}
+
+MatLayout matrix_layout(const Tensor& x) {
+  return blas_layout(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1));
+}
+
+// 16-bit floats become float32; a float operand whose last two dims BLAS cannot read is made
+// contiguous. Done before any batch expansion so that broadcast operands are never copied.
+Tensor prepare_operand(const Tensor& x) {
+  Tensor y = is_reduced_float(x.dtype()) ? x.to(kFloat32) : x;
+  if ((y.dtype() == kFloat32 || y.dtype() == kFloat64) && y.dim() >= 2 && !matrix_layout(y).ok) {
+    y = y.contiguous();
+  }
+  return y;
+}
+
+void check_blas_size(int64_t v, const char* what) {
+  DT_CHECK(v <= std::numeric_limits<blasint>::max(),
+           "[matmul] %s = %d exceeds the BLAS integer range", what, v);
+}
+
+template <typename T>
+void blas_gemm(const MatLayout& la, const MatLayout& lb, int64_t n, int64_t m, int64_t k, T alpha,
+               const T* a, const T* b, T beta, T* c) {
+  check_blas_size(std::max({n, m, k}), "a matrix size");
+  check_blas_size(std::max(la.ld, lb.ld), "a leading dimension");
+  const auto ta = la.trans ? CblasTrans : CblasNoTrans;
+  const auto tb = lb.trans ? CblasTrans : CblasNoTrans;
+  const auto ldc = static_cast<blasint>(std::max<int64_t>(1, m));
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(n), static_cast<blasint>(m),
+                static_cast<blasint>(k), alpha, a, static_cast<blasint>(la.ld), b,
+                static_cast<blasint>(lb.ld), beta, c, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, static_cast<blasint>(n), static_cast<blasint>(m),
+                static_cast<blasint>(k), alpha, a, static_cast<blasint>(la.ld), b,
+                static_cast<blasint>(lb.ld), beta, c, ldc);
+  }
+}
+
+// Integer GEMM on arbitrary strides; wraps on overflow like PyTorch (unsigned arithmetic).
+template <typename T>
+void int_gemm(int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t sar, int64_t sac,
+              const T* b, int64_t sbr, int64_t sbc, T beta, T* c) {
+  std::vector<uint64_t> acc(static_cast<size_t>(m));
+  for (int64_t i = 0; i < n; ++i) {
+    std::fill(acc.begin(), acc.end(), 0);
+    for (int64_t p = 0; p < k; ++p) {
+      const auto av = static_cast<uint64_t>(static_cast<int64_t>(a[i * sar + p * sac]));
+      const T* brow = b + p * sbr;
+      for (int64_t j = 0; j < m; ++j) {
+        acc[j] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j * sbc]));
+      }
+    }
+    T* crow = c + i * m;
+    const auto ua = static_cast<uint64_t>(static_cast<int64_t>(alpha));
+    const auto ub = static_cast<uint64_t>(static_cast<int64_t>(beta));
+    for (int64_t j = 0; j < m; ++j) {
+      uint64_t v = ua * acc[j];
+      if (beta != 0) v += ub * static_cast<uint64_t>(static_cast<int64_t>(crow[j]));
+      crow[j] = static_cast<T>(static_cast<int64_t>(v));
+    }
+  }
+}
+
+// out = alpha * a @ b + beta * out over the batch dims. a[..., n, k] and b[..., k, m] have the
+// batch sizes of out (strides may be 0); out is contiguous [..., n, m]; beta == 0 means out is
+// only written. T is float, double, int32_t or int64_t.
+template <typename T>
+void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta) {
+  const int64_t nb = out.dim() - 2;
+  const int64_t n = out.size(-2), m = out.size(-1), k = a.size(-1);
+  T* c = out.data<T>();
+  if (k == 0) {
+    for (int64_t i = 0; i < out.numel(); ++i) c[i] = beta == T(0) ? T(0) : T(beta * c[i]);
+    return;
+  }
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  int64_t batches = 1;
+  for (int64_t d = 0; d < nb; ++d) batches *= out.size(d);
+  MatLayout la, lb;
+  if constexpr (std::is_floating_point_v<T>) {
+    la = matrix_layout(a);
+    lb = matrix_layout(b);
+    DT_CHECK(la.ok && lb.ok, "[matmul] internal error: operand layout not BLAS-compatible");
+  }
+  Shape idx(static_cast<size_t>(nb), 0);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t off_a = 0, off_b = 0;
+    for (int64_t d = 0; d < nb; ++d) {
+      off_a += idx[d] * a.stride(d);
+      off_b += idx[d] * b.stride(d);
+    }
+    T* pc = c + bi * n * m;
+    if constexpr (std::is_floating_point_v<T>) {
+      blas_gemm<T>(la, lb, n, m, k, alpha, pa + off_a, pb + off_b, beta, pc);
+    } else {
+      int_gemm<T>(n, m, k, alpha, pa + off_a, a.stride(-2), a.stride(-1), pb + off_b, b.stride(-2),
+                  b.stride(-1), beta, pc);
+    }
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      if (++idx[d] < out.size(d)) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+// Runs the product of prepared operands (see prepare_operand) into a new [out_shape] tensor of
+// dtype `dtype`. `bias`, when given and beta != 0, is broadcast into the output first.
+Tensor gemm_driver(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shape,
+                   const Tensor* bias, const Scalar& alpha, const Scalar& beta) {
+  const DType cdt = a.dtype();  // compute dtype: float32 for 16-bit inputs
+  Tensor out = empty(out_shape, TensorOptions(cdt));
+  if (out.numel() > 0) {
+    const bool use_bias = bias != nullptr && bias->defined() && beta.to_double() != 0.0;
+    if (use_bias) out.copy_(*bias);
+    switch (cdt) {
+      case DType::kFloat32:
+        gemm_batched<float>(a, b, out, alpha.to<float>(), use_bias ? beta.to<float>() : 0.f);
+        break;
+      case DType::kFloat64:
+        gemm_batched<double>(a, b, out, alpha.to<double>(), use_bias ? beta.to<double>() : 0.0);
+        break;
+      case DType::kInt32:
+        gemm_batched<int32_t>(a, b, out, alpha.to<int32_t>(), use_bias ? beta.to<int32_t>() : 0);
+        break;
+      case DType::kInt64:
+        gemm_batched<int64_t>(a, b, out, alpha.to<int64_t>(), use_bias ? beta.to<int64_t>() : 0);
+        break;
+      default:
+        DT_FAIL("[matmul] unsupported dtype %s", dtype_name(cdt));
+    }
+  }
+  return cdt == dtype ? out : out.to(dtype);
+}
+
+}  // namespace
+
+namespace detail {
+bool gemm_operand_is_direct(const Tensor& x) {
+  DT_CHECK(x.defined() && x.dim() >= 2, "[matmul] expected an operand with at least 2 dims");
+  return matrix_layout(x).ok;
+}
+}  // namespace detail
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "mm");
+  DT_CHECK(a.dim() == 2 && b.dim() == 2, "[mm] expected 2-d operands, got shapes %s and %s",
+           shape_str(a.sizes()), shape_str(b.sizes()));
+  DT_CHECK(a.size(1) == b.size(0), "[mm] shapes %s and %s cannot be multiplied (%d != %d)",
+           shape_str(a.sizes()), shape_str(b.sizes()), a.size(1), b.size(0));
+  const int64_t out_shape[] = {a.size(0), b.size(1)};
+  return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, nullptr, 1, 0);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "bmm");
+  DT_CHECK(a.dim() == 3 && b.dim() == 3, "[bmm] expected 3-d operands, got shapes %s and %s",
+           shape_str(a.sizes()), shape_str(b.sizes()));
+  DT_CHECK(a.size(0) == b.size(0), "[bmm] batch sizes of shapes %s and %s differ (%d != %d)",
+           shape_str(a.sizes()), shape_str(b.sizes()), a.size(0), b.size(0));
+  DT_CHECK(a.size(2) == b.size(1), "[bmm] shapes %s and %s cannot be multiplied (%d != %d)",
+           shape_str(a.sizes()), shape_str(b.sizes()), a.size(2), b.size(1));
+  const int64_t out_shape[] = {a.size(0), a.size(1), b.size(2)};
+  return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, nullptr, 1, 0);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "matmul");
+  DT_CHECK(a.dim() >= 1 && b.dim() >= 1,
+           "[matmul] expected operands with at least 1 dim, got shapes %s and %s",
+           shape_str(a.sizes()), shape_str(b.sizes()));
+  const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  const int64_t n = a2.size(-2), k = a2.size(-1), m = b2.size(-1);
+  DT_CHECK(k == b2.size(-2), "[matmul] shapes %s and %s cannot be multiplied (%d != %d)",
+           shape_str(a.sizes()), shape_str(b.sizes()), k, b2.size(-2));
+  Tensor result;
+  if (b2.dim() == 2) {
+    // [..., n, k] @ [k, m]: fold the batch dims of a into the rows of one GEMM.
+    Shape out_shape(a2.sizes().begin(), a2.sizes().end() - 2);
+    const int64_t rows = shape_numel(out_shape) * n;
+    const int64_t flat_a[] = {rows, k};
+    const int64_t flat_out[] = {rows, m};
+    const Tensor af = a2.dim() == 2 ? a2 : a2.reshape(flat_a);
+    result =
+        gemm_driver(prepare_operand(af), prepare_operand(b2), a.dtype(), flat_out, nullptr, 1, 0);
+    out_shape.push_back(n);
+    out_shape.push_back(m);
+    result = result.view(out_shape);
+  } else {
+    const IntSpan batch_a(a2.sizes().data(), a2.sizes().size() - 2);
+    const IntSpan batch_b(b2.sizes().data(), b2.sizes().size() - 2);
+    const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+    Shape shape_a = batch, shape_b = batch, shape_out = batch;
+    shape_a.insert(shape_a.end(), {n, k});
+    shape_b.insert(shape_b.end(), {k, m});
+    shape_out.insert(shape_out.end(), {n, m});
+    const Tensor ae = prepare_operand(a2).expand(shape_a);
+    const Tensor be = prepare_operand(b2).expand(shape_b);
+    result = gemm_driver(ae, be, a.dtype(), shape_out, nullptr, 1, 0);
+  }
+  if (b.dim() == 1) result = result.squeeze(-1);
+  if (a.dim() == 1) result = result.squeeze(b.dim() == 1 ? -1 : -2);
+  return result;
+}
+
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta,
+             const Scalar& alpha) {
+  check_operands(a, b, "addmm");
+  DT_CHECK(bias.defined(), "[addmm] expected a defined bias tensor");
+  DT_CHECK(bias.dtype() == a.dtype() && bias.device() == a.device(),
+           "[addmm] bias must have the operands' dtype and device, got %s on %s (expected %s on "
+           "%s)",
+           dtype_name(bias.dtype()), bias.device().str(), dtype_name(a.dtype()), a.device().str());
+  DT_CHECK(a.dim() == 2 && b.dim() == 2, "[addmm] expected 2-d operands, got shapes %s and %s",
+           shape_str(a.sizes()), shape_str(b.sizes()));
+  DT_CHECK(a.size(1) == b.size(0), "[addmm] shapes %s and %s cannot be multiplied (%d != %d)",
+           shape_str(a.sizes()), shape_str(b.sizes()), a.size(1), b.size(0));
+  const int64_t out_shape[] = {a.size(0), b.size(1)};
+  bool broadcastable = bias.dim() <= 2;
+  for (int64_t d = 1; broadcastable && d <= bias.dim(); ++d) {
+    broadcastable = bias.size(-d) == 1 || bias.size(-d) == out_shape[2 - d];
+  }
+  DT_CHECK(broadcastable, "[addmm] bias of shape %s cannot be broadcast to the output shape %s",
+           shape_str(bias.sizes()), shape_str(out_shape));
+  return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, &bias, alpha,
+                     beta);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_operands(x, weight, "linear");
+  DT_CHECK(weight.dim() == 2, "[linear] expected a 2-d weight [out, in], got shape %s",
+           shape_str(weight.sizes()));
+  DT_CHECK(x.dim() >= 1, "[linear] expected an input with at least 1 dim, got shape %s",
+           shape_str(x.sizes()));
+  const int64_t in = weight.size(1), out = weight.size(0);
+  DT_CHECK(x.size(-1) == in,
+           "[linear] input of shape %s and weight of shape %s do not match (in_features %d != "
+           "%d)",
+           shape_str(x.sizes()), shape_str(weight.sizes()), x.size(-1), in);
+  if (bias.defined()) {
+    DT_CHECK(bias.dtype() == x.dtype() && bias.device() == x.device(),
+             "[linear] bias must have the input's dtype and device, got %s on %s (expected %s on "
+             "%s)",
+             dtype_name(bias.dtype()), bias.device().str(), dtype_name(x.dtype()),
+             x.device().str());
+    DT_CHECK(bias.dim() == 1 && bias.size(0) == out,
+             "[linear] bias of shape %s does not match out_features %d (expected [%d])",
+             shape_str(bias.sizes()), out, out);
+  }
+  Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+  const int64_t rows = shape_numel(out_shape);
+  const int64_t flat_x[] = {rows, in};
+  const int64_t flat_out[] = {rows, out};
+  const Tensor xf = x.dim() == 2 ? x : x.reshape(flat_x);
+  Tensor result = gemm_driver(prepare_operand(xf), prepare_operand(weight.transpose(0, 1)),
+                              x.dtype(), flat_out, bias.defined() ? &bias : nullptr, 1, 1);
+  out_shape.push_back(out);
+  return result.view(out_shape);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,20 @@
+// Softmax and log-softmax along one dim of a local tensor.
+//
+// Numerically stable (the maximum along `dim` is subtracted before exponentiating); 16-bit
+// inputs are computed in float and float32/float64 in double, then rounded once to the input
+// dtype. Any dim (negative counts from the end), any strides; the result is a new contiguous
+// tensor of the input's shape and dtype. A slice whose elements are all -inf gives NaN, as in
+// PyTorch. Floating dtypes only.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// exp(x - max) / sum(exp(x - max)) along dim.
+Tensor softmax(const Tensor& x, int64_t dim);
+
+// (x - max) - log(sum(exp(x - max))) along dim.
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+}  // namespace dtensor

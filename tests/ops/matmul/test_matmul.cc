@@ -1,0 +1,286 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "ops/matmul/matmul.h"
+#include "tensor/creation.h"
+#include "tests/ops/matmul/ops_test_util.h"
+
+namespace dt = dtensor;
+using dt::DType;
+using dt::Shape;
+using dt::Tensor;
+using dt::test::check_close;
+using dt::test::rand_tensor;
+using dt::test::rtol_for;
+
+namespace {
+
+// Reference torch.matmul in double, written from the rules (not from the library): returns the
+// expected shape, values and per-element error scale sum_p |a * b|.
+struct Ref {
+  Shape shape;
+  std::vector<double> values;
+  std::vector<double> scales;
+};
+
+Ref ref_matmul(const Tensor& a, const Tensor& b) {
+  const int64_t k = a.size(-1);
+  const Shape sa = a.dim() == 1 ? Shape{1, k} : a.sizes();
+  const Shape sb = b.dim() == 1 ? Shape{k, 1} : b.sizes();
+  const int64_t n = sa[sa.size() - 2], m = sb[sb.size() - 1];
+  const size_t ba = sa.size() - 2, bb = sb.size() - 2, nb = std::max(ba, bb);
+  Shape batch(nb, 1);
+  for (size_t i = 0; i < nb; ++i) {
+    const int64_t x = i + ba >= nb ? sa[i + ba - nb] : 1;
+    const int64_t y = i + bb >= nb ? sb[i + bb - nb] : 1;
+    REQUIRE((x == y || x == 1 || y == 1));
+    batch[i] = x == 1 ? y : x;
+  }
+  Ref r;
+  r.shape = batch;
+  if (a.dim() > 1) r.shape.push_back(n);
+  if (b.dim() > 1) r.shape.push_back(m);
+  int64_t nbatch = 1;
+  for (auto s : batch) nbatch *= s;
+  for (int64_t bi = 0; bi < nbatch; ++bi) {
+    Shape idx(nb);
+    int64_t rem = bi;
+    for (int64_t d = static_cast<int64_t>(nb) - 1; d >= 0; --d) {
+      idx[d] = rem % batch[d];
+      rem /= batch[d];
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < m; ++j) {
+        double acc = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          Shape ia, ib;
+          for (size_t d = 0; d < ba; ++d) ia.push_back(sa[d] == 1 ? 0 : idx[d + nb - ba]);
+          for (size_t d = 0; d < bb; ++d) ib.push_back(sb[d] == 1 ? 0 : idx[d + nb - bb]);
+          if (a.dim() > 1) ia.push_back(i);
+          ia.push_back(p);
+          ib.push_back(p);
+          if (b.dim() > 1) ib.push_back(j);
+          const double x = a.at<double>(ia), y = b.at<double>(ib);
+          acc += x * y;
+          mag += std::fabs(x * y);
+        }
+        r.values.push_back(acc);
+        r.scales.push_back(mag);
+      }
+    }
+  }
+  return r;
+}
+
+void check_matmul(const Tensor& got, const Tensor& a, const Tensor& b) {
+  const Ref r = ref_matmul(a, b);
+  REQUIRE(got.dtype() == a.dtype());
+  REQUIRE(got.is_contiguous());
+  check_close(got, r.shape, r.values, rtol_for(a.dtype()) * 2, 1e-12, r.scales);
+}
+
+const DType kAllDtypes[] = {dt::kFloat32,  dt::kFloat64, dt::kFloat16,
+                            dt::kBFloat16, dt::kInt32,   dt::kInt64};
+
+}  // namespace
+
+TEST_CASE("mm matches a reference for every dtype and shape, including empty dims") {
+  const auto [n, k, m] =
+      GENERATE(std::make_tuple(1, 1, 1), std::make_tuple(7, 5, 3), std::make_tuple(33, 17, 9),
+               std::make_tuple(0, 3, 4), std::make_tuple(3, 0, 4), std::make_tuple(3, 4, 0),
+               std::make_tuple(0, 0, 0));
+  for (DType d : kAllDtypes) {
+    INFO(dt::dtype_name(d) << " n=" << n << " k=" << k << " m=" << m);
+    const Tensor a = rand_tensor({n, k}, d, 1, -4, 4);
+    const Tensor b = rand_tensor({k, m}, d, 2, -4, 4);
+    const Tensor c = dt::mm(a, b);
+    check_matmul(c, a, b);
+    if (k == 0 && n * m > 0) CHECK(c.to_vector<double>() == std::vector<double>(n * m, 0.0));
+  }
+}
+
+TEST_CASE("mm takes transposed views without a copy and stays correct") {
+  for (DType d : {dt::kFloat32, dt::kFloat64, dt::kBFloat16, dt::kInt64}) {
+    INFO(dt::dtype_name(d));
+    const Tensor at = rand_tensor({6, 5}, d, 3);  // a = at^T: [5, 6]
+    const Tensor bt = rand_tensor({4, 6}, d, 4);  // b = bt^T: [6, 4]
+    const Tensor a = at.transpose(0, 1), b = bt.transpose(0, 1);
+    REQUIRE_FALSE(a.is_contiguous());
+    CHECK(dt::detail::gemm_operand_is_direct(a));
+    CHECK(dt::detail::gemm_operand_is_direct(b));
+    check_matmul(dt::mm(a, b), a, b);
+    check_matmul(dt::mm(a, bt.transpose(0, 1).contiguous()), a, b);
+  }
+}
+
+TEST_CASE("mm handles strided, sliced and broadcast operands through a copy") {
+  const Tensor big = rand_tensor({8, 10}, dt::kFloat32, 5);
+  const Tensor stepped = big.slice(1, 0, 10, 2);  // [8, 5], column stride 2
+  CHECK_FALSE(dt::detail::gemm_operand_is_direct(stepped));
+  const Tensor b = rand_tensor({5, 3}, dt::kFloat32, 6);
+  check_matmul(dt::mm(stepped, b), stepped, b);
+  // A narrowed block: row-major with a leading dim larger than the row length (no copy).
+  const Tensor block = big.narrow(1, 2, 5);
+  CHECK(dt::detail::gemm_operand_is_direct(block));
+  check_matmul(dt::mm(block, b), block, b);
+  // Stride-0 (expanded) operands.
+  const Tensor row = rand_tensor({1, 5}, dt::kFloat32, 7).expand({4, 5});
+  CHECK_FALSE(dt::detail::gemm_operand_is_direct(row));
+  check_matmul(dt::mm(row, b), row, b);
+}
+
+TEST_CASE("bmm matches a reference, with permuted batches and empty batches") {
+  for (DType d : {dt::kFloat32, dt::kFloat64, dt::kFloat16, dt::kInt32}) {
+    INFO(dt::dtype_name(d));
+    const Tensor a = rand_tensor({3, 4, 5}, d, 8);
+    const Tensor b = rand_tensor({3, 5, 2}, d, 9);
+    check_matmul(dt::bmm(a, b), a, b);
+    // Batch dim not outermost in memory, and a transposed matrix per batch.
+    const Tensor ap = rand_tensor({4, 3, 5}, d, 10).permute({1, 0, 2});
+    const Tensor bp = rand_tensor({3, 2, 5}, d, 11).transpose(1, 2);
+    check_matmul(dt::bmm(ap, bp), ap, bp);
+    const Tensor e1 = rand_tensor({0, 4, 5}, d, 12), e2 = rand_tensor({0, 5, 2}, d, 13);
+    check_matmul(dt::bmm(e1, e2), e1, e2);
+  }
+}
+
+TEST_CASE("matmul follows the PyTorch rules for 1-d, 2-d and batched operands") {
+  using S = std::vector<int64_t>;
+  const auto [sa, sb] =
+      GENERATE(std::make_pair(S{4}, S{4}), std::make_pair(S{4}, S{4, 3}),
+               std::make_pair(S{3, 4}, S{4}), std::make_pair(S{3, 4}, S{4, 5}),
+               std::make_pair(S{2, 3, 4}, S{4}), std::make_pair(S{4}, S{2, 4, 3}),
+               std::make_pair(S{2, 3, 4}, S{4, 5}), std::make_pair(S{3, 4}, S{2, 4, 5}),
+               std::make_pair(S{2, 1, 3, 4}, S{5, 4, 2}), std::make_pair(S{1, 3, 4}, S{6, 4, 2}),
+               std::make_pair(S{0, 3, 4}, S{4, 2}), std::make_pair(S{2, 3, 0}, S{2, 0, 5}),
+               std::make_pair(S{0}, S{0}), std::make_pair(S{2, 0, 4}, S{1, 4, 3}));
+  for (DType d : {dt::kFloat32, dt::kFloat64, dt::kBFloat16, dt::kInt64}) {
+    INFO(dt::dtype_name(d) << " " << dt::shape_str(sa) << " @ " << dt::shape_str(sb));
+    const Tensor a = rand_tensor(sa, d, 14);
+    const Tensor b = rand_tensor(sb, d, 15);
+    check_matmul(dt::matmul(a, b), a, b);
+  }
+}
+
+TEST_CASE("matmul of a batched transposed view and of a broadcast operand") {
+  const Tensor a = rand_tensor({2, 5, 3}, dt::kFloat32, 16).transpose(1, 2);  // [2, 3, 5]
+  const Tensor w = rand_tensor({4, 5}, dt::kFloat32, 17).transpose(0, 1);     // [5, 4]
+  check_matmul(dt::matmul(a, w), a, w);
+  const Tensor b = rand_tensor({5, 4}, dt::kFloat32, 18).expand({2, 5, 4});  // batch stride 0
+  check_matmul(dt::matmul(a, b), a, b);
+  const Tensor c = rand_tensor({3, 1, 2, 5}, dt::kFloat64, 19);
+  const Tensor e = rand_tensor({4, 5, 3}, dt::kFloat64, 20);
+  check_matmul(dt::matmul(c, e), c, e);  // [3, 4, 2, 3]
+}
+
+TEST_CASE("addmm computes beta * bias + alpha * a @ b with broadcast bias") {
+  const Tensor a = rand_tensor({4, 3}, dt::kFloat64, 21);
+  const Tensor b = rand_tensor({3, 5}, dt::kFloat64, 22);
+  const Ref r = ref_matmul(a, b);
+  using S = std::vector<int64_t>;
+  for (const S& bs : {S{5}, S{4, 5}, S{1, 5}, S{4, 1}, S{}}) {
+    for (const auto& [beta, alpha] : {std::make_pair(1.0, 1.0), std::make_pair(0.5, -2.0)}) {
+      INFO("bias " << dt::shape_str(bs) << " beta " << beta << " alpha " << alpha);
+      const Tensor bias = rand_tensor(bs, dt::kFloat64, 23);
+      const Tensor c = dt::addmm(bias, a, b, beta, alpha);
+      std::vector<double> expect(20);
+      for (int64_t i = 0; i < 4; ++i) {
+        for (int64_t j = 0; j < 5; ++j) {
+          Shape bi;
+          if (bs.size() == 2) bi = {bs[0] == 1 ? 0 : i, bs[1] == 1 ? 0 : j};
+          if (bs.size() == 1) bi = {j};
+          expect[i * 5 + j] = beta * bias.at<double>(bi) + alpha * r.values[i * 5 + j];
+        }
+      }
+      check_close(c, {4, 5}, expect, 1e-12, 1e-12);
+    }
+  }
+  // beta = 0 ignores the bias values, NaN included.
+  const Tensor nan_bias = dt::full({4, 5}, std::numeric_limits<double>::quiet_NaN(), dt::kFloat64);
+  check_close(dt::addmm(nan_bias, a, b, 0.0, 1.0), {4, 5}, r.values, 1e-12, 1e-12);
+  // Integers and 16-bit floats.
+  const Tensor ia = rand_tensor({3, 2}, dt::kInt32, 24, -5, 5);
+  const Tensor ib = rand_tensor({2, 2}, dt::kInt32, 25, -5, 5);
+  const Tensor ibias = rand_tensor({2}, dt::kInt32, 26, -5, 5);
+  const Ref ri = ref_matmul(ia, ib);
+  std::vector<double> ie(6);
+  for (int i = 0; i < 6; ++i) ie[i] = 2 * ibias.at<double>({i % 2}) + 3 * ri.values[i];
+  check_close(dt::addmm(ibias, ia, ib, 2, 3), {3, 2}, ie, 0.0, 0.0);
+  const Tensor ha = a.to(dt::kFloat16), hb = b.to(dt::kFloat16);
+  const Tensor hbias = rand_tensor({5}, dt::kFloat16, 27);
+  const Ref rh = ref_matmul(ha, hb);
+  std::vector<double> he(20), hs(20);
+  for (int i = 0; i < 20; ++i) {
+    he[i] = hbias.at<double>({i % 5}) + rh.values[i];
+    hs[i] = std::fabs(hbias.at<double>({i % 5})) + rh.scales[i];
+  }
+  check_close(dt::addmm(hbias, ha, hb), {4, 5}, he, 2 * rtol_for(dt::kFloat16), 1e-6, hs);
+  // k = 0: only the scaled bias remains.
+  const Tensor z = dt::addmm(rand_tensor({2, 3}, dt::kFloat32, 28), dt::zeros({2, 0}),
+                             dt::zeros({0, 3}), 2.0, 1.0);
+  const auto zb = rand_tensor({2, 3}, dt::kFloat32, 28).to_vector<double>();
+  std::vector<double> ze;
+  for (double v : zb) ze.push_back(2 * v);
+  check_close(z, {2, 3}, ze, 1e-7);
+}
+
+TEST_CASE("linear equals x @ weight^T + bias for any leading dims") {
+  using S = std::vector<int64_t>;
+  for (DType d : {dt::kFloat32, dt::kFloat64, dt::kBFloat16, dt::kFloat16}) {
+    for (const S& xs : {S{6}, S{3, 6}, S{2, 3, 6}, S{0, 6}, S{2, 0, 6}}) {
+      for (bool with_bias : {false, true}) {
+        INFO(dt::dtype_name(d) << " x " << dt::shape_str(xs) << " bias " << with_bias);
+        const Tensor x = rand_tensor(xs, d, 29);
+        const Tensor w = rand_tensor({4, 6}, d, 30);
+        const Tensor bias = with_bias ? rand_tensor({4}, d, 31) : Tensor();
+        const Tensor y = dt::linear(x, w, bias);
+        Ref r = ref_matmul(x, w.transpose(0, 1));
+        for (size_t i = 0; i < r.values.size(); ++i) {
+          if (with_bias) {
+            const double bv = bias.at<double>({static_cast<int64_t>(i % 4)});
+            r.values[i] += bv;
+            r.scales[i] += std::fabs(bv);
+          }
+        }
+        check_close(y, r.shape, r.values, 2 * rtol_for(d), 1e-12, r.scales);
+      }
+    }
+  }
+  // in_features = 0: x @ W^T is zeros, plus the bias.
+  const Tensor y0 = dt::linear(dt::zeros({2, 0}), dt::zeros({3, 0}), dt::ones({3}));
+  check_close(y0, {2, 3}, std::vector<double>(6, 1.0), 0.0);
+}
+
+TEST_CASE("matmul-family errors name the op and the shapes") {
+  using Catch::Contains;
+  REQUIRE_THROWS_WITH(dt::mm(dt::zeros({2, 3}), dt::zeros({4, 5})),
+                      Contains("[mm] shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)"));
+  REQUIRE_THROWS_AS(dt::mm(dt::zeros({2, 3}), dt::zeros({4, 5})), dt::Error);
+  REQUIRE_THROWS_WITH(dt::mm(dt::zeros({2, 3, 1}), dt::zeros({3, 5})),
+                      Contains("[mm] expected 2-d operands"));
+  REQUIRE_THROWS_WITH(
+      dt::mm(dt::zeros({2, 3}), dt::zeros({3, 5}, dt::kFloat64)),
+      Contains("[mm] expected operands of the same dtype, got float32 and float64"));
+  REQUIRE_THROWS_WITH(dt::mm(dt::zeros({2, 3}, dt::kBool), dt::zeros({3, 5}, dt::kBool)),
+                      Contains("[mm] expected a numeric dtype, got bool"));
+  REQUIRE_THROWS_WITH(dt::bmm(dt::zeros({2, 3, 4}), dt::zeros({3, 4, 5})),
+                      Contains("[bmm] batch sizes of shapes [2, 3, 4] and [3, 4, 5] differ"));
+  REQUIRE_THROWS_WITH(dt::bmm(dt::zeros({2, 3, 4}), dt::zeros({2, 5, 5})),
+                      Contains("[bmm] shapes [2, 3, 4] and [2, 5, 5] cannot be multiplied"));
+  REQUIRE_THROWS_WITH(dt::matmul(dt::zeros({2, 3, 4}), dt::zeros({5})),
+                      Contains("[matmul] shapes [2, 3, 4] and [5] cannot be multiplied (4 != 5)"));
+  REQUIRE_THROWS_WITH(dt::matmul(dt::zeros({}), dt::zeros({3})),
+                      Contains("[matmul] expected operands with at least 1 dim"));
+  REQUIRE_THROWS_WITH(dt::matmul(dt::zeros({2, 3, 4}), dt::zeros({3, 4, 5})), Contains("[matmul]"));
+  REQUIRE_THROWS_WITH(dt::addmm(dt::zeros({3}), dt::zeros({2, 3}), dt::zeros({3, 4})),
+                      Contains("[addmm] bias of shape [3] cannot be broadcast to the output "
+                               "shape [2, 4]"));
+  REQUIRE_THROWS_WITH(dt::linear(dt::zeros({2, 5}), dt::zeros({4, 6})),
+                      Contains("[linear] input of shape [2, 5] and weight of shape [4, 6] do not "
+                               "match (in_features 5 != 6)"));
+  REQUIRE_THROWS_WITH(dt::linear(dt::zeros({2, 6}), dt::zeros({4, 6}), dt::zeros({5})),
+                      Contains("[linear] bias of shape [5] does not match out_features 4"));
+}
