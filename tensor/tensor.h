@@ -75,7 +75,9 @@ class Tensor {
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;  // no copy when both already match
-  // Copies src into this tensor (broadcasting src, converting dtype and device).
+  // Copies src into this tensor (broadcasting src, converting dtype and device). Conversions
+  // follow detail::convert (tensor/convert.h): 16-bit floats via float, to bool: nonzero.
+  // A src overlapping this tensor's memory is read completely before anything is written.
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(const Scalar& value);
   Tensor& zero_();
@@ -83,7 +85,7 @@ class Tensor {
   // ---- element access (tests, debugging; slow) ---------------------------------------------
   // The single element of a one-element tensor, converted to T.
   template <typename T> T item() const;
-  // Element at a multi-index, converted to T.
+  // Element at a multi-index (negative entries count from the end), converted to T.
   template <typename T> T at(IntSpan index) const;
   // All elements in row-major order, converted to T (copies to the CPU when needed).
   template <typename T> std::vector<T> to_vector() const;

@@ -1,0 +1,108 @@
+#include "tensor/creation.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace dtensor {
+
+namespace {
+
+void check_shape(IntSpan shape, const char* op) {
+  for (size_t i = 0; i < shape.size(); ++i) {
+    DT_CHECK(shape[i] >= 0, "[%s] shape %s has a negative size %d at dim %d", op, shape_str(shape),
+             shape[i], static_cast<int64_t>(i));
+  }
+}
+
+}  // namespace
+
+Tensor empty(IntSpan shape, TensorOptions opts) {
+  check_shape(shape, "empty");
+  const int64_t numel = shape_numel(shape);
+  Storage s = Storage::allocate(static_cast<size_t>(numel) * dtype_size(opts.dtype), opts.device);
+  return Tensor(std::move(s), opts.dtype, Shape(shape.begin(), shape.end()),
+                contiguous_strides(shape), 0);
+}
+
+Tensor zeros(IntSpan shape, TensorOptions opts) {
+  check_shape(shape, "zeros");
+  if (opts.device.is_cpu()) {
+    Tensor t = empty(shape, opts);
+    std::memset(t.data_ptr(), 0, t.nbytes());
+    return t;
+  }
+  Tensor t = empty(shape, opts);
+  t.zero_();
+  return t;
+}
+
+Tensor ones(IntSpan shape, TensorOptions opts) {
+  return full(shape, Scalar(1), opts);
+}
+
+Tensor full(IntSpan shape, const Scalar& value, TensorOptions opts) {
+  check_shape(shape, "full");
+  Tensor t = empty(shape, opts);
+  t.fill_(value);
+  return t;
+}
+
+Tensor empty_like(const Tensor& like) {
+  DT_CHECK(like.defined(), "[empty_like] like is undefined");
+  return empty(like.sizes(), TensorOptions(like.dtype(), like.device()));
+}
+
+Tensor zeros_like(const Tensor& like) {
+  DT_CHECK(like.defined(), "[zeros_like] like is undefined");
+  return zeros(like.sizes(), TensorOptions(like.dtype(), like.device()));
+}
+
+Tensor arange(int64_t end, TensorOptions opts) {
+  return arange(0.0, static_cast<double>(end), 1.0, opts);
+}
+
+Tensor arange(double start, double end, double step, TensorOptions opts) {
+  DT_CHECK(step != 0.0 && std::isfinite(step), "[arange] step %g must be finite and nonzero", step);
+  DT_CHECK(std::isfinite(start) && std::isfinite(end),
+           "[arange] start %g and end %g must be finite", start, end);
+  const double span = (end - start) / step;
+  const int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
+  Tensor t = empty({n}, TensorOptions(opts.dtype));
+  dispatch_dtype(opts.dtype, [&]<typename T>() {
+    T* p = static_cast<T*>(t.data_ptr());
+    for (int64_t i = 0; i < n; ++i) p[i] = Scalar(start + static_cast<double>(i) * step).to<T>();
+  });
+  return opts.device.is_cpu() ? t : t.to(opts.device);
+}
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, IntSpan shape, Device device) {
+  check_shape(shape, "from_vector");
+  DT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
+           "[from_vector] %d values do not fill shape %s (expected %d)",
+           static_cast<int64_t>(values.size()), shape_str(shape), shape_numel(shape));
+  Tensor t = empty(shape, TensorOptions(dtype_of_v<T>));
+  T* p = static_cast<T*>(t.data_ptr());
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return device.is_cpu() ? t : t.to(device);
+}
+
+template Tensor from_vector<float>(const std::vector<float>&, IntSpan, Device);
+template Tensor from_vector<double>(const std::vector<double>&, IntSpan, Device);
+template Tensor from_vector<Half>(const std::vector<Half>&, IntSpan, Device);
+template Tensor from_vector<BFloat16>(const std::vector<BFloat16>&, IntSpan, Device);
+template Tensor from_vector<int32_t>(const std::vector<int32_t>&, IntSpan, Device);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, IntSpan, Device);
+template Tensor from_vector<bool>(const std::vector<bool>&, IntSpan, Device);
+
+Tensor from_blob(void* data, IntSpan shape, DType dtype, Device device) {
+  check_shape(shape, "from_blob");
+  const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  DT_CHECK(data != nullptr || nbytes == 0,
+           "[from_blob] data is null for shape %s (expected a pointer to %d bytes)",
+           shape_str(shape), nbytes);
+  return Tensor(Storage::from_blob(data, nbytes, device), dtype, Shape(shape.begin(), shape.end()),
+                contiguous_strides(shape), 0);
+}
+
+}  // namespace dtensor

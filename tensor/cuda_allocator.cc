@@ -1,0 +1,91 @@
+// The CUDA backend of Storage: stream-ordered allocation on the current (default) stream and
+// synchronous copies between any two devices.
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/cuda_check.h"
+#include "tensor/storage.h"
+
+namespace dtensor::detail {
+
+namespace {
+
+// Makes `device` current for the scope; restores the previous device after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    DT_CHECK_CUDA(cudaGetDevice(&prev_));
+    if (prev_ != device) DT_CHECK_CUDA(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(prev_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+}  // namespace
+
+void* cuda_allocate(size_t nbytes, int device) {
+  DT_CHECK(device >= 0 && device < cuda_device_count(),
+           "[Storage::allocate] CUDA device %d does not exist (%d devices visible)", device,
+           cuda_device_count());
+  // Zero-byte requests get one byte so that every storage has a valid base pointer.
+  if (nbytes == 0) nbytes = 1;
+  DeviceGuard guard(device);
+  void* p = nullptr;
+  DT_CHECK_CUDA(cudaMallocAsync(&p, nbytes, cudaStreamDefault));
+  return p;
+}
+
+void cuda_free(void* p, void* ctx) {
+  if (p == nullptr) return;
+  // Runs from a destructor: errors cannot be thrown from here, and a failing free at shutdown
+  // (driver already torn down) is harmless, so they are ignored.
+  int device = static_cast<int>(reinterpret_cast<intptr_t>(ctx));
+  int prev = 0;
+  if (cudaGetDevice(&prev) != cudaSuccess) return;
+  if (prev != device) cudaSetDevice(device);
+  cudaFreeAsync(p, cudaStreamDefault);
+  if (prev != device) cudaSetDevice(prev);
+}
+
+void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
+  if (nbytes == 0) return;
+  if (dst_dev.is_cpu() && src_dev.is_cpu()) {
+    std::memcpy(dst, src, nbytes);
+    return;
+  }
+  if (dst_dev.is_cuda() && src_dev.is_cuda() && dst_dev.index != src_dev.index) {
+    DT_CHECK_CUDA(cudaMemcpyPeer(dst, dst_dev.index, src, src_dev.index, nbytes));
+    return;
+  }
+  cudaMemcpyKind kind = cudaMemcpyDeviceToDevice;
+  int device = dst_dev.index;
+  if (dst_dev.is_cuda() && src_dev.is_cpu()) {
+    kind = cudaMemcpyHostToDevice;
+    device = dst_dev.index;
+  } else if (dst_dev.is_cpu()) {
+    kind = cudaMemcpyDeviceToHost;
+    device = src_dev.index;
+  }
+  DeviceGuard guard(device);
+  DT_CHECK_CUDA(cudaMemcpy(dst, src, nbytes, kind));
+}
+
+bool cuda_available() {
+  return cuda_device_count() > 0;
+}
+
+int cuda_device_count() {
+  int n = 0;
+  // No driver or no device is "zero devices", not an error.
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+}  // namespace dtensor::detail

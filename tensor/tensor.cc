@@ -1,0 +1,261 @@
+#include "tensor/tensor.h"
+
+#include <cstring>
+
+#include "tensor/convert.h"
+#include "tensor/copy_kernel.h"
+#include "tensor/creation.h"
+
+namespace dtensor {
+
+namespace {
+
+void check_defined(const Tensor& t, const char* op) {
+  DT_CHECK(t.defined(), "[%s] the tensor is undefined (default-constructed)", op);
+}
+
+// [first, last] element offsets (into the storage) that a non-empty view can touch.
+struct Extent {
+  int64_t first;
+  int64_t last;
+};
+Extent extent_of(const Tensor& t) {
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.sizes()[d] - 1) * t.strides()[d];
+  return {t.storage_offset(), last};
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (!a.storage().is_same(b.storage()) || a.numel() == 0 || b.numel() == 0) return false;
+  const size_t ia = a.itemsize();
+  const size_t ib = b.itemsize();
+  const Extent ea = extent_of(a);
+  const Extent eb = extent_of(b);
+  const int64_t a0 = ea.first * static_cast<int64_t>(ia);
+  const int64_t a1 = (ea.last + 1) * static_cast<int64_t>(ia);
+  const int64_t b0 = eb.first * static_cast<int64_t>(ib);
+  const int64_t b1 = (eb.last + 1) * static_cast<int64_t>(ib);
+  return a0 < b1 && b0 < a1;
+}
+
+// A CPU tensor with t's geometry over a host copy of the part of t's storage it can touch.
+Tensor stage_to_host(const Tensor& t) {
+  const Extent e = extent_of(t);
+  const int64_t n = e.last - e.first + 1;
+  const size_t nbytes = static_cast<size_t>(n) * t.itemsize();
+  Storage host = Storage::allocate(nbytes, Device());
+  detail::cuda_memcpy(host.data(), Device(), t.data_ptr(), t.device(), nbytes);
+  return Tensor(host, t.dtype(), t.sizes(), t.strides(), 0);
+}
+
+}  // namespace
+
+Tensor::Tensor(Storage storage, DType dtype, Shape sizes, Shape strides, int64_t storage_offset)
+    : storage_(std::move(storage)),
+      dtype_(dtype),
+      sizes_(std::move(sizes)),
+      strides_(std::move(strides)),
+      offset_(storage_offset) {
+  DT_CHECK(storage_.defined(), "[Tensor] storage is undefined");
+  DT_CHECK(sizes_.size() == strides_.size(),
+           "[Tensor] sizes %s and strides %s have different lengths", shape_str(sizes_),
+           shape_str(strides_));
+  DT_CHECK(offset_ >= 0, "[Tensor] storage_offset %d is negative (expected >= 0)", offset_);
+  int64_t numel = 1;
+  int64_t last = offset_;
+  for (size_t d = 0; d < sizes_.size(); ++d) {
+    DT_CHECK(sizes_[d] >= 0, "[Tensor] size %d at dim %d is negative (sizes %s)", sizes_[d],
+             static_cast<int64_t>(d), shape_str(sizes_));
+    DT_CHECK(strides_[d] >= 0, "[Tensor] stride %d at dim %d is negative (strides %s)", strides_[d],
+             static_cast<int64_t>(d), shape_str(strides_));
+    numel *= sizes_[d];
+    if (sizes_[d] > 0) last += (sizes_[d] - 1) * strides_[d];
+  }
+  numel_ = numel;
+  if (numel_ > 0) {
+    const size_t needed = static_cast<size_t>(last + 1) * dtype_size(dtype_);
+    DT_CHECK(needed <= storage_.nbytes(),
+             "[Tensor] sizes %s, strides %s and offset %d need %d bytes but the storage has %d",
+             shape_str(sizes_), shape_str(strides_), offset_, needed, storage_.nbytes());
+  }
+}
+
+int64_t Tensor::size(int64_t dim) const {
+  DT_CHECK(!sizes_.empty(), "[Tensor::size] dim %d requested of a 0-d tensor (it has no dims)",
+           dim);
+  return sizes_[normalize_dim(dim, this->dim(), "Tensor::size")];
+}
+
+int64_t Tensor::stride(int64_t dim) const {
+  DT_CHECK(!sizes_.empty(), "[Tensor::stride] dim %d requested of a 0-d tensor (it has no dims)",
+           dim);
+  return strides_[normalize_dim(dim, this->dim(), "Tensor::stride")];
+}
+
+bool Tensor::is_contiguous() const {
+  if (numel_ == 0) return true;
+  int64_t expected = 1;
+  for (size_t d = sizes_.size(); d-- > 0;) {
+    if (sizes_[d] == 1) continue;
+    if (strides_[d] != expected) return false;
+    expected *= sizes_[d];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  if (!storage_.defined()) return nullptr;
+  return static_cast<char*>(storage_.data()) + offset_ * static_cast<int64_t>(itemsize());
+}
+
+// ---- copies --------------------------------------------------------------------------------
+
+Tensor Tensor::contiguous() const {
+  check_defined(*this, "Tensor::contiguous");
+  return is_contiguous() ? *this : clone();
+}
+
+Tensor Tensor::clone() const {
+  check_defined(*this, "Tensor::clone");
+  Tensor out = empty(sizes_, TensorOptions(dtype_, device()));
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(Device device) const {
+  return to(device, dtype_);
+}
+Tensor Tensor::to(DType dtype) const {
+  return to(device(), dtype);
+}
+
+Tensor Tensor::to(Device device, DType dtype) const {
+  check_defined(*this, "Tensor::to");
+  if (device == this->device() && dtype == dtype_) return *this;
+  Tensor out = empty(sizes_, TensorOptions(dtype, device));
+  out.copy_(*this);
+  return out;
+}
+
+Tensor& Tensor::copy_(const Tensor& src_in) {
+  check_defined(*this, "copy_");
+  DT_CHECK(src_in.defined(), "[copy_] src is undefined");
+  Tensor src = src_in;
+  if (src.sizes() != sizes_) {
+    DT_CHECK(src.dim() <= dim(),
+             "[copy_] src of shape %s cannot be broadcast to the destination shape %s",
+             shape_str(src.sizes()), shape_str(sizes_));
+    for (int64_t i = 0; i < src.dim(); ++i) {
+      const int64_t s = src.sizes()[src.dim() - 1 - i];
+      const int64_t d = sizes_[dim() - 1 - i];
+      DT_CHECK(s == d || s == 1,
+               "[copy_] src of shape %s cannot be broadcast to the destination shape %s",
+               shape_str(src.sizes()), shape_str(sizes_));
+    }
+    src = src.expand(sizes_);
+  }
+  if (numel_ == 0) return *this;
+  if (overlaps(*this, src)) src = src.clone();
+
+  const Device dd = device();
+  const Device sd = src.device();
+  if (dd.is_cpu() && sd.is_cpu()) {
+    detail::copy_cpu(*this, src);
+    return *this;
+  }
+  // At least one side is on a CUDA device. The tensor layer has no device kernels, so strided
+  // or converting copies are staged through host memory.
+  if (dtype_ == src.dtype() && is_contiguous() && src.is_contiguous()) {
+    detail::cuda_memcpy(data_ptr(), dd, src.data_ptr(), sd, nbytes());
+    return *this;
+  }
+  Tensor host_src = sd.is_cpu() ? src : stage_to_host(src);
+  if (dd.is_cpu()) {
+    detail::copy_cpu(*this, host_src);
+    return *this;
+  }
+  if (is_contiguous()) {
+    Tensor tmp = empty(sizes_, TensorOptions(dtype_));
+    detail::copy_cpu(tmp, host_src);
+    detail::cuda_memcpy(data_ptr(), dd, tmp.data_ptr(), Device(), nbytes());
+    return *this;
+  }
+  // Non-contiguous CUDA destination: read back the span it covers, update it, write it back.
+  Tensor host_dst = stage_to_host(*this);
+  detail::copy_cpu(host_dst, host_src);
+  const Extent e = extent_of(*this);
+  detail::cuda_memcpy(data_ptr(), dd, host_dst.data_ptr(), Device(),
+                      static_cast<size_t>(e.last - e.first + 1) * itemsize());
+  return *this;
+}
+
+Tensor& Tensor::fill_(const Scalar& value) {
+  check_defined(*this, "fill_");
+  Tensor s = empty({}, TensorOptions(dtype_));
+  dispatch_dtype(dtype_, [&]<typename T>() { *static_cast<T*>(s.data_ptr()) = value.to<T>(); });
+  return copy_(s);
+}
+
+Tensor& Tensor::zero_() {
+  return fill_(Scalar(0));
+}
+
+// ---- element access ------------------------------------------------------------------------
+
+template <typename T>
+T Tensor::item() const {
+  check_defined(*this, "Tensor::item");
+  DT_CHECK(numel_ == 1, "[Tensor::item] needs a tensor with one element, got shape %s",
+           shape_str(sizes_));
+  Shape zero(sizes_.size(), 0);
+  return at<T>(zero);
+}
+
+template <typename T>
+T Tensor::at(IntSpan index) const {
+  check_defined(*this, "Tensor::at");
+  DT_CHECK(static_cast<int64_t>(index.size()) == dim(),
+           "[Tensor::at] index %s has %d entries but the tensor is %d-d", shape_str(index),
+           static_cast<int64_t>(index.size()), dim());
+  int64_t off = 0;
+  for (int64_t d = 0; d < dim(); ++d) {
+    int64_t i = index[d];
+    DT_CHECK(i >= -sizes_[d] && i < sizes_[d],
+             "[Tensor::at] index %d out of range for dim %d of size %d (shape %s)", i, d, sizes_[d],
+             shape_str(sizes_));
+    if (i < 0) i += sizes_[d];
+    off += i * strides_[d];
+  }
+  alignas(8) char buf[8];
+  const size_t isz = itemsize();
+  const char* p = static_cast<const char*>(data_ptr()) + off * static_cast<int64_t>(isz);
+  detail::cuda_memcpy(buf, Device(), p, device(), isz);
+  return dispatch_dtype(dtype_, [&]<typename S>() -> T {
+    S v;
+    std::memcpy(&v, buf, sizeof(S));
+    return detail::convert<T>(v);
+  });
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  check_defined(*this, "Tensor::to_vector");
+  Tensor c = to(Device(), dtype_of_v<T>).contiguous();
+  const T* p = static_cast<const T*>(c.data_ptr());
+  return std::vector<T>(p, p + numel_);
+}
+
+#define DT_INSTANTIATE_ELEMENT_ACCESS(T)   \
+  template T Tensor::item<T>() const;      \
+  template T Tensor::at<T>(IntSpan) const; \
+  template std::vector<T> Tensor::to_vector<T>() const;
+DT_INSTANTIATE_ELEMENT_ACCESS(float)
+DT_INSTANTIATE_ELEMENT_ACCESS(double)
+DT_INSTANTIATE_ELEMENT_ACCESS(Half)
+DT_INSTANTIATE_ELEMENT_ACCESS(BFloat16)
+DT_INSTANTIATE_ELEMENT_ACCESS(int32_t)
+DT_INSTANTIATE_ELEMENT_ACCESS(int64_t)
+DT_INSTANTIATE_ELEMENT_ACCESS(bool)
+#undef DT_INSTANTIATE_ELEMENT_ACCESS
+
+}  // namespace dtensor
