@@ -1,0 +1,25 @@
+// Argument checks and device dispatch shared by every op family.
+#pragma once
+
+#include <string_view>
+
+#include "tensor/tensor.h"
+
+namespace dtensor::detail {
+
+// Raises "[<op>] CUDA kernels for this op are not built yet". The one place every op family
+// calls for CUDA inputs until the CUDA kernels land (issue 8 replaces it).
+[[noreturn]] void cuda_kernels_not_built(std::string_view op);
+
+// Throws "[op] argument <arg> is an undefined tensor" when t is undefined.
+void check_defined(std::string_view op, const Tensor& t, std::string_view arg);
+
+// Throws when `other` lives on a different device than `self`, naming the argument.
+void check_same_device(std::string_view op, const Tensor& self, const Tensor& other,
+                       std::string_view arg);
+
+// NumPy broadcasting of a with b; on mismatch throws
+// "[op] cannot broadcast shapes [2, 3] and [4] (argument <arg>)".
+Shape broadcast_pair(std::string_view op, IntSpan a, IntSpan b, std::string_view arg);
+
+}  // namespace dtensor::detail

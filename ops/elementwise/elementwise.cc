@@ -1,0 +1,321 @@
+// Public elementwise functions: argument checks, type promotion, output allocation and device
+// dispatch. The kernels are in elementwise_cpu.cc / elementwise_unary_cpu.cc.
+#include "ops/elementwise/elementwise.h"
+
+#include <string_view>
+
+#include "ops/common/op_checks.h"
+#include "ops/common/type_promotion.h"
+#include "ops/elementwise/elementwise_kernels.h"
+#include "tensor/creation.h"
+
+namespace dtensor {
+
+namespace {
+
+using detail::BinaryOp;
+using detail::CompareOp;
+using detail::UnaryOp;
+
+Tensor to_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
+
+// t itself when it has dtype d (no Tensor copy on the hot path), else t converted into `buf`.
+const Tensor& as_dtype(const Tensor& t, DType d, Tensor& buf) {
+  if (t.dtype() == d) return t;
+  buf = t.to(d);
+  return buf;
+}
+
+void check_binary_args(std::string_view op, const Tensor& self, const Tensor& other) {
+  detail::check_defined(op, self, "self");
+  detail::check_defined(op, other, "other");
+  detail::check_same_device(op, self, other, "other");
+}
+
+void check_not_bool(std::string_view op, DType d, std::string_view arg) {
+  DT_CHECK(d != DType::kBool, "[%s] not supported for bool tensors (argument %s)", op, arg);
+}
+
+// Output dtype of an arithmetic op computing in `common`.
+DType arithmetic_dtype(std::string_view op, BinaryOp kind, DType common) {
+  if (kind == BinaryOp::kDiv) return floating_result_type(common);
+  if (kind == BinaryOp::kSub) {
+    DT_CHECK(common != DType::kBool,
+             "[%s] subtraction of bool tensors is not supported (use logical ops instead)", op);
+  }
+  return common;
+}
+
+Tensor binary(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other) {
+  check_binary_args(op, self, other);
+  const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
+  const DType dt = arithmetic_dtype(op, kind, result_type(self, other));
+  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
+  Tensor out = empty(shape, TensorOptions(dt, self.device()));
+  Tensor b1, b2;
+  detail::binary_cpu(kind, out, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
+  return out;
+}
+
+Tensor binary_scalar(std::string_view op, BinaryOp kind, const Tensor& self, const Scalar& other,
+                     bool scalar_first) {
+  detail::check_defined(op, self, "self");
+  const DType dt = arithmetic_dtype(op, kind, result_type(self, other));
+  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
+  Tensor out = empty(self.sizes(), TensorOptions(dt, self.device()));
+  Tensor b1;
+  detail::binary_scalar_cpu(kind, out, as_dtype(self, dt, b1), other, scalar_first);
+  return out;
+}
+
+Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
+                      const Tensor& other) {
+  check_binary_args(op, self, other);
+  const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
+  DT_CHECK(IntSpan(shape) == IntSpan(self.sizes()),
+           "[%s] output with shape %s doesn't match the broadcast shape %s (argument other)", op,
+           shape_str(self.sizes()), shape_str(shape));
+  const DType rt = arithmetic_dtype(op, kind, result_type(self, other));
+  DT_CHECK(can_cast(rt, self.dtype()),
+           "[%s] result type %s can't be cast to the desired output type %s (argument self)", op,
+           dtype_name(rt), dtype_name(self.dtype()));
+  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
+  Tensor b1;
+  detail::binary_cpu(kind, self, self, as_dtype(other, self.dtype(), b1));
+  return self;
+}
+
+Tensor binary_scalar_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
+                             const Scalar& other) {
+  detail::check_defined(op, self, "self");
+  const DType rt = arithmetic_dtype(op, kind, result_type(self, other));
+  DT_CHECK(can_cast(rt, self.dtype()),
+           "[%s] result type %s can't be cast to the desired output type %s (argument self)", op,
+           dtype_name(rt), dtype_name(self.dtype()));
+  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
+  detail::binary_scalar_cpu(kind, self, self, other, /*scalar_first=*/false);
+  return self;
+}
+
+Tensor compare(std::string_view op, CompareOp kind, const Tensor& self, const Tensor& other) {
+  check_binary_args(op, self, other);
+  const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
+  const DType dt = result_type(self, other);
+  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
+  Tensor out = empty(shape, TensorOptions(DType::kBool, self.device()));
+  Tensor b1, b2;
+  detail::compare_cpu(kind, out, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
+  return out;
+}
+
+Tensor compare_scalar(std::string_view op, CompareOp kind, const Tensor& self,
+                      const Scalar& other) {
+  detail::check_defined(op, self, "self");
+  const DType dt = result_type(self, other);
+  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
+  Tensor out = empty(self.sizes(), TensorOptions(DType::kBool, self.device()));
+  Tensor b1;
+  detail::compare_scalar_cpu(kind, out, as_dtype(self, dt, b1), other);
+  return out;
+}
+
+// Unary op computing in dtype `dt` (x is converted first when needed).
+Tensor unary(std::string_view op, UnaryOp kind, const Tensor& x, DType dt,
+             const Scalar& param = Scalar()) {
+  if (x.device().is_cuda()) detail::cuda_kernels_not_built(op);
+  Tensor out = empty(x.sizes(), TensorOptions(dt, x.device()));
+  Tensor b1;
+  detail::unary_cpu(kind, out, as_dtype(x, dt, b1), param);
+  return out;
+}
+
+// exp, log, ...: integer and bool inputs compute in float32.
+Tensor float_math(std::string_view op, UnaryOp kind, const Tensor& x) {
+  detail::check_defined(op, x, "self");
+  return unary(op, kind, x, floating_result_type(x.dtype()));
+}
+
+// gelu, silu: floating inputs only.
+Tensor activation(std::string_view op, UnaryOp kind, const Tensor& x) {
+  detail::check_defined(op, x, "self");
+  DT_CHECK(is_floating(x.dtype()),
+           "[%s] expected a floating input (float32, float64, float16, bfloat16), got %s "
+           "(argument self)",
+           op, dtype_name(x.dtype()));
+  return unary(op, kind, x, x.dtype());
+}
+
+}  // namespace
+
+Tensor add(const Tensor& self, const Tensor& other) {
+  return binary("add", BinaryOp::kAdd, self, other);
+}
+Tensor add(const Tensor& self, const Scalar& other) {
+  return binary_scalar("add", BinaryOp::kAdd, self, other, false);
+}
+Tensor sub(const Tensor& self, const Tensor& other) {
+  return binary("sub", BinaryOp::kSub, self, other);
+}
+Tensor sub(const Tensor& self, const Scalar& other) {
+  return binary_scalar("sub", BinaryOp::kSub, self, other, false);
+}
+Tensor mul(const Tensor& self, const Tensor& other) {
+  return binary("mul", BinaryOp::kMul, self, other);
+}
+Tensor mul(const Tensor& self, const Scalar& other) {
+  return binary_scalar("mul", BinaryOp::kMul, self, other, false);
+}
+Tensor div(const Tensor& self, const Tensor& other) {
+  return binary("div", BinaryOp::kDiv, self, other);
+}
+Tensor div(const Tensor& self, const Scalar& other) {
+  return binary_scalar("div", BinaryOp::kDiv, self, other, false);
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+Tensor operator-(const Scalar& a, const Tensor& b) {
+  return binary_scalar("sub", BinaryOp::kSub, b, a, true);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+Tensor operator/(const Scalar& a, const Tensor& b) {
+  return binary_scalar("div", BinaryOp::kDiv, b, a, true);
+}
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+Tensor neg(const Tensor& x) {
+  detail::check_defined("neg", x, "self");
+  check_not_bool("neg", x.dtype(), "self");
+  return unary("neg", UnaryOp::kNeg, x, x.dtype());
+}
+Tensor abs(const Tensor& x) {
+  detail::check_defined("abs", x, "self");
+  check_not_bool("abs", x.dtype(), "self");
+  return unary("abs", UnaryOp::kAbs, x, x.dtype());
+}
+Tensor exp(const Tensor& x) { return float_math("exp", UnaryOp::kExp, x); }
+Tensor log(const Tensor& x) { return float_math("log", UnaryOp::kLog, x); }
+Tensor sqrt(const Tensor& x) { return float_math("sqrt", UnaryOp::kSqrt, x); }
+Tensor rsqrt(const Tensor& x) { return float_math("rsqrt", UnaryOp::kRsqrt, x); }
+Tensor sigmoid(const Tensor& x) { return float_math("sigmoid", UnaryOp::kSigmoid, x); }
+Tensor tanh(const Tensor& x) { return float_math("tanh", UnaryOp::kTanh, x); }
+
+Tensor pow(const Tensor& x, const Scalar& exponent) {
+  detail::check_defined("pow", x, "self");
+  const DType dt = result_type(x, exponent);
+  DT_CHECK(is_floating(dt) || exponent.to_int() >= 0,
+           "[pow] integers to negative integer powers are not allowed (exponent %d on a %s "
+           "tensor)",
+           exponent.to_int(), dtype_name(x.dtype()));
+  return unary("pow", UnaryOp::kPow, x, dt, exponent);
+}
+
+Tensor relu(const Tensor& x) {
+  detail::check_defined("relu", x, "self");
+  check_not_bool("relu", x.dtype(), "self");
+  return unary("relu", UnaryOp::kRelu, x, x.dtype());
+}
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  return activation("gelu",
+                    approximate == GeluApproximate::kTanh ? UnaryOp::kGeluTanh : UnaryOp::kGelu,
+                    x);
+}
+Tensor silu(const Tensor& x) { return activation("silu", UnaryOp::kSilu, x); }
+
+Tensor maximum(const Tensor& self, const Tensor& other) {
+  return binary("maximum", BinaryOp::kMaximum, self, other);
+}
+Tensor minimum(const Tensor& self, const Tensor& other) {
+  return binary("minimum", BinaryOp::kMinimum, self, other);
+}
+
+#define DT_DEFINE_COMPARE(name, kind)                                      \
+  Tensor name(const Tensor& self, const Tensor& other) {                   \
+    return compare(#name, CompareOp::kind, self, other);                   \
+  }                                                                        \
+  Tensor name(const Tensor& self, const Scalar& other) {                   \
+    return compare_scalar(#name, CompareOp::kind, self, other);            \
+  }
+DT_DEFINE_COMPARE(eq, kEq)
+DT_DEFINE_COMPARE(ne, kNe)
+DT_DEFINE_COMPARE(lt, kLt)
+DT_DEFINE_COMPARE(le, kLe)
+DT_DEFINE_COMPARE(gt, kGt)
+DT_DEFINE_COMPARE(ge, kGe)
+#undef DT_DEFINE_COMPARE
+
+Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
+  detail::check_defined("where", condition, "condition");
+  check_binary_args("where", self, other);
+  detail::check_same_device("where", self, condition, "condition");
+  DT_CHECK(condition.dtype() == DType::kBool,
+           "[where] expected a bool condition, got %s (argument condition)",
+           dtype_name(condition.dtype()));
+  Shape shape = detail::broadcast_pair("where", condition.sizes(), self.sizes(), "self");
+  shape = detail::broadcast_pair("where", shape, other.sizes(), "other");
+  const DType dt = result_type(self, other);
+  if (self.device().is_cuda()) detail::cuda_kernels_not_built("where");
+  Tensor out = empty(shape, TensorOptions(dt, self.device()));
+  Tensor b1, b2;
+  detail::where_cpu(out, condition, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
+  return out;
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  detail::check_defined("cast", x, "self");
+  return to_dtype(x, dtype);
+}
+
+Tensor add_(const Tensor& self, const Tensor& other) {
+  return binary_inplace("add_", BinaryOp::kAdd, self, other);
+}
+Tensor add_(const Tensor& self, const Scalar& other) {
+  return binary_scalar_inplace("add_", BinaryOp::kAdd, self, other);
+}
+Tensor sub_(const Tensor& self, const Tensor& other) {
+  return binary_inplace("sub_", BinaryOp::kSub, self, other);
+}
+Tensor sub_(const Tensor& self, const Scalar& other) {
+  return binary_scalar_inplace("sub_", BinaryOp::kSub, self, other);
+}
+Tensor mul_(const Tensor& self, const Tensor& other) {
+  return binary_inplace("mul_", BinaryOp::kMul, self, other);
+}
+Tensor mul_(const Tensor& self, const Scalar& other) {
+  return binary_scalar_inplace("mul_", BinaryOp::kMul, self, other);
+}
+Tensor div_(const Tensor& self, const Tensor& other) {
+  return binary_inplace("div_", BinaryOp::kDiv, self, other);
+}
+Tensor div_(const Tensor& self, const Scalar& other) {
+  return binary_scalar_inplace("div_", BinaryOp::kDiv, self, other);
+}
+
+Tensor fill_(const Tensor& self, const Scalar& value) {
+  detail::check_defined("fill_", self, "self");
+  Tensor t = self;
+  t.fill_(value);
+  return t;
+}
+Tensor zero_(const Tensor& self) {
+  detail::check_defined("zero_", self, "self");
+  Tensor t = self;
+  t.zero_();
+  return t;
+}
+Tensor copy_(const Tensor& dst, const Tensor& src) {
+  detail::check_defined("copy_", dst, "self");
+  detail::check_defined("copy_", src, "src");
+  Tensor t = dst;
+  t.copy_(src);
+  return t;
+}
+
+}  // namespace dtensor

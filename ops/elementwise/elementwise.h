@@ -1,0 +1,114 @@
+// Elementwise ops on local tensors (PyTorch semantics).
+//
+// Binary ops broadcast their inputs (NumPy rules) and compute in the promoted dtype
+// (ops/common/type_promotion.h); bf16/fp16 are computed in float and rounded once. Inputs
+// must live on one device. Float-only math (exp, log, sqrt, rsqrt, sigmoid, tanh, div) on
+// integer or bool inputs computes in float32, as PyTorch does; the activations gelu and silu
+// require a floating input, as in PyTorch. Errors name the op and the argument, e.g.
+// "[add] cannot broadcast shapes [2, 3] and [4] (argument other)".
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// ---- arithmetic ------------------------------------------------------------------------------
+// self + other. On bool inputs add is logical or, mul logical and.
+Tensor add(const Tensor& self, const Tensor& other);
+Tensor add(const Tensor& self, const Scalar& other);
+// self - other. Bool inputs raise (as in PyTorch; use logical ops instead).
+Tensor sub(const Tensor& self, const Tensor& other);
+Tensor sub(const Tensor& self, const Scalar& other);
+Tensor mul(const Tensor& self, const Tensor& other);
+Tensor mul(const Tensor& self, const Scalar& other);
+// True division: integer and bool inputs give float32.
+Tensor div(const Tensor& self, const Tensor& other);
+Tensor div(const Tensor& self, const Scalar& other);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator-(const Scalar& a, const Tensor& b);  // a - b, elementwise
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator/(const Scalar& a, const Tensor& b);  // a / b, elementwise
+Tensor operator-(const Tensor& a);                   // neg(a)
+
+// ---- unary math ------------------------------------------------------------------------------
+// -x; same dtype. Bool raises.
+Tensor neg(const Tensor& x);
+// |x|; same dtype. Bool raises.
+Tensor abs(const Tensor& x);
+// exp, log, sqrt, 1/sqrt, 1/(1+exp(-x)), tanh: floating inputs keep their dtype, integer and
+// bool inputs give float32. log/sqrt of negative values give NaN, log(0) = -inf.
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+// x ** exponent. The dtype is result_type(x, exponent): an integer tensor with an integer
+// exponent stays integer (negative integer exponents raise), a floating exponent gives float32.
+Tensor pow(const Tensor& x, const Scalar& exponent);
+
+// ---- activations -----------------------------------------------------------------------------
+// max(x, 0); same dtype (integers allowed, bool raises). NaN stays NaN.
+Tensor relu(const Tensor& x);
+enum class GeluApproximate { kNone, kTanh };
+// x * Phi(x) (kNone, with erf) or the tanh approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Floating inputs only.
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::kNone);
+// x * sigmoid(x). Floating inputs only.
+Tensor silu(const Tensor& x);
+
+// ---- binary min/max --------------------------------------------------------------------------
+// Elementwise max/min in the promoted dtype; a NaN in either input gives NaN.
+Tensor maximum(const Tensor& self, const Tensor& other);
+Tensor minimum(const Tensor& self, const Tensor& other);
+
+// ---- comparisons (bool output, computed in the promoted dtype) --------------------------------
+Tensor eq(const Tensor& self, const Tensor& other);
+Tensor eq(const Tensor& self, const Scalar& other);
+Tensor ne(const Tensor& self, const Tensor& other);
+Tensor ne(const Tensor& self, const Scalar& other);
+Tensor lt(const Tensor& self, const Tensor& other);
+Tensor lt(const Tensor& self, const Scalar& other);
+Tensor le(const Tensor& self, const Tensor& other);
+Tensor le(const Tensor& self, const Scalar& other);
+Tensor gt(const Tensor& self, const Tensor& other);
+Tensor gt(const Tensor& self, const Scalar& other);
+Tensor ge(const Tensor& self, const Tensor& other);
+Tensor ge(const Tensor& self, const Scalar& other);
+
+// ---- selection and conversion ----------------------------------------------------------------
+// condition ? self : other elementwise; the three broadcast together. condition must be bool;
+// the result has dtype result_type(self, other).
+Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other);
+// x converted to dtype (16-bit floats round to nearest even, bool tests nonzero). Returns x
+// itself, without a copy, when it already has that dtype (like Tensor::to).
+Tensor cast(const Tensor& x, DType dtype);
+
+// ---- in place --------------------------------------------------------------------------------
+// self op= other, written into self (any strides) and returned. The result keeps self's dtype
+// and shape: other must broadcast to self's shape, and the promoted dtype must not be of a
+// higher category than self's (an int tensor cannot take a float result). other is converted
+// to self's dtype first. other must not partially overlap self in memory.
+Tensor add_(const Tensor& self, const Tensor& other);
+Tensor add_(const Tensor& self, const Scalar& other);
+Tensor sub_(const Tensor& self, const Tensor& other);
+Tensor sub_(const Tensor& self, const Scalar& other);
+Tensor mul_(const Tensor& self, const Tensor& other);
+Tensor mul_(const Tensor& self, const Scalar& other);
+Tensor div_(const Tensor& self, const Tensor& other);
+Tensor div_(const Tensor& self, const Scalar& other);
+// Tensor::fill_, zero_ and copy_ (broadcasting src, converting dtype) as free functions.
+Tensor fill_(const Tensor& self, const Scalar& value);
+Tensor zero_(const Tensor& self);
+Tensor copy_(const Tensor& dst, const Tensor& src);
+
+}  // namespace dtensor

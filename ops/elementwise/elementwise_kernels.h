@@ -1,0 +1,33 @@
+// The elementwise kernel interface between the public functions (elementwise.cc, which check
+// arguments, promote dtypes and allocate outputs) and the per-device kernels
+// (elementwise_cpu.cc; a .cu beside it later). Kernels receive operands already converted to
+// one dtype and broadcastable to `out`; `out` may alias an input exactly (in-place ops).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace dtensor::detail {
+
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum };
+enum class CompareOp : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
+enum class UnaryOp : uint8_t {
+  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kSigmoid, kTanh, kRelu, kGelu, kGeluTanh, kSilu, kPow
+};
+
+// out = a op b (all one dtype).
+void binary_cpu(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+// out = a op s, or s op a when scalar_first (a and out of one dtype; s converted to its
+// compute type).
+void binary_scalar_cpu(BinaryOp op, const Tensor& out, const Tensor& a, const Scalar& s,
+                       bool scalar_first);
+// out (bool) = a op b (a, b of one dtype).
+void compare_cpu(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+void compare_scalar_cpu(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s);
+// out = op(a), same dtype; `param` is pow's exponent. Float-only ops get floating dtypes.
+void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param);
+// out = cond ? a : b (cond bool; a, b, out of one dtype).
+void where_cpu(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+
+}  // namespace dtensor::detail

@@ -1,0 +1,4 @@
+list(APPEND DTENSOR_OPS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise.cc
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise_cpu.cc
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise_unary_cpu.cc)

@@ -1,0 +1,48 @@
+// Reductions on local tensors (PyTorch semantics).
+//
+// `dims` lists the dims to reduce (negative dims count from the end; an empty list reduces all
+// dims, giving a 0-d tensor or, with keepdim, all size-1 dims). Reduced dims are removed from
+// the result, or kept with size 1 when keepdim is true.
+//
+// Accumulation: floating inputs (float32, float64, float16, bfloat16) accumulate in double and
+// round once to the output dtype; integer and bool sums accumulate in int64 (wrapping on
+// overflow). Reductions over zero elements: sum gives 0, mean and var give NaN, and max, min,
+// amax, amin, argmax and argmin raise. NaN propagates through max/min/amax/amin, and
+// argmax/argmin return the index of the first NaN; ties go to the first index.
+#pragma once
+
+#include <optional>
+
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// Sum over dims. Integer and bool inputs give int64, floating inputs keep their dtype.
+Tensor sum(const Tensor& x, IntSpan dims = {}, bool keepdim = false);
+// Arithmetic mean over dims; floating inputs only (integer inputs raise, as in PyTorch).
+Tensor mean(const Tensor& x, IntSpan dims = {}, bool keepdim = false);
+// Variance sum((x - mean)^2) / max(0, N - correction) over dims (N = elements reduced;
+// correction 1 is Bessel's correction). Floating inputs only. N - correction <= 0 gives
+// inf or NaN, as in PyTorch.
+Tensor var(const Tensor& x, IntSpan dims = {}, int64_t correction = 1, bool keepdim = false);
+// Largest / smallest element over dims, same dtype (any dtype).
+Tensor amax(const Tensor& x, IntSpan dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, IntSpan dims = {}, bool keepdim = false);
+
+// Largest / smallest element of the whole tensor, as a 0-d tensor of x's dtype.
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+// max/min along one dim: the values and their int64 indices along dim (torch.max(x, dim)).
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;
+};
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// Index (int64) of the largest / smallest element along dim; without a dim, the index into the
+// flattened tensor (a 0-d result, or all size-1 dims with keepdim).
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+
+}  // namespace dtensor

@@ -1,0 +1,3 @@
+list(APPEND DTENSOR_OPS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/reduction.cc
+  ${CMAKE_CURRENT_LIST_DIR}/reduction_cpu.cc)
