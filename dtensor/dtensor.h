@@ -4,6 +4,10 @@
 #pragma once
 
 #include "dtensor/config.h"
+#include "dtensor/distributed_tensor.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/placement.h"
+#include "dtensor/redistribute.h"
 #include "tensor/compare.h"
 #include "tensor/creation.h"
 #include "tensor/shape_ops.h"

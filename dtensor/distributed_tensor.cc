@@ -1,0 +1,252 @@
+#include "dtensor/distributed_tensor.h"
+
+#include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "dtensor/detail/util.h"
+#include "dtensor/redistribute.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+// Dims a from_local shape check compares (a deeper local tensor has its ndim checked and its
+// first kCheckDims sizes compared).
+constexpr int64_t kCheckDims = 16;
+constexpr int64_t kRecordLen = 2 + kCheckDims;  // ndim, dtype, sizes (padded with -1)
+
+// Gathers one int64 record per mesh member, in row-major mesh order: all-gathers over the
+// innermost mesh dim first, then over outer dims with the growing buffer.
+std::vector<int64_t> gather_records(const DeviceMesh& mesh, const std::vector<int64_t>& record,
+                                    Device device) {
+  Tensor buf = from_vector(record, {static_cast<int64_t>(record.size())}, device);
+  for (int64_t i = mesh.ndim() - 1; i >= 0; --i) {
+    Communicator& comm = *mesh.communicator(i);
+    Tensor out = empty(
+        [&] {
+          Shape s{comm.size()};
+          s.insert(s.end(), buf.shape().begin(), buf.shape().end());
+          return s;
+        }(),
+        TensorOptions(DType::kInt64, device));
+    comm.all_gather(out, buf)->wait();
+    buf = out;
+  }
+  return buf.to_vector<int64_t>();
+}
+
+Shape inferred_global_shape(IntSpan local_shape, const DeviceMesh& mesh, PlacementSpan placements) {
+  Shape global(local_shape.begin(), local_shape.end());
+  const int64_t ndim = static_cast<int64_t>(global.size());
+  for (size_t i = 0; i < placements.size(); ++i) {
+    if (!placements[i].is_shard()) continue;
+    const int64_t d = detail::normalize_shard_dim(
+        placements[i].dim(), ndim, static_cast<int64_t>(i), placements, "from_local");
+    global[d] *= mesh.size(static_cast<int64_t>(i));
+  }
+  return global;
+}
+
+// Every rank of the mesh compares every member's local shape and dtype with what the
+// placements imply, so all of them throw the same error.
+Shape check_local_shapes(const Tensor& local, const DeviceMesh& mesh, PlacementSpan placements,
+                         IntSpan shape, Device device) {
+  std::vector<int64_t> record(kRecordLen, -1);
+  record[0] = local.dim();
+  record[1] = static_cast<int64_t>(local.dtype());
+  for (int64_t d = 0; d < std::min(local.dim(), kCheckDims); ++d) record[2 + d] = local.size(d);
+  const std::vector<int64_t> all = gather_records(mesh, record, device);
+  const std::vector<int>& ranks = mesh.ranks();
+  auto rec = [&](size_t member) { return &all[member * kRecordLen]; };
+  auto rec_shape = [&](size_t member) {
+    const int64_t* r = rec(member);
+    return Shape(r + 2, r + 2 + std::min(r[0], kCheckDims));
+  };
+  for (size_t m = 1; m < ranks.size(); ++m) {
+    DT_CHECK(rec(m)[1] == rec(0)[1],
+             "[from_local] rank %d holds a local shard of dtype %s but rank %d holds %s "
+             "(expected the same dtype on every rank)",
+             ranks[m], dtype_name(static_cast<DType>(rec(m)[1])), ranks[0],
+             dtype_name(static_cast<DType>(rec(0)[1])));
+    DT_CHECK(rec(m)[0] == rec(0)[0],
+             "[from_local] rank %d holds a %d-d local shard %s but rank %d holds a %d-d one %s "
+             "(expected the same ndim on every rank)",
+             ranks[m], rec(m)[0], shape_str(rec_shape(m)), ranks[0], rec(0)[0],
+             shape_str(rec_shape(0)));
+  }
+  Shape global;
+  if (!shape.empty()) {
+    global.assign(shape.begin(), shape.end());
+  } else if (rec(0)[0] <= kCheckDims) {
+    global = inferred_global_shape(rec_shape(0), mesh, placements);  // mesh's first rank
+  } else {
+    global = inferred_global_shape(local.shape(), mesh, placements);
+  }
+  for (size_t i = 0; i < placements.size(); ++i) {
+    if (placements[i].is_shard()) {
+      detail::normalize_shard_dim(placements[i].dim(), static_cast<int64_t>(global.size()),
+                                  static_cast<int64_t>(i), placements, "from_local");
+    }
+  }
+  std::vector<int> bad;
+  std::string first;
+  for (size_t m = 0; m < ranks.size(); ++m) {
+    const Shape coord = detail::unravel_index(static_cast<int64_t>(m), mesh.shape());
+    Shape expected = compute_local_shape_and_offset(global, mesh.shape(), coord, placements).shape;
+    if (static_cast<int64_t>(expected.size()) > kCheckDims) expected.resize(kCheckDims);
+    const Shape got = rec_shape(m);
+    if (got == expected && rec(m)[0] == static_cast<int64_t>(global.size())) continue;
+    if (bad.empty()) {
+      first = absl::StrFormat(
+          "[from_local] rank %d holds a local shard of shape %s but placements %s on global "
+          "shape %s imply %s",
+          ranks[m], shape_str(got), placements_str(placements), shape_str(global),
+          shape_str(expected));
+    }
+    bad.push_back(ranks[m]);
+  }
+  if (bad.size() > 1) {
+    absl::StrAppendFormat(&first, " (mismatching ranks: %s)", absl::StrJoin(bad, ", "));
+  }
+  DT_CHECK(bad.empty(), "%s", first);
+  return global;
+}
+
+}  // namespace
+
+DTensor::DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec)
+    : local_(std::move(local)), spec_(std::move(spec)) {}
+
+DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, Placements placements,
+                            bool run_check, IntSpan shape, IntSpan stride) {
+  DT_CHECK(local.defined(), "[from_local] the local tensor is undefined (expected a tensor)");
+  DT_CHECK(mesh.defined(), "[from_local] the device mesh is an empty handle (expected a mesh)");
+  DT_CHECK(static_cast<int64_t>(placements.size()) == mesh.ndim(),
+           "[from_local] got %d placements %s for a %d-d mesh (expected one per mesh dim)",
+           placements.size(), placements_str(placements), mesh.ndim());
+  DT_CHECK(stride.empty() || stride.size() == shape.size(),
+           "[from_local] stride %s given for global shape %s (expected one stride per dim)",
+           shape_str(stride), shape_str(shape));
+  const Device device = detail::mesh_device(mesh, local);
+  Shape global;
+  if (run_check && mesh.contains_me()) {
+    global = check_local_shapes(local, mesh, placements, shape, device);
+  } else if (shape.empty()) {
+    global = inferred_global_shape(local.shape(), mesh, placements);
+  } else {
+    global.assign(shape.begin(), shape.end());
+  }
+  TensorMeta meta = stride.empty()
+                        ? TensorMeta(global, local.dtype())
+                        : TensorMeta(global, Shape(stride.begin(), stride.end()), local.dtype());
+  auto spec = std::make_shared<const DTensorSpec>(mesh, std::move(placements), std::move(meta),
+                                                  "from_local");
+  if (!mesh.contains_me()) {
+    return DTensor(detail::empty_local(local.dim(), local.dtype(), device), std::move(spec));
+  }
+  return DTensor(local.to(device), std::move(spec));
+}
+
+Tensor DTensor::full_tensor() const {
+  DT_CHECK(defined(), "[full_tensor] the DTensor is undefined (expected a DTensor)");
+  Placements replicated(spec_->placements().size(), Replicate());
+  return ::dtensor::redistribute(*this,
+                                 spec_->with_placements(std::move(replicated), "full_tensor"))
+      .to_local();
+}
+
+DTensor DTensor::redistribute(const DeviceMesh& mesh, Placements placements) const {
+  DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
+  DT_CHECK(mesh == spec_->mesh(),
+           "[redistribute] target mesh %s differs from the DTensor's mesh %s (expected the same "
+           "mesh)",
+           mesh.str(), spec_->mesh().str());
+  return redistribute(std::move(placements));
+}
+
+DTensor DTensor::redistribute(Placements placements) const {
+  DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
+  return ::dtensor::redistribute(*this,
+                                 spec_->with_placements(std::move(placements), "redistribute"));
+}
+
+int64_t DTensor::size(int64_t dim) const {
+  DT_CHECK(defined(), "[DTensor::size] the DTensor is undefined (expected a DTensor)");
+  return spec_->shape()[normalize_dim(dim, spec_->ndim(), "DTensor::size")];
+}
+
+std::string DTensor::str() const {
+  if (!defined()) return "DTensor()";
+  return absl::StrFormat("DTensor(local=%s, global=%s, placements=%s, %s, mesh=%s)",
+                         shape_str(local_.shape()), shape_str(spec_->shape()),
+                         placements_str(spec_->placements()), dtype_name(spec_->dtype()),
+                         shape_str(spec_->mesh().shape()));
+}
+
+std::ostream& operator<<(std::ostream& os, const DTensor& t) {
+  return os << t.str();
+}
+
+DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placements placements,
+                          std::optional<int> src_data_rank) {
+  DT_CHECK(tensor.defined(), "[distribute_tensor] the tensor is undefined (expected a tensor)");
+  DT_CHECK(mesh.defined(),
+           "[distribute_tensor] the device mesh is an empty handle (expected a mesh)");
+  auto spec = std::make_shared<const DTensorSpec>(
+      mesh, std::move(placements), TensorMeta(tensor.shape(), tensor.dtype()), "distribute_tensor");
+  const std::vector<int>& ranks = mesh.ranks();
+  int64_t src_index = -1;
+  if (src_data_rank) {
+    auto it = std::find(ranks.begin(), ranks.end(), *src_data_rank);
+    DT_CHECK(it != ranks.end(),
+             "[distribute_tensor] src_data_rank %d is not a rank of the mesh (ranks %s); "
+             "expected one of them or std::nullopt",
+             *src_data_rank, absl::StrJoin(ranks, ", "));
+    src_index = it - ranks.begin();
+  }
+  const Device device = detail::mesh_device(mesh, tensor);
+  if (!mesh.contains_me()) {
+    return DTensor(detail::empty_local(tensor.dim(), tensor.dtype(), device), std::move(spec));
+  }
+  const Shape& coord = mesh.get_coordinate();
+  Tensor full;
+  if (src_index >= 0) {
+    // Broadcast from the source over each mesh dim in turn: after dim i every rank whose
+    // coordinates on dims > i equal the source's holds the data; after the last dim, all do.
+    const Shape src_coord = detail::unravel_index(src_index, mesh.shape());
+    const bool is_src = coord == src_coord;
+    full = is_src ? tensor.to(device).contiguous()
+                  : empty(tensor.shape(), TensorOptions(tensor.dtype(), device));
+    for (int64_t i = 0; i < mesh.ndim(); ++i) {
+      mesh.communicator(i)->broadcast(full, static_cast<int>(src_coord[i]))->wait();
+    }
+  } else {
+    full = tensor.to(device);
+  }
+  const LocalShard shard = spec->local_shard(coord);
+  Tensor local = full;
+  for (int64_t d = 0; d < local.dim(); ++d) {
+    if (shard.shape[d] != local.size(d)) local = local.narrow(d, shard.offset[d], shard.shape[d]);
+  }
+  local = local.contiguous();
+  for (int64_t i = 0; i < mesh.ndim(); ++i) {
+    const Placement& p = spec->placement(i);
+    if (p.is_partial() && p.reduce_op() == ReduceOp::kSum && coord[i] != 0) {
+      local = zeros_like(local);
+      break;
+    }
+  }
+  return DTensor(std::move(local), std::move(spec));
+}
+
+DTensor distribute_tensor(const Tensor& tensor, Placements placements,
+                          std::optional<int> src_data_rank) {
+  return distribute_tensor(tensor, current_mesh(), std::move(placements), src_data_rank);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,96 @@
+// Redistribute = plan (pure, cached) + execute (one collective per step).
+//
+// The planner turns (source spec, target spec) into ordered steps, one mesh dim each:
+//   S -> R       all-gather                P -> R        all-reduce
+//   P -> S       reduce-scatter            R -> S        local chunk (no communication)
+//   S(i) -> S(j) all-to-all                R -> P        local: keep on coordinate 0 and zero
+//                                                       elsewhere (sum), or keep (avg/max/min)
+//   P(sum) <-> P(avg)  local rescale by the mesh-dim size
+// It handles one tensor dim sharded over several mesh dims ([S(0), S(0)]) and uneven/empty
+// shards (pad, collective, unpad), and orders steps by an alpha-beta cost model, preferring
+// plans that never materialise more than the target needs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtensor/distributed_tensor.h"
+#include "dtensor/dtensor_spec.h"
+
+namespace dtensor {
+
+enum class StepKind : uint8_t {
+  kAllGather,       // S -> R
+  kAllReduce,       // P -> R
+  kReduceScatter,   // P -> S
+  kAllToAll,        // S(i) -> S(j)
+  kLocalChunk,      // R -> S
+  kPartition,       // R -> P
+  kRescalePartial,  // P(sum) <-> P(avg)
+};
+std::string_view step_kind_name(StepKind k);  // "all_gather", ...
+
+struct RedistributeStep {
+  int64_t mesh_dim;
+  Placement src;  // placement on mesh_dim before the step
+  Placement dst;  // placement on mesh_dim after the step
+  StepKind kind;
+  double cost;    // modelled cost of this step (microseconds)
+  bool operator==(const RedistributeStep&) const = default;
+};
+
+struct RedistributePlan {
+  std::vector<RedistributeStep> steps;
+  double cost = 0;  // sum of the steps' costs
+  std::string str() const;  // "[dim 1: S(0)->R all_gather (12.3 us), ...]" (3 significant digits)
+};
+
+// The alpha-beta model: a collective over n ranks moving B bytes per rank costs
+// alpha * ceil(log2 n) + beta * (bytes on the wire per rank), with the usual ring factors
+// (all-gather and reduce-scatter (n-1)/n of the full buffer, all-reduce 2(n-1)/n,
+// all-to-all (n-1)/n); local steps cost a small memory-traffic term only.
+struct CostModel {
+  double alpha_us = 5.0;              // per-message latency
+  double beta_us_per_byte = 1.0e-4;   // inverse bandwidth (10 GB/s)
+  double local_us_per_byte = 1.0e-5;  // local copies (chunk, pad, scale)
+};
+const CostModel& cost_model();
+void set_cost_model(const CostModel& m);
+
+// Pure planning on shapes alone (unit-testable without processes). Throws "[redistribute]
+// ..." for requests with no exact plan (a Partial op change other than sum <-> avg, e.g.
+// P(max) -> P(sum); P(avg) -> P(sum) on an integer dtype) and for bad placements.
+// Search: every mesh dim may hold its source placement, its target placement or R; each step
+// changes one mesh dim; a tensor dim sharded over several mesh dims is gathered innermost
+// mesh dim first and split outermost first; Dijkstra under the cost model, costs taken at
+// the largest shard (coordinate 0), ties broken by fewer steps then a fixed state order, so
+// every rank computes the same plan.
+RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan mesh_shape,
+                                   PlacementSpan src, PlacementSpan dst);
+// Cached per (src spec, dst spec); also checks that both specs share the mesh and meta
+// ("[redistribute] ... different meshes ..." otherwise). The reference stays valid until
+// clear_redistribute_plan_cache() or set_cost_model() (which clears the cache).
+const RedistributePlan& plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst);
+// Modelled cost of moving from src to dst (0 when equal); used by sharding propagation.
+// +infinity when no exact plan exists (see plan_redistribute); throws for different meshes.
+double redistribute_cost(const DTensorSpec& src, const DTensorSpec& dst);
+
+// Plan cache counters (process-wide): lookups that found a plan, lookups that planned, and the
+// number of cached (src, dst) pairs.
+struct PlanCacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t size = 0;
+};
+PlanCacheStats redistribute_plan_cache_stats();
+// Drops every cached plan and resets the counters.
+void clear_redistribute_plan_cache();
+
+// Executes the plan on this process's local shard: returns the local shard of `dst`.
+// Ranks outside the mesh return an empty tensor and issue nothing.
+Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst);
+// DTensor form (what DTensor::redistribute calls).
+DTensor redistribute(const DTensor& t, const DTensorSpec& dst);
+
+}  // namespace dtensor

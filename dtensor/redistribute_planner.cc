@@ -1,0 +1,354 @@
+// The pure redistribute planner: a shortest-path search over placement lists.
+//
+// A state is one placement per mesh dim. Each mesh dim may only take its source placement,
+// its target placement or Replicate, so there are at most 3^ndim states; an edge changes one
+// mesh dim's placement with one collective (or local step) and costs what the alpha-beta model
+// says for the local shard size at that state. Dijkstra with ties broken by step count and
+// then by the state's index gives the same plan on every rank.
+#include <absl/container/flat_hash_map.h>
+#include <absl/strings/str_format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "dtensor/detail/util.h"
+#include "dtensor/redistribute.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+
+std::string_view step_kind_name(StepKind k) {
+  switch (k) {
+    case StepKind::kAllGather:
+      return "all_gather";
+    case StepKind::kAllReduce:
+      return "all_reduce";
+    case StepKind::kReduceScatter:
+      return "reduce_scatter";
+    case StepKind::kAllToAll:
+      return "all_to_all";
+    case StepKind::kLocalChunk:
+      return "local_chunk";
+    case StepKind::kPartition:
+      return "partition";
+    case StepKind::kRescalePartial:
+      return "rescale_partial";
+  }
+  return "?";
+}
+
+std::string RedistributePlan::str() const {
+  std::string out = "[";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const RedistributeStep& s = steps[i];
+    if (i > 0) out += ", ";
+    absl::StrAppendFormat(&out, "dim %d: %s->%s %s (%.3g us)", s.mesh_dim, s.src.str(), s.dst.str(),
+                          step_kind_name(s.kind), s.cost);
+  }
+  out += "]";
+  return out;
+}
+
+namespace {
+
+std::mutex& cost_model_mutex() {
+  static std::mutex m;
+  return m;
+}
+CostModel& mutable_cost_model() {
+  static CostModel m;
+  return m;
+}
+
+struct PlanCache {
+  std::mutex mutex;
+  absl::flat_hash_map<std::pair<DTensorSpec, DTensorSpec>, std::unique_ptr<RedistributePlan>> plans;
+  int64_t hits = 0;
+  int64_t misses = 0;
+};
+PlanCache& plan_cache() {
+  static PlanCache* cache = new PlanCache();  // never destroyed: usable during static teardown
+  return *cache;
+}
+
+bool is_sum_avg_pair(const Placement& a, const Placement& b) {
+  auto sum_or_avg = [](const Placement& p) {
+    return p.reduce_op() == ReduceOp::kSum || p.reduce_op() == ReduceOp::kAvg;
+  };
+  return a.is_partial() && b.is_partial() && sum_or_avg(a) && sum_or_avg(b);
+}
+
+// Why no exact plan exists for mesh dim `i` (empty when one does): a Partial op can only
+// change between sum and avg, and avg -> sum divides, which truncates integer dtypes.
+std::string no_exact_conversion(PlacementSpan src, PlacementSpan dst, size_t i, DType dtype) {
+  const Placement& a = src[i];
+  const Placement& b = dst[i];
+  if (!a.is_partial() || !b.is_partial() || a == b) return "";
+  if (!is_sum_avg_pair(a, b)) {
+    return absl::StrFormat(
+        "[redistribute] no exact conversion from %s to %s on mesh dim %d (placements %s -> %s): "
+        "only P(sum) <-> P(avg) convert between Partial ops",
+        a.str(), b.str(), i, placements_str(src), placements_str(dst));
+  }
+  if (a.reduce_op() == ReduceOp::kAvg && !is_floating(dtype)) {
+    return absl::StrFormat(
+        "[redistribute] no exact conversion from P(avg) to P(sum) on mesh dim %d for a %s tensor "
+        "(placements %s -> %s): integer division by the mesh-dim size truncates",
+        i, dtype_name(dtype), placements_str(src), placements_str(dst));
+  }
+  return "";
+}
+
+// Whether a mesh dim after `mesh_dim` shards tensor dim `dim` in `state`.
+bool sharded_later(PlacementSpan state, size_t mesh_dim, int64_t dim) {
+  for (size_t j = mesh_dim + 1; j < state.size(); ++j) {
+    if (state[j].is_shard(dim)) return true;
+  }
+  return false;
+}
+
+// The step that moves mesh dim `i` from state[i] to `to`, if one exists in one collective.
+// Nested sharding is the reason for the `sharded_later` checks: a mesh dim can only gather or
+// split a tensor dim when no later mesh dim splits that dim further (innermost first).
+std::optional<StepKind> edge_kind(PlacementSpan state, size_t i, const Placement& to) {
+  const Placement& from = state[i];
+  if (from == to) return std::nullopt;
+  if (from.is_shard()) {
+    if (sharded_later(state, i, from.dim())) return std::nullopt;
+    if (to.is_replicate()) return StepKind::kAllGather;
+    if (to.is_shard() && !sharded_later(state, i, to.dim())) return StepKind::kAllToAll;
+    return std::nullopt;  // S -> P goes through R
+  }
+  if (from.is_replicate()) {
+    if (to.is_partial()) return StepKind::kPartition;
+    if (!sharded_later(state, i, to.dim())) return StepKind::kLocalChunk;
+    return std::nullopt;
+  }
+  // Partial source.
+  if (to.is_replicate()) return StepKind::kAllReduce;
+  if (to.is_shard()) {
+    if (sharded_later(state, i, to.dim())) return std::nullopt;
+    return StepKind::kReduceScatter;
+  }
+  if (is_sum_avg_pair(from, to)) return StepKind::kRescalePartial;
+  return std::nullopt;
+}
+
+double step_cost(StepKind kind, int64_t n, double bytes_before, double bytes_after,
+                 const CostModel& m) {
+  const double latency = m.alpha_us * std::ceil(std::log2(static_cast<double>(n)));
+  const double nd = static_cast<double>(n);
+  switch (kind) {
+    case StepKind::kAllGather:  // full buffer n * B, ring moves (n-1)/n of it
+      return latency + m.beta_us_per_byte * (nd - 1.0) * bytes_before;
+    case StepKind::kAllReduce:
+      return latency + m.beta_us_per_byte * 2.0 * (nd - 1.0) / nd * bytes_before;
+    case StepKind::kReduceScatter:  // full buffer n * (output chunk)
+      return latency + m.beta_us_per_byte * (nd - 1.0) * bytes_after;
+    case StepKind::kAllToAll:
+      return latency + m.beta_us_per_byte * (nd - 1.0) / nd * bytes_before;
+    case StepKind::kLocalChunk:
+      return m.local_us_per_byte * bytes_after;
+    case StepKind::kPartition:
+    case StepKind::kRescalePartial:
+      return m.local_us_per_byte * bytes_before;
+  }
+  return 0;
+}
+
+Placements normalized(PlacementSpan p, int64_t ndim) {
+  Placements out(p.begin(), p.end());
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].is_shard()) {
+      out[i] = Shard(detail::normalize_shard_dim(out[i].dim(), ndim, static_cast<int64_t>(i), p,
+                                                 "redistribute"));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const CostModel& cost_model() {
+  std::lock_guard<std::mutex> lock(cost_model_mutex());
+  return mutable_cost_model();
+}
+
+void set_cost_model(const CostModel& m) {
+  {
+    std::lock_guard<std::mutex> lock(cost_model_mutex());
+    mutable_cost_model() = m;
+  }
+  clear_redistribute_plan_cache();  // cached plans were chosen under the old model
+}
+
+RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan mesh_shape,
+                                   PlacementSpan src_in, PlacementSpan dst_in) {
+  const int64_t ndim = static_cast<int64_t>(global_shape.size());
+  const size_t mesh_ndim = mesh_shape.size();
+  DT_CHECK(src_in.size() == mesh_ndim,
+           "[redistribute] source placements %s have %d entries for a %d-d mesh (expected one "
+           "per mesh dim)",
+           placements_str(src_in), src_in.size(), mesh_ndim);
+  DT_CHECK(dst_in.size() == mesh_ndim,
+           "[redistribute] target placements %s have %d entries for a %d-d mesh (expected one "
+           "per mesh dim)",
+           placements_str(dst_in), dst_in.size(), mesh_ndim);
+  const Placements src = normalized(src_in, ndim);
+  const Placements dst = normalized(dst_in, ndim);
+  for (size_t i = 0; i < mesh_ndim; ++i) {
+    const std::string why = no_exact_conversion(src, dst, i, dtype);
+    DT_CHECK(why.empty(), "%s", why);
+  }
+  RedistributePlan plan;
+  if (src == dst) return plan;
+
+  // Candidate placements per mesh dim: source, target, Replicate (deduplicated).
+  std::vector<absl::InlinedVector<Placement, 3>> cand(mesh_ndim);
+  std::vector<int64_t> radix(mesh_ndim);
+  int64_t num_states = 1;
+  for (size_t i = 0; i < mesh_ndim; ++i) {
+    for (const Placement& p : {src[i], dst[i], Replicate()}) {
+      bool seen = false;
+      for (const Placement& q : cand[i]) seen = seen || q == p;
+      if (!seen) cand[i].push_back(p);
+    }
+    radix[i] = num_states;
+    num_states *= static_cast<int64_t>(cand[i].size());
+  }
+  auto decode = [&](int64_t code) {
+    Placements s(mesh_ndim);
+    for (size_t i = 0; i < mesh_ndim; ++i) {
+      s[i] = cand[i][(code / radix[i]) % static_cast<int64_t>(cand[i].size())];
+    }
+    return s;
+  };
+  // Source and target are index 0 and index of dst in every dim.
+  int64_t target = 0;
+  for (size_t i = 0; i < mesh_ndim; ++i) {
+    for (size_t k = 0; k < cand[i].size(); ++k) {
+      if (cand[i][k] == dst[i]) target += static_cast<int64_t>(k) * radix[i];
+    }
+  }
+  const CostModel model = cost_model();
+  const double itemsize = static_cast<double>(dtype_size(dtype));
+  const Shape zero_coord(mesh_ndim, 0);  // coordinate 0 holds the largest shard
+  auto local_bytes = [&](const Placements& s) {
+    return itemsize *
+           static_cast<double>(shape_numel(
+               compute_local_shape_and_offset(global_shape, mesh_shape, zero_coord, s).shape));
+  };
+
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  struct Best {
+    double cost = kInf;
+    int64_t steps = 0;
+    int64_t prev = -1;
+    RedistributeStep step{};
+  };
+  std::vector<Best> best(num_states);
+  std::vector<bool> done(num_states, false);
+  using Entry = std::tuple<double, int64_t, int64_t>;  // cost, steps, state
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+  best[0].cost = 0;
+  queue.emplace(0.0, 0, 0);
+  while (!queue.empty()) {
+    auto [cost, nsteps, code] = queue.top();
+    queue.pop();
+    if (done[code]) continue;
+    done[code] = true;
+    if (code == target) break;
+    const Placements state = decode(code);
+    const double bytes_before = local_bytes(state);
+    for (size_t i = 0; i < mesh_ndim; ++i) {
+      const int64_t cur = (code / radix[i]) % static_cast<int64_t>(cand[i].size());
+      for (size_t k = 0; k < cand[i].size(); ++k) {
+        const std::optional<StepKind> kind = edge_kind(state, i, cand[i][k]);
+        if (!kind) continue;
+        const int64_t next = code + (static_cast<int64_t>(k) - cur) * radix[i];
+        if (done[next]) continue;
+        Placements next_state = state;
+        next_state[i] = cand[i][k];
+        const double c =
+            step_cost(*kind, mesh_shape[i], bytes_before, local_bytes(next_state), model);
+        const double total = cost + c;
+        if (total < best[next].cost ||
+            (total == best[next].cost && nsteps + 1 < best[next].steps)) {
+          best[next] =
+              Best{total, nsteps + 1, code,
+                   RedistributeStep{static_cast<int64_t>(i), state[i], cand[i][k], *kind, c}};
+          queue.emplace(total, nsteps + 1, next);
+        }
+      }
+    }
+  }
+  DT_CHECK(done[target], "[redistribute] no plan from %s to %s on a mesh of shape %s",
+           placements_str(src), placements_str(dst), shape_str(mesh_shape));
+  for (int64_t code = target; code != 0; code = best[code].prev) {
+    plan.steps.push_back(best[code].step);
+  }
+  std::reverse(plan.steps.begin(), plan.steps.end());
+  plan.cost = best[target].cost;
+  return plan;
+}
+
+const RedistributePlan& plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst) {
+  DT_CHECK(src.mesh() == dst.mesh(),
+           "[redistribute] source and target specs live on different meshes (%s vs %s); "
+           "expected the same mesh",
+           src.mesh().str(), dst.mesh().str());
+  DT_CHECK(src.meta() == dst.meta(),
+           "[redistribute] source (%s, %s) and target (%s, %s) describe different tensors "
+           "(expected the same global shape, stride and dtype)",
+           shape_str(src.shape()), dtype_name(src.dtype()), shape_str(dst.shape()),
+           dtype_name(dst.dtype()));
+  PlanCache& cache = plan_cache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.plans.find(std::make_pair(src, dst));
+    if (it != cache.plans.end()) {
+      ++cache.hits;
+      return *it->second;
+    }
+  }
+  auto plan = std::make_unique<RedistributePlan>(plan_redistribute(
+      src.shape(), src.dtype(), src.mesh().shape(), src.placements(), dst.placements()));
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  ++cache.misses;
+  auto [it, inserted] = cache.plans.try_emplace(std::make_pair(src, dst), std::move(plan));
+  return *it->second;
+}
+
+double redistribute_cost(const DTensorSpec& src, const DTensorSpec& dst) {
+  if (src == dst) return 0;
+  for (size_t i = 0; i < src.placements().size() && i < dst.placements().size(); ++i) {
+    if (!no_exact_conversion(src.placements(), dst.placements(), i, src.dtype()).empty()) {
+      return std::numeric_limits<double>::infinity();
+    }
+  }
+  return plan_redistribute(src, dst).cost;
+}
+
+PlanCacheStats redistribute_plan_cache_stats() {
+  PlanCache& cache = plan_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return PlanCacheStats{cache.hits, cache.misses, static_cast<int64_t>(cache.plans.size())};
+}
+
+void clear_redistribute_plan_cache() {
+  PlanCache& cache = plan_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.plans.clear();
+  cache.hits = 0;
+  cache.misses = 0;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,370 @@
+// DTensor under mpirun (1, 2, 4, 8 ranks): distribute_tensor / full_tensor round trips,
+// from_local, specs on a real mesh, printing, errors. Every rank runs every case and the meshes
+// depend only on the world size, so all ranks issue the same collectives. Checks inside loops
+// use CHECK (not REQUIRE) so a failing rank keeps issuing the collectives its peers expect.
+#include <catch2/catch.hpp>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "collectives/comm_debug.h"
+#include "dtensor/redistribute.h"
+#include "dtensor_test_util.h"
+
+namespace dt = dtensor;
+using Catch::Contains;
+using dt::test::Ints;
+
+namespace {
+
+const dt::Placement R = dt::Replicate();
+const dt::Placement S0 = dt::Shard(0);
+const dt::Placement S1 = dt::Shard(1);
+const dt::Placement Psum = dt::Partial();
+const dt::Placement Pavg = dt::Partial(dt::ReduceOp::kAvg);
+const dt::Placement Pmax = dt::Partial(dt::ReduceOp::kMax);
+const dt::Placement Pmin = dt::Partial(dt::ReduceOp::kMin);
+
+}  // namespace
+
+TEST_CASE("distribute_tensor / full_tensor round trip on every placement list", "[dtensor]") {
+  const int w = dt::world_size();
+  const int me = dt::world_rank();
+  const std::vector<Ints> shapes = {{w * 3 + 1, 5}, {0, 3}, {2, 7, 3}, {8, 4}};
+  const std::vector<dt::DType> dtypes = {dt::kFloat32, dt::kInt64, dt::kBFloat16};
+  int64_t cases = 0;
+  for (const Ints& mesh_shape : dt::test::meshes_for_world(w)) {
+    const dt::DeviceMesh mesh = dt::test::make_mesh(mesh_shape);
+    const std::vector<dt::Placement> choices =
+        mesh_shape.size() == 1 ? std::vector<dt::Placement>{R, S0, S1, Psum, Pavg, Pmax, Pmin}
+                               : std::vector<dt::Placement>{R, S0, S1, Psum};
+    for (const dt::Placements& p : dt::test::all_placements(choices, mesh_shape.size())) {
+      for (const Ints& shape : shapes) {
+        for (dt::DType dtype : dtypes) {
+          INFO(dt::test::describe(mesh_shape, shape, dtype)
+               << " placements " << dt::placements_str(p));
+          // Every rank passes different data; rank 0 (the default src_data_rank) wins.
+          const dt::Tensor mine = dt::test::make_data(shape, dtype, me);
+          const dt::Tensor x = dt::test::make_data(shape, dtype, 0);
+          const dt::DTensor d = dt::distribute_tensor(mine, mesh, p);
+          CHECK(d.shape() == dt::Shape(shape.begin(), shape.end()));
+          CHECK(d.dtype() == dtype);
+          CHECK(d.placements() == p);
+          if (mesh.contains_me()) {
+            CHECK(d.to_local().shape() == d.spec().local_shard().shape);
+            if (!d.spec().has_partial()) {
+              CHECK(dt::equal(d.to_local(), dt::test::expected_block(x, mesh, p)));
+            }
+          } else {
+            CHECK(d.to_local().numel() == 0);
+          }
+          const dt::Tensor full = d.full_tensor();
+          if (mesh.contains_me()) {
+            CHECK(dt::equal(full, x));
+          } else {
+            CHECK(full.numel() == 0);
+          }
+          ++cases;
+        }
+      }
+    }
+  }
+  CHECK(cases > 0);
+}
+
+TEST_CASE("distribute_tensor: src_data_rank semantics", "[dtensor]") {
+  const int w = dt::world_size();
+  const int me = dt::world_rank();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const Ints shape = {w * 3 + 1, 5};
+  const dt::Tensor mine = dt::test::make_data(shape, dt::kFloat32, me);
+  SECTION("nullopt: every rank takes its chunk of its own tensor, no communication") {
+    dt::CommDebugMode comm;
+    const dt::DTensor d = dt::distribute_tensor(mine, mesh, {S0}, std::nullopt);
+    CHECK(comm.total_count() == 0);
+    CHECK(dt::equal(d.to_local(), dt::test::expected_block(mine, mesh, {S0})));
+  }
+  SECTION("the last rank as the source") {
+    const dt::DTensor d = dt::distribute_tensor(mine, mesh, {S1}, w - 1);
+    const dt::Tensor src = dt::test::make_data(shape, dt::kFloat32, w - 1);
+    CHECK(dt::equal(d.to_local(), dt::test::expected_block(src, mesh, {S1})));
+    CHECK(dt::equal(d.full_tensor(), src));
+  }
+  SECTION("a 2-d mesh broadcasts once per mesh dim") {
+    if (w >= 4) {
+      const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
+      dt::CommDebugMode comm;
+      const dt::DTensor d = dt::distribute_tensor(mine, m2, {S0, S1}, w - 1);
+      CHECK(comm.count(dt::CollectiveKind::kBroadcast) == 2);
+      CHECK(comm.total_count() == 2);
+      const dt::Tensor src = dt::test::make_data(shape, dt::kFloat32, w - 1);
+      CHECK(dt::equal(d.to_local(), dt::test::expected_block(src, m2, {S0, S1})));
+    }
+  }
+}
+
+TEST_CASE("distribute_tensor: Partial keeps the value on coordinate 0 (sum) or everywhere",
+          "[dtensor]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const dt::Tensor x = dt::test::make_data({5, 3}, dt::kFloat32, 0);
+  const dt::DTensor s = dt::distribute_tensor(x, mesh, {Psum});
+  if (mesh.get_local_rank(0) == 0) {
+    CHECK(dt::equal(s.to_local(), x));
+  } else {
+    CHECK(dt::equal(s.to_local(), dt::zeros({5, 3})));
+  }
+  for (const dt::Placement& p : {Pavg, Pmax, Pmin}) {
+    CHECK(dt::equal(dt::distribute_tensor(x, mesh, {p}).to_local(), x));
+  }
+}
+
+TEST_CASE("ranks outside the mesh hold empty shards and issue nothing", "[dtensor]") {
+  const int w = dt::world_size();
+  const int64_t half = w >= 2 ? w / 2 : 1;
+  const dt::DeviceMesh mesh = dt::test::make_mesh({half});
+  const dt::Tensor x = dt::test::make_data({7, 2}, dt::kInt64, 0);
+  dt::CommDebugMode comm;
+  const dt::DTensor d = dt::distribute_tensor(x, mesh, {S0});
+  const dt::DTensor r = d.redistribute(mesh, {R});
+  const dt::Tensor full = r.full_tensor();
+  if (mesh.contains_me()) {
+    CHECK(dt::equal(full, x));
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == 1);
+  } else {
+    CHECK(d.to_local().numel() == 0);
+    CHECK(d.to_local().dim() == 2);
+    CHECK(full.numel() == 0);
+    CHECK(comm.total_count() == 0);
+  }
+  CHECK(d.shape() == dt::Shape{7, 2});
+}
+
+TEST_CASE("from_local: inference, explicit shapes and run_check", "[dtensor]") {
+  const int w = dt::world_size();
+  const int me = dt::world_rank();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  SECTION("even shards infer the global shape") {
+    const dt::Tensor local = dt::test::make_data({2, 3}, dt::kFloat32, me);
+    const dt::DTensor d = dt::DTensor::from_local(local, mesh, {S0}, /*run_check=*/true);
+    CHECK(d.shape() == dt::Shape{2 * w, 3});
+    CHECK(d.size(-1) == 3);
+    CHECK(d.dim() == 2);
+    CHECK(d.numel() == 6 * w);
+    CHECK(d.spec().meta().stride == dt::Shape{3, 1});
+    CHECK(dt::equal(d.to_local(), local));
+    // full_tensor concatenates every rank's block.
+    const dt::Tensor full = d.full_tensor();
+    for (int r = 0; r < w; ++r) {
+      CHECK(dt::equal(full.narrow(0, 2 * r, 2), dt::test::make_data({2, 3}, dt::kFloat32, r)));
+    }
+    const dt::DTensor rep = dt::DTensor::from_local(local, mesh, {R});
+    CHECK(rep.shape() == dt::Shape{2, 3});
+  }
+  SECTION("uneven shards with an explicit shape") {
+    const Ints shape = {w * 3 + 1, 2};
+    const dt::Tensor x = dt::test::make_data(shape, dt::kInt64, 0);
+    const dt::Tensor local = dt::test::expected_block(x, mesh, {S0});
+    const dt::DTensor d = dt::DTensor::from_local(local, mesh, {S0}, true, shape);
+    CHECK(dt::equal(d.full_tensor(), x));
+  }
+  SECTION("run_check names the mismatching rank on every rank") {
+    if (w >= 2) {
+      const int64_t cols = me == w - 1 ? 5 : 4;
+      const dt::Tensor local = dt::zeros({2, cols});
+      const std::string expected =
+          "[from_local] rank " + std::to_string(w - 1) +
+          " holds a local shard of shape [2, 5] but placements [S(0)] on global shape [" +
+          std::to_string(2 * w) + ", 4] imply [2, 4]";
+      REQUIRE_THROWS_WITH(dt::DTensor::from_local(local, mesh, {S0}, true), expected);
+      // Without run_check nothing is compared.
+      CHECK_NOTHROW(dt::DTensor::from_local(local, mesh, {S0}, false));
+      // A dtype mismatch is reported too.
+      const dt::Tensor typed = me == 0 ? dt::zeros({2, 4}, dt::kInt64) : dt::zeros({2, 4});
+      REQUIRE_THROWS_WITH(dt::DTensor::from_local(typed, mesh, {S0}, true),
+                          Contains("[from_local]") && Contains("dtype"));
+      // Several mismatching ranks are all named.
+      if (w >= 4) {
+        const dt::Tensor odd = dt::zeros({me % 2 == 1 ? 3 : 2, 4});
+        REQUIRE_THROWS_WITH(
+            dt::DTensor::from_local(odd, mesh, {S0}, true),
+            Contains("[from_local] rank 1 holds") && Contains("mismatching ranks: 1, 3"));
+      }
+    }
+    // A wrong explicit global shape is caught on every world size.
+    REQUIRE_THROWS_WITH(
+        dt::DTensor::from_local(dt::zeros({2, 4}), mesh, {S0}, true, dt::Shape{2 * w + 1, 4}),
+        Contains("[from_local]") && Contains("imply"));
+  }
+  SECTION("run_check on a 2-d mesh gathers over both mesh dims") {
+    if (w >= 4) {
+      const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
+      const Ints shape = {5, w + 1};
+      const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
+      const dt::Tensor good = dt::test::expected_block(x, m2, {S0, S1});
+      const dt::DTensor d = dt::DTensor::from_local(good, m2, {S0, S1}, true, shape);
+      CHECK(dt::equal(d.full_tensor(), x));
+      // Only the last rank is wrong: one extra row.
+      const dt::Tensor bad = me == w - 1 ? dt::zeros({good.size(0) + 1, good.size(1)}) : good;
+      REQUIRE_THROWS_WITH(dt::DTensor::from_local(bad, m2, {S0, S1}, true, shape),
+                          Contains("[from_local] rank " + std::to_string(w - 1) + " holds") &&
+                              !Contains("mismatching ranks"));
+    }
+  }
+  SECTION("argument errors") {
+    REQUIRE_THROWS_WITH(dt::DTensor::from_local(dt::zeros({2, 4}), mesh, {S0, R}),
+                        Contains("[from_local]") && Contains("2 placements"));
+    REQUIRE_THROWS_WITH(dt::DTensor::from_local(dt::zeros({2, 4}), mesh, {dt::Shard(2)}),
+                        Contains("[from_local]") && Contains("Shard dim 2"));
+  }
+}
+
+TEST_CASE("DTensorSpec on a mesh", "[dtensor]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const dt::TensorMeta meta(dt::Shape{w * 2 + 1, 6}, dt::kFloat32);
+  const dt::DTensorSpec a(mesh, {dt::Shard(-1)}, meta);
+  CHECK(a.placement(0) == S1);  // normalised
+  const dt::DTensorSpec b(mesh, {S1}, meta);
+  CHECK(a == b);
+  CHECK(a.hash() == b.hash());
+  const dt::DTensorSpec c(mesh, {S0}, meta);
+  CHECK_FALSE(a == c);
+  CHECK(a.hash() != c.hash());
+  CHECK(a.numel() == (w * 2 + 1) * 6);
+  CHECK(a.ndim() == 2);
+  CHECK(a.dtype() == dt::kFloat32);
+  CHECK_FALSE(a.is_replicated());
+  CHECK(a.with_placements({R}).is_replicated());
+  CHECK(a.with_placements({Psum}).has_partial());
+  CHECK_FALSE(a.has_partial());
+  CHECK(a.mesh_dims_sharding(1) == absl::InlinedVector<int64_t, 4>{0});
+  CHECK(a.mesh_dims_sharding(-1) == absl::InlinedVector<int64_t, 4>{0});
+  CHECK(a.mesh_dims_sharding(0).empty());
+  CHECK(a.local_shard().shape == a.local_shard(mesh.get_coordinate()).shape);
+  CHECK(a.str() == "DTensorSpec([S(1)], shape=[" + std::to_string(w * 2 + 1) +
+                       ", 6], float32, mesh=[" + std::to_string(w) + "])");
+  CHECK(a.with_meta(dt::TensorMeta(dt::Shape{3, 3}, dt::kInt64)).dtype() == dt::kInt64);
+  REQUIRE_THROWS_WITH(dt::DTensorSpec(mesh, {S0, S0}, meta), Contains("[DTensorSpec]") &&
+                                                                 Contains("2 placements") &&
+                                                                 Contains("1-d mesh"));
+  REQUIRE_THROWS_WITH(dt::DTensorSpec(mesh, {dt::Shard(2)}, meta, "my_op"),
+                      Contains("[my_op]") && Contains("Shard dim 2") && Contains("2-d tensor"));
+  REQUIRE_THROWS_AS(a.with_placements({dt::Shard(-3)}), dt::Error);
+  if (w >= 4) {
+    const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
+    const dt::DTensorSpec nested(m2, {S0, S0}, meta);
+    CHECK(nested.mesh_dims_sharding(0) == absl::InlinedVector<int64_t, 4>{0, 1});
+    CHECK_FALSE(nested == dt::DTensorSpec(mesh, {S0}, meta));
+  }
+}
+
+TEST_CASE("plan cache hits for a repeated (src, dst) pair", "[dtensor]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const dt::TensorMeta meta(dt::Shape{w * 4, 3}, dt::kFloat32);
+  const dt::DTensorSpec src(mesh, {S0}, meta), dst(mesh, {R}, meta);
+  dt::clear_redistribute_plan_cache();
+  const dt::RedistributePlan& first = dt::plan_redistribute(src, dst);
+  const dt::RedistributePlan& second = dt::plan_redistribute(src, dst);
+  CHECK(&first == &second);
+  const dt::PlanCacheStats stats = dt::redistribute_plan_cache_stats();
+  CHECK(stats.hits == 1);
+  CHECK(stats.misses == 1);
+  CHECK(stats.size == 1);
+  CHECK(dt::redistribute_cost(src, src) == 0);
+  CHECK(dt::redistribute_cost(src, dst) == Approx(first.cost));
+  CHECK(dt::redistribute_cost(src.with_placements({Pmax}), src.with_placements({Psum})) ==
+        std::numeric_limits<double>::infinity());
+  // redistribute_cost hit the cache once; a DTensor redistribute goes through it too.
+  const dt::DTensor d =
+      dt::distribute_tensor(dt::test::make_data({w * 4, 3}, dt::kFloat32), mesh, {S0});
+  (void)d.redistribute({R});
+  CHECK(dt::redistribute_plan_cache_stats().hits == 3);
+  dt::clear_redistribute_plan_cache();
+  CHECK(dt::redistribute_plan_cache_stats().size == 0);
+}
+
+TEST_CASE("DTensor accessors and printing", "[dtensor]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const dt::DTensor d =
+      dt::distribute_tensor(dt::test::make_data({w * 2, 16}, dt::kFloat32), mesh, {S0});
+  CHECK(d.defined());
+  CHECK_FALSE(dt::DTensor().defined());
+  CHECK(dt::DTensor().str() == "DTensor()");
+  CHECK(d.device() == dt::Device());
+  CHECK(d.device_mesh() == mesh);
+  CHECK(d.sizes() == d.shape());
+  const std::string expected = "DTensor(local=[2, 16], global=[" + std::to_string(w * 2) +
+                               ", 16], placements=[S(0)], float32, mesh=[" + std::to_string(w) +
+                               "])";
+  CHECK(d.str() == expected);
+  std::ostringstream os;
+  os << d;
+  CHECK(os.str() == expected);
+  REQUIRE_THROWS_AS(d.size(2), dt::Error);
+}
+
+TEST_CASE("visualize_sharding lists each block and its ranks on the first rank", "[dtensor]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const dt::DTensor d =
+      dt::distribute_tensor(dt::test::make_data({w * 2 + 1, 3}, dt::kFloat32), mesh, {S0});
+  const std::string text = dt::visualize_sharding(d, /*print=*/false);
+  if (mesh.get_local_rank(0) == 0) {
+    CHECK(text.find("rows [0, 3)") != std::string::npos);
+    CHECK(text.find("cols [0, 3)") != std::string::npos);
+    CHECK(text.find("ranks 0") != std::string::npos);
+    // The last rank is listed (alone or with other holders of an empty block).
+    const std::string body = text.substr(text.find('\n'));
+    if (w > 1) CHECK(body.find(std::to_string(w - 1)) != std::string::npos);
+    if (w == 8) CHECK(body.find("ranks 6, 7 (empty)") != std::string::npos);
+  } else {
+    CHECK(text.empty());
+  }
+  const dt::DTensor r = dt::distribute_tensor(dt::test::make_data({4}, dt::kFloat32), mesh, {R});
+  const std::string rt = dt::visualize_sharding(r, false);
+  if (mesh.get_local_rank(0) == 0) CHECK(rt.find("elements [0, 4)") != std::string::npos);
+  const dt::DTensor three =
+      dt::distribute_tensor(dt::test::make_data({2, 2, 2}, dt::kFloat32), mesh, {R});
+  REQUIRE_THROWS_WITH(dt::visualize_sharding(three, false), Contains("[visualize_sharding]"));
+}
+
+TEST_CASE("distribute_tensor on the current mesh (MeshGuard)", "[dtensor]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const dt::Tensor x = dt::test::make_data({w + 3, 4}, dt::kFloat32);
+  dt::MeshGuard guard(mesh);
+  const dt::DTensor d = dt::distribute_tensor(x, {S1});
+  CHECK(d.device_mesh() == mesh);
+  CHECK(dt::equal(d.full_tensor(), x));
+}
+
+TEST_CASE("bad inputs raise dtensor::Error on every rank", "[dtensor]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const dt::Tensor x = dt::test::make_data({4, 4}, dt::kFloat32);
+  REQUIRE_THROWS_WITH(dt::distribute_tensor(x, mesh, {dt::Shard(2)}),
+                      Contains("[distribute_tensor]") && Contains("Shard dim 2"));
+  REQUIRE_THROWS_WITH(dt::distribute_tensor(x, mesh, {S0, S1}),
+                      Contains("[distribute_tensor]") && Contains("2 placements"));
+  REQUIRE_THROWS_WITH(dt::distribute_tensor(x, mesh, {S0}, w + 3),
+                      Contains("[distribute_tensor]") && Contains("src_data_rank"));
+  const dt::DTensor d = dt::distribute_tensor(x, mesh, {S0});
+  const dt::DeviceMesh other = dt::test::make_mesh({1, w});
+  REQUIRE_THROWS_WITH(d.redistribute(other, {R, R}),
+                      Contains("[redistribute]") && Contains("mesh"));
+  REQUIRE_THROWS_WITH(d.redistribute({R, R}), Contains("[redistribute]"));
+  REQUIRE_THROWS_WITH(d.redistribute({dt::Shard(5)}),
+                      Contains("[redistribute]") && Contains("Shard dim 5"));
+  const dt::DTensor pm = dt::distribute_tensor(x, mesh, {Pmax});
+  REQUIRE_THROWS_WITH(pm.redistribute({Psum}), Contains("[redistribute]") && Contains("P(max)"));
+  REQUIRE_THROWS_AS(dt::redistribute(d, dt::DTensorSpec(other, {R, R}, d.spec().meta())),
+                    dt::Error);
+  REQUIRE_THROWS_AS(dt::DTensor().full_tensor(), dt::Error);
+  // Still usable afterwards: no rank is stuck in a collective.
+  CHECK(dt::equal(d.full_tensor(), x));
+}

@@ -1,0 +1,215 @@
+// The pure redistribute planner: step order, step kinds and modelled costs, without processes.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "dtensor/redistribute.h"
+#include "tensor/error.h"
+
+namespace dt = dtensor;
+using Catch::Contains;
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+using K = dt::StepKind;
+
+struct Expect {
+  int64_t mesh_dim;
+  K kind;
+};
+
+void check_steps(const dt::RedistributePlan& plan, const std::vector<Expect>& expect) {
+  INFO(plan.str());
+  REQUIRE(plan.steps.size() == expect.size());
+  for (size_t i = 0; i < expect.size(); ++i) {
+    CHECK(plan.steps[i].mesh_dim == expect[i].mesh_dim);
+    CHECK(plan.steps[i].kind == expect[i].kind);
+  }
+}
+
+dt::RedistributePlan plan(const Ints& shape, const Ints& mesh, dt::Placements src,
+                          dt::Placements dst, dt::DType dtype = dt::kFloat32) {
+  return dt::plan_redistribute(shape, dtype, mesh, src, dst);
+}
+
+// Closed forms of the documented alpha-beta model with the default constants.
+constexpr double kAlpha = 5.0, kBeta = 1.0e-4, kLocal = 1.0e-5;
+double lat(int64_t n) {
+  return kAlpha * std::ceil(std::log2(static_cast<double>(n)));
+}
+
+const dt::Placement R = dt::Replicate();
+const dt::Placement S0 = dt::Shard(0);
+const dt::Placement S1 = dt::Shard(1);
+const dt::Placement Psum = dt::Partial();
+const dt::Placement Pavg = dt::Partial(dt::ReduceOp::kAvg);
+const dt::Placement Pmax = dt::Partial(dt::ReduceOp::kMax);
+
+}  // namespace
+
+TEST_CASE("planner: identical placements give an empty plan", "[planner]") {
+  const auto p = plan({8, 4}, {4}, {S0}, {S0});
+  CHECK(p.steps.empty());
+  CHECK(p.cost == 0);
+  CHECK(plan({8, 4}, {2, 2}, {S0, dt::Shard(-1)}, {S0, S1}).steps.empty());
+}
+
+TEST_CASE("planner: 1-d transitions and their costs", "[planner]") {
+  dt::set_cost_model(dt::CostModel{});
+  // [8, 4] float32 on 4 ranks: a shard is [2, 4] = 32 bytes, the whole tensor 128 bytes.
+  const auto gather = plan({8, 4}, {4}, {S0}, {R});
+  check_steps(gather, {{0, K::kAllGather}});
+  CHECK(gather.steps[0].src == S0);
+  CHECK(gather.steps[0].dst == R);
+  CHECK(gather.cost == Approx(lat(4) + kBeta * 3 * 32));
+
+  const auto chunk = plan({8, 4}, {4}, {R}, {S1});
+  check_steps(chunk, {{0, K::kLocalChunk}});
+  CHECK(chunk.cost == Approx(kLocal * 32));
+
+  const auto reduce = plan({8, 4}, {4}, {Psum}, {R});
+  check_steps(reduce, {{0, K::kAllReduce}});
+  CHECK(reduce.cost == Approx(lat(4) + kBeta * 2.0 * 3.0 / 4.0 * 128));
+
+  const auto rs = plan({8, 4}, {4}, {Psum}, {S0});
+  check_steps(rs, {{0, K::kReduceScatter}});
+  CHECK(rs.cost == Approx(lat(4) + kBeta * 3 * 32));
+  CHECK(rs.cost < reduce.cost);
+
+  const auto a2a = plan({8, 4}, {4}, {S0}, {S1});
+  check_steps(a2a, {{0, K::kAllToAll}});
+  CHECK(a2a.cost == Approx(lat(4) + kBeta * 3.0 / 4.0 * 32));
+
+  check_steps(plan({8, 4}, {4}, {R}, {Psum}), {{0, K::kPartition}});
+  check_steps(plan({8, 4}, {4}, {R}, {Pmax}), {{0, K::kPartition}});
+  check_steps(plan({8, 4}, {4}, {Psum}, {Pavg}), {{0, K::kRescalePartial}});
+  check_steps(plan({8, 4}, {4}, {Pavg}, {Psum}), {{0, K::kRescalePartial}});
+  check_steps(plan({8, 4}, {4}, {Pavg}, {R}), {{0, K::kAllReduce}});
+  // S -> P has no single step: gather, then keep on coordinate 0.
+  check_steps(plan({8, 4}, {4}, {S1}, {Psum}), {{0, K::kAllGather}, {0, K::kPartition}});
+}
+
+TEST_CASE("planner: uneven and empty shards are costed at the largest shard", "[planner]") {
+  dt::set_cost_model(dt::CostModel{});
+  // 5 rows over 4 ranks: the largest shard has 2 rows of 3 int64 = 48 bytes.
+  const auto p = plan({5, 3}, {4}, {S0}, {R}, dt::kInt64);
+  check_steps(p, {{0, K::kAllGather}});
+  CHECK(p.cost == Approx(lat(4) + kBeta * 3 * 48));
+  // Zero-size tensors still need the collective (every rank must take part).
+  const auto z = plan({0, 3}, {4}, {S0}, {R});
+  check_steps(z, {{0, K::kAllGather}});
+  CHECK(z.cost == Approx(lat(4)));
+  // A size-1 mesh dim: the step is still planned; it costs nothing.
+  const auto one = plan({4}, {1}, {S0}, {R});
+  check_steps(one, {{0, K::kAllGather}});
+  CHECK(one.cost == 0);
+}
+
+TEST_CASE("planner: nested sharding gathers innermost first and splits outermost first",
+          "[planner]") {
+  check_steps(plan({8, 4}, {2, 2}, {S0, S0}, {R, R}), {{1, K::kAllGather}, {0, K::kAllGather}});
+  check_steps(plan({8, 4}, {2, 2}, {R, R}, {S0, S0}), {{0, K::kLocalChunk}, {1, K::kLocalChunk}});
+  // Same placement on mesh dim 1 before and after, but its meaning changes.
+  check_steps(plan({8, 4}, {2, 2}, {S0, S0}, {R, S0}),
+              {{1, K::kAllGather}, {0, K::kAllGather}, {1, K::kLocalChunk}});
+  const auto swap = plan({8, 8}, {2, 2}, {S0, S1}, {S1, S0});
+  INFO(swap.str());
+  // Each step must be legal: replay the states and check the nesting rule.
+  dt::Placements state = {S0, S1};
+  for (const auto& s : swap.steps) {
+    REQUIRE(state[s.mesh_dim] == s.src);
+    state[s.mesh_dim] = s.dst;
+  }
+  CHECK(state == dt::Placements{S1, S0});
+  // [S(0), S(0)] -> [S(0), R] gathers over the inner dim only.
+  check_steps(plan({8, 4}, {2, 2}, {S0, S0}, {S0, R}), {{1, K::kAllGather}});
+  // 3-d mesh, dim 0 sharded over all three mesh dims.
+  check_steps(plan({16, 2}, {2, 2, 2}, {S0, S0, S0}, {R, R, R}),
+              {{2, K::kAllGather}, {1, K::kAllGather}, {0, K::kAllGather}});
+}
+
+TEST_CASE("planner: 2-d partial and mixed transitions", "[planner]") {
+  check_steps(plan({8, 4}, {2, 2}, {Psum, R}, {R, R}), {{0, K::kAllReduce}});
+  check_steps(plan({8, 4}, {2, 2}, {S0, Psum}, {S0, R}), {{1, K::kAllReduce}});
+  check_steps(plan({8, 4}, {2, 2}, {Psum, Psum}, {S0, S1}),
+              {{0, K::kReduceScatter}, {1, K::kReduceScatter}});
+  // Chunking first makes the all-reduce move half the bytes.
+  check_steps(plan({64, 64}, {2, 2}, {R, Psum}, {S0, R}),
+              {{0, K::kLocalChunk}, {1, K::kAllReduce}});
+}
+
+TEST_CASE("planner: every pair on 2-d and 3-d meshes ends at the target", "[planner]") {
+  const std::vector<dt::Placement> choices = {R, S0, S1, Psum};
+  for (const Ints& mesh : {Ints{2, 2}, Ints{1, 4}, Ints{2, 2, 2}}) {
+    size_t combos = 1;
+    for (size_t m = 0; m < mesh.size(); ++m) combos *= choices.size();
+    auto make = [&](size_t c) {
+      dt::Placements p;
+      for (size_t m = 0; m < mesh.size(); ++m, c /= choices.size()) {
+        p.push_back(choices[c % choices.size()]);
+      }
+      return p;
+    };
+    for (size_t a = 0; a < combos; ++a) {
+      for (size_t b = 0; b < combos; ++b) {
+        const dt::Placements src = make(a), dst = make(b);
+        const auto p = plan({9, 5}, mesh, src, dst);
+        dt::Placements state = src;
+        double cost = 0;
+        for (const auto& s : p.steps) {
+          REQUIRE(state[s.mesh_dim] == s.src);
+          // A later mesh dim must not shard what this step gathers or splits.
+          for (size_t j = s.mesh_dim + 1; j < mesh.size(); ++j) {
+            if (s.src.is_shard()) REQUIRE_FALSE(state[j].is_shard(s.src.dim()));
+            if (s.dst.is_shard()) REQUIRE_FALSE(state[j].is_shard(s.dst.dim()));
+          }
+          state[s.mesh_dim] = s.dst;
+          cost += s.cost;
+        }
+        REQUIRE(state == dst);
+        REQUIRE(cost == Approx(p.cost));
+        // Deterministic.
+        REQUIRE(plan({9, 5}, mesh, src, dst).steps == p.steps);
+      }
+    }
+  }
+}
+
+TEST_CASE("planner: the cost model is configurable", "[planner]") {
+  dt::CostModel m;
+  m.alpha_us = 100;
+  m.beta_us_per_byte = 0;
+  dt::set_cost_model(m);
+  CHECK(dt::cost_model().alpha_us == 100);
+  CHECK(plan({8, 4}, {4}, {S0}, {R}).cost == Approx(200));
+  dt::set_cost_model(dt::CostModel{});
+  CHECK(dt::cost_model().alpha_us == 5.0);
+}
+
+TEST_CASE("planner errors", "[planner]") {
+  REQUIRE_THROWS_WITH(plan({8, 4}, {4}, {Pmax}, {Psum}),
+                      Contains("[redistribute]") && Contains("P(max)") && Contains("P(sum)"));
+  REQUIRE_THROWS_AS(plan({8, 4}, {4}, {Pavg}, {Pmax}), dt::Error);
+  REQUIRE_THROWS_WITH(plan({8, 4}, {4}, {Pavg}, {Psum}, dt::kInt64),
+                      Contains("[redistribute]") && Contains("int64") && Contains("truncates"));
+  CHECK(plan({8, 4}, {4}, {Psum}, {Pavg}, dt::kInt64).steps.size() == 1);  // multiply: exact
+  REQUIRE_THROWS_WITH(plan({8, 4}, {4}, {S0, R}, {R}),
+                      Contains("[redistribute]") && Contains("source placements"));
+  REQUIRE_THROWS_WITH(plan({8, 4}, {4}, {R}, {R, R}), Contains("target placements"));
+  REQUIRE_THROWS_WITH(plan({8, 4}, {4}, {dt::Shard(2)}, {R}),
+                      Contains("[redistribute]") && Contains("Shard dim 2"));
+  REQUIRE_THROWS_AS(plan({8, 4}, {4}, {R}, {dt::Shard(-3)}), dt::Error);
+}
+
+TEST_CASE("step kind names", "[planner]") {
+  CHECK(dt::step_kind_name(K::kAllGather) == "all_gather");
+  CHECK(dt::step_kind_name(K::kAllReduce) == "all_reduce");
+  CHECK(dt::step_kind_name(K::kReduceScatter) == "reduce_scatter");
+  CHECK(dt::step_kind_name(K::kAllToAll) == "all_to_all");
+  CHECK(dt::step_kind_name(K::kLocalChunk) == "local_chunk");
+  CHECK(dt::step_kind_name(K::kPartition) == "partition");
+  CHECK(dt::step_kind_name(K::kRescalePartial) == "rescale_partial");
+  const auto p = plan({8, 4}, {4}, {S0}, {R});
+  CHECK(p.str().find("dim 0: S(0)->R all_gather") != std::string::npos);
+}
