@@ -28,9 +28,12 @@ if(NOT DTENSOR_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES "${_dt_arch}" CACHE STRING "CUDA architectures" FORCE)
     endif()
     enable_language(CUDA)
-    # C++20 for CUDA code too. CMake 3.25 has no CUDA20 dialect flags for nvcc ("does not know
-    # the flags"), so pass the standard directly instead of CMAKE_CUDA_STANDARD.
-    set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -std=c++20")
+    # C++20 for CUDA code too. CMake 3.25 knows no CUDA20 dialect flag for nvcc and then fails
+    # every mixed target ("requires the language dialect CUDA20"), so teach it the flag.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     find_library(DTENSOR_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
     find_path(DTENSOR_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)

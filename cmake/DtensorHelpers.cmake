@@ -67,6 +67,3 @@ function(dtensor_add_mpi_test name)
   endforeach()
 endfunction()
 
-# mpirun with the flags that make oversubscribed runs as root work on small machines.
-set(DTENSOR_MPIEXEC ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none
-    --mca mpi_yield_when_idle 1 --mca btl_vader_single_copy_mechanism none CACHE INTERNAL "")

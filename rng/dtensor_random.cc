@@ -1,0 +1,113 @@
+#include "rng/dtensor_random.h"
+
+#include <memory>
+#include <string_view>
+
+#include "dtensor/detail/util.h"
+#include "tensor/creation.h"
+
+namespace dtensor {
+
+namespace {
+
+OffsetBasedRNGTracker tracker_for(Generator* gen) {
+  return gen != nullptr ? OffsetBasedRNGTracker(gen) : default_rng_tracker();
+}
+
+// A new DTensor of `shape` on `mesh` filled by `rspec`.
+DTensor generate(IntSpan shape, const DeviceMesh& mesh, Placements placements,
+                 const RandomSpec& rspec, Generator* gen, std::string_view op) {
+  check_random_spec(rspec, op);
+  auto spec = std::make_shared<const DTensorSpec>(
+      mesh, std::move(placements), TensorMeta(Shape(shape.begin(), shape.end()), rspec.dtype), op);
+  check_random_placements(*spec, op);
+  const Device device = detail::mesh_device(mesh, Tensor());
+  Tensor local = empty(spec->local_shard().shape, TensorOptions(rspec.dtype, device));
+  tracker_for(gen).fill(local, *spec, rspec, op);
+  return DTensor(std::move(local), std::move(spec));
+}
+
+DTensor generate_(const DTensor& t, const RandomSpec& rspec, Generator* gen, std::string_view op) {
+  DT_CHECK(t.defined(), "[%s] the DTensor is undefined", op);
+  tracker_for(gen).fill(t.to_local(), t.spec(), rspec, op);
+  return t;
+}
+
+void check_dropout_input(const DTensor& input, double p) {
+  DT_CHECK(input.defined(), "[dropout] input is undefined");
+  check_random_placements(input.spec(), "dropout");
+  DT_CHECK(is_floating(input.dtype()), "[dropout] input must be floating, got %s",
+           dtype_name(input.dtype()));
+  DT_CHECK(p >= 0.0 && p <= 1.0, "[dropout] expects p in [0, 1], got p=%g", p);
+}
+
+}  // namespace
+
+DTensor rand(IntSpan shape, const DeviceMesh& mesh, Placements placements, DType dtype,
+             Generator* gen) {
+  return generate(shape, mesh, std::move(placements), RandomSpec::uniform(dtype), gen, "rand");
+}
+
+DTensor randn(IntSpan shape, const DeviceMesh& mesh, Placements placements, DType dtype,
+              Generator* gen) {
+  return generate(shape, mesh, std::move(placements), RandomSpec::normal(dtype), gen, "randn");
+}
+
+DTensor randint(int64_t low, int64_t high, IntSpan shape, const DeviceMesh& mesh,
+                Placements placements, DType dtype, Generator* gen) {
+  return generate(shape, mesh, std::move(placements), RandomSpec::randint(dtype, low, high), gen,
+                  "randint");
+}
+
+DTensor bernoulli(IntSpan shape, double p, const DeviceMesh& mesh, Placements placements,
+                  DType dtype, Generator* gen) {
+  return generate(shape, mesh, std::move(placements), RandomSpec::bernoulli(dtype, p), gen,
+                  "bernoulli");
+}
+
+DTensor uniform_(const DTensor& t, double low, double high, Generator* gen) {
+  DT_CHECK(t.defined(), "[uniform_] the DTensor is undefined");
+  return generate_(t, RandomSpec::uniform(t.dtype(), low, high), gen, "uniform_");
+}
+
+DTensor normal_(const DTensor& t, double mean, double stddev, Generator* gen) {
+  DT_CHECK(t.defined(), "[normal_] the DTensor is undefined");
+  return generate_(t, RandomSpec::normal(t.dtype(), mean, stddev), gen, "normal_");
+}
+
+DTensor bernoulli_(const DTensor& t, double p, Generator* gen) {
+  DT_CHECK(t.defined(), "[bernoulli_] the DTensor is undefined");
+  return generate_(t, RandomSpec::bernoulli(t.dtype(), p), gen, "bernoulli_");
+}
+
+DTensor random_(const DTensor& t, int64_t low, int64_t high, Generator* gen) {
+  DT_CHECK(t.defined(), "[random_] the DTensor is undefined");
+  return generate_(t, RandomSpec::randint(t.dtype(), low, high), gen, "random_");
+}
+
+DTensor dropout(const DTensor& input, double p, bool train, Generator* gen) {
+  check_dropout_input(input, p);
+  if (!train || p == 0.0) return input;
+  const Tensor& in = input.to_local();
+  Tensor out = empty(in.sizes(), TensorOptions(in.dtype(), in.device()));
+  tracker_for(gen).dropout(in, out, Tensor(), input.spec(), p, "dropout");
+  return DTensor(std::move(out), input.spec_ptr());
+}
+
+DTensorDropoutResult dropout_with_mask(const DTensor& input, double p, bool train, Generator* gen) {
+  check_dropout_input(input, p);
+  const Tensor& in = input.to_local();
+  auto mask_spec = std::make_shared<const DTensorSpec>(
+      input.spec().with_meta(TensorMeta(input.shape(), DType::kBool), "dropout"));
+  if (!train || p == 0.0) {
+    return {input, DTensor(full(in.sizes(), true, TensorOptions(DType::kBool, in.device())),
+                           std::move(mask_spec))};
+  }
+  Tensor out = empty(in.sizes(), TensorOptions(in.dtype(), in.device()));
+  Tensor mask = empty(in.sizes(), TensorOptions(DType::kBool, in.device()));
+  tracker_for(gen).dropout(in, out, mask, input.spec(), p, "dropout");
+  return {DTensor(std::move(out), input.spec_ptr()),
+          DTensor(std::move(mask), std::move(mask_spec))};
+}
+
+}  // namespace dtensor
