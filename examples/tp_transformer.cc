@@ -58,13 +58,20 @@ bool parse(int argc, char** argv, Args& a) {
       return true;
     };
     bool ok = true;
-    if (f == "--layers") ok = int_flag(a.layers);
-    else if (f == "--dim") ok = int_flag(a.dim);
-    else if (f == "--heads") ok = int_flag(a.heads);
-    else if (f == "--seq") ok = int_flag(a.seq);
-    else if (f == "--batch") ok = int_flag(a.batch);
-    else if (f == "--vocab") ok = int_flag(a.vocab);
-    else if (f == "--hidden") ok = int_flag(a.hidden);
+    if (f == "--layers")
+      ok = int_flag(a.layers);
+    else if (f == "--dim")
+      ok = int_flag(a.dim);
+    else if (f == "--heads")
+      ok = int_flag(a.heads);
+    else if (f == "--seq")
+      ok = int_flag(a.seq);
+    else if (f == "--batch")
+      ok = int_flag(a.batch);
+    else if (f == "--vocab")
+      ok = int_flag(a.vocab);
+    else if (f == "--hidden")
+      ok = int_flag(a.hidden);
     else if (f == "--iters") {
       int64_t v = 0;
       ok = int_flag(v);
@@ -73,9 +80,12 @@ bool parse(int argc, char** argv, Args& a) {
       const char* s = next();
       ok = s != nullptr;
       if (ok) a.tol = std::atof(s);
-    } else if (f == "--sp") a.sp = true;
-    else if (f == "--cuda") a.cuda = true;
-    else ok = false;
+    } else if (f == "--sp")
+      a.sp = true;
+    else if (f == "--cuda")
+      a.cuda = true;
+    else
+      ok = false;
     if (!ok) return false;
   }
   return true;
@@ -85,17 +95,17 @@ dt::ParallelizePlan make_plan(bool sp) {
   dt::ParallelizePlan plan;
   if (sp) {
     plan = {
-        {"tok_embeddings", dt::RowwiseParallel({.input_layouts = dt::Replicate(),
-                                                .output_layouts = dt::Shard(1)})},
+        {"tok_embeddings",
+         dt::RowwiseParallel({.input_layouts = dt::Replicate(), .output_layouts = dt::Shard(1)})},
         {"norm", dt::SequenceParallel()},
-        {"output", dt::ColwiseParallel({.input_layouts = dt::Shard(1),
-                                        .output_layouts = dt::Replicate()})},
+        {"output",
+         dt::ColwiseParallel({.input_layouts = dt::Shard(1), .output_layouts = dt::Replicate()})},
         {"layers.*.attention_norm", dt::SequenceParallel()},
         {"layers.*.attention", dt::PrepareModuleInput({.input_layouts = dt::Shard(1),
-                                                        .desired_input_layouts = dt::Replicate()})},
+                                                       .desired_input_layouts = dt::Replicate()})},
         {"layers.*.mlp_norm", dt::SequenceParallel()},
         {"layers.*.mlp", dt::PrepareModuleInput({.input_layouts = dt::Shard(1),
-                                                  .desired_input_layouts = dt::Replicate()})},
+                                                 .desired_input_layouts = dt::Replicate()})},
         {"layers.*.attention.wo", dt::RowwiseParallel({.output_layouts = dt::Shard(1)})},
         {"layers.*.mlp.w2", dt::RowwiseParallel({.output_layouts = dt::Shard(1)})},
     };
@@ -125,8 +135,8 @@ double time_ms(int iters, F fn) {
     auto t0 = std::chrono::steady_clock::now();
     fn();
     dt::world_communicator()->barrier()->wait();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count());
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -192,11 +202,12 @@ int main(int argc, char** argv) {
             .to(opts.device);
 
     if (rank == 0) {
-      std::printf("tp_transformer: %d rank(s), %s, layers=%lld dim=%lld heads=%lld seq=%lld "
-                  "batch=%lld vocab=%lld%s\n",
-                  world, dt::Device(dev_type).str().c_str(), (long long)a.layers,
-                  (long long)a.dim, (long long)a.heads, (long long)a.seq, (long long)a.batch,
-                  (long long)a.vocab, a.sp ? " (sequence parallel)" : "");
+      std::printf(
+          "tp_transformer: %d rank(s), %s, layers=%lld dim=%lld heads=%lld seq=%lld "
+          "batch=%lld vocab=%lld%s\n",
+          world, dt::Device(dev_type).str().c_str(), (long long)a.layers, (long long)a.dim,
+          (long long)a.heads, (long long)a.seq, (long long)a.batch, (long long)a.vocab,
+          a.sp ? " (sequence parallel)" : "");
       std::printf("\nplan (mesh %s):\n", mesh.str().c_str());
       for (const auto& e : plan) std::printf("  %-26s %s\n", e.fqn.c_str(), e.style->str().c_str());
       std::printf("\nparameter shards (local shape per rank):\n");
@@ -209,7 +220,9 @@ int main(int argc, char** argv) {
       const auto all = all_gather_ints(rec);
       if (rank != 0) continue;
       std::string line = "  " + name + " " + dt::shape_str(p.shape()) + " " +
-                         dt::placements_str(p.placements()) + ":";
+                         (nn::is_local(p) && world > 1 ? std::string("local")
+                                                       : dt::placements_str(p.placements())) +
+                         ":";
       for (int r = 0; r < world; ++r) {
         dt::Shape rs;
         for (int i = 0; i < 2 && all[r * 2 + i] >= 0; ++i) rs.push_back(all[r * 2 + i]);
@@ -245,12 +258,14 @@ int main(int argc, char** argv) {
     const bool ok = diff <= a.tol;
     if (rank == 0) {
       std::printf("\ncollectives in one tensor-parallel forward: %s\n", comm_str.c_str());
-      std::printf("forward time (median of %d): single-device %.3f ms, tensor-parallel %.3f ms "
-                  "(x%.2f)\n",
-                  a.iters, t_ref, t_tp, t_tp > 0 ? t_ref / t_tp : 0.0);
-      std::printf("max |tensor-parallel - single-device| over logits %s: %.3g (tolerance %.3g) "
-                  "-> %s\n",
-                  dt::shape_str(y_tp.shape()).c_str(), diff, a.tol, ok ? "OK" : "MISMATCH");
+      std::printf(
+          "forward time (median of %d): single-device %.3f ms, tensor-parallel %.3f ms "
+          "(speed-up x%.2f)\n",
+          a.iters, t_ref, t_tp, t_tp > 0 ? t_ref / t_tp : 0.0);
+      std::printf(
+          "max |tensor-parallel - single-device| over logits %s: %.3g (tolerance %.3g) "
+          "-> %s\n",
+          dt::shape_str(y_tp.shape()).c_str(), diff, a.tol, ok ? "OK" : "MISMATCH");
     }
     return ok ? 0 : 1;
   } catch (const dt::Error& e) {

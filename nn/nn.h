@@ -1,0 +1,7 @@
+// The nn layer in one include: Module, the DTensor functional ops, layers and transformer.
+#pragma once
+
+#include "nn/functional.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/transformer.h"

@@ -1,0 +1,242 @@
+// nn modules on one process (self mesh): forward against naive loops, the module tree, and
+// errors.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "nn/nn.h"
+#include "nn_reference.h"
+#include "rng/random.h"
+#include "tensor/creation.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+namespace ref = dtensor::testref;
+using Catch::Contains;
+
+namespace {
+
+constexpr double kTol = 1e-4;
+
+ref::Vec P(const nn::Module& m, const char* fqn) {
+  return ref::vec(m.get_parameter(fqn).to_local());
+}
+
+// Sets every parameter of `m` to fresh random values (norm weights included), so tests do not
+// rely on ones/zeros initialisation.
+void randomize(nn::Module& root, uint64_t seed) {
+  dt::Generator gen(seed);
+  for (auto& [name, m] : root.named_modules()) {
+    for (auto& [pname, p] : m->own_parameters()) {
+      dt::Tensor t = dt::randn(p.shape(), dt::TensorOptions(p.dtype()), &gen);
+      m->set_parameter(pname, nn::local(t));
+    }
+  }
+}
+
+ref::Vec mlp_ref(const nn::Module& m, const ref::Vec& x, int64_t n, int64_t d, int64_t h, bool gelu,
+                 bool bias) {
+  ref::Vec b1, b2;
+  if (bias) {
+    b1 = P(m, "fc1.bias");
+    b2 = P(m, "fc2.bias");
+  }
+  ref::Vec a = ref::linear(x, P(m, "fc1.weight"), bias ? &b1 : nullptr, n, d, h);
+  for (double& v : a) v = gelu ? ref::gelu(v) : ref::silu(v);
+  return ref::linear(a, P(m, "fc2.weight"), bias ? &b2 : nullptr, n, h, d);
+}
+
+ref::Vec swiglu_ref(const nn::Module& m, const ref::Vec& x, int64_t n, int64_t d, int64_t h) {
+  ref::Vec a = ref::linear(x, P(m, "w1.weight"), nullptr, n, d, h);
+  ref::Vec c = ref::linear(x, P(m, "w3.weight"), nullptr, n, d, h);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = ref::silu(a[i]) * c[i];
+  return ref::linear(a, P(m, "w2.weight"), nullptr, n, h, d);
+}
+
+ref::Vec attention_ref(const nn::Module& m, const ref::Vec& x, int64_t B, int64_t S, int64_t d,
+                       int64_t H, bool causal) {
+  const int64_t n = B * S;
+  ref::Vec q = ref::linear(x, P(m, "wq.weight"), nullptr, n, d, d);
+  ref::Vec k = ref::linear(x, P(m, "wk.weight"), nullptr, n, d, d);
+  ref::Vec v = ref::linear(x, P(m, "wv.weight"), nullptr, n, d, d);
+  ref::Vec o = ref::attention(q, k, v, B, S, H, d / H, causal);
+  return ref::linear(o, P(m, "wo.weight"), nullptr, n, d, d);
+}
+
+}  // namespace
+
+TEST_CASE("Linear forward matches a naive loop (bias, no bias, zero-size)", "[nn]") {
+  const auto dims = GENERATE(std::vector<int64_t>{2, 3, 5, 7}, std::vector<int64_t>{0, 4, 3},
+                             std::vector<int64_t>{1, 1, 5, 0}, std::vector<int64_t>{4, 1, 0, 3});
+  const int64_t B = dims[0], S = dims[1], in = dims[2], out = dims[3];
+  for (bool bias : {true, false}) {
+    dt::manual_seed(7);
+    nn::Linear lin(in, out, bias);
+    dt::Tensor x = dt::randn({B, S, in});
+    dt::DTensor y = lin(nn::local(x));
+    REQUIRE(nn::is_local(y));
+    REQUIRE(y.shape() == dt::Shape{B, S, out});
+    ref::Vec b = bias ? P(lin, "bias") : ref::Vec();
+    ref::Vec expect =
+        ref::linear(ref::vec(x), P(lin, "weight"), bias ? &b : nullptr, B * S, in, out);
+    REQUIRE(ref::max_abs_diff(ref::vec(y.to_local()), expect) < kTol);
+  }
+}
+
+TEST_CASE("Linear initialisation is uniform within 1/sqrt(in) and reproducible", "[nn]") {
+  dt::manual_seed(3);
+  nn::Linear a(16, 9);
+  dt::manual_seed(3);
+  nn::Linear b(16, 9);
+  const ref::Vec wa = P(a, "weight");
+  REQUIRE(wa == P(b, "weight"));
+  REQUIRE(P(a, "bias") == P(b, "bias"));
+  for (double v : wa) REQUIRE(std::abs(v) <= 0.25);
+  nn::Linear c(16, 9);  // the generator moved on
+  REQUIRE(P(c, "weight") != wa);
+}
+
+TEST_CASE("Embedding forward matches a naive gather and rejects bad indices", "[nn]") {
+  dt::manual_seed(1);
+  nn::Embedding emb(10, 6);
+  const std::vector<int64_t> idx = {0, 9, 3, 3, 7, 1};
+  dt::DTensor y = emb(nn::local(dt::from_vector(idx, {2, 3})));
+  REQUIRE(y.shape() == dt::Shape{2, 3, 6});
+  const ref::Vec w = P(emb, "weight"), got = ref::vec(y.to_local());
+  for (size_t i = 0; i < idx.size(); ++i) {
+    for (int64_t k = 0; k < 6; ++k) REQUIRE(got[i * 6 + k] == w[idx[i] * 6 + k]);
+  }
+  dt::DTensor empty = emb(nn::local(dt::from_vector(std::vector<int64_t>{}, {0, 4})));
+  REQUIRE(empty.shape() == dt::Shape{0, 4, 6});
+  REQUIRE_THROWS_WITH(emb(nn::local(dt::from_vector(std::vector<int64_t>{12}, {1}))),
+                      Contains("[embedding]"));
+}
+
+TEST_CASE("LayerNorm and RMSNorm match naive loops", "[nn]") {
+  const int64_t rows = GENERATE(0, 1, 7);
+  const int64_t d = 5;
+  dt::manual_seed(5);
+  dt::Tensor x = dt::randn({rows, d});
+  nn::LayerNorm ln(d, 1e-5);
+  nn::RMSNorm rn(d, 1e-6);
+  randomize(ln, 11);
+  randomize(rn, 12);
+  ref::Vec lw = P(ln, "weight"), lb = P(ln, "bias"), rw = P(rn, "weight");
+  REQUIRE(ref::max_abs_diff(ref::vec(ln(nn::local(x)).to_local()),
+                            ref::layer_norm(ref::vec(x), &lw, &lb, rows, d, 1e-5)) < kTol);
+  REQUIRE(ref::max_abs_diff(ref::vec(rn(nn::local(x)).to_local()),
+                            ref::rms_norm(ref::vec(x), &rw, rows, d, 1e-6)) < kTol);
+}
+
+TEST_CASE("MLP (gelu, silu) and SwiGLU match naive loops", "[nn]") {
+  const int64_t n = GENERATE(0, 6);
+  const int64_t d = 8, h = 13;
+  dt::manual_seed(9);
+  dt::Tensor x = dt::randn({n, d});
+  for (bool gelu : {true, false}) {
+    nn::MLP mlp(d, h, gelu ? nn::Activation::kGelu : nn::Activation::kSilu, true);
+    REQUIRE(ref::max_abs_diff(ref::vec(mlp(nn::local(x)).to_local()),
+                              mlp_ref(mlp, ref::vec(x), n, d, h, gelu, true)) < kTol);
+  }
+  nn::SwiGLU sw(d, h);
+  REQUIRE(ref::max_abs_diff(ref::vec(sw(nn::local(x)).to_local()),
+                            swiglu_ref(sw, ref::vec(x), n, d, h)) < kTol);
+}
+
+TEST_CASE("Attention matches a naive multi-head loop (causal and not)", "[nn]") {
+  const auto shape = GENERATE(std::vector<int64_t>{2, 5}, std::vector<int64_t>{1, 1},
+                              std::vector<int64_t>{0, 3}, std::vector<int64_t>{3, 0});
+  const int64_t B = shape[0], S = shape[1], d = 12, H = 3;
+  for (bool causal : {true, false}) {
+    dt::manual_seed(21);
+    nn::Attention att(d, H, causal);
+    dt::Tensor x = dt::randn({B, S, d});
+    dt::DTensor y = att(nn::local(x));
+    REQUIRE(y.shape() == dt::Shape{B, S, d});
+    REQUIRE(ref::max_abs_diff(ref::vec(y.to_local()),
+                              attention_ref(att, ref::vec(x), B, S, d, H, causal)) < kTol);
+  }
+  REQUIRE_THROWS_WITH(nn::Attention(10, 3), Contains("[Attention]"));
+}
+
+TEST_CASE("TransformerBlock matches the composition of naive pieces", "[nn]") {
+  nn::TransformerConfig cfg;
+  cfg.dim = 8;
+  cfg.n_heads = 2;
+  cfg.hidden_dim = 11;
+  cfg.norm = nn::NormKind::kLayerNorm;
+  cfg.mlp = nn::MLPKind::kGelu;
+  cfg.bias = false;
+  const int64_t B = 2, S = 4, d = cfg.dim, n = B * S;
+  dt::manual_seed(4);
+  nn::TransformerBlock blk(cfg);
+  randomize(blk, 99);
+  dt::Tensor x = dt::randn({B, S, d});
+  ref::Vec xv = ref::vec(x);
+  ref::Vec w1 = P(blk, "attention_norm.weight"), b1 = P(blk, "attention_norm.bias");
+  ref::Vec a = ref::layer_norm(xv, &w1, &b1, n, d, cfg.norm_eps);
+  ref::Vec att = attention_ref(blk.get_submodule("attention"), a, B, S, d, cfg.n_heads, true);
+  ref::Vec h(xv.size());
+  for (size_t i = 0; i < h.size(); ++i) h[i] = xv[i] + att[i];
+  ref::Vec w2 = P(blk, "mlp_norm.weight"), b2 = P(blk, "mlp_norm.bias");
+  ref::Vec m = ref::layer_norm(h, &w2, &b2, n, d, cfg.norm_eps);
+  ref::Vec f = mlp_ref(blk.get_submodule("mlp"), m, n, d, cfg.hidden_dim, true, false);
+  for (size_t i = 0; i < h.size(); ++i) h[i] += f[i];
+  REQUIRE(ref::max_abs_diff(ref::vec(blk(nn::local(x)).to_local()), h) < 1e-3);
+}
+
+TEST_CASE("Module tree: names, lookup, replacement and errors", "[nn]") {
+  nn::TransformerConfig cfg;
+  cfg.vocab_size = 17;
+  cfg.dim = 8;
+  cfg.n_layers = 2;
+  cfg.n_heads = 2;
+  dt::manual_seed(1);
+  nn::Transformer model(cfg);
+  std::vector<std::string> names;
+  for (auto& [n, p] : model.named_parameters()) names.push_back(n);
+  REQUIRE(names.front() == "tok_embeddings.weight");
+  REQUIRE(names.back() == "output.weight");
+  REQUIRE(std::find(names.begin(), names.end(), "layers.1.mlp.w3.weight") != names.end());
+  REQUIRE(std::find(names.begin(), names.end(), "layers.0.attention.wq.weight") != names.end());
+  // 1 + 2 * (1 block + norm + attention + 4 linears + norm + swiglu + 3 linears) + layers + norm
+  // + output + tok_embeddings
+  REQUIRE(model.named_modules().size() == 1 + 1 + 1 + 2 * 12 + 1 + 1);
+  REQUIRE(model.get_submodule("layers.1.attention.wq").type_name() == "Linear");
+  REQUIRE(model.get_parameter("norm.weight").shape() == dt::Shape{8});
+  dt::Tensor tokens = dt::from_vector(std::vector<int64_t>{1, 2, 3, 16, 0, 5}, {2, 3});
+  dt::DTensor logits = model(nn::local(tokens));
+  REQUIRE(logits.shape() == dt::Shape{2, 3, 17});
+  // Same seed, same model, same logits, bit for bit.
+  dt::manual_seed(1);
+  nn::Transformer again(cfg);
+  REQUIRE(again(nn::local(tokens)).to_local().to_vector<float>() ==
+          logits.to_local().to_vector<float>());
+  REQUIRE_THROWS_WITH(model.get_submodule("layers.5"), Contains("[get_submodule]"));
+  REQUIRE_THROWS_WITH(model.get_parameter("norm.bias"), Contains("[get_parameter]"));
+  auto& lin = model.get_submodule("output");
+  REQUIRE_THROWS_WITH(lin.set_parameter("weight", nn::local(dt::zeros({3, 3}))),
+                      Contains("[set_parameter]"));
+  lin.set_parameter("weight", nn::local(dt::zeros({17, 8})));
+  REQUIRE(model.get_parameter("output.weight").to_local().to_vector<float>() ==
+          std::vector<float>(17 * 8, 0.0f));
+  REQUIRE_THROWS_WITH(lin.register_parameter("weight", nn::local(dt::zeros({1}))),
+                      Contains("[Module]"));
+  REQUIRE_THROWS_WITH(lin.register_module("a.b", std::make_shared<nn::ModuleList>()),
+                      Contains("[Module]"));
+  REQUIRE_THROWS_WITH(model.forward(nn::local(dt::zeros({2, 3}))), Contains("[embedding]"));
+  REQUIRE_THROWS_WITH(nn::ModuleList().Module::forward(nn::local(dt::zeros({1}))).defined(),
+                      Contains("[Module]"));
+}
+
+TEST_CASE("functional ops reject mismatched operands", "[nn]") {
+  dt::DTensor x = nn::local(dt::zeros({2, 3}));
+  REQUIRE_THROWS_WITH(nn::functional::linear(x, nn::local(dt::zeros({4, 5}))),
+                      Contains("[linear]"));
+  REQUIRE_THROWS_WITH(nn::functional::add(x, nn::local(dt::zeros({3, 2}))), Contains("[add]"));
+  REQUIRE_THROWS_WITH(nn::functional::scaled_dot_product_attention(
+                          nn::local(dt::zeros({1, 2, 6})), nn::local(dt::zeros({1, 2, 6})),
+                          nn::local(dt::zeros({1, 2, 6})), 4, true),
+                      Contains("[scaled_dot_product_attention]"));
+  REQUIRE_THROWS_WITH(nn::functional::layer_norm(x, nn::local(dt::ones({2}))),
+                      Contains("[layer_norm]"));
+}

@@ -1,0 +1,515 @@
+// Tensor parallelism under mpirun: every style alone and whole blocks / models against the
+// single-device model (the same model built from the same seed on this rank's self mesh), the
+// exact collectives issued (CommDebugMode), bit-exact initial weights, and wrong plans.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "collectives/comm_debug.h"
+#include "collectives/runtime.h"
+#include "nn/nn.h"
+#include "parallel/parallelize.h"
+#include "rng/random.h"
+#include "tensor/creation.h"
+#include "tensor/shape_ops.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+using Catch::Contains;
+using dt::CollectiveKind;
+
+namespace {
+
+constexpr double kTol = 2e-4;
+
+dt::DeviceMesh tp_mesh() {
+  return dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"tp"});
+}
+
+double max_diff(const dt::Tensor& a, const dt::Tensor& b) {
+  if (a.shape() != b.shape()) return INFINITY;
+  auto x = a.contiguous().to(dt::kFloat64).to_vector<double>();
+  auto y = b.contiguous().to(dt::kFloat64).to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+// This rank's chunk of `t` along `dim` (torch.chunk rule, empty trailing chunks included).
+dt::Tensor my_chunk(const dt::Tensor& t, int64_t dim) {
+  const auto b = dt::chunk_bounds(t.size(dim), dt::world_size(), dt::world_rank());
+  return t.narrow(dim, b.offset, b.size);
+}
+
+// The same input on every rank (seeded, drawn on the CPU).
+dt::Tensor same_randn(dt::IntSpan shape, uint64_t seed) {
+  dt::Generator g(seed);
+  return dt::randn(shape, {}, &g);
+}
+
+// Every parameter of `tp` gathered equals the reference model's, bit for bit.
+void require_same_params(const nn::Module& tp, const nn::Module& ref) {
+  auto a = tp.named_parameters();
+  auto b = ref.named_parameters();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].first == b[i].first);
+    REQUIRE(a[i].second.full_tensor().to_vector<float>() ==
+            b[i].second.to_local().to_vector<float>());
+  }
+}
+
+int64_t count(const dt::CommDebugMode& c, CollectiveKind k) {
+  return c.count(k);
+}
+
+}  // namespace
+
+TEST_CASE("ColwiseParallel Linear: local column shard, or Replicate output with one all-gather",
+          "[tp]") {
+  const int64_t W = dt::world_size();
+  const int64_t out = GENERATE_COPY(W * 3 + 1, W * 2, int64_t{1});
+  const int64_t B = GENERATE(0, 3);
+  dt::manual_seed(10);
+  nn::Linear ref(6, out);
+  dt::manual_seed(10);
+  auto lin = std::make_shared<nn::Linear>(6, out);
+  dt::parallelize_module(*lin, tp_mesh(), dt::ColwiseParallel());
+  require_same_params(*lin, ref);
+  REQUIRE(lin->param("weight").placements()[0] == dt::Shard(0));
+  dt::Tensor x = same_randn({B, 2, 6}, 5);
+  dt::Tensor expect = ref(nn::local(x)).to_local();
+  {
+    dt::CommDebugMode comm;
+    dt::DTensor y = (*lin)(nn::local(x));
+    REQUIRE(comm.total_count() == 0);
+    REQUIRE(nn::is_local(y));
+    REQUIRE(max_diff(y.to_local(), my_chunk(expect, 2)) < kTol);
+  }
+  dt::manual_seed(10);
+  auto lin_r = std::make_shared<nn::Linear>(6, out);
+  dt::parallelize_module(*lin_r, tp_mesh(),
+                         dt::ColwiseParallel({.output_layouts = dt::Replicate()}));
+  dt::CommDebugMode comm;
+  dt::DTensor y = (*lin_r)(nn::local(x));
+  REQUIRE(count(comm, CollectiveKind::kAllGather) == (W > 1 ? 1 : 0));
+  REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllGather));
+  REQUIRE(max_diff(y.to_local(), expect) < kTol);
+}
+
+TEST_CASE("RowwiseParallel Linear: one all-reduce (Replicate) or one reduce-scatter (Shard(1))",
+          "[tp]") {
+  const int64_t W = dt::world_size();
+  const int64_t in = GENERATE_COPY(W * 3 + 1, W * 2);
+  const int64_t S = GENERATE_COPY(W * 2, W + 1);
+  dt::manual_seed(20);
+  nn::Linear ref(in, 5);
+  dt::manual_seed(20);
+  nn::Linear lin(in, 5);
+  dt::parallelize_module(lin, tp_mesh(), dt::RowwiseParallel());
+  require_same_params(lin, ref);
+  REQUIRE(lin.param("weight").placements()[0] == dt::Shard(1));
+  REQUIRE(lin.param("bias").placements()[0] == dt::Replicate());
+  dt::Tensor x = same_randn({2, S, in}, 6);
+  dt::Tensor expect = ref(nn::local(x)).to_local();
+  {
+    dt::CommDebugMode comm;
+    dt::DTensor y = lin(nn::local(my_chunk(x, 2).contiguous()));
+    REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
+    REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
+    REQUIRE(max_diff(y.to_local(), expect) < kTol);
+  }
+  dt::manual_seed(20);
+  nn::Linear lin_s(in, 5);
+  dt::parallelize_module(lin_s, tp_mesh(), dt::RowwiseParallel({.output_layouts = dt::Shard(1)}));
+  dt::CommDebugMode comm;
+  dt::DTensor y = lin_s(nn::local(my_chunk(x, 2).contiguous()));
+  REQUIRE(count(comm, CollectiveKind::kReduceScatter) == (W > 1 ? 1 : 0));
+  REQUIRE(comm.total_count() == count(comm, CollectiveKind::kReduceScatter));
+  REQUIRE(max_diff(y.to_local(), my_chunk(expect, 1)) < kTol);
+}
+
+TEST_CASE("Embedding: RowwiseParallel (vocab-sharded) and ColwiseParallel", "[tp]") {
+  const int64_t W = dt::world_size();
+  const int64_t vocab = W * 3 + 1;
+  dt::manual_seed(30);
+  nn::Embedding ref(vocab, 6);
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 10; ++i) ids.push_back((i * 7) % vocab);
+  dt::Tensor tokens = dt::from_vector(ids, {2, 5});
+  dt::Tensor expect = ref(nn::local(tokens)).to_local();
+
+  dt::manual_seed(30);
+  nn::Embedding row(vocab, 6);
+  dt::parallelize_module(row, tp_mesh(), dt::RowwiseParallel());
+  require_same_params(row, ref);
+  {
+    dt::CommDebugMode comm;
+    dt::DTensor y = row(nn::local(tokens));
+    REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
+    REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
+    REQUIRE(max_diff(y.to_local(), expect) == 0.0);
+  }
+  dt::manual_seed(30);
+  nn::Embedding col(vocab, 6);
+  dt::parallelize_module(col, tp_mesh(), dt::ColwiseParallel());
+  dt::CommDebugMode comm;
+  dt::DTensor y = col(nn::local(tokens));
+  REQUIRE(comm.total_count() == 0);
+  REQUIRE(max_diff(y.to_local(), my_chunk(expect, 2)) == 0.0);
+}
+
+TEST_CASE("TP MLP (fc1 colwise, fc2 rowwise) = exactly one all-reduce", "[tp]") {
+  const int64_t W = dt::world_size();
+  const int64_t hidden = GENERATE_COPY(W * 3 + 1, W * 4);
+  const int64_t B = GENERATE(0, 2);
+  for (bool gelu : {true, false}) {
+    auto act = gelu ? nn::Activation::kGelu : nn::Activation::kSilu;
+    dt::manual_seed(40);
+    nn::MLP ref(8, hidden, act);
+    dt::manual_seed(40);
+    nn::MLP mlp(8, hidden, act);
+    dt::parallelize_module(mlp, tp_mesh(),
+                           {{"fc1", dt::ColwiseParallel()}, {"fc2", dt::RowwiseParallel()}});
+    require_same_params(mlp, ref);
+    dt::Tensor x = same_randn({B, 3, 8}, 7);
+    dt::CommDebugMode comm;
+    dt::DTensor y = mlp(nn::local(x));
+    REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
+    REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
+    REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+  }
+}
+
+TEST_CASE("TP SwiGLU with sequence-parallel output = exactly one reduce-scatter", "[tp]") {
+  const int64_t W = dt::world_size();
+  dt::manual_seed(41);
+  nn::SwiGLU ref(8, W * 5 + 1);
+  dt::manual_seed(41);
+  nn::SwiGLU sw(8, W * 5 + 1);
+  dt::parallelize_module(sw, tp_mesh(),
+                         {{"w1", dt::ColwiseParallel()},
+                          {"w3", dt::ColwiseParallel()},
+                          {"w2", dt::RowwiseParallel({.output_layouts = dt::Shard(1)})}});
+  REQUIRE(sw.get_parameter("w2.weight").placements()[0] == dt::Shard(1));
+  REQUIRE(sw.get_parameter("w3.weight").placements()[0] == dt::Shard(0));
+  dt::Tensor x = same_randn({2, 2 * W, 8}, 8);
+  dt::CommDebugMode comm;
+  dt::DTensor y = sw(nn::local(x));
+  REQUIRE(count(comm, CollectiveKind::kReduceScatter) == (W > 1 ? 1 : 0));
+  REQUIRE(comm.total_count() == count(comm, CollectiveKind::kReduceScatter));
+  REQUIRE(max_diff(y.to_local(), my_chunk(ref(nn::local(x)).to_local(), 1)) < kTol);
+}
+
+TEST_CASE("TP attention (q/k/v colwise, o rowwise) = exactly one all-reduce, heads split", "[tp]") {
+  const int64_t W = dt::world_size();
+  const int64_t H = 2 * W, hd = 3, d = H * hd;
+  const int64_t S = GENERATE(1, 5);
+  dt::manual_seed(50);
+  nn::Attention ref(d, H);
+  dt::manual_seed(50);
+  nn::Attention att(d, H);
+  dt::parallelize_module(att, tp_mesh(),
+                         {{"wq", dt::ColwiseParallel()},
+                          {"wk", dt::ColwiseParallel()},
+                          {"wv", dt::ColwiseParallel()},
+                          {"wo", dt::RowwiseParallel()}});
+  require_same_params(att, ref);
+  dt::Tensor x = same_randn({2, S, d}, 9);
+  dt::CommDebugMode comm;
+  dt::DTensor y = att(nn::local(x));
+  REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
+  REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
+  REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+}
+
+TEST_CASE("TP attention rejects heads not divisible by the TP size", "[tp]") {
+  const int64_t W = dt::world_size();
+  if (W == 1) return;
+  dt::manual_seed(51);
+  nn::Attention att(2 * (W + 1), W + 1);
+  REQUIRE_THROWS_WITH(dt::parallelize_module(att, tp_mesh(),
+                                             {{"wq", dt::ColwiseParallel()},
+                                              {"wk", dt::ColwiseParallel()},
+                                              {"wv", dt::ColwiseParallel()},
+                                              {"wo", dt::RowwiseParallel()}}),
+                      Contains("[Attention] n_heads"));
+}
+
+namespace {
+
+dt::ParallelizePlan block_plan(const std::string& prefix) {
+  return {{prefix + "attention.wq", dt::ColwiseParallel()},
+          {prefix + "attention.wk", dt::ColwiseParallel()},
+          {prefix + "attention.wv", dt::ColwiseParallel()},
+          {prefix + "attention.wo", dt::RowwiseParallel()},
+          {prefix + "mlp.fc1", dt::ColwiseParallel()},
+          {prefix + "mlp.fc2", dt::RowwiseParallel()}};
+}
+
+nn::TransformerConfig small_config(int64_t W) {
+  nn::TransformerConfig cfg;
+  cfg.vocab_size = 4 * W + 3;
+  cfg.dim = 8 * W;
+  cfg.n_heads = 2 * W;
+  cfg.n_layers = 2;
+  cfg.hidden_dim = 6 * W + 2;
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("TP TransformerBlock = single-device block, two all-reduces", "[tp]") {
+  const int64_t W = dt::world_size();
+  nn::TransformerConfig cfg = small_config(W);
+  cfg.norm = nn::NormKind::kLayerNorm;
+  cfg.mlp = nn::MLPKind::kGelu;
+  cfg.bias = true;
+  dt::manual_seed(60);
+  nn::TransformerBlock ref(cfg);
+  dt::manual_seed(60);
+  nn::TransformerBlock blk(cfg);
+  dt::parallelize_module(blk, tp_mesh(), block_plan(""));
+  require_same_params(blk, ref);
+  dt::Tensor x = same_randn({2, 5, cfg.dim}, 10);
+  dt::CommDebugMode comm;
+  dt::DTensor y = blk(nn::local(x));
+  REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 2 : 0));
+  REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
+  REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+}
+
+namespace {
+
+// The Llama plan of the PyTorch TP tutorial: vocab-sharded embedding with sequence-parallel
+// output, sequence-parallel norms, colwise/rowwise attention and SwiGLU, colwise lm head.
+dt::ParallelizePlan llama_plan() {
+  return {
+      {"tok_embeddings",
+       dt::RowwiseParallel({.input_layouts = dt::Replicate(), .output_layouts = dt::Shard(1)})},
+      {"norm", dt::SequenceParallel()},
+      {"output",
+       dt::ColwiseParallel({.input_layouts = dt::Shard(1), .output_layouts = dt::Replicate()})},
+      {"layers.*.attention_norm", dt::SequenceParallel()},
+      {"layers.*.attention", dt::PrepareModuleInput({.input_layouts = dt::Shard(1),
+                                                     .desired_input_layouts = dt::Replicate()})},
+      {"layers.*.attention.wq", dt::ColwiseParallel()},
+      {"layers.*.attention.wk", dt::ColwiseParallel()},
+      {"layers.*.attention.wv", dt::ColwiseParallel()},
+      {"layers.*.attention.wo", dt::RowwiseParallel({.output_layouts = dt::Shard(1)})},
+      {"layers.*.mlp_norm", dt::SequenceParallel()},
+      {"layers.*.mlp", dt::PrepareModuleInput({.input_layouts = dt::Shard(1),
+                                               .desired_input_layouts = dt::Replicate()})},
+      {"layers.*.mlp.w1", dt::ColwiseParallel()},
+      {"layers.*.mlp.w3", dt::ColwiseParallel()},
+      {"layers.*.mlp.w2", dt::RowwiseParallel({.output_layouts = dt::Shard(1)})},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("TP Transformer with sequence parallelism = single-device model", "[tp]") {
+  const int64_t W = dt::world_size();
+  nn::TransformerConfig cfg = small_config(W);  // RMSNorm + SwiGLU
+  dt::manual_seed(70);
+  nn::Transformer ref(cfg);
+  dt::manual_seed(70);
+  nn::Transformer model(cfg);
+  dt::parallelize_module(model, tp_mesh(), llama_plan());
+  require_same_params(model, ref);
+  std::vector<int64_t> ids;
+  const int64_t B = 2, S = 2 * W;
+  for (int64_t i = 0; i < B * S; ++i) ids.push_back((i * 5 + 1) % cfg.vocab_size);
+  dt::Tensor tokens = dt::from_vector(ids, {B, S});
+  dt::CommDebugMode comm;
+  dt::DTensor y = model(nn::local(tokens));
+  if (W > 1) {
+    // Embedding: 1 reduce-scatter; per layer: 2 all-gathers + 2 reduce-scatters; head: 2
+    // all-gathers (sequence, then vocab).
+    REQUIRE(count(comm, CollectiveKind::kReduceScatter) == 1 + 2 * cfg.n_layers);
+    REQUIRE(count(comm, CollectiveKind::kAllGather) == 2 * cfg.n_layers + 2);
+    REQUIRE(count(comm, CollectiveKind::kAllReduce) == 0);
+  }
+  REQUIRE(max_diff(y.to_local(), ref(nn::local(tokens)).to_local()) < 1e-3);
+}
+
+TEST_CASE("TP Transformer on the tp dim of a 2x2 dp x tp mesh", "[tp]") {
+  if (dt::world_size() != 4) return;
+  auto mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"});
+  nn::TransformerConfig cfg = small_config(2);
+  cfg.mlp = nn::MLPKind::kSilu;
+  dt::manual_seed(80);
+  nn::Transformer ref(cfg);
+  dt::manual_seed(80);
+  nn::Transformer model(cfg);
+  auto plan = block_plan("layers.*.");
+  plan.push_back({"tok_embeddings", dt::RowwiseParallel()});
+  plan.push_back({"output", dt::ColwiseParallel({.output_layouts = dt::Replicate()})});
+  dt::parallelize_module(model, mesh["tp"], plan);
+  require_same_params(model, ref);
+  // Each dp group gets its own batch.
+  const int64_t dp = mesh.get_local_rank("dp");
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 6; ++i) ids.push_back((i * 3 + 7 * dp) % cfg.vocab_size);
+  dt::Tensor tokens = dt::from_vector(ids, {2, 3});
+  dt::CommDebugMode comm;
+  dt::DTensor y = model(nn::local(tokens));
+  REQUIRE(count(comm, CollectiveKind::kAllReduce) == 1 + 2 * cfg.n_layers);
+  REQUIRE(count(comm, CollectiveKind::kAllGather) == 1);
+  REQUIRE(max_diff(y.to_local(), ref(nn::local(tokens)).to_local()) < 1e-3);
+}
+
+TEST_CASE("Wrong plans fail clearly", "[tp]") {
+  nn::TransformerConfig cfg = small_config(dt::world_size());
+  cfg.norm = nn::NormKind::kLayerNorm;
+  dt::manual_seed(90);
+  nn::Transformer model(cfg);
+  REQUIRE_THROWS_WITH(
+      dt::parallelize_module(model, tp_mesh(), {{"layers.*.mlpp", dt::ColwiseParallel()}}),
+      Contains("[parallelize_module] plan entry 'layers.*.mlpp' matches no submodule"));
+  REQUIRE_THROWS_WITH(
+      dt::parallelize_module(model, tp_mesh(), {{"norm", dt::ColwiseParallel()}}),
+      Contains("[ColwiseParallel] expects Linear or Embedding, got LayerNorm at 'norm'"));
+  REQUIRE_THROWS_WITH(
+      dt::parallelize_module(model, tp_mesh(), {{"output", dt::SequenceParallel()}}),
+      Contains("[SequenceParallel] expects LayerNorm or RMSNorm, got Linear at 'output'"));
+  REQUIRE_THROWS_WITH(
+      dt::parallelize_module(model, tp_mesh(), {{"layers.0", dt::RowwiseParallel()}}),
+      Contains("[RowwiseParallel] expects Linear or Embedding, got TransformerBlock"));
+  if (dt::world_size() == 4) {
+    auto mesh2 = dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"});
+    REQUIRE_THROWS_WITH(dt::parallelize_module(model, mesh2, {{"output", dt::ColwiseParallel()}}),
+                        Contains("expects a 1-d mesh"));
+  }
+  nn::Linear lin(4, 4);
+  dt::parallelize_module(lin, tp_mesh(), dt::ColwiseParallel());
+  REQUIRE_THROWS_WITH(dt::parallelize_module(lin, tp_mesh(), dt::RowwiseParallel()),
+                      Contains("already distributed"));
+}
+
+TEST_CASE("fqn patterns match component by component", "[tp]") {
+  REQUIRE(dt::fqn_matches("layers.*.mlp.fc1", "layers.12.mlp.fc1"));
+  REQUIRE_FALSE(dt::fqn_matches("layers.*.mlp.fc1", "layers.1.mlp.fc1.x"));
+  REQUIRE_FALSE(dt::fqn_matches("layers.*", "layers.1.mlp"));
+  REQUIRE(dt::fqn_matches("layers.*.attention.w*", "layers.0.attention.wq"));
+  REQUIRE(dt::fqn_matches("*", "output"));
+  REQUIRE_FALSE(dt::fqn_matches("out", "output"));
+  REQUIRE(dt::fqn_matches("o*t", "output"));
+}
+
+TEST_CASE("reset_parameters on a sharded model equals the single-device reset, no collectives",
+          "[tp]") {
+  const int64_t W = dt::world_size();
+  nn::TransformerConfig cfg = small_config(W);
+  cfg.vocab_size = 3 * W + 1;  // uneven vocab shards
+  cfg.norm = nn::NormKind::kLayerNorm;
+  cfg.mlp = nn::MLPKind::kGelu;
+  cfg.bias = true;
+  dt::manual_seed(100);
+  nn::Transformer ref(cfg);
+  dt::manual_seed(100);
+  nn::Transformer model(cfg);
+  auto plan = block_plan("layers.*.");
+  plan.push_back({"tok_embeddings", dt::RowwiseParallel()});
+  plan.push_back({"output", dt::ColwiseParallel()});
+  dt::parallelize_module(model, tp_mesh(), plan);
+  dt::Generator g1(555), g2(555);
+  {
+    dt::CommDebugMode comm;
+    model.reset_parameters(&g1);
+    REQUIRE(comm.total_count() == 0);
+  }
+  ref.reset_parameters(&g2);
+  REQUIRE(g1.offset() == g2.offset());
+  require_same_params(model, ref);
+  // The reset values are those the constructors draw after manual_seed(555).
+  dt::manual_seed(555);
+  nn::Transformer fresh(cfg);
+  require_same_params(fresh, ref);
+}
+
+TEST_CASE("SequenceParallel norm alone: local sequence chunk, no collectives", "[tp]") {
+  const int64_t W = dt::world_size();
+  for (bool rms : {false, true}) {
+    dt::manual_seed(110);
+    nn::ModulePtr ref = rms ? nn::ModulePtr(std::make_shared<nn::RMSNorm>(6))
+                            : nn::ModulePtr(std::make_shared<nn::LayerNorm>(6));
+    dt::Generator g(3);
+    ref->reset_parameters(&g);
+    ref->set_parameter("weight", nn::local(same_randn({6}, 4)));
+    nn::ModulePtr sp = rms ? nn::ModulePtr(std::make_shared<nn::RMSNorm>(6))
+                           : nn::ModulePtr(std::make_shared<nn::LayerNorm>(6));
+    sp->set_parameter("weight", nn::local(same_randn({6}, 4)));
+    dt::parallelize_module(*sp, tp_mesh(), dt::SequenceParallel());
+    REQUIRE(sp->param("weight").placements()[0] == dt::Replicate());
+    dt::Tensor x = same_randn({2, 3 * W, 6}, 12);
+    dt::CommDebugMode comm;
+    dt::DTensor y = (*sp)(nn::local(my_chunk(x, 1).contiguous()));
+    REQUIRE(comm.total_count() == 0);
+    REQUIRE(y.placements()[0] == dt::Shard(1));  // stays a DTensor (use_local_output = false)
+    REQUIRE(y.shape() == x.shape());
+    REQUIRE(max_diff(y.to_local(), my_chunk((*ref)(nn::local(x)).to_local(), 1)) < kTol);
+    REQUIRE(max_diff(y.full_tensor(), (*ref)(nn::local(x)).to_local()) < kTol);
+  }
+}
+
+TEST_CASE("use_local_output = false keeps DTensors; PrepareModuleOutput lays out outputs", "[tp]") {
+  const int64_t W = dt::world_size();
+  dt::manual_seed(120);
+  nn::MLP ref(5, 2 * W + 1);
+  dt::manual_seed(120);
+  nn::MLP mlp(5, 2 * W + 1);
+  auto mesh = tp_mesh();
+  dt::parallelize_module(
+      mlp, mesh,
+      {{"fc1", dt::ColwiseParallel({.use_local_output = false})},
+       {"fc2", dt::RowwiseParallel({.output_layouts = dt::Shard(0), .use_local_output = false})}});
+  dt::parallelize_module(mlp, mesh,
+                         dt::PrepareModuleOutput({.output_layouts = dt::Shard(0),
+                                                  .desired_output_layouts = dt::Replicate(),
+                                                  .use_local_output = true}));
+  dt::Tensor x = same_randn({2 * W + 1, 5}, 13);
+  dt::CommDebugMode comm;
+  dt::DTensor y = mlp(nn::local(x));
+  REQUIRE(nn::is_local(y));
+  if (W > 1) {
+    REQUIRE(count(comm, CollectiveKind::kReduceScatter) == 1);
+    REQUIRE(count(comm, CollectiveKind::kAllGather) == 1);
+    REQUIRE(comm.total_count() == 2);
+  }
+  REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+}
+
+TEST_CASE("Attention with DTensor q/k/v (use_local_output = false) and a bfloat16 TP MLP", "[tp]") {
+  const int64_t W = dt::world_size();
+  const int64_t H = W, d = 4 * H;
+  dt::manual_seed(130);
+  nn::Attention ref(d, H, false);
+  dt::manual_seed(130);
+  nn::Attention att(d, H, false);
+  const dt::ColwiseParallel col({.use_local_output = false});
+  dt::parallelize_module(att, tp_mesh(),
+                         {{"wq", col}, {"wk", col}, {"wv", col}, {"wo", dt::RowwiseParallel()}});
+  dt::Tensor x = same_randn({3, 4, d}, 14);
+  {
+    dt::CommDebugMode comm;
+    dt::DTensor y = att(nn::local(x));
+    REQUIRE(comm.total_count() == (W > 1 ? 1 : 0));
+    REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+  }
+
+  nn::ModuleOptions bf16;
+  bf16.dtype = dt::kBFloat16;
+  dt::manual_seed(131);
+  nn::MLP mref(8, 4 * W, nn::Activation::kGelu, true, bf16);
+  dt::manual_seed(131);
+  nn::MLP mlp(8, 4 * W, nn::Activation::kGelu, true, bf16);
+  dt::parallelize_module(mlp, tp_mesh(),
+                         {{"fc1", dt::ColwiseParallel()}, {"fc2", dt::RowwiseParallel()}});
+  require_same_params(mlp, mref);
+  dt::Tensor xb = same_randn({2, 3, 8}, 15).to(dt::kBFloat16);
+  dt::DTensor yb = mlp(nn::local(xb));
+  REQUIRE(yb.dtype() == dt::kBFloat16);
+  // bfloat16 keeps 8 bits: the partial sums are rounded before the all-reduce.
+  REQUIRE(max_diff(yb.to_local(), mref(nn::local(xb)).to_local()) < 5e-2);
+}
