@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tensor/convert.h"
+#include "tensor/copy_cuda.h"
 #include "tensor/copy_kernel.h"
 #include "tensor/creation.h"
 
@@ -36,16 +37,6 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   const int64_t b0 = eb.first * static_cast<int64_t>(ib);
   const int64_t b1 = (eb.last + 1) * static_cast<int64_t>(ib);
   return a0 < b1 && b0 < a1;
-}
-
-// A CPU tensor with t's geometry over a host copy of the part of t's storage it can touch.
-Tensor stage_to_host(const Tensor& t) {
-  const Extent e = extent_of(t);
-  const int64_t n = e.last - e.first + 1;
-  const size_t nbytes = static_cast<size_t>(n) * t.itemsize();
-  Storage host = Storage::allocate(nbytes, Device());
-  detail::cuda_memcpy(host.data(), Device(), t.data_ptr(), t.device(), nbytes);
-  return Tensor(host, t.dtype(), t.sizes(), t.strides(), 0);
 }
 
 }  // namespace
@@ -163,29 +154,46 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
     detail::copy_cpu(*this, src);
     return *this;
   }
-  // At least one side is on a CUDA device. The tensor layer has no device kernels, so strided
-  // or converting copies are staged through host memory.
+  // At least one side is on a CUDA device: same-device copies run the CUDA copy kernel;
+  // cross-device copies move contiguous bytes and convert/scatter on the side that has the
+  // strided layout.
   if (dtype_ == src.dtype() && is_contiguous() && src.is_contiguous()) {
     detail::cuda_memcpy(data_ptr(), dd, src.data_ptr(), sd, nbytes());
     return *this;
   }
-  Tensor host_src = sd.is_cpu() ? src : stage_to_host(src);
-  if (dd.is_cpu()) {
-    detail::copy_cpu(*this, host_src);
+  if (dd == sd) {
+    detail::copy_cuda(*this, src);
     return *this;
   }
+  if (dd.is_cuda()) {
+    // Bring src to dd as is: the span of storage it covers (so an expanded scalar stays one
+    // element) when it comes from the host, a contiguous copy when from another GPU.
+    Tensor staged;
+    if (sd.is_cpu()) {
+      const Extent e = extent_of(src);
+      const size_t nb = static_cast<size_t>(e.last - e.first + 1) * src.itemsize();
+      Storage dev = Storage::allocate(nb, dd);
+      detail::cuda_memcpy(dev.data(), dd, src.data_ptr(), sd, nb);
+      staged = Tensor(dev, src.dtype(), src.sizes(), src.strides(), 0);
+    } else {
+      const Tensor sc = src.contiguous();
+      staged = empty(sizes_, TensorOptions(src.dtype(), dd));
+      detail::cuda_memcpy(staged.data_ptr(), dd, sc.data_ptr(), sd, sc.nbytes());
+    }
+    detail::copy_cuda(*this, staged);
+    return *this;
+  }
+  // CUDA -> CPU: convert and gather on the device into a contiguous tensor of dst's dtype,
+  // move it, then scatter on the host when dst is strided.
+  Tensor dev_tmp = empty(sizes_, TensorOptions(dtype_, sd));
+  detail::copy_cuda(dev_tmp, src);
   if (is_contiguous()) {
-    Tensor tmp = empty(sizes_, TensorOptions(dtype_));
-    detail::copy_cpu(tmp, host_src);
-    detail::cuda_memcpy(data_ptr(), dd, tmp.data_ptr(), Device(), nbytes());
+    detail::cuda_memcpy(data_ptr(), dd, dev_tmp.data_ptr(), sd, nbytes());
     return *this;
   }
-  // Non-contiguous CUDA destination: read back the span it covers, update it, write it back.
-  Tensor host_dst = stage_to_host(*this);
-  detail::copy_cpu(host_dst, host_src);
-  const Extent e = extent_of(*this);
-  detail::cuda_memcpy(data_ptr(), dd, host_dst.data_ptr(), Device(),
-                      static_cast<size_t>(e.last - e.first + 1) * itemsize());
+  Tensor host_tmp = empty(sizes_, TensorOptions(dtype_));
+  detail::cuda_memcpy(host_tmp.data_ptr(), Device(), dev_tmp.data_ptr(), sd, nbytes());
+  detail::copy_cpu(*this, host_tmp);
   return *this;
 }
 

@@ -6,6 +6,7 @@
 
 #include "ops/common/op_checks.h"
 #include "ops/common/type_promotion.h"
+#include "ops/elementwise/elementwise_cuda.h"
 #include "ops/elementwise/elementwise_kernels.h"
 #include "tensor/creation.h"
 
@@ -50,10 +51,10 @@ Tensor binary(std::string_view op, BinaryOp kind, const Tensor& self, const Tens
   check_binary_args(op, self, other);
   const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
   const DType dt = arithmetic_dtype(op, kind, result_type(self, other));
-  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
   Tensor out = empty(shape, TensorOptions(dt, self.device()));
   Tensor b1, b2;
-  detail::binary_cpu(kind, out, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
+  (self.device().is_cuda() ? detail::binary_cuda : detail::binary_cpu)(
+      kind, out, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
   return out;
 }
 
@@ -61,10 +62,10 @@ Tensor binary_scalar(std::string_view op, BinaryOp kind, const Tensor& self, con
                      bool scalar_first) {
   detail::check_defined(op, self, "self");
   const DType dt = arithmetic_dtype(op, kind, result_type(self, other));
-  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
   Tensor out = empty(self.sizes(), TensorOptions(dt, self.device()));
   Tensor b1;
-  detail::binary_scalar_cpu(kind, out, as_dtype(self, dt, b1), other, scalar_first);
+  (self.device().is_cuda() ? detail::binary_scalar_cuda : detail::binary_scalar_cpu)(
+      kind, out, as_dtype(self, dt, b1), other, scalar_first);
   return out;
 }
 
@@ -79,9 +80,9 @@ Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
   DT_CHECK(can_cast(rt, self.dtype()),
            "[%s] result type %s can't be cast to the desired output type %s (argument self)", op,
            dtype_name(rt), dtype_name(self.dtype()));
-  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
   Tensor b1;
-  detail::binary_cpu(kind, self, self, as_dtype(other, self.dtype(), b1));
+  (self.device().is_cuda() ? detail::binary_cuda : detail::binary_cpu)(
+      kind, self, self, as_dtype(other, self.dtype(), b1));
   return self;
 }
 
@@ -92,8 +93,8 @@ Tensor binary_scalar_inplace(std::string_view op, BinaryOp kind, const Tensor& s
   DT_CHECK(can_cast(rt, self.dtype()),
            "[%s] result type %s can't be cast to the desired output type %s (argument self)", op,
            dtype_name(rt), dtype_name(self.dtype()));
-  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
-  detail::binary_scalar_cpu(kind, self, self, other, /*scalar_first=*/false);
+  (self.device().is_cuda() ? detail::binary_scalar_cuda : detail::binary_scalar_cpu)(
+      kind, self, self, other, /*scalar_first=*/false);
   return self;
 }
 
@@ -101,10 +102,10 @@ Tensor compare(std::string_view op, CompareOp kind, const Tensor& self, const Te
   check_binary_args(op, self, other);
   const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
   const DType dt = result_type(self, other);
-  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
   Tensor out = empty(shape, TensorOptions(DType::kBool, self.device()));
   Tensor b1, b2;
-  detail::compare_cpu(kind, out, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
+  (self.device().is_cuda() ? detail::compare_cuda : detail::compare_cpu)(
+      kind, out, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
   return out;
 }
 
@@ -112,20 +113,20 @@ Tensor compare_scalar(std::string_view op, CompareOp kind, const Tensor& self,
                       const Scalar& other) {
   detail::check_defined(op, self, "self");
   const DType dt = result_type(self, other);
-  if (self.device().is_cuda()) detail::cuda_kernels_not_built(op);
   Tensor out = empty(self.sizes(), TensorOptions(DType::kBool, self.device()));
   Tensor b1;
-  detail::compare_scalar_cpu(kind, out, as_dtype(self, dt, b1), other);
+  (self.device().is_cuda() ? detail::compare_scalar_cuda : detail::compare_scalar_cpu)(
+      kind, out, as_dtype(self, dt, b1), other);
   return out;
 }
 
 // Unary op computing in dtype `dt` (x is converted first when needed).
 Tensor unary(std::string_view op, UnaryOp kind, const Tensor& x, DType dt,
              const Scalar& param = Scalar()) {
-  if (x.device().is_cuda()) detail::cuda_kernels_not_built(op);
   Tensor out = empty(x.sizes(), TensorOptions(dt, x.device()));
   Tensor b1;
-  detail::unary_cpu(kind, out, as_dtype(x, dt, b1), param);
+  (x.device().is_cuda() ? detail::unary_cuda : detail::unary_cpu)(kind, out, as_dtype(x, dt, b1),
+                                                                  param);
   return out;
 }
 
@@ -261,10 +262,10 @@ Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   Shape shape = detail::broadcast_pair("where", condition.sizes(), self.sizes(), "self");
   shape = detail::broadcast_pair("where", shape, other.sizes(), "other");
   const DType dt = result_type(self, other);
-  if (self.device().is_cuda()) detail::cuda_kernels_not_built("where");
   Tensor out = empty(shape, TensorOptions(dt, self.device()));
   Tensor b1, b2;
-  detail::where_cpu(out, condition, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
+  (self.device().is_cuda() ? detail::where_cuda : detail::where_cpu)(
+      out, condition, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "ops/embedding/embedding.h"
+#include "ops/embedding/embedding_cuda.h"
 #include "tensor/creation.h"
 #include "tensor/shape.h"
 
@@ -17,7 +18,9 @@ Tensor embedding_impl(const Tensor& indices, const Tensor& weight, int64_t row_o
   DT_CHECK(indices.device() == weight.device(),
            "[%s] expected indices and weight on the same device, got %s and %s", op,
            indices.device().str(), weight.device().str());
-  DT_CHECK(!weight.device().is_cuda(), "[%s] CUDA kernels for this op are not built yet", op);
+  if (weight.device().is_cuda()) {
+    return detail::embedding_cuda(indices, weight, row_offset, masked, op);
+  }
   const int64_t rows = weight.size(0), dim = weight.size(1);
   Shape out_shape = indices.sizes();
   out_shape.push_back(dim);

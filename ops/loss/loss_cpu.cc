@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ops/loss/loss.h"
+#include "ops/loss/loss_cuda.h"
 #include "ops/softmax/softmax.h"
 #include "tensor/creation.h"
 #include "tensor/shape.h"
@@ -21,7 +22,6 @@ void check_target(const Tensor& target, const char* op) {
   DT_CHECK(target.defined(), "[%s] expected a defined target tensor", op);
   DT_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32,
            "[%s] expected an int64 (or int32) target, got %s", op, dtype_name(target.dtype()));
-  DT_CHECK(!target.device().is_cuda(), "[%s] CUDA kernels for this op are not built yet", op);
 }
 
 LossLayout check_loss_args(const Tensor& input, const Tensor& target, const char* op) {
@@ -108,6 +108,10 @@ std::vector<double> nll_elements(const Tensor& log_probs, const Tensor& target, 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
                 int64_t ignore_index) {
   const LossLayout l = check_loss_args(log_probs, target, "nll_loss");
+  if (log_probs.device().is_cuda()) {
+    return detail::nll_loss_cuda(log_probs, target, l.outer, l.classes, l.inner, reduction,
+                                 ignore_index, 0.0);
+  }
   int64_t count = 0;
   const auto losses = nll_elements(log_probs, target, l, ignore_index, 0.0, count, "nll_loss");
   return finish(losses, count, reduction, target.sizes(), log_probs.dtype());
@@ -119,6 +123,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   DT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
            "[cross_entropy] label_smoothing must be in [0, 1], got %g", label_smoothing);
   const Tensor lp = log_softmax(logits, logits.dim() == 1 ? 0 : 1);
+  if (lp.device().is_cuda()) {
+    return detail::nll_loss_cuda(lp, target, l.outer, l.classes, l.inner, reduction, ignore_index,
+                                 label_smoothing);
+  }
   int64_t count = 0;
   // Range errors name nll_loss, the step that checks targets (as in PyTorch).
   const auto losses = nll_elements(lp, target, l, ignore_index, label_smoothing, count, "nll_loss");
@@ -129,6 +137,10 @@ Tensor gather_target_log_probs(const Tensor& log_probs, const Tensor& target, in
                                int64_t ignore_index) {
   const char* op = "gather_target_log_probs";
   const LossLayout l = check_loss_args(log_probs, target, op);
+  if (log_probs.device().is_cuda()) {
+    return detail::gather_target_log_probs_cuda(log_probs, target, l.outer, l.classes, l.inner,
+                                                class_offset, ignore_index);
+  }
   const Tensor lp = log_probs.contiguous();
   const Tensor tg = target.to(kInt64).contiguous();
   Tensor out = zeros(target.sizes(), TensorOptions(log_probs.dtype()));
@@ -157,6 +169,12 @@ Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reducti
   DT_CHECK(losses.sizes() == target.sizes(),
            "[%s] losses of shape %s do not match target of shape %s", op, shape_str(losses.sizes()),
            shape_str(target.sizes()));
+  DT_CHECK(losses.device() == target.device(),
+           "[%s] expected losses and target on the same device, got %s and %s", op,
+           losses.device().str(), target.device().str());
+  if (losses.device().is_cuda()) {
+    return detail::reduce_loss_cuda(losses, target, reduction, ignore_index);
+  }
   const Tensor lv = losses.to(kFloat64).contiguous();
   const Tensor tg = target.to(kInt64).contiguous();
   std::vector<double> vals(static_cast<size_t>(lv.numel()), 0.0);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/matmul/matmul.h"
+#include "ops/matmul/matmul_cuda.h"
 #include "tensor/creation.h"
 #include "tensor/shape.h"
 
@@ -18,7 +19,6 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op) {
            dtype_name(a.dtype()), dtype_name(b.dtype()));
   DT_CHECK(a.device() == b.device(), "[%s] expected operands on the same device, got %s and %s", op,
            a.device().str(), b.device().str());
-  DT_CHECK(!a.device().is_cuda(), "[%s] CUDA kernels for this op are not built yet", op);
   DT_CHECK(a.dtype() != kBool, "[%s] expected a numeric dtype, got bool", op);
 }
 
@@ -48,6 +48,9 @@ MatLayout matrix_layout(const Tensor& x) {
 // 16-bit floats become float32; a float operand whose last two dims BLAS cannot read is made
 // contiguous. Done before any batch expansion so that broadcast operands are never copied.
 Tensor prepare_operand(const Tensor& x) {
+  if (x.device().is_cuda()) {  // cuBLAS takes 16-bit operands as they are
+    return x.dim() >= 2 && !matrix_layout(x).ok ? x.contiguous() : x;
+  }
   Tensor y = is_reduced_float(x.dtype()) ? x.to(kFloat32) : x;
   if ((y.dtype() == kFloat32 || y.dtype() == kFloat64) && y.dim() >= 2 && !matrix_layout(y).ok) {
     y = y.contiguous();
@@ -151,6 +154,7 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta
 // dtype `dtype`. `bias`, when given and beta != 0, is broadcast into the output first.
 Tensor gemm_driver(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shape,
                    const Tensor* bias, const Scalar& alpha, const Scalar& beta) {
+  if (a.device().is_cuda()) return detail::gemm_cuda(a, b, dtype, out_shape, bias, alpha, beta);
   const DType cdt = a.dtype();  // compute dtype: float32 for 16-bit inputs
   Tensor out = empty(out_shape, TensorOptions(cdt));
   if (out.numel() > 0) {

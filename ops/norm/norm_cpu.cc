@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "ops/norm/norm.h"
+#include "ops/norm/norm_cuda.h"
 #include "tensor/creation.h"
 #include "tensor/shape.h"
 
@@ -15,7 +16,6 @@ using norm_acc_t = std::conditional_t<std::is_same_v<compute_t<T>, float>, float
 int64_t check_norm_args(const Tensor& x, IntSpan normalized_shape, const Tensor& weight,
                         const Tensor& bias, const char* op) {
   DT_CHECK(x.defined(), "[%s] expected a defined input tensor", op);
-  DT_CHECK(!x.device().is_cuda(), "[%s] CUDA kernels for this op are not built yet", op);
   const int64_t nd = x.dim(), nn = static_cast<int64_t>(normalized_shape.size());
   bool match = nn <= nd;
   for (int64_t i = 0; match && i < nn; ++i) {
@@ -68,6 +68,7 @@ void norm_kernel(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t
 Tensor norm_impl(const Tensor& x, IntSpan normalized_shape, const Tensor& weight,
                  const Tensor& bias, std::optional<double> eps, bool rms, const char* op) {
   const int64_t n = check_norm_args(x, normalized_shape, weight, bias, op);
+  if (x.device().is_cuda()) return detail::norm_cuda(x, n, weight, bias, eps, rms, op);
   return dispatch_floating(x.dtype(), op, [&]<typename T>() {
     Tensor out = empty(x.sizes(), TensorOptions(x.dtype()));
     if (x.numel() == 0) return out;

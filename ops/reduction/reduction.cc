@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "ops/common/op_checks.h"
+#include "ops/reduction/reduction_cuda.h"
 #include "ops/reduction/reduction_kernels.h"
 #include "tensor/creation.h"
 
@@ -37,9 +38,9 @@ Tensor reduce(std::string_view op, ReduceOp kind, const Tensor& x, IntSpan dims,
   if (kind == ReduceOp::kMax || kind == ReduceOp::kMin) check_nonempty(op, x, plan);
   DType out_dtype = x.dtype();
   if (kind == ReduceOp::kSum && !is_floating(out_dtype)) out_dtype = DType::kInt64;
-  if (x.device().is_cuda()) detail::cuda_kernels_not_built(op);
   Tensor out = empty(plan.out_shape, TensorOptions(out_dtype, x.device()));
-  detail::reduce_cpu(kind, out, x, plan, correction);
+  (x.device().is_cuda() ? detail::reduce_cuda : detail::reduce_cpu)(kind, out, x, plan,
+                                                                    correction);
   return out;
 }
 
@@ -54,33 +55,33 @@ ValuesIndices arg_reduce(std::string_view op, bool is_max, const Tensor& x,
     plan = detail::make_reduce_plan(x, {}, keepdim, op);
   }
   check_nonempty(op, x, plan);
-  if (x.device().is_cuda()) detail::cuda_kernels_not_built(op);
   ValuesIndices r;
   r.indices = empty(plan.out_shape, TensorOptions(DType::kInt64, x.device()));
   if (want_values) r.values = empty(plan.out_shape, TensorOptions(x.dtype(), x.device()));
-  detail::arg_reduce_cpu(is_max, r.values, r.indices, x, plan);
+  (x.device().is_cuda() ? detail::arg_reduce_cuda : detail::arg_reduce_cpu)(is_max, r.values,
+                                                                            r.indices, x, plan);
   return r;
 }
 
 }  // namespace
 
 Tensor sum(const Tensor& x, IntSpan dims, bool keepdim) {
-  return reduce("sum", ReduceOp::kSum, x, dims, keepdim);
+  return reduce("sum", detail::ReduceOp::kSum, x, dims, keepdim);
 }
 Tensor mean(const Tensor& x, IntSpan dims, bool keepdim) {
-  return reduce("mean", ReduceOp::kMean, x, dims, keepdim);
+  return reduce("mean", detail::ReduceOp::kMean, x, dims, keepdim);
 }
 Tensor var(const Tensor& x, IntSpan dims, int64_t correction, bool keepdim) {
-  return reduce("var", ReduceOp::kVar, x, dims, keepdim, correction);
+  return reduce("var", detail::ReduceOp::kVar, x, dims, keepdim, correction);
 }
 Tensor amax(const Tensor& x, IntSpan dims, bool keepdim) {
-  return reduce("amax", ReduceOp::kMax, x, dims, keepdim);
+  return reduce("amax", detail::ReduceOp::kMax, x, dims, keepdim);
 }
 Tensor amin(const Tensor& x, IntSpan dims, bool keepdim) {
-  return reduce("amin", ReduceOp::kMin, x, dims, keepdim);
+  return reduce("amin", detail::ReduceOp::kMin, x, dims, keepdim);
 }
-Tensor max(const Tensor& x) { return reduce("max", ReduceOp::kMax, x, {}, false); }
-Tensor min(const Tensor& x) { return reduce("min", ReduceOp::kMin, x, {}, false); }
+Tensor max(const Tensor& x) { return reduce("max", detail::ReduceOp::kMax, x, {}, false); }
+Tensor min(const Tensor& x) { return reduce("min", detail::ReduceOp::kMin, x, {}, false); }
 
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
   return arg_reduce("max", true, x, dim, keepdim, true);

@@ -55,7 +55,7 @@ acc_t<T> sum_of(const T* in, const ReducePlan& plan, int64_t base) {
 // not: then sum/mean/max/min walk whole input rows and reduce K outputs at once (vectorisable,
 // cache friendly) instead of one strided walk per output, e.g. for sum over dim 0 of [N, K].
 bool use_outer_reduction(const ReducePlan& plan) {
-  return !plan.kept_sizes.empty() && plan.kept_strides.back() == 1 &&
+  return plan.out_numel > 0 && !plan.kept_sizes.empty() && plan.kept_strides.back() == 1 &&
          !plan.red_sizes.empty() && plan.red_strides.back() != 1 && plan.red_numel > 0;
 }
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ops/softmax/softmax.h"
+#include "ops/softmax/softmax_cuda.h"
 #include "tensor/creation.h"
 #include "tensor/shape.h"
 
@@ -54,9 +55,9 @@ void softmax_kernel(const T* in, T* out, int64_t outer, int64_t d, int64_t inner
 
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
   DT_CHECK(x.defined(), "[%s] expected a defined input tensor", op);
-  DT_CHECK(!x.device().is_cuda(), "[%s] CUDA kernels for this op are not built yet", op);
   const int64_t nd = x.dim();
   const int64_t dd = normalize_dim(dim, nd, op);
+  if (x.device().is_cuda()) return detail::softmax_cuda(x, dd, log, op);
   return dispatch_floating(x.dtype(), op, [&]<typename T>() {
     const Tensor xc = x.contiguous();
     Tensor out = empty(x.sizes(), TensorOptions(x.dtype()));

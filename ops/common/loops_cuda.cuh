@@ -1,0 +1,91 @@
+// Typed CUDA loops for elementwise ops (the device counterpart of cpu_loops.h). Include only
+// from .cu files of the ops layer.
+//
+// gpu_kernel<Out, In...>(out, {&in...}, op) stores op(compute_t<In>(in)...) into every element
+// of `out`; inputs must be broadcastable to out's shape (they are expanded, stride 0) and live
+// on out's device. `op` is a __device__ functor or extended lambda taking the inputs in their
+// compute types (float for Half/BFloat16). One thread per element, grid-stride, on
+// current_cuda_stream(); nothing is synchronised.
+#pragma once
+
+#include <array>
+#include <initializer_list>
+#include <utility>
+
+#include "tensor/convert.h"
+#include "tensor/offset_calc_cuda.cuh"
+#include "tensor/stream_cuda.h"
+#include "tensor/tensor.h"
+
+namespace dtensor::detail {
+
+inline constexpr int kEwBlock = 256;
+
+template <typename Out, typename... In, typename Op, size_t... I>
+__device__ __forceinline__ void gpu_apply(char* const (&base)[sizeof...(In) + 1],
+                                          const int64_t (&off)[sizeof...(In) + 1], const Op& op,
+                                          std::index_sequence<I...>) {
+  *reinterpret_cast<Out*>(base[0] + off[0]) = convert<Out>(
+      op(static_cast<compute_t<In>>(*reinterpret_cast<const In*>(base[I + 1] + off[I + 1]))...));
+}
+
+template <typename Out, typename Op, typename... In>
+__global__ void gpu_elementwise_kernel(std::array<char*, sizeof...(In) + 1> ptrs,
+                                       OffsetCalc<sizeof...(In) + 1> calc, int64_t n, Op op) {
+  constexpr int N = sizeof...(In) + 1;
+  char* base[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) base[k] = ptrs[k];
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t off[N];
+    calc.get(i, off);
+    gpu_apply<Out, In...>(base, off, op, std::index_sequence_for<In...>{});
+  }
+}
+
+// Geometry of out and its inputs (expanded to out's shape) for an N-operand kernel.
+template <int N>
+struct EwOperands {
+  std::array<char*, N> ptrs{};
+  OffsetCalc<N> calc;
+  int64_t numel = 0;
+};
+
+template <int N>
+EwOperands<N> make_ew_operands(const Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  EwOperands<N> r;
+  std::array<Tensor, N> ex;
+  ex[0] = out;
+  int k = 1;
+  for (const Tensor* t : inputs) ex[k++] = t->sizes() == out.sizes() ? *t : t->expand(out.sizes());
+  std::array<IntSpan, N> strides;
+  std::array<int64_t, N> isz;
+  for (int i = 0; i < N; ++i) {
+    DT_CHECK(ex[i].device() == out.device(), "[cuda] operand %d is on %s but the output is on %s",
+             static_cast<int64_t>(i), ex[i].device().str(), out.device().str());
+    r.ptrs[i] = static_cast<char*>(ex[i].data_ptr());
+    strides[i] = IntSpan(ex[i].strides());
+    isz[i] = static_cast<int64_t>(ex[i].itemsize());
+  }
+  r.calc = make_offset_calc<N>(out.sizes(), strides, isz);
+  r.numel = out.numel();
+  return r;
+}
+
+template <typename Out, typename... In, typename Op>
+void gpu_kernel(const Tensor& out, std::initializer_list<const Tensor*> inputs, const Op& op) {
+  constexpr int N = sizeof...(In) + 1;
+  DT_CHECK(static_cast<int>(inputs.size()) == N - 1,
+           "[gpu_kernel] %d inputs given, the kernel expects %d",
+           static_cast<int64_t>(inputs.size()), static_cast<int64_t>(N - 1));
+  if (out.numel() == 0) return;
+  CudaDeviceGuard guard(out.device().index);
+  const EwOperands<N> o = make_ew_operands<N>(out, inputs);
+  gpu_elementwise_kernel<Out, Op, In...>
+      <<<grid_for(o.numel, kEwBlock), kEwBlock, 0, current_cuda_stream()>>>(o.ptrs, o.calc, o.numel,
+                                                                            op);
+  DT_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace dtensor::detail

@@ -1,0 +1,280 @@
+// CUDA kernels for the elementwise ops: the same per-element formulas as elementwise_cpu.cc
+// and elementwise_unary_cpu.cc (bf16/fp16 computed in float, rounded once on store).
+#include <type_traits>
+
+#include "ops/common/loops_cuda.cuh"
+#include "ops/elementwise/elementwise_cuda.h"
+
+namespace dtensor::detail {
+
+namespace {
+
+template <typename C>
+__device__ __forceinline__ C max_nan(C a, C b) {
+  return (a != a) ? a : ((a > b) ? a : b);
+}
+template <typename C>
+__device__ __forceinline__ C min_nan(C a, C b) {
+  return (a != a) ? a : ((a < b) ? a : b);
+}
+template <typename C>
+__device__ __forceinline__ C add_op(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>)
+    return a || b;
+  else
+    return a + b;
+}
+template <typename C>
+__device__ __forceinline__ C mul_op(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>)
+    return a && b;
+  else
+    return a * b;
+}
+template <typename C>
+__device__ __forceinline__ C int_pow(C x, int64_t e) {
+  using U = std::make_unsigned_t<C>;
+  U result = 1;
+  U base = static_cast<U>(x);
+  while (e > 0) {
+    if (e & 1) result *= base;
+    base *= base;
+    e >>= 1;
+  }
+  return static_cast<C>(result);
+}
+
+template <typename T>
+void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  using C = compute_t<T>;
+  const std::initializer_list<const Tensor*> in{&a, &b};
+  switch (op) {
+    case BinaryOp::kAdd:
+      return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return add_op(x, y); });
+    case BinaryOp::kSub:
+      if constexpr (!std::is_same_v<C, bool>) {
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) -> C { return x - y; });
+      }
+      break;
+    case BinaryOp::kMul:
+      return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return mul_op(x, y); });
+    case BinaryOp::kDiv:
+      if constexpr (std::is_floating_point_v<C>) {
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) -> C { return x / y; });
+      }
+      break;
+    case BinaryOp::kMaximum:
+      return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return max_nan(x, y); });
+    case BinaryOp::kMinimum:
+      return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return min_nan(x, y); });
+  }
+  DT_FAIL("[binary_cuda] op %d not supported for %s", static_cast<int>(op),
+          dtype_name(dtype_of_v<T>));
+}
+
+template <typename T>
+void binary_scalar_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Scalar& s,
+                         bool first) {
+  using C = compute_t<T>;
+  const C v = s.to<C>();
+  const std::initializer_list<const Tensor*> in{&a};
+  switch (op) {
+    case BinaryOp::kAdd:
+      return gpu_kernel<T, T>(out, in, [v] __device__(C x) { return add_op(x, v); });
+    case BinaryOp::kSub:
+      if constexpr (!std::is_same_v<C, bool>) {
+        if (first) return gpu_kernel<T, T>(out, in, [v] __device__(C x) -> C { return v - x; });
+        return gpu_kernel<T, T>(out, in, [v] __device__(C x) -> C { return x - v; });
+      }
+      break;
+    case BinaryOp::kMul:
+      return gpu_kernel<T, T>(out, in, [v] __device__(C x) { return mul_op(x, v); });
+    case BinaryOp::kDiv:
+      if constexpr (std::is_floating_point_v<C>) {
+        if (first) return gpu_kernel<T, T>(out, in, [v] __device__(C x) -> C { return v / x; });
+        return gpu_kernel<T, T>(out, in, [v] __device__(C x) -> C { return x / v; });
+      }
+      break;
+    case BinaryOp::kMaximum:
+      return gpu_kernel<T, T>(out, in, [v] __device__(C x) { return max_nan(x, v); });
+    case BinaryOp::kMinimum:
+      return gpu_kernel<T, T>(out, in, [v] __device__(C x) { return min_nan(x, v); });
+  }
+  DT_FAIL("[binary_cuda] op %d not supported for %s", static_cast<int>(op),
+          dtype_name(dtype_of_v<T>));
+}
+
+template <typename T>
+void compare_typed(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  using C = compute_t<T>;
+  const std::initializer_list<const Tensor*> in{&a, &b};
+  switch (op) {
+    case CompareOp::kEq:
+      return gpu_kernel<bool, T, T>(out, in, [] __device__(C x, C y) { return x == y; });
+    case CompareOp::kNe:
+      return gpu_kernel<bool, T, T>(out, in, [] __device__(C x, C y) { return x != y; });
+    case CompareOp::kLt:
+      return gpu_kernel<bool, T, T>(out, in, [] __device__(C x, C y) { return x < y; });
+    case CompareOp::kLe:
+      return gpu_kernel<bool, T, T>(out, in, [] __device__(C x, C y) { return x <= y; });
+    case CompareOp::kGt:
+      return gpu_kernel<bool, T, T>(out, in, [] __device__(C x, C y) { return x > y; });
+    case CompareOp::kGe:
+      return gpu_kernel<bool, T, T>(out, in, [] __device__(C x, C y) { return x >= y; });
+  }
+}
+
+template <typename T>
+void compare_scalar_typed(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s) {
+  using C = compute_t<T>;
+  const C v = s.to<C>();
+  const std::initializer_list<const Tensor*> in{&a};
+  switch (op) {
+    case CompareOp::kEq:
+      return gpu_kernel<bool, T>(out, in, [v] __device__(C x) { return x == v; });
+    case CompareOp::kNe:
+      return gpu_kernel<bool, T>(out, in, [v] __device__(C x) { return x != v; });
+    case CompareOp::kLt:
+      return gpu_kernel<bool, T>(out, in, [v] __device__(C x) { return x < v; });
+    case CompareOp::kLe:
+      return gpu_kernel<bool, T>(out, in, [v] __device__(C x) { return x <= v; });
+    case CompareOp::kGt:
+      return gpu_kernel<bool, T>(out, in, [v] __device__(C x) { return x > v; });
+    case CompareOp::kGe:
+      return gpu_kernel<bool, T>(out, in, [v] __device__(C x) { return x >= v; });
+  }
+}
+
+template <typename T>
+void float_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param) {
+  using C = compute_t<T>;
+  const std::initializer_list<const Tensor*> in{&a};
+  switch (op) {
+    case UnaryOp::kNeg:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return -x; });
+    case UnaryOp::kAbs:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return fabs(x); });
+    case UnaryOp::kExp:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return exp(x); });
+    case UnaryOp::kLog:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return log(x); });
+    case UnaryOp::kSqrt:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return sqrt(x); });
+    case UnaryOp::kRsqrt:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return C(1) / sqrt(x); });
+    case UnaryOp::kSigmoid:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return C(1) / (C(1) + exp(-x)); });
+    case UnaryOp::kTanh:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return tanh(x); });
+    case UnaryOp::kRelu:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x < C(0) ? C(0) : x; });
+    case UnaryOp::kGelu:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C {
+        return C(0.5) * x * erfc(-x * C(0.70710678118654752440));
+      });
+    case UnaryOp::kGeluTanh:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C {
+        const C inner = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
+        return x / (C(1) + exp(C(-2) * inner));
+      });
+    case UnaryOp::kSilu:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x / (C(1) + exp(-x)); });
+    case UnaryOp::kPow: {
+      const C e = param.to<C>();
+      if (e == C(2)) return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x * x; });
+      if (e == C(1)) return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x; });
+      return gpu_kernel<T, T>(out, in, [e] __device__(C x) -> C { return pow(x, e); });
+    }
+  }
+}
+
+template <typename T>
+void int_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param) {
+  const std::initializer_list<const Tensor*> in{&a};
+  switch (op) {
+    case UnaryOp::kNeg:
+      return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return -x; });
+    case UnaryOp::kAbs:
+      return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return x < 0 ? -x : x; });
+    case UnaryOp::kRelu:
+      return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return x < 0 ? 0 : x; });
+    case UnaryOp::kPow: {
+      const int64_t e = param.to_int();
+      return gpu_kernel<T, T>(out, in, [e] __device__(T x) -> T { return int_pow(x, e); });
+    }
+    default:
+      break;
+  }
+  DT_FAIL("[unary_cuda] op %d not supported for %s", static_cast<int>(op),
+          dtype_name(dtype_of_v<T>));
+}
+
+// Element moves by size: where selects stored values, no float round trip.
+template <typename U>
+__global__ void gpu_where_kernel(std::array<char*, 4> p, OffsetCalc<4> calc, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t off[4];
+    calc.get(i, off);
+    const bool c = *reinterpret_cast<const bool*>(p[1] + off[1]);
+    *reinterpret_cast<U*>(p[0] + off[0]) =
+        *reinterpret_cast<const U*>(c ? p[2] + off[2] : p[3] + off[3]);
+  }
+}
+
+template <typename U>
+void where_typed(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (out.numel() == 0) return;
+  CudaDeviceGuard guard(out.device().index);
+  const EwOperands<4> o = make_ew_operands<4>(out, {&cond, &a, &b});
+  gpu_where_kernel<U><<<grid_for(o.numel, kEwBlock), kEwBlock, 0, current_cuda_stream()>>>(
+      o.ptrs, o.calc, o.numel);
+  DT_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace
+
+void binary_cuda(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_dtype(out.dtype(), [&]<typename T>() { binary_typed<T>(op, out, a, b); });
+}
+
+void binary_scalar_cuda(BinaryOp op, const Tensor& out, const Tensor& a, const Scalar& s,
+                        bool scalar_first) {
+  dispatch_dtype(out.dtype(),
+                 [&]<typename T>() { binary_scalar_typed<T>(op, out, a, s, scalar_first); });
+}
+
+void compare_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_dtype(a.dtype(), [&]<typename T>() { compare_typed<T>(op, out, a, b); });
+}
+
+void compare_scalar_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s) {
+  dispatch_dtype(a.dtype(), [&]<typename T>() { compare_scalar_typed<T>(op, out, a, s); });
+}
+
+void unary_cuda(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param) {
+  dispatch_dtype(out.dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      DT_FAIL("[unary_cuda] op %d not supported for bool", static_cast<int>(op));
+    } else if constexpr (std::is_integral_v<T>) {
+      int_unary<T>(op, out, a, param);
+    } else {
+      float_unary<T>(op, out, a, param);
+    }
+  });
+}
+
+void where_cuda(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  switch (out.itemsize()) {
+    case 1:
+      return where_typed<uint8_t>(out, cond, a, b);
+    case 2:
+      return where_typed<uint16_t>(out, cond, a, b);
+    case 4:
+      return where_typed<uint32_t>(out, cond, a, b);
+    default:
+      return where_typed<uint64_t>(out, cond, a, b);
+  }
+}
+
+}  // namespace dtensor::detail

@@ -1,0 +1,20 @@
+// CUDA entry points of the elementwise kernels, one per CPU kernel of elementwise_kernels.h
+// with the same contract (operands already converted to one dtype and broadcastable to `out`,
+// all on out's CUDA device; `out` may alias an input exactly). They launch on the current
+// stream and return without synchronising. Built from elementwise_cuda.cu when CUDA is on;
+// elementwise_no_cuda.cc throws otherwise.
+#pragma once
+
+#include "ops/elementwise/elementwise_kernels.h"
+
+namespace dtensor::detail {
+
+void binary_cuda(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+void binary_scalar_cuda(BinaryOp op, const Tensor& out, const Tensor& a, const Scalar& s,
+                        bool scalar_first);
+void compare_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+void compare_scalar_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s);
+void unary_cuda(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param);
+void where_cuda(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+
+}  // namespace dtensor::detail

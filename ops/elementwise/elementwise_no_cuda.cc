@@ -1,0 +1,32 @@
+// The elementwise CUDA entry points when dtensor is built without CUDA (no CUDA tensor can
+// exist then, so these are reached only through a bug).
+#include "ops/elementwise/elementwise_cuda.h"
+
+namespace dtensor::detail {
+
+namespace {
+[[noreturn]] void no_cuda(const char* op) {
+  DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)", op);
+}
+}  // namespace
+
+void binary_cuda(BinaryOp, const Tensor&, const Tensor&, const Tensor&) {
+  no_cuda("binary");
+}
+void binary_scalar_cuda(BinaryOp, const Tensor&, const Tensor&, const Scalar&, bool) {
+  no_cuda("binary");
+}
+void compare_cuda(CompareOp, const Tensor&, const Tensor&, const Tensor&) {
+  no_cuda("compare");
+}
+void compare_scalar_cuda(CompareOp, const Tensor&, const Tensor&, const Scalar&) {
+  no_cuda("compare");
+}
+void unary_cuda(UnaryOp, const Tensor&, const Tensor&, const Scalar&) {
+  no_cuda("unary");
+}
+void where_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  no_cuda("where");
+}
+
+}  // namespace dtensor::detail

@@ -1,0 +1,26 @@
+// CUDA losses (loss_cuda.cu; loss_no_cuda.cc throws when CUDA is off). The input is seen as
+// [outer, classes, inner] (contiguous after the call makes it so) and the target as
+// [outer, inner], as in loss_cpu.cc; arguments are checked by the caller. Per-element losses
+// are computed in double on the device and reduced there; the number of counted elements and
+// the target range check are read back to the host (one small copy, which synchronises the
+// stream).
+#pragma once
+
+#include "ops/loss/loss.h"
+
+namespace dtensor::detail {
+
+// nll_loss of log-probabilities (cross_entropy passes log_softmax(logits) and its label
+// smoothing). Result dtype: log_probs'. Out-of-range targets raise
+// "[nll_loss] target t out of range for C classes".
+Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer, int64_t classes,
+                     int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing);
+// gather_target_log_probs for CUDA tensors (no range check, out-of-shard targets give 0).
+Tensor gather_target_log_probs_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer,
+                                    int64_t classes, int64_t inner, int64_t class_offset,
+                                    int64_t ignore_index);
+// reduce_loss for CUDA tensors.
+Tensor reduce_loss_cuda(const Tensor& losses, const Tensor& target, Reduction reduction,
+                        int64_t ignore_index);
+
+}  // namespace dtensor::detail

@@ -1,0 +1,118 @@
+// Elementwise ops on CUDA against the CPU: every dtype, broadcasting, non-contiguous operands,
+// scalars on either side, in-place updates of strided views, zero-size operands.
+#include "ops/elementwise/elementwise.h"
+#include "tests/gpu/gpu_test_util.h"
+
+using namespace dtensor;
+using namespace dtensor::gpu_test;
+
+namespace {
+
+// (a, b) pairs of broadcastable shapes; the second pair reads a transposed (non-contiguous) a.
+struct Operands {
+  Tensor a, b;
+};
+std::vector<Operands> operand_sets(DType d) {
+  std::vector<Operands> r;
+  r.push_back({make_input({7, 13}, d, 11), make_input({7, 13}, d, 12)});
+  r.push_back({make_input({5, 4}, d, 13).transpose(0, 1), make_input({4, 1}, d, 14)});
+  r.push_back({make_input({3, 1, 5}, d, 15), make_input({4, 5}, d, 16).slice(1, 0, 5, 1)});
+  r.push_back({make_input({2, 6}, d, 17).slice(1, 0, 6, 2), make_input({}, d, 18)});
+  r.push_back({make_input({0, 3}, d, 19), make_input({3}, d, 20)});
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("cuda elementwise: binary ops, comparisons and where", "[gpu][elementwise]") {
+  for (DType d : all_dtypes()) {
+    for (const Operands& o : operand_sets(d)) {
+      INFO(dtype_name(d) << " " << shape_str(o.a.sizes()) << " with " << shape_str(o.b.sizes()));
+      const Tensor ga = o.a.to(kGpu), gb = o.b.to(kGpu);
+      check_matches(add(ga, gb), add(o.a, o.b));
+      check_matches(mul(ga, gb), mul(o.a, o.b));
+      check_matches(div(ga, gb), div(o.a, o.b));
+      check_matches(maximum(ga, gb), maximum(o.a, o.b));
+      check_matches(minimum(ga, gb), minimum(o.a, o.b));
+      if (d != kBool) check_matches(sub(ga, gb), sub(o.a, o.b));
+      check_matches(eq(ga, gb), eq(o.a, o.b));
+      check_matches(ne(ga, gb), ne(o.a, o.b));
+      check_matches(lt(ga, gb), lt(o.a, o.b));
+      check_matches(le(ga, gb), le(o.a, o.b));
+      check_matches(gt(ga, gb), gt(o.a, o.b));
+      check_matches(ge(ga, gb), ge(o.a, o.b));
+      const Tensor cond = gt(o.a, o.b);
+      check_matches(where(cond.to(kGpu), ga, gb), where(cond, o.a, o.b));
+      // Scalars on either side, with promotion (int tensor * 1.5 -> float32).
+      check_matches(add(ga, Scalar(2)), add(o.a, Scalar(2)));
+      check_matches(mul(ga, Scalar(1.5)), mul(o.a, Scalar(1.5)));
+      check_matches(div(ga, Scalar(3)), div(o.a, Scalar(3)));
+      check_matches(Scalar(4.0) / ga, Scalar(4.0) / o.a);
+      if (d != kBool) check_matches(Scalar(1) - ga, Scalar(1) - o.a);
+      check_matches(lt(ga, Scalar(0.5)), lt(o.a, Scalar(0.5)));
+      check_matches(ge(ga, Scalar(-1)), ge(o.a, Scalar(-1)));
+    }
+  }
+  // Mixed dtypes promote as on the CPU.
+  const Tensor i = make_input({3, 4}, kInt32, 21), f = make_input({4}, kBFloat16, 22);
+  check_matches(add(i.to(kGpu), f.to(kGpu)), add(i, f));
+  check_matches(where(gt(i, Scalar(0)).to(kGpu), i.to(kGpu), f.to(kGpu)),
+                where(gt(i, Scalar(0)), i, f));
+}
+
+TEST_CASE("cuda elementwise: unary math and activations", "[gpu][elementwise]") {
+  for (DType d : floating_dtypes()) {
+    INFO(dtype_name(d));
+    for (const Tensor& x : {make_input({9, 11}, d, 31), make_input({6, 5}, d, 32).transpose(0, 1),
+                            make_input({0, 2}, d, 33)}) {
+      const Tensor g = x.to(kGpu);
+      check_matches(neg(g), neg(x));
+      check_matches(abs(g), abs(x));
+      check_matches(exp(g), exp(x));
+      check_matches(log(g), log(x));  // NaN for the negative half, on both devices
+      check_matches(sqrt(g), sqrt(x));
+      check_matches(rsqrt(abs(g)), rsqrt(abs(x)));
+      check_matches(sigmoid(g), sigmoid(x));
+      check_matches(tanh(g), tanh(x));
+      check_matches(relu(g), relu(x));
+      check_matches(gelu(g), gelu(x));
+      check_matches(gelu(g, GeluApproximate::kTanh), gelu(x, GeluApproximate::kTanh));
+      check_matches(silu(g), silu(x));
+      check_matches(pow(g, Scalar(2)), pow(x, Scalar(2)));
+      check_matches(pow(abs(g), Scalar(0.5)), pow(abs(x), Scalar(0.5)));
+    }
+  }
+  for (DType d : {kInt32, kInt64}) {
+    const Tensor x = make_input({4, 7}, d, 34, -20, 20);
+    const Tensor g = x.to(kGpu);
+    check_matches(neg(g), neg(x));
+    check_matches(abs(g), abs(x));
+    check_matches(relu(g), relu(x));
+    check_matches(pow(g, Scalar(3)), pow(x, Scalar(3)));
+    check_matches(exp(g), exp(x));  // integers compute in float32
+  }
+}
+
+TEST_CASE("cuda elementwise: in-place ops on strided views", "[gpu][elementwise]") {
+  for (DType d : {kFloat32, kFloat16, kInt64}) {
+    Tensor c = make_input({6, 8}, d, 41);
+    Tensor g = c.to(kGpu);
+    const Tensor o = make_input({4}, d, 42);
+    add_(g.slice(1, 0, 8, 2), o.to(kGpu));
+    add_(c.slice(1, 0, 8, 2), o);
+    mul_(g.transpose(0, 1), Scalar(3));
+    mul_(c.transpose(0, 1), Scalar(3));
+    sub_(g, g.narrow(0, 0, 1).clone());
+    sub_(c, c.narrow(0, 0, 1).clone());
+    check_matches(g, c);
+  }
+}
+
+TEST_CASE("cuda elementwise: errors name the op and the argument", "[gpu][elementwise]") {
+  const Tensor a = make_input({2, 3}, kFloat32, 51);
+  REQUIRE_THROWS_AS(add(a.to(kGpu), a), Error);
+  REQUIRE_THROWS_WITH(add(a.to(kGpu), a), Catch::Contains("[add]"));
+  REQUIRE_THROWS_WITH(mul(a.to(kGpu), make_input({4}, kFloat32, 52).to(kGpu)),
+                      Catch::Contains("[mul] cannot broadcast"));
+  REQUIRE_THROWS_WITH(gelu(a.to(kInt32).to(kGpu)), Catch::Contains("[gelu]"));
+}

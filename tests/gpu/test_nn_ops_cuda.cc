@@ -1,0 +1,114 @@
+// softmax, log_softmax, layer_norm, rms_norm, embedding and the losses on CUDA against the CPU.
+// Float tolerances as in gpu_test_util.h; embedding (data movement) must be exact.
+#include <limits>
+
+#include "ops/embedding/embedding.h"
+#include "ops/loss/loss.h"
+#include "ops/norm/norm.h"
+#include "ops/softmax/softmax.h"
+#include "tests/gpu/gpu_test_util.h"
+
+using namespace dtensor;
+using namespace dtensor::gpu_test;
+
+TEST_CASE("cuda softmax and log_softmax", "[gpu][softmax]") {
+  for (DType d : floating_dtypes()) {
+    for (const Tensor& x : {make_input({7, 300}, d, 121), make_input({4, 5, 6}, d, 122),
+                            make_input({6, 4}, d, 123).transpose(0, 1), make_input({0, 3}, d, 124),
+                            make_input({}, d, 125)}) {
+      for (int64_t dim = -1; dim < std::max<int64_t>(1, x.dim()); ++dim) {
+        INFO(dtype_name(d) << " " << shape_str(x.sizes()) << " dim " << dim);
+        check_matches(softmax(x.to(kGpu), dim), softmax(x, dim), 4);
+        check_matches(log_softmax(x.to(kGpu), dim), log_softmax(x, dim), 4);
+      }
+    }
+  }
+  // -inf and NaN entries.
+  Tensor x = make_input({3, 5}, kFloat32, 126);
+  x.narrow(0, 0, 1).narrow(1, 1, 1).fill_(Scalar(-std::numeric_limits<double>::infinity()));
+  x.narrow(0, 2, 1).narrow(1, 4, 1).fill_(Scalar(std::numeric_limits<double>::quiet_NaN()));
+  check_matches(softmax(x.to(kGpu), 1), softmax(x, 1));
+  check_matches(log_softmax(x.to(kGpu), 1), log_softmax(x, 1));
+}
+
+TEST_CASE("cuda layer_norm and rms_norm", "[gpu][norm]") {
+  for (DType d : floating_dtypes()) {
+    INFO(dtype_name(d));
+    const Tensor x = make_input({6, 5, 70}, d, 131);
+    const Tensor w = make_input({70}, d, 132), b = make_input({70}, d, 133);
+    const Tensor w2 = make_input({5, 70}, d, 134);
+    const int64_t n1[] = {70};
+    const int64_t n2[] = {5, 70};
+    const Tensor g = x.to(kGpu);
+    check_matches(layer_norm(g, n1, w.to(kGpu), b.to(kGpu)), layer_norm(x, n1, w, b), 4);
+    check_matches(layer_norm(g, n2, w2.to(kGpu)), layer_norm(x, n2, w2), 4);
+    check_matches(layer_norm(g, n1, Tensor(), Tensor(), 1e-3),
+                  layer_norm(x, n1, Tensor(), Tensor(), 1e-3), 4);
+    check_matches(rms_norm(g, n1, w.to(kGpu)), rms_norm(x, n1, w), 4);
+    check_matches(rms_norm(g, n2, Tensor(), 1e-6), rms_norm(x, n2, Tensor(), 1e-6), 4);
+    // Non-contiguous input and an empty batch.
+    const Tensor xt = make_input({70, 4}, d, 135).transpose(0, 1);
+    check_matches(rms_norm(xt.to(kGpu), n1, w.to(kGpu)), rms_norm(xt, n1, w), 4);
+    const Tensor e = make_input({0, 70}, d, 136);
+    check_matches(layer_norm(e.to(kGpu), n1), layer_norm(e, n1));
+  }
+  const Tensor x = make_input({2, 4}, kFloat32, 137);
+  const int64_t n[] = {4};
+  REQUIRE_THROWS_WITH(layer_norm(x.to(kGpu), n, make_input({4}, kFloat32, 138)),
+                      Catch::Contains("[layer_norm]"));
+}
+
+TEST_CASE("cuda embedding and embedding_masked", "[gpu][embedding]") {
+  for (DType d : all_dtypes()) {
+    const Tensor w = make_input({10, 6}, d, 141);
+    const Tensor idx = from_vector<int64_t>({3, 0, 9, 3, 7, 1}, {2, 3});
+    check_exact(embedding(idx.to(kGpu), w.to(kGpu)), embedding(idx, w));
+    check_exact(embedding(idx.to(kInt32).to(kGpu), w.to(kGpu)), embedding(idx.to(kInt32), w));
+    check_exact(embedding_masked(idx.to(kGpu), w.narrow(0, 0, 5).to(kGpu), 2),
+                embedding_masked(idx, w.narrow(0, 0, 5), 2));
+    check_exact(embedding(idx.transpose(0, 1).to(kGpu), w.to(kGpu).transpose(0, 1).transpose(0, 1)),
+                embedding(idx.transpose(0, 1), w));
+  }
+  const Tensor w = make_input({10, 6}, kFloat32, 142);
+  const Tensor none = from_vector<int64_t>({}, {0});
+  check_exact(embedding(none.to(kGpu), w.to(kGpu)), embedding(none, w));
+  const Tensor bad = from_vector<int64_t>({2, 10}, {2});
+  REQUIRE_THROWS_WITH(embedding(bad.to(kGpu), w.to(kGpu)),
+                      Catch::Contains("[embedding] index 10 out of range for a table of 10 rows"));
+  REQUIRE_THROWS_WITH(embedding(bad.to(kGpu), make_input({10, 0}, kFloat32, 143).to(kGpu)),
+                      Catch::Contains("[embedding] index 10 out of range"));
+}
+
+TEST_CASE("cuda cross_entropy, nll_loss and the loss-parallel blocks", "[gpu][loss]") {
+  for (DType d : floating_dtypes()) {
+    INFO(dtype_name(d));
+    const Tensor logits = make_input({8, 11}, d, 151);
+    const Tensor target = from_vector<int64_t>({0, 10, 3, -100, 5, 5, 1, 9}, {8});
+    const Tensor gl = logits.to(kGpu), gt = target.to(kGpu);
+    for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
+      check_matches(cross_entropy(gl, gt, r), cross_entropy(logits, target, r));
+      check_matches(cross_entropy(gl, gt, r, -100, 0.1),
+                    cross_entropy(logits, target, r, -100, 0.1));
+      const Tensor lp = log_softmax(logits, 1);
+      check_matches(nll_loss(lp.to(kGpu), gt, r), nll_loss(lp, target, r));
+      check_matches(reduce_loss(lp.narrow(1, 0, 1).squeeze(1).to(kGpu), gt, r),
+                    reduce_loss(lp.narrow(1, 0, 1).squeeze(1), target, r));
+    }
+    // [N, C, d] layout, int32 targets, all targets ignored (mean is NaN).
+    const Tensor x3 = make_input({2, 4, 3}, d, 152);
+    const Tensor t3 = from_vector<int32_t>({0, 3, 2, 1, 1, 0}, {2, 3});
+    check_matches(cross_entropy(x3.to(kGpu), t3.to(kGpu)), cross_entropy(x3, t3));
+    const Tensor ign = from_vector<int64_t>({-100, -100}, {2});
+    check_matches(cross_entropy(logits.narrow(0, 0, 2).to(kGpu), ign.to(kGpu)),
+                  cross_entropy(logits.narrow(0, 0, 2), ign));
+    // Class shard [4, 8) of the log-probabilities.
+    const Tensor lp = log_softmax(logits, 1);
+    check_exact(gather_target_log_probs(lp.narrow(1, 4, 4).to(kGpu), gt, 4),
+                gather_target_log_probs(lp.narrow(1, 4, 4), target, 4));
+  }
+  const Tensor logits = make_input({2, 3}, kFloat32, 153);
+  const Tensor bad = from_vector<int64_t>({1, 3}, {2});
+  REQUIRE_THROWS_WITH(cross_entropy(logits.to(kGpu), bad.to(kGpu)),
+                      Catch::Contains("[nll_loss] target 3 out of range for 3 classes"));
+  REQUIRE_THROWS_WITH(cross_entropy(logits.to(kGpu), bad), Catch::Contains("[cross_entropy]"));
+}
