@@ -8,6 +8,7 @@
 // "[add] cannot broadcast shapes [2, 3] and [4] (argument other)".
 #pragma once
 
+#include "dtensor/distributed_tensor.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
@@ -110,5 +111,76 @@ Tensor div_(const Tensor& self, const Scalar& other);
 Tensor fill_(const Tensor& self, const Scalar& value);
 Tensor zero_(const Tensor& self);
 Tensor copy_(const Tensor& dst, const Tensor& src);
+
+// ---- DTensor forms ---------------------------------------------------------------------------
+// The same ops on DTensors, dispatched through sharding propagation (elementwise_strategy.cc):
+// the result equals the op on the full tensors. Broadcasting maps shard dims through the
+// aligned dims; Partial(sum/avg) inputs pass through add/sub (both Partial), mul (one side),
+// div (numerator), neg and scaling by a Scalar; every other op first reduces Partial inputs
+// (the cheapest of all-reduce / reduce-scatter under the cost model). Inputs must share one
+// mesh. Scalars are runtime values (not in the propagation cache key).
+DTensor add(const DTensor& self, const DTensor& other);
+DTensor add(const DTensor& self, const Scalar& other);
+DTensor sub(const DTensor& self, const DTensor& other);
+DTensor sub(const DTensor& self, const Scalar& other);
+DTensor mul(const DTensor& self, const DTensor& other);
+DTensor mul(const DTensor& self, const Scalar& other);
+DTensor div(const DTensor& self, const DTensor& other);
+DTensor div(const DTensor& self, const Scalar& other);
+DTensor operator+(const DTensor& a, const DTensor& b);
+DTensor operator+(const DTensor& a, const Scalar& b);
+DTensor operator-(const DTensor& a, const DTensor& b);
+DTensor operator-(const DTensor& a, const Scalar& b);
+DTensor operator-(const Scalar& a, const DTensor& b);
+DTensor operator*(const DTensor& a, const DTensor& b);
+DTensor operator*(const DTensor& a, const Scalar& b);
+DTensor operator*(const Scalar& a, const DTensor& b);
+DTensor operator/(const DTensor& a, const DTensor& b);
+DTensor operator/(const DTensor& a, const Scalar& b);
+DTensor operator/(const Scalar& a, const DTensor& b);
+DTensor operator-(const DTensor& a);
+
+DTensor neg(const DTensor& x);
+DTensor abs(const DTensor& x);
+DTensor exp(const DTensor& x);
+DTensor log(const DTensor& x);
+DTensor sqrt(const DTensor& x);
+DTensor rsqrt(const DTensor& x);
+DTensor sigmoid(const DTensor& x);
+DTensor tanh(const DTensor& x);
+DTensor pow(const DTensor& x, const Scalar& exponent);
+DTensor relu(const DTensor& x);
+DTensor gelu(const DTensor& x, GeluApproximate approximate = GeluApproximate::kNone);
+DTensor silu(const DTensor& x);
+DTensor maximum(const DTensor& self, const DTensor& other);
+DTensor minimum(const DTensor& self, const DTensor& other);
+
+DTensor eq(const DTensor& self, const DTensor& other);
+DTensor eq(const DTensor& self, const Scalar& other);
+DTensor ne(const DTensor& self, const DTensor& other);
+DTensor ne(const DTensor& self, const Scalar& other);
+DTensor lt(const DTensor& self, const DTensor& other);
+DTensor lt(const DTensor& self, const Scalar& other);
+DTensor le(const DTensor& self, const DTensor& other);
+DTensor le(const DTensor& self, const Scalar& other);
+DTensor gt(const DTensor& self, const DTensor& other);
+DTensor gt(const DTensor& self, const Scalar& other);
+DTensor ge(const DTensor& self, const DTensor& other);
+DTensor ge(const DTensor& self, const Scalar& other);
+
+DTensor where(const DTensor& condition, const DTensor& self, const DTensor& other);
+DTensor cast(const DTensor& x, DType dtype);
+
+// In place on self's local shard; self keeps its placements (other is redistributed as
+// needed). Returns self. Throws "[add_] in-place op would change placements of argument self
+// from [P(max)] to [S(0)]" when no strategy keeps them.
+const DTensor& add_(const DTensor& self, const DTensor& other);
+const DTensor& add_(const DTensor& self, const Scalar& other);
+const DTensor& sub_(const DTensor& self, const DTensor& other);
+const DTensor& sub_(const DTensor& self, const Scalar& other);
+const DTensor& mul_(const DTensor& self, const DTensor& other);
+const DTensor& mul_(const DTensor& self, const Scalar& other);
+const DTensor& div_(const DTensor& self, const DTensor& other);
+const DTensor& div_(const DTensor& self, const Scalar& other);
 
 }  // namespace dtensor

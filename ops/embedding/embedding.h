@@ -1,6 +1,7 @@
 // Embedding lookups on local tensors.
 #pragma once
 
+#include "dtensor/distributed_tensor.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
@@ -16,5 +17,14 @@ Tensor embedding(const Tensor& indices, const Tensor& weight);
 // gives a row of zeros and is not an error. Summing the results of all shards (all-reduce) gives
 // embedding(indices, full_weight) for valid indices. Same shapes and dtypes as embedding.
 Tensor embedding_masked(const Tensor& indices, const Tensor& weight_shard, int64_t row_offset);
+
+// DTensor form, no communication for these layouts (others are redistributed first):
+//   table row-sharded S(0) (vocab-parallel), indices replicated -> masked local lookup, output
+//     P(sum) (redistribute to R/S to reduce it: one all-reduce/reduce-scatter)
+//   table column-sharded S(1), indices replicated -> output S(-1) (the embedding dim)
+//   table replicated, indices S(d) -> output S(d)
+// Out-of-range indices raise "[embedding] index 12 out of range for a table of 10 rows" on the
+// ranks that hold them.
+DTensor embedding(const DTensor& indices, const DTensor& weight);
 
 }  // namespace dtensor

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "dtensor/distributed_tensor.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
@@ -45,5 +46,20 @@ Tensor gather_target_log_probs(const Tensor& log_probs, const Tensor& target,
 // elements set to 0).
 Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reduction,
                    int64_t ignore_index = -100);
+
+// DTensor cross entropy (same arguments and semantics as the Tensor form), a dedicated path
+// rather than a registered strategy because the class-sharded case needs all-reduces between
+// local steps. Partial logits are reduced first. Batch dims sharded on a mesh dim stay sharded
+// and the target is redistributed to match. Loss parallel (PyTorch loss_parallel): when the
+// class dim is sharded (S(1) of [N, C], S(-1) of [N, C]), the global row max, the log-sum-exp,
+// the target logit (from the shard that owns it) and the smoothing sum come from one
+// all-reduce(max) and one all-reduce(sum) of per-row vectors over the class shards; the full
+// logits are never gathered (no all_gather). Result placements: kNone - the target's batch
+// shards (Replicate over the class mesh dims); kSum - P(sum) over batch-sharded mesh dims;
+// kMean - Replicate (one all-reduce of (sum, count) over batch-sharded mesh dims, exact for
+// uneven shards and ignored targets).
+DTensor cross_entropy(const DTensor& logits, const DTensor& target,
+                      Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
+                      double label_smoothing = 0.0);
 
 }  // namespace dtensor

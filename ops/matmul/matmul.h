@@ -8,6 +8,7 @@
 // result. Results are fresh contiguous tensors.
 #pragma once
 
+#include "dtensor/distributed_tensor.h"
 #include "tensor/scalar.h"
 #include "tensor/tensor.h"
 
@@ -43,5 +44,21 @@ namespace detail {
 // do not matter). float32/float64 operands failing this are copied contiguous first.
 bool gemm_operand_is_direct(const Tensor& x);
 }  // namespace detail
+
+// ---- DTensor forms ---------------------------------------------------------------------------
+// The same products on DTensors (matmul_strategy.cc); the result equals the product of the full
+// tensors. The cheapest of the Megatron strategies is chosen under the cost model, e.g. for
+// mm: a S(0) and b R give S(0); a R and b S(1) give S(1); a S(1) and b S(0) give Partial(sum)
+// (no communication; reduce later); batch dims shard like pointwise dims. Inputs that match
+// no strategy are redistributed (the cheapest move).
+DTensor mm(const DTensor& a, const DTensor& b);
+DTensor bmm(const DTensor& a, const DTensor& b);
+DTensor matmul(const DTensor& a, const DTensor& b);
+// beta and alpha are runtime values (not in the propagation cache key).
+DTensor addmm(const DTensor& bias, const DTensor& a, const DTensor& b, const Scalar& beta = 1,
+              const Scalar& alpha = 1);
+// ColwiseParallel: weight S(0) (and bias S(0)) gives an output sharded on the last dim;
+// RowwiseParallel: input S(-1) and weight S(1) give Partial(sum). bias may be undefined.
+DTensor linear(const DTensor& x, const DTensor& weight, const DTensor& bias = DTensor());
 
 }  // namespace dtensor

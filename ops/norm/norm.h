@@ -8,6 +8,7 @@
 
 #include <optional>
 
+#include "dtensor/distributed_tensor.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
@@ -23,5 +24,14 @@ Tensor layer_norm(const Tensor& x, IntSpan normalized_shape, const Tensor& weigh
 // std::numeric_limits<double>::epsilon() (2.2e-16) for float64.
 Tensor rms_norm(const Tensor& x, IntSpan normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
+
+// DTensor forms (weight/bias: an undefined DTensor() when absent). The normalised dims are
+// replicated first when sharded and Partial inputs reduced first; the leading dims keep their
+// shard (uneven included), so SequenceParallel's S(1) activations need no communication.
+// weight and bias are replicated (all-gathered when sharded).
+DTensor layer_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weight = DTensor(),
+                   const DTensor& bias = DTensor(), double eps = 1e-5);
+DTensor rms_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weight = DTensor(),
+                 std::optional<double> eps = std::nullopt);
 
 }  // namespace dtensor

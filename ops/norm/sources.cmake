@@ -1,1 +1,4 @@
-list(APPEND DTENSOR_OPS_SOURCES ${CMAKE_CURRENT_LIST_DIR}/norm_cpu.cc)
+list(APPEND DTENSOR_OPS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/norm_cpu.cc
+  ${CMAKE_CURRENT_LIST_DIR}/norm_strategy.cc
+  ${CMAKE_CURRENT_LIST_DIR}/norm_dtensor.cc)

@@ -13,6 +13,7 @@
 
 #include <optional>
 
+#include "dtensor/distributed_tensor.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
@@ -44,5 +45,30 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
 // flattened tensor (a 0-d result, or all size-1 dims with keepdim).
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+
+// ---- DTensor forms ---------------------------------------------------------------------------
+// The same reductions on DTensors (reduction_strategy.cc); the result equals the reduction of
+// the full tensor. Kept dims keep their sharding. Reducing a sharded dim leaves a Partial
+// result without communicating: sum and mean give Partial(sum) (mean divides by the global
+// element count, exact for uneven shards), amax/max give Partial(max), amin/min Partial(min).
+// var, argmax/argmin and max/min along a dim need the reduced dim whole, so a sharded one is
+// gathered first. Ranks whose shard is empty along a reduced dim contribute the identity
+// (0 for sums, the lowest value for max, the highest for min).
+DTensor sum(const DTensor& x, IntSpan dims = {}, bool keepdim = false);
+DTensor mean(const DTensor& x, IntSpan dims = {}, bool keepdim = false);
+DTensor var(const DTensor& x, IntSpan dims = {}, int64_t correction = 1, bool keepdim = false);
+DTensor amax(const DTensor& x, IntSpan dims = {}, bool keepdim = false);
+DTensor amin(const DTensor& x, IntSpan dims = {}, bool keepdim = false);
+DTensor max(const DTensor& x);
+DTensor min(const DTensor& x);
+// max/min along one dim: values and int64 indices (global indices along dim).
+struct DTensorValuesIndices {
+  DTensor values;
+  DTensor indices;
+};
+DTensorValuesIndices max(const DTensor& x, int64_t dim, bool keepdim = false);
+DTensorValuesIndices min(const DTensor& x, int64_t dim, bool keepdim = false);
+DTensor argmax(const DTensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+DTensor argmin(const DTensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 
 }  // namespace dtensor

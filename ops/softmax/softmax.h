@@ -7,6 +7,7 @@
 // PyTorch. Floating dtypes only.
 #pragma once
 
+#include "dtensor/distributed_tensor.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
@@ -16,5 +17,10 @@ Tensor softmax(const Tensor& x, int64_t dim);
 
 // (x - max) - log(sum(exp(x - max))) along dim.
 Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// DTensor forms: the softmax dim is replicated first (all-gather) when sharded, Partial inputs
+// are reduced first; every other dim keeps its shard (uneven included).
+DTensor softmax(const DTensor& x, int64_t dim);
+DTensor log_softmax(const DTensor& x, int64_t dim);
 
 }  // namespace dtensor

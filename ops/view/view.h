@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "dtensor/distributed_tensor.h"
 #include "tensor/shape_ops.h"
 #include "tensor/tensor.h"
 
@@ -46,5 +47,38 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index);
 //   std::vector<Tensor> split(const Tensor&, int64_t split_size, int64_t dim = 0);
 //   std::vector<Tensor> split(const Tensor&, IntSpan split_sizes, int64_t dim = 0);
 //   std::vector<Tensor> chunk(const Tensor&, int64_t chunks, int64_t dim = 0);
+
+// ---- DTensor forms ---------------------------------------------------------------------------
+// Same semantics on the global tensor. Shardings map through the op without communication
+// where they can; otherwise the input is redistributed first (the engine picks the cheapest
+// plan), so the result is always the op on the full tensor. Partial inputs pass through.
+//   transpose/permute/t: shard dims are permuted. unsqueeze/squeeze: shard dims shift (a
+//   sharded size-1 dim that squeeze drops is replicated first).
+//   view/reshape/flatten: a dim that maps through unchanged keeps its shard (uneven included);
+//   in a merged or split group only the leading dim stays sharded, when the leading input and
+//   output sizes are divisible by the mesh size; other sharded dims are replicated first.
+//   expand: broadcast dims are replicated first; kept dims keep their shard.
+//   narrow/slice/select: the dim is replicated first unless narrow/slice keep it whole.
+//   cat/stack: the cat dim is replicated; other dims may be sharded alike on every input.
+//   split/chunk: the split dim is replicated; every output keeps the other dims' shards.
+DTensor view(const DTensor& x, IntSpan shape);
+DTensor reshape(const DTensor& x, IntSpan shape);
+DTensor transpose(const DTensor& x, int64_t dim0, int64_t dim1);
+DTensor t(const DTensor& x);
+DTensor permute(const DTensor& x, IntSpan dims);
+DTensor unsqueeze(const DTensor& x, int64_t dim);
+DTensor squeeze(const DTensor& x);
+DTensor squeeze(const DTensor& x, int64_t dim);
+DTensor flatten(const DTensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+DTensor expand(const DTensor& x, IntSpan shape);
+DTensor narrow(const DTensor& x, int64_t dim, int64_t start, int64_t length);
+DTensor slice(const DTensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+DTensor select(const DTensor& x, int64_t dim, int64_t index);
+// All inputs on one mesh, same dtype and rank.
+DTensor cat(const std::vector<DTensor>& tensors, int64_t dim = 0);
+DTensor stack(const std::vector<DTensor>& tensors, int64_t dim = 0);
+std::vector<DTensor> split(const DTensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<DTensor> split(const DTensor& x, IntSpan split_sizes, int64_t dim = 0);
+std::vector<DTensor> chunk(const DTensor& x, int64_t chunks, int64_t dim = 0);
 
 }  // namespace dtensor

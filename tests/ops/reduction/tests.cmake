@@ -2,3 +2,12 @@ dtensor_add_test(test_ops_reduction
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_reduction.cc
   DEPS dtensor::ops
   LABELS unit)
+# DTensor forms (mpirun at 1, 2, 4 ranks).
+if(TARGET dtensor_mpi_main)
+  dtensor_add_mpi_test(test_reduction_dtensor
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_reduction_dtensor.cc
+    DEPS dtensor::ops
+    RANKS 1 2 4)
+  target_include_directories(test_reduction_dtensor
+    PRIVATE ${PROJECT_SOURCE_DIR}/tests/dtensor/propagation)
+endif()

@@ -1,0 +1,186 @@
+// DTensor forms of the elementwise ops: each looks its op up once and dispatches with the
+// local kernel from elementwise.h.
+#include "dtensor/propagation/dispatch.h"
+#include "ops/common/type_promotion.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/ops_registry.h"
+
+namespace dtensor {
+namespace {
+
+using Locals = absl::Span<const Tensor>;
+
+ArgValue scalar_arg(const Scalar& s) {
+  switch (s.kind()) {
+    case Scalar::Kind::kDouble:
+      return s.to_double();
+    case Scalar::Kind::kInt:
+      return s.to_int();
+    case Scalar::Kind::kBool:
+      return s.to_bool();
+  }
+  return s.to_double();
+}
+
+// Dispatches a tensor-scalar op: args (scalar [runtime], result dtype [static]).
+template <typename F>
+DTensor scalar_op(const OpInfo& info, const DTensor& x, const Scalar& s, DType out, F&& local) {
+  const ArgValue args[] = {scalar_arg(s), out};
+  return dispatch(info, {&x}, args, [&](Locals l) { return local(l[0], s); });
+}
+
+template <typename F>
+const DTensor& inplace_op(const OpInfo& info, const DTensor& self, const DTensor& other,
+                          F&& local) {
+  dispatch(info, {&self, &other}, {}, [&](Locals l) { return local(l[0], l[1]); });
+  return self;
+}
+
+template <typename F>
+const DTensor& inplace_scalar_op(const OpInfo& info, const DTensor& self, const Scalar& s,
+                                 F&& local) {
+  const ArgValue args[] = {scalar_arg(s)};
+  dispatch(info, {&self}, args, [&](Locals l) { return local(l[0], s); });
+  return self;
+}
+
+}  // namespace
+
+#define DT_EW_BINARY(fn)                                                                 \
+  DTensor fn(const DTensor& self, const DTensor& other) {                                \
+    static const OpInfo& info = ops_op(#fn);                                             \
+    return dispatch(info, {&self, &other}, {}, [](Locals l) { return fn(l[0], l[1]); }); \
+  }
+
+#define DT_EW_UNARY(fn)                                                 \
+  DTensor fn(const DTensor& x) {                                        \
+    static const OpInfo& info = ops_op(#fn);                            \
+    return dispatch(info, {&x}, {}, [](Locals l) { return fn(l[0]); }); \
+  }
+
+// Scalar forms whose dtype is result_type(x, s) (floating for div).
+#define DT_EW_SCALAR(fn, dtype_expr)                                             \
+  DTensor fn(const DTensor& self, const Scalar& other) {                         \
+    static const OpInfo& info = ops_op(#fn ".Scalar");                           \
+    return scalar_op(info, self, other, dtype_expr,                              \
+                     [](const Tensor& t, const Scalar& s) { return fn(t, s); }); \
+  }
+
+#define DT_EW_INPLACE(fn)                                                                \
+  const DTensor& fn(const DTensor& self, const DTensor& other) {                         \
+    static const OpInfo& info = ops_op(#fn);                                             \
+    return inplace_op(info, self, other,                                                 \
+                      [](const Tensor& a, const Tensor& b) { return fn(a, b); });        \
+  }                                                                                      \
+  const DTensor& fn(const DTensor& self, const Scalar& other) {                          \
+    static const OpInfo& info = ops_op(#fn ".Scalar");                                   \
+    return inplace_scalar_op(info, self, other,                                          \
+                             [](const Tensor& a, const Scalar& s) { return fn(a, s); }); \
+  }
+
+DT_EW_BINARY(add)
+DT_EW_BINARY(sub)
+DT_EW_BINARY(mul)
+DT_EW_BINARY(div)
+DT_EW_BINARY(maximum)
+DT_EW_BINARY(minimum)
+DT_EW_BINARY(eq)
+DT_EW_BINARY(ne)
+DT_EW_BINARY(lt)
+DT_EW_BINARY(le)
+DT_EW_BINARY(gt)
+DT_EW_BINARY(ge)
+
+DT_EW_SCALAR(add, result_type(self.dtype(), other))
+DT_EW_SCALAR(sub, result_type(self.dtype(), other))
+DT_EW_SCALAR(mul, result_type(self.dtype(), other))
+DT_EW_SCALAR(div, floating_result_type(result_type(self.dtype(), other)))
+DT_EW_SCALAR(eq, DType::kBool)
+DT_EW_SCALAR(ne, DType::kBool)
+DT_EW_SCALAR(lt, DType::kBool)
+DT_EW_SCALAR(le, DType::kBool)
+DT_EW_SCALAR(gt, DType::kBool)
+DT_EW_SCALAR(ge, DType::kBool)
+
+DT_EW_UNARY(neg)
+DT_EW_UNARY(abs)
+DT_EW_UNARY(exp)
+DT_EW_UNARY(log)
+DT_EW_UNARY(sqrt)
+DT_EW_UNARY(rsqrt)
+DT_EW_UNARY(sigmoid)
+DT_EW_UNARY(tanh)
+DT_EW_UNARY(relu)
+DT_EW_UNARY(silu)
+
+DT_EW_INPLACE(add_)
+DT_EW_INPLACE(sub_)
+DT_EW_INPLACE(mul_)
+DT_EW_INPLACE(div_)
+
+DTensor pow(const DTensor& x, const Scalar& exponent) {
+  static const OpInfo& info = ops_op("pow");
+  return scalar_op(info, x, exponent, result_type(x.dtype(), exponent),
+                   [](const Tensor& t, const Scalar& s) { return pow(t, s); });
+}
+
+DTensor gelu(const DTensor& x, GeluApproximate approximate) {
+  static const OpInfo& info = ops_op("gelu");
+  const ArgValue args[] = {static_cast<int64_t>(approximate)};
+  return dispatch(info, {&x}, args, [&](Locals l) { return gelu(l[0], approximate); });
+}
+
+DTensor where(const DTensor& condition, const DTensor& self, const DTensor& other) {
+  static const OpInfo& info = ops_op("where");
+  return dispatch(info, {&condition, &self, &other}, {},
+                  [](Locals l) { return where(l[0], l[1], l[2]); });
+}
+
+DTensor cast(const DTensor& x, DType dtype) {
+  static const OpInfo& info = ops_op("cast");
+  const ArgValue args[] = {dtype};
+  return dispatch(info, {&x}, args, [&](Locals l) { return cast(l[0], dtype); });
+}
+
+DTensor operator+(const DTensor& a, const DTensor& b) {
+  return add(a, b);
+}
+DTensor operator+(const DTensor& a, const Scalar& b) {
+  return add(a, b);
+}
+DTensor operator-(const DTensor& a, const DTensor& b) {
+  return sub(a, b);
+}
+DTensor operator-(const DTensor& a, const Scalar& b) {
+  return sub(a, b);
+}
+DTensor operator-(const Scalar& a, const DTensor& b) {
+  static const OpInfo& info = ops_op("rsub.Scalar");
+  return scalar_op(info, b, a, result_type(b.dtype(), a),
+                   [](const Tensor& t, const Scalar& s) { return s - t; });
+}
+DTensor operator*(const DTensor& a, const DTensor& b) {
+  return mul(a, b);
+}
+DTensor operator*(const DTensor& a, const Scalar& b) {
+  return mul(a, b);
+}
+DTensor operator*(const Scalar& a, const DTensor& b) {
+  return mul(b, a);
+}
+DTensor operator/(const DTensor& a, const DTensor& b) {
+  return div(a, b);
+}
+DTensor operator/(const DTensor& a, const Scalar& b) {
+  return div(a, b);
+}
+DTensor operator/(const Scalar& a, const DTensor& b) {
+  static const OpInfo& info = ops_op("rdiv.Scalar");
+  return scalar_op(info, b, a, floating_result_type(result_type(b.dtype(), a)),
+                   [](const Tensor& t, const Scalar& s) { return s / t; });
+}
+DTensor operator-(const DTensor& a) {
+  return neg(a);
+}
+
+}  // namespace dtensor

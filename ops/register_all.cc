@@ -1,0 +1,15 @@
+#include "ops/register_all.h"
+
+namespace dtensor {
+
+void register_all(Registry& registry) {
+  register_elementwise_ops(registry);
+  register_reduction_ops(registry);
+  register_matmul_ops(registry);
+  register_view_ops(registry);
+  register_softmax_ops(registry);
+  register_norm_ops(registry);
+  register_embedding_ops(registry);
+}
+
+}  // namespace dtensor

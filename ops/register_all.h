@@ -1,0 +1,30 @@
+// Explicit registration of every op family's DTensor strategies (no static initialisers that a
+// static link could drop). Each family defines its register_<family>_ops next to its kernels;
+// adding a family adds one declaration here and one call in register_all.cc.
+#pragma once
+
+#include "dtensor/propagation/registry.h"
+
+namespace dtensor {
+
+// Pointwise ops: arithmetic (tensor and scalar forms), unary math, activations, comparisons,
+// where, cast and the in-place forms (ops/elementwise/elementwise_strategy.cc).
+void register_elementwise_ops(Registry& registry);
+// sum, mean, var, amax, amin, max, min, argmax, argmin (ops/reduction/reduction_strategy.cc).
+void register_reduction_ops(Registry& registry);
+// mm, bmm, matmul, addmm, linear (ops/matmul/matmul_strategy.cc).
+void register_matmul_ops(Registry& registry);
+// View and shape ops (ops/view/view_strategy.cc).
+void register_view_ops(Registry& registry);
+// softmax, log_softmax (ops/softmax/softmax_strategy.cc).
+void register_softmax_ops(Registry& registry);
+// layer_norm, rms_norm (ops/norm/norm_strategy.cc).
+void register_norm_ops(Registry& registry);
+// embedding (ops/embedding/embedding_strategy.cc).
+void register_embedding_ops(Registry& registry);
+
+// Calls every register_<family>_ops above on `registry`. Not idempotent: registering the same
+// op twice throws; ops_registry() calls it exactly once.
+void register_all(Registry& registry);
+
+}  // namespace dtensor

@@ -1,0 +1,220 @@
+// DTensor elementwise ops (mpirun at 1, 2, 4 ranks): for every input placement list on 1-D and
+// 2-D meshes, including uneven, broadcast and zero-size shapes, the result's full_tensor()
+// equals the local op on the full tensors; Partial passes through exactly the linear ops;
+// in-place ops keep self's placements.
+#include <catch2/catch.hpp>
+
+#include "dtensor/propagation/sharding_propagation.h"
+#include "dtensor_op_test_util.h"
+#include "ops/elementwise/elementwise.h"
+
+namespace dt = dtensor;
+namespace tt = dtensor::testing;
+using dt::DTensor;
+using dt::Partial;
+using dt::Placements;
+using dt::Replicate;
+using dt::Shard;
+using dt::Tensor;
+
+namespace {
+
+struct ShapePair {
+  dt::Shape a, b;
+};
+
+std::vector<ShapePair> binary_shapes() {
+  const int64_t w = dt::world_size();
+  return {{{w * 3 + 1, 5}, {w * 3 + 1, 5}},  // uneven
+          {{4, 2 * w + 1}, {2 * w + 1}},     // broadcast a missing dim
+          {{w + 1, 1}, {1, 3}},              // broadcast size-1 dims on both sides
+          {{0, 3}, {0, 3}}};                 // zero-size
+}
+
+Placements reversed(const Placements& p) {
+  return Placements(p.rbegin(), p.rend());
+}
+
+}  // namespace
+
+TEST_CASE("binary DTensor ops equal the full-tensor op for every placement") {
+  using Fn = DTensor (*)(const DTensor&, const DTensor&);
+  using LocalFn = Tensor (*)(const Tensor&, const Tensor&);
+  struct Op {
+    const char* name;
+    Fn d;
+    LocalFn l;
+  };
+  const Op ops[] = {{"add", dt::add, dt::add},
+                    {"sub", dt::sub, dt::sub},
+                    {"mul", dt::mul, dt::mul},
+                    {"div", dt::div, dt::div},
+                    {"maximum", dt::maximum, dt::maximum},
+                    {"eq", dt::eq, dt::eq},
+                    {"lt", dt::lt, dt::lt},
+                    {"ge", dt::ge, dt::ge}};
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const ShapePair& s : binary_shapes()) {
+      const Tensor x = tt::det_input(s.a, 0);
+      const Tensor y = tt::det_input(s.b, 3, 0.5, 0.25);  // positive: safe denominators
+      for (const Placements& pa :
+           tt::placement_lists(mesh.ndim(), tt::standard_choices(), s.a.size())) {
+        const DTensor a = dt::distribute_tensor(x, mesh, pa, std::nullopt);
+        std::vector<Placements> pbs = {Placements(mesh.ndim(), Replicate()), reversed(pa)};
+        if (s.a.size() == s.b.size()) pbs.push_back(pa);
+        for (const Placements& pb : pbs) {
+          bool fits = true;
+          for (const auto& p : pb)
+            fits &= !p.is_shard() || p.dim() < static_cast<int64_t>(s.b.size());
+          if (!fits) continue;
+          const DTensor b = dt::distribute_tensor(y, mesh, pb, std::nullopt);
+          for (const Op& op : ops) {
+            INFO(op.name << " " << tt::describe(mesh, {pa, pb}, s.a));
+            const DTensor c = op.d(a, b);
+            REQUIRE(tt::same_values(c.full_tensor(), op.l(x, y)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("scalar, unary, where and cast DTensor ops equal the full-tensor op") {
+  const int64_t w = dt::world_size();
+  const std::vector<dt::Shape> shapes = {{w * 3 + 1, 5}, {2, 2 * w}, {0, 4}, {w + 1}};
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const dt::Shape& shape : shapes) {
+      const Tensor x = tt::det_input(shape, 1);
+      const Tensor pos = tt::det_input(shape, 2, 0.5, 0.25);
+      const Tensor cond = dt::gt(x, dt::Scalar(0.0));
+      for (const Placements& p :
+           tt::placement_lists(mesh.ndim(), tt::standard_choices(), shape.size())) {
+        INFO(tt::describe(mesh, {p}, shape));
+        const DTensor a = dt::distribute_tensor(x, mesh, p, std::nullopt);
+        const DTensor q = dt::distribute_tensor(pos, mesh, p, std::nullopt);
+        CHECK(tt::same_values((a + 2.5).full_tensor(), x + dt::Scalar(2.5)));
+        CHECK(tt::same_values((a * -1.5).full_tensor(), x * dt::Scalar(-1.5)));
+        CHECK(tt::same_values((a / 4).full_tensor(), x / dt::Scalar(4)));
+        CHECK(tt::same_values((2.0 - a).full_tensor(), dt::Scalar(2.0) - x));
+        CHECK(tt::same_values((3.0 / q).full_tensor(), dt::Scalar(3.0) / pos));
+        CHECK(tt::same_values(dt::gt(a, 0.5).full_tensor(), dt::gt(x, dt::Scalar(0.5))));
+        CHECK(tt::same_values(dt::pow(a, 2).full_tensor(), dt::pow(x, dt::Scalar(2))));
+        CHECK(tt::same_values((-a).full_tensor(), dt::neg(x)));
+        CHECK(tt::same_values(dt::abs(a).full_tensor(), dt::abs(x)));
+        CHECK(tt::same_values(dt::exp(a).full_tensor(), dt::exp(x)));
+        CHECK(tt::same_values(dt::log(q).full_tensor(), dt::log(pos)));
+        CHECK(tt::same_values(dt::sqrt(q).full_tensor(), dt::sqrt(pos)));
+        CHECK(tt::same_values(dt::relu(a).full_tensor(), dt::relu(x)));
+        CHECK(tt::same_values(dt::sigmoid(a).full_tensor(), dt::sigmoid(x)));
+        CHECK(tt::same_values(dt::tanh(a).full_tensor(), dt::tanh(x)));
+        CHECK(tt::same_values(dt::silu(a).full_tensor(), dt::silu(x)));
+        CHECK(tt::same_values(dt::gelu(a, dt::GeluApproximate::kTanh).full_tensor(),
+                              dt::gelu(x, dt::GeluApproximate::kTanh)));
+        CHECK(tt::same_values(dt::cast(a, dt::kFloat64).full_tensor(), dt::cast(x, dt::kFloat64)));
+        const DTensor c =
+            dt::distribute_tensor(cond, mesh, Placements(mesh.ndim(), Replicate()), std::nullopt);
+        CHECK(tt::same_values(dt::where(c, a, q).full_tensor(), dt::where(cond, x, pos)));
+      }
+    }
+  }
+}
+
+TEST_CASE("integer and bool DTensor elementwise results are exact") {
+  const int64_t w = dt::world_size();
+  const dt::Shape shape = {w * 2 + 1, 3};
+  const Tensor x = tt::det_input(shape, 0, -5, 1, dt::kInt64);
+  const Tensor y = tt::det_input(shape, 4, 1, 1, dt::kInt32);  // nonzero
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const Placements& p : tt::placement_lists(mesh.ndim(), tt::standard_choices(), 2)) {
+      INFO(tt::describe(mesh, {p}, shape));
+      const DTensor a = dt::distribute_tensor(x, mesh, p, std::nullopt);
+      const DTensor b = dt::distribute_tensor(y, mesh, reversed(p), std::nullopt);
+      CHECK(tt::same_values((a + b).full_tensor(), x + y));
+      CHECK(tt::same_values((a * b).full_tensor(), x * y));
+      CHECK(tt::same_values((a / b).full_tensor(), x / y));  // true division: float32
+      CHECK(tt::same_values(dt::ne(a, b).full_tensor(), dt::ne(x, y)));
+      CHECK(tt::same_values((a * 2.5).full_tensor(), x * dt::Scalar(2.5)));  // int * float
+    }
+  }
+}
+
+TEST_CASE("Partial passes through linear elementwise ops only") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({6, 4}, 0), y = tt::det_input({6, 4}, 5, 0.5, 0.25);
+  const DTensor p = dt::distribute_tensor(x, mesh, {Partial()}, std::nullopt);
+  const DTensor q = dt::distribute_tensor(y, mesh, {Partial()}, std::nullopt);
+  const DTensor r = dt::distribute_tensor(y, mesh, {Replicate()}, std::nullopt);
+  const Placements P = {Partial()};
+  CHECK((p + q).placements() == P);
+  CHECK((p - q).placements() == P);
+  CHECK((p * r).placements() == P);
+  CHECK((r * p).placements() == P);
+  CHECK((p / r).placements() == P);
+  CHECK((p * 3.0).placements() == P);
+  CHECK((p / 3.0).placements() == P);
+  CHECK((-p).placements() == P);
+  CHECK(tt::same_values((p + q).full_tensor(), x + y));
+  CHECK(tt::same_values((p * r).full_tensor(), x * y));
+  CHECK(tt::same_values((p / r).full_tensor(), x / y));
+  if (w > 1) {
+    CHECK(dt::relu(p).placements() != P);
+    CHECK((p + 1.0).placements() != P);  // a scalar must be added once, not once per rank
+    CHECK((r / p).placements() != P);
+    CHECK(dt::gt(p, q).placements() != P);
+  }
+  CHECK(tt::same_values((p + 1.0).full_tensor(), x + dt::Scalar(1.0)));
+  CHECK(tt::same_values(dt::relu(p).full_tensor(), dt::relu(x)));
+}
+
+TEST_CASE("in-place DTensor ops keep self's placements") {
+  const int64_t w = dt::world_size();
+  const dt::Shape shape = {w * 3 + 1, 5};
+  const Tensor x = tt::det_input(shape, 0), y = tt::det_input(shape, 6, 0.5, 0.25);
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const Placements& p : tt::placement_lists(mesh.ndim(), tt::standard_choices(), 2)) {
+      INFO(tt::describe(mesh, {p}, shape));
+      const DTensor b = dt::distribute_tensor(y, mesh, reversed(p), std::nullopt);
+      // A clone: on a 1-rank mesh the local shard may be a view of x itself.
+      DTensor a = dt::distribute_tensor(x.clone(), mesh, p, std::nullopt);
+      const DTensor& r = dt::add_(a, b);
+      CHECK(&r == &a);
+      CHECK(a.placements() == p);
+      CHECK(tt::same_values(a.full_tensor(), x + y));
+      dt::mul_(a, 2.0);
+      CHECK(a.placements() == p);
+      CHECK(tt::same_values(a.full_tensor(), (x + y) * dt::Scalar(2.0)));
+      dt::div_(a, b);
+      CHECK(tt::same_values(a.full_tensor(), ((x + y) * dt::Scalar(2.0)) / y));
+    }
+  }
+  if (w > 1) {
+    auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+    const DTensor self =
+        dt::distribute_tensor(x, mesh, {Partial(dt::ReduceOp::kMax)}, std::nullopt);
+    const DTensor other = dt::distribute_tensor(y, mesh, {Replicate()}, std::nullopt);
+    REQUIRE_THROWS_AS(dt::add_(self, other), dt::Error);
+    REQUIRE_THROWS_WITH(dt::add_(self, other),
+                        Catch::Contains("[add_] in-place op would change placements of argument "
+                                        "self from [P(max)]") &&
+                            Catch::Contains("(schema: add_("));
+  }
+}
+
+TEST_CASE("elementwise errors name the op and the argument") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const DTensor a = dt::distribute_tensor(tt::det_input({4, 3}), mesh, {Shard(0)}, std::nullopt);
+  const DTensor b = dt::distribute_tensor(tt::det_input({4, 2}), mesh, {Shard(0)}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::add(a, b),
+                      Catch::Contains("[add] cannot broadcast shapes [4, 3] and [4, 2] "
+                                      "(argument other)"));
+  const DTensor c = dt::distribute_tensor(tt::det_input({4, 3}), mesh, {Shard(0)}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::where(a, a, c),
+                      Catch::Contains("[where] argument condition must be bool"));
+  auto mesh2 = dt::init_device_mesh(dt::kCPU, {1, w});
+  const DTensor d =
+      dt::distribute_tensor(tt::det_input({4, 3}), mesh2, {Replicate(), Replicate()}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::mul(a, d),
+                      Catch::Contains("[mul] inputs live on different meshes (argument other)"));
+}

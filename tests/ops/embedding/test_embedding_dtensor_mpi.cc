@@ -1,0 +1,90 @@
+// DTensor embedding (mpirun at 1, 2 and 4 ranks): for every table placement (R, S(0), S(1),
+// P(sum)) and index placement (R, S(d)) on a 1-D and a 2-D mesh, uneven sizes, the result
+// equals the lookup on the full tensors; the vocab-parallel (S(0) table) and column-parallel
+// (S(1) table) layouts need no communication and give P(sum) and S(-1) outputs.
+#include <catch2/catch.hpp>
+
+#include "collectives/comm_debug.h"
+#include "ops/embedding/embedding.h"
+#include "tests/ops/view/strat_test_util.h"
+
+namespace dt = dtensor;
+namespace st = dtensor::strat_test;
+using dt::DTensor;
+using dt::Placements;
+using dt::Shard;
+using dt::Tensor;
+
+namespace {
+
+// Indices spread over every row of a `rows`-row table.
+Tensor indices(const st::Ints& shape, int64_t rows, dt::DType dtype = dt::kInt64) {
+  const int64_t n = dt::shape_numel(dt::IntSpan(shape.data(), shape.size()));
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = (i * 5 + 3) % rows;
+  return dt::from_vector<int64_t>(v, dt::IntSpan(shape.data(), shape.size())).to(dtype);
+}
+
+}  // namespace
+
+TEST_CASE("dtensor embedding equals the full lookup for every placement") {
+  const int64_t w = dt::world_size();
+  const int64_t rows = w * 3 + 1;
+  const Tensor table = st::input({rows, 5}, 1);
+  for (const st::Ints& ishape : {st::Ints{w * 2 + 1, 3}, st::Ints{0, 2}}) {
+    for (dt::DType itype : {dt::kInt64, dt::kInt32}) {
+      const Tensor idx = indices(ishape, rows, itype);
+      const Tensor want = dt::embedding(idx, table);
+      for (const dt::DeviceMesh& mesh : st::meshes()) {
+        for (const Placements& pw : st::lists(mesh.ndim(), st::choices(2))) {
+          for (const Placements& pi : st::lists(mesh.ndim(), st::choices(2, false))) {
+            INFO(st::describe(mesh, ishape, pi) << " table " << dt::placements_str(pw));
+            const DTensor dw = dt::distribute_tensor(table, mesh, pw, std::nullopt);
+            const DTensor di = dt::distribute_tensor(idx, mesh, pi, std::nullopt);
+            CHECK(dt::equal(dt::embedding(di, dw).full_tensor(), want));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("dtensor embedding: vocab- and column-parallel lookups issue no collective") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const int64_t rows = w * 3 + 1;
+  const Tensor table = st::input({rows, 6});
+  const Tensor idx = indices({4, 3}, rows);
+  const DTensor di = dt::distribute_tensor(idx, mesh, {dt::Replicate()}, std::nullopt);
+  const DTensor row_sharded = dt::distribute_tensor(table, mesh, {Shard(0)}, std::nullopt);
+  const DTensor col_sharded = dt::distribute_tensor(table, mesh, {Shard(1)}, std::nullopt);
+  DTensor a, b;
+  {
+    dt::CommDebugMode comm;
+    a = dt::embedding(di, row_sharded);
+    b = dt::embedding(di, col_sharded);
+    CHECK(comm.total_count() == 0);
+  }
+  CHECK(a.placements() == Placements{dt::Partial()});
+  CHECK(b.placements() == Placements{Shard(2)});
+  const Tensor want = dt::embedding(idx, table);
+  dt::CommDebugMode comm;
+  CHECK(dt::equal(a.full_tensor(), want));  // the one all-reduce of vocab parallelism
+  CHECK(comm.count(dt::CollectiveKind::kAllGather) == 0);
+  CHECK(dt::equal(b.full_tensor(), want));
+}
+
+TEST_CASE("dtensor embedding errors name the op and the argument") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const int64_t rows = w * 2 + 1;
+  const DTensor table = dt::distribute_tensor(st::input({rows, 4}), mesh, {Shard(0)}, std::nullopt);
+  const Tensor bad = dt::full({2}, rows, dt::TensorOptions(dt::kInt64));
+  const DTensor di = dt::distribute_tensor(bad, mesh, {dt::Replicate()}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::embedding(di, table), Catch::Contains("[embedding] index"));
+  const DTensor fi = dt::distribute_tensor(st::input({2}), mesh, {dt::Replicate()}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::embedding(fi, table), Catch::Contains("argument indices"));
+  const DTensor t3 =
+      dt::distribute_tensor(st::input({2, 2, 2}), mesh, {dt::Replicate()}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::embedding(di, t3), Catch::Contains("argument weight"));
+}

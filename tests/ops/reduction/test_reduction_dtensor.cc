@@ -1,0 +1,124 @@
+// DTensor reductions (mpirun at 1, 2, 4 ranks): for every input placement list on 1-D and 2-D
+// meshes (uneven shards and ranks with empty shards included) the result equals the reduction
+// of the full tensor; reducing a sharded dim yields the expected Partial without communication.
+#include <catch2/catch.hpp>
+
+#include "dtensor/propagation/sharding_propagation.h"
+#include "dtensor_op_test_util.h"
+#include "ops/reduction/reduction.h"
+
+namespace dt = dtensor;
+namespace tt = dtensor::testing;
+using dt::DTensor;
+using dt::Partial;
+using dt::Placements;
+using dt::Replicate;
+using dt::Shard;
+using dt::Tensor;
+
+namespace {
+std::vector<dt::Shape> reduction_shapes() {
+  const int64_t w = dt::world_size();
+  // uneven; a rank with an empty shard (w + 1 rows over w ranks leaves the last one empty for
+  // w >= 3); even; a 3-d one.
+  return {{w * 3 + 1, 5}, {w + 1, 3}, {2 * w, 2}, {2, w + 1, 3}};
+}
+}  // namespace
+
+TEST_CASE("DTensor sum, mean, amax, amin, var equal the full-tensor reduction") {
+  std::vector<dt::Placement> choices = tt::standard_choices();
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const dt::Shape& shape : reduction_shapes()) {
+      const Tensor x = tt::det_input(shape, 2);
+      const int64_t nd = static_cast<int64_t>(shape.size());
+      const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {1}, {0, 1}, {-1}};
+      for (const Placements& p : tt::placement_lists(mesh.ndim(), choices, nd)) {
+        const DTensor a = dt::distribute_tensor(x, mesh, p, std::nullopt);
+        for (const auto& dims : dim_sets) {
+          for (bool keepdim : {false, true}) {
+            INFO(tt::describe(mesh, {p}, shape)
+                 << " dims " << dt::shape_str(dims) << " keepdim " << keepdim);
+            CHECK(tt::same_values(dt::sum(a, dims, keepdim).full_tensor(),
+                                  dt::sum(x, dims, keepdim)));
+            CHECK(tt::same_values(dt::mean(a, dims, keepdim).full_tensor(),
+                                  dt::mean(x, dims, keepdim)));
+            CHECK(tt::same_values(dt::amax(a, dims, keepdim).full_tensor(),
+                                  dt::amax(x, dims, keepdim)));
+            CHECK(tt::same_values(dt::amin(a, dims, keepdim).full_tensor(),
+                                  dt::amin(x, dims, keepdim)));
+            CHECK(tt::same_values(dt::var(a, dims, 1, keepdim).full_tensor(),
+                                  dt::var(x, dims, 1, keepdim)));
+          }
+        }
+        INFO(tt::describe(mesh, {p}, shape));
+        CHECK(tt::same_values(dt::max(a).full_tensor(), dt::max(x)));
+        CHECK(tt::same_values(dt::min(a).full_tensor(), dt::min(x)));
+        CHECK(tt::same_values(dt::argmax(a).full_tensor(), dt::argmax(x)));
+        for (int64_t dim : {0, 1}) {
+          const auto got = dt::max(a, dim, true);
+          const auto want = dt::max(x, dim, true);
+          CHECK(tt::same_values(got.values.full_tensor(), want.values));
+          CHECK(tt::same_values(got.indices.full_tensor(), want.indices));
+          const auto got_min = dt::min(a, dim);
+          const auto want_min = dt::min(x, dim);
+          CHECK(tt::same_values(got_min.values.full_tensor(), want_min.values));
+          CHECK(tt::same_values(got_min.indices.full_tensor(), want_min.indices));
+          CHECK(tt::same_values(dt::argmax(a, dim).full_tensor(), dt::argmax(x, dim)));
+          CHECK(tt::same_values(dt::argmin(a, dim, true).full_tensor(), dt::argmin(x, dim, true)));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("reducing a sharded dim gives the matching Partial without communication") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({w * 3 + 1, 4}, 1);  // uneven: mean must still be exact
+  const DTensor s0 = dt::distribute_tensor(x, mesh, {Shard(0)}, std::nullopt);
+  const DTensor s1 = dt::distribute_tensor(x, mesh, {Shard(1)}, std::nullopt);
+  const dt::Shape d0 = {0};
+  CHECK(dt::sum(s0, d0).placements() == Placements{Partial()});
+  CHECK(dt::mean(s0, d0).placements() == Placements{Partial()});
+  CHECK(dt::amax(s0, d0).placements() == Placements{Partial(dt::ReduceOp::kMax)});
+  CHECK(dt::amin(s0, d0).placements() == Placements{Partial(dt::ReduceOp::kMin)});
+  CHECK(dt::max(s0).placements() == Placements{Partial(dt::ReduceOp::kMax)});
+  CHECK(dt::sum(s1, d0).placements() == Placements{Shard(0)});
+  CHECK(dt::sum(s1, d0, true).placements() == Placements{Shard(1)});
+  CHECK(tt::same_values(dt::mean(s0, d0).full_tensor(), dt::mean(x, d0)));
+  if (w > 1) {
+    CHECK(dt::var(s0, d0).placements() != Placements{Partial()});
+    // The reduced dim must be whole: the cost model moves the shard to dim 1 (all-to-all),
+    // cheaper than gathering.
+    const DTensor am = dt::argmax(s0, 0);
+    CHECK(am.placements() == Placements{Shard(0)});
+    CHECK(tt::same_values(am.full_tensor(), dt::argmax(x, 0)));
+  }
+  // Partial inputs: sum/mean pass Partial(sum) through; amax passes Partial(max) through.
+  const DTensor p = dt::distribute_tensor(x, mesh, {Partial()}, std::nullopt);
+  CHECK(dt::sum(p, {1}).placements() == Placements{Partial()});
+  CHECK(dt::mean(p, {1}).placements() == Placements{Partial()});
+  const DTensor pm = dt::distribute_tensor(x, mesh, {Partial(dt::ReduceOp::kMax)}, std::nullopt);
+  CHECK(dt::amax(pm, {1}).placements() == Placements{Partial(dt::ReduceOp::kMax)});
+  CHECK(tt::same_values(dt::amax(pm, {1}).full_tensor(), dt::amax(x, {1})));
+  CHECK(tt::same_values(dt::sum(p, {1}).full_tensor(), dt::sum(x, {1})));
+}
+
+TEST_CASE("integer reductions are exact and errors name the op") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({w * 2 + 1, 3}, 0, -5, 1, dt::kInt32);
+  for (const Placements& p : tt::placement_lists(1, tt::standard_choices(), 2)) {
+    const DTensor a = dt::distribute_tensor(x, mesh, p, std::nullopt);
+    CHECK(tt::same_values(dt::sum(a, {0}).full_tensor(), dt::sum(x, {0})));
+    CHECK(tt::same_values(dt::amax(a, {0}).full_tensor(), dt::amax(x, {0})));
+    CHECK(tt::same_values(dt::amin(a).full_tensor(), dt::amin(x)));
+  }
+  const DTensor a = dt::distribute_tensor(x, mesh, {Shard(0)}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::mean(a), Catch::Contains("[mean] expected a floating dtype"));
+  const DTensor e = dt::distribute_tensor(dt::zeros({0, 3}), mesh, {Shard(0)}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::amax(e, {0}), Catch::Contains("[amax] cannot reduce over zero elements"));
+  CHECK(tt::same_values(dt::sum(e, {0}).full_tensor(), dt::zeros({3})));
+  REQUIRE_THROWS_WITH(dt::sum(a, {0, 0}), Catch::Contains("[sum] dim 0 appears more than once"));
+  REQUIRE_THROWS_WITH(dt::sum(a, {2}), Catch::Contains("[sum] dim 2 out of range"));
+}
