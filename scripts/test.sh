@@ -7,3 +7,6 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@"
+# Sanitizer configuration (ASan + UBSan: the unit tests and an mpi subset in ./build-asan, see
+# docs/RELIABILITY.md). SANITIZE=0 skips it.
+if [ "${SANITIZE:-1}" != 0 ]; then (cd - >/dev/null && ./scripts/sanitize.sh); fi

@@ -65,7 +65,7 @@ ref::Vec attention_ref(const nn::Module& m, const ref::Vec& x, int64_t B, int64_
 }  // namespace
 
 TEST_CASE("Linear forward matches a naive loop (bias, no bias, zero-size)", "[nn]") {
-  const auto dims = GENERATE(std::vector<int64_t>{2, 3, 5, 7}, std::vector<int64_t>{0, 4, 3},
+  const auto dims = GENERATE(std::vector<int64_t>{2, 3, 5, 7}, std::vector<int64_t>{0, 4, 3, 2},
                              std::vector<int64_t>{1, 1, 5, 0}, std::vector<int64_t>{4, 1, 0, 3});
   const int64_t B = dims[0], S = dims[1], in = dims[2], out = dims[3];
   for (bool bias : {true, false}) {

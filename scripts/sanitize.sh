@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The sanitizer configuration of the suite (docs/RELIABILITY.md): builds ./build-asan with
+# AddressSanitizer + UndefinedBehaviorSanitizer (RelWithDebInfo at -O1: close to Debug for the
+# reports, much faster to run) and runs
+#   - every `unit` test (single process), and
+#   - a subset of the `mpi` tests at 2 and 4 ranks (collectives, device mesh, DTensor core,
+#     redistribute, the bad-input catalogues and 1000 redistribute fuzz cases per entry).
+# Any ASan or UBSan report fails the run (-fno-sanitize-recover=all; halt_on_error=1).
+# LeakSanitizer is off: every process that touches MPI (the mpirun tests and the unit suites
+# that reach the world communicator) keeps Open MPI's allocations, some in MCA components that
+# are unloaded at exit and cannot even be named in a suppressions file.
+# Only the targets that run are built. Environment: BUILD_DIR (default build-asan), JOBS,
+# SANITIZE_MPI=0 to run the unit tests only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build-asan}
+jobs=${JOBS:-$(nproc)}
+start=$(date +%s)
+
+cmake -S . -B "$build_dir" -DDTENSOR_SANITIZE=address,undefined \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DDTENSOR_CUDA="${DTENSOR_CUDA:-OFF}" >/dev/null
+
+# Unit test executables: every catch_discover_tests target registered under tests/ (its
+# "<target>_include-<hash>.cmake" exists from configure time on).
+mapfile -t unit_targets < <(find "$build_dir/tests" -name '*_include-*.cmake' -printf '%f\n' |
+                            sed 's/_include-[0-9a-f]*\.cmake$//' | grep -v gpu | sort -u)
+# The mpirun subset (targets that exist in this tree) and the ctest entries they provide.
+mpi_candidates=(test_collectives test_device_mesh test_dtensor_mpi test_redistribute_mpi
+                test_bad_inputs test_bad_inputs_ops fuzz_redistribute)
+mpi_targets=()
+if [ "${SANITIZE_MPI:-1}" = 1 ]; then
+  all_targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+  for t in "${mpi_candidates[@]}"; do
+    if grep -qx "$t" <<<"$all_targets"; then mpi_targets+=("$t"); fi
+  done
+fi
+
+echo "sanitize: building ${#unit_targets[@]} unit and ${#mpi_targets[@]} mpi test targets"
+cmake --build "$build_dir" -j "$jobs" --target "${unit_targets[@]}" "${mpi_targets[@]}"
+built=$(date +%s)
+
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export ASAN_OPTIONS=detect_leaks=0:strict_string_checks=1:detect_stack_use_after_return=1
+cd "$build_dir"
+ctest -L unit --output-on-failure -j "$jobs"
+unit_done=$(date +%s)
+
+if [ "${#mpi_targets[@]}" -gt 0 ]; then
+  regex=$(printf '%s|' "${mpi_targets[@]}")
+  regex="^(${regex%|})\\.np[24](\\.0)?\$"
+  # The fuzz entries run a slice under the sanitizers (the full count runs in build/).
+  DTENSOR_FUZZ_CASES=${SANITIZE_FUZZ_CASES:-1000} ctest -R "$regex" --output-on-failure -j 1
+fi
+end=$(date +%s)
+echo "sanitize: build $((built - start)) s, unit tests $((unit_done - built)) s," \
+     "mpi tests $((end - unit_done)) s: clean"

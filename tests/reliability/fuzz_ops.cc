@@ -1,0 +1,543 @@
+// DTensor op fuzzer (mpirun). Each case draws an op from the table below, a mesh that fits the
+// world, an input shape (1-3 dims, sizes 0..2*world+3), a dtype the op accepts, random input
+// placements (R, S(d), P(sum|avg|max|min) built by distribute_tensor: the value on coordinate
+// 0 and zeros elsewhere for sum, the value everywhere otherwise) and the op's arguments; the
+// op on the DTensors must equal the op on the full tensors: bit for bit for data movement,
+// within a dtype tolerance for math. When the local op rejects the arguments, the DTensor op
+// must throw dtensor::Error too (on every rank, or the world agreement below hangs and the
+// deadline ends the job).
+//
+// Ops covered: the DTensor forms that exist in ops/ (view family, elementwise, reductions,
+// softmax); binary
+// elementwise ops get a second input whose shape broadcasts against the first. Configuration:
+// see fuzz_util.h; a failure prints the seed, the case index and the case.
+#include <catch2/catch.hpp>
+
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dtensor/distributed_tensor.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduction/reduction.h"
+#include "ops/softmax/softmax.h"
+#include "ops/view/view.h"
+#include "tensor/compare.h"
+#include "tests/reliability/fuzz_util.h"
+
+namespace dtensor::fuzz {
+namespace {
+
+struct Tol {
+  double rtol;
+  double atol;
+};
+
+Tol tolerance(DType d) {
+  switch (d) {
+    case kFloat64: return {1e-12, 1e-12};
+    case kFloat32: return {1e-5, 1e-6};
+    case kFloat16: return {2e-3, 2e-3};
+    case kBFloat16: return {1.6e-2, 1.6e-2};
+    default: return {0, 0};
+  }
+}
+
+// One op application: the same call on full tensors (reference) and on DTensors.
+struct Applied {
+  std::string args;  // the drawn arguments, for the failure report
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> local;
+  std::function<std::vector<DTensor>(const std::vector<DTensor>&)> dist;
+};
+
+struct OpEntry {
+  const char* name;
+  bool math;             // compare with tolerance (else bit-exact)
+  bool floating_only;
+  int inputs;            // 1 or 2 (the second is drawn by `second_shape`)
+  std::function<Applied(Rng&, const Shape&)> draw;
+  // Shape of the second input given the first (cat/stack), and the drawn dim.
+  std::function<Shape(Rng&, const Shape&, int64_t)> second_shape = nullptr;
+};
+
+int64_t rdim(Rng& rng, int64_t nd) { return rng.uniform(0, nd - 1) - (rng.chance(20) ? nd : 0); }
+
+std::string ints(std::initializer_list<int64_t> v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
+Applied one(std::string args, std::function<Tensor(const Tensor&)> l,
+             std::function<DTensor(const DTensor&)> d) {
+  return {std::move(args), [l](const std::vector<Tensor>& x) { return std::vector<Tensor>{l(x[0])}; },
+          [d](const std::vector<DTensor>& x) { return std::vector<DTensor>{d(x[0])}; }};
+}
+
+// A random shape with the same numel: merge two adjacent dims, split one dim by a divisor, or
+// flatten; occasionally an incompatible shape (the op must reject it everywhere).
+Shape random_reshape(Rng& rng, const Shape& s) {
+  const int64_t nd = static_cast<int64_t>(s.size());
+  Shape out = s;
+  const int64_t pick = rng.uniform(0, 9);
+  if (pick == 0) return Shape{shape_numel(s) + 1};  // wrong numel
+  if (pick <= 3 && nd >= 2) {
+    const int64_t d = rng.uniform(0, nd - 2);
+    out[d] = s[d] * s[d + 1];
+    out.erase(out.begin() + d + 1);
+    return out;
+  }
+  if (pick <= 7) {
+    const int64_t d = rng.uniform(0, nd - 1);
+    std::vector<int64_t> divisors;
+    for (int64_t k = 1; k <= s[d]; ++k) {
+      if (s[d] % k == 0) divisors.push_back(k);
+    }
+    if (divisors.empty()) return Shape{shape_numel(s)};
+    const int64_t k = divisors[rng.uniform(0, static_cast<int64_t>(divisors.size()) - 1)];
+    out[d] = k;
+    out.insert(out.begin() + d + 1, s[d] / k);
+    return out;
+  }
+  return Shape{shape_numel(s)};
+}
+
+std::vector<OpEntry> op_table() {
+  std::vector<OpEntry> t;
+  t.push_back({"transpose", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t nd = static_cast<int64_t>(s.size());
+                 const int64_t a = rdim(rng, nd), b = rdim(rng, nd);
+                 return one("dims " + ints({a, b}),
+                            [=](const Tensor& x) { return x.transpose(a, b).contiguous(); },
+                            [=](const DTensor& x) { return transpose(x, a, b); });
+               }});
+  t.push_back({"permute", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t nd = static_cast<int64_t>(s.size());
+                 Shape perm;
+                 for (int64_t i = 0; i < nd; ++i) perm.push_back(i);
+                 for (int64_t i = nd - 1; i > 0; --i) std::swap(perm[i], perm[rng.uniform(0, i)]);
+                 return one("dims " + shape_str(perm),
+                            [=](const Tensor& x) { return x.permute(perm).contiguous(); },
+                            [=](const DTensor& x) { return permute(x, perm); });
+               }});
+  t.push_back({"unsqueeze", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t nd = static_cast<int64_t>(s.size());
+                 const int64_t d = rng.uniform(0, nd);
+                 return one("dim " + std::to_string(d),
+                            [=](const Tensor& x) { return x.unsqueeze(d).contiguous(); },
+                            [=](const DTensor& x) { return unsqueeze(x, d); });
+               }});
+  t.push_back({"squeeze", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t nd = static_cast<int64_t>(s.size());
+                 if (rng.chance(30)) {
+                   return one("all", [](const Tensor& x) { return x.squeeze().contiguous(); },
+                              [](const DTensor& x) { return squeeze(x); });
+                 }
+                 const int64_t d = rdim(rng, nd);
+                 return one("dim " + std::to_string(d),
+                            [=](const Tensor& x) { return x.squeeze(d).contiguous(); },
+                            [=](const DTensor& x) { return squeeze(x, d); });
+               }});
+  t.push_back({"flatten", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t nd = static_cast<int64_t>(s.size());
+                 int64_t a = rng.uniform(0, nd - 1), b = rng.uniform(0, nd - 1);
+                 if (a > b) std::swap(a, b);
+                 return one("dims " + ints({a, b}),
+                            [=](const Tensor& x) { return x.flatten(a, b).contiguous(); },
+                            [=](const DTensor& x) { return flatten(x, a, b); });
+               }});
+  t.push_back({"reshape", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const Shape to = random_reshape(rng, s);
+                 return one("shape " + shape_str(to),
+                            [=](const Tensor& x) { return x.reshape(to).contiguous(); },
+                            [=](const DTensor& x) { return reshape(x, to); });
+               }});
+  t.push_back({"view", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const Shape to = random_reshape(rng, s);
+                 return one("shape " + shape_str(to),
+                            [=](const Tensor& x) { return x.view(to).contiguous(); },
+                            [=](const DTensor& x) { return view(x, to); });
+               }});
+  t.push_back({"expand", false, false, 1, [](Rng& rng, const Shape& s) {
+                 Shape to;
+                 const int64_t lead = rng.uniform(0, 1);
+                 for (int64_t i = 0; i < lead; ++i) to.push_back(rng.uniform(0, 3));
+                 for (int64_t v : s) to.push_back(v == 1 ? rng.uniform(0, 4) : v);
+                 return one("shape " + shape_str(to),
+                            [=](const Tensor& x) { return x.expand(to).contiguous(); },
+                            [=](const DTensor& x) { return expand(x, to); });
+               }});
+  t.push_back({"narrow", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t nd = static_cast<int64_t>(s.size());
+                 const int64_t d = rng.uniform(0, nd - 1);
+                 const int64_t start = rng.uniform(0, s[d]);
+                 const int64_t len = rng.uniform(0, s[d] - start);
+                 return one("dim, start, length " + ints({d, start, len}),
+                            [=](const Tensor& x) { return x.narrow(d, start, len).contiguous(); },
+                            [=](const DTensor& x) { return narrow(x, d, start, len); });
+               }});
+  t.push_back({"slice", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t nd = static_cast<int64_t>(s.size());
+                 const int64_t d = rng.uniform(0, nd - 1);
+                 const int64_t start = rng.uniform(0, s[d]);
+                 const int64_t end = rng.uniform(start, s[d]);
+                 const int64_t step = rng.uniform(1, 3);
+                 return one("dim, start, end, step " + ints({d, start, end, step}),
+                            [=](const Tensor& x) { return x.slice(d, start, end, step).contiguous(); },
+                            [=](const DTensor& x) { return slice(x, d, start, end, step); });
+               }});
+  t.push_back({"select", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t nd = static_cast<int64_t>(s.size());
+                 const int64_t d = rng.uniform(0, nd - 1);
+                 const int64_t idx = s[d] == 0 ? 0 : rng.uniform(-s[d], s[d] - 1);
+                 return one("dim, index " + ints({d, idx}),
+                            [=](const Tensor& x) { return x.select(d, idx).contiguous(); },
+                            [=](const DTensor& x) { return select(x, d, idx); });
+               }});
+  auto two_op = [](const char* name, bool stack_op) {
+    OpEntry e{name, false, false, 2, nullptr};
+    e.draw = [stack_op](Rng& rng, const Shape& s) {
+      const int64_t nd = static_cast<int64_t>(s.size()) + (stack_op ? 1 : 0);
+      const int64_t d = rng.uniform(0, nd - 1);
+      Applied a;
+      a.args = "dim " + std::to_string(d);
+      a.local = [=](const std::vector<Tensor>& x) {
+        return std::vector<Tensor>{stack_op ? stack(x, d) : cat(x, d)};
+      };
+      a.dist = [=](const std::vector<DTensor>& x) {
+        return std::vector<DTensor>{stack_op ? stack(x, d) : cat(x, d)};
+      };
+      return a;
+    };
+    return e;
+  };
+  t.push_back(two_op("cat", false));
+  t.push_back(two_op("stack", true));
+  t.push_back({"split", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t d = rng.uniform(0, static_cast<int64_t>(s.size()) - 1);
+                 const int64_t size = rng.uniform(1, std::max<int64_t>(1, s[d]));
+                 Applied a;
+                 a.args = "split_size, dim " + ints({size, d});
+                 a.local = [=](const std::vector<Tensor>& x) {
+                   std::vector<Tensor> r = split(x[0], size, d);
+                   for (Tensor& v : r) v = v.contiguous();
+                   return r;
+                 };
+                 a.dist = [=](const std::vector<DTensor>& x) { return split(x[0], size, d); };
+                 return a;
+               }});
+  t.push_back({"chunk", false, false, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t d = rng.uniform(0, static_cast<int64_t>(s.size()) - 1);
+                 const int64_t k = rng.uniform(1, 5);
+                 Applied a;
+                 a.args = "chunks, dim " + ints({k, d});
+                 a.local = [=](const std::vector<Tensor>& x) {
+                   std::vector<Tensor> r = chunk(x[0], k, d);
+                   for (Tensor& v : r) v = v.contiguous();
+                   return r;
+                 };
+                 a.dist = [=](const std::vector<DTensor>& x) { return chunk(x[0], k, d); };
+                 return a;
+               }});
+  // Elementwise. Binary ops: the second input broadcasts (a trailing suffix of the first's
+  // shape with some dims set to 1, or the same shape); values are small integers, so add, sub,
+  // mul, maximum, minimum and the comparisons are exact, and div / unary math get a tolerance.
+  auto bcast = [](Rng& rng, const Shape& s, int64_t) {
+    Shape o;
+    const int64_t nd = static_cast<int64_t>(s.size());
+    const int64_t keep = rng.chance(50) ? nd : rng.uniform(1, nd);
+    for (int64_t i = nd - keep; i < nd; ++i) o.push_back(rng.chance(25) ? 1 : s[i]);
+    if (rng.chance(5)) o.back() += 1;  // does not broadcast: must be rejected everywhere
+    return o;
+  };
+  auto binary = [&](const char* name, bool math, bool floating_only,
+                    Tensor (*l)(const Tensor&, const Tensor&),
+                    DTensor (*d)(const DTensor&, const DTensor&)) {
+    OpEntry e{name, math, floating_only, 2, nullptr, bcast};
+    e.draw = [l, d](Rng&, const Shape&) {
+      Applied a;
+      a.args = "";
+      a.local = [l](const std::vector<Tensor>& x) { return std::vector<Tensor>{l(x[0], x[1])}; };
+      a.dist = [d](const std::vector<DTensor>& x) { return std::vector<DTensor>{d(x[0], x[1])}; };
+      return a;
+    };
+    t.push_back(e);
+  };
+  binary("add", false, false, [](const Tensor& a, const Tensor& b) { return add(a, b); },
+         [](const DTensor& a, const DTensor& b) { return add(a, b); });
+  binary("sub", false, false, [](const Tensor& a, const Tensor& b) { return sub(a, b); },
+         [](const DTensor& a, const DTensor& b) { return sub(a, b); });
+  binary("mul", false, false, [](const Tensor& a, const Tensor& b) { return mul(a, b); },
+         [](const DTensor& a, const DTensor& b) { return mul(a, b); });
+  binary("div", true, true, [](const Tensor& a, const Tensor& b) { return div(a, b); },
+         [](const DTensor& a, const DTensor& b) { return div(a, b); });
+  binary("maximum", false, false, [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+         [](const DTensor& a, const DTensor& b) { return maximum(a, b); });
+  binary("minimum", false, false, [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
+         [](const DTensor& a, const DTensor& b) { return minimum(a, b); });
+  binary("lt", false, false, [](const Tensor& a, const Tensor& b) { return lt(a, b); },
+         [](const DTensor& a, const DTensor& b) { return lt(a, b); });
+  binary("eq", false, false, [](const Tensor& a, const Tensor& b) { return eq(a, b); },
+         [](const DTensor& a, const DTensor& b) { return eq(a, b); });
+  auto unary = [&](const char* name, bool math, bool floating_only,
+                   Tensor (*l)(const Tensor&), DTensor (*d)(const DTensor&)) {
+    t.push_back({name, math, floating_only, 1, [l, d](Rng&, const Shape&) {
+                   return one("", [l](const Tensor& x) { return l(x); },
+                              [d](const DTensor& x) { return d(x); });
+                 }});
+  };
+  unary("neg", false, false, [](const Tensor& x) { return neg(x); },
+        [](const DTensor& x) { return neg(x); });
+  unary("abs", false, false, [](const Tensor& x) { return abs(x); },
+        [](const DTensor& x) { return abs(x); });
+  unary("relu", false, false, [](const Tensor& x) { return relu(x); },
+        [](const DTensor& x) { return relu(x); });
+  unary("exp", true, true, [](const Tensor& x) { return exp(x); },
+        [](const DTensor& x) { return exp(x); });
+  unary("tanh", true, true, [](const Tensor& x) { return tanh(x); },
+        [](const DTensor& x) { return tanh(x); });
+  unary("sigmoid", true, true, [](const Tensor& x) { return sigmoid(x); },
+        [](const DTensor& x) { return sigmoid(x); });
+  t.push_back({"mul_scalar", false, false, 1, [](Rng& rng, const Shape&) {
+                 const int64_t k = rng.uniform(-3, 3);
+                 return one("scalar " + std::to_string(k),
+                            [k](const Tensor& x) { return mul(x, Scalar(k)); },
+                            [k](const DTensor& x) { return mul(x, Scalar(k)); });
+               }});
+  t.push_back({"add_scalar", false, false, 1, [](Rng& rng, const Shape&) {
+                 const int64_t k = rng.uniform(-3, 3);
+                 return one("scalar " + std::to_string(k),
+                            [k](const Tensor& x) { return add(x, Scalar(k)); },
+                            [k](const DTensor& x) { return add(x, Scalar(k)); });
+               }});
+  t.push_back({"cast", false, false, 1, [](Rng& rng, const Shape&) {
+                 const DType to = random_dtype(rng);
+                 return one("to " + std::string(dtype_name(to)),
+                            [to](const Tensor& x) { return x.to(to); },
+                            [to](const DTensor& x) { return cast(x, to); });
+               }});
+  // Reductions over a random set of dims (empty: all dims), keepdim or not. amax/amin are
+  // exact; sum/mean get a tolerance (16-bit floats round each rank's partial sum).
+  auto reduction = [&](const char* name, bool math,
+                       Tensor (*l)(const Tensor&, IntSpan, bool),
+                       DTensor (*d)(const DTensor&, IntSpan, bool)) {
+    t.push_back({name, math, false, 1, [l, d](Rng& rng, const Shape& s) {
+                   const int64_t nd = static_cast<int64_t>(s.size());
+                   Shape dims;
+                   for (int64_t i = 0; i < nd; ++i) {
+                     if (rng.chance(40)) dims.push_back(rng.chance(20) ? i - nd : i);
+                   }
+                   const bool keep = rng.chance(50);
+                   return one("dims " + shape_str(dims) + (keep ? ", keepdim" : ""),
+                              [=](const Tensor& x) { return l(x, dims, keep); },
+                              [=](const DTensor& x) { return d(x, dims, keep); });
+                 }});
+  };
+  reduction("sum", true, [](const Tensor& x, IntSpan dims, bool k) { return sum(x, dims, k); },
+            [](const DTensor& x, IntSpan dims, bool k) { return sum(x, dims, k); });
+  reduction("mean", true, [](const Tensor& x, IntSpan dims, bool k) { return mean(x, dims, k); },
+            [](const DTensor& x, IntSpan dims, bool k) { return mean(x, dims, k); });
+  reduction("amax", false, [](const Tensor& x, IntSpan dims, bool k) { return amax(x, dims, k); },
+            [](const DTensor& x, IntSpan dims, bool k) { return amax(x, dims, k); });
+  reduction("amin", false, [](const Tensor& x, IntSpan dims, bool k) { return amin(x, dims, k); },
+            [](const DTensor& x, IntSpan dims, bool k) { return amin(x, dims, k); });
+  t.push_back({"softmax", true, true, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t d = rdim(rng, static_cast<int64_t>(s.size()));
+                 return one("dim " + std::to_string(d),
+                            [=](const Tensor& x) { return softmax(x, d); },
+                            [=](const DTensor& x) { return softmax(x, d); });
+               }});
+  t.push_back({"log_softmax", true, true, 1, [](Rng& rng, const Shape& s) {
+                 const int64_t d = rdim(rng, static_cast<int64_t>(s.size()));
+                 return one("dim " + std::to_string(d),
+                            [=](const Tensor& x) { return log_softmax(x, d); },
+                            [=](const DTensor& x) { return log_softmax(x, d); });
+               }});
+  return t;
+}
+
+constexpr ReduceOp kPartialOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax,
+                                    ReduceOp::kMin};
+
+Placements random_placements(Rng& rng, int64_t mesh_ndim, int64_t nd, DType dtype) {
+  Placements p;
+  for (int64_t m = 0; m < mesh_ndim; ++m) {
+    const int64_t k = rng.uniform(0, dtype == kBool ? 1 : 2);
+    if (k == 0) {
+      p.push_back(Replicate());
+    } else if (k == 1) {
+      p.push_back(Shard(rng.uniform(0, nd - 1)));
+    } else {
+      p.push_back(Partial(kPartialOps[rng.uniform(0, 3)]));
+    }
+  }
+  return p;
+}
+
+struct OpCase {
+  int64_t index = 0;
+  uint64_t seed = 0;
+  const OpEntry* op = nullptr;
+  Shape mesh;
+  DType dtype = kFloat32;
+  std::vector<Shape> shapes;
+  std::vector<Placements> placements;
+  std::string args;
+
+  std::string str() const {
+    std::string s = "case " + std::to_string(index) + ": " + op->name + "(" + args + ") on mesh " +
+                    shape_str(mesh) + ", " + std::string(dtype_name(dtype)) + ", inputs";
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      s += " " + shape_str(shapes[i]) + " " + placements_str(placements[i]);
+    }
+    return s;
+  }
+};
+
+// Runs one case: "" when the DTensor op agrees with the local op, else what differs.
+std::string run_case(const std::vector<OpEntry>& table, uint64_t base_seed, int64_t index,
+                     int world, OpCase* out) {
+  OpCase& c = *out;
+  c.index = index;
+  c.seed = mix(base_seed, static_cast<uint64_t>(index), 0x6f7073ull, static_cast<uint64_t>(world));
+  Rng rng(c.seed);
+  c.op = &table[rng.uniform(0, static_cast<int64_t>(table.size()) - 1)];
+  c.mesh = random_mesh_shape(rng, world);
+  Shape s = random_tensor_shape(rng, world);
+  c.dtype = random_dtype(rng);
+  if (c.op->floating_only && !is_floating(c.dtype)) c.dtype = rng.chance(50) ? kFloat32 : kBFloat16;
+  const int64_t nd = static_cast<int64_t>(s.size());
+  c.shapes.push_back(s);
+  Applied a = c.op->draw(rng, s);
+  c.args = a.args;
+  if (c.op->inputs == 2 && c.op->second_shape) {
+    c.shapes.push_back(c.op->second_shape(rng, s, 0));
+  } else if (c.op->inputs == 2) {
+    Shape s2 = s;
+    if (std::string(c.op->name) == "cat" && rng.chance(70)) {
+      // cat: the second input may differ along any dim the draw could pick; keep it simple and
+      // vary a random dim (the op rejects a mismatch on a non-cat dim everywhere).
+      const int64_t d = rng.uniform(0, nd - 1);
+      s2[d] = rng.uniform(0, 2 * world + 3);
+    }
+    c.shapes.push_back(s2);
+  }
+  for (const Shape& sh : c.shapes) {
+    c.placements.push_back(random_placements(rng, static_cast<int64_t>(c.mesh.size()),
+                                             static_cast<int64_t>(sh.size()), c.dtype));
+  }
+  // Values: small integers for data movement; for math a wider spread (k / 8 in [-4, 4]).
+  std::vector<Tensor> full_in;
+  for (size_t i = 0; i < c.shapes.size(); ++i) {
+    std::vector<float> v = base_values(shape_numel(c.shapes[i]), c.dtype, c.seed + 31 * i);
+    if (c.op->math) {
+      for (float& x : v) x = x / 4.0f;
+    }
+    if (i == 1 && std::string(c.op->name) == "div") {
+      for (float& x : v) x = x == 0.0f ? 0.5f : x;  // no division by zero (inf - inf is NaN)
+    }
+    full_in.push_back(make_tensor(v, c.shapes[i], c.dtype));
+  }
+  try {
+    const DeviceMesh mesh = build_mesh(c.mesh, false);
+    std::vector<DTensor> din;
+    for (size_t i = 0; i < full_in.size(); ++i) {
+      din.push_back(distribute_tensor(full_in[i], mesh, c.placements[i], std::nullopt));
+    }
+    std::vector<Tensor> want;
+    std::string local_error;
+    try {
+      want = a.local(full_in);
+    } catch (const Error& e) {
+      local_error = e.what();
+    }
+    if (!local_error.empty()) {
+      // The DTensor op must reject the same arguments. Ranks outside the mesh skip the local
+      // kernel, so an error that only the kernel detects (e.g. abs of bool) is not raised there;
+      // that is accepted (they hold nothing and issue nothing, so nobody hangs).
+      try {
+        (void)a.dist(din);
+      } catch (const Error&) {
+        return "";
+      }
+      if (!mesh.contains_me()) return "";
+      return "the local op threw (" + local_error + ") but the DTensor op did not";
+    }
+    const std::vector<DTensor> got = a.dist(din);
+    if (got.size() != want.size()) {
+      return "DTensor op returned " + std::to_string(got.size()) + " outputs, expected " +
+             std::to_string(want.size());
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+      const Tensor g = got[i].full_tensor();
+      if (!mesh.contains_me()) continue;
+      const std::string which = "output " + std::to_string(i) + " (" +
+                                placements_str(got[i].placements()) + "): ";
+      if (!(g.shape() == want[i].shape()) || g.dtype() != want[i].dtype()) {
+        return which + "full_tensor " + shape_str(g.shape()) + " " +
+               std::string(dtype_name(g.dtype())) + ", expected " + shape_str(want[i].shape()) +
+               " " + std::string(dtype_name(want[i].dtype()));
+      }
+      if (c.op->math) {
+        const Tol tol = tolerance(c.dtype);
+        if (!allclose(g, want[i], tol.rtol, tol.atol, /*equal_nan=*/true)) {
+          return which + "differs beyond tolerance (max |diff| " +
+                 std::to_string(max_abs_diff(g, want[i])) + ")";
+        }
+      } else if (!equal(g, want[i]) && max_abs_diff(g, want[i]) != 0.0) {
+        // Exact ops: bit for bit, except that the sign of a zero may differ (a Partial(sum)
+        // of -0.0 on one rank and +0.0 on the others is +0.0, as IEEE addition says).
+        return which + "differs from the local op's result (max |diff| " +
+               std::to_string(max_abs_diff(g, want[i])) + ")";
+      }
+    }
+  } catch (const std::exception& e) {
+    return std::string("exception: ") + e.what();
+  }
+  return "";
+}
+
+TEST_CASE("fuzz ops: DTensor ops equal the local ops on the full tensors") {
+  const Config cfg = read_config(300);
+  const std::vector<OpEntry> table = op_table();
+  const int world = world_size();
+  const int rank = world_rank();
+  Timer timer;
+  int64_t ran = 0;
+  std::vector<int64_t> per_op(table.size(), 0);
+  std::string failure;
+  for (int64_t i = cfg.first; i < cfg.first + cfg.count; ++i) {
+    OpCase c;
+    const std::string err = run_case(table, cfg.seed, i, world, &c);
+    if (!err.empty()) {
+      std::fprintf(stderr, "[rank %d] fuzz_ops seed %llu %s: %s\n", rank,
+                   static_cast<unsigned long long>(cfg.seed), c.str().c_str(), err.c_str());
+    }
+    const int any_failed = world_max(err.empty() ? 0 : 1);
+    ++ran;
+    per_op[c.op - table.data()]++;
+    if (any_failed) {
+      failure = "seed " + std::to_string(cfg.seed) + " " + c.str() + "; this rank: " +
+                (err.empty() ? std::string("ok") : err) + "; reproduce with DTENSOR_FUZZ_SEED=" +
+                std::to_string(cfg.seed) + " DTENSOR_FUZZ_CASE=" + std::to_string(i) +
+                " mpirun -np " + std::to_string(world);
+      break;
+    }
+    if (world_max(rank == 0 && timer.seconds() > cfg.seconds ? 1 : 0)) break;
+  }
+  if (rank == 0) {
+    std::string ops;
+    for (size_t k = 0; k < table.size(); ++k) {
+      ops += std::string(k ? ", " : "") + table[k].name + " " + std::to_string(per_op[k]);
+    }
+    std::fprintf(stderr, "fuzz_ops: np %d, seed %llu: ran %lld cases in %.1f s (%s)\n", world,
+                 static_cast<unsigned long long>(cfg.seed), static_cast<long long>(ran),
+                 timer.seconds(), ops.c_str());
+  }
+  INFO(failure);
+  CHECK(failure.empty());
+}
+
+}  // namespace
+}  // namespace dtensor::fuzz

@@ -1,0 +1,290 @@
+// The bad-input catalogue (mpirun, 2 and 4 ranks). Each TEST_CASE feeds one kind of bad input
+// and requires dtensor::Error on EVERY rank with a message naming the op (in brackets) and the
+// offending argument; afterwards every rank must reach a world barrier, so a rank that hung or
+// ran ahead ends the job through the collective deadline instead of passing. The last cases
+// check that NaN and Inf pass through all_reduce, all_gather and redistribute unchanged.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/runtime.h"
+#include "device_mesh/device_mesh.h"
+#include "dtensor/config.h"
+#include "dtensor/distributed_tensor.h"
+#include "dtensor/redistribute.h"
+#include "tensor/compare.h"
+#include "tensor/creation.h"
+
+namespace dtensor {
+namespace {
+
+using Catch::Contains;
+
+// Every rank reaches this point: proves no rank is stuck in a collective the others skipped.
+void all_ranks_arrive() { world_communicator()->barrier()->wait(); }
+
+Tensor iota(const Shape& shape, DType dtype = kFloat32) {
+  const int64_t n = shape_numel(shape);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 13);
+  return from_vector(v, shape).to(dtype);
+}
+
+DeviceMesh world_mesh_1d() {
+  return init_device_mesh(kCPU, {static_cast<int64_t>(world_size())}, {"x"});
+}
+
+// A 2-d mesh [2, world/2] (world >= 2 and even) named (dp, tp).
+DeviceMesh world_mesh_2d() {
+  return init_device_mesh(kCPU, {2, static_cast<int64_t>(world_size() / 2)}, {"dp", "tp"});
+}
+
+TEST_CASE("bad input: dtypes that differ across ranks (from_local run_check)") {
+  const DeviceMesh mesh = world_mesh_1d();
+  const int64_t w = world_size();
+  const Tensor local = iota({3, 2}, world_rank() == w - 1 ? kFloat64 : kFloat32);
+  REQUIRE_THROWS_AS(DTensor::from_local(local, mesh, {Shard(0)}, true), Error);
+  REQUIRE_THROWS_WITH(DTensor::from_local(local, mesh, {Shard(0)}, true),
+                      Contains("[from_local]") && Contains("dtype float64") &&
+                          Contains("rank " + std::to_string(w - 1)));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: local shape that disagrees with the given global shape") {
+  const DeviceMesh mesh = world_mesh_1d();
+  const int64_t w = world_size();
+  // Every rank holds [2, 3] but the global shape claims [2 * w + 1, 3]: the last rank's chunk
+  // under torch.chunk differs, so at least one rank mismatches and all ranks must say so.
+  const Shape global = {2 * w + 1, 3};
+  const Tensor local = iota({2, 3});
+  REQUIRE_THROWS_AS(DTensor::from_local(local, mesh, {Shard(0)}, true, global), Error);
+  REQUIRE_THROWS_WITH(DTensor::from_local(local, mesh, {Shard(0)}, true, global),
+                      Contains("[from_local]") && Contains("local shard of shape") &&
+                          Contains(shape_str(global)));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: from_local shapes that disagree across ranks (run_check=true)") {
+  const DeviceMesh mesh = world_mesh_1d();
+  const int rank = world_rank();
+  // Rank r holds r + 1 rows: no global shape gives these chunks (the first rank's one is
+  // taken as the template, so every other rank mismatches).
+  const Tensor local = iota({rank + 1, 4});
+  std::string expected_ranks = "mismatching ranks: 1";
+  for (int r = 2; r < world_size(); ++r) expected_ranks += ", " + std::to_string(r);
+  REQUIRE_THROWS_AS(DTensor::from_local(local, mesh, {Shard(0)}, true), Error);
+  if (world_size() > 2) {
+    REQUIRE_THROWS_WITH(DTensor::from_local(local, mesh, {Shard(0)}, true),
+                        Contains("[from_local]") && Contains("rank 1 holds a local shard") &&
+                            Contains(expected_ranks));
+  } else {
+    REQUIRE_THROWS_WITH(DTensor::from_local(local, mesh, {Shard(0)}, true),
+                        Contains("[from_local]") && Contains("rank 1 holds a local shard"));
+  }
+  // Different ndims are caught too.
+  const Tensor ragged = rank == 0 ? iota({2, 4}) : iota({2, 4, 1});
+  REQUIRE_THROWS_WITH(DTensor::from_local(ragged, mesh, {Replicate()}, true),
+                      Contains("[from_local]") && Contains("ndim"));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: Shard dim out of range") {
+  const DeviceMesh mesh = world_mesh_1d();
+  const Tensor x = iota({4, 5});
+  REQUIRE_THROWS_AS(distribute_tensor(x, mesh, {Shard(2)}), Error);
+  REQUIRE_THROWS_WITH(distribute_tensor(x, mesh, {Shard(2)}),
+                      Contains("[distribute_tensor]") && Contains("2"));
+  REQUIRE_THROWS_WITH(distribute_tensor(x, mesh, {Shard(-3)}),
+                      Contains("[distribute_tensor]") && Contains("-3"));
+  const DTensor d = distribute_tensor(x, mesh, {Shard(0)});
+  REQUIRE_THROWS_WITH(d.redistribute(mesh, {Shard(7)}),
+                      Contains("[redistribute]") && Contains("7"));
+  REQUIRE_THROWS_WITH(DTensor::from_local(iota({2, 5}), mesh, {Shard(2)}),
+                      Contains("[from_local]") && Contains("2"));
+  // The DTensor is still usable after the failed calls.
+  REQUIRE(equal(d.full_tensor(), x));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: placements count differs from the mesh ndim") {
+  const DeviceMesh mesh = world_mesh_1d();
+  const Tensor x = iota({4, 5});
+  REQUIRE_THROWS_AS(distribute_tensor(x, mesh, {Shard(0), Replicate()}), Error);
+  REQUIRE_THROWS_WITH(distribute_tensor(x, mesh, {Shard(0), Replicate()}),
+                      Contains("[distribute_tensor]") && Contains("[S(0), R]"));
+  REQUIRE_THROWS_WITH(distribute_tensor(x, mesh, Placements{}),
+                      Contains("[distribute_tensor]") && Contains("placements"));
+  REQUIRE_THROWS_WITH(DTensor::from_local(x, mesh, {Replicate(), Replicate()}),
+                      Contains("[from_local]") && Contains("2 placements"));
+  const DTensor d = distribute_tensor(x, mesh, {Replicate()});
+  REQUIRE_THROWS_WITH(d.redistribute(mesh, {Replicate(), Shard(1)}),
+                      Contains("[redistribute]") && Contains("[R, S(1)]"));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: a tensor on a device the mesh cannot serve") {
+#if DTENSOR_HAVE_CUDA
+  // With CUDA compiled in the CUDA mesh is legitimate; this case is for CPU-only builds.
+  SUCCEED("CUDA is compiled in: a CUDA mesh is valid here");
+#else
+  // A CUDA mesh in a build without CUDA: either building the mesh or moving a tensor onto it
+  // fails, on every rank, with a message that says CUDA is not available.
+  const int64_t w = world_size();
+  auto use_cuda_mesh = [&] {
+    const DeviceMesh mesh = init_device_mesh(kCUDA, {w});
+    return distribute_tensor(iota({4, 2}), mesh, {Shard(0)}, std::nullopt);
+  };
+  REQUIRE_THROWS_AS(use_cuda_mesh(), Error);
+  REQUIRE_THROWS_WITH(use_cuda_mesh(), Contains("CUDA"));
+#endif
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: a mesh bigger than the world") {
+  const int64_t w = world_size();
+  REQUIRE_THROWS_AS(init_device_mesh(kCPU, {w + 1}), Error);
+  REQUIRE_THROWS_WITH(init_device_mesh(kCPU, {2, w}),
+                      Contains("[init_device_mesh]") && Contains(shape_str(Shape{2, w})) &&
+                          Contains("needs " + std::to_string(2 * w) + " ranks"));
+  std::vector<int> ranks;
+  for (int r = 0; r < w; ++r) ranks.push_back(r + 1);  // rank w does not exist
+  REQUIRE_THROWS_WITH(DeviceMesh(kCPU, Shape{w}, ranks),
+                      Contains("[DeviceMesh]") && Contains(std::to_string(w)));
+  REQUIRE_THROWS_WITH(init_device_mesh(kCPU, {w, 0}), Contains("mesh_shape"));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: unknown mesh dim name") {
+  const DeviceMesh mesh = world_mesh_2d();
+  REQUIRE_THROWS_AS(mesh["pp"], Error);
+  REQUIRE_THROWS_WITH(mesh["pp"], Contains("[DeviceMesh]") && Contains("'pp'") &&
+                                      Contains("dp, tp"));
+  REQUIRE_THROWS_WITH(mesh.dim_index("TP"), Contains("[DeviceMesh]") && Contains("'TP'"));
+  REQUIRE_THROWS_WITH(mesh.size(2), Contains("[DeviceMesh]") && Contains("mesh dim 2"));
+  REQUIRE(mesh["tp"].size() == world_size() / 2);
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: Partial op change with no exact plan") {
+  const DeviceMesh mesh = world_mesh_1d();
+  const Tensor x = iota({3, 4});
+  const DTensor pmax = distribute_tensor(x, mesh, {Partial(ReduceOp::kMax)});
+  REQUIRE_THROWS_AS(pmax.redistribute(mesh, {Partial(ReduceOp::kSum)}), Error);
+  REQUIRE_THROWS_WITH(pmax.redistribute(mesh, {Partial(ReduceOp::kSum)}),
+                      Contains("[redistribute]") && Contains("P(max)") && Contains("P(sum)"));
+  const DTensor pavg = distribute_tensor(iota({3, 4}, kInt32), mesh, {Partial(ReduceOp::kAvg)});
+  REQUIRE_THROWS_WITH(pavg.redistribute(mesh, {Partial(ReduceOp::kSum)}),
+                      Contains("[redistribute]") && Contains("P(avg)"));
+  REQUIRE_THROWS_WITH(Partial(ReduceOp::kProduct), Contains("product"));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: redistribute onto a different mesh") {
+  const DeviceMesh a = world_mesh_1d();
+  const DeviceMesh b = init_device_mesh(kCPU, {1, static_cast<int64_t>(world_size())});
+  const DTensor d = distribute_tensor(iota({4, 4}), a, {Shard(0)});
+  REQUIRE_THROWS_AS(d.redistribute(b, {Replicate(), Replicate()}), Error);
+  REQUIRE_THROWS_WITH(d.redistribute(b, {Replicate(), Replicate()}),
+                      Contains("[redistribute]") && Contains("mesh"));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: distribute_tensor from a rank outside the mesh") {
+  const int64_t w = world_size();
+  const DeviceMesh half = init_device_mesh(kCPU, {w / 2});
+  REQUIRE_THROWS_AS(distribute_tensor(iota({4}), half, {Shard(0)}, static_cast<int>(w - 1)),
+                    Error);
+  REQUIRE_THROWS_WITH(distribute_tensor(iota({4}), half, {Shard(0)}, static_cast<int>(w - 1)),
+                      Contains("[distribute_tensor]") && Contains("src_data_rank"));
+  all_ranks_arrive();
+}
+
+// ---- NaN / Inf pass through unchanged ---------------------------------------------------------
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST_CASE("NaN and Inf pass through all_reduce") {
+  auto comm = world_communicator();
+  const int rank = comm->rank();
+  // [NaN on rank 0 only, +Inf everywhere, -Inf on the last rank and 1 elsewhere, +Inf and -Inf]
+  const float last = rank == comm->size() - 1 ? -kInf : 1.0f;
+  const float mixed = rank == 0 ? kInf : (rank == 1 ? -kInf : 2.0f);
+  Tensor t = from_vector(std::vector<float>{rank == 0 ? kNaN : 1.0f, kInf, last, mixed}, Shape{4});
+  comm->all_reduce(t, ReduceOp::kSum)->wait();
+  const std::vector<float> got = t.to_vector<float>();
+  CHECK(std::isnan(got[0]));
+  CHECK(got[1] == kInf);
+  CHECK(got[2] == -kInf);
+  CHECK(std::isnan(got[3]));  // +Inf + -Inf
+  Tensor m = from_vector(std::vector<float>{rank == 0 ? kInf : 1.0f, -kInf}, Shape{2});
+  comm->all_reduce(m, ReduceOp::kMax)->wait();
+  CHECK(m.to_vector<float>() == std::vector<float>{kInf, -kInf});
+  all_ranks_arrive();
+}
+
+// The full tensor holds NaN, +Inf, -Inf, -0.0 and a few finite values at known places.
+Tensor special_values(const Shape& shape) {
+  const int64_t n = shape_numel(shape);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (i % 5) {
+      case 0: v[i] = kNaN; break;
+      case 1: v[i] = kInf; break;
+      case 2: v[i] = -kInf; break;
+      case 3: v[i] = -0.0f; break;
+      default: v[i] = static_cast<float>(i); break;
+    }
+  }
+  return from_vector(v, shape);
+}
+
+TEST_CASE("NaN and Inf pass through all_gather bit for bit") {
+  auto comm = world_communicator();
+  const Tensor mine = special_values({7});
+  Tensor out = empty({7 * comm->size()});
+  comm->all_gather(out, mine)->wait();
+  for (int r = 0; r < comm->size(); ++r) CHECK(equal(out.narrow(0, 7 * r, 7), mine));
+  all_ranks_arrive();
+}
+
+TEST_CASE("NaN and Inf pass through redistribute bit for bit") {
+  const int64_t w = world_size();
+  const Shape shape = {2 * w + 1, 3};  // uneven
+  const Tensor x = special_values(shape);
+  for (const DeviceMesh& mesh : {world_mesh_1d(), world_mesh_2d()}) {
+    const int64_t nd = mesh.ndim();
+    std::vector<Placements> lists = {Placements(nd, Shard(0)), Placements(nd, Shard(1)),
+                                     Placements(nd, Replicate())};
+    if (nd == 2) lists.push_back({Shard(1), Shard(0)});
+    for (const Placements& src : lists) {
+      const DTensor d = distribute_tensor(x, mesh, src);
+      for (const Placements& dst : lists) {
+        INFO("mesh " << mesh.str() << " " << placements_str(src) << " -> "
+                     << placements_str(dst));
+        CHECK(equal(d.redistribute(mesh, dst).full_tensor(), x));
+      }
+    }
+    // P(sum) with the specials on the first coordinate and zeros elsewhere: the sum keeps them
+    // (NaN + 0 = NaN, Inf + 0 = Inf, -0.0 + 0.0 = +0.0 is the one IEEE change, so compare
+    // everything but the -0.0 slots).
+    const DTensor p = distribute_tensor(x, mesh, Placements(nd, Partial()));
+    const Tensor got = p.full_tensor();
+    const std::vector<float> g = got.to_vector<float>();
+    const std::vector<float> e = x.to_vector<float>();
+    for (size_t i = 0; i < e.size(); ++i) {
+      if (std::isnan(e[i])) {
+        CHECK(std::isnan(g[i]));
+      } else {
+        CHECK(g[i] == e[i]);
+      }
+    }
+  }
+  all_ranks_arrive();
+}
+
+}  // namespace
+}  // namespace dtensor
