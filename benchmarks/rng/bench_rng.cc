@@ -3,17 +3,19 @@
 // generation (one block of a bigger global tensor) to show time follows the local size.
 // Every run checks a few elements against the direct formula. Median of the repetitions.
 //
-//   bench_rng [max_mb=256] [min_seconds_per_point=0.3]
+//   bench_rng [max_mb=256] [min_seconds_per_point=0.3] [--json FILE]
+// JSON lines (default <build>/benchmarks/results/bench_rng.jsonl): one per printed row.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <thread>
 #include <vector>
 
+#include "benchmarks/common/bench_common.h"
 #include "rng/distributions.h"
 #include "rng/philox.h"
 #include "tensor/creation.h"
@@ -79,16 +81,27 @@ void scalar_uniform(float* out, int64_t n, uint64_t seed, uint64_t offset) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t max_mb = argc > 1 ? std::atoll(argv[1]) : 256;
-  if (argc > 2) g_min_seconds = std::atof(argv[2]);
+  std::vector<const char*> pos;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--json") {
+      ++i;
+    } else {
+      pos.push_back(argv[i]);
+    }
+  }
+  const int64_t max_mb = pos.size() > 0 ? std::atoll(pos[0]) : 256;
+  if (pos.size() > 1) g_min_seconds = std::atof(pos[1]);
+  dtensor::bench::JsonLines json("bench_rng", dtensor::bench::Flags(argc, argv).str("json", ""));
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const uint64_t seed = 1234;
-  std::printf("# bench_rng: float32 output, median over repetitions, %d hardware threads.\n"
-              "# GB/s = bytes written / wall time; cpu_GB/s = bytes / (process CPU time /\n"
-              "# threads), the rate with uncontended cores (the wall rate on a shared machine\n"
-              "# mostly measures the other processes).\n", hw);
-  std::printf("%-8s %-9s %8s %12s %12s %12s %14s\n", "dist", "size", "threads", "time_ms",
-              "GB/s", "cpu_GB/s", "cpu_Gsample/s");
+  std::printf(
+      "# bench_rng: float32 output, median over repetitions, %d hardware threads.\n"
+      "# GB/s = bytes written / wall time; cpu_GB/s = bytes / (process CPU time /\n"
+      "# threads), the rate with uncontended cores (the wall rate on a shared machine\n"
+      "# mostly measures the other processes).\n",
+      hw);
+  std::printf("%-8s %-9s %8s %12s %12s %12s %14s\n", "dist", "size", "threads", "time_ms", "GB/s",
+              "cpu_GB/s", "cpu_Gsample/s");
   for (int64_t mb = 1; mb <= max_mb; mb *= 4) {
     const int64_t n = mb * (int64_t{1} << 20) / 4;
     Tensor t = empty({n}, kFloat32);
@@ -114,6 +127,15 @@ int main(int argc, char** argv) {
                     double(n) * 4 / tm.wall / 1e9, double(n) * 4 / cpu_s / 1e9,
                     double(n) / cpu_s / 1e9);
         std::fflush(stdout);
+        auto rec = json.record(std::string(dist) + " float32");
+        rec.add("bytes", n * 4)
+            .add("threads", threads)
+            .add("median_us", tm.wall * 1e6)
+            .add("cpu_us", tm.cpu * 1e6)
+            .add("GBps", double(n) * 4 / tm.wall / 1e9)
+            .add("cpu_GBps", double(n) * 4 / cpu_s / 1e9)
+            .add("baseline", "scalar loop");
+        json.write(rec);
       }
     }
   }
@@ -129,11 +151,19 @@ int main(int argc, char** argv) {
     const ChunkBounds b = chunk_bounds(global[0], k, 0);
     Tensor blk = empty({b.size, global[1]}, kFloat32);
     const Shape off = {b.offset, 0};
-    const Timing tm = median_time(
-        [&] { fill_random(blk, RandomSpec::uniform(kFloat32), seed, 0, global, off); });
+    const Timing tm =
+        median_time([&] { fill_random(blk, RandomSpec::uniform(kFloat32), seed, 0, global, off); });
     if (k == 1) t1 = tm.cpu;
     std::printf("%-4lld %12.3f %12.3f %12.3f\n", static_cast<long long>(k), tm.wall * 1e3,
                 tm.cpu * 1e3, tm.cpu / t1);
+    auto rec = json.record("sharded uniform float32");
+    rec.add("global", shape_str(global))
+        .add("k", k)
+        .add("median_us", tm.wall * 1e6)
+        .add("cpu_us", tm.cpu * 1e6)
+        .add("cpu_ratio_vs_whole", tm.cpu / t1)
+        .add("ideal", 1.0 / double(k));
+    json.write(rec);
   }
   return 0;
 }
