@@ -32,17 +32,21 @@ void wait_mpi_request(MPI_Request* request, const std::function<std::string()>& 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto timeout = std::chrono::duration<double>(collective_timeout());
-  // Ranks are often oversubscribed (8 on 2 cores): yield first, then sleep with a growing
-  // interval so waiting ranks leave the cores to the ones doing the work.
-  constexpr int kYieldPolls = 64;
-  constexpr auto kMaxSleep = std::chrono::microseconds(1000);
-  auto sleep = std::chrono::microseconds(10);
-  for (int polls = 0;; ++polls) {
+  // Open MPI advances a nonblocking collective only inside MPI calls, so every pause between
+  // two MPI_Test calls stalls the whole collective (a sleeping peer holds up each ring step).
+  // Poll continuously, yielding the core between polls (cheap when nothing else is runnable;
+  // it lets oversubscribed ranks, e.g. 8 on 2 cores, share them). Only a wait that is already
+  // long (a slow or missing peer) backs off with short sleeps to stop burning a core.
+  constexpr auto kSpinPhase = std::chrono::milliseconds(200);
+  constexpr auto kMaxSleep = std::chrono::microseconds(100);
+  auto sleep = std::chrono::microseconds(5);
+  for (;;) {
     int flag = 0;
     DT_CHECK_MPI(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
     if (flag) return;
-    if (Clock::now() - start > timeout) end_job_on_deadline(what());
-    if (polls < kYieldPolls) {
+    const auto waited = Clock::now() - start;
+    if (waited > timeout) end_job_on_deadline(what());
+    if (waited < kSpinPhase) {
       sched_yield();
     } else {
       std::this_thread::sleep_for(sleep);
