@@ -4,11 +4,42 @@
 #pragma once
 
 #include "dtensor/config.h"
-#include "dtensor/distributed_tensor.h"
-#include "dtensor/dtensor_spec.h"
-#include "dtensor/placement.h"
-#include "dtensor/redistribute.h"
+
+// Local tensors.
 #include "tensor/compare.h"
 #include "tensor/creation.h"
 #include "tensor/shape_ops.h"
 #include "tensor/tensor.h"
+
+// Processes, communication and meshes.
+#include "collectives/comm_debug.h"
+#include "collectives/communicator.h"
+#include "collectives/deadline.h"
+#include "collectives/runtime.h"
+#include "device_mesh/device_mesh.h"
+
+// Distributed tensors.
+#include "dtensor/distributed_tensor.h"
+#include "dtensor/dtensor_spec.h"
+#include "dtensor/placement.h"
+#include "dtensor/redistribute.h"
+
+// Ops (local Tensor and DTensor forms).
+#include "ops/elementwise/elementwise.h"
+#include "ops/embedding/embedding.h"
+#include "ops/loss/loss.h"
+#include "ops/matmul/matmul.h"
+#include "ops/norm/norm.h"
+#include "ops/reduction/reduction.h"
+#include "ops/softmax/softmax.h"
+#include "ops/view/view.h"
+
+// Random numbers.
+#include "rng/dtensor_random.h"
+#include "rng/generator.h"
+#include "rng/random.h"
+
+// Modules and tensor parallelism.
+#include "nn/nn.h"
+#include "parallel/parallelize.h"
+#include "parallel/style.h"
