@@ -1,6 +1,6 @@
 // The few CUDA runtime calls the collectives layer needs, behind functions so that only
 // cuda_support.cc (built when CUDA is on) includes CUDA headers; no_cuda_support.cc is the
-// stub built otherwise.
+// no-CUDA counterpart built otherwise.
 #pragma once
 
 #include "tensor/tensor.h"

@@ -1,4 +1,4 @@
-// Stub of the CUDA random kernels for builds without CUDA.
+// The no-CUDA counterpart of the CUDA random kernels: every entry point raises a clear error.
 #include "rng/cuda_launch.h"
 
 namespace dtensor::detail {

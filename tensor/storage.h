@@ -44,7 +44,7 @@ class Storage {
 };
 
 namespace detail {
-// Backend allocators (cpu_allocator.cc; cuda_allocator.cc or its no-CUDA stub).
+// Backend allocators (cpu_allocator.cc; cuda_allocator.cc, or no_cuda_allocator.cc without CUDA).
 void* cpu_allocate(size_t nbytes);
 void cpu_free(void* p, void* ctx);
 void* cuda_allocate(size_t nbytes, int device);
