@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh
-./scripts/build.sh
+# Tests and benchmarks on explicitly: the cache may hold OFF from an older configure.
+./scripts/build.sh -DDTENSOR_BUILD_TESTS=ON -DDTENSOR_BUILD_BENCHMARKS=ON -DDTENSOR_BUILD_EXAMPLES=ON
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" "$@"
 # Sanitizer configuration (ASan + UBSan: the unit tests and an mpi subset in ./build-asan, see
