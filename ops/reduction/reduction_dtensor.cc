@@ -149,8 +149,11 @@ DTensor min(const DTensor& x) {
   return dispatch(info, {&x}, {}, [](Locals l) { return local_extreme(l[0], {}, false, false); });
 }
 
-DTensorValuesIndices max(const DTensor& x, int64_t dim, bool keepdim) {
-  static const OpInfo& info = ops_op("max.dim");
+namespace {
+// max.dim / min.dim: values and indices along one dim. `local` is the local Tensor op.
+DTensorValuesIndices extreme_along_dim(const OpInfo& info, const DTensor& x, int64_t dim,
+                                       bool keepdim,
+                                       ValuesIndices (*local)(const Tensor&, int64_t, bool)) {
   const ArgValue args[] = {dim, keepdim};
   DTensorList outs = dispatch_multi(info, {&x}, args, [&](Locals l, absl::Span<Tensor> o) {
     if (l[0].numel() == 0) {  // reduced dim whole: no output elements
@@ -159,28 +162,24 @@ DTensorValuesIndices max(const DTensor& x, int64_t dim, bool keepdim) {
       o[1] = reduce_empty(l[0], d, keepdim, 0, DType::kInt64);
       return;
     }
-    ValuesIndices r = max(l[0], dim, keepdim);
+    ValuesIndices r = local(l[0], dim, keepdim);
     o[0] = std::move(r.values);
     o[1] = std::move(r.indices);
   });
   return {std::move(outs[0]), std::move(outs[1])};
 }
+}  // namespace
+
+DTensorValuesIndices max(const DTensor& x, int64_t dim, bool keepdim) {
+  static const OpInfo& info = ops_op("max.dim");
+  return extreme_along_dim(info, x, dim, keepdim,
+                           static_cast<ValuesIndices (*)(const Tensor&, int64_t, bool)>(&max));
+}
 
 DTensorValuesIndices min(const DTensor& x, int64_t dim, bool keepdim) {
   static const OpInfo& info = ops_op("min.dim");
-  const ArgValue args[] = {dim, keepdim};
-  DTensorList outs = dispatch_multi(info, {&x}, args, [&](Locals l, absl::Span<Tensor> o) {
-    if (l[0].numel() == 0) {  // reduced dim whole: no output elements
-      const int64_t d[] = {dim};
-      o[0] = reduce_empty(l[0], d, keepdim, 0, l[0].dtype());
-      o[1] = reduce_empty(l[0], d, keepdim, 0, DType::kInt64);
-      return;
-    }
-    ValuesIndices r = min(l[0], dim, keepdim);
-    o[0] = std::move(r.values);
-    o[1] = std::move(r.indices);
-  });
-  return {std::move(outs[0]), std::move(outs[1])};
+  return extreme_along_dim(info, x, dim, keepdim,
+                           static_cast<ValuesIndices (*)(const Tensor&, int64_t, bool)>(&min));
 }
 
 DTensor argmax(const DTensor& x, std::optional<int64_t> dim, bool keepdim) {
