@@ -111,6 +111,28 @@ WorkPtr Communicator::all_reduce(const Tensor& tensor, ReduceOp op) {
   return do_all_reduce(tensor, op);
 }
 
+WorkPtr Communicator::all_reduce(const Tensor& output, const Tensor& input, ReduceOp op) {
+  check_pair(*this, "all_reduce", output, input);
+  check_reduce_op("all_reduce", input, op);
+  DT_CHECK(output.sizes() == input.sizes(),
+           "[all_reduce] output has shape %s but input has shape %s (expected the same shape)",
+           shape_str(output.sizes()), shape_str(input.sizes()));
+  const bool same = output.data_ptr() == input.data_ptr();
+  const char* po = static_cast<const char*>(output.data_ptr());
+  const char* pi = static_cast<const char*>(input.data_ptr());
+  DT_CHECK(same || output.nbytes() == 0 || !(po < pi + input.nbytes() && pi < po + output.nbytes()),
+           "[all_reduce] output and input partly overlap (expected distinct buffers, or the same "
+           "tensor for an in-place reduction)");
+  CommDebugMode::record(CollectiveKind::kAllReduce, bytes_of(input));
+  return same ? do_all_reduce(output, op) : do_all_reduce_out(output, input, op);
+}
+
+WorkPtr Communicator::do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) {
+  Tensor out = output;
+  out.copy_(input);
+  return do_all_reduce(output, op);
+}
+
 WorkPtr Communicator::all_gather(const Tensor& output, const Tensor& input) {
   check_pair(*this, "all_gather", output, input);
   DT_CHECK(output.numel() == size() * input.numel(),

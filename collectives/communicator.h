@@ -61,6 +61,10 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // In place: every rank ends with op over all ranks' `tensor`. kAvg divides by size()
   // (integer dtypes: truncating division).
   WorkPtr all_reduce(const Tensor& tensor, ReduceOp op);
+  // Out of place: every rank's `output` ends with op over all ranks' `input`; `input` is left
+  // unchanged. Same shape, dtype and device; the two must not partly overlap (the very same
+  // tensor is allowed and reduces in place). Counted as one all_reduce by CommDebugMode.
+  WorkPtr all_reduce(const Tensor& output, const Tensor& input, ReduceOp op);
   // output.numel() == size() * input.numel(); rank r's input lands in elements
   // [r * n, (r + 1) * n) of the (contiguous) output.
   WorkPtr all_gather(const Tensor& output, const Tensor& input);
@@ -84,6 +88,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
       : rank_(rank), size_(size), world_ranks_(std::move(world_ranks)) {}
 
   virtual WorkPtr do_all_reduce(const Tensor& tensor, ReduceOp op) = 0;
+  // Out-of-place all_reduce with validated, non-overlapping buffers. The default copies input
+  // into output and reduces output in place; backends override it to skip that copy.
+  virtual WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op);
   virtual WorkPtr do_all_gather(const Tensor& output, const Tensor& input) = 0;
   virtual WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
   virtual WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) = 0;

@@ -40,6 +40,45 @@ std::vector<int64_t> gather_records(const DeviceMesh& mesh, const std::vector<in
   return buf.to_vector<int64_t>();
 }
 
+// This rank's record for a shape/dtype comparison: ndim, dtype, the first kCheckDims sizes
+// (-1 beyond ndim).
+std::vector<int64_t> meta_record(const Tensor& t) {
+  std::vector<int64_t> record(kRecordLen, -1);
+  record[0] = t.dim();
+  record[1] = static_cast<int64_t>(t.dtype());
+  for (int64_t d = 0; d < std::min(t.dim(), kCheckDims); ++d) record[2 + d] = t.size(d);
+  return record;
+}
+
+Shape record_shape(const int64_t* r) {
+  return Shape(r + 2, r + 2 + std::min(r[0], kCheckDims));
+}
+
+// distribute_tensor with a source rank: every rank of the mesh must pass the shape and dtype
+// the source passes (the broadcast would otherwise end in a truncation error or a hang). One
+// small all_gather per mesh dim; every rank throws the same error.
+void check_same_meta(const Tensor& tensor, const DeviceMesh& mesh, size_t src_index,
+                     Device device) {
+  const std::vector<int64_t> all = gather_records(mesh, meta_record(tensor), device);
+  const std::vector<int>& ranks = mesh.ranks();
+  const int64_t* src = &all[src_index * kRecordLen];
+  std::vector<int> bad;
+  for (size_t m = 0; m < ranks.size(); ++m) {
+    if (!std::equal(src, src + kRecordLen, &all[m * kRecordLen])) bad.push_back(ranks[m]);
+  }
+  if (bad.empty()) return;
+  const int64_t* first =
+      &all[static_cast<size_t>(std::find(ranks.begin(), ranks.end(), bad[0]) - ranks.begin()) *
+           kRecordLen];
+  DT_FAIL(
+      "[distribute_tensor] argument tensor differs across ranks: rank %d passed shape %s %s but "
+      "src_data_rank %d passed %s %s (expected the same shape and dtype on every rank of the "
+      "mesh; mismatching ranks: %s)",
+      bad[0], shape_str(record_shape(first)), dtype_name(static_cast<DType>(first[1])),
+      ranks[src_index], shape_str(record_shape(src)), dtype_name(static_cast<DType>(src[1])),
+      absl::StrJoin(bad, ", "));
+}
+
 Shape inferred_global_shape(IntSpan local_shape, const DeviceMesh& mesh, PlacementSpan placements) {
   Shape global(local_shape.begin(), local_shape.end());
   const int64_t ndim = static_cast<int64_t>(global.size());
@@ -56,17 +95,10 @@ Shape inferred_global_shape(IntSpan local_shape, const DeviceMesh& mesh, Placeme
 // placements imply, so all of them throw the same error.
 Shape check_local_shapes(const Tensor& local, const DeviceMesh& mesh, PlacementSpan placements,
                          IntSpan shape, Device device) {
-  std::vector<int64_t> record(kRecordLen, -1);
-  record[0] = local.dim();
-  record[1] = static_cast<int64_t>(local.dtype());
-  for (int64_t d = 0; d < std::min(local.dim(), kCheckDims); ++d) record[2 + d] = local.size(d);
-  const std::vector<int64_t> all = gather_records(mesh, record, device);
+  const std::vector<int64_t> all = gather_records(mesh, meta_record(local), device);
   const std::vector<int>& ranks = mesh.ranks();
   auto rec = [&](size_t member) { return &all[member * kRecordLen]; };
-  auto rec_shape = [&](size_t member) {
-    const int64_t* r = rec(member);
-    return Shape(r + 2, r + 2 + std::min(r[0], kCheckDims));
-  };
+  auto rec_shape = [&](size_t member) { return record_shape(rec(member)); };
   for (size_t m = 1; m < ranks.size(); ++m) {
     DT_CHECK(rec(m)[1] == rec(0)[1],
              "[from_local] rank %d holds a local shard of dtype %s but rank %d holds %s "
@@ -216,6 +248,7 @@ DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placemen
   const Shape& coord = mesh.get_coordinate();
   Tensor full;
   if (src_index >= 0) {
+    check_same_meta(tensor, mesh, static_cast<size_t>(src_index), device);
     // Broadcast from the source over each mesh dim in turn: after dim i every rank whose
     // coordinates on dims > i equal the source's holds the data; after the last dim, all do.
     const Shape src_coord = detail::unravel_index(src_index, mesh.shape());

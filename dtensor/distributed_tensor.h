@@ -67,10 +67,17 @@ std::ostream& operator<<(std::ostream& os, const DTensor& t);
 
 // Distributes `tensor` over `mesh` with `placements` (PyTorch distribute_tensor).
 // src_data_rank: the world rank whose `tensor` is the source of truth (it must be a rank of
-// the mesh); its data is broadcast over each mesh dim in turn (one broadcast per mesh dim on
-// mesh.communicator(d)), then every rank takes its chunk. Every rank must pass a tensor of
-// the same shape and dtype. Pass std::nullopt when every rank already holds the same tensor:
-// then no communication happens and each rank just takes its chunk. Partial placements keep
+// the mesh). Every rank of the mesh must pass a tensor of the same shape and dtype: this is
+// checked first with one small all_gather per mesh dim (a fixed-size record: ndim, dtype, the
+// first 16 sizes), and a mismatch throws on every rank of the mesh, e.g. "[distribute_tensor]
+// argument tensor differs across ranks: rank 3 passed shape [9, 4] float32 but src_data_rank 0
+// passed [8, 4] float32 (... mismatching ranks: 3)". CommDebugMode counts these all_gathers
+// (they are real communication). Then the source's data is broadcast over each mesh dim in
+// turn (one broadcast per mesh dim on mesh.communicator(d)) and every rank takes its chunk.
+// So a source rank costs mesh.ndim() all_gathers + mesh.ndim() broadcasts.
+// Pass std::nullopt when every rank already holds the same tensor: then no communication
+// happens (and nothing is checked: a rank's shape and dtype are taken as the global ones) and
+// each rank just takes its chunk. Partial placements keep
 // the value on coordinate 0 of that mesh dim and zeros elsewhere for sum (the value
 // everywhere for avg/max/min). Ranks outside the mesh get an empty local tensor and issue
 // nothing. A contiguous, unsharded local may share storage with `tensor` (as in PyTorch).

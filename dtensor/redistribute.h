@@ -9,9 +9,16 @@
 // It handles one tensor dim sharded over several mesh dims ([S(0), S(0)]) and uneven/empty
 // shards (pad, collective, unpad), and orders steps by an alpha-beta cost model, preferring
 // plans that never materialise more than the target needs.
+// Copies: S(0) -> R returns the gather buffer itself (even or uneven); S(d > 0) -> R gathers
+// into a staging buffer and makes one copy into the result; P -> R reduces out of place into a
+// fresh result (in place when the input is an intermediate of the same plan); packing for
+// reduce-scatter / all-to-all is one copy. The input is never modified. Host staging buffers
+// are reused per thread (at most two, each at most 64 MiB, kept until the thread exits), since
+// fresh host memory pays a page fault per page on first touch.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,19 +76,24 @@ void set_cost_model(const CostModel& m);
 RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan mesh_shape,
                                    PlacementSpan src, PlacementSpan dst);
 // Cached per (src spec, dst spec); also checks that both specs share the mesh and meta
-// ("[redistribute] ... different meshes ..." otherwise). The reference stays valid until
-// clear_redistribute_plan_cache() or set_cost_model() (which clears the cache).
-const RedistributePlan& plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst);
+// ("[redistribute] ... different meshes ..." otherwise). The cache holds at most
+// kPlanCacheCapacity pairs: a miss that finds it full clears it first (counted in
+// PlanCacheStats::evictions). The returned plan stays valid as long as the caller holds it,
+// across clears.
+inline constexpr int64_t kPlanCacheCapacity = 4096;
+std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src,
+                                                          const DTensorSpec& dst);
 // Modelled cost of moving from src to dst (0 when equal); used by sharding propagation.
 // +infinity when no exact plan exists (see plan_redistribute); throws for different meshes.
 double redistribute_cost(const DTensorSpec& src, const DTensorSpec& dst);
 
-// Plan cache counters (process-wide): lookups that found a plan, lookups that planned, and the
-// number of cached (src, dst) pairs.
+// Plan cache counters (process-wide): lookups that found a plan, lookups that planned, the
+// number of cached (src, dst) pairs, and how many times the full cache was cleared to make room.
 struct PlanCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
   int64_t size = 0;
+  int64_t evictions = 0;
 };
 PlanCacheStats redistribute_plan_cache_stats();
 // Drops every cached plan and resets the counters.

@@ -2,6 +2,7 @@
 // mesh.communicator(step.mesh_dim) (or one local operation). Uneven shards are padded to the
 // torch.chunk size ceil(m / n) before the collective and cut back afterwards; every shape
 // comes from compute_local_shape_and_offset / chunk_bounds.
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -10,7 +11,6 @@
 #include "dtensor/redistribute.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
-#include "tensor/shape_ops.h"
 
 namespace dtensor {
 namespace {
@@ -24,38 +24,154 @@ Shape with_leading(int64_t n, IntSpan s) {
   return out;
 }
 
+// Per-thread host buffers reused for the executor's internal staging (packed collective inputs,
+// gather buffers whose contents are copied out). On first touch fresh host memory costs a page
+// fault per page, which for multi-MB buffers costs more than the copy itself. Two slots (a step
+// needs at most an input and an output buffer at once); a slot is handed out only while nothing
+// else references it (use_count() == 1), so a tensor that outlived its step can never be
+// overwritten. Buffers above kMaxScratchBytes are not kept. CUDA memory comes from the
+// stream-ordered pool already and is not cached here.
+constexpr size_t kMaxScratchBytes = size_t{64} << 20;
+
+class ScratchPool {
+ public:
+  Tensor empty_tensor(const Shape& shape, DType dtype, Device device) {
+    const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+    if (!device.is_cpu() || nbytes == 0 || nbytes > kMaxScratchBytes) {
+      return empty(shape, TensorOptions(dtype, device));
+    }
+    Storage* pick = nullptr;   // the smallest free slot that fits
+    Storage* spare = nullptr;  // an empty or free slot to replace otherwise
+    for (Storage& slot : slots_) {
+      const bool free = !slot.defined() || slot.use_count() == 1;
+      if (!free) continue;
+      if (slot.defined() && slot.nbytes() >= nbytes &&
+          (pick == nullptr || slot.nbytes() < pick->nbytes())) {
+        pick = &slot;
+      }
+      if (spare == nullptr || !slot.defined() ||
+          (spare->defined() && slot.nbytes() < spare->nbytes())) {
+        spare = &slot;
+      }
+    }
+    Storage storage;
+    if (pick != nullptr) {
+      storage = *pick;
+    } else {
+      storage = Storage::allocate(nbytes, device);
+      if (spare != nullptr) *spare = storage;
+    }
+    return Tensor(std::move(storage), dtype, shape, contiguous_strides(shape));
+  }
+
+ private:
+  std::array<Storage, 2> slots_;
+};
+
+// An uninitialised contiguous tensor for data that does not leave the executor.
+Tensor scratch_empty(const Shape& shape, const Tensor& like) {
+  thread_local ScratchPool pool;
+  return pool.empty_tensor(shape, like.dtype(), like.device());
+}
+
+// A contiguous [n, block_shape...] buffer in which block k will hold chunk k of a dim that has
+// `full` elements split n ways (torch.chunk), padded to the chunk size. Only the valid region
+// of a block is ever read back, so the padding is just zeroed (no garbage on the wire) and
+// never copied around. `scratch`: the buffer does not outlive the step (a reused one is fine).
+Tensor block_buffer(int64_t n, const Shape& block_shape, const Tensor& like, bool scratch) {
+  const Shape shape = with_leading(n, block_shape);
+  return scratch ? scratch_empty(shape, like)
+                 : empty(shape, TensorOptions(like.dtype(), like.device()));
+}
+
+// Zeroes the part of `block` past `valid` along dim `dim` (the padding of an uneven chunk).
+void zero_tail(const Tensor& block, int64_t dim, int64_t valid) {
+  const int64_t tail = block.size(dim) - valid;
+  if (tail > 0) block.narrow(dim, valid, tail).zero_();
+}
+
+// Packs x for a collective that sends block k of dim `e` to rank k: block k of the result is
+// chunk k of x along e, padded to the chunk size, and (when d >= 0) dim d padded to `d_size`.
+// Shape [n, block...]. One copy of x; the e == 0 even case with nothing else to pad is a view
+// of x (when contiguous).
+Tensor pack_chunks(const Tensor& x, int64_t e, int64_t n, int64_t d = -1, int64_t d_size = 0) {
+  const int64_t m = x.size(e);
+  const int64_t padded = chunk_bounds(m, n, 0).size;
+  const bool pad_d = d >= 0 && x.size(d) != d_size;
+  Shape block_shape(x.shape().begin(), x.shape().end());
+  block_shape[e] = padded;
+  if (d >= 0) block_shape[d] = d_size;
+  if (e == 0 && padded * n == m && !pad_d) return x.contiguous().view(with_leading(n, block_shape));
+  Tensor buffer = block_buffer(n, block_shape, x, /*scratch=*/true);
+  for (int64_t k = 0; k < n; ++k) {
+    const ChunkBounds b = chunk_bounds(m, n, k);
+    Tensor block = buffer.select(0, k);
+    Tensor dst = block.narrow(e, 0, b.size);
+    if (pad_d) {
+      zero_tail(block.narrow(e, 0, b.size), d, x.size(d));
+      dst = dst.narrow(d, 0, x.size(d));
+    }
+    zero_tail(block, e, b.size);
+    if (b.size > 0) dst.copy_(x.narrow(e, b.offset, b.size));
+  }
+  return buffer;
+}
+
+// Whether unpack_chunks of a buffer with blocks of `block_shape` returns a view of the buffer
+// (d == 0 and no other dim cut) rather than a copy.
+bool unpack_is_view(const Shape& block_shape, int64_t d, const Shape& target) {
+  if (d != 0) return false;
+  for (size_t j = 1; j < target.size(); ++j) {
+    if (block_shape[j] != target[j]) return false;
+  }
+  return true;
+}
+
+// The inverse layout change after a gather-like collective: `buffer` is [n, ...] and block k
+// holds rank k's chunk of dim d (valid length chunk_bounds(full_d, n, k).size) at the start of
+// dim d; every other dim of a block is cut to `target` (a prefix). Returns the blocks joined
+// along d (shape `target`). When d == 0 and nothing else is cut, the chunks already lie in
+// order at the start of the buffer, so the result is a view; otherwise it costs one copy.
+Tensor unpack_chunks(const Tensor& buffer, int64_t d, int64_t full_d, const Shape& target) {
+  const int64_t n = buffer.size(0);
+  const Shape block_shape(buffer.shape().begin() + 1, buffer.shape().end());
+  if (unpack_is_view(block_shape, d, target)) {
+    Shape merged(target.begin(), target.end());
+    merged[0] = n * buffer.size(1);
+    return buffer.view(merged).narrow(0, 0, full_d);
+  }
+  Tensor out = empty(target, TensorOptions(buffer.dtype(), buffer.device()));
+  for (int64_t k = 0; k < n; ++k) {
+    const ChunkBounds b = chunk_bounds(full_d, n, k);
+    if (b.size == 0 || out.numel() == 0) continue;
+    Tensor src = buffer.select(0, k);
+    for (size_t j = 0; j < target.size(); ++j) {
+      const int64_t len = static_cast<int64_t>(j) == d ? b.size : target[j];
+      if (src.size(j) != len) src = src.narrow(j, 0, len);
+    }
+    out.narrow(d, b.offset, b.size).copy_(src);
+  }
+  return out;
+}
+
 // S(d) -> R. `full` is the size of dim d after the gather (the piece this mesh dim splits).
+// A padded or non-contiguous input is written straight into this rank's block of the gather
+// buffer (the collective then runs in place) instead of into a padded copy first.
 Tensor all_gather_dim(const Tensor& x, int64_t d, int64_t full, Communicator& comm,
                       const Shape& target_shape) {
   const int64_t n = comm.size();
   const int64_t padded = chunk_bounds(full, n, 0).size;
-  const Tensor in = detail::pad_dim_to(x, d, padded).contiguous();
-  Tensor buffer = empty(with_leading(n, in.shape()), TensorOptions(x.dtype(), x.device()));
+  Shape block_shape(x.shape().begin(), x.shape().end());
+  block_shape[d] = padded;
+  Tensor buffer = block_buffer(n, block_shape, x, !unpack_is_view(block_shape, d, target_shape));
+  Tensor in = x;
+  if (x.size(d) != padded || !x.is_contiguous()) {
+    in = buffer.select(0, comm.rank());
+    zero_tail(in, d, x.size(d));
+    if (x.numel() > 0) in.narrow(d, 0, x.size(d)).copy_(x);
+  }
   comm.all_gather(buffer, in)->wait();
-  if (d == 0 && padded * n == full) return buffer.view(target_shape);
-  std::vector<Tensor> pieces;
-  pieces.reserve(n);
-  for (int64_t k = 0; k < n; ++k) {
-    pieces.push_back(buffer.select(0, k).narrow(d, 0, chunk_bounds(full, n, k).size));
-  }
-  return cat(pieces, d);
-}
-
-// Splits x along dim `e` into the n torch.chunk pieces, each padded to the chunk size, and
-// stacks them into a contiguous [n, ...] buffer (block k goes to rank k). Dim `d` (when >= 0)
-// is also padded to `d_size`.
-Tensor stacked_chunks(const Tensor& x, int64_t e, int64_t n, int64_t d = -1, int64_t d_size = 0) {
-  const int64_t m = x.size(e);
-  const int64_t padded = chunk_bounds(m, n, 0).size;
-  std::vector<Tensor> blocks;
-  blocks.reserve(n);
-  for (int64_t k = 0; k < n; ++k) {
-    const ChunkBounds b = chunk_bounds(m, n, k);
-    Tensor block = detail::pad_dim_to(x.narrow(e, b.offset, b.size), e, padded);
-    if (d >= 0) block = detail::pad_dim_to(block, d, d_size);
-    blocks.push_back(block);
-  }
-  return stack(blocks, 0);
+  return unpack_chunks(buffer, d, full, target_shape);
 }
 
 // P -> S(e).
@@ -63,7 +179,7 @@ Tensor reduce_scatter_dim(const Tensor& x, int64_t e, ReduceOp op, Communicator&
   const int64_t n = comm.size();
   const int64_t m = x.size(e);
   const int64_t padded = chunk_bounds(m, n, 0).size;
-  const Tensor in = (e == 0 && padded * n == m) ? x.contiguous() : stacked_chunks(x, e, n);
+  const Tensor in = pack_chunks(x, e, n);
   Shape out_shape(x.shape().begin(), x.shape().end());
   out_shape[e] = padded;
   Tensor out = empty(out_shape, TensorOptions(x.dtype(), x.device()));
@@ -73,26 +189,33 @@ Tensor reduce_scatter_dim(const Tensor& x, int64_t e, ReduceOp op, Communicator&
 }
 
 // S(d) -> S(e): block k of the input is chunk k of dim e (padded), dim d padded to its chunk
-// size; after the exchange block k holds rank k's chunk of dim d, and the blocks are
-// concatenated along d.
-Tensor all_to_all_dims(const Tensor& x, int64_t d, int64_t e, int64_t full_d, Communicator& comm) {
+// size; after the exchange block k holds rank k's chunk of dim d, and the blocks are joined
+// along d.
+Tensor all_to_all_dims(const Tensor& x, int64_t d, int64_t e, int64_t full_d, Communicator& comm,
+                       const Shape& target_shape) {
   const int64_t n = comm.size();
   const int64_t padded_d = chunk_bounds(full_d, n, 0).size;
-  const Tensor in = stacked_chunks(x, e, n, d, padded_d);
-  Tensor out = empty(in.shape(), TensorOptions(x.dtype(), x.device()));
+  const Tensor in = pack_chunks(x, e, n, d, padded_d);
+  const Shape block_shape(in.shape().begin() + 1, in.shape().end());
+  Tensor out = block_buffer(n, block_shape, x, !unpack_is_view(block_shape, d, target_shape));
   comm.all_to_all(out, in)->wait();
-  const int64_t mine_e = chunk_bounds(x.size(e), n, comm.rank()).size;
-  std::vector<Tensor> pieces;
-  pieces.reserve(n);
-  for (int64_t k = 0; k < n; ++k) {
-    pieces.push_back(
-        out.select(0, k).narrow(d, 0, chunk_bounds(full_d, n, k).size).narrow(e, 0, mine_e));
-  }
-  return cat(pieces, d);
+  return unpack_chunks(out, d, full_d, target_shape);
 }
 
-Tensor run_step(const Tensor& x, const RedistributeStep& step, const DeviceMesh& mesh,
-                const Shape& target_shape) {
+// P -> R. `x_is_intermediate`: x is an intermediate of this redistribute (not the caller's
+// tensor), so it may be reduced in place; otherwise the result goes to a fresh buffer.
+Tensor all_reduce_out(const Tensor& x, ReduceOp op, Communicator& comm, bool x_is_intermediate) {
+  if (x_is_intermediate && x.is_contiguous()) {
+    comm.all_reduce(x, op)->wait();
+    return x;
+  }
+  Tensor y = empty(x.shape(), TensorOptions(x.dtype(), x.device()));
+  comm.all_reduce(y, x.contiguous(), op)->wait();
+  return y;
+}
+
+Tensor run_step(const Tensor& x, bool x_is_intermediate, const RedistributeStep& step,
+                const DeviceMesh& mesh, const Shape& target_shape) {
   const CommunicatorPtr& comm_ptr = mesh.communicator(step.mesh_dim);
   DT_CHECK(comm_ptr != nullptr, "[redistribute] no communicator for mesh dim %d on this rank",
            step.mesh_dim);
@@ -100,15 +223,13 @@ Tensor run_step(const Tensor& x, const RedistributeStep& step, const DeviceMesh&
   switch (step.kind) {
     case StepKind::kAllGather:
       return all_gather_dim(x, step.src.dim(), target_shape[step.src.dim()], comm, target_shape);
-    case StepKind::kAllReduce: {
-      Tensor y = x.clone();
-      comm.all_reduce(y, step.src.reduce_op())->wait();
-      return y;
-    }
+    case StepKind::kAllReduce:
+      return all_reduce_out(x, step.src.reduce_op(), comm, x_is_intermediate);
     case StepKind::kReduceScatter:
       return reduce_scatter_dim(x, step.dst.dim(), step.src.reduce_op(), comm);
     case StepKind::kAllToAll:
-      return all_to_all_dims(x, step.src.dim(), step.dst.dim(), target_shape[step.src.dim()], comm);
+      return all_to_all_dims(x, step.src.dim(), step.dst.dim(), target_shape[step.src.dim()], comm,
+                             target_shape);
     case StepKind::kLocalChunk: {
       const ChunkBounds b = chunk_bounds(x.size(step.dst.dim()), comm.size(), comm.rank());
       return x.narrow(step.dst.dim(), b.offset, b.size).clone();
@@ -127,7 +248,7 @@ Tensor run_step(const Tensor& x, const RedistributeStep& step, const DeviceMesh&
 }  // namespace
 
 Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst) {
-  const RedistributePlan& plan = plan_redistribute(src, dst);
+  const std::shared_ptr<const RedistributePlan> plan = plan_redistribute(src, dst);
   const DeviceMesh& mesh = src.mesh();
   if (!mesh.contains_me()) {
     return detail::empty_local(dst.ndim(), dst.dtype(), detail::mesh_device(mesh, local));
@@ -140,11 +261,14 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
            shape_str(expected.shape), dtype_name(src.dtype()), shape_str(coord));
   Placements state = src.placements();
   Tensor x = local;
-  for (const RedistributeStep& step : plan.steps) {
+  for (const RedistributeStep& step : plan->steps) {
     state[step.mesh_dim] = step.dst;
     const Shape target_shape =
         compute_local_shape_and_offset(src.shape(), mesh.shape(), coord, state).shape;
-    x = run_step(x, step, mesh, target_shape);
+    // Steps may return their input unchanged (R -> P on coordinate 0), so whether x is the
+    // caller's memory is decided by its storage, not by the step count.
+    const bool x_is_intermediate = x.storage().data() != local.storage().data();
+    x = run_step(x, x_is_intermediate, step, mesh, target_shape);
     DT_CHECK(x.shape() == target_shape,
              "[redistribute] internal error: step %s produced a local shard of shape %s, "
              "expected %s",

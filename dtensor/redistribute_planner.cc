@@ -68,11 +68,18 @@ CostModel& mutable_cost_model() {
   return m;
 }
 
+// Bounded: a miss that finds kPlanCacheCapacity entries clears them all first. Clearing
+// (rather than LRU) keeps a hit to one hash lookup with no bookkeeping; a program cycles
+// through far fewer (src, dst) pairs than the bound, so a clear only happens when the specs
+// never repeat (then nothing is lost). Plans are shared_ptrs, so a caller still holding one
+// across a clear keeps it alive.
 struct PlanCache {
   std::mutex mutex;
-  absl::flat_hash_map<std::pair<DTensorSpec, DTensorSpec>, std::unique_ptr<RedistributePlan>> plans;
+  absl::flat_hash_map<std::pair<DTensorSpec, DTensorSpec>, std::shared_ptr<const RedistributePlan>>
+      plans;
   int64_t hits = 0;
   int64_t misses = 0;
+  int64_t evictions = 0;
 };
 PlanCache& plan_cache() {
   static PlanCache* cache = new PlanCache();  // never destroyed: usable during static teardown
@@ -300,7 +307,8 @@ RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan me
   return plan;
 }
 
-const RedistributePlan& plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst) {
+std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src,
+                                                          const DTensorSpec& dst) {
   DT_CHECK(src.mesh() == dst.mesh(),
            "[redistribute] source and target specs live on different meshes (%s vs %s); "
            "expected the same mesh",
@@ -316,15 +324,21 @@ const RedistributePlan& plan_redistribute(const DTensorSpec& src, const DTensorS
     auto it = cache.plans.find(std::make_pair(src, dst));
     if (it != cache.plans.end()) {
       ++cache.hits;
-      return *it->second;
+      return it->second;
     }
   }
-  auto plan = std::make_unique<RedistributePlan>(plan_redistribute(
+  auto plan = std::make_shared<const RedistributePlan>(plan_redistribute(
       src.shape(), src.dtype(), src.mesh().shape(), src.placements(), dst.placements()));
   std::lock_guard<std::mutex> lock(cache.mutex);
   ++cache.misses;
-  auto [it, inserted] = cache.plans.try_emplace(std::make_pair(src, dst), std::move(plan));
-  return *it->second;
+  auto key = std::make_pair(src, dst);
+  if (static_cast<int64_t>(cache.plans.size()) >= kPlanCacheCapacity &&
+      !cache.plans.contains(key)) {
+    cache.plans.clear();
+    ++cache.evictions;
+  }
+  auto [it, inserted] = cache.plans.try_emplace(std::move(key), std::move(plan));
+  return it->second;
 }
 
 double redistribute_cost(const DTensorSpec& src, const DTensorSpec& dst) {
@@ -334,13 +348,14 @@ double redistribute_cost(const DTensorSpec& src, const DTensorSpec& dst) {
       return std::numeric_limits<double>::infinity();
     }
   }
-  return plan_redistribute(src, dst).cost;
+  return plan_redistribute(src, dst)->cost;
 }
 
 PlanCacheStats redistribute_plan_cache_stats() {
   PlanCache& cache = plan_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);
-  return PlanCacheStats{cache.hits, cache.misses, static_cast<int64_t>(cache.plans.size())};
+  return PlanCacheStats{cache.hits, cache.misses, static_cast<int64_t>(cache.plans.size()),
+                        cache.evictions};
 }
 
 void clear_redistribute_plan_cache() {
@@ -349,6 +364,7 @@ void clear_redistribute_plan_cache() {
   cache.plans.clear();
   cache.hits = 0;
   cache.misses = 0;
+  cache.evictions = 0;
 }
 
 }  // namespace dtensor

@@ -2,7 +2,7 @@
 //
 //   mpirun -np 4 bench_redistribute [--min-bytes 4096] [--max-bytes 67108864] [--factor 4]
 //                                   [--iters N | --budget 0.5 --max-iters 50] [--warmup 1]
-//                                   [--json FILE]
+//                                   [--json FILE] [--only 'S(1)->R,P->R']
 //
 // For each transition and each global size (float32, geometric from --min-bytes to --max-bytes),
 // (default max 64 MB: the 256 MB sweep takes many minutes on a small shared machine) times
@@ -18,7 +18,10 @@
 // to separate the backend's cost from the DTensor layer's, and raw_nb_us times the
 // nonblocking MPI call the backend issues (MPI_Iallreduce, ...) finished by MPI_Wait. The
 // DTensor call and the baselines are timed interleaved (one run of each per iteration).
+// --only keeps the transitions whose names are in the comma-separated list.
 #include <mpi.h>
+
+#include <absl/strings/str_split.h>
 
 #include <algorithm>
 #include <cstring>
@@ -167,6 +170,12 @@ int run(int argc, char** argv) {
                      -1});
   }
 
+  if (flags.has("only")) {
+    const std::vector<std::string> only = absl::StrSplit(flags.str("only", ""), ',');
+    std::erase_if(cases, [&](const Case& c) {
+      return std::find(only.begin(), only.end(), c.name) == only.end();
+    });
+  }
   bench::print0(
       "# bench_redistribute: %d ranks, float32, global [rows, %lld]; time = median of the\n"
       "# per-iteration max over ranks; ratio = raw / dtensor (1.0 = as fast as raw MPI);\n"

@@ -112,10 +112,27 @@ void unstage(const Tensor& dst, const Tensor& staged) {
   d.copy_(staged);
 }
 
+// Completes a reduction whose result sits in `staged` (dst itself for CPU tensors): kAvg turns
+// the sum into the average, then the result is copied back to dst when it was staged.
+void finish_reduction(const Tensor& dst, const Tensor& staged, ReduceOp op, int world) {
+  if (op == ReduceOp::kAvg) {
+    detail::divide_in_place(staged.data_ptr(), staged.dtype(), staged.numel(), world);
+  }
+  unstage(dst, staged);
+}
+
 bool overlaps(const Tensor& a, const Tensor& b) {
   const char* pa = static_cast<const char*>(a.data_ptr());
   const char* pb = static_cast<const char*>(b.data_ptr());
   return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+// The send buffer of a collective whose output may overlap its input. A CPU input that overlaps
+// the output is copied first (MPI forbids aliased send/receive buffers); a CUDA input is staged
+// into fresh pinned memory anyway, which never overlaps.
+Tensor send_buffer(const Tensor& input, const Tensor& output) {
+  if (input.device().is_cpu() && overlaps(input, output)) return input.clone();
+  return stage_in(input);
 }
 
 class MpiWork final : public Work {
@@ -219,19 +236,22 @@ bool MpiCommunicator::supports(Device device) const {
   std::make_shared<MpiWork>(this, weak_from_this().lock(), kind, shape_of, request, on_complete)
 
 WorkPtr MpiCommunicator::do_all_reduce(const Tensor& tensor, ReduceOp op) {
-  if (tensor.numel() == 0) return completed_work();
-  const int n = checked_count(tensor.numel(), CollectiveKind::kAllReduce);
-  Tensor buf = stage_in(tensor);
+  return do_all_reduce_out(tensor, tensor, op);
+}
+
+WorkPtr MpiCommunicator::do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) {
+  if (input.numel() == 0) return completed_work();
+  const int n = checked_count(input.numel(), CollectiveKind::kAllReduce);
+  const bool in_place = output.data_ptr() == input.data_ptr();
+  Tensor out = in_place ? stage_in(output) : stage_out(output);
+  Tensor in = in_place ? Tensor() : stage_in(input);
   MPI_Request req;
-  DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data_ptr(), n, detail::mpi_datatype(tensor.dtype()),
-                              detail::mpi_reduce_op(tensor.dtype(), op), comm_, &req));
+  DT_CHECK_MPI(MPI_Iallreduce(in_place ? MPI_IN_PLACE : in.data_ptr(), out.data_ptr(), n,
+                              detail::mpi_datatype(input.dtype()),
+                              detail::mpi_reduce_op(input.dtype(), op), comm_, &req));
   const int world = size();
-  return DT_MPI_WORK(CollectiveKind::kAllReduce, &tensor, req, ([tensor, buf, op, world] {
-                       if (op == ReduceOp::kAvg) {
-                         detail::divide_in_place(buf.data_ptr(), buf.dtype(), buf.numel(), world);
-                       }
-                       unstage(tensor, buf);
-                     }));
+  return DT_MPI_WORK(CollectiveKind::kAllReduce, &input, req,
+                     ([output, out, in, op, world] { finish_reduction(output, out, op, world); }));
 }
 
 WorkPtr MpiCommunicator::do_all_gather(const Tensor& output, const Tensor& input) {
@@ -247,7 +267,7 @@ WorkPtr MpiCommunicator::do_all_gather(const Tensor& output, const Tensor& input
   if (output.device().is_cpu() && input.data_ptr() == own_block) {
     send = MPI_IN_PLACE;  // input already sits in this rank's block of the output
   } else {
-    in = overlaps(input, output) ? input.clone() : stage_in(input);
+    in = send_buffer(input, output);
     send = in.data_ptr();
   }
   MPI_Request req;
@@ -261,18 +281,14 @@ WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& output, const Tensor& i
   const int n = checked_count(output.numel(), CollectiveKind::kReduceScatter);
   checked_count(input.numel(), CollectiveKind::kReduceScatter);
   Tensor out = stage_out(output);
-  Tensor in = overlaps(input, output) ? input.clone() : stage_in(input);
+  Tensor in = send_buffer(input, output);
   MPI_Request req;
   DT_CHECK_MPI(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), n,
                                          detail::mpi_datatype(input.dtype()),
                                          detail::mpi_reduce_op(input.dtype(), op), comm_, &req));
   const int world = size();
-  return DT_MPI_WORK(CollectiveKind::kReduceScatter, &input, req, ([output, out, in, op, world] {
-                       if (op == ReduceOp::kAvg) {
-                         detail::divide_in_place(out.data_ptr(), out.dtype(), out.numel(), world);
-                       }
-                       unstage(output, out);
-                     }));
+  return DT_MPI_WORK(CollectiveKind::kReduceScatter, &input, req,
+                     ([output, out, in, op, world] { finish_reduction(output, out, op, world); }));
 }
 
 WorkPtr MpiCommunicator::do_all_to_all(const Tensor& output, const Tensor& input) {
@@ -280,7 +296,7 @@ WorkPtr MpiCommunicator::do_all_to_all(const Tensor& output, const Tensor& input
   const int block = checked_count(input.numel() / size(), CollectiveKind::kAllToAll);
   const MPI_Datatype type = detail::mpi_datatype(input.dtype());
   Tensor out = stage_out(output);
-  Tensor in = overlaps(input, output) ? input.clone() : stage_in(input);
+  Tensor in = send_buffer(input, output);
   MPI_Request req;
   DT_CHECK_MPI(MPI_Ialltoall(in.data_ptr(), block, type, out.data_ptr(), block, type, comm_, &req));
   return DT_MPI_WORK(CollectiveKind::kAllToAll, &input, req,

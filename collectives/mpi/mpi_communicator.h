@@ -34,6 +34,9 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   WorkPtr do_all_reduce(const Tensor& tensor, ReduceOp op) override;
+  // MPI_Iallreduce with distinct send and receive buffers (MPI_IN_PLACE when output is input:
+  // do_all_reduce calls it that way).
+  WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_gather(const Tensor& output, const Tensor& input) override;
   WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) override;

@@ -18,6 +18,13 @@
 #include "tensor/creation.h"
 #include "tensor/cuda_check.h"
 #include "tensor/error.h"
+#include "tensor/stream_cuda.h"
+
+// ncclBfloat16 and ncclAvg need 2.10, nonblocking communicators (config.blocking) 2.14 and
+// ncclCommSplit 2.18.
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
+#error "dtensor's NCCL backend needs NCCL >= 2.18 (ncclCommSplit, nonblocking communicators)"
+#endif
 
 namespace dtensor {
 
@@ -98,7 +105,10 @@ ncclDataType_t nccl_datatype(DType d) {
   DT_FAIL("[nccl] unknown dtype %d", static_cast<int>(d));
 }
 
-// bool travels as uint8 holding 0/1: max is logical or, min is logical and.
+// bool travels as uint8 holding 0/1: max is logical or, min is logical and. ncclAvg is valid for
+// every NCCL type: integers sum (wrapping) then divide truncating toward zero, as the MPI
+// backend's divide_in_place; floating types scale each input by 1/size() before summing, which
+// can differ from sum / size() in the last bit when size() is not a power of two.
 ncclRedOp_t nccl_op(DType d, ReduceOp op) {
   if (d == DType::kBool) {
     return (op == ReduceOp::kMin || op == ReduceOp::kProduct) ? ncclMin : ncclMax;
@@ -223,7 +233,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, CommunicatorPtr mpi, int dev
       mpi_(std::move(mpi)),
       device_(device) {
   set_description(mpi_->description());
-  DT_CHECK_CUDA(cudaSetDevice(device_));
+  detail::CudaDeviceGuard guard(device_);
   DT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   DT_CHECK_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
 }
@@ -236,14 +246,28 @@ NcclCommunicator::~NcclCommunicator() {
   }
   if (comm_ != nullptr) {
     // Nonblocking communicators may need polling after finalize; the result is not checked
-    // because destructors must not throw.
+    // because destructors must not throw. Finalize waits for the peers, so a dead peer would
+    // hang it: past the collective deadline the communicator is aborted instead.
+    bool quiescent = true;
     if (ncclCommFinalize(comm_) == ncclInProgress) {
+      const auto start = Clock::now();
+      const auto timeout = std::chrono::duration<double>(collective_timeout());
+      Backoff backoff;
       ncclResult_t state = ncclInProgress;
       while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress) {
-        sched_yield();
+        if (Clock::now() - start > timeout) {
+          quiescent = false;
+          break;
+        }
+        backoff.pause();
       }
+      quiescent = quiescent && state == ncclSuccess;
     }
-    ncclCommDestroy(comm_);
+    if (quiescent) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
   }
 }
 
@@ -254,24 +278,26 @@ bool NcclCommunicator::supports(Device device) const {
 template <typename Enqueue>
 WorkPtr NcclCommunicator::launch(CollectiveKind kind, const Tensor* shape_of,
                                  std::vector<Tensor> keep_alive, Enqueue&& enqueue) {
-  DT_CHECK_CUDA(cudaSetDevice(device_));
+  detail::CudaDeviceGuard guard(device_);
+  const cudaStream_t compute = detail::current_cuda_stream();
   // compute stream -> NCCL stream: the collective starts after the kernels that produce its
   // inputs. (cudaStreamWaitEvent captures the event's state now, so one event is reused.)
-  DT_CHECK_CUDA(cudaEventRecord(ready_, cudaStreamLegacy));
+  DT_CHECK_CUDA(cudaEventRecord(ready_, compute));
   DT_CHECK_CUDA(cudaStreamWaitEvent(stream_, ready_, 0));
   enqueue();
   wait_nccl_ready(comm_, [&] {
     return absl::StrFormat("[%s] enqueue on %s", collective_name(kind),
                            detail::describe_communicator(*this));
   });
-  // NCCL stream -> compute stream: later kernels see the results.
+  // NCCL stream -> compute stream: later kernels see the results, and memory freed on the
+  // compute stream (cudaFreeAsync) is reused only after the collective has finished with it.
   cudaEvent_t done = nullptr;
   DT_CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   if (cudaError_t e = cudaEventRecord(done, stream_); e != cudaSuccess) {
     cudaEventDestroy(done);
     DT_CHECK_CUDA(e);
   }
-  if (cudaError_t e = cudaStreamWaitEvent(cudaStreamLegacy, done, 0); e != cudaSuccess) {
+  if (cudaError_t e = cudaStreamWaitEvent(compute, done, 0); e != cudaSuccess) {
     cudaEventDestroy(done);
     DT_CHECK_CUDA(e);
   }
@@ -285,6 +311,16 @@ WorkPtr NcclCommunicator::do_all_reduce(const Tensor& tensor, ReduceOp op) {
     DT_CHECK_NCCL(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(),
                                 static_cast<size_t>(tensor.numel()), nccl_datatype(tensor.dtype()),
                                 nccl_op(tensor.dtype(), op), comm_, stream_));
+  });
+}
+
+WorkPtr NcclCommunicator::do_all_reduce_out(const Tensor& output, const Tensor& input,
+                                            ReduceOp op) {
+  if (input.numel() == 0) return completed_work();
+  return launch(CollectiveKind::kAllReduce, &input, {output, input}, [&] {
+    DT_CHECK_NCCL(ncclAllReduce(input.data_ptr(), output.data_ptr(),
+                                static_cast<size_t>(input.numel()), nccl_datatype(input.dtype()),
+                                nccl_op(input.dtype(), op), comm_, stream_));
   });
 }
 
@@ -366,7 +402,7 @@ WorkPtr NcclCommunicator::do_barrier() {
 std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   // The MPI twin's split is deadline-guarded and gives the members' world ranks.
   CommunicatorPtr mpi_child = mpi_->split(color, key);
-  DT_CHECK_CUDA(cudaSetDevice(device_));
+  detail::CudaDeviceGuard guard(device_);
   ncclConfig_t config = nonblocking_config();
   ncclComm_t child = nullptr;
   DT_CHECK_NCCL(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config));

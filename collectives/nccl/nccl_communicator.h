@@ -36,6 +36,8 @@ class NcclCommunicator final : public Communicator {
 
  protected:
   WorkPtr do_all_reduce(const Tensor& tensor, ReduceOp op) override;
+  // ncclAllReduce with distinct send and receive buffers.
+  WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_gather(const Tensor& output, const Tensor& input) override;
   WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) override;

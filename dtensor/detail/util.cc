@@ -1,7 +1,7 @@
 #include "dtensor/detail/util.h"
 
+#include "collectives/runtime.h"
 #include "tensor/creation.h"
-#include "tensor/shape_ops.h"
 
 namespace dtensor::detail {
 
@@ -15,21 +15,17 @@ Shape unravel_index(int64_t index, IntSpan shape) {
 }
 
 Device mesh_device(const DeviceMesh& mesh, const Tensor& hint) {
-  if (hint.defined() && hint.device().type == mesh.device_type()) return hint.device();
-  return Device(mesh.device_type(), 0);
+  if (mesh.device_type() == DeviceType::kCPU) return Device();
+  // This process's CUDA device (the one its NCCL communicators serve), whatever hint's index.
+  if (hint.defined() && hint.device().is_cuda() && hint.device().index == local_cuda_device()) {
+    return hint.device();
+  }
+  return Device(DeviceType::kCUDA, local_cuda_device());
 }
 
 Tensor empty_local(int64_t ndim, DType dtype, Device device) {
   const Shape zeros_shape(ndim, 0);
   return empty(zeros_shape, TensorOptions(dtype, device));
-}
-
-Tensor pad_dim_to(const Tensor& t, int64_t dim, int64_t size) {
-  const int64_t extra = size - t.size(dim);
-  if (extra == 0) return t;
-  Shape pads(2 * t.dim(), 0);
-  pads[2 * (t.dim() - 1 - dim) + 1] = extra;
-  return pad(t, pads);
 }
 
 }  // namespace dtensor::detail

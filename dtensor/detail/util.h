@@ -19,14 +19,12 @@ int64_t normalize_shard_dim(int64_t dim, int64_t ndim, int64_t mesh_dim, Placeme
 // Row-major coordinate of linear index `index` in a mesh of shape `shape`.
 Shape unravel_index(int64_t index, IntSpan shape);
 
-// The device a mesh's local tensors live on: `hint`'s device when it has the mesh's device
-// type, otherwise device 0 of that type.
+// The device a mesh's local tensors live on: the CPU, or this process's CUDA device
+// (local_cuda_device(), where its NCCL communicators live) for a CUDA mesh. `hint` is unused
+// beyond that (kept so callers pass the tensor being placed).
 Device mesh_device(const DeviceMesh& mesh, const Tensor& hint);
 
 // A tensor of `ndim` zero sizes (the local shard of a rank outside the mesh).
 Tensor empty_local(int64_t ndim, DType dtype, Device device);
-
-// `t` padded with zeros at the end of dim `dim` up to `size` (t itself when already that size).
-Tensor pad_dim_to(const Tensor& t, int64_t dim, int64_t size);
 
 }  // namespace dtensor::detail

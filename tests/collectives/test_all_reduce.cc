@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "collectives/comm_debug.h"
 #include "collectives/communicator.h"
 #include "collectives/runtime.h"
 #include "tests/collectives/collective_test_util.h"
@@ -78,29 +79,83 @@ std::vector<ReduceOp> ops_for() {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("all_reduce matches the reduction over ranks", "[collectives][all_reduce]",
-                   float, double, Half, BFloat16, int32_t, int64_t, bool) {
+TEMPLATE_TEST_CASE("all_reduce matches the reduction over ranks, in place and out of place",
+                   "[collectives][all_reduce]", float, double, Half, BFloat16, int32_t, int64_t,
+                   bool) {
   using T = TestType;
   auto comm = world_communicator();
   const int n = comm->size(), r = comm->rank();
   const int64_t numel = GENERATE(int64_t{0}, int64_t{1}, int64_t{7}, int64_t{25});
+  const bool out_of_place = GENERATE(false, true);
   for (ReduceOp op : ops_for<T>()) {
-    INFO("op " << reduce_op_name(op) << ", numel " << numel << ", world " << n);
-    Tensor t = make_tensor<T>(numel, [&](int64_t i) { return value<T>(op, r, i); });
-    WorkPtr work = comm->all_reduce(t, op);
+    INFO("op " << reduce_op_name(op) << ", numel " << numel << ", world " << n
+               << (out_of_place ? ", out of place" : ", in place"));
+    const Tensor in = make_tensor<T>(numel, [&](int64_t i) { return value<T>(op, r, i); });
+    const Tensor before = in.clone();
+    const Tensor out = out_of_place ? make_tensor<T>(numel, [](int64_t) { return 1.0; }) : in;
+    CommDebugMode mode;
+    WorkPtr work = out_of_place ? comm->all_reduce(out, in, op) : comm->all_reduce(in, op);
     REQUIRE(work != nullptr);
     work->wait();
     CHECK(work->is_completed());
+    CHECK(mode.count(CollectiveKind::kAllReduce) == 1);
+    CHECK(mode.total_count() == 1);
     int bad = 0;
     for (int64_t i = 0; i < numel; ++i) {
       const double want = representable<T>(expected<T>(op, n, i));
-      if (!close<T>(element<T>(t, i), want)) {
-        if (bad++ < 3)
-          FAIL_CHECK("element " << i << ": got " << element<T>(t, i) << " want " << want);
+      if (!close<T>(element<T>(out, i), want) && bad++ < 3) {
+        FAIL_CHECK("element " << i << ": got " << element<T>(out, i) << " want " << want);
+      }
+      // Out of place, the input is left as it was.
+      if (out_of_place && element<T>(in, i) != element<T>(before, i) && bad++ < 3) {
+        FAIL_CHECK("input element " << i << " changed: " << element<T>(in, i) << " was "
+                                    << element<T>(before, i));
       }
     }
     CHECK(bad == 0);
   }
+}
+
+TEST_CASE("out-of-place all_reduce on 2-d tensors, the same tensor twice, and bad arguments",
+          "[collectives][all_reduce]") {
+  auto comm = world_communicator();
+  const int n = comm->size(), r = comm->rank();
+  const Tensor in = make_tensor<float>(12, [&](int64_t i) { return r + i; }).view({4, 3});
+  Tensor out = make_tensor<float>(12, [](int64_t) { return 0.0; }).view({4, 3});
+  comm->all_reduce(out, in, ReduceOp::kMax)->wait();
+  for (int64_t i = 0; i < 12; ++i) {
+    CHECK(element<float>(out.view({12}), i) == (n - 1) + i);
+    CHECK(element<float>(in.view({12}), i) == r + i);
+  }
+  // The very same tensor as output and input reduces in place.
+  Tensor same = make_tensor<float>(5, [&](int64_t) { return r + 1; });
+  comm->all_reduce(same, same, ReduceOp::kSum)->wait();
+  for (int64_t i = 0; i < 5; ++i) CHECK(element<float>(same, i) == n * (n + 1) / 2.0);
+
+  // Errors are raised before any communication, identically on every rank.
+  const Tensor f5 = make_tensor<float>(5, [](int64_t) { return 1.0; });
+  const Tensor f6 = make_tensor<float>(6, [](int64_t) { return 1.0; });
+  const Tensor d5 = make_tensor<double>(5, [](int64_t) { return 1.0; });
+  const Tensor b5 = make_tensor<bool>(5, [](int64_t) { return 1.0; });
+  CommDebugMode mode;
+  REQUIRE_THROWS_WITH(comm->all_reduce(f6, f5, ReduceOp::kSum), Catch::Contains("[all_reduce]") &&
+                                                                    Catch::Contains("shape [6]") &&
+                                                                    Catch::Contains("[5]"));
+  REQUIRE_THROWS_WITH(comm->all_reduce(d5, f5, ReduceOp::kSum),
+                      Catch::Contains("[all_reduce]") && Catch::Contains("dtype float64"));
+  REQUIRE_THROWS_WITH(comm->all_reduce(b5, b5.clone(), ReduceOp::kAvg),
+                      Catch::Contains("[all_reduce]") && Catch::Contains("avg"));
+  REQUIRE_THROWS_WITH(
+      comm->all_reduce(f5.view({5, 1}).expand({5, 2}).transpose(0, 1),
+                       make_tensor<float>(10, [](int64_t) { return 1.0; }).view({2, 5}),
+                       ReduceOp::kSum),
+      Catch::Contains("[all_reduce]") && Catch::Contains("contiguous"));
+  // Partly overlapping views of one buffer.
+  const Tensor base = make_tensor<float>(8, [](int64_t) { return 1.0; });
+  REQUIRE_THROWS_WITH(comm->all_reduce(base.narrow(0, 0, 5), base.narrow(0, 3, 5), ReduceOp::kSum),
+                      Catch::Contains("[all_reduce]") && Catch::Contains("overlap"));
+  REQUIRE_THROWS_AS(comm->all_reduce(Tensor(), f5, ReduceOp::kSum), Error);
+  CHECK(mode.total_count() == 0);
 }
 
 TEST_CASE("all_reduce on a 2-d tensor and on a view of a larger tensor",

@@ -82,4 +82,15 @@ inline std::string describe(const Ints& mesh, const Ints& shape, DType dtype) {
   return s;
 }
 
+// Short names for the placements the suites enumerate (`using namespace test::placements;`).
+namespace placements {
+inline const Placement R = Replicate();
+inline const Placement S0 = Shard(0);
+inline const Placement S1 = Shard(1);
+inline const Placement Psum = Partial();
+inline const Placement Pavg = Partial(ReduceOp::kAvg);
+inline const Placement Pmax = Partial(ReduceOp::kMax);
+inline const Placement Pmin = Partial(ReduceOp::kMin);
+}  // namespace placements
+
 }  // namespace dtensor::test

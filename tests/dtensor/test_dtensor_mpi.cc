@@ -19,13 +19,7 @@ using dt::test::Ints;
 
 namespace {
 
-const dt::Placement R = dt::Replicate();
-const dt::Placement S0 = dt::Shard(0);
-const dt::Placement S1 = dt::Shard(1);
-const dt::Placement Psum = dt::Partial();
-const dt::Placement Pavg = dt::Partial(dt::ReduceOp::kAvg);
-const dt::Placement Pmax = dt::Partial(dt::ReduceOp::kMax);
-const dt::Placement Pmin = dt::Partial(dt::ReduceOp::kMin);
+using namespace dt::test::placements;
 
 }  // namespace
 
@@ -86,22 +80,69 @@ TEST_CASE("distribute_tensor: src_data_rank semantics", "[dtensor]") {
     CHECK(comm.total_count() == 0);
     CHECK(dt::equal(d.to_local(), dt::test::expected_block(mine, mesh, {S0})));
   }
-  SECTION("the last rank as the source") {
+  SECTION("the last rank as the source: one meta all_gather, then one broadcast") {
+    dt::CommDebugMode comm;
     const dt::DTensor d = dt::distribute_tensor(mine, mesh, {S1}, w - 1);
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == 1);
+    CHECK(comm.count(dt::CollectiveKind::kBroadcast) == 1);
+    CHECK(comm.total_count() == 2);
     const dt::Tensor src = dt::test::make_data(shape, dt::kFloat32, w - 1);
     CHECK(dt::equal(d.to_local(), dt::test::expected_block(src, mesh, {S1})));
     CHECK(dt::equal(d.full_tensor(), src));
   }
-  SECTION("a 2-d mesh broadcasts once per mesh dim") {
+  SECTION("a 2-d mesh: one meta all_gather and one broadcast per mesh dim") {
     if (w >= 4) {
       const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
       dt::CommDebugMode comm;
       const dt::DTensor d = dt::distribute_tensor(mine, m2, {S0, S1}, w - 1);
+      CHECK(comm.count(dt::CollectiveKind::kAllGather) == 2);
       CHECK(comm.count(dt::CollectiveKind::kBroadcast) == 2);
-      CHECK(comm.total_count() == 2);
+      CHECK(comm.total_count() == 4);
       const dt::Tensor src = dt::test::make_data(shape, dt::kFloat32, w - 1);
       CHECK(dt::equal(d.to_local(), dt::test::expected_block(src, m2, {S0, S1})));
     }
+  }
+}
+
+TEST_CASE("distribute_tensor: a shape or dtype that differs across ranks raises on every rank",
+          "[dtensor]") {
+  const int w = dt::world_size();
+  const int me = dt::world_rank();
+  for (const Ints& mesh_shape : dt::test::meshes_for_world(w)) {
+    const dt::DeviceMesh mesh = dt::test::make_mesh(mesh_shape);
+    if (!mesh.contains_me()) continue;
+    const std::vector<int>& ranks = mesh.ranks();
+    const int last = ranks.back();
+    INFO("mesh " << mesh.str());
+    dt::Placements placements(mesh_shape.size(), dt::Replicate());
+    placements[0] = S0;
+    // The same shape everywhere: no error (the 1-rank case included).
+    CHECK_NOTHROW(dt::distribute_tensor(dt::test::make_data({w * 2 + 1, 3}, dt::kFloat32), mesh,
+                                        placements, last));
+    if (ranks.size() < 2) continue;
+    // The mesh's last rank passes one more row; rank ranks[0] is the source.
+    const Ints rows = {me == last ? w * 2 + 2 : w * 2 + 1, 3};
+    REQUIRE_THROWS_WITH(
+        dt::distribute_tensor(dt::test::make_data(rows, dt::kFloat32), mesh, placements, ranks[0]),
+        Contains("[distribute_tensor]") && Contains("argument tensor") &&
+            Contains("rank " + std::to_string(last) + " passed shape [" +
+                     std::to_string(w * 2 + 2) + ", 3] float32") &&
+            Contains("src_data_rank " + std::to_string(ranks[0]) + " passed [" +
+                     std::to_string(w * 2 + 1) + ", 3] float32") &&
+            Contains("mismatching ranks: " + std::to_string(last) + ")"));
+    // Now the source (the last rank) is the odd one out: every other rank is reported; a
+    // dtype difference is caught as well.
+    const dt::DType dtype = me == last ? dt::kInt64 : dt::kFloat32;
+    REQUIRE_THROWS_WITH(
+        dt::distribute_tensor(dt::test::make_data({4, 3}, dtype), mesh, placements, last),
+        Contains("[distribute_tensor]") &&
+            Contains("rank " + std::to_string(ranks[0]) + " passed shape [4, 3] float32") &&
+            Contains("src_data_rank " + std::to_string(last) + " passed [4, 3] int64"));
+    // Without a source rank nothing is exchanged, so nothing is checked.
+    dt::CommDebugMode comm;
+    CHECK_NOTHROW(dt::distribute_tensor(dt::test::make_data(rows, dt::kFloat32), mesh, placements,
+                                        std::nullopt));
+    CHECK(comm.total_count() == 0);
   }
 }
 
@@ -132,7 +173,8 @@ TEST_CASE("ranks outside the mesh hold empty shards and issue nothing", "[dtenso
   const dt::Tensor full = r.full_tensor();
   if (mesh.contains_me()) {
     CHECK(dt::equal(full, x));
-    CHECK(comm.count(dt::CollectiveKind::kAllGather) == 1);
+    // distribute_tensor's meta check and the S(0) -> R redistribute.
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == 2);
   } else {
     CHECK(d.to_local().numel() == 0);
     CHECK(d.to_local().dim() == 2);
@@ -267,15 +309,15 @@ TEST_CASE("plan cache hits for a repeated (src, dst) pair", "[dtensor]") {
   const dt::TensorMeta meta(dt::Shape{w * 4, 3}, dt::kFloat32);
   const dt::DTensorSpec src(mesh, {S0}, meta), dst(mesh, {R}, meta);
   dt::clear_redistribute_plan_cache();
-  const dt::RedistributePlan& first = dt::plan_redistribute(src, dst);
-  const dt::RedistributePlan& second = dt::plan_redistribute(src, dst);
-  CHECK(&first == &second);
+  const std::shared_ptr<const dt::RedistributePlan> first = dt::plan_redistribute(src, dst);
+  const std::shared_ptr<const dt::RedistributePlan> second = dt::plan_redistribute(src, dst);
+  CHECK(first.get() == second.get());
   const dt::PlanCacheStats stats = dt::redistribute_plan_cache_stats();
   CHECK(stats.hits == 1);
   CHECK(stats.misses == 1);
   CHECK(stats.size == 1);
   CHECK(dt::redistribute_cost(src, src) == 0);
-  CHECK(dt::redistribute_cost(src, dst) == Approx(first.cost));
+  CHECK(dt::redistribute_cost(src, dst) == Approx(first->cost));
   CHECK(dt::redistribute_cost(src.with_placements({Pmax}), src.with_placements({Psum})) ==
         std::numeric_limits<double>::infinity());
   // redistribute_cost hit the cache once; a DTensor redistribute goes through it too.
@@ -285,6 +327,56 @@ TEST_CASE("plan cache hits for a repeated (src, dst) pair", "[dtensor]") {
   CHECK(dt::redistribute_plan_cache_stats().hits == 3);
   dt::clear_redistribute_plan_cache();
   CHECK(dt::redistribute_plan_cache_stats().size == 0);
+}
+
+TEST_CASE("plan cache is bounded: filling it past the bound clears it and plans stay correct",
+          "[dtensor]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  dt::clear_redistribute_plan_cache();
+  auto spec = [&](int64_t rows, const dt::Placement& p) {
+    return dt::DTensorSpec(mesh, {p}, dt::TensorMeta(dt::Shape{rows, 3}, dt::kFloat32));
+  };
+  // kPlanCacheCapacity distinct pairs fill it exactly; the next new pair clears it first.
+  const int64_t cap = dt::kPlanCacheCapacity;
+  std::shared_ptr<const dt::RedistributePlan> held = dt::plan_redistribute(spec(1, S0), spec(1, R));
+  for (int64_t rows = 2; rows <= cap; ++rows) {
+    (void)dt::plan_redistribute(spec(rows, S0), spec(rows, R));
+  }
+  dt::PlanCacheStats stats = dt::redistribute_plan_cache_stats();
+  CHECK(stats.size == cap);
+  CHECK(stats.misses == cap);
+  CHECK(stats.evictions == 0);
+  // A hit on a full cache does not clear it.
+  (void)dt::plan_redistribute(spec(cap, S0), spec(cap, R));
+  CHECK(dt::redistribute_plan_cache_stats().size == cap);
+  CHECK(dt::redistribute_plan_cache_stats().hits == 1);
+  // One more distinct pair: cleared, then holds just that pair.
+  const dt::DTensorSpec extra_src = spec(cap + 1, S0), extra_dst = spec(cap + 1, Psum);
+  const std::shared_ptr<const dt::RedistributePlan> extra =
+      dt::plan_redistribute(extra_src, extra_dst);
+  stats = dt::redistribute_plan_cache_stats();
+  CHECK(stats.evictions == 1);
+  CHECK(stats.size == 1);
+  CHECK(stats.misses == cap + 1);
+  // Plans from before the clear stay valid while held and equal a fresh plan.
+  const Ints one_row = {1, 3}, mesh_shape = {w};
+  CHECK(held->steps == dt::plan_redistribute(one_row, dt::kFloat32, mesh_shape, {S0}, {R}).steps);
+  const Ints extra_shape = {cap + 1, 3};
+  CHECK(extra->steps ==
+        dt::plan_redistribute(extra_shape, dt::kFloat32, mesh_shape, {S0}, {Psum}).steps);
+  // A pair evicted by the clear is planned again, identically.
+  const std::shared_ptr<const dt::RedistributePlan> again =
+      dt::plan_redistribute(spec(1, S0), spec(1, R));
+  CHECK(again.get() != held.get());
+  CHECK(again->steps == held->steps);
+  CHECK(dt::redistribute_plan_cache_stats().misses == cap + 2);
+  // Redistributing after the clear still gives the right values.
+  const dt::Tensor x = dt::test::make_data({w * 2 + 1, 3}, dt::kFloat32);
+  const dt::DTensor d = dt::distribute_tensor(x, mesh, {S0});
+  CHECK(dt::equal(d.redistribute({R}).to_local(), x));
+  dt::clear_redistribute_plan_cache();
+  CHECK(dt::redistribute_plan_cache_stats().evictions == 0);
 }
 
 TEST_CASE("DTensor accessors and printing", "[dtensor]") {

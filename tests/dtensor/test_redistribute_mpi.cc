@@ -19,13 +19,7 @@ using dt::test::Ints;
 
 namespace {
 
-const dt::Placement R = dt::Replicate();
-const dt::Placement S0 = dt::Shard(0);
-const dt::Placement S1 = dt::Shard(1);
-const dt::Placement Psum = dt::Partial();
-const dt::Placement Pavg = dt::Partial(dt::ReduceOp::kAvg);
-const dt::Placement Pmax = dt::Partial(dt::ReduceOp::kMax);
-const dt::Placement Pmin = dt::Partial(dt::ReduceOp::kMin);
+using namespace dt::test::placements;
 
 // This rank's local piece of a DTensor with placements `p` whose logical value is `x`, built
 // from known partial values computed in float on the host (exact for small integers):
@@ -153,8 +147,8 @@ int64_t run_pairs(const Ints& mesh_shape, const std::vector<dt::Placement>& choi
                   std::numeric_limits<double>::infinity());
             continue;
           }
-          const dt::RedistributePlan& plan =
-              dt::plan_redistribute(a.spec(), a.spec().with_placements(dst));
+          const dt::RedistributePlan plan =
+              *dt::plan_redistribute(a.spec(), a.spec().with_placements(dst));
           dt::CommDebugMode comm;
           const dt::DTensor b = a.redistribute(mesh, dst);
           std::array<int64_t, dt::kNumCollectiveKinds> expected{};
@@ -309,4 +303,59 @@ TEST_CASE("redistribute_local matches the DTensor form", "[redistribute]") {
   REQUIRE_THROWS_WITH(dt::redistribute_local(dt::zeros({1, 1}, dt::kInt64), s.spec(),
                                              s.spec().with_placements({R})),
                       Contains("[redistribute]") && Contains("local shard"));
+}
+
+TEST_CASE("redistribute: non-contiguous inputs, held results and repeated calls",
+          "[redistribute]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  for (const Ints& shape : {Ints{w * 2 + 1, w * 3 + 2}, Ints{w * 2, w * 4}, Ints{0, w}}) {
+    INFO("shape " << dt::shape_str(dt::IntSpan(shape.data(), shape.size())) << ", world " << w);
+    const dt::IntSpan global(shape.data(), shape.size());
+    const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
+    for (const dt::Placement& src : {S0, S1}) {
+      // A transposed (non-contiguous) local shard holding the right values.
+      const dt::Tensor block = dt::test::expected_block(x, mesh, {src});
+      const dt::Tensor local = block.transpose(0, 1).contiguous().transpose(0, 1);
+      REQUIRE(dt::equal(local, block));
+      if (local.size(0) > 1 && local.size(1) > 1) REQUIRE_FALSE(local.is_contiguous());
+      const dt::DTensor a = dt::DTensor::from_local(local, mesh, {src}, false, global);
+      const dt::Tensor before = local.clone();
+      for (const dt::Placement& dst : {R, S0, S1}) {
+        INFO(src.str() << " -> " << dst.str());
+        CHECK(
+            dt::equal(a.redistribute({dst}).to_local(), dt::test::expected_block(x, mesh, {dst})));
+      }
+      CHECK(dt::equal(local, before));
+    }
+    // Partial(sum) with a non-contiguous local: P -> R and P -> S(1) leave it unchanged and
+    // the result does not share its memory.
+    const dt::Tensor y = make_y(shape, dt::kFloat32);
+    const dt::Tensor p_local = partial_local(x, y, mesh, {Psum});
+    const dt::Tensor p_nc = p_local.transpose(0, 1).contiguous().transpose(0, 1);
+    const dt::DTensor p = dt::DTensor::from_local(p_nc, mesh, {Psum}, false, global);
+    const dt::Tensor p_before = p_nc.clone();
+    const dt::DTensor pr = p.redistribute({R});
+    CHECK(dt::equal(pr.to_local(), x));
+    if (x.numel() > 0) CHECK(pr.to_local().data_ptr() != p_nc.data_ptr());
+    CHECK(dt::equal(p.redistribute({S1}).to_local(), dt::test::expected_block(x, mesh, {S1})));
+    CHECK(dt::equal(p_nc, p_before));
+  }
+  // Results of earlier calls stay intact while later calls reuse the executor's staging
+  // buffers (S(1) -> R copies out of a staging buffer; S(0) -> S(1) packs and unpacks).
+  const Ints shape = {w * 4 + 3, w * 2 + 1};
+  const dt::IntSpan global(shape.data(), shape.size());
+  std::vector<dt::Tensor> xs, gathered, swapped;
+  for (int salt = 0; salt < 4; ++salt) {
+    xs.push_back(dt::test::make_data(shape, dt::kFloat32, salt));
+    const dt::DTensor s1 = dt::distribute_tensor(xs.back(), mesh, {S1}, std::nullopt);
+    gathered.push_back(s1.redistribute({R}).to_local());
+    const dt::DTensor s0 = dt::distribute_tensor(xs.back(), mesh, {S0}, std::nullopt);
+    swapped.push_back(s0.redistribute({S1}).to_local());
+  }
+  for (int salt = 0; salt < 4; ++salt) {
+    INFO("salt " << salt);
+    CHECK(dt::equal(gathered[salt], xs[salt]));
+    CHECK(dt::equal(swapped[salt], dt::test::expected_block(xs[salt], mesh, {S1})));
+  }
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "dtensor/redistribute.h"
+#include "tests/dtensor/dtensor_test_util.h"
 #include "tensor/error.h"
 
 namespace dt = dtensor;
@@ -39,12 +40,7 @@ double lat(int64_t n) {
   return kAlpha * std::ceil(std::log2(static_cast<double>(n)));
 }
 
-const dt::Placement R = dt::Replicate();
-const dt::Placement S0 = dt::Shard(0);
-const dt::Placement S1 = dt::Shard(1);
-const dt::Placement Psum = dt::Partial();
-const dt::Placement Pavg = dt::Partial(dt::ReduceOp::kAvg);
-const dt::Placement Pmax = dt::Partial(dt::ReduceOp::kMax);
+using namespace dt::test::placements;
 
 }  // namespace
 
