@@ -2,28 +2,33 @@
 // synchronous copies between any two devices.
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 
 #include "tensor/cuda_check.h"
 #include "tensor/storage.h"
+#include "tensor/stream_cuda.h"
 
 namespace dtensor::detail {
 
 namespace {
 
-// Makes `device` current for the scope; restores the previous device after.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    DT_CHECK_CUDA(cudaGetDevice(&prev_));
-    if (prev_ != device) DT_CHECK_CUDA(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(prev_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-};
+// The device's default stream-ordered pool keeps freed memory instead of trimming it back to
+// the driver at every synchronisation (the pool's default release threshold is 0, which makes
+// an allocation after any cudaMemcpy or stream sync map fresh pages). Set once per device.
+void keep_pool_memory(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag once[kMaxDevices];
+  if (device >= kMaxDevices) return;
+  std::call_once(once[device], [device] {
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) {
+      cudaGetLastError();  // pools unsupported: cudaMallocAsync reports it on first use
+      return;
+    }
+    uint64_t threshold = UINT64_MAX;
+    DT_CHECK_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  });
+}
 
 }  // namespace
 
@@ -33,9 +38,10 @@ void* cuda_allocate(size_t nbytes, int device) {
            cuda_device_count());
   // Zero-byte requests get one byte so that every storage has a valid base pointer.
   if (nbytes == 0) nbytes = 1;
-  DeviceGuard guard(device);
+  CudaDeviceGuard guard(device);
+  keep_pool_memory(device);
   void* p = nullptr;
-  DT_CHECK_CUDA(cudaMallocAsync(&p, nbytes, cudaStreamDefault));
+  DT_CHECK_CUDA(cudaMallocAsync(&p, nbytes, current_cuda_stream()));
   return p;
 }
 
@@ -47,7 +53,9 @@ void cuda_free(void* p, void* ctx) {
   int prev = 0;
   if (cudaGetDevice(&prev) != cudaSuccess) return;
   if (prev != device) cudaSetDevice(device);
-  cudaFreeAsync(p, cudaStreamDefault);
+  // Stream-ordered on the stream every kernel and collective-completion wait is ordered on, so
+  // the memory is reused only after the work already queued there (NCCL included) is done.
+  cudaFreeAsync(p, current_cuda_stream());
   if (prev != device) cudaSetDevice(prev);
 }
 
@@ -70,7 +78,7 @@ void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, siz
     kind = cudaMemcpyDeviceToHost;
     device = src_dev.index;
   }
-  DeviceGuard guard(device);
+  CudaDeviceGuard guard(device);
   DT_CHECK_CUDA(cudaMemcpy(dst, src, nbytes, kind));
 }
 

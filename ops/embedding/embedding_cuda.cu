@@ -12,7 +12,8 @@ namespace {
 
 constexpr int kBlock = 256;
 
-// bad[0]: 1 when some unmasked index was out of range, bad[1]: one such index.
+// bad[0]: 1 when some unmasked index was out of range, bad[1]: one such index (bad is null
+// when masked).
 template <typename U>
 __global__ void embedding_kernel(const int64_t* idx, const U* w, U* out, int64_t n, int64_t dim,
                                  int64_t rows, int64_t row_offset, bool masked,
@@ -54,9 +55,9 @@ Tensor embedding_cuda(const Tensor& indices, const Tensor& weight, int64_t row_o
   const Tensor idx = indices.to(kInt64).contiguous();
   const Tensor w = weight.contiguous();
   CudaDeviceGuard guard(weight.device().index);
-  // A zero-width table still checks its indices: run one "column" into a scratch element.
-  Tensor flag = zeros({2}, TensorOptions(kInt64, weight.device()));
-  auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
+  // Masked lookups never flag an index, so only unmasked ones pay for the flag.
+  Tensor flag = masked ? Tensor() : zeros({2}, TensorOptions(kInt64, weight.device()));
+  auto* bad = masked ? nullptr : static_cast<unsigned long long*>(flag.data_ptr());
   if (out.numel() > 0) {
     switch (weight.itemsize()) {
       case 1:
@@ -73,6 +74,7 @@ Tensor embedding_cuda(const Tensor& indices, const Tensor& weight, int64_t row_o
         break;
     }
   } else {
+    // A zero-width table still checks its indices: run one "column" into a scratch element.
     const Tensor scratch_w = zeros({weight.size(0), 1}, TensorOptions(kInt64, weight.device()));
     Tensor scratch_out = empty({idx.numel(), 1}, TensorOptions(kInt64, weight.device()));
     launch<uint64_t>(idx, scratch_w, scratch_out, row_offset, masked, bad);

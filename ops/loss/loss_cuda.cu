@@ -73,18 +73,20 @@ __global__ void mask_kernel(const double* x, const int64_t* tg, double* out, int
   }
 }
 
-// The counters, copied back (synchronises the stream).
-void read_counters(const Tensor& c, int64_t (&h)[3]) {
+// The range flag and the bad target, copied back (synchronises the stream).
+void read_range_flag(const Tensor& c, int64_t (&h)[2]) {
   DT_CHECK_CUDA(
       cudaMemcpyAsync(h, c.data_ptr(), sizeof(h), cudaMemcpyDeviceToHost, current_cuda_stream()));
   DT_CHECK_CUDA(cudaStreamSynchronize(current_cuda_stream()));
 }
 
-// Combines per-element losses (double, on the device) like loss_cpu.cc's finish().
-Tensor finish(const Tensor& losses, int64_t count, Reduction reduction, DType dtype) {
+// Combines per-element losses (double, on the device) like loss_cpu.cc's finish(). The mean
+// divides by the counted elements on the device (cnt[2]; 0 / 0 gives NaN as on the CPU), so no
+// value travels to the host.
+Tensor finish(const Tensor& losses, const Tensor& cnt, Reduction reduction, DType dtype) {
   if (reduction == Reduction::kNone) return losses.to(dtype);
   Tensor s = sum(losses);
-  if (reduction == Reduction::kMean) s = div(s, Scalar(static_cast<double>(count)));
+  if (reduction == Reduction::kMean) s = div(s, cnt.select(0, 2).to(kFloat64));
   return s.to(dtype);
 }
 
@@ -98,7 +100,7 @@ Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t oute
   const int64_t n = tg.numel();
   Tensor losses = empty(target.sizes(), TensorOptions(kFloat64, dev));
   Tensor cnt = zeros({3}, TensorOptions(kInt64, dev));
-  int64_t h[3] = {0, 0, 0};
+  int64_t h[2] = {0, 0};
   if (n > 0) {
     CudaDeviceGuard guard(dev.index);
     dispatch_floating(lp.dtype(), "nll_loss", [&]<typename T>() {
@@ -108,10 +110,11 @@ Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t oute
           static_cast<Counters*>(cnt.data_ptr()));
     });
     DT_CHECK_CUDA(cudaGetLastError());
-    read_counters(cnt, h);
+    // The CPU raises on an out-of-range target; so must this, which needs the flag on the host.
+    read_range_flag(cnt, h);
   }
   DT_CHECK(h[0] == 0, "[nll_loss] target %d out of range for %d classes", h[1], classes);
-  return finish(losses, h[2], reduction, log_probs.dtype());
+  return finish(losses, cnt, reduction, log_probs.dtype());
 }
 
 Tensor gather_target_log_probs_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer,
@@ -141,7 +144,6 @@ Tensor reduce_loss_cuda(const Tensor& losses, const Tensor& target, Reduction re
   const int64_t n = lv.numel();
   Tensor vals = empty(target.sizes(), TensorOptions(kFloat64, dev));
   Tensor cnt = zeros({3}, TensorOptions(kInt64, dev));
-  int64_t h[3] = {0, 0, 0};
   if (n > 0) {
     CudaDeviceGuard guard(dev.index);
     mask_kernel<<<grid_for(n, kBlock), kBlock, 0, current_cuda_stream()>>>(
@@ -149,9 +151,8 @@ Tensor reduce_loss_cuda(const Tensor& losses, const Tensor& target, Reduction re
         static_cast<double*>(vals.data_ptr()), n, ignore_index,
         static_cast<Counters*>(cnt.data_ptr()));
     DT_CHECK_CUDA(cudaGetLastError());
-    read_counters(cnt, h);
   }
-  return finish(vals, h[2], reduction, losses.dtype());
+  return finish(vals, cnt, reduction, losses.dtype());
 }
 
 }  // namespace dtensor::detail

@@ -1,9 +1,9 @@
 // CUDA losses (loss_cuda.cu; loss_no_cuda.cc throws when CUDA is off). The input is seen as
 // [outer, classes, inner] (contiguous after the call makes it so) and the target as
 // [outer, inner], as in loss_cpu.cc; arguments are checked by the caller. Per-element losses
-// are computed in double on the device and reduced there; the number of counted elements and
-// the target range check are read back to the host (one small copy, which synchronises the
-// stream).
+// are computed in double on the device and reduced there, the mean dividing by the count of
+// non-ignored targets on the device. Only nll_loss_cuda reads back to the host: the target range
+// flag (one small copy, which synchronises the stream), since an out-of-range target raises.
 #pragma once
 
 #include "ops/loss/loss.h"

@@ -30,7 +30,16 @@ cublasHandle_t handle_for(int device) {
   DT_CHECK(device >= 0 && device < kMaxDevices, "[matmul] CUDA device %d out of range (max %d)",
            device, kMaxDevices);
   std::lock_guard<std::mutex> lock(mu);
-  if (handles[device] == nullptr) DT_CHECK_CUBLAS(cublasCreate(&handles[device]));
+  if (handles[device] == nullptr) {
+    cublasHandle_t h = nullptr;
+    DT_CHECK_CUBLAS(cublasCreate(&h));
+    // Split-K partial sums of float16/bfloat16 GEMMs stay in the float compute type instead of
+    // being rounded to the 16-bit output type between steps (cuBLAS's default allows that).
+    DT_CHECK_CUBLAS(cublasSetMathMode(
+        h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+    handles[device] = h;
+  }
   return handles[device];
 }
 

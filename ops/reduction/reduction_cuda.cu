@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/common/block_reduce_cuda.cuh"
 #include "ops/reduction/reduction_cuda.h"
 #include "tensor/convert.h"
 #include "tensor/offset_calc_cuda.cuh"
@@ -59,22 +60,6 @@ __device__ __forceinline__ int64_t unravel(int64_t i, int nd, const int64_t* siz
   return off;
 }
 
-// Tree reduction of one value per thread (blockDim.x a power of two); the result is returned
-// to every thread.
-template <typename V, typename Combine>
-__device__ V block_reduce(V v, V* shm, Combine combine) {
-  const int t = threadIdx.x;
-  shm[t] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (t < s) shm[t] = combine(shm[t], shm[t + s]);
-    __syncthreads();
-  }
-  const V r = shm[0];
-  __syncthreads();
-  return r;
-}
-
 template <typename T>
 using acc_t = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, int64_t>;
 
@@ -102,7 +87,7 @@ __global__ void sum_kernel(const T* in, O* out, ReduceGeom g, double correction)
     for (int64_t r = threadIdx.x; r < g.red_numel; r += blockDim.x) {
       s += load_acc(base + unravel(r, g.red_nd, g.red_sizes, g.red_strides));
     }
-    s = block_reduce(s, shm, SumOp{});
+    s = block_reduce_all(s, shm, SumOp{});
     if constexpr (kKind == 0) {
       if (threadIdx.x == 0) out[o] = convert<O>(s);
     } else {
@@ -118,7 +103,7 @@ __global__ void sum_kernel(const T* in, O* out, ReduceGeom g, double correction)
                            m;
           ss += d * d;
         }
-        ss = block_reduce(ss, reinterpret_cast<double*>(smem_raw), SumOp{});
+        ss = block_reduce_all(ss, reinterpret_cast<double*>(smem_raw), SumOp{});
         const double dof = n - correction;
         if (threadIdx.x == 0) out[o] = convert<O>(ss / (dof > 0 ? dof : 0.0));
       }
@@ -168,18 +153,12 @@ __global__ void arg_kernel(const T* in, T* values, int64_t* indices, ReduceGeom 
       const C v = static_cast<C>(base[unravel(r, g.red_nd, g.red_sizes, g.red_strides)]);
       acc = combine(acc, ArgVal<C>{v, r, true});
     }
-    acc = block_reduce(acc, shm, combine);
+    acc = block_reduce_all(acc, shm, combine);
     if (threadIdx.x == 0) {
       if (values != nullptr) values[o] = convert<T>(acc.v);
       if (indices != nullptr) indices[o] = acc.i;
     }
   }
-}
-
-int block_for(int64_t red_numel) {
-  if (red_numel <= 32) return 32;
-  if (red_numel <= 128) return 128;
-  return 256;
 }
 
 unsigned int grid_for_outputs(int64_t out_numel) {
@@ -194,7 +173,7 @@ void reduce_cuda(ReduceOp op, const Tensor& out, const Tensor& in, const ReduceP
   if (plan.out_numel == 0) return;
   const ReduceGeom g = make_geom(plan, "reduce");
   CudaDeviceGuard guard(in.device().index);
-  const int block = block_for(plan.red_numel);
+  const int block = row_block_size(plan.red_numel);
   const unsigned int grid = grid_for_outputs(plan.out_numel);
   cudaStream_t stream = current_cuda_stream();
   dispatch_dtype(in.dtype(), [&]<typename T>() {
@@ -241,7 +220,7 @@ void arg_reduce_cuda(bool is_max, const Tensor& values, const Tensor& indices, c
   if (plan.out_numel == 0) return;
   const ReduceGeom g = make_geom(plan, is_max ? "argmax" : "argmin");
   CudaDeviceGuard guard(in.device().index);
-  const int block = block_for(plan.red_numel);
+  const int block = row_block_size(plan.red_numel);
   const unsigned int grid = grid_for_outputs(plan.out_numel);
   cudaStream_t stream = current_cuda_stream();
   dispatch_dtype(in.dtype(), [&]<typename T>() {

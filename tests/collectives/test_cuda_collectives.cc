@@ -44,6 +44,12 @@ void check_backend_all_reduce(const CommunicatorPtr& comm) {
   Tensor bt = from_vector<BFloat16>(b, {3}, my_gpu());
   comm->all_reduce(bt, ReduceOp::kAvg)->wait();
   for (float x : bt.to_vector<float>()) CHECK(x == (n + 1) / 2.0f);
+
+  // Integer avg truncates toward zero: rank r holds -r and r + 1, sums -n(n-1)/2 and n(n+1)/2.
+  Tensor ia = from_vector<int32_t>({-r, r + 1}, {2}, my_gpu());
+  comm->all_reduce(ia, ReduceOp::kAvg)->wait();
+  CHECK(ia.to_vector<int32_t>() ==
+        std::vector<int32_t>{(-(n * (n - 1) / 2)) / n, (n * (n + 1) / 2) / n});
 }
 
 void check_backend_data_movement(const CommunicatorPtr& comm) {
@@ -56,6 +62,16 @@ void check_backend_data_movement(const CommunicatorPtr& comm) {
     CHECK(g[static_cast<size_t>(2 * s)] == s * 10);
     CHECK(g[static_cast<size_t>(2 * s + 1)] == s * 10 + 1);
   }
+  // In place: the input is this rank's block of the output (the usual all_gather pattern).
+  Tensor out_ip = zeros({2 * n}, TensorOptions(kInt32, my_gpu()));
+  out_ip.narrow(0, 2 * r, 2).copy_(in);
+  comm->all_gather(out_ip, out_ip.narrow(0, 2 * r, 2))->wait();
+  CHECK(out_ip.to_vector<int32_t>() == g);
+  // reduce_scatter into this rank's block of the input.
+  Tensor rs_ip = out.clone();
+  comm->reduce_scatter(rs_ip.narrow(0, 2 * r, 2), rs_ip, ReduceOp::kMax)->wait();
+  CHECK(rs_ip.narrow(0, 2 * r, 2).to_vector<int32_t>() == std::vector<int32_t>{r * 10, r * 10 + 1});
+
   Tensor rs_out = zeros({2}, TensorOptions(kInt32, my_gpu()));
   comm->reduce_scatter(rs_out, out, ReduceOp::kSum)->wait();
   std::vector<int32_t> rs = rs_out.to_vector<int32_t>();
@@ -108,7 +124,7 @@ TEST_CASE("CUDA world communicator (NCCL when compiled in)", "[collectives][gpu]
   CommDebugMode debug;
   check_backend_all_reduce(comm);
   check_backend_data_movement(comm);
-  CHECK(debug.count(CollectiveKind::kAllReduce) == 4);
+  CHECK(debug.count(CollectiveKind::kAllReduce) == 5);
   auto sub = comm->split(comm->rank() % 2, comm->rank());
   REQUIRE(sub != nullptr);
   CHECK(sub->backend() == comm->backend());

@@ -6,8 +6,10 @@
 // in a different order); float16 2e-3 and bfloat16 1e-2 (both compute in float and round once:
 // one ulp of the 16-bit result, 2^-10 and 2^-7, when the float values differ in the last bit
 // before rounding), each with an absolute floor of rtol / 10 for results near zero (inputs lie in
-// [-3, 3)). Row kernels that accumulate in float (softmax, norms over hundreds of elements) pass
-// rtol_scale 4. Integer, bool and data-movement results must be exact.
+// [-3, 3)). Row kernels that accumulate in float (softmax, norms over hundreds of elements) and
+// reductions over tens of thousands of elements pass rtol_scale 4. Integer, bool and
+// data-movement results must be exact. Shapes with more than 65535 rows check the kernels that
+// cap their grid and stride over the rest.
 #pragma once
 
 #include <catch2/catch.hpp>

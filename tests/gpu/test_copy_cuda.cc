@@ -71,3 +71,17 @@ TEST_CASE("cuda copy: cat and pad on the device match the CPU", "[gpu][copy]") {
     check_exact(pad(a.to(kGpu), {-1, 3}), pad(a, {-1, 3}));
   }
 }
+
+TEST_CASE("cuda copy: 0-d tensors and views with more than 65535 rows", "[gpu][copy]") {
+  const Tensor s = make_input({}, kFloat32, 7);
+  check_exact(s.to(kGpu), s);
+  check_exact(s.to(kGpu).to(kBFloat16), s.to(kBFloat16));
+  check_exact(s.to(kGpu).expand({3, 2}).contiguous(), s.expand({3, 2}).contiguous());
+  for (DType d : {kFloat16, kInt64, kBool}) {
+    const Tensor c = make_input({70000, 3}, d, 8);
+    const Tensor g = c.to(kGpu);
+    check_exact(g.transpose(0, 1).contiguous(), c.transpose(0, 1).contiguous());
+    check_exact(g.slice(0, 1, 70000, 7).to(kFloat32), c.slice(0, 1, 70000, 7).to(kFloat32));
+    check_exact(cat({g, g.narrow(0, 0, 5)}, 0), cat({c, c.narrow(0, 0, 5)}, 0));
+  }
+}

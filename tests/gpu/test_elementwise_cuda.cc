@@ -116,3 +116,17 @@ TEST_CASE("cuda elementwise: errors name the op and the argument", "[gpu][elemen
                       Catch::Contains("[mul] cannot broadcast"));
   REQUIRE_THROWS_WITH(gelu(a.to(kInt32).to(kGpu)), Catch::Contains("[gelu]"));
 }
+
+TEST_CASE("cuda elementwise: many rows, broadcast rows and 0-d operands", "[gpu][elementwise]") {
+  for (DType d : {kFloat32, kBFloat16, kInt64}) {
+    INFO(dtype_name(d));
+    const Tensor a = make_input({3, 70000}, d, 61).transpose(0, 1);  // [70000, 3], strided
+    const Tensor row = make_input({3}, d, 62), s = make_input({}, d, 63);
+    const Tensor ga = a.to(kGpu);
+    check_matches(add(ga, row.to(kGpu)), add(a, row));
+    check_matches(mul(s.to(kGpu), ga), mul(s, a));
+    check_matches(maximum(ga, s.to(kGpu)), maximum(a, s));
+    check_matches(where(gt(a, row).to(kGpu), ga, s.to(kGpu)), where(gt(a, row), a, s));
+    check_matches(add(s.to(kGpu), s.to(kGpu)), add(s, s));  // 0-d result
+  }
+}

@@ -126,3 +126,16 @@ TEST_CASE("cuda matmul: empty shapes, TF32 switch and errors", "[gpu][matmul]") 
   REQUIRE_THROWS_WITH(mm(a.to(kGpu), a.to(kGpu)), Catch::Contains("[mm] shapes"));
   REQUIRE_THROWS_WITH(mm(a.to(kGpu), b), Catch::Contains("[mm]"));
 }
+
+TEST_CASE("cuda matmul: long contractions keep float accumulation", "[gpu][matmul]") {
+  // Small outputs with a long k are where cuBLAS picks split-K; the partial sums of 16-bit
+  // GEMMs must stay in float (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION).
+  for (DType d : floating_dtypes()) {
+    INFO(dtype_name(d));
+    const Tensor a = make_input({8, 8192}, d, 121), b = make_input({8192, 4}, d, 122);
+    check_gemm(mm(a.to(kGpu), b.to(kGpu)), mm(f64(a), f64(b)), d, 8192);
+    // Batched with a broadcast (stride 0) batch operand.
+    const Tensor x = make_input({3, 2, 4096}, d, 123), y = make_input({4096, 5}, d, 124);
+    check_gemm(matmul(x.to(kGpu), y.to(kGpu)), matmul(f64(x), f64(y)), d, 4096);
+  }
+}

@@ -112,3 +112,35 @@ TEST_CASE("cuda cross_entropy, nll_loss and the loss-parallel blocks", "[gpu][lo
                       Catch::Contains("[nll_loss] target 3 out of range for 3 classes"));
   REQUIRE_THROWS_WITH(cross_entropy(logits.to(kGpu), bad), Catch::Contains("[cross_entropy]"));
 }
+
+TEST_CASE("cuda row kernels with more rows than one grid (> 65535)", "[gpu][softmax][norm]") {
+  for (DType d : {kFloat32, kBFloat16}) {
+    INFO(dtype_name(d));
+    const Tensor x = make_input({70000, 5}, d, 161);
+    const Tensor g = x.to(kGpu);
+    check_matches(softmax(g, 1), softmax(x, 1), 4);
+    check_matches(log_softmax(g, -1), log_softmax(x, -1), 4);
+    // dim 0 of [5, 70000]: 70000 strided slices of 5 elements.
+    check_matches(softmax(g.transpose(0, 1).contiguous(), 0),
+                  softmax(x.transpose(0, 1).contiguous(), 0), 4);
+    const int64_t n[] = {5};
+    const Tensor w = make_input({5}, d, 162), b = make_input({5}, d, 163);
+    check_matches(layer_norm(g, n, w.to(kGpu), b.to(kGpu)), layer_norm(x, n, w, b), 4);
+    check_matches(rms_norm(g, n), rms_norm(x, n), 4);
+    // Cross entropy over 70000 targets, every 7th one ignored.
+    std::vector<int64_t> t(70000);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = i % 7 == 0 ? -100 : static_cast<int64_t>(i % 5);
+    const Tensor target = from_vector<int64_t>(t, {70000});
+    for (Reduction r : {Reduction::kNone, Reduction::kMean}) {
+      check_matches(cross_entropy(g, target.to(kGpu), r), cross_entropy(x, target, r), 4);
+    }
+  }
+  // 70000 lookups: data movement, exact.
+  const Tensor w = make_input({11, 3}, kFloat16, 164);
+  std::vector<int64_t> idx(70000);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>((i * 7) % 11);
+  const Tensor ix = from_vector<int64_t>(idx, {70000});
+  check_exact(embedding(ix.to(kGpu), w.to(kGpu)), embedding(ix, w));
+  check_exact(embedding_masked(ix.to(kGpu), w.narrow(0, 3, 4).to(kGpu), 3),
+              embedding_masked(ix, w.narrow(0, 3, 4), 3));
+}

@@ -86,3 +86,26 @@ TEST_CASE("cuda reduction: NaN propagation and empty reductions", "[gpu][reducti
   REQUIRE_THROWS_WITH(argmax(e.to(kGpu), 0), Catch::Contains("[argmax]"));
   REQUIRE_THROWS_WITH(mean(make_input({3}, kInt32, 83).to(kGpu)), Catch::Contains("[mean]"));
 }
+
+TEST_CASE("cuda reduction: more outputs than one grid (> 65535) and rows longer than a block",
+          "[gpu][reduction]") {
+  // 70000 outputs: the kernels cap the grid at 65535 blocks and stride over the rest.
+  for (DType d : {kFloat32, kBFloat16, kInt32, kFloat64}) {
+    INFO(dtype_name(d));
+    const Tensor x = make_input({70000, 3}, d, 91, -2, 2);
+    const Tensor g = x.to(kGpu);
+    const int64_t d1[] = {1};
+    const int64_t d0[] = {0};
+    check_matches(sum(g, d1), sum(x, d1));
+    check_matches(amax(g, d1), amax(x, d1));
+    check_matches(argmin(g, 1), argmin(x, 1));
+    // The transposed view reduces over the strided dim: outputs along the long contiguous dim.
+    check_matches(sum(g.transpose(0, 1), d1), sum(x.transpose(0, 1), d1));
+    if (is_floating(d)) {
+      check_matches(var(g, d1, 1), var(x, d1, 1));
+      // One row of 210000 elements (far longer than a block), and 3 long columns.
+      check_matches(mean(g), mean(x), 4);
+      check_matches(sum(g, d0), sum(x, d0), 4);
+    }
+  }
+}

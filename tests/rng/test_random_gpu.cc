@@ -73,3 +73,34 @@ TEST_CASE("random ops on CUDA use the CUDA default generator", "[rng][gpu]") {
   CHECK(equal(r.mask.to(Device()), rc.mask));
   CHECK(equal(r.output.to(Device()), rc.output));
 }
+
+TEST_CASE("CUDA dropout and fills match the CPU for every floating dtype, strided and empty",
+          "[rng][gpu]") {
+  require_device();
+  const Device gpu(kCUDA, 0);
+  for (DType d : {kFloat64, kFloat16, kBFloat16}) {
+    INFO(dtype_name(d));
+    manual_seed(11);
+    const Tensor x = rand({64, 40}, {d, gpu}).transpose(0, 1);  // strided input
+    const DropoutResult r = dropout_with_mask(x, 0.25);
+    manual_seed(11);
+    const Tensor xc = rand({64, 40}, d).transpose(0, 1);
+    const DropoutResult rc = dropout_with_mask(xc, 0.25);
+    CHECK(equal(x.to(Device()), xc));
+    CHECK(equal(r.mask.to(Device()), rc.mask));
+    CHECK(equal(r.output.to(Device()), rc.output));
+    // p = 1 drops everything (scale 0), p = 0 keeps the input.
+    CHECK(equal(dropout(x, 1.0).to(Device()), zeros({40, 64}, d)));
+    CHECK(equal(dropout(x, 0.0).to(Device()), xc));
+  }
+  manual_seed(12);
+  const Tensor ri = randint(-5, 5, {3, 1000}, {kInt32, gpu});
+  const Tensor bf = bernoulli({3, 1000}, 0.5, {kFloat32, gpu});
+  manual_seed(12);
+  CHECK(equal(ri.to(Device()), randint(-5, 5, {3, 1000}, kInt32)));
+  CHECK(equal(bf.to(Device()), bernoulli({3, 1000}, 0.5, kFloat32)));
+  // Zero-size outputs launch nothing and advance nothing.
+  const uint64_t before = default_generator(gpu).offset();
+  CHECK(rand({0, 5}, {kFloat32, gpu}).numel() == 0);
+  CHECK(default_generator(gpu).offset() == before);
+}
