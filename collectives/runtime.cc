@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "collectives/cuda_support.h"
 #include "collectives/mpi/mpi_check.h"
@@ -81,14 +82,65 @@ void ensure_mpi() {
   }
 }
 
-int compute_local_rank() {
-  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) return std::atoi(env);
+// This rank's index and the number of ranks on its node (MPI_COMM_TYPE_SHARED split of the
+// world; collective).
+struct NodeRanks {
+  int rank = 0;
+  int size = 1;
+};
+NodeRanks node_ranks() {
   MPI_Comm node;
   DT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int r = 0;
-  MPI_Comm_rank(node, &r);
+  NodeRanks n;
+  MPI_Comm_rank(node, &n.rank);
+  MPI_Comm_size(node, &n.size);
   MPI_Comm_free(&node);
-  return r;
+  return n;
+}
+
+int compute_local_rank() {
+  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) return std::atoi(env);
+  return node_ranks().rank;
+}
+
+constexpr const char* kBackendEnv = "DTENSOR_CUDA_BACKEND";
+
+// DTENSOR_CUDA_BACKEND as a code every rank can compare: 0 unset/empty, 1 nccl, 2 mpi, 3 other.
+int backend_request_code(const char* env) {
+  if (env == nullptr || *env == '\0') return 0;
+  const std::string_view v(env);
+  if (v == "nccl") return 1;
+  if (v == "mpi") return 2;
+  return 3;
+}
+
+// The world CUDA backend, agreed by every rank: one deadline-guarded all-reduce (MIN) of
+// {this rank can use NCCL, requested code, -requested code}.
+std::string_view agreed_world_cuda_backend(MPI_Comm world) {
+  const char* env = std::getenv(kBackendEnv);
+  const int devices = detail::visible_cuda_devices();
+  const int on_node = node_ranks().size;  // collective: called on every rank, whatever it sees
+  const int possible = detail::nccl_compiled() && devices > 0 && on_node <= devices;
+  const int code = backend_request_code(env);
+  int mine[3] = {possible, code, -code};
+  int all[3] = {0, 0, 0};
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Iallreduce(mine, all, 3, MPI_INT, MPI_MIN, world, &req));
+  detail::wait_mpi_request(&req, [] {
+    return std::string(
+        "[world_communicator] collective deadline exceeded while the ranks agree on the CUDA "
+        "backend; ending the job");
+  });
+  DT_CHECK(all[1] == -all[2],
+           "[world_communicator] %s='%s' on this rank but another rank has a different value "
+           "(expected the same value on every rank: unset, nccl or mpi)",
+           kBackendEnv, env == nullptr ? "" : env);
+  return detail::choose_cuda_backend(env, all[0] != 0, "world_communicator");
+}
+
+int local_rank_locked(RuntimeState& s) {
+  if (s.local_rank < 0) s.local_rank = compute_local_rank();
+  return s.local_rank;
 }
 
 }  // namespace
@@ -130,8 +182,7 @@ int local_rank() {
   ensure_mpi();
   RuntimeState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.local_rank < 0) s.local_rank = compute_local_rank();
-  return s.local_rank;
+  return local_rank_locked(s);
 }
 
 CommunicatorPtr world_communicator() {
@@ -158,7 +209,8 @@ CommunicatorPtr world_communicator(DeviceType device_type) {
   }
   if (device_type == DeviceType::kCPU) return s.world_cpu;
   if (!s.world_cuda) {
-    if (detail::nccl_compiled() && detail::visible_cuda_devices() > 0) {
+    if (agreed_world_cuda_backend(MPI_COMM_WORLD) == "nccl") {
+      detail::select_cuda_device(local_rank_locked(s));
       s.world_cuda = detail::make_nccl_communicator(s.world_cpu);
       s.world_cuda->set_description("world");
     } else {
@@ -170,16 +222,50 @@ CommunicatorPtr world_communicator(DeviceType device_type) {
 
 CommunicatorPtr self_communicator(DeviceType device_type) {
   ensure_mpi();
+  std::string_view backend = "mpi";
+  if (device_type == DeviceType::kCUDA) {
+    const bool possible = detail::nccl_compiled() && detail::visible_cuda_devices() > 0;
+    backend = detail::choose_cuda_backend(std::getenv(kBackendEnv), possible, "self_communicator");
+  }
   MPI_Comm dup;
   DT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_SELF, &dup));
   CommunicatorPtr self = std::make_shared<MpiCommunicator>(dup, /*owned=*/true);
   self->set_description("self");
-  if (device_type == DeviceType::kCUDA && detail::nccl_compiled() &&
-      detail::visible_cuda_devices() > 0) {
+  if (backend == "nccl") {
+    detail::select_cuda_device(local_rank());
     return detail::make_nccl_communicator(self);
   }
   return self;
 }
+
+int local_cuda_device() {
+  const int count = detail::visible_cuda_devices();
+  return count > 0 ? local_rank() % count : 0;
+}
+
+namespace detail {
+
+std::string_view choose_cuda_backend(const char* env, bool nccl_possible, std::string_view op) {
+  switch (backend_request_code(env)) {
+    case 0:
+      return nccl_possible ? "nccl" : "mpi";
+    case 1:
+      DT_CHECK(nccl_possible,
+               "[%s] %s=nccl but NCCL cannot be used: it needs NCCL compiled in (%s), a visible "
+               "CUDA device (%d here) and one device per rank on every node (expected %s unset "
+               "or mpi on this machine)",
+               op, kBackendEnv, nccl_compiled() ? "yes" : "no", visible_cuda_devices(),
+               kBackendEnv);
+      return "nccl";
+    case 2:
+      return "mpi";
+    default:
+      DT_FAIL("[%s] %s='%s' is not a CUDA backend (expected nccl, mpi, or unset for automatic)", op,
+              kBackendEnv, env);
+  }
+}
+
+}  // namespace detail
 
 CommunicatorPtr split_world(DeviceType device_type, int color, int key) {
   return world_communicator(device_type)->split(color, key);

@@ -1,6 +1,8 @@
 // Process-level bootstrap: MPI init/finalize, the world communicator, CUDA device choice.
 #pragma once
 
+#include <string_view>
+
 #include "collectives/communicator.h"
 
 namespace dtensor {
@@ -29,16 +31,49 @@ int world_size();
 int local_rank();
 // The MPI communicator over all ranks (CPU tensors, CUDA tensors by staging).
 CommunicatorPtr world_communicator();
-// A communicator over all ranks for `device_type`: MPI for the CPU, NCCL for CUDA when
-// compiled in (otherwise MPI with staging). Created once and cached.
+// A communicator over all ranks for `device_type`, created once and cached: MPI for the CPU; for
+// CUDA the backend chosen by the CUDA backend rule below. Collective the first time.
+//
+// CUDA backend rule. The environment variable DTENSOR_CUDA_BACKEND selects it:
+//   unset or empty: auto. NCCL when it is compiled in, a CUDA device is visible and every rank
+//     on each node has a device of its own (node-local ranks, counted with
+//     MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), <= visible devices; rank r uses device
+//     local_rank() % count), on every node; otherwise the MPI backend, which stages CUDA
+//     tensors through pinned host memory (so several ranks may share one GPU).
+//   "nccl": NCCL; throws dtensor::Error when NCCL is not compiled in, no device is visible or
+//     ranks would share a device.
+//   "mpi": the MPI backend with staging.
+// Every rank reaches the same decision: the "NCCL possible" flag (and the requested value) are
+// agreed with one MPI_Allreduce while the world CUDA communicator is created. An unknown value,
+// or a value that differs between ranks, throws dtensor::Error naming the variable, the value and
+// the allowed values, on every rank. Nothing is cached after an error.
 CommunicatorPtr world_communicator(DeviceType device_type);
 // A sub-communicator of the world for `device_type`: world_communicator(device_type)->split(
 // color, key) (MPI_Comm_split semantics; color < 0 gives nullptr on that rank). Collective over
 // the world. This is how the device mesh builds one communicator per mesh dimension.
 CommunicatorPtr split_world(DeviceType device_type, int color, int key);
-// A new single-rank communicator holding only this process (MPI_COMM_SELF; a 1-rank NCCL
-// communicator for CUDA when compiled in). Not collective: the device mesh uses it for mesh
-// dims of size 1, so a mesh of just this process can be built by each rank on its own.
+// A new single-rank communicator holding only this process (MPI_COMM_SELF). Not collective: the
+// device mesh uses it for mesh dims of size 1, so a mesh of just this process can be built by
+// each rank on its own. For CUDA: a 1-rank NCCL communicator when NCCL is compiled in, a device
+// is visible and DTENSOR_CUDA_BACKEND is not "mpi" (a 1-rank communicator needs no device of its
+// own, so ranks sharing a GPU may each hold one); otherwise MPI with staging. Throws for
+// DTENSOR_CUDA_BACKEND=nccl without NCCL or device, and for an unknown value.
 CommunicatorPtr self_communicator(DeviceType device_type);
+
+// The CUDA device this process computes on: local_rank() % visible devices (0 without a
+// device). The Runtime makes it current, NCCL communicators are created on it, and DTensors on a
+// CUDA mesh place their local tensors there.
+int local_cuda_device();
+
+namespace detail {
+
+// The CUDA backend rule above as a pure function (unit-tested): `env` is the value of
+// DTENSOR_CUDA_BACKEND (nullptr when unset), `nccl_possible` whether NCCL is compiled in, a device
+// is visible and no two ranks of a node share one (agreed over the ranks that must agree).
+// Returns "nccl" or "mpi"; throws dtensor::Error "[<op>] DTENSOR_CUDA_BACKEND=..." for an
+// unknown value or for "nccl" when !nccl_possible.
+std::string_view choose_cuda_backend(const char* env, bool nccl_possible, std::string_view op);
+
+}  // namespace detail
 
 }  // namespace dtensor

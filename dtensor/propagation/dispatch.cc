@@ -1,5 +1,6 @@
 #include "dtensor/propagation/dispatch.h"
 
+#include "dtensor/detail/util.h"
 #include "dtensor/redistribute.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
@@ -52,8 +53,7 @@ void check_output(const OpInfo& op, size_t o, const Tensor& out, const DTensorSp
 
 // The empty local output of a rank outside the mesh.
 Tensor empty_output(const DTensorSpec& spec, const DTensor& first_input) {
-  const Tensor& like = first_input.to_local();
-  const Device device = like.defined() ? like.device() : Device(spec.mesh().device_type());
+  const Device device = detail::mesh_device(spec.mesh(), first_input.to_local());
   return empty(spec.local_shard().shape, TensorOptions(spec.dtype(), device));
 }
 

@@ -101,7 +101,9 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction re
   auto out_spec = std::make_shared<const DTensorSpec>(
       mesh, out_p, TensorMeta(reduce ? Shape{} : target_shape, dtype), kOp);
   if (!mesh.contains_me()) {
-    return DTensor(empty(out_spec->local_shard().shape, TensorOptions(dtype)), out_spec);
+    return DTensor(
+        empty(out_spec->local_shard().shape, TensorOptions(dtype, logits.to_local().device())),
+        out_spec);
   }
 
   // Local views: logits as [outer, c, inner], target as [outer, inner].
