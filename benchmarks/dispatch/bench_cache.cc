@@ -9,6 +9,7 @@
 #include <string>
 
 #include "benchmarks/common/bench_common.h"
+#include "benchmarks/dispatch/dispatch_bench_util.h"
 #include "collectives/runtime.h"
 #include "device_mesh/device_mesh.h"
 #include "dtensor/distributed_tensor.h"
@@ -106,11 +107,5 @@ int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  dt::Runtime runtime(&argc, &argv);
-  try {
-    return run(argc, argv);
-  } catch (const dt::Error& e) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
-    return 1;
-  }
+  return bench::run_main(argc, argv, run);
 }

@@ -13,12 +13,12 @@
 #include <valgrind/callgrind.h>
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
+#include "benchmarks/dispatch/dispatch_bench_util.h"
 #include "collectives/runtime.h"
 #include "device_mesh/device_mesh.h"
 #include "dtensor/distributed_tensor.h"
@@ -42,12 +42,6 @@ struct OpCase {
   std::function<dt::Tensor()> dtensor;  // runs the DTensor op, returns its local result
   std::function<dt::Tensor()> local;    // the same op on the local tensors
 };
-
-bool same(const dt::Tensor& a, const dt::Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  const dt::Tensor ca = a.contiguous(), cb = b.contiguous();
-  return ca.nbytes() == 0 || std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
-}
 
 }  // namespace
 
@@ -119,7 +113,7 @@ int run(int argc, char** argv) {
                 "overhead", "ratio", "miss_us", "miss+plan", "check");
   bool all_ok = true;
   for (const OpCase& c : ops) {
-    const bool ok = same(c.dtensor(), c.local());
+    const bool ok = bench::same_bits(c.dtensor(), c.local());
     all_ok = all_ok && ok;
     const bench::Stats local = bench::time_batched([&] { (void)c.local(); }, batch, min_seconds);
     const auto before = dt::propagation_cache_stats();
@@ -170,11 +164,5 @@ int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  dt::Runtime runtime(&argc, &argv);
-  try {
-    return run(argc, argv);
-  } catch (const dt::Error& e) {
-    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
-    return 1;
-  }
+  return bench::run_main(argc, argv, run);
 }

@@ -253,6 +253,7 @@ struct PropagationCache {
   absl::flat_hash_map<CacheKey, std::shared_ptr<const OutputSharding>, KeyHash, KeyEq> map;
   std::atomic<int64_t> hits{0};
   std::atomic<int64_t> misses{0};
+  int64_t evictions = 0;  // guarded by mu
 };
 
 PropagationCache& cache() {
@@ -280,13 +281,20 @@ std::shared_ptr<const OutputSharding> propagate(const OpSchema& schema) {
   for (const DTensorSpec* s : view.inputs) key.inputs.push_back(*s);
   std::unique_lock lock(c.mu);
   c.misses.fetch_add(1, std::memory_order_relaxed);
-  return c.map.try_emplace(std::move(key), std::move(result)).first->second;
+  auto it = c.map.find(key);  // another thread may have inserted it meanwhile
+  if (it != c.map.end()) return it->second;
+  if (static_cast<int64_t>(c.map.size()) >= kPropagationCacheCapacity) {
+    c.evictions += static_cast<int64_t>(c.map.size());
+    c.map.clear();
+  }
+  return c.map.emplace(std::move(key), std::move(result)).first->second;
 }
 
 PropagationCacheStats propagation_cache_stats() {
   PropagationCache& c = cache();
   std::shared_lock lock(c.mu);
-  return {c.hits.load(), c.misses.load(), static_cast<int64_t>(c.map.size())};
+  return {c.hits.load(), c.misses.load(), static_cast<int64_t>(c.map.size()), c.evictions,
+          kPropagationCacheCapacity};
 }
 
 void clear_propagation_cache() {
@@ -295,6 +303,7 @@ void clear_propagation_cache() {
   c.map.clear();
   c.hits = 0;
   c.misses = 0;
+  c.evictions = 0;
 }
 
 }  // namespace dtensor

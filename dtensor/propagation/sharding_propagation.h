@@ -66,15 +66,23 @@ OutputSharding expand_to_full_mesh(const OpSchema& schema, const StrategyRows& r
 // Errors are rethrown with the schema appended: "[add] ... (schema: add(DTensorSpec(...)))".
 OutputSharding propagate_uncached(const OpSchema& schema);
 
+// Most entries the propagation cache holds. Inserting into a full cache first drops every
+// entry (counted in PropagationCacheStats::evictions): a loop whose distinct schemas fit keeps
+// hitting, and hits stay lock-shared and allocation-free (no recency bookkeeping as an LRU
+// would need on every hit).
+inline constexpr int64_t kPropagationCacheCapacity = 8192;
+
 // Cached propagation, keyed on (op id, input spec hashes, static args). Thread-safe: hits take
 // a shared lock only; a miss propagates outside the lock. The returned sharding stays valid
-// while the caller holds it (even across clear_propagation_cache()).
+// while the caller holds it (even across clear_propagation_cache() or an eviction).
 std::shared_ptr<const OutputSharding> propagate(const OpSchema& schema);
 
 struct PropagationCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
   int64_t entries = 0;
+  int64_t evictions = 0;  // entries dropped because the cache was full
+  int64_t capacity = kPropagationCacheCapacity;
 };
 // Process-wide counters since the last clear.
 PropagationCacheStats propagation_cache_stats();

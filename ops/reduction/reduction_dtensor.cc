@@ -80,19 +80,12 @@ Tensor reduce_empty(const Tensor& local, IntSpan dims, bool keepdim, const Scala
   return full(out, fill, TensorOptions(dtype, local.device()));
 }
 
-DType sum_dtype(DType d) {
-  return is_floating(d) ? d : DType::kInt64;
-}
-
 }  // namespace
 
 DTensor sum(const DTensor& x, IntSpan dims, bool keepdim) {
   static const OpInfo& info = ops_op("sum");
   const ArgValue args[] = {dims_arg(dims), keepdim};
-  return dispatch(info, {&x}, args, [&](Locals l) {
-    if (l[0].numel() == 0) return reduce_empty(l[0], dims, keepdim, 0, sum_dtype(l[0].dtype()));
-    return sum(l[0], dims, keepdim);
-  });
+  return dispatch(info, {&x}, args, [&](Locals l) { return sum(l[0], dims, keepdim); });
 }
 
 DTensor mean(const DTensor& x, IntSpan dims, bool keepdim) {
@@ -105,12 +98,9 @@ DTensor mean(const DTensor& x, IntSpan dims, bool keepdim) {
     for (int64_t d = 0; d < x.dim(); ++d) n *= mask[d] ? x.size(d) : 1;
     return n;
   };
+  // An empty local shard sums to zeros (0 / n = 0; NaN when the global count n is 0 too).
   return dispatch(info, {&x}, args, [&](Locals l) {
-    const double n = static_cast<double>(count());
-    if (l[0].numel() == 0) {
-      return reduce_empty(l[0], dims, keepdim, n == 0 ? std::nan("") : 0.0, l[0].dtype());
-    }
-    return div(sum(l[0], dims, keepdim), Scalar(n));
+    return div(sum(l[0], dims, keepdim), Scalar(static_cast<double>(count())));
   });
 }
 

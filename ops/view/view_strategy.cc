@@ -28,13 +28,21 @@ StrategyRows mapped_rows(absl::Span<const int64_t> map) {
   return rows;
 }
 
-// view/reshape: groups of input dims and output dims with equal products (PyTorch view_groups).
-// A dim of a 1:1 group keeps its sharding (uneven included). In a merged or split group only
-// the leading dim may stay sharded, and only when the leading input and output sizes are both
-// divisible by the mesh size: then every rank's block of the group is one contiguous run of
-// the flattened group, of the same length before and after, at any nesting of mesh dims.
-// Anything else is replicated first.
-StrategyRows reshape_rows(const OpSchema& s, IntSpan in, IntSpan out) {
+// The map [f(0), ..., f(n - 1)].
+template <typename F>
+Shape dim_map(int64_t n, F f) {
+  Shape map(n);
+  for (int64_t d = 0; d < n; ++d) map[d] = f(d);
+  return map;
+}
+
+// The dim map of view/reshape: groups of input dims and output dims with equal products
+// (PyTorch view_groups). A dim of a 1:1 group keeps its sharding (uneven included). In a merged
+// or split group only the leading dim may stay sharded, and only when the leading input and
+// output sizes are both divisible by the mesh size: then every rank's block of the group is one
+// contiguous run of the flattened group, of the same length before and after, at any nesting of
+// mesh dims. Anything else is replicated first.
+Shape reshape_map(const OpSchema& s, IntSpan in, IntSpan out) {
   Shape map(in.size(), -1);
   if (shape_numel(in) > 0) {
     const int64_t m = s.mesh().size();
@@ -55,7 +63,7 @@ StrategyRows reshape_rows(const OpSchema& s, IntSpan in, IntSpan out) {
       }
     }
   }
-  return mapped_rows(map);
+  return map;
 }
 
 Shape normalized_dims(IntSpan dims, int64_t ndim, std::string_view op) {
@@ -64,180 +72,146 @@ Shape normalized_dims(IntSpan dims, int64_t ndim, std::string_view op) {
   return out;
 }
 
-void register_single_input_views(Registry& r) {
-  OpInfo tr;
-  tr.name = "transpose";
-  tr.input_names = {"self"};
-  tr.linearity = Linearity::kLinear;
-  tr.meta = [](const OpSchema& s) {
-    return meta_of(meta_tensor(s.input(0).shape(), s.input(0).dtype())
-                       .transpose(s.arg<int64_t>(0), s.arg<int64_t>(1)));
-  };
-  tr.strategy = [](const OpSchema& s) {
-    const int64_t n = s.input(0).ndim();
-    const int64_t a = normalize_dim(s.arg<int64_t>(0), n, "transpose");
-    const int64_t b = normalize_dim(s.arg<int64_t>(1), n, "transpose");
-    Shape map(n);
-    for (int64_t d = 0; d < n; ++d) map[d] = d == a ? b : d == b ? a : d;
-    return mapped_rows(map);
-  };
-  r.add(std::move(tr));
+// The output of a view op: the op applied to `in` (a storage-less tensor of input 0's shape,
+// so bad arguments raise the Tensor op's own errors) with the schema's args.
+using ViewFn = Tensor (*)(const Tensor& in, const OpSchema& s);
+// Input dim -> output dim map (see mapped_rows) of a single-input view for the schema.
+using DimMapFn = Shape (*)(const OpSchema& s);
 
-  OpInfo pe;
-  pe.name = "permute";
-  pe.input_names = {"self"};
-  pe.linearity = Linearity::kLinear;
-  pe.meta = [](const OpSchema& s) {
-    return meta_of(meta_tensor(s.input(0).shape(), s.input(0).dtype()).permute(s.arg<Shape>(0)));
-  };
-  pe.strategy = [](const OpSchema& s) {
-    const int64_t n = s.input(0).ndim();
-    const Shape dims = normalized_dims(s.arg<Shape>(0), n, "permute");
-    Shape map(n, -1);
-    for (int64_t k = 0; k < static_cast<int64_t>(dims.size()); ++k) map[dims[k]] = k;
-    return mapped_rows(map);
-  };
-  r.add(std::move(pe));
-
-  OpInfo un;
-  un.name = "unsqueeze";
-  un.input_names = {"self"};
-  un.linearity = Linearity::kLinear;
-  un.meta = [](const OpSchema& s) {
-    return meta_of(
-        meta_tensor(s.input(0).shape(), s.input(0).dtype()).unsqueeze(s.arg<int64_t>(0)));
-  };
-  un.strategy = [](const OpSchema& s) {
-    const int64_t n = s.input(0).ndim();
-    const int64_t at = normalize_dim(s.arg<int64_t>(0), n + 1, "unsqueeze");
-    Shape map(n);
-    for (int64_t d = 0; d < n; ++d) map[d] = d < at ? d : d + 1;
-    return mapped_rows(map);
-  };
-  r.add(std::move(un));
-
-  // squeeze(dims): arg 0 lists the (normalised, global size-1) dims to drop.
-  OpInfo sq;
-  sq.name = "squeeze";
-  sq.input_names = {"self"};
-  sq.linearity = Linearity::kLinear;
-  sq.meta = [](const OpSchema& s) {
-    Shape shape;
-    const Shape& dims = s.arg<Shape>(0);
-    for (int64_t d = 0; d < s.input(0).ndim(); ++d) {
-      if (std::find(dims.begin(), dims.end(), d) == dims.end()) {
-        shape.push_back(s.input(0).shape()[d]);
-      }
-    }
-    return OutputMetas{TensorMeta(shape, s.input(0).dtype())};
-  };
-  sq.strategy = [](const OpSchema& s) {
-    const Shape& dims = s.arg<Shape>(0);
-    Shape map(s.input(0).ndim(), -1);
-    int64_t next = 0;
-    for (int64_t d = 0; d < s.input(0).ndim(); ++d) {
-      if (std::find(dims.begin(), dims.end(), d) == dims.end()) map[d] = next++;
-    }
-    return mapped_rows(map);
-  };
-  r.add(std::move(sq));
-
-  // view / reshape: arg 0 is the output shape with any -1 already inferred.
-  for (const char* name : {"view", "reshape"}) {
-    OpInfo v;
-    v.name = name;
-    v.input_names = {"self"};
-    v.linearity = Linearity::kLinear;
-    v.meta = [](const OpSchema& s) {
-      return OutputMetas{TensorMeta(s.arg<Shape>(0), s.input(0).dtype())};
+// Registers a single-input, single-output op that only moves data (Partial passes through):
+// its output meta comes from `view` (or `meta` when set), its strategy is mapped_rows(map_of).
+void add_mapped_view(Registry& r, const char* name, ViewFn view, DimMapFn map_of,
+                     MetaFn meta = nullptr) {
+  OpInfo op;
+  op.name = name;
+  op.input_names = {"self"};
+  op.linearity = Linearity::kLinear;
+  if (meta) {
+    op.meta = std::move(meta);
+  } else {
+    op.meta = [view](const OpSchema& s) {
+      return meta_of(view(meta_tensor(s.input(0).shape(), s.input(0).dtype()), s));
     };
-    v.strategy = [](const OpSchema& s) {
-      return reshape_rows(s, s.input(0).shape(), s.arg<Shape>(0));
-    };
-    r.add(std::move(v));
   }
+  op.strategy = [map_of](const OpSchema& s) { return mapped_rows(map_of(s)); };
+  r.add(std::move(op));
+}
 
-  OpInfo ex;
-  ex.name = "expand";
-  ex.input_names = {"self"};
-  ex.linearity = Linearity::kLinear;
-  ex.meta = [](const OpSchema& s) {
-    return meta_of(meta_tensor(s.input(0).shape(), s.input(0).dtype()).expand(s.arg<Shape>(0)));
-  };
-  ex.strategy = [](const OpSchema& s) {
-    const Shape& in = s.input(0).shape();
-    const Shape& target = s.arg<Shape>(0);
-    const int64_t lead = static_cast<int64_t>(target.size() - in.size());
-    Shape map(in.size(), -1);
-    for (size_t d = 0; d < in.size(); ++d) {
-      // A broadcast dim (size 1 -> n) must be replicated; a kept dim maps through.
-      if (target[lead + d] == -1 || target[lead + d] == in[d]) map[d] = lead + d;
-    }
-    return mapped_rows(map);
-  };
-  r.add(std::move(ex));
+int64_t arg_dim(const OpSchema& s, int64_t i, int64_t ndim, std::string_view op) {
+  return normalize_dim(s.arg<int64_t>(i), ndim, op);
+}
+
+void register_single_input_views(Registry& r) {
+  add_mapped_view(
+      r, "transpose",
+      [](const Tensor& t, const OpSchema& s) {
+        return t.transpose(s.arg<int64_t>(0), s.arg<int64_t>(1));
+      },
+      [](const OpSchema& s) {
+        const int64_t n = s.input(0).ndim();
+        const int64_t a = arg_dim(s, 0, n, "transpose"), b = arg_dim(s, 1, n, "transpose");
+        return dim_map(n, [&](int64_t d) { return d == a ? b : d == b ? a : d; });
+      });
+  add_mapped_view(
+      r, "permute", [](const Tensor& t, const OpSchema& s) { return t.permute(s.arg<Shape>(0)); },
+      [](const OpSchema& s) {
+        const int64_t n = s.input(0).ndim();
+        const Shape dims = normalized_dims(s.arg<Shape>(0), n, "permute");
+        Shape map(n, -1);
+        for (int64_t k = 0; k < static_cast<int64_t>(dims.size()); ++k) map[dims[k]] = k;
+        return map;
+      });
+  add_mapped_view(
+      r, "unsqueeze",
+      [](const Tensor& t, const OpSchema& s) { return t.unsqueeze(s.arg<int64_t>(0)); },
+      [](const OpSchema& s) {
+        const int64_t n = s.input(0).ndim();
+        const int64_t at = arg_dim(s, 0, n + 1, "unsqueeze");
+        return dim_map(n, [&](int64_t d) { return d < at ? d : d + 1; });
+      });
+  // squeeze(dims): arg 0 lists the (normalised, global size-1) dims to drop.
+  add_mapped_view(
+      r, "squeeze", nullptr,
+      [](const OpSchema& s) {
+        const Shape& dims = s.arg<Shape>(0);
+        Shape map(s.input(0).ndim(), -1);
+        int64_t next = 0;
+        for (int64_t d = 0; d < s.input(0).ndim(); ++d) {
+          if (std::find(dims.begin(), dims.end(), d) == dims.end()) map[d] = next++;
+        }
+        return map;
+      },
+      [](const OpSchema& s) {
+        Shape shape;
+        const Shape& dims = s.arg<Shape>(0);
+        for (int64_t d = 0; d < s.input(0).ndim(); ++d) {
+          if (std::find(dims.begin(), dims.end(), d) == dims.end()) {
+            shape.push_back(s.input(0).shape()[d]);
+          }
+        }
+        return OutputMetas{TensorMeta(shape, s.input(0).dtype())};
+      });
+  // view / reshape (and flatten, which dispatches as reshape): arg 0 is the output shape with
+  // any -1 already inferred.
+  for (const char* name : {"view", "reshape"}) {
+    add_mapped_view(
+        r, name, nullptr,
+        [](const OpSchema& s) { return reshape_map(s, s.input(0).shape(), s.arg<Shape>(0)); },
+        [](const OpSchema& s) {
+          return OutputMetas{TensorMeta(s.arg<Shape>(0), s.input(0).dtype())};
+        });
+  }
+  add_mapped_view(
+      r, "expand", [](const Tensor& t, const OpSchema& s) { return t.expand(s.arg<Shape>(0)); },
+      [](const OpSchema& s) {
+        const Shape& in = s.input(0).shape();
+        const Shape& target = s.arg<Shape>(0);
+        const int64_t lead = static_cast<int64_t>(target.size() - in.size());
+        // A broadcast dim (size 1 -> n) must be replicated; a kept dim maps through.
+        return dim_map(static_cast<int64_t>(in.size()), [&](int64_t d) {
+          return target[lead + d] == -1 || target[lead + d] == in[d] ? lead + d : int64_t{-1};
+        });
+      });
 }
 
 // narrow/slice/select touch one dim: it must be replicated unless the op keeps it whole.
 void register_indexing_views(Registry& r) {
-  OpInfo na;
-  na.name = "narrow";
-  na.input_names = {"self"};
-  na.linearity = Linearity::kLinear;
-  na.meta = [](const OpSchema& s) {
-    return meta_of(meta_tensor(s.input(0).shape(), s.input(0).dtype())
-                       .narrow(s.arg<int64_t>(0), s.arg<int64_t>(1), s.arg<int64_t>(2)));
-  };
-  na.strategy = [](const OpSchema& s) {
-    const int64_t n = s.input(0).ndim();
-    const int64_t dim = normalize_dim(s.arg<int64_t>(0), n, "narrow");
-    const int64_t size = s.input(0).shape()[dim];
-    const int64_t start = s.arg<int64_t>(1) < 0 ? s.arg<int64_t>(1) + size : s.arg<int64_t>(1);
-    const bool whole = start == 0 && s.arg<int64_t>(2) == size;
-    Shape map(n);
-    for (int64_t d = 0; d < n; ++d) map[d] = (d != dim || whole) ? d : -1;
-    return mapped_rows(map);
-  };
-  r.add(std::move(na));
-
-  OpInfo sl;
-  sl.name = "slice";
-  sl.input_names = {"self"};
-  sl.linearity = Linearity::kLinear;
-  sl.meta = [](const OpSchema& s) {
-    return meta_of(
-        meta_tensor(s.input(0).shape(), s.input(0).dtype())
-            .slice(s.arg<int64_t>(0), s.arg<int64_t>(1), s.arg<int64_t>(2), s.arg<int64_t>(3)));
-  };
-  sl.strategy = [](const OpSchema& s) {
-    const int64_t n = s.input(0).ndim();
-    const int64_t dim = normalize_dim(s.arg<int64_t>(0), n, "slice");
-    const int64_t size = s.input(0).shape()[dim];
-    const Tensor out = meta_tensor(s.input(0).shape(), s.input(0).dtype())
-                           .slice(dim, s.arg<int64_t>(1), s.arg<int64_t>(2), s.arg<int64_t>(3));
-    const bool whole = out.size(dim) == size && s.arg<int64_t>(3) == 1;
-    Shape map(n);
-    for (int64_t d = 0; d < n; ++d) map[d] = (d != dim || whole) ? d : -1;
-    return mapped_rows(map);
-  };
-  r.add(std::move(sl));
-
-  OpInfo se;
-  se.name = "select";
-  se.input_names = {"self"};
-  se.linearity = Linearity::kLinear;
-  se.meta = [](const OpSchema& s) {
-    return meta_of(meta_tensor(s.input(0).shape(), s.input(0).dtype())
-                       .select(s.arg<int64_t>(0), s.arg<int64_t>(1)));
-  };
-  se.strategy = [](const OpSchema& s) {
-    const int64_t n = s.input(0).ndim();
-    const int64_t dim = normalize_dim(s.arg<int64_t>(0), n, "select");
-    Shape map(n);
-    for (int64_t d = 0; d < n; ++d) map[d] = d < dim ? d : d == dim ? -1 : d - 1;
-    return mapped_rows(map);
-  };
-  r.add(std::move(se));
+  add_mapped_view(
+      r, "narrow",
+      [](const Tensor& t, const OpSchema& s) {
+        return t.narrow(s.arg<int64_t>(0), s.arg<int64_t>(1), s.arg<int64_t>(2));
+      },
+      [](const OpSchema& s) {
+        const int64_t n = s.input(0).ndim();
+        const int64_t dim = arg_dim(s, 0, n, "narrow");
+        const int64_t size = s.input(0).shape()[dim];
+        const int64_t start = s.arg<int64_t>(1) < 0 ? s.arg<int64_t>(1) + size : s.arg<int64_t>(1);
+        const bool whole = start == 0 && s.arg<int64_t>(2) == size;
+        return dim_map(n, [&](int64_t d) { return d != dim || whole ? d : int64_t{-1}; });
+      });
+  add_mapped_view(
+      r, "slice",
+      [](const Tensor& t, const OpSchema& s) {
+        return t.slice(s.arg<int64_t>(0), s.arg<int64_t>(1), s.arg<int64_t>(2), s.arg<int64_t>(3));
+      },
+      [](const OpSchema& s) {
+        const int64_t n = s.input(0).ndim();
+        const int64_t dim = arg_dim(s, 0, n, "slice");
+        const Tensor out = meta_tensor(s.input(0).shape(), s.input(0).dtype())
+                               .slice(dim, s.arg<int64_t>(1), s.arg<int64_t>(2), s.arg<int64_t>(3));
+        const bool whole = out.size(dim) == s.input(0).shape()[dim] && s.arg<int64_t>(3) == 1;
+        return dim_map(n, [&](int64_t d) { return d != dim || whole ? d : int64_t{-1}; });
+      });
+  add_mapped_view(
+      r, "select",
+      [](const Tensor& t, const OpSchema& s) {
+        return t.select(s.arg<int64_t>(0), s.arg<int64_t>(1));
+      },
+      [](const OpSchema& s) {
+        const int64_t n = s.input(0).ndim();
+        const int64_t dim = arg_dim(s, 0, n, "select");
+        return dim_map(n, [&](int64_t d) { return d < dim ? d : d == dim ? int64_t{-1} : d - 1; });
+      });
 }
 
 // cat/stack take n inputs; split_with_sizes gives n outputs.

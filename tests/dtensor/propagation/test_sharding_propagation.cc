@@ -342,8 +342,22 @@ TEST_CASE("a propagation cache hit allocates nothing beyond the kernel's outputs
 }
 #endif  // !__SANITIZE_ADDRESS__
 
+namespace {
+
+// scale(s) through the cache (pointwise: the output keeps the input's placements and shape).
+std::shared_ptr<const dt::OutputSharding> propagate_scale(const dt::DTensorSpec& s, double f) {
+  const dt::DTensorSpec* in[] = {&s};
+  const dt::ArgValue args[] = {f};
+  return dt::propagate(dt::OpSchema(*dt::testing::test_ops().scale, in, args));
+}
+
+bool keeps_spec(const dt::OutputSharding& out, const dt::DTensorSpec& s) {
+  return out.outputs[0]->placements() == s.placements() && out.outputs[0]->shape() == s.shape();
+}
+
+}  // namespace
+
 TEST_CASE("the propagation cache is safe to use from several threads") {
-  const auto& ops = dt::testing::test_ops();
   auto mesh = dt::init_device_mesh(dt::kCPU, {1});
   std::vector<dt::DTensorSpec> specs;
   for (int64_t n = 1; n <= 8; ++n) {
@@ -357,13 +371,7 @@ TEST_CASE("the propagation cache is safe to use from several threads") {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kIters; ++i) {
         const dt::DTensorSpec& s = specs[(i + t) % specs.size()];
-        const dt::DTensorSpec* in[] = {&s};
-        const dt::ArgValue args[] = {static_cast<double>(i)};
-        auto out = dt::propagate(dt::OpSchema(*ops.scale, in, args));
-        if (!(out->outputs[0]->placements() == s.placements()) ||
-            out->outputs[0]->shape() != s.shape()) {
-          wrong.fetch_add(1);
-        }
+        if (!keeps_spec(*propagate_scale(s, static_cast<double>(i)), s)) wrong.fetch_add(1);
       }
     });
   }
@@ -373,4 +381,83 @@ TEST_CASE("the propagation cache is safe to use from several threads") {
   CHECK(st.entries == static_cast<int64_t>(specs.size()));
   CHECK(st.hits + st.misses == kThreads * kIters);
   CHECK(st.misses >= static_cast<int64_t>(specs.size()));
+}
+
+TEST_CASE("the propagation cache is bounded: a full cache is cleared, entries stay correct") {
+  auto mesh = dt::init_device_mesh(dt::kCPU, {1});
+  const int64_t cap = dt::kPropagationCacheCapacity;
+  // 2 * cap + 3 distinct keys (the shape differs), then repeats of the newest three.
+  std::vector<dt::DTensorSpec> specs;
+  for (int64_t n = 1; n <= 2 * cap + 3; ++n) {
+    specs.emplace_back(mesh, Placements{n % 2 ? S0 : R}, dt::TensorMeta({n, 3}, dt::kFloat32));
+  }
+  auto run = [](const dt::DTensorSpec& s) { return propagate_scale(s, 0.5); };
+  auto correct = keeps_spec;
+  dt::clear_propagation_cache();
+  CHECK(dt::propagation_cache_stats().capacity == cap);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < cap; ++i) wrong += !correct(*run(specs[i]), specs[i]);
+  auto st = dt::propagation_cache_stats();
+  CHECK(st.entries == cap);
+  CHECK(st.misses == cap);
+  CHECK(st.evictions == 0);
+  // One more key: the full cache is dropped, the new entry kept.
+  auto held = run(specs[0]);  // a hit; the caller's sharding outlives the eviction below
+  wrong += !correct(*run(specs[cap]), specs[cap]);
+  st = dt::propagation_cache_stats();
+  CHECK(st.hits == 1);
+  CHECK(st.misses == cap + 1);
+  CHECK(st.entries == 1);
+  CHECK(st.evictions == cap);
+  CHECK(correct(*held, specs[0]));
+  for (size_t i = cap + 1; i < specs.size(); ++i) wrong += !correct(*run(specs[i]), specs[i]);
+  for (size_t i = specs.size() - 3; i < specs.size(); ++i) {
+    wrong += !correct(*run(specs[i]), specs[i]);
+  }
+  st = dt::propagation_cache_stats();
+  CHECK(wrong == 0);
+  CHECK(st.misses == 2 * cap + 3);
+  CHECK(st.hits == 1 + 3);
+  CHECK(st.evictions == 2 * cap);
+  CHECK(st.entries == 3);
+  CHECK(st.entries <= st.capacity);
+  // An evicted key misses again and gets the same answer.
+  CHECK(correct(*run(specs[0]), specs[0]));
+  CHECK(dt::propagation_cache_stats().misses == 2 * cap + 4);
+  dt::clear_propagation_cache();
+  st = dt::propagation_cache_stats();
+  CHECK(st.evictions == 0);
+  CHECK(st.entries == 0);
+}
+
+TEST_CASE("the bounded propagation cache stays consistent when threads overflow it") {
+  auto mesh = dt::init_device_mesh(dt::kCPU, {1});
+  constexpr int kThreads = 4;
+  const int64_t per_thread = dt::kPropagationCacheCapacity / 2 + 7;  // 2 * cap + 28 keys
+  std::vector<std::vector<dt::DTensorSpec>> specs(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int64_t i = 0; i < per_thread; ++i) {
+      specs[t].emplace_back(mesh, Placements{i % 2 ? S0 : R},
+                            dt::TensorMeta({t + 1, i + 1}, dt::kFloat32));
+    }
+  }
+  dt::clear_propagation_cache();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (const dt::DTensorSpec& s : specs[t]) {
+        if (!keeps_spec(*propagate_scale(s, 1.0), s)) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto st = dt::propagation_cache_stats();
+  CHECK(wrong.load() == 0);
+  // Every key is distinct: each call misses and inserts exactly one entry.
+  CHECK(st.misses == kThreads * per_thread);
+  CHECK(st.hits == 0);
+  CHECK(st.entries <= st.capacity);
+  CHECK(st.entries + st.evictions == st.misses);
+  CHECK(st.evictions >= st.misses - st.capacity);
 }

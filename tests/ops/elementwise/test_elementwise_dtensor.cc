@@ -5,11 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include "dtensor/propagation/sharding_propagation.h"
-#include "dtensor_op_test_util.h"
 #include "ops/elementwise/elementwise.h"
+#include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
-namespace tt = dtensor::testing;
+namespace tt = dtensor::test;
 using dt::DTensor;
 using dt::Partial;
 using dt::Placements;

@@ -8,6 +8,4 @@ if(TARGET dtensor_mpi_main)
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise_dtensor.cc
     DEPS dtensor::ops
     RANKS 1 2 4)
-  target_include_directories(test_elementwise_dtensor
-    PRIVATE ${PROJECT_SOURCE_DIR}/tests/dtensor/propagation)
 endif()

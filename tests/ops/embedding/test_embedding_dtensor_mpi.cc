@@ -6,10 +6,10 @@
 
 #include "collectives/comm_debug.h"
 #include "ops/embedding/embedding.h"
-#include "tests/ops/view/strat_test_util.h"
+#include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
-namespace st = dtensor::strat_test;
+namespace st = dtensor::test;
 using dt::DTensor;
 using dt::Placements;
 using dt::Shard;
@@ -30,15 +30,17 @@ Tensor indices(const st::Ints& shape, int64_t rows, dt::DType dtype = dt::kInt64
 TEST_CASE("dtensor embedding equals the full lookup for every placement") {
   const int64_t w = dt::world_size();
   const int64_t rows = w * 3 + 1;
-  const Tensor table = st::input({rows, 5}, 1);
+  const Tensor table = st::det_input({rows, 5}, 1);
   for (const st::Ints& ishape : {st::Ints{w * 2 + 1, 3}, st::Ints{0, 2}}) {
     for (dt::DType itype : {dt::kInt64, dt::kInt32}) {
       const Tensor idx = indices(ishape, rows, itype);
       const Tensor want = dt::embedding(idx, table);
-      for (const dt::DeviceMesh& mesh : st::meshes()) {
-        for (const Placements& pw : st::lists(mesh.ndim(), st::choices(2))) {
-          for (const Placements& pi : st::lists(mesh.ndim(), st::choices(2, false))) {
-            INFO(st::describe(mesh, ishape, pi) << " table " << dt::placements_str(pw));
+      for (const dt::DeviceMesh& mesh : st::family_meshes()) {
+        for (const Placements& pw :
+             st::all_placements(st::shard_choices(2), static_cast<size_t>(mesh.ndim()))) {
+          for (const Placements& pi :
+               st::all_placements(st::shard_choices(2, false), static_cast<size_t>(mesh.ndim()))) {
+            INFO(st::describe(mesh, {pi}, ishape) << " table " << dt::placements_str(pw));
             const DTensor dw = dt::distribute_tensor(table, mesh, pw, std::nullopt);
             const DTensor di = dt::distribute_tensor(idx, mesh, pi, std::nullopt);
             CHECK(dt::equal(dt::embedding(di, dw).full_tensor(), want));
@@ -53,7 +55,7 @@ TEST_CASE("dtensor embedding: vocab- and column-parallel lookups issue no collec
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
   const int64_t rows = w * 3 + 1;
-  const Tensor table = st::input({rows, 6});
+  const Tensor table = st::det_input({rows, 6});
   const Tensor idx = indices({4, 3}, rows);
   const DTensor di = dt::distribute_tensor(idx, mesh, {dt::Replicate()}, std::nullopt);
   const DTensor row_sharded = dt::distribute_tensor(table, mesh, {Shard(0)}, std::nullopt);
@@ -78,13 +80,15 @@ TEST_CASE("dtensor embedding errors name the op and the argument") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
   const int64_t rows = w * 2 + 1;
-  const DTensor table = dt::distribute_tensor(st::input({rows, 4}), mesh, {Shard(0)}, std::nullopt);
+  const DTensor table =
+      dt::distribute_tensor(st::det_input({rows, 4}), mesh, {Shard(0)}, std::nullopt);
   const Tensor bad = dt::full({2}, rows, dt::TensorOptions(dt::kInt64));
   const DTensor di = dt::distribute_tensor(bad, mesh, {dt::Replicate()}, std::nullopt);
   REQUIRE_THROWS_WITH(dt::embedding(di, table), Catch::Contains("[embedding] index"));
-  const DTensor fi = dt::distribute_tensor(st::input({2}), mesh, {dt::Replicate()}, std::nullopt);
+  const DTensor fi =
+      dt::distribute_tensor(st::det_input({2}), mesh, {dt::Replicate()}, std::nullopt);
   REQUIRE_THROWS_WITH(dt::embedding(fi, table), Catch::Contains("argument indices"));
   const DTensor t3 =
-      dt::distribute_tensor(st::input({2, 2, 2}), mesh, {dt::Replicate()}, std::nullopt);
+      dt::distribute_tensor(st::det_input({2, 2, 2}), mesh, {dt::Replicate()}, std::nullopt);
   REQUIRE_THROWS_WITH(dt::embedding(di, t3), Catch::Contains("argument weight"));
 }

@@ -6,10 +6,10 @@
 
 #include "collectives/comm_debug.h"
 #include "ops/loss/loss.h"
-#include "tests/ops/view/strat_test_util.h"
+#include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
-namespace st = dtensor::strat_test;
+namespace tt = dtensor::test;
 using dt::DTensor;
 using dt::Placements;
 using dt::Reduction;
@@ -19,7 +19,7 @@ using dt::Tensor;
 namespace {
 
 // Targets over every class, with every 4th one ignored (-100).
-Tensor targets(const st::Ints& shape, int64_t classes) {
+Tensor targets(const tt::Ints& shape, int64_t classes) {
   const int64_t n = dt::shape_numel(dt::IntSpan(shape.data(), shape.size()));
   std::vector<int64_t> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = i % 4 == 3 ? -100 : (i * 3 + 1) % classes;
@@ -32,26 +32,26 @@ TEST_CASE("dtensor cross_entropy equals the full-tensor op for every placement")
   const int64_t w = dt::world_size();
   const int64_t n = w * 3 + 1, c = w * 2 + 1;
   struct Case {
-    st::Ints logits, target;
+    tt::Ints logits, target;
   };
   for (const Case& k : {Case{{n, c}, {n}}, Case{{n, c, 2}, {n, 2}}, Case{{c}, {}}}) {
-    const Tensor x = st::input(k.logits, 3, -3.0, 0.65);
+    const Tensor x = tt::det_input(k.logits, 3, -3.0, 0.65);
     const Tensor tg = targets(k.target, c);
-    for (const dt::DeviceMesh& mesh : st::meshes()) {
+    for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
       const int64_t nd = static_cast<int64_t>(k.logits.size());
-      for (const Placements& px : st::lists(mesh.ndim(), st::choices(nd))) {
+      for (const Placements& px : tt::all_placements(tt::shard_choices(nd), mesh.ndim())) {
         for (const Placements& pt :
-             st::lists(mesh.ndim(), st::choices(k.target.empty() ? 0 : 1, false))) {
+             tt::all_placements(tt::shard_choices(k.target.empty() ? 0 : 1, false), mesh.ndim())) {
           const DTensor dx = dt::distribute_tensor(x, mesh, px, std::nullopt);
           const DTensor dtg = dt::distribute_tensor(tg, mesh, pt, std::nullopt);
           for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
             for (double s : {0.0, 0.1}) {
-              INFO(st::describe(mesh, k.logits, px)
+              INFO(tt::describe(mesh, {px}, k.logits)
                    << " target " << dt::placements_str(pt) << " reduction " << static_cast<int>(r)
                    << " smoothing " << s);
               const Tensor want = dt::cross_entropy(x, tg, r, -100, s);
               const DTensor got = dt::cross_entropy(dx, dtg, r, -100, s);
-              CHECK(st::close(got.full_tensor(), want, 1e-5));
+              CHECK(tt::same_values(got.full_tensor(), want, 1e-5));
             }
           }
         }
@@ -64,7 +64,7 @@ TEST_CASE("dtensor cross_entropy: loss parallel on class-sharded logits never al
   const int64_t w = dt::world_size();
   const int64_t n = w * 2 + 1, c = w * 5 + 3;
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
-  const Tensor x = st::input({n, c}, 1, -4.0, 0.8);
+  const Tensor x = tt::det_input({n, c}, 1, -4.0, 0.8);
   const Tensor tg = targets({n}, c);
   for (dt::Placement p : {Shard(1), Shard(-1)}) {
     const DTensor dx = dt::distribute_tensor(x, mesh, {p}, std::nullopt);
@@ -77,7 +77,7 @@ TEST_CASE("dtensor cross_entropy: loss parallel on class-sharded logits never al
       if (w > 1) CHECK(comm.count(dt::CollectiveKind::kAllReduce) == 2);  // max, then sums
       INFO(comm.str());
       CHECK(loss.placements() == Placements{dt::Replicate()});
-      CHECK(st::close(loss.full_tensor(), dt::cross_entropy(x, tg, r, -100, 0.2), 1e-5));
+      CHECK(tt::same_values(loss.full_tensor(), dt::cross_entropy(x, tg, r, -100, 0.2), 1e-5));
     }
   }
   // Batch-sharded on one mesh dim and class-sharded on the other.
@@ -92,15 +92,15 @@ TEST_CASE("dtensor cross_entropy: loss parallel on class-sharded logits never al
     const DTensor sum = dt::cross_entropy(dx, dtg, Reduction::kSum);
     CHECK(sum.placements() == Placements{dt::Partial(), dt::Replicate()});
     CHECK(comm.count(dt::CollectiveKind::kAllGather) == 0);
-    CHECK(st::close(loss.full_tensor(), dt::cross_entropy(x, tg, Reduction::kNone)));
-    CHECK(st::close(sum.full_tensor(), dt::cross_entropy(x, tg, Reduction::kSum)));
+    CHECK(tt::same_values(loss.full_tensor(), dt::cross_entropy(x, tg, Reduction::kNone)));
+    CHECK(tt::same_values(sum.full_tensor(), dt::cross_entropy(x, tg, Reduction::kSum)));
   }
 }
 
 TEST_CASE("dtensor cross_entropy errors name the op and the argument") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
-  const DTensor dx = dt::distribute_tensor(st::input({w, 4}), mesh, {Shard(1)}, std::nullopt);
+  const DTensor dx = dt::distribute_tensor(tt::det_input({w, 4}), mesh, {Shard(1)}, std::nullopt);
   const DTensor good =
       dt::distribute_tensor(targets({w}, 4), mesh, {dt::Replicate()}, std::nullopt);
   const DTensor wrong_shape =
@@ -108,7 +108,7 @@ TEST_CASE("dtensor cross_entropy errors name the op and the argument") {
   const DTensor out_of_range = dt::distribute_tensor(
       dt::full({w}, 9, dt::TensorOptions(dt::kInt64)), mesh, {dt::Replicate()}, std::nullopt);
   const DTensor float_target =
-      dt::distribute_tensor(st::input({w}), mesh, {dt::Replicate()}, std::nullopt);
+      dt::distribute_tensor(tt::det_input({w}), mesh, {dt::Replicate()}, std::nullopt);
   REQUIRE_THROWS_WITH(dt::cross_entropy(dx, wrong_shape), Catch::Contains("argument target"));
   REQUIRE_THROWS_WITH(dt::cross_entropy(dx, out_of_range), Catch::Contains("out of range"));
   REQUIRE_THROWS_WITH(dt::cross_entropy(dx, float_target), Catch::Contains("[cross_entropy]"));

@@ -2,13 +2,14 @@
 // meshes (uneven shards and ranks with empty shards included) the result equals the reduction
 // of the full tensor; reducing a sharded dim yields the expected Partial without communication.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "dtensor/propagation/sharding_propagation.h"
-#include "dtensor_op_test_util.h"
 #include "ops/reduction/reduction.h"
+#include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
-namespace tt = dtensor::testing;
+namespace tt = dtensor::test;
 using dt::DTensor;
 using dt::Partial;
 using dt::Placements;
@@ -22,6 +23,12 @@ std::vector<dt::Shape> reduction_shapes() {
   // uneven; a rank with an empty shard (w + 1 rows over w ranks leaves the last one empty for
   // w >= 3); even; a 3-d one.
   return {{w * 3 + 1, 5}, {w + 1, 3}, {2 * w, 2}, {2, w + 1, 3}};
+}
+
+// sum and mean of the DTensor `a` (distributed from `x`) equal those of `x`.
+void check_sum_mean(const DTensor& a, const Tensor& x, dt::IntSpan dims, bool keepdim) {
+  CHECK(tt::same_values(dt::sum(a, dims, keepdim).full_tensor(), dt::sum(x, dims, keepdim)));
+  CHECK(tt::same_values(dt::mean(a, dims, keepdim).full_tensor(), dt::mean(x, dims, keepdim)));
 }
 }  // namespace
 
@@ -38,10 +45,7 @@ TEST_CASE("DTensor sum, mean, amax, amin, var equal the full-tensor reduction") 
           for (bool keepdim : {false, true}) {
             INFO(tt::describe(mesh, {p}, shape)
                  << " dims " << dt::shape_str(dims) << " keepdim " << keepdim);
-            CHECK(tt::same_values(dt::sum(a, dims, keepdim).full_tensor(),
-                                  dt::sum(x, dims, keepdim)));
-            CHECK(tt::same_values(dt::mean(a, dims, keepdim).full_tensor(),
-                                  dt::mean(x, dims, keepdim)));
+            check_sum_mean(a, x, dims, keepdim);
             CHECK(tt::same_values(dt::amax(a, dims, keepdim).full_tensor(),
                                   dt::amax(x, dims, keepdim)));
             CHECK(tt::same_values(dt::amin(a, dims, keepdim).full_tensor(),
@@ -121,4 +125,42 @@ TEST_CASE("integer reductions are exact and errors name the op") {
   CHECK(tt::same_values(dt::sum(e, {0}).full_tensor(), dt::zeros({3})));
   REQUIRE_THROWS_WITH(dt::sum(a, {0, 0}), Catch::Contains("[sum] dim 0 appears more than once"));
   REQUIRE_THROWS_WITH(dt::sum(a, {2}), Catch::Contains("[sum] dim 2 out of range"));
+}
+
+TEST_CASE("DTensor sum and mean with empty local shards equal the full-tensor reduction") {
+  // Shapes whose shards are empty on some ranks: one row or column over several ranks, a
+  // dim of size 2 on 4 ranks, and zero-size tensors (every shard empty).
+  const int64_t w = dt::world_size();
+  const std::vector<dt::Shape> shapes = {{1, 3}, {3, 1}, {2, w + 1}, {0, 3}, {3, 0}};
+  const std::vector<std::vector<int64_t>> dim_sets = {{}, {0}, {1}, {0, 1}, {-1}};
+  bool saw_empty_shard = false;
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const dt::Shape& shape : shapes) {
+      const Tensor x = tt::det_input(shape, 4);
+      const Tensor xi = tt::det_input(shape, 4, -5, 1, dt::kInt32);
+      for (const Placements& p : tt::placement_lists(mesh.ndim(), tt::standard_choices(), 2)) {
+        const DTensor a = dt::distribute_tensor(x, mesh, p, std::nullopt);
+        const DTensor ai = dt::distribute_tensor(xi, mesh, p, std::nullopt);
+        saw_empty_shard |= a.to_local().numel() == 0 && x.numel() > 0;
+        for (const auto& dims : dim_sets) {
+          for (bool keepdim : {false, true}) {
+            INFO(tt::describe(mesh, {p}, shape)
+                 << " dims " << dt::shape_str(dims) << " keepdim " << keepdim);
+            check_sum_mean(a, x, dims, keepdim);
+            CHECK(tt::same_values(dt::sum(ai, dims, keepdim).full_tensor(),
+                                  dt::sum(xi, dims, keepdim)));
+          }
+        }
+      }
+    }
+  }
+  // Closed forms on the zero-size tensor: the sum over zero elements is 0, the mean NaN.
+  const DTensor e =
+      dt::distribute_tensor(dt::zeros({0, 3}), tt::family_meshes()[0], {Shard(0)}, std::nullopt);
+  CHECK(dt::equal(dt::sum(e, {0}).full_tensor(), dt::zeros({3})));
+  const std::vector<float> m = dt::mean(e, {0}).full_tensor().to_vector<float>();
+  REQUIRE(m.size() == 3);
+  for (float v : m) CHECK(std::isnan(v));
+  // With more than one rank, the last rank holds an empty shard of the [1, 3] tensor under S(0).
+  if (w > 1 && dt::world_rank() == w - 1) CHECK(saw_empty_shard);
 }

@@ -6,10 +6,10 @@
 
 #include "collectives/comm_debug.h"
 #include "ops/softmax/softmax.h"
-#include "tests/ops/view/strat_test_util.h"
+#include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
-namespace st = dtensor::strat_test;
+namespace tt = dtensor::test;
 using dt::DTensor;
 using dt::Placements;
 using dt::Shard;
@@ -17,18 +17,18 @@ using dt::Tensor;
 
 TEST_CASE("dtensor softmax and log_softmax equal the full-tensor op for every placement") {
   const int64_t w = dt::world_size();
-  for (const st::Ints& shape :
-       {st::Ints{w * 3 + 1, 5, 2}, st::Ints{2 * w, 3, w + 1}, st::Ints{0, 3, 2}}) {
-    const Tensor x = st::input(shape, 1, -3.0, 0.7);
-    for (const dt::DeviceMesh& mesh : st::meshes()) {
-      for (const Placements& p : st::lists(mesh.ndim(), st::choices(shape.size()))) {
+  for (const tt::Ints& shape :
+       {tt::Ints{w * 3 + 1, 5, 2}, tt::Ints{2 * w, 3, w + 1}, tt::Ints{0, 3, 2}}) {
+    const Tensor x = tt::det_input(shape, 1, -3.0, 0.7);
+    for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+      for (const Placements& p : tt::all_placements(tt::shard_choices(shape.size()), mesh.ndim())) {
         const DTensor dx = dt::distribute_tensor(x, mesh, p, std::nullopt);
         for (int64_t dim : {0, 1, -1}) {
-          INFO(st::describe(mesh, shape, p) << " dim " << dim);
+          INFO(tt::describe(mesh, {p}, shape) << " dim " << dim);
           const DTensor y = dt::softmax(dx, dim);
-          CHECK(st::close(y.full_tensor(), dt::softmax(x, dim)));
+          CHECK(tt::same_values(y.full_tensor(), dt::softmax(x, dim)));
           const DTensor z = dt::log_softmax(dx, dim);
-          CHECK(st::close(z.full_tensor(), dt::log_softmax(x, dim)));
+          CHECK(tt::same_values(z.full_tensor(), dt::log_softmax(x, dim)));
           // The softmax dim is never left sharded, other shards survive.
           const int64_t nd = dim < 0 ? dim + 3 : dim;
           for (int64_t m = 0; m < mesh.ndim(); ++m) {
@@ -49,23 +49,23 @@ TEST_CASE("dtensor softmax and log_softmax equal the full-tensor op for every pl
 TEST_CASE("dtensor softmax over an unsharded dim issues no collective") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
-  const Tensor x = st::input({w * 2 + 1, 7});
+  const Tensor x = tt::det_input({w * 2 + 1, 7});
   const DTensor dx = dt::distribute_tensor(x, mesh, {Shard(0)}, std::nullopt);
   dt::CommDebugMode comm;
   const DTensor y = dt::softmax(dx, 1);
   CHECK(comm.total_count() == 0);
   CHECK(y.placements() == Placements{Shard(0)});
-  CHECK(st::close(y.full_tensor(), dt::softmax(x, 1)));
+  CHECK(tt::same_values(y.full_tensor(), dt::softmax(x, 1)));
 }
 
 TEST_CASE("dtensor softmax errors name the op") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
-  const DTensor dx = dt::distribute_tensor(st::input({w, 3}), mesh, {Shard(0)}, std::nullopt);
+  const DTensor dx = dt::distribute_tensor(tt::det_input({w, 3}), mesh, {Shard(0)}, std::nullopt);
   REQUIRE_THROWS_WITH(dt::softmax(dx, 2), Catch::Contains("[softmax]"));
   REQUIRE_THROWS_WITH(dt::log_softmax(dx, -3), Catch::Contains("[log_softmax]"));
   const DTensor di =
-      dt::distribute_tensor(st::input({w, 3}).to(dt::kInt64), mesh, {Shard(0)}, std::nullopt);
+      dt::distribute_tensor(tt::det_input({w, 3}).to(dt::kInt64), mesh, {Shard(0)}, std::nullopt);
   REQUIRE_THROWS_WITH(dt::softmax(di, 1), Catch::Contains("[softmax]"));
   REQUIRE_THROWS_AS(dt::softmax(DTensor(), 0), dt::Error);
 }

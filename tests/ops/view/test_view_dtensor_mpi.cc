@@ -7,10 +7,10 @@
 
 #include "collectives/comm_debug.h"
 #include "ops/view/view.h"
-#include "tests/ops/view/strat_test_util.h"
+#include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
-namespace st = dtensor::strat_test;
+namespace tt = dtensor::test;
 using dt::DTensor;
 using dt::Placements;
 using dt::Shard;
@@ -22,13 +22,13 @@ using UnaryCase =
     std::pair<std::function<DTensor(const DTensor&)>, std::function<Tensor(const Tensor&)>>;
 
 // Runs `cases` on every placement list of a tensor of `shape` on every mesh.
-void check_unary(const st::Ints& shape, const std::vector<UnaryCase>& cases) {
-  const Tensor x = st::input(shape);
-  for (const dt::DeviceMesh& mesh : st::meshes()) {
-    for (const Placements& p : st::lists(mesh.ndim(), st::choices(shape.size()))) {
+void check_unary(const tt::Ints& shape, const std::vector<UnaryCase>& cases) {
+  const Tensor x = tt::det_input(shape);
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const Placements& p : tt::all_placements(tt::shard_choices(shape.size()), mesh.ndim())) {
       const DTensor dx = dt::distribute_tensor(x, mesh, p, std::nullopt);
       for (size_t k = 0; k < cases.size(); ++k) {
-        INFO(st::describe(mesh, shape, p) << " case " << k);
+        INFO(tt::describe(mesh, {p}, shape) << " case " << k);
         const Tensor want = cases[k].second(x).contiguous();
         const DTensor dy = cases[k].first(dx);
         CHECK(dt::equal(dy.full_tensor(), want));
@@ -41,7 +41,7 @@ void check_unary(const st::Ints& shape, const std::vector<UnaryCase>& cases) {
 
 TEST_CASE("dtensor view: transpose, permute, t equal the full-tensor op") {
   const int64_t w = dt::world_size();
-  for (const st::Ints& shape : {st::Ints{w * 3 + 1, 5, 2}, st::Ints{2 * w, 3, w}}) {
+  for (const tt::Ints& shape : {tt::Ints{w * 3 + 1, 5, 2}, tt::Ints{2 * w, 3, w}}) {
     check_unary(shape, {
                            {[](const DTensor& a) { return dt::transpose(a, 0, 2); },
                             [](const Tensor& a) { return dt::transpose(a, 0, 2); }},
@@ -78,7 +78,7 @@ TEST_CASE("dtensor view: unsqueeze, squeeze equal the full-tensor op") {
 TEST_CASE("dtensor view: view, reshape, flatten equal the full-tensor op") {
   const int64_t w = dt::world_size();
   // Leading dims divisible by the mesh size (merges keep S(0)) and uneven ones.
-  for (const st::Ints& shape : {st::Ints{w * 2, 3, 2}, st::Ints{w * 3 + 1, 2, 3}}) {
+  for (const tt::Ints& shape : {tt::Ints{w * 2, 3, 2}, tt::Ints{w * 3 + 1, 2, 3}}) {
     const int64_t a = shape[0], b = shape[1], c = shape[2];
     check_unary(shape, {
                            {[=](const DTensor& x) {
@@ -157,11 +157,11 @@ TEST_CASE("dtensor view: expand, narrow, slice, select equal the full-tensor op"
 
 TEST_CASE("dtensor view: split and chunk equal the full-tensor op") {
   const int64_t w = dt::world_size();
-  const st::Ints shape = {w * 3 + 1, 5};
-  const Tensor x = st::input(shape);
-  for (const dt::DeviceMesh& mesh : st::meshes()) {
-    for (const Placements& p : st::lists(mesh.ndim(), st::choices(2))) {
-      INFO(st::describe(mesh, shape, p));
+  const tt::Ints shape = {w * 3 + 1, 5};
+  const Tensor x = tt::det_input(shape);
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const Placements& p : tt::all_placements(tt::shard_choices(2), mesh.ndim())) {
+      INFO(tt::describe(mesh, {p}, shape));
       const DTensor dx = dt::distribute_tensor(x, mesh, p, std::nullopt);
       for (int64_t dim : {0, 1}) {
         const std::vector<Tensor> want = dt::split(x, 2, dim);
@@ -186,13 +186,13 @@ TEST_CASE("dtensor view: split and chunk equal the full-tensor op") {
 
 TEST_CASE("dtensor view: cat and stack equal the full-tensor op") {
   const int64_t w = dt::world_size();
-  const st::Ints sa = {w * 3 + 1, 4}, sb = {2, 4};
-  const Tensor a = st::input(sa, 0), b = st::input(sb, 5), c = st::input(sa, 9);
-  for (const dt::DeviceMesh& mesh : st::meshes()) {
-    const auto ls = st::lists(mesh.ndim(), st::choices(2));
+  const tt::Ints sa = {w * 3 + 1, 4}, sb = {2, 4};
+  const Tensor a = tt::det_input(sa, 0), b = tt::det_input(sb, 5), c = tt::det_input(sa, 9);
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    const auto ls = tt::all_placements(tt::shard_choices(2), mesh.ndim());
     for (const Placements& pa : ls) {
       for (const Placements& pb : {ls.front(), pa, ls.back()}) {
-        INFO(st::describe(mesh, sa, pa) << " and " << dt::placements_str(pb));
+        INFO(tt::describe(mesh, {pa}, sa) << " and " << dt::placements_str(pb));
         const DTensor da = dt::distribute_tensor(a, mesh, pa, std::nullopt);
         const DTensor db = dt::distribute_tensor(b, mesh, pb, std::nullopt);
         const DTensor dc = dt::distribute_tensor(c, mesh, pb, std::nullopt);
@@ -208,7 +208,7 @@ TEST_CASE("dtensor view: cat and stack equal the full-tensor op") {
 TEST_CASE("dtensor view: shardings that map through need no communication") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
-  const Tensor x = st::input({w * 2, 3, 5});
+  const Tensor x = tt::det_input({w * 2, 3, 5});
   const DTensor s0 = dt::distribute_tensor(x, mesh, {Shard(0)}, std::nullopt);
   const DTensor s1 = dt::distribute_tensor(x, mesh, {Shard(1)}, std::nullopt);
   const DTensor p = dt::distribute_tensor(x, mesh, {dt::Partial()}, std::nullopt);
@@ -238,7 +238,7 @@ TEST_CASE("dtensor view: shardings that map through need no communication") {
 TEST_CASE("dtensor view: an unevenly sharded merged dim is replicated first, not mis-sliced") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
-  const Tensor x = st::input({w * 3 + 1, 3});
+  const Tensor x = tt::det_input({w * 3 + 1, 3});
   const DTensor dx = dt::distribute_tensor(x, mesh, {Shard(0)}, std::nullopt);
   const DTensor y = dt::reshape(dx, {-1});
   CHECK(dt::equal(y.full_tensor(), dt::reshape(x, {-1})));
@@ -248,9 +248,10 @@ TEST_CASE("dtensor view: an unevenly sharded merged dim is replicated first, not
 TEST_CASE("dtensor view: bad arguments raise errors naming the op") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
-  const DTensor dx = dt::distribute_tensor(st::input({w * 2, 3}), mesh, {Shard(0)}, std::nullopt);
+  const DTensor dx =
+      dt::distribute_tensor(tt::det_input({w * 2, 3}), mesh, {Shard(0)}, std::nullopt);
   const DTensor dy =
-      dt::distribute_tensor(st::input({w * 2, 4, 1}), mesh, {Shard(0)}, std::nullopt);
+      dt::distribute_tensor(tt::det_input({w * 2, 4, 1}), mesh, {Shard(0)}, std::nullopt);
   REQUIRE_THROWS_WITH(dt::transpose(dx, 0, 5), Catch::Contains("[transpose]"));
   REQUIRE_THROWS_WITH(dt::permute(dx, {0, 0}), Catch::Contains("[permute]"));
   REQUIRE_THROWS_WITH(dt::view(dx, {7, -1}), Catch::Contains("[view]"));

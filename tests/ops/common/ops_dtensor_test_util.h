@@ -1,54 +1,46 @@
-// Helpers for the DTensor op-family suites (tests/ops/<family>/test_*_dtensor.cc): meshes the
-// world allows, placement enumeration, deterministic inputs and result comparison.
+// Helpers of the op families' DTensor suites (tests/ops/<family>/test_*_dtensor*.cc), on top of
+// tests/dtensor/dtensor_test_util.h: the meshes a family suite runs on, placement lists whose
+// shards fit the tensor, deterministic inputs, and comparison within float tolerance.
 #pragma once
 
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
-#include "collectives/runtime.h"
-#include "dtensor/distributed_tensor.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "tests/dtensor/dtensor_test_util.h"
 
-namespace dtensor::testing {
+namespace dtensor::test {
 
 // A 1-D mesh over the world and a 2-D one ([2, w/2], or [1, w] for odd worlds).
 inline std::vector<DeviceMesh> family_meshes() {
   const int64_t w = world_size();
-  std::vector<DeviceMesh> meshes;
-  meshes.push_back(init_device_mesh(kCPU, {w}));
-  if (w % 2 == 0) {
-    meshes.push_back(init_device_mesh(kCPU, {2, w / 2}));
-  } else {
-    meshes.push_back(init_device_mesh(kCPU, {1, w}));
-  }
-  return meshes;
+  return {make_mesh({w}), make_mesh(w % 2 == 0 ? Ints{2, w / 2} : Ints{1, w})};
 }
 
-// Every list of `choices` over `mesh_ndim` mesh dims whose Shard dims fit a rank-`ndim`
-// tensor.
+// R, S(0), S(1), P(sum).
+inline std::vector<Placement> standard_choices() {
+  return {Replicate(), Shard(0), Shard(1), Partial()};
+}
+
+// R, S(d) for every d < ndim, and P(sum) when `partial`.
+inline std::vector<Placement> shard_choices(int64_t ndim, bool partial = true) {
+  std::vector<Placement> c = {Replicate()};
+  for (int64_t d = 0; d < ndim; ++d) c.push_back(Shard(d));
+  if (partial) c.push_back(Partial());
+  return c;
+}
+
+// Every list of `choices` over `mesh_ndim` mesh dims, leaving out the Shard dims a rank-`ndim`
+// tensor does not have.
 inline std::vector<Placements> placement_lists(int64_t mesh_ndim,
                                                const std::vector<Placement>& choices,
                                                int64_t ndim) {
-  std::vector<Placements> out = {Placements()};
-  for (int64_t m = 0; m < mesh_ndim; ++m) {
-    std::vector<Placements> next;
-    for (const Placements& p : out) {
-      for (const Placement& c : choices) {
-        if (c.is_shard() && c.dim() >= ndim) continue;
-        Placements q = p;
-        q.push_back(c);
-        next.push_back(q);
-      }
-    }
-    out = std::move(next);
+  std::vector<Placement> fit;
+  for (const Placement& c : choices) {
+    if (!c.is_shard() || c.dim() < ndim) fit.push_back(c);
   }
-  return out;
-}
-
-inline std::vector<Placement> standard_choices() {
-  return {Replicate(), Shard(0), Shard(1), Partial()};
+  return all_placements(fit, static_cast<size_t>(mesh_ndim));
 }
 
 // Element i = lo + step * ((i * 7 + salt) % 11): small values, exact in every float dtype.
@@ -60,8 +52,8 @@ inline Tensor det_input(IntSpan shape, int salt = 0, double lo = -2.5, double st
   return from_vector<double>(v, shape).to(dtype);
 }
 
-// Same dtype and shape, and values equal (exact for non-floating dtypes, allclose otherwise;
-// NaNs in the same places count as equal).
+// Same dtype and shape, and values equal (exact for non-floating dtypes and infinities, within
+// `tol` relative to 1 + |want| otherwise; NaNs in the same places count as equal).
 inline bool same_values(const Tensor& got, const Tensor& want, double tol = 1e-5) {
   if (got.dtype() != want.dtype() || got.sizes() != want.sizes()) return false;
   if (!is_floating(want.dtype())) return equal(got, want);
@@ -80,6 +72,12 @@ inline bool same_values(const Tensor& got, const Tensor& want, double tol = 1e-5
   return true;
 }
 
+// `p` in reverse mesh-dim order (a second, differently nested layout for a two-input op).
+inline Placements reversed(const Placements& p) {
+  return Placements(p.rbegin(), p.rend());
+}
+
+// "DeviceMesh(...) shape [5, 3] placements [S(0)] [R]" for INFO messages.
 inline std::string describe(const DeviceMesh& mesh, std::initializer_list<Placements> ps,
                             IntSpan shape) {
   std::string s = mesh.str() + " shape " + shape_str(shape) + " placements";
@@ -87,4 +85,4 @@ inline std::string describe(const DeviceMesh& mesh, std::initializer_list<Placem
   return s;
 }
 
-}  // namespace dtensor::testing
+}  // namespace dtensor::test
