@@ -3,6 +3,7 @@
 #include <string>
 
 #include "nn/functional.h"
+#include "ops/elementwise/elementwise.h"
 #include "tensor/error.h"
 
 namespace dtensor::nn {
@@ -17,7 +18,7 @@ MLP::MLP(int64_t dim, int64_t hidden_dim, Activation activation, bool bias, Modu
 
 DTensor MLP::forward(const DTensor& x) {
   DTensor h = (*fc1_)(x);
-  h = act_ == Activation::kGelu ? functional::gelu(h) : functional::silu(h);
+  h = act_ == Activation::kGelu ? dtensor::gelu(h) : dtensor::silu(h);
   return (*fc2_)(h);
 }
 
@@ -31,7 +32,7 @@ SwiGLU::SwiGLU(int64_t dim, int64_t hidden_dim, ModuleOptions opts) {
 }
 
 DTensor SwiGLU::forward(const DTensor& x) {
-  return (*w2_)(functional::mul(functional::silu((*w1_)(x)), (*w3_)(x)));
+  return (*w2_)(dtensor::mul(dtensor::silu((*w1_)(x)), (*w3_)(x)));
 }
 
 Attention::Attention(int64_t dim, int64_t n_heads, bool causal, bool bias, ModuleOptions opts)
@@ -96,8 +97,8 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, ModuleOptions o
 }
 
 DTensor TransformerBlock::forward(const DTensor& x) {
-  DTensor h = functional::add(x, (*attention_)((*attention_norm_)(x)));
-  return functional::add(h, (*mlp_)((*mlp_norm_)(h)));
+  DTensor h = dtensor::add(x, (*attention_)((*attention_norm_)(x)));
+  return dtensor::add(h, (*mlp_)((*mlp_norm_)(h)));
 }
 
 void ModuleList::append(ModulePtr m) {

@@ -77,6 +77,47 @@ std::string quoted(std::string_view fqn) {
   return absl::StrFormat("'%s'", fqn);
 }
 
+// The module as a Linear (nullptr for an Embedding) after checking that it is one of the two
+// and that the mesh is 1-d (ColwiseParallel and RowwiseParallel fit only these).
+const nn::Linear* check_linear_or_embedding(nn::Module& module, const DeviceMesh& mesh,
+                                            std::string_view style, std::string_view fqn) {
+  const auto* linear = dynamic_cast<const nn::Linear*>(&module);
+  const bool is_embedding = dynamic_cast<const nn::Embedding*>(&module) != nullptr;
+  DT_CHECK(linear != nullptr || is_embedding, "[%s] expects Linear or Embedding, got %s at %s",
+           style, module.type_name(), quoted(fqn));
+  check_mesh(mesh, style, fqn);
+  return linear;
+}
+
+// The hooks of ColwiseParallel and RowwiseParallel: the pre-hook lays a local input out as
+// `in` and moves it to `desired`; `known_last` is the global size of the last dim when a local
+// input arrives sharded on it (a Linear's in_features). The hook moves the output to `out`.
+// `style` must point to static storage (a literal).
+void install_hooks(nn::Module& module, const DeviceMesh& mesh, Placement in, Placement desired,
+                   std::optional<int64_t> known_last, Placement out, bool use_local,
+                   std::string_view style, std::string_view fqn) {
+  const std::string name(fqn);
+  module.register_forward_pre_hook([=](nn::Module&, const DTensor& x) {
+    const bool last = detail::normalized(in, x.dim()).is_shard(x.dim() - 1);
+    return detail::prepare_input(x, mesh, in, desired, last ? known_last : std::nullopt, style,
+                                 name);
+  });
+  module.register_forward_hook(
+      [=](nn::Module&, const DTensor& y) { return detail::finish_output(y, out, use_local); });
+}
+
+// The hook of PrepareModuleInput / PrepareModuleOutput: a local tensor is laid out as `from`
+// on `mesh`, then moved to `to`, and made local again when `use_local`. `style` must point to
+// static storage (a literal).
+nn::ForwardHook relayout_hook(const DeviceMesh& mesh, Placement from, Placement to,
+                              bool use_local, std::string_view style, std::string_view fqn) {
+  const std::string name(fqn);
+  return [=](nn::Module&, const DTensor& x) {
+    DTensor y = detail::prepare_input(x, mesh, from, to, std::nullopt, style, name);
+    return use_local ? nn::local(y.to_local()) : y;
+  };
+}
+
 }  // namespace
 
 std::string ColwiseParallel::str() const {
@@ -88,26 +129,16 @@ std::string ColwiseParallel::str() const {
 void ColwiseParallel::apply(nn::Module& module, std::string_view fqn,
                             const DeviceMesh& mesh) const {
   constexpr std::string_view kStyle = "ColwiseParallel";
-  const bool is_linear = dynamic_cast<nn::Linear*>(&module) != nullptr;
-  const bool is_embedding = dynamic_cast<nn::Embedding*>(&module) != nullptr;
-  DT_CHECK(is_linear || is_embedding, "[%s] expects Linear or Embedding, got %s at %s", kStyle,
-           module.type_name(), quoted(fqn));
-  check_mesh(mesh, kStyle, fqn);
+  const bool is_linear = check_linear_or_embedding(module, mesh, kStyle, fqn) != nullptr;
   if (is_linear) {
     shard_param(module, "weight", mesh, Shard(0), kStyle, fqn);
     shard_param(module, "bias", mesh, Shard(0), kStyle, fqn);
   } else {
     shard_param(module, "weight", mesh, Shard(1), kStyle, fqn);
   }
-  const Placement in = opts_.input_layouts.value_or(Replicate());
-  const Placement out = opts_.output_layouts.value_or(Shard(-1));
-  const bool use_local = opts_.use_local_output;
-  const std::string name(fqn);
-  module.register_forward_pre_hook([=](nn::Module&, const DTensor& x) {
-    return detail::prepare_input(x, mesh, in, Replicate(), std::nullopt, kStyle, name);
-  });
-  module.register_forward_hook(
-      [=](nn::Module&, const DTensor& y) { return detail::finish_output(y, out, use_local); });
+  install_hooks(module, mesh, opts_.input_layouts.value_or(Replicate()), Replicate(),
+                std::nullopt, opts_.output_layouts.value_or(Shard(-1)), opts_.use_local_output,
+                kStyle, fqn);
 }
 
 std::string RowwiseParallel::str() const {
@@ -120,35 +151,19 @@ std::string RowwiseParallel::str() const {
 void RowwiseParallel::apply(nn::Module& module, std::string_view fqn,
                             const DeviceMesh& mesh) const {
   constexpr std::string_view kStyle = "RowwiseParallel";
-  auto* linear = dynamic_cast<nn::Linear*>(&module);
-  const bool is_embedding = dynamic_cast<nn::Embedding*>(&module) != nullptr;
-  DT_CHECK(linear != nullptr || is_embedding, "[%s] expects Linear or Embedding, got %s at %s",
-           kStyle, module.type_name(), quoted(fqn));
-  check_mesh(mesh, kStyle, fqn);
-  Placement in, desired;
-  std::optional<int64_t> known;
+  const nn::Linear* linear = check_linear_or_embedding(module, mesh, kStyle, fqn);
+  std::optional<int64_t> known_last;
   if (linear != nullptr) {
     shard_param(module, "weight", mesh, Shard(1), kStyle, fqn);
     shard_param(module, "bias", mesh, Replicate(), kStyle, fqn);
-    in = opts_.input_layouts.value_or(Shard(-1));
-    desired = Shard(-1);
-    known = linear->in_features();
+    known_last = linear->in_features();
   } else {
     shard_param(module, "weight", mesh, Shard(0), kStyle, fqn);
-    in = opts_.input_layouts.value_or(Replicate());
-    desired = Replicate();
   }
-  const Placement out = opts_.output_layouts.value_or(Replicate());
-  const bool use_local = opts_.use_local_output;
-  const std::string name(fqn);
-  module.register_forward_pre_hook([=](nn::Module&, const DTensor& x) {
-    // The in_features hint only applies to the last dim (the sharded contraction dim).
-    const Placement p = in.is_shard() && in.dim() < 0 ? Shard(in.dim() + x.dim()) : in;
-    const bool last = p.is_shard(x.dim() - 1);
-    return detail::prepare_input(x, mesh, in, desired, last ? known : std::nullopt, kStyle, name);
-  });
-  module.register_forward_hook(
-      [=](nn::Module&, const DTensor& y) { return detail::finish_output(y, out, use_local); });
+  // Linear: the input sharded on its contraction (last) dim; Embedding: indices replicated.
+  const Placement need = linear != nullptr ? Shard(-1) : Replicate();
+  install_hooks(module, mesh, opts_.input_layouts.value_or(need), need, known_last,
+                opts_.output_layouts.value_or(Replicate()), opts_.use_local_output, kStyle, fqn);
 }
 
 std::string SequenceParallel::str() const {
@@ -186,13 +201,9 @@ void PrepareModuleInput::apply(nn::Module& module, std::string_view fqn,
                                const DeviceMesh& mesh) const {
   constexpr std::string_view kStyle = "PrepareModuleInput";
   check_mesh(mesh, kStyle, fqn);
-  const Options o = opts_;
-  const std::string name(fqn);
-  module.register_forward_pre_hook([=](nn::Module&, const DTensor& x) {
-    DTensor y = detail::prepare_input(x, mesh, o.input_layouts, o.desired_input_layouts,
-                                      std::nullopt, kStyle, name);
-    return o.use_local_output ? nn::local(y.to_local()) : y;
-  });
+  module.register_forward_pre_hook(relayout_hook(mesh, opts_.input_layouts,
+                                                 opts_.desired_input_layouts,
+                                                 opts_.use_local_output, kStyle, fqn));
 }
 
 std::string PrepareModuleOutput::str() const {
@@ -205,13 +216,9 @@ void PrepareModuleOutput::apply(nn::Module& module, std::string_view fqn,
                                 const DeviceMesh& mesh) const {
   constexpr std::string_view kStyle = "PrepareModuleOutput";
   check_mesh(mesh, kStyle, fqn);
-  const Options o = opts_;
-  const std::string name(fqn);
-  module.register_forward_hook([=](nn::Module&, const DTensor& y) {
-    DTensor z = detail::prepare_input(y, mesh, o.output_layouts, o.desired_output_layouts,
-                                      std::nullopt, kStyle, name);
-    return o.use_local_output ? nn::local(z.to_local()) : z;
-  });
+  module.register_forward_hook(relayout_hook(mesh, opts_.output_layouts,
+                                             opts_.desired_output_layouts, opts_.use_local_output,
+                                             kStyle, fqn));
 }
 
 }  // namespace dtensor

@@ -58,7 +58,9 @@ DTensor matmul(const DTensor& a, const DTensor& b);
 DTensor addmm(const DTensor& bias, const DTensor& a, const DTensor& b, const Scalar& beta = 1,
               const Scalar& alpha = 1);
 // ColwiseParallel: weight S(0) (and bias S(0)) gives an output sharded on the last dim;
-// RowwiseParallel: input S(-1) and weight S(1) give Partial(sum). bias may be undefined.
+// RowwiseParallel: input S(-1) and weight S(1) give Partial(sum); a replicated bias is then
+// added on coordinate 0 of the Partial mesh dims only (no communication, no move). bias may be
+// undefined.
 DTensor linear(const DTensor& x, const DTensor& weight, const DTensor& bias = DTensor());
 
 }  // namespace dtensor

@@ -2,6 +2,7 @@
 #include "dtensor/propagation/dispatch.h"
 #include "ops/matmul/matmul.h"
 #include "ops/ops_registry.h"
+#include "ops/view/dtensor_op_util.h"
 
 namespace dtensor {
 namespace {
@@ -43,8 +44,22 @@ DTensor linear(const DTensor& x, const DTensor& weight, const DTensor& bias) {
     return dispatch(info, {&x, &weight}, {}, [](Locals l) { return linear(l[0], l[1]); });
   }
   static const OpInfo& info = ops_op("linear.bias");
-  return dispatch(info, {&x, &weight, &bias}, {},
-                  [](Locals l) { return linear(l[0], l[1], l[2]); });
+  const DTensor* in[] = {&x, &weight, &bias};
+  const std::shared_ptr<const OutputSharding> sh = detail::sharding_for(info, in, {});
+  // Strategy [P | S(last), S(1), R]: a replicated bias next to a Partial output is added on
+  // coordinate 0 of those mesh dims only, so the sum over ranks counts it once.
+  const Placements& out = sh->outputs[0]->placements();
+  const Placements& pb = sh->needs_redistribute() && sh->required_inputs[2]
+                             ? sh->required_inputs[2]->placements()
+                             : bias.placements();
+  const Shape& coord = x.device_mesh().get_coordinate();
+  bool add_bias = true;
+  for (size_t i = 0; i < out.size() && i < coord.size(); ++i) {
+    if (out[i].is_partial() && pb[i].is_replicate() && coord[i] != 0) add_bias = false;
+  }
+  return dispatch(info, in, {}, [&](Locals l) {
+    return add_bias ? linear(l[0], l[1], l[2]) : linear(l[0], l[1]);
+  });
 }
 
 }  // namespace dtensor

@@ -192,7 +192,8 @@ void register_matmul_ops(Registry& reg) {
   reg.add(std::move(addmm));
 
   // linear(input[..., in], weight[out, in]) and linear.bias(..., bias[out]): input @ weight^T
-  // (+ bias). Colwise: [S(last) | R, S(0), S(0)]; rowwise: [P | S(last), S(1), P]. Without a
+  // (+ bias). Colwise: [S(last) | R, S(0), S(0)]; rowwise: [P | S(last), S(1), P] and
+  // [P | S(last), S(1), R] (bias added on one coordinate only, see matmul_dtensor.cc). Without a
   // bias the product is multilinear; with one it is affine (no Partial pass-through).
   for (const bool has_bias : {false, true}) {
     OpInfo linear = has_bias ? product_op("linear.bias", {"input", "weight", "bias"})
@@ -225,6 +226,11 @@ void register_matmul_ops(Registry& reg) {
       for (int64_t d = 0; d < last; ++d) add_row(Shard(d), Shard(d), Replicate());
       add_row(Shard(last), Replicate(), Shard(0));
       add_row(Partial(), Shard(last), Shard(1));
+      // RowwiseParallel's replicated bias: the DTensor linear adds it on coordinate 0 of the
+      // mesh dims where the output is Partial and the bias Replicate, so it counts once in the
+      // sum without being moved (no R -> P step, which on a 1-rank mesh dim would tie in cost
+      // with gathering everything).
+      if (bias) rows.push_back({Partial(), Shard(last), Shard(1), Replicate()});
       return rows;
     };
     reg.add(std::move(linear));

@@ -8,6 +8,9 @@
 #include "collectives/comm_debug.h"
 #include "collectives/runtime.h"
 #include "nn/nn.h"
+#include "ops/embedding/embedding.h"
+#include "ops/matmul/matmul.h"
+#include "ops/norm/norm.h"
 #include "parallel/parallelize.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
@@ -512,4 +515,59 @@ TEST_CASE("Attention with DTensor q/k/v (use_local_output = false) and a bfloat1
   REQUIRE(yb.dtype() == dt::kBFloat16);
   // bfloat16 keeps 8 bits: the partial sums are rounded before the all-reduce.
   REQUIRE(max_diff(yb.to_local(), mref(nn::local(xb)).to_local()) < 5e-2);
+}
+
+TEST_CASE("functional ops: local parameters on mesh activations, heads kept sharded", "[tp]") {
+  const int64_t W = dt::world_size();
+  auto mesh = tp_mesh();
+  auto dist = [&](const dt::Tensor& t, dt::Placement p) {
+    return dt::distribute_tensor(t, mesh, {p}, std::nullopt);
+  };
+  // Batch-sharded activations (uneven: W * 2 + 1 rows) with self-mesh (local) parameters:
+  // the parameters count as Replicate on the activations' mesh, nothing moves.
+  const dt::Tensor x = same_randn({2 * W + 1, 3, 6}, 16);
+  const dt::Tensor w = same_randn({5, 6}, 17), b = same_randn({5}, 18);
+  const dt::Tensor g = same_randn({6}, 19), beta = same_randn({6}, 20);
+  const dt::Tensor table = same_randn({7, 4}, 21);
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < (2 * W + 1) * 3; ++i) ids.push_back((i * 5) % 7);
+  const dt::Tensor idx = dt::from_vector(ids, {2 * W + 1, 3});
+  {
+    dt::CommDebugMode comm;
+    const dt::DTensor y = nn::functional::linear(dist(x, dt::Shard(0)), nn::local(w), nn::local(b));
+    const dt::DTensor n = nn::functional::layer_norm(dist(x, dt::Shard(0)), nn::local(g),
+                                                     nn::local(beta));
+    const dt::DTensor e = nn::functional::embedding(dist(idx, dt::Shard(0)), nn::local(table));
+    REQUIRE(comm.total_count() == 0);
+    REQUIRE(y.placements()[0] == dt::Shard(0));
+    REQUIRE(n.placements()[0] == dt::Shard(0));
+    REQUIRE(e.placements()[0] == dt::Shard(0));
+    REQUIRE(max_diff(y.to_local(), my_chunk(dt::linear(x, w, b), 0)) < kTol);
+    REQUIRE(max_diff(n.to_local(), my_chunk(dt::layer_norm(x, {6}, g, beta), 0)) < kTol);
+    REQUIRE(max_diff(e.to_local(), my_chunk(dt::embedding(idx, table), 0)) == 0.0);
+  }
+  // Attention with the heads split across ranks (S(2)) stays S(2) without communication.
+  const int64_t hd = 3, H = 2 * W;
+  const dt::Tensor q = same_randn({2, 5, H * hd}, 22), k = same_randn({2, 5, H * hd}, 23),
+                   v = same_randn({2, 5, H * hd}, 24);
+  const dt::Tensor want =
+      nn::functional::scaled_dot_product_attention(nn::local(q), nn::local(k), nn::local(v), hd,
+                                                   true)
+          .to_local();
+  {
+    dt::CommDebugMode comm;
+    const dt::DTensor o = nn::functional::scaled_dot_product_attention(
+        dist(q, dt::Shard(2)), dist(k, dt::Shard(2)), dist(v, dt::Shard(2)), hd, true);
+    REQUIRE(comm.total_count() == 0);
+    REQUIRE(o.placements()[0] == dt::Shard(2));
+    REQUIRE(max_diff(o.to_local(), my_chunk(want, 2)) < kTol);
+  }
+  if (W > 1) {
+    // W + 1 heads of 2 over W ranks: a shard would split a head.
+    const dt::Tensor u = same_randn({1, 2, 2 * (W + 1)}, 25);
+    REQUIRE_THROWS_WITH(nn::functional::scaled_dot_product_attention(
+                            dist(u, dt::Shard(2)), dist(u, dt::Shard(2)), dist(u, dt::Shard(2)), 2,
+                            false),
+                        Contains("[scaled_dot_product_attention] local width"));
+  }
 }

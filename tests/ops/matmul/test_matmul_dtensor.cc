@@ -5,15 +5,17 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
+#include "collectives/comm_debug.h"
+#include "collectives/runtime.h"
 #include "dtensor/propagation/sharding_propagation.h"
 #include "dtensor/redistribute.h"
-#include "dtensor_op_test_util.h"
+#include "tests/ops/common/ops_dtensor_test_util.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
 #include "ops/reduction/reduction.h"
 
 namespace dt = dtensor;
-namespace tt = dtensor::testing;
+namespace tt = dtensor::test;
 using dt::DTensor;
 using dt::Partial;
 using dt::Placements;
@@ -22,9 +24,6 @@ using dt::Shard;
 using dt::Tensor;
 
 namespace {
-Placements reversed(const Placements& p) {
-  return Placements(p.rbegin(), p.rend());
-}
 const Placements kP = {Partial()};
 }  // namespace
 
@@ -46,7 +45,7 @@ TEST_CASE("DTensor mm equals the full product for every pair of placements") {
         std::vector<Placements> pbs =
             mesh.ndim() == 1
                 ? lists
-                : std::vector<Placements>{pa, reversed(pa), Placements(mesh.ndim(), Replicate())};
+                : std::vector<Placements>{pa, tt::reversed(pa), Placements(mesh.ndim(), Replicate())};
         for (const Placements& pb : pbs) {
           INFO(tt::describe(mesh, {pa, pb}, x.sizes()));
           const DTensor b = dt::distribute_tensor(y, mesh, pb, std::nullopt);
@@ -73,7 +72,7 @@ TEST_CASE("DTensor bmm, matmul, addmm and linear equal the full-tensor op") {
     const Tensor bias_out = tt::det_input(dt::Shape{w + 2}, 9);
     for (const Placements& pa : tt::placement_lists(mesh.ndim(), choices3, 3)) {
       const DTensor a3 = dt::distribute_tensor(x3, mesh, pa, std::nullopt);
-      for (const Placements& pb : {pa, reversed(pa), Placements(mesh.ndim(), Replicate())}) {
+      for (const Placements& pb : {pa, tt::reversed(pa), Placements(mesh.ndim(), Replicate())}) {
         INFO("bmm/matmul/linear " << tt::describe(mesh, {pa, pb}, x3.sizes()));
         const DTensor b3 = dt::distribute_tensor(y3, mesh, pb, std::nullopt);
         REQUIRE(tt::same_values(dt::bmm(a3, b3).full_tensor(), dt::bmm(x3, y3)));
@@ -94,7 +93,7 @@ TEST_CASE("DTensor bmm, matmul, addmm and linear equal the full-tensor op") {
     }
     for (const Placements& pa : tt::placement_lists(mesh.ndim(), tt::standard_choices(), 2)) {
       const DTensor a2 = dt::distribute_tensor(x2, mesh, pa, std::nullopt);
-      for (const Placements& pb : {pa, reversed(pa), Placements(mesh.ndim(), Replicate())}) {
+      for (const Placements& pb : {pa, tt::reversed(pa), Placements(mesh.ndim(), Replicate())}) {
         INFO("addmm/matmul " << tt::describe(mesh, {pa, pb}, x2.sizes()));
         const DTensor b2 = dt::distribute_tensor(y2, mesh, pb, std::nullopt);
         const DTensor bnm = dt::distribute_tensor(bias_nm, mesh, pb, std::nullopt);
@@ -128,11 +127,23 @@ TEST_CASE("Megatron strategies need no communication") {
   const Tensor w2 = tt::det_input({6, w * 2}, 6), b2 = tt::det_input({6}, 7);
   const DTensor h = dt::linear(dist(in, {Replicate()}), dist(w1, {Shard(0)}), dist(b1, {Shard(0)}));
   CHECK(h.placements() == Placements{Shard(2)});
-  const DTensor o = dt::linear(dt::relu(h), dist(w2, {Shard(1)}), dist(b2, {Replicate()}));
-  // On one rank every move is free, so any strategy is as cheap.
-  if (w > 1) CHECK(o.placements() == kP);
+  const DTensor hr = dt::relu(h);
+  const DTensor w2s = dist(w2, {Shard(1)}), b2r = dist(b2, {Replicate()});
+  DTensor o;
+  {
+    // Rowwise with a replicated bias: [P | S(-1), S(1), R], the bias added on coordinate 0
+    // only; no move at any world size (on one rank too, where every collective is modelled
+    // as free).
+    dt::CommDebugMode comm;
+    o = dt::linear(hr, w2s, b2r);
+    CHECK(comm.total_count() == 0);
+  }
+  CHECK(o.placements() == kP);
   const Tensor want = dt::linear(dt::relu(dt::linear(in, w1, b1)), w2, b2);
   CHECK(tt::same_values(o.full_tensor(), want));
+  // The local values: the bias is in coordinate 0's partial sum only.
+  const Tensor part = dt::linear(hr.to_local(), w2s.to_local());
+  CHECK(tt::same_values(o.to_local(), dt::world_rank() == 0 ? dt::add(part, b2) : part));
   // 2-D mesh: dp x tp.
   if (w == 4) {
     auto mesh2 = dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"});
