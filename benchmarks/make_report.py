@@ -193,16 +193,12 @@ REDIST_TARGETS = {"S(0)->R": 0.95, "P->R": 0.95, "S(1)->R": 0.8}
 
 BACKEND_NOTE = (
     "**Backend note.** Where a why line points here, the same collective issued through "
-    "dtensor's Communicator alone (no DTensor) is about as slow as the DTensor call, while the "
-    "nonblocking MPI call that backend issues (MPI_Iallgather, MPI_Iallreduce, ...) finished by "
-    "a plain blocking MPI_Wait is about as fast as the blocking raw collective. What differs "
-    "between the two is the wait: the MPI backend's Work::wait polls MPI_Test, first with "
-    "sched_yield, then sleeping for a growing interval up to 1 ms (collectives/mpi/"
-    "mpi_communicator.cc, wait_mpi_request). Open MPI progresses nonblocking collectives only "
-    "inside MPI calls, so each round of the collective's algorithm can wait for a sleeping "
-    "peer; that is the likely cause (not profiled further). A fix belongs to the collectives "
-    "layer (e.g. a blocking MPI_Wait, or a much shorter sleep cap, once the deadline check "
-    "allows it).")
+    "dtensor's Communicator alone (no DTensor) is about as slow as the DTensor call, so the "
+    "gap is in the MPI backend's wait, not in the DTensor layer. Work::wait "
+    "(collectives/mpi/mpi_communicator.cc, wait_mpi_request) polls MPI_Test continuously with "
+    "sched_yield between polls (Open MPI progresses nonblocking collectives only inside MPI "
+    "calls) and sleeps only after 200 ms; with ranks oversubscribed on 2 cores the yielding "
+    "poll still competes with the peers it waits for.")
 BACKEND_WHY = "the gap is in the backend, not the DTensor layer (see the backend note)"
 
 
@@ -217,9 +213,11 @@ def redist_why(r):
         return (f"the same collective through dtensor's Communicator alone takes {comm:.0f} µs "
                 f"(raw MPI {raw:.0f} µs{nb_txt}; DTensor {dt:.0f} µs): {BACKEND_WHY}")
     return (f"the Communicator alone takes {comm:.0f} µs vs DTensor {dt:.0f} µs (raw MPI "
-            f"{raw:.0f} µs{nb_txt}): the DTensor layer adds the rest (output allocation, "
-            "padding / local permutes of the redistribute executor); on this loaded machine "
-            "part of it is noise")
+            f"{raw:.0f} µs{nb_txt}): the DTensor layer adds the rest: a gather along a non-leading "
+            "dim lands as [n, ...] blocks that the executor copies into a freshly allocated "
+            "output (one copy plus first-touch page faults of the new memory); removing it "
+            "needs an all-gather that writes a strided output (MPI derived datatypes) or a "
+            "caching host allocator; on this loaded machine part of it is noise")
 
 
 def redistribute_section(res, tg):
