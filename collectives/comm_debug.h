@@ -24,7 +24,8 @@ class CommDebugMode {
 
   int64_t count(CollectiveKind kind) const;
   int64_t total_count() const;
-  // Bytes of the tensors passed (input for gathers/sends, the tensor for in-place ops).
+  // Bytes of the tensors passed (input for gathers/sends, the tensor for in-place ops, the
+  // output (the block each rank receives) for scatter).
   int64_t bytes(CollectiveKind kind) const;
   // "all_gather: 1 (4096 B), all_reduce: 2 (...)"
   std::string str() const;

@@ -41,6 +41,8 @@ std::string_view collective_name(CollectiveKind k) {
       return "recv";
     case CollectiveKind::kBarrier:
       return "barrier";
+    case CollectiveKind::kScatter:
+      return "scatter";
   }
   return "?";
 }
@@ -173,6 +175,22 @@ WorkPtr Communicator::broadcast(const Tensor& tensor, int root) {
   check_peer(*this, "broadcast", "root", root);
   CommDebugMode::record(CollectiveKind::kBroadcast, bytes_of(tensor));
   return do_broadcast(tensor, root);
+}
+
+WorkPtr Communicator::scatter(const Tensor& output, const Tensor& input, int root) {
+  check_tensor(*this, "scatter", "output", output);
+  check_peer(*this, "scatter", "root", root);
+  if (rank() == root) {
+    check_pair(*this, "scatter", output, input);
+    Shape expected{size()};
+    expected.insert(expected.end(), output.sizes().begin(), output.sizes().end());
+    DT_CHECK(input.sizes() == expected,
+             "[scatter] input on the root has shape %s, expected [size(), output sizes...] = %s "
+             "(communicator size %d, output shape %s)",
+             shape_str(input.sizes()), shape_str(expected), size(), shape_str(output.sizes()));
+  }
+  CommDebugMode::record(CollectiveKind::kScatter, bytes_of(output));
+  return do_scatter(output, input, root);
 }
 
 WorkPtr Communicator::send(const Tensor& tensor, int dst, int tag) {

@@ -21,9 +21,9 @@ std::string_view reduce_op_name(ReduceOp op);  // "sum", "avg", "max", "min", "p
 
 // The kinds of collective, for CommDebugMode counts and deadline messages.
 enum class CollectiveKind : uint8_t {
-  kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSend, kRecv, kBarrier
+  kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSend, kRecv, kBarrier, kScatter
 };
-inline constexpr int kNumCollectiveKinds = 8;
+inline constexpr int kNumCollectiveKinds = 9;
 std::string_view collective_name(CollectiveKind k);  // "all_reduce", "all_gather", ...
 
 // Handle for an issued operation.
@@ -75,6 +75,11 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   WorkPtr all_to_all(const Tensor& output, const Tensor& input);
   // In place: every rank ends with root's `tensor`.
   WorkPtr broadcast(const Tensor& tensor, int root);
+  // Root's contiguous `input` of shape [size(), output.sizes()...] is split into size() blocks;
+  // block k lands in rank k's `output` (the root keeps block root). On other ranks `input` is
+  // ignored and may be undefined. Shapes are checked on the root only (a wrong shape there
+  // throws before anything is sent). Counted by CommDebugMode with the bytes of `output`.
+  WorkPtr scatter(const Tensor& output, const Tensor& input, int root);
   WorkPtr send(const Tensor& tensor, int dst, int tag = 0);
   WorkPtr recv(const Tensor& tensor, int src, int tag = 0);
   WorkPtr barrier();
@@ -95,6 +100,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   virtual WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
   virtual WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) = 0;
   virtual WorkPtr do_broadcast(const Tensor& tensor, int root) = 0;
+  // `input` is validated on the root only (undefined or ignored elsewhere).
+  virtual WorkPtr do_scatter(const Tensor& output, const Tensor& input, int root) = 0;
   virtual WorkPtr do_send(const Tensor& tensor, int dst, int tag) = 0;
   virtual WorkPtr do_recv(const Tensor& tensor, int src, int tag) = 0;
   virtual WorkPtr do_barrier() = 0;

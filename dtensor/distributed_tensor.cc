@@ -79,6 +79,68 @@ void check_same_meta(const Tensor& tensor, const DeviceMesh& mesh, size_t src_in
       absl::StrJoin(bad, ", "));
 }
 
+// Scatters step i of the source's data: `piece` (valid on this rank when `valid`, undefined or
+// stale otherwise) of shape `shape` is cut into torch.chunk pieces along tensor dim `dim`, each
+// padded to the chunk size ceil(m / n) so that block k of the root's [n, block...] buffer is
+// chunk k; this rank keeps its chunk, unpadded.
+Tensor scatter_chunks(Communicator& comm, const Tensor& piece, const Shape& shape, int64_t dim,
+                      int root, int64_t my_index, bool valid, const TensorOptions& options) {
+  const int64_t m = shape[dim];
+  const int64_t n = comm.size();
+  const int64_t chunk = chunk_bounds(m, n, 0).size;
+  Shape block = shape;
+  block[dim] = chunk;
+  Tensor out = empty(block, options);
+  Tensor in;
+  if (my_index == root) {
+    Shape stacked{n};
+    stacked.insert(stacked.end(), block.begin(), block.end());
+    in = empty(stacked, options);
+    if (valid) {
+      // The pad is never read back, but a fixed value keeps the bytes on the wire deterministic.
+      if (chunk_bounds(m, n, n - 1).size != chunk) in.zero_();
+      for (int64_t k = 0; k < n; ++k) {
+        const ChunkBounds b = chunk_bounds(m, n, k);
+        if (b.size == 0) continue;
+        in.select(0, k).narrow(dim, 0, b.size).copy_(piece.narrow(dim, b.offset, b.size));
+      }
+    }
+  }
+  comm.scatter(out, in, root)->wait();
+  const int64_t mine = chunk_bounds(m, n, my_index).size;
+  return mine == chunk ? out : out.narrow(dim, 0, mine).contiguous();
+}
+
+// distribute_tensor from the rank at `src_coord`: walks the mesh dims in order 0..ndim-1 (the
+// nesting order of compute_local_shape_and_offset). At step i every rank holds the piece that
+// dims 0..i-1 assign to its coordinates (the same shape across each dim-i group); the group's
+// member at the source's coordinate on dim i scatters the chunks of a Shard(d) dim or
+// broadcasts the piece for Replicate/Partial. After step i the ranks whose coordinates on dims
+// > i equal the source's hold the source's data; the other groups move stale bytes of the right
+// shape, replaced at a later step.
+Tensor scatter_from_source(const Tensor& tensor, const DTensorSpec& spec, const Shape& coord,
+                           const Shape& src_coord, Device device) {
+  const DeviceMesh& mesh = spec.mesh();
+  const TensorOptions options(tensor.dtype(), device);
+  bool valid = coord == src_coord;
+  Tensor piece = valid ? tensor.to(device).contiguous() : Tensor();
+  Shape shape = tensor.shape();
+  for (int64_t i = 0; i < mesh.ndim(); ++i) {
+    Communicator& comm = *mesh.communicator(i);
+    const int root = static_cast<int>(src_coord[i]);
+    const Placement& p = spec.placement(i);
+    if (p.is_shard()) {
+      piece = scatter_chunks(comm, piece, shape, p.dim(), root, coord[i], valid, options);
+      shape = piece.shape();
+    } else {
+      if (!piece.defined()) piece = empty(shape, options);
+      comm.broadcast(piece, root)->wait();
+    }
+    valid = std::equal(coord.begin() + i + 1, coord.end(), src_coord.begin() + i + 1);
+  }
+  return piece;
+}
+
 Shape inferred_global_shape(IntSpan local_shape, const DeviceMesh& mesh, PlacementSpan placements) {
   Shape global(local_shape.begin(), local_shape.end());
   const int64_t ndim = static_cast<int64_t>(global.size());
@@ -246,27 +308,19 @@ DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placemen
     return DTensor(detail::empty_local(tensor.dim(), tensor.dtype(), device), std::move(spec));
   }
   const Shape& coord = mesh.get_coordinate();
-  Tensor full;
+  Tensor local;
   if (src_index >= 0) {
     check_same_meta(tensor, mesh, static_cast<size_t>(src_index), device);
-    // Broadcast from the source over each mesh dim in turn: after dim i every rank whose
-    // coordinates on dims > i equal the source's holds the data; after the last dim, all do.
-    const Shape src_coord = detail::unravel_index(src_index, mesh.shape());
-    const bool is_src = coord == src_coord;
-    full = is_src ? tensor.to(device).contiguous()
-                  : empty(tensor.shape(), TensorOptions(tensor.dtype(), device));
-    for (int64_t i = 0; i < mesh.ndim(); ++i) {
-      mesh.communicator(i)->broadcast(full, static_cast<int>(src_coord[i]))->wait();
-    }
+    local = scatter_from_source(tensor, *spec, coord,
+                                detail::unravel_index(src_index, mesh.shape()), device);
   } else {
-    full = tensor.to(device);
+    const LocalShard shard = spec->local_shard(coord);
+    local = tensor.to(device);
+    for (int64_t d = 0; d < local.dim(); ++d) {
+      if (shard.shape[d] != local.size(d)) local = local.narrow(d, shard.offset[d], shard.shape[d]);
+    }
+    local = local.contiguous();
   }
-  const LocalShard shard = spec->local_shard(coord);
-  Tensor local = full;
-  for (int64_t d = 0; d < local.dim(); ++d) {
-    if (shard.shape[d] != local.size(d)) local = local.narrow(d, shard.offset[d], shard.shape[d]);
-  }
-  local = local.contiguous();
   for (int64_t i = 0; i < mesh.ndim(); ++i) {
     const Placement& p = spec->placement(i);
     if (p.is_partial() && p.reduce_op() == ReduceOp::kSum && coord[i] != 0) {

@@ -72,9 +72,14 @@ std::ostream& operator<<(std::ostream& os, const DTensor& t);
 // first 16 sizes), and a mismatch throws on every rank of the mesh, e.g. "[distribute_tensor]
 // argument tensor differs across ranks: rank 3 passed shape [9, 4] float32 but src_data_rank 0
 // passed [8, 4] float32 (... mismatching ranks: 3)". CommDebugMode counts these all_gathers
-// (they are real communication). Then the source's data is broadcast over each mesh dim in
-// turn (one broadcast per mesh dim on mesh.communicator(d)) and every rank takes its chunk.
-// So a source rank costs mesh.ndim() all_gathers + mesh.ndim() broadcasts.
+// (they are real communication). Then the source's data moves down the mesh dims in order
+// 0..ndim-1 (the nesting order of compute_local_shape_and_offset), on mesh.communicator(i):
+// for Shard(d) on mesh dim i the member at the source's coordinate scatters the torch.chunk
+// pieces of tensor dim d (padded to the chunk size ceil(m / n) for the transfer), so each
+// rank receives only its piece, as in PyTorch; for Replicate/Partial it broadcasts its piece.
+// So a source rank costs mesh.ndim() all_gathers + one scatter per sharded mesh dim + one
+// broadcast per other mesh dim; a rank receives its piece after each step (only its shard's
+// bytes, plus chunk padding, when every mesh dim shards).
 // Pass std::nullopt when every rank already holds the same tensor: then no communication
 // happens (and nothing is checked: a rank's shape and dtype are taken as the global ones) and
 // each rank just takes its chunk. Partial placements keep

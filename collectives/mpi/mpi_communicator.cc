@@ -316,6 +316,20 @@ WorkPtr MpiCommunicator::do_broadcast(const Tensor& tensor, int root) {
                      }));
 }
 
+WorkPtr MpiCommunicator::do_scatter(const Tensor& output, const Tensor& input, int root) {
+  if (output.numel() == 0) return completed_work();
+  const int n = checked_count(output.numel(), CollectiveKind::kScatter);
+  const MPI_Datatype type = detail::mpi_datatype(output.dtype());
+  const bool is_root = rank() == root;
+  Tensor out = stage_out(output);
+  Tensor in = is_root ? send_buffer(input, output) : Tensor();
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Iscatter(is_root ? in.data_ptr() : nullptr, n, type, out.data_ptr(), n, type,
+                            root, comm_, &req));
+  return DT_MPI_WORK(CollectiveKind::kScatter, &output, req,
+                     ([output, out, in] { unstage(output, out); }));
+}
+
 WorkPtr MpiCommunicator::do_send(const Tensor& tensor, int dst, int tag) {
   if (tensor.numel() == 0) return completed_work();
   const int n = checked_count(tensor.numel(), CollectiveKind::kSend);

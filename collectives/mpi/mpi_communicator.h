@@ -41,6 +41,8 @@ class MpiCommunicator final : public Communicator {
   WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) override;
   WorkPtr do_broadcast(const Tensor& tensor, int root) override;
+  // MPI_Iscatter; bf16/fp16 travel as plain 16-bit elements.
+  WorkPtr do_scatter(const Tensor& output, const Tensor& input, int root) override;
   WorkPtr do_send(const Tensor& tensor, int dst, int tag) override;
   WorkPtr do_recv(const Tensor& tensor, int src, int tag) override;
   WorkPtr do_barrier() override;

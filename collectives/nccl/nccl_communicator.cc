@@ -375,6 +375,34 @@ WorkPtr NcclCommunicator::do_broadcast(const Tensor& tensor, int root) {
   });
 }
 
+WorkPtr NcclCommunicator::do_scatter(const Tensor& output, const Tensor& input, int root) {
+  if (output.numel() == 0) return completed_work();
+  const bool is_root = rank() == root;
+  Tensor in = is_root && overlaps(input, output) ? input.clone() : input;
+  std::vector<Tensor> keep_alive = {output};
+  if (is_root) keep_alive.push_back(in);
+  const size_t count = static_cast<size_t>(output.numel());
+  const size_t block_bytes = output.nbytes();
+  return launch(CollectiveKind::kScatter, &output, std::move(keep_alive), [&] {
+    const ncclDataType_t type = nccl_datatype(output.dtype());
+    const char* src = is_root ? static_cast<const char*>(in.data_ptr()) : nullptr;
+    if (is_root) {
+      DT_CHECK_CUDA(cudaMemcpyAsync(output.data_ptr(), src + root * block_bytes, block_bytes,
+                                    cudaMemcpyDeviceToDevice, stream_));
+    }
+    DT_CHECK_NCCL(ncclGroupStart());
+    if (is_root) {
+      for (int peer = 0; peer < size(); ++peer) {
+        if (peer == root) continue;
+        DT_CHECK_NCCL(ncclSend(src + peer * block_bytes, count, type, peer, comm_, stream_));
+      }
+    } else {
+      DT_CHECK_NCCL(ncclRecv(output.data_ptr(), count, type, root, comm_, stream_));
+    }
+    DT_CHECK_NCCL(ncclGroupEnd());
+  });
+}
+
 WorkPtr NcclCommunicator::do_send(const Tensor& tensor, int dst, int) {
   if (tensor.numel() == 0) return completed_work();
   return launch(CollectiveKind::kSend, &tensor, {tensor}, [&] {

@@ -42,6 +42,9 @@ class NcclCommunicator final : public Communicator {
   WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) override;
   WorkPtr do_broadcast(const Tensor& tensor, int root) override;
+  // One group: the root copies its own block with cudaMemcpyAsync on the NCCL stream and
+  // ncclSends every other block; every other rank ncclRecvs its block.
+  WorkPtr do_scatter(const Tensor& output, const Tensor& input, int root) override;
   // NCCL matches point-to-point messages by issue order; `tag` is ignored.
   WorkPtr do_send(const Tensor& tensor, int dst, int tag) override;
   WorkPtr do_recv(const Tensor& tensor, int src, int tag) override;

@@ -1,6 +1,7 @@
 // Sub-communicators, Work handles, CommDebugMode, validation errors, names and the timeout API.
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,6 +37,7 @@ class CudaOnlyComm final : public Communicator {
   WorkPtr do_reduce_scatter(const Tensor&, const Tensor&, ReduceOp) override { return done(); }
   WorkPtr do_all_to_all(const Tensor&, const Tensor&) override { return done(); }
   WorkPtr do_broadcast(const Tensor&, int) override { return done(); }
+  WorkPtr do_scatter(const Tensor&, const Tensor&, int) override { return done(); }
   WorkPtr do_send(const Tensor&, int, int) override { return done(); }
   WorkPtr do_recv(const Tensor&, int, int) override { return done(); }
   WorkPtr do_barrier() override { return done(); }
@@ -56,6 +58,7 @@ TEST_CASE("public calls reject devices the backend does not serve", "[collective
                       Catch::Contains("[reduce_scatter] output"));
   REQUIRE_THROWS_WITH(comm.all_to_all(cpu, cpu), Catch::Contains("[all_to_all] output"));
   REQUIRE_THROWS_WITH(comm.broadcast(cpu, 1), Catch::Contains("[broadcast] tensor"));
+  REQUIRE_THROWS_WITH(comm.scatter(cpu, Tensor(), 1), Catch::Contains("[scatter] output"));
   REQUIRE_THROWS_WITH(comm.send(cpu, 1), Catch::Contains("[send] tensor"));
   REQUIRE_THROWS_WITH(comm.recv(cpu, 1), Catch::Contains("[recv] tensor"));
   CHECK(comm.calls == 0);
@@ -236,6 +239,29 @@ TEST_CASE("validation errors are raised on every rank before any communication",
   REQUIRE_THROWS_WITH(comm->send(in, n), Catch::Contains("[send] dst"));
   REQUIRE_THROWS_WITH(comm->recv(in, -2), Catch::Contains("[recv] src"));
   REQUIRE_THROWS_WITH(comm->send(in, 0, -1), Catch::Contains("[send] tag"));
+  // scatter: the root's input must be [size(), output sizes...]; every rank is its own root
+  // here, so every rank throws before communicating.
+  const int r = comm->rank();
+  Tensor block = make_tensor<float>(4, [](int64_t) { return 0; });
+  Tensor stacked = make_tensor<float>(4 * n, [](int64_t) { return 0; }).view({n, 4});
+  Tensor tall = make_tensor<float>(4 * (n + 1), [](int64_t) { return 0; }).view({n + 1, 4});
+  const std::string tall_msg = "[scatter] input on the root has shape [" + std::to_string(n + 1) +
+                               ", 4], expected [size(), output sizes...] = [" + std::to_string(n) +
+                               ", 4]";
+  REQUIRE_THROWS_WITH(comm->scatter(block, tall, r), Catch::Contains(tall_msg));
+  Tensor flat = make_tensor<float>(4 * n, [](int64_t) { return 0; });
+  REQUIRE_THROWS_WITH(comm->scatter(block, flat, r),
+                      Catch::Contains("[scatter] input") && Catch::Contains("expected"));
+  Tensor stacked_d = make_tensor<double>(4 * n, [](int64_t) { return 0; }).view({n, 4});
+  REQUIRE_THROWS_WITH(comm->scatter(block, stacked_d, r),
+                      Catch::Contains("[scatter]") && Catch::Contains("dtype"));
+  REQUIRE_THROWS_WITH(comm->scatter(block, Tensor(), r),
+                      Catch::Contains("[scatter] input is an undefined tensor"));
+  REQUIRE_THROWS_WITH(comm->scatter(mt, stacked, r),
+                      Catch::Contains("[scatter] output") && Catch::Contains("contiguous"));
+  REQUIRE_THROWS_WITH(comm->scatter(block, stacked, n),
+                      Catch::Contains("[scatter] root " + std::to_string(n) + " out of range"));
+  REQUIRE_THROWS_WITH(comm->scatter(block, stacked, -1), Catch::Contains("[scatter] root -1"));
   // A CUDA tensor cannot even be created without CUDA; the message then comes from tensor/.
   // Everyone is still in step: a collective afterwards works.
   Tensor ok = make_tensor<int32_t>(2, [](int64_t) { return 1; });
@@ -249,8 +275,9 @@ TEST_CASE("names of ops and collectives", "[collectives][names]") {
   CHECK(reduce_op_name(ReduceOp::kMax) == "max");
   CHECK(reduce_op_name(ReduceOp::kMin) == "min");
   CHECK(reduce_op_name(ReduceOp::kProduct) == "product");
-  const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                         "broadcast",  "send",       "recv",           "barrier"};
+  const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                         "send",       "recv",       "barrier",        "scatter"};
+  REQUIRE(kNumCollectiveKinds == 9);
   for (int k = 0; k < kNumCollectiveKinds; ++k) {
     CHECK(collective_name(static_cast<CollectiveKind>(k)) == names[k]);
   }

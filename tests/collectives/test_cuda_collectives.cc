@@ -90,6 +90,25 @@ void check_backend_data_movement(const CommunicatorPtr& comm) {
   comm->broadcast(bc, 0)->wait();
   for (float x : bc.to_vector<float>()) CHECK(x == 3.5f);
 
+  // scatter from the last rank, bf16 (plain 16-bit elements): block k holds k + 0.5, k + 1.5.
+  const int root = n - 1;
+  Tensor sc_in;
+  if (r == root) {
+    std::vector<float> v(static_cast<size_t>(2 * n));
+    for (int k = 0; k < 2 * n; ++k) v[static_cast<size_t>(k)] = k / 2 + (k % 2) + 0.5f;
+    sc_in = from_vector<float>(v, {n, 2}, my_gpu()).to(kBFloat16);
+  }
+  Tensor sc_out = zeros({2}, TensorOptions(kBFloat16, my_gpu()));
+  comm->scatter(sc_out, sc_in, root)->wait();
+  CHECK(sc_out.to_vector<float>() == std::vector<float>{r + 0.5f, r + 1.5f});
+  // The root's output aliasing its own block of the input.
+  if (r == root) {
+    comm->scatter(sc_in.select(0, root), sc_in, root)->wait();
+    CHECK(sc_in.select(0, root).to_vector<float>() == std::vector<float>{r + 0.5f, r + 1.5f});
+  } else {
+    comm->scatter(sc_out, Tensor(), root)->wait();
+  }
+
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   Tensor snd = full({3}, static_cast<double>(r), TensorOptions(kFloat16, my_gpu()));
   Tensor rcv = zeros({3}, TensorOptions(kFloat16, my_gpu()));

@@ -1,8 +1,9 @@
-// all_gather, all_to_all, broadcast and send/recv: pure data movement, so results must be
+// all_gather, all_to_all, broadcast, scatter and send/recv: pure data movement, so results must be
 // bit-exact copies of what the closed-form fill put on the source rank.
 #include <cstdint>
 #include <vector>
 
+#include "collectives/comm_debug.h"
 #include "collectives/communicator.h"
 #include "collectives/runtime.h"
 #include "tests/collectives/collective_test_util.h"
@@ -107,6 +108,67 @@ TEMPLATE_TEST_CASE("broadcast copies the root's tensor to every rank", "[collect
     for (int64_t i = 0; i < numel; ++i) {
       CHECK(element<T>(t, i) == representable<T>(pattern<T>(root, i)));
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("scatter sends block k of the root's input to rank k", "[collectives][scatter]",
+                   DT_TYPES) {
+  using T = TestType;
+  auto comm = world_communicator();
+  const int n = comm->size(), r = comm->rank();
+  const int64_t block = GENERATE(int64_t{0}, int64_t{1}, int64_t{7}, int64_t{13});
+  for (int root = 0; root < n; ++root) {
+    INFO("root " << root << ", block " << block << ", world " << n);
+    // Only the root passes an input (element k encodes (root, k)); the others pass none.
+    Tensor in;
+    if (r == root) {
+      in = make_tensor<T>(n * block, [&](int64_t k) {
+             return pattern<T>(root, k);
+           }).view({n, block});
+    }
+    Tensor out = make_tensor<T>(block, [&](int64_t i) { return pattern<T>(r + 1, i + 3); });
+    CommDebugMode debug;
+    comm->scatter(out, in, root)->wait();
+    CHECK(debug.count(CollectiveKind::kScatter) == 1);
+    CHECK(debug.bytes(CollectiveKind::kScatter) == block * static_cast<int64_t>(sizeof(T)));
+    CHECK(debug.total_count() == 1);
+    for (int64_t i = 0; i < block; ++i) {
+      CHECK(element<T>(out, i) == representable<T>(pattern<T>(root, r * block + i)));
+    }
+    if (r == root) {  // the root's input is left unchanged
+      for (int64_t k = 0; k < n * block; ++k) {
+        CHECK(element<T>(in.view({n * block}), k) == representable<T>(pattern<T>(root, k)));
+      }
+    }
+  }
+}
+
+TEST_CASE("scatter of 2-d blocks, non-root inputs ignored, output aliasing the root's block",
+          "[collectives][scatter]") {
+  auto comm = world_communicator();
+  const int n = comm->size(), r = comm->rank();
+  const int root = n - 1;
+  // A block of shape [3, 2]; element (k, i, j) of the root's input is 1000 k + 10 i + j.
+  auto value = [](int64_t k, int64_t i, int64_t j) { return 1000.0 * k + 10.0 * i + j; };
+  Tensor in = empty({n, 3, 2}, TensorOptions(kFloat64));
+  for (int64_t k = 0; k < n; ++k) {
+    for (int64_t i = 0; i < 3; ++i) {
+      for (int64_t j = 0; j < 2; ++j) in.data<double>()[(k * 3 + i) * 2 + j] = value(k, i, j);
+    }
+  }
+  // Non-roots pass a wrongly shaped input: it is ignored.
+  Tensor junk = make_tensor<double>(5, [](int64_t) { return -1.0; });
+  Tensor out = empty({3, 2}, TensorOptions(kFloat64));
+  comm->scatter(out, r == root ? in : junk, root)->wait();
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 2; ++j) CHECK(out.at<double>({i, j}) == value(r, i, j));
+  }
+  // The root's output is its own block of the input (the others receive into fresh tensors).
+  Tensor fresh = zeros({3, 2}, TensorOptions(kFloat64));
+  Tensor mine = r == root ? in.select(0, root) : fresh;
+  comm->scatter(mine, r == root ? in : Tensor(), root)->wait();
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 2; ++j) CHECK(mine.at<double>({i, j}) == value(r, i, j));
   }
 }
 

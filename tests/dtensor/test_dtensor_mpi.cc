@@ -2,6 +2,8 @@
 // from_local, specs on a real mesh, printing, errors. Every rank runs every case and the meshes
 // depend only on the world size, so all ranks issue the same collectives. Checks inside loops
 // use CHECK (not REQUIRE) so a failing rank keeps issuing the collectives its peers expect.
+#include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <limits>
 #include <optional>
@@ -20,6 +22,14 @@ using dt::test::Ints;
 namespace {
 
 using namespace dt::test::placements;
+
+// distribute_tensor's collectives as {all_gather, scatter, broadcast, total}.
+std::array<int64_t, 4> distribute_counts(const dt::CommDebugMode& comm) {
+  return {comm.count(dt::CollectiveKind::kAllGather), comm.count(dt::CollectiveKind::kScatter),
+          comm.count(dt::CollectiveKind::kBroadcast), comm.total_count()};
+}
+
+using Counts = std::array<int64_t, 4>;
 
 }  // namespace
 
@@ -80,28 +90,117 @@ TEST_CASE("distribute_tensor: src_data_rank semantics", "[dtensor]") {
     CHECK(comm.total_count() == 0);
     CHECK(dt::equal(d.to_local(), dt::test::expected_block(mine, mesh, {S0})));
   }
-  SECTION("the last rank as the source: one meta all_gather, then one broadcast") {
+  SECTION("the last rank as the source: one meta all_gather, then one scatter") {
     dt::CommDebugMode comm;
     const dt::DTensor d = dt::distribute_tensor(mine, mesh, {S1}, w - 1);
-    CHECK(comm.count(dt::CollectiveKind::kAllGather) == 1);
-    CHECK(comm.count(dt::CollectiveKind::kBroadcast) == 1);
-    CHECK(comm.total_count() == 2);
+    CHECK(distribute_counts(comm) == Counts{1, 1, 0, 2});
+    // Each rank receives one padded chunk of the 5 columns: (3w + 1) rows x ceil(5 / w) floats.
+    CHECK(comm.bytes(dt::CollectiveKind::kScatter) == (w * 3 + 1) * ((5 + w - 1) / w) * 4);
     const dt::Tensor src = dt::test::make_data(shape, dt::kFloat32, w - 1);
     CHECK(dt::equal(d.to_local(), dt::test::expected_block(src, mesh, {S1})));
     CHECK(dt::equal(d.full_tensor(), src));
   }
-  SECTION("a 2-d mesh: one meta all_gather and one broadcast per mesh dim") {
+  SECTION("a 2-d mesh: one meta all_gather per mesh dim, one scatter per sharded mesh dim") {
     if (w >= 4) {
       const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
-      dt::CommDebugMode comm;
-      const dt::DTensor d = dt::distribute_tensor(mine, m2, {S0, S1}, w - 1);
-      CHECK(comm.count(dt::CollectiveKind::kAllGather) == 2);
-      CHECK(comm.count(dt::CollectiveKind::kBroadcast) == 2);
-      CHECK(comm.total_count() == 4);
       const dt::Tensor src = dt::test::make_data(shape, dt::kFloat32, w - 1);
-      CHECK(dt::equal(d.to_local(), dt::test::expected_block(src, m2, {S0, S1})));
+      {
+        dt::CommDebugMode comm;
+        const dt::DTensor d = dt::distribute_tensor(mine, m2, {S0, S1}, w - 1);
+        CHECK(distribute_counts(comm) == Counts{2, 2, 0, 4});
+        CHECK(dt::equal(d.to_local(), dt::test::expected_block(src, m2, {S0, S1})));
+      }
+      {
+        // Replicate and Partial mesh dims broadcast the current piece instead.
+        dt::CommDebugMode comm;
+        const dt::DTensor d = dt::distribute_tensor(mine, m2, {R, S0}, w - 1);
+        CHECK(distribute_counts(comm) == Counts{2, 1, 1, 4});
+        CHECK(dt::equal(d.to_local(), dt::test::expected_block(src, m2, {R, S0})));
+      }
+      {
+        dt::CommDebugMode comm;
+        const dt::DTensor d = dt::distribute_tensor(mine, m2, {Psum, R}, w - 1);
+        CHECK(distribute_counts(comm) == Counts{2, 0, 2, 4});
+        CHECK(dt::equal(d.full_tensor(), src));
+      }
     }
   }
+  SECTION("a 16 MiB S(0) tensor: each rank receives only its quarter/eighth, not the whole") {
+    const dt::Tensor big = dt::zeros({4096, 1024});  // 16 MiB of float32
+    dt::CommDebugMode comm;
+    const dt::DTensor d = dt::distribute_tensor(big, mesh, {S0}, 0);
+    CHECK(distribute_counts(comm) == Counts{1, 1, 0, 2});
+    CHECK(comm.bytes(dt::CollectiveKind::kScatter) == (int64_t{16} << 20) / w);
+    CHECK(d.to_local().nbytes() == static_cast<size_t>((int64_t{16} << 20) / w));
+    if (me == 0) {
+      WARN("16 MiB S(0) distribute at " << w << " ranks, bytes per rank: " << comm.str());
+    }
+  }
+}
+
+TEST_CASE("distribute_tensor from any source rank: scatter path equals the source's blocks",
+          "[dtensor]") {
+  const int w = dt::world_size();
+  const int me = dt::world_rank();
+  const dt::Placement Sm1 = dt::Shard(-1);
+  const std::vector<Ints> shapes = {{w * 3 + 1, 5, 2}, {0, 3, 4}, {1, 2, 3}, {2, 7, w + 1}};
+  const std::vector<dt::DType> all_dtypes = {
+      dt::kFloat32, dt::kFloat64, dt::kFloat16, dt::kBFloat16, dt::kInt32, dt::kInt64, dt::kBool};
+  int64_t cases = 0;
+  for (const Ints& mesh_shape : dt::test::meshes_for_world(w)) {
+    const dt::DeviceMesh mesh = dt::test::make_mesh(mesh_shape);
+    const std::vector<dt::Placement> choices =
+        mesh_shape.size() == 3 ? std::vector<dt::Placement>{R, S0, Sm1}
+                               : std::vector<dt::Placement>{R, S0, S1, Sm1, Psum};
+    const std::vector<int>& ranks = mesh.ranks();
+    // The first, a middle and the last rank of the mesh as the source.
+    std::vector<int> sources = {ranks.front(), ranks[ranks.size() / 2], ranks.back()};
+    sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+    for (const dt::Placements& p : dt::test::all_placements(choices, mesh_shape.size())) {
+      int64_t shard_dims = 0;
+      bool zeroed = false;  // Partial(sum) off coordinate 0: the local is all zeros
+      for (size_t i = 0; i < p.size(); ++i) {
+        shard_dims += p[i].is_shard() ? 1 : 0;
+        if (p[i].is_partial() && mesh.contains_me() && mesh.get_coordinate()[i] != 0) {
+          zeroed = true;
+        }
+      }
+      const bool all_shard = shard_dims == static_cast<int64_t>(p.size());
+      for (int src : sources) {
+        for (const Ints& shape : shapes) {
+          // Every dtype on the fully sharded lists' first shape, float32 elsewhere.
+          const std::vector<dt::DType> dtypes = all_shard && shape == shapes.front()
+                                                    ? all_dtypes
+                                                    : std::vector<dt::DType>{dt::kFloat32};
+          for (dt::DType dtype : dtypes) {
+            INFO(dt::test::describe(mesh_shape, shape, dtype)
+                 << " placements " << dt::placements_str(p) << " source " << src);
+            const dt::Tensor mine = dt::test::make_data(shape, dtype, me);
+            const dt::Tensor x = dt::test::make_data(shape, dtype, src);
+            dt::CommDebugMode comm;
+            const dt::DTensor d = dt::distribute_tensor(mine, mesh, p, src);
+            if (!mesh.contains_me()) {
+              CHECK(comm.total_count() == 0);
+              CHECK(d.to_local().numel() == 0);
+              continue;
+            }
+            const int64_t ndim = mesh.ndim();
+            CHECK(distribute_counts(comm) == Counts{ndim, shard_dims, ndim - shard_dims, 2 * ndim});
+            // Bit-identical to taking the chunk of the source's tensor locally (the nullopt
+            // path, which every rank runs here on its copy of the source's data).
+            const dt::Tensor local_ref = dt::distribute_tensor(x, mesh, p, std::nullopt).to_local();
+            CHECK(d.to_local().shape() == local_ref.shape());
+            CHECK(d.to_local().is_contiguous());
+            CHECK(dt::equal(d.to_local(), local_ref));
+            const dt::Tensor block = dt::test::expected_block(x, mesh, p);
+            CHECK(dt::equal(d.to_local(), zeroed ? dt::zeros_like(block) : block));
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases > 0);
 }
 
 TEST_CASE("distribute_tensor: a shape or dtype that differs across ranks raises on every rank",
