@@ -10,6 +10,7 @@ packages=(
   catch2
   libopenblas-dev
   libbenchmark-dev
+  libhwy-dev libsleef-dev
 )
 
 missing=()

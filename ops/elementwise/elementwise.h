@@ -46,7 +46,9 @@ Tensor neg(const Tensor& x);
 // |x|; same dtype. Bool raises.
 Tensor abs(const Tensor& x);
 // exp, log, sqrt, 1/sqrt, 1/(1+exp(-x)), tanh: floating inputs keep their dtype, integer and
-// bool inputs give float32. log/sqrt of negative values give NaN, log(0) = -inf.
+// bool inputs give float32. log/sqrt of negative values give NaN, log(0) = -inf. The CPU kernels
+// of exp, log, tanh, sigmoid and the activations below are vectorised (Google Highway's exp,
+// log, tanh: 1, 4 and 4 ulp; SLEEF's erfc: 1.5 ulp), within 1e-6 relative of float64 for float32.
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
@@ -66,6 +68,21 @@ enum class GeluApproximate { kNone, kTanh };
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::kNone);
 // x * sigmoid(x). Floating inputs only.
 Tensor silu(const Tensor& x);
+
+// ---- activation gradients (the local backward kernels of the activations) --------------------
+// Each takes the gradient of the activation's output and one forward tensor of the same shape,
+// floating dtype and device, and returns grad times the derivative as a new contiguous tensor of
+// that shape and dtype (16-bit computed in float, rounded once; CPU kernels vectorised like the
+// forward activations).
+// d/dx gelu(x) = Phi(x) + x phi(x) (kNone), or the derivative of the tanh form.
+Tensor gelu_backward(const Tensor& grad, const Tensor& x,
+                     GeluApproximate approximate = GeluApproximate::kNone);
+// d/dx silu(x) = s (1 + x (1 - s)), s = sigmoid(x).
+Tensor silu_backward(const Tensor& grad, const Tensor& x);
+// From the forward's OUTPUT out = sigmoid(x): grad * out * (1 - out).
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& out);
+// From the forward's OUTPUT out = tanh(x): grad * (1 - out^2).
+Tensor tanh_backward(const Tensor& grad, const Tensor& out);
 
 // ---- binary min/max --------------------------------------------------------------------------
 // Elementwise max/min in the promoted dtype; a NaN in either input gives NaN.

@@ -209,6 +209,42 @@ void int_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& par
           dtype_name(dtype_of_v<T>));
 }
 
+// The activation gradients of activation_backward_cpu, with the formulas of
+// ops/common/simd_math-inl.h (1 + erf and 1 + tanh never formed).
+template <typename T>
+void activation_backward_typed(ActivationGrad op, const Tensor& out, const Tensor& g,
+                               const Tensor& x) {
+  using C = compute_t<T>;
+  const std::initializer_list<const Tensor*> in{&g, &x};
+  switch (op) {
+    case ActivationGrad::kGelu:
+      return gpu_kernel<T, T, T>(out, in, [] __device__(C gv, C v) -> C {
+        const C cdf = C(0.5) * erfc(-v * C(0.70710678118654752440));
+        const C pdf = C(0.39894228040143267794) * exp(C(-0.5) * v * v);
+        return gv * (cdf + v * pdf);
+      });
+    case ActivationGrad::kGeluTanh:
+      return gpu_kernel<T, T, T>(out, in, [] __device__(C gv, C v) -> C {
+        const C k = C(0.79788456080286535588);
+        const C u = k * (v + C(0.044715) * v * v * v);
+        const C s = C(1) / (C(1) + exp(C(-2) * u));  // 0.5 (1 + tanh(u))
+        const C du = k * (C(1) + C(3 * 0.044715) * v * v);
+        return gv * (s + C(2) * v * s * (C(1) - s) * du);
+      });
+    case ActivationGrad::kSilu:
+      return gpu_kernel<T, T, T>(out, in, [] __device__(C gv, C v) -> C {
+        const C s = C(1) / (C(1) + exp(-v));
+        return gv * s * (C(1) + v * (C(1) - s));
+      });
+    case ActivationGrad::kSigmoid:
+      return gpu_kernel<T, T, T>(out, in,
+                                 [] __device__(C gv, C y) -> C { return gv * y * (C(1) - y); });
+    case ActivationGrad::kTanh:
+      return gpu_kernel<T, T, T>(out, in,
+                                 [] __device__(C gv, C y) -> C { return gv * (C(1) - y * y); });
+  }
+}
+
 // Element moves by size: where selects stored values, no float round trip.
 template <typename U>
 __global__ void gpu_where_kernel(std::array<char*, 4> p, OffsetCalc<4> calc, int64_t n) {
@@ -262,6 +298,12 @@ void unary_cuda(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& pa
       float_unary<T>(op, out, a, param);
     }
   });
+}
+
+void activation_backward_cuda(ActivationGrad op, const Tensor& out, const Tensor& grad,
+                              const Tensor& x) {
+  dispatch_floating(out.dtype(), "activation_backward_cuda",
+                    [&]<typename T>() { activation_backward_typed<T>(op, out, grad, x); });
 }
 
 void where_cuda(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {

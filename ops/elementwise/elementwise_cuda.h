@@ -16,5 +16,7 @@ void compare_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Tensor
 void compare_scalar_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s);
 void unary_cuda(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param);
 void where_cuda(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+void activation_backward_cuda(ActivationGrad op, const Tensor& out, const Tensor& grad,
+                              const Tensor& x);
 
 }  // namespace dtensor::detail

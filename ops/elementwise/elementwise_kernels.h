@@ -30,4 +30,12 @@ void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& par
 // out = cond ? a : b (cond bool; a, b, out of one dtype).
 void where_cpu(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 
+// Activation gradients: out = grad * f'(x) for gelu (erf / tanh form) and silu, from the
+// forward's input x; grad * y (1 - y) for sigmoid and grad * (1 - y^2) for tanh, from the
+// forward's output y (passed as x).
+enum class ActivationGrad : uint8_t { kGelu, kGeluTanh, kSilu, kSigmoid, kTanh };
+// out, grad, x: one floating dtype, grad and x broadcastable to out.
+void activation_backward_cpu(ActivationGrad op, const Tensor& out, const Tensor& grad,
+                             const Tensor& x);
+
 }  // namespace dtensor::detail

@@ -28,5 +28,8 @@ void unary_cuda(UnaryOp, const Tensor&, const Tensor&, const Scalar&) {
 void where_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   no_cuda("where");
 }
+void activation_backward_cuda(ActivationGrad, const Tensor&, const Tensor&, const Tensor&) {
+  no_cuda("activation_backward");
+}
 
 }  // namespace dtensor::detail

@@ -1,7 +1,8 @@
 list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cc
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_cpu.cc
-  ${CMAKE_CURRENT_LIST_DIR}/elementwise_unary_cpu.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise_unary_cpu.cc
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise_backward.cc)
 # DTensor side: sharding strategies and DTensor overloads.
 list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_strategy.cc

@@ -69,7 +69,28 @@ Tensor finish(const std::vector<double>& losses, int64_t count, Reduction reduct
   return tensor_from({sum}, {}, dtype);
 }
 
+// sum of n elements `stride` apart, in double. Eight independent partial sums: the sequential
+// sum is one dependent addition per element (latency-bound), and with a contiguous class dim
+// (stride 1) the compiler keeps the partial sums in vector registers.
+template <typename T>
+double sum_classes(const T* p, int64_t n, int64_t stride) {
+  constexpr int kLanes = 8;
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) {
+      lanes[k] += static_cast<double>(static_cast<compute_t<T>>(p[(i + k) * stride]));
+    }
+  }
+  for (; i < n; ++i) lanes[0] += static_cast<double>(static_cast<compute_t<T>>(p[i * stride]));
+  double s = 0;
+  for (double v : lanes) s += v;
+  return s;
+}
+
 // Per-element smoothed NLL: (1 - s) * -lp[t] + s / C * sum_c -lp[c]; 0 for ignored targets.
+// (The exponentials and logarithms of cross_entropy are in its log_softmax, which is
+// vectorised; this pass reads the log-probabilities once more, for the smoothing sum only.)
 std::vector<double> nll_elements(const Tensor& log_probs, const Tensor& target, LossLayout l,
                                  int64_t ignore_index, double smoothing, int64_t& count,
                                  const char* op) {
@@ -91,8 +112,7 @@ std::vector<double> nll_elements(const Tensor& log_probs, const Tensor& target, 
                  l.classes);
         double v = -ld(o, ti, j);
         if (smoothing != 0.0) {
-          double s = 0;
-          for (int64_t c = 0; c < l.classes; ++c) s -= ld(o, c, j);
+          const double s = -sum_classes(x + o * l.classes * l.inner + j, l.classes, l.inner);
           v = (1.0 - smoothing) * v + smoothing / static_cast<double>(l.classes) * s;
         }
         out[o * l.inner + j] = v;

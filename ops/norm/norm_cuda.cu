@@ -1,5 +1,7 @@
-// CUDA layer_norm / rms_norm: one block per row of n elements, two reductions (mean, then the
-// centred sum of squares) and a write pass, as norm_cpu.cc.
+// CUDA layer_norm / rms_norm and their backward: one block per row of n elements. Forward: two
+// reductions (mean, then the centred sum of squares) and a write pass, as norm_cpu.cc, and the
+// row's statistics when asked. Backward: one block per row for grad_x (two reductions, a write
+// pass), and one thread per column summing the weight / bias gradients over the rows.
 #include <limits>
 #include <type_traits>
 
@@ -22,8 +24,8 @@ struct Add {
 };
 
 template <typename T>
-__global__ void norm_kernel(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t n,
-                            double eps, bool rms) {
+__global__ void norm_kernel(const T* x, const T* w, const T* b, T* y, acc_t<T>* mean_out,
+                            acc_t<T>* rstd_out, int64_t rows, int64_t n, double eps, bool rms) {
   using A = acc_t<T>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   A* shm = reinterpret_cast<A*>(smem_raw);
@@ -43,6 +45,10 @@ __global__ void norm_kernel(const T* x, const T* w, const T* b, T* y, int64_t ro
     }
     sq = block_reduce_all(sq, shm, Add<A>{});
     const A inv = A(1) / sqrt(sq / static_cast<A>(n) + static_cast<A>(eps));
+    if (threadIdx.x == 0) {
+      if (mean_out != nullptr) mean_out[r] = mean;
+      if (rstd_out != nullptr) rstd_out[r] = inv;
+    }
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       A v = (ld(xr[i]) - mean) * inv;
       if (w != nullptr) v *= ld(w[i]);
@@ -52,10 +58,102 @@ __global__ void norm_kernel(const T* x, const T* w, const T* b, T* y, int64_t ro
   }
 }
 
+// grad_x of one row per block (see norm.h): two block reductions (sum of gw, of gw * xhat),
+// then the write.
+template <typename T>
+__global__ void norm_backward_kernel(const T* g, const T* x, const T* w, const acc_t<T>* mean,
+                                     const acc_t<T>* rstd, T* gx, int64_t rows, int64_t n,
+                                     bool rms) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  A* shm = reinterpret_cast<A*>(smem_raw);
+  const auto ld = [](T v) { return static_cast<A>(static_cast<compute_t<T>>(v)); };
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* gr = g + r * n;
+    const T* xr = x + r * n;
+    const A m = rms ? A(0) : mean[r], rs = rstd[r];
+    A sg = 0, sgx = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const A gw = ld(gr[i]) * (w != nullptr ? ld(w[i]) : A(1));
+      sg += gw;
+      sgx += gw * (ld(xr[i]) - m) * rs;
+    }
+    sg = rms ? A(0) : block_reduce_all(sg, shm, Add<A>{}) / static_cast<A>(n);
+    sgx = block_reduce_all(sgx, shm, Add<A>{}) / static_cast<A>(n);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const A gw = ld(gr[i]) * (w != nullptr ? ld(w[i]) : A(1));
+      const A xhat = (ld(xr[i]) - m) * rs;
+      gx[r * n + i] = convert<T>(static_cast<compute_t<T>>(rs * (gw - sg - xhat * sgx)));
+    }
+  }
+}
+
+// dw[j] += sum_r g[r, j] * xhat[r, j], db[j] += sum_r g[r, j]: one thread per column j, the
+// loads of a warp coalesced along j.
+template <typename T>
+__global__ void norm_param_grad_kernel(const T* g, const T* x, const acc_t<T>* mean,
+                                       const acc_t<T>* rstd, acc_t<T>* dw, acc_t<T>* db,
+                                       int64_t rows, int64_t n, bool rms) {
+  using A = acc_t<T>;
+  const auto ld = [](T v) { return static_cast<A>(static_cast<compute_t<T>>(v)); };
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += step) {
+    A sw = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const A gv = ld(g[r * n + j]);
+      if (dw != nullptr) sw += gv * (ld(x[r * n + j]) - (rms ? A(0) : mean[r])) * rstd[r];
+      sb += gv;
+    }
+    if (dw != nullptr) dw[j] += sw;
+    if (db != nullptr) db[j] += sb;
+  }
+}
+
 }  // namespace
 
+void norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& weight, bool rms, const Tensor& grad_x,
+                        const Tensor& dw, const Tensor& db) {
+  const char* op = rms ? "rms_norm_backward" : "layer_norm_backward";
+  dispatch_floating(x.dtype(), op, [&]<typename T>() {
+    using A = acc_t<T>;
+    if (x.numel() == 0) return;
+    const Tensor gc = grad_out.contiguous(), xc = x.contiguous(), rc = rstd.contiguous();
+    const Tensor mc = rms ? Tensor() : mean.contiguous();
+    const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
+    const int64_t rows = x.numel() / n;
+    CudaDeviceGuard guard(x.device().index);
+    const auto in = [](const Tensor& t) {
+      return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+    };
+    const auto stat = [](const Tensor& t) {
+      return t.defined() ? static_cast<const A*>(t.data_ptr()) : nullptr;
+    };
+    const auto acc = [](const Tensor& t) {
+      return t.defined() ? static_cast<A*>(t.data_ptr()) : nullptr;
+    };
+    if (grad_x.defined()) {
+      const int block = row_block_size(n);
+      const unsigned int grid = static_cast<unsigned int>(rows < 65535 ? rows : 65535);
+      norm_backward_kernel<T><<<grid, block, block * sizeof(A), current_cuda_stream()>>>(
+          in(gc), in(xc), in(wc), stat(mc), stat(rc), static_cast<T*>(grad_x.data_ptr()), rows, n,
+          rms);
+      DT_CHECK_CUDA(cudaGetLastError());
+    }
+    if (dw.defined() || db.defined()) {
+      const int block = 256;
+      const int64_t blocks = (n + block - 1) / block;
+      const unsigned int grid = static_cast<unsigned int>(blocks < 65535 ? blocks : 65535);
+      norm_param_grad_kernel<T><<<grid, block, 0, current_cuda_stream()>>>(
+          in(gc), in(xc), stat(mc), stat(rc), acc(dw), acc(db), rows, n, rms);
+      DT_CHECK_CUDA(cudaGetLastError());
+    }
+  });
+}
+
 Tensor norm_cuda(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
-                 std::optional<double> eps, bool rms, const char* op) {
+                 std::optional<double> eps, bool rms, const char* op, const Tensor& mean,
+                 const Tensor& rstd) {
   return dispatch_floating(x.dtype(), op, [&]<typename T>() {
     Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
     if (x.numel() == 0) return out;
@@ -71,7 +169,9 @@ Tensor norm_cuda(const Tensor& x, int64_t n, const Tensor& weight, const Tensor&
         static_cast<const T*>(xc.data_ptr()),
         wc.defined() ? static_cast<const T*>(wc.data_ptr()) : nullptr,
         bc.defined() ? static_cast<const T*>(bc.data_ptr()) : nullptr,
-        static_cast<T*>(out.data_ptr()), rows, n, e, rms);
+        static_cast<T*>(out.data_ptr()),
+        mean.defined() ? static_cast<acc_t<T>*>(mean.data_ptr()) : nullptr,
+        rstd.defined() ? static_cast<acc_t<T>*>(rstd.data_ptr()) : nullptr, rows, n, e, rms);
     DT_CHECK_CUDA(cudaGetLastError());
     return out;
   });

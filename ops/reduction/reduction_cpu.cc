@@ -1,5 +1,14 @@
 // CPU reduction kernels. Floating inputs accumulate in double, integers in int64.
+//
+// The contiguous runs of floating inputs (sum, mean, var's squared deviations, max/min, and the
+// whole-row accumulation of an outer reduction) go through vector kernels written with Google
+// Highway, compiled for each target of ops/common/simd_config.h and dispatched at run time:
+// float32 / 16-bit elements are widened to double in vector registers and summed in kAcc
+// independent vector accumulators (16 partial sums with AVX2), which changes the order of the
+// additions only (each partial sum is still double). Runs shorter than kMinSimd elements keep
+// the scalar loops, where the dispatch would cost more than it saves.
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -7,9 +16,144 @@
 #include "ops/reduction/reduction_kernels.h"
 #include "tensor/convert.h"
 
+// clang-format off: simd_config.h must precede Highway's headers.
+#include "ops/common/simd_config.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/reduction/reduction_cpu.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+// clang-format on
+#include "ops/common/simd_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dtensor::detail::HWY_NAMESPACE {
+namespace {
+
+constexpr int kAcc = 4;
+
+using DD = hn::ScalableTag<double>;
+using VD = hn::Vec<DD>;
+
+// Lanes(DD) elements of type T at p, widened to double.
+template <typename T>
+HWY_INLINE VD LoadDouble(const T* HWY_RESTRICT p) {
+  const DD dd;
+  if constexpr (std::is_same_v<T, double>) {
+    return hn::LoadU(dd, p);
+  } else {
+    const hn::Rebind<float, DD> df;
+    return hn::PromoteTo(dd, LoadC(df, p));
+  }
+}
+
+// sum_i f(x[i] as double) over n contiguous elements; the lanes past the end are masked out.
+template <typename T, class F>
+HWY_INLINE double SumDouble(const T* HWY_RESTRICT p, int64_t n, const F& f) {
+  const DD dd;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(dd));
+  VD acc[kAcc];
+  for (auto& a : acc) a = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + kAcc * lanes <= n; i += kAcc * lanes) {
+    for (int k = 0; k < kAcc; ++k) acc[k] = hn::Add(acc[k], f(LoadDouble(p + i + k * lanes)));
+  }
+  for (; i < n; i += lanes) {
+    T buf[hn::MaxLanes(dd)] = {};
+    const int64_t len = std::min(lanes, n - i);
+    std::copy(p + i, p + i + len, buf);
+    const auto valid = hn::FirstN(dd, static_cast<size_t>(len));
+    acc[0] = hn::Add(acc[0], hn::IfThenElseZero(valid, f(LoadDouble(buf))));
+  }
+  return hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::Add(acc[0], acc[1]), hn::Add(acc[2], acc[3]))));
+}
+
+// Largest (kMax) or smallest of n > 0 contiguous elements in their compute type; NaN when any
+// is NaN.
+template <bool kMax, typename T>
+HWY_INLINE double MaxMinRow(const T* HWY_RESTRICT p, int64_t n) {
+  const ComputeTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto pick = [](V a, V b) { return kMax ? hn::Max(a, b) : hn::Min(a, b); };
+  V acc[kAcc];
+  for (auto& a : acc) a = hn::Set(d, static_cast<simd_compute_t<T>>(p[0]));
+  auto nan = hn::IsNaN(acc[0]);
+  int64_t i = 0;
+  for (; i + kAcc * lanes <= n; i += kAcc * lanes) {
+    for (int k = 0; k < kAcc; ++k) {
+      const V v = LoadC(d, p + i + k * lanes);
+      nan = hn::Or(nan, hn::IsNaN(v));
+      acc[k] = pick(acc[k], v);
+    }
+  }
+  for (; i < n; i += lanes) {
+    T buf[hn::MaxLanes(d)];
+    std::fill(buf, buf + hn::MaxLanes(d), p[0]);  // padding that cannot win
+    std::copy(p + i, p + std::min(n, i + lanes), buf);
+    const V v = LoadC(d, buf);
+    nan = hn::Or(nan, hn::IsNaN(v));
+    acc[0] = pick(acc[0], v);
+  }
+  if (!hn::AllFalse(d, nan)) return std::numeric_limits<double>::quiet_NaN();
+  const V r = pick(pick(acc[0], acc[1]), pick(acc[2], acc[3]));
+  return hn::GetLane(kMax ? hn::MaxOfLanes(d, r) : hn::MinOfLanes(d, r));
+}
+
+}  // namespace
+
+// Entry points of this target (exported below); p: n contiguous elements of floating dtype dt.
+
+// sum of the elements (squares = false) or of their squared deviations from m, in double.
+double SumRowF(DType dt, const void* p, int64_t n, bool squares, double m) {
+  return dispatch_floating(dt, "sum", [&]<typename T>() {
+    const T* x = static_cast<const T*>(p);
+    if (!squares) return SumDouble(x, n, [](VD v) { return v; });
+    const VD vm = hn::Set(DD(), m);
+    return SumDouble(x, n, [&](VD v) {
+      const VD c = hn::Sub(v, vm);
+      return hn::Mul(c, c);
+    });
+  });
+}
+
+// acc[j] += p[j] for j < n (acc in double).
+void AccumulateRowF(DType dt, const void* p, double* acc, int64_t n) {
+  dispatch_floating(dt, "sum", [&]<typename T>() {
+    const T* x = static_cast<const T*>(p);
+    const DD dd;
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(dd));
+    int64_t j = 0;
+    for (; j + lanes <= n; j += lanes) {
+      hn::StoreU(hn::Add(hn::LoadU(dd, acc + j), LoadDouble(x + j)), dd, acc + j);
+    }
+    for (; j < n; ++j) acc[j] += static_cast<double>(static_cast<compute_t<T>>(x[j]));
+  });
+}
+
+double MaxMinRowF(DType dt, const void* p, int64_t n, bool is_max) {
+  return dispatch_floating(dt, "amax", [&]<typename T>() {
+    const T* x = static_cast<const T*>(p);
+    return is_max ? MaxMinRow<true>(x, n) : MaxMinRow<false>(x, n);
+  });
+}
+
+}  // namespace dtensor::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace dtensor::detail {
 
+HWY_EXPORT(SumRowF);
+HWY_EXPORT(AccumulateRowF);
+HWY_EXPORT(MaxMinRowF);
+
 namespace {
+
+// Shortest contiguous run worth a call through the dispatch table.
+constexpr int64_t kMinSimd = 16;
+
+template <typename T>
+inline constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
 
 template <typename T>
 using acc_t = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, int64_t>;
@@ -25,6 +169,11 @@ DT_FORCE_INLINE acc_t<T> to_acc(T v) {
 template <typename T>
 acc_t<T> sum_row(const T* p, int64_t n, int64_t stride) {
   using A = acc_t<T>;
+  if constexpr (is_float_v<T>) {
+    if (stride == 1 && n >= kMinSimd) {
+      return HWY_DYNAMIC_DISPATCH(SumRowF)(dtype_of_v<T>, p, n, false, 0.0);
+    }
+  }
   if (stride != 1) {
     A acc = 0;
     for (int64_t i = 0; i < n; ++i) acc += to_acc(p[i * stride]);
@@ -81,6 +230,12 @@ void outer_sum(O* o, const T* in, const ReducePlan& plan, Finish finish) {
     for_each_reduce_row(plan, base, [&](int64_t off, int64_t n, int64_t stride) {
       for (int64_t i = 0; i < n; ++i) {
         const T* p = in + off + i * stride;
+        if constexpr (is_float_v<T>) {
+          if (k >= kMinSimd) {
+            HWY_DYNAMIC_DISPATCH(AccumulateRowF)(dtype_of_v<T>, p, a, k);
+            continue;
+          }
+        }
         for (int64_t j = 0; j < k; ++j) a[j] += to_acc(p[j]);
       }
     });
@@ -125,6 +280,10 @@ void sum_mean_var(ReduceOp op, const Tensor& out, const T* in, const ReducePlan&
         const double m = s / n;
         double ss = 0;
         for_each_reduce_row(plan, base, [&](int64_t off, int64_t cnt, int64_t stride) {
+          if (stride == 1 && cnt >= kMinSimd) {
+            ss += HWY_DYNAMIC_DISPATCH(SumRowF)(dtype_of_v<T>, in + off, cnt, true, m);
+            return;
+          }
           for (int64_t i = 0; i < cnt; ++i) {
             const double d = to_acc(in[off + i * stride]) - m;
             ss += d * d;
@@ -185,6 +344,14 @@ void max_min(const Tensor& out, const T* in, const ReducePlan& plan) {
   for_each_reduce_output(plan, [&](int64_t oi, int64_t base) {
     C best = static_cast<C>(in[base]);
     for_each_reduce_row(plan, base, [&](int64_t off, int64_t n, int64_t stride) {
+      if constexpr (is_float_v<T>) {
+        if (stride == 1 && n >= kMinSimd) {
+          const C v =
+              static_cast<C>(HWY_DYNAMIC_DISPATCH(MaxMinRowF)(dtype_of_v<T>, in + off, n, kMax));
+          if (better<kMax>(v, best)) best = v;
+          return;
+        }
+      }
       for (int64_t i = 0; i < n; ++i) {
         const C v = static_cast<C>(in[off + i * stride]);
         if (better<kMax>(v, best)) best = v;
@@ -195,8 +362,7 @@ void max_min(const Tensor& out, const T* in, const ReducePlan& plan) {
 }
 
 template <bool kMax, typename T>
-void arg_max_min(const Tensor& values, const Tensor& indices, const T* in,
-                 const ReducePlan& plan) {
+void arg_max_min(const Tensor& values, const Tensor& indices, const T* in, const ReducePlan& plan) {
   using C = compute_t<T>;
   T* vo = values.defined() ? values.data<T>() : nullptr;
   int64_t* io = indices.data<int64_t>();
@@ -228,9 +394,12 @@ void reduce_cpu(ReduceOp op, const Tensor& out, const Tensor& in, const ReducePl
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kMean:
-      case ReduceOp::kVar: return sum_mean_var<T>(op, out, p, plan, correction);
-      case ReduceOp::kMax: return max_min<true, T>(out, p, plan);
-      case ReduceOp::kMin: return max_min<false, T>(out, p, plan);
+      case ReduceOp::kVar:
+        return sum_mean_var<T>(op, out, p, plan, correction);
+      case ReduceOp::kMax:
+        return max_min<true, T>(out, p, plan);
+      case ReduceOp::kMin:
+        return max_min<false, T>(out, p, plan);
     }
   });
 }
@@ -248,3 +417,4 @@ void arg_reduce_cpu(bool is_max, const Tensor& values, const Tensor& indices, co
 }
 
 }  // namespace dtensor::detail
+#endif  // HWY_ONCE

@@ -1,74 +1,328 @@
+// CPU softmax / log_softmax and their backward kernels, vectorised with Google Highway and
+// compiled for each target of ops/common/simd_config.h (runtime dispatch).
+//
+// The input is viewed as [outer, d, inner] (contiguous). When the softmax dim is the last one
+// (inner == 1) each row of d elements is processed in place by the row kernels below. Otherwise
+// groups of up to kGatherCols columns are gathered into contiguous rows of the compute type, run
+// through the same row kernels and scattered back, so every layout gives the same values.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "ops/common/dim_layout.h"
 #include "ops/softmax/softmax.h"
 #include "ops/softmax/softmax_cuda.h"
+#include "tensor/convert.h"
 #include "tensor/creation.h"
 #include "tensor/shape.h"
 
-namespace dtensor {
+// clang-format off: simd_config.h must precede Highway's headers.
+#include "ops/common/simd_config.h"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/softmax/softmax_cpu.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+// clang-format on
+#include "ops/common/simd_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dtensor::detail::HWY_NAMESPACE {
 namespace {
 
-// float for the 16-bit types, double otherwise.
-template <typename T>
-using softmax_acc_t = std::conditional_t<std::is_same_v<compute_t<T>, float>, float, double>;
+// Vectors per block of the online max/sum pass: one horizontal max per block.
+constexpr int kBlockVecs = 4;
 
-// The input viewed as [outer, d, inner] (contiguous): each of the outer * inner slices along d
-// is normalised; the inner slices of one outer index are processed together so that memory is
-// read in order.
 template <typename T>
-void softmax_kernel(const T* in, T* out, int64_t outer, int64_t d, int64_t inner, bool log) {
-  using Acc = softmax_acc_t<T>;
-  std::vector<Acc> mx(static_cast<size_t>(inner)), sum(static_cast<size_t>(inner));
-  for (int64_t o = 0; o < outer; ++o) {
-    const T* x = in + o * d * inner;
-    T* y = out + o * d * inner;
-    std::fill(mx.begin(), mx.end(), -std::numeric_limits<Acc>::infinity());
-    std::fill(sum.begin(), sum.end(), Acc(0));
-    for (int64_t i = 0; i < d; ++i) {
-      for (int64_t j = 0; j < inner; ++j) {
-        const Acc v = static_cast<Acc>(static_cast<compute_t<T>>(x[i * inner + j]));
-        // NaN must win so that it propagates; std::max would drop it depending on the order.
-        if (!(v <= mx[j])) mx[j] = v;
-      }
-    }
-    for (int64_t i = 0; i < d; ++i) {
-      for (int64_t j = 0; j < inner; ++j) {
-        sum[j] += std::exp(static_cast<Acc>(static_cast<compute_t<T>>(x[i * inner + j])) - mx[j]);
-      }
-    }
-    if (log) {
-      for (int64_t j = 0; j < inner; ++j) sum[j] = std::log(sum[j]);
+int64_t BlockSize() {
+  return kBlockVecs * static_cast<int64_t>(hn::Lanes(ComputeTag<T>()));
+}
+
+// Softmax (log = false) or log-softmax of one contiguous row of n > 0 elements, in two passes
+// over it.
+//
+// Pass 1 walks blocks of kBlockVecs vectors: the block's maximum raises the running maximum m
+// when larger, and the running sums are then rescaled by e^(m_old - m) (rare after the first
+// blocks); the block's exponentials e^(x - m) are added to the sums and, for softmax, kept in
+// `e` (the output row itself when T is the compute type, else a compute-type scratch row) with
+// the m they used in block_max. Pass 2 writes e * e^(m_block - m) / sum for softmax, and
+// (x - m) - log(sum) for log-softmax. One exponential per element in all.
+//
+// A row holding NaN or +inf, or only -inf, gives NaN everywhere, as PyTorch's
+// exp(x - max) / sum does.
+template <typename T>
+void SoftmaxRow(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log,
+                simd_compute_t<T>* HWY_RESTRICT scratch,
+                simd_compute_t<T>* HWY_RESTRICT block_max) {
+  using A = simd_compute_t<T>;
+  const ComputeTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t bs = kBlockVecs * lanes;
+  constexpr A kNegInf = -std::numeric_limits<A>::infinity();
+  A* e = nullptr;
+  if (!log) {
+    if constexpr (std::is_same_v<T, A>) {
+      e = y;
     } else {
-      for (int64_t j = 0; j < inner; ++j) sum[j] = Acc(1) / sum[j];
+      e = scratch;
     }
-    for (int64_t i = 0; i < d; ++i) {
-      for (int64_t j = 0; j < inner; ++j) {
-        const Acc v = static_cast<Acc>(static_cast<compute_t<T>>(x[i * inner + j])) - mx[j];
-        const Acc r = log ? v - sum[j] : std::exp(v) * sum[j];
-        y[i * inner + j] = static_cast<T>(static_cast<compute_t<T>>(r));
+  }
+
+  A m = kNegInf;
+  V s[kBlockVecs];
+  for (auto& v : s) v = hn::Zero(d);
+  auto nan = hn::Lt(hn::Zero(d), hn::Zero(d));  // all false
+  for (int64_t b = 0, i0 = 0; i0 < n; ++b, i0 += bs) {
+    const bool full = i0 + bs <= n;
+    V v[kBlockVecs];
+    HWY_ALIGN A tail[kBlockVecs * hn::MaxLanes(d)];
+    if (full) {
+      for (int k = 0; k < kBlockVecs; ++k) v[k] = LoadC(d, x + i0 + k * lanes);
+    } else {
+      // The last, partial block, padded with -inf (which adds e^-inf = 0 to the sums).
+      for (int64_t j = 0; j < bs; ++j) {
+        tail[j] = i0 + j < n ? static_cast<A>(static_cast<compute_t<T>>(x[i0 + j])) : kNegInf;
+      }
+      for (int k = 0; k < kBlockVecs; ++k) v[k] = hn::Load(d, tail + k * lanes);
+    }
+    V vmax = v[0];
+    auto vnan = hn::IsNaN(v[0]);
+    for (int k = 1; k < kBlockVecs; ++k) {
+      vmax = hn::Max(vmax, v[k]);
+      vnan = hn::Or(vnan, hn::IsNaN(v[k]));
+    }
+    nan = hn::Or(nan, vnan);
+    const A bm = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    if (bm > m) {
+      const V f = hn::Set(d, std::exp(m - bm));
+      for (auto& acc : s) acc = hn::Mul(acc, f);
+      m = bm;
+    }
+    const V vm = hn::Set(d, m);
+    for (int k = 0; k < kBlockVecs; ++k) {
+      const V ek = ExpNonPositive(d, hn::Sub(v[k], vm));
+      s[k] = hn::Add(s[k], ek);
+      if (e == nullptr) continue;
+      if (full) {
+        hn::StoreU(ek, d, e + i0 + k * lanes);
+      } else {
+        hn::Store(ek, d, tail + k * lanes);
+      }
+    }
+    if (e != nullptr) {
+      if (!full) std::copy(tail, tail + (n - i0), e + i0);
+      block_max[b] = m;
+    }
+  }
+  const A sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s[0], s[1]), hn::Add(s[2], s[3]))));
+  if (!hn::AllFalse(d, nan) || !std::isfinite(m)) {
+    std::fill(y, y + n, static_cast<T>(std::numeric_limits<compute_t<T>>::quiet_NaN()));
+    return;
+  }
+
+  if (log) {
+    const V vm = hn::Set(d, m), vls = hn::Set(d, std::log(sum));
+    MapRow(
+        y, n, [&](auto, V xv) { return hn::Sub(hn::Sub(xv, vm), vls); }, x);
+    return;
+  }
+  const A inv = A(1) / sum;
+  for (int64_t b = 0, i0 = 0; i0 < n; ++b, i0 += bs) {
+    const V f = hn::Set(d, std::exp(block_max[b] - m) * inv);
+    const int64_t len = std::min(bs, n - i0);
+    if constexpr (std::is_same_v<T, A>) {
+      MapRow(
+          y + i0, len, [&](auto, V ev) { return hn::Mul(ev, f); }, e + i0);
+    } else {
+      // e is a compute-type scratch row: widen through the row driver's own loads.
+      const int64_t whole = len / lanes * lanes;
+      for (int64_t i = 0; i < whole; i += lanes) {
+        StoreC(d, hn::Mul(hn::LoadU(d, e + i0 + i), f), y + i0 + i);
+      }
+      if (whole < len) {
+        HWY_ALIGN A buf[hn::MaxLanes(d)] = {};
+        T out[hn::MaxLanes(d)];
+        std::copy(e + i0 + whole, e + i0 + len, buf);
+        StoreC(d, hn::Mul(hn::Load(d, buf), f), out);
+        std::copy(out, out + (len - whole), y + i0 + whole);
       }
     }
   }
 }
 
+// Backward of one contiguous row: softmax (y = output) gx = y * (g - sum(g * y)); log-softmax
+// (y = output) gx = g - e^y * sum(g).
+template <typename T>
+void SoftmaxBackwardRow(const T* HWY_RESTRICT g, const T* HWY_RESTRICT y, T* HWY_RESTRICT gx,
+                        int64_t n, bool log) {
+  using V = hn::Vec<ComputeTag<T>>;
+  if (log) {
+    const auto sum = SumMap<T>(
+        n, [](auto, V gv) { return gv; }, g);
+    const auto ds = [&](auto d, V gv, V yv) {
+      return hn::NegMulAdd(ExpC(d, yv), hn::Set(d, sum), gv);
+    };
+    MapRow(gx, n, ds, g, y);
+  } else {
+    const auto dot = SumMap<T>(
+        n, [](auto, V gv, V yv) { return hn::Mul(gv, yv); }, g, y);
+    const auto ds = [&](auto d, V gv, V yv) { return hn::Mul(yv, hn::Sub(gv, hn::Set(d, dot))); };
+    MapRow(gx, n, ds, g, y);
+  }
+}
+
+// Columns gathered at a time when the softmax dim is not the last; capped so that the gathered
+// rows stay within kGatherElems elements.
+constexpr int64_t kGatherCols = 16;
+constexpr int64_t kGatherElems = int64_t{1} << 16;
+
+int64_t GatherWidth(int64_t d, int64_t inner) {
+  return std::max<int64_t>(1,
+                           std::min({kGatherCols, inner, kGatherElems / std::max<int64_t>(d, 1)}));
+}
+
+// Copies columns [j0, j0 + cols) of the [d, inner] slab at src into `cols` contiguous rows of d
+// compute-type elements.
+template <typename T>
+void GatherCols(const T* src, simd_compute_t<T>* dst, int64_t d, int64_t inner, int64_t j0,
+                int64_t cols) {
+  for (int64_t i = 0; i < d; ++i) {
+    const T* p = src + i * inner + j0;
+    for (int64_t c = 0; c < cols; ++c) {
+      dst[c * d + i] = static_cast<simd_compute_t<T>>(static_cast<compute_t<T>>(p[c]));
+    }
+  }
+}
+
+template <typename T>
+void ScatterCols(const simd_compute_t<T>* src, T* dst, int64_t d, int64_t inner, int64_t j0,
+                 int64_t cols) {
+  for (int64_t i = 0; i < d; ++i) {
+    T* p = dst + i * inner + j0;
+    for (int64_t c = 0; c < cols; ++c) {
+      p[c] = convert<T>(static_cast<compute_t<T>>(src[c * d + i]));
+    }
+  }
+}
+
+template <typename T>
+void SoftmaxTyped(const T* x, T* y, int64_t outer, int64_t d, int64_t inner, bool log) {
+  using A = simd_compute_t<T>;
+  const int64_t nblocks = (d + BlockSize<T>() - 1) / BlockSize<T>();
+  std::vector<A> block_max(static_cast<size_t>(nblocks));
+  if (inner == 1) {
+    std::vector<A> scratch(std::is_same_v<T, A> || log ? 0 : static_cast<size_t>(d));
+    for (int64_t o = 0; o < outer; ++o) {
+      SoftmaxRow(x + o * d, y + o * d, d, log, scratch.data(), block_max.data());
+    }
+    return;
+  }
+  const int64_t cols = GatherWidth(d, inner);
+  std::vector<A> in(static_cast<size_t>(cols * d)), out(in.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j0 = 0; j0 < inner; j0 += cols) {
+      const int64_t c = std::min(cols, inner - j0);
+      GatherCols(x + o * d * inner, in.data(), d, inner, j0, c);
+      for (int64_t k = 0; k < c; ++k) {
+        SoftmaxRow<A>(in.data() + k * d, out.data() + k * d, d, log, nullptr, block_max.data());
+      }
+      ScatterCols(out.data(), y + o * d * inner, d, inner, j0, c);
+    }
+  }
+}
+
+template <typename T>
+void SoftmaxBackwardTyped(const T* g, const T* y, T* gx, int64_t outer, int64_t d, int64_t inner,
+                          bool log) {
+  using A = simd_compute_t<T>;
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o)
+      SoftmaxBackwardRow(g + o * d, y + o * d, gx + o * d, d, log);
+    return;
+  }
+  const int64_t cols = GatherWidth(d, inner);
+  std::vector<A> gb(static_cast<size_t>(cols * d)), yb(gb.size()), out(gb.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j0 = 0; j0 < inner; j0 += cols) {
+      const int64_t c = std::min(cols, inner - j0);
+      GatherCols(g + o * d * inner, gb.data(), d, inner, j0, c);
+      GatherCols(y + o * d * inner, yb.data(), d, inner, j0, c);
+      for (int64_t k = 0; k < c; ++k) {
+        SoftmaxBackwardRow<A>(gb.data() + k * d, yb.data() + k * d, out.data() + k * d, d, log);
+      }
+      ScatterCols(out.data(), gx + o * d * inner, d, inner, j0, c);
+    }
+  }
+}
+
+}  // namespace
+
+// Entry points of this target (exported below): contiguous tensors of dtype dt viewed as
+// [outer, d, inner], softmax along d.
+void SoftmaxForward(DType dt, const void* x, void* y, int64_t outer, int64_t d, int64_t inner,
+                    bool log) {
+  dispatch_floating(dt, "softmax", [&]<typename T>() {
+    SoftmaxTyped(static_cast<const T*>(x), static_cast<T*>(y), outer, d, inner, log);
+  });
+}
+
+void SoftmaxBackward(DType dt, const void* g, const void* y, void* gx, int64_t outer, int64_t d,
+                     int64_t inner, bool log) {
+  dispatch_floating(dt, "softmax_backward", [&]<typename T>() {
+    SoftmaxBackwardTyped(static_cast<const T*>(g), static_cast<const T*>(y), static_cast<T*>(gx),
+                         outer, d, inner, log);
+  });
+}
+
+}  // namespace dtensor::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace dtensor {
+namespace detail {
+HWY_EXPORT(SoftmaxForward);
+HWY_EXPORT(SoftmaxBackward);
+}  // namespace detail
+
+namespace {
+
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
   DT_CHECK(x.defined(), "[%s] expected a defined input tensor", op);
-  const int64_t nd = x.dim();
-  const int64_t dd = normalize_dim(dim, nd, op);
+  const int64_t dd = normalize_dim(dim, x.dim(), op);
   if (x.device().is_cuda()) return detail::softmax_cuda(x, dd, log, op);
-  return dispatch_floating(x.dtype(), op, [&]<typename T>() {
-    const Tensor xc = x.contiguous();
-    Tensor out = empty(x.sizes(), TensorOptions(x.dtype()));
-    if (x.numel() == 0) return out;
-    int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < dd; ++i) outer *= x.size(i);
-    for (int64_t i = dd + 1; i < nd; ++i) inner *= x.size(i);
-    const int64_t d = nd == 0 ? 1 : x.size(dd);
-    softmax_kernel<T>(xc.data<T>(), out.data<T>(), outer, d, inner, log);
-    return out;
-  });
+  // Raises "[op] expected a floating dtype" for the others.
+  dispatch_floating(x.dtype(), op, []<typename T>() {});
+  const Tensor xc = x.contiguous();
+  Tensor out = empty(x.sizes(), TensorOptions(x.dtype()));
+  if (x.numel() == 0) return out;
+  const detail::DimLayout l = detail::dim_layout(x.sizes(), dd);
+  HWY_DYNAMIC_DISPATCH(detail::SoftmaxForward)
+  (x.dtype(), xc.data_ptr(), out.data_ptr(), l.outer, l.d, l.inner, log);
+  return out;
+}
+
+Tensor softmax_backward_impl(const Tensor& grad_out, const Tensor& out, int64_t dim, bool log,
+                             const char* op) {
+  DT_CHECK(grad_out.defined() && out.defined(), "[%s] expected defined grad_out and out tensors",
+           op);
+  DT_CHECK(grad_out.sizes() == out.sizes(),
+           "[%s] grad_out of shape %s does not match out of shape %s", op,
+           shape_str(grad_out.sizes()), shape_str(out.sizes()));
+  DT_CHECK(grad_out.dtype() == out.dtype() && grad_out.device() == out.device(),
+           "[%s] grad_out (%s on %s) must have out's dtype and device (%s on %s)", op,
+           dtype_name(grad_out.dtype()), grad_out.device().str(), dtype_name(out.dtype()),
+           out.device().str());
+  const int64_t dd = normalize_dim(dim, out.dim(), op);
+  if (out.device().is_cuda()) return detail::softmax_backward_cuda(grad_out, out, dd, log, op);
+  dispatch_floating(out.dtype(), op, []<typename T>() {});
+  const Tensor gc = grad_out.contiguous(), oc = out.contiguous();
+  Tensor gx = empty(out.sizes(), TensorOptions(out.dtype()));
+  if (out.numel() == 0) return gx;
+  const detail::DimLayout l = detail::dim_layout(out.sizes(), dd);
+  HWY_DYNAMIC_DISPATCH(detail::SoftmaxBackward)
+  (out.dtype(), gc.data_ptr(), oc.data_ptr(), gx.data_ptr(), l.outer, l.d, l.inner, log);
+  return gx;
 }
 
 }  // namespace
@@ -81,4 +335,13 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_impl(x, dim, true, "log_softmax");
 }
 
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
+  return softmax_backward_impl(grad_out, out, dim, false, "softmax_backward");
+}
+
+Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
+  return softmax_backward_impl(grad_out, out, dim, true, "log_softmax_backward");
+}
+
 }  // namespace dtensor
+#endif  // HWY_ONCE

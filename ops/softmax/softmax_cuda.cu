@@ -1,8 +1,11 @@
-// CUDA softmax: the input as [outer, d, inner] (contiguous); one block per (outer, inner) slice
-// of d elements, three passes (max, sum of exp, write) as in softmax_cpu.cc.
+// CUDA softmax and its backward: the input as [outer, d, inner] (contiguous); one block per
+// (outer, inner) slice of d elements. Forward: three passes (max, sum of exp, write) with the
+// CPU kernel's formulas; backward: one block reduction (sum of grad_out * out, or of grad_out)
+// and a write pass.
 #include <type_traits>
 
 #include "ops/common/block_reduce_cuda.cuh"
+#include "ops/common/dim_layout.h"
 #include "ops/softmax/softmax_cuda.h"
 #include "tensor/convert.h"
 #include "tensor/creation.h"
@@ -60,25 +63,75 @@ __global__ void softmax_kernel(const T* in, T* out, int64_t outer, int64_t d, in
   }
 }
 
+template <typename T>
+__global__ void softmax_backward_kernel(const T* g, const T* y, T* gx, int64_t outer, int64_t d,
+                                        int64_t inner, bool log) {
+  using A = acc_t<T>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  A* shm = reinterpret_cast<A*>(smem_raw);
+  for (int64_t s = blockIdx.x; s < outer * inner; s += gridDim.x) {
+    const int64_t o = s / inner, j = s - o * inner;
+    const int64_t base = o * d * inner + j;
+    const auto ld = [&](const T* p, int64_t i) {
+      return static_cast<A>(static_cast<compute_t<T>>(p[base + i * inner]));
+    };
+    A acc = 0;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+      acc += log ? ld(g, i) : ld(g, i) * ld(y, i);
+    }
+    acc = block_reduce_all(acc, shm, Add<A>{});
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+      const A gi = ld(g, i), yi = ld(y, i);
+      const A r = log ? gi - exp(yi) * acc : yi * (gi - acc);
+      gx[base + i * inner] = convert<T>(static_cast<compute_t<T>>(r));
+    }
+  }
+}
+
+// The launch geometry shared by the forward and backward kernels: one block per slice.
+struct SliceLaunch : DimLayout {
+  int block = 32;
+  unsigned int grid = 1;
+};
+
+SliceLaunch slice_launch(const Tensor& x, int64_t dd) {
+  SliceLaunch l;
+  static_cast<DimLayout&>(l) = dim_layout(x.sizes(), dd);
+  l.block = row_block_size(l.d);
+  const int64_t slices = l.outer * l.inner;
+  l.grid = static_cast<unsigned int>(slices < 65535 ? slices : 65535);
+  return l;
+}
+
 }  // namespace
 
+Tensor softmax_backward_cuda(const Tensor& grad_out, const Tensor& out, int64_t dd, bool log,
+                             const char* op) {
+  return dispatch_floating(out.dtype(), op, [&]<typename T>() {
+    const Tensor gc = grad_out.contiguous(), oc = out.contiguous();
+    Tensor gx = empty(out.sizes(), TensorOptions(out.dtype(), out.device()));
+    if (out.numel() == 0) return gx;
+    const SliceLaunch l = slice_launch(out, dd);
+    CudaDeviceGuard guard(out.device().index);
+    softmax_backward_kernel<T><<<l.grid, l.block, l.block * sizeof(acc_t<T>),
+                                 current_cuda_stream()>>>(
+        static_cast<const T*>(gc.data_ptr()), static_cast<const T*>(oc.data_ptr()),
+        static_cast<T*>(gx.data_ptr()), l.outer, l.d, l.inner, log);
+    DT_CHECK_CUDA(cudaGetLastError());
+    return gx;
+  });
+}
+
 Tensor softmax_cuda(const Tensor& x, int64_t dd, bool log, const char* op) {
-  const int64_t nd = x.dim();
   return dispatch_floating(x.dtype(), op, [&]<typename T>() {
     const Tensor xc = x.contiguous();
     Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
     if (x.numel() == 0) return out;
-    int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < dd; ++i) outer *= x.size(i);
-    for (int64_t i = dd + 1; i < nd; ++i) inner *= x.size(i);
-    const int64_t d = nd == 0 ? 1 : x.size(dd);
+    const SliceLaunch l = slice_launch(x, dd);
     CudaDeviceGuard guard(x.device().index);
-    const int block = row_block_size(d);
-    const int64_t slices = outer * inner;
-    const unsigned int grid = static_cast<unsigned int>(slices < 65535 ? slices : 65535);
-    softmax_kernel<T><<<grid, block, block * sizeof(acc_t<T>), current_cuda_stream()>>>(
-        static_cast<const T*>(xc.data_ptr()), static_cast<T*>(out.data_ptr()), outer, d, inner,
-        log);
+    softmax_kernel<T><<<l.grid, l.block, l.block * sizeof(acc_t<T>), current_cuda_stream()>>>(
+        static_cast<const T*>(xc.data_ptr()), static_cast<T*>(out.data_ptr()), l.outer, l.d,
+        l.inner, log);
     DT_CHECK_CUDA(cudaGetLastError());
     return out;
   });

@@ -7,4 +7,8 @@ Tensor softmax_cuda(const Tensor&, int64_t, bool, const char* op) {
   DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)", op);
 }
 
+Tensor softmax_backward_cuda(const Tensor&, const Tensor&, int64_t, bool, const char* op) {
+  DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)", op);
+}
+
 }  // namespace dtensor::detail

@@ -2,6 +2,12 @@ dtensor_add_test(test_ops_elementwise
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise.cc
   DEPS dtensor::ops
   LABELS unit)
+# The vectorised transcendental / activation kernels on every compiled SIMD target, and the
+# activation backward kernels.
+dtensor_add_test(test_ops_activation_kernels
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_activation_kernels.cc
+  DEPS dtensor::ops
+  LABELS unit)
 # DTensor forms (mpirun at 1, 2, 4 ranks).
 if(TARGET dtensor_mpi_main)
   dtensor_add_mpi_test(test_elementwise_dtensor
