@@ -138,20 +138,29 @@ void NormBackwardRow(const T* g, const T* x, const T* w, simd_compute_t<T> mean,
   const V one = hn::Set(d, A(1));
   const auto wv_of = [&](const T* wp) { return wp != nullptr ? LoadC(d, wp) : one; };
   if (gx != nullptr) {
-    // Sums of gw and gw * xhat: zero-padded tails contribute 0 (g = 0 there).
+    // Sums of gw and gw * xhat, kSumAcc accumulators each; the zero-padded tail contributes 0
+    // (g = 0 there).
     V sg[kSumAcc], sgx[kSumAcc];
     for (int k = 0; k < kSumAcc; ++k) sg[k] = sgx[k] = hn::Zero(d);
-    int k = 0;
+    const auto add = [&](int k, const T* gp, const T* xp, const T* wp) {
+      const V gw = hn::Mul(LoadC(d, gp), wv_of(wp));
+      sg[k] = hn::Add(sg[k], gw);
+      sgx[k] = hn::MulAdd(gw, hn::Mul(hn::Sub(LoadC(d, xp), vm), vr), sgx[k]);
+    };
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+    const int64_t whole = n / (kSumAcc * lanes) * (kSumAcc * lanes);
+    for (int64_t i = 0; i < whole; i += kSumAcc * lanes) {
+      for (int k = 0; k < kSumAcc; ++k) {
+        const int64_t j = i + k * lanes;
+        add(k, g + j, x + j, w != nullptr ? w + j : nullptr);
+      }
+    }
     ForEachVector(
-        d, n,
+        d, n - whole,
         [&](int64_t, const T* gp, const T* xp, const T* wp) {
-          const V gw = hn::Mul(LoadC(d, gp), wv_of(w != nullptr ? wp : nullptr));
-          const V xhat = hn::Mul(hn::Sub(LoadC(d, xp), vm), vr);
-          sg[k] = hn::Add(sg[k], gw);
-          sgx[k] = hn::MulAdd(gw, xhat, sgx[k]);
-          k = (k + 1) % kSumAcc;
+          add(0, gp, xp, w != nullptr ? wp : nullptr);
         },
-        std::make_tuple(g, x, w != nullptr ? w : g), std::tuple<>());
+        std::make_tuple(g + whole, x + whole, (w != nullptr ? w : g) + whole), std::tuple<>());
     const A inv_n = A(1) / static_cast<A>(n);
     const V a = hn::Set(d, rms ? A(0) : SumOf(d, sg) * inv_n);
     const V c = hn::Set(d, SumOf(d, sgx) * inv_n);

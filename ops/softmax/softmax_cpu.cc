@@ -129,13 +129,14 @@ void SoftmaxRow(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log,
   }
   const A inv = A(1) / sum;
   for (int64_t b = 0, i0 = 0; i0 < n; ++b, i0 += bs) {
-    const V f = hn::Set(d, std::exp(block_max[b] - m) * inv);
+    // Blocks after the last rise of the running maximum used the final one: no exp call.
+    const V f = hn::Set(d, block_max[b] == m ? inv : std::exp(block_max[b] - m) * inv);
     const int64_t len = std::min(bs, n - i0);
     if constexpr (std::is_same_v<T, A>) {
       MapRow(
           y + i0, len, [&](auto, V ev) { return hn::Mul(ev, f); }, e + i0);
     } else {
-      // e is a compute-type scratch row: widen through the row driver's own loads.
+      // e is a float scratch row: scale it and round to T.
       const int64_t whole = len / lanes * lanes;
       for (int64_t i = 0; i < whole; i += lanes) {
         StoreC(d, hn::Mul(hn::LoadU(d, e + i0 + i), f), y + i0 + i);
