@@ -8,6 +8,10 @@ import os
 import platform
 import re
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels"))
+import kernels_report  # noqa: E402
 
 
 def sh(cmd):
@@ -379,6 +383,27 @@ def rng_section(res):
     return out
 
 
+def kernels_section(res, tg):
+    ours = kernels_report.load_rounds(res, "ours")
+    torch = kernels_report.load_rounds(res, "torch")
+    out = ["## Local CPU kernels", ""]
+    if not ours:
+        return out + ["(bench_kernels produced no results)", ""]
+    out += [kernels_report.describe(ours, torch), ""]
+    if not torch:
+        out += ["PyTorch was not available to this run (see `TORCH_VENV` in scripts/bench.sh), so "
+                "the ratio column is empty; docs/KERNELS.md holds the last side-by-side run "
+                "(`scripts/bench_kernels_vs_pytorch.sh --doc`).", ""]
+
+    def status(name, ratio, target):
+        return tg.le(f"kernel {name} time / PyTorch's", ratio, target, "x",
+                     why=kernels_report.NOTES.get(name, ""))
+
+    out += kernels_report.table(ours, torch, status)
+    out += ["", "Several alternating rounds, with the machine's load: docs/KERNELS.md.", ""]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
@@ -397,6 +422,7 @@ def main():
     body += redistribute_section(res, tg)
     body += tp_section(res, tg)
     body += rng_section(res)
+    body += kernels_section(res, tg)
     cmds = text(res, "commands.txt")
     failures = text(res, "failures.txt")
     head = [

@@ -17,6 +17,9 @@
 #   RNG_MAX_MB [64]             largest size in bench_rng (the full sweep is 256)
 #   CALLGRIND [1]               0 skips the valgrind instruction counts of cache-hit dispatches
 #   CALLGRIND_OPS ["add mm sum transpose"]  ops counted under callgrind
+#   TORCH_VENV [/tmp/dtensor-torch-venv]  when its python imports torch, the local-kernel
+#                               benchmark also runs under PyTorch (nothing is installed here:
+#                               scripts/bench_kernels_vs_pytorch.sh creates the environment)
 #   DOC [docs/PERFORMANCE.md]   the file rewritten
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +33,7 @@ RNG_MAX_MB=${RNG_MAX_MB:-64}
 CALLGRIND=${CALLGRIND:-1}
 DOC=${DOC:-docs/PERFORMANCE.md}
 RES="$BUILD_DIR/benchmarks/results"
-TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp"
+TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_kernels"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=OFF >/dev/null
@@ -91,6 +94,13 @@ for np in $TP_RANKS; do
   run "tp_np$np" $MPIRUN -np "$np" "$B/transformer/bench_tp" --json "$RES/bench_tp_np$np.jsonl"
 done
 run rng "$B/rng/bench_rng" "$RNG_MAX_MB" 0.3 --json "$RES/bench_rng.jsonl"
+# Local CPU kernels, one thread; beside PyTorch when a PyTorch environment exists.
+run kernels "$B/kernels/bench_kernels" --json "$RES/kernels_ours.r1.jsonl"
+TORCH_PY="${TORCH_VENV:-/tmp/dtensor-torch-venv}/bin/python"
+if "$TORCH_PY" -c "import torch" 2>/dev/null; then
+  run kernels_torch "$TORCH_PY" "$ROOT/benchmarks/kernels/bench_kernels_torch.py" \
+    --json "$RES/kernels_torch.r1.jsonl"
+fi
 T1=$(date +%s)
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 

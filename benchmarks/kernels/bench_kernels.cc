@@ -1,0 +1,230 @@
+// Local CPU kernels, one thread: softmax / log_softmax [64, 4096], layer_norm / rms_norm
+// [256, 1024] (with weight, and bias for layer_norm), gelu (erf and tanh forms), silu and exp on
+// [256, 4096], and the backward kernels of softmax and layer_norm (grad_x, grad_weight and
+// grad_bias); float32. The same shapes run
+// under PyTorch in scripts/bench_kernels_vs_pytorch.sh, which prints both side by side.
+//
+//   bench_kernels [--min-seconds 0.3] [--batch 10] [--only NAME] [--json FILE]
+//   bench_kernels --list          (the case names, one per line)
+//
+// Per call: median / p10 / p90 over batches of --batch calls (after one warm-up batch), each
+// call allocating its output as the PyTorch call does. Every case checks its result against a
+// float64 computation of a few rows and exits non-zero when it is wrong. The vectorised
+// kernels dispatch at run time; the target used is printed and recorded ("simd").
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "benchmarks/common/bench_common.h"
+#include "ops/common/simd_dispatch.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/norm/norm.h"
+#include "ops/softmax/softmax.h"
+#include "tensor/creation.h"
+
+namespace dt = dtensor;
+namespace bench = dtensor::bench;
+
+namespace {
+
+// Deterministic values in [lo, hi) (an LCG; no dependence on the RNG layer).
+dt::Tensor values(dt::IntSpan shape, uint64_t seed, double lo, double hi) {
+  std::vector<float> v(static_cast<size_t>(dt::shape_numel(shape)));
+  uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (auto& x : v) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    x = static_cast<float>(lo + (hi - lo) * static_cast<double>(s >> 11) / 9007199254740992.0);
+  }
+  return dt::from_vector<float>(v, shape);
+}
+
+// One benchmark row: what it computes, how to run it once, and a check of the last result
+// (empty string when right, else what is wrong).
+struct KernelCase {
+  std::string name;
+  dt::Shape shape;
+  std::function<dt::Tensor()> run;
+  std::function<std::string(const dt::Tensor&)> check;
+};
+
+// Largest relative difference of `got` rows [0, rows) from `want(row, col)`, scaled by
+// max(1, |want|).
+template <typename F>
+double max_rel_err(const dt::Tensor& got, int64_t rows, F&& want) {
+  const int64_t n = got.size(-1);
+  const float* p = got.data<float>();
+  double err = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      const double w = want(r, c);
+      err = std::max(err, std::fabs(p[r * n + c] - w) / std::max(1.0, std::fabs(w)));
+    }
+  }
+  return err;
+}
+
+std::string verdict(double err, double tol) {
+  return err <= tol ? ""
+                    : "max relative error " + std::to_string(err) + " > " + std::to_string(tol);
+}
+
+std::vector<KernelCase> cases() {
+  std::vector<KernelCase> out;
+  const dt::Shape sm = {64, 4096}, nm = {256, 1024}, ew = {256, 4096};
+  const dt::Tensor xs = values(sm, 1, -6, 6), gs = values(sm, 2, -1, 1);
+  const dt::Tensor xn = values(nm, 3, -2, 3), gn = values(nm, 4, -1, 1);
+  const dt::Tensor w = values({1024}, 5, 0.5, 1.5), b = values({1024}, 6, -0.5, 0.5);
+  const dt::Tensor xe = values(ew, 7, -5, 5);
+  const auto row = [](const dt::Tensor& t, int64_t r) {
+    const int64_t n = t.size(-1);
+    return std::vector<double>(t.data<float>() + r * n, t.data<float>() + (r + 1) * n);
+  };
+  // Softmax rows in double.
+  const auto ref_softmax = [row](const dt::Tensor& x, int64_t r, bool log) {
+    std::vector<double> v = row(x, r);
+    double m = -INFINITY, s = 0;
+    for (double e : v) m = std::max(m, e);
+    for (double e : v) s += std::exp(e - m);
+    for (double& e : v) e = log ? e - m - std::log(s) : std::exp(e - m) / s;
+    return v;
+  };
+  out.push_back(
+      {"softmax", sm, [=] { return dt::softmax(xs, -1); },
+       [=](const dt::Tensor& y) {
+         return verdict(
+             max_rel_err(y, 2, [&](int64_t r, int64_t c) { return ref_softmax(xs, r, false)[c]; }),
+             1e-6);
+       }});
+  out.push_back(
+      {"log_softmax", sm, [=] { return dt::log_softmax(xs, -1); },
+       [=](const dt::Tensor& y) {
+         return verdict(
+             max_rel_err(y, 2, [&](int64_t r, int64_t c) { return ref_softmax(xs, r, true)[c]; }),
+             1e-6);
+       }});
+  const dt::Tensor ys = dt::softmax(xs, -1);
+  out.push_back({"softmax_backward", sm, [=] { return dt::softmax_backward(gs, ys, -1); },
+                 [=](const dt::Tensor& gx) {
+                   return verdict(max_rel_err(gx, 2,
+                                              [&](int64_t r, int64_t c) {
+                                                const auto g = row(gs, r), y = row(ys, r);
+                                                double dot = 0;
+                                                for (size_t i = 0; i < g.size(); ++i)
+                                                  dot += g[i] * y[i];
+                                                return y[c] * (g[c] - dot);
+                                              }),
+                                  1e-6);
+                 }});
+  // Normalisation rows in double.
+  const auto ref_norm = [row](const dt::Tensor& x, int64_t r, const dt::Tensor& wt,
+                              const dt::Tensor& bs, bool rms) {
+    std::vector<double> v = row(x, r);
+    const double n = static_cast<double>(v.size());
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (double e : v) mean += e;
+      mean /= n;
+    }
+    for (double e : v) var += (e - mean) * (e - mean);
+    const double rstd = 1 / std::sqrt(var / n + (rms ? 1.1920928955078125e-07 : 1e-5));
+    for (size_t i = 0; i < v.size(); ++i) {
+      v[i] = (v[i] - mean) * rstd * wt.data<float>()[i] + (bs.defined() ? bs.data<float>()[i] : 0);
+    }
+    return v;
+  };
+  out.push_back({"layer_norm", nm, [=] { return dt::layer_norm(xn, {1024}, w, b); },
+                 [=](const dt::Tensor& y) {
+                   return verdict(max_rel_err(y, 2,
+                                              [&](int64_t r, int64_t c) {
+                                                return ref_norm(xn, r, w, b, false)[c];
+                                              }),
+                                  1e-5);
+                 }});
+  out.push_back({"rms_norm", nm, [=] { return dt::rms_norm(xn, {1024}, w); },
+                 [=](const dt::Tensor& y) {
+                   return verdict(max_rel_err(y, 2,
+                                              [&](int64_t r, int64_t c) {
+                                                return ref_norm(xn, r, w, dt::Tensor(), true)[c];
+                                              }),
+                                  1e-5);
+                 }});
+  const dt::LayerNormResult st = dt::native_layer_norm(xn, {1024}, w, b);
+  out.push_back(
+      // All three gradients, as training needs them (the check covers grad_x's row math).
+      {"layer_norm_backward", nm,
+       [=] { return dt::layer_norm_backward(gn, xn, {1024}, st.mean, st.rstd, w).grad_x; },
+       [=](const dt::Tensor& gx) {
+         // Rows of grad_x sum to zero (the mean is subtracted): a cheap invariant.
+         double s = 0, a = 0;
+         for (int64_t c = 0; c < 1024; ++c) {
+           s += gx.data<float>()[c];
+           a += std::fabs(gx.data<float>()[c]);
+         }
+         return verdict(std::fabs(s) / std::max(a, 1e-30), 1e-5);
+       }});
+  const auto unary = [&](const std::string& name, std::function<dt::Tensor()> run,
+                         double (*ref)(double)) {
+    out.push_back({name, ew, std::move(run), [=](const dt::Tensor& y) {
+                     return verdict(max_rel_err(y, 2,
+                                                [&](int64_t r, int64_t c) {
+                                                  return ref(xe.data<float>()[r * 4096 + c]);
+                                                }),
+                                    1e-5);
+                   }});
+  };
+  unary(
+      "gelu", [=] { return dt::gelu(xe); },
+      [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); });
+  unary(
+      "gelu_tanh", [=] { return dt::gelu(xe, dt::GeluApproximate::kTanh); },
+      [](double x) {
+        return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+      });
+  unary(
+      "silu", [=] { return dt::silu(xe); }, [](double x) { return x / (1 + std::exp(-x)); });
+  unary(
+      "exp", [=] { return dt::exp(xe); }, [](double x) { return std::exp(x); });
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::Flags flags(argc, argv);
+  const double min_seconds = flags.f64("min-seconds", 0.3);
+  const int64_t batch = flags.i64("batch", 10);
+  const std::string only = flags.str("only", "");
+  if (flags.has("list")) {
+    for (const KernelCase& c : cases()) std::printf("%s\n", c.name.c_str());
+    return 0;
+  }
+  bench::JsonLines json("bench_kernels", flags.str("json", ""));
+  const std::string simd = dt::detail::simd_target_name();
+  std::printf(
+      "# bench_kernels: float32, one thread, SIMD target %s; per call, median (p10-p90) "
+      "over batches of %lld calls\n",
+      simd.c_str(), static_cast<long long>(batch));
+  std::printf("%-20s %-12s %12s %12s %12s\n", "kernel", "shape", "median_us", "p10_us", "p90_us");
+  int failures = 0;
+  for (const KernelCase& c : cases()) {
+    if (!only.empty() && c.name != only) continue;
+    const std::string wrong = c.check(c.run());
+    if (!wrong.empty()) {
+      std::fprintf(stderr, "bench_kernels: %s is wrong: %s\n", c.name.c_str(), wrong.c_str());
+      ++failures;
+    }
+    const bench::Stats s = bench::time_batched([&] { (void)c.run(); }, batch, min_seconds);
+    std::printf("%-20s %-12s %12.2f %12.2f %12.2f\n", c.name.c_str(),
+                dt::shape_str(c.shape).c_str(), s.median * 1e6, s.p10 * 1e6, s.p90 * 1e6);
+    json.write(json.record(c.name)
+                   .add("shape", dt::shape_str(c.shape))
+                   .add("dtype", "float32")
+                   .add("threads", int64_t{1})
+                   .add("simd", simd)
+                   .add("correct", wrong.empty())
+                   .add_stats("", s));
+  }
+  return failures == 0 ? 0 : 1;
+}
