@@ -5,10 +5,12 @@
 // the result, or kept with size 1 when keepdim is true.
 //
 // Accumulation: floating inputs (float32, float64, float16, bfloat16) accumulate in double and
-// round once to the output dtype; integer and bool sums accumulate in int64 (wrapping on
-// overflow). Reductions over zero elements: sum gives 0, mean and var give NaN, and max, min,
-// amax, amin, argmax and argmin raise. NaN propagates through max/min/amax/amin, and
-// argmax/argmin return the index of the first NaN; ties go to the first index.
+// round once to the output dtype (contiguous runs on the CPU in several double vector
+// accumulators, so the additions are not in sequential order); integer and bool sums
+// accumulate in int64 (wrapping on overflow). Reductions over zero elements: sum gives 0, mean
+// and var give NaN, and max, min, amax, amin, argmax and argmin raise. NaN propagates through
+// max/min/amax/amin, and argmax/argmin return the index of the first NaN; ties go to the first
+// index.
 #pragma once
 
 #include <optional>
