@@ -109,7 +109,7 @@ int64_t bytes_of(const Tensor& t) {
 WorkPtr Communicator::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_tensor(*this, "all_reduce", "tensor", tensor);
   check_reduce_op("all_reduce", tensor, op);
-  CommDebugMode::record(CollectiveKind::kAllReduce, bytes_of(tensor));
+  CommDebugMode::record(CollectiveKind::kAllReduce, bytes_of(tensor), size());
   return do_all_reduce(tensor, op);
 }
 
@@ -125,7 +125,7 @@ WorkPtr Communicator::all_reduce(const Tensor& output, const Tensor& input, Redu
   DT_CHECK(same || output.nbytes() == 0 || !(po < pi + input.nbytes() && pi < po + output.nbytes()),
            "[all_reduce] output and input partly overlap (expected distinct buffers, or the same "
            "tensor for an in-place reduction)");
-  CommDebugMode::record(CollectiveKind::kAllReduce, bytes_of(input));
+  CommDebugMode::record(CollectiveKind::kAllReduce, bytes_of(input), size());
   return same ? do_all_reduce(output, op) : do_all_reduce_out(output, input, op);
 }
 
@@ -142,7 +142,7 @@ WorkPtr Communicator::all_gather(const Tensor& output, const Tensor& input) {
            "%d * %d = %d",
            output.numel(), shape_str(output.sizes()), size(), input.numel(),
            size() * input.numel());
-  CommDebugMode::record(CollectiveKind::kAllGather, bytes_of(input));
+  CommDebugMode::record(CollectiveKind::kAllGather, bytes_of(input), size());
   return do_all_gather(output, input);
 }
 
@@ -154,7 +154,7 @@ WorkPtr Communicator::reduce_scatter(const Tensor& output, const Tensor& input, 
            "output.numel() = %d * %d = %d",
            input.numel(), shape_str(input.sizes()), size(), output.numel(),
            size() * output.numel());
-  CommDebugMode::record(CollectiveKind::kReduceScatter, bytes_of(input));
+  CommDebugMode::record(CollectiveKind::kReduceScatter, bytes_of(input), size());
   return do_reduce_scatter(output, input, op);
 }
 
@@ -166,14 +166,14 @@ WorkPtr Communicator::all_to_all(const Tensor& output, const Tensor& input) {
   DT_CHECK(input.numel() % size() == 0,
            "[all_to_all] input has %d elements, expected a multiple of the communicator size %d",
            input.numel(), size());
-  CommDebugMode::record(CollectiveKind::kAllToAll, bytes_of(input));
+  CommDebugMode::record(CollectiveKind::kAllToAll, bytes_of(input), size());
   return do_all_to_all(output, input);
 }
 
 WorkPtr Communicator::broadcast(const Tensor& tensor, int root) {
   check_tensor(*this, "broadcast", "tensor", tensor);
   check_peer(*this, "broadcast", "root", root);
-  CommDebugMode::record(CollectiveKind::kBroadcast, bytes_of(tensor));
+  CommDebugMode::record(CollectiveKind::kBroadcast, bytes_of(tensor), size());
   return do_broadcast(tensor, root);
 }
 
@@ -189,7 +189,7 @@ WorkPtr Communicator::scatter(const Tensor& output, const Tensor& input, int roo
              "(communicator size %d, output shape %s)",
              shape_str(input.sizes()), shape_str(expected), size(), shape_str(output.sizes()));
   }
-  CommDebugMode::record(CollectiveKind::kScatter, bytes_of(output));
+  CommDebugMode::record(CollectiveKind::kScatter, bytes_of(output), size());
   return do_scatter(output, input, root);
 }
 
@@ -197,7 +197,7 @@ WorkPtr Communicator::send(const Tensor& tensor, int dst, int tag) {
   check_tensor(*this, "send", "tensor", tensor);
   check_peer(*this, "send", "dst", dst);
   DT_CHECK(tag >= 0, "[send] tag %d is negative (expected tag >= 0)", tag);
-  CommDebugMode::record(CollectiveKind::kSend, bytes_of(tensor));
+  CommDebugMode::record(CollectiveKind::kSend, bytes_of(tensor), size());
   return do_send(tensor, dst, tag);
 }
 
@@ -205,12 +205,12 @@ WorkPtr Communicator::recv(const Tensor& tensor, int src, int tag) {
   check_tensor(*this, "recv", "tensor", tensor);
   check_peer(*this, "recv", "src", src);
   DT_CHECK(tag >= 0, "[recv] tag %d is negative (expected tag >= 0)", tag);
-  CommDebugMode::record(CollectiveKind::kRecv, bytes_of(tensor));
+  CommDebugMode::record(CollectiveKind::kRecv, bytes_of(tensor), size());
   return do_recv(tensor, src, tag);
 }
 
 WorkPtr Communicator::barrier() {
-  CommDebugMode::record(CollectiveKind::kBarrier, 0);
+  CommDebugMode::record(CollectiveKind::kBarrier, 0, size());
   return do_barrier();
 }
 

@@ -118,7 +118,7 @@ int backend_request_code(const char* env) {
 // {this rank can use NCCL, requested code, -requested code}.
 std::string_view agreed_world_cuda_backend(MPI_Comm world) {
   const char* env = std::getenv(kBackendEnv);
-  const int devices = detail::visible_cuda_devices();
+  const int devices = cuda_device_count();
   const int on_node = node_ranks().size;  // collective: called on every rank, whatever it sees
   const int possible = detail::nccl_compiled() && devices > 0 && on_node <= devices;
   const int code = backend_request_code(env);
@@ -224,7 +224,7 @@ CommunicatorPtr self_communicator(DeviceType device_type) {
   ensure_mpi();
   std::string_view backend = "mpi";
   if (device_type == DeviceType::kCUDA) {
-    const bool possible = detail::nccl_compiled() && detail::visible_cuda_devices() > 0;
+    const bool possible = detail::nccl_compiled() && cuda_device_count() > 0;
     backend = detail::choose_cuda_backend(std::getenv(kBackendEnv), possible, "self_communicator");
   }
   MPI_Comm dup;
@@ -239,7 +239,7 @@ CommunicatorPtr self_communicator(DeviceType device_type) {
 }
 
 int local_cuda_device() {
-  const int count = detail::visible_cuda_devices();
+  const int count = cuda_device_count();
   return count > 0 ? local_rank() % count : 0;
 }
 
@@ -254,7 +254,7 @@ std::string_view choose_cuda_backend(const char* env, bool nccl_possible, std::s
                "[%s] %s=nccl but NCCL cannot be used: it needs NCCL compiled in (%s), a visible "
                "CUDA device (%d here) and one device per rank on every node (expected %s unset "
                "or mpi on this machine)",
-               op, kBackendEnv, nccl_compiled() ? "yes" : "no", visible_cuda_devices(),
+               op, kBackendEnv, nccl_compiled() ? "yes" : "no", cuda_device_count(),
                kBackendEnv);
       return "nccl";
     case 2:

@@ -4,9 +4,12 @@
 #include <absl/strings/str_join.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "collectives/runtime.h"
 #include "dtensor/detail/util.h"
 #include "dtensor/redistribute.h"
 #include "tensor/creation.h"
@@ -21,11 +24,13 @@ constexpr int64_t kCheckDims = 16;
 constexpr int64_t kRecordLen = 2 + kCheckDims;  // ndim, dtype, sizes (padded with -1)
 
 // Gathers one int64 record per mesh member, in row-major mesh order: all-gathers over the
-// innermost mesh dim first, then over outer dims with the growing buffer.
+// innermost mesh dim first, then over outer dims with the growing buffer (a size-1 mesh dim
+// needs no collective: its one member's record is already in place).
 std::vector<int64_t> gather_records(const DeviceMesh& mesh, const std::vector<int64_t>& record,
                                     Device device) {
   Tensor buf = from_vector(record, {static_cast<int64_t>(record.size())}, device);
   for (int64_t i = mesh.ndim() - 1; i >= 0; --i) {
+    if (mesh.size(i) == 1) continue;
     Communicator& comm = *mesh.communicator(i);
     Tensor out = empty(
         [&] {
@@ -126,6 +131,7 @@ Tensor scatter_from_source(const Tensor& tensor, const DTensorSpec& spec, const 
   Tensor piece = valid ? tensor.to(device).contiguous() : Tensor();
   Shape shape = tensor.shape();
   for (int64_t i = 0; i < mesh.ndim(); ++i) {
+    if (mesh.size(i) == 1) continue;  // one member: it already holds its piece
     Communicator& comm = *mesh.communicator(i);
     const int root = static_cast<int>(src_coord[i]);
     const Placement& p = spec.placement(i);
@@ -211,12 +217,24 @@ Shape check_local_shapes(const Tensor& local, const DeviceMesh& mesh, PlacementS
   return global;
 }
 
+// from_local(run_check=true): PyTorch broadcasts the data of Replicate mesh dims from the dim's
+// first member, so replicas that differed become equal instead of staying silently different.
+Tensor broadcast_replicas(Tensor local, const DeviceMesh& mesh, PlacementSpan placements) {
+  for (int64_t i = 0; i < mesh.ndim(); ++i) {
+    if (!placements[i].is_replicate() || mesh.size(i) == 1) continue;
+    local = local.contiguous();
+    if (local.storage().use_count() > 1) local = local.clone();  // never write the caller's data
+    mesh.communicator(i)->broadcast(local, 0)->wait();
+  }
+  return local;
+}
+
 }  // namespace
 
 DTensor::DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec)
     : local_(std::move(local)), spec_(std::move(spec)) {}
 
-DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, Placements placements,
+DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, PlacementSpan placements,
                             bool run_check, IntSpan shape, IntSpan stride) {
   DT_CHECK(local.defined(), "[from_local] the local tensor is undefined (expected a tensor)");
   DT_CHECK(mesh.defined(), "[from_local] the device mesh is an empty handle (expected a mesh)");
@@ -238,12 +256,14 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, Placeme
   TensorMeta meta = stride.empty()
                         ? TensorMeta(global, local.dtype())
                         : TensorMeta(global, Shape(stride.begin(), stride.end()), local.dtype());
-  auto spec = std::make_shared<const DTensorSpec>(mesh, std::move(placements), std::move(meta),
-                                                  "from_local");
+  auto spec = std::make_shared<const DTensorSpec>(
+      mesh, Placements(placements.begin(), placements.end()), std::move(meta), "from_local");
   if (!mesh.contains_me()) {
     return DTensor(detail::empty_local(local.dim(), local.dtype(), device), std::move(spec));
   }
-  return DTensor(local.to(device), std::move(spec));
+  Tensor moved = local.to(device);
+  if (run_check) moved = broadcast_replicas(std::move(moved), mesh, spec->placements());
+  return DTensor(std::move(moved), std::move(spec));
 }
 
 Tensor DTensor::full_tensor() const {
@@ -252,21 +272,6 @@ Tensor DTensor::full_tensor() const {
   return ::dtensor::redistribute(*this,
                                  spec_->with_placements(std::move(replicated), "full_tensor"))
       .to_local();
-}
-
-DTensor DTensor::redistribute(const DeviceMesh& mesh, Placements placements) const {
-  DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
-  DT_CHECK(mesh == spec_->mesh(),
-           "[redistribute] target mesh %s differs from the DTensor's mesh %s (expected the same "
-           "mesh)",
-           mesh.str(), spec_->mesh().str());
-  return redistribute(std::move(placements));
-}
-
-DTensor DTensor::redistribute(Placements placements) const {
-  DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
-  return ::dtensor::redistribute(*this,
-                                 spec_->with_placements(std::move(placements), "redistribute"));
 }
 
 int64_t DTensor::size(int64_t dim) const {
@@ -286,13 +291,14 @@ std::ostream& operator<<(std::ostream& os, const DTensor& t) {
   return os << t.str();
 }
 
-DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placements placements,
+DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, PlacementSpan placements,
                           std::optional<int> src_data_rank) {
   DT_CHECK(tensor.defined(), "[distribute_tensor] the tensor is undefined (expected a tensor)");
   DT_CHECK(mesh.defined(),
            "[distribute_tensor] the device mesh is an empty handle (expected a mesh)");
   auto spec = std::make_shared<const DTensorSpec>(
-      mesh, std::move(placements), TensorMeta(tensor.shape(), tensor.dtype()), "distribute_tensor");
+      mesh, Placements(placements.begin(), placements.end()),
+      TensorMeta(tensor.shape(), tensor.dtype()), "distribute_tensor");
   const std::vector<int>& ranks = mesh.ranks();
   int64_t src_index = -1;
   if (src_data_rank) {
@@ -331,9 +337,100 @@ DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placemen
   return DTensor(std::move(local), std::move(spec));
 }
 
-DTensor distribute_tensor(const Tensor& tensor, Placements placements,
+DTensor distribute_tensor(const Tensor& tensor, PlacementSpan placements,
                           std::optional<int> src_data_rank) {
-  return distribute_tensor(tensor, current_mesh(), std::move(placements), src_data_rank);
+  return distribute_tensor(tensor, current_mesh(), placements, src_data_rank);
+}
+
+DTensor zeros_like(const DTensor& x) {
+  DT_CHECK(x.defined(), "[zeros_like] the DTensor is undefined (expected a DTensor)");
+  return DTensor(zeros(x.to_local().shape(), TensorOptions(x.dtype(), x.device())), x.spec_ptr());
+}
+
+DTensor zeros_like(const DTensorSpec& spec) {
+  return DTensor(zeros(spec.local_shard().shape, TensorOptions(spec.dtype(), local_device(spec.mesh()))),
+                 std::make_shared<const DTensorSpec>(spec));
+}
+
+// ---- autograd state accessors (the engine is in autograd/) -----------------------------------
+
+bool DTensor::requires_grad() const {
+  return autograd_ != nullptr && autograd_->requires_grad;
+}
+
+DTensor& DTensor::requires_grad_(bool requires_grad) {
+  DT_CHECK(defined(), "[requires_grad_] the DTensor is undefined (expected a DTensor)");
+  DT_CHECK(is_leaf(),
+           "[requires_grad_] can only change requires_grad of a leaf DTensor (this one was "
+           "produced by a recorded op; use detach() to get a leaf)");
+  if (!requires_grad && autograd_ == nullptr) return *this;
+  DT_CHECK(!requires_grad || is_floating(dtype()),
+           "[requires_grad_] only floating DTensors can require gradients, got %s",
+           dtype_name(dtype()));
+  if (autograd_ == nullptr) autograd_ = std::make_shared<AutogradMeta>();
+  autograd_->requires_grad = requires_grad;
+  return *this;
+}
+
+bool DTensor::is_leaf() const {
+  return autograd_ == nullptr || autograd_->grad_fn == nullptr;
+}
+
+const DTensor& DTensor::grad() const {
+  static const DTensor* const kNone = new DTensor();
+  return autograd_ != nullptr ? autograd_->grad : *kNone;
+}
+
+void DTensor::set_grad(const DTensor& grad) const {
+  DT_CHECK(defined(), "[set_grad] the DTensor is undefined (expected a DTensor)");
+  if (grad.defined()) {
+    DT_CHECK(grad.shape() == shape() && grad.dtype() == dtype() &&
+                 grad.device_mesh() == device_mesh(),
+             "[set_grad] gradient %s does not match the DTensor %s (expected the same shape, "
+             "dtype and mesh)",
+             grad.str(), str());
+  }
+  DT_CHECK(autograd_ != nullptr || !grad.defined(),
+           "[set_grad] the DTensor has no autograd state (call requires_grad_() first)");
+  if (autograd_ != nullptr) autograd_->grad = grad.detach();
+}
+
+std::shared_ptr<autograd::Node> DTensor::grad_fn() const {
+  return autograd_ != nullptr ? autograd_->grad_fn : nullptr;
+}
+
+DTensor DTensor::detach() const {
+  return DTensor(local_, spec_);
+}
+
+const DeviceMesh& self_mesh(DeviceType device_type) {
+  static std::mutex mu;
+  static std::map<DeviceType, DeviceMesh>* meshes = new std::map<DeviceType, DeviceMesh>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = meshes->find(device_type);
+  if (it == meshes->end()) {
+    it = meshes->emplace(device_type, DeviceMesh(device_type, {1}, {world_rank()}, {"self"})).first;
+  }
+  return it->second;
+}
+
+bool is_self_mesh(const DeviceMesh& mesh) {
+  return mesh.defined() && mesh.size() == 1 && mesh.contains_me();
+}
+
+DTensor local_dtensor(const Tensor& t) {
+  DT_CHECK(t.defined(), "[local_dtensor] the tensor is undefined (expected a defined Tensor)");
+  const DeviceMesh& mesh = self_mesh(t.device().type);
+  return DTensor(t, std::make_shared<const DTensorSpec>(mesh, Placements(1, Replicate()),
+                                                       TensorMeta(t.shape(), t.dtype())));
+}
+
+bool is_local(const DTensor& x) {
+  return x.defined() && is_self_mesh(x.device_mesh());
+}
+
+Device local_device(const DeviceMesh& mesh) {
+  return detail::mesh_device(mesh, Tensor());
 }
 
 }  // namespace dtensor

@@ -241,6 +241,18 @@ Tensor run_step(const Tensor& x, bool x_is_intermediate, const RedistributeStep&
       // P(sum) -> P(avg): the mean of the locals must equal their old sum, so multiply by n;
       // P(avg) -> P(sum): divide by n.
       return detail::scaled_by_mesh_size(x, comm.size(), step.src.reduce_op() == ReduceOp::kAvg);
+    case StepKind::kShardToPartial: {
+      // Each rank keeps its chunk at its place in zeros of the unsharded size: the sum over the
+      // ranks is the whole. For avg the mean must be the whole, so the chunk is scaled by n.
+      const int64_t d = step.src.dim();
+      Tensor out = zeros(target_shape, TensorOptions(x.dtype(), x.device()));
+      const ChunkBounds b = chunk_bounds(target_shape[d], comm.size(), comm.rank());
+      if (b.size > 0) out.narrow(d, b.offset, b.size).copy_(x);
+      if (step.dst.reduce_op() == ReduceOp::kAvg) {
+        return detail::scaled_by_mesh_size(out, comm.size(), /*divide=*/false);
+      }
+      return out;
+    }
   }
   DT_FAIL("[redistribute] unknown step kind %d", static_cast<int>(step.kind));
 }

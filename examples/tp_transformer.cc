@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   try {
     dt::DeviceType dev_type = dt::kCPU;
     if (a.cuda) {
-      if (DTENSOR_HAVE_CUDA && dt::detail::cuda_available()) {
+      if (DTENSOR_HAVE_CUDA && dt::cuda_available()) {
         dev_type = dt::kCUDA;
       } else if (rank == 0) {
         std::cout << "--cuda: no CUDA device or CUDA not compiled in; running on the CPU\n";
@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
     }
     nn::ModuleOptions opts;
     if (dev_type == dt::kCUDA) {
-      opts.device = dt::Device(dt::kCUDA, dt::detail::cuda_device_count() > 0
-                                              ? dt::local_rank() % dt::detail::cuda_device_count()
+      opts.device = dt::Device(dt::kCUDA, dt::cuda_device_count() > 0
+                                              ? dt::local_rank() % dt::cuda_device_count()
                                               : 0);
     }
     nn::TransformerConfig cfg;

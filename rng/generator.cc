@@ -80,11 +80,6 @@ DefaultGenerators& defaults() {
   return *d;
 }
 
-int visible_cuda_devices() {
-  if (!DTENSOR_HAVE_CUDA) return 0;
-  return detail::cuda_device_count();
-}
-
 }  // namespace
 
 Generator& default_generator(Device device) {
@@ -93,7 +88,7 @@ Generator& default_generator(Device device) {
   DT_CHECK(DTENSOR_HAVE_CUDA,
            "[default_generator] device %s requested but dtensor was built without CUDA",
            device.str());
-  const int n = visible_cuda_devices();
+  const int n = cuda_device_count();
   DT_CHECK(device.index >= 0 && device.index < n && device.index < kMaxCudaDevices,
            "[default_generator] device %s is not visible (%d CUDA devices)", device.str(), n);
   std::lock_guard<std::mutex> lock(d.mu);
@@ -121,7 +116,7 @@ uint64_t initial_seed() {
 RNGStateGuard::RNGStateGuard() {
   Generator& cpu = default_generator(Device());
   saved_.emplace_back(&cpu, cpu.state());
-  const int n = visible_cuda_devices();
+  const int n = cuda_device_count();
   for (int i = 0; i < n && i < kMaxCudaDevices; ++i) {
     Generator& g = default_generator(Device(DeviceType::kCUDA, i));
     saved_.emplace_back(&g, g.state());

@@ -72,11 +72,12 @@ OffsetBasedRNGTracker& default_rng_tracker() {
 void manual_seed(uint64_t seed, const DeviceMesh& mesh) {
   DT_CHECK(mesh.defined(), "[manual_seed] the device mesh is an empty handle (expected a mesh)");
   if (mesh.contains_me()) {
-    const Device device = detail::mesh_device(mesh, Tensor());
+    const Device device = local_device(mesh);
     // Gathering along the last mesh dim first, then the one before, ... leaves every rank with
     // the seeds of the whole mesh in row-major mesh order (the order of mesh.ranks()).
     std::vector<int64_t> seeds{std::bit_cast<int64_t>(seed)};
     for (int64_t d = mesh.ndim() - 1; d >= 0; --d) {
+      if (mesh.size(d) == 1) continue;  // one member: nothing to gather
       const CommunicatorPtr& comm = mesh.communicator(d);
       const int64_t n = static_cast<int64_t>(seeds.size());
       const Tensor in = from_vector(seeds, {n}, device);

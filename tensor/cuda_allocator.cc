@@ -82,6 +82,12 @@ void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, siz
   DT_CHECK_CUDA(cudaMemcpy(dst, src, nbytes, kind));
 }
 
+
+
+}  // namespace dtensor::detail
+
+namespace dtensor {
+
 bool cuda_available() {
   return cuda_device_count() > 0;
 }
@@ -96,4 +102,4 @@ int cuda_device_count() {
   return n;
 }
 
-}  // namespace dtensor::detail
+}  // namespace dtensor

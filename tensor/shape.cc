@@ -47,4 +47,30 @@ std::string shape_str(IntSpan sizes) {
   return "[" + absl::StrJoin(sizes, ", ") + "]";
 }
 
+Shape infer_view_shape(IntSpan shape, int64_t numel, IntSpan from, std::string_view op) {
+  Shape out(shape.begin(), shape.end());
+  int64_t infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      DT_CHECK(infer < 0, "[%s] shape %s has more than one -1", op, shape_str(shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      DT_CHECK(out[i] >= 0, "[%s] shape %s has a negative size %d (only -1 is allowed)", op,
+               shape_str(shape), out[i]);
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    DT_CHECK(known != 0 && numel % known == 0,
+             "[%s] shape %s is invalid for a tensor of %d elements (shape %s)", op,
+             shape_str(shape), numel, shape_str(from));
+    out[infer] = numel / known;
+  } else {
+    DT_CHECK(known == numel, "[%s] shape %s is invalid for a tensor of %d elements (shape %s)", op,
+             shape_str(shape), numel, shape_str(from));
+  }
+  return out;
+}
+
 }  // namespace dtensor

@@ -26,6 +26,11 @@ Shape contiguous_strides(IntSpan sizes);
 // tensor (expected -n..n-1)". `ndim` 0 is treated as 1 (as PyTorch does for scalars).
 int64_t normalize_dim(int64_t dim, int64_t ndim, std::string_view op);
 
+// `shape` with its one -1 (if any) resolved against `numel` (view/reshape of a tensor of shape
+// `from`); throws "[op] shape [2, -1] is invalid for a tensor of 7 elements (shape [7])",
+// "[op] shape ... has more than one -1" or "... a negative size".
+Shape infer_view_shape(IntSpan shape, int64_t numel, IntSpan from, std::string_view op);
+
 // NumPy broadcasting of two shapes; throws naming `op` when they are incompatible.
 Shape broadcast_shapes(IntSpan a, IntSpan b, std::string_view op);
 

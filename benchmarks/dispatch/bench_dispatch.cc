@@ -59,21 +59,15 @@ int run(int argc, char** argv) {
   const dt::Tensor la = da.to_local(), lb = db.to_local(), lr = dr.to_local();
 
   std::vector<OpCase> ops;
-#if DTENSOR_BENCH_HAVE_DT_ELEMENTWISE
   ops.push_back({"add(S(0), S(0))", [&] { return dt::add(da, db).to_local(); },
                  [&] { return dt::add(la, lb); }});
   ops.push_back({"mul(S(0), 0.5)", [&] { return dt::mul(da, dt::Scalar(0.5)).to_local(); },
                  [&] { return dt::mul(la, dt::Scalar(0.5)); }});
-#endif
-#if DTENSOR_BENCH_HAVE_DT_MATMUL
   ops.push_back(
       {"mm(S(0), R)", [&] { return dt::mm(da, dr).to_local(); }, [&] { return dt::mm(la, lr); }});
-#endif
-#if DTENSOR_BENCH_HAVE_DT_REDUCTION
   const int64_t dim1[] = {1};
   ops.push_back({"sum(S(0), dim=1)", [&] { return dt::sum(da, dim1).to_local(); },
                  [&] { return dt::sum(la, dim1); }});
-#endif
   ops.push_back({"transpose(S(0), 0, 1)", [&] { return dt::transpose(da, 0, 1).to_local(); },
                  [&] { return dt::transpose(la, 0, 1); }});
   const int64_t shape416[] = {4, 16};

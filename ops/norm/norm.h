@@ -25,10 +25,11 @@ Tensor layer_norm(const Tensor& x, IntSpan normalized_shape, const Tensor& weigh
 Tensor rms_norm(const Tensor& x, IntSpan normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
 
-// DTensor forms (weight/bias: an undefined DTensor() when absent). The normalised dims are
-// replicated first when sharded and Partial inputs reduced first; the leading dims keep their
-// shard (uneven included), so SequenceParallel's S(1) activations need no communication.
-// weight and bias are replicated (all-gathered when sharded).
+// DTensor forms (weight/bias: an undefined DTensor() when absent; registered in
+// norm_strategy.cc). The normalised dims must be whole on each rank: an input sharded along
+// them is redistributed first (the engine's cheapest plan), a Partial input is reduced first;
+// the leading dims keep their shard (uneven included), so SequenceParallel's S(1) activations
+// need no communication. weight and bias are used whole (gathered first when sharded).
 DTensor layer_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weight = DTensor(),
                    const DTensor& bias = DTensor(), double eps = 1e-5);
 DTensor rms_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weight = DTensor(),

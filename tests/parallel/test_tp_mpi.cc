@@ -456,7 +456,7 @@ TEST_CASE("SequenceParallel norm alone: local sequence chunk, no collectives", "
   }
 }
 
-TEST_CASE("use_local_output = false keeps DTensors; PrepareModuleOutput lays out outputs", "[tp]") {
+TEST_CASE("use_local_output = false keeps DTensors, PrepareModuleOutput lays out outputs", "[tp]") {
   const int64_t W = dt::world_size();
   dt::manual_seed(120);
   nn::MLP ref(5, 2 * W + 1);
