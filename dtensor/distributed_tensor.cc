@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collectives/runtime.h"
+#include "dtensor/detail/chunks.h"
 #include "dtensor/detail/util.h"
 #include "dtensor/redistribute.h"
 #include "tensor/creation.h"
@@ -87,7 +88,8 @@ void check_same_meta(const Tensor& tensor, const DeviceMesh& mesh, size_t src_in
 // Scatters step i of the source's data: `piece` (valid on this rank when `valid`, undefined or
 // stale otherwise) of shape `shape` is cut into torch.chunk pieces along tensor dim `dim`, each
 // padded to the chunk size ceil(m / n) so that block k of the root's [n, block...] buffer is
-// chunk k; this rank keeps its chunk, unpadded.
+// chunk k (detail::pack_chunks, the layout the redistribute executor uses); this rank keeps its
+// chunk, unpadded.
 Tensor scatter_chunks(Communicator& comm, const Tensor& piece, const Shape& shape, int64_t dim,
                       int root, int64_t my_index, bool valid, const TensorOptions& options) {
   const int64_t m = shape[dim];
@@ -98,18 +100,9 @@ Tensor scatter_chunks(Communicator& comm, const Tensor& piece, const Shape& shap
   Tensor out = empty(block, options);
   Tensor in;
   if (my_index == root) {
-    Shape stacked{n};
-    stacked.insert(stacked.end(), block.begin(), block.end());
-    in = empty(stacked, options);
-    if (valid) {
-      // The pad is never read back, but a fixed value keeps the bytes on the wire deterministic.
-      if (chunk_bounds(m, n, n - 1).size != chunk) in.zero_();
-      for (int64_t k = 0; k < n; ++k) {
-        const ChunkBounds b = chunk_bounds(m, n, k);
-        if (b.size == 0) continue;
-        in.select(0, k).narrow(dim, 0, b.size).copy_(piece.narrow(dim, b.offset, b.size));
-      }
-    }
+    // A root holding stale data sends bytes of the right shape, replaced at a later step.
+    in = valid ? detail::pack_chunks(piece, dim, n)
+               : detail::block_buffer(n, block, out, /*scratch=*/true);
   }
   comm.scatter(out, in, root)->wait();
   const int64_t mine = chunk_bounds(m, n, my_index).size;

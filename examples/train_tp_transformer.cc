@@ -82,6 +82,10 @@ dt::ParallelizePlan make_plan() {
       {"tok_embeddings", dt::RowwiseParallel()},
       // Loss parallel: the logits stay sharded over the vocabulary.
       {"output", dt::ColwiseParallel({.output_layouts = dt::Shard(-1), .use_local_output = false})},
+      // The block inputs enter the mesh once (as Replicate DTensors), so that the Partial input
+      // gradients of q/k/v (and of w1/w3) add up before the one all-reduce that backward needs.
+      {"layers.*.attention", dt::PrepareModuleInput()},
+      {"layers.*.mlp", dt::PrepareModuleInput()},
       {"layers.*.attention.wo", dt::RowwiseParallel()},
       {"layers.*.mlp.w2", dt::RowwiseParallel()},
   };

@@ -9,7 +9,9 @@
 //       N and 2N and divides the difference of the instruction counts by N.
 //
 // Per call: median / p10 / p90 over batches of --batch calls. overhead = DTensor - local;
-// ratio = DTensor / local. Targets: <= 5 us per cache-hit op, cache miss <= 100 us.
+// ratio = DTensor / local. Targets: <= 5 us per cache-hit op, cache miss <= 100 us. Then the
+// cost of autograd recording: the ops on inputs that require grad vs the same inputs without
+// (target <= 0.5 us per op).
 #include <valgrind/callgrind.h>
 
 #include <algorithm>
@@ -153,6 +155,40 @@ int run(int argc, char** argv) {
         .add("all_hits", all_hits)
         .add("correct", ok);
     json.write(rec);
+  }
+
+  // Autograd recording: the same ops on inputs that require grad (one node recorded per call,
+  // freed with its output) vs the same inputs without. Target: <= 0.5 us per op.
+  const dt::DTensor ga = da.detach().requires_grad_(), gb = db.detach().requires_grad_(),
+                    gr = dr.detach().requires_grad_();
+  struct RecordCase {
+    std::string name;
+    std::function<void()> recorded, plain;
+  };
+  const std::vector<RecordCase> recorded = {
+      {"add(S(0), S(0))", [&] { (void)dt::add(ga, gb); }, [&] { (void)dt::add(da, db); }},
+      {"mul(S(0), 0.5)", [&] { (void)dt::mul(ga, dt::Scalar(0.5)); },
+       [&] { (void)dt::mul(da, dt::Scalar(0.5)); }},
+      {"mm(S(0), R)", [&] { (void)dt::mm(ga, gr); }, [&] { (void)dt::mm(da, dr); }},
+      {"sum(S(0), dim=1)", [&] { (void)dt::sum(ga, dim1); }, [&] { (void)dt::sum(da, dim1); }},
+      {"transpose(S(0), 0, 1)", [&] { (void)dt::transpose(ga, 0, 1); },
+       [&] { (void)dt::transpose(da, 0, 1); }},
+  };
+  bench::print0("\n# autograd recording: inputs that require grad vs not (target <= 0.5 us)\n");
+  bench::print0("%-24s %9s %9s %9s\n", "op", "plain_us", "recorded", "overhead");
+  for (const RecordCase& c : recorded) {
+    const bench::Stats plain = bench::time_batched(c.plain, batch, min_seconds);
+    const bench::Stats rec = bench::time_batched(c.recorded, batch, min_seconds);
+    const double overhead_us = (rec.median - plain.median) * 1e6;
+    bench::print0("%-24s %9.2f %9.2f %9.2f\n", c.name.c_str(), plain.median * 1e6,
+                  rec.median * 1e6, overhead_us);
+    auto r = json.record("record " + c.name);
+    r.add("ranks", dt::world_size())
+        .add_stats("", rec)
+        .add("baseline", "the op without recording")
+        .add_stats("baseline", plain)
+        .add("overhead_us", overhead_us);
+    json.write(r);
   }
   return all_ok ? 0 : 1;
 }

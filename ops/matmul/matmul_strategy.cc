@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "dtensor/propagation/dispatch.h"
+#include "ops/common/op_checks.h"
 #include "ops/common/strategy_util.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_backward.h"
@@ -41,15 +42,9 @@ MatmulDims matmul_dims(std::string_view op, const Shape& a, const Shape& b) {
   DT_CHECK(a[m.a_k] == b[m.b_k], "[%s] shapes %s and %s cannot be multiplied (%d != %d)", op,
            shape_str(a), shape_str(b), a[m.a_k], b[m.b_k]);
   const int64_t a_batch = std::max<int64_t>(an - 2, 0), b_batch = std::max<int64_t>(bn - 2, 0);
-  m.batch = std::max(a_batch, b_batch);
-  for (int64_t d = 0; d < m.batch; ++d) {
-    const int64_t i = d - (m.batch - a_batch), j = d - (m.batch - b_batch);
-    const int64_t sa = i >= 0 ? a[i] : 1, sb = j >= 0 ? b[j] : 1;
-    DT_CHECK(sa == sb || sa == 1 || sb == 1,
-             "[%s] batch dims of %s and %s do not broadcast (dim %d: %d vs %d)", op, shape_str(a),
-             shape_str(b), d, sa, sb);
-    m.out.push_back(sa == 1 ? sb : sa);
-  }
+  m.out = detail::broadcast_pair(op, IntSpan(a.data(), a_batch), IntSpan(b.data(), b_batch),
+                                 "other (batch dims)");
+  m.batch = static_cast<int64_t>(m.out.size());
   if (m.a_n) {
     m.out_n = static_cast<int64_t>(m.out.size());
     m.out.push_back(a[*m.a_n]);
