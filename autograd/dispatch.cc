@@ -26,7 +26,7 @@ void OpNode::release_saved() {
 }
 
 void OpNode::check_versions() const {
-  auto check = [&](const std::vector<Saved>& saved, const char* what) {
+  auto check = [&](absl::Span<const Saved> saved, const char* what) {
     for (size_t i = 0; i < saved.size(); ++i) {
       const Saved& s = saved[i];
       if (!s.value.defined()) continue;
@@ -112,7 +112,6 @@ void record(const OpInfo& op, absl::Span<const DTensor* const> inputs,
   auto node = std::make_shared<OpNode>(op, ArgList(args.begin(), args.end()),
                                        static_cast<int64_t>(nout));
   const OutputSharding& sharding = *trace.sharding;
-  const Device device = local_device(inputs[0]->device_mesh());
   node->seen_specs.reserve(nin);
   node->needs_grad.reserve(nin);
   node->saved_inputs.resize(nin);
@@ -126,10 +125,12 @@ void record(const OpInfo& op, absl::Span<const DTensor* const> inputs,
             ? sharding.required_inputs[i]
             : in.spec_ptr();
     if (saves(op.saved_inputs, i)) {
+      // Outside the mesh the kernel saw nothing: an empty stand-in of the right rank.
       Tensor local = i == 0 && inplace_old_self.defined() ? inplace_old_self
-                     : i < trace.inputs.size()            ? trace.inputs[i]
-                                                          : empty(Shape(seen->ndim(), 0),
-                                                                  TensorOptions(seen->dtype(), device));
+                     : i < trace.inputs.size()
+                         ? trace.inputs[i]
+                         : empty(Shape(seen->ndim(), 0),
+                                 TensorOptions(seen->dtype(), local_device(in.device_mesh())));
       node->saved_inputs[i] = {DTensor(local, seen), local.storage().version()};
     }
     node->seen_specs.push_back(std::move(seen));

@@ -164,7 +164,7 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
     DTensorList out;
     if (any) out = node->apply(std::move(grads));
     if (!retain_graph) node->release_saved();
-    const std::vector<Edge>& edges = node->next_edges();
+    const EdgeList& edges = node->next_edges();
     DT_CHECK(out.empty() || out.size() == edges.size(),
              "[backward] %s returned %d gradients for %d inputs", node->name(), out.size(),
              edges.size());

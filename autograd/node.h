@@ -4,6 +4,7 @@
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,11 @@ struct Edge {
   bool valid() const { return node != nullptr; }
 };
 
+// Per-node lists are inline for the common arities (recording an op costs one allocation for
+// the node, not one per list; see "autograd recording" in docs/PERFORMANCE.md).
+using EdgeList = absl::InlinedVector<Edge, 2>;
+using SpecList = absl::InlinedVector<std::shared_ptr<const DTensorSpec>, 2>;
+
 class Node {
  public:
   // `num_outputs`: how many forward outputs (= incoming gradient slots) the node has.
@@ -44,12 +50,10 @@ class Node {
   virtual void release_saved() {}
 
   int64_t num_outputs() const { return num_outputs_; }
-  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  const EdgeList& next_edges() const { return next_edges_; }
   // The spec each forward input had (what its gradient must match in shape, dtype and mesh);
   // parallel to next_edges().
-  const std::vector<std::shared_ptr<const DTensorSpec>>& input_specs() const {
-    return input_specs_;
-  }
+  const SpecList& input_specs() const { return input_specs_; }
   void add_input(Edge edge, std::shared_ptr<const DTensorSpec> spec);
 
   // Order of creation on this thread. The engine runs ready nodes latest first, so every rank
@@ -68,8 +72,8 @@ class Node {
  private:
   int64_t num_outputs_;
   uint64_t sequence_nr_;
-  std::vector<Edge> next_edges_;
-  std::vector<std::shared_ptr<const DTensorSpec>> input_specs_;
+  EdgeList next_edges_;
+  SpecList input_specs_;
   absl::flat_hash_map<uint32_t, std::vector<GradHook>> pre_hooks_;
 };
 

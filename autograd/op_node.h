@@ -26,10 +26,10 @@ class OpNode : public Node {
   const OpInfo& op() const { return *op_; }
   const ArgList& args() const { return args_; }
   // Set by dispatch while recording.
-  std::vector<std::shared_ptr<const DTensorSpec>> seen_specs;  // inputs as the kernel saw them
-  std::vector<std::shared_ptr<const DTensorSpec>> output_specs;
-  std::vector<Saved> saved_inputs, saved_outputs;  // parallel to the specs above
-  std::vector<bool> needs_grad;                    // per input
+  SpecList seen_specs;  // inputs as the kernel saw them
+  SpecList output_specs;
+  absl::InlinedVector<Saved, 2> saved_inputs, saved_outputs;  // parallel to the specs above
+  absl::InlinedVector<bool, 4> needs_grad;                     // per input
 
  private:
   // Throws "[op backward] ..." when a saved tensor was modified in place since forward.

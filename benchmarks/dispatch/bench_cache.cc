@@ -9,7 +9,7 @@
 #include <string>
 
 #include "benchmarks/common/bench_common.h"
-#include "benchmarks/dispatch/dispatch_bench_util.h"
+#include "benchmarks/common/bench_util.h"
 #include "collectives/runtime.h"
 #include "device_mesh/device_mesh.h"
 #include "dtensor/distributed_tensor.h"

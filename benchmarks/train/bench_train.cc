@@ -16,14 +16,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <exception>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
+#include "benchmarks/common/bench_util.h"
 #include "collectives/runtime.h"
 #include "nn/nn.h"
 #include "ops/elementwise/elementwise.h"
@@ -206,11 +205,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  dt::Runtime runtime(&argc, &argv);
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_train: %s\n", e.what());
-    return 1;
-  }
+  return bench::run_main(argc, argv, run);
 }
