@@ -348,6 +348,22 @@ TEST_CASE("from_local: inference, explicit shapes and run_check", "[dtensor]") {
         dt::DTensor::from_local(dt::zeros({2, 4}), mesh, {S0}, true, dt::Shape{2 * w + 1, 4}),
         Contains("[from_local]") && Contains("imply"));
   }
+  SECTION("run_check makes replicas equal: each Replicate dim takes its first member's data") {
+    const dt::Tensor local = dt::test::make_data({2, 3}, dt::kFloat32, me);
+    const dt::Tensor before = local.clone();
+    const dt::DTensor d = dt::DTensor::from_local(local, mesh, {R}, /*run_check=*/true);
+    CHECK(dt::equal(d.to_local(), dt::test::make_data({2, 3}, dt::kFloat32, 0)));
+    CHECK(dt::equal(local, before));  // the caller's tensor is not written
+    // Without run_check the replicas stay as given.
+    CHECK(dt::equal(dt::DTensor::from_local(local, mesh, {R}, false).to_local(), local));
+    if (w >= 4) {
+      // 2-D mesh [2, w/2], [S(0), R]: the Replicate dim's first member is coordinate 0 on dim 1.
+      const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
+      const dt::DTensor e = dt::DTensor::from_local(local, m2, {S0, R}, true);
+      const int first = (me / (w / 2)) * (w / 2);
+      CHECK(dt::equal(e.to_local(), dt::test::make_data({2, 3}, dt::kFloat32, first)));
+    }
+  }
   SECTION("run_check on a 2-d mesh gathers over both mesh dims") {
     if (w >= 4) {
       const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
