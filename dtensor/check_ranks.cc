@@ -1,5 +1,7 @@
 #include "dtensor/check_ranks.h"
 
+#include <absl/container/inlined_vector.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -30,8 +32,12 @@ void check_on_all_ranks(const DeviceMesh& mesh, absl::Span<const int64_t> mesh_d
     mesh.communicator(m)->all_reduce(flag, ReduceOp::kMin)->wait();
     communicated = true;
   }
-  const int64_t failing = communicated ? flag.to(Device(kCPU)).data<int64_t>()[0]
-                                       : (local_error.empty() ? none : world_rank());
+  if (!communicated) {
+    // Nothing to agree on: every rank that must know found the error itself.
+    if (!local_error.empty()) DT_FAIL("%s", std::string(local_error));
+    return;
+  }
+  const int64_t failing = flag.to(Device(kCPU)).data<int64_t>()[0];
   if (failing == none) return;
 
   // The failing rank's message reaches the group dim by dim (the member at the failing rank's
@@ -54,6 +60,14 @@ void check_on_all_ranks(const DeviceMesh& mesh, absl::Span<const int64_t> mesh_d
   const Tensor host = message.to(Device(kCPU));
   const char* text = static_cast<const char*>(host.data_ptr());
   DT_FAIL("%s (raised on rank %d)", std::string(text, strnlen(text, kMessageBytes - 1)), failing);
+}
+
+void check_on_all_ranks(const DTensorSpec& data, std::string_view local_error) {
+  absl::InlinedVector<int64_t, 4> dims;
+  for (int64_t m = 0; m < data.mesh().ndim(); ++m) {
+    if (!data.placement(m).is_replicate()) dims.push_back(m);
+  }
+  check_on_all_ranks(data.mesh(), dims, local_error);
 }
 
 }  // namespace dtensor

@@ -6,7 +6,7 @@
 // Run at each rank count:
 //
 //   mpirun -np N bench_train [--dim 256] [--hidden 0] [--layers 4] [--tokens 512] [--iters 20]
-//                            [--warmup 2] [--json FILE]
+//                            [--warmup 2] [--json FILE] [--profile single|dtensor|hand]
 //
 // Times: median over iterations of the max over ranks (barrier before each run; the variants
 // interleaved in a shuffled order); the single-device model trains on rank 0 alone while the
@@ -32,6 +32,7 @@
 #include "parallel/parallelize.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
+#include "tensor/error.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -155,6 +156,18 @@ int run(int argc, char** argv) {
       [&] { dtensor_step(tp, opt); },
       [&] { hand.step(x, w); },
   };
+  if (flags.has("profile")) {
+    // --profile single|dtensor|hand: that variant alone, `iters` times, untimed, so a profiler
+    // (perf, callgrind) sees it alone.
+    const std::string which = flags.str("profile", "");
+    const char* names[] = {"single", "dtensor", "hand"};
+    for (size_t v = 0; v < 3; ++v) {
+      if (which != names[v]) continue;
+      for (int64_t i = 0; i < iters; ++i) variants[v]();
+      return 0;
+    }
+    DT_FAIL("[bench_train] --profile %s: expected single, dtensor or hand", which);
+  }
   const std::vector<bench::Stats> st =
       bench::time_interleaved(variants, warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
 

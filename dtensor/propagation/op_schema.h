@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -169,7 +170,7 @@ class OpSchema {
     check_arg(i, std::variant_npos);
     const T* v = std::get_if<T>(&args_[i]);
     if (v == nullptr) [[unlikely]] {
-      check_arg(i, ArgValue(T{}).index());
+      check_arg(i, arg_index<T>(static_cast<const ArgValue*>(nullptr)));
     }
     return *v;
   }
@@ -178,6 +179,16 @@ class OpSchema {
   std::string str() const;
 
  private:
+  // The index of alternative T in ArgValue, at compile time.
+  template <typename T, typename... Ts>
+  static constexpr size_t arg_index(const std::variant<Ts...>*) {
+    constexpr bool same[] = {std::is_same_v<T, Ts>...};
+    for (size_t k = 0; k < sizeof...(Ts); ++k) {
+      if (same[k]) return k;
+    }
+    return std::variant_npos;
+  }
+
   void check_arg(int64_t i, size_t expected_index) const;
 
   const OpInfo* op_;

@@ -4,8 +4,13 @@
 //                           rows to zero (embedding_masked); the sum over ranks is the lookup
 //   [S(-1) | S(1), R]       column-sharded table: the output's embedding dim is sharded
 //   [S(d)  | R, S(d)]       sharded indices with a replicated table: output sharded alike
+#include <absl/strings/str_format.h>
+
+#include <string>
+
 #include "autograd/dispatch.h"
 #include "autograd/function.h"
+#include "dtensor/check_ranks.h"
 #include "dtensor/propagation/dispatch.h"
 #include "dtensor/propagation/registry.h"
 #include "ops/common/strategy_util.h"
@@ -18,26 +23,31 @@
 namespace dtensor {
 namespace {
 
-// Out-of-range indices would be silently masked to zero rows by embedding_masked; check them
-// against the global table size first (locally, no communication).
-void check_indices(const Tensor& indices, int64_t rows) {
+// The first index outside [0, rows) as an error message (empty when there is none). Checked
+// against the global table size before the lookup: embedding_masked would silently turn an
+// out-of-range index into a zero row.
+std::string index_range_error(const Tensor& indices, int64_t rows) {
   const Tensor idx = indices.to(Device(kCPU), kInt64).contiguous();
-  const int64_t* p = idx.data<int64_t>();
+  const int64_t* p = idx.numel() > 0 ? idx.data<int64_t>() : nullptr;
   for (int64_t i = 0; i < idx.numel(); ++i) {
-    DT_CHECK(p[i] >= 0 && p[i] < rows, "[embedding] index %d out of range for a table of %d rows",
-             p[i], rows);
+    if (p[i] < 0 || p[i] >= rows) {
+      return absl::StrFormat("[embedding] index %d out of range for a table of %d rows", p[i],
+                             rows);
+    }
   }
+  return "";
 }
 
 // Inputs (weight, indices). A table sharded by rows (S(0) on some mesh dim) is looked up with
 // this shard's row offset, rows of other shards masked to zero: the sum over ranks is the
-// lookup (the P(sum) row).
+// lookup (the P(sum) row). A bad index is raised on every rank that may hold different indices
+// (one small all-reduce per mesh dim the indices are sharded on; none when replicated).
 Tensor embedding_kernel(const KernelContext& c, absl::Span<const Tensor> l) {
   const DTensorSpec& weight = c.input_spec(0);
+  check_on_all_ranks(c.input_spec(1), index_range_error(l[1], weight.shape()[0]));
   bool row_sharded = false;
   for (const Placement& p : weight.placements()) row_sharded |= p.is_shard(0);
   if (!row_sharded) return embedding(l[1], l[0]);
-  check_indices(l[1], weight.shape()[0]);
   return embedding_masked(l[1], l[0], c.input_shard(0).offset[0]);
 }
 

@@ -43,21 +43,12 @@ std::string target_range_error(const Tensor& target, int64_t classes, int64_t ig
   return "";
 }
 
-// Mesh dims on which ranks may hold different targets (not replicated there).
-absl::InlinedVector<int64_t, 4> unreplicated_dims(const DTensorSpec& spec) {
-  absl::InlinedVector<int64_t, 4> dims;
-  for (int64_t m = 0; m < spec.mesh().ndim(); ++m) {
-    if (!spec.placement(m).is_replicate()) dims.push_back(m);
-  }
-  return dims;
-}
-
 Tensor gather_target_kernel(const KernelContext& c, absl::Span<const Tensor> l) {
   const DTensorSpec& input = c.input_spec(0);
   const int64_t class_dim = class_dim_of(input.ndim());
   const int64_t ignore_index = c.arg<int64_t>(0);
   // Every rank that could hold a different target takes part, so all raise together.
-  check_on_all_ranks(c.mesh(), unreplicated_dims(c.input_spec(1)),
+  check_on_all_ranks(c.input_spec(1),
                      target_range_error(l[1], input.shape()[class_dim], ignore_index));
   return gather_target_log_probs(l[0], l[1], c.input_shard(0).offset[class_dim], ignore_index);
 }
@@ -91,7 +82,7 @@ void register_gather_target_backward(Registry& registry) {
     return OutputMetas{TensorMeta(s.arg<Shape>(0), s.input(0).dtype())};
   };
   op.strategy = [](const OpSchema& s) {
-    const int64_t nd = static_cast<int64_t>(s.arg<Shape>(0).size());
+    const int64_t nd = s.input(1).ndim() + 1;  // the target's dims and the class dim
     const int64_t class_dim = class_dim_of(nd);
     StrategyRows rows = {{Shard(class_dim), Replicate(), Replicate()}};
     for (int64_t d = 0; d < nd; ++d) {
