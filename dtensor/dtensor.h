@@ -49,6 +49,7 @@
 #include "nn/nn.h"
 #include "parallel/parallelize.h"
 #include "parallel/style.h"
+#include "parallel/transformer_plan.h"
 
 // Optimizers.
 #include "optim/optimizer.h"

@@ -24,6 +24,7 @@
 #include "dtensor/config.h"
 #include "nn/nn.h"
 #include "parallel/parallelize.h"
+#include "parallel/transformer_plan.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
 #include "tensor/storage.h"
@@ -89,39 +90,6 @@ bool parse(int argc, char** argv, Args& a) {
     if (!ok) return false;
   }
   return true;
-}
-
-dt::ParallelizePlan make_plan(bool sp) {
-  dt::ParallelizePlan plan;
-  if (sp) {
-    plan = {
-        {"tok_embeddings",
-         dt::RowwiseParallel({.input_layouts = dt::Replicate(), .output_layouts = dt::Shard(1)})},
-        {"norm", dt::SequenceParallel()},
-        {"output",
-         dt::ColwiseParallel({.input_layouts = dt::Shard(1), .output_layouts = dt::Replicate()})},
-        {"layers.*.attention_norm", dt::SequenceParallel()},
-        {"layers.*.attention", dt::PrepareModuleInput({.input_layouts = dt::Shard(1),
-                                                       .desired_input_layouts = dt::Replicate()})},
-        {"layers.*.mlp_norm", dt::SequenceParallel()},
-        {"layers.*.mlp", dt::PrepareModuleInput({.input_layouts = dt::Shard(1),
-                                                 .desired_input_layouts = dt::Replicate()})},
-        {"layers.*.attention.wo", dt::RowwiseParallel({.output_layouts = dt::Shard(1)})},
-        {"layers.*.mlp.w2", dt::RowwiseParallel({.output_layouts = dt::Shard(1)})},
-    };
-  } else {
-    plan = {
-        {"tok_embeddings", dt::RowwiseParallel()},
-        {"output", dt::ColwiseParallel({.output_layouts = dt::Replicate()})},
-        {"layers.*.attention.wo", dt::RowwiseParallel()},
-        {"layers.*.mlp.w2", dt::RowwiseParallel()},
-    };
-  }
-  for (const char* name : {"layers.*.attention.wq", "layers.*.attention.wk",
-                           "layers.*.attention.wv", "layers.*.mlp.w1", "layers.*.mlp.w3"}) {
-    plan.push_back({name, dt::ColwiseParallel()});
-  }
-  return plan;
 }
 
 // Median wall time of `iters` runs of fn (after one warm-up), in milliseconds. Ranks are
@@ -193,7 +161,7 @@ int main(int argc, char** argv) {
     nn::Transformer model(cfg, opts);
 
     dt::DeviceMesh mesh = dt::init_device_mesh(dev_type, {world}, {"tp"});
-    const dt::ParallelizePlan plan = make_plan(a.sp);
+    const dt::ParallelizePlan plan = dt::transformer_tp_plan({.sequence_parallel = a.sp});
     dt::parallelize_module(model, mesh, plan);
 
     dt::Generator gen(42);

@@ -27,6 +27,7 @@
 #include "ops/view/view.h"
 #include "optim/optimizer.h"
 #include "parallel/parallelize.h"
+#include "parallel/transformer_plan.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
 #include "tensor/shape_ops.h"
@@ -75,25 +76,6 @@ int parse(int argc, char** argv, Args& a) {
     else return 2;
   }
   return a.vocab >= 3 && a.half >= 1 && a.batch >= 1 && a.steps >= 1 ? 0 : 2;
-}
-
-dt::ParallelizePlan make_plan() {
-  dt::ParallelizePlan plan = {
-      {"tok_embeddings", dt::RowwiseParallel()},
-      // Loss parallel: the logits stay sharded over the vocabulary.
-      {"output", dt::ColwiseParallel({.output_layouts = dt::Shard(-1), .use_local_output = false})},
-      // The block inputs enter the mesh once (as Replicate DTensors), so that the Partial input
-      // gradients of q/k/v (and of w1/w3) add up before the one all-reduce that backward needs.
-      {"layers.*.attention", dt::PrepareModuleInput()},
-      {"layers.*.mlp", dt::PrepareModuleInput()},
-      {"layers.*.attention.wo", dt::RowwiseParallel()},
-      {"layers.*.mlp.w2", dt::RowwiseParallel()},
-  };
-  for (const char* name : {"layers.*.attention.wq", "layers.*.attention.wk",
-                           "layers.*.attention.wv", "layers.*.mlp.w1", "layers.*.mlp.w3"}) {
-    plan.push_back({name, dt::ColwiseParallel()});
-  }
-  return plan;
 }
 
 // One batch (the same on every rank): inputs [B, 2n - 1] and targets [B * (2n - 1)], the
@@ -167,7 +149,7 @@ int main(int argc, char** argv) {
     dt::manual_seed(a.seed);
     nn::Transformer ref(cfg);
     const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {world}, {"tp"});
-    const dt::ParallelizePlan plan = make_plan();
+    const dt::ParallelizePlan plan = dt::transformer_tp_plan({.loss_parallel = true});
     dt::parallelize_module(model, mesh, plan);
     dt::optim::AdamW opt(model.parameters(), dt::optim::AdamWOptions(a.lr));
     dt::optim::AdamW ref_opt(ref.parameters(), dt::optim::AdamWOptions(a.lr));

@@ -1,13 +1,11 @@
 #include "rng/dtensor_random.h"
 
-#include "autograd/function.h"
-#include "autograd/grad_mode.h"
-#include "ops/elementwise/elementwise.h"
-
 #include <memory>
 #include <string_view>
 
-#include "dtensor/detail/util.h"
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "ops/elementwise/elementwise.h"
 #include "tensor/creation.h"
 
 namespace dtensor {
@@ -25,7 +23,7 @@ DTensor generate(IntSpan shape, const DeviceMesh& mesh, Placements placements,
   auto spec = std::make_shared<const DTensorSpec>(
       mesh, std::move(placements), TensorMeta(Shape(shape.begin(), shape.end()), rspec.dtype), op);
   check_random_placements(*spec, op);
-  const Device device = detail::mesh_device(mesh, Tensor());
+  const Device device = local_device(mesh);
   Tensor local = empty(spec->local_shard().shape, TensorOptions(rspec.dtype, device));
   tracker_for(gen).fill(local, *spec, rspec, op);
   return DTensor(std::move(local), std::move(spec));

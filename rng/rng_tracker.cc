@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/detail/util.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
 

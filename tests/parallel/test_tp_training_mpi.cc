@@ -19,6 +19,7 @@
 #include "ops/view/view.h"
 #include "optim/optimizer.h"
 #include "parallel/parallelize.h"
+#include "parallel/transformer_plan.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
 #include "tensor/shape_ops.h"
@@ -160,18 +161,7 @@ TEST_CASE("a TP transformer trained 20 steps equals single-device training", "[t
   dt::manual_seed(77);
   nn::Transformer ref(cfg);
   const dt::DeviceMesh mesh = tp_mesh();
-  dt::ParallelizePlan plan = {
-      {"tok_embeddings", dt::RowwiseParallel()},
-      {"output", dt::ColwiseParallel({.output_layouts = dt::Shard(-1), .use_local_output = false})},
-      {"layers.*.attention", dt::PrepareModuleInput()},
-      {"layers.*.mlp", dt::PrepareModuleInput()},
-      {"layers.*.attention.wo", dt::RowwiseParallel()},
-      {"layers.*.mlp.w2", dt::RowwiseParallel()},
-  };
-  for (const char* name : {"layers.*.attention.wq", "layers.*.attention.wk",
-                           "layers.*.attention.wv", "layers.*.mlp.w1", "layers.*.mlp.w3"}) {
-    plan.push_back({name, dt::ColwiseParallel()});
-  }
+  const dt::ParallelizePlan plan = dt::transformer_tp_plan({.loss_parallel = true});
   dt::parallelize_module(model, mesh, plan);
   dt::optim::AdamW opt(model.parameters(), dt::optim::AdamWOptions(1e-2));
   dt::optim::AdamW ref_opt(ref.parameters(), dt::optim::AdamWOptions(1e-2));
