@@ -76,13 +76,13 @@ void by_dtype(DType d, const char* op, F&& f) {
 }  // namespace
 
 void sgd_update_cuda(const Tensor& p, const Tensor& g, const Tensor& buf, const SGDStep& s) {
-  CudaDeviceGuard guard(p.device().index);
+  cuda::DeviceGuard guard(p.device().index);
   const int64_t n = p.numel();
   if (n == 0) return;
   by_dtype(p.dtype(), "SGD", [&](auto t, auto c) {
     using T = decltype(t);
     using C = decltype(c);
-    sgd_kernel<T, C><<<grid_for(n, kBlock), kBlock, 0, current_cuda_stream()>>>(
+    sgd_kernel<T, C><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
         static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
         buf.defined() ? static_cast<T*>(buf.data_ptr()) : nullptr, n, static_cast<C>(s.lr),
         static_cast<C>(s.momentum), static_cast<C>(1.0 - s.dampening),
@@ -92,13 +92,13 @@ void sgd_update_cuda(const Tensor& p, const Tensor& g, const Tensor& buf, const 
 
 void adamw_update_cuda(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                        const Tensor& vmax, const AdamWStep& s) {
-  CudaDeviceGuard guard(p.device().index);
+  cuda::DeviceGuard guard(p.device().index);
   const int64_t n = p.numel();
   if (n == 0) return;
   by_dtype(p.dtype(), "AdamW", [&](auto t, auto c) {
     using T = decltype(t);
     using C = decltype(c);
-    adamw_kernel<T, C><<<grid_for(n, kBlock), kBlock, 0, current_cuda_stream()>>>(
+    adamw_kernel<T, C><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
         static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
         static_cast<T*>(m.data_ptr()), static_cast<T*>(v.data_ptr()),
         s.amsgrad ? static_cast<T*>(vmax.data_ptr()) : nullptr, n, static_cast<C>(s.beta1),

@@ -233,7 +233,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, CommunicatorPtr mpi, int dev
       mpi_(std::move(mpi)),
       device_(device) {
   set_description(mpi_->description());
-  detail::CudaDeviceGuard guard(device_);
+  cuda::DeviceGuard guard(device_);
   DT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   DT_CHECK_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
 }
@@ -278,8 +278,8 @@ bool NcclCommunicator::supports(Device device) const {
 template <typename Enqueue>
 WorkPtr NcclCommunicator::launch(CollectiveKind kind, const Tensor* shape_of,
                                  std::vector<Tensor> keep_alive, Enqueue&& enqueue) {
-  detail::CudaDeviceGuard guard(device_);
-  const cudaStream_t compute = detail::current_cuda_stream();
+  cuda::DeviceGuard guard(device_);
+  const cudaStream_t compute = cuda::current_stream();
   // compute stream -> NCCL stream: the collective starts after the kernels that produce its
   // inputs. (cudaStreamWaitEvent captures the event's state now, so one event is reused.)
   DT_CHECK_CUDA(cudaEventRecord(ready_, compute));
@@ -430,7 +430,7 @@ WorkPtr NcclCommunicator::do_barrier() {
 std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   // The MPI twin's split is deadline-guarded and gives the members' world ranks.
   CommunicatorPtr mpi_child = mpi_->split(color, key);
-  detail::CudaDeviceGuard guard(device_);
+  cuda::DeviceGuard guard(device_);
   ncclConfig_t config = nonblocking_config();
   ncclComm_t child = nullptr;
   DT_CHECK_NCCL(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config));

@@ -98,14 +98,14 @@ void raise_if_bad(const Tensor& flag, const char* op, int64_t dim, int64_t size)
 
 void gather_cuda(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out) {
   const Geometry g = geometry(index, self, dim, "gather");
-  CudaDeviceGuard guard(self.device().index);
+  cuda::DeviceGuard guard(self.device().index);
   Tensor flag = zeros({2}, TensorOptions(kInt64, self.device()));
   auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
   const int64_t n = index.numel();
   const auto* idx = static_cast<const int64_t*>(index.data_ptr());
   auto launch = [&](auto tag) {
     using U = decltype(tag);
-    gather_kernel<U><<<grid_for(n, kBlock), kBlock, 0, current_cuda_stream()>>>(
+    gather_kernel<U><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
         g, idx, static_cast<const U*>(self.data_ptr()), static_cast<U*>(out.data_ptr()), n, bad);
   };
   switch (self.itemsize()) {  // elements move as raw bits
@@ -120,14 +120,14 @@ void gather_cuda(const Tensor& self, int64_t dim, const Tensor& index, const Ten
 void scatter_add_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
                       int64_t offset, bool masked, const char* op) {
   const Geometry g = geometry(index, out, dim, op);
-  CudaDeviceGuard guard(out.device().index);
+  cuda::DeviceGuard guard(out.device().index);
   Tensor flag = zeros({2}, TensorOptions(kInt64, out.device()));
   auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
   const int64_t n = index.numel();
   const auto* idx = static_cast<const int64_t*>(index.data_ptr());
   auto launch = [&](auto tag) {
     using T = decltype(tag);
-    scatter_add_kernel<T><<<grid_for(n, kBlock), kBlock, 0, current_cuda_stream()>>>(
+    scatter_add_kernel<T><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
         g, idx, static_cast<const T*>(src.data_ptr()), static_cast<T*>(out.data_ptr()), n, offset,
         masked, bad);
   };

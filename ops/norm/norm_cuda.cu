@@ -64,10 +64,10 @@ Tensor norm_cuda(const Tensor& x, int64_t n, const Tensor& weight, const Tensor&
     const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
     const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
     const int64_t rows = x.numel() / n;
-    CudaDeviceGuard guard(x.device().index);
+    cuda::DeviceGuard guard(x.device().index);
     const int block = row_block_size(n);
     const unsigned int grid = static_cast<unsigned int>(rows < 65535 ? rows : 65535);
-    norm_kernel<T><<<grid, block, block * sizeof(acc_t<T>), current_cuda_stream()>>>(
+    norm_kernel<T><<<grid, block, block * sizeof(acc_t<T>), cuda::current_stream()>>>(
         static_cast<const T*>(xc.data_ptr()),
         wc.defined() ? static_cast<const T*>(wc.data_ptr()) : nullptr,
         bc.defined() ? static_cast<const T*>(bc.data_ptr()) : nullptr,

@@ -72,11 +72,11 @@ Tensor softmax_cuda(const Tensor& x, int64_t dd, bool log, const char* op) {
     for (int64_t i = 0; i < dd; ++i) outer *= x.size(i);
     for (int64_t i = dd + 1; i < nd; ++i) inner *= x.size(i);
     const int64_t d = nd == 0 ? 1 : x.size(dd);
-    CudaDeviceGuard guard(x.device().index);
+    cuda::DeviceGuard guard(x.device().index);
     const int block = row_block_size(d);
     const int64_t slices = outer * inner;
     const unsigned int grid = static_cast<unsigned int>(slices < 65535 ? slices : 65535);
-    softmax_kernel<T><<<grid, block, block * sizeof(acc_t<T>), current_cuda_stream()>>>(
+    softmax_kernel<T><<<grid, block, block * sizeof(acc_t<T>), cuda::current_stream()>>>(
         static_cast<const T*>(xc.data_ptr()), static_cast<T*>(out.data_ptr()), outer, d, inner,
         log);
     DT_CHECK_CUDA(cudaGetLastError());
