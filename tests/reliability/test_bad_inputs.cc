@@ -4,7 +4,6 @@
 // ran ahead ends the job through the collective deadline instead of passing. The last cases
 // check that NaN and Inf pass through all_reduce, all_gather and redistribute unchanged.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -282,6 +281,88 @@ TEST_CASE("NaN and Inf pass through redistribute bit for bit") {
         CHECK(g[i] == e[i]);
       }
     }
+  }
+  all_ranks_arrive();
+}
+
+// ---- ranks that diverge (issue 16) -------------------------------------------------------
+
+TEST_CASE("divergence: a rank that skipped a collective makes the next one fail on every rank") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = world_mesh_1d();
+  const bool last = world_rank() == w - 1;
+  const Tensor x = iota({w, 3});
+  const DTensor sharded = distribute_tensor(x, mesh, {Shard(0)});
+  // The last rank skips full_tensor() (as if it had raised and the program caught it) and goes
+  // on to reduce a Partial tensor: its all_reduce meets the others' all_gather. Before the
+  // consistency check both returned garbage and the job exited 0.
+  const DTensor partial = DTensor::from_local(iota({2, 2}), mesh, {Partial()});
+  auto diverge = [&] {
+    if (!last) (void)sharded.full_tensor();
+    (void)partial.full_tensor();
+  };
+  REQUIRE_THROWS_WITH(diverge(), Contains("collective mismatch on mesh dim 0 (x)") &&
+                                     Contains("rank " + std::to_string(w - 1) + " issued") &&
+                                     Contains("all_reduce(sum, float32, 4 elements)"));
+  // Every rank stopped at the same (first) collective, and small collectives are compared
+  // before any data moves: the ranks are in step and the mesh stays usable.
+  all_ranks_arrive();
+  REQUIRE(equal(sharded.full_tensor(), x));
+  all_ranks_arrive();
+}
+
+TEST_CASE("divergence: a large mismatched collective raises before any data moves") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = world_mesh_1d();
+  const bool last = world_rank() == w - 1;
+  const Tensor x = iota({64 * w, 16});
+  const DTensor sharded = distribute_tensor(x, mesh, {Shard(0)});
+  const DTensor partial = DTensor::from_local(iota({64, 16}), mesh, {Partial()});
+  auto diverge = [&] {
+    if (last) return (void)partial.full_tensor();
+    (void)sharded.full_tensor();
+  };
+  // 1024 elements per rank: not inline; the data collectives are never posted.
+  REQUIRE_THROWS_WITH(
+      diverge(), Contains("collective mismatch on mesh dim 0 (x)") && Contains("1024 elements"));
+  REQUIRE(equal(sharded.full_tensor(), x));
+  all_ranks_arrive();
+}
+
+TEST_CASE("numerics: NaN on any rank survives Partial(max) and Partial(min)") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = world_mesh_1d();
+  for (int nan_rank = 0; nan_rank < w; ++nan_rank) {
+    for (int64_t n : {int64_t{3}, int64_t{500}}) {  // reduced inline, and by MPI
+      for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
+        INFO("NaN on rank " << nan_rank << ", " << n << " elements, " << reduce_op_name(op));
+        std::vector<float> v(static_cast<size_t>(n), static_cast<float>(world_rank()));
+        if (world_rank() == nan_rank) v[1] = kNaN;
+        const DTensor p = DTensor::from_local(from_vector(v, {n}), mesh, {Partial(op)});
+        const std::vector<float> got = p.full_tensor().to_vector<float>();
+        CHECK(std::isnan(got[1]));
+        CHECK(got[0] == (op == ReduceOp::kMax ? static_cast<float>(w - 1) : 0.0f));
+      }
+    }
+  }
+  all_ranks_arrive();
+}
+
+TEST_CASE("numerics: float16 Partial(avg) and Partial(sum) accumulate in float") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = world_mesh_1d();
+  for (int64_t n : {int64_t{3}, int64_t{500}}) {
+    // Every rank holds 40000: the mean is 40000 (exact in float16), the float16 sum overflows
+    // (largest float16: 65504). Was inf.
+    const Tensor local = full({n}, 40000.0, TensorOptions(kFloat16));
+    const DTensor avg = DTensor::from_local(local, mesh, {Partial(ReduceOp::kAvg)});
+    CHECK(equal(avg.full_tensor(), local));
+    // The first half of the ranks hold 60000, the others -60000: the sum is 0, but a float16
+    // running sum (60000 + 60000 = inf) depends on the order and overflows.
+    const double value = world_rank() < w / 2 ? 60000.0 : -60000.0;
+    const DTensor sum = DTensor::from_local(full({n}, value, TensorOptions(kFloat16)), mesh,
+                                            {Partial(ReduceOp::kSum)});
+    CHECK(equal(sum.full_tensor(), zeros({n}, TensorOptions(kFloat16))));
   }
   all_ranks_arrive();
 }
