@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/agree.h"
 #include "collectives/collective_check.h"
 #include "collectives/communicator.h"
 #include "collectives/runtime.h"
@@ -345,6 +346,30 @@ TEST_CASE("check: a second thread cannot issue while another thread's Work is in
     comm->all_reduce(b, ReduceOp::kSum)->wait();
     CHECK(element<float>(b, m - 1) == n);
   }
+  all_ranks_arrive();
+}
+
+TEST_CASE("agree_on_error: an error found on some ranks is raised on every rank",
+          "[collectives][agree]") {
+  auto comm = fresh_comm();
+  const int n = comm->size(), r = comm->rank();
+  // Nobody failed: returns everywhere.
+  agree_on_error(*comm, "");
+  // The last rank (and, with 4 ranks, rank 1) found an error: every rank raises the first
+  // failing rank's message and the list of failing ranks.
+  const bool fails = r == n - 1 || (n > 2 && r == 1);
+  const std::string mine =
+      fails ? "[embedding] index 17 out of range on rank " + std::to_string(world_rank()) : "";
+  const int first = n > 2 ? 1 : n - 1;
+  const std::string failed = n > 2 ? "1, " + std::to_string(n - 1) : std::to_string(n - 1);
+  REQUIRE_THROWS_WITH(agree_on_error(*comm, mine),
+                      Contains("[embedding] index 17 out of range on rank " +
+                               std::to_string(first) + " (raised on rank " +
+                               std::to_string(first) + "; ranks that failed: " + failed + ")"));
+  // Long messages (more than the inline block) travel whole.
+  const std::string long_error = std::string(1000, 'x') + "!";
+  REQUIRE_THROWS_WITH(agree_on_error(*comm, r == 0 ? long_error : ""),
+                      Contains(long_error + " (raised on rank 0; ranks that failed: 0)"));
   all_ranks_arrive();
 }
 
