@@ -23,6 +23,7 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements) 
 
 DTensor DTensor::redistribute(PlacementSpan placements) const {
   DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
+  check_user_placements(placements, dtype(), "redistribute");
   DTensor out = ::dtensor::redistribute(
       *this,
       spec_->with_placements(Placements(placements.begin(), placements.end()), "redistribute"));

@@ -26,7 +26,9 @@ RNGRegion OffsetBasedRNGTracker::reserve(const DTensorSpec& spec, const RandomSp
                                          Device device, std::string_view op) {
   check_random_placements(spec, op);
   check_random_spec(rspec, op);
-  const GeneratorState s = generator(device).reserve_state(words_to_reserve(rspec, spec.numel()));
+  Generator& gen = generator(device);
+  if (gen_ == nullptr) gen.claim_thread(op);  // the default generators' thread rule
+  const GeneratorState s = gen.reserve_state(words_to_reserve(rspec, spec.numel()));
   return RNGRegion{s.seed, s.offset, spec.local_shard()};
 }
 
@@ -48,6 +50,7 @@ void OffsetBasedRNGTracker::fill(const Tensor& local, const DTensorSpec& spec,
   check_random_placements(spec, op);
   check_random_spec(rspec, op);
   check_local(local, spec.local_shard(), spec, op, "tensor");
+  check_no_internal_overlap(local, op);
   const RNGRegion r = reserve(spec, rspec, local.device(), op);
   fill_random(local, rspec, r.seed, r.offset, spec.shape(), r.shard.offset);
 }

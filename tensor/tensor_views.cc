@@ -76,11 +76,15 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
-  const int64_t len = (end - start + step - 1) / step;
+  const int64_t len = end == start ? 0 : (end - start - 1) / step + 1;  // no overflow for any step
   Shape sizes = sizes_;
   Shape strides = strides_;
   sizes[d] = len;
-  strides[d] = strides_[d] * step;
+  // A step past the end of the dim is never taken: any stride works there (avoids overflow).
+  if (len > 1) {
+    DT_CHECK(detail::checked_mul(strides_[d], step, &strides[d]),
+             "[slice] step %d times stride %d of dim %d overflows int64", step, strides_[d], d);
+  }
   return Tensor(storage_, dtype_, std::move(sizes), std::move(strides),
                 offset_ + (len > 0 ? start * strides_[d] : 0));
 }
@@ -197,8 +201,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (s == e) return *this;
   Shape shape;
   for (int64_t d = 0; d < s; ++d) shape.push_back(sizes_[d]);
-  int64_t merged = 1;
-  for (int64_t d = s; d <= e; ++d) merged *= sizes_[d];
+  const int64_t merged = shape_numel(IntSpan(sizes_).subspan(s, e - s + 1), "flatten");
   shape.push_back(merged);
   for (int64_t d = e + 1; d < dim(); ++d) shape.push_back(sizes_[d]);
   return reshape(shape);

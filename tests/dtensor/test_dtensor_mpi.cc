@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collectives/comm_debug.h"
+#include "dtensor/check_ranks.h"
 #include "dtensor/redistribute.h"
 #include "dtensor_test_util.h"
 
@@ -589,4 +590,41 @@ TEST_CASE("bad inputs raise dtensor::Error on every rank", "[dtensor]") {
   REQUIRE_THROWS_AS(dt::DTensor().full_tensor(), dt::Error);
   // Still usable afterwards: no rank is stuck in a collective.
   CHECK(dt::equal(d.full_tensor(), x));
+}
+
+TEST_CASE("check_on_all_ranks: an error found on some ranks is raised on every rank that checks",
+          "[dtensor]") {
+  const int w = dt::world_size();
+  const int me = dt::world_rank();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const int64_t dims[] = {0};
+  dt::check_on_all_ranks(mesh, dims, "");  // nobody failed: returns everywhere
+  // The last rank (and, with 4 ranks, rank 1) failed: every rank raises the lowest one's text.
+  const bool fails = me == w - 1 || (w > 2 && me == 1);
+  const int first = w > 2 ? 1 : w - 1;
+  const std::string mine = fails ? "[embedding] bad id on rank " + std::to_string(me) : "";
+  if (w > 1) {
+    REQUIRE_THROWS_WITH(dt::check_on_all_ranks(mesh, dims, mine),
+                        "[embedding] bad id on rank " + std::to_string(first) +
+                            " (raised on rank " + std::to_string(first) + ")");
+  }
+  // Long messages are cut, not lost.
+  const std::string long_error = std::string(3000, 'x');
+  REQUIRE_THROWS_WITH(dt::check_on_all_ranks(mesh, dims, me == 0 ? long_error : ""),
+                      Catch::Contains(std::string(500, 'x')));
+  if (w >= 4) {
+    // 2-D mesh [2, w/2]: checking over dim 1 only involves this rank's row; the row of the
+    // failing rank raises, the other row returns.
+    const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
+    const int64_t inner[] = {1}, both[] = {0, 1};
+    const std::string err = me == w - 1 ? "[op] bad" : "";
+    if (me / (w / 2) == 1) {
+      REQUIRE_THROWS_WITH(dt::check_on_all_ranks(m2, inner, err),
+                          "[op] bad (raised on rank " + std::to_string(w - 1) + ")");
+    } else {
+      dt::check_on_all_ranks(m2, inner, err);
+    }
+    REQUIRE_THROWS_WITH(dt::check_on_all_ranks(m2, both, err),
+                        "[op] bad (raised on rank " + std::to_string(w - 1) + ")");
+  }
 }
