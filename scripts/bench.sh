@@ -31,7 +31,8 @@ RNG_MAX_MB=${RNG_MAX_MB:-64}
 CALLGRIND=${CALLGRIND:-1}
 DOC=${DOC:-docs/PERFORMANCE.md}
 RES="$BUILD_DIR/benchmarks/results"
-TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_strategy"
+TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_strategy
+bench_collective_check"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=OFF >/dev/null
@@ -96,6 +97,8 @@ if [ "$CALLGRIND" != 0 ] && command -v valgrind >/dev/null; then
   done
 fi
 
+run collective_check $MPIRUN -np "$NP" "$B/collectives/bench_collective_check" \
+  --json "$RES/bench_collective_check.jsonl"
 run redistribute $MPIRUN -np "$NP" "$B/redistribute/bench_redistribute" \
   --max-bytes "$REDIST_MAX_BYTES" --json "$RES/bench_redistribute.jsonl"
 for np in $TP_RANKS; do
