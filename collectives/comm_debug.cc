@@ -43,11 +43,16 @@ std::string CommDebugMode::str() const {
   return out.empty() ? "no collectives" : out;
 }
 
-void CommDebugMode::record(CollectiveKind kind, int64_t bytes) {
+void CommDebugMode::record(CollectiveKind kind, int64_t bytes, int64_t ranks) {
   for (CommDebugMode* m = t_top; m != nullptr; m = m->parent_) {
     m->counts_[static_cast<size_t>(kind)] += 1;
     m->bytes_[static_cast<size_t>(kind)] += bytes;
+    if (ranks == 1) m->single_rank_count_ += 1;
   }
+}
+
+int64_t CommDebugMode::single_rank_count() const {
+  return single_rank_count_;
 }
 
 }  // namespace dtensor

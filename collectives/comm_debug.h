@@ -30,12 +30,17 @@ class CommDebugMode {
   // "all_gather: 1 (4096 B), all_reduce: 2 (...)"
   std::string str() const;
 
-  // Called by Communicator for every issued operation.
-  static void record(CollectiveKind kind, int64_t bytes);
+  // How many of the counted operations ran on a communicator of one rank (a size-1 mesh dim:
+  // the library never issues one, a relabel suffices).
+  int64_t single_rank_count() const;
+
+  // Called by Communicator for every issued operation, with its communicator's size.
+  static void record(CollectiveKind kind, int64_t bytes, int64_t ranks);
 
  private:
   std::array<int64_t, kNumCollectiveKinds> counts_{};
   std::array<int64_t, kNumCollectiveKinds> bytes_{};
+  int64_t single_rank_count_ = 0;
   CommDebugMode* parent_;
 };
 

@@ -1,9 +1,20 @@
 #include "collectives/communicator.h"
 
+#include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
+
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 
+#include "collectives/collective_check.h"
 #include "collectives/comm_debug.h"
+#include "collectives/runtime.h"
 #include "tensor/error.h"
+#include "tensor/thread_token.h"
 
 namespace dtensor {
 
@@ -46,6 +57,17 @@ std::string_view collective_name(CollectiveKind k) {
   }
   return "?";
 }
+
+namespace detail {
+
+std::string describe_communicator(const Communicator& comm) {
+  return absl::StrFormat("%s (%s, rank %d of %d, world ranks [%s])",
+                         comm.description().empty() ? "unnamed communicator" : comm.description(),
+                         comm.backend(), comm.rank(), comm.size(),
+                         absl::StrJoin(comm.world_ranks(), ", "));
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -106,27 +128,266 @@ int64_t bytes_of(const Tensor& t) {
 
 }  // namespace
 
+// ---- the issue path shared by every public call ----------------------------------------------
+
+// Entered by every public call before anything else: MPI must still be running and (with the
+// check on) no other thread may be inside a call or hold un-waited Work on the communicator. Takes
+// the call's sequence number, so a call that then fails validation on one rank only still moves
+// that rank's sequence ahead and its next collective mismatches.
+class Communicator::IssueScope {
+ public:
+  IssueScope(Communicator& comm, std::string_view op)
+      : comm_(comm), op_(op), mode_(collective_check_mode()) {
+    detail::check_mpi_running(op);
+    if (mode_ != CollectiveCheckMode::kOff) enter_thread();
+    seq_ = ++comm.seq_;
+  }
+  ~IssueScope() {
+    if (token_ != 0) comm_.issuing_.store(0, std::memory_order_release);
+  }
+  IssueScope(const IssueScope&) = delete;
+  IssueScope& operator=(const IssueScope&) = delete;
+
+  uint64_t seq() const { return seq_; }
+  CollectiveCheckMode mode() const { return mode_; }
+  std::string_view op() const { return op_; }
+
+ private:
+  void enter_thread() {
+    const uint64_t me = detail::this_thread_token();
+    uint64_t expected = 0;
+    if (!comm_.issuing_.compare_exchange_strong(expected, me, std::memory_order_acquire)) {
+      DT_FAIL(
+          "[%s] two threads issue collectives on %s at the same time: a communicator (and the "
+          "DeviceMesh dim it serves) is used by one thread at a time, or the ranks would pair "
+          "one thread's collective with another's",
+          op_, detail::describe_communicator(comm_));
+    }
+    token_ = me;
+    const uint64_t owner = comm_.owner_.load(std::memory_order_relaxed);
+    const int64_t pending = comm_.in_flight_.load(std::memory_order_acquire);
+    if (owner != me && owner != 0 && pending > 0) {
+      comm_.issuing_.store(0, std::memory_order_release);
+      token_ = 0;
+      DT_FAIL(
+          "[%s] another thread still has %d un-waited collective%s on %s: a communicator (and the "
+          "DeviceMesh dim it serves) is used by one thread at a time; wait for that thread's Work "
+          "before issuing from this one",
+          op_, pending, pending == 1 ? "" : "s", detail::describe_communicator(comm_));
+    }
+    comm_.owner_.store(me, std::memory_order_relaxed);
+  }
+
+  Communicator& comm_;
+  std::string_view op_;
+  CollectiveCheckMode mode_;
+  uint64_t token_ = 0;
+  uint64_t seq_ = 0;
+};
+
+// The Work of a checked collective: the slot exchange, then (unless the collective was finished
+// inline) the backend's own Work, posted after the fingerprints agree. It also counts the
+// communicator's in-flight Work for the thread rule.
+class Communicator::CheckedWork final : public Work {
+ public:
+  CheckedWork(Communicator* comm, std::shared_ptr<Communicator> keep, std::string_view op,
+              std::unique_ptr<char[]> slots, WorkPtr slot_work)
+      : comm_(comm),
+        keep_(std::move(keep)),
+        op_(op),
+        slots_(std::move(slots)),
+        slot_work_(std::move(slot_work)) {
+    comm_->in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  ~CheckedWork() override {
+    // Like the backends' Works: a dropped handle still completes (the buffers must outlive the
+    // exchange); errors are reported by wait(), not here.
+    try {
+      wait();
+    } catch (...) {
+    }
+    release();
+  }
+
+  void set_inline(std::function<void(const char*)> finish) { finish_ = std::move(finish); }
+  void set_data(WorkPtr data) { data_ = std::move(data); }
+
+  // Waits for the fingerprints and compares them; throws the mismatch (on every rank).
+  void verify() {
+    std::lock_guard<std::mutex> lock(mu_);
+    verify_locked();
+  }
+
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return rethrow_or(true);
+    if (!verified_ && !slot_work_->is_completed()) return false;
+    verify_locked();
+    if (data_ && !data_->is_completed()) return false;
+    complete_locked();
+    return true;
+  }
+
+  void wait() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) {
+      rethrow_or(true);
+      return;
+    }
+    verify_locked();
+    if (data_) data_->wait();
+    complete_locked();
+  }
+
+ private:
+  bool rethrow_or(bool v) {
+    if (error_) std::rethrow_exception(error_);
+    return v;
+  }
+
+  void verify_locked() {
+    if (error_) std::rethrow_exception(error_);
+    if (verified_) return;
+    try {
+      slot_work_->wait();
+      const char* all = slots_.get() + detail::kSlotBytes;
+      const std::string mismatch = detail::compare_slots(all, *comm_);
+      DT_CHECK(mismatch.empty(), "[%s] %s", op_, mismatch);
+    } catch (...) {
+      error_ = std::current_exception();
+      done_ = true;
+      release();
+      throw;
+    }
+    verified_ = true;
+  }
+
+  void complete_locked() {
+    if (finish_) {
+      auto f = std::move(finish_);
+      finish_ = nullptr;
+      f(slots_.get() + detail::kSlotBytes);
+    }
+    done_ = true;
+    release();
+  }
+
+  void release() {
+    if (!released_) {
+      released_ = true;
+      comm_->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  std::mutex mu_;
+  Communicator* comm_;
+  std::shared_ptr<Communicator> keep_;  // null for communicators not owned by a shared_ptr
+  std::string_view op_;
+  std::unique_ptr<char[]> slots_;  // [this rank's slot | every rank's slot]
+  WorkPtr slot_work_;
+  WorkPtr data_;
+  std::function<void(const char*)> finish_;
+  std::exception_ptr error_;
+  bool verified_ = false;
+  bool done_ = false;
+  bool released_ = false;
+};
+
+namespace {
+
+// [this rank's slot | every rank's slot]: this rank's holds `h` plus the thread's label, zeros
+// after it (the payload, if any, is copied in by the caller).
+std::unique_ptr<char[]> new_slots(detail::SlotHeader h, int size) {
+  if (const char* label = detail::current_collective_label()) {
+    std::strncpy(h.label, label, detail::kLabelBytes - 1);
+  }
+  std::unique_ptr<char[]> slots(new char[(static_cast<size_t>(size) + 1) * detail::kSlotBytes]);
+  std::memset(slots.get(), 0, detail::kSlotBytes);
+  std::memcpy(slots.get(), &h, sizeof(h));
+  return slots;
+}
+
+}  // namespace
+
+template <typename Finish, typename IssueData>
+WorkPtr Communicator::run_checked(IssueScope& scope, uint8_t kind, const Tensor* shape_of,
+                                  DType dtype, int op, int root, int64_t count,
+                                  const Tensor& payload, Finish&& finish_inline,
+                                  IssueData&& issue_data) {
+  if (scope.mode() == CollectiveCheckMode::kOff || size_ == 1) return issue_data();
+  detail::SlotHeader h;
+  h.kind = kind;
+  h.dtype = shape_of != nullptr ? static_cast<uint8_t>(dtype) : detail::kNoDType;
+  h.op = op < 0 ? detail::kNoReduceOp : static_cast<uint8_t>(op);
+  h.root = root;
+  h.count = count;
+  h.seq = scope.seq();
+  const bool inl = supports_inline() && detail::inline_payload_bytes(h, size_) <=
+                                            static_cast<int64_t>(detail::kInlineBytes);
+  if (inl) h.flags |= detail::kFlagInline;
+
+  std::unique_ptr<char[]> slots = new_slots(h, size_);
+  if (inl && payload.defined()) detail::read_bytes(payload, slots.get() + detail::kSlotHeaderBytes);
+  char* all = slots.get() + detail::kSlotBytes;
+  WorkPtr slot_work = do_exchange_slots(slots.get(), all, scope.op(), shape_of);
+  auto work = std::make_shared<CheckedWork>(this, weak_from_this().lock(), scope.op(),
+                                            std::move(slots), std::move(slot_work));
+  if (inl) {
+    work->set_inline(std::forward<Finish>(finish_inline));
+    return work;
+  }
+  // Not inline: the data collective is posted only once every rank is known to post the same
+  // one (MPI leaves mismatched collectives undefined; they can write past a buffer).
+  work->verify();
+  work->set_data(issue_data());
+  return work;
+}
+
+namespace {
+constexpr int kNoOp = -1;
+constexpr int kNoRoot = -1;
+uint8_t kind_code(CollectiveKind k) {
+  return static_cast<uint8_t>(k);
+}
+int op_code(ReduceOp op) {
+  return static_cast<int>(op);
+}
+}  // namespace
+
 WorkPtr Communicator::all_reduce(const Tensor& tensor, ReduceOp op) {
-  check_tensor(*this, "all_reduce", "tensor", tensor);
-  check_reduce_op("all_reduce", tensor, op);
-  CommDebugMode::record(CollectiveKind::kAllReduce, bytes_of(tensor));
-  return do_all_reduce(tensor, op);
+  return all_reduce(tensor, tensor, op);
 }
 
 WorkPtr Communicator::all_reduce(const Tensor& output, const Tensor& input, ReduceOp op) {
-  check_pair(*this, "all_reduce", output, input);
+  IssueScope scope(*this, "all_reduce");
+  const bool same = output.defined() && input.defined() && output.data_ptr() == input.data_ptr() &&
+                    output.sizes() == input.sizes() && output.dtype() == input.dtype();
+  if (same) {
+    check_tensor(*this, "all_reduce", "tensor", input);
+  } else {
+    check_pair(*this, "all_reduce", output, input);
+    DT_CHECK(output.sizes() == input.sizes(),
+             "[all_reduce] output has shape %s but input has shape %s (expected the same shape)",
+             shape_str(output.sizes()), shape_str(input.sizes()));
+    const char* po = static_cast<const char*>(output.data_ptr());
+    const char* pi = static_cast<const char*>(input.data_ptr());
+    DT_CHECK(output.nbytes() == 0 || !(po < pi + input.nbytes() && pi < po + output.nbytes()),
+             "[all_reduce] output and input partly overlap (expected distinct buffers, or the "
+             "same tensor for an in-place reduction)");
+  }
   check_reduce_op("all_reduce", input, op);
-  DT_CHECK(output.sizes() == input.sizes(),
-           "[all_reduce] output has shape %s but input has shape %s (expected the same shape)",
-           shape_str(output.sizes()), shape_str(input.sizes()));
-  const bool same = output.data_ptr() == input.data_ptr();
-  const char* po = static_cast<const char*>(output.data_ptr());
-  const char* pi = static_cast<const char*>(input.data_ptr());
-  DT_CHECK(same || output.nbytes() == 0 || !(po < pi + input.nbytes() && pi < po + output.nbytes()),
-           "[all_reduce] output and input partly overlap (expected distinct buffers, or the same "
-           "tensor for an in-place reduction)");
-  CommDebugMode::record(CollectiveKind::kAllReduce, bytes_of(input));
-  return same ? do_all_reduce(output, op) : do_all_reduce_out(output, input, op);
+  CommDebugMode::record(CollectiveKind::kAllReduce, bytes_of(input), size());
+  const int n = size_;
+  return run_checked(
+      scope, kind_code(CollectiveKind::kAllReduce), &input, input.dtype(), op_code(op), kNoRoot,
+      input.numel(), input,
+      [output, op, n](const char* slots) {
+        std::unique_ptr<char[]> result(new char[output.nbytes() + 1]);
+        detail::reduce_payloads(slots, n, output.dtype(), op, 0, output.numel(), result.get());
+        detail::write_bytes(output, 0, result.get(), output.nbytes());
+      },
+      [&] { return same ? do_all_reduce(output, op) : do_all_reduce_out(output, input, op); });
 }
 
 WorkPtr Communicator::do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -136,17 +397,29 @@ WorkPtr Communicator::do_all_reduce_out(const Tensor& output, const Tensor& inpu
 }
 
 WorkPtr Communicator::all_gather(const Tensor& output, const Tensor& input) {
+  IssueScope scope(*this, "all_gather");
   check_pair(*this, "all_gather", output, input);
   DT_CHECK(output.numel() == size() * input.numel(),
            "[all_gather] output has %d elements (sizes %s), expected size() * input.numel() = "
            "%d * %d = %d",
            output.numel(), shape_str(output.sizes()), size(), input.numel(),
            size() * input.numel());
-  CommDebugMode::record(CollectiveKind::kAllGather, bytes_of(input));
-  return do_all_gather(output, input);
+  CommDebugMode::record(CollectiveKind::kAllGather, bytes_of(input), size());
+  const int n = size_;
+  return run_checked(
+      scope, kind_code(CollectiveKind::kAllGather), &input, input.dtype(), kNoOp, kNoRoot,
+      input.numel(), input,
+      [output, n](const char* slots) {
+        const size_t block = output.nbytes() / static_cast<size_t>(n);
+        for (int r = 0; r < n; ++r) {
+          detail::write_bytes(output, block * r, detail::slot_payload(slots, r), block);
+        }
+      },
+      [&] { return do_all_gather(output, input); });
 }
 
 WorkPtr Communicator::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
+  IssueScope scope(*this, "reduce_scatter");
   check_pair(*this, "reduce_scatter", output, input);
   check_reduce_op("reduce_scatter", input, op);
   DT_CHECK(input.numel() == size() * output.numel(),
@@ -154,11 +427,22 @@ WorkPtr Communicator::reduce_scatter(const Tensor& output, const Tensor& input, 
            "output.numel() = %d * %d = %d",
            input.numel(), shape_str(input.sizes()), size(), output.numel(),
            size() * output.numel());
-  CommDebugMode::record(CollectiveKind::kReduceScatter, bytes_of(input));
-  return do_reduce_scatter(output, input, op);
+  CommDebugMode::record(CollectiveKind::kReduceScatter, bytes_of(input), size());
+  const int n = size_, me = rank_;
+  return run_checked(
+      scope, kind_code(CollectiveKind::kReduceScatter), &input, input.dtype(), op_code(op), kNoRoot,
+      input.numel(), input,
+      [output, op, n, me](const char* slots) {
+        std::unique_ptr<char[]> result(new char[output.nbytes() + 1]);
+        detail::reduce_payloads(slots, n, output.dtype(), op, me * output.numel(), output.numel(),
+                                result.get());
+        detail::write_bytes(output, 0, result.get(), output.nbytes());
+      },
+      [&] { return do_reduce_scatter(output, input, op); });
 }
 
 WorkPtr Communicator::all_to_all(const Tensor& output, const Tensor& input) {
+  IssueScope scope(*this, "all_to_all");
   check_pair(*this, "all_to_all", output, input);
   DT_CHECK(output.numel() == input.numel(),
            "[all_to_all] output has %d elements but input has %d (expected the same numel)",
@@ -166,18 +450,39 @@ WorkPtr Communicator::all_to_all(const Tensor& output, const Tensor& input) {
   DT_CHECK(input.numel() % size() == 0,
            "[all_to_all] input has %d elements, expected a multiple of the communicator size %d",
            input.numel(), size());
-  CommDebugMode::record(CollectiveKind::kAllToAll, bytes_of(input));
-  return do_all_to_all(output, input);
+  CommDebugMode::record(CollectiveKind::kAllToAll, bytes_of(input), size());
+  const int n = size_, me = rank_;
+  return run_checked(
+      scope, kind_code(CollectiveKind::kAllToAll), &input, input.dtype(), kNoOp, kNoRoot,
+      input.numel(), input,
+      [output, n, me](const char* slots) {
+        const size_t block = output.nbytes() / static_cast<size_t>(n);
+        for (int r = 0; r < n; ++r) {
+          detail::write_bytes(output, block * r, detail::slot_payload(slots, r) + block * me,
+                              block);
+        }
+      },
+      [&] { return do_all_to_all(output, input); });
 }
 
 WorkPtr Communicator::broadcast(const Tensor& tensor, int root) {
+  IssueScope scope(*this, "broadcast");
   check_tensor(*this, "broadcast", "tensor", tensor);
   check_peer(*this, "broadcast", "root", root);
-  CommDebugMode::record(CollectiveKind::kBroadcast, bytes_of(tensor));
-  return do_broadcast(tensor, root);
+  CommDebugMode::record(CollectiveKind::kBroadcast, bytes_of(tensor), size());
+  const bool is_root = rank_ == root;
+  return run_checked(
+      scope, kind_code(CollectiveKind::kBroadcast), &tensor, tensor.dtype(), kNoOp, root,
+      tensor.numel(), is_root ? tensor : Tensor(),
+      [tensor, root, is_root](const char* slots) {
+        if (!is_root)
+          detail::write_bytes(tensor, 0, detail::slot_payload(slots, root), tensor.nbytes());
+      },
+      [&] { return do_broadcast(tensor, root); });
 }
 
 WorkPtr Communicator::scatter(const Tensor& output, const Tensor& input, int root) {
+  IssueScope scope(*this, "scatter");
   check_tensor(*this, "scatter", "output", output);
   check_peer(*this, "scatter", "root", root);
   if (rank() == root) {
@@ -189,29 +494,61 @@ WorkPtr Communicator::scatter(const Tensor& output, const Tensor& input, int roo
              "(communicator size %d, output shape %s)",
              shape_str(input.sizes()), shape_str(expected), size(), shape_str(output.sizes()));
   }
-  CommDebugMode::record(CollectiveKind::kScatter, bytes_of(output));
-  return do_scatter(output, input, root);
+  CommDebugMode::record(CollectiveKind::kScatter, bytes_of(output), size());
+  const int me = rank_;
+  return run_checked(
+      scope, kind_code(CollectiveKind::kScatter), &output, output.dtype(), kNoOp, root,
+      output.numel(), rank_ == root ? input : Tensor(),
+      [output, root, me](const char* slots) {
+        detail::write_bytes(output, 0, detail::slot_payload(slots, root) + output.nbytes() * me,
+                            output.nbytes());
+      },
+      [&] { return do_scatter(output, input, root); });
 }
 
+// Point-to-point messages are not collectives: they are matched by (peer, tag), not by order,
+// so they carry no fingerprint; MPI reports a size mismatch as an error (MPI_ERR_TRUNCATE).
 WorkPtr Communicator::send(const Tensor& tensor, int dst, int tag) {
+  detail::check_mpi_running("send");
   check_tensor(*this, "send", "tensor", tensor);
   check_peer(*this, "send", "dst", dst);
   DT_CHECK(tag >= 0, "[send] tag %d is negative (expected tag >= 0)", tag);
-  CommDebugMode::record(CollectiveKind::kSend, bytes_of(tensor));
+  CommDebugMode::record(CollectiveKind::kSend, bytes_of(tensor), size());
   return do_send(tensor, dst, tag);
 }
 
 WorkPtr Communicator::recv(const Tensor& tensor, int src, int tag) {
+  detail::check_mpi_running("recv");
   check_tensor(*this, "recv", "tensor", tensor);
   check_peer(*this, "recv", "src", src);
   DT_CHECK(tag >= 0, "[recv] tag %d is negative (expected tag >= 0)", tag);
-  CommDebugMode::record(CollectiveKind::kRecv, bytes_of(tensor));
+  CommDebugMode::record(CollectiveKind::kRecv, bytes_of(tensor), size());
   return do_recv(tensor, src, tag);
 }
 
 WorkPtr Communicator::barrier() {
-  CommDebugMode::record(CollectiveKind::kBarrier, 0);
-  return do_barrier();
+  IssueScope scope(*this, "barrier");
+  CommDebugMode::record(CollectiveKind::kBarrier, 0, size());
+  // With the check on, the slot exchange is itself the barrier.
+  return run_checked(
+      scope, kind_code(CollectiveKind::kBarrier), nullptr, DType::kFloat32, kNoOp, kNoRoot, 0,
+      Tensor(), [](const char*) {}, [&] { return do_barrier(); });
+}
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+  IssueScope scope(*this, "split");
+  if (size_ > 1) {
+    // Always exchanged, whatever the mode: the split is blocking, and the exchange makes a
+    // missing member end the job at the deadline instead of hanging in MPI_Comm_split.
+    detail::SlotHeader h;
+    h.kind = detail::kKindSplit;
+    h.seq = scope.seq();
+    std::unique_ptr<char[]> slots = new_slots(h, size_);
+    char* mine = slots.get();
+    WorkPtr exchange = do_exchange_slots(mine, mine + detail::kSlotBytes, "split", nullptr);
+    CheckedWork(this, nullptr, "split", std::move(slots), std::move(exchange)).wait();
+  }
+  return do_split(color, key);
 }
 
 }  // namespace dtensor

@@ -1,11 +1,46 @@
 // The collective-communication interface every backend (MPI, NCCL) implements.
 //
 // Public calls validate their tensors (contiguous, same dtype, sizes that fit, a device the
-// backend serves), record the call for CommDebugMode, then hand over to the backend's do_*
-// method. Every call returns a Work handle: the operation may still be running; wait() blocks
-// until it is done or the collective deadline expires (see deadline.h).
+// backend serves), record the call for CommDebugMode, check that every rank issues the same
+// collective (below), then hand over to the backend's do_* method. Every call returns a Work
+// handle: the operation may still be running; wait() blocks until it is done or the collective
+// deadline expires (see deadline.h).
+//
+// Consistency check. Ranks must issue the same collectives, in the same order, with the same
+// kind, dtype, element count, reduce op and root, on each communicator. Each collective carries
+// a fingerprint of exactly these (plus the communicator's sequence number, counted from its
+// creation, and the thread's CollectiveLabel) that the ranks compare BEFORE any data moves, so
+// a divergence raises dtensor::Error on every rank of the communicator, naming both sides, e.g.
+//   "[all_gather] collective mismatch on mesh dim 0 (x) (...): rank 1 issued all_reduce(sum,
+//    float32, 16 elements) #12 where rank 0 issued all_gather(float32, 16 elements) #12 ..."
+// instead of pairing different collectives (which returns garbage, aborts inside MPI or, with
+// Open MPI's CMA single-copy transport or NCCL, can write past a buffer). A call that throws a
+// validation error still takes a sequence number, so a rank that failed alone is caught at its
+// next collective. After a mismatch nothing was exchanged but the fingerprints: the
+// communicator stays usable.
+//
+// Cost: the fingerprints travel in one allgather of a 256-byte block per rank. A collective
+// whose whole payload fits in the rest of the block (192 bytes: an all_reduce of up to 48
+// float32, a barrier, ...) is computed from that exchange and needs nothing more (it is then
+// usually faster than the plain MPI call); a larger one waits for the exchange, then runs its
+// own (one extra small round trip). The check cannot overlap the exchange with the data
+// collective: a mismatched data collective may already have corrupted memory by the time the
+// fingerprints disagree. docs/RELIABILITY.md has the measured cost. Environment variable
+// DTENSOR_CHECK_COLLECTIVES (read at first use; set_collective_check_mode overrides it; every
+// rank must use the same value, which is verified when the world communicator is created):
+// unset, empty or "1": the check; "0": no check (divergent ranks are not detected). One-rank
+// communicators have nothing to compare. The NCCL backend exchanges the fingerprints over its
+// MPI twin (host memory), then enqueues its kernel; it has no inline path.
+//
+// Threads. A communicator is used by one thread at a time: a thread may issue on it only when no
+// other thread is issuing on it and no other thread's collectives on it are still un-waited.
+// (Different communicators may be used by different threads concurrently.) With the check on, a
+// violation raises dtensor::Error "[op] ... two threads ..." on the rank that sees it, instead of
+// pairing one thread's collective with another's on the peer. Two threads that take turns
+// without overlapping are not detected; their order must then be the same on every rank.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,6 +60,30 @@ enum class CollectiveKind : uint8_t {
 };
 inline constexpr int kNumCollectiveKinds = 9;
 std::string_view collective_name(CollectiveKind k);  // "all_reduce", "all_gather", ...
+
+// DTENSOR_CHECK_COLLECTIVES (see the top of this file): kOff "0", kOn unset, empty or "1".
+enum class CollectiveCheckMode : uint8_t { kOff, kOn };
+// The mode in force; reads the environment at first use and throws dtensor::Error
+// "[collective check] DTENSOR_CHECK_COLLECTIVES='x' ..." for another value.
+CollectiveCheckMode collective_check_mode();
+// Overrides the mode for every communicator. Every rank must call it at the same point of the
+// program (between collectives); not itself checked.
+void set_collective_check_mode(CollectiveCheckMode mode);
+
+// Names the collectives this thread issues while the label is alive (innermost wins), in
+// consistency-check messages: "... all_gather(int64, 12 elements) #3 (DeviceMesh)". The label
+// (at most 23 characters are kept) is part of the fingerprint: the same collective issued under
+// different labels on two ranks is a mismatch. `label` must outlive the scope.
+class CollectiveLabel {
+ public:
+  explicit CollectiveLabel(const char* label);
+  ~CollectiveLabel();
+  CollectiveLabel(const CollectiveLabel&) = delete;
+  CollectiveLabel& operator=(const CollectiveLabel&) = delete;
+
+ private:
+  const char* prev_;
+};
 
 // Handle for an issued operation.
 class Work {
@@ -85,8 +144,18 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   WorkPtr barrier();
 
   // MPI_Comm_split semantics: ranks with the same color form a new communicator, ordered by
-  // key. Collective over this communicator. color < 0 returns nullptr on that rank.
-  virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
+  // key. Collective over this communicator. color < 0 returns nullptr on that rank. Always
+  // checked (whatever the mode): every member must be splitting at this point, and a missing
+  // one ends the job at the collective deadline instead of hanging in MPI_Comm_split.
+  std::shared_ptr<Communicator> split(int color, int key);
+
+  // Internal (consistency check, NCCL backend): allgather of one detail::kSlotBytes block per
+  // rank, `mine` -> `all` (size() blocks, rank order), unchecked. `what` and `shape_of` (may be
+  // null) name the collective in a deadline message.
+  WorkPtr exchange_slots(const void* mine, void* all, std::string_view what,
+                         const Tensor* shape_of) {
+    return do_exchange_slots(mine, all, what, shape_of);
+  }
 
  protected:
   Communicator(int rank, int size, std::vector<int> world_ranks)
@@ -105,14 +174,41 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   virtual WorkPtr do_send(const Tensor& tensor, int dst, int tag) = 0;
   virtual WorkPtr do_recv(const Tensor& tensor, int src, int tag) = 0;
   virtual WorkPtr do_barrier() = 0;
+  // The split itself; the members have already met (split() exchanged fingerprints).
+  virtual std::shared_ptr<Communicator> do_split(int color, int key) = 0;
+  virtual WorkPtr do_exchange_slots(const void* mine, void* all, std::string_view what,
+                                    const Tensor* shape_of) = 0;
+  // Whether small collectives may be finished from the slots (host memory): MPI yes, NCCL no.
+  // The same on every rank of a communicator.
+  virtual bool supports_inline() const { return false; }
 
  private:
+  class IssueScope;
+  class CheckedWork;
+  friend class CheckedWork;
+  // Runs one checked collective: `payload` is what would travel inline (undefined: nothing),
+  // `finish_inline` computes the outputs from the slots, `issue_data` posts the backend's own
+  // collective. Defined in communicator.cc (its only user).
+  template <typename Finish, typename IssueData>
+  WorkPtr run_checked(IssueScope& scope, uint8_t kind, const Tensor* shape_of, DType dtype, int op,
+                      int root, int64_t count, const Tensor& payload, Finish&& finish_inline,
+                      IssueData&& issue_data);
   int rank_;
   int size_;
   std::vector<int> world_ranks_;
   std::string description_;
+  // Consistency check and thread rule state.
+  uint64_t seq_ = 0;                   // public collective calls so far
+  std::atomic<uint64_t> issuing_{0};   // token of the thread inside a call, 0 when none
+  std::atomic<uint64_t> owner_{0};     // token of the thread that issued last
+  std::atomic<int64_t> in_flight_{0};  // checked Works not yet completed
 };
 
 using CommunicatorPtr = std::shared_ptr<Communicator>;
+
+namespace detail {
+// "mesh dim 1 (tp) (mpi, rank 1 of 2, world ranks [0, 1])"
+std::string describe_communicator(const Communicator& comm);
+}  // namespace detail
 
 }  // namespace dtensor

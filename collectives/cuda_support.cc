@@ -73,17 +73,8 @@ Tensor pinned_empty_like(const Tensor& t) {
   return Tensor(storage, t.dtype(), t.sizes(), contiguous_strides(t.sizes()), 0);
 }
 
-int visible_cuda_devices() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return 0;
-  }
-  return count;
-}
-
 void select_cuda_device(int local_rank) {
-  int count = visible_cuda_devices();
+  int count = cuda_device_count();
   if (count > 0) DT_CHECK_CUDA(cudaSetDevice(local_rank % count));
 }
 

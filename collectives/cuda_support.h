@@ -12,9 +12,6 @@ namespace dtensor::detail {
 // Throws when CUDA is not compiled in.
 Tensor pinned_empty_like(const Tensor& t);
 
-// Number of visible CUDA devices (0 when CUDA is not compiled in or no device is present).
-int visible_cuda_devices();
-
 // cudaSetDevice(local_rank % device count) when devices are present; otherwise does nothing.
 void select_cuda_device(int local_rank);
 

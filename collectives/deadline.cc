@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -19,18 +20,26 @@ std::atomic<double> g_timeout{-1.0};  // < 0: not read yet
 std::once_flag g_env_once;
 
 double timeout_from_env() {
-  const char* env = std::getenv("DTENSOR_COLLECTIVE_TIMEOUT");
+  return detail::parse_collective_timeout(std::getenv("DTENSOR_COLLECTIVE_TIMEOUT"));
+}
+
+}  // namespace
+
+namespace detail {
+
+double parse_collective_timeout(const char* env) {
   if (env == nullptr || *env == '\0') return kDefaultTimeoutSeconds;
   char* end = nullptr;
   double v = std::strtod(env, &end);
-  DT_CHECK(end != env && *end == '\0' && v > 0.0,
-           "[collective_timeout] DTENSOR_COLLECTIVE_TIMEOUT='%s' is not a positive number of "
-           "seconds",
+  // strtod also accepts "inf", "nan" and hexadecimal floats: "inf" would disable the deadline.
+  DT_CHECK(end != env && *end == '\0' && std::isfinite(v) && v > 0.0,
+           "[collective_timeout] DTENSOR_COLLECTIVE_TIMEOUT='%s' is not a positive, finite number "
+           "of seconds",
            env);
   return v;
 }
 
-}  // namespace
+}  // namespace detail
 
 double collective_timeout() {
   std::call_once(g_env_once, [] {
@@ -42,7 +51,8 @@ double collective_timeout() {
 }
 
 void set_collective_timeout(double seconds) {
-  DT_CHECK(seconds > 0.0, "[set_collective_timeout] seconds %g must be > 0", seconds);
+  DT_CHECK(std::isfinite(seconds) && seconds > 0.0,
+           "[set_collective_timeout] seconds %g must be positive and finite", seconds);
   g_timeout.store(seconds, std::memory_order_relaxed);
 }
 

@@ -6,12 +6,18 @@
 namespace dtensor {
 
 // Seconds a blocking collective may wait before the job is ended. Default 300, or the value
-// of the environment variable DTENSOR_COLLECTIVE_TIMEOUT (seconds, may be fractional) read
-// at first use; set_collective_timeout overrides both.
+// of the environment variable DTENSOR_COLLECTIVE_TIMEOUT (seconds, may be fractional; a value
+// that is not a positive finite number, "inf" and "nan" included, throws dtensor::Error) read
+// at first use; set_collective_timeout overrides both (same rule).
 double collective_timeout();
 void set_collective_timeout(double seconds);
 
 namespace detail {
+// The value DTENSOR_COLLECTIVE_TIMEOUT = `env` stands for (nullptr or empty: the default 300);
+// throws dtensor::Error "[collective_timeout] DTENSOR_COLLECTIVE_TIMEOUT='inf' is not a
+// positive, finite number of seconds" for anything else ("inf", "nan", "-1", "0", "5s", ...).
+double parse_collective_timeout(const char* env);
+
 // Ends the job: prints `message` to stderr (prefixed with the world rank) and aborts every
 // rank (MPI_Abort with a non-zero code). Deliberately not an exception: the peers are stuck in
 // a collective and cannot be unwound.

@@ -10,10 +10,6 @@ Tensor pinned_empty_like(const Tensor& t) {
       t.device().str());
 }
 
-int visible_cuda_devices() {
-  return 0;
-}
-
 void select_cuda_device(int) {}
 
 }  // namespace dtensor::detail

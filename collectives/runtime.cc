@@ -19,6 +19,7 @@ namespace {
 
 struct RuntimeState {
   std::mutex mu;
+  int runtimes = 0;             // live Runtime objects (at most one)
   bool we_initialized = false;  // MPI_Init_thread was called by this library
   bool atexit_registered = false;
   int local_rank = -1;
@@ -38,12 +39,20 @@ bool mpi_active() {
   return initialized && !finalized;
 }
 
-// Drops the cached communicators (they free their MPI/NCCL handles) and finalises MPI.
+// Completes the Work still in flight (so that waiting on it later, or dropping it, needs no
+// MPI), drops the cached communicators (they free their MPI/NCCL handles) and finalises MPI.
 void shutdown_locked(RuntimeState& s) {
+  if (s.we_initialized && mpi_active()) detail::complete_pending_mpi_work();
   s.world_cuda.reset();
   s.world_cpu.reset();
   if (s.we_initialized && mpi_active()) MPI_Finalize();
   s.we_initialized = false;
+}
+
+bool mpi_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
 }
 
 void finalize_at_exit() {
@@ -52,16 +61,25 @@ void finalize_at_exit() {
   shutdown_locked(s);
 }
 
-void init_locked(RuntimeState& s, int* argc, char*** argv) {
+// MPI_Initialized stays true after MPI_Finalize, so finalisation is tested first.
+void init_locked(RuntimeState& s, int* argc, char*** argv, std::string_view op) {
+  DT_CHECK(!mpi_finalized(),
+           "[%s] MPI is finalized (the dtensor::Runtime was destroyed, or the application called "
+           "MPI_Finalize) and cannot be initialised again: construct one Runtime at the top of "
+           "main() and make every dtensor call while it is alive",
+           op);
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  DT_CHECK(!finalized, "[Runtime] MPI was already finalized; it cannot be initialised again");
   int provided = 0;
   DT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   s.we_initialized = true;
+  // Errors come back as codes, raised as dtensor::Error. Open MPI reports errors of
+  // nonblocking collectives (MPI_ERR_TRUNCATE when ranks pass different sizes) through
+  // MPI_COMM_WORLD's handler, whatever communicator they ran on, so the world's handler must
+  // return too. (Only when dtensor initialised MPI: an application's handlers are its own.)
+  DT_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  DT_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
   DT_CHECK(provided >= MPI_THREAD_FUNNELED,
            "[Runtime] the MPI library provides thread level %d, expected at least "
            "MPI_THREAD_FUNNELED (%d)",
@@ -70,12 +88,12 @@ void init_locked(RuntimeState& s, int* argc, char*** argv) {
 
 // MPI is initialised on first use when no Runtime was constructed (single-process tools and
 // tests), and finalised at exit.
-void ensure_mpi() {
+void ensure_mpi(std::string_view op) {
   RuntimeState& s = state();
   if (mpi_active()) return;
   std::lock_guard<std::mutex> lock(s.mu);
   if (mpi_active()) return;
-  init_locked(s, nullptr, nullptr);
+  init_locked(s, nullptr, nullptr, op);
   if (!s.atexit_registered) {
     s.atexit_registered = true;
     std::atexit(finalize_at_exit);
@@ -118,7 +136,7 @@ int backend_request_code(const char* env) {
 // {this rank can use NCCL, requested code, -requested code}.
 std::string_view agreed_world_cuda_backend(MPI_Comm world) {
   const char* env = std::getenv(kBackendEnv);
-  const int devices = detail::visible_cuda_devices();
+  const int devices = cuda_device_count();
   const int on_node = node_ranks().size;  // collective: called on every rank, whatever it sees
   const int possible = detail::nccl_compiled() && devices > 0 && on_node <= devices;
   const int code = backend_request_code(env);
@@ -149,7 +167,12 @@ Runtime::Runtime(int* argc, char*** argv) {
   RuntimeState& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    init_locked(s, argc, argv);
+    // A second Runtime would finalise MPI under the first one when it goes.
+    DT_CHECK(s.runtimes == 0,
+             "[Runtime] a dtensor::Runtime already exists in this process (expected exactly one, "
+             "constructed at the top of main(); nested or concurrent Runtimes are not supported)");
+    init_locked(s, argc, argv, "Runtime");
+    ++s.runtimes;
   }
   detail::select_cuda_device(local_rank());
 }
@@ -157,6 +180,7 @@ Runtime::Runtime(int* argc, char*** argv) {
 Runtime::~Runtime() {
   RuntimeState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
+  --s.runtimes;
   shutdown_locked(s);
 }
 
@@ -165,21 +189,21 @@ bool Runtime::initialized() {
 }
 
 int world_rank() {
-  ensure_mpi();
+  ensure_mpi("world_rank");
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
 }
 
 int world_size() {
-  ensure_mpi();
+  ensure_mpi("world_size");
   int n = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
 }
 
 int local_rank() {
-  ensure_mpi();
+  ensure_mpi("local_rank");
   RuntimeState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   return local_rank_locked(s);
@@ -190,18 +214,27 @@ CommunicatorPtr world_communicator() {
 }
 
 CommunicatorPtr world_communicator(DeviceType device_type) {
-  ensure_mpi();
+  ensure_mpi("world_communicator");
   RuntimeState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.world_cpu) {
-    // MPI_Comm_dup blocks until every rank arrives: meet in a deadline-guarded barrier first.
+    // MPI_Comm_dup blocks until every rank arrives: meet in a deadline-guarded exchange first,
+    // which also makes sure every rank runs the same consistency-check mode (the check's
+    // exchanges only pair up when all ranks make them).
+    const int mode = static_cast<int>(collective_check_mode());
+    int mine[2] = {mode, -mode};
+    int agreed[2] = {0, 0};
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    DT_CHECK_MPI(MPI_Iallreduce(mine, agreed, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
     detail::wait_mpi_request(&req, [] {
       return std::string(
           "[world_communicator] collective deadline exceeded while waiting for every rank to "
           "create the world communicator (MPI_COMM_WORLD); ending the job");
     });
+    DT_CHECK(agreed[0] == -agreed[1],
+             "[world_communicator] the collective consistency check mode differs across ranks "
+             "(this rank: %s; DTENSOR_CHECK_COLLECTIVES must have the same value on every rank)",
+             mode == 0 ? "off (0)" : (mode == 2 ? "full (1)" : "default (unset)"));
     MPI_Comm dup;
     DT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
     s.world_cpu = std::make_shared<MpiCommunicator>(dup, /*owned=*/true);
@@ -221,10 +254,10 @@ CommunicatorPtr world_communicator(DeviceType device_type) {
 }
 
 CommunicatorPtr self_communicator(DeviceType device_type) {
-  ensure_mpi();
+  ensure_mpi("self_communicator");
   std::string_view backend = "mpi";
   if (device_type == DeviceType::kCUDA) {
-    const bool possible = detail::nccl_compiled() && detail::visible_cuda_devices() > 0;
+    const bool possible = detail::nccl_compiled() && cuda_device_count() > 0;
     backend = detail::choose_cuda_backend(std::getenv(kBackendEnv), possible, "self_communicator");
   }
   MPI_Comm dup;
@@ -239,11 +272,19 @@ CommunicatorPtr self_communicator(DeviceType device_type) {
 }
 
 int local_cuda_device() {
-  const int count = detail::visible_cuda_devices();
+  const int count = cuda_device_count();
   return count > 0 ? local_rank() % count : 0;
 }
 
 namespace detail {
+
+void check_mpi_running(std::string_view op) {
+  DT_CHECK(!mpi_finalized(),
+           "[%s] MPI is finalized (the dtensor::Runtime was destroyed, or the application called "
+           "MPI_Finalize): no collective can run after it; keep the Runtime alive until the last "
+           "dtensor call",
+           op);
+}
 
 std::string_view choose_cuda_backend(const char* env, bool nccl_possible, std::string_view op) {
   switch (backend_request_code(env)) {
@@ -254,7 +295,7 @@ std::string_view choose_cuda_backend(const char* env, bool nccl_possible, std::s
                "[%s] %s=nccl but NCCL cannot be used: it needs NCCL compiled in (%s), a visible "
                "CUDA device (%d here) and one device per rank on every node (expected %s unset "
                "or mpi on this machine)",
-               op, kBackendEnv, nccl_compiled() ? "yes" : "no", visible_cuda_devices(),
+               op, kBackendEnv, nccl_compiled() ? "yes" : "no", cuda_device_count(),
                kBackendEnv);
       return "nccl";
     case 2:

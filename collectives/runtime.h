@@ -14,6 +14,13 @@ namespace dtensor {
 // A plain run without mpirun is a world of size 1. If MPI is already initialised (by the
 // application) the Runtime neither initialises nor finalises it. Without any Runtime, the
 // functions below initialise MPI on first use and finalise it at exit.
+//
+// Lifecycle rules (each violation raises dtensor::Error instead of aborting inside MPI):
+// one Runtime at a time ("[Runtime] a dtensor::Runtime already exists"); no Runtime, and no
+// call that needs MPI (world_rank, a collective, building a DeviceMesh, ...), after MPI was
+// finalized ("[...] MPI is finalized"). Work still in flight when the Runtime ends is completed
+// before MPI_Finalize, so waiting on (or dropping) it afterwards is safe. When dtensor
+// initialises MPI it sets MPI_ERRORS_RETURN on MPI_COMM_WORLD and MPI_COMM_SELF.
 class Runtime {
  public:
   Runtime(int* argc, char*** argv);
@@ -73,6 +80,10 @@ namespace detail {
 // Returns "nccl" or "mpi"; throws dtensor::Error "[<op>] DTENSOR_CUDA_BACKEND=..." for an
 // unknown value or for "nccl" when !nccl_possible.
 std::string_view choose_cuda_backend(const char* env, bool nccl_possible, std::string_view op);
+
+// Throws dtensor::Error "[op] MPI is finalized ..." after MPI_Finalize (the Runtime was
+// destroyed): every communicator call checks it first instead of aborting inside MPI.
+void check_mpi_running(std::string_view op);
 
 }  // namespace detail
 

@@ -12,7 +12,9 @@
 #include <utility>
 
 #include "collectives/runtime.h"
+#include "tensor/creation.h"
 #include "tensor/error.h"
+#include "tensor/stable_hash.h"
 
 namespace dtensor {
 
@@ -153,10 +155,104 @@ void append_nested(std::string& out, const std::vector<int>& ranks, IntSpan shap
   out += ']';
 }
 
+// ---- cross-rank agreement on the mesh being built ------------------------------------------
+
+// The layout one rank builds, flattened: [device type, ndim, shape..., ranks...].
+std::vector<int64_t> layout_words(DeviceType t, IntSpan shape, const std::vector<int>& ranks) {
+  std::vector<int64_t> w;
+  w.reserve(2 + shape.size() + ranks.size());
+  w.push_back(static_cast<int64_t>(t));
+  w.push_back(static_cast<int64_t>(shape.size()));
+  w.insert(w.end(), shape.begin(), shape.end());
+  w.insert(w.end(), ranks.begin(), ranks.end());
+  return w;
+}
+
+std::string layout_str(const int64_t* w, int64_t len) {
+  if (len < 2 || w[1] < 1 || len < 2 + w[1]) return "an unreadable layout";
+  const Shape shape(w + 2, w + 2 + w[1]);
+  const std::vector<int> ranks(w + 2 + w[1], w + len);
+  if (static_cast<int64_t>(ranks.size()) != saturating_numel(shape)) return "an unreadable layout";
+  std::string out = absl::StrFormat(
+      "DeviceMesh(%s, ", w[0] == static_cast<int64_t>(DeviceType::kCUDA) ? "cuda" : "cpu");
+  int64_t next = 0;
+  append_nested(out, ranks, shape, 0, next);
+  return out + ")";
+}
+
+// Every world rank must be building the same mesh (device type, shape, rank order) at this
+// point: the splits that follow are collective over the world, and a rank building another
+// mesh, or none, would pair its splits with whatever the others do. One small checked
+// all_gather of (hash, ndim, numel) per rank; on a mismatch, a second one of the full layouts
+// names what each rank builds. Raises the same message on every rank.
+void check_same_mesh_everywhere(const CommunicatorPtr& world, DeviceType t, IntSpan shape,
+                                const std::vector<int>& ranks) {
+  const std::vector<int64_t> mine = layout_words(t, shape, ranks);
+  const int n = world->size();
+  const int64_t three = 3, all3 = 3 * static_cast<int64_t>(n);
+  const uint64_t hash = stable_hash(mine.data(), mine.size() * sizeof(int64_t));
+  int64_t summary[3] = {static_cast<int64_t>(hash), static_cast<int64_t>(shape.size()),
+                        static_cast<int64_t>(ranks.size())};
+  std::vector<int64_t> all(static_cast<size_t>(all3));
+  world
+      ->all_gather(from_blob(all.data(), {&all3, 1}, DType::kInt64),
+                   from_blob(summary, {&three, 1}, DType::kInt64))
+      ->wait();
+  bool same = true;
+  int64_t longest = 0;
+  for (int r = 0; r < n; ++r) {
+    same = same && std::equal(all.begin() + 3 * r, all.begin() + 3 * r + 3, all.begin());
+    longest = std::max(longest, 2 + all[3 * r + 1] + all[3 * r + 2]);
+  }
+  if (same) return;
+  // Every rank saw the same summaries, so every rank takes this path together.
+  std::vector<int64_t> padded(static_cast<size_t>(longest), -1);
+  std::copy(mine.begin(), mine.end(), padded.begin());
+  const int64_t total = longest * n;
+  std::vector<int64_t> layouts(static_cast<size_t>(total));
+  world
+      ->all_gather(from_blob(layouts.data(), {&total, 1}, DType::kInt64),
+                   from_blob(padded.data(), {&longest, 1}, DType::kInt64))
+      ->wait();
+  // Group ranks by layout, rank 0's group last in the sentence.
+  std::vector<std::string> text(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    text[r] = layout_str(layouts.data() + r * longest, 2 + all[3 * r + 1] + all[3 * r + 2]);
+  }
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < n; ++r) {
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const auto& e) { return e.first == text[r]; });
+    if (g == groups.end()) {
+      groups.push_back({text[r], {}});
+      g = groups.end() - 1;
+    }
+    g->second.push_back(world->world_ranks()[r]);
+  }
+  auto who = [](const std::vector<int>& rs) {
+    return absl::StrFormat("%s %s", rs.size() == 1 ? "rank" : "ranks", absl::StrJoin(rs, ", "));
+  };
+  std::vector<std::string> others;
+  for (size_t g = 1; g < groups.size(); ++g) {
+    others.push_back(absl::StrFormat("%s build%s %s", who(groups[g].second),
+                                     groups[g].second.size() == 1 ? "s" : "", groups[g].first));
+  }
+  DT_FAIL(
+      "[DeviceMesh] the ranks build different meshes: %s where %s build%s %s (every world rank "
+      "must construct the same meshes, with the same shape and rank order, in the same order)",
+      absl::StrJoin(others, "; "), who(groups[0].second), groups[0].second.size() == 1 ? "s" : "",
+      groups[0].first);
+}
+
 }  // namespace
 }  // namespace detail
 
 namespace {
+std::string hash_fields_str(DeviceType t, IntSpan shape, const std::vector<int>& ranks) {
+  const std::vector<int64_t> w = detail::layout_words(t, shape, ranks);
+  return detail::layout_str(w.data(), static_cast<int64_t>(w.size()));
+}
+
 size_t hash_fields(DeviceType t, const Shape& shape, const std::vector<int>& ranks,
                    const std::vector<std::string>& names) {
   return absl::Hash<std::tuple<uint8_t, Shape, std::vector<int>, std::vector<std::string>>>{}(
@@ -187,6 +283,23 @@ DeviceMesh::DeviceMesh(DeviceType device_type, IntSpan mesh_shape, std::vector<i
     impl->coordinate = detail::unravel(it - impl->ranks.begin(), impl->shape);
   }
 
+  // Every world rank must be building this mesh now, registered or not: a rank that finds it
+  // in its registry would otherwise skip the splits another rank makes. (A mesh whose dims
+  // all have size 1 involves no other rank and is built without communication.)
+  if (std::any_of(impl->shape.begin(), impl->shape.end(), [](int64_t s) { return s > 1; })) {
+    CollectiveLabel label("DeviceMesh");
+    try {
+      detail::check_same_mesh_everywhere(world_communicator(DeviceType::kCPU), device_type,
+                                         impl->shape, impl->ranks);
+    } catch (const Error& e) {
+      // A rank doing something else (another collective) shows up in the check's own
+      // mismatch report; say which mesh this rank was building.
+      const std::string what = e.what();
+      if (what.rfind("[DeviceMesh]", 0) == 0) throw;
+      DT_FAIL("[DeviceMesh] building %s on this rank: %s",
+              hash_fields_str(device_type, impl->shape, impl->ranks), what);
+    }
+  }
   detail::Registry& reg = detail::registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   detail::MeshKey key{device_type, impl->shape, impl->ranks};

@@ -8,13 +8,21 @@
 //
 // Communicator registry: the per-dim communicators of every constructed mesh are kept in a
 // process-wide registry keyed by (device type, shape, ranks). Building an identical mesh again
-// (dim names may differ) reuses them without any communication, so only the FIRST construction
-// of a given mesh is collective; meshes created in a loop cost one split per dim once. Because
-// of that, every world rank must construct the same meshes in the same order (which the
-// collective rule already requires). Registered communicators live until the process exits
-// or clear_device_mesh_registry() is called.
+// (dim names may differ) reuses them, so meshes created in a loop cost one split per dim once.
+//
+// Agreement: every construction of a mesh with a dim of size > 1 first compares, over the world
+// communicator, what each rank builds (one small checked all_gather, also on a registry hit), so
+// every world rank must construct the same meshes in the same order. A rank building another
+// shape or rank order raises "[DeviceMesh] the ranks build different meshes: rank 3 builds
+// DeviceMesh(cpu, [3, 2, 1, 0]) where ranks 0, 1, 2 build DeviceMesh(cpu, [0, 1, 2, 3]) ..."
+// on every rank, before any split; a mesh built by only some ranks raises on those ranks
+// "[DeviceMesh] building DeviceMesh(...) on this rank: ... collective mismatch ..." and on the
+// others, at their next collective on the world communicator, a collective mismatch naming
+// "(DeviceMesh)" (a rank that issues nothing more meets the collective deadline). Registered
+// communicators live until the process exits or clear_device_mesh_registry() is called.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -37,9 +45,9 @@ class DeviceMesh {
   // `mesh_shape` (at least one dim, every size >= 1) with row-major `ranks` (world ranks, a
   // permutation of a subset of the world: each in [0, world_size) and at most once, exactly
   // prod(mesh_shape) of them); `dim_names` empty (then "dim0", "dim1", ...) or one unique,
-  // non-empty name per dim. Collective over the WHOLE world the first time a given (device
-  // type, shape, ranks) is built: every world rank, in the mesh or not, must construct the same
-  // mesh; later identical constructions reuse the registered communicators (see above).
+  // non-empty name per dim. Collective over the WHOLE world: every world rank, in the mesh or
+  // not, must construct the same mesh (checked, see above); the first construction of a given
+  // (device type, shape, ranks) also splits, later ones reuse the registered communicators.
   // For each dim d it splits world_communicator(device_type) with color = the index of this
   // rank's line along d (the ranks sharing every other coordinate; -1 outside the mesh) and
   // key = the coordinate along d, and names the result "mesh dim <d> (<name>)".
@@ -114,13 +122,22 @@ inline DeviceMesh init_device_mesh(DeviceType device_type, std::initializer_list
 // ---- the thread-local default-mesh stack -----------------------------------------------------
 
 // Pushes `mesh` as the current mesh for this thread; the destructor pops it. Guards nest
-// (the innermost wins). Throws "[MeshGuard] ..." for an empty handle.
+// (the innermost wins). Throws "[MeshGuard] ..." for an empty handle. A guard belongs to the
+// thread that created it and must be destroyed there, innermost first (as scopes do). Misuse
+// cannot throw from a destructor, so it is made harmless and reported by the next
+// current_mesh() / has_current_mesh() / MeshGuard on the affected thread: a guard destroyed
+// while an inner one is alive removes only its own entry ("[current_mesh] a MeshGuard for ...
+// was destroyed out of order ..."); a guard destroyed on another thread retires its entry on
+// its own thread ("... destroyed on another thread ...").
 class MeshGuard {
  public:
   explicit MeshGuard(DeviceMesh mesh);
   ~MeshGuard();
   MeshGuard(const MeshGuard&) = delete;
   MeshGuard& operator=(const MeshGuard&) = delete;
+
+ private:
+  std::shared_ptr<std::atomic<bool>> gone_;  // shared with this guard's stack entry
 };
 
 // The innermost guarded mesh on this thread; throws "[current_mesh] no device mesh is set:

@@ -2,15 +2,29 @@
 // shard (a plain Tensor on the mesh's device). Cheap to copy (shared spec, shared storage).
 #pragma once
 
+#include <absl/container/inlined_vector.h>
+
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "dtensor/dtensor_spec.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
+
+class DTensor;
+struct AutogradMeta;
+namespace autograd {
+class Node;
+}  // namespace autograd
+
+// A gradient hook (DTensor::register_hook): sees the gradient flowing into a DTensor and
+// returns the gradient to use instead (or an undefined DTensor to keep it).
+using GradHook = std::function<DTensor(const DTensor& grad)>;
 
 class DTensor {
  public:
@@ -23,25 +37,49 @@ class DTensor {
   // `shape`/`stride` give the global geometry when the shards are uneven; when empty the
   // global shape is inferred assuming even shards (local size * mesh size along sharded dims).
   // run_check: verifies across the mesh that every rank's local shape and dtype equal what the
-  // placements imply (one all-gather of a small record per mesh dim; the first 16 dims of
-  // each shape are compared; an inferred global shape is taken from the mesh's first rank)
-  // and throws the same error on every rank, e.g. "[from_local] rank 3 holds a local shard of
-  // shape [2, 5] but placements [S(0), R] on global shape [8, 5] imply [2, 4]" (followed by
-  // "(mismatching ranks: 1, 3)" when several do). Ranks outside the mesh communicate nothing
-  // and hold an empty local tensor. The local tensor is moved to the mesh's device when
-  // needed; no copy when it is already there (the DTensor shares its storage).
-  static DTensor from_local(const Tensor& local, const DeviceMesh& mesh, Placements placements,
+  // placements imply (one all-gather of a small record per mesh dim of size > 1; the first 16
+  // dims of each shape are compared; an inferred global shape is taken from the mesh's first
+  // rank) and throws the same error on every rank, e.g. "[from_local] rank 3 holds a local
+  // shard of shape [2, 5] but placements [S(0), R] on global shape [8, 5] imply [2, 4]"
+  // (followed by "(mismatching ranks: 1, 3)" when several do); then, as PyTorch does, the
+  // data of Replicate mesh dims is broadcast from the dim's first member (coordinate 0), so
+  // replicas that differed are made equal (one broadcast per Replicate mesh dim of size > 1).
+  // Ranks outside the mesh communicate nothing and hold an empty local tensor. The local
+  // tensor is moved to the mesh's device when needed; no copy when it is already there (the
+  // DTensor shares its storage). Not recorded by autograd (a Tensor has no gradient): see the
+  // DTensor overload.
+  static DTensor from_local(const Tensor& local, const DeviceMesh& mesh, PlacementSpan placements,
+                            bool run_check = false, IntSpan shape = {}, IntSpan stride = {});
+  // The differentiable from_local (defined by the autograd layer): `local` is a DTensor on
+  // this process's self mesh (the local case, see self_mesh()). Its gradient is the incoming
+  // gradient redistributed to `placements` (a Partial placement receives a Replicate
+  // gradient), then taken as this rank's local piece.
+  static DTensor from_local(const DTensor& local, const DeviceMesh& mesh, PlacementSpan placements,
                             bool run_check = false, IntSpan shape = {}, IntSpan stride = {});
 
   bool defined() const { return spec_ != nullptr; }
-  // This process's shard (empty on ranks outside the mesh).
+  // This process's shard (empty on ranks outside the mesh). The raw local tensor: not
+  // recorded by autograd (see local()).
   const Tensor& to_local() const { return local_; }
-  // The whole global tensor on every rank of the mesh (redistributes to all-Replicate).
+  // The whole global tensor on every rank of the mesh (redistributes to all-Replicate). Not
+  // recorded by autograd (see full()).
   Tensor full_tensor() const;
+  // The differentiable counterparts of to_local() / full_tensor() (PyTorch's
+  // to_local(grad_placements=...) / full_tensor(grad_placements=...)); defined by the autograd
+  // layer. They return this rank's shard / the full tensor as a DTensor on this process's self
+  // mesh (the local case). The gradient comes back to this DTensor laid out as
+  // `grad_placements` (default: this DTensor's placements) and is then redistributed to this
+  // DTensor's placements like any redistribute gradient; pass e.g. {Partial()} when the
+  // local gradients are partial sums.
+  DTensor local(std::optional<Placements> grad_placements = std::nullopt) const;
+  DTensor full(std::optional<Placements> grad_placements = std::nullopt) const;
   // The same logical tensor with other placements on `mesh` (must be this DTensor's mesh).
-  // Issues the collectives of the cheapest plan (see redistribute.h).
-  DTensor redistribute(const DeviceMesh& mesh, Placements placements) const;
-  DTensor redistribute(Placements placements) const;
+  // Issues the collectives of the cheapest plan (see redistribute.h). Recorded by autograd
+  // (defined by the autograd layer): the gradient flows back to this DTensor's placements,
+  // except that a Partial placement receives a Replicate gradient and a Replicate placement
+  // whose gradient arrives Partial keeps it Partial (reduced later, where it is needed).
+  DTensor redistribute(const DeviceMesh& mesh, PlacementSpan placements) const;
+  DTensor redistribute(PlacementSpan placements) const;
 
   const DTensorSpec& spec() const { return *spec_; }
   const std::shared_ptr<const DTensorSpec>& spec_ptr() const { return spec_; }
@@ -55,13 +93,82 @@ class DTensor {
   DType dtype() const { return spec_->dtype(); }
   Device device() const { return local_.device(); }
 
+  // ---- autograd (libtorch's names) -----------------------------------------------------------
+  // The autograd state is shared by every copy of a DTensor made after it exists (a parameter
+  // registered with a module, or requires_grad_() called before the DTensor is copied).
+  // Whether gradients are computed for this DTensor: a leaf marked by requires_grad_(), or the
+  // output of a recorded op with an input that requires grad.
+  bool requires_grad() const;
+  // Marks a leaf (a DTensor no recorded op produced) as needing its gradient; floating dtypes
+  // only. Throws "[requires_grad_] ..." on a non-leaf or an integer DTensor. Returns *this.
+  DTensor& requires_grad_(bool requires_grad = true);
+  // True unless the DTensor was produced by a recorded op.
+  bool is_leaf() const;
+  // The accumulated gradient of a leaf (or of a non-leaf after retain_grad()), laid out like
+  // this DTensor; undefined when none has been computed.
+  const DTensor& grad() const;
+  // Replaces (or, with an undefined DTensor, clears) the stored gradient.
+  void set_grad(const DTensor& grad) const;
+  // The node that produced this DTensor (nullptr for leaves).
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  // The same data and spec without autograd state (shares storage).
+  DTensor detach() const;
+  // Computes the gradients of this DTensor with respect to every leaf it depends on and
+  // accumulates them into the leaves' grad() (defined by the autograd layer; see
+  // autograd/engine.h for the rules). `gradient`: d(something)/d(this), required unless this
+  // DTensor has one element. Every rank of the mesh must call it (backward runs collectives).
+  void backward(const DTensor& gradient = DTensor(), bool retain_graph = false) const;
+  // Keeps the gradient of a non-leaf in grad() after backward (defined by the autograd layer).
+  void retain_grad() const;
+  // Runs `hook` on the gradient flowing into this DTensor, before it is accumulated (leaves)
+  // or passed on (defined by the autograd layer). Requires requires_grad().
+  void register_hook(GradHook hook) const;
+  // Internal: the autograd state (nullptr when the DTensor has none).
+  const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_; }
+  void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) { autograd_ = std::move(meta); }
+
   // "DTensor(local=[4, 16], global=[8, 16], placements=[S(0), R], float32, mesh=[2, 2])"
   std::string str() const;
 
  private:
   Tensor local_;
   std::shared_ptr<const DTensorSpec> spec_;
+  std::shared_ptr<AutogradMeta> autograd_;
 };
+
+// An op's outputs (most ops have one; the inline capacity avoids a heap allocation).
+using DTensorList = absl::InlinedVector<DTensor, 2>;
+
+// Autograd state of a DTensor, shared by its copies. The autograd layer (autograd/) fills it;
+// it is defined here so that the DTensor accessors above need no higher layer.
+struct AutogradMeta {
+  bool requires_grad = false;
+  bool retains_grad = false;
+  // Produced by a view op (OpInfo::view) from an input that requires grad: in-place ops on it
+  // are refused, since the input's graph would not see the write.
+  bool is_view = false;
+  DTensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;  // nullptr for leaves
+  uint32_t output_nr = 0;                   // which output of grad_fn this DTensor is
+  // Leaves: the node that accumulates into `grad`, created on first use and shared by every
+  // recorded use of the leaf; and the hooks it runs before accumulating.
+  std::weak_ptr<autograd::Node> grad_accumulator;
+  std::vector<GradHook> hooks;
+};
+
+// The 1-rank mesh of this process for `device_type`: DeviceMesh(device_type, {1},
+// {world_rank()}, {"self"}), built once per device type and cached. A DTensor on it (Replicate)
+// stands for a plain local tensor: the form local values take when autograd records them.
+const DeviceMesh& self_mesh(DeviceType device_type = kCPU);
+// Whether `mesh` is a mesh of one rank that contains this process (a self mesh).
+bool is_self_mesh(const DeviceMesh& mesh);
+// `t` as a Replicate DTensor on self_mesh(t.device().type) (no copy, no communication).
+DTensor local_dtensor(const Tensor& t);
+// Whether `x` lives on a self mesh (i.e. it is a local tensor in DTensor clothing).
+bool is_local(const DTensor& x);
+// The device this process's local tensors of `mesh` live on: the CPU, or this process's CUDA
+// device (local_cuda_device()) for a CUDA mesh.
+Device local_device(const DeviceMesh& mesh);
 
 std::ostream& operator<<(std::ostream& os, const DTensor& t);
 
@@ -86,11 +193,16 @@ std::ostream& operator<<(std::ostream& os, const DTensor& t);
 // the value on coordinate 0 of that mesh dim and zeros elsewhere for sum (the value
 // everywhere for avg/max/min). Ranks outside the mesh get an empty local tensor and issue
 // nothing. A contiguous, unsharded local may share storage with `tensor` (as in PyTorch).
-DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placements placements,
+DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, PlacementSpan placements,
                           std::optional<int> src_data_rank = 0);
 // Same, on current_mesh() (the innermost MeshGuard).
-DTensor distribute_tensor(const Tensor& tensor, Placements placements,
+DTensor distribute_tensor(const Tensor& tensor, PlacementSpan placements,
                           std::optional<int> src_data_rank = 0);
+
+// A DTensor of zeros with x's spec (global shape, dtype, mesh and placements; zeros are a
+// valid Partial value): each rank allocates its shard, no communication.
+DTensor zeros_like(const DTensor& x);
+DTensor zeros_like(const DTensorSpec& spec);
 
 // Prints, on the mesh's first rank, which ranks hold which block of a 1-D or 2-D DTensor
 // (PyTorch visualize_sharding). Returns the text (empty on other ranks).

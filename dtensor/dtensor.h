@@ -24,9 +24,15 @@
 #include "dtensor/placement.h"
 #include "dtensor/redistribute.h"
 
+// Autograd (backward, grad mode, custom functions).
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+
 // Ops (local Tensor and DTensor forms).
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding/embedding.h"
+#include "ops/index/index.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
@@ -43,3 +49,7 @@
 #include "nn/nn.h"
 #include "parallel/parallelize.h"
 #include "parallel/style.h"
+#include "parallel/transformer_plan.h"
+
+// Optimizers.
+#include "optim/optimizer.h"

@@ -74,6 +74,10 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, Placements placements, TensorMeta meta
     DT_CHECK(d >= 0, "[%s] global shape %s has a negative size (expected sizes >= 0)", op,
              shape_str(meta_.shape));
   }
+  // A global shape whose element count or extent overflows int64 is refused here, naming the
+  // global shape, rather than later through some local shard's allocation.
+  shape_numel(meta_.shape, op);
+  check_strides(meta_.shape, meta_.stride, op);
   const Placements original = placements_;
   for (size_t i = 0; i < placements_.size(); ++i) {
     if (!placements_[i].is_shard()) continue;
@@ -130,6 +134,15 @@ std::string DTensorSpec::str() const {
   if (!mesh_.defined()) return "DTensorSpec()";
   return absl::StrFormat("DTensorSpec(%s, shape=%s, %s, mesh=%s)", placements_str(placements_),
                          shape_str(meta_.shape), dtype_name(meta_.dtype), shape_str(mesh_.shape()));
+}
+
+void check_user_placements(PlacementSpan placements, DType dtype, std::string_view op) {
+  for (const Placement& p : placements) {
+    DT_CHECK(!(p.is_partial() && p.reduce_op() == ReduceOp::kAvg && dtype == DType::kBool),
+             "[%s] Partial(avg) of a bool tensor (the mean of booleans is not a bool; use "
+             "Partial(sum) of an integer dtype, or Partial(max)/Partial(min))",
+             op);
+  }
 }
 
 }  // namespace dtensor

@@ -95,4 +95,9 @@ class DTensorSpec {
   size_t hash_ = 0;
 };
 
+// Placements a user asks for (distribute_tensor, from_local, redistribute) that no tensor of
+// `dtype` can have: Partial(avg) of bool. Throws "[op] Partial(avg) of a bool tensor ...".
+// Internal specs (strategy candidates) are not checked: they only ever derive from user specs.
+void check_user_placements(PlacementSpan placements, DType dtype, std::string_view op);
+
 }  // namespace dtensor

@@ -6,9 +6,13 @@
 //   S(i) -> S(j) all-to-all                R -> P        local: keep on coordinate 0 and zero
 //                                                       elsewhere (sum), or keep (avg/max/min)
 //   P(sum) <-> P(avg)  local rescale by the mesh-dim size
-// It handles one tensor dim sharded over several mesh dims ([S(0), S(0)]) and uneven/empty
-// shards (pad, collective, unpad), and orders steps by an alpha-beta cost model, preferring
-// plans that never materialise more than the target needs.
+//   S -> P(sum|avg)    local: the shard is put at its place in a zero tensor of the unsharded
+//                      size (scaled by the mesh-dim size for avg), no communication
+// A mesh dim of size 1 never moves data: every change of its placement is a relabel, no step
+// and no collective (its one rank holds the whole piece whatever the placement says). It
+// handles one tensor dim sharded over several mesh dims ([S(0), S(0)]) and uneven/empty shards
+// (pad, collective, unpad), and orders steps by an alpha-beta cost model, preferring plans
+// that never materialise more than the target needs.
 // Copies: S(0) -> R returns the gather buffer itself (even or uneven); S(d > 0) -> R gathers
 // into a staging buffer and makes one copy into the result; P -> R reduces out of place into a
 // fresh result (in place when the input is an intermediate of the same plan); packing for
@@ -19,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +40,7 @@ enum class StepKind : uint8_t {
   kLocalChunk,      // R -> S
   kPartition,       // R -> P
   kRescalePartial,  // P(sum) <-> P(avg)
+  kShardToPartial,  // S -> P(sum|avg), local
 };
 std::string_view step_kind_name(StepKind k);  // "all_gather", ...
 
@@ -61,30 +67,43 @@ struct CostModel {
   double alpha_us = 5.0;              // per-message latency
   double beta_us_per_byte = 1.0e-4;   // inverse bandwidth (10 GB/s)
   double local_us_per_byte = 1.0e-5;  // local copies (chunk, pad, scale)
+  bool operator==(const CostModel&) const = default;
 };
-const CostModel& cost_model();
-void set_cost_model(const CostModel& m);
+// The process-wide default model, by value (read under a lock, so a concurrent
+// set_default_cost_model never tears it).
+CostModel default_cost_model();
+// Replaces the default model and clears the plan cache and the sharding-propagation cache
+// (their choices were costed under the old model).
+void set_default_cost_model(const CostModel& m);
 
-// Pure planning on shapes alone (unit-testable without processes). Throws "[redistribute]
-// ..." for requests with no exact plan (a Partial op change other than sum <-> avg, e.g.
-// P(max) -> P(sum); P(avg) -> P(sum) on an integer dtype) and for bad placements.
+// Pure planning on shapes alone under `model` (unit-testable without processes).
 // Search: every mesh dim may hold its source placement, its target placement or R; each step
 // changes one mesh dim; a tensor dim sharded over several mesh dims is gathered innermost
 // mesh dim first and split outermost first; Dijkstra under the cost model, costs taken at
 // the largest shard (coordinate 0), ties broken by fewer steps then a fixed state order, so
-// every rank computes the same plan.
+// every rank computes the same plan. Size-1 mesh dims take their target placement up front.
+// Returns nullopt, with the reason in *why when given, for requests with no exact plan (a
+// Partial op change other than sum <-> avg, e.g. P(max) -> P(sum); P(avg) -> P(sum) on an
+// integer dtype); throws "[redistribute] ..." for malformed placements.
+std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DType dtype,
+                                                       IntSpan mesh_shape, PlacementSpan src,
+                                                       PlacementSpan dst, const CostModel& model,
+                                                       std::string* why = nullptr);
+// find_redistribute_plan that throws "[redistribute] no exact conversion ..." when no plan
+// exists.
 RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan mesh_shape,
-                                   PlacementSpan src, PlacementSpan dst);
-// Cached per (src spec, dst spec); also checks that both specs share the mesh and meta
-// ("[redistribute] ... different meshes ..." otherwise). The cache holds at most
-// kPlanCacheCapacity pairs: a miss that finds it full clears it first (counted in
-// PlanCacheStats::evictions). The returned plan stays valid as long as the caller holds it,
-// across clears.
+                                   PlacementSpan src, PlacementSpan dst, const CostModel& model);
+// Cached per (src spec, dst spec) under the default model; also checks that both specs share
+// the mesh and meta ("[redistribute] ... different meshes ..." otherwise) and throws when no
+// exact plan exists. The cache holds at most kPlanCacheCapacity pairs: a miss that finds it
+// full clears it first (counted in PlanCacheStats::evictions). The returned plan stays valid
+// as long as the caller holds it, across clears.
 inline constexpr int64_t kPlanCacheCapacity = 4096;
 std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src,
                                                           const DTensorSpec& dst);
-// Modelled cost of moving from src to dst (0 when equal); used by sharding propagation.
-// +infinity when no exact plan exists (see plan_redistribute); throws for different meshes.
+// Modelled cost of moving from src to dst under the default model (0 when equal); used by
+// sharding propagation. +infinity when no exact plan exists (never throws for that); throws
+// for different meshes.
 double redistribute_cost(const DTensorSpec& src, const DTensorSpec& dst);
 
 // Plan cache counters (process-wide): lookups that found a plan, lookups that planned, the

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "dtensor/detail/util.h"
+#include "dtensor/propagation/sharding_propagation.h"
 #include "dtensor/redistribute.h"
 #include "tensor/error.h"
 
@@ -41,6 +42,8 @@ std::string_view step_kind_name(StepKind k) {
       return "partition";
     case StepKind::kRescalePartial:
       return "rescale_partial";
+    case StepKind::kShardToPartial:
+      return "shard_to_partial";
   }
   return "?";
 }
@@ -114,10 +117,11 @@ std::string no_exact_conversion(PlacementSpan src, PlacementSpan dst, size_t i, 
   return "";
 }
 
-// Whether a mesh dim after `mesh_dim` shards tensor dim `dim` in `state`.
-bool sharded_later(PlacementSpan state, size_t mesh_dim, int64_t dim) {
+// Whether a mesh dim after `mesh_dim` (of size > 1: a size-1 dim splits nothing) shards
+// tensor dim `dim` in `state`.
+bool sharded_later(PlacementSpan state, IntSpan mesh_shape, size_t mesh_dim, int64_t dim) {
   for (size_t j = mesh_dim + 1; j < state.size(); ++j) {
-    if (state[j].is_shard(dim)) return true;
+    if (state[j].is_shard(dim) && mesh_shape[j] > 1) return true;
   }
   return false;
 }
@@ -125,24 +129,30 @@ bool sharded_later(PlacementSpan state, size_t mesh_dim, int64_t dim) {
 // The step that moves mesh dim `i` from state[i] to `to`, if one exists in one collective.
 // Nested sharding is the reason for the `sharded_later` checks: a mesh dim can only gather or
 // split a tensor dim when no later mesh dim splits that dim further (innermost first).
-std::optional<StepKind> edge_kind(PlacementSpan state, size_t i, const Placement& to) {
+std::optional<StepKind> edge_kind(PlacementSpan state, IntSpan mesh_shape, size_t i,
+                                  const Placement& to) {
   const Placement& from = state[i];
   if (from == to) return std::nullopt;
+  auto sharded_later = [&](int64_t dim) {
+    return ::dtensor::sharded_later(state, mesh_shape, i, dim);
+  };
   if (from.is_shard()) {
-    if (sharded_later(state, i, from.dim())) return std::nullopt;
+    if (sharded_later(from.dim())) return std::nullopt;
     if (to.is_replicate()) return StepKind::kAllGather;
-    if (to.is_shard() && !sharded_later(state, i, to.dim())) return StepKind::kAllToAll;
-    return std::nullopt;  // S -> P goes through R
+    if (to.is_shard() && !sharded_later(to.dim())) return StepKind::kAllToAll;
+    // S -> P(sum|avg) in place (max/min go through R).
+    if (is_sum_avg_pair(to, to)) return StepKind::kShardToPartial;
+    return std::nullopt;
   }
   if (from.is_replicate()) {
     if (to.is_partial()) return StepKind::kPartition;
-    if (!sharded_later(state, i, to.dim())) return StepKind::kLocalChunk;
+    if (!sharded_later(to.dim())) return StepKind::kLocalChunk;
     return std::nullopt;
   }
   // Partial source.
   if (to.is_replicate()) return StepKind::kAllReduce;
   if (to.is_shard()) {
-    if (sharded_later(state, i, to.dim())) return std::nullopt;
+    if (sharded_later(to.dim())) return std::nullopt;
     return StepKind::kReduceScatter;
   }
   if (is_sum_avg_pair(from, to)) return StepKind::kRescalePartial;
@@ -163,6 +173,7 @@ double step_cost(StepKind kind, int64_t n, double bytes_before, double bytes_aft
     case StepKind::kAllToAll:
       return latency + m.beta_us_per_byte * (nd - 1.0) / nd * bytes_before;
     case StepKind::kLocalChunk:
+    case StepKind::kShardToPartial:
       return m.local_us_per_byte * bytes_after;
     case StepKind::kPartition:
     case StepKind::kRescalePartial:
@@ -184,21 +195,25 @@ Placements normalized(PlacementSpan p, int64_t ndim) {
 
 }  // namespace
 
-const CostModel& cost_model() {
+CostModel default_cost_model() {
   std::lock_guard<std::mutex> lock(cost_model_mutex());
   return mutable_cost_model();
 }
 
-void set_cost_model(const CostModel& m) {
+void set_default_cost_model(const CostModel& m) {
   {
     std::lock_guard<std::mutex> lock(cost_model_mutex());
     mutable_cost_model() = m;
   }
-  clear_redistribute_plan_cache();  // cached plans were chosen under the old model
+  // Cached plans and sharding choices were costed under the old model.
+  clear_redistribute_plan_cache();
+  clear_propagation_cache();
 }
 
-RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan mesh_shape,
-                                   PlacementSpan src_in, PlacementSpan dst_in) {
+std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DType dtype,
+                                                       IntSpan mesh_shape, PlacementSpan src_in,
+                                                       PlacementSpan dst_in,
+                                                       const CostModel& model, std::string* why) {
   const int64_t ndim = static_cast<int64_t>(global_shape.size());
   const size_t mesh_ndim = mesh_shape.size();
   DT_CHECK(src_in.size() == mesh_ndim,
@@ -209,11 +224,22 @@ RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan me
            "[redistribute] target placements %s have %d entries for a %d-d mesh (expected one "
            "per mesh dim)",
            placements_str(dst_in), dst_in.size(), mesh_ndim);
-  const Placements src = normalized(src_in, ndim);
+  DT_CHECK(mesh_shape.size() == mesh_ndim, "[redistribute] mesh shape %s for %d placements",
+           shape_str(mesh_shape), mesh_ndim);
+  Placements src = normalized(src_in, ndim);
   const Placements dst = normalized(dst_in, ndim);
   for (size_t i = 0; i < mesh_ndim; ++i) {
-    const std::string why = no_exact_conversion(src, dst, i, dtype);
-    DT_CHECK(why.empty(), "%s", why);
+    // A size-1 mesh dim holds the whole piece under any placement: relabel, no step. (Even
+    // P(max) -> P(sum) is exact there: a reduction over one rank is the identity.)
+    if (mesh_shape[i] == 1) {
+      src[i] = dst[i];
+      continue;
+    }
+    std::string reason = no_exact_conversion(src, dst, i, dtype);
+    if (!reason.empty()) {
+      if (why != nullptr) *why = std::move(reason);
+      return std::nullopt;
+    }
   }
   RedistributePlan plan;
   if (src == dst) return plan;
@@ -245,7 +271,6 @@ RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan me
       if (cand[i][k] == dst[i]) target += static_cast<int64_t>(k) * radix[i];
     }
   }
-  const CostModel model = cost_model();
   const double itemsize = static_cast<double>(dtype_size(dtype));
   const Shape zero_coord(mesh_ndim, 0);  // coordinate 0 holds the largest shard
   auto local_bytes = [&](const Placements& s) {
@@ -278,7 +303,7 @@ RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan me
     for (size_t i = 0; i < mesh_ndim; ++i) {
       const int64_t cur = (code / radix[i]) % static_cast<int64_t>(cand[i].size());
       for (size_t k = 0; k < cand[i].size(); ++k) {
-        const std::optional<StepKind> kind = edge_kind(state, i, cand[i][k]);
+        const std::optional<StepKind> kind = edge_kind(state, mesh_shape, i, cand[i][k]);
         if (!kind) continue;
         const int64_t next = code + (static_cast<int64_t>(k) - cur) * radix[i];
         if (done[next]) continue;
@@ -297,7 +322,7 @@ RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan me
       }
     }
   }
-  DT_CHECK(done[target], "[redistribute] no plan from %s to %s on a mesh of shape %s",
+  DT_CHECK(done[target], "[redistribute] internal error: no plan from %s to %s on a mesh of shape %s",
            placements_str(src), placements_str(dst), shape_str(mesh_shape));
   for (int64_t code = target; code != 0; code = best[code].prev) {
     plan.steps.push_back(best[code].step);
@@ -307,8 +332,18 @@ RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan me
   return plan;
 }
 
-std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src,
-                                                          const DTensorSpec& dst) {
+RedistributePlan plan_redistribute(IntSpan global_shape, DType dtype, IntSpan mesh_shape,
+                                   PlacementSpan src, PlacementSpan dst, const CostModel& model) {
+  std::string why;
+  std::optional<RedistributePlan> plan =
+      find_redistribute_plan(global_shape, dtype, mesh_shape, src, dst, model, &why);
+  DT_CHECK(plan.has_value(), "%s", why);
+  return *std::move(plan);
+}
+
+namespace {
+
+void check_same_tensor(const DTensorSpec& src, const DTensorSpec& dst) {
   DT_CHECK(src.mesh() == dst.mesh(),
            "[redistribute] source and target specs live on different meshes (%s vs %s); "
            "expected the same mesh",
@@ -318,6 +353,13 @@ std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src
            "(expected the same global shape, stride and dtype)",
            shape_str(src.shape()), dtype_name(src.dtype()), shape_str(dst.shape()),
            dtype_name(dst.dtype()));
+}
+
+// The cached plan under the default model; nullptr when no exact plan exists (that outcome is
+// cached too, so propagation costing impossible candidates stays cheap).
+std::shared_ptr<const RedistributePlan> cached_plan(const DTensorSpec& src,
+                                                    const DTensorSpec& dst) {
+  check_same_tensor(src, dst);
   PlanCache& cache = plan_cache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
@@ -327,8 +369,10 @@ std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src
       return it->second;
     }
   }
-  auto plan = std::make_shared<const RedistributePlan>(plan_redistribute(
-      src.shape(), src.dtype(), src.mesh().shape(), src.placements(), dst.placements()));
+  std::optional<RedistributePlan> found =
+      find_redistribute_plan(src.shape(), src.dtype(), src.mesh().shape(), src.placements(),
+                             dst.placements(), default_cost_model());
+  auto plan = found ? std::make_shared<const RedistributePlan>(*std::move(found)) : nullptr;
   std::lock_guard<std::mutex> lock(cache.mutex);
   ++cache.misses;
   auto key = std::make_pair(src, dst);
@@ -341,14 +385,23 @@ std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src
   return it->second;
 }
 
+}  // namespace
+
+std::shared_ptr<const RedistributePlan> plan_redistribute(const DTensorSpec& src,
+                                                          const DTensorSpec& dst) {
+  std::shared_ptr<const RedistributePlan> plan = cached_plan(src, dst);
+  if (plan == nullptr) {  // throw the reason (a rare path: recompute it)
+    plan_redistribute(src.shape(), src.dtype(), src.mesh().shape(), src.placements(),
+                      dst.placements(), default_cost_model());
+    DT_FAIL("[redistribute] no plan from %s to %s", src.str(), dst.str());
+  }
+  return plan;
+}
+
 double redistribute_cost(const DTensorSpec& src, const DTensorSpec& dst) {
   if (src == dst) return 0;
-  for (size_t i = 0; i < src.placements().size() && i < dst.placements().size(); ++i) {
-    if (!no_exact_conversion(src.placements(), dst.placements(), i, src.dtype()).empty()) {
-      return std::numeric_limits<double>::infinity();
-    }
-  }
-  return plan_redistribute(src, dst)->cost;
+  const std::shared_ptr<const RedistributePlan> plan = cached_plan(src, dst);
+  return plan != nullptr ? plan->cost : std::numeric_limits<double>::infinity();
 }
 
 PlanCacheStats redistribute_plan_cache_stats() {

@@ -24,6 +24,7 @@
 #include "dtensor/config.h"
 #include "nn/nn.h"
 #include "parallel/parallelize.h"
+#include "parallel/transformer_plan.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
 #include "tensor/storage.h"
@@ -91,39 +92,6 @@ bool parse(int argc, char** argv, Args& a) {
   return true;
 }
 
-dt::ParallelizePlan make_plan(bool sp) {
-  dt::ParallelizePlan plan;
-  if (sp) {
-    plan = {
-        {"tok_embeddings",
-         dt::RowwiseParallel({.input_layouts = dt::Replicate(), .output_layouts = dt::Shard(1)})},
-        {"norm", dt::SequenceParallel()},
-        {"output",
-         dt::ColwiseParallel({.input_layouts = dt::Shard(1), .output_layouts = dt::Replicate()})},
-        {"layers.*.attention_norm", dt::SequenceParallel()},
-        {"layers.*.attention", dt::PrepareModuleInput({.input_layouts = dt::Shard(1),
-                                                       .desired_input_layouts = dt::Replicate()})},
-        {"layers.*.mlp_norm", dt::SequenceParallel()},
-        {"layers.*.mlp", dt::PrepareModuleInput({.input_layouts = dt::Shard(1),
-                                                 .desired_input_layouts = dt::Replicate()})},
-        {"layers.*.attention.wo", dt::RowwiseParallel({.output_layouts = dt::Shard(1)})},
-        {"layers.*.mlp.w2", dt::RowwiseParallel({.output_layouts = dt::Shard(1)})},
-    };
-  } else {
-    plan = {
-        {"tok_embeddings", dt::RowwiseParallel()},
-        {"output", dt::ColwiseParallel({.output_layouts = dt::Replicate()})},
-        {"layers.*.attention.wo", dt::RowwiseParallel()},
-        {"layers.*.mlp.w2", dt::RowwiseParallel()},
-    };
-  }
-  for (const char* name : {"layers.*.attention.wq", "layers.*.attention.wk",
-                           "layers.*.attention.wv", "layers.*.mlp.w1", "layers.*.mlp.w3"}) {
-    plan.push_back({name, dt::ColwiseParallel()});
-  }
-  return plan;
-}
-
 // Median wall time of `iters` runs of fn (after one warm-up), in milliseconds. Ranks are
 // synchronised with a barrier before each run so the slowest rank sets the time.
 template <typename F>
@@ -165,7 +133,7 @@ int main(int argc, char** argv) {
   try {
     dt::DeviceType dev_type = dt::kCPU;
     if (a.cuda) {
-      if (DTENSOR_HAVE_CUDA && dt::detail::cuda_available()) {
+      if (DTENSOR_HAVE_CUDA && dt::cuda_available()) {
         dev_type = dt::kCUDA;
       } else if (rank == 0) {
         std::cout << "--cuda: no CUDA device or CUDA not compiled in; running on the CPU\n";
@@ -173,8 +141,8 @@ int main(int argc, char** argv) {
     }
     nn::ModuleOptions opts;
     if (dev_type == dt::kCUDA) {
-      opts.device = dt::Device(dt::kCUDA, dt::detail::cuda_device_count() > 0
-                                              ? dt::local_rank() % dt::detail::cuda_device_count()
+      opts.device = dt::Device(dt::kCUDA, dt::cuda_device_count() > 0
+                                              ? dt::local_rank() % dt::cuda_device_count()
                                               : 0);
     }
     nn::TransformerConfig cfg;
@@ -193,7 +161,7 @@ int main(int argc, char** argv) {
     nn::Transformer model(cfg, opts);
 
     dt::DeviceMesh mesh = dt::init_device_mesh(dev_type, {world}, {"tp"});
-    const dt::ParallelizePlan plan = make_plan(a.sp);
+    const dt::ParallelizePlan plan = dt::transformer_tp_plan({.sequence_parallel = a.sp});
     dt::parallelize_module(model, mesh, plan);
 
     dt::Generator gen(42);

@@ -5,7 +5,6 @@
 #include <memory>
 #include <vector>
 
-#include "dtensor/detail/util.h"
 #include "dtensor/dtensor_spec.h"
 #include "nn/module.h"
 #include "ops/elementwise/elementwise.h"
@@ -18,54 +17,24 @@
 #include "tensor/error.h"
 
 namespace dtensor::nn::functional {
-namespace detail {
 
-DTensor wrap(Tensor local, const DeviceMesh& mesh, Placements placements, IntSpan global_shape,
-             DType dtype) {
-  // A local tensor given to a module on a CUDA mesh lives on the mesh's device from here on, as
-  // DTensor::from_local does (no-op when it is already there).
-  local = local.to(dtensor::detail::mesh_device(mesh, local));
-  auto spec = std::make_shared<const DTensorSpec>(
-      mesh, std::move(placements),
-      TensorMeta(Shape(global_shape.begin(), global_shape.end()), dtype));
-  return DTensor(std::move(local), std::move(spec));
-}
+namespace {
 
+// `p` when it is on `mesh`; a local `p` (a parameter on the self mesh) taken as Replicate on
+// `mesh` (every rank holds the same full value, like PyTorch's implicit replication; its
+// gradient is the whole gradient, reduced when it arrives Partial); otherwise throws.
 DTensor on_mesh(const DTensor& p, const DeviceMesh& mesh, std::string_view op,
                 std::string_view what) {
   if (!p.defined() || p.device_mesh() == mesh) return p;
   if (is_local(p)) {
-    return wrap(p.to_local(), mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate()),
-                p.shape(), p.dtype());
+    return DTensor::from_local(p, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate()),
+                               /*run_check=*/false, p.shape());
   }
   DT_FAIL(
       "[%s] %s is on mesh %s but the input is on mesh %s (expected the same mesh, or a "
       "local parameter)",
       op, what, p.device_mesh().str(), mesh.str());
 }
-
-DTensor to_placements(const DTensor& x, const Placements& placements) {
-  if (x.placements() == placements) return x;
-  // On a mesh dim of size 1 every placement holds the same local data: relabel, no collective.
-  const DeviceMesh& mesh = x.device_mesh();
-  Placements relabeled = x.placements();
-  bool changed = false;
-  for (size_t i = 0; i < relabeled.size() && i < placements.size(); ++i) {
-    if (!(relabeled[i] == placements[i]) && mesh.size(static_cast<int64_t>(i)) == 1) {
-      relabeled[i] = placements[i];
-      changed = true;
-    }
-  }
-  const DTensor y = changed ? wrap(x.to_local(), mesh, relabeled, x.shape(), x.dtype()) : x;
-  if (y.placements() == placements) return y;
-  return y.redistribute(placements);
-}
-
-}  // namespace detail
-
-namespace {
-
-using detail::on_mesh;
 
 void check_defined(const DTensor& x, std::string_view op, std::string_view what) {
   DT_CHECK(x.defined(), "[%s] %s is undefined (expected a DTensor)", op, what);
@@ -161,9 +130,8 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
   if (causal && S > 0) {
     const Tensor m = causal_mask(S, scores.dtype(), scores.to_local().device());
     const DeviceMesh& mesh = q.device_mesh();
-    scores = add(scores, detail::wrap(m, mesh, Placements(static_cast<size_t>(mesh.ndim()),
-                                                          Replicate()),
-                                      m.sizes(), m.dtype()));
+    scores = add(scores, DTensor::from_local(
+                             m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate())));
   }
   const DTensor o = matmul(softmax(scores, -1), heads(v));  // [B,H,S,hd]
   const int64_t merged[] = {B, S, W};

@@ -1,4 +1,4 @@
-// The DTensor math the nn modules are written with (forward only): thin compositions of the
+// The DTensor math the nn modules are written with (recorded by autograd): thin compositions of the
 // op library's DTensor forms (ops/<family>/*.h), which pick the sharding through the
 // propagation engine (cached strategies) and issue only the collectives their layouts need.
 // Pointwise math (gelu, silu, add, mul) has no wrapper here: modules call the ops directly.
@@ -49,18 +49,5 @@ DTensor rms_norm(const DTensor& x, const DTensor& weight = DTensor(),
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      int64_t head_dim, bool causal);
 
-namespace detail {
-// Wraps a local shard, moved to the mesh's device, with an explicitly given global shape (no
-// checks, no communication).
-DTensor wrap(Tensor local, const DeviceMesh& mesh, Placements placements, IntSpan global_shape,
-             DType dtype);
-// `p` when it is on `mesh`; a self-mesh `p` re-wrapped as Replicate on `mesh`; otherwise
-// throws "[op] <what> is on mesh ... but the input is on mesh ...".
-DTensor on_mesh(const DTensor& p, const DeviceMesh& mesh, std::string_view op,
-                std::string_view what);
-// x redistributed to `placements` (x itself when they already match). Mesh dims of size 1
-// are relabelled without a collective.
-DTensor to_placements(const DTensor& x, const Placements& placements);
-}  // namespace detail
 
 }  // namespace dtensor::nn::functional

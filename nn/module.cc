@@ -3,35 +3,15 @@
 #include <map>
 #include <mutex>
 
-#include "collectives/runtime.h"
+#include "autograd/engine.h"
 #include "nn/functional.h"
 #include "tensor/error.h"
 
 namespace dtensor::nn {
 
-const DeviceMesh& self_mesh(DeviceType device_type) {
-  static std::mutex mu;
-  static std::map<DeviceType, DeviceMesh> meshes;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = meshes.find(device_type);
-  if (it == meshes.end()) {
-    it = meshes.emplace(device_type, DeviceMesh(device_type, {1}, {world_rank()}, {"self"})).first;
-  }
-  return it->second;
-}
-
-bool is_self_mesh(const DeviceMesh& mesh) {
-  return mesh.defined() && mesh.size() == 1 && mesh.contains_me();
-}
-
 DTensor local(const Tensor& t) {
   DT_CHECK(t.defined(), "[nn::local] the tensor is undefined (expected a defined Tensor)");
-  const DeviceMesh& mesh = self_mesh(t.device().type);
-  return functional::detail::wrap(t, mesh, Placements(1, Replicate()), t.shape(), t.dtype());
-}
-
-bool is_local(const DTensor& x) {
-  return x.defined() && is_self_mesh(x.device_mesh());
+  return local_dtensor(t);
 }
 
 DTensor Module::forward(const DTensor&) {
@@ -70,7 +50,23 @@ void Module::register_parameter(std::string name, DTensor value) {
   check_name("parameter", type_name(), name);
   DT_CHECK(!has_param(name), "[Module] %s already has a parameter '%s'", type_name(), name);
   DT_CHECK(value.defined(), "[Module] parameter '%s' of %s is undefined", name, type_name());
-  params_.emplace_back(std::move(name), std::move(value));
+  params_.emplace_back(std::move(name), as_parameter(value, is_floating(value.dtype())));
+}
+
+DTensor Module::as_parameter(const DTensor& value, bool requires_grad) {
+  DTensor p = value.detach();
+  if (requires_grad) p.requires_grad_();
+  return p;
+}
+
+std::vector<DTensor> Module::parameters() const {
+  std::vector<DTensor> out;
+  for (auto& [name, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+void Module::zero_grad(bool set_to_none) {
+  autograd::zero_grad(parameters(), set_to_none);
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
@@ -152,7 +148,7 @@ void Module::set_parameter(std::string_view name, DTensor value) {
              "%s)",
              name, type_name(), shape_str(value.shape()), dtype_name(value.dtype()),
              shape_str(p.shape()), dtype_name(p.dtype()));
-    p = std::move(value);
+    p = as_parameter(value, p.requires_grad());
     return;
   }
   DT_FAIL("[set_parameter] %s has no parameter '%s'", type_name(), name);

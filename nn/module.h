@@ -7,7 +7,7 @@
 //
 // Activations are DTensors too. A DTensor on the self mesh stands for a plain local tensor
 // (what PyTorch calls a torch.Tensor as opposed to a DTensor); `local(x)` builds one.
-// Forward only (no autograd).
+// Modules record autograd in forward: parameters are leaves that require grad.
 #pragma once
 
 #include <functional>
@@ -24,16 +24,13 @@
 
 namespace dtensor::nn {
 
-// The 1-rank mesh of this process for `device_type`: DeviceMesh(device_type, {1},
-// {world_rank()}, {"self"}), built once per device type and cached.
-const DeviceMesh& self_mesh(DeviceType device_type = kCPU);
-// Whether `mesh` is a mesh of one rank containing this process (a self mesh).
-bool is_self_mesh(const DeviceMesh& mesh);
+// The self mesh and local DTensors (dtensor/distributed_tensor.h), under nn:: too.
+using ::dtensor::is_local;
+using ::dtensor::is_self_mesh;
+using ::dtensor::self_mesh;
 // Wraps a local tensor as a Replicate DTensor on self_mesh(t.device().type) (no copy, no
-// communication).
+// communication): local_dtensor(t).
 DTensor local(const Tensor& t);
-// Whether `x` lives on a self mesh (i.e. it is a local tensor in DTensor clothing).
-bool is_local(const DTensor& x);
 
 class Module;
 using ModulePtr = std::shared_ptr<Module>;
@@ -60,7 +57,8 @@ class Module {
   // ---- tree --------------------------------------------------------------------------------
   // Adds (or replaces) a child; `name` must be non-empty and contain no '.'. Returns it.
   ModulePtr register_module(std::string name, ModulePtr child);
-  // Adds a parameter; the name must be new, non-empty and contain no '.'.
+  // Adds a parameter; the name must be new, non-empty and contain no '.'. The module holds a
+  // leaf (value detached) that requires grad when floating, as torch.nn.Parameter.
   void register_parameter(std::string name, DTensor value);
   // Direct children, in registration order.
   const std::vector<std::pair<std::string, ModulePtr>>& named_children() const { return children_; }
@@ -71,6 +69,10 @@ class Module {
   std::vector<std::pair<std::string, DTensor>> named_parameters() const;
   // This module's own parameters, in registration order.
   const std::vector<std::pair<std::string, DTensor>>& own_parameters() const { return params_; }
+  // Every parameter of the tree (named_parameters() without the names), for optimizers.
+  std::vector<DTensor> parameters() const;
+  // Clears every parameter's gradient (set_to_none, PyTorch's default) or zeroes it in place.
+  void zero_grad(bool set_to_none = true);
 
   // The module at a fully-qualified name ("" is this module); throws "[get_submodule] ..."
   // naming the first missing component.
@@ -82,7 +84,8 @@ class Module {
   // Whether this module has an own parameter called `name`.
   bool has_param(std::string_view name) const;
   // Replaces an own parameter; the new value must have the same global shape and dtype
-  // ("[set_parameter] ..." otherwise). This is how parallel styles shard a module.
+  // ("[set_parameter] ..." otherwise). This is how parallel styles shard a module. The new
+  // parameter is a leaf that requires grad when the old one did.
   void set_parameter(std::string_view name, DTensor value);
 
   // Re-draws every parameter of the tree in place, module by module in pre-order (each
@@ -108,6 +111,8 @@ class Module {
   virtual void reset_own_parameters(Generator* gen) {}
 
  private:
+  static DTensor as_parameter(const DTensor& value, bool requires_grad);
+
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::vector<std::pair<std::string, DTensor>> params_;
   std::vector<ForwardPreHook> pre_hooks_;

@@ -4,6 +4,7 @@
 
 #include "nn/functional.h"
 #include "ops/elementwise/elementwise.h"
+#include "tensor/creation.h"
 #include "tensor/error.h"
 
 namespace dtensor::nn {
@@ -115,6 +116,11 @@ Transformer::Transformer(const TransformerConfig& cfg, ModuleOptions opts) : cfg
   DT_CHECK(cfg.n_layers >= 0, "[Transformer] n_layers %d must be >= 0", cfg.n_layers);
   tok_embeddings_ =
       register_module("tok_embeddings", std::make_shared<Embedding>(cfg.vocab_size, cfg.dim, opts));
+  DT_CHECK(cfg.max_seq_len >= 0, "[Transformer] max_seq_len %d must be >= 0", cfg.max_seq_len);
+  if (cfg.max_seq_len > 0) {
+    pos_embeddings_ = register_module(
+        "pos_embeddings", std::make_shared<Embedding>(cfg.max_seq_len, cfg.dim, opts));
+  }
   auto layers = std::make_shared<ModuleList>();
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
     layers->append(std::make_shared<TransformerBlock>(cfg, opts));
@@ -127,6 +133,14 @@ Transformer::Transformer(const TransformerConfig& cfg, ModuleOptions opts) : cfg
 
 DTensor Transformer::forward(const DTensor& tokens) {
   DTensor h = (*tok_embeddings_)(tokens);
+  if (pos_embeddings_ != nullptr) {
+    DT_CHECK(tokens.dim() == 2 && tokens.size(1) <= cfg_.max_seq_len,
+             "[Transformer] tokens of shape %s: expected [batch, seq] with seq <= max_seq_len %d",
+             shape_str(tokens.shape()), cfg_.max_seq_len);
+    const Tensor positions =
+        arange(tokens.size(1), TensorOptions(DType::kInt64, tokens.to_local().device()));
+    h = dtensor::add(h, (*pos_embeddings_)(local(positions)));  // [seq, dim] broadcast
+  }
   h = (*layers_)(h);
   h = (*norm_)(h);
   return (*output_)(h);

@@ -77,6 +77,9 @@ struct TransformerConfig {
   bool causal = true;
   bool bias = false;  // biases of the attention and MLP Linears (not SwiGLU)
   double norm_eps = 1e-5;
+  // > 0: learned absolute positions, an Embedding "pos_embeddings" [max_seq_len, dim] added to
+  // the token embeddings (sequences may then be at most this long); 0: none.
+  int64_t max_seq_len = 0;
 };
 
 // h = x + attention(attention_norm(x)); out = h + mlp(mlp_norm(h)).
@@ -99,8 +102,9 @@ class ModuleList : public Module {
   DTensor forward(const DTensor& x) override;
 };
 
-// Token ids [batch, seq] (int64) -> logits [batch, seq, vocab]: tok_embeddings, the blocks,
-// the final norm and the lm head "output" (Linear without bias).
+// Token ids [batch, seq] (int64) -> logits [batch, seq, vocab]: tok_embeddings (plus
+// pos_embeddings when cfg.max_seq_len > 0), the blocks, the final norm and the lm head "output"
+// (Linear without bias).
 class Transformer : public Module {
  public:
   explicit Transformer(const TransformerConfig& cfg, ModuleOptions opts = {});
@@ -110,7 +114,7 @@ class Transformer : public Module {
 
  private:
   TransformerConfig cfg_;
-  ModulePtr tok_embeddings_, layers_, norm_, output_;
+  ModulePtr tok_embeddings_, pos_embeddings_, layers_, norm_, output_;
 };
 
 namespace detail {

@@ -10,6 +10,7 @@ void register_all(Registry& registry) {
   register_softmax_ops(registry);
   register_norm_ops(registry);
   register_embedding_ops(registry);
+  register_loss_ops(registry);
 }
 
 }  // namespace dtensor

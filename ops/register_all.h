@@ -1,4 +1,4 @@
-// Explicit registration of every op family's DTensor strategies (no static initialisers that a
+// Explicit registration of every op family's ops (strategies, kernels, backward formulas) (no static initialisers that a
 // static link could drop). Each family defines its register_<family>_ops next to its kernels;
 // adding a family adds one declaration here and one call in register_all.cc.
 #pragma once
@@ -22,6 +22,8 @@ void register_softmax_ops(Registry& registry);
 void register_norm_ops(Registry& registry);
 // embedding (ops/embedding/embedding_strategy.cc).
 void register_embedding_ops(Registry& registry);
+// gather_target, the target pick of the DTensor cross_entropy (ops/loss/loss_strategy.cc).
+void register_loss_ops(Registry& registry);
 
 // Calls every register_<family>_ops above on `registry`. Not idempotent: registering the same
 // op twice throws; ops_registry() calls it exactly once.

@@ -34,15 +34,17 @@ DTensor prepare_input(const DTensor& x, const DeviceMesh& mesh, Placement input_
                fqn, x.dim());
       global[in.dim()] = known_size ? *known_size : global[in.dim()] * mesh.size();
     }
-    on = nn::functional::detail::wrap(x.to_local(), mesh, Placements{in}, global, x.dtype());
+    // Differentiable: the local input's gradient is its piece of the DTensor's gradient.
+    on = DTensor::from_local(x, mesh, {in}, /*run_check=*/false, global);
   }
-  const Placement want = normalized(desired, on.dim());
-  return nn::functional::detail::to_placements(on, Placements{want});
+  const Placement want[] = {normalized(desired, on.dim())};
+  return on.redistribute(want);
 }
 
 DTensor finish_output(const DTensor& y, Placement layout, bool use_local_output) {
-  DTensor out = nn::functional::detail::to_placements(y, Placements{normalized(layout, y.dim())});
-  return use_local_output ? nn::local(out.to_local()) : out;
+  const Placement want[] = {normalized(layout, y.dim())};
+  DTensor out = y.redistribute(want);
+  return use_local_output ? out.local() : out;
 }
 
 }  // namespace detail

@@ -23,43 +23,21 @@ std::string_view random_kind_name(RandomKind k) {
   return "?";
 }
 
+// Aggregate initialisation: each factory names only the fields its kind reads.
 RandomSpec RandomSpec::uniform(DType dtype, double low, double high) {
-  RandomSpec s;
-  s.kind = RandomKind::kUniform;
-  s.dtype = dtype;
-  s.low = low;
-  s.high = high;
-  return s;
+  return {.kind = RandomKind::kUniform, .dtype = dtype, .low = low, .high = high};
 }
 RandomSpec RandomSpec::normal(DType dtype, double mean, double stddev) {
-  RandomSpec s;
-  s.kind = RandomKind::kNormal;
-  s.dtype = dtype;
-  s.mean = mean;
-  s.stddev = stddev;
-  return s;
+  return {.kind = RandomKind::kNormal, .dtype = dtype, .mean = mean, .stddev = stddev};
 }
 RandomSpec RandomSpec::bernoulli(DType dtype, double p) {
-  RandomSpec s;
-  s.kind = RandomKind::kBernoulli;
-  s.dtype = dtype;
-  s.p = p;
-  return s;
+  return {.kind = RandomKind::kBernoulli, .dtype = dtype, .p = p};
 }
 RandomSpec RandomSpec::randint(DType dtype, int64_t low, int64_t high) {
-  RandomSpec s;
-  s.kind = RandomKind::kRandint;
-  s.dtype = dtype;
-  s.int_low = low;
-  s.int_high = high;
-  return s;
+  return {.kind = RandomKind::kRandint, .dtype = dtype, .int_low = low, .int_high = high};
 }
 RandomSpec RandomSpec::dropout_mask(DType dtype, double p) {
-  RandomSpec s;
-  s.kind = RandomKind::kDropoutMask;
-  s.dtype = dtype;
-  s.p = p;
-  return s;
+  return {.kind = RandomKind::kDropoutMask, .dtype = dtype, .p = p};
 }
 
 void check_random_spec(const RandomSpec& s, std::string_view op) {

@@ -3,7 +3,9 @@
 #include <memory>
 #include <string_view>
 
-#include "dtensor/detail/util.h"
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "ops/elementwise/elementwise.h"
 #include "tensor/creation.h"
 
 namespace dtensor {
@@ -21,7 +23,7 @@ DTensor generate(IntSpan shape, const DeviceMesh& mesh, Placements placements,
   auto spec = std::make_shared<const DTensorSpec>(
       mesh, std::move(placements), TensorMeta(Shape(shape.begin(), shape.end()), rspec.dtype), op);
   check_random_placements(*spec, op);
-  const Device device = detail::mesh_device(mesh, Tensor());
+  const Device device = local_device(mesh);
   Tensor local = empty(spec->local_shard().shape, TensorOptions(rspec.dtype, device));
   tracker_for(gen).fill(local, *spec, rspec, op);
   return DTensor(std::move(local), std::move(spec));
@@ -85,9 +87,29 @@ DTensor random_(const DTensor& t, int64_t low, int64_t high, Generator* gen) {
   return generate_(t, RandomSpec::randint(t.dtype(), low, high), gen, "random_");
 }
 
+namespace {
+
+// The output of a dropout recorded for backward: its gradient is g * mask / (1 - p), the mask
+// saved from forward (the random draw is not repeated).
+DTensor record_dropout(const DTensor& input, DTensor out, DTensor mask, double p) {
+  const DTensor* in[] = {&input};
+  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+  return autograd::record_function(
+      "DropoutBackward", in, std::move(out),
+      [mask = std::move(mask), scale](absl::Span<const DTensor> g) -> DTensorList {
+        return {g[0] * cast(mask, g[0].dtype()) * scale};
+      });
+}
+
+}  // namespace
+
 DTensor dropout(const DTensor& input, double p, bool train, Generator* gen) {
   check_dropout_input(input, p);
   if (!train || p == 0.0) return input;
+  if (autograd::grad_enabled() && input.requires_grad()) {
+    DTensorDropoutResult r = dropout_with_mask(input, p, train, gen);
+    return r.output;
+  }
   const Tensor& in = input.to_local();
   Tensor out = empty(in.sizes(), TensorOptions(in.dtype(), in.device()));
   tracker_for(gen).dropout(in, out, Tensor(), input.spec(), p, "dropout");
@@ -106,8 +128,8 @@ DTensorDropoutResult dropout_with_mask(const DTensor& input, double p, bool trai
   Tensor out = empty(in.sizes(), TensorOptions(in.dtype(), in.device()));
   Tensor mask = empty(in.sizes(), TensorOptions(DType::kBool, in.device()));
   tracker_for(gen).dropout(in, out, mask, input.spec(), p, "dropout");
-  return {DTensor(std::move(out), input.spec_ptr()),
-          DTensor(std::move(mask), std::move(mask_spec))};
+  DTensor mask_dt(std::move(mask), std::move(mask_spec));
+  return {record_dropout(input, DTensor(std::move(out), input.spec_ptr()), mask_dt, p), mask_dt};
 }
 
 }  // namespace dtensor

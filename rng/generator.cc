@@ -7,6 +7,7 @@
 #include "dtensor/config.h"
 #include "tensor/error.h"
 #include "tensor/storage.h"
+#include "tensor/thread_token.h"
 
 namespace dtensor {
 
@@ -20,6 +21,7 @@ Generator& Generator::operator=(const Generator& other) {
     std::lock_guard<std::mutex> lock(mu_);
     state_ = s;
     device_ = other.device_;
+    thread_ = 0;
   }
   return *this;
 }
@@ -41,17 +43,20 @@ GeneratorState Generator::state() const {
 
 void Generator::manual_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(mu_);
+  thread_ = 0;
   state_.seed = seed;
   state_.offset = 0;
 }
 
 void Generator::set_offset(uint64_t offset) {
   std::lock_guard<std::mutex> lock(mu_);
+  thread_ = 0;
   state_.offset = offset;
 }
 
 void Generator::set_state(const GeneratorState& s) {
   std::lock_guard<std::mutex> lock(mu_);
+  thread_ = 0;
   state_ = s;
 }
 
@@ -62,6 +67,18 @@ GeneratorState Generator::reserve_state(uint64_t words) {
   const uint64_t start = (state_.offset + 3) & ~uint64_t{3};
   state_.offset = start + ((words + 3) & ~uint64_t{3});
   return GeneratorState{state_.seed, start};
+}
+
+void Generator::claim_thread(std::string_view op) {
+  const uint64_t me = detail::this_thread_token();
+  std::lock_guard<std::mutex> lock(mu_);
+  DT_CHECK(thread_ == 0 || thread_ == me,
+           "[%s] the default %s generator was used by another thread for DTensor random ops "
+           "since it was last seeded: the ranks would draw in different orders and Replicate or "
+           "sharded values would differ across ranks. Use one Generator per thread (the gen "
+           "argument), or call manual_seed on this thread first",
+           op, device_.str());
+  thread_ = me;
 }
 
 namespace {
@@ -80,11 +97,6 @@ DefaultGenerators& defaults() {
   return *d;
 }
 
-int visible_cuda_devices() {
-  if (!DTENSOR_HAVE_CUDA) return 0;
-  return detail::cuda_device_count();
-}
-
 }  // namespace
 
 Generator& default_generator(Device device) {
@@ -93,7 +105,7 @@ Generator& default_generator(Device device) {
   DT_CHECK(DTENSOR_HAVE_CUDA,
            "[default_generator] device %s requested but dtensor was built without CUDA",
            device.str());
-  const int n = visible_cuda_devices();
+  const int n = cuda_device_count();
   DT_CHECK(device.index >= 0 && device.index < n && device.index < kMaxCudaDevices,
            "[default_generator] device %s is not visible (%d CUDA devices)", device.str(), n);
   std::lock_guard<std::mutex> lock(d.mu);
@@ -121,7 +133,7 @@ uint64_t initial_seed() {
 RNGStateGuard::RNGStateGuard() {
   Generator& cpu = default_generator(Device());
   saved_.emplace_back(&cpu, cpu.state());
-  const int n = visible_cuda_devices();
+  const int n = cuda_device_count();
   for (int i = 0; i < n && i < kMaxCudaDevices; ++i) {
     Generator& g = default_generator(Device(DeviceType::kCUDA, i));
     saved_.emplace_back(&g, g.state());

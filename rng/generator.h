@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,7 +27,13 @@ struct GeneratorState {
   bool operator==(const GeneratorState&) const = default;
 };
 
-// Thread-safe (one mutex per generator). Copying copies the state.
+// Thread-safe (one mutex per generator): concurrent draws never tear the state. But the order
+// in which threads draw decides which numbers each gets, and that order differs between ranks,
+// so DTensor random ops (whose shards must agree across ranks) follow a thread rule on the
+// default generators: between two settings of the state (manual_seed, set_state, set_offset,
+// an RNGStateGuard restoring), only one thread may draw from a default generator for DTensor
+// ops; a second thread raises "[rand] ... another thread ...". Give each thread its own
+// Generator (the `gen` argument), or re-seed on the new thread. Copying copies the state.
 class Generator {
  public:
   explicit Generator(uint64_t seed = kDefaultRngSeed, Device device = Device());
@@ -50,10 +57,16 @@ class Generator {
   // fill_random(..., seed, offset, ...).
   GeneratorState reserve_state(uint64_t words);
 
+  // Internal (the thread rule above; OffsetBasedRNGTracker calls it for default generators):
+  // records the calling thread as this generator's DTensor drawer, or throws "[op] ..." when
+  // another thread drew since the state was last set.
+  void claim_thread(std::string_view op);
+
  private:
   mutable std::mutex mu_;
   GeneratorState state_;
   Device device_;
+  uint64_t thread_ = 0;  // token of the thread that drew for DTensor ops; 0: none since set
 };
 
 // The default generator of `device`: the CPU one, or CUDA device `index`'s (created on first

@@ -14,6 +14,7 @@ Generator& pick(Generator* gen, Device device) {
 Tensor generate(const Tensor& t, const RandomSpec& spec, Generator* gen, std::string_view op) {
   DT_CHECK(t.defined(), "[%s] the tensor is undefined", op);
   check_random_spec(spec, op);
+  check_no_internal_overlap(t, op);
   const GeneratorState s = pick(gen, t.device()).reserve_state(words_to_reserve(spec, t.numel()));
   const Shape zero(t.dim(), 0);
   fill_random(t, spec, s.seed, s.offset, t.sizes(), zero);

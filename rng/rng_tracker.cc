@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/detail/util.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
 
@@ -27,7 +26,9 @@ RNGRegion OffsetBasedRNGTracker::reserve(const DTensorSpec& spec, const RandomSp
                                          Device device, std::string_view op) {
   check_random_placements(spec, op);
   check_random_spec(rspec, op);
-  const GeneratorState s = generator(device).reserve_state(words_to_reserve(rspec, spec.numel()));
+  Generator& gen = generator(device);
+  if (gen_ == nullptr) gen.claim_thread(op);  // the default generators' thread rule
+  const GeneratorState s = gen.reserve_state(words_to_reserve(rspec, spec.numel()));
   return RNGRegion{s.seed, s.offset, spec.local_shard()};
 }
 
@@ -49,6 +50,7 @@ void OffsetBasedRNGTracker::fill(const Tensor& local, const DTensorSpec& spec,
   check_random_placements(spec, op);
   check_random_spec(rspec, op);
   check_local(local, spec.local_shard(), spec, op, "tensor");
+  check_no_internal_overlap(local, op);
   const RNGRegion r = reserve(spec, rspec, local.device(), op);
   fill_random(local, rspec, r.seed, r.offset, spec.shape(), r.shard.offset);
 }
@@ -72,11 +74,12 @@ OffsetBasedRNGTracker& default_rng_tracker() {
 void manual_seed(uint64_t seed, const DeviceMesh& mesh) {
   DT_CHECK(mesh.defined(), "[manual_seed] the device mesh is an empty handle (expected a mesh)");
   if (mesh.contains_me()) {
-    const Device device = detail::mesh_device(mesh, Tensor());
+    const Device device = local_device(mesh);
     // Gathering along the last mesh dim first, then the one before, ... leaves every rank with
     // the seeds of the whole mesh in row-major mesh order (the order of mesh.ranks()).
     std::vector<int64_t> seeds{std::bit_cast<int64_t>(seed)};
     for (int64_t d = mesh.ndim() - 1; d >= 0; --d) {
+      if (mesh.size(d) == 1) continue;  // one member: nothing to gather
       const CommunicatorPtr& comm = mesh.communicator(d);
       const int64_t n = static_cast<int64_t>(seeds.size());
       const Tensor in = from_vector(seeds, {n}, device);

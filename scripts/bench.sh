@@ -13,10 +13,11 @@
 #                               16 MB keeps the script under ~10 minutes on a 2-core machine
 #                               and still covers the ">= 16 MB" targets; the program's own
 #                               default is 64 MB and 268435456 (256 MB) is the full sweep
-#   TP_RANKS ["1 2 4"]          rank counts for bench_tp
+#   TP_RANKS ["1 2 4"]          rank counts for bench_tp and bench_train
 #   RNG_MAX_MB [64]             largest size in bench_rng (the full sweep is 256)
 #   CALLGRIND [1]               0 skips the valgrind instruction counts of cache-hit dispatches
-#   CALLGRIND_OPS ["add mm sum transpose"]  ops counted under callgrind
+#   CALLGRIND_OPS ["add mm sum transpose"]  ops counted under callgrind (cache hit and
+#                               autograd recording)
 #   TORCH_VENV [/tmp/dtensor-torch-venv]  when its python imports torch, the local-kernel
 #                               benchmark also runs under PyTorch (nothing is installed here:
 #                               scripts/bench_kernels_vs_pytorch.sh creates the environment)
@@ -33,7 +34,8 @@ RNG_MAX_MB=${RNG_MAX_MB:-64}
 CALLGRIND=${CALLGRIND:-1}
 DOC=${DOC:-docs/PERFORMANCE.md}
 RES="$BUILD_DIR/benchmarks/results"
-TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_kernels"
+TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_strategy
+bench_collective_check bench_kernels"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=OFF >/dev/null
@@ -84,15 +86,31 @@ if [ "$CALLGRIND" != 0 ] && command -v valgrind >/dev/null; then
       if [ -n "${counts[0]}" ] && [ -n "${counts[1]}" ]; then
         echo "$op $mode $(((counts[1] - counts[0]) / 1000))" | tee -a "$RES/callgrind.txt"
       fi
+      # The same call recorded by autograd (dtensor) vs not (local): the recording's count.
+      counts=()
+      for n in 1000 2000; do
+        out=$(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/dev/null \
+          "$B/dispatch/bench_dispatch" --callgrind "$op" --record --calls "$n" $flag 2>&1 || true)
+        counts+=("$(echo "$out" | sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tail -1)")
+      done
+      if [ -n "${counts[0]}" ] && [ -n "${counts[1]}" ]; then
+        echo "record-$op $mode $(((counts[1] - counts[0]) / 1000))" | tee -a "$RES/callgrind.txt"
+      fi
     done
   done
 fi
 
+run collective_check $MPIRUN -np "$NP" "$B/collectives/bench_collective_check" \
+  --json "$RES/bench_collective_check.jsonl"
 run redistribute $MPIRUN -np "$NP" "$B/redistribute/bench_redistribute" \
   --max-bytes "$REDIST_MAX_BYTES" --json "$RES/bench_redistribute.jsonl"
 for np in $TP_RANKS; do
   run "tp_np$np" $MPIRUN -np "$np" "$B/transformer/bench_tp" --json "$RES/bench_tp_np$np.jsonl"
 done
+for np in $TP_RANKS; do
+  run "train_np$np" $MPIRUN -np "$np" "$B/train/bench_train" --json "$RES/bench_train_np$np.jsonl"
+done
+run strategy $MPIRUN -np 4 "$B/dispatch/bench_strategy" --json "$RES/bench_strategy.jsonl"
 run rng "$B/rng/bench_rng" "$RNG_MAX_MB" 0.3 --json "$RES/bench_rng.jsonl"
 # Local CPU kernels, one thread; beside PyTorch when a PyTorch environment exists.
 run kernels "$B/kernels/bench_kernels" --json "$RES/kernels_ours.r1.jsonl"

@@ -9,7 +9,6 @@ packages=(
   libabsl-dev
   catch2
   libopenblas-dev
-  libbenchmark-dev
   libhwy-dev libsleef-dev
 )
 

@@ -31,6 +31,31 @@ CopyPlan make_copy_plan(IntSpan sizes, IntSpan dst_strides, IntSpan src_strides)
 
 namespace {
 
+// Walks the outer dims [0, last) of a copy plan in row-major order (an odometer), keeping the
+// element offsets of the current outer index into dst and src.
+struct OuterWalk {
+  const CopyPlan& p;
+  int64_t last;
+  Shape counter = Shape(p.sizes.size(), 0);
+  int64_t doff = 0, soff = 0;
+
+  int64_t count() const {
+    int64_t n = 1;
+    for (int64_t d = 0; d < last; ++d) n *= p.sizes[d];
+    return n;
+  }
+  void advance() {
+    for (int64_t d = last - 1; d >= 0; --d) {
+      doff += p.dst_strides[d];
+      soff += p.src_strides[d];
+      if (++counter[d] < p.sizes[d]) return;
+      doff -= p.dst_strides[d] * p.sizes[d];
+      soff -= p.src_strides[d] * p.sizes[d];
+      counter[d] = 0;
+    }
+  }
+};
+
 template <typename D, typename S>
 void copy_rows(char* dst_base, const char* src_base, const CopyPlan& p) {
   D* dst = reinterpret_cast<D*>(dst_base);
@@ -39,15 +64,11 @@ void copy_rows(char* dst_base, const char* src_base, const CopyPlan& p) {
   const int64_t inner = p.sizes[nd - 1];
   const int64_t ds = p.dst_strides[nd - 1];
   const int64_t ss = p.src_strides[nd - 1];
-  int64_t outer = 1;
-  for (int64_t d = 0; d < nd - 1; ++d) outer *= p.sizes[d];
-
-  Shape counter(nd, 0);
-  int64_t doff = 0;
-  int64_t soff = 0;
-  for (int64_t row = 0; row < outer; ++row) {
-    D* drow = dst + doff;
-    const S* srow = src + soff;
+  OuterWalk walk{p, nd - 1};
+  const int64_t outer = walk.count();
+  for (int64_t row = 0; row < outer; ++row, walk.advance()) {
+    D* drow = dst + walk.doff;
+    const S* srow = src + walk.soff;
     if constexpr (std::is_same_v<D, S>) {
       if (ds == 1 && ss == 1) {
         std::memcpy(drow, srow, static_cast<size_t>(inner) * sizeof(D));
@@ -63,15 +84,6 @@ void copy_rows(char* dst_base, const char* src_base, const CopyPlan& p) {
       } else {
         for (int64_t i = 0; i < inner; ++i) drow[i * ds] = convert<D>(srow[i * ss]);
       }
-    }
-    // Advance the multi-index over the outer dims (odometer).
-    for (int64_t d = nd - 2; d >= 0; --d) {
-      doff += p.dst_strides[d];
-      soff += p.src_strides[d];
-      if (++counter[d] < p.sizes[d]) break;
-      doff -= p.dst_strides[d] * p.sizes[d];
-      soff -= p.src_strides[d] * p.sizes[d];
-      counter[d] = 0;
     }
   }
 }
@@ -90,30 +102,19 @@ void copy_tiled(char* dst_base, const char* src_base, const CopyPlan& p) {
   const int64_t dcs = p.dst_strides[nd - 1];
   const int64_t srs = p.src_strides[nd - 2];
   const int64_t scs = p.src_strides[nd - 1];
-  int64_t outer = 1;
-  for (int64_t d = 0; d < nd - 2; ++d) outer *= p.sizes[d];
-  Shape counter(nd, 0);
-  int64_t doff = 0;
-  int64_t soff = 0;
-  for (int64_t o = 0; o < outer; ++o) {
+  OuterWalk walk{p, nd - 2};
+  const int64_t outer = walk.count();
+  for (int64_t o = 0; o < outer; ++o, walk.advance()) {
     for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
       const int64_t r1 = r0 + kTile < rows ? r0 + kTile : rows;
       for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
         const int64_t c1 = c0 + kTile < cols ? c0 + kTile : cols;
         for (int64_t r = r0; r < r1; ++r) {
-          D* drow = dst + doff + r * drs;
-          const S* srow = src + soff + r * srs;
+          D* drow = dst + walk.doff + r * drs;
+          const S* srow = src + walk.soff + r * srs;
           for (int64_t c = c0; c < c1; ++c) drow[c * dcs] = convert<D>(srow[c * scs]);
         }
       }
-    }
-    for (int64_t d = nd - 3; d >= 0; --d) {
-      doff += p.dst_strides[d];
-      soff += p.src_strides[d];
-      if (++counter[d] < p.sizes[d]) break;
-      doff -= p.dst_strides[d] * p.sizes[d];
-      soff -= p.src_strides[d] * p.sizes[d];
-      counter[d] = 0;
     }
   }
 }

@@ -25,7 +25,7 @@ __global__ void copy_kernel(char* dst, const char* src, OffsetCalc<2> calc, int6
 
 template <typename D, typename S>
 void launch(char* dst, const char* src, const OffsetCalc<2>& calc, int64_t n) {
-  copy_kernel<D, S><<<grid_for(n, kBlock), kBlock, 0, current_cuda_stream()>>>(dst, src, calc, n);
+  copy_kernel<D, S><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(dst, src, calc, n);
 }
 
 }  // namespace
@@ -38,12 +38,12 @@ void copy_cuda(const Tensor& dst, const Tensor& src) {
            dst.device().str(), src.device().str());
   const int64_t n = dst.numel();
   if (n == 0) return;
-  CudaDeviceGuard guard(dst.device().index);
+  cuda::DeviceGuard guard(dst.device().index);
   char* d = static_cast<char*>(dst.data_ptr());
   const char* s = static_cast<const char*>(src.data_ptr());
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
     DT_CHECK_CUDA(
-        cudaMemcpyAsync(d, s, dst.nbytes(), cudaMemcpyDeviceToDevice, current_cuda_stream()));
+        cudaMemcpyAsync(d, s, dst.nbytes(), cudaMemcpyDeviceToDevice, cuda::current_stream()));
     return;
   }
   const auto calc = make_offset_calc<2>(

@@ -8,7 +8,7 @@ namespace dtensor::detail {
 
 // Copies src into dst elementwise on their (common) CUDA device, converting dtype like
 // copy_cpu (tensor/convert.h). Same shape (expand src first), arbitrary strides (stride 0
-// included); dst must not overlap src. Launches on current_cuda_stream() without
+// included); dst must not overlap src. Launches on cuda::current_stream() without
 // synchronizing. The no-CUDA build throws.
 void copy_cuda(const Tensor& dst, const Tensor& src);
 

@@ -7,25 +7,38 @@ namespace dtensor {
 
 namespace {
 
-void check_shape(IntSpan shape, const char* op) {
+// Sizes >= 0 and a byte count that fits int64 (checked before anything is allocated); returns
+// the byte count. One branch-free pass; the exact error (or a zero size after an overflowing
+// partial product) is worked out only when something is unusual.
+int64_t check_shape(IntSpan shape, const char* op, DType dtype) {
+  int64_t numel = 1;
+  bool unusual = false;
+  for (int64_t s : shape) {
+    unusual |= s < 0;
+    unusual |= __builtin_mul_overflow(numel, s, &numel);
+  }
+  int64_t bytes = 0;
+  unusual |= __builtin_mul_overflow(numel, static_cast<int64_t>(dtype_size(dtype)), &bytes);
+  if (!unusual) [[likely]]
+    return bytes;
   for (size_t i = 0; i < shape.size(); ++i) {
     DT_CHECK(shape[i] >= 0, "[%s] shape %s has a negative size %d at dim %d", op, shape_str(shape),
              shape[i], static_cast<int64_t>(i));
   }
+  return shape_nbytes(shape, dtype_size(dtype), op);
 }
 
 }  // namespace
 
 Tensor empty(IntSpan shape, TensorOptions opts) {
-  check_shape(shape, "empty");
-  const int64_t numel = shape_numel(shape);
-  Storage s = Storage::allocate(static_cast<size_t>(numel) * dtype_size(opts.dtype), opts.device);
+  const int64_t nbytes = check_shape(shape, "empty", opts.dtype);
+  Storage s = Storage::allocate(static_cast<size_t>(nbytes), opts.device);
   return Tensor(std::move(s), opts.dtype, Shape(shape.begin(), shape.end()),
                 contiguous_strides(shape), 0);
 }
 
 Tensor zeros(IntSpan shape, TensorOptions opts) {
-  check_shape(shape, "zeros");
+  check_shape(shape, "zeros", opts.dtype);
   if (opts.device.is_cpu()) {
     Tensor t = empty(shape, opts);
     std::memset(t.data_ptr(), 0, t.nbytes());
@@ -41,7 +54,8 @@ Tensor ones(IntSpan shape, TensorOptions opts) {
 }
 
 Tensor full(IntSpan shape, const Scalar& value, TensorOptions opts) {
-  check_shape(shape, "full");
+  check_shape(shape, "full", opts.dtype);
+  check_scalar_fits(value, opts.dtype, "full");
   Tensor t = empty(shape, opts);
   t.fill_(value);
   return t;
@@ -65,8 +79,12 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
   DT_CHECK(step != 0.0 && std::isfinite(step), "[arange] step %g must be finite and nonzero", step);
   DT_CHECK(std::isfinite(start) && std::isfinite(end),
            "[arange] start %g and end %g must be finite", start, end);
-  const double span = (end - start) / step;
-  const int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
+  const double span = std::ceil((end - start) / step);
+  // Converting a double >= 2^63 to int64 is undefined behaviour: refuse before.
+  DT_CHECK(span < 9.2233720368547758e18,
+           "[arange] start %g, end %g and step %g give %g elements, more than int64 can count",
+           start, end, step, span);
+  const int64_t n = span > 0 ? static_cast<int64_t>(span) : 0;
   Tensor t = empty({n}, TensorOptions(opts.dtype));
   dispatch_dtype(opts.dtype, [&]<typename T>() {
     T* p = static_cast<T*>(t.data_ptr());
@@ -77,7 +95,7 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
 
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, IntSpan shape, Device device) {
-  check_shape(shape, "from_vector");
+  check_shape(shape, "from_vector", dtype_of_v<T>);
   DT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
            "[from_vector] %d values do not fill shape %s (expected %d)",
            static_cast<int64_t>(values.size()), shape_str(shape), shape_numel(shape));
@@ -96,8 +114,7 @@ template Tensor from_vector<int64_t>(const std::vector<int64_t>&, IntSpan, Devic
 template Tensor from_vector<bool>(const std::vector<bool>&, IntSpan, Device);
 
 Tensor from_blob(void* data, IntSpan shape, DType dtype, Device device) {
-  check_shape(shape, "from_blob");
-  const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const size_t nbytes = static_cast<size_t>(check_shape(shape, "from_blob", dtype));
   DT_CHECK(data != nullptr || nbytes == 0,
            "[from_blob] data is null for shape %s (expected a pointer to %d bytes)",
            shape_str(shape), nbytes);

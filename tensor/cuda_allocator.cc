@@ -38,10 +38,10 @@ void* cuda_allocate(size_t nbytes, int device) {
            cuda_device_count());
   // Zero-byte requests get one byte so that every storage has a valid base pointer.
   if (nbytes == 0) nbytes = 1;
-  CudaDeviceGuard guard(device);
+  cuda::DeviceGuard guard(device);
   keep_pool_memory(device);
   void* p = nullptr;
-  DT_CHECK_CUDA(cudaMallocAsync(&p, nbytes, current_cuda_stream()));
+  DT_CHECK_CUDA(cudaMallocAsync(&p, nbytes, cuda::current_stream()));
   return p;
 }
 
@@ -55,7 +55,7 @@ void cuda_free(void* p, void* ctx) {
   if (prev != device) cudaSetDevice(device);
   // Stream-ordered on the stream every kernel and collective-completion wait is ordered on, so
   // the memory is reused only after the work already queued there (NCCL included) is done.
-  cudaFreeAsync(p, current_cuda_stream());
+  cudaFreeAsync(p, cuda::current_stream());
   if (prev != device) cudaSetDevice(prev);
 }
 
@@ -78,9 +78,15 @@ void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, siz
     kind = cudaMemcpyDeviceToHost;
     device = src_dev.index;
   }
-  CudaDeviceGuard guard(device);
+  cuda::DeviceGuard guard(device);
   DT_CHECK_CUDA(cudaMemcpy(dst, src, nbytes, kind));
 }
+
+
+
+}  // namespace dtensor::detail
+
+namespace dtensor {
 
 bool cuda_available() {
   return cuda_device_count() > 0;
@@ -96,4 +102,4 @@ int cuda_device_count() {
   return n;
 }
 
-}  // namespace dtensor::detail
+}  // namespace dtensor

@@ -28,6 +28,11 @@ struct Device {
 
 std::string_view device_type_name(DeviceType t);  // "cpu", "cuda"
 
+// CUDA devices visible to this process (0 when dtensor is built without CUDA, or without a
+// driver or device), and whether there is at least one.
+int cuda_device_count();
+bool cuda_available();
+
 template <typename H>
 H AbslHashValue(H h, const Device& d) {
   return H::combine(std::move(h), static_cast<uint8_t>(d.type), d.index);

@@ -21,11 +21,17 @@ void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, siz
   if (!dst_dev.is_cpu() || !src_dev.is_cpu()) no_cuda();
   if (nbytes > 0) std::memcpy(dst, src, nbytes);
 }
+
+}  // namespace dtensor::detail
+
+namespace dtensor {
+
 bool cuda_available() {
   return false;
 }
+
 int cuda_device_count() {
   return 0;
 }
 
-}  // namespace dtensor::detail
+}  // namespace dtensor

@@ -3,6 +3,10 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 
+#include <cfloat>
+#include <climits>
+#include <cmath>
+
 namespace dtensor {
 
 std::string Scalar::str() const {
@@ -15,6 +19,28 @@ std::string Scalar::str() const {
       return absl::StrFormat("%g", d_);
   }
   return "?";
+}
+
+bool scalar_fits(const Scalar& value, DType dtype) {
+  if (dtype == DType::kBool) return true;
+  if (value.kind() != Scalar::Kind::kDouble) {
+    const int64_t v = value.to_int();
+    if (dtype == DType::kInt32) return v >= INT32_MIN && v <= INT32_MAX;
+    return true;  // int64 holds it; floating dtypes round it
+  }
+  const double d = value.to_double();
+  if (is_floating(dtype)) {
+    if (!std::isfinite(d)) return true;
+    const double max = dtype == DType::kFloat64   ? DBL_MAX
+                       : dtype == DType::kFloat32 ? FLT_MAX
+                       : dtype == DType::kFloat16 ? 65504.0
+                                                  : 3.3895313892515355e38;  // bfloat16
+    return std::fabs(d) <= max;
+  }
+  if (!std::isfinite(d)) return false;
+  // Within the integer range after truncation toward zero.
+  return dtype == DType::kInt32 ? (d > -2147483649.0 && d < 2147483648.0)
+                                : (d >= -9223372036854775808.0 && d < 9223372036854775808.0);
 }
 
 }  // namespace dtensor

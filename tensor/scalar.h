@@ -5,6 +5,8 @@
 #include <string>
 #include <type_traits>
 
+#include "tensor/dtype.h"
+
 namespace dtensor {
 
 class Scalar {
@@ -23,7 +25,9 @@ class Scalar {
   Kind kind() const { return kind_; }
   bool is_floating() const { return kind_ == Kind::kDouble; }
   double to_double() const { return kind_ == Kind::kDouble ? d_ : static_cast<double>(i_); }
-  int64_t to_int() const { return kind_ == Kind::kDouble ? static_cast<int64_t>(d_) : i_; }
+  // A double truncates toward zero; NaN gives 0 and values beyond int64 the nearest bound (a
+  // plain cast would be undefined behaviour). fill_/full refuse such values for integer dtypes.
+  int64_t to_int() const { return kind_ == Kind::kDouble ? double_to_int(d_) : i_; }
   bool to_bool() const { return kind_ == Kind::kDouble ? d_ != 0.0 : i_ != 0; }
   // The value as element type T (Half/BFloat16 round from double through float).
   template <typename T> T to() const {
@@ -35,11 +39,24 @@ class Scalar {
   std::string str() const;
 
  private:
+  static int64_t double_to_int(double d) {
+    if (!(d == d)) return 0;
+    if (d <= -9223372036854775808.0) return INT64_MIN;
+    if (d >= 9223372036854775808.0) return INT64_MAX;
+    return static_cast<int64_t>(d);
+  }
+
   Kind kind_;
   union {
     double d_;
     int64_t i_;
   };
 };
+
+// Whether `value` converts to `dtype` without overflow (PyTorch's rule for fill_ and full,
+// c10::overflows): NaN and infinities only into floating dtypes; finite values within the
+// dtype's range (integers within [min, max], doubles within the float32/float16/bfloat16
+// maximum); any value into bool.
+bool scalar_fits(const Scalar& value, DType dtype);
 
 }  // namespace dtensor

@@ -37,7 +37,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                "[cat] tensors[%d] has shape %s but %s is expected except at dim %d",
                static_cast<int64_t>(i), shape_str(t.sizes()), shape_str(ref->sizes()), d);
     }
-    total += t.sizes()[d];
+    DT_CHECK(detail::checked_add(total, t.sizes()[d], &total),
+             "[cat] the sizes along dim %d add up to more than int64 can count", d);
   }
   out_shape[d] = total;
   Tensor out = empty(out_shape, TensorOptions(ref->dtype(), ref->device()));
@@ -111,7 +112,8 @@ std::vector<Tensor> split(const Tensor& t, IntSpan split_sizes, int64_t dim) {
   int64_t sum = 0;
   for (int64_t s : split_sizes) {
     DT_CHECK(s >= 0, "[split] split_sizes %s has a negative size %d", shape_str(split_sizes), s);
-    sum += s;
+    DT_CHECK(detail::checked_add(sum, s, &sum), "[split] split_sizes %s sum past int64",
+             shape_str(split_sizes));
   }
   DT_CHECK(sum == n, "[split] split_sizes %s sum to %d but dim %d has size %d",
            shape_str(split_sizes), sum, d, n);
@@ -140,7 +142,9 @@ Tensor pad(const Tensor& t, IntSpan pads, const Scalar& value) {
     const int64_t lo = pads[2 * p];
     const int64_t hi = pads[2 * p + 1];
     const int64_t n = t.sizes()[d];
-    const int64_t out_n = n + lo + hi;
+    int64_t out_n = 0;
+    DT_CHECK(detail::checked_add(n, lo, &out_n) && detail::checked_add(out_n, hi, &out_n),
+             "[pad] pads (%d, %d) on dim %d of size %d overflow int64", lo, hi, d, n);
     DT_CHECK(out_n >= 0, "[pad] pads (%d, %d) on dim %d of size %d give a negative size %d", lo, hi,
              d, n, out_n);
     out_shape[d] = out_n;

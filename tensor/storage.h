@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "tensor/device.h"
@@ -30,6 +31,13 @@ class Storage {
   Device device() const { return impl_ ? impl_->device : Device(); }
   long use_count() const { return impl_.use_count(); }
   bool is_same(const Storage& o) const { return impl_ == o.impl_; }
+  // Version counter shared by every view of this memory: in-place DTensor ops bump it, and
+  // autograd compares it with the value saved at forward time to refuse a backward that would
+  // read modified data. Not atomic (one thread per storage at a time, like its data).
+  uint32_t version() const { return impl_ ? impl_->version : 0; }
+  void bump_version() const {
+    if (impl_) ++impl_->version;
+  }
 
  private:
   struct Impl {
@@ -38,6 +46,7 @@ class Storage {
     Device device;
     Deleter deleter = nullptr;
     void* ctx = nullptr;
+    uint32_t version = 0;
     ~Impl();
   };
   std::shared_ptr<Impl> impl_;
@@ -51,8 +60,6 @@ void* cuda_allocate(size_t nbytes, int device);
 void cuda_free(void* p, void* ctx);
 // Copies bytes between any two devices (host<->device, device<->device); synchronous.
 void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
-bool cuda_available();
-int cuda_device_count();
 }  // namespace detail
 
 }  // namespace dtensor

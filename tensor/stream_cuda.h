@@ -1,32 +1,34 @@
-// CUDA launch context shared by the tensor and ops kernels: the stream kernels run on and a
-// scoped device switch. Include only from files built with CUDA.
+// CUDA launch context shared by every layer's kernels (tensor, collectives, ops, optim): the
+// stream kernels run on, a scoped device switch and the grid of a grid-stride loop. Public
+// (dtensor::cuda) because each layer launches its own kernels. Include only from files built
+// with CUDA.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "tensor/cuda_check.h"
 
-namespace dtensor::detail {
+namespace dtensor::cuda {
 
 // The stream every library kernel launches on. The default (legacy) stream for now, the
 // stream Storage allocates on; the one place to change when streams are added.
-inline cudaStream_t current_cuda_stream() {
+inline cudaStream_t current_stream() {
   return cudaStream_t{};
 }
 
 // Makes `device` current for the scope and restores the previous device after.
-class CudaDeviceGuard {
+class DeviceGuard {
  public:
-  explicit CudaDeviceGuard(int device) {
+  explicit DeviceGuard(int device) {
     DT_CHECK_CUDA(cudaGetDevice(&prev_));
     if (prev_ != device) DT_CHECK_CUDA(cudaSetDevice(device));
   }
-  ~CudaDeviceGuard() {
+  ~DeviceGuard() {
     int cur = prev_;
     if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_) cudaSetDevice(prev_);
   }
-  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
-  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
   int prev_ = 0;
@@ -41,4 +43,4 @@ inline unsigned int grid_for(int64_t n, int block) {
   return static_cast<unsigned int>(g);
 }
 
-}  // namespace dtensor::detail
+}  // namespace dtensor::cuda

@@ -51,24 +51,53 @@ Tensor::Tensor(Storage storage, DType dtype, Shape sizes, Shape strides, int64_t
   DT_CHECK(sizes_.size() == strides_.size(),
            "[Tensor] sizes %s and strides %s have different lengths", shape_str(sizes_),
            shape_str(strides_));
-  DT_CHECK(offset_ >= 0, "[Tensor] storage_offset %d is negative (expected >= 0)", offset_);
+  // One branch-free pass with checked arithmetic (this constructor runs for every view and
+  // output): no negative size, stride or offset; the element count, its bytes and the offset of
+  // the last element fit int64 (so nbytes() cannot wrap). Anything unusual (an error, or a zero
+  // size after a partial product overflowed) goes to the slow path for the exact answer.
+  const int64_t item = static_cast<int64_t>(dtype_size(dtype_));
   int64_t numel = 1;
   int64_t last = offset_;
+  bool unusual = offset_ < 0;
+  for (size_t d = 0; d < sizes_.size(); ++d) {
+    const int64_t size = sizes_[d];
+    const int64_t stride = strides_[d];
+    int64_t span = 0;
+    unusual |= (size < 0) | (stride < 0);
+    unusual |= __builtin_mul_overflow(numel, size, &numel);
+    unusual |= __builtin_mul_overflow(size > 0 ? size - 1 : 0, stride, &span);
+    unusual |= __builtin_add_overflow(last, span, &last);
+  }
+  int64_t bytes = 0;
+  unusual |= __builtin_mul_overflow(numel, item, &bytes);
+  if (unusual) [[unlikely]]
+    numel = checked_geometry();
+  numel_ = numel;
+  int64_t end = 0;
+  int64_t needed = 0;
+  DT_CHECK(numel_ == 0 || (!__builtin_add_overflow(last, 1, &end) &&
+                           !__builtin_mul_overflow(end, item, &needed) &&
+                           static_cast<uint64_t>(needed) <= storage_.nbytes()),
+           "[Tensor] sizes %s, strides %s and offset %d reach past the storage's %d bytes",
+           shape_str(sizes_), shape_str(strides_), offset_, storage_.nbytes());
+}
+
+int64_t Tensor::checked_geometry() const {
+  DT_CHECK(offset_ >= 0, "[Tensor] storage_offset %d is negative (expected >= 0)", offset_);
   for (size_t d = 0; d < sizes_.size(); ++d) {
     DT_CHECK(sizes_[d] >= 0, "[Tensor] size %d at dim %d is negative (sizes %s)", sizes_[d],
              static_cast<int64_t>(d), shape_str(sizes_));
-    DT_CHECK(strides_[d] >= 0, "[Tensor] stride %d at dim %d is negative (strides %s)", strides_[d],
-             static_cast<int64_t>(d), shape_str(strides_));
-    numel *= sizes_[d];
-    if (sizes_[d] > 0) last += (sizes_[d] - 1) * strides_[d];
   }
-  numel_ = numel;
-  if (numel_ > 0) {
-    const size_t needed = static_cast<size_t>(last + 1) * dtype_size(dtype_);
-    DT_CHECK(needed <= storage_.nbytes(),
-             "[Tensor] sizes %s, strides %s and offset %d need %d bytes but the storage has %d",
-             shape_str(sizes_), shape_str(strides_), offset_, needed, storage_.nbytes());
+  check_strides(sizes_, strides_, "Tensor");  // negative strides, offsets beyond int64
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes_.size(); ++d) {
+    if (sizes_[d] > 0) last += (sizes_[d] - 1) * strides_[d];  // fits: checked just above
   }
+  DT_CHECK(!__builtin_add_overflow(last, offset_, &last),
+           "[Tensor] sizes %s, strides %s and offset %d reach past offset 2^63 - 1",
+           shape_str(sizes_), shape_str(strides_), offset_);
+  shape_nbytes(sizes_, dtype_size(dtype_), "Tensor");  // the count and its bytes
+  return shape_numel(sizes_, "Tensor");  // 0 when a size is 0 (a partial product overflowed)
 }
 
 int64_t Tensor::size(int64_t dim) const {
@@ -131,6 +160,7 @@ Tensor Tensor::to(Device device, DType dtype) const {
 Tensor& Tensor::copy_(const Tensor& src_in) {
   check_defined(*this, "copy_");
   DT_CHECK(src_in.defined(), "[copy_] src is undefined");
+  check_no_internal_overlap(*this, "copy_");
   Tensor src = src_in;
   if (src.sizes() != sizes_) {
     DT_CHECK(src.dim() <= dim(),
@@ -199,6 +229,8 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
 
 Tensor& Tensor::fill_(const Scalar& value) {
   check_defined(*this, "fill_");
+  check_scalar_fits(value, dtype_, "fill_");
+  check_no_internal_overlap(*this, "fill_");
   Tensor s = empty({}, TensorOptions(dtype_));
   dispatch_dtype(dtype_, [&]<typename T>() { *static_cast<T*>(s.data_ptr()) = value.to<T>(); });
   return copy_(s);
@@ -206,6 +238,22 @@ Tensor& Tensor::fill_(const Scalar& value) {
 
 Tensor& Tensor::zero_() {
   return fill_(Scalar(0));
+}
+
+void check_no_internal_overlap(const Tensor& t, std::string_view op) {
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    DT_CHECK(t.strides()[d] != 0 || t.sizes()[d] <= 1,
+             "[%s] unsupported operation: more than one element of the written-to tensor refers "
+             "to a single memory location (shape %s, strides %s: dim %d has stride 0, as "
+             "expand() makes). Please clone() the tensor before performing the operation.",
+             op, shape_str(t.sizes()), shape_str(t.strides()), d);
+  }
+}
+
+void check_scalar_fits(const Scalar& value, DType dtype, std::string_view op) {
+  DT_CHECK(scalar_fits(value, dtype),
+           "[%s] value %s cannot be converted to type %s without overflow", op, value.str(),
+           dtype_name(dtype));
 }
 
 // ---- element access ------------------------------------------------------------------------

@@ -76,9 +76,13 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;  // no copy when both already match
   // Copies src into this tensor (broadcasting src, converting dtype and device). Conversions
-  // follow detail::convert (tensor/convert.h): 16-bit floats via float, to bool: nonzero.
-  // A src overlapping this tensor's memory is read completely before anything is written.
+  // follow detail::convert (tensor/convert.h): 16-bit floats via float, to bool: nonzero,
+  // floating to integer: truncating and saturating (NaN -> 0). A src overlapping this tensor's
+  // memory is read completely before anything is written. Like every in-place write, refused
+  // when this tensor has expanded (stride-0) dims (check_no_internal_overlap).
   Tensor& copy_(const Tensor& src);
+  // Refuses a value the dtype cannot hold (check_scalar_fits): NaN or inf into an integer
+  // dtype, 1e10 into int32 or float16, as PyTorch does.
   Tensor& fill_(const Scalar& value);
   Tensor& zero_();
 
@@ -93,6 +97,10 @@ class Tensor {
   std::string str() const;  // PyTorch-like printing
 
  private:
+  // The constructor's slow path: throws the exact error for a bad geometry, or returns numel
+  // when the geometry is valid after all (a zero size after an overflowing partial product).
+  int64_t checked_geometry() const;
+
   Storage storage_;
   DType dtype_ = DType::kFloat32;
   Shape sizes_;
@@ -102,5 +110,16 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Before an in-place write into `t`: throws PyTorch's error "[op] unsupported operation: more
+// than one element of the written-to tensor refers to a single memory location. Please clone()
+// the tensor before performing the operation." when a dim of size > 1 has stride 0 (expand()),
+// where the write would land on one element several times. Called by copy_, fill_, zero_ and
+// the in-place ops (add_, mul_, ...).
+void check_no_internal_overlap(const Tensor& t, std::string_view op);
+
+// Throws "[op] value nan cannot be converted to type int32 without overflow" when
+// scalar_fits(value, dtype) is false (tensor/scalar.h).
+void check_scalar_fits(const Scalar& value, DType dtype, std::string_view op);
 
 }  // namespace dtensor

@@ -7,33 +7,6 @@ namespace dtensor {
 
 namespace {
 
-// Resolves a single -1 in `shape` against `numel`; throws naming `op` on a mismatch.
-Shape infer_shape(IntSpan shape, int64_t numel, IntSpan from, const char* op) {
-  Shape out(shape.begin(), shape.end());
-  int64_t infer = -1;
-  int64_t known = 1;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == -1) {
-      DT_CHECK(infer < 0, "[%s] shape %s has more than one -1", op, shape_str(shape));
-      infer = static_cast<int64_t>(i);
-    } else {
-      DT_CHECK(out[i] >= 0, "[%s] shape %s has a negative size %d (only -1 is allowed)", op,
-               shape_str(shape), out[i]);
-      known *= out[i];
-    }
-  }
-  if (infer >= 0) {
-    DT_CHECK(known != 0 && numel % known == 0,
-             "[%s] shape %s is invalid for a tensor of %d elements (shape %s)", op,
-             shape_str(shape), numel, shape_str(from));
-    out[infer] = numel / known;
-  } else {
-    DT_CHECK(known == numel, "[%s] shape %s is invalid for a tensor of %d elements (shape %s)", op,
-             shape_str(shape), numel, shape_str(from));
-  }
-  return out;
-}
-
 // Strides that let (sizes, strides) be viewed as `shape` without a copy, or nothing when the
 // memory layout does not allow it (PyTorch's computeStride). Each run of old dims that is
 // contiguous in memory may be regrouped freely into new dims of the same element count.
@@ -103,11 +76,15 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
-  const int64_t len = (end - start + step - 1) / step;
+  const int64_t len = end == start ? 0 : (end - start - 1) / step + 1;  // no overflow for any step
   Shape sizes = sizes_;
   Shape strides = strides_;
   sizes[d] = len;
-  strides[d] = strides_[d] * step;
+  // A step past the end of the dim is never taken: any stride works there (avoids overflow).
+  if (len > 1) {
+    DT_CHECK(detail::checked_mul(strides_[d], step, &strides[d]),
+             "[slice] step %d times stride %d of dim %d overflows int64", step, strides_[d], d);
+  }
   return Tensor(storage_, dtype_, std::move(sizes), std::move(strides),
                 offset_ + (len > 0 ? start * strides_[d] : 0));
 }
@@ -161,7 +138,7 @@ Tensor Tensor::permute(IntSpan dims) const {
 
 Tensor Tensor::view(IntSpan shape) const {
   DT_CHECK(defined(), "[view] the tensor is undefined");
-  Shape sizes = infer_shape(shape, numel_, sizes_, "view");
+  Shape sizes = infer_view_shape(shape, numel_, sizes_, "view");
   std::optional<Shape> strides = view_strides(sizes_, strides_, sizes);
   DT_CHECK(strides.has_value(),
            "[view] cannot view a tensor of shape %s and strides %s as shape %s: incompatible "
@@ -172,7 +149,7 @@ Tensor Tensor::view(IntSpan shape) const {
 
 Tensor Tensor::reshape(IntSpan shape) const {
   DT_CHECK(defined(), "[reshape] the tensor is undefined");
-  Shape sizes = infer_shape(shape, numel_, sizes_, "reshape");
+  Shape sizes = infer_view_shape(shape, numel_, sizes_, "reshape");
   std::optional<Shape> strides = view_strides(sizes_, strides_, sizes);
   if (strides.has_value()) {
     return Tensor(storage_, dtype_, std::move(sizes), std::move(*strides), offset_);
@@ -224,8 +201,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (s == e) return *this;
   Shape shape;
   for (int64_t d = 0; d < s; ++d) shape.push_back(sizes_[d]);
-  int64_t merged = 1;
-  for (int64_t d = s; d <= e; ++d) merged *= sizes_[d];
+  const int64_t merged = shape_numel(IntSpan(sizes_).subspan(s, e - s + 1), "flatten");
   shape.push_back(merged);
   for (int64_t d = e + 1; d < dim(); ++d) shape.push_back(sizes_[d]);
   return reshape(shape);

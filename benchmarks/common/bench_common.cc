@@ -8,6 +8,8 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
+#include <random>
 
 #ifndef DTENSOR_BENCH_RESULTS_DIR
 #define DTENSOR_BENCH_RESULTS_DIR "benchmarks/results"
@@ -94,14 +96,18 @@ Stats time_runs(const std::function<void()>& fn, int64_t warmup, int64_t iters, 
 }
 
 std::vector<Stats> time_interleaved(const std::vector<std::function<void()>>& fns, int64_t warmup,
-                                    int64_t iters, bool comm_world) {
+                                    int64_t iters, bool comm_world, bool shuffled) {
   const bool mpi = comm_world && mpi_up();
   for (int64_t i = 0; i < warmup; ++i)
     for (const auto& fn : fns) fn();
   const size_t k = fns.size();
+  std::vector<size_t> order(k);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::mt19937 rng(12345);
   std::vector<double> t(k * static_cast<size_t>(iters));  // t[j * iters + i]
   for (int64_t i = 0; i < iters; ++i) {
-    for (size_t j = 0; j < k; ++j) {
+    if (shuffled) std::shuffle(order.begin(), order.end(), rng);
+    for (const size_t j : order) {
       if (mpi) MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = now();
       fns[j]();

@@ -41,9 +41,11 @@ Stats time_runs(const std::function<void()>& fn, int64_t warmup, int64_t iters, 
 
 // Like time_runs for several functions timed interleaved: iteration i runs fns[0], fns[1], ...
 // in turn (each after its own barrier), so drifting machine load affects all of them alike.
-// Returns one Stats per function.
+// shuffled: each iteration runs them in an order shuffled per round (the same on every rank, a
+// fixed seed), so that no function always follows the same one (e.g. a single-device run that
+// leaves rank 0's caches cold and the other ranks idle). Returns one Stats per function.
 std::vector<Stats> time_interleaved(const std::vector<std::function<void()>>& fns, int64_t warmup,
-                                    int64_t iters, bool comm_world);
+                                    int64_t iters, bool comm_world, bool shuffled = false);
 
 // Runs `fn` once (a warm-up run, timed; max over ranks when `comm_world`) and returns how many
 // timed runs fit in `budget_seconds`, clamped to [lo, hi]; the same on every rank.

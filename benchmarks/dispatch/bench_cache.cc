@@ -9,7 +9,7 @@
 #include <string>
 
 #include "benchmarks/common/bench_common.h"
-#include "benchmarks/dispatch/dispatch_bench_util.h"
+#include "benchmarks/common/bench_util.h"
 #include "collectives/runtime.h"
 #include "device_mesh/device_mesh.h"
 #include "dtensor/distributed_tensor.h"
@@ -40,35 +40,27 @@ int run(int argc, char** argv) {
   auto step = [&](int64_t i) {
     int64_t n = 0;
     dt::DTensor h = x;
-#if DTENSOR_BENCH_HAVE_DT_MATMUL
     h = dt::mm(h, w);
     ++n;
-#endif
-#if DTENSOR_BENCH_HAVE_DT_ELEMENTWISE
     h = dt::add(h, x);
     ++n;
-#endif
     dt::DTensor a = dt::softmax(h, -1);
     ++n;
-#if DTENSOR_BENCH_HAVE_DT_ELEMENTWISE
     a = dt::mul(a, dt::Scalar(2.0));
     const double lr = 0.1 / double(i + 1);  // changes every step
     a = dt::div(a, dt::Scalar(lr));
     n += 2;
-#endif
     const int64_t shape[] = {rows / 2, cols * 2};
     dt::DTensor v = dt::view(a, shape);
     dt::DTensor t = dt::transpose(a, 0, 1);
     n += 2;
     (void)v;
     (void)t;
-#if DTENSOR_BENCH_HAVE_DT_REDUCTION
     const int64_t dim1[] = {1};
     dt::DTensor r = dt::sum(a, dim1);
     dt::DTensor loss = dt::sum(r);
     (void)loss;
     n += 2;
-#endif
     ops_per_step = n;
   };
 

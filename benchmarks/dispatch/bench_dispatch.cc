@@ -3,13 +3,16 @@
 // cost of a cache miss (the cache cleared before every call).
 //
 //   bench_dispatch [--batch 1000] [--min-seconds 0.2] [--json FILE]
-//   bench_dispatch --callgrind OP --calls N [--local]
+//   bench_dispatch --callgrind OP --calls N [--local] [--record]
 //       runs N calls of OP (after warm-up) with callgrind instrumentation switched on only
 //       around the loop (valgrind --tool=callgrind --instr-atstart=no); scripts/bench.sh runs
-//       N and 2N and divides the difference of the instruction counts by N.
+//       N and 2N and divides the difference of the instruction counts by N. --record: the
+//       autograd-recording cases (OP recorded; with --local the same call unrecorded).
 //
 // Per call: median / p10 / p90 over batches of --batch calls. overhead = DTensor - local;
-// ratio = DTensor / local. Targets: <= 5 us per cache-hit op, cache miss <= 100 us.
+// ratio = DTensor / local. Targets: <= 5 us per cache-hit op, cache miss <= 100 us. Then the
+// cost of autograd recording: the ops on inputs that require grad vs the same inputs without
+// (target <= 0.5 us per op).
 #include <valgrind/callgrind.h>
 
 #include <algorithm>
@@ -18,7 +21,7 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
-#include "benchmarks/dispatch/dispatch_bench_util.h"
+#include "benchmarks/common/bench_util.h"
 #include "collectives/runtime.h"
 #include "device_mesh/device_mesh.h"
 #include "dtensor/distributed_tensor.h"
@@ -59,21 +62,15 @@ int run(int argc, char** argv) {
   const dt::Tensor la = da.to_local(), lb = db.to_local(), lr = dr.to_local();
 
   std::vector<OpCase> ops;
-#if DTENSOR_BENCH_HAVE_DT_ELEMENTWISE
   ops.push_back({"add(S(0), S(0))", [&] { return dt::add(da, db).to_local(); },
                  [&] { return dt::add(la, lb); }});
   ops.push_back({"mul(S(0), 0.5)", [&] { return dt::mul(da, dt::Scalar(0.5)).to_local(); },
                  [&] { return dt::mul(la, dt::Scalar(0.5)); }});
-#endif
-#if DTENSOR_BENCH_HAVE_DT_MATMUL
   ops.push_back(
       {"mm(S(0), R)", [&] { return dt::mm(da, dr).to_local(); }, [&] { return dt::mm(la, lr); }});
-#endif
-#if DTENSOR_BENCH_HAVE_DT_REDUCTION
   const int64_t dim1[] = {1};
   ops.push_back({"sum(S(0), dim=1)", [&] { return dt::sum(da, dim1).to_local(); },
                  [&] { return dt::sum(la, dim1); }});
-#endif
   ops.push_back({"transpose(S(0), 0, 1)", [&] { return dt::transpose(da, 0, 1).to_local(); },
                  [&] { return dt::transpose(la, 0, 1); }});
   const int64_t shape416[] = {4, 16};
@@ -82,10 +79,45 @@ int run(int argc, char** argv) {
   ops.push_back({"softmax(S(0), -1)", [&] { return dt::softmax(da, -1).to_local(); },
                  [&] { return dt::softmax(la, -1); }});
 
+  // Autograd recording: the same ops on inputs that require grad (one node recorded per call,
+  // freed with its output) vs the same inputs without. Target: <= 0.5 us per op.
+  // A graph kept alive across the calls holds the leaves' gradient accumulators, as any
+  // training graph does between its first use of a parameter and backward; without it every
+  // call would also create and free the accumulators (a per-leaf, not per-op, cost).
+  const dt::DTensor ga = da.detach().requires_grad_(), gb = db.detach().requires_grad_(),
+                    gr = dr.detach().requires_grad_();
+  const dt::DTensor keep_graph = dt::add(dt::add(ga, gb), dt::sum(dt::mm(ga, gr)));
+  struct RecordCase {
+    std::string name;
+    std::function<void()> recorded, plain;
+  };
+  const std::vector<RecordCase> recorded = {
+      {"add(S(0), S(0))", [&] { (void)dt::add(ga, gb); }, [&] { (void)dt::add(da, db); }},
+      {"mul(S(0), 0.5)", [&] { (void)dt::mul(ga, dt::Scalar(0.5)); },
+       [&] { (void)dt::mul(da, dt::Scalar(0.5)); }},
+      {"mm(S(0), R)", [&] { (void)dt::mm(ga, gr); }, [&] { (void)dt::mm(da, dr); }},
+      {"sum(S(0), dim=1)", [&] { (void)dt::sum(ga, dim1); }, [&] { (void)dt::sum(da, dim1); }},
+      {"transpose(S(0), 0, 1)", [&] { (void)dt::transpose(ga, 0, 1); },
+       [&] { (void)dt::transpose(da, 0, 1); }},
+  };
   if (flags.has("callgrind")) {
     const std::string want = flags.str("callgrind", "");
     const int64_t calls = flags.i64("calls", 1000);
     const bool local = flags.has("local");
+    if (flags.has("record")) {  // the recorded calls (--local: the same calls unrecorded)
+      for (const RecordCase& c : recorded) {
+        if (c.name.rfind(want, 0) != 0) continue;
+        const auto& fn = local ? c.plain : c.recorded;
+        for (int i = 0; i < 50; ++i) fn();
+        CALLGRIND_ZERO_STATS;
+        CALLGRIND_START_INSTRUMENTATION;
+        for (int64_t i = 0; i < calls; ++i) fn();
+        CALLGRIND_STOP_INSTRUMENTATION;
+        return 0;
+      }
+      std::fprintf(stderr, "bench_dispatch: no recorded op starts with '%s'\n", want.c_str());
+      return 2;
+    }
     for (const OpCase& c : ops) {
       if (c.name.rfind(want, 0) != 0) continue;
       const auto& fn = local ? c.local : c.dtensor;
@@ -159,6 +191,30 @@ int run(int argc, char** argv) {
         .add("all_hits", all_hits)
         .add("correct", ok);
     json.write(rec);
+  }
+
+  bench::print0("\n# autograd recording: inputs that require grad vs not (target <= 0.5 us)\n");
+  bench::print0("%-24s %9s %9s %9s\n", "op", "plain_us", "recorded", "overhead");
+  for (const RecordCase& c : recorded) {
+    // Three alternating rounds, the fastest of each kept: load that comes and goes on a shared
+    // machine then hits both alike.
+    bench::Stats plain, rec;
+    for (int round = 0; round < 3; ++round) {
+      const bench::Stats p = bench::time_batched(c.plain, batch, min_seconds / 3);
+      const bench::Stats r = bench::time_batched(c.recorded, batch, min_seconds / 3);
+      if (round == 0 || p.median < plain.median) plain = p;
+      if (round == 0 || r.median < rec.median) rec = r;
+    }
+    const double overhead_us = (rec.median - plain.median) * 1e6;
+    bench::print0("%-24s %9.2f %9.2f %9.2f\n", c.name.c_str(), plain.median * 1e6,
+                  rec.median * 1e6, overhead_us);
+    auto r = json.record("record " + c.name);
+    r.add("ranks", dt::world_size())
+        .add_stats("", rec)
+        .add("baseline", "the op without recording")
+        .add_stats("baseline", plain)
+        .add("overhead_us", overhead_us);
+    json.write(r);
   }
   return all_ok ? 0 : 1;
 }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
-#include "benchmarks/dispatch/dispatch_bench_util.h"
+#include "benchmarks/common/bench_util.h"
 #include "collectives/runtime.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduction/reduction.h"

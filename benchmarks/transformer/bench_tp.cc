@@ -98,40 +98,6 @@ double max_abs_diff(const dt::Tensor& a, const dt::Tensor& b) {
   return d;
 }
 
-// Times `fns` interleaved: `warmup` untimed rounds, then `iters` rounds that each run every
-// variant once in an order shuffled per round (the same on every rank, fixed seed), so that
-// no variant always follows the same one (the single-device run leaves rank 0's caches cold
-// and the other ranks idle). Each run starts after a barrier; its time is the max over ranks.
-std::vector<bench::Stats> time_shuffled(const std::vector<std::function<void()>>& fns,
-                                        int64_t warmup, int64_t iters) {
-  const size_t k = fns.size();
-  for (int64_t i = 0; i < warmup; ++i)
-    for (const auto& fn : fns) fn();
-  std::vector<size_t> order(k);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::mt19937 rng(12345);
-  std::vector<double> t(k * static_cast<size_t>(iters));  // t[j * iters + i]
-  for (int64_t i = 0; i < iters; ++i) {
-    std::shuffle(order.begin(), order.end(), rng);
-    for (const size_t j : order) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double t0 = MPI_Wtime();
-      fns[j]();
-      t[j * static_cast<size_t>(iters) + static_cast<size_t>(i)] = MPI_Wtime() - t0;
-    }
-  }
-  if (!t.empty()) {
-    MPI_Allreduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE, MPI_MAX,
-                  MPI_COMM_WORLD);
-  }
-  std::vector<bench::Stats> out;
-  for (size_t j = 0; j < k; ++j) {
-    const auto first = t.begin() + static_cast<std::ptrdiff_t>(j * static_cast<size_t>(iters));
-    out.push_back(bench::stats_of(std::vector<double>(first, first + iters)));
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,12 +187,13 @@ int main(int argc, char** argv) {
     }
     // Interleaved: each iteration runs the four variants, in a shuffled order, so load drift
     // on a shared machine affects them alike and no variant always runs after the same one.
-    const auto st = time_shuffled({[&] {
-                                     if (root) (void)ref(xl);
-                                   },
-                                   [&] { (void)block(xl); }, [&] { (void)hand.forward(x); },
-                                   [&] { (void)hand_comm.forward(x); }},
-                                  warmup, iters);
+    const auto st = bench::time_interleaved({[&] {
+                                               if (root) (void)ref(xl);
+                                             },
+                                             [&] { (void)block(xl); },
+                                             [&] { (void)hand.forward(x); },
+                                             [&] { (void)hand_comm.forward(x); }},
+                                            warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
     const bench::Stats &t_single = st[0], &t_dt = st[1], &t_hand = st[2], &t_hand_comm = st[3];
     const double overhead = t_dt.median / t_hand.median;
     const double speedup = t_single.median / t_dt.median;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "collectives/collective_check.h"
 #include "collectives/cuda_support.h"
 #include "collectives/deadline.h"
 #include "collectives/mpi/mpi_check.h"
@@ -20,13 +21,6 @@
 namespace dtensor {
 
 namespace detail {
-
-std::string describe_communicator(const Communicator& comm) {
-  return absl::StrFormat("%s (%s, rank %d of %d, world ranks [%s])",
-                         comm.description().empty() ? "unnamed communicator" : comm.description(),
-                         comm.backend(), comm.rank(), comm.size(),
-                         absl::StrJoin(comm.world_ranks(), ", "));
-}
 
 void wait_mpi_request(MPI_Request* request, const std::function<std::string()>& what) {
   using Clock = std::chrono::steady_clock;
@@ -105,11 +99,20 @@ Tensor stage_out(const Tensor& t) {
   return detail::pinned_empty_like(t);
 }
 
-// Copies a staged result back to the CUDA tensor it stands for (nothing for CPU tensors).
+// Copies a staged result back to the tensor it stands for: a CUDA tensor, or one whose values
+// travelled in a wider dtype (nothing when the result was received in place).
 void unstage(const Tensor& dst, const Tensor& staged) {
-  if (dst.device().is_cpu()) return;
+  if (dst.data_ptr() == staged.data_ptr() && dst.dtype() == staged.dtype()) return;
   Tensor d = dst;
   d.copy_(staged);
+}
+
+// float16/bfloat16 sums, averages and products travel as float32: MPI applies a user-defined
+// 16-bit op pairwise, rounding (and overflowing to inf) after every step, where the
+// single-device sum accumulates in float and rounds once. E.g. the fp16 average of 4 ranks
+// holding 30000 is 30000, but the pairwise fp16 sum overflows. Costs twice the bytes.
+bool widen_to_float(DType d, ReduceOp op) {
+  return is_reduced_float(d) && op != ReduceOp::kMax && op != ReduceOp::kMin;
 }
 
 // Completes a reduction whose result sits in `staged` (dst itself for CPU tensors): kAvg turns
@@ -135,14 +138,34 @@ Tensor send_buffer(const Tensor& input, const Tensor& output) {
   return stage_in(input);
 }
 
+class MpiWork;
+
+// Every MpiWork still in flight, so that the Runtime can complete them before MPI_Finalize
+// (complete_pending_mpi_work). An intrusive list: O(1) to join and leave under one mutex.
+struct PendingList {
+  std::mutex mu;
+  MpiWork* head = nullptr;
+};
+PendingList& pending_list() {
+  static PendingList* p = new PendingList();  // never destroyed: Works may outlive statics
+  return *p;
+}
+
+// Operations that failed with an MPI error: their requests and buffers are kept for the rest of
+// the process, since MPI may not be done with the buffers.
+struct Abandoned {
+  MPI_Request request;
+  std::function<void()> keep;
+};
+
 class MpiWork final : public Work {
  public:
   MpiWork(const Communicator* comm, std::shared_ptr<const Communicator> keep_comm,
-          CollectiveKind kind, const Tensor* shape_of, MPI_Request request,
+          std::string_view name, const Tensor* shape_of, MPI_Request request,
           std::function<void()> on_complete)
       : comm_(comm),
         keep_comm_(std::move(keep_comm)),
-        kind_(kind),
+        name_(name),
         has_tensor_(shape_of != nullptr),
         request_(request),
         on_complete_(std::move(on_complete)) {
@@ -150,6 +173,7 @@ class MpiWork final : public Work {
       shape_ = shape_of->sizes();
       dtype_ = shape_of->dtype();
     }
+    link();
   }
 
   ~MpiWork() override {
@@ -158,13 +182,14 @@ class MpiWork final : public Work {
       wait();
     } catch (...) {
     }
+    unlink();
   }
 
   bool is_completed() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!done_) {
       int flag = 0;
-      DT_CHECK_MPI(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+      test_locked(&flag);
       if (flag) finish();
     }
     return done_;
@@ -173,18 +198,76 @@ class MpiWork final : public Work {
   void wait() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (done_) return;
-    detail::wait_mpi_request(&request_, [this] { return deadline_message(); });
+    check_not_finalized();
+    try {
+      detail::wait_mpi_request(&request_, [this] { return deadline_message(); });
+    } catch (...) {
+      give_up_locked();  // an MPI error (e.g. MPI_ERR_TRUNCATE): never test the request again
+      throw;
+    }
     finish();
   }
 
+  MpiWork* next_ = nullptr;
+  MpiWork* prev_ = nullptr;
+
  private:
+  void test_locked(int* flag) {
+    check_not_finalized();
+    const int rc = MPI_Test(&request_, flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      give_up_locked();
+      detail::throw_mpi_error(rc, "MPI_Test", __FILE__, __LINE__);
+    }
+  }
+
+  // Done without completing: the request and the buffers it may still write are leaked.
+  void give_up_locked() {
+    new Abandoned{request_, std::move(on_complete_)};  // deliberately leaked (see Abandoned)
+    on_complete_ = nullptr;
+    done_ = true;
+    unlink();
+  }
+
+  // MPI_Finalize completed every pending Work (complete_pending_mpi_work), so a Work that is
+  // still pending here was created after it, which the Communicator refuses: defensive.
+  void check_not_finalized() const {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    DT_CHECK(!finalized,
+             "[%s] the Work is still in flight but MPI is finalized (the dtensor::Runtime was "
+             "destroyed); wait for Work before the Runtime ends",
+             name_);
+  }
+
   void finish() {
     done_ = true;
+    unlink();
     if (on_complete_) {
       auto f = std::move(on_complete_);
       on_complete_ = nullptr;
       f();
     }
+  }
+
+  void link() {
+    PendingList& l = pending_list();
+    std::lock_guard<std::mutex> lock(l.mu);
+    next_ = l.head;
+    if (l.head != nullptr) l.head->prev_ = this;
+    l.head = this;
+    linked_ = true;
+  }
+
+  void unlink() {
+    if (!linked_) return;
+    PendingList& l = pending_list();
+    std::lock_guard<std::mutex> lock(l.mu);
+    if (prev_ != nullptr) prev_->next_ = next_;
+    if (next_ != nullptr) next_->prev_ = prev_;
+    if (l.head == this) l.head = next_;
+    prev_ = next_ = nullptr;
+    linked_ = false;
   }
 
   std::string deadline_message() const {
@@ -193,22 +276,22 @@ class MpiWork final : public Work {
                              : std::string("(no tensor)");
     return absl::StrFormat(
         "[%s] collective deadline exceeded: not complete after %g s on %s, tensor %s. A peer "
-        "rank is missing, stuck or issued a different collective (timeout: "
-        "DTENSOR_COLLECTIVE_TIMEOUT or set_collective_timeout). Ending the job.",
-        collective_name(kind_), collective_timeout(), detail::describe_communicator(*comm_),
-        tensor);
+        "rank is missing or stuck (timeout: DTENSOR_COLLECTIVE_TIMEOUT or "
+        "set_collective_timeout). Ending the job.",
+        name_, collective_timeout(), detail::describe_communicator(*comm_), tensor);
   }
 
   std::mutex mu_;
   const Communicator* comm_;
   std::shared_ptr<const Communicator> keep_comm_;
-  CollectiveKind kind_;
+  std::string_view name_;  // a static string: the collective's name
   bool has_tensor_;
   Shape shape_;
   DType dtype_ = DType::kFloat32;
   MPI_Request request_;
   std::function<void()> on_complete_;
   bool done_ = false;
+  bool linked_ = false;
 };
 
 }  // namespace
@@ -232,8 +315,9 @@ bool MpiCommunicator::supports(Device device) const {
   return device.is_cpu() || (device.is_cuda() && DTENSOR_HAVE_CUDA);
 }
 
-#define DT_MPI_WORK(kind, shape_of, request, on_complete) \
-  std::make_shared<MpiWork>(this, weak_from_this().lock(), kind, shape_of, request, on_complete)
+#define DT_MPI_WORK(kind, shape_of, request, on_complete)                                   \
+  std::make_shared<MpiWork>(this, weak_from_this().lock(), collective_name(kind), shape_of, \
+                            request, on_complete)
 
 WorkPtr MpiCommunicator::do_all_reduce(const Tensor& tensor, ReduceOp op) {
   return do_all_reduce_out(tensor, tensor, op);
@@ -242,13 +326,15 @@ WorkPtr MpiCommunicator::do_all_reduce(const Tensor& tensor, ReduceOp op) {
 WorkPtr MpiCommunicator::do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) {
   if (input.numel() == 0) return completed_work();
   const int n = checked_count(input.numel(), CollectiveKind::kAllReduce);
-  const bool in_place = output.data_ptr() == input.data_ptr();
-  Tensor out = in_place ? stage_in(output) : stage_out(output);
+  const bool wide = widen_to_float(input.dtype(), op);
+  const bool in_place = wide || output.data_ptr() == input.data_ptr();
+  Tensor out = wide ? stage_in(input).to(DType::kFloat32)
+                    : (in_place ? stage_in(output) : stage_out(output));
   Tensor in = in_place ? Tensor() : stage_in(input);
   MPI_Request req;
   DT_CHECK_MPI(MPI_Iallreduce(in_place ? MPI_IN_PLACE : in.data_ptr(), out.data_ptr(), n,
-                              detail::mpi_datatype(input.dtype()),
-                              detail::mpi_reduce_op(input.dtype(), op), comm_, &req));
+                              detail::mpi_datatype(out.dtype()),
+                              detail::mpi_reduce_op(out.dtype(), op), comm_, &req));
   const int world = size();
   return DT_MPI_WORK(CollectiveKind::kAllReduce, &input, req,
                      ([output, out, in, op, world] { finish_reduction(output, out, op, world); }));
@@ -280,12 +366,13 @@ WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& output, const Tensor& i
   if (input.numel() == 0) return completed_work();
   const int n = checked_count(output.numel(), CollectiveKind::kReduceScatter);
   checked_count(input.numel(), CollectiveKind::kReduceScatter);
-  Tensor out = stage_out(output);
-  Tensor in = send_buffer(input, output);
+  const bool wide = widen_to_float(input.dtype(), op);
+  Tensor out = wide ? empty(output.sizes(), TensorOptions(DType::kFloat32)) : stage_out(output);
+  Tensor in = wide ? stage_in(input).to(DType::kFloat32) : send_buffer(input, output);
   MPI_Request req;
   DT_CHECK_MPI(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), n,
-                                         detail::mpi_datatype(input.dtype()),
-                                         detail::mpi_reduce_op(input.dtype(), op), comm_, &req));
+                                         detail::mpi_datatype(in.dtype()),
+                                         detail::mpi_reduce_op(in.dtype(), op), comm_, &req));
   const int world = size();
   return DT_MPI_WORK(CollectiveKind::kReduceScatter, &input, req,
                      ([output, out, in, op, world] { finish_reduction(output, out, op, world); }));
@@ -357,17 +444,17 @@ WorkPtr MpiCommunicator::do_barrier() {
   return DT_MPI_WORK(CollectiveKind::kBarrier, nullptr, req, nullptr);
 }
 
+WorkPtr MpiCommunicator::do_exchange_slots(const void* mine, void* all, std::string_view what,
+                                           const Tensor* shape_of) {
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Iallgather(mine, static_cast<int>(detail::kSlotBytes), MPI_BYTE, all,
+                              static_cast<int>(detail::kSlotBytes), MPI_BYTE, comm_, &req));
+  return std::make_shared<MpiWork>(this, weak_from_this().lock(), what, shape_of, req, nullptr);
+}
+
 #undef DT_MPI_WORK
 
-std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key) {
-  // Every member must arrive; the guarded exchange turns a missing one into a deadline error
-  // instead of a hang inside the blocking MPI_Comm_split.
-  int32_t mine[2] = {color, key};
-  std::vector<int32_t> all(static_cast<size_t>(2 * size()));
-  const int64_t two = 2, total = 2 * static_cast<int64_t>(size());
-  do_all_gather(from_blob(all.data(), {&total, 1}, DType::kInt32),
-                from_blob(mine, {&two, 1}, DType::kInt32))
-      ->wait();
+std::shared_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
   MPI_Comm child = MPI_COMM_NULL;
   DT_CHECK_MPI(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child));
   if (child == MPI_COMM_NULL) return nullptr;
@@ -376,5 +463,27 @@ std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key) {
       "%s/color %d", description().empty() ? std::string("unnamed") : description(), color));
   return result;
 }
+
+namespace detail {
+
+void complete_pending_mpi_work() {
+  PendingList& l = pending_list();
+  for (;;) {
+    // Take a reference to one pending Work (it may be waited and destroyed concurrently only
+    // by a program that races MPI_Finalize, which is not supported).
+    MpiWork* w = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(l.mu);
+      w = l.head;
+    }
+    if (w == nullptr) return;
+    try {
+      w->wait();  // unlinks it, also when it fails with an MPI error
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace detail
 
 }  // namespace dtensor

@@ -1,6 +1,10 @@
 // The MPI backend: every collective is a nonblocking MPI call (MPI_Iallreduce, ...) returning a
 // Work whose wait() polls MPI_Test until completion or the collective deadline. CPU tensors are
 // used in place; CUDA tensors are staged through pinned host memory (when CUDA is compiled in).
+// Communicators return MPI errors as codes (MPI_ERRORS_RETURN), raised as dtensor::Error: a
+// size mismatch (MPI_ERR_TRUNCATE) is an error, not an abort. Reductions: float16/bfloat16 sum,
+// avg and product travel as float32 (one rounding, as on one device); max/min of floating
+// types propagate NaN (user-defined MPI ops; MPI_MAX drops a NaN depending on the order).
 #pragma once
 
 #include <mpi.h>
@@ -25,11 +29,6 @@ class MpiCommunicator final : public Communicator {
   std::string_view backend() const override { return "mpi"; }
   // The CPU always; CUDA devices when CUDA is compiled in (by staging through host memory).
   bool supports(Device device) const override;
-  // Exchanges (color, key) with a deadline-guarded all_gather first, so that a missing rank
-  // ends the job instead of hanging in MPI_Comm_split. The child's description is
-  // "<parent description>/color <c>" until the caller sets another.
-  std::shared_ptr<Communicator> split(int color, int key) override;
-
   MPI_Comm mpi_comm() const { return comm_; }
 
  protected:
@@ -46,6 +45,13 @@ class MpiCommunicator final : public Communicator {
   WorkPtr do_send(const Tensor& tensor, int dst, int tag) override;
   WorkPtr do_recv(const Tensor& tensor, int src, int tag) override;
   WorkPtr do_barrier() override;
+  // MPI_Comm_split (the members have met in split()'s exchange). The child's description is
+  // "<parent description>/color <c>" until the caller sets another.
+  std::shared_ptr<Communicator> do_split(int color, int key) override;
+  // MPI_Iallgather of detail::kSlotBytes bytes per rank.
+  WorkPtr do_exchange_slots(const void* mine, void* all, std::string_view what,
+                            const Tensor* shape_of) override;
+  bool supports_inline() const override { return true; }
 
  private:
   MPI_Comm comm_;
@@ -57,8 +63,10 @@ namespace detail {
 // ~1 ms) and ends the job when the collective deadline passes; `what` is called to build the
 // deadline message only then.
 void wait_mpi_request(MPI_Request* request, const std::function<std::string()>& what);
-// "mesh dim 1 (tp) (mpi, rank 1 of 2, world ranks [0, 1])"
-std::string describe_communicator(const Communicator& comm);
+// Completes every MPI backend Work still in flight (results land as if waited). Called by the
+// Runtime before MPI_Finalize, so that a Work waited (or dropped) after it finds nothing left to
+// do in MPI. A Work that cannot complete ends the job at the collective deadline.
+void complete_pending_mpi_work();
 }  // namespace detail
 
 }  // namespace dtensor

@@ -18,37 +18,61 @@ namespace dtensor::detail {
 namespace {
 
 struct SumF {
-  float operator()(float a, float b) const { return a + b; }
+  template <typename C>
+  C operator()(C a, C b) const {
+    return a + b;
+  }
 };
+// max/min propagate NaN (a NaN on any rank gives NaN, as the single-device reductions do);
+// std::max/MPI_MAX keep or drop it depending on the order the ranks are combined in.
 struct MaxF {
-  float operator()(float a, float b) const { return std::max(a, b); }
+  template <typename C>
+  C operator()(C a, C b) const {
+    return a != a ? a : (b != b ? b : (a > b ? a : b));
+  }
 };
 struct MinF {
-  float operator()(float a, float b) const { return std::min(a, b); }
+  template <typename C>
+  C operator()(C a, C b) const {
+    return a != a ? a : (b != b ? b : (a < b ? a : b));
+  }
 };
 struct ProdF {
-  float operator()(float a, float b) const { return a * b; }
+  template <typename C>
+  C operator()(C a, C b) const {
+    return a * b;
+  }
 };
 
-// MPI user function: inout[i] = f(in[i], inout[i]), computed in float.
+// MPI user function: inout[i] = f(in[i], inout[i]), computed in compute_t<T> (float for the
+// 16-bit types, rounded back after each pairwise step; their sums travel as float32 instead,
+// see the MPI backend).
 template <typename T, typename F>
-void reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
+void reduce_user(void* in, void* inout, int* len, MPI_Datatype*) {
+  using C = compute_t<T>;
   const T* a = static_cast<const T*>(in);
   T* b = static_cast<T*>(inout);
   F f;
-  for (int i = 0; i < *len; ++i) b[i] = T(f(static_cast<float>(a[i]), static_cast<float>(b[i])));
+  for (int i = 0; i < *len; ++i) b[i] = T(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
 }
 
-// [0..3]: float16 sum/max/min/product, [4..7]: bfloat16.
-MPI_Op g_ops16[8];
-std::once_flag g_ops16_once;
+// [0..3]: float16 sum/max/min/product, [4..7]: bfloat16; [8, 9]: float32 max/min, [10, 11]:
+// float64 max/min.
+MPI_Op g_user_ops[12];
+std::once_flag g_user_ops_once;
 
-void create_ops16() {
-  MPI_User_function* fns[8] = {&reduce16<Half, SumF>,     &reduce16<Half, MaxF>,
-                               &reduce16<Half, MinF>,     &reduce16<Half, ProdF>,
-                               &reduce16<BFloat16, SumF>, &reduce16<BFloat16, MaxF>,
-                               &reduce16<BFloat16, MinF>, &reduce16<BFloat16, ProdF>};
-  for (int i = 0; i < 8; ++i) DT_CHECK_MPI(MPI_Op_create(fns[i], /*commute=*/1, &g_ops16[i]));
+void create_user_ops() {
+  MPI_User_function* fns[12] = {
+      &reduce_user<Half, SumF>,     &reduce_user<Half, MaxF>,      &reduce_user<Half, MinF>,
+      &reduce_user<Half, ProdF>,    &reduce_user<BFloat16, SumF>,  &reduce_user<BFloat16, MaxF>,
+      &reduce_user<BFloat16, MinF>, &reduce_user<BFloat16, ProdF>, &reduce_user<float, MaxF>,
+      &reduce_user<float, MinF>,    &reduce_user<double, MaxF>,    &reduce_user<double, MinF>};
+  for (int i = 0; i < 12; ++i) DT_CHECK_MPI(MPI_Op_create(fns[i], /*commute=*/1, &g_user_ops[i]));
+}
+
+MPI_Op user_op(int index) {
+  std::call_once(g_user_ops_once, create_user_ops);
+  return g_user_ops[index];
 }
 
 int op_index(ReduceOp op) {
@@ -88,9 +112,10 @@ MPI_Datatype mpi_datatype(DType d) {
 }
 
 MPI_Op mpi_reduce_op(DType d, ReduceOp op) {
-  if (is_reduced_float(d)) {
-    std::call_once(g_ops16_once, create_ops16);
-    return g_ops16[(d == DType::kBFloat16 ? 4 : 0) + op_index(op)];
+  if (is_reduced_float(d)) return user_op((d == DType::kBFloat16 ? 4 : 0) + op_index(op));
+  if ((d == DType::kFloat32 || d == DType::kFloat64) &&
+      (op == ReduceOp::kMax || op == ReduceOp::kMin)) {
+    return user_op((d == DType::kFloat32 ? 8 : 10) + (op == ReduceOp::kMax ? 0 : 1));
   }
   if (d == DType::kBool) {
     return (op == ReduceOp::kMin || op == ReduceOp::kProduct) ? MPI_LAND : MPI_LOR;

@@ -16,7 +16,8 @@ MPI_Datatype mpi_datatype(DType d);
 
 // The MPI_Op reducing `d` with `op`. kAvg maps to the sum (the caller divides afterwards).
 // bool: sum/max -> logical or, min/product -> logical and. float16/bfloat16: commutative
-// user-defined ops computing in float and rounding back once per pairwise step.
+// user-defined ops computing in float and rounding back once per pairwise step. max/min of
+// floating types: user-defined ops that propagate NaN.
 MPI_Op mpi_reduce_op(DType d, ReduceOp op);
 
 // data[i] /= divisor for `numel` elements of dtype `d` (integers: truncating division;

@@ -200,9 +200,8 @@ class NcclWork final : public Work {
                              : std::string("(no tensor)");
     return absl::StrFormat(
         "[%s] collective deadline exceeded: not complete after %g s on %s, tensor %s. A peer "
-        "rank is missing, stuck or issued a different collective (timeout: "
-        "DTENSOR_COLLECTIVE_TIMEOUT or set_collective_timeout). Aborting the NCCL communicator "
-        "and ending the job.",
+        "rank is missing or stuck (timeout: DTENSOR_COLLECTIVE_TIMEOUT or "
+        "set_collective_timeout). Aborting the NCCL communicator and ending the job.",
         collective_name(kind_), collective_timeout(), detail::describe_communicator(*comm_),
         tensor);
   }
@@ -233,7 +232,7 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, CommunicatorPtr mpi, int dev
       mpi_(std::move(mpi)),
       device_(device) {
   set_description(mpi_->description());
-  detail::CudaDeviceGuard guard(device_);
+  cuda::DeviceGuard guard(device_);
   DT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   DT_CHECK_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
 }
@@ -278,8 +277,8 @@ bool NcclCommunicator::supports(Device device) const {
 template <typename Enqueue>
 WorkPtr NcclCommunicator::launch(CollectiveKind kind, const Tensor* shape_of,
                                  std::vector<Tensor> keep_alive, Enqueue&& enqueue) {
-  detail::CudaDeviceGuard guard(device_);
-  const cudaStream_t compute = detail::current_cuda_stream();
+  cuda::DeviceGuard guard(device_);
+  const cudaStream_t compute = cuda::current_stream();
   // compute stream -> NCCL stream: the collective starts after the kernels that produce its
   // inputs. (cudaStreamWaitEvent captures the event's state now, so one event is reused.)
   DT_CHECK_CUDA(cudaEventRecord(ready_, compute));
@@ -427,10 +426,15 @@ WorkPtr NcclCommunicator::do_barrier() {
   });
 }
 
-std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+WorkPtr NcclCommunicator::do_exchange_slots(const void* mine, void* all, std::string_view what,
+                                            const Tensor* shape_of) {
+  return mpi_->exchange_slots(mine, all, what, shape_of);
+}
+
+std::shared_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   // The MPI twin's split is deadline-guarded and gives the members' world ranks.
   CommunicatorPtr mpi_child = mpi_->split(color, key);
-  detail::CudaDeviceGuard guard(device_);
+  cuda::DeviceGuard guard(device_);
   ncclConfig_t config = nonblocking_config();
   ncclComm_t child = nullptr;
   DT_CHECK_NCCL(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config));
@@ -453,14 +457,16 @@ CommunicatorPtr make_nccl_communicator(const CommunicatorPtr& mpi) {
   DT_CHECK(mpi_comm != nullptr,
            "[nccl] make_nccl_communicator needs an mpi-backend communicator, got backend %s",
            mpi->backend());
+  // The unique id goes through the MPI communicator's checked broadcast (as int32 words), so a
+  // rank that is not creating the communicator at this point is reported, not paired.
+  static_assert(sizeof(ncclUniqueId) % sizeof(int32_t) == 0);
   ncclUniqueId id;
   if (mpi->rank() == 0) DT_CHECK_NCCL(ncclGetUniqueId(&id));
-  MPI_Request req;
-  DT_CHECK_MPI(MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, mpi_comm->mpi_comm(), &req));
-  wait_mpi_request(&req, [&] {
-    return absl::StrFormat("[nccl] unique id broadcast on %s: collective deadline exceeded",
-                           describe_communicator(*mpi));
-  });
+  const int64_t words = static_cast<int64_t>(sizeof(id) / sizeof(int32_t));
+  {
+    CollectiveLabel label("NCCL bootstrap");
+    mpi->broadcast(from_blob(&id, {&words, 1}, DType::kInt32), 0)->wait();
+  }
   int device = 0;
   DT_CHECK_CUDA(cudaGetDevice(&device));
   ncclConfig_t config = nonblocking_config();

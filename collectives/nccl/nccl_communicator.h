@@ -28,8 +28,6 @@ class NcclCommunicator final : public Communicator {
   std::string_view backend() const override { return "nccl"; }
   // CUDA tensors on this communicator's device.
   bool supports(Device device) const override;
-  // ncclCommSplit (nonblocking, deadline-guarded), with the MPI twin split alongside.
-  std::shared_ptr<Communicator> split(int color, int key) override;
 
   ncclComm_t nccl_comm() const { return comm_; }
   cudaStream_t stream() const { return stream_; }
@@ -50,6 +48,13 @@ class NcclCommunicator final : public Communicator {
   WorkPtr do_recv(const Tensor& tensor, int src, int tag) override;
   // A one-element all_reduce (NCCL has no barrier).
   WorkPtr do_barrier() override;
+  // ncclCommSplit (nonblocking, deadline-guarded), with the MPI twin split alongside.
+  std::shared_ptr<Communicator> do_split(int color, int key) override;
+  // The consistency check's fingerprints travel over the MPI twin (host memory) and are
+  // compared before the kernel is enqueued; there is no inline path, so every checked NCCL
+  // collective costs one small MPI allgather (a host round trip) besides the NCCL kernel.
+  WorkPtr do_exchange_slots(const void* mine, void* all, std::string_view what,
+                            const Tensor* shape_of) override;
 
  private:
   template <typename Enqueue>

@@ -11,11 +11,51 @@ namespace {
 using SpecList = absl::InlinedVector<const DTensorSpec*, 4>;
 using LocalList = absl::InlinedVector<Tensor, 4>;
 
-// Validates the inputs, propagates (cached) and gathers the local inputs, redistributed where
-// the chosen strategy needs it.
-std::shared_ptr<const OutputSharding> prepare(const OpInfo& op,
-                                              absl::Span<const DTensor* const> inputs,
-                                              absl::Span<const ArgValue> args, LocalList& locals) {
+void check_output(const OpInfo& op, size_t o, const Tensor& out, const DTensorSpec& spec,
+                  const Shape& coord) {
+  DT_CHECK(out.defined(), "[%s] local kernel returned an undefined tensor for output %d", op.name,
+           o);
+  const LocalShard shard = spec.local_shard(coord);
+  DT_CHECK(out.sizes() == shard.shape && out.dtype() == spec.dtype(),
+           "[%s] local kernel returned %s %s for output %d, expected %s %s (placements %s)",
+           op.name, shape_str(out.sizes()), dtype_name(out.dtype()), o, shape_str(shard.shape),
+           dtype_name(spec.dtype()), placements_str(spec.placements()));
+}
+
+}  // namespace
+
+const DTensorSpec& KernelContext::input_spec(int64_t i) const {
+  if (sharding_.needs_redistribute() && sharding_.required_inputs[i] != nullptr) {
+    return *sharding_.required_inputs[i];
+  }
+  return schema_.input(i);
+}
+
+Scalar KernelContext::scalar(int64_t i) const {
+  DT_CHECK(schema_.has_arg(i), "[%s] argument %d is missing (expected a scalar)", schema_.name(),
+           i);
+  const ArgValue& v = schema_.args()[i];
+  if (const double* d = std::get_if<double>(&v)) return Scalar(*d);
+  if (const int64_t* n = std::get_if<int64_t>(&v)) return Scalar(*n);
+  if (const bool* b = std::get_if<bool>(&v)) return Scalar(*b);
+  DT_FAIL("[%s] argument %d is %s, expected a scalar (int, float or bool)", schema_.name(), i,
+          arg_str(v));
+}
+
+ArgValue scalar_arg(const Scalar& s) {
+  switch (s.kind()) {
+    case Scalar::Kind::kDouble:
+      return s.to_double();
+    case Scalar::Kind::kInt:
+      return s.to_int();
+    case Scalar::Kind::kBool:
+      return s.to_bool();
+  }
+  return s.to_double();
+}
+
+DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> inputs,
+                             absl::Span<const ArgValue> args, DispatchTrace* trace) {
   DT_CHECK(!inputs.empty(), "[%s] needs at least one DTensor input", op.name);
   SpecList specs;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -28,8 +68,21 @@ std::shared_ptr<const OutputSharding> prepare(const OpInfo& op,
     DT_CHECK(specs[i]->mesh() == mesh, "[%s] inputs live on different meshes (argument %s)",
              op.name, op.input_name(i));
   }
-  std::shared_ptr<const OutputSharding> sharding =
-      propagate(OpSchema(op, absl::MakeConstSpan(specs), args));
+  const OpSchema schema(op, absl::MakeConstSpan(specs), args);
+  std::shared_ptr<const OutputSharding> sharding = propagate(schema);
+  const size_t nout = sharding->outputs.size();
+  DTensorList result;
+  if (!mesh.contains_me()) {
+    const Device device = detail::mesh_device(mesh, inputs[0]->to_local());
+    for (size_t o = 0; o < nout; ++o) {
+      const DTensorSpec& spec = *sharding->outputs[o];
+      result.emplace_back(detail::empty_local(spec.ndim(), spec.dtype(), device),
+                          sharding->outputs[o]);
+    }
+    if (trace != nullptr) trace->sharding = std::move(sharding);
+    return result;
+  }
+  LocalList locals;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& local = inputs[i]->to_local();
     if (sharding->needs_redistribute() && sharding->required_inputs[i] != nullptr) {
@@ -38,54 +91,18 @@ std::shared_ptr<const OutputSharding> prepare(const OpInfo& op,
       locals.push_back(local);
     }
   }
-  return sharding;
-}
-
-void check_output(const OpInfo& op, size_t o, const Tensor& out, const DTensorSpec& spec) {
-  DT_CHECK(out.defined(), "[%s] local kernel returned an undefined tensor for output %d", op.name,
-           o);
-  const LocalShard shard = spec.local_shard();
-  DT_CHECK(out.sizes() == shard.shape && out.dtype() == spec.dtype(),
-           "[%s] local kernel returned %s %s for output %d, expected %s %s (placements %s)",
-           op.name, shape_str(out.sizes()), dtype_name(out.dtype()), o, shape_str(shard.shape),
-           dtype_name(spec.dtype()), placements_str(spec.placements()));
-}
-
-// The empty local output of a rank outside the mesh.
-Tensor empty_output(const DTensorSpec& spec, const DTensor& first_input) {
-  const Device device = detail::mesh_device(spec.mesh(), first_input.to_local());
-  return empty(spec.local_shard().shape, TensorOptions(spec.dtype(), device));
-}
-
-}  // namespace
-
-DTensor dispatch(const OpInfo& op, absl::Span<const DTensor* const> inputs,
-                 absl::Span<const ArgValue> args, LocalKernel kernel) {
-  LocalList locals;
-  const std::shared_ptr<const OutputSharding> sharding = prepare(op, inputs, args, locals);
-  DT_CHECK(sharding->outputs.size() == 1, "[%s] the op has %d outputs; use dispatch_multi", op.name,
-           sharding->outputs.size());
-  const std::shared_ptr<const DTensorSpec>& spec = sharding->outputs[0];
-  if (!spec->mesh().contains_me()) return DTensor(empty_output(*spec, *inputs[0]), spec);
-  Tensor out = kernel(absl::MakeConstSpan(locals));
-  check_output(op, 0, out, *spec);
-  return DTensor(std::move(out), spec);
-}
-
-DTensorList dispatch_multi(const OpInfo& op, absl::Span<const DTensor* const> inputs,
-                           absl::Span<const ArgValue> args, MultiLocalKernel kernel) {
-  LocalList locals;
-  const std::shared_ptr<const OutputSharding> sharding = prepare(op, inputs, args, locals);
-  const size_t nout = sharding->outputs.size();
   absl::InlinedVector<Tensor, 2> outs(nout);
-  if (sharding->outputs[0]->mesh().contains_me()) {
-    kernel(absl::MakeConstSpan(locals), absl::MakeSpan(outs));
-    for (size_t o = 0; o < nout; ++o) check_output(op, o, outs[o], *sharding->outputs[o]);
-  } else {
-    for (size_t o = 0; o < nout; ++o) outs[o] = empty_output(*sharding->outputs[o], *inputs[0]);
+  const Shape& coord = mesh.get_coordinate();
+  op.kernel(KernelContext(schema, *sharding, coord), absl::MakeConstSpan(locals),
+            absl::MakeSpan(outs));
+  for (size_t o = 0; o < nout; ++o) {
+    check_output(op, o, outs[o], *sharding->outputs[o], coord);
+    result.emplace_back(std::move(outs[o]), sharding->outputs[o]);
   }
-  DTensorList result;
-  for (size_t o = 0; o < nout; ++o) result.emplace_back(std::move(outs[o]), sharding->outputs[o]);
+  if (trace != nullptr) {
+    trace->sharding = std::move(sharding);
+    trace->inputs = std::move(locals);
+  }
   return result;
 }
 

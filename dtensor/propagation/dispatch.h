@@ -1,40 +1,85 @@
 // Op dispatch on DTensors: look up the sharding (propagating on a cache miss), redistribute
-// the inputs that need it, run the local kernel on local tensors, wrap the outputs with the
-// cached output specs. On a cache hit nothing is re-propagated and nothing is allocated
-// besides the output tensors. Ranks outside the mesh skip the kernel and every collective and
-// get empty local outputs (PyTorch semantics).
+// the inputs that need it, run the op's registered local kernel on the local tensors with a
+// KernelContext that says what was chosen, wrap the outputs with the cached output specs. On a
+// cache hit nothing is re-propagated and nothing is allocated besides the output tensors.
+// Ranks outside the mesh skip the kernel and every collective and get empty local outputs
+// (PyTorch semantics).
+//
+// This is the sharded half of an op call: the DTensor functions of ops/ go through
+// autograd::dispatch (autograd/dispatch.h), which calls dispatch_sharded and records the call
+// for backward when an input requires grad.
 #pragma once
 
 #include <absl/container/inlined_vector.h>
-#include <absl/functional/function_ref.h>
 #include <absl/types/span.h>
+
+#include <memory>
 
 #include "dtensor/distributed_tensor.h"
 #include "dtensor/propagation/op_schema.h"
 #include "dtensor/propagation/sharding_propagation.h"
+#include "tensor/scalar.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
 
-// Local kernel of a single-output op: gets the (redistributed) local inputs, returns the
-// local output.
-using LocalKernel = absl::FunctionRef<Tensor(absl::Span<const Tensor> locals)>;
-// Local kernel of a multi-output op: fills `outputs` (one per output of the op).
-using MultiLocalKernel =
-    absl::FunctionRef<void(absl::Span<const Tensor> locals, absl::Span<Tensor> outputs)>;
+// What dispatch chose for one call, handed to the op's local kernel: the schema (op, the
+// inputs' specs as passed, args), the OutputSharding (output specs; input specs after
+// redistribution) and this rank's mesh coordinate. Kernels whose work depends on the layout
+// read it instead of propagating again, e.g. the vocab-sharded embedding reads its shard's
+// row offset, a view its local target shape, linear whether the bias is added on this rank.
+class KernelContext {
+ public:
+  KernelContext(const OpSchema& schema, const OutputSharding& sharding, const Shape& coordinate)
+      : schema_(schema), sharding_(sharding), coordinate_(coordinate) {}
 
-using DTensorList = absl::InlinedVector<DTensor, 2>;
+  const OpSchema& schema() const { return schema_; }
+  const OpInfo& op() const { return schema_.op(); }
+  const OutputSharding& sharding() const { return sharding_; }
+  // This rank's coordinate in the mesh.
+  const Shape& coordinate() const { return coordinate_; }
+  const DeviceMesh& mesh() const { return schema_.mesh(); }
+
+  int64_t num_inputs() const { return schema_.num_inputs(); }
+  // The spec of local input i as the kernel sees it (after redistribution).
+  const DTensorSpec& input_spec(int64_t i) const;
+  const DTensorSpec& output_spec(int64_t o) const { return *sharding_.outputs[o]; }
+  // This rank's shard (shape, global offset) of input i (after redistribution) / output o.
+  LocalShard input_shard(int64_t i) const { return input_spec(i).local_shard(coordinate_); }
+  LocalShard output_shard(int64_t o) const { return output_spec(o).local_shard(coordinate_); }
+
+  template <typename T>
+  const T& arg(int64_t i) const {
+    return schema_.arg<T>(i);
+  }
+  bool has_arg(int64_t i) const { return schema_.has_arg(i); }
+  // A runtime scalar arg (int, float or bool) as a Scalar.
+  Scalar scalar(int64_t i) const;
+
+ private:
+  const OpSchema& schema_;
+  const OutputSharding& sharding_;
+  const Shape& coordinate_;
+};
+
+// A scalar as an op arg (int, float or bool), the inverse of KernelContext::scalar.
+ArgValue scalar_arg(const Scalar& s);
+
+// What a dispatch did, for callers that keep it (autograd saves the inputs the kernel saw).
+struct DispatchTrace {
+  std::shared_ptr<const OutputSharding> sharding;
+  // The local inputs the kernel ran on (after redistribution); empty outside the mesh.
+  absl::InlinedVector<Tensor, 4> inputs;
+};
 
 // Runs `op` on `inputs` (all defined, all on one mesh) with args `args` (as declared by the
-// op's RuntimeSchemaInfo). Throws "[op] inputs live on different meshes (argument other)",
-// "[op] argument other is an undefined DTensor", propagation errors with the schema
-// appended, and "[op] local kernel returned shape [..] for output 0, expected [..]" when a
-// kernel disagrees with the output spec. For in-place ops the kernel must write into
-// locals[0] and return it.
-DTensor dispatch(const OpInfo& op, absl::Span<const DTensor* const> inputs,
-                 absl::Span<const ArgValue> args, LocalKernel kernel);
-// Same for ops with several outputs.
-DTensorList dispatch_multi(const OpInfo& op, absl::Span<const DTensor* const> inputs,
-                           absl::Span<const ArgValue> args, MultiLocalKernel kernel);
+// op's RuntimeSchemaInfo) and its registered kernel. Throws "[op] inputs live on different
+// meshes (argument other)", "[op] argument other is an undefined DTensor", propagation errors
+// with the schema appended, and "[op] local kernel returned shape [..] for output 0, expected
+// [..]" when a kernel disagrees with the output spec. For in-place ops the kernel writes into
+// inputs[0] and returns it as output 0. `trace`, when given, receives the sharding and the
+// local inputs the kernel saw.
+DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> inputs,
+                             absl::Span<const ArgValue> args, DispatchTrace* trace = nullptr);
 
 }  // namespace dtensor

@@ -1,7 +1,8 @@
 // What sharding propagation sees of one op call: the op, its inputs' DTensorSpecs and its
-// non-tensor arguments, plus the per-op declarations made at registration (OpInfo): which
+// non-tensor arguments, plus everything registered for the op in one place (OpInfo): which
 // arguments are static (enter the cache key), how Partial inputs pass through (Linearity),
-// the strategy (rows for ONE mesh dim) and the output-meta function (shape/dtype inference).
+// the strategy (rows for ONE mesh dim), the output-meta function (shape/dtype inference), the
+// local kernel dispatch runs on each rank's shards, and the backward formula autograd runs.
 #pragma once
 
 #include <absl/container/inlined_vector.h>
@@ -11,11 +12,14 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
+#include "dtensor/distributed_tensor.h"
 #include "dtensor/dtensor_spec.h"
 #include "dtensor/placement.h"
+#include "tensor/tensor.h"
 
 namespace dtensor {
 
@@ -53,6 +57,10 @@ enum class Linearity : uint8_t { kNone, kLinear, kMultilinear, kLinearInFirst };
 
 class OpSchema;
 struct OpInfo;
+class KernelContext;  // dtensor/propagation/dispatch.h
+namespace autograd {
+class BackwardContext;  // autograd/function.h
+}  // namespace autograd
 
 // Strategy rows for ONE mesh dim: each row holds the output placements (num_outputs of
 // them) followed by one placement per input, e.g. mm: {S(0), S(0), R} = [S(0) | S(0), R].
@@ -61,6 +69,42 @@ using StrategyFn = std::function<StrategyRows(const OpSchema&)>;
 // Global TensorMeta of every output (shape/dtype inference); its size is the number of outputs.
 using OutputMetas = absl::InlinedVector<TensorMeta, 1>;
 using MetaFn = std::function<OutputMetas(const OpSchema&)>;
+// The op's local computation on one rank: reads the local inputs (already redistributed to the
+// chosen strategy) and sets outputs[o] to a local tensor of the shape and dtype that output o's
+// spec implies for this rank. `ctx` holds the args and what dispatch chose (specs after
+// redistribution, this rank's mesh coordinate), for kernels whose work depends on the layout.
+using KernelFn = std::function<void(const KernelContext& ctx, absl::Span<const Tensor> inputs,
+                                    absl::Span<Tensor> outputs)>;
+// Gradients of the op's inputs (one per input; undefined where none flows or none is needed)
+// from the gradients of its outputs (undefined where none arrived), written with DTensor ops
+// so that backward runs through the same sharding engine and cache as forward.
+using BackwardFn = std::function<DTensorList(const autograd::BackwardContext& ctx,
+                                             absl::Span<const DTensor> grad_outputs)>;
+
+// One sample call of an op, for the tests that check every op the same way (the strategy
+// validation harness runs the kernel on inputs laid out by every strategy row and compares with
+// the op on the full tensors): each input's global meta and the range its integer-valued
+// elements are drawn from (integers keep every Partial split and sum exact), and the args.
+struct SampleInput {
+  TensorMeta meta;
+  double low = -5;
+  double high = 5;
+};
+struct OpSample {
+  std::vector<SampleInput> inputs;
+  ArgList args;
+};
+// Sample calls for a world of `world` ranks: shapes chosen so that shards are even, uneven and
+// empty on meshes of that many ranks.
+using SampleFn = std::function<std::vector<OpSample>(int64_t world)>;
+
+// A single-output kernel `Tensor f(const KernelContext&, absl::Span<const Tensor> inputs)` as a
+// KernelFn.
+template <typename F>
+KernelFn single_output(F f) {
+  return [f = std::move(f)](const KernelContext& ctx, absl::Span<const Tensor> in,
+                            absl::Span<Tensor> out) { out[0] = f(ctx, in); };
+}
 
 // Everything registered for one op.
 struct OpInfo {
@@ -74,6 +118,23 @@ struct OpInfo {
   bool inplace = false;
   StrategyFn strategy;
   MetaFn meta;
+  KernelFn kernel;
+  // The backward formula (autograd/function.h). When empty: if `differentiable` is false the
+  // op's outputs never require grad (comparisons, argmax, random ops); otherwise a backward
+  // that reaches the op throws "[backward] op 'x' has no backward formula".
+  BackwardFn backward;
+  bool differentiable = true;
+  // What the backward formula reads through BackwardContext (bit i: input i as the kernel saw
+  // it, after redistribution; output o): only these are kept alive between forward and
+  // backward. Specs are always kept (they are small).
+  uint32_t saved_inputs = ~uint32_t{0};
+  uint32_t saved_outputs = 0;
+  // Output 0 shares input 0's memory (views): autograd refuses in-place ops on it while the
+  // input requires grad (the input's graph would not see the write).
+  bool view = false;
+  // Sample calls for the tests every op goes through (see OpSample). The op library registers
+  // samples for each of its ops; the harness fails for an op without them.
+  SampleFn samples;
 
   // Name of input i ("input 2" when none was registered).
   std::string input_name(int64_t i) const;
@@ -109,7 +170,7 @@ class OpSchema {
     check_arg(i, std::variant_npos);
     const T* v = std::get_if<T>(&args_[i]);
     if (v == nullptr) [[unlikely]] {
-      check_arg(i, ArgValue(T{}).index());
+      check_arg(i, arg_index<T>(static_cast<const ArgValue*>(nullptr)));
     }
     return *v;
   }
@@ -118,6 +179,16 @@ class OpSchema {
   std::string str() const;
 
  private:
+  // The index of alternative T in ArgValue, at compile time.
+  template <typename T, typename... Ts>
+  static constexpr size_t arg_index(const std::variant<Ts...>*) {
+    constexpr bool same[] = {std::is_same_v<T, Ts>...};
+    for (size_t k = 0; k < sizeof...(Ts); ++k) {
+      if (same[k]) return k;
+    }
+    return std::variant_npos;
+  }
+
   void check_arg(int64_t i, size_t expected_index) const;
 
   const OpInfo* op_;

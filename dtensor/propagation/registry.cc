@@ -29,8 +29,8 @@ Registry::~Registry() = default;
 
 const OpInfo& Registry::add(OpInfo info) {
   DT_CHECK(!info.name.empty(), "[Registry] op name must not be empty");
-  DT_CHECK(info.strategy && info.meta, "[Registry] op '%s' needs a strategy and a meta function",
-           info.name);
+  DT_CHECK(info.strategy && info.meta && info.kernel,
+           "[Registry] op '%s' needs a strategy, a meta function and a kernel", info.name);
   std::unique_lock lock(impl_->mu);
   DT_CHECK(!impl_->by_name.contains(info.name), "[Registry] op '%s' is already registered",
            info.name);

@@ -19,6 +19,35 @@ namespace {
 
 constexpr ReduceOp kLinearPartialOps[] = {ReduceOp::kSum, ReduceOp::kAvg};
 
+// The reduction a candidate leaves for later: an output that is Partial on a mesh dim where no
+// input arrived Partial was made Partial by this call (a sharded contraction, or an input
+// converted to Partial for it), and someone will pay to reduce it. Charging the all-reduce
+// (P -> R on that mesh dim, the cost model's price) to candidates that move inputs keeps the
+// engine from preferring "chunk two replicated inputs and leave an all-reduce for later" over
+// a strategy that needs no reduction at all. A Partial the caller's inputs already carried
+// was pending anyway and is not charged.
+double deferred_reduction_cost(const OpSchema& schema, const PlacementStrategy& c,
+                               absl::Span<const TensorMeta> metas, int64_t nout) {
+  const DeviceMesh& mesh = schema.mesh();
+  double cost = 0;
+  for (int64_t m = 0; m < mesh.ndim(); ++m) {
+    bool input_partial = false;
+    for (int64_t i = 0; i < schema.num_inputs(); ++i) {
+      input_partial |= schema.input(i).placement(m).is_partial();
+    }
+    if (input_partial) continue;
+    for (int64_t o = 0; o < nout; ++o) {
+      const Placements& out = c.placements[o];
+      if (!out[m].is_partial()) continue;
+      Placements reduced = out;
+      reduced[m] = Replicate();
+      cost += redistribute_cost(DTensorSpec(mesh, out, metas[o], schema.name()),
+                                DTensorSpec(mesh, std::move(reduced), metas[o], schema.name()));
+    }
+  }
+  return cost;
+}
+
 bool row_in_range(const Placements& row, absl::Span<const int64_t> ndims) {
   for (size_t t = 0; t < row.size(); ++t) {
     if (row[t].is_shard() && (row[t].dim() < 0 || row[t].dim() >= ndims[t])) return false;
@@ -141,19 +170,18 @@ OutputSharding expand_to_full_mesh(const OpSchema& schema, const StrategyRows& r
     const PlacementStrategy& c = candidates[k];
     double cost = 0;
     int64_t moved = 0;
-    bool ok = true;
-    for (int64_t i = 0; i < nin && ok; ++i) {
+    for (int64_t i = 0; i < nin && std::isfinite(cost); ++i) {
       const Placements& want = c.placements[nout + i];
       const DTensorSpec& have = schema.input(i);
       if (want == have.placements()) continue;
-      try {
-        cost += redistribute_cost(have, DTensorSpec(mesh, want, have.meta(), op));
-        ++moved;
-      } catch (const Error&) {
-        ok = false;  // no exact plan for this transition: drop the candidate
-      }
+      cost += redistribute_cost(have, DTensorSpec(mesh, want, have.meta(), op));  // inf: no plan
+      ++moved;
     }
-    if (!ok || !std::isfinite(cost)) continue;  // infinite: no exact plan either
+    if (!std::isfinite(cost)) continue;
+    // A candidate that moves inputs pays for the reduction its layout leaves behind; one that
+    // takes the inputs as they are does not (their Partial output is the caller's layout's
+    // direct consequence, e.g. Megatron's row-parallel product).
+    if (moved > 0) cost += deferred_reduction_cost(schema, c, metas, nout);
     if (best.better(cost, moved)) best = {static_cast<int64_t>(k), cost, moved};
     if (inplace && c.placements[0] == schema.input(0).placements() &&
         c.placements[nout] == schema.input(0).placements() && best_inplace.better(cost, moved)) {

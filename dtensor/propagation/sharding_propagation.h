@@ -4,9 +4,22 @@
 // A strategy gives rows for ONE mesh dim ([outputs | inputs]); expand_to_full_mesh takes the
 // cartesian product over mesh dims (the all-Replicate row always included, plus the Partial
 // rows the op's Linearity allows), drops combinations that are invalid (a Shard dim out of
-// range, a transition with no exact plan), costs each as the sum over inputs of
-// redistribute_cost(input spec, required spec), and keeps the cheapest (ties: fewest inputs
-// moved, then row order).
+// range, a transition with no exact plan) and keeps the cheapest under the redistribute cost
+// model (redistribute.h). The rule, chosen from measurements (docs/PERFORMANCE.md "Strategy
+// choice"):
+//   cost = sum over inputs of redistribute_cost(input spec, required spec)
+//        + when an input is redistributed: for every output that is Partial on a mesh dim
+//          where no input arrived Partial (the call made it Partial, e.g. a sharded
+//          contraction of inputs it chunked), the cost of the all-reduce that will resolve it
+//          (P -> R on that mesh dim);
+//   ties: fewest inputs redistributed, then row order.
+// A candidate that takes every input as it is costs 0 and is not charged for its Partial
+// output: Megatron's row-parallel linear and the vocab-parallel embedding keep their one
+// all-reduce, whatever the sizes.
+// So matmul(a, a^T) with a [S(0), R] on a 2x2 mesh gathers the small operand and returns
+// [S(0), R] instead of chunking both replicated inputs on the second mesh dim and leaving an
+// all-reduce of the output for later; rowwise-parallel linear still returns P(sum) (every
+// alternative moves the input or the weight). Size-1 mesh dims cost nothing to relabel.
 #pragma once
 
 #include <absl/container/inlined_vector.h>

@@ -5,7 +5,7 @@
 // of `out`; inputs must be broadcastable to out's shape (they are expanded, stride 0) and live
 // on out's device. `op` is a __device__ functor or extended lambda taking the inputs in their
 // compute types (float for Half/BFloat16). One thread per element, grid-stride, on
-// current_cuda_stream(); nothing is synchronised.
+// cuda::current_stream(); nothing is synchronised.
 #pragma once
 
 #include <array>
@@ -80,10 +80,10 @@ void gpu_kernel(const Tensor& out, std::initializer_list<const Tensor*> inputs, 
            "[gpu_kernel] %d inputs given, the kernel expects %d",
            static_cast<int64_t>(inputs.size()), static_cast<int64_t>(N - 1));
   if (out.numel() == 0) return;
-  CudaDeviceGuard guard(out.device().index);
+  cuda::DeviceGuard guard(out.device().index);
   const EwOperands<N> o = make_ew_operands<N>(out, inputs);
   gpu_elementwise_kernel<Out, Op, In...>
-      <<<grid_for(o.numel, kEwBlock), kEwBlock, 0, current_cuda_stream()>>>(o.ptrs, o.calc, o.numel,
+      <<<cuda::grid_for(o.numel, kEwBlock), kEwBlock, 0, cuda::current_stream()>>>(o.ptrs, o.calc, o.numel,
                                                                             op);
   DT_CHECK_CUDA(cudaGetLastError());
 }

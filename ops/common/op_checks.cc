@@ -4,10 +4,6 @@
 
 namespace dtensor::detail {
 
-void cuda_kernels_not_built(std::string_view op) {
-  DT_FAIL("[%s] CUDA kernels for this op are not built yet", op);
-}
-
 void check_defined(std::string_view op, const Tensor& t, std::string_view arg) {
   DT_CHECK(t.defined(), "[%s] argument %s is an undefined tensor", op, arg);
 }

@@ -1,4 +1,4 @@
-// Argument checks and device dispatch shared by every op family.
+// Argument checks shared by every op family.
 #pragma once
 
 #include <string_view>
@@ -6,10 +6,6 @@
 #include "tensor/tensor.h"
 
 namespace dtensor::detail {
-
-// Raises "[<op>] CUDA kernels for this op are not built yet". The one place every op family
-// calls for CUDA inputs until the CUDA kernels land (issue 8 replaces it).
-[[noreturn]] void cuda_kernels_not_built(std::string_view op);
 
 // Throws "[op] argument <arg> is an undefined tensor" when t is undefined.
 void check_defined(std::string_view op, const Tensor& t, std::string_view arg);

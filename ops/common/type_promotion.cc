@@ -37,14 +37,18 @@ DType promote_types(DType a, DType b) {
   return ra > rb ? a : b;
 }
 
-DType result_type(const Tensor& a, const Tensor& b) {
-  const bool a0 = a.dim() == 0;
-  const bool b0 = b.dim() == 0;
-  if (a0 == b0) return promote_types(a.dtype(), b.dtype());
+DType result_type(DType a, int64_t a_ndim, DType b, int64_t b_ndim) {
+  const bool a0 = a_ndim == 0;
+  const bool b0 = b_ndim == 0;
+  if (a0 == b0) return promote_types(a, b);
   // One 0-d operand: it only matters when its category is higher.
-  const DType dimmed = a0 ? b.dtype() : a.dtype();
-  const DType zero_d = a0 ? a.dtype() : b.dtype();
+  const DType dimmed = a0 ? b : a;
+  const DType zero_d = a0 ? a : b;
   return dtype_category(zero_d) > dtype_category(dimmed) ? zero_d : dimmed;
+}
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  return result_type(a.dtype(), a.dim(), b.dtype(), b.dim());
 }
 
 DType result_type(DType t, const Scalar& s) {

@@ -28,7 +28,9 @@ inline constexpr DType kDefaultFloatDType = DType::kFloat32;
 // The smallest dtype both a and b convert to (torch.promote_types); symmetric.
 DType promote_types(DType a, DType b);
 
-// The dtype of an op on tensors a and b (torch.result_type), with the 0-d rule above.
+// The dtype of an op on tensors a and b (torch.result_type), with the 0-d rule above; the
+// first form takes the dtypes and ranks alone (sharding propagation has no tensors).
+DType result_type(DType a, int64_t a_ndim, DType b, int64_t b_ndim);
 DType result_type(const Tensor& a, const Tensor& b);
 
 // The dtype of an op on tensor t and Scalar s (torch.result_type(t, s)).

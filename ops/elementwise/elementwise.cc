@@ -72,6 +72,7 @@ Tensor binary_scalar(std::string_view op, BinaryOp kind, const Tensor& self, con
 Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
                       const Tensor& other) {
   check_binary_args(op, self, other);
+  check_no_internal_overlap(self, op);
   const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
   DT_CHECK(IntSpan(shape) == IntSpan(self.sizes()),
            "[%s] output with shape %s doesn't match the broadcast shape %s (argument other)", op,
@@ -89,6 +90,7 @@ Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
 Tensor binary_scalar_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
                              const Scalar& other) {
   detail::check_defined(op, self, "self");
+  check_no_internal_overlap(self, op);
   const DType rt = arithmetic_dtype(op, kind, result_type(self, other));
   DT_CHECK(can_cast(rt, self.dtype()),
            "[%s] result type %s can't be cast to the desired output type %s (argument self)", op,
@@ -225,10 +227,11 @@ Tensor relu(const Tensor& x) {
 }
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
   return activation("gelu",
-                    approximate == GeluApproximate::kTanh ? UnaryOp::kGeluTanh : UnaryOp::kGelu,
-                    x);
+                    approximate == GeluApproximate::kTanh ? UnaryOp::kGeluTanh : UnaryOp::kGelu, x);
 }
-Tensor silu(const Tensor& x) { return activation("silu", UnaryOp::kSilu, x); }
+Tensor silu(const Tensor& x) {
+  return activation("silu", UnaryOp::kSilu, x);
+}
 
 Tensor maximum(const Tensor& self, const Tensor& other) {
   return binary("maximum", BinaryOp::kMaximum, self, other);

@@ -1,55 +1,192 @@
-// Public activation gradients (elementwise.h): argument checks, output allocation and device
-// dispatch. The kernels are activation_backward_cpu (elementwise_unary_cpu.cc) and
-// activation_backward_cuda (elementwise_cuda.cu).
-#include "ops/common/op_checks.h"
+// Backward formulas of the elementwise ops, written with DTensor ops (so they run sharded and
+// cached like forward). Gradients of broadcast inputs are summed back to the input's shape and
+// cast to its dtype (reduce_to). Formulas are with respect to the inputs as the kernel saw
+// them; ctx.input / ctx.output are the saved values.
+#include "ops/elementwise/elementwise_backward.h"
+
+#include <absl/container/flat_hash_map.h>
+
+#include <cmath>
+#include <string>
+
+#include "autograd/function.h"
+#include "ops/common/grad_util.h"
 #include "ops/elementwise/elementwise.h"
-#include "ops/elementwise/elementwise_cuda.h"
-#include "ops/elementwise/elementwise_kernels.h"
-#include "tensor/creation.h"
 
-namespace dtensor {
-
+namespace dtensor::detail {
 namespace {
 
-using detail::ActivationGrad;
+using autograd::BackwardContext;
+using Grads = absl::Span<const DTensor>;
 
-// grad and `input` (the forward's input or output, named `what`) must agree in shape, dtype and
-// device, and be floating.
-Tensor activation_backward(const char* op, ActivationGrad kind, const Tensor& grad,
-                           const Tensor& input, const char* what) {
-  detail::check_defined(op, grad, "grad");
-  detail::check_defined(op, input, what);
-  detail::check_same_device(op, grad, input, what);
-  DT_CHECK(grad.sizes() == input.sizes(), "[%s] grad of shape %s does not match %s of shape %s", op,
-           shape_str(grad.sizes()), what, shape_str(input.sizes()));
-  DT_CHECK(grad.dtype() == input.dtype() && is_floating(grad.dtype()),
-           "[%s] expected grad and %s of one floating dtype, got %s and %s", op, what,
-           dtype_name(grad.dtype()), dtype_name(input.dtype()));
-  Tensor out = empty(grad.sizes(), TensorOptions(grad.dtype(), grad.device()));
-  (grad.device().is_cuda() ? detail::activation_backward_cuda : detail::activation_backward_cpu)(
-      kind, out, grad, input);
+constexpr uint32_t kIn0 = 1u, kIn1 = 2u, kIn01 = 3u, kOut0 = 1u;
+
+// The gradient for input i: reduce_to its spec when it needs one.
+DTensor for_input(const BackwardContext& c, int64_t i, const DTensor& g) {
+  return c.needs_input_grad(i) ? reduce_to(g, c.input_spec(i)) : DTensor();
+}
+
+DTensor as_float(const DTensor& mask, DType dtype) {
+  return cast(mask, dtype);
+}
+
+DTensorList add_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0]), for_input(c, 1, g[0])};
+}
+DTensorList sub_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0]), c.needs_input_grad(1) ? for_input(c, 1, -g[0]) : DTensor()};
+}
+DTensorList mul_bw(const BackwardContext& c, Grads g) {
+  return {c.needs_input_grad(0) ? for_input(c, 0, g[0] * c.input(1)) : DTensor(),
+          c.needs_input_grad(1) ? for_input(c, 1, g[0] * c.input(0)) : DTensor()};
+}
+DTensorList div_bw(const BackwardContext& c, Grads g) {
+  const DTensor& b = c.input(1);
+  DTensorList out = {c.needs_input_grad(0) ? for_input(c, 0, g[0] / b) : DTensor(), DTensor()};
+  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, -g[0] * c.input(0) / (b * b));
   return out;
+}
+// Ties split the gradient evenly, as PyTorch does.
+template <bool kMax>
+DTensorList extremum_bw(const BackwardContext& c, Grads g) {
+  const DTensor &a = c.input(0), &b = c.input(1);
+  const DType dt = g[0].dtype();
+  const DTensor ties = as_float(eq(a, b), dt) * 0.5;
+  const DTensor a_wins = as_float(kMax ? gt(a, b) : lt(a, b), dt) + ties;
+  const DTensor b_wins = as_float(kMax ? lt(a, b) : gt(a, b), dt) + ties;
+  return {c.needs_input_grad(0) ? for_input(c, 0, g[0] * a_wins) : DTensor(),
+          c.needs_input_grad(1) ? for_input(c, 1, g[0] * b_wins) : DTensor()};
+}
+DTensorList where_bw(const BackwardContext& c, Grads g) {
+  const DTensor cond = as_float(c.input(0), g[0].dtype());
+  return {DTensor(), c.needs_input_grad(1) ? for_input(c, 1, g[0] * cond) : DTensor(),
+          c.needs_input_grad(2) ? for_input(c, 2, g[0] - g[0] * cond) : DTensor()};
+}
+
+// Scalar forms: args (scalar, dtype).
+DTensorList same_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0])};
+}
+DTensorList neg_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, -g[0])};
+}
+DTensorList mul_scalar_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * c.scalar(0))};
+}
+DTensorList div_scalar_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] / c.scalar(0))};
+}
+// d(s / x) = -s / x^2 = -out / x.
+DTensorList rdiv_scalar_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, -g[0] * c.output(0) / c.input(0))};
+}
+DTensorList pow_bw(const BackwardContext& c, Grads g) {
+  const double e = c.scalar(0).to_double();
+  if (e == 0.0) return {for_input(c, 0, g[0] * 0.0)};
+  return {for_input(c, 0, g[0] * e * pow(c.input(0), Scalar(e - 1.0)))};
+}
+
+// Unary ops.
+DTensorList abs_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const DType dt = g[0].dtype();
+  return {for_input(c, 0, g[0] * (as_float(gt(x, Scalar(0)), dt) - as_float(lt(x, Scalar(0)), dt)))};
+}
+DTensorList exp_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * c.output(0))};
+}
+DTensorList log_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] / c.input(0))};
+}
+DTensorList sqrt_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * 0.5 / c.output(0))};
+}
+// d rsqrt(x) = -x^(-3/2) / 2 = -out^3 / 2.
+DTensorList rsqrt_bw(const BackwardContext& c, Grads g) {
+  const DTensor& y = c.output(0);
+  return {for_input(c, 0, g[0] * (y * y * y) * -0.5)};
+}
+DTensorList sigmoid_bw(const BackwardContext& c, Grads g) {
+  const DTensor& y = c.output(0);
+  return {for_input(c, 0, g[0] * (y - y * y))};
+}
+DTensorList tanh_bw(const BackwardContext& c, Grads g) {
+  const DTensor& y = c.output(0);
+  return {for_input(c, 0, g[0] - g[0] * (y * y))};
+}
+DTensorList relu_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * as_float(gt(c.output(0), Scalar(0)), g[0].dtype()))};
+}
+// silu(x) = x s(x): d = s (1 + x (1 - s)).
+DTensorList silu_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const DTensor s = sigmoid(x);
+  return {for_input(c, 0, g[0] * (s + x * (s - s * s)))};
+}
+// gelu, erf form: Phi(x) + x phi(x) with Phi(x) = gelu(x) / x (1/2 at x = 0); tanh form:
+// 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2) with t = tanh(k (x + a x^3)), k = sqrt(2 / pi),
+// a = 0.044715.
+DTensorList gelu_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const auto approximate = static_cast<GeluApproximate>(c.arg<int64_t>(0));
+  if (approximate == GeluApproximate::kTanh) {
+    const double k = std::sqrt(2.0 / M_PI), a = 0.044715;
+    const DTensor x2 = x * x;
+    const DTensor t = tanh((x + x2 * x * a) * k);
+    const DTensor d = (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x2 * (3.0 * a) + 1.0) * (0.5 * k);
+    return {for_input(c, 0, g[0] * d)};
+  }
+  const DTensor phi = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
+  const DTensor zero = eq(x, Scalar(0));
+  const DTensor Phi = where(zero, as_float(zero, g[0].dtype()) * 0.5, gelu(x) / x);
+  return {for_input(c, 0, g[0] * (Phi + x * phi))};
+}
+DTensorList cast_bw(const BackwardContext& c, Grads g) {
+  return {cast(g[0], c.input_spec(0).dtype())};
 }
 
 }  // namespace
 
-Tensor gelu_backward(const Tensor& grad, const Tensor& x, GeluApproximate approximate) {
-  return activation_backward(
-      "gelu_backward",
-      approximate == GeluApproximate::kTanh ? ActivationGrad::kGeluTanh : ActivationGrad::kGelu,
-      grad, x, "x");
+PointwiseGrad pointwise_grad(std::string_view name) {
+  static const auto* table = new absl::flat_hash_map<std::string, PointwiseGrad>{
+      {"add", {add_bw}},
+      {"sub", {sub_bw}},
+      {"mul", {mul_bw, kIn01}},
+      {"div", {div_bw, kIn01}},
+      {"maximum", {extremum_bw<true>, kIn01}},
+      {"minimum", {extremum_bw<false>, kIn01}},
+      {"where", {where_bw, kIn0}},
+      {"add.Scalar", {same_bw}},
+      {"sub.Scalar", {same_bw}},
+      {"rsub.Scalar", {neg_bw}},
+      {"mul.Scalar", {mul_scalar_bw}},
+      {"div.Scalar", {div_scalar_bw}},
+      {"rdiv.Scalar", {rdiv_scalar_bw, kIn0, kOut0}},
+      {"pow", {pow_bw, kIn0}},
+      {"neg", {neg_bw}},
+      {"abs", {abs_bw, kIn0}},
+      {"exp", {exp_bw, 0, kOut0}},
+      {"log", {log_bw, kIn0}},
+      {"sqrt", {sqrt_bw, 0, kOut0}},
+      {"rsqrt", {rsqrt_bw, 0, kOut0}},
+      {"sigmoid", {sigmoid_bw, 0, kOut0}},
+      {"tanh", {tanh_bw, 0, kOut0}},
+      {"relu", {relu_bw, 0, kOut0}},
+      {"silu", {silu_bw, kIn0}},
+      {"gelu", {gelu_bw, kIn0}},
+      {"cast", {cast_bw}},
+      {"add_", {add_bw}},
+      {"sub_", {sub_bw}},
+      // In place: the formulas of the out-of-place ops (input 0 saved is self's old value).
+      {"mul_", {mul_bw, kIn01}},
+      {"div_", {div_bw, kIn01}},
+      {"add_.Scalar", {same_bw}},
+      {"sub_.Scalar", {same_bw}},
+      {"mul_.Scalar", {mul_scalar_bw}},
+      {"div_.Scalar", {div_scalar_bw}},
+  };
+  auto it = table->find(std::string(name));
+  return it == table->end() ? PointwiseGrad{} : it->second;
 }
 
-Tensor silu_backward(const Tensor& grad, const Tensor& x) {
-  return activation_backward("silu_backward", ActivationGrad::kSilu, grad, x, "x");
-}
-
-Tensor sigmoid_backward(const Tensor& grad, const Tensor& out) {
-  return activation_backward("sigmoid_backward", ActivationGrad::kSigmoid, grad, out, "out");
-}
-
-Tensor tanh_backward(const Tensor& grad, const Tensor& out) {
-  return activation_backward("tanh_backward", ActivationGrad::kTanh, grad, out, "out");
-}
-
-}  // namespace dtensor
+}  // namespace dtensor::detail

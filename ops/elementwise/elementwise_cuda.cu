@@ -261,9 +261,9 @@ __global__ void gpu_where_kernel(std::array<char*, 4> p, OffsetCalc<4> calc, int
 template <typename U>
 void where_typed(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (out.numel() == 0) return;
-  CudaDeviceGuard guard(out.device().index);
+  cuda::DeviceGuard guard(out.device().index);
   const EwOperands<4> o = make_ew_operands<4>(out, {&cond, &a, &b});
-  gpu_where_kernel<U><<<grid_for(o.numel, kEwBlock), kEwBlock, 0, current_cuda_stream()>>>(
+  gpu_where_kernel<U><<<cuda::grid_for(o.numel, kEwBlock), kEwBlock, 0, cuda::current_stream()>>>(
       o.ptrs, o.calc, o.numel);
   DT_CHECK_CUDA(cudaGetLastError());
 }

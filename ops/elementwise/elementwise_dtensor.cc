@@ -1,5 +1,6 @@
-// DTensor forms of the elementwise ops: each looks its op up once and dispatches with the
-// local kernel from elementwise.h.
+// DTensor forms of the elementwise ops: each looks its op up once and dispatches it (the
+// kernels are registered in elementwise_strategy.cc).
+#include "autograd/dispatch.h"
 #include "dtensor/propagation/dispatch.h"
 #include "ops/common/type_promotion.h"
 #include "ops/elementwise/elementwise.h"
@@ -8,74 +9,44 @@
 namespace dtensor {
 namespace {
 
-using Locals = absl::Span<const Tensor>;
-
-ArgValue scalar_arg(const Scalar& s) {
-  switch (s.kind()) {
-    case Scalar::Kind::kDouble:
-      return s.to_double();
-    case Scalar::Kind::kInt:
-      return s.to_int();
-    case Scalar::Kind::kBool:
-      return s.to_bool();
-  }
-  return s.to_double();
-}
-
 // Dispatches a tensor-scalar op: args (scalar [runtime], result dtype [static]).
-template <typename F>
-DTensor scalar_op(const OpInfo& info, const DTensor& x, const Scalar& s, DType out, F&& local) {
+DTensor scalar_op(const OpInfo& info, const DTensor& x, const Scalar& s, DType out) {
   const ArgValue args[] = {scalar_arg(s), out};
-  return dispatch(info, {&x}, args, [&](Locals l) { return local(l[0], s); });
-}
-
-template <typename F>
-const DTensor& inplace_op(const OpInfo& info, const DTensor& self, const DTensor& other,
-                          F&& local) {
-  dispatch(info, {&self, &other}, {}, [&](Locals l) { return local(l[0], l[1]); });
-  return self;
-}
-
-template <typename F>
-const DTensor& inplace_scalar_op(const OpInfo& info, const DTensor& self, const Scalar& s,
-                                 F&& local) {
-  const ArgValue args[] = {scalar_arg(s)};
-  dispatch(info, {&self}, args, [&](Locals l) { return local(l[0], s); });
-  return self;
+  return dispatch(info, {&x}, args);
 }
 
 }  // namespace
 
-#define DT_EW_BINARY(fn)                                                                 \
-  DTensor fn(const DTensor& self, const DTensor& other) {                                \
-    static const OpInfo& info = ops_op(#fn);                                             \
-    return dispatch(info, {&self, &other}, {}, [](Locals l) { return fn(l[0], l[1]); }); \
+#define DT_EW_BINARY(fn)                                  \
+  DTensor fn(const DTensor& self, const DTensor& other) { \
+    static const OpInfo& info = ops_op(#fn);              \
+    return dispatch(info, {&self, &other});               \
   }
 
-#define DT_EW_UNARY(fn)                                                 \
-  DTensor fn(const DTensor& x) {                                        \
-    static const OpInfo& info = ops_op(#fn);                            \
-    return dispatch(info, {&x}, {}, [](Locals l) { return fn(l[0]); }); \
+#define DT_EW_UNARY(fn)                        \
+  DTensor fn(const DTensor& x) {               \
+    static const OpInfo& info = ops_op(#fn);   \
+    return dispatch(info, {&x});               \
   }
 
 // Scalar forms whose dtype is result_type(x, s) (floating for div).
-#define DT_EW_SCALAR(fn, dtype_expr)                                             \
-  DTensor fn(const DTensor& self, const Scalar& other) {                         \
-    static const OpInfo& info = ops_op(#fn ".Scalar");                           \
-    return scalar_op(info, self, other, dtype_expr,                              \
-                     [](const Tensor& t, const Scalar& s) { return fn(t, s); }); \
+#define DT_EW_SCALAR(fn, dtype_expr)                           \
+  DTensor fn(const DTensor& self, const Scalar& other) {       \
+    static const OpInfo& info = ops_op(#fn ".Scalar");         \
+    return scalar_op(info, self, other, dtype_expr);           \
   }
 
-#define DT_EW_INPLACE(fn)                                                                \
-  const DTensor& fn(const DTensor& self, const DTensor& other) {                         \
-    static const OpInfo& info = ops_op(#fn);                                             \
-    return inplace_op(info, self, other,                                                 \
-                      [](const Tensor& a, const Tensor& b) { return fn(a, b); });        \
-  }                                                                                      \
-  const DTensor& fn(const DTensor& self, const Scalar& other) {                          \
-    static const OpInfo& info = ops_op(#fn ".Scalar");                                   \
-    return inplace_scalar_op(info, self, other,                                          \
-                             [](const Tensor& a, const Scalar& s) { return fn(a, s); }); \
+#define DT_EW_INPLACE(fn)                                             \
+  const DTensor& fn(const DTensor& self, const DTensor& other) {      \
+    static const OpInfo& info = ops_op(#fn);                          \
+    dispatch(info, {&self, &other});                                  \
+    return self;                                                      \
+  }                                                                   \
+  const DTensor& fn(const DTensor& self, const Scalar& other) {       \
+    static const OpInfo& info = ops_op(#fn ".Scalar");                \
+    const ArgValue args[] = {scalar_arg(other)};                      \
+    dispatch(info, {&self}, args);                                    \
+    return self;                                                      \
   }
 
 DT_EW_BINARY(add)
@@ -120,26 +91,25 @@ DT_EW_INPLACE(div_)
 
 DTensor pow(const DTensor& x, const Scalar& exponent) {
   static const OpInfo& info = ops_op("pow");
-  return scalar_op(info, x, exponent, result_type(x.dtype(), exponent),
-                   [](const Tensor& t, const Scalar& s) { return pow(t, s); });
+  return scalar_op(info, x, exponent, result_type(x.dtype(), exponent));
 }
 
 DTensor gelu(const DTensor& x, GeluApproximate approximate) {
   static const OpInfo& info = ops_op("gelu");
   const ArgValue args[] = {static_cast<int64_t>(approximate)};
-  return dispatch(info, {&x}, args, [&](Locals l) { return gelu(l[0], approximate); });
+  return dispatch(info, {&x}, args);
 }
 
 DTensor where(const DTensor& condition, const DTensor& self, const DTensor& other) {
   static const OpInfo& info = ops_op("where");
-  return dispatch(info, {&condition, &self, &other}, {},
-                  [](Locals l) { return where(l[0], l[1], l[2]); });
+  return dispatch(info, {&condition, &self, &other});
 }
 
 DTensor cast(const DTensor& x, DType dtype) {
+  if (x.defined() && x.dtype() == dtype) return x;  // as the Tensor form: no copy
   static const OpInfo& info = ops_op("cast");
   const ArgValue args[] = {dtype};
-  return dispatch(info, {&x}, args, [&](Locals l) { return cast(l[0], dtype); });
+  return dispatch(info, {&x}, args);
 }
 
 DTensor operator+(const DTensor& a, const DTensor& b) {
@@ -156,8 +126,7 @@ DTensor operator-(const DTensor& a, const Scalar& b) {
 }
 DTensor operator-(const Scalar& a, const DTensor& b) {
   static const OpInfo& info = ops_op("rsub.Scalar");
-  return scalar_op(info, b, a, result_type(b.dtype(), a),
-                   [](const Tensor& t, const Scalar& s) { return s - t; });
+  return scalar_op(info, b, a, result_type(b.dtype(), a));
 }
 DTensor operator*(const DTensor& a, const DTensor& b) {
   return mul(a, b);
@@ -176,8 +145,7 @@ DTensor operator/(const DTensor& a, const Scalar& b) {
 }
 DTensor operator/(const Scalar& a, const DTensor& b) {
   static const OpInfo& info = ops_op("rdiv.Scalar");
-  return scalar_op(info, b, a, floating_result_type(result_type(b.dtype(), a)),
-                   [](const Tensor& t, const Scalar& s) { return s / t; });
+  return scalar_op(info, b, a, floating_result_type(result_type(b.dtype(), a)));
 }
 DTensor operator-(const DTensor& a) {
   return neg(a);

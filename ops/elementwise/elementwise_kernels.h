@@ -1,6 +1,6 @@
 // The elementwise kernel interface between the public functions (elementwise.cc, which check
 // arguments, promote dtypes and allocate outputs) and the per-device kernels
-// (elementwise_cpu.cc; a .cu beside it later). Kernels receive operands already converted to
+// (elementwise_cpu.cc, elementwise_cuda.cu). Kernels receive operands already converted to
 // one dtype and broadcastable to `out`; `out` may alias an input exactly (in-place ops).
 #pragma once
 

@@ -1,41 +1,22 @@
-// Sharding strategies of the elementwise family, written for ONE mesh dim (the propagation
-// engine expands them to the full mesh, adds the Partial rows the linearity flag allows, and
-// costs them).
+// Registration of the elementwise family: per op its sharding strategy (rows for ONE mesh dim;
+// the propagation engine expands them to the full mesh, adds the Partial rows the linearity
+// flag allows, and costs them), meta function and local kernel.
 //
 // Pointwise rule with broadcasting: output dim d can be sharded when every input either has
 // the same size at the aligned dim (sharded the same way) or broadcasts there (replicated).
 // Example: add(a[4, 6], b[6]) rows: [S(0) | S(0), R], [S(1) | S(1), S(0)].
 #include <string>
 
-#include "dtensor/propagation/op_schema.h"
+#include "dtensor/propagation/dispatch.h"
+#include "ops/common/strategy_util.h"
 #include "ops/common/type_promotion.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/elementwise/elementwise_backward.h"
 #include "ops/register_all.h"
-#include "tensor/creation.h"
 #include "tensor/error.h"
 
 namespace dtensor {
 namespace {
-
-// The broadcast shape of every input; names the argument that does not broadcast.
-Shape broadcast_inputs(const OpSchema& s) {
-  Shape out = s.input(0).shape();
-  for (int64_t i = 1; i < s.num_inputs(); ++i) {
-    const Shape& in = s.input(i).shape();
-    const int64_t n = std::max(out.size(), in.size());
-    Shape next(n);
-    for (int64_t d = 0; d < n; ++d) {
-      const int64_t a = d - (n - static_cast<int64_t>(out.size()));
-      const int64_t b = d - (n - static_cast<int64_t>(in.size()));
-      const int64_t sa = a >= 0 ? out[a] : 1, sb = b >= 0 ? in[b] : 1;
-      DT_CHECK(sa == sb || sa == 1 || sb == 1,
-               "[%s] cannot broadcast shapes %s and %s (argument %s)", s.name(), shape_str(out),
-               shape_str(in), s.op().input_name(i));
-      next[d] = sa == 1 ? sb : sa;
-    }
-    out = std::move(next);
-  }
-  return out;
-}
 
 // One row per output dim: [S(d) | S(aligned dim) or R per input].
 StrategyRows pointwise_rows(const OpSchema& s, const Shape& out) {
@@ -53,12 +34,6 @@ StrategyRows pointwise_rows(const OpSchema& s, const Shape& out) {
   return rows;
 }
 
-// A 1-element tensor with the rank and dtype of `spec`, so dtype rules (including the 0-d rule
-// of result_type) are those of the local ops. Only built on a propagation miss.
-Tensor probe(const DTensorSpec& spec) {
-  return empty(Shape(spec.ndim(), 1), spec.dtype());
-}
-
 enum class DTypeRule : uint8_t {
   kPromote,       // result_type of the tensor inputs (add, sub, mul, maximum, minimum)
   kFloatPromote,  // floating_result_type(result_type(...)) (div)
@@ -70,12 +45,17 @@ enum class DTypeRule : uint8_t {
   kSelf,          // in-place: self's meta
 };
 
+// torch.result_type of inputs i and j (dtype and rank: the 0-d rule).
+DType promoted(const OpSchema& s, int64_t i, int64_t j) {
+  return result_type(s.input(i).dtype(), s.input(i).ndim(), s.input(j).dtype(), s.input(j).ndim());
+}
+
 DType out_dtype(const OpSchema& s, DTypeRule rule, int64_t dtype_arg) {
   switch (rule) {
     case DTypeRule::kPromote:
-      return result_type(probe(s.input(0)), probe(s.input(1)));
+      return promoted(s, 0, 1);
     case DTypeRule::kFloatPromote:
-      return floating_result_type(result_type(probe(s.input(0)), probe(s.input(1))));
+      return floating_result_type(promoted(s, 0, 1));
     case DTypeRule::kBool:
       return DType::kBool;
     case DTypeRule::kSame:
@@ -86,22 +66,61 @@ DType out_dtype(const OpSchema& s, DTypeRule rule, int64_t dtype_arg) {
     case DTypeRule::kWhere:
       DT_CHECK(s.input(0).dtype() == DType::kBool, "[%s] argument condition must be bool, got %s",
                s.name(), dtype_name(s.input(0).dtype()));
-      return result_type(probe(s.input(1)), probe(s.input(2)));
+      return promoted(s, 1, 2);
     case DTypeRule::kArg:
       return s.arg<DType>(dtype_arg);
   }
   return s.input(0).dtype();
 }
 
+using Locals = absl::Span<const Tensor>;
+using PointwiseKernel = Tensor (*)(const KernelContext& ctx, Locals in);
+
 struct PointwiseDef {
   const char* name;
   int num_inputs;
   Linearity linearity;
   DTypeRule dtype;
+  PointwiseKernel kernel;
   int static_argnum = 0;  // args before it are runtime scalars
   int dtype_arg = 1;      // index of the DType arg for DTypeRule::kArg
   bool inplace = false;
 };
+
+// Samples: even/uneven/empty shards, broadcasting for the binary ops; positive values where
+// the op needs them (division, log, sqrt); the runtime scalar 2 and the static result dtype.
+std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
+  const std::string_view name = def.name;
+  const bool positive = name.starts_with("div") || name.starts_with("rdiv") || name == "log" ||
+                        name == "sqrt" || name == "rsqrt";
+  const double low = positive ? 1 : -5;
+  auto in = [&](Shape shape) { return detail::sample(std::move(shape), kFloat64, low, 5); };
+  ArgList args;
+  if (def.dtype == DTypeRule::kArg && def.static_argnum == 1) {
+    args = {2.0, kFloat64};
+  } else if (def.dtype == DTypeRule::kBool && def.num_inputs == 1) {
+    args = {2.0, kBool};
+  } else if (def.dtype == DTypeRule::kSelf && def.num_inputs == 1) {
+    args = {2.0};
+  } else if (name == "cast") {
+    args = {kFloat32};
+  } else if (name == "gelu") {
+    args = {int64_t{0}};
+  }
+  std::vector<OpSample> out;
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{3 * w + 1, 5}, {3 * w + 1, 5}}, {{4, 2 * w}, {2 * w}}, {{1, 3}, {1, 3}}};
+  for (const auto& [a, b] : shapes) {
+    OpSample sm{{in(a)}, args};
+    if (def.dtype == DTypeRule::kWhere) {
+      sm.inputs = {detail::sample(a, kBool, 0, 1), in(a), in(b)};
+    } else if (def.num_inputs == 2) {
+      sm.inputs.push_back(in(b));
+    }
+    out.push_back(std::move(sm));
+  }
+  return out;
+}
 
 void add_pointwise(Registry& reg, const PointwiseDef& def) {
   OpInfo info;
@@ -121,75 +140,110 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   info.meta = [rule, dtype_arg, num_inputs](const OpSchema& s) {
     DT_CHECK(s.num_inputs() == num_inputs, "[%s] expected %d DTensor inputs, got %d", s.name(),
              num_inputs, s.num_inputs());
-    const Shape shape = broadcast_inputs(s);
+    const Shape shape = detail::broadcast_inputs(s);
     if (rule == DTypeRule::kSelf) {
       DT_CHECK(shape == s.input(0).shape(),
                "[%s] argument other with shape %s does not broadcast to self's shape %s", s.name(),
                shape_str(s.input(1).shape()), shape_str(s.input(0).shape()));
       if (s.num_inputs() > 1) {
-        const DType promoted = result_type(probe(s.input(0)), probe(s.input(1)));
-        DT_CHECK(can_cast(promoted, s.input(0).dtype()),
+        const DType result = promoted(s, 0, 1);
+        DT_CHECK(can_cast(result, s.input(0).dtype()),
                  "[%s] result dtype %s cannot be written into self of dtype %s", s.name(),
-                 dtype_name(promoted), dtype_name(s.input(0).dtype()));
+                 dtype_name(result), dtype_name(s.input(0).dtype()));
       }
       return OutputMetas{s.input(0).meta()};
     }
     return OutputMetas{TensorMeta(shape, out_dtype(s, rule, dtype_arg))};
   };
-  info.strategy = [](const OpSchema& s) { return pointwise_rows(s, broadcast_inputs(s)); };
+  info.strategy = [](const OpSchema& s) { return pointwise_rows(s, detail::broadcast_inputs(s)); };
+  info.kernel = single_output(def.kernel);
+  info.differentiable = def.dtype != DTypeRule::kBool;  // comparisons
+  const detail::PointwiseGrad grad = detail::pointwise_grad(def.name);
+  info.backward = grad.backward;
+  info.saved_inputs = grad.saved_inputs;
+  info.saved_outputs = grad.saved_outputs;
+  info.samples = [def](int64_t w) { return pointwise_samples(def, w); };
   reg.add(std::move(info));
 }
 
 }  // namespace
+
+// Kernels: a tensor op on the local inputs, a scalar op on input 0 and the runtime scalar arg 0.
+#define DT_BINARY(fn) [](const KernelContext&, Locals l) { return fn(l[0], l[1]); }
+#define DT_SCALAR(fn) [](const KernelContext& c, Locals l) { return fn(l[0], c.scalar(0)); }
+#define DT_UNARY(fn) [](const KernelContext&, Locals l) { return fn(l[0]); }
 
 void register_elementwise_ops(Registry& reg) {
   using L = Linearity;
   using D = DTypeRule;
   // Tensor-tensor arithmetic: Partial passes through add/sub (both sides), mul (one side),
   // div (numerator).
-  add_pointwise(reg, {"add", 2, L::kLinear, D::kPromote});
-  add_pointwise(reg, {"sub", 2, L::kLinear, D::kPromote});
-  add_pointwise(reg, {"mul", 2, L::kMultilinear, D::kPromote});
-  add_pointwise(reg, {"div", 2, L::kLinearInFirst, D::kFloatPromote});
-  add_pointwise(reg, {"maximum", 2, L::kNone, D::kPromote});
-  add_pointwise(reg, {"minimum", 2, L::kNone, D::kPromote});
-  for (const char* cmp : {"eq", "ne", "lt", "le", "gt", "ge"}) {
-    add_pointwise(reg, {cmp, 2, L::kNone, D::kBool});
-  }
-  add_pointwise(reg, {"where", 3, L::kNone, D::kWhere});
+  add_pointwise(reg, {"add", 2, L::kLinear, D::kPromote, DT_BINARY(add)});
+  add_pointwise(reg, {"sub", 2, L::kLinear, D::kPromote, DT_BINARY(sub)});
+  add_pointwise(reg, {"mul", 2, L::kMultilinear, D::kPromote, DT_BINARY(mul)});
+  add_pointwise(reg, {"div", 2, L::kLinearInFirst, D::kFloatPromote, DT_BINARY(div)});
+  add_pointwise(reg, {"maximum", 2, L::kNone, D::kPromote, DT_BINARY(maximum)});
+  add_pointwise(reg, {"minimum", 2, L::kNone, D::kPromote, DT_BINARY(minimum)});
+  add_pointwise(reg, {"eq", 2, L::kNone, D::kBool, DT_BINARY(eq)});
+  add_pointwise(reg, {"ne", 2, L::kNone, D::kBool, DT_BINARY(ne)});
+  add_pointwise(reg, {"lt", 2, L::kNone, D::kBool, DT_BINARY(lt)});
+  add_pointwise(reg, {"le", 2, L::kNone, D::kBool, DT_BINARY(le)});
+  add_pointwise(reg, {"gt", 2, L::kNone, D::kBool, DT_BINARY(gt)});
+  add_pointwise(reg, {"ge", 2, L::kNone, D::kBool, DT_BINARY(ge)});
+  add_pointwise(reg, {"where", 3, L::kNone, D::kWhere,
+                      [](const KernelContext&, Locals l) { return where(l[0], l[1], l[2]); }});
 
   // Tensor-scalar forms: args (scalar [runtime], result dtype [static]). Scaling is linear;
   // adding a scalar to a Partial would add it once per rank, so it is not.
-  add_pointwise(reg, {"add.Scalar", 1, L::kNone, D::kArg, 1});
-  add_pointwise(reg, {"sub.Scalar", 1, L::kNone, D::kArg, 1});
-  add_pointwise(reg, {"rsub.Scalar", 1, L::kNone, D::kArg, 1});
-  add_pointwise(reg, {"mul.Scalar", 1, L::kLinear, D::kArg, 1});
-  add_pointwise(reg, {"div.Scalar", 1, L::kLinear, D::kArg, 1});
-  add_pointwise(reg, {"rdiv.Scalar", 1, L::kNone, D::kArg, 1});
-  for (const char* cmp :
-       {"eq.Scalar", "ne.Scalar", "lt.Scalar", "le.Scalar", "gt.Scalar", "ge.Scalar"}) {
-    add_pointwise(reg, {cmp, 1, L::kNone, D::kBool, 1});
-  }
-  add_pointwise(reg, {"pow", 1, L::kNone, D::kArg, 1});
+  add_pointwise(reg, {"add.Scalar", 1, L::kNone, D::kArg, DT_SCALAR(add), 1});
+  add_pointwise(reg, {"sub.Scalar", 1, L::kNone, D::kArg, DT_SCALAR(sub), 1});
+  add_pointwise(reg, {"rsub.Scalar", 1, L::kNone, D::kArg,
+                      [](const KernelContext& c, Locals l) { return c.scalar(0) - l[0]; }, 1});
+  add_pointwise(reg, {"mul.Scalar", 1, L::kLinear, D::kArg, DT_SCALAR(mul), 1});
+  add_pointwise(reg, {"div.Scalar", 1, L::kLinear, D::kArg, DT_SCALAR(div), 1});
+  add_pointwise(reg, {"rdiv.Scalar", 1, L::kNone, D::kArg,
+                      [](const KernelContext& c, Locals l) { return c.scalar(0) / l[0]; }, 1});
+  add_pointwise(reg, {"eq.Scalar", 1, L::kNone, D::kBool, DT_SCALAR(eq), 1});
+  add_pointwise(reg, {"ne.Scalar", 1, L::kNone, D::kBool, DT_SCALAR(ne), 1});
+  add_pointwise(reg, {"lt.Scalar", 1, L::kNone, D::kBool, DT_SCALAR(lt), 1});
+  add_pointwise(reg, {"le.Scalar", 1, L::kNone, D::kBool, DT_SCALAR(le), 1});
+  add_pointwise(reg, {"gt.Scalar", 1, L::kNone, D::kBool, DT_SCALAR(gt), 1});
+  add_pointwise(reg, {"ge.Scalar", 1, L::kNone, D::kBool, DT_SCALAR(ge), 1});
+  add_pointwise(reg, {"pow", 1, L::kNone, D::kArg, DT_SCALAR(pow), 1});
 
   // Unary ops.
-  add_pointwise(reg, {"neg", 1, L::kLinear, D::kSame});
-  for (const char* op : {"abs", "relu", "silu"}) add_pointwise(reg, {op, 1, L::kNone, D::kSame});
-  add_pointwise(reg, {"gelu", 1, L::kNone, D::kSame});  // arg 0: approximate (static)
-  for (const char* op : {"exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh"}) {
-    add_pointwise(reg, {op, 1, L::kNone, D::kFloatSame});
-  }
-  add_pointwise(reg, {"cast", 1, L::kNone, D::kArg, 0, 0});
+  add_pointwise(reg, {"neg", 1, L::kLinear, D::kSame, DT_UNARY(neg)});
+  add_pointwise(reg, {"abs", 1, L::kNone, D::kSame, DT_UNARY(abs)});
+  add_pointwise(reg, {"relu", 1, L::kNone, D::kSame, DT_UNARY(relu)});
+  add_pointwise(reg, {"silu", 1, L::kNone, D::kSame, DT_UNARY(silu)});
+  // arg 0: approximate (static).
+  add_pointwise(reg, {"gelu", 1, L::kNone, D::kSame, [](const KernelContext& c, Locals l) {
+                        return gelu(l[0], static_cast<GeluApproximate>(c.arg<int64_t>(0)));
+                      }});
+  add_pointwise(reg, {"exp", 1, L::kNone, D::kFloatSame, DT_UNARY(exp)});
+  add_pointwise(reg, {"log", 1, L::kNone, D::kFloatSame, DT_UNARY(log)});
+  add_pointwise(reg, {"sqrt", 1, L::kNone, D::kFloatSame, DT_UNARY(sqrt)});
+  add_pointwise(reg, {"rsqrt", 1, L::kNone, D::kFloatSame, DT_UNARY(rsqrt)});
+  add_pointwise(reg, {"sigmoid", 1, L::kNone, D::kFloatSame, DT_UNARY(sigmoid)});
+  add_pointwise(reg, {"tanh", 1, L::kNone, D::kFloatSame, DT_UNARY(tanh)});
+  add_pointwise(reg, {"cast", 1, L::kNone, D::kArg,
+                      [](const KernelContext& c, Locals l) { return cast(l[0], c.arg<DType>(0)); },
+                      0, 0});
 
-  // In place: self keeps its placements (the engine refuses strategies that would move it).
-  add_pointwise(reg, {"add_", 2, L::kLinear, D::kSelf, 0, 1, true});
-  add_pointwise(reg, {"sub_", 2, L::kLinear, D::kSelf, 0, 1, true});
-  add_pointwise(reg, {"mul_", 2, L::kMultilinear, D::kSelf, 0, 1, true});
-  add_pointwise(reg, {"div_", 2, L::kLinearInFirst, D::kSelf, 0, 1, true});
-  add_pointwise(reg, {"add_.Scalar", 1, L::kNone, D::kSelf, 1, 1, true});
-  add_pointwise(reg, {"sub_.Scalar", 1, L::kNone, D::kSelf, 1, 1, true});
-  add_pointwise(reg, {"mul_.Scalar", 1, L::kLinear, D::kSelf, 1, 1, true});
-  add_pointwise(reg, {"div_.Scalar", 1, L::kLinear, D::kSelf, 1, 1, true});
+  // In place: self keeps its placements (the engine refuses strategies that would move it); the
+  // kernel writes into the local self and returns it.
+  add_pointwise(reg, {"add_", 2, L::kLinear, D::kSelf, DT_BINARY(add_), 0, 1, true});
+  add_pointwise(reg, {"sub_", 2, L::kLinear, D::kSelf, DT_BINARY(sub_), 0, 1, true});
+  add_pointwise(reg, {"mul_", 2, L::kMultilinear, D::kSelf, DT_BINARY(mul_), 0, 1, true});
+  add_pointwise(reg, {"div_", 2, L::kLinearInFirst, D::kSelf, DT_BINARY(div_), 0, 1, true});
+  add_pointwise(reg, {"add_.Scalar", 1, L::kNone, D::kSelf, DT_SCALAR(add_), 1, 1, true});
+  add_pointwise(reg, {"sub_.Scalar", 1, L::kNone, D::kSelf, DT_SCALAR(sub_), 1, 1, true});
+  add_pointwise(reg, {"mul_.Scalar", 1, L::kLinear, D::kSelf, DT_SCALAR(mul_), 1, 1, true});
+  add_pointwise(reg, {"div_.Scalar", 1, L::kLinear, D::kSelf, DT_SCALAR(div_), 1, 1, true});
 }
+
+#undef DT_BINARY
+#undef DT_SCALAR
+#undef DT_UNARY
 
 }  // namespace dtensor

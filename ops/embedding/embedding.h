@@ -23,8 +23,9 @@ Tensor embedding_masked(const Tensor& indices, const Tensor& weight_shard, int64
 //     P(sum) (redistribute to R/S to reduce it: one all-reduce/reduce-scatter)
 //   table column-sharded S(1), indices replicated -> output S(-1) (the embedding dim)
 //   table replicated, indices S(d) -> output S(d)
-// Out-of-range indices raise "[embedding] index 12 out of range for a table of 10 rows" on the
-// ranks that hold them.
+// Out-of-range indices raise "[embedding] index 12 out of range for a table of 10 rows (raised
+// on rank R)" on every rank that may hold different indices (check_on_all_ranks: one small
+// all-reduce per mesh dim the indices are sharded on, none when they are replicated).
 DTensor embedding(const DTensor& indices, const DTensor& weight);
 
 }  // namespace dtensor

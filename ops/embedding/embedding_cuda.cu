@@ -37,7 +37,7 @@ template <typename U>
 void launch(const Tensor& idx, const Tensor& w, const Tensor& out, int64_t row_offset, bool masked,
             unsigned long long* bad) {
   const int64_t n = idx.numel(), dim = w.size(1);
-  embedding_kernel<U><<<grid_for(n * dim, kBlock), kBlock, 0, current_cuda_stream()>>>(
+  embedding_kernel<U><<<cuda::grid_for(n * dim, kBlock), kBlock, 0, cuda::current_stream()>>>(
       static_cast<const int64_t*>(idx.data_ptr()), static_cast<const U*>(w.data_ptr()),
       static_cast<U*>(out.data_ptr()), n, dim, w.size(0), row_offset, masked, bad);
 }
@@ -54,7 +54,7 @@ Tensor embedding_cuda(const Tensor& indices, const Tensor& weight, int64_t row_o
   }
   const Tensor idx = indices.to(kInt64).contiguous();
   const Tensor w = weight.contiguous();
-  CudaDeviceGuard guard(weight.device().index);
+  cuda::DeviceGuard guard(weight.device().index);
   // Masked lookups never flag an index, so only unmasked ones pay for the flag.
   Tensor flag = masked ? Tensor() : zeros({2}, TensorOptions(kInt64, weight.device()));
   auto* bad = masked ? nullptr : static_cast<unsigned long long*>(flag.data_ptr());
@@ -83,8 +83,8 @@ Tensor embedding_cuda(const Tensor& indices, const Tensor& weight, int64_t row_o
   if (!masked) {
     int64_t h[2] = {0, 0};
     DT_CHECK_CUDA(
-        cudaMemcpyAsync(h, bad, sizeof(h), cudaMemcpyDeviceToHost, current_cuda_stream()));
-    DT_CHECK_CUDA(cudaStreamSynchronize(current_cuda_stream()));
+        cudaMemcpyAsync(h, bad, sizeof(h), cudaMemcpyDeviceToHost, cuda::current_stream()));
+    DT_CHECK_CUDA(cudaStreamSynchronize(cuda::current_stream()));
     DT_CHECK(h[0] == 0, "[%s] index %d out of range for a table of %d rows", op, h[1],
              weight.size(0));
   }

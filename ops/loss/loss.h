@@ -47,17 +47,18 @@ Tensor gather_target_log_probs(const Tensor& log_probs, const Tensor& target,
 Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reduction,
                    int64_t ignore_index = -100);
 
-// DTensor cross entropy (same arguments and semantics as the Tensor form), a dedicated path
-// rather than a registered strategy because the class-sharded case needs all-reduces between
-// local steps. Partial logits are reduced first. Batch dims sharded on a mesh dim stay sharded
-// and the target is redistributed to match. Loss parallel (PyTorch loss_parallel): when the
-// class dim is sharded (S(1) of [N, C], S(-1) of [N, C]), the global row max, the log-sum-exp,
-// the target logit (from the shard that owns it) and the smoothing sum come from one
-// all-reduce(max) and one all-reduce(sum) of per-row vectors over the class shards; the full
-// logits are never gathered (no all_gather). Result placements: kNone - the target's batch
-// shards (Replicate over the class mesh dims); kSum - P(sum) over batch-sharded mesh dims;
-// kMean - Replicate (one all-reduce of (sum, count) over batch-sharded mesh dims, exact for
-// uneven shards and ignored targets).
+// DTensor cross entropy (same arguments and semantics as the Tensor form), composed of DTensor
+// ops (amax, exp, sum, the registered gather_target pick, stack, log; loss_dtensor.cc), so it
+// is differentiable and its collectives come from the sharding engine. Partial logits are
+// reduced first. Batch dims sharded on a mesh dim stay sharded (the target is laid out to
+// match). Loss parallel (PyTorch loss_parallel): when the class dim is sharded (S(1) of
+// [N, C], S(0) of [C]), the row max is one all-reduce(max) and the sums of exp, of the target
+// logit and (with label smoothing) of the logits one all-reduce(sum); the full logits are
+// never gathered. Result placements: kNone - the target's batch shards; kSum - P(sum) over the
+// batch-sharded mesh dims; kMean - Replicate (one all-reduce of (sum, count) over the
+// batch-sharded mesh dims, exact for uneven shards and ignored targets). A target out of range
+// raises "[cross_entropy] target 7 out of range for 5 classes (raised on rank R)" on every rank
+// of the mesh dims where targets differ.
 DTensor cross_entropy(const DTensor& logits, const DTensor& target,
                       Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
                       double label_smoothing = 0.0);

@@ -76,8 +76,8 @@ __global__ void mask_kernel(const double* x, const int64_t* tg, double* out, int
 // The range flag and the bad target, copied back (synchronises the stream).
 void read_range_flag(const Tensor& c, int64_t (&h)[2]) {
   DT_CHECK_CUDA(
-      cudaMemcpyAsync(h, c.data_ptr(), sizeof(h), cudaMemcpyDeviceToHost, current_cuda_stream()));
-  DT_CHECK_CUDA(cudaStreamSynchronize(current_cuda_stream()));
+      cudaMemcpyAsync(h, c.data_ptr(), sizeof(h), cudaMemcpyDeviceToHost, cuda::current_stream()));
+  DT_CHECK_CUDA(cudaStreamSynchronize(cuda::current_stream()));
 }
 
 // Combines per-element losses (double, on the device) like loss_cpu.cc's finish(). The mean
@@ -102,9 +102,9 @@ Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t oute
   Tensor cnt = zeros({3}, TensorOptions(kInt64, dev));
   int64_t h[2] = {0, 0};
   if (n > 0) {
-    CudaDeviceGuard guard(dev.index);
+    cuda::DeviceGuard guard(dev.index);
     dispatch_floating(lp.dtype(), "nll_loss", [&]<typename T>() {
-      nll_kernel<T><<<grid_for(n, kBlock), kBlock, 0, current_cuda_stream()>>>(
+      nll_kernel<T><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
           static_cast<const T*>(lp.data_ptr()), static_cast<const int64_t*>(tg.data_ptr()),
           static_cast<double*>(losses.data_ptr()), n, classes, inner, ignore_index, smoothing,
           static_cast<Counters*>(cnt.data_ptr()));
@@ -126,9 +126,9 @@ Tensor gather_target_log_probs_cuda(const Tensor& log_probs, const Tensor& targe
   if (n == 0) return out;
   const Tensor lp = log_probs.contiguous();
   const Tensor tg = target.to(kInt64).contiguous();
-  CudaDeviceGuard guard(dev.index);
+  cuda::DeviceGuard guard(dev.index);
   dispatch_floating(lp.dtype(), "gather_target_log_probs", [&]<typename T>() {
-    gather_kernel<T><<<grid_for(n, kBlock), kBlock, 0, current_cuda_stream()>>>(
+    gather_kernel<T><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
         static_cast<const T*>(lp.data_ptr()), static_cast<const int64_t*>(tg.data_ptr()),
         static_cast<T*>(out.data_ptr()), n, classes, inner, class_offset, ignore_index);
   });
@@ -145,8 +145,8 @@ Tensor reduce_loss_cuda(const Tensor& losses, const Tensor& target, Reduction re
   Tensor vals = empty(target.sizes(), TensorOptions(kFloat64, dev));
   Tensor cnt = zeros({3}, TensorOptions(kInt64, dev));
   if (n > 0) {
-    CudaDeviceGuard guard(dev.index);
-    mask_kernel<<<grid_for(n, kBlock), kBlock, 0, current_cuda_stream()>>>(
+    cuda::DeviceGuard guard(dev.index);
+    mask_kernel<<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
         static_cast<const double*>(lv.data_ptr()), static_cast<const int64_t*>(tg.data_ptr()),
         static_cast<double*>(vals.data_ptr()), n, ignore_index,
         static_cast<Counters*>(cnt.data_ptr()));

@@ -1,3 +1,4 @@
 list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/loss_cpu.cc
+  ${CMAKE_CURRENT_LIST_DIR}/loss_strategy.cc
   ${CMAKE_CURRENT_LIST_DIR}/loss_dtensor.cc)

@@ -1,6 +1,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -11,6 +12,19 @@
 #include "tensor/shape.h"
 
 namespace dtensor {
+
+namespace {
+// The TF32 switch is public API in every build (harmless without CUDA), so it lives here.
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+
+void set_allow_tf32(bool allow) {
+  g_allow_tf32.store(allow);
+}
+bool allow_tf32() {
+  return g_allow_tf32.load();
+}
+
 namespace {
 
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <climits>
 #include <mutex>
 
@@ -18,8 +17,6 @@
 namespace dtensor {
 
 namespace {
-
-std::atomic<bool> g_allow_tf32{false};
 
 // The cached handle of `device` (created on first use; never destroyed: destroying handles at
 // exit races with the driver's own teardown).
@@ -86,13 +83,6 @@ int to_int(int64_t v, const char* what) {
 
 }  // namespace
 
-void set_allow_tf32(bool allow) {
-  g_allow_tf32.store(allow);
-}
-bool allow_tf32() {
-  return g_allow_tf32.load();
-}
-
 namespace detail {
 
 Tensor gemm_cuda(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shape,
@@ -116,9 +106,9 @@ Tensor gemm_cuda(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shap
     } else {
       const Layout la = layout_of(a), lb = layout_of(b);
       DT_CHECK(la.ok && lb.ok, "[matmul] internal error: operand layout not BLAS-compatible");
-      CudaDeviceGuard guard(dev.index);
+      cuda::DeviceGuard guard(dev.index);
       cublasHandle_t h = handle_for(dev.index);
-      DT_CHECK_CUBLAS(cublasSetStream(h, current_cuda_stream()));
+      DT_CHECK_CUBLAS(cublasSetStream(h, cuda::current_stream()));
       const bool dbl = dt == DType::kFloat64;
       cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
       if (dbl)

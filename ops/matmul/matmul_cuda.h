@@ -2,7 +2,7 @@
 // mm, bmm, matmul, addmm and linear for operands on a CUDA device. float32 and float64 compute
 // in their own precision, float16 and bfloat16 with float accumulation (CUBLAS_COMPUTE_32F).
 // Integer operands on CUDA raise. One cuBLAS handle per device, created on first use and
-// reused, bound to current_cuda_stream() on each call.
+// reused, bound to cuda::current_stream() on each call.
 #pragma once
 
 #include "tensor/scalar.h"

@@ -1,5 +1,5 @@
-// Sharding strategies of the matmul family, for ONE mesh dim (the engine expands them). The
-// Megatron rows for mm:
+// Registration of the matmul family: strategies (rows for ONE mesh dim; the engine expands
+// them), meta functions and local kernels. The Megatron rows for mm:
 //   [S(0) | S(0), R]     row-sharded a: each rank computes its rows
 //   [S(1) | R, S(1)]     column-sharded b: each rank computes its columns
 //   [P(sum) | S(1), S(0)] contraction dim sharded: each rank holds a partial sum
@@ -7,7 +7,11 @@
 // products are multilinear (a Partial operand times a replicated one stays Partial).
 #include <optional>
 
-#include "dtensor/propagation/op_schema.h"
+#include "dtensor/propagation/dispatch.h"
+#include "ops/common/op_checks.h"
+#include "ops/common/strategy_util.h"
+#include "ops/matmul/matmul.h"
+#include "ops/matmul/matmul_backward.h"
 #include "ops/register_all.h"
 #include "tensor/error.h"
 
@@ -38,15 +42,9 @@ MatmulDims matmul_dims(std::string_view op, const Shape& a, const Shape& b) {
   DT_CHECK(a[m.a_k] == b[m.b_k], "[%s] shapes %s and %s cannot be multiplied (%d != %d)", op,
            shape_str(a), shape_str(b), a[m.a_k], b[m.b_k]);
   const int64_t a_batch = std::max<int64_t>(an - 2, 0), b_batch = std::max<int64_t>(bn - 2, 0);
-  m.batch = std::max(a_batch, b_batch);
-  for (int64_t d = 0; d < m.batch; ++d) {
-    const int64_t i = d - (m.batch - a_batch), j = d - (m.batch - b_batch);
-    const int64_t sa = i >= 0 ? a[i] : 1, sb = j >= 0 ? b[j] : 1;
-    DT_CHECK(sa == sb || sa == 1 || sb == 1,
-             "[%s] batch dims of %s and %s do not broadcast (dim %d: %d vs %d)", op, shape_str(a),
-             shape_str(b), d, sa, sb);
-    m.out.push_back(sa == 1 ? sb : sa);
-  }
+  m.out = detail::broadcast_pair(op, IntSpan(a.data(), a_batch), IntSpan(b.data(), b_batch),
+                                 "other (batch dims)");
+  m.batch = static_cast<int64_t>(m.out.size());
   if (m.a_n) {
     m.out_n = static_cast<int64_t>(m.out.size());
     m.out.push_back(a[*m.a_n]);
@@ -112,10 +110,14 @@ void check_bias(const OpSchema& s, int64_t i, const Shape& out) {
   }
 }
 
-OpInfo product_op(const char* name, std::vector<std::string> inputs) {
+using Locals = absl::Span<const Tensor>;
+
+OpInfo product_op(const char* name, std::vector<std::string> inputs,
+                  Tensor (*kernel)(const KernelContext&, Locals)) {
   OpInfo info;
   info.name = name;
   info.input_names = std::move(inputs);
+  info.kernel = single_output(kernel);
   return info;
 }
 
@@ -123,7 +125,8 @@ OpInfo product_op(const char* name, std::vector<std::string> inputs) {
 
 void register_matmul_ops(Registry& reg) {
   // mm(self[n, k], mat2[k, m]).
-  OpInfo mm = product_op("mm", {"self", "mat2"});
+  OpInfo mm = product_op("mm", {"self", "mat2"},
+                         [](const KernelContext&, Locals l) { return dtensor::mm(l[0], l[1]); });
   mm.linearity = Linearity::kMultilinear;
   mm.meta = [](const OpSchema& s) {
     check_2d(s, 0);
@@ -136,10 +139,18 @@ void register_matmul_ops(Registry& reg) {
     const Shape &a = s.input(0).shape(), &b = s.input(1).shape();
     return matmul_rows(a, b, matmul_dims("mm", a, b));
   };
+  mm.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{{{sample({3 * w + 1, 2 * w}), sample({2 * w, 5})}, {}},
+                                 {{sample({4, w + 1}), sample({w + 1, 3})}, {}},
+                                 {{sample({1, 3}), sample({3, 1})}, {}}};
+  };
+  mm.backward = detail::mm_backward;
   reg.add(std::move(mm));
 
   // bmm(self[B, n, k], mat2[B, k, m]): equal batch sizes.
-  OpInfo bmm = product_op("bmm", {"self", "mat2"});
+  OpInfo bmm = product_op("bmm", {"self", "mat2"},
+                          [](const KernelContext&, Locals l) { return dtensor::bmm(l[0], l[1]); });
   bmm.linearity = Linearity::kMultilinear;
   bmm.meta = [](const OpSchema& s) {
     const Shape &a = s.input(0).shape(), &b = s.input(1).shape();
@@ -153,10 +164,18 @@ void register_matmul_ops(Registry& reg) {
     const Shape &a = s.input(0).shape(), &b = s.input(1).shape();
     return matmul_rows(a, b, matmul_dims("bmm", a, b));
   };
+  bmm.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{{{sample({2, 3 * w + 1, 4}), sample({2, 4, 3})}, {}},
+                                 {{sample({w + 1, 2, 3}), sample({w + 1, 3, 2 * w})}, {}}};
+  };
+  bmm.backward = detail::bmm_backward;
   reg.add(std::move(bmm));
 
   // matmul(self, other): torch.matmul's 1-d and broadcasting rules.
-  OpInfo matmul = product_op("matmul", {"self", "other"});
+  OpInfo matmul =
+      product_op("matmul", {"self", "other"},
+                 [](const KernelContext&, Locals l) { return dtensor::matmul(l[0], l[1]); });
   matmul.linearity = Linearity::kMultilinear;
   matmul.meta = [](const OpSchema& s) {
     check_dtypes(s);
@@ -167,10 +186,22 @@ void register_matmul_ops(Registry& reg) {
     const Shape &a = s.input(0).shape(), &b = s.input(1).shape();
     return matmul_rows(a, b, matmul_dims("matmul", a, b));
   };
+  matmul.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{{{sample({3 * w + 1, 2 * w}), sample({2 * w, 5})}, {}},
+                                 {{sample({2, 3, w + 1}), sample({w + 1, 4})}, {}},
+                                 {{sample({5}), sample({5, 3 * w + 1})}, {}},
+                                 {{sample({3 * w + 1, 4}), sample({4})}, {}},
+                                 {{sample({2, 1, 3, 4}), sample({w + 1, 4, 2})}, {}}};
+  };
+  matmul.backward = detail::matmul_backward;
   reg.add(std::move(matmul));
 
   // addmm(self = bias, mat1, mat2; beta, alpha runtime): beta * bias + alpha * mat1 @ mat2.
-  OpInfo addmm = product_op("addmm", {"self", "mat1", "mat2"});
+  OpInfo addmm = product_op("addmm", {"self", "mat1", "mat2"},
+                            [](const KernelContext& c, Locals l) {
+                              return dtensor::addmm(l[0], l[1], l[2], c.scalar(0), c.scalar(1));
+                            });
   addmm.schema_info.static_argnum = 2;
   addmm.meta = [](const OpSchema& s) {
     check_2d(s, 1);
@@ -189,15 +220,30 @@ void register_matmul_ops(Registry& reg) {
     }
     return rows;
   };
+  addmm.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{
+        {{sample({5}), sample({3 * w + 1, 2 * w}), sample({2 * w, 5})}, {0.5, 2.0}},
+        {{sample({3 * w + 1, 5}), sample({3 * w + 1, w + 1}), sample({w + 1, 5})}, {1.0, 1.0}}};
+  };
+  addmm.backward = detail::addmm_backward;
+  addmm.saved_inputs = 6u;  // mat1, mat2 (the bias's gradient needs only its spec)
   reg.add(std::move(addmm));
 
   // linear(input[..., in], weight[out, in]) and linear.bias(..., bias[out]): input @ weight^T
-  // (+ bias). Colwise: [S(last) | R, S(0), S(0)]; rowwise: [P | S(last), S(1), P] and
-  // [P | S(last), S(1), R] (bias added on one coordinate only, see matmul_dtensor.cc). Without a
-  // bias the product is multilinear; with one it is affine (no Partial pass-through).
+  // (+ bias). Colwise: [S(last) | R, S(0), S(0)]; rowwise: [P | S(last), S(1), P] (a
+  // replicated bias is partitioned first: kept on coordinate 0, zeros elsewhere, so the sum
+  // over ranks adds it once). Without a bias the product is multilinear; with one it is affine
+  // (no Partial pass-through).
   for (const bool has_bias : {false, true}) {
-    OpInfo linear = has_bias ? product_op("linear.bias", {"input", "weight", "bias"})
-                             : product_op("linear", {"input", "weight"});
+    OpInfo linear =
+        has_bias ? product_op("linear.bias", {"input", "weight", "bias"},
+                              [](const KernelContext&, Locals l) {
+                                return dtensor::linear(l[0], l[1], l[2]);
+                              })
+                 : product_op("linear", {"input", "weight"}, [](const KernelContext&, Locals l) {
+                     return dtensor::linear(l[0], l[1]);
+                   });
     linear.linearity = has_bias ? Linearity::kNone : Linearity::kMultilinear;
     linear.meta = [](const OpSchema& s) {
       const Shape &x = s.input(0).shape(), &w = s.input(1).shape();
@@ -226,13 +272,20 @@ void register_matmul_ops(Registry& reg) {
       for (int64_t d = 0; d < last; ++d) add_row(Shard(d), Shard(d), Replicate());
       add_row(Shard(last), Replicate(), Shard(0));
       add_row(Partial(), Shard(last), Shard(1));
-      // RowwiseParallel's replicated bias: the DTensor linear adds it on coordinate 0 of the
-      // mesh dims where the output is Partial and the bias Replicate, so it counts once in the
-      // sum without being moved (no R -> P step, which on a 1-rank mesh dim would tie in cost
-      // with gathering everything).
-      if (bias) rows.push_back({Partial(), Shard(last), Shard(1), Replicate()});
       return rows;
     };
+    linear.samples = [has_bias](int64_t w) {
+      using detail::sample;
+      std::vector<OpSample> out = {{{sample({2, 3 * w + 1, 2 * w}), sample({5, 2 * w})}, {}},
+                                   {{sample({3 * w + 1, 4}), sample({w + 1, 4})}, {}}};
+      if (has_bias) {
+        out[0].inputs.push_back(sample({5}));
+        out[1].inputs.push_back(sample({w + 1}));
+      }
+      return out;
+    };
+    linear.backward = detail::linear_backward;
+    linear.saved_inputs = 3u;  // input, weight
     reg.add(std::move(linear));
   }
 }

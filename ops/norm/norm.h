@@ -83,10 +83,11 @@ RmsNormGrads rms_norm_backward(const Tensor& grad_out, const Tensor& x, IntSpan 
                                const Tensor& rstd, const Tensor& weight,
                                std::array<bool, 2> output_mask = {true, true});
 
-// DTensor forms (weight/bias: an undefined DTensor() when absent). The normalised dims are
-// replicated first when sharded and Partial inputs reduced first; the leading dims keep their
-// shard (uneven included), so SequenceParallel's S(1) activations need no communication.
-// weight and bias are replicated (all-gathered when sharded).
+// DTensor forms (weight/bias: an undefined DTensor() when absent; registered in
+// norm_strategy.cc). The normalised dims must be whole on each rank: an input sharded along
+// them is redistributed first (the engine's cheapest plan), a Partial input is reduced first;
+// the leading dims keep their shard (uneven included), so SequenceParallel's S(1) activations
+// need no communication. weight and bias are used whole (gathered first when sharded).
 DTensor layer_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weight = DTensor(),
                    const DTensor& bias = DTensor(), double eps = 1e-5);
 DTensor rms_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weight = DTensor(),

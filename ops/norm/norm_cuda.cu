@@ -122,7 +122,7 @@ void norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n, cons
     const Tensor mc = rms ? Tensor() : mean.contiguous();
     const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
     const int64_t rows = x.numel() / n;
-    CudaDeviceGuard guard(x.device().index);
+    cuda::DeviceGuard guard(x.device().index);
     const auto in = [](const Tensor& t) {
       return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
     };
@@ -135,7 +135,7 @@ void norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n, cons
     if (grad_x.defined()) {
       const int block = row_block_size(n);
       const unsigned int grid = static_cast<unsigned int>(rows < 65535 ? rows : 65535);
-      norm_backward_kernel<T><<<grid, block, block * sizeof(A), current_cuda_stream()>>>(
+      norm_backward_kernel<T><<<grid, block, block * sizeof(A), cuda::current_stream()>>>(
           in(gc), in(xc), in(wc), stat(mc), stat(rc), static_cast<T*>(grad_x.data_ptr()), rows, n,
           rms);
       DT_CHECK_CUDA(cudaGetLastError());
@@ -144,7 +144,7 @@ void norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n, cons
       const int block = 256;
       const int64_t blocks = (n + block - 1) / block;
       const unsigned int grid = static_cast<unsigned int>(blocks < 65535 ? blocks : 65535);
-      norm_param_grad_kernel<T><<<grid, block, 0, current_cuda_stream()>>>(
+      norm_param_grad_kernel<T><<<grid, block, 0, cuda::current_stream()>>>(
           in(gc), in(xc), stat(mc), stat(rc), acc(dw), acc(db), rows, n, rms);
       DT_CHECK_CUDA(cudaGetLastError());
     }
@@ -162,10 +162,10 @@ Tensor norm_cuda(const Tensor& x, int64_t n, const Tensor& weight, const Tensor&
     const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
     const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
     const int64_t rows = x.numel() / n;
-    CudaDeviceGuard guard(x.device().index);
+    cuda::DeviceGuard guard(x.device().index);
     const int block = row_block_size(n);
     const unsigned int grid = static_cast<unsigned int>(rows < 65535 ? rows : 65535);
-    norm_kernel<T><<<grid, block, block * sizeof(acc_t<T>), current_cuda_stream()>>>(
+    norm_kernel<T><<<grid, block, block * sizeof(acc_t<T>), cuda::current_stream()>>>(
         static_cast<const T*>(xc.data_ptr()),
         wc.defined() ? static_cast<const T*>(wc.data_ptr()) : nullptr,
         bc.defined() ? static_cast<const T*>(bc.data_ptr()) : nullptr,

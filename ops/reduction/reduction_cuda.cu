@@ -172,10 +172,10 @@ void reduce_cuda(ReduceOp op, const Tensor& out, const Tensor& in, const ReduceP
                  int64_t correction) {
   if (plan.out_numel == 0) return;
   const ReduceGeom g = make_geom(plan, "reduce");
-  CudaDeviceGuard guard(in.device().index);
+  cuda::DeviceGuard guard(in.device().index);
   const int block = row_block_size(plan.red_numel);
   const unsigned int grid = grid_for_outputs(plan.out_numel);
-  cudaStream_t stream = current_cuda_stream();
+  cudaStream_t stream = cuda::current_stream();
   dispatch_dtype(in.dtype(), [&]<typename T>() {
     const T* p = static_cast<const T*>(in.data_ptr());
     using A = acc_t<T>;
@@ -219,10 +219,10 @@ void arg_reduce_cuda(bool is_max, const Tensor& values, const Tensor& indices, c
                      const ReducePlan& plan) {
   if (plan.out_numel == 0) return;
   const ReduceGeom g = make_geom(plan, is_max ? "argmax" : "argmin");
-  CudaDeviceGuard guard(in.device().index);
+  cuda::DeviceGuard guard(in.device().index);
   const int block = row_block_size(plan.red_numel);
   const unsigned int grid = grid_for_outputs(plan.out_numel);
-  cudaStream_t stream = current_cuda_stream();
+  cudaStream_t stream = cuda::current_stream();
   dispatch_dtype(in.dtype(), [&]<typename T>() {
     using C = compute_t<T>;
     const size_t shm = block * sizeof(ArgVal<C>);

@@ -1,4 +1,5 @@
-// Sharding strategies of the reduction family, for ONE mesh dim (the engine expands them).
+// Registration of the reduction family: strategies (rows for ONE mesh dim; the engine expands
+// them), meta functions and local kernels.
 //
 // A dim that is kept can stay sharded: [S(out dim) | S(d)]. A reduced dim that is sharded
 // leaves each rank a partial result: sum and mean give Partial(sum) (mean's local kernel
@@ -7,10 +8,18 @@
 // with indices and var need a reduced dim replicated (no row shards it).
 // Example: sum(x[8, 4], dims {0}) rows: [P(sum) | S(0)], [S(0) | S(1)].
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <optional>
 
-#include "dtensor/propagation/op_schema.h"
+#include "dtensor/propagation/dispatch.h"
+#include "ops/common/strategy_util.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/index/index.h"
+#include "ops/reduction/reduction.h"
+#include "ops/reduction/reduction_backward.h"
 #include "ops/register_all.h"
+#include "tensor/creation.h"
 #include "tensor/error.h"
 
 namespace dtensor {
@@ -102,6 +111,7 @@ struct ReductionDef {
   ArgLayout layout;
   OutDType dtype;
   std::optional<ReduceOp> partial;  // Partial kind of a sharded reduced dim, none: replicate
+  KernelFn kernel;
   Linearity linearity = Linearity::kNone;
   int num_outputs = 1;
   bool needs_elements = false;  // raises on an empty reduction (max, argmax, ...)
@@ -140,6 +150,33 @@ Parsed parse(const OpSchema& s, ArgLayout layout) {
   return p;
 }
 
+// Samples: even, uneven and empty shards, each reduced dim sharded or not, keepdim both ways.
+std::vector<OpSample> reduction_samples(ArgLayout layout, int64_t w) {
+  std::vector<ArgList> arg_sets;
+  switch (layout) {
+    case ArgLayout::kDimsKeepdim:
+      arg_sets = {{Shape{0}, false}, {Shape{-1}, true}, {Shape{}, false}};
+      break;
+    case ArgLayout::kCorrectionDimsKeepdim:
+      arg_sets = {{int64_t{1}, Shape{1}, false}, {int64_t{0}, Shape{0}, true}};
+      break;
+    case ArgLayout::kAll:
+      arg_sets = {{}};
+      break;
+    case ArgLayout::kDimKeepdim:
+      arg_sets = {{int64_t{0}, false}, {int64_t{1}, true}};
+      break;
+    case ArgLayout::kOptDimKeepdim:
+      arg_sets = {{std::monostate(), false}, {int64_t{1}, true}};
+      break;
+  }
+  std::vector<OpSample> out;
+  for (const Shape& shape : {Shape{3 * w + 1, 5}, Shape{2, 2 * w + 1, 3}, Shape{1, 3}}) {
+    for (const ArgList& args : arg_sets) out.push_back({{detail::sample(shape)}, args});
+  }
+  return out;
+}
+
 void add_reduction(Registry& reg, const ReductionDef& def) {
   OpInfo info;
   info.name = def.name;
@@ -164,7 +201,191 @@ void add_reduction(Registry& reg, const ReductionDef& def) {
     const Parsed p = parse(s, def.layout);
     return reduction_rows(p.mask, p.keepdim, def.partial, def.num_outputs);
   };
+  info.kernel = def.kernel;
+  info.differentiable = def.dtype != OutDType::kInt64;  // argmax, argmin
+  info.samples = [layout = def.layout](int64_t w) { return reduction_samples(layout, w); };
+  const detail::ReductionGrad grad = detail::reduction_grad(def.name);
+  info.backward = grad.backward;
+  info.saved_inputs = grad.saved_inputs;
+  info.saved_outputs = grad.saved_outputs;
   reg.add(std::move(info));
+}
+
+// value_selecting_backward(grad, indices; dim, keepdim, input_shape): the gradient of max/min
+// along `dim` (reduction_backward.h). Every dim but `dim` may stay sharded (grad and indices
+// alike); `dim` is whole in the output. Linear in the gradient.
+void register_value_selecting_backward(Registry& reg) {
+  OpInfo op = detail::gradient_op("value_selecting_backward", {"grad", "indices"});
+  auto grad_dim = [](const OpSchema& s, int64_t d) {
+    const int64_t dim = s.arg<int64_t>(0);
+    return s.arg<bool>(1) || d < dim ? d : d - 1;
+  };
+  op.meta = [](const OpSchema& s) {
+    const Shape& shape = s.arg<Shape>(2);
+    const int64_t dim = normalize_dim(s.arg<int64_t>(0), static_cast<int64_t>(shape.size()),
+                                      "value_selecting_backward");
+    DT_CHECK(dim == s.arg<int64_t>(0) && s.input(0).shape() == s.input(1).shape() &&
+                 s.input(1).dtype() == kInt64,
+             "[value_selecting_backward] grad %s and int64 indices %s must share a shape "
+             "(dim %d normalised)",
+             shape_str(s.input(0).shape()), shape_str(s.input(1).shape()), s.arg<int64_t>(0));
+    return OutputMetas{TensorMeta(shape, s.input(0).dtype())};
+  };
+  op.strategy = [grad_dim](const OpSchema& s) {
+    const int64_t n = static_cast<int64_t>(s.arg<Shape>(2).size());
+    StrategyRows rows;
+    for (int64_t d = 0; d < n; ++d) {
+      if (d == s.arg<int64_t>(0)) continue;
+      const int64_t k = grad_dim(s, d);
+      rows.push_back({Shard(d), Shard(k), Shard(k)});
+    }
+    return rows;
+  };
+  op.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
+    const int64_t dim = c.arg<int64_t>(0);
+    const bool keepdim = c.arg<bool>(1);
+    const Tensor g = keepdim ? l[0] : l[0].unsqueeze(dim);
+    const Tensor idx = keepdim ? l[1] : l[1].unsqueeze(dim);
+    return scatter_add_shard(c.output_shard(0).shape, dim, idx, g, 0);
+  });
+  op.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{
+        {{sample({3 * w + 1}), sample({3 * w + 1}, kInt64, 0, 3)},
+         {int64_t{1}, false, Shape{3 * w + 1, 4}}},
+        {{sample({1, 2 * w + 1}), sample({1, 2 * w + 1}, kInt64, 0, 1)},
+         {int64_t{0}, true, Shape{2, 2 * w + 1}}}};
+  };
+  reg.add(std::move(op));
+}
+
+// ---- local kernels -----------------------------------------------------------------------------
+using Locals = absl::Span<const Tensor>;
+
+// Normalised reduced-dim mask (empty dims = all).
+absl::InlinedVector<bool, 6> mask_of(IntSpan dims, int64_t ndim, std::string_view op) {
+  absl::InlinedVector<bool, 6> mask(std::max<int64_t>(ndim, 0), dims.empty());
+  for (int64_t d : dims) {
+    const int64_t n = normalize_dim(d, ndim, op);
+    if (ndim > 0) mask[n] = true;
+  }
+  return mask;
+}
+
+// Whether the local shard has no element along the reduced dims (a rank holding an empty
+// chunk of a sharded reduced dim), and the local output shape in that case.
+bool empty_along(const Tensor& local, absl::Span<const bool> mask, bool keepdim, Shape* out) {
+  bool empty = false;
+  out->clear();
+  for (int64_t d = 0; d < local.dim(); ++d) {
+    if (mask[d]) {
+      empty |= local.size(d) == 0;
+      if (keepdim) out->push_back(1);
+    } else {
+      out->push_back(local.size(d));
+    }
+  }
+  return empty;
+}
+
+// The identity of max (lowest value) or min (highest value) for `dtype`.
+Scalar extreme(DType dtype, bool lowest) {
+  switch (dtype) {
+    case DType::kBool:
+      return Scalar(!lowest);
+    case DType::kInt32:
+      return Scalar(lowest ? int64_t{std::numeric_limits<int32_t>::min()}
+                           : int64_t{std::numeric_limits<int32_t>::max()});
+    case DType::kInt64:
+      return Scalar(lowest ? std::numeric_limits<int64_t>::min()
+                           : std::numeric_limits<int64_t>::max());
+    default:
+      return Scalar(lowest ? -std::numeric_limits<double>::infinity()
+                           : std::numeric_limits<double>::infinity());
+  }
+}
+
+// amax/amin (and max/min over all dims) on a local shard that may be empty along a reduced
+// sharded dim: such a rank contributes the identity to the Partial(max/min).
+Tensor local_extreme(const Tensor& local, IntSpan dims, bool keepdim, bool is_max) {
+  const auto mask = mask_of(dims, local.dim(), is_max ? "amax" : "amin");
+  Shape out;
+  if (empty_along(local, mask, keepdim, &out) || local.numel() == 0) {
+    return full(out, extreme(local.dtype(), is_max), TensorOptions(local.dtype(), local.device()));
+  }
+  return is_max ? amax(local, dims, keepdim) : amin(local, dims, keepdim);
+}
+
+// The reduction of an empty local shard, built directly (the local kernels are not relied on
+// for empty inputs): its elements, if any, are `fill`.
+Tensor reduce_empty(const Tensor& local, IntSpan dims, bool keepdim, const Scalar& fill,
+                    DType dtype) {
+  Shape out;
+  empty_along(local, mask_of(dims, local.dim(), "reduce"), keepdim, &out);
+  return full(out, fill, TensorOptions(dtype, local.device()));
+}
+
+Tensor sum_kernel(const KernelContext& c, Locals l) {
+  return sum(l[0], c.arg<Shape>(0), c.arg<bool>(1));
+}
+
+// The local sum divided by the GLOBAL number of reduced elements: exact for uneven shards
+// (each rank's share of the Partial(sum) is its own sum / n), and an empty local shard sums to
+// zeros (0 / n = 0; NaN when n is 0 too, as on one device).
+Tensor mean_kernel(const KernelContext& c, Locals l) {
+  const Shape& dims = c.arg<Shape>(0);
+  const Shape& global = c.schema().input(0).shape();
+  const auto mask = mask_of(dims, static_cast<int64_t>(global.size()), "mean");
+  int64_t n = 1;
+  for (size_t d = 0; d < global.size(); ++d) n *= mask[d] ? global[d] : 1;
+  return div(sum(l[0], dims, c.arg<bool>(1)), Scalar(static_cast<double>(n)));
+}
+
+Tensor var_kernel(const KernelContext& c, Locals l) {
+  const Shape& dims = c.arg<Shape>(1);
+  const bool keepdim = c.arg<bool>(2);
+  // Reduced dims are whole here, so an empty shard has no output elements unless the global
+  // reduction is over zero elements (NaN, as the local op).
+  if (l[0].numel() == 0) return reduce_empty(l[0], dims, keepdim, std::nan(""), l[0].dtype());
+  return var(l[0], dims, c.arg<int64_t>(0), keepdim);
+}
+
+template <bool kMax>
+Tensor amax_kernel(const KernelContext& c, Locals l) {
+  return local_extreme(l[0], c.arg<Shape>(0), c.arg<bool>(1), kMax);
+}
+
+template <bool kMax>
+Tensor max_all_kernel(const KernelContext&, Locals l) {
+  return local_extreme(l[0], {}, false, kMax);
+}
+
+// max.dim / min.dim: values and indices along one (whole) dim.
+template <bool kMax>
+void max_dim_kernel(const KernelContext& c, Locals l, absl::Span<Tensor> o) {
+  const int64_t dim = c.arg<int64_t>(0);
+  const bool keepdim = c.arg<bool>(1);
+  if (l[0].numel() == 0) {  // reduced dim whole: no output elements
+    const int64_t d[] = {dim};
+    o[0] = reduce_empty(l[0], d, keepdim, 0, l[0].dtype());
+    o[1] = reduce_empty(l[0], d, keepdim, 0, DType::kInt64);
+    return;
+  }
+  ValuesIndices r = kMax ? max(l[0], dim, keepdim) : min(l[0], dim, keepdim);
+  o[0] = std::move(r.values);
+  o[1] = std::move(r.indices);
+}
+
+template <bool kMax>
+Tensor argmax_kernel(const KernelContext& c, Locals l) {
+  const std::optional<int64_t> dim =
+      c.has_arg(0) ? std::optional<int64_t>(c.arg<int64_t>(0)) : std::nullopt;
+  const bool keepdim = c.arg<bool>(1);
+  if (l[0].numel() == 0) {  // reduced dim whole: no output elements
+    const int64_t d[] = {dim.value_or(0)};
+    return reduce_empty(l[0], dim ? IntSpan(d) : IntSpan(), keepdim, 0, DType::kInt64);
+  }
+  return kMax ? argmax(l[0], dim, keepdim) : argmin(l[0], dim, keepdim);
 }
 
 }  // namespace
@@ -173,22 +394,31 @@ void register_reduction_ops(Registry& reg) {
   using A = ArgLayout;
   using D = OutDType;
   const auto kSum = ReduceOp::kSum, kMax = ReduceOp::kMax, kMin = ReduceOp::kMin;
+  const auto none = std::nullopt;
+  const auto kLinear = Linearity::kLinear, kNone = Linearity::kNone;
   // Sums and means are linear: Partial(sum)/Partial(avg) inputs pass through.
-  add_reduction(reg, {"sum", A::kDimsKeepdim, D::kSum, kSum, Linearity::kLinear});
-  add_reduction(reg, {"mean", A::kDimsKeepdim, D::kFloatOnly, kSum, Linearity::kLinear});
-  add_reduction(reg, {"var", A::kCorrectionDimsKeepdim, D::kFloatOnly, std::nullopt});
-  add_reduction(reg, {"amax", A::kDimsKeepdim, D::kSame, kMax, Linearity::kNone, 1, true});
-  add_reduction(reg, {"amin", A::kDimsKeepdim, D::kSame, kMin, Linearity::kNone, 1, true});
-  add_reduction(reg, {"max", A::kAll, D::kSame, kMax, Linearity::kNone, 1, true});
-  add_reduction(reg, {"min", A::kAll, D::kSame, kMin, Linearity::kNone, 1, true});
+  add_reduction(reg, {"sum", A::kDimsKeepdim, D::kSum, kSum, single_output(sum_kernel), kLinear});
   add_reduction(reg,
-                {"max.dim", A::kDimKeepdim, D::kSame, std::nullopt, Linearity::kNone, 2, true});
+                {"mean", A::kDimsKeepdim, D::kFloatOnly, kSum, single_output(mean_kernel), kLinear});
+  add_reduction(reg, {"var", A::kCorrectionDimsKeepdim, D::kFloatOnly, none,
+                      single_output(var_kernel)});
+  add_reduction(reg, {"amax", A::kDimsKeepdim, D::kSame, kMax, single_output(amax_kernel<true>),
+                      kNone, 1, true});
+  add_reduction(reg, {"amin", A::kDimsKeepdim, D::kSame, kMin, single_output(amax_kernel<false>),
+                      kNone, 1, true});
+  add_reduction(reg, {"max", A::kAll, D::kSame, kMax, single_output(max_all_kernel<true>), kNone,
+                      1, true});
+  add_reduction(reg, {"min", A::kAll, D::kSame, kMin, single_output(max_all_kernel<false>), kNone,
+                      1, true});
   add_reduction(reg,
-                {"min.dim", A::kDimKeepdim, D::kSame, std::nullopt, Linearity::kNone, 2, true});
+                {"max.dim", A::kDimKeepdim, D::kSame, none, max_dim_kernel<true>, kNone, 2, true});
   add_reduction(reg,
-                {"argmax", A::kOptDimKeepdim, D::kInt64, std::nullopt, Linearity::kNone, 1, true});
-  add_reduction(reg,
-                {"argmin", A::kOptDimKeepdim, D::kInt64, std::nullopt, Linearity::kNone, 1, true});
+                {"min.dim", A::kDimKeepdim, D::kSame, none, max_dim_kernel<false>, kNone, 2, true});
+  add_reduction(reg, {"argmax", A::kOptDimKeepdim, D::kInt64, none,
+                      single_output(argmax_kernel<true>), kNone, 1, true});
+  add_reduction(reg, {"argmin", A::kOptDimKeepdim, D::kInt64, none,
+                      single_output(argmax_kernel<false>), kNone, 1, true});
+  register_value_selecting_backward(reg);
 }
 
 }  // namespace dtensor

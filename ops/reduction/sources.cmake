@@ -4,5 +4,6 @@ list(APPEND DTENSOR_OPS_SOURCES
 # DTensor side: sharding strategies and DTensor overloads.
 list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/reduction_strategy.cc
+  ${CMAKE_CURRENT_LIST_DIR}/reduction_backward.cc
   ${CMAKE_CURRENT_LIST_DIR}/reduction_dtensor.cc
 )

@@ -36,8 +36,10 @@ Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
 // Same arguments and rules as softmax_backward.
 Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
 
-// DTensor forms: the softmax dim is replicated first (all-gather) when sharded, Partial inputs
-// are reduced first; every other dim keeps its shard (uneven included).
+// DTensor forms (registered in softmax_strategy.cc): the softmax dim must be whole on each
+// rank, so an input sharded along it is redistributed first (the engine's cheapest plan, an
+// all-gather or an all-to-all onto another dim), and a Partial input is reduced first; every
+// other dim keeps its shard (uneven included), with no communication.
 DTensor softmax(const DTensor& x, int64_t dim);
 DTensor log_softmax(const DTensor& x, int64_t dim);
 

@@ -112,9 +112,9 @@ Tensor softmax_backward_cuda(const Tensor& grad_out, const Tensor& out, int64_t 
     Tensor gx = empty(out.sizes(), TensorOptions(out.dtype(), out.device()));
     if (out.numel() == 0) return gx;
     const SliceLaunch l = slice_launch(out, dd);
-    CudaDeviceGuard guard(out.device().index);
+    cuda::DeviceGuard guard(out.device().index);
     softmax_backward_kernel<T><<<l.grid, l.block, l.block * sizeof(acc_t<T>),
-                                 current_cuda_stream()>>>(
+                                 cuda::current_stream()>>>(
         static_cast<const T*>(gc.data_ptr()), static_cast<const T*>(oc.data_ptr()),
         static_cast<T*>(gx.data_ptr()), l.outer, l.d, l.inner, log);
     DT_CHECK_CUDA(cudaGetLastError());
@@ -128,8 +128,8 @@ Tensor softmax_cuda(const Tensor& x, int64_t dd, bool log, const char* op) {
     Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
     if (x.numel() == 0) return out;
     const SliceLaunch l = slice_launch(x, dd);
-    CudaDeviceGuard guard(x.device().index);
-    softmax_kernel<T><<<l.grid, l.block, l.block * sizeof(acc_t<T>), current_cuda_stream()>>>(
+    cuda::DeviceGuard guard(x.device().index);
+    softmax_kernel<T><<<l.grid, l.block, l.block * sizeof(acc_t<T>), cuda::current_stream()>>>(
         static_cast<const T*>(xc.data_ptr()), static_cast<T*>(out.data_ptr()), l.outer, l.d,
         l.inner, log);
     DT_CHECK_CUDA(cudaGetLastError());

@@ -1,21 +1,20 @@
-#include "dtensor/propagation/dispatch.h"
+// DTensor forms of softmax and log_softmax (registered in softmax_strategy.cc).
+#include "autograd/dispatch.h"
+#include "ops/ops_registry.h"
 #include "ops/softmax/softmax.h"
-#include "ops/view/dtensor_op_util.h"
 
 namespace dtensor {
 
 DTensor softmax(const DTensor& x, int64_t dim) {
-  static const OpInfo& op = detail::family_op("softmax");
-  const DTensor* in[] = {&x};
+  static const OpInfo& op = ops_op("softmax");
   const ArgValue args[] = {dim};
-  return dispatch(op, in, args, [&](absl::Span<const Tensor> l) { return softmax(l[0], dim); });
+  return dispatch(op, {&x}, args);
 }
 
 DTensor log_softmax(const DTensor& x, int64_t dim) {
-  static const OpInfo& op = detail::family_op("log_softmax");
-  const DTensor* in[] = {&x};
+  static const OpInfo& op = ops_op("log_softmax");
   const ArgValue args[] = {dim};
-  return dispatch(op, in, args, [&](absl::Span<const Tensor> l) { return log_softmax(l[0], dim); });
+  return dispatch(op, {&x}, args);
 }
 
 }  // namespace dtensor

@@ -1,5 +1,5 @@
 list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/view.cc
-  ${CMAKE_CURRENT_LIST_DIR}/dtensor_op_util.cc
   ${CMAKE_CURRENT_LIST_DIR}/view_strategy.cc
+  ${CMAKE_CURRENT_LIST_DIR}/view_backward.cc
   ${CMAKE_CURRENT_LIST_DIR}/view_dtensor.cc)

@@ -1,4 +1,4 @@
-// Free-function forms of the view and shape ops, so that Tensor and (later) DTensor code reads
+// Free-function forms of the view and shape ops, so that Tensor and DTensor code reads
 // the same: transpose(x, 0, 1) instead of x.transpose(0, 1). They are thin wrappers over the
 // Tensor methods (views that share storage, except where noted); cat, stack, split and chunk
 // are the free functions of tensor/shape_ops.h, re-exported by this header.

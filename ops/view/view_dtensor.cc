@@ -1,56 +1,25 @@
-// DTensor forms of the view and shape ops: dispatch with the strategies of view_strategy.cc.
-// Kernels that change shapes take their local target shape from the chosen output spec.
+// DTensor forms of the view and shape ops: each looks its op up once and dispatches it
+// (strategies and kernels are registered in view_strategy.cc).
 #include <algorithm>
 
-#include "dtensor/propagation/dispatch.h"
-#include "ops/view/dtensor_op_util.h"
+#include "autograd/dispatch.h"
+#include "ops/common/strategy_util.h"
+#include "ops/ops_registry.h"
 #include "ops/view/view.h"
 #include "tensor/error.h"
 
 namespace dtensor {
 namespace {
 
-using Locals = absl::Span<const Tensor>;
-
 // The registered op, looked up once per call site.
-#define DT_VIEW_OP(name)                               \
-  []() -> const OpInfo& {                              \
-    static const OpInfo& op = detail::family_op(name); \
-    return op;                                         \
+#define DT_VIEW_OP(name)                         \
+  []() -> const OpInfo& {                        \
+    static const OpInfo& op = ops_op(name);      \
+    return op;                                   \
   }()
 
-// -1 inference of view/reshape on the global shape.
-Shape infer_view_shape(IntSpan shape, int64_t numel, std::string_view op) {
-  Shape out(shape.begin(), shape.end());
-  int64_t known = 1, infer = -1;
-  for (size_t d = 0; d < out.size(); ++d) {
-    if (out[d] == -1) {
-      DT_CHECK(infer < 0, "[%s] shape %s has more than one -1", op, shape_str(shape));
-      infer = static_cast<int64_t>(d);
-    } else {
-      DT_CHECK(out[d] >= 0, "[%s] shape %s has a negative size", op, shape_str(shape));
-      known *= out[d];
-    }
-  }
-  if (infer >= 0) {
-    DT_CHECK(known != 0 && numel % known == 0,
-             "[%s] shape %s is invalid for an input of %d elements", op, shape_str(shape), numel);
-    out[infer] = numel / known;
-    known *= out[infer];
-  }
-  DT_CHECK(known == numel, "[%s] shape %s is invalid for an input of %d elements", op,
-           shape_str(shape), numel);
-  return out;
-}
-
-// Runs a single-output view op whose local kernel needs the local output shape.
-template <typename Fn>
-DTensor dispatch_shaped(const OpInfo& op, const DTensor& x, absl::Span<const ArgValue> args,
-                        Fn fn) {
-  const DTensor* in[] = {&x};
-  const std::shared_ptr<const OutputSharding> sh = detail::sharding_for(op, in, args);
-  const Shape local_shape = sh->outputs[0]->local_shard().shape;
-  return dispatch(op, in, args, [&](Locals l) { return fn(l[0], IntSpan(local_shape)); });
+DTensor dispatch_one(const OpInfo& op, const DTensor& x, absl::Span<const ArgValue> args) {
+  return dispatch(op, {&x}, args);
 }
 
 std::vector<DTensor> to_vector(DTensorList list) {
@@ -62,16 +31,14 @@ std::vector<DTensor> to_vector(DTensorList list) {
 
 DTensor view(const DTensor& x, IntSpan shape) {
   DT_CHECK(x.defined(), "[view] argument self is an undefined DTensor");
-  const ArgValue args[] = {infer_view_shape(shape, x.numel(), "view")};
-  return dispatch_shaped(DT_VIEW_OP("view"), x, args,
-                         [](const Tensor& l, IntSpan s) { return l.view(s); });
+  const ArgValue args[] = {infer_view_shape(shape, x.numel(), x.shape(), "view")};
+  return dispatch_one(DT_VIEW_OP("view"), x, args);
 }
 
 DTensor reshape(const DTensor& x, IntSpan shape) {
   DT_CHECK(x.defined(), "[reshape] argument self is an undefined DTensor");
-  const ArgValue args[] = {infer_view_shape(shape, x.numel(), "reshape")};
-  return dispatch_shaped(DT_VIEW_OP("reshape"), x, args,
-                         [](const Tensor& l, IntSpan s) { return l.reshape(s); });
+  const ArgValue args[] = {infer_view_shape(shape, x.numel(), x.shape(), "reshape")};
+  return dispatch_one(DT_VIEW_OP("reshape"), x, args);
 }
 
 DTensor flatten(const DTensor& x, int64_t start_dim, int64_t end_dim) {
@@ -90,10 +57,8 @@ DTensor flatten(const DTensor& x, int64_t start_dim, int64_t end_dim) {
 }
 
 DTensor transpose(const DTensor& x, int64_t dim0, int64_t dim1) {
-  const DTensor* in[] = {&x};
   const ArgValue args[] = {dim0, dim1};
-  return dispatch(DT_VIEW_OP("transpose"), in, args,
-                  [&](Locals l) { return l[0].transpose(dim0, dim1); });
+  return dispatch_one(DT_VIEW_OP("transpose"), x, args);
 }
 
 DTensor t(const DTensor& x) {
@@ -104,33 +69,21 @@ DTensor t(const DTensor& x) {
 }
 
 DTensor permute(const DTensor& x, IntSpan dims) {
-  const DTensor* in[] = {&x};
   const ArgValue args[] = {Shape(dims.begin(), dims.end())};
-  return dispatch(DT_VIEW_OP("permute"), in, args, [&](Locals l) { return l[0].permute(dims); });
+  return dispatch_one(DT_VIEW_OP("permute"), x, args);
 }
 
 DTensor unsqueeze(const DTensor& x, int64_t dim) {
-  const DTensor* in[] = {&x};
   const ArgValue args[] = {dim};
-  return dispatch(DT_VIEW_OP("unsqueeze"), in, args, [&](Locals l) { return l[0].unsqueeze(dim); });
+  return dispatch_one(DT_VIEW_OP("unsqueeze"), x, args);
 }
 
 namespace {
 
-// Drops exactly the global dims `dims` (ascending): a local shard may have size 0 where the
-// global size is 1, and a local squeeze() would keep it.
+// Drops exactly the global dims `dims` (ascending).
 DTensor squeeze_dims(const DTensor& x, Shape dims) {
-  const DTensor* in[] = {&x};
-  const ArgValue args[] = {dims};
-  return dispatch(DT_VIEW_OP("squeeze"), in, args, [&](Locals l) {
-    Tensor out = l[0];
-    for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
-      Shape s = out.sizes();
-      s.erase(s.begin() + *it);
-      out = out.reshape(s);
-    }
-    return out;
-  });
+  const ArgValue args[] = {std::move(dims)};
+  return dispatch_one(DT_VIEW_OP("squeeze"), x, args);
 }
 
 }  // namespace
@@ -163,31 +116,22 @@ DTensor expand(const DTensor& x, IntSpan shape) {
     if (target[lead + d] == -1) target[lead + d] = x.size(d);
   }
   const ArgValue args[] = {target};
-  return dispatch_shaped(DT_VIEW_OP("expand"), x, args,
-                         [](const Tensor& l, IntSpan s) { return l.expand(s); });
+  return dispatch_one(DT_VIEW_OP("expand"), x, args);
 }
 
 DTensor narrow(const DTensor& x, int64_t dim, int64_t start, int64_t length) {
   const ArgValue args[] = {dim, start, length};
-  return dispatch_shaped(DT_VIEW_OP("narrow"), x, args, [&](const Tensor& l, IntSpan s) {
-    const int64_t d = normalize_dim(dim, l.dim(), "narrow");
-    return l.size(d) == s[d] ? l : l.narrow(d, start, length);  // untouched dim: as is
-  });
+  return dispatch_one(DT_VIEW_OP("narrow"), x, args);
 }
 
 DTensor slice(const DTensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
   const ArgValue args[] = {dim, start, end, step};
-  return dispatch_shaped(DT_VIEW_OP("slice"), x, args, [&](const Tensor& l, IntSpan s) {
-    const int64_t d = normalize_dim(dim, l.dim(), "slice");
-    return l.size(d) == s[d] && step == 1 ? l : l.slice(d, start, end, step);
-  });
+  return dispatch_one(DT_VIEW_OP("slice"), x, args);
 }
 
 DTensor select(const DTensor& x, int64_t dim, int64_t index) {
-  const DTensor* in[] = {&x};
   const ArgValue args[] = {dim, index};
-  return dispatch(DT_VIEW_OP("select"), in, args,
-                  [&](Locals l) { return l[0].select(dim, index); });
+  return dispatch_one(DT_VIEW_OP("select"), x, args);
 }
 
 DTensor cat(const std::vector<DTensor>& tensors, int64_t dim) {
@@ -195,8 +139,7 @@ DTensor cat(const std::vector<DTensor>& tensors, int64_t dim) {
   absl::InlinedVector<const DTensor*, 4> in;
   for (const DTensor& x : tensors) in.push_back(&x);
   const ArgValue args[] = {dim};
-  return dispatch(DT_VIEW_OP("cat"), in, args,
-                  [&](Locals l) { return cat(std::vector<Tensor>(l.begin(), l.end()), dim); });
+  return dispatch(DT_VIEW_OP("cat"), in, args);
 }
 
 DTensor stack(const std::vector<DTensor>& tensors, int64_t dim) {
@@ -204,18 +147,12 @@ DTensor stack(const std::vector<DTensor>& tensors, int64_t dim) {
   absl::InlinedVector<const DTensor*, 4> in;
   for (const DTensor& x : tensors) in.push_back(&x);
   const ArgValue args[] = {dim};
-  return dispatch(DT_VIEW_OP("stack"), in, args,
-                  [&](Locals l) { return stack(std::vector<Tensor>(l.begin(), l.end()), dim); });
+  return dispatch(DT_VIEW_OP("stack"), in, args);
 }
 
 std::vector<DTensor> split(const DTensor& x, IntSpan split_sizes, int64_t dim) {
-  const DTensor* in[] = {&x};
   const ArgValue args[] = {Shape(split_sizes.begin(), split_sizes.end()), dim};
-  return to_vector(
-      dispatch_multi(DT_VIEW_OP("split"), in, args, [&](Locals l, absl::Span<Tensor> outs) {
-        std::vector<Tensor> parts = split(l[0], split_sizes, dim);
-        std::copy(parts.begin(), parts.end(), outs.begin());
-      }));
+  return to_vector(dispatch_multi(DT_VIEW_OP("split"), {&x}, args));
 }
 
 namespace {

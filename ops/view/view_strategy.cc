@@ -1,10 +1,15 @@
-// Sharding strategies of the view and shape ops (rows for ONE mesh dim, [outputs | inputs]).
-// All of them only move data, so Partial inputs pass through (Linearity::kLinear adds the
-// P(sum)/P(avg) rows, add_partial_passthrough_rows the P(max)/P(min) ones).
+// Registration of the view and shape ops: strategies (rows for ONE mesh dim, [outputs |
+// inputs]), meta functions and local kernels. All of them only move data, so Partial inputs
+// pass through (Linearity::kLinear adds the P(sum)/P(avg) rows, add_partial_passthrough_rows
+// the P(max)/P(min) ones). Kernels that change shapes take their local target shape from the
+// chosen output spec (KernelContext), since a shard's shape differs from the global one.
 #include <algorithm>
 
+#include "dtensor/propagation/dispatch.h"
 #include "dtensor/propagation/registry.h"
-#include "ops/view/dtensor_op_util.h"
+#include "ops/common/strategy_util.h"
+#include "ops/view/view.h"
+#include "ops/view/view_backward.h"
 #include "tensor/error.h"
 #include "tensor/shape_ops.h"
 
@@ -44,24 +49,30 @@ Shape dim_map(int64_t n, F f) {
 // mesh dims. Anything else is replicated first.
 Shape reshape_map(const OpSchema& s, IntSpan in, IntSpan out) {
   Shape map(in.size(), -1);
-  if (shape_numel(in) > 0) {
-    const int64_t m = s.mesh().size();
-    size_t i = 0, j = 0;
-    while (i < in.size() && j < out.size()) {
-      const size_t i0 = i, j0 = j;
-      int64_t pi = in[i++], pj = out[j++];
-      while (pi != pj) {
-        if (pi < pj) {
-          pi *= in[i++];
-        } else {
-          pj *= out[j++];
-        }
-      }
-      const bool one_to_one = i - i0 == 1 && j - j0 == 1;
-      if (one_to_one || (in[i0] % m == 0 && out[j0] % m == 0)) {
-        map[i0] = static_cast<int64_t>(j0);
+  if (shape_numel(in) == 0) return map;
+  // Size-1 dims hold no layout: they are inserted or dropped freely, so groups are formed from
+  // the other dims only ([1, 1, h] -> [h] keeps a shard of h). A size-1 input dim maps nowhere.
+  Shape ia, oa;  // indices of the dims of size != 1
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] != 1) ia.push_back(static_cast<int64_t>(d));
+  }
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] != 1) oa.push_back(static_cast<int64_t>(d));
+  }
+  const int64_t m = s.mesh().size();
+  size_t i = 0, j = 0;
+  while (i < ia.size() && j < oa.size()) {
+    const size_t i0 = i, j0 = j;
+    int64_t pi = in[ia[i++]], pj = out[oa[j++]];
+    while (pi != pj) {
+      if (pi < pj) {
+        pi *= in[ia[i++]];
+      } else {
+        pj *= out[oa[j++]];
       }
     }
+    const bool one_to_one = i - i0 == 1 && j - j0 == 1;
+    if (one_to_one || (in[ia[i0]] % m == 0 && out[oa[j0]] % m == 0)) map[ia[i0]] = oa[j0];
   }
   return map;
 }
@@ -77,15 +88,75 @@ Shape normalized_dims(IntSpan dims, int64_t ndim, std::string_view op) {
 using ViewFn = Tensor (*)(const Tensor& in, const OpSchema& s);
 // Input dim -> output dim map (see mapped_rows) of a single-input view for the schema.
 using DimMapFn = Shape (*)(const OpSchema& s);
+// The local kernel: the op on this rank's shard.
+using LocalViewFn = Tensor (*)(const KernelContext& c, const Tensor& local);
+
+// Sample calls of the view ops (args valid for the shapes; shards even, uneven and empty).
+std::vector<OpSample> view_samples(std::string_view name, int64_t w) {
+  using detail::sample;
+  const int64_t n = 3 * w + 1;
+  auto one = [](SampleInput in, ArgList args) { return OpSample{{std::move(in)}, std::move(args)}; };
+  if (name == "transpose") {
+    return {one(sample({n, 5, 2}), {int64_t{0}, int64_t{2}}),
+            one(sample({4, 2 * w}), {int64_t{0}, int64_t{1}})};
+  }
+  if (name == "permute") return {one(sample({n, 5, 2}), {Shape{2, 0, 1}})};
+  if (name == "unsqueeze") {
+    return {one(sample({n, 5}), {int64_t{1}}), one(sample({n, 5}), {int64_t{0}})};
+  }
+  if (name == "squeeze") {
+    return {one(sample({n, 1, 5}), {Shape{1}}), one(sample({1, 2 * w}), {Shape{0}})};
+  }
+  if (name == "view" || name == "reshape") {
+    return {one(sample({2 * w, 6}), {Shape{12 * w}}), one(sample({2 * w, 6}), {Shape{2 * w, 2, 3}}),
+            one(sample({n, 4}), {Shape{4 * n}}), one(sample({4, n}), {Shape{2, 2, n}})};
+  }
+  if (name == "expand") {
+    return {one(sample({1, 5}), {Shape{n, 5}}), one(sample({n, 1}), {Shape{2, n, 4}})};
+  }
+  if (name == "narrow") {
+    return {one(sample({n, 5}), {int64_t{0}, int64_t{1}, int64_t{2}}),
+            one(sample({n, 5}), {int64_t{1}, int64_t{0}, int64_t{5}})};
+  }
+  if (name == "slice") {
+    return {one(sample({n, 5}), {int64_t{0}, int64_t{1}, n - 1, int64_t{2}}),
+            one(sample({n, 5}), {int64_t{1}, int64_t{0}, int64_t{5}, int64_t{1}})};
+  }
+  if (name == "select") {
+    return {one(sample({n, 5}), {int64_t{0}, int64_t{2}}),
+            one(sample({n, 5}), {int64_t{1}, int64_t{-1}})};
+  }
+  if (name == "cat") {
+    return {{{sample({n, 5}), sample({2, 5}), sample({w, 5})}, {int64_t{0}}},
+            {{sample({4, 2}), sample({4, n})}, {int64_t{1}}}};
+  }
+  if (name == "stack") {
+    return {{{sample({n, 5}), sample({n, 5})}, {int64_t{0}}},
+            {{sample({n, 5}), sample({n, 5}), sample({n, 5})}, {int64_t{2}}}};
+  }
+  if (name == "split") {
+    return {one(sample({n, 5}), {Shape{w, 2 * w + 1}, int64_t{0}}),
+            one(sample({n, 5}), {Shape{2, 3}, int64_t{1}})};
+  }
+  return {};
+}
 
 // Registers a single-input, single-output op that only moves data (Partial passes through):
-// its output meta comes from `view` (or `meta` when set), its strategy is mapped_rows(map_of).
+// its output meta comes from `view` (or `meta` when set), its strategy is mapped_rows(map_of),
+// its kernel `kernel`.
 void add_mapped_view(Registry& r, const char* name, ViewFn view, DimMapFn map_of,
-                     MetaFn meta = nullptr) {
+                     LocalViewFn kernel, MetaFn meta = nullptr) {
   OpInfo op;
   op.name = name;
   op.input_names = {"self"};
   op.linearity = Linearity::kLinear;
+  op.view = true;
+  op.saved_inputs = 0;  // backward needs the specs only
+  op.samples = [name](int64_t w) { return view_samples(name, w); };
+  op.backward = detail::view_grad(name);
+  op.kernel = single_output([kernel](const KernelContext& c, absl::Span<const Tensor> l) {
+    return kernel(c, l[0]);
+  });
   if (meta) {
     op.meta = std::move(meta);
   } else {
@@ -111,6 +182,9 @@ void register_single_input_views(Registry& r) {
         const int64_t n = s.input(0).ndim();
         const int64_t a = arg_dim(s, 0, n, "transpose"), b = arg_dim(s, 1, n, "transpose");
         return dim_map(n, [&](int64_t d) { return d == a ? b : d == b ? a : d; });
+      },
+      [](const KernelContext& c, const Tensor& l) {
+        return l.transpose(c.arg<int64_t>(0), c.arg<int64_t>(1));
       });
   add_mapped_view(
       r, "permute", [](const Tensor& t, const OpSchema& s) { return t.permute(s.arg<Shape>(0)); },
@@ -120,7 +194,8 @@ void register_single_input_views(Registry& r) {
         Shape map(n, -1);
         for (int64_t k = 0; k < static_cast<int64_t>(dims.size()); ++k) map[dims[k]] = k;
         return map;
-      });
+      },
+      [](const KernelContext& c, const Tensor& l) { return l.permute(c.arg<Shape>(0)); });
   add_mapped_view(
       r, "unsqueeze",
       [](const Tensor& t, const OpSchema& s) { return t.unsqueeze(s.arg<int64_t>(0)); },
@@ -128,7 +203,8 @@ void register_single_input_views(Registry& r) {
         const int64_t n = s.input(0).ndim();
         const int64_t at = arg_dim(s, 0, n + 1, "unsqueeze");
         return dim_map(n, [&](int64_t d) { return d < at ? d : d + 1; });
-      });
+      },
+      [](const KernelContext& c, const Tensor& l) { return l.unsqueeze(c.arg<int64_t>(0)); });
   // squeeze(dims): arg 0 lists the (normalised, global size-1) dims to drop.
   add_mapped_view(
       r, "squeeze", nullptr,
@@ -141,6 +217,9 @@ void register_single_input_views(Registry& r) {
         }
         return map;
       },
+      // Exactly the global size-1 dims go (a shard may have size 0 where the global size is 1,
+      // and a local squeeze() would keep it).
+      [](const KernelContext& c, const Tensor& l) { return l.reshape(c.output_shard(0).shape); },
       [](const OpSchema& s) {
         Shape shape;
         const Shape& dims = s.arg<Shape>(0);
@@ -157,6 +236,10 @@ void register_single_input_views(Registry& r) {
     add_mapped_view(
         r, name, nullptr,
         [](const OpSchema& s) { return reshape_map(s, s.input(0).shape(), s.arg<Shape>(0)); },
+        [](const KernelContext& c, const Tensor& l) {
+          const Shape shape = c.output_shard(0).shape;
+          return c.op().name == "view" ? l.view(shape) : l.reshape(shape);
+        },
         [](const OpSchema& s) {
           return OutputMetas{TensorMeta(s.arg<Shape>(0), s.input(0).dtype())};
         });
@@ -171,7 +254,8 @@ void register_single_input_views(Registry& r) {
         return dim_map(static_cast<int64_t>(in.size()), [&](int64_t d) {
           return target[lead + d] == -1 || target[lead + d] == in[d] ? lead + d : int64_t{-1};
         });
-      });
+      },
+      [](const KernelContext& c, const Tensor& l) { return l.expand(c.output_shard(0).shape); });
 }
 
 // narrow/slice/select touch one dim: it must be replicated unless the op keeps it whole.
@@ -188,6 +272,12 @@ void register_indexing_views(Registry& r) {
         const int64_t start = s.arg<int64_t>(1) < 0 ? s.arg<int64_t>(1) + size : s.arg<int64_t>(1);
         const bool whole = start == 0 && s.arg<int64_t>(2) == size;
         return dim_map(n, [&](int64_t d) { return d != dim || whole ? d : int64_t{-1}; });
+      },
+      [](const KernelContext& c, const Tensor& l) {
+        // A dim the op keeps whole may be sharded: the shard is the answer as it is.
+        const int64_t d = normalize_dim(c.arg<int64_t>(0), l.dim(), "narrow");
+        if (l.size(d) == c.output_shard(0).shape[d]) return l;
+        return l.narrow(d, c.arg<int64_t>(1), c.arg<int64_t>(2));
       });
   add_mapped_view(
       r, "slice",
@@ -201,6 +291,12 @@ void register_indexing_views(Registry& r) {
                                .slice(dim, s.arg<int64_t>(1), s.arg<int64_t>(2), s.arg<int64_t>(3));
         const bool whole = out.size(dim) == s.input(0).shape()[dim] && s.arg<int64_t>(3) == 1;
         return dim_map(n, [&](int64_t d) { return d != dim || whole ? d : int64_t{-1}; });
+      },
+      [](const KernelContext& c, const Tensor& l) {
+        const int64_t d = normalize_dim(c.arg<int64_t>(0), l.dim(), "slice");
+        const int64_t step = c.arg<int64_t>(3);
+        if (l.size(d) == c.output_shard(0).shape[d] && step == 1) return l;
+        return l.slice(d, c.arg<int64_t>(1), c.arg<int64_t>(2), step);
       });
   add_mapped_view(
       r, "select",
@@ -211,6 +307,9 @@ void register_indexing_views(Registry& r) {
         const int64_t n = s.input(0).ndim();
         const int64_t dim = arg_dim(s, 0, n, "select");
         return dim_map(n, [&](int64_t d) { return d < dim ? d : d == dim ? int64_t{-1} : d - 1; });
+      },
+      [](const KernelContext& c, const Tensor& l) {
+        return l.select(c.arg<int64_t>(0), c.arg<int64_t>(1));
       });
 }
 
@@ -220,6 +319,10 @@ void register_multi_views(Registry& r) {
   ca.name = "cat";
   ca.input_names = {"tensors"};
   ca.linearity = Linearity::kLinear;
+  ca.saved_inputs = 0;
+  ca.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
+    return cat(std::vector<Tensor>(l.begin(), l.end()), c.arg<int64_t>(0));
+  });
   ca.meta = [](const OpSchema& s) {
     const DTensorSpec& first = s.input(0);
     const int64_t dim = normalize_dim(s.arg<int64_t>(0), first.ndim(), "cat");
@@ -250,12 +353,18 @@ void register_multi_views(Registry& r) {
     detail::add_partial_passthrough_rows(rows, width);
     return rows;
   };
+  ca.samples = [name = ca.name](int64_t w) { return view_samples(name, w); };
+  ca.backward = detail::view_grad(ca.name);
   r.add(std::move(ca));
 
   OpInfo st;
   st.name = "stack";
   st.input_names = {"tensors"};
   st.linearity = Linearity::kLinear;
+  st.saved_inputs = 0;
+  st.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
+    return stack(std::vector<Tensor>(l.begin(), l.end()), c.arg<int64_t>(0));
+  });
   st.meta = [](const OpSchema& s) {
     const DTensorSpec& first = s.input(0);
     const int64_t dim = normalize_dim(s.arg<int64_t>(0), first.ndim() + 1, "stack");
@@ -282,6 +391,8 @@ void register_multi_views(Registry& r) {
     detail::add_partial_passthrough_rows(rows, width);
     return rows;
   };
+  st.samples = [name = st.name](int64_t w) { return view_samples(name, w); };
+  st.backward = detail::view_grad(st.name);
   r.add(std::move(st));
 
   // split_with_sizes(sizes, dim): one output per size; split and chunk reduce to it.
@@ -289,6 +400,12 @@ void register_multi_views(Registry& r) {
   sp.name = "split";
   sp.input_names = {"self"};
   sp.linearity = Linearity::kLinear;
+  sp.view = true;
+  sp.saved_inputs = 0;
+  sp.kernel = [](const KernelContext& c, absl::Span<const Tensor> l, absl::Span<Tensor> outs) {
+    std::vector<Tensor> parts = split(l[0], c.arg<Shape>(0), c.arg<int64_t>(1));
+    std::copy(parts.begin(), parts.end(), outs.begin());
+  };
   sp.meta = [](const OpSchema& s) {
     const std::vector<Tensor> parts = split(meta_tensor(s.input(0).shape(), s.input(0).dtype()),
                                             s.arg<Shape>(0), s.arg<int64_t>(1));
@@ -307,6 +424,8 @@ void register_multi_views(Registry& r) {
     detail::add_partial_passthrough_rows(rows, nout + 1);
     return rows;
   };
+  sp.samples = [name = sp.name](int64_t w) { return view_samples(name, w); };
+  sp.backward = detail::view_grad(sp.name);
   r.add(std::move(sp));
 }
 
@@ -316,6 +435,7 @@ void register_view_ops(Registry& registry) {
   register_single_input_views(registry);
   register_indexing_views(registry);
   register_multi_views(registry);
+  detail::register_view_backward_ops(registry);
 }
 
 }  // namespace dtensor

@@ -1,10 +1,12 @@
 // Sub-communicators, Work handles, CommDebugMode, validation errors, names and the timeout API.
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "collectives/collective_check.h"
 #include "collectives/comm_debug.h"
 #include "collectives/communicator.h"
 #include "collectives/deadline.h"
@@ -24,7 +26,6 @@ class CudaOnlyComm final : public Communicator {
   CudaOnlyComm() : Communicator(0, 2, {0, 1}) {}
   std::string_view backend() const override { return "fake"; }
   bool supports(Device d) const override { return d.is_cuda(); }
-  std::shared_ptr<Communicator> split(int, int) override { return nullptr; }
   int calls = 0;
 
  protected:
@@ -41,6 +42,14 @@ class CudaOnlyComm final : public Communicator {
   WorkPtr do_send(const Tensor&, int, int) override { return done(); }
   WorkPtr do_recv(const Tensor&, int, int) override { return done(); }
   WorkPtr do_barrier() override { return done(); }
+  std::shared_ptr<Communicator> do_split(int, int) override { return nullptr; }
+  // Both "ranks" are this object: every slot is this rank's.
+  WorkPtr do_exchange_slots(const void* mine, void* all, std::string_view, const Tensor*) override {
+    for (int r = 0; r < size(); ++r) {
+      std::memcpy(static_cast<char*>(all) + r * detail::kSlotBytes, mine, detail::kSlotBytes);
+    }
+    return completed_work();
+  }
 };
 
 }  // namespace

@@ -32,7 +32,7 @@ int node_ranks() {
 
 // Whether NCCL is usable by every rank: compiled in, a device, no two ranks on one device.
 bool nccl_possible_everywhere() {
-  const int devices = dt::detail::cuda_device_count();
+  const int devices = dt::cuda_device_count();
   int mine = dt::detail::nccl_compiled() && devices > 0 && node_ranks() <= devices;
   int all = 0;
   MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -40,7 +40,7 @@ bool nccl_possible_everywhere() {
 }
 
 bool nccl_possible_alone() {
-  return dt::detail::nccl_compiled() && dt::detail::cuda_device_count() > 0;
+  return dt::detail::nccl_compiled() && dt::cuda_device_count() > 0;
 }
 
 void set_env(const char* v) {
@@ -128,6 +128,6 @@ TEST_CASE("world and self CUDA communicators follow DTENSOR_CUDA_BACKEND on ever
   CHECK(dt::self_communicator(dt::kCUDA)->backend() == (self_possible ? "nccl" : "mpi"));
   set_env(nullptr);
 
-  const int devices = dt::detail::cuda_device_count();
+  const int devices = dt::cuda_device_count();
   CHECK(dt::local_cuda_device() == (devices > 0 ? dt::local_rank() % devices : 0));
 }

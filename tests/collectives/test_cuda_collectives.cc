@@ -18,12 +18,12 @@ namespace dtensor::test {
 namespace {
 
 Device my_gpu() {
-  return Device(kCUDA, local_rank() % detail::cuda_device_count());
+  return Device(kCUDA, local_rank() % cuda_device_count());
 }
 
 // NCCL needs one GPU per rank; with fewer GPUs than ranks only the staging path is tested.
 bool one_gpu_per_rank() {
-  return detail::cuda_device_count() >= world_size();
+  return cuda_device_count() >= world_size();
 }
 
 void check_backend_all_reduce(const CommunicatorPtr& comm) {
@@ -154,7 +154,7 @@ TEST_CASE("CUDA world communicator (NCCL when compiled in)", "[collectives][gpu]
 
 int main(int argc, char** argv) {
   dtensor::Runtime runtime(&argc, &argv);
-  if (dtensor::detail::cuda_device_count() == 0) {
+  if (dtensor::cuda_device_count() == 0) {
     if (dtensor::world_rank() == 0)
       std::printf("no CUDA device (or CUDA not compiled in): skipped\n");
     return 77;

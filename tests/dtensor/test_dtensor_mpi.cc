@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collectives/comm_debug.h"
+#include "dtensor/check_ranks.h"
 #include "dtensor/redistribute.h"
 #include "dtensor_test_util.h"
 
@@ -93,9 +94,10 @@ TEST_CASE("distribute_tensor: src_data_rank semantics", "[dtensor]") {
   SECTION("the last rank as the source: one meta all_gather, then one scatter") {
     dt::CommDebugMode comm;
     const dt::DTensor d = dt::distribute_tensor(mine, mesh, {S1}, w - 1);
-    CHECK(distribute_counts(comm) == Counts{1, 1, 0, 2});
+    const int64_t one = w > 1 ? 1 : 0;  // a mesh of one rank communicates nothing
+    CHECK(distribute_counts(comm) == Counts{one, one, 0, 2 * one});
     // Each rank receives one padded chunk of the 5 columns: (3w + 1) rows x ceil(5 / w) floats.
-    CHECK(comm.bytes(dt::CollectiveKind::kScatter) == (w * 3 + 1) * ((5 + w - 1) / w) * 4);
+    CHECK(comm.bytes(dt::CollectiveKind::kScatter) == one * (w * 3 + 1) * ((5 + w - 1) / w) * 4);
     const dt::Tensor src = dt::test::make_data(shape, dt::kFloat32, w - 1);
     CHECK(dt::equal(d.to_local(), dt::test::expected_block(src, mesh, {S1})));
     CHECK(dt::equal(d.full_tensor(), src));
@@ -129,8 +131,9 @@ TEST_CASE("distribute_tensor: src_data_rank semantics", "[dtensor]") {
     const dt::Tensor big = dt::zeros({4096, 1024});  // 16 MiB of float32
     dt::CommDebugMode comm;
     const dt::DTensor d = dt::distribute_tensor(big, mesh, {S0}, 0);
-    CHECK(distribute_counts(comm) == Counts{1, 1, 0, 2});
-    CHECK(comm.bytes(dt::CollectiveKind::kScatter) == (int64_t{16} << 20) / w);
+    const int64_t one = w > 1 ? 1 : 0;
+    CHECK(distribute_counts(comm) == Counts{one, one, 0, 2 * one});
+    CHECK(comm.bytes(dt::CollectiveKind::kScatter) == one * (int64_t{16} << 20) / w);
     CHECK(d.to_local().nbytes() == static_cast<size_t>((int64_t{16} << 20) / w));
     if (me == 0) {
       WARN("16 MiB S(0) distribute at " << w << " ranks, bytes per rank: " << comm.str());
@@ -184,8 +187,15 @@ TEST_CASE("distribute_tensor from any source rank: scatter path equals the sourc
               CHECK(d.to_local().numel() == 0);
               continue;
             }
-            const int64_t ndim = mesh.ndim();
-            CHECK(distribute_counts(comm) == Counts{ndim, shard_dims, ndim - shard_dims, 2 * ndim});
+            // One meta all_gather per mesh dim, then a scatter (Shard) or broadcast (other) per
+            // mesh dim, none on a mesh dim of one rank.
+            int64_t dims = 0, scatters = 0;
+            for (int64_t i = 0; i < mesh.ndim(); ++i) {
+              if (mesh.size(i) == 1) continue;
+              ++dims;
+              scatters += p[i].is_shard() ? 1 : 0;
+            }
+            CHECK(distribute_counts(comm) == Counts{dims, scatters, dims - scatters, 2 * dims});
             // Bit-identical to taking the chunk of the source's tensor locally (the nullopt
             // path, which every rank runs here on its copy of the source's data).
             const dt::Tensor local_ref = dt::distribute_tensor(x, mesh, p, std::nullopt).to_local();
@@ -272,8 +282,8 @@ TEST_CASE("ranks outside the mesh hold empty shards and issue nothing", "[dtenso
   const dt::Tensor full = r.full_tensor();
   if (mesh.contains_me()) {
     CHECK(dt::equal(full, x));
-    // distribute_tensor's meta check and the S(0) -> R redistribute.
-    CHECK(comm.count(dt::CollectiveKind::kAllGather) == 2);
+    // distribute_tensor's meta check and the S(0) -> R redistribute (none over one rank).
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == (half > 1 ? 2 : 0));
   } else {
     CHECK(d.to_local().numel() == 0);
     CHECK(d.to_local().dim() == 2);
@@ -338,6 +348,22 @@ TEST_CASE("from_local: inference, explicit shapes and run_check", "[dtensor]") {
     REQUIRE_THROWS_WITH(
         dt::DTensor::from_local(dt::zeros({2, 4}), mesh, {S0}, true, dt::Shape{2 * w + 1, 4}),
         Contains("[from_local]") && Contains("imply"));
+  }
+  SECTION("run_check makes replicas equal: each Replicate dim takes its first member's data") {
+    const dt::Tensor local = dt::test::make_data({2, 3}, dt::kFloat32, me);
+    const dt::Tensor before = local.clone();
+    const dt::DTensor d = dt::DTensor::from_local(local, mesh, {R}, /*run_check=*/true);
+    CHECK(dt::equal(d.to_local(), dt::test::make_data({2, 3}, dt::kFloat32, 0)));
+    CHECK(dt::equal(local, before));  // the caller's tensor is not written
+    // Without run_check the replicas stay as given.
+    CHECK(dt::equal(dt::DTensor::from_local(local, mesh, {R}, false).to_local(), local));
+    if (w >= 4) {
+      // 2-D mesh [2, w/2], [S(0), R]: the Replicate dim's first member is coordinate 0 on dim 1.
+      const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
+      const dt::DTensor e = dt::DTensor::from_local(local, m2, {S0, R}, true);
+      const int first = (me / (w / 2)) * (w / 2);
+      CHECK(dt::equal(e.to_local(), dt::test::make_data({2, 3}, dt::kFloat32, first)));
+    }
   }
   SECTION("run_check on a 2-d mesh gathers over both mesh dims") {
     if (w >= 4) {
@@ -417,8 +443,9 @@ TEST_CASE("plan cache hits for a repeated (src, dst) pair", "[dtensor]") {
   CHECK(stats.size == 1);
   CHECK(dt::redistribute_cost(src, src) == 0);
   CHECK(dt::redistribute_cost(src, dst) == Approx(first->cost));
+  // P(max) -> P(sum) has no exact plan, except over one rank (a relabel there).
   CHECK(dt::redistribute_cost(src.with_placements({Pmax}), src.with_placements({Psum})) ==
-        std::numeric_limits<double>::infinity());
+        (src.mesh().size() > 1 ? std::numeric_limits<double>::infinity() : 0.0));
   // redistribute_cost hit the cache once; a DTensor redistribute goes through it too.
   const dt::DTensor d =
       dt::distribute_tensor(dt::test::make_data({w * 4, 3}, dt::kFloat32), mesh, {S0});
@@ -460,10 +487,12 @@ TEST_CASE("plan cache is bounded: filling it past the bound clears it and plans 
   CHECK(stats.misses == cap + 1);
   // Plans from before the clear stay valid while held and equal a fresh plan.
   const Ints one_row = {1, 3}, mesh_shape = {w};
-  CHECK(held->steps == dt::plan_redistribute(one_row, dt::kFloat32, mesh_shape, {S0}, {R}).steps);
+  const dt::CostModel model = dt::default_cost_model();
+  CHECK(held->steps ==
+        dt::plan_redistribute(one_row, dt::kFloat32, mesh_shape, {S0}, {R}, model).steps);
   const Ints extra_shape = {cap + 1, 3};
   CHECK(extra->steps ==
-        dt::plan_redistribute(extra_shape, dt::kFloat32, mesh_shape, {S0}, {Psum}).steps);
+        dt::plan_redistribute(extra_shape, dt::kFloat32, mesh_shape, {S0}, {Psum}, model).steps);
   // A pair evicted by the clear is planned again, identically.
   const std::shared_ptr<const dt::RedistributePlan> again =
       dt::plan_redistribute(spec(1, S0), spec(1, R));
@@ -552,10 +581,50 @@ TEST_CASE("bad inputs raise dtensor::Error on every rank", "[dtensor]") {
   REQUIRE_THROWS_WITH(d.redistribute({dt::Shard(5)}),
                       Contains("[redistribute]") && Contains("Shard dim 5"));
   const dt::DTensor pm = dt::distribute_tensor(x, mesh, {Pmax});
-  REQUIRE_THROWS_WITH(pm.redistribute({Psum}), Contains("[redistribute]") && Contains("P(max)"));
+  if (mesh.size() > 1) {  // over one rank P(max) -> P(sum) is an exact relabel
+    REQUIRE_THROWS_WITH(pm.redistribute({Psum}),
+                        Contains("[redistribute]") && Contains("P(max)"));
+  }
   REQUIRE_THROWS_AS(dt::redistribute(d, dt::DTensorSpec(other, {R, R}, d.spec().meta())),
                     dt::Error);
   REQUIRE_THROWS_AS(dt::DTensor().full_tensor(), dt::Error);
   // Still usable afterwards: no rank is stuck in a collective.
   CHECK(dt::equal(d.full_tensor(), x));
+}
+
+TEST_CASE("check_on_all_ranks: an error found on some ranks is raised on every rank that checks",
+          "[dtensor]") {
+  const int w = dt::world_size();
+  const int me = dt::world_rank();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const int64_t dims[] = {0};
+  dt::check_on_all_ranks(mesh, dims, "");  // nobody failed: returns everywhere
+  // The last rank (and, with 4 ranks, rank 1) failed: every rank raises the lowest one's text.
+  const bool fails = me == w - 1 || (w > 2 && me == 1);
+  const int first = w > 2 ? 1 : w - 1;
+  const std::string mine = fails ? "[embedding] bad id on rank " + std::to_string(me) : "";
+  if (w > 1) {
+    REQUIRE_THROWS_WITH(dt::check_on_all_ranks(mesh, dims, mine),
+                        "[embedding] bad id on rank " + std::to_string(first) +
+                            " (raised on rank " + std::to_string(first) + ")");
+  }
+  // Long messages are cut, not lost.
+  const std::string long_error = std::string(3000, 'x');
+  REQUIRE_THROWS_WITH(dt::check_on_all_ranks(mesh, dims, me == 0 ? long_error : ""),
+                      Catch::Contains(std::string(500, 'x')));
+  if (w >= 4) {
+    // 2-D mesh [2, w/2]: checking over dim 1 only involves this rank's row; the row of the
+    // failing rank raises, the other row returns.
+    const dt::DeviceMesh m2 = dt::test::make_mesh({2, w / 2});
+    const int64_t inner[] = {1}, both[] = {0, 1};
+    const std::string err = me == w - 1 ? "[op] bad" : "";
+    if (me / (w / 2) == 1) {
+      REQUIRE_THROWS_WITH(dt::check_on_all_ranks(m2, inner, err),
+                          "[op] bad (raised on rank " + std::to_string(w - 1) + ")");
+    } else {
+      dt::check_on_all_ranks(m2, inner, err);
+    }
+    REQUIRE_THROWS_WITH(dt::check_on_all_ranks(m2, both, err),
+                        "[op] bad (raised on rank " + std::to_string(w - 1) + ")");
+  }
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "dtensor/propagation/sharding_propagation.h"
 #include "dtensor/redistribute.h"
 #include "tests/dtensor/dtensor_test_util.h"
 #include "tensor/error.h"
@@ -29,9 +30,11 @@ void check_steps(const dt::RedistributePlan& plan, const std::vector<Expect>& ex
   }
 }
 
+// Planned under the documented default constants (passed explicitly: the planner is pure).
 dt::RedistributePlan plan(const Ints& shape, const Ints& mesh, dt::Placements src,
-                          dt::Placements dst, dt::DType dtype = dt::kFloat32) {
-  return dt::plan_redistribute(shape, dtype, mesh, src, dst);
+                          dt::Placements dst, dt::DType dtype = dt::kFloat32,
+                          const dt::CostModel& model = dt::CostModel{}) {
+  return dt::plan_redistribute(shape, dtype, mesh, src, dst, model);
 }
 
 // Closed forms of the documented alpha-beta model with the default constants.
@@ -52,7 +55,6 @@ TEST_CASE("planner: identical placements give an empty plan", "[planner]") {
 }
 
 TEST_CASE("planner: 1-d transitions and their costs", "[planner]") {
-  dt::set_cost_model(dt::CostModel{});
   // [8, 4] float32 on 4 ranks: a shard is [2, 4] = 32 bytes, the whole tensor 128 bytes.
   const auto gather = plan({8, 4}, {4}, {S0}, {R});
   check_steps(gather, {{0, K::kAllGather}});
@@ -82,12 +84,16 @@ TEST_CASE("planner: 1-d transitions and their costs", "[planner]") {
   check_steps(plan({8, 4}, {4}, {Psum}, {Pavg}), {{0, K::kRescalePartial}});
   check_steps(plan({8, 4}, {4}, {Pavg}, {Psum}), {{0, K::kRescalePartial}});
   check_steps(plan({8, 4}, {4}, {Pavg}, {R}), {{0, K::kAllReduce}});
-  // S -> P has no single step: gather, then keep on coordinate 0.
-  check_steps(plan({8, 4}, {4}, {S1}, {Psum}), {{0, K::kAllGather}, {0, K::kPartition}});
+  // S -> P(sum|avg) is local: the shard at its place in zeros (no all-gather).
+  const auto s2p = plan({8, 4}, {4}, {S1}, {Psum});
+  check_steps(s2p, {{0, K::kShardToPartial}});
+  CHECK(s2p.cost == Approx(kLocal * 128));
+  check_steps(plan({8, 4}, {4}, {S0}, {Pavg}), {{0, K::kShardToPartial}});
+  // S -> P(max) goes through R.
+  check_steps(plan({8, 4}, {4}, {S1}, {Pmax}), {{0, K::kAllGather}, {0, K::kPartition}});
 }
 
 TEST_CASE("planner: uneven and empty shards are costed at the largest shard", "[planner]") {
-  dt::set_cost_model(dt::CostModel{});
   // 5 rows over 4 ranks: the largest shard has 2 rows of 3 int64 = 48 bytes.
   const auto p = plan({5, 3}, {4}, {S0}, {R}, dt::kInt64);
   check_steps(p, {{0, K::kAllGather}});
@@ -96,10 +102,19 @@ TEST_CASE("planner: uneven and empty shards are costed at the largest shard", "[
   const auto z = plan({0, 3}, {4}, {S0}, {R});
   check_steps(z, {{0, K::kAllGather}});
   CHECK(z.cost == Approx(lat(4)));
-  // A size-1 mesh dim: the step is still planned; it costs nothing.
+}
+
+TEST_CASE("planner: a size-1 mesh dim is a free relabel", "[planner]") {
+  // Its one rank holds the whole piece whatever the placement: no step at all.
   const auto one = plan({4}, {1}, {S0}, {R});
-  check_steps(one, {{0, K::kAllGather}});
+  CHECK(one.steps.empty());
   CHECK(one.cost == 0);
+  CHECK(plan({4}, {1}, {Pmax}, {Psum}).steps.empty());  // exact over one rank
+  CHECK(plan({4}, {1}, {Pavg}, {Psum}, dt::kInt64).steps.empty());
+  // Only the size-2 dim moves data; the size-1 dim does not block the nested gather.
+  check_steps(plan({8, 4}, {2, 1}, {S0, S0}, {R, R}), {{0, K::kAllGather}});
+  check_steps(plan({8, 4}, {2, 1}, {S0, S0}, {R, S0}), {{0, K::kAllGather}});
+  check_steps(plan({8, 4}, {1, 2}, {Psum, S1}, {R, R}), {{1, K::kAllGather}});
 }
 
 TEST_CASE("planner: nested sharding gathers innermost first and splits outermost first",
@@ -152,11 +167,16 @@ TEST_CASE("planner: every pair on 2-d and 3-d meshes ends at the target", "[plan
         const dt::Placements src = make(a), dst = make(b);
         const auto p = plan({9, 5}, mesh, src, dst);
         dt::Placements state = src;
+        for (size_t m = 0; m < mesh.size(); ++m) {
+          if (mesh[m] == 1) state[m] = dst[m];  // relabelled, no step
+        }
         double cost = 0;
         for (const auto& s : p.steps) {
+          REQUIRE(mesh[s.mesh_dim] > 1);
           REQUIRE(state[s.mesh_dim] == s.src);
-          // A later mesh dim must not shard what this step gathers or splits.
+          // A later mesh dim (of size > 1) must not shard what this step gathers or splits.
           for (size_t j = s.mesh_dim + 1; j < mesh.size(); ++j) {
+            if (mesh[j] == 1) continue;
             if (s.src.is_shard()) REQUIRE_FALSE(state[j].is_shard(s.src.dim()));
             if (s.dst.is_shard()) REQUIRE_FALSE(state[j].is_shard(s.dst.dim()));
           }
@@ -172,15 +192,26 @@ TEST_CASE("planner: every pair on 2-d and 3-d meshes ends at the target", "[plan
   }
 }
 
-TEST_CASE("planner: the cost model is configurable", "[planner]") {
+TEST_CASE("planner: the cost model is an argument, the default one is read by value",
+          "[planner]") {
   dt::CostModel m;
   m.alpha_us = 100;
   m.beta_us_per_byte = 0;
-  dt::set_cost_model(m);
-  CHECK(dt::cost_model().alpha_us == 100);
-  CHECK(plan({8, 4}, {4}, {S0}, {R}).cost == Approx(200));
-  dt::set_cost_model(dt::CostModel{});
-  CHECK(dt::cost_model().alpha_us == 5.0);
+  CHECK(plan({8, 4}, {4}, {S0}, {R}, dt::kFloat32, m).cost == Approx(200));
+  CHECK(plan({8, 4}, {4}, {S0}, {R}).cost == Approx(lat(4) + kBeta * 3 * 32));
+  // Changing the default clears the plan cache (and the propagation cache).
+  const dt::DeviceMesh mesh = dt::DeviceMesh(dt::kCPU, {1}, {dt::world_rank()});
+  const dt::TensorMeta meta({8, 4}, dt::kFloat32);
+  const dt::DTensorSpec a(mesh, {S0}, meta), b(mesh, {R}, meta);
+  CHECK(dt::redistribute_cost(a, b) == 0);  // size-1 mesh: a relabel
+  CHECK(dt::redistribute_plan_cache_stats().size > 0);
+  const dt::CostModel before = dt::default_cost_model();
+  dt::set_default_cost_model(m);
+  CHECK(dt::default_cost_model() == m);
+  CHECK(dt::redistribute_plan_cache_stats().size == 0);
+  CHECK(dt::propagation_cache_stats().entries == 0);
+  dt::set_default_cost_model(before);
+  CHECK(dt::default_cost_model().alpha_us == 5.0);
 }
 
 TEST_CASE("planner errors", "[planner]") {
@@ -206,6 +237,7 @@ TEST_CASE("step kind names", "[planner]") {
   CHECK(dt::step_kind_name(K::kLocalChunk) == "local_chunk");
   CHECK(dt::step_kind_name(K::kPartition) == "partition");
   CHECK(dt::step_kind_name(K::kRescalePartial) == "rescale_partial");
+  CHECK(dt::step_kind_name(K::kShardToPartial) == "shard_to_partial");
   const auto p = plan({8, 4}, {4}, {S0}, {R});
   CHECK(p.str().find("dim 0: S(0)->R all_gather") != std::string::npos);
 }

@@ -7,7 +7,7 @@
 #include "tensor/storage.h"
 
 int main(int argc, char** argv) {
-  if (!dtensor::detail::cuda_available()) {
+  if (!dtensor::cuda_available()) {
     std::printf("no CUDA device: skipped\n");
     return 77;
   }

@@ -16,7 +16,7 @@ int dtensor_mpi_suite_main(int argc, char** argv);
 
 int main(int argc, char** argv) {
   dtensor::Runtime runtime(&argc, &argv);
-  int have_device = dtensor::detail::cuda_device_count() > 0 ? 1 : 0;
+  int have_device = dtensor::cuda_device_count() > 0 ? 1 : 0;
   int all_have_device = 0;
   MPI_Allreduce(&have_device, &all_have_device, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all_have_device) {

@@ -456,7 +456,7 @@ TEST_CASE("SequenceParallel norm alone: local sequence chunk, no collectives", "
   }
 }
 
-TEST_CASE("use_local_output = false keeps DTensors; PrepareModuleOutput lays out outputs", "[tp]") {
+TEST_CASE("use_local_output = false keeps DTensors, PrepareModuleOutput lays out outputs", "[tp]") {
   const int64_t W = dt::world_size();
   dt::manual_seed(120);
   nn::MLP ref(5, 2 * W + 1);
@@ -537,8 +537,12 @@ TEST_CASE("functional ops: local parameters on mesh activations, heads kept shar
     const dt::DTensor y = nn::functional::linear(dist(x, dt::Shard(0)), nn::local(w), nn::local(b));
     const dt::DTensor n = nn::functional::layer_norm(dist(x, dt::Shard(0)), nn::local(g),
                                                      nn::local(beta));
-    const dt::DTensor e = nn::functional::embedding(dist(idx, dt::Shard(0)), nn::local(table));
     REQUIRE(comm.total_count() == 0);
+    // Batch-sharded ids: the ranks agree on the index check (one 8-byte all-reduce, so that a
+    // bad id in one rank's shard raises on every rank); the lookup itself moves nothing.
+    const dt::DTensor e = nn::functional::embedding(dist(idx, dt::Shard(0)), nn::local(table));
+    REQUIRE(comm.total_count() == (W > 1 ? 1 : 0));
+    REQUIRE(comm.count(dt::CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
     REQUIRE(y.placements()[0] == dt::Shard(0));
     REQUIRE(n.placements()[0] == dt::Shard(0));
     REQUIRE(e.placements()[0] == dt::Shard(0));

@@ -4,7 +4,6 @@
 // ran ahead ends the job through the collective deadline instead of passing. The last cases
 // check that NaN and Inf pass through all_reduce, all_gather and redistribute unchanged.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -88,6 +87,73 @@ TEST_CASE("bad input: from_local shapes that disagree across ranks (run_check=tr
   const Tensor ragged = rank == 0 ? iota({2, 4}) : iota({2, 4, 1});
   REQUIRE_THROWS_WITH(DTensor::from_local(ragged, mesh, {Replicate()}, true),
                       Contains("[from_local]") && Contains("ndim"));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: distribute_tensor arguments that differ across ranks") {
+  const DeviceMesh mesh = world_mesh_1d();
+  const int64_t w = world_size();
+  const int last = static_cast<int>(w - 1);
+  const Tensor x = iota({2 * w, 3});
+  const std::string last_rank = "rank " + std::to_string(last) + " passed";
+  // Placements: the last rank shards dim 1.
+  const Placements p = {world_rank() == last ? Shard(1) : Shard(0)};
+  REQUIRE_THROWS_WITH(distribute_tensor(x, mesh, p, 0),
+                      Contains("[distribute_tensor] the ranks disagree on the call") &&
+                          Contains(last_rank + " placements [S(1)], src_data_rank 0") &&
+                          Contains("rank 0 passed placements [S(0)], src_data_rank 0"));
+  // src_data_rank: the last rank names itself as the source.
+  REQUIRE_THROWS_WITH(distribute_tensor(x, mesh, {Shard(0)}, world_rank() == last ? last : 0),
+                      Contains("[distribute_tensor] the ranks disagree on the call") &&
+                          Contains(last_rank + " placements [S(0)], src_data_rank " +
+                                   std::to_string(last)));
+  // A shape that differs beyond the 16 dims shown in full still differs.
+  Shape deep(18, 1);
+  deep[0] = w;
+  if (world_rank() == last) deep[17] = 2;
+  REQUIRE_THROWS_WITH(distribute_tensor(iota(deep), mesh, {Shard(0)}, 0),
+                      Contains("[distribute_tensor] argument tensor differs across ranks") &&
+                          Contains("rank " + std::to_string(last)));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: from_local arguments that differ across ranks (run_check=true)") {
+  const DeviceMesh mesh = world_mesh_1d();
+  const int64_t w = world_size();
+  const int last = static_cast<int>(w - 1);
+  const Tensor local = iota({2, 3});
+  const Placements p = {world_rank() == last ? Replicate() : Shard(0)};
+  REQUIRE_THROWS_WITH(DTensor::from_local(local, mesh, p, true),
+                      Contains("[from_local] the ranks disagree on the call") &&
+                          Contains("rank " + std::to_string(last) + " passed placements [R]"));
+  const Shape global = {world_rank() == last ? 2 * w + 1 : 2 * w, 3};
+  REQUIRE_THROWS_WITH(DTensor::from_local(local, mesh, {Shard(0)}, true, global),
+                      Contains("[from_local] the ranks disagree on the call") &&
+                          Contains("shape " + shape_str(Shape{2 * w + 1, 3})));
+  all_ranks_arrive();
+}
+
+TEST_CASE("bad input: global geometry that cannot exist") {
+  const DeviceMesh mesh = world_mesh_1d();
+  const Tensor local = iota({2, 3});
+  // A negative global stride (PyTorch has no negative-stride tensors).
+  REQUIRE_THROWS_WITH(
+      DTensor::from_local(local, mesh, {Replicate()}, false, Shape{2, 3}, Shape{3, -1}),
+      Contains("[from_local]") && Contains("negative"));
+  // A global shape whose element count overflows int64.
+  const int64_t big = int64_t{1} << 40;
+  REQUIRE_THROWS_WITH(
+      DTensor::from_local(local, mesh, {Replicate()}, false, Shape{big, big}),
+      Contains("[from_local]") && Contains("int64"));
+  // Partial(avg) of booleans.
+  const Tensor flags = iota({2, 3}, DType::kBool);
+  REQUIRE_THROWS_WITH(distribute_tensor(flags, mesh, {Partial(ReduceOp::kAvg)}, std::nullopt),
+                      Contains("[distribute_tensor] Partial(avg) of a bool tensor"));
+  REQUIRE_THROWS_WITH(DTensor::from_local(flags, mesh, {Partial(ReduceOp::kAvg)}),
+                      Contains("[from_local] Partial(avg) of a bool tensor"));
+  const DTensor replicated = distribute_tensor(flags, mesh, {Replicate()}, std::nullopt);
+  REQUIRE_THROWS_WITH(replicated.redistribute(Placements{Partial(ReduceOp::kAvg)}),
+                      Contains("[redistribute] Partial(avg) of a bool tensor"));
   all_ranks_arrive();
 }
 
@@ -282,6 +348,88 @@ TEST_CASE("NaN and Inf pass through redistribute bit for bit") {
         CHECK(g[i] == e[i]);
       }
     }
+  }
+  all_ranks_arrive();
+}
+
+// ---- ranks that diverge (issue 16) -------------------------------------------------------
+
+TEST_CASE("divergence: a rank that skipped a collective makes the next one fail on every rank") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = world_mesh_1d();
+  const bool last = world_rank() == w - 1;
+  const Tensor x = iota({w, 3});
+  const DTensor sharded = distribute_tensor(x, mesh, {Shard(0)});
+  // The last rank skips full_tensor() (as if it had raised and the program caught it) and goes
+  // on to reduce a Partial tensor: its all_reduce meets the others' all_gather. Before the
+  // consistency check both returned garbage and the job exited 0.
+  const DTensor partial = DTensor::from_local(iota({2, 2}), mesh, {Partial()});
+  auto diverge = [&] {
+    if (!last) (void)sharded.full_tensor();
+    (void)partial.full_tensor();
+  };
+  REQUIRE_THROWS_WITH(diverge(), Contains("collective mismatch on mesh dim 0 (x)") &&
+                                     Contains("rank " + std::to_string(w - 1) + " issued") &&
+                                     Contains("all_reduce(sum, float32, 4 elements)"));
+  // Every rank stopped at the same (first) collective, and small collectives are compared
+  // before any data moves: the ranks are in step and the mesh stays usable.
+  all_ranks_arrive();
+  REQUIRE(equal(sharded.full_tensor(), x));
+  all_ranks_arrive();
+}
+
+TEST_CASE("divergence: a large mismatched collective raises before any data moves") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = world_mesh_1d();
+  const bool last = world_rank() == w - 1;
+  const Tensor x = iota({64 * w, 16});
+  const DTensor sharded = distribute_tensor(x, mesh, {Shard(0)});
+  const DTensor partial = DTensor::from_local(iota({64, 16}), mesh, {Partial()});
+  auto diverge = [&] {
+    if (last) return (void)partial.full_tensor();
+    (void)sharded.full_tensor();
+  };
+  // 1024 elements per rank: not inline; the data collectives are never posted.
+  REQUIRE_THROWS_WITH(
+      diverge(), Contains("collective mismatch on mesh dim 0 (x)") && Contains("1024 elements"));
+  REQUIRE(equal(sharded.full_tensor(), x));
+  all_ranks_arrive();
+}
+
+TEST_CASE("numerics: NaN on any rank survives Partial(max) and Partial(min)") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = world_mesh_1d();
+  for (int nan_rank = 0; nan_rank < w; ++nan_rank) {
+    for (int64_t n : {int64_t{3}, int64_t{500}}) {  // reduced inline, and by MPI
+      for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
+        INFO("NaN on rank " << nan_rank << ", " << n << " elements, " << reduce_op_name(op));
+        std::vector<float> v(static_cast<size_t>(n), static_cast<float>(world_rank()));
+        if (world_rank() == nan_rank) v[1] = kNaN;
+        const DTensor p = DTensor::from_local(from_vector(v, {n}), mesh, {Partial(op)});
+        const std::vector<float> got = p.full_tensor().to_vector<float>();
+        CHECK(std::isnan(got[1]));
+        CHECK(got[0] == (op == ReduceOp::kMax ? static_cast<float>(w - 1) : 0.0f));
+      }
+    }
+  }
+  all_ranks_arrive();
+}
+
+TEST_CASE("numerics: float16 Partial(avg) and Partial(sum) accumulate in float") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = world_mesh_1d();
+  for (int64_t n : {int64_t{3}, int64_t{500}}) {
+    // Every rank holds 40000: the mean is 40000 (exact in float16), the float16 sum overflows
+    // (largest float16: 65504). Was inf.
+    const Tensor local = full({n}, 40000.0, TensorOptions(kFloat16));
+    const DTensor avg = DTensor::from_local(local, mesh, {Partial(ReduceOp::kAvg)});
+    CHECK(equal(avg.full_tensor(), local));
+    // The first half of the ranks hold 60000, the others -60000: the sum is 0, but a float16
+    // running sum (60000 + 60000 = inf) depends on the order and overflows.
+    const double value = world_rank() < w / 2 ? 60000.0 : -60000.0;
+    const DTensor sum = DTensor::from_local(full({n}, value, TensorOptions(kFloat16)), mesh,
+                                            {Partial(ReduceOp::kSum)});
+    CHECK(equal(sum.full_tensor(), zeros({n}, TensorOptions(kFloat16))));
   }
   all_ranks_arrive();
 }

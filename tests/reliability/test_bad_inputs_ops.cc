@@ -3,13 +3,15 @@
 // in-place op that would change placements are refused on every rank with the op and the
 // argument in the message.
 #include <catch2/catch.hpp>
-
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "collectives/runtime.h"
 #include "device_mesh/device_mesh.h"
 #include "dtensor/distributed_tensor.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/reduction/reduction.h"
 #include "ops/softmax/softmax.h"
 #include "ops/view/view.h"
 #include "tensor/compare.h"
@@ -82,8 +84,33 @@ TEST_CASE("bad input: in-place op with a dtype the result cannot take") {
   const DTensor self = make(mesh, {w, 3}, kInt32, {Shard(0)});
   const DTensor other = make(mesh, {w, 3}, kFloat32, {Shard(0)});
   REQUIRE_THROWS_AS(add_(self, other), Error);
-  REQUIRE_THROWS_WITH(add_(self, other), Contains("add_") && Contains("int32") &&
-                                             Contains("float32"));
+  REQUIRE_THROWS_WITH(add_(self, other),
+                      Contains("add_") && Contains("int32") && Contains("float32"));
+  world_communicator()->barrier()->wait();
+}
+
+TEST_CASE("bad input: in-place op into an expanded (stride-0) local tensor") {
+  // PyTorch refuses: each element would be written several times.
+  Tensor e = zeros({1, 3}).expand({4, 3});
+  REQUIRE_THROWS_WITH(add_(e, ones({4, 3})),
+                      Contains("[add_] unsupported operation: more than one element of the "
+                               "written-to tensor refers to a single memory location"));
+  REQUIRE_THROWS_WITH(mul_(e, Scalar(2.0)), Contains("[mul_] unsupported operation"));
+  REQUIRE_THROWS_WITH(fill_(e, Scalar(1.0)), Contains("unsupported operation"));
+  world_communicator()->barrier()->wait();
+}
+
+TEST_CASE("numerics: amax/amin of a sharded DTensor propagate NaN from any shard") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = init_device_mesh(kCPU, {w});
+  for (int64_t at : {int64_t{0}, 2 * w}) {  // NaN in the first or the last rank's shard
+    std::vector<float> v(static_cast<size_t>(2 * w + 1));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+    v[static_cast<size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
+    const DTensor d = distribute_tensor(from_vector(v, {2 * w + 1}), mesh, {Shard(0)});
+    CHECK(std::isnan(amax(d).full_tensor().item<float>()));
+    CHECK(std::isnan(amin(d).full_tensor().item<float>()));
+  }
   world_communicator()->barrier()->wait();
 }
 

@@ -139,7 +139,7 @@ TEST_CASE("RNGStateGuard and fork_rng restore the generator state", "[rng][gen]"
 }
 
 TEST_CASE("CUDA default generators are unavailable without a device", "[rng][gen]") {
-  if (detail::cuda_device_count() > 0) {
+  if (cuda_device_count() > 0) {
     Generator& g = default_generator(Device(kCUDA, 0));
     CHECK(g.device() == Device(kCUDA, 0));
     manual_seed(11);

@@ -14,7 +14,7 @@ using namespace dtensor;
 
 namespace {
 void require_device() {
-  if (detail::cuda_device_count() == 0) {
+  if (cuda_device_count() == 0) {
     WARN("no CUDA device: skipped");
     std::exit(77);
   }

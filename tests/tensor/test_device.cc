@@ -29,15 +29,15 @@ TEST_CASE("device: construction, parsing and printing", "[device]") {
 
 TEST_CASE("device: CUDA availability matches the build", "[device]") {
   if (!DTENSOR_HAVE_CUDA) {
-    CHECK_FALSE(detail::cuda_available());
-    CHECK(detail::cuda_device_count() == 0);
+    CHECK_FALSE(cuda_available());
+    CHECK(cuda_device_count() == 0);
     REQUIRE_THROWS_WITH(Storage::allocate(16, Device(kCUDA)),
                         Contains("CUDA support is not compiled in"));
     REQUIRE_THROWS_WITH(zeros({2}).to(Device(kCUDA)), Contains("[Tensor] CUDA support"));
     REQUIRE_THROWS_AS(empty({2, 2}, Device(kCUDA)), Error);
   } else {
-    CHECK(detail::cuda_available() == (detail::cuda_device_count() > 0));
-    if (!detail::cuda_available()) {
+    CHECK(cuda_available() == (cuda_device_count() > 0));
+    if (!cuda_available()) {
       REQUIRE_THROWS_WITH(Storage::allocate(16, Device(kCUDA, 0)), Contains("does not exist"));
     }
   }

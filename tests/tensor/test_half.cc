@@ -144,7 +144,7 @@ TEST_CASE("bfloat16: known bit patterns", "[half]") {
   CHECK((sn & 0x007f) != 0);
 }
 
-TEST_CASE("bfloat16: every bit pattern round-trips; random floats round to nearest even",
+TEST_CASE("bfloat16: every bit pattern round-trips, random floats round to nearest even",
           "[half]") {
   for (uint32_t b = 0; b < 0x10000u; ++b) {
     const float f = BFloat16::from_bits(static_cast<uint16_t>(b));

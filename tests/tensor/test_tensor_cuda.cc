@@ -12,7 +12,7 @@
 using namespace dtensor;
 
 int main(int argc, char** argv) {
-  if (!detail::cuda_available()) {
+  if (!cuda_available()) {
     std::printf("no CUDA device: skipped\n");
     return 77;
   }

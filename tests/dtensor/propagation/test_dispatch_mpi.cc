@@ -236,6 +236,30 @@ TEST_CASE("the cost model picks the expected strategy") {
       CHECK_FALSE(s->needs_redistribute());
     }
   }
+  SECTION("2-D mesh: a Partial output the call creates is charged its all-reduce") {
+    if (w == 4) {
+      // a @ a^T, a [64, 8] laid out [S(0), R]: gathering a^T (small) and computing on both tp
+      // ranks gives [S(0), R]; chunking both replicated operands along K on the tp dim is free
+      // for the inputs but leaves [S(0), P(sum)] to all-reduce, which costs more here.
+      auto mesh2 = dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"});
+      const dt::DTensor a = dt::distribute_tensor(x, mesh2, {S0, R}, std::nullopt);
+      const dt::DTensor at =
+          dt::distribute_tensor(x.transpose(0, 1).contiguous(), mesh2, {S1, R}, std::nullopt);
+      auto s = choose(*ops.mm, {&a, &at});
+      CHECK(s->outputs[0]->placements() == Placements{S0, R});
+      REQUIRE(s->needs_redistribute());
+      CHECK(s->required_inputs[0] == nullptr);
+      CHECK(s->required_inputs[1]->placements() == Placements{R, R});
+      // Inputs that arrive chunked are used as they are: taking them costs nothing, so the
+      // Partial output is not charged (rowwise-parallel linear keeps its one all-reduce).
+      const dt::DTensor ak = dt::distribute_tensor(x, mesh2, {S0, S1}, std::nullopt);
+      const dt::DTensor atk = dt::distribute_tensor(x.transpose(0, 1).contiguous(), mesh2,
+                                                    {R, S0}, std::nullopt);
+      s = choose(*ops.mm, {&ak, &atk});
+      CHECK(s->outputs[0]->placements() == Placements{S0, Partial()});
+      CHECK_FALSE(s->needs_redistribute());
+    }
+  }
 }
 
 TEST_CASE("ranks outside the mesh get empty local outputs") {

@@ -34,6 +34,9 @@ TestOps register_test_ops() {
     return same_meta(s);
   };
   add.strategy = [](const OpSchema& s) { return shard_rows(s.input(0).ndim(), 3); };
+  add.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
+    return naive_add(l[0], l[1], c.scalar(0).to_double());
+  });
   ops.add = &reg.add(std::move(add));
 
   OpInfo scale;
@@ -43,6 +46,9 @@ TestOps register_test_ops() {
   scale.linearity = Linearity::kLinear;
   scale.meta = same_meta;
   scale.strategy = [](const OpSchema& s) { return shard_rows(s.input(0).ndim(), 2); };
+  scale.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
+    return naive_scale(l[0], c.scalar(0).to_double());
+  });
   ops.scale = &reg.add(std::move(scale));
 
   OpInfo sum;
@@ -73,6 +79,9 @@ TestOps register_test_ops() {
     }
     return rows;
   };
+  sum.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
+    return naive_sum(l[0], c.arg<int64_t>(0), c.arg<bool>(1));
+  });
   ops.sum = &reg.add(std::move(sum));
 
   OpInfo mm;
@@ -91,6 +100,8 @@ TestOps register_test_ops() {
                         {Shard(1), Replicate(), Shard(1)},
                         {Partial(), Shard(1), Shard(0)}};
   };
+  mm.kernel = single_output(
+      [](const KernelContext&, absl::Span<const Tensor> l) { return naive_mm(l[0], l[1]); });
   ops.mm = &reg.add(std::move(mm));
 
   OpInfo relu;
@@ -98,6 +109,8 @@ TestOps register_test_ops() {
   relu.input_names = {"self"};
   relu.meta = same_meta;
   relu.strategy = [](const OpSchema& s) { return shard_rows(s.input(0).ndim(), 2); };
+  relu.kernel = single_output(
+      [](const KernelContext&, absl::Span<const Tensor> l) { return naive_relu(l[0]); });
   ops.relu = &reg.add(std::move(relu));
 
   OpInfo fill;
@@ -106,6 +119,11 @@ TestOps register_test_ops() {
   fill.inplace = true;
   fill.meta = same_meta;
   fill.strategy = [](const OpSchema&) { return StrategyRows{}; };  // replicate only
+  fill.kernel = single_output([](const KernelContext&, absl::Span<const Tensor> l) {
+    Tensor self = l[0];
+    self.fill_(1.0);
+    return self;
+  });
   ops.fill_ = &reg.add(std::move(fill));
   return ops;
 }
@@ -182,37 +200,35 @@ Tensor naive_mm(const Tensor& a, const Tensor& b) {
   return from_floats(z, Shape{n, m});
 }
 
+namespace {
+DTensor run(const OpInfo& op, std::initializer_list<const DTensor*> in,
+            std::initializer_list<ArgValue> args = {}) {
+  return dispatch_sharded(op, in, args)[0];
+}
+}  // namespace
+
 DTensor t_add(const DTensor& a, const DTensor& b, double alpha) {
-  return dispatch(*test_ops().add, {&a, &b}, {ArgValue(alpha)},
-                  [&](absl::Span<const Tensor> l) { return naive_add(l[0], l[1], alpha); });
+  return run(*test_ops().add, {&a, &b}, {ArgValue(alpha)});
 }
 
 DTensor t_scale(const DTensor& a, double factor) {
-  return dispatch(*test_ops().scale, {&a}, {ArgValue(factor)},
-                  [&](absl::Span<const Tensor> l) { return naive_scale(l[0], factor); });
+  return run(*test_ops().scale, {&a}, {ArgValue(factor)});
 }
 
 DTensor t_sum(const DTensor& a, int64_t dim, bool keepdim) {
-  return dispatch(*test_ops().sum, {&a}, {ArgValue(dim), ArgValue(keepdim)},
-                  [&](absl::Span<const Tensor> l) { return naive_sum(l[0], dim, keepdim); });
+  return run(*test_ops().sum, {&a}, {ArgValue(dim), ArgValue(keepdim)});
 }
 
 DTensor t_mm(const DTensor& a, const DTensor& b) {
-  return dispatch(*test_ops().mm, {&a, &b}, {},
-                  [&](absl::Span<const Tensor> l) { return naive_mm(l[0], l[1]); });
+  return run(*test_ops().mm, {&a, &b});
 }
 
 DTensor t_relu(const DTensor& a) {
-  return dispatch(*test_ops().relu, {&a}, {},
-                  [&](absl::Span<const Tensor> l) { return naive_relu(l[0]); });
+  return run(*test_ops().relu, {&a});
 }
 
 DTensor& t_fill_(DTensor& a) {
-  a = dispatch(*test_ops().fill_, {&a}, {}, [&](absl::Span<const Tensor> l) {
-    Tensor self = l[0];
-    self.fill_(1.0);
-    return self;
-  });
+  a = run(*test_ops().fill_, {&a});
   return a;
 }
 

@@ -124,11 +124,18 @@ TEST_CASE("Registry: ids, lookups and errors") {
   dup.name = "t_add";
   dup.strategy = [](const dt::OpSchema&) { return dt::StrategyRows{}; };
   dup.meta = [](const dt::OpSchema& s) { return dt::OutputMetas{s.input(0).meta()}; };
+  dup.kernel = dt::single_output(
+      [](const dt::KernelContext&, absl::Span<const dt::Tensor> l) { return l[0]; });
   REQUIRE_THROWS_AS(reg.add(dup), dt::Error);
   REQUIRE_THROWS_WITH(reg.add(dup), Catch::Contains("[Registry] op 't_add' is already registered"));
   dt::OpInfo bad;
   bad.name = "t_no_strategy";
-  REQUIRE_THROWS_WITH(reg.add(bad), Catch::Contains("needs a strategy and a meta function"));
+  REQUIRE_THROWS_WITH(reg.add(bad),
+                      Catch::Contains("needs a strategy, a meta function and a kernel"));
+  bad.strategy = dup.strategy;
+  bad.meta = dup.meta;
+  REQUIRE_THROWS_WITH(reg.add(bad),
+                      Catch::Contains("needs a strategy, a meta function and a kernel"));
 
   // A second registry's ids never collide with the global one's (the cache is keyed on ids).
   dt::Registry local;
@@ -262,30 +269,30 @@ TEST_CASE("propagation errors name the op and carry the schema") {
     CHECK(dt::equal(same.full_tensor(), dt::ones({4, 3})));
   }
   SECTION("a kernel returning the wrong shape is caught") {
+    dt::OpInfo bad = *ops.relu;
+    bad.name = "t_bad_shape";
+    bad.kernel = dt::single_output(
+        [](const dt::KernelContext&, absl::Span<const dt::Tensor>) { return dt::zeros({2, 2}); });
+    static const dt::OpInfo& info = dt::op_registry().add(bad);
     REQUIRE_THROWS_WITH(
-        dt::dispatch(*ops.relu, {&a}, {},
-                     [](absl::Span<const dt::Tensor>) {
-                       return dt::zeros({2, 2});
-                     }),
-        Catch::Contains("[t_relu] local kernel returned [2, 2] float32 for output 0, expected "
-                        "[4, 3] float32"));
+        dt::dispatch_sharded(info, {&a}, {}),
+        Catch::Contains("[t_bad_shape] local kernel returned [2, 2] float32 for output 0, "
+                        "expected [4, 3] float32"));
   }
-  SECTION("dispatch of a multi-output op through the single-output entry point") {
+  SECTION("a multi-output op") {
     dt::OpInfo two;
     two.name = "t_two_outputs";
     two.meta = [](const dt::OpSchema& s) {
       return dt::OutputMetas{s.input(0).meta(), s.input(0).meta()};
     };
     two.strategy = [](const dt::OpSchema&) { return dt::StrategyRows{}; };
+    two.kernel = [](const dt::KernelContext&, absl::Span<const dt::Tensor> l,
+                    absl::Span<dt::Tensor> o) {
+      o[0] = l[0];
+      o[1] = dt::testing::naive_scale(l[0], 2.0);
+    };
     static const dt::OpInfo& info = dt::op_registry().add(two);
-    REQUIRE_THROWS_WITH(
-        dt::dispatch(info, {&a}, {}, [](absl::Span<const dt::Tensor> l) { return l[0]; }),
-        Catch::Contains("use dispatch_multi"));
-    auto outs = dt::dispatch_multi(info, {&a}, {},
-                                   [](absl::Span<const dt::Tensor> l, absl::Span<dt::Tensor> o) {
-                                     o[0] = l[0];
-                                     o[1] = dt::testing::naive_scale(l[0], 2.0);
-                                   });
+    auto outs = dt::dispatch_sharded(info, {&a}, {});
     REQUIRE(outs.size() == 2);
     CHECK(outs[0].placements() == Placements{R});
     CHECK(dt::equal(outs[1].full_tensor(), dt::testing::naive_scale(a.full_tensor(), 2.0)));
@@ -321,13 +328,17 @@ TEST_CASE("a propagation cache hit allocates nothing beyond the kernel's outputs
   dt::DTensor b =
       dt::distribute_tensor(dt::testing::make_input({6, 4}), mesh, {S0, S1}, std::nullopt);
   // The kernel returns an input (no output allocation), so every allocation is the engine's.
-  auto passthrough = [](absl::Span<const dt::Tensor> l) { return l[0]; };
+  dt::OpInfo pass = *ops.add;
+  pass.name = "t_passthrough";
+  pass.kernel = dt::single_output(
+      [](const dt::KernelContext&, absl::Span<const dt::Tensor> l) { return l[0]; });
+  static const dt::OpInfo& info = dt::op_registry().add(pass);
   const dt::ArgValue args[] = {0.5};
-  dt::DTensor warm = dt::dispatch(*ops.add, {&a, &b}, args, passthrough);  // miss
+  dt::DTensor warm = dt::dispatch_sharded(info, {&a, &b}, args)[0];  // miss
   g_allocs = 0;
   g_count_allocs = true;
   for (int i = 0; i < 10; ++i) {
-    dt::DTensor hit = dt::dispatch(*ops.add, {&a, &b}, args, passthrough);
+    dt::DTensorList hit = dt::dispatch_sharded(info, {&a, &b}, args);
     (void)hit;
   }
   g_count_allocs = false;
@@ -336,7 +347,7 @@ TEST_CASE("a propagation cache hit allocates nothing beyond the kernel's outputs
   // The counter does count: a miss allocates (the cache entry and its specs).
   dt::clear_propagation_cache();
   g_count_allocs = true;
-  dt::DTensor miss = dt::dispatch(*ops.add, {&a, &b}, args, passthrough);
+  dt::DTensorList miss = dt::dispatch_sharded(info, {&a, &b}, args);
   g_count_allocs = false;
   CHECK(g_allocs.load() > 0);
 }

@@ -9,9 +9,7 @@ dtensor_add_test(test_ops_activation_kernels
   DEPS dtensor::ops
   LABELS unit)
 # DTensor forms (mpirun at 1, 2, 4 ranks).
-if(TARGET dtensor_mpi_main)
-  dtensor_add_mpi_test(test_elementwise_dtensor
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise_dtensor.cc
-    DEPS dtensor::ops
-    RANKS 1 2 4)
-endif()
+dtensor_add_mpi_test(test_elementwise_dtensor
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise_dtensor.cc
+  DEPS dtensor::ops
+  RANKS 1 2 4)

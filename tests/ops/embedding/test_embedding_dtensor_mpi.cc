@@ -92,3 +92,39 @@ TEST_CASE("dtensor embedding errors name the op and the argument") {
       dt::distribute_tensor(st::det_input({2, 2, 2}), mesh, {dt::Replicate()}, std::nullopt);
   REQUIRE_THROWS_WITH(dt::embedding(di, t3), Catch::Contains("argument weight"));
 }
+
+TEST_CASE("dtensor embedding: a bad index in one rank's batch shard raises on every rank") {
+  const int64_t w = dt::world_size();
+  const int64_t me = dt::world_rank();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const int64_t rows = 7;
+  // Each rank holds 3 ids of a batch sharded along dim 0; only the last rank's are bad.
+  std::vector<int64_t> ids = {1, 2, 3};
+  if (me == w - 1) ids[1] = rows + 5;
+  const DTensor di =
+      DTensor::from_local(dt::from_vector<int64_t>(ids, {3}), mesh, {Shard(0)}, false);
+  for (const dt::Placement& table_layout : {dt::Placement(dt::Replicate()),
+                                            dt::Placement(Shard(0)), dt::Placement(Shard(1))}) {
+    INFO("table " << table_layout.str());
+    const DTensor table =
+        dt::distribute_tensor(st::det_input({rows, 4}), mesh, {table_layout}, std::nullopt);
+    // Every rank throws (one that did not would wait in the next collective). A replicated
+    // table takes the batch-sharded ids as they are: the ranks agree through one all-reduce
+    // and name the failing rank. For a sharded table the planner may gather the ids instead;
+    // then every rank finds the bad one itself.
+    const auto bad_index =
+        Catch::Contains("[embedding] index 12 out of range for a table of 7 rows");
+    if (w > 1 && table_layout.is_replicate()) {
+      REQUIRE_THROWS_WITH(dt::embedding(di, table),
+                          bad_index &&
+                              Catch::Contains("(raised on rank " + std::to_string(w - 1) + ")"));
+    } else {
+      REQUIRE_THROWS_WITH(dt::embedding(di, table), bad_index);
+    }
+    // The ranks are still in step: the next collective pairs correctly.
+    const DTensor ok = DTensor::from_local(dt::from_vector<int64_t>({1, 2, 3}, {3}), mesh,
+                                           {Shard(0)}, false);
+    CHECK(dt::equal(dt::embedding(ok, table).full_tensor(),
+                    dt::embedding(ok.full_tensor(), table.full_tensor())));
+  }
+}

@@ -116,3 +116,30 @@ TEST_CASE("dtensor cross_entropy errors name the op and the argument") {
                       Catch::Contains("label_smoothing"));
   REQUIRE_THROWS_AS(dt::cross_entropy(DTensor(), good), dt::Error);
 }
+
+TEST_CASE("dtensor cross_entropy: a bad target in one rank's batch shard raises on every rank") {
+  const int64_t w = dt::world_size();
+  const int64_t me = dt::world_rank();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  // Each rank holds 2 rows of a batch-sharded [2w, 5] problem; only rank 0's targets are bad.
+  const DTensor dx =
+      dt::distribute_tensor(tt::det_input({2 * w, 5}), mesh, {Shard(0)}, std::nullopt);
+  std::vector<int64_t> t = {1, 4};
+  if (me == 0) t[1] = 7;
+  const DTensor target =
+      DTensor::from_local(dt::from_vector<int64_t>(t, {2}), mesh, {Shard(0)}, false);
+  const auto bad_target = Catch::Contains("[cross_entropy] target 7 out of range for 5 classes");
+  if (w > 1) {
+    REQUIRE_THROWS_WITH(dt::cross_entropy(dx, target),
+                        bad_target && Catch::Contains("(raised on rank 0)"));
+  } else {
+    REQUIRE_THROWS_WITH(dt::cross_entropy(dx, target),
+                        bad_target && !Catch::Contains("raised on rank"));
+  }
+  // The ranks are still in step: the next call's collectives pair correctly.
+  const DTensor fine =
+      DTensor::from_local(dt::from_vector<int64_t>({1, 4}, {2}), mesh, {Shard(0)}, false);
+  const DTensor loss = dt::cross_entropy(dx, fine);
+  CHECK(dt::allclose(loss.full_tensor(),
+                     dt::cross_entropy(dx.full_tensor(), fine.full_tensor())));
+}

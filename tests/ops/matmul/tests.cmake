@@ -1,11 +1,9 @@
 dtensor_add_test(test_ops_matmul SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_matmul.cc
                  DEPS dtensor::ops LABELS unit)
 # DTensor forms (mpirun at 1, 2, 4 ranks).
-if(TARGET dtensor_mpi_main)
-  dtensor_add_mpi_test(test_matmul_dtensor
-    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_matmul_dtensor.cc
-    DEPS dtensor::ops
-    RANKS 1 2 4)
-  target_include_directories(test_matmul_dtensor
-    PRIVATE ${PROJECT_SOURCE_DIR}/tests/dtensor/propagation)
-endif()
+dtensor_add_mpi_test(test_matmul_dtensor
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_matmul_dtensor.cc
+  DEPS dtensor::ops
+  RANKS 1 2 4)
+target_include_directories(test_matmul_dtensor
+  PRIVATE ${PROJECT_SOURCE_DIR}/tests/dtensor/propagation)

@@ -78,7 +78,7 @@ TEST_CASE("layer_norm takes non-contiguous inputs and its eps matters") {
               1e-12, 1e-14);
 }
 
-TEST_CASE("rms_norm matches a reference; eps = nullopt is the compute type's epsilon") {
+TEST_CASE("rms_norm matches a reference, eps = nullopt is the compute type's epsilon") {
   for (DType d : {dt::kFloat32, dt::kFloat64, dt::kFloat16, dt::kBFloat16}) {
     INFO(dt::dtype_name(d));
     const Tensor x = rand_tensor({3, 2, 5}, d, 5, -2, 2);

@@ -162,7 +162,7 @@ TEMPLATE_TEST_CASE("sum, mean, var, amax, amin match double references", "[reduc
   }
 }
 
-TEMPLATE_TEST_CASE("integer and bool sums give int64; amax/amin keep the dtype", "[reduction]",
+TEMPLATE_TEST_CASE("integer and bool sums give int64, amax/amin keep the dtype", "[reduction]",
                    int32_t, int64_t, bool) {
   const DType dtype = dt::dtype_of_v<TestType>;
   uint32_t seed = 50;

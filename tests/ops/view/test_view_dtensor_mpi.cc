@@ -245,6 +245,25 @@ TEST_CASE("dtensor view: an unevenly sharded merged dim is replicated first, not
   if (w > 1) CHECK(y.placements() == Placements{dt::Replicate()});
 }
 
+// There is no strided-shard placement (PyTorch's _StridedShard): merging dims whose non-leading
+// member is sharded moves the shard onto the leading member first, one all-to-all of the local
+// shard (each rank sends (n-1)/n of it), never an all-gather of the whole tensor.
+// docs/SEMANTICS.md "Views of sharded dims" says why.
+TEST_CASE("dtensor view: merging a sharded non-leading dim costs one all-to-all") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({w * 2, w * 3});
+  const DTensor s1 = dt::distribute_tensor(x, mesh, {Shard(1)}, std::nullopt);
+  dt::CommDebugMode comm;
+  const DTensor y = dt::flatten(s1);
+  INFO(comm.str());
+  CHECK(comm.count(dt::CollectiveKind::kAllGather) == 0);
+  CHECK(comm.count(dt::CollectiveKind::kAllToAll) == (w > 1 ? 1 : 0));
+  CHECK(comm.total_count() == comm.count(dt::CollectiveKind::kAllToAll));
+  CHECK(y.placements() == Placements{Shard(0)});
+  CHECK(dt::equal(y.full_tensor(), dt::flatten(x)));
+}
+
 TEST_CASE("dtensor view: bad arguments raise errors naming the op") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});

@@ -1,4 +1,4 @@
-// Shared by the benchmarks/dispatch programs: their main() (the MPI runtime around run(), a
+// Shared by the benchmark programs: their main() (the MPI runtime around run(), a
 // dtensor::Error reported on stderr as exit status 1) and the bit-for-bit result check.
 #pragma once
 

@@ -1,0 +1,125 @@
+// The DTensor members that record autograd nodes (declared in dtensor/distributed_tensor.h,
+// whose layer sits below this one): the differentiable redistribute / from_local / local /
+// full, and backward and the gradient hooks.
+#include <absl/strings/str_cat.h>
+
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "autograd/node.h"
+#include "dtensor/distributed_tensor.h"
+#include "dtensor/redistribute.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+
+DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements) const {
+  DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
+  DT_CHECK(mesh == spec_->mesh(),
+           "[redistribute] target mesh %s differs from the DTensor's mesh %s (expected the same "
+           "mesh)",
+           mesh.str(), spec_->mesh().str());
+  return redistribute(placements);
+}
+
+DTensor DTensor::redistribute(PlacementSpan placements) const {
+  DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
+  check_user_placements(placements, dtype(), "redistribute");
+  DTensor out = ::dtensor::redistribute(
+      *this,
+      spec_->with_placements(Placements(placements.begin(), placements.end()), "redistribute"));
+  const DTensor* in[] = {this};
+  return autograd::record_function(
+      "RedistributeBackward", in, std::move(out),
+      [src = spec_](absl::Span<const DTensor> g) -> DTensorList {
+        return {autograd::redistribute_backward(g[0], *src, /*keep_partial=*/true)};
+      });
+}
+
+DTensor DTensor::from_local(const DTensor& local, const DeviceMesh& mesh,
+                            PlacementSpan placements, bool run_check, IntSpan shape,
+                            IntSpan stride) {
+  DT_CHECK(local.defined(), "[from_local] the local DTensor is undefined (expected a DTensor)");
+  DT_CHECK(is_local(local),
+           "[from_local] argument local lives on mesh %s; expected a local DTensor (on this "
+           "process's self mesh, see local_dtensor())",
+           local.device_mesh().str());
+  DTensor out = from_local(local.to_local(), mesh, placements, run_check, shape, stride);
+  const DTensor* in[] = {&local};
+  return autograd::record_function(
+      "FromLocalBackward", in, out.detach(),
+      [spec = out.spec_ptr(), local_spec = local.spec_ptr()](
+          absl::Span<const DTensor> g) -> DTensorList {
+        // The gradient of each rank's local piece is its shard of the whole gradient: reduce
+        // Partial gradients first (a local value must be whole). A rank outside the mesh
+        // contributed nothing.
+        if (!spec->mesh().contains_me()) return {DTensor()};
+        const DTensor laid_out = autograd::redistribute_backward(g[0], *spec, false);
+        return {DTensor(laid_out.to_local(), local_spec)};
+      });
+}
+
+DTensor DTensor::local(std::optional<Placements> grad_placements) const {
+  DT_CHECK(defined(), "[to_local] the DTensor is undefined (expected a DTensor)");
+  DTensor out = local_dtensor(local_);
+  if (grad_placements) {
+    DT_CHECK(grad_placements->size() == placements().size(),
+             "[to_local] got %d grad_placements %s for a %d-d mesh (expected one per mesh dim)",
+             grad_placements->size(), placements_str(*grad_placements), placements().size());
+  }
+  const DTensor* in[] = {this};
+  return autograd::record_function(
+      "ToLocalBackward", in, std::move(out),
+      [spec = spec_, gp = grad_placements.value_or(spec_->placements())](
+          absl::Span<const DTensor> g) -> DTensorList {
+        // This rank's local gradient is its piece of a gradient laid out as grad_placements.
+        auto grad_spec = std::make_shared<const DTensorSpec>(spec->with_placements(gp, "to_local"));
+        const Shape expected = grad_spec->local_shard().shape;
+        DT_CHECK(g[0].to_local().shape() == expected,
+                 "[to_local backward] the local gradient has shape %s but grad_placements %s "
+                 "on global shape %s imply %s on this rank",
+                 shape_str(g[0].to_local().shape()), placements_str(gp),
+                 shape_str(spec->shape()), shape_str(expected));
+        return {DTensor(g[0].to_local(), std::move(grad_spec))};
+      });
+}
+
+DTensor DTensor::full(std::optional<Placements> grad_placements) const {
+  DT_CHECK(defined(), "[full_tensor] the DTensor is undefined (expected a DTensor)");
+  return redistribute(Placements(placements().size(), Replicate())).local(grad_placements);
+}
+
+void DTensor::backward(const DTensor& gradient, bool retain_graph) const {
+  const DTensor roots[] = {*this};
+  if (gradient.defined()) {
+    const DTensor grads[] = {gradient};
+    autograd::backward(roots, grads, retain_graph);
+  } else {
+    autograd::backward(roots, {}, retain_graph);
+  }
+}
+
+void DTensor::register_hook(GradHook hook) const {
+  DT_CHECK(requires_grad(),
+           "[register_hook] cannot register a hook on a DTensor that does not require grad");
+  if (is_leaf()) {
+    autograd_->hooks.push_back(std::move(hook));
+  } else {
+    autograd_->grad_fn->add_pre_hook(autograd_->output_nr, std::move(hook));
+  }
+}
+
+void DTensor::retain_grad() const {
+  DT_CHECK(requires_grad(),
+           "[retain_grad] cannot retain the gradient of a DTensor that does not require grad");
+  if (is_leaf() || autograd_->retains_grad) return;
+  autograd_->retains_grad = true;
+  std::weak_ptr<AutogradMeta> weak = autograd_;
+  autograd_->grad_fn->add_pre_hook(autograd_->output_nr, [weak](const DTensor& g) -> DTensor {
+    if (std::shared_ptr<AutogradMeta> meta = weak.lock()) {
+      meta->grad = meta->grad.defined() ? autograd::add_gradients(meta->grad, g) : g.detach();
+    }
+    return DTensor();
+  });
+}
+
+}  // namespace dtensor

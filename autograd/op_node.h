@@ -1,0 +1,43 @@
+// The node of a dispatched op (internal to autograd/): what the forward saved for the op's
+// registered backward formula.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "dtensor/propagation/op_schema.h"
+
+namespace dtensor::autograd {
+
+class OpNode : public Node {
+ public:
+  struct Saved {
+    DTensor value;         // detached; undefined when not saved
+    uint32_t version = 0;  // storage version when saved
+  };
+
+  OpNode(const OpInfo& op, ArgList args, int64_t num_outputs);
+  std::string name() const override;
+  DTensorList apply(DTensorList grad_outputs) override;
+  void release_saved() override;
+
+  const OpInfo& op() const { return *op_; }
+  const ArgList& args() const { return args_; }
+  // Set by dispatch while recording.
+  SpecList seen_specs;  // inputs as the kernel saw them
+  SpecList output_specs;
+  absl::InlinedVector<Saved, 2> saved_inputs, saved_outputs;  // parallel to the specs above
+  absl::InlinedVector<bool, 4> needs_grad;                     // per input
+
+ private:
+  // Throws "[op backward] ..." when a saved tensor was modified in place since forward.
+  void check_versions() const;
+
+  const OpInfo* op_;
+  ArgList args_;
+  bool released_ = false;
+};
+
+}  // namespace dtensor::autograd

@@ -1,0 +1,45 @@
+#include "ops/common/strategy_util.h"
+
+#include "ops/common/op_checks.h"
+#include "tensor/creation.h"
+
+namespace dtensor::detail {
+
+Tensor meta_tensor(IntSpan shape, DType dtype) {
+  const Tensor one = empty({1}, TensorOptions(dtype));
+  return Tensor(one.storage(), dtype, Shape(shape.begin(), shape.end()), Shape(shape.size(), 0));
+}
+
+void add_partial_passthrough_rows(StrategyRows& rows, int64_t width) {
+  rows.push_back(uniform_row(width, Partial(ReduceOp::kMax)));
+  rows.push_back(uniform_row(width, Partial(ReduceOp::kMin)));
+}
+
+Placements uniform_row(int64_t width, Placement p) {
+  return Placements(static_cast<size_t>(width), p);
+}
+
+OpInfo gradient_op(const char* name, std::vector<std::string> input_names, Linearity linearity) {
+  OpInfo op;
+  op.name = name;
+  op.input_names = std::move(input_names);
+  op.linearity = linearity;
+  op.differentiable = false;
+  op.saved_inputs = 0;
+  return op;
+}
+
+SampleInput sample(Shape shape, DType dtype, double low, double high) {
+  return SampleInput{TensorMeta(std::move(shape), dtype), low, high};
+}
+
+Shape broadcast_inputs(const OpSchema& s, int64_t first, int64_t last) {
+  if (last < 0) last = s.num_inputs() - 1;
+  Shape out = s.input(first).shape();
+  for (int64_t i = first + 1; i <= last; ++i) {
+    out = broadcast_pair(s.name(), out, s.input(i).shape(), s.op().input_name(i));
+  }
+  return out;
+}
+
+}  // namespace dtensor::detail

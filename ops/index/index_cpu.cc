@@ -1,0 +1,156 @@
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "ops/index/index.h"
+#include "ops/index/index_cuda.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+// Checks shared by gather and the scatters: same rank, index int, index no larger than
+// `target` off `dim`; returns the normalised dim.
+int64_t check_index(const char* op, IntSpan target, int64_t dim, const Tensor& index,
+                    const Tensor* src) {
+  DT_CHECK(index.defined(), "[%s] argument index is an undefined tensor", op);
+  DT_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32,
+           "[%s] argument index has dtype %s, expected int64 or int32", op,
+           dtype_name(index.dtype()));
+  const int64_t ndim = static_cast<int64_t>(target.size());
+  DT_CHECK(index.dim() == ndim,
+           "[%s] argument index has %d dims, expected %d (the rank of the indexed tensor)", op,
+           index.dim(), ndim);
+  const int64_t d = normalize_dim(dim, ndim, op);
+  for (int64_t k = 0; k < ndim; ++k) {
+    DT_CHECK(k == d || index.size(k) <= target[k],
+             "[%s] index of shape %s is larger than shape %s at dim %d", op,
+             shape_str(index.sizes()), shape_str(target), k);
+  }
+  if (src != nullptr) {
+    DT_CHECK(src->defined() && src->sizes() == index.sizes(),
+             "[%s] argument src has shape %s, expected the index's shape %s", op,
+             src->defined() ? shape_str(src->sizes()) : "undefined", shape_str(index.sizes()));
+    DT_CHECK(src->device() == index.device(),
+             "[%s] expected index and src on one device, got %s and %s", op,
+             index.device().str(), src->device().str());
+  }
+  return d;
+}
+
+// Calls f(position in index, element offset in a contiguous tensor of `target` shape without
+// the dim term) for every element of an index of shape `ishape`, in row-major order.
+template <typename F>
+void for_each_index(IntSpan ishape, IntSpan target, int64_t dim, F&& f) {
+  const int64_t n = shape_numel(ishape);
+  if (n == 0) return;
+  const Shape strides = contiguous_strides(target);
+  const int64_t ndim = static_cast<int64_t>(ishape.size());
+  Shape c(ndim, 0);
+  int64_t base = 0;  // sum of c[k] * strides[k] over k != dim
+  for (int64_t p = 0; p < n; ++p) {
+    f(p, base);
+    for (int64_t k = ndim - 1; k >= 0; --k) {
+      if (++c[k] < ishape[k]) {
+        if (k != dim) base += strides[k];
+        break;
+      }
+      if (k != dim) base -= (ishape[k] - 1) * strides[k];
+      c[k] = 0;
+    }
+  }
+}
+
+// out (contiguous, in place) += src at index - offset along dim.
+void scatter_add_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                     int64_t offset, bool masked, const char* op) {
+  const Tensor idx = index.to(kInt64).contiguous();
+  const Tensor s = src.to(out.dtype()).contiguous();
+  const int64_t* ip = idx.numel() > 0 ? idx.data<int64_t>() : nullptr;
+  const int64_t size = out.size(dim), stride = contiguous_strides(out.sizes())[dim];
+  dispatch_dtype(out.dtype(), [&]<typename T>() {
+    using C = compute_t<T>;
+    T* o = static_cast<T*>(out.data_ptr());
+    const T* v = static_cast<const T*>(s.data_ptr());
+    for_each_index(idx.sizes(), out.sizes(), dim, [&](int64_t p, int64_t base) {
+      const int64_t r = ip[p] - offset;
+      if (r < 0 || r >= size) {
+        DT_CHECK(masked, "[%s] index %d out of range for dim %d of size %d", op, ip[p], dim, size);
+        return;
+      }
+      T& slot = o[base + r * stride];
+      if constexpr (std::is_same_v<T, bool>) {
+        slot = slot || v[p];
+      } else {
+        slot = static_cast<T>(static_cast<C>(slot) + static_cast<C>(v[p]));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
+  DT_CHECK(self.defined(), "[gather] argument self is an undefined tensor");
+  const int64_t d = check_index("gather", self.sizes(), dim, index, nullptr);
+  DT_CHECK(self.device() == index.device(),
+           "[gather] expected self and index on one device, got %s and %s", self.device().str(),
+           index.device().str());
+  const Tensor x = self.contiguous();
+  Tensor out = empty(index.sizes(), TensorOptions(self.dtype(), self.device()));
+  if (out.numel() == 0) return out;
+  const Tensor idx = index.to(kInt64).contiguous();
+  if (self.device().is_cuda()) {
+    detail::gather_cuda(x, d, idx, out);
+    return out;
+  }
+  const int64_t* ip = idx.data<int64_t>();
+  const int64_t size = x.size(d), stride = contiguous_strides(x.sizes())[d];
+  const size_t item = x.itemsize();
+  const auto* src = static_cast<const char*>(x.data_ptr());
+  auto* dst = static_cast<char*>(out.data_ptr());
+  for_each_index(idx.sizes(), x.sizes(), d, [&](int64_t p, int64_t base) {
+    DT_CHECK(ip[p] >= 0 && ip[p] < size, "[gather] index %d out of range for dim %d of size %d",
+             ip[p], d, size);
+    std::memcpy(dst + p * item, src + (base + ip[p] * stride) * item, item);
+  });
+  return out;
+}
+
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  DT_CHECK(self.defined(), "[scatter_add] argument self is an undefined tensor");
+  const int64_t d = check_index("scatter_add", self.sizes(), dim, index, &src);
+  // 16-bit sums accumulate in float (many entries may land on one slot), then round once.
+  const bool low_precision = self.dtype() == kFloat16 || self.dtype() == kBFloat16;
+  Tensor out = low_precision ? self.to(kFloat32) : self.clone();
+  if (index.numel() > 0) {
+    if (out.device().is_cuda()) {
+      detail::scatter_add_cuda(out, d, index.to(kInt64).contiguous(),
+                               src.to(out.dtype()).contiguous(), 0, false, "scatter_add");
+    } else {
+      scatter_add_cpu(out, d, index, src, 0, false, "scatter_add");
+    }
+  }
+  return low_precision ? out.to(self.dtype()) : out;
+}
+
+Tensor scatter_add_shard(IntSpan shape, int64_t dim, const Tensor& index, const Tensor& src,
+                         int64_t index_offset) {
+  const int64_t d = check_index("scatter_add_shard", shape, dim, index, &src);
+  const bool low_precision = src.dtype() == kFloat16 || src.dtype() == kBFloat16;
+  // 16-bit sums accumulate in float (many rows may land on one slot), then round once.
+  const DType acc = low_precision ? kFloat32 : src.dtype();
+  Tensor out = zeros(shape, TensorOptions(acc, src.device()));
+  if (index.numel() > 0 && out.numel() > 0) {
+    if (out.device().is_cuda()) {
+      detail::scatter_add_cuda(out, d, index.to(kInt64).contiguous(), src.to(acc).contiguous(),
+                               index_offset, true, "scatter_add_shard");
+    } else {
+      scatter_add_cpu(out, d, index, src, index_offset, true, "scatter_add_shard");
+    }
+  }
+  return low_precision ? out.to(src.dtype()) : out;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,146 @@
+// CUDA gather and scatter-add along one dim: one thread per index element. Positions are
+// unravelled from the index's row-major order (at most kMaxDims dims); scatter-add uses
+// atomicAdd, so callers pass 32/64-bit types (scatter_add_shard accumulates 16-bit types in
+// float32).
+#include <cstdint>
+
+#include "ops/index/index_cuda.h"
+#include "tensor/creation.h"
+#include "tensor/stream_cuda.h"
+
+namespace dtensor::detail {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kMaxDims = 8;
+
+struct Geometry {
+  int ndim;
+  int dim;
+  int64_t index_shape[kMaxDims];
+  int64_t target_strides[kMaxDims];  // contiguous strides of the indexed tensor
+  int64_t size;                       // target.size(dim)
+};
+
+Geometry geometry(const Tensor& index, const Tensor& target, int64_t dim, const char* op) {
+  DT_CHECK(index.dim() <= kMaxDims, "[%s] CUDA indexing supports at most %d dims, got %d", op,
+           kMaxDims, index.dim());
+  Geometry g{};
+  g.ndim = static_cast<int>(index.dim());
+  g.dim = static_cast<int>(dim);
+  const Shape strides = contiguous_strides(target.sizes());
+  for (int k = 0; k < g.ndim; ++k) {
+    g.index_shape[k] = index.size(k);
+    g.target_strides[k] = strides[k];
+  }
+  g.size = target.size(dim);
+  return g;
+}
+
+// Element offset in the target of index position p, without the dim term.
+__device__ int64_t base_offset(const Geometry& g, int64_t p) {
+  int64_t base = 0;
+  for (int k = g.ndim - 1; k >= 0; --k) {
+    const int64_t c = p % g.index_shape[k];
+    p /= g.index_shape[k];
+    if (k != g.dim) base += c * g.target_strides[k];
+  }
+  return base;
+}
+
+template <typename U>
+__global__ void gather_kernel(Geometry g, const int64_t* idx, const U* self, U* out, int64_t n,
+                              unsigned long long* bad) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
+       p += step) {
+    const int64_t r = idx[p];
+    if (r < 0 || r >= g.size) {
+      if (atomicCAS(&bad[0], 0ull, 1ull) == 0ull) bad[1] = static_cast<unsigned long long>(r);
+      continue;
+    }
+    out[p] = self[base_offset(g, p) + r * g.target_strides[g.dim]];
+  }
+}
+
+__device__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ void atomic_add(int32_t* p, int32_t v) { atomicAdd(p, v); }
+__device__ void atomic_add(int64_t* p, int64_t v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+
+template <typename T>
+__global__ void scatter_add_kernel(Geometry g, const int64_t* idx, const T* src, T* out, int64_t n,
+                                   int64_t offset, bool masked, unsigned long long* bad) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
+       p += step) {
+    const int64_t r = idx[p] - offset;
+    if (r < 0 || r >= g.size) {
+      if (!masked && atomicCAS(&bad[0], 0ull, 1ull) == 0ull) {
+        bad[1] = static_cast<unsigned long long>(idx[p]);
+      }
+      continue;
+    }
+    atomic_add(out + base_offset(g, p) + r * g.target_strides[g.dim], src[p]);
+  }
+}
+
+// Reads the out-of-range flag back (synchronises the stream) and raises.
+void raise_if_bad(const Tensor& flag, const char* op, int64_t dim, int64_t size) {
+  const Tensor host = flag.to(Device(kCPU));
+  const int64_t* f = host.data<int64_t>();
+  DT_CHECK(f[0] == 0, "[%s] index %d out of range for dim %d of size %d", op, f[1], dim, size);
+}
+
+}  // namespace
+
+void gather_cuda(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out) {
+  const Geometry g = geometry(index, self, dim, "gather");
+  cuda::DeviceGuard guard(self.device().index);
+  Tensor flag = zeros({2}, TensorOptions(kInt64, self.device()));
+  auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
+  const int64_t n = index.numel();
+  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  auto launch = [&](auto tag) {
+    using U = decltype(tag);
+    gather_kernel<U><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        g, idx, static_cast<const U*>(self.data_ptr()), static_cast<U*>(out.data_ptr()), n, bad);
+  };
+  switch (self.itemsize()) {  // elements move as raw bits
+    case 1: launch(uint8_t{}); break;
+    case 2: launch(uint16_t{}); break;
+    case 4: launch(uint32_t{}); break;
+    default: launch(uint64_t{}); break;
+  }
+  raise_if_bad(flag, "gather", dim, g.size);
+}
+
+void scatter_add_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                      int64_t offset, bool masked, const char* op) {
+  const Geometry g = geometry(index, out, dim, op);
+  cuda::DeviceGuard guard(out.device().index);
+  Tensor flag = zeros({2}, TensorOptions(kInt64, out.device()));
+  auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
+  const int64_t n = index.numel();
+  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    scatter_add_kernel<T><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        g, idx, static_cast<const T*>(src.data_ptr()), static_cast<T*>(out.data_ptr()), n, offset,
+        masked, bad);
+  };
+  switch (out.dtype()) {
+    case kFloat32: launch(float{}); break;
+    case kFloat64: launch(double{}); break;
+    case kInt32: launch(int32_t{}); break;
+    case kInt64: launch(int64_t{}); break;
+    default:
+      DT_FAIL("[%s] CUDA scatter-add supports float32, float64, int32 and int64, got %s", op,
+              dtype_name(out.dtype()));
+  }
+  if (!masked) raise_if_bad(flag, op, dim, g.size);
+}
+
+}  // namespace dtensor::detail

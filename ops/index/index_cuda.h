@@ -1,0 +1,17 @@
+// CUDA indexing kernels (index_cuda.cu; index_no_cuda.cc throws when CUDA is off). Arguments
+// are checked by the callers in index_cpu.cc; tensors are contiguous, index int64.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace dtensor::detail {
+
+// out = gather(self, dim, index) (out preallocated with index's shape). Out-of-range indices
+// raise "[gather] ..." (one flag read back from the device).
+void gather_cuda(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out);
+// out[... index - offset ...] += src[...] along dim, skipping indices outside [0, out.size(dim))
+// when `masked` and raising "[op] ..." for them otherwise. out is contiguous, in place.
+void scatter_add_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                      int64_t offset, bool masked, const char* op);
+
+}  // namespace dtensor::detail

@@ -1,0 +1,122 @@
+// Backward formulas of the reductions, written with DTensor ops. The gradient of a reduction
+// is its output gradient in keepdim form, expanded back over the reduced dims (times the
+// derivative of the reduction).
+#include "ops/reduction/reduction_backward.h"
+
+#include <absl/container/flat_hash_map.h>
+
+#include <string>
+
+#include "autograd/dispatch.h"
+#include "autograd/function.h"
+#include "ops/common/grad_util.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/ops_registry.h"
+#include "ops/reduction/reduction.h"
+#include "ops/view/view.h"
+
+namespace dtensor::detail {
+namespace {
+
+using autograd::BackwardContext;
+using Grads = absl::Span<const DTensor>;
+
+constexpr uint32_t kIn0 = 1u, kOut0 = 1u;
+
+// The reduced dims and keepdim of a reduction, from its args at (dims_arg, dims_arg + 1); an
+// all-dims reduction (max/min) has neither.
+struct Reduced {
+  Shape dims;  // empty: every dim
+  bool keepdim = false;
+};
+
+Reduced reduced_of(const BackwardContext& c, int64_t dims_arg) {
+  if (dims_arg < 0) return {};
+  return {c.arg<Shape>(dims_arg), c.arg<bool>(dims_arg + 1)};
+}
+
+// g in keepdim form (size-1 dims where the input was reduced).
+DTensor keep(const BackwardContext& c, const DTensor& g, const Reduced& r) {
+  return r.keepdim ? g : unsqueeze_reduced(g, r.dims, c.input_spec(0).ndim());
+}
+
+int64_t count_of(const BackwardContext& c, const Reduced& r) {
+  const Shape& shape = c.input_spec(0).shape();
+  if (r.dims.empty()) return shape_numel(shape);
+  int64_t n = 1;
+  for (int64_t d : r.dims) n *= shape[normalize_dim(d, static_cast<int64_t>(shape.size()), "mean")];
+  return n;
+}
+
+DTensor expanded(const BackwardContext& c, const DTensor& g_keep) {
+  return cast(expand(g_keep, c.input_spec(0).shape()), c.input_spec(0).dtype());
+}
+
+DTensorList sum_bw(const BackwardContext& c, Grads g) {
+  return {expanded(c, keep(c, g[0], reduced_of(c, 0)))};
+}
+
+DTensorList mean_bw(const BackwardContext& c, Grads g) {
+  const Reduced r = reduced_of(c, 0);
+  return {expanded(c, keep(c, g[0], r) / static_cast<double>(count_of(c, r)))};
+}
+
+// var = sum((x - mean)^2) / (n - correction): d = 2 (x - mean) / (n - correction).
+DTensorList var_bw(const BackwardContext& c, Grads g) {
+  const Reduced r = reduced_of(c, 1);
+  const DTensor& x = c.input(0);
+  const double denom = static_cast<double>(count_of(c, r) - c.arg<int64_t>(0));
+  const DTensor centred = x - mean(x, r.dims, /*keepdim=*/true);
+  return {keep(c, g[0], r) * centred * (2.0 / denom)};
+}
+
+// amax/amin and max()/min(): the gradient is shared evenly among the elements equal to the
+// extreme (PyTorch's rule for reductions without indices).
+DTensorList extreme_bw(const BackwardContext& c, Grads g, int64_t dims_arg) {
+  const Reduced r = reduced_of(c, dims_arg);
+  const DTensor& x = c.input(0);
+  const DTensor mask = cast(eq(x, keep(c, c.output(0), r)), g[0].dtype());
+  const DTensor ties = sum(mask, r.dims, /*keepdim=*/true);
+  return {mask * (keep(c, g[0], r) / ties)};
+}
+
+DTensorList amax_bw(const BackwardContext& c, Grads g) {
+  return extreme_bw(c, g, 0);
+}
+DTensorList max_all_bw(const BackwardContext& c, Grads g) {
+  return extreme_bw(c, g, -1);
+}
+
+// max.dim / min.dim: the values' gradient goes to the index the forward picked.
+DTensorList max_dim_bw(const BackwardContext& c, Grads g) {
+  if (!g[0].defined()) return {DTensor()};
+  return {value_selecting_backward(g[0], c.output(1), c.arg<int64_t>(0), c.arg<bool>(1),
+                                   c.input_spec(0).shape())};
+}
+
+}  // namespace
+
+ReductionGrad reduction_grad(std::string_view name) {
+  static const auto* table = new absl::flat_hash_map<std::string, ReductionGrad>{
+      {"sum", {sum_bw}},
+      {"mean", {mean_bw}},
+      {"var", {var_bw, kIn0}},
+      {"amax", {amax_bw, kIn0, kOut0}},
+      {"amin", {amax_bw, kIn0, kOut0}},
+      {"max", {max_all_bw, kIn0, kOut0}},
+      {"min", {max_all_bw, kIn0, kOut0}},
+      {"max.dim", {max_dim_bw, 0, 2u}},
+      {"min.dim", {max_dim_bw, 0, 2u}},
+  };
+  auto it = table->find(std::string(name));
+  return it == table->end() ? ReductionGrad{} : it->second;
+}
+
+DTensor value_selecting_backward(const DTensor& grad, const DTensor& indices, int64_t dim,
+                                 bool keepdim, IntSpan input_shape) {
+  static const OpInfo& op = ops_op("value_selecting_backward");
+  const ArgValue args[] = {dim, keepdim, Shape(input_shape.begin(), input_shape.end())};
+  return dispatch(op, {&grad, &indices}, args);
+}
+
+}  // namespace dtensor::detail

@@ -1,0 +1,158 @@
+// The autograd engine on one process (local DTensors on the self mesh): gradients of simple
+// graphs against closed forms, accumulation, retain_graph, hooks, grad mode, and the errors
+// for the usual misuse.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/matmul/matmul.h"
+#include "ops/reduction/reduction.h"
+#include "ops/view/view.h"
+#include "tensor/compare.h"
+#include "tensor/creation.h"
+
+namespace dt = dtensor;
+using Catch::Contains;
+using dt::DTensor;
+using dt::Tensor;
+
+namespace {
+
+DTensor leaf(std::vector<double> v, dt::Shape shape) {
+  DTensor x = dt::local_dtensor(dt::from_vector<double>(v, shape));
+  x.requires_grad_();
+  return x;
+}
+
+std::vector<double> values(const DTensor& x) {
+  return x.to_local().to_vector<double>();
+}
+
+}  // namespace
+
+TEST_CASE("autograd: gradients of a small graph equal the closed form") {
+  // f = sum(a * b + a^2) -> df/da = b + 2a, df/db = a.
+  DTensor a = leaf({1, 2, 3}, {3}), b = leaf({4, 5, 6}, {3});
+  DTensor f = dt::sum(a * b + a * a);
+  CHECK(f.requires_grad());
+  CHECK_FALSE(f.is_leaf());
+  REQUIRE(f.grad_fn() != nullptr);
+  f.backward();
+  CHECK(values(a.grad()) == std::vector<double>{6, 9, 12});
+  CHECK(values(b.grad()) == std::vector<double>{1, 2, 3});
+  // The leaf's gradient has the leaf's spec.
+  CHECK(a.grad().spec() == a.spec());
+}
+
+TEST_CASE("autograd: gradients accumulate across backward calls and clear with set_grad") {
+  DTensor a = leaf({1, -2}, {2});
+  dt::sum(a * 3.0).backward();
+  dt::sum(a * 3.0).backward();
+  CHECK(values(a.grad()) == std::vector<double>{6, 6});
+  a.set_grad(DTensor());
+  CHECK_FALSE(a.grad().defined());
+}
+
+TEST_CASE("autograd: a tensor used twice gets the sum of both paths") {
+  DTensor a = leaf({2}, {1});
+  DTensor y = a * a;            // 2a
+  DTensor z = dt::sum(y + y);   // 4a
+  z.backward();
+  CHECK(values(a.grad()) == std::vector<double>{8});
+}
+
+TEST_CASE("autograd: matmul gradients") {
+  DTensor a = leaf({1, 2, 3, 4}, {2, 2}), b = leaf({5, 6, 7, 8}, {2, 2});
+  dt::sum(dt::mm(a, b)).backward();
+  // d sum(A B)/dA = 1 B^T: row sums of B; d/dB = A^T 1: column sums of A.
+  CHECK(values(a.grad()) == std::vector<double>{11, 15, 11, 15});
+  CHECK(values(b.grad()) == std::vector<double>{4, 4, 6, 6});
+}
+
+TEST_CASE("autograd: backward of a non-scalar needs a gradient") {
+  DTensor a = leaf({1, 2}, {2});
+  DTensor y = a * 2.0;
+  REQUIRE_THROWS_WITH(y.backward(), Contains("[backward] a gradient can be implied only for a "
+                                             "one-element root"));
+  y.backward(dt::local_dtensor(dt::from_vector<double>({1, 10}, {2})));
+  CHECK(values(a.grad()) == std::vector<double>{2, 20});
+}
+
+TEST_CASE("autograd: a second backward without retain_graph throws, with it accumulates") {
+  DTensor a = leaf({3}, {1});
+  DTensor f = dt::sum(a * a);
+  f.backward(DTensor(), /*retain_graph=*/true);
+  f.backward();
+  CHECK(values(a.grad()) == std::vector<double>{12});
+  REQUIRE_THROWS_WITH(f.backward(), Contains("a second time"));
+}
+
+TEST_CASE("autograd: no_grad, detach and integer outputs do not record") {
+  DTensor a = leaf({1, 2}, {2});
+  {
+    dt::autograd::NoGradGuard guard;
+    CHECK_FALSE(dt::autograd::grad_enabled());
+    DTensor y = a * 2.0;
+    CHECK_FALSE(y.requires_grad());
+    REQUIRE_THROWS_WITH(dt::sum(y).backward(), Contains("does not require grad"));
+  }
+  CHECK(dt::autograd::grad_enabled());
+  CHECK_FALSE(a.detach().requires_grad());
+  CHECK_FALSE(dt::gt(a, dt::Scalar(1)).requires_grad());  // comparisons are not differentiable
+  CHECK_FALSE(dt::argmax(a).requires_grad());
+  {
+    dt::autograd::InferenceMode guard;
+    CHECK_FALSE((a + a).requires_grad());
+  }
+}
+
+TEST_CASE("autograd: hooks see and may replace the gradient, retain_grad keeps a non-leaf gradient") {
+  DTensor a = leaf({1, 2}, {2});
+  DTensor y = a * 3.0;
+  y.retain_grad();
+  std::vector<double> seen;
+  y.register_hook([&](const DTensor& g) {
+    seen = values(g);
+    return g * 2.0;  // doubles what flows on to a
+  });
+  a.register_hook([&](const DTensor& g) { return DTensor(); });  // keep as is
+  dt::sum(y).backward();
+  CHECK(seen == std::vector<double>{1, 1});
+  CHECK(values(a.grad()) == std::vector<double>{6, 6});
+  REQUIRE(y.grad().defined());
+}
+
+TEST_CASE("autograd: in-place misuse is refused and a saved tensor modified in place is caught") {
+  DTensor a = leaf({1, 2}, {2});
+  REQUIRE_THROWS_WITH(dt::add_(a, dt::Scalar(1.0)),
+                      Contains("a leaf DTensor that requires grad is used in an in-place"));
+  {
+    dt::autograd::NoGradGuard guard;  // allowed without recording (optimizer steps)
+    dt::add_(a, dt::Scalar(1.0));
+  }
+  CHECK(values(a) == std::vector<double>{2, 3});
+  DTensor b = a * 1.0;
+  DTensor y = b * b;  // saves b
+  dt::mul_(b, dt::Scalar(2.0));
+  REQUIRE_THROWS_WITH(dt::sum(y).backward(), Contains("modified by an in-place op"));
+  // A recorded in-place op on a non-leaf: d(sum((a*1) * 3))/da = 3.
+  DTensor c = leaf({1, 1}, {2});
+  DTensor d = c * 1.0;
+  dt::mul_(d, dt::Scalar(3.0));
+  dt::sum(d).backward();
+  CHECK(values(c.grad()) == std::vector<double>{3, 3});
+  // In place on a view of a tensor that requires grad.
+  DTensor v = dt::reshape(d, {2, 1});
+  REQUIRE_THROWS_WITH(dt::add_(v, dt::Scalar(1.0)), Contains("view"));
+}
+
+TEST_CASE("autograd: requires_grad_ errors") {
+  DTensor i = dt::local_dtensor(dt::zeros({2}, dt::kInt64));
+  REQUIRE_THROWS_WITH(i.requires_grad_(), Contains("only floating DTensors"));
+  DTensor a = leaf({1}, {1});
+  DTensor y = a * 2.0;
+  REQUIRE_THROWS_WITH(y.requires_grad_(false), Contains("leaf"));
+}

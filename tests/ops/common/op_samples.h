@@ -1,0 +1,32 @@
+// Values for the registered ops' sample calls (OpInfo::samples), shared by the suites that run
+// every op: the strategy validation harness, the finite-difference gradient check and the
+// sharded-gradient check.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "dtensor/propagation/op_schema.h"
+#include "tensor/creation.h"
+
+namespace dtensor::test {
+
+// A tensor of in.meta drawn from `seed` (the same on every rank): integers in [in.low, in.high]
+// for integer and bool inputs, and for floating ones unless `reals` (then uniform reals in that
+// range, so that no two elements tie and no kink is hit exactly).
+inline Tensor sample_values(const SampleInput& in, uint64_t seed, bool reals) {
+  std::mt19937_64 gen(seed);
+  std::vector<double> v(static_cast<size_t>(shape_numel(in.meta.shape)));
+  if (reals && is_floating(in.meta.dtype)) {
+    std::uniform_real_distribution<double> pick(in.low, in.high);
+    for (double& x : v) x = pick(gen);
+  } else {
+    std::uniform_int_distribution<int64_t> pick(static_cast<int64_t>(in.low),
+                                                static_cast<int64_t>(in.high));
+    for (double& x : v) x = static_cast<double>(pick(gen));
+  }
+  return from_vector<double>(v, in.meta.shape).to(in.meta.dtype);
+}
+
+}  // namespace dtensor::test
