@@ -9,9 +9,11 @@
 #include <cmath>
 #include <string>
 
+#include "autograd/dispatch.h"
 #include "autograd/function.h"
 #include "ops/common/grad_util.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/ops_registry.h"
 
 namespace dtensor::detail {
 namespace {
@@ -106,40 +108,26 @@ DTensorList rsqrt_bw(const BackwardContext& c, Grads g) {
   const DTensor& y = c.output(0);
   return {for_input(c, 0, g[0] * (y * y * y) * -0.5)};
 }
+// The activations' gradients: one fused op each (gelu_backward etc., registered in
+// elementwise_strategy.cc), sharded like any pointwise op; args are the forward's.
+DTensorList activation_bw(const BackwardContext& c, Grads g, const char* grad_op,
+                          const DTensor& saved) {
+  return {dispatch(ops_op(grad_op), {&g[0], &saved}, c.args())};
+}
 DTensorList sigmoid_bw(const BackwardContext& c, Grads g) {
-  const DTensor& y = c.output(0);
-  return {for_input(c, 0, g[0] * (y - y * y))};
+  return activation_bw(c, g, "sigmoid_backward", c.output(0));
 }
 DTensorList tanh_bw(const BackwardContext& c, Grads g) {
-  const DTensor& y = c.output(0);
-  return {for_input(c, 0, g[0] - g[0] * (y * y))};
+  return activation_bw(c, g, "tanh_backward", c.output(0));
 }
 DTensorList relu_bw(const BackwardContext& c, Grads g) {
   return {for_input(c, 0, g[0] * as_float(gt(c.output(0), Scalar(0)), g[0].dtype()))};
 }
-// silu(x) = x s(x): d = s (1 + x (1 - s)).
 DTensorList silu_bw(const BackwardContext& c, Grads g) {
-  const DTensor& x = c.input(0);
-  const DTensor s = sigmoid(x);
-  return {for_input(c, 0, g[0] * (s + x * (s - s * s)))};
+  return activation_bw(c, g, "silu_backward", c.input(0));
 }
-// gelu, erf form: Phi(x) + x phi(x) with Phi(x) = gelu(x) / x (1/2 at x = 0); tanh form:
-// 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2) with t = tanh(k (x + a x^3)), k = sqrt(2 / pi),
-// a = 0.044715.
 DTensorList gelu_bw(const BackwardContext& c, Grads g) {
-  const DTensor& x = c.input(0);
-  const auto approximate = static_cast<GeluApproximate>(c.arg<int64_t>(0));
-  if (approximate == GeluApproximate::kTanh) {
-    const double k = std::sqrt(2.0 / M_PI), a = 0.044715;
-    const DTensor x2 = x * x;
-    const DTensor t = tanh((x + x2 * x * a) * k);
-    const DTensor d = (t + 1.0) * 0.5 + x * (1.0 - t * t) * (x2 * (3.0 * a) + 1.0) * (0.5 * k);
-    return {for_input(c, 0, g[0] * d)};
-  }
-  const DTensor phi = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
-  const DTensor zero = eq(x, Scalar(0));
-  const DTensor Phi = where(zero, as_float(zero, g[0].dtype()) * 0.5, gelu(x) / x);
-  return {for_input(c, 0, g[0] * (Phi + x * phi))};
+  return activation_bw(c, g, "gelu_backward", c.input(0));
 }
 DTensorList cast_bw(const BackwardContext& c, Grads g) {
   return {cast(g[0], c.input_spec(0).dtype())};

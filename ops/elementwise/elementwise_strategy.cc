@@ -85,6 +85,10 @@ struct PointwiseDef {
   int static_argnum = 0;  // args before it are runtime scalars
   int dtype_arg = 1;      // index of the DType arg for DTypeRule::kArg
   bool inplace = false;
+  // A gradient op (gelu_backward): inputs (grad, x) of one shape and dtype, no broadcasting,
+  // not differentiated again (no double backward).
+  bool grad_op = false;
+  const char* grad_input = "self";  // the name of a gradient op's second input
 };
 
 // Samples: even/uneven/empty shards, broadcasting for the binary ops; positive values where
@@ -104,12 +108,13 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
     args = {2.0};
   } else if (name == "cast") {
     args = {kFloat32};
-  } else if (name == "gelu") {
+  } else if (name == "gelu" || name == "gelu_backward") {
     args = {int64_t{0}};
   }
   std::vector<OpSample> out;
-  const std::vector<std::pair<Shape, Shape>> shapes = {
+  std::vector<std::pair<Shape, Shape>> shapes = {
       {{3 * w + 1, 5}, {3 * w + 1, 5}}, {{4, 2 * w}, {2 * w}}, {{1, 3}, {1, 3}}};
+  if (def.grad_op) shapes[1].second = shapes[1].first;
   for (const auto& [a, b] : shapes) {
     OpSample sm{{in(a)}, args};
     if (def.dtype == DTypeRule::kWhere) {
@@ -127,6 +132,8 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   info.name = def.name;
   if (def.dtype == DTypeRule::kWhere) {
     info.input_names = {"condition", "self", "other"};
+  } else if (def.grad_op) {
+    info.input_names = {"grad", def.grad_input};
   } else {
     info.input_names = {"self", "other"};
     info.input_names.resize(def.num_inputs);
@@ -137,10 +144,19 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   const DTypeRule rule = def.dtype;
   const int dtype_arg = def.dtype_arg;
   const int num_inputs = def.num_inputs;
-  info.meta = [rule, dtype_arg, num_inputs](const OpSchema& s) {
+  const bool grad_op = def.grad_op;
+  info.meta = [rule, dtype_arg, num_inputs, grad_op](const OpSchema& s) {
     DT_CHECK(s.num_inputs() == num_inputs, "[%s] expected %d DTensor inputs, got %d", s.name(),
              num_inputs, s.num_inputs());
     const Shape shape = detail::broadcast_inputs(s);
+    if (grad_op) {
+      DT_CHECK(s.input(0).shape() == s.input(1).shape() &&
+                   s.input(0).dtype() == s.input(1).dtype() && is_floating(s.input(0).dtype()),
+               "[%s] grad (%s, %s) and %s (%s, %s) must have one shape and one floating dtype",
+               s.name(), shape_str(s.input(0).shape()), dtype_name(s.input(0).dtype()),
+               s.op().input_name(1), shape_str(s.input(1).shape()),
+               dtype_name(s.input(1).dtype()));
+    }
     if (rule == DTypeRule::kSelf) {
       DT_CHECK(shape == s.input(0).shape(),
                "[%s] argument other with shape %s does not broadcast to self's shape %s", s.name(),
@@ -157,7 +173,7 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   };
   info.strategy = [](const OpSchema& s) { return pointwise_rows(s, detail::broadcast_inputs(s)); };
   info.kernel = single_output(def.kernel);
-  info.differentiable = def.dtype != DTypeRule::kBool;  // comparisons
+  info.differentiable = def.dtype != DTypeRule::kBool && !def.grad_op;  // comparisons
   const detail::PointwiseGrad grad = detail::pointwise_grad(def.name);
   info.backward = grad.backward;
   info.saved_inputs = grad.saved_inputs;
@@ -226,6 +242,22 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {"rsqrt", 1, L::kNone, D::kFloatSame, DT_UNARY(rsqrt)});
   add_pointwise(reg, {"sigmoid", 1, L::kNone, D::kFloatSame, DT_UNARY(sigmoid)});
   add_pointwise(reg, {"tanh", 1, L::kNone, D::kFloatSame, DT_UNARY(tanh)});
+  // Their gradients, one fused kernel each (the backward formulas call them): linear in grad.
+  add_pointwise(reg, {.name = "gelu_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
+                      .dtype = D::kSame,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return gelu_backward(l[0], l[1],
+                                             static_cast<GeluApproximate>(c.arg<int64_t>(0)));
+                      },
+                      .grad_op = true});
+  add_pointwise(reg, {.name = "silu_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
+                      .dtype = D::kSame, .kernel = DT_BINARY(silu_backward), .grad_op = true});
+  add_pointwise(reg, {.name = "sigmoid_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
+                      .dtype = D::kSame, .kernel = DT_BINARY(sigmoid_backward), .grad_op = true,
+                      .grad_input = "output"});
+  add_pointwise(reg, {.name = "tanh_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
+                      .dtype = D::kSame, .kernel = DT_BINARY(tanh_backward), .grad_op = true,
+                      .grad_input = "output"});
   add_pointwise(reg, {"cast", 1, L::kNone, D::kArg,
                       [](const KernelContext& c, Locals l) { return cast(l[0], c.arg<DType>(0)); },
                       0, 0});

@@ -3,11 +3,10 @@
 // activations), weight and bias are replicated. Not linear: Partial inputs are reduced first.
 // Inputs: self, then weight and bias when given; args: eps (runtime), normalized_shape,
 // has_weight, has_bias (static).
+#include "autograd/dispatch.h"
 #include "autograd/function.h"
 #include "dtensor/propagation/dispatch.h"
-#include "ops/common/grad_util.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
+#include "ops/ops_registry.h"
 #include "dtensor/propagation/registry.h"
 #include "ops/common/strategy_util.h"
 #include "ops/norm/norm.h"
@@ -38,65 +37,53 @@ OutputMetas norm_meta(const OpSchema& s, std::string_view name) {
 using autograd::BackwardContext;
 using Grads = absl::Span<const DTensor>;
 
-// The normalised (trailing) dims of a norm's input: the last `k` of `ndim`.
-Shape norm_dims(int64_t ndim, int64_t k) {
-  Shape dims;
-  for (int64_t d = ndim - k; d < ndim; ++d) dims.push_back(d);
-  return dims;
-}
-
-// Gradients of weight and bias (elementwise over the normalised dims): summed over the leading
-// dims, which leaves them Partial(sum) where the input is sharded (sequence parallel).
-// dx = rstd (gw - mean(gw) - xhat mean(gw xhat)) for layer norm, where gw = g * weight;
-// rms norm drops the mean(gw) term.
-DTensorList norm_backward(const BackwardContext& c, Grads g, bool layer) {
-  const DTensor& x = c.input(0);
-  const Shape& ns = c.arg<Shape>(1);
+// Gradients through one fused op (layer_norm_backward / rms_norm_backward, registered below):
+// inputs (grad_output, input[, weight]) and the forward's args; outputs grad_input, then
+// grad_weight and grad_bias when the forward had them. The op's kernel recomputes the row
+// statistics from the saved input (one pass over the row; nothing beyond the input and weight
+// is kept from forward) and runs the local backward kernel (norm.h).
+DTensorList norm_backward(const BackwardContext& c, Grads g, const char* grad_op) {
   const bool has_w = c.arg<bool>(2);
-  const bool has_b = layer && c.arg<bool>(3);
-  const Shape dims = norm_dims(x.dim(), static_cast<int64_t>(ns.size()));
-  const DTensor xf = cast(x, is_floating(x.dtype()) && dtype_size(x.dtype()) < 4 ? kFloat32
-                                                                                 : x.dtype());
-  double eps;
-  if (layer) {
-    eps = c.scalar(0).to_double();
-  } else if (c.has_arg(0)) {
-    eps = c.arg<double>(0);
-  } else {  // eps = None: the compute type's machine epsilon (norm.h)
-    eps = xf.dtype() == kFloat64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  absl::InlinedVector<const DTensor*, 3> in = {&g[0], &c.input(0)};
+  if (has_w) in.push_back(&c.input(1));
+  DTensorList grads = dispatch_multi(ops_op(grad_op), in, c.args());
+  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
+    if (!c.needs_input_grad(i)) grads[i] = DTensor();
   }
-  DTensor xhat, rstd;
-  if (layer) {
-    const DTensor centred = xf - mean(xf, dims, /*keepdim=*/true);
-    rstd = rsqrt(mean(centred * centred, dims, /*keepdim=*/true) + eps);
-    xhat = centred * rstd;
-  } else {
-    rstd = rsqrt(mean(xf * xf, dims, /*keepdim=*/true) + eps);
-    xhat = xf * rstd;
-  }
-  const DTensor gf = cast(g[0], xf.dtype());
-  const DTensor gw = has_w ? gf * cast(c.input(1), xf.dtype()) : gf;
-  DTensor inner = gw - xhat * mean(gw * xhat, dims, /*keepdim=*/true);
-  if (layer) inner = inner - mean(gw, dims, /*keepdim=*/true);
-  DTensorList out(c.num_inputs());
-  if (c.needs_input_grad(0)) out[0] = cast(inner * rstd, x.dtype());
-  if (has_w && c.needs_input_grad(1)) out[1] = detail::reduce_to(gf * xhat, c.input_spec(1));
-  if (has_b && c.needs_input_grad(has_w ? 2 : 1)) {
-    out[has_w ? 2 : 1] = detail::reduce_to(gf, c.input_spec(has_w ? 2 : 1));
-  }
-  return out;
+  return grads;
 }
 
-StrategyRows norm_rows(const OpSchema& s) {
-  const int64_t batch_dims = s.input(0).ndim() - static_cast<int64_t>(s.arg<Shape>(1).size());
+// One row per leading (batch) dim d of the input `x_input`: the output and every input of x's
+// shape S(d), weight and bias R. Forward: [S(d) | S(d), R, R]. Backward ops: grad_input S(d),
+// grad_weight and grad_bias Partial (each rank sums its own rows) | grad_output and input S(d),
+// weight R.
+StrategyRows norm_rows(const OpSchema& s, int64_t x_input, int64_t num_outputs) {
+  const DTensorSpec& x = s.input(x_input);
+  const int64_t batch_dims = x.ndim() - static_cast<int64_t>(s.arg<Shape>(1).size());
   StrategyRows rows;
   for (int64_t d = 0; d < batch_dims; ++d) {
-    Placements row(1 + s.num_inputs(), Replicate());
+    Placements row(num_outputs + s.num_inputs(), Replicate());
     row[0] = Shard(d);
-    row[1] = Shard(d);
+    for (int64_t o = 1; o < num_outputs; ++o) row[o] = Partial();
+    for (int64_t i = 0; i < s.num_inputs(); ++i) {
+      if (s.input(i).shape() == x.shape()) row[num_outputs + i] = Shard(d);
+    }
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+// The backward ops' metas: grad_input like input, grad_weight/grad_bias like weight.
+OutputMetas norm_grad_meta(const OpSchema& s, const char* name, bool layer) {
+  DT_CHECK(s.input(0).shape() == s.input(1).shape() && s.input(0).dtype() == s.input(1).dtype(),
+           "[%s] grad_output (%s, %s) must match input (%s, %s)", name,
+           shape_str(s.input(0).shape()), dtype_name(s.input(0).dtype()),
+           shape_str(s.input(1).shape()), dtype_name(s.input(1).dtype()));
+  OutputMetas out = {s.input(1).meta()};
+  const TensorMeta w(s.arg<Shape>(1), s.input(1).dtype());
+  if (s.arg<bool>(2)) out.push_back(w);
+  if (layer && s.arg<bool>(3)) out.push_back(w);
+  return out;
 }
 
 }  // namespace
@@ -107,8 +94,10 @@ void register_norm_ops(Registry& registry) {
   ln.input_names = {"input", "weight", "bias"};
   ln.schema_info.static_argnum = 1;
   ln.meta = [](const OpSchema& s) { return norm_meta(s, "layer_norm"); };
-  ln.strategy = norm_rows;
-  ln.backward = [](const BackwardContext& c, Grads g) { return norm_backward(c, g, true); };
+  ln.strategy = [](const OpSchema& s) { return norm_rows(s, 0, 1); };
+  ln.backward = [](const BackwardContext& c, Grads g) {
+    return norm_backward(c, g, "layer_norm_backward");
+  };
   ln.saved_inputs = 3u;  // input, weight
   ln.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
     const bool has_w = c.arg<bool>(2), has_b = c.arg<bool>(3);
@@ -129,8 +118,10 @@ void register_norm_ops(Registry& registry) {
   rms.input_names = {"input", "weight"};
   rms.schema_info.static_argnum = 1;
   rms.meta = [](const OpSchema& s) { return norm_meta(s, "rms_norm"); };
-  rms.strategy = norm_rows;
-  rms.backward = [](const BackwardContext& c, Grads g) { return norm_backward(c, g, false); };
+  rms.strategy = [](const OpSchema& s) { return norm_rows(s, 0, 1); };
+  rms.backward = [](const BackwardContext& c, Grads g) {
+    return norm_backward(c, g, "rms_norm_backward");
+  };
   rms.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
     const std::optional<double> eps =
         c.has_arg(0) ? std::optional<double>(c.arg<double>(0)) : std::nullopt;
@@ -142,6 +133,65 @@ void register_norm_ops(Registry& registry) {
                                  {{sample({3 * w + 1, 4})}, {std::monostate(), Shape{4}, false}}};
   };
   registry.add(std::move(rms));
+
+  // The gradient ops the backward formulas call (not differentiated again).
+  OpInfo ln_bw;
+  ln_bw.name = "layer_norm_backward";
+  ln_bw.input_names = {"grad_output", "input", "weight"};
+  ln_bw.schema_info.static_argnum = 1;
+  ln_bw.differentiable = false;
+  ln_bw.meta = [](const OpSchema& s) { return norm_grad_meta(s, "layer_norm_backward", true); };
+  ln_bw.strategy = [](const OpSchema& s) {
+    return norm_rows(s, 1, 1 + int64_t{s.arg<bool>(2)} + int64_t{s.arg<bool>(3)});
+  };
+  ln_bw.kernel = [](const KernelContext& c, absl::Span<const Tensor> l, absl::Span<Tensor> out) {
+    const Shape& ns = c.arg<Shape>(1);
+    const bool has_w = c.arg<bool>(2), has_b = c.arg<bool>(3);
+    const Tensor w = has_w ? l[2] : Tensor();
+    const LayerNormResult st = native_layer_norm(l[1], ns, w, Tensor(), c.scalar(0).to_double());
+    LayerNormGrads gr = layer_norm_backward(l[0], l[1], ns, st.mean, st.rstd, w,
+                                            {true, has_w, has_b});
+    out[0] = std::move(gr.grad_x);
+    if (has_w) out[1] = std::move(gr.grad_weight);
+    if (has_b) out[has_w ? 2 : 1] = std::move(gr.grad_bias);
+  };
+  ln_bw.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{
+        {{sample({3 * w + 1, 2, 4}), sample({3 * w + 1, 2, 4}), sample({4})},
+         {1e-5, Shape{4}, true, true}},
+        {{sample({3 * w + 1, 4}), sample({3 * w + 1, 4})}, {1e-5, Shape{4}, false, false}},
+        {{sample({w + 1, 3, 4}), sample({w + 1, 3, 4}), sample({3, 4})},
+         {1e-5, Shape{3, 4}, true, false}}};
+  };
+  registry.add(std::move(ln_bw));
+
+  OpInfo rms_bw;
+  rms_bw.name = "rms_norm_backward";
+  rms_bw.input_names = {"grad_output", "input", "weight"};
+  rms_bw.schema_info.static_argnum = 1;
+  rms_bw.differentiable = false;
+  rms_bw.meta = [](const OpSchema& s) { return norm_grad_meta(s, "rms_norm_backward", false); };
+  rms_bw.strategy = [](const OpSchema& s) { return norm_rows(s, 1, 1 + int64_t{s.arg<bool>(2)}); };
+  rms_bw.kernel = [](const KernelContext& c, absl::Span<const Tensor> l, absl::Span<Tensor> out) {
+    const Shape& ns = c.arg<Shape>(1);
+    const bool has_w = c.arg<bool>(2);
+    const Tensor w = has_w ? l[2] : Tensor();
+    const std::optional<double> eps =
+        c.has_arg(0) ? std::optional<double>(c.arg<double>(0)) : std::nullopt;
+    const RmsNormResult st = native_rms_norm(l[1], ns, w, eps);
+    RmsNormGrads gr = rms_norm_backward(l[0], l[1], ns, st.rstd, w, {true, has_w});
+    out[0] = std::move(gr.grad_x);
+    if (has_w) out[1] = std::move(gr.grad_weight);
+  };
+  rms_bw.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{
+        {{sample({3 * w + 1, 2, 4}), sample({3 * w + 1, 2, 4}), sample({4})},
+         {1e-6, Shape{4}, true}},
+        {{sample({3 * w + 1, 4}), sample({3 * w + 1, 4})}, {std::monostate(), Shape{4}, false}}};
+  };
+  registry.add(std::move(rms_bw));
 }
 
 }  // namespace dtensor

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tensor/creation.h"
+#include "tests/ops/common/tolerance.h"
 #include "tensor/tensor.h"
 
 namespace dtensor::gpu_test {
@@ -37,20 +38,7 @@ inline Tensor make_input(IntSpan shape, DType dtype, uint64_t seed, double lo = 
   return from_vector<double>(v, shape).to(dtype);
 }
 
-inline double rtol_for(DType d) {
-  switch (d) {
-    case DType::kFloat64:
-      return 1e-12;
-    case DType::kFloat32:
-      return 1e-5;
-    case DType::kFloat16:
-      return 2e-3;
-    case DType::kBFloat16:
-      return 1e-2;
-    default:
-      return 0.0;
-  }
-}
+inline double rtol_for(DType d) { return test::rtol_for(d, 1e-5); }
 
 // The CUDA result `g` has the CPU result's shape and dtype, lives on the GPU, and its values
 // match within rtol_for(dtype) (exactly for non-floating dtypes, NaN matching NaN).

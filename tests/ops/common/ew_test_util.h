@@ -12,24 +12,12 @@
 #include <vector>
 
 #include "tensor/creation.h"
+#include "tests/ops/common/tolerance.h"
 #include "tensor/tensor.h"
 
 namespace dtensor::ewtest {
 
-// Tolerances for a result computed from exact inputs in float/double and rounded once to the
-// output dtype, plus a few ulp of libm error: relative 1e-6 for float32 (~8 ulp), 1e-12 for
-// float64, 2e-3 for float16 (4 ulp of its 10-bit mantissa) and 1.6e-2 for bfloat16 (4 ulp of
-// its 7-bit mantissa); the absolute tolerance is 1e-3 of that, for results near zero.
-// Integers and bool are exact.
-inline double rtol_for(DType d) {
-  switch (d) {
-    case DType::kFloat32: return 1e-6;
-    case DType::kFloat64: return 1e-12;
-    case DType::kFloat16: return 2e-3;
-    case DType::kBFloat16: return 1.6e-2;
-    default: return 0.0;
-  }
-}
+inline double rtol_for(DType d) { return test::rtol_for(d, 1e-6); }
 inline double atol_for(DType d) { return rtol_for(d) * 1e-3; }
 
 // n values uniform in [lo, hi) (rounded to integers for integer dtypes, 0/1 for bool), then

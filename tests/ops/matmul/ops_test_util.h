@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/creation.h"
+#include "tests/ops/common/tolerance.h"
 #include "tensor/shape.h"
 #include "tensor/tensor.h"
 
@@ -28,22 +29,7 @@ inline Tensor rand_tensor(IntSpan shape, DType dtype, uint64_t seed, double lo =
   return from_vector<double>(v, shape).to(dtype);
 }
 
-// Relative tolerance per dtype for results rounded once to that dtype from exact math:
-// float32 2^-22, float64 1e-12, float16 2^-10, bfloat16 2^-7 (a little above one rounding).
-inline double rtol_for(DType d) {
-  switch (d) {
-    case DType::kFloat32:
-      return 3e-6;
-    case DType::kFloat64:
-      return 1e-12;
-    case DType::kFloat16:
-      return 1.5e-3;
-    case DType::kBFloat16:
-      return 1e-2;
-    default:
-      return 0.0;
-  }
-}
+inline double rtol_for(DType d) { return test::rtol_for(d, 3e-6); }
 
 // got (any dtype) equals `expect` in shape and, elementwise, |got - expect| <= rtol * scale +
 // atol where scale is |expect| or, when given, the matching entry of `scales` (e.g. the sum of

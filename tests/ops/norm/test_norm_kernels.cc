@@ -133,7 +133,7 @@ TEST_CASE("vectorised layer_norm and rms_norm match float64 on odd sizes, every 
   });
 }
 
-TEST_CASE("norm statistics keep the leading dims; offsets and empty shapes", "[norm][simd]") {
+TEST_CASE("norm statistics keep the leading dims, with offsets and empty shapes", "[norm][simd]") {
   const Tensor x = rand_tensor({2, 3, 4, 5}, dt::kFloat32, 7);
   const auto r = dt::native_layer_norm(x, {4, 5});
   CHECK(r.mean.sizes() == dt::Shape{2, 3, 1, 1});
