@@ -21,6 +21,7 @@
 // Distributed tensors.
 #include "dtensor/distributed_tensor.h"
 #include "dtensor/dtensor_spec.h"
+#include "dtensor/factories.h"
 #include "dtensor/placement.h"
 #include "dtensor/redistribute.h"
 

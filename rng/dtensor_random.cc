@@ -132,4 +132,14 @@ DTensorDropoutResult dropout_with_mask(const DTensor& input, double p, bool trai
   return {record_dropout(input, DTensor(std::move(out), input.spec_ptr()), mask_dt, p), mask_dt};
 }
 
+DTensor rand_like(const DTensor& like, Generator* gen) {
+  DT_CHECK(like.defined(), "[rand_like] the DTensor is undefined (expected a DTensor)");
+  return rand(like.shape(), like.device_mesh(), without_partial(like.spec()), like.dtype(), gen);
+}
+
+DTensor randn_like(const DTensor& like, Generator* gen) {
+  DT_CHECK(like.defined(), "[randn_like] the DTensor is undefined (expected a DTensor)");
+  return randn(like.shape(), like.device_mesh(), without_partial(like.spec()), like.dtype(), gen);
+}
+
 }  // namespace dtensor

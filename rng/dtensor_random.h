@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "dtensor/distributed_tensor.h"
+#include "dtensor/factories.h"
 #include "rng/random.h"
 #include "rng/rng_tracker.h"
 
@@ -32,6 +33,11 @@ DTensor randint(int64_t low, int64_t high, IntSpan shape, const DeviceMesh& mesh
 // 1 with probability p, else 0.
 DTensor bernoulli(IntSpan shape, double p, const DeviceMesh& mesh, Placements placements,
                   DType dtype = DType::kFloat32, Generator* gen = nullptr);
+
+// Same global shape, dtype, mesh and placements as `like` (Partial becomes Replicate, as the
+// like-factories of dtensor/factories.h), values as rand/randn of that shape.
+DTensor rand_like(const DTensor& like, Generator* gen = nullptr);
+DTensor randn_like(const DTensor& like, Generator* gen = nullptr);
 
 // In place on every rank's local shard; return `t` (which shares its storage).
 DTensor uniform_(const DTensor& t, double low = 0.0, double high = 1.0, Generator* gen = nullptr);

@@ -1,5 +1,6 @@
 #include "tensor/creation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -75,7 +76,7 @@ Tensor arange(int64_t end, TensorOptions opts) {
   return arange(0.0, static_cast<double>(end), 1.0, opts);
 }
 
-Tensor arange(double start, double end, double step, TensorOptions opts) {
+int64_t arange_numel(double start, double end, double step) {
   DT_CHECK(step != 0.0 && std::isfinite(step), "[arange] step %g must be finite and nonzero", step);
   DT_CHECK(std::isfinite(start) && std::isfinite(end),
            "[arange] start %g and end %g must be finite", start, end);
@@ -84,13 +85,43 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
   DT_CHECK(span < 9.2233720368547758e18,
            "[arange] start %g, end %g and step %g give %g elements, more than int64 can count",
            start, end, step, span);
-  const int64_t n = span > 0 ? static_cast<int64_t>(span) : 0;
-  Tensor t = empty({n}, TensorOptions(opts.dtype));
+  return span > 0 ? static_cast<int64_t>(span) : 0;
+}
+
+Tensor arange_slice(double start, double step, int64_t first, int64_t count, TensorOptions opts) {
+  DT_CHECK(first >= 0 && count >= 0, "[arange] slice [%d, %d + %d) must be non-negative", first,
+           first, count);
+  Tensor t = empty({count}, TensorOptions(opts.dtype));
   dispatch_dtype(opts.dtype, [&]<typename T>() {
     T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < n; ++i) p[i] = Scalar(start + static_cast<double>(i) * step).to<T>();
+    for (int64_t i = 0; i < count; ++i) {
+      p[i] = Scalar(start + static_cast<double>(first + i) * step).to<T>();
+    }
   });
   return opts.device.is_cpu() ? t : t.to(opts.device);
+}
+
+Tensor arange(double start, double end, double step, TensorOptions opts) {
+  return arange_slice(start, step, 0, arange_numel(start, end, step), opts);
+}
+
+Tensor eye_block(int64_t rows, int64_t cols, int64_t row0, int64_t col0, TensorOptions opts) {
+  DT_CHECK(rows >= 0 && cols >= 0 && row0 >= 0 && col0 >= 0,
+           "[eye] block of %d x %d at (%d, %d) must have non-negative sizes and offsets", rows,
+           cols, row0, col0);
+  Tensor t = zeros({rows, cols}, TensorOptions(opts.dtype));
+  dispatch_dtype(opts.dtype, [&]<typename T>() {
+    T* p = static_cast<T*>(t.data_ptr());
+    // Global diagonal (r, r) falls in the block at local (r - row0, r - col0).
+    const int64_t lo = std::max(row0, col0), hi = std::min(row0 + rows, col0 + cols);
+    for (int64_t r = lo; r < hi; ++r) p[(r - row0) * cols + (r - col0)] = Scalar(1).to<T>();
+  });
+  return opts.device.is_cpu() ? t : t.to(opts.device);
+}
+
+Tensor eye(int64_t n, int64_t m, TensorOptions opts) {
+  DT_CHECK(n >= 0, "[eye] n = %d must be non-negative", n);
+  return eye_block(n, m < 0 ? n : m, 0, 0, opts);
 }
 
 template <typename T>

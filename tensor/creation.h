@@ -28,6 +28,17 @@ Tensor zeros_like(const Tensor& like);
 Tensor arange(int64_t end, TensorOptions opts = TensorOptions(DType::kInt64));
 Tensor arange(double start, double end, double step = 1.0,
               TensorOptions opts = TensorOptions(DType::kInt64));
+// The number of elements arange(start, end, step) has (checked as arange checks its args).
+int64_t arange_numel(double start, double end, double step);
+// Elements [first, first + count) of arange(start, ..., step): start + i * step for each i,
+// rounded to the dtype exactly as arange rounds them (a shard of an arange).
+Tensor arange_slice(double start, double step, int64_t first, int64_t count,
+                    TensorOptions opts = TensorOptions(DType::kInt64));
+// The n x m identity (m = n when negative): ones on the diagonal, zeros elsewhere.
+Tensor eye(int64_t n, int64_t m = -1, TensorOptions opts = {});
+// Rows [row0, row0 + rows) and columns [col0, col0 + cols) of an identity matrix (a shard of
+// an eye).
+Tensor eye_block(int64_t rows, int64_t cols, int64_t row0, int64_t col0, TensorOptions opts = {});
 // Copies `values` into a new CPU tensor of `shape` (numel must match) of T's dtype, then moves
 // it to `device`.
 template <typename T>
