@@ -86,6 +86,21 @@ OutputMetas norm_grad_meta(const OpSchema& s, const char* name, bool layer) {
   return out;
 }
 
+// A norm gradient op's schema, meta and strategy (its kernel and samples are the caller's):
+// inputs (grad_output, input[, weight]), the forward's args, not differentiated again.
+OpInfo norm_grad_op(const char* name, bool layer) {
+  OpInfo op;
+  op.name = name;
+  op.input_names = {"grad_output", "input", "weight"};
+  op.schema_info.static_argnum = 1;
+  op.differentiable = false;
+  op.meta = [name, layer](const OpSchema& s) { return norm_grad_meta(s, name, layer); };
+  op.strategy = [layer](const OpSchema& s) {
+    return norm_rows(s, 1, 1 + int64_t{s.arg<bool>(2)} + int64_t{layer && s.arg<bool>(3)});
+  };
+  return op;
+}
+
 }  // namespace
 
 void register_norm_ops(Registry& registry) {
@@ -135,15 +150,7 @@ void register_norm_ops(Registry& registry) {
   registry.add(std::move(rms));
 
   // The gradient ops the backward formulas call (not differentiated again).
-  OpInfo ln_bw;
-  ln_bw.name = "layer_norm_backward";
-  ln_bw.input_names = {"grad_output", "input", "weight"};
-  ln_bw.schema_info.static_argnum = 1;
-  ln_bw.differentiable = false;
-  ln_bw.meta = [](const OpSchema& s) { return norm_grad_meta(s, "layer_norm_backward", true); };
-  ln_bw.strategy = [](const OpSchema& s) {
-    return norm_rows(s, 1, 1 + int64_t{s.arg<bool>(2)} + int64_t{s.arg<bool>(3)});
-  };
+  OpInfo ln_bw = norm_grad_op("layer_norm_backward", true);
   ln_bw.kernel = [](const KernelContext& c, absl::Span<const Tensor> l, absl::Span<Tensor> out) {
     const Shape& ns = c.arg<Shape>(1);
     const bool has_w = c.arg<bool>(2), has_b = c.arg<bool>(3);
@@ -166,13 +173,7 @@ void register_norm_ops(Registry& registry) {
   };
   registry.add(std::move(ln_bw));
 
-  OpInfo rms_bw;
-  rms_bw.name = "rms_norm_backward";
-  rms_bw.input_names = {"grad_output", "input", "weight"};
-  rms_bw.schema_info.static_argnum = 1;
-  rms_bw.differentiable = false;
-  rms_bw.meta = [](const OpSchema& s) { return norm_grad_meta(s, "rms_norm_backward", false); };
-  rms_bw.strategy = [](const OpSchema& s) { return norm_rows(s, 1, 1 + int64_t{s.arg<bool>(2)}); };
+  OpInfo rms_bw = norm_grad_op("rms_norm_backward", false);
   rms_bw.kernel = [](const KernelContext& c, absl::Span<const Tensor> l, absl::Span<Tensor> out) {
     const Shape& ns = c.arg<Shape>(1);
     const bool has_w = c.arg<bool>(2);
