@@ -4,6 +4,7 @@
 
 #include "ops/common/loops_cuda.cuh"
 #include "ops/elementwise/elementwise_cuda.h"
+#include "ops/elementwise/int_pow.h"
 
 namespace dtensor::detail {
 
@@ -30,18 +31,6 @@ __device__ __forceinline__ C mul_op(C a, C b) {
     return a && b;
   else
     return a * b;
-}
-template <typename C>
-__device__ __forceinline__ C int_pow(C x, int64_t e) {
-  using U = std::make_unsigned_t<C>;
-  U result = 1;
-  U base = static_cast<U>(x);
-  while (e > 0) {
-    if (e & 1) result *= base;
-    base *= base;
-    e >>= 1;
-  }
-  return static_cast<C>(result);
 }
 
 template <typename T>

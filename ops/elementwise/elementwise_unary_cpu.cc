@@ -11,6 +11,7 @@
 
 #include "ops/common/cpu_loops.h"
 #include "ops/elementwise/elementwise_kernels.h"
+#include "ops/elementwise/int_pow.h"
 
 // clang-format off: simd_config.h must precede Highway's headers.
 #include "ops/common/simd_config.h"
@@ -160,20 +161,6 @@ HWY_EXPORT(UnaryFloatRow);
 HWY_EXPORT(ActivationGradFloatRow);
 
 namespace {
-
-// x ** e for integers by repeated squaring (e >= 0; wraps on overflow like PyTorch's int math).
-template <typename C>
-C int_pow(C x, int64_t e) {
-  using U = std::make_unsigned_t<C>;
-  U result = 1;
-  U base = static_cast<U>(x);
-  while (e > 0) {
-    if (e & 1) result *= base;
-    base *= base;
-    e >>= 1;
-  }
-  return static_cast<C>(result);
-}
 
 bool is_vectorised(UnaryOp op) {
   switch (op) {
