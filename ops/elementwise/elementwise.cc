@@ -209,6 +209,36 @@ Tensor sqrt(const Tensor& x) { return float_math("sqrt", UnaryOp::kSqrt, x); }
 Tensor rsqrt(const Tensor& x) { return float_math("rsqrt", UnaryOp::kRsqrt, x); }
 Tensor sigmoid(const Tensor& x) { return float_math("sigmoid", UnaryOp::kSigmoid, x); }
 Tensor tanh(const Tensor& x) { return float_math("tanh", UnaryOp::kTanh, x); }
+Tensor sin(const Tensor& x) { return float_math("sin", UnaryOp::kSin, x); }
+Tensor cos(const Tensor& x) { return float_math("cos", UnaryOp::kCos, x); }
+Tensor tan(const Tensor& x) { return float_math("tan", UnaryOp::kTan, x); }
+Tensor erf(const Tensor& x) { return float_math("erf", UnaryOp::kErf, x); }
+Tensor exp2(const Tensor& x) { return float_math("exp2", UnaryOp::kExp2, x); }
+Tensor expm1(const Tensor& x) { return float_math("expm1", UnaryOp::kExpm1, x); }
+Tensor log1p(const Tensor& x) { return float_math("log1p", UnaryOp::kLog1p, x); }
+Tensor log2(const Tensor& x) { return float_math("log2", UnaryOp::kLog2, x); }
+Tensor log10(const Tensor& x) { return float_math("log10", UnaryOp::kLog10, x); }
+Tensor reciprocal(const Tensor& x) { return float_math("reciprocal", UnaryOp::kReciprocal, x); }
+
+namespace {
+// Rounding and sign keep the dtype (integers included: the identity for rounding).
+Tensor same_dtype_unary(std::string_view op, UnaryOp kind, const Tensor& x) {
+  detail::check_defined(op, x, "self");
+  check_not_bool(op, x.dtype(), "self");
+  return unary(op, kind, x, x.dtype());
+}
+}  // namespace
+Tensor floor(const Tensor& x) { return same_dtype_unary("floor", UnaryOp::kFloor, x); }
+Tensor ceil(const Tensor& x) { return same_dtype_unary("ceil", UnaryOp::kCeil, x); }
+Tensor round(const Tensor& x) { return same_dtype_unary("round", UnaryOp::kRound, x); }
+Tensor trunc(const Tensor& x) { return same_dtype_unary("trunc", UnaryOp::kTrunc, x); }
+Tensor sign(const Tensor& x) { return same_dtype_unary("sign", UnaryOp::kSign, x); }
+Tensor frac(const Tensor& x) {
+  detail::check_defined("frac", x, "self");
+  DT_CHECK(is_floating(x.dtype()), "[frac] argument self has dtype %s, expected a floating dtype",
+           dtype_name(x.dtype()));
+  return unary("frac", UnaryOp::kFrac, x, x.dtype());
+}
 
 Tensor pow(const Tensor& x, const Scalar& exponent) {
   detail::check_defined("pow", x, "self");

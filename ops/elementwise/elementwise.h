@@ -55,6 +55,28 @@ Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+// sin, cos, tan, erf, 2^x, exp(x) - 1, log(1 + x), log2, log10, 1/x: floating inputs keep their
+// dtype, integer and bool inputs give float32 (as exp). Computed by libm per element (not
+// vectorised yet).
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor exp2(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor log10(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+// Rounding: same dtype, the identity on integers (bool raises). round is half to even (as
+// PyTorch). frac(x) = x - trunc(x), floating only. sign(x) in {-1, 0, 1}, same dtype; sign(NaN)
+// is 0, as PyTorch.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
+Tensor frac(const Tensor& x);
+Tensor sign(const Tensor& x);
 // x ** exponent. The dtype is result_type(x, exponent): an integer tensor with an integer
 // exponent stays integer (negative integer exponents raise), a floating exponent gives float32.
 Tensor pow(const Tensor& x, const Scalar& exponent);
@@ -165,6 +187,22 @@ DTensor sqrt(const DTensor& x);
 DTensor rsqrt(const DTensor& x);
 DTensor sigmoid(const DTensor& x);
 DTensor tanh(const DTensor& x);
+DTensor sin(const DTensor& x);
+DTensor cos(const DTensor& x);
+DTensor tan(const DTensor& x);
+DTensor erf(const DTensor& x);
+DTensor exp2(const DTensor& x);
+DTensor expm1(const DTensor& x);
+DTensor log1p(const DTensor& x);
+DTensor log2(const DTensor& x);
+DTensor log10(const DTensor& x);
+DTensor reciprocal(const DTensor& x);
+DTensor floor(const DTensor& x);
+DTensor ceil(const DTensor& x);
+DTensor round(const DTensor& x);
+DTensor trunc(const DTensor& x);
+DTensor frac(const DTensor& x);
+DTensor sign(const DTensor& x);
 DTensor pow(const DTensor& x, const Scalar& exponent);
 DTensor relu(const DTensor& x);
 DTensor gelu(const DTensor& x, GeluApproximate approximate = GeluApproximate::kNone);

@@ -129,6 +129,45 @@ DTensorList silu_bw(const BackwardContext& c, Grads g) {
 DTensorList gelu_bw(const BackwardContext& c, Grads g) {
   return activation_bw(c, g, "gelu_backward", c.input(0));
 }
+// sin' = cos, cos' = -sin, tan' = 1 + tan^2, erf' = 2/sqrt(pi) exp(-x^2), (2^x)' = 2^x ln 2,
+// expm1' = out + 1, log1p' = 1 / (1 + x), log2' = 1 / (x ln 2), log10' = 1 / (x ln 10),
+// (1/x)' = -out^2; rounding and sign have zero gradient almost everywhere (as PyTorch), frac's is 1.
+DTensorList sin_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * cos(c.input(0)))};
+}
+DTensorList cos_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * -sin(c.input(0)))};
+}
+DTensorList tan_bw(const BackwardContext& c, Grads g) {
+  const DTensor& y = c.output(0);
+  return {for_input(c, 0, g[0] * (y * y + 1.0))};
+}
+DTensorList erf_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  return {for_input(c, 0, g[0] * exp(x * x * -1.0) * (2.0 / std::sqrt(M_PI)))};
+}
+DTensorList exp2_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * c.output(0) * M_LN2)};
+}
+DTensorList expm1_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * (c.output(0) + 1.0))};
+}
+DTensorList log1p_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] / (c.input(0) + 1.0))};
+}
+DTensorList log2_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] / (c.input(0) * M_LN2))};
+}
+DTensorList log10_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] / (c.input(0) * M_LN10))};
+}
+DTensorList reciprocal_bw(const BackwardContext& c, Grads g) {
+  const DTensor& y = c.output(0);
+  return {for_input(c, 0, g[0] * (y * y) * -1.0)};
+}
+DTensorList zero_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * 0.0)};
+}
 DTensorList cast_bw(const BackwardContext& c, Grads g) {
   return {cast(g[0], c.input_spec(0).dtype())};
 }
@@ -162,6 +201,22 @@ PointwiseGrad pointwise_grad(std::string_view name) {
       {"relu", {relu_bw, 0, kOut0}},
       {"silu", {silu_bw, kIn0}},
       {"gelu", {gelu_bw, kIn0}},
+      {"sin", {sin_bw, kIn0}},
+      {"cos", {cos_bw, kIn0}},
+      {"tan", {tan_bw, 0, kOut0}},
+      {"erf", {erf_bw, kIn0}},
+      {"exp2", {exp2_bw, 0, kOut0}},
+      {"expm1", {expm1_bw, 0, kOut0}},
+      {"log1p", {log1p_bw, kIn0}},
+      {"log2", {log2_bw, kIn0}},
+      {"log10", {log10_bw, kIn0}},
+      {"reciprocal", {reciprocal_bw, 0, kOut0}},
+      {"floor", {zero_bw, 0}},
+      {"ceil", {zero_bw, 0}},
+      {"round", {zero_bw, 0}},
+      {"trunc", {zero_bw, 0}},
+      {"sign", {zero_bw, 0}},
+      {"frac", {same_bw}},
       {"cast", {cast_bw}},
       {"add_", {add_bw}},
       {"sub_", {sub_bw}},

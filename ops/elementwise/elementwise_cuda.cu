@@ -168,6 +168,38 @@ void float_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& p
       });
     case UnaryOp::kSilu:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x / (C(1) + exp(-x)); });
+    case UnaryOp::kSin:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return sin(x); });
+    case UnaryOp::kCos:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return cos(x); });
+    case UnaryOp::kTan:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return tan(x); });
+    case UnaryOp::kErf:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return erf(x); });
+    case UnaryOp::kExp2:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return exp2(x); });
+    case UnaryOp::kExpm1:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return expm1(x); });
+    case UnaryOp::kLog1p:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return log1p(x); });
+    case UnaryOp::kLog2:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return log2(x); });
+    case UnaryOp::kLog10:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return log10(x); });
+    case UnaryOp::kReciprocal:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return C(1) / x; });
+    case UnaryOp::kFloor:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return floor(x); });
+    case UnaryOp::kCeil:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return ceil(x); });
+    case UnaryOp::kRound:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return rint(x); });
+    case UnaryOp::kTrunc:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return trunc(x); });
+    case UnaryOp::kFrac:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x - trunc(x); });
+    case UnaryOp::kSign:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0)); });
     case UnaryOp::kPow: {
       const C e = param.to<C>();
       if (e == C(2)) return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x * x; });
@@ -187,6 +219,13 @@ void int_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& par
       return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return x < 0 ? -x : x; });
     case UnaryOp::kRelu:
       return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return x < 0 ? 0 : x; });
+    case UnaryOp::kFloor:  // rounding an integer is the identity
+    case UnaryOp::kCeil:
+    case UnaryOp::kRound:
+    case UnaryOp::kTrunc:
+      return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return x; });
+    case UnaryOp::kSign:
+      return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return T((x > 0) - (x < 0)); });
     case UnaryOp::kPow: {
       const int64_t e = param.to_int();
       return gpu_kernel<T, T>(out, in, [e] __device__(T x) -> T { return int_pow(x, e); });

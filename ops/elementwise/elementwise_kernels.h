@@ -13,7 +13,9 @@ namespace dtensor::detail {
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum };
 enum class CompareOp : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 enum class UnaryOp : uint8_t {
-  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kSigmoid, kTanh, kRelu, kGelu, kGeluTanh, kSilu, kPow
+  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kSigmoid, kTanh, kRelu, kGelu, kGeluTanh, kSilu, kPow,
+  kSin, kCos, kTan, kErf, kExp2, kExpm1, kLog1p, kLog2, kLog10, kReciprocal,
+  kFloor, kCeil, kRound, kTrunc, kFrac, kSign
 };
 
 // out = a op b (all one dtype).

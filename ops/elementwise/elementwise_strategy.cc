@@ -95,10 +95,13 @@ struct PointwiseDef {
 // the op needs them (division, log, sqrt); the runtime scalar 2 and the static result dtype.
 std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
   const std::string_view name = def.name;
-  const bool positive = name.starts_with("div") || name.starts_with("rdiv") || name == "log" ||
-                        name == "sqrt" || name == "rsqrt";
-  const double low = positive ? 1 : -5;
-  auto in = [&](Shape shape) { return detail::sample(std::move(shape), kFloat64, low, 5); };
+  const bool positive = name.starts_with("div") || name.starts_with("rdiv") ||
+                        name.starts_with("log") || name == "sqrt" || name == "rsqrt" ||
+                        name == "reciprocal";
+  // tan: inside (-pi/2, pi/2), away from its poles.
+  const double low = positive ? 1 : name == "tan" ? -1.2 : -5;
+  const double high = name == "tan" ? 1.2 : 5;
+  auto in = [&](Shape shape) { return detail::sample(std::move(shape), kFloat64, low, high); };
   ArgList args;
   if (def.dtype == DTypeRule::kArg && def.static_argnum == 1) {
     args = {2.0, kFloat64};
@@ -242,6 +245,22 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {"rsqrt", 1, L::kNone, D::kFloatSame, DT_UNARY(rsqrt)});
   add_pointwise(reg, {"sigmoid", 1, L::kNone, D::kFloatSame, DT_UNARY(sigmoid)});
   add_pointwise(reg, {"tanh", 1, L::kNone, D::kFloatSame, DT_UNARY(tanh)});
+  add_pointwise(reg, {"sin", 1, L::kNone, D::kFloatSame, DT_UNARY(sin)});
+  add_pointwise(reg, {"cos", 1, L::kNone, D::kFloatSame, DT_UNARY(cos)});
+  add_pointwise(reg, {"tan", 1, L::kNone, D::kFloatSame, DT_UNARY(tan)});
+  add_pointwise(reg, {"erf", 1, L::kNone, D::kFloatSame, DT_UNARY(erf)});
+  add_pointwise(reg, {"exp2", 1, L::kNone, D::kFloatSame, DT_UNARY(exp2)});
+  add_pointwise(reg, {"expm1", 1, L::kNone, D::kFloatSame, DT_UNARY(expm1)});
+  add_pointwise(reg, {"log1p", 1, L::kNone, D::kFloatSame, DT_UNARY(log1p)});
+  add_pointwise(reg, {"log2", 1, L::kNone, D::kFloatSame, DT_UNARY(log2)});
+  add_pointwise(reg, {"log10", 1, L::kNone, D::kFloatSame, DT_UNARY(log10)});
+  add_pointwise(reg, {"reciprocal", 1, L::kNone, D::kFloatSame, DT_UNARY(reciprocal)});
+  add_pointwise(reg, {"floor", 1, L::kNone, D::kSame, DT_UNARY(floor)});
+  add_pointwise(reg, {"ceil", 1, L::kNone, D::kSame, DT_UNARY(ceil)});
+  add_pointwise(reg, {"round", 1, L::kNone, D::kSame, DT_UNARY(round)});
+  add_pointwise(reg, {"trunc", 1, L::kNone, D::kSame, DT_UNARY(trunc)});
+  add_pointwise(reg, {"frac", 1, L::kNone, D::kSame, DT_UNARY(frac)});
+  add_pointwise(reg, {"sign", 1, L::kNone, D::kSame, DT_UNARY(sign)});
   // Their gradients, one fused kernel each (the backward formulas call them): linear in grad.
   add_pointwise(reg, {.name = "gelu_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
                       .dtype = D::kSame,

@@ -198,6 +198,40 @@ void float_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
       return cpu_kernel<T, T>(it, [](C a) -> C { return C(1) / std::sqrt(a); });
     case UnaryOp::kRelu:  // written so that NaN passes through
       return cpu_kernel<T, T>(it, [](C a) -> C { return a < C(0) ? C(0) : a; });
+    // Not vectorised yet: libm per element (round: half to even under the default rounding
+    // mode, as PyTorch; sign(NaN) = 0, as PyTorch).
+    case UnaryOp::kSin:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::sin(a); });
+    case UnaryOp::kCos:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::cos(a); });
+    case UnaryOp::kTan:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::tan(a); });
+    case UnaryOp::kErf:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::erf(a); });
+    case UnaryOp::kExp2:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::exp2(a); });
+    case UnaryOp::kExpm1:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::expm1(a); });
+    case UnaryOp::kLog1p:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::log1p(a); });
+    case UnaryOp::kLog2:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::log2(a); });
+    case UnaryOp::kLog10:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::log10(a); });
+    case UnaryOp::kReciprocal:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return C(1) / a; });
+    case UnaryOp::kFloor:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::floor(a); });
+    case UnaryOp::kCeil:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::ceil(a); });
+    case UnaryOp::kRound:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::nearbyint(a); });
+    case UnaryOp::kTrunc:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::trunc(a); });
+    case UnaryOp::kFrac:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return a - std::trunc(a); });
+    case UnaryOp::kSign:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return a > C(0) ? C(1) : (a < C(0) ? C(-1) : C(0)); });
     case UnaryOp::kPow: {
       const C e = param.to<C>();
       if (e == C(2)) return cpu_kernel<T, T>(it, [](C a) -> C { return a * a; });
@@ -221,6 +255,13 @@ void int_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
       return cpu_kernel<T, T>(it, [](C a) -> C { return a < 0 ? -a : a; });
     case UnaryOp::kRelu:
       return cpu_kernel<T, T>(it, [](C a) -> C { return a < 0 ? 0 : a; });
+    case UnaryOp::kFloor:  // rounding an integer is the identity
+    case UnaryOp::kCeil:
+    case UnaryOp::kRound:
+    case UnaryOp::kTrunc:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return a; });
+    case UnaryOp::kSign:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return C((a > 0) - (a < 0)); });
     case UnaryOp::kPow: {
       const int64_t e = param.to_int();
       return cpu_kernel<T, T>(it, [e](C a) -> C { return int_pow(a, e); });

@@ -75,11 +75,26 @@ TEST_CASE("cuda elementwise: unary math and activations", "[gpu][elementwise]") 
       check_matches(sigmoid(g), sigmoid(x));
       check_matches(tanh(g), tanh(x));
       check_matches(relu(g), relu(x));
+    check_matches(dtensor::floor(g), dtensor::floor(x));
+    check_matches(dtensor::sign(g), dtensor::sign(x));
       check_matches(gelu(g), gelu(x));
       check_matches(gelu(g, GeluApproximate::kTanh), gelu(x, GeluApproximate::kTanh));
       check_matches(silu(g), silu(x));
       check_matches(pow(g, Scalar(2)), pow(x, Scalar(2)));
       check_matches(pow(abs(g), Scalar(0.5)), pow(abs(x), Scalar(0.5)));
+      using UnaryFn = Tensor (*)(const Tensor&);
+      for (UnaryFn f : {UnaryFn(&dtensor::sin), UnaryFn(&dtensor::cos), UnaryFn(&dtensor::erf),
+                        UnaryFn(&dtensor::exp2), UnaryFn(&dtensor::expm1),
+                        UnaryFn(&dtensor::floor), UnaryFn(&dtensor::ceil),
+                        UnaryFn(&dtensor::round), UnaryFn(&dtensor::trunc),
+                        UnaryFn(&dtensor::frac), UnaryFn(&dtensor::sign)}) {
+        check_matches(f(g), f(x));
+      }
+      check_matches(dtensor::tan(g * Scalar(0.5)), dtensor::tan(x * Scalar(0.5)));
+      for (UnaryFn f : {UnaryFn(&dtensor::log1p), UnaryFn(&dtensor::log2),
+                        UnaryFn(&dtensor::log10), UnaryFn(&dtensor::reciprocal)}) {
+        check_matches(f(abs(g) + Scalar(0.1)), f(abs(x) + Scalar(0.1)));
+      }
     }
   }
   for (DType d : {kInt32, kInt64}) {
