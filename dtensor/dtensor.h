@@ -53,3 +53,7 @@
 
 // Optimizers.
 #include "optim/optimizer.h"
+
+// Distributed checkpoint.
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/train_state.h"
