@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <isa-l/crc.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -98,6 +98,34 @@ void File::pwrite_all(const void* buf, size_t n, uint64_t offset) const {
   }
 }
 
+namespace {
+constexpr size_t kCrcBlock = size_t{4} << 20;
+}  // namespace
+
+uint32_t File::pread_all_crc(void* buf, size_t n, uint64_t offset) const {
+  char* p = static_cast<char*>(buf);
+  uint32_t crc = 0;
+  for (size_t done = 0; done < n;) {
+    const size_t len = std::min(kCrcBlock, n - done);
+    pread_all(p + done, len, offset + done);
+    crc = ::crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(p + done), len);
+    done += len;
+  }
+  return crc;
+}
+
+uint32_t File::pwrite_all_crc(const void* buf, size_t n, uint64_t offset) const {
+  const char* p = static_cast<const char*>(buf);
+  uint32_t crc = 0;
+  for (size_t done = 0; done < n;) {
+    const size_t len = std::min(kCrcBlock, n - done);
+    pwrite_all(p + done, len, offset + done);
+    crc = ::crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(p + done), len);
+    done += len;
+  }
+  return crc;
+}
+
 void File::sync() const {
   if (::fsync(fd_) != 0) fail_errno(op_, path_, "cannot fsync");
 }
@@ -152,11 +180,6 @@ bool directory_is_empty(const std::string& path, std::string_view op) {
   const bool empty = std::filesystem::is_empty(path, ec);
   DT_CHECK(!ec, "[%s] cannot list '%s': %s", op, path, ec.message());
   return empty;
-}
-
-uint32_t crc32(const void* data, size_t n) {
-  uLong crc = ::crc32_z(0L, Z_NULL, 0);
-  return static_cast<uint32_t>(::crc32_z(crc, static_cast<const Bytef*>(data), n));
 }
 
 }  // namespace dtensor::checkpoint::detail

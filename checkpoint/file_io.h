@@ -27,6 +27,11 @@ class File {
   // Reads exactly n bytes at `offset`; throws "... truncated" when the file ends first.
   void pread_all(void* buf, size_t n, uint64_t offset) const;
   void pwrite_all(const void* buf, size_t n, uint64_t offset) const;
+  // The same, returning the CRC-32 of the bytes (zlib's CRC-32, the gzip/PNG polynomial; ISA-L computes it): the transfer goes in blocks of a few MB and
+  // each block is checksummed right after it moved, while it is still in the CPU cache (one
+  // pass over memory instead of two).
+  uint32_t pread_all_crc(void* buf, size_t n, uint64_t offset) const;
+  uint32_t pwrite_all_crc(const void* buf, size_t n, uint64_t offset) const;
   // fsync(2): the data is on disk before the checkpoint is committed.
   void sync() const;
 
@@ -52,8 +57,5 @@ void swap_into_place(const std::string& from, const std::string& to, std::string
 std::string parent_directory(const std::string& path);
 // Whether a directory has no entries.
 bool directory_is_empty(const std::string& path, std::string_view op);
-
-// CRC-32 (zlib's, the polynomial of gzip and PNG) of n bytes, any n.
-uint32_t crc32(const void* data, size_t n);
 
 }  // namespace dtensor::checkpoint::detail

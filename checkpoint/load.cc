@@ -86,8 +86,7 @@ Tensor read_chunk(const std::string& dir, const std::string& name, const TensorI
            dtype_name(e->second.dtype), absl::StrJoin(e->second.shape, ", "),
            dtype_name(info.dtype), absl::StrJoin(c.shape, ", "));
   Tensor buf = into_dst ? dst : empty(c.shape, info.dtype);
-  f.file.pread_all(buf.data_ptr(), buf.nbytes(), e->second.begin);
-  const uint32_t crc = detail::crc32(buf.data_ptr(), buf.nbytes());
+  const uint32_t crc = f.file.pread_all_crc(buf.data_ptr(), buf.nbytes(), e->second.begin);
   DT_CHECK(crc == c.crc32,
            "[%s] file '%s' entry '%s' is corrupt: CRC-32 0x%08x, the index says 0x%08x", kOp, path,
            c.entry, crc, c.crc32);

@@ -67,7 +67,6 @@ std::vector<uint32_t> write_safetensors(const std::string& path,
                     {"shape", json(std::vector<int64_t>(t.shape().begin(), t.shape().end()))},
                     {"data_offsets", {offset, offset + n}}};
     offset += n;
-    crcs.push_back(crc32(t.data_ptr(), n));
   }
   header["__metadata__"] = {{"format", "pt"}, {"writer", "dtensor"}};
   std::string text = header.dump();
@@ -81,7 +80,7 @@ std::vector<uint32_t> write_safetensors(const std::string& path,
   f.pwrite_all(prefix.data(), prefix.size(), 0);
   uint64_t pos = prefix.size();
   for (const auto& [name, t] : entries) {
-    f.pwrite_all(t.data_ptr(), t.nbytes(), pos);
+    crcs.push_back(f.pwrite_all_crc(t.data_ptr(), t.nbytes(), pos));
     pos += t.nbytes();
   }
   f.sync();

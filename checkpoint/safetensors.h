@@ -23,7 +23,7 @@ std::string_view safetensors_dtype(DType dtype);
 std::optional<DType> dtype_from_safetensors(std::string_view name);
 
 // Writes `entries` (name, contiguous CPU tensor) in order, fsyncs the file, and returns the
-// CRC-32 of each entry's bytes (computed from memory before writing).
+// CRC-32 of each entry's bytes.
 std::vector<uint32_t> write_safetensors(const std::string& path,
                                         const std::vector<std::pair<std::string, Tensor>>& entries,
                                         std::string_view op);

@@ -18,6 +18,8 @@
 #   CALLGRIND [1]               0 skips the valgrind instruction counts of cache-hit dispatches
 #   CALLGRIND_OPS ["add mm sum transpose"]  ops counted under callgrind (cache hit and
 #                               autograd recording)
+#   CKPT_MB [256]               model size in bench_checkpoint (written to CKPT_DIR)
+#   CKPT_DIR [/tmp/dtensor_bench_ckpt]  where bench_checkpoint writes (the disk measured)
 #   DOC [docs/PERFORMANCE.md]   the file rewritten
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +34,7 @@ CALLGRIND=${CALLGRIND:-1}
 DOC=${DOC:-docs/PERFORMANCE.md}
 RES="$BUILD_DIR/benchmarks/results"
 TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_strategy
-bench_collective_check"
+bench_collective_check bench_checkpoint"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=OFF >/dev/null
@@ -97,7 +99,7 @@ if [ "$CALLGRIND" != 0 ] && command -v valgrind >/dev/null; then
   done
 fi
 
-run collective_check $MPIRUN -np "$NP" "$B/collectives/bench_collective_check" \
+run collective_check $MPIRUN -np "$NP" "$B/collectives/bench_collective_check bench_checkpoint" \
   --json "$RES/bench_collective_check.jsonl"
 run redistribute $MPIRUN -np "$NP" "$B/redistribute/bench_redistribute" \
   --max-bytes "$REDIST_MAX_BYTES" --json "$RES/bench_redistribute.jsonl"
@@ -109,6 +111,10 @@ for np in $TP_RANKS; do
 done
 run strategy $MPIRUN -np 4 "$B/dispatch/bench_strategy" --json "$RES/bench_strategy.jsonl"
 run rng "$B/rng/bench_rng" "$RNG_MAX_MB" 0.3 --json "$RES/bench_rng.jsonl"
+for np in 1 2; do
+  run "checkpoint_np$np" $MPIRUN -np "$np" "$B/checkpoint/bench_checkpoint" --mb "${CKPT_MB:-256}" \
+    --dir "${CKPT_DIR:-/tmp/dtensor_bench_ckpt}" --json "$RES/bench_checkpoint_np$np.jsonl"
+done
 T1=$(date +%s)
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 

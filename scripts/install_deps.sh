@@ -9,7 +9,7 @@ packages=(
   libabsl-dev
   catch2
   libopenblas-dev
-  nlohmann-json3-dev zlib1g-dev
+  nlohmann-json3-dev libisal-dev
 )
 
 missing=()
