@@ -99,31 +99,36 @@ void File::pwrite_all(const void* buf, size_t n, uint64_t offset) const {
 }
 
 namespace {
-constexpr size_t kCrcBlock = size_t{4} << 20;
-}  // namespace
 
-uint32_t File::pread_all_crc(void* buf, size_t n, uint64_t offset) const {
-  char* p = static_cast<char*>(buf);
+// Moves n bytes in blocks of a few MB with `move(index in p, length, file offset)` and
+// checksums each block right after it moved, while it is still in the CPU cache.
+template <typename Move>
+uint32_t transfer_with_crc(const char* p, size_t n, uint64_t offset, Move&& move) {
+  constexpr size_t kBlock = size_t{4} << 20;
   uint32_t crc = 0;
   for (size_t done = 0; done < n;) {
-    const size_t len = std::min(kCrcBlock, n - done);
-    pread_all(p + done, len, offset + done);
+    const size_t len = std::min(kBlock, n - done);
+    move(done, len, offset + done);
     crc = ::crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(p + done), len);
     done += len;
   }
   return crc;
 }
 
+}  // namespace
+
+uint32_t File::pread_all_crc(void* buf, size_t n, uint64_t offset) const {
+  char* p = static_cast<char*>(buf);
+  return transfer_with_crc(p, n, offset, [&](size_t at, size_t len, uint64_t off) {
+    pread_all(p + at, len, off);
+  });
+}
+
 uint32_t File::pwrite_all_crc(const void* buf, size_t n, uint64_t offset) const {
   const char* p = static_cast<const char*>(buf);
-  uint32_t crc = 0;
-  for (size_t done = 0; done < n;) {
-    const size_t len = std::min(kCrcBlock, n - done);
-    pwrite_all(p + done, len, offset + done);
-    crc = ::crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(p + done), len);
-    done += len;
-  }
-  return crc;
+  return transfer_with_crc(p, n, offset, [&](size_t at, size_t len, uint64_t off) {
+    pwrite_all(p + at, len, off);
+  });
 }
 
 void File::sync() const {
