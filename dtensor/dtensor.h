@@ -54,3 +54,7 @@
 
 // Optimizers.
 #include "optim/optimizer.h"
+
+// Distributed checkpoint.
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/train_state.h"

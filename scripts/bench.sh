@@ -21,6 +21,8 @@
 #   TORCH_VENV [/tmp/dtensor-torch-venv]  when its python imports torch, the local-kernel
 #                               benchmark also runs under PyTorch (nothing is installed here:
 #                               scripts/bench_kernels_vs_pytorch.sh creates the environment)
+#   CKPT_MB [256]               model size in bench_checkpoint (written to CKPT_DIR)
+#   CKPT_DIR [/tmp/dtensor_bench_ckpt]  where bench_checkpoint writes (the disk measured)
 #   DOC [docs/PERFORMANCE.md]   the file rewritten
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +37,7 @@ CALLGRIND=${CALLGRIND:-1}
 DOC=${DOC:-docs/PERFORMANCE.md}
 RES="$BUILD_DIR/benchmarks/results"
 TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_strategy
-bench_collective_check bench_kernels"
+bench_collective_check bench_kernels bench_checkpoint"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=OFF >/dev/null
@@ -119,6 +121,10 @@ if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   run kernels_torch "$TORCH_PY" "$ROOT/benchmarks/kernels/bench_kernels_torch.py" \
     --json "$RES/kernels_torch.r1.jsonl"
 fi
+for np in 1 2; do
+  run "checkpoint_np$np" $MPIRUN -np "$np" "$B/checkpoint/bench_checkpoint" --mb "${CKPT_MB:-256}" \
+    --dir "${CKPT_DIR:-/tmp/dtensor_bench_ckpt}" --json "$RES/bench_checkpoint_np$np.jsonl"
+done
 T1=$(date +%s)
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 

@@ -10,6 +10,7 @@ packages=(
   catch2
   libopenblas-dev
   libhwy-dev libsleef-dev
+  nlohmann-json3-dev libisal-dev
 )
 
 missing=()

@@ -1,0 +1,176 @@
+#include "checkpoint/index.h"
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "checkpoint/file_io.h"
+#include "checkpoint/safetensors.h"
+#include "tensor/error.h"
+
+namespace dtensor::checkpoint::detail {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kFormat = "dtensor-checkpoint";
+constexpr int kVersion = 1;
+
+json chunk_to_json(const ChunkInfo& c) {
+  return {{"file", c.file},
+          {"entry", c.entry},
+          {"offset", std::vector<int64_t>(c.offset.begin(), c.offset.end())},
+          {"shape", std::vector<int64_t>(c.shape.begin(), c.shape.end())},
+          {"crc32", c.crc32}};
+}
+
+// Reads a JSON array of non-negative integers into a Shape; false when it is not one.
+bool read_dims(const json& j, Shape& out) {
+  if (!j.is_array()) return false;
+  out.clear();
+  for (const auto& v : j) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > (uint64_t{1} << 62)) return false;
+    out.push_back(v.get<int64_t>());
+  }
+  return true;
+}
+
+ChunkInfo chunk_from_json(const json& j, const std::string& where) {
+  ChunkInfo c;
+  DT_CHECK(j.is_object() && j.contains("file") && j["file"].is_string() && j.contains("entry") &&
+               j["entry"].is_string() && j.contains("offset") && read_dims(j["offset"], c.offset) &&
+               j.contains("shape") && read_dims(j["shape"], c.shape) && j.contains("crc32") &&
+               j["crc32"].is_number_unsigned() && j["crc32"].get<uint64_t>() <= 0xffffffffu,
+           "%s: a chunk lacks file, entry, offset, shape or crc32", where);
+  c.file = j["file"].get<std::string>();
+  c.entry = j["entry"].get<std::string>();
+  c.crc32 = j["crc32"].get<uint32_t>();
+  return c;
+}
+
+// Chunks inside the global shape, with the tensor's rank, adding up to its element count (the
+// writer never produces overlapping chunks, so the count proves they cover it).
+void validate(const std::string& name, const TensorInfo& t, const std::string& where) {
+  int64_t covered = 0;
+  for (const ChunkInfo& c : t.chunks) {
+    DT_CHECK(is_plain_file_name(c.file),
+             "%s: tensor '%s' names file '%s', which is not a plain file name inside the "
+             "checkpoint directory",
+             where, name, c.file);
+    DT_CHECK(c.offset.size() == t.shape.size() && c.shape.size() == t.shape.size(),
+             "%s: tensor '%s' of shape [%s] has a chunk of rank %d", where, name,
+             absl::StrJoin(t.shape, ", "), c.shape.size());
+    int64_t n = 1;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      DT_CHECK(c.offset[d] + c.shape[d] <= t.shape[d],
+               "%s: tensor '%s' of shape [%s] has a chunk at offset [%s] of shape [%s] outside it",
+               where, name, absl::StrJoin(t.shape, ", "), absl::StrJoin(c.offset, ", "),
+               absl::StrJoin(c.shape, ", "));
+      n *= c.shape[d];
+    }
+    covered += n;
+  }
+  const int64_t numel = shape_numel(t.shape, "checkpoint::read_index");
+  DT_CHECK(covered == numel, "%s: the chunks of tensor '%s' hold %d elements, expected %d", where,
+           name, covered, numel);
+}
+
+}  // namespace
+
+std::string rank_file_name(int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "rank-%05d.safetensors", rank);
+  return buf;
+}
+
+std::string chunk_entry_name(const std::string& tensor, IntSpan offset) {
+  return absl::StrCat(tensor, "#", absl::StrJoin(offset, ","));
+}
+
+bool is_plain_file_name(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+}
+
+std::string index_to_json(const std::map<std::string, TensorInfo>& index, int world_size) {
+  json tensors = json::object();
+  // Hugging Face's model.safetensors.index.json maps each entry to its file; keeping that map
+  // lets their sharded-checkpoint tools list the files' entries.
+  json weight_map = json::object();
+  for (const auto& [name, t] : index) {
+    json chunks = json::array();
+    for (const ChunkInfo& c : t.chunks) {
+      chunks.push_back(chunk_to_json(c));
+      weight_map[c.entry] = c.file;
+    }
+    tensors[name] = {{"dtype", safetensors_dtype(t.dtype)},
+                     {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+                     {"chunks", std::move(chunks)}};
+  }
+  const json doc = {{"metadata", {{"format", kFormat}, {"version", kVersion},
+                                  {"world_size", world_size}}},
+                    {"weight_map", std::move(weight_map)},
+                    {"tensors", std::move(tensors)}};
+  return doc.dump(1);
+}
+
+std::map<std::string, TensorInfo> index_from_json(const std::string& text,
+                                                  const std::string& path) {
+  const std::string where = absl::StrCat("[checkpoint::read_index] index '", path, "'");
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  DT_CHECK(doc.is_object() && doc.contains("metadata") && doc["metadata"].is_object() &&
+               doc["metadata"].value("format", "") == kFormat && doc.contains("tensors") &&
+               doc["tensors"].is_object(),
+           "%s is corrupt: not a %s index JSON", where, kFormat);
+  const int version = doc["metadata"].value("version", 0);
+  DT_CHECK(version == kVersion, "%s has format version %d; this build reads version %d", where,
+           version, kVersion);
+  std::map<std::string, TensorInfo> index;
+  for (const auto& [name, j] : doc["tensors"].items()) {
+    TensorInfo t;
+    DT_CHECK(j.is_object() && j.contains("dtype") && j["dtype"].is_string() &&
+                 j.contains("shape") && read_dims(j["shape"], t.shape) && j.contains("chunks") &&
+                 j["chunks"].is_array(),
+             "%s is corrupt: tensor '%s' lacks dtype, shape or chunks", where, name);
+    const auto dtype = dtype_from_safetensors(j["dtype"].get<std::string>());
+    DT_CHECK(dtype.has_value(), "%s: tensor '%s' has unknown dtype '%s'", where, name,
+             j["dtype"].get<std::string>());
+    t.dtype = *dtype;
+    for (const auto& c : j["chunks"]) t.chunks.push_back(chunk_from_json(c, where));
+    validate(name, t, where);
+    index.emplace(name, std::move(t));
+  }
+  return index;
+}
+
+std::string records_to_json(const ChunkRecords& records) {
+  json out = json::array();
+  for (const auto& [name, c] : records) out.push_back({{"name", name}, {"chunk", chunk_to_json(c)}});
+  return out.dump();
+}
+
+ChunkRecords records_from_json(const std::string& text) {
+  const json in = json::parse(text);
+  ChunkRecords out;
+  for (const auto& r : in) {
+    out.emplace_back(r["name"].get<std::string>(), chunk_from_json(r["chunk"], "[checkpoint::save]"));
+  }
+  return out;
+}
+
+}  // namespace dtensor::checkpoint::detail
+
+namespace dtensor::checkpoint {
+
+std::map<std::string, TensorInfo> read_index(const std::string& dir) {
+  const std::string path = absl::StrCat(dir, "/", detail::kIndexFile);
+  const detail::File f = detail::File::open_read(path, "checkpoint::read_index");
+  std::string text(f.size(), '\0');
+  f.pread_all(text.data(), text.size(), 0);
+  return detail::index_from_json(text, path);
+}
+
+}  // namespace dtensor::checkpoint

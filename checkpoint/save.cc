@@ -1,0 +1,136 @@
+// checkpoint::save: validate and agree, write each rank's chunks into "<dir>.tmp", let rank 0
+// assemble the index from every rank's chunk records, then swap the directory into place.
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+#include <bit>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/index.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/world.h"
+#include "collectives/runtime.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+#include "tensor/stable_hash.h"
+
+namespace dtensor::checkpoint {
+
+namespace {
+
+constexpr std::string_view kOp = "checkpoint::save";
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; the checkpoint writes memory as it lies");
+
+// Every rank must save the same names, in the same order, with the same global shapes, dtypes
+// and layouts, or the index would mix tensors: compare a stable hash of them over the world.
+void check_same_state_everywhere(const StateDict& state) {
+  uint64_t h = kStableHashSeed;
+  for (const auto& [name, t] : state) {
+    // A self mesh names this rank, so only its tensor's shape and dtype are compared.
+    const std::string s =
+        is_self_mesh(t.device_mesh())
+            ? absl::StrCat(name, "|self|", absl::StrJoin(t.shape(), ","), "|", std::string(dtype_name(t.dtype())))
+            : absl::StrCat(name, "|", t.spec().str());
+    h = stable_hash(s.data(), s.size(), h);
+  }
+  // Compared as min == max of the hash (two int64 all_reduces; the sign bit is irrelevant).
+  Tensor lo = from_vector(std::vector<int64_t>{static_cast<int64_t>(h)}, {1});
+  Tensor hi = lo.clone();
+  const CommunicatorPtr comm = world_communicator();
+  comm->all_reduce(lo, ReduceOp::kMin)->wait();
+  comm->all_reduce(hi, ReduceOp::kMax)->wait();
+  DT_CHECK(lo.item<int64_t>() == hi.item<int64_t>(),
+           "[%s] the ranks save different states (names, order, shapes, dtypes or placements "
+           "differ): every rank must pass the same state",
+           kOp);
+}
+
+// Rank 0 only: `dir` must be absent, empty, or a previous checkpoint (it is replaced); then a
+// fresh "<dir>.tmp" (a leftover of an interrupted save is removed).
+void prepare_directory(const std::string& dir, const std::string& tmp) {
+  if (detail::path_exists(dir)) {
+    DT_CHECK(detail::is_directory(dir), "[%s] '%s' exists and is not a directory", kOp, dir);
+    DT_CHECK(detail::path_exists(absl::StrCat(dir, "/", detail::kIndexFile)) ||
+                 detail::directory_is_empty(dir, kOp),
+             "[%s] '%s' exists and is not a checkpoint (no %s): refusing to replace it", kOp, dir,
+             detail::kIndexFile);
+  }
+  detail::remove_tree(tmp, kOp);
+  detail::make_directory(tmp, kOp);
+}
+
+// Writes the chunks this rank owns into its file in `tmp`; returns their records.
+detail::ChunkRecords write_own_chunks(const StateDict& state, const std::string& tmp) {
+  std::vector<std::pair<std::string, Tensor>> entries;
+  detail::ChunkRecords records;
+  const std::string file = detail::rank_file_name(world_rank());
+  for (const auto& [name, t] : state) {
+    const detail::Region r = detail::local_region(t);
+    if (!r.writes || shape_numel(r.shape) == 0) continue;
+    ChunkInfo c{file, detail::chunk_entry_name(name, r.offset), r.offset, r.shape, 0};
+    entries.emplace_back(c.entry, t.to_local().to(Device()).contiguous());
+    records.emplace_back(name, std::move(c));
+  }
+  if (entries.empty()) return records;  // nothing owned: no file
+  const std::vector<uint32_t> crcs =
+      detail::write_safetensors(absl::StrCat(tmp, "/", file), entries, kOp);
+  for (size_t i = 0; i < records.size(); ++i) records[i].second.crc32 = crcs[i];
+  return records;
+}
+
+// Rank 0 only: the index from the state's global metadata and every rank's records.
+void write_index(const StateDict& state, const std::vector<std::string>& all_records,
+                 const std::string& tmp) {
+  std::map<std::string, TensorInfo> index;
+  for (const auto& [name, t] : state) index[name] = TensorInfo{t.shape(), t.dtype(), {}};
+  for (const std::string& text : all_records) {
+    for (auto& [name, c] : detail::records_from_json(text)) index[name].chunks.push_back(c);
+  }
+  const std::string path = absl::StrCat(tmp, "/", detail::kIndexFile);
+  const std::string text = detail::index_to_json(index, world_size());
+  // Validate what we wrote as a reader will (coverage of every tensor by its chunks).
+  detail::index_from_json(text, path);
+  const detail::File f = detail::File::create(path, kOp);
+  f.pwrite_all(text.data(), text.size(), 0);
+  f.sync();
+  detail::sync_directory(tmp, kOp);
+}
+
+}  // namespace
+
+void save(const StateDict& state, const std::string& dir_arg, const SaveOptions& options) {
+  const DeviceMesh world = detail::world_mesh();
+  const bool root = world_rank() == 0;
+  std::string dir, tmp;
+  detail::run_on_all_ranks(world, [&] {
+    dir = detail::normalize_dir(dir_arg, kOp);
+    tmp = dir + ".tmp";
+    detail::validate_state(state, kOp);
+  });
+  detail::run_on_all_ranks(world, [&] { check_same_state_everywhere(state); });
+  detail::run_on_all_ranks(world, [&] {
+    if (root) prepare_directory(dir, tmp);
+  });
+  detail::ChunkRecords mine;
+  detail::run_on_all_ranks(world, [&] { mine = write_own_chunks(state, tmp); });
+  const std::vector<std::string> all_records =
+      detail::all_gather_strings(detail::records_to_json(mine));
+  detail::run_on_all_ranks(world, [&] {
+    if (root) write_index(state, all_records, tmp);
+  });
+  if (options.before_commit) options.before_commit();
+  // No rank may commit before every rank got here (a rank that died in before_commit, or
+  // before, leaves the previous checkpoint in place).
+  world_communicator()->barrier()->wait();
+  detail::run_on_all_ranks(world, [&] {
+    if (!root) return;
+    detail::swap_into_place(tmp, dir, kOp);
+    detail::sync_directory(detail::parent_directory(dir), kOp);
+    detail::remove_tree(tmp, kOp);  // the previous checkpoint, after an exchange
+  });
+}
+
+}  // namespace dtensor::checkpoint

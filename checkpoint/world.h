@@ -1,0 +1,44 @@
+// What save and load share (internal): the world-wide error agreement, the string gather rank 0
+// builds the index from, and which region of each tensor a rank holds and whether it writes it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "device_mesh/device_mesh.h"
+
+namespace dtensor::checkpoint::detail {
+
+// Save and load are collective over the world: a 1-D CPU mesh over every rank, on which
+// check_on_all_ranks agrees on errors.
+DeviceMesh world_mesh();
+
+// Runs `fn`; whatever it throws on any rank (a dtensor::Error or another std::exception) is
+// raised on every rank of `world` as the lowest failing rank's message (check_on_all_ranks).
+void run_on_all_ranks(const DeviceMesh& world, const std::function<void()>& fn);
+
+// Every rank's string, in rank order, on every rank (two all_gathers on the world).
+std::vector<std::string> all_gather_strings(const std::string& mine);
+
+// The part of a tensor this rank holds: its local shard's global offset and shape (the whole
+// tensor for a self-mesh DTensor). `holds` is false for a rank outside the mesh; `writes` is
+// true on exactly one holder of each chunk: the rank at coordinate 0 of every mesh dim that
+// does not shard (world rank 0 for a self-mesh DTensor, which every rank holds).
+struct Region {
+  Shape offset, shape;
+  bool holds = false;
+  bool writes = false;
+};
+Region local_region(const DTensor& t);
+
+// Checks what save and load both require: names non-empty and unique, DTensors defined, no
+// Partial placements. Throws "[op] ..." naming the tensor.
+void validate_state(const StateDict& state, std::string_view op);
+
+// A directory path without trailing slashes ("ckpt/" -> "ckpt").
+std::string normalize_dir(const std::string& dir, std::string_view op);
+
+}  // namespace dtensor::checkpoint::detail

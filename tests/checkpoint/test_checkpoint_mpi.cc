@@ -1,0 +1,369 @@
+// Distributed checkpoint under mpirun (1, 2 and 4 ranks): round trips of every placement on
+// 1-D and 2-D meshes, even, uneven and empty shards, every dtype, self-mesh (local) tensors;
+// resharded loads to other meshes and placements; one writer per chunk; the errors (missing,
+// truncated and corrupt files, missing keys, shape/dtype mismatches, escaping index paths,
+// Partial) raised on every rank with the target untouched; an interrupted save leaving the old
+// checkpoint loadable; and resume equality of training. Loads at another world size are in
+// ckpt_tool.cc (ctest fixtures).
+#include <catch2/catch.hpp>
+
+#include <absl/strings/str_cat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/train_state.h"
+#include "ckpt_test_util.h"
+#include "nn/nn.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduction/reduction.h"
+#include "optim/optimizer.h"
+#include "parallel/parallelize.h"
+#include "rng/random.h"
+#include "tensor/compare.h"
+
+namespace ck = dtensor::checkpoint;
+namespace nn = dtensor::nn;
+using namespace ckpt_test;
+
+namespace {
+
+std::string test_dir(const std::string& name) {
+  return absl::StrCat("ckpt_mpi_np", dt::world_size(), "_", name);
+}
+
+struct Case {
+  std::string name;
+  dt::Shape shape;
+  dt::DType dtype;
+  int id;
+  dt::DeviceMesh mesh;
+  dt::Placements placements;
+};
+
+// Every dtype x shape (even-ish, uneven world*3+1, a dim smaller than the mesh: empty shards,
+// zero-size) x every 1-D and 2-D placement.
+std::vector<Case> all_cases() {
+  const int64_t w = dt::world_size();
+  const std::vector<dt::Shape> shapes = {{3 * w + 1, 5}, {2, 3}, {0, 4}, {4 * w, 2 * w}};
+  const std::vector<dt::DType> dtypes = {dt::kFloat32, dt::kFloat64,  dt::kFloat16, dt::kBFloat16,
+                                         dt::kInt32,   dt::kInt64,    dt::kBool};
+  std::vector<std::pair<dt::DeviceMesh, dt::Placements>> layouts;
+  for (const auto& p : placements_1d()) layouts.emplace_back(mesh_1d(), p);
+  for (const auto& p : placements_2d()) layouts.emplace_back(mesh_2d(), p);
+  std::vector<Case> cases;
+  int id = 0;
+  for (dt::DType d : dtypes) {
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      for (size_t l = 0; l < layouts.size(); ++l) {
+        cases.push_back({absl::StrCat(std::string(dt::dtype_name(d)), ".s", s, ".l", l), shapes[s], d, id++,
+                         layouts[l].first, layouts[l].second});
+      }
+    }
+  }
+  return cases;
+}
+
+// The distinct non-empty chunks of a layout (what the writers must write, each once).
+size_t distinct_chunks(const Case& c) {
+  std::set<std::vector<int64_t>> offsets;
+  const dt::DTensorSpec spec(c.mesh, c.placements, dt::TensorMeta(c.shape, c.dtype));
+  const dt::Shape& ms = c.mesh.shape();
+  dt::Shape coord(ms.size(), 0);
+  for (int64_t r = 0; r < c.mesh.size(); ++r) {
+    int64_t rest = r;
+    for (int64_t d = static_cast<int64_t>(ms.size()) - 1; d >= 0; --d) {
+      coord[d] = rest % ms[d];
+      rest /= ms[d];
+    }
+    const dt::LocalShard s = spec.local_shard(coord);
+    if (dt::shape_numel(s.shape) > 0) offsets.insert({s.offset.begin(), s.offset.end()});
+  }
+  return offsets.size();
+}
+
+void rewrite_file(const std::string& path, const std::function<std::string(std::string)>& edit) {
+  std::string text;
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << edit(text);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: every dtype, placement and shard shape round-trips and reshards",
+          "[checkpoint]") {
+  const std::vector<Case> cases = all_cases();
+  ck::StateDict state;
+  for (const Case& c : cases) {
+    state.emplace_back(c.name, expected(c.shape, c.dtype, c.id, c.mesh, c.placements));
+  }
+  // Local (self-mesh) values: a 0-d step count and a vector, the same on every rank.
+  state.emplace_back("local.step", dt::local_dtensor(expected_full({}, dt::kInt64, 5)));
+  state.emplace_back("local.vec", dt::local_dtensor(expected_full({7}, dt::kFloat32, 6)));
+  const std::string dir = test_dir("roundtrip");
+  ck::save(state, dir);
+
+  SECTION("one writer per chunk, empty chunks not written") {
+    const auto index = ck::read_index(dir);
+    REQUIRE(index.size() == state.size());
+    for (const Case& c : cases) {
+      INFO(c.name << " " << dt::placements_str(c.placements));
+      CHECK(index.at(c.name).chunks.size() == distinct_chunks(c));
+    }
+    CHECK(index.at("local.step").chunks.size() == 1);
+    CHECK(index.at("local.step").chunks[0].file == "rank-00000.safetensors");
+  }
+
+  SECTION("same layout") {
+    ck::StateDict targets;
+    for (const Case& c : cases) targets.emplace_back(c.name, target(c.shape, c.dtype, c.mesh, c.placements));
+    targets.emplace_back("local.vec", dt::local_dtensor(dt::zeros({7})));
+    ck::load(targets, dir);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      INFO(cases[i].name << " " << dt::placements_str(cases[i].placements));
+      CHECK(dt::equal(targets[i].second.to_local(), state[i].second.to_local()));
+    }
+    CHECK(dt::equal(targets.back().second.to_local(), expected_full({7}, dt::kFloat32, 6)));
+  }
+
+  SECTION("resharded to another mesh and placements") {
+    // Case i is loaded with the layout of case i + 1 (1-D <-> 2-D, Shard <-> Replicate).
+    ck::StateDict targets;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      const Case& other = cases[(i + 1) % cases.size()];
+      targets.emplace_back(c.name, target(c.shape, c.dtype, other.mesh, other.placements));
+    }
+    ck::load(targets, dir);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      INFO(cases[i].name << " loaded as " << targets[i].second.str());
+      CHECK(dt::equal(targets[i].second.full_tensor(),
+                      expected_full(cases[i].shape, cases[i].dtype, cases[i].id)));
+    }
+    // A sharded tensor loaded as a local one: every rank reads it whole.
+    ck::StateDict local = {{cases[0].name, dt::local_dtensor(dt::zeros(cases[0].shape, cases[0].dtype))}};
+    ck::load(local, dir);
+    CHECK(dt::equal(local[0].second.to_local(), expected_full(cases[0].shape, cases[0].dtype, cases[0].id)));
+  }
+}
+
+TEST_CASE("checkpoint: errors are raised on every rank and leave the targets untouched",
+          "[checkpoint]") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = mesh_1d();
+  const dt::Shape shape_a = {3 * w + 1, 4};
+  const dt::Placements s0 = {dt::Shard(0)}, r = {dt::Replicate()};
+  const ck::StateDict state = {{"a", expected(shape_a, dt::kFloat32, 1, mesh, s0)},
+                               {"b", expected({5}, dt::kInt64, 2, mesh, r)}};
+  const std::string dir = test_dir("errors");
+  const std::string file0 = dir + "/rank-00000.safetensors";
+  const bool root = dt::world_rank() == 0;
+  // A section may have left a directory without index.json, which save refuses to replace.
+  if (root) std::filesystem::remove_all(dir);
+  barrier();
+  ck::save(state, dir);
+
+  // Targets hold 42; after a failed load they must still.
+  auto sentinel_targets = [&] {
+    return ck::StateDict{
+        {"a", dt::distribute_tensor(dt::full(shape_a, 42.0), mesh, s0, std::nullopt)},
+        {"b", dt::distribute_tensor(dt::full({5}, 42, dt::TensorOptions(dt::kInt64)), mesh, r,
+                                    std::nullopt)}};
+  };
+  auto untouched = [&](const ck::StateDict& t) {
+    return dt::equal(t[0].second.to_local(), dt::full(t[0].second.to_local().shape(), 42.0)) &&
+           dt::equal(t[1].second.to_local(), dt::full(t[1].second.to_local().shape(), 42,
+                                                      t[1].second.to_local().dtype()));
+  };
+  auto expect_error = [&](const ck::StateDict& targets, std::vector<std::string> parts) {
+    std::string msg;
+    try {
+      ck::load(targets, dir);
+    } catch (const dt::Error& e) {
+      msg = e.what();
+    }
+    INFO(msg);
+    REQUIRE(!msg.empty());  // on every rank
+    for (const auto& p : parts) CHECK(msg.find(p) != std::string::npos);
+    CHECK(untouched(targets));
+  };
+  // Each case edits the checkpoint on rank 0, then restores it by saving again.
+  auto on_root = [&](const std::function<void()>& fn) {
+    if (root) fn();
+    barrier();
+  };
+
+  SECTION("missing key, shape and dtype mismatches") {
+    ck::StateDict t = sentinel_targets();
+    t.emplace_back("c", expected({2}, dt::kFloat32, 3, mesh, r));
+    expect_error(t, {"[checkpoint::load]", "tensor 'c' is not in the checkpoint", dir});
+    t = sentinel_targets();
+    t[1].second = dt::distribute_tensor(dt::full({6}, 42, dt::TensorOptions(dt::kInt64)), mesh, r, std::nullopt);
+    expect_error(t, {"tensor 'b'", "[6]", "[5]"});
+    t = sentinel_targets();
+    t[1].second = dt::distribute_tensor(dt::full({5}, 42, dt::TensorOptions(dt::kInt32)), mesh, r, std::nullopt);
+    {
+      std::string msg;
+      try { ck::load(t, dir); } catch (const dt::Error& e) { msg = e.what(); }
+      CHECK(msg.find("tensor 'b' is int64") != std::string::npos);
+      CHECK(msg.find("int32") != std::string::npos);
+      CHECK(dt::equal(t[0].second.to_local(), dt::full(t[0].second.to_local().shape(), 42.0)));
+    }
+  }
+
+  SECTION("corrupt data: checksum") {
+    on_root([&] {
+      rewrite_file(file0, [](std::string s) {
+        s[s.size() - 1] ^= 0x5a;  // the last byte of the last entry (b, written by rank 0)
+        return s;
+      });
+    });
+    expect_error(sentinel_targets(), {"rank-00000.safetensors", "CRC-32", "'b"});
+  }
+
+  SECTION("truncated file") {
+    on_root([&] { std::filesystem::resize_file(file0, std::filesystem::file_size(file0) - 3); });
+    expect_error(sentinel_targets(), {"rank-00000.safetensors", "truncated", "tensor '"});
+  }
+
+  SECTION("missing file") {
+    on_root([&] { std::filesystem::remove(file0); });
+    expect_error(sentinel_targets(), {"rank-00000.safetensors", "cannot open", "tensor '"});
+  }
+
+  SECTION("corrupt header") {
+    on_root([&] { rewrite_file(file0, [](std::string s) { s[10] = '#'; return s; }); });
+    expect_error(sentinel_targets(), {"rank-00000.safetensors", "corrupt"});
+  }
+
+  SECTION("index paths cannot leave the directory") {
+    on_root([&] {
+      rewrite_file(dir + "/index.json", [](std::string s) {
+        for (size_t p; (p = s.find("\"rank-00000")) != std::string::npos;) s.replace(p, 1, "\"../");
+        return s;
+      });
+    });
+    expect_error(sentinel_targets(), {"index.json", "../rank-00000.safetensors", "not a plain file name"});
+  }
+
+  SECTION("corrupt or missing index") {
+    on_root([&] { rewrite_file(dir + "/index.json", [](std::string s) { return s.substr(0, s.size() / 2); }); });
+    expect_error(sentinel_targets(), {"index.json", "corrupt"});
+    on_root([&] { std::filesystem::remove(dir + "/index.json"); });
+    expect_error(sentinel_targets(), {"cannot open", "index.json"});
+  }
+
+  SECTION("Partial is refused on save and load") {
+    const dt::DTensor p = dt::DTensor::from_local(dt::ones({2}), mesh, {dt::Partial()});
+    std::string msg;
+    try { ck::save({{"p", p}}, test_dir("partial")); } catch (const dt::Error& e) { msg = e.what(); }
+    CHECK(msg.find("[checkpoint::save] tensor 'p' has Partial placements [P(sum)]") != std::string::npos);
+    msg.clear();
+    try { ck::load({{"b", p}}, dir); } catch (const dt::Error& e) { msg = e.what(); }
+    CHECK(msg.find("Partial") != std::string::npos);
+  }
+
+  SECTION("the ranks must save the same names") {
+    ck::StateDict mine = state;
+    if (w > 1 && dt::world_rank() == 1) mine[0].first = "z";
+    std::string msg;
+    try { ck::save(mine, test_dir("names")); } catch (const dt::Error& e) { msg = e.what(); }
+    if (w > 1) CHECK(msg.find("the ranks save different states") != std::string::npos);
+  }
+
+  SECTION("a directory that is not a checkpoint is not replaced") {
+    const std::string other = test_dir("not_a_checkpoint");
+    on_root([&] {
+      std::filesystem::create_directories(other);
+      std::ofstream(other + "/precious.txt") << "keep me";
+    });
+    std::string msg;
+    try { ck::save(state, other); } catch (const dt::Error& e) { msg = e.what(); }
+    CHECK(msg.find("is not a checkpoint") != std::string::npos);
+    CHECK(std::filesystem::exists(other + "/precious.txt"));
+  }
+
+  // Restore for the next section (sections re-run the test case from the top: it saves anew).
+  barrier();
+}
+
+TEST_CASE("checkpoint: a save interrupted before the commit leaves the old checkpoint",
+          "[checkpoint]") {
+  const dt::DeviceMesh mesh = mesh_1d();
+  const dt::Shape shape = {3 * dt::world_size() + 1, 3};
+  const std::string dir = test_dir("interrupted");
+  const dt::Placements s0 = {dt::Shard(0)};
+  ck::save({{"x", expected(shape, dt::kFloat32, 1, mesh, s0)}}, dir);
+  ck::SaveOptions crash;
+  crash.before_commit = [] { throw std::runtime_error("simulated crash"); };
+  REQUIRE_THROWS(ck::save({{"x", expected(shape, dt::kFloat32, 2, mesh, s0)}}, dir, crash));
+  barrier();
+  ck::StateDict t = {{"x", target(shape, dt::kFloat32, mesh, s0)}};
+  ck::load(t, dir);
+  CHECK(dt::equal(t[0].second.full_tensor(), expected_full(shape, dt::kFloat32, 1)));
+  // The leftover temporary directory does not disturb the next save.
+  CHECK(std::filesystem::exists(dir + ".tmp"));
+  ck::save({{"x", expected(shape, dt::kFloat32, 3, mesh, s0)}}, dir);
+  ck::load(t, dir);
+  CHECK(dt::equal(t[0].second.full_tensor(), expected_full(shape, dt::kFloat32, 3)));
+  CHECK(!std::filesystem::exists(dir + ".tmp"));
+}
+
+namespace {
+
+// A tensor-parallel MLP trained with AdamW on inputs drawn from the default generator, so the
+// model, the optimizer state and the RNG state all matter for the next steps.
+struct Run {
+  std::unique_ptr<nn::MLP> model;
+  std::unique_ptr<dt::optim::AdamW> opt;
+
+  explicit Run(uint64_t seed) {
+    dt::manual_seed(seed);
+    model = std::make_unique<nn::MLP>(6, 2 * dt::world_size() + 1, nn::Activation::kGelu);
+    dt::parallelize_module(*model, mesh_1d(),
+                           {{"fc1", dt::ColwiseParallel()}, {"fc2", dt::RowwiseParallel()}});
+    opt = std::make_unique<dt::optim::AdamW>(model->parameters(), dt::optim::AdamWOptions(1e-2));
+  }
+  void steps(int n) {
+    for (int i = 0; i < n; ++i) {
+      opt->zero_grad();
+      const dt::DTensor x = nn::local(dt::randn({4, 6}));
+      const dt::DTensor y = (*model)(x);
+      dt::sum(dt::mul(y, y)).backward();
+      opt->step();
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("checkpoint: resuming from step k equals the uninterrupted run bit for bit",
+          "[checkpoint][resume]") {
+  const std::string dir = test_dir("resume");
+  Run a(7);
+  a.steps(3);
+  ck::save_training_state(a.model.get(), a.opt.get(), &dt::default_generator(), dir);
+  a.steps(4);
+
+  Run b(99);  // other weights, no optimizer state, another RNG stream
+  dt::manual_seed(12345);
+  ck::load_training_state(b.model.get(), b.opt.get(), &dt::default_generator(), dir);
+  CHECK(b.opt->step_count() == 3);
+  b.steps(4);
+  const auto pa = a.model->named_parameters();
+  const auto pb = b.model->named_parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    INFO(pa[i].first);
+    CHECK(pa[i].second.placements() == pb[i].second.placements());
+    CHECK(dt::equal(pa[i].second.to_local(), pb[i].second.to_local()));
+  }
+}
