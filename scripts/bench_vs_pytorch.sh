@@ -50,13 +50,9 @@ if [ "$SMOKE" = 1 ]; then
   TRAIN_ARGS="--dim 32 --layers 2 --tokens 16 --iters 2"
 fi
 
-PY="$TORCH_VENV/bin/python"
-if ! "$PY" -c "import torch" 2>/dev/null; then
-  echo "[bench_vs_pytorch] installing PyTorch (CPU) into $TORCH_VENV" >&2
-  python3 -m venv "$TORCH_VENV"
-  "$TORCH_VENV/bin/pip" install -q torch --index-url https://download.pytorch.org/whl/cpu ||
-    "$TORCH_VENV/bin/pip" install -q torch
-fi
+# shellcheck source=scripts/torch_venv.sh
+. "$ROOT/scripts/torch_venv.sh"
+ensure_torch_venv bench_vs_pytorch
 
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-2}" \

@@ -112,9 +112,10 @@ def main():
         o.step()
 
     root = tc.rank() == 0
+    hand_step = torch.no_grad()(hand.step)
     st = tc.time_interleaved([lambda: step(single, opt_single) if root else None,
                               lambda: step(tp, opt),
-                              lambda: torch.no_grad()(hand.step)(x, w)],
+                              lambda: hand_step(x, w)],
                              args.warmup, args.iters, shuffled=True)
     diff = 0.0
     with torch.no_grad():
