@@ -9,7 +9,9 @@
 # into a virtual environment OUTSIDE the repository (created on first use from
 # download.pytorch.org's CPU wheels, or PyPI's torch when that index is unreachable).
 #
-#   scripts/bench_vs_pytorch.sh          # prints the tables (~5 minutes on 2 quiet cores)
+#   scripts/bench_vs_pytorch.sh          # prints the tables (one round took 473 s on 2 cores
+#                                        # under a load average of 8-16; estimated ~2 min a
+#                                        # round on quiet cores, most of it PyTorch's start-up)
 #   scripts/bench_vs_pytorch.sh --doc    # and rewrites the "PyTorch DTensor side by side"
 #                                        # section of docs/PERFORMANCE.md (scripts/bench.sh
 #                                        # keeps that section when it regenerates the file)
@@ -106,7 +108,7 @@ run() {
     echo "$who $w np$n round $r: exit status $status (log: ${log#"$ROOT"/})" |
       tee -a "$RES/failures.txt" >&2
   fi
-  grep -v '^#\|Warning\|warn\|_conversion_method' "$log" | sed "s/^/  $who  /" >&2 || true
+  grep -v '^#\|^\[rank\|Warning\|warn\|_conversion_method' "$log" | sed "s/^/  $who  /" >&2 || true
 }
 
 {
