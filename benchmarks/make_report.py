@@ -11,7 +11,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytorch"))
 import kernels_report  # noqa: E402
+import vs_pytorch_report  # noqa: E402
 
 
 def sh(cmd):
@@ -612,8 +614,13 @@ def main():
     else:
         summary.append(f"All {tg.count} target comparisons met.")
     summary.append("")
+    # The PyTorch side-by-side section comes from scripts/bench_vs_pytorch.sh --doc, a separate
+    # run with its own date, command and load: carried over as it is.
+    kept = vs_pytorch_report.keep_section(args.out)
     with open(args.out, "w") as fh:
         fh.write("\n".join(head + summary + body).rstrip() + "\n")
+        if kept:
+            fh.write("\n" + kept + "\n")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@
 #
 #   scripts/bench.sh                      # ~5-10 minutes on a 2-core machine
 #
+# The "PyTorch DTensor side by side" section of docs/PERFORMANCE.md comes from a separate run,
+# scripts/bench_vs_pytorch.sh --doc; this script keeps that section as it is.
+#
 # Environment (defaults in brackets):
 #   BUILD_DIR [build-bench]     build directory (relative to the repo root or absolute)
 #   JOBS [2]                    parallel build jobs

@@ -25,12 +25,9 @@ DOC=""
 [ "${1:-}" = "--doc" ] && DOC=docs/KERNELS.md
 
 PY="$TORCH_VENV/bin/python"
-if ! "$PY" -c "import torch" 2>/dev/null; then
-  echo "[bench_kernels_vs_pytorch] installing PyTorch (CPU) into $TORCH_VENV" >&2
-  python3 -m venv "$TORCH_VENV"
-  "$TORCH_VENV/bin/pip" install -q torch --index-url https://download.pytorch.org/whl/cpu ||
-    "$TORCH_VENV/bin/pip" install -q torch
-fi
+# shellcheck source=scripts/torch_venv.sh
+. "$ROOT/scripts/torch_venv.sh"
+ensure_torch_venv bench_kernels_vs_pytorch
 
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-2}" --target bench_kernels >/dev/null
