@@ -21,6 +21,7 @@
 #include "rng/random.h"
 #include "tensor/creation.h"
 #include "tensor/memory_stats.h"
+#include "tests/parallel/parallel_test_util.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -28,14 +29,7 @@ using dt::CollectiveKind;
 
 namespace {
 
-double max_diff(const dt::Tensor& a, const dt::Tensor& b) {
-  if (a.shape() != b.shape()) return INFINITY;
-  const auto x = a.to(dt::kFloat64).to_vector<double>();
-  const auto y = b.to(dt::kFloat64).to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
+using dt::test::max_diff;
 
 nn::TransformerConfig small_config(int64_t n_layers = 2) {
   const int64_t W = dt::world_size();
