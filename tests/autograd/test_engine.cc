@@ -158,7 +158,7 @@ TEST_CASE("autograd: requires_grad_ errors") {
   REQUIRE_THROWS_WITH(y.requires_grad_(false), Contains("leaf"));
 }
 
-TEST_CASE("autograd: queue_callback runs after the whole graph, in order; refused outside") {
+TEST_CASE("autograd: queue_callback runs after the whole graph, in order, refused outside") {
   CHECK_THROWS_WITH(dt::autograd::queue_callback([] {}), Contains("[queue_callback]"));
   CHECK_FALSE(dt::autograd::in_backward());
   DTensor a = leaf({1, 2}, {2});

@@ -61,7 +61,7 @@ TEST_CASE("storage: sharing and from_blob deleters", "[storage]") {
   CHECK(Storage::from_blob(nullptr, 0, Device()).defined());
 }
 
-TEST_CASE("storage: memory_stats counts allocator bytes; release_data and reallocate_data",
+TEST_CASE("storage: memory_stats counts allocator bytes, release_data and reallocate_data",
           "[storage]") {
   const MemoryStats before = memory_stats();
   reset_peak_memory_stats();
