@@ -73,8 +73,38 @@ void zero_grad(absl::Span<const DTensor> params, bool set_to_none) {
   }
 }
 
+namespace {
+// The callbacks of the innermost backward running on this thread (nullptr: none runs).
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+struct CallbackScope {
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>>* saved = t_callbacks;
+  CallbackScope() { t_callbacks = &callbacks; }
+  ~CallbackScope() { t_callbacks = saved; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+  void run() {
+    // By index: a callback may queue another.
+    for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
+  }
+};
+}  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  DT_CHECK(t_callbacks != nullptr,
+           "[queue_callback] no backward is running on this thread (call it from a gradient "
+           "hook or a backward function)");
+  t_callbacks->push_back(std::move(callback));
+}
+
+bool in_backward() {
+  return t_callbacks != nullptr;
+}
+
 void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
               bool retain_graph) {
+  CallbackScope callbacks;
   DT_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
            "[backward] got %d gradients for %d roots (expected one per root, or none)",
            grad_roots.size(), roots.size());
@@ -178,6 +208,7 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
       if (--deps[e.node.get()] == 0) ready.emplace(e.node->sequence_nr(), e.node.get());
     }
   }
+  callbacks.run();
 }
 
 }  // namespace dtensor::autograd

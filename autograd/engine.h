@@ -20,6 +20,8 @@
 
 #include <absl/types/span.h>
 
+#include <functional>
+
 #include "dtensor/distributed_tensor.h"
 
 namespace dtensor::autograd {
@@ -28,6 +30,15 @@ namespace dtensor::autograd {
 // one-element roots when empty) accumulated into the leaves' grad().
 void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots = {},
               bool retain_graph = false);
+
+// Runs `callback` once the backward pass now running on this thread has run its whole graph
+// (PyTorch's Variable._execution_engine.queue_callback): data parallel waits for its gradient
+// reductions there, so the optimizer step after backward sees reduced gradients. Callbacks run
+// in the order queued (one may queue more); outside a backward this throws "[queue_callback]".
+// A backward that throws drops its callbacks.
+void queue_callback(std::function<void()> callback);
+// Whether a backward pass is running on this thread.
+bool in_backward();
 
 // a + b for two gradients of the same tensor (any placements), without recording.
 DTensor add_gradients(const DTensor& a, const DTensor& b);

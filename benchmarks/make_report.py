@@ -437,6 +437,39 @@ def checkpoint_section(res, tg):
     return out
 
 
+def dp_section(res, tg):
+    rows = load(os.path.join(res, "bench_dp_np*.jsonl"))
+    out = ["## Data-parallel training step", ""]
+    if not rows:
+        return out + ["(bench_dp produced no results)", ""]
+    r0 = rows[0]
+    out += [
+        f"One training step (forward, backward, SGD) of a transformer (dim {r0['dim']}, "
+        f"{r0['layers']} layers) on {r0['tokens_per_rank']} tokens per rank: `replicate` (DDP, "
+        "25 MB buckets) and `fully_shard` (one unit per TransformerBlock) against a hand-written "
+        "data-parallel step (the same local forward and backward, every gradient packed into "
+        "one buffer, one `MPI_Allreduce`, divided by the rank count, SGD). The weights of all "
+        "three are compared after the run. Median (max over ranks), variants interleaved in a "
+        "shuffled order. Target: within 1.05x of hand-written.",
+        "",
+        "| ranks | variant | ms (p10-p90) | hand-written ms | ratio | target | weights max abs diff |",
+        "|---:|---|---:|---:|---:|---|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["ranks"], r["name"])):
+        why = ""
+        if r["ranks"] > (os.cpu_count() or 1):
+            why = f"{r['ranks']} ranks share {os.cpu_count()} cores (oversubscribed)"
+        st = tg.le(f"{r['name']} step / hand-written at {r['ranks']} rank(s)",
+                   r["ratio_vs_baseline"], 1.05, "x", why=why)
+        out.append(
+            f"| {r['ranks']} | {r['name']} | {r['median_us'] / 1e3:.2f} "
+            f"({r['p10_us'] / 1e3:.2f}-{r['p90_us'] / 1e3:.2f}) | "
+            f"{r['baseline_median_us'] / 1e3:.2f} | {r['ratio_vs_baseline']:.3f} | "
+            f"≤ 1.05: {st} | {r['max_weight_diff']:.2g} |")
+    out.append("")
+    return out
+
+
 def collective_check_section(res):
     txt = text(res, "collective_check.txt")
     out = ["## Collective consistency check", ""]
@@ -564,6 +597,7 @@ def main():
     body += redistribute_section(res, tg)
     body += tp_section(res, tg)
     body += train_section(res, tg)
+    body += dp_section(res, tg)
     body += strategy_section(res)
     body += collective_check_section(res)
     body += checkpoint_section(res, tg)

@@ -4,6 +4,11 @@
 // over the vocabulary; cross_entropy never gathers them).
 //
 //   mpirun -np 4 ./train_tp_transformer --steps 300 --lr 3e-3
+//   mpirun -np 4 ./train_tp_transformer --dp 2     # 2x2 mesh: FSDP over dp x TP over tp
+//
+// With --dp N the ranks form an N x (world / N) mesh ("dp", "tp"): the model is parallelized
+// on tp, then fully_shard over dp with one unit per TransformerBlock; each dp rank trains on
+// its 1/N of the batch and the losses are averaged over dp (equal to the global-batch loss).
 //
 // Each sequence is n random tokens followed by the same n tokens; the loss scores the second
 // half (the first half is unpredictable). Every rank also trains the same model on one device
@@ -34,10 +39,12 @@
 #include "ops/loss/loss.h"
 #include "ops/view/view.h"
 #include "optim/optimizer.h"
+#include "parallel/data_parallel/data_parallel.h"
 #include "parallel/parallelize.h"
 #include "parallel/transformer_plan.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
+#include "tensor/error.h"
 #include "tensor/shape_ops.h"
 
 namespace dt = dtensor;
@@ -47,7 +54,7 @@ namespace {
 
 struct Args {
   int64_t layers = 2, dim = 64, heads = 4, vocab = 16, half = 8, batch = 32, hidden = 0;
-  int64_t steps = 300, log_every = 20, compare_steps = 10;
+  int64_t steps = 300, log_every = 20, compare_steps = 10, dp = 1;
   double lr = 3e-3, threshold = 0.3, tol = 2e-3;
   uint64_t seed = 1234;
   int64_t save_every = 0;
@@ -58,12 +65,12 @@ const char* kUsage =
     "usage: train_tp_transformer [--layers N] [--dim N] [--heads N] [--vocab N] [--half N]\n"
     "                            [--batch N] [--hidden N] [--steps N] [--lr X] [--log-every N]\n"
     "                            [--compare-steps N] [--threshold X] [--tol X] [--seed N]\n"
-    "                            [--save-every K --ckpt DIR] [--resume DIR]\n"
+    "                            [--save-every K --ckpt DIR] [--resume DIR] [--dp N]\n"
     "  trains a transformer tensor-parallel over every rank to copy sequences of --half random\n"
     "  tokens (vocabulary --vocab); checks the loss falls below --threshold and that the first\n"
     "  --compare-steps losses equal single-device training within --tol (relative).\n"
     "  --save-every K --ckpt DIR: checkpoint every K steps; --resume DIR: continue from one\n"
-    "  (saved at any rank count).\n";
+    "  (saved at any rank count). --dp N: an N x (ranks / N) dp x tp mesh, fully_shard over dp.\n";
 
 // Parses flags; returns 0 to run, 1 after --help, 2 on a bad flag.
 int parse(int argc, char** argv, Args& a) {
@@ -80,6 +87,7 @@ int parse(int argc, char** argv, Args& a) {
     else if (f == "--batch") a.batch = std::atoll(v);
     else if (f == "--hidden") a.hidden = std::atoll(v);
     else if (f == "--steps") a.steps = std::atoll(v);
+    else if (f == "--dp") a.dp = std::atoll(v);
     else if (f == "--log-every") a.log_every = std::max<int64_t>(1, std::atoll(v));
     else if (f == "--compare-steps") a.compare_steps = std::atoll(v);
     else if (f == "--lr") a.lr = std::atof(v);
@@ -92,7 +100,10 @@ int parse(int argc, char** argv, Args& a) {
     else return 2;
   }
   const bool ckpt_ok = a.save_every >= 0 && (a.save_every == 0) == a.ckpt.empty();
-  return a.vocab >= 3 && a.half >= 1 && a.batch >= 1 && a.steps >= 1 && ckpt_ok ? 0 : 2;
+  return a.vocab >= 3 && a.half >= 1 && a.batch >= 1 && a.steps >= 1 && ckpt_ok && a.dp >= 1 &&
+                 a.batch % a.dp == 0
+             ? 0
+             : 2;
 }
 
 // One batch (the same on every rank): inputs [B, 2n - 1] and targets [B * (2n - 1)], the
@@ -165,9 +176,18 @@ int main(int argc, char** argv) {
     nn::Transformer model(cfg);
     dt::manual_seed(a.seed);
     nn::Transformer ref(cfg);
-    const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {world}, {"tp"});
+    DT_CHECK(world % a.dp == 0, "[train_tp_transformer] --dp %d does not divide %d ranks", a.dp,
+             world);
+    const dt::DeviceMesh mesh2d =
+        dt::init_device_mesh(dt::kCPU, {a.dp, world / a.dp}, {"dp", "tp"});
+    const dt::DeviceMesh mesh = mesh2d[{"tp"}];
     const dt::ParallelizePlan plan = dt::transformer_tp_plan({.loss_parallel = true});
     dt::parallelize_module(model, mesh, plan);
+    std::shared_ptr<dt::DataParallel> dp;
+    if (a.dp > 1) {
+      dp = dt::fully_shard(model, mesh2d, {.grouping = {.module_types = {"TransformerBlock"}}});
+    }
+    const int64_t dp_rank = mesh2d.get_local_rank(0);
     dt::optim::AdamW opt(model.parameters(), dt::optim::AdamWOptions(a.lr));
     dt::optim::AdamW ref_opt(ref.parameters(), dt::optim::AdamWOptions(a.lr));
 
@@ -191,6 +211,10 @@ int main(int argc, char** argv) {
           (long long)(2 * a.half - 1), (long long)a.batch, (long long)n_params, a.lr);
       std::printf("plan (mesh %s):\n", mesh.str().c_str());
       for (const auto& e : plan) std::printf("  %-26s %s\n", e.fqn.c_str(), e.style->str().c_str());
+      if (dp != nullptr) {
+        std::printf("fully_shard over dp (mesh %s), units:\n%s", mesh2d.str().c_str(),
+                    dp->grouping_str().c_str());
+      }
     }
 
     std::vector<double> losses;
@@ -198,16 +222,25 @@ int main(int argc, char** argv) {
     double tp_ms = 0;
     for (int64_t step = start; step < a.steps; ++step) {
       const Batch batch = make_batch(a, step);
+      // This dp rank's rows (all of them without --dp).
+      const int64_t rows = a.batch / a.dp, len = 2 * a.half - 1;
+      const Batch mine{batch.inputs.narrow(0, dp_rank * rows, rows).contiguous(),
+                       batch.targets.narrow(0, dp_rank * rows * len, rows * len).contiguous()};
       dt::world_communicator()->barrier()->wait();
       const auto t0 = std::chrono::steady_clock::now();
       double loss;
       std::string comm_str;
       if (step == 1) {  // the first step after the caches are warm
         dt::CommDebugMode comm;
-        loss = train_step(model, opt, batch, &mesh);
+        loss = train_step(model, opt, mine, &mesh);
         comm_str = comm.str();
       } else {
-        loss = train_step(model, opt, batch, &mesh);
+        loss = train_step(model, opt, mine, &mesh);
+      }
+      if (a.dp > 1) {  // the global-batch loss: the mean of the dp ranks' (equal-size) losses
+        dt::Tensor l = dt::from_vector(std::vector<double>{loss}, {1});
+        mesh2d.communicator(0)->all_reduce(l, dt::ReduceOp::kAvg)->wait();
+        loss = l.item<double>();
       }
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -1,5 +1,7 @@
 #include "nn/module.h"
 
+#include <absl/container/flat_hash_set.h>
+
 #include <map>
 #include <mutex>
 
@@ -59,6 +61,28 @@ DTensor Module::as_parameter(const DTensor& value, bool requires_grad) {
   return p;
 }
 
+void Module::tie_parameter(std::string name, const DTensor& shared) {
+  check_name("parameter", type_name(), name);
+  DT_CHECK(!has_param(name), "[Module] %s already has a parameter '%s'", type_name(), name);
+  DT_CHECK(shared.defined() && shared.is_leaf() && shared.autograd_meta() != nullptr,
+           "[tie_parameter] '%s' of %s: expected a registered parameter (a leaf with autograd "
+           "state)",
+           name, type_name());
+  params_.emplace_back(std::move(name), shared);
+}
+
+void Module::swap_parameter(std::string_view name, DTensor value) {
+  for (auto& [n, p] : params_) {
+    if (n != name) continue;
+    DT_CHECK(value.defined() && value.shape() == p.shape(),
+             "[swap_parameter] new value of '%s' of %s must be defined with shape %s", name,
+             type_name(), shape_str(p.shape()));
+    p = std::move(value);
+    return;
+  }
+  DT_FAIL("[swap_parameter] %s has no parameter '%s'", type_name(), name);
+}
+
 std::vector<DTensor> Module::parameters() const {
   std::vector<DTensor> out;
   for (auto& [name, p] : named_parameters()) out.push_back(p);
@@ -82,9 +106,14 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
 
 std::vector<std::pair<std::string, DTensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, DTensor>> out;
+  // Tied parameters share their autograd state: list each once.
+  absl::flat_hash_set<const AutogradMeta*> seen;
   std::function<void(const std::string&, const Module*)> visit = [&](const std::string& prefix,
                                                                      const Module* m) {
-    for (auto& [n, p] : m->params_) out.emplace_back(prefix.empty() ? n : prefix + "." + n, p);
+    for (auto& [n, p] : m->params_) {
+      if (p.autograd_meta() != nullptr && !seen.insert(p.autograd_meta().get()).second) continue;
+      out.emplace_back(prefix.empty() ? n : prefix + "." + n, p);
+    }
     for (auto& [n, c] : m->children_) visit(prefix.empty() ? n : prefix + "." + n, c.get());
   };
   visit("", this);

@@ -60,12 +60,21 @@ class Module {
   // Adds a parameter; the name must be new, non-empty and contain no '.'. The module holds a
   // leaf (value detached) that requires grad when floating, as torch.nn.Parameter.
   void register_parameter(std::string name, DTensor value);
+  // Ties: makes `shared` (a parameter of another module of the same tree, e.g. an embedding
+  // table reused as the output projection's weight) also an own parameter `name` of this
+  // module. Both names refer to the same leaf (one gradient, summed over both uses);
+  // named_parameters() and parameters() list it once, under its first name in pre-order.
+  void tie_parameter(std::string name, const DTensor& shared);
+  // Internal (data parallel): puts `value` in the slot of own parameter `name` as it is (no
+  // detach, so it may be a non-leaf recorded by autograd); the global shape must match.
+  // fully_shard swaps gathered parameters in for a forward and the sharded leaves back after.
+  void swap_parameter(std::string_view name, DTensor value);
   // Direct children, in registration order.
   const std::vector<std::pair<std::string, ModulePtr>>& named_children() const { return children_; }
   // Every module of the tree in pre-order with its fully-qualified name; the root is "".
   std::vector<std::pair<std::string, Module*>> named_modules();
   // Every parameter of the tree in pre-order (own parameters first, then children's), with
-  // fully-qualified names such as "layers.0.mlp.fc1.weight".
+  // fully-qualified names such as "layers.0.mlp.fc1.weight"; a tied parameter appears once.
   std::vector<std::pair<std::string, DTensor>> named_parameters() const;
   // This module's own parameters, in registration order.
   const std::vector<std::pair<std::string, DTensor>>& own_parameters() const { return params_; }

@@ -39,8 +39,8 @@ RNG_MAX_MB=${RNG_MAX_MB:-64}
 CALLGRIND=${CALLGRIND:-1}
 DOC=${DOC:-docs/PERFORMANCE.md}
 RES="$BUILD_DIR/benchmarks/results"
-TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_strategy
-bench_collective_check bench_kernels bench_checkpoint"
+TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_dp
+bench_strategy bench_collective_check bench_kernels bench_checkpoint"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=OFF >/dev/null
@@ -114,6 +114,9 @@ for np in $TP_RANKS; do
 done
 for np in $TP_RANKS; do
   run "train_np$np" $MPIRUN -np "$np" "$B/train/bench_train" --json "$RES/bench_train_np$np.jsonl"
+done
+for np in $TP_RANKS; do
+  run "dp_np$np" $MPIRUN -np "$np" "$B/train/bench_dp" --json "$RES/bench_dp_np$np.jsonl"
 done
 run strategy $MPIRUN -np 4 "$B/dispatch/bench_strategy" --json "$RES/bench_strategy.jsonl"
 run rng "$B/rng/bench_rng" "$RNG_MAX_MB" 0.3 --json "$RES/bench_rng.jsonl"

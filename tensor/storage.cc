@@ -7,7 +7,7 @@
 namespace dtensor {
 
 Storage::Impl::~Impl() {
-  if (deleter != nullptr) deleter(data, ctx);
+  if (deleter != nullptr && data != nullptr) deleter(data, ctx);
 }
 
 Storage Storage::allocate(size_t nbytes, Device device) {
@@ -16,15 +16,38 @@ Storage Storage::allocate(size_t nbytes, Device device) {
   s.impl_->nbytes = nbytes;
   s.impl_->device = device;
   if (device.is_cpu()) {
-    s.impl_->data = detail::cpu_allocate(nbytes);
     s.impl_->deleter = &detail::cpu_free;
+    // The rounded size travels in ctx so that cpu_free can keep memory_stats() exact.
+    s.impl_->ctx = reinterpret_cast<void*>(detail::cpu_allocation_size(nbytes));
   } else {
-    s.impl_->data = detail::cuda_allocate(nbytes, device.index);
     s.impl_->deleter = &detail::cuda_free;
     // The ordinal travels in ctx so that cuda_free can make the right device current.
     s.impl_->ctx = reinterpret_cast<void*>(static_cast<intptr_t>(device.index));
   }
+  s.impl_->data = s.allocate_data();
   return s;
+}
+
+void* Storage::allocate_data() const {
+  return impl_->device.is_cpu() ? detail::cpu_allocate(impl_->nbytes)
+                                : detail::cuda_allocate(impl_->nbytes, impl_->device.index);
+}
+
+void Storage::release_data() const {
+  DT_CHECK(impl_ != nullptr &&
+               (impl_->deleter == &detail::cpu_free || impl_->deleter == &detail::cuda_free),
+           "[Storage::release_data] only memory from Storage::allocate can be released");
+  if (impl_->data == nullptr) return;
+  impl_->deleter(impl_->data, impl_->ctx);
+  impl_->data = nullptr;
+}
+
+void Storage::reallocate_data() const {
+  DT_CHECK(impl_ != nullptr &&
+               (impl_->deleter == &detail::cpu_free || impl_->deleter == &detail::cuda_free),
+           "[Storage::reallocate_data] only memory from Storage::allocate can be reallocated");
+  if (impl_->data != nullptr) return;
+  impl_->data = allocate_data();
 }
 
 Storage Storage::from_blob(void* data, size_t nbytes, Device device, Deleter deleter, void* ctx) {

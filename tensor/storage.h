@@ -38,8 +38,16 @@ class Storage {
   void bump_version() const {
     if (impl_) ++impl_->version;
   }
+  // FSDP's "resize the storage to zero and back": release_data frees the memory of a Storage
+  // made by allocate (every view stays valid as an object but must not be read: data() is null)
+  // and reallocate_data gives it fresh memory of the same size (contents undefined; no-op
+  // when it has memory). Every view of the storage sees the change.
+  void release_data() const;
+  void reallocate_data() const;
+  bool has_data() const { return impl_ != nullptr && impl_->data != nullptr; }
 
  private:
+  void* allocate_data() const;
   struct Impl {
     void* data = nullptr;
     size_t nbytes = 0;
@@ -54,6 +62,8 @@ class Storage {
 
 namespace detail {
 // Backend allocators (cpu_allocator.cc; cuda_allocator.cc, or no_cuda_allocator.cc without CUDA).
+// The allocator's size for an nbytes request (what memory_stats() counts).
+size_t cpu_allocation_size(size_t nbytes);
 void* cpu_allocate(size_t nbytes);
 void cpu_free(void* p, void* ctx);
 void* cuda_allocate(size_t nbytes, int device);

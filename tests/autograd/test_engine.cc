@@ -3,6 +3,7 @@
 // for the usual misuse.
 #include <catch2/catch.hpp>
 
+#include <string>
 #include <vector>
 
 #include "autograd/engine.h"
@@ -155,4 +156,27 @@ TEST_CASE("autograd: requires_grad_ errors") {
   DTensor a = leaf({1}, {1});
   DTensor y = a * 2.0;
   REQUIRE_THROWS_WITH(y.requires_grad_(false), Contains("leaf"));
+}
+
+TEST_CASE("autograd: queue_callback runs after the whole graph, in order, refused outside") {
+  CHECK_THROWS_WITH(dt::autograd::queue_callback([] {}), Contains("[queue_callback]"));
+  CHECK_FALSE(dt::autograd::in_backward());
+  DTensor a = leaf({1, 2}, {2});
+  std::vector<std::string> log;
+  DTensor h = a * 2.0;
+  h.register_hook([&](const DTensor&) {
+    CHECK(dt::autograd::in_backward());
+    log.push_back("hook");
+    dt::autograd::queue_callback([&] {
+      // The leaf's gradient is complete when the callback runs.
+      CHECK(a.grad().defined());
+      log.push_back("first");
+      dt::autograd::queue_callback([&] { log.push_back("queued by a callback"); });
+    });
+    dt::autograd::queue_callback([&] { log.push_back("second"); });
+    return DTensor();
+  });
+  dt::sum(h * 3.0).backward();
+  CHECK(log == std::vector<std::string>{"hook", "first", "second", "queued by a callback"});
+  CHECK_FALSE(dt::autograd::in_backward());
 }

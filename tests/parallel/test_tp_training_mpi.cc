@@ -23,6 +23,7 @@
 #include "rng/random.h"
 #include "tensor/creation.h"
 #include "tensor/shape_ops.h"
+#include "tests/parallel/parallel_test_util.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -39,14 +40,7 @@ dt::Tensor same_randn(dt::IntSpan shape, uint64_t seed) {
   return dt::randn(shape, {}, &g);
 }
 
-double max_diff(const dt::Tensor& a, const dt::Tensor& b) {
-  if (a.shape() != b.shape()) return INFINITY;
-  const auto x = a.to(dt::kFloat64).to_vector<double>();
-  const auto y = b.to(dt::kFloat64).to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
+using dt::test::max_diff;
 
 // Every parameter's gradient, gathered, equals the reference model's; each has its
 // parameter's placements.

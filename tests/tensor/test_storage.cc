@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tensor/error.h"
+#include "tensor/memory_stats.h"
 #include "tensor/storage.h"
 
 using namespace dtensor;
@@ -58,4 +59,32 @@ TEST_CASE("storage: sharing and from_blob deleters", "[storage]") {
   CHECK(buf[3] == 4);
   REQUIRE_THROWS_AS(Storage::from_blob(nullptr, 16, Device()), Error);
   CHECK(Storage::from_blob(nullptr, 0, Device()).defined());
+}
+
+TEST_CASE("storage: memory_stats counts allocator bytes, release_data and reallocate_data",
+          "[storage]") {
+  const MemoryStats before = memory_stats();
+  reset_peak_memory_stats();
+  CHECK(memory_stats().allocations == 0);
+  {
+    Storage s = Storage::allocate(1000, Device());  // rounded to 1024
+    CHECK(memory_stats().current_bytes == before.current_bytes + 1024);
+    s.release_data();
+    CHECK_FALSE(s.has_data());
+    CHECK(s.data() == nullptr);
+    CHECK(s.nbytes() == 1000);
+    CHECK(memory_stats().current_bytes == before.current_bytes);
+    s.reallocate_data();
+    REQUIRE(s.has_data());
+    std::memset(s.data(), 1, 1000);
+    CHECK(memory_stats().current_bytes == before.current_bytes + 1024);
+    CHECK(memory_stats().peak_bytes == before.current_bytes + 1024);
+    CHECK(memory_stats().allocations == 2);
+    s.release_data();  // destroyed released: nothing freed twice
+  }
+  CHECK(memory_stats().current_bytes == before.current_bytes);
+  int ctx = 0;
+  char buf[8];
+  Storage blob = Storage::from_blob(buf, 8, Device(), nullptr, &ctx);
+  CHECK_THROWS_WITH(blob.release_data(), Catch::Contains("[Storage::release_data]"));
 }

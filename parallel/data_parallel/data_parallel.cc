@@ -1,0 +1,497 @@
+#include "parallel/data_parallel/data_parallel.h"
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+#include <algorithm>
+
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "parallel/data_parallel/grad_comm.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+#include "tensor/shape.h"
+
+namespace dtensor {
+
+namespace {
+
+struct ParamState {
+  UnitParam info;
+  DTensor storage;                                  // the leaf on the whole mesh
+  std::shared_ptr<const DTensorSpec> compute_spec;  // on the mesh of the other dims
+  Shape compute_shape;                              // local shape of the compute parameter
+  int64_t shard_dim = -1;                           // -1: replicated on dp
+  bool trained = false;                             // requires grad
+  Tensor gathered;                                  // sharded: the gathered compute local
+  Tensor unsynced;                                  // no_sync: summed local gradients
+  int64_t bucket = -1;
+  int64_t offset = 0;  // sharded: offset in the unit's per-rank flat block
+
+  int64_t rest() const {  // elements per index of shard_dim
+    int64_t r = 1;
+    for (size_t d = 0; d < compute_shape.size(); ++d) {
+      if (static_cast<int64_t>(d) != shard_dim) r *= compute_shape[d];
+    }
+    return r;
+  }
+  ChunkBounds chunk(int64_t n, int64_t i) const {
+    return chunk_bounds(compute_shape[shard_dim], n, i);
+  }
+  Shape chunk_shape(int64_t size) const {
+    Shape s = compute_shape;
+    s[shard_dim] = size;
+    return s;
+  }
+};
+
+struct UnitState {
+  std::string fqn;
+  nn::Module* module = nullptr;
+  bool root = false;
+  std::vector<size_t> sharded, replicated;  // indices into State::params (trained ones)
+  std::vector<size_t> all;                  // every parameter of the unit
+  int64_t block = 0;                        // per-rank elements of the flat buffers
+  DType dtype = kFloat32;
+};
+
+struct Bucket {
+  std::vector<size_t> params;
+  std::vector<Tensor> grads;  // parallel to params; undefined until ready
+  int64_t ready = 0;
+};
+
+void accumulate_into_grad(const DTensor& storage, Tensor local) {
+  DTensor g(std::move(local), storage.spec_ptr());
+  storage.set_grad(storage.grad().defined() ? autograd::add_gradients(storage.grad(), g) : g);
+}
+
+Tensor add_local(const Tensor& a, const Tensor& b) {
+  return autograd::add_gradients(local_dtensor(a), local_dtensor(b)).to_local();
+}
+
+}  // namespace
+
+struct DataParallel::State {
+  DeviceMesh mesh;
+  CommunicatorPtr comm;
+  int64_t n = 1, rank = 0;
+  DataParallelOptions options;
+  std::vector<Unit> units;
+  std::vector<ParamState> params;
+  std::vector<UnitState> unit_states;
+  std::vector<Bucket> buckets;
+  bool sync = true;
+  bool callback_queued = false;
+  detail::PendingReductions pending;
+
+  void release(const UnitState& u) {
+    for (size_t i : u.sharded) {
+      if (params[i].gathered.defined()) params[i].gathered.storage().release_data();
+    }
+  }
+
+  // One all_gather of the unit's shards into the gathered (full compute-local) tensors.
+  void gather(const UnitState& u) {
+    if (u.sharded.empty()) return;
+    for (size_t i : u.sharded) {
+      ParamState& p = params[i];
+      if (!p.gathered.defined()) {
+        p.gathered =
+            empty(p.compute_shape, TensorOptions(p.storage.dtype(), p.storage.to_local().device()));
+      } else {
+        p.gathered.storage().reallocate_data();
+      }
+    }
+    if (u.block == 0) return;
+    const Device dev = params[u.sharded[0]].storage.to_local().device();
+    Tensor in = zeros({u.block}, TensorOptions(u.dtype, dev));
+    for (size_t i : u.sharded) {
+      const ParamState& p = params[i];
+      const Tensor& s = p.storage.to_local();
+      if (s.numel() > 0) in.narrow(0, p.offset, s.numel()).view(s.shape()).copy_(s);
+    }
+    Tensor out = empty({n * u.block}, TensorOptions(u.dtype, dev));
+    detail::DpCollective c = detail::launch_all_gather(*comm, out, in);
+    c.wait();  // needed now: the forward (or backward) reads the parameters next
+    for (size_t i : u.sharded) {
+      ParamState& p = params[i];
+      for (int64_t r = 0; r < n; ++r) {
+        const ChunkBounds cb = p.chunk(n, r);
+        if (cb.size == 0 || p.rest() == 0) continue;
+        p.gathered.narrow(p.shard_dim, cb.offset, cb.size)
+            .copy_(out.narrow(0, r * u.block + p.offset, cb.size * p.rest())
+                       .view(p.chunk_shape(cb.size)));
+      }
+    }
+  }
+
+  void queue_finish() {
+    if (callback_queued) return;
+    callback_queued = true;
+    autograd::queue_callback([this] { finish_backward(); });
+  }
+
+  // The gradient of a compute parameter as this rank's local contribution, folded with what
+  // no_sync accumulated; undefined when it was accumulated instead (no sync).
+  Tensor local_grad(ParamState& p, const DTensor& grad) {
+    Tensor g;
+    if (grad.defined()) {
+      // A gradient may arrive Partial on a tensor-parallel dim: lay it out like the parameter.
+      g = grad.placements() == p.compute_spec->placements()
+              ? grad.to_local()
+              : grad.redistribute(p.compute_spec->placements()).to_local();
+    } else {
+      g = zeros(p.compute_shape, TensorOptions(p.storage.dtype(), p.storage.to_local().device()));
+    }
+    if (!sync) {
+      p.unsynced = p.unsynced.defined() ? add_local(p.unsynced, g) : g.contiguous().clone();
+      return Tensor();
+    }
+    if (p.unsynced.defined()) {
+      g = add_local(p.unsynced, g);
+      p.unsynced = Tensor();
+    }
+    return g;
+  }
+
+  // Backward of a unit's gather: one reduce_scatter(avg) of the unit's gradients.
+  void on_unit_grads(const UnitState& u, absl::Span<const DTensor> grads) {
+    queue_finish();
+    std::vector<Tensor> local(u.sharded.size());
+    bool any = false;
+    for (size_t j = 0; j < u.sharded.size(); ++j) {
+      local[j] = local_grad(params[u.sharded[j]], grads[j]);
+      any = any || local[j].defined();
+    }
+    release(u);  // after backward every unit is resharded (FSDP2 does too)
+    if (!any || u.block == 0) return;
+    const Device dev = params[u.sharded[0]].storage.to_local().device();
+    Tensor in = zeros({n * u.block}, TensorOptions(u.dtype, dev));
+    for (size_t j = 0; j < u.sharded.size(); ++j) {
+      const ParamState& p = params[u.sharded[j]];
+      for (int64_t r = 0; r < n; ++r) {
+        const ChunkBounds cb = p.chunk(n, r);
+        if (cb.size == 0 || p.rest() == 0) continue;
+        in.narrow(0, r * u.block + p.offset, cb.size * p.rest())
+            .view(p.chunk_shape(cb.size))
+            .copy_(local[j].narrow(p.shard_dim, cb.offset, cb.size));
+      }
+    }
+    Tensor out = empty({u.block}, TensorOptions(u.dtype, dev));
+    pending.add(detail::launch_reduce_scatter_avg(*comm, out, in), [this, &u, out] {
+      for (size_t i : u.sharded) {
+        const ParamState& p = params[i];
+        const Shape& shard = p.storage.to_local().shape();
+        const int64_t numel = p.storage.to_local().numel();
+        accumulate_into_grad(p.storage, out.narrow(0, p.offset, numel).view(shard).clone());
+      }
+    });
+  }
+
+  void on_replicated_grad(size_t i, const DTensor& grad) {
+    queue_finish();
+    ParamState& p = params[i];
+    Tensor g = local_grad(p, grad);
+    if (!g.defined()) return;
+    Bucket& b = buckets[p.bucket];
+    const size_t slot = std::find(b.params.begin(), b.params.end(), i) - b.params.begin();
+    b.grads[slot] = g.contiguous();
+    if (++b.ready == static_cast<int64_t>(b.params.size())) launch_bucket(b);
+  }
+
+  void launch_bucket(Bucket& b) {
+    int64_t total = 0;
+    DType dtype = kFloat32;
+    Device dev;
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      if (!b.grads[s].defined()) continue;
+      total += b.grads[s].numel();
+      dtype = b.grads[s].dtype();
+      dev = b.grads[s].device();
+    }
+    Tensor flat = empty({total}, TensorOptions(dtype, dev));
+    std::vector<std::pair<size_t, int64_t>> where;  // (param, offset)
+    int64_t off = 0;
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      if (!b.grads[s].defined()) continue;
+      flat.narrow(0, off, b.grads[s].numel()).view(b.grads[s].shape()).copy_(b.grads[s]);
+      where.emplace_back(b.params[s], off);
+      off += b.grads[s].numel();
+      b.grads[s] = Tensor();
+    }
+    b.ready = 0;
+    pending.add(detail::launch_all_reduce_avg(*comm, flat), [this, flat, where] {
+      for (auto [i, o] : where) {
+        const ParamState& p = params[i];
+        accumulate_into_grad(p.storage, flat.narrow(0, o, p.storage.to_local().numel())
+                                            .view(p.storage.to_local().shape())
+                                            .clone());
+      }
+    });
+  }
+
+  void finish_backward() {
+    callback_queued = false;
+    // Buckets some of whose parameters received no gradient (the same on every rank).
+    for (Bucket& b : buckets) {
+      if (b.ready > 0) launch_bucket(b);
+    }
+    pending.finish_all();
+  }
+
+  void reset_step() {
+    callback_queued = false;
+    for (Bucket& b : buckets) {
+      b.ready = 0;
+      for (Tensor& g : b.grads) g = Tensor();
+    }
+  }
+
+  void swap_in(const ParamState& p, const DTensor& value) {
+    for (const ParamSlot& s : p.info.slots) s.module->swap_parameter(s.name, value);
+  }
+
+  void pre_forward(const UnitState& u);
+  DTensor post_forward(const UnitState& u, const DTensor& out);
+};
+
+void DataParallel::State::pre_forward(const UnitState& u) {
+  if (u.root) reset_step();
+  gather(u);
+  if (!u.sharded.empty()) {
+    DTensorList outs;
+    std::vector<const DTensor*> ins;
+    for (size_t i : u.sharded) {
+      outs.push_back(DTensor(params[i].gathered, params[i].compute_spec));
+      ins.push_back(&params[i].storage);
+    }
+    const size_t count = u.sharded.size();
+    outs = autograd::record_function("FullyShardGatherBackward", ins, std::move(outs),
+                                     [this, &u, count](absl::Span<const DTensor> grads) {
+                                       on_unit_grads(u, grads);
+                                       return DTensorList(count);
+                                     });
+    for (size_t j = 0; j < count; ++j) swap_in(params[u.sharded[j]], outs[j]);
+  }
+  for (size_t i : u.replicated) {
+    DTensor out =
+        autograd::record_function("ReplicateParamBackward", {&params[i].storage},
+                                  DTensor(params[i].storage.to_local(), params[i].compute_spec),
+                                  [this, i](absl::Span<const DTensor> grads) {
+                                    on_replicated_grad(i, grads[0]);
+                                    return DTensorList(1);
+                                  });
+    swap_in(params[i], out);
+  }
+}
+
+DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out) {
+  for (size_t i : u.all) swap_in(params[i], params[i].storage);
+  if (u.sharded.empty()) return out;
+  const bool backward_follows = out.defined() && out.requires_grad();
+  if (!backward_follows) {
+    release(u);
+  } else if (!u.root && options.reshard_after_forward) {
+    release(u);
+    // Gather again when the unit's output gradient arrives, before any of its backward ops.
+    out.register_hook([this, &u](const DTensor&) {
+      gather(u);
+      return DTensor();
+    });
+  }
+  return out;
+}
+
+namespace {
+
+const char* style_op(DataParallelStyle style) {
+  switch (style) {
+    case DataParallelStyle::kReplicate:
+      return "replicate";
+    case DataParallelStyle::kFullyShard:
+      return "fully_shard";
+    default:
+      return "data_parallel";
+  }
+}
+
+// The tensor dim the dp dim shards, or -1 to replicate.
+int64_t choose_shard_dim(const DTensor& p, DataParallelStyle style, int64_t n) {
+  if (style == DataParallelStyle::kReplicate || p.dim() == 0) return -1;
+  auto sharded_elsewhere = [&](int64_t d) {
+    if (is_local(p)) return false;
+    for (const Placement& pl : p.placements()) {
+      if (pl.is_shard() && pl.dim() == d) return true;
+    }
+    return false;
+  };
+  if (style == DataParallelStyle::kDefault) {
+    return !sharded_elsewhere(0) && p.to_local().size(0) % n == 0 ? 0 : -1;
+  }
+  for (int64_t d = 0; d < p.dim(); ++d) {
+    if (!sharded_elsewhere(d)) return d;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh& mesh,
+                                            DataParallelStyle style, DataParallelOptions options) {
+  const char* op = style_op(style);
+  int64_t dp_dim = 0;
+  if (mesh.ndim() > 1) {
+    const auto& names = mesh.dim_names();
+    const auto it = std::find(names.begin(), names.end(), options.dp_dim_name);
+    DT_CHECK(it != names.end(), "[%s] the mesh has %d dims and none is named '%s' (dims: %s)", op,
+             mesh.ndim(), options.dp_dim_name, absl::StrJoin(names, ", "));
+    dp_dim = it - names.begin();
+  }
+  DT_CHECK(mesh.contains_me(), "[%s] this rank is not part of the mesh", op);
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < mesh.ndim(); ++d) {
+    if (d != dp_dim) others.push_back(d);
+  }
+  const DeviceMesh compute_mesh =
+      others.empty() ? self_mesh(mesh.device_type()) : mesh.submesh(others);
+
+  auto state = std::make_shared<DataParallel::State>();
+  state->mesh = mesh;
+  state->comm = mesh.communicator(dp_dim);
+  state->n = mesh.size(dp_dim);
+  state->rank = mesh.get_local_rank(dp_dim);
+  state->options = options;
+  state->units = group_modules(
+      module, style == DataParallelStyle::kReplicate ? GroupingPolicy{} : options.grouping);
+  DataParallel::State& s = *state;
+  for (const Unit& unit : s.units) {
+    UnitState u;
+    u.fqn = unit.fqn;
+    u.module = unit.module;
+    u.root = unit.fqn.empty();
+    for (const UnitParam& up : unit.params) {
+      const DTensor p = up.slots.front().module->param(up.slots.front().name);
+      // A parameter the tensor-parallel plan left alone is local (self mesh): replicated on
+      // the other dims, and its forward keeps running on local tensors.
+      DT_CHECK(is_local(p) || p.device_mesh() == compute_mesh,
+               "[%s] parameter '%s' is %s; expected it local (unparallelized) or on the mesh of "
+               "the non-dp dims %s (parallelize on the submesh without the dp dim first)",
+               op, up.fqn, p.str(), compute_mesh.str());
+      ParamState ps;
+      ps.info = up;
+      ps.compute_spec = p.spec_ptr();
+      ps.compute_shape = p.to_local().shape();
+      ps.trained = p.requires_grad();
+      ps.shard_dim = ps.trained ? choose_shard_dim(p, style, s.n) : -1;
+      Placements pl;
+      for (int64_t d = 0, o = 0; d < mesh.ndim(); ++d) {
+        if (d == dp_dim) {
+          pl.push_back(ps.shard_dim >= 0 ? Placement(Shard(ps.shard_dim)) : Placement(Replicate()));
+        } else {
+          pl.push_back(is_local(p) ? Placement(Replicate()) : p.placements()[o++]);
+        }
+      }
+      auto spec =
+          std::make_shared<const DTensorSpec>(mesh, pl, TensorMeta(p.shape(), p.dtype()), op);
+      Tensor local = p.to_local();
+      if (ps.shard_dim >= 0) {
+        const ChunkBounds cb = ps.chunk(s.n, s.rank);
+        local = local.narrow(ps.shard_dim, cb.offset, cb.size).clone();
+      }
+      DT_CHECK(local.shape() == spec->local_shard().shape,
+               "[%s] internal: shard of '%s' has shape %s, spec %s implies %s", op, up.fqn,
+               shape_str(local.shape()), spec->str(), shape_str(spec->local_shard().shape));
+      ps.storage = DTensor(local, spec);
+      if (ps.trained) ps.storage.requires_grad_();
+      s.swap_in(ps, ps.storage);
+      const size_t index = s.params.size();
+      u.all.push_back(index);
+      if (ps.trained) (ps.shard_dim >= 0 ? u.sharded : u.replicated).push_back(index);
+      s.params.push_back(std::move(ps));
+    }
+    // The unit's flat layout: each sharded parameter's largest chunk, in order.
+    for (size_t i : u.sharded) {
+      ParamState& p = s.params[i];
+      DT_CHECK(p.storage.dtype() == s.params[u.sharded[0]].storage.dtype(),
+               "[%s] unit '%s' holds sharded parameters of dtypes %s and %s (one dtype per unit)",
+               op, u.fqn, dtype_name(p.storage.dtype()),
+               dtype_name(s.params[u.sharded[0]].storage.dtype()));
+      u.dtype = p.storage.dtype();
+      p.offset = u.block;
+      u.block += p.chunk(s.n, 0).size * p.rest();
+    }
+    s.unit_states.push_back(std::move(u));
+  }
+  // Buckets: replicated trained parameters in reverse registration order, by size and dtype.
+  std::vector<size_t> order;
+  for (size_t i = s.params.size(); i-- > 0;) {
+    if (s.params[i].trained && s.params[i].shard_dim < 0) order.push_back(i);
+  }
+  int64_t bytes = 0;
+  for (size_t i : order) {
+    ParamState& p = s.params[i];
+    const int64_t nb =
+        p.storage.to_local().numel() * static_cast<int64_t>(dtype_size(p.storage.dtype()));
+    const bool fits = !s.buckets.empty() && bytes + nb <= options.bucket_cap_bytes &&
+                      s.params[s.buckets.back().params[0]].storage.dtype() == p.storage.dtype();
+    if (!fits) {
+      s.buckets.emplace_back();
+      bytes = 0;
+    }
+    s.buckets.back().params.push_back(i);
+    s.buckets.back().grads.emplace_back();
+    bytes += nb;
+    p.bucket = static_cast<int64_t>(s.buckets.size()) - 1;
+  }
+  // Hooks: the state lives as long as the module's hooks (and the returned handle).
+  for (UnitState& u : s.unit_states) {
+    const UnitState* up = &u;
+    u.module->register_forward_pre_hook([state, up](nn::Module&, const DTensor& x) {
+      state->pre_forward(*up);
+      return x;
+    });
+    u.module->register_forward_hook(
+        [state, up](nn::Module&, const DTensor& out) { return state->post_forward(*up, out); });
+  }
+  return std::make_shared<DataParallel>(state);
+}
+
+std::shared_ptr<DataParallel> replicate(nn::Module& module, const DeviceMesh& mesh,
+                                        DataParallelOptions options) {
+  return data_parallel(module, mesh, DataParallelStyle::kReplicate, std::move(options));
+}
+
+std::shared_ptr<DataParallel> fully_shard(nn::Module& module, const DeviceMesh& mesh,
+                                          DataParallelOptions options) {
+  return data_parallel(module, mesh, DataParallelStyle::kFullyShard, std::move(options));
+}
+
+void DataParallel::set_requires_gradient_sync(bool sync) {
+  state_->sync = sync;
+}
+bool DataParallel::requires_gradient_sync() const {
+  return state_->sync;
+}
+const std::vector<Unit>& DataParallel::units() const {
+  return state_->units;
+}
+int64_t DataParallel::num_buckets() const {
+  return static_cast<int64_t>(state_->buckets.size());
+}
+int64_t DataParallel::num_sharded_params() const {
+  int64_t c = 0;
+  for (const ParamState& p : state_->params) c += p.shard_dim >= 0 ? 1 : 0;
+  return c;
+}
+
+std::string DataParallel::grouping_str() const {
+  std::string out = ::dtensor::grouping_str(state_->units);
+  for (const ParamState& p : state_->params) {
+    absl::StrAppend(&out, "  ", p.info.fqn, ": ", p.storage.spec().str(),
+                    p.bucket >= 0 ? absl::StrCat(" bucket ", p.bucket) : std::string(), "\n");
+  }
+  return out;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,44 @@
+// The one place data parallel issues its collectives (parameter all-gathers, gradient
+// all-reduces and reduce-scatters). Each launch returns a handle; the caller waits on it only
+// where the result is first needed (before unpacking into parameters or gradients). Today the
+// communicator call completes inside launch, so wait() is cheap; once collectives are async
+// (issue 18 item 1) only these functions change.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "tensor/tensor.h"
+
+namespace dtensor::detail {
+
+class DpCollective {
+ public:
+  DpCollective() = default;
+  explicit DpCollective(WorkPtr work) : work_(std::move(work)) {}
+  // Blocks until the collective is done (the collective deadline applies).
+  void wait();
+
+ private:
+  WorkPtr work_;
+};
+
+DpCollective launch_all_gather(Communicator& comm, const Tensor& output, const Tensor& input);
+DpCollective launch_reduce_scatter_avg(Communicator& comm, const Tensor& output,
+                                       const Tensor& input);
+DpCollective launch_all_reduce_avg(Communicator& comm, const Tensor& tensor);
+
+// Collectives launched during one backward, finished (waited, then unpacked) in launch order
+// at its end.
+class PendingReductions {
+ public:
+  void add(DpCollective c, std::function<void()> finish);
+  void finish_all();
+  bool empty() const { return pending_.empty(); }
+
+ private:
+  std::vector<std::pair<DpCollective, std::function<void()>>> pending_;
+};
+
+}  // namespace dtensor::detail

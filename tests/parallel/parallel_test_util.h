@@ -1,0 +1,21 @@
+// Helpers shared by the parallel/ tests.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/tensor.h"
+
+namespace dtensor::test {
+
+// Largest absolute elementwise difference (infinity when the shapes differ).
+inline double max_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return INFINITY;
+  const auto x = a.to(kFloat64).to_vector<double>();
+  const auto y = b.to(kFloat64).to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+}  // namespace dtensor::test

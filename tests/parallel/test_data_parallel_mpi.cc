@@ -1,0 +1,395 @@
+// Data parallelism under mpirun (1, 2 and 4 ranks; the 4-rank run adds TP x FSDP on a 2x2
+// mesh): replicate (DDP), fully_shard (FSDP) and the DEFAULT style train exactly like one
+// device on the same global batch (uneven parameter shards included), issue the collectives
+// they promise per step, group a tied weight into its modules' common ancestor's unit, and
+// FSDP's forward holds one unit's gathered parameters at a time.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+
+#include "collectives/comm_debug.h"
+#include "collectives/runtime.h"
+#include "nn/nn.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/loss/loss.h"
+#include "ops/reduction/reduction.h"
+#include "ops/view/view.h"
+#include "optim/optimizer.h"
+#include "parallel/data_parallel/data_parallel.h"
+#include "parallel/parallelize.h"
+#include "parallel/transformer_plan.h"
+#include "rng/random.h"
+#include "tensor/creation.h"
+#include "tensor/memory_stats.h"
+#include "tests/parallel/parallel_test_util.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+using dt::CollectiveKind;
+
+namespace {
+
+using dt::test::max_diff;
+
+nn::TransformerConfig small_config(int64_t n_layers = 2) {
+  const int64_t W = dt::world_size();
+  nn::TransformerConfig cfg;
+  cfg.vocab_size = 4 * W + 3;  // uneven shards of the embedding and the output
+  cfg.dim = 8;
+  cfg.n_heads = 2;
+  cfg.n_layers = n_layers;
+  cfg.max_seq_len = 5;  // pos_embeddings [5, 8]: uneven on dp
+  return cfg;
+}
+
+struct Batch {
+  dt::Tensor tokens, targets;  // global
+};
+
+Batch make_batch(const nn::TransformerConfig& cfg, int64_t rows, uint64_t seed) {
+  dt::Generator g(seed);
+  Batch b;
+  b.tokens = dt::randint(0, cfg.vocab_size, {rows, 5}, dt::TensorOptions(dt::kInt64), &g);
+  b.targets = dt::randint(0, cfg.vocab_size, {rows, 5}, dt::TensorOptions(dt::kInt64), &g);
+  return b;
+}
+
+// Mean cross-entropy of `m` on rows [begin, begin + count) of the batch; backward.
+double loss_backward(nn::Module& m, const Batch& b, int64_t begin, int64_t count, int64_t vocab) {
+  const dt::Tensor tok = b.tokens.narrow(0, begin, count).contiguous();
+  const dt::Tensor tgt = b.targets.narrow(0, begin, count).contiguous().reshape({-1});
+  const int64_t rows[] = {-1, vocab};
+  const dt::DTensor loss = dt::cross_entropy(dt::reshape(m(nn::local(tok)), rows), nn::local(tgt));
+  loss.backward();
+  return loss.full_tensor().to(dt::kFloat64).item<double>();
+}
+
+void require_same_params(const nn::Module& got, const nn::Module& want, double tol) {
+  const auto a = got.named_parameters();
+  const auto b = want.named_parameters();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].first << " " << a[i].second.str());
+    CHECK(max_diff(a[i].second.full_tensor(), b[i].second.to_local()) < tol);
+  }
+}
+
+// Trains `model` (data parallel over dp ranks, `dp` of them, this rank `dp_rank`) and a
+// single-device copy 4 steps on the same global batches; parameters must stay equal.
+void train_and_compare(nn::Module& model, nn::Module& ref, int64_t dp, int64_t dp_rank,
+                       int64_t vocab) {
+  dt::optim::AdamW opt(model.parameters(), dt::optim::AdamWOptions(1e-2));
+  dt::optim::AdamW ref_opt(ref.parameters(), dt::optim::AdamWOptions(1e-2));
+  const int64_t per_rank = 2;
+  for (int step = 0; step < 4; ++step) {
+    const Batch b = make_batch(small_config(), dp * per_rank, 100 + step);
+    opt.zero_grad();
+    loss_backward(model, b, dp_rank * per_rank, per_rank, vocab);
+    for (const dt::DTensor& p : model.parameters()) {
+      REQUIRE(p.grad().defined());
+      CHECK(p.grad().placements() == p.placements());
+    }
+    opt.step();
+    ref_opt.zero_grad();
+    loss_backward(ref, b, 0, dp * per_rank, vocab);
+    ref_opt.step();
+  }
+  require_same_params(model, ref, 2e-4);
+}
+
+dt::DeviceMesh dp_mesh() {
+  return dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"dp"});
+}
+
+}  // namespace
+
+TEST_CASE("replicate: DDP training equals single-device; one all_reduce per bucket",
+          "[dp][replicate]") {
+  const int64_t W = dt::world_size();
+  const auto cfg = small_config();
+  dt::manual_seed(5);
+  nn::Transformer model(cfg);
+  dt::manual_seed(5);
+  nn::Transformer ref(cfg);
+  const auto mesh = dp_mesh();
+  auto dp = dt::replicate(model, mesh);
+  CHECK(dp->num_buckets() == 1);
+  for (const dt::DTensor& p : model.parameters()) {
+    CHECK(p.placements() == dt::Placements{dt::Replicate()});
+  }
+  {  // Collectives of one step: one all_reduce (one bucket), nothing in forward.
+    const Batch b = make_batch(cfg, 2 * W, 1);
+    dt::CommDebugMode comm;
+    loss_backward(model, b, 2 * mesh.get_local_rank(0), 2, cfg.vocab_size);
+    if (W > 1) {
+      CHECK(comm.count(CollectiveKind::kAllReduce) == 1);
+      CHECK(comm.total_count() == 1);
+    }
+    model.zero_grad();
+  }
+  train_and_compare(model, ref, W, mesh.get_local_rank(0), cfg.vocab_size);
+}
+
+TEST_CASE("replicate: small buckets give one all_reduce each; no_sync accumulates locally",
+          "[dp][replicate]") {
+  const int64_t W = dt::world_size();
+  const auto cfg = small_config(1);
+  dt::manual_seed(6);
+  nn::Transformer model(cfg);
+  dt::manual_seed(6);
+  nn::Transformer ref(cfg);
+  const auto mesh = dp_mesh();
+  const int64_t r = mesh.get_local_rank(0);
+  auto dp = dt::replicate(model, mesh, {.bucket_cap_bytes = 256});
+  CHECK(dp->num_buckets() > 2);
+  const Batch b1 = make_batch(cfg, 2 * W, 3), b2 = make_batch(cfg, 2 * W, 4);
+  {
+    dt::NoSync guard(*dp);
+    dt::CommDebugMode comm;
+    loss_backward(model, b1, 2 * r, 2, cfg.vocab_size);
+    CHECK(comm.total_count() == 0);
+    for (const dt::DTensor& p : model.parameters()) CHECK(!p.grad().defined());
+  }
+  {
+    dt::CommDebugMode comm;
+    loss_backward(model, b2, 2 * r, 2, cfg.vocab_size);
+    if (W > 1) CHECK(comm.count(CollectiveKind::kAllReduce) == dp->num_buckets());
+  }
+  loss_backward(ref, b1, 0, 2 * W, cfg.vocab_size);
+  loss_backward(ref, b2, 0, 2 * W, cfg.vocab_size);
+  const auto a = model.named_parameters();
+  const auto b = ref.named_parameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].first);
+    REQUIRE(a[i].second.grad().defined());
+    CHECK(max_diff(a[i].second.grad().full_tensor(), b[i].second.grad().to_local()) < 1e-4);
+  }
+}
+
+TEST_CASE("fully_shard: FSDP training equals single-device; per-unit collectives", "[dp][fsdp]") {
+  const int64_t W = dt::world_size();
+  const auto cfg = small_config();
+  dt::manual_seed(7);
+  nn::Transformer model(cfg);
+  dt::manual_seed(7);
+  nn::Transformer ref(cfg);
+  const auto mesh = dp_mesh();
+  auto dp = dt::fully_shard(model, mesh, {.grouping = {.module_types = {"TransformerBlock"}}});
+  const int64_t units = static_cast<int64_t>(dp->units().size());
+  CHECK(units == 1 + cfg.n_layers);
+  for (const dt::DTensor& p : model.parameters()) {
+    CHECK(p.placements() == dt::Placements{dt::Shard(0)});
+  }
+  INFO(dp->grouping_str());
+  {
+    const Batch b = make_batch(cfg, 2 * W, 1);
+    const int64_t r = mesh.get_local_rank(0);
+    const dt::Tensor tok = b.tokens.narrow(0, 2 * r, 2).contiguous();
+    const dt::Tensor tgt = b.targets.narrow(0, 2 * r, 2).contiguous().reshape({-1});
+    const int64_t rows[] = {-1, cfg.vocab_size};
+    dt::DTensor loss;
+    {
+      dt::CommDebugMode comm;
+      loss = dt::cross_entropy(dt::reshape(model(nn::local(tok)), rows), nn::local(tgt));
+      if (W > 1) {
+        CHECK(comm.count(CollectiveKind::kAllGather) == units);
+        CHECK(comm.total_count() == units);
+      }
+    }
+    {
+      dt::CommDebugMode comm;
+      loss.backward();
+      if (W > 1) {
+        // Non-root units gather again in backward (reshard_after_forward); one
+        // reduce_scatter per unit.
+        CHECK(comm.count(CollectiveKind::kAllGather) == units - 1);
+        CHECK(comm.count(CollectiveKind::kReduceScatter) == units);
+        CHECK(comm.total_count() == 2 * units - 1);
+      }
+    }
+    model.zero_grad();
+  }
+  train_and_compare(model, ref, W, mesh.get_local_rank(0), cfg.vocab_size);
+}
+
+TEST_CASE("data_parallel DEFAULT: shards only evenly divisible dim 0, trains like one device",
+          "[dp][default]") {
+  const int64_t W = dt::world_size();
+  const auto cfg = small_config();
+  dt::manual_seed(8);
+  nn::Transformer model(cfg);
+  dt::manual_seed(8);
+  nn::Transformer ref(cfg);
+  const auto mesh = dp_mesh();
+  auto dp = dt::data_parallel(model, mesh, dt::DataParallelStyle::kDefault,
+                              {.grouping = {.min_unit_numel = 200}});
+  for (const auto& [name, p] : model.named_parameters()) {
+    INFO(name);
+    const bool even = p.size(0) % W == 0;
+    CHECK(p.placements() ==
+          dt::Placements{even ? dt::Placement(dt::Shard(0)) : dt::Placement(dt::Replicate())});
+  }
+  if (W > 1) CHECK(dp->num_buckets() >= 1);
+  train_and_compare(model, ref, W, mesh.get_local_rank(0), cfg.vocab_size);
+}
+
+namespace {
+// A Linear without bias whose weight is another module's (tied).
+class TiedLinear : public nn::Module {
+ public:
+  explicit TiedLinear(const dt::DTensor& w) { tie_parameter("weight", w); }
+  std::string type_name() const override { return "TiedLinear"; }
+  dt::DTensor forward(const dt::DTensor& x) override {
+    return nn::functional::linear(x, param("weight"));
+  }
+};
+class Holder : public nn::Module {
+ public:
+  std::string type_name() const override { return "Holder"; }
+};
+// x -> out.head(mid(embed(x))) where out.head.weight is embed.weight.
+class TiedModel : public nn::Module {
+ public:
+  TiedModel() {
+    embed_ = register_module("embed", std::make_shared<nn::Linear>(6, 6, true));
+    mid_ = register_module("mid", std::make_shared<nn::Linear>(6, 5, true));
+    back_ = register_module("back", std::make_shared<nn::Linear>(5, 6, false));
+    auto holder = register_module("out", std::make_shared<Holder>());
+    head_ = holder->register_module("head", std::make_shared<TiedLinear>(embed_->param("weight")));
+  }
+  std::string type_name() const override { return "TiedModel"; }
+  dt::DTensor forward(const dt::DTensor& x) override {
+    return (*head_)((*back_)((*mid_)((*embed_)(x))));
+  }
+
+ private:
+  nn::ModulePtr embed_, mid_, back_, head_;
+};
+}  // namespace
+
+TEST_CASE("grouping: a tied weight belongs to its modules' common ancestor; FSDP trains it",
+          "[dp][grouping]") {
+  const int64_t W = dt::world_size();
+  dt::manual_seed(9);
+  TiedModel model;
+  dt::manual_seed(9);
+  TiedModel ref;
+  REQUIRE(model.named_parameters().size() == 5);  // the tied weight listed once
+  const auto mesh = dp_mesh();
+  auto dp = dt::fully_shard(model, mesh, {.grouping = {.module_types = {"Linear", "TiedLinear"}}});
+  const auto& units = dp->units();
+  INFO(dp->grouping_str());
+  REQUIRE(units.size() == 5);  // root, embed, mid, back, out.head
+  REQUIRE(units[0].fqn.empty());
+  REQUIRE(units[0].params.size() == 1);
+  CHECK(units[0].params[0].fqn == "embed.weight");
+  CHECK(units[0].params[0].slots.size() == 2);
+  CHECK(units[1].fqn == "embed");
+  CHECK(units[1].params.size() == 1);  // its bias only
+  CHECK(units[4].fqn == "out.head");
+  CHECK(units[4].params.empty());
+  CHECK(dp->grouping_str().find("embed.weight [6, 6] (tied x2)") != std::string::npos);
+  // Threshold policy at 40 elements: only embed (36 + 6, counted per module) is a unit; the
+  // rest (mid 35, back 30, out.head 36) falls to the root, and so does the tied weight.
+  {
+    dt::manual_seed(9);
+    TiedModel other;
+    const auto g = dt::group_modules(other, {.min_unit_numel = 40});
+    REQUIRE(g.size() == 2);
+    CHECK(g[1].fqn == "embed");
+    CHECK(g[1].params.size() == 1);  // embed.bias
+    CHECK(g[0].params.size() == 4);  // embed.weight (tied), mid.weight, mid.bias, back.weight
+  }
+
+  dt::optim::SGD opt(model.parameters(), dt::optim::SGDOptions(0.1));
+  dt::optim::SGD ref_opt(ref.parameters(), dt::optim::SGDOptions(0.1));
+  const int64_t r = mesh.get_local_rank(0);
+  for (int step = 0; step < 3; ++step) {
+    dt::Generator g(50 + step);
+    const dt::Tensor x = dt::randn({3 * W, 6}, {}, &g);
+    const dt::Tensor w = dt::randn({3 * W, 6}, {}, &g);
+    auto loss = [&](nn::Module& m, int64_t begin, int64_t count) {
+      const dt::DTensor y = m(nn::local(x.narrow(0, begin, count).contiguous()));
+      // mean over rows of sum(y * w): per-rank means average to the global mean.
+      return dt::div(dt::sum(dt::mul(y, nn::local(w.narrow(0, begin, count).contiguous()))),
+                     dt::Scalar(static_cast<double>(count)));
+    };
+    opt.zero_grad();
+    loss(model, 3 * r, 3).backward();
+    opt.step();
+    ref_opt.zero_grad();
+    loss(ref, 0, 3 * W).backward();
+    ref_opt.step();
+  }
+  require_same_params(model, ref, 1e-4);
+}
+
+TEST_CASE("fully_shard: forward holds one unit's gathered parameters at a time",
+          "[dp][fsdp][memory]") {
+  const int64_t W = dt::world_size();
+  nn::TransformerConfig cfg = small_config(8);
+  cfg.dim = 32;
+  cfg.n_heads = 2;
+  auto forward_peak = [&](bool reshard, int64_t* largest_unit_bytes, int64_t* root_bytes,
+                          int64_t* total_bytes) {
+    dt::manual_seed(10);
+    nn::Transformer model(cfg);
+    *total_bytes = 0;
+    for (const dt::DTensor& p : model.parameters()) *total_bytes += p.numel() * 4;
+    auto dp = dt::fully_shard(
+        model, dp_mesh(),
+        {.grouping = {.module_types = {"TransformerBlock"}}, .reshard_after_forward = reshard});
+    *largest_unit_bytes = 0;
+    for (const dt::Unit& u : dp->units()) {
+      int64_t b = 0;
+      for (const dt::UnitParam& p : u.params) {
+        b += p.slots[0].module->param(p.slots[0].name).numel() * 4;
+      }
+      if (u.fqn.empty()) {
+        *root_bytes = b;
+      } else {
+        *largest_unit_bytes = std::max(*largest_unit_bytes, b);
+      }
+    }
+    const Batch b = make_batch(cfg, 1, 1);
+    const dt::Tensor tok = b.tokens.narrow(1, 0, 2).contiguous();
+    const int64_t base = dt::memory_stats().current_bytes;
+    dt::reset_peak_memory_stats();
+    dt::DTensor logits = model(nn::local(tok));
+    const int64_t peak = dt::memory_stats().peak_bytes - base;
+    dt::sum(logits).backward();
+    return peak;
+  };
+  int64_t largest = 0, root = 0, total = 0;
+  const int64_t with = forward_peak(true, &largest, &root, &total);
+  const int64_t without = forward_peak(false, &largest, &root, &total);
+  // Gathered root + one gathered unit + its gather buffers (one unit, plus one shard) +
+  // activations of a [1, 2] batch (slack).
+  const int64_t slack = 64 * 1024;
+  INFO("forward peak " << with << " B with reshard, " << without << " B without; largest unit "
+                       << largest << " B, root " << root << " B, total " << total << " B");
+  CHECK(with <= root + 3 * largest + slack);
+  CHECK(without >= total - slack);
+  if (W > 1) CHECK(with < without);
+}
+
+TEST_CASE("TP x FSDP on a 2x2 mesh trains like one device", "[dp][fsdp][tp]") {
+  if (dt::world_size() != 4) return;  // the 2x2 mesh needs exactly 4 ranks
+  nn::TransformerConfig cfg = small_config();
+  cfg.dim = 8;
+  cfg.n_heads = 2;
+  dt::manual_seed(11);
+  nn::Transformer model(cfg);
+  dt::manual_seed(11);
+  nn::Transformer ref(cfg);
+  const auto mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"});
+  dt::parallelize_module(model, mesh[{"tp"}], dt::transformer_tp_plan());
+  auto dp = dt::fully_shard(model, mesh, {.grouping = {.module_types = {"TransformerBlock"}}});
+  INFO(dp->grouping_str());
+  // A colwise weight (S(0) on tp) is sharded on its dim 1 on dp; rowwise on dim 0.
+  const auto& wq = model.get_parameter("layers.0.attention.wq.weight");
+  CHECK(wq.placements() == dt::Placements{dt::Shard(1), dt::Shard(0)});
+  const auto& wo = model.get_parameter("layers.0.attention.wo.weight");
+  CHECK(wo.placements() == dt::Placements{dt::Shard(0), dt::Shard(1)});
+  train_and_compare(model, ref, 2, mesh.get_local_rank(0), cfg.vocab_size);
+}
