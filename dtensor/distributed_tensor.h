@@ -70,9 +70,12 @@ class DTensor {
   // mesh (the local case). The gradient comes back to this DTensor laid out as
   // `grad_placements` (default: this DTensor's placements) and is then redistributed to this
   // DTensor's placements like any redistribute gradient; pass e.g. {Partial()} when the
-  // local gradients are partial sums.
-  DTensor local(std::optional<Placements> grad_placements = std::nullopt) const;
-  DTensor full(std::optional<Placements> grad_placements = std::nullopt) const;
+  // local gradients are partial sums. Any contiguous range of placements is accepted
+  // (initializer list, std::vector<Placement>, Placements).
+  DTensor local() const;
+  DTensor local(PlacementSpan grad_placements) const;
+  DTensor full() const;
+  DTensor full(PlacementSpan grad_placements) const;
   // The same logical tensor with other placements on `mesh` (must be this DTensor's mesh).
   // Issues the collectives of the cheapest plan (see redistribute.h). Recorded by autograd
   // (defined by the autograd layer): the gradient flows back to this DTensor's placements,
@@ -204,8 +207,10 @@ DTensor distribute_tensor(const Tensor& tensor, PlacementSpan placements,
 DTensor zeros_like(const DTensor& x);
 DTensor zeros_like(const DTensorSpec& spec);
 
-// Prints, on the mesh's first rank, which ranks hold which block of a 1-D or 2-D DTensor
-// (PyTorch visualize_sharding). Returns the text (empty on other ranks).
+// Prints, on the mesh's first rank, which ranks hold which block of a DTensor of any rank
+// (PyTorch visualize_sharding): 1-d blocks as "elements [a, b)", 2-d as "rows [a, b) cols
+// [c, d)", others as "block [a, b) x [c, d) x ...", each with the world ranks holding it.
+// Returns the text (empty on other ranks).
 std::string visualize_sharding(const DTensor& t, bool print = true);
 
 }  // namespace dtensor

@@ -50,8 +50,9 @@ class DTensorSpec {
  public:
   DTensorSpec() = default;
   // Normalises negative Shard dims and validates: one placement per mesh dim, Shard dims in
-  // range of the tensor's ndim. Throws "[op] ..." naming `op` on error.
-  DTensorSpec(DeviceMesh mesh, Placements placements, TensorMeta meta,
+  // range of the tensor's ndim. Throws "[op] ..." naming `op` on error. `placements` is any
+  // contiguous range (copied: at most a few inline values, as cheap as a move).
+  DTensorSpec(DeviceMesh mesh, PlacementSpan placements, TensorMeta meta,
               std::string_view op = "DTensorSpec");
 
   const DeviceMesh& mesh() const { return mesh_; }
@@ -74,7 +75,7 @@ class DTensorSpec {
   LocalShard local_shard(IntSpan coordinate) const;
 
   // Same spec with other placements / meta (validated like the constructor; errors name `op`).
-  DTensorSpec with_placements(Placements placements,
+  DTensorSpec with_placements(PlacementSpan placements,
                               std::string_view op = "DTensorSpec") const;
   DTensorSpec with_meta(TensorMeta meta, std::string_view op = "DTensorSpec") const;
 

@@ -113,6 +113,7 @@ class Module {
  private:
   static DTensor as_parameter(const DTensor& value, bool requires_grad);
 
+  std::string name_;  // name under its (last) parent; CommDebugMode's module path
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::vector<std::pair<std::string, DTensor>> params_;
   std::vector<ForwardPreHook> pre_hooks_;

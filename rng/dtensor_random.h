@@ -21,16 +21,16 @@ namespace dtensor {
 // New DTensors of global `shape` laid out as `placements` on `mesh`; local tensors live on the
 // mesh's device. Same values as rand/randn/randint/bernoulli(shape) on one device.
 // Uniform on [0, 1).
-DTensor rand(IntSpan shape, const DeviceMesh& mesh, Placements placements,
+DTensor rand(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements,
              DType dtype = DType::kFloat32, Generator* gen = nullptr);
 // Standard normal.
-DTensor randn(IntSpan shape, const DeviceMesh& mesh, Placements placements,
+DTensor randn(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements,
               DType dtype = DType::kFloat32, Generator* gen = nullptr);
 // Integers uniform on [low, high).
 DTensor randint(int64_t low, int64_t high, IntSpan shape, const DeviceMesh& mesh,
-                Placements placements, DType dtype = DType::kInt64, Generator* gen = nullptr);
+                PlacementSpan placements, DType dtype = DType::kInt64, Generator* gen = nullptr);
 // 1 with probability p, else 0.
-DTensor bernoulli(IntSpan shape, double p, const DeviceMesh& mesh, Placements placements,
+DTensor bernoulli(IntSpan shape, double p, const DeviceMesh& mesh, PlacementSpan placements,
                   DType dtype = DType::kFloat32, Generator* gen = nullptr);
 
 // In place on every rank's local shard; return `t` (which shares its storage).

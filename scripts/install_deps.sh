@@ -9,6 +9,7 @@ packages=(
   libabsl-dev
   catch2
   libopenblas-dev
+  nlohmann-json3-dev
 )
 
 missing=()
