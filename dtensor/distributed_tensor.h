@@ -26,8 +26,12 @@ class Node;
 // returns the gradient to use instead (or an undefined DTensor to keep it).
 using GradHook = std::function<DTensor(const DTensor& grad)>;
 
+// A distributed tensor: this rank's local shard plus the DTensorSpec (mesh, placements, global
+// meta) saying where the other pieces live (PyTorch's DTensor). Copies share the shard and the
+// autograd state.
 class DTensor {
  public:
+  // An undefined DTensor (defined() == false).
   DTensor() = default;
   // Wraps a local shard that already matches `spec` (no checks, no communication). Used by
   // the library itself; users call from_local.
@@ -57,6 +61,7 @@ class DTensor {
   static DTensor from_local(const DTensor& local, const DeviceMesh& mesh, PlacementSpan placements,
                             bool run_check = false, IntSpan shape = {}, IntSpan stride = {});
 
+  // False for a default-constructed DTensor.
   bool defined() const { return spec_ != nullptr; }
   // This process's shard (empty on ranks outside the mesh). The raw local tensor: not
   // recorded by autograd (see local()).
@@ -84,6 +89,8 @@ class DTensor {
   DTensor redistribute(const DeviceMesh& mesh, PlacementSpan placements) const;
   DTensor redistribute(PlacementSpan placements) const;
 
+  // The spec and its parts: mesh, placements, global shape (== sizes), size of one dim
+  // (negative dims allowed), rank, global element count, dtype, and the local shard's device.
   const DTensorSpec& spec() const { return *spec_; }
   const std::shared_ptr<const DTensorSpec>& spec_ptr() const { return spec_; }
   const Placements& placements() const { return spec_->placements(); }
@@ -145,8 +152,8 @@ using DTensorList = absl::InlinedVector<DTensor, 2>;
 // Autograd state of a DTensor, shared by its copies. The autograd layer (autograd/) fills it;
 // it is defined here so that the DTensor accessors above need no higher layer.
 struct AutogradMeta {
-  bool requires_grad = false;
-  bool retains_grad = false;
+  bool requires_grad = false;  // see DTensor::requires_grad()
+  bool retains_grad = false;   // see DTensor::retain_grad()
   // Produced by a view op (OpInfo::view) from an input that requires grad: in-place ops on it
   // are refused, since the input's graph would not see the write.
   bool is_view = false;
