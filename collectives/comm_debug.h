@@ -27,8 +27,10 @@
 
 namespace dtensor {
 
+/// Counts and attributes the collectives issued on this thread while it is alive (see above).
 class CommDebugMode {
  public:
+  /// Starts counting (nested inside any scope already alive on this thread).
   CommDebugMode();
   ~CommDebugMode();
   CommDebugMode(const CommDebugMode&) = delete;
@@ -54,9 +56,9 @@ class CommDebugMode {
     std::string module;  ///< dotted module path, "Global" outside any module
     bool backward;       ///< issued while running the backward pass
     std::string op;      ///< the op ("mm", "redistribute", "MmBackward"), "-" when none
-    CollectiveKind kind;
-    int64_t count;
-    int64_t bytes;
+    CollectiveKind kind;  ///< the collective
+    int64_t count;        ///< how many were issued
+    int64_t bytes;        ///< their bytes in total (as bytes() counts them)
   };
   /// The attributed rows.
   const std::vector<Record>& records() const { return records_; }
@@ -79,6 +81,7 @@ class CommDebugMode {
   /// RAII label: a module (one path segment) entered on this thread; no-op when inactive.
   class ModuleScope {
    public:
+    /// Appends `name` to the module path until the scope ends.
     explicit ModuleScope(std::string_view name);
     ~ModuleScope();
     ModuleScope(const ModuleScope&) = delete;
@@ -91,7 +94,10 @@ class CommDebugMode {
   /// the module path and marks the backward phase. No-op when inactive.
   class OpScope {
    public:
+    /// Labels collectives with `op` until the scope ends; the second form also sets the module
+    /// path and the phase (the autograd engine's backward nodes).
     explicit OpScope(std::string_view op);
+    /// Labels `op` in `module_path`, phase backward when `backward` (the engine's form).
     OpScope(std::string_view op, std::string module_path, bool backward);
     ~OpScope();
     OpScope(const OpScope&) = delete;

@@ -61,6 +61,7 @@ void configure_log_from_env();
 /// Where log lines go. The default (an empty function) writes each line to stderr with one
 /// write. Returns the previous sink. A line has no trailing newline.
 using LogSink = std::function<void(std::string_view line)>;
+/// Installs `sink` (an empty function: stderr) and returns the previous one.
 LogSink set_log_sink(LogSink sink);
 
 /// Emits one line for `topic` (prefix "[dtensor rank R topic] " added) if the topic is on and,

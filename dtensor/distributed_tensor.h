@@ -180,6 +180,7 @@ bool is_local(const DTensor& x);
 // device (local_cuda_device()) for a CUDA mesh.
 Device local_device(const DeviceMesh& mesh);
 
+// Prints DTensor::str().
 std::ostream& operator<<(std::ostream& os, const DTensor& t);
 
 // Distributes `tensor` over `mesh` with `placements` (PyTorch distribute_tensor).

@@ -47,9 +47,10 @@ DTensor dropout(const DTensor& input, double p, bool train = true, Generator* ge
 
 // Dropout that also returns the bool keep mask as a DTensor with the input's placements.
 struct DTensorDropoutResult {
-  DTensor output;
-  DTensor mask;
+  DTensor output;  // the input with dropped elements zeroed and the rest scaled by 1 / (1 - p)
+  DTensor mask;    // true where kept (bool)
 };
+// dropout that also returns the keep mask (same draws as dropout).
 DTensorDropoutResult dropout_with_mask(const DTensor& input, double p, bool train = true,
                                        Generator* gen = nullptr);
 

@@ -21,6 +21,7 @@ struct TensorOptions {
 };
 
 Tensor empty(IntSpan shape, TensorOptions opts = {});  // uninitialised contents
+// New tensors filled with 0, 1 or `value`.
 Tensor zeros(IntSpan shape, TensorOptions opts = {});
 Tensor ones(IntSpan shape, TensorOptions opts = {});
 Tensor full(IntSpan shape, const Scalar& value, TensorOptions opts = {});

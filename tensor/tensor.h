@@ -114,6 +114,7 @@ class Tensor {
   int64_t numel_ = 0;
 };
 
+// Prints the tensor (PyTorch-like layout, long dims summarised).
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Before an in-place write into `t`: throws PyTorch's error "[op] unsupported operation: more
