@@ -578,22 +578,26 @@ TEST_CASE("placement lists from any contiguous range: std::vector, Placements, b
     const dt::DeviceMesh mesh = dt::test::make_mesh(mesh_shape);
     const size_t n = mesh_shape.size();
     const dt::Tensor x = dt::test::make_data({w * 3 + 1, 5}, dt::kFloat64);
+    // Ranks outside a mesh smaller than the world hold empty shards and compare nothing.
+    const bool in = mesh.contains_me();
     // A user's std::vector, built at run time (Shard(0) on mesh dim 0, Replicate elsewhere).
     std::vector<dt::Placement> sharded(n, R);
     sharded[0] = S0;
     const std::vector<dt::Placement> replicated(n, R);
     const dt::DTensor a = dt::distribute_tensor(x, mesh, sharded);
     CHECK(a.placements() == dt::Placements(sharded.begin(), sharded.end()));
-    CHECK(dt::equal(a.full_tensor(), x));
+    CHECK((!in || dt::equal(a.full_tensor(), x)));
     const dt::DTensor b = a.redistribute(mesh, replicated);
     CHECK(b.placements() == dt::Placements(replicated.begin(), replicated.end()));
-    CHECK(dt::equal(b.to_local(), x));
-    const dt::DTensor c = dt::DTensor::from_local(a.to_local(), mesh, sharded);
-    CHECK(dt::equal(c.full_tensor(), x));
-    CHECK(dt::equal(a.redistribute(replicated).to_local(), x));
+    CHECK((!in || dt::equal(b.to_local(), x)));
+    // Uneven shards: the global shape is passed (from_local infers even sharding otherwise).
+    const dt::DTensor c =
+        dt::DTensor::from_local(a.to_local(), mesh, sharded, /*run_check=*/true, x.shape());
+    CHECK((!in || dt::equal(c.full_tensor(), x)));
+    CHECK((!in || dt::equal(a.redistribute(replicated).to_local(), x)));
     // to_local / full_tensor's grad_placements and DTensorSpec take the same ranges.
     CHECK(dt::equal(a.local(sharded).to_local(), a.to_local()));
-    CHECK(dt::equal(a.full(replicated).to_local(), x));
+    CHECK((!in || dt::equal(a.full(replicated).to_local(), x)));
     const dt::DTensorSpec spec(mesh, sharded, a.spec().meta());
     CHECK(spec == a.spec());
     CHECK(spec.with_placements(replicated) == b.spec());
