@@ -108,7 +108,7 @@ class Module {
 
  protected:
   // Re-draws this module's own parameters (see reset_parameters); default: nothing.
-  virtual void reset_own_parameters(Generator* gen) {}
+  virtual void reset_own_parameters(Generator* /*gen*/) {}
 
  private:
   static DTensor as_parameter(const DTensor& value, bool requires_grad);
