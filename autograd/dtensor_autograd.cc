@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/node.h"
+#include "collectives/comm_debug.h"
 #include "dtensor/distributed_tensor.h"
 #include "dtensor/redistribute.h"
 #include "tensor/error.h"
@@ -24,6 +25,7 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements) 
 DTensor DTensor::redistribute(PlacementSpan placements) const {
   DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
   check_user_placements(placements, dtype(), "redistribute");
+  const CommDebugMode::OpScope label("redistribute");  // CommDebugMode attribution
   DTensor out = ::dtensor::redistribute(
       *this,
       spec_->with_placements(Placements(placements.begin(), placements.end()), "redistribute"));
@@ -58,18 +60,21 @@ DTensor DTensor::from_local(const DTensor& local, const DeviceMesh& mesh,
       });
 }
 
-DTensor DTensor::local(std::optional<Placements> grad_placements) const {
+DTensor DTensor::local() const {
+  DT_CHECK(defined(), "[to_local] the DTensor is undefined (expected a DTensor)");
+  return local(placements());
+}
+
+DTensor DTensor::local(PlacementSpan grad_placements) const {
   DT_CHECK(defined(), "[to_local] the DTensor is undefined (expected a DTensor)");
   DTensor out = local_dtensor(local_);
-  if (grad_placements) {
-    DT_CHECK(grad_placements->size() == placements().size(),
-             "[to_local] got %d grad_placements %s for a %d-d mesh (expected one per mesh dim)",
-             grad_placements->size(), placements_str(*grad_placements), placements().size());
-  }
+  DT_CHECK(grad_placements.size() == placements().size(),
+           "[to_local] got %d grad_placements %s for a %d-d mesh (expected one per mesh dim)",
+           grad_placements.size(), placements_str(grad_placements), placements().size());
   const DTensor* in[] = {this};
   return autograd::record_function(
       "ToLocalBackward", in, std::move(out),
-      [spec = spec_, gp = grad_placements.value_or(spec_->placements())](
+      [spec = spec_, gp = Placements(grad_placements.begin(), grad_placements.end())](
           absl::Span<const DTensor> g) -> DTensorList {
         // This rank's local gradient is its piece of a gradient laid out as grad_placements.
         auto grad_spec = std::make_shared<const DTensorSpec>(spec->with_placements(gp, "to_local"));
@@ -83,7 +88,12 @@ DTensor DTensor::local(std::optional<Placements> grad_placements) const {
       });
 }
 
-DTensor DTensor::full(std::optional<Placements> grad_placements) const {
+DTensor DTensor::full() const {
+  DT_CHECK(defined(), "[full_tensor] the DTensor is undefined (expected a DTensor)");
+  return full(placements());
+}
+
+DTensor DTensor::full(PlacementSpan grad_placements) const {
   DT_CHECK(defined(), "[full_tensor] the DTensor is undefined (expected a DTensor)");
   return redistribute(Placements(placements().size(), Replicate())).local(grad_placements);
 }

@@ -3,12 +3,14 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <atomic>
+#include <optional>
 #include <queue>
 #include <utility>
 #include <vector>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "collectives/comm_debug.h"
 #include "dtensor/propagation/dispatch.h"
 #include "dtensor/propagation/registry.h"
 #include "tensor/creation.h"
@@ -192,7 +194,12 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
     }
     // A node no gradient reached passes none on (its inputs' gradients are zero).
     DTensorList out;
-    if (any) out = node->apply(std::move(grads));
+    if (any) {
+      // CommDebugMode attribution: the node's module, phase backward, the node as the op.
+      std::optional<CommDebugMode::OpScope> label;
+      if (CommDebugMode::active()) label.emplace(node->name(), node->comm_module(), true);
+      out = node->apply(std::move(grads));
+    }
     if (!retain_graph) node->release_saved();
     const EdgeList& edges = node->next_edges();
     DT_CHECK(out.empty() || out.size() == edges.size(),

@@ -26,10 +26,14 @@ namespace dtensor::autograd {
 
 class OpNode;
 
+// What a backward formula sees of its forward call: the op, its saved inputs/outputs and specs,
+// and its static args.
 class BackwardContext {
  public:
+  // The context of one recorded op call (built by the engine).
   explicit BackwardContext(const OpNode& node) : node_(node) {}
 
+  // The op and its numbers of forward inputs and outputs.
   const OpInfo& op() const;
   int64_t num_inputs() const;
   int64_t num_outputs() const;
@@ -43,6 +47,8 @@ class BackwardContext {
   const DTensorSpec& output_spec(int64_t o) const;
   bool needs_input_grad(int64_t i) const;
 
+  // The forward call's static args; whether arg i exists; arg i as a T (throws when it is
+  // missing or holds another type).
   absl::Span<const ArgValue> args() const;
   bool has_arg(int64_t i) const;
   template <typename T>

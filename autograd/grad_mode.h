@@ -11,6 +11,7 @@ void set_grad_enabled(bool enabled);
 // Sets grad mode to `enabled` for its scope and restores the previous mode (torch::AutoGradMode).
 class AutoGradMode {
  public:
+  // Sets grad mode to `enabled` on this thread until the guard goes.
   explicit AutoGradMode(bool enabled);
   ~AutoGradMode();
   AutoGradMode(const AutoGradMode&) = delete;

@@ -1,6 +1,7 @@
 #include "autograd/node.h"
 
 #include "autograd/accumulate_grad.h"
+#include "collectives/comm_debug.h"
 #include "dtensor/redistribute.h"
 #include "tensor/error.h"
 
@@ -11,7 +12,9 @@ namespace {
 thread_local uint64_t t_next_sequence_nr = 0;
 }  // namespace
 
-Node::Node(int64_t num_outputs) : num_outputs_(num_outputs), sequence_nr_(t_next_sequence_nr++) {}
+Node::Node(int64_t num_outputs) : num_outputs_(num_outputs), sequence_nr_(t_next_sequence_nr++) {
+  if (CommDebugMode::active()) comm_module_ = CommDebugMode::current_module();
+}
 
 void Node::add_input(Edge edge, std::shared_ptr<const DTensorSpec> spec) {
   next_edges_.push_back(std::move(edge));

@@ -69,7 +69,13 @@ class Node {
   // Nodes that must run as soon as they are ready (AccumulateGrad) take this sequence number.
   void set_sequence_nr(uint64_t nr) { sequence_nr_ = nr; }
 
+ public:
+  // The module path current when the node was recorded while a CommDebugMode was alive (""
+  // otherwise): the engine attributes the node's backward collectives to it.
+  const std::string& comm_module() const { return comm_module_; }
+
  private:
+  std::string comm_module_;
   int64_t num_outputs_;
   uint64_t sequence_nr_;
   EdgeList next_edges_;

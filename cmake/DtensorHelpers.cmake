@@ -6,6 +6,8 @@
 #   (a layering cycle included) fails to link. CUDA_SOURCES are built when CUDA is on,
 #   NO_CUDA_SOURCES (the stubs) when it is off.
 
+include(GNUInstallDirs)  # CMAKE_INSTALL_INCLUDEDIR for the exported include path
+
 function(dtensor_add_library layer)
   cmake_parse_arguments(A "" "" "SOURCES;CUDA_SOURCES;NO_CUDA_SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   set(target dtensor_${layer})
@@ -18,11 +20,15 @@ function(dtensor_add_library layer)
   add_library(${target} SHARED ${srcs})
   add_library(dtensor::${layer} ALIAS ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${layer} OUTPUT_NAME dtensor_${layer}
-                                             CUDA_SEPARABLE_COMPILATION OFF)
+                                             CUDA_SEPARABLE_COMPILATION OFF
+                                             INSTALL_RPATH "$ORIGIN")  # finds its sibling layers
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>
-    $<INSTALL_INTERFACE:include/dtensor>)
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  # The language level travels with the target: a consumer's compiler (C++17 by default for
+  # g++ 12) would otherwise reject the headers' defaulted operator==, requires and concepts.
+  target_compile_features(${target} PUBLIC cxx_std_20)
   target_link_libraries(${target} PUBLIC ${A_DEPS} PRIVATE ${A_PRIVATE_DEPS})
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
   if(NOT DTENSOR_SANITIZE)

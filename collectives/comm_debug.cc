@@ -2,11 +2,27 @@
 
 #include <absl/strings/str_format.h>
 
+#include <algorithm>
+#include <utility>
+#include <nlohmann/json.hpp>
+
 namespace dtensor {
 
 namespace {
 // Innermost active scope on this thread; each scope links to the one it was opened inside.
 thread_local CommDebugMode* t_top = nullptr;
+
+// The labels pushed by higher layers while a scope is alive (see comm_debug.h).
+struct Labels {
+  std::string module;  // dotted path
+  std::string op;
+  bool backward = false;
+};
+thread_local Labels t_labels;
+
+std::string_view phase_name(bool backward) {
+  return backward ? "backward" : "forward";
+}
 }  // namespace
 
 CommDebugMode::CommDebugMode() : parent_(t_top) {
@@ -16,6 +32,14 @@ CommDebugMode::CommDebugMode() : parent_(t_top) {
 CommDebugMode::~CommDebugMode() {
   // Scopes are RAII objects, so they close in reverse order of opening.
   if (t_top == this) t_top = parent_;
+}
+
+bool CommDebugMode::active() {
+  return t_top != nullptr;
+}
+
+std::string CommDebugMode::current_module() {
+  return t_labels.module;
 }
 
 int64_t CommDebugMode::count(CollectiveKind kind) const {
@@ -44,15 +68,108 @@ std::string CommDebugMode::str() const {
 }
 
 void CommDebugMode::record(CollectiveKind kind, int64_t bytes, int64_t ranks) {
-  for (CommDebugMode* m = t_top; m != nullptr; m = m->parent_) {
-    m->counts_[static_cast<size_t>(kind)] += 1;
-    m->bytes_[static_cast<size_t>(kind)] += bytes;
-    if (ranks == 1) m->single_rank_count_ += 1;
+  for (CommDebugMode* m = t_top; m != nullptr; m = m->parent_) m->add(kind, bytes, ranks);
+}
+
+void CommDebugMode::add(CollectiveKind kind, int64_t bytes, int64_t ranks) {
+  counts_[static_cast<size_t>(kind)] += 1;
+  bytes_[static_cast<size_t>(kind)] += bytes;
+  if (ranks == 1) single_rank_count_ += 1;
+  const std::string& module = t_labels.module.empty() ? std::string("Global") : t_labels.module;
+  const std::string& op = t_labels.op.empty() ? std::string("-") : t_labels.op;
+  for (Record& r : records_) {
+    if (r.kind == kind && r.backward == t_labels.backward && r.module == module && r.op == op) {
+      r.count += 1;
+      r.bytes += bytes;
+      return;
+    }
   }
+  records_.push_back(Record{module, t_labels.backward, op, kind, 1, bytes});
 }
 
 int64_t CommDebugMode::single_rank_count() const {
   return single_rank_count_;
+}
+
+int64_t CommDebugMode::module_count(std::string_view module, bool backward,
+                                    CollectiveKind kind) const {
+  int64_t n = 0;
+  for (const Record& r : records_) {
+    const bool inside = r.module == module || (r.module.size() > module.size() &&
+                                               r.module.compare(0, module.size(), module) == 0 &&
+                                               r.module[module.size()] == '.');
+    if (inside && r.backward == backward && r.kind == kind) n += r.count;
+  }
+  return n;
+}
+
+std::string CommDebugMode::table() const {
+  std::string out = absl::StrFormat("%-48s %-8s %-24s %-14s %6s %12s\n", "module", "phase", "op",
+                                    "collective", "count", "bytes");
+  for (const Record& r : records_) {
+    const int depth = static_cast<int>(std::count(r.module.begin(), r.module.end(), '.'));
+    const std::string name = std::string(2 * depth, ' ') + r.module;
+    absl::StrAppendFormat(&out, "%-48s %-8s %-24s %-14s %6d %12d\n", name, phase_name(r.backward),
+                          r.op, collective_name(r.kind), r.count, r.bytes);
+  }
+  absl::StrAppendFormat(&out, "total: %s\n", str());
+  return out;
+}
+
+std::string CommDebugMode::json(int indent) const {
+  nlohmann::json totals = nlohmann::json::object();
+  for (int k = 0; k < kNumCollectiveKinds; ++k) {
+    if (counts_[k] == 0) continue;
+    totals[std::string(collective_name(static_cast<CollectiveKind>(k)))] = {
+        {"count", counts_[k]}, {"bytes", bytes_[k]}};
+  }
+  nlohmann::json records = nlohmann::json::array();
+  for (const Record& r : records_) {
+    records.push_back({{"module", r.module},
+                       {"phase", std::string(phase_name(r.backward))},
+                       {"op", r.op},
+                       {"collective", std::string(collective_name(r.kind))},
+                       {"count", r.count},
+                       {"bytes", r.bytes}});
+  }
+  return nlohmann::json{{"totals", totals}, {"records", records}}.dump(indent);
+}
+
+CommDebugMode::ModuleScope::ModuleScope(std::string_view name) {
+  if (!active()) return;
+  pushed_ = true;
+  if (!t_labels.module.empty()) t_labels.module += '.';
+  t_labels.module += name;
+}
+
+CommDebugMode::ModuleScope::~ModuleScope() {
+  if (!pushed_) return;
+  const size_t dot = t_labels.module.rfind('.');
+  t_labels.module.resize(dot == std::string::npos ? 0 : dot);
+}
+
+CommDebugMode::OpScope::OpScope(std::string_view op) {
+  if (!active()) return;
+  pushed_ = true;
+  saved_op_ = std::move(t_labels.op);
+  t_labels.op = std::string(op);
+}
+
+CommDebugMode::OpScope::OpScope(std::string_view op, std::string module_path, bool backward)
+    : OpScope(op) {
+  if (!pushed_) return;
+  swapped_module_ = true;
+  saved_module_ = std::exchange(t_labels.module, std::move(module_path));
+  saved_backward_ = std::exchange(t_labels.backward, backward);
+}
+
+CommDebugMode::OpScope::~OpScope() {
+  if (!pushed_) return;
+  t_labels.op = std::move(saved_op_);
+  if (swapped_module_) {
+    t_labels.module = std::move(saved_module_);
+    t_labels.backward = saved_backward_;
+  }
 }
 
 }  // namespace dtensor

@@ -9,9 +9,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "collectives/collective_check.h"
 #include "collectives/comm_debug.h"
+#include "collectives/debug_log.h"
+#include "collectives/logged_work.h"
 #include "collectives/runtime.h"
 #include "tensor/error.h"
 #include "tensor/thread_token.h"
@@ -151,6 +154,9 @@ class Communicator::IssueScope {
   uint64_t seq() const { return seq_; }
   CollectiveCheckMode mode() const { return mode_; }
   std::string_view op() const { return op_; }
+  // True the first time it is asked: run_checked wraps the issued Work for the collectives
+  // log once (debug_log.h), then calls itself to issue it.
+  bool take_log() { return !std::exchange(logged_, true); }
 
  private:
   void enter_thread() {
@@ -180,6 +186,7 @@ class Communicator::IssueScope {
 
   Communicator& comm_;
   std::string_view op_;
+  bool logged_ = false;
   CollectiveCheckMode mode_;
   uint64_t token_ = 0;
   uint64_t seq_ = 0;
@@ -315,6 +322,13 @@ WorkPtr Communicator::run_checked(IssueScope& scope, uint8_t kind, const Tensor*
                                   DType dtype, int op, int root, int64_t count,
                                   const Tensor& payload, Finish&& finish_inline,
                                   IssueData&& issue_data) {
+  if (log_enabled(LogTopic::kCollectives) && scope.take_log()) {
+    const int64_t bytes = shape_of != nullptr ? count * dtype_size(dtype) : 0;
+    return detail::log_collective(scope.op(), bytes, *this,
+                                  run_checked(scope, kind, shape_of, dtype, op, root, count, payload,
+                                              std::forward<Finish>(finish_inline),
+                                              std::forward<IssueData>(issue_data)));
+  }
   if (scope.mode() == CollectiveCheckMode::kOff || size_ == 1) return issue_data();
   detail::SlotHeader h;
   h.kind = kind;
@@ -514,6 +528,9 @@ WorkPtr Communicator::send(const Tensor& tensor, int dst, int tag) {
   check_peer(*this, "send", "dst", dst);
   DT_CHECK(tag >= 0, "[send] tag %d is negative (expected tag >= 0)", tag);
   CommDebugMode::record(CollectiveKind::kSend, bytes_of(tensor), size());
+  if (log_enabled(LogTopic::kCollectives)) {
+    return detail::log_collective("send", bytes_of(tensor), *this, do_send(tensor, dst, tag));
+  }
   return do_send(tensor, dst, tag);
 }
 
@@ -523,6 +540,9 @@ WorkPtr Communicator::recv(const Tensor& tensor, int src, int tag) {
   check_peer(*this, "recv", "src", src);
   DT_CHECK(tag >= 0, "[recv] tag %d is negative (expected tag >= 0)", tag);
   CommDebugMode::record(CollectiveKind::kRecv, bytes_of(tensor), size());
+  if (log_enabled(LogTopic::kCollectives)) {
+    return detail::log_collective("recv", bytes_of(tensor), *this, do_recv(tensor, src, tag));
+  }
   return do_recv(tensor, src, tag);
 }
 

@@ -51,6 +51,7 @@
 
 namespace dtensor {
 
+// Reduction of all_reduce / reduce_scatter and of Partial placements (kProduct: collectives only).
 enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin, kProduct };
 std::string_view reduce_op_name(ReduceOp op);  // "sum", "avg", "max", "min", "product"
 
@@ -58,6 +59,7 @@ std::string_view reduce_op_name(ReduceOp op);  // "sum", "avg", "max", "min", "p
 enum class CollectiveKind : uint8_t {
   kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSend, kRecv, kBarrier, kScatter
 };
+// Number of CollectiveKind values.
 inline constexpr int kNumCollectiveKinds = 9;
 std::string_view collective_name(CollectiveKind k);  // "all_reduce", "all_gather", ...
 
@@ -76,6 +78,7 @@ void set_collective_check_mode(CollectiveCheckMode mode);
 // different labels on two ranks is a mismatch. `label` must outlive the scope.
 class CollectiveLabel {
  public:
+  // Labels this thread's collectives with `label` until the guard goes.
   explicit CollectiveLabel(const char* label);
   ~CollectiveLabel();
   CollectiveLabel(const CollectiveLabel&) = delete;
@@ -96,15 +99,20 @@ class Work {
   // communicator's description (mesh dim), its ranks and the tensor shape.
   virtual void wait() = 0;
 };
+// Works are shared handles.
 using WorkPtr = std::shared_ptr<Work>;
 
 // A Work that is already complete (local no-ops, size-1 communicators).
 WorkPtr completed_work();
 
+// A group of ranks that issue collectives together (one per mesh dim); the public calls
+// validate, record (CommDebugMode, DTENSOR_LOG) and check consistency, then call the backend's
+// do_* hooks. See the top of this file.
 class Communicator : public std::enable_shared_from_this<Communicator> {
  public:
   virtual ~Communicator() = default;
 
+  // This process's rank in the communicator, and the number of ranks.
   int rank() const { return rank_; }
   int size() const { return size_; }
   // World ranks of the members, in communicator-rank order (for messages).
@@ -158,9 +166,11 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   }
 
  protected:
+  // A backend's communicator: this rank, the size and the members' world ranks.
   Communicator(int rank, int size, std::vector<int> world_ranks)
       : rank_(rank), size_(size), world_ranks_(std::move(world_ranks)) {}
 
+  // Backend hooks, called after validation: each posts one operation and returns its Work.
   virtual WorkPtr do_all_reduce(const Tensor& tensor, ReduceOp op) = 0;
   // Out-of-place all_reduce with validated, non-overlapping buffers. The default copies input
   // into output and reduces output in place; backends override it to skip that copy.
@@ -204,6 +214,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::atomic<int64_t> in_flight_{0};  // checked Works not yet completed
 };
 
+// Communicators are shared (meshes hold one per dim).
 using CommunicatorPtr = std::shared_ptr<Communicator>;
 
 namespace detail {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "collectives/cuda_support.h"
+#include "collectives/debug_log.h"
 #include "collectives/mpi/mpi_check.h"
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/nccl/nccl_backend.h"
@@ -68,6 +69,7 @@ void init_locked(RuntimeState& s, int* argc, char*** argv, std::string_view op) 
            "MPI_Finalize) and cannot be initialised again: construct one Runtime at the top of "
            "main() and make every dtensor call while it is alive",
            op);
+  configure_log_from_env();  // DTENSOR_LOG (collectives/debug_log.h)
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;

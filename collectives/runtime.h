@@ -23,15 +23,19 @@ namespace dtensor {
 // initialises MPI it sets MPI_ERRORS_RETURN on MPI_COMM_WORLD and MPI_COMM_SELF.
 class Runtime {
  public:
+  // Initialises MPI (MPI_Init_thread with argc/argv, or none), reads DTENSOR_LOG and picks the
+  // CUDA device by local rank.
   Runtime(int* argc, char*** argv);
   Runtime() : Runtime(nullptr, nullptr) {}
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
+  // Whether MPI is initialised and not finalised.
   static bool initialized();
 };
 
+// This process's rank in MPI_COMM_WORLD, and the number of ranks.
 int world_rank();
 int world_size();
 // Rank among the processes on this node (OMPI_COMM_WORLD_LOCAL_RANK / MPI shared split).

@@ -56,6 +56,8 @@ class DeviceMesh {
   DeviceMesh(DeviceType device_type, IntSpan mesh_shape, std::vector<int> ranks,
              std::vector<std::string> dim_names = {});
 
+  // Whether this is a mesh (not an empty handle); its device type, rank (number of dims) and
+  // shape.
   bool defined() const { return impl_ != nullptr; }
   DeviceType device_type() const;
   int64_t ndim() const;
@@ -131,6 +133,7 @@ inline DeviceMesh init_device_mesh(DeviceType device_type, std::initializer_list
 // its own thread ("... destroyed on another thread ...").
 class MeshGuard {
  public:
+  // Makes `mesh` the current mesh on this thread until the guard goes.
   explicit MeshGuard(DeviceMesh mesh);
   ~MeshGuard();
   MeshGuard(const MeshGuard&) = delete;

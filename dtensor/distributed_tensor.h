@@ -26,8 +26,12 @@ class Node;
 // returns the gradient to use instead (or an undefined DTensor to keep it).
 using GradHook = std::function<DTensor(const DTensor& grad)>;
 
+// A distributed tensor: this rank's local shard plus the DTensorSpec (mesh, placements, global
+// meta) saying where the other pieces live (PyTorch's DTensor). Copies share the shard and the
+// autograd state.
 class DTensor {
  public:
+  // An undefined DTensor (defined() == false).
   DTensor() = default;
   // Wraps a local shard that already matches `spec` (no checks, no communication). Used by
   // the library itself; users call from_local.
@@ -57,6 +61,7 @@ class DTensor {
   static DTensor from_local(const DTensor& local, const DeviceMesh& mesh, PlacementSpan placements,
                             bool run_check = false, IntSpan shape = {}, IntSpan stride = {});
 
+  // False for a default-constructed DTensor.
   bool defined() const { return spec_ != nullptr; }
   // This process's shard (empty on ranks outside the mesh). The raw local tensor: not
   // recorded by autograd (see local()).
@@ -70,9 +75,12 @@ class DTensor {
   // mesh (the local case). The gradient comes back to this DTensor laid out as
   // `grad_placements` (default: this DTensor's placements) and is then redistributed to this
   // DTensor's placements like any redistribute gradient; pass e.g. {Partial()} when the
-  // local gradients are partial sums.
-  DTensor local(std::optional<Placements> grad_placements = std::nullopt) const;
-  DTensor full(std::optional<Placements> grad_placements = std::nullopt) const;
+  // local gradients are partial sums. Any contiguous range of placements is accepted
+  // (initializer list, std::vector<Placement>, Placements).
+  DTensor local() const;
+  DTensor local(PlacementSpan grad_placements) const;
+  DTensor full() const;
+  DTensor full(PlacementSpan grad_placements) const;
   // The same logical tensor with other placements on `mesh` (must be this DTensor's mesh).
   // Issues the collectives of the cheapest plan (see redistribute.h). Recorded by autograd
   // (defined by the autograd layer): the gradient flows back to this DTensor's placements,
@@ -81,6 +89,8 @@ class DTensor {
   DTensor redistribute(const DeviceMesh& mesh, PlacementSpan placements) const;
   DTensor redistribute(PlacementSpan placements) const;
 
+  // The spec and its parts: mesh, placements, global shape (== sizes), size of one dim
+  // (negative dims allowed), rank, global element count, dtype, and the local shard's device.
   const DTensorSpec& spec() const { return *spec_; }
   const std::shared_ptr<const DTensorSpec>& spec_ptr() const { return spec_; }
   const Placements& placements() const { return spec_->placements(); }
@@ -142,8 +152,8 @@ using DTensorList = absl::InlinedVector<DTensor, 2>;
 // Autograd state of a DTensor, shared by its copies. The autograd layer (autograd/) fills it;
 // it is defined here so that the DTensor accessors above need no higher layer.
 struct AutogradMeta {
-  bool requires_grad = false;
-  bool retains_grad = false;
+  bool requires_grad = false;  // see DTensor::requires_grad()
+  bool retains_grad = false;   // see DTensor::retain_grad()
   // Produced by a view op (OpInfo::view) from an input that requires grad: in-place ops on it
   // are refused, since the input's graph would not see the write.
   bool is_view = false;
@@ -170,6 +180,7 @@ bool is_local(const DTensor& x);
 // device (local_cuda_device()) for a CUDA mesh.
 Device local_device(const DeviceMesh& mesh);
 
+// Prints DTensor::str().
 std::ostream& operator<<(std::ostream& os, const DTensor& t);
 
 // Distributes `tensor` over `mesh` with `placements` (PyTorch distribute_tensor).
@@ -204,8 +215,10 @@ DTensor distribute_tensor(const Tensor& tensor, PlacementSpan placements,
 DTensor zeros_like(const DTensor& x);
 DTensor zeros_like(const DTensorSpec& spec);
 
-// Prints, on the mesh's first rank, which ranks hold which block of a 1-D or 2-D DTensor
-// (PyTorch visualize_sharding). Returns the text (empty on other ranks).
+// Prints, on the mesh's first rank, which ranks hold which block of a DTensor of any rank
+// (PyTorch visualize_sharding): 1-d blocks as "elements [a, b)", 2-d as "rows [a, b) cols
+// [c, d)", others as "block [a, b) x [c, d) x ...", each with the world ranks holding it.
+// Returns the text (empty on other ranks).
 std::string visualize_sharding(const DTensor& t, bool print = true);
 
 }  // namespace dtensor

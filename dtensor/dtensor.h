@@ -14,6 +14,7 @@
 // Processes, communication and meshes.
 #include "collectives/comm_debug.h"
 #include "collectives/communicator.h"
+#include "collectives/debug_log.h"
 #include "collectives/deadline.h"
 #include "collectives/runtime.h"
 #include "device_mesh/device_mesh.h"

@@ -59,9 +59,10 @@ LocalShard compute_local_shape_and_offset(IntSpan global_shape, IntSpan mesh_sha
   return out;
 }
 
-DTensorSpec::DTensorSpec(DeviceMesh mesh, Placements placements, TensorMeta meta,
+DTensorSpec::DTensorSpec(DeviceMesh mesh, PlacementSpan placements, TensorMeta meta,
                          std::string_view op)
-    : mesh_(std::move(mesh)), placements_(std::move(placements)), meta_(std::move(meta)) {
+    : mesh_(std::move(mesh)), placements_(placements.begin(), placements.end()),
+      meta_(std::move(meta)) {
   DT_CHECK(mesh_.defined(), "[%s] the device mesh is an empty handle (expected a mesh)", op);
   DT_CHECK(static_cast<int64_t>(placements_.size()) == mesh_.ndim(),
            "[%s] got %d placements %s for a %d-d mesh (expected one per mesh dim)", op,
@@ -122,8 +123,8 @@ LocalShard DTensorSpec::local_shard(IntSpan coordinate) const {
   return compute_local_shape_and_offset(meta_.shape, mesh_.shape(), coordinate, placements_);
 }
 
-DTensorSpec DTensorSpec::with_placements(Placements placements, std::string_view op) const {
-  return DTensorSpec(mesh_, std::move(placements), meta_, op);
+DTensorSpec DTensorSpec::with_placements(PlacementSpan placements, std::string_view op) const {
+  return DTensorSpec(mesh_, placements, meta_, op);
 }
 
 DTensorSpec DTensorSpec::with_meta(TensorMeta meta, std::string_view op) const {

@@ -13,14 +13,17 @@
 
 namespace dtensor {
 
+// The global tensor a DTensor stands for: shape, stride and dtype (no data).
 struct TensorMeta {
-  Shape shape;   // global shape
-  Shape stride;  // global (contiguous) stride
-  DType dtype = DType::kFloat32;
+  Shape shape;                    // global shape
+  Shape stride;                   // global (contiguous) stride
+  DType dtype = DType::kFloat32;  // element type
 
+  // Empty shape, float32; or the given shape and dtype with a contiguous (or given) stride.
   TensorMeta() = default;
   TensorMeta(Shape shape, DType dtype);  // contiguous stride
   TensorMeta(Shape shape, Shape stride, DType dtype);
+  // Equal shape, stride and dtype.
   bool operator==(const TensorMeta&) const = default;
   template <typename H> friend H AbslHashValue(H h, const TensorMeta& m) {
     return H::combine(std::move(h), m.shape, m.stride, static_cast<uint8_t>(m.dtype));
@@ -30,8 +33,8 @@ struct TensorMeta {
 // A rank's piece of a sharded tensor: its local shape and the global index of its first
 // element along every dim.
 struct LocalShard {
-  Shape shape;
-  Shape offset;
+  Shape shape;   // the local shard's shape
+  Shape offset;  // global index of its first element, per dim
 };
 
 // THE shard-math function; every other piece of the library uses it.
@@ -46,14 +49,21 @@ struct LocalShard {
 LocalShard compute_local_shape_and_offset(IntSpan global_shape, IntSpan mesh_shape,
                                           IntSpan coordinate, PlacementSpan placements);
 
+// How a DTensor is laid out: its mesh, one placement per mesh dim and the global TensorMeta.
+// Immutable, comparable and hashable (the hash is computed once); the sharding-propagation and
+// redistribute caches key on it.
 class DTensorSpec {
  public:
+  // An empty spec (no mesh).
   DTensorSpec() = default;
   // Normalises negative Shard dims and validates: one placement per mesh dim, Shard dims in
-  // range of the tensor's ndim. Throws "[op] ..." naming `op` on error.
-  DTensorSpec(DeviceMesh mesh, Placements placements, TensorMeta meta,
+  // range of the tensor's ndim. Throws "[op] ..." naming `op` on error. `placements` is any
+  // contiguous range (copied: at most a few inline values, as cheap as a move).
+  DTensorSpec(DeviceMesh mesh, PlacementSpan placements, TensorMeta meta,
               std::string_view op = "DTensorSpec");
 
+  // The mesh, placements (one per mesh dim) and global meta, with shortcuts to the meta's
+  // shape, dtype, rank and element count.
   const DeviceMesh& mesh() const { return mesh_; }
   const Placements& placements() const { return placements_; }
   const Placement& placement(int64_t mesh_dim) const { return placements_[mesh_dim]; }
@@ -63,6 +73,7 @@ class DTensorSpec {
   int64_t ndim() const { return static_cast<int64_t>(meta_.shape.size()); }
   int64_t numel() const;
 
+  // Whether every placement is Replicate / any placement is Partial.
   bool is_replicated() const;  // every placement is Replicate
   bool has_partial() const;
   // Mesh dims sharding tensor dim `dim`, in mesh-dim order (nested sharding has several).
@@ -74,15 +85,16 @@ class DTensorSpec {
   LocalShard local_shard(IntSpan coordinate) const;
 
   // Same spec with other placements / meta (validated like the constructor; errors name `op`).
-  DTensorSpec with_placements(Placements placements,
+  DTensorSpec with_placements(PlacementSpan placements,
                               std::string_view op = "DTensorSpec") const;
   DTensorSpec with_meta(TensorMeta meta, std::string_view op = "DTensorSpec") const;
 
+  // Same mesh, placements and meta (the cached hashes are compared first).
   bool operator==(const DTensorSpec& o) const {
     return hash_ == o.hash_ && placements_ == o.placements_ && meta_ == o.meta_ &&
            mesh_ == o.mesh_;
   }
-  size_t hash() const { return hash_; }  // cached at construction
+  size_t hash() const { return hash_; }  ///< cached at construction
   template <typename H> friend H AbslHashValue(H h, const DTensorSpec& s) {
     return H::combine(std::move(h), s.hash_);
   }

@@ -1,5 +1,7 @@
 #include "dtensor/placement.h"
 
+#include <absl/strings/str_format.h>
+
 #include "tensor/error.h"
 
 namespace dtensor {
@@ -22,7 +24,7 @@ std::string Placement::str() const {
     case PlacementKind::kShard:
       return "S(" + std::to_string(dim_) + ")";
     case PlacementKind::kPartial:
-      return "P(" + std::string(reduce_op_name(op_)) + ")";
+      return absl::StrFormat("P(%s)", reduce_op_name(op_));
   }
   return "?";
 }

@@ -17,12 +17,16 @@
 
 namespace dtensor {
 
+// Which of the three placements a Placement is.
 enum class PlacementKind : uint8_t { kReplicate, kShard, kPartial };
 
+// How a DTensor is laid out along one mesh dim: Replicate, Shard(dim) or Partial(op). A value
+// type: comparable, hashable, printable.
 class Placement {
  public:
   constexpr Placement() = default;  // Replicate
 
+  // Replicate() / Shard(dim) (the free functions below are the usual spellings).
   static constexpr Placement replicate() { return Placement(); }
   static constexpr Placement shard(int64_t dim) {
     Placement p;
@@ -33,6 +37,7 @@ class Placement {
   // op must be sum, avg, max or min; throws otherwise.
   static Placement partial(ReduceOp op);
 
+  // The kind, and tests for it (is_shard(dim): a Shard of exactly that tensor dim).
   constexpr PlacementKind kind() const { return kind_; }
   constexpr bool is_replicate() const { return kind_ == PlacementKind::kReplicate; }
   constexpr bool is_shard() const { return kind_ == PlacementKind::kShard; }
@@ -43,6 +48,7 @@ class Placement {
   // Reduce op of a Partial.
   constexpr ReduceOp reduce_op() const { return op_; }
 
+  // Same kind, and the same dim (Shard) or reduce op (Partial).
   constexpr bool operator==(const Placement& o) const {
     return kind_ == o.kind_ && (kind_ != PlacementKind::kShard || dim_ == o.dim_) &&
            (kind_ != PlacementKind::kPartial || op_ == o.op_);
@@ -68,6 +74,7 @@ inline Placement Partial(ReduceOp op = ReduceOp::kSum) { return Placement::parti
 
 // One placement per mesh dim.
 using Placements = absl::InlinedVector<Placement, 4>;
+// Any contiguous run of placements (braces, std::vector, Placements): what the API takes.
 using PlacementSpan = absl::Span<const Placement>;
 
 std::string placements_str(PlacementSpan placements);  // "[S(0), R]"

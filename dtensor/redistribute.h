@@ -32,6 +32,7 @@
 
 namespace dtensor {
 
+// What one redistribute step does (the collective or local operation).
 enum class StepKind : uint8_t {
   kAllGather,       // S -> R
   kAllReduce,       // P -> R
@@ -44,17 +45,20 @@ enum class StepKind : uint8_t {
 };
 std::string_view step_kind_name(StepKind k);  // "all_gather", ...
 
+// One step of a plan: one mesh dim changes placement, by one collective or local operation.
 struct RedistributeStep {
-  int64_t mesh_dim;
+  int64_t mesh_dim;  // the mesh dim that changes
   Placement src;  // placement on mesh_dim before the step
   Placement dst;  // placement on mesh_dim after the step
-  StepKind kind;
+  StepKind kind;   // the collective (or local step) that makes the change
   double cost;    // modelled cost of this step (microseconds)
+  // Same fields.
   bool operator==(const RedistributeStep&) const = default;
 };
 
+// The steps that turn one placement list into another, in execution order.
 struct RedistributePlan {
-  std::vector<RedistributeStep> steps;
+  std::vector<RedistributeStep> steps;  // in order
   double cost = 0;  // sum of the steps' costs
   std::string str() const;  // "[dim 1: S(0)->R all_gather (12.3 us), ...]" (3 significant digits)
 };
@@ -67,6 +71,7 @@ struct CostModel {
   double alpha_us = 5.0;              // per-message latency
   double beta_us_per_byte = 1.0e-4;   // inverse bandwidth (10 GB/s)
   double local_us_per_byte = 1.0e-5;  // local copies (chunk, pad, scale)
+  // Same parameters.
   bool operator==(const CostModel&) const = default;
 };
 // The process-wide default model, by value (read under a lock, so a concurrent
@@ -109,11 +114,12 @@ double redistribute_cost(const DTensorSpec& src, const DTensorSpec& dst);
 // Plan cache counters (process-wide): lookups that found a plan, lookups that planned, the
 // number of cached (src, dst) pairs, and how many times the full cache was cleared to make room.
 struct PlanCacheStats {
-  int64_t hits = 0;
-  int64_t misses = 0;
-  int64_t size = 0;
-  int64_t evictions = 0;
+  int64_t hits = 0;       // lookups that found a plan
+  int64_t misses = 0;     // lookups that planned
+  int64_t size = 0;       // cached (src, dst) pairs
+  int64_t evictions = 0;  // pairs dropped by clearing a full cache
 };
+// The counters now.
 PlanCacheStats redistribute_plan_cache_stats();
 // Drops every cached plan and resets the counters.
 void clear_redistribute_plan_cache();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dtensor/detail/chunks.h"
+#include "dtensor/detail/log.h"
 #include "dtensor/detail/scale.h"
 #include "dtensor/detail/util.h"
 #include "dtensor/redistribute.h"
@@ -129,6 +130,7 @@ Tensor run_step(const Tensor& x, bool x_is_intermediate, const RedistributeStep&
 
 Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst) {
   const std::shared_ptr<const RedistributePlan> plan = plan_redistribute(src, dst);
+  if (log_enabled(LogTopic::kRedistribute)) detail::log_redistribute(src, dst, *plan);
   const DeviceMesh& mesh = src.mesh();
   if (!mesh.contains_me()) {
     return detail::empty_local(dst.ndim(), dst.dtype(), detail::mesh_device(mesh, local));

@@ -15,9 +15,6 @@ namespace dtensor {
 
 std::string visualize_sharding(const DTensor& t, bool print) {
   DT_CHECK(t.defined(), "[visualize_sharding] the DTensor is undefined (expected a DTensor)");
-  DT_CHECK(t.dim() == 1 || t.dim() == 2,
-           "[visualize_sharding] expected a 1-d or 2-d DTensor, got a %d-d one of shape %s",
-           t.dim(), shape_str(t.shape()));
   const DeviceMesh& mesh = t.device_mesh();
   const Shape& me = mesh.get_coordinate();
   for (int64_t c : me) {
@@ -40,11 +37,19 @@ std::string visualize_sharding(const DTensor& t, bool print) {
     auto range = [&](int64_t d) {
       return absl::StrFormat("[%d, %d)", offset[d], offset[d] + shape[d]);
     };
-    if (t.dim() == 1) {
+    // 1-d: elements; 2-d: rows and cols; any other rank: one range per dim ("x"-joined).
+    if (t.dim() == 0) {
+      absl::StrAppendFormat(&out, "  scalar ranks %s", absl::StrJoin(holders, ", "));
+    } else if (t.dim() == 1) {
       absl::StrAppendFormat(&out, "  elements %-12s ranks %s", range(0),
                             absl::StrJoin(holders, ", "));
-    } else {
+    } else if (t.dim() == 2) {
       absl::StrAppendFormat(&out, "  rows %-12s cols %-12s ranks %s", range(0), range(1),
+                            absl::StrJoin(holders, ", "));
+    } else {
+      std::vector<std::string> ranges;
+      for (int64_t d = 0; d < t.dim(); ++d) ranges.push_back(range(d));
+      absl::StrAppendFormat(&out, "  block %-30s ranks %s", absl::StrJoin(ranges, " x "),
                             absl::StrJoin(holders, ", "));
     }
     if (shape_numel(shape) == 0) out += " (empty)";

@@ -1,12 +1,22 @@
 // A first look at dtensor's local Tensor: creation, views that share storage, chunking with
 // torch.chunk semantics, cat and pad.
 #include <iostream>
+#include <string>
 
 #include <dtensor/dtensor.h>
 
 namespace dt = dtensor;
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    const std::string f = argv[1];
+    const bool help = f == "--help" || f == "-h";
+    (help ? std::cout : std::cerr)
+        << "usage: hello_tensor [--help]\n"
+           "  prints a tour of dtensor's local Tensor (creation, views, chunk, cat, pad, dtypes);\n"
+           "  one process, no flags.\n";
+    return help ? 0 : 2;
+  }
   dt::Tensor x = dt::arange(0, 12, 1, dt::kFloat32).view({3, 4});
   std::cout << "x = " << x << "\n";
 

@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
   Args a;
   const int parsed = parse(argc, argv, a);
   if (parsed != 0) {
-    if (rank == 0) std::cerr << kUsage;
+    if (rank == 0) (parsed == 1 ? std::cout : std::cerr) << kUsage;  // --help: stdout, exit 0
     return parsed == 1 ? 0 : 2;
   }
   try {
@@ -220,6 +220,8 @@ int main(int argc, char** argv) {
     std::vector<double> losses;
     double max_rel_diff = 0;
     double tp_ms = 0;
+    const auto run_start = std::chrono::steady_clock::now();
+    const double tokens_per_step = static_cast<double>(a.batch * (2 * a.half - 1));
     for (int64_t step = start; step < a.steps; ++step) {
       const Batch batch = make_batch(a, step);
       // This dp rank's rows (all of them without --dp).
@@ -255,7 +257,13 @@ int main(int argc, char** argv) {
                     comm_str.c_str());
       }
       if (rank == 0 && (step % a.log_every == 0 || step + 1 == a.steps)) {
-        std::printf("step %4lld  loss %.4f  %.1f ms/step\n", (long long)step, loss, ms);
+        // Progress: step, loss, elapsed wall time, this step's time and the mean rate so far.
+        const double elapsed = std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - run_start).count();
+        std::printf("step %4lld/%lld  loss %.4f  elapsed %.1f s  %.1f ms/step  %.0f tokens/s\n",
+                    (long long)step, (long long)a.steps, loss, elapsed, ms,
+                    tokens_per_step * static_cast<double>(step - start + 1) /
+                          std::max(elapsed, 1e-9));
         std::fflush(stdout);
       }
       if (a.save_every > 0 && (step + 1) % a.save_every == 0) {

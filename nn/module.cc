@@ -4,8 +4,10 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "autograd/engine.h"
+#include "collectives/comm_debug.h"
 #include "nn/functional.h"
 #include "tensor/error.h"
 
@@ -21,6 +23,9 @@ DTensor Module::forward(const DTensor&) {
 }
 
 DTensor Module::operator()(const DTensor& x) {
+  // CommDebugMode attribution: a root module shows its type name.
+  std::optional<CommDebugMode::ModuleScope> label;
+  if (CommDebugMode::active()) label.emplace(name_.empty() ? type_name() : name_);
   DTensor in = x;
   for (auto& h : pre_hooks_) in = h(*this, in);
   DTensor out = forward(in);
@@ -38,6 +43,7 @@ void check_name(std::string_view what, std::string_view type, const std::string&
 ModulePtr Module::register_module(std::string name, ModulePtr child) {
   check_name("child", type_name(), name);
   DT_CHECK(child != nullptr, "[Module] child '%s' of %s is null", name, type_name());
+  child->name_ = name;
   for (auto& [n, c] : children_) {
     if (n == name) {
       c = child;

@@ -117,11 +117,12 @@ class Module {
 
  protected:
   // Re-draws this module's own parameters (see reset_parameters); default: nothing.
-  virtual void reset_own_parameters(Generator* gen) {}
+  virtual void reset_own_parameters(Generator* /*gen*/) {}
 
  private:
   static DTensor as_parameter(const DTensor& value, bool requires_grad);
 
+  std::string name_;  // name under its (last) parent; CommDebugMode's module path
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::vector<std::pair<std::string, DTensor>> params_;
   std::vector<ForwardPreHook> pre_hooks_;

@@ -32,8 +32,12 @@ namespace dtensor::optim {
  private:                                     \
   type name##_ = init
 
+// SGD hyper-parameters (torch::optim::SGDOptions): learning rate, momentum, dampening, weight
+// decay, Nesterov; each has a getter and a chainable setter.
 struct SGDOptions {
+  // The learning rate; the rest default to 0 / false.
   explicit SGDOptions(double lr) : lr_(lr) {}
+  // Getter and chainable setter of each hyper-parameter (defaults as in PyTorch).
   DT_OPTIM_ARG(double, lr, 0.0);
   DT_OPTIM_ARG(double, momentum, 0.0);
   DT_OPTIM_ARG(double, dampening, 0.0);
@@ -41,8 +45,12 @@ struct SGDOptions {
   DT_OPTIM_ARG(bool, nesterov, false);
 };
 
+// AdamW hyper-parameters (torch::optim::AdamWOptions): learning rate, betas, eps, weight decay,
+// amsgrad; each has a getter and a chainable setter.
 struct AdamWOptions {
+  // The learning rate; the rest take PyTorch's defaults.
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
+  // Getter and chainable setter of each hyper-parameter (defaults as in PyTorch).
   DT_OPTIM_ARG(double, lr, 1e-3);
   DT_OPTIM_ARG(double, beta1, 0.9);
   DT_OPTIM_ARG(double, beta2, 0.999);
@@ -53,6 +61,8 @@ struct AdamWOptions {
 
 #undef DT_OPTIM_ARG
 
+// Base of the optimizers: holds the parameters (DTensors that require grad) and the step
+// count; step() updates each rank's shards with no communication.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -79,8 +89,8 @@ class Optimizer {
   // The state `slot` of parameter i, created as zeros like the parameter on first use.
   DTensor& state(std::vector<DTensor>& slots, size_t i);
 
-  std::vector<DTensor> params_;
-  int64_t steps_ = 0;
+  std::vector<DTensor> params_;  // the parameters, in the order given
+  int64_t steps_ = 0;            // step() calls so far
 };
 
 // Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's
@@ -88,6 +98,7 @@ class Optimizer {
 // d = d + momentum b (nesterov) or b; p -= lr d.
 class SGD : public Optimizer {
  public:
+  // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
   SGD(std::vector<DTensor> params, SGDOptions options);
   void step() override;
   const SGDOptions& options() const { return options_; }
@@ -104,6 +115,7 @@ class SGD : public Optimizer {
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
 class AdamW : public Optimizer {
  public:
+  // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
   AdamW(std::vector<DTensor> params, AdamWOptions options = AdamWOptions());
   void step() override;
   const AdamWOptions& options() const { return options_; }

@@ -25,13 +25,15 @@ namespace dtensor {
 // wildcards matching any run of characters within that component ("layers.*.mlp.fc1"), and
 // the style applied to every submodule it matches.
 struct PlanEntry {
-  std::string fqn;
-  ParallelStylePtr style;
+  std::string fqn;         // submodule name pattern
+  ParallelStylePtr style;  // what to apply to the matches
 
+  // An entry from a shared style or from a style value ({"fc1", ColwiseParallel()}).
   PlanEntry(std::string f, ParallelStylePtr s) : fqn(std::move(f)), style(std::move(s)) {}
   template <std::derived_from<ParallelStyle> S>
   PlanEntry(std::string f, S s) : fqn(std::move(f)), style(std::make_shared<S>(std::move(s))) {}
 };
+// A plan: entries applied in order.
 using ParallelizePlan = std::vector<PlanEntry>;
 
 // Applies each entry in order to the submodules it matches (pre-order), then runs every

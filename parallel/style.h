@@ -24,6 +24,8 @@
 
 namespace dtensor {
 
+// A way to shard one module over a 1-d mesh (PyTorch's ParallelStyle); parallelize_module
+// applies the plan's styles.
 class ParallelStyle {
  public:
   virtual ~ParallelStyle() = default;
@@ -34,6 +36,7 @@ class ParallelStyle {
   // parameters that are already distributed.
   virtual void apply(nn::Module& module, std::string_view fqn, const DeviceMesh& mesh) const = 0;
 };
+// Styles are shared, immutable values.
 using ParallelStylePtr = std::shared_ptr<const ParallelStyle>;
 
 // Column-wise: Linear weight [out, in] -> S(0) and bias -> S(0), output sharded on its last
@@ -42,12 +45,14 @@ using ParallelStylePtr = std::shared_ptr<const ParallelStyle>;
 // Shard(1) after sequence parallelism).
 class ColwiseParallel : public ParallelStyle {
  public:
+  // The style's options (PyTorch's keyword arguments); unset layouts take the defaults noted.
   struct Options {
     std::optional<Placement> input_layouts;   // default Replicate()
     std::optional<Placement> output_layouts;  // default Shard(-1)
-    bool use_local_output = true;
+    bool use_local_output = true;  // return to_local() of the output
   };
   ColwiseParallel() : ColwiseParallel(Options{}) {}
+  // The style with `opts`.
   explicit ColwiseParallel(Options opts) : opts_(opts) {}
   std::string str() const override;
   void apply(nn::Module& module, std::string_view fqn, const DeviceMesh& mesh) const override;
@@ -62,12 +67,14 @@ class ColwiseParallel : public ParallelStyle {
 // vocabulary-sharded table S(0), input Replicate, masked lookup -> Partial(sum) -> output.
 class RowwiseParallel : public ParallelStyle {
  public:
+  // The style's options (PyTorch's keyword arguments); unset layouts take the defaults noted.
   struct Options {
     std::optional<Placement> input_layouts;   // default Shard(-1) (Linear), Replicate (Embedding)
     std::optional<Placement> output_layouts;  // default Replicate()
-    bool use_local_output = true;
+    bool use_local_output = true;  // return to_local() of the output
   };
   RowwiseParallel() : RowwiseParallel(Options{}) {}
+  // The style with `opts`.
   explicit RowwiseParallel(Options opts) : opts_(opts) {}
   std::string str() const override;
   void apply(nn::Module& module, std::string_view fqn, const DeviceMesh& mesh) const override;
@@ -84,11 +91,13 @@ class RowwiseParallel : public ParallelStyle {
 // the mesh size; DTensor inputs carry their global shape and may be uneven.
 class SequenceParallel : public ParallelStyle {
  public:
+  // The style's options (PyTorch's keyword arguments); unset layouts take the defaults noted.
   struct Options {
-    int64_t sequence_dim = 1;
-    bool use_local_output = false;
+    int64_t sequence_dim = 1;  // the activations' sequence dim
+    bool use_local_output = false;  // return to_local() of the output
   };
   SequenceParallel() : SequenceParallel(Options{}) {}
+  // The style with `opts`.
   explicit SequenceParallel(Options opts) : opts_(opts) {}
   std::string str() const override;
   void apply(nn::Module& module, std::string_view fqn, const DeviceMesh& mesh) const override;
@@ -101,12 +110,14 @@ class SequenceParallel : public ParallelStyle {
 // then it is redistributed to desired_input_layouts. Parameters are left alone.
 class PrepareModuleInput : public ParallelStyle {
  public:
+  // The style's options (PyTorch's keyword arguments); unset layouts take the defaults noted.
   struct Options {
-    Placement input_layouts = Replicate();
-    Placement desired_input_layouts = Replicate();
-    bool use_local_output = false;
+    Placement input_layouts = Replicate();          // how the input arrives
+    Placement desired_input_layouts = Replicate();  // how the module's forward gets it
+    bool use_local_output = false;  // return to_local() of the output
   };
   PrepareModuleInput() : PrepareModuleInput(Options{}) {}
+  // The style with `opts`.
   explicit PrepareModuleInput(Options opts) : opts_(opts) {}
   std::string str() const override;
   void apply(nn::Module& module, std::string_view fqn, const DeviceMesh& mesh) const override;
@@ -119,12 +130,14 @@ class PrepareModuleInput : public ParallelStyle {
 // then redistributed to desired_output_layouts.
 class PrepareModuleOutput : public ParallelStyle {
  public:
+  // The style's options (PyTorch's keyword arguments); unset layouts take the defaults noted.
   struct Options {
-    Placement output_layouts = Replicate();
-    Placement desired_output_layouts = Replicate();
-    bool use_local_output = true;
+    Placement output_layouts = Replicate();          // how the forward's output is laid out
+    Placement desired_output_layouts = Replicate();  // how the call returns it
+    bool use_local_output = true;  // return to_local() of the output
   };
   PrepareModuleOutput() : PrepareModuleOutput(Options{}) {}
+  // The style with `opts`.
   explicit PrepareModuleOutput(Options opts) : opts_(opts) {}
   std::string str() const override;
   void apply(nn::Module& module, std::string_view fqn, const DeviceMesh& mesh) const override;

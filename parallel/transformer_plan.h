@@ -18,11 +18,13 @@
 
 namespace dtensor {
 
+// Options of transformer_tp_plan.
 struct TransformerPlanOptions {
-  bool sequence_parallel = false;
-  bool loss_parallel = false;
+  bool sequence_parallel = false;  // shard activations on the sequence dim between blocks
+  bool loss_parallel = false;      // keep the lm head's logits vocab-sharded (loss parallel)
 };
 
+// The plan described at the top of this file, for nn::Transformer.
 ParallelizePlan transformer_tp_plan(TransformerPlanOptions opts = {});
 
 }  // namespace dtensor

@@ -17,11 +17,11 @@ OffsetBasedRNGTracker tracker_for(Generator* gen) {
 }
 
 // A new DTensor of `shape` on `mesh` filled by `rspec`.
-DTensor generate(IntSpan shape, const DeviceMesh& mesh, Placements placements,
+DTensor generate(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements,
                  const RandomSpec& rspec, Generator* gen, std::string_view op) {
   check_random_spec(rspec, op);
   auto spec = std::make_shared<const DTensorSpec>(
-      mesh, std::move(placements), TensorMeta(Shape(shape.begin(), shape.end()), rspec.dtype), op);
+      mesh, placements, TensorMeta(Shape(shape.begin(), shape.end()), rspec.dtype), op);
   check_random_placements(*spec, op);
   const Device device = local_device(mesh);
   Tensor local = empty(spec->local_shard().shape, TensorOptions(rspec.dtype, device));
@@ -45,25 +45,25 @@ void check_dropout_input(const DTensor& input, double p) {
 
 }  // namespace
 
-DTensor rand(IntSpan shape, const DeviceMesh& mesh, Placements placements, DType dtype,
+DTensor rand(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements, DType dtype,
              Generator* gen) {
-  return generate(shape, mesh, std::move(placements), RandomSpec::uniform(dtype), gen, "rand");
+  return generate(shape, mesh, placements, RandomSpec::uniform(dtype), gen, "rand");
 }
 
-DTensor randn(IntSpan shape, const DeviceMesh& mesh, Placements placements, DType dtype,
+DTensor randn(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements, DType dtype,
               Generator* gen) {
-  return generate(shape, mesh, std::move(placements), RandomSpec::normal(dtype), gen, "randn");
+  return generate(shape, mesh, placements, RandomSpec::normal(dtype), gen, "randn");
 }
 
 DTensor randint(int64_t low, int64_t high, IntSpan shape, const DeviceMesh& mesh,
-                Placements placements, DType dtype, Generator* gen) {
-  return generate(shape, mesh, std::move(placements), RandomSpec::randint(dtype, low, high), gen,
+                PlacementSpan placements, DType dtype, Generator* gen) {
+  return generate(shape, mesh, placements, RandomSpec::randint(dtype, low, high), gen,
                   "randint");
 }
 
-DTensor bernoulli(IntSpan shape, double p, const DeviceMesh& mesh, Placements placements,
+DTensor bernoulli(IntSpan shape, double p, const DeviceMesh& mesh, PlacementSpan placements,
                   DType dtype, Generator* gen) {
-  return generate(shape, mesh, std::move(placements), RandomSpec::bernoulli(dtype, p), gen,
+  return generate(shape, mesh, placements, RandomSpec::bernoulli(dtype, p), gen,
                   "bernoulli");
 }
 

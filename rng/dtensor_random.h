@@ -22,16 +22,16 @@ namespace dtensor {
 // New DTensors of global `shape` laid out as `placements` on `mesh`; local tensors live on the
 // mesh's device. Same values as rand/randn/randint/bernoulli(shape) on one device.
 // Uniform on [0, 1).
-DTensor rand(IntSpan shape, const DeviceMesh& mesh, Placements placements,
+DTensor rand(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements,
              DType dtype = DType::kFloat32, Generator* gen = nullptr);
 // Standard normal.
-DTensor randn(IntSpan shape, const DeviceMesh& mesh, Placements placements,
+DTensor randn(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements,
               DType dtype = DType::kFloat32, Generator* gen = nullptr);
 // Integers uniform on [low, high).
 DTensor randint(int64_t low, int64_t high, IntSpan shape, const DeviceMesh& mesh,
-                Placements placements, DType dtype = DType::kInt64, Generator* gen = nullptr);
+                PlacementSpan placements, DType dtype = DType::kInt64, Generator* gen = nullptr);
 // 1 with probability p, else 0.
-DTensor bernoulli(IntSpan shape, double p, const DeviceMesh& mesh, Placements placements,
+DTensor bernoulli(IntSpan shape, double p, const DeviceMesh& mesh, PlacementSpan placements,
                   DType dtype = DType::kFloat32, Generator* gen = nullptr);
 
 // Same global shape, dtype, mesh and placements as `like` (Partial becomes Replicate, as the
@@ -53,9 +53,10 @@ DTensor dropout(const DTensor& input, double p, bool train = true, Generator* ge
 
 // Dropout that also returns the bool keep mask as a DTensor with the input's placements.
 struct DTensorDropoutResult {
-  DTensor output;
-  DTensor mask;
+  DTensor output;  // the input with dropped elements zeroed and the rest scaled by 1 / (1 - p)
+  DTensor mask;    // true where kept (bool)
 };
+// dropout that also returns the keep mask (same draws as dropout).
 DTensorDropoutResult dropout_with_mask(const DTensor& input, double p, bool train = true,
                                        Generator* gen = nullptr);
 

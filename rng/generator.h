@@ -22,8 +22,9 @@ inline constexpr uint64_t kDefaultRngSeed = 67280421310721ull;
 
 // A generator's full state.
 struct GeneratorState {
-  uint64_t seed = kDefaultRngSeed;
+  uint64_t seed = kDefaultRngSeed;  // the Philox key
   uint64_t offset = 0;  // in Philox words, always a multiple of 4 after reserve()
+  // Same seed and offset.
   bool operator==(const GeneratorState&) const = default;
 };
 
@@ -36,10 +37,12 @@ struct GeneratorState {
 // Generator (the `gen` argument), or re-seed on the new thread. Copying copies the state.
 class Generator {
  public:
+  // A generator at offset 0 with `seed`; copies copy the state.
   explicit Generator(uint64_t seed = kDefaultRngSeed, Device device = Device());
   Generator(const Generator& other);
   Generator& operator=(const Generator& other);
 
+  // Its device, seed, offset (Philox words) and (seed, offset) state.
   Device device() const { return device_; }
   uint64_t seed() const;
   uint64_t offset() const;

@@ -43,9 +43,10 @@ Tensor dropout(const Tensor& input, double p, bool train = true, Generator* gen 
 
 // Dropout that also returns the bool keep mask (torch.native_dropout).
 struct DropoutResult {
-  Tensor output;
-  Tensor mask;
+  Tensor output;  // the input with dropped elements zeroed and the rest scaled by 1 / (1 - p)
+  Tensor mask;    // true where kept (bool)
 };
+// dropout that also returns the keep mask (same draws as dropout).
 DropoutResult dropout_with_mask(const Tensor& input, double p, bool train = true,
                                 Generator* gen = nullptr);
 

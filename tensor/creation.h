@@ -7,9 +7,12 @@
 
 namespace dtensor {
 
+// The dtype and device of a new tensor (float32 on the CPU by default); converts from a DType,
+// a Device or a DeviceType, so creation functions accept any of them.
 struct TensorOptions {
-  DType dtype = DType::kFloat32;
-  Device device = Device();
+  DType dtype = DType::kFloat32;  // element type
+  Device device = Device();       // where the storage lives
+  // float32 on the CPU, or the given dtype and/or device.
   TensorOptions() = default;
   TensorOptions(DType d) : dtype(d) {}
   TensorOptions(Device dev) : device(dev) {}
@@ -18,6 +21,7 @@ struct TensorOptions {
 };
 
 Tensor empty(IntSpan shape, TensorOptions opts = {});  // uninitialised contents
+// New tensors filled with 0, 1 or `value`.
 Tensor zeros(IntSpan shape, TensorOptions opts = {});
 Tensor ones(IntSpan shape, TensorOptions opts = {});
 Tensor full(IntSpan shape, const Scalar& value, TensorOptions opts = {});

@@ -100,15 +100,21 @@ struct Printer {
       const size_t per_line = static_cast<size_t>(
           std::max<int64_t>(1, (kLineWidth - indent - d) / static_cast<int64_t>(width + 2)));
       for (size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) out += i % per_line == 0 ? ",\n" + std::string(indent + d + 1, ' ') : ", ";
+        if (i > 0) {
+          if (i % per_line == 0) {
+            absl::StrAppend(&out, ",\n", std::string(indent + d + 1, ' '));
+          } else {
+            out += ", ";
+          }
+        }
         out += items[i];
       }
     } else {
       const std::string sep =
-          "," + std::string(nd - d - 1, '\n') + std::string(indent + d + 1, ' ');
+          absl::StrCat(",", std::string(nd - d - 1, '\n'), std::string(indent + d + 1, ' '));
       for (int64_t i = 0; i < sizes[d]; ++i) {
         if (i > 0) out += sep;
-        if (cut && i == kEdgeItems) out += "..." + sep;
+        if (cut && i == kEdgeItems) absl::StrAppend(&out, "...", sep);
         block(out, d + 1, pos + i * inner);
       }
     }

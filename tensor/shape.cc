@@ -1,5 +1,6 @@
 #include "tensor/shape.h"
 
+#include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
 #include "tensor/error.h"
@@ -81,7 +82,7 @@ Shape broadcast_shapes(IntSpan a, IntSpan b, std::string_view op) {
 }
 
 std::string shape_str(IntSpan sizes) {
-  return "[" + absl::StrJoin(sizes, ", ") + "]";
+  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
 }
 
 Shape infer_view_shape(IntSpan shape, int64_t numel, IntSpan from, std::string_view op) {

@@ -16,6 +16,8 @@
 
 namespace dtensor {
 
+// A local dense tensor: a strided view (sizes, strides, offset) of a shared Storage on one
+// device. Copies share the storage; views (transpose, narrow, view, ...) do too.
 class Tensor {
  public:
   // An undefined tensor (defined() == false); most methods throw on it.
@@ -24,6 +26,8 @@ class Tensor {
   Tensor(Storage storage, DType dtype, Shape sizes, Shape strides, int64_t storage_offset = 0);
 
   // ---- metadata ----------------------------------------------------------------------------
+  // Metadata: whether defined, dtype, device, sizes (== shape), strides, rank, element count,
+  // offset into the storage (elements), element and total byte sizes, contiguity, storage.
   bool defined() const { return storage_.defined(); }
   DType dtype() const { return dtype_; }
   Device device() const { return storage_.device(); }
@@ -72,6 +76,7 @@ class Tensor {
   // ---- copies ------------------------------------------------------------------------------
   Tensor contiguous() const;  // returns *this when already contiguous
   Tensor clone() const;       // always a fresh contiguous copy
+  // A copy on another device / in another dtype (returns *this when already there).
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;  // no copy when both already match
@@ -109,6 +114,7 @@ class Tensor {
   int64_t numel_ = 0;
 };
 
+// Prints the tensor (PyTorch-like layout, long dims summarised).
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Before an in-place write into `t`: throws PyTorch's error "[op] unsupported operation: more

@@ -1,5 +1,7 @@
 #include "dtensor/propagation/dispatch.h"
 
+#include "collectives/comm_debug.h"
+#include "dtensor/detail/log.h"
 #include "dtensor/detail/util.h"
 #include "dtensor/redistribute.h"
 #include "tensor/creation.h"
@@ -68,8 +70,10 @@ DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> 
     DT_CHECK(specs[i]->mesh() == mesh, "[%s] inputs live on different meshes (argument %s)",
              op.name, op.input_name(i));
   }
+  const CommDebugMode::OpScope label(op.name);  // CommDebugMode attribution
   const OpSchema schema(op, absl::MakeConstSpan(specs), args);
   std::shared_ptr<const OutputSharding> sharding = propagate(schema);
+  if (log_enabled(LogTopic::kDispatch)) detail::log_dispatch(schema, *sharding);
   const size_t nout = sharding->outputs.size();
   DTensorList result;
   if (!mesh.contains_me()) {

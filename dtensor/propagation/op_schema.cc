@@ -21,7 +21,7 @@ struct ArgPrinter {
   std::string operator()(const Shape& v) const { return shape_str(v); }
   std::string operator()(DType v) const { return std::string(dtype_name(v)); }
   std::string operator()(ReduceOp v) const { return std::string(reduce_op_name(v)); }
-  std::string operator()(std::string_view v) const { return "'" + std::string(v) + "'"; }
+  std::string operator()(std::string_view v) const { return absl::StrFormat("'%s'", v); }
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "dtensor/detail/log.h"
 #include "dtensor/redistribute.h"
 #include "tensor/error.h"
 
@@ -300,11 +301,13 @@ std::shared_ptr<const OutputSharding> propagate(const OpSchema& schema) {
     auto it = c.map.find(view);
     if (it != c.map.end()) {
       c.hits.fetch_add(1, std::memory_order_relaxed);
+      if (log_enabled(LogTopic::kPropagation)) detail::log_propagation(schema, *it->second, true);
       return it->second;
     }
   }
   // Miss: propagate outside the lock (other threads keep hitting meanwhile).
   auto result = std::make_shared<const OutputSharding>(propagate_uncached(schema));
+  if (log_enabled(LogTopic::kPropagation)) detail::log_propagation(schema, *result, false);
   CacheKey key{view.op, {}, ArgList(view.static_args.begin(), view.static_args.end()), view.hash};
   for (const DTensorSpec* s : view.inputs) key.inputs.push_back(*s);
   std::unique_lock lock(c.mu);

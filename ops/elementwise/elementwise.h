@@ -26,6 +26,7 @@ Tensor mul(const Tensor& self, const Scalar& other);
 Tensor div(const Tensor& self, const Tensor& other);
 Tensor div(const Tensor& self, const Scalar& other);
 
+// Operator forms of add, sub, mul and div (unary minus: neg), Scalars on either side.
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator+(const Tensor& a, const Scalar& b);
 Tensor operator+(const Scalar& a, const Tensor& b);
@@ -112,6 +113,7 @@ Tensor maximum(const Tensor& self, const Tensor& other);
 Tensor minimum(const Tensor& self, const Tensor& other);
 
 // ---- comparisons (bool output, computed in the promoted dtype) --------------------------------
+// self == other, !=, <, <=, >, >= elementwise (broadcast, compared in the promoted dtype).
 Tensor eq(const Tensor& self, const Tensor& other);
 Tensor eq(const Tensor& self, const Scalar& other);
 Tensor ne(const Tensor& self, const Tensor& other);
@@ -179,6 +181,7 @@ DTensor operator/(const DTensor& a, const Scalar& b);
 DTensor operator/(const Scalar& a, const DTensor& b);
 DTensor operator-(const DTensor& a);
 
+// DTensor forms of the unary math, activations, maximum and minimum above (same semantics).
 DTensor neg(const DTensor& x);
 DTensor abs(const DTensor& x);
 DTensor exp(const DTensor& x);
@@ -210,6 +213,7 @@ DTensor silu(const DTensor& x);
 DTensor maximum(const DTensor& self, const DTensor& other);
 DTensor minimum(const DTensor& self, const DTensor& other);
 
+// DTensor comparisons (bool result, as above).
 DTensor eq(const DTensor& self, const DTensor& other);
 DTensor eq(const DTensor& self, const Scalar& other);
 DTensor ne(const DTensor& self, const DTensor& other);
@@ -223,6 +227,7 @@ DTensor gt(const DTensor& self, const Scalar& other);
 DTensor ge(const DTensor& self, const DTensor& other);
 DTensor ge(const DTensor& self, const Scalar& other);
 
+// DTensor forms of where and cast (as above).
 DTensor where(const DTensor& condition, const DTensor& self, const DTensor& other);
 DTensor cast(const DTensor& x, DType dtype);
 

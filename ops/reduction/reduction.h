@@ -37,9 +37,10 @@ Tensor max(const Tensor& x);
 Tensor min(const Tensor& x);
 // max/min along one dim: the values and their int64 indices along dim (torch.max(x, dim)).
 struct ValuesIndices {
-  Tensor values;
-  Tensor indices;
+  Tensor values;   // the max / min values
+  Tensor indices;  // their indices along dim (int64)
 };
+// torch.max(x, dim) / torch.min(x, dim): values and indices along dim.
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
 ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
 
@@ -65,9 +66,10 @@ DTensor max(const DTensor& x);
 DTensor min(const DTensor& x);
 // max/min along one dim: values and int64 indices (global indices along dim).
 struct DTensorValuesIndices {
-  DTensor values;
-  DTensor indices;
+  DTensor values;   // the max / min values
+  DTensor indices;  // their indices along dim (int64)
 };
+// DTensor forms of max/min along dim, argmax and argmin (same semantics; indices are global).
 DTensorValuesIndices max(const DTensor& x, int64_t dim, bool keepdim = false);
 DTensorValuesIndices min(const DTensor& x, int64_t dim, bool keepdim = false);
 DTensor argmax(const DTensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);

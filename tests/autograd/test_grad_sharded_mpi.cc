@@ -252,7 +252,7 @@ TEST_CASE("from_local / to_local(grad_placements) are differentiable") {
   // to_local: the local gradient comes back as the given placements (Partial: summed later).
   DTensor a = dt::distribute_tensor(weights, mesh, {dt::Replicate()}, std::nullopt);
   a.requires_grad_();
-  const DTensor l = a.local({Placements{dt::Partial()}});
+  const DTensor l = a.local({dt::Partial()});
   dt::sum(l * 2.0).backward();
   // Every rank contributed 2 * ones: the Partial sum is 2 w.
   CHECK(tt::same_values(a.grad().to_local(),

@@ -548,9 +548,63 @@ TEST_CASE("visualize_sharding lists each block and its ranks on the first rank",
   const dt::DTensor r = dt::distribute_tensor(dt::test::make_data({4}, dt::kFloat32), mesh, {R});
   const std::string rt = dt::visualize_sharding(r, false);
   if (mesh.get_local_rank(0) == 0) CHECK(rt.find("elements [0, 4)") != std::string::npos);
+  // Any number of dims: a 3-d tensor sharded on dim 2 lists one block per rank (w + 1 columns
+  // over w ranks: the first block is [0, 2) when w > 1).
   const dt::DTensor three =
-      dt::distribute_tensor(dt::test::make_data({2, 2, 2}, dt::kFloat32), mesh, {R});
-  REQUIRE_THROWS_WITH(dt::visualize_sharding(three, false), Contains("[visualize_sharding]"));
+      dt::distribute_tensor(dt::test::make_data({2, 3, w + 1}, dt::kFloat32), mesh, {dt::Shard(2)});
+  const std::string t3 = dt::visualize_sharding(three, false);
+  if (mesh.get_local_rank(0) == 0) {
+    CHECK(t3.find("block [0, 2) x [0, 3) x [0, 2)") != std::string::npos);
+    CHECK(t3.find(" ranks 0\n") != std::string::npos);
+    CHECK(t3.find("global [2, 3, " + std::to_string(w + 1) + "] float32") != std::string::npos);
+  }
+  // 4-d on a 2-d mesh when the world has one: each block's range is printed for every dim.
+  if (w == 4) {
+    const dt::DeviceMesh m2 = dt::test::make_mesh({2, 2});
+    const dt::DTensor four =
+        dt::distribute_tensor(dt::test::make_data({4, 1, 2, 3}, dt::kFloat32), m2, {S0, dt::Shard(3)});
+    const std::string t4 = dt::visualize_sharding(four, false);
+    if (dt::world_rank() == 0) {
+      CHECK(t4.find("[0, 2) x [0, 1) x [0, 2) x [0, 2)") != std::string::npos);
+      CHECK(t4.find("[2, 4) x [0, 1) x [0, 2) x [2, 3)") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("placement lists from any contiguous range: std::vector, Placements, braces",
+          "[dtensor]") {
+  const int w = dt::world_size();
+  for (const Ints& mesh_shape : dt::test::meshes_for_world(w)) {
+    const dt::DeviceMesh mesh = dt::test::make_mesh(mesh_shape);
+    const size_t n = mesh_shape.size();
+    const dt::Tensor x = dt::test::make_data({w * 3 + 1, 5}, dt::kFloat64);
+    // Ranks outside a mesh smaller than the world hold empty shards and compare nothing.
+    const bool in = mesh.contains_me();
+    // A user's std::vector, built at run time (Shard(0) on mesh dim 0, Replicate elsewhere).
+    std::vector<dt::Placement> sharded(n, R);
+    sharded[0] = S0;
+    const std::vector<dt::Placement> replicated(n, R);
+    const dt::DTensor a = dt::distribute_tensor(x, mesh, sharded);
+    CHECK(a.placements() == dt::Placements(sharded.begin(), sharded.end()));
+    CHECK((!in || dt::equal(a.full_tensor(), x)));
+    const dt::DTensor b = a.redistribute(mesh, replicated);
+    CHECK(b.placements() == dt::Placements(replicated.begin(), replicated.end()));
+    CHECK((!in || dt::equal(b.to_local(), x)));
+    // Uneven shards: the global shape is passed (from_local infers even sharding otherwise).
+    const dt::DTensor c =
+        dt::DTensor::from_local(a.to_local(), mesh, sharded, /*run_check=*/true, x.shape());
+    CHECK((!in || dt::equal(c.full_tensor(), x)));
+    CHECK((!in || dt::equal(a.redistribute(replicated).to_local(), x)));
+    // to_local / full_tensor's grad_placements and DTensorSpec take the same ranges.
+    CHECK(dt::equal(a.local(sharded).to_local(), a.to_local()));
+    CHECK((!in || dt::equal(a.full(replicated).to_local(), x)));
+    const dt::DTensorSpec spec(mesh, sharded, a.spec().meta());
+    CHECK(spec == a.spec());
+    CHECK(spec.with_placements(replicated) == b.spec());
+    // A wrong-length vector is refused like a wrong-length initializer list.
+    const std::vector<dt::Placement> too_many(n + 1, R);
+    REQUIRE_THROWS_WITH(dt::distribute_tensor(x, mesh, too_many), Contains("placements"));
+  }
 }
 
 TEST_CASE("distribute_tensor on the current mesh (MeshGuard)", "[dtensor]") {

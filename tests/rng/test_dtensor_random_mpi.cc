@@ -265,6 +265,11 @@ TEST_CASE("a DTensor random op with an explicit generator", "[rng][dtensor]") {
   CHECK(dt::equal(a.to_local(), expected_block(ra, mesh, {S0})));
   CHECK(dt::equal(b.to_local(), expected_block(rb, mesh, {S1})));
   CHECK(dt::equal(a.full_tensor(), ra));
+  // A placement list in a std::vector (any contiguous range) works like braces.
+  const std::vector<dt::Placement> s0 = {S0};
+  dt::Generator gv(7), rv(7);
+  CHECK(dt::equal(dt::randint(0, 9, span(shape), mesh, s0, dt::kInt64, &gv).full_tensor(),
+                  dt::randint(0, 9, span(shape), dt::kInt64, &rv)));
   // Different calls draw different words.
   CHECK_FALSE(dt::equal(dt::rand(span(shape), mesh, {R}, dt::kFloat32, &g).to_local(),
                         dt::rand(span(shape), mesh, {R}, dt::kFloat32, &g).to_local()));
