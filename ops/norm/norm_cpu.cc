@@ -46,30 +46,36 @@ HWY_INLINE void ForEachVector(D d, int64_t n, const Step& step, std::tuple<const
         },
         ins);
   }
-  if (i == n) return;
   constexpr size_t kMax = hn::MaxLanes(d);
-  const int64_t rest = n - i;
-  std::tuple<std::array<In, kMax>...> in_buf{};
-  std::tuple<std::array<Out, kMax>...> out_buf{};
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    (std::copy(std::get<I>(ins) + i, std::get<I>(ins) + n, std::get<I>(in_buf).data()), ...);
+  // One lane (HWY_SCALAR): the loop above covered every element. The tail is compiled only for
+  // wider targets, which also keeps GCC 12 from warning (-Wstringop-overflow) about tail copies
+  // into a one-element buffer whose length it cannot bound.
+  if constexpr (kMax > 1) {
+    if (i == n) return;
+    const int64_t rest = n - i;
+    std::tuple<std::array<In, kMax>...> in_buf{};
+    std::tuple<std::array<Out, kMax>...> out_buf{};
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (std::copy(std::get<I>(ins) + i, std::get<I>(ins) + n, std::get<I>(in_buf).data()), ...);
+    }
+    (std::index_sequence_for<In...>{});
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (std::copy(std::get<I>(outs) + i, std::get<I>(outs) + n, std::get<I>(out_buf).data()),
+       ...);
+    }
+    (std::index_sequence_for<Out...>{});
+    std::apply(
+        [&](auto&... ib) {
+          std::apply([&](auto&... ob) { step(i, ib.data()..., ob.data()...); }, out_buf);
+        },
+        in_buf);
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (std::copy(std::get<I>(out_buf).data(), std::get<I>(out_buf).data() + rest,
+                 std::get<I>(outs) + i),
+       ...);
+    }
+    (std::index_sequence_for<Out...>{});
   }
-  (std::index_sequence_for<In...>{});
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    (std::copy(std::get<I>(outs) + i, std::get<I>(outs) + n, std::get<I>(out_buf).data()), ...);
-  }
-  (std::index_sequence_for<Out...>{});
-  std::apply(
-      [&](auto&... ib) {
-        std::apply([&](auto&... ob) { step(i, ib.data()..., ob.data()...); }, out_buf);
-      },
-      in_buf);
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    (std::copy(std::get<I>(out_buf).data(), std::get<I>(out_buf).data() + rest,
-               std::get<I>(outs) + i),
-     ...);
-  }
-  (std::index_sequence_for<Out...>{});
 }
 
 template <class D, class V>
