@@ -75,7 +75,8 @@ DTensor arange(double start, double end, double step, const DeviceMesh& mesh,
 }
 
 DTensor eye(int64_t n, int64_t m, const DeviceMesh& mesh, PlacementSpan placements, DType dtype) {
-  DT_CHECK(n >= 0, "[eye] n = %d must be non-negative", n);
+  DT_CHECK(n >= 0 && m >= -1, "[eye] n = %d and m = %d must be non-negative (m = -1: m = n)", n,
+           m);
   return make("eye", {n, m < 0 ? n : m}, mesh, placements, dtype,
               [](const LocalShard& s, TensorOptions o) {
                 return eye_block(s.shape[0], s.shape[1], s.offset[0], s.offset[1], o);

@@ -27,7 +27,7 @@ DTensor full(IntSpan shape, const Scalar& value, const DeviceMesh& mesh,
 // The 1-D [start, end) with `step` (values start + i * step, as arange).
 DTensor arange(double start, double end, double step, const DeviceMesh& mesh,
                PlacementSpan placements, DType dtype = DType::kInt64);
-// The n x m identity (m = n when negative).
+// The n x m identity (m = -1: m = n).
 DTensor eye(int64_t n, int64_t m, const DeviceMesh& mesh, PlacementSpan placements,
             DType dtype = DType::kFloat32);
 

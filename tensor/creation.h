@@ -38,7 +38,7 @@ int64_t arange_numel(double start, double end, double step);
 // rounded to the dtype exactly as arange rounds them (a shard of an arange).
 Tensor arange_slice(double start, double step, int64_t first, int64_t count,
                     TensorOptions opts = TensorOptions(DType::kInt64));
-// The n x m identity (m = n when negative): ones on the diagonal, zeros elsewhere.
+// The n x m identity (m = -1: m = n): ones on the diagonal, zeros elsewhere.
 Tensor eye(int64_t n, int64_t m = -1, TensorOptions opts = {});
 // Rows [row0, row0 + rows) and columns [col0, col0 + cols) of an identity matrix (a shard of
 // an eye).

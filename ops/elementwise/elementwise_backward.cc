@@ -165,8 +165,9 @@ DTensorList reciprocal_bw(const BackwardContext& c, Grads g) {
   const DTensor& y = c.output(0);
   return {for_input(c, 0, g[0] * (y * y) * -1.0)};
 }
+// Zeros (not g * 0, which would turn an inf or NaN gradient into NaN), as PyTorch.
 DTensorList zero_bw(const BackwardContext& c, Grads g) {
-  return {for_input(c, 0, g[0] * 0.0)};
+  return {for_input(c, 0, zeros_like(g[0]))};
 }
 DTensorList cast_bw(const BackwardContext& c, Grads g) {
   return {cast(g[0], c.input_spec(0).dtype())};

@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/function.h"
+#include "ops/elementwise/elementwise.h"
 #include "parallel/data_parallel/grad_comm.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
@@ -203,6 +204,12 @@ struct DataParallel::State {
     if (!g.defined()) return;
     Bucket& b = buckets[p.bucket];
     const size_t slot = std::find(b.params.begin(), b.params.end(), i) - b.params.begin();
+    if (b.grads[slot].defined()) {
+      // A second gradient for the parameter before its bucket launched (the module ran twice
+      // before one backward): summed, and the parameter counted once.
+      b.grads[slot] = add(b.grads[slot], g);
+      return;
+    }
     b.grads[slot] = g.contiguous();
     if (++b.ready == static_cast<int64_t>(b.params.size())) launch_bucket(b);
   }
@@ -290,6 +297,13 @@ void DataParallel::State::pre_forward(const UnitState& u) {
                                     return DTensorList(1);
                                   });
     swap_in(params[i], out);
+  }
+  // Frozen parameters (no gradient, so never sharded): the same local tensor on the compute
+  // mesh, as the trained ones, with nothing recorded.
+  for (size_t i : u.all) {
+    if (!params[i].trained) {
+      swap_in(params[i], DTensor(params[i].storage.to_local(), params[i].compute_spec));
+    }
   }
 }
 

@@ -155,6 +155,7 @@ TEST_CASE("factories refuse Partial and bad arguments on every rank", "[dtensor]
                                                         Contains("cannot be Partial"));
   CHECK_THROWS_WITH(dt::zeros({4}, mesh, {S1}), Contains("[zeros]"));
   CHECK_THROWS_WITH(dt::eye(-1, 2, mesh, {R}), Contains("[eye] n = -1"));
+  CHECK_THROWS_WITH(dt::eye(3, -5, mesh, {R}), Contains("m = -5"));
   CHECK_THROWS_WITH(dt::arange(0, 1, 0, mesh, {S0}), Contains("[arange] step 0"));
   CHECK_THROWS_WITH(dt::full({2}, dt::Scalar(1), dt::DeviceMesh(), {R}),
                     Contains("[full] the device mesh is an empty handle"));

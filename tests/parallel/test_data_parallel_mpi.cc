@@ -393,3 +393,57 @@ TEST_CASE("TP x FSDP on a 2x2 mesh trains like one device", "[dp][fsdp][tp]") {
   CHECK(wo.placements() == dt::Placements{dt::Shard(0), dt::Shard(1)});
   train_and_compare(model, ref, 2, mesh.get_local_rank(0), cfg.vocab_size);
 }
+
+TEST_CASE("replicate: a module run twice before one backward sums both gradients; frozen "
+          "parameters stay out",
+          "[dp][replicate]") {
+  const int64_t W = dt::world_size();
+  const auto cfg = small_config();
+  dt::manual_seed(9);
+  nn::Transformer model(cfg);
+  dt::manual_seed(9);
+  nn::Transformer ref(cfg);
+  // Frozen in both: no gradient, and the forward must still see it on the compute mesh.
+  for (nn::Module* m : {static_cast<nn::Module*>(&model), static_cast<nn::Module*>(&ref)}) {
+    for (auto& [name, p] : m->named_parameters()) {
+      if (name == "pos_embeddings.weight") p.requires_grad_(false);
+    }
+  }
+  const auto mesh = dp_mesh();
+  auto dp = dt::replicate(model, mesh);
+  const Batch b = make_batch(cfg, 2 * W, 31);
+  const int64_t me = mesh.get_local_rank(0);
+  const int64_t rows[] = {-1, cfg.vocab_size};
+  // Two forwards (one row each) and one backward of their summed loss.
+  auto two_row_loss = [&](nn::Module& m, int64_t rank) {
+    dt::DTensor total;
+    for (int64_t r = 2 * rank; r < 2 * rank + 2; ++r) {
+      const dt::Tensor tok = b.tokens.narrow(0, r, 1).contiguous();
+      const dt::Tensor tgt = b.targets.narrow(0, r, 1).contiguous().reshape({-1});
+      const dt::DTensor l =
+          dt::cross_entropy(dt::reshape(m(nn::local(tok)), rows), nn::local(tgt));
+      total = total.defined() ? total + l : l;
+    }
+    return total;
+  };
+  two_row_loss(model, me).backward();
+  // Reference: the mean over ranks of each rank's two-row loss, on one device.
+  dt::DTensor ref_total;
+  for (int64_t r = 0; r < W; ++r) {
+    const dt::DTensor l = two_row_loss(ref, r);
+    ref_total = ref_total.defined() ? ref_total + l : l;
+  }
+  (ref_total * (1.0 / static_cast<double>(W))).backward();
+  const auto got = model.named_parameters();
+  const auto want = ref.named_parameters();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    if (got[i].first == "pos_embeddings.weight") {
+      CHECK_FALSE(got[i].second.grad().defined());
+      continue;
+    }
+    REQUIRE(got[i].second.grad().defined());
+    CHECK(max_diff(got[i].second.grad().full_tensor(), want[i].second.grad().to_local()) < 1e-5);
+  }
+}
