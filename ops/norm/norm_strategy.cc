@@ -39,9 +39,11 @@ using Grads = absl::Span<const DTensor>;
 
 // Gradients through one fused op (layer_norm_backward / rms_norm_backward, registered below):
 // inputs (grad_output, input[, weight]) and the forward's args; outputs grad_input, then
-// grad_weight and grad_bias when the forward had them. The op's kernel recomputes the row
-// statistics from the saved input (one pass over the row; nothing beyond the input and weight
-// is kept from forward) and runs the local backward kernel (norm.h).
+// grad_weight and grad_bias when the forward had them. The op's kernel reruns the forward
+// kernel (native_layer_norm / native_rms_norm) on the saved input for its mean and rstd,
+// discarding its output (nothing beyond the input and weight is kept from forward; a
+// statistics-only kernel or saving the statistics would avoid the extra work), then runs the
+// local backward kernel (norm.h).
 DTensorList norm_backward(const BackwardContext& c, Grads g, const char* grad_op) {
   const bool has_w = c.arg<bool>(2);
   absl::InlinedVector<const DTensor*, 3> in = {&g[0], &c.input(0)};
