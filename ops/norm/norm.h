@@ -36,13 +36,14 @@ Tensor rms_norm(const Tensor& x, IntSpan normalized_shape, const Tensor& weight 
 // float64, and hold per row: mean, and rstd = 1 / sqrt(var + eps) (var = mean of squares for rms
 // norm).
 struct LayerNormResult {
-  Tensor output;
-  Tensor mean;
-  Tensor rstd;
+  Tensor output;  // layer_norm(x, ...)
+  Tensor mean;    // per-row mean
+  Tensor rstd;    // per-row 1 / sqrt(var + eps)
 };
+// rms_norm's output and statistics (see LayerNormResult).
 struct RmsNormResult {
-  Tensor output;
-  Tensor rstd;
+  Tensor output;  // rms_norm(x, ...)
+  Tensor rstd;    // per-row 1 / sqrt(mean of squares + eps)
 };
 
 // layer_norm that also returns the per-row mean and rstd.
@@ -63,10 +64,11 @@ RmsNormResult native_rms_norm(const Tensor& x, IntSpan normalized_shape,
 // in the forward. Results have x's (grad_x) and weight's (grad_weight, grad_bias) shape and
 // dtype; the weight and bias sums accumulate in the statistics' dtype and round once.
 struct LayerNormGrads {
-  Tensor grad_x;
-  Tensor grad_weight;
-  Tensor grad_bias;
+  Tensor grad_x;       // gradient of x
+  Tensor grad_weight;  // gradient of weight (sum over the rows held)
+  Tensor grad_bias;    // gradient of bias (sum over the rows held)
 };
+// layer_norm's gradients (rules above).
 LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
                                    IntSpan normalized_shape, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& weight,
@@ -76,9 +78,10 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
 // xhat = x * rstd, grad_weight = sum over rows of grad_out * xhat (a partial sum for a shard of
 // rows). output_mask = {grad_x, grad_weight}.
 struct RmsNormGrads {
-  Tensor grad_x;
-  Tensor grad_weight;
+  Tensor grad_x;       // gradient of x
+  Tensor grad_weight;  // gradient of weight (sum over the rows held)
 };
+// rms_norm's gradients (rules above).
 RmsNormGrads rms_norm_backward(const Tensor& grad_out, const Tensor& x, IntSpan normalized_shape,
                                const Tensor& rstd, const Tensor& weight,
                                std::array<bool, 2> output_mask = {true, true});
