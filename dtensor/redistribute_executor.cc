@@ -25,12 +25,31 @@ using detail::zero_tail;
 // S(d) -> R. `full` is the size of dim d after the gather (the piece this mesh dim splits).
 // A padded or non-contiguous input is written straight into this rank's block of the gather
 // buffer (the collective then runs in place) instead of into a padded copy first.
+// A gather along a non-leading dim whose other dims are already the target's goes straight
+// into its place (Communicator::all_gather_into_dim: no padded buffer, no copy afterwards),
+// where the backend can do it.
 Tensor all_gather_dim(const Tensor& x, int64_t d, int64_t full, Communicator& comm,
                       const Shape& target_shape) {
   const int64_t n = comm.size();
   const int64_t padded = chunk_bounds(full, n, 0).size;
   Shape block_shape(x.shape().begin(), x.shape().end());
   block_shape[d] = padded;
+  if (!unpack_is_view(block_shape, d, target_shape) && comm.supports_gather_into_dim(x.device()) &&
+      target_shape.size() == x.shape().size()) {
+    bool others_match = true;
+    for (size_t j = 0; j < target_shape.size(); ++j) {
+      if (static_cast<int64_t>(j) != d && target_shape[j] != x.size(static_cast<int64_t>(j))) {
+        others_match = false;
+      }
+    }
+    if (others_match && target_shape[d] == full) {
+      std::vector<int64_t> sizes(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k) sizes[static_cast<size_t>(k)] = chunk_bounds(full, n, k).size;
+      Tensor out = empty(target_shape, TensorOptions(x.dtype(), x.device()));
+      comm.all_gather_into_dim(out, x.contiguous(), d, sizes)->wait();
+      return out;
+    }
+  }
   Tensor buffer = block_buffer(n, block_shape, x, !unpack_is_view(block_shape, d, target_shape));
   Tensor in = x;
   if (x.size(d) != padded || !x.is_contiguous()) {
