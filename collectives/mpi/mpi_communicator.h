@@ -38,8 +38,8 @@ class MpiCommunicator final : public Communicator {
   // do_all_reduce calls it that way).
   WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_gather(const Tensor& output, const Tensor& input) override;
-  // Even sizes: MPI_Iallgather into a resized vector datatype (one strided block per rank);
-  // uneven: MPI_Ialltoallw with one vector datatype per source rank. CPU tensors only.
+  // MPI_Ialltoallw with one vector datatype per source rank (its column block of the output
+  // viewed as [outer, full, inner]). CPU tensors only.
   WorkPtr do_all_gather_into_dim(const Tensor& output, const Tensor& input, int64_t dim,
                                  const std::vector<int64_t>& sizes) override;
   WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
