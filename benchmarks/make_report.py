@@ -395,37 +395,34 @@ def train_section(res, tg):
     return out
 
 
-def gather_into_dim_section(res):
-    txt = text(res, "gather_into_dim.txt")
-    out = ["## Gather along a non-leading dim: placed vs gathered and copied", ""]
+def text_section(res, name, title, intro):
+    """A section that shows benchmark `name`'s text output under `title` after `intro`."""
+    txt = text(res, f"{name}.txt")
+    out = [f"## {title}", ""]
     if not txt:
-        return out + ["(bench_gather_into_dim produced no results)", ""]
-    out += [
+        return out + [f"(bench_{name} produced no results)", ""]
+    return out + [intro, "", "```", txt, "```", ""]
+
+
+def gather_into_dim_section(res):
+    return text_section(
+        res, "gather_into_dim", "Gather along a non-leading dim: placed vs gathered and copied",
         "S(1)->R's collective three ways: the raw blocking MPI_Allgather into a preallocated "
         "contiguous buffer (no placement), the Communicator's all_gather then one copy into a "
         "fresh output, and `Communicator::all_gather_into_dim` placing each piece straight into "
         "a fresh output (MPI_Ialltoallw with vector datatypes). The executor places directly "
-        "from 8 MB of output up (`kGatherIntoDimMinBytes`), where it measured faster.",
-        "", "```", txt, "```", "",
-    ]
-    return out
+        "from 8 MB of output up (`kGatherIntoDimMinBytes`), where it measured faster.")
 
 
 def collective_check_section(res):
-    txt = text(res, "collective_check.txt")
-    out = ["## Collective consistency check", ""]
-    if not txt:
-        return out + ["(bench_collective_check produced no results)", ""]
-    out += [
+    return text_section(
+        res, "collective_check", "Collective consistency check",
         "What the check of `collectives/communicator.h` costs (every collective's fingerprint "
         "compared across its ranks before any data moves; `DTENSOR_CHECK_COLLECTIVES=0` turns "
         "it off): the same Communicator call with the check off and on, next to the raw "
         "nonblocking MPI call; a collective of at most 192 bytes per rank travels inside the "
         "check's own exchange, so small all_reduce and all_gather cost no more (or less) with "
-        "it. µs per collective, median of batches, max over ranks.",
-        "", "```", txt, "```", "",
-    ]
-    return out
+        "it. µs per collective, median of batches, max over ranks.")
 
 
 def strategy_section(res):
