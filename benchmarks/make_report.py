@@ -470,21 +470,34 @@ def dp_section(res, tg):
     return out
 
 
-def collective_check_section(res):
-    txt = text(res, "collective_check.txt")
-    out = ["## Collective consistency check", ""]
+def text_section(res, name, title, intro):
+    """A section that shows benchmark `name`'s text output under `title` after `intro`."""
+    txt = text(res, f"{name}.txt")
+    out = [f"## {title}", ""]
     if not txt:
-        return out + ["(bench_collective_check produced no results)", ""]
-    out += [
+        return out + [f"(bench_{name} produced no results)", ""]
+    return out + [intro, "", "```", txt, "```", ""]
+
+
+def gather_into_dim_section(res):
+    return text_section(
+        res, "gather_into_dim", "Gather along a non-leading dim: placed vs gathered and copied",
+        "S(1)->R's collective three ways: the raw blocking MPI_Allgather into a preallocated "
+        "contiguous buffer (no placement), the Communicator's all_gather then one copy into a "
+        "fresh output, and `Communicator::all_gather_into_dim` placing each piece straight into "
+        "a fresh output (MPI_Ialltoallw with vector datatypes). The executor places directly "
+        "from 4 MB of output up (`kGatherIntoDimMinBytes`), where it measured faster.")
+
+
+def collective_check_section(res):
+    return text_section(
+        res, "collective_check", "Collective consistency check",
         "What the check of `collectives/communicator.h` costs (every collective's fingerprint "
         "compared across its ranks before any data moves; `DTENSOR_CHECK_COLLECTIVES=0` turns "
         "it off): the same Communicator call with the check off and on, next to the raw "
         "nonblocking MPI call; a collective of at most 192 bytes per rank travels inside the "
         "check's own exchange, so small all_reduce and all_gather cost no more (or less) with "
-        "it. µs per collective, median of batches, max over ranks.",
-        "", "```", txt, "```", "",
-    ]
-    return out
+        "it. µs per collective, median of batches, max over ranks.")
 
 
 def strategy_section(res):
@@ -601,6 +614,7 @@ def main():
     body += strategy_section(res)
     body += collective_check_section(res)
     body += checkpoint_section(res, tg)
+    body += gather_into_dim_section(res)
     body += rng_section(res)
     body += kernels_section(res, tg)
     cmds = text(res, "commands.txt")

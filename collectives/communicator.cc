@@ -432,6 +432,62 @@ WorkPtr Communicator::all_gather(const Tensor& output, const Tensor& input) {
       [&] { return do_all_gather(output, input); });
 }
 
+WorkPtr Communicator::all_gather_into_dim(const Tensor& output, const Tensor& input, int64_t dim,
+                                          const std::vector<int64_t>& sizes) {
+  IssueScope scope(*this, "all_gather");
+  check_pair(*this, "all_gather", output, input);
+  DT_CHECK(supports_gather_into_dim(output.device()),
+           "[all_gather] the %s backend cannot gather into dim %d on %s (expected a device where "
+           "supports_gather_into_dim())",
+           backend(), dim, output.device().str());
+  DT_CHECK(dim >= 0 && dim < output.dim() && static_cast<int>(sizes.size()) == size(),
+           "[all_gather] dim %d of a %d-d output with %d sizes, expected a dim in [0, %d) and "
+           "one size per rank (%d)",
+           dim, output.dim(), sizes.size(), output.dim(), size());
+  int64_t sum = 0;
+  for (int64_t s : sizes) {
+    DT_CHECK(s >= 0, "[all_gather] negative size %d in sizes", s);
+    sum += s;
+  }
+  Shape mine(output.sizes().begin(), output.sizes().end());
+  mine[dim] = sizes[static_cast<size_t>(rank())];
+  DT_CHECK(sum == output.size(dim) && input.sizes() == mine,
+           "[all_gather] gathering dim %d: sizes sum to %d and input is %s, expected output.size(%d)"
+           " = %d and input %s",
+           dim, sum, shape_str(input.sizes()), dim, output.size(dim), shape_str(mine));
+  CommDebugMode::record(CollectiveKind::kAllGather, bytes_of(input), size());
+  // The payload travels inline only when the whole output fits (count is output.numel()).
+  return run_checked(
+      scope, kind_code(CollectiveKind::kAllGather), &output, input.dtype(), kNoOp,
+      static_cast<int>(dim), output.numel(), input,
+      [output, dim, sizes](const char* slots) {
+        // Row o of rank r's piece goes to output row o at column offset off_r (in bytes).
+        const int64_t full = output.size(dim);
+        const size_t item = output.itemsize();
+        int64_t outer = 1;
+        for (int64_t j = 0; j < dim; ++j) outer *= output.size(j);
+        const int64_t row = outer == 0 ? 0 : output.numel() / outer;  // full * inner elements
+        const int64_t per = full == 0 ? 0 : row / full;                // inner
+        int64_t off = 0;
+        for (size_t r = 0; r < sizes.size(); ++r) {
+          const size_t piece = static_cast<size_t>(sizes[r] * per) * item;
+          const char* src = detail::slot_payload(slots, static_cast<int>(r));
+          for (int64_t o = 0; o < outer && piece > 0; ++o) {
+            detail::write_bytes(output, static_cast<size_t>(o * row + off * per) * item,
+                                src + static_cast<size_t>(o) * piece, piece);
+          }
+          off += sizes[r];
+        }
+      },
+      [&] { return do_all_gather_into_dim(output, input, dim, sizes); });
+}
+
+WorkPtr Communicator::do_all_gather_into_dim(const Tensor& output, const Tensor&, int64_t dim,
+                                             const std::vector<int64_t>&) {
+  DT_FAIL("[all_gather] the %s backend cannot gather into dim %d on %s", backend(), dim,
+          output.device().str());
+}
+
 WorkPtr Communicator::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
   IssueScope scope(*this, "reduce_scatter");
   check_pair(*this, "reduce_scatter", output, input);

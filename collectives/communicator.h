@@ -135,6 +135,17 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // output.numel() == size() * input.numel(); rank r's input lands in elements
   // [r * n, (r + 1) * n) of the (contiguous) output.
   WorkPtr all_gather(const Tensor& output, const Tensor& input);
+  // Gathers along dim `dim` straight into place: rank r's contiguous `input` (output's shape
+  // with dim `dim` = sizes[r]) lands in output.narrow(dim, sizes[0] + ... + sizes[r-1],
+  // sizes[r]) of the contiguous `output`, with no staging buffer and no copy afterwards (the
+  // MPI backend describes the strided destination with derived datatypes). `sizes` (one per
+  // rank, uneven and zero allowed) must be the same on every rank and sum to output.size(dim).
+  // Only on devices where supports_gather_into_dim(); elsewhere callers gather into a buffer
+  // and copy. Checked as an all_gather of output.numel() elements whose root field is `dim`.
+  // Counted as one all_gather by CommDebugMode, with the bytes of `input`.
+  WorkPtr all_gather_into_dim(const Tensor& output, const Tensor& input, int64_t dim,
+                              const std::vector<int64_t>& sizes);
+  virtual bool supports_gather_into_dim(Device /*device*/) const { return false; }
   // input.numel() == size() * output.numel(); rank r gets op over all ranks of input block r.
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op);
   // input and output have the same numel, divisible by size(); block j of rank i's input
@@ -176,6 +187,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // into output and reduces output in place; backends override it to skip that copy.
   virtual WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op);
   virtual WorkPtr do_all_gather(const Tensor& output, const Tensor& input) = 0;
+  // Only called where supports_gather_into_dim(); the default throws.
+  virtual WorkPtr do_all_gather_into_dim(const Tensor& output, const Tensor& input, int64_t dim,
+                                         const std::vector<int64_t>& sizes);
   virtual WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
   virtual WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) = 0;
   virtual WorkPtr do_broadcast(const Tensor& tensor, int root) = 0;

@@ -40,7 +40,7 @@ CALLGRIND=${CALLGRIND:-1}
 DOC=${DOC:-docs/PERFORMANCE.md}
 RES="$BUILD_DIR/benchmarks/results"
 TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_dp
-bench_strategy bench_collective_check bench_kernels bench_checkpoint"
+bench_strategy bench_collective_check bench_kernels bench_checkpoint bench_gather_into_dim"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=OFF >/dev/null
@@ -107,6 +107,8 @@ fi
 
 run collective_check $MPIRUN -np "$NP" "$B/collectives/bench_collective_check" \
   --json "$RES/bench_collective_check.jsonl"
+run gather_into_dim $MPIRUN -np "$NP" "$B/collectives/bench_gather_into_dim" \
+  --json "$RES/bench_gather_into_dim.jsonl"
 run redistribute $MPIRUN -np "$NP" "$B/redistribute/bench_redistribute" \
   --max-bytes "$REDIST_MAX_BYTES" --json "$RES/bench_redistribute.jsonl"
 for np in $TP_RANKS; do

@@ -29,6 +29,7 @@ class MpiCommunicator final : public Communicator {
   std::string_view backend() const override { return "mpi"; }
   // The CPU always; CUDA devices when CUDA is compiled in (by staging through host memory).
   bool supports(Device device) const override;
+  bool supports_gather_into_dim(Device device) const override { return device.is_cpu(); }
   MPI_Comm mpi_comm() const { return comm_; }
 
  protected:
@@ -37,6 +38,10 @@ class MpiCommunicator final : public Communicator {
   // do_all_reduce calls it that way).
   WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_gather(const Tensor& output, const Tensor& input) override;
+  // MPI_Ialltoallw with one vector datatype per source rank (its column block of the output
+  // viewed as [outer, full, inner]). CPU tensors only.
+  WorkPtr do_all_gather_into_dim(const Tensor& output, const Tensor& input, int64_t dim,
+                                 const std::vector<int64_t>& sizes) override;
   WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) override;
   WorkPtr do_broadcast(const Tensor& tensor, int root) override;

@@ -1,6 +1,7 @@
 // redistribute under mpirun (1, 2, 4, 8 ranks): every (src, dst) pair of placement lists
 // round-trips exactly, and the collectives issued match the plan step for step. Checks use
 // CHECK (not REQUIRE) so a failing rank keeps issuing the collectives its peers expect.
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -280,6 +281,39 @@ TEST_CASE("redistribute: collective counts of the basic transitions", "[redistri
     dt::CommDebugMode comm;
     CHECK(dt::equal(s.redistribute({S0}).to_local(), s.to_local()));  // no-op
     CHECK(comm.total_count() == 0);
+  }
+}
+
+// Large enough (>= 8 MB) for the executor's direct placement of a gather along a non-leading
+// dim (Communicator::all_gather_into_dim): equal to the single-device slice, uneven and empty
+// shards included, one all_gather per mesh dim. Values are distinct integers (exact in float32)
+// so that a misplaced element shows.
+TEST_CASE("redistribute: large S(1)->R gathers straight into place", "[redistribute]") {
+  const int w = dt::world_size();
+  auto iota = [](const Ints& shape) {
+    std::vector<float> v(static_cast<size_t>(shape[0] * shape[1]));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+    return dt::from_vector(v, dt::IntSpan(shape.data(), shape.size()));
+  };
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  // Uneven columns; then fewer columns than ranks (the last rank's shard is empty).
+  for (const Ints& shape : {Ints{2049, 1025}, Ints{(int64_t{8} << 20) / 4 / std::max(1, w - 1) + 1,
+                                                    std::max(1, w - 1)}}) {
+    INFO("shape " << shape[0] << " x " << shape[1]);
+    const dt::Tensor x = iota(shape);
+    const dt::DTensor s = dt::distribute_tensor(x, mesh, {S1});
+    dt::CommDebugMode comm;
+    const dt::DTensor r = s.redistribute({R});
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == (w > 1 ? 1 : 0));
+    CHECK(dt::equal(r.to_local(), x));
+  }
+  if (w == 4) {
+    // 2-d mesh: [S(0), S(1)] -> [S(0), R] gathers dim 1 on mesh dim 1 only.
+    const dt::DeviceMesh mesh2 = dt::test::make_mesh({2, 2});
+    const dt::Tensor x = iota({2049, 2049});
+    const dt::DTensor s = dt::distribute_tensor(x, mesh2, {S0, S1});
+    CHECK(dt::equal(s.redistribute({S0, R}).to_local(), dt::test::expected_block(x, mesh2, {S0, R})));
+    CHECK(dt::equal(s.redistribute({R, R}).to_local(), x));
   }
 }
 
