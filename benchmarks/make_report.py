@@ -156,7 +156,7 @@ def dispatch_section(res, tg):
     if counts:
         out += [
             "Instructions per cache-hit call (callgrind, instrumentation on only around the loop; "
-            "(I(2000 calls) - I(1000 calls)) / 1000):",
+            "(I(4000 calls) - I(2000 calls)) / 2000):",
             "",
             "| op | DTensor call | local op | DTensor layer |",
             "|---|---:|---:|---:|",

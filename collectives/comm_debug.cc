@@ -8,6 +8,10 @@
 
 namespace dtensor {
 
+namespace detail {
+std::atomic<int> g_alive_modes{0};
+}  // namespace detail
+
 namespace {
 // Innermost active scope on this thread; each scope links to the one it was opened inside.
 thread_local CommDebugMode* t_top = nullptr;
@@ -27,11 +31,13 @@ std::string_view phase_name(bool backward) {
 
 CommDebugMode::CommDebugMode() : parent_(t_top) {
   t_top = this;
+  detail::g_alive_modes.fetch_add(1, std::memory_order_relaxed);
 }
 
 CommDebugMode::~CommDebugMode() {
   // Scopes are RAII objects, so they close in reverse order of opening.
   if (t_top == this) t_top = parent_;
+  detail::g_alive_modes.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool CommDebugMode::active() {
@@ -148,28 +154,28 @@ CommDebugMode::ModuleScope::~ModuleScope() {
   t_labels.module.resize(dot == std::string::npos ? 0 : dot);
 }
 
-CommDebugMode::OpScope::OpScope(std::string_view op) {
+void CommDebugMode::OpScope::push(std::string_view op) {
+  // Another thread's mode keeps the counter above zero; this thread labels only under its own.
   if (!active()) return;
-  pushed_ = true;
-  saved_op_ = std::move(t_labels.op);
-  t_labels.op = std::string(op);
+  saved_.emplace();
+  saved_->op = std::exchange(t_labels.op, std::string(op));
 }
 
 CommDebugMode::OpScope::OpScope(std::string_view op, std::string module_path, bool backward)
     : OpScope(op) {
-  if (!pushed_) return;
-  swapped_module_ = true;
-  saved_module_ = std::exchange(t_labels.module, std::move(module_path));
-  saved_backward_ = std::exchange(t_labels.backward, backward);
+  if (!saved_) return;
+  saved_->swapped_module = true;
+  saved_->module = std::exchange(t_labels.module, std::move(module_path));
+  saved_->backward = std::exchange(t_labels.backward, backward);
 }
 
-CommDebugMode::OpScope::~OpScope() {
-  if (!pushed_) return;
-  t_labels.op = std::move(saved_op_);
-  if (swapped_module_) {
-    t_labels.module = std::move(saved_module_);
-    t_labels.backward = saved_backward_;
+void CommDebugMode::OpScope::pop() {
+  t_labels.op = std::move(saved_->op);
+  if (saved_->swapped_module) {
+    t_labels.module = std::move(saved_->module);
+    t_labels.backward = saved_->backward;
   }
+  saved_.reset();
 }
 
 }  // namespace dtensor

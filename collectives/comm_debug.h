@@ -18,7 +18,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +28,11 @@
 #include "collectives/communicator.h"
 
 namespace dtensor {
+namespace detail {
+// CommDebugModes alive on any thread: OpScope's fast path (no thread-local access, which in a
+// shared library goes through __tls_get_addr) when it is zero.
+extern std::atomic<int> g_alive_modes;
+}  // namespace detail
 
 /// Counts and attributes the collectives issued on this thread while it is alive (see above).
 class CommDebugMode {
@@ -96,19 +103,28 @@ class CommDebugMode {
    public:
     /// Labels collectives with `op` until the scope ends; the second form also sets the module
     /// path and the phase (the autograd engine's backward nodes).
-    explicit OpScope(std::string_view op);
+    explicit OpScope(std::string_view op) {
+      // Every dispatched op opens one: with no mode alive anywhere this is one relaxed load.
+      if (detail::g_alive_modes.load(std::memory_order_relaxed) != 0) push(op);
+    }
     /// Labels `op` in `module_path`, phase backward when `backward` (the engine's form).
     OpScope(std::string_view op, std::string module_path, bool backward);
-    ~OpScope();
+    ~OpScope() {
+      if (saved_) pop();
+    }
     OpScope(const OpScope&) = delete;
     OpScope& operator=(const OpScope&) = delete;
 
    private:
-    bool pushed_ = false;
-    bool swapped_module_ = false;
-    std::string saved_op_;
-    std::string saved_module_;
-    bool saved_backward_ = false;
+    struct Saved {
+      std::string op;
+      std::string module;
+      bool backward = false;
+      bool swapped_module = false;
+    };
+    void push(std::string_view op);
+    void pop();
+    std::optional<Saved> saved_;  // engaged while this scope's labels are pushed
   };
 
  private:

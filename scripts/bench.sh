@@ -71,35 +71,36 @@ run dispatch "$B/dispatch/bench_dispatch" --json "$RES/bench_dispatch.jsonl"
 run cache "$B/dispatch/bench_cache" --steps 100 --json "$RES/bench_cache.jsonl"
 
 # Instructions per cache-hit dispatch: callgrind counts N and 2N calls (instrumentation only
-# around the loop); (I(2N) - I(N)) / N, for the DTensor op and for the same local op.
+# around the loop); (I(2N) - I(N)) / N with N = 2000, for the DTensor op and for the same local
+# op (with N = 1000 the first calls' heap growth showed up as +-900 instructions on add).
 : >"$RES/callgrind.txt"
 if [ "$CALLGRIND" != 0 ] && command -v valgrind >/dev/null; then
   echo "valgrind --tool=callgrind --instr-atstart=no $(rel "$B")/dispatch/bench_dispatch" \
     "--callgrind OP --calls N [--local], OP in ${CALLGRIND_OPS:-add mm sum transpose}," \
-    "N = 1000 and 2000" >>"$RES/commands.txt"
+    "N = 2000 and 4000" >>"$RES/commands.txt"
   for op in ${CALLGRIND_OPS:-add mm sum transpose}; do
     "$B/dispatch/bench_dispatch" --callgrind "$op" --calls 1 >/dev/null 2>&1 || continue
     for mode in dtensor local; do
       flag=""
       [ "$mode" = local ] && flag="--local"
       counts=()
-      for n in 1000 2000; do
+      for n in 2000 4000; do
         out=$(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/dev/null \
           "$B/dispatch/bench_dispatch" --callgrind "$op" --calls "$n" $flag 2>&1 || true)
         counts+=("$(echo "$out" | sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tail -1)")
       done
       if [ -n "${counts[0]}" ] && [ -n "${counts[1]}" ]; then
-        echo "$op $mode $(((counts[1] - counts[0]) / 1000))" | tee -a "$RES/callgrind.txt"
+        echo "$op $mode $(((counts[1] - counts[0]) / 2000))" | tee -a "$RES/callgrind.txt"
       fi
       # The same call recorded by autograd (dtensor) vs not (local): the recording's count.
       counts=()
-      for n in 1000 2000; do
+      for n in 2000 4000; do
         out=$(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/dev/null \
           "$B/dispatch/bench_dispatch" --callgrind "$op" --record --calls "$n" $flag 2>&1 || true)
         counts+=("$(echo "$out" | sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tail -1)")
       done
       if [ -n "${counts[0]}" ] && [ -n "${counts[1]}" ]; then
-        echo "record-$op $mode $(((counts[1] - counts[0]) / 1000))" | tee -a "$RES/callgrind.txt"
+        echo "record-$op $mode $(((counts[1] - counts[0]) / 2000))" | tee -a "$RES/callgrind.txt"
       fi
     done
   done

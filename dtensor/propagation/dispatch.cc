@@ -13,14 +13,22 @@ namespace {
 using SpecList = absl::InlinedVector<const DTensorSpec*, 4>;
 using LocalList = absl::InlinedVector<Tensor, 4>;
 
-void check_output(const OpInfo& op, size_t o, const Tensor& out, const DTensorSpec& spec,
+void check_output(const OpInfo& op, size_t o, const Tensor& out, const OutputSharding& sharding,
                   const Shape& coord) {
   DT_CHECK(out.defined(), "[%s] local kernel returned an undefined tensor for output %d", op.name,
            o);
-  const LocalShard shard = spec.local_shard(coord);
-  DT_CHECK(out.sizes() == shard.shape && out.dtype() == spec.dtype(),
+  const DTensorSpec& spec = *sharding.outputs[o];
+  // propagate() precomputed the expected local shapes; a sharding built elsewhere did not.
+  Shape computed;
+  const Shape* expected = &computed;
+  if (o < sharding.local_output_shapes.size()) {
+    expected = &sharding.local_output_shapes[o];
+  } else {
+    computed = spec.local_shard(coord).shape;
+  }
+  DT_CHECK(out.sizes() == *expected && out.dtype() == spec.dtype(),
            "[%s] local kernel returned %s %s for output %d, expected %s %s (placements %s)",
-           op.name, shape_str(out.sizes()), dtype_name(out.dtype()), o, shape_str(shard.shape),
+           op.name, shape_str(out.sizes()), dtype_name(out.dtype()), o, shape_str(*expected),
            dtype_name(spec.dtype()), placements_str(spec.placements()));
 }
 
@@ -100,7 +108,7 @@ DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> 
   op.kernel(KernelContext(schema, *sharding, coord), absl::MakeConstSpan(locals),
             absl::MakeSpan(outs));
   for (size_t o = 0; o < nout; ++o) {
-    check_output(op, o, outs[o], *sharding->outputs[o], coord);
+    check_output(op, o, outs[o], *sharding, coord);
     result.emplace_back(std::move(outs[o]), sharding->outputs[o]);
   }
   if (trace != nullptr) {

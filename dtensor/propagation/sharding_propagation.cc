@@ -306,7 +306,14 @@ std::shared_ptr<const OutputSharding> propagate(const OpSchema& schema) {
     }
   }
   // Miss: propagate outside the lock (other threads keep hitting meanwhile).
-  auto result = std::make_shared<const OutputSharding>(propagate_uncached(schema));
+  OutputSharding sharding = propagate_uncached(schema);
+  const DeviceMesh& mesh = schema.mesh();
+  if (mesh.contains_me()) {
+    for (const auto& out : sharding.outputs) {
+      sharding.local_output_shapes.push_back(out->local_shard(mesh.get_coordinate()).shape);
+    }
+  }
+  auto result = std::make_shared<const OutputSharding>(std::move(sharding));
   if (log_enabled(LogTopic::kPropagation)) detail::log_propagation(schema, *result, false);
   CacheKey key{view.op, {}, ArgList(view.static_args.begin(), view.static_args.end()), view.hash};
   for (const DTensorSpec* s : view.inputs) key.inputs.push_back(*s);

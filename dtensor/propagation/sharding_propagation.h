@@ -43,6 +43,10 @@ struct OutputSharding {
   // redistributed to, or nullptr when input i already matches.
   absl::InlinedVector<std::shared_ptr<const DTensorSpec>, 3> required_inputs;
   double cost = 0;  // modelled redistribution cost of the inputs (microseconds)
+  // This rank's local shape of each output (empty when the rank is outside the mesh): computed
+  // once when propagate() caches the sharding, so dispatch checks every kernel's outputs
+  // without redoing the shard math per call.
+  absl::InlinedVector<Shape, 1> local_output_shapes;
 
   bool needs_redistribute() const { return !required_inputs.empty(); }
   // "[S(0)] <- ([S(0)], [R] -> [S(1)])": output placements, then each input's move.
