@@ -25,7 +25,8 @@ using StateDict = std::vector<std::pair<std::string, DTensor>>;
 
 struct SaveOptions {
   // Called on every rank after every file and the index are written and synced, just before
-  // the commit (the rename): tests use it to simulate a crash there.
+  // the commit (the rename): tests use it to simulate a crash there. An exception it throws
+  // on any rank is raised on every rank, and nothing is committed.
   std::function<void()> before_commit;
 };
 
@@ -68,8 +69,8 @@ struct TensorInfo {
 };
 
 // The parsed "index.json" of a checkpoint (read by the calling rank alone, no communication).
-// Validates it: known dtypes, chunks inside the global shape and covering it exactly (their
-// element counts add up), file names that are plain names (no '/', not "." or "..": the index
+// Validates it: known dtypes, chunks inside the global shape and tiling it exactly (pairwise
+// disjoint and their element counts add up), file names that are plain names (no '/', not "." or "..": the index
 // cannot point outside the directory). Throws "[checkpoint::read_index] ..." naming the file.
 std::map<std::string, TensorInfo> read_index(const std::string& dir);
 

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <string_view>
 #include <utility>
 
 #include "tensor/error.h"
@@ -165,13 +167,48 @@ void sync_directory(const std::string& path, std::string_view op) {
   if (rc != 0) fail_errno(op, path, "cannot fsync directory");
 }
 
+namespace {
+
+// RENAME_EXCHANGE needs filesystem support: NFS, most FUSE filesystems and some others answer
+// EINVAL (ENOSYS on kernels before 3.15). DTENSOR_CKPT_NO_EXCHANGE=1 takes the fallback
+// anyway, which is how the tests reach it on a local disk.
+bool exchange_unsupported(int err) {
+  return err == EINVAL || err == ENOSYS;
+}
+
+bool exchange_disabled() {
+  const char* v = std::getenv("DTENSOR_CKPT_NO_EXCHANGE");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+}  // namespace
+
 void swap_into_place(const std::string& from, const std::string& to, std::string_view op) {
-  if (path_exists(to)) {
-    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0) {
-      fail_errno(op, to, "cannot exchange the new checkpoint with");
+  if (!path_exists(to)) {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      fail_errno(op, to, "cannot rename the new checkpoint to");
     }
-  } else if (::rename(from.c_str(), to.c_str()) != 0) {
+    return;
+  }
+  if (!exchange_disabled()) {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) return;
+    if (!exchange_unsupported(errno)) fail_errno(op, to, "cannot exchange the new checkpoint with");
+  }
+  // Three renames. Between the first two `to` does not exist and the previous checkpoint is
+  // complete at `to.old` (docs/CHECKPOINT.md says how to recover from a crash there).
+  const std::string old = to + ".old";
+  if (path_exists(old)) remove_tree(old, op);
+  if (::rename(to.c_str(), old.c_str()) != 0) {
+    fail_errno(op, to, "cannot move the previous checkpoint aside from");
+  }
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    (void)::rename(old.c_str(), to.c_str());  // put the previous checkpoint back
+    errno = err;
     fail_errno(op, to, "cannot rename the new checkpoint to");
+  }
+  if (::rename(old.c_str(), from.c_str()) != 0) {
+    fail_errno(op, old, "cannot move the previous checkpoint for removal from");
   }
 }
 

@@ -49,9 +49,11 @@ void make_directory(const std::string& path, std::string_view op);
 void remove_tree(const std::string& path, std::string_view op);
 // fsync of a directory, so that renames and new entries in it are durable.
 void sync_directory(const std::string& path, std::string_view op);
-// Puts directory `from` at `to` atomically. When `to` exists the two are exchanged
-// (renameat2 RENAME_EXCHANGE), so `from` then holds the old contents and `to` is never missing;
-// otherwise a plain rename.
+// Puts directory `from` at `to`. When `to` exists the two are exchanged, so `from` then holds
+// the old contents: atomically with renameat2(RENAME_EXCHANGE) where the filesystem supports
+// it (`to` is never missing); where it does not (NFS, FUSE: EINVAL), or with
+// DTENSOR_CKPT_NO_EXCHANGE=1, by three renames through `to.old`, during which `to` is briefly
+// missing and the previous checkpoint lies complete at `to.old`. Otherwise a plain rename.
 void swap_into_place(const std::string& from, const std::string& to, std::string_view op);
 // The parent directory of `path` ("." when it has none).
 std::string parent_directory(const std::string& path);

@@ -4,7 +4,9 @@
 #include <absl/strings/str_join.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "checkpoint/file_io.h"
 #include "checkpoint/safetensors.h"
@@ -51,8 +53,56 @@ ChunkInfo chunk_from_json(const json& j, const std::string& where) {
   return c;
 }
 
-// Chunks inside the global shape, with the tensor's rank, adding up to its element count (the
-// writer never produces overlapping chunks, so the count proves they cover it).
+std::string box_str(const ChunkInfo& c) {
+  return absl::StrCat("offset [", absl::StrJoin(c.offset, ", "), "] shape [",
+                      absl::StrJoin(c.shape, ", "), "]");
+}
+
+// No two non-empty chunks share an element. With every chunk inside the bounds and the element
+// counts adding up to the tensor's, this proves the chunks tile it exactly: a count alone would
+// accept an overlap that leaves a gap of the same size (which a load would fill with nothing).
+// A sweep along the dim where the chunks' offsets differ most: sorted by their start there, a
+// chunk can only overlap the ones that start before it ends, so a grid of k chunks costs about
+// k * (chunks per band), not k^2.
+void check_disjoint(const std::string& name, const TensorInfo& t, const std::string& where) {
+  std::vector<const ChunkInfo*> live;
+  for (const ChunkInfo& c : t.chunks) {
+    if (shape_numel(c.shape) > 0) live.push_back(&c);
+  }
+  const size_t nd = t.shape.size();
+  if (live.size() < 2 || nd == 0) return;  // 0-d: two chunks fail the count check
+  size_t sweep = 0, most = 0;
+  for (size_t d = 0; d < nd; ++d) {
+    std::vector<int64_t> starts;
+    for (const ChunkInfo* c : live) starts.push_back(c->offset[d]);
+    std::sort(starts.begin(), starts.end());
+    const size_t distinct = std::unique(starts.begin(), starts.end()) - starts.begin();
+    if (distinct > most) most = distinct, sweep = d;
+  }
+  std::sort(live.begin(), live.end(), [sweep](const ChunkInfo* a, const ChunkInfo* b) {
+    return a->offset[sweep] < b->offset[sweep];
+  });
+  auto overlap = [nd](const ChunkInfo& a, const ChunkInfo& b) {
+    for (size_t d = 0; d < nd; ++d) {
+      if (a.offset[d] >= b.offset[d] + b.shape[d] || b.offset[d] >= a.offset[d] + a.shape[d]) {
+        return false;
+      }
+    }
+    return true;
+  };
+  for (size_t i = 0; i < live.size(); ++i) {
+    const int64_t end = live[i]->offset[sweep] + live[i]->shape[sweep];
+    for (size_t j = i + 1; j < live.size() && live[j]->offset[sweep] < end; ++j) {
+      DT_CHECK(!overlap(*live[i], *live[j]),
+               "%s: tensor '%s' of shape [%s] has overlapping chunks (%s and %s): the index is "
+               "corrupt",
+               where, name, absl::StrJoin(t.shape, ", "), box_str(*live[i]), box_str(*live[j]));
+    }
+  }
+}
+
+// Chunks inside the global shape, with the tensor's rank, adding up to its element count and
+// pairwise disjoint: together, an exact tiling of the tensor.
 void validate(const std::string& name, const TensorInfo& t, const std::string& where) {
   int64_t covered = 0;
   for (const ChunkInfo& c : t.chunks) {
@@ -76,6 +126,7 @@ void validate(const std::string& name, const TensorInfo& t, const std::string& w
   const int64_t numel = shape_numel(t.shape, "checkpoint::read_index");
   DT_CHECK(covered == numel, "%s: the chunks of tensor '%s' hold %d elements, expected %d", where,
            name, covered, numel);
+  check_disjoint(name, t, where);
 }
 
 }  // namespace

@@ -121,7 +121,10 @@ void save(const StateDict& state, const std::string& dir_arg, const SaveOptions&
   detail::run_on_all_ranks(world, [&] {
     if (root) write_index(state, all_records, tmp);
   });
-  if (options.before_commit) options.before_commit();
+  // An error the hook raises is agreed like every other (no rank commits, none hangs).
+  detail::run_on_all_ranks(world, [&] {
+    if (options.before_commit) options.before_commit();
+  });
   // No rank may commit before every rank got here (a rank that died in before_commit, or
   // before, leaves the previous checkpoint in place).
   world_communicator()->barrier()->wait();

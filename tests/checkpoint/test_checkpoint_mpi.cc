@@ -9,12 +9,14 @@
 
 #include <absl/strings/str_cat.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/index.h"
 #include "checkpoint/train_state.h"
 #include "ckpt_test_util.h"
 #include "nn/nn.h"
@@ -254,6 +256,29 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
     expect_error(sentinel_targets(), {"index.json", "../rank-00000.safetensors", "not a plain file name"});
   }
 
+  SECTION("overlapping chunks whose element count adds up") {
+    // Tensor a's chunks rewritten so that one row is held twice and another by none: the count
+    // matches, only the disjointness check sees it.
+    on_root([&] {
+      rewrite_file(dir + "/index.json", [&](const std::string& text) {
+        auto index = ck::detail::index_from_json(text, "index.json");
+        std::vector<ck::ChunkInfo>& chunks = index.at("a").chunks;
+        if (chunks.size() >= 2) {
+          REQUIRE(chunks[1].offset[0] > 0);
+          chunks[1].offset[0] -= 1;  // overlaps chunk 0's last row, leaves its own last row
+        } else {
+          ck::ChunkInfo top = chunks.at(0), bottom = chunks.at(0);
+          top.shape[0] = bottom.shape[0] = shape_a[0] / 2;  // rows [0, h) and [1, h + 1)
+          bottom.offset[0] = 1;
+          chunks = {top, bottom};
+          REQUIRE(2 * top.shape[0] * shape_a[1] == shape_a[0] * shape_a[1]);
+        }
+        return ck::detail::index_to_json(index, static_cast<int>(w));
+      });
+    });
+    expect_error(sentinel_targets(), {"index.json", "tensor 'a'", "overlapping chunks"});
+  }
+
   SECTION("corrupt or missing index") {
     on_root([&] { rewrite_file(dir + "/index.json", [](std::string s) { return s.substr(0, s.size() / 2); }); });
     expect_error(sentinel_targets(), {"index.json", "corrupt"});
@@ -295,6 +320,27 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
   barrier();
 }
 
+TEST_CASE("checkpoint: a save over a checkpoint on a filesystem without RENAME_EXCHANGE",
+          "[checkpoint]") {
+  // DTENSOR_CKPT_NO_EXCHANGE=1 takes the fallback NFS and FUSE need (three renames through
+  // DIR.old); the second save must replace the first and leave nothing behind.
+  const dt::DeviceMesh mesh = mesh_1d();
+  const dt::Shape shape = {2 * dt::world_size() + 1, 3};
+  const dt::Placements s0 = {dt::Shard(0)};
+  const std::string dir = test_dir("no_exchange");
+  if (dt::world_rank() == 0) std::filesystem::remove_all(dir);
+  barrier();
+  ::setenv("DTENSOR_CKPT_NO_EXCHANGE", "1", 1);
+  ck::save({{"w", expected(shape, dt::kFloat32, 1, mesh, s0)}}, dir);
+  ck::save({{"w", expected(shape, dt::kFloat32, 2, mesh, s0)}}, dir);
+  ::unsetenv("DTENSOR_CKPT_NO_EXCHANGE");
+  ck::StateDict t = {{"w", target(shape, dt::kFloat32, mesh, s0)}};
+  ck::load(t, dir);
+  CHECK(dt::equal(t[0].second.to_local(), expected(shape, dt::kFloat32, 2, mesh, s0).to_local()));
+  CHECK(!std::filesystem::exists(dir + ".old"));
+  CHECK(!std::filesystem::exists(dir + ".tmp"));
+}
+
 TEST_CASE("checkpoint: a save interrupted before the commit leaves the old checkpoint",
           "[checkpoint]") {
   const dt::DeviceMesh mesh = mesh_1d();
@@ -303,8 +349,12 @@ TEST_CASE("checkpoint: a save interrupted before the commit leaves the old check
   const dt::Placements s0 = {dt::Shard(0)};
   ck::save({{"x", expected(shape, dt::kFloat32, 1, mesh, s0)}}, dir);
   ck::SaveOptions crash;
-  crash.before_commit = [] { throw std::runtime_error("simulated crash"); };
-  REQUIRE_THROWS(ck::save({{"x", expected(shape, dt::kFloat32, 2, mesh, s0)}}, dir, crash));
+  // Raised on the last rank alone: every rank must raise it (and none commit or hang).
+  crash.before_commit = [] {
+    if (dt::world_rank() == dt::world_size() - 1) throw std::runtime_error("simulated crash");
+  };
+  REQUIRE_THROWS_WITH(ck::save({{"x", expected(shape, dt::kFloat32, 2, mesh, s0)}}, dir, crash),
+                      Catch::Contains("simulated crash"));
   barrier();
   ck::StateDict t = {{"x", target(shape, dt::kFloat32, mesh, s0)}};
   ck::load(t, dir);
