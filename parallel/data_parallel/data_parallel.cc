@@ -255,6 +255,15 @@ struct DataParallel::State {
   }
 
   void reset_step() {
+    if (callback_queued) {
+      // The last backward raised before its end (the engine drops queued callbacks then):
+      // its launched reductions are waited and dropped, and the gradients it began to
+      // accumulate under no_sync are discarded with the earlier micro-batches' (they cannot
+      // be told apart). Left pending, the next backward's finish would add those stale
+      // reductions into the gradients after the user's zero_grad.
+      pending.discard_all();
+      for (ParamState& p : params) p.unsynced = Tensor();
+    }
     callback_queued = false;
     for (Bucket& b : buckets) {
       b.ready = 0;

@@ -32,4 +32,10 @@ void PendingReductions::finish_all() {
   for (auto& [c, finish] : pending) finish();
 }
 
+void PendingReductions::discard_all() {
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [c, finish] : pending) c.wait();
+}
+
 }  // namespace dtensor::detail

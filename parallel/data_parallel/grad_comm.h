@@ -35,6 +35,9 @@ class PendingReductions {
  public:
   void add(DpCollective c, std::function<void()> finish);
   void finish_all();
+  // Waits for every launched collective (each rank launched the same ones, so they complete)
+  // and drops their finish steps: what a backward that raised midway launched.
+  void discard_all();
   bool empty() const { return pending_.empty(); }
 
  private:

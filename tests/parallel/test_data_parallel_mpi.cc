@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "autograd/function.h"
 #include "collectives/comm_debug.h"
 #include "collectives/runtime.h"
 #include "nn/nn.h"
@@ -445,5 +446,63 @@ TEST_CASE("replicate: a module run twice before one backward sums both gradients
     }
     REQUIRE(got[i].second.grad().defined());
     CHECK(max_diff(got[i].second.grad().full_tensor(), want[i].second.grad().to_local()) < 1e-5);
+  }
+}
+
+namespace {
+
+// The input passed through a node whose backward raises while `armed`. The engine runs nodes
+// latest-created first and DDP's parameter nodes are created when the forward starts, after
+// this one: a backward through it fails after every parameter's gradient reached DDP (its
+// bucket launched), before the end-of-backward callback.
+dt::DTensor failing_input(const dt::DTensor& x, const bool* armed) {
+  const dt::DTensor* in[] = {&x};
+  return dt::autograd::record_function("Boom", in, x.detach(),
+                                       [armed](absl::Span<const dt::DTensor> g) {
+                                         if (*armed) throw std::runtime_error("boom in backward");
+                                         return dt::DTensorList{g[0]};
+                                       });
+}
+
+}  // namespace
+
+TEST_CASE("replicate: after a backward that raised midway the next step reduces its gradients",
+          "[dp][replicate]") {
+  const int64_t W = dt::world_size();
+  bool armed = true;
+  dt::manual_seed(8);
+  nn::MLP model(4, 6);
+  dt::manual_seed(8);
+  nn::MLP ref(4, 6);
+  const auto mesh = dp_mesh();
+  const int64_t r = mesh.get_local_rank(0);
+  // One bucket per parameter: each is launched as soon as its gradient arrives.
+  auto dp = dt::replicate(model, mesh, {.bucket_cap_bytes = 16});
+  REQUIRE(dp->num_buckets() == 4);
+  dt::Generator g(9);
+  const dt::Tensor x = dt::randn({2 * W, 4}, {}, &g);
+  auto input = [&](const dt::Tensor& t) {
+    dt::DTensor d = nn::local(t);
+    d.requires_grad_(true);
+    return failing_input(d, &armed);
+  };
+  const dt::Tensor mine = x.narrow(0, 2 * r, 2).contiguous();
+  {
+    dt::CommDebugMode comm;
+    REQUIRE_THROWS_WITH(dt::mean(model(input(mine))).backward(),
+                        Catch::Contains("boom in backward"));
+    if (W > 1) CHECK(comm.count(CollectiveKind::kAllReduce) == 4);  // launched, then it failed
+  }
+  model.zero_grad();
+  armed = false;
+  dt::mean(model(input(mine))).backward();
+  dt::mean(ref(input(x))).backward();
+  const auto a = model.named_parameters();
+  const auto b = ref.named_parameters();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].first);
+    REQUIRE(a[i].second.grad().defined());
+    CHECK(max_diff(a[i].second.grad().full_tensor(), b[i].second.grad().to_local()) < 1e-5);
   }
 }
