@@ -94,6 +94,9 @@ OpInfo norm_grad_op(const char* name, bool layer) {
   OpInfo op;
   op.name = name;
   op.input_names = {"grad_output", "input", "weight"};
+  // Every gradient (input, weight, bias) is linear in grad_output: a Partial one passes
+  // through unreduced (the weight and bias gradients come out Partial like it).
+  op.linearity = Linearity::kLinearInFirst;
   op.schema_info.static_argnum = 1;
   op.differentiable = false;
   op.meta = [name, layer](const OpSchema& s) { return norm_grad_meta(s, name, layer); };

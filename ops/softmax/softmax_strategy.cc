@@ -86,6 +86,8 @@ void register_softmax_grad(Registry& r, const char* name,
     return local(l[0], l[1], c.arg<int64_t>(0));
   });
   op.input_names = {"grad_output", "output"};
+  // output * (g - sum(g * output)) is linear in g: a Partial gradient passes through unreduced.
+  op.linearity = Linearity::kLinearInFirst;
   op.meta = [name](const OpSchema& s) {
     normalize_dim(s.arg<int64_t>(0), s.input(0).ndim(), name);
     DT_CHECK(s.input(0).shape() == s.input(1).shape() && s.input(0).dtype() == s.input(1).dtype() &&
