@@ -112,7 +112,8 @@ DTensorList rsqrt_bw(const BackwardContext& c, Grads g) {
 // elementwise_strategy.cc), sharded like any pointwise op; args are the forward's.
 DTensorList activation_bw(const BackwardContext& c, Grads g, const char* grad_op,
                           const DTensor& saved) {
-  return {dispatch(ops_op(grad_op), {&g[0], &saved}, c.args())};
+  if (!c.needs_input_grad(0)) return {DTensor()};
+  return {for_input(c, 0, dispatch(ops_op(grad_op), {&g[0], &saved}, c.args()))};
 }
 DTensorList sigmoid_bw(const BackwardContext& c, Grads g) {
   return activation_bw(c, g, "sigmoid_backward", c.output(0));

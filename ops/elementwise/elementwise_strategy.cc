@@ -38,7 +38,9 @@ enum class DTypeRule : uint8_t {
   kPromote,       // result_type of the tensor inputs (add, sub, mul, maximum, minimum)
   kFloatPromote,  // floating_result_type(result_type(...)) (div)
   kBool,          // comparisons
-  kSame,          // input 0's dtype (neg, abs, relu, gelu, silu)
+  kSame,          // input 0's dtype (neg)
+  kSameNotBool,   // input 0's dtype, bool refused (abs, relu, rounding, sign)
+  kFloating,      // input 0's dtype, which must be floating (gelu, silu, frac)
   kFloatSame,     // floating_result_type(input 0) (exp, log, ...)
   kWhere,         // result_type(self, other) of where(condition, self, other)
   kArg,           // the static DType arg at index 1 (scalar forms, pow) or 0 (cast)
@@ -60,6 +62,16 @@ DType out_dtype(const OpSchema& s, DTypeRule rule, int64_t dtype_arg) {
       return DType::kBool;
     case DTypeRule::kSame:
     case DTypeRule::kSelf:
+      return s.input(0).dtype();
+    case DTypeRule::kSameNotBool:
+      // In meta, so that every rank raises it (ranks outside the mesh run no kernel).
+      DT_CHECK(s.input(0).dtype() != DType::kBool,
+               "[%s] not supported for bool tensors (argument self)", s.name());
+      return s.input(0).dtype();
+    case DTypeRule::kFloating:
+      DT_CHECK(is_floating(s.input(0).dtype()),
+               "[%s] argument self has dtype %s, expected a floating dtype", s.name(),
+               dtype_name(s.input(0).dtype()));
       return s.input(0).dtype();
     case DTypeRule::kFloatSame:
       return floating_result_type(s.input(0).dtype());
@@ -232,11 +244,11 @@ void register_elementwise_ops(Registry& reg) {
 
   // Unary ops.
   add_pointwise(reg, {"neg", 1, L::kLinear, D::kSame, DT_UNARY(neg)});
-  add_pointwise(reg, {"abs", 1, L::kNone, D::kSame, DT_UNARY(abs)});
-  add_pointwise(reg, {"relu", 1, L::kNone, D::kSame, DT_UNARY(relu)});
-  add_pointwise(reg, {"silu", 1, L::kNone, D::kSame, DT_UNARY(silu)});
+  add_pointwise(reg, {"abs", 1, L::kNone, D::kSameNotBool, DT_UNARY(abs)});
+  add_pointwise(reg, {"relu", 1, L::kNone, D::kSameNotBool, DT_UNARY(relu)});
+  add_pointwise(reg, {"silu", 1, L::kNone, D::kFloating, DT_UNARY(silu)});
   // arg 0: approximate (static).
-  add_pointwise(reg, {"gelu", 1, L::kNone, D::kSame, [](const KernelContext& c, Locals l) {
+  add_pointwise(reg, {"gelu", 1, L::kNone, D::kFloating, [](const KernelContext& c, Locals l) {
                         return gelu(l[0], static_cast<GeluApproximate>(c.arg<int64_t>(0)));
                       }});
   add_pointwise(reg, {"exp", 1, L::kNone, D::kFloatSame, DT_UNARY(exp)});
@@ -255,12 +267,12 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {"log2", 1, L::kNone, D::kFloatSame, DT_UNARY(log2)});
   add_pointwise(reg, {"log10", 1, L::kNone, D::kFloatSame, DT_UNARY(log10)});
   add_pointwise(reg, {"reciprocal", 1, L::kNone, D::kFloatSame, DT_UNARY(reciprocal)});
-  add_pointwise(reg, {"floor", 1, L::kNone, D::kSame, DT_UNARY(floor)});
-  add_pointwise(reg, {"ceil", 1, L::kNone, D::kSame, DT_UNARY(ceil)});
-  add_pointwise(reg, {"round", 1, L::kNone, D::kSame, DT_UNARY(round)});
-  add_pointwise(reg, {"trunc", 1, L::kNone, D::kSame, DT_UNARY(trunc)});
-  add_pointwise(reg, {"frac", 1, L::kNone, D::kSame, DT_UNARY(frac)});
-  add_pointwise(reg, {"sign", 1, L::kNone, D::kSame, DT_UNARY(sign)});
+  add_pointwise(reg, {"floor", 1, L::kNone, D::kSameNotBool, DT_UNARY(floor)});
+  add_pointwise(reg, {"ceil", 1, L::kNone, D::kSameNotBool, DT_UNARY(ceil)});
+  add_pointwise(reg, {"round", 1, L::kNone, D::kSameNotBool, DT_UNARY(round)});
+  add_pointwise(reg, {"trunc", 1, L::kNone, D::kSameNotBool, DT_UNARY(trunc)});
+  add_pointwise(reg, {"frac", 1, L::kNone, D::kFloating, DT_UNARY(frac)});
+  add_pointwise(reg, {"sign", 1, L::kNone, D::kSameNotBool, DT_UNARY(sign)});
   // Their gradients, one fused kernel each (the backward formulas call them): linear in grad.
   add_pointwise(reg, {.name = "gelu_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
                       .dtype = D::kSame,

@@ -218,3 +218,29 @@ TEST_CASE("elementwise errors name the op and the argument") {
   REQUIRE_THROWS_WITH(dt::mul(a, d),
                       Catch::Contains("[mul] inputs live on different meshes (argument other)"));
 }
+
+TEST_CASE("dtype errors of unary DTensor ops are raised in meta, on every rank") {
+  // A mesh of rank 0 alone: the other ranks run no kernel, yet must raise the same error.
+  const dt::DeviceMesh all = tt::make_mesh({dt::world_size()});
+  const dt::DeviceMesh first(dt::kCPU, std::vector<int64_t>{1}, std::vector<int>{0});
+  for (const dt::DeviceMesh& mesh : {all, first}) {
+    const Placements r = {Replicate()};
+    const DTensor ints = dt::distribute_tensor(
+        dt::full({3}, 2, dt::TensorOptions(dt::kInt64)), mesh, r, std::nullopt);
+    const DTensor bools = dt::distribute_tensor(
+        dt::full({3}, 1, dt::TensorOptions(dt::kBool)), mesh, r, std::nullopt);
+    CHECK_THROWS_WITH(dt::frac(ints), Catch::Contains("[frac] argument self has dtype int64"));
+    CHECK_THROWS_WITH(dt::gelu(ints), Catch::Contains("[gelu] argument self has dtype int64"));
+    CHECK_THROWS_WITH(dt::silu(ints), Catch::Contains("expected a floating dtype"));
+    using Unary = DTensor (*)(const DTensor&);
+    for (Unary fn : {Unary{&dt::round}, Unary{&dt::floor}, Unary{&dt::ceil}, Unary{&dt::trunc},
+                     Unary{&dt::sign}}) {
+      CHECK_THROWS_WITH(fn(bools), Catch::Contains("not supported for bool tensors"));
+    }
+    CHECK_THROWS_WITH(dt::abs(bools), Catch::Contains("[abs] not supported for bool"));
+    CHECK_THROWS_WITH(dt::relu(bools), Catch::Contains("[relu] not supported for bool"));
+    // Integers stay legal where PyTorch allows them: rounding is the identity.
+    const DTensor rounded = dt::round(ints);
+    if (mesh.contains_me()) CHECK(tt::same_values(rounded.to_local(), ints.to_local()));
+  }
+}
