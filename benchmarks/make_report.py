@@ -421,9 +421,9 @@ def checkpoint_section(res, tg):
     why = {
         "save": "the save checksums every byte (CRC-32) and at the commit deletes the previous "
                 "checkpoint and fsyncs two directories; the raw write does none of these",
-        "load": "the load reads into fresh staging buffers (page faults), checksums every byte "
-                "and copies the staging buffers into the targets once every rank's checks "
-                "passed (nothing is modified on an error); the raw read reuses a warm buffer",
+        "load": "the load reads into staging buffers and checksums every byte; once every "
+                "rank's checks passed the staging memory is swapped into the targets (nothing "
+                "is modified on an error); the raw read reuses a warm buffer",
     }
     order = ["raw_write", "save", "raw_read", "load", "load_resharded"]
     for r in sorted(rows, key=lambda r: (r["ranks"], order.index(r["name"]))):

@@ -144,12 +144,23 @@ void load(const StateDict& state, const std::string& dir_arg) {
       }
     }
   });
-  // Every rank staged everything: commit. Copies within a rank cannot fail once shapes and
-  // dtypes matched.
+  // Every rank staged everything: commit. Nothing here can fail once shapes and dtypes
+  // matched. A target that is its storage's one contiguous tensor takes the staging buffer's
+  // memory (every tensor sharing the storage, e.g. a module's parameter, sees it) instead of
+  // a copy of it; any other target is copied into.
   for (size_t i = 0; i < state.size(); ++i) {
     if (!staged[i].defined()) continue;
-    Tensor dst = state[i].second.to_local();
-    dst.copy_(staged[i]);
+    const Tensor& dst = state[i].second.to_local();
+    const Tensor& src = staged[i];
+    auto whole = [](const Tensor& t) {
+      return t.is_contiguous() && t.storage_offset() == 0 &&
+             t.nbytes() == t.storage().nbytes();
+    };
+    if (whole(dst) && whole(src) && dst.dtype() == src.dtype() &&
+        dst.storage().try_swap_data(src.storage())) {
+      continue;
+    }
+    Tensor(dst).copy_(src);
   }
 }
 

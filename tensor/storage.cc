@@ -1,6 +1,7 @@
 #include "tensor/storage.h"
 
 #include <cstdint>
+#include <utility>
 
 #include "tensor/error.h"
 
@@ -48,6 +49,22 @@ void Storage::reallocate_data() const {
            "[Storage::reallocate_data] only memory from Storage::allocate can be reallocated");
   if (impl_->data != nullptr) return;
   impl_->data = allocate_data();
+}
+
+bool Storage::try_swap_data(const Storage& other) const {
+  auto allocated = [](const Impl& i) {
+    return i.data != nullptr && (i.deleter == &detail::cpu_free || i.deleter == &detail::cuda_free);
+  };
+  if (impl_ == nullptr || other.impl_ == nullptr || impl_ == other.impl_ || !allocated(*impl_) ||
+      !allocated(*other.impl_) || impl_->nbytes != other.impl_->nbytes ||
+      impl_->device != other.impl_->device || impl_->deleter != other.impl_->deleter) {
+    return false;
+  }
+  std::swap(impl_->data, other.impl_->data);
+  std::swap(impl_->ctx, other.impl_->ctx);
+  ++impl_->version;
+  ++other.impl_->version;
+  return true;
 }
 
 Storage Storage::from_blob(void* data, size_t nbytes, Device device, Deleter deleter, void* ctx) {

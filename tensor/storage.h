@@ -45,6 +45,12 @@ class Storage {
   void release_data() const;
   void reallocate_data() const;
   bool has_data() const { return impl_ != nullptr && impl_->data != nullptr; }
+  // Exchanges the memory of this storage and `other` when both were made by allocate, on the
+  // same device, with the same size; every view of either then reads the other's former
+  // bytes. A whole-storage copy without copying (checkpoint::load commits its staging buffers
+  // so). Bumps both versions (an in-place write for autograd). Returns false, changing
+  // nothing, when the two do not qualify (memory from from_blob stays where its owner put it).
+  bool try_swap_data(const Storage& other) const;
 
  private:
   void* allocate_data() const;

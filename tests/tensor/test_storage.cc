@@ -2,6 +2,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include <vector>
+
+#include "tensor/compare.h"
+#include "tensor/creation.h"
 #include "tensor/error.h"
 #include "tensor/memory_stats.h"
 #include "tensor/storage.h"
@@ -87,4 +91,27 @@ TEST_CASE("storage: memory_stats counts allocator bytes, release_data and reallo
   char buf[8];
   Storage blob = Storage::from_blob(buf, 8, Device(), nullptr, &ctx);
   CHECK_THROWS_WITH(blob.release_data(), Catch::Contains("[Storage::release_data]"));
+}
+
+TEST_CASE("storage: try_swap_data exchanges allocator memory only, for every view",
+          "[storage]") {
+  const Tensor a = full({4, 3}, 1.0);
+  const Tensor b = full({4, 3}, 2.0);
+  const Tensor a_view = a.narrow(0, 1, 2);  // shares a's storage
+  const uint32_t va = a.storage().version();
+  REQUIRE(a.storage().try_swap_data(b.storage()));
+  CHECK(equal(a, full({4, 3}, 2.0)));
+  CHECK(equal(b, full({4, 3}, 1.0)));
+  CHECK(equal(a_view, full({2, 3}, 2.0)));
+  CHECK(a.storage().version() == va + 1);
+  // Refused, nothing changed: another size, the same storage, memory the caller owns.
+  const Tensor c = full({5}, 3.0);
+  CHECK(!a.storage().try_swap_data(c.storage()));
+  CHECK(!a.storage().try_swap_data(a.storage()));
+  std::vector<float> mine(12, 4.0f);
+  const Storage blob = Storage::from_blob(mine.data(), 12 * sizeof(float), Device());
+  CHECK(!a.storage().try_swap_data(blob));
+  CHECK(!blob.try_swap_data(a.storage()));
+  CHECK(equal(a, full({4, 3}, 2.0)));
+  CHECK(mine[0] == 4.0f);
 }
