@@ -83,6 +83,7 @@ bool is_reduction(uint8_t kind) {
 
 std::string kind_name(uint8_t kind) {
   if (kind == kKindSplit) return "split";
+  if (kind == kKindMeet) return "meet";
   if (kind < kNumCollectiveKinds)
     return std::string(collective_name(static_cast<CollectiveKind>(kind)));
   return absl::StrFormat("unknown collective %d", kind);

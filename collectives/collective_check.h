@@ -27,6 +27,7 @@ inline constexpr size_t kLabelBytes = 24;
 
 // Fingerprint codes beyond CollectiveKind / DType / ReduceOp.
 inline constexpr uint8_t kKindSplit = 0x40;
+inline constexpr uint8_t kKindMeet = 0x41;
 inline constexpr uint8_t kNoDType = 0xff;
 inline constexpr uint8_t kNoReduceOp = 0xff;
 inline constexpr uint8_t kFlagInline = 1;

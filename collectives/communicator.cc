@@ -436,10 +436,6 @@ WorkPtr Communicator::all_gather_into_dim(const Tensor& output, const Tensor& in
                                           const std::vector<int64_t>& sizes) {
   IssueScope scope(*this, "all_gather");
   check_pair(*this, "all_gather", output, input);
-  DT_CHECK(supports_gather_into_dim(output.device()),
-           "[all_gather] the %s backend cannot gather into dim %d on %s (expected a device where "
-           "supports_gather_into_dim())",
-           backend(), dim, output.device().str());
   DT_CHECK(dim >= 0 && dim < output.dim() && static_cast<int>(sizes.size()) == size(),
            "[all_gather] dim %d of a %d-d output with %d sizes, expected a dim in [0, %d) and "
            "one size per rank (%d)",
@@ -455,36 +451,89 @@ WorkPtr Communicator::all_gather_into_dim(const Tensor& output, const Tensor& in
            "[all_gather] gathering dim %d: sizes sum to %d and input is %s, expected output.size(%d)"
            " = %d and input %s",
            dim, sum, shape_str(input.sizes()), dim, output.size(dim), shape_str(mine));
+  // Rank r's piece is the slab of dim `dim` after the pieces of ranks 0..r-1.
+  std::vector<Shape> offsets, shapes;
+  int64_t off = 0;
+  for (int64_t s : sizes) {
+    Shape o(output.sizes().size(), 0);
+    o[dim] = off;
+    Shape sh(output.sizes().begin(), output.sizes().end());
+    sh[dim] = s;
+    offsets.push_back(std::move(o));
+    shapes.push_back(std::move(sh));
+    off += s;
+  }
+  return gather_into_regions(scope, output, input, offsets, shapes, static_cast<int>(dim));
+}
+
+WorkPtr Communicator::all_gather_into_regions(const Tensor& output, const Tensor& input,
+                                              const std::vector<Shape>& offsets,
+                                              const std::vector<Shape>& shapes) {
+  IssueScope scope(*this, "all_gather");
+  check_pair(*this, "all_gather", output, input);
+  return gather_into_regions(scope, output, input, offsets, shapes, /*root_code=*/-2);
+}
+
+WorkPtr Communicator::gather_into_regions(IssueScope& scope, const Tensor& output,
+                                          const Tensor& input, const std::vector<Shape>& offsets,
+                                          const std::vector<Shape>& shapes, int root_code) {
+  DT_CHECK(supports_gather_into_dim(output.device()),
+           "[all_gather] the %s backend cannot gather into place on %s (expected a device where "
+           "supports_gather_into_dim())",
+           backend(), output.device().str());
+  DT_CHECK(static_cast<int>(offsets.size()) == size() && static_cast<int>(shapes.size()) == size(),
+           "[all_gather] %d offsets and %d shapes for a communicator of %d ranks (expected one "
+           "region per rank)",
+           offsets.size(), shapes.size(), size());
+  const size_t nd = output.sizes().size();
+  for (size_t r = 0; r < shapes.size(); ++r) {
+    bool inside = offsets[r].size() == nd && shapes[r].size() == nd;
+    for (size_t d = 0; d < nd && inside; ++d) {
+      inside = offsets[r][d] >= 0 && shapes[r][d] >= 0 &&
+               offsets[r][d] <= output.sizes()[d] - shapes[r][d];
+    }
+    DT_CHECK(inside,
+             "[all_gather] region of rank %d (offset %s, shape %s) is not inside the output %s",
+             r, shape_str(offsets[r]), shape_str(shapes[r]), shape_str(output.sizes()));
+  }
+  DT_CHECK(input.sizes() == shapes[static_cast<size_t>(rank())],
+           "[all_gather] input is %s, expected this rank's region shape %s", shape_str(input.sizes()),
+           shape_str(shapes[static_cast<size_t>(rank())]));
   CommDebugMode::record(CollectiveKind::kAllGather, bytes_of(input), size());
   // The payload travels inline only when the whole output fits (count is output.numel()).
   return run_checked(
-      scope, kind_code(CollectiveKind::kAllGather), &output, input.dtype(), kNoOp,
-      static_cast<int>(dim), output.numel(), input,
-      [output, dim, sizes](const char* slots) {
-        // Row o of rank r's piece goes to output row o at column offset off_r (in bytes).
-        const int64_t full = output.size(dim);
+      scope, kind_code(CollectiveKind::kAllGather), &output, input.dtype(), kNoOp, root_code,
+      output.numel(), input,
+      [output, offsets, shapes](const char* slots) {
+        // Rank r's payload is its block, contiguous: copy it run by run (a run = the block's
+        // last dim) to its place in the contiguous output.
         const size_t item = output.itemsize();
-        int64_t outer = 1;
-        for (int64_t j = 0; j < dim; ++j) outer *= output.size(j);
-        const int64_t row = outer == 0 ? 0 : output.numel() / outer;  // full * inner elements
-        const int64_t per = full == 0 ? 0 : row / full;                // inner
-        int64_t off = 0;
-        for (size_t r = 0; r < sizes.size(); ++r) {
-          const size_t piece = static_cast<size_t>(sizes[r] * per) * item;
+        const Shape& full = output.sizes();
+        const size_t nd = full.size();
+        for (size_t r = 0; r < shapes.size(); ++r) {
+          const Shape& sh = shapes[r];
+          if (nd == 0 || shape_numel(sh) == 0) continue;
+          const size_t run = static_cast<size_t>(sh[nd - 1]) * item;
           const char* src = detail::slot_payload(slots, static_cast<int>(r));
-          for (int64_t o = 0; o < outer && piece > 0; ++o) {
-            detail::write_bytes(output, static_cast<size_t>(o * row + off * per) * item,
-                                src + static_cast<size_t>(o) * piece, piece);
+          Shape idx(nd, 0);  // odometer over the block's dims but the last
+          for (int64_t k = 0, runs = shape_numel(sh) / sh[nd - 1]; k < runs; ++k) {
+            int64_t at = 0;
+            for (size_t d = 0; d < nd; ++d) at = at * full[d] + offsets[r][d] + idx[d];
+            detail::write_bytes(output, static_cast<size_t>(at) * item, src + k * run, run);
+            for (size_t d = nd - 1; d-- > 0;) {
+              if (++idx[d] < sh[d]) break;
+              idx[d] = 0;
+            }
           }
-          off += sizes[r];
         }
       },
-      [&] { return do_all_gather_into_dim(output, input, dim, sizes); });
+      [&] { return do_all_gather_into_regions(output, input, offsets, shapes); });
 }
 
-WorkPtr Communicator::do_all_gather_into_dim(const Tensor& output, const Tensor&, int64_t dim,
-                                             const std::vector<int64_t>&) {
-  DT_FAIL("[all_gather] the %s backend cannot gather into dim %d on %s", backend(), dim,
+WorkPtr Communicator::do_all_gather_into_regions(const Tensor& output, const Tensor&,
+                                                 const std::vector<Shape>&,
+                                                 const std::vector<Shape>&) {
+  DT_FAIL("[all_gather] the %s backend cannot gather into place on %s", backend(),
           output.device().str());
 }
 
@@ -611,20 +660,52 @@ WorkPtr Communicator::barrier() {
       Tensor(), [](const char*) {}, [&] { return do_barrier(); });
 }
 
+// The fingerprint exchange of split() and meet(): always made, whatever the check mode, since
+// what follows blocks with no deadline of its own; a missing member ends the job at the
+// deadline instead of hanging there.
+void Communicator::meet_as(IssueScope& scope, uint8_t kind, const char* what) {
+  if (size_ <= 1) return;
+  detail::SlotHeader h;
+  h.kind = kind;
+  h.seq = scope.seq();
+  std::unique_ptr<char[]> slots = new_slots(h, size_);
+  char* mine = slots.get();
+  WorkPtr exchange = do_exchange_slots(mine, mine + detail::kSlotBytes, what, nullptr);
+  CheckedWork(this, nullptr, what, std::move(slots), std::move(exchange)).wait();
+}
+
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   IssueScope scope(*this, "split");
-  if (size_ > 1) {
-    // Always exchanged, whatever the mode: the split is blocking, and the exchange makes a
-    // missing member end the job at the deadline instead of hanging in MPI_Comm_split.
-    detail::SlotHeader h;
-    h.kind = detail::kKindSplit;
-    h.seq = scope.seq();
-    std::unique_ptr<char[]> slots = new_slots(h, size_);
-    char* mine = slots.get();
-    WorkPtr exchange = do_exchange_slots(mine, mine + detail::kSlotBytes, "split", nullptr);
-    CheckedWork(this, nullptr, "split", std::move(slots), std::move(exchange)).wait();
-  }
+  meet_as(scope, detail::kKindSplit, "split");
   return do_split(color, key);
+}
+
+void Communicator::meet() {
+  IssueScope scope(*this, "meet");
+  meet_as(scope, detail::kKindMeet, "meet");
+}
+
+std::shared_ptr<Communicator> Communicator::create_group(const std::vector<int>& members) {
+  detail::check_mpi_running("create_group");
+  DT_CHECK(!members.empty(), "[create_group] no members given (expected at least one rank of %s)",
+           detail::describe_communicator(*this));
+  std::vector<bool> seen(static_cast<size_t>(size_), false);
+  bool mine = false;
+  for (int m : members) {
+    DT_CHECK(m >= 0 && m < size_ && !seen[static_cast<size_t>(m)],
+             "[create_group] member %d is out of range or repeated (expected distinct ranks in "
+             "[0, %d) of %s)",
+             m, size_, detail::describe_communicator(*this));
+    seen[static_cast<size_t>(m)] = true;
+    mine = mine || m == rank_;
+  }
+  DT_CHECK(mine, "[create_group] this rank (%d) is not among the members (only members call it)",
+           rank_);
+  return do_create_group(members);
+}
+
+std::shared_ptr<Communicator> Communicator::do_create_group(const std::vector<int>& /*members*/) {
+  DT_FAIL("[create_group] the %s backend cannot create a group communicator", backend());
 }
 
 }  // namespace dtensor

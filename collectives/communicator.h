@@ -145,6 +145,15 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // Counted as one all_gather by CommDebugMode, with the bytes of `input`.
   WorkPtr all_gather_into_dim(const Tensor& output, const Tensor& input, int64_t dim,
                               const std::vector<int64_t>& sizes);
+  // The general form: rank r's contiguous `input` (shape shapes[r]) lands in the region of the
+  // contiguous `output` that starts at offsets[r] (per dim) with shape shapes[r]: e.g. the
+  // blocks of a tensor sharded over two dims of a flattened mesh. One offset and one shape per
+  // rank, the same on every rank, each region inside `output`; regions must not overlap (then
+  // which piece wins is unspecified) and need not cover it (the rest is left as it was).
+  // Same devices, checking and counting as all_gather_into_dim (whose root field here is -2).
+  WorkPtr all_gather_into_regions(const Tensor& output, const Tensor& input,
+                                  const std::vector<Shape>& offsets,
+                                  const std::vector<Shape>& shapes);
   virtual bool supports_gather_into_dim(Device /*device*/) const { return false; }
   // input.numel() == size() * output.numel(); rank r gets op over all ranks of input block r.
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op);
@@ -167,6 +176,18 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // checked (whatever the mode): every member must be splitting at this point, and a missing
   // one ends the job at the collective deadline instead of hanging in MPI_Comm_split.
   std::shared_ptr<Communicator> split(int color, int key);
+  // Meets every other rank of this communicator: returns once all have called it, and ends the
+  // job at the collective deadline when one does not come (a fingerprint exchange, like the one
+  // split() does; not a collective for CommDebugMode). For guarding a blocking call that has
+  // no deadline of its own, such as create_group.
+  void meet();
+  // A new communicator of `members` (ranks of this communicator, at least one, no repeats), in
+  // that order, created by those ranks alone: the others do not call it (MPI_Comm_create_group;
+  // the NCCL backend creates the MPI twin that way and bootstraps NCCL over it). Every member
+  // passes the same list. Blocking, with no deadline of its own: callers first make sure the
+  // members are all there (DeviceMesh meet()s on the lines of the dims it flattens). Throws
+  // "[create_group] ..." for a list that does not name this rank or is malformed.
+  std::shared_ptr<Communicator> create_group(const std::vector<int>& members);
 
   // Internal (consistency check, NCCL backend): allgather of one detail::kSlotBytes block per
   // rank, `mine` -> `all` (size() blocks, rank order), unchecked. `what` and `shape_of` (may be
@@ -187,9 +208,10 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // into output and reduces output in place; backends override it to skip that copy.
   virtual WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op);
   virtual WorkPtr do_all_gather(const Tensor& output, const Tensor& input) = 0;
-  // Only called where supports_gather_into_dim(); the default throws.
-  virtual WorkPtr do_all_gather_into_dim(const Tensor& output, const Tensor& input, int64_t dim,
-                                         const std::vector<int64_t>& sizes);
+  // Only called where supports_gather_into_dim() (regions validated); the default throws.
+  virtual WorkPtr do_all_gather_into_regions(const Tensor& output, const Tensor& input,
+                                             const std::vector<Shape>& offsets,
+                                             const std::vector<Shape>& shapes);
   virtual WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
   virtual WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) = 0;
   virtual WorkPtr do_broadcast(const Tensor& tensor, int root) = 0;
@@ -200,6 +222,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   virtual WorkPtr do_barrier() = 0;
   // The split itself; the members have already met (split() exchanged fingerprints).
   virtual std::shared_ptr<Communicator> do_split(int color, int key) = 0;
+  // The group creation itself (members validated); the default throws (a backend without it).
+  virtual std::shared_ptr<Communicator> do_create_group(const std::vector<int>& members);
   virtual WorkPtr do_exchange_slots(const void* mine, void* all, std::string_view what,
                                     const Tensor* shape_of) = 0;
   // Whether small collectives may be finished from the slots (host memory): MPI yes, NCCL no.
@@ -217,6 +241,12 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   WorkPtr run_checked(IssueScope& scope, uint8_t kind, const Tensor* shape_of, DType dtype, int op,
                       int root, int64_t count, const Tensor& payload, Finish&& finish_inline,
                       IssueData&& issue_data);
+  // The fingerprint exchange of split() and meet() (defined in communicator.cc).
+  void meet_as(IssueScope& scope, uint8_t kind, const char* what);
+  // all_gather_into_regions inside the caller's scope (all_gather_into_dim is one).
+  WorkPtr gather_into_regions(IssueScope& scope, const Tensor& output, const Tensor& input,
+                              const std::vector<Shape>& offsets, const std::vector<Shape>& shapes,
+                              int root_code);
   int rank_;
   int size_;
   std::vector<int> world_ranks_;

@@ -47,9 +47,24 @@ struct MeshKey {
   }
 };
 
+// A flattened group: its world ranks in communicator order.
+struct GroupKey {
+  DeviceType device_type;
+  std::vector<int> ranks;
+
+  bool operator==(const GroupKey& o) const {
+    return device_type == o.device_type && ranks == o.ranks;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const GroupKey& k) {
+    return H::combine(std::move(h), static_cast<uint8_t>(k.device_type), k.ranks);
+  }
+};
+
 struct Registry {
   std::mutex mu;
   absl::flat_hash_map<MeshKey, std::vector<CommunicatorPtr>> comms;
+  absl::flat_hash_map<GroupKey, CommunicatorPtr> flattened;
 };
 
 // Deliberately leaked: communicators must not be destroyed after MPI_Finalize by static
@@ -407,6 +422,62 @@ const CommunicatorPtr& DeviceMesh::communicator(int64_t dim) const {
   return m.comms[detail::mesh_dim(dim, static_cast<int64_t>(m.shape.size()))];
 }
 
+CommunicatorPtr DeviceMesh::flattened_communicator(const std::vector<int64_t>& dims) const {
+  const Impl& m = impl();
+  const int64_t nd = static_cast<int64_t>(m.shape.size());
+  DT_CHECK(!dims.empty(),
+           "[DeviceMesh] flattened_communicator dims is empty (expected at least one mesh dim)");
+  std::vector<int64_t> ds;
+  for (int64_t d : dims) {
+    const int64_t nd_d = detail::mesh_dim(d, nd);
+    DT_CHECK(std::find(ds.begin(), ds.end(), nd_d) == ds.end(),
+             "[DeviceMesh] flattened_communicator dims [%s] name mesh dim %d twice (expected "
+             "distinct dims)",
+             absl::StrJoin(dims, ", "), nd_d);
+    ds.push_back(nd_d);
+  }
+  std::sort(ds.begin(), ds.end());
+  if (m.coordinate.empty()) return nullptr;
+  // Dims of size 1 add nothing to the group.
+  std::vector<int64_t> moving;
+  for (int64_t d : ds) {
+    if (m.shape[d] > 1) moving.push_back(d);
+  }
+  if (moving.size() <= 1) return m.comms[moving.empty() ? ds[0] : moving[0]];
+
+  Shape group_shape;
+  for (int64_t d : moving) group_shape.push_back(m.shape[d]);
+  const int64_t n = shape_numel(group_shape);
+  detail::GroupKey key{m.device_type, {}};
+  key.ranks.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const Shape gc = detail::unravel(i, group_shape);
+    Shape full = m.coordinate;
+    for (size_t j = 0; j < moving.size(); ++j) full[moving[j]] = gc[j];
+    key.ranks.push_back(m.ranks[detail::ravel(full, m.shape)]);
+  }
+  detail::Registry& reg = detail::registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto found = reg.flattened.find(key);
+  if (found != reg.flattened.end()) return found->second;
+  // MPI_Comm_create_group has no deadline: meeting on each flattened dim's lines first makes a
+  // missing member end the job there (every member meets its own lines, which together
+  // connect the whole group).
+  std::vector<std::string> names;
+  for (int64_t d : moving) {
+    m.comms[d]->meet();
+    names.push_back(m.dim_names[d]);
+  }
+  CommunicatorPtr world_comm = world_communicator(m.device_type);
+  DT_CHECK(world_comm != nullptr, "[DeviceMesh] no world communicator for device type %s",
+           device_type_name(m.device_type));
+  CommunicatorPtr comm = world_comm->create_group(key.ranks);
+  comm->set_description(
+      absl::StrFormat("mesh dims %s (%s)", absl::StrJoin(moving, "+"), absl::StrJoin(names, ", ")));
+  reg.flattened.emplace(std::move(key), comm);
+  return comm;
+}
+
 DeviceMesh DeviceMesh::operator[](std::string_view dim_name) const {
   return submesh({dim_index(dim_name)});
 }
@@ -501,6 +572,7 @@ void clear_device_mesh_registry() {
   detail::Registry& reg = detail::registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   reg.comms.clear();
+  reg.flattened.clear();
 }
 
 int64_t device_mesh_registry_size() {

@@ -81,6 +81,17 @@ class DeviceMesh {
   int64_t get_local_rank(std::string_view dim_name) const;
   // The communicator along `dim` that contains this process; nullptr outside the mesh.
   const CommunicatorPtr& communicator(int64_t dim) const;
+  // One communicator spanning several mesh dims (distinct, any order; taken ascending): the
+  // ranks that share this process's coordinate on every other dim, ordered row-major over
+  // `dims` (rank = flattened index of the coordinate along them), as PyTorch's
+  // DeviceMesh._flatten. For a redistribute that moves several mesh dims the same way with one
+  // collective. Created on first use by the group's ranks alone (they first meet on each dim's
+  // communicator, so a missing rank ends the job at the collective deadline instead of
+  // hanging), then kept in a process-wide registry keyed by (device type, ranks) and shared by
+  // every mesh and submesh with that group; clear_device_mesh_registry() drops them. Every rank
+  // of the group must ask for it at the same point (collective over the group the first time).
+  // One dim, or one dim of size > 1, gives that dim's communicator; nullptr outside the mesh.
+  CommunicatorPtr flattened_communicator(const std::vector<int64_t>& dims) const;
 
   // Submesh over one named dim / several (in the order given, at least one, no repeats): the
   // slice through this process's coordinate, with the selected dims' names. No communication:

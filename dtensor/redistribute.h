@@ -8,6 +8,8 @@
 //   P(sum) <-> P(avg)  local rescale by the mesh-dim size
 //   S -> P(sum|avg)    local: the shard is put at its place in a zero tensor of the unsharded
 //                      size (scaled by the mesh-dim size for avg), no communication
+// Several mesh dims that go to R the same way ([S(0), S(1)] -> [R, R], [P, P] -> [R, R]) may
+// instead move in ONE collective over the communicator spanning them (a flattened step).
 // A mesh dim of size 1 never moves data: every change of its placement is a relabel, no step
 // and no collective (its one rank holds the whole piece whatever the placement says). It
 // handles one tensor dim sharded over several mesh dims ([S(0), S(0)]) and uneven/empty shards
@@ -20,6 +22,8 @@
 // are reused per thread (at most two, each at most 64 MiB, kept until the thread exits), since
 // fresh host memory pays a page fault per page on first touch.
 #pragma once
+
+#include <absl/container/inlined_vector.h>
 
 #include <cstdint>
 #include <memory>
@@ -45,13 +49,21 @@ enum class StepKind : uint8_t {
 };
 std::string_view step_kind_name(StepKind k);  // "all_gather", ...
 
-// One step of a plan: one mesh dim changes placement, by one collective or local operation.
+// One step of a plan: one mesh dim changes placement, by one collective or local operation;
+// or, flattened, several mesh dims go to Replicate by one collective.
 struct RedistributeStep {
-  int64_t mesh_dim;  // the mesh dim that changes
+  int64_t mesh_dim;  // the mesh dim that changes (a flattened step: the first of flat_dims)
   Placement src;  // placement on mesh_dim before the step
-  Placement dst;  // placement on mesh_dim after the step
+  Placement dst;  // placement on mesh_dim after the step (a flattened step: R on all its dims)
   StepKind kind;   // the collective (or local step) that makes the change
   double cost;    // modelled cost of this step (microseconds)
+  // A flattened step (kAllGather when every one of these dims shards, kAllReduce when all hold
+  // the same Partial) runs ONE collective on DeviceMesh::flattened_communicator(flat_dims)
+  // instead of one per dim: `flat_dims` ascending, at least two, each of size > 1, with their
+  // placements before the step in `flat_src` (src == flat_src[0]). Empty for a one-dim step.
+  absl::InlinedVector<int64_t, 4> flat_dims;
+  Placements flat_src;
+  bool is_flattened() const { return !flat_dims.empty(); }
   // Same fields.
   bool operator==(const RedistributeStep&) const = default;
 };
@@ -60,14 +72,21 @@ struct RedistributeStep {
 struct RedistributePlan {
   std::vector<RedistributeStep> steps;  // in order
   double cost = 0;  // sum of the steps' costs
-  std::string str() const;  // "[dim 1: S(0)->R all_gather (12.3 us), ...]" (3 significant digits)
+  // "[dim 1: S(0)->R all_gather (12.3 us), dims 0+1: [S(0), S(1)]->R all_gather (20 us)]"
+  // (3 significant digits)
+  std::string str() const;
 };
 
 // The alpha-beta model: a collective over n ranks moving B bytes per rank costs
-// alpha * ceil(log2 n) + beta * (bytes on the wire per rank), with the usual ring factors
-// (all-gather and reduce-scatter (n-1)/n of the full buffer, all-reduce 2(n-1)/n,
-// all-to-all (n-1)/n); local steps cost a small memory-traffic term only.
+// collective + alpha * ceil(log2 n) + beta * (bytes on the wire per rank), with the usual ring
+// factors (all-gather and reduce-scatter (n-1)/n of the full buffer, all-reduce 2(n-1)/n,
+// all-to-all (n-1)/n); local steps cost a small memory-traffic term only. The fixed
+// `collective` term is what issuing one collective costs whatever its size and group (argument
+// checks, the consistency check's exchange, the wait; ~10-25 us measured on small messages in
+// docs/PERFORMANCE.md): it is why one collective over two flattened mesh dims beats one per dim
+// even where the padding of uneven blocks makes it move a few more bytes.
 struct CostModel {
+  double collective_us = 5.0;         // fixed cost of one collective call
   double alpha_us = 5.0;              // per-message latency
   double beta_us_per_byte = 1.0e-4;   // inverse bandwidth (10 GB/s)
   double local_us_per_byte = 1.0e-5;  // local copies (chunk, pad, scale)
@@ -83,10 +102,15 @@ void set_default_cost_model(const CostModel& m);
 
 // Pure planning on shapes alone under `model` (unit-testable without processes).
 // Search: every mesh dim may hold its source placement, its target placement or R; each step
-// changes one mesh dim; a tensor dim sharded over several mesh dims is gathered innermost
-// mesh dim first and split outermost first; Dijkstra under the cost model, costs taken at
-// the largest shard (coordinate 0), ties broken by fewer steps then a fixed state order, so
-// every rank computes the same plan. Size-1 mesh dims take their target placement up front.
+// changes one mesh dim, or moves several to R with one collective over their flattened
+// communicator (all sharded: one all-gather; all the same Partial: one all-reduce; integer
+// P(avg) is not flattened, as one truncating division differs from two); a tensor dim sharded
+// over several mesh dims is gathered innermost mesh dim first and split outermost first;
+// Dijkstra under the cost model, costs taken at the largest shard (coordinate 0), ties (within
+// rounding) broken by fewer steps then a fixed state order, so every rank computes the same
+// plan: a flattened gather costs what the per-dim gathers cost in the model (the same bytes,
+// one latency per log2 of the ranks) and wins the tie, a flattened all-reduce moves fewer
+// bytes. Size-1 mesh dims take their target placement up front.
 // Returns nullopt, with the reason in *why when given, for requests with no exact plan (a
 // Partial op change other than sum <-> avg, e.g. P(max) -> P(sum); P(avg) -> P(sum) on an
 // integer dtype); throws "[redistribute] ..." for malformed placements.

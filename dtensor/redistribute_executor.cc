@@ -1,8 +1,12 @@
 // The redistribute executor: each planned step is exactly one collective on
-// mesh.communicator(step.mesh_dim) (or one local operation). Uneven shards are padded to the
+// mesh.communicator(step.mesh_dim), or on the flattened communicator of a flattened step's mesh
+// dims (or one local operation). Uneven shards are padded to the
 // torch.chunk size ceil(m / n) before the collective and cut back afterwards (except a gather
 // along a non-leading dim on a backend that places each piece itself: no padding at all); every
 // shape comes from compute_local_shape_and_offset / chunk_bounds.
+#include <absl/strings/str_join.h>
+
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <vector>
@@ -116,8 +120,116 @@ Tensor all_reduce_out(const Tensor& x, ReduceOp op, Communicator& comm, bool x_i
   return y;
 }
 
+// What a step needs to know besides its input: where this rank sits and the placements on
+// both sides of the step.
+struct StepContext {
+  IntSpan global_shape;
+  const DeviceMesh& mesh;
+  const Shape& coord;
+  const Placements& before;
+  const Placements& after;
+  const Shape& target_shape;  // this rank's shard after the step
+};
+
+// A region of `t` starting at `offset` with `shape` (a view).
+Tensor region(Tensor t, IntSpan offset, IntSpan shape) {
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t dim = static_cast<int64_t>(d);
+    if (offset[d] != 0 || shape[d] != t.size(dim)) t = t.narrow(dim, offset[d], shape[d]);
+  }
+  return t;
+}
+
+// Several mesh dims S -> R in one all-gather over their flattened communicator: block k is the
+// shard of the rank whose coordinate along the flattened dims is the k-th in row-major order
+// (this rank's coordinate on the other dims), padded to the largest block; each block then
+// goes to its place in this rank's new shard, found by the shard math itself, so nested
+// ([S(0), S(0)]), uneven and empty shards need no case of their own. When the blocks are equal
+// slabs of dim 0 in rank order the gather buffer is the result (no copy); a large output is
+// gathered straight into place (no buffer either).
+Tensor all_gather_flat(const Tensor& x, const RedistributeStep& step, const StepContext& c,
+                       Communicator& comm) {
+  const int64_t n = comm.size();
+  const LocalShard after =
+      compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), c.coord, c.after);
+  Shape group_shape;
+  for (int64_t d : step.flat_dims) group_shape.push_back(c.mesh.size(d));
+  std::vector<LocalShard> blocks;
+  blocks.reserve(static_cast<size_t>(n));
+  Shape max_block(x.shape().size(), 0);
+  int64_t my_index = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    Shape coord = c.coord;
+    int64_t rest = k;
+    for (size_t j = step.flat_dims.size(); j-- > 0;) {
+      coord[step.flat_dims[j]] = rest % group_shape[j];
+      rest /= group_shape[j];
+    }
+    if (coord == c.coord) my_index = k;
+    blocks.push_back(compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), coord, c.before));
+    for (size_t d = 0; d < max_block.size(); ++d) {
+      max_block[d] = std::max(max_block[d], blocks.back().shape[d]);
+      blocks.back().offset[d] -= after.offset[d];  // relative to this rank's new shard
+    }
+  }
+  DT_CHECK(my_index == comm.rank(),
+           "[redistribute] internal error: rank %d of the flattened communicator over mesh dims "
+           "%s sits at block %d",
+           comm.rank(), absl::StrJoin(step.flat_dims, "+"), my_index);
+  bool slabs = !max_block.empty();
+  for (int64_t k = 0; k < n && slabs; ++k) {
+    const LocalShard& b = blocks[static_cast<size_t>(k)];
+    slabs = b.shape == max_block && b.offset[0] == k * max_block[0];
+    for (size_t d = 1; d < b.offset.size() && slabs; ++d) slabs = b.offset[d] == 0;
+  }
+  // A large output with blocks that are not slabs: each block straight into its place (one
+  // subarray datatype per block on MPI; see kGatherIntoDimMinBytes), no buffer, no copy.
+  const size_t out_bytes = static_cast<size_t>(shape_numel(c.target_shape)) * x.itemsize();
+  if (!slabs && out_bytes >= kGatherIntoDimMinBytes && comm.supports_gather_into_dim(x.device())) {
+    std::vector<Shape> offsets, shapes;
+    offsets.reserve(blocks.size());
+    shapes.reserve(blocks.size());
+    for (LocalShard& b : blocks) {
+      offsets.push_back(std::move(b.offset));
+      shapes.push_back(std::move(b.shape));
+    }
+    Tensor out = empty(c.target_shape, TensorOptions(x.dtype(), x.device()));
+    comm.all_gather_into_regions(out, x.contiguous(), offsets, shapes)->wait();
+    return out;
+  }
+  Tensor buffer = block_buffer(n, max_block, x, /*scratch=*/!slabs);
+  Tensor in = x;
+  if (x.shape() != max_block || !x.is_contiguous()) {
+    in = buffer.select(0, comm.rank());
+    if (x.shape() != max_block) in.zero_();  // padding: never read, but kept deterministic
+    if (x.numel() > 0) region(in, Shape(x.shape().size(), 0), x.shape()).copy_(x);
+  }
+  comm.all_gather(buffer, in)->wait();
+  if (slabs) return buffer.view(c.target_shape);
+  Tensor out = empty(c.target_shape, TensorOptions(x.dtype(), x.device()));
+  const Shape zero(max_block.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    const LocalShard& b = blocks[static_cast<size_t>(k)];
+    if (shape_numel(b.shape) == 0) continue;
+    region(out, b.offset, b.shape).copy_(region(buffer.select(0, k), zero, b.shape));
+  }
+  return out;
+}
+
 Tensor run_step(const Tensor& x, bool x_is_intermediate, const RedistributeStep& step,
-                const DeviceMesh& mesh, const Shape& target_shape) {
+                const StepContext& ctx) {
+  const DeviceMesh& mesh = ctx.mesh;
+  const Shape& target_shape = ctx.target_shape;
+  if (step.is_flattened()) {
+    const CommunicatorPtr comm = mesh.flattened_communicator(
+        std::vector<int64_t>(step.flat_dims.begin(), step.flat_dims.end()));
+    DT_CHECK(comm != nullptr, "[redistribute] no flattened communicator for mesh dims %s",
+             absl::StrJoin(step.flat_dims, "+"));
+    if (step.kind == StepKind::kAllGather) return all_gather_flat(x, step, ctx, *comm);
+    DT_CHECK(step.kind == StepKind::kAllReduce,
+             "[redistribute] internal error: a flattened %s step", step_kind_name(step.kind));
+    return all_reduce_out(x, step.src.reduce_op(), *comm, x_is_intermediate);
+  }
   const CommunicatorPtr& comm_ptr = mesh.communicator(step.mesh_dim);
   DT_CHECK(comm_ptr != nullptr, "[redistribute] no communicator for mesh dim %d on this rank",
            step.mesh_dim);
@@ -175,15 +287,22 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
            shape_str(local.shape()), dtype_name(local.dtype()), src.str(),
            shape_str(expected.shape), dtype_name(src.dtype()), shape_str(coord));
   Placements state = src.placements();
+  Placements before;
   Tensor x = local;
   for (const RedistributeStep& step : plan->steps) {
-    state[step.mesh_dim] = step.dst;
+    before = state;
+    if (step.is_flattened()) {
+      for (int64_t d : step.flat_dims) state[d] = step.dst;
+    } else {
+      state[step.mesh_dim] = step.dst;
+    }
     const Shape target_shape =
         compute_local_shape_and_offset(src.shape(), mesh.shape(), coord, state).shape;
     // Steps may return their input unchanged (R -> P on coordinate 0), so whether x is the
     // caller's memory is decided by its storage, not by the step count.
     const bool x_is_intermediate = x.storage().data() != local.storage().data();
-    x = run_step(x, x_is_intermediate, step, mesh, target_shape);
+    const StepContext ctx{src.shape(), mesh, coord, before, state, target_shape};
+    x = run_step(x, x_is_intermediate, step, ctx);
     DT_CHECK(x.shape() == target_shape,
              "[redistribute] internal error: step %s produced a local shard of shape %s, "
              "expected %s",

@@ -7,6 +7,7 @@
 // then by the state's index gives the same plan on every rank.
 #include <absl/container/flat_hash_map.h>
 #include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
 
 #include <algorithm>
 #include <cmath>
@@ -53,6 +54,12 @@ std::string RedistributePlan::str() const {
   for (size_t i = 0; i < steps.size(); ++i) {
     const RedistributeStep& s = steps[i];
     if (i > 0) out += ", ";
+    if (s.is_flattened()) {
+      absl::StrAppendFormat(&out, "dims %s: %s->%s %s (%.3g us)", absl::StrJoin(s.flat_dims, "+"),
+                            placements_str(s.flat_src), s.dst.str(), step_kind_name(s.kind),
+                            s.cost);
+      continue;
+    }
     absl::StrAppendFormat(&out, "dim %d: %s->%s %s (%.3g us)", s.mesh_dim, s.src.str(), s.dst.str(),
                           step_kind_name(s.kind), s.cost);
   }
@@ -161,7 +168,8 @@ std::optional<StepKind> edge_kind(PlacementSpan state, IntSpan mesh_shape, size_
 
 double step_cost(StepKind kind, int64_t n, double bytes_before, double bytes_after,
                  const CostModel& m) {
-  const double latency = m.alpha_us * std::ceil(std::log2(static_cast<double>(n)));
+  const double latency =
+      m.collective_us + m.alpha_us * std::ceil(std::log2(static_cast<double>(n)));
   const double nd = static_cast<double>(n);
   switch (kind) {
     case StepKind::kAllGather:  // full buffer n * B, ring moves (n-1)/n of it
@@ -180,6 +188,37 @@ double step_cost(StepKind kind, int64_t n, double bytes_before, double bytes_aft
       return m.local_us_per_byte * bytes_before;
   }
   return 0;
+}
+
+// The flattened step that moves every mesh dim in `mask` (at least two, each of size > 1) from
+// `state` to Replicate with one collective, if there is one: all of them shard (each gathered
+// dim innermost among the dims that keep sharding its tensor dim), or all hold the same
+// Partial (not integer avg: one truncating division by the group size differs from one per
+// dim).
+std::optional<StepKind> flat_edge_kind(PlacementSpan state, IntSpan mesh_shape, uint32_t mask,
+                                       DType dtype) {
+  std::optional<StepKind> kind;
+  std::optional<ReduceOp> op;
+  for (size_t i = 0; i < state.size(); ++i) {
+    if ((mask >> i & 1u) == 0) continue;
+    const Placement& p = state[i];
+    if (mesh_shape[i] == 1 || p.is_replicate()) return std::nullopt;
+    const StepKind k = p.is_shard() ? StepKind::kAllGather : StepKind::kAllReduce;
+    if (kind && *kind != k) return std::nullopt;
+    kind = k;
+    if (p.is_partial()) {
+      if (op && *op != p.reduce_op()) return std::nullopt;
+      op = p.reduce_op();
+      if (*op == ReduceOp::kAvg && !is_floating(dtype)) return std::nullopt;
+      continue;
+    }
+    for (size_t j = i + 1; j < state.size(); ++j) {
+      if ((mask >> j & 1u) == 0 && mesh_shape[j] > 1 && state[j].is_shard(p.dim())) {
+        return std::nullopt;
+      }
+    }
+  }
+  return kind;
 }
 
 Placements normalized(PlacementSpan p, int64_t ndim) {
@@ -271,6 +310,15 @@ std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DTy
       if (cand[i][k] == dst[i]) target += static_cast<int64_t>(k) * radix[i];
     }
   }
+  // Index of R among each dim's candidates (the target of a flattened step), and the subsets
+  // of mesh dims to try flattening (dims of size 1 are never part of one).
+  std::vector<int64_t> replicate_index(mesh_ndim, 0);
+  for (size_t i = 0; i < mesh_ndim; ++i) {
+    for (size_t k = 0; k < cand[i].size(); ++k) {
+      if (cand[i][k].is_replicate()) replicate_index[i] = static_cast<int64_t>(k);
+    }
+  }
+  const uint32_t flat_masks = mesh_ndim <= 16 ? (1u << mesh_ndim) : 0u;
   const double itemsize = static_cast<double>(dtype_size(dtype));
   const Shape zero_coord(mesh_ndim, 0);  // coordinate 0 holds the largest shard
   auto local_bytes = [&](const Placements& s) {
@@ -285,6 +333,14 @@ std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DTy
     int64_t steps = 0;
     int64_t prev = -1;
     RedistributeStep step{};
+  };
+  // Replacing a path needs a cost lower by more than rounding, or the same cost (within
+  // rounding) in fewer steps: a flattened gather and the per-dim gathers it replaces cost the
+  // same in the model, summed in different orders.
+  auto better = [](double total, int64_t steps, const Best& b) {
+    if (b.cost == kInf) return total < kInf;
+    const double eps = 1e-9 * std::max(1.0, std::abs(b.cost));
+    return total < b.cost - eps || (total <= b.cost + eps && steps < b.steps);
   };
   std::vector<Best> best(num_states);
   std::vector<bool> done(num_states, false);
@@ -312,13 +368,54 @@ std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DTy
         const double c =
             step_cost(*kind, mesh_shape[i], bytes_before, local_bytes(next_state), model);
         const double total = cost + c;
-        if (total < best[next].cost ||
-            (total == best[next].cost && nsteps + 1 < best[next].steps)) {
-          best[next] =
-              Best{total, nsteps + 1, code,
-                   RedistributeStep{static_cast<int64_t>(i), state[i], cand[i][k], *kind, c}};
+        if (better(total, nsteps + 1, best[next])) {
+          // Field by field: assigning a temporary Best makes GCC 12 warn (falsely) about the
+          // step's inline vectors.
+          Best& b = best[next];
+          b.cost = total;
+          b.steps = nsteps + 1;
+          b.prev = code;
+          b.step.mesh_dim = static_cast<int64_t>(i);
+          b.step.src = state[i];
+          b.step.dst = cand[i][k];
+          b.step.kind = *kind;
+          b.step.cost = c;
+          b.step.flat_dims.clear();
+          b.step.flat_src.clear();
           queue.emplace(total, nsteps + 1, next);
         }
+      }
+    }
+    // Flattened steps: every subset of at least two mesh dims that can go to R together.
+    for (uint32_t mask = 3; mask < flat_masks; ++mask) {
+      if ((mask & (mask - 1)) == 0) continue;  // one dim
+      const std::optional<StepKind> kind = flat_edge_kind(state, mesh_shape, mask, dtype);
+      if (!kind) continue;
+      int64_t next = code;
+      int64_t n = 1;
+      RedistributeStep step{-1, Replicate(), Replicate(), *kind, 0, {}, {}};
+      for (size_t i = 0; i < mesh_ndim; ++i) {
+        if ((mask >> i & 1u) == 0) continue;
+        const int64_t cur = (code / radix[i]) % static_cast<int64_t>(cand[i].size());
+        next += (replicate_index[i] - cur) * radix[i];
+        n *= mesh_shape[i];
+        if (step.mesh_dim < 0) {
+          step.mesh_dim = static_cast<int64_t>(i);
+          step.src = state[i];
+        }
+        step.flat_dims.push_back(static_cast<int64_t>(i));
+        step.flat_src.push_back(state[i]);
+      }
+      if (done[next]) continue;
+      step.cost = step_cost(*kind, n, bytes_before, 0.0, model);
+      const double total = cost + step.cost;
+      if (better(total, nsteps + 1, best[next])) {
+        Best& b = best[next];
+        b.cost = total;
+        b.steps = nsteps + 1;
+        b.prev = code;
+        b.step = std::move(step);
+        queue.emplace(total, nsteps + 1, next);
       }
     }
   }

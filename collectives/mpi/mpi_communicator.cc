@@ -362,54 +362,36 @@ WorkPtr MpiCommunicator::do_all_gather(const Tensor& output, const Tensor& input
                      ([output, out, in] { unstage(output, out); }));
 }
 
-WorkPtr MpiCommunicator::do_all_gather_into_dim(const Tensor& output, const Tensor& input,
-                                               int64_t dim, const std::vector<int64_t>& sizes) {
+WorkPtr MpiCommunicator::do_all_gather_into_regions(const Tensor& output, const Tensor& input,
+                                                   const std::vector<Shape>& offsets,
+                                                   const std::vector<Shape>& shapes) {
   if (output.numel() == 0) return completed_work();
   constexpr CollectiveKind kKind = CollectiveKind::kAllGather;
-  // output viewed as [outer, full, inner]; rank r's piece is the column block
-  // [:, off_r : off_r + sizes[r], :], i.e. `outer` runs of sizes[r] * inner elements, one
-  // row (full * inner elements) apart: an MPI vector type places it without a staging copy.
-  int64_t outer = 1;
-  for (int64_t j = 0; j < dim; ++j) outer *= output.size(j);
-  const int64_t full = output.size(dim);
-  const int64_t inner = output.numel() / outer / full;
   const MPI_Datatype base = detail::mpi_datatype(output.dtype());
-  const int rows = checked_count(outer, kKind);
-  const int row = checked_count(full * inner, kKind);
+  const int nd = static_cast<int>(output.dim());
+  std::vector<int> full(static_cast<size_t>(nd)), sub(full.size()), start(full.size());
+  for (int d = 0; d < nd; ++d) full[d] = checked_count(output.size(d), kKind);
   const int send_n = checked_count(input.numel(), kKind);
-  const int64_t item = static_cast<int64_t>(output.itemsize());
   Tensor in = send_buffer(input, output);
   MPI_Request req;
-  // Each source rank may have its own piece width, which MPI_Iallgatherv cannot express (one
-  // receive type); MPI_Ialltoallw takes a type and a byte displacement per rank. It also sends
-  // each piece once, straight from the contiguous input to its place on every peer, where an
-  // allgather ring with a strided type would pack and unpack every piece at each of its n - 1
-  // steps (measured no faster with even pieces: bench_gather_into_dim). The arrays must stay
-  // untouched until completion, so the Work keeps them.
+  // Each source rank's region is its own subarray type, which MPI_Iallgatherv cannot express
+  // (one receive type); MPI_Ialltoallw takes a type and a byte displacement per rank. It also
+  // sends each piece once, straight from the contiguous input to its place on every peer,
+  // where an allgather ring with a strided type would pack and unpack every piece at each of
+  // its n - 1 steps (measured no faster with even pieces: bench_gather_into_dim). The arrays
+  // must stay untouched until completion, so the Work keeps them.
   struct Args {
     std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
     std::vector<MPI_Datatype> send_types, recv_types;
   };
   auto a = std::make_shared<Args>();
-  const size_t n = sizes.size();
+  const size_t n = shapes.size();
   a->send_counts.assign(n, send_n);
   a->send_displs.assign(n, 0);
   a->send_types.assign(n, base);
   a->recv_counts.assign(n, 0);
   a->recv_displs.assign(n, 0);
   a->recv_types.assign(n, base);
-  int64_t off = 0;
-  for (size_t r = 0; r < n; ++r) {
-    if (sizes[r] > 0) {
-      MPI_Datatype t;
-      DT_CHECK_MPI(MPI_Type_vector(rows, checked_count(sizes[r] * inner, kKind), row, base, &t));
-      DT_CHECK_MPI(MPI_Type_commit(&t));
-      a->recv_types[r] = t;
-      a->recv_counts[r] = 1;
-      a->recv_displs[r] = checked_count(off * inner * item, kKind);
-    }
-    off += sizes[r];
-  }
   // Frees the committed types (copies of the handles: the arrays stay as MPI saw them).
   auto free_types = [a] {
     for (size_t r = 0; r < a->recv_types.size(); ++r) {
@@ -417,6 +399,21 @@ WorkPtr MpiCommunicator::do_all_gather_into_dim(const Tensor& output, const Tens
       if (a->recv_counts[r] > 0) MPI_Type_free(&t);
     }
   };
+  for (size_t r = 0; r < n; ++r) {
+    if (shape_numel(shapes[r]) == 0) continue;
+    for (int d = 0; d < nd; ++d) {
+      sub[d] = checked_count(shapes[r][d], kKind);
+      start[d] = checked_count(offsets[r][d], kKind);
+    }
+    MPI_Datatype t;
+    int rc = MPI_Type_create_subarray(nd, full.data(), sub.data(), start.data(), MPI_ORDER_C, base,
+                                      &t);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t);
+    if (rc != MPI_SUCCESS) free_types();
+    DT_CHECK_MPI(rc);
+    a->recv_types[r] = t;
+    a->recv_counts[r] = 1;
+  }
   const int rc = MPI_Ialltoallw(in.data_ptr(), a->send_counts.data(), a->send_displs.data(),
                                 a->send_types.data(), output.data_ptr(), a->recv_counts.data(),
                                 a->recv_displs.data(), a->recv_types.data(), comm_, &req);
@@ -524,6 +521,27 @@ std::shared_ptr<Communicator> MpiCommunicator::do_split(int color, int key) {
   auto result = std::make_shared<MpiCommunicator>(child, /*owned=*/true);
   result->set_description(absl::StrFormat(
       "%s/color %d", description().empty() ? std::string("unnamed") : description(), color));
+  return result;
+}
+
+std::shared_ptr<Communicator> MpiCommunicator::do_create_group(const std::vector<int>& members) {
+  MPI_Group parent = MPI_GROUP_NULL;
+  MPI_Group group = MPI_GROUP_NULL;
+  DT_CHECK_MPI(MPI_Comm_group(comm_, &parent));
+  const int err = MPI_Group_incl(parent, static_cast<int>(members.size()), members.data(), &group);
+  MPI_Group_free(&parent);
+  DT_CHECK_MPI(err);
+  MPI_Comm child = MPI_COMM_NULL;
+  // A fixed tag: groups are created one at a time per communicator (the thread rule).
+  constexpr int kCreateGroupTag = 0x6474;
+  const int err2 = MPI_Comm_create_group(comm_, group, kCreateGroupTag, &child);
+  MPI_Group_free(&group);
+  DT_CHECK_MPI(err2);
+  DT_CHECK(child != MPI_COMM_NULL, "[create_group] MPI_Comm_create_group returned no communicator");
+  auto result = std::make_shared<MpiCommunicator>(child, /*owned=*/true);
+  result->set_description(absl::StrFormat(
+      "%s/group of %d", description().empty() ? std::string("unnamed") : description(),
+      members.size()));
   return result;
 }
 

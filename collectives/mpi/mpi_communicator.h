@@ -38,10 +38,11 @@ class MpiCommunicator final : public Communicator {
   // do_all_reduce calls it that way).
   WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_gather(const Tensor& output, const Tensor& input) override;
-  // MPI_Ialltoallw with one vector datatype per source rank (its column block of the output
-  // viewed as [outer, full, inner]). CPU tensors only.
-  WorkPtr do_all_gather_into_dim(const Tensor& output, const Tensor& input, int64_t dim,
-                                 const std::vector<int64_t>& sizes) override;
+  // MPI_Ialltoallw with one subarray datatype per source rank (its region of the output).
+  // CPU tensors only.
+  WorkPtr do_all_gather_into_regions(const Tensor& output, const Tensor& input,
+                                     const std::vector<Shape>& offsets,
+                                     const std::vector<Shape>& shapes) override;
   WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) override;
   WorkPtr do_broadcast(const Tensor& tensor, int root) override;
@@ -53,6 +54,8 @@ class MpiCommunicator final : public Communicator {
   // MPI_Comm_split (the members have met in split()'s exchange). The child's description is
   // "<parent description>/color <c>" until the caller sets another.
   std::shared_ptr<Communicator> do_split(int color, int key) override;
+  // MPI_Comm_create_group over the members (collective over them only).
+  std::shared_ptr<Communicator> do_create_group(const std::vector<int>& members) override;
   // MPI_Iallgather of detail::kSlotBytes bytes per rank.
   WorkPtr do_exchange_slots(const void* mine, void* all, std::string_view what,
                             const Tensor* shape_of) override;

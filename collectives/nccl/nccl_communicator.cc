@@ -450,6 +450,11 @@ std::shared_ptr<Communicator> NcclCommunicator::do_split(int color, int key) {
   return std::make_shared<NcclCommunicator>(child, std::move(mpi_child), device_);
 }
 
+std::shared_ptr<Communicator> NcclCommunicator::do_create_group(const std::vector<int>& members) {
+  cuda::DeviceGuard guard(device_);
+  return detail::make_nccl_communicator(mpi_->create_group(members));
+}
+
 namespace detail {
 
 CommunicatorPtr make_nccl_communicator(const CommunicatorPtr& mpi) {

@@ -50,6 +50,8 @@ class NcclCommunicator final : public Communicator {
   WorkPtr do_barrier() override;
   // ncclCommSplit (nonblocking, deadline-guarded), with the MPI twin split alongside.
   std::shared_ptr<Communicator> do_split(int color, int key) override;
+  // The MPI twin's group, then an NCCL communicator bootstrapped over it.
+  std::shared_ptr<Communicator> do_create_group(const std::vector<int>& members) override;
   // The consistency check's fingerprints travel over the MPI twin (host memory) and are
   // compared before the kernel is enqueued; there is no inline path, so every checked NCCL
   // collective costs one small MPI allgather (a host round trip) besides the NCCL kernel.

@@ -2,7 +2,9 @@
 // non-leading dim. The result must equal the copy-based gather (all_gather into a contiguous
 // buffer, then each block copied into output.narrow(dim, ...)) bit for bit, for even, uneven
 // and empty pieces, with the consistency check on (inline and data paths) and off.
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "collectives/comm_debug.h"
@@ -95,6 +97,62 @@ TEST_CASE("all_gather_into_dim refuses sizes that do not match the tensors",
                     Catch::Contains("[all_gather]") && Catch::Contains("one size per rank"));
   // A plain all_gather afterwards still pairs up: the refused calls took sequence numbers on
   // every rank alike.
+  Tensor g = zeros({n}, TensorOptions(kFloat32));
+  comm->all_gather(g, ones({1}, TensorOptions(kFloat32)))->wait();
+  CHECK(g.to_vector<float>() == std::vector<float>(static_cast<size_t>(n), 1.0f));
+}
+
+// all_gather_into_regions: rank r's block lands at its own offset in a 2-d grid of blocks
+// (a [rows, cols] output cut into a grid of rank blocks, as a tensor sharded over two
+// flattened mesh dims), uneven and empty blocks included, every element placed or left as it
+// was, on the inline and the data path.
+TEST_CASE("all_gather_into_regions places each rank's block at its offset",
+          "[collectives][all_gather]") {
+  auto comm = world_communicator();
+  const int n = comm->size();
+  const CollectiveCheckMode mode = GENERATE(CollectiveCheckMode::kOn, CollectiveCheckMode::kOff);
+  set_collective_check_mode(mode);
+  // Blocks laid out on a grid of g0 x g1 ranks (g1 = 2 when n is even).
+  const int g1 = n % 2 == 0 ? 2 : 1, g0 = n / g1;
+  for (const Shape& full : {Shape{2 * g0, 3 * g1}, Shape{7 * g0 + 1, 40 * g1 + 3}, Shape{1, 5}}) {
+    INFO("output " << shape_str(full) << " mode " << static_cast<int>(mode));
+    std::vector<Shape> offsets, shapes;
+    for (int r = 0; r < n; ++r) {
+      // torch.chunk bounds of each grid dim.
+      auto bounds = [](int64_t m, int64_t k, int64_t i) {
+        const int64_t c = (m + k - 1) / k;
+        const int64_t lo = std::min(m, c * i);
+        return std::make_pair(lo, std::min(m, lo + c) - lo);
+      };
+      const auto [o0, s0] = bounds(full[0], g0, r / g1);
+      const auto [o1, s1] = bounds(full[1], g1, r % g1);
+      offsets.push_back({o0, o1});
+      shapes.push_back({s0, s1});
+    }
+    auto block = [&](int r) {
+      const Shape& sh = shapes[static_cast<size_t>(r)];
+      return make_tensor<float>(sh[0] * sh[1], [&](int64_t i) { return r * 1000.0 + i; }).view(sh);
+    };
+    Tensor out = dtensor::full(full, -1.0, TensorOptions(kFloat32));
+    CommDebugMode debug;
+    comm->all_gather_into_regions(out, block(comm->rank()), offsets, shapes)->wait();
+    CHECK(debug.count(CollectiveKind::kAllGather) == 1);
+    Tensor ref = dtensor::full(full, -1.0, TensorOptions(kFloat32));
+    for (int r = 0; r < n; ++r) {
+      const Shape& o = offsets[static_cast<size_t>(r)];
+      const Shape& sh = shapes[static_cast<size_t>(r)];
+      if (sh[0] * sh[1] > 0) ref.narrow(0, o[0], sh[0]).narrow(1, o[1], sh[1]).copy_(block(r));
+    }
+    CHECK(out.to_vector<float>() == ref.to_vector<float>());
+  }
+  set_collective_check_mode(CollectiveCheckMode::kOn);
+  // A region outside the output is refused on the rank that passes it.
+  Tensor out = zeros({2, 2}, TensorOptions(kFloat32));
+  std::vector<Shape> offsets(static_cast<size_t>(n), Shape{1, 1}), shapes(static_cast<size_t>(n),
+                                                                          Shape{2, 1});
+  CHECK_THROWS_WITH(
+      comm->all_gather_into_regions(out, zeros({2, 1}, TensorOptions(kFloat32)), offsets, shapes),
+      Catch::Contains("[all_gather]") && Catch::Contains("not inside the output"));
   Tensor g = zeros({n}, TensorOptions(kFloat32));
   comm->all_gather(g, ones({1}, TensorOptions(kFloat32)))->wait();
   CHECK(g.to_vector<float>() == std::vector<float>(static_cast<size_t>(n), 1.0f));

@@ -398,3 +398,95 @@ TEST_CASE("redistribute: non-contiguous inputs, held results and repeated calls"
     CHECK(dt::equal(swapped[salt], dt::test::expected_block(xs[salt], mesh, {S1})));
   }
 }
+
+// Several mesh dims to R the same way: one collective over their flattened communicator
+// (DeviceMesh::flattened_communicator), equal to the full tensor on even, uneven and empty
+// shards; the communicator is created once, by its group alone, and reused.
+TEST_CASE("redistribute: flattened mesh dims move with one collective", "[redistribute]") {
+  const int w = dt::world_size();
+  if (w != 4 && w != 8) {
+    // No two mesh dims of size > 1: a size-1 dim is relabelled, never flattened.
+    const dt::DeviceMesh mesh = dt::test::make_mesh({w, 1});
+    const dt::Tensor x = dt::test::make_data({5, 3}, dt::kFloat32);
+    const dt::DTensor a = dt::distribute_tensor(x, mesh, {S0, S1});
+    const dt::RedistributePlan plan = *dt::plan_redistribute(a.spec(), a.spec().with_placements({R, R}));
+    for (const dt::RedistributeStep& s : plan.steps) CHECK_FALSE(s.is_flattened());
+    CHECK(dt::equal(a.redistribute({R, R}).to_local(), x));
+    return;
+  }
+  const Ints mesh_shape = w == 4 ? Ints{2, 2} : Ints{2, 2, 2};
+  const dt::DeviceMesh mesh = dt::test::make_mesh(mesh_shape);
+  const size_t nd = mesh_shape.size();
+  // All sharded (different tensor dims, the same one nested, with uneven and empty shards).
+  const dt::Placement last = dt::Shard(static_cast<int64_t>(nd) - 1);
+  dt::Placements mixed = {S0, S1};
+  dt::Placements nested = {S0, S0};
+  if (nd == 3) {
+    mixed.push_back(last);
+    nested.push_back(S0);
+  }
+  const dt::Placements all_r(nd, R);
+  for (const Ints& shape : {Ints{8, 8, 8}, Ints{5, 3, 7}, Ints{1, 9, 2}, Ints{0, 4, 3}}) {
+    const dt::Tensor x = dt::test::make_data(Ints(shape.begin(), shape.begin() + 3), dt::kFloat32);
+    for (const dt::Placements& src : {mixed, nested}) {
+      INFO(dt::shape_str(x.shape()) << " " << dt::placements_str(src));
+      const dt::DTensor a = dt::distribute_tensor(x, mesh, src);
+      const dt::RedistributePlan plan = *dt::plan_redistribute(a.spec(), a.spec().with_placements(all_r));
+      INFO(plan.str());
+      REQUIRE(plan.steps.size() == 1);
+      CHECK(plan.steps[0].flat_dims.size() == nd);
+      dt::CommDebugMode comm;
+      const dt::DTensor r = a.redistribute(all_r);
+      CHECK(comm.total_count() == 1);
+      CHECK(comm.count(dt::CollectiveKind::kAllGather) == 1);
+      CHECK(dt::equal(r.to_local(), x));
+      CHECK(dt::equal(a.to_local(), dt::test::expected_block(x, mesh, src)));  // input intact
+    }
+  }
+  // All the same Partial: one all-reduce over the whole mesh.
+  const dt::Tensor x = dt::test::make_data({6, 5}, dt::kFloat32);
+  for (const dt::Placement& p : {Psum, Pmax, Pavg}) {
+    INFO(p.str());
+    const dt::Placements src(nd, p);
+    // Rank-dependent locals whose reduction over the mesh is x: x on every rank for max and
+    // avg, x on coordinate 0 and zeros elsewhere for sum.
+    dt::Tensor local = x.clone();
+    if (p == Psum && mesh.get_coordinate() != dt::Shape(nd, 0)) local = dt::zeros_like(x);
+    const dt::DTensor a = dt::DTensor::from_local(local, mesh, src, false);
+    dt::CommDebugMode comm;
+    const dt::DTensor r = a.redistribute(all_r);
+    CHECK(comm.total_count() == 1);
+    CHECK(comm.count(dt::CollectiveKind::kAllReduce) == 1);
+    CHECK(dt::equal(r.to_local(), x));
+  }
+  // The flattened communicator spans the mesh in row-major order and is shared.
+  std::vector<int64_t> dims(nd);
+  for (size_t d = 0; d < nd; ++d) dims[d] = static_cast<int64_t>(nd - 1 - d);  // any order
+  const dt::CommunicatorPtr flat = mesh.flattened_communicator(dims);
+  REQUIRE(flat != nullptr);
+  CHECK(flat->size() == w);
+  CHECK(flat->rank() == dt::world_rank());
+  CHECK(flat == mesh.flattened_communicator(dims));
+  CHECK(mesh.flattened_communicator({0}) == mesh.communicator(0));
+  if (nd == 3) {
+    // A 2-d submesh's flattened group is a slice of the 3-d mesh, created by that slice alone:
+    // only the ranks with coordinate 0 on mesh dim 0 redistribute (the others wait at the
+    // barrier), which would hang if creating it involved every rank.
+    const dt::DeviceMesh sub = mesh.submesh({1, 2});
+    if (mesh.get_coordinate()[0] == 0) {
+      const dt::Tensor y = dt::test::make_data({7, 6}, dt::kInt64);
+      const dt::DTensor s = dt::distribute_tensor(y, sub, {S0, S1});
+      dt::CommDebugMode comm;
+      CHECK(dt::equal(s.redistribute({R, R}).to_local(), y));
+      CHECK(comm.total_count() == 1);
+      const dt::CommunicatorPtr g = sub.flattened_communicator({0, 1});
+      REQUIRE(g != nullptr);
+      CHECK(g->size() == 4);
+      CHECK(g == mesh.flattened_communicator({1, 2}));
+    }
+    dt::world_communicator()->barrier()->wait();
+  }
+  // Errors name the method.
+  REQUIRE_THROWS_WITH(mesh.flattened_communicator({}), Contains("[DeviceMesh]") && Contains("empty"));
+  REQUIRE_THROWS_WITH(mesh.flattened_communicator({0, 0}), Contains("twice"));
+}

@@ -1,5 +1,6 @@
 // The pure redistribute planner: step order, step kinds and modelled costs, without processes.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -19,6 +20,7 @@ using K = dt::StepKind;
 struct Expect {
   int64_t mesh_dim;
   K kind;
+  Ints flat_dims = {};  // a flattened step's mesh dims
 };
 
 void check_steps(const dt::RedistributePlan& plan, const std::vector<Expect>& expect) {
@@ -27,6 +29,8 @@ void check_steps(const dt::RedistributePlan& plan, const std::vector<Expect>& ex
   for (size_t i = 0; i < expect.size(); ++i) {
     CHECK(plan.steps[i].mesh_dim == expect[i].mesh_dim);
     CHECK(plan.steps[i].kind == expect[i].kind);
+    CHECK(Ints(plan.steps[i].flat_dims.begin(), plan.steps[i].flat_dims.end()) ==
+          expect[i].flat_dims);
   }
 }
 
@@ -38,9 +42,10 @@ dt::RedistributePlan plan(const Ints& shape, const Ints& mesh, dt::Placements sr
 }
 
 // Closed forms of the documented alpha-beta model with the default constants.
-constexpr double kAlpha = 5.0, kBeta = 1.0e-4, kLocal = 1.0e-5;
+constexpr double kCollective = 5.0, kAlpha = 5.0, kBeta = 1.0e-4, kLocal = 1.0e-5;
+// The fixed and latency terms of one collective over n ranks.
 double lat(int64_t n) {
-  return kAlpha * std::ceil(std::log2(static_cast<double>(n)));
+  return kCollective + kAlpha * std::ceil(std::log2(static_cast<double>(n)));
 }
 
 using namespace dt::test::placements;
@@ -119,32 +124,72 @@ TEST_CASE("planner: a size-1 mesh dim is a free relabel", "[planner]") {
 
 TEST_CASE("planner: nested sharding gathers innermost first and splits outermost first",
           "[planner]") {
-  check_steps(plan({8, 4}, {2, 2}, {S0, S0}, {R, R}), {{1, K::kAllGather}, {0, K::kAllGather}});
+  // Both mesh dims gathered: one flattened all-gather (blocks in row-major order).
+  check_steps(plan({8, 4}, {2, 2}, {S0, S0}, {R, R}), {{0, K::kAllGather, {0, 1}}});
   check_steps(plan({8, 4}, {2, 2}, {R, R}, {S0, S0}), {{0, K::kLocalChunk}, {1, K::kLocalChunk}});
   // Same placement on mesh dim 1 before and after, but its meaning changes.
   check_steps(plan({8, 4}, {2, 2}, {S0, S0}, {R, S0}),
-              {{1, K::kAllGather}, {0, K::kAllGather}, {1, K::kLocalChunk}});
+              {{0, K::kAllGather, {0, 1}}, {1, K::kLocalChunk}});
   const auto swap = plan({8, 8}, {2, 2}, {S0, S1}, {S1, S0});
   INFO(swap.str());
   // Each step must be legal: replay the states and check the nesting rule.
   dt::Placements state = {S0, S1};
   for (const auto& s : swap.steps) {
     REQUIRE(state[s.mesh_dim] == s.src);
-    state[s.mesh_dim] = s.dst;
+    if (s.is_flattened()) {
+      for (int64_t d : s.flat_dims) state[d] = s.dst;
+    } else {
+      state[s.mesh_dim] = s.dst;
+    }
   }
   CHECK(state == dt::Placements{S1, S0});
   // [S(0), S(0)] -> [S(0), R] gathers over the inner dim only.
   check_steps(plan({8, 4}, {2, 2}, {S0, S0}, {S0, R}), {{1, K::kAllGather}});
-  // 3-d mesh, dim 0 sharded over all three mesh dims.
-  check_steps(plan({16, 2}, {2, 2, 2}, {S0, S0, S0}, {R, R, R}),
-              {{2, K::kAllGather}, {1, K::kAllGather}, {0, K::kAllGather}});
+  // 3-d mesh, dim 0 sharded over all three mesh dims: one gather over the whole mesh; keeping
+  // the outer shard, only the two inner dims flatten.
+  check_steps(plan({16, 2}, {2, 2, 2}, {S0, S0, S0}, {R, R, R}), {{0, K::kAllGather, {0, 1, 2}}});
+  check_steps(plan({16, 2}, {2, 2, 2}, {S0, S0, S0}, {S0, R, R}), {{1, K::kAllGather, {1, 2}}});
+}
+
+TEST_CASE("planner: flattened steps move several mesh dims with one collective", "[planner]") {
+  // [S(0), S(1)] -> [R, R]: the per-dim gathers move the same bytes with the same latency in
+  // the model; the one flattened gather wins on step count.
+  const auto g = plan({8, 8}, {2, 2}, {S0, S1}, {R, R});
+  check_steps(g, {{0, K::kAllGather, {0, 1}}});
+  CHECK(g.cost == Approx(lat(4) + kBeta * 3 * (4 * 4 * 4)));
+  CHECK(g.steps[0].flat_src == dt::Placements{S0, S1});
+  CHECK(g.str() == "[dims 0+1: [S(0), S(1)]->R all_gather (15 us)]");
+  // [P, P] -> [R, R]: one all-reduce over 4 ranks moves 2*3/4 of the buffer instead of 2*1/2
+  // twice.
+  const auto r = plan({8, 8}, {2, 2}, {Psum, Psum}, {R, R});
+  check_steps(r, {{0, K::kAllReduce, {0, 1}}});
+  CHECK(r.cost == Approx(lat(4) + kBeta * 1.5 * 256));
+  check_steps(plan({8, 8}, {2, 2}, {Pmax, Pmax}, {R, R}), {{0, K::kAllReduce, {0, 1}}});
+  check_steps(plan({8, 8}, {2, 2}, {Pavg, Pavg}, {R, R}), {{0, K::kAllReduce, {0, 1}}});
+  // Not flattened: different Partial ops; integer avg (one truncating division by 4 is not two
+  // by 2); a shard and a Partial.
+  CHECK(plan({8, 8}, {2, 2}, {Psum, Pmax}, {R, R}).steps.size() == 2);
+  CHECK(plan({8, 8}, {2, 2}, {Pavg, Pavg}, {R, R}, dt::kInt64).steps.size() == 2);
+  CHECK(plan({8, 8}, {2, 2}, {S0, Psum}, {R, R}).steps.size() == 2);
+  // 3-d: the dims that move together flatten, a size-1 dim is relabelled and never part of one.
+  check_steps(plan({8, 8, 8}, {2, 2, 2}, {S0, S1, dt::Shard(2)}, {R, R, R}), {{0, K::kAllGather, {0, 1, 2}}});
+  check_steps(plan({8, 8, 8}, {2, 2, 2}, {S0, R, dt::Shard(2)}, {R, R, R}), {{0, K::kAllGather, {0, 2}}});
+  check_steps(plan({8, 8, 8}, {2, 1, 2}, {S0, S1, dt::Shard(2)}, {R, R, R}), {{0, K::kAllGather, {0, 2}}});
+  // Uneven: costed at the largest block, like a one-dim step; the padding moves a few more
+  // bytes than the per-dim gathers, but one collective is issued instead of two.
+  const auto u = plan({5, 3}, {2, 2}, {S0, S1}, {R, R});
+  check_steps(u, {{0, K::kAllGather, {0, 1}}});
+  CHECK(u.cost == Approx(lat(4) + kBeta * 3 * (3 * 2 * 4)));
 }
 
 TEST_CASE("planner: 2-d partial and mixed transitions", "[planner]") {
   check_steps(plan({8, 4}, {2, 2}, {Psum, R}, {R, R}), {{0, K::kAllReduce}});
   check_steps(plan({8, 4}, {2, 2}, {S0, Psum}, {S0, R}), {{1, K::kAllReduce}});
-  check_steps(plan({8, 4}, {2, 2}, {Psum, Psum}, {S0, S1}),
+  check_steps(plan({1024, 1024}, {2, 2}, {Psum, Psum}, {S0, S1}),
               {{0, K::kReduceScatter}, {1, K::kReduceScatter}});
+  // Tiny: one flattened all-reduce and local chunks cost less than two collectives.
+  check_steps(plan({8, 4}, {2, 2}, {Psum, Psum}, {S0, S1}),
+              {{0, K::kAllReduce, {0, 1}}, {1, K::kLocalChunk}, {0, K::kLocalChunk}});
   // Chunking first makes the all-reduce move half the bytes.
   check_steps(plan({64, 64}, {2, 2}, {R, Psum}, {S0, R}),
               {{0, K::kLocalChunk}, {1, K::kAllReduce}});
@@ -174,6 +219,29 @@ TEST_CASE("planner: every pair on 2-d and 3-d meshes ends at the target", "[plan
         for (const auto& s : p.steps) {
           REQUIRE(mesh[s.mesh_dim] > 1);
           REQUIRE(state[s.mesh_dim] == s.src);
+          if (s.is_flattened()) {
+            // Every flattened dim goes to R from a placement of the same kind (all shards, or
+            // one Partial op); no mesh dim outside the step still shards a gathered tensor dim
+            // further in.
+            REQUIRE(s.flat_dims.size() >= 2);
+            REQUIRE(s.dst.is_replicate());
+            for (size_t f = 0; f < s.flat_dims.size(); ++f) {
+              const int64_t d = s.flat_dims[f];
+              REQUIRE(mesh[d] > 1);
+              REQUIRE(state[d] == s.flat_src[f]);
+              REQUIRE(state[d].is_shard() == s.src.is_shard());
+              if (state[d].is_partial()) REQUIRE(state[d] == s.src);
+              for (size_t j = d + 1; j < mesh.size(); ++j) {
+                const bool in_step = std::find(s.flat_dims.begin(), s.flat_dims.end(),
+                                               static_cast<int64_t>(j)) != s.flat_dims.end();
+                if (mesh[j] == 1 || in_step || !state[d].is_shard()) continue;
+                REQUIRE_FALSE(state[j].is_shard(state[d].dim()));
+              }
+            }
+            for (int64_t d : s.flat_dims) state[d] = s.dst;
+            cost += s.cost;
+            continue;
+          }
           // A later mesh dim (of size > 1) must not shard what this step gathers or splits.
           for (size_t j = s.mesh_dim + 1; j < mesh.size(); ++j) {
             if (mesh[j] == 1) continue;
@@ -197,7 +265,7 @@ TEST_CASE("planner: the cost model is an argument, the default one is read by va
   dt::CostModel m;
   m.alpha_us = 100;
   m.beta_us_per_byte = 0;
-  CHECK(plan({8, 4}, {4}, {S0}, {R}, dt::kFloat32, m).cost == Approx(200));
+  CHECK(plan({8, 4}, {4}, {S0}, {R}, dt::kFloat32, m).cost == Approx(kCollective + 200));
   CHECK(plan({8, 4}, {4}, {S0}, {R}).cost == Approx(lat(4) + kBeta * 3 * 32));
   // Changing the default clears the plan cache (and the propagation cache).
   const dt::DeviceMesh mesh = dt::DeviceMesh(dt::kCPU, {1}, {dt::world_rank()});
