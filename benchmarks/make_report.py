@@ -264,13 +264,14 @@ def redist_why(r):
                        "a contiguous gather (the Communicator column) plus one unpacking copy "
                        "into the fresh result; S(1)->R pays the same")
     if str(r.get("name", "")).startswith("P->"):
-        return head + ("the DTensor result is a freshly allocated output (an out-of-place "
-                       "reduction, first-touch page faults of the new memory) where the "
-                       "Communicator row reduces in place into a warm buffer; not profiled "
-                       "further; the remedy would be a caching host allocator")
+        return head + ("the DTensor result is an out-of-place reduction into a newly "
+                       "allocated output (from the allocator's large-block cache, "
+                       "tensor/memory_stats.h, so without first-touch page faults after the "
+                       "first iteration) where the Communicator row reduces in place into the "
+                       "same warm buffer")
     return head + ("a gather whose pieces cannot be placed directly (below "
                    "kGatherIntoDimMinBytes) lands as [n, ...] blocks that the executor copies "
-                   "into a freshly allocated output (one copy plus first-touch page faults); "
+                   "into the output (one copy; the allocator's large-block cache spares the page faults); "
                    "on this loaded machine part of it is noise")
 
 

@@ -14,10 +14,23 @@ struct MemoryStats {
   int64_t current_bytes = 0;  // held now
   int64_t peak_bytes = 0;     // most held at once since start or the last reset
   int64_t allocations = 0;    // allocations since start or the last reset
+  int64_t cached_bytes = 0;   // freed large blocks kept for reuse (not in current_bytes)
 };
 
 MemoryStats memory_stats();
 // Sets the peak to the current bytes and the allocation count to zero.
 void reset_peak_memory_stats();
+
+// Large-block cache. Fresh host memory costs a page fault per 4 KiB page on first touch (16 MB:
+// ~4,000 faults, about as long as a 4-rank all-reduce of it here), and glibc returns large
+// freed blocks to the OS, so a loop that allocates the same large tensors every step (a
+// redistribute's result, an optimizer's temporaries) would pay them every time. Freed CPU
+// blocks of at least 1 MiB are therefore kept, per exact size, and handed out again to the
+// next allocation of that size (as PyTorch's CUDA caching allocator does for device memory).
+// At most DTENSOR_CPU_CACHE_MB MiB (read at first use; default 512; 0 turns the cache off) are
+// kept per process (0 by default in AddressSanitizer builds, so that a use after free is still
+// caught); a block freed beyond that goes back to the system. Thread-safe.
+// Gives every cached block back to the system (memory_stats().cached_bytes becomes 0).
+void empty_cpu_cache();
 
 }  // namespace dtensor

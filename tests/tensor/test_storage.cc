@@ -93,6 +93,46 @@ TEST_CASE("storage: memory_stats counts allocator bytes, release_data and reallo
   CHECK_THROWS_WITH(blob.release_data(), Catch::Contains("[Storage::release_data]"));
 }
 
+// The large-block cache: a freed block of >= 1 MiB is kept (cached_bytes, not current_bytes)
+// and handed back to the next allocation of that size; smaller blocks and other sizes are not
+// affected; empty_cpu_cache gives them back. (Sanitizer builds keep nothing: only the counts are
+// checked there.)
+TEST_CASE("storage: freed large CPU blocks are reused per exact size", "[storage]") {
+  empty_cpu_cache();
+  const MemoryStats before = memory_stats();
+  CHECK(before.cached_bytes == 0);
+  const size_t big = size_t{3} << 20;
+  void* first = nullptr;
+  {
+    Storage s = Storage::allocate(big, Device());
+    first = s.data();
+    std::memset(s.data(), 7, big);
+    CHECK(memory_stats().current_bytes == before.current_bytes + static_cast<int64_t>(big));
+  }
+  CHECK(memory_stats().current_bytes == before.current_bytes);
+  const bool caching = memory_stats().cached_bytes > 0;
+  if (caching) {
+    CHECK(memory_stats().cached_bytes == static_cast<int64_t>(big));
+    {
+      Storage other = Storage::allocate(big + 4096, Device());  // another size: not this block
+      CHECK(other.data() != first);
+      Storage again = Storage::allocate(big, Device());
+      CHECK(again.data() == first);
+      CHECK(memory_stats().cached_bytes == 0);
+      CHECK(memory_stats().current_bytes ==
+            before.current_bytes + static_cast<int64_t>(2 * big + 4096));
+    }
+    CHECK(memory_stats().cached_bytes == static_cast<int64_t>(2 * big + 4096));
+  }
+  {
+    Storage small = Storage::allocate(1000, Device());  // below 1 MiB: never cached
+  }
+  CHECK(memory_stats().cached_bytes == (caching ? static_cast<int64_t>(2 * big + 4096) : 0));
+  empty_cpu_cache();
+  CHECK(memory_stats().cached_bytes == 0);
+  CHECK(memory_stats().current_bytes == before.current_bytes);
+}
+
 TEST_CASE("storage: try_swap_data exchanges allocator memory only, for every view",
           "[storage]") {
   const Tensor a = full({4, 3}, 1.0);
