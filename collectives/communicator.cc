@@ -627,28 +627,32 @@ WorkPtr Communicator::scatter(const Tensor& output, const Tensor& input, int roo
 
 // Point-to-point messages are not collectives: they are matched by (peer, tag), not by order,
 // so they carry no fingerprint; MPI reports a size mismatch as an error (MPI_ERR_TRUNCATE).
-WorkPtr Communicator::send(const Tensor& tensor, int dst, int tag) {
-  detail::check_mpi_running("send");
-  check_tensor(*this, "send", "tensor", tensor);
-  check_peer(*this, "send", "dst", dst);
-  DT_CHECK(tag >= 0, "[send] tag %d is negative (expected tag >= 0)", tag);
-  CommDebugMode::record(CollectiveKind::kSend, bytes_of(tensor), size());
+namespace {
+// The checks, recording and logging shared by send and recv; `issue` posts the message.
+template <typename Issue>
+WorkPtr point_to_point(Communicator& comm, CollectiveKind kind, const char* peer_name,
+                       const Tensor& tensor, int peer, int tag, Issue&& issue) {
+  const std::string_view op = collective_name(kind);
+  detail::check_mpi_running(op);
+  check_tensor(comm, op, "tensor", tensor);
+  check_peer(comm, op, peer_name, peer);
+  DT_CHECK(tag >= 0, "[%s] tag %d is negative (expected tag >= 0)", op, tag);
+  CommDebugMode::record(kind, bytes_of(tensor), comm.size());
   if (log_enabled(LogTopic::kCollectives)) {
-    return detail::log_collective("send", bytes_of(tensor), *this, do_send(tensor, dst, tag));
+    return detail::log_collective(op, bytes_of(tensor), comm, issue());
   }
-  return do_send(tensor, dst, tag);
+  return issue();
+}
+}  // namespace
+
+WorkPtr Communicator::send(const Tensor& tensor, int dst, int tag) {
+  return point_to_point(*this, CollectiveKind::kSend, "dst", tensor, dst, tag,
+                        [&] { return do_send(tensor, dst, tag); });
 }
 
 WorkPtr Communicator::recv(const Tensor& tensor, int src, int tag) {
-  detail::check_mpi_running("recv");
-  check_tensor(*this, "recv", "tensor", tensor);
-  check_peer(*this, "recv", "src", src);
-  DT_CHECK(tag >= 0, "[recv] tag %d is negative (expected tag >= 0)", tag);
-  CommDebugMode::record(CollectiveKind::kRecv, bytes_of(tensor), size());
-  if (log_enabled(LogTopic::kCollectives)) {
-    return detail::log_collective("recv", bytes_of(tensor), *this, do_recv(tensor, src, tag));
-  }
-  return do_recv(tensor, src, tag);
+  return point_to_point(*this, CollectiveKind::kRecv, "src", tensor, src, tag,
+                        [&] { return do_recv(tensor, src, tag); });
 }
 
 WorkPtr Communicator::barrier() {

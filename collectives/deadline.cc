@@ -1,5 +1,6 @@
 #include "collectives/deadline.h"
 
+#include <absl/strings/str_format.h>
 #include <mpi.h>
 
 #include <atomic>
@@ -26,6 +27,14 @@ double timeout_from_env() {
 }  // namespace
 
 namespace detail {
+
+std::string collective_deadline_message(std::string_view op, const std::string& communicator,
+                                        const std::string& tensor, std::string_view ending) {
+  return absl::StrFormat(
+      "[%s] collective deadline exceeded: not complete after %g s on %s, tensor %s. A peer rank "
+      "is missing or stuck (timeout: DTENSOR_COLLECTIVE_TIMEOUT or set_collective_timeout). %s",
+      op, collective_timeout(), communicator, tensor, ending);
+}
 
 double parse_collective_timeout(const char* env) {
   if (env == nullptr || *env == '\0') return kDefaultTimeoutSeconds;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace dtensor {
 
@@ -22,6 +23,13 @@ double parse_collective_timeout(const char* env);
 // rank (MPI_Abort with a non-zero code). Deliberately not an exception: the peers are stuck in
 // a collective and cannot be unwound.
 [[noreturn]] void end_job_on_deadline(const std::string& message);
+
+// The message a collective that missed its deadline ends the job with: "[all_reduce]
+// collective deadline exceeded: not complete after 300 s on <communicator>, tensor [4, 8]
+// float32. A peer rank is missing or stuck (...). <ending>". `tensor` names the tensor
+// ("(no tensor)" when there is none); `ending` says what happens now.
+std::string collective_deadline_message(std::string_view op, const std::string& communicator,
+                                        const std::string& tensor, std::string_view ending);
 }  // namespace detail
 
 }  // namespace dtensor

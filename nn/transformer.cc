@@ -23,13 +23,20 @@ DTensor MLP::forward(const DTensor& x) {
   return (*fc2_)(h);
 }
 
+namespace {
+// A Linear registered under `name` in `parent`.
+std::shared_ptr<Linear> add_linear(Module& parent, const std::string& name, int64_t in,
+                                   int64_t out, bool bias, const ModuleOptions& opts) {
+  auto l = std::make_shared<Linear>(in, out, bias, opts);
+  parent.register_module(name, l);
+  return l;
+}
+}  // namespace
+
 SwiGLU::SwiGLU(int64_t dim, int64_t hidden_dim, ModuleOptions opts) {
-  w1_ = std::make_shared<Linear>(dim, hidden_dim, false, opts);
-  w2_ = std::make_shared<Linear>(hidden_dim, dim, false, opts);
-  w3_ = std::make_shared<Linear>(dim, hidden_dim, false, opts);
-  register_module("w1", w1_);
-  register_module("w2", w2_);
-  register_module("w3", w3_);
+  w1_ = add_linear(*this, "w1", dim, hidden_dim, false, opts);
+  w2_ = add_linear(*this, "w2", hidden_dim, dim, false, opts);
+  w3_ = add_linear(*this, "w3", dim, hidden_dim, false, opts);
 }
 
 DTensor SwiGLU::forward(const DTensor& x) {
@@ -41,14 +48,10 @@ Attention::Attention(int64_t dim, int64_t n_heads, bool causal, bool bias, Modul
   DT_CHECK(n_heads > 0 && dim % n_heads == 0,
            "[Attention] dim %d must be divisible by n_heads %d (n_heads > 0)", dim, n_heads);
   head_dim_ = dim / n_heads;
-  wq_ = std::make_shared<Linear>(dim, dim, bias, opts);
-  wk_ = std::make_shared<Linear>(dim, dim, bias, opts);
-  wv_ = std::make_shared<Linear>(dim, dim, bias, opts);
-  wo_ = std::make_shared<Linear>(dim, dim, bias, opts);
-  register_module("wq", wq_);
-  register_module("wk", wk_);
-  register_module("wv", wv_);
-  register_module("wo", wo_);
+  wq_ = add_linear(*this, "wq", dim, dim, bias, opts);
+  wk_ = add_linear(*this, "wk", dim, dim, bias, opts);
+  wv_ = add_linear(*this, "wv", dim, dim, bias, opts);
+  wo_ = add_linear(*this, "wo", dim, dim, bias, opts);
 }
 
 void Attention::check_parallel() const {

@@ -108,11 +108,13 @@ void install_hooks(nn::Module& module, const DeviceMesh& mesh, Placement in, Pla
       [=](nn::Module&, const DTensor& y) { return detail::finish_output(y, out, use_local); });
 }
 
-// The hook of PrepareModuleInput / PrepareModuleOutput: a local tensor is laid out as `from`
-// on `mesh`, then moved to `to`, and made local again when `use_local`. `style` must point to
-// static storage (a literal).
-nn::ForwardHook relayout_hook(const DeviceMesh& mesh, Placement from, Placement to,
-                              bool use_local, std::string_view style, std::string_view fqn) {
+// The hook of PrepareModuleInput / PrepareModuleOutput, after checking the mesh: a local
+// tensor is laid out as `from` on `mesh`, then moved to `to`, and made local again when
+// `use_local`. `style` must point to static storage (a literal).
+nn::ForwardHook checked_relayout_hook(const DeviceMesh& mesh, Placement from, Placement to,
+                                      bool use_local, std::string_view style,
+                                      std::string_view fqn) {
+  check_mesh(mesh, style, fqn);
   const std::string name(fqn);
   return [=](nn::Module&, const DTensor& x) {
     DTensor y = detail::prepare_input(x, mesh, from, to, std::nullopt, style, name);
@@ -193,34 +195,38 @@ void SequenceParallel::apply(nn::Module& module, std::string_view fqn,
       [=](nn::Module&, const DTensor& y) { return detail::finish_output(y, seq, use_local); });
 }
 
+namespace {
+// "PrepareModuleInput(input=..., desired=...[, local])" and its output twin.
+std::string relayout_str(std::string_view style, std::string_view what, const std::string& from,
+                         const std::string& to, bool local) {
+  return absl::StrFormat("%s(%s=%s, desired=%s%s)", style, what, from, to, local ? ", local" : "");
+}
+}  // namespace
+
 std::string PrepareModuleInput::str() const {
-  return absl::StrFormat("PrepareModuleInput(input=%s, desired=%s%s)", opts_.input_layouts.str(),
-                         opts_.desired_input_layouts.str(),
-                         opts_.use_local_output ? ", local" : "");
+  return relayout_str("PrepareModuleInput", "input", opts_.input_layouts.str(),
+                      opts_.desired_input_layouts.str(), opts_.use_local_output);
 }
 
 void PrepareModuleInput::apply(nn::Module& module, std::string_view fqn,
                                const DeviceMesh& mesh) const {
-  constexpr std::string_view kStyle = "PrepareModuleInput";
-  check_mesh(mesh, kStyle, fqn);
-  module.register_forward_pre_hook(relayout_hook(mesh, opts_.input_layouts,
-                                                 opts_.desired_input_layouts,
-                                                 opts_.use_local_output, kStyle, fqn));
+  module.register_forward_pre_hook(checked_relayout_hook(mesh, opts_.input_layouts,
+                                                         opts_.desired_input_layouts,
+                                                         opts_.use_local_output,
+                                                         "PrepareModuleInput", fqn));
 }
 
 std::string PrepareModuleOutput::str() const {
-  return absl::StrFormat("PrepareModuleOutput(output=%s, desired=%s%s)", opts_.output_layouts.str(),
-                         opts_.desired_output_layouts.str(),
-                         opts_.use_local_output ? ", local" : "");
+  return relayout_str("PrepareModuleOutput", "output", opts_.output_layouts.str(),
+                      opts_.desired_output_layouts.str(), opts_.use_local_output);
 }
 
 void PrepareModuleOutput::apply(nn::Module& module, std::string_view fqn,
                                 const DeviceMesh& mesh) const {
-  constexpr std::string_view kStyle = "PrepareModuleOutput";
-  check_mesh(mesh, kStyle, fqn);
-  module.register_forward_hook(relayout_hook(mesh, opts_.output_layouts,
-                                             opts_.desired_output_layouts, opts_.use_local_output,
-                                             kStyle, fqn));
+  module.register_forward_hook(checked_relayout_hook(mesh, opts_.output_layouts,
+                                                     opts_.desired_output_layouts,
+                                                     opts_.use_local_output,
+                                                     "PrepareModuleOutput", fqn));
 }
 
 }  // namespace dtensor

@@ -274,11 +274,8 @@ class MpiWork final : public Work {
     std::string tensor = has_tensor_
                              ? absl::StrFormat("%s %s", shape_str(shape_), dtype_name(dtype_))
                              : std::string("(no tensor)");
-    return absl::StrFormat(
-        "[%s] collective deadline exceeded: not complete after %g s on %s, tensor %s. A peer "
-        "rank is missing or stuck (timeout: DTENSOR_COLLECTIVE_TIMEOUT or "
-        "set_collective_timeout). Ending the job.",
-        name_, collective_timeout(), detail::describe_communicator(*comm_), tensor);
+    return detail::collective_deadline_message(name_, detail::describe_communicator(*comm_),
+                                               tensor, "Ending the job.");
   }
 
   std::mutex mu_;

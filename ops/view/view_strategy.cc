@@ -314,6 +314,21 @@ void register_indexing_views(Registry& r) {
 }
 
 // cat/stack take n inputs; split_with_sizes gives n outputs.
+// Rows of cat (`new_dim` false: every dim but the joined `dim`) and stack (`new_dim` true:
+// every input dim; the output's shifted past the new `dim`): each input and the output sharded
+// alike, plus the Partial passthrough rows. `width` = 1 output + the inputs.
+StrategyRows join_rows(int64_t n, int64_t dim, int64_t width, bool new_dim) {
+  StrategyRows rows;
+  for (int64_t d = 0; d < n; ++d) {
+    if (!new_dim && d == dim) continue;
+    Placements row = detail::uniform_row(width, Shard(d));
+    if (new_dim && d >= dim) row[0] = Shard(d + 1);
+    rows.push_back(std::move(row));
+  }
+  detail::add_partial_passthrough_rows(rows, width);
+  return rows;
+}
+
 void register_multi_views(Registry& r) {
   OpInfo ca;
   ca.name = "cat";
@@ -344,14 +359,8 @@ void register_multi_views(Registry& r) {
   };
   ca.strategy = [](const OpSchema& s) {
     const int64_t n = s.input(0).ndim();
-    const int64_t dim = normalize_dim(s.arg<int64_t>(0), n, "cat");
-    const int64_t width = 1 + s.num_inputs();
-    StrategyRows rows;
-    for (int64_t d = 0; d < n; ++d) {
-      if (d != dim) rows.push_back(detail::uniform_row(width, Shard(d)));
-    }
-    detail::add_partial_passthrough_rows(rows, width);
-    return rows;
+    return join_rows(n, normalize_dim(s.arg<int64_t>(0), n, "cat"), 1 + s.num_inputs(),
+                     /*new_dim=*/false);
   };
   ca.samples = [name = ca.name](int64_t w) { return view_samples(name, w); };
   ca.backward = detail::view_grad(ca.name);
@@ -380,16 +389,8 @@ void register_multi_views(Registry& r) {
   };
   st.strategy = [](const OpSchema& s) {
     const int64_t n = s.input(0).ndim();
-    const int64_t dim = normalize_dim(s.arg<int64_t>(0), n + 1, "stack");
-    const int64_t width = 1 + s.num_inputs();
-    StrategyRows rows;
-    for (int64_t d = 0; d < n; ++d) {
-      Placements row = detail::uniform_row(width, Shard(d));
-      row[0] = Shard(d < dim ? d : d + 1);
-      rows.push_back(std::move(row));
-    }
-    detail::add_partial_passthrough_rows(rows, width);
-    return rows;
+    return join_rows(n, normalize_dim(s.arg<int64_t>(0), n + 1, "stack"), 1 + s.num_inputs(),
+                     /*new_dim=*/true);
   };
   st.samples = [name = st.name](int64_t w) { return view_samples(name, w); };
   st.backward = detail::view_grad(st.name);
