@@ -7,28 +7,77 @@
 #include "autograd/function.h"
 #include "autograd/node.h"
 #include "collectives/comm_debug.h"
+#include "collectives/comm_worker.h"
 #include "dtensor/distributed_tensor.h"
 #include "dtensor/redistribute.h"
+#include "tensor/creation.h"
 #include "tensor/error.h"
 
 namespace dtensor {
 
 DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements) const {
+  return redistribute(mesh, placements, /*async_op=*/false);
+}
+
+DTensor DTensor::redistribute(PlacementSpan placements) const {
+  return redistribute(placements, /*async_op=*/false);
+}
+
+DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements,
+                              bool async_op) const {
   DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
   DT_CHECK(mesh == spec_->mesh(),
            "[redistribute] target mesh %s differs from the DTensor's mesh %s (expected the same "
            "mesh)",
            mesh.str(), spec_->mesh().str());
-  return redistribute(placements);
+  return redistribute(placements, async_op);
 }
 
-DTensor DTensor::redistribute(PlacementSpan placements) const {
+namespace {
+
+// Whether the plan from src to dst issues any collective on this rank.
+bool issues_collectives(const DTensorSpec& src, const DTensorSpec& dst) {
+  if (!src.mesh().contains_me() || src == dst) return false;
+  for (const RedistributeStep& s : plan_redistribute(src, dst)->steps) {
+    switch (s.kind) {
+      case StepKind::kAllGather:
+      case StepKind::kAllReduce:
+      case StepKind::kReduceScatter:
+      case StepKind::kAllToAll:
+        return true;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
+// The async form: the shard is computed on the communication thread into a result whose memory
+// then becomes the placeholder's (no copy when the result owns its whole storage).
+DTensor redistribute_async(const DTensor& x, std::shared_ptr<const DTensorSpec> dst) {
+  const Tensor src_local = x.to_local();
+  Tensor out = empty(dst->local_shard().shape, TensorOptions(x.dtype(), src_local.device()));
+  WorkPtr work = detail::submit_async([src_local, src = x.spec_ptr(), dst, out]() mutable {
+    const Tensor r = redistribute_local(src_local, *src, *dst);
+    const bool whole = r.is_contiguous() && r.storage_offset() == 0 &&
+                       r.nbytes() == r.storage().nbytes() &&
+                       r.storage().data() != src_local.storage().data();
+    if (!(whole && out.storage().try_swap_data(r.storage()))) out.copy_(r);
+  });
+  return DTensor(std::move(out), std::move(dst), std::move(work));
+}
+
+}  // namespace
+
+DTensor DTensor::redistribute(PlacementSpan placements, bool async_op) const {
   DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
   check_user_placements(placements, dtype(), "redistribute");
   const CommDebugMode::OpScope label("redistribute");  // CommDebugMode attribution
-  DTensor out = ::dtensor::redistribute(
-      *this,
+  auto dst = std::make_shared<const DTensorSpec>(
       spec_->with_placements(Placements(placements.begin(), placements.end()), "redistribute"));
+  DTensor out = async_op && issues_collectives(*spec_, *dst)
+                    ? redistribute_async(*this, std::move(dst))
+                    : ::dtensor::redistribute(*this, *dst);
   const DTensor* in[] = {this};
   return autograd::record_function(
       "RedistributeBackward", in, std::move(out),
@@ -67,7 +116,7 @@ DTensor DTensor::local() const {
 
 DTensor DTensor::local(PlacementSpan grad_placements) const {
   DT_CHECK(defined(), "[to_local] the DTensor is undefined (expected a DTensor)");
-  DTensor out = local_dtensor(local_);
+  DTensor out = local_dtensor(to_local());
   DT_CHECK(grad_placements.size() == placements().size(),
            "[to_local] got %d grad_placements %s for a %d-d mesh (expected one per mesh dim)",
            grad_placements.size(), placements_str(grad_placements), placements().size());

@@ -40,6 +40,12 @@ CommDebugMode::~CommDebugMode() {
   detail::g_alive_modes.fetch_sub(1, std::memory_order_relaxed);
 }
 
+// Silence hides this thread's scopes (and restores them): record() then finds none.
+CommDebugMode::Silence::Silence() : saved_(std::exchange(t_top, nullptr)) {}
+CommDebugMode::Silence::~Silence() {
+  t_top = saved_;
+}
+
 bool CommDebugMode::active() {
   return t_top != nullptr;
 }
@@ -78,19 +84,36 @@ void CommDebugMode::record(CollectiveKind kind, int64_t bytes, int64_t ranks) {
 }
 
 void CommDebugMode::add(CollectiveKind kind, int64_t bytes, int64_t ranks) {
-  counts_[static_cast<size_t>(kind)] += 1;
-  bytes_[static_cast<size_t>(kind)] += bytes;
   if (ranks == 1) single_rank_count_ += 1;
-  const std::string& module = t_labels.module.empty() ? std::string("Global") : t_labels.module;
-  const std::string& op = t_labels.op.empty() ? std::string("-") : t_labels.op;
+  add_attributed(kind, 1, bytes, t_labels.module.empty() ? std::string("Global") : t_labels.module,
+                 t_labels.backward, t_labels.op.empty() ? std::string("-") : t_labels.op);
+}
+
+void CommDebugMode::add_attributed(CollectiveKind kind, int64_t count, int64_t bytes,
+                                   const std::string& module, bool backward,
+                                   const std::string& op) {
+  counts_[static_cast<size_t>(kind)] += count;
+  bytes_[static_cast<size_t>(kind)] += bytes;
   for (Record& r : records_) {
-    if (r.kind == kind && r.backward == t_labels.backward && r.module == module && r.op == op) {
-      r.count += 1;
+    if (r.kind == kind && r.backward == backward && r.module == module && r.op == op) {
+      r.count += count;
       r.bytes += bytes;
       return;
     }
   }
-  records_.push_back(Record{module, t_labels.backward, op, kind, 1, bytes});
+  records_.push_back(Record{module, backward, op, kind, count, bytes});
+}
+
+CommDebugMode::Attribution CommDebugMode::current_attribution() {
+  return Attribution{t_labels.module, t_labels.op, t_labels.backward};
+}
+
+void CommDebugMode::replay(const std::vector<Record>& records) {
+  for (CommDebugMode* m = t_top; m != nullptr; m = m->parent_) {
+    for (const Record& r : records) {
+      m->add_attributed(r.kind, r.count, r.bytes, r.module, r.backward, r.op);
+    }
+  }
 }
 
 int64_t CommDebugMode::single_rank_count() const {

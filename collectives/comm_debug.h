@@ -80,8 +80,30 @@ class CommDebugMode {
 
   /// Called by Communicator for every issued operation, with its communicator's size.
   static void record(CollectiveKind kind, int64_t bytes, int64_t ranks);
+  /// The labels collectives issued on this thread now are attributed to.
+  struct Attribution {
+    std::string module;     ///< dotted module path ("" outside any module)
+    std::string op;         ///< the op ("" when none)
+    bool backward = false;  ///< the backward phase
+  };
+  static Attribution current_attribution();
+  /// Adds `records` (collectives issued on another thread: an async operation, see
+  /// comm_worker.h) to every scope alive on this thread, with their own attribution.
+  static void replay(const std::vector<Record>& records);
   /// True while a CommDebugMode is alive on this thread (labels are pushed only then).
   static bool active();
+  /// RAII: collectives issued on this thread while it lives are not counted (their caller
+  /// counted them already, see parallel/data_parallel/grad_comm.cc).
+  class Silence {
+   public:
+    Silence();
+    ~Silence();
+    Silence(const Silence&) = delete;
+    Silence& operator=(const Silence&) = delete;
+
+   private:
+    CommDebugMode* saved_;
+  };
   /// The dotted module path labels currently pushed ("" outside any module).
   static std::string current_module();
 
@@ -129,6 +151,9 @@ class CommDebugMode {
 
  private:
   void add(CollectiveKind kind, int64_t bytes, int64_t ranks);
+  // Adds `count` operations of `kind` attributed to (module, op, backward).
+  void add_attributed(CollectiveKind kind, int64_t count, int64_t bytes, const std::string& module,
+                      bool backward, const std::string& op);
 
   std::array<int64_t, kNumCollectiveKinds> counts_{};
   std::array<int64_t, kNumCollectiveKinds> bytes_{};

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "collectives/comm_worker.h"
 #include "collectives/cuda_support.h"
 #include "collectives/debug_log.h"
 #include "collectives/mpi/mpi_check.h"
@@ -43,6 +44,8 @@ bool mpi_active() {
 // Completes the Work still in flight (so that waiting on it later, or dropping it, needs no
 // MPI), drops the cached communicators (they free their MPI/NCCL handles) and finalises MPI.
 void shutdown_locked(RuntimeState& s) {
+  // Async tasks first: they may still issue collectives.
+  if (mpi_active()) detail::stop_comm_thread();
   if (s.we_initialized && mpi_active()) detail::complete_pending_mpi_work();
   s.world_cuda.reset();
   s.world_cpu.reset();

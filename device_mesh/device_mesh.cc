@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "collectives/comm_worker.h"
 #include "collectives/runtime.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
@@ -456,6 +457,9 @@ CommunicatorPtr DeviceMesh::flattened_communicator(const std::vector<int64_t>& d
     for (size_t j = 0; j < moving.size(); ++j) full[moving[j]] = gc[j];
     key.ranks.push_back(m.ranks[detail::ravel(full, m.shape)]);
   }
+  // Creating it issues collectives while holding the registry lock, which an async task may
+  // need: earlier tasks run first.
+  if (detail::async_outstanding() && !detail::on_comm_thread()) detail::drain_async();
   detail::Registry& reg = detail::registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   auto found = reg.flattened.find(key);

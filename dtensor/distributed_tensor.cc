@@ -287,6 +287,15 @@ Tensor broadcast_replicas(Tensor local, const DeviceMesh& mesh, PlacementSpan pl
 DTensor::DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec)
     : local_(std::move(local)), spec_(std::move(spec)) {}
 
+DTensor::DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec, WorkPtr pending)
+    : local_(std::move(local)), spec_(std::move(spec)), pending_(std::move(pending)) {}
+
+void DTensor::wait() const {
+  if (pending_ == nullptr) return;
+  pending_->wait();  // throws the task's error (pending_ stays set: every use throws it)
+  pending_.reset();
+}
+
 DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, PlacementSpan placements,
                             bool run_check, IntSpan shape, IntSpan stride) {
   DT_CHECK(local.defined(), "[from_local] the local tensor is undefined (expected a tensor)");
@@ -458,7 +467,7 @@ std::shared_ptr<autograd::Node> DTensor::grad_fn() const {
 }
 
 DTensor DTensor::detach() const {
-  return DTensor(local_, spec_);
+  return DTensor(local_, spec_, pending_);
 }
 
 const DeviceMesh& self_mesh(DeviceType device_type) {

@@ -36,6 +36,10 @@ class DTensor {
   // Wraps a local shard that already matches `spec` (no checks, no communication). Used by
   // the library itself; users call from_local.
   DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec);
+  // A DTensor whose local shard is still being computed by `pending` (an async redistribute):
+  // `local` has the shard's shape and is filled when `pending` completes; to_local() (so every
+  // op, full_tensor, a kernel reading it) waits for it first, nothing earlier does.
+  DTensor(Tensor local, std::shared_ptr<const DTensorSpec> spec, WorkPtr pending);
 
   // Builds a DTensor from each rank's local piece (PyTorch DTensor.from_local).
   // `shape`/`stride` give the global geometry when the shards are uneven; when empty the
@@ -65,7 +69,16 @@ class DTensor {
   bool defined() const { return spec_ != nullptr; }
   // This process's shard (empty on ranks outside the mesh). The raw local tensor: not
   // recorded by autograd (see local()).
-  const Tensor& to_local() const { return local_; }
+  const Tensor& to_local() const {
+    if (pending_ != nullptr) [[unlikely]] wait();
+    return local_;
+  }
+  // Whether the local shard is still pending (an async redistribute that has not completed
+  // yet); never blocks.
+  bool is_pending() const { return pending_ != nullptr && !pending_->is_completed(); }
+  // Waits for a pending local shard (rethrowing the error of its collectives); a no-op
+  // otherwise. The shard's shape, dtype and spec are known without waiting.
+  void wait() const;
   // The whole global tensor on every rank of the mesh (redistributes to all-Replicate). Not
   // recorded by autograd (see full()).
   Tensor full_tensor() const;
@@ -88,6 +101,12 @@ class DTensor {
   // whose gradient arrives Partial keeps it Partial (reduced later, where it is needed).
   DTensor redistribute(const DeviceMesh& mesh, PlacementSpan placements) const;
   DTensor redistribute(PlacementSpan placements) const;
+  // async_op = true: returns at once with a pending DTensor (is_pending()) whose collectives
+  // run on the communication thread (collectives/comm_worker.h) while the caller goes on; its
+  // first use waits for them. A plan with no collective completes inline. Same result, errors
+  // (raised at the first use) and autograd recording as the blocking form.
+  DTensor redistribute(const DeviceMesh& mesh, PlacementSpan placements, bool async_op) const;
+  DTensor redistribute(PlacementSpan placements, bool async_op) const;
 
   // The spec and its parts: mesh, placements, global shape (== sizes), size of one dim
   // (negative dims allowed), rank, global element count, dtype, and the local shard's device.
@@ -144,6 +163,7 @@ class DTensor {
   Tensor local_;
   std::shared_ptr<const DTensorSpec> spec_;
   std::shared_ptr<AutogradMeta> autograd_;
+  mutable WorkPtr pending_;  // set while the local shard may still be pending; cleared by wait()
 };
 
 // An op's outputs (most ops have one; the inline capacity avoids a heap allocation).

@@ -4,7 +4,7 @@
 // buffer, one MPI_Allreduce, divided by the rank count, unpacked, SGD). Run at each rank count:
 //
 //   mpirun -np N bench_dp [--dim 128] [--layers 4] [--batch 4] [--seq 32] [--iters 20]
-//                         [--warmup 2] [--json FILE]
+//                         [--warmup 2] [--bucket-bytes 1048576] [--json FILE]
 //
 // Times: median over iterations of the max over ranks (variants interleaved, shuffled). Every
 // variant takes the same steps on the same per-rank batches from the same weights; the weights
@@ -19,6 +19,7 @@
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
+#include "collectives/comm_worker.h"
 #include "collectives/runtime.h"
 #include "nn/nn.h"
 #include "ops/loss/loss.h"
@@ -53,12 +54,22 @@ int run(int argc, char** argv) {
   nn::Transformer fsdp(cfg);
   dt::manual_seed(3);
   nn::Transformer hand(cfg);
+  dt::manual_seed(3);
+  nn::Transformer ddp_inline(cfg);  // replicate with async operations inline (no overlap)
+  dt::manual_seed(3);
+  nn::Transformer local(cfg);  // no communication at all: the compute-only step
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {world}, {"dp"});
-  dt::replicate(ddp, mesh);
+  // Buckets of 1 MB (DDP's default is 25 MB): this small model's gradients (~3.6 MB) then
+  // fill several buckets, launched during the backward as a larger model's would be.
+  const int64_t bucket = flags.i64("bucket-bytes", int64_t{1} << 20);
+  dt::replicate(ddp, mesh, {.bucket_cap_bytes = bucket});
+  dt::replicate(ddp_inline, mesh, {.bucket_cap_bytes = bucket});
   dt::fully_shard(fsdp, mesh, {.grouping = {.module_types = {"TransformerBlock"}}});
   dt::optim::SGD opt_ddp(ddp.parameters(), dt::optim::SGDOptions(kLr));
   dt::optim::SGD opt_fsdp(fsdp.parameters(), dt::optim::SGDOptions(kLr));
   dt::optim::SGD opt_hand(hand.parameters(), dt::optim::SGDOptions(kLr));
+  dt::optim::SGD opt_inline(ddp_inline.parameters(), dt::optim::SGDOptions(kLr));
+  dt::optim::SGD opt_local(local.parameters(), dt::optim::SGDOptions(kLr));
 
   // This rank's batch (different on every rank).
   dt::Generator gen(100 + static_cast<uint64_t>(rank));
@@ -98,16 +109,33 @@ int run(int argc, char** argv) {
     }
     opt_hand.step();
   };
-  const std::vector<std::function<void()>> variants = {
-      [&] { dp_step(ddp, opt_ddp); }, [&] { dp_step(fsdp, opt_fsdp); }, hand_step};
+  // The async variants run their gradient reductions on the communication thread
+  // (collectives/comm_worker.h); "replicate, inline" runs the same step with them inline, and
+  // "compute only" takes the local step with no reduction: exposed communication = a variant's
+  // step - the compute-only step.
+  const bool threaded = dt::detail::async_threaded();
+  auto inline_step = [&] {
+    dt::detail::set_async_threaded(false);
+    dp_step(ddp_inline, opt_inline);
+    dt::detail::set_async_threaded(threaded);
+  };
+  auto local_step = [&] {
+    opt_local.zero_grad();
+    forward_backward(local);
+    opt_local.step();
+  };
+  const std::vector<std::function<void()>> variants = {[&] { dp_step(ddp, opt_ddp); },
+                                                       [&] { dp_step(fsdp, opt_fsdp); },
+                                                       hand_step, inline_step, local_step};
   const std::vector<bench::Stats> st =
       bench::time_interleaved(variants, warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
 
   double diff = 0;
   const auto a = ddp.named_parameters(), b = fsdp.named_parameters(), h = hand.named_parameters();
+  const auto c = ddp_inline.named_parameters();
   for (size_t i = 0; i < h.size(); ++i) {
     const auto want = h[i].second.to_local().to(dt::kFloat64).to_vector<double>();
-    for (const auto* m : {&a, &b}) {
+    for (const auto* m : {&a, &b, &c}) {
       const auto got = (*m)[i].second.full_tensor().to(dt::kFloat64).to_vector<double>();
       for (size_t j = 0; j < got.size(); ++j) diff = std::max(diff, std::abs(got[j] - want[j]));
     }
@@ -124,12 +152,33 @@ int run(int argc, char** argv) {
       (long long)seq, world, (long long)iters);
   bench::print0("%-14s %10s %10s %10s %8s\n", "variant", "median_ms", "p10_ms", "p90_ms",
                 "vs_hand");
-  const char* names[] = {"replicate", "fully_shard", "hand-written"};
+  const char* names[] = {"replicate", "fully_shard", "hand-written", "replicate-inline",
+                         "compute-only"};
   for (size_t i = 0; i < st.size(); ++i) {
-    bench::print0("%-14s %10.2f %10.2f %10.2f %8.3f\n", names[i], st[i].median * 1e3,
+    bench::print0("%-16s %10.2f %10.2f %10.2f %8.3f\n", names[i], st[i].median * 1e3,
                   st[i].p10 * 1e3, st[i].p90 * 1e3, st[i].median / st[2].median);
   }
+  // Exposed communication of replicate with and without the communication thread.
+  const double exposed_async = std::max(0.0, st[0].median - st[4].median);
+  const double exposed_inline = std::max(0.0, st[3].median - st[4].median);
+  const double hidden = exposed_inline > 0 ? 1.0 - exposed_async / exposed_inline : 0.0;
+  bench::print0(
+      "exposed communication (step - compute-only): replicate %.2f ms async (communication "
+      "thread: %s), %.2f ms inline; hidden %.0f%%\n",
+      exposed_async * 1e3, threaded ? "on" : "off", exposed_inline * 1e3, hidden * 100);
   bench::print0("weights max |diff| vs hand-written %.3g (targets: ratio <= 1.05)\n", diff);
+  {
+    auto rec = json.record("async_overlap");
+    rec.add("ranks", world)
+        .add("step_async_ms", st[0].median * 1e3)
+        .add("step_inline_ms", st[3].median * 1e3)
+        .add("compute_only_ms", st[4].median * 1e3)
+        .add("exposed_async_ms", exposed_async * 1e3)
+        .add("exposed_inline_ms", exposed_inline * 1e3)
+        .add("hidden_fraction", hidden)
+        .add("threaded", threaded ? 1 : 0);
+    json.write(rec);
+  }
   for (size_t i = 0; i < 2; ++i) {
     auto rec = json.record(names[i]);
     rec.add("ranks", world)

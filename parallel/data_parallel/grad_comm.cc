@@ -1,5 +1,8 @@
 #include "parallel/data_parallel/grad_comm.h"
 
+#include "collectives/comm_debug.h"
+#include "collectives/comm_worker.h"
+
 namespace dtensor::detail {
 
 void DpCollective::wait() {
@@ -11,13 +14,28 @@ DpCollective launch_all_gather(Communicator& comm, const Tensor& output, const T
   return DpCollective(comm.all_gather(output, input));
 }
 
+// Gradient reductions run on the communication thread (collectives/comm_worker.h), so they
+// progress while the backward goes on computing; the tensors are held by the task until it ran.
+// CommDebugMode counts them when launched, on the launching thread (with the labels of the
+// backward node that launched them), as if issued there; inside the task nothing is recorded
+// twice (the inline path, without the thread, records nothing itself either).
 DpCollective launch_reduce_scatter_avg(Communicator& comm, const Tensor& output,
                                        const Tensor& input) {
-  return DpCollective(comm.reduce_scatter(output, input, ReduceOp::kAvg));
+  CommDebugMode::record(CollectiveKind::kReduceScatter, static_cast<int64_t>(input.nbytes()),
+                        comm.size());
+  return DpCollective(submit_async(
+      [c = comm.shared_from_this(), output, input] {
+        c->reduce_scatter(output, input, ReduceOp::kAvg)->wait();
+      },
+      /*capture_debug=*/false));
 }
 
 DpCollective launch_all_reduce_avg(Communicator& comm, const Tensor& tensor) {
-  return DpCollective(comm.all_reduce(tensor, ReduceOp::kAvg));
+  CommDebugMode::record(CollectiveKind::kAllReduce, static_cast<int64_t>(tensor.nbytes()),
+                        comm.size());
+  return DpCollective(submit_async(
+      [c = comm.shared_from_this(), tensor] { c->all_reduce(tensor, ReduceOp::kAvg)->wait(); },
+      /*capture_debug=*/false));
 }
 
 void PendingReductions::add(DpCollective c, std::function<void()> finish) {

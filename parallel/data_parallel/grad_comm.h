@@ -1,8 +1,9 @@
 // The one place data parallel issues its collectives (parameter all-gathers, gradient
 // all-reduces and reduce-scatters). Each launch returns a handle; the caller waits on it only
-// where the result is first needed (before unpacking into parameters or gradients). Today the
-// communicator call completes inside launch, so wait() is cheap; once collectives are async
-// (issue 18 item 1) only these functions change.
+// where the result is first needed (before unpacking into parameters or gradients). The
+// gradient reductions run on the communication thread (collectives/comm_worker.h) and so
+// progress while the backward computes; the parameter all-gather is needed at once and is
+// issued directly.
 #pragma once
 
 #include <functional>
