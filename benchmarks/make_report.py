@@ -427,33 +427,6 @@ def train_section(res, tg):
             f"{r['baseline_median_us'] / 1e3:.2f} | {r['ratio_vs_baseline']:.3f} | "
             f"≤ 1.05: {st} | {r['max_weight_diff']:.2g} |")
     out.append("")
-    if overlap:
-        out += [
-            "Async gradient reductions (`collectives/comm_worker.h`: they run on the "
-            "communication thread while the backward computes): exposed communication = the "
-            "replicate step - the same step with no communication at all (compute only), with "
-            "the thread (async) and with the reductions inline (`set_async_threaded(false)`). "
-            "Target: async hides at least half of it at 2 ranks.",
-            "",
-            "| ranks | compute only ms | step async ms | step inline ms | exposed async ms "
-            "| exposed inline ms | hidden | target |",
-            "|---:|---:|---:|---:|---:|---:|---:|---|",
-        ]
-        for r in sorted(overlap, key=lambda r: r["ranks"]):
-            tgt = ""
-            if r["ranks"] == 2:
-                why = ("intra-node MPI moves the data with the CPU (copies through shared "
-                       "memory), and 2 ranks on 2 cores leave no idle core for the "
-                       "communication thread: its work competes with the backward's instead "
-                       "of running beside it; the collective does progress while the caller "
-                       "computes (test `redistribute: async_op ...`)")
-                tgt = "≥ 50%: " + tg.ge("async hides gradient communication at 2 ranks",
-                                        r["hidden_fraction"], 0.5, why=why)
-            out.append(
-                f"| {r['ranks']} | {r['compute_only_ms']:.2f} | {r['step_async_ms']:.2f} | "
-                f"{r['step_inline_ms']:.2f} | {r['exposed_async_ms']:.2f} | "
-                f"{r['exposed_inline_ms']:.2f} | {r['hidden_fraction'] * 100:.0f}% | {tgt} |")
-        out.append("")
     return out
 
 
@@ -526,6 +499,33 @@ def dp_section(res, tg):
             f"{r['baseline_median_us'] / 1e3:.2f} | {r['ratio_vs_baseline']:.3f} | "
             f"≤ 1.05: {st} | {r['max_weight_diff']:.2g} |")
     out.append("")
+    if overlap:
+        out += [
+            "Async gradient reductions (`collectives/comm_worker.h`: they run on the "
+            "communication thread while the backward computes): exposed communication = the "
+            "replicate step - the same step with no communication at all (compute only), with "
+            "the thread (async) and with the reductions inline (`set_async_threaded(false)`). "
+            "Target: async hides at least half of it at 2 ranks.",
+            "",
+            "| ranks | compute only ms | step async ms | step inline ms | exposed async ms "
+            "| exposed inline ms | hidden | target |",
+            "|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in sorted(overlap, key=lambda r: r["ranks"]):
+            tgt = ""
+            if r["ranks"] == 2:
+                why = ("intra-node MPI moves the data with the CPU (copies through shared "
+                       "memory), and 2 ranks on 2 cores leave no idle core for the "
+                       "communication thread: its work competes with the backward's instead "
+                       "of running beside it; the collective does progress while the caller "
+                       "computes (test `redistribute: async_op ...`)")
+                tgt = "≥ 50%: " + tg.ge("async hides gradient communication at 2 ranks",
+                                        r["hidden_fraction"], 0.5, why=why)
+            out.append(
+                f"| {r['ranks']} | {r['compute_only_ms']:.2f} | {r['step_async_ms']:.2f} | "
+                f"{r['step_inline_ms']:.2f} | {r['exposed_async_ms']:.2f} | "
+                f"{r['exposed_inline_ms']:.2f} | {r['hidden_fraction'] * 100:.0f}% | {tgt} |")
+        out.append("")
     return out
 
 

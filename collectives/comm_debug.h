@@ -86,6 +86,7 @@ class CommDebugMode {
     std::string op;         ///< the op ("" when none)
     bool backward = false;  ///< the backward phase
   };
+  /// The labels current on this thread.
   static Attribution current_attribution();
   /// Adds `records` (collectives issued on another thread: an async operation, see
   /// comm_worker.h) to every scope alive on this thread, with their own attribution.
