@@ -7,6 +7,7 @@
 #include "ops/common/op_checks.h"
 #include "ops/common/type_promotion.h"
 #include "ops/elementwise/elementwise_cuda.h"
+#include "ops/elementwise/elementwise_impl.h"
 #include "ops/elementwise/elementwise_kernels.h"
 #include "tensor/creation.h"
 
@@ -27,11 +28,7 @@ const Tensor& as_dtype(const Tensor& t, DType d, Tensor& buf) {
   return buf;
 }
 
-void check_binary_args(std::string_view op, const Tensor& self, const Tensor& other) {
-  detail::check_defined(op, self, "self");
-  detail::check_defined(op, other, "other");
-  detail::check_same_device(op, self, other, "other");
-}
+using detail::check_binary_args;
 
 void check_not_bool(std::string_view op, DType d, std::string_view arg) {
   DT_CHECK(d != DType::kBool, "[%s] not supported for bool tensors (argument %s)", op, arg);
@@ -49,24 +46,16 @@ DType arithmetic_dtype(std::string_view op, BinaryOp kind, DType common) {
 
 Tensor binary(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other) {
   check_binary_args(op, self, other);
-  const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
-  const DType dt = arithmetic_dtype(op, kind, result_type(self, other));
-  Tensor out = empty(shape, TensorOptions(dt, self.device()));
-  Tensor b1, b2;
-  (self.device().is_cuda() ? detail::binary_cuda : detail::binary_cpu)(
-      kind, out, as_dtype(self, dt, b1), as_dtype(other, dt, b2));
-  return out;
+  return detail::binary_op(op, kind, self, other,
+                           arithmetic_dtype(op, kind, result_type(self, other)));
 }
 
 Tensor binary_scalar(std::string_view op, BinaryOp kind, const Tensor& self, const Scalar& other,
                      bool scalar_first) {
   detail::check_defined(op, self, "self");
-  const DType dt = arithmetic_dtype(op, kind, result_type(self, other));
-  Tensor out = empty(self.sizes(), TensorOptions(dt, self.device()));
-  Tensor b1;
-  (self.device().is_cuda() ? detail::binary_scalar_cuda : detail::binary_scalar_cpu)(
-      kind, out, as_dtype(self, dt, b1), other, scalar_first);
-  return out;
+  return detail::binary_scalar_op(kind, self, other,
+                                  arithmetic_dtype(op, kind, result_type(self, other)),
+                                  scalar_first);
 }
 
 Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
@@ -122,14 +111,9 @@ Tensor compare_scalar(std::string_view op, CompareOp kind, const Tensor& self,
   return out;
 }
 
-// Unary op computing in dtype `dt` (x is converted first when needed).
-Tensor unary(std::string_view op, UnaryOp kind, const Tensor& x, DType dt,
+Tensor unary(std::string_view, UnaryOp kind, const Tensor& x, DType dt,
              const Scalar& param = Scalar()) {
-  Tensor out = empty(x.sizes(), TensorOptions(dt, x.device()));
-  Tensor b1;
-  (x.device().is_cuda() ? detail::unary_cuda : detail::unary_cpu)(kind, out, as_dtype(x, dt, b1),
-                                                                  param);
-  return out;
+  return detail::unary_op(kind, x, dt, param);
 }
 
 // exp, log, ...: integer and bool inputs compute in float32.
@@ -149,6 +133,42 @@ Tensor activation(std::string_view op, UnaryOp kind, const Tensor& x) {
 }
 
 }  // namespace
+
+namespace detail {
+
+void check_binary_args(std::string_view op, const Tensor& self, const Tensor& other) {
+  check_defined(op, self, "self");
+  check_defined(op, other, "other");
+  check_same_device(op, self, other, "other");
+}
+
+Tensor binary_op(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other,
+                 DType dt) {
+  const Shape shape = broadcast_pair(op, self.sizes(), other.sizes(), "other");
+  Tensor out = empty(shape, TensorOptions(dt, self.device()));
+  Tensor b1, b2;
+  (self.device().is_cuda() ? binary_cuda : binary_cpu)(kind, out, as_dtype(self, dt, b1),
+                                                       as_dtype(other, dt, b2));
+  return out;
+}
+
+Tensor binary_scalar_op(BinaryOp kind, const Tensor& self, const Scalar& other, DType dt,
+                        bool scalar_first) {
+  Tensor out = empty(self.sizes(), TensorOptions(dt, self.device()));
+  Tensor b1;
+  (self.device().is_cuda() ? binary_scalar_cuda : binary_scalar_cpu)(
+      kind, out, as_dtype(self, dt, b1), other, scalar_first);
+  return out;
+}
+
+Tensor unary_op(UnaryOp kind, const Tensor& x, DType dt, const Scalar& param) {
+  Tensor out = empty(x.sizes(), TensorOptions(dt, x.device()));
+  Tensor b1;
+  (x.device().is_cuda() ? unary_cuda : unary_cpu)(kind, out, as_dtype(x, dt, b1), param);
+  return out;
+}
+
+}  // namespace detail
 
 Tensor add(const Tensor& self, const Tensor& other) {
   return binary("add", BinaryOp::kAdd, self, other);

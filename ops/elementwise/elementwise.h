@@ -8,6 +8,8 @@
 // "[add] cannot broadcast shapes [2, 3] and [4] (argument other)".
 #pragma once
 
+#include <optional>
+
 #include "dtensor/distributed_tensor.h"
 #include "tensor/tensor.h"
 
@@ -81,6 +83,62 @@ Tensor sign(const Tensor& x);
 // x ** exponent. The dtype is result_type(x, exponent): an integer tensor with an integer
 // exponent stays integer (negative integer exponents raise), a floating exponent gives float32.
 Tensor pow(const Tensor& x, const Scalar& exponent);
+
+// ---- more pointwise math (elementwise_math.cc) -------------------------------------------------
+// x * x, same dtype (bool raises).
+Tensor square(const Tensor& x);
+// x ** exponent elementwise in result_type(x, exponent). Integers: a negative exponent gives
+// 1 for x = 1, +-1 for x = -1 and 0 otherwise (PyTorch's integer pow).
+Tensor pow(const Tensor& x, const Tensor& exponent);
+// Remainders in result_type(self, other) (bool raises): fmod has the sign of self (C's fmod,
+// truncated division), remainder the sign of other (Python's %, floored division). Integer
+// division by zero raises "[fmod] integer division by zero"; floating gives NaN.
+Tensor fmod(const Tensor& self, const Tensor& other);
+Tensor fmod(const Tensor& self, const Scalar& other);
+Tensor remainder(const Tensor& self, const Tensor& other);
+Tensor remainder(const Tensor& self, const Scalar& other);
+// atan2(self, other) = the angle of (other, self); integers give float32. hypot(self, other) =
+// sqrt(self^2 + other^2) without overflow, floating inputs only.
+Tensor atan2(const Tensor& self, const Tensor& other);
+Tensor hypot(const Tensor& self, const Tensor& other);
+// min(max(x, min), max) elementwise (a bound left out is not applied; at least one is needed);
+// dtype result_type(x, min, max); NaN stays NaN; min > max gives max everywhere, as PyTorch.
+// clip is clamp.
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
+Tensor clamp_min(const Tensor& x, const Scalar& min);
+Tensor clamp_max(const Tensor& x, const Scalar& max);
+Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+// NaN -> nan, +inf -> posinf, -inf -> neginf (defaults: 0, the dtype's largest and lowest finite
+// values); integer and bool tensors are returned copied.
+Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
+// Bool tests of floating values (integer and bool tensors: no NaN, no infinity).
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isposinf(const Tensor& x);
+Tensor isneginf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+// Logical ops on any dtype (nonzero is true), bool result, broadcasting.
+Tensor logical_not(const Tensor& x);
+Tensor logical_and(const Tensor& self, const Tensor& other);
+Tensor logical_or(const Tensor& self, const Tensor& other);
+Tensor logical_xor(const Tensor& self, const Tensor& other);
+// Bitwise ops on integer and bool tensors (result_type; floating raises); on bool they are the
+// logical ops.
+Tensor bitwise_and(const Tensor& self, const Tensor& other);
+Tensor bitwise_or(const Tensor& self, const Tensor& other);
+Tensor bitwise_xor(const Tensor& self, const Tensor& other);
+Tensor bitwise_not(const Tensor& x);
+// start + weight * (end - start), floating inputs only.
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+// self + value * tensor1 * tensor2, and self + value * tensor1 / tensor2 (integer division
+// refused).
+Tensor addcmul(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+               const Scalar& value = Scalar(int64_t{1}));
+Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+               const Scalar& value = Scalar(int64_t{1}));
 
 // ---- activations -----------------------------------------------------------------------------
 // max(x, 0); same dtype (integers allowed, bool raises). NaN stays NaN.
@@ -212,6 +270,44 @@ DTensor gelu(const DTensor& x, GeluApproximate approximate = GeluApproximate::kN
 DTensor silu(const DTensor& x);
 DTensor maximum(const DTensor& self, const DTensor& other);
 DTensor minimum(const DTensor& self, const DTensor& other);
+
+// DTensor forms of the pointwise math above (same semantics). Integer fmod / remainder by
+// zero is raised on every rank that may hold different divisors. The predicates, logical and
+// bitwise ops are not differentiable.
+DTensor square(const DTensor& x);
+DTensor pow(const DTensor& x, const DTensor& exponent);
+DTensor fmod(const DTensor& self, const DTensor& other);
+DTensor fmod(const DTensor& self, const Scalar& other);
+DTensor remainder(const DTensor& self, const DTensor& other);
+DTensor remainder(const DTensor& self, const Scalar& other);
+DTensor atan2(const DTensor& self, const DTensor& other);
+DTensor hypot(const DTensor& self, const DTensor& other);
+DTensor clamp(const DTensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+DTensor clamp(const DTensor& x, const DTensor& min, const DTensor& max);
+DTensor clamp_min(const DTensor& x, const Scalar& min);
+DTensor clamp_max(const DTensor& x, const Scalar& max);
+DTensor clip(const DTensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+DTensor nan_to_num(const DTensor& x, double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                   std::optional<double> neginf = std::nullopt);
+DTensor isnan(const DTensor& x);
+DTensor isinf(const DTensor& x);
+DTensor isposinf(const DTensor& x);
+DTensor isneginf(const DTensor& x);
+DTensor isfinite(const DTensor& x);
+DTensor logical_not(const DTensor& x);
+DTensor logical_and(const DTensor& self, const DTensor& other);
+DTensor logical_or(const DTensor& self, const DTensor& other);
+DTensor logical_xor(const DTensor& self, const DTensor& other);
+DTensor bitwise_and(const DTensor& self, const DTensor& other);
+DTensor bitwise_or(const DTensor& self, const DTensor& other);
+DTensor bitwise_xor(const DTensor& self, const DTensor& other);
+DTensor bitwise_not(const DTensor& x);
+DTensor lerp(const DTensor& start, const DTensor& end, const Scalar& weight);
+DTensor lerp(const DTensor& start, const DTensor& end, const DTensor& weight);
+DTensor addcmul(const DTensor& self, const DTensor& tensor1, const DTensor& tensor2,
+                const Scalar& value = Scalar(int64_t{1}));
+DTensor addcdiv(const DTensor& self, const DTensor& tensor1, const DTensor& tensor2,
+                const Scalar& value = Scalar(int64_t{1}));
 
 // DTensor comparisons (bool result, as above).
 DTensor eq(const DTensor& self, const DTensor& other);

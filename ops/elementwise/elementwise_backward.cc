@@ -21,7 +21,7 @@ namespace {
 using autograd::BackwardContext;
 using Grads = absl::Span<const DTensor>;
 
-constexpr uint32_t kIn0 = 1u, kIn1 = 2u, kIn01 = 3u, kOut0 = 1u;
+constexpr uint32_t kIn0 = 1u, kIn1 = 2u, kIn01 = 3u, kIn12 = 6u, kIn012 = 7u, kOut0 = 1u;
 
 // The gradient for input i: reduce_to its spec when it needs one.
 DTensor for_input(const BackwardContext& c, int64_t i, const DTensor& g) {
@@ -174,6 +174,106 @@ DTensorList cast_bw(const BackwardContext& c, Grads g) {
   return {cast(g[0], c.input_spec(0).dtype())};
 }
 
+// The pointwise math of elementwise_math.cc.
+DTensor masked(const DTensor& g, const DTensor& mask) {
+  return g * as_float(mask, g.dtype());
+}
+DTensorList square_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * c.input(0) * 2.0)};
+}
+// d/dx x^e = e x^(e-1) (0 where e = 0), d/de x^e = x^e ln x (0 where x = 0 and e >= 0), as
+// PyTorch.
+DTensorList pow_tensor_bw(const BackwardContext& c, Grads g) {
+  const DTensor &x = c.input(0), &e = c.input(1);
+  DTensorList out(2);
+  if (c.needs_input_grad(0)) {
+    const DTensor d = g[0] * e * pow(x, e - 1.0);
+    out[0] = for_input(c, 0, where(eq(e, Scalar(0)), zeros_like(d), d));
+  }
+  if (c.needs_input_grad(1)) {
+    const DTensor d = g[0] * c.output(0) * log(x);
+    out[1] = for_input(c, 1,
+                       where(logical_and(eq(x, Scalar(0)), ge(e, Scalar(0))), zeros_like(d), d));
+  }
+  return out;
+}
+// fmod(x, y) = x - trunc(x / y) y, remainder(x, y) = x - floor(x / y) y.
+template <bool kFmod>
+DTensorList mod_bw(const BackwardContext& c, Grads g) {
+  DTensorList out = {for_input(c, 0, g[0]), DTensor()};
+  if (c.needs_input_grad(1)) {
+    const DTensor q = c.input(0) / c.input(1);
+    out[1] = for_input(c, 1, -g[0] * (kFmod ? trunc(q) : floor(q)));
+  }
+  return out;
+}
+// atan2(y, x): dy = x / (x^2 + y^2), dx = -y / (x^2 + y^2).
+DTensorList atan2_bw(const BackwardContext& c, Grads g) {
+  const DTensor &y = c.input(0), &x = c.input(1);
+  const DTensor scaled = g[0] / (x * x + y * y);
+  return {c.needs_input_grad(0) ? for_input(c, 0, scaled * x) : DTensor(),
+          c.needs_input_grad(1) ? for_input(c, 1, -scaled * y) : DTensor()};
+}
+DTensorList hypot_bw(const BackwardContext& c, Grads g) {
+  const DTensor scaled = g[0] / c.output(0);
+  return {c.needs_input_grad(0) ? for_input(c, 0, scaled * c.input(0)) : DTensor(),
+          c.needs_input_grad(1) ? for_input(c, 1, scaled * c.input(1)) : DTensor()};
+}
+// The gradient passes where the bounds did not bind (bounds included, as PyTorch).
+DTensorList clamp_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  return {for_input(c, 0, masked(g[0], logical_and(ge(x, c.scalar(0)), le(x, c.scalar(1)))))};
+}
+DTensorList clamp_min_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, masked(g[0], ge(c.input(0), c.scalar(0))))};
+}
+DTensorList clamp_max_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, masked(g[0], le(c.input(0), c.scalar(0))))};
+}
+// Tensor bounds: self where min <= self <= max; min where self < min < max; max where
+// self > max or max < min (then the result is max everywhere), as PyTorch.
+DTensorList clamp_tensor_bw(const BackwardContext& c, Grads g) {
+  const DTensor &x = c.input(0), &lo = c.input(1), &hi = c.input(2);
+  DTensorList out(3);
+  if (c.needs_input_grad(0)) out[0] = for_input(c, 0, masked(g[0], logical_and(ge(x, lo), le(x, hi))));
+  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, masked(g[0], logical_and(lt(x, lo), lt(lo, hi))));
+  if (c.needs_input_grad(2)) out[2] = for_input(c, 2, masked(g[0], logical_or(gt(x, hi), lt(hi, lo))));
+  return out;
+}
+DTensorList nan_to_num_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, masked(g[0], isfinite(c.input(0))))};
+}
+DTensorList lerp_scalar_bw(const BackwardContext& c, Grads g) {
+  const double w = c.scalar(0).to_double();
+  return {c.needs_input_grad(0) ? for_input(c, 0, g[0] * (1.0 - w)) : DTensor(),
+          c.needs_input_grad(1) ? for_input(c, 1, g[0] * w) : DTensor()};
+}
+DTensorList lerp_bw(const BackwardContext& c, Grads g) {
+  const DTensor& w = c.input(2);
+  DTensorList out(3);
+  if (c.needs_input_grad(0)) out[0] = for_input(c, 0, g[0] - g[0] * w);
+  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, g[0] * w);
+  if (c.needs_input_grad(2)) out[2] = for_input(c, 2, g[0] * (c.input(1) - c.input(0)));
+  return out;
+}
+// self + v t1 t2 and self + v t1 / t2.
+DTensorList addcmul_bw(const BackwardContext& c, Grads g) {
+  const Scalar v = c.scalar(0);
+  DTensorList out = {for_input(c, 0, g[0]), DTensor(), DTensor()};
+  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, g[0] * c.input(2) * v);
+  if (c.needs_input_grad(2)) out[2] = for_input(c, 2, g[0] * c.input(1) * v);
+  return out;
+}
+DTensorList addcdiv_bw(const BackwardContext& c, Grads g) {
+  const Scalar v = c.scalar(0);
+  const DTensor& t2 = c.input(2);
+  const DTensor scaled = g[0] * v / t2;
+  DTensorList out = {for_input(c, 0, g[0]), DTensor(), DTensor()};
+  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, scaled);
+  if (c.needs_input_grad(2)) out[2] = for_input(c, 2, -scaled * c.input(1) / t2);
+  return out;
+}
+
 }  // namespace
 
 PointwiseGrad pointwise_grad(std::string_view name) {
@@ -220,6 +320,23 @@ PointwiseGrad pointwise_grad(std::string_view name) {
       {"sign", {zero_bw, 0}},
       {"frac", {same_bw}},
       {"cast", {cast_bw}},
+      {"square", {square_bw, kIn0}},
+      {"pow.Tensor", {pow_tensor_bw, kIn01, kOut0}},
+      {"fmod", {mod_bw<true>, kIn01}},
+      {"remainder", {mod_bw<false>, kIn01}},
+      {"fmod.Scalar", {same_bw}},
+      {"remainder.Scalar", {same_bw}},
+      {"atan2", {atan2_bw, kIn01}},
+      {"hypot", {hypot_bw, kIn01, kOut0}},
+      {"clamp", {clamp_bw, kIn0}},
+      {"clamp_min", {clamp_min_bw, kIn0}},
+      {"clamp_max", {clamp_max_bw, kIn0}},
+      {"clamp.Tensor", {clamp_tensor_bw, kIn012}},
+      {"nan_to_num", {nan_to_num_bw, kIn0}},
+      {"lerp.Scalar", {lerp_scalar_bw}},
+      {"lerp", {lerp_bw, kIn012}},
+      {"addcmul", {addcmul_bw, kIn12}},
+      {"addcdiv", {addcdiv_bw, kIn12}},
       {"add_", {add_bw}},
       {"sub_", {sub_bw}},
       // In place: the formulas of the out-of-place ops (input 0 saved is self's old value).

@@ -3,6 +3,7 @@
 
 #include "ops/common/cpu_loops.h"
 #include "ops/elementwise/elementwise_kernels.h"
+#include "ops/elementwise/pointwise_math.h"
 
 namespace dtensor::detail {
 
@@ -44,6 +45,42 @@ void binary_typed(BinaryOp op, const ElementwiseIter& it) {
       break;
     case BinaryOp::kMaximum: return cpu_kernel<T, T, T>(it, [](C a, C b) { return max_nan(a, b); });
     case BinaryOp::kMinimum: return cpu_kernel<T, T, T>(it, [](C a, C b) { return min_nan(a, b); });
+    case BinaryOp::kPow: return cpu_kernel<T, T, T>(it, [](C a, C b) { return pow_op(a, b); });
+    case BinaryOp::kFmod:
+      if constexpr (!std::is_same_v<C, bool>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) { return fmod_op(a, b); });
+      }
+      break;
+    case BinaryOp::kRemainder:
+      if constexpr (!std::is_same_v<C, bool>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) { return remainder_op(a, b); });
+      }
+      break;
+    case BinaryOp::kAtan2:
+      if constexpr (std::is_floating_point_v<C>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) { return atan2_op(a, b); });
+      }
+      break;
+    case BinaryOp::kHypot:
+      if constexpr (std::is_floating_point_v<C>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) { return hypot_op(a, b); });
+      }
+      break;
+    case BinaryOp::kBitAnd:
+      if constexpr (std::is_integral_v<C>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) -> C { return a & b; });
+      }
+      break;
+    case BinaryOp::kBitOr:
+      if constexpr (std::is_integral_v<C>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) -> C { return a | b; });
+      }
+      break;
+    case BinaryOp::kBitXor:
+      if constexpr (std::is_integral_v<C>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) -> C { return a ^ b; });
+      }
+      break;
   }
   DT_FAIL("[binary_cpu] op %d not supported for %s", static_cast<int>(op),
           dtype_name(dtype_of_v<T>));
@@ -68,6 +105,18 @@ void binary_scalar_typed(BinaryOp op, const ElementwiseIter& it, const Scalar& s
       break;
     case BinaryOp::kMaximum: return cpu_kernel<T, T>(it, [v](C a) { return max_nan(a, v); });
     case BinaryOp::kMinimum: return cpu_kernel<T, T>(it, [v](C a) { return min_nan(a, v); });
+    case BinaryOp::kFmod:
+      if constexpr (!std::is_same_v<C, bool>) {
+        return cpu_kernel<T, T>(it, [v](C a) { return fmod_op(a, v); });
+      }
+      break;
+    case BinaryOp::kRemainder:
+      if constexpr (!std::is_same_v<C, bool>) {
+        return cpu_kernel<T, T>(it, [v](C a) { return remainder_op(a, v); });
+      }
+      break;
+    default:  // the other ops have no scalar form here (pow: unary kPow)
+      break;
   }
   DT_FAIL("[binary_cpu] op %d not supported for %s", static_cast<int>(op),
           dtype_name(dtype_of_v<T>));
@@ -122,6 +171,17 @@ void compare_cpu(CompareOp op, const Tensor& out, const Tensor& a, const Tensor&
 void compare_scalar_cpu(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s) {
   const ElementwiseIter it(out, {&a});
   dispatch_dtype(a.dtype(), [&]<typename T>() { compare_scalar_typed<T>(op, it, s); });
+}
+
+void nan_to_num_cpu(const Tensor& out, const Tensor& a, double nan, double posinf,
+                    double neginf) {
+  const ElementwiseIter it(out, {&a});
+  dispatch_floating(out.dtype(), "nan_to_num", [&]<typename T>() {
+    using C = compute_t<T>;
+    // The replacements as T holds them (a float16 posinf of 1e30 becomes inf, as PyTorch).
+    const C n = C(T(C(nan))), p = C(T(C(posinf))), m = C(T(C(neginf)));
+    cpu_kernel<T, T>(it, [n, p, m](C x) { return nan_to_num_op(x, n, p, m); });
+  });
 }
 
 void where_cpu(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {

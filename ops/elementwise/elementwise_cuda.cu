@@ -5,6 +5,7 @@
 #include "ops/common/loops_cuda.cuh"
 #include "ops/elementwise/elementwise_cuda.h"
 #include "ops/elementwise/int_pow.h"
+#include "ops/elementwise/pointwise_math.h"
 
 namespace dtensor::detail {
 
@@ -56,6 +57,44 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
       return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return max_nan(x, y); });
     case BinaryOp::kMinimum:
       return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return min_nan(x, y); });
+    case BinaryOp::kPow:
+      return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return pow_op(x, y); });
+    case BinaryOp::kFmod:
+      if constexpr (!std::is_same_v<C, bool>) {
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return fmod_op(x, y); });
+      }
+      break;
+    case BinaryOp::kRemainder:
+      if constexpr (!std::is_same_v<C, bool>) {
+        return gpu_kernel<T, T, T>(out, in,
+                                   [] __device__(C x, C y) { return remainder_op(x, y); });
+      }
+      break;
+    case BinaryOp::kAtan2:
+      if constexpr (std::is_floating_point_v<C>) {
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return atan2_op(x, y); });
+      }
+      break;
+    case BinaryOp::kHypot:
+      if constexpr (std::is_floating_point_v<C>) {
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return hypot_op(x, y); });
+      }
+      break;
+    case BinaryOp::kBitAnd:
+      if constexpr (std::is_integral_v<C>) {
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) -> C { return x & y; });
+      }
+      break;
+    case BinaryOp::kBitOr:
+      if constexpr (std::is_integral_v<C>) {
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) -> C { return x | y; });
+      }
+      break;
+    case BinaryOp::kBitXor:
+      if constexpr (std::is_integral_v<C>) {
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) -> C { return x ^ y; });
+      }
+      break;
   }
   DT_FAIL("[binary_cuda] op %d not supported for %s", static_cast<int>(op),
           dtype_name(dtype_of_v<T>));
@@ -88,6 +127,18 @@ void binary_scalar_typed(BinaryOp op, const Tensor& out, const Tensor& a, const 
       return gpu_kernel<T, T>(out, in, [v] __device__(C x) { return max_nan(x, v); });
     case BinaryOp::kMinimum:
       return gpu_kernel<T, T>(out, in, [v] __device__(C x) { return min_nan(x, v); });
+    case BinaryOp::kFmod:
+      if constexpr (!std::is_same_v<C, bool>) {
+        return gpu_kernel<T, T>(out, in, [v] __device__(C x) { return fmod_op(x, v); });
+      }
+      break;
+    case BinaryOp::kRemainder:
+      if constexpr (!std::is_same_v<C, bool>) {
+        return gpu_kernel<T, T>(out, in, [v] __device__(C x) { return remainder_op(x, v); });
+      }
+      break;
+    default:  // the other ops have no scalar form here (pow: unary kPow)
+      break;
   }
   DT_FAIL("[binary_cuda] op %d not supported for %s", static_cast<int>(op),
           dtype_name(dtype_of_v<T>));
@@ -206,7 +257,11 @@ void float_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& p
       if (e == C(1)) return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x; });
       return gpu_kernel<T, T>(out, in, [e] __device__(C x) -> C { return pow(x, e); });
     }
+    default:
+      break;
   }
+  DT_FAIL("[unary_cuda] op %d not supported for %s", static_cast<int>(op),
+          dtype_name(dtype_of_v<T>));
 }
 
 template <typename T>
@@ -226,6 +281,8 @@ void int_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& par
       return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return x; });
     case UnaryOp::kSign:
       return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return T((x > 0) - (x < 0)); });
+    case UnaryOp::kBitNot:
+      return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return static_cast<T>(~x); });
     case UnaryOp::kPow: {
       const int64_t e = param.to_int();
       return gpu_kernel<T, T>(out, in, [e] __device__(T x) -> T { return int_pow(x, e); });
@@ -271,6 +328,16 @@ void activation_backward_typed(ActivationGrad op, const Tensor& out, const Tenso
       return gpu_kernel<T, T, T>(out, in,
                                  [] __device__(C gv, C y) -> C { return gv * (C(1) - y * y); });
   }
+}
+
+// The replacements as T holds them, as nan_to_num_cpu. (A __device__ lambda may not sit inside
+// the generic dispatch lambda, hence a function template.)
+template <typename T>
+void nan_to_num_typed(const Tensor& out, const Tensor& a, double nan, double posinf,
+                      double neginf) {
+  using C = compute_t<T>;
+  const C n = C(T(C(nan))), p = C(T(C(posinf))), m = C(T(C(neginf)));
+  gpu_kernel<T, T>(out, {&a}, [n, p, m] __device__(C x) { return nan_to_num_op(x, n, p, m); });
 }
 
 // Element moves by size: where selects stored values, no float round trip.
@@ -332,6 +399,13 @@ void activation_backward_cuda(ActivationGrad op, const Tensor& out, const Tensor
                               const Tensor& x) {
   dispatch_floating(out.dtype(), "activation_backward_cuda",
                     [&]<typename T>() { activation_backward_typed<T>(op, out, grad, x); });
+}
+
+void nan_to_num_cuda(const Tensor& out, const Tensor& a, double nan, double posinf,
+                     double neginf) {
+  dispatch_floating(out.dtype(), "nan_to_num", [&]<typename T>() {
+    nan_to_num_typed<T>(out, a, nan, posinf, neginf);
+  });
 }
 
 void where_cuda(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {

@@ -15,6 +15,8 @@ void binary_scalar_cuda(BinaryOp op, const Tensor& out, const Tensor& a, const S
 void compare_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b);
 void compare_scalar_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s);
 void unary_cuda(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param);
+void nan_to_num_cuda(const Tensor& out, const Tensor& a, double nan, double posinf,
+                     double neginf);
 void where_cuda(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void activation_backward_cuda(ActivationGrad op, const Tensor& out, const Tensor& grad,
                               const Tensor& x);

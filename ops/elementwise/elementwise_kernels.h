@@ -10,12 +10,17 @@
 
 namespace dtensor::detail {
 
-enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum };
+enum class BinaryOp : uint8_t {
+  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
+  kPow, kFmod, kRemainder, kAtan2, kHypot,  // pointwise_math.h
+  kBitAnd, kBitOr, kBitXor                  // integers and bool only
+};
 enum class CompareOp : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 enum class UnaryOp : uint8_t {
   kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kSigmoid, kTanh, kRelu, kGelu, kGeluTanh, kSilu, kPow,
   kSin, kCos, kTan, kErf, kExp2, kExpm1, kLog1p, kLog2, kLog10, kReciprocal,
-  kFloor, kCeil, kRound, kTrunc, kFrac, kSign
+  kFloor, kCeil, kRound, kTrunc, kFrac, kSign,
+  kBitNot  // integers (~x) and bool (!x) only
 };
 
 // out = a op b (all one dtype).
@@ -29,6 +34,8 @@ void compare_cpu(CompareOp op, const Tensor& out, const Tensor& a, const Tensor&
 void compare_scalar_cpu(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s);
 // out = op(a), same dtype; `param` is pow's exponent. Float-only ops get floating dtypes.
 void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param);
+// out = a with NaN, +inf, -inf replaced by the three values (a, out of one floating dtype).
+void nan_to_num_cpu(const Tensor& out, const Tensor& a, double nan, double posinf, double neginf);
 // out = cond ? a : b (cond bool; a, b, out of one dtype).
 void where_cpu(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 

@@ -25,6 +25,9 @@ void compare_scalar_cuda(CompareOp, const Tensor&, const Tensor&, const Scalar&)
 void unary_cuda(UnaryOp, const Tensor&, const Tensor&, const Scalar&) {
   no_cuda("unary");
 }
+void nan_to_num_cuda(const Tensor&, const Tensor&, double, double, double) {
+  no_cuda("nan_to_num");
+}
 void where_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   no_cuda("where");
 }

@@ -7,11 +7,13 @@
 // Example: add(a[4, 6], b[6]) rows: [S(0) | S(0), R], [S(1) | S(1), S(0)].
 #include <string>
 
+#include "dtensor/check_ranks.h"
 #include "dtensor/propagation/dispatch.h"
 #include "ops/common/strategy_util.h"
 #include "ops/common/type_promotion.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/elementwise/elementwise_backward.h"
+#include "ops/elementwise/elementwise_impl.h"
 #include "ops/register_all.h"
 #include "tensor/error.h"
 
@@ -35,9 +37,9 @@ StrategyRows pointwise_rows(const OpSchema& s, const Shape& out) {
 }
 
 enum class DTypeRule : uint8_t {
-  kPromote,       // result_type of the tensor inputs (add, sub, mul, maximum, minimum)
+  kPromote,       // result_type of the tensor inputs (add, sub, mul, maximum, minimum, lerp)
   kFloatPromote,  // floating_result_type(result_type(...)) (div)
-  kBool,          // comparisons
+  kBool,          // comparisons, logical ops, float predicates (not differentiable)
   kSame,          // input 0's dtype (neg)
   kSameNotBool,   // input 0's dtype, bool refused (abs, relu, rounding, sign)
   kFloating,      // input 0's dtype, which must be floating (gelu, silu, frac)
@@ -52,12 +54,23 @@ DType promoted(const OpSchema& s, int64_t i, int64_t j) {
   return result_type(s.input(i).dtype(), s.input(i).ndim(), s.input(j).dtype(), s.input(j).ndim());
 }
 
+// torch.result_type of all tensor inputs (folded pairwise with the 0-d rule).
+DType promoted_all(const OpSchema& s) {
+  DType d = s.input(0).dtype();
+  int64_t ndim = s.input(0).ndim();
+  for (int64_t i = 1; i < s.num_inputs(); ++i) {
+    d = result_type(d, ndim, s.input(i).dtype(), s.input(i).ndim());
+    ndim = std::max(ndim, s.input(i).ndim());
+  }
+  return d;
+}
+
 DType out_dtype(const OpSchema& s, DTypeRule rule, int64_t dtype_arg) {
   switch (rule) {
     case DTypeRule::kPromote:
-      return promoted(s, 0, 1);
+      return promoted_all(s);
     case DTypeRule::kFloatPromote:
-      return floating_result_type(promoted(s, 0, 1));
+      return floating_result_type(promoted_all(s));
     case DTypeRule::kBool:
       return DType::kBool;
     case DTypeRule::kSame:
@@ -101,21 +114,38 @@ struct PointwiseDef {
   // not differentiated again (no double backward).
   bool grad_op = false;
   const char* grad_input = "self";  // the name of a gradient op's second input
+  // Extra argument checks in meta (so every rank raises them, ranks outside the mesh too).
+  void (*check)(const OpSchema& s) = nullptr;
+  bool differentiable = true;  // false: bitwise ops (comparisons and grad ops never are)
+  int integer_args = 0;        // samples: integer inputs in [0, 100) (bitwise ops)
 };
 
 // Samples: even/uneven/empty shards, broadcasting for the binary ops; positive values where
 // the op needs them (division, log, sqrt); the runtime scalar 2 and the static result dtype.
 std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
   const std::string_view name = def.name;
+  // Positive for division (fmod, remainder: away from their jumps at zero), logs, roots and
+  // the real powers of pow.Tensor.
   const bool positive = name.starts_with("div") || name.starts_with("rdiv") ||
                         name.starts_with("log") || name == "sqrt" || name == "rsqrt" ||
-                        name == "reciprocal";
+                        name == "reciprocal" || name.starts_with("fmod") ||
+                        name.starts_with("remainder") || name == "pow.Tensor" ||
+                        name == "addcdiv";
   // tan: inside (-pi/2, pi/2), away from its poles.
   const double low = positive ? 1 : name == "tan" ? -1.2 : -5;
   const double high = name == "tan" ? 1.2 : 5;
-  auto in = [&](Shape shape) { return detail::sample(std::move(shape), kFloat64, low, high); };
+  auto in = [&](Shape shape) {
+    return def.integer_args ? detail::sample(std::move(shape), kInt64, 0, 100)
+                            : detail::sample(std::move(shape), kFloat64, low, high);
+  };
   ArgList args;
-  if (def.dtype == DTypeRule::kArg && def.static_argnum == 1) {
+  if (name == "clamp") {
+    args = {-1.0, 2.0, kFloat64};
+  } else if (name == "nan_to_num") {
+    args = {0.0, 1.0, -1.0};
+  } else if (name == "lerp.Scalar" || name == "addcmul" || name == "addcdiv") {
+    args = {0.7};
+  } else if (def.dtype == DTypeRule::kArg && def.static_argnum == 1) {
     args = {2.0, kFloat64};
   } else if (def.dtype == DTypeRule::kBool && def.num_inputs == 1) {
     args = {2.0, kBool};
@@ -134,8 +164,8 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
     OpSample sm{{in(a)}, args};
     if (def.dtype == DTypeRule::kWhere) {
       sm.inputs = {detail::sample(a, kBool, 0, 1), in(a), in(b)};
-    } else if (def.num_inputs == 2) {
-      sm.inputs.push_back(in(b));
+    } else {
+      for (int i = 1; i < def.num_inputs; ++i) sm.inputs.push_back(in(b));
     }
     out.push_back(std::move(sm));
   }
@@ -149,10 +179,15 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
     info.input_names = {"condition", "self", "other"};
   } else if (def.grad_op) {
     info.input_names = {"grad", def.grad_input};
+  } else if (def.num_inputs == 3) {
+    info.input_names = {"self", "tensor1", "tensor2"};
   } else {
     info.input_names = {"self", "other"};
     info.input_names.resize(def.num_inputs);
   }
+  if (std::string_view(def.name) == "lerp") info.input_names = {"self", "end", "weight"};
+  if (std::string_view(def.name) == "lerp.Scalar") info.input_names = {"self", "end"};
+  if (std::string_view(def.name) == "clamp.Tensor") info.input_names = {"self", "min", "max"};
   info.schema_info.static_argnum = def.static_argnum;
   info.linearity = def.linearity;
   info.inplace = def.inplace;
@@ -160,9 +195,11 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   const int dtype_arg = def.dtype_arg;
   const int num_inputs = def.num_inputs;
   const bool grad_op = def.grad_op;
-  info.meta = [rule, dtype_arg, num_inputs, grad_op](const OpSchema& s) {
+  const auto check = def.check;
+  info.meta = [rule, dtype_arg, num_inputs, grad_op, check](const OpSchema& s) {
     DT_CHECK(s.num_inputs() == num_inputs, "[%s] expected %d DTensor inputs, got %d", s.name(),
              num_inputs, s.num_inputs());
+    if (check) check(s);
     const Shape shape = detail::broadcast_inputs(s);
     if (grad_op) {
       DT_CHECK(s.input(0).shape() == s.input(1).shape() &&
@@ -188,13 +225,52 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   };
   info.strategy = [](const OpSchema& s) { return pointwise_rows(s, detail::broadcast_inputs(s)); };
   info.kernel = single_output(def.kernel);
-  info.differentiable = def.dtype != DTypeRule::kBool && !def.grad_op;  // comparisons
+  info.differentiable = def.dtype != DTypeRule::kBool && !def.grad_op && def.differentiable;
   const detail::PointwiseGrad grad = detail::pointwise_grad(def.name);
   info.backward = grad.backward;
   info.saved_inputs = grad.saved_inputs;
   info.saved_outputs = grad.saved_outputs;
   info.samples = [def](int64_t w) { return pointwise_samples(def, w); };
   reg.add(std::move(info));
+}
+
+// Meta checks of the pointwise math ops (elementwise_math.cc raises the same for tensors).
+void check_number(const OpSchema& s) {  // fmod, remainder: bool refused
+  const DType d = promoted_all(s);
+  DT_CHECK(d != DType::kBool, "[%s] argument self has dtype %s, expected a number type", s.name(),
+           dtype_name(d));
+}
+void check_self_number(const OpSchema& s) {  // clamp: bool refused
+  DT_CHECK(s.input(0).dtype() != DType::kBool,
+           "[%s] argument self has dtype bool, expected a number type", s.name());
+}
+void check_integral(const OpSchema& s) {  // bitwise ops
+  const DType d = promoted_all(s);
+  DT_CHECK(!is_floating(d), "[%s] argument self has dtype %s, expected an integer or bool dtype",
+           s.name(), dtype_name(d));
+}
+void check_all_floating(const OpSchema& s) {  // hypot, lerp
+  for (int64_t i = 0; i < s.num_inputs(); ++i) {
+    DT_CHECK(is_floating(s.input(i).dtype()),
+             "[%s] argument %s has dtype %s, expected a floating dtype", s.name(),
+             s.op().input_name(i), dtype_name(s.input(i).dtype()));
+  }
+}
+void check_float_division(const OpSchema& s) {  // addcdiv
+  DT_CHECK(is_floating(promoted(s, 1, 2)),
+           "[%s] integer division of tensor1 (%s) by tensor2 (%s) is not supported (use a "
+           "floating dtype)",
+           s.name(), dtype_name(s.input(1).dtype()), dtype_name(s.input(2).dtype()));
+}
+
+// fmod / remainder of DTensors: an integer zero divisor is raised on every rank that may hold
+// different divisors (the data-dependent error rule), then the local op runs.
+template <bool kFmod>
+Tensor mod_kernel(const KernelContext& c, Locals l) {
+  check_on_all_ranks(c.input_spec(1),
+                     detail::integer_division_error(kFmod ? "fmod" : "remainder", l[1],
+                                                    result_type(l[0], l[1])));
+  return kFmod ? fmod(l[0], l[1]) : remainder(l[0], l[1]);
 }
 
 }  // namespace
@@ -273,6 +349,101 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {"trunc", 1, L::kNone, D::kSameNotBool, DT_UNARY(trunc)});
   add_pointwise(reg, {"frac", 1, L::kNone, D::kFloating, DT_UNARY(frac)});
   add_pointwise(reg, {"sign", 1, L::kNone, D::kSameNotBool, DT_UNARY(sign)});
+  // More pointwise math (elementwise_math.cc). Scalar args are runtime values; the clamp
+  // forms and fmod/remainder.Scalar carry their result dtype as the last (static) arg.
+  add_pointwise(reg, {.name = "square", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(square)});
+  add_pointwise(reg, {.name = "pow.Tensor", .num_inputs = 2, .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = [](const KernelContext&, Locals l) { return pow(l[0], l[1]); }});
+  add_pointwise(reg, {.name = "fmod", .num_inputs = 2, .linearity = L::kNone,
+                      .dtype = D::kPromote, .kernel = mod_kernel<true>, .check = check_number});
+  add_pointwise(reg, {.name = "remainder", .num_inputs = 2, .linearity = L::kNone,
+                      .dtype = D::kPromote, .kernel = mod_kernel<false>,
+                      .check = check_number});
+  add_pointwise(reg, {.name = "fmod.Scalar", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kArg, .kernel = DT_SCALAR(fmod), .static_argnum = 1,
+                      .check = check_number});
+  add_pointwise(reg, {.name = "remainder.Scalar", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kArg, .kernel = DT_SCALAR(remainder), .static_argnum = 1,
+                      .check = check_number});
+  add_pointwise(reg, {"atan2", 2, L::kNone, D::kFloatPromote, DT_BINARY(atan2)});
+  add_pointwise(reg, {.name = "hypot", .num_inputs = 2, .linearity = L::kNone,
+                      .dtype = D::kPromote, .kernel = DT_BINARY(hypot),
+                      .check = check_all_floating});
+  // args (min, max, dtype) and (bound, dtype).
+  add_pointwise(reg, {.name = "clamp", .num_inputs = 1, .linearity = L::kNone, .dtype = D::kArg,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return clamp(l[0], c.scalar(0), c.scalar(1));
+                      },
+                      .static_argnum = 2, .dtype_arg = 2, .check = check_self_number});
+  add_pointwise(reg, {.name = "clamp_min", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kArg, .kernel = DT_SCALAR(clamp_min), .static_argnum = 1,
+                      .check = check_self_number});
+  add_pointwise(reg, {.name = "clamp_max", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kArg, .kernel = DT_SCALAR(clamp_max), .static_argnum = 1,
+                      .check = check_self_number});
+  add_pointwise(reg, {.name = "clamp.Tensor", .num_inputs = 3, .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = [](const KernelContext&, Locals l) {
+                        return clamp(l[0], l[1], l[2]);
+                      },
+                      .check = check_self_number});
+  // args (nan, posinf, neginf): the values to write, resolved by the caller.
+  add_pointwise(reg, {.name = "nan_to_num", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kSame,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return nan_to_num(l[0], c.scalar(0).to_double(), c.scalar(1).to_double(),
+                                          c.scalar(2).to_double());
+                      },
+                      .static_argnum = 3});
+  add_pointwise(reg, {"isnan", 1, L::kNone, D::kBool, DT_UNARY(isnan)});
+  add_pointwise(reg, {"isinf", 1, L::kNone, D::kBool, DT_UNARY(isinf)});
+  add_pointwise(reg, {"isposinf", 1, L::kNone, D::kBool, DT_UNARY(isposinf)});
+  add_pointwise(reg, {"isneginf", 1, L::kNone, D::kBool, DT_UNARY(isneginf)});
+  add_pointwise(reg, {"isfinite", 1, L::kNone, D::kBool, DT_UNARY(isfinite)});
+  add_pointwise(reg, {"logical_not", 1, L::kNone, D::kBool, DT_UNARY(logical_not)});
+  add_pointwise(reg, {"logical_and", 2, L::kNone, D::kBool, DT_BINARY(logical_and)});
+  add_pointwise(reg, {"logical_or", 2, L::kNone, D::kBool, DT_BINARY(logical_or)});
+  add_pointwise(reg, {"logical_xor", 2, L::kNone, D::kBool, DT_BINARY(logical_xor)});
+  for (const auto& [name, kernel] : {std::pair<const char*, PointwiseKernel>{
+                                         "bitwise_and", DT_BINARY(bitwise_and)},
+                                     {"bitwise_or", DT_BINARY(bitwise_or)},
+                                     {"bitwise_xor", DT_BINARY(bitwise_xor)}}) {
+    add_pointwise(reg, {.name = name, .num_inputs = 2, .linearity = L::kNone,
+                        .dtype = D::kPromote, .kernel = kernel, .check = check_integral,
+                        .differentiable = false, .integer_args = 1});
+  }
+  add_pointwise(reg, {.name = "bitwise_not", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kSame, .kernel = DT_UNARY(bitwise_not),
+                      .check = check_integral, .differentiable = false, .integer_args = 1});
+  // lerp with a scalar weight is linear in (start, end) together: [P | P, P].
+  add_pointwise(reg, {.name = "lerp.Scalar", .num_inputs = 2, .linearity = L::kLinear,
+                      .dtype = D::kPromote,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return lerp(l[0], l[1], c.scalar(0));
+                      },
+                      .static_argnum = 1, .check = check_all_floating});
+  add_pointwise(reg, {.name = "lerp", .num_inputs = 3, .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = [](const KernelContext&, Locals l) {
+                        return lerp(l[0], l[1], l[2]);
+                      },
+                      .check = check_all_floating});
+  // arg 0: value (runtime).
+  add_pointwise(reg, {.name = "addcmul", .num_inputs = 3, .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return addcmul(l[0], l[1], l[2], c.scalar(0));
+                      },
+                      .static_argnum = 1});
+  add_pointwise(reg, {.name = "addcdiv", .num_inputs = 3, .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return addcdiv(l[0], l[1], l[2], c.scalar(0));
+                      },
+                      .static_argnum = 1, .check = check_float_division});
+
   // Their gradients, one fused kernel each (the backward formulas call them): linear in grad.
   add_pointwise(reg, {.name = "gelu_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
                       .dtype = D::kSame,

@@ -262,6 +262,8 @@ void int_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
       return cpu_kernel<T, T>(it, [](C a) -> C { return a; });
     case UnaryOp::kSign:
       return cpu_kernel<T, T>(it, [](C a) -> C { return C((a > 0) - (a < 0)); });
+    case UnaryOp::kBitNot:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return static_cast<C>(~a); });
     case UnaryOp::kPow: {
       const int64_t e = param.to_int();
       return cpu_kernel<T, T>(it, [e](C a) -> C { return int_pow(a, e); });

@@ -1,5 +1,6 @@
 list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cc
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise_math.cc
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_cpu.cc
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_unary_cpu.cc
   ${CMAKE_CURRENT_LIST_DIR}/activation_backward.cc)
@@ -8,4 +9,5 @@ list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_strategy.cc
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_backward.cc
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_dtensor.cc
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise_math_dtensor.cc
 )

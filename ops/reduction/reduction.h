@@ -49,6 +49,23 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 
+// ---- composite reductions (reduction_math.cc) ---------------------------------------------------
+// sqrt(var(x, dims, correction)); floating inputs only.
+Tensor std(const Tensor& x, IntSpan dims = {}, int64_t correction = 1, bool keepdim = false);
+// log(sum(exp(x))) over dims, computed as m + log(sum(exp(x - m))) with m the max (an infinite
+// max is not subtracted); integer and bool inputs give float32. Zero elements give -inf.
+Tensor logsumexp(const Tensor& x, IntSpan dims, bool keepdim = false);
+// The ord-norm over dims (all dims when empty): ord inf / -inf the largest / smallest |x|, 0 the
+// count of nonzeros, otherwise (sum |x|^ord)^(1/ord) (ord 1 and 2 computed directly). Floating
+// inputs only (as PyTorch).
+Tensor vector_norm(const Tensor& x, double ord = 2.0, IntSpan dims = {}, bool keepdim = false);
+// vector_norm(a - b, p) over all elements (broadcasting a and b).
+Tensor dist(const Tensor& a, const Tensor& b, double p = 2.0);
+// Whether any / all elements over dims are nonzero (bool result; any of zero elements is false,
+// all of zero elements true).
+Tensor any(const Tensor& x, IntSpan dims = {}, bool keepdim = false);
+Tensor all(const Tensor& x, IntSpan dims = {}, bool keepdim = false);
+
 // ---- DTensor forms ---------------------------------------------------------------------------
 // The same reductions on DTensors (reduction_strategy.cc); the result equals the reduction of
 // the full tensor. Kept dims keep their sharding. Reducing a sharded dim leaves a Partial
@@ -74,5 +91,15 @@ DTensorValuesIndices max(const DTensor& x, int64_t dim, bool keepdim = false);
 DTensorValuesIndices min(const DTensor& x, int64_t dim, bool keepdim = false);
 DTensor argmax(const DTensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 DTensor argmin(const DTensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// DTensor forms of the composite reductions (same semantics). Reduced dims that are sharded:
+// vector_norm with ord 1 gives Partial(sum), with ord +-inf or on any/all Partial(max) /
+// Partial(min) (no communication); std, logsumexp and the other norms need the reduced dims
+// whole and gather a sharded one first. dist is vector_norm(a - b, p).
+DTensor std(const DTensor& x, IntSpan dims = {}, int64_t correction = 1, bool keepdim = false);
+DTensor logsumexp(const DTensor& x, IntSpan dims, bool keepdim = false);
+DTensor vector_norm(const DTensor& x, double ord = 2.0, IntSpan dims = {}, bool keepdim = false);
+DTensor dist(const DTensor& a, const DTensor& b, double p = 2.0);
+DTensor any(const DTensor& x, IntSpan dims = {}, bool keepdim = false);
+DTensor all(const DTensor& x, IntSpan dims = {}, bool keepdim = false);
 
 }  // namespace dtensor

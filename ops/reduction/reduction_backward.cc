@@ -5,6 +5,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include <cmath>
 #include <string>
 
 #include "autograd/dispatch.h"
@@ -94,6 +95,43 @@ DTensorList max_dim_bw(const BackwardContext& c, Grads g) {
                                    c.input_spec(0).shape())};
 }
 
+// std = sqrt(var): d = (x - mean) / ((n - correction) std), 0 where x equals the mean, also
+// when std is 0 (all elements equal: std is constant there; PyTorch gives 0 / 0 = NaN).
+DTensorList std_bw(const BackwardContext& c, Grads g) {
+  const Reduced r = reduced_of(c, 1);
+  const DTensor& x = c.input(0);
+  const double denom = static_cast<double>(count_of(c, r) - c.arg<int64_t>(0));
+  const DTensor centred = x - mean(x, r.dims, /*keepdim=*/true);
+  const DTensor d = keep(c, g[0], r) * centred / (keep(c, c.output(0), r) * denom);
+  return {where(eq(centred, Scalar(0.0)), zeros_like(d), d)};
+}
+
+// d logsumexp = softmax(x) = exp(x - out).
+DTensorList logsumexp_bw(const BackwardContext& c, Grads g) {
+  const Reduced r = reduced_of(c, 0);
+  const DTensor& x = c.input(0);
+  return {cast(keep(c, g[0], r) * exp(x - keep(c, c.output(0), r)), c.input_spec(0).dtype())};
+}
+
+// vector_norm: ord 2 x / out (0 where out = 0), ord 1 sign(x), ord +-inf sign(x) shared among
+// the elements whose |x| equals the norm (as amax), ord 0 zero, else x |x|^(p-2) / out^(p-1).
+DTensorList vector_norm_bw(const BackwardContext& c, Grads g) {
+  const double ord = c.arg<double>(0);
+  const Reduced r = reduced_of(c, 1);
+  const DTensor& x = c.input(0);
+  const DTensor gk = keep(c, g[0], r);
+  const DTensor out = keep(c, c.output(0), r);
+  if (ord == 0.0) return {zeros_like(x)};
+  if (ord == 1.0) return {gk * sign(x)};
+  if (std::isinf(ord)) {
+    const DTensor mask = cast(eq(abs(x), out), x.dtype());
+    return {gk * sign(x) * mask / sum(mask, r.dims, /*keepdim=*/true)};
+  }
+  DTensor d = ord == 2.0 ? x / out : x * pow(abs(x), Scalar(ord - 2.0)) / pow(out, Scalar(ord - 1.0));
+  d = where(eq(out, Scalar(0.0)), zeros_like(d), d);
+  return {gk * d};
+}
+
 }  // namespace
 
 ReductionGrad reduction_grad(std::string_view name) {
@@ -107,6 +145,9 @@ ReductionGrad reduction_grad(std::string_view name) {
       {"min", {max_all_bw, kIn0, kOut0}},
       {"max.dim", {max_dim_bw, 0, 2u}},
       {"min.dim", {max_dim_bw, 0, 2u}},
+      {"std", {std_bw, kIn0, kOut0}},
+      {"logsumexp", {logsumexp_bw, kIn0, kOut0}},
+      {"vector_norm", {vector_norm_bw, kIn0, kOut0}},
   };
   auto it = table->find(std::string(name));
   return it == table->end() ? ReductionGrad{} : it->second;

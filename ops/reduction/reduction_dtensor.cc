@@ -1,6 +1,7 @@
 // DTensor forms of the reductions: each looks its op up once and dispatches it (strategies and
 // kernels are registered in reduction_strategy.cc).
 #include "autograd/dispatch.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/ops_registry.h"
 #include "ops/reduction/reduction.h"
 
@@ -13,6 +14,13 @@ ArgValue dims_arg(IntSpan dims) {
 
 DTensor reduce(const OpInfo& info, const DTensor& x, IntSpan dims, bool keepdim) {
   const ArgValue args[] = {dims_arg(dims), keepdim};
+  return dispatch(info, {&x}, args);
+}
+
+// var / std: args (correction [runtime], dims, keepdim).
+DTensor with_correction(const OpInfo& info, const DTensor& x, IntSpan dims, int64_t correction,
+                        bool keepdim) {
+  const ArgValue args[] = {correction, dims_arg(dims), keepdim};
   return dispatch(info, {&x}, args);
 }
 
@@ -42,8 +50,7 @@ DTensor mean(const DTensor& x, IntSpan dims, bool keepdim) {
 
 DTensor var(const DTensor& x, IntSpan dims, int64_t correction, bool keepdim) {
   static const OpInfo& info = ops_op("var");
-  const ArgValue args[] = {correction, dims_arg(dims), keepdim};
-  return dispatch(info, {&x}, args);
+  return with_correction(info, x, dims, correction, keepdim);
 }
 
 DTensor amax(const DTensor& x, IntSpan dims, bool keepdim) {
@@ -84,6 +91,36 @@ DTensor argmax(const DTensor& x, std::optional<int64_t> dim, bool keepdim) {
 DTensor argmin(const DTensor& x, std::optional<int64_t> dim, bool keepdim) {
   static const OpInfo& info = ops_op("argmin");
   return arg_reduce(info, x, dim, keepdim);
+}
+
+DTensor std(const DTensor& x, IntSpan dims, int64_t correction, bool keepdim) {
+  static const OpInfo& info = ops_op("std");
+  return with_correction(info, x, dims, correction, keepdim);
+}
+
+DTensor logsumexp(const DTensor& x, IntSpan dims, bool keepdim) {
+  static const OpInfo& info = ops_op("logsumexp");
+  return reduce(info, x, dims, keepdim);
+}
+
+DTensor vector_norm(const DTensor& x, double ord, IntSpan dims, bool keepdim) {
+  static const OpInfo& info = ops_op("vector_norm");
+  const ArgValue args[] = {ord, dims_arg(dims), keepdim};
+  return dispatch(info, {&x}, args);
+}
+
+DTensor dist(const DTensor& a, const DTensor& b, double p) {
+  return vector_norm(a - b, p);
+}
+
+DTensor any(const DTensor& x, IntSpan dims, bool keepdim) {
+  static const OpInfo& info = ops_op("any");
+  return reduce(info, x, dims, keepdim);
+}
+
+DTensor all(const DTensor& x, IntSpan dims, bool keepdim) {
+  static const OpInfo& info = ops_op("all");
+  return reduce(info, x, dims, keepdim);
 }
 
 }  // namespace dtensor

@@ -14,6 +14,7 @@
 
 #include "dtensor/propagation/dispatch.h"
 #include "ops/common/strategy_util.h"
+#include "ops/common/type_promotion.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/index/index.h"
 #include "ops/reduction/reduction.h"
@@ -52,7 +53,8 @@ Shape reduced_shape(const Shape& shape, absl::Span<const bool> mask, bool keepdi
 }
 
 StrategyRows reduction_rows(absl::Span<const bool> mask, bool keepdim,
-                            std::optional<ReduceOp> partial, int num_outputs) {
+                            std::optional<ReduceOp> partial, int num_outputs,
+                            bool partial_passthrough) {
   StrategyRows rows;
   int64_t removed = 0;
   for (size_t d = 0; d < mask.size(); ++d) {
@@ -71,13 +73,13 @@ StrategyRows reduction_rows(absl::Span<const bool> mask, bool keepdim,
     }
   }
   // Partial(max) / Partial(min) inputs pass through amax / amin of the same kind.
-  if (partial == ReduceOp::kMax || partial == ReduceOp::kMin) {
+  if (partial_passthrough && (partial == ReduceOp::kMax || partial == ReduceOp::kMin)) {
     rows.push_back(Placements(num_outputs + 1, Partial(*partial)));
   }
   return rows;
 }
 
-enum class OutDType : uint8_t { kSum, kFloatOnly, kSame, kInt64 };
+enum class OutDType : uint8_t { kSum, kFloatOnly, kToFloat, kSame, kInt64, kBool };
 
 DType reduction_dtype(const OpSchema& s, OutDType rule) {
   const DType in = s.input(0).dtype();
@@ -89,10 +91,14 @@ DType reduction_dtype(const OpSchema& s, OutDType rule) {
                "[%s] expected a floating dtype (float32, float64, float16, bfloat16), got %s",
                s.name(), dtype_name(in));
       return in;
+    case OutDType::kToFloat:
+      return floating_result_type(in);
     case OutDType::kSame:
       return in;
     case OutDType::kInt64:
       return DType::kInt64;
+    case OutDType::kBool:
+      return DType::kBool;
   }
   return in;
 }
@@ -104,6 +110,7 @@ enum class ArgLayout : uint8_t {
   kAll,                    // () full reduction to a 0-d tensor
   kDimKeepdim,             // (dim, keepdim): one dim, must be given
   kOptDimKeepdim,          // (dim or None, keepdim): None = flattened
+  kOrdDimsKeepdim,         // (ord, dims, keepdim): vector_norm
 };
 
 struct ReductionDef {
@@ -115,6 +122,10 @@ struct ReductionDef {
   Linearity linearity = Linearity::kNone;
   int num_outputs = 1;
   bool needs_elements = false;  // raises on an empty reduction (max, argmax, ...)
+  // Partial(max/min) inputs pass through (amax/amin/max/min only: f(max x_i) = max f(x_i)).
+  bool partial_passthrough = false;
+  // The Partial kind per call when it depends on the args (vector_norm's ord), else `partial`.
+  std::optional<ReduceOp> (*partial_of)(const OpSchema& s) = nullptr;
 };
 
 struct Parsed {
@@ -144,6 +155,10 @@ Parsed parse(const OpSchema& s, ArgLayout layout) {
     case ArgLayout::kOptDimKeepdim:
       p.mask = s.has_arg(0) ? reduced_mask(s, Shape{s.arg<int64_t>(0)}) : reduced_mask(s, Shape{});
       p.keepdim = s.arg<bool>(1);
+      break;
+    case ArgLayout::kOrdDimsKeepdim:
+      p.mask = reduced_mask(s, s.arg<Shape>(1));
+      p.keepdim = s.arg<bool>(2);
       break;
   }
   (void)ndim;
@@ -175,6 +190,12 @@ std::vector<OpSample> reduction_samples(ArgLayout layout, int64_t w) {
     case ArgLayout::kOptDimKeepdim:
       arg_sets = {{std::monostate(), false}, {int64_t{1}, true}};
       break;
+    case ArgLayout::kOrdDimsKeepdim: {
+      const double inf = std::numeric_limits<double>::infinity();
+      arg_sets = {{2.0, Shape{0}, false}, {1.0, Shape{-1}, true}, {inf, Shape{}, false},
+                  {-inf, Shape{0}, true}, {3.0, Shape{1}, false}};
+      break;
+    }
   }
   std::vector<OpSample> out;
   for (const Shape& shape : {Shape{3 * w + 1, 5}, Shape{2, 2 * w + 1, 3}, Shape{1, 3}}) {
@@ -193,7 +214,10 @@ void add_reduction(Registry& reg, const ReductionDef& def) {
   info.meta = [def](const OpSchema& s) {
     const Parsed p = parse(s, def.layout);
     const Shape& shape = s.input(0).shape();
-    if (def.needs_elements) {
+    // vector_norm with ord +-inf is a max / min: no identity for zero elements either.
+    const bool needs_elements = def.needs_elements || (def.layout == ArgLayout::kOrdDimsKeepdim &&
+                                                       std::isinf(s.arg<double>(0)));
+    if (needs_elements) {
       int64_t count = 1;
       for (size_t d = 0; d < shape.size(); ++d) count *= p.mask[d] ? shape[d] : 1;
       DT_CHECK(count > 0, "[%s] cannot reduce over zero elements (input shape %s)", s.name(),
@@ -206,10 +230,12 @@ void add_reduction(Registry& reg, const ReductionDef& def) {
   };
   info.strategy = [def](const OpSchema& s) {
     const Parsed p = parse(s, def.layout);
-    return reduction_rows(p.mask, p.keepdim, def.partial, def.num_outputs);
+    return reduction_rows(p.mask, p.keepdim, def.partial_of ? def.partial_of(s) : def.partial,
+                          def.num_outputs, def.partial_passthrough);
   };
   info.kernel = def.kernel;
-  info.differentiable = def.dtype != OutDType::kInt64;  // argmax, argmin
+  // argmax, argmin, any, all
+  info.differentiable = def.dtype != OutDType::kInt64 && def.dtype != OutDType::kBool;
   info.samples = [layout = def.layout](int64_t w) { return reduction_samples(layout, w); };
   const detail::ReductionGrad grad = detail::reduction_grad(def.name);
   info.backward = grad.backward;
@@ -395,6 +421,45 @@ Tensor argmax_kernel(const KernelContext& c, Locals l) {
   return kMax ? argmax(l[0], dim, keepdim) : argmin(l[0], dim, keepdim);
 }
 
+Tensor std_kernel(const KernelContext& c, Locals l) {
+  return sqrt(var_kernel(c, l));
+}
+
+Tensor logsumexp_kernel(const KernelContext& c, Locals l) {
+  return logsumexp(l[0], c.arg<Shape>(0), c.arg<bool>(1));
+}
+
+// ord 1 sums |x| (Partial(sum) over a sharded reduced dim), ord +-inf takes the max / min of |x|
+// (Partial(max/min)); every other ord needs the reduced dims whole.
+std::optional<ReduceOp> norm_partial(const OpSchema& s) {
+  const double ord = s.arg<double>(0);
+  if (ord == 1.0) return ReduceOp::kSum;
+  if (std::isinf(ord)) return ord > 0 ? ReduceOp::kMax : ReduceOp::kMin;
+  return std::nullopt;
+}
+
+// A rank whose shard is empty along a sharded reduced dim contributes the identity of its
+// Partial: 0 for sums and for the max of |x|, +inf for the min.
+Tensor vector_norm_kernel(const KernelContext& c, Locals l) {
+  const double ord = c.arg<double>(0);
+  const Shape& dims = c.arg<Shape>(1);
+  const bool keepdim = c.arg<bool>(2);
+  Shape out;
+  if (std::isinf(ord) &&
+      (empty_along(l[0], mask_of(dims, l[0].dim(), "vector_norm"), keepdim, &out) ||
+       l[0].numel() == 0)) {
+    return full(out, ord > 0 ? 0.0 : std::numeric_limits<double>::infinity(),
+                TensorOptions(l[0].dtype(), l[0].device()));
+  }
+  return vector_norm(l[0], ord, dims, keepdim);
+}
+
+// An empty shard gives any = false and all = true: the identities of Partial(max) / (min).
+template <bool kAny>
+Tensor any_kernel(const KernelContext& c, Locals l) {
+  return kAny ? any(l[0], c.arg<Shape>(0), c.arg<bool>(1)) : all(l[0], c.arg<Shape>(0), c.arg<bool>(1));
+}
+
 }  // namespace
 
 void register_reduction_ops(Registry& reg) {
@@ -410,13 +475,13 @@ void register_reduction_ops(Registry& reg) {
   add_reduction(reg, {"var", A::kCorrectionDimsKeepdim, D::kFloatOnly, none,
                       single_output(var_kernel)});
   add_reduction(reg, {"amax", A::kDimsKeepdim, D::kSame, kMax, single_output(amax_kernel<true>),
-                      kNone, 1, true});
+                      kNone, 1, true, true});
   add_reduction(reg, {"amin", A::kDimsKeepdim, D::kSame, kMin, single_output(amax_kernel<false>),
-                      kNone, 1, true});
+                      kNone, 1, true, true});
   add_reduction(reg, {"max", A::kAll, D::kSame, kMax, single_output(max_all_kernel<true>), kNone,
-                      1, true});
+                      1, true, true});
   add_reduction(reg, {"min", A::kAll, D::kSame, kMin, single_output(max_all_kernel<false>), kNone,
-                      1, true});
+                      1, true, true});
   add_reduction(reg,
                 {"max.dim", A::kDimKeepdim, D::kSame, none, max_dim_kernel<true>, kNone, 2, true});
   add_reduction(reg,
@@ -425,6 +490,16 @@ void register_reduction_ops(Registry& reg) {
                       single_output(argmax_kernel<true>), kNone, 1, true});
   add_reduction(reg, {"argmin", A::kOptDimKeepdim, D::kInt64, none,
                       single_output(argmax_kernel<false>), kNone, 1, true});
+  // Composite reductions (reduction_math.cc).
+  add_reduction(reg, {"std", A::kCorrectionDimsKeepdim, D::kFloatOnly, none,
+                      single_output(std_kernel)});
+  add_reduction(reg, {"logsumexp", A::kDimsKeepdim, D::kToFloat, none,
+                      single_output(logsumexp_kernel)});
+  add_reduction(reg, {.name = "vector_norm", .layout = A::kOrdDimsKeepdim,
+                      .dtype = D::kFloatOnly, .partial = none,
+                      .kernel = single_output(vector_norm_kernel), .partial_of = norm_partial});
+  add_reduction(reg, {"any", A::kDimsKeepdim, D::kBool, kMax, single_output(any_kernel<true>)});
+  add_reduction(reg, {"all", A::kDimsKeepdim, D::kBool, kMin, single_output(any_kernel<false>)});
   register_value_selecting_backward(reg);
 }
 

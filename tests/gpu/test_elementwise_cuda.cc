@@ -1,6 +1,7 @@
 // Elementwise ops on CUDA against the CPU: every dtype, broadcasting, non-contiguous operands,
 // scalars on either side, in-place updates of strided views, zero-size operands.
 #include "ops/elementwise/elementwise.h"
+#include "ops/reduction/reduction.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace dtensor;
@@ -143,5 +144,50 @@ TEST_CASE("cuda elementwise: many rows, broadcast rows and 0-d operands", "[gpu]
     check_matches(maximum(ga, s.to(kGpu)), maximum(a, s));
     check_matches(where(gt(a, row).to(kGpu), ga, s.to(kGpu)), where(gt(a, row), a, s));
     check_matches(add(s.to(kGpu), s.to(kGpu)), add(s, s));  // 0-d result
+  }
+}
+
+TEST_CASE("cuda elementwise: pointwise math, predicates, logical and bitwise ops",
+          "[gpu][elementwise]") {
+  for (DType d : floating_dtypes()) {
+    INFO(dtype_name(d));
+    const Tensor x = make_input({7, 5}, d, 41), y = make_input({5}, d, 42);
+    const Tensor gx = x.to(kGpu), gy = y.to(kGpu);
+    check_matches(square(gx), square(x));
+    check_matches(pow(abs(gx) + Scalar(0.5), gy), pow(abs(x) + Scalar(0.5), y));
+    check_matches(fmod(gx, gy), fmod(x, y));
+    check_matches(remainder(gx, gy), remainder(x, y));
+    check_matches(remainder(gx, Scalar(0.75)), remainder(x, Scalar(0.75)));
+    check_matches(atan2(gx, gy), atan2(x, y));
+    check_matches(hypot(gx, gy), hypot(x, y));
+    check_matches(clamp(gx, Scalar(-0.5), Scalar(0.5)), clamp(x, Scalar(-0.5), Scalar(0.5)));
+    check_matches(clamp(gx, gy, gy + Scalar(1.0)), clamp(x, y, y + Scalar(1.0)));
+    // NaN, +-inf and finite values.
+    const Tensor special = where(gt(abs(x), Scalar(2.0)), x, log(x) / (x - x));
+    check_matches(nan_to_num(special.to(kGpu)), nan_to_num(special));
+    check_matches(nan_to_num(special.to(kGpu), 1, 2, -3), nan_to_num(special, 1, 2, -3));
+    check_matches(isnan(special.to(kGpu)), isnan(special));
+    check_matches(isinf(special.to(kGpu)), isinf(special));
+    check_matches(isfinite(special.to(kGpu)), isfinite(special));
+    check_matches(logical_xor(gx, gy), logical_xor(x, y));
+    check_matches(lerp(gx, gy, Scalar(0.3)), lerp(x, y, Scalar(0.3)));
+    check_matches(addcdiv(gx, gy, abs(gy) + Scalar(1.0), Scalar(0.5)),
+                  addcdiv(x, y, abs(y) + Scalar(1.0), Scalar(0.5)));
+    // Composite reductions run on the CUDA reduction kernels.
+    check_matches(vector_norm(gx, 2.0, {1}), vector_norm(x, 2.0, {1}));
+    check_matches(logsumexp(gx, {0}), logsumexp(x, {0}));
+    check_matches(any(gt(gx, Scalar(1.0)), {1}), any(gt(x, Scalar(1.0)), {1}));
+  }
+  for (DType d : {kInt32, kInt64}) {
+    const Tensor x = make_input({4, 7}, d, 43, -20, 20), y = make_input({7}, d, 44, 1, 9);
+    const Tensor gx = x.to(kGpu), gy = y.to(kGpu);
+    check_matches(fmod(gx, gy), fmod(x, y));
+    check_matches(remainder(gx, gy), remainder(x, y));
+    check_matches(pow(gx, gy), pow(x, y));
+    check_matches(bitwise_and(gx, gy), bitwise_and(x, y));
+    check_matches(bitwise_or(gx, gy), bitwise_or(x, y));
+    check_matches(bitwise_xor(gx, gy), bitwise_xor(x, y));
+    check_matches(bitwise_not(gx), bitwise_not(x));
+    REQUIRE_THROWS_WITH(fmod(gx, gy * Scalar(0)), Catch::Contains("[fmod] integer division"));
   }
 }

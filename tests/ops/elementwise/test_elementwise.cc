@@ -149,6 +149,16 @@ std::vector<BinaryCase> float_binary_cases() {
        [](double a, double b) { return a > b ? a : b; }},
       {"minimum", [](const Tensor& a, const Tensor& b) { return dt::minimum(a, b); },
        [](double a, double b) { return a < b ? a : b; }},
+      {"pow", [](const Tensor& a, const Tensor& b) { return dt::pow(a, b); },
+       [](double a, double b) { return std::pow(a, b); }},
+      {"fmod", [](const Tensor& a, const Tensor& b) { return dt::fmod(a, b); },
+       [](double a, double b) { return std::fmod(a, b); }},
+      {"remainder", [](const Tensor& a, const Tensor& b) { return dt::remainder(a, b); },
+       [](double a, double b) { return a - std::floor(a / b) * b; }},
+      {"atan2", [](const Tensor& a, const Tensor& b) { return dt::atan2(a, b); },
+       [](double a, double b) { return std::atan2(a, b); }},
+      {"hypot", [](const Tensor& a, const Tensor& b) { return dt::hypot(a, b); },
+       [](double a, double b) { return std::hypot(a, b); }},
   };
 }
 

@@ -244,3 +244,63 @@ TEST_CASE("dtype errors of unary DTensor ops are raised in meta, on every rank")
     if (mesh.contains_me()) CHECK(tt::same_values(rounded.to_local(), ints.to_local()));
   }
 }
+
+TEST_CASE("pointwise math on DTensors: Partial lerp, integer division by zero on one rank") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({6, 4}, 0), y = tt::det_input({6, 4}, 5, 0.5, 0.25);
+  // lerp with a scalar weight is linear in (start, end) together: P, P -> P, no communication.
+  const DTensor p = dt::distribute_tensor(x, mesh, {Partial()}, std::nullopt);
+  const DTensor q = dt::distribute_tensor(y, mesh, {Partial()}, std::nullopt);
+  const DTensor l = dt::lerp(p, q, 0.3);
+  CHECK(l.placements() == Placements{Partial()});
+  CHECK(tt::same_values(l.full_tensor(), dt::lerp(x, y, 0.3), 1e-6));
+  if (w > 1) CHECK(dt::clamp(p, -1.0, 1.0).placements() != Placements{Partial()});
+
+  // An integer zero divisor held by the last rank's shard only: every rank raises the same
+  // error (no rank left waiting in a later collective), and the next op still works.
+  const Tensor a = dt::arange(4 * w, dt::TensorOptions(dt::kInt64)) + 1;
+  Tensor b = dt::full({4 * w}, 3, dt::TensorOptions(dt::kInt64));
+  b.narrow(0, 4 * w - 1, 1).fill_(0);
+  const DTensor da = dt::distribute_tensor(a, mesh, {Shard(0)}, std::nullopt);
+  const DTensor db = dt::distribute_tensor(b, mesh, {Shard(0)}, std::nullopt);
+  CHECK_THROWS_WITH(dt::fmod(da, db), Catch::Contains("[fmod] integer division by zero"));
+  // Agreed across ranks: the message of the rank that found it, on every rank.
+  if (w > 1) {
+    CHECK_THROWS_WITH(dt::fmod(da, db),
+                      Catch::Contains("(raised on rank " + std::to_string(w - 1) + ")"));
+  }
+  CHECK_THROWS_WITH(dt::remainder(da, db), Catch::Contains("[remainder] integer division"));
+  CHECK_THROWS_WITH(dt::fmod(da, dt::Scalar(int64_t{0})), Catch::Contains("[fmod.Scalar] integer division"));
+  const Tensor ok = dt::full({4 * w}, -3, dt::TensorOptions(dt::kInt64));
+  const DTensor dok = dt::distribute_tensor(ok, mesh, {Shard(0)}, std::nullopt);
+  CHECK(tt::same_values(dt::remainder(da, dok).full_tensor(), dt::remainder(a, ok)));
+  CHECK(tt::same_values(dt::bitwise_xor(da, dok).full_tensor(), dt::bitwise_xor(a, ok)));
+  CHECK(tt::same_values(dt::clamp(da, dt::Scalar(int64_t{2}), dt::Scalar(int64_t{5})).full_tensor(),
+                        dt::clamp(a, dt::Scalar(int64_t{2}), dt::Scalar(int64_t{5}))));
+}
+
+TEST_CASE("dtype errors of the pointwise math are raised in meta, on every rank") {
+  const dt::DeviceMesh all = tt::make_mesh({dt::world_size()});
+  const dt::DeviceMesh first(dt::kCPU, std::vector<int64_t>{1}, std::vector<int>{0});
+  for (const dt::DeviceMesh& mesh : {all, first}) {
+    const Placements r = {Replicate()};
+    const DTensor f = dt::distribute_tensor(dt::zeros({3}), mesh, r, std::nullopt);
+    const DTensor ints = dt::distribute_tensor(
+        dt::full({3}, 2, dt::TensorOptions(dt::kInt64)), mesh, r, std::nullopt);
+    const DTensor bools = dt::distribute_tensor(
+        dt::full({3}, 1, dt::TensorOptions(dt::kBool)), mesh, r, std::nullopt);
+    CHECK_THROWS_WITH(dt::bitwise_and(f, ints),
+                      Catch::Contains("[bitwise_and] argument self has dtype float32"));
+    CHECK_THROWS_WITH(dt::bitwise_not(f), Catch::Contains("[bitwise_not]"));
+    CHECK_THROWS_WITH(dt::fmod(bools, bools), Catch::Contains("[fmod] argument self has dtype bool"));
+    CHECK_THROWS_WITH(dt::hypot(ints, ints), Catch::Contains("[hypot] argument self has dtype int64"));
+    CHECK_THROWS_WITH(dt::lerp(f, ints, 0.5), Catch::Contains("[lerp.Scalar] argument end has dtype int64"));
+    CHECK_THROWS_WITH(dt::addcdiv(f, ints, ints), Catch::Contains("[addcdiv] integer division"));
+    CHECK_THROWS_WITH(dt::clamp(bools, 0.0, 1.0), Catch::Contains("[clamp] argument self has dtype bool"));
+    CHECK_THROWS_WITH(dt::square(bools), Catch::Contains("[square] not supported for bool"));
+    // Integer results that are legal stay exact on every layout.
+    const DTensor n = dt::bitwise_not(ints);
+    if (mesh.contains_me()) CHECK(tt::same_values(n.to_local(), dt::bitwise_not(ints.to_local())));
+  }
+}

@@ -13,3 +13,9 @@ dtensor_add_mpi_test(test_elementwise_dtensor
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise_dtensor.cc
   DEPS dtensor::ops
   RANKS 1 2 4)
+# The pointwise math of elementwise_math.cc (integer semantics, clamp, nan_to_num, predicates,
+# logical and bitwise ops, lerp, addcmul / addcdiv).
+dtensor_add_test(test_ops_elementwise_math
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise_math.cc
+  DEPS dtensor::ops
+  LABELS unit)

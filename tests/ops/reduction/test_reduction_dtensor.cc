@@ -2,9 +2,12 @@
 // meshes (uneven shards and ranks with empty shards included) the result equals the reduction
 // of the full tensor; reducing a sharded dim yields the expected Partial without communication.
 #include <catch2/catch.hpp>
+
 #include <cmath>
+#include <limits>
 
 #include "dtensor/propagation/sharding_propagation.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/reduction/reduction.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
@@ -163,4 +166,40 @@ TEST_CASE("DTensor sum and mean with empty local shards equal the full-tensor re
   for (float v : m) CHECK(std::isnan(v));
   // With more than one rank, the last rank holds an empty shard of the [1, 3] tensor under S(0).
   if (w > 1 && dt::world_rank() == w - 1) CHECK(saw_empty_shard);
+}
+
+TEST_CASE("composite reductions: Partial rows for norms and any/all, gathers for the others") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({w * 3 + 1, 4}, 2);  // uneven
+  const DTensor s0 = dt::distribute_tensor(x, mesh, {Shard(0)}, std::nullopt);
+  const double inf = std::numeric_limits<double>::infinity();
+  const dt::Shape d0 = {0};
+  CHECK(dt::vector_norm(s0, 1, d0).placements() == Placements{Partial()});
+  CHECK(dt::vector_norm(s0, inf, d0).placements() == Placements{Partial(dt::ReduceOp::kMax)});
+  CHECK(dt::vector_norm(s0, -inf, d0).placements() == Placements{Partial(dt::ReduceOp::kMin)});
+  CHECK(dt::any(s0, d0).placements() == Placements{Partial(dt::ReduceOp::kMax)});
+  CHECK(dt::all(s0, d0).placements() == Placements{Partial(dt::ReduceOp::kMin)});
+  for (double ord : {1.0, 2.0, 3.0, inf, -inf}) {
+    INFO("ord " << ord);
+    CHECK(tt::same_values(dt::vector_norm(s0, ord, d0).full_tensor(), dt::vector_norm(x, ord, d0),
+                          1e-12));
+  }
+  CHECK(tt::same_values(dt::std(s0, d0).full_tensor(), dt::std(x, d0), 1e-12));
+  CHECK(tt::same_values(dt::logsumexp(s0, d0).full_tensor(), dt::logsumexp(x, d0), 1e-12));
+  const Tensor mask = dt::gt(x, dt::Scalar(0.5));
+  const DTensor m0 = dt::distribute_tensor(mask, mesh, {Shard(0)}, std::nullopt);
+  CHECK(tt::same_values(dt::any(m0, d0).full_tensor(), dt::any(mask, d0)));
+  CHECK(tt::same_values(dt::all(m0, {1}).full_tensor(), dt::all(mask, {1})));
+  CHECK(tt::same_values(dt::all(m0).full_tensor(), dt::all(mask)));
+  // A Partial(max) input does not pass through the max-norm (|max x_i| is not max |x_i|).
+  if (w > 1) {
+    const DTensor pm = dt::distribute_tensor(x, mesh, {Partial(dt::ReduceOp::kMax)}, std::nullopt);
+    CHECK(tt::same_values(dt::vector_norm(pm, inf, {1}).full_tensor(),
+                          dt::vector_norm(x, inf, {1})));
+    CHECK(dt::std(s0, d0).placements() != Placements{Partial()});
+  }
+  const DTensor e = dt::distribute_tensor(dt::zeros({0, 3}), mesh, {Shard(0)}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::vector_norm(e, inf, d0),
+                      Catch::Contains("[vector_norm] cannot reduce over zero elements"));
 }

@@ -12,3 +12,8 @@ dtensor_add_mpi_test(test_reduction_dtensor
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_reduction_dtensor.cc
   DEPS dtensor::ops
   RANKS 1 2 4)
+# The composite reductions of reduction_math.cc (std, logsumexp, vector_norm, dist, any, all).
+dtensor_add_test(test_ops_reduction_math
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_reduction_math.cc
+  DEPS dtensor::ops
+  LABELS unit)
