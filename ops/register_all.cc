@@ -7,6 +7,7 @@ void register_all(Registry& registry) {
   register_reduction_ops(registry);
   register_matmul_ops(registry);
   register_view_ops(registry);
+  register_copy_ops(registry);
   register_softmax_ops(registry);
   register_norm_ops(registry);
   register_embedding_ops(registry);

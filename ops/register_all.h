@@ -16,6 +16,8 @@ void register_reduction_ops(Registry& registry);
 void register_matmul_ops(Registry& registry);
 // View and shape ops (ops/view/view_strategy.cc).
 void register_view_ops(Registry& registry);
+// clone, contiguous, flip, roll, repeat, tril, triu (ops/view/copy_ops_strategy.cc).
+void register_copy_ops(Registry& registry);
 // softmax, log_softmax (ops/softmax/softmax_strategy.cc).
 void register_softmax_ops(Registry& registry);
 // layer_norm, rms_norm (ops/norm/norm_strategy.cc).

@@ -10,6 +10,15 @@ Tensor meta_tensor(IntSpan shape, DType dtype) {
   return Tensor(one.storage(), dtype, Shape(shape.begin(), shape.end()), Shape(shape.size(), 0));
 }
 
+StrategyRows mapped_rows(absl::Span<const int64_t> map) {
+  StrategyRows rows;
+  for (size_t d = 0; d < map.size(); ++d) {
+    if (map[d] >= 0) rows.push_back({Shard(map[d]), Shard(static_cast<int64_t>(d))});
+  }
+  add_partial_passthrough_rows(rows, 2);
+  return rows;
+}
+
 void add_partial_passthrough_rows(StrategyRows& rows, int64_t width) {
   rows.push_back(uniform_row(width, Partial(ReduceOp::kMax)));
   rows.push_back(uniform_row(width, Partial(ReduceOp::kMin)));

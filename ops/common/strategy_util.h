@@ -19,6 +19,11 @@ Tensor meta_tensor(IntSpan shape, DType dtype);
 // movement (views, cat, split) commutes with every reduce op, not only the linear ones.
 void add_partial_passthrough_rows(StrategyRows& rows, int64_t width);
 
+// Rows of a single-input, single-output data-movement op that keeps input dim d at output dim
+// map[d] (-1: the dim is replicated first): [S(map[d]) | S(d)], plus the Partial pass-through
+// rows (views, flip, roll, repeat, tril).
+StrategyRows mapped_rows(absl::Span<const int64_t> map);
+
 // One row of `width` placements all equal to `p`.
 Placements uniform_row(int64_t width, Placement p);
 

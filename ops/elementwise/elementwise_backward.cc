@@ -235,9 +235,12 @@ DTensorList clamp_max_bw(const BackwardContext& c, Grads g) {
 DTensorList clamp_tensor_bw(const BackwardContext& c, Grads g) {
   const DTensor &x = c.input(0), &lo = c.input(1), &hi = c.input(2);
   DTensorList out(3);
-  if (c.needs_input_grad(0)) out[0] = for_input(c, 0, masked(g[0], logical_and(ge(x, lo), le(x, hi))));
-  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, masked(g[0], logical_and(lt(x, lo), lt(lo, hi))));
-  if (c.needs_input_grad(2)) out[2] = for_input(c, 2, masked(g[0], logical_or(gt(x, hi), lt(hi, lo))));
+  if (c.needs_input_grad(0))
+    out[0] = for_input(c, 0, masked(g[0], logical_and(ge(x, lo), le(x, hi))));
+  if (c.needs_input_grad(1))
+    out[1] = for_input(c, 1, masked(g[0], logical_and(lt(x, lo), lt(lo, hi))));
+  if (c.needs_input_grad(2))
+    out[2] = for_input(c, 2, masked(g[0], logical_or(gt(x, hi), lt(hi, lo))));
   return out;
 }
 DTensorList nan_to_num_bw(const BackwardContext& c, Grads g) {

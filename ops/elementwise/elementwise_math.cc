@@ -30,7 +30,9 @@ void check_dtype(bool ok, std::string_view op, std::string_view arg, DType d,
   DT_CHECK(ok, "[%s] argument %s has dtype %s, expected %s", op, arg, dtype_name(d), expected);
 }
 
-bool is_integral_or_bool(DType d) { return !is_floating(d); }
+bool is_integral_or_bool(DType d) {
+  return !is_floating(d);
+}
 
 Tensor mod_op(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other) {
   detail::check_binary_args(op, self, other);
@@ -74,10 +76,14 @@ std::string integer_division_error(std::string_view op, const Tensor& other, DTy
 
 double finfo_max(DType d) {
   switch (d) {
-    case DType::kFloat64: return DBL_MAX;
-    case DType::kFloat16: return 65504.0;
-    case DType::kBFloat16: return 3.38953138925153547590470800371487866880e38;
-    default: return FLT_MAX;
+    case DType::kFloat64:
+      return DBL_MAX;
+    case DType::kFloat16:
+      return 65504.0;
+    case DType::kBFloat16:
+      return 3.38953138925153547590470800371487866880e38;
+    default:
+      return FLT_MAX;
   }
 }
 
@@ -141,8 +147,12 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
   detail::check_same_device("clamp", x, min, "min");
   return minimum(maximum(x, min), max);
 }
-Tensor clamp_min(const Tensor& x, const Scalar& min) { return clamp(x, min, std::nullopt); }
-Tensor clamp_max(const Tensor& x, const Scalar& max) { return clamp(x, std::nullopt, max); }
+Tensor clamp_min(const Tensor& x, const Scalar& min) {
+  return clamp(x, min, std::nullopt);
+}
+Tensor clamp_max(const Tensor& x, const Scalar& max) {
+  return clamp(x, std::nullopt, max);
+}
 Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   return clamp(x, min, max);
 }

@@ -49,8 +49,8 @@ namespace {
 DTensor mod_scalar(const char* op, const DTensor& self, const Scalar& other) {
   const OpInfo& info = ops_op(op);
   const DType dt = result_type(self.dtype(), other);
-  DT_CHECK(is_floating(dt) || other.to_int() != 0,
-           "[%s] integer division by zero (argument other)", info.name);
+  DT_CHECK(is_floating(dt) || other.to_int() != 0, "[%s] integer division by zero (argument other)",
+           info.name);
   const ArgValue args[] = {scalar_arg(other), dt};
   return dispatch(info, {&self}, args);
 }
@@ -82,8 +82,12 @@ DTensor clamp(const DTensor& x, const DTensor& min, const DTensor& max) {
   static const OpInfo& info = ops_op("clamp.Tensor");
   return dispatch(info, {&x, &min, &max});
 }
-DTensor clamp_min(const DTensor& x, const Scalar& min) { return clamp(x, min, std::nullopt); }
-DTensor clamp_max(const DTensor& x, const Scalar& max) { return clamp(x, std::nullopt, max); }
+DTensor clamp_min(const DTensor& x, const Scalar& min) {
+  return clamp(x, min, std::nullopt);
+}
+DTensor clamp_max(const DTensor& x, const Scalar& max) {
+  return clamp(x, std::nullopt, max);
+}
 DTensor clip(const DTensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   return clamp(x, min, max);
 }

@@ -127,7 +127,8 @@ DTensorList vector_norm_bw(const BackwardContext& c, Grads g) {
     const DTensor mask = cast(eq(abs(x), out), x.dtype());
     return {gk * sign(x) * mask / sum(mask, r.dims, /*keepdim=*/true)};
   }
-  DTensor d = ord == 2.0 ? x / out : x * pow(abs(x), Scalar(ord - 2.0)) / pow(out, Scalar(ord - 1.0));
+  DTensor d =
+      ord == 2.0 ? x / out : x * pow(abs(x), Scalar(ord - 2.0)) / pow(out, Scalar(ord - 1.0));
   d = where(eq(out, Scalar(0.0)), zeros_like(d), d);
   return {gk * d};
 }

@@ -457,7 +457,8 @@ Tensor vector_norm_kernel(const KernelContext& c, Locals l) {
 // An empty shard gives any = false and all = true: the identities of Partial(max) / (min).
 template <bool kAny>
 Tensor any_kernel(const KernelContext& c, Locals l) {
-  return kAny ? any(l[0], c.arg<Shape>(0), c.arg<bool>(1)) : all(l[0], c.arg<Shape>(0), c.arg<bool>(1));
+  return kAny ? any(l[0], c.arg<Shape>(0), c.arg<bool>(1))
+              : all(l[0], c.arg<Shape>(0), c.arg<bool>(1));
 }
 
 }  // namespace
@@ -470,10 +471,10 @@ void register_reduction_ops(Registry& reg) {
   const auto kLinear = Linearity::kLinear, kNone = Linearity::kNone;
   // Sums and means are linear: Partial(sum)/Partial(avg) inputs pass through.
   add_reduction(reg, {"sum", A::kDimsKeepdim, D::kSum, kSum, single_output(sum_kernel), kLinear});
+  add_reduction(
+      reg, {"mean", A::kDimsKeepdim, D::kFloatOnly, kSum, single_output(mean_kernel), kLinear});
   add_reduction(reg,
-                {"mean", A::kDimsKeepdim, D::kFloatOnly, kSum, single_output(mean_kernel), kLinear});
-  add_reduction(reg, {"var", A::kCorrectionDimsKeepdim, D::kFloatOnly, none,
-                      single_output(var_kernel)});
+                {"var", A::kCorrectionDimsKeepdim, D::kFloatOnly, none, single_output(var_kernel)});
   add_reduction(reg, {"amax", A::kDimsKeepdim, D::kSame, kMax, single_output(amax_kernel<true>),
                       kNone, 1, true, true});
   add_reduction(reg, {"amin", A::kDimsKeepdim, D::kSame, kMin, single_output(amax_kernel<false>),

@@ -22,17 +22,6 @@ OutputMetas meta_of(const Tensor& t) {
   return {TensorMeta(t.sizes(), t.dtype())};
 }
 
-// Rows of a single-input, single-output op that maps input dim d to output dim map[d] (-1: the
-// dim must be replicated), plus the Partial pass-through rows.
-StrategyRows mapped_rows(absl::Span<const int64_t> map) {
-  StrategyRows rows;
-  for (size_t d = 0; d < map.size(); ++d) {
-    if (map[d] >= 0) rows.push_back({Shard(map[d]), Shard(static_cast<int64_t>(d))});
-  }
-  detail::add_partial_passthrough_rows(rows, 2);
-  return rows;
-}
-
 // The map [f(0), ..., f(n - 1)].
 template <typename F>
 Shape dim_map(int64_t n, F f) {
@@ -164,7 +153,7 @@ void add_mapped_view(Registry& r, const char* name, ViewFn view, DimMapFn map_of
       return meta_of(view(meta_tensor(s.input(0).shape(), s.input(0).dtype()), s));
     };
   }
-  op.strategy = [map_of](const OpSchema& s) { return mapped_rows(map_of(s)); };
+  op.strategy = [map_of](const OpSchema& s) { return detail::mapped_rows(map_of(s)); };
   r.add(std::move(op));
 }
 

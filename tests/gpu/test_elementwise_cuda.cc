@@ -2,6 +2,7 @@
 // scalars on either side, in-place updates of strided views, zero-size operands.
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduction/reduction.h"
+#include "ops/view/copy_ops.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace dtensor;
@@ -189,5 +190,17 @@ TEST_CASE("cuda elementwise: pointwise math, predicates, logical and bitwise ops
     check_matches(bitwise_xor(gx, gy), bitwise_xor(x, y));
     check_matches(bitwise_not(gx), bitwise_not(x));
     REQUIRE_THROWS_WITH(fmod(gx, gy * Scalar(0)), Catch::Contains("[fmod] integer division"));
+  }
+}
+
+TEST_CASE("cuda copy ops: flip, roll, repeat, tril, triu", "[gpu][view]") {
+  for (DType d : {kFloat32, kInt64}) {
+    const Tensor x = make_input({5, 6}, d, 51), g = x.to(kGpu);
+    check_matches(flip(g, {0, 1}), flip(x, {0, 1}));
+    check_matches(roll(g, {2, -1}, {0, 1}), roll(x, {2, -1}, {0, 1}));
+    check_matches(roll(g, {7}), roll(x, {7}));
+    check_matches(repeat(g, {2, 1, 3}), repeat(x, {2, 1, 3}));
+    check_matches(tril(g, 1), tril(x, 1));
+    check_matches(triu(g.transpose(0, 1), -2), triu(x.transpose(0, 1), -2));
   }
 }

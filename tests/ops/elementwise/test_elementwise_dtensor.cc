@@ -271,7 +271,8 @@ TEST_CASE("pointwise math on DTensors: Partial lerp, integer division by zero on
                       Catch::Contains("(raised on rank " + std::to_string(w - 1) + ")"));
   }
   CHECK_THROWS_WITH(dt::remainder(da, db), Catch::Contains("[remainder] integer division"));
-  CHECK_THROWS_WITH(dt::fmod(da, dt::Scalar(int64_t{0})), Catch::Contains("[fmod.Scalar] integer division"));
+  CHECK_THROWS_WITH(dt::fmod(da, dt::Scalar(int64_t{0})),
+                    Catch::Contains("[fmod.Scalar] integer division"));
   const Tensor ok = dt::full({4 * w}, -3, dt::TensorOptions(dt::kInt64));
   const DTensor dok = dt::distribute_tensor(ok, mesh, {Shard(0)}, std::nullopt);
   CHECK(tt::same_values(dt::remainder(da, dok).full_tensor(), dt::remainder(a, ok)));
@@ -286,18 +287,22 @@ TEST_CASE("dtype errors of the pointwise math are raised in meta, on every rank"
   for (const dt::DeviceMesh& mesh : {all, first}) {
     const Placements r = {Replicate()};
     const DTensor f = dt::distribute_tensor(dt::zeros({3}), mesh, r, std::nullopt);
-    const DTensor ints = dt::distribute_tensor(
-        dt::full({3}, 2, dt::TensorOptions(dt::kInt64)), mesh, r, std::nullopt);
-    const DTensor bools = dt::distribute_tensor(
-        dt::full({3}, 1, dt::TensorOptions(dt::kBool)), mesh, r, std::nullopt);
+    const DTensor ints = dt::distribute_tensor(dt::full({3}, 2, dt::TensorOptions(dt::kInt64)),
+                                               mesh, r, std::nullopt);
+    const DTensor bools = dt::distribute_tensor(dt::full({3}, 1, dt::TensorOptions(dt::kBool)),
+                                                mesh, r, std::nullopt);
     CHECK_THROWS_WITH(dt::bitwise_and(f, ints),
                       Catch::Contains("[bitwise_and] argument self has dtype float32"));
     CHECK_THROWS_WITH(dt::bitwise_not(f), Catch::Contains("[bitwise_not]"));
-    CHECK_THROWS_WITH(dt::fmod(bools, bools), Catch::Contains("[fmod] argument self has dtype bool"));
-    CHECK_THROWS_WITH(dt::hypot(ints, ints), Catch::Contains("[hypot] argument self has dtype int64"));
-    CHECK_THROWS_WITH(dt::lerp(f, ints, 0.5), Catch::Contains("[lerp.Scalar] argument end has dtype int64"));
+    CHECK_THROWS_WITH(dt::fmod(bools, bools),
+                      Catch::Contains("[fmod] argument self has dtype bool"));
+    CHECK_THROWS_WITH(dt::hypot(ints, ints),
+                      Catch::Contains("[hypot] argument self has dtype int64"));
+    CHECK_THROWS_WITH(dt::lerp(f, ints, 0.5),
+                      Catch::Contains("[lerp.Scalar] argument end has dtype int64"));
     CHECK_THROWS_WITH(dt::addcdiv(f, ints, ints), Catch::Contains("[addcdiv] integer division"));
-    CHECK_THROWS_WITH(dt::clamp(bools, 0.0, 1.0), Catch::Contains("[clamp] argument self has dtype bool"));
+    CHECK_THROWS_WITH(dt::clamp(bools, 0.0, 1.0),
+                      Catch::Contains("[clamp] argument self has dtype bool"));
     CHECK_THROWS_WITH(dt::square(bools), Catch::Contains("[square] not supported for bool"));
     // Integer results that are legal stay exact on every layout.
     const DTensor n = dt::bitwise_not(ints);

@@ -5,7 +5,6 @@
 // test_elementwise.cc; sharding, gradients and finite differences come from the registry's
 // samples in the harness tests.)
 #include <catch2/catch.hpp>
-
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -35,8 +34,8 @@ TEMPLATE_TEST_CASE("integer fmod, remainder, pow and bitwise ops are exact", "[e
     check_values(dt::remainder(t, dt::Scalar(int64_t{-3})), {2, 3}, d, {-2, -1, -2, -1, 0, -1}, 0,
                  0);
   }
-  check_values(dt::fmod(a, b), {6}, d, {1, -1, 1, -1, 0, 0}, 0, 0);           // sign of a
-  check_values(dt::remainder(a, b), {6}, d, {1, 2, -2, -1, 0, 0}, 0, 0);      // sign of b
+  check_values(dt::fmod(a, b), {6}, d, {1, -1, 1, -1, 0, 0}, 0, 0);       // sign of a
+  check_values(dt::remainder(a, b), {6}, d, {1, 2, -2, -1, 0, 0}, 0, 0);  // sign of b
   // Integer pow: negative exponents give 1 / x^|e| truncated (1, +-1 for -1, else 0).
   const Tensor base = make({2, -1, -1, 1, 3, 0}, {6}, d);
   const Tensor e = make({10, 3, -3, -5, -1, 0}, {6}, d);

@@ -195,8 +195,8 @@ TEST_CASE("composite reductions: Partial rows for norms and any/all, gathers for
   // A Partial(max) input does not pass through the max-norm (|max x_i| is not max |x_i|).
   if (w > 1) {
     const DTensor pm = dt::distribute_tensor(x, mesh, {Partial(dt::ReduceOp::kMax)}, std::nullopt);
-    CHECK(tt::same_values(dt::vector_norm(pm, inf, {1}).full_tensor(),
-                          dt::vector_norm(x, inf, {1})));
+    CHECK(
+        tt::same_values(dt::vector_norm(pm, inf, {1}).full_tensor(), dt::vector_norm(x, inf, {1})));
     CHECK(dt::std(s0, d0).placements() != Placements{Partial()});
   }
   const DTensor e = dt::distribute_tensor(dt::zeros({0, 3}), mesh, {Shard(0)}, std::nullopt);

@@ -1,7 +1,6 @@
 // The composite reductions (reduction_math.cc): std, logsumexp, vector_norm, dist, any, all
 // against references computed in double by the test, with the special values and errors.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 

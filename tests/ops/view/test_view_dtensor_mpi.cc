@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "collectives/comm_debug.h"
+#include "ops/view/copy_ops.h"
 #include "ops/view/view.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
@@ -285,4 +286,59 @@ TEST_CASE("dtensor view: bad arguments raise errors naming the op") {
   REQUIRE_THROWS_WITH(dt::split(dx, 0, 0), Catch::Contains("[split]"));
   REQUIRE_THROWS_WITH(dt::t(dy), Catch::Contains("[t]"));
   REQUIRE_THROWS_AS(dt::transpose(DTensor(), 0, 1), dt::Error);
+}
+
+TEST_CASE("dtensor copy ops and composites equal the full-tensor op") {
+  const int64_t w = dt::world_size();
+  // flip/roll/repeat/tril/triu through the registered ops, the rest through their composites.
+  check_unary({3 * w + 1, 5, 2}, {{[](const DTensor& x) {
+                                     return dt::flip(x, {0, 2});
+                                   },
+                                   [](const Tensor& x) {
+                                     return dt::flip(x, {0, 2});
+                                   }},
+                                  {[](const DTensor& x) { return dt::roll(x, {4}); },  // flattened
+                                   [](const Tensor& x) { return dt::roll(x, {4}); }},
+                                  {[](const DTensor& x) {
+                                     return dt::roll(x, {-1, 3}, {1, 0});
+                                   },
+                                   [](const Tensor& x) {
+                                     return dt::roll(x, {-1, 3}, {1, 0});
+                                   }},
+                                  {[](const DTensor& x) {
+                                     return dt::tile(x, {2, 1});
+                                   },
+                                   [](const Tensor& x) {
+                                     return dt::tile(x, {2, 1});
+                                   }},
+                                  {[](const DTensor& x) { return dt::tril(x, 1); },
+                                   [](const Tensor& x) { return dt::tril(x, 1); }},
+                                  {[](const DTensor& x) { return dt::triu(x); },
+                                   [](const Tensor& x) { return dt::triu(x); }},
+                                  {[](const DTensor& x) { return dt::movedim(x, {0}, {2}); },
+                                   [](const Tensor& x) { return dt::movedim(x, {0}, {2}); }},
+                                  {[](const DTensor& x) {
+                                     return dt::unflatten(x, 1, {1, -1});
+                                   },
+                                   [](const Tensor& x) {
+                                     return dt::unflatten(x, 1, {1, -1});
+                                   }},
+                                  {[](const DTensor& x) { return dt::unbind(x, 2)[1]; },
+                                   [](const Tensor& x) { return dt::unbind(x, 2)[1]; }},
+                                  {[](const DTensor& x) { return dt::clone(x); },
+                                   [](const Tensor& x) { return dt::clone(x); }}});
+  // tril keeps a [S(0), S(1)] layout and issues no collective.
+  if (w % 2 == 0) {
+    const dt::DeviceMesh mesh = tt::make_mesh({2, w / 2});
+    const Tensor x = tt::det_input({2 * w + 1, 3 * w - 1});
+    const DTensor dx = dt::distribute_tensor(x, mesh, {Shard(0), Shard(1)}, std::nullopt);
+    DTensor lower;
+    {
+      dt::CommDebugMode debug;
+      lower = dt::tril(dx, -1);
+      CHECK(debug.total_count() == 0);
+    }
+    CHECK(lower.placements() == Placements{Shard(0), Shard(1)});
+    CHECK(dt::equal(lower.full_tensor(), dt::tril(x, -1)));
+  }
 }

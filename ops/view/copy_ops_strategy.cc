@@ -1,0 +1,241 @@
+// Registration of the copying shape ops of copy_ops.h: strategies (rows for ONE mesh dim),
+// meta functions, local kernels, samples and backward formulas. They move data only (tril /
+// triu write zeros, the same on every rank), so Partial inputs pass through.
+//
+// Rows: a dim the op leaves in place keeps its shard ([S(d) | S(d)]); a flipped, rolled or
+// repeated dim has no row (replicated first). tril / triu keep every dim: a shard applies the
+// diagonal shifted by its global offsets, diagonal + row offset - column offset, which selects
+// exactly the elements of the full triangle it holds.
+#include <algorithm>
+
+#include "autograd/dispatch.h"
+#include "autograd/function.h"
+#include "dtensor/propagation/dispatch.h"
+#include "ops/common/strategy_util.h"
+#include "ops/ops_registry.h"
+#include "ops/reduction/reduction.h"
+#include "ops/register_all.h"
+#include "ops/view/copy_ops.h"
+#include "ops/view/view.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+using autograd::BackwardContext;
+using Grads = absl::Span<const DTensor>;
+using Locals = absl::Span<const Tensor>;
+
+// Input dim d keeps its shard at output dim map[d] (-1: replicated first).
+using DimMapFn = Shape (*)(const OpSchema& s);
+
+Shape identity_map(const OpSchema& s) {
+  Shape map(s.input(0).ndim());
+  for (int64_t d = 0; d < s.input(0).ndim(); ++d) map[d] = d;
+  return map;
+}
+
+// The identity map with the dims listed in arg `arg` replicated.
+template <int kArg>
+Shape all_but_listed(const OpSchema& s) {
+  Shape map = identity_map(s);
+  for (int64_t d : detail::distinct_dims(s.arg<Shape>(kArg), s.input(0).ndim(), s.name())) {
+    map[d] = -1;
+  }
+  return map;
+}
+
+Shape repeat_map(const OpSchema& s) {
+  const Shape& reps = s.arg<Shape>(0);
+  const int64_t n = s.input(0).ndim();
+  const int64_t lead = static_cast<int64_t>(reps.size()) - n;
+  Shape map(n);
+  for (int64_t d = 0; d < n; ++d) map[d] = reps[lead + d] == 1 ? lead + d : -1;
+  return map;
+}
+
+struct CopyOpDef {
+  const char* name;
+  DimMapFn map_of;
+  Tensor (*kernel)(const KernelContext& c, Locals l);
+  std::vector<OpSample> (*samples)(int64_t w);
+  DTensorList (*backward)(const BackwardContext& c, Grads g);
+  bool view = false;  // the output may alias the input (contiguous)
+};
+
+void add_copy_op(Registry& reg, const CopyOpDef& def) {
+  OpInfo op;
+  op.name = def.name;
+  op.input_names = {"self"};
+  op.linearity = Linearity::kLinear;
+  op.view = def.view;
+  op.saved_inputs = 0;  // every formula needs the specs and args only
+  op.meta = [name = std::string_view(def.name)](const OpSchema& s) {
+    if (name == "repeat") {
+      return OutputMetas{TensorMeta(detail::repeat_shape(s.input(0).shape(), s.arg<Shape>(0)),
+                                    s.input(0).dtype())};
+    }
+    if (name == "roll") detail::check_roll_args(s.arg<Shape>(0), s.arg<Shape>(1));
+    if (name == "tril" || name == "triu") {
+      DT_CHECK(s.input(0).ndim() >= 2, "[%s] expected a tensor with at least 2 dims, got shape %s",
+               s.name(), shape_str(s.input(0).shape()));
+    }
+    return OutputMetas{s.input(0).meta()};
+  };
+  op.strategy = [map_of = def.map_of](const OpSchema& s) { return detail::mapped_rows(map_of(s)); };
+  op.kernel = single_output(def.kernel);
+  op.samples = def.samples;
+  op.backward = def.backward;
+  reg.add(std::move(op));
+}
+
+// ---- kernels -----------------------------------------------------------------------------------
+template <bool kLower>
+Tensor triangle_kernel(const KernelContext& c, Locals l) {
+  const LocalShard shard = c.input_shard(0);
+  const int64_t n = static_cast<int64_t>(shard.offset.size());
+  const int64_t k = c.arg<int64_t>(0) + shard.offset[n - 2] - shard.offset[n - 1];
+  return kLower ? tril(l[0], k) : triu(l[0], k);
+}
+
+// ---- backward ----------------------------------------------------------------------------------
+DTensorList same_bw(const BackwardContext&, Grads g) {
+  return {g[0]};
+}
+DTensorList flip_bw(const BackwardContext& c, Grads g) {
+  return {flip(g[0], c.arg<Shape>(0))};
+}
+DTensorList roll_bw(const BackwardContext& c, Grads g) {
+  Shape back = c.arg<Shape>(0);
+  for (int64_t& s : back) s = -s;
+  return {roll(g[0], back, c.arg<Shape>(1))};
+}
+// The gradient of each input element is the sum over its copies: g viewed as
+// [r0, s0, r1, s1, ...] summed over the r's.
+DTensorList repeat_bw(const BackwardContext& c, Grads g) {
+  const Shape& reps = c.arg<Shape>(0);
+  const Shape& in = c.input_spec(0).shape();
+  const int64_t lead = static_cast<int64_t>(reps.size() - in.size());
+  Shape split, summed;
+  for (int64_t i = 0; i < static_cast<int64_t>(reps.size()); ++i) {
+    split.insert(split.end(), {reps[i], i < lead ? 1 : in[i - lead]});
+    summed.push_back(2 * i);
+  }
+  return {reshape(sum(reshape(g[0], split), summed), in)};
+}
+template <bool kLower>
+DTensorList triangle_bw(const BackwardContext& c, Grads g) {
+  return {kLower ? tril(g[0], c.arg<int64_t>(0)) : triu(g[0], c.arg<int64_t>(0))};
+}
+
+// ---- samples: even, uneven and empty shards; dims the op moves and dims it keeps -------------
+using detail::sample;
+OpSample one(SampleInput in, ArgList args) {
+  return OpSample{{std::move(in)}, std::move(args)};
+}
+std::vector<OpSample> plain_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 5}), {}), one(sample({2, 2 * w}), {})};
+}
+std::vector<OpSample> flip_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 5, 2}), {Shape{0, 2}}), one(sample({4, 2 * w + 1}), {Shape{-2}})};
+}
+std::vector<OpSample> roll_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 5}), {Shape{2}, Shape{0}}),
+          one(sample({4, 2 * w + 1}), {Shape{-3, 1}, Shape{1, 0}})};
+}
+std::vector<OpSample> repeat_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 3}), {Shape{1, 2}}),
+          one(sample({2, 3 * w + 1}), {Shape{2, 1, 1}})};
+}
+std::vector<OpSample> triangle_samples(int64_t w) {
+  const int64_t n = 3 * w + 1;
+  return {one(sample({n, n + 2}), {int64_t{0}}), one(sample({2, n, 5}), {int64_t{-1}}),
+          one(sample({5, n}), {int64_t{2}})};
+}
+
+}  // namespace
+
+void register_copy_ops(Registry& reg) {
+  add_copy_op(reg,
+              {"clone", identity_map, [](const KernelContext&, Locals l) { return l[0].clone(); },
+               plain_samples, same_bw});
+  add_copy_op(reg, {"contiguous", identity_map,
+                    [](const KernelContext&, Locals l) { return l[0].contiguous(); }, plain_samples,
+                    same_bw, /*view=*/true});
+  // args (dims).
+  add_copy_op(reg, {"flip", all_but_listed<0>,
+                    [](const KernelContext& c, Locals l) { return flip(l[0], c.arg<Shape>(0)); },
+                    flip_samples, flip_bw});
+  // args (shifts, dims), dims not empty (the flattened form is a composite).
+  add_copy_op(reg, {"roll", all_but_listed<1>,
+                    [](const KernelContext& c, Locals l) {
+                      return roll(l[0], c.arg<Shape>(0), c.arg<Shape>(1));
+                    },
+                    roll_samples, roll_bw});
+  // args (repeats).
+  add_copy_op(reg, {"repeat", repeat_map,
+                    [](const KernelContext& c, Locals l) { return repeat(l[0], c.arg<Shape>(0)); },
+                    repeat_samples, repeat_bw});
+  // args (diagonal).
+  add_copy_op(reg,
+              {"tril", identity_map, triangle_kernel<true>, triangle_samples, triangle_bw<true>});
+  add_copy_op(reg,
+              {"triu", identity_map, triangle_kernel<false>, triangle_samples, triangle_bw<false>});
+}
+
+// ---- DTensor forms -----------------------------------------------------------------------------
+#define DT_COPY_OP(name)                    \
+  []() -> const OpInfo& {                   \
+    static const OpInfo& op = ops_op(name); \
+    return op;                              \
+  }()
+
+DTensor clone(const DTensor& x) {
+  return dispatch(DT_COPY_OP("clone"), {&x});
+}
+DTensor contiguous(const DTensor& x) {
+  return dispatch(DT_COPY_OP("contiguous"), {&x});
+}
+DTensor flip(const DTensor& x, IntSpan dims) {
+  const ArgValue args[] = {Shape(dims.begin(), dims.end())};
+  return dispatch(DT_COPY_OP("flip"), {&x}, args);
+}
+DTensor roll(const DTensor& x, IntSpan shifts, IntSpan dims) {
+  detail::check_roll_args(shifts, dims);
+  if (dims.empty()) return reshape(roll(reshape(x, {-1}), shifts, Shape{0}), x.shape());
+  const ArgValue args[] = {Shape(shifts.begin(), shifts.end()), Shape(dims.begin(), dims.end())};
+  return dispatch(DT_COPY_OP("roll"), {&x}, args);
+}
+DTensor repeat(const DTensor& x, IntSpan repeats) {
+  const ArgValue args[] = {Shape(repeats.begin(), repeats.end())};
+  return dispatch(DT_COPY_OP("repeat"), {&x}, args);
+}
+DTensor tile(const DTensor& x, IntSpan reps) {
+  Shape padded(std::max<int64_t>(0, x.dim() - static_cast<int64_t>(reps.size())), 1);
+  padded.insert(padded.end(), reps.begin(), reps.end());
+  return repeat(x, padded);
+}
+DTensor tril(const DTensor& x, int64_t diagonal) {
+  const ArgValue args[] = {diagonal};
+  return dispatch(DT_COPY_OP("tril"), {&x}, args);
+}
+DTensor triu(const DTensor& x, int64_t diagonal) {
+  const ArgValue args[] = {diagonal};
+  return dispatch(DT_COPY_OP("triu"), {&x}, args);
+}
+DTensor movedim(const DTensor& x, IntSpan source, IntSpan destination) {
+  return permute(x, detail::movedim_permutation(source, destination, x.dim()));
+}
+DTensor unflatten(const DTensor& x, int64_t dim, IntSpan sizes) {
+  return reshape(x, detail::unflatten_shape(x.shape(), dim, sizes));
+}
+std::vector<DTensor> unbind(const DTensor& x, int64_t dim) {
+  const int64_t d = normalize_dim(dim, x.dim(), "unbind");
+  std::vector<DTensor> out;
+  for (int64_t i = 0; i < x.size(d); ++i) out.push_back(select(x, d, i));
+  return out;
+}
+
+#undef DT_COPY_OP
+
+}  // namespace dtensor
