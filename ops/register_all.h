@@ -24,6 +24,8 @@ void register_softmax_ops(Registry& registry);
 void register_norm_ops(Registry& registry);
 // embedding (ops/embedding/embedding_strategy.cc).
 void register_embedding_ops(Registry& registry);
+// gather, gather_backward, one_hot (ops/index/index_strategy.cc).
+void register_index_ops(Registry& registry);
 // gather_target, the target pick of the DTensor cross_entropy (ops/loss/loss_strategy.cc).
 void register_loss_ops(Registry& registry);
 

@@ -130,6 +130,8 @@ Tensor bitwise_and(const Tensor& self, const Tensor& other);
 Tensor bitwise_or(const Tensor& self, const Tensor& other);
 Tensor bitwise_xor(const Tensor& self, const Tensor& other);
 Tensor bitwise_not(const Tensor& x);
+// self with `value` where the bool mask (broadcastable to self's shape) is true; self's dtype.
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value);
 // start + weight * (end - start), floating inputs only.
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight);
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
@@ -302,6 +304,7 @@ DTensor bitwise_and(const DTensor& self, const DTensor& other);
 DTensor bitwise_or(const DTensor& self, const DTensor& other);
 DTensor bitwise_xor(const DTensor& self, const DTensor& other);
 DTensor bitwise_not(const DTensor& x);
+DTensor masked_fill(const DTensor& self, const DTensor& mask, const Scalar& value);
 DTensor lerp(const DTensor& start, const DTensor& end, const Scalar& weight);
 DTensor lerp(const DTensor& start, const DTensor& end, const DTensor& weight);
 DTensor addcmul(const DTensor& self, const DTensor& tensor1, const DTensor& tensor2,

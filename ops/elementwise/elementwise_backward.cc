@@ -243,6 +243,9 @@ DTensorList clamp_tensor_bw(const BackwardContext& c, Grads g) {
     out[2] = for_input(c, 2, masked(g[0], logical_or(gt(x, hi), lt(hi, lo))));
   return out;
 }
+DTensorList masked_fill_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, masked(g[0], logical_not(c.input(1)))), DTensor()};
+}
 DTensorList nan_to_num_bw(const BackwardContext& c, Grads g) {
   return {for_input(c, 0, masked(g[0], isfinite(c.input(0))))};
 }
@@ -336,6 +339,7 @@ PointwiseGrad pointwise_grad(std::string_view name) {
       {"clamp_max", {clamp_max_bw, kIn0}},
       {"clamp.Tensor", {clamp_tensor_bw, kIn012}},
       {"nan_to_num", {nan_to_num_bw, kIn0}},
+      {"masked_fill", {masked_fill_bw, kIn1}},
       {"lerp.Scalar", {lerp_scalar_bw}},
       {"lerp", {lerp_bw, kIn012}},
       {"addcmul", {addcmul_bw, kIn12}},

@@ -241,6 +241,17 @@ Tensor bitwise_not(const Tensor& x) {
   return detail::unary_op(UnaryOp::kBitNot, x, x.dtype());
 }
 
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  detail::check_binary_args("masked_fill", self, mask);
+  DT_CHECK(mask.dtype() == DType::kBool,
+           "[masked_fill] argument mask has dtype %s, expected bool", dtype_name(mask.dtype()));
+  const Shape shape = detail::broadcast_pair("masked_fill", self.sizes(), mask.sizes(), "mask");
+  DT_CHECK(IntSpan(shape) == IntSpan(self.sizes()),
+           "[masked_fill] mask of shape %s does not broadcast to self's shape %s",
+           shape_str(mask.sizes()), shape_str(self.sizes()));
+  return where(mask, full({}, value, TensorOptions(self.dtype(), self.device())), self);
+}
+
 // start + weight (end - start), floating only (as PyTorch).
 namespace {
 void check_lerp(const Tensor& start, const Tensor& end) {

@@ -100,6 +100,12 @@ DTensor nan_to_num(const DTensor& x, double nan, std::optional<double> posinf,
   return dispatch(info, {&x}, args);
 }
 
+DTensor masked_fill(const DTensor& self, const DTensor& mask, const Scalar& value) {
+  static const OpInfo& info = ops_op("masked_fill");
+  const ArgValue args[] = {scalar_arg(value)};
+  return dispatch(info, {&self, &mask}, args);
+}
+
 DTensor lerp(const DTensor& start, const DTensor& end, const Scalar& weight) {
   static const OpInfo& info = ops_op("lerp.Scalar");
   const ArgValue args[] = {scalar_arg(weight)};

@@ -143,7 +143,8 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
     args = {-1.0, 2.0, kFloat64};
   } else if (name == "nan_to_num") {
     args = {0.0, 1.0, -1.0};
-  } else if (name == "lerp.Scalar" || name == "addcmul" || name == "addcdiv") {
+  } else if (name == "lerp.Scalar" || name == "addcmul" || name == "addcdiv" ||
+             name == "masked_fill") {
     args = {0.7};
   } else if (def.dtype == DTypeRule::kArg && def.static_argnum == 1) {
     args = {2.0, kFloat64};
@@ -164,6 +165,8 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
     OpSample sm{{in(a)}, args};
     if (def.dtype == DTypeRule::kWhere) {
       sm.inputs = {detail::sample(a, kBool, 0, 1), in(a), in(b)};
+    } else if (name == "masked_fill") {
+      sm.inputs.push_back(detail::sample(b, kBool, 0, 1));
     } else {
       for (int i = 1; i < def.num_inputs; ++i) sm.inputs.push_back(in(b));
     }
@@ -187,6 +190,7 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   }
   if (std::string_view(def.name) == "lerp") info.input_names = {"self", "end", "weight"};
   if (std::string_view(def.name) == "lerp.Scalar") info.input_names = {"self", "end"};
+  if (std::string_view(def.name) == "masked_fill") info.input_names = {"self", "mask"};
   if (std::string_view(def.name) == "clamp.Tensor") info.input_names = {"self", "min", "max"};
   info.schema_info.static_argnum = def.static_argnum;
   info.linearity = def.linearity;
@@ -255,6 +259,13 @@ void check_all_floating(const OpSchema& s) {  // hypot, lerp
              "[%s] argument %s has dtype %s, expected a floating dtype", s.name(),
              s.op().input_name(i), dtype_name(s.input(i).dtype()));
   }
+}
+void check_mask(const OpSchema& s) {  // masked_fill
+  DT_CHECK(s.input(1).dtype() == DType::kBool, "[%s] argument mask has dtype %s, expected bool",
+           s.name(), dtype_name(s.input(1).dtype()));
+  DT_CHECK(detail::broadcast_inputs(s) == s.input(0).shape(),
+           "[%s] mask of shape %s does not broadcast to self's shape %s", s.name(),
+           shape_str(s.input(1).shape()), shape_str(s.input(0).shape()));
 }
 void check_float_division(const OpSchema& s) {  // addcdiv
   DT_CHECK(is_floating(promoted(s, 1, 2)),
@@ -417,6 +428,13 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {.name = "bitwise_not", .num_inputs = 1, .linearity = L::kNone,
                       .dtype = D::kSame, .kernel = DT_UNARY(bitwise_not),
                       .check = check_integral, .differentiable = false, .integer_args = 1});
+  // arg 0: value (runtime).
+  add_pointwise(reg, {.name = "masked_fill", .num_inputs = 2, .linearity = L::kNone,
+                      .dtype = D::kSame,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return masked_fill(l[0], l[1], c.scalar(0));
+                      },
+                      .static_argnum = 1, .check = check_mask});
   // lerp with a scalar weight is linear in (start, end) together: [P | P, P].
   add_pointwise(reg, {.name = "lerp.Scalar", .num_inputs = 2, .linearity = L::kLinear,
                       .dtype = D::kPromote,

@@ -27,15 +27,9 @@ namespace {
 // against the global table size before the lookup: embedding_masked would silently turn an
 // out-of-range index into a zero row.
 std::string index_range_error(const Tensor& indices, int64_t rows) {
-  const Tensor idx = indices.to(Device(kCPU), kInt64).contiguous();
-  const int64_t* p = idx.numel() > 0 ? idx.data<int64_t>() : nullptr;
-  for (int64_t i = 0; i < idx.numel(); ++i) {
-    if (p[i] < 0 || p[i] >= rows) {
-      return absl::StrFormat("[embedding] index %d out of range for a table of %d rows", p[i],
-                             rows);
-    }
-  }
-  return "";
+  const std::optional<int64_t> bad = detail::first_out_of_range(indices, rows);
+  if (!bad) return "";
+  return absl::StrFormat("[embedding] index %d out of range for a table of %d rows", *bad, rows);
 }
 
 // Inputs (weight, indices). A table sharded by rows (S(0) on some mesh dim) is looked up with

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include "dtensor/distributed_tensor.h"
 #include "tensor/tensor.h"
 
 namespace dtensor {
@@ -27,5 +29,35 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 // over the blocks it is the whole scatter. Accumulates in float for 16-bit types.
 Tensor scatter_add_shard(IntSpan shape, int64_t dim, const Tensor& index, const Tensor& src,
                          int64_t index_offset);
+
+// torch.index_select: the slices of self at the positions of a 1-D (or 0-d) int64 / int32
+// index along dim (repeats allowed); out has self's shape with dim of the index's length.
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+// torch.take_along_dim(self, indices, dim): gather after broadcasting self and indices on every
+// dim but `dim` (same number of dims).
+Tensor take_along_dim(const Tensor& self, const Tensor& indices, int64_t dim);
+// torch.nn.functional.one_hot: int64 [..., num_classes] with a 1 at each index's class;
+// num_classes -1 takes max(index) + 1. Raises "[one_hot] class 7 out of range for 5 classes".
+Tensor one_hot(const Tensor& index, int64_t num_classes = -1);
+
+// ---- DTensor forms ---------------------------------------------------------------------------
+// gather (index_strategy.cc). Rows for one mesh dim: every dim but `dim` sharded alike on
+// self, index and out where self and index have the same size there; index sharded on `dim`
+// with self replicated; self sharded on `dim` with index replicated gives a Partial(sum)
+// output (each rank picks the indices that fall in its block, zeros elsewhere: no
+// communication, like the vocab-sharded embedding); Partial self passes through. An index out
+// of range is raised on every rank that may hold different indices. Differentiable in self.
+DTensor gather(const DTensor& self, int64_t dim, const DTensor& index);
+// Composites of gather (index expanded / both operands broadcast) and, for one_hot, a
+// registered op sharded along every index dim (num_classes -1: the global max + 1, one
+// all-reduce).
+DTensor index_select(const DTensor& self, int64_t dim, const DTensor& index);
+DTensor take_along_dim(const DTensor& self, const DTensor& indices, int64_t dim);
+DTensor one_hot(const DTensor& index, int64_t num_classes = -1);
+
+namespace detail {
+// The first element of an integer index tensor outside [0, size), if any (read on the host).
+std::optional<int64_t> first_out_of_range(const Tensor& index, int64_t size);
+}  // namespace detail
 
 }  // namespace dtensor

@@ -1,6 +1,8 @@
 // Elementwise ops on CUDA against the CPU: every dtype, broadcasting, non-contiguous operands,
-// scalars on either side, in-place updates of strided views, zero-size operands.
+// scalars on either side, in-place updates of strided views, zero-size operands; and the
+// pointwise math, composite reductions, copying shape ops and index ops built on them.
 #include "ops/elementwise/elementwise.h"
+#include "ops/index/index.h"
 #include "ops/reduction/reduction.h"
 #include "ops/view/copy_ops.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -203,4 +205,15 @@ TEST_CASE("cuda copy ops: flip, roll, repeat, tril, triu", "[gpu][view]") {
     check_matches(tril(g, 1), tril(x, 1));
     check_matches(triu(g.transpose(0, 1), -2), triu(x.transpose(0, 1), -2));
   }
+}
+
+TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", "[gpu][index]") {
+  const Tensor x = make_input({6, 5}, kFloat32, 61), g = x.to(kGpu);
+  const Tensor idx = make_input({4}, kInt64, 62, 0, 5);
+  check_matches(index_select(g, 0, idx.to(kGpu)), index_select(x, 0, idx));
+  const Tensor along = make_input({6, 2}, kInt64, 63, 0, 4);
+  check_matches(take_along_dim(g, along.to(kGpu), 1), take_along_dim(x, along, 1));
+  check_matches(one_hot(idx.to(kGpu), 6), one_hot(idx, 6));
+  const Tensor mask = gt(make_input({5}, kFloat32, 64), Scalar(0.0));
+  check_matches(masked_fill(g, mask.to(kGpu), Scalar(-2.0)), masked_fill(x, mask, Scalar(-2.0)));
 }

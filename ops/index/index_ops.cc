@@ -1,0 +1,77 @@
+// Tensor forms of index_select, take_along_dim and one_hot (composed of gather, expand and
+// comparisons), and the host-side index range check the DTensor kernels agree on.
+#include <absl/strings/str_format.h>
+
+#include <algorithm>
+
+#include "ops/common/op_checks.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/index/index.h"
+#include "ops/reduction/reduction.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+
+namespace detail {
+
+std::optional<int64_t> first_out_of_range(const Tensor& index, int64_t size) {
+  const Tensor idx = index.to(Device(kCPU), kInt64).contiguous();
+  const int64_t* p = idx.numel() > 0 ? idx.data<int64_t>() : nullptr;
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    if (p[i] < 0 || p[i] >= size) return p[i];
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  detail::check_defined("index_select", self, "self");
+  detail::check_defined("index_select", index, "index");
+  DT_CHECK(index.dim() <= 1, "[index_select] argument index must be 0-d or 1-d, got shape %s",
+           shape_str(index.sizes()));
+  const int64_t d = normalize_dim(dim, std::max<int64_t>(self.dim(), 1), "index_select");
+  if (self.dim() == 0) return gather(self.view({1}), 0, index.reshape({1})).view({});
+  Shape along(self.dim(), 1), out = self.sizes();
+  along[d] = out[d] = index.numel();
+  return gather(self, d, index.reshape(along).expand(out));
+}
+
+Tensor take_along_dim(const Tensor& self, const Tensor& indices, int64_t dim) {
+  detail::check_defined("take_along_dim", self, "self");
+  detail::check_defined("take_along_dim", indices, "indices");
+  DT_CHECK(self.dim() == indices.dim(),
+           "[take_along_dim] self (shape %s) and indices (shape %s) must have the same number "
+           "of dims",
+           shape_str(self.sizes()), shape_str(indices.sizes()));
+  const int64_t d = normalize_dim(dim, self.dim(), "take_along_dim");
+  Shape self_shape = self.sizes(), index_shape = indices.sizes();
+  for (int64_t k = 0; k < self.dim(); ++k) {
+    if (k == d) continue;
+    const int64_t a = self_shape[k], b = index_shape[k];
+    DT_CHECK(a == b || a == 1 || b == 1,
+             "[take_along_dim] cannot broadcast self (shape %s) and indices (shape %s) at dim %d",
+             shape_str(self.sizes()), shape_str(indices.sizes()), k);
+    self_shape[k] = index_shape[k] = a == 1 ? b : a;
+  }
+  return gather(self.expand(self_shape), d, indices.expand(index_shape));
+}
+
+Tensor one_hot(const Tensor& index, int64_t num_classes) {
+  detail::check_defined("one_hot", index, "self");
+  DT_CHECK(index.dtype() == kInt64, "[one_hot] argument self has dtype %s, expected int64",
+           dtype_name(index.dtype()));
+  DT_CHECK(num_classes >= -1, "[one_hot] num_classes must be -1 or >= 0, got %d", num_classes);
+  if (num_classes < 0) {
+    DT_CHECK(index.numel() > 0, "[one_hot] cannot infer num_classes from an empty tensor");
+    num_classes = amax(index).to(Device(kCPU)).item<int64_t>() + 1;
+  }
+  if (const auto bad = detail::first_out_of_range(index, num_classes)) {
+    DT_FAIL("[one_hot] class %d out of range for %d classes", *bad, num_classes);
+  }
+  const Tensor classes = arange(num_classes, TensorOptions(kInt64, index.device()));
+  return eq(index.unsqueeze(index.dim()), classes).to(kInt64);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,262 @@
+// Registration of the indexing family's DTensor ops: gather, its gradient gather_backward, and
+// one_hot (strategies for ONE mesh dim, meta, kernels, samples, backward), and the DTensor
+// forms of index.h.
+//
+// gather(self, index; dim) -> out (index's shape). Rows [out | self, index]:
+//   [S(d) | S(d), S(d)]    d != dim where self and index have the same size at d
+//   [S(dim) | R, S(dim)]   the index sharded along dim: each rank gathers its positions
+//   [P(sum) | S(dim), R]   self sharded along dim: each rank picks the indices in its block,
+//                          zeros elsewhere; the sum over ranks is the gather
+// Linear in self ([P | P, R]).
+#include <absl/strings/str_format.h>
+
+#include "autograd/dispatch.h"
+#include "autograd/function.h"
+#include "dtensor/check_ranks.h"
+#include "dtensor/propagation/dispatch.h"
+#include "ops/common/strategy_util.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/index/index.h"
+#include "ops/ops_registry.h"
+#include "ops/reduction/reduction.h"
+#include "ops/register_all.h"
+#include "ops/view/view.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+using Locals = absl::Span<const Tensor>;
+
+// "" or "[op] index 7 out of range for dim 1 of size 5" (the Tensor gather's message).
+std::string range_error(std::string_view op, const Tensor& index, int64_t dim, int64_t size) {
+  const std::optional<int64_t> bad = detail::first_out_of_range(index, size);
+  if (!bad) return "";
+  return absl::StrFormat("[%s] index %d out of range for dim %d of size %d", op, *bad, dim, size);
+}
+
+bool sharded_along(const DTensorSpec& spec, int64_t dim) {
+  for (const Placement& p : spec.placements()) {
+    if (p.is_shard(dim)) return true;
+  }
+  return false;
+}
+
+// Rows of gather and gather_backward: `self_shape` is self's (gather's input / the gradient
+// op's output), `index_shape` the index's; `first` the placement of the op's first tensor
+// argument in the shard-along-dim rows.
+StrategyRows gather_rows(const Shape& self_shape, const Shape& index_shape, int64_t dim,
+                         bool backward) {
+  StrategyRows rows;
+  for (int64_t d = 0; d < static_cast<int64_t>(self_shape.size()); ++d) {
+    if (d != dim && self_shape[d] == index_shape[d]) rows.push_back({Shard(d), Shard(d), Shard(d)});
+  }
+  if (backward) {
+    // [self grad | grad, index]: each rank scatters into its block of dim, or scatters its part
+    // of grad into the whole (Partial).
+    rows.push_back({Shard(dim), Replicate(), Replicate()});
+    rows.push_back({Partial(), Shard(dim), Shard(dim)});
+  } else {
+    rows.push_back({Shard(dim), Replicate(), Shard(dim)});
+    rows.push_back({Partial(), Shard(dim), Replicate()});
+  }
+  return rows;
+}
+
+void check_gather_args(const OpSchema& s, const Shape& self_shape, const DTensorSpec& index,
+                       int64_t dim) {
+  DT_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32,
+           "[%s] argument index has dtype %s, expected int64 or int32", s.name(),
+           dtype_name(index.dtype()));
+  DT_CHECK(index.ndim() == static_cast<int64_t>(self_shape.size()),
+           "[%s] index (shape %s) must have as many dims as self (shape %s)", s.name(),
+           shape_str(index.shape()), shape_str(self_shape));
+  for (int64_t d = 0; d < index.ndim(); ++d) {
+    DT_CHECK(d == dim || index.shape()[d] <= self_shape[d],
+             "[%s] index (shape %s) is larger than self (shape %s) at dim %d", s.name(),
+             shape_str(index.shape()), shape_str(self_shape), d);
+  }
+}
+
+// The masked pick of a self shard along dim (the Partial row), or the plain gather.
+Tensor gather_kernel(const KernelContext& c, Locals l) {
+  const DTensorSpec& self = c.input_spec(0);
+  const int64_t dim = normalize_dim(c.arg<int64_t>(0), self.ndim(), "gather");
+  const int64_t size = self.shape()[dim];
+  check_on_all_ranks(c.input_spec(1), range_error("gather", l[1], dim, size));
+  if (!sharded_along(self, dim)) return gather(l[0], dim, l[1]);
+  const int64_t offset = c.input_shard(0).offset[dim], local = l[0].size(dim);
+  const TensorOptions out_opts(l[0].dtype(), l[0].device());
+  if (local == 0) return zeros(l[1].sizes(), out_opts);
+  const Tensor shifted = l[1].to(kInt64) - Scalar(offset);
+  const Tensor inside = logical_and(ge(shifted, Scalar(int64_t{0})), lt(shifted, Scalar(local)));
+  const Tensor safe = where(inside, shifted, zeros({}, TensorOptions(kInt64, l[1].device())));
+  return where(inside, gather(l[0], dim, safe), zeros({}, out_opts));
+}
+
+// gather_backward(grad, index; dim, self_shape): zeros of self_shape with grad added at the
+// indices (each rank its block of dim, skipping indices outside it).
+Tensor gather_backward_kernel(const KernelContext& c, Locals l) {
+  const LocalShard out = c.output_shard(0);
+  const int64_t dim = c.arg<int64_t>(0);
+  return scatter_add_shard(out.shape, dim, l[1], l[0], out.offset[dim]);
+}
+
+DTensor gather_backward(const DTensor& grad, const DTensor& index, int64_t dim,
+                        const Shape& self_shape) {
+  static const OpInfo& op = ops_op("gather_backward");
+  const ArgValue args[] = {dim, self_shape};
+  return dispatch(op, {&grad, &index}, args);
+}
+
+DTensorList gather_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+  const Shape& shape = c.input_spec(0).shape();
+  const int64_t dim =
+      normalize_dim(c.arg<int64_t>(0), static_cast<int64_t>(shape.size()), "gather");
+  return {gather_backward(g[0], c.input(1), dim, shape), DTensor()};
+}
+
+std::vector<OpSample> gather_samples(int64_t w) {
+  using detail::sample;
+  const int64_t n = 3 * w + 1;
+  return {{{sample({n, 5}), sample({n, 3}, kInt64, 0, 4)}, {int64_t{1}}},
+          {{sample({n, 5}), sample({2 * w, 5}, kInt64, 0, n - 1)}, {int64_t{0}}},
+          {{sample({4, n}), sample({4, 2}, kInt64, 0, n - 1)}, {int64_t{-1}}}};
+}
+
+void register_gather(Registry& reg) {
+  OpInfo op;
+  op.name = "gather";
+  op.input_names = {"self", "index"};
+  op.linearity = Linearity::kLinearInFirst;
+  op.meta = [](const OpSchema& s) {
+    const DTensorSpec& self = s.input(0);
+    const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "gather");
+    check_gather_args(s, self.shape(), s.input(1), dim);
+    return OutputMetas{TensorMeta(s.input(1).shape(), self.dtype())};
+  };
+  op.strategy = [](const OpSchema& s) {
+    const int64_t dim = normalize_dim(s.arg<int64_t>(0), s.input(0).ndim(), "gather");
+    return gather_rows(s.input(0).shape(), s.input(1).shape(), dim, /*backward=*/false);
+  };
+  op.kernel = single_output(gather_kernel);
+  op.samples = gather_samples;
+  op.backward = gather_grad;
+  op.saved_inputs = 2u;  // the index
+  reg.add(std::move(op));
+
+  OpInfo bw = detail::gradient_op("gather_backward", {"grad", "index"});
+  bw.meta = [](const OpSchema& s) {
+    const Shape& shape = s.arg<Shape>(1);
+    check_gather_args(s, shape, s.input(1), s.arg<int64_t>(0));
+    DT_CHECK(s.input(0).shape() == s.input(1).shape(),
+             "[gather_backward] grad (shape %s) and index (shape %s) must have one shape",
+             shape_str(s.input(0).shape()), shape_str(s.input(1).shape()));
+    return OutputMetas{TensorMeta(shape, s.input(0).dtype())};
+  };
+  bw.strategy = [](const OpSchema& s) {
+    return gather_rows(s.arg<Shape>(1), s.input(1).shape(), s.arg<int64_t>(0), /*backward=*/true);
+  };
+  bw.kernel = single_output(gather_backward_kernel);
+  bw.samples = [](int64_t w) {
+    using detail::sample;
+    const int64_t n = 3 * w + 1;
+    return std::vector<OpSample>{
+        {{sample({n, 3}), sample({n, 3}, kInt64, 0, 4)}, {int64_t{1}, Shape{n, 5}}},
+        {{sample({2 * w, 5}), sample({2 * w, 5}, kInt64, 0, n - 1)}, {int64_t{0}, Shape{n, 5}}}};
+  };
+  reg.add(std::move(bw));
+}
+
+// one_hot(index; num_classes) -> int64 [..., num_classes]: every index dim may be sharded.
+void register_one_hot(Registry& reg) {
+  OpInfo op;
+  op.name = "one_hot";
+  op.input_names = {"self"};
+  op.differentiable = false;
+  op.meta = [](const OpSchema& s) {
+    DT_CHECK(s.input(0).dtype() == kInt64, "[one_hot] argument self has dtype %s, expected int64",
+             dtype_name(s.input(0).dtype()));
+    const int64_t classes = s.arg<int64_t>(0);
+    DT_CHECK(classes >= 0, "[one_hot] num_classes must be >= 0 here, got %d", classes);
+    Shape shape = s.input(0).shape();
+    shape.push_back(classes);
+    return OutputMetas{TensorMeta(shape, kInt64)};
+  };
+  op.strategy = [](const OpSchema& s) {
+    StrategyRows rows;
+    for (int64_t d = 0; d < s.input(0).ndim(); ++d) rows.push_back({Shard(d), Shard(d)});
+    return rows;
+  };
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    const int64_t classes = c.arg<int64_t>(0);
+    const std::optional<int64_t> bad = detail::first_out_of_range(l[0], classes);
+    check_on_all_ranks(
+        c.input_spec(0),
+        bad ? absl::StrFormat("[one_hot] class %d out of range for %d classes", *bad, classes)
+            : std::string());
+    return one_hot(l[0], classes);
+  });
+  op.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{{{sample({3 * w + 1, 2}, kInt64, 0, 3)}, {int64_t{4}}},
+                                 {{sample({2 * w}, kInt64, 0, 2)}, {int64_t{3}}}};
+  };
+  reg.add(std::move(op));
+}
+
+}  // namespace
+
+void register_index_ops(Registry& reg) {
+  register_gather(reg);
+  register_one_hot(reg);
+}
+
+// ---- DTensor forms -----------------------------------------------------------------------------
+DTensor gather(const DTensor& self, int64_t dim, const DTensor& index) {
+  static const OpInfo& op = ops_op("gather");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&self, &index}, args);
+}
+
+DTensor index_select(const DTensor& self, int64_t dim, const DTensor& index) {
+  DT_CHECK(self.defined() && index.defined(), "[index_select] arguments must be defined");
+  DT_CHECK(index.dim() <= 1, "[index_select] argument index must be 0-d or 1-d, got shape %s",
+           shape_str(index.shape()));
+  DT_CHECK(self.dim() >= 1, "[index_select] argument self must have at least one dim");
+  const int64_t d = normalize_dim(dim, self.dim(), "index_select");
+  Shape along(self.dim(), 1), out = self.shape();
+  along[d] = out[d] = index.numel();
+  return gather(self, d, expand(reshape(index, along), out));
+}
+
+DTensor take_along_dim(const DTensor& self, const DTensor& indices, int64_t dim) {
+  DT_CHECK(self.dim() == indices.dim(),
+           "[take_along_dim] self (shape %s) and indices (shape %s) must have the same number "
+           "of dims",
+           shape_str(self.shape()), shape_str(indices.shape()));
+  const int64_t d = normalize_dim(dim, self.dim(), "take_along_dim");
+  Shape self_shape = self.shape(), index_shape = indices.shape();
+  for (int64_t k = 0; k < self.dim(); ++k) {
+    if (k == d) continue;
+    const int64_t a = self_shape[k], b = index_shape[k];
+    DT_CHECK(a == b || a == 1 || b == 1,
+             "[take_along_dim] cannot broadcast self (shape %s) and indices (shape %s) at dim %d",
+             shape_str(self.shape()), shape_str(indices.shape()), k);
+    self_shape[k] = index_shape[k] = a == 1 ? b : a;
+  }
+  return gather(expand(self, self_shape), d, expand(indices, index_shape));
+}
+
+DTensor one_hot(const DTensor& index, int64_t num_classes) {
+  static const OpInfo& op = ops_op("one_hot");
+  if (num_classes < 0) {
+    DT_CHECK(index.numel() > 0, "[one_hot] cannot infer num_classes from an empty tensor");
+    num_classes = amax(index).full_tensor().to(Device(kCPU)).item<int64_t>() + 1;
+  }
+  const ArgValue args[] = {num_classes};
+  return dispatch(op, {&index}, args);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,92 @@
+// Indexing on DTensors (mpirun at 1, 2, 4 ranks): gather / index_select / take_along_dim /
+// one_hot / masked_fill equal the full-tensor op for every placement list of their inputs on
+// 1-D and 2-D meshes; a table sharded along the gathered dim gives a Partial result without
+// communication; an index out of range on one rank is raised on every rank.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "collectives/comm_debug.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/index/index.h"
+#include "ops/view/view.h"
+#include "tests/ops/common/ops_dtensor_test_util.h"
+
+namespace dt = dtensor;
+namespace tt = dtensor::test;
+using dt::DTensor;
+using dt::Partial;
+using dt::Placements;
+using dt::Replicate;
+using dt::Shard;
+using dt::Tensor;
+
+TEST_CASE("index ops on DTensors equal the full-tensor op") {
+  const int64_t w = dt::world_size();
+  const int64_t n = 3 * w + 1;
+  const Tensor x = tt::det_input({n, 5});
+  const Tensor idx = dt::remainder(tt::det_input({n, 4}, 3, 0, 1, dt::kInt64),
+                                   dt::Scalar(int64_t{5}));  // in [0, 5)
+  const Tensor rows = dt::remainder(tt::det_input({2 * w + 1}, 1, 0, 1, dt::kInt64), dt::Scalar(n));
+  const Tensor mask = dt::gt(tt::det_input({5}, 2), dt::Scalar(0.0));
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const Placements& p : tt::all_placements(tt::shard_choices(2), mesh.ndim())) {
+      for (const Placements& q : tt::all_placements(tt::shard_choices(2, false), mesh.ndim())) {
+        INFO(tt::describe(mesh, {p, q}, {n, 5}));
+        const DTensor dx = dt::distribute_tensor(x, mesh, p, std::nullopt);
+        const DTensor di = dt::distribute_tensor(idx, mesh, q, std::nullopt);
+        CHECK(tt::same_values(dt::gather(dx, 1, di).full_tensor(), dt::gather(x, 1, idx)));
+        CHECK(tt::same_values(dt::take_along_dim(dx, dt::narrow(di, 1, 0, 1), 1).full_tensor(),
+                              dt::take_along_dim(x, idx.narrow(1, 0, 1), 1)));
+      }
+      const DTensor dx = dt::distribute_tensor(x, mesh, p, std::nullopt);
+      for (const Placements& q : tt::all_placements(tt::shard_choices(1, false), mesh.ndim())) {
+        const DTensor dr = dt::distribute_tensor(rows, mesh, q, std::nullopt);
+        INFO(tt::describe(mesh, {p, q}, {n, 5}));
+        CHECK(tt::same_values(dt::index_select(dx, 0, dr).full_tensor(),
+                              dt::index_select(x, 0, rows)));
+      }
+      const DTensor dm =
+          dt::distribute_tensor(mask, mesh, Placements(mesh.ndim(), Replicate()), std::nullopt);
+      CHECK(tt::same_values(dt::masked_fill(dx, dm, 3.5).full_tensor(),
+                            dt::masked_fill(x, mask, 3.5)));
+      const DTensor di =
+          dt::distribute_tensor(idx, mesh, Placements(mesh.ndim(), Replicate()), std::nullopt);
+      CHECK(tt::same_values(dt::one_hot(di).full_tensor(), dt::one_hot(idx)));
+    }
+  }
+}
+
+TEST_CASE("gather from a table sharded along the gathered dim is Partial, no communication") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor table = tt::det_input({4, 3 * w + 1});
+  const Tensor idx =
+      dt::remainder(tt::det_input({4, 6}, 5, 0, 1, dt::kInt64), dt::Scalar(3 * w + 1));
+  const DTensor dt_table = dt::distribute_tensor(table, mesh, {Shard(1)}, std::nullopt);
+  const DTensor dt_idx = dt::distribute_tensor(idx, mesh, {Replicate()}, std::nullopt);
+  DTensor picked;
+  {
+    dt::CommDebugMode debug;
+    picked = dt::gather(dt_table, 1, dt_idx);
+    CHECK(debug.total_count() == 0);
+  }
+  if (w > 1) CHECK(picked.placements() == Placements{Partial()});
+  CHECK(tt::same_values(picked.full_tensor(), dt::gather(table, 1, idx)));
+
+  // An index out of range held by the last rank only: every rank raises it.
+  Tensor bad = dt::zeros({w, 2}, dt::TensorOptions(dt::kInt64));
+  bad.narrow(0, w - 1, 1).fill_(3 * w + 1);
+  const DTensor dt_bad = dt::distribute_tensor(bad, mesh, {Shard(0)}, std::nullopt);
+  const DTensor rows =
+      dt::distribute_tensor(tt::det_input({w, 3 * w + 1}), mesh, {Shard(0)}, std::nullopt);
+  CHECK_THROWS_WITH(dt::gather(rows, 1, dt_bad),
+                    Catch::Contains("[gather] index") && Catch::Contains("out of range for dim 1"));
+  if (w > 1) {
+    CHECK_THROWS_WITH(dt::gather(rows, 1, dt_bad),
+                      Catch::Contains("(raised on rank " + std::to_string(w - 1) + ")"));
+    CHECK_THROWS_WITH(dt::one_hot(dt_bad, 2),
+                      Catch::Contains("[one_hot] class") && Catch::Contains("(raised on rank"));
+  }
+  // The mesh still works afterwards.
+  CHECK(tt::same_values(dt::gather(dt_table, 1, dt_idx).full_tensor(), dt::gather(table, 1, idx)));
+}
