@@ -41,7 +41,12 @@ DT_HOST_DEVICE inline C fmod_op(C x, C y) {
     using std::fmod;
     return fmod(x, y);
   } else {
-    return y == 0 ? C(0) : static_cast<C>(x % y);
+    // y == -1 is answered directly: INT_MIN % -1 overflows (a trap on x86).
+    if (y == 0) return C(0);
+    if constexpr (std::is_signed_v<C>) {
+      if (y == C(-1)) return C(0);
+    }
+    return static_cast<C>(x % y);
   }
 }
 
@@ -67,6 +72,9 @@ DT_HOST_DEVICE inline C remainder_op(C x, C y) {
     return r;
   } else {
     if (y == 0) return C(0);
+    if constexpr (std::is_signed_v<C>) {
+      if (y == C(-1)) return C(0);  // as fmod_op
+    }
     C r = static_cast<C>(x % y);
     if constexpr (std::is_signed_v<C>) {
       if (r != 0 && ((r < 0) != (y < 0))) r += y;

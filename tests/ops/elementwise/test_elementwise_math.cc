@@ -46,6 +46,10 @@ TEMPLATE_TEST_CASE("integer fmod, remainder, pow and bitwise ops are exact", "[e
   check_values(dt::bitwise_or(x, y), {4}, d, {14, -1, 7, 5}, 0, 0);
   check_values(dt::bitwise_xor(x, y), {4}, d, {6, -7, 7, 0}, 0, 0);
   check_values(dt::bitwise_not(x), {4}, d, {-13, 0, -1, -6}, 0, 0);
+  // The most negative value by -1 is 0 (no overflow trap).
+  const Tensor lowest = make({-2147483648.0}, {1}, DType::kInt32);
+  check_values(dt::fmod(lowest, make({-1}, {1}, DType::kInt32)), {1}, DType::kInt32, {0}, 0, 0);
+  check_values(dt::remainder(lowest, dt::Scalar(int64_t{-1})), {1}, DType::kInt32, {0}, 0, 0);
   // Division by zero raises for integers only.
   REQUIRE_THROWS_WITH(dt::fmod(a, make({1, 0, 2, 0, 1, 1}, {6}, d)),
                       Catch::Contains("[fmod] integer division by zero (2 zero elements"));
