@@ -24,6 +24,33 @@ std::optional<int64_t> first_out_of_range(const Tensor& index, int64_t size) {
   return std::nullopt;
 }
 
+AlongDimShapes take_along_dim_shapes(IntSpan self, IntSpan indices, int64_t dim) {
+  const int64_t ndim = static_cast<int64_t>(self.size());
+  DT_CHECK(self.size() == indices.size(),
+           "[take_along_dim] self (shape %s) and indices (shape %s) must have the same number "
+           "of dims",
+           shape_str(self), shape_str(indices));
+  AlongDimShapes r{Shape(self.begin(), self.end()), Shape(indices.begin(), indices.end()),
+                   normalize_dim(dim, ndim, "take_along_dim")};
+  for (int64_t k = 0; k < ndim; ++k) {
+    if (k == r.dim) continue;
+    const int64_t a = self[k], b = indices[k];
+    DT_CHECK(a == b || a == 1 || b == 1,
+             "[take_along_dim] cannot broadcast self (shape %s) and indices (shape %s) at dim %d",
+             shape_str(self), shape_str(indices), k);
+    r.self[k] = r.indices[k] = a == 1 ? b : a;
+  }
+  return r;
+}
+
+SelectShapes index_select_shapes(IntSpan self_shape, int64_t dim, int64_t index_numel) {
+  const int64_t ndim = static_cast<int64_t>(self_shape.size());
+  SelectShapes r{Shape(ndim, 1), Shape(self_shape.begin(), self_shape.end()),
+                 normalize_dim(dim, ndim, "index_select")};
+  r.along[r.dim] = r.out[r.dim] = index_numel;
+  return r;
+}
+
 }  // namespace detail
 
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
@@ -31,31 +58,20 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   detail::check_defined("index_select", index, "index");
   DT_CHECK(index.dim() <= 1, "[index_select] argument index must be 0-d or 1-d, got shape %s",
            shape_str(index.sizes()));
-  const int64_t d = normalize_dim(dim, std::max<int64_t>(self.dim(), 1), "index_select");
-  if (self.dim() == 0) return gather(self.view({1}), 0, index.reshape({1})).view({});
-  Shape along(self.dim(), 1), out = self.sizes();
-  along[d] = out[d] = index.numel();
-  return gather(self, d, index.reshape(along).expand(out));
+  if (self.dim() == 0) {
+    normalize_dim(dim, 1, "index_select");
+    return gather(self.view({1}), 0, index.reshape({1})).view({});
+  }
+  const detail::SelectShapes s = detail::index_select_shapes(self.sizes(), dim, index.numel());
+  return gather(self, s.dim, index.reshape(s.along).expand(s.out));
 }
 
 Tensor take_along_dim(const Tensor& self, const Tensor& indices, int64_t dim) {
   detail::check_defined("take_along_dim", self, "self");
   detail::check_defined("take_along_dim", indices, "indices");
-  DT_CHECK(self.dim() == indices.dim(),
-           "[take_along_dim] self (shape %s) and indices (shape %s) must have the same number "
-           "of dims",
-           shape_str(self.sizes()), shape_str(indices.sizes()));
-  const int64_t d = normalize_dim(dim, self.dim(), "take_along_dim");
-  Shape self_shape = self.sizes(), index_shape = indices.sizes();
-  for (int64_t k = 0; k < self.dim(); ++k) {
-    if (k == d) continue;
-    const int64_t a = self_shape[k], b = index_shape[k];
-    DT_CHECK(a == b || a == 1 || b == 1,
-             "[take_along_dim] cannot broadcast self (shape %s) and indices (shape %s) at dim %d",
-             shape_str(self.sizes()), shape_str(indices.sizes()), k);
-    self_shape[k] = index_shape[k] = a == 1 ? b : a;
-  }
-  return gather(self.expand(self_shape), d, indices.expand(index_shape));
+  const detail::AlongDimShapes s =
+      detail::take_along_dim_shapes(self.sizes(), indices.sizes(), dim);
+  return gather(self.expand(s.self), s.dim, indices.expand(s.indices));
 }
 
 Tensor one_hot(const Tensor& index, int64_t num_classes) {

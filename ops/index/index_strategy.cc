@@ -225,28 +225,14 @@ DTensor index_select(const DTensor& self, int64_t dim, const DTensor& index) {
   DT_CHECK(index.dim() <= 1, "[index_select] argument index must be 0-d or 1-d, got shape %s",
            shape_str(index.shape()));
   DT_CHECK(self.dim() >= 1, "[index_select] argument self must have at least one dim");
-  const int64_t d = normalize_dim(dim, self.dim(), "index_select");
-  Shape along(self.dim(), 1), out = self.shape();
-  along[d] = out[d] = index.numel();
-  return gather(self, d, expand(reshape(index, along), out));
+  const detail::SelectShapes s = detail::index_select_shapes(self.shape(), dim, index.numel());
+  return gather(self, s.dim, expand(reshape(index, s.along), s.out));
 }
 
 DTensor take_along_dim(const DTensor& self, const DTensor& indices, int64_t dim) {
-  DT_CHECK(self.dim() == indices.dim(),
-           "[take_along_dim] self (shape %s) and indices (shape %s) must have the same number "
-           "of dims",
-           shape_str(self.shape()), shape_str(indices.shape()));
-  const int64_t d = normalize_dim(dim, self.dim(), "take_along_dim");
-  Shape self_shape = self.shape(), index_shape = indices.shape();
-  for (int64_t k = 0; k < self.dim(); ++k) {
-    if (k == d) continue;
-    const int64_t a = self_shape[k], b = index_shape[k];
-    DT_CHECK(a == b || a == 1 || b == 1,
-             "[take_along_dim] cannot broadcast self (shape %s) and indices (shape %s) at dim %d",
-             shape_str(self.shape()), shape_str(indices.shape()), k);
-    self_shape[k] = index_shape[k] = a == 1 ? b : a;
-  }
-  return gather(expand(self, self_shape), d, expand(indices, index_shape));
+  const detail::AlongDimShapes s =
+      detail::take_along_dim_shapes(self.shape(), indices.shape(), dim);
+  return gather(expand(self, s.self), s.dim, expand(indices, s.indices));
 }
 
 DTensor one_hot(const DTensor& index, int64_t num_classes) {

@@ -30,38 +30,32 @@ DTensorValuesIndices along_dim(const OpInfo& info, const DTensor& x, int64_t dim
   return {std::move(outs[0]), std::move(outs[1])};
 }
 
-DTensor arg_reduce(const OpInfo& info, const DTensor& x, std::optional<int64_t> dim,
-                   bool keepdim) {
+DTensor arg_reduce(const OpInfo& info, const DTensor& x, std::optional<int64_t> dim, bool keepdim) {
   const ArgValue args[] = {dim ? ArgValue(*dim) : ArgValue(), keepdim};
   return dispatch(info, {&x}, args);
 }
 
 }  // namespace
 
-DTensor sum(const DTensor& x, IntSpan dims, bool keepdim) {
-  static const OpInfo& info = ops_op("sum");
-  return reduce(info, x, dims, keepdim);
-}
+// The reductions with args (dims, keepdim).
+#define DT_REDUCE_DIMS(fn)                                   \
+  DTensor fn(const DTensor& x, IntSpan dims, bool keepdim) { \
+    static const OpInfo& info = ops_op(#fn);                 \
+    return reduce(info, x, dims, keepdim);                   \
+  }
 
-DTensor mean(const DTensor& x, IntSpan dims, bool keepdim) {
-  static const OpInfo& info = ops_op("mean");
-  return reduce(info, x, dims, keepdim);
-}
+DT_REDUCE_DIMS(sum)
+
+DT_REDUCE_DIMS(mean)
 
 DTensor var(const DTensor& x, IntSpan dims, int64_t correction, bool keepdim) {
   static const OpInfo& info = ops_op("var");
   return with_correction(info, x, dims, correction, keepdim);
 }
 
-DTensor amax(const DTensor& x, IntSpan dims, bool keepdim) {
-  static const OpInfo& info = ops_op("amax");
-  return reduce(info, x, dims, keepdim);
-}
+DT_REDUCE_DIMS(amax)
 
-DTensor amin(const DTensor& x, IntSpan dims, bool keepdim) {
-  static const OpInfo& info = ops_op("amin");
-  return reduce(info, x, dims, keepdim);
-}
+DT_REDUCE_DIMS(amin)
 
 DTensor max(const DTensor& x) {
   static const OpInfo& info = ops_op("max");
@@ -98,10 +92,7 @@ DTensor std(const DTensor& x, IntSpan dims, int64_t correction, bool keepdim) {
   return with_correction(info, x, dims, correction, keepdim);
 }
 
-DTensor logsumexp(const DTensor& x, IntSpan dims, bool keepdim) {
-  static const OpInfo& info = ops_op("logsumexp");
-  return reduce(info, x, dims, keepdim);
-}
+DT_REDUCE_DIMS(logsumexp)
 
 DTensor vector_norm(const DTensor& x, double ord, IntSpan dims, bool keepdim) {
   static const OpInfo& info = ops_op("vector_norm");
@@ -113,14 +104,10 @@ DTensor dist(const DTensor& a, const DTensor& b, double p) {
   return vector_norm(a - b, p);
 }
 
-DTensor any(const DTensor& x, IntSpan dims, bool keepdim) {
-  static const OpInfo& info = ops_op("any");
-  return reduce(info, x, dims, keepdim);
-}
+DT_REDUCE_DIMS(any)
 
-DTensor all(const DTensor& x, IntSpan dims, bool keepdim) {
-  static const OpInfo& info = ops_op("all");
-  return reduce(info, x, dims, keepdim);
-}
+DT_REDUCE_DIMS(all)
+
+#undef DT_REDUCE_DIMS
 
 }  // namespace dtensor

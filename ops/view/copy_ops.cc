@@ -69,6 +69,12 @@ Shape repeat_shape(IntSpan shape, IntSpan repeats) {
   return out;
 }
 
+Shape tile_repeats(IntSpan reps, int64_t ndim) {
+  Shape padded(std::max<int64_t>(0, ndim - static_cast<int64_t>(reps.size())), 1);
+  padded.insert(padded.end(), reps.begin(), reps.end());
+  return padded;
+}
+
 void check_roll_args(IntSpan shifts, IntSpan dims) {
   DT_CHECK(dims.empty() ? shifts.size() == 1 : shifts.size() == dims.size(),
            "[roll] shifts %s and dims %s: expected one shift per dim (or one shift and no dims)",
@@ -138,9 +144,7 @@ Tensor repeat(const Tensor& x, IntSpan repeats) {
 }
 
 Tensor tile(const Tensor& x, IntSpan reps) {
-  Shape padded(std::max<int64_t>(0, x.dim() - static_cast<int64_t>(reps.size())), 1);
-  padded.insert(padded.end(), reps.begin(), reps.end());
-  return repeat(x, padded);
+  return repeat(x, detail::tile_repeats(reps, x.dim()));
 }
 
 namespace {

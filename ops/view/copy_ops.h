@@ -61,6 +61,8 @@ Shape movedim_permutation(IntSpan source, IntSpan destination, int64_t ndim);
 Shape unflatten_shape(IntSpan shape, int64_t dim, IntSpan sizes);
 // The shape of repeat(x of `shape`, repeats), checking repeats.
 Shape repeat_shape(IntSpan shape, IntSpan repeats);
+// tile's reps padded with leading 1s to `ndim` entries (repeat's argument).
+Shape tile_repeats(IntSpan reps, int64_t ndim);
 // torch.roll's argument check: one shift per dim (or one shift and no dims).
 void check_roll_args(IntSpan shifts, IntSpan dims);
 }  // namespace detail

@@ -211,9 +211,7 @@ DTensor repeat(const DTensor& x, IntSpan repeats) {
   return dispatch(DT_COPY_OP("repeat"), {&x}, args);
 }
 DTensor tile(const DTensor& x, IntSpan reps) {
-  Shape padded(std::max<int64_t>(0, x.dim() - static_cast<int64_t>(reps.size())), 1);
-  padded.insert(padded.end(), reps.begin(), reps.end());
-  return repeat(x, padded);
+  return repeat(x, detail::tile_repeats(reps, x.dim()));
 }
 DTensor tril(const DTensor& x, int64_t diagonal) {
   const ArgValue args[] = {diagonal};
