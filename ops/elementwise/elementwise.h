@@ -217,8 +217,10 @@ Tensor copy_(const Tensor& dst, const Tensor& src);
 // The same ops on DTensors, dispatched through sharding propagation (elementwise_strategy.cc):
 // the result equals the op on the full tensors. Broadcasting maps shard dims through the
 // aligned dims; Partial(sum/avg) inputs pass through add/sub (both Partial), mul (one side),
-// div (numerator), neg and scaling by a Scalar; every other op first reduces Partial inputs
-// (the cheapest of all-reduce / reduce-scatter under the cost model). Inputs must share one
+// div (numerator), neg and scaling by a Scalar; Partial(max/min) pass through the unary ops
+// monotone over the extended reals (relu, exp, sigmoid, tanh, rounding, ...; neg swaps max and
+// min); every other op first reduces Partial inputs (the cheapest of all-reduce /
+// reduce-scatter under the cost model). Inputs must share one
 // mesh. Scalars are runtime values (not in the propagation cache key).
 DTensor add(const DTensor& self, const DTensor& other);
 DTensor add(const DTensor& self, const Scalar& other);

@@ -101,6 +101,18 @@ DType out_dtype(const OpSchema& s, DTypeRule rule, int64_t dtype_arg) {
 using Locals = absl::Span<const Tensor>;
 using PointwiseKernel = Tensor (*)(const KernelContext& ctx, Locals in);
 
+enum class Monotone : uint8_t { kNone, kIncreasing, kDecreasing };
+
+// The Partial(max/min) rows of a monotone unary op: [P(max) | P(max)], [P(min) | P(min)], or
+// crossed for a decreasing one.
+void add_monotone_rows(StrategyRows& rows, Monotone m) {
+  if (m == Monotone::kNone) return;
+  const Placement pmax = Partial(ReduceOp::kMax), pmin = Partial(ReduceOp::kMin);
+  const bool up = m == Monotone::kIncreasing;
+  rows.push_back({up ? pmax : pmin, pmax});
+  rows.push_back({up ? pmin : pmax, pmin});
+}
+
 struct PointwiseDef {
   const char* name;
   int num_inputs;
@@ -118,6 +130,11 @@ struct PointwiseDef {
   void (*check)(const OpSchema& s) = nullptr;
   bool differentiable = true;  // false: bitwise ops (comparisons and grad ops never are)
   int integer_args = 0;        // samples: integer inputs in [0, 100) (bitwise ops)
+  // Unary ops monotone over the whole extended real line (+-inf included, no NaN made from a
+  // non-NaN): f(max x_i) = max f(x_i), so Partial(max/min) passes through a non-decreasing f
+  // and swaps kind through a non-increasing one (neg), with no communication. Ops undefined
+  // somewhere (log, sqrt: a rank's partial may be -inf) are not monotone here.
+  Monotone monotone = Monotone::kNone;
 };
 
 // Samples: even/uneven/empty shards, broadcasting for the binary ops; positive values where
@@ -227,7 +244,11 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
     }
     return OutputMetas{TensorMeta(shape, out_dtype(s, rule, dtype_arg))};
   };
-  info.strategy = [](const OpSchema& s) { return pointwise_rows(s, detail::broadcast_inputs(s)); };
+  info.strategy = [monotone = def.monotone](const OpSchema& s) {
+    StrategyRows rows = pointwise_rows(s, detail::broadcast_inputs(s));
+    add_monotone_rows(rows, monotone);
+    return rows;
+  };
   info.kernel = single_output(def.kernel);
   info.differentiable = def.dtype != DTypeRule::kBool && !def.grad_op && def.differentiable;
   const detail::PointwiseGrad grad = detail::pointwise_grad(def.name);
@@ -294,6 +315,7 @@ Tensor mod_kernel(const KernelContext& c, Locals l) {
 void register_elementwise_ops(Registry& reg) {
   using L = Linearity;
   using D = DTypeRule;
+  using M = Monotone;
   // Tensor-tensor arithmetic: Partial passes through add/sub (both sides), mul (one side),
   // div (numerator).
   add_pointwise(reg, {"add", 2, L::kLinear, D::kPromote, DT_BINARY(add)});
@@ -330,35 +352,60 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {"pow", 1, L::kNone, D::kArg, DT_SCALAR(pow), 1});
 
   // Unary ops.
-  add_pointwise(reg, {"neg", 1, L::kLinear, D::kSame, DT_UNARY(neg)});
+  add_pointwise(reg, {.name = "neg", .num_inputs = 1, .linearity = L::kLinear,
+                      .dtype = D::kSame, .kernel = DT_UNARY(neg),
+                      .monotone = M::kDecreasing});
   add_pointwise(reg, {"abs", 1, L::kNone, D::kSameNotBool, DT_UNARY(abs)});
-  add_pointwise(reg, {"relu", 1, L::kNone, D::kSameNotBool, DT_UNARY(relu)});
+  add_pointwise(reg, {.name = "relu", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(relu),
+                      .monotone = M::kIncreasing});
   add_pointwise(reg, {"silu", 1, L::kNone, D::kFloating, DT_UNARY(silu)});
   // arg 0: approximate (static).
   add_pointwise(reg, {"gelu", 1, L::kNone, D::kFloating, [](const KernelContext& c, Locals l) {
                         return gelu(l[0], static_cast<GeluApproximate>(c.arg<int64_t>(0)));
                       }});
-  add_pointwise(reg, {"exp", 1, L::kNone, D::kFloatSame, DT_UNARY(exp)});
+  add_pointwise(reg, {.name = "exp", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloatSame, .kernel = DT_UNARY(exp),
+                      .monotone = M::kIncreasing});
   add_pointwise(reg, {"log", 1, L::kNone, D::kFloatSame, DT_UNARY(log)});
   add_pointwise(reg, {"sqrt", 1, L::kNone, D::kFloatSame, DT_UNARY(sqrt)});
   add_pointwise(reg, {"rsqrt", 1, L::kNone, D::kFloatSame, DT_UNARY(rsqrt)});
-  add_pointwise(reg, {"sigmoid", 1, L::kNone, D::kFloatSame, DT_UNARY(sigmoid)});
-  add_pointwise(reg, {"tanh", 1, L::kNone, D::kFloatSame, DT_UNARY(tanh)});
+  add_pointwise(reg, {.name = "sigmoid", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloatSame, .kernel = DT_UNARY(sigmoid),
+                      .monotone = M::kIncreasing});
+  add_pointwise(reg, {.name = "tanh", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloatSame, .kernel = DT_UNARY(tanh),
+                      .monotone = M::kIncreasing});
   add_pointwise(reg, {"sin", 1, L::kNone, D::kFloatSame, DT_UNARY(sin)});
   add_pointwise(reg, {"cos", 1, L::kNone, D::kFloatSame, DT_UNARY(cos)});
   add_pointwise(reg, {"tan", 1, L::kNone, D::kFloatSame, DT_UNARY(tan)});
-  add_pointwise(reg, {"erf", 1, L::kNone, D::kFloatSame, DT_UNARY(erf)});
-  add_pointwise(reg, {"exp2", 1, L::kNone, D::kFloatSame, DT_UNARY(exp2)});
-  add_pointwise(reg, {"expm1", 1, L::kNone, D::kFloatSame, DT_UNARY(expm1)});
+  add_pointwise(reg, {.name = "erf", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloatSame, .kernel = DT_UNARY(erf),
+                      .monotone = M::kIncreasing});
+  add_pointwise(reg, {.name = "exp2", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloatSame, .kernel = DT_UNARY(exp2),
+                      .monotone = M::kIncreasing});
+  add_pointwise(reg, {.name = "expm1", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloatSame, .kernel = DT_UNARY(expm1),
+                      .monotone = M::kIncreasing});
   add_pointwise(reg, {"log1p", 1, L::kNone, D::kFloatSame, DT_UNARY(log1p)});
   add_pointwise(reg, {"log2", 1, L::kNone, D::kFloatSame, DT_UNARY(log2)});
   add_pointwise(reg, {"log10", 1, L::kNone, D::kFloatSame, DT_UNARY(log10)});
   add_pointwise(reg, {"reciprocal", 1, L::kNone, D::kFloatSame, DT_UNARY(reciprocal)});
-  add_pointwise(reg, {"floor", 1, L::kNone, D::kSameNotBool, DT_UNARY(floor)});
-  add_pointwise(reg, {"ceil", 1, L::kNone, D::kSameNotBool, DT_UNARY(ceil)});
-  add_pointwise(reg, {"round", 1, L::kNone, D::kSameNotBool, DT_UNARY(round)});
-  add_pointwise(reg, {"trunc", 1, L::kNone, D::kSameNotBool, DT_UNARY(trunc)});
+  add_pointwise(reg, {.name = "floor", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(floor),
+                      .monotone = M::kIncreasing});
+  add_pointwise(reg, {.name = "ceil", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(ceil),
+                      .monotone = M::kIncreasing});
+  add_pointwise(reg, {.name = "round", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(round),
+                      .monotone = M::kIncreasing});
+  add_pointwise(reg, {.name = "trunc", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(trunc),
+                      .monotone = M::kIncreasing});
   add_pointwise(reg, {"frac", 1, L::kNone, D::kFloating, DT_UNARY(frac)});
+  // sign is not monotone on NaN (sign(NaN) = 0), so no Partial(max/min) rows.
   add_pointwise(reg, {"sign", 1, L::kNone, D::kSameNotBool, DT_UNARY(sign)});
   // More pointwise math (elementwise_math.cc). Scalar args are runtime values; the clamp
   // forms and fmod/remainder.Scalar carry their result dtype as the last (static) arg.

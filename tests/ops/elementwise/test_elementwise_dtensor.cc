@@ -4,6 +4,7 @@
 // in-place ops keep self's placements.
 #include <catch2/catch.hpp>
 
+#include "collectives/comm_debug.h"
 #include "dtensor/propagation/sharding_propagation.h"
 #include "ops/elementwise/elementwise.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
@@ -308,4 +309,34 @@ TEST_CASE("dtype errors of the pointwise math are raised in meta, on every rank"
     const DTensor n = dt::bitwise_not(ints);
     if (mesh.contains_me()) CHECK(tt::same_values(n.to_local(), dt::bitwise_not(ints.to_local())));
   }
+}
+
+TEST_CASE("Partial(max/min) passes through monotone unary ops, crossed through neg") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({6, 4}, 1);
+  const Placements pmax = {Partial(dt::ReduceOp::kMax)}, pmin = {Partial(dt::ReduceOp::kMin)};
+  const DTensor a = dt::distribute_tensor(x, mesh, pmax, std::nullopt);
+  const DTensor b = dt::distribute_tensor(x, mesh, pmin, std::nullopt);
+  DTensor na, ea, rb, fb;
+  {
+    dt::CommDebugMode debug;
+    na = -a;
+    ea = dt::exp(a);
+    rb = dt::relu(b);
+    fb = dt::floor(b);
+    CHECK(debug.total_count() == 0);
+  }
+  if (w > 1) {
+    CHECK(na.placements() == pmin);
+    CHECK(ea.placements() == pmax);
+    CHECK(rb.placements() == pmin);
+    CHECK(fb.placements() == pmin);
+    // Not monotone over the extended reals (a rank's partial may be -inf): reduced first.
+    CHECK(dt::log(a).placements() != pmax);
+  }
+  CHECK(tt::same_values(na.full_tensor(), -x));
+  CHECK(tt::same_values(ea.full_tensor(), dt::exp(x)));
+  CHECK(tt::same_values(rb.full_tensor(), dt::relu(x)));
+  CHECK(tt::same_values(fb.full_tensor(), dt::floor(x)));
 }
