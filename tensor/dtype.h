@@ -55,6 +55,17 @@ constexpr bool is_floating(DType d) {
 }
 constexpr bool is_reduced_float(DType d) { return d == DType::kFloat16 || d == DType::kBFloat16; }
 
+// The largest finite value of a floating dtype (torch.finfo(d).max); 0 for other dtypes.
+constexpr double finfo_max(DType d) {
+  switch (d) {
+    case DType::kFloat64: return 1.7976931348623157e308;
+    case DType::kFloat32: return 3.4028234663852886e38;
+    case DType::kFloat16: return 65504.0;
+    case DType::kBFloat16: return 3.3895313892515355e38;
+    default: return 0.0;
+  }
+}
+
 // The C++ type that stores one element of a DType.
 template <typename T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DType value = DType::kFloat32; };

@@ -3,7 +3,6 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 
-#include <cfloat>
 #include <climits>
 #include <cmath>
 
@@ -31,11 +30,7 @@ bool scalar_fits(const Scalar& value, DType dtype) {
   const double d = value.to_double();
   if (is_floating(dtype)) {
     if (!std::isfinite(d)) return true;
-    const double max = dtype == DType::kFloat64   ? DBL_MAX
-                       : dtype == DType::kFloat32 ? FLT_MAX
-                       : dtype == DType::kFloat16 ? 65504.0
-                                                  : 3.3895313892515355e38;  // bfloat16
-    return std::fabs(d) <= max;
+    return std::fabs(d) <= finfo_max(dtype);
   }
   if (!std::isfinite(d)) return false;
   // Within the integer range after truncation toward zero.

@@ -24,7 +24,5 @@ Tensor unary_op(UnaryOp kind, const Tensor& x, DType dt, const Scalar& param = S
 // "" when integer fmod / remainder in dtype dt may divide by `other`, else the error naming
 // `op` and the count of zero divisors (floating dt: always "", division by zero is NaN).
 std::string integer_division_error(std::string_view op, const Tensor& other, DType dt);
-// torch.finfo(d).max of a floating dtype (nan_to_num's default posinf).
-double finfo_max(DType d);
 
 }  // namespace dtensor::detail

@@ -5,7 +5,6 @@
 // their CUDA half is the kernels they compose.
 #include <absl/strings/str_format.h>
 
-#include <cfloat>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -72,19 +71,6 @@ std::string integer_division_error(std::string_view op, const Tensor& other, DTy
   if (zeros == 0) return {};
   return absl::StrFormat("[%s] integer division by zero (%d zero elements in argument other)", op,
                          zeros);
-}
-
-double finfo_max(DType d) {
-  switch (d) {
-    case DType::kFloat64:
-      return DBL_MAX;
-    case DType::kFloat16:
-      return 65504.0;
-    case DType::kBFloat16:
-      return 3.38953138925153547590470800371487866880e38;
-    default:
-      return FLT_MAX;
-  }
 }
 
 }  // namespace detail
@@ -161,7 +147,7 @@ Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
   detail::check_defined("nan_to_num", x, "self");
   if (!is_floating(x.dtype())) return x.clone();  // nothing to replace, as PyTorch
-  const double big = detail::finfo_max(x.dtype());
+  const double big = finfo_max(x.dtype());
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
   (x.device().is_cuda() ? detail::nan_to_num_cuda : detail::nan_to_num_cpu)(
       out, x, nan, posinf.value_or(big), neginf.value_or(-big));

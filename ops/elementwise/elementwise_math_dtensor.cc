@@ -46,8 +46,7 @@ DT_EW_BINARY(bitwise_xor, "bitwise_xor")
 
 namespace {
 // fmod / remainder by a scalar: args (scalar [runtime], result dtype [static]).
-DTensor mod_scalar(const char* op, const DTensor& self, const Scalar& other) {
-  const OpInfo& info = ops_op(op);
+DTensor mod_scalar(const OpInfo& info, const DTensor& self, const Scalar& other) {
   const DType dt = result_type(self.dtype(), other);
   DT_CHECK(is_floating(dt) || other.to_int() != 0, "[%s] integer division by zero (argument other)",
            info.name);
@@ -57,10 +56,12 @@ DTensor mod_scalar(const char* op, const DTensor& self, const Scalar& other) {
 }  // namespace
 
 DTensor fmod(const DTensor& self, const Scalar& other) {
-  return mod_scalar("fmod.Scalar", self, other);
+  static const OpInfo& info = ops_op("fmod.Scalar");
+  return mod_scalar(info, self, other);
 }
 DTensor remainder(const DTensor& self, const Scalar& other) {
-  return mod_scalar("remainder.Scalar", self, other);
+  static const OpInfo& info = ops_op("remainder.Scalar");
+  return mod_scalar(info, self, other);
 }
 
 DTensor clamp(const DTensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
@@ -95,7 +96,7 @@ DTensor clip(const DTensor& x, std::optional<Scalar> min, std::optional<Scalar> 
 DTensor nan_to_num(const DTensor& x, double nan, std::optional<double> posinf,
                    std::optional<double> neginf) {
   static const OpInfo& info = ops_op("nan_to_num");
-  const double big = is_floating(x.dtype()) ? detail::finfo_max(x.dtype()) : 0.0;
+  const double big = finfo_max(x.dtype());
   const ArgValue args[] = {nan, posinf.value_or(big), neginf.value_or(-big)};
   return dispatch(info, {&x}, args);
 }

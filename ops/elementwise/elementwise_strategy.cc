@@ -5,6 +5,7 @@
 // Pointwise rule with broadcasting: output dim d can be sharded when every input either has
 // the same size at the aligned dim (sharded the same way) or broadcasts there (replicated).
 // Example: add(a[4, 6], b[6]) rows: [S(0) | S(0), R], [S(1) | S(1), S(0)].
+#include <array>
 #include <string>
 
 #include "dtensor/check_ranks.h"
@@ -135,6 +136,8 @@ struct PointwiseDef {
   // and swaps kind through a non-increasing one (neg), with no communication. Ops undefined
   // somewhere (log, sqrt: a rank's partial may be -inf) are not monotone here.
   Monotone monotone = Monotone::kNone;
+  // Input names other than the defaults (self, other / tensor1, tensor2), e.g. lerp's end.
+  std::array<const char*, 3> input_names{};
 };
 
 // Samples: even/uneven/empty shards, broadcasting for the binary ops; positive values where
@@ -205,10 +208,9 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
     info.input_names = {"self", "other"};
     info.input_names.resize(def.num_inputs);
   }
-  if (std::string_view(def.name) == "lerp") info.input_names = {"self", "end", "weight"};
-  if (std::string_view(def.name) == "lerp.Scalar") info.input_names = {"self", "end"};
-  if (std::string_view(def.name) == "masked_fill") info.input_names = {"self", "mask"};
-  if (std::string_view(def.name) == "clamp.Tensor") info.input_names = {"self", "min", "max"};
+  if (def.input_names[0] != nullptr) {
+    info.input_names.assign(def.input_names.begin(), def.input_names.begin() + def.num_inputs);
+  }
   info.schema_info.static_argnum = def.static_argnum;
   info.linearity = def.linearity;
   info.inplace = def.inplace;
@@ -297,12 +299,14 @@ void check_float_division(const OpSchema& s) {  // addcdiv
 
 // fmod / remainder of DTensors: an integer zero divisor is raised on every rank that may hold
 // different divisors (the data-dependent error rule), then the local op runs.
+// (The divisor is scanned once: the kernel then runs without the Tensor form's own check.)
 template <bool kFmod>
 Tensor mod_kernel(const KernelContext& c, Locals l) {
-  check_on_all_ranks(c.input_spec(1),
-                     detail::integer_division_error(kFmod ? "fmod" : "remainder", l[1],
-                                                    result_type(l[0], l[1])));
-  return kFmod ? fmod(l[0], l[1]) : remainder(l[0], l[1]);
+  const char* op = kFmod ? "fmod" : "remainder";
+  const DType dt = result_type(l[0], l[1]);
+  check_on_all_ranks(c.input_spec(1), detail::integer_division_error(op, l[1], dt));
+  return detail::binary_op(op, kFmod ? detail::BinaryOp::kFmod : detail::BinaryOp::kRemainder,
+                           l[0], l[1], dt);
 }
 
 }  // namespace
@@ -446,7 +450,7 @@ void register_elementwise_ops(Registry& reg) {
                       .kernel = [](const KernelContext&, Locals l) {
                         return clamp(l[0], l[1], l[2]);
                       },
-                      .check = check_self_number});
+                      .check = check_self_number, .input_names = {"self", "min", "max"}});
   // args (nan, posinf, neginf): the values to write, resolved by the caller.
   add_pointwise(reg, {.name = "nan_to_num", .num_inputs = 1, .linearity = L::kNone,
                       .dtype = D::kSame,
@@ -481,20 +485,21 @@ void register_elementwise_ops(Registry& reg) {
                       .kernel = [](const KernelContext& c, Locals l) {
                         return masked_fill(l[0], l[1], c.scalar(0));
                       },
-                      .static_argnum = 1, .check = check_mask});
+                      .static_argnum = 1, .check = check_mask, .input_names = {"self", "mask"}});
   // lerp with a scalar weight is linear in (start, end) together: [P | P, P].
   add_pointwise(reg, {.name = "lerp.Scalar", .num_inputs = 2, .linearity = L::kLinear,
                       .dtype = D::kPromote,
                       .kernel = [](const KernelContext& c, Locals l) {
                         return lerp(l[0], l[1], c.scalar(0));
                       },
-                      .static_argnum = 1, .check = check_all_floating});
+                      .static_argnum = 1, .check = check_all_floating,
+                      .input_names = {"self", "end"}});
   add_pointwise(reg, {.name = "lerp", .num_inputs = 3, .linearity = L::kNone,
                       .dtype = D::kPromote,
                       .kernel = [](const KernelContext&, Locals l) {
                         return lerp(l[0], l[1], l[2]);
                       },
-                      .check = check_all_floating});
+                      .check = check_all_floating, .input_names = {"self", "end", "weight"}});
   // arg 0: value (runtime).
   add_pointwise(reg, {.name = "addcmul", .num_inputs = 3, .linearity = L::kNone,
                       .dtype = D::kPromote,

@@ -43,9 +43,9 @@ bool sharded_along(const DTensorSpec& spec, int64_t dim) {
   return false;
 }
 
-// Rows of gather and gather_backward: `self_shape` is self's (gather's input / the gradient
-// op's output), `index_shape` the index's; `first` the placement of the op's first tensor
-// argument in the shard-along-dim rows.
+// Rows of gather ([out | self, index]) and gather_backward ([self grad | grad, index]):
+// `self_shape` is self's (gather's input / the gradient op's output), `index_shape` the
+// index's.
 StrategyRows gather_rows(const Shape& self_shape, const Shape& index_shape, int64_t dim,
                          bool backward) {
   StrategyRows rows;

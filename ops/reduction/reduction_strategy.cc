@@ -126,6 +126,8 @@ struct ReductionDef {
   bool partial_passthrough = false;
   // The Partial kind per call when it depends on the args (vector_norm's ord), else `partial`.
   std::optional<ReduceOp> (*partial_of)(const OpSchema& s) = nullptr;
+  // needs_elements per call when it depends on the args (vector_norm's ord +-inf is a max).
+  bool (*needs_elements_of)(const OpSchema& s) = nullptr;
 };
 
 struct Parsed {
@@ -214,10 +216,7 @@ void add_reduction(Registry& reg, const ReductionDef& def) {
   info.meta = [def](const OpSchema& s) {
     const Parsed p = parse(s, def.layout);
     const Shape& shape = s.input(0).shape();
-    // vector_norm with ord +-inf is a max / min: no identity for zero elements either.
-    const bool needs_elements = def.needs_elements || (def.layout == ArgLayout::kOrdDimsKeepdim &&
-                                                       std::isinf(s.arg<double>(0)));
-    if (needs_elements) {
+    if (def.needs_elements_of ? def.needs_elements_of(s) : def.needs_elements) {
       int64_t count = 1;
       for (size_t d = 0; d < shape.size(); ++d) count *= p.mask[d] ? shape[d] : 1;
       DT_CHECK(count > 0, "[%s] cannot reduce over zero elements (input shape %s)", s.name(),
@@ -438,6 +437,11 @@ std::optional<ReduceOp> norm_partial(const OpSchema& s) {
   return std::nullopt;
 }
 
+// ord +-inf is a max / min of |x|: no identity for zero elements.
+bool norm_needs_elements(const OpSchema& s) {
+  return std::isinf(s.arg<double>(0));
+}
+
 // A rank whose shard is empty along a sharded reduced dim contributes the identity of its
 // Partial: 0 for sums and for the max of |x|, +inf for the min.
 Tensor vector_norm_kernel(const KernelContext& c, Locals l) {
@@ -498,7 +502,8 @@ void register_reduction_ops(Registry& reg) {
                       single_output(logsumexp_kernel)});
   add_reduction(reg, {.name = "vector_norm", .layout = A::kOrdDimsKeepdim,
                       .dtype = D::kFloatOnly, .partial = none,
-                      .kernel = single_output(vector_norm_kernel), .partial_of = norm_partial});
+                      .kernel = single_output(vector_norm_kernel), .partial_of = norm_partial,
+                      .needs_elements_of = norm_needs_elements});
   add_reduction(reg, {"any", A::kDimsKeepdim, D::kBool, kMax, single_output(any_kernel<true>)});
   add_reduction(reg, {"all", A::kDimsKeepdim, D::kBool, kMin, single_output(any_kernel<false>)});
   register_value_selecting_backward(reg);

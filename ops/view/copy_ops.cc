@@ -75,6 +75,11 @@ Shape tile_repeats(IntSpan reps, int64_t ndim) {
   return padded;
 }
 
+void check_triangle_input(std::string_view op, IntSpan shape) {
+  DT_CHECK(shape.size() >= 2, "[%s] expected a tensor with at least 2 dims, got shape %s", op,
+           shape_str(shape));
+}
+
 void check_roll_args(IntSpan shifts, IntSpan dims) {
   DT_CHECK(dims.empty() ? shifts.size() == 1 : shifts.size() == dims.size(),
            "[roll] shifts %s and dims %s: expected one shift per dim (or one shift and no dims)",
@@ -150,8 +155,7 @@ Tensor tile(const Tensor& x, IntSpan reps) {
 namespace {
 // Keeps (i, j) of the last two dims where j - i <= k (lower) or >= k (upper).
 Tensor triangle(std::string_view op, const Tensor& x, int64_t k, bool lower) {
-  DT_CHECK(x.dim() >= 2, "[%s] expected a tensor with at least 2 dims, got shape %s", op,
-           shape_str(x.sizes()));
+  detail::check_triangle_input(op, x.sizes());
   const int64_t rows = x.size(x.dim() - 2), cols = x.size(x.dim() - 1);
   const TensorOptions idx(kInt64, x.device());
   const Tensor diff = arange(cols, idx).view({1, cols}) - arange(rows, idx).view({rows, 1});

@@ -63,6 +63,8 @@ Shape unflatten_shape(IntSpan shape, int64_t dim, IntSpan sizes);
 Shape repeat_shape(IntSpan shape, IntSpan repeats);
 // tile's reps padded with leading 1s to `ndim` entries (repeat's argument).
 Shape tile_repeats(IntSpan reps, int64_t ndim);
+// tril / triu need a matrix (or a batch of them): >= 2 dims.
+void check_triangle_input(std::string_view op, IntSpan shape);
 // torch.roll's argument check: one shift per dim (or one shift and no dims).
 void check_roll_args(IntSpan shifts, IntSpan dims);
 }  // namespace detail

@@ -61,7 +61,21 @@ struct CopyOpDef {
   std::vector<OpSample> (*samples)(int64_t w);
   DTensorList (*backward)(const BackwardContext& c, Grads g);
   bool view = false;  // the output may alias the input (contiguous)
+  // Argument checks in meta (every rank raises them) and the output shape when it is not the
+  // input's (repeat).
+  void (*check)(const OpSchema& s) = nullptr;
+  Shape (*out_shape)(const OpSchema& s) = nullptr;
 };
+
+void check_roll(const OpSchema& s) {
+  detail::check_roll_args(s.arg<Shape>(0), s.arg<Shape>(1));
+}
+void check_triangle(const OpSchema& s) {
+  detail::check_triangle_input(s.name(), s.input(0).shape());
+}
+Shape repeat_out_shape(const OpSchema& s) {
+  return detail::repeat_shape(s.input(0).shape(), s.arg<Shape>(0));
+}
 
 void add_copy_op(Registry& reg, const CopyOpDef& def) {
   OpInfo op;
@@ -70,16 +84,9 @@ void add_copy_op(Registry& reg, const CopyOpDef& def) {
   op.linearity = Linearity::kLinear;
   op.view = def.view;
   op.saved_inputs = 0;  // every formula needs the specs and args only
-  op.meta = [name = std::string_view(def.name)](const OpSchema& s) {
-    if (name == "repeat") {
-      return OutputMetas{TensorMeta(detail::repeat_shape(s.input(0).shape(), s.arg<Shape>(0)),
-                                    s.input(0).dtype())};
-    }
-    if (name == "roll") detail::check_roll_args(s.arg<Shape>(0), s.arg<Shape>(1));
-    if (name == "tril" || name == "triu") {
-      DT_CHECK(s.input(0).ndim() >= 2, "[%s] expected a tensor with at least 2 dims, got shape %s",
-               s.name(), shape_str(s.input(0).shape()));
-    }
+  op.meta = [check = def.check, out_shape = def.out_shape](const OpSchema& s) {
+    if (check) check(s);
+    if (out_shape) return OutputMetas{TensorMeta(out_shape(s), s.input(0).dtype())};
     return OutputMetas{s.input(0).meta()};
   };
   op.strategy = [map_of = def.map_of](const OpSchema& s) { return detail::mapped_rows(map_of(s)); };
@@ -171,16 +178,16 @@ void register_copy_ops(Registry& reg) {
                     [](const KernelContext& c, Locals l) {
                       return roll(l[0], c.arg<Shape>(0), c.arg<Shape>(1));
                     },
-                    roll_samples, roll_bw});
+                    roll_samples, roll_bw, /*view=*/false, check_roll});
   // args (repeats).
   add_copy_op(reg, {"repeat", repeat_map,
                     [](const KernelContext& c, Locals l) { return repeat(l[0], c.arg<Shape>(0)); },
-                    repeat_samples, repeat_bw});
+                    repeat_samples, repeat_bw, /*view=*/false, nullptr, repeat_out_shape});
   // args (diagonal).
-  add_copy_op(reg,
-              {"tril", identity_map, triangle_kernel<true>, triangle_samples, triangle_bw<true>});
-  add_copy_op(reg,
-              {"triu", identity_map, triangle_kernel<false>, triangle_samples, triangle_bw<false>});
+  add_copy_op(reg, {"tril", identity_map, triangle_kernel<true>, triangle_samples,
+                    triangle_bw<true>, /*view=*/false, check_triangle});
+  add_copy_op(reg, {"triu", identity_map, triangle_kernel<false>, triangle_samples,
+                    triangle_bw<false>, /*view=*/false, check_triangle});
 }
 
 // ---- DTensor forms -----------------------------------------------------------------------------

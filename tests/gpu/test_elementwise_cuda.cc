@@ -180,6 +180,10 @@ TEST_CASE("cuda elementwise: pointwise math, predicates, logical and bitwise ops
     check_matches(vector_norm(gx, 2.0, {1}), vector_norm(x, 2.0, {1}));
     check_matches(logsumexp(gx, {0}), logsumexp(x, {0}));
     check_matches(any(gt(gx, Scalar(1.0)), {1}), any(gt(x, Scalar(1.0)), {1}));
+    check_matches(all(gt(gx, Scalar(-2.0)), {0}), all(gt(x, Scalar(-2.0)), {0}));
+    check_matches(dtensor::std(gx, {1}), dtensor::std(x, {1}));
+    check_matches(vector_norm(gx, 1.0, {0}), vector_norm(x, 1.0, {0}));
+    check_matches(dist(gx, gy), dist(x, y));
   }
   for (DType d : {kInt32, kInt64}) {
     const Tensor x = make_input({4, 7}, d, 43, -20, 20), y = make_input({7}, d, 44, 1, 9);
@@ -203,6 +207,7 @@ TEST_CASE("cuda copy ops: flip, roll, repeat, tril, triu", "[gpu][view]") {
     check_matches(roll(g, {7}), roll(x, {7}));
     check_matches(repeat(g, {2, 1, 3}), repeat(x, {2, 1, 3}));
     check_matches(tril(g, 1), tril(x, 1));
+    check_matches(clone(g.transpose(0, 1)), clone(x.transpose(0, 1)));
     check_matches(triu(g.transpose(0, 1), -2), triu(x.transpose(0, 1), -2));
   }
 }
@@ -211,6 +216,8 @@ TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", 
   const Tensor x = make_input({6, 5}, kFloat32, 61), g = x.to(kGpu);
   const Tensor idx = make_input({4}, kInt64, 62, 0, 5);
   check_matches(index_select(g, 0, idx.to(kGpu)), index_select(x, 0, idx));
+  const Tensor cols = make_input({6, 3}, kInt64, 65, 0, 5);
+  check_matches(gather(g, 1, cols.to(kGpu)), gather(x, 1, cols));
   const Tensor along = make_input({6, 2}, kInt64, 63, 0, 4);
   check_matches(take_along_dim(g, along.to(kGpu), 1), take_along_dim(x, along, 1));
   check_matches(one_hot(idx.to(kGpu), 6), one_hot(idx, 6));
