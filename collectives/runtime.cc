@@ -126,6 +126,19 @@ int compute_local_rank() {
   return node_ranks().rank;
 }
 
+// Element-wise MIN of n ints over the ranks of `comm`, guarded by the collective deadline
+// (`waiting_for` says what the ranks meet for, in the timeout error). Callers agree on a value
+// x by sending the pair {x, -x}: it comes back as {min, -max}, equal exactly when every rank
+// sent the same x.
+void min_over_ranks(const int* mine, int* out, int n, MPI_Comm comm, const char* waiting_for) {
+  MPI_Request req;
+  DT_CHECK_MPI(MPI_Iallreduce(mine, out, n, MPI_INT, MPI_MIN, comm, &req));
+  detail::wait_mpi_request(&req, [waiting_for] {
+    return std::string("[world_communicator] collective deadline exceeded while ") +
+           waiting_for + "; ending the job";
+  });
+}
+
 constexpr const char* kBackendEnv = "DTENSOR_CUDA_BACKEND";
 
 // DTENSOR_CUDA_BACKEND as a code every rank can compare: 0 unset/empty, 1 nccl, 2 mpi, 3 other.
@@ -145,15 +158,9 @@ std::string_view agreed_world_cuda_backend(MPI_Comm world) {
   const int on_node = node_ranks().size;  // collective: called on every rank, whatever it sees
   const int possible = detail::nccl_compiled() && devices > 0 && on_node <= devices;
   const int code = backend_request_code(env);
-  int mine[3] = {possible, code, -code};
+  const int mine[3] = {possible, code, -code};
   int all[3] = {0, 0, 0};
-  MPI_Request req;
-  DT_CHECK_MPI(MPI_Iallreduce(mine, all, 3, MPI_INT, MPI_MIN, world, &req));
-  detail::wait_mpi_request(&req, [] {
-    return std::string(
-        "[world_communicator] collective deadline exceeded while the ranks agree on the CUDA "
-        "backend; ending the job");
-  });
+  min_over_ranks(mine, all, 3, world, "the ranks agree on the CUDA backend");
   DT_CHECK(all[1] == -all[2],
            "[world_communicator] %s='%s' on this rank but another rank has a different value "
            "(expected the same value on every rank: unset, nccl or mpi)",
@@ -227,15 +234,10 @@ CommunicatorPtr world_communicator(DeviceType device_type) {
     // which also makes sure every rank runs the same consistency-check mode (the check's
     // exchanges only pair up when all ranks make them).
     const int mode = static_cast<int>(collective_check_mode());
-    int mine[2] = {mode, -mode};
+    const int mine[2] = {mode, -mode};
     int agreed[2] = {0, 0};
-    MPI_Request req;
-    DT_CHECK_MPI(MPI_Iallreduce(mine, agreed, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req));
-    detail::wait_mpi_request(&req, [] {
-      return std::string(
-          "[world_communicator] collective deadline exceeded while waiting for every rank to "
-          "create the world communicator (MPI_COMM_WORLD); ending the job");
-    });
+    min_over_ranks(mine, agreed, 2, MPI_COMM_WORLD,
+                   "waiting for every rank to create the world communicator (MPI_COMM_WORLD)");
     DT_CHECK(agreed[0] == -agreed[1],
              "[world_communicator] the collective consistency check mode differs across ranks "
              "(this rank: %s; DTENSOR_CHECK_COLLECTIVES must have the same value on every rank)",

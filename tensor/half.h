@@ -73,31 +73,35 @@ DT_HOST_DEVICE DT_FORCE_INLINE float bf16_bits_to_float(uint16_t b) {
   return bits_float(static_cast<uint32_t>(b) << 16);
 }
 
+// A 16-bit float stored as its bits; Codec's encode / decode convert from and to float.
+template <typename Codec>
+struct Float16Storage {
+  uint16_t bits = 0;
+  Float16Storage() = default;
+  DT_HOST_DEVICE Float16Storage(float f) : bits(Codec::encode(f)) {}
+  DT_HOST_DEVICE operator float() const { return Codec::decode(bits); }
+  DT_HOST_DEVICE static Float16Storage from_bits(uint16_t b) {
+    Float16Storage h;
+    h.bits = b;
+    return h;
+  }
+};
+
+struct HalfCodec {
+  DT_HOST_DEVICE static uint16_t encode(float f) { return float_to_half_bits(f); }
+  DT_HOST_DEVICE static float decode(uint16_t b) { return half_bits_to_float(b); }
+};
+
+struct BFloat16Codec {
+  DT_HOST_DEVICE static uint16_t encode(float f) { return float_to_bf16_bits(f); }
+  DT_HOST_DEVICE static float decode(uint16_t b) { return bf16_bits_to_float(b); }
+};
+
 }  // namespace detail
 
-struct Half {
-  uint16_t bits = 0;
-  Half() = default;
-  DT_HOST_DEVICE Half(float f) : bits(detail::float_to_half_bits(f)) {}
-  DT_HOST_DEVICE operator float() const { return detail::half_bits_to_float(bits); }
-  DT_HOST_DEVICE static Half from_bits(uint16_t b) {
-    Half h;
-    h.bits = b;
-    return h;
-  }
-};
-
-struct BFloat16 {
-  uint16_t bits = 0;
-  BFloat16() = default;
-  DT_HOST_DEVICE BFloat16(float f) : bits(detail::float_to_bf16_bits(f)) {}
-  DT_HOST_DEVICE operator float() const { return detail::bf16_bits_to_float(bits); }
-  DT_HOST_DEVICE static BFloat16 from_bits(uint16_t b) {
-    BFloat16 h;
-    h.bits = b;
-    return h;
-  }
-};
+// Distinct types (dtype_of_v and the kernels' dispatch tell them apart), one implementation.
+using Half = detail::Float16Storage<detail::HalfCodec>;
+using BFloat16 = detail::Float16Storage<detail::BFloat16Codec>;
 
 static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2);
 

@@ -4,6 +4,22 @@
 
 namespace dtensor::detail {
 
+// The launch's dynamic shared memory as an array of V: the scratch block_reduce_all needs
+// (launch with at least blockDim.x * sizeof(V) bytes).
+template <typename V>
+__device__ V* block_scratch() {
+  extern __shared__ __align__(16) unsigned char block_scratch_bytes[];
+  return reinterpret_cast<V*>(block_scratch_bytes);
+}
+
+// a + b, as block_reduce_all's combine.
+struct BlockSum {
+  template <typename V>
+  __device__ V operator()(V a, V b) const {
+    return a + b;
+  }
+};
+
 // Combines one value per thread of the block (blockDim.x a power of two, at most 1024) with
 // `combine` and returns the result to every thread. `shm` holds blockDim.x values; the call
 // ends with a barrier, so `shm` can be reused right after.

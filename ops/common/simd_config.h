@@ -1,5 +1,5 @@
-// The instruction sets the vectorised CPU kernels (Google Highway) are compiled for. Include it
-// first in every Highway translation unit of the ops layer, before <hwy/foreach_target.h>.
+// The instruction sets the vectorised CPU kernels (Google Highway) are compiled for. Included by
+// simd_kernel-inl.h, the preamble of every Highway kernel file, before <hwy/foreach_target.h>.
 //
 // Highway's default on x86-64 compiles each kernel for SSSE3, SSE4, AVX2, AVX-512 (AVX3) and a
 // portable fallback. SSSE3/SSE4 machines are rare among the ones this library targets and each

@@ -1,7 +1,7 @@
 // Per-target building blocks of the vectorised CPU kernels (Google Highway): loads and stores
 // of every floating element type as vectors of its compute type, the transcendental functions
 // with IEEE edge cases, the activations and their derivatives, and a row driver. Included by
-// the kernel files after <hwy/foreach_target.h> and <hwy/highway.h> (see simd_config.h), once
+// the kernel files through simd_kernel-inl.h (after <hwy/foreach_target.h>), once
 // per compiled target, hence the toggling include guard instead of #pragma once.
 //
 // Compute types: float for float32, float16 and bfloat16 (16-bit values are widened exactly and

@@ -18,17 +18,12 @@ namespace {
 template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<compute_t<T>, float>, float, double>;
 
-template <typename A>
-struct Add {
-  __device__ A operator()(A a, A b) const { return a + b; }
-};
 
 template <typename T>
 __global__ void norm_kernel(const T* x, const T* w, const T* b, T* y, acc_t<T>* mean_out,
                             acc_t<T>* rstd_out, int64_t rows, int64_t n, double eps, bool rms) {
   using A = acc_t<T>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  A* shm = reinterpret_cast<A*>(smem_raw);
+  A* shm = block_scratch<A>();
   const auto ld = [](T v) { return static_cast<A>(static_cast<compute_t<T>>(v)); };
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
@@ -36,14 +31,14 @@ __global__ void norm_kernel(const T* x, const T* w, const T* b, T* y, acc_t<T>* 
     A mean = 0;
     if (!rms) {
       for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mean += ld(xr[i]);
-      mean = block_reduce_all(mean, shm, Add<A>{}) / static_cast<A>(n);
+      mean = block_reduce_all(mean, shm, BlockSum{}) / static_cast<A>(n);
     }
     A sq = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       const A c = ld(xr[i]) - mean;
       sq += c * c;
     }
-    sq = block_reduce_all(sq, shm, Add<A>{});
+    sq = block_reduce_all(sq, shm, BlockSum{});
     const A inv = A(1) / sqrt(sq / static_cast<A>(n) + static_cast<A>(eps));
     if (threadIdx.x == 0) {
       if (mean_out != nullptr) mean_out[r] = mean;
@@ -65,8 +60,7 @@ __global__ void norm_backward_kernel(const T* g, const T* x, const T* w, const a
                                      const acc_t<T>* rstd, T* gx, int64_t rows, int64_t n,
                                      bool rms) {
   using A = acc_t<T>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  A* shm = reinterpret_cast<A*>(smem_raw);
+  A* shm = block_scratch<A>();
   const auto ld = [](T v) { return static_cast<A>(static_cast<compute_t<T>>(v)); };
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* gr = g + r * n;
@@ -78,8 +72,8 @@ __global__ void norm_backward_kernel(const T* g, const T* x, const T* w, const a
       sg += gw;
       sgx += gw * (ld(xr[i]) - m) * rs;
     }
-    sg = rms ? A(0) : block_reduce_all(sg, shm, Add<A>{}) / static_cast<A>(n);
-    sgx = block_reduce_all(sgx, shm, Add<A>{}) / static_cast<A>(n);
+    sg = rms ? A(0) : block_reduce_all(sg, shm, BlockSum{}) / static_cast<A>(n);
+    sgx = block_reduce_all(sgx, shm, BlockSum{}) / static_cast<A>(n);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       const A gw = ld(gr[i]) * (w != nullptr ? ld(w[i]) : A(1));
       const A xhat = (ld(xr[i]) - m) * rs;

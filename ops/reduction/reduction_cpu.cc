@@ -16,14 +16,8 @@
 #include "ops/reduction/reduction_kernels.h"
 #include "tensor/convert.h"
 
-// clang-format off: simd_config.h must precede Highway's headers.
-#include "ops/common/simd_config.h"
-#undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/reduction/reduction_cpu.cc"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
-// clang-format on
-#include "ops/common/simd_math-inl.h"
+#include "ops/common/simd_kernel-inl.h"  // IWYU pragma: keep
 
 HWY_BEFORE_NAMESPACE();
 namespace dtensor::detail::HWY_NAMESPACE {

@@ -68,26 +68,19 @@ __device__ __forceinline__ acc_t<T> load_acc(const T* p) {
   return static_cast<acc_t<T>>(static_cast<compute_t<T>>(*p));
 }
 
-struct SumOp {
-  template <typename A>
-  __device__ A operator()(A a, A b) const {
-    return a + b;
-  }
-};
 
 // kind: 0 sum, 1 mean, 2 var.
 template <typename T, typename O, int kKind>
 __global__ void sum_kernel(const T* in, O* out, ReduceGeom g, double correction) {
   using A = acc_t<T>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  A* shm = reinterpret_cast<A*>(smem_raw);
+  A* shm = block_scratch<A>();
   for (int64_t o = blockIdx.x; o < g.out_numel; o += gridDim.x) {
     const T* base = in + unravel(o, g.kept_nd, g.kept_sizes, g.kept_strides);
     A s = 0;
     for (int64_t r = threadIdx.x; r < g.red_numel; r += blockDim.x) {
       s += load_acc(base + unravel(r, g.red_nd, g.red_sizes, g.red_strides));
     }
-    s = block_reduce_all(s, shm, SumOp{});
+    s = block_reduce_all(s, shm, BlockSum{});
     if constexpr (kKind == 0) {
       if (threadIdx.x == 0) out[o] = convert<O>(s);
     } else {
@@ -103,7 +96,7 @@ __global__ void sum_kernel(const T* in, O* out, ReduceGeom g, double correction)
                            m;
           ss += d * d;
         }
-        ss = block_reduce_all(ss, reinterpret_cast<double*>(smem_raw), SumOp{});
+        ss = block_reduce_all(ss, block_scratch<double>(), BlockSum{});
         const double dof = n - correction;
         if (threadIdx.x == 0) out[o] = convert<O>(ss / (dof > 0 ? dof : 0.0));
       }
@@ -143,8 +136,7 @@ struct ArgCombine {
 template <typename T, bool kMax>
 __global__ void arg_kernel(const T* in, T* values, int64_t* indices, ReduceGeom g) {
   using C = compute_t<T>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  ArgVal<C>* shm = reinterpret_cast<ArgVal<C>*>(smem_raw);
+  ArgVal<C>* shm = block_scratch<ArgVal<C>>();
   const ArgCombine<C, kMax> combine;
   for (int64_t o = blockIdx.x; o < g.out_numel; o += gridDim.x) {
     const T* base = in + unravel(o, g.kept_nd, g.kept_sizes, g.kept_strides);

@@ -136,7 +136,6 @@ struct Parsed {
 };
 
 Parsed parse(const OpSchema& s, ArgLayout layout) {
-  const int64_t ndim = s.input(0).ndim();
   Parsed p;
   switch (layout) {
     case ArgLayout::kDimsKeepdim:
@@ -144,6 +143,7 @@ Parsed parse(const OpSchema& s, ArgLayout layout) {
       p.keepdim = s.arg<bool>(1);
       break;
     case ArgLayout::kCorrectionDimsKeepdim:
+    case ArgLayout::kOrdDimsKeepdim:  // one leading arg, then (dims, keepdim)
       p.mask = reduced_mask(s, s.arg<Shape>(1));
       p.keepdim = s.arg<bool>(2);
       break;
@@ -158,12 +158,7 @@ Parsed parse(const OpSchema& s, ArgLayout layout) {
       p.mask = s.has_arg(0) ? reduced_mask(s, Shape{s.arg<int64_t>(0)}) : reduced_mask(s, Shape{});
       p.keepdim = s.arg<bool>(1);
       break;
-    case ArgLayout::kOrdDimsKeepdim:
-      p.mask = reduced_mask(s, s.arg<Shape>(1));
-      p.keepdim = s.arg<bool>(2);
-      break;
   }
-  (void)ndim;
   return p;
 }
 

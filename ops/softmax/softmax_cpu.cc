@@ -17,14 +17,8 @@
 #include "tensor/creation.h"
 #include "tensor/shape.h"
 
-// clang-format off: simd_config.h must precede Highway's headers.
-#include "ops/common/simd_config.h"
-#undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/softmax/softmax_cpu.cc"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
-// clang-format on
-#include "ops/common/simd_math-inl.h"
+#include "ops/common/simd_kernel-inl.h"  // IWYU pragma: keep
 
 HWY_BEFORE_NAMESPACE();
 namespace dtensor::detail::HWY_NAMESPACE {

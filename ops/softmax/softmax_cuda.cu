@@ -27,17 +27,12 @@ struct MaxNan {
     return a > b ? a : b;
   }
 };
-template <typename A>
-struct Add {
-  __device__ A operator()(A a, A b) const { return a + b; }
-};
 
 template <typename T>
 __global__ void softmax_kernel(const T* in, T* out, int64_t outer, int64_t d, int64_t inner,
                                bool log) {
   using A = acc_t<T>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  A* shm = reinterpret_cast<A*>(smem_raw);
+  A* shm = block_scratch<A>();
   for (int64_t s = blockIdx.x; s < outer * inner; s += gridDim.x) {
     const int64_t o = s / inner, j = s - o * inner;
     const T* x = in + o * d * inner + j;
@@ -53,7 +48,7 @@ __global__ void softmax_kernel(const T* in, T* out, int64_t outer, int64_t d, in
     mx = block_reduce_all(mx, shm, MaxNan<A>{});
     A sum = 0;
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) sum += exp(ld(i) - mx);
-    sum = block_reduce_all(sum, shm, Add<A>{});
+    sum = block_reduce_all(sum, shm, BlockSum{});
     sum = log ? ::log(sum) : A(1) / sum;
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
       const A v = ld(i) - mx;
@@ -67,8 +62,7 @@ template <typename T>
 __global__ void softmax_backward_kernel(const T* g, const T* y, T* gx, int64_t outer, int64_t d,
                                         int64_t inner, bool log) {
   using A = acc_t<T>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  A* shm = reinterpret_cast<A*>(smem_raw);
+  A* shm = block_scratch<A>();
   for (int64_t s = blockIdx.x; s < outer * inner; s += gridDim.x) {
     const int64_t o = s / inner, j = s - o * inner;
     const int64_t base = o * d * inner + j;
@@ -79,7 +73,7 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, T* gx, int64_t o
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
       acc += log ? ld(g, i) : ld(g, i) * ld(y, i);
     }
-    acc = block_reduce_all(acc, shm, Add<A>{});
+    acc = block_reduce_all(acc, shm, BlockSum{});
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
       const A gi = ld(g, i), yi = ld(y, i);
       const A r = log ? gi - exp(yi) * acc : yi * (gi - acc);
