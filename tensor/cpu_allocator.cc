@@ -29,7 +29,8 @@ void note_alloc(int64_t bytes) {
 // The large-block cache (memory_stats.h): freed blocks per exact (rounded) size. Exact sizes
 // keep Storage's size bookkeeping (ctx = the rounded request) true for a reused block, and a
 // loop asks for the same sizes again.
-constexpr size_t kCacheMinBytes = size_t{1} << 20;
+// 128 KiB: glibc's default mmap threshold; smaller blocks come from its heap, warm already.
+constexpr size_t kCacheMinBytes = size_t{128} << 10;
 struct BlockCache {
   std::mutex mu;
   absl::flat_hash_map<size_t, std::vector<void*>> free_blocks;

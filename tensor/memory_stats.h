@@ -23,10 +23,12 @@ void reset_peak_memory_stats();
 
 // Large-block cache. Fresh host memory costs a page fault per 4 KiB page on first touch (16 MB:
 // ~4,000 faults, about as long as a 4-rank all-reduce of it here), and glibc returns large
-// freed blocks to the OS, so a loop that allocates the same large tensors every step (a
-// redistribute's result, an optimizer's temporaries) would pay them every time. Freed CPU
-// blocks of at least 1 MiB are therefore kept, per exact size, and handed out again to the
-// next allocation of that size (as PyTorch's CUDA caching allocator does for device memory).
+// freed blocks to the OS (mmap'd blocks at once, the heap's top when it grows past a
+// threshold), so a loop that allocates the same tensors every step (a redistribute's result,
+// an optimizer's temporaries, the activations autograd keeps until backward) would pay them
+// every time. Freed CPU blocks of at least 128 KiB (glibc's default mmap threshold) are
+// therefore kept, per exact size, and handed out again to the next allocation of that size
+// (as PyTorch's CUDA caching allocator does for device memory).
 // At most DTENSOR_CPU_CACHE_MB MiB (read at first use; default 512; 0 turns the cache off) are
 // kept per process (0 by default in AddressSanitizer builds, so that a use after free is still
 // caught); a block freed beyond that goes back to the system. Thread-safe.

@@ -5,7 +5,11 @@
 //
 //   mpirun -np N bench_tp [--dim 256] [--heads 8] [--seq 128] [--batch 4] [--hidden 0]
 //                         [--iters 30] [--warmup 2] [--json FILE] [--profile VARIANT]
+//                         [--no_grad 1]
 //
+// The block's parameters require grad, so by default its forward records the autograd graph
+// (keeping the activations backward needs, as a training step does); --no_grad 1 times it under
+// NoGradGuard instead, which isolates the recording's cost.
 // --profile dtensor|hand|hand_comm runs that variant alone `iters` times without timing (for
 // perf / callgrind: `mpirun -np 2 valgrind --tool=callgrind bench_tp --profile dtensor`).
 // Times: median over iterations of the max over ranks (barrier before each; the variants are
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
+#include "autograd/grad_mode.h"
 #include "collectives/comm_debug.h"
 #include "collectives/communicator.h"
 #include "collectives/runtime.h"
@@ -187,10 +192,15 @@ int main(int argc, char** argv) {
     }
     // Interleaved: each iteration runs the four variants, in a shuffled order, so load drift
     // on a shared machine affects them alike and no variant always runs after the same one.
+    const bool no_grad = flags.i64("no_grad", 0) != 0;
     const auto st = bench::time_interleaved({[&] {
                                                if (root) (void)ref(xl);
                                              },
-                                             [&] { (void)block(xl); },
+                                             [&] {
+                                               std::optional<dt::autograd::NoGradGuard> g;
+                                               if (no_grad) g.emplace();
+                                               (void)block(xl);
+                                             },
                                              [&] { (void)hand.forward(x); },
                                              [&] { (void)hand_comm.forward(x); }},
                                             warmup, iters, /*comm_world=*/true, /*shuffled=*/true);

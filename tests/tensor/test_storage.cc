@@ -93,7 +93,7 @@ TEST_CASE("storage: memory_stats counts allocator bytes, release_data and reallo
   CHECK_THROWS_WITH(blob.release_data(), Catch::Contains("[Storage::release_data]"));
 }
 
-// The large-block cache: a freed block of >= 1 MiB is kept (cached_bytes, not current_bytes)
+// The large-block cache: a freed block of >= 128 KiB is kept (cached_bytes, not current_bytes)
 // and handed back to the next allocation of that size; smaller blocks and other sizes are not
 // affected; empty_cpu_cache gives them back. (Sanitizer builds keep nothing: only the counts are
 // checked there.)
@@ -125,7 +125,7 @@ TEST_CASE("storage: freed large CPU blocks are reused per exact size", "[storage
     CHECK(memory_stats().cached_bytes == static_cast<int64_t>(2 * big + 4096));
   }
   {
-    Storage small = Storage::allocate(1000, Device());  // below 1 MiB: never cached
+    Storage small = Storage::allocate(1000, Device());  // below 128 KiB: never cached
   }
   CHECK(memory_stats().cached_bytes == (caching ? static_cast<int64_t>(2 * big + 4096) : 0));
   empty_cpu_cache();
