@@ -13,6 +13,7 @@ void register_all(Registry& registry) {
   register_embedding_ops(registry);
   register_index_ops(registry);
   register_loss_ops(registry);
+  register_scan_ops(registry);
 }
 
 }  // namespace dtensor

@@ -28,6 +28,14 @@ Placements uniform_row(int64_t width, Placement p) {
   return Placements(static_cast<size_t>(width), p);
 }
 
+StrategyRows rows_all_but(int64_t ndim, int64_t dim, int64_t width) {
+  StrategyRows rows;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (d != dim) rows.push_back(uniform_row(width, Shard(d)));
+  }
+  return rows;
+}
+
 OpInfo gradient_op(const char* name, std::vector<std::string> input_names, Linearity linearity) {
   OpInfo op;
   op.name = name;

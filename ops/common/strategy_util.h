@@ -27,6 +27,11 @@ StrategyRows mapped_rows(absl::Span<const int64_t> map);
 // One row of `width` placements all equal to `p`.
 Placements uniform_row(int64_t width, Placement p);
 
+// Rows of an op that needs dim `dim` whole and keeps every other dim of its `ndim`-dim
+// tensors (outputs and inputs, `width` of them, all of one rank) sharded alike: S(d) on all,
+// for each d != dim (softmax, split, cumsum, sort).
+StrategyRows rows_all_but(int64_t ndim, int64_t dim, int64_t width);
+
 // A sample input of `shape` and `dtype` whose elements are integers in [low, high].
 SampleInput sample(Shape shape, DType dtype = DType::kFloat64, double low = -5, double high = 5);
 

@@ -33,12 +33,8 @@ DTensorList log_softmax_grad(const BackwardContext& c, absl::Span<const DTensor>
 // inputs); the softmax dim must be whole.
 StrategyRows softmax_rows(const OpSchema& s, const char* name, size_t n_tensors) {
   const int64_t n = s.input(0).ndim();
-  const int64_t dim = normalize_dim(s.arg<int64_t>(0), n, name);
-  StrategyRows rows;
-  for (int64_t d = 0; d < n; ++d) {
-    if (d != dim) rows.push_back(Placements(n_tensors, Shard(d)));
-  }
-  return rows;
+  return detail::rows_all_but(n, normalize_dim(s.arg<int64_t>(0), n, name),
+                              static_cast<int64_t>(n_tensors));
 }
 
 // Sample calls: even, uneven and empty shards of a non-softmax dim; `n_inputs` inputs of one

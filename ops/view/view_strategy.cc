@@ -407,10 +407,7 @@ void register_multi_views(Registry& r) {
     const int64_t n = s.input(0).ndim();
     const int64_t dim = normalize_dim(s.arg<int64_t>(1), n, "split");
     const int64_t nout = static_cast<int64_t>(s.arg<Shape>(0).size());
-    StrategyRows rows;
-    for (int64_t d = 0; d < n; ++d) {
-      if (d != dim) rows.push_back(detail::uniform_row(nout + 1, Shard(d)));
-    }
+    StrategyRows rows = detail::rows_all_but(n, dim, nout + 1);
     detail::add_partial_passthrough_rows(rows, nout + 1);
     return rows;
   };

@@ -1,9 +1,12 @@
 // Elementwise ops on CUDA against the CPU: every dtype, broadcasting, non-contiguous operands,
 // scalars on either side, in-place updates of strided views, zero-size operands; and the
 // pointwise math, composite reductions, copying shape ops and index ops built on them.
+#include <cmath>
+
 #include "ops/elementwise/elementwise.h"
 #include "ops/index/index.h"
 #include "ops/reduction/reduction.h"
+#include "ops/scan/scan.h"
 #include "ops/view/copy_ops.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -223,4 +226,32 @@ TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", 
   check_matches(one_hot(idx.to(kGpu), 6), one_hot(idx, 6));
   const Tensor mask = gt(make_input({5}, kFloat32, 64), Scalar(0.0));
   check_matches(masked_fill(g, mask.to(kGpu), Scalar(-2.0)), masked_fill(x, mask, Scalar(-2.0)));
+}
+
+// The scan family runs the CPU's own row code on the device: results are bit-identical.
+TEST_CASE("cuda scan ops: cumsum, cumprod, sort, argsort, topk, kthvalue", "[gpu][scan]") {
+  for (DType d : {kFloat32, kFloat16, kInt32, kInt64}) {
+    Tensor x = make_input({7, 9}, d, 71, -3, 3);
+    if (is_floating(d)) x = where(gt(x, Scalar(2.0)), full({}, Scalar(std::nan("")), d), x);
+    const Tensor g = x.to(kGpu);
+    for (int64_t dim : {0, 1}) {
+      check_exact(cumsum(g, dim), cumsum(x, dim));
+      check_exact(cumprod(g, dim), cumprod(x, dim));
+      for (bool desc : {false, true}) {
+        const ValuesIndices a = sort(g, dim, desc), b = sort(x, dim, desc);
+        check_exact(a.values, b.values);
+        check_exact(a.indices, b.indices);
+        check_exact(argsort(g.transpose(0, 1), dim, desc), argsort(x.transpose(0, 1), dim, desc));
+      }
+      const ValuesIndices t = topk(g, 3, dim), tc = topk(x, 3, dim);
+      check_exact(t.values, tc.values);
+      check_exact(t.indices, tc.indices);
+      const ValuesIndices k = kthvalue(g, 2, dim), kc = kthvalue(x, 2, dim);
+      check_exact(k.values, kc.values);
+      check_exact(k.indices, kc.indices);
+    }
+  }
+  const Tensor x = make_input({5, 6}, kFloat64, 72, -2, 2), gr = make_input({5, 6}, kFloat64, 73);
+  check_exact(detail::cumprod_backward(gr.to(kGpu), x.to(kGpu), 1),
+              detail::cumprod_backward(gr, x, 1));
 }

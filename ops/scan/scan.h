@@ -1,0 +1,55 @@
+// Ops along one dim that need the whole dim on a rank: the cumulative scans (cumsum, cumprod)
+// and sorting / selection (sort, argsort, topk, kthvalue), as PyTorch defines them.
+#pragma once
+
+#include <cstdint>
+
+#include "dtensor/distributed_tensor.h"
+#include "ops/reduction/reduction.h"
+#include "tensor/tensor.h"
+
+namespace dtensor {
+
+// Running sum / product along dim (torch.cumsum / torch.cumprod). Integer and bool inputs give
+// int64 (as PyTorch), floating inputs keep their dtype; floating sums and products run in
+// float64 and are rounded once per element. A 0-d input is returned as it is (dim 0 or -1).
+Tensor cumsum(const Tensor& x, int64_t dim);
+Tensor cumprod(const Tensor& x, int64_t dim);
+
+// torch.sort(x, dim, descending, stable=True): the values along dim in order and their int64
+// indices. Always stable (equal values keep their order, so the indices are deterministic and
+// the same on every device); NaN sorts above every number (last ascending, first descending),
+// as in PyTorch.
+ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+// The indices of sort (torch.argsort, stable).
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+// torch.topk: the k largest (or smallest) values along dim, in sorted order, and their indices;
+// ties go to the lower index. 0 <= k <= x.size(dim).
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+// torch.kthvalue: the k-th smallest value along dim (k from 1) and its index (the lowest index
+// among equal values); dim removed unless keepdim. 1 <= k <= x.size(dim).
+ValuesIndices kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+
+// ---- DTensor forms (scan_strategy.cc) ------------------------------------------------------
+// Every dim but `dim` keeps its sharding (values and indices alike); a sharded `dim` is
+// gathered first, except for cumsum: there each rank scans its block and adds the sum of the
+// blocks before it (one all-gather of the block totals, exact for uneven and empty blocks).
+// cumsum is linear, so Partial(sum) inputs pass through it. Indices are global positions
+// along dim. Differentiable: cumsum (the reversed cumsum of the gradient), cumprod (a fused
+// kernel, zeros handled exactly), and the values of sort, topk and kthvalue (the gradient put
+// back at the indices).
+DTensor cumsum(const DTensor& x, int64_t dim);
+DTensor cumprod(const DTensor& x, int64_t dim);
+DTensorValuesIndices sort(const DTensor& x, int64_t dim = -1, bool descending = false);
+DTensor argsort(const DTensor& x, int64_t dim = -1, bool descending = false);
+DTensorValuesIndices topk(const DTensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+DTensorValuesIndices kthvalue(const DTensor& x, int64_t k, int64_t dim = -1,
+                              bool keepdim = false);
+
+namespace detail {
+// The gradient of cumprod along dim: grad_x[i] = sum over j >= i of g[j] * prod(x[k] for
+// k <= j, k != i), computed per row in O(n) without dividing by a zero (local tensors).
+Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim);
+}  // namespace detail
+
+}  // namespace dtensor

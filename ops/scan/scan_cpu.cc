@@ -1,0 +1,176 @@
+// CPU row kernels of the scan family (the row algorithms are in scan_kernels.h, shared with
+// CUDA) and the Tensor ops: each moves its dim last, runs the rows, and moves it back.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "ops/scan/scan.h"
+#include "ops/scan/scan_kernels.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+namespace detail {
+
+void scan_rows(ScanOp op, const Tensor& in, const Tensor& out) {
+  if (in.device().is_cuda()) return scan_rows_cuda(op, in, out);
+  const int64_t n = in.dim() == 2 ? in.size(1) : 0;
+  const int64_t rows = n > 0 ? in.numel() / n : 0;
+  dispatch_dtype(in.dtype(), [&]<typename T>() {
+    using O = std::conditional_t<std::is_floating_point_v<compute_t<T>>, T, int64_t>;
+    const T* src = in.data<T>();
+    O* dst = out.data<O>();
+    for (int64_t r = 0; r < rows; ++r) scan_row(op, src + r * n, dst + r * n, n);
+  });
+}
+
+void sort_rows(const Tensor& in, bool descending, const Tensor& values, const Tensor& indices) {
+  if (in.device().is_cuda()) return sort_rows_cuda(in, descending, values, indices);
+  const int64_t n = in.dim() == 2 ? in.size(1) : 0;
+  const int64_t rows = n > 0 ? in.numel() / n : 0;
+  dispatch_dtype(in.dtype(), [&]<typename T>() {
+    using C = compute_t<T>;
+    const T* src = in.data<T>();
+    T* vals = values.data<T>();
+    int64_t* idx = indices.data<int64_t>();
+    std::vector<C> keys(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = src + r * n;
+      for (int64_t i = 0; i < n; ++i) keys[i] = static_cast<C>(row[i]);
+      int64_t* out_idx = idx + r * n;
+      std::iota(out_idx, out_idx + n, int64_t{0});
+      std::stable_sort(out_idx, out_idx + n, [&](int64_t a, int64_t b) {
+        return sorts_before(keys[a], keys[b], descending);
+      });
+      for (int64_t i = 0; i < n; ++i) vals[r * n + i] = row[out_idx[i]];
+    }
+  });
+}
+
+void cumprod_backward_rows(const Tensor& g, const Tensor& x, const Tensor& out) {
+  if (x.device().is_cuda()) return cumprod_backward_rows_cuda(g, x, out);
+  const int64_t n = x.dim() == 2 ? x.size(1) : 0;
+  const int64_t rows = n > 0 ? x.numel() / n : 0;
+  dispatch_floating(x.dtype(), "cumprod_backward", [&]<typename T>() {
+    std::vector<double> t(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      cumprod_backward_row(g.data<T>() + r * n, x.data<T>() + r * n, out.data<T>() + r * n,
+                           t.data(), n);
+    }
+  });
+}
+
+}  // namespace detail
+
+namespace {
+
+// x with `dim` (normalised) swapped to the last place, as contiguous [rows, n] rows; from_rows
+// turns a result of the same row layout (any dtype) back into x's layout.
+struct Rows {
+  Tensor rows;
+  Shape swapped;  // x's shape with dim and the last dim swapped
+  int64_t dim = 0, last = 0;
+
+  Rows(const Tensor& x, int64_t d) : dim(d), last(x.dim() - 1) {
+    const Tensor t = x.transpose(dim, last).contiguous();
+    swapped = Shape(t.sizes().begin(), t.sizes().end());
+    const int64_t n = t.size(last);
+    rows = t.reshape({n > 0 ? t.numel() / n : 0, n});
+  }
+  // A fresh [rows, n] tensor of `dtype` (n = width), on x's device.
+  Tensor alloc(DType dtype, int64_t width) const {
+    return empty({rows.size(0), width}, TensorOptions(dtype, rows.device()));
+  }
+  Tensor from_rows(const Tensor& r) const {
+    Shape s = swapped;
+    s[last] = r.size(1);
+    return r.reshape(s).transpose(dim, last).contiguous();
+  }
+};
+
+// Checks the input and normalises dim; 0-d inputs act as 1-element vectors.
+int64_t check_along(const Tensor& x, int64_t dim, const char* op) {
+  DT_CHECK(x.defined(), "[%s] argument self is an undefined tensor", op);
+  return normalize_dim(dim, std::max<int64_t>(x.dim(), 1), op);
+}
+
+Tensor scan(const Tensor& x, int64_t dim, detail::ScanOp op, const char* name) {
+  const int64_t d = check_along(x, dim, name);
+  const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : kInt64;
+  if (x.dim() == 0) return scan(x.reshape({1}), 0, op, name).reshape({});
+  const Rows r(x, d);
+  Tensor out = r.alloc(out_dtype, r.rows.size(1));
+  detail::scan_rows(op, r.rows, out);
+  return r.from_rows(out);
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  return scan(x, dim, detail::ScanOp::kSum, "cumsum");
+}
+
+Tensor cumprod(const Tensor& x, int64_t dim) {
+  return scan(x, dim, detail::ScanOp::kProd, "cumprod");
+}
+
+ValuesIndices sort(const Tensor& x, int64_t dim, bool descending) {
+  const int64_t d = check_along(x, dim, "sort");
+  if (x.dim() == 0) {
+    const ValuesIndices v = sort(x.reshape({1}), 0, descending);
+    return {v.values.reshape({}), v.indices.reshape({})};
+  }
+  const Rows r(x, d);
+  Tensor values = r.alloc(x.dtype(), r.rows.size(1));
+  Tensor indices = r.alloc(kInt64, r.rows.size(1));
+  detail::sort_rows(r.rows, descending, values, indices);
+  return {r.from_rows(values), r.from_rows(indices)};
+}
+
+Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
+  return sort(x, dim, descending).indices;
+}
+
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
+  const int64_t d = check_along(x, dim, "topk");
+  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  DT_CHECK(k >= 0 && k <= n, "[topk] k %d out of range for dim %d of size %d (expected 0 <= k <= %d)",
+           k, d, n, n);
+  DT_CHECK(x.dim() > 0 || k == 1, "[topk] k %d for a 0-d input (expected k = 1)", k);
+  const ValuesIndices s = sort(x, dim, largest);
+  if (x.dim() == 0) return s;
+  return {s.values.narrow(d, 0, k).contiguous(), s.indices.narrow(d, 0, k).contiguous()};
+}
+
+ValuesIndices kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
+  const int64_t d = check_along(x, dim, "kthvalue");
+  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  DT_CHECK(k >= 1 && k <= n,
+           "[kthvalue] k %d out of range for dim %d of size %d (expected 1 <= k <= %d)", k, d, n,
+           n);
+  const ValuesIndices s = sort(x, dim, /*descending=*/false);
+  if (x.dim() == 0) return s;
+  Tensor v = s.values.narrow(d, k - 1, 1), i = s.indices.narrow(d, k - 1, 1);
+  if (!keepdim) {
+    v = v.squeeze(d);
+    i = i.squeeze(d);
+  }
+  return {v.contiguous(), i.contiguous()};
+}
+
+namespace detail {
+
+Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim) {
+  const int64_t d = check_along(x, dim, "cumprod_backward");
+  DT_CHECK(grad.defined() && grad.sizes() == x.sizes() && grad.dtype() == x.dtype(),
+           "[cumprod_backward] grad must have the input's shape %s and dtype %s",
+           shape_str(x.sizes()), dtype_name(x.dtype()));
+  if (x.dim() == 0) return cumprod_backward(grad.reshape({1}), x.reshape({1}), 0).reshape({});
+  const Rows rx(x, d), rg(grad, d);
+  Tensor out = rx.alloc(x.dtype(), rx.rows.size(1));
+  cumprod_backward_rows(rg.rows, rx.rows, out);
+  return rx.from_rows(out);
+}
+
+}  // namespace detail
+}  // namespace dtensor

@@ -1,0 +1,86 @@
+// The row algorithms of the scan family, written once for the CPU loops (scan_cpu.cc) and the
+// CUDA kernels (scan_cuda.cu, one thread per row): a row is `n` contiguous elements along the
+// op's dim. Host and device run the same code, so their results are bit-identical.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "tensor/convert.h"
+#include "tensor/macros.h"
+#include "tensor/tensor.h"
+
+namespace dtensor::detail {
+
+enum class ScanOp : uint8_t { kSum, kProd };
+
+// A scan's accumulator: float64 for the floating types (as PyTorch's CPU cumsum), uint64 for
+// integers and bool (int64 results wrap on overflow as PyTorch's do, without signed overflow).
+template <typename T>
+using scan_acc_t = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, uint64_t>;
+
+// out[i] = in[0] op in[1] op ... op in[i]; O is T for floating T, int64 otherwise.
+template <typename T, typename O>
+DT_HOST_DEVICE void scan_row(ScanOp op, const T* in, O* out, int64_t n) {
+  using A = scan_acc_t<T>;
+  A acc = op == ScanOp::kSum ? A(0) : A(1);
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_floating_point_v<A>) {
+      const A v = static_cast<A>(static_cast<compute_t<T>>(in[i]));
+      acc = op == ScanOp::kSum ? acc + v : acc * v;
+      out[i] = convert<O>(acc);
+    } else {
+      const A v = static_cast<A>(static_cast<int64_t>(in[i]));
+      acc = op == ScanOp::kSum ? acc + v : acc * v;
+      out[i] = static_cast<O>(static_cast<int64_t>(acc));
+    }
+  }
+}
+
+// Whether a sorts strictly before b. NaN counts as larger than every number (last when
+// ascending, first when descending) and NaNs as equal, as in PyTorch; a strict weak order, so a
+// stable sort's result is unique and every device produces the same indices.
+template <typename C>
+DT_HOST_DEVICE bool sorts_before(C a, C b, bool descending) {
+  if constexpr (std::is_floating_point_v<C>) {
+    const bool a_nan = a != a, b_nan = b != b;
+    if (a_nan || b_nan) return descending ? (a_nan && !b_nan) : (!a_nan && b_nan);
+  }
+  return descending ? b < a : a < b;
+}
+
+// The gradient of a cumprod row: out[i] = prefix(i) * t(i), prefix(i) = x[0] * .. * x[i-1] and
+// t(i) = sum over j >= i of g[j] * x[i+1] * .. * x[j] = g[i] + x[i+1] * t(i+1), so no division
+// (exact where x has zeros). `t` is scratch for n doubles.
+template <typename T>
+DT_HOST_DEVICE void cumprod_backward_row(const T* g, const T* x, T* out, double* t, int64_t n) {
+  using C = compute_t<T>;
+  double acc = 0;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const double next = i + 1 < n ? static_cast<double>(static_cast<C>(x[i + 1])) : 0.0;
+    acc = acc * next + static_cast<double>(static_cast<C>(g[i]));
+    t[i] = acc;
+  }
+  double prefix = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = convert<T>(prefix * t[i]);
+    prefix *= static_cast<double>(static_cast<C>(x[i]));
+  }
+}
+
+// Row kernels on contiguous [rows, n] tensors (CPU here, CUDA in scan_cuda.cu; the CPU
+// functions dispatch to CUDA for CUDA tensors).
+// out (int64 for integer and bool inputs, else in's dtype) = the scan of each row.
+void scan_rows(ScanOp op, const Tensor& in, const Tensor& out);
+// values (in's dtype) and indices (int64) of each row stably sorted.
+void sort_rows(const Tensor& in, bool descending, const Tensor& values, const Tensor& indices);
+// out = cumprod_backward_row of each row (g, x and out of one floating dtype).
+void cumprod_backward_rows(const Tensor& g, const Tensor& x, const Tensor& out);
+
+// The CUDA twins (scan_cuda.cu; scan_no_cuda.cc raises when CUDA is off).
+void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out);
+void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values,
+                    const Tensor& indices);
+void cumprod_backward_rows_cuda(const Tensor& g, const Tensor& x, const Tensor& out);
+
+}  // namespace dtensor::detail

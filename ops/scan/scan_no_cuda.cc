@@ -1,0 +1,21 @@
+// The CUDA row kernels of the scan family when dtensor is built without CUDA (unreachable: no
+// CUDA tensor can exist).
+#include "ops/scan/scan_kernels.h"
+#include "tensor/error.h"
+
+namespace dtensor::detail {
+
+void scan_rows_cuda(ScanOp op, const Tensor&, const Tensor&) {
+  DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)",
+          op == ScanOp::kSum ? "cumsum" : "cumprod");
+}
+
+void sort_rows_cuda(const Tensor&, bool, const Tensor&, const Tensor&) {
+  DT_FAIL("[sort] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)");
+}
+
+void cumprod_backward_rows_cuda(const Tensor&, const Tensor&, const Tensor&) {
+  DT_FAIL("[cumprod_backward] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)");
+}
+
+}  // namespace dtensor::detail

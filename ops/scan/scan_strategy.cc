@@ -1,0 +1,307 @@
+// Registration of the scan family (cumsum, cumprod, sort, argsort, topk, kthvalue and
+// cumprod_backward), the DTensor forms and their backward formulas. Each op needs its dim whole
+// on a rank (a sharded one is gathered by propagation) and keeps every other dim sharded, the
+// same way on every output and input.
+#include <algorithm>
+#include <functional>
+
+#include "autograd/dispatch.h"
+#include "autograd/function.h"
+#include "dtensor/propagation/dispatch.h"
+#include "ops/common/strategy_util.h"
+#include "ops/ops_registry.h"
+#include "ops/reduction/reduction_backward.h"
+#include "ops/register_all.h"
+#include "ops/scan/scan.h"
+#include "ops/view/copy_ops.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+using autograd::BackwardContext;
+using Grads = absl::Span<const DTensor>;
+using Locals = absl::Span<const Tensor>;
+
+// The op's dim (arg `argnum`), normalised against the input's rank (0-d: a 1-element vector).
+int64_t op_dim(const OpSchema& s, int64_t argnum) {
+  return normalize_dim(s.arg<int64_t>(argnum), std::max<int64_t>(s.input(0).ndim(), 1), s.name());
+}
+
+// Rows for `width` tensors of the input's rank: every dim but the op's sharded alike.
+StrategyFn all_but_dim(int64_t argnum, int64_t width) {
+  return [argnum, width](const OpSchema& s) {
+    return detail::rows_all_but(s.input(0).ndim(), op_dim(s, argnum), width);
+  };
+}
+
+// Sample calls: even, uneven and empty shards of the dims the op keeps sharded, the op's dim
+// first, last and in the middle; `args(dim)` completes each call's args.
+std::vector<OpSample> along_samples(int64_t w, const std::function<ArgList(int64_t)>& args,
+                                    DType dtype = kFloat64) {
+  using detail::sample;
+  return {{{sample({3 * w + 1, 5}, dtype)}, args(1)},
+          {{sample({3 * w + 1, 5}, dtype)}, args(0)},
+          {{sample({2, 2 * w + 1, 3}, dtype)}, args(-1)},
+          {{sample({2, 2 * w + 1, 3}, dtype)}, args(1)}};
+}
+
+std::vector<OpSample> joined(std::vector<OpSample> a, std::vector<OpSample> b) {
+  for (OpSample& s : b) a.push_back(std::move(s));
+  return a;
+}
+
+// ---- backward formulas -----------------------------------------------------------------------
+// cumsum: the gradient of x[i] is the sum of g[j] over j >= i, a reversed cumsum.
+DTensorList cumsum_bw(const BackwardContext& c, Grads g) {
+  const int64_t dim = c.arg<int64_t>(0);
+  const int64_t dims[] = {dim};
+  return {flip(cumsum(flip(g[0], dims), dim), dims)};
+}
+
+DTensorList cumprod_bw(const BackwardContext& c, Grads g) {
+  static const OpInfo& op = ops_op("cumprod_backward");
+  const ArgValue args[] = {c.arg<int64_t>(0)};
+  return {dispatch(op, {&g[0], &c.input(0)}, args)};
+}
+
+// sort / topk / kthvalue: the values' gradient goes back to the positions the indices name.
+DTensorList selected_bw(const BackwardContext& c, Grads g, int64_t dim_arg, bool keepdim) {
+  if (!g[0].defined()) return {DTensor()};
+  const Shape& shape = c.input_spec(0).shape();
+  const int64_t dim = normalize_dim(c.arg<int64_t>(dim_arg),
+                                    std::max<int64_t>(static_cast<int64_t>(shape.size()), 1),
+                                    c.op().name.c_str());
+  return {detail::value_selecting_backward(g[0], c.output(1), dim, keepdim, shape)};
+}
+
+// ---- registration ------------------------------------------------------------------------------
+void register_scan(Registry& r, const char* name, Tensor (*local)(const Tensor&, int64_t),
+                   Linearity linearity, BackwardFn backward, uint32_t saved_inputs) {
+  OpInfo op;
+  op.name = name;
+  op.input_names = {"self"};
+  op.linearity = linearity;
+  op.backward = std::move(backward);
+  op.saved_inputs = saved_inputs;
+  op.meta = [](const OpSchema& s) {
+    op_dim(s, 0);
+    const DType in = s.input(0).dtype();
+    return OutputMetas{TensorMeta(s.input(0).shape(), is_floating(in) ? in : kInt64)};
+  };
+  op.strategy = all_but_dim(0, 2);
+  op.kernel = single_output([local](const KernelContext& c, Locals l) {
+    return local(l[0], c.arg<int64_t>(0));
+  });
+  op.samples = [](int64_t w) {
+    const auto args = [](int64_t d) { return ArgList{d}; };
+    return joined(along_samples(w, args), along_samples(w, args, kInt64));
+  };
+  r.add(std::move(op));
+}
+
+// cumprod_backward(grad, self; dim): linear in grad, sharded as cumprod.
+void register_cumprod_backward(Registry& r) {
+  OpInfo op = detail::gradient_op("cumprod_backward", {"grad", "self"});
+  op.meta = [](const OpSchema& s) {
+    op_dim(s, 0);
+    DT_CHECK(s.input(0).shape() == s.input(1).shape() && s.input(0).dtype() == s.input(1).dtype(),
+             "[cumprod_backward] grad %s and self %s must share a shape and dtype",
+             shape_str(s.input(0).shape()), shape_str(s.input(1).shape()));
+    return OutputMetas{s.input(1).meta()};
+  };
+  op.strategy = all_but_dim(0, 3);
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    return detail::cumprod_backward(l[0], l[1], c.arg<int64_t>(0));
+  });
+  op.samples = [](int64_t w) {
+    using detail::sample;
+    const auto call = [](Shape shape, int64_t dim) {
+      return OpSample{{sample(shape), sample(shape, kFloat64, -2, 2)}, {dim}};
+    };
+    return std::vector<OpSample>{call({3 * w + 1, 5}, 1), call({2, 2 * w + 1, 3}, -1),
+                                 call({3 * w + 1, 5}, 0)};
+  };
+  r.add(std::move(op));
+}
+
+// Values (the input's dtype) and int64 indices of `shape`.
+OutputMetas values_indices(Shape shape, DType dtype) {
+  return OutputMetas{TensorMeta(shape, dtype), TensorMeta(std::move(shape), kInt64)};
+}
+
+// sort(self; dim, descending) -> (values, indices).
+void register_sort(Registry& r) {
+  OpInfo op;
+  op.name = "sort";
+  op.input_names = {"self"};
+  op.meta = [](const OpSchema& s) {
+    op_dim(s, 0);
+    return values_indices(s.input(0).shape(), s.input(0).dtype());
+  };
+  op.strategy = all_but_dim(0, 3);
+  op.kernel = [](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
+    ValuesIndices v = sort(l[0], c.arg<int64_t>(0), c.arg<bool>(1));
+    out[0] = std::move(v.values);
+    out[1] = std::move(v.indices);
+  };
+  op.backward = [](const BackwardContext& c, Grads g) { return selected_bw(c, g, 0, true); };
+  op.saved_inputs = 0;
+  op.saved_outputs = 2u;
+  op.samples = [](int64_t w) {
+    return joined(along_samples(w, [](int64_t d) { return ArgList{d, false}; }),
+                  along_samples(w, [](int64_t d) { return ArgList{d, true}; }, kInt64));
+  };
+  r.add(std::move(op));
+}
+
+// argsort(self; dim, descending) -> indices (not differentiable).
+void register_argsort(Registry& r) {
+  OpInfo op;
+  op.name = "argsort";
+  op.input_names = {"self"};
+  op.differentiable = false;
+  op.meta = [](const OpSchema& s) {
+    op_dim(s, 0);
+    return OutputMetas{TensorMeta(s.input(0).shape(), kInt64)};
+  };
+  op.strategy = all_but_dim(0, 2);
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    return argsort(l[0], c.arg<int64_t>(0), c.arg<bool>(1));
+  });
+  op.samples = [](int64_t w) {
+    return along_samples(w, [](int64_t d) { return ArgList{d, true}; });
+  };
+  r.add(std::move(op));
+}
+
+using SelectFn = ValuesIndices (*)(const Tensor&, int64_t, int64_t, bool);
+
+// topk / kthvalue (self; k, dim, flag) -> (values, indices): the kernel, the values' backward
+// (`flag` is kthvalue's keepdim; topk keeps its dim) and samples with k = k1 (flag true) and
+// k2 (flag false).
+void set_selection(OpInfo& op, SelectFn local, bool flag_is_keepdim, int64_t k1, int64_t k2) {
+  op.input_names = {"self"};
+  op.strategy = all_but_dim(1, 3);
+  op.kernel = [local](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
+    ValuesIndices v = local(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1), c.arg<bool>(2));
+    out[0] = std::move(v.values);
+    out[1] = std::move(v.indices);
+  };
+  op.backward = [flag_is_keepdim](const BackwardContext& c, Grads g) {
+    return selected_bw(c, g, 1, !flag_is_keepdim || c.arg<bool>(2));
+  };
+  op.saved_inputs = 0;
+  op.saved_outputs = 2u;
+  op.samples = [k1, k2](int64_t w) {
+    return joined(along_samples(w, [k1](int64_t d) { return ArgList{k1, d, true}; }),
+                  along_samples(w, [k2](int64_t d) { return ArgList{k2, d, false}; }));
+  };
+}
+
+// The shape of topk's / kthvalue's outputs: dim of size `size` (-1: removed); checks k.
+Shape selected_shape(const OpSchema& s, int64_t k_min, int64_t size) {
+  const int64_t dim = op_dim(s, 1), k = s.arg<int64_t>(0);
+  Shape shape = s.input(0).shape();
+  const int64_t n = shape.empty() ? 1 : shape[dim];
+  DT_CHECK(k >= k_min && k <= n,
+           "[%s] k %d out of range for dim %d of size %d (expected %d <= k <= %d)", s.name(), k,
+           dim, n, k_min, n);
+  if (shape.empty()) return shape;
+  if (size >= 0) {
+    shape[dim] = size;
+  } else {
+    shape.erase(shape.begin() + dim);
+  }
+  return shape;
+}
+
+// topk(self; k, dim, largest) -> (values, indices), dim of size k.
+void register_topk(Registry& r) {
+  OpInfo op;
+  op.name = "topk";
+  set_selection(op, &topk, /*flag_is_keepdim=*/false, 2, 1);
+  op.meta = [](const OpSchema& s) {
+    return values_indices(selected_shape(s, 0, s.arg<int64_t>(0)), s.input(0).dtype());
+  };
+  r.add(std::move(op));
+}
+
+// kthvalue(self; k, dim, keepdim) -> (values, indices), dim removed unless keepdim.
+void register_kthvalue(Registry& r) {
+  OpInfo op;
+  op.name = "kthvalue";
+  set_selection(op, &kthvalue, /*flag_is_keepdim=*/true, 2, 1);
+  op.meta = [](const OpSchema& s) {
+    return values_indices(selected_shape(s, 1, s.arg<bool>(2) ? 1 : -1), s.input(0).dtype());
+  };
+  op.strategy = [](const OpSchema& s) {
+    const int64_t n = s.input(0).ndim(), dim = op_dim(s, 1);
+    const bool keepdim = s.arg<bool>(2);
+    StrategyRows rows;
+    for (int64_t d = 0; d < n; ++d) {
+      if (d == dim) continue;
+      const int64_t k = keepdim || d < dim ? d : d - 1;
+      rows.push_back({Shard(k), Shard(k), Shard(d)});
+    }
+    return rows;
+  };
+  r.add(std::move(op));
+}
+
+DTensorValuesIndices pair(DTensorList outs) {
+  return {std::move(outs[0]), std::move(outs[1])};
+}
+
+}  // namespace
+
+void register_scan_ops(Registry& registry) {
+  register_scan(registry, "cumsum", static_cast<Tensor (*)(const Tensor&, int64_t)>(&cumsum),
+                Linearity::kLinear, cumsum_bw, 0);
+  register_scan(registry, "cumprod", static_cast<Tensor (*)(const Tensor&, int64_t)>(&cumprod),
+                Linearity::kNone, cumprod_bw, 1u);
+  register_cumprod_backward(registry);
+  register_sort(registry);
+  register_argsort(registry);
+  register_topk(registry);
+  register_kthvalue(registry);
+}
+
+// ---- DTensor forms ---------------------------------------------------------------------------
+DTensor cumsum(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cumsum");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&x}, args);
+}
+
+DTensor cumprod(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cumprod");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&x}, args);
+}
+
+DTensorValuesIndices sort(const DTensor& x, int64_t dim, bool descending) {
+  static const OpInfo& op = ops_op("sort");
+  const ArgValue args[] = {dim, descending};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+DTensor argsort(const DTensor& x, int64_t dim, bool descending) {
+  static const OpInfo& op = ops_op("argsort");
+  const ArgValue args[] = {dim, descending};
+  return dispatch(op, {&x}, args);
+}
+
+DTensorValuesIndices topk(const DTensor& x, int64_t k, int64_t dim, bool largest) {
+  static const OpInfo& op = ops_op("topk");
+  const ArgValue args[] = {k, dim, largest};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+DTensorValuesIndices kthvalue(const DTensor& x, int64_t k, int64_t dim, bool keepdim) {
+  static const OpInfo& op = ops_op("kthvalue");
+  const ArgValue args[] = {k, dim, keepdim};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+}  // namespace dtensor
