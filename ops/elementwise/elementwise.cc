@@ -238,6 +238,7 @@ Tensor expm1(const Tensor& x) { return float_math("expm1", UnaryOp::kExpm1, x); 
 Tensor log1p(const Tensor& x) { return float_math("log1p", UnaryOp::kLog1p, x); }
 Tensor log2(const Tensor& x) { return float_math("log2", UnaryOp::kLog2, x); }
 Tensor log10(const Tensor& x) { return float_math("log10", UnaryOp::kLog10, x); }
+Tensor erfinv(const Tensor& x) { return float_math("erfinv", UnaryOp::kErfinv, x); }
 Tensor reciprocal(const Tensor& x) { return float_math("reciprocal", UnaryOp::kReciprocal, x); }
 
 namespace {

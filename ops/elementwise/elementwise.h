@@ -65,6 +65,8 @@ Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor tan(const Tensor& x);
 Tensor erf(const Tensor& x);
+// The inverse of erf on [-1, 1] (+-inf at +-1, NaN outside); same dtype rule as erf.
+Tensor erfinv(const Tensor& x);
 Tensor exp2(const Tensor& x);
 Tensor expm1(const Tensor& x);
 Tensor log1p(const Tensor& x);
@@ -256,6 +258,7 @@ DTensor sin(const DTensor& x);
 DTensor cos(const DTensor& x);
 DTensor tan(const DTensor& x);
 DTensor erf(const DTensor& x);
+DTensor erfinv(const DTensor& x);
 DTensor exp2(const DTensor& x);
 DTensor expm1(const DTensor& x);
 DTensor log1p(const DTensor& x);

@@ -147,6 +147,11 @@ DTensorList erf_bw(const BackwardContext& c, Grads g) {
   const DTensor& x = c.input(0);
   return {for_input(c, 0, g[0] * exp(x * x * -1.0) * (2.0 / std::sqrt(M_PI)))};
 }
+// erfinv'(x) = sqrt(pi) / 2 * exp(erfinv(x)^2), from the output.
+DTensorList erfinv_bw(const BackwardContext& c, Grads g) {
+  const DTensor& y = c.output(0);
+  return {for_input(c, 0, g[0] * exp(y * y) * (std::sqrt(M_PI) / 2.0))};
+}
 DTensorList exp2_bw(const BackwardContext& c, Grads g) {
   return {for_input(c, 0, g[0] * c.output(0) * M_LN2)};
 }
@@ -313,6 +318,7 @@ PointwiseGrad pointwise_grad(std::string_view name) {
       {"cos", {cos_bw, kIn0}},
       {"tan", {tan_bw, 0, kOut0}},
       {"erf", {erf_bw, kIn0}},
+      {"erfinv", {erfinv_bw, 0, kOut0}},
       {"exp2", {exp2_bw, 0, kOut0}},
       {"expm1", {expm1_bw, 0, kOut0}},
       {"log1p", {log1p_bw, kIn0}},

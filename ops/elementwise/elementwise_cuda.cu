@@ -227,6 +227,8 @@ void float_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& p
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return tan(x); });
     case UnaryOp::kErf:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return erf(x); });
+    case UnaryOp::kErfinv:  // the CUDA math library's (+-inf at +-1, NaN outside [-1, 1])
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return erfinv(x); });
     case UnaryOp::kExp2:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return exp2(x); });
     case UnaryOp::kExpm1:

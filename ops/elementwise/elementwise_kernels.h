@@ -19,7 +19,7 @@ enum class CompareOp : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 enum class UnaryOp : uint8_t {
   kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kSigmoid, kTanh, kRelu, kGelu, kGeluTanh, kSilu, kPow,
   kSin, kCos, kTan, kErf, kExp2, kExpm1, kLog1p, kLog2, kLog10, kReciprocal,
-  kFloor, kCeil, kRound, kTrunc, kFrac, kSign,
+  kFloor, kCeil, kRound, kTrunc, kFrac, kSign, kErfinv,
   kBitNot  // integers (~x) and bool (!x) only
 };
 

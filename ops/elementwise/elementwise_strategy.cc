@@ -151,9 +151,10 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
                         name == "reciprocal" || name.starts_with("fmod") ||
                         name.starts_with("remainder") || name == "pow.Tensor" ||
                         name == "addcdiv";
-  // tan: inside (-pi/2, pi/2), away from its poles.
-  const double low = positive ? 1 : name == "tan" ? -1.2 : -5;
-  const double high = name == "tan" ? 1.2 : 5;
+  // tan: inside (-pi/2, pi/2), away from its poles; erfinv: inside (-1, 1).
+  const double bound = name == "tan" ? 1.2 : name == "erfinv" ? 0.9 : 5;
+  const double low = positive ? 1 : -bound;
+  const double high = bound;
   auto in = [&](Shape shape) {
     return def.integer_args ? detail::sample(std::move(shape), kInt64, 0, 100)
                             : detail::sample(std::move(shape), kFloat64, low, high);
@@ -386,6 +387,7 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {.name = "erf", .num_inputs = 1, .linearity = L::kNone,
                       .dtype = D::kFloatSame, .kernel = DT_UNARY(erf),
                       .monotone = M::kIncreasing});
+  add_pointwise(reg, {"erfinv", 1, L::kNone, D::kFloatSame, DT_UNARY(erfinv)});
   add_pointwise(reg, {.name = "exp2", .num_inputs = 1, .linearity = L::kNone,
                       .dtype = D::kFloatSame, .kernel = DT_UNARY(exp2),
                       .monotone = M::kIncreasing});

@@ -11,6 +11,7 @@
 
 #include "ops/common/cpu_loops.h"
 #include "ops/elementwise/elementwise_kernels.h"
+#include "ops/elementwise/erfinv.h"
 #include "ops/elementwise/int_pow.h"
 
 #define HWY_TARGET_INCLUDE "ops/elementwise/elementwise_unary_cpu.cc"
@@ -202,6 +203,8 @@ void float_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
       return cpu_kernel<T, T>(it, [](C a) -> C { return std::tan(a); });
     case UnaryOp::kErf:
       return cpu_kernel<T, T>(it, [](C a) -> C { return std::erf(a); });
+    case UnaryOp::kErfinv:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return erfinv_host(a); });
     case UnaryOp::kExp2:
       return cpu_kernel<T, T>(it, [](C a) -> C { return std::exp2(a); });
     case UnaryOp::kExpm1:

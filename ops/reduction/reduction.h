@@ -49,6 +49,9 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 
+// prod (all elements or along a dim) is declared with the scans it is computed by:
+// ops/scan/scan.h.
+
 // ---- composite reductions (reduction_math.cc) ---------------------------------------------------
 // sqrt(var(x, dims, correction)); floating inputs only.
 Tensor std(const Tensor& x, IntSpan dims = {}, int64_t correction = 1, bool keepdim = false);

@@ -14,6 +14,8 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/ops_registry.h"
 #include "ops/reduction/reduction.h"
+#include "ops/scan/scan.h"
+#include "dtensor/factories.h"
 #include "ops/view/view.h"
 
 namespace dtensor::detail {
@@ -133,6 +135,31 @@ DTensorList vector_norm_bw(const BackwardContext& c, Grads g) {
   return {gk * d};
 }
 
+// prod along dim: cumprod's gradient with the output gradient at the last position of each row
+// and zeros elsewhere, i.e. g times the product of the other elements, without dividing by x
+// (exact where x has zeros).
+DTensor prod_along_bw(const DTensor& g, const DTensor& x, int64_t dim, bool keepdim) {
+  const int64_t n = x.size(dim);
+  if (n == 0) return zeros_like(x);
+  const DTensor last = full(g.shape(), Scalar(n - 1), g.device_mesh(), without_partial(g.spec()),
+                            kInt64);
+  return cumprod_backward(value_selecting_backward(g, last, dim, keepdim, x.shape()), x, dim);
+}
+
+DTensorList prod_dim_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  if (x.dim() == 0) return {g[0]};
+  return {prod_along_bw(g[0], x, normalize_dim(c.arg<int64_t>(0), x.dim(), "prod"),
+                        c.arg<bool>(1))};
+}
+
+// prod of all elements: the same along dim 0 of the flattened input.
+DTensorList prod_all_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const int64_t flat[] = {x.numel()};
+  return {reshape(prod_along_bw(g[0], reshape(x, flat), 0, false), x.shape())};
+}
+
 }  // namespace
 
 ReductionGrad reduction_grad(std::string_view name) {
@@ -147,6 +174,8 @@ ReductionGrad reduction_grad(std::string_view name) {
       {"max.dim", {max_dim_bw, 0, 2u}},
       {"min.dim", {max_dim_bw, 0, 2u}},
       {"std", {std_bw, kIn0, kOut0}},
+      {"prod", {prod_all_bw, kIn0}},
+      {"prod.dim_int", {prod_dim_bw, kIn0}},
       {"logsumexp", {logsumexp_bw, kIn0, kOut0}},
       {"vector_norm", {vector_norm_bw, kIn0, kOut0}},
   };

@@ -20,6 +20,7 @@
 #include "ops/reduction/reduction.h"
 #include "ops/reduction/reduction_backward.h"
 #include "ops/register_all.h"
+#include "ops/scan/scan.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
 
@@ -499,6 +500,15 @@ void register_reduction_ops(Registry& reg) {
                       .dtype = D::kFloatOnly, .partial = none,
                       .kernel = single_output(vector_norm_kernel), .partial_of = norm_partial,
                       .needs_elements_of = norm_needs_elements});
+  // prod: no Partial(prod), so a sharded reduced dim is gathered (kernel: ops/scan).
+  add_reduction(reg, {"prod", A::kAll, D::kSum, none, single_output([](const KernelContext&,
+                                                                      Locals l) {
+                        return prod(l[0]);
+                      })});
+  add_reduction(reg, {"prod.dim_int", A::kDimKeepdim, D::kSum, none,
+                      single_output([](const KernelContext& c, Locals l) {
+                        return prod(l[0], c.arg<int64_t>(0), c.arg<bool>(1));
+                      })});
   add_reduction(reg, {"any", A::kDimsKeepdim, D::kBool, kMax, single_output(any_kernel<true>)});
   add_reduction(reg, {"all", A::kDimsKeepdim, D::kBool, kMin, single_output(any_kernel<false>)});
   register_value_selecting_backward(reg);

@@ -16,6 +16,11 @@ namespace dtensor {
 Tensor cumsum(const Tensor& x, int64_t dim);
 Tensor cumprod(const Tensor& x, int64_t dim);
 
+// Product of all elements (a 0-d tensor) or along dim (torch.prod): the dtype rule of cumprod;
+// a product over zero elements is 1.
+Tensor prod(const Tensor& x);
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false);
+
 // torch.sort(x, dim, descending, stable=True): the values along dim in order and their int64
 // indices. Always stable (equal values keep their order, so the indices are deterministic and
 // the same on every device); NaN sorts above every number (last ascending, first descending),
@@ -40,6 +45,10 @@ ValuesIndices kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdi
 // back at the indices).
 DTensor cumsum(const DTensor& x, int64_t dim);
 DTensor cumprod(const DTensor& x, int64_t dim);
+// prod gathers a sharded reduced dim (there is no Partial(prod)); kept dims keep their shards.
+// Its gradient is cumprod's with the output gradient at the last position (exact with zeros).
+DTensor prod(const DTensor& x);
+DTensor prod(const DTensor& x, int64_t dim, bool keepdim = false);
 DTensorValuesIndices sort(const DTensor& x, int64_t dim = -1, bool descending = false);
 DTensor argsort(const DTensor& x, int64_t dim = -1, bool descending = false);
 DTensorValuesIndices topk(const DTensor& x, int64_t k, int64_t dim = -1, bool largest = true);
@@ -50,6 +59,8 @@ namespace detail {
 // The gradient of cumprod along dim: grad_x[i] = sum over j >= i of g[j] * prod(x[k] for
 // k <= j, k != i), computed per row in O(n) without dividing by a zero (local tensors).
 Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim);
+// The same on DTensors (the registered op cumprod_backward, sharded as cumprod).
+DTensor cumprod_backward(const DTensor& grad, const DTensor& x, int64_t dim);
 }  // namespace detail
 
 }  // namespace dtensor

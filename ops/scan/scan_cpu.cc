@@ -12,15 +12,17 @@
 namespace dtensor {
 namespace detail {
 
-void scan_rows(ScanOp op, const Tensor& in, const Tensor& out) {
-  if (in.device().is_cuda()) return scan_rows_cuda(op, in, out);
-  const int64_t n = in.dim() == 2 ? in.size(1) : 0;
-  const int64_t rows = n > 0 ? in.numel() / n : 0;
+void scan_rows(ScanOp op, const Tensor& in, const Tensor& out, bool total_only) {
+  if (in.device().is_cuda()) return scan_rows_cuda(op, in, out, total_only);
+  const int64_t rows = in.size(0), n = in.size(1);
+  const int64_t out_row = total_only ? 1 : n;
   dispatch_dtype(in.dtype(), [&]<typename T>() {
     using O = std::conditional_t<std::is_floating_point_v<compute_t<T>>, T, int64_t>;
     const T* src = in.data<T>();
     O* dst = out.data<O>();
-    for (int64_t r = 0; r < rows; ++r) scan_row(op, src + r * n, dst + r * n, n);
+    for (int64_t r = 0; r < rows; ++r) {
+      scan_row(op, src + r * n, dst + r * out_row, n, total_only ? 0 : 1);
+    }
   });
 }
 
@@ -74,8 +76,9 @@ struct Rows {
   Rows(const Tensor& x, int64_t d) : dim(d), last(x.dim() - 1) {
     const Tensor t = x.transpose(dim, last).contiguous();
     swapped = Shape(t.sizes().begin(), t.sizes().end());
-    const int64_t n = t.size(last);
-    rows = t.reshape({n > 0 ? t.numel() / n : 0, n});
+    int64_t outer = 1;  // the other dims' elements: rows even when n is 0
+    for (int64_t d = 0; d < last; ++d) outer *= t.size(d);
+    rows = t.reshape({outer, t.size(last)});
   }
   // A fresh [rows, n] tensor of `dtype` (n = width), on x's device.
   Tensor alloc(DType dtype, int64_t width) const {
@@ -112,6 +115,22 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
 
 Tensor cumprod(const Tensor& x, int64_t dim) {
   return scan(x, dim, detail::ScanOp::kProd, "cumprod");
+}
+
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
+  const int64_t d = check_along(x, dim, "prod");
+  const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : kInt64;
+  if (x.dim() == 0) return prod(x.reshape({1}), 0, false).reshape({});
+  const Rows r(x, d);
+  Tensor out = r.alloc(out_dtype, 1);
+  detail::scan_rows(detail::ScanOp::kProd, r.rows, out, /*total_only=*/true);
+  Tensor result = r.from_rows(out);  // dim of size 1
+  return keepdim ? result : result.squeeze(d);
+}
+
+Tensor prod(const Tensor& x) {
+  DT_CHECK(x.defined(), "[prod] argument self is an undefined tensor");
+  return prod(x.reshape({x.numel()}), 0, false);
 }
 
 ValuesIndices sort(const Tensor& x, int64_t dim, bool descending) {

@@ -23,12 +23,14 @@ RowGeom geom(const Tensor& t) {
   return {n > 0 ? t.numel() / n : 0, n};
 }
 
+// total_only: out is [rows, 1], the row's total.
 template <typename T, typename O>
-__global__ void scan_kernel(ScanOp op, const T* in, O* out, RowGeom g) {
+__global__ void scan_kernel(ScanOp op, const T* in, O* out, RowGeom g, bool total_only) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t out_row = total_only ? 1 : g.n;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < g.rows;
        r += step) {
-    scan_row(op, in + r * g.n, out + r * g.n, g.n);
+    scan_row(op, in + r * g.n, out + r * out_row, g.n, total_only ? 0 : 1);
   }
 }
 
@@ -106,10 +108,10 @@ __global__ void cumprod_backward_kernel(const T* grad, const T* x, T* out, doubl
 }
 
 template <typename T>
-void launch_scan(ScanOp op, const Tensor& in, const Tensor& out, RowGeom g) {
+void launch_scan(ScanOp op, const Tensor& in, const Tensor& out, RowGeom g, bool total_only) {
   using O = std::conditional_t<std::is_floating_point_v<compute_t<T>>, T, int64_t>;
   scan_kernel<T, O><<<cuda::grid_for(g.rows, kBlock), kBlock, 0, cuda::current_stream()>>>(
-      op, in.data<T>(), out.data<O>(), g);
+      op, in.data<T>(), out.data<O>(), g, total_only);
 }
 
 template <typename T>
@@ -135,11 +137,11 @@ void launch_cumprod_backward(const Tensor& grad, const Tensor& x, const Tensor& 
 
 }  // namespace
 
-void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out) {
-  const RowGeom g = geom(in);
+void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only) {
+  const RowGeom g{in.size(0), in.size(1)};
   if (g.rows == 0) return;
   cuda::DeviceGuard guard(in.device().index);
-  dispatch_dtype(in.dtype(), [&]<typename T>() { launch_scan<T>(op, in, out, g); });
+  dispatch_dtype(in.dtype(), [&]<typename T>() { launch_scan<T>(op, in, out, g, total_only); });
 }
 
 void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values,

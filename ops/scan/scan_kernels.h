@@ -19,21 +19,29 @@ enum class ScanOp : uint8_t { kSum, kProd };
 template <typename T>
 using scan_acc_t = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, uint64_t>;
 
-// out[i] = in[0] op in[1] op ... op in[i]; O is T for floating T, int64 otherwise.
+// out[i * out_step] = in[0] op in[1] op ... op in[i]; O is T for floating T, int64 otherwise.
+// out_step 0 keeps only the total (the reduction: out[0], the identity for n == 0).
 template <typename T, typename O>
-DT_HOST_DEVICE void scan_row(ScanOp op, const T* in, O* out, int64_t n) {
+DT_HOST_DEVICE void scan_row(ScanOp op, const T* in, O* out, int64_t n, int64_t out_step) {
   using A = scan_acc_t<T>;
   A acc = op == ScanOp::kSum ? A(0) : A(1);
-  for (int64_t i = 0; i < n; ++i) {
+  const auto store = [](A a) -> O {
     if constexpr (std::is_floating_point_v<A>) {
-      const A v = static_cast<A>(static_cast<compute_t<T>>(in[i]));
-      acc = op == ScanOp::kSum ? acc + v : acc * v;
-      out[i] = convert<O>(acc);
+      return convert<O>(a);
     } else {
-      const A v = static_cast<A>(static_cast<int64_t>(in[i]));
-      acc = op == ScanOp::kSum ? acc + v : acc * v;
-      out[i] = static_cast<O>(static_cast<int64_t>(acc));
+      return static_cast<O>(static_cast<int64_t>(a));
     }
+  };
+  if (out_step == 0) out[0] = store(acc);
+  for (int64_t i = 0; i < n; ++i) {
+    A v;
+    if constexpr (std::is_floating_point_v<A>) {
+      v = static_cast<A>(static_cast<compute_t<T>>(in[i]));
+    } else {
+      v = static_cast<A>(static_cast<int64_t>(in[i]));
+    }
+    acc = op == ScanOp::kSum ? acc + v : acc * v;
+    out[i * out_step] = store(acc);
   }
 }
 
@@ -70,15 +78,16 @@ DT_HOST_DEVICE void cumprod_backward_row(const T* g, const T* x, T* out, double*
 
 // Row kernels on contiguous [rows, n] tensors (CPU here, CUDA in scan_cuda.cu; the CPU
 // functions dispatch to CUDA for CUDA tensors).
-// out (int64 for integer and bool inputs, else in's dtype) = the scan of each row.
-void scan_rows(ScanOp op, const Tensor& in, const Tensor& out);
+// out (int64 for integer and bool inputs, else in's dtype) = the scan of each row: [rows, n],
+// or with `total_only` [rows, 1], the last element (the row's sum / product).
+void scan_rows(ScanOp op, const Tensor& in, const Tensor& out, bool total_only = false);
 // values (in's dtype) and indices (int64) of each row stably sorted.
 void sort_rows(const Tensor& in, bool descending, const Tensor& values, const Tensor& indices);
 // out = cumprod_backward_row of each row (g, x and out of one floating dtype).
 void cumprod_backward_rows(const Tensor& g, const Tensor& x, const Tensor& out);
 
 // The CUDA twins (scan_cuda.cu; scan_no_cuda.cc raises when CUDA is off).
-void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out);
+void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only);
 void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values,
                     const Tensor& indices);
 void cumprod_backward_rows_cuda(const Tensor& g, const Tensor& x, const Tensor& out);

@@ -60,9 +60,7 @@ DTensorList cumsum_bw(const BackwardContext& c, Grads g) {
 }
 
 DTensorList cumprod_bw(const BackwardContext& c, Grads g) {
-  static const OpInfo& op = ops_op("cumprod_backward");
-  const ArgValue args[] = {c.arg<int64_t>(0)};
-  return {dispatch(op, {&g[0], &c.input(0)}, args)};
+  return {detail::cumprod_backward(g[0], c.input(0), c.arg<int64_t>(0))};
 }
 
 // sort / topk / kthvalue: the values' gradient goes back to the positions the indices name.
@@ -278,6 +276,23 @@ DTensor cumprod(const DTensor& x, int64_t dim) {
   static const OpInfo& op = ops_op("cumprod");
   const ArgValue args[] = {dim};
   return dispatch(op, {&x}, args);
+}
+
+DTensor prod(const DTensor& x) {
+  static const OpInfo& op = ops_op("prod");
+  return dispatch(op, {&x}, {});
+}
+
+DTensor prod(const DTensor& x, int64_t dim, bool keepdim) {
+  static const OpInfo& op = ops_op("prod.dim_int");
+  const ArgValue args[] = {dim, keepdim};
+  return dispatch(op, {&x}, args);
+}
+
+DTensor detail::cumprod_backward(const DTensor& grad, const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cumprod_backward");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&grad, &x}, args);
 }
 
 DTensorValuesIndices sort(const DTensor& x, int64_t dim, bool descending) {

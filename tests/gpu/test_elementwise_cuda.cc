@@ -255,3 +255,15 @@ TEST_CASE("cuda scan ops: cumsum, cumprod, sort, argsort, topk, kthvalue", "[gpu
   check_exact(detail::cumprod_backward(gr.to(kGpu), x.to(kGpu), 1),
               detail::cumprod_backward(gr, x, 1));
 }
+
+TEST_CASE("cuda erfinv and prod", "[gpu][scan]") {
+  const Tensor x = mul(make_input({6, 7}, kFloat64, 74, -1, 1), Scalar(0.99));
+  check_matches(erfinv(x.to(kGpu)), erfinv(x), 10.0);
+  check_matches(erfinv(x.to(kFloat32).to(kGpu)), erfinv(x.to(kFloat32)), 10.0);
+  for (DType d : {kFloat32, kInt64}) {
+    const Tensor p = make_input({4, 5}, d, 75, -2, 2), g = p.to(kGpu);
+    check_exact(prod(g, 1), prod(p, 1));
+    check_exact(prod(g, 0, true), prod(p, 0, true));
+    check_exact(prod(g), prod(p));
+  }
+}

@@ -172,3 +172,30 @@ TEST_CASE("pointwise math errors name the op and the argument", "[elementwise]")
   REQUIRE_THROWS_WITH(dt::atan2(f, dt::zeros({3})), Catch::Contains("[atan2] cannot broadcast"));
   check_values(dt::atan2(i, i + 1), {2}, DType::kFloat32, {0, 0}, 0, 0);  // integers -> float
 }
+
+TEST_CASE("erfinv: reference values, the edges, and erf(erfinv(x)) == x", "[elementwise]") {
+  // Reference values of the inverse error function (to 16 digits).
+  const std::vector<double> x{0.0, 0.5, -0.9, 0.999, -0.25, 1e-10, 1.0, -1.0, 1.5, kNan};
+  const std::vector<double> y{0.0,
+                              0.4769362762044699,
+                              -1.1630871536766743,
+                              2.3267537655135246,
+                              -0.2253120550121781,
+                              8.862269254527580e-11,
+                              kInf,
+                              -kInf,
+                              kNan,
+                              kNan};
+  check_values(dt::erfinv(make(x, {10}, DType::kFloat64)), {10}, DType::kFloat64, y, 1e-14,
+               1e-300);
+  check_values(dt::erfinv(make(x, {10}, DType::kFloat32)), {10}, DType::kFloat32, y, 2e-6, 1e-30);
+  // Integers give float32, as erf.
+  check_values(dt::erfinv(make({0, 1}, {2}, DType::kInt64)), {2}, DType::kFloat32, {0, kInf}, 0, 0);
+  // Round trip over (-1, 1), close to the ends included.
+  std::vector<double> v;
+  for (int i = -999; i <= 999; i += 37) v.push_back(i / 1000.0);
+  v.push_back(1 - 1e-12);
+  v.push_back(-1 + 1e-9);
+  const Tensor t = make(v, {static_cast<int64_t>(v.size())}, DType::kFloat64);
+  check_values(dt::erf(dt::erfinv(t)), t.sizes(), DType::kFloat64, v, 1e-15, 1e-16);
+}

@@ -146,3 +146,36 @@ TEST_CASE("the cumprod gradient is exact where the input has zeros", "[scan]") {
                  DType::kFloat64, expect, 1e-12, 1e-12);
   }
 }
+
+TEST_CASE("prod over all elements and along a dim", "[scan]") {
+  const dt::Shape shape{3, 4, 5};
+  for (DType dtype : {DType::kFloat64, DType::kInt32}) {
+    const std::vector<double> v = random_values(60, dtype, 21, -2, 2);
+    const DType out_dtype = dtype == DType::kInt32 ? DType::kInt64 : dtype;
+    for (const auto& [layout, x] : layouts(make(v, shape, dtype))) {
+      for (int64_t dim = 0; dim < 3; ++dim) {
+        INFO(dt::dtype_name(dtype) << " " << layout << " dim " << dim);
+        // The reference product is the last element of the reference cumprod along dim.
+        const std::vector<double> scan = reference_scan(v, shape, dim, true);
+        dt::Shape kept = shape;
+        kept[dim] = 1;
+        std::vector<double> expect;
+        for (int64_t i = 0; i < 60; ++i) {
+          const auto idx = unravel(i, shape);
+          if (idx[dim] == shape[dim] - 1) expect.push_back(scan[i]);
+        }
+        check_values(dt::prod(x, dim, /*keepdim=*/true), kept, out_dtype, expect, 1e-15, 0);
+        dt::Shape dropped = shape;
+        dropped.erase(dropped.begin() + dim);
+        check_values(dt::prod(x, dim - 3), dropped, out_dtype, expect, 1e-15, 0);
+      }
+      double all = 1;
+      for (double e : v) all *= e;
+      check_values(dt::prod(x), {}, out_dtype, {all}, 1e-15, 0);
+    }
+  }
+  // Zero elements: the identity; bool gives int64.
+  check_values(dt::prod(dt::zeros({2, 0}), 1), {2}, DType::kFloat32, {1, 1}, 0, 0);
+  check_values(dt::prod(dt::zeros({0})), {}, DType::kFloat32, {1}, 0, 0);
+  check_values(dt::prod(make({1, 0, 1}, {3}, DType::kBool)), {}, DType::kInt64, {0}, 0, 0);
+}
