@@ -27,6 +27,7 @@
 #include "dtensor/redistribute.h"
 
 // Autograd (backward, grad mode, custom functions).
+#include "autograd/dispatch.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
@@ -38,8 +39,11 @@
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
+#include "ops/ops_registry.h"
 #include "ops/reduction/reduction.h"
+#include "ops/scan/scan.h"
 #include "ops/softmax/softmax.h"
+#include "ops/view/copy_ops.h"
 #include "ops/view/view.h"
 
 // Random numbers.

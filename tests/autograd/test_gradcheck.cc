@@ -15,6 +15,7 @@
 #include "autograd/dispatch.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "examples/l2_normalize_op.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/ops_registry.h"
 #include "tensor/creation.h"
@@ -56,6 +57,7 @@ double objective(const dt::DTensorList& outs, const std::vector<Tensor>& v) {
 }  // namespace
 
 TEST_CASE("every backward formula matches finite differences (float64, one rank)") {
+  l2_example::l2_normalize_op();  // a user-registered op's formula is checked like the library's
   const dt::Registry& reg = dt::ops_registry();
   int64_t checked_ops = 0, checked_elements = 0;
   std::vector<std::string> skipped;

@@ -20,6 +20,7 @@
 #include "collectives/runtime.h"
 #include "dtensor/propagation/dispatch.h"
 #include "dtensor/propagation/sharding_propagation.h"
+#include "examples/l2_normalize_op.h"
 #include "ops/ops_registry.h"
 #include "tests/ops/common/op_samples.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
@@ -136,6 +137,9 @@ std::string describe(const dt::OpInfo& op, size_t sample, const dt::DeviceMesh& 
 }  // namespace
 
 TEST_CASE("every strategy row of every registered op computes the op") {
+  // A user-registered op (examples/l2_normalize_op.h, through register_op) is checked like
+  // the library's own.
+  l2_example::l2_normalize_op();
   const dt::Registry& reg = dt::ops_registry();
   const int64_t w = dt::world_size();
   const dt::DeviceMesh world = tt::make_mesh({w});
