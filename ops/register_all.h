@@ -26,7 +26,7 @@ void register_norm_ops(Registry& registry);
 void register_embedding_ops(Registry& registry);
 // gather, gather_backward, one_hot (ops/index/index_strategy.cc).
 void register_index_ops(Registry& registry);
-// cumsum, cumprod, sort, argsort, topk, kthvalue (ops/scan/scan_strategy.cc).
+// cumsum, cumprod, cummax, cummin, sort, argsort, topk, kthvalue (ops/scan/scan_strategy.cc).
 void register_scan_ops(Registry& registry);
 // gather_target, the target pick of the DTensor cross_entropy (ops/loss/loss_strategy.cc).
 void register_loss_ops(Registry& registry);

@@ -33,6 +33,11 @@ Tensor scatter_add_shard(IntSpan shape, int64_t dim, const Tensor& index, const 
 // torch.index_select: the slices of self at the positions of a 1-D (or 0-d) int64 / int32
 // index along dim (repeats allowed); out has self's shape with dim of the index's length.
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+// torch.index_add(self, dim, index, source, alpha), out of place: a copy of self with
+// alpha * source's slice i added at position index[i] along dim (repeats accumulate). index is
+// 0-d or 1-d (int64 or int32); source has self's shape with dim of the index's length.
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 const Scalar& alpha = 1);
 // torch.take_along_dim(self, indices, dim): gather after broadcasting self and indices on every
 // dim but `dim` (same number of dims).
 Tensor take_along_dim(const Tensor& self, const Tensor& indices, int64_t dim);
@@ -52,6 +57,17 @@ DTensor gather(const DTensor& self, int64_t dim, const DTensor& index);
 // registered op sharded along every index dim (num_classes -1: the global max + 1, one
 // all-reduce).
 DTensor index_select(const DTensor& self, int64_t dim, const DTensor& index);
+// scatter_add, registered: every dim but `dim` sharded alike where index and self agree;
+// self sharded along dim with index and src replicated (each rank adds the entries that fall
+// in its block, no communication); Partial self and src with a replicated index pass through.
+// An index out of range is raised on every rank that may hold different indices.
+// Differentiable in self (the gradient) and src (gather of the gradient).
+DTensor scatter_add(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& src);
+// index_add, registered with scatter_add's rows (a replicated index; alpha is a runtime value,
+// not in the cache key). Differentiable in self (the gradient) and source (alpha times the
+// index_select of the gradient).
+DTensor index_add(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& source,
+                  const Scalar& alpha = 1);
 DTensor take_along_dim(const DTensor& self, const DTensor& indices, int64_t dim);
 DTensor one_hot(const DTensor& index, int64_t num_classes = -1);
 
@@ -72,6 +88,9 @@ struct SelectShapes {
   int64_t dim;
 };
 SelectShapes index_select_shapes(IntSpan self_shape, int64_t dim, int64_t index_numel);
+// The same for index_add, checking the index's rank and that source's shape is `out`.
+SelectShapes index_add_shapes(IntSpan self_shape, int64_t dim, IntSpan index_shape,
+                              IntSpan source_shape);
 }  // namespace detail
 
 }  // namespace dtensor

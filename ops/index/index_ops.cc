@@ -51,6 +51,19 @@ SelectShapes index_select_shapes(IntSpan self_shape, int64_t dim, int64_t index_
   return r;
 }
 
+SelectShapes index_add_shapes(IntSpan self_shape, int64_t dim, IntSpan index_shape,
+                              IntSpan source_shape) {
+  DT_CHECK(index_shape.size() <= 1, "[index_add] argument index must be 0-d or 1-d, got shape %s",
+           shape_str(index_shape));
+  DT_CHECK(!self_shape.empty(), "[index_add] argument self must have at least one dim");
+  const SelectShapes s = index_select_shapes(self_shape, dim, shape_numel(index_shape));
+  DT_CHECK(Shape(source_shape.begin(), source_shape.end()) == s.out,
+           "[index_add] source has shape %s, expected %s (self's shape with dim %d of the "
+           "index's length)",
+           shape_str(source_shape), shape_str(s.out), s.dim);
+  return s;
+}
+
 }  // namespace detail
 
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
@@ -64,6 +77,17 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   }
   const detail::SelectShapes s = detail::index_select_shapes(self.sizes(), dim, index.numel());
   return gather(self, s.dim, index.reshape(s.along).expand(s.out));
+}
+
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 const Scalar& alpha) {
+  detail::check_defined("index_add", self, "self");
+  detail::check_defined("index_add", index, "index");
+  detail::check_defined("index_add", source, "source");
+  const detail::SelectShapes s = detail::index_add_shapes(self.sizes(), dim, index.sizes(),
+                                                          source.sizes());
+  const Tensor scaled = alpha.to<double>() == 1.0 ? source : source * alpha;
+  return scatter_add(self, s.dim, index.reshape(s.along).expand(s.out).contiguous(), scaled);
 }
 
 Tensor take_along_dim(const Tensor& self, const Tensor& indices, int64_t dim) {

@@ -169,6 +169,138 @@ void register_gather(Registry& reg) {
   reg.add(std::move(bw));
 }
 
+// The rows every scatter into self has, [out | self, index, src]: self sharded along dim with
+// index and src whole (each rank adds the entries whose index falls in its block, no
+// communication); and, linear in self and src together, [P | P, R, P] for sum and avg.
+void add_scatter_rows(StrategyRows& rows, int64_t dim) {
+  rows.push_back({Shard(dim), Shard(dim), Replicate(), Replicate()});
+  for (ReduceOp r : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    rows.push_back({Partial(r), Partial(r), Replicate(), Partial(r)});
+  }
+}
+
+// self + src scattered at index (src's shape) along dim; with self sharded along dim, only the
+// entries whose index falls in this rank's block. Index range errors raised on every rank
+// that may hold different indices.
+Tensor add_scattered(const KernelContext& c, const Tensor& self, int64_t dim, const Tensor& index,
+                     const Tensor& src, std::string_view op) {
+  const DTensorSpec& spec = c.input_spec(0);
+  check_on_all_ranks(c.input_spec(1), range_error(op, index, dim, spec.shape()[dim]));
+  if (!sharded_along(spec, dim)) return scatter_add(self, dim, index, src);
+  return self +
+         scatter_add_shard(self.sizes(), dim, index, src, c.input_shard(0).offset[dim])
+             .to(self.dtype());
+}
+
+// scatter_add(self, index, src; dim) -> a copy of self with src added at the indices. Rows
+// ([out | self, index, src]): every dim but `dim` sharded alike where index and self have the
+// same size; self sharded along dim with index and src whole (each rank adds the entries whose
+// index falls in its block, no communication); and, linear in self and src together,
+// [P | P, R, P] for sum and avg.
+void register_scatter_add(Registry& reg) {
+  OpInfo op;
+  op.name = "scatter_add";
+  op.input_names = {"self", "index", "src"};
+  op.meta = [](const OpSchema& s) {
+    const DTensorSpec& self = s.input(0);
+    const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "scatter_add");
+    check_gather_args(s, self.shape(), s.input(1), dim);
+    DT_CHECK(s.input(2).shape() == s.input(1).shape() && s.input(2).dtype() == self.dtype(),
+             "[scatter_add] src (shape %s, %s) must have the index's shape %s and self's dtype %s",
+             shape_str(s.input(2).shape()), dtype_name(s.input(2).dtype()),
+             shape_str(s.input(1).shape()), dtype_name(self.dtype()));
+    return OutputMetas{self.meta()};
+  };
+  op.strategy = [](const OpSchema& s) {
+    const Shape& self = s.input(0).shape();
+    const Shape& index = s.input(1).shape();
+    const int64_t dim = normalize_dim(s.arg<int64_t>(0), s.input(0).ndim(), "scatter_add");
+    StrategyRows rows;
+    for (int64_t d = 0; d < static_cast<int64_t>(self.size()); ++d) {
+      if (d != dim && self[d] == index[d]) rows.push_back(detail::uniform_row(4, Shard(d)));
+    }
+    add_scatter_rows(rows, dim);
+    return rows;
+  };
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter_add");
+    return add_scattered(c, l[0], dim, l[1], l[2], "scatter_add");
+  });
+  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+    const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter_add");
+    return DTensorList{g[0], DTensor(), gather(g[0], dim, c.input(1))};
+  };
+  op.saved_inputs = 2u;  // the index
+  op.samples = [](int64_t w) {
+    using detail::sample;
+    const int64_t n = 3 * w + 1;
+    return std::vector<OpSample>{
+        {{sample({n, 5}), sample({n, 3}, kInt64, 0, 4), sample({n, 3})}, {int64_t{1}}},
+        {{sample({n, 5}), sample({2 * w, 5}, kInt64, 0, n - 1), sample({2 * w, 5})},
+         {int64_t{0}}},
+        {{sample({4, n}), sample({4, 2}, kInt64, 0, n - 1), sample({4, 2})}, {int64_t{-1}}}};
+  };
+  reg.add(std::move(op));
+}
+
+// index_add(self, index, source; alpha [runtime], dim): scatter_add of alpha * source with the
+// 1-d index expanded along dim. Rows: every dim but `dim` sharded alike on self and source (the
+// index whole), and the scatter rows.
+void register_index_add(Registry& reg) {
+  OpInfo op;
+  op.name = "index_add";
+  op.input_names = {"self", "index", "source"};
+  op.schema_info.static_argnum = 1;
+  op.meta = [](const OpSchema& s) {
+    const DTensorSpec& self = s.input(0);
+    DT_CHECK(s.input(1).dtype() == kInt64 || s.input(1).dtype() == kInt32,
+             "[index_add] argument index has dtype %s, expected int64 or int32",
+             dtype_name(s.input(1).dtype()));
+    DT_CHECK(s.input(2).dtype() == self.dtype(),
+             "[index_add] source has dtype %s, expected self's %s", dtype_name(s.input(2).dtype()),
+             dtype_name(self.dtype()));
+    detail::index_add_shapes(self.shape(), s.arg<int64_t>(1), s.input(1).shape(),
+                             s.input(2).shape());
+    return OutputMetas{self.meta()};
+  };
+  op.strategy = [](const OpSchema& s) {
+    const int64_t n = s.input(0).ndim();
+    const int64_t dim = normalize_dim(s.arg<int64_t>(1), n, "index_add");
+    StrategyRows rows;
+    for (int64_t d = 0; d < n; ++d) {
+      if (d != dim) rows.push_back({Shard(d), Shard(d), Replicate(), Shard(d)});
+    }
+    add_scatter_rows(rows, dim);
+    return rows;
+  };
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    const detail::SelectShapes s = detail::index_add_shapes(
+        c.input_spec(0).shape(), c.arg<int64_t>(1), l[1].sizes(), c.input_spec(2).shape());
+    const Tensor index = l[1].reshape(s.along).expand(l[2].sizes()).contiguous();
+    const Scalar alpha = c.scalar(0);
+    const Tensor src = alpha.to<double>() == 1.0 ? l[2] : l[2] * alpha;
+    return add_scattered(c, l[0], s.dim, index, src, "index_add");
+  });
+  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+    const int64_t dim = normalize_dim(c.arg<int64_t>(1), c.input_spec(0).ndim(), "index_add");
+    DTensor g_source;
+    if (c.needs_input_grad(2)) g_source = index_select(g[0], dim, c.input(1)) * c.scalar(0);
+    return DTensorList{g[0], DTensor(), g_source};
+  };
+  op.saved_inputs = 2u;  // the index
+  op.samples = [](int64_t w) {
+    using detail::sample;
+    const int64_t n = 3 * w + 1;
+    return std::vector<OpSample>{
+        {{sample({n, 5}), sample({3}, kInt64, 0, 4), sample({n, 3})}, {1.0, int64_t{1}}},
+        {{sample({n, 4}), sample({2 * w}, kInt64, 0, n - 1), sample({2 * w, 4})},
+         {0.5, int64_t{0}}},
+        {{sample({2, n}), sample({w + 1}, kInt64, 0, n - 1), sample({2, w + 1})},
+         {2.0, int64_t{-1}}}};
+  };
+  reg.add(std::move(op));
+}
+
 // one_hot(index; num_classes) -> int64 [..., num_classes]: every index dim may be sharded.
 void register_one_hot(Registry& reg) {
   OpInfo op;
@@ -210,6 +342,8 @@ void register_one_hot(Registry& reg) {
 
 void register_index_ops(Registry& reg) {
   register_gather(reg);
+  register_scatter_add(reg);
+  register_index_add(reg);
   register_one_hot(reg);
 }
 
@@ -218,6 +352,19 @@ DTensor gather(const DTensor& self, int64_t dim, const DTensor& index) {
   static const OpInfo& op = ops_op("gather");
   const ArgValue args[] = {dim};
   return dispatch(op, {&self, &index}, args);
+}
+
+DTensor scatter_add(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& src) {
+  static const OpInfo& op = ops_op("scatter_add");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&self, &index, &src}, args);
+}
+
+DTensor index_add(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& source,
+                  const Scalar& alpha) {
+  static const OpInfo& op = ops_op("index_add");
+  const ArgValue args[] = {scalar_arg(alpha), dim};
+  return dispatch(op, {&self, &index, &source}, args);
 }
 
 DTensor index_select(const DTensor& self, int64_t dim, const DTensor& index) {

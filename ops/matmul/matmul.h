@@ -27,11 +27,19 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 // N-d operands multiply their last two dims and broadcast the leading (batch) dims. A batched
 // first operand times a 2-d second operand is folded into one GEMM ([..., n, k] -> [-1, k]).
 Tensor matmul(const Tensor& a, const Tensor& b);
+// torch.dot: the 0-d sum of a[i] * b[i] of two 1-d tensors of one size and dtype (a GEMM, as
+// matmul of 1-d operands). torch.outer: [n, m] with out[i][j] = a[i] * b[j] (exact products).
+Tensor dot(const Tensor& a, const Tensor& b);
+Tensor outer(const Tensor& a, const Tensor& b);
 
 // beta * bias + alpha * (a @ b) with a[n, k], b[k, m] and bias broadcastable to [n, m]. As in
 // PyTorch, beta = 0 ignores the values of bias (NaN/inf in bias do not propagate).
 Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
              const Scalar& alpha = 1);
+// torch.baddbmm: beta * self + alpha * bmm(a, b), self broadcast to [B, n, m]; beta == 0
+// ignores self's values (NaN included), as PyTorch.
+Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
+               const Scalar& alpha = 1);
 
 // torch.nn.functional.linear: x[..., in] @ weight[out, in]^T (+ bias[out]) -> [..., out].
 // The transposed weight is a view passed to BLAS without copying; bias is optional (pass an
@@ -54,9 +62,18 @@ bool gemm_operand_is_direct(const Tensor& x);
 DTensor mm(const DTensor& a, const DTensor& b);
 DTensor bmm(const DTensor& a, const DTensor& b);
 DTensor matmul(const DTensor& a, const DTensor& b);
+// dot: both operands sharded alike give Partial(sum), no communication. outer: a sharded gives
+// rows sharded (S(0)), b sharded columns (S(1)), no communication; Partial operands pass through
+// (multilinear). Both differentiable.
+DTensor dot(const DTensor& a, const DTensor& b);
+DTensor outer(const DTensor& a, const DTensor& b);
 // beta and alpha are runtime values (not in the propagation cache key).
 DTensor addmm(const DTensor& bias, const DTensor& a, const DTensor& b, const Scalar& beta = 1,
               const Scalar& alpha = 1);
+// bmm's rows with self laid out like the output (broadcast dims replicated); beta and alpha
+// runtime values.
+DTensor baddbmm(const DTensor& self, const DTensor& a, const DTensor& b, const Scalar& beta = 1,
+                const Scalar& alpha = 1);
 // ColwiseParallel: weight S(0) (and bias S(0)) gives an output sharded on the last dim;
 // RowwiseParallel: input S(-1) and weight S(1) give Partial(sum); a replicated bias is then
 // added on coordinate 0 of the Partial mesh dims only (no communication, no move). bias may be

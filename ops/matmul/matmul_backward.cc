@@ -53,13 +53,26 @@ DTensorList matmul_backward(const BackwardContext& c, Grads g) {
 }
 
 // beta * bias + alpha * mat1 @ mat2.
-DTensorList addmm_backward(const BackwardContext& c, Grads g) {
+namespace {
+// beta * self + alpha * product(a, b), product = mm or bmm over the last two dims.
+DTensorList add_product_backward(const BackwardContext& c, Grads g,
+                                 DTensor (*product)(const DTensor&, const DTensor&)) {
   const Scalar beta = c.scalar(0), alpha = c.scalar(1);
+  const auto tr = [](const DTensor& x) { return transpose(x, -2, -1); };
   DTensorList out(3);
   if (c.needs_input_grad(0)) out[0] = reduce_to(g[0] * beta, c.input_spec(0));
-  if (c.needs_input_grad(1)) out[1] = mm(g[0], t(c.input(2))) * alpha;
-  if (c.needs_input_grad(2)) out[2] = mm(t(c.input(1)), g[0]) * alpha;
+  if (c.needs_input_grad(1)) out[1] = product(g[0], tr(c.input(2))) * alpha;
+  if (c.needs_input_grad(2)) out[2] = product(tr(c.input(1)), g[0]) * alpha;
   return out;
+}
+}  // namespace
+
+DTensorList addmm_backward(const BackwardContext& c, Grads g) {
+  return add_product_backward(c, g, &mm);
+}
+
+DTensorList baddbmm_backward(const BackwardContext& c, Grads g) {
+  return add_product_backward(c, g, &bmm);
 }
 
 // x[..., in] @ weight[out, in]^T (+ bias[out]): the weight's gradient contracts every leading

@@ -9,6 +9,7 @@ DTensorList mm_backward(const autograd::BackwardContext& c, absl::Span<const DTe
 DTensorList bmm_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
 DTensorList matmul_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
 DTensorList addmm_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+DTensorList baddbmm_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
 DTensorList linear_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
 
 }  // namespace dtensor::detail

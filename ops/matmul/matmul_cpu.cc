@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_cuda.h"
 #include "tensor/creation.h"
@@ -225,6 +226,21 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, nullptr, 1, 0);
 }
 
+Tensor dot(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "dot");
+  DT_CHECK(a.dim() == 1 && b.dim() == 1 && a.size(0) == b.size(0),
+           "[dot] expected two 1-d tensors of one size, got shapes %s and %s",
+           shape_str(a.sizes()), shape_str(b.sizes()));
+  return matmul(a, b);
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "outer");
+  DT_CHECK(a.dim() == 1 && b.dim() == 1, "[outer] expected two 1-d tensors, got shapes %s and %s",
+           shape_str(a.sizes()), shape_str(b.sizes()));
+  return mul(a.unsqueeze(1), b.unsqueeze(0));
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_operands(a, b, "matmul");
   DT_CHECK(a.dim() >= 1 && b.dim() >= 1,
@@ -286,6 +302,23 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
            shape_str(bias.sizes()), shape_str(out_shape));
   return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, &bias, alpha,
                      beta);
+}
+
+Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+               const Scalar& alpha) {
+  DT_CHECK(self.defined() && self.dtype() == a.dtype(),
+           "[baddbmm] self must be defined with the operands' dtype");
+  const Tensor product = bmm(a, b);
+  DT_CHECK(self.dim() <= 3, "[baddbmm] self of shape %s cannot be broadcast to %s",
+           shape_str(self.sizes()), shape_str(product.sizes()));
+  for (int64_t d = 1; d <= self.dim(); ++d) {
+    DT_CHECK(self.size(-d) == 1 || self.size(-d) == product.size(-d),
+             "[baddbmm] self of shape %s cannot be broadcast to %s", shape_str(self.sizes()),
+             shape_str(product.sizes()));
+  }
+  const Tensor scaled = alpha.to<double>() == 1.0 ? product : product * alpha;
+  if (beta.to<double>() == 0.0) return scaled;
+  return add(beta.to<double>() == 1.0 ? self : self * beta, scaled);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {

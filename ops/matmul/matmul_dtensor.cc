@@ -22,6 +22,23 @@ DTensor matmul(const DTensor& a, const DTensor& b) {
   return dispatch(info, {&a, &b});
 }
 
+DTensor baddbmm(const DTensor& self, const DTensor& a, const DTensor& b, const Scalar& beta,
+                const Scalar& alpha) {
+  static const OpInfo& info = ops_op("baddbmm");
+  const ArgValue args[] = {scalar_arg(beta), scalar_arg(alpha)};
+  return dispatch(info, {&self, &a, &b}, args);
+}
+
+DTensor dot(const DTensor& a, const DTensor& b) {
+  static const OpInfo& info = ops_op("dot");
+  return dispatch(info, {&a, &b});
+}
+
+DTensor outer(const DTensor& a, const DTensor& b) {
+  static const OpInfo& info = ops_op("outer");
+  return dispatch(info, {&a, &b});
+}
+
 DTensor addmm(const DTensor& bias, const DTensor& a, const DTensor& b, const Scalar& beta,
               const Scalar& alpha) {
   static const OpInfo& info = ops_op("addmm");

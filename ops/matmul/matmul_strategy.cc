@@ -7,9 +7,11 @@
 // products are multilinear (a Partial operand times a replicated one stays Partial).
 #include <optional>
 
+#include "autograd/function.h"
 #include "dtensor/propagation/dispatch.h"
 #include "ops/common/op_checks.h"
 #include "ops/common/strategy_util.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_backward.h"
 #include "ops/register_all.h"
@@ -197,38 +199,110 @@ void register_matmul_ops(Registry& reg) {
   matmul.backward = detail::matmul_backward;
   reg.add(std::move(matmul));
 
-  // addmm(self = bias, mat1, mat2; beta, alpha runtime): beta * bias + alpha * mat1 @ mat2.
-  OpInfo addmm = product_op("addmm", {"self", "mat1", "mat2"},
-                            [](const KernelContext& c, Locals l) {
-                              return dtensor::addmm(l[0], l[1], l[2], c.scalar(0), c.scalar(1));
-                            });
-  addmm.schema_info.static_argnum = 2;
-  addmm.meta = [](const OpSchema& s) {
-    check_2d(s, 1);
-    check_2d(s, 2);
+  // dot(self[n], other[n]) -> 0-d: both sharded alike give Partial(sum).
+  OpInfo dot = product_op("dot", {"self", "other"},
+                          [](const KernelContext&, Locals l) { return dtensor::dot(l[0], l[1]); });
+  dot.linearity = Linearity::kMultilinear;
+  dot.meta = [](const OpSchema& s) {
+    const Shape &a = s.input(0).shape(), &b = s.input(1).shape();
+    DT_CHECK(a.size() == 1 && b.size() == 1 && a[0] == b[0],
+             "[dot] expected two 1-d tensors of one size, got shapes %s and %s", shape_str(a),
+             shape_str(b));
     check_dtypes(s);
-    const MatmulDims m = matmul_dims("addmm", s.input(1).shape(), s.input(2).shape());
-    check_bias(s, 0, m.out);
-    return OutputMetas{TensorMeta(m.out, s.input(1).dtype())};
+    return OutputMetas{TensorMeta(Shape{}, s.input(0).dtype())};
   };
-  addmm.strategy = [](const OpSchema& s) {
-    const Shape &bias = s.input(0).shape(), &a = s.input(1).shape(), &b = s.input(2).shape();
-    const MatmulDims m = matmul_dims("addmm", a, b);
-    StrategyRows rows;
-    for (const Placements& r : matmul_rows(a, b, m)) {
-      rows.push_back({r[0], bias_placement(bias, m.out, r[0]), r[1], r[2]});
-    }
-    return rows;
-  };
-  addmm.samples = [](int64_t w) {
+  dot.strategy = [](const OpSchema&) { return StrategyRows{{Partial(), Shard(0), Shard(0)}}; };
+  dot.samples = [](int64_t w) {
     using detail::sample;
-    return std::vector<OpSample>{
-        {{sample({5}), sample({3 * w + 1, 2 * w}), sample({2 * w, 5})}, {0.5, 2.0}},
-        {{sample({3 * w + 1, 5}), sample({3 * w + 1, w + 1}), sample({w + 1, 5})}, {1.0, 1.0}}};
+    return std::vector<OpSample>{{{sample({3 * w + 1}), sample({3 * w + 1})}, {}},
+                                 {{sample({w - 1}), sample({w - 1})}, {}}};
   };
-  addmm.backward = detail::addmm_backward;
-  addmm.saved_inputs = 6u;  // mat1, mat2 (the bias's gradient needs only its spec)
-  reg.add(std::move(addmm));
+  // d/da = g b, d/db = g a (g is 0-d).
+  dot.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+    return DTensorList{c.needs_input_grad(0) ? g[0] * c.input(1) : DTensor(),
+                       c.needs_input_grad(1) ? g[0] * c.input(0) : DTensor()};
+  };
+  reg.add(std::move(dot));
+
+  // outer(self[n], vec2[m]) -> [n, m]: self sharded gives rows, vec2 sharded columns.
+  OpInfo outer = product_op("outer", {"self", "vec2"}, [](const KernelContext&, Locals l) {
+    return dtensor::outer(l[0], l[1]);
+  });
+  outer.linearity = Linearity::kMultilinear;
+  outer.meta = [](const OpSchema& s) {
+    const Shape &a = s.input(0).shape(), &b = s.input(1).shape();
+    DT_CHECK(a.size() == 1 && b.size() == 1,
+             "[outer] expected two 1-d tensors, got shapes %s and %s", shape_str(a),
+             shape_str(b));
+    check_dtypes(s);
+    return OutputMetas{TensorMeta(Shape{a[0], b[0]}, s.input(0).dtype())};
+  };
+  outer.strategy = [](const OpSchema&) {
+    return StrategyRows{{Shard(0), Shard(0), Replicate()}, {Shard(1), Replicate(), Shard(0)}};
+  };
+  outer.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{{{sample({3 * w + 1}), sample({2 * w + 1})}, {}},
+                                 {{sample({2}), sample({w + 2})}, {}}};
+  };
+  // d/da = g @ b, d/db = a @ g.
+  outer.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+    return DTensorList{c.needs_input_grad(0) ? dtensor::matmul(g[0], c.input(1)) : DTensor(),
+                       c.needs_input_grad(1) ? dtensor::matmul(c.input(0), g[0]) : DTensor()};
+  };
+  reg.add(std::move(outer));
+
+  // addmm(self = bias, mat1, mat2; beta, alpha runtime): beta * bias + alpha * mat1 @ mat2;
+  // baddbmm(self, batch1, batch2; beta, alpha) the same with bmm.
+  for (const bool batched : {false, true}) {
+    const char* name = batched ? "baddbmm" : "addmm";
+    OpInfo op = product_op(name, {"self", batched ? "batch1" : "mat1", batched ? "batch2" : "mat2"},
+                           batched ? +[](const KernelContext& c, Locals l) {
+                             return dtensor::baddbmm(l[0], l[1], l[2], c.scalar(0), c.scalar(1));
+                           } : +[](const KernelContext& c, Locals l) {
+                             return dtensor::addmm(l[0], l[1], l[2], c.scalar(0), c.scalar(1));
+                           });
+    op.schema_info.static_argnum = 2;
+    op.meta = [batched, name](const OpSchema& s) {
+      const Shape &a = s.input(1).shape(), &b = s.input(2).shape();
+      if (batched) {
+        DT_CHECK(a.size() == 3 && b.size() == 3 && a[0] == b[0],
+                 "[baddbmm] expected 3-d operands with equal batch sizes, got %s and %s",
+                 shape_str(a), shape_str(b));
+      } else {
+        check_2d(s, 1);
+        check_2d(s, 2);
+      }
+      check_dtypes(s);
+      const MatmulDims m = matmul_dims(name, a, b);
+      check_bias(s, 0, m.out);
+      return OutputMetas{TensorMeta(m.out, s.input(1).dtype())};
+    };
+    op.strategy = [name](const OpSchema& s) {
+      const Shape &bias = s.input(0).shape(), &a = s.input(1).shape(), &b = s.input(2).shape();
+      const MatmulDims m = matmul_dims(name, a, b);
+      StrategyRows rows;
+      for (const Placements& r : matmul_rows(a, b, m)) {
+        rows.push_back({r[0], bias_placement(bias, m.out, r[0]), r[1], r[2]});
+      }
+      return rows;
+    };
+    op.samples = batched ? SampleFn([](int64_t w) {
+      using detail::sample;
+      return std::vector<OpSample>{
+          {{sample({4}), sample({w + 1, 3, 2 * w}), sample({w + 1, 2 * w, 4})}, {0.5, 2.0}},
+          {{sample({2, 3 * w + 1, 3}), sample({2, 3 * w + 1, w + 1}), sample({2, w + 1, 3})},
+           {1.0, 1.0}}};
+    }) : SampleFn([](int64_t w) {
+      using detail::sample;
+      return std::vector<OpSample>{
+          {{sample({5}), sample({3 * w + 1, 2 * w}), sample({2 * w, 5})}, {0.5, 2.0}},
+          {{sample({3 * w + 1, 5}), sample({3 * w + 1, w + 1}), sample({w + 1, 5})}, {1.0, 1.0}}};
+    });
+    op.backward = batched ? detail::baddbmm_backward : detail::addmm_backward;
+    op.saved_inputs = 6u;  // mat1, mat2 (the bias's gradient needs only its spec)
+    reg.add(std::move(op));
+  }
 
   // linear(input[..., in], weight[out, in]) and linear.bias(..., bias[out]): input @ weight^T
   // (+ bias). Colwise: [S(last) | R, S(0), S(0)]; rowwise: [P | S(last), S(1), P] (a

@@ -16,6 +16,11 @@ namespace dtensor {
 Tensor cumsum(const Tensor& x, int64_t dim);
 Tensor cumprod(const Tensor& x, int64_t dim);
 
+// torch.cummax / torch.cummin: the running max / min along dim and the index it came from; an
+// equal later element takes over the index, and NaN, once seen, stays the extreme (PyTorch).
+ValuesIndices cummax(const Tensor& x, int64_t dim);
+ValuesIndices cummin(const Tensor& x, int64_t dim);
+
 // Product of all elements (a 0-d tensor) or along dim (torch.prod): the dtype rule of cumprod;
 // a product over zero elements is 1.
 Tensor prod(const Tensor& x);
@@ -41,14 +46,16 @@ ValuesIndices kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdi
 // blocks before it (one all-gather of the block totals, exact for uneven and empty blocks).
 // cumsum is linear, so Partial(sum) inputs pass through it. Indices are global positions
 // along dim. Differentiable: cumsum (the reversed cumsum of the gradient), cumprod (a fused
-// kernel, zeros handled exactly), and the values of sort, topk and kthvalue (the gradient put
-// back at the indices).
+// kernel, zeros handled exactly), and the values of sort, topk, kthvalue, cummax and cummin
+// (the gradient put back at the indices).
 DTensor cumsum(const DTensor& x, int64_t dim);
 DTensor cumprod(const DTensor& x, int64_t dim);
 // prod gathers a sharded reduced dim (there is no Partial(prod)); kept dims keep their shards.
 // Its gradient is cumprod's with the output gradient at the last position (exact with zeros).
 DTensor prod(const DTensor& x);
 DTensor prod(const DTensor& x, int64_t dim, bool keepdim = false);
+DTensorValuesIndices cummax(const DTensor& x, int64_t dim);
+DTensorValuesIndices cummin(const DTensor& x, int64_t dim);
 DTensorValuesIndices sort(const DTensor& x, int64_t dim = -1, bool descending = false);
 DTensor argsort(const DTensor& x, int64_t dim = -1, bool descending = false);
 DTensorValuesIndices topk(const DTensor& x, int64_t k, int64_t dim = -1, bool largest = true);

@@ -62,6 +62,17 @@ void cumprod_backward_rows(const Tensor& g, const Tensor& x, const Tensor& out) 
   });
 }
 
+void cumextreme_rows(bool is_max, const Tensor& in, const Tensor& values, const Tensor& indices) {
+  if (in.device().is_cuda()) return cumextreme_rows_cuda(is_max, in, values, indices);
+  const int64_t rows = in.size(0), n = in.size(1);
+  dispatch_dtype(in.dtype(), [&]<typename T>() {
+    for (int64_t r = 0; r < rows; ++r) {
+      cumextreme_row(is_max, in.data<T>() + r * n, values.data<T>() + r * n,
+                     indices.data<int64_t>() + r * n, n);
+    }
+  });
+}
+
 }  // namespace detail
 
 namespace {
@@ -144,6 +155,30 @@ ValuesIndices sort(const Tensor& x, int64_t dim, bool descending) {
   Tensor indices = r.alloc(kInt64, r.rows.size(1));
   detail::sort_rows(r.rows, descending, values, indices);
   return {r.from_rows(values), r.from_rows(indices)};
+}
+
+namespace {
+ValuesIndices cumextreme(const Tensor& x, int64_t dim, bool is_max) {
+  const char* name = is_max ? "cummax" : "cummin";
+  const int64_t d = check_along(x, dim, name);
+  if (x.dim() == 0) {
+    const ValuesIndices v = cumextreme(x.reshape({1}), 0, is_max);
+    return {v.values.reshape({}), v.indices.reshape({})};
+  }
+  const Rows r(x, d);
+  Tensor values = r.alloc(x.dtype(), r.rows.size(1));
+  Tensor indices = r.alloc(kInt64, r.rows.size(1));
+  detail::cumextreme_rows(is_max, r.rows, values, indices);
+  return {r.from_rows(values), r.from_rows(indices)};
+}
+}  // namespace
+
+ValuesIndices cummax(const Tensor& x, int64_t dim) {
+  return cumextreme(x, dim, true);
+}
+
+ValuesIndices cummin(const Tensor& x, int64_t dim) {
+  return cumextreme(x, dim, false);
 }
 
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) {

@@ -108,6 +108,23 @@ __global__ void cumprod_backward_kernel(const T* grad, const T* x, T* out, doubl
 }
 
 template <typename T>
+__global__ void cumextreme_kernel(bool is_max, const T* in, T* values, int64_t* indices,
+                                  RowGeom g) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < g.rows;
+       r += step) {
+    cumextreme_row(is_max, in + r * g.n, values + r * g.n, indices + r * g.n, g.n);
+  }
+}
+
+template <typename T>
+void launch_cumextreme(bool is_max, const Tensor& in, const Tensor& values,
+                       const Tensor& indices, RowGeom g) {
+  cumextreme_kernel<T><<<cuda::grid_for(g.rows, kBlock), kBlock, 0, cuda::current_stream()>>>(
+      is_max, in.data<T>(), values.data<T>(), indices.data<int64_t>(), g);
+}
+
+template <typename T>
 void launch_scan(ScanOp op, const Tensor& in, const Tensor& out, RowGeom g, bool total_only) {
   using O = std::conditional_t<std::is_floating_point_v<compute_t<T>>, T, int64_t>;
   scan_kernel<T, O><<<cuda::grid_for(g.rows, kBlock), kBlock, 0, cuda::current_stream()>>>(
@@ -151,6 +168,15 @@ void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values,
   cuda::DeviceGuard guard(in.device().index);
   dispatch_dtype(in.dtype(),
                  [&]<typename T>() { launch_sort<T>(in, descending, values, indices, g); });
+}
+
+void cumextreme_rows_cuda(bool is_max, const Tensor& in, const Tensor& values,
+                          const Tensor& indices) {
+  const RowGeom g{in.size(0), in.size(1)};
+  if (g.rows == 0) return;
+  cuda::DeviceGuard guard(in.device().index);
+  dispatch_dtype(in.dtype(),
+                 [&]<typename T>() { launch_cumextreme<T>(is_max, in, values, indices, g); });
 }
 
 void cumprod_backward_rows_cuda(const Tensor& grad, const Tensor& x, const Tensor& out) {

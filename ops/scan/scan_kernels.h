@@ -57,6 +57,35 @@ DT_HOST_DEVICE bool sorts_before(C a, C b, bool descending) {
   return descending ? b < a : a < b;
 }
 
+// Running max (or min) of a row and the index it came from (torch.cummax / cummin): an equal
+// later element takes over the index (>= / <=) and NaN, once seen, is the extreme from there
+// on (each later NaN taking over too), as PyTorch's kernel does.
+template <typename T>
+DT_HOST_DEVICE void cumextreme_row(bool is_max, const T* in, T* values, int64_t* indices,
+                                   int64_t n) {
+  using C = compute_t<T>;
+  C best{};
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const C v = static_cast<C>(in[i]);
+    bool take = i == 0;
+    if (!take) {
+      const bool beats = is_max ? v >= best : v <= best;
+      if constexpr (std::is_floating_point_v<C>) {
+        take = v != v || (best == best && beats);
+      } else {
+        take = beats;
+      }
+    }
+    if (take) {
+      best = v;
+      at = i;
+    }
+    values[i] = in[at];
+    indices[i] = at;
+  }
+}
+
 // The gradient of a cumprod row: out[i] = prefix(i) * t(i), prefix(i) = x[0] * .. * x[i-1] and
 // t(i) = sum over j >= i of g[j] * x[i+1] * .. * x[j] = g[i] + x[i+1] * t(i+1), so no division
 // (exact where x has zeros). `t` is scratch for n doubles.
@@ -85,11 +114,15 @@ void scan_rows(ScanOp op, const Tensor& in, const Tensor& out, bool total_only =
 void sort_rows(const Tensor& in, bool descending, const Tensor& values, const Tensor& indices);
 // out = cumprod_backward_row of each row (g, x and out of one floating dtype).
 void cumprod_backward_rows(const Tensor& g, const Tensor& x, const Tensor& out);
+// values (in's dtype) and indices (int64) = cumextreme_row of each row.
+void cumextreme_rows(bool is_max, const Tensor& in, const Tensor& values, const Tensor& indices);
 
 // The CUDA twins (scan_cuda.cu; scan_no_cuda.cc raises when CUDA is off).
 void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only);
 void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values,
                     const Tensor& indices);
 void cumprod_backward_rows_cuda(const Tensor& g, const Tensor& x, const Tensor& out);
+void cumextreme_rows_cuda(bool is_max, const Tensor& in, const Tensor& values,
+                          const Tensor& indices);
 
 }  // namespace dtensor::detail

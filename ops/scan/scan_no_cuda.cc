@@ -14,6 +14,11 @@ void sort_rows_cuda(const Tensor&, bool, const Tensor&, const Tensor&) {
   DT_FAIL("[sort] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)");
 }
 
+void cumextreme_rows_cuda(bool is_max, const Tensor&, const Tensor&, const Tensor&) {
+  DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)",
+          is_max ? "cummax" : "cummin");
+}
+
 void cumprod_backward_rows_cuda(const Tensor&, const Tensor&, const Tensor&) {
   DT_FAIL("[cumprod_backward] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)");
 }

@@ -1,5 +1,5 @@
-// Registration of the scan family (cumsum, cumprod, sort, argsort, topk, kthvalue and
-// cumprod_backward), the DTensor forms and their backward formulas. Each op needs its dim whole
+// Registration of the scan family (cumsum, cumprod, cummax, cummin, sort, argsort, topk,
+// kthvalue and cumprod_backward), the DTensor forms and their backward formulas. Each op needs its dim whole
 // on a rank (a sharded one is gathered by propagation) and keeps every other dim sharded, the
 // same way on every output and input.
 #include <algorithm>
@@ -128,27 +128,32 @@ OutputMetas values_indices(Shape shape, DType dtype) {
   return OutputMetas{TensorMeta(shape, dtype), TensorMeta(std::move(shape), kInt64)};
 }
 
-// sort(self; dim, descending) -> (values, indices).
-void register_sort(Registry& r) {
+// (values, indices) of the input's shape along dim (args from index 0: dim, then `flag` when
+// the op has one): sort (descending), cummax, cummin. The values' gradient goes back to the
+// indices; sampled with both flag values (or none).
+void register_values_indices(Registry& r, const char* name,
+                             ValuesIndices (*local)(const Tensor&, int64_t, bool), bool has_flag) {
   OpInfo op;
-  op.name = "sort";
+  op.name = name;
   op.input_names = {"self"};
   op.meta = [](const OpSchema& s) {
     op_dim(s, 0);
     return values_indices(s.input(0).shape(), s.input(0).dtype());
   };
   op.strategy = all_but_dim(0, 3);
-  op.kernel = [](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
-    ValuesIndices v = sort(l[0], c.arg<int64_t>(0), c.arg<bool>(1));
+  op.kernel = [local, has_flag](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
+    ValuesIndices v = local(l[0], c.arg<int64_t>(0), has_flag && c.arg<bool>(1));
     out[0] = std::move(v.values);
     out[1] = std::move(v.indices);
   };
   op.backward = [](const BackwardContext& c, Grads g) { return selected_bw(c, g, 0, true); };
   op.saved_inputs = 0;
   op.saved_outputs = 2u;
-  op.samples = [](int64_t w) {
-    return joined(along_samples(w, [](int64_t d) { return ArgList{d, false}; }),
-                  along_samples(w, [](int64_t d) { return ArgList{d, true}; }, kInt64));
+  op.samples = [has_flag](int64_t w) {
+    const auto args = [has_flag](bool flag) {
+      return [has_flag, flag](int64_t d) { return has_flag ? ArgList{d, flag} : ArgList{d}; };
+    };
+    return joined(along_samples(w, args(false)), along_samples(w, args(true), kInt64));
   };
   r.add(std::move(op));
 }
@@ -259,7 +264,15 @@ void register_scan_ops(Registry& registry) {
   register_scan(registry, "cumprod", static_cast<Tensor (*)(const Tensor&, int64_t)>(&cumprod),
                 Linearity::kNone, cumprod_bw, 1u);
   register_cumprod_backward(registry);
-  register_sort(registry);
+  register_values_indices(registry, "sort", [](const Tensor& x, int64_t dim, bool descending) {
+    return sort(x, dim, descending);
+  }, true);
+  register_values_indices(registry, "cummax", [](const Tensor& x, int64_t dim, bool) {
+    return cummax(x, dim);
+  }, false);
+  register_values_indices(registry, "cummin", [](const Tensor& x, int64_t dim, bool) {
+    return cummin(x, dim);
+  }, false);
   register_argsort(registry);
   register_topk(registry);
   register_kthvalue(registry);
@@ -293,6 +306,18 @@ DTensor detail::cumprod_backward(const DTensor& grad, const DTensor& x, int64_t 
   static const OpInfo& op = ops_op("cumprod_backward");
   const ArgValue args[] = {dim};
   return dispatch(op, {&grad, &x}, args);
+}
+
+DTensorValuesIndices cummax(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cummax");
+  const ArgValue args[] = {dim};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+DTensorValuesIndices cummin(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cummin");
+  const ArgValue args[] = {dim};
+  return pair(dispatch_multi(op, {&x}, args));
 }
 
 DTensorValuesIndices sort(const DTensor& x, int64_t dim, bool descending) {

@@ -5,6 +5,7 @@
 
 #include "ops/elementwise/elementwise.h"
 #include "ops/index/index.h"
+#include "ops/matmul/matmul.h"
 #include "ops/reduction/reduction.h"
 #include "ops/scan/scan.h"
 #include "ops/view/copy_ops.h"
@@ -221,6 +222,8 @@ TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", 
   check_matches(index_select(g, 0, idx.to(kGpu)), index_select(x, 0, idx));
   const Tensor cols = make_input({6, 3}, kInt64, 65, 0, 5);
   check_matches(gather(g, 1, cols.to(kGpu)), gather(x, 1, cols));
+  const Tensor src = make_input({4, 5}, kFloat32, 66);
+  check_matches(index_add(g, 0, idx.to(kGpu), src.to(kGpu), 0.5), index_add(x, 0, idx, src, 0.5));
   const Tensor along = make_input({6, 2}, kInt64, 63, 0, 4);
   check_matches(take_along_dim(g, along.to(kGpu), 1), take_along_dim(x, along, 1));
   check_matches(one_hot(idx.to(kGpu), 6), one_hot(idx, 6));
@@ -229,7 +232,7 @@ TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", 
 }
 
 // The scan family runs the CPU's own row code on the device: results are bit-identical.
-TEST_CASE("cuda scan ops: cumsum, cumprod, sort, argsort, topk, kthvalue", "[gpu][scan]") {
+TEST_CASE("cuda scan ops: cumsum, cumprod, cummax, cummin, sort, argsort, topk, kthvalue", "[gpu][scan]") {
   for (DType d : {kFloat32, kFloat16, kInt32, kInt64}) {
     Tensor x = make_input({7, 9}, d, 71, -3, 3);
     if (is_floating(d)) x = where(gt(x, Scalar(2.0)), full({}, Scalar(std::nan("")), d), x);
@@ -246,6 +249,12 @@ TEST_CASE("cuda scan ops: cumsum, cumprod, sort, argsort, topk, kthvalue", "[gpu
       const ValuesIndices t = topk(g, 3, dim), tc = topk(x, 3, dim);
       check_exact(t.values, tc.values);
       check_exact(t.indices, tc.indices);
+      for (bool is_max : {true, false}) {
+        const ValuesIndices e = is_max ? cummax(g, dim) : cummin(g, dim);
+        const ValuesIndices ec = is_max ? cummax(x, dim) : cummin(x, dim);
+        check_exact(e.values, ec.values);
+        check_exact(e.indices, ec.indices);
+      }
       const ValuesIndices k = kthvalue(g, 2, dim), kc = kthvalue(x, 2, dim);
       check_exact(k.values, kc.values);
       check_exact(k.indices, kc.indices);
@@ -266,4 +275,14 @@ TEST_CASE("cuda erfinv and prod", "[gpu][scan]") {
     check_exact(prod(g, 0, true), prod(p, 0, true));
     check_exact(prod(g), prod(p));
   }
+}
+
+TEST_CASE("cuda dot, outer and baddbmm", "[gpu][matmul]") {
+  const Tensor a = make_input({37}, kFloat32, 76), b = make_input({37}, kFloat32, 77);
+  check_matches(dot(a.to(kGpu), b.to(kGpu)), dot(a, b), 10.0);
+  check_exact(outer(a.to(kGpu), b.narrow(0, 0, 5).to(kGpu)), outer(a, b.narrow(0, 0, 5)));
+  const Tensor s = make_input({3, 4}, kFloat32, 78), x = make_input({2, 3, 5}, kFloat32, 79);
+  const Tensor y = make_input({2, 5, 4}, kFloat32, 80);
+  check_matches(baddbmm(s.to(kGpu), x.to(kGpu), y.to(kGpu), 0.5, 2.0), baddbmm(s, x, y, 0.5, 2.0),
+                10.0);
 }

@@ -58,3 +58,16 @@ TEST_CASE("one_hot and masked_fill", "[index]") {
   REQUIRE_THROWS_WITH(dt::masked_fill(row, dt::zeros({2, 3}, DType::kBool), 0),
                       Catch::Contains("[masked_fill] mask of shape [2, 3] does not broadcast"));
 }
+
+TEST_CASE("index_add adds alpha * source slices at the indices, repeats accumulating", "[index]") {
+  const Tensor x = make({1, 2, 3, 4, 5, 6}, {2, 3}, DType::kFloat64);
+  const Tensor src = make({10, 20, 30, 40}, {2, 2}, DType::kFloat64);
+  check_values(dt::index_add(x, 1, ints({2, 2}, {2}), src, 0.5), {2, 3}, DType::kFloat64,
+               {1, 2, 3 + 15, 4, 5, 6 + 35}, 0, 0);
+  check_values(dt::index_add(x, 0, ints({1}, {1}), make({7, 8, 9}, {1, 3}, DType::kFloat64)),
+               {2, 3}, DType::kFloat64, {1, 2, 3, 11, 13, 15}, 0, 0);
+  REQUIRE_THROWS_WITH(dt::index_add(x, 1, ints({3}, {1}), make({1, 1}, {2, 1}, DType::kFloat64)),
+                      Catch::Contains("[scatter_add] index 3 out of range for dim 1 of size 3"));
+  REQUIRE_THROWS_WITH(dt::index_add(x, 1, ints({0, 1}, {2}), src.narrow(0, 0, 1)),
+                      Catch::Contains("[index_add] source has shape [1, 2], expected [2, 2]"));
+}

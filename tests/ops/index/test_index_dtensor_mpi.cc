@@ -1,7 +1,8 @@
-// Indexing on DTensors (mpirun at 1, 2, 4 ranks): gather / index_select / take_along_dim /
-// one_hot / masked_fill equal the full-tensor op for every placement list of their inputs on
-// 1-D and 2-D meshes; a table sharded along the gathered dim gives a Partial result without
-// communication; an index out of range on one rank is raised on every rank.
+// Indexing on DTensors (mpirun at 1, 2, 4 ranks): gather / scatter_add / index_add /
+// index_select / take_along_dim / one_hot / masked_fill equal the full-tensor op for every
+// placement list of their inputs on 1-D and 2-D meshes; a table sharded along the gathered dim gives a Partial
+// result without communication, a scatter into one stays sharded without communication; an
+// index out of range on one rank is raised on every rank.
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -35,6 +36,10 @@ TEST_CASE("index ops on DTensors equal the full-tensor op") {
         const DTensor dx = dt::distribute_tensor(x, mesh, p, std::nullopt);
         const DTensor di = dt::distribute_tensor(idx, mesh, q, std::nullopt);
         CHECK(tt::same_values(dt::gather(dx, 1, di).full_tensor(), dt::gather(x, 1, idx)));
+        const Tensor src = tt::det_input({n, 4}, 7);
+        const DTensor ds = dt::distribute_tensor(src, mesh, q, std::nullopt);
+        CHECK(tt::same_values(dt::scatter_add(dx, 1, di, ds).full_tensor(),
+                              dt::scatter_add(x, 1, idx, src)));
         CHECK(tt::same_values(dt::take_along_dim(dx, dt::narrow(di, 1, 0, 1), 1).full_tensor(),
                               dt::take_along_dim(x, idx.narrow(1, 0, 1), 1)));
       }
@@ -44,6 +49,12 @@ TEST_CASE("index ops on DTensors equal the full-tensor op") {
         INFO(tt::describe(mesh, {p, q}, {n, 5}));
         CHECK(tt::same_values(dt::index_select(dx, 0, dr).full_tensor(),
                               dt::index_select(x, 0, rows)));
+        const Tensor source = tt::det_input({2 * w + 1, 5}, 8);
+        for (const Placements& r : tt::all_placements(tt::shard_choices(2), mesh.ndim())) {
+          const DTensor ds = dt::distribute_tensor(source, mesh, r, std::nullopt);
+          CHECK(tt::same_values(dt::index_add(dx, 0, dr, ds, 2.0).full_tensor(),
+                                dt::index_add(x, 0, rows, source, 2.0)));
+        }
       }
       const DTensor dm =
           dt::distribute_tensor(mask, mesh, Placements(mesh.ndim(), Replicate()), std::nullopt);
@@ -89,4 +100,34 @@ TEST_CASE("gather from a table sharded along the gathered dim is Partial, no com
   }
   // The mesh still works afterwards.
   CHECK(tt::same_values(dt::gather(dt_table, 1, dt_idx).full_tensor(), dt::gather(table, 1, idx)));
+}
+
+TEST_CASE("scatter_add into a table sharded along the scattered dim needs no communication") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const int64_t n = 3 * w + 1;
+  const Tensor table = tt::det_input({4, n});
+  const Tensor idx = dt::remainder(tt::det_input({4, 6}, 5, 0, 1, dt::kInt64), dt::Scalar(n));
+  const Tensor src = tt::det_input({4, 6}, 6);
+  const DTensor d_table = dt::distribute_tensor(table, mesh, {Shard(1)}, std::nullopt);
+  const DTensor d_idx = dt::distribute_tensor(idx, mesh, {Replicate()}, std::nullopt);
+  const DTensor d_src = dt::distribute_tensor(src, mesh, {Replicate()}, std::nullopt);
+  DTensor out;
+  {
+    dt::CommDebugMode debug;
+    out = dt::scatter_add(d_table, 1, d_idx, d_src);
+    CHECK(debug.total_count() == 0);
+  }
+  CHECK(out.placements() == Placements{Shard(1)});
+  CHECK(tt::same_values(out.full_tensor(), dt::scatter_add(table, 1, idx, src)));
+
+  // An index out of range held by the last rank only: every rank raises it.
+  Tensor bad = dt::zeros({w, 2}, dt::TensorOptions(dt::kInt64));
+  bad.narrow(0, w - 1, 1).fill_(n);
+  const DTensor d_bad = dt::distribute_tensor(bad, mesh, {Shard(0)}, std::nullopt);
+  const DTensor rows = dt::distribute_tensor(tt::det_input({w, n}), mesh, {Shard(0)}, std::nullopt);
+  const DTensor vals = dt::distribute_tensor(tt::det_input({w, 2}), mesh, {Shard(0)}, std::nullopt);
+  CHECK_THROWS_WITH(dt::scatter_add(rows, 1, d_bad, vals),
+                    Catch::Contains("[scatter_add] index") &&
+                        Catch::Contains("out of range for dim 1"));
 }

@@ -284,3 +284,49 @@ TEST_CASE("matmul-family errors name the op and the shapes") {
   REQUIRE_THROWS_WITH(dt::linear(dt::zeros({2, 6}), dt::zeros({4, 6}), dt::zeros({5})),
                       Contains("[linear] bias of shape [5] does not match out_features 4"));
 }
+
+TEST_CASE("dot and outer of 1-d tensors") {
+  const Tensor a = dt::from_vector<double>({1, -2, 3, 0.5}, {4});
+  const Tensor b = dt::from_vector<double>({4, 1, -1, 2}, {4});
+  const Tensor d = dt::dot(a, b);
+  REQUIRE(d.dim() == 0);
+  CHECK(d.item<double>() == 1 * 4 - 2 * 1 - 3 * 1 + 0.5 * 2);
+  const Tensor o = dt::outer(a, b.narrow(0, 0, 3));
+  REQUIRE(o.sizes() == dt::IntSpan(Shape{4, 3}));
+  const std::vector<double> v = o.to_vector<double>();
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      CHECK(v[i * 3 + j] == a.to_vector<double>()[i] * b.to_vector<double>()[j]);
+    }
+  }
+  CHECK(dt::dot(a.narrow(0, 0, 0), b.narrow(0, 0, 0)).item<double>() == 0);
+  CHECK_THROWS_WITH(dt::dot(a, b.narrow(0, 0, 3)),
+                    Catch::Contains("[dot] expected two 1-d tensors of one size"));
+  CHECK_THROWS_WITH(dt::outer(a.view({2, 2}), b),
+                    Catch::Contains("[outer] expected two 1-d tensors"));
+}
+
+TEST_CASE("baddbmm is beta * self + alpha * bmm, beta 0 ignoring self") {
+  const Tensor a = rand_tensor({2, 3, 4}, DType::kFloat64, 31);
+  const Tensor b = rand_tensor({2, 4, 5}, DType::kFloat64, 32);
+  const Tensor self = rand_tensor({3, 5}, DType::kFloat64, 33);
+  const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  const std::vector<double> sv = self.to_vector<double>();
+  std::vector<double> want(30), prod(30);
+  for (int q = 0; q < 2; ++q) {
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 5; ++j) {
+        double acc = 0;
+        for (int k = 0; k < 4; ++k) acc += av[(q * 3 + i) * 4 + k] * bv[(q * 4 + k) * 5 + j];
+        prod[(q * 3 + i) * 5 + j] = acc;
+        want[(q * 3 + i) * 5 + j] = 0.5 * sv[i * 5 + j] + 2.0 * acc;
+      }
+    }
+  }
+  check_close(dt::baddbmm(self, a, b, 0.5, 2.0), {2, 3, 5}, want, 1e-12);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor nans = dt::full({2, 3, 5}, dt::Scalar(nan), dt::TensorOptions(DType::kFloat64));
+  check_close(dt::baddbmm(nans, a, b, 0.0, 1.0), {2, 3, 5}, prod, 1e-12);
+  CHECK_THROWS_WITH(dt::baddbmm(rand_tensor({4, 5}, DType::kFloat64, 34), a, b),
+                    Catch::Contains("[baddbmm] self of shape [4, 5] cannot be broadcast"));
+}

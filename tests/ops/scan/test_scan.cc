@@ -179,3 +179,21 @@ TEST_CASE("prod over all elements and along a dim", "[scan]") {
   check_values(dt::prod(dt::zeros({0})), {}, DType::kFloat32, {1}, 0, 0);
   check_values(dt::prod(make({1, 0, 1}, {3}, DType::kBool)), {}, DType::kInt64, {0}, 0, 0);
 }
+
+TEST_CASE("cummax and cummin: later ties take the index, NaN stays the extreme", "[scan]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = make({1, 3, 3, 2, nan, 5, nan, 0}, {8}, DType::kFloat64);
+  dt::ValuesIndices m = dt::cummax(x, 0);
+  check_values(m.values, {8}, DType::kFloat64, {1, 3, 3, 3, nan, nan, nan, nan}, 0, 0);
+  check_values(m.indices, {8}, DType::kInt64, {0, 1, 2, 2, 4, 4, 6, 6}, 0, 0);
+  m = dt::cummin(make({4, 2, 2, 5, 1}, {5}, DType::kInt32), -1);
+  check_values(m.values, {5}, DType::kInt32, {4, 2, 2, 2, 1}, 0, 0);
+  check_values(m.indices, {5}, DType::kInt64, {0, 1, 2, 2, 4}, 0, 0);
+  // Along dim 0 of a transposed input equals along dim 1 of the original, transposed.
+  const Tensor y = make(random_values(20, DType::kInt64, 9, -3, 3), {4, 5}, DType::kInt64);
+  const dt::ValuesIndices a = dt::cummax(y.transpose(0, 1), 0), b = dt::cummax(y, 1);
+  CHECK(a.values.contiguous().to_vector<double>() ==
+        b.values.transpose(0, 1).contiguous().to_vector<double>());
+  CHECK(a.indices.contiguous().to_vector<double>() ==
+        b.indices.transpose(0, 1).contiguous().to_vector<double>());
+}
