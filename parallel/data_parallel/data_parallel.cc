@@ -1,5 +1,7 @@
 #include "parallel/data_parallel/data_parallel.h"
 
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
@@ -93,15 +95,63 @@ struct DataParallel::State {
   bool callback_queued = false;
   detail::PendingReductions pending;
 
+  // Prefetching (options.prefetch). The first forward records the order in which the units
+  // (the root aside) run; from then on a unit's gather launches the all-gather of the unit that
+  // runs after it (forward) or before it (backward, where the units run in reverse), so that
+  // collective proceeds on the communication thread while this unit computes, and that unit's
+  // own gather only waits for it and unpacks. One extra unit's parameters are gathered at a
+  // time (FSDP2's implicit prefetch does the same); a unit already gathered is never prefetched.
+  struct InFlight {
+    detail::DpCollective c;
+    Tensor in, out;  // the packed shards and the gathered flat buffer (alive until done)
+  };
+  std::vector<const UnitState*> forward_order;
+  bool recording_order = false, order_known = false;
+  absl::flat_hash_map<const UnitState*, InFlight> in_flight;
+  absl::flat_hash_set<const UnitState*> gathered_units;
+  int64_t prefetched = 0;  // gathers launched ahead of their unit (DataParallel::num_prefetched)
+
   void release(const UnitState& u) {
     for (size_t i : u.sharded) {
       if (params[i].gathered.defined()) params[i].gathered.storage().release_data();
     }
+    gathered_units.erase(&u);
   }
 
-  // One all_gather of the unit's shards into the gathered (full compute-local) tensors.
-  void gather(const UnitState& u) {
-    if (u.sharded.empty()) return;
+  // The unit next to u in the recorded forward order (+1 after it, -1 before it), or null.
+  const UnitState* neighbour(const UnitState& u, int step) const {
+    if (!order_known || !options.prefetch) return nullptr;
+    const auto it = std::find(forward_order.begin(), forward_order.end(), &u);
+    if (it == forward_order.end()) return step > 0 && !forward_order.empty() && u.root
+                                              ? forward_order.front()
+                                              : nullptr;
+    const auto pos = it - forward_order.begin() + step;
+    if (pos < 0 || pos >= static_cast<int64_t>(forward_order.size())) return nullptr;
+    return forward_order[pos];
+  }
+
+  // Launches the all-gather of a released unit ahead of its use.
+  void prefetch(const UnitState* u) {
+    if (u == nullptr || u->sharded.empty() || u->block == 0 || in_flight.contains(u) ||
+        gathered_units.contains(u)) {
+      return;
+    }
+    in_flight.emplace(u, launch_gather(*u));
+    ++prefetched;
+  }
+
+  // Waits for every prefetch still in flight (each rank launched the same ones) and frees what
+  // it gathered: a unit that did not run after all.
+  void drain_prefetches() {
+    for (auto& [u, f] : in_flight) {
+      f.c.wait();
+      release(*u);
+    }
+    in_flight.clear();
+  }
+
+  // Allocates the unit's gathered parameters and launches the all-gather of its shards.
+  InFlight launch_gather(const UnitState& u) {
     for (size_t i : u.sharded) {
       ParamState& p = params[i];
       if (!p.gathered.defined()) {
@@ -111,17 +161,37 @@ struct DataParallel::State {
         p.gathered.storage().reallocate_data();
       }
     }
-    if (u.block == 0) return;
+    InFlight f;
+    if (u.block == 0) return f;
     const Device dev = params[u.sharded[0]].storage.to_local().device();
-    Tensor in = zeros({u.block}, TensorOptions(u.dtype, dev));
+    f.in = zeros({u.block}, TensorOptions(u.dtype, dev));
     for (size_t i : u.sharded) {
       const ParamState& p = params[i];
       const Tensor& s = p.storage.to_local();
-      if (s.numel() > 0) in.narrow(0, p.offset, s.numel()).view(s.shape()).copy_(s);
+      if (s.numel() > 0) f.in.narrow(0, p.offset, s.numel()).view(s.shape()).copy_(s);
     }
-    Tensor out = empty({n * u.block}, TensorOptions(u.dtype, dev));
-    detail::DpCollective c = detail::launch_all_gather(*comm, out, in);
-    c.wait();  // needed now: the forward (or backward) reads the parameters next
+    f.out = empty({n * u.block}, TensorOptions(u.dtype, dev));
+    f.c = detail::launch_all_gather(*comm, f.out, f.in);
+    return f;
+  }
+
+  // One all_gather of the unit's shards into the gathered (full compute-local) tensors: the
+  // prefetched one if launched, else launched now; then the neighbour in `direction` (+1
+  // forward, -1 backward) is prefetched.
+  void gather(const UnitState& u, int direction) {
+    if (u.sharded.empty()) return;
+    InFlight f;
+    if (auto it = in_flight.find(&u); it != in_flight.end()) {
+      f = std::move(it->second);
+      in_flight.erase(it);
+    } else {
+      f = launch_gather(u);
+    }
+    prefetch(neighbour(u, direction));
+    gathered_units.insert(&u);
+    if (u.block == 0) return;
+    f.c.wait();  // needed now: the forward (or backward) reads the parameters next
+    const Tensor& out = f.out;
     for (size_t i : u.sharded) {
       ParamState& p = params[i];
       for (int64_t r = 0; r < n; ++r) {
@@ -247,6 +317,7 @@ struct DataParallel::State {
 
   void finish_backward() {
     callback_queued = false;
+    drain_prefetches();  // a unit before the first one that needed its gradient
     // Buckets some of whose parameters received no gradient (the same on every rank).
     for (Bucket& b : buckets) {
       if (b.ready > 0) launch_bucket(b);
@@ -280,8 +351,16 @@ struct DataParallel::State {
 };
 
 void DataParallel::State::pre_forward(const UnitState& u) {
-  if (u.root) reset_step();
-  gather(u);
+  if (u.root) {
+    reset_step();
+    drain_prefetches();  // launched by a step that did not use them (it raised, or branched)
+    recording_order = !order_known;
+    if (recording_order) forward_order.clear();
+  } else if (recording_order &&
+             std::find(forward_order.begin(), forward_order.end(), &u) == forward_order.end()) {
+    forward_order.push_back(&u);
+  }
+  gather(u, +1);
   if (!u.sharded.empty()) {
     DTensorList outs;
     std::vector<const DTensor*> ins;
@@ -317,6 +396,10 @@ void DataParallel::State::pre_forward(const UnitState& u) {
 }
 
 DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out) {
+  if (u.root && recording_order) {
+    recording_order = false;
+    order_known = true;
+  }
   for (size_t i : u.all) swap_in(params[i], params[i].storage);
   if (u.sharded.empty()) return out;
   const bool backward_follows = out.defined() && out.requires_grad();
@@ -326,7 +409,7 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
     release(u);
     // Gather again when the unit's output gradient arrives, before any of its backward ops.
     out.register_hook([this, &u](const DTensor&) {
-      gather(u);
+      gather(u, -1);
       return DTensor();
     });
   }
@@ -508,6 +591,9 @@ const std::vector<Unit>& DataParallel::units() const {
 }
 int64_t DataParallel::num_buckets() const {
   return static_cast<int64_t>(state_->buckets.size());
+}
+int64_t DataParallel::num_prefetched() const {
+  return state_->prefetched;
 }
 int64_t DataParallel::num_sharded_params() const {
   int64_t c = 0;

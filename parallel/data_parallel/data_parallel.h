@@ -52,6 +52,10 @@ struct DataParallelOptions {
   GroupingPolicy grouping;                      // units (used unless kReplicate)
   int64_t bucket_cap_bytes = 25 * 1024 * 1024;  // replicated gradients' buckets (DDP's 25 MB)
   bool reshard_after_forward = true;            // free gathered parameters after forward
+  // From the second step on, a unit's gather launches the next unit's all-gather (forward
+  // order recorded in the first step; reversed in backward), overlapping it with this unit's
+  // compute, at the cost of one more unit's parameters gathered at a time.
+  bool prefetch = true;
   std::string dp_dim_name = "dp";               // the dp dim of a mesh with several dims
 };
 
@@ -68,6 +72,8 @@ class DataParallel {
   std::string grouping_str() const;
   int64_t num_buckets() const;
   int64_t num_sharded_params() const;
+  // All-gathers launched ahead of their unit by prefetching, since construction.
+  int64_t num_prefetched() const;
 
  private:
   std::shared_ptr<State> state_;

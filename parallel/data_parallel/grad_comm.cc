@@ -10,15 +10,21 @@ void DpCollective::wait() {
   work_ = nullptr;
 }
 
+// Parameter gathers and gradient reductions run on the communication thread
+// (collectives/comm_worker.h), so they progress while the caller goes on computing (a
+// prefetched gather during the previous unit's forward, a reduction during the rest of the
+// backward); the tensors are held by the task until it ran. CommDebugMode counts them when
+// launched, on the launching thread (with the labels current there), as if issued there;
+// inside the task nothing is recorded twice (the inline path, without the thread, records
+// nothing itself either).
 DpCollective launch_all_gather(Communicator& comm, const Tensor& output, const Tensor& input) {
-  return DpCollective(comm.all_gather(output, input));
+  CommDebugMode::record(CollectiveKind::kAllGather, static_cast<int64_t>(input.nbytes()),
+                        comm.size());
+  return DpCollective(submit_async(
+      [c = comm.shared_from_this(), output, input] { c->all_gather(output, input)->wait(); },
+      /*capture_debug=*/false));
 }
 
-// Gradient reductions run on the communication thread (collectives/comm_worker.h), so they
-// progress while the backward goes on computing; the tensors are held by the task until it ran.
-// CommDebugMode counts them when launched, on the launching thread (with the labels of the
-// backward node that launched them), as if issued there; inside the task nothing is recorded
-// twice (the inline path, without the thread, records nothing itself either).
 DpCollective launch_reduce_scatter_avg(Communicator& comm, const Tensor& output,
                                        const Tensor& input) {
   CommDebugMode::record(CollectiveKind::kReduceScatter, static_cast<int64_t>(input.nbytes()),

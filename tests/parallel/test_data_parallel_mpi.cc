@@ -213,6 +213,65 @@ TEST_CASE("fully_shard: FSDP training equals single-device; per-unit collectives
   train_and_compare(model, ref, W, mesh.get_local_rank(0), cfg.vocab_size);
 }
 
+TEST_CASE("fully_shard: from the second step each unit's gather is launched ahead (prefetch)",
+          "[dp][fsdp]") {
+  const int64_t W = dt::world_size();
+  const auto cfg = small_config(3);
+  const auto mesh = dp_mesh();
+  const int64_t r = mesh.get_local_rank(0);
+  dt::manual_seed(8);
+  nn::Transformer model(cfg);
+  dt::manual_seed(8);
+  nn::Transformer plain(cfg);
+  auto dp = dt::fully_shard(model, mesh, {.grouping = {.module_types = {"TransformerBlock"}}});
+  auto dp_plain = dt::fully_shard(
+      plain, mesh, {.grouping = {.module_types = {"TransformerBlock"}}, .prefetch = false});
+  const int64_t units = static_cast<int64_t>(dp->units().size());
+  const int64_t blocks = units - 1;  // the root unit is gathered first, by nobody ahead of it
+  REQUIRE(blocks == cfg.n_layers);
+  dt::optim::AdamW opt(model.parameters(), dt::optim::AdamWOptions(1e-2));
+  dt::optim::AdamW opt_plain(plain.parameters(), dt::optim::AdamWOptions(1e-2));
+  // Expected prefetches after each step's forward and backward: none in the first forward (the
+  // order is being recorded); then every block in forward (the root prefetches the first), and
+  // every block but the first in backward (each prefetches the one before it).
+  const int64_t after_forward[] = {0, 2 * blocks - 1, 4 * blocks - 2};
+  const int64_t after_backward[] = {blocks - 1, 3 * blocks - 2, 5 * blocks - 3};
+  for (int step = 0; step < 3; ++step) {
+    const Batch b = make_batch(cfg, 2 * W, 40 + step);
+    const dt::Tensor tok = b.tokens.narrow(0, 2 * r, 2).contiguous();
+    const dt::Tensor tgt = b.targets.narrow(0, 2 * r, 2).contiguous().reshape({-1});
+    const int64_t rows[] = {-1, cfg.vocab_size};
+    dt::DTensor loss;
+    {
+      dt::CommDebugMode comm;
+      loss = dt::cross_entropy(dt::reshape(model(nn::local(tok)), rows), nn::local(tgt));
+      // Prefetched or not, one all-gather per unit per forward.
+      if (W > 1) CHECK(comm.count(CollectiveKind::kAllGather) == units);
+    }
+    CHECK(dp->num_prefetched() == after_forward[step]);
+    {
+      dt::CommDebugMode comm;
+      loss.backward();
+      if (W > 1) CHECK(comm.count(CollectiveKind::kAllGather) == units - 1);
+    }
+    CHECK(dp->num_prefetched() == after_backward[step]);
+    opt.step();
+    opt.zero_grad();
+    dt::cross_entropy(dt::reshape(plain(nn::local(tok)), rows), nn::local(tgt)).backward();
+    opt_plain.step();
+    opt_plain.zero_grad();
+  }
+  CHECK(dp_plain->num_prefetched() == 0);
+  // The same collectives on the same data: bit-identical parameters.
+  const auto a = model.named_parameters();
+  const auto p = plain.named_parameters();
+  REQUIRE(a.size() == p.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].first);
+    CHECK(max_diff(a[i].second.full_tensor(), p[i].second.full_tensor()) == 0);
+  }
+}
+
 TEST_CASE("data_parallel DEFAULT: shards only evenly divisible dim 0, trains like one device",
           "[dp][default]") {
   const int64_t W = dt::world_size();
