@@ -31,6 +31,8 @@ struct ParamState {
   DTensor storage;                                  // the leaf on the whole mesh
   std::shared_ptr<const DTensorSpec> compute_spec;  // on the mesh of the other dims
   Shape compute_shape;                              // local shape of the compute parameter
+  DType compute_dtype = kFloat32;                   // param_dtype, or the parameter's own
+  DType reduce_dtype = kFloat32;                    // its gradient's reduction dtype
   int64_t shard_dim = -1;                           // -1: replicated on dp
   bool trained = false;                             // requires grad
   Tensor gathered;                                  // sharded: the gathered compute local
@@ -62,7 +64,8 @@ struct UnitState {
   std::vector<size_t> sharded, replicated;  // indices into State::params (trained ones)
   std::vector<size_t> all;                  // every parameter of the unit
   int64_t block = 0;                        // per-rank elements of the flat buffers
-  DType dtype = kFloat32;
+  DType dtype = kFloat32;                   // of the gather buffers (the compute dtype)
+  DType reduce_dtype = kFloat32;            // of the reduce-scatter buffers
 };
 
 struct Bucket {
@@ -72,6 +75,7 @@ struct Bucket {
 };
 
 void accumulate_into_grad(const DTensor& storage, Tensor local) {
+  if (local.dtype() != storage.dtype()) local = local.to(storage.dtype());  // mixed precision
   DTensor g(std::move(local), storage.spec_ptr());
   storage.set_grad(storage.grad().defined() ? autograd::add_gradients(storage.grad(), g) : g);
 }
@@ -156,7 +160,7 @@ struct DataParallel::State {
       ParamState& p = params[i];
       if (!p.gathered.defined()) {
         p.gathered =
-            empty(p.compute_shape, TensorOptions(p.storage.dtype(), p.storage.to_local().device()));
+            empty(p.compute_shape, TensorOptions(p.compute_dtype, p.storage.to_local().device()));
       } else {
         p.gathered.storage().reallocate_data();
       }
@@ -220,8 +224,9 @@ struct DataParallel::State {
               ? grad.to_local()
               : grad.redistribute(p.compute_spec->placements()).to_local();
     } else {
-      g = zeros(p.compute_shape, TensorOptions(p.storage.dtype(), p.storage.to_local().device()));
+      g = zeros(p.compute_shape, TensorOptions(p.reduce_dtype, p.storage.to_local().device()));
     }
+    if (g.dtype() != p.reduce_dtype) g = g.to(p.reduce_dtype);  // mixed precision
     if (!sync) {
       p.unsynced = p.unsynced.defined() ? add_local(p.unsynced, g) : g.contiguous().clone();
       return Tensor();
@@ -245,7 +250,7 @@ struct DataParallel::State {
     release(u);  // after backward every unit is resharded (FSDP2 does too)
     if (!any || u.block == 0) return;
     const Device dev = params[u.sharded[0]].storage.to_local().device();
-    Tensor in = zeros({n * u.block}, TensorOptions(u.dtype, dev));
+    Tensor in = zeros({n * u.block}, TensorOptions(u.reduce_dtype, dev));
     for (size_t j = 0; j < u.sharded.size(); ++j) {
       const ParamState& p = params[u.sharded[j]];
       for (int64_t r = 0; r < n; ++r) {
@@ -256,7 +261,7 @@ struct DataParallel::State {
             .copy_(local[j].narrow(p.shard_dim, cb.offset, cb.size));
       }
     }
-    Tensor out = empty({u.block}, TensorOptions(u.dtype, dev));
+    Tensor out = empty({u.block}, TensorOptions(u.reduce_dtype, dev));
     pending.add(detail::launch_reduce_scatter_avg(*comm, out, in), [this, &u, out] {
       for (size_t i : u.sharded) {
         const ParamState& p = params[i];
@@ -342,6 +347,12 @@ struct DataParallel::State {
     }
   }
 
+  // An unsharded parameter's local tensor in the compute dtype (cast under mixed precision).
+  static Tensor compute_local(const ParamState& p) {
+    const Tensor& t = p.storage.to_local();
+    return t.dtype() == p.compute_dtype ? t : t.to(p.compute_dtype);
+  }
+
   void swap_in(const ParamState& p, const DTensor& value) {
     for (const ParamSlot& s : p.info.slots) s.module->swap_parameter(s.name, value);
   }
@@ -379,7 +390,7 @@ void DataParallel::State::pre_forward(const UnitState& u) {
   for (size_t i : u.replicated) {
     DTensor out =
         autograd::record_function("ReplicateParamBackward", {&params[i].storage},
-                                  DTensor(params[i].storage.to_local(), params[i].compute_spec),
+                                  DTensor(compute_local(params[i]), params[i].compute_spec),
                                   [this, i](absl::Span<const DTensor> grads) {
                                     on_replicated_grad(i, grads[0]);
                                     return DTensorList(1);
@@ -390,7 +401,7 @@ void DataParallel::State::pre_forward(const UnitState& u) {
   // mesh, as the trained ones, with nothing recorded.
   for (size_t i : u.all) {
     if (!params[i].trained) {
-      swap_in(params[i], DTensor(params[i].storage.to_local(), params[i].compute_spec));
+      swap_in(params[i], DTensor(compute_local(params[i]), params[i].compute_spec));
     }
   }
 }
@@ -462,6 +473,11 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
     dp_dim = it - names.begin();
   }
   DT_CHECK(mesh.contains_me(), "[%s] this rank is not part of the mesh", op);
+  for (const auto& [what, d] : {std::pair{"param_dtype", options.param_dtype},
+                                std::pair{"reduce_dtype", options.reduce_dtype}}) {
+    DT_CHECK(!d || is_floating(*d), "[%s] %s %s is not a floating dtype", op, what,
+             dtype_name(*d));
+  }
   std::vector<int64_t> others;
   for (int64_t d = 0; d < mesh.ndim(); ++d) {
     if (d != dp_dim) others.push_back(d);
@@ -495,6 +511,15 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
       ps.info = up;
       ps.compute_spec = p.spec_ptr();
       ps.compute_shape = p.to_local().shape();
+      ps.compute_dtype = ps.reduce_dtype = p.dtype();
+      if (options.param_dtype && is_floating(p.dtype())) {
+        ps.compute_dtype = *options.param_dtype;
+        ps.reduce_dtype = options.reduce_dtype.value_or(*options.param_dtype);
+        ps.compute_spec = std::make_shared<const DTensorSpec>(
+            p.spec().mesh(), p.placements(), TensorMeta(p.shape(), ps.compute_dtype), op);
+      } else if (options.reduce_dtype && is_floating(p.dtype())) {
+        ps.reduce_dtype = *options.reduce_dtype;
+      }
       ps.trained = p.requires_grad();
       ps.shard_dim = ps.trained ? choose_shard_dim(p, style, s.n) : -1;
       Placements pl;
@@ -530,7 +555,8 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
                "[%s] unit '%s' holds sharded parameters of dtypes %s and %s (one dtype per unit)",
                op, u.fqn, dtype_name(p.storage.dtype()),
                dtype_name(s.params[u.sharded[0]].storage.dtype()));
-      u.dtype = p.storage.dtype();
+      u.dtype = p.compute_dtype;
+      u.reduce_dtype = p.reduce_dtype;
       p.offset = u.block;
       u.block += p.chunk(s.n, 0).size * p.rest();
     }

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,13 @@ struct DataParallelOptions {
   // order recorded in the first step; reversed in backward), overlapping it with this unit's
   // compute, at the cost of one more unit's parameters gathered at a time.
   bool prefetch = true;
+  // Mixed precision (FSDP2's MixedPrecisionPolicy): the parameters are gathered, and forward
+  // and backward compute, in param_dtype (e.g. bfloat16), while the stored shards, their .grad
+  // and the optimizer keep the parameters' own dtype (the master copy); gradients are reduced
+  // in reduce_dtype (default: param_dtype) and cast into .grad. Floating parameters only (the
+  // others keep their dtype); unset: no casts.
+  std::optional<DType> param_dtype;
+  std::optional<DType> reduce_dtype;
   std::string dp_dim_name = "dp";               // the dp dim of a mesh with several dims
 };
 

@@ -272,6 +272,66 @@ TEST_CASE("fully_shard: from the second step each unit's gather is launched ahea
   }
 }
 
+TEST_CASE("fully_shard mixed precision: float32 compute and reductions over float64 shards",
+          "[dp][fsdp]") {
+  const int64_t W = dt::world_size();
+  const auto cfg = small_config();
+  const auto mesh = dp_mesh();
+  const int64_t r = mesh.get_local_rank(0);
+  dt::manual_seed(9);
+  nn::Transformer ref(cfg);  // float32, one device
+  // Two float64 copies of it: one with float32 mixed precision, one without.
+  nn::Transformer mixed(cfg, {.dtype = dt::kFloat64});
+  nn::Transformer full(cfg, {.dtype = dt::kFloat64});
+  const auto want = ref.named_parameters();
+  for (nn::Transformer* m : {&mixed, &full}) {
+    const auto got = m->named_parameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      dt::Tensor local = got[i].second.to_local();
+      local.copy_(want[i].second.to_local());
+    }
+  }
+  const dt::GroupingPolicy blocks{.module_types = {"TransformerBlock"}};
+  auto dp = dt::fully_shard(mixed, mesh, {.grouping = blocks, .param_dtype = dt::kFloat32});
+  auto dp_full = dt::fully_shard(full, mesh, {.grouping = blocks});
+  dt::optim::AdamW opt(mixed.parameters(), dt::optim::AdamWOptions(1e-2));
+  dt::optim::AdamW ref_opt(ref.parameters(), dt::optim::AdamWOptions(1e-2));
+  for (int step = 0; step < 3; ++step) {
+    const Batch b = make_batch(cfg, 2 * W, 60 + step);
+    const dt::Tensor tok = b.tokens.narrow(0, 2 * r, 2).contiguous();
+    const dt::Tensor tgt = b.targets.narrow(0, 2 * r, 2).contiguous().reshape({-1});
+    const int64_t rows[] = {-1, cfg.vocab_size};
+    int64_t bytes[2][2];  // [mixed, full][all_gather, reduce_scatter]
+    for (int k = 0; k < (step == 0 ? 2 : 1); ++k) {
+      nn::Transformer& m = k == 0 ? mixed : full;
+      dt::CommDebugMode comm;
+      const dt::DTensor logits = m(nn::local(tok));
+      CHECK(logits.dtype() == (k == 0 ? dt::kFloat32 : dt::kFloat64));
+      dt::cross_entropy(dt::reshape(logits, rows), nn::local(tgt)).backward();
+      bytes[k][0] = comm.bytes(CollectiveKind::kAllGather);
+      bytes[k][1] = comm.bytes(CollectiveKind::kReduceScatter);
+    }
+    if (step == 0 && W > 1) {
+      // Gathers and reductions move float32, half the bytes of the float64 run.
+      CHECK(2 * bytes[0][0] == bytes[1][0]);
+      CHECK(2 * bytes[0][1] == bytes[1][1]);
+    }
+    for (const dt::DTensor& p : mixed.parameters()) {
+      CHECK(p.dtype() == dt::kFloat64);  // the master shards
+      REQUIRE(p.grad().defined());
+      CHECK(p.grad().dtype() == dt::kFloat64);
+    }
+    opt.step();
+    opt.zero_grad();
+    loss_backward(ref, b, 0, 2 * W, cfg.vocab_size);
+    ref_opt.step();
+    ref_opt.zero_grad();
+  }
+  require_same_params(mixed, ref, 1e-4);
+  CHECK_THROWS_WITH(dt::fully_shard(ref, mesh, {.param_dtype = dt::kInt64}),
+                    Catch::Contains("[fully_shard] param_dtype int64 is not a floating dtype"));
+}
+
 TEST_CASE("data_parallel DEFAULT: shards only evenly divisible dim 0, trains like one device",
           "[dp][default]") {
   const int64_t W = dt::world_size();
