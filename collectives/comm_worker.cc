@@ -50,8 +50,10 @@ class AsyncWork final : public Work {
     if (error_) std::rethrow_exception(error_);
   }
 
-  // Runs on the communication thread (or inline).
-  void run(const std::function<void()>& task) {
+  // Runs on the communication thread (or inline). The task (and what it captured: the
+  // collective's tensors) is destroyed before the Work completes, so a waiter that goes on to
+  // allocate never finds those buffers still held by this thread.
+  void run(std::function<void()> task) {
     try {
       if (capture_ != nullptr) {
         CommDebugMode mode;
@@ -73,6 +75,7 @@ class AsyncWork final : public Work {
     } catch (...) {
       error_ = std::current_exception();
     }
+    task = nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     done_.store(true, std::memory_order_release);
     cv_.notify_all();
@@ -127,7 +130,7 @@ void worker_loop(Worker& w) {
       task = std::move(w.queue.front());
       w.queue.pop_front();
     }
-    task.work->run(task.fn);
+    task.work->run(std::move(task.fn));
     std::lock_guard<std::mutex> lock(w.mu);
     if (w.outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) w.idle_cv.notify_all();
   }
@@ -183,7 +186,7 @@ WorkPtr submit_async(std::function<void()> task, bool capture_debug) {
   }
   auto work = std::make_shared<AsyncWork>(std::move(capture), !capture_debug);
   if (!async_threaded() || on_comm_thread()) {
-    work->run(task);  // inline (a task submitting another runs it in place, in order)
+    work->run(std::move(task));  // inline (a task submitting another runs it in place, in order)
     return work;
   }
   Worker& w = worker();
