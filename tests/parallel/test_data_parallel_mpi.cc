@@ -328,6 +328,34 @@ TEST_CASE("fully_shard mixed precision: float32 compute and reductions over floa
     ref_opt.zero_grad();
   }
   require_same_params(mixed, ref, 1e-4);
+
+  // replicate (DDP) casts the replicated parameters the same way and all-reduces float32.
+  nn::Transformer ddp_model(cfg, {.dtype = dt::kFloat64});
+  {
+    const auto got = ddp_model.named_parameters();
+    const auto now = ref.named_parameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      dt::Tensor local = got[i].second.to_local();
+      local.copy_(now[i].second.to_local());
+    }
+  }
+  auto ddp = dt::replicate(ddp_model, mesh, {.param_dtype = dt::kFloat32});
+  const Batch b = make_batch(cfg, 2 * W, 70);
+  const dt::Tensor tok = b.tokens.narrow(0, 2 * r, 2).contiguous();
+  const dt::Tensor tgt = b.targets.narrow(0, 2 * r, 2).contiguous().reshape({-1});
+  const int64_t rows[] = {-1, cfg.vocab_size};
+  const dt::DTensor logits = ddp_model(nn::local(tok));
+  CHECK(logits.dtype() == dt::kFloat32);
+  dt::cross_entropy(dt::reshape(logits, rows), nn::local(tgt)).backward();
+  loss_backward(ref, b, 0, 2 * W, cfg.vocab_size);
+  const auto g = ddp_model.named_parameters();
+  const auto w = ref.named_parameters();
+  for (size_t i = 0; i < g.size(); ++i) {
+    INFO(g[i].first);
+    REQUIRE(g[i].second.grad().defined());
+    CHECK(g[i].second.grad().dtype() == dt::kFloat64);
+    CHECK(max_diff(g[i].second.grad().full_tensor(), w[i].second.grad().to_local()) < 1e-5);
+  }
   CHECK_THROWS_WITH(dt::fully_shard(ref, mesh, {.param_dtype = dt::kInt64}),
                     Catch::Contains("[fully_shard] param_dtype int64 is not a floating dtype"));
 }
