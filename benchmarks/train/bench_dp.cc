@@ -1,6 +1,7 @@
 // Data-parallel training step (forward + backward + SGD) of a small transformer: replicate
-// (DDP buckets) and fully_shard (FSDP, one unit per TransformerBlock) vs a hand-written MPI
-// data-parallel step (the same local forward/backward, then every gradient packed into one
+// (DDP buckets) and fully_shard (FSDP, one unit per TransformerBlock; with and without
+// prefetching) vs a hand-written MPI data-parallel step (the same local forward/backward,
+// then every gradient packed into one
 // buffer, one MPI_Allreduce, divided by the rank count, unpacked, SGD). Run at each rank count:
 //
 //   mpirun -np N bench_dp [--dim 128] [--layers 4] [--batch 4] [--seq 32] [--iters 20]
@@ -58,6 +59,8 @@ int run(int argc, char** argv) {
   nn::Transformer ddp_inline(cfg);  // replicate with async operations inline (no overlap)
   dt::manual_seed(3);
   nn::Transformer local(cfg);  // no communication at all: the compute-only step
+  dt::manual_seed(3);
+  nn::Transformer fsdp_plain(cfg);  // fully_shard without prefetching
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {world}, {"dp"});
   // Buckets of 1 MB (DDP's default is 25 MB): this small model's gradients (~3.6 MB) then
   // fill several buckets, launched during the backward as a larger model's would be.
@@ -65,11 +68,14 @@ int run(int argc, char** argv) {
   dt::replicate(ddp, mesh, {.bucket_cap_bytes = bucket});
   dt::replicate(ddp_inline, mesh, {.bucket_cap_bytes = bucket});
   dt::fully_shard(fsdp, mesh, {.grouping = {.module_types = {"TransformerBlock"}}});
+  dt::fully_shard(fsdp_plain, mesh,
+                  {.grouping = {.module_types = {"TransformerBlock"}}, .prefetch = false});
   dt::optim::SGD opt_ddp(ddp.parameters(), dt::optim::SGDOptions(kLr));
   dt::optim::SGD opt_fsdp(fsdp.parameters(), dt::optim::SGDOptions(kLr));
   dt::optim::SGD opt_hand(hand.parameters(), dt::optim::SGDOptions(kLr));
   dt::optim::SGD opt_inline(ddp_inline.parameters(), dt::optim::SGDOptions(kLr));
   dt::optim::SGD opt_local(local.parameters(), dt::optim::SGDOptions(kLr));
+  dt::optim::SGD opt_plain(fsdp_plain.parameters(), dt::optim::SGDOptions(kLr));
 
   // This rank's batch (different on every rank).
   dt::Generator gen(100 + static_cast<uint64_t>(rank));
@@ -126,16 +132,17 @@ int run(int argc, char** argv) {
   };
   const std::vector<std::function<void()>> variants = {[&] { dp_step(ddp, opt_ddp); },
                                                        [&] { dp_step(fsdp, opt_fsdp); },
-                                                       hand_step, inline_step, local_step};
+                                                       hand_step, inline_step, local_step,
+                                                       [&] { dp_step(fsdp_plain, opt_plain); }};
   const std::vector<bench::Stats> st =
       bench::time_interleaved(variants, warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
 
   double diff = 0;
   const auto a = ddp.named_parameters(), b = fsdp.named_parameters(), h = hand.named_parameters();
-  const auto c = ddp_inline.named_parameters();
+  const auto c = ddp_inline.named_parameters(), f = fsdp_plain.named_parameters();
   for (size_t i = 0; i < h.size(); ++i) {
     const auto want = h[i].second.to_local().to(dt::kFloat64).to_vector<double>();
-    for (const auto* m : {&a, &b, &c}) {
+    for (const auto* m : {&a, &b, &c, &f}) {
       const auto got = (*m)[i].second.full_tensor().to(dt::kFloat64).to_vector<double>();
       for (size_t j = 0; j < got.size(); ++j) diff = std::max(diff, std::abs(got[j] - want[j]));
     }
@@ -153,7 +160,7 @@ int run(int argc, char** argv) {
   bench::print0("%-14s %10s %10s %10s %8s\n", "variant", "median_ms", "p10_ms", "p90_ms",
                 "vs_hand");
   const char* names[] = {"replicate", "fully_shard", "hand-written", "replicate-inline",
-                         "compute-only"};
+                         "compute-only", "fsdp-no-prefetch"};
   for (size_t i = 0; i < st.size(); ++i) {
     bench::print0("%-16s %10.2f %10.2f %10.2f %8.3f\n", names[i], st[i].median * 1e3,
                   st[i].p10 * 1e3, st[i].p90 * 1e3, st[i].median / st[2].median);
