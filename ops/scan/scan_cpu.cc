@@ -144,34 +144,38 @@ Tensor prod(const Tensor& x) {
   return prod(x.reshape({x.numel()}), 0, false);
 }
 
-ValuesIndices sort(const Tensor& x, int64_t dim, bool descending) {
-  const int64_t d = check_along(x, dim, "sort");
+namespace {
+// (values, indices) of x's shape along dim from a row kernel (in, values, indices); 0-d inputs
+// act as 1-element vectors.
+template <typename RowsFn>
+ValuesIndices values_indices_along(const Tensor& x, int64_t dim, const char* op, RowsFn rows) {
+  const int64_t d = check_along(x, dim, op);
   if (x.dim() == 0) {
-    const ValuesIndices v = sort(x.reshape({1}), 0, descending);
+    const ValuesIndices v = values_indices_along(x.reshape({1}), 0, op, rows);
     return {v.values.reshape({}), v.indices.reshape({})};
   }
   const Rows r(x, d);
   Tensor values = r.alloc(x.dtype(), r.rows.size(1));
   Tensor indices = r.alloc(kInt64, r.rows.size(1));
-  detail::sort_rows(r.rows, descending, values, indices);
+  rows(r.rows, values, indices);
   return {r.from_rows(values), r.from_rows(indices)};
 }
 
-namespace {
 ValuesIndices cumextreme(const Tensor& x, int64_t dim, bool is_max) {
-  const char* name = is_max ? "cummax" : "cummin";
-  const int64_t d = check_along(x, dim, name);
-  if (x.dim() == 0) {
-    const ValuesIndices v = cumextreme(x.reshape({1}), 0, is_max);
-    return {v.values.reshape({}), v.indices.reshape({})};
-  }
-  const Rows r(x, d);
-  Tensor values = r.alloc(x.dtype(), r.rows.size(1));
-  Tensor indices = r.alloc(kInt64, r.rows.size(1));
-  detail::cumextreme_rows(is_max, r.rows, values, indices);
-  return {r.from_rows(values), r.from_rows(indices)};
+  return values_indices_along(
+      x, dim, is_max ? "cummax" : "cummin",
+      [is_max](const Tensor& in, const Tensor& v, const Tensor& i) {
+        detail::cumextreme_rows(is_max, in, v, i);
+      });
 }
 }  // namespace
+
+ValuesIndices sort(const Tensor& x, int64_t dim, bool descending) {
+  return values_indices_along(x, dim, "sort",
+                              [descending](const Tensor& in, const Tensor& v, const Tensor& i) {
+                                detail::sort_rows(in, descending, v, i);
+                              });
+}
 
 ValuesIndices cummax(const Tensor& x, int64_t dim) {
   return cumextreme(x, dim, true);
@@ -188,8 +192,8 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
   const int64_t d = check_along(x, dim, "topk");
   const int64_t n = x.dim() == 0 ? 1 : x.size(d);
-  DT_CHECK(k >= 0 && k <= n, "[topk] k %d out of range for dim %d of size %d (expected 0 <= k <= %d)",
-           k, d, n, n);
+  DT_CHECK(k >= 0 && k <= n,
+           "[topk] k %d out of range for dim %d of size %d (expected 0 <= k <= %d)", k, d, n, n);
   DT_CHECK(x.dim() > 0 || k == 1, "[topk] k %d for a 0-d input (expected k = 1)", k);
   const ValuesIndices s = sort(x, dim, largest);
   if (x.dim() == 0) return s;

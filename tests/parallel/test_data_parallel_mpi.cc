@@ -55,6 +55,12 @@ Batch make_batch(const nn::TransformerConfig& cfg, int64_t rows, uint64_t seed) 
   return b;
 }
 
+// Rank r's two rows of the batch: its tokens and its flattened targets.
+std::pair<dt::Tensor, dt::Tensor> rank_rows(const Batch& b, int64_t r) {
+  return {b.tokens.narrow(0, 2 * r, 2).contiguous(),
+          b.targets.narrow(0, 2 * r, 2).contiguous().reshape({-1})};
+}
+
 // Mean cross-entropy of `m` on rows [begin, begin + count) of the batch; backward.
 double loss_backward(nn::Module& m, const Batch& b, int64_t begin, int64_t count, int64_t vocab) {
   const dt::Tensor tok = b.tokens.narrow(0, begin, count).contiguous();
@@ -185,8 +191,7 @@ TEST_CASE("fully_shard: FSDP training equals single-device; per-unit collectives
   {
     const Batch b = make_batch(cfg, 2 * W, 1);
     const int64_t r = mesh.get_local_rank(0);
-    const dt::Tensor tok = b.tokens.narrow(0, 2 * r, 2).contiguous();
-    const dt::Tensor tgt = b.targets.narrow(0, 2 * r, 2).contiguous().reshape({-1});
+    const auto [tok, tgt] = rank_rows(b, r);
     const int64_t rows[] = {-1, cfg.vocab_size};
     dt::DTensor loss;
     {
@@ -238,8 +243,7 @@ TEST_CASE("fully_shard: from the second step each unit's gather is launched ahea
   const int64_t after_backward[] = {blocks - 1, 3 * blocks - 2, 5 * blocks - 3};
   for (int step = 0; step < 3; ++step) {
     const Batch b = make_batch(cfg, 2 * W, 40 + step);
-    const dt::Tensor tok = b.tokens.narrow(0, 2 * r, 2).contiguous();
-    const dt::Tensor tgt = b.targets.narrow(0, 2 * r, 2).contiguous().reshape({-1});
+    const auto [tok, tgt] = rank_rows(b, r);
     const int64_t rows[] = {-1, cfg.vocab_size};
     dt::DTensor loss;
     {
@@ -298,8 +302,7 @@ TEST_CASE("fully_shard mixed precision: float32 compute and reductions over floa
   dt::optim::AdamW ref_opt(ref.parameters(), dt::optim::AdamWOptions(1e-2));
   for (int step = 0; step < 3; ++step) {
     const Batch b = make_batch(cfg, 2 * W, 60 + step);
-    const dt::Tensor tok = b.tokens.narrow(0, 2 * r, 2).contiguous();
-    const dt::Tensor tgt = b.targets.narrow(0, 2 * r, 2).contiguous().reshape({-1});
+    const auto [tok, tgt] = rank_rows(b, r);
     const int64_t rows[] = {-1, cfg.vocab_size};
     int64_t bytes[2][2];  // [mixed, full][all_gather, reduce_scatter]
     for (int k = 0; k < (step == 0 ? 2 : 1); ++k) {
@@ -341,8 +344,7 @@ TEST_CASE("fully_shard mixed precision: float32 compute and reductions over floa
   }
   auto ddp = dt::replicate(ddp_model, mesh, {.param_dtype = dt::kFloat32});
   const Batch b = make_batch(cfg, 2 * W, 70);
-  const dt::Tensor tok = b.tokens.narrow(0, 2 * r, 2).contiguous();
-  const dt::Tensor tgt = b.targets.narrow(0, 2 * r, 2).contiguous().reshape({-1});
+  const auto [tok, tgt] = rank_rows(b, r);
   const int64_t rows[] = {-1, cfg.vocab_size};
   const dt::DTensor logits = ddp_model(nn::local(tok));
   CHECK(logits.dtype() == dt::kFloat32);
