@@ -26,11 +26,25 @@ DTensor DTensor::redistribute(PlacementSpan placements) const {
 DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements,
                               bool async_op) const {
   DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
-  DT_CHECK(mesh == spec_->mesh(),
-           "[redistribute] target mesh %s differs from the DTensor's mesh %s (expected the same "
-           "mesh)",
-           mesh.str(), spec_->mesh().str());
-  return redistribute(placements, async_op);
+  DT_CHECK(mesh.defined(), "[redistribute] the target mesh is an empty handle (expected a mesh)");
+  if (mesh == spec_->mesh()) return redistribute(placements, async_op);
+  // Another mesh: point-to-point transfers (redistribute_cross_mesh_local), synchronous. The
+  // gradient goes back the same way, to this DTensor's mesh and placements (a Partial source
+  // receives Replicate there, as on one mesh).
+  check_user_placements(placements, dtype(), "redistribute");
+  const CommDebugMode::OpScope label("redistribute");
+  const DTensorSpec dst(mesh, placements, spec_->meta(), "redistribute");
+  DTensor out = ::dtensor::redistribute(*this, dst);
+  const DTensor* in[] = {this};
+  return autograd::record_function(
+      "RedistributeBackward", in, std::move(out),
+      [src = spec_](absl::Span<const DTensor> g) -> DTensorList {
+        Placements want = src->placements();
+        for (Placement& p : want) {
+          if (p.is_partial()) p = Replicate();
+        }
+        return {::dtensor::redistribute(g[0], src->with_placements(want, "backward"))};
+      });
 }
 
 namespace {

@@ -365,6 +365,7 @@ DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, Placemen
       TensorMeta(tensor.shape(), tensor.dtype()), "distribute_tensor");
   const std::vector<int>& ranks = mesh.ranks();
   int64_t src_index = -1;
+  if (src_data_rank == kMeshFirstRank) src_data_rank = ranks.front();
   if (src_data_rank) {
     auto it = std::find(ranks.begin(), ranks.end(), *src_data_rank);
     DT_CHECK(it != ranks.end(),

@@ -94,8 +94,11 @@ class DTensor {
   DTensor local(PlacementSpan grad_placements) const;
   DTensor full() const;
   DTensor full(PlacementSpan grad_placements) const;
-  // The same logical tensor with other placements on `mesh` (must be this DTensor's mesh).
-  // Issues the collectives of the cheapest plan (see redistribute.h). Recorded by autograd
+  // The same logical tensor with other placements on `mesh`. On this DTensor's mesh it issues
+  // the collectives of the cheapest plan (see redistribute.h); on another mesh (other shape,
+  // ranks or device type) it moves the pieces point to point (redistribute_cross_mesh_local:
+  // every rank of either mesh calls it, synchronous, the gradient goes back to this mesh).
+  // Recorded by autograd
   // (defined by the autograd layer): the gradient flows back to this DTensor's placements,
   // except that a Partial placement receives a Replicate gradient and a Replicate placement
   // whose gradient arrives Partial keeps it Partial (reduced later, where it is needed).
@@ -205,7 +208,8 @@ std::ostream& operator<<(std::ostream& os, const DTensor& t);
 
 // Distributes `tensor` over `mesh` with `placements` (PyTorch distribute_tensor).
 // src_data_rank: the world rank whose `tensor` is the source of truth (it must be a rank of
-// the mesh). Every rank of the mesh must pass a tensor of the same shape and dtype: this is
+// the mesh); the default kMeshFirstRank is the mesh's first rank (coordinate 0 on every mesh
+// dim, PyTorch's default group rank 0), so a mesh without world rank 0 needs no argument. Every rank of the mesh must pass a tensor of the same shape and dtype: this is
 // checked first with one small all_gather per mesh dim (a fixed-size record: ndim, dtype, the
 // first 16 sizes), and a mismatch throws on every rank of the mesh, e.g. "[distribute_tensor]
 // argument tensor differs across ranks: rank 3 passed shape [9, 4] float32 but src_data_rank 0
@@ -224,11 +228,12 @@ std::ostream& operator<<(std::ostream& os, const DTensor& t);
 // the value on coordinate 0 of that mesh dim and zeros elsewhere for sum (the value
 // everywhere for avg/max/min). Ranks outside the mesh get an empty local tensor and issue
 // nothing. A contiguous, unsharded local may share storage with `tensor` (as in PyTorch).
+inline constexpr int kMeshFirstRank = -1;
 DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, PlacementSpan placements,
-                          std::optional<int> src_data_rank = 0);
+                          std::optional<int> src_data_rank = kMeshFirstRank);
 // Same, on current_mesh() (the innermost MeshGuard).
 DTensor distribute_tensor(const Tensor& tensor, PlacementSpan placements,
-                          std::optional<int> src_data_rank = 0);
+                          std::optional<int> src_data_rank = kMeshFirstRank);
 
 // A DTensor of zeros with x's spec (global shape, dtype, mesh and placements; zeros are a
 // valid Partial value): each rank allocates its shard, no communication.

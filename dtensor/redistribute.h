@@ -149,8 +149,26 @@ PlanCacheStats redistribute_plan_cache_stats();
 void clear_redistribute_plan_cache();
 
 // Executes the plan on this process's local shard: returns the local shard of `dst`.
-// Ranks outside the mesh return an empty tensor and issue nothing.
+// Ranks outside the mesh return an empty tensor and issue nothing. When the specs' meshes
+// differ, this is redistribute_cross_mesh_local.
 Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst);
+
+// Cross-mesh redistribute (redistribute_cross_mesh.cc): `dst` on another mesh (any shape, any
+// ranks — overlapping, a subset, disjoint — and either device type) with the same global meta.
+// Every rank of EITHER mesh must call it at the same point with the same two specs (checked
+// before any data moves: a rank asking for something else raises "[redistribute] the ranks of
+// a cross-mesh redistribute disagree: rank 3 moves ... where rank 0 moves ..." on every rank);
+// ranks in neither return an empty tensor and issue nothing. Partial on the source is reduced
+// on the source mesh first; Partial on the target is made locally at the end. In between,
+// every piece a target rank needs and does not already hold is sent to it once, point to point
+// over the world MPI communicator (CUDA pieces staged through host memory), by one of the
+// source ranks holding it (the target itself when it does: a local copy, so a CPU mesh and a
+// CUDA mesh over the same ranks exchange nothing). Bit-exact: values are copied, never
+// combined, except by the Partial reduction. Synchronous (async_op does not apply). For
+// CommDebugMode the data messages are sends/receives under op "redistribute" and the
+// agreement's small messages under "redistribute (agreement)".
+Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src,
+                                     const DTensorSpec& dst);
 // DTensor form (what DTensor::redistribute calls).
 DTensor redistribute(const DTensor& t, const DTensorSpec& dst);
 

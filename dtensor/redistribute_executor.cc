@@ -274,6 +274,7 @@ Tensor run_step(const Tensor& x, bool x_is_intermediate, const RedistributeStep&
 }  // namespace
 
 Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst) {
+  if (src.mesh() != dst.mesh()) return redistribute_cross_mesh_local(local, src, dst);
   const std::shared_ptr<const RedistributePlan> plan = plan_redistribute(src, dst);
   if (log_enabled(LogTopic::kRedistribute)) detail::log_redistribute(src, dst, *plan);
   const DeviceMesh& mesh = src.mesh();

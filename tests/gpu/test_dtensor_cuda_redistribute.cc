@@ -200,3 +200,37 @@ TEST_CASE("CUDA DTensor: collective counts of the basic transitions", "[cuda][re
     CHECK(comm.count(dt::CollectiveKind::kAllToAll) == 1);
   }
 }
+
+TEST_CASE("CUDA DTensor: cross-mesh redistribute between a CPU mesh and a CUDA mesh",
+          "[cuda][redistribute][cross_mesh]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh gmesh = ct::cuda_mesh({w});
+  const dt::DeviceMesh cmesh = dt::test::make_mesh({w});
+  // The first rank alone, on the CPU: the CUDA mesh's pieces gather there.
+  const dt::DeviceMesh first(dt::kCPU, {1}, {0});
+  for (const Ints& shape : test_shapes(w)) {
+    const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32, 5);
+    for (const dt::Placements& sp : {dt::Placements{S0}, dt::Placements{S1}, dt::Placements{R}}) {
+      INFO(dt::placements_str(sp) << " shape " << dt::shape_str(x.shape()));
+      const dt::DTensor c = dt::distribute_tensor(x, cmesh, sp);
+      {
+        // Same ranks, same placements: every rank already holds its piece, so nothing is sent.
+        dt::CommDebugMode comm;
+        const dt::DTensor g = c.redistribute(gmesh, sp);
+        CHECK(g.to_local().device().is_cuda());
+        CHECK(dt::equal(g.to_local(), dt::test::expected_block(x, gmesh, sp)));
+        int64_t data = 0;
+        for (const auto& r : comm.records()) {
+          if (r.op == "redistribute") data += r.count;
+        }
+        CHECK(data == 0);
+        // CUDA -> CPU with other placements, then to one CPU rank, exact.
+        const dt::DTensor back = g.redistribute(cmesh, {S1});
+        CHECK(back.to_local().device().is_cpu());
+        CHECK(dt::equal(back.to_local(), dt::test::expected_block(x, cmesh, {S1})));
+        const dt::DTensor one = g.redistribute(first, {R});
+        if (first.contains_me()) CHECK(dt::equal(one.to_local(), x));
+      }
+    }
+  }
+}
