@@ -3,6 +3,7 @@
 // indices).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <optional>
 
@@ -21,6 +22,19 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
 // src[i][j][k] (dim = 1). index and src have one shape, with index.size(d) <= self.size(d)
 // for d != dim. Raises "[scatter_add] index 7 out of range for dim 1 of size 5".
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
+// torch.scatter, out of place: a copy of self with out[i][index[i][j][k]][k] = src[i][j][k]
+// (dim = 1); src (index's shape) or a scalar value. A position named several times takes the
+// LAST entry in the index's row-major order, on the CPU and on CUDA alike (PyTorch leaves it
+// unspecified). With index_offset != kNoOffset, self is the block of a tensor sharded along dim
+// that starts at index_offset: entries whose index falls outside the block are skipped (each
+// rank writes its own block, no communication). Raises "[scatter] index 7 out of range for dim
+// 1 of size 5" otherwise.
+inline constexpr int64_t kNoOffset = INT64_MIN;
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+               int64_t index_offset = kNoOffset);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+               int64_t index_offset = kNoOffset);
 
 // The shard of scatter_add(zeros(full), dim, index, src) that holds positions
 // [index_offset, index_offset + shape[dim]) of `dim`: a zero tensor of `shape` (src's dtype)
@@ -63,6 +77,14 @@ DTensor index_select(const DTensor& self, int64_t dim, const DTensor& index);
 // An index out of range is raised on every rank that may hold different indices.
 // Differentiable in self (the gradient) and src (gather of the gradient).
 DTensor scatter_add(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& src);
+// scatter (src) and scatter.value, registered with scatter_add's rows except Partial (an
+// overwrite is not linear): every dim but `dim` sharded alike where index and self agree; self
+// sharded along dim with index (and src) whole, each rank writing the entries that fall in its
+// block. Differentiable in self (the gradient with the written positions zeroed) and src
+// (gather of the gradient, as PyTorch: with a repeated position every entry naming it gets the
+// gradient, though only the last one was written).
+DTensor scatter(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& src);
+DTensor scatter(const DTensor& self, int64_t dim, const DTensor& index, const Scalar& value);
 // index_add, registered with scatter_add's rows (a replicated index; alpha is a runtime value,
 // not in the cache key). Differentiable in self (the gradient) and source (alpha times the
 // index_select of the gradient).

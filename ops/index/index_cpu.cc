@@ -1,4 +1,5 @@
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -62,30 +63,53 @@ void for_each_index(IntSpan ishape, IntSpan target, int64_t dim, F&& f) {
   }
 }
 
+// Calls f(position in index, element offset in `out`) for every entry of `index` whose
+// index - offset falls in [0, out.size(dim)), in the index's row-major order; the others raise
+// "[op] index 7 out of range ..." or, when `masked`, are skipped. out is contiguous.
+template <typename F>
+void for_each_target(const Tensor& out, int64_t dim, const Tensor& index, int64_t offset,
+                     bool masked, const char* op, F&& f) {
+  const Tensor idx = index.to(kInt64).contiguous();
+  const int64_t* ip = idx.numel() > 0 ? idx.data<int64_t>() : nullptr;
+  const int64_t size = out.size(dim), stride = contiguous_strides(out.sizes())[dim];
+  for_each_index(idx.sizes(), out.sizes(), dim, [&](int64_t p, int64_t base) {
+    const int64_t r = ip[p] - offset;
+    if (r < 0 || r >= size) {
+      DT_CHECK(masked, "[%s] index %d out of range for dim %d of size %d", op, ip[p], dim, size);
+      return;
+    }
+    f(p, base + r * stride);
+  });
+}
+
 // out (contiguous, in place) += src at index - offset along dim.
 void scatter_add_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
                      int64_t offset, bool masked, const char* op) {
-  const Tensor idx = index.to(kInt64).contiguous();
   const Tensor s = src.to(out.dtype()).contiguous();
-  const int64_t* ip = idx.numel() > 0 ? idx.data<int64_t>() : nullptr;
-  const int64_t size = out.size(dim), stride = contiguous_strides(out.sizes())[dim];
   dispatch_dtype(out.dtype(), [&]<typename T>() {
     using C = compute_t<T>;
     T* o = static_cast<T*>(out.data_ptr());
     const T* v = static_cast<const T*>(s.data_ptr());
-    for_each_index(idx.sizes(), out.sizes(), dim, [&](int64_t p, int64_t base) {
-      const int64_t r = ip[p] - offset;
-      if (r < 0 || r >= size) {
-        DT_CHECK(masked, "[%s] index %d out of range for dim %d of size %d", op, ip[p], dim, size);
-        return;
-      }
-      T& slot = o[base + r * stride];
+    for_each_target(out, dim, index, offset, masked, op, [&](int64_t p, int64_t at) {
       if constexpr (std::is_same_v<T, bool>) {
-        slot = slot || v[p];
+        o[at] = o[at] || v[p];
       } else {
-        slot = static_cast<T>(static_cast<C>(slot) + static_cast<C>(v[p]));
+        o[at] = static_cast<T>(static_cast<C>(o[at]) + static_cast<C>(v[p]));
       }
     });
+  });
+}
+
+// out (contiguous, in place)[index - offset along dim] = src. Repeated positions: the last
+// entry in the index's row-major order wins (the CUDA kernel claims slots so that it agrees).
+void scatter_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                 int64_t offset, bool masked, const char* op) {
+  const Tensor s = src.to(out.dtype()).contiguous();
+  const size_t item = out.itemsize();
+  auto* o = static_cast<char*>(out.data_ptr());
+  const auto* v = static_cast<const char*>(s.data_ptr());
+  for_each_target(out, dim, index, offset, masked, op, [&](int64_t p, int64_t at) {
+    std::memcpy(o + at * item, v + p * item, item);
   });
 }
 
@@ -151,6 +175,37 @@ Tensor scatter_add_shard(IntSpan shape, int64_t dim, const Tensor& index, const 
     }
   }
   return low_precision ? out.to(src.dtype()) : out;
+}
+
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+               int64_t index_offset) {
+  DT_CHECK(self.defined(), "[scatter] argument self is an undefined tensor");
+  const int64_t d = check_index("scatter", self.sizes(), dim, index, &src);
+  const bool masked = index_offset != kNoOffset;
+  const int64_t offset = masked ? index_offset : 0;
+  Tensor out = self.clone();
+  if (index.numel() == 0) return out;
+  if (out.numel() == 0) {  // then dim has size 0 and every index is out of range
+    const std::optional<int64_t> bad = detail::first_out_of_range(index, 0);
+    DT_CHECK(masked, "[scatter] index %d out of range for dim %d of size 0", bad.value_or(0), d);
+    return out;
+  }
+  if (out.device().is_cuda()) {
+    detail::scatter_cuda(out, d, index.to(kInt64).contiguous(), src.to(out.dtype()).contiguous(),
+                         offset, masked, "scatter");
+  } else {
+    scatter_cpu(out, d, index, src, offset, masked, "scatter");
+  }
+  return out;
+}
+
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
+               int64_t index_offset) {
+  DT_CHECK(self.defined(), "[scatter] argument self is an undefined tensor");
+  DT_CHECK(index.defined(), "[scatter] argument index is an undefined tensor");
+  return scatter(self, dim, index,
+                 full(index.sizes(), value, TensorOptions(self.dtype(), self.device())),
+                 index_offset);
 }
 
 }  // namespace dtensor

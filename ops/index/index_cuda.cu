@@ -63,6 +63,20 @@ __global__ void gather_kernel(Geometry g, const int64_t* idx, const U* self, U* 
   }
 }
 
+// The target element of index position p (index - offset along dim), or -1 when it falls
+// outside the target: then, unless `masked`, the first such index is recorded in bad[1].
+__device__ int64_t target_slot(const Geometry& g, const int64_t* idx, int64_t p, int64_t offset,
+                               bool masked, unsigned long long* bad) {
+  const int64_t r = idx[p] - offset;
+  if (r < 0 || r >= g.size) {
+    if (!masked && atomicCAS(&bad[0], 0ull, 1ull) == 0ull) {
+      bad[1] = static_cast<unsigned long long>(idx[p]);
+    }
+    return -1;
+  }
+  return base_offset(g, p) + r * g.target_strides[g.dim];
+}
+
 __device__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
 __device__ void atomic_add(int32_t* p, int32_t v) { atomicAdd(p, v); }
@@ -76,14 +90,34 @@ __global__ void scatter_add_kernel(Geometry g, const int64_t* idx, const T* src,
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
        p += step) {
-    const int64_t r = idx[p] - offset;
-    if (r < 0 || r >= g.size) {
-      if (!masked && atomicCAS(&bad[0], 0ull, 1ull) == 0ull) {
-        bad[1] = static_cast<unsigned long long>(idx[p]);
-      }
-      continue;
-    }
-    atomic_add(out + base_offset(g, p) + r * g.target_strides[g.dim], src[p]);
+    const int64_t at = target_slot(g, idx, p, offset, masked, bad);
+    if (at >= 0) atomic_add(out + at, src[p]);
+  }
+}
+
+// Scatter, pass 1: every in-range entry claims its target slot with its position + 1; the
+// largest (the last in row-major index order) wins.
+__global__ void scatter_claim_kernel(Geometry g, const int64_t* idx, int64_t n, int64_t offset,
+                                     bool masked, unsigned long long* bad,
+                                     unsigned long long* claim) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
+       p += step) {
+    const int64_t at = target_slot(g, idx, p, offset, masked, bad);
+    if (at >= 0) atomicMax(claim + at, static_cast<unsigned long long>(p + 1));
+  }
+}
+
+// Scatter, pass 2: the winning entry of each slot writes it.
+template <typename U>
+__global__ void scatter_write_kernel(Geometry g, const int64_t* idx, const U* src, U* out,
+                                     int64_t n, int64_t offset,
+                                     const unsigned long long* claim) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
+       p += step) {
+    const int64_t at = target_slot(g, idx, p, offset, /*masked=*/true, nullptr);
+    if (at >= 0 && claim[at] == static_cast<unsigned long long>(p + 1)) out[at] = src[p];
   }
 }
 
@@ -139,6 +173,33 @@ void scatter_add_cuda(const Tensor& out, int64_t dim, const Tensor& index, const
     default:
       DT_FAIL("[%s] CUDA scatter-add supports float32, float64, int32 and int64, got %s", op,
               dtype_name(out.dtype()));
+  }
+  if (!masked) raise_if_bad(flag, op, dim, g.size);
+}
+
+void scatter_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                  int64_t offset, bool masked, const char* op) {
+  const Geometry g = geometry(index, out, dim, op);
+  cuda::DeviceGuard guard(out.device().index);
+  Tensor flag = zeros({2}, TensorOptions(kInt64, out.device()));
+  Tensor claims = zeros({out.numel()}, TensorOptions(kInt64, out.device()));
+  auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
+  auto* claim = static_cast<unsigned long long*>(claims.data_ptr());
+  const int64_t n = index.numel();
+  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  scatter_claim_kernel<<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+      g, idx, n, offset, masked, bad, claim);
+  auto launch = [&](auto tag) {
+    using U = decltype(tag);
+    scatter_write_kernel<U><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        g, idx, static_cast<const U*>(src.data_ptr()), static_cast<U*>(out.data_ptr()), n, offset,
+        claim);
+  };
+  switch (out.itemsize()) {  // elements move as raw bits
+    case 1: launch(uint8_t{}); break;
+    case 2: launch(uint16_t{}); break;
+    case 4: launch(uint32_t{}); break;
+    default: launch(uint64_t{}); break;
   }
   if (!masked) raise_if_bad(flag, op, dim, g.size);
 }

@@ -14,4 +14,10 @@ void gather_cuda(const Tensor& self, int64_t dim, const Tensor& index, const Ten
 void scatter_add_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
                       int64_t offset, bool masked, const char* op);
 
+// out[... index - offset ...] = src[...] along dim (same masking and errors); a slot named
+// several times takes the entry last in row-major index order (a claim pass, then the writes),
+// as the CPU loop does. Any dtype (elements move as raw bits).
+void scatter_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                  int64_t offset, bool masked, const char* op);
+
 }  // namespace dtensor::detail

@@ -13,4 +13,9 @@ void scatter_add_cuda(const Tensor&, int64_t, const Tensor&, const Tensor&, int6
   DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)", op);
 }
 
+void scatter_cuda(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t, bool,
+                  const char* op) {
+  DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)", op);
+}
+
 }  // namespace dtensor::detail

@@ -243,6 +243,116 @@ void register_scatter_add(Registry& reg) {
   reg.add(std::move(op));
 }
 
+// self with src written at index along dim; with self sharded along dim, only the entries whose
+// index falls in this rank's block. Index range errors raised on every rank that may hold
+// different indices.
+Tensor write_scattered(const KernelContext& c, const Tensor& self, int64_t dim,
+                       const Tensor& index, const Tensor& src) {
+  const DTensorSpec& spec = c.input_spec(0);
+  check_on_all_ranks(c.input_spec(1), range_error("scatter", index, dim, spec.shape()[dim]));
+  return scatter(self, dim, index, src,
+                 sharded_along(spec, dim) ? c.input_shard(0).offset[dim] : kNoOffset);
+}
+
+// The rows of the scatters that overwrite ([out | self, index(, src)]): every dim but `dim`
+// sharded alike where index and self have the same size; self sharded along dim with the
+// index (and src) whole. No Partial rows: an overwrite is not linear.
+StrategyRows overwrite_rows(const Shape& self, const Shape& index, int64_t dim, int64_t width) {
+  StrategyRows rows;
+  for (int64_t d = 0; d < static_cast<int64_t>(self.size()); ++d) {
+    if (d != dim && self[d] == index[d]) rows.push_back(detail::uniform_row(width, Shard(d)));
+  }
+  Placements along(static_cast<size_t>(width), Replicate());
+  along[0] = along[1] = Shard(dim);
+  rows.push_back(std::move(along));
+  return rows;
+}
+
+// Samples whose index has one entry per line along dim (no position written twice, so the
+// finite-difference check sees PyTorch's gradient rule exactly).
+std::vector<OpSample> overwrite_samples(int64_t w, bool with_src) {
+  using detail::sample;
+  const int64_t n = 3 * w + 1;
+  auto call = [&](Shape self, Shape index, int64_t high, int64_t dim) {
+    OpSample c{{sample(self), sample(index, kInt64, 0, static_cast<double>(high))}, {}};
+    if (with_src) {
+      c.inputs.push_back(sample(index));
+      c.args = {dim};
+    } else {
+      c.args = {2.5, dim};
+    }
+    return c;
+  };
+  return {call({n, 5}, {n, 1}, 4, 1), call({n, 4}, {1, 4}, n - 1, 0),
+          call({4, n}, {3, 1}, n - 1, -1)};
+}
+
+// scatter(self, index, src; dim) -> a copy of self with src written at the indices (the last
+// entry wins where a position repeats). Rows: overwrite_rows.
+void register_scatter(Registry& reg) {
+  OpInfo op;
+  op.name = "scatter";
+  op.input_names = {"self", "index", "src"};
+  op.meta = [](const OpSchema& s) {
+    const DTensorSpec& self = s.input(0);
+    const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "scatter");
+    check_gather_args(s, self.shape(), s.input(1), dim);
+    DT_CHECK(s.input(2).shape() == s.input(1).shape() && s.input(2).dtype() == self.dtype(),
+             "[scatter] src (shape %s, %s) must have the index's shape %s and self's dtype %s",
+             shape_str(s.input(2).shape()), dtype_name(s.input(2).dtype()),
+             shape_str(s.input(1).shape()), dtype_name(self.dtype()));
+    return OutputMetas{self.meta()};
+  };
+  op.strategy = [](const OpSchema& s) {
+    const int64_t dim = normalize_dim(s.arg<int64_t>(0), s.input(0).ndim(), "scatter");
+    return overwrite_rows(s.input(0).shape(), s.input(1).shape(), dim, 4);
+  };
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter");
+    return write_scattered(c, l[0], dim, l[1], l[2]);
+  });
+  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+    const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter");
+    DTensor g_self, g_src;
+    if (c.needs_input_grad(0)) g_self = scatter(g[0], dim, c.input(1), Scalar(0.0));
+    if (c.needs_input_grad(2)) g_src = gather(g[0], dim, c.input(1));
+    return DTensorList{g_self, DTensor(), g_src};
+  };
+  op.saved_inputs = 2u;  // the index
+  op.samples = [](int64_t w) { return overwrite_samples(w, /*with_src=*/true); };
+  reg.add(std::move(op));
+}
+
+// scatter.value(self, index; value [runtime], dim): scatter of a scalar. Rows: overwrite_rows.
+void register_scatter_value(Registry& reg) {
+  OpInfo op;
+  op.name = "scatter.value";
+  op.input_names = {"self", "index"};
+  op.schema_info.static_argnum = 1;
+  op.meta = [](const OpSchema& s) {
+    const DTensorSpec& self = s.input(0);
+    check_gather_args(s, self.shape(), s.input(1),
+                      normalize_dim(s.arg<int64_t>(1), self.ndim(), "scatter"));
+    return OutputMetas{self.meta()};
+  };
+  op.strategy = [](const OpSchema& s) {
+    const int64_t dim = normalize_dim(s.arg<int64_t>(1), s.input(0).ndim(), "scatter");
+    return overwrite_rows(s.input(0).shape(), s.input(1).shape(), dim, 3);
+  };
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    const int64_t dim = normalize_dim(c.arg<int64_t>(1), c.input_spec(0).ndim(), "scatter");
+    const Tensor src = full(l[1].sizes(), c.scalar(0), TensorOptions(l[0].dtype(), l[0].device()));
+    return write_scattered(c, l[0], dim, l[1], src);
+  });
+  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+    const int64_t dim = normalize_dim(c.arg<int64_t>(1), c.input_spec(0).ndim(), "scatter");
+    return DTensorList{scatter(g[0], dim, c.input(1), Scalar(0.0)), DTensor()};
+  };
+  op.saved_inputs = 2u;  // the index
+  op.samples = [](int64_t w) { return overwrite_samples(w, /*with_src=*/false); };
+  reg.add(std::move(op));
+}
+
 // index_add(self, index, source; alpha [runtime], dim): scatter_add of alpha * source with the
 // 1-d index expanded along dim. Rows: every dim but `dim` sharded alike on self and source (the
 // index whole), and the scatter rows.
@@ -343,6 +453,8 @@ void register_one_hot(Registry& reg) {
 void register_index_ops(Registry& reg) {
   register_gather(reg);
   register_scatter_add(reg);
+  register_scatter(reg);
+  register_scatter_value(reg);
   register_index_add(reg);
   register_one_hot(reg);
 }
@@ -358,6 +470,18 @@ DTensor scatter_add(const DTensor& self, int64_t dim, const DTensor& index, cons
   static const OpInfo& op = ops_op("scatter_add");
   const ArgValue args[] = {dim};
   return dispatch(op, {&self, &index, &src}, args);
+}
+
+DTensor scatter(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& src) {
+  static const OpInfo& op = ops_op("scatter");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&self, &index, &src}, args);
+}
+
+DTensor scatter(const DTensor& self, int64_t dim, const DTensor& index, const Scalar& value) {
+  static const OpInfo& op = ops_op("scatter.value");
+  const ArgValue args[] = {scalar_arg(value), dim};
+  return dispatch(op, {&self, &index}, args);
 }
 
 DTensor index_add(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& source,

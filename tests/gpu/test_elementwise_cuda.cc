@@ -224,6 +224,11 @@ TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", 
   check_matches(gather(g, 1, cols.to(kGpu)), gather(x, 1, cols));
   const Tensor src = make_input({4, 5}, kFloat32, 66);
   check_matches(index_add(g, 0, idx.to(kGpu), src.to(kGpu), 0.5), index_add(x, 0, idx, src, 0.5));
+  // scatter with repeated positions: the CUDA claim pass picks the same (last) entry as the CPU.
+  const Tensor many = make_input({6, 40}, kInt64, 67, 0, 4);
+  const Tensor vals = make_input({6, 40}, kFloat32, 68);
+  check_matches(scatter(g, 1, many.to(kGpu), vals.to(kGpu)), scatter(x, 1, many, vals));
+  check_matches(scatter(g, 1, many.to(kGpu), Scalar(3.0), 2), scatter(x, 1, many, Scalar(3.0), 2));
   const Tensor along = make_input({6, 2}, kInt64, 63, 0, 4);
   check_matches(take_along_dim(g, along.to(kGpu), 1), take_along_dim(x, along, 1));
   check_matches(one_hot(idx.to(kGpu), 6), one_hot(idx, 6));

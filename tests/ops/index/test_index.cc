@@ -71,3 +71,21 @@ TEST_CASE("index_add adds alpha * source slices at the indices, repeats accumula
   REQUIRE_THROWS_WITH(dt::index_add(x, 1, ints({0, 1}, {2}), src.narrow(0, 0, 1)),
                       Catch::Contains("[index_add] source has shape [1, 2], expected [2, 2]"));
 }
+
+TEST_CASE("scatter writes src or a value at the indices, the last repeat winning", "[index]") {
+  const Tensor x = make({1, 2, 3, 4, 5, 6}, {2, 3}, DType::kFloat64);
+  // Row 0 names column 2 twice: the later entry (30) wins; row 1 writes column 0.
+  check_values(dt::scatter(x, 1, ints({2, 2, 0, 1}, {2, 2}), make({20, 30, 40, 50}, {2, 2},
+                                                                    DType::kFloat64)),
+               {2, 3}, DType::kFloat64, {1, 2, 30, 40, 50, 6}, 0, 0);
+  check_values(dt::scatter(x, 0, ints({1, 0}, {1, 2}), dt::Scalar(-1.0)), {2, 3}, DType::kFloat64,
+               {1, -1, 3, -1, 5, 6}, 0, 0);
+  // A block of a tensor sharded along dim 1 starting at column 2: only index 2 lands (at 0).
+  check_values(dt::scatter(x.narrow(1, 2, 1).contiguous(), 1, ints({2, 0, 1, 2}, {2, 2}),
+                           make({20, 30, 40, 50}, {2, 2}, DType::kFloat64), 2),
+               {2, 1}, DType::kFloat64, {20, 50}, 0, 0);
+  REQUIRE_THROWS_WITH(dt::scatter(x, 1, ints({3}, {1, 1}), dt::Scalar(0.0)),
+                      Catch::Contains("[scatter] index 3 out of range for dim 1 of size 3"));
+  REQUIRE_THROWS_WITH(dt::scatter(x, 1, ints({0}, {1, 1}), make({1, 2}, {1, 2}, DType::kFloat64)),
+                      Catch::Contains("[scatter] argument src has shape [1, 2]"));
+}

@@ -9,7 +9,9 @@
 #include "collectives/comm_debug.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/index/index.h"
+#include "ops/reduction/reduction.h"
 #include "ops/view/view.h"
+#include "tensor/compare.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
@@ -102,16 +104,23 @@ TEST_CASE("gather from a table sharded along the gathered dim is Partial, no com
   CHECK(tt::same_values(dt::gather(dt_table, 1, dt_idx).full_tensor(), dt::gather(table, 1, idx)));
 }
 
+// A [4, 3w+1] table sharded along dim 1 and a replicated [4, 6] index (repeats included) and
+// src, for the scatters into a table sharded along the scattered dim.
+struct ScatterCase {
+  int64_t w = dt::world_size();
+  dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  int64_t n = 3 * w + 1;
+  Tensor table = tt::det_input({4, n});
+  Tensor idx = dt::remainder(tt::det_input({4, 6}, 5, 0, 1, dt::kInt64), dt::Scalar(n));
+  Tensor src = tt::det_input({4, 6}, 6);
+  DTensor d_table = dt::distribute_tensor(table, mesh, {Shard(1)}, std::nullopt);
+  DTensor d_idx = dt::distribute_tensor(idx, mesh, {Replicate()}, std::nullopt);
+  DTensor d_src = dt::distribute_tensor(src, mesh, {Replicate()}, std::nullopt);
+};
+
 TEST_CASE("scatter_add into a table sharded along the scattered dim needs no communication") {
-  const int64_t w = dt::world_size();
-  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
-  const int64_t n = 3 * w + 1;
-  const Tensor table = tt::det_input({4, n});
-  const Tensor idx = dt::remainder(tt::det_input({4, 6}, 5, 0, 1, dt::kInt64), dt::Scalar(n));
-  const Tensor src = tt::det_input({4, 6}, 6);
-  const DTensor d_table = dt::distribute_tensor(table, mesh, {Shard(1)}, std::nullopt);
-  const DTensor d_idx = dt::distribute_tensor(idx, mesh, {Replicate()}, std::nullopt);
-  const DTensor d_src = dt::distribute_tensor(src, mesh, {Replicate()}, std::nullopt);
+  const ScatterCase c;
+  const auto& [w, mesh, n, table, idx, src, d_table, d_idx, d_src] = c;
   DTensor out;
   {
     dt::CommDebugMode debug;
@@ -129,5 +138,47 @@ TEST_CASE("scatter_add into a table sharded along the scattered dim needs no com
   const DTensor vals = dt::distribute_tensor(tt::det_input({w, 2}), mesh, {Shard(0)}, std::nullopt);
   CHECK_THROWS_WITH(dt::scatter_add(rows, 1, d_bad, vals),
                     Catch::Contains("[scatter_add] index") &&
+                        Catch::Contains("out of range for dim 1"));
+}
+
+TEST_CASE("scatter into a table sharded along the scattered dim needs no communication") {
+  // Repeated positions included: the last entry wins on every layout.
+  const ScatterCase c;
+  const auto& [w, mesh, n, table, idx, src, d_table, d_idx, d_src] = c;
+  DTensor out, filled;
+  {
+    dt::CommDebugMode debug;
+    out = dt::scatter(d_table, 1, d_idx, d_src);
+    filled = dt::scatter(d_table, 1, d_idx, dt::Scalar(7.0));
+    CHECK(debug.total_count() == 0);
+  }
+  CHECK(out.placements() == Placements{Shard(1)});
+  CHECK(dt::equal(out.full_tensor(), dt::scatter(table, 1, idx, src)));
+  CHECK(dt::equal(filled.full_tensor(), dt::scatter(table, 1, idx, dt::Scalar(7.0))));
+  // Rows sharded alike (index rows = table rows): also local, also exact.
+  const DTensor rows = dt::distribute_tensor(table, mesh, {Shard(0)}, std::nullopt);
+  const DTensor rows_idx = dt::distribute_tensor(idx, mesh, {Shard(0)}, std::nullopt);
+  const DTensor rows_src = dt::distribute_tensor(src, mesh, {Shard(0)}, std::nullopt);
+  CHECK(dt::equal(dt::scatter(rows, 1, rows_idx, rows_src).full_tensor(),
+                  dt::scatter(table, 1, idx, src)));
+  // Gradients: self's is the upstream gradient with the written positions zeroed, src's the
+  // gather of it (PyTorch's rule), on the sharded layout as on one device.
+  DTensor a = dt::distribute_tensor(table, mesh, {Shard(1)}, std::nullopt);
+  DTensor b = dt::distribute_tensor(src, mesh, {Replicate()}, std::nullopt);
+  a.requires_grad_();
+  b.requires_grad_();
+  const Tensor up = tt::det_input({4, n}, 9);
+  dt::sum(dt::scatter(a, 1, d_idx, b) * dt::distribute_tensor(up, mesh, {Shard(1)}, std::nullopt))
+      .backward();
+  CHECK(dt::equal(a.grad().full_tensor(), dt::scatter(up, 1, idx, dt::Scalar(0.0))));
+  CHECK(tt::same_values(b.grad().full_tensor(), dt::gather(up, 1, idx)));
+
+  // An index out of range held by the last rank only: every rank raises it.
+  Tensor bad = dt::zeros({w, 2}, dt::TensorOptions(dt::kInt64));
+  bad.narrow(0, w - 1, 1).fill_(n);
+  const DTensor d_bad = dt::distribute_tensor(bad, mesh, {Shard(0)}, std::nullopt);
+  const DTensor lines = dt::distribute_tensor(tt::det_input({w, n}), mesh, {Shard(0)}, std::nullopt);
+  CHECK_THROWS_WITH(dt::scatter(lines, 1, d_bad, dt::Scalar(1.0)),
+                    Catch::Contains("[scatter] index") &&
                         Catch::Contains("out of range for dim 1"));
 }
