@@ -7,12 +7,14 @@
 
 #include "dtensor/dtensor_spec.h"
 #include "nn/module.h"
+#include "ops/attention/attention.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding/embedding.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/softmax/softmax.h"
 #include "ops/view/view.h"
+#include "rng/dtensor_random.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
 
@@ -50,16 +52,16 @@ void check_same_mesh(const DTensor& a, const DTensor& b, std::string_view op) {
 // `device`. The float32 CPU mask is built once per S and thread, not on every forward (the ops
 // never write into their inputs, so sharing it is safe); other dtypes/devices convert it per
 // call, so no device memory outlives the runtime in a thread_local.
-Tensor causal_mask(int64_t S, DType dtype, Device device) {
+Tensor causal_mask(int64_t L, int64_t S, DType dtype, Device device) {
   thread_local Tensor cached;
-  if (!cached.defined() || cached.size(0) != S) {
-    std::vector<float> mask(static_cast<size_t>(S * S), 0.0f);
-    for (int64_t i = 0; i < S; ++i) {
+  if (!cached.defined() || cached.size(0) != L || cached.size(1) != S) {
+    std::vector<float> mask(static_cast<size_t>(L * S), 0.0f);
+    for (int64_t i = 0; i < L; ++i) {
       for (int64_t j = i + 1; j < S; ++j) {
         mask[static_cast<size_t>(i * S + j)] = -std::numeric_limits<float>::infinity();
       }
     }
-    cached = from_vector(mask, {S, S});
+    cached = from_vector(mask, {L, S});
   }
   if (dtype == kFloat32 && device == Device(kCPU)) return cached;
   return cached.to(device, dtype);
@@ -128,7 +130,7 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
   DTensor scores = matmul(heads(q), transpose(heads(k), 2, 3));                      // [B,H,S,S]
   scores = mul(scores, Scalar(1.0 / std::sqrt(static_cast<double>(head_dim))));
   if (causal && S > 0) {
-    const Tensor m = causal_mask(S, scores.dtype(), scores.to_local().device());
+    const Tensor m = causal_mask(S, S, scores.dtype(), scores.to_local().device());
     const DeviceMesh& mesh = q.device_mesh();
     scores = add(scores, DTensor::from_local(
                              m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate())));
@@ -136,6 +138,37 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
   const DTensor o = matmul(softmax(scores, -1), heads(v));  // [B,H,S,hd]
   const int64_t merged[] = {B, S, W};
   return reshape(transpose(o, 1, 2), merged);
+}
+
+DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
+                                     const DTensor& attn_mask, double dropout_p, bool is_causal,
+                                     std::optional<double> scale, Generator* gen) {
+  constexpr std::string_view kOp = "scaled_dot_product_attention";
+  DT_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "[%s] dropout_p %g is outside [0, 1)", kOp,
+           dropout_p);
+  if (dropout_p == 0.0) {
+    return ::dtensor::scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale);
+  }
+  check_defined(q, kOp, "q");
+  check_defined(k, kOp, "k");
+  check_defined(v, kOp, "v");
+  DT_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+           "[%s] q, k and v must be 4-d [batch, heads, seq, head_dim], got %s, %s and %s", kOp,
+           shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  const double s = scale ? *scale : default_attention_scale(q.size(3));
+  DTensor scores = mul(matmul(q, transpose(k, 2, 3)), Scalar(s));
+  const double inf = std::numeric_limits<double>::infinity();
+  if (attn_mask.defined()) {
+    scores = attn_mask.dtype() == kBool ? masked_fill(scores, logical_not(attn_mask), Scalar(-inf))
+                                        : add(scores, attn_mask);
+  }
+  if (is_causal && q.size(2) > 0 && k.size(2) > 0) {
+    const Tensor m = causal_mask(q.size(2), k.size(2), scores.dtype(), scores.to_local().device());
+    const DeviceMesh& mesh = q.device_mesh();
+    scores = add(scores, DTensor::from_local(
+                             m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate())));
+  }
+  return matmul(dropout(softmax(scores, -1), dropout_p, /*train=*/true, gen), v);
 }
 
 }  // namespace dtensor::nn::functional

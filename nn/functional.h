@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "dtensor/distributed_tensor.h"
+#include "rng/generator.h"
 
 namespace dtensor::nn::functional {
 
@@ -48,6 +49,19 @@ DTensor rms_norm(const DTensor& x, const DTensor& weight = DTensor(),
 // shard would split a head. `causal` masks keys after the query. Output: q's shape.
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      int64_t head_dim, bool causal);
+
+// PyTorch's F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
+// scale) on [B, H, L, E] layouts. dropout_p == 0 (inference, or training without attention
+// dropout): the registered op of ops/attention/attention.h — blocked, no [L, S] score matrix,
+// batch-, head- or query-sharded with no communication. dropout_p > 0: the math path, as
+// PyTorch's math backend — scores materialised, softmax, dropout through the DTensor RNG (`gen`
+// or the default generator: the same mask whatever the layout, rng/dtensor_random.h), matmul.
+// On that path a query row whose keys are all masked gives NaN (the fused op gives 0).
+DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
+                                     const DTensor& attn_mask, double dropout_p = 0.0,
+                                     bool is_causal = false,
+                                     std::optional<double> scale = std::nullopt,
+                                     Generator* gen = nullptr);
 
 
 }  // namespace dtensor::nn::functional

@@ -14,6 +14,7 @@ void register_all(Registry& registry) {
   register_index_ops(registry);
   register_loss_ops(registry);
   register_scan_ops(registry);
+  register_attention_ops(registry);
 }
 
 }  // namespace dtensor

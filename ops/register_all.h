@@ -28,6 +28,9 @@ void register_embedding_ops(Registry& registry);
 void register_index_ops(Registry& registry);
 // cumsum, cumprod, cummax, cummin, sort, argsort, topk, kthvalue (ops/scan/scan_strategy.cc).
 void register_scan_ops(Registry& registry);
+// scaled_dot_product_attention (+ .mask) and their backward ops
+// (ops/attention/attention_strategy.cc).
+void register_attention_ops(Registry& registry);
 // gather_target, the target pick of the DTensor cross_entropy (ops/loss/loss_strategy.cc).
 void register_loss_ops(Registry& registry);
 

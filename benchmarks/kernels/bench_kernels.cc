@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
+#include "ops/attention/attention.h"
 #include "ops/common/simd_dispatch.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/norm/norm.h"
@@ -186,6 +187,37 @@ std::vector<KernelCase> cases() {
       "silu", [=] { return dt::silu(xe); }, [](double x) { return x / (1 + std::exp(-x)); });
   unary(
       "exp", [=] { return dt::exp(xe); }, [](double x) { return std::exp(x); });
+  // Causal attention [B, H, L, E] = [4, 8, 128, 32] (one 128-key block), the fused op; the
+  // check compares one query row with the math in double.
+  const dt::Shape at = {4, 8, 128, 32};
+  const dt::Tensor aq = values(at, 8, -1, 1), ak = values(at, 9, -1, 1), av = values(at, 10, -1, 1);
+  const double scale = 1 / std::sqrt(32.0);
+  out.push_back({"attention", at,
+                 [=] { return dt::attention_forward(aq, ak, av, dt::Tensor(), {scale, true, 0}).out; },
+                 [=](const dt::Tensor& o) {
+                   const int64_t i = 77;  // query row 77 of batch 0, head 0: keys 0..77
+                   std::vector<double> p(static_cast<size_t>(i + 1));
+                   double m = -INFINITY, sum = 0;
+                   for (int64_t j = 0; j <= i; ++j) {
+                     double d = 0;
+                     for (int64_t e = 0; e < 32; ++e) {
+                       d += double(aq.data<float>()[i * 32 + e]) * ak.data<float>()[j * 32 + e];
+                     }
+                     p[static_cast<size_t>(j)] = d * scale;
+                     m = std::max(m, d * scale);
+                   }
+                   for (double& x : p) sum += (x = std::exp(x - m));
+                   double err = 0;
+                   for (int64_t e = 0; e < 32; ++e) {
+                     double want = 0;
+                     for (int64_t j = 0; j <= i; ++j) {
+                       want += p[static_cast<size_t>(j)] / sum * av.data<float>()[j * 32 + e];
+                     }
+                     const double got = o.data<float>()[i * 32 + e];
+                     err = std::max(err, std::fabs(got - want) / std::max(1.0, std::fabs(want)));
+                   }
+                   return verdict(err, 1e-5);
+                 }});
   return out;
 }
 

@@ -35,6 +35,7 @@ def cases():
     xn, gn = u((256, 1024), -2, 3), u((256, 1024), -1, 1)
     w, b = u((1024,), 0.5, 1.5), u((1024,), -0.5, 0.5)
     xe = u((256, 4096), -5, 5)
+    aq, ak, av = (u((4, 8, 128, 32), -1, 1) for _ in range(3))
     ys = torch.softmax(xs, -1)
     _, mean, rstd = torch.native_layer_norm(xn, (1024,), w, b, 1e-5)
     mask = [True, True, True]
@@ -52,6 +53,8 @@ def cases():
         ("gelu_tanh", "[256, 4096]", lambda: F.gelu(xe, approximate="tanh")),
         ("silu", "[256, 4096]", lambda: F.silu(xe)),
         ("exp", "[256, 4096]", lambda: torch.exp(xe)),
+        ("attention", "[4, 8, 128, 32]",
+         lambda: F.scaled_dot_product_attention(aq, ak, av, is_causal=True)),
     ]
 
 

@@ -1,7 +1,10 @@
-// softmax, log_softmax, layer_norm, rms_norm, embedding and the losses on CUDA against the CPU.
+// softmax, log_softmax, layer_norm, rms_norm, embedding, the losses and attention on CUDA against
+// the CPU.
 // Float tolerances as in gpu_test_util.h; embedding (data movement) must be exact.
 #include <limits>
 
+#include "ops/attention/attention.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/embedding/embedding.h"
 #include "ops/loss/loss.h"
 #include "ops/norm/norm.h"
@@ -143,4 +146,31 @@ TEST_CASE("cuda row kernels with more rows than one grid (> 65535)", "[gpu][soft
   check_exact(embedding(ix.to(kGpu), w.to(kGpu)), embedding(ix, w));
   check_exact(embedding_masked(ix.to(kGpu), w.narrow(0, 3, 4).to(kGpu), 3),
               embedding_masked(ix, w.narrow(0, 3, 4), 3));
+}
+
+TEST_CASE("cuda scaled_dot_product_attention, forward and backward", "[gpu][attention]") {
+  for (DType d : floating_dtypes()) {
+    for (bool causal : {false, true}) {
+      INFO(dtype_name(d) << " causal " << causal);
+      // Several 128-row blocks of queries and keys, a bool mask keeping each row's first key.
+      const Tensor q = make_input({2, 3, 150, 8}, d, 141), k = make_input({2, 3, 150, 8}, d, 142);
+      const Tensor v = make_input({2, 3, 150, 5}, d, 143), up = make_input({2, 3, 150, 5}, d, 144);
+      Tensor mask = gt(make_input({150, 150}, kFloat32, 145), Scalar(-1.0));
+      mask.narrow(1, 0, 1).fill_(true);
+      const AttentionParams p{0.35, causal, 0};
+      const AttentionResult cpu = attention_forward(q, k, v, mask, p);
+      const AttentionResult gpu =
+          attention_forward(q.to(kGpu), k.to(kGpu), v.to(kGpu), mask.to(kGpu), p);
+      check_matches(gpu.out, cpu.out, 8);
+      check_matches(gpu.lse, cpu.lse, 8);
+      const Tensor glse = zeros({2, 3, 150}, TensorOptions(cpu.lse.dtype()));
+      const AttentionGrads gc = attention_backward(up, glse, q, k, v, mask, cpu.out, cpu.lse, p);
+      const AttentionGrads gg =
+          attention_backward(up.to(kGpu), glse.to(kGpu), q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                             mask.to(kGpu), gpu.out, gpu.lse, p);
+      check_matches(gg.q, gc.q, 8);
+      check_matches(gg.k, gc.k, 8);
+      check_matches(gg.v, gc.v, 8);
+    }
+  }
 }

@@ -575,3 +575,37 @@ TEST_CASE("functional ops: local parameters on mesh activations, heads kept shar
                         Contains("[scaled_dot_product_attention] local width"));
   }
 }
+
+TEST_CASE("functional scaled_dot_product_attention: the fused op, and dropout equal on every layout") {
+  const int64_t W = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {W});
+  const int64_t B = 2, H = 2 * W + 1, L = 6, S = 7, E = 4;
+  const dt::Tensor q = same_randn({B, H, L, E}, 31), k = same_randn({B, H, S, E}, 32),
+                   v = same_randn({B, H, S, E}, 33);
+  auto on = [&](const dt::Tensor& t, dt::Placement p) {
+    return dt::distribute_tensor(t, mesh, {p}, std::nullopt);
+  };
+  // dropout_p = 0: the registered op, head-sharded, equal to the replicated call.
+  const dt::Tensor fused =
+      nn::functional::scaled_dot_product_attention(on(q, dt::Replicate()), on(k, dt::Replicate()),
+                                                   on(v, dt::Replicate()), dt::DTensor(), 0.0, true)
+          .to_local();
+  const dt::DTensor heads = nn::functional::scaled_dot_product_attention(
+      on(q, dt::Shard(1)), on(k, dt::Shard(1)), on(v, dt::Shard(1)), dt::DTensor(), 0.0, true);
+  REQUIRE(max_diff(heads.full_tensor(), fused) < kTol);
+  // dropout_p > 0: the same draws whatever the layout (the RNG maps global positions).
+  dt::Tensor dropped[2];
+  for (int layout = 0; layout < 2; ++layout) {
+    dt::manual_seed(77);
+    const dt::Placement p = layout == 0 ? dt::Placement(dt::Replicate()) : dt::Placement(dt::Shard(1));
+    dropped[layout] = nn::functional::scaled_dot_product_attention(on(q, p), on(k, p), on(v, p),
+                                                                   dt::DTensor(), 0.4, true)
+                          .full_tensor();
+  }
+  REQUIRE(max_diff(dropped[0], dropped[1]) < kTol);
+  REQUIRE(max_diff(dropped[0], fused) > 1e-3);  // dropout did drop something
+  REQUIRE_THROWS_WITH(nn::functional::scaled_dot_product_attention(
+                          on(q, dt::Replicate()), on(k, dt::Replicate()), on(v, dt::Replicate()),
+                          dt::DTensor(), 1.0),
+                      Contains("dropout_p 1 is outside [0, 1)"));
+}

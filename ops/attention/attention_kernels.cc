@@ -1,0 +1,235 @@
+// The blocked attention passes (attention.h), written with the op library's tensor ops so they
+// run on the CPU and on CUDA alike.
+//
+// Forward, per block of kBlock query rows: for each block of kBlock keys, the scores
+// s = q_i k_j^T * scale (masked entries -inf), then the online softmax update
+//   m' = max(m, rowmax(s)),  p = exp(s - m'),  l = l e^(m - m') + rowsum(p),
+//   acc = acc e^(m - m') + p v_j,
+// and out_i = acc / l, lse_i = m + log(l). p is taken from the block's own softmax (the
+// library's vectorised row kernel) rescaled per row, so the big [rows, keys] block is read by
+// the row kernels only (a broadcast subtraction over it costs several times more). Backward, with D = rowsum(dO * O) - dlse: per block,
+// p = exp(s - lse), dv_j += p^T dO_i, ds = p * (dO_i v_j^T - D_i), dq_i += ds k_j * scale,
+// dk_j += ds^T q_i * scale. A max of -inf (a row that has seen no key yet) shifts by 0, so
+// masked entries give exp(-inf) = 0 and never NaN.
+#include <absl/strings/str_format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/attention/attention.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/matmul/matmul.h"
+#include "ops/reduction/reduction.h"
+#include "ops/softmax/softmax.h"
+#include "tensor/creation.h"
+#include "tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+constexpr int64_t kBlock = 128;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+DType accumulation_dtype(DType d) { return d == kFloat64 ? kFloat64 : kFloat32; }
+
+// The checked operands, flattened to [B * H, rows, cols] in the accumulation dtype, and the
+// mask as an additive bias [1 or B * H, L, S] in the accumulation dtype.
+struct Operands {
+  int64_t B = 0, H = 0, L = 0, S = 0, E = 0, Ev = 0;
+  DType acc;
+  Tensor q, k, v, mask;
+  AttentionParams p;
+};
+
+Operands prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                 const AttentionParams& p) {
+  DT_CHECK(q.defined() && k.defined() && v.defined(), "[%s] q, k and v must be defined", kOp);
+  DT_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+           "[%s] q, k and v must be 4-d [batch, heads, seq, head_dim], got %s, %s and %s", kOp,
+           shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
+  DT_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(),
+           "[%s] q, k and v must share one floating dtype, got %s, %s and %s", kOp,
+           dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
+  Operands o;
+  o.B = q.size(0), o.H = q.size(1), o.L = q.size(2), o.E = q.size(3);
+  o.S = k.size(2), o.Ev = v.size(3);
+  DT_CHECK(k.size(0) == o.B && k.size(1) == o.H && k.size(3) == o.E && v.size(0) == o.B &&
+               v.size(1) == o.H && v.size(2) == o.S,
+           "[%s] shapes q %s, k %s, v %s do not fit (expected q [B, H, L, E], k [B, H, S, E], "
+           "v [B, H, S, Ev])",
+           kOp, shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
+  o.acc = accumulation_dtype(q.dtype());
+  o.p = p;
+  const int64_t bh = o.B * o.H;
+  o.q = q.to(o.acc).contiguous().reshape({bh, o.L, o.E});
+  o.k = k.to(o.acc).contiguous().reshape({bh, o.S, o.E});
+  o.v = v.to(o.acc).contiguous().reshape({bh, o.S, o.Ev});
+  if (mask.defined()) {
+    DT_CHECK(mask.dtype() == kBool || mask.dtype() == q.dtype(),
+             "[%s] the mask has dtype %s, expected bool or q's dtype %s", kOp,
+             dtype_name(mask.dtype()), dtype_name(q.dtype()));
+    const bool two_d = mask.dim() == 2 && mask.size(0) == o.L && mask.size(1) == o.S;
+    const bool four_d = mask.dim() == 4 && mask.size(0) == o.B && mask.size(1) == o.H &&
+                        mask.size(2) == o.L && mask.size(3) == o.S;
+    DT_CHECK(two_d || four_d, "[%s] the mask has shape %s, expected [%d, %d] or [%d, %d, %d, %d]",
+             kOp, shape_str(mask.sizes()), o.L, o.S, o.B, o.H, o.L, o.S);
+    // Taken as an additive bias (0 or -inf for a bool mask): adding a bias broadcast over the
+    // leading dim is the elementwise library's fast path, a masked fill is not.
+    const Tensor m = mask.dtype() == kBool
+                         ? masked_fill(zeros(mask.sizes(), TensorOptions(o.acc, mask.device())),
+                                       logical_not(mask), Scalar(-kInf))
+                         : mask.to(o.acc);
+    o.mask = m.contiguous().reshape({two_d ? 1 : bh, o.L, o.S});
+  }
+  return o;
+}
+
+// The key blocks query rows [i0, i0 + bq) can see: all, or under `causal` those starting at or
+// before the last row's global index.
+int64_t visible_keys(const Operands& o, int64_t i0, int64_t bq) {
+  if (!o.p.causal) return o.S;
+  return std::clamp<int64_t>(o.p.q_offset + i0 + bq, 0, o.S);
+}
+
+// Scores of query rows [i0, i0 + bq) against keys [j0, j0 + bk): [B * H, bq, bk], -inf where
+// the mask or causality hides the key.
+Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64_t j0,
+              int64_t bk) {
+  Tensor s = mul(bmm(qi, o.k.narrow(1, j0, bk).transpose(1, 2)), Scalar(o.p.scale));
+  const Shape full = {s.size(0), bq, bk};
+  if (o.mask.defined()) s = add(s, o.mask.narrow(1, i0, bq).narrow(2, j0, bk).expand(full));
+  const int64_t first_row = o.p.q_offset + i0;
+  if (o.p.causal && j0 + bk - 1 > first_row) {  // the block reaches past the diagonal
+    const TensorOptions ints(kInt64, s.device());
+    const Tensor rows = arange(static_cast<double>(first_row),
+                               static_cast<double>(first_row + bq), 1.0, ints)
+                            .reshape({bq, 1});
+    const Tensor cols =
+        arange(static_cast<double>(j0), static_cast<double>(j0 + bk), 1.0, ints).reshape({1, bk});
+    const Tensor bias = masked_fill(zeros({bq, bk}, TensorOptions(o.acc, s.device())),
+                                    gt(cols, rows), Scalar(-kInf));
+    s = add(s, bias.unsqueeze(0).expand(full));
+  }
+  return s;
+}
+
+// x with -inf replaced by 0 (the shift of a row that has seen no key).
+Tensor finite_shift(const Tensor& x) { return masked_fill(x, eq(x, Scalar(-kInf)), Scalar(0.0)); }
+
+// Writes `value` into rows [i0, i0 + n) of dim 1 of `dst`.
+void write_rows(const Tensor& dst, int64_t i0, const Tensor& value) {
+  dst.narrow(1, i0, value.size(1)).copy_(value);
+}
+
+}  // namespace
+
+double default_attention_scale(int64_t head_dim) {
+  return head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;
+}
+
+AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& mask, const AttentionParams& p) {
+  const Operands o = prepare(q, k, v, mask, p);
+  const int64_t bh = o.B * o.H;
+  const TensorOptions acc(o.acc, q.device());
+  Tensor out = zeros({bh, o.L, o.Ev}, acc);
+  Tensor lse = full({bh, o.L, 1}, Scalar(-kInf), acc);
+  if (bh > 0) {
+    for (int64_t i0 = 0; i0 < o.L; i0 += kBlock) {
+      const int64_t bq = std::min(kBlock, o.L - i0);
+      const Tensor qi = o.q.narrow(1, i0, bq);
+      // Running state of the rows: max m, sum l (of exp(s - m)) and the normalised output a
+      // (the l-weighted average of the blocks' outputs).
+      Tensor m, l, a;
+      const int64_t keys = visible_keys(o, i0, bq);
+      for (int64_t j0 = 0; j0 < keys; j0 += kBlock) {
+        const int64_t bk = std::min(kBlock, keys - j0);
+        const Tensor s = scores(o, qi, i0, bq, j0, bk);
+        // The block's own softmax (the vectorised row kernel: two passes), its row max m_b and
+        // 1 / its row sum (the largest probability, exp(0) / l_b). Only a mask can leave a row
+        // without keys (causality always shows key 0): such rows (m_b = -inf, probabilities
+        // NaN) contribute nothing.
+        const Tensor m_b = amax(s, {2}, /*keepdim=*/true);
+        const Tensor pr = softmax(s, 2);
+        Tensor l_b = reciprocal(amax(pr, {2}, /*keepdim=*/true));
+        Tensor part = bmm(pr, o.v.narrow(1, j0, bk));
+        if (o.mask.defined()) {
+          const Tensor dead = eq(m_b, Scalar(-kInf));
+          l_b = masked_fill(l_b, dead, Scalar(0.0));
+          part = masked_fill(part, dead.expand({bh, bq, o.Ev}), Scalar(0.0));
+        }
+        if (j0 == 0) {  // the first block is the whole state so far
+          m = m_b, l = l_b, a = part;
+          continue;
+        }
+        const Tensor m_new = maximum(m, m_b);
+        const Tensor shift = finite_shift(m_new);
+        const Tensor kept = mul(l, exp(sub(m, shift)));
+        const Tensor l_new = add(kept, mul(l_b, exp(sub(m_b, shift))));
+        // a' = part + (a - part) * kept / l' (rows with l' = 0 keep a = 0).
+        const Tensor alpha = masked_fill(div(kept, l_new), eq(l_new, Scalar(0.0)), Scalar(1.0));
+        a = add(part, mul(sub(a, part), alpha));
+        m = m_new, l = l_new;
+      }
+      if (keys == 0) continue;  // no key at all: out 0, lse -inf as initialised
+      write_rows(out, i0, a);
+      write_rows(lse, i0, add(finite_shift(m), log(l)));
+    }
+  }
+  return {out.reshape({o.B, o.H, o.L, o.Ev}).to(q.dtype()), lse.reshape({o.B, o.H, o.L})};
+}
+
+AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& grad_lse,
+                                  const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& mask, const Tensor& out, const Tensor& lse,
+                                  const AttentionParams& p) {
+  const Operands o = prepare(q, k, v, mask, p);
+  const int64_t bh = o.B * o.H;
+  DT_CHECK(grad_out.defined() && grad_out.sizes() == out.sizes() && out.dim() == 4 &&
+               out.size(0) == o.B && out.size(1) == o.H && out.size(2) == o.L &&
+               out.size(3) == o.Ev && lse.defined() && lse.numel() == bh * o.L &&
+               grad_lse.defined() && grad_lse.numel() == bh * o.L,
+           "[%s_backward] grad %s, out %s and lse %s do not fit q %s and v %s", kOp,
+           shape_str(grad_out.sizes()), shape_str(out.sizes()), shape_str(lse.sizes()),
+           shape_str(q.sizes()), shape_str(v.sizes()));
+  const TensorOptions acc(o.acc, q.device());
+  const Tensor dout = grad_out.to(o.acc).contiguous().reshape({bh, o.L, o.Ev});
+  // ds = p * (dp - D) with D = rowsum(dO * O) - grad_lse (the lse's own gradient is p * g).
+  const Tensor d = sub(sum(mul(dout, out.to(o.acc).contiguous().reshape({bh, o.L, o.Ev})), {2},
+                           /*keepdim=*/true),
+                       grad_lse.to(o.acc).contiguous().reshape({bh, o.L, 1}));
+  const Tensor shift = finite_shift(lse.to(o.acc).contiguous().reshape({bh, o.L, 1}));
+  Tensor dq = zeros({bh, o.L, o.E}, acc);
+  Tensor dk = zeros({bh, o.S, o.E}, acc);
+  Tensor dv = zeros({bh, o.S, o.Ev}, acc);
+  if (bh > 0) {
+    for (int64_t i0 = 0; i0 < o.L; i0 += kBlock) {
+      const int64_t bq = std::min(kBlock, o.L - i0);
+      const Tensor qi = o.q.narrow(1, i0, bq);
+      const Tensor doi = dout.narrow(1, i0, bq);
+      const Tensor di = d.narrow(1, i0, bq);
+      const Tensor li = shift.narrow(1, i0, bq);
+      Tensor dqi = zeros({bh, bq, o.E}, acc);
+      const int64_t keys = visible_keys(o, i0, bq);
+      for (int64_t j0 = 0; j0 < keys; j0 += kBlock) {
+        const int64_t bk = std::min(kBlock, keys - j0);
+        const Tensor pr = exp(sub(scores(o, qi, i0, bq, j0, bk), li));
+        Tensor dvj = dv.narrow(1, j0, bk);
+        dvj.copy_(add(dvj, bmm(pr.transpose(1, 2), doi)));
+        const Tensor ds = mul(pr, sub(bmm(doi, o.v.narrow(1, j0, bk).transpose(1, 2)), di));
+        dqi = add(dqi, bmm(ds, o.k.narrow(1, j0, bk)));
+        Tensor dkj = dk.narrow(1, j0, bk);
+        dkj.copy_(add(dkj, bmm(ds.transpose(1, 2), qi)));
+      }
+      write_rows(dq, i0, dqi);
+    }
+  }
+  const Scalar scale(p.scale);
+  return {mul(dq, scale).reshape({o.B, o.H, o.L, o.E}).to(q.dtype()),
+          mul(dk, scale).reshape({o.B, o.H, o.S, o.E}).to(q.dtype()),
+          dv.reshape({o.B, o.H, o.S, o.Ev}).to(q.dtype())};
+}
+
+}  // namespace dtensor

@@ -1,0 +1,133 @@
+// scaled_dot_product_attention on one process: the blocked kernels against the math path
+// (scores materialised) on shapes that span several 128-row blocks, with and without causality
+// and masks, in float32 and float64; gradients against autograd through the math path; rows
+// that see no key; argument errors.
+#include <catch2/catch.hpp>
+#include <limits>
+
+#include "autograd/engine.h"
+#include "ops/attention/attention.h"
+#include "ops/reduction/reduction.h"
+#include "tests/ops/attention/attention_reference.h"
+#include "tests/ops/common/ew_test_util.h"
+#include "tests/ops/common/ops_dtensor_test_util.h"
+
+namespace dt = dtensor;
+using dt::DTensor;
+using dt::Tensor;
+
+namespace {
+
+Tensor random(dt::IntSpan shape, dt::DType dtype, uint32_t seed) {
+  return dt::ewtest::make(dt::ewtest::random_values(dt::shape_numel(shape), dtype, seed), shape,
+                          dtype);
+}
+
+// A bool mask where every query row keeps at least its first key (no row sees nothing).
+Tensor keep_mask(dt::IntSpan shape, uint32_t seed) {
+  Tensor m = random(shape, dt::kBool, seed);
+  m.narrow(static_cast<int64_t>(shape.size()) - 1, 0, 1).fill_(true);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("attention: blocked forward equals the math path across several blocks",
+          "[attention]") {
+  struct Case {
+    dt::Shape q, k;
+    int64_t ev;
+    bool causal;
+    int mask;  // 0 none, 2 / 4: bool mask of that rank, -2: additive [L, S]
+  };
+  const Case cases[] = {{{2, 3, 200, 8}, {2, 3, 300, 8}, 5, false, 0},
+                        {{1, 2, 260, 4}, {1, 2, 260, 4}, 4, true, 0},
+                        {{2, 1, 130, 6}, {2, 1, 129, 6}, 3, true, 2},
+                        {{1, 2, 140, 5}, {1, 2, 257, 5}, 5, false, 4},
+                        {{2, 2, 50, 3}, {2, 2, 70, 3}, 2, true, -2},
+                        {{1, 1, 1, 2}, {1, 1, 1, 2}, 2, false, 0}};
+  for (dt::DType dtype : {dt::kFloat64, dt::kFloat32}) {
+    for (const Case& c : cases) {
+      INFO("q " << dt::shape_str(c.q) << " k " << dt::shape_str(c.k) << " causal " << c.causal
+                << " mask " << c.mask << " " << dt::dtype_name(dtype));
+      const Tensor q = random(c.q, dtype, 1), k = random(c.k, dtype, 2);
+      const Tensor v = random({c.k[0], c.k[1], c.k[2], c.ev}, dtype, 3);
+      Tensor mask;
+      if (c.mask == 2) mask = keep_mask({c.q[2], c.k[2]}, 4);
+      if (c.mask == 4) mask = keep_mask({c.q[0], c.q[1], c.q[2], c.k[2]}, 4);
+      if (c.mask == -2) mask = random({c.q[2], c.k[2]}, dtype, 5);
+      const double scale = dt::default_attention_scale(c.q[3]);
+      const dt::AttentionResult r = dt::attention_forward(q, k, v, mask, {scale, c.causal, 0});
+      const Tensor want =
+          dt::test::attention_reference(dt::local_dtensor(q), dt::local_dtensor(k),
+                                        dt::local_dtensor(v),
+                                        mask.defined() ? dt::local_dtensor(mask) : DTensor(),
+                                        c.causal, scale)
+              .to_local();
+      const double tol = dtype == dt::kFloat64 ? 1e-12 : 1e-5;
+      CHECK(dt::test::same_values(r.out, want, tol));
+      CHECK(r.lse.sizes() == dt::Shape{c.q[0], c.q[1], c.q[2]});
+    }
+  }
+}
+
+TEST_CASE("attention: gradients equal autograd through the math path", "[attention]") {
+  for (bool causal : {false, true}) {
+    for (int mask_rank : {0, 2, 4}) {
+      INFO("causal " << causal << " mask " << mask_rank);
+      const dt::Shape qs = {2, 2, 150, 4}, ks = {2, 2, causal ? 150 : 170, 4};
+      const Tensor q = random(qs, dt::kFloat64, 11), k = random(ks, dt::kFloat64, 12);
+      const Tensor v = random({2, 2, ks[2], 3}, dt::kFloat64, 13);
+      const Tensor up = random({2, 2, 150, 3}, dt::kFloat64, 14);
+      Tensor mask;
+      if (mask_rank == 2) mask = keep_mask({150, ks[2]}, 15);
+      if (mask_rank == 4) mask = keep_mask({2, 2, 150, ks[2]}, 15);
+      const DTensor dmask = mask.defined() ? dt::local_dtensor(mask) : DTensor();
+      std::vector<Tensor> grads[2];
+      for (int path = 0; path < 2; ++path) {
+        DTensor a = dt::local_dtensor(q.clone()), b = dt::local_dtensor(k.clone()),
+                c = dt::local_dtensor(v.clone());
+        for (DTensor* t : {&a, &b, &c}) t->requires_grad_();
+        const DTensor out =
+            path == 0 ? dt::scaled_dot_product_attention(a, b, c, dmask, causal, 0.3)
+                      : dt::test::attention_reference(a, b, c, dmask, causal, 0.3);
+        dt::sum(dt::mul(out, dt::local_dtensor(up))).backward();
+        for (DTensor* t : {&a, &b, &c}) grads[path].push_back(t->grad().to_local());
+      }
+      for (size_t i = 0; i < 3; ++i) CHECK(dt::test::same_values(grads[0][i], grads[1][i], 1e-11));
+    }
+  }
+}
+
+TEST_CASE("attention: a query row that sees no key gives 0 and no NaN gradient", "[attention]") {
+  const Tensor q = random({1, 1, 3, 2}, dt::kFloat64, 21), k = random({1, 1, 4, 2}, dt::kFloat64, 22);
+  const Tensor v = random({1, 1, 4, 2}, dt::kFloat64, 23);
+  Tensor mask = dt::ones({3, 4}, dt::kBool);
+  mask.narrow(0, 1, 1).fill_(false);  // row 1 sees nothing
+  const dt::AttentionResult r = dt::attention_forward(q, k, v, mask, {0.5, false, 0});
+  const std::vector<double> out = r.out.to_vector<double>();
+  CHECK(out[2] == 0.0);
+  CHECK(out[3] == 0.0);
+  CHECK(std::isinf(r.lse.to_vector<double>()[1]));
+  const dt::AttentionGrads g =
+      dt::attention_backward(dt::ones({1, 1, 3, 2}, dt::kFloat64), dt::zeros({1, 1, 3}, dt::kFloat64),
+                             q, k, v, mask, r.out, r.lse, {0.5, false, 0});
+  for (const Tensor& t : {g.q, g.k, g.v}) {
+    for (double x : t.to_vector<double>()) CHECK(std::isfinite(x));
+  }
+  CHECK(g.q.to_vector<double>()[2] == 0.0);
+}
+
+TEST_CASE("attention: argument errors name the op and the argument", "[attention]") {
+  const Tensor q = dt::zeros({1, 2, 3, 4}), k = dt::zeros({1, 2, 5, 4}), v = dt::zeros({1, 2, 5, 6});
+  CHECK_THROWS_WITH(dt::attention_forward(q, k.narrow(3, 0, 3), v, Tensor(), {}),
+                    Catch::Contains("[scaled_dot_product_attention] shapes"));
+  CHECK_THROWS_WITH(dt::attention_forward(q, k, v.to(dt::kFloat64), Tensor(), {}),
+                    Catch::Contains("share one floating dtype"));
+  CHECK_THROWS_WITH(dt::attention_forward(q, k, v, dt::zeros({5, 3}, dt::kBool), {}),
+                    Catch::Contains("the mask has shape [5, 3], expected [3, 5]"));
+  CHECK_THROWS_WITH(
+      dt::scaled_dot_product_attention(dt::local_dtensor(q), dt::local_dtensor(k),
+                                       dt::local_dtensor(v), dt::local_dtensor(dt::zeros({3, 5}, dt::kInt64))),
+      Catch::Contains("the mask has dtype int64"));
+}

@@ -1,0 +1,7 @@
+dtensor_add_test(test_ops_attention SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention.cc
+                 DEPS dtensor::ops LABELS unit)
+# DTensor forms (mpirun at 1, 2, 4 ranks).
+dtensor_add_mpi_test(test_attention_dtensor_mpi
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_dtensor_mpi.cc
+  DEPS dtensor::ops
+  RANKS 1 2 4)
