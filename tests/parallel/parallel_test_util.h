@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <string>
+
+#include "nn/functional.h"
+#include "nn/module.h"
 #include "tensor/tensor.h"
 
 namespace dtensor::test {
@@ -17,5 +21,13 @@ inline double max_diff(const Tensor& a, const Tensor& b) {
   for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
   return m;
 }
+
+// A Linear without bias whose weight is another module's (tied, tie_parameter).
+class TiedLinear : public nn::Module {
+ public:
+  explicit TiedLinear(const DTensor& w) { tie_parameter("weight", w); }
+  std::string type_name() const override { return "TiedLinear"; }
+  DTensor forward(const DTensor& x) override { return nn::functional::linear(x, param("weight")); }
+};
 
 }  // namespace dtensor::test

@@ -384,15 +384,7 @@ TEST_CASE("data_parallel DEFAULT: shards only evenly divisible dim 0, trains lik
 }
 
 namespace {
-// A Linear without bias whose weight is another module's (tied).
-class TiedLinear : public nn::Module {
- public:
-  explicit TiedLinear(const dt::DTensor& w) { tie_parameter("weight", w); }
-  std::string type_name() const override { return "TiedLinear"; }
-  dt::DTensor forward(const dt::DTensor& x) override {
-    return nn::functional::linear(x, param("weight"));
-  }
-};
+using dt::test::TiedLinear;
 class Holder : public nn::Module {
  public:
   std::string type_name() const override { return "Holder"; }

@@ -11,10 +11,13 @@
 #include "ops/embedding/embedding.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
+#include "ops/reduction/reduction.h"
+#include "parallel/distribute_module.h"
 #include "parallel/parallelize.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
 #include "tensor/shape_ops.h"
+#include "tests/parallel/parallel_test_util.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -608,4 +611,73 @@ TEST_CASE("functional scaled_dot_product_attention: the fused op, and dropout eq
                           on(q, dt::Replicate()), on(k, dt::Replicate()), on(v, dt::Replicate()),
                           dt::DTensor(), 1.0),
                       Contains("dropout_p 1 is outside [0, 1)"));
+}
+
+namespace {
+// x -> fc2(fc1(x)) where fc2's weight is fc1's (tied): [6, 6].
+class TiedPair : public nn::Module {
+ public:
+  TiedPair() {
+    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(6, 6, true));
+    fc2_ = register_module("fc2",
+                           std::make_shared<dt::test::TiedLinear>(fc1_->param("weight")));
+  }
+  std::string type_name() const override { return "TiedPair"; }
+  dt::DTensor forward(const dt::DTensor& x) override { return (*fc2_)((*fc1_)(x)); }
+
+ private:
+  nn::ModulePtr fc1_, fc2_;
+};
+}  // namespace
+
+TEST_CASE("distribute_module: partition_fn places, the rest is replicated from the first rank, "
+          "input_fn and output_fn wrap the forward") {
+  const dt::DeviceMesh mesh = tp_mesh();
+  const dt::Tensor x = same_randn({3, 6}, 41);
+  dt::manual_seed(1);
+  TiedPair ref;
+  const dt::Tensor want = ref(nn::local(x)).to_local();
+
+  // No partition_fn: ranks initialised differently all end with the first rank's values.
+  dt::manual_seed(static_cast<uint64_t>(dt::world_rank()) + 1);
+  TiedPair plain;
+  dt::distribute_module(plain, mesh);
+  REQUIRE(plain.named_parameters().size() == 2);  // the tie survives
+  for (const auto& [name, p] : plain.named_parameters()) {
+    INFO(name);
+    REQUIRE(p.device_mesh() == mesh);
+    REQUIRE(max_diff(p.full_tensor(), ref.get_parameter(name).to_local()) == 0.0);
+  }
+  REQUIRE(plain.get_parameter("fc2.weight").autograd_meta() ==
+          plain.get_parameter("fc1.weight").autograd_meta());
+
+  // fc1's bias sharded by partition_fn; inputs made DTensors on the mesh, outputs replicated.
+  dt::manual_seed(1);
+  TiedPair model;
+  std::vector<std::string> seen;
+  dt::distribute_module(
+      model, mesh,
+      [&](std::string_view name, nn::Module& m, const dt::DeviceMesh& msh) {
+        seen.emplace_back(name);
+        if (name == "fc1") {
+          m.set_parameter("bias", dt::distribute_tensor(m.param("bias").to_local(), msh,
+                                                        {dt::Shard(0)}, std::nullopt));
+        }
+      },
+      [](nn::Module&, const dt::DTensor& in, const dt::DeviceMesh& msh) {
+        return dt::DTensor::from_local(in.to_local(), msh, {dt::Replicate()});
+      },
+      [](nn::Module&, const dt::DTensor& out, const dt::DeviceMesh& msh) {
+        return out.redistribute(msh, {dt::Replicate()});
+      });
+  REQUIRE(seen == std::vector<std::string>{"", "fc1", "fc2"});
+  REQUIRE(model.get_parameter("fc1.bias").placements()[0] == dt::Shard(0));
+  REQUIRE(model.get_parameter("fc1.weight").placements()[0] == dt::Replicate());
+  const dt::DTensor y = model(nn::local(x));
+  REQUIRE(y.device_mesh() == mesh);
+  REQUIRE(y.placements()[0] == dt::Replicate());
+  REQUIRE(max_diff(y.to_local(), want) < kTol);
+  // Gradients reach the placed parameters, in their placements.
+  dt::sum(y).backward();
+  REQUIRE(model.get_parameter("fc1.bias").grad().placements()[0] == dt::Shard(0));
 }
