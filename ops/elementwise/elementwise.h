@@ -346,5 +346,13 @@ const DTensor& mul_(const DTensor& self, const DTensor& other);
 const DTensor& mul_(const DTensor& self, const Scalar& other);
 const DTensor& div_(const DTensor& self, const DTensor& other);
 const DTensor& div_(const DTensor& self, const Scalar& other);
+// Overwrites, in place with self's placements kept: copy_ writes src (broadcast to self's
+// shape, any dtype converted, redistributed to self's placements: a Partial src into a
+// Partial self of the same op); zero_ works on any placement; fill_ refuses a Partial self
+// ("[fill_.Scalar] in-place op would change placements ..."). Differentiable: self's gradient
+// is zero, src's the incoming gradient.
+const DTensor& copy_(const DTensor& self, const DTensor& src);
+const DTensor& fill_(const DTensor& self, const Scalar& value);
+const DTensor& zero_(const DTensor& self);
 
 }  // namespace dtensor

@@ -65,6 +65,13 @@ DTensorList where_bw(const BackwardContext& c, Grads g) {
           c.needs_input_grad(2) ? for_input(c, 2, g[0] - g[0] * cond) : DTensor()};
 }
 
+// copy_ / fill_ / zero_ overwrite self: self's gradient is zero, src's the incoming one.
+DTensorList overwrite_bw(const BackwardContext& c, Grads g) {
+  DTensorList out = {c.needs_input_grad(0) ? for_input(c, 0, zeros_like(g[0])) : DTensor()};
+  if (c.num_inputs() > 1) out.push_back(for_input(c, 1, g[0]));
+  return out;
+}
+
 // Scalar forms: args (scalar, dtype).
 DTensorList same_bw(const BackwardContext& c, Grads g) {
   return {for_input(c, 0, g[0])};
@@ -359,6 +366,9 @@ PointwiseGrad pointwise_grad(std::string_view name) {
       {"sub_.Scalar", {same_bw}},
       {"mul_.Scalar", {mul_scalar_bw}},
       {"div_.Scalar", {div_scalar_bw}},
+      {"copy_", {overwrite_bw}},
+      {"fill_.Scalar", {overwrite_bw}},
+      {"zero_", {overwrite_bw}},
   };
   auto it = table->find(std::string(name));
   return it == table->end() ? PointwiseGrad{} : it->second;

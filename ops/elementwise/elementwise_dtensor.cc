@@ -106,6 +106,25 @@ DT_EW_INPLACE(sub_)
 DT_EW_INPLACE(mul_)
 DT_EW_INPLACE(div_)
 
+const DTensor& copy_(const DTensor& self, const DTensor& src) {
+  static const OpInfo& info = ops_op("copy_");
+  dispatch(info, {&self, &src});
+  return self;
+}
+
+const DTensor& fill_(const DTensor& self, const Scalar& value) {
+  static const OpInfo& info = ops_op("fill_.Scalar");
+  const ArgValue args[] = {scalar_arg(value)};
+  dispatch(info, {&self}, args);
+  return self;
+}
+
+const DTensor& zero_(const DTensor& self) {
+  static const OpInfo& info = ops_op("zero_");
+  dispatch(info, {&self});
+  return self;
+}
+
 DTensor pow(const DTensor& x, const Scalar& exponent) {
   static const OpInfo& info = ops_op("pow");
   return scalar_op(info, x, exponent, result_type(x.dtype(), exponent));

@@ -130,6 +130,7 @@ struct PointwiseDef {
   // Extra argument checks in meta (so every rank raises them, ranks outside the mesh too).
   void (*check)(const OpSchema& s) = nullptr;
   bool differentiable = true;  // false: bitwise ops (comparisons and grad ops never are)
+  bool converts = false;       // in place: any dtype of `other` is written into self (copy_)
   int integer_args = 0;        // samples: integer inputs in [0, 100) (bitwise ops)
   // Unary ops monotone over the whole extended real line (+-inf included, no NaN made from a
   // non-NaN): f(max x_i) = max f(x_i), so Partial(max/min) passes through a non-decreasing f
@@ -171,6 +172,8 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
     args = {2.0, kFloat64};
   } else if (def.dtype == DTypeRule::kBool && def.num_inputs == 1) {
     args = {2.0, kBool};
+  } else if (name == "zero_") {
+    args = {};
   } else if (def.dtype == DTypeRule::kSelf && def.num_inputs == 1) {
     args = {2.0};
   } else if (name == "cast") {
@@ -220,7 +223,8 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   const int num_inputs = def.num_inputs;
   const bool grad_op = def.grad_op;
   const auto check = def.check;
-  info.meta = [rule, dtype_arg, num_inputs, grad_op, check](const OpSchema& s) {
+  info.meta = [rule, dtype_arg, num_inputs, grad_op, check,
+               converts = def.converts](const OpSchema& s) {
     DT_CHECK(s.num_inputs() == num_inputs, "[%s] expected %d DTensor inputs, got %d", s.name(),
              num_inputs, s.num_inputs());
     if (check) check(s);
@@ -237,7 +241,7 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
       DT_CHECK(shape == s.input(0).shape(),
                "[%s] argument other with shape %s does not broadcast to self's shape %s", s.name(),
                shape_str(s.input(1).shape()), shape_str(s.input(0).shape()));
-      if (s.num_inputs() > 1) {
+      if (s.num_inputs() > 1 && !converts) {
         const DType result = promoted(s, 0, 1);
         DT_CHECK(can_cast(result, s.input(0).dtype()),
                  "[%s] result dtype %s cannot be written into self of dtype %s", s.name(),
@@ -546,6 +550,22 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {"sub_.Scalar", 1, L::kNone, D::kSelf, DT_SCALAR(sub_), 1, 1, true});
   add_pointwise(reg, {"mul_.Scalar", 1, L::kLinear, D::kSelf, DT_SCALAR(mul_), 1, 1, true});
   add_pointwise(reg, {"div_.Scalar", 1, L::kLinear, D::kSelf, DT_SCALAR(div_), 1, 1, true});
+  // Overwrites, in place: copy_ (src redistributed to self's placements, any dtype converted;
+  // linear, so a Partial src fills a Partial self), zero_ (zero is every Partial's zero) and
+  // fill_ (a Partial self would have to be reduced first: refused, as in-place ops are).
+  add_pointwise(reg, {.name = "copy_",
+                      .num_inputs = 2,
+                      .linearity = L::kLinear,
+                      .dtype = D::kSelf,
+                      .kernel = [](const KernelContext&, Locals l) {
+                        Tensor self = l[0];
+                        self.copy_(l[1]);
+                        return self;
+                      },
+                      .inplace = true,
+                      .converts = true});
+  add_pointwise(reg, {"fill_.Scalar", 1, L::kNone, D::kSelf, DT_SCALAR(fill_), 1, 1, true});
+  add_pointwise(reg, {"zero_", 1, L::kLinear, D::kSelf, DT_UNARY(zero_), 0, 1, true});
 }
 
 #undef DT_BINARY

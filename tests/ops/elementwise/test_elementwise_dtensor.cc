@@ -2,6 +2,7 @@
 // 2-D meshes, including uneven, broadcast and zero-size shapes, the result's full_tensor()
 // equals the local op on the full tensors; Partial passes through exactly the linear ops;
 // in-place ops keep self's placements.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "collectives/comm_debug.h"
@@ -199,6 +200,39 @@ TEST_CASE("in-place DTensor ops keep self's placements") {
                         Catch::Contains("[add_] in-place op would change placements of argument "
                                         "self from [P(max)]") &&
                             Catch::Contains("(schema: add_("));
+  }
+}
+
+TEST_CASE("copy_, fill_ and zero_ overwrite in place, keeping self's placements") {
+  const int64_t w = dt::world_size();
+  const dt::Shape shape = {w * 3 + 1, 5};
+  const Tensor x = tt::det_input(shape, 0), y = tt::det_input(shape, 6, 0.5, 0.25);
+  const Tensor row = tt::det_input({5}, 3);
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const Placements& p : tt::placement_lists(mesh.ndim(), tt::standard_choices(), 2)) {
+      INFO(tt::describe(mesh, {p}, shape));
+      DTensor a = dt::distribute_tensor(x.clone(), mesh, p, std::nullopt);
+      // src in another layout (a Partial src into a Partial self moves nothing), a broadcast
+      // row, and another dtype converted.
+      dt::copy_(a, dt::distribute_tensor(y, mesh, reversed(p), std::nullopt));
+      CHECK(a.placements() == p);
+      CHECK(tt::same_values(a.full_tensor(), y));
+      dt::copy_(a, dt::distribute_tensor(row.to(dt::kFloat64), mesh,
+                                         Placements(p.size(), Replicate()), std::nullopt));
+      CHECK(tt::same_values(a.full_tensor(), row.expand(shape).contiguous()));
+      dt::zero_(a);
+      CHECK(a.placements() == p);
+      CHECK(tt::same_values(a.full_tensor(), dt::zeros(shape)));
+      const bool partial = std::any_of(p.begin(), p.end(), [](const dt::Placement& q) {
+        return q.is_partial();
+      });
+      if (!partial) {
+        dt::fill_(a, 1.5);
+        CHECK(tt::same_values(a.full_tensor(), dt::full(shape, 1.5)));
+      } else if (w > 1) {
+        CHECK_THROWS_WITH(dt::fill_(a, 1.5), Catch::Contains("in-place op would change placements"));
+      }
+    }
   }
 }
 
