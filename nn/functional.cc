@@ -13,6 +13,7 @@
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/softmax/softmax.h"
+#include "ops/view/copy_ops.h"
 #include "ops/view/view.h"
 #include "rng/dtensor_random.h"
 #include "tensor/creation.h"
@@ -142,16 +143,24 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
 
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      const DTensor& attn_mask, double dropout_p, bool is_causal,
-                                     std::optional<double> scale, Generator* gen) {
+                                     std::optional<double> scale, bool enable_gqa,
+                                     Generator* gen) {
   constexpr std::string_view kOp = "scaled_dot_product_attention";
   DT_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "[%s] dropout_p %g is outside [0, 1)", kOp,
            dropout_p);
   if (dropout_p == 0.0) {
-    return ::dtensor::scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale);
+    return ::dtensor::scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale,
+                                                   enable_gqa);
   }
   check_defined(q, kOp, "q");
   check_defined(k, kOp, "k");
   check_defined(v, kOp, "v");
+  if (enable_gqa && q.dim() == 4 && k.dim() == 4 && k.size(1) != q.size(1) && k.size(1) > 0 &&
+      q.size(1) % k.size(1) == 0) {
+    const int64_t g = q.size(1) / k.size(1);
+    return scaled_dot_product_attention(q, repeat_interleave(k, g, 1), repeat_interleave(v, g, 1),
+                                        attn_mask, dropout_p, is_causal, scale, false, gen);
+  }
   DT_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
            "[%s] q, k and v must be 4-d [batch, heads, seq, head_dim], got %s, %s and %s", kOp,
            shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));

@@ -51,7 +51,7 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
                                      int64_t head_dim, bool causal);
 
 // PyTorch's F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
-// scale) on [B, H, L, E] layouts. dropout_p == 0 (inference, or training without attention
+// scale, enable_gqa) on [B, H, L, E] layouts. dropout_p == 0 (inference, or training without attention
 // dropout): the registered op of ops/attention/attention.h — blocked, no [L, S] score matrix,
 // batch-, head- or query-sharded with no communication. dropout_p > 0: the math path, as
 // PyTorch's math backend — scores materialised, softmax, dropout through the DTensor RNG (`gen`
@@ -61,7 +61,7 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
                                      const DTensor& attn_mask, double dropout_p = 0.0,
                                      bool is_causal = false,
                                      std::optional<double> scale = std::nullopt,
-                                     Generator* gen = nullptr);
+                                     bool enable_gqa = false, Generator* gen = nullptr);
 
 
 }  // namespace dtensor::nn::functional

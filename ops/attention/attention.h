@@ -58,9 +58,13 @@ double default_attention_scale(int64_t head_dim);
 // query-sharded (q, out, lse S(2) with k and v whole: causal counts from each block's global
 // offset; a 4-d mask S(2), a 2-d one S(0)), and v Partial with q and k whole (attention is
 // linear in v: out Partial, lse whole). None communicates. Differentiable in q, k and v.
-// scale: 1 / sqrt(E) when not given.
+// scale: 1 / sqrt(E) when not given. enable_gqa (grouped-query attention, PyTorch's flag): k
+// and v may have fewer heads than q, a divisor of them; each k/v head then serves H / Hk
+// consecutive q heads (k and v go through repeat_interleave along the head dim first, so a
+// head-sharded k/v is gathered on that dim).
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      const DTensor& mask = DTensor(), bool is_causal = false,
-                                     std::optional<double> scale = std::nullopt);
+                                     std::optional<double> scale = std::nullopt,
+                                     bool enable_gqa = false);
 
 }  // namespace dtensor

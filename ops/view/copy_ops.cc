@@ -86,6 +86,34 @@ void check_roll_args(IntSpan shifts, IntSpan dims) {
            shape_str(shifts), shape_str(dims));
 }
 
+int64_t check_repeat_interleave(IntSpan shape, int64_t repeats, int64_t dim) {
+  DT_CHECK(repeats >= 0, "[repeat_interleave] repeats %d must be >= 0", repeats);
+  return normalize_dim(dim, std::max<int64_t>(static_cast<int64_t>(shape.size()), 1),
+                       "repeat_interleave");
+}
+
+DiagonalDims diagonal_dims(IntSpan shape, int64_t offset, int64_t dim1, int64_t dim2) {
+  const int64_t n = static_cast<int64_t>(shape.size());
+  DT_CHECK(n >= 2, "[diagonal] argument self has %d dims, expected at least 2", n);
+  DiagonalDims d{normalize_dim(dim1, n, "diagonal"), normalize_dim(dim2, n, "diagonal"), 0};
+  DT_CHECK(d.dim1 != d.dim2, "[diagonal] dim1 and dim2 are both dim %d (expected two dims)",
+           d.dim1);
+  const int64_t n1 = shape[d.dim1], n2 = shape[d.dim2];
+  d.length = std::max<int64_t>(0, offset >= 0 ? std::min(n1, n2 - offset)
+                                              : std::min(n1 + offset, n2));
+  return d;
+}
+
+Shape diagonal_shape(IntSpan shape, int64_t offset, int64_t dim1, int64_t dim2) {
+  const DiagonalDims d = diagonal_dims(shape, offset, dim1, dim2);
+  Shape out;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (i != d.dim1 && i != d.dim2) out.push_back(shape[i]);
+  }
+  out.push_back(d.length);
+  return out;
+}
+
 }  // namespace detail
 
 Tensor clone(const Tensor& x) {
@@ -150,6 +178,71 @@ Tensor repeat(const Tensor& x, IntSpan repeats) {
 
 Tensor tile(const Tensor& x, IntSpan reps) {
   return repeat(x, detail::tile_repeats(reps, x.dim()));
+}
+
+// x with dim split into [n, 1], expanded to [n, repeats] and merged back.
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
+  const int64_t d = detail::check_repeat_interleave(x.sizes(), repeats, dim);
+  Shape expanded = x.sizes();
+  expanded.insert(expanded.begin() + d + 1, repeats);
+  Shape out = x.sizes();
+  out[d] *= repeats;
+  const Tensor e = x.unsqueeze(d + 1).expand(expanded);
+  return (e.is_contiguous() ? e.clone() : e.contiguous()).view(out);
+}
+
+namespace {
+// The diagonal of x's (dim1, dim2) plane as a strided slice of the plane flattened last:
+// x permuted to [others..., dim1, dim2] (contiguous) and viewed as [others..., n1 * n2], the
+// diagonal's elements sit `n2 + 1` apart from `start`. Returns that flat view of `flat_of`
+// (which must have x's permuted contiguous layout).
+struct DiagonalPlan {
+  Shape perm;      // others..., dim1, dim2
+  Shape flat;      // others..., n1 * n2
+  int64_t start;   // first element in the flattened plane
+  int64_t length;  // diagonal length
+  int64_t step;    // n2 + 1
+};
+DiagonalPlan diagonal_plan(IntSpan shape, int64_t offset, int64_t dim1, int64_t dim2) {
+  const detail::DiagonalDims dd = detail::diagonal_dims(shape, offset, dim1, dim2);
+  DiagonalPlan p;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d != dd.dim1 && d != dd.dim2) {
+      p.perm.push_back(d);
+      p.flat.push_back(shape[d]);
+    }
+  }
+  p.perm.insert(p.perm.end(), {dd.dim1, dd.dim2});
+  const int64_t n1 = shape[dd.dim1], n2 = shape[dd.dim2];
+  p.flat.push_back(n1 * n2);
+  p.start = offset >= 0 ? offset : -offset * n2;
+  p.length = dd.length;
+  p.step = n2 + 1;
+  return p;
+}
+Tensor diagonal_of(const Tensor& flat, const DiagonalPlan& p) {
+  const int64_t last = flat.dim() - 1;
+  if (p.length == 0) return flat.narrow(last, 0, 0);
+  return flat.slice(last, p.start, p.start + (p.length - 1) * p.step + 1, p.step);
+}
+}  // namespace
+
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  const DiagonalPlan p = diagonal_plan(x.sizes(), offset, dim1, dim2);
+  return diagonal_of(x.permute(p.perm).contiguous().view(p.flat), p).contiguous();
+}
+
+Tensor diagonal_backward(const Tensor& grad, IntSpan input_shape, int64_t offset, int64_t dim1,
+                         int64_t dim2) {
+  const DiagonalPlan p = diagonal_plan(input_shape, offset, dim1, dim2);
+  Shape permuted;
+  for (int64_t d : p.perm) permuted.push_back(input_shape[d]);
+  Tensor plane = zeros(permuted, TensorOptions(grad.dtype(), grad.device()));
+  diagonal_of(plane.view(p.flat), p).copy_(grad);
+  // Back from [others..., dim1, dim2] to the input's dim order.
+  Shape inverse(p.perm.size());
+  for (size_t i = 0; i < p.perm.size(); ++i) inverse[p.perm[i]] = static_cast<int64_t>(i);
+  return plane.permute(inverse).contiguous();
 }
 
 namespace {

@@ -25,6 +25,15 @@ Tensor roll(const Tensor& x, IntSpan shifts, IntSpan dims = {});
 Tensor repeat(const Tensor& x, IntSpan repeats);
 // repeat with reps padded with leading 1s to x's rank (torch.tile).
 Tensor tile(const Tensor& x, IntSpan reps);
+// Each element repeated `repeats` times along dim (torch.repeat_interleave with an int):
+// [a, b] -> [a, a, b, b] for repeats 2. repeats >= 0.
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim);
+// torch.diagonal as a copy: the (dim1, dim2) plane's diagonal `offset` (> 0 above the main
+// one) becomes the last dim, the other dims keep their order. And its gradient: `grad` written
+// on that diagonal of zeros of `input_shape`.
+Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+Tensor diagonal_backward(const Tensor& grad, IntSpan input_shape, int64_t offset, int64_t dim1,
+                         int64_t dim2);
 // The lower / upper triangle of the last two dims: element (i, j) is kept when
 // j - i <= diagonal (tril) / j - i >= diagonal (triu), zero elsewhere. x needs >= 2 dims.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
@@ -49,6 +58,11 @@ DTensor repeat(const DTensor& x, IntSpan repeats);
 DTensor tile(const DTensor& x, IntSpan reps);
 DTensor tril(const DTensor& x, int64_t diagonal = 0);
 DTensor triu(const DTensor& x, int64_t diagonal = 0);
+// repeat_interleave keeps every other dim's shards (the repeated dim replicated first);
+// diagonal keeps the shards of the dims outside the plane (the plane's dims replicated
+// first). Both pass Partial inputs through and are differentiable.
+DTensor repeat_interleave(const DTensor& x, int64_t repeats, int64_t dim);
+DTensor diagonal(const DTensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
 DTensor movedim(const DTensor& x, IntSpan source, IntSpan destination);
 DTensor unflatten(const DTensor& x, int64_t dim, IntSpan sizes);
 std::vector<DTensor> unbind(const DTensor& x, int64_t dim = 0);
@@ -67,6 +81,16 @@ Shape tile_repeats(IntSpan reps, int64_t ndim);
 void check_triangle_input(std::string_view op, IntSpan shape);
 // torch.roll's argument check: one shift per dim (or one shift and no dims).
 void check_roll_args(IntSpan shifts, IntSpan dims);
+// repeat_interleave's checks: the normalised dim ("[repeat_interleave] repeats -1 must be >=
+// 0").
+int64_t check_repeat_interleave(IntSpan shape, int64_t repeats, int64_t dim);
+// diagonal's checks and its normalised, distinct dims and length.
+struct DiagonalDims {
+  int64_t dim1, dim2, length;
+};
+DiagonalDims diagonal_dims(IntSpan shape, int64_t offset, int64_t dim1, int64_t dim2);
+// The output shape of diagonal.
+Shape diagonal_shape(IntSpan shape, int64_t offset, int64_t dim1, int64_t dim2);
 }  // namespace detail
 
 }  // namespace dtensor

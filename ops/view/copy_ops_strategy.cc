@@ -54,6 +54,41 @@ Shape repeat_map(const OpSchema& s) {
   return map;
 }
 
+// repeat_interleave (args repeats, dim): every dim but the repeated one.
+Shape repeat_interleave_map(const OpSchema& s) {
+  Shape map = identity_map(s);
+  map[detail::check_repeat_interleave(s.input(0).shape(), s.arg<int64_t>(0),
+                                      s.arg<int64_t>(1))] = -1;
+  return map;
+}
+
+// diagonal (args offset, dim1, dim2): the dims outside the plane, in order, then the diagonal.
+Shape diagonal_map(const OpSchema& s) {
+  const Shape& shape = s.input(0).shape();
+  const detail::DiagonalDims dd =
+      detail::diagonal_dims(shape, s.arg<int64_t>(0), s.arg<int64_t>(1), s.arg<int64_t>(2));
+  Shape map(shape.size(), -1);
+  int64_t next = 0;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d != dd.dim1 && d != dd.dim2) map[d] = next++;
+  }
+  return map;
+}
+
+// diagonal_backward (grad; args input_shape, offset, dim1, dim2): grad's leading dims are the
+// input's dims outside the plane; its last (the diagonal) is replicated first.
+Shape diagonal_backward_map(const OpSchema& s) {
+  const Shape& in = s.arg<Shape>(0);
+  const detail::DiagonalDims dd =
+      detail::diagonal_dims(in, s.arg<int64_t>(1), s.arg<int64_t>(2), s.arg<int64_t>(3));
+  Shape map(static_cast<size_t>(s.input(0).ndim()), -1);
+  int64_t next = 0;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
+    if (d != dd.dim1 && d != dd.dim2) map[next++] = d;
+  }
+  return map;
+}
+
 struct CopyOpDef {
   const char* name;
   DimMapFn map_of;
@@ -76,6 +111,26 @@ void check_triangle(const OpSchema& s) {
 Shape repeat_out_shape(const OpSchema& s) {
   return detail::repeat_shape(s.input(0).shape(), s.arg<Shape>(0));
 }
+Shape repeat_interleave_out_shape(const OpSchema& s) {
+  Shape out = s.input(0).shape();
+  out[detail::check_repeat_interleave(out, s.arg<int64_t>(0), s.arg<int64_t>(1))] *=
+      s.arg<int64_t>(0);
+  return out;
+}
+Shape diagonal_out_shape(const OpSchema& s) {
+  return detail::diagonal_shape(s.input(0).shape(), s.arg<int64_t>(0), s.arg<int64_t>(1),
+                                s.arg<int64_t>(2));
+}
+// diagonal_backward: grad must have the diagonal's shape of the input.
+Shape diagonal_backward_out_shape(const OpSchema& s) {
+  const Shape& in = s.arg<Shape>(0);
+  const Shape want =
+      detail::diagonal_shape(in, s.arg<int64_t>(1), s.arg<int64_t>(2), s.arg<int64_t>(3));
+  DT_CHECK(s.input(0).shape() == want,
+           "[diagonal_backward] grad has shape %s, expected %s (the diagonal of %s)",
+           shape_str(s.input(0).shape()), shape_str(want), shape_str(in));
+  return in;
+}
 
 void add_copy_op(Registry& reg, const CopyOpDef& def) {
   OpInfo op;
@@ -93,6 +148,7 @@ void add_copy_op(Registry& reg, const CopyOpDef& def) {
   op.kernel = single_output(def.kernel);
   op.samples = def.samples;
   op.backward = def.backward;
+  op.differentiable = def.backward != nullptr;  // diagonal_backward: a gradient op
   reg.add(std::move(op));
 }
 
@@ -130,6 +186,24 @@ DTensorList repeat_bw(const BackwardContext& c, Grads g) {
   }
   return {reshape(sum(reshape(g[0], split), summed), in)};
 }
+// Each input element's gradient is the sum over its `repeats` copies: g viewed with the
+// repeated dim split into [n, repeats], summed over the repeats.
+DTensorList repeat_interleave_bw(const BackwardContext& c, Grads g) {
+  const Shape& in = c.input_spec(0).shape();
+  const int64_t r = c.arg<int64_t>(0);
+  const int64_t d = detail::check_repeat_interleave(in, r, c.arg<int64_t>(1));
+  if (in.empty()) return {reshape(sum(g[0]), in)};
+  Shape split = in;
+  split.insert(split.begin() + d + 1, r);
+  const int64_t dims[] = {d + 1};
+  return {sum(reshape(g[0], split), dims)};
+}
+DTensorList diagonal_bw(const BackwardContext& c, Grads g) {
+  static const OpInfo& bw = ops_op("diagonal_backward");
+  const ArgValue args[] = {c.input_spec(0).shape(), c.arg<int64_t>(0), c.arg<int64_t>(1),
+                           c.arg<int64_t>(2)};
+  return {dispatch(bw, {&g[0]}, args)};
+}
 template <bool kLower>
 DTensorList triangle_bw(const BackwardContext& c, Grads g) {
   return {kLower ? tril(g[0], c.arg<int64_t>(0)) : triu(g[0], c.arg<int64_t>(0))};
@@ -153,6 +227,22 @@ std::vector<OpSample> roll_samples(int64_t w) {
 std::vector<OpSample> repeat_samples(int64_t w) {
   return {one(sample({3 * w + 1, 3}), {Shape{1, 2}}),
           one(sample({2, 3 * w + 1}), {Shape{2, 1, 1}})};
+}
+std::vector<OpSample> repeat_interleave_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 3}), {int64_t{2}, int64_t{1}}),
+          one(sample({2, 3 * w + 1}), {int64_t{3}, int64_t{0}}),
+          one(sample({2 * w, 2}), {int64_t{2}, int64_t{-2}})};
+}
+std::vector<OpSample> diagonal_samples(int64_t w) {
+  const int64_t n = 3 * w + 1;
+  return {one(sample({n, n + 2}), {int64_t{0}, int64_t{0}, int64_t{1}}),
+          one(sample({2 * w, n, 5}), {int64_t{1}, int64_t{-1}, int64_t{1}}),
+          one(sample({4, 3, n}), {int64_t{-1}, int64_t{0}, int64_t{1}})};
+}
+std::vector<OpSample> diagonal_backward_samples(int64_t w) {
+  const int64_t n = 3 * w + 1;
+  return {one(sample({n}), {Shape{n, n + 2}, int64_t{0}, int64_t{0}, int64_t{1}}),
+          one(sample({2 * w, n - 1}), {Shape{2 * w, n, n}, int64_t{1}, int64_t{-1}, int64_t{1}})};
 }
 std::vector<OpSample> triangle_samples(int64_t w) {
   const int64_t n = 3 * w + 1;
@@ -183,6 +273,33 @@ void register_copy_ops(Registry& reg) {
   add_copy_op(reg, {"repeat", repeat_map,
                     [](const KernelContext& c, Locals l) { return repeat(l[0], c.arg<Shape>(0)); },
                     repeat_samples, repeat_bw, /*view=*/false, nullptr, repeat_out_shape});
+  // args (repeats, dim).
+  add_copy_op(reg, {"repeat_interleave.self_int", repeat_interleave_map,
+                    [](const KernelContext& c, Locals l) {
+                      return repeat_interleave(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1));
+                    },
+                    repeat_interleave_samples, repeat_interleave_bw, /*view=*/false, nullptr,
+                    repeat_interleave_out_shape});
+  // args (offset, dim1, dim2); a copy (PyTorch's is a view).
+  add_copy_op(reg, {"diagonal", diagonal_map,
+                    [](const KernelContext& c, Locals l) {
+                      return diagonal(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1),
+                                      c.arg<int64_t>(2));
+                    },
+                    diagonal_samples, diagonal_bw, /*view=*/false, nullptr, diagonal_out_shape});
+  // args (input shape, offset, dim1, dim2): grad written on the diagonal of zeros.
+  add_copy_op(reg, {"diagonal_backward", diagonal_backward_map,
+                    [](const KernelContext& c, Locals l) {
+                      // This shard's input shape: the dims outside the plane as grad's shard
+                      // has them (the plane is whole).
+                      Shape in = c.arg<Shape>(0);
+                      const Shape map = diagonal_backward_map(c.schema());
+                      for (int64_t k = 0; k + 1 < l[0].dim(); ++k) in[map[k]] = l[0].size(k);
+                      return diagonal_backward(l[0], in, c.arg<int64_t>(1), c.arg<int64_t>(2),
+                                               c.arg<int64_t>(3));
+                    },
+                    diagonal_backward_samples, nullptr, /*view=*/false, nullptr,
+                    diagonal_backward_out_shape});
   // args (diagonal).
   add_copy_op(reg, {"tril", identity_map, triangle_kernel<true>, triangle_samples,
                     triangle_bw<true>, /*view=*/false, check_triangle});
@@ -227,6 +344,14 @@ DTensor tril(const DTensor& x, int64_t diagonal) {
 DTensor triu(const DTensor& x, int64_t diagonal) {
   const ArgValue args[] = {diagonal};
   return dispatch(DT_COPY_OP("triu"), {&x}, args);
+}
+DTensor repeat_interleave(const DTensor& x, int64_t repeats, int64_t dim) {
+  const ArgValue args[] = {repeats, dim};
+  return dispatch(DT_COPY_OP("repeat_interleave.self_int"), {&x}, args);
+}
+DTensor diagonal(const DTensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  const ArgValue args[] = {offset, dim1, dim2};
+  return dispatch(DT_COPY_OP("diagonal"), {&x}, args);
 }
 DTensor movedim(const DTensor& x, IntSpan source, IntSpan destination) {
   return permute(x, detail::movedim_permutation(source, destination, x.dim()));

@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "ops/attention/attention.h"
 #include "ops/reduction/reduction.h"
+#include "ops/view/copy_ops.h"
 #include "tests/ops/attention/attention_reference.h"
 #include "tests/ops/common/ew_test_util.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
@@ -116,6 +117,26 @@ TEST_CASE("attention: a query row that sees no key gives 0 and no NaN gradient",
     for (double x : t.to_vector<double>()) CHECK(std::isfinite(x));
   }
   CHECK(g.q.to_vector<double>()[2] == 0.0);
+}
+
+TEST_CASE("attention: grouped-query attention repeats each k/v head for its q heads",
+          "[attention]") {
+  const Tensor q = random({2, 6, 5, 4}, dt::kFloat64, 31), k = random({2, 2, 7, 4}, dt::kFloat64, 32);
+  const Tensor v = random({2, 2, 7, 3}, dt::kFloat64, 33);
+  const DTensor got = dt::scaled_dot_product_attention(
+      dt::local_dtensor(q), dt::local_dtensor(k), dt::local_dtensor(v), DTensor(), true,
+      std::nullopt, /*enable_gqa=*/true);
+  const DTensor want = dt::scaled_dot_product_attention(
+      dt::local_dtensor(q), dt::local_dtensor(dt::repeat_interleave(k, 3, 1)),
+      dt::local_dtensor(dt::repeat_interleave(v, 3, 1)), DTensor(), true);
+  CHECK(dt::equal(got.to_local(), want.to_local()));
+  CHECK_THROWS_WITH(dt::scaled_dot_product_attention(dt::local_dtensor(q), dt::local_dtensor(k),
+                                                     dt::local_dtensor(v)),
+                    Catch::Contains("shapes"));
+  CHECK_THROWS_WITH(dt::scaled_dot_product_attention(
+                        dt::local_dtensor(q), dt::local_dtensor(k.narrow(1, 0, 1)),
+                        dt::local_dtensor(v), DTensor(), false, std::nullopt, true),
+                    Catch::Contains("enable_gqa: q has 6 heads, k 1 and v 2"));
 }
 
 TEST_CASE("attention: argument errors name the op and the argument", "[attention]") {

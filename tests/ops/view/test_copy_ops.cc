@@ -53,6 +53,35 @@ TEST_CASE("repeat and tile tile the tensor, with leading new dims", "[view]") {
   REQUIRE_THROWS_WITH(dt::repeat(y, {2}), Catch::Contains("[repeat] repeats [2] has fewer"));
 }
 
+TEST_CASE("repeat_interleave repeats each element in place", "[view]") {
+  const Tensor y = iota({2, 2});
+  check_values(dt::repeat_interleave(y, 2, 1), {2, 4}, DType::kInt64, {0, 0, 1, 1, 2, 2, 3, 3},
+               0, 0);
+  check_values(dt::repeat_interleave(y, 2, 0), {4, 2}, DType::kInt64, {0, 1, 0, 1, 2, 3, 2, 3},
+               0, 0);
+  check_values(dt::repeat_interleave(y, 0, -1), {2, 0}, DType::kInt64, {}, 0, 0);
+  REQUIRE_THROWS_WITH(dt::repeat_interleave(y, -1, 0),
+                      Catch::Contains("[repeat_interleave] repeats -1 must be >= 0"));
+}
+
+TEST_CASE("diagonal takes any diagonal of any plane, its backward writes it back", "[view]") {
+  const Tensor x = iota({3, 4});  // [[0 1 2 3] [4 5 6 7] [8 9 10 11]]
+  check_values(dt::diagonal(x), {3}, DType::kInt64, {0, 5, 10}, 0, 0);
+  check_values(dt::diagonal(x, 1), {3}, DType::kInt64, {1, 6, 11}, 0, 0);
+  check_values(dt::diagonal(x, 3), {1}, DType::kInt64, {3}, 0, 0);
+  check_values(dt::diagonal(x, -2), {1}, DType::kInt64, {8}, 0, 0);
+  check_values(dt::diagonal(x, 5), {0}, DType::kInt64, {}, 0, 0);
+  check_values(dt::diagonal(x, 0, 1, 0), {3}, DType::kInt64, {0, 5, 10}, 0, 0);
+  // A batch plane (dims 2, 0) of [2, 2, 3]: the remaining dim leads.
+  const Tensor b = iota({2, 2, 3});
+  check_values(dt::diagonal(b, 0, 2, 0), {2, 2}, DType::kInt64, {0, 7, 3, 10}, 0, 0);
+  check_values(dt::diagonal_backward(dt::arange(1.0, 4.0, 1.0, DType::kInt64), {3, 4}, 1, 0, 1),
+               {3, 4}, DType::kInt64, {0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0, 3}, 0, 0);
+  REQUIRE_THROWS_WITH(dt::diagonal(x, 0, 1, -1),
+                      Catch::Contains("[diagonal] dim1 and dim2 are both dim 1"));
+  REQUIRE_THROWS_WITH(dt::diagonal(iota({3})), Catch::Contains("expected at least 2"));
+}
+
 TEST_CASE("tril and triu keep the triangles of the last two dims", "[view]") {
   const Tensor x = iota({3, 4}) + 1;
   check_values(dt::tril(x), {3, 4}, DType::kInt64, {1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0}, 0, 0);
