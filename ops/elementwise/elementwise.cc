@@ -239,6 +239,20 @@ Tensor log1p(const Tensor& x) { return float_math("log1p", UnaryOp::kLog1p, x); 
 Tensor log2(const Tensor& x) { return float_math("log2", UnaryOp::kLog2, x); }
 Tensor log10(const Tensor& x) { return float_math("log10", UnaryOp::kLog10, x); }
 Tensor erfinv(const Tensor& x) { return float_math("erfinv", UnaryOp::kErfinv, x); }
+Tensor sinh(const Tensor& x) { return float_math("sinh", UnaryOp::kSinh, x); }
+Tensor cosh(const Tensor& x) { return float_math("cosh", UnaryOp::kCosh, x); }
+Tensor asin(const Tensor& x) { return float_math("asin", UnaryOp::kAsin, x); }
+Tensor acos(const Tensor& x) { return float_math("acos", UnaryOp::kAcos, x); }
+Tensor atan(const Tensor& x) { return float_math("atan", UnaryOp::kAtan, x); }
+Tensor asinh(const Tensor& x) { return float_math("asinh", UnaryOp::kAsinh, x); }
+Tensor acosh(const Tensor& x) { return float_math("acosh", UnaryOp::kAcosh, x); }
+Tensor atanh(const Tensor& x) { return float_math("atanh", UnaryOp::kAtanh, x); }
+Tensor erfc(const Tensor& x) { return float_math("erfc", UnaryOp::kErfc, x); }
+Tensor log_sigmoid(const Tensor& x) { return float_math("log_sigmoid", UnaryOp::kLogSigmoid, x); }
+Tensor hardsigmoid(const Tensor& x) { return float_math("hardsigmoid", UnaryOp::kHardsigmoid, x); }
+Tensor hardswish(const Tensor& x) { return float_math("hardswish", UnaryOp::kHardswish, x); }
+Tensor mish(const Tensor& x) { return float_math("mish", UnaryOp::kMish, x); }
+Tensor selu(const Tensor& x) { return float_math("selu", UnaryOp::kSelu, x); }
 Tensor reciprocal(const Tensor& x) { return float_math("reciprocal", UnaryOp::kReciprocal, x); }
 
 namespace {

@@ -73,6 +73,25 @@ Tensor log1p(const Tensor& x);
 Tensor log2(const Tensor& x);
 Tensor log10(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
+// More math (libm / the CUDA math library per element, same dtype rule as sin): hyperbolic
+// and inverse trigonometric functions, erfc; and activations (torch.nn.functional):
+// log_sigmoid = log(sigmoid(x)) (computed without overflow), hardsigmoid = relu6(x + 3) / 6,
+// hardswish = x * hardsigmoid(x), mish = x * tanh(softplus(x)) (softplus threshold 20, as
+// PyTorch), selu with PyTorch's alpha and scale.
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
+Tensor erfc(const Tensor& x);
+Tensor log_sigmoid(const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);
+Tensor hardswish(const Tensor& x);
+Tensor mish(const Tensor& x);
+Tensor selu(const Tensor& x);
 // Rounding: same dtype, the identity on integers (bool raises). round is half to even (as
 // PyTorch). frac(x) = x - trunc(x), floating only. sign(x) in {-1, 0, 1}, same dtype; sign(NaN)
 // is 0, as PyTorch.
@@ -265,6 +284,20 @@ DTensor log1p(const DTensor& x);
 DTensor log2(const DTensor& x);
 DTensor log10(const DTensor& x);
 DTensor reciprocal(const DTensor& x);
+DTensor sinh(const DTensor& x);
+DTensor cosh(const DTensor& x);
+DTensor asin(const DTensor& x);
+DTensor acos(const DTensor& x);
+DTensor atan(const DTensor& x);
+DTensor asinh(const DTensor& x);
+DTensor acosh(const DTensor& x);
+DTensor atanh(const DTensor& x);
+DTensor erfc(const DTensor& x);
+DTensor log_sigmoid(const DTensor& x);
+DTensor hardsigmoid(const DTensor& x);
+DTensor hardswish(const DTensor& x);
+DTensor mish(const DTensor& x);
+DTensor selu(const DTensor& x);
 DTensor floor(const DTensor& x);
 DTensor ceil(const DTensor& x);
 DTensor round(const DTensor& x);

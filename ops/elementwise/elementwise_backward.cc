@@ -150,6 +150,68 @@ DTensorList tan_bw(const BackwardContext& c, Grads g) {
   const DTensor& y = c.output(0);
   return {for_input(c, 0, g[0] * (y * y + 1.0))};
 }
+DTensorList sinh_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * cosh(c.input(0)))};
+}
+DTensorList cosh_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * sinh(c.input(0)))};
+}
+// asin: 1 / sqrt(1 - x^2); acos the negation.
+template <bool kNegate>
+DTensorList asin_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const DTensor d = g[0] * rsqrt(1.0 - x * x);
+  return {for_input(c, 0, kNegate ? -d : d)};
+}
+DTensorList atan_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  return {for_input(c, 0, g[0] / (x * x + 1.0))};
+}
+// asinh: 1 / sqrt(x^2 + 1); acosh: 1 / sqrt(x^2 - 1).
+template <int kSign>
+DTensorList asinh_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  return {for_input(c, 0, g[0] * rsqrt(x * x + static_cast<double>(kSign)))};
+}
+DTensorList atanh_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  return {for_input(c, 0, g[0] / (1.0 - x * x))};
+}
+DTensorList erfc_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  return {for_input(c, 0, g[0] * exp(x * x * -1.0) * (-2.0 / std::sqrt(M_PI)))};
+}
+// d/dx log(sigmoid(x)) = 1 - sigmoid(x) = sigmoid(-x).
+DTensorList log_sigmoid_bw(const BackwardContext& c, Grads g) {
+  return {for_input(c, 0, g[0] * sigmoid(-c.input(0)))};
+}
+// hardsigmoid: 1/6 inside (-3, 3), 0 outside (PyTorch's hardsigmoid_backward).
+DTensorList hardsigmoid_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const DTensor inside = as_float(lt(abs(x), Scalar(3.0)), g[0].dtype());
+  return {for_input(c, 0, g[0] * inside * (1.0 / 6.0))};
+}
+// hardswish: 0 for x < -3, (2x + 3) / 6 for -3 <= x <= 3, 1 above (PyTorch's).
+DTensorList hardswish_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const DType dt = g[0].dtype();
+  const DTensor mid = as_float(logical_and(ge(x, Scalar(-3.0)), le(x, Scalar(3.0))), dt);
+  const DTensor above = as_float(gt(x, Scalar(3.0)), dt);
+  return {for_input(c, 0, g[0] * (mid * (x * (1.0 / 3.0) + 0.5) + above))};
+}
+// mish = x tanh(sp(x)) with sp = softplus: tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2).
+DTensorList mish_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const DTensor t = tanh(log1p(exp(x)));
+  return {for_input(c, 0, g[0] * (t + x * sigmoid(x) * (1.0 - t * t)))};
+}
+// selu: scale for x > 0, scale * alpha * exp(x) otherwise.
+DTensorList selu_bw(const BackwardContext& c, Grads g) {
+  constexpr double kAlpha = 1.6732632423543772848, kScale = 1.0507009873554804934;
+  const DTensor& x = c.input(0);
+  const DTensor pos = as_float(gt(x, Scalar(0.0)), g[0].dtype());
+  return {for_input(c, 0, g[0] * (pos * kScale + (1.0 - pos) * exp(x) * (kScale * kAlpha)))};
+}
 DTensorList erf_bw(const BackwardContext& c, Grads g) {
   const DTensor& x = c.input(0);
   return {for_input(c, 0, g[0] * exp(x * x * -1.0) * (2.0 / std::sqrt(M_PI)))};
@@ -325,6 +387,20 @@ PointwiseGrad pointwise_grad(std::string_view name) {
       {"cos", {cos_bw, kIn0}},
       {"tan", {tan_bw, 0, kOut0}},
       {"erf", {erf_bw, kIn0}},
+      {"sinh", {sinh_bw, kIn0}},
+      {"cosh", {cosh_bw, kIn0}},
+      {"asin", {asin_bw<false>, kIn0}},
+      {"acos", {asin_bw<true>, kIn0}},
+      {"atan", {atan_bw, kIn0}},
+      {"asinh", {asinh_bw<1>, kIn0}},
+      {"acosh", {asinh_bw<-1>, kIn0}},
+      {"atanh", {atanh_bw, kIn0}},
+      {"erfc", {erfc_bw, kIn0}},
+      {"log_sigmoid", {log_sigmoid_bw, kIn0}},
+      {"hardsigmoid", {hardsigmoid_bw, kIn0}},
+      {"hardswish", {hardswish_bw, kIn0}},
+      {"mish", {mish_bw, kIn0}},
+      {"selu", {selu_bw, kIn0}},
       {"erfinv", {erfinv_bw, 0, kOut0}},
       {"exp2", {exp2_bw, 0, kOut0}},
       {"expm1", {expm1_bw, 0, kOut0}},

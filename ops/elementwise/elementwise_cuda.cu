@@ -229,6 +229,34 @@ void float_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& p
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return erf(x); });
     case UnaryOp::kErfinv:  // the CUDA math library's (+-inf at +-1, NaN outside [-1, 1])
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return erfinv(x); });
+    case UnaryOp::kSinh:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return sinh(x); });
+    case UnaryOp::kCosh:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return cosh(x); });
+    case UnaryOp::kAsin:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return asin(x); });
+    case UnaryOp::kAcos:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return acos(x); });
+    case UnaryOp::kAtan:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return atan(x); });
+    case UnaryOp::kAsinh:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return asinh(x); });
+    case UnaryOp::kAcosh:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return acosh(x); });
+    case UnaryOp::kAtanh:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return atanh(x); });
+    case UnaryOp::kErfc:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return erfc(x); });
+    case UnaryOp::kLogSigmoid:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x < C(0) ? x - log1p(exp(x)) : -log1p(exp(-x)); });
+    case UnaryOp::kHardsigmoid:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return relu6_of(x + C(3)) / C(6); });
+    case UnaryOp::kHardswish:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x * relu6_of(x + C(3)) / C(6); });
+    case UnaryOp::kMish:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x * tanh(x > C(20) ? x : log1p(exp(x))); });
+    case UnaryOp::kSelu:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return C(1.0507009873554804934) * (x > C(0) ? x : C(1.6732632423543772848) * expm1(x)); });
     case UnaryOp::kExp2:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return exp2(x); });
     case UnaryOp::kExpm1:

@@ -20,6 +20,8 @@ enum class UnaryOp : uint8_t {
   kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kSigmoid, kTanh, kRelu, kGelu, kGeluTanh, kSilu, kPow,
   kSin, kCos, kTan, kErf, kExp2, kExpm1, kLog1p, kLog2, kLog10, kReciprocal,
   kFloor, kCeil, kRound, kTrunc, kFrac, kSign, kErfinv,
+  kSinh, kCosh, kAsin, kAcos, kAtan, kAsinh, kAcosh, kAtanh, kErfc,  // more math
+  kLogSigmoid, kHardsigmoid, kHardswish, kMish, kSelu,               // activations
   kBitNot  // integers (~x) and bool (!x) only
 };
 

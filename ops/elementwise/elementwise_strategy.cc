@@ -7,6 +7,7 @@
 // Example: add(a[4, 6], b[6]) rows: [S(0) | S(0), R], [S(1) | S(1), S(0)].
 #include <array>
 #include <string>
+#include <tuple>
 
 #include "dtensor/check_ranks.h"
 #include "dtensor/propagation/dispatch.h"
@@ -152,9 +153,11 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
                         name == "reciprocal" || name.starts_with("fmod") ||
                         name.starts_with("remainder") || name == "pow.Tensor" ||
                         name == "addcdiv";
-  // tan: inside (-pi/2, pi/2), away from its poles; erfinv: inside (-1, 1).
-  const double bound = name == "tan" ? 1.2 : name == "erfinv" ? 0.9 : 5;
-  const double low = positive ? 1 : -bound;
+  // tan: inside (-pi/2, pi/2), away from its poles; erfinv, asin, acos, atanh: inside
+  // (-1, 1); acosh: above 1, away from its infinite slope there.
+  const bool unit = name == "erfinv" || name == "asin" || name == "acos" || name == "atanh";
+  const double bound = name == "tan" ? 1.2 : unit ? 0.9 : 5;
+  const double low = name == "acosh" ? 1.5 : positive ? 1 : -bound;
   const double high = bound;
   auto in = [&](Shape shape) {
     return def.integer_args ? detail::sample(std::move(shape), kInt64, 0, 100)
@@ -392,6 +395,28 @@ void register_elementwise_ops(Registry& reg) {
                       .dtype = D::kFloatSame, .kernel = DT_UNARY(erf),
                       .monotone = M::kIncreasing});
   add_pointwise(reg, {"erfinv", 1, L::kNone, D::kFloatSame, DT_UNARY(erfinv)});
+  // Monotone over the whole extended line (Partial(max/min) pass through): sinh, atan, asinh,
+  // log_sigmoid, hardsigmoid, selu increasing, erfc decreasing. asin / acosh / atanh are
+  // monotone on their domains only (NaN outside), so they get no such rows.
+  for (auto [name, kernel, monotone] : std::initializer_list<
+           std::tuple<const char*, PointwiseKernel, Monotone>>{
+           {"sinh", DT_UNARY(sinh), M::kIncreasing},
+           {"cosh", DT_UNARY(cosh), M::kNone},
+           {"asin", DT_UNARY(asin), M::kNone},
+           {"acos", DT_UNARY(acos), M::kNone},
+           {"atan", DT_UNARY(atan), M::kIncreasing},
+           {"asinh", DT_UNARY(asinh), M::kIncreasing},
+           {"acosh", DT_UNARY(acosh), M::kNone},
+           {"atanh", DT_UNARY(atanh), M::kNone},
+           {"erfc", DT_UNARY(erfc), M::kDecreasing},
+           {"log_sigmoid", DT_UNARY(log_sigmoid), M::kIncreasing},
+           {"hardsigmoid", DT_UNARY(hardsigmoid), M::kIncreasing},
+           {"hardswish", DT_UNARY(hardswish), M::kNone},
+           {"mish", DT_UNARY(mish), M::kNone},
+           {"selu", DT_UNARY(selu), M::kIncreasing}}) {
+    add_pointwise(reg, {.name = name, .num_inputs = 1, .linearity = L::kNone,
+                        .dtype = D::kFloatSame, .kernel = kernel, .monotone = monotone});
+  }
   add_pointwise(reg, {.name = "exp2", .num_inputs = 1, .linearity = L::kNone,
                       .dtype = D::kFloatSame, .kernel = DT_UNARY(exp2),
                       .monotone = M::kIncreasing});

@@ -13,6 +13,7 @@
 #include "ops/elementwise/elementwise_kernels.h"
 #include "ops/elementwise/erfinv.h"
 #include "ops/elementwise/int_pow.h"
+#include "ops/elementwise/pointwise_math.h"
 
 #define HWY_TARGET_INCLUDE "ops/elementwise/elementwise_unary_cpu.cc"
 #include "ops/common/simd_kernel-inl.h"  // IWYU pragma: keep
@@ -205,6 +206,34 @@ void float_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
       return cpu_kernel<T, T>(it, [](C a) -> C { return std::erf(a); });
     case UnaryOp::kErfinv:
       return cpu_kernel<T, T>(it, [](C a) -> C { return erfinv_host(a); });
+    case UnaryOp::kSinh:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::sinh(a); });
+    case UnaryOp::kCosh:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::cosh(a); });
+    case UnaryOp::kAsin:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::asin(a); });
+    case UnaryOp::kAcos:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::acos(a); });
+    case UnaryOp::kAtan:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::atan(a); });
+    case UnaryOp::kAsinh:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::asinh(a); });
+    case UnaryOp::kAcosh:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::acosh(a); });
+    case UnaryOp::kAtanh:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::atanh(a); });
+    case UnaryOp::kErfc:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return std::erfc(a); });
+    case UnaryOp::kLogSigmoid:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return a < C(0) ? a - std::log1p(std::exp(a)) : -std::log1p(std::exp(-a)); });
+    case UnaryOp::kHardsigmoid:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return relu6_of(a + C(3)) / C(6); });
+    case UnaryOp::kHardswish:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return a * relu6_of(a + C(3)) / C(6); });
+    case UnaryOp::kMish:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return a * std::tanh(a > C(20) ? a : std::log1p(std::exp(a))); });
+    case UnaryOp::kSelu:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return C(1.0507009873554804934) * (a > C(0) ? a : C(1.6732632423543772848) * std::expm1(a)); });
     case UnaryOp::kExp2:
       return cpu_kernel<T, T>(it, [](C a) -> C { return std::exp2(a); });
     case UnaryOp::kExpm1:

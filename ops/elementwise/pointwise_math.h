@@ -1,5 +1,5 @@
 // Per-element formulas of the binary math ops (pow with a tensor exponent, fmod, remainder,
-// atan2, hypot) and nan_to_num, shared by the CPU and CUDA kernels so both give the same values
+// atan2, hypot), nan_to_num and the relu6 of the hard activations, shared by the CPU and CUDA kernels so both give the same values
 // (the formulas follow PyTorch's CPU kernels). C is the compute type: float or double for
 // floating dtypes (16-bit ones computed in float), the integer type itself otherwise.
 #pragma once
@@ -12,6 +12,13 @@
 #include "tensor/macros.h"
 
 namespace dtensor::detail {
+
+// min(max(x, 0), 6) with NaN passing through (fmin / fmax would drop it), for hardsigmoid and
+// hardswish on both devices.
+template <typename C>
+DT_HOST_DEVICE inline C relu6_of(C x) {
+  return x < C(0) ? C(0) : (x > C(6) ? C(6) : x);
+}
 
 // x ** e. Integers: repeated squaring (wrapping), and for a negative exponent the integer part
 // of 1 / x^|e| as PyTorch: 1 for x = 1, +-1 for x = -1, 0 otherwise (x = 0 gives 0 too: the

@@ -95,9 +95,20 @@ TEST_CASE("cuda elementwise: unary math and activations", "[gpu][elementwise]") 
                         UnaryFn(&dtensor::exp2), UnaryFn(&dtensor::expm1),
                         UnaryFn(&dtensor::floor), UnaryFn(&dtensor::ceil),
                         UnaryFn(&dtensor::round), UnaryFn(&dtensor::trunc),
-                        UnaryFn(&dtensor::frac), UnaryFn(&dtensor::sign)}) {
+                        UnaryFn(&dtensor::frac), UnaryFn(&dtensor::sign),
+                        UnaryFn(&dtensor::sinh), UnaryFn(&dtensor::cosh),
+                        UnaryFn(&dtensor::atan), UnaryFn(&dtensor::asinh),
+                        UnaryFn(&dtensor::erfc), UnaryFn(&dtensor::log_sigmoid),
+                        UnaryFn(&dtensor::hardsigmoid), UnaryFn(&dtensor::hardswish),
+                        UnaryFn(&dtensor::mish), UnaryFn(&dtensor::selu)}) {
         check_matches(f(g), f(x));
       }
+      // On their domains: (-1, 1) and above 1.
+      for (UnaryFn f : {UnaryFn(&dtensor::asin), UnaryFn(&dtensor::acos),
+                        UnaryFn(&dtensor::atanh)}) {
+        check_matches(f(tanh(g)), f(tanh(x)));
+      }
+      check_matches(dtensor::acosh(abs(g) + Scalar(1.1)), dtensor::acosh(abs(x) + Scalar(1.1)));
       check_matches(dtensor::tan(g * Scalar(0.5)), dtensor::tan(x * Scalar(0.5)));
       for (UnaryFn f : {UnaryFn(&dtensor::log1p), UnaryFn(&dtensor::log2),
                         UnaryFn(&dtensor::log10), UnaryFn(&dtensor::reciprocal)}) {

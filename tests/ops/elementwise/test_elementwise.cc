@@ -1,5 +1,6 @@
 // Elementwise ops against references computed in double by the test's own loops, over dtypes,
 // broadcast shapes (uneven and zero-size included) and non-contiguous layouts.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -78,6 +79,37 @@ std::vector<UnaryCase> float_unary_cases() {
        [](double x) { return std::log10(x); }, 0.05, 5},
       {"reciprocal", [](const Tensor& t) { return dt::reciprocal(t); },
        [](double x) { return 1 / x; }, 0.05, 5},
+      {"sinh", [](const Tensor& t) { return dt::sinh(t); }, [](double x) { return std::sinh(x); },
+       -3, 3},
+      {"cosh", [](const Tensor& t) { return dt::cosh(t); }, [](double x) { return std::cosh(x); },
+       -3, 3},
+      {"asin", [](const Tensor& t) { return dt::asin(t); }, [](double x) { return std::asin(x); },
+       -0.99, 0.99},
+      {"acos", [](const Tensor& t) { return dt::acos(t); }, [](double x) { return std::acos(x); },
+       -0.99, 0.99},
+      {"atan", [](const Tensor& t) { return dt::atan(t); }, [](double x) { return std::atan(x); },
+       -5, 5},
+      {"asinh", [](const Tensor& t) { return dt::asinh(t); },
+       [](double x) { return std::log(x + std::sqrt(x * x + 1)); }, -5, 5},
+      {"acosh", [](const Tensor& t) { return dt::acosh(t); },
+       [](double x) { return std::log(x + std::sqrt(x * x - 1)); }, 1, 5},
+      {"atanh", [](const Tensor& t) { return dt::atanh(t); },
+       [](double x) { return 0.5 * std::log((1 + x) / (1 - x)); }, -0.95, 0.95},
+      {"erfc", [](const Tensor& t) { return dt::erfc(t); },
+       [](double x) { return 1 - std::erf(x); }, -3, 3},
+      {"log_sigmoid", [](const Tensor& t) { return dt::log_sigmoid(t); },
+       [](double x) { return std::log(1 / (1 + std::exp(-x))); }, -8, 8},
+      {"hardsigmoid", [](const Tensor& t) { return dt::hardsigmoid(t); },
+       [](double x) { return std::clamp(x / 6 + 0.5, 0.0, 1.0); }, -5, 5},
+      {"hardswish", [](const Tensor& t) { return dt::hardswish(t); },
+       [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }, -5, 5},
+      {"mish", [](const Tensor& t) { return dt::mish(t); },
+       [](double x) { return x * std::tanh(std::log(1 + std::exp(x))); }, -5, 5},
+      {"selu", [](const Tensor& t) { return dt::selu(t); },
+       [](double x) {
+         return 1.0507009873554804934 * (x > 0 ? x : 1.6732632423543772848 * (std::exp(x) - 1));
+       },
+       -4, 4},
       {"floor", [](const Tensor& t) { return dt::floor(t); },
        [](double x) { return std::floor(x); }, -3, 3},
       {"ceil", [](const Tensor& t) { return dt::ceil(t); }, [](double x) { return std::ceil(x); },
