@@ -180,4 +180,52 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
   return matmul(dropout(softmax(scores, -1), dropout_p, /*train=*/true, gen), v);
 }
 
+DTensor swiglu(const DTensor& gate, const DTensor& up) {
+  return mul(silu(gate), up);
+}
+
+RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta, DType dtype,
+                           Device device) {
+  DT_CHECK(seq_len >= 0 && head_dim > 0 && head_dim % 2 == 0 && theta > 0,
+           "[rotary_tables] seq_len %d, head_dim %d, theta %g: expected seq_len >= 0, an even "
+           "head_dim > 0 and theta > 0",
+           seq_len, head_dim, theta);
+  const int64_t half = head_dim / 2;
+  std::vector<double> c(static_cast<size_t>(seq_len * half)), s(c.size());
+  for (int64_t p = 0; p < seq_len; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(p) *
+                           std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      c[static_cast<size_t>(p * half + i)] = std::cos(angle);
+      s[static_cast<size_t>(p * half + i)] = std::sin(angle);
+    }
+  }
+  const int64_t shape[] = {seq_len, half};
+  return {from_vector<double>(c, shape).to(device, dtype), from_vector<double>(s, shape).to(device, dtype)};
+}
+
+DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables) {
+  constexpr std::string_view kOp = "apply_rotary_emb";
+  check_defined(x, kOp, "x");
+  DT_CHECK(tables.cos.defined() && tables.sin.defined() && tables.cos.dim() == 2 &&
+               tables.sin.sizes() == tables.cos.sizes(),
+           "[%s] the rotary tables must be two [seq_len, head_dim / 2] tensors", kOp);
+  DT_CHECK(x.dim() == 4 && x.size(3) % 2 == 0 && x.size(3) / 2 == tables.cos.size(1) &&
+               x.size(1) <= tables.cos.size(0),
+           "[%s] x has shape %s, expected [B, S, H, D] with D = 2 * %d and S <= %d (the tables)",
+           kOp, shape_str(x.shape()), tables.cos.size(1), tables.cos.size(0));
+  const int64_t S = x.size(1), D = x.size(3), half = D / 2;
+  const DeviceMesh& mesh = x.device_mesh();
+  const Placements whole(static_cast<size_t>(mesh.ndim()), Replicate());
+  auto table = [&](const Tensor& t) {
+    const Tensor local = t.narrow(0, 0, S).reshape({1, S, 1, half}).to(x.device(), x.dtype());
+    return DTensor::from_local(local, mesh, whole, /*run_check=*/false);
+  };
+  const DTensor c = table(tables.cos), s = table(tables.sin);
+  const DTensor even = slice(x, 3, 0, D, 2), odd = slice(x, 3, 1, D, 2);
+  const DTensor out_even = sub(mul(even, c), mul(odd, s));
+  const DTensor out_odd = add(mul(even, s), mul(odd, c));
+  return reshape(stack({out_even, out_odd}, 4), x.shape());
+}
+
 }  // namespace dtensor::nn::functional

@@ -64,4 +64,25 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
                                      bool enable_gqa = false, Generator* gen = nullptr);
 
 
+// SwiGLU's gating (the Llama / torchtitan feed-forward): silu(gate) * up, elementwise, with
+// the placements the two operands agree on.
+DTensor swiglu(const DTensor& gate, const DTensor& up);
+
+// Rotary position embeddings (RoPE) as Meta's Llama and torchtitan apply them: the pairs
+// (x[..., 2i], x[..., 2i + 1]) of each head are rotated by the angle pos * theta^(-2i / D).
+// rotary_tables: cos and sin of those angles for positions [0, seq_len) and i in [0, D / 2),
+// each [seq_len, D / 2], float64 values rounded to `dtype`, on `device` (identical on every
+// rank: no communication to build them).
+struct RotaryTables {
+  Tensor cos, sin;
+};
+RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta = 10000.0,
+                           DType dtype = kFloat32, Device device = Device(kCPU));
+// x [B, S, H, D] (D even, S <= the tables' length; the first S positions are used):
+// out[2i] = x[2i] cos - x[2i+1] sin, out[2i+1] = x[2i] sin + x[2i+1] cos. Composed of slice,
+// mul, stack and reshape, so x sharded on batch, sequence or heads keeps its placements with no
+// communication (the tables enter as Replicate on x's mesh and are cut like x); the head dim
+// itself must not be sharded (it is gathered first). Differentiable in x.
+DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables);
+
 }  // namespace dtensor::nn::functional

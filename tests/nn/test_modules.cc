@@ -7,6 +7,7 @@
 #include "nn/nn.h"
 #include "nn_reference.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/reduction/reduction.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
 
@@ -262,4 +263,50 @@ TEST_CASE("Modules run through the propagation engine: a repeated forward is all
   REQUIRE(after.misses == before.misses);
   REQUIRE(after.hits > before.hits);
   REQUIRE(first == second);
+}
+
+TEST_CASE("rotary embeddings rotate each pair by pos * theta^(-2i/D), swiglu gates", "[nn]") {
+  const int64_t B = 2, S = 5, H = 3, D = 6;
+  dt::Generator gen(11);
+  const dt::Tensor x = dt::randn({B, S, H, D}, dt::TensorOptions(dt::kFloat64), &gen);
+  const dt::Tensor u = dt::randn({B, S, H, D}, dt::TensorOptions(dt::kFloat64), &gen);
+  const nn::functional::RotaryTables t =
+      nn::functional::rotary_tables(8, D, 500.0, dt::kFloat64);
+  dt::DTensor dx = nn::local(x.clone());
+  dx.requires_grad_();
+  const dt::DTensor out = nn::functional::apply_rotary_emb(dx, t);
+  dt::sum(dt::mul(out, nn::local(u))).backward();
+  const std::vector<double> xv = x.to_vector<double>(), uv = u.to_vector<double>();
+  const std::vector<double> ov = out.to_local().to_vector<double>();
+  const std::vector<double> gv = dx.grad().to_local().to_vector<double>();
+  double err = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t s = 0; s < S; ++s) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t i = 0; i < D / 2; ++i) {
+          const double a = static_cast<double>(s) * std::pow(500.0, -2.0 * i / D);
+          const size_t k = static_cast<size_t>(((b * S + s) * H + h) * D + 2 * i);
+          const double c = std::cos(a), sn = std::sin(a);
+          err = std::max(err, std::abs(ov[k] - (xv[k] * c - xv[k + 1] * sn)));
+          err = std::max(err, std::abs(ov[k + 1] - (xv[k] * sn + xv[k + 1] * c)));
+          // The gradient is the transposed rotation of the upstream gradient.
+          err = std::max(err, std::abs(gv[k] - (uv[k] * c + uv[k + 1] * sn)));
+          err = std::max(err, std::abs(gv[k + 1] - (-uv[k] * sn + uv[k + 1] * c)));
+        }
+      }
+    }
+  }
+  CHECK(err < 1e-12);
+  REQUIRE_THROWS_WITH(nn::functional::apply_rotary_emb(nn::local(dt::zeros({1, 9, 1, 6})), t),
+                      Catch::Contains("[apply_rotary_emb] x has shape [1, 9, 1, 6]"));
+  REQUIRE_THROWS_WITH(nn::functional::rotary_tables(4, 5),
+                      Catch::Contains("[rotary_tables]"));
+  const dt::Tensor g = dt::randn({4}, dt::TensorOptions(dt::kFloat64), &gen);
+  const dt::Tensor up = dt::randn({4}, dt::TensorOptions(dt::kFloat64), &gen);
+  const std::vector<double> sw =
+      nn::functional::swiglu(nn::local(g), nn::local(up)).to_local().to_vector<double>();
+  for (int64_t i = 0; i < 4; ++i) {
+    const double gi = g.to_vector<double>()[i];
+    CHECK(std::abs(sw[i] - gi / (1 + std::exp(-gi)) * up.to_vector<double>()[i]) < 1e-14);
+  }
 }

@@ -681,3 +681,20 @@ TEST_CASE("distribute_module: partition_fn places, the rest is replicated from t
   dt::sum(y).backward();
   REQUIRE(model.get_parameter("fc1.bias").grad().placements()[0] == dt::Shard(0));
 }
+
+TEST_CASE("rotary embeddings on sequence- or head-sharded activations need no communication") {
+  const int64_t W = dt::world_size();
+  const dt::DeviceMesh mesh = tp_mesh();
+  const int64_t B = 2, S = 2 * W + 1, H = W + 1, D = 4;
+  const dt::Tensor x = same_randn({B, S, H, D}, 51);
+  const nn::functional::RotaryTables t = nn::functional::rotary_tables(S, D);
+  const dt::Tensor want = nn::functional::apply_rotary_emb(nn::local(x), t).to_local();
+  for (int64_t dim : {1, 2}) {
+    dt::CommDebugMode comm;
+    const dt::DTensor y = nn::functional::apply_rotary_emb(
+        dt::distribute_tensor(x, mesh, {dt::Shard(dim)}, std::nullopt), t);
+    REQUIRE(comm.total_count() == 0);
+    if (W > 1) REQUIRE(y.placements()[0] == dt::Shard(dim));  // one rank: any label holds it
+    REQUIRE(max_diff(y.full_tensor(), want) < 1e-6);
+  }
+}
