@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,22 +56,38 @@ namespace {
 struct Args {
   int64_t layers = 2, dim = 64, heads = 4, vocab = 16, half = 8, batch = 32, hidden = 0;
   int64_t steps = 300, log_every = 20, compare_steps = 10, dp = 1;
-  double lr = 3e-3, threshold = 0.3, tol = 2e-3;
+  double lr = 3e-3, threshold = 0.3, tol = -1;  // tol: 2e-3, or 2e-2 under a 16-bit --param-dtype
   uint64_t seed = 1234;
   int64_t save_every = 0;
   std::string ckpt, resume;
+  std::string param_dtype, reduce_dtype;  // --dp only: FSDP mixed precision (empty: none)
 };
+
+// "float32", "float64", "bfloat16", "float16" -> the dtype; nullopt for "" (not given).
+std::optional<dt::DType> dtype_flag(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  for (dt::DType d : {dt::kFloat32, dt::kFloat64, dt::kBFloat16, dt::kFloat16}) {
+    if (name == dt::dtype_name(d)) return d;
+  }
+  DT_FAIL("[train_tp_transformer] unknown dtype '%s' (expected float32, float64, bfloat16 or "
+          "float16)",
+          name);
+}
 
 const char* kUsage =
     "usage: train_tp_transformer [--layers N] [--dim N] [--heads N] [--vocab N] [--half N]\n"
     "                            [--batch N] [--hidden N] [--steps N] [--lr X] [--log-every N]\n"
     "                            [--compare-steps N] [--threshold X] [--tol X] [--seed N]\n"
     "                            [--save-every K --ckpt DIR] [--resume DIR] [--dp N]\n"
+    "                            [--param-dtype T] [--reduce-dtype T]\n"
     "  trains a transformer tensor-parallel over every rank to copy sequences of --half random\n"
     "  tokens (vocabulary --vocab); checks the loss falls below --threshold and that the first\n"
     "  --compare-steps losses equal single-device training within --tol (relative).\n"
     "  --save-every K --ckpt DIR: checkpoint every K steps; --resume DIR: continue from one\n"
-    "  (saved at any rank count). --dp N: an N x (ranks / N) dp x tp mesh, fully_shard over dp.\n";
+    "  (saved at any rank count). --dp N: an N x (ranks / N) dp x tp mesh, fully_shard over dp;\n"
+    "  with --param-dtype T (bfloat16, float16, float32, float64) its forward and backward\n"
+    "  compute in T over float32 shards, gradients reduced in --reduce-dtype (default T); the\n"
+    "  comparison with the float32 single-device run then defaults to --tol 2e-2 for 16-bit T.\n";
 
 // Parses flags; returns 0 to run, 1 after --help, 2 on a bad flag.
 int parse(int argc, char** argv, Args& a) {
@@ -97,11 +114,17 @@ int parse(int argc, char** argv, Args& a) {
     else if (f == "--save-every") a.save_every = std::atoll(v);
     else if (f == "--ckpt") a.ckpt = v;
     else if (f == "--resume") a.resume = v;
+    else if (f == "--param-dtype") a.param_dtype = v;
+    else if (f == "--reduce-dtype") a.reduce_dtype = v;
     else return 2;
   }
   const bool ckpt_ok = a.save_every >= 0 && (a.save_every == 0) == a.ckpt.empty();
+  const bool mixed_ok = a.dp > 1 || (a.param_dtype.empty() && a.reduce_dtype.empty());
+  if (a.tol < 0) {  // not given: the single-device reference computes in float32
+    a.tol = a.param_dtype == "bfloat16" || a.param_dtype == "float16" ? 2e-2 : 2e-3;
+  }
   return a.vocab >= 3 && a.half >= 1 && a.batch >= 1 && a.steps >= 1 && ckpt_ok && a.dp >= 1 &&
-                 a.batch % a.dp == 0
+                 a.batch % a.dp == 0 && mixed_ok
              ? 0
              : 2;
 }
@@ -185,7 +208,10 @@ int main(int argc, char** argv) {
     dt::parallelize_module(model, mesh, plan);
     std::shared_ptr<dt::DataParallel> dp;
     if (a.dp > 1) {
-      dp = dt::fully_shard(model, mesh2d, {.grouping = {.module_types = {"TransformerBlock"}}});
+      dp = dt::fully_shard(model, mesh2d,
+                           {.grouping = {.module_types = {"TransformerBlock"}},
+                            .param_dtype = dtype_flag(a.param_dtype),
+                            .reduce_dtype = dtype_flag(a.reduce_dtype)});
     }
     const int64_t dp_rank = mesh2d.get_local_rank(0);
     dt::optim::AdamW opt(model.parameters(), dt::optim::AdamWOptions(a.lr));
