@@ -39,6 +39,7 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements,
   return autograd::record_function(
       "RedistributeBackward", in, std::move(out),
       [src = spec_](absl::Span<const DTensor> g) -> DTensorList {
+        if (!g[0].defined()) return {DTensor()};
         Placements want = src->placements();
         for (Placement& p : want) {
           if (p.is_partial()) p = Replicate();

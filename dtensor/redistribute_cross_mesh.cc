@@ -85,14 +85,17 @@ std::string fingerprint_text(const Tensor& f) {
   return std::string(p, strnlen(p, kTextBytes));
 }
 
-// Step 1: every member learns whether all of them move the same thing; throws on every member
-// when not. The verdict: [first disagreeing rank or -1][its fingerprint][the root's].
-void agree(const DTensorSpec& src, const DTensorSpec& dst, const std::vector<int>& members) {
+// Step 1: every member learns whether all of them move the same thing (and hold a local shard
+// that fits: a rank's `local_error` makes its fingerprint differ); throws on every member when
+// not. The verdict: [first disagreeing rank or -1][its fingerprint][the root's].
+void agree(const DTensorSpec& src, const DTensorSpec& dst, const std::vector<int>& members,
+           const std::string& local_error) {
   const CommDebugMode::OpScope label("redistribute (agreement)");
   const CommunicatorPtr& world = world_communicator();
   const int me = world_rank();
   const int root = members.front();
-  const Tensor mine = fingerprint(describe_move(src, dst));
+  const std::string move = describe_move(src, dst);
+  const Tensor mine = fingerprint(local_error.empty() ? move : local_error + " (in " + move + ")");
   Tensor verdict = zeros({1 + 2 * kFingerprintBytes / kWord}, DType::kInt64);
   auto* v = static_cast<char*>(verdict.data_ptr());
   if (me == root) {
@@ -235,15 +238,21 @@ Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src
   if (!std::binary_search(members.begin(), members.end(), me)) {
     return detail::empty_local(dst.ndim(), dst.dtype(), out_device);
   }
+  // A local shard that does not fit is this rank's error alone: it goes into the agreement, so
+  // every rank raises (naming this one) instead of the others waiting for it.
+  std::string local_error;
   if (src.mesh().contains_me()) {
     const LocalShard expected = src.local_shard();
-    DT_CHECK(local.shape() == expected.shape && local.dtype() == src.dtype(),
-             "[redistribute] local shard is %s %s but %s implies %s %s on coordinate %s",
-             shape_str(local.shape()), dtype_name(local.dtype()), src.str(),
-             shape_str(expected.shape), dtype_name(src.dtype()),
-             shape_str(src.mesh().get_coordinate()));
+    if (!(local.shape() == expected.shape && local.dtype() == src.dtype())) {
+      local_error = absl::StrFormat(
+          "[redistribute] local shard is %s %s but %s implies %s %s on coordinate %s",
+          shape_str(local.shape()), dtype_name(local.dtype()), src.str(),
+          shape_str(expected.shape), dtype_name(src.dtype()),
+          shape_str(src.mesh().get_coordinate()));
+    }
   }
-  if (members.size() > 1) agree(src, dst, members);
+  if (members.size() > 1) agree(src, dst, members, local_error);
+  DT_CHECK(local_error.empty(), "%s", local_error);
 
   // Step 2: Partial reduced on the source mesh (ranks outside it issue nothing).
   const DTensorSpec src_sr = src.with_placements(without_partial(src.placements()), "redistribute");

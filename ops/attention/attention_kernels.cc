@@ -148,14 +148,15 @@ AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor
         const int64_t bk = std::min(kBlock, keys - j0);
         const Tensor s = scores(o, qi, i0, bq, j0, bk);
         // The block's own softmax (the vectorised row kernel: two passes), its row max m_b and
-        // 1 / its row sum (the largest probability, exp(0) / l_b). Only a mask can leave a row
-        // without keys (causality always shows key 0): such rows (m_b = -inf, probabilities
-        // NaN) contribute nothing.
+        // 1 / its row sum (the largest probability, exp(0) / l_b). A mask, or causality in a
+        // key block past a row's diagonal, can leave a row of the block without keys: such
+        // rows (m_b = -inf, probabilities NaN) contribute nothing. Without either, every row
+        // sees every key.
         const Tensor m_b = amax(s, {2}, /*keepdim=*/true);
         const Tensor pr = softmax(s, 2);
         Tensor l_b = reciprocal(amax(pr, {2}, /*keepdim=*/true));
         Tensor part = bmm(pr, o.v.narrow(1, j0, bk));
-        if (o.mask.defined()) {
+        if (o.mask.defined() || o.p.causal) {
           const Tensor dead = eq(m_b, Scalar(-kInf));
           l_b = masked_fill(l_b, dead, Scalar(0.0));
           part = masked_fill(part, dead.expand({bh, bq, o.Ev}), Scalar(0.0));

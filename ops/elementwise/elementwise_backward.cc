@@ -210,7 +210,9 @@ DTensorList selu_bw(const BackwardContext& c, Grads g) {
   constexpr double kAlpha = 1.6732632423543772848, kScale = 1.0507009873554804934;
   const DTensor& x = c.input(0);
   const DTensor pos = as_float(gt(x, Scalar(0.0)), g[0].dtype());
-  return {for_input(c, 0, g[0] * (pos * kScale + (1.0 - pos) * exp(x) * (kScale * kAlpha)))};
+  // exp of min(x, 0): exp(x) itself overflows for large x, and inf * 0 would be NaN.
+  const DTensor e = exp(clamp(x, std::nullopt, Scalar(0.0)));
+  return {for_input(c, 0, g[0] * (pos * kScale + (1.0 - pos) * e * (kScale * kAlpha)))};
 }
 DTensorList erf_bw(const BackwardContext& c, Grads g) {
   const DTensor& x = c.input(0);

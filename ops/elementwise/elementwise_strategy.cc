@@ -115,6 +115,18 @@ void add_monotone_rows(StrategyRows& rows, Monotone m) {
   rows.push_back({up ? pmin : pmax, pmin});
 }
 
+// copy_ into a Partial self: linear only when the values are not rounded differently per rank
+// (a float src into an integer or bool self would truncate each rank's partial value).
+void check_partial_copy(const OpSchema& s) {
+  const DType self = s.input(0).dtype(), src = s.input(1).dtype();
+  if (self == src || (is_floating(self) && is_floating(src))) return;
+  DT_CHECK(!s.input(0).has_partial(),
+           "[copy_] self is Partial (%s) of dtype %s and src has dtype %s: converting each "
+           "rank's partial value is not exact (expected self reduced first, or src of self's "
+           "dtype)",
+           placements_str(s.input(0).placements()), dtype_name(self), dtype_name(src));
+}
+
 struct PointwiseDef {
   const char* name;
   int num_inputs;
@@ -588,6 +600,7 @@ void register_elementwise_ops(Registry& reg) {
                         return self;
                       },
                       .inplace = true,
+                      .check = check_partial_copy,
                       .converts = true});
   add_pointwise(reg, {"fill_.Scalar", 1, L::kNone, D::kSelf, DT_SCALAR(fill_), 1, 1, true});
   add_pointwise(reg, {"zero_", 1, L::kLinear, D::kSelf, DT_UNARY(zero_), 0, 1, true});

@@ -40,6 +40,13 @@ int64_t check_index(const char* op, IntSpan target, int64_t dim, const Tensor& i
   return d;
 }
 
+// The indexed tensor and the index on one device (the kernels read both there).
+void check_same_device(const char* op, const Tensor& self, const Tensor& index) {
+  DT_CHECK(self.device() == index.device(),
+           "[%s] expected self and index on one device, got %s and %s", op, self.device().str(),
+           index.device().str());
+}
+
 // Calls f(position in index, element offset in a contiguous tensor of `target` shape without
 // the dim term) for every element of an index of shape `ishape`, in row-major order.
 template <typename F>
@@ -118,9 +125,7 @@ void scatter_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tens
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   DT_CHECK(self.defined(), "[gather] argument self is an undefined tensor");
   const int64_t d = check_index("gather", self.sizes(), dim, index, nullptr);
-  DT_CHECK(self.device() == index.device(),
-           "[gather] expected self and index on one device, got %s and %s", self.device().str(),
-           index.device().str());
+  check_same_device("gather", self, index);
   const Tensor x = self.contiguous();
   Tensor out = empty(index.sizes(), TensorOptions(self.dtype(), self.device()));
   if (out.numel() == 0) return out;
@@ -145,6 +150,7 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   DT_CHECK(self.defined(), "[scatter_add] argument self is an undefined tensor");
   const int64_t d = check_index("scatter_add", self.sizes(), dim, index, &src);
+  check_same_device("scatter_add", self, index);
   // 16-bit sums accumulate in float (many entries may land on one slot), then round once.
   const bool low_precision = self.dtype() == kFloat16 || self.dtype() == kBFloat16;
   Tensor out = low_precision ? self.to(kFloat32) : self.clone();
@@ -181,6 +187,7 @@ Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tenso
                int64_t index_offset) {
   DT_CHECK(self.defined(), "[scatter] argument self is an undefined tensor");
   const int64_t d = check_index("scatter", self.sizes(), dim, index, &src);
+  check_same_device("scatter", self, index);
   const bool masked = index_offset != kNoOffset;
   const int64_t offset = masked ? index_offset : 0;
   Tensor out = self.clone();

@@ -88,8 +88,10 @@ void check_roll_args(IntSpan shifts, IntSpan dims) {
 
 int64_t check_repeat_interleave(IntSpan shape, int64_t repeats, int64_t dim) {
   DT_CHECK(repeats >= 0, "[repeat_interleave] repeats %d must be >= 0", repeats);
-  return normalize_dim(dim, std::max<int64_t>(static_cast<int64_t>(shape.size()), 1),
-                       "repeat_interleave");
+  DT_CHECK(!shape.empty(),
+           "[repeat_interleave] argument self is 0-d (expected at least one dim; reshape it to "
+           "[1] first)");
+  return normalize_dim(dim, static_cast<int64_t>(shape.size()), "repeat_interleave");
 }
 
 DiagonalDims diagonal_dims(IntSpan shape, int64_t offset, int64_t dim1, int64_t dim2) {

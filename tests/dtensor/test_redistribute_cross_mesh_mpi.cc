@@ -227,6 +227,11 @@ TEST_CASE("cross-mesh redistribute: ranks asking for different moves all raise",
   CHECK_THROWS_WITH(a.redistribute(first, {odd_one ? S1 : S0}),
                     Contains("the ranks of a cross-mesh redistribute disagree") &&
                         Contains("rank " + std::to_string(w - 1) + " moves"));
+  // A local shard that does not fit its spec on one rank: every rank raises, naming it.
+  const dt::Tensor mine = odd_one ? dt::zeros({1, 1}) : a.to_local();
+  CHECK_THROWS_WITH(dt::redistribute_cross_mesh_local(mine, a.spec(), dt::DTensorSpec(
+                                                                          first, {S0}, a.spec().meta())),
+                    Contains("disagree") && Contains("local shard is [1, 1]"));
   // Nothing was left in flight: the next move works.
   const dt::DTensor y = a.redistribute(first, {S1});
   if (first.contains_me()) CHECK(dt::equal(y.to_local(), dt::test::expected_block(x, first, {S1})));

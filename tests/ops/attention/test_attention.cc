@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "ops/attention/attention.h"
 #include "ops/reduction/reduction.h"
+#include "ops/matmul/matmul.h"
 #include "ops/view/copy_ops.h"
 #include "tests/ops/attention/attention_reference.h"
 #include "tests/ops/common/ew_test_util.h"
@@ -70,6 +71,30 @@ TEST_CASE("attention: blocked forward equals the math path across several blocks
       CHECK(r.lse.sizes() == dt::Shape{c.q[0], c.q[1], c.q[2]});
     }
   }
+}
+
+TEST_CASE("attention: a causal block of queries starting mid-block (a query shard) is exact",
+          "[attention]") {
+  // Rows 150..299 of a 300 x 300 causal attention, as the second of two query shards computes
+  // them: key blocks past some rows' diagonals leave those rows without keys in that block.
+  const Tensor q = random({1, 2, 300, 4}, dt::kFloat64, 41), k = random({1, 2, 300, 4}, dt::kFloat64, 42);
+  const Tensor v = random({1, 2, 300, 3}, dt::kFloat64, 43);
+  const dt::AttentionResult full = dt::attention_forward(q, k, v, Tensor(), {0.5, true, 0});
+  const dt::AttentionResult part =
+      dt::attention_forward(q.narrow(2, 150, 150).contiguous(), k, v, Tensor(), {0.5, true, 150});
+  CHECK(dt::test::same_values(part.out, full.out.narrow(2, 150, 150).contiguous(), 1e-12));
+  CHECK(dt::test::same_values(part.lse, full.lse.narrow(2, 150, 150).contiguous(), 1e-12));
+  // The log-sum-exp is logsumexp of the scaled, causally masked scores.
+  const Tensor want_out =
+      dt::test::attention_reference(dt::local_dtensor(q), dt::local_dtensor(k),
+                                    dt::local_dtensor(v), DTensor(), true, 0.5)
+          .to_local();
+  CHECK(dt::test::same_values(full.out, want_out, 1e-12));
+  Tensor s = dt::mul(dt::matmul(q, k.transpose(2, 3)), dt::Scalar(0.5));
+  s = dt::add(s, dt::triu(dt::full({300, 300}, dt::Scalar(-std::numeric_limits<double>::infinity()),
+                                   dt::kFloat64),
+                          1));
+  CHECK(dt::test::same_values(full.lse, dt::logsumexp(s, {3}), 1e-12));
 }
 
 TEST_CASE("attention: gradients equal autograd through the math path", "[attention]") {

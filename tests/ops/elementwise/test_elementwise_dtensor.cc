@@ -8,6 +8,7 @@
 #include "collectives/comm_debug.h"
 #include "dtensor/propagation/sharding_propagation.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/reduction/reduction.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
@@ -234,6 +235,22 @@ TEST_CASE("copy_, fill_ and zero_ overwrite in place, keeping self's placements"
       }
     }
   }
+}
+
+TEST_CASE("copy_ of another dtype into a Partial self is refused on every rank; selu's gradient "
+          "stays finite for large inputs") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const DTensor ints =
+      dt::distribute_tensor(dt::zeros({4}, dt::kInt64), mesh, {Partial()}, std::nullopt);
+  const DTensor halves =
+      dt::distribute_tensor(dt::full({4}, 0.5), mesh, {Partial()}, std::nullopt);
+  CHECK_THROWS_WITH(dt::copy_(ints, halves),
+                    Catch::Contains("[copy_] self is Partial") && Catch::Contains("int64"));
+  DTensor x = dt::distribute_tensor(dt::full({3}, 100.0), mesh, {Replicate()}, std::nullopt);
+  x.requires_grad_();
+  dt::sum(dt::selu(x)).backward();
+  for (double g : x.grad().full_tensor().to_vector<double>()) CHECK(g == Approx(1.0507009873554805));
 }
 
 TEST_CASE("elementwise errors name the op and the argument") {

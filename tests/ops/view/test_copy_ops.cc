@@ -62,6 +62,8 @@ TEST_CASE("repeat_interleave repeats each element in place", "[view]") {
   check_values(dt::repeat_interleave(y, 0, -1), {2, 0}, DType::kInt64, {}, 0, 0);
   REQUIRE_THROWS_WITH(dt::repeat_interleave(y, -1, 0),
                       Catch::Contains("[repeat_interleave] repeats -1 must be >= 0"));
+  REQUIRE_THROWS_WITH(dt::repeat_interleave(iota({}), 2, 0),
+                      Catch::Contains("[repeat_interleave] argument self is 0-d"));
 }
 
 TEST_CASE("diagonal takes any diagonal of any plane, its backward writes it back", "[view]") {
