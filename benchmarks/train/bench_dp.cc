@@ -29,6 +29,7 @@
 #include "parallel/data_parallel/data_parallel.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
+#include "tensor/memory_stats.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -149,6 +150,27 @@ int run(int argc, char** argv) {
   }
   MPI_Allreduce(MPI_IN_PLACE, &diff, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
+  // Memory per rank (tensor/memory_stats.h), measured after the weight check (these extra
+  // steps are not taken by every variant): the parameters each rank stores between steps, and
+  // the peak of one step above its start (activations, gradients, gathered parameters and
+  // reduction buffers; the compute-only step has the activations and whole gradients alone).
+  auto step_peak = [](const std::function<void()>& step) {
+    const int64_t base = dt::memory_stats().current_bytes;
+    dt::reset_peak_memory_stats();
+    step();
+    int64_t peak = dt::memory_stats().peak_bytes - base;
+    MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return peak;
+  };
+  auto stored = [](const nn::Module& m) {
+    int64_t bytes = 0;
+    for (const auto& p : m.parameters()) bytes += static_cast<int64_t>(p.to_local().nbytes());
+    MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return bytes;
+  };
+  const int64_t peak_ddp = step_peak(variants[0]), peak_fsdp = step_peak(variants[1]),
+                peak_local = step_peak(variants[4]);
+
   int64_t n_params = 0;
   for (const auto& p : hand.parameters()) n_params += p.numel();
   bench::JsonLines json("bench_dp", flags.str("json", ""));
@@ -184,6 +206,23 @@ int run(int argc, char** argv) {
         .add("exposed_inline_ms", exposed_inline * 1e3)
         .add("hidden_fraction", hidden)
         .add("threaded", threaded ? 1 : 0);
+    json.write(rec);
+  }
+  bench::print0(
+      "memory per rank: parameters stored %lld B (replicate) / %lld B (fully_shard) of %lld B; "
+      "step peak above its start %lld B (replicate) / %lld B (fully_shard) / %lld B "
+      "(compute only)\n",
+      (long long)stored(ddp), (long long)stored(fsdp), (long long)(n_params * 4),
+      (long long)peak_ddp, (long long)peak_fsdp, (long long)peak_local);
+  {
+    auto rec = json.record("memory");
+    rec.add("ranks", world)
+        .add("total_param_bytes", n_params * 4)
+        .add("replicate_stored_bytes", stored(ddp))
+        .add("fsdp_stored_bytes", stored(fsdp))
+        .add("replicate_step_peak_bytes", peak_ddp)
+        .add("fsdp_step_peak_bytes", peak_fsdp)
+        .add("compute_only_step_peak_bytes", peak_local);
     json.write(rec);
   }
   for (size_t i = 0; i < 2; ++i) {

@@ -107,7 +107,10 @@ struct DataParallel::State {
   // time (FSDP2's implicit prefetch does the same); a unit already gathered is never prefetched.
   struct InFlight {
     detail::DpCollective c;
-    Tensor in, out;  // the packed shards and the gathered flat buffer (alive until done)
+    // The gathered flat buffer (read when the unit is gathered). The packed shards it was
+    // gathered from are held by the collective's task alone, so they are freed as soon as
+    // the all-gather has run, not when the unit is unpacked.
+    Tensor out;
   };
   std::vector<const UnitState*> forward_order;
   bool recording_order = false, order_known = false;
@@ -154,8 +157,9 @@ struct DataParallel::State {
     in_flight.clear();
   }
 
-  // Allocates the unit's gathered parameters and launches the all-gather of its shards.
-  InFlight launch_gather(const UnitState& u) {
+  // (Re)allocates the unit's gathered parameters: when the unit is unpacked, not when its
+  // gather is launched, so a prefetched unit holds only the all-gather's output meanwhile.
+  void allocate_gathered(const UnitState& u) {
     for (size_t i : u.sharded) {
       ParamState& p = params[i];
       if (!p.gathered.defined()) {
@@ -165,17 +169,21 @@ struct DataParallel::State {
         p.gathered.storage().reallocate_data();
       }
     }
+  }
+
+  // Launches the all-gather of the unit's shards.
+  InFlight launch_gather(const UnitState& u) {
     InFlight f;
     if (u.block == 0) return f;
     const Device dev = params[u.sharded[0]].storage.to_local().device();
-    f.in = zeros({u.block}, TensorOptions(u.dtype, dev));
+    Tensor in = zeros({u.block}, TensorOptions(u.dtype, dev));
     for (size_t i : u.sharded) {
       const ParamState& p = params[i];
       const Tensor& s = p.storage.to_local();
-      if (s.numel() > 0) f.in.narrow(0, p.offset, s.numel()).view(s.shape()).copy_(s);
+      if (s.numel() > 0) in.narrow(0, p.offset, s.numel()).view(s.shape()).copy_(s);
     }
     f.out = empty({n * u.block}, TensorOptions(u.dtype, dev));
-    f.c = detail::launch_all_gather(*comm, f.out, f.in);
+    f.c = detail::launch_all_gather(*comm, f.out, in);
     return f;
   }
 
@@ -193,6 +201,7 @@ struct DataParallel::State {
     }
     prefetch(neighbour(u, direction));
     gathered_units.insert(&u);
+    allocate_gathered(u);
     if (u.block == 0) return;
     f.c.wait();  // needed now: the forward (or backward) reads the parameters next
     const Tensor& out = f.out;
