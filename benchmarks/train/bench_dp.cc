@@ -154,7 +154,8 @@ int run(int argc, char** argv) {
   // steps are not taken by every variant): the parameters each rank stores between steps, and
   // the peak of one step above its start (activations, gradients, gathered parameters and
   // reduction buffers; the compute-only step has the activations and whole gradients alone).
-  auto step_peak = [](const std::function<void()>& step) {
+  auto step_peak = [](dt::optim::Optimizer& o, const std::function<void()>& step) {
+    o.zero_grad();  // measured from a start without gradients, for every variant alike
     const int64_t base = dt::memory_stats().current_bytes;
     dt::reset_peak_memory_stats();
     step();
@@ -168,8 +169,9 @@ int run(int argc, char** argv) {
     MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     return bytes;
   };
-  const int64_t peak_ddp = step_peak(variants[0]), peak_fsdp = step_peak(variants[1]),
-                peak_local = step_peak(variants[4]);
+  const int64_t peak_ddp = step_peak(opt_ddp, variants[0]),
+                peak_fsdp = step_peak(opt_fsdp, variants[1]),
+                peak_local = step_peak(opt_local, variants[4]);
 
   int64_t n_params = 0;
   for (const auto& p : hand.parameters()) n_params += p.numel();
