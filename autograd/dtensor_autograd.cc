@@ -9,6 +9,7 @@
 #include "collectives/comm_debug.h"
 #include "collectives/comm_worker.h"
 #include "dtensor/distributed_tensor.h"
+#include "dtensor/factories.h"
 #include "dtensor/redistribute.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
@@ -40,11 +41,8 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements,
       "RedistributeBackward", in, std::move(out),
       [src = spec_](absl::Span<const DTensor> g) -> DTensorList {
         if (!g[0].defined()) return {DTensor()};
-        Placements want = src->placements();
-        for (Placement& p : want) {
-          if (p.is_partial()) p = Replicate();
-        }
-        return {::dtensor::redistribute(g[0], src->with_placements(want, "backward"))};
+        return {::dtensor::redistribute(g[0],
+                                        src->with_placements(without_partial(*src), "backward"))};
       });
 }
 

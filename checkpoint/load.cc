@@ -15,6 +15,7 @@
 #include "checkpoint/world.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
+#include "tensor/shape_ops.h"
 
 namespace dtensor::checkpoint {
 
@@ -47,29 +48,6 @@ class FileCache {
   std::string dir_;
   absl::flat_hash_map<std::string, std::unique_ptr<Opened>> files_;
 };
-
-// The overlap of two boxes (offset, shape); false when it is empty.
-bool intersect(IntSpan a_off, IntSpan a_shape, IntSpan b_off, IntSpan b_shape, Shape& off,
-               Shape& shape) {
-  off.clear();
-  shape.clear();
-  for (size_t d = 0; d < a_off.size(); ++d) {
-    const int64_t lo = std::max(a_off[d], b_off[d]);
-    const int64_t hi = std::min(a_off[d] + a_shape[d], b_off[d] + b_shape[d]);
-    if (hi <= lo) return false;
-    off.push_back(lo);
-    shape.push_back(hi - lo);
-  }
-  return true;
-}
-
-// The view of `t` (whose first element sits at global index `t_off`) over the box (off, shape).
-Tensor box_view(Tensor t, IntSpan t_off, IntSpan off, IntSpan shape) {
-  for (size_t d = 0; d < off.size(); ++d) {
-    t = t.narrow(static_cast<int64_t>(d), off[d] - t_off[d], shape[d]);
-  }
-  return t;
-}
 
 // Reads chunk `c` of tensor `name`: into `dst` when it has exactly the chunk's shape (the
 // common same-layout case: no extra copy), otherwise into a fresh buffer; verifies its entry
@@ -109,7 +87,7 @@ Tensor stage(const std::string& dir, const std::string& name, const DTensor& t,
   int64_t covered = 0;
   Shape off, shape;
   for (const ChunkInfo& c : info.chunks) {
-    if (!intersect(r.offset, r.shape, c.offset, c.shape, off, shape)) continue;
+    if (!box_intersection(r.offset, r.shape, c.offset, c.shape, off, shape)) continue;
     const bool whole = c.offset == r.offset && c.shape == r.shape;
     const Tensor chunk = read_chunk(dir, name, info, c, files, out, whole);
     if (!whole) box_view(out, r.offset, off, shape).copy_(box_view(chunk, c.offset, off, shape));

@@ -34,8 +34,10 @@
 #include "collectives/comm_debug.h"
 #include "collectives/runtime.h"
 #include "dtensor/detail/util.h"
+#include "dtensor/factories.h"
 #include "dtensor/redistribute.h"
 #include "tensor/creation.h"
+#include "tensor/shape_ops.h"
 #include "tensor/stable_hash.h"
 
 namespace dtensor {
@@ -140,35 +142,11 @@ void agree(const DTensorSpec& src, const DTensorSpec& dst, const std::vector<int
       bad, fingerprint_text(theirs), root, fingerprint_text(roots)));
 }
 
-// A box of the global tensor: first index and extent per dim.
+// A box of the global tensor: first index and extent per dim (tensor/shape_ops.h).
 struct Box {
   Shape offset;
   Shape shape;
 };
-
-// The overlap of a and b; false when it is empty.
-bool overlap(const LocalShard& a, const LocalShard& b, Box* out) {
-  const size_t n = a.shape.size();
-  out->offset.resize(n);
-  out->shape.resize(n);
-  for (size_t d = 0; d < n; ++d) {
-    const int64_t lo = std::max(a.offset[d], b.offset[d]);
-    const int64_t hi = std::min(a.offset[d] + a.shape[d], b.offset[d] + b.shape[d]);
-    if (hi <= lo) return false;
-    out->offset[d] = lo;
-    out->shape[d] = hi - lo;
-  }
-  return true;
-}
-
-// The view of `t` (a piece whose first element is at global index `t_offset`) on `box`.
-Tensor view_of(const Tensor& t, const Shape& t_offset, const Box& box) {
-  Tensor v = t;
-  for (size_t d = 0; d < box.shape.size(); ++d) {
-    v = v.narrow(static_cast<int64_t>(d), box.offset[d] - t_offset[d], box.shape[d]);
-  }
-  return v;
-}
 
 // One message (or local copy): world rank `from` gives world rank `to` the box.
 struct Transfer {
@@ -206,21 +184,16 @@ std::vector<Transfer> plan_transfers(const DTensorSpec& src, const DTensorSpec& 
     const int to = dm.ranks()[static_cast<size_t>(j)];
     for (const Source& s : sources) {
       Box box;
-      if (!overlap(s.box, need, &box)) continue;
+      if (!box_intersection(s.box.offset, s.box.shape, need.offset, need.shape, box.offset,
+                            box.shape)) {
+        continue;
+      }
       const bool holds = std::find(s.holders.begin(), s.holders.end(), to) != s.holders.end();
       const int from = holds ? to : s.holders[static_cast<size_t>(j) % s.holders.size()];
       plan.push_back({from, to, std::move(box)});
     }
   }
   return plan;
-}
-
-Placements without_partial(const Placements& p) {
-  Placements out = p;
-  for (Placement& q : out) {
-    if (q.is_partial()) q = Replicate();
-  }
-  return out;
 }
 
 }  // namespace
@@ -255,8 +228,8 @@ Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src
   DT_CHECK(local_error.empty(), "%s", local_error);
 
   // Step 2: Partial reduced on the source mesh (ranks outside it issue nothing).
-  const DTensorSpec src_sr = src.with_placements(without_partial(src.placements()), "redistribute");
-  const DTensorSpec dst_sr = dst.with_placements(without_partial(dst.placements()), "redistribute");
+  const DTensorSpec src_sr = src.with_placements(without_partial(src), "redistribute");
+  const DTensorSpec dst_sr = dst.with_placements(without_partial(dst), "redistribute");
   const Tensor x = src.has_partial() ? redistribute_local(local, src, src_sr) : local;
 
   // Step 3: receives posted first, then sends, then local copies; received pieces land in
@@ -280,18 +253,18 @@ Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src
     if (t.to != me || t.from == me) continue;
     Tensor buffer = empty(t.box.shape, TensorOptions(dst.dtype(), kCPU));
     WorkPtr work = world->recv(buffer, t.from, kDataTag);
-    incoming.push_back({std::move(buffer), view_of(out, want.offset, t.box), std::move(work)});
+    incoming.push_back({std::move(buffer), box_view(out, want.offset, t.box.offset, t.box.shape), std::move(work)});
   }
   for (const Transfer& t : plan) {
     if (t.from != me || t.to == me) continue;
     Tensor buffer = empty(t.box.shape, TensorOptions(dst.dtype(), kCPU));
-    buffer.copy_(view_of(x, have.offset, t.box));
+    buffer.copy_(box_view(x, have.offset, t.box.offset, t.box.shape));
     outgoing.push_back(world->send(buffer, t.to, kDataTag));
     outgoing_buffers.push_back(std::move(buffer));
   }
   for (const Transfer& t : plan) {
     if (t.from == me && t.to == me) {
-      view_of(out, want.offset, t.box).copy_(view_of(x, have.offset, t.box));
+      box_view(out, want.offset, t.box.offset, t.box.shape).copy_(box_view(x, have.offset, t.box.offset, t.box.shape));
     }
   }
   for (Incoming& in : incoming) {

@@ -161,9 +161,8 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
     return scaled_dot_product_attention(q, repeat_interleave(k, g, 1), repeat_interleave(v, g, 1),
                                         attn_mask, dropout_p, is_causal, scale, false, gen);
   }
-  DT_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
-           "[%s] q, k and v must be 4-d [batch, heads, seq, head_dim], got %s, %s and %s", kOp,
-           shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
+  ::dtensor::detail::check_attention_operands(kOp, q.shape(), k.shape(), v.shape(), q.dtype(),
+                                              k.dtype(), v.dtype());
   const double s = scale ? *scale : default_attention_scale(q.size(3));
   DTensor scores = mul(matmul(q, transpose(k, 2, 3)), Scalar(s));
   const double inf = std::numeric_limits<double>::infinity();

@@ -1,5 +1,7 @@
 #include "tensor/shape_ops.h"
 
+#include <algorithm>
+
 #include "tensor/creation.h"
 
 namespace dtensor {
@@ -162,6 +164,31 @@ Tensor pad(const Tensor& t, IntSpan pads, const Scalar& value) {
     dst.copy_(src);
   }
   return out;
+}
+
+bool box_intersection(IntSpan a_off, IntSpan a_shape, IntSpan b_off, IntSpan b_shape, Shape& off,
+                      Shape& shape) {
+  off.clear();
+  shape.clear();
+  for (size_t d = 0; d < a_off.size(); ++d) {
+    const int64_t lo = std::max(a_off[d], b_off[d]);
+    const int64_t hi = std::min(a_off[d] + a_shape[d], b_off[d] + b_shape[d]);
+    if (hi <= lo) {
+      off.clear();
+      shape.clear();
+      return false;
+    }
+    off.push_back(lo);
+    shape.push_back(hi - lo);
+  }
+  return true;
+}
+
+Tensor box_view(Tensor t, IntSpan t_off, IntSpan off, IntSpan shape) {
+  for (size_t d = 0; d < off.size(); ++d) {
+    t = t.narrow(static_cast<int64_t>(d), off[d] - t_off[d], shape[d]);
+  }
+  return t;
 }
 
 }  // namespace dtensor

@@ -46,20 +46,11 @@ struct Operands {
 Operands prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                  const AttentionParams& p) {
   DT_CHECK(q.defined() && k.defined() && v.defined(), "[%s] q, k and v must be defined", kOp);
-  DT_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
-           "[%s] q, k and v must be 4-d [batch, heads, seq, head_dim], got %s, %s and %s", kOp,
-           shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
-  DT_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(),
-           "[%s] q, k and v must share one floating dtype, got %s, %s and %s", kOp,
-           dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
+  detail::check_attention_operands(kOp, q.sizes(), k.sizes(), v.sizes(), q.dtype(), k.dtype(),
+                                   v.dtype());
   Operands o;
   o.B = q.size(0), o.H = q.size(1), o.L = q.size(2), o.E = q.size(3);
   o.S = k.size(2), o.Ev = v.size(3);
-  DT_CHECK(k.size(0) == o.B && k.size(1) == o.H && k.size(3) == o.E && v.size(0) == o.B &&
-               v.size(1) == o.H && v.size(2) == o.S,
-           "[%s] shapes q %s, k %s, v %s do not fit (expected q [B, H, L, E], k [B, H, S, E], "
-           "v [B, H, S, Ev])",
-           kOp, shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
   o.acc = accumulation_dtype(q.dtype());
   o.p = p;
   const int64_t bh = o.B * o.H;
@@ -67,14 +58,9 @@ Operands prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   o.k = k.to(o.acc).contiguous().reshape({bh, o.S, o.E});
   o.v = v.to(o.acc).contiguous().reshape({bh, o.S, o.Ev});
   if (mask.defined()) {
-    DT_CHECK(mask.dtype() == kBool || mask.dtype() == q.dtype(),
-             "[%s] the mask has dtype %s, expected bool or q's dtype %s", kOp,
-             dtype_name(mask.dtype()), dtype_name(q.dtype()));
-    const bool two_d = mask.dim() == 2 && mask.size(0) == o.L && mask.size(1) == o.S;
-    const bool four_d = mask.dim() == 4 && mask.size(0) == o.B && mask.size(1) == o.H &&
-                        mask.size(2) == o.L && mask.size(3) == o.S;
-    DT_CHECK(two_d || four_d, "[%s] the mask has shape %s, expected [%d, %d] or [%d, %d, %d, %d]",
-             kOp, shape_str(mask.sizes()), o.L, o.S, o.B, o.H, o.L, o.S);
+    detail::check_attention_mask(kOp, mask.sizes(), mask.dtype(), q.sizes(), k.sizes(),
+                                 q.dtype());
+    const bool two_d = mask.dim() == 2;
     // Taken as an additive bias (0 or -inf for a bool mask): adding a bias broadcast over the
     // leading dim is the elementwise library's fast path, a masked fill is not.
     const Tensor m = mask.dtype() == kBool
@@ -124,6 +110,37 @@ void write_rows(const Tensor& dst, int64_t i0, const Tensor& value) {
 }
 
 }  // namespace
+
+namespace detail {
+
+void check_attention_operands(std::string_view op, IntSpan q, IntSpan k, IntSpan v, DType q_dtype,
+                              DType k_dtype, DType v_dtype) {
+  DT_CHECK(q.size() == 4 && k.size() == 4 && v.size() == 4,
+           "[%s] q, k and v must be 4-d [batch, heads, seq, head_dim], got %s, %s and %s", op,
+           shape_str(q), shape_str(k), shape_str(v));
+  DT_CHECK(is_floating(q_dtype) && k_dtype == q_dtype && v_dtype == q_dtype,
+           "[%s] q, k and v must share one floating dtype, got %s, %s and %s", op,
+           dtype_name(q_dtype), dtype_name(k_dtype), dtype_name(v_dtype));
+  DT_CHECK(k[0] == q[0] && k[1] == q[1] && k[3] == q[3] && v[0] == q[0] && v[1] == q[1] &&
+               v[2] == k[2],
+           "[%s] shapes q %s, k %s, v %s do not fit (expected q [B, H, L, E], k [B, H, S, E], "
+           "v [B, H, S, Ev])",
+           op, shape_str(q), shape_str(k), shape_str(v));
+}
+
+void check_attention_mask(std::string_view op, IntSpan mask, DType mask_dtype, IntSpan q,
+                          IntSpan k, DType q_dtype) {
+  DT_CHECK(mask_dtype == kBool || mask_dtype == q_dtype,
+           "[%s] the mask has dtype %s, expected bool or q's dtype %s", op,
+           dtype_name(mask_dtype), dtype_name(q_dtype));
+  const Shape two = {q[2], k[2]};
+  const Shape four = {q[0], q[1], q[2], k[2]};
+  DT_CHECK(IntSpan(two) == mask || IntSpan(four) == mask,
+           "[%s] the mask has shape %s, expected %s or %s", op, shape_str(mask), shape_str(two),
+           shape_str(four));
+}
+
+}  // namespace detail
 
 double default_attention_scale(int64_t head_dim) {
   return head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;

@@ -39,35 +39,17 @@ AttentionParams params(const KernelContext& c, int64_t q_input) {
 }
 
 // Checks q, k, v (inputs first..first+2) and the mask (input `mask`, or -1) from their specs,
-// as the local kernel would, so a bad call raises before any placement is chosen.
+// as the local kernel would, so a bad call raises on every rank before any placement is chosen.
 void check_operands(const OpSchema& s, int64_t first, int64_t mask) {
   const DTensorSpec& q = s.input(first);
   const DTensorSpec& k = s.input(first + 1);
   const DTensorSpec& v = s.input(first + 2);
-  DT_CHECK(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4,
-           "[%s] q, k and v must be 4-d [batch, heads, seq, head_dim], got %s, %s and %s",
-           s.name(), shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
-  DT_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(),
-           "[%s] q, k and v must share one floating dtype, got %s, %s and %s", s.name(),
-           dtype_name(q.dtype()), dtype_name(k.dtype()), dtype_name(v.dtype()));
-  const Shape& a = q.shape();
-  const Shape& b = k.shape();
-  const Shape& c = v.shape();
-  DT_CHECK(b[0] == a[0] && b[1] == a[1] && b[3] == a[3] && c[0] == a[0] && c[1] == a[1] &&
-               c[2] == b[2],
-           "[%s] shapes q %s, k %s, v %s do not fit (expected q [B, H, L, E], k [B, H, S, E], "
-           "v [B, H, S, Ev])",
-           s.name(), shape_str(a), shape_str(b), shape_str(c));
-  if (mask < 0) return;
-  const DTensorSpec& m = s.input(mask);
-  DT_CHECK(m.dtype() == kBool || m.dtype() == q.dtype(),
-           "[%s] the mask has dtype %s, expected bool or q's dtype %s", s.name(),
-           dtype_name(m.dtype()), dtype_name(q.dtype()));
-  const Shape two = {a[2], b[2]};
-  const Shape four = {a[0], a[1], a[2], b[2]};
-  DT_CHECK(m.shape() == two || m.shape() == four,
-           "[%s] the mask has shape %s, expected %s or %s", s.name(), shape_str(m.shape()),
-           shape_str(two), shape_str(four));
+  detail::check_attention_operands(s.name(), q.shape(), k.shape(), v.shape(), q.dtype(),
+                                   k.dtype(), v.dtype());
+  if (mask >= 0) {
+    detail::check_attention_mask(s.name(), s.input(mask).shape(), s.input(mask).dtype(),
+                                 q.shape(), k.shape(), q.dtype());
+  }
 }
 
 // The mask's placement in a row where q's dims are placed by `on_q` (a [B, H, L, S] mask

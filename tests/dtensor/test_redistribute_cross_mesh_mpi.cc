@@ -14,6 +14,7 @@
 #include "dtensor/redistribute.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduction/reduction.h"
+#include "tensor/shape_ops.h"
 #include "dtensor_test_util.h"
 
 namespace dt = dtensor;
@@ -102,19 +103,13 @@ int64_t data_bytes_received(const dt::CommDebugMode& comm) {
 int64_t elements_missing(const dt::DTensorSpec& src, const dt::DTensorSpec& dst) {
   if (!dst.mesh().contains_me()) return 0;
   const dt::LocalShard want = dst.local_shard();
-  int64_t total = dt::shape_numel(want.shape), held = total == 0 ? 0 : 1;
-  if (src.mesh().contains_me() && total > 0) {
-    const dt::LocalShard have = src.local_shard();
-    for (size_t d = 0; d < want.shape.size(); ++d) {
-      const int64_t lo = std::max(want.offset[d], have.offset[d]);
-      const int64_t hi =
-          std::min(want.offset[d] + want.shape[d], have.offset[d] + have.shape[d]);
-      held *= std::max<int64_t>(0, hi - lo);
-    }
-  } else {
-    held = 0;
-  }
-  return total - held;
+  const int64_t total = dt::shape_numel(want.shape);
+  if (!src.mesh().contains_me()) return total;
+  const dt::LocalShard have = src.local_shard();
+  dt::Shape off, shape;
+  const bool held = dt::box_intersection(want.offset, want.shape, have.offset, have.shape, off,
+                                         shape);
+  return total - (held ? dt::shape_numel(shape) : 0);
 }
 
 }  // namespace

@@ -224,6 +224,11 @@ TEST_CASE("cuda copy ops: flip, roll, repeat, tril, triu", "[gpu][view]") {
     check_matches(tril(g, 1), tril(x, 1));
     check_matches(clone(g.transpose(0, 1)), clone(x.transpose(0, 1)));
     check_matches(triu(g.transpose(0, 1), -2), triu(x.transpose(0, 1), -2));
+    check_matches(repeat_interleave(g, 3, 1), repeat_interleave(x, 3, 1));
+    check_matches(diagonal(g, 1), diagonal(x, 1));
+    check_matches(diagonal(g.transpose(0, 1), -2), diagonal(x.transpose(0, 1), -2));
+    check_matches(diagonal_backward(diagonal(g, -1), {5, 6}, -1, 0, 1),
+                  diagonal_backward(diagonal(x, -1), {5, 6}, -1, 0, 1));
   }
 }
 
