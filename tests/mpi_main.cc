@@ -4,6 +4,10 @@
 // report; the other ranks write theirs to a temporary file that is printed, prefixed with the
 // rank, only when that rank failed. The exit code is non-zero when any rank failed, so a
 // failure on any rank fails the ctest entry.
+//
+// Suites that must decide something before the tests run (tests/gpu/gpu_mpi_main.cc: skip when a
+// rank sees no GPU) compile this file with DTENSOR_MPI_SUITE_NO_MAIN, construct the one Runtime
+// themselves and call dtensor_run_mpi_suite.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <mpi.h>
@@ -18,8 +22,9 @@
 
 #include "collectives/runtime.h"
 
-int main(int argc, char** argv) {
-  dtensor::Runtime runtime(&argc, &argv);
+// Runs the Catch session on every rank (MPI initialised by the caller's Runtime) and merges the
+// results: 0 when every rank passed.
+int dtensor_run_mpi_suite(int argc, char** argv) {
   const int rank = dtensor::world_rank();
 
   std::vector<const char*> args(argv, argv + argc);
@@ -50,3 +55,10 @@ int main(int argc, char** argv) {
   }
   return any_failed ? 1 : 0;
 }
+
+#ifndef DTENSOR_MPI_SUITE_NO_MAIN
+int main(int argc, char** argv) {
+  dtensor::Runtime runtime(&argc, &argv);
+  return dtensor_run_mpi_suite(argc, argv);
+}
+#endif

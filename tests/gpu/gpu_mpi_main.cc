@@ -2,9 +2,9 @@
 //
 // The ranks first agree (MPI_Allreduce, MIN) on whether every one of them sees a CUDA device; if
 // any does not, EVERY rank exits with 77, which ctest reports as skipped (never as passed).
-// Otherwise the shared mpirun main runs the suite: tests/mpi_main.cc, compiled for these suites
-// with its main renamed to dtensor_mpi_suite_main (see CMakeLists.txt). Its Runtime finds MPI
-// initialised by the one here; MPI is finalised when the inner Runtime ends.
+// Otherwise the shared mpirun suite runner runs the tests: tests/mpi_main.cc, compiled for these
+// suites without its main (DTENSOR_MPI_SUITE_NO_MAIN, see CMakeLists.txt), under the one Runtime
+// constructed here (a process holds exactly one).
 #include <mpi.h>
 
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include "collectives/runtime.h"
 #include "tensor/storage.h"
 
-int dtensor_mpi_suite_main(int argc, char** argv);
+int dtensor_run_mpi_suite(int argc, char** argv);
 
 int main(int argc, char** argv) {
   dtensor::Runtime runtime(&argc, &argv);
@@ -23,5 +23,5 @@ int main(int argc, char** argv) {
     if (dtensor::world_rank() == 0) std::printf("no CUDA device on some rank: skipped\n");
     return 77;
   }
-  return dtensor_mpi_suite_main(argc, argv);
+  return dtensor_run_mpi_suite(argc, argv);
 }

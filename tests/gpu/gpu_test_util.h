@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <iomanip>
 #include <vector>
 
 #include "tensor/creation.h"
@@ -73,7 +74,11 @@ inline void check_exact(const Tensor& g, const Tensor& c) {
   const std::vector<double> cv = cc.to_vector<double>();
   int64_t bad = 0;
   for (size_t i = 0; i < gv.size(); ++i) {
-    if (!(gv[i] == cv[i] || (std::isnan(gv[i]) && std::isnan(cv[i])))) ++bad;
+    if (!(gv[i] == cv[i] || (std::isnan(gv[i]) && std::isnan(cv[i]))) && bad++ < 5) {
+      UNSCOPED_INFO("element " << i << ": cuda " << std::setprecision(17) << gv[i] << " vs cpu "
+                               << cv[i] << " ("
+                               << dtype_name(c.dtype()) << " " << shape_str(c.sizes()) << ")");
+    }
   }
   CHECK(bad == 0);
 }

@@ -174,30 +174,32 @@ TEST_CASE("CUDA DTensor: every redistribute pair on 2-d meshes equals the CPU me
 
 TEST_CASE("CUDA DTensor: collective counts of the basic transitions", "[cuda][redistribute]") {
   const int w = dt::world_size();
+  // A mesh dim of size 1 needs no collective (the planner skips it, as on a CPU mesh).
+  const int64_t one = w > 1 ? 1 : 0;
   const dt::DeviceMesh mesh = ct::cuda_mesh({w});
   const dt::Tensor x = dt::test::make_data({w * 2 + 1, 4}, dt::kFloat32);
   const dt::DTensor s = dt::distribute_tensor(x, mesh, {S0});
   {
     dt::CommDebugMode comm;
     CHECK(dt::equal(s.redistribute({R}).to_local(), x));
-    CHECK(comm.count(dt::CollectiveKind::kAllGather) == 1);
-    CHECK(comm.total_count() == 1);
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == one);
+    CHECK(comm.total_count() == one);
   }
   const dt::DTensor p = dt::distribute_tensor(x, mesh, {Psum});
   {
     dt::CommDebugMode comm;
     CHECK(dt::equal(p.redistribute({R}).to_local(), x));
-    CHECK(comm.count(dt::CollectiveKind::kAllReduce) == 1);
+    CHECK(comm.count(dt::CollectiveKind::kAllReduce) == one);
   }
   {
     dt::CommDebugMode comm;
     CHECK(dt::equal(p.redistribute({S0}).to_local(), dt::test::expected_block(x, mesh, {S0})));
-    CHECK(comm.count(dt::CollectiveKind::kReduceScatter) == 1);
+    CHECK(comm.count(dt::CollectiveKind::kReduceScatter) == one);
   }
   {
     dt::CommDebugMode comm;
     CHECK(dt::equal(s.redistribute({S1}).to_local(), dt::test::expected_block(x, mesh, {S1})));
-    CHECK(comm.count(dt::CollectiveKind::kAllToAll) == 1);
+    CHECK(comm.count(dt::CollectiveKind::kAllToAll) == one);
   }
 }
 

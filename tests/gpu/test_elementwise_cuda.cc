@@ -259,6 +259,7 @@ TEST_CASE("cuda scan ops: cumsum, cumprod, cummax, cummin, sort, argsort, topk, 
     if (is_floating(d)) x = where(gt(x, Scalar(2.0)), full({}, Scalar(std::nan("")), d), x);
     const Tensor g = x.to(kGpu);
     for (int64_t dim : {0, 1}) {
+      INFO(dtype_name(d) << " dim " << dim);
       check_exact(cumsum(g, dim), cumsum(x, dim));
       check_exact(cumprod(g, dim), cumprod(x, dim));
       for (bool desc : {false, true}) {
