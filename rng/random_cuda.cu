@@ -1,6 +1,14 @@
-// CUDA kernels of the random ops: one thread per element (grid-stride), each computing its
-// global index, its Philox words and the same per-element formula as the CPU path.
+// CUDA kernels of the random ops: the same per-element formula as the CPU path, from the same
+// Philox words (element e of the global tensor reads words offset + e * W .. + W - 1).
+//
+// Fast path: when the local tensor is one contiguous run of the global tensor (dims that are
+// contiguous in the global layout are merged first: a whole tensor, a dim-0 shard), one thread
+// computes one Philox block (4 words) and writes every element whose words lie in it (4 / W of
+// them), instead of one block per element; index math is one add. Otherwise one thread per
+// element (grid-stride) maps its local index to the global one through the merged dims.
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "rng/cuda_launch.h"
 #include "rng/distributions_impl.h"
@@ -18,6 +26,7 @@ struct Geom {
 };
 
 __device__ __forceinline__ uint64_t global_index(const Geom& g, int64_t e) {
+  if (g.ndim == 1) return g.gbase + static_cast<uint64_t>(e * g.gstride[0]);
   uint64_t gi = g.gbase;
   for (int d = g.ndim - 1; d >= 0; --d) {
     const int64_t i = e % g.size[d];
@@ -35,6 +44,44 @@ __global__ void fill_kernel(Op op, T* out, Geom g, uint64_t seed, uint64_t offse
     uint32_t w[Op::kWords];
     philox_words(seed, offset + global_index(g, e) * Op::kWords, Op::kWords, w);
     out[e] = op(w);
+  }
+}
+
+// The contiguous run: element e reads words base + e * W (base % W == 0, W divides 4, so no
+// element straddles two blocks). Thread j computes block b0 + j.
+template <typename T, class Op>
+__global__ void fill_blocks_kernel(Op op, T* out, uint64_t seed, uint64_t base, int64_t n,
+                                   int64_t nblocks) {
+  constexpr int W = Op::kWords;
+  const uint64_t b0 = base >> 2;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < nblocks;
+       j += step) {
+    const uint64_t first_word = (b0 + static_cast<uint64_t>(j)) << 2;
+    // Block numbers wrap as philox_words's do.
+    const PhiloxBlock x =
+        philox_stream_block(seed, (b0 + static_cast<uint64_t>(j)) & ((uint64_t{1} << 62) - 1));
+    const int64_t e_first = first_word > base ? static_cast<int64_t>((first_word - base) / W) : 0;
+    const int64_t e_end = static_cast<int64_t>((first_word + 4 - base) / W);
+    // A whole block's elements go out in one aligned vector store when they can (scalar stores
+    // at a 4 / W stride would touch every sector 4 / W times).
+    constexpr int E = 4 / W;
+    struct alignas(sizeof(T) * E) Pack {
+      T v[E];
+    };
+    if (e_end - e_first == E && e_end <= n &&
+        reinterpret_cast<uintptr_t>(out + e_first) % alignof(Pack) == 0) {
+      Pack p;
+#pragma unroll
+      for (int k = 0; k < E; ++k) p.v[k] = op(&x.v[k * W]);
+      *reinterpret_cast<Pack*>(out + e_first) = p;
+      continue;
+    }
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      const int64_t e = e_first + k;
+      if (e < e_end && e < n) out[e] = op(&x.v[base + static_cast<uint64_t>(e) * W - first_word]);
+    }
   }
 }
 
@@ -58,6 +105,18 @@ __global__ void dropout_kernel(const T* in, T* out, bool* mask, float scale_f, d
 template <typename T, class Op>
 void launch_fill(const RngLaunch& l, const Op& op, const Geom& g) {
   const int threads = 256;
+  constexpr uint64_t W = Op::kWords;
+  static_assert(4 % W == 0, "Philox words per element must divide a block");
+  if (g.ndim == 1 && g.gstride[0] == 1 && l.offset % W == 0) {
+    const uint64_t base = l.offset + g.gbase * W;
+    const int64_t nblocks =
+        static_cast<int64_t>(((base + static_cast<uint64_t>(l.numel) * W - 1) >> 2) - (base >> 2)) + 1;
+    const int64_t b64 = (nblocks + threads - 1) / threads;
+    const int blocks = static_cast<int>(b64 < 65535 * 8 ? b64 : 65535 * 8);
+    fill_blocks_kernel<T, Op><<<blocks, threads>>>(op, static_cast<T*>(l.out), l.seed, base,
+                                                    l.numel, nblocks);
+    return;
+  }
   const int64_t blocks64 = (l.numel + threads - 1) / threads;
   const int blocks = static_cast<int>(blocks64 < 65535 * 8 ? blocks64 : 65535 * 8);
   fill_kernel<T, Op><<<blocks, threads>>>(op, static_cast<T*>(l.out), g, l.seed, l.offset,
@@ -122,11 +181,24 @@ const char* rng_cuda_launch(const RngLaunch& l) {
   cudaError_t err = cudaGetDevice(&prev);
   if (err == cudaSuccess && prev != l.device) err = cudaSetDevice(l.device);
   if (err != cudaSuccess) return cudaGetErrorString(err);
+  // Local dims, size-1 dims dropped and neighbours merged where the global layout is
+  // contiguous across them (d's global stride = d+1's stride * d+1's size): same element order.
   Geom g{};
-  g.ndim = l.ndim;
   for (int d = 0; d < l.ndim; ++d) {
-    g.size[d] = l.size[d];
-    g.gstride[d] = l.gstride[d];
+    if (l.size[d] == 1) continue;
+    if (g.ndim > 0 && g.gstride[g.ndim - 1] == l.gstride[d] * l.size[d]) {
+      g.size[g.ndim - 1] *= l.size[d];
+      g.gstride[g.ndim - 1] = l.gstride[d];
+    } else {
+      g.size[g.ndim] = l.size[d];
+      g.gstride[g.ndim] = l.gstride[d];
+      ++g.ndim;
+    }
+  }
+  if (g.ndim == 0) {  // a single element (or all dims of size 1)
+    g.ndim = 1;
+    g.size[0] = 1;
+    g.gstride[0] = 1;
   }
   g.gbase = l.gbase;
   const char* msg = nullptr;
