@@ -12,6 +12,10 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pytorch"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
+import doc_sections  # noqa: E402
+import gpu_report  # noqa: E402
 import kernels_report  # noqa: E402
 import vs_pytorch_report  # noqa: E402
 
@@ -769,13 +773,15 @@ def main():
     else:
         summary.append(f"All {tg.count} target comparisons met.")
     summary.append("")
-    # The PyTorch side-by-side section comes from scripts/bench_vs_pytorch.sh --doc, a separate
-    # run with its own date, command and load: carried over as it is.
-    kept = vs_pytorch_report.keep_section(args.out)
+    # The PyTorch side-by-side section (scripts/bench_vs_pytorch.sh --doc) and the GPU section
+    # (scripts/bench_gpu.sh --doc, on a GPU machine) come from separate runs with their own date,
+    # command and machine: carried over as they are.
+    kept = [k for k in (vs_pytorch_report.keep_section(args.out),
+                        doc_sections.keep(args.out, gpu_report.BEGIN, gpu_report.END)) if k]
     with open(args.out, "w") as fh:
         fh.write("\n".join(head + summary + body).rstrip() + "\n")
-        if kept:
-            fh.write("\n" + kept + "\n")
+        for k in kept:
+            fh.write("\n" + k + "\n")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "checkpoint/train_state.h"
+#include "dtensor/config.h"
 #include "collectives/comm_debug.h"
 #include "collectives/runtime.h"
 #include "nn/nn.h"
@@ -61,6 +62,7 @@ struct Args {
   int64_t save_every = 0;
   std::string ckpt, resume;
   std::string param_dtype, reduce_dtype;  // --dp only: FSDP mixed precision (empty: none)
+  bool cuda = false;  // --cuda: both models, the batches and the mesh on this rank's GPU
 };
 
 // "float32", "float64", "bfloat16", "float16" -> the dtype; nullopt for "" (not given).
@@ -79,7 +81,7 @@ const char* kUsage =
     "                            [--batch N] [--hidden N] [--steps N] [--lr X] [--log-every N]\n"
     "                            [--compare-steps N] [--threshold X] [--tol X] [--seed N]\n"
     "                            [--save-every K --ckpt DIR] [--resume DIR] [--dp N]\n"
-    "                            [--param-dtype T] [--reduce-dtype T]\n"
+    "                            [--param-dtype T] [--reduce-dtype T] [--cuda]\n"
     "  trains a transformer tensor-parallel over every rank to copy sequences of --half random\n"
     "  tokens (vocabulary --vocab); checks the loss falls below --threshold and that the first\n"
     "  --compare-steps losses equal single-device training within --tol (relative).\n"
@@ -87,13 +89,19 @@ const char* kUsage =
     "  (saved at any rank count). --dp N: an N x (ranks / N) dp x tp mesh, fully_shard over dp;\n"
     "  with --param-dtype T (bfloat16, float16, float32, float64) its forward and backward\n"
     "  compute in T over float32 shards, gradients reduced in --reduce-dtype (default T); the\n"
-    "  comparison with the float32 single-device run then defaults to --tol 2e-2 for 16-bit T.\n";
+    "  comparison with the float32 single-device run then defaults to --tol 2e-2 for 16-bit T.\n"
+    "  --cuda: everything on the GPU (local_rank % devices) when dtensor has CUDA and a device\n"
+    "  is visible, else a note and the CPU.\n";
 
 // Parses flags; returns 0 to run, 1 after --help, 2 on a bad flag.
 int parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "--help" || f == "-h") return 1;
+    if (f == "--cuda") {
+      a.cuda = true;
+      continue;
+    }
     if (i + 1 >= argc) return 2;
     const char* v = argv[++i];
     if (f == "--layers") a.layers = std::atoll(v);
@@ -154,9 +162,10 @@ Batch make_batch(const Args& a, int64_t step) {
 }
 
 // One training step of `model`; returns the loss.
-double train_step(nn::Module& model, dt::optim::Optimizer& opt, const Batch& batch,
-                  const dt::DeviceMesh* mesh) {
+double train_step(nn::Module& model, dt::optim::Optimizer& opt, const Batch& host_batch,
+                  const dt::DeviceMesh* mesh, const dt::Device& device) {
   opt.zero_grad();
+  const Batch batch{host_batch.inputs.to(device), host_batch.targets.to(device)};
   const dt::DTensor logits = model(nn::local(batch.inputs));  // [B, L, V]
   const int64_t rows[] = {-1, logits.size(-1)};
   const dt::DTensor flat = dt::reshape(logits, rows);
@@ -194,15 +203,26 @@ int main(int argc, char** argv) {
     cfg.norm = nn::NormKind::kRMSNorm;
     cfg.mlp = nn::MLPKind::kSwiGLU;
 
+    dt::DeviceType dev_type = dt::kCPU;
+    if (a.cuda) {
+      if (DTENSOR_HAVE_CUDA && dt::cuda_available()) {
+        dev_type = dt::kCUDA;
+      } else if (rank == 0) {
+        std::printf("--cuda: no CUDA device or CUDA not compiled in; running on the CPU\n");
+      }
+    }
+    nn::ModuleOptions opts;
+    if (dev_type == dt::kCUDA) opts.device = dt::Device(dt::kCUDA, dt::local_cuda_device());
+
     // The same seed gives both models the same full weights on every rank.
     dt::manual_seed(a.seed);
-    nn::Transformer model(cfg);
+    nn::Transformer model(cfg, opts);
     dt::manual_seed(a.seed);
-    nn::Transformer ref(cfg);
+    nn::Transformer ref(cfg, opts);
     DT_CHECK(world % a.dp == 0, "[train_tp_transformer] --dp %d does not divide %d ranks", a.dp,
              world);
     const dt::DeviceMesh mesh2d =
-        dt::init_device_mesh(dt::kCPU, {a.dp, world / a.dp}, {"dp", "tp"});
+        dt::init_device_mesh(dev_type, {a.dp, world / a.dp}, {"dp", "tp"});
     const dt::DeviceMesh mesh = mesh2d[{"tp"}];
     const dt::ParallelizePlan plan = dt::transformer_tp_plan({.loss_parallel = true});
     dt::parallelize_module(model, mesh, plan);
@@ -231,9 +251,9 @@ int main(int argc, char** argv) {
     for (const auto& [name, p] : model.named_parameters()) n_params += p.numel();
     if (rank == 0) {
       std::printf(
-          "train_tp_transformer: %d rank(s), layers=%lld dim=%lld heads=%lld vocab=%lld "
+          "train_tp_transformer: %d rank(s) on %s, layers=%lld dim=%lld heads=%lld vocab=%lld "
           "seq=%lld batch=%lld, %lld parameters, AdamW lr=%g\n",
-          world, (long long)a.layers, (long long)a.dim, (long long)a.heads, (long long)a.vocab,
+          world, opts.device.str().c_str(), (long long)a.layers, (long long)a.dim, (long long)a.heads, (long long)a.vocab,
           (long long)(2 * a.half - 1), (long long)a.batch, (long long)n_params, a.lr);
       std::printf("plan (mesh %s):\n", mesh.str().c_str());
       for (const auto& e : plan) std::printf("  %-26s %s\n", e.fqn.c_str(), e.style->str().c_str());
@@ -260,22 +280,23 @@ int main(int argc, char** argv) {
       std::string comm_str;
       if (step == 1) {  // the first step after the caches are warm
         dt::CommDebugMode comm;
-        loss = train_step(model, opt, mine, &mesh);
+        loss = train_step(model, opt, mine, &mesh, opts.device);
         comm_str = comm.str();
       } else {
-        loss = train_step(model, opt, mine, &mesh);
+        loss = train_step(model, opt, mine, &mesh, opts.device);
       }
       if (a.dp > 1) {  // the global-batch loss: the mean of the dp ranks' (equal-size) losses
-        dt::Tensor l = dt::from_vector(std::vector<double>{loss}, {1});
+        // On the mesh's device: a CUDA mesh's communicator may be NCCL.
+        dt::Tensor l = dt::from_vector(std::vector<double>{loss}, {1}).to(opts.device);
         mesh2d.communicator(0)->all_reduce(l, dt::ReduceOp::kAvg)->wait();
-        loss = l.item<double>();
+        loss = l.to(dt::Device()).item<double>();
       }
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (step > start) tp_ms += ms;
       losses.push_back(loss);
       if (step < a.compare_steps) {
-        const double want = train_step(ref, ref_opt, batch, nullptr);
+        const double want = train_step(ref, ref_opt, batch, nullptr, opts.device);
         max_rel_diff = std::max(max_rel_diff, std::abs(loss - want) / std::max(1.0, std::abs(want)));
       }
       if (rank == 0 && !comm_str.empty()) {

@@ -19,6 +19,10 @@ import platform
 import re
 import statistics
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import doc_sections  # noqa: E402
 
 BEGIN = "<!-- vs-pytorch:begin (scripts/bench_vs_pytorch.sh --doc writes this section) -->"
 END = "<!-- vs-pytorch:end -->"
@@ -200,26 +204,13 @@ def section(res, args):
 
 def splice(path, lines):
     """Replaces the marked section of `path` with `lines` (appends it when there is none)."""
-    text = open(path).read() if os.path.exists(path) else ""
-    block = "\n".join(lines)
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + ("\n\n" if text.strip() else "") + block + "\n"
-    with open(path, "w") as fh:
-        fh.write(text)
+    doc_sections.splice(path, BEGIN, END, lines)
 
 
 def keep_section(path):
     """The marked section of an existing `path` ("" when none), for make_report.py to carry
     over."""
-    if not os.path.exists(path):
-        return ""
-    text = open(path).read()
-    if BEGIN not in text or END not in text:
-        return ""
-    return BEGIN + text.split(BEGIN, 1)[1].split(END, 1)[0] + END
+    return doc_sections.keep(path, BEGIN, END)
 
 
 def main():

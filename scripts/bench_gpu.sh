@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# GPU figures and the gpu suite, on a machine with an NVIDIA GPU (not part of the test command;
+# CI has no GPU). Builds with CUDA for the visible GPU, runs the gpu test label, bench_gpu (copy
+# bandwidth, elementwise / RNG / softmax / layer_norm bandwidth as a fraction of it, GEMM against
+# cuBLAS called directly), bench_gpu --redistribute on 2 ranks sharing the GPU (MPI staging), and
+# the examples on the CPU and with --cuda; prints everything.
+#
+#   scripts/bench_gpu.sh          # prints the figures
+#   scripts/bench_gpu.sh --doc    # and rewrites the "GPU (CUDA)" section of docs/PERFORMANCE.md
+#                                 # (scripts/bench.sh keeps that section when it regenerates
+#                                 # the rest of the file)
+#
+# Environment (defaults in brackets): BUILD_DIR [build-gpu], JOBS [nproc], RESULTS
+# [$BUILD_DIR/benchmarks/results/gpu].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$ROOT/$BUILD_DIR" ;; esac
+RESULTS=${RESULTS:-$BUILD_DIR/benchmarks/results/gpu}
+DOC=""
+[ "${1:-}" = "--doc" ] && DOC=docs/PERFORMANCE.md
+command -v nvidia-smi >/dev/null || { echo "bench_gpu.sh: no nvidia-smi: run it on a GPU machine" >&2; exit 2; }
+
+bash "$ROOT/scripts/install_deps.sh"
+cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDTENSOR_CUDA=ON \
+  -DDTENSOR_BUILD_TESTS=ON >/dev/null
+cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target ops_gpu_tests test_dtensor_cuda bench_gpu \
+  tp_transformer train_tp_transformer
+mkdir -p "$RESULTS"
+rm -f "$RESULTS"/*
+
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DTENSOR_COLLECTIVE_TIMEOUT=120
+MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+B="$BUILD_DIR"
+
+echo "== gpu suite"
+(cd "$B" && ctest -L gpu --output-on-failure) | tee "$RESULTS/suite.log"
+grep -E "tests passed|Test +#" "$RESULTS/suite.log" | sed 's/ \{2,\}/ /g' > "$RESULTS/suite.txt" || true
+
+echo "== bench_gpu"
+"$B/benchmarks/gpu/bench_gpu" --json "$RESULTS/gpu.jsonl"
+DTENSOR_CUDA_BACKEND=mpi "${MPI[@]}" -np 2 -x DTENSOR_CUDA_BACKEND "$B/benchmarks/gpu/bench_gpu" \
+  --redistribute --json "$RESULTS/gpu_redist.jsonl"
+
+echo "== examples"
+TP_ARGS=(--layers 2 --dim 512 --heads 8 --seq 256 --batch 4 --hidden 2048 --vocab 4096 --iters 10)
+{
+  for dev in "" --cuda; do
+    echo "tp_transformer, 1 rank ${dev:-(CPU, OPENBLAS_NUM_THREADS=16)}:"
+    "${MPI[@]}" -np 1 -x OPENBLAS_NUM_THREADS=16 "$B/examples/tp_transformer" "${TP_ARGS[@]}" $dev |
+      grep -E "forward time|max \|"
+    echo "train_tp_transformer, 1 rank ${dev:-(CPU)}:"
+    "${MPI[@]}" -np 1 "$B/examples/train_tp_transformer" $dev | grep -E "final loss|mean step"
+  done
+  echo "train_tp_transformer --cuda, 2 ranks sharing the GPU (DTENSOR_CUDA_BACKEND=mpi):"
+  DTENSOR_CUDA_BACKEND=mpi "${MPI[@]}" -np 2 -x DTENSOR_CUDA_BACKEND "$B/examples/train_tp_transformer" \
+    --cuda | grep -E "final loss|mean step"
+} | tee "$RESULTS/examples.log"
+
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+python3 "$ROOT/benchmarks/gpu/gpu_report.py" --results "$RESULTS" ${DOC:+--out "$DOC"} \
+  --date "$(date -u +%Y-%m-%d)" --machine "$(nproc) CPU cores, nvidia-smi: $gpu" \
+  --command "scripts/bench_gpu.sh${DOC:+ --doc}"
