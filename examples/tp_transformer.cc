@@ -21,7 +21,6 @@
 
 #include "collectives/comm_debug.h"
 #include "collectives/runtime.h"
-#include "dtensor/config.h"
 #include "nn/nn.h"
 #include "parallel/parallelize.h"
 #include "parallel/transformer_plan.h"
@@ -142,7 +141,7 @@ int main(int argc, char** argv) {
   try {
     dt::DeviceType dev_type = dt::kCPU;
     if (a.cuda) {
-      if (DTENSOR_HAVE_CUDA && dt::cuda_available()) {
+      if (dt::cuda_available()) {  // false without CUDA compiled in
         dev_type = dt::kCUDA;
       } else if (rank == 0) {
         std::cout << "--cuda: no CUDA device or CUDA not compiled in; running on the CPU\n";
@@ -150,9 +149,7 @@ int main(int argc, char** argv) {
     }
     nn::ModuleOptions opts;
     if (dev_type == dt::kCUDA) {
-      opts.device = dt::Device(dt::kCUDA, dt::cuda_device_count() > 0
-                                              ? dt::local_rank() % dt::cuda_device_count()
-                                              : 0);
+      opts.device = dt::Device(dt::kCUDA, dt::local_cuda_device());
     }
     nn::TransformerConfig cfg;
     cfg.vocab_size = a.vocab;

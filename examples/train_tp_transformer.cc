@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "checkpoint/train_state.h"
-#include "dtensor/config.h"
 #include "collectives/comm_debug.h"
 #include "collectives/runtime.h"
 #include "nn/nn.h"
@@ -205,7 +204,7 @@ int main(int argc, char** argv) {
 
     dt::DeviceType dev_type = dt::kCPU;
     if (a.cuda) {
-      if (DTENSOR_HAVE_CUDA && dt::cuda_available()) {
+      if (dt::cuda_available()) {  // false without CUDA compiled in
         dev_type = dt::kCUDA;
       } else if (rank == 0) {
         std::printf("--cuda: no CUDA device or CUDA not compiled in; running on the CPU\n");
@@ -253,8 +252,9 @@ int main(int argc, char** argv) {
       std::printf(
           "train_tp_transformer: %d rank(s) on %s, layers=%lld dim=%lld heads=%lld vocab=%lld "
           "seq=%lld batch=%lld, %lld parameters, AdamW lr=%g\n",
-          world, opts.device.str().c_str(), (long long)a.layers, (long long)a.dim, (long long)a.heads, (long long)a.vocab,
-          (long long)(2 * a.half - 1), (long long)a.batch, (long long)n_params, a.lr);
+          world, opts.device.str().c_str(), (long long)a.layers, (long long)a.dim,
+          (long long)a.heads, (long long)a.vocab, (long long)(2 * a.half - 1), (long long)a.batch,
+          (long long)n_params, a.lr);
       std::printf("plan (mesh %s):\n", mesh.str().c_str());
       for (const auto& e : plan) std::printf("  %-26s %s\n", e.fqn.c_str(), e.style->str().c_str());
       if (dp != nullptr) {

@@ -48,27 +48,29 @@ __global__ void fill_kernel(Op op, T* out, Geom g, uint64_t seed, uint64_t offse
 }
 
 // The contiguous run: element e reads words base + e * W (base % W == 0, W divides 4, so no
-// element straddles two blocks). Thread j computes block b0 + j.
+// element straddles two blocks). Thread j computes block (base >> 2) + j; positions are taken
+// relative to base so that a word range wrapping past 2^64 gives philox_words's words.
 template <typename T, class Op>
 __global__ void fill_blocks_kernel(Op op, T* out, uint64_t seed, uint64_t base, int64_t n,
                                    int64_t nblocks) {
   constexpr int W = Op::kWords;
+  constexpr int E = 4 / W;  // elements per block
+  struct alignas(sizeof(T) * E) Pack {
+    T v[E];
+  };
   const uint64_t b0 = base >> 2;
+  const int64_t lane0 = static_cast<int64_t>(base & 3);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < nblocks;
        j += step) {
-    const uint64_t first_word = (b0 + static_cast<uint64_t>(j)) << 2;
     // Block numbers wrap as philox_words's do.
     const PhiloxBlock x =
         philox_stream_block(seed, (b0 + static_cast<uint64_t>(j)) & ((uint64_t{1} << 62) - 1));
-    const int64_t e_first = first_word > base ? static_cast<int64_t>((first_word - base) / W) : 0;
-    const int64_t e_end = static_cast<int64_t>((first_word + 4 - base) / W);
+    const int64_t rel = 4 * j - lane0;  // the block's first word, relative to base
+    const int64_t e_first = rel > 0 ? rel / W : 0;
+    const int64_t e_end = (rel + 4) / W;
     // A whole block's elements go out in one aligned vector store when they can (scalar stores
     // at a 4 / W stride would touch every sector 4 / W times).
-    constexpr int E = 4 / W;
-    struct alignas(sizeof(T) * E) Pack {
-      T v[E];
-    };
     if (e_end - e_first == E && e_end <= n &&
         reinterpret_cast<uintptr_t>(out + e_first) % alignof(Pack) == 0) {
       Pack p;
@@ -80,9 +82,15 @@ __global__ void fill_blocks_kernel(Op op, T* out, uint64_t seed, uint64_t base, 
 #pragma unroll
     for (int k = 0; k < E; ++k) {
       const int64_t e = e_first + k;
-      if (e < e_end && e < n) out[e] = op(&x.v[base + static_cast<uint64_t>(e) * W - first_word]);
+      if (e < e_end && e < n) out[e] = op(&x.v[e * W - rel]);
     }
   }
+}
+
+// Grid of a grid-stride launch of n threads' work at `threads` per block (capped).
+int blocks_for(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<int>(b < 65535 * 8 ? b : 65535 * 8);
 }
 
 template <typename T>
@@ -110,17 +118,13 @@ void launch_fill(const RngLaunch& l, const Op& op, const Geom& g) {
   if (g.ndim == 1 && g.gstride[0] == 1 && l.offset % W == 0) {
     const uint64_t base = l.offset + g.gbase * W;
     const int64_t nblocks =
-        static_cast<int64_t>(((base + static_cast<uint64_t>(l.numel) * W - 1) >> 2) - (base >> 2)) + 1;
-    const int64_t b64 = (nblocks + threads - 1) / threads;
-    const int blocks = static_cast<int>(b64 < 65535 * 8 ? b64 : 65535 * 8);
-    fill_blocks_kernel<T, Op><<<blocks, threads>>>(op, static_cast<T*>(l.out), l.seed, base,
-                                                    l.numel, nblocks);
+        static_cast<int64_t>(((base & 3) + static_cast<uint64_t>(l.numel) * W + 3) / 4);
+    fill_blocks_kernel<T, Op><<<blocks_for(nblocks, threads), threads>>>(
+        op, static_cast<T*>(l.out), l.seed, base, l.numel, nblocks);
     return;
   }
-  const int64_t blocks64 = (l.numel + threads - 1) / threads;
-  const int blocks = static_cast<int>(blocks64 < 65535 * 8 ? blocks64 : 65535 * 8);
-  fill_kernel<T, Op><<<blocks, threads>>>(op, static_cast<T*>(l.out), g, l.seed, l.offset,
-                                          l.numel);
+  fill_kernel<T, Op><<<blocks_for(l.numel, threads), threads>>>(op, static_cast<T*>(l.out), g,
+                                                                l.seed, l.offset, l.numel);
 }
 
 template <typename T>
@@ -158,11 +162,9 @@ const char* fill_typed(const RngLaunch& l, const Geom& g) {
     case -1:
       if constexpr (kFloating) {
         const int threads = 256;
-        const int64_t blocks64 = (l.numel + threads - 1) / threads;
-        const int blocks = static_cast<int>(blocks64 < 65535 * 8 ? blocks64 : 65535 * 8);
-        dropout_kernel<T><<<blocks, threads>>>(
-            static_cast<const T*>(l.in), static_cast<T*>(l.out), l.mask,
-            static_cast<float>(l.a), l.a, l.threshold, g, l.seed, l.offset, l.numel);
+        dropout_kernel<T><<<blocks_for(l.numel, threads), threads>>>(
+            static_cast<const T*>(l.in), static_cast<T*>(l.out), l.mask, static_cast<float>(l.a),
+            l.a, l.threshold, g, l.seed, l.offset, l.numel);
         return nullptr;
       }
       break;

@@ -37,34 +37,29 @@
 #include "ops/softmax/softmax.h"
 #include "rng/random.h"
 #include "tensor/creation.h"
+#include "tensor/cuda_check.h"
 
 namespace dt = dtensor;
 namespace bench = dtensor::bench;
 
 namespace {
 
-#define BENCH_CUDA(call)                                                                   \
-  do {                                                                                     \
-    const cudaError_t e_ = (call);                                                         \
-    DT_CHECK(e_ == cudaSuccess, "[bench_gpu] %s: %s", #call, cudaGetErrorString(e_));      \
-  } while (0)
-
 // Median seconds of `iters` calls of fn, each between two events on the default stream (the
 // library's stream), after `warmup` calls.
 bench::Stats event_time(const std::function<void()>& fn, int64_t warmup, int64_t iters) {
   for (int64_t i = 0; i < warmup; ++i) fn();
-  BENCH_CUDA(cudaDeviceSynchronize());
+  DT_CHECK_CUDA(cudaDeviceSynchronize());
   cudaEvent_t a, b;
-  BENCH_CUDA(cudaEventCreate(&a));
-  BENCH_CUDA(cudaEventCreate(&b));
+  DT_CHECK_CUDA(cudaEventCreate(&a));
+  DT_CHECK_CUDA(cudaEventCreate(&b));
   std::vector<double> s;
   for (int64_t i = 0; i < iters; ++i) {
-    BENCH_CUDA(cudaEventRecord(a));
+    DT_CHECK_CUDA(cudaEventRecord(a));
     fn();
-    BENCH_CUDA(cudaEventRecord(b));
-    BENCH_CUDA(cudaEventSynchronize(b));
+    DT_CHECK_CUDA(cudaEventRecord(b));
+    DT_CHECK_CUDA(cudaEventSynchronize(b));
     float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+    DT_CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
     s.push_back(ms * 1e-3);
   }
   cudaEventDestroy(a);
@@ -74,7 +69,9 @@ bench::Stats event_time(const std::function<void()>& fn, int64_t warmup, int64_t
 
 // The first `n` values of t (any device) as doubles.
 std::vector<double> head(const dt::Tensor& t, int64_t n) {
-  return t.reshape({-1}).narrow(0, 0, std::min<int64_t>(n, t.numel())).to(dt::Device())
+  return t.reshape({-1})
+      .narrow(0, 0, std::min<int64_t>(n, t.numel()))
+      .to(dt::Device())
       .to_vector<double>();
 }
 
@@ -107,15 +104,18 @@ int kernels(const bench::Flags& flags, bench::JsonLines& json) {
   const int64_t cols = 4096, rows = mb * (1 << 20) / 4 / cols, n = rows * cols;
   const dt::Device gpu(dt::kCUDA, dt::local_cuda_device());
   cudaDeviceProp prop{};
-  BENCH_CUDA(cudaGetDeviceProperties(&prop, gpu.index));
+  DT_CHECK_CUDA(cudaGetDeviceProperties(&prop, gpu.index));
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
   bench::print0("device: %s, %d SMs, %.0f GiB; driver CUDA %d.%d, runtime %d.%d\n", prop.name,
                 prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, driver / 1000,
                 driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
-  json.write(json.record("device").add("gpu", prop.name).add("sms", prop.multiProcessorCount)
-                 .add("driver", driver).add("runtime", runtime));
+  json.write(json.record("device")
+                 .add("gpu", prop.name)
+                 .add("sms", prop.multiProcessorCount)
+                 .add("driver", driver)
+                 .add("runtime", runtime));
 
   dt::Generator gen(7);
   const dt::TensorOptions fopt(dt::kFloat32, gpu);
@@ -128,23 +128,24 @@ int kernels(const bench::Flags& flags, bench::JsonLines& json) {
   // The reference: one device-to-device copy of the same bytes.
   const bench::Stats copy = event_time(
       [&] {
-        BENCH_CUDA(cudaMemcpyAsync(dst.data_ptr(), x.data_ptr(), nb, cudaMemcpyDeviceToDevice));
+        DT_CHECK_CUDA(cudaMemcpyAsync(dst.data_ptr(), x.data_ptr(), nb, cudaMemcpyDeviceToDevice));
       },
       3, iters);
   const double copy_bw = 2 * nb / copy.median;
   bench::print0("\n%-22s %10s %10s %12s\n", "case", "median us", "GB/s", "of copy");
   bench::print0("%-22s %10.1f %10.0f %12s\n", "cudaMemcpy D2D", copy.median * 1e6, copy_bw / 1e9,
                 "1.00");
-  json.write(json.record("copy").add_stats("", copy).add("bytes", 2 * nb).add("gbps", copy_bw / 1e9));
+  json.write(
+      json.record("copy").add_stats("", copy).add("bytes", 2 * nb).add("gbps", copy_bw / 1e9));
 
   std::vector<Row> rowsv = {
-      {"clone", 2 * nb, [&] { return x.clone(); }, [](const dt::Tensor& t) { return t.clone(); },
-       x, 0},
+      {"clone", 2 * nb, [&] { return x.clone(); }, [](const dt::Tensor& t) { return t.clone(); }, x,
+       0},
       {"add", 3 * nb, [&] { return dt::add(x, y); }, nullptr, x, 0},
-      {"exp", 2 * nb, [&] { return dt::exp(x); }, [](const dt::Tensor& t) { return dt::exp(t); },
+      {"exp", 2 * nb, [&] { return dt::exp(x); }, [](const dt::Tensor& t) { return dt::exp(t); }, x,
+       1e-5},
+      {"gelu", 2 * nb, [&] { return dt::gelu(x); }, [](const dt::Tensor& t) { return dt::gelu(t); },
        x, 1e-5},
-      {"gelu", 2 * nb, [&] { return dt::gelu(x); },
-       [](const dt::Tensor& t) { return dt::gelu(t); }, x, 1e-5},
       {"uniform_", nb, [&] { return dt::uniform_(dst, 0.0, 1.0, &gen); }, nullptr, x, 0},
       {"normal_", nb, [&] { return dt::normal_(dst, 0.0, 1.0, &gen); }, nullptr, x, 0},
       {"softmax [R,4096]", 2 * nb, [&] { return dt::softmax(x, -1); },
@@ -162,18 +163,35 @@ int kernels(const bench::Flags& flags, bench::JsonLines& json) {
     const double bw = r.bytes / s.median;
     bench::print0("%-22s %10.1f %10.0f %12.2f\n", r.name.c_str(), s.median * 1e6, bw / 1e9,
                   bw / copy_bw);
-    json.write(json.record(r.name).add_stats("", s).add("bytes", r.bytes).add("gbps", bw / 1e9)
+    json.write(json.record(r.name)
+                   .add_stats("", s)
+                   .add("bytes", r.bytes)
+                   .add("gbps", bw / 1e9)
                    .add("of_copy", bw / copy_bw));
   }
-  // add and the RNG have no CPU twin above: check a sample by hand.
+  // add and the RNG have no CPU twin above: add by hand; the fills against the same generator
+  // state on the CPU (the offset-based RNG gives the same bits on both devices).
   {
     const std::vector<double> s = head(dt::add(x, y), 64), xs = head(x, 64), ys = head(y, 64);
     for (size_t i = 0; i < s.size(); ++i) {
       DT_CHECK(s[i] == static_cast<double>(static_cast<float>(xs[i] + ys[i])),
                "[bench_gpu] add: element %d wrong", static_cast<int64_t>(i));
     }
-    const std::vector<double> u = head(dt::uniform_(dst, 0.0, 1.0, &gen), 4096);
-    for (double v : u) DT_CHECK(v >= 0.0 && v < 1.0, "[bench_gpu] uniform_: %g outside [0, 1)", v);
+    for (const bool normal : {false, true}) {
+      dt::Generator g_gpu(11), g_cpu(11);
+      const dt::Tensor on_cpu = dt::empty({4096}, dt::TensorOptions(dt::kFloat32));
+      const dt::Tensor on_gpu = dt::empty({4096}, fopt);
+      if (normal) {
+        dt::normal_(on_cpu, 0.0, 1.0, &g_cpu);
+        dt::normal_(on_gpu, 0.0, 1.0, &g_gpu);
+      } else {
+        dt::uniform_(on_cpu, 0.0, 1.0, &g_cpu);
+        dt::uniform_(on_gpu, 0.0, 1.0, &g_gpu);
+      }
+      DT_CHECK(bench::same_bits(on_gpu.to(dt::Device()), on_cpu),
+               "[bench_gpu] %s: the CUDA values differ from the CPU's",
+               normal ? "normal_" : "uniform_");
+    }
   }
 
   // GEMM: ours (dt::mm) and cublasGemmEx on the same operands, square [g, g] x [g, g].
@@ -199,9 +217,9 @@ int kernels(const bench::Flags& flags, bench::JsonLines& json) {
     dt::Tensor raw = dt::empty({g, g}, dt::TensorOptions(c.dtype, gpu));
     const float one = 1.f, zero = 0.f;
     const cublasComputeType_t compute = c.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    DT_CHECK(cublasSetMathMode(h, static_cast<cublasMath_t>(
-                                      CUBLAS_DEFAULT_MATH |
-                                      CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) ==
+    DT_CHECK(cublasSetMathMode(
+                 h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                              CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) ==
                  CUBLAS_STATUS_SUCCESS,
              "[bench_gpu] cublasSetMathMode failed");
     const int gi = static_cast<int>(g);
@@ -212,8 +230,9 @@ int kernels(const bench::Flags& flags, bench::JsonLines& json) {
                             compute, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
                "[bench_gpu] cublasGemmEx failed");
     };
-    const std::vector<bench::Stats> s = {event_time([&] { ours = dt::mm(a, bb); }, 2, iters / 2 + 1),
-                                         event_time(direct, 2, iters / 2 + 1)};
+    const std::vector<bench::Stats> s = {
+        event_time([&] { ours = dt::mm(a, bb); }, 2, iters / 2 + 1),
+        event_time(direct, 2, iters / 2 + 1)};
     const double flop = 2.0 * static_cast<double>(g) * g * g;
     const std::vector<double> d1 = head(ours, 4096), d2 = head(raw, 4096);
     for (size_t i = 0; i < d1.size(); ++i) {
@@ -222,8 +241,12 @@ int kernels(const bench::Flags& flags, bench::JsonLines& json) {
     }
     const double t_ours = flop / s[0].median / 1e12, t_raw = flop / s[1].median / 1e12;
     bench::print0("%-28s %12.1f %12.1f %8.3f\n", c.name, t_ours, t_raw, t_ours / t_raw);
-    json.write(json.record(std::string("gemm ") + c.name).add("g", g).add_stats("", s[0])
-                   .add_stats("cublas", s[1]).add("tflops", t_ours).add("cublas_tflops", t_raw)
+    json.write(json.record(std::string("gemm ") + c.name)
+                   .add("g", g)
+                   .add_stats("", s[0])
+                   .add_stats("cublas", s[1])
+                   .add("tflops", t_ours)
+                   .add("cublas_tflops", t_raw)
                    .add("ratio", t_ours / t_raw));
   }
   dt::set_allow_tf32(false);
@@ -242,7 +265,8 @@ int redistribute(const bench::Flags& flags, bench::JsonLines& json) {
   bench::print0("%-10s %8s %12s %12s %8s\n", "move", "MB out", "ours us", "D2D copy us", "ratio");
   for (int64_t mb : {flags.i64("mb", 64) / 4, flags.i64("mb", 64)}) {
     const int64_t cols = 1024, rows = mb * (1 << 20) / 4 / cols;
-    const dt::Tensor full = dt::arange(rows * cols, dt::TensorOptions(dt::kFloat32)).reshape({rows, cols});
+    const dt::Tensor full =
+        dt::arange(rows * cols, dt::TensorOptions(dt::kFloat32)).reshape({rows, cols});
     const dt::Tensor full_gpu = full.to(gpu);
     dt::Tensor dst = dt::empty({rows, cols}, dt::TensorOptions(dt::kFloat32, gpu));
     const double nb = static_cast<double>(rows * cols) * 4;
@@ -260,19 +284,24 @@ int redistribute(const bench::Flags& flags, bench::JsonLines& json) {
       dt::Tensor out;
       auto ours = [&] {
         out = src.redistribute(mesh, {dt::Replicate()}).to_local();
-        BENCH_CUDA(cudaDeviceSynchronize());
+        DT_CHECK_CUDA(cudaDeviceSynchronize());
       };
       auto copy = [&] {
-        BENCH_CUDA(cudaMemcpy(dst.data_ptr(), full_gpu.data_ptr(), nb, cudaMemcpyDeviceToDevice));
+        DT_CHECK_CUDA(
+            cudaMemcpy(dst.data_ptr(), full_gpu.data_ptr(), nb, cudaMemcpyDeviceToDevice));
       };
       const std::vector<bench::Stats> s = bench::time_interleaved({ours, copy}, 2, iters, true);
-      const dt::Tensor want = m.src[0].is_partial() ? dt::mul(full, static_cast<double>(world)) : full;
+      const dt::Tensor want =
+          m.src[0].is_partial() ? dt::mul(full, static_cast<double>(world)) : full;
       DT_CHECK(bench::same_bits(out.to(dt::Device()), want), "[bench_gpu] %s: wrong result",
                m.name);
       bench::print0("%-10s %8lld %12.1f %12.1f %8.2f\n", m.name, static_cast<long long>(mb),
                     s[0].median * 1e6, s[1].median * 1e6, s[0].median / s[1].median);
-      json.write(json.record(std::string("redistribute ") + m.name).add("ranks", world)
-                     .add("mb", mb).add_stats("", s[0]).add_stats("copy", s[1])
+      json.write(json.record(std::string("redistribute ") + m.name)
+                     .add("ranks", world)
+                     .add("mb", mb)
+                     .add_stats("", s[0])
+                     .add_stats("copy", s[1])
                      .add("ratio", s[0].median / s[1].median));
     }
   }

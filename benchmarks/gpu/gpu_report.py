@@ -2,8 +2,8 @@
 """The "GPU" section of docs/PERFORMANCE.md, from a results folder of scripts/bench_gpu.sh (run on
 a machine with a GPU): gpu.jsonl (bench_gpu, one rank), gpu_redist.jsonl (bench_gpu
 --redistribute, ranks sharing the GPU), examples.log (tp_transformer and train_tp_transformer on
-the CPU and with --cuda), suite.txt (the gpu suite's summary lines) and notes.md (optional:
-the why of each miss, written after profiling). --out splices the section
+the CPU and with --cuda) and suite.txt (the gpu suite's summary lines); the why of each miss,
+written after profiling, comes from benchmarks/gpu/notes.md (--notes). --out splices the section
 between its markers (appended when absent); make_report.py carries it over."""
 import argparse
 import json
@@ -46,14 +46,16 @@ def section(res, args):
         f"Measured on {args.date} on {dev['gpu']} ({dev['sms']} SMs), driver CUDA "
         f"{drv // 1000}.{drv % 1000 // 10}, runtime {rt // 1000}.{rt % 1000 // 10}"
         + (f", {args.machine}" if args.machine else "") + ", built with "
-        "`-DDTENSOR_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90` by:", "",
+        f"`-DDTENSOR_CUDA=ON` (CUDA architectures {args.arch}) by:", "",
         "```", args.command, "```", ""]
     suite = text(os.path.join(res, "suite.txt"))
     if suite:
         out += ["The gpu suite on that machine:", "", "```", suite, "```", ""]
-    copy = next(r for r in rows if r["name"] == "copy")
+    copy = next((r for r in rows if r["name"] == "copy"), None)
+    if copy is None:
+        return out + ["(bench_gpu stopped before measuring the copy bandwidth)", "", END]
     out += [
-        "### Bandwidth (float32, 256 MB per operand, one rank)", "",
+        f"### Bandwidth (float32, {copy['bytes'] / 2 / 2**20:.0f} MB per operand, one rank)", "",
         f"Against the device's own copy (`cudaMemcpy` device to device: "
         f"{copy['gbps']:.0f} GB/s counting bytes read and written). Target: >= {BW_TARGET:.2f} "
         "of it for elementwise ops and the RNG; softmax and layer_norm are listed beside it "
@@ -86,7 +88,7 @@ def section(res, args):
         for r in redist:
             out.append(f"| {r['name'][13:]} | {r['mb']} | {r['median_us']:.0f} us | "
                        f"{r['copy_median_us']:.0f} us | {r['ratio']:.1f}x |")
-    notes = text(os.path.join(res, "notes.md"))
+    notes = text(args.notes)
     if notes:
         out += ["", "### Why (misses and observations)", "", notes]
     ex = text(os.path.join(res, "examples.log"))
@@ -105,6 +107,9 @@ def main():
     ap.add_argument("--date", default="?")
     ap.add_argument("--machine", default="")
     ap.add_argument("--command", default="scripts/bench_gpu.sh --doc")
+    ap.add_argument("--arch", default="?")
+    ap.add_argument("--notes", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                    "notes.md"))
     args = ap.parse_args()
     lines = section(args.results, args)
     print("\n".join(lines[1:-1]))

@@ -55,6 +55,42 @@ TEST_CASE("CPU and CUDA generate the same values", "[rng][gpu]") {
   }
 }
 
+// Local tensors that are one contiguous run of the global tensor take the CUDA kernel that
+// computes one Philox block per thread (rng/random_cuda.cu): whole tensors, dim-0 slabs and
+// size-1 dims, at offsets whose first block is partial and at offsets whose words wrap past
+// 2^64 (Generator::set_offset takes any value).
+TEST_CASE("CPU and CUDA agree on contiguous runs at every offset, wrapping too", "[rng][gpu]") {
+  require_device();
+  const Device gpu(kCUDA, 0);
+  struct Region {
+    Shape global, off, sz;
+  };
+  const std::vector<Region> regions = {{{17}, {0}, {17}},
+                                       {{9, 13}, {0, 0}, {9, 13}},
+                                       {{9, 13}, {3, 0}, {5, 13}},
+                                       {{7, 1, 5}, {2, 0, 0}, {3, 1, 5}},
+                                       {{6, 5}, {1, 2}, {1, 3}}};
+  const uint64_t offsets[] = {
+      0, 1, 2, 3, 6, 20, ~uint64_t{0} - 15, ~uint64_t{0} - 7, ~uint64_t{0} - 3, ~uint64_t{0}};
+  for (const RandomSpec& spec :
+       {RandomSpec::uniform(kFloat32), RandomSpec::uniform(kFloat64), RandomSpec::uniform(kFloat16),
+        RandomSpec::bernoulli(kBool, 0.3), RandomSpec::randint(kInt64, -7, 1000),
+        RandomSpec::normal(kFloat32, 0.5, 2.0), RandomSpec::normal(kBFloat16),
+        RandomSpec::dropout_mask(kFloat32, 0.2)}) {
+    for (const Region& r : regions) {
+      for (uint64_t offset : offsets) {
+        INFO(random_kind_name(spec.kind) << " " << dtype_name(spec.dtype) << " global "
+                                         << shape_str(r.global) << " offset " << offset);
+        Tensor c = empty(r.sz, spec.dtype);
+        Tensor g = empty(r.sz, {spec.dtype, gpu});
+        fill_random(c, spec, 7, offset, r.global, r.off);
+        fill_random(g, spec, 7, offset, r.global, r.off);
+        CHECK(equal(c, g.to(Device())));
+      }
+    }
+  }
+}
+
 TEST_CASE("random ops on CUDA use the CUDA default generator", "[rng][gpu]") {
   require_device();
   const Device gpu(kCUDA, 0);
