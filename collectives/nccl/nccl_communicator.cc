@@ -399,8 +399,53 @@ WorkPtr NcclCommunicator::do_scatter(const Tensor& output, const Tensor& input, 
   });
 }
 
+class NcclCommunicator::SelfWork final : public Work {
+ public:
+  explicit SelfWork(std::string what) : what_(std::move(what)) {}
+  bool is_completed() override { return copy_ != nullptr && copy_->is_completed(); }
+  void wait() override {
+    DT_CHECK(copy_ != nullptr,
+             "%s: waited on before the matching self %s was posted (it could never complete)",
+             what_, what_.find("[send]") == 0 ? "recv" : "send");
+    copy_->wait();
+  }
+  void complete_with(WorkPtr copy) { copy_ = std::move(copy); }
+
+ private:
+  std::string what_;
+  WorkPtr copy_;
+};
+
+WorkPtr NcclCommunicator::self_p2p(const Tensor& tensor, bool is_send) {
+  std::deque<PendingSelf>& others = is_send ? self_recvs_ : self_sends_;
+  if (others.empty()) {
+    auto work = std::make_shared<SelfWork>(
+        absl::StrFormat("[%s] to/from self on %s", is_send ? "send" : "recv",
+                        detail::describe_communicator(*this)));
+    (is_send ? self_sends_ : self_recvs_).push_back({tensor, work});
+    return work;
+  }
+  PendingSelf match = std::move(others.front());
+  others.pop_front();
+  const Tensor& src = is_send ? tensor : match.tensor;
+  const Tensor& dst = is_send ? match.tensor : tensor;
+  DT_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+           "[%s] to/from self on %s: the send holds %d %s elements, the recv expects %d %s",
+           is_send ? "send" : "recv", detail::describe_communicator(*this), src.numel(),
+           dtype_name(src.dtype()), dst.numel(), dtype_name(dst.dtype()));
+  WorkPtr copy = launch(is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, &tensor,
+                        {src, dst}, [&] {
+                          DT_CHECK_CUDA(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(),
+                                                        src.nbytes(), cudaMemcpyDeviceToDevice,
+                                                        stream_));
+                        });
+  match.work->complete_with(copy);
+  return copy;
+}
+
 WorkPtr NcclCommunicator::do_send(const Tensor& tensor, int dst, int) {
   if (tensor.numel() == 0) return completed_work();
+  if (dst == rank()) return self_p2p(tensor, /*is_send=*/true);
   return launch(CollectiveKind::kSend, &tensor, {tensor}, [&] {
     DT_CHECK_NCCL(ncclSend(tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
                            nccl_datatype(tensor.dtype()), dst, comm_, stream_));
@@ -409,6 +454,7 @@ WorkPtr NcclCommunicator::do_send(const Tensor& tensor, int dst, int) {
 
 WorkPtr NcclCommunicator::do_recv(const Tensor& tensor, int src, int) {
   if (tensor.numel() == 0) return completed_work();
+  if (src == rank()) return self_p2p(tensor, /*is_send=*/false);
   return launch(CollectiveKind::kRecv, &tensor, {tensor}, [&] {
     DT_CHECK_NCCL(ncclRecv(tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
                            nccl_datatype(tensor.dtype()), src, comm_, stream_));

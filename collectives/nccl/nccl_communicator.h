@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -43,7 +44,12 @@ class NcclCommunicator final : public Communicator {
   // One group: the root copies its own block with cudaMemcpyAsync on the NCCL stream and
   // ncclSends every other block; every other rank ncclRecvs its block.
   WorkPtr do_scatter(const Tensor& output, const Tensor& input, int root) override;
-  // NCCL matches point-to-point messages by issue order; `tag` is ignored.
+  // NCCL matches point-to-point messages by issue order; `tag` is ignored. A send to or a recv
+  // from this rank itself never reaches NCCL (which refuses a self recv that is not grouped
+  // with its send, while the Communicator contract, MPI's, lets them be posted separately in
+  // either order): the two pair here in issue order and the second one posted copies device
+  // to device on the NCCL stream; the first one's Work completes with that copy (waiting on it
+  // before the second is posted raises, since it could never complete).
   WorkPtr do_send(const Tensor& tensor, int dst, int tag) override;
   WorkPtr do_recv(const Tensor& tensor, int src, int tag) override;
   // A one-element all_reduce (NCCL has no barrier).
@@ -63,8 +69,19 @@ class NcclCommunicator final : public Communicator {
   WorkPtr launch(CollectiveKind kind, const Tensor* shape_of, std::vector<Tensor> keep_alive,
                  Enqueue&& enqueue);
 
+  class SelfWork;
+  // The self send or recv posted first, waiting for its match (see do_send).
+  struct PendingSelf {
+    Tensor tensor;
+    std::shared_ptr<SelfWork> work;
+  };
+  // Pairs a self send (`is_send`) or recv with the oldest pending one of the other kind, or
+  // queues it.
+  WorkPtr self_p2p(const Tensor& tensor, bool is_send);
+
   ncclComm_t comm_;
   CommunicatorPtr mpi_;
+  std::deque<PendingSelf> self_sends_, self_recvs_;
   int device_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;  // recorded on the compute stream before each collective
