@@ -1,4 +1,5 @@
-// Indexing along one dim on local tensors (PyTorch's gather / scatter_add), and the masked
+// Indexing along one dim on local tensors (PyTorch's gather / scatter / scatter_add /
+// scatter_reduce / index_select / index_add / take_along_dim / one_hot), and the masked
 // scatter the sharded backward formulas use (embedding, the cross-entropy target pick, max with
 // indices).
 #pragma once
@@ -6,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "dtensor/distributed_tensor.h"
 #include "tensor/tensor.h"
@@ -35,6 +37,21 @@ Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tenso
                int64_t index_offset = kNoOffset);
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value,
                int64_t index_offset = kNoOffset);
+
+// torch.Tensor.scatter_reduce(dim, index, src, reduce, include_self), out of place: a copy of
+// self in which each position named by the index (out[i][index[i][j][k]][k] for dim = 1) holds
+// the reduction of the src entries naming it, and of self's value there when include_self.
+// reduce is "sum", "prod", "mean", "amax" or "amin"; positions no index names keep self's value.
+// "mean" divides by the number of values reduced (self counted when include_self); on integer
+// dtypes it rounds down (floor division, as PyTorch). amax / amin propagate NaN. Any dtype but
+// bool; 16-bit floats are reduced in float and rounded once. The CPU reduces each position in
+// the index's row-major order; on CUDA sum / mean (floats) and prod (floats) may round in another
+// order, amax / amin and integer results are exact. index_offset as for scatter (a block of a
+// tensor sharded along dim). Raises "[scatter_reduce] reduce must be one of sum, prod, mean,
+// amax, amin, got 'max'" and the index errors of scatter.
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      std::string_view reduce, bool include_self = true,
+                      int64_t index_offset = kNoOffset);
 
 // The shard of scatter_add(zeros(full), dim, index, src) that holds positions
 // [index_offset, index_offset + shape[dim]) of `dim`: a zero tensor of `shape` (src's dtype)
@@ -85,6 +102,20 @@ DTensor scatter_add(const DTensor& self, int64_t dim, const DTensor& index, cons
 // gradient, though only the last one was written).
 DTensor scatter(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& src);
 DTensor scatter(const DTensor& self, int64_t dim, const DTensor& index, const Scalar& value);
+// scatter_reduce, registered (reduce and include_self are static args). Rows: every dim but
+// `dim` sharded alike where index and self agree; self sharded along dim with index and src
+// whole (each rank reduces the entries that fall in its block, no communication); and, where the
+// reduction commutes with the Partial reduction, [P | P, R, P]: P(sum) / P(avg) for "sum"
+// (P(avg) for floating dtypes only) and "mean" (floating dtypes only), P(max) for "amax", P(min)
+// for "amin"; none for "prod". An index out of range is raised on every rank that may hold
+// different indices. Differentiable in self and src with PyTorch's formulas (sum: the gradient /
+// its gather; mean: divided by the counts; prod: grad * result / value, a single zero handled
+// exactly; amax / amin: split evenly among the reduced values equal to the result), self's
+// gradient zero where include_self is false and an index names the position. Unlike PyTorch, an
+// excluded self (include_self false) that equals the result does not take a share of amax /
+// amin's gradient.
+DTensor scatter_reduce(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& src,
+                       std::string_view reduce, bool include_self = true);
 // index_add, registered with scatter_add's rows (a replicated index; alpha is a runtime value,
 // not in the cache key). Differentiable in self (the gradient) and source (alpha times the
 // index_select of the gradient).
@@ -94,6 +125,13 @@ DTensor take_along_dim(const DTensor& self, const DTensor& indices, int64_t dim)
 DTensor one_hot(const DTensor& index, int64_t num_classes = -1);
 
 namespace detail {
+// The reductions of scatter_reduce.
+enum class ScatterReduceOp : uint8_t { kSum, kProd, kMean, kAmax, kAmin };
+// Parses reduce ("sum", "prod", "mean", "amax", "amin"); raises "[op] reduce must be one of sum,
+// prod, mean, amax, amin, got 'max'".
+ScatterReduceOp parse_scatter_reduce(std::string_view reduce, std::string_view op);
+// "sum", "prod", ...: a string literal (static storage, usable as an op's ArgValue).
+std::string_view scatter_reduce_name(ScatterReduceOp op);
 // The first element of an integer index tensor outside [0, size), if any (read on the host).
 std::optional<int64_t> first_out_of_range(const Tensor& index, int64_t size);
 // take_along_dim's operands broadcast on every dim but `dim` (normalised here): the shapes

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -120,6 +121,94 @@ void scatter_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tens
   });
 }
 
+template <typename T>
+bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(x);
+  } else {
+    return false;
+  }
+}
+
+// Integer sums and products wrap around (two's complement) instead of overflowing.
+template <typename T>
+T wrapping_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename T>
+T wrapping_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
+// out (contiguous, in place; float32, float64, int32 or int64) reduced with src at index -
+// offset along dim, each slot in the index's row-major order. Without include_self the first
+// entry naming a slot replaces its value; "mean" then divides by the slot's count (floor
+// division for integers, as PyTorch).
+void scatter_reduce_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                        int64_t offset, bool masked, detail::ScatterReduceOp reduce,
+                        bool include_self, const char* op) {
+  using detail::ScatterReduceOp;
+  const Tensor s = src.to(out.dtype()).contiguous();
+  // Entries per slot: for mean's divisor, and without include_self to spot a slot's first entry.
+  const bool counted = reduce == ScatterReduceOp::kMean || !include_self;
+  std::vector<int64_t> count(counted ? static_cast<size_t>(out.numel()) : 0, 0);
+  dispatch_dtype(out.dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                  std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
+      T* o = static_cast<T*>(out.data_ptr());
+      const T* v = static_cast<const T*>(s.data_ptr());
+      auto run = [&](auto combine) {
+        for_each_target(out, dim, index, offset, masked, op, [&](int64_t p, int64_t at) {
+          if (counted && count[at]++ == 0 && !include_self) {
+            o[at] = v[p];
+          } else {
+            o[at] = combine(o[at], v[p]);
+          }
+        });
+      };
+      switch (reduce) {
+        case ScatterReduceOp::kSum:
+        case ScatterReduceOp::kMean:
+          run([](T a, T b) { return wrapping_add(a, b); });
+          break;
+        case ScatterReduceOp::kProd:
+          run([](T a, T b) { return wrapping_mul(a, b); });
+          break;
+        // A NaN b wins; a NaN a stays (the comparisons are false).
+        case ScatterReduceOp::kAmax:
+          run([](T a, T b) { return is_nan(b) || a < b ? b : a; });
+          break;
+        case ScatterReduceOp::kAmin:
+          run([](T a, T b) { return is_nan(b) || b < a ? b : a; });
+          break;
+      }
+      if (reduce != ScatterReduceOp::kMean) return;
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        if (count[i] == 0) continue;
+        const int64_t n = count[i] + (include_self ? 1 : 0);
+        if constexpr (std::is_integral_v<T>) {
+          const int64_t a = static_cast<int64_t>(o[i]);
+          o[i] = static_cast<T>(a / n - (a % n != 0 && a < 0 ? 1 : 0));  // floor (n > 0)
+        } else {
+          o[i] = o[i] / static_cast<T>(n);
+        }
+      }
+    } else {
+      DT_FAIL("[%s] unexpected dtype %s for the reduction", op, dtype_name(out.dtype()));
+    }
+  });
+}
+
 }  // namespace
 
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
@@ -213,6 +302,36 @@ Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scala
   return scatter(self, dim, index,
                  full(index.sizes(), value, TensorOptions(self.dtype(), self.device())),
                  index_offset);
+}
+
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      std::string_view reduce, bool include_self, int64_t index_offset) {
+  constexpr const char* op = "scatter_reduce";
+  DT_CHECK(self.defined(), "[scatter_reduce] argument self is an undefined tensor");
+  const detail::ScatterReduceOp r = detail::parse_scatter_reduce(reduce, op);
+  const int64_t d = check_index(op, self.sizes(), dim, index, &src);
+  check_same_device(op, self, index);
+  DT_CHECK(self.dtype() != kBool,
+           "[scatter_reduce] argument self has dtype bool, expected a floating or integer dtype");
+  const bool masked = index_offset != kNoOffset;
+  const int64_t offset = masked ? index_offset : 0;
+  // 16-bit floats are reduced in float (many entries may land on one slot), then rounded once.
+  const bool low_precision = self.dtype() == kFloat16 || self.dtype() == kBFloat16;
+  Tensor out = low_precision ? self.to(kFloat32).contiguous() : self.clone();
+  if (index.numel() > 0 && out.numel() == 0) {  // then dim has size 0: every index is out of range
+    const std::optional<int64_t> bad = detail::first_out_of_range(index, 0);
+    DT_CHECK(masked, "[scatter_reduce] index %d out of range for dim %d of size 0",
+             bad.value_or(0), d);
+  } else if (index.numel() > 0) {
+    if (out.device().is_cuda()) {
+      detail::scatter_reduce_cuda(out, d, index.to(kInt64).contiguous(),
+                                  src.to(out.dtype()).contiguous(), offset, masked, r,
+                                  include_self, op);
+    } else {
+      scatter_reduce_cpu(out, d, index, src, offset, masked, r, include_self, op);
+    }
+  }
+  return low_precision ? out.to(self.dtype()) : out;
 }
 
 }  // namespace dtensor

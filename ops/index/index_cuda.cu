@@ -1,8 +1,11 @@
-// CUDA gather and scatter-add along one dim: one thread per index element. Positions are
-// unravelled from the index's row-major order (at most kMaxDims dims); scatter-add uses
-// atomicAdd, so callers pass 32/64-bit types (scatter_add_shard accumulates 16-bit types in
-// float32).
+// CUDA gather, scatter, scatter-add and scatter-reduce along one dim: one thread per index
+// element. Positions are unravelled from the index's row-major order (at most kMaxDims dims);
+// scatter-add uses atomicAdd and scatter-reduce atomicAdd or compare-and-swap loops, so callers
+// pass 32/64-bit types (16-bit types are accumulated in float32).
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "ops/index/index_cuda.h"
 #include "tensor/creation.h"
@@ -121,6 +124,128 @@ __global__ void scatter_write_kernel(Geometry g, const int64_t* idx, const U* sr
   }
 }
 
+// ---- scatter_reduce ----------------------------------------------------------------------------
+// Bits of the same size as T (for compare-and-swap).
+template <typename T>
+using Bits = std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long long>;
+
+// *addr = f(*addr, v) atomically: a compare-and-swap loop on the element's bits (exact for any
+// f; compares bits, so a NaN value does not loop forever).
+template <typename T, typename F>
+__device__ void atomic_update(T* addr, T v, F f) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic_update takes 4- or 8-byte types");
+  using B = Bits<T>;
+  B* a = reinterpret_cast<B*>(addr);
+  B old = *reinterpret_cast<volatile B*>(a);
+  while (true) {
+    T cur;
+    memcpy(&cur, &old, sizeof(T));
+    const T next = f(cur, v);
+    B want;
+    memcpy(&want, &next, sizeof(T));
+    if (want == old) return;
+    const B seen = atomicCAS(a, old, want);
+    if (seen == old) return;
+    old = seen;
+  }
+}
+
+template <typename T>
+__device__ bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x != x;
+  } else {
+    return false;
+  }
+}
+
+// The reductions, applied atomically to one slot. Integer products wrap (unsigned multiply).
+struct SumUpdate {
+  template <typename T>
+  __device__ void operator()(T* p, T v) const { atomic_add(p, v); }
+};
+struct ProdUpdate {
+  template <typename T>
+  __device__ void operator()(T* p, T v) const {
+    atomic_update(p, v, [](T a, T b) {
+      if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+      } else {
+        return a * b;
+      }
+    });
+  }
+};
+// A NaN b wins; a NaN a stays (the comparisons are false).
+struct MaxUpdate {
+  template <typename T>
+  __device__ void operator()(T* p, T v) const {
+    atomic_update(p, v, [](T a, T b) { return is_nan(b) || a < b ? b : a; });
+  }
+};
+struct MinUpdate {
+  template <typename T>
+  __device__ void operator()(T* p, T v) const {
+    atomic_update(p, v, [](T a, T b) { return is_nan(b) || b < a ? b : a; });
+  }
+};
+
+// Pass 1 (mean, or without include_self): how many in-range entries name each slot.
+__global__ void scatter_count_kernel(Geometry g, const int64_t* idx, int64_t n, int64_t offset,
+                                     bool masked, unsigned long long* bad,
+                                     unsigned long long* count) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
+       p += step) {
+    const int64_t at = target_slot(g, idx, p, offset, masked, bad);
+    if (at >= 0) atomicAdd(count + at, 1ull);
+  }
+}
+
+// Without include_self: the slots an entry names start from the reduction's identity.
+template <typename T>
+__global__ void scatter_identity_kernel(T* out, const unsigned long long* count, int64_t numel,
+                                        T identity) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel;
+       i += step) {
+    if (count[i] > 0) out[i] = identity;
+  }
+}
+
+// Pass 2: every in-range entry reduces into its slot.
+template <typename T, typename Update>
+__global__ void scatter_reduce_kernel(Geometry g, const int64_t* idx, const T* src, T* out,
+                                      int64_t n, int64_t offset, bool masked,
+                                      unsigned long long* bad, Update update) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
+       p += step) {
+    const int64_t at = target_slot(g, idx, p, offset, masked, bad);
+    if (at >= 0) update(out + at, src[p]);
+  }
+}
+
+// Mean, pass 3: the slots some entry named divide by their count (+ 1 with include_self); floor
+// division for integers.
+template <typename T>
+__global__ void scatter_mean_kernel(T* out, const unsigned long long* count, int64_t numel,
+                                    int64_t extra) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel;
+       i += step) {
+    if (count[i] == 0) continue;
+    const int64_t c = static_cast<int64_t>(count[i]) + extra;
+    if constexpr (std::is_integral_v<T>) {
+      const int64_t a = static_cast<int64_t>(out[i]);
+      out[i] = static_cast<T>(a / c - (a % c != 0 && a < 0 ? 1 : 0));
+    } else {
+      out[i] = out[i] / static_cast<T>(c);
+    }
+  }
+}
+
 // Reads the out-of-range flag back (synchronises the stream) and raises.
 void raise_if_bad(const Tensor& flag, const char* op, int64_t dim, int64_t size) {
   const Tensor host = flag.to(Device(kCPU));
@@ -200,6 +325,76 @@ void scatter_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Ten
     case 2: launch(uint16_t{}); break;
     case 4: launch(uint32_t{}); break;
     default: launch(uint64_t{}); break;
+  }
+  if (!masked) raise_if_bad(flag, op, dim, g.size);
+}
+
+void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                         int64_t offset, bool masked, ScatterReduceOp reduce, bool include_self,
+                         const char* op) {
+  const Geometry g = geometry(index, out, dim, op);
+  cuda::DeviceGuard guard(out.device().index);
+  Tensor flag = zeros({2}, TensorOptions(kInt64, out.device()));
+  auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
+  const int64_t n = index.numel(), numel = out.numel();
+  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  const bool counts = reduce == ScatterReduceOp::kMean || !include_self;
+  Tensor count_t;
+  unsigned long long* count = nullptr;
+  if (counts) {
+    count_t = zeros({numel}, TensorOptions(kInt64, out.device()));
+    count = static_cast<unsigned long long*>(count_t.data_ptr());
+    scatter_count_kernel<<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        g, idx, n, offset, masked, bad, count);
+  }
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.data_ptr());
+    const T* v = static_cast<const T*>(src.data_ptr());
+    if (!include_self) {
+      T identity{};
+      switch (reduce) {
+        case ScatterReduceOp::kSum:
+        case ScatterReduceOp::kMean: identity = T(0); break;
+        case ScatterReduceOp::kProd: identity = T(1); break;
+        case ScatterReduceOp::kAmax:
+          identity = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                          : std::numeric_limits<T>::lowest();
+          break;
+        case ScatterReduceOp::kAmin:
+          identity = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                          : std::numeric_limits<T>::max();
+          break;
+      }
+      scatter_identity_kernel<T>
+          <<<cuda::grid_for(numel, kBlock), kBlock, 0, cuda::current_stream()>>>(o, count, numel,
+                                                                                identity);
+    }
+    auto reduce_with = [&](auto update) {
+      scatter_reduce_kernel<T, decltype(update)>
+          <<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+              g, idx, v, o, n, offset, masked, bad, update);
+    };
+    switch (reduce) {
+      case ScatterReduceOp::kSum:
+      case ScatterReduceOp::kMean: reduce_with(SumUpdate{}); break;
+      case ScatterReduceOp::kProd: reduce_with(ProdUpdate{}); break;
+      case ScatterReduceOp::kAmax: reduce_with(MaxUpdate{}); break;
+      case ScatterReduceOp::kAmin: reduce_with(MinUpdate{}); break;
+    }
+    if (reduce == ScatterReduceOp::kMean) {
+      scatter_mean_kernel<T><<<cuda::grid_for(numel, kBlock), kBlock, 0, cuda::current_stream()>>>(
+          o, count, numel, include_self ? 1 : 0);
+    }
+  };
+  switch (out.dtype()) {
+    case kFloat32: launch(float{}); break;
+    case kFloat64: launch(double{}); break;
+    case kInt32: launch(int32_t{}); break;
+    case kInt64: launch(int64_t{}); break;
+    default:
+      DT_FAIL("[%s] CUDA scatter_reduce supports float32, float64, int32 and int64, got %s", op,
+              dtype_name(out.dtype()));
   }
   if (!masked) raise_if_bad(flag, op, dim, g.size);
 }

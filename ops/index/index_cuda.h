@@ -2,6 +2,7 @@
 // are checked by the callers in index_cpu.cc; tensors are contiguous, index int64.
 #pragma once
 
+#include "ops/index/index.h"
 #include "tensor/tensor.h"
 
 namespace dtensor::detail {
@@ -19,5 +20,15 @@ void scatter_add_cuda(const Tensor& out, int64_t dim, const Tensor& index, const
 // as the CPU loop does. Any dtype (elements move as raw bits).
 void scatter_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
                   int64_t offset, bool masked, const char* op);
+
+// out[... index - offset ...] reduced with src[...] along dim (same masking and errors) for
+// scatter_reduce: out holds self (float32, float64, int32 or int64; 16-bit callers pass float32).
+// With include_self false, the slots an index names first take the reduction's identity; "mean"
+// then divides by the per-slot count (floor division for integers). sum / mean add atomically
+// (float rounding order unspecified); prod, amax and amin update through compare-and-swap loops
+// (amax / amin exact and NaN-propagating; integer prod exact).
+void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                         int64_t offset, bool masked, ScatterReduceOp reduce, bool include_self,
+                         const char* op);
 
 }  // namespace dtensor::detail

@@ -18,4 +18,9 @@ void scatter_cuda(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t,
   DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)", op);
 }
 
+void scatter_reduce_cuda(const Tensor&, int64_t, const Tensor&, const Tensor&, int64_t, bool,
+                         ScatterReduceOp, bool, const char* op) {
+  DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)", op);
+}
+
 }  // namespace dtensor::detail

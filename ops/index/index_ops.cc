@@ -43,6 +43,26 @@ AlongDimShapes take_along_dim_shapes(IntSpan self, IntSpan indices, int64_t dim)
   return r;
 }
 
+ScatterReduceOp parse_scatter_reduce(std::string_view reduce, std::string_view op) {
+  if (reduce == "sum") return ScatterReduceOp::kSum;
+  if (reduce == "prod") return ScatterReduceOp::kProd;
+  if (reduce == "mean") return ScatterReduceOp::kMean;
+  if (reduce == "amax") return ScatterReduceOp::kAmax;
+  if (reduce == "amin") return ScatterReduceOp::kAmin;
+  DT_FAIL("[%s] reduce must be one of sum, prod, mean, amax, amin, got '%s'", op, reduce);
+}
+
+std::string_view scatter_reduce_name(ScatterReduceOp op) {
+  switch (op) {
+    case ScatterReduceOp::kSum: return "sum";
+    case ScatterReduceOp::kProd: return "prod";
+    case ScatterReduceOp::kMean: return "mean";
+    case ScatterReduceOp::kAmax: return "amax";
+    case ScatterReduceOp::kAmin: return "amin";
+  }
+  return "sum";
+}
+
 SelectShapes index_select_shapes(IntSpan self_shape, int64_t dim, int64_t index_numel) {
   const int64_t ndim = static_cast<int64_t>(self_shape.size());
   SelectShapes r{Shape(ndim, 1), Shape(self_shape.begin(), self_shape.end()),

@@ -1,6 +1,7 @@
-// Registration of the indexing family's DTensor ops: gather, its gradient gather_backward, and
-// one_hot (strategies for ONE mesh dim, meta, kernels, samples, backward), and the DTensor
-// forms of index.h.
+// Registration of the indexing family's DTensor ops: gather, its gradient gather_backward, the
+// scatters (scatter_add, scatter, scatter.value, scatter_reduce), index_add and one_hot
+// (strategies for ONE mesh dim, meta, kernels, samples, backward), and the DTensor forms of
+// index.h.
 //
 // gather(self, index; dim) -> out (index's shape). Rows [out | self, index]:
 //   [S(d) | S(d), S(d)]    d != dim where self and index have the same size at d
@@ -13,6 +14,7 @@
 #include "autograd/dispatch.h"
 #include "autograd/function.h"
 #include "dtensor/check_ranks.h"
+#include "dtensor/factories.h"
 #include "dtensor/propagation/dispatch.h"
 #include "ops/common/strategy_util.h"
 #include "ops/elementwise/elementwise.h"
@@ -353,6 +355,174 @@ void register_scatter_value(Registry& reg) {
   reg.add(std::move(op));
 }
 
+// scatter_reduce(self, index, src; dim, reduce, include_self) -> a copy of self with the src
+// entries reduced into the positions they name. Rows ([out | self, index, src]): every dim but
+// `dim` sharded alike where index and self have the same size; self sharded along dim with index
+// and src whole (each rank reduces the entries whose index falls in its block: a position's
+// whole reduction lives on one rank); and [P | P, R, P] where the reduction commutes with the
+// Partial one: sum and mean are linear in self and src together for a fixed index (mean divides
+// by counts that depend on the index alone), amax commutes with Partial(max), amin with
+// Partial(min). Integer dtypes keep only P(sum) for sum (wrapping sums are linear; integer
+// averages and mean's floor division are not); prod has no Partial row.
+StrategyRows scatter_reduce_rows(const OpSchema& s) {
+  const Shape& self = s.input(0).shape();
+  const Shape& index = s.input(1).shape();
+  const int64_t dim = normalize_dim(s.arg<int64_t>(0), s.input(0).ndim(), "scatter_reduce");
+  const detail::ScatterReduceOp reduce =
+      detail::parse_scatter_reduce(s.arg<std::string_view>(1), "scatter_reduce");
+  const bool floating = is_floating(s.input(0).dtype());
+  StrategyRows rows;
+  for (int64_t d = 0; d < static_cast<int64_t>(self.size()); ++d) {
+    if (d != dim && self[d] == index[d]) rows.push_back(detail::uniform_row(4, Shard(d)));
+  }
+  rows.push_back({Shard(dim), Shard(dim), Replicate(), Replicate()});
+  auto partial = [&](ReduceOp r) {
+    rows.push_back({Partial(r), Partial(r), Replicate(), Partial(r)});
+  };
+  switch (reduce) {
+    case detail::ScatterReduceOp::kSum:
+      partial(ReduceOp::kSum);
+      if (floating) partial(ReduceOp::kAvg);
+      break;
+    case detail::ScatterReduceOp::kMean:
+      if (floating) {
+        partial(ReduceOp::kSum);
+        partial(ReduceOp::kAvg);
+      }
+      break;
+    case detail::ScatterReduceOp::kAmax: partial(ReduceOp::kMax); break;
+    case detail::ScatterReduceOp::kAmin: partial(ReduceOp::kMin); break;
+    case detail::ScatterReduceOp::kProd: break;
+  }
+  return rows;
+}
+
+// The gradients of scatter_reduce (PyTorch's scatter_reduce_backward). Without include_self,
+// self's gradient is the upstream gradient with the named positions zeroed (there the output
+// does not depend on self; elsewhere it is self).
+DTensorList scatter_reduce_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+  using detail::ScatterReduceOp;
+  const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter_reduce");
+  const ScatterReduceOp reduce =
+      detail::parse_scatter_reduce(c.arg<std::string_view>(1), "scatter_reduce");
+  const bool include_self = c.arg<bool>(2);
+  const DTensor& grad = g[0];
+  const DTensor& index = c.input(1);
+  const bool want_self = c.needs_input_grad(0), want_src = c.needs_input_grad(2);
+  const bool self_term = want_self && include_self;  // self's gradient from the reduction
+  DTensor g_self, g_src;
+  if (want_self && !include_self) g_self = scatter(grad, dim, index, Scalar(0.0));
+  switch (reduce) {
+    case ScatterReduceOp::kSum:
+      if (self_term) g_self = grad;
+      if (want_src) g_src = gather(grad, dim, index);
+      break;
+    case ScatterReduceOp::kMean: {
+      // Each value reduced into a position gets the gradient divided by that position's count.
+      const DTensor counts = scatter_add(full_like(grad, Scalar(include_self ? 1.0 : 0.0)), dim,
+                                         index, ones_like(c.input(2)));
+      const DTensor share = grad / counts;  // positions no index names: 1 (or 0, then unused)
+      if (self_term) g_self = share;
+      if (want_src) g_src = gather(share, dim, index);
+      break;
+    }
+    case ScatterReduceOp::kAmax:
+    case ScatterReduceOp::kAmin: {
+      // The gradient is split evenly among the reduced values equal to the result (an excluded
+      // self takes no share).
+      const DType dtype = grad.dtype();
+      const DTensor& src = c.input(2);
+      const DTensor& result = c.output(0);
+      const DTensor self_is = include_self ? cast(eq(c.input(0), result), dtype)
+                                           : full_like(grad, Scalar(0.0));
+      const DTensor src_is = cast(eq(src, gather(result, dim, index)), dtype);
+      const DTensor share = grad / scatter_add(self_is, dim, index, src_is);
+      if (self_term) g_self = self_is * share;
+      if (want_src) g_src = src_is * gather(share, dim, index);
+      break;
+    }
+    case ScatterReduceOp::kProd: {
+      // grad * result / value, with the zeros handled as PyTorch: a zero self gets the product
+      // of the other values (self replaced by 1); a src entry that is the only zero src entry
+      // of its position gets the product with it replaced by 1; with two zeros every gradient
+      // is 0.
+      const DTensor& self = c.input(0);
+      const DTensor& src = c.input(2);
+      const DTensor& result = c.output(0);
+      if (self_term) {
+        const DTensor ones_at_zero = masked_fill(self, eq(self, Scalar(0.0)), Scalar(1.0));
+        g_self = grad * scatter_reduce(ones_at_zero, dim, index, src, "prod", true) / ones_at_zero;
+      }
+      if (want_src) {
+        const DTensor src_zero = eq(src, Scalar(0.0));
+        const DTensor zeros_named = gather(
+            scatter_add(full_like(grad, Scalar(0.0)), dim, index, cast(src_zero, grad.dtype())),
+            dim, index);
+        const DTensor single_zero = logical_and(src_zero, eq(zeros_named, Scalar(1.0)));
+        const DTensor others = scatter_reduce(self, dim, index,
+                                              masked_fill(src, single_zero, Scalar(1.0)), "prod",
+                                              include_self);
+        g_src = where(single_zero, gather(grad * others, dim, index),
+                      gather(grad * result, dim, index) /
+                          masked_fill(src, src_zero, Scalar(1.0)));
+      }
+      break;
+    }
+  }
+  return {g_self, DTensor(), g_src};
+}
+
+void register_scatter_reduce(Registry& reg) {
+  OpInfo op;
+  op.name = "scatter_reduce";
+  op.input_names = {"self", "index", "src"};
+  op.meta = [](const OpSchema& s) {
+    const DTensorSpec& self = s.input(0);
+    const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "scatter_reduce");
+    detail::parse_scatter_reduce(s.arg<std::string_view>(1), "scatter_reduce");
+    s.arg<bool>(2);
+    check_gather_args(s, self.shape(), s.input(1), dim);
+    DT_CHECK(s.input(2).shape() == s.input(1).shape() && s.input(2).dtype() == self.dtype(),
+             "[scatter_reduce] src (shape %s, %s) must have the index's shape %s and self's dtype "
+             "%s",
+             shape_str(s.input(2).shape()), dtype_name(s.input(2).dtype()),
+             shape_str(s.input(1).shape()), dtype_name(self.dtype()));
+    DT_CHECK(self.dtype() != kBool,
+             "[scatter_reduce] argument self has dtype bool, expected a floating or integer dtype");
+    return OutputMetas{self.meta()};
+  };
+  op.strategy = scatter_reduce_rows;
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    const DTensorSpec& spec = c.input_spec(0);
+    const int64_t dim = normalize_dim(c.arg<int64_t>(0), spec.ndim(), "scatter_reduce");
+    check_on_all_ranks(c.input_spec(1),
+                       range_error("scatter_reduce", l[1], dim, spec.shape()[dim]));
+    return scatter_reduce(l[0], dim, l[1], l[2], c.arg<std::string_view>(1), c.arg<bool>(2),
+                          sharded_along(spec, dim) ? c.input_shard(0).offset[dim] : kNoOffset);
+  });
+  op.backward = scatter_reduce_grad;
+  op.saved_inputs = 7u;   // self, index and src (prod and amax / amin read them)
+  op.saved_outputs = 1u;  // the result (prod, amax / amin)
+  // Every reduction both ways; repeated positions and positions no index names in each.
+  op.samples = [](int64_t w) {
+    using detail::sample;
+    const int64_t n = 3 * w + 1;
+    std::vector<OpSample> out;
+    for (std::string_view reduce : {"sum", "prod", "mean", "amax", "amin"}) {
+      for (bool include_self : {true, false}) {
+        out.push_back({{sample({n, 5}), sample({n, 3}, kInt64, 0, 4), sample({n, 3})},
+                       {int64_t{1}, reduce, include_self}});
+        out.push_back({{sample({n, 4}), sample({2 * w, 4}, kInt64, 0, n - 1), sample({2 * w, 4})},
+                       {int64_t{0}, reduce, include_self}});
+      }
+    }
+    out.push_back({{sample({4, n}), sample({4, 2}, kInt64, 0, n - 1), sample({4, 2})},
+                   {int64_t{-1}, std::string_view("amax"), false}});
+    return out;
+  };
+  reg.add(std::move(op));
+}
+
 // index_add(self, index, source; alpha [runtime], dim): scatter_add of alpha * source with the
 // 1-d index expanded along dim. Rows: every dim but `dim` sharded alike on self and source (the
 // index whole), and the scatter rows.
@@ -455,6 +625,7 @@ void register_index_ops(Registry& reg) {
   register_scatter_add(reg);
   register_scatter(reg);
   register_scatter_value(reg);
+  register_scatter_reduce(reg);
   register_index_add(reg);
   register_one_hot(reg);
 }
@@ -482,6 +653,16 @@ DTensor scatter(const DTensor& self, int64_t dim, const DTensor& index, const Sc
   static const OpInfo& op = ops_op("scatter.value");
   const ArgValue args[] = {scalar_arg(value), dim};
   return dispatch(op, {&self, &index}, args);
+}
+
+DTensor scatter_reduce(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& src,
+                       std::string_view reduce, bool include_self) {
+  static const OpInfo& op = ops_op("scatter_reduce");
+  // The op's args hold a string of static storage: the canonical name of the reduction.
+  const std::string_view name =
+      detail::scatter_reduce_name(detail::parse_scatter_reduce(reduce, "scatter_reduce"));
+  const ArgValue args[] = {dim, name, include_self};
+  return dispatch(op, {&self, &index, &src}, args);
 }
 
 DTensor index_add(const DTensor& self, int64_t dim, const DTensor& index, const DTensor& source,

@@ -245,6 +245,34 @@ TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", 
   const Tensor vals = make_input({6, 40}, kFloat32, 68);
   check_matches(scatter(g, 1, many.to(kGpu), vals.to(kGpu)), scatter(x, 1, many, vals));
   check_matches(scatter(g, 1, many.to(kGpu), Scalar(3.0), 2), scatter(x, 1, many, Scalar(3.0), 2));
+  // scatter_reduce: atomic adds for sum / mean, compare-and-swap loops for prod / amax / amin
+  // (amax / amin and integers exact); repeated positions, include_self both ways, a block
+  // offset, int64 (mean rounding down) and float16 (reduced in float32).
+  const Tensor ints = make_input({6, 5}, kInt64, 69, -9, 9);
+  const Tensor int_vals = make_input({6, 40}, kInt64, 70, -3, 3);
+  const Tensor halves = x.to(kFloat16), half_vals = (vals * Scalar(0.5)).to(kFloat16);
+  for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"}) {
+    for (bool include_self : {true, false}) {
+      INFO(reduce << " include_self " << include_self);
+      check_matches(scatter_reduce(g, 1, many.to(kGpu), vals.to(kGpu), reduce, include_self),
+                    scatter_reduce(x, 1, many, vals, reduce, include_self), 10.0);
+      check_matches(scatter_reduce(g, 1, many.to(kGpu), vals.to(kGpu), reduce, include_self, 2),
+                    scatter_reduce(x, 1, many, vals, reduce, include_self, 2), 10.0);
+      check_matches(scatter_reduce(ints.to(kGpu), 1, many.to(kGpu), int_vals.to(kGpu), reduce,
+                                   include_self),
+                    scatter_reduce(ints, 1, many, int_vals, reduce, include_self));
+      check_matches(scatter_reduce(halves.to(kGpu), 1, many.to(kGpu), half_vals.to(kGpu), reduce,
+                                   include_self),
+                    scatter_reduce(halves, 1, many, half_vals, reduce, include_self));
+    }
+  }
+  const Tensor nan_vals = masked_fill(vals, gt(vals, Scalar(2.0)), Scalar(std::nan("")));
+  check_matches(scatter_reduce(g, 1, many.to(kGpu), nan_vals.to(kGpu), "amax"),
+                scatter_reduce(x, 1, many, nan_vals, "amax"));
+  // Indices 2..5: the 5s are out of range.
+  REQUIRE_THROWS_WITH(
+      scatter_reduce(g, 1, (many + Scalar(int64_t{2})).to(kGpu), vals.to(kGpu), "amin"),
+      Catch::Contains("[scatter_reduce] index 5 out of range for dim 1 of size 5"));
   const Tensor along = make_input({6, 2}, kInt64, 63, 0, 4);
   check_matches(take_along_dim(g, along.to(kGpu), 1), take_along_dim(x, along, 1));
   check_matches(one_hot(idx.to(kGpu), 6), one_hot(idx, 6));

@@ -1,10 +1,14 @@
-// Indexing on DTensors (mpirun at 1, 2, 4 ranks): gather / scatter_add / index_add /
-// index_select / take_along_dim / one_hot / masked_fill equal the full-tensor op for every
-// placement list of their inputs on 1-D and 2-D meshes; a table sharded along the gathered dim gives a Partial
-// result without communication, a scatter into one stays sharded without communication; an
-// index out of range on one rank is raised on every rank.
+// Indexing on DTensors (mpirun at 1, 2, 4 ranks): gather / scatter_add / scatter_reduce /
+// index_add / index_select / take_along_dim / one_hot / masked_fill equal the full-tensor op for
+// every placement list of their inputs on 1-D and 2-D meshes; a table sharded along the gathered
+// dim gives a Partial result without communication, a scatter (or scatter_reduce) into one stays
+// sharded without communication; an index out of range on one rank is raised on every rank;
+// scatter_reduce's gradients in the cases with zeros and ties equal the values worked out by hand.
 #include <catch2/catch.hpp>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "collectives/comm_debug.h"
 #include "ops/elementwise/elementwise.h"
@@ -181,4 +185,174 @@ TEST_CASE("scatter into a table sharded along the scattered dim needs no communi
   CHECK_THROWS_WITH(dt::scatter(lines, 1, d_bad, dt::Scalar(1.0)),
                     Catch::Contains("[scatter] index") &&
                         Catch::Contains("out of range for dim 1"));
+}
+
+namespace {
+const char* const kReductions[] = {"sum", "prod", "mean", "amax", "amin"};
+}  // namespace
+
+TEST_CASE("scatter_reduce on DTensors equals the full-tensor op for every reduction") {
+  const int64_t w = dt::world_size();
+  const int64_t n = 3 * w + 1;
+  const Tensor x = tt::det_input({n, 5});
+  // Along dim 1: 4 entries per row into 5 columns (repeats, untouched columns).
+  const Tensor idx = dt::remainder(tt::det_input({n, 4}, 3, 0, 1, dt::kInt64),
+                                   dt::Scalar(int64_t{5}));
+  const Tensor src = tt::det_input({n, 4}, 7);
+  // Along dim 0: 2w + 1 rows of entries into n rows.
+  const Tensor rows = dt::remainder(tt::det_input({2 * w + 1, 5}, 1, 0, 1, dt::kInt64),
+                                    dt::Scalar(n));
+  const Tensor row_src = tt::det_input({2 * w + 1, 5}, 8);
+  int64_t k = 0;
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const Placements& p : tt::all_placements(tt::shard_choices(2), mesh.ndim())) {
+      const DTensor dx = dt::distribute_tensor(x, mesh, p, std::nullopt);
+      for (const Placements& q : tt::all_placements(tt::shard_choices(2, false), mesh.ndim())) {
+        const bool include_self = k++ % 2 == 0;
+        INFO(tt::describe(mesh, {p, q}, {n, 5}) << " include_self " << include_self);
+        const DTensor di = dt::distribute_tensor(idx, mesh, q, std::nullopt);
+        const DTensor ds = dt::distribute_tensor(src, mesh, q, std::nullopt);
+        const DTensor dr = dt::distribute_tensor(rows, mesh, q, std::nullopt);
+        const DTensor drs = dt::distribute_tensor(row_src, mesh, q, std::nullopt);
+        for (const char* reduce : kReductions) {
+          INFO(reduce);
+          CHECK(tt::same_values(
+              dt::scatter_reduce(dx, 1, di, ds, reduce, include_self).full_tensor(),
+              dt::scatter_reduce(x, 1, idx, src, reduce, include_self)));
+          CHECK(tt::same_values(
+              dt::scatter_reduce(dx, 0, dr, drs, reduce, !include_self).full_tensor(),
+              dt::scatter_reduce(x, 0, rows, row_src, reduce, !include_self)));
+        }
+      }
+    }
+  }
+  // Integers (mean rounds down), sharded every way but Partial.
+  const Tensor xi = tt::det_input({n, 5}, 2, -6, 1, dt::kInt64);
+  const Tensor si = tt::det_input({n, 4}, 5, -6, 1, dt::kInt64);
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    for (const Placements& p : tt::all_placements(tt::shard_choices(2, false), mesh.ndim())) {
+      INFO(tt::describe(mesh, {p}, {n, 5}));
+      const DTensor dx = dt::distribute_tensor(xi, mesh, p, std::nullopt);
+      const DTensor di = dt::distribute_tensor(idx, mesh, p, std::nullopt);
+      const DTensor ds = dt::distribute_tensor(si, mesh, p, std::nullopt);
+      for (const char* reduce : kReductions) {
+        for (bool include_self : {true, false}) {
+          INFO(reduce << " include_self " << include_self);
+          CHECK(dt::equal(dt::scatter_reduce(dx, 1, di, ds, reduce, include_self).full_tensor(),
+                          dt::scatter_reduce(xi, 1, idx, si, reduce, include_self)));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("scatter_reduce into a table sharded along the scattered dim needs no communication") {
+  const ScatterCase c;
+  const auto& [w, mesh, n, table, idx, src, d_table, d_idx, d_src] = c;
+  for (const char* reduce : kReductions) {
+    for (bool include_self : {true, false}) {
+      INFO(reduce << " include_self " << include_self);
+      DTensor out;
+      {
+        dt::CommDebugMode debug;
+        out = dt::scatter_reduce(d_table, 1, d_idx, d_src, reduce, include_self);
+        CHECK(debug.total_count() == 0);
+      }
+      CHECK(out.placements() == Placements{Shard(1)});
+      CHECK(dt::equal(out.full_tensor(), dt::scatter_reduce(table, 1, idx, src, reduce,
+                                                              include_self)));
+    }
+  }
+  // An empty index: a copy of self.
+  const DTensor none = dt::distribute_tensor(dt::zeros({4, 0}, dt::TensorOptions(dt::kInt64)),
+                                             mesh, {Replicate()}, std::nullopt);
+  const DTensor no_src =
+      dt::distribute_tensor(dt::zeros({4, 0}), mesh, {Replicate()}, std::nullopt);
+  CHECK(dt::equal(dt::scatter_reduce(d_table, 1, none, no_src, "prod").full_tensor(), table));
+
+  // amax / amin of Partial(max) / Partial(min) self and src (rank 0 holds the extreme, the others
+  // less extreme values) with a replicated index stay Partial, without communication.
+  const double r = static_cast<double>(dt::world_rank());
+  const Tensor x = tt::det_input({4, n}, 3);
+  for (const auto& [reduce, op] : {std::pair{"amax", dt::ReduceOp::kMax},
+                                   std::pair{"amin", dt::ReduceOp::kMin}}) {
+    const dt::Scalar shift(op == dt::ReduceOp::kMax ? -r : r);
+    const DTensor dx = DTensor::from_local(x + shift, mesh, {Partial(op)});
+    const DTensor ds = DTensor::from_local(src + shift, mesh, {Partial(op)});
+    for (bool include_self : {true, false}) {
+      INFO(reduce << " include_self " << include_self);
+      DTensor out;
+      {
+        dt::CommDebugMode debug;
+        out = dt::scatter_reduce(dx, 1, d_idx, ds, reduce, include_self);
+        CHECK(debug.total_count() == 0);
+      }
+      if (w > 1) CHECK(out.placements() == Placements{Partial(op)});
+      CHECK(dt::equal(out.full_tensor(), dt::scatter_reduce(x, 1, idx, src, reduce, include_self)));
+    }
+  }
+
+  // An index out of range held by the last rank only: every rank raises it.
+  Tensor bad = dt::zeros({w, 2}, dt::TensorOptions(dt::kInt64));
+  bad.narrow(0, w - 1, 1).fill_(n);
+  const DTensor d_bad = dt::distribute_tensor(bad, mesh, {Shard(0)}, std::nullopt);
+  const DTensor lines =
+      dt::distribute_tensor(tt::det_input({w, n}), mesh, {Shard(0)}, std::nullopt);
+  const DTensor vals = dt::distribute_tensor(tt::det_input({w, 2}), mesh, {Shard(0)}, std::nullopt);
+  CHECK_THROWS_WITH(dt::scatter_reduce(lines, 1, d_bad, vals, "amax"),
+                    Catch::Contains("[scatter_reduce] index") &&
+                        Catch::Contains("out of range for dim 1"));
+  CHECK_THROWS_WITH(dt::scatter_reduce(lines, 1, d_bad, vals, "max"),
+                    Catch::Contains("[scatter_reduce] reduce must be one of sum, prod, mean, "
+                                    "amax, amin, got 'max'"));
+}
+
+TEST_CASE("scatter_reduce gradients: prod with zeros, amax and amin ties, sharded as on one "
+          "device") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const auto f64 = [](std::vector<double> v, dt::IntSpan shape) {
+    return dt::from_vector<double>(v, shape);
+  };
+  const Tensor idx = dt::from_vector<double>({0, 0, 1, 2, 2, 2}, {2, 3}).to(dt::kInt64);
+  // Rows sharded (empty shards from 3 ranks on), the index and src alike.
+  auto grads = [&](const Tensor& self, const Tensor& src, const char* reduce, bool include_self) {
+    DTensor a = dt::distribute_tensor(self, mesh, {Shard(0)}, std::nullopt);
+    DTensor b = dt::distribute_tensor(src, mesh, {Shard(0)}, std::nullopt);
+    a.requires_grad_();
+    b.requires_grad_();
+    const DTensor di = dt::distribute_tensor(idx, mesh, {Shard(0)}, std::nullopt);
+    dt::sum(dt::scatter_reduce(a, 1, di, b, reduce, include_self)).backward();
+    return std::pair{a.grad().full_tensor(), b.grad().full_tensor()};
+  };
+  // prod. Row 0: position 0 holds self 0 and src 5, 0 (two zeros), position 1 self 2 and src 7.
+  // Row 1: position 2 holds self 6 and src 6, 0, 1 (a single zero in src).
+  const Tensor self = f64({0, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor src = f64({5, 0, 7, 6, 0, 1}, {2, 3});
+  auto [gs, gv] = grads(self, src, "prod", true);
+  CHECK(tt::same_values(gs, f64({0, 7, 1, 1, 1, 0}, {2, 3})));
+  CHECK(tt::same_values(gv, f64({0, 0, 2, 0, 36, 0}, {2, 3})));
+  std::tie(gs, gv) = grads(self, src, "prod", false);
+  CHECK(tt::same_values(gs, f64({0, 0, 1, 1, 1, 0}, {2, 3})));
+  CHECK(tt::same_values(gv, f64({0, 5, 1, 0, 6, 0}, {2, 3})));
+  // amax with ties: the gradient is split evenly among the values equal to the result; an
+  // excluded self that equals it takes no share (PyTorch's formula would give it one, then drop
+  // it).
+  const Tensor tied = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor tied_src = f64({1, 1, 0, 6, 2, 6}, {2, 3});
+  const double t = 1.0 / 3;
+  std::tie(gs, gv) = grads(tied, tied_src, "amax", true);
+  CHECK(tt::same_values(gs, f64({t, 1, 1, 1, 1, t}, {2, 3})));
+  CHECK(tt::same_values(gv, f64({t, t, 0, t, 0, t}, {2, 3})));
+  std::tie(gs, gv) = grads(tied, tied_src, "amax", false);
+  CHECK(tt::same_values(gs, f64({0, 0, 1, 1, 1, 0}, {2, 3})));
+  CHECK(tt::same_values(gv, f64({0.5, 0.5, 1, 0.5, 0, 0.5}, {2, 3})));
+  // amin, mirrored: negate everything.
+  std::tie(gs, gv) = grads(-tied, -tied_src, "amin", true);
+  CHECK(tt::same_values(gs, f64({t, 1, 1, 1, 1, t}, {2, 3})));
+  CHECK(tt::same_values(gv, f64({t, t, 0, t, 0, t}, {2, 3})));
+  // mean: each value gets the gradient over its position's count.
+  std::tie(gs, gv) = grads(tied, tied_src, "mean", true);
+  CHECK(tt::same_values(gs, f64({t, 0.5, 1, 1, 1, 0.25}, {2, 3})));
+  CHECK(tt::same_values(gv, f64({t, t, 0.5, 0.25, 0.25, 0.25}, {2, 3})));
 }
