@@ -253,6 +253,21 @@ void raise_if_bad(const Tensor& flag, const char* op, int64_t dim, int64_t size)
   DT_CHECK(f[0] == 0, "[%s] index %d out of range for dim %d of size %d", op, f[1], dim, size);
 }
 
+// Calls launch(T{}) for the 32/64-bit types the atomic kernels take (16-bit types reach them
+// accumulated in float32); raises "[op] CUDA <what> supports ..." for any other dtype.
+template <typename Launch>
+void dispatch_atomic_dtype(DType dtype, const char* op, const char* what, Launch&& launch) {
+  switch (dtype) {
+    case kFloat32: return launch(float{});
+    case kFloat64: return launch(double{});
+    case kInt32: return launch(int32_t{});
+    case kInt64: return launch(int64_t{});
+    default:
+      DT_FAIL("[%s] CUDA %s supports float32, float64, int32 and int64, got %s", op, what,
+              dtype_name(dtype));
+  }
+}
+
 }  // namespace
 
 void gather_cuda(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out) {
@@ -290,15 +305,7 @@ void scatter_add_cuda(const Tensor& out, int64_t dim, const Tensor& index, const
         g, idx, static_cast<const T*>(src.data_ptr()), static_cast<T*>(out.data_ptr()), n, offset,
         masked, bad);
   };
-  switch (out.dtype()) {
-    case kFloat32: launch(float{}); break;
-    case kFloat64: launch(double{}); break;
-    case kInt32: launch(int32_t{}); break;
-    case kInt64: launch(int64_t{}); break;
-    default:
-      DT_FAIL("[%s] CUDA scatter-add supports float32, float64, int32 and int64, got %s", op,
-              dtype_name(out.dtype()));
-  }
+  dispatch_atomic_dtype(out.dtype(), op, "scatter-add", launch);
   if (!masked) raise_if_bad(flag, op, dim, g.size);
 }
 
@@ -387,15 +394,7 @@ void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, co
           o, count, numel, include_self ? 1 : 0);
     }
   };
-  switch (out.dtype()) {
-    case kFloat32: launch(float{}); break;
-    case kFloat64: launch(double{}); break;
-    case kInt32: launch(int32_t{}); break;
-    case kInt64: launch(int64_t{}); break;
-    default:
-      DT_FAIL("[%s] CUDA scatter_reduce supports float32, float64, int32 and int64, got %s", op,
-              dtype_name(out.dtype()));
-  }
+  dispatch_atomic_dtype(out.dtype(), op, "scatter_reduce", launch);
   if (!masked) raise_if_bad(flag, op, dim, g.size);
 }
 
