@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -402,59 +403,91 @@ WorkPtr NcclCommunicator::do_scatter(const Tensor& output, const Tensor& input, 
 class NcclCommunicator::SelfWork final : public Work {
  public:
   explicit SelfWork(std::string what) : what_(std::move(what)) {}
-  bool is_completed() override { return copy_ != nullptr && copy_->is_completed(); }
-  void wait() override {
-    DT_CHECK(copy_ != nullptr,
-             "%s: waited on before the matching self %s was posted (it could never complete)",
-             what_, what_.find("[send]") == 0 ? "recv" : "send");
-    copy_->wait();
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_) std::rethrow_exception(error_);
+    return copy_ != nullptr && copy_->is_completed();
   }
-  void complete_with(WorkPtr copy) { copy_ = std::move(copy); }
+  void wait() override {
+    WorkPtr copy;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_) std::rethrow_exception(error_);
+      DT_CHECK(copy_ != nullptr,
+               "%s: waited on before the matching self %s was posted (it could never complete)",
+               what_, what_.find("[send]") == 0 ? "recv" : "send");
+      copy = copy_;
+    }
+    copy->wait();
+  }
+  // The matching side was posted: `copy` (its device-to-device copy), or the error that the
+  // pairing raised on that side, which this side's wait() raises too.
+  void complete_with(WorkPtr copy) {
+    std::lock_guard<std::mutex> lock(mu_);
+    copy_ = std::move(copy);
+  }
+  void fail_with(std::exception_ptr error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = std::move(error);
+  }
 
  private:
+  std::mutex mu_;
   std::string what_;
   WorkPtr copy_;
+  std::exception_ptr error_;
 };
 
-WorkPtr NcclCommunicator::self_p2p(const Tensor& tensor, bool is_send) {
+WorkPtr NcclCommunicator::self_p2p(const Tensor& tensor, int tag, bool is_send) {
+  std::lock_guard<std::mutex> lock(self_mu_);
+  const char* kind = is_send ? "send" : "recv";
+  // Self messages are local, so they pair as MPI's do: the oldest pending one of the other kind
+  // with the same tag.
   std::deque<PendingSelf>& others = is_send ? self_recvs_ : self_sends_;
-  if (others.empty()) {
-    auto work = std::make_shared<SelfWork>(
-        absl::StrFormat("[%s] to/from self on %s", is_send ? "send" : "recv",
-                        detail::describe_communicator(*this)));
-    (is_send ? self_sends_ : self_recvs_).push_back({tensor, work});
+  auto it = std::find_if(others.begin(), others.end(),
+                         [tag](const PendingSelf& p) { return p.tag == tag; });
+  if (it == others.end()) {
+    auto work = std::make_shared<SelfWork>(absl::StrFormat(
+        "[%s] to/from self (tag %d) on %s", kind, tag, detail::describe_communicator(*this)));
+    (is_send ? self_sends_ : self_recvs_).push_back({tensor, tag, work});
     return work;
   }
-  PendingSelf match = std::move(others.front());
-  others.pop_front();
+  PendingSelf match = std::move(*it);
+  others.erase(it);
   const Tensor& src = is_send ? tensor : match.tensor;
   const Tensor& dst = is_send ? match.tensor : tensor;
-  DT_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
-           "[%s] to/from self on %s: the send holds %d %s elements, the recv expects %d %s",
-           is_send ? "send" : "recv", detail::describe_communicator(*this), src.numel(),
-           dtype_name(src.dtype()), dst.numel(), dtype_name(dst.dtype()));
-  WorkPtr copy = launch(is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, &tensor,
-                        {src, dst}, [&] {
-                          DT_CHECK_CUDA(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(),
-                                                        src.nbytes(), cudaMemcpyDeviceToDevice,
-                                                        stream_));
-                        });
-  match.work->complete_with(copy);
-  return copy;
+  try {
+    DT_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+             "[%s] to/from self (tag %d) on %s: the send holds %d %s elements, the recv expects "
+             "%d %s",
+             kind, tag, detail::describe_communicator(*this), src.numel(), dtype_name(src.dtype()),
+             dst.numel(), dtype_name(dst.dtype()));
+    WorkPtr copy = launch(is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, &tensor,
+                          {src, dst}, [&] {
+                            DT_CHECK_CUDA(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(),
+                                                          src.nbytes(), cudaMemcpyDeviceToDevice,
+                                                          stream_));
+                          });
+    match.work->complete_with(copy);
+    return copy;
+  } catch (...) {
+    match.work->fail_with(std::current_exception());
+    throw;
+  }
 }
 
-WorkPtr NcclCommunicator::do_send(const Tensor& tensor, int dst, int) {
+WorkPtr NcclCommunicator::do_send(const Tensor& tensor, int dst, int tag) {
+  if (dst == rank()) return self_p2p(tensor, tag, /*is_send=*/true);
   if (tensor.numel() == 0) return completed_work();
-  if (dst == rank()) return self_p2p(tensor, /*is_send=*/true);
   return launch(CollectiveKind::kSend, &tensor, {tensor}, [&] {
     DT_CHECK_NCCL(ncclSend(tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
                            nccl_datatype(tensor.dtype()), dst, comm_, stream_));
   });
 }
 
-WorkPtr NcclCommunicator::do_recv(const Tensor& tensor, int src, int) {
+WorkPtr NcclCommunicator::do_recv(const Tensor& tensor, int src, int tag) {
+  if (src == rank()) return self_p2p(tensor, tag, /*is_send=*/false);
   if (tensor.numel() == 0) return completed_work();
-  if (src == rank()) return self_p2p(tensor, /*is_send=*/false);
   return launch(CollectiveKind::kRecv, &tensor, {tensor}, [&] {
     DT_CHECK_NCCL(ncclRecv(tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
                            nccl_datatype(tensor.dtype()), src, comm_, stream_));

@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -44,12 +45,17 @@ class NcclCommunicator final : public Communicator {
   // One group: the root copies its own block with cudaMemcpyAsync on the NCCL stream and
   // ncclSends every other block; every other rank ncclRecvs its block.
   WorkPtr do_scatter(const Tensor& output, const Tensor& input, int root) override;
-  // NCCL matches point-to-point messages by issue order; `tag` is ignored. A send to or a recv
-  // from this rank itself never reaches NCCL (which refuses a self recv that is not grouped
-  // with its send, while the Communicator contract, MPI's, lets them be posted separately in
-  // either order): the two pair here in issue order and the second one posted copies device
-  // to device on the NCCL stream; the first one's Work completes with that copy (waiting on it
-  // before the second is posted raises, since it could never complete).
+  // Between two ranks NCCL matches point-to-point messages by issue order (`tag` is ignored)
+  // and each call is enqueued on its own, not grouped: a rank that posts a recv and then a send
+  // to peers that do the same (a ring) can block until the collective deadline ends the job,
+  // where MPI would complete; pair such exchanges in one order on every rank (send first on
+  // even ranks) or use all_to_all. A send to or a recv from this rank itself never reaches NCCL
+  // (it refuses a self recv not grouped with its send): the two pair here as MPI pairs them
+  // (the oldest pending one of the other kind with the same tag, posted in either order) and
+  // the second one posted copies device to device on the NCCL stream; the first one's Work
+  // completes with that copy, or raises the error the pairing raised (a dtype or size
+  // mismatch), and waiting on it before the second is posted raises (it could never complete).
+  // Empty self messages pair too.
   WorkPtr do_send(const Tensor& tensor, int dst, int tag) override;
   WorkPtr do_recv(const Tensor& tensor, int src, int tag) override;
   // A one-element all_reduce (NCCL has no barrier).
@@ -73,14 +79,16 @@ class NcclCommunicator final : public Communicator {
   // The self send or recv posted first, waiting for its match (see do_send).
   struct PendingSelf {
     Tensor tensor;
+    int tag = 0;
     std::shared_ptr<SelfWork> work;
   };
-  // Pairs a self send (`is_send`) or recv with the oldest pending one of the other kind, or
-  // queues it.
-  WorkPtr self_p2p(const Tensor& tensor, bool is_send);
+  // Pairs a self send (`is_send`) or recv with the oldest pending one of the other kind with
+  // the same tag, or queues it.
+  WorkPtr self_p2p(const Tensor& tensor, int tag, bool is_send);
 
   ncclComm_t comm_;
   CommunicatorPtr mpi_;
+  std::mutex self_mu_;  // guards the pending self messages
   std::deque<PendingSelf> self_sends_, self_recvs_;
   int device_;
   cudaStream_t stream_ = nullptr;

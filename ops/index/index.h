@@ -47,8 +47,11 @@ Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scala
 // bool; 16-bit floats are reduced in float and rounded once. The CPU reduces each position in
 // the index's row-major order; on CUDA sum / mean (floats) and prod (floats) may round in another
 // order, amax / amin and integer results are exact. index_offset as for scatter (a block of a
-// tensor sharded along dim). Raises "[scatter_reduce] reduce must be one of sum, prod, mean,
-// amax, amin, got 'max'" and the index errors of scatter.
+// tensor sharded along dim). src must have the index's shape (PyTorch also takes a larger src
+// and reads its leading part: refused here, "argument src has shape ..., expected the index's
+// shape ..."); this local form converts src to self's dtype (the DTensor form, like PyTorch,
+// requires one dtype). Raises "[scatter_reduce] reduce must be one of sum, prod, mean, amax,
+// amin, got 'max'" and the index errors of scatter.
 Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                       std::string_view reduce, bool include_self = true,
                       int64_t index_offset = kNoOffset);
