@@ -112,8 +112,17 @@ void check_backend_data_movement(const CommunicatorPtr& comm) {
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   Tensor snd = full({3}, static_cast<double>(r), TensorOptions(kFloat16, my_gpu()));
   Tensor rcv = zeros({3}, TensorOptions(kFloat16, my_gpu()));
-  WorkPtr rw = comm->recv(rcv, prev);
-  WorkPtr sw = comm->send(snd, next);
+  // A ring. NCCL enqueues each send / recv on its own (not grouped), so ranks alternate the
+  // order (even ranks send first) where MPI would not mind; one rank (its own peer) posts the
+  // recv first, which the NCCL backend pairs with the later send itself.
+  WorkPtr rw, sw;
+  if (n > 1 && r % 2 == 0) {
+    sw = comm->send(snd, next);
+    rw = comm->recv(rcv, prev);
+  } else {
+    rw = comm->recv(rcv, prev);
+    sw = comm->send(snd, next);
+  }
   sw->wait();
   rw->wait();
   for (float x : rcv.to_vector<float>()) CHECK(x == static_cast<float>(prev));
