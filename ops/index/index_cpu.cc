@@ -1,4 +1,3 @@
-#include <cmath>
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -6,6 +5,7 @@
 
 #include "ops/index/index.h"
 #include "ops/index/index_cuda.h"
+#include "ops/index/scatter_reduce_math.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
 
@@ -121,44 +121,15 @@ void scatter_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tens
   });
 }
 
-template <typename T>
-bool is_nan(T x) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(x);
-  } else {
-    return false;
-  }
-}
-
-// Integer sums and products wrap around (two's complement) instead of overflowing.
-template <typename T>
-T wrapping_add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename T>
-T wrapping_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
 // out (contiguous, in place; float32, float64, int32 or int64) reduced with src at index -
 // offset along dim, each slot in the index's row-major order. Without include_self the first
 // entry naming a slot replaces its value; "mean" then divides by the slot's count (floor
 // division for integers, as PyTorch).
+// src has out's dtype and is contiguous.
 void scatter_reduce_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
                         int64_t offset, bool masked, detail::ScatterReduceOp reduce,
                         bool include_self, const char* op) {
   using detail::ScatterReduceOp;
-  const Tensor s = src.to(out.dtype()).contiguous();
   // Entries per slot: for mean's divisor, and without include_self to spot a slot's first entry.
   const bool counted = reduce == ScatterReduceOp::kMean || !include_self;
   std::vector<int64_t> count(counted ? static_cast<size_t>(out.numel()) : 0, 0);
@@ -166,7 +137,7 @@ void scatter_reduce_cpu(const Tensor& out, int64_t dim, const Tensor& index, con
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
                   std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
       T* o = static_cast<T*>(out.data_ptr());
-      const T* v = static_cast<const T*>(s.data_ptr());
+      const T* v = static_cast<const T*>(src.data_ptr());
       auto run = [&](auto combine) {
         for_each_target(out, dim, index, offset, masked, op, [&](int64_t p, int64_t at) {
           if (counted && count[at]++ == 0 && !include_self) {
@@ -178,30 +149,14 @@ void scatter_reduce_cpu(const Tensor& out, int64_t dim, const Tensor& index, con
       };
       switch (reduce) {
         case ScatterReduceOp::kSum:
-        case ScatterReduceOp::kMean:
-          run([](T a, T b) { return wrapping_add(a, b); });
-          break;
-        case ScatterReduceOp::kProd:
-          run([](T a, T b) { return wrapping_mul(a, b); });
-          break;
-        // A NaN b wins; a NaN a stays (the comparisons are false).
-        case ScatterReduceOp::kAmax:
-          run([](T a, T b) { return is_nan(b) || a < b ? b : a; });
-          break;
-        case ScatterReduceOp::kAmin:
-          run([](T a, T b) { return is_nan(b) || b < a ? b : a; });
-          break;
+        case ScatterReduceOp::kMean: run(detail::ScatterCombineSum{}); break;
+        case ScatterReduceOp::kProd: run(detail::ScatterCombineProd{}); break;
+        case ScatterReduceOp::kAmax: run(detail::ScatterCombineMax{}); break;
+        case ScatterReduceOp::kAmin: run(detail::ScatterCombineMin{}); break;
       }
       if (reduce != ScatterReduceOp::kMean) return;
       for (int64_t i = 0; i < out.numel(); ++i) {
-        if (count[i] == 0) continue;
-        const int64_t n = count[i] + (include_self ? 1 : 0);
-        if constexpr (std::is_integral_v<T>) {
-          const int64_t a = static_cast<int64_t>(o[i]);
-          o[i] = static_cast<T>(a / n - (a % n != 0 && a < 0 ? 1 : 0));  // floor (n > 0)
-        } else {
-          o[i] = o[i] / static_cast<T>(n);
-        }
+        if (count[i] > 0) o[i] = detail::scatter_mean(o[i], count[i] + (include_self ? 1 : 0));
       }
     } else {
       DT_FAIL("[%s] unexpected dtype %s for the reduction", op, dtype_name(out.dtype()));
@@ -323,12 +278,12 @@ Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, cons
     DT_CHECK(masked, "[scatter_reduce] index %d out of range for dim %d of size 0",
              bad.value_or(0), d);
   } else if (index.numel() > 0) {
+    const Tensor s = src.to(out.dtype()).contiguous();
     if (out.device().is_cuda()) {
-      detail::scatter_reduce_cuda(out, d, index.to(kInt64).contiguous(),
-                                  src.to(out.dtype()).contiguous(), offset, masked, r,
+      detail::scatter_reduce_cuda(out, d, index.to(kInt64).contiguous(), s, offset, masked, r,
                                   include_self, op);
     } else {
-      scatter_reduce_cpu(out, d, index, src, offset, masked, r, include_self, op);
+      scatter_reduce_cpu(out, d, index, s, offset, masked, r, include_self, op);
     }
   }
   return low_precision ? out.to(self.dtype()) : out;

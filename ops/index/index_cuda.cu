@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "ops/index/index_cuda.h"
+#include "ops/index/scatter_reduce_math.h"
 #include "tensor/creation.h"
 #include "tensor/stream_cuda.h"
 
@@ -150,45 +151,15 @@ __device__ void atomic_update(T* addr, T v, F f) {
   }
 }
 
-template <typename T>
-__device__ bool is_nan(T x) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return x != x;
-  } else {
-    return false;
-  }
-}
-
-// The reductions, applied atomically to one slot. Integer products wrap (unsigned multiply).
+// The reductions, applied atomically to one slot (the element rules: scatter_reduce_math.h).
 struct SumUpdate {
   template <typename T>
   __device__ void operator()(T* p, T v) const { atomic_add(p, v); }
 };
-struct ProdUpdate {
+template <typename Combine>
+struct CasUpdate {
   template <typename T>
-  __device__ void operator()(T* p, T v) const {
-    atomic_update(p, v, [](T a, T b) {
-      if constexpr (std::is_integral_v<T>) {
-        using U = std::make_unsigned_t<T>;
-        return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-      } else {
-        return a * b;
-      }
-    });
-  }
-};
-// A NaN b wins; a NaN a stays (the comparisons are false).
-struct MaxUpdate {
-  template <typename T>
-  __device__ void operator()(T* p, T v) const {
-    atomic_update(p, v, [](T a, T b) { return is_nan(b) || a < b ? b : a; });
-  }
-};
-struct MinUpdate {
-  template <typename T>
-  __device__ void operator()(T* p, T v) const {
-    atomic_update(p, v, [](T a, T b) { return is_nan(b) || b < a ? b : a; });
-  }
+  __device__ void operator()(T* p, T v) const { atomic_update(p, v, Combine{}); }
 };
 
 // Pass 1 (mean, or without include_self): how many in-range entries name each slot.
@@ -235,14 +206,7 @@ __global__ void scatter_mean_kernel(T* out, const unsigned long long* count, int
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel;
        i += step) {
-    if (count[i] == 0) continue;
-    const int64_t c = static_cast<int64_t>(count[i]) + extra;
-    if constexpr (std::is_integral_v<T>) {
-      const int64_t a = static_cast<int64_t>(out[i]);
-      out[i] = static_cast<T>(a / c - (a % c != 0 && a < 0 ? 1 : 0));
-    } else {
-      out[i] = out[i] / static_cast<T>(c);
-    }
+    if (count[i] > 0) out[i] = scatter_mean(out[i], static_cast<int64_t>(count[i]) + extra);
   }
 }
 
@@ -385,9 +349,9 @@ void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, co
     switch (reduce) {
       case ScatterReduceOp::kSum:
       case ScatterReduceOp::kMean: reduce_with(SumUpdate{}); break;
-      case ScatterReduceOp::kProd: reduce_with(ProdUpdate{}); break;
-      case ScatterReduceOp::kAmax: reduce_with(MaxUpdate{}); break;
-      case ScatterReduceOp::kAmin: reduce_with(MinUpdate{}); break;
+      case ScatterReduceOp::kProd: reduce_with(CasUpdate<ScatterCombineProd>{}); break;
+      case ScatterReduceOp::kAmax: reduce_with(CasUpdate<ScatterCombineMax>{}); break;
+      case ScatterReduceOp::kAmin: reduce_with(CasUpdate<ScatterCombineMin>{}); break;
     }
     if (reduce == ScatterReduceOp::kMean) {
       scatter_mean_kernel<T><<<cuda::grid_for(numel, kBlock), kBlock, 0, cuda::current_stream()>>>(
