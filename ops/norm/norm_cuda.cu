@@ -1,7 +1,8 @@
 // CUDA layer_norm / rms_norm and their backward: one block per row of n elements. Forward: two
 // reductions (mean, then the centred sum of squares) and a write pass, as norm_cpu.cc, and the
 // row's statistics when asked. Backward: one block per row for grad_x (two reductions, a write
-// pass), and one thread per column summing the weight / bias gradients over the rows.
+// pass), and one thread per column summing the weight / bias gradients over the rows. Row passes
+// read and write 16 bytes at a time where the rows are aligned.
 #include <limits>
 #include <type_traits>
 
@@ -19,7 +20,8 @@ template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<compute_t<T>, float>, float, double>;
 
 
-template <typename T>
+// With kVec, the row's elements in 16-byte groups (rows aligned, n a multiple of the group).
+template <typename T, bool kVec>
 __global__ void norm_kernel(const T* x, const T* w, const T* b, T* y, acc_t<T>* mean_out,
                             acc_t<T>* rstd_out, int64_t rows, int64_t n, double eps, bool rms) {
   using A = acc_t<T>;
@@ -27,35 +29,34 @@ __global__ void norm_kernel(const T* x, const T* w, const T* b, T* y, acc_t<T>* 
   const auto ld = [](T v) { return static_cast<A>(static_cast<compute_t<T>>(v)); };
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
-    T* yr = y + r * n;
     A mean = 0;
     if (!rms) {
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mean += ld(xr[i]);
+      row_for_each<kVec>(xr, n, [&](int64_t, T v) { mean += ld(v); });
       mean = block_reduce_all(mean, shm, BlockSum{}) / static_cast<A>(n);
     }
     A sq = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const A c = ld(xr[i]) - mean;
+    row_for_each<kVec>(xr, n, [&](int64_t, T v) {
+      const A c = ld(v) - mean;
       sq += c * c;
-    }
+    });
     sq = block_reduce_all(sq, shm, BlockSum{});
     const A inv = A(1) / sqrt(sq / static_cast<A>(n) + static_cast<A>(eps));
     if (threadIdx.x == 0) {
       if (mean_out != nullptr) mean_out[r] = mean;
       if (rstd_out != nullptr) rstd_out[r] = inv;
     }
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      A v = (ld(xr[i]) - mean) * inv;
+    row_map<kVec>(xr, y + r * n, n, [&](int64_t i, T xv) {
+      A v = (ld(xv) - mean) * inv;
       if (w != nullptr) v *= ld(w[i]);
       if (b != nullptr) v += ld(b[i]);
-      yr[i] = convert<T>(static_cast<compute_t<T>>(v));
-    }
+      return convert<T>(static_cast<compute_t<T>>(v));
+    });
   }
 }
 
 // grad_x of one row per block (see norm.h): two block reductions (sum of gw, of gw * xhat),
-// then the write.
-template <typename T>
+// then the write; 16-byte groups with kVec.
+template <typename T, bool kVec>
 __global__ void norm_backward_kernel(const T* g, const T* x, const T* w, const acc_t<T>* mean,
                                      const acc_t<T>* rstd, T* gx, int64_t rows, int64_t n,
                                      bool rms) {
@@ -67,18 +68,18 @@ __global__ void norm_backward_kernel(const T* g, const T* x, const T* w, const a
     const T* xr = x + r * n;
     const A m = rms ? A(0) : mean[r], rs = rstd[r];
     A sg = 0, sgx = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const A gw = ld(gr[i]) * (w != nullptr ? ld(w[i]) : A(1));
+    row_for_each<kVec>(gr, xr, n, [&](int64_t i, T gv, T xv) {
+      const A gw = ld(gv) * (w != nullptr ? ld(w[i]) : A(1));
       sg += gw;
-      sgx += gw * (ld(xr[i]) - m) * rs;
-    }
+      sgx += gw * (ld(xv) - m) * rs;
+    });
     sg = rms ? A(0) : block_reduce_all(sg, shm, BlockSum{}) / static_cast<A>(n);
     sgx = block_reduce_all(sgx, shm, BlockSum{}) / static_cast<A>(n);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const A gw = ld(gr[i]) * (w != nullptr ? ld(w[i]) : A(1));
-      const A xhat = (ld(xr[i]) - m) * rs;
-      gx[r * n + i] = convert<T>(static_cast<compute_t<T>>(rs * (gw - sg - xhat * sgx)));
-    }
+    row_map<kVec>(gr, xr, gx + r * n, n, [&](int64_t i, T gv, T xv) {
+      const A gw = ld(gv) * (w != nullptr ? ld(w[i]) : A(1));
+      const A xhat = (ld(xv) - m) * rs;
+      return convert<T>(static_cast<compute_t<T>>(rs * (gw - sg - xhat * sgx)));
+    });
   }
 }
 
@@ -129,9 +130,16 @@ void norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n, cons
     if (grad_x.defined()) {
       const int block = row_block_size(n);
       const unsigned int grid = static_cast<unsigned int>(rows < 65535 ? rows : 65535);
-      norm_backward_kernel<T><<<grid, block, block * sizeof(A), cuda::current_stream()>>>(
-          in(gc), in(xc), in(wc), stat(mc), stat(rc), static_cast<T*>(grad_x.data_ptr()), rows, n,
-          rms);
+      const size_t shm = block * sizeof(A);
+      cudaStream_t stream = cuda::current_stream();
+      auto* o = static_cast<T*>(grad_x.data_ptr());
+      if (row_vectorizable<T>(n, in(gc), in(xc), o)) {
+        norm_backward_kernel<T, true><<<grid, block, shm, stream>>>(
+            in(gc), in(xc), in(wc), stat(mc), stat(rc), o, rows, n, rms);
+      } else {
+        norm_backward_kernel<T, false><<<grid, block, shm, stream>>>(
+            in(gc), in(xc), in(wc), stat(mc), stat(rc), o, rows, n, rms);
+      }
       DT_CHECK_CUDA(cudaGetLastError());
     }
     if (dw.defined() || db.defined()) {
@@ -159,13 +167,19 @@ Tensor norm_cuda(const Tensor& x, int64_t n, const Tensor& weight, const Tensor&
     cuda::DeviceGuard guard(x.device().index);
     const int block = row_block_size(n);
     const unsigned int grid = static_cast<unsigned int>(rows < 65535 ? rows : 65535);
-    norm_kernel<T><<<grid, block, block * sizeof(acc_t<T>), cuda::current_stream()>>>(
-        static_cast<const T*>(xc.data_ptr()),
-        wc.defined() ? static_cast<const T*>(wc.data_ptr()) : nullptr,
-        bc.defined() ? static_cast<const T*>(bc.data_ptr()) : nullptr,
-        static_cast<T*>(out.data_ptr()),
-        mean.defined() ? static_cast<acc_t<T>*>(mean.data_ptr()) : nullptr,
-        rstd.defined() ? static_cast<acc_t<T>*>(rstd.data_ptr()) : nullptr, rows, n, e, rms);
+    const auto* in = static_cast<const T*>(xc.data_ptr());
+    auto* o = static_cast<T*>(out.data_ptr());
+    const T* wp = wc.defined() ? static_cast<const T*>(wc.data_ptr()) : nullptr;
+    const T* bp = bc.defined() ? static_cast<const T*>(bc.data_ptr()) : nullptr;
+    auto* mp = mean.defined() ? static_cast<acc_t<T>*>(mean.data_ptr()) : nullptr;
+    auto* rp = rstd.defined() ? static_cast<acc_t<T>*>(rstd.data_ptr()) : nullptr;
+    const size_t shm = block * sizeof(acc_t<T>);
+    cudaStream_t stream = cuda::current_stream();
+    if (row_vectorizable<T>(n, in, o)) {
+      norm_kernel<T, true><<<grid, block, shm, stream>>>(in, wp, bp, o, mp, rp, rows, n, e, rms);
+    } else {
+      norm_kernel<T, false><<<grid, block, shm, stream>>>(in, wp, bp, o, mp, rp, rows, n, e, rms);
+    }
     DT_CHECK_CUDA(cudaGetLastError());
     return out;
   });

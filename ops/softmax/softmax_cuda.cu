@@ -1,7 +1,8 @@
 // CUDA softmax and its backward: the input as [outer, d, inner] (contiguous); one block per
 // (outer, inner) slice of d elements. Forward: three passes (max, sum of exp, write) with the
-// CPU kernel's formulas; backward: one block reduction (sum of grad_out * out, or of grad_out)
-// and a write pass.
+// CPU kernel's formulas, the second and third from cache; slices along the last dim read and
+// write 16 bytes at a time where aligned. Backward: one block reduction (sum of grad_out * out,
+// or of grad_out) and a write pass.
 #include <type_traits>
 
 #include "ops/common/block_reduce_cuda.cuh"
@@ -58,6 +59,32 @@ __global__ void softmax_kernel(const T* in, T* out, int64_t outer, int64_t d, in
   }
 }
 
+// The same for slices along the last dim (inner == 1): rows of d contiguous elements, read in
+// 16-byte groups with kVec.
+template <typename T, bool kVec>
+__global__ void softmax_rows_kernel(const T* in, T* out, int64_t rows, int64_t d, bool log) {
+  using A = acc_t<T>;
+  A* shm = block_scratch<A>();
+  const auto ld = [](T v) { return static_cast<A>(static_cast<compute_t<T>>(v)); };
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* x = in + r * d;
+    A mx = -INFINITY;
+    row_for_each<kVec>(x, d, [&](int64_t, T v) {
+      const A a = ld(v);
+      if (!(a <= mx)) mx = a;  // NaN wins
+    });
+    mx = block_reduce_all(mx, shm, MaxNan<A>{});
+    A sum = 0;
+    row_for_each<kVec>(x, d, [&](int64_t, T v) { sum += exp(ld(v) - mx); });
+    sum = block_reduce_all(sum, shm, BlockSum{});
+    sum = log ? ::log(sum) : A(1) / sum;
+    row_map<kVec>(x, out + r * d, d, [&](int64_t, T v) {
+      const A a = ld(v) - mx;
+      return convert<T>(static_cast<compute_t<T>>(log ? a - sum : exp(a) * sum));
+    });
+  }
+}
+
 template <typename T>
 __global__ void softmax_backward_kernel(const T* g, const T* y, T* gx, int64_t outer, int64_t d,
                                         int64_t inner, bool log) {
@@ -79,6 +106,26 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, T* gx, int64_t o
       const A r = log ? gi - exp(yi) * acc : yi * (gi - acc);
       gx[base + i * inner] = convert<T>(static_cast<compute_t<T>>(r));
     }
+  }
+}
+
+// The same for slices along the last dim (inner == 1), 16-byte groups with kVec.
+template <typename T, bool kVec>
+__global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* gx, int64_t rows,
+                                             int64_t d, bool log) {
+  using A = acc_t<T>;
+  A* shm = block_scratch<A>();
+  const auto ld = [](T v) { return static_cast<A>(static_cast<compute_t<T>>(v)); };
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * d;
+    A acc = 0;
+    row_for_each<kVec>(g + base, y + base, d,
+                       [&](int64_t, T gv, T yv) { acc += log ? ld(gv) : ld(gv) * ld(yv); });
+    acc = block_reduce_all(acc, shm, BlockSum{});
+    row_map<kVec>(g + base, y + base, gx + base, d, [&](int64_t, T gv, T yv) {
+      const A gi = ld(gv), yi = ld(yv);
+      return convert<T>(static_cast<compute_t<T>>(log ? gi - exp(yi) * acc : yi * (gi - acc)));
+    });
   }
 }
 
@@ -107,10 +154,21 @@ Tensor softmax_backward_cuda(const Tensor& grad_out, const Tensor& out, int64_t 
     if (out.numel() == 0) return gx;
     const SliceLaunch l = slice_launch(out, dd);
     cuda::DeviceGuard guard(out.device().index);
-    softmax_backward_kernel<T><<<l.grid, l.block, l.block * sizeof(acc_t<T>),
-                                 cuda::current_stream()>>>(
-        static_cast<const T*>(gc.data_ptr()), static_cast<const T*>(oc.data_ptr()),
-        static_cast<T*>(gx.data_ptr()), l.outer, l.d, l.inner, log);
+    const auto* gp = static_cast<const T*>(gc.data_ptr());
+    const auto* yp = static_cast<const T*>(oc.data_ptr());
+    auto* o = static_cast<T*>(gx.data_ptr());
+    const size_t shm = l.block * sizeof(acc_t<T>);
+    cudaStream_t stream = cuda::current_stream();
+    if (l.inner != 1) {
+      softmax_backward_kernel<T><<<l.grid, l.block, shm, stream>>>(gp, yp, o, l.outer, l.d,
+                                                                   l.inner, log);
+    } else if (row_vectorizable<T>(l.d, gp, yp, o)) {
+      softmax_backward_rows_kernel<T, true><<<l.grid, l.block, shm, stream>>>(gp, yp, o, l.outer,
+                                                                              l.d, log);
+    } else {
+      softmax_backward_rows_kernel<T, false><<<l.grid, l.block, shm, stream>>>(gp, yp, o, l.outer,
+                                                                               l.d, log);
+    }
     DT_CHECK_CUDA(cudaGetLastError());
     return gx;
   });
@@ -123,9 +181,17 @@ Tensor softmax_cuda(const Tensor& x, int64_t dd, bool log, const char* op) {
     if (x.numel() == 0) return out;
     const SliceLaunch l = slice_launch(x, dd);
     cuda::DeviceGuard guard(x.device().index);
-    softmax_kernel<T><<<l.grid, l.block, l.block * sizeof(acc_t<T>), cuda::current_stream()>>>(
-        static_cast<const T*>(xc.data_ptr()), static_cast<T*>(out.data_ptr()), l.outer, l.d,
-        l.inner, log);
+    const auto* in = static_cast<const T*>(xc.data_ptr());
+    auto* o = static_cast<T*>(out.data_ptr());
+    const size_t shm = l.block * sizeof(acc_t<T>);
+    cudaStream_t stream = cuda::current_stream();
+    if (l.inner != 1) {
+      softmax_kernel<T><<<l.grid, l.block, shm, stream>>>(in, o, l.outer, l.d, l.inner, log);
+    } else if (row_vectorizable<T>(l.d, in, o)) {
+      softmax_rows_kernel<T, true><<<l.grid, l.block, shm, stream>>>(in, o, l.outer, l.d, log);
+    } else {
+      softmax_rows_kernel<T, false><<<l.grid, l.block, shm, stream>>>(in, o, l.outer, l.d, log);
+    }
     DT_CHECK_CUDA(cudaGetLastError());
     return out;
   });

@@ -34,6 +34,58 @@ TEST_CASE("cuda softmax and log_softmax", "[gpu][softmax]") {
   check_matches(log_softmax(x.to(kGpu), 1), log_softmax(x, 1));
 }
 
+// The row kernels' two paths: rows read 16 bytes at a time (aligned base, length a multiple of
+// the group) and one element at a time (a base one element past alignment, or a length that is
+// not a multiple), at each block size (32, 128 and 256 threads: one warp, several, the most),
+// forward and backward, with a NaN in the last warp's part of a row.
+TEST_CASE("cuda row kernels: 16-byte and element paths at every block size",
+          "[gpu][softmax][norm]") {
+  for (DType d : floating_dtypes()) {
+    for (int64_t n : {int64_t{24}, int64_t{96}, int64_t{120}, int64_t{1000}, int64_t{4096}}) {
+      for (bool misaligned : {false, true}) {
+        INFO(dtype_name(d) << " n " << n << (misaligned ? " misaligned" : " aligned"));
+        const int64_t rows = 5;
+        // A contiguous [rows, n] view whose base is one element into its storage (on the GPU
+        // too: the view is taken after the copy).
+        const int64_t start = misaligned ? 1 : 0;
+        const auto rows_of = [&](const Tensor& flat) {
+          return flat.narrow(0, start, rows * n).view({rows, n});
+        };
+        const Tensor xf = make_input({rows * n + 1}, d, 141), gf = make_input({rows * n + 1}, d, 142);
+        const Tensor x = rows_of(xf), g = rows_of(gf);
+        const Tensor xg = rows_of(xf.to(kGpu)), gg = rows_of(gf.to(kGpu));
+        const Tensor w = make_input({n}, d, 143, 0.5, 2), b = make_input({n}, d, 144);
+        const int64_t shape[] = {n};
+        check_matches(softmax(xg, -1), softmax(x, -1), 4);
+        check_matches(log_softmax(xg, -1), log_softmax(x, -1), 4);
+        const Tensor y = softmax(x, -1), ly = log_softmax(x, -1);
+        // y on the GPU shares gg's alignment (a view of a copy of a one-longer buffer).
+        const auto gpu_like_g = [&](const Tensor& t) {
+          Tensor flat = empty({rows * n + 1}, TensorOptions(d, kGpu));
+          Tensor v = rows_of(flat);
+          v.copy_(t);
+          return v;
+        };
+        check_matches(softmax_backward(gg, gpu_like_g(y), -1), softmax_backward(g, y, -1), 4);
+        check_matches(log_softmax_backward(gg, gpu_like_g(ly), -1),
+                      log_softmax_backward(g, ly, -1), 4);
+        const auto cpu = native_layer_norm(x, shape, w, b);
+        const auto gpu = native_layer_norm(xg, shape, w.to(kGpu), b.to(kGpu));
+        check_matches(gpu.output, cpu.output, 4);
+        check_matches(gpu.rstd, cpu.rstd, 4);
+        check_matches(layer_norm_backward(gg, xg, shape, gpu.mean, gpu.rstd, w.to(kGpu)).grad_x,
+                      layer_norm_backward(g, x, shape, cpu.mean, cpu.rstd, w).grad_x, 4);
+        check_matches(rms_norm(xg, shape), rms_norm(x, shape), 4);
+        // NaN near the end of row 3 wins over every warp's max.
+        Tensor xn = x.clone();
+        xn.narrow(0, 3, 1).narrow(1, n - 2, 1).fill_(
+            Scalar(std::numeric_limits<double>::quiet_NaN()));
+        check_matches(softmax(gpu_like_g(xn), -1), softmax(xn, -1), 4);
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda layer_norm and rms_norm", "[gpu][norm]") {
   for (DType d : floating_dtypes()) {
     INFO(dtype_name(d));
