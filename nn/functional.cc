@@ -203,21 +203,26 @@ RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta, DTyp
   return {from_vector<double>(c, shape).to(device, dtype), from_vector<double>(s, shape).to(device, dtype)};
 }
 
-DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables) {
+DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t start_pos) {
   constexpr std::string_view kOp = "apply_rotary_emb";
   check_defined(x, kOp, "x");
   DT_CHECK(tables.cos.defined() && tables.sin.defined() && tables.cos.dim() == 2 &&
                tables.sin.sizes() == tables.cos.sizes(),
            "[%s] the rotary tables must be two [seq_len, head_dim / 2] tensors", kOp);
-  DT_CHECK(x.dim() == 4 && x.size(3) % 2 == 0 && x.size(3) / 2 == tables.cos.size(1) &&
-               x.size(1) <= tables.cos.size(0),
-           "[%s] x has shape %s, expected [B, S, H, D] with D = 2 * %d and S <= %d (the tables)",
-           kOp, shape_str(x.shape()), tables.cos.size(1), tables.cos.size(0));
+  DT_CHECK(x.dim() == 4 && x.size(3) % 2 == 0 && x.size(3) / 2 == tables.cos.size(1),
+           "[%s] x has shape %s, expected [B, S, H, D] with D = 2 * %d (the tables)", kOp,
+           shape_str(x.shape()), tables.cos.size(1));
+  DT_CHECK(start_pos >= 0 && start_pos + x.size(1) <= tables.cos.size(0),
+           "[%s] positions [%d, %d) of x (shape %s, start_pos %d) are outside the tables' %d "
+           "positions",
+           kOp, start_pos, start_pos + x.size(1), shape_str(x.shape()), start_pos,
+           tables.cos.size(0));
   const int64_t S = x.size(1), D = x.size(3), half = D / 2;
   const DeviceMesh& mesh = x.device_mesh();
   const Placements whole(static_cast<size_t>(mesh.ndim()), Replicate());
   auto table = [&](const Tensor& t) {
-    const Tensor local = t.narrow(0, 0, S).reshape({1, S, 1, half}).to(x.device(), x.dtype());
+    const Tensor local =
+        t.narrow(0, start_pos, S).reshape({1, S, 1, half}).to(x.device(), x.dtype());
     return DTensor::from_local(local, mesh, whole, /*run_check=*/false);
   };
   const DTensor c = table(tables.cos), s = table(tables.sin);

@@ -78,11 +78,12 @@ struct RotaryTables {
 };
 RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta = 10000.0,
                            DType dtype = kFloat32, Device device = Device(kCPU));
-// x [B, S, H, D] (D even, S <= the tables' length; the first S positions are used):
+// x [B, S, H, D] (D even) holds positions [start_pos, start_pos + S), which must lie within
+// the tables (start_pos > 0 when decoding after a prefix, Llama's freqs_cis[start_pos:]):
 // out[2i] = x[2i] cos - x[2i+1] sin, out[2i+1] = x[2i] sin + x[2i+1] cos. Composed of slice,
 // mul, stack and reshape, so x sharded on batch, sequence or heads keeps its placements with no
 // communication (the tables enter as Replicate on x's mesh and are cut like x); the head dim
 // itself must not be sharded (it is gathered first). Differentiable in x.
-DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables);
+DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t start_pos = 0);
 
 }  // namespace dtensor::nn::functional

@@ -9,6 +9,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduction/reduction.h"
 #include "rng/random.h"
+#include "tensor/compare.h"
 #include "tensor/creation.h"
 
 namespace dt = dtensor;
@@ -297,8 +298,21 @@ TEST_CASE("rotary embeddings rotate each pair by pos * theta^(-2i/D), swiglu gat
     }
   }
   CHECK(err < 1e-12);
+  // Positions from start_pos (decoding after a prefix): rotating x[:, 2:5] from position 2
+  // gives the full sequence's rotation at positions 2..4, bit for bit; from position 0 it does
+  // not.
+  {
+    const dt::Tensor part = x.narrow(1, 2, 3).contiguous();
+    const dt::Tensor want =
+        nn::functional::apply_rotary_emb(nn::local(x), t).to_local().narrow(1, 2, 3).contiguous();
+    CHECK(dt::equal(nn::functional::apply_rotary_emb(nn::local(part), t, 2).to_local(), want));
+    CHECK_FALSE(dt::allclose(nn::functional::apply_rotary_emb(nn::local(part), t).to_local(),
+                             want, 0, 1e-3));
+  }
   REQUIRE_THROWS_WITH(nn::functional::apply_rotary_emb(nn::local(dt::zeros({1, 9, 1, 6})), t),
-                      Catch::Contains("[apply_rotary_emb] x has shape [1, 9, 1, 6]"));
+                      Catch::Contains("[apply_rotary_emb] positions [0, 9) of x"));
+  REQUIRE_THROWS_WITH(nn::functional::apply_rotary_emb(nn::local(dt::zeros({1, 4, 1, 6})), t, 5),
+                      Catch::Contains("outside the tables' 8 positions"));
   REQUIRE_THROWS_WITH(nn::functional::rotary_tables(4, 5),
                       Catch::Contains("[rotary_tables]"));
   const dt::Tensor g = dt::randn({4}, dt::TensorOptions(dt::kFloat64), &gen);
