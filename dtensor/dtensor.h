@@ -35,7 +35,9 @@
 // Ops (local Tensor and DTensor forms).
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding/embedding.h"
+#include "ops/index/advanced_index.h"
 #include "ops/index/index.h"
+#include "ops/index/masked_select.h"
 #include "ops/loss/loss.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"

@@ -12,6 +12,8 @@ void register_all(Registry& registry) {
   register_norm_ops(registry);
   register_embedding_ops(registry);
   register_index_ops(registry);
+  register_advanced_index_ops(registry);
+  register_masked_select_ops(registry);
   register_loss_ops(registry);
   register_scan_ops(registry);
   register_attention_ops(registry);

@@ -26,6 +26,12 @@ void register_norm_ops(Registry& registry);
 void register_embedding_ops(Registry& registry);
 // gather, gather_backward, one_hot (ops/index/index_strategy.cc).
 void register_index_ops(Registry& registry);
+// index, index_put: advanced indexing by a list of index tensors
+// (ops/index/advanced_index_strategy.cc).
+void register_advanced_index_ops(Registry& registry);
+// masked_select, nonzero (data-dependent output shapes) and masked_select_backward
+// (ops/index/masked_select_strategy.cc).
+void register_masked_select_ops(Registry& registry);
 // cumsum, cumprod, cummax, cummin, sort, argsort, topk, kthvalue (ops/scan/scan_strategy.cc).
 void register_scan_ops(Registry& registry);
 // scaled_dot_product_attention (+ .mask) and their backward ops

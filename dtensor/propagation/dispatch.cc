@@ -1,6 +1,7 @@
 #include "dtensor/propagation/dispatch.h"
 
 #include "collectives/comm_debug.h"
+#include "collectives/runtime.h"
 #include "dtensor/detail/log.h"
 #include "dtensor/detail/util.h"
 #include "dtensor/redistribute.h"
@@ -33,6 +34,30 @@ void check_output(const OpInfo& op, size_t o, const Tensor& out, const OutputSha
 }
 
 }  // namespace
+
+std::shared_ptr<const DTensorSpec> data_dependent_output_spec(const OpInfo& op, size_t o,
+                                                              const Tensor& out,
+                                                              const DTensorSpec& placeholder) {
+  DT_CHECK(out.defined(), "[%s] local kernel returned an undefined tensor for output %d", op.name,
+           o);
+  for (const Placement& p : placeholder.placements()) {
+    DT_CHECK(p.is_replicate(),
+             "[%s] output %d has a data-dependent shape and must be Replicate, got placements %s",
+             op.name, o, placements_str(placeholder.placements()));
+  }
+  bool fixed_dims_match = out.dim() == placeholder.ndim();
+  for (int64_t d = 0; fixed_dims_match && d < out.dim(); ++d) {
+    // The placeholder's non-zero dims are fixed by the op (nonzero's [n, ndim]).
+    const int64_t want = placeholder.shape()[static_cast<size_t>(d)];
+    fixed_dims_match = want == 0 || out.size(d) == want;
+  }
+  DT_CHECK(fixed_dims_match && out.dtype() == placeholder.dtype(),
+           "[%s] local kernel returned %s %s for output %d, expected %s %s (0 = any size)",
+           op.name, shape_str(out.sizes()), dtype_name(out.dtype()), o,
+           shape_str(placeholder.shape()), dtype_name(placeholder.dtype()));
+  return std::make_shared<const DTensorSpec>(placeholder.mesh(), placeholder.placements(),
+                                             TensorMeta(out.sizes(), out.dtype()), op.name);
+}
 
 const DTensorSpec& KernelContext::input_spec(int64_t i) const {
   if (sharding_.needs_redistribute() && sharding_.required_inputs[i] != nullptr) {
@@ -85,6 +110,12 @@ DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> 
   const size_t nout = sharding->outputs.size();
   DTensorList result;
   if (!mesh.contains_me()) {
+    // The output's shape exists only in the values the mesh's ranks hold: an outside rank would
+    // get a placeholder shape and disagree with them later, so it is told now.
+    DT_CHECK(!op.data_dependent_shape,
+             "[%s] the output's shape depends on the values held by the ranks of %s, and rank "
+             "%d is outside that mesh: call the op on the mesh's ranks only",
+             op.name, mesh.str(), world_rank());
     const Device device = detail::mesh_device(mesh, inputs[0]->to_local());
     for (size_t o = 0; o < nout; ++o) {
       const DTensorSpec& spec = *sharding->outputs[o];
@@ -108,6 +139,13 @@ DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> 
   op.kernel(KernelContext(schema, *sharding, coord), absl::MakeConstSpan(locals),
             absl::MakeSpan(outs));
   for (size_t o = 0; o < nout; ++o) {
+    if (op.data_dependent_shape) {
+      // The shape is the kernel's (replicated inputs: the same on every rank); a fresh spec per
+      // call, so the cached sharding never carries a previous call's shape.
+      auto spec = data_dependent_output_spec(op, o, outs[o], *sharding->outputs[o]);
+      result.emplace_back(std::move(outs[o]), std::move(spec));
+      continue;
+    }
     check_output(op, o, outs[o], *sharding, coord);
     result.emplace_back(std::move(outs[o]), sharding->outputs[o]);
   }

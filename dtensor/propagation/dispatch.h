@@ -3,7 +3,9 @@
 // KernelContext that says what was chosen, wrap the outputs with the cached output specs. On a
 // cache hit nothing is re-propagated and nothing is allocated besides the output tensors.
 // Ranks outside the mesh skip the kernel and every collective and get empty local outputs
-// (PyTorch semantics).
+// (PyTorch semantics). Ops whose output shape depends on the data (OpInfo::
+// data_dependent_shape: masked_select, nonzero) get their outputs' specs from the kernel's
+// results on each call (data_dependent_output_spec) instead of the cache.
 //
 // This is the sharded half of an op call: the DTensor functions of ops/ go through
 // autograd::dispatch (autograd/dispatch.h), which calls dispatch_sharded and records the call
@@ -64,6 +66,16 @@ class KernelContext {
 
 // A scalar as an op arg (int, float or bool), the inverse of KernelContext::scalar.
 ArgValue scalar_arg(const Scalar& s);
+
+// The spec of output o of an op with OpInfo::data_dependent_shape, from the local kernel's
+// result `out`: the placeholder's mesh and placements (all Replicate, so the local tensor is the
+// whole output) with out's shape. Throws "[op] local kernel returned [3, 1] int64 for output 0,
+// expected [0, 2] int64 (0 = any size)" when the rank, the dtype or a fixed (non-zero) dim of
+// the placeholder differs, and "[op] output 0 has a data-dependent shape and must be Replicate"
+// for other placements.
+std::shared_ptr<const DTensorSpec> data_dependent_output_spec(const OpInfo& op, size_t o,
+                                                              const Tensor& out,
+                                                              const DTensorSpec& placeholder);
 
 // What a dispatch did, for callers that keep it (autograd saves the inputs the kernel saw).
 struct DispatchTrace {

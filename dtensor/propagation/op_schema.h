@@ -132,6 +132,20 @@ struct OpInfo {
   // Output 0 shares input 0's memory (views): autograd refuses in-place ops on it while the
   // input requires grad (the input's graph would not see the write).
   bool view = false;
+  // The output shapes depend on the input VALUES (masked_select, nonzero), not only on their
+  // specs. Then:
+  //   meta      returns placeholder metas: final dtype and rank, 0 in the data-dependent dims;
+  //   strategy  every row must give each output Replicate (checked when propagating: a sharded
+  //             or Partial output would need its local sizes exchanged; inputs in other layouts
+  //             are redistributed to the row's, usually Replicate);
+  //   linearity must be kNone and the op must not be in-place (checked at registration);
+  //   dispatch  takes each output's global shape from the local kernel's result (Replicate on
+  //             every mesh dim: the local tensor is the whole tensor) and builds its spec per
+  //             call, so the propagation cache holds placements only, never a stale shape.
+  // Every rank computes the same shape because every rank holds the same (replicated) inputs.
+  // A rank outside the mesh cannot know the shape: dispatch raises there ("[op] the output's
+  // shape depends on the values held by the ranks of DeviceMesh(...)").
+  bool data_dependent_shape = false;
   // Sample calls for the tests every op goes through (see OpSample). The op library registers
   // samples for each of its ops; the harness fails for an op without them.
   SampleFn samples;

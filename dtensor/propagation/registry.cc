@@ -31,6 +31,10 @@ const OpInfo& Registry::add(OpInfo info) {
   DT_CHECK(!info.name.empty(), "[Registry] op name must not be empty");
   DT_CHECK(info.strategy && info.meta && info.kernel,
            "[Registry] op '%s' needs a strategy, a meta function and a kernel", info.name);
+  DT_CHECK(!info.data_dependent_shape || (info.linearity == Linearity::kNone && !info.inplace),
+           "[Registry] op '%s' has a data-dependent output shape: it must have linearity kNone "
+           "and not be in-place (its outputs are Replicate)",
+           info.name);
   std::unique_lock lock(impl_->mu);
   DT_CHECK(!impl_->by_name.contains(info.name), "[Registry] op '%s' is already registered",
            info.name);

@@ -56,6 +56,20 @@ bool row_in_range(const Placements& row, absl::Span<const int64_t> ndims) {
   return true;
 }
 
+// An op whose output shape depends on the data takes that shape from its local result, which
+// is the whole output only when the output is Replicate on every mesh dim (OpInfo::
+// data_dependent_shape): a row with a sharded or Partial output is a registration bug.
+void check_replicate_outputs(const OpSchema& schema, const StrategyRows& rows, size_t nout) {
+  for (const Placements& row : rows) {
+    for (size_t o = 0; o < nout && o < row.size(); ++o) {
+      DT_CHECK(row[o].is_replicate(),
+               "[%s] the op's output shape depends on the data, so its outputs must be "
+               "Replicate; strategy row %s gives output %d %s",
+               schema.name(), placements_str(row), o, row[o].str());
+    }
+  }
+}
+
 }  // namespace
 
 std::string OutputSharding::str() const {
@@ -221,6 +235,7 @@ OutputSharding propagate_uncached(const OpSchema& schema) {
   try {
     const OutputMetas metas = info.meta(schema);
     const StrategyRows rows = info.strategy(schema);
+    if (info.data_dependent_shape) check_replicate_outputs(schema, rows, metas.size());
     return expand_to_full_mesh(schema, rows, metas, info.linearity, info.inplace);
   } catch (const Error& e) {
     throw Error(absl::StrCat(e.what(), " (schema: ", schema.str(), ")"));
@@ -308,7 +323,7 @@ std::shared_ptr<const OutputSharding> propagate(const OpSchema& schema) {
   // Miss: propagate outside the lock (other threads keep hitting meanwhile).
   OutputSharding sharding = propagate_uncached(schema);
   const DeviceMesh& mesh = schema.mesh();
-  if (mesh.contains_me()) {
+  if (mesh.contains_me() && !schema.op().data_dependent_shape) {  // no fixed shape to cache
     for (const auto& out : sharding.outputs) {
       sharding.local_output_shapes.push_back(out->local_shard(mesh.get_coordinate()).shape);
     }

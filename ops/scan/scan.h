@@ -42,12 +42,18 @@ ValuesIndices kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdi
 
 // ---- DTensor forms (scan_strategy.cc) ------------------------------------------------------
 // Every dim but `dim` keeps its sharding (values and indices alike); a sharded `dim` is
-// gathered first, except for cumsum: there each rank scans its block and adds the sum of the
-// blocks before it (one all-gather of the block totals, exact for uneven and empty blocks).
-// cumsum is linear, so Partial(sum) inputs pass through it. Indices are global positions
-// along dim. Differentiable: cumsum (the reversed cumsum of the gradient), cumprod (a fused
-// kernel, zeros handled exactly), and the values of sort, topk, kthvalue, cummax and cummin
-// (the gradient put back at the indices).
+// gathered first, except for cumsum and cumprod: there the blocks of `dim` form a pipeline in
+// global order (point to point on the flattened communicator of the mesh dims sharding it):
+// each receives the single-device scan's accumulator after the previous block (float64, or
+// int64 wrapping), passes its own final accumulator on, then scans its block from the received
+// one, so the results equal the single-device scan bit for bit for every dtype (inf / NaN,
+// overflow, integer wrap, uneven and empty blocks included) and the output stays sharded. Cost:
+// k-1 sequential messages of one accumulator per row and a serial totals pass; no data
+// gathered. cumsum is linear, so Partial(sum) inputs pass through it.
+// Indices are global positions along dim. Differentiable: cumsum (the reversed cumsum of the
+// gradient), cumprod (cumprod_backward: a fused kernel, zeros handled exactly, which gathers a
+// sharded `dim`), and the values of sort, topk, kthvalue, cummax and cummin (the gradient put
+// back at the indices).
 DTensor cumsum(const DTensor& x, int64_t dim);
 DTensor cumprod(const DTensor& x, int64_t dim);
 // prod gathers a sharded reduced dim (there is no Partial(prod)); kept dims keep their shards.

@@ -12,16 +12,20 @@
 namespace dtensor {
 namespace detail {
 
-void scan_rows(ScanOp op, const Tensor& in, const Tensor& out, bool total_only) {
-  if (in.device().is_cuda()) return scan_rows_cuda(op, in, out, total_only);
+void scan_rows(ScanOp op, const Tensor& in, const Tensor& out, bool total_only,
+               const Tensor& init) {
+  if (in.device().is_cuda()) return scan_rows_cuda(op, in, out, total_only, init);
   const int64_t rows = in.size(0), n = in.size(1);
   const int64_t out_row = total_only ? 1 : n;
   dispatch_dtype(in.dtype(), [&]<typename T>() {
     using O = std::conditional_t<std::is_floating_point_v<compute_t<T>>, T, int64_t>;
     const T* src = in.data<T>();
     O* dst = out.data<O>();
+    const auto* start =
+        init.defined() ? static_cast<const scan_acc_t<T>*>(init.data_ptr()) : nullptr;
     for (int64_t r = 0; r < rows; ++r) {
-      scan_row(op, src + r * n, dst + r * out_row, n, total_only ? 0 : 1);
+      scan_row(op, src + r * n, dst + r * out_row, n, total_only ? 0 : 1,
+               start != nullptr ? start + r : nullptr);
     }
   });
 }
@@ -119,6 +123,52 @@ Tensor scan(const Tensor& x, int64_t dim, detail::ScanOp op, const char* name) {
 }
 
 }  // namespace
+
+namespace detail {
+
+DType scan_acc_dtype(DType dtype) {
+  return is_floating(dtype) ? kFloat64 : kInt64;
+}
+
+namespace {
+// `init` (x's shape with dim of size 1, the accumulator dtype) as [rows] starting accumulators
+// in Rows(x, d)'s row order, on x's device; undefined stays undefined (the identity).
+Tensor row_starts(const Tensor& x, int64_t d, const Tensor& init, const char* op) {
+  if (!init.defined()) return Tensor();
+  Shape init_shape(x.sizes().begin(), x.sizes().end());
+  init_shape[d] = 1;
+  DT_CHECK(init.sizes() == init_shape && init.dtype() == scan_acc_dtype(x.dtype()),
+           "[%s] init has shape %s %s, expected %s %s", op, shape_str(init.sizes()),
+           dtype_name(init.dtype()), shape_str(init_shape), dtype_name(scan_acc_dtype(x.dtype())));
+  return Rows(init.to(x.device()), d).rows.reshape({-1}).contiguous();
+}
+}  // namespace
+
+Tensor scan_totals(ScanOp op, const Tensor& x, int64_t dim, const Tensor& init) {
+  const int64_t d = check_along(x, dim, "scan_totals");
+  DT_CHECK(x.dim() > 0, "[scan_totals] expected a tensor with at least one dim");
+  // Widening to the accumulator dtype is exact and scan_row widens each element the same way,
+  // so each row's result is the scan's own accumulator after the row's last element (bit for
+  // bit, the same order of operations): `init` for an empty row.
+  const Rows r(x.to(scan_acc_dtype(x.dtype())), d);
+  const Tensor start = row_starts(x, d, init, "scan_totals");
+  Tensor out = r.alloc(scan_acc_dtype(x.dtype()), 1);
+  scan_rows(op, r.rows, out, /*total_only=*/true, start);
+  return r.from_rows(out);
+}
+
+Tensor scan_from(ScanOp op, const Tensor& x, int64_t dim, const Tensor& init) {
+  const int64_t d = check_along(x, dim, "scan_from");
+  DT_CHECK(x.dim() > 0, "[scan_from] expected a tensor with at least one dim");
+  DT_CHECK(init.defined(), "[scan_from] argument init is an undefined tensor");
+  const Rows r(x, d);
+  const Tensor start = row_starts(x, d, init, "scan_from");
+  Tensor out = r.alloc(is_floating(x.dtype()) ? x.dtype() : kInt64, r.rows.size(1));
+  scan_rows(op, r.rows, out, /*total_only=*/false, start);
+  return r.from_rows(out);
+}
+
+}  // namespace detail
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
   return scan(x, dim, detail::ScanOp::kSum, "cumsum");

@@ -24,13 +24,16 @@ RowGeom geom(const Tensor& t) {
 }
 
 // total_only: out is [rows, 1], the row's total.
+// init: each row's starting accumulator, or nullptr (the identity).
 template <typename T, typename O>
-__global__ void scan_kernel(ScanOp op, const T* in, O* out, RowGeom g, bool total_only) {
+__global__ void scan_kernel(ScanOp op, const T* in, O* out, RowGeom g, bool total_only,
+                            const scan_acc_t<T>* init) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t out_row = total_only ? 1 : g.n;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < g.rows;
        r += step) {
-    scan_row(op, in + r * g.n, out + r * out_row, g.n, total_only ? 0 : 1);
+    scan_row(op, in + r * g.n, out + r * out_row, g.n, total_only ? 0 : 1,
+             init != nullptr ? init + r : nullptr);
   }
 }
 
@@ -125,10 +128,13 @@ void launch_cumextreme(bool is_max, const Tensor& in, const Tensor& values,
 }
 
 template <typename T>
-void launch_scan(ScanOp op, const Tensor& in, const Tensor& out, RowGeom g, bool total_only) {
+void launch_scan(ScanOp op, const Tensor& in, const Tensor& out, RowGeom g, bool total_only,
+                 const Tensor& init) {
   using O = std::conditional_t<std::is_floating_point_v<compute_t<T>>, T, int64_t>;
+  const auto* start =
+      init.defined() ? static_cast<const scan_acc_t<T>*>(init.data_ptr()) : nullptr;
   scan_kernel<T, O><<<cuda::grid_for(g.rows, kBlock), kBlock, 0, cuda::current_stream()>>>(
-      op, in.data<T>(), out.data<O>(), g, total_only);
+      op, in.data<T>(), out.data<O>(), g, total_only, start);
 }
 
 template <typename T>
@@ -154,11 +160,13 @@ void launch_cumprod_backward(const Tensor& grad, const Tensor& x, const Tensor& 
 
 }  // namespace
 
-void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only) {
+void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only,
+                    const Tensor& init) {
   const RowGeom g{in.size(0), in.size(1)};
   if (g.rows == 0) return;
   cuda::DeviceGuard guard(in.device().index);
-  dispatch_dtype(in.dtype(), [&]<typename T>() { launch_scan<T>(op, in, out, g, total_only); });
+  dispatch_dtype(in.dtype(),
+                 [&]<typename T>() { launch_scan<T>(op, in, out, g, total_only, init); });
 }
 
 void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values,

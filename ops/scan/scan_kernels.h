@@ -19,12 +19,16 @@ enum class ScanOp : uint8_t { kSum, kProd };
 template <typename T>
 using scan_acc_t = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, uint64_t>;
 
-// out[i * out_step] = in[0] op in[1] op ... op in[i]; O is T for floating T, int64 otherwise.
-// out_step 0 keeps only the total (the reduction: out[0], the identity for n == 0).
+// out[i * out_step] = init op in[0] op in[1] op ... op in[i]; O is T for floating T, int64
+// otherwise. out_step 0 keeps only the total (the reduction: out[0], init for n == 0). `init`
+// (nullptr: the identity) starts the accumulator: a block of a dim sharded over ranks starts
+// from the accumulator the previous block ended with, so the sequence of operations (and every
+// rounding) is exactly the single-device scan's.
 template <typename T, typename O>
-DT_HOST_DEVICE void scan_row(ScanOp op, const T* in, O* out, int64_t n, int64_t out_step) {
+DT_HOST_DEVICE void scan_row(ScanOp op, const T* in, O* out, int64_t n, int64_t out_step,
+                             const scan_acc_t<T>* init = nullptr) {
   using A = scan_acc_t<T>;
-  A acc = op == ScanOp::kSum ? A(0) : A(1);
+  A acc = init != nullptr ? *init : (op == ScanOp::kSum ? A(0) : A(1));
   const auto store = [](A a) -> O {
     if constexpr (std::is_floating_point_v<A>) {
       return convert<O>(a);
@@ -108,8 +112,11 @@ DT_HOST_DEVICE void cumprod_backward_row(const T* g, const T* x, T* out, double*
 // Row kernels on contiguous [rows, n] tensors (CPU here, CUDA in scan_cuda.cu; the CPU
 // functions dispatch to CUDA for CUDA tensors).
 // out (int64 for integer and bool inputs, else in's dtype) = the scan of each row: [rows, n],
-// or with `total_only` [rows, 1], the last element (the row's sum / product).
-void scan_rows(ScanOp op, const Tensor& in, const Tensor& out, bool total_only = false);
+// or with `total_only` [rows, 1], the last element (the row's sum / product). `init`, when
+// defined, is each row's starting accumulator: contiguous [rows] on in's device, float64 for
+// floating inputs and int64 (the bits of the wrapping uint64 accumulator) otherwise.
+void scan_rows(ScanOp op, const Tensor& in, const Tensor& out, bool total_only = false,
+               const Tensor& init = Tensor());
 // values (in's dtype) and indices (int64) of each row stably sorted.
 void sort_rows(const Tensor& in, bool descending, const Tensor& values, const Tensor& indices);
 // out = cumprod_backward_row of each row (g, x and out of one floating dtype).
@@ -117,8 +124,20 @@ void cumprod_backward_rows(const Tensor& g, const Tensor& x, const Tensor& out);
 // values (in's dtype) and indices (int64) = cumextreme_row of each row.
 void cumextreme_rows(bool is_max, const Tensor& in, const Tensor& values, const Tensor& indices);
 
+// The block form of cumsum / cumprod (scan_cpu.cc, on x's device), for a dim sharded over
+// ranks: the accumulator dtype (float64 for floating inputs, int64 — the bits of the wrapping
+// uint64 accumulator — otherwise); each row's final accumulator along dim continuing from
+// `init` (undefined: the identity), keepdim (x's shape with dim of size 1), which is bit for bit
+// the accumulator the single-device scan holds after the row's last element when `init` is the
+// one it held before the first (`init` itself for an empty block); and the scan along dim
+// starting each row from `init` (the totals' shape and dtype).
+DType scan_acc_dtype(DType dtype);
+Tensor scan_totals(ScanOp op, const Tensor& x, int64_t dim, const Tensor& init = Tensor());
+Tensor scan_from(ScanOp op, const Tensor& x, int64_t dim, const Tensor& init);
+
 // The CUDA twins (scan_cuda.cu; scan_no_cuda.cc raises when CUDA is off).
-void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only);
+void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only,
+                    const Tensor& init);
 void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values,
                     const Tensor& indices);
 void cumprod_backward_rows_cuda(const Tensor& g, const Tensor& x, const Tensor& out);

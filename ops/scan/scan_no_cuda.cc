@@ -5,7 +5,7 @@
 
 namespace dtensor::detail {
 
-void scan_rows_cuda(ScanOp op, const Tensor&, const Tensor&, bool) {
+void scan_rows_cuda(ScanOp op, const Tensor&, const Tensor&, bool, const Tensor&) {
   DT_FAIL("[%s] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)",
           op == ScanOp::kSum ? "cumsum" : "cumprod");
 }

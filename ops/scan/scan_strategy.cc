@@ -1,9 +1,12 @@
 // Registration of the scan family (cumsum, cumprod, cummax, cummin, sort, argsort, topk,
-// kthvalue and cumprod_backward), the DTensor forms and their backward formulas. Each op needs its dim whole
-// on a rank (a sharded one is gathered by propagation) and keeps every other dim sharded, the
-// same way on every output and input.
+// kthvalue and cumprod_backward), the DTensor forms and their backward formulas. Each op needs its
+// dim whole on a rank (a sharded one is gathered by propagation), except cumsum / cumprod, which
+// also scan a sharded dim in place (block_scan: a pipeline along the blocks, bit-identical to
+// the single-device scan), and keeps every other dim sharded, the same way on every output and
+// input.
 #include <algorithm>
 #include <functional>
+#include <vector>
 
 #include "autograd/dispatch.h"
 #include "autograd/function.h"
@@ -13,7 +16,9 @@
 #include "ops/reduction/reduction_backward.h"
 #include "ops/register_all.h"
 #include "ops/scan/scan.h"
+#include "ops/scan/scan_kernels.h"
 #include "ops/view/copy_ops.h"
+#include "tensor/creation.h"
 #include "tensor/error.h"
 
 namespace dtensor {
@@ -73,9 +78,73 @@ DTensorList selected_bw(const BackwardContext& c, Grads g, int64_t dim_arg, bool
   return {detail::value_selecting_backward(g[0], c.output(1), dim, keepdim, shape)};
 }
 
+// ---- cumsum / cumprod along a sharded dim ------------------------------------------------------
+// Tag of the pipeline's messages (one communicator may carry other point-to-point traffic).
+constexpr int kScanTag = 0x5CA;
+
+// A pipeline along the blocks of `dim` in global order, which reproduces the single-device
+// accumulation exactly. The mesh dims sharding `dim` (size > 1, ascending) nest as torch.chunk
+// does (the inner mesh dim splits the outer one's block: compute_local_shape_and_offset), so
+// the global block order is the row-major order of the coordinates along them, which is the
+// rank order of their flattened communicator (the other coordinates select the group, so
+// replicated copies each run their own pipeline). Block p receives from block p-1 the
+// accumulator the single-device scan holds after block p-1's last element (float64, or the
+// wrapping uint64 as int64 bits; block 0 starts from the identity), continues it over its own
+// block (scan_totals, the same operations in the same order) and sends the result to block p+1
+// BEFORE scanning its block from the received value, so only the totals pass is serial. Every
+// element thus sees exactly the single-device sequence of operations: the results are bit for
+// bit the single-device scan's for every dtype, inf / NaN / overflow / underflow and integer
+// wrap included. An empty block passes the value through. Cost: k-1 sequential messages of one
+// accumulator per row (8 bytes), no data gathered.
+Tensor block_scan(const KernelContext& c, detail::ScanOp op, const Tensor& x, int64_t dim,
+                  const std::vector<int64_t>& mesh_dims) {
+  const CommunicatorPtr comm = c.mesh().flattened_communicator(mesh_dims);
+  DT_CHECK(comm != nullptr, "[%s] no communicator for the sharded scan", c.op().name.c_str());
+  const int k = comm->size(), p = comm->rank();
+  Shape acc_shape(x.sizes().begin(), x.sizes().end());
+  acc_shape[dim] = 1;
+  Tensor start;  // undefined: the identity (block 0)
+  if (p > 0) {
+    start = empty(acc_shape, TensorOptions(detail::scan_acc_dtype(x.dtype()), x.device()));
+    comm->recv(start, p - 1, kScanTag)->wait();
+  }
+  Tensor end;
+  WorkPtr sent;
+  if (p + 1 < k) {
+    end = detail::scan_totals(op, x, dim, start).contiguous();
+    sent = comm->send(end, p + 1, kScanTag);
+  }
+  Tensor out;
+  if (start.defined()) {
+    out = detail::scan_from(op, x, dim, start);
+  } else {
+    out = op == detail::ScanOp::kSum ? cumsum(x, dim) : cumprod(x, dim);
+  }
+  if (sent != nullptr) sent->wait();
+  return out;
+}
+
+// cumsum / cumprod's kernel: the local scan, or the block pipeline when `dim` is sharded.
+Tensor scan_kernel(const KernelContext& c, detail::ScanOp op, const Tensor& x) {
+  const DTensorSpec& spec = c.input_spec(0);
+  const int64_t dim =
+      normalize_dim(c.arg<int64_t>(0), std::max<int64_t>(spec.ndim(), 1), c.op().name.c_str());
+  std::vector<int64_t> mesh_dims;
+  for (int64_t m = 0; m < spec.mesh().ndim(); ++m) {
+    // A mesh dim of one rank holds the whole group: nothing to exchange there.
+    if (spec.placement(m).is_shard(dim) && spec.mesh().size(m) > 1) mesh_dims.push_back(m);
+  }
+  if (mesh_dims.empty()) {
+    return op == detail::ScanOp::kSum ? cumsum(x, dim) : cumprod(x, dim);
+  }
+  return block_scan(c, op, x, dim, mesh_dims);
+}
+
 // ---- registration ------------------------------------------------------------------------------
-void register_scan(Registry& r, const char* name, Tensor (*local)(const Tensor&, int64_t),
-                   Linearity linearity, BackwardFn backward, uint32_t saved_inputs) {
+// cumsum / cumprod: rows_all_but plus [S(dim) | S(dim)] (the block pipeline: k-1 sequential
+// messages of one accumulator per row, instead of gathering the dim; bit-identical results).
+void register_cumulative(Registry& r, const char* name, detail::ScanOp scan, Linearity linearity,
+                         BackwardFn backward, uint32_t saved_inputs) {
   OpInfo op;
   op.name = name;
   op.input_names = {"self"};
@@ -87,13 +156,23 @@ void register_scan(Registry& r, const char* name, Tensor (*local)(const Tensor&,
     const DType in = s.input(0).dtype();
     return OutputMetas{TensorMeta(s.input(0).shape(), is_floating(in) ? in : kInt64)};
   };
-  op.strategy = all_but_dim(0, 2);
-  op.kernel = single_output([local](const KernelContext& c, Locals l) {
-    return local(l[0], c.arg<int64_t>(0));
-  });
+  op.strategy = [](const OpSchema& s) {
+    const int64_t dim = op_dim(s, 0);
+    StrategyRows rows = detail::rows_all_but(s.input(0).ndim(), dim, 2);
+    rows.push_back({Shard(dim), Shard(dim)});
+    return rows;
+  };
+  op.kernel = single_output(
+      [scan](const KernelContext& c, Locals l) { return scan_kernel(c, scan, l[0]); });
+  // Blocks of the scanned dim that are even, uneven and empty (3w+1, 2w+1 and w-1 elements),
+  // with zeros in some rows (products through a zero) and values of magnitude up to 2.
   op.samples = [](int64_t w) {
     const auto args = [](int64_t d) { return ArgList{d}; };
-    return joined(along_samples(w, args), along_samples(w, args, kInt64));
+    using detail::sample;
+    std::vector<OpSample> out = joined(along_samples(w, args), along_samples(w, args, kInt64));
+    out.push_back({{sample({std::max<int64_t>(w - 1, 1), 3}, kFloat64, -2, 2)}, args(0)});
+    out.push_back({{sample({4, 3 * w + 1}, kInt64, -1, 1)}, args(1)});
+    return out;
   };
   r.add(std::move(op));
 }
@@ -259,10 +338,8 @@ DTensorValuesIndices pair(DTensorList outs) {
 }  // namespace
 
 void register_scan_ops(Registry& registry) {
-  register_scan(registry, "cumsum", static_cast<Tensor (*)(const Tensor&, int64_t)>(&cumsum),
-                Linearity::kLinear, cumsum_bw, 0);
-  register_scan(registry, "cumprod", static_cast<Tensor (*)(const Tensor&, int64_t)>(&cumprod),
-                Linearity::kNone, cumprod_bw, 1u);
+  register_cumulative(registry, "cumsum", detail::ScanOp::kSum, Linearity::kLinear, cumsum_bw, 0);
+  register_cumulative(registry, "cumprod", detail::ScanOp::kProd, Linearity::kNone, cumprod_bw, 1u);
   register_cumprod_backward(registry);
   register_values_indices(registry, "sort", [](const Tensor& x, int64_t dim, bool descending) {
     return sort(x, dim, descending);

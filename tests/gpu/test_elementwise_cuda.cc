@@ -4,10 +4,13 @@
 #include <cmath>
 
 #include "ops/elementwise/elementwise.h"
+#include "ops/index/advanced_index.h"
 #include "ops/index/index.h"
+#include "ops/index/masked_select.h"
 #include "ops/matmul/matmul.h"
 #include "ops/reduction/reduction.h"
 #include "ops/scan/scan.h"
+#include "ops/scan/scan_kernels.h"
 #include "ops/view/copy_ops.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -278,6 +281,192 @@ TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", 
   check_matches(one_hot(idx.to(kGpu), 6), one_hot(idx, 6));
   const Tensor mask = gt(make_input({5}, kFloat32, 64), Scalar(0.0));
   check_matches(masked_fill(g, mask.to(kGpu), Scalar(-2.0)), masked_fill(x, mask, Scalar(-2.0)));
+}
+
+// Advanced indexing: index gathers bit for bit; index_put without accumulate picks the same
+// (last) entry as the CPU for repeated positions (claim pass), with accumulate integers and bool
+// are exact and floats add atomically (16-bit in float32); adjacent and separated indexed dims,
+// int32 / negative indices, a really strided self, a block-masked put and add (sharded self),
+// an empty block, and the range error.
+TEST_CASE("cuda advanced indexing: index and index_put", "[gpu][index]") {
+  const Tensor i0 = make_input({4, 1}, kInt64, 91, -6, 6);    // repeats and negatives
+  const Tensor i2 = make_input({3}, kInt32, 92, 0, 7);
+  const Tensor i1 = make_input({4, 3}, kInt64, 93, -5, 5);
+  using Idx = std::vector<std::optional<Tensor>>;
+  auto on_gpu = [](const Idx& idx) {
+    Idx out;
+    for (const auto& t : idx) {
+      out.emplace_back(t ? std::optional<Tensor>(t->to(kGpu)) : std::nullopt);
+    }
+    return out;
+  };
+  const Idx separated = {i0, std::nullopt, i2}, adjacent = {std::nullopt, i1, i2};
+  for (DType d : all_dtypes()) {
+    INFO(dtype_name(d));
+    const Tensor x = make_input({6, 5, 7}, d, 94), g = x.to(kGpu);
+    // The same [6, 5, 7] shape as a transposed view of [7, 5, 6] storage, on either device.
+    const Tensor base = make_input({7, 5, 6}, d, 102);
+    const Tensor xs = base.transpose(0, 2), gs = base.to(kGpu).transpose(0, 2);
+    REQUIRE(!gs.is_contiguous());
+    for (const Idx& idx : {separated, adjacent}) {
+      const Tensor want = index(x, idx);
+      check_exact(index(g, on_gpu(idx)), want);
+      check_exact(index(gs, on_gpu(idx)), index(xs, idx));
+      const Tensor v = make_input(want.sizes(), d, 95);
+      check_exact(index_put(g, on_gpu(idx), v.to(kGpu)), index_put(x, idx, v));
+      check_exact(index_put(gs, on_gpu(idx), v.to(kGpu)), index_put(xs, idx, v));
+      check_matches(index_put(gs, on_gpu(idx), v.to(kGpu), true), index_put(xs, idx, v, true),
+                    10.0);
+      const Tensor vb = make_input({want.size(-1)}, d, 96);  // broadcast values
+      check_matches(index_put(g, on_gpu(idx), vb.to(kGpu), true), index_put(x, idx, vb, true),
+                    10.0);
+      check_matches(index_put(g, on_gpu(idx), v.to(kGpu), true), index_put(x, idx, v, true), 10.0);
+    }
+  }
+  // Many blocks: 5000 entries into 300 rows (many repeats).
+  const Tensor big = make_input({300, 64}, kFloat32, 97);
+  const Tensor rows = make_input({5000}, kInt64, 98, 0, 300);
+  const Tensor vals = make_input({5000, 64}, kFloat32, 99);
+  check_exact(index(big.to(kGpu), {rows.to(kGpu)}), index(big, {rows}));
+  check_exact(index_put(big.to(kGpu), {rows.to(kGpu)}, vals.to(kGpu)),
+              index_put(big, {rows}, vals));
+  check_matches(index_put(big.to(kGpu), {rows.to(kGpu)}, vals.to(kGpu), true),
+                index_put(big, {rows}, vals, true), 100.0);
+  const Tensor ivals = make_input({5000, 64}, kInt64, 100, -9, 9);
+  const Tensor ibig = make_input({300, 64}, kInt64, 101, -9, 9);
+  check_exact(index_put(ibig.to(kGpu), {rows.to(kGpu)}, ivals.to(kGpu), true),
+              index_put(ibig, {rows}, ivals, true));
+  // A block of a sharded self: rows [100, 200) of 300, entries outside skipped.
+  const int64_t sizes[] = {300}, offsets[] = {100};
+  const Tensor block = big.narrow(0, 100, 100);
+  check_exact(detail::index_put_block(block.to(kGpu), {int64_t{0}}, {rows.to(kGpu)}, vals.to(kGpu),
+                                      false, sizes, offsets),
+              detail::index_put_block(block, {int64_t{0}}, {rows}, vals, false, sizes, offsets));
+  check_matches(detail::index_put_block(block.to(kGpu), {int64_t{0}}, {rows.to(kGpu)},
+                                        vals.to(kGpu), true, sizes, offsets),
+                detail::index_put_block(block, {int64_t{0}}, {rows}, vals, true, sizes, offsets),
+                100.0);
+  const Tensor iblock = ibig.narrow(0, 100, 100);
+  check_exact(detail::index_put_block(iblock.to(kGpu), {int64_t{0}}, {rows.to(kGpu)},
+                                      ivals.to(kGpu), true, sizes, offsets),
+              detail::index_put_block(iblock, {int64_t{0}}, {rows}, ivals, true, sizes, offsets));
+  check_exact(detail::index_block(block.to(kGpu), {int64_t{0}}, {rows.to(kGpu)}, sizes, offsets),
+              detail::index_block(block, {int64_t{0}}, {rows}, sizes, offsets));
+  // An empty block (a rank's empty shard of the indexed dim, m == 0): nothing written, zeros
+  // gathered.
+  const int64_t end[] = {300};
+  const Tensor empty_block = big.narrow(0, 300, 0);
+  for (bool accumulate : {false, true}) {
+    check_exact(
+        detail::index_put_block(empty_block.to(kGpu), {int64_t{0}}, {rows.to(kGpu)}, vals.to(kGpu),
+                                accumulate, sizes, end),
+        detail::index_put_block(empty_block, {int64_t{0}}, {rows}, vals, accumulate, sizes, end));
+  }
+  check_exact(detail::index_block(empty_block.to(kGpu), {int64_t{0}}, {rows.to(kGpu)}, sizes, end),
+              detail::index_block(empty_block, {int64_t{0}}, {rows}, sizes, end));
+  REQUIRE_THROWS_WITH(index(big.to(kGpu), {std::nullopt, (rows + Scalar(int64_t{64})).to(kGpu)}),
+                      Catch::Contains("[index] index") &&
+                          Catch::Contains("out of range for dim 1 of size 64"));
+}
+
+// index_put without accumulate on a large indexed extent with few entries (m > 4 n): CUDA picks
+// the winners by sorting (position, entry) pairs instead of a dense claim array of m slots; the
+// winner of a repeated position is still the CPU's (the last entry). Adjacent (with p = 3 leading
+// rows) and separated dims, broadcast indices, every dtype's bits, and a block of a sharded self
+// (entries outside it skipped).
+TEST_CASE("cuda advanced indexing: index_put on a large indexed extent (sorted pick)",
+          "[gpu][index]") {
+  using Idx = std::vector<std::optional<Tensor>>;
+  auto on_gpu = [](const Idx& idx) {
+    Idx out;
+    for (const auto& t : idx) {
+      out.emplace_back(t ? std::optional<Tensor>(t->to(kGpu)) : std::nullopt);
+    }
+    return out;
+  };
+  // 40 entries on a 5 x 6 corner (many repeats), 40 spread over the whole extent, and a
+  // broadcast [40, 1] x [3] pair (n = 120).
+  const Idx corner = {std::nullopt, make_input({40}, kInt64, 110, 0, 5),
+                      make_input({40}, kInt64, 111, -6, 0)};
+  const Idx spread = {std::nullopt, make_input({40}, kInt64, 112, -600, 600),
+                      make_input({40}, kInt64, 113, -700, 700)};
+  const Idx bcast = {std::nullopt, make_input({40, 1}, kInt64, 114, 0, 4),
+                     make_input({3}, kInt32, 115, 0, 3)};
+  for (DType d : {kFloat32, kFloat64, kFloat16, kInt64, kBool}) {
+    INFO(dtype_name(d));
+    const Tensor x = make_input({3, 600, 700}, d, 116), g = x.to(kGpu);  // m = 420000
+    for (const Idx& idx : {corner, spread, bcast}) {
+      const Tensor v = make_input(index(x, idx).sizes(), d, 117);
+      check_exact(index_put(g, on_gpu(idx), v.to(kGpu)), index_put(x, idx, v));
+    }
+    // Separated: x[i, :, j] on [600, 3, 700], q = 3.
+    const Tensor xsep = make_input({600, 3, 700}, d, 118);
+    const Idx sep = {make_input({40}, kInt64, 119, 0, 4), std::nullopt,
+                     make_input({40}, kInt64, 120, 0, 3)};
+    const Tensor vsep = make_input({40, 3}, d, 121);
+    check_exact(index_put(xsep.to(kGpu), on_gpu(sep), vsep.to(kGpu)), index_put(xsep, sep, vsep));
+  }
+  // A block of rows [500, 1500) of a [2000, 1000] self indexed on both dims (m = 10^6 locally):
+  // entries outside the block sort last and are skipped.
+  const Tensor big = make_input({2000, 1000}, kFloat32, 122);
+  const Tensor block = big.narrow(0, 500, 1000);
+  const std::vector<Tensor> ij = {make_input({64}, kInt64, 123, 0, 2000),
+                                  make_input({64}, kInt64, 124, 0, 1000)};
+  const std::vector<Tensor> ij_gpu = {ij[0].to(kGpu), ij[1].to(kGpu)};
+  const Tensor vals = make_input({64}, kFloat32, 125);
+  const int64_t dims[] = {0, 1}, sizes[] = {2000, 1000}, offsets[] = {500, 0};
+  check_exact(
+      detail::index_put_block(block.to(kGpu), dims, ij_gpu, vals.to(kGpu), false, sizes, offsets),
+      detail::index_put_block(block, dims, ij, vals, false, sizes, offsets));
+  // Repeats across the block boundary: 20 positions (half outside the block), ~3 entries each.
+  const std::vector<Tensor> rep = {make_input({64}, kInt64, 126, 495, 505),
+                                   make_input({64}, kInt64, 127, 0, 2)};
+  const std::vector<Tensor> rep_gpu = {rep[0].to(kGpu), rep[1].to(kGpu)};
+  check_exact(
+      detail::index_put_block(block.to(kGpu), dims, rep_gpu, vals.to(kGpu), false, sizes, offsets),
+      detail::index_put_block(block, dims, rep, vals, false, sizes, offsets));
+}
+
+TEST_CASE("cuda masked_select, nonzero and masked_select_backward", "[gpu][index]") {
+  // Many count / compaction tiles (2048 flags each), a broadcast mask, every dtype family, and
+  // masks selecting nothing and everything.
+  for (DType d : {kFloat32, kFloat64, kFloat16, kInt32, kInt64, kBool}) {
+    const Tensor x = make_input({37, 1001}, d, 81, -2, 2);
+    const Tensor mask = gt(make_input({37, 1001}, kFloat32, 82), Scalar(0.0));
+    const Tensor row = gt(make_input({1001}, kFloat32, 83), Scalar(0.5));
+    INFO(dtype_name(d));
+    check_exact(masked_select(x.to(kGpu), mask.to(kGpu)), masked_select(x, mask));
+    check_exact(masked_select(x.to(kGpu), row.to(kGpu)), masked_select(x, row));
+    check_exact(masked_select(x.transpose(0, 1).to(kGpu), mask.transpose(0, 1).to(kGpu)),
+                masked_select(x.transpose(0, 1), mask.transpose(0, 1)));
+    check_exact(nonzero(x.to(kGpu)), nonzero(x));
+  }
+  const Tensor x = make_input({5, 7}, kFloat32, 84);
+  const Tensor none = zeros({5, 7}, TensorOptions(kBool)), all = ones({7}, TensorOptions(kBool));
+  check_exact(masked_select(x.to(kGpu), none.to(kGpu)), masked_select(x, none));
+  check_exact(masked_select(x.to(kGpu), all.to(kGpu)), masked_select(x, all));
+  check_exact(nonzero(zeros({0, 3}).to(kGpu)), nonzero(zeros({0, 3})));
+  const Tensor m = gt(make_input({4, 5, 6}, kFloat32, 85), Scalar(0.0));
+  check_exact(nonzero(m.to(kGpu)), nonzero(m));
+  const int64_t shape[] = {3, 4, 5, 6};
+  const int64_t n = masked_select(zeros({3, 4, 5, 6}), m).numel();
+  const Tensor grad = make_input({n}, kFloat64, 86);
+  check_exact(detail::masked_select_backward(grad.to(kGpu), m.to(kGpu), shape),
+              detail::masked_select_backward(grad, m, shape));
+}
+
+TEST_CASE("cuda block scan: cumsum / cumprod started from a block prefix", "[gpu][scan]") {
+  // The form a rank runs on its block of a sharded dim: totals in the accumulator dtype, then
+  // the scan started from a prefix (scan_kernels.h); equal to the CPU bit for bit.
+  for (DType d : {kFloat32, kFloat64, kInt64}) {
+    const Tensor x = make_input({6, 9}, d, 87, -2, 2);
+    for (detail::ScanOp op : {detail::ScanOp::kSum, detail::ScanOp::kProd}) {
+      INFO(dtype_name(d) << (op == detail::ScanOp::kSum ? " cumsum" : " cumprod"));
+      const Tensor t = detail::scan_totals(op, x, 1);
+      check_exact(detail::scan_totals(op, x.to(kGpu), 1), t);
+      check_exact(detail::scan_from(op, x.to(kGpu), 1, t.to(kGpu)), detail::scan_from(op, x, 1, t));
+    }
+  }
 }
 
 // The scan family runs the CPU's own row code on the device: results are bit-identical.

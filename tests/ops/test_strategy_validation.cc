@@ -4,7 +4,8 @@
 // every mesh dim) is run: the inputs are laid out as the candidate says, the op's kernel runs on
 // each rank's shards with the KernelContext dispatch would give it, and the output, gathered,
 // must equal the kernel on the full tensors. A wrong row cannot hide: the engine is not asked
-// which candidate is cheapest.
+// which candidate is cheapest. An op with a data-dependent output shape (masked_select) takes
+// its output's shape from the kernel's result, as dispatch does (data_dependent_output_spec).
 //
 // Partial inputs are split adversarially, not "value on one rank, zeros elsewhere" (that split
 // would let relu pass a Partial(sum) row): every rank holds a random integer share whose
@@ -212,6 +213,13 @@ TEST_CASE("every strategy row of every registered op computes the op") {
             op.kernel(dt::KernelContext(laid, sharding, mesh.get_coordinate()), locals,
                       absl::MakeSpan(outs));
             for (int64_t o = 0; o < nout; ++o) {
+              if (op.data_dependent_shape) {
+                // The output's shape comes from the kernel's result (as dispatch takes it); the
+                // values are compared with the reference below.
+                sharding.outputs[o] =
+                    dt::data_dependent_output_spec(op, o, outs[o], *sharding.outputs[o]);
+                continue;
+              }
               const Shape expected = sharding.outputs[o]->local_shard().shape;
               if (outs[o].shape() != expected || outs[o].dtype() != metas[o].dtype) {
                 error = "output " + std::to_string(o) + " has local shape " +
