@@ -39,6 +39,7 @@
 #include "ops/index/index.h"
 #include "ops/index/masked_select.h"
 #include "ops/loss/loss.h"
+#include "ops/matmul/einsum.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/ops_registry.h"

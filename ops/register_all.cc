@@ -6,6 +6,7 @@ void register_all(Registry& registry) {
   register_elementwise_ops(registry);
   register_reduction_ops(registry);
   register_matmul_ops(registry);
+  register_einsum_ops(registry);
   register_view_ops(registry);
   register_copy_ops(registry);
   register_softmax_ops(registry);

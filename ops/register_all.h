@@ -14,6 +14,8 @@ void register_elementwise_ops(Registry& registry);
 void register_reduction_ops(Registry& registry);
 // mm, bmm, matmul, addmm, linear (ops/matmul/matmul_strategy.cc).
 void register_matmul_ops(Registry& registry);
+// einsum, its rows generated from the equation (ops/matmul/einsum_strategy.cc).
+void register_einsum_ops(Registry& registry);
 // View and shape ops (ops/view/view_strategy.cc).
 void register_view_ops(Registry& registry);
 // clone, contiguous, flip, roll, repeat, tril, triu (ops/view/copy_ops_strategy.cc).

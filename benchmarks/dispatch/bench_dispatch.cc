@@ -28,6 +28,7 @@
 #include "dtensor/propagation/sharding_propagation.h"
 #include "dtensor/redistribute.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/matmul/einsum.h"
 #include "ops/matmul/matmul.h"
 #include "ops/reduction/reduction.h"
 #include "ops/softmax/softmax.h"
@@ -68,6 +69,9 @@ int run(int argc, char** argv) {
                  [&] { return dt::mul(la, dt::Scalar(0.5)); }});
   ops.push_back(
       {"mm(S(0), R)", [&] { return dt::mm(da, dr).to_local(); }, [&] { return dt::mm(la, lr); }});
+  ops.push_back({"einsum(S(0), R) mk,kn",
+                 [&] { return dt::einsum("mk,kn->mn", {da, dr}).to_local(); },
+                 [&] { return dt::einsum("mk,kn->mn", {la, lr}); }});
   const int64_t dim1[] = {1};
   ops.push_back({"sum(S(0), dim=1)", [&] { return dt::sum(da, dim1).to_local(); },
                  [&] { return dt::sum(la, dim1); }});

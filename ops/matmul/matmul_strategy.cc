@@ -4,7 +4,10 @@
 //   [S(1) | R, S(1)]     column-sharded b: each rank computes its columns
 //   [P(sum) | S(1), S(0)] contraction dim sharded: each rank holds a partial sum
 // Batch dims shard like pointwise dims (broadcast batch dims replicated). Without a bias the
-// products are multilinear (a Partial operand times a replicated one stays Partial).
+// products are multilinear (a Partial operand times a replicated one stays Partial). mm, bmm,
+// addmm and baddbmm take their product rows from the einsum generator ("mk,kn->mn",
+// "bmk,bkn->bmn"; einsum_strategy.cc), which yields exactly the rows above in this order;
+// matmul keeps matmul_rows (its 1-d and broadcast batch rules depend on the operand ranks).
 #include <optional>
 
 #include "autograd/function.h"
@@ -12,6 +15,7 @@
 #include "ops/common/op_checks.h"
 #include "ops/common/strategy_util.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/matmul/einsum.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_backward.h"
 #include "ops/register_all.h"
@@ -114,6 +118,9 @@ void check_bias(const OpSchema& s, int64_t i, const Shape& out) {
 
 using Locals = absl::Span<const Tensor>;
 
+constexpr std::string_view kMmEquation = "mk,kn->mn";
+constexpr std::string_view kBmmEquation = "bmk,bkn->bmn";
+
 OpInfo product_op(const char* name, std::vector<std::string> inputs,
                   Tensor (*kernel)(const KernelContext&, Locals)) {
   OpInfo info;
@@ -138,8 +145,8 @@ void register_matmul_ops(Registry& reg) {
                                   s.input(0).dtype())};
   };
   mm.strategy = [](const OpSchema& s) {
-    const Shape &a = s.input(0).shape(), &b = s.input(1).shape();
-    return matmul_rows(a, b, matmul_dims("mm", a, b));
+    const Shape shapes[] = {s.input(0).shape(), s.input(1).shape()};
+    return detail::einsum_strategy_rows(kMmEquation, shapes);
   };
   mm.samples = [](int64_t w) {
     using detail::sample;
@@ -163,8 +170,8 @@ void register_matmul_ops(Registry& reg) {
     return OutputMetas{TensorMeta(matmul_dims("bmm", a, b).out, s.input(0).dtype())};
   };
   bmm.strategy = [](const OpSchema& s) {
-    const Shape &a = s.input(0).shape(), &b = s.input(1).shape();
-    return matmul_rows(a, b, matmul_dims("bmm", a, b));
+    const Shape shapes[] = {s.input(0).shape(), s.input(1).shape()};
+    return detail::einsum_strategy_rows(kBmmEquation, shapes);
   };
   bmm.samples = [](int64_t w) {
     using detail::sample;
@@ -278,11 +285,13 @@ void register_matmul_ops(Registry& reg) {
       check_bias(s, 0, m.out);
       return OutputMetas{TensorMeta(m.out, s.input(1).dtype())};
     };
-    op.strategy = [name](const OpSchema& s) {
+    op.strategy = [name, batched](const OpSchema& s) {
       const Shape &bias = s.input(0).shape(), &a = s.input(1).shape(), &b = s.input(2).shape();
       const MatmulDims m = matmul_dims(name, a, b);
+      const Shape shapes[] = {a, b};
       StrategyRows rows;
-      for (const Placements& r : matmul_rows(a, b, m)) {
+      for (const Placements& r :
+           detail::einsum_strategy_rows(batched ? kBmmEquation : kMmEquation, shapes)) {
         rows.push_back({r[0], bias_placement(bias, m.out, r[0]), r[1], r[2]});
       }
       return rows;

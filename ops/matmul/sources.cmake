@@ -1,7 +1,11 @@
-list(APPEND DTENSOR_OPS_SOURCES ${CMAKE_CURRENT_LIST_DIR}/matmul_cpu.cc)
+list(APPEND DTENSOR_OPS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_cpu.cc
+  ${CMAKE_CURRENT_LIST_DIR}/einsum.cc
+)
 # DTensor side: sharding strategies and DTensor overloads.
 list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/matmul_strategy.cc
   ${CMAKE_CURRENT_LIST_DIR}/matmul_backward.cc
   ${CMAKE_CURRENT_LIST_DIR}/matmul_dtensor.cc
+  ${CMAKE_CURRENT_LIST_DIR}/einsum_strategy.cc
 )

@@ -12,6 +12,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding/embedding.h"
 #include "ops/loss/loss.h"
+#include "ops/matmul/einsum.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/reduction/reduction.h"
@@ -143,6 +144,12 @@ TEST_CASE("CUDA DTensor matmul family equals the CPU products", "[cuda][ops]") {
                                                dt::Partial()};
   check_binary(x3, y3, choices3, choices3,
                [](const auto& a, const auto& b) { return dt::bmm(a, b); });
+  // einsum: its generated rows on CUDA meshes (a permuted batched product, a sum, a diagonal).
+  check_binary(x3, y3, choices3, choices3,
+               [](const auto& a, const auto& b) { return dt::einsum("bik,bkj->jbi", {a, b}); });
+  check_unary(x3, choices3, [](const auto& a) { return dt::einsum("bik->kb", {a}); });
+  check_unary(tt::det_input(dt::Shape{w + 1, w + 1}, 7), all,
+              [](const auto& a) { return dt::einsum("ii->i", {a}); });
   const Tensor weight = tt::det_input(dt::Shape{w + 2, 2 * w + 1}, 5);  // [out, in]
   const Tensor bias = tt::det_input(dt::Shape{w + 2}, 6);
   for (const dt::DeviceMesh& mesh : ct::cuda_family_meshes()) {

@@ -8,6 +8,7 @@
 // output dtype (2^-23, 2^-52, 2^-10, 2^-7).
 #include <cmath>
 
+#include "ops/matmul/einsum.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_cuda.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -138,4 +139,38 @@ TEST_CASE("cuda matmul: long contractions keep float accumulation", "[gpu][matmu
     const Tensor x = make_input({3, 2, 4096}, d, 123), y = make_input({4096, 5}, d, 124);
     check_gemm(matmul(x.to(kGpu), y.to(kGpu)), matmul(f64(x), f64(y)), d, 4096);
   }
+}
+
+TEST_CASE("cuda einsum: the bmm path, sums, diagonals, broadcasts and chains", "[gpu][matmul]") {
+  for (DType d : floating_dtypes()) {
+    INFO(dtype_name(d));
+    // eq on the GPU against the float64 CPU result; k bounds the terms summed per element.
+    auto run = [&](const char* eq, std::vector<Tensor> in, int64_t k) {
+      INFO(eq);
+      std::vector<Tensor> g, c;
+      for (const Tensor& t : in) {
+        g.push_back(t.to(kGpu));
+        c.push_back(f64(t));
+      }
+      check_gemm(einsum(eq, g), einsum(eq, c), d, k);
+    };
+    run("bij,bjk->bik", {make_input({5, 7, 33}, d, 131), make_input({5, 33, 6}, d, 132)}, 33);
+    run("ikl,lkj->ji", {make_input({6, 4, 9}, d, 133), make_input({9, 4, 5}, d, 134)}, 36);
+    run("...ij,jk->...ik", {make_input({3, 2, 4, 21}, d, 135), make_input({21, 5}, d, 136)}, 21);
+    run("bij,bjk->bik", {make_input({1, 4, 8}, d, 137), make_input({3, 8, 2}, d, 138)}, 8);
+    run("i,j->ij", {make_input({7}, d, 139), make_input({5}, d, 140)}, 1);
+    run("ij->j", {make_input({40, 7}, d, 141)}, 40);
+    run("ii->i", {make_input({9, 9}, d, 142)}, 1);
+    run("ii", {make_input({9, 9}, d, 143)}, 9);
+    run("ij,jk->ik", {make_input({0, 3}, d, 144), make_input({3, 2}, d, 145)}, 3);
+    run("ij,jk->ik", {make_input({2, 0}, d, 146), make_input({0, 3}, d, 147)}, 0);
+    if (d == kFloat32 || d == kFloat64) {  // 16-bit chains round the intermediate product
+      run("ij,jk,kl->il",
+          {make_input({4, 16}, d, 148), make_input({16, 8}, d, 149), make_input({8, 3}, d, 150)},
+          16 * 8 * 3);
+    }
+  }
+  const Tensor a = make_input({2, 3}, kFloat32, 151);
+  REQUIRE_THROWS_WITH(einsum("ij,jk->ik", {a.to(kGpu), a}),
+                      Catch::Contains("[einsum] operand 1 is on"));
 }

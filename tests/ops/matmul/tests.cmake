@@ -7,3 +7,13 @@ dtensor_add_mpi_test(test_matmul_dtensor
   RANKS 1 2 4)
 target_include_directories(test_matmul_dtensor
   PRIVATE ${PROJECT_SOURCE_DIR}/tests/dtensor/propagation)
+# einsum: the local form, errors and generated rows (unit); DTensor forms and gradients
+# (mpirun at 1, 2, 4 ranks).
+dtensor_add_test(test_einsum SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_einsum.cc
+                 DEPS dtensor::ops LABELS unit)
+dtensor_add_mpi_test(test_einsum_dtensor
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_einsum_dtensor.cc
+  DEPS dtensor::ops
+  RANKS 1 2 4)
+target_include_directories(test_einsum_dtensor
+  PRIVATE ${PROJECT_SOURCE_DIR}/tests/dtensor/propagation)
