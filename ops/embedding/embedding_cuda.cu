@@ -2,6 +2,7 @@
 // weight's size (no conversion).
 #include <cstdint>
 
+#include "ops/common/atomic_cuda.cuh"
 #include "ops/embedding/embedding_cuda.h"
 #include "tensor/creation.h"
 #include "tensor/stream_cuda.h"
@@ -59,20 +60,9 @@ Tensor embedding_cuda(const Tensor& indices, const Tensor& weight, int64_t row_o
   Tensor flag = masked ? Tensor() : zeros({2}, TensorOptions(kInt64, weight.device()));
   auto* bad = masked ? nullptr : static_cast<unsigned long long*>(flag.data_ptr());
   if (out.numel() > 0) {
-    switch (weight.itemsize()) {
-      case 1:
-        launch<uint8_t>(idx, w, out, row_offset, masked, bad);
-        break;
-      case 2:
-        launch<uint16_t>(idx, w, out, row_offset, masked, bad);
-        break;
-      case 4:
-        launch<uint32_t>(idx, w, out, row_offset, masked, bad);
-        break;
-      default:
-        launch<uint64_t>(idx, w, out, row_offset, masked, bad);
-        break;
-    }
+    dispatch_bits(weight.itemsize(), [&](auto tag) {  // rows move as raw bits
+      launch<decltype(tag)>(idx, w, out, row_offset, masked, bad);
+    });
   } else {
     // A zero-width table still checks its indices: run one "column" into a scratch element.
     const Tensor scratch_w = zeros({weight.size(0), 1}, TensorOptions(kInt64, weight.device()));

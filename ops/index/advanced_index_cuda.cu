@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 
+#include "ops/common/atomic_cuda.cuh"
 #include "ops/index/advanced_index_cuda.h"
 #include "tensor/creation.h"
 #include "tensor/cuda_check.h"
@@ -126,22 +127,6 @@ Tensor sorted_winners(const Tensor& lin, int64_t n, int64_t m, cudaStream_t stre
   return keys_in;
 }
 
-__device__ void atomic_add(float* p, float v) {
-  atomicAdd(p, v);
-}
-__device__ void atomic_add(double* p, double v) {
-  atomicAdd(p, v);
-}
-__device__ void atomic_add(int32_t* p, int32_t v) {
-  atomicAdd(p, v);
-}
-__device__ void atomic_add(int64_t* p, int64_t v) {
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
-}
-__device__ void atomic_add(bool* p, bool v) {
-  if (v) *p = true;  // OR: every writer stores the same value
-}
-
 template <typename T>
 __global__ void index_add_kernel(T* out, const int64_t* lin, const T* values, int64_t total,
                                  int64_t n, int64_t m, int64_t q) {
@@ -153,25 +138,6 @@ __global__ void index_add_kernel(T* out, const int64_t* lin, const T* values, in
     const int64_t a = e / (q * n);
     const int64_t l = lin[i];
     if (l >= 0) atomic_add(out + (a * m + l) * q + b, values[e]);
-  }
-}
-
-// Calls launch(U{}) with an unsigned type of the element's size (elements move as raw bits).
-template <typename Launch>
-void dispatch_bits(size_t itemsize, Launch&& launch) {
-  switch (itemsize) {
-    case 1:
-      launch(uint8_t{});
-      break;
-    case 2:
-      launch(uint16_t{});
-      break;
-    case 4:
-      launch(uint32_t{});
-      break;
-    default:
-      launch(uint64_t{});
-      break;
   }
 }
 
@@ -229,26 +195,11 @@ void index_put_cuda(const Tensor& out, const Tensor& lin, const Tensor& values, 
                                                      static_cast<const T*>(values.data_ptr()),
                                                      total, n, m, q);
   };
-  switch (out.dtype()) {
-    case kFloat32:
-      launch(float{});
-      break;
-    case kFloat64:
-      launch(double{});
-      break;
-    case kInt32:
-      launch(int32_t{});
-      break;
-    case kInt64:
-      launch(int64_t{});
-      break;
-    case kBool:
-      launch(bool{});
-      break;
-    default:  // 16-bit floats reach here accumulated in float32
-      DT_FAIL(
-          "[index_put] CUDA accumulate supports float32, float64, int32, int64 and bool, got %s",
-          dtype_name(out.dtype()));
+  // 16-bit floats reach here accumulated in float32; bool accumulates as OR.
+  if (out.dtype() == kBool) {
+    launch(bool{});
+  } else {
+    dispatch_atomic_dtype(out.dtype(), "index_put", "accumulate", launch);
   }
   DT_CHECK_CUDA(cudaGetLastError());
 }

@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ops/common/atomic_cuda.cuh"
 #include "ops/index/index_cuda.h"
 #include "ops/index/scatter_reduce_math.h"
 #include "tensor/creation.h"
@@ -79,13 +80,6 @@ __device__ int64_t target_slot(const Geometry& g, const int64_t* idx, int64_t p,
     return -1;
   }
   return base_offset(g, p) + r * g.target_strides[g.dim];
-}
-
-__device__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
-__device__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
-__device__ void atomic_add(int32_t* p, int32_t v) { atomicAdd(p, v); }
-__device__ void atomic_add(int64_t* p, int64_t v) {
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
 }
 
 template <typename T>
@@ -217,20 +211,6 @@ void raise_if_bad(const Tensor& flag, const char* op, int64_t dim, int64_t size)
   DT_CHECK(f[0] == 0, "[%s] index %d out of range for dim %d of size %d", op, f[1], dim, size);
 }
 
-// Calls launch(T{}) for the 32/64-bit types the atomic kernels take (16-bit types reach them
-// accumulated in float32); raises "[op] CUDA <what> supports ..." for any other dtype.
-template <typename Launch>
-void dispatch_atomic_dtype(DType dtype, const char* op, const char* what, Launch&& launch) {
-  switch (dtype) {
-    case kFloat32: return launch(float{});
-    case kFloat64: return launch(double{});
-    case kInt32: return launch(int32_t{});
-    case kInt64: return launch(int64_t{});
-    default:
-      DT_FAIL("[%s] CUDA %s supports float32, float64, int32 and int64, got %s", op, what,
-              dtype_name(dtype));
-  }
-}
 
 }  // namespace
 
@@ -246,12 +226,7 @@ void gather_cuda(const Tensor& self, int64_t dim, const Tensor& index, const Ten
     gather_kernel<U><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
         g, idx, static_cast<const U*>(self.data_ptr()), static_cast<U*>(out.data_ptr()), n, bad);
   };
-  switch (self.itemsize()) {  // elements move as raw bits
-    case 1: launch(uint8_t{}); break;
-    case 2: launch(uint16_t{}); break;
-    case 4: launch(uint32_t{}); break;
-    default: launch(uint64_t{}); break;
-  }
+  dispatch_bits(self.itemsize(), launch);  // elements move as raw bits
   raise_if_bad(flag, "gather", dim, g.size);
 }
 
@@ -291,12 +266,7 @@ void scatter_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Ten
         g, idx, static_cast<const U*>(src.data_ptr()), static_cast<U*>(out.data_ptr()), n, offset,
         claim);
   };
-  switch (out.itemsize()) {  // elements move as raw bits
-    case 1: launch(uint8_t{}); break;
-    case 2: launch(uint16_t{}); break;
-    case 4: launch(uint32_t{}); break;
-    default: launch(uint64_t{}); break;
-  }
+  dispatch_bits(out.itemsize(), launch);  // elements move as raw bits
   if (!masked) raise_if_bad(flag, op, dim, g.size);
 }
 
