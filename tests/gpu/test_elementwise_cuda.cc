@@ -283,6 +283,20 @@ TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", 
   check_matches(masked_fill(g, mask.to(kGpu), Scalar(-2.0)), masked_fill(x, mask, Scalar(-2.0)));
 }
 
+namespace {
+
+// A list of optional index tensors (advanced indexing) moved to the GPU.
+using Idx = std::vector<std::optional<Tensor>>;
+Idx on_gpu(const Idx& idx) {
+  Idx out;
+  for (const auto& t : idx) {
+    out.emplace_back(t ? std::optional<Tensor>(t->to(kGpu)) : std::nullopt);
+  }
+  return out;
+}
+
+}  // namespace
+
 // Advanced indexing: index gathers bit for bit; index_put without accumulate picks the same
 // (last) entry as the CPU for repeated positions (claim pass), with accumulate integers and bool
 // are exact and floats add atomically (16-bit in float32); adjacent and separated indexed dims,
@@ -292,14 +306,6 @@ TEST_CASE("cuda advanced indexing: index and index_put", "[gpu][index]") {
   const Tensor i0 = make_input({4, 1}, kInt64, 91, -6, 6);    // repeats and negatives
   const Tensor i2 = make_input({3}, kInt32, 92, 0, 7);
   const Tensor i1 = make_input({4, 3}, kInt64, 93, -5, 5);
-  using Idx = std::vector<std::optional<Tensor>>;
-  auto on_gpu = [](const Idx& idx) {
-    Idx out;
-    for (const auto& t : idx) {
-      out.emplace_back(t ? std::optional<Tensor>(t->to(kGpu)) : std::nullopt);
-    }
-    return out;
-  };
   const Idx separated = {i0, std::nullopt, i2}, adjacent = {std::nullopt, i1, i2};
   for (DType d : all_dtypes()) {
     INFO(dtype_name(d));
@@ -376,14 +382,6 @@ TEST_CASE("cuda advanced indexing: index and index_put", "[gpu][index]") {
 // (entries outside it skipped).
 TEST_CASE("cuda advanced indexing: index_put on a large indexed extent (sorted pick)",
           "[gpu][index]") {
-  using Idx = std::vector<std::optional<Tensor>>;
-  auto on_gpu = [](const Idx& idx) {
-    Idx out;
-    for (const auto& t : idx) {
-      out.emplace_back(t ? std::optional<Tensor>(t->to(kGpu)) : std::nullopt);
-    }
-    return out;
-  };
   // 40 entries on a 5 x 6 corner (many repeats), 40 spread over the whole extent, and a
   // broadcast [40, 1] x [3] pair (n = 120).
   const Idx corner = {std::nullopt, make_input({40}, kInt64, 110, 0, 5),
