@@ -52,8 +52,7 @@ Tensor flatnonzero(const Tensor& flags) {
 
 Tensor masked_select_backward(const Tensor& grad, const Tensor& mask, IntSpan shape) {
   DT_CHECK(mask.dtype() == kBool,
-           "[masked_select_backward] argument mask has dtype %s, expected "
-           "bool",
+           "[masked_select_backward] argument mask has dtype %s, expected bool",
            dtype_name(mask.dtype()));
   const Tensor idx = flatnonzero(flags_of(mask, shape));
   DT_CHECK(grad.dim() == 1 && grad.numel() == idx.numel(),

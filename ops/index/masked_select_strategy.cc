@@ -19,6 +19,7 @@
 #include "ops/register_all.h"
 #include "tensor/error.h"
 #include "tensor/shape.h"
+#include "tensor/shape_ops.h"
 
 namespace dtensor {
 namespace {
@@ -100,8 +101,7 @@ void register_masked_select_backward(Registry& reg) {
     const Shape& shape = s.arg<Shape>(0);
     check_bool_mask(s, 1);
     DT_CHECK(s.input(0).ndim() == 1,
-             "[masked_select_backward] argument grad has shape %s, "
-             "expected a 1-d tensor",
+             "[masked_select_backward] argument grad has shape %s, expected a 1-d tensor",
              shape_str(s.input(0).shape()));
     DT_CHECK(broadcast_shapes(s.input(1).shape(), shape, s.name()) == shape,
              "[masked_select_backward] argument mask with shape %s does not broadcast to %s",
@@ -115,11 +115,10 @@ void register_masked_select_backward(Registry& reg) {
     return rows;
   };
   op.kernel = single_output([](const KernelContext& c, Locals l) {
-    Tensor full = detail::masked_select_backward(l[0], l[1], c.arg<Shape>(0));
+    const Tensor full = detail::masked_select_backward(l[0], l[1], c.arg<Shape>(0));
     const LocalShard mine = c.output_shard(0);
     if (mine.shape == full.sizes()) return full;
-    for (int64_t d = 0; d < full.dim(); ++d) full = full.narrow(d, mine.offset[d], mine.shape[d]);
-    return full.contiguous();
+    return box_view(full, Shape(mine.offset.size(), 0), mine.offset, mine.shape).contiguous();
   });
   // The gradient's length is the mask's true count: masks of fixed counts (all, none, the
   // first column) so that the sample's grad has the right size.

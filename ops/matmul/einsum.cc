@@ -472,10 +472,6 @@ Tensor einsum_binary(const Tensor& x, const std::string& la, const Tensor& y, co
   return permuted(c, out).contiguous();
 }
 
-}  // namespace
-
-namespace {
-
 Tensor local_steps(const EinsumEquation& e, absl::Span<const EinsumEquation> steps,
                    absl::Span<const Tensor> operands) {
   DT_CHECK(operands.size() == e.inputs.size(),
