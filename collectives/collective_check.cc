@@ -116,7 +116,9 @@ std::string describe_fingerprint(const SlotHeader& h) {
   }
   if (h.dtype != kNoDType) {
     args.push_back(dtype_text(h.dtype));
-    args.push_back(absl::StrFormat("%d element%s", h.count, h.count == 1 ? "" : "s"));
+    // A region exchange carries no count (each rank moves its own amount).
+    args.push_back(h.count < 0 ? std::string("regions")
+                               : absl::StrFormat("%d element%s", h.count, h.count == 1 ? "" : "s"));
   }
   if (h.root >= 0) args.push_back(absl::StrFormat("root %d", h.root));
   std::string out =

@@ -41,7 +41,7 @@ struct SlotHeader {
   uint8_t flags = 0;
   int32_t root = -1;
   uint32_t reserved = 0;
-  int64_t count = 0;  // elements of this rank's input (scatter: of the output)
+  int64_t count = 0;  // elements of this rank's input (scatter: of the output); -1: regions
   uint64_t seq = 0;   // position in the communicator's stream of public collective calls
   char label[kLabelBytes] = {};
   uint64_t reserved2 = 0;

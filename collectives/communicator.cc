@@ -326,7 +326,10 @@ WorkPtr Communicator::run_checked(IssueScope& scope, uint8_t kind, const Tensor*
                                   const Tensor& payload, Finish&& finish_inline,
                                   IssueData&& issue_data) {
   if (log_enabled(LogTopic::kCollectives) && scope.take_log()) {
-    const int64_t bytes = shape_of != nullptr ? count * dtype_size(dtype) : 0;
+    // count < 0: a region exchange, whose size differs per rank (log this rank's input).
+    const int64_t bytes = shape_of == nullptr ? 0
+                          : count >= 0        ? count * static_cast<int64_t>(dtype_size(dtype))
+                                              : static_cast<int64_t>(shape_of->nbytes());
     return detail::log_collective(scope.op(), bytes, *this,
                                   run_checked(scope, kind, shape_of, dtype, op, root, count, payload,
                                               std::forward<Finish>(finish_inline),
@@ -477,28 +480,38 @@ WorkPtr Communicator::all_gather_into_regions(const Tensor& output, const Tensor
   return gather_into_regions(scope, output, input, offsets, shapes, /*root_code=*/-2);
 }
 
-WorkPtr Communicator::gather_into_regions(IssueScope& scope, const Tensor& output,
-                                          const Tensor& input, const std::vector<Shape>& offsets,
-                                          const std::vector<Shape>& shapes, int root_code) {
-  DT_CHECK(supports_gather_into_dim(output.device()),
-           "[all_gather] the %s backend cannot gather into place on %s (expected a device where "
-           "supports_gather_into_dim())",
-           backend(), output.device().str());
-  DT_CHECK(static_cast<int>(offsets.size()) == size() && static_cast<int>(shapes.size()) == size(),
-           "[all_gather] %d offsets and %d shapes for a communicator of %d ranks (expected one "
-           "region per rank)",
-           offsets.size(), shapes.size(), size());
-  const size_t nd = output.sizes().size();
+namespace {
+
+// One region (offset, shape) of `t` per rank of `comm`, each inside `t`.
+void check_regions(const Communicator& comm, const char* op, const char* name, const Tensor& t,
+                   const std::vector<Shape>& offsets, const std::vector<Shape>& shapes) {
+  DT_CHECK(static_cast<int>(offsets.size()) == comm.size() &&
+               static_cast<int>(shapes.size()) == comm.size(),
+           "[%s] %d offsets and %d shapes of %s regions for a communicator of %d ranks (expected "
+           "one region per rank)",
+           op, offsets.size(), shapes.size(), name, comm.size());
+  const size_t nd = t.sizes().size();
   for (size_t r = 0; r < shapes.size(); ++r) {
     bool inside = offsets[r].size() == nd && shapes[r].size() == nd;
     for (size_t d = 0; d < nd && inside; ++d) {
       inside = offsets[r][d] >= 0 && shapes[r][d] >= 0 &&
-               offsets[r][d] <= output.sizes()[d] - shapes[r][d];
+               offsets[r][d] <= t.sizes()[d] - shapes[r][d];
     }
-    DT_CHECK(inside,
-             "[all_gather] region of rank %d (offset %s, shape %s) is not inside the output %s",
-             r, shape_str(offsets[r]), shape_str(shapes[r]), shape_str(output.sizes()));
+    DT_CHECK(inside, "[%s] %s region of rank %d (offset %s, shape %s) is not inside the %s %s", op,
+             name, r, shape_str(offsets[r]), shape_str(shapes[r]), name, shape_str(t.sizes()));
   }
+}
+
+}  // namespace
+
+WorkPtr Communicator::gather_into_regions(IssueScope& scope, const Tensor& output,
+                                          const Tensor& input, const std::vector<Shape>& offsets,
+                                          const std::vector<Shape>& shapes, int root_code) {
+  DT_CHECK(supports_regions(output.device()),
+           "[all_gather] the %s backend cannot gather into place on %s (expected a device where "
+           "supports_regions())",
+           backend(), output.device().str());
+  check_regions(*this, "all_gather", "output", output, offsets, shapes);
   DT_CHECK(input.sizes() == shapes[static_cast<size_t>(rank())],
            "[all_gather] input is %s, expected this rank's region shape %s", shape_str(input.sizes()),
            shape_str(shapes[static_cast<size_t>(rank())]));
@@ -585,6 +598,37 @@ WorkPtr Communicator::all_to_all(const Tensor& output, const Tensor& input) {
         }
       },
       [&] { return do_all_to_all(output, input); });
+}
+
+WorkPtr Communicator::all_to_all_regions(const Tensor& output, const Tensor& input,
+                                         const std::vector<Shape>& send_offsets,
+                                         const std::vector<Shape>& send_shapes,
+                                         const std::vector<Shape>& recv_offsets,
+                                         const std::vector<Shape>& recv_shapes) {
+  IssueScope scope(*this, "all_to_all");
+  check_pair(*this, "all_to_all", output, input);
+  DT_CHECK(supports_regions(output.device()),
+           "[all_to_all] the %s backend cannot exchange regions in place on %s (expected a "
+           "device where supports_regions())",
+           backend(), output.device().str());
+  check_regions(*this, "all_to_all", "input", input, send_offsets, send_shapes);
+  check_regions(*this, "all_to_all", "output", output, recv_offsets, recv_shapes);
+  CommDebugMode::record(CollectiveKind::kAllToAll, bytes_of(input), size());
+  // No element count in the fingerprint (each rank moves its own amount); never inline.
+  return run_checked(
+      scope, kind_code(CollectiveKind::kAllToAll), &input, input.dtype(), kNoOp, kNoRoot,
+      /*count=*/-1, Tensor(), [](const char*) {},
+      [&] {
+        return do_all_to_all_regions(output, input, send_offsets, send_shapes, recv_offsets,
+                                     recv_shapes);
+      });
+}
+
+WorkPtr Communicator::do_all_to_all_regions(const Tensor& output, const Tensor&,
+                                            const std::vector<Shape>&, const std::vector<Shape>&,
+                                            const std::vector<Shape>&, const std::vector<Shape>&) {
+  DT_FAIL("[all_to_all] the %s backend cannot exchange regions in place on %s", backend(),
+          output.device().str());
 }
 
 WorkPtr Communicator::broadcast(const Tensor& tensor, int root) {

@@ -140,7 +140,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // sizes[r]) of the contiguous `output`, with no staging buffer and no copy afterwards (the
   // MPI backend describes the strided destination with derived datatypes). `sizes` (one per
   // rank, uneven and zero allowed) must be the same on every rank and sum to output.size(dim).
-  // Only on devices where supports_gather_into_dim(); elsewhere callers gather into a buffer
+  // Only on devices where supports_regions(); elsewhere callers gather into a buffer
   // and copy. Checked as an all_gather of output.numel() elements whose root field is `dim`.
   // Counted as one all_gather by CommDebugMode, with the bytes of `input`.
   WorkPtr all_gather_into_dim(const Tensor& output, const Tensor& input, int64_t dim,
@@ -154,12 +154,31 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   WorkPtr all_gather_into_regions(const Tensor& output, const Tensor& input,
                                   const std::vector<Shape>& offsets,
                                   const std::vector<Shape>& shapes);
-  virtual bool supports_gather_into_dim(Device /*device*/) const { return false; }
+  // Whether all_gather_into_dim / all_gather_into_regions / all_to_all_regions can move
+  // strided regions straight into and out of place on `device` (MPI on CPU memory: derived
+  // datatypes). The same on every rank of a communicator.
+  virtual bool supports_regions(Device /*device*/) const { return false; }
   // input.numel() == size() * output.numel(); rank r gets op over all ranks of input block r.
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op);
   // input and output have the same numel, divisible by size(); block j of rank i's input
   // becomes block i of rank j's output.
   WorkPtr all_to_all(const Tensor& output, const Tensor& input);
+  // The exchange by regions, with no staging buffer on either side: region k of this rank's
+  // contiguous `input` (send_offsets[k], send_shapes[k]) goes to rank k, and rank k's region
+  // for this rank lands in region k of the contiguous `output` (recv_offsets[k],
+  // recv_shapes[k]); pieces are matched element by element in row-major order, so rank i's
+  // send_shapes[k] must hold as many elements as rank k's recv_shapes[i]. Regions may be
+  // empty, sizes may differ from rank to rank (uneven blocks need no padding), and neither side
+  // need be covered (the rest of `output` is left as it was). Receive regions must not
+  // overlap. Only on devices where supports_regions(); elsewhere callers pack into blocks and
+  // use all_to_all. Checked as an all_to_all without an element count (the sizes differ by
+  // design: count field -1, never inline); counted as one all_to_all by CommDebugMode with the
+  // bytes of `input`.
+  WorkPtr all_to_all_regions(const Tensor& output, const Tensor& input,
+                             const std::vector<Shape>& send_offsets,
+                             const std::vector<Shape>& send_shapes,
+                             const std::vector<Shape>& recv_offsets,
+                             const std::vector<Shape>& recv_shapes);
   // In place: every rank ends with root's `tensor`.
   WorkPtr broadcast(const Tensor& tensor, int root);
   // Root's contiguous `input` of shape [size(), output.sizes()...] is split into size() blocks;
@@ -208,12 +227,18 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // into output and reduces output in place; backends override it to skip that copy.
   virtual WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op);
   virtual WorkPtr do_all_gather(const Tensor& output, const Tensor& input) = 0;
-  // Only called where supports_gather_into_dim() (regions validated); the default throws.
+  // Only called where supports_regions() (regions validated); the default throws.
   virtual WorkPtr do_all_gather_into_regions(const Tensor& output, const Tensor& input,
                                              const std::vector<Shape>& offsets,
                                              const std::vector<Shape>& shapes);
   virtual WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
   virtual WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) = 0;
+  // Only called where supports_regions() (regions validated); the default throws.
+  virtual WorkPtr do_all_to_all_regions(const Tensor& output, const Tensor& input,
+                                        const std::vector<Shape>& send_offsets,
+                                        const std::vector<Shape>& send_shapes,
+                                        const std::vector<Shape>& recv_offsets,
+                                        const std::vector<Shape>& recv_shapes);
   virtual WorkPtr do_broadcast(const Tensor& tensor, int root) = 0;
   // `input` is validated on the root only (undefined or ignored elsewhere).
   virtual WorkPtr do_scatter(const Tensor& output, const Tensor& input, int root) = 0;

@@ -8,8 +8,10 @@
 //   P(sum) <-> P(avg)  local rescale by the mesh-dim size
 //   S -> P(sum|avg)    local: the shard is put at its place in a zero tensor of the unsharded
 //                      size (scaled by the mesh-dim size for avg), no communication
-// Several mesh dims that go to R the same way ([S(0), S(1)] -> [R, R], [P, P] -> [R, R]) may
-// instead move in ONE collective over the communicator spanning them (a flattened step).
+// Several mesh dims that go to R the same way ([S(0), S(1)] -> [R, R], [P, P] -> [R, R]), or
+// that all stay sharded while their blocks move ([S(0), S(0)] -> [S(1), S(1)],
+// [S(0), S(1)] -> [S(1), S(0)]), may instead move in ONE collective over the communicator
+// spanning them (a flattened step: an all-gather, an all-reduce or an all-to-all).
 // A mesh dim of size 1 never moves data: every change of its placement is a relabel, no step
 // and no collective (its one rank holds the whole piece whatever the placement says). It
 // handles one tensor dim sharded over several mesh dims ([S(0), S(0)]) and uneven/empty shards
@@ -18,7 +20,10 @@
 // Copies: S(0) -> R returns the gather buffer itself (even or uneven); S(d > 0) -> R gathers
 // into a staging buffer and makes one copy into the result; P -> R reduces out of place into a
 // fresh result (in place when the input is an intermediate of the same plan); packing for
-// reduce-scatter / all-to-all is one copy. The input is never modified. Host staging buffers
+// reduce-scatter is one copy; an all-to-all on a backend that places regions itself
+// (Communicator::supports_regions: MPI on CPU memory) sends each piece straight from the input
+// to its place in the result, elsewhere packing and unpacking are one copy each (none for
+// pieces that are already equal slabs of dim 0). The input is never modified. Host staging buffers
 // are reused per thread (at most two, each at most 64 MiB, kept until the thread exits), since
 // fresh host memory pays a page fault per page on first touch.
 #pragma once
@@ -50,19 +55,23 @@ enum class StepKind : uint8_t {
 std::string_view step_kind_name(StepKind k);  // "all_gather", ...
 
 // One step of a plan: one mesh dim changes placement, by one collective or local operation;
-// or, flattened, several mesh dims go to Replicate by one collective.
+// or, flattened, several mesh dims change by one collective.
 struct RedistributeStep {
   int64_t mesh_dim;  // the mesh dim that changes (a flattened step: the first of flat_dims)
   Placement src;  // placement on mesh_dim before the step
-  Placement dst;  // placement on mesh_dim after the step (a flattened step: R on all its dims)
+  Placement dst;  // placement on mesh_dim after the step (a flattened step: flat_dst[0])
   StepKind kind;   // the collective (or local step) that makes the change
   double cost;    // modelled cost of this step (microseconds)
-  // A flattened step (kAllGather when every one of these dims shards, kAllReduce when all hold
-  // the same Partial) runs ONE collective on DeviceMesh::flattened_communicator(flat_dims)
+  // A flattened step runs ONE collective on DeviceMesh::flattened_communicator(flat_dims)
   // instead of one per dim: `flat_dims` ascending, at least two, each of size > 1, with their
-  // placements before the step in `flat_src` (src == flat_src[0]). Empty for a one-dim step.
+  // placements before and after the step in `flat_src` and `flat_dst` (src == flat_src[0],
+  // dst == flat_dst[0]). kAllGather: every one of these dims shards and goes to R;
+  // kAllReduce: all hold the same Partial and go to R; kAllToAll: all shard before and after
+  // (an exchange of blocks: each rank sends every other rank of the group the part of its
+  // shard that rank holds afterwards). Empty for a one-dim step.
   absl::InlinedVector<int64_t, 4> flat_dims;
   Placements flat_src;
+  Placements flat_dst;
   bool is_flattened() const { return !flat_dims.empty(); }
   // Same fields.
   bool operator==(const RedistributeStep&) const = default;
@@ -72,8 +81,8 @@ struct RedistributeStep {
 struct RedistributePlan {
   std::vector<RedistributeStep> steps;  // in order
   double cost = 0;  // sum of the steps' costs
-  // "[dim 1: S(0)->R all_gather (12.3 us), dims 0+1: [S(0), S(1)]->R all_gather (20 us)]"
-  // (3 significant digits)
+  // "[dim 1: S(0)->R all_gather (12.3 us), dims 0+1: [S(0), S(1)]->R all_gather (20 us),
+  // dims 0+1: [S(0), S(0)]->[S(1), S(1)] all_to_all (15 us)]" (3 significant digits)
   std::string str() const;
 };
 
@@ -102,15 +111,18 @@ void set_default_cost_model(const CostModel& m);
 
 // Pure planning on shapes alone under `model` (unit-testable without processes).
 // Search: every mesh dim may hold its source placement, its target placement or R; each step
-// changes one mesh dim, or moves several to R with one collective over their flattened
-// communicator (all sharded: one all-gather; all the same Partial: one all-reduce; integer
-// P(avg) is not flattened, as one truncating division differs from two); a tensor dim sharded
+// changes one mesh dim, or moves several with one collective over their flattened
+// communicator: to R (all sharded: one all-gather; all the same Partial: one all-reduce;
+// integer P(avg) is not flattened, as one truncating division differs from two), or from
+// Shard to their target Shard (one all-to-all, when no mesh dim outside the group shards any
+// of the tensor dims the group shards, before or after, further in); a tensor dim sharded
 // over several mesh dims is gathered innermost mesh dim first and split outermost first;
 // Dijkstra under the cost model, costs taken at the largest shard (coordinate 0), ties (within
 // rounding) broken by fewer steps then a fixed state order, so every rank computes the same
 // plan: a flattened gather costs what the per-dim gathers cost in the model (the same bytes,
 // one latency per log2 of the ranks) and wins the tie, a flattened all-reduce moves fewer
-// bytes. Size-1 mesh dims take their target placement up front.
+// bytes, a flattened all-to-all replaces a gather and a re-split (or one exchange per dim).
+// Size-1 mesh dims take their target placement up front.
 // Returns nullopt, with the reason in *why when given, for requests with no exact plan (a
 // Partial op change other than sum <-> avg, e.g. P(max) -> P(sum); P(avg) -> P(sum) on an
 // integer dtype); throws "[redistribute] ..." for malformed placements.

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "dtensor/detail/chunks.h"
@@ -18,6 +20,7 @@
 #include "dtensor/redistribute.h"
 #include "tensor/creation.h"
 #include "tensor/error.h"
+#include "tensor/shape_ops.h"
 
 namespace dtensor {
 namespace {
@@ -54,7 +57,7 @@ Tensor all_gather_dim(const Tensor& x, int64_t d, int64_t full, Communicator& co
   size_t out_bytes = x.itemsize();
   for (int64_t s : target_shape) out_bytes *= static_cast<size_t>(s);
   if (out_bytes >= kGatherIntoDimMinBytes && !unpack_is_view(block_shape, d, target_shape) &&
-      comm.supports_gather_into_dim(x.device()) && target_shape.size() == x.shape().size()) {
+      comm.supports_regions(x.device()) && target_shape.size() == x.shape().size()) {
     bool others_match = true;
     for (size_t j = 0; j < target_shape.size(); ++j) {
       if (static_cast<int64_t>(j) != d && target_shape[j] != x.size(static_cast<int64_t>(j))) {
@@ -94,12 +97,56 @@ Tensor reduce_scatter_dim(const Tensor& x, int64_t e, ReduceOp op, Communicator&
   return mine == padded ? out : out.narrow(e, 0, mine).contiguous();
 }
 
+// An all-to-all by regions where the backend places them itself (Communicator::
+// all_to_all_regions): region k of x (`sent`, offsets relative to x) goes to rank k of `comm`,
+// and rank k's piece lands in region k of a fresh tensor of `target_shape` (`received`). No
+// packing, no padding, no unpacking: one pass over the data fewer on each side than packed
+// blocks (MPI copies strided pieces into and out of its shared-memory fragments anyway).
+Tensor exchange_regions(const Tensor& x, const std::vector<LocalShard>& sent,
+                        const std::vector<LocalShard>& received, const Shape& target_shape,
+                        Communicator& comm) {
+  std::vector<Shape> send_offsets, send_shapes, recv_offsets, recv_shapes;
+  for (auto [from, offsets, shapes] : {std::tuple{&sent, &send_offsets, &send_shapes},
+                                       std::tuple{&received, &recv_offsets, &recv_shapes}}) {
+    offsets->reserve(from->size());
+    shapes->reserve(from->size());
+    for (const LocalShard& b : *from) {
+      offsets->push_back(b.offset);
+      shapes->push_back(b.shape);
+    }
+  }
+  Tensor out = empty(target_shape, TensorOptions(x.dtype(), x.device()));
+  comm.all_to_all_regions(out, x.contiguous(), send_offsets, send_shapes, recv_offsets, recv_shapes)
+      ->wait();
+  return out;
+}
+
 // S(d) -> S(e): block k of the input is chunk k of dim e (padded), dim d padded to its chunk
 // size; after the exchange block k holds rank k's chunk of dim d, and the blocks are joined
-// along d.
+// along d. Where the backend places regions itself, chunk k of dim e goes straight to rank k
+// and rank k's chunk of dim d straight to its place.
 Tensor all_to_all_dims(const Tensor& x, int64_t d, int64_t e, int64_t full_d, Communicator& comm,
                        const Shape& target_shape) {
   const int64_t n = comm.size();
+  if (comm.supports_regions(x.device())) {
+    std::vector<LocalShard> sent, received;
+    sent.reserve(static_cast<size_t>(n));
+    received.reserve(static_cast<size_t>(n));
+    const Shape zero(x.shape().size(), 0);
+    for (int64_t k = 0; k < n; ++k) {
+      const ChunkBounds to = chunk_bounds(x.size(e), n, k);
+      LocalShard s{Shape(x.shape().begin(), x.shape().end()), zero};
+      s.shape[e] = to.size;
+      s.offset[e] = to.offset;
+      sent.push_back(std::move(s));
+      const ChunkBounds from = chunk_bounds(full_d, n, k);
+      LocalShard r{target_shape, zero};
+      r.shape[d] = from.size;
+      r.offset[d] = from.offset;
+      received.push_back(std::move(r));
+    }
+    return exchange_regions(x, sent, received, target_shape, comm);
+  }
   const int64_t padded_d = chunk_bounds(full_d, n, 0).size;
   const Tensor in = pack_chunks(x, e, n, d, padded_d);
   const Shape block_shape(in.shape().begin() + 1, in.shape().end());
@@ -132,12 +179,53 @@ struct StepContext {
 };
 
 // A region of `t` starting at `offset` with `shape` (a view).
-Tensor region(Tensor t, IntSpan offset, IntSpan shape) {
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const int64_t dim = static_cast<int64_t>(d);
-    if (offset[d] != 0 || shape[d] != t.size(dim)) t = t.narrow(dim, offset[d], shape[d]);
+Tensor region(const Tensor& t, IntSpan offset, IntSpan shape) {
+  return box_view(t, Shape(shape.size(), 0), offset, shape);
+}
+
+// The mesh coordinates of the ranks of a flattened step's group in the order of its
+// communicator: row-major over step.flat_dims, this rank's coordinate on the other dims.
+std::vector<Shape> group_coords(const RedistributeStep& step, const StepContext& c,
+                                const Communicator& comm) {
+  Shape group_shape;
+  for (int64_t d : step.flat_dims) group_shape.push_back(c.mesh.size(d));
+  const int64_t n = shape_numel(group_shape);
+  std::vector<Shape> coords;
+  coords.reserve(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    Shape coord = c.coord;
+    int64_t rest = k;
+    for (size_t j = step.flat_dims.size(); j-- > 0;) {
+      coord[step.flat_dims[j]] = rest % group_shape[j];
+      rest /= group_shape[j];
+    }
+    coords.push_back(std::move(coord));
   }
-  return t;
+  DT_CHECK(n == comm.size() && coords[static_cast<size_t>(comm.rank())] == c.coord,
+           "[redistribute] internal error: rank %d of the flattened communicator over mesh dims "
+           "%s (of %d ranks) is not the group's rank at coordinate %s",
+           comm.rank(), absl::StrJoin(step.flat_dims, "+"), comm.size(), shape_str(c.coord));
+  return coords;
+}
+
+// Whether the n blocks (each of shape blocks[k].shape, at blocks[k].offset in a piece of shape
+// `whole`) are equal slabs of dim 0 in order, each of shape `block`, that make up `whole`: then
+// a contiguous [n, block...] buffer is `whole` itself.
+bool blocks_are_slabs(const std::vector<LocalShard>& blocks, const Shape& block,
+                      const Shape& whole) {
+  if (block.empty() || block.size() != whole.size()) return false;
+  if (static_cast<int64_t>(blocks.size()) * block[0] != whole[0]) return false;
+  for (size_t d = 1; d < block.size(); ++d) {
+    if (block[d] != whole[d]) return false;
+  }
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    const LocalShard& b = blocks[k];
+    if (b.shape != block || b.offset[0] != static_cast<int64_t>(k) * block[0]) return false;
+    for (size_t d = 1; d < b.offset.size(); ++d) {
+      if (b.offset[d] != 0) return false;
+    }
+  }
+  return true;
 }
 
 // Several mesh dims S -> R in one all-gather over their flattened communicator: block k is the
@@ -152,40 +240,21 @@ Tensor all_gather_flat(const Tensor& x, const RedistributeStep& step, const Step
   const int64_t n = comm.size();
   const LocalShard after =
       compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), c.coord, c.after);
-  Shape group_shape;
-  for (int64_t d : step.flat_dims) group_shape.push_back(c.mesh.size(d));
   std::vector<LocalShard> blocks;
   blocks.reserve(static_cast<size_t>(n));
   Shape max_block(x.shape().size(), 0);
-  int64_t my_index = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    Shape coord = c.coord;
-    int64_t rest = k;
-    for (size_t j = step.flat_dims.size(); j-- > 0;) {
-      coord[step.flat_dims[j]] = rest % group_shape[j];
-      rest /= group_shape[j];
-    }
-    if (coord == c.coord) my_index = k;
+  for (const Shape& coord : group_coords(step, c, comm)) {
     blocks.push_back(compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), coord, c.before));
     for (size_t d = 0; d < max_block.size(); ++d) {
       max_block[d] = std::max(max_block[d], blocks.back().shape[d]);
       blocks.back().offset[d] -= after.offset[d];  // relative to this rank's new shard
     }
   }
-  DT_CHECK(my_index == comm.rank(),
-           "[redistribute] internal error: rank %d of the flattened communicator over mesh dims "
-           "%s sits at block %d",
-           comm.rank(), absl::StrJoin(step.flat_dims, "+"), my_index);
-  bool slabs = !max_block.empty();
-  for (int64_t k = 0; k < n && slabs; ++k) {
-    const LocalShard& b = blocks[static_cast<size_t>(k)];
-    slabs = b.shape == max_block && b.offset[0] == k * max_block[0];
-    for (size_t d = 1; d < b.offset.size() && slabs; ++d) slabs = b.offset[d] == 0;
-  }
+  const bool slabs = blocks_are_slabs(blocks, max_block, c.target_shape);
   // A large output with blocks that are not slabs: each block straight into its place (one
   // subarray datatype per block on MPI; see kGatherIntoDimMinBytes), no buffer, no copy.
   const size_t out_bytes = static_cast<size_t>(shape_numel(c.target_shape)) * x.itemsize();
-  if (!slabs && out_bytes >= kGatherIntoDimMinBytes && comm.supports_gather_into_dim(x.device())) {
+  if (!slabs && out_bytes >= kGatherIntoDimMinBytes && comm.supports_regions(x.device())) {
     std::vector<Shape> offsets, shapes;
     offsets.reserve(blocks.size());
     shapes.reserve(blocks.size());
@@ -216,6 +285,103 @@ Tensor all_gather_flat(const Tensor& x, const RedistributeStep& step, const Step
   return out;
 }
 
+// The block every piece of a packed exchange is padded to: per dim, the longest overlap of any
+// rank's interval before with any rank's interval after (distinct intervals only: most repeat
+// across the group). Every rank of the group computes it alike.
+Shape padded_block(const std::vector<LocalShard>& before, const std::vector<LocalShard>& after) {
+  const size_t ndim = before.front().shape.size();
+  Shape block(ndim, 0);
+  for (size_t d = 0; d < ndim; ++d) {
+    std::vector<std::pair<int64_t, int64_t>> from, to;  // [lo, hi)
+    for (size_t k = 0; k < before.size(); ++k) {
+      from.emplace_back(before[k].offset[d], before[k].offset[d] + before[k].shape[d]);
+      to.emplace_back(after[k].offset[d], after[k].offset[d] + after[k].shape[d]);
+    }
+    for (auto* v : {&from, &to}) {
+      std::sort(v->begin(), v->end());
+      v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
+    for (const auto& [alo, ahi] : from) {
+      for (const auto& [blo, bhi] : to) {
+        block[d] = std::max(block[d], std::min(ahi, bhi) - std::max(alo, blo));
+      }
+    }
+  }
+  return block;
+}
+
+// Several mesh dims S -> S in one all-to-all over their flattened communicator, by boxes: the
+// piece sent to rank k of the group is the part of this rank's shard that rank k holds after
+// the step (the intersection of the two shards' boxes), the piece received from rank k the part
+// of rank k's shard this rank holds after; so nested ([S(0), S(0)]), uneven and empty shards,
+// and any mix of tensor dims, need no case of their own. The planner only flattens groups whose
+// shards before and after tile the same region (flat_exchange_ok), so every element arrives
+// exactly once. Where the backend places regions itself the pieces go straight from x to
+// their place; otherwise they are packed into blocks padded to padded_block(), with the input
+// sent as it is when its pieces are equal slabs of dim 0 in order, and the receive buffer
+// returned as the result when the received pieces are.
+Tensor all_to_all_flat(const Tensor& x, const RedistributeStep& step, const StepContext& c,
+                       Communicator& comm) {
+  const int64_t n = comm.size();
+  const size_t ndim = x.shape().size();
+  std::vector<LocalShard> before, after;
+  before.reserve(static_cast<size_t>(n));
+  after.reserve(static_cast<size_t>(n));
+  for (const Shape& coord : group_coords(step, c, comm)) {
+    before.push_back(compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), coord, c.before));
+    after.push_back(compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), coord, c.after));
+  }
+  // The intersections, relative to this rank's shard before (sent) and after (received); an
+  // empty one has shape zero.
+  const LocalShard& mine_before = before[static_cast<size_t>(comm.rank())];
+  const LocalShard& mine_after = after[static_cast<size_t>(comm.rank())];
+  auto overlap = [&](const LocalShard& a, const LocalShard& b, const LocalShard& relative_to) {
+    LocalShard o;
+    if (!box_intersection(a.offset, a.shape, b.offset, b.shape, o.offset, o.shape)) {
+      return LocalShard{Shape(ndim, 0), Shape(ndim, 0)};
+    }
+    for (size_t d = 0; d < ndim; ++d) o.offset[d] -= relative_to.offset[d];
+    return o;
+  };
+  std::vector<LocalShard> sent, received;
+  sent.reserve(static_cast<size_t>(n));
+  received.reserve(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    sent.push_back(overlap(mine_before, after[k], mine_before));
+    received.push_back(overlap(before[k], mine_after, mine_after));
+  }
+  if (comm.supports_regions(x.device())) {
+    return exchange_regions(x, sent, received, c.target_shape, comm);
+  }
+  const Shape block = padded_block(before, after);
+  Shape buffer_shape = {n};
+  buffer_shape.insert(buffer_shape.end(), block.begin(), block.end());
+  const Shape zero(ndim, 0);
+  Tensor in;
+  if (x.is_contiguous() && blocks_are_slabs(sent, block, x.shape())) {
+    in = x.view(buffer_shape);
+  } else {
+    in = block_buffer(n, block, x, /*scratch=*/true);
+    for (int64_t k = 0; k < n; ++k) {
+      const LocalShard& b = sent[static_cast<size_t>(k)];
+      Tensor slot = in.select(0, k);
+      if (b.shape != block) slot.zero_();  // padding: never read, but kept deterministic
+      if (shape_numel(b.shape) > 0) region(slot, zero, b.shape).copy_(region(x, b.offset, b.shape));
+    }
+  }
+  const bool slabs = blocks_are_slabs(received, block, c.target_shape);
+  Tensor out = block_buffer(n, block, x, /*scratch=*/!slabs);
+  comm.all_to_all(out, in)->wait();
+  if (slabs) return out.view(c.target_shape);
+  Tensor result = empty(c.target_shape, TensorOptions(x.dtype(), x.device()));
+  for (int64_t k = 0; k < n; ++k) {
+    const LocalShard& b = received[static_cast<size_t>(k)];
+    if (shape_numel(b.shape) == 0) continue;
+    region(result, b.offset, b.shape).copy_(region(out.select(0, k), zero, b.shape));
+  }
+  return result;
+}
+
 Tensor run_step(const Tensor& x, bool x_is_intermediate, const RedistributeStep& step,
                 const StepContext& ctx) {
   const DeviceMesh& mesh = ctx.mesh;
@@ -226,6 +392,7 @@ Tensor run_step(const Tensor& x, bool x_is_intermediate, const RedistributeStep&
     DT_CHECK(comm != nullptr, "[redistribute] no flattened communicator for mesh dims %s",
              absl::StrJoin(step.flat_dims, "+"));
     if (step.kind == StepKind::kAllGather) return all_gather_flat(x, step, ctx, *comm);
+    if (step.kind == StepKind::kAllToAll) return all_to_all_flat(x, step, ctx, *comm);
     DT_CHECK(step.kind == StepKind::kAllReduce,
              "[redistribute] internal error: a flattened %s step", step_kind_name(step.kind));
     return all_reduce_out(x, step.src.reduce_op(), *comm, x_is_intermediate);
@@ -293,7 +460,7 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
   for (const RedistributeStep& step : plan->steps) {
     before = state;
     if (step.is_flattened()) {
-      for (int64_t d : step.flat_dims) state[d] = step.dst;
+      for (size_t f = 0; f < step.flat_dims.size(); ++f) state[step.flat_dims[f]] = step.flat_dst[f];
     } else {
       state[step.mesh_dim] = step.dst;
     }
@@ -320,3 +487,4 @@ DTensor redistribute(const DTensor& t, const DTensorSpec& dst) {
 }
 
 }  // namespace dtensor
+

@@ -55,9 +55,11 @@ std::string RedistributePlan::str() const {
     const RedistributeStep& s = steps[i];
     if (i > 0) out += ", ";
     if (s.is_flattened()) {
+      // To R: "->R"; an exchange names every dim's target.
+      const std::string to =
+          s.kind == StepKind::kAllToAll ? placements_str(s.flat_dst) : s.dst.str();
       absl::StrAppendFormat(&out, "dims %s: %s->%s %s (%.3g us)", absl::StrJoin(s.flat_dims, "+"),
-                            placements_str(s.flat_src), s.dst.str(), step_kind_name(s.kind),
-                            s.cost);
+                            placements_str(s.flat_src), to, step_kind_name(s.kind), s.cost);
       continue;
     }
     absl::StrAppendFormat(&out, "dim %d: %s->%s %s (%.3g us)", s.mesh_dim, s.src.str(), s.dst.str(),
@@ -221,6 +223,30 @@ std::optional<StepKind> flat_edge_kind(PlacementSpan state, IntSpan mesh_shape, 
   return kind;
 }
 
+// Whether every mesh dim in `mask` (at least two, each of size > 1) can go from `state` to
+// `dst` with one all-to-all over their flattened communicator: all shard before and after and
+// at least one changes. Each rank's new shard must lie inside what its group holds together:
+// no mesh dim outside the group (of size > 1) may shard a tensor dim that a group dim before it
+// shards, before or after (it would cut the group's blocks further in, differently before and
+// after). Mesh dims outside the group keep their placements.
+bool flat_exchange_ok(PlacementSpan state, PlacementSpan dst, IntSpan mesh_shape, uint32_t mask) {
+  bool changes = false;
+  for (size_t i = 0; i < state.size(); ++i) {
+    if ((mask >> i & 1u) == 0) continue;
+    if (mesh_shape[i] == 1 || !state[i].is_shard() || !dst[i].is_shard()) return false;
+    changes = changes || state[i] != dst[i];
+  }
+  if (!changes) return false;
+  for (size_t j = 0; j < state.size(); ++j) {
+    if ((mask >> j & 1u) != 0 || mesh_shape[j] == 1 || !state[j].is_shard()) continue;
+    for (size_t i = 0; i < j; ++i) {
+      if ((mask >> i & 1u) == 0) continue;
+      if (state[i].is_shard(state[j].dim()) || dst[i].is_shard(state[j].dim())) return false;
+    }
+  }
+  return true;
+}
+
 Placements normalized(PlacementSpan p, int64_t ndim) {
   Placements out(p.begin(), p.end());
   for (size_t i = 0; i < out.size(); ++i) {
@@ -310,12 +336,13 @@ std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DTy
       if (cand[i][k] == dst[i]) target += static_cast<int64_t>(k) * radix[i];
     }
   }
-  // Index of R among each dim's candidates (the target of a flattened step), and the subsets
-  // of mesh dims to try flattening (dims of size 1 are never part of one).
-  std::vector<int64_t> replicate_index(mesh_ndim, 0);
+  // Index of R and of the target among each dim's candidates (where a flattened step goes),
+  // and the subsets of mesh dims to try flattening (dims of size 1 are never part of one).
+  std::vector<int64_t> replicate_index(mesh_ndim, 0), dst_index(mesh_ndim, 0);
   for (size_t i = 0; i < mesh_ndim; ++i) {
     for (size_t k = 0; k < cand[i].size(); ++k) {
       if (cand[i][k].is_replicate()) replicate_index[i] = static_cast<int64_t>(k);
+      if (cand[i][k] == dst[i]) dst_index[i] = static_cast<int64_t>(k);
     }
   }
   const uint32_t flat_masks = mesh_ndim <= 16 ? (1u << mesh_ndim) : 0u;
@@ -382,32 +409,34 @@ std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DTy
           b.step.cost = c;
           b.step.flat_dims.clear();
           b.step.flat_src.clear();
+          b.step.flat_dst.clear();
           queue.emplace(total, nsteps + 1, next);
         }
       }
     }
-    // Flattened steps: every subset of at least two mesh dims that can go to R together.
-    for (uint32_t mask = 3; mask < flat_masks; ++mask) {
-      if ((mask & (mask - 1)) == 0) continue;  // one dim
-      const std::optional<StepKind> kind = flat_edge_kind(state, mesh_shape, mask, dtype);
-      if (!kind) continue;
+    // Flattened steps: every subset of at least two mesh dims that can go to R together, or
+    // from Shard to their target Shard together.
+    auto relax_flat = [&](uint32_t mask, StepKind kind, const std::vector<int64_t>& to_index) {
       int64_t next = code;
       int64_t n = 1;
-      RedistributeStep step{-1, Replicate(), Replicate(), *kind, 0, {}, {}};
+      RedistributeStep step{-1, Replicate(), Replicate(), kind, 0, {}, {}, {}};
       for (size_t i = 0; i < mesh_ndim; ++i) {
         if ((mask >> i & 1u) == 0) continue;
         const int64_t cur = (code / radix[i]) % static_cast<int64_t>(cand[i].size());
-        next += (replicate_index[i] - cur) * radix[i];
+        next += (to_index[i] - cur) * radix[i];
         n *= mesh_shape[i];
+        const Placement& to = cand[i][static_cast<size_t>(to_index[i])];
         if (step.mesh_dim < 0) {
           step.mesh_dim = static_cast<int64_t>(i);
           step.src = state[i];
+          step.dst = to;
         }
         step.flat_dims.push_back(static_cast<int64_t>(i));
         step.flat_src.push_back(state[i]);
+        step.flat_dst.push_back(to);
       }
-      if (done[next]) continue;
-      step.cost = step_cost(*kind, n, bytes_before, 0.0, model);
+      if (done[next]) return;
+      step.cost = step_cost(kind, n, bytes_before, 0.0, model);
       const double total = cost + step.cost;
       if (better(total, nsteps + 1, best[next])) {
         Best& b = best[next];
@@ -416,6 +445,15 @@ std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DTy
         b.prev = code;
         b.step = std::move(step);
         queue.emplace(total, nsteps + 1, next);
+      }
+    };
+    for (uint32_t mask = 3; mask < flat_masks; ++mask) {
+      if ((mask & (mask - 1)) == 0) continue;  // one dim
+      if (const std::optional<StepKind> kind = flat_edge_kind(state, mesh_shape, mask, dtype)) {
+        relax_flat(mask, *kind, replicate_index);
+      }
+      if (flat_exchange_ok(state, dst, mesh_shape, mask)) {
+        relax_flat(mask, StepKind::kAllToAll, dst_index);
       }
     }
   }

@@ -2,7 +2,7 @@
 //
 //   mpirun -np 4 bench_redistribute [--min-bytes 4096] [--max-bytes 67108864] [--factor 4]
 //                                   [--iters N | --budget 0.5 --max-iters 50] [--warmup 1]
-//                                   [--json FILE] [--only 'S(1)->R,P->R']
+//                                   [--json FILE] [--only 'S(1)->R;P->R'] [--regions 0|1]
 //
 // For each transition and each global size (float32, geometric from --min-bytes to --max-bytes),
 // (default max 64 MB: the 256 MB sweep takes many minutes on a small shared machine) times
@@ -18,7 +18,7 @@
 // to separate the backend's cost from the DTensor layer's, and raw_nb_us times the
 // nonblocking MPI call the backend issues (MPI_Iallreduce, ...) finished by MPI_Wait. The
 // DTensor call and the baselines are timed interleaved (one run of each per iteration).
-// --only keeps the transitions whose names are in the comma-separated list.
+// --only keeps the transitions whose names are in the ';'-separated list (names hold commas).
 #include <mpi.h>
 
 #include <absl/strings/str_split.h>
@@ -120,6 +120,9 @@ int run(int argc, char** argv) {
   const int64_t fixed_iters = flags.i64("iters", 0);
   const int64_t max_iters = flags.i64("max-iters", 50);
   const double budget = flags.f64("budget", 0.5);
+  // --regions 0: the MPI backend packs strided pieces into blocks (the CUDA path) instead of
+  // placing them with derived datatypes, to compare the two.
+  dt::MpiCommunicator::set_regions_enabled(flags.i64("regions", 1) != 0);
   bench::JsonLines json("bench_redistribute", flags.str("json", ""));
   const int world = dt::world_size();
 
@@ -171,7 +174,7 @@ int run(int argc, char** argv) {
   }
 
   if (flags.has("only")) {
-    const std::vector<std::string> only = absl::StrSplit(flags.str("only", ""), ',');
+    const std::vector<std::string> only = absl::StrSplit(flags.str("only", ""), ';');
     std::erase_if(cases, [&](const Case& c) {
       return std::find(only.begin(), only.end(), c.name) == only.end();
     });

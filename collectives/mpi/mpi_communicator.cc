@@ -4,6 +4,7 @@
 #include <absl/strings/str_join.h>
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <mutex>
@@ -359,64 +360,145 @@ WorkPtr MpiCommunicator::do_all_gather(const Tensor& output, const Tensor& input
                      ([output, out, in] { unstage(output, out); }));
 }
 
+namespace {
+
+// The MPI_Ialltoallw arguments of a region exchange: per peer a count, a byte displacement and
+// a type, on both sides. A region that is one contiguous run of its tensor travels as `count`
+// elements of the base type from its byte offset (MPI's contiguous fast path, no type to
+// build); any other region is a committed subarray type. The arrays must stay untouched until
+// the request completes, so the Work keeps this object; it frees its types when destroyed.
+class RegionArgs {
+ public:
+  RegionArgs(size_t n, MPI_Datatype base) : base_(base) {
+    for (Side* s : {&send_, &recv_}) {
+      s->counts.assign(n, 0);
+      s->displs.assign(n, 0);
+      s->types.assign(n, base);
+    }
+  }
+  ~RegionArgs() {
+    for (MPI_Datatype t : owned_) MPI_Type_free(&t);
+  }
+  RegionArgs(const RegionArgs&) = delete;
+  RegionArgs& operator=(const RegionArgs&) = delete;
+
+  // Peer r's region of `t` (contiguous, shape `full`) on the send or receive side.
+  void set(bool send, size_t r, IntSpan full, IntSpan offset, IntSpan shape, size_t item,
+           CollectiveKind kind) {
+    Side& side = send ? send_ : recv_;
+    const int64_t numel = shape_numel(shape);
+    if (numel == 0) return;  // count 0
+    const size_t nd = full.size();
+    // Contiguous when every dim after the first one cut to more than one index is whole.
+    size_t j = 0;
+    while (j < nd && shape[j] == 1) ++j;
+    bool contiguous = true;
+    for (size_t d = j + 1; d < nd; ++d) contiguous = contiguous && shape[d] == full[d];
+    if (contiguous) {
+      int64_t at = 0;
+      for (size_t d = 0; d < nd; ++d) at = at * full[d] + offset[d];
+      side.counts[r] = checked_count(numel, kind);
+      const int64_t byte = at * static_cast<int64_t>(item);
+      DT_CHECK(byte <= INT_MAX,
+               "[%s] a region starts %d bytes into its tensor, past the mpi backend's limit %d "
+               "(expected at most %d)",
+               collective_name(kind), byte, INT_MAX, INT_MAX);
+      side.displs[r] = static_cast<int>(byte);
+      return;
+    }
+    std::vector<int> f(nd), sub(nd), start(nd);
+    for (size_t d = 0; d < nd; ++d) {
+      f[d] = checked_count(full[d], kind);
+      sub[d] = checked_count(shape[d], kind);
+      start[d] = checked_count(offset[d], kind);
+    }
+    MPI_Datatype t;
+    DT_CHECK_MPI(MPI_Type_create_subarray(static_cast<int>(nd), f.data(), sub.data(),
+                                          start.data(), MPI_ORDER_C, base_, &t));
+    owned_.push_back(t);  // freed with this object, committed or not
+    DT_CHECK_MPI(MPI_Type_commit(&t));
+    side.types[r] = t;
+    side.counts[r] = 1;
+  }
+
+  // Every rank sends its whole contiguous input (`numel` elements) to every peer.
+  void send_whole(int64_t numel, CollectiveKind kind) {
+    send_.counts.assign(send_.counts.size(), checked_count(numel, kind));
+  }
+
+  int post(const void* in, void* out, MPI_Comm comm, MPI_Request* req) {
+    return MPI_Ialltoallw(in, send_.counts.data(), send_.displs.data(), send_.types.data(), out,
+                          recv_.counts.data(), recv_.displs.data(), recv_.types.data(), comm, req);
+  }
+
+ private:
+  struct Side {
+    std::vector<int> counts, displs;
+    std::vector<MPI_Datatype> types;
+  };
+  MPI_Datatype base_;
+  Side send_, recv_;
+  std::vector<MPI_Datatype> owned_;
+};
+
+}  // namespace
+
+namespace {
+std::atomic<bool> g_regions_enabled{true};
+}  // namespace
+
+void MpiCommunicator::set_regions_enabled(bool on) {
+  g_regions_enabled.store(on, std::memory_order_relaxed);
+}
+
+bool MpiCommunicator::regions_enabled() {
+  return g_regions_enabled.load(std::memory_order_relaxed);
+}
+
+bool MpiCommunicator::supports_regions(Device device) const {
+  return device.is_cpu() && regions_enabled();
+}
+
 WorkPtr MpiCommunicator::do_all_gather_into_regions(const Tensor& output, const Tensor& input,
                                                    const std::vector<Shape>& offsets,
                                                    const std::vector<Shape>& shapes) {
   if (output.numel() == 0) return completed_work();
   constexpr CollectiveKind kKind = CollectiveKind::kAllGather;
-  const MPI_Datatype base = detail::mpi_datatype(output.dtype());
-  const int nd = static_cast<int>(output.dim());
-  std::vector<int> full(static_cast<size_t>(nd)), sub(full.size()), start(full.size());
-  for (int d = 0; d < nd; ++d) full[d] = checked_count(output.size(d), kKind);
-  const int send_n = checked_count(input.numel(), kKind);
   Tensor in = send_buffer(input, output);
-  MPI_Request req;
-  // Each source rank's region is its own subarray type, which MPI_Iallgatherv cannot express
-  // (one receive type); MPI_Ialltoallw takes a type and a byte displacement per rank. It also
-  // sends each piece once, straight from the contiguous input to its place on every peer,
-  // where an allgather ring with a strided type would pack and unpack every piece at each of
-  // its n - 1 steps (measured no faster with even pieces: bench_gather_into_dim). The arrays
-  // must stay untouched until completion, so the Work keeps them.
-  struct Args {
-    std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
-    std::vector<MPI_Datatype> send_types, recv_types;
-  };
-  auto a = std::make_shared<Args>();
-  const size_t n = shapes.size();
-  a->send_counts.assign(n, send_n);
-  a->send_displs.assign(n, 0);
-  a->send_types.assign(n, base);
-  a->recv_counts.assign(n, 0);
-  a->recv_displs.assign(n, 0);
-  a->recv_types.assign(n, base);
-  // Frees the committed types (copies of the handles: the arrays stay as MPI saw them).
-  auto free_types = [a] {
-    for (size_t r = 0; r < a->recv_types.size(); ++r) {
-      MPI_Datatype t = a->recv_types[r];
-      if (a->recv_counts[r] > 0) MPI_Type_free(&t);
-    }
-  };
-  for (size_t r = 0; r < n; ++r) {
-    if (shape_numel(shapes[r]) == 0) continue;
-    for (int d = 0; d < nd; ++d) {
-      sub[d] = checked_count(shapes[r][d], kKind);
-      start[d] = checked_count(offsets[r][d], kKind);
-    }
-    MPI_Datatype t;
-    int rc = MPI_Type_create_subarray(nd, full.data(), sub.data(), start.data(), MPI_ORDER_C, base,
-                                      &t);
-    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t);
-    if (rc != MPI_SUCCESS) free_types();
-    DT_CHECK_MPI(rc);
-    a->recv_types[r] = t;
-    a->recv_counts[r] = 1;
+  // Each source rank's region is its own datatype, which MPI_Iallgatherv cannot express (one
+  // receive type); MPI_Ialltoallw takes a type and a byte displacement per rank. It also sends
+  // each piece once, straight from the contiguous input to its place on every peer, where an
+  // allgather ring with a strided type would pack and unpack every piece at each of its n - 1
+  // steps (measured no faster with even pieces: bench_gather_into_dim).
+  auto a = std::make_shared<RegionArgs>(shapes.size(), detail::mpi_datatype(output.dtype()));
+  a->send_whole(input.numel(), kKind);
+  for (size_t r = 0; r < shapes.size(); ++r) {
+    a->set(/*send=*/false, r, output.sizes(), offsets[r], shapes[r], output.itemsize(), kKind);
   }
-  const int rc = MPI_Ialltoallw(in.data_ptr(), a->send_counts.data(), a->send_displs.data(),
-                                a->send_types.data(), output.data_ptr(), a->recv_counts.data(),
-                                a->recv_displs.data(), a->recv_types.data(), comm_, &req);
-  if (rc != MPI_SUCCESS) free_types();
-  DT_CHECK_MPI(rc);
-  return DT_MPI_WORK(kKind, &input, req, ([output, in, free_types] { free_types(); }));
+  MPI_Request req;
+  DT_CHECK_MPI(a->post(in.data_ptr(), output.data_ptr(), comm_, &req));
+  return DT_MPI_WORK(kKind, &input, req, ([output, in, a] {}));
+}
+
+WorkPtr MpiCommunicator::do_all_to_all_regions(const Tensor& output, const Tensor& input,
+                                               const std::vector<Shape>& send_offsets,
+                                               const std::vector<Shape>& send_shapes,
+                                               const std::vector<Shape>& recv_offsets,
+                                               const std::vector<Shape>& recv_shapes) {
+  // Posted even when this rank moves nothing: the call is collective, and peers may not be
+  // empty.
+  constexpr CollectiveKind kKind = CollectiveKind::kAllToAll;
+  Tensor in = send_buffer(input, output);
+  auto a = std::make_shared<RegionArgs>(send_shapes.size(), detail::mpi_datatype(output.dtype()));
+  for (size_t r = 0; r < send_shapes.size(); ++r) {
+    a->set(/*send=*/true, r, input.sizes(), send_offsets[r], send_shapes[r], input.itemsize(),
+           kKind);
+    a->set(/*send=*/false, r, output.sizes(), recv_offsets[r], recv_shapes[r], output.itemsize(),
+           kKind);
+  }
+  MPI_Request req;
+  DT_CHECK_MPI(a->post(in.data_ptr(), output.data_ptr(), comm_, &req));
+  return DT_MPI_WORK(kKind, &input, req, ([output, in, a] {}));
 }
 
 WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {

@@ -29,7 +29,14 @@ class MpiCommunicator final : public Communicator {
   std::string_view backend() const override { return "mpi"; }
   // The CPU always; CUDA devices when CUDA is compiled in (by staging through host memory).
   bool supports(Device device) const override;
-  bool supports_gather_into_dim(Device device) const override { return device.is_cpu(); }
+  // CPU memory, unless set_regions_enabled(false).
+  bool supports_regions(Device device) const override;
+  // Whether CPU collectives move strided regions with derived datatypes (supports_regions): on
+  // by default; off, callers pack into contiguous blocks as they do for CUDA tensors. For tests
+  // and benchmarks that compare the two paths (they give the same bits). Process-wide; every
+  // rank must set the same value between the same collectives.
+  static void set_regions_enabled(bool on);
+  static bool regions_enabled();
   MPI_Comm mpi_comm() const { return comm_; }
 
  protected:
@@ -43,6 +50,11 @@ class MpiCommunicator final : public Communicator {
   WorkPtr do_all_gather_into_regions(const Tensor& output, const Tensor& input,
                                      const std::vector<Shape>& offsets,
                                      const std::vector<Shape>& shapes) override;
+  WorkPtr do_all_to_all_regions(const Tensor& output, const Tensor& input,
+                                const std::vector<Shape>& send_offsets,
+                                const std::vector<Shape>& send_shapes,
+                                const std::vector<Shape>& recv_offsets,
+                                const std::vector<Shape>& recv_shapes) override;
   WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) override;
   WorkPtr do_broadcast(const Tensor& tensor, int root) override;

@@ -13,6 +13,7 @@
 
 #include "collectives/comm_debug.h"
 #include "collectives/comm_worker.h"
+#include "collectives/mpi/mpi_communicator.h"
 #include "dtensor/redistribute.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduction/reduction.h"
@@ -493,6 +494,96 @@ TEST_CASE("redistribute: flattened mesh dims move with one collective", "[redist
   // Errors name the method.
   REQUIRE_THROWS_WITH(mesh.flattened_communicator({}), Contains("[DeviceMesh]") && Contains("empty"));
   REQUIRE_THROWS_WITH(mesh.flattened_communicator({0, 0}), Contains("twice"));
+}
+
+// Shard -> Shard: one all-to-all (over the flattened communicator when several mesh dims
+// move), equal to the single-device blocks on even, uneven and empty shards, both with the
+// pieces placed by MPI datatypes (all_to_all_regions, the CPU default) and packed into padded
+// blocks (the CUDA path: the input sent as it is or packed, the result received in place or
+// unpacked).
+TEST_CASE("redistribute: Shard -> Shard moves with one all-to-all, placed or packed",
+          "[redistribute]") {
+  const int w = dt::world_size();
+  const dt::Placement S2 = dt::Shard(2);
+  struct RegionsOn {  // restores the default whatever happens
+    ~RegionsOn() { dt::MpiCommunicator::set_regions_enabled(true); }
+  } restore;
+  for (const bool regions : {true, false}) {
+    dt::MpiCommunicator::set_regions_enabled(regions);
+    INFO((regions ? "placed by regions" : "packed"));
+    // One mesh dim (uneven, empty and non-leading dims).
+    const dt::DeviceMesh line = dt::test::make_mesh({w});
+    for (const Ints& shape : {Ints{2 * w, 3 * w, 2}, Ints{w + 1, 2 * w - 1, 3}, Ints{0, w, 2},
+                              Ints{w, 1, 2}}) {
+      const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
+      for (const auto& [from, to] : {std::pair{S0, S1}, std::pair{S1, S0}, std::pair{S2, S0},
+                                     std::pair{S1, S2}}) {
+        INFO(dt::shape_str(x.shape()) << ": " << from.str() << " -> " << to.str());
+        const dt::DTensor a = dt::distribute_tensor(x, line, {from});
+        dt::CommDebugMode comm;
+        const dt::DTensor r = a.redistribute({to});
+        CHECK(comm.count(dt::CollectiveKind::kAllToAll) == (w > 1 ? 1 : 0));
+        CHECK(comm.total_count() == comm.count(dt::CollectiveKind::kAllToAll));
+        CHECK(dt::equal(r.to_local(), dt::test::expected_block(x, line, {to})));
+        CHECK(dt::equal(a.to_local(), dt::test::expected_block(x, line, {from})));
+      }
+    }
+    if (w != 4 && w != 8) continue;  // several mesh dims of size > 1 need 4 or 8 ranks
+    struct Pair {
+      Ints mesh;
+      dt::Placements src, dst;
+      Ints flat;  // the group the plan exchanges over
+    };
+    std::vector<Pair> pairs;
+    if (w == 4) {
+      pairs = {{{2, 2}, {S0, S0}, {S1, S1}, {0, 1}},  // packed, received in place
+               {{2, 2}, {S1, S1}, {S0, S0}, {0, 1}},  // sent as it is, unpacked
+               {{2, 2}, {S0, S1}, {S1, S0}, {0, 1}},
+               {{2, 2}, {S0, S0}, {S1, S0}, {0, 1}},
+               {{2, 2}, {S2, S0}, {S0, S2}, {0, 1}}};
+    } else {
+      pairs = {{{2, 2, 2}, {S0, S0, S0}, {S1, S1, S1}, {0, 1, 2}},
+               {{2, 2, 2}, {S1, S0, S0}, {S1, S1, S1}, {1, 2}},
+               {{2, 2, 2}, {S0, Psum, S1}, {S1, Psum, S0}, {0, 2}},
+               {{4, 2}, {S0, S2}, {S2, S1}, {0, 1}},
+               {{2, 4}, {S0, S0}, {S1, S2}, {0, 1}}};
+    }
+    for (const Pair& pr : pairs) {
+      const dt::DeviceMesh mesh = dt::test::make_mesh(pr.mesh);
+      for (const Ints& shape : {Ints{8, 8, 8}, Ints{5, 3, 7}, Ints{1, 9, 2}, Ints{0, 4, 3},
+                                Ints{16, 16, 1}}) {
+        const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
+        INFO(dt::shape_str(x.shape()) << " on " << dt::shape_str(pr.mesh) << ": "
+                                      << dt::placements_str(pr.src) << " -> "
+                                      << dt::placements_str(pr.dst));
+        // Partial dims hold x on coordinate 0 and zeros elsewhere (their sum is x).
+        dt::Tensor local = dt::test::expected_block(x, mesh, pr.src);
+        bool zero = false;
+        for (size_t d = 0; d < pr.src.size(); ++d) {
+          zero = zero || (pr.src[d].is_partial() && mesh.get_coordinate()[d] != 0);
+        }
+        if (zero) local = dt::zeros_like(local);
+        const dt::DTensor a = dt::DTensor::from_local(local, mesh, pr.src, false, x.shape());
+        const dt::RedistributePlan plan = *dt::plan_redistribute(a.spec(), a.spec().with_placements(pr.dst));
+        INFO(plan.str());
+        REQUIRE(plan.steps.size() == 1);
+        CHECK(plan.steps[0].kind == dt::StepKind::kAllToAll);
+        CHECK(Ints(plan.steps[0].flat_dims.begin(), plan.steps[0].flat_dims.end()) == pr.flat);
+        const dt::Tensor before = a.to_local().clone();
+        dt::CommDebugMode comm;
+        const dt::DTensor r = a.redistribute(pr.dst);
+        CHECK(comm.total_count() == 1);
+        CHECK(comm.count(dt::CollectiveKind::kAllToAll) == 1);
+        dt::Tensor expected = dt::test::expected_block(x, mesh, pr.dst);
+        if (zero) expected = dt::zeros_like(expected);
+        CHECK(dt::equal(r.to_local(), expected));
+        CHECK(dt::equal(r.full_tensor(), x));
+        CHECK(dt::equal(a.to_local(), before));  // input intact
+        // And back (the reverse exchange), through the same mechanism.
+        CHECK(dt::equal(r.redistribute(pr.src).to_local(), local));
+      }
+    }
+  }
 }
 
 // redistribute(..., async_op=true): returns at once with a pending DTensor whose collectives

@@ -137,12 +137,14 @@ TEST_CASE("planner: nested sharding gathers innermost first and splits outermost
   for (const auto& s : swap.steps) {
     REQUIRE(state[s.mesh_dim] == s.src);
     if (s.is_flattened()) {
-      for (int64_t d : s.flat_dims) state[d] = s.dst;
+      for (size_t f = 0; f < s.flat_dims.size(); ++f) state[s.flat_dims[f]] = s.flat_dst[f];
     } else {
       state[s.mesh_dim] = s.dst;
     }
   }
   CHECK(state == dt::Placements{S1, S0});
+  // (One exchange over both dims: see the flattened all-to-all case.)
+  check_steps(swap, {{0, K::kAllToAll, {0, 1}}});
   // [S(0), S(0)] -> [S(0), R] gathers over the inner dim only.
   check_steps(plan({8, 4}, {2, 2}, {S0, S0}, {S0, R}), {{1, K::kAllGather}});
   // 3-d mesh, dim 0 sharded over all three mesh dims: one gather over the whole mesh; keeping
@@ -182,6 +184,32 @@ TEST_CASE("planner: flattened steps move several mesh dims with one collective",
   CHECK(u.cost == Approx(lat(4) + kBeta * 3 * (3 * 2 * 4)));
 }
 
+TEST_CASE("planner: several mesh dims S -> S move with one all-to-all", "[planner]") {
+  // [S(0), S(0)] -> [S(1), S(1)]: one exchange over the 4 ranks instead of a gather, an
+  // all-to-all and a re-split.
+  const auto a = plan({8, 8}, {2, 2}, {S0, S0}, {S1, S1});
+  check_steps(a, {{0, K::kAllToAll, {0, 1}}});
+  CHECK(a.cost == Approx(lat(4) + kBeta * 0.75 * (2 * 8 * 4)));
+  CHECK(a.steps[0].flat_src == dt::Placements{S0, S0});
+  CHECK(a.steps[0].flat_dst == dt::Placements{S1, S1});
+  CHECK(a.str() == "[dims 0+1: [S(0), S(0)]->[S(1), S(1)] all_to_all (15 us)]");
+  // A dim whose placement stays but whose blocks move (nested in a dim that changes) joins.
+  check_steps(plan({8, 8}, {2, 2}, {S0, S0}, {S1, S0}), {{0, K::kAllToAll, {0, 1}}});
+  check_steps(plan({8, 8}, {2, 2}, {S0, S1}, {S1, S0}), {{0, K::kAllToAll, {0, 1}}});
+  // One dim is enough when the other's blocks stay (nothing nested): no flattening.
+  check_steps(plan({8, 8}, {2, 2}, {S0, S1}, {S0, S0}), {{1, K::kAllToAll}});
+  // 3-d: an outer dim that shards the same tensor dim stays out of the group (its block is
+  // the group's region before and after); one further in cannot (it would cut the group's
+  // blocks differently before and after), so the whole mesh exchanges.
+  check_steps(plan({8, 8}, {2, 2, 2}, {S1, S0, S0}, {S1, S1, S1}), {{1, K::kAllToAll, {1, 2}}});
+  check_steps(plan({8, 8}, {2, 2, 2}, {S0, S0, S1}, {S1, S1, S1}),
+              {{0, K::kAllToAll, {0, 1, 2}}});
+  // A size-1 dim is relabelled, never part of a group; Partial and R dims are not either.
+  check_steps(plan({8, 8}, {2, 1, 2}, {S0, S1, S0}, {S1, S0, S1}), {{0, K::kAllToAll, {0, 2}}});
+  check_steps(plan({8, 8}, {2, 2, 2}, {S0, Psum, S0}, {S1, Psum, S1}),
+              {{0, K::kAllToAll, {0, 2}}});
+}
+
 TEST_CASE("planner: 2-d partial and mixed transitions", "[planner]") {
   check_steps(plan({8, 4}, {2, 2}, {Psum, R}, {R, R}), {{0, K::kAllReduce}});
   check_steps(plan({8, 4}, {2, 2}, {S0, Psum}, {S0, R}), {{1, K::kAllReduce}});
@@ -219,12 +247,37 @@ TEST_CASE("planner: every pair on 2-d and 3-d meshes ends at the target", "[plan
         for (const auto& s : p.steps) {
           REQUIRE(mesh[s.mesh_dim] > 1);
           REQUIRE(state[s.mesh_dim] == s.src);
+          if (s.is_flattened() && s.kind == K::kAllToAll) {
+            // An exchange: every flattened dim shards before and after; no mesh dim outside
+            // the step shards, further in, a tensor dim the step's dims shard.
+            REQUIRE(s.flat_dims.size() >= 2);
+            REQUIRE(s.flat_src.size() == s.flat_dims.size());
+            REQUIRE(s.flat_dst.size() == s.flat_dims.size());
+            for (size_t f = 0; f < s.flat_dims.size(); ++f) {
+              const int64_t d = s.flat_dims[f];
+              REQUIRE(mesh[d] > 1);
+              REQUIRE(state[d] == s.flat_src[f]);
+              REQUIRE(s.flat_src[f].is_shard());
+              REQUIRE(s.flat_dst[f].is_shard());
+              for (size_t j = d + 1; j < mesh.size(); ++j) {
+                const bool in_step = std::find(s.flat_dims.begin(), s.flat_dims.end(),
+                                               static_cast<int64_t>(j)) != s.flat_dims.end();
+                if (mesh[j] == 1 || in_step || !state[j].is_shard()) continue;
+                REQUIRE_FALSE(s.flat_src[f].is_shard(state[j].dim()));
+                REQUIRE_FALSE(s.flat_dst[f].is_shard(state[j].dim()));
+              }
+            }
+            for (size_t f = 0; f < s.flat_dims.size(); ++f) state[s.flat_dims[f]] = s.flat_dst[f];
+            cost += s.cost;
+            continue;
+          }
           if (s.is_flattened()) {
             // Every flattened dim goes to R from a placement of the same kind (all shards, or
             // one Partial op); no mesh dim outside the step still shards a gathered tensor dim
             // further in.
             REQUIRE(s.flat_dims.size() >= 2);
             REQUIRE(s.dst.is_replicate());
+            for (const dt::Placement& p : s.flat_dst) REQUIRE(p.is_replicate());
             for (size_t f = 0; f < s.flat_dims.size(); ++f) {
               const int64_t d = s.flat_dims[f];
               REQUIRE(mesh[d] > 1);
