@@ -138,7 +138,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // Gathers along dim `dim` straight into place: rank r's contiguous `input` (output's shape
   // with dim `dim` = sizes[r]) lands in output.narrow(dim, sizes[0] + ... + sizes[r-1],
   // sizes[r]) of the contiguous `output`, with no staging buffer and no copy afterwards (the
-  // MPI backend describes the strided destination with derived datatypes). `sizes` (one per
+  // MPI backend describes a strided destination with a derived datatype). `sizes` (one per
   // rank, uneven and zero allowed) must be the same on every rank and sum to output.size(dim).
   // Only on devices where supports_regions(); elsewhere callers gather into a buffer
   // and copy. Checked as an all_gather of output.numel() elements whose root field is `dim`.
@@ -156,7 +156,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
                                   const std::vector<Shape>& shapes);
   // Whether all_gather_into_dim / all_gather_into_regions / all_to_all_regions can move
   // strided regions straight into and out of place on `device` (MPI on CPU memory: derived
-  // datatypes). The same on every rank of a communicator.
+  // datatypes). Callers rely on it being the same on every rank of a communicator (a backend
+  // property; MpiCommunicator::set_regions_enabled must keep it so).
   virtual bool supports_regions(Device /*device*/) const { return false; }
   // input.numel() == size() * output.numel(); rank r gets op over all ranks of input block r.
   WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op);

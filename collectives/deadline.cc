@@ -4,10 +4,15 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "tensor/error.h"
 
@@ -78,6 +83,78 @@ namespace detail {
   if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 3);
   // MPI_Abort does not return; without MPI there are no peers to stop.
   std::_Exit(3);
+}
+
+}  // namespace detail
+
+namespace detail {
+
+namespace {
+
+// What the watchdog watches: one entry per armed DeadlineWatch (a handful at most: one per
+// thread inside a blocking call).
+struct Watchdog {
+  using Clock = std::chrono::steady_clock;
+  struct Entry {
+    uint64_t id;
+    Clock::time_point deadline;
+    std::function<std::string()> what;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Entry> armed;
+  uint64_t next_id = 1;
+  bool started = false;
+
+  // The thread checks every 100 ms, armed or not: arming is then a mutex and a push, with no
+  // wake-up per collective (a blocking collective arms from an empty list every time).
+  void run() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      for (const Entry& e : armed) {
+        if (now >= e.deadline) {
+          std::function<std::string()> what = e.what;
+          lock.unlock();
+          end_job_on_deadline(what());
+        }
+      }
+      cv.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+};
+
+Watchdog& watchdog() {
+  static Watchdog* w = new Watchdog();  // never destroyed: its thread is never joined
+  return *w;
+}
+
+}  // namespace
+
+DeadlineWatch::DeadlineWatch(std::function<std::string()> what) {
+  Watchdog& w = watchdog();
+  const auto deadline =
+      Watchdog::Clock::now() + std::chrono::duration_cast<Watchdog::Clock::duration>(
+                                   std::chrono::duration<double>(collective_timeout()));
+  std::lock_guard<std::mutex> lock(w.mu);
+  if (!w.started) {
+    std::thread([&w] { w.run(); }).detach();
+    w.started = true;
+  }
+  id_ = w.next_id++;
+  w.armed.push_back({id_, deadline, std::move(what)});
+}
+
+DeadlineWatch::~DeadlineWatch() {
+  Watchdog& w = watchdog();
+  std::lock_guard<std::mutex> lock(w.mu);
+  for (size_t i = 0; i < w.armed.size(); ++i) {
+    if (w.armed[i].id == id_) {
+      w.armed[i] = std::move(w.armed.back());
+      w.armed.pop_back();
+      break;
+    }
+  }
 }
 
 }  // namespace detail

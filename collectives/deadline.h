@@ -1,6 +1,8 @@
 // Collective deadlines: no blocking wait lasts forever.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +25,22 @@ double parse_collective_timeout(const char* env);
 // rank (MPI_Abort with a non-zero code). Deliberately not an exception: the peers are stuck in
 // a collective and cannot be unwound.
 [[noreturn]] void end_job_on_deadline(const std::string& message);
+
+// Arms the collective deadline around a blocking call that cannot poll (a blocking MPI
+// collective): while the object lives, a watchdog thread (started on first use, never joined;
+// it wakes every 100 ms) ends the job with end_job_on_deadline(what())
+// once collective_timeout() seconds have passed. `what` is called on the watchdog thread, so
+// it must stay callable while armed. Arming and disarming take one mutex each, nothing else.
+class DeadlineWatch {
+ public:
+  explicit DeadlineWatch(std::function<std::string()> what);
+  ~DeadlineWatch();
+  DeadlineWatch(const DeadlineWatch&) = delete;
+  DeadlineWatch& operator=(const DeadlineWatch&) = delete;
+
+ private:
+  uint64_t id_;
+};
 
 // The message a collective that missed its deadline ends the job with: "[all_reduce]
 // collective deadline exceeded: not complete after 300 s on <communicator>, tensor [4, 8]

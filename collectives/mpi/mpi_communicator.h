@@ -1,5 +1,17 @@
-// The MPI backend: every collective is a nonblocking MPI call (MPI_Iallreduce, ...) returning a
-// Work whose wait() polls MPI_Test until completion or the collective deadline. CPU tensors are
+// The MPI backend. A collective's data moves by the blocking MPI call (MPI_Allreduce, ...) on
+// the issuing thread, under a deadline watchdog, and returns a completed Work: Open MPI moves a
+// nonblocking collective only inside MPI calls, so posting MPI_Iallreduce and returning buys no
+// overlap on the caller's thread (overlap comes from the communication thread,
+// collectives/comm_worker.h), while the blocking algorithms are often much faster
+// (docs/PERFORMANCE.md, "Blocking collectives"). Every rank runs the blocking form of every
+// data collective, so the forms always match (MPI never pairs a blocking collective with a
+// nonblocking one). The consistency check's fingerprint exchange is blocking as well (on every
+// rank, whatever the fingerprints say, so that ranks that disagree still pair up).
+// Point-to-point stays nonblocking (a Work whose wait() polls MPI_Test until completion or the
+// deadline): a send and a receive posted in either order must not block each other. Since a
+// collective completes at issue, ranks must issue collectives on different communicators in
+// the same order (as they already had to for any collective larger than the inline block,
+// whose fingerprints are compared at issue). CPU tensors are
 // used in place; CUDA tensors are staged through pinned host memory (when CUDA is compiled in).
 // Communicators return MPI errors as codes (MPI_ERRORS_RETURN), raised as dtensor::Error: a
 // size mismatch (MPI_ERR_TRUNCATE) is an error, not an abort. Reductions: float16/bfloat16 sum,
@@ -9,6 +21,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,8 +46,10 @@ class MpiCommunicator final : public Communicator {
   bool supports_regions(Device device) const override;
   // Whether CPU collectives move strided regions with derived datatypes (supports_regions): on
   // by default; off, callers pack into contiguous blocks as they do for CUDA tensors. For tests
-  // and benchmarks that compare the two paths (they give the same bits). Process-wide; every
-  // rank must set the same value between the same collectives.
+  // and benchmarks that compare the two paths (they give the same bits). Process-wide: every
+  // rank must set the same value at the same point of the program, with no collective and no
+  // async redistribute in flight (the executor reads it per step, possibly on the
+  // communication thread).
   static void set_regions_enabled(bool on);
   static bool regions_enabled();
   MPI_Comm mpi_comm() const { return comm_; }
@@ -74,6 +89,12 @@ class MpiCommunicator final : public Communicator {
   bool supports_inline() const override { return true; }
 
  private:
+  // Runs `call` (a blocking MPI collective on comm_, returning its error code) on this thread
+  // under the collective deadline (detail::DeadlineWatch), then `on_complete`; returns a
+  // completed Work. Throws dtensor::Error on an MPI error.
+  WorkPtr run_blocking(std::string_view name, const Tensor* shape_of,
+                       const std::function<int()>& call, const std::function<void()>& on_complete);
+
   MPI_Comm comm_;
   bool owned_;
 };
@@ -83,6 +104,8 @@ namespace detail {
 // ~1 ms) and ends the job when the collective deadline passes; `what` is called to build the
 // deadline message only then.
 void wait_mpi_request(MPI_Request* request, const std::function<std::string()>& what);
+// How many collectives this process has run in their blocking form so far (for tests).
+int64_t mpi_blocking_collectives();
 // Completes every MPI backend Work still in flight (results land as if waited). Called by the
 // Runtime before MPI_Finalize, so that a Work waited (or dropped) after it finds nothing left to
 // do in MPI. A Work that cannot complete ends the job at the collective deadline.
