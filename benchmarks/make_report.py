@@ -251,11 +251,12 @@ REDIST_TARGETS = {
 BACKEND_NOTE = (
     "**Backend note.** Where a why line points here, the same collective issued through "
     "dtensor's Communicator alone (no DTensor) is about as slow as the DTensor call, so the "
-    "gap is in the MPI backend's wait, not in the DTensor layer. Work::wait "
-    "(collectives/mpi/mpi_communicator.cc, wait_mpi_request) polls MPI_Test continuously with "
-    "sched_yield between polls (Open MPI progresses nonblocking collectives only inside MPI "
-    "calls) and sleeps only after 200 ms; with ranks oversubscribed on 2 cores the yielding "
-    "poll still competes with the peers it waits for.")
+    "gap is in the MPI backend, not in the DTensor layer. The backend runs the blocking MPI "
+    "call (collectives/mpi/mpi_communicator.h), the same as the raw column, after the "
+    "consistency check's fingerprint exchange (one blocking MPI_Allgather of 256 bytes per "
+    "rank, collectives/communicator.h): a second synchronisation of the ranks, which on 4 ranks "
+    "oversubscribed on 2 cores costs tens of µs to a few hundred (see 'Collective consistency "
+    "check'). `DTENSOR_CHECK_COLLECTIVES=0` removes it.")
 BACKEND_WHY = "the gap is in the backend, not the DTensor layer (see the backend note)"
 
 
@@ -264,7 +265,7 @@ def redist_why(r):
     nb = r.get("raw_nonblocking_median_us")
     if comm is None:
         return ""
-    nb_txt = (f", the nonblocking MPI call finished by a blocking MPI_Wait {nb:.0f} µs"
+    nb_txt = (f", the nonblocking MPI call finished by MPI_Wait {nb:.0f} µs"
               if nb is not None else "")
     if comm >= 0.8 * dt:
         return (f"the same collective through dtensor's Communicator alone takes {comm:.0f} µs "
@@ -274,22 +275,22 @@ def redist_why(r):
     if str(r.get("name", "")).startswith("2d [S"):
         return head + ("each rank's piece is a column block of a row block of the result, so it "
                        "cannot land contiguously: from 4 MB it is gathered straight into place "
-                       "(one subarray datatype per piece, MPI_Ialltoallw), which Open MPI moves "
+                       "(one subarray datatype per piece, MPI_Alltoallw), which Open MPI moves "
                        "in shared-memory fragments instead of one single-copy transfer; below, "
                        "a contiguous gather (the Communicator column) plus one unpacking copy "
                        "into the fresh result; S(1)->R pays the same")
     if "]->[S" in str(r.get("name", "")) or str(r.get("name", "")).startswith("S(0)->S"):
         return head + ("the piece for each peer is a column block of this rank's rows: MPI "
-                       "reads it through a subarray datatype (MPI_Ialltoallw, "
+                       "reads it through a subarray datatype (MPI_Alltoallw, "
                        "Communicator::all_to_all_regions) into its shared-memory fragments, "
                        "where the raw call sends contiguous blocks (and so does not make the "
                        "layout change the redistribute makes)")
     if str(r.get("name", "")).startswith("P->"):
-        return head + ("the DTensor result is an out-of-place reduction into a newly "
-                       "allocated output (from the allocator's large-block cache, "
-                       "tensor/memory_stats.h, so without first-touch page faults after the "
-                       "first iteration) where the Communicator row reduces in place into the "
-                       "same warm buffer")
+        return head + ("the DTensor result goes to a newly allocated output (from the "
+                       "allocator's large-block cache, tensor/memory_stats.h, so without "
+                       "first-touch page faults after the first iteration): the input is copied "
+                       "into it and reduced there in place, where the Communicator row reduces "
+                       "the same warm buffer in place with no copy")
     return head + ("a gather whose pieces cannot be placed directly (below "
                    "kGatherIntoDimMinBytes) lands as [n, ...] blocks that the executor copies "
                    "into the output (one copy; the allocator's large-block cache spares the page faults); "
@@ -308,8 +309,8 @@ def redistribute_section(res, tg):
         "ranks (barrier before each iteration); ratio = raw time / DTensor time (1.0 = as fast "
         "as raw MPI); bus bandwidth as in nccl-tests (all-reduce algbw x 2(n-1)/n, all-gather / "
         "reduce-scatter / all-to-all algbw x (n-1)/n; size = global tensor, all-to-all: "
-        "per-rank buffer). Raw nonblocking = the MPI_I* call the backend issues, finished by a "
-        "blocking MPI_Wait. Communicator = the same collective through dtensor's Communicator "
+        "per-rank buffer). Raw MPI = the blocking call, which is what the backend issues; raw "
+        "nonblocking = the MPI_I* form finished by MPI_Wait, for comparison. Communicator = the same collective through dtensor's Communicator "
         "(the backend redistribute uses) on preallocated tensors, which separates the backend's "
         "cost from the DTensor layer's. Every size is checked against an independently built "
         "expectation. "
@@ -609,7 +610,7 @@ def gather_into_dim_section(res):
         "S(1)->R's collective three ways: the raw blocking MPI_Allgather into a preallocated "
         "contiguous buffer (no placement), the Communicator's all_gather then one copy into a "
         "fresh output, and `Communicator::all_gather_into_dim` placing each piece straight into "
-        "a fresh output (MPI_Ialltoallw with vector datatypes). The executor places directly "
+        "a fresh output (MPI_Alltoallw with subarray datatypes). The executor places directly "
         "from 4 MB of output up (`kGatherIntoDimMinBytes`), where it measured faster.")
 
 
@@ -619,7 +620,7 @@ def collective_check_section(res):
         "What the check of `collectives/communicator.h` costs (every collective's fingerprint "
         "compared across its ranks before any data moves; `DTENSOR_CHECK_COLLECTIVES=0` turns "
         "it off): the same Communicator call with the check off and on, next to the raw "
-        "nonblocking MPI call; a collective of at most 192 bytes per rank travels inside the "
+        "blocking MPI call (the form the backend issues); a collective of at most 192 bytes per rank travels inside the "
         "check's own exchange, so small all_reduce and all_gather cost no more (or less) with "
         "it. µs per collective, median of batches, max over ranks.")
 

@@ -4,8 +4,8 @@
 // with MPI_I* and left alone while the caller runs a GEMM does not move; its whole cost is paid
 // at the wait. Async operations (DTensor::redistribute(..., async_op=true), the data-parallel
 // gradient reductions and parameter gathers) are therefore handed as tasks to one thread per
-// process that issues their collectives and waits on them (polling MPI), so they progress while
-// the caller computes, as PyTorch's gloo backend does with its worker threads. One thread, not
+// process that issues their collectives and waits on them (the MPI backend's blocking calls), so
+// they progress while the caller computes, as PyTorch's gloo backend does with its worker threads. One thread, not
 // one per communicator: tasks run in submission order, which is the same program order on every
 // rank, so collectives on different communicators can never be paired out of order across ranks.
 //

@@ -330,10 +330,10 @@ WorkPtr Communicator::run_checked(IssueScope& scope, uint8_t kind, const Tensor*
     const int64_t bytes = shape_of == nullptr ? 0
                           : count >= 0        ? count * static_cast<int64_t>(dtype_size(dtype))
                                               : static_cast<int64_t>(shape_of->nbytes());
-    return detail::log_collective(scope.op(), bytes, *this,
-                                  run_checked(scope, kind, shape_of, dtype, op, root, count, payload,
-                                              std::forward<Finish>(finish_inline),
-                                              std::forward<IssueData>(issue_data)));
+    return detail::log_collective(scope.op(), bytes, *this, [&] {
+      return run_checked(scope, kind, shape_of, dtype, op, root, count, payload,
+                         std::forward<Finish>(finish_inline), std::forward<IssueData>(issue_data));
+    });
   }
   if (scope.mode() == CollectiveCheckMode::kOff || size_ == 1) return issue_data();
   detail::SlotHeader h;
@@ -687,7 +687,7 @@ WorkPtr point_to_point(Communicator& comm, CollectiveKind kind, const char* peer
   DT_CHECK(tag >= 0, "[%s] tag %d is negative (expected tag >= 0)", op, tag);
   CommDebugMode::record(kind, bytes_of(tensor), comm.size());
   if (log_enabled(LogTopic::kCollectives)) {
-    return detail::log_collective(op, bytes_of(tensor), comm, issue());
+    return detail::log_collective(op, bytes_of(tensor), comm, issue);
   }
   return issue();
 }

@@ -3,8 +3,12 @@
 // Public calls validate their tensors (contiguous, same dtype, sizes that fit, a device the
 // backend serves), record the call for CommDebugMode, check that every rank issues the same
 // collective (below), then hand over to the backend's do_* method. Every call returns a Work
-// handle: the operation may still be running; wait() blocks until it is done or the collective
-// deadline expires (see deadline.h).
+// handle: the operation may still be running (NCCL; MPI point-to-point), or already be done
+// (the MPI backend runs collectives in their blocking form at issue); wait() blocks until it
+// is done, and no wait lasts past the collective deadline (see deadline.h): the job is ended.
+// Ranks must issue collectives in the same order on each communicator, and, since a backend
+// may complete a collective at issue, in the same relative order across communicators (a rank
+// issuing on A then B while another issues on B then A waits until the deadline).
 //
 // Consistency check. Ranks must issue the same collectives, in the same order, with the same
 // kind, dtype, element count, reduce op and root, on each communicator. Each collective carries
@@ -96,7 +100,8 @@ class Work {
   virtual bool is_completed() = 0;
   // Blocks until done. If the collective deadline passes first, the job is ended (this rank
   // and the others: MPI_Abort / ncclCommAbort) with a message naming the collective, the
-  // communicator's description (mesh dim), its ranks and the tensor shape.
+  // communicator's description (mesh dim), its ranks and the tensor shape (on MPI, a
+  // collective's deadline runs out inside the issuing call).
   virtual void wait() = 0;
 };
 // Works are shared handles.

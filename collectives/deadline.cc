@@ -72,17 +72,28 @@ void set_collective_timeout(double seconds) {
 
 namespace detail {
 
+namespace {
+
+// Prints the message and ends the process: through MPI_Abort (which stops every rank) when
+// `abort_mpi`, else by exiting non-zero (mpirun then ends the job).
+[[noreturn]] void end_job(const std::string& message, int rank, bool abort_mpi) {
+  std::fprintf(stderr, "[rank %d] %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (abort_mpi) MPI_Abort(MPI_COMM_WORLD, 3);
+  // MPI_Abort does not return; without MPI there are no peers to stop.
+  std::_Exit(3);
+}
+
+}  // namespace
+
 [[noreturn]] void end_job_on_deadline(const std::string& message) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
+  const bool active = initialized && !finalized;
   int rank = 0;
-  if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "[rank %d] %s\n", rank, message.c_str());
-  std::fflush(stderr);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 3);
-  // MPI_Abort does not return; without MPI there are no peers to stop.
-  std::_Exit(3);
+  if (active) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  end_job(message, rank, active);
 }
 
 }  // namespace detail
@@ -105,6 +116,10 @@ struct Watchdog {
   std::vector<Entry> armed;
   uint64_t next_id = 1;
   bool started = false;
+  // Read on the first arming thread (which may call MPI): the watchdog thread itself calls MPI
+  // (MPI_Abort) only where the library allows any thread to (MPI_THREAD_MULTIPLE).
+  int world_rank = 0;
+  bool abort_mpi = false;
 
   // The thread checks every 100 ms, armed or not: arming is then a mutex and a push, with no
   // wake-up per collective (a blocking collective arms from an empty list every time).
@@ -113,11 +128,9 @@ struct Watchdog {
     for (;;) {
       const Clock::time_point now = Clock::now();
       for (const Entry& e : armed) {
-        if (now >= e.deadline) {
-          std::function<std::string()> what = e.what;
-          lock.unlock();
-          end_job_on_deadline(what());
-        }
+        // With the lock held to the end: the blocked thread cannot disarm (and free what
+        // `what` reads) while the message is built; end_job does not return.
+        if (now >= e.deadline) end_job(e.what(), world_rank, abort_mpi);
       }
       cv.wait_for(lock, std::chrono::milliseconds(100));
     }
@@ -133,11 +146,24 @@ Watchdog& watchdog() {
 
 DeadlineWatch::DeadlineWatch(std::function<std::string()> what) {
   Watchdog& w = watchdog();
-  const auto deadline =
-      Watchdog::Clock::now() + std::chrono::duration_cast<Watchdog::Clock::duration>(
-                                   std::chrono::duration<double>(collective_timeout()));
+  using Clock = Watchdog::Clock;
+  // Saturated: a huge timeout (1e12 s, "never") would overflow the clock's int64 nanoseconds.
+  const double seconds = collective_timeout();
+  const Clock::time_point now = Clock::now();
+  const Clock::time_point deadline =
+      seconds >= 1e9 ? Clock::time_point::max()
+                     : now + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(seconds));
   std::lock_guard<std::mutex> lock(w.mu);
   if (!w.started) {
+    int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) {
+      MPI_Comm_rank(MPI_COMM_WORLD, &w.world_rank);
+      MPI_Query_thread(&provided);
+      w.abort_mpi = provided >= MPI_THREAD_MULTIPLE;
+    }
     std::thread([&w] { w.run(); }).detach();
     w.started = true;
   }

@@ -28,7 +28,8 @@ double parse_collective_timeout(const char* env);
 
 // Arms the collective deadline around a blocking call that cannot poll (a blocking MPI
 // collective): while the object lives, a watchdog thread (started on first use, never joined;
-// it wakes every 100 ms) ends the job with end_job_on_deadline(what())
+// it wakes every 100 ms) ends the job with what() (through MPI_Abort where MPI allows any
+// thread to call it, MPI_THREAD_MULTIPLE; else by exiting non-zero)
 // once collective_timeout() seconds have passed. `what` is called on the watchdog thread, so
 // it must stay callable while armed. Arming and disarming take one mutex each, nothing else.
 class DeadlineWatch {

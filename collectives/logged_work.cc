@@ -15,8 +15,8 @@ using Clock = std::chrono::steady_clock;
 
 class LoggedWork final : public Work {
  public:
-  LoggedWork(std::string what, WorkPtr inner)
-      : what_(std::move(what)), inner_(std::move(inner)), start_(Clock::now()) {}
+  LoggedWork(std::string what, WorkPtr inner, Clock::time_point start)
+      : what_(std::move(what)), inner_(std::move(inner)), start_(start) {}
   ~LoggedWork() override {
     if (!logged_) log_line(LogTopic::kCollectives, what_ + ": never waited on");
   }
@@ -47,10 +47,15 @@ class LoggedWork final : public Work {
 
 }  // namespace
 
-WorkPtr log_collective(std::string_view op, int64_t bytes, const Communicator& comm, WorkPtr work) {
+WorkPtr log_collective(std::string_view op, int64_t bytes, const Communicator& comm,
+                       const std::function<WorkPtr()>& issue) {
+  // The clock starts before the issue: a backend may complete the operation inside it (the
+  // MPI backend's blocking collectives).
+  const Clock::time_point start = Clock::now();
+  WorkPtr work = issue();
   std::string what =
       absl::StrFormat("%s %d B per rank on %s", op, bytes, describe_communicator(comm));
-  return std::make_shared<LoggedWork>(std::move(what), std::move(work));
+  return std::make_shared<LoggedWork>(std::move(what), std::move(work), start);
 }
 
 }  // namespace dtensor::detail

@@ -79,8 +79,8 @@ void init_locked(RuntimeState& s, int* argc, char*** argv, std::string_view op) 
   int provided = 0;
   DT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   s.we_initialized = true;
-  // Errors come back as codes, raised as dtensor::Error. Open MPI reports errors of
-  // nonblocking collectives (MPI_ERR_TRUNCATE when ranks pass different sizes) through
+  // Errors come back as codes, raised as dtensor::Error. Open MPI reports some errors
+  // (MPI_ERR_TRUNCATE of a nonblocking operation when ranks pass different sizes) through
   // MPI_COMM_WORLD's handler, whatever communicator they ran on, so the world's handler must
   // return too. (Only when dtensor initialised MPI: an application's handlers are its own.)
   DT_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));

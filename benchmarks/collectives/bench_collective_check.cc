@@ -1,7 +1,6 @@
 // Cost of the collective consistency check (collectives/communicator.h) on small collectives:
 // the same Communicator call timed with the check off (DTENSOR_CHECK_COLLECTIVES=0) and on,
-// next to the raw nonblocking MPI call on the same MPI_Comm (finished by the backend's own
-// polling loop). Interleaved (off, check, raw, off, ...) so that drifting machine load hits all
+// next to the raw MPI call on the same MPI_Comm (the blocking form, as the backend issues it). Interleaved (off, check, raw, off, ...) so that drifting machine load hits all
 // alike; each sample is a batch of back-to-back collectives after a barrier; time = median over
 // samples of the max over ranks, per collective. Every result is checked.
 //
@@ -28,10 +27,6 @@ namespace {
 const char* kModeNames[] = {"off", "check"};
 const dt::CollectiveCheckMode kModes[] = {dt::CollectiveCheckMode::kOff,
                                           dt::CollectiveCheckMode::kOn};
-
-void wait_raw(MPI_Request* req) {
-  dt::detail::wait_mpi_request(req, [] { return std::string("[bench] raw MPI deadline"); });
-}
 
 }  // namespace
 
@@ -66,26 +61,18 @@ int main(int argc, char** argv) {
       if (op == "all_reduce") {
         issue = [&] { comm->all_reduce(out, in, dt::ReduceOp::kSum)->wait(); };
         raw_call = [&] {
-          MPI_Request r;
-          MPI_Iallreduce(in.data_ptr(), out.data_ptr(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                         raw, &r);
-          wait_raw(&r);
+          MPI_Allreduce(in.data_ptr(), out.data_ptr(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                        raw);
         };
       } else if (op == "all_gather") {
         issue = [&] { comm->all_gather(out, in)->wait(); };
         raw_call = [&] {
-          MPI_Request r;
-          MPI_Iallgather(in.data_ptr(), static_cast<int>(count), MPI_FLOAT, out.data_ptr(),
-                         static_cast<int>(count), MPI_FLOAT, raw, &r);
-          wait_raw(&r);
+          MPI_Allgather(in.data_ptr(), static_cast<int>(count), MPI_FLOAT, out.data_ptr(),
+                        static_cast<int>(count), MPI_FLOAT, raw);
         };
       } else {
         issue = [&] { comm->broadcast(out, 0)->wait(); };
-        raw_call = [&] {
-          MPI_Request r;
-          MPI_Ibcast(out.data_ptr(), static_cast<int>(count), MPI_FLOAT, 0, raw, &r);
-          wait_raw(&r);
-        };
+        raw_call = [&] { MPI_Bcast(out.data_ptr(), static_cast<int>(count), MPI_FLOAT, 0, raw); };
       }
       std::vector<std::function<void()>> fns;
       for (dt::CollectiveCheckMode mode : kModes) {

@@ -15,8 +15,9 @@
 // all-gather, reduce-scatter, all-to-all x (n-1)/n), S = the global tensor size except for
 // all-to-all where S = the per-rank buffer (global / n), as in nccl-tests. A second baseline
 // runs the same collective through dtensor's Communicator (comm_us; dt/comm = comm / DTensor)
-// to separate the backend's cost from the DTensor layer's, and raw_nb_us times the
-// nonblocking MPI call the backend issues (MPI_Iallreduce, ...) finished by MPI_Wait. The
+// to separate the backend's cost from the DTensor layer's (the backend issues the blocking
+// call, as raw_us does), and raw_nb_us times the nonblocking form (MPI_Iallreduce, ...)
+// finished by MPI_Wait, for comparison. The
 // DTensor call and the baselines are timed interleaved (one run of each per iteration).
 // --only keeps the transitions whose names are in the ';'-separated list (names hold commas).
 #include <mpi.h>
@@ -260,8 +261,8 @@ int run(int argc, char** argv) {
             break;
         }
 
-        // The nonblocking form (MPI_I* + MPI_Wait) that the MPI backend issues, waited on with a
-        // blocking MPI_Wait: separates the algorithm from the backend's polling wait.
+        // The nonblocking form (MPI_I* + MPI_Wait), for comparison with the blocking one the
+        // backend issues.
         std::function<void()> nbfn;
         MPI_Request req;
         switch (c.raw) {

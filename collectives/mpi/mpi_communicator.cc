@@ -353,7 +353,7 @@ WorkPtr MpiCommunicator::do_all_reduce_out(const Tensor& output, const Tensor& i
   if (input.numel() == 0) return completed_work();
   const int n = checked_count(input.numel(), CollectiveKind::kAllReduce);
   // Always reduced in place (MPI_IN_PLACE): Open MPI's in-place MPI_Allreduce is 10-25% faster
-  // than its out-of-place form from 256 KB on (docs/PERFORMANCE.md, "Blocking collectives"),
+  // than its out-of-place form from 256 KB on (4 ranks on this project's 2-core machine),
   // more than the one copy of the input into the output costs.
   Tensor out;
   if (widen_to_float(input.dtype(), op)) {
@@ -401,11 +401,11 @@ WorkPtr MpiCommunicator::do_all_gather(const Tensor& output, const Tensor& input
 
 namespace {
 
-// The MPI_Ialltoallw arguments of a region exchange: per peer a count, a byte displacement and
+// The MPI_Alltoallw arguments of a region exchange: per peer a count, a byte displacement and
 // a type, on both sides. A region that is one contiguous run of its tensor (starting within
 // 2 GiB) travels as `count` elements of the base type from its byte offset (MPI's contiguous
-// fast path, no type to build); any other region is a committed subarray type. The arrays must stay untouched until
-// the request completes, so the Work keeps this object; it frees its types when destroyed.
+// fast path, no type to build); any other region is a committed subarray type, freed with
+// this object (which the Work keeps until the call is over).
 class RegionArgs {
  public:
   RegionArgs(size_t n, MPI_Datatype base) : base_(base) {
@@ -436,7 +436,7 @@ class RegionArgs {
     int64_t at = 0;
     for (size_t d = 0; d < nd; ++d) at = at * full[d] + offset[d];
     const int64_t byte = at * static_cast<int64_t>(item);
-    // MPI_Ialltoallw's counts and byte displacements are ints: a region past them (a tensor of
+    // MPI_Alltoallw's counts and byte displacements are ints: a region past them (a tensor of
     // more than 2 GiB) is described by a subarray type instead, whose extent MPI keeps as an
     // MPI_Aint. Every rank decides for its own regions; both forms match element by element.
     if (contiguous && numel <= INT_MAX && byte <= INT_MAX) {
@@ -504,8 +504,8 @@ WorkPtr MpiCommunicator::do_all_gather_into_regions(const Tensor& output, const 
   if (output.numel() == 0) return completed_work();
   constexpr CollectiveKind kKind = CollectiveKind::kAllGather;
   Tensor in = send_buffer(input, output);
-  // Each source rank's region is its own datatype, which MPI_Iallgatherv cannot express (one
-  // receive type); MPI_Ialltoallw takes a type and a byte displacement per rank. It also sends
+  // Each source rank's region is its own datatype, which MPI_Allgatherv cannot express (one
+  // receive type); MPI_Alltoallw takes a type and a byte displacement per rank. It also sends
   // each piece once, straight from the contiguous input to its place on every peer, where an
   // allgather ring with a strided type would pack and unpack every piece at each of its n - 1
   // steps (measured no faster with even pieces: bench_gather_into_dim).

@@ -1,5 +1,5 @@
 // Deadline probe: rank 1 skips an all_reduce that rank 0 issues. Run under mpirun -np 2 with
-// DTENSOR_COLLECTIVE_TIMEOUT=2: rank 0's wait() must end the whole job (non-zero exit) with a
+// DTENSOR_COLLECTIVE_TIMEOUT=2: rank 0's call must end the whole job (non-zero exit) with a
 // message naming the collective, the communicator, its ranks and the tensor. expect_deadline.sh
 // checks exactly that.
 #include <chrono>

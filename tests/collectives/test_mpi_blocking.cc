@@ -4,11 +4,14 @@
 // right whatever order the ranks then wait in, with point-to-point and communicator creation
 // in between. The consistency check's fingerprint exchange is blocking too. Counted by
 // detail::mpi_blocking_collectives.
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "collectives/collective_check.h"
 #include "collectives/communicator.h"
+#include "collectives/deadline.h"
 #include "collectives/mpi/mpi_communicator.h"
 #include "collectives/runtime.h"
 #include "tests/collectives/collective_test_util.h"
@@ -56,6 +59,22 @@ TEST_CASE("mpi: a collective's data moves by the blocking call, complete at issu
     }
     CHECK(g.to_vector<float>() == want);
   }
+}
+
+TEST_CASE("mpi: a huge collective timeout means no deadline, not an overflowed one",
+          "[collectives][mpi_blocking]") {
+  // 1e12 s does not fit the clock's int64 nanoseconds: the watchdog saturates it (an overflow
+  // would put the deadline in the past and end the job at once).
+  auto comm = world_communicator();
+  const double before = collective_timeout();
+  set_collective_timeout(1e12);
+  Tensor t = filled(4096, 1.0);
+  comm->all_reduce(t, ReduceOp::kSum)->wait();
+  // The other ranks sit armed in the barrier's blocking call for two watchdog rounds.
+  if (comm->rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  comm->barrier()->wait();
+  set_collective_timeout(before);
+  CHECK(t.to_vector<float>() == expect(4096, comm->size()));
 }
 
 TEST_CASE("mpi: results are right whatever order the ranks wait in",
