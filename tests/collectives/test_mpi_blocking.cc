@@ -1,6 +1,7 @@
 // The MPI backend moves a collective's data with the blocking MPI call on the issuing thread
-// (MpiCommunicator::run_blocking, under the deadline watchdog): the Work is complete when it is
-// returned, every rank uses the blocking form (so the forms always match), and results are
+// (MpiCommunicator::run_blocking, under the deadline watchdog; all_gather excepted, whose
+// nonblocking form is faster): the Work is complete when it is returned, every rank uses the
+// same form (so the forms always match), and results are
 // right whatever order the ranks then wait in, with point-to-point and communicator creation
 // in between. The consistency check's fingerprint exchange is blocking too. Counted by
 // detail::mpi_blocking_collectives.
@@ -49,9 +50,10 @@ TEST_CASE("mpi: a collective's data moves by the blocking call, complete at issu
     comm->all_gather(g, filled(len, comm->rank()))->wait();
     comm->barrier()->wait();
     // With the check on, each of the three starts with the (blocking) fingerprint exchange,
-    // and the barrier is that exchange alone.
+    // and the barrier is that exchange alone. all_gather's data goes by MPI_Iallgather (its
+    // faster form), so it is not counted.
     CHECK(detail::mpi_blocking_collectives() - before ==
-          (check ? 3 : 0) + 2 * data_calls + (check ? 0 : 1));
+          (check ? 3 : 0) + data_calls + (check ? 0 : 1));
     CHECK(t.to_vector<float>() == expect(len, n));
     std::vector<float> want;
     for (int r = 0; r < n; ++r) {
