@@ -407,7 +407,7 @@ namespace {
 // a type, on both sides. A region that is one contiguous run of its tensor (starting within
 // 2 GiB) travels as `count` elements of the base type from its byte offset (MPI's contiguous
 // fast path, no type to build); any other region is a committed subarray type, freed with
-// this object (which the Work keeps until the call is over).
+// this object once the (blocking) call is over.
 class RegionArgs {
  public:
   RegionArgs(size_t n, MPI_Datatype base) : base_(base) {
@@ -466,8 +466,8 @@ class RegionArgs {
     send_.counts.assign(send_.counts.size(), checked_count(numel, kind));
   }
 
-  // The exchange (blocking: see run_blocking).
-  int post(const void* in, void* out, MPI_Comm comm) const {
+  // The exchange from `in` into `out` (blocking, like the other collectives: run_blocking).
+  int call(const void* in, void* out, MPI_Comm comm) const {
     return MPI_Alltoallw(in, send_.counts.data(), send_.displs.data(), send_.types.data(), out,
                          recv_.counts.data(), recv_.displs.data(), recv_.types.data(), comm);
   }
@@ -511,17 +511,13 @@ WorkPtr MpiCommunicator::do_all_gather_into_regions(const Tensor& output, const 
   // each piece once, straight from the contiguous input to its place on every peer, where an
   // allgather ring with a strided type would pack and unpack every piece at each of its n - 1
   // steps (measured no faster with even pieces: bench_gather_into_dim).
-  auto a = std::make_shared<RegionArgs>(shapes.size(), detail::mpi_datatype(output.dtype()));
-  a->send_whole(input.numel(), kKind);
+  RegionArgs a(shapes.size(), detail::mpi_datatype(output.dtype()));
+  a.send_whole(input.numel(), kKind);
   for (size_t r = 0; r < shapes.size(); ++r) {
-    a->set(/*send=*/false, r, output.sizes(), offsets[r], shapes[r], output.itemsize(), kKind);
+    a.set(/*send=*/false, r, output.sizes(), offsets[r], shapes[r], output.itemsize(), kKind);
   }
-  const void* send = in.data_ptr();
-  void* recv = output.data_ptr();
-  const MPI_Comm c = comm_;
-  return DT_MPI_BLOCKING(kKind, &input,
-                         ([a, send, recv, c] { return a->post(send, recv, c); }),
-                         ([output, in, a] {}));
+  return run_blocking(collective_name(kKind), &input,
+                      [&] { return a.call(in.data_ptr(), output.data_ptr(), comm_); }, nullptr);
 }
 
 WorkPtr MpiCommunicator::do_all_to_all_regions(const Tensor& output, const Tensor& input,
@@ -533,19 +529,15 @@ WorkPtr MpiCommunicator::do_all_to_all_regions(const Tensor& output, const Tenso
   // empty.
   constexpr CollectiveKind kKind = CollectiveKind::kAllToAll;
   Tensor in = send_buffer(input, output);
-  auto a = std::make_shared<RegionArgs>(send_shapes.size(), detail::mpi_datatype(output.dtype()));
+  RegionArgs a(send_shapes.size(), detail::mpi_datatype(output.dtype()));
   for (size_t r = 0; r < send_shapes.size(); ++r) {
-    a->set(/*send=*/true, r, input.sizes(), send_offsets[r], send_shapes[r], input.itemsize(),
-           kKind);
-    a->set(/*send=*/false, r, output.sizes(), recv_offsets[r], recv_shapes[r], output.itemsize(),
-           kKind);
+    a.set(/*send=*/true, r, input.sizes(), send_offsets[r], send_shapes[r], input.itemsize(),
+          kKind);
+    a.set(/*send=*/false, r, output.sizes(), recv_offsets[r], recv_shapes[r], output.itemsize(),
+          kKind);
   }
-  const void* send = in.data_ptr();
-  void* recv = output.data_ptr();
-  const MPI_Comm c = comm_;
-  return DT_MPI_BLOCKING(kKind, &input,
-                         ([a, send, recv, c] { return a->post(send, recv, c); }),
-                         ([output, in, a] {}));
+  return run_blocking(collective_name(kKind), &input,
+                      [&] { return a.call(in.data_ptr(), output.data_ptr(), comm_); }, nullptr);
 }
 
 WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
