@@ -20,7 +20,7 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements) 
   return redistribute(mesh, placements, /*async_op=*/false);
 }
 
-DTensor DTensor::redistribute(PlacementSpan placements) const {
+DTensor DTensor::redistribute(PlacementSpan placements) const& {
   return redistribute(placements, /*async_op=*/false);
 }
 
@@ -80,23 +80,40 @@ DTensor redistribute_async(const DTensor& x, std::shared_ptr<const DTensorSpec> 
   return DTensor(std::move(out), std::move(dst), std::move(work));
 }
 
+
+// DTensor::redistribute on the DTensor's own mesh, recorded; `reuse_local` as in
+// redistribute_local (never with async_op: the caller's memory would be written on another
+// thread).
+DTensor redistribute_recorded(const DTensor& x, PlacementSpan placements, bool async_op,
+                              bool reuse_local) {
+  DT_CHECK(x.defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
+  check_user_placements(placements, x.dtype(), "redistribute");
+  const CommDebugMode::OpScope label("redistribute");  // CommDebugMode attribution
+  auto dst = std::make_shared<const DTensorSpec>(x.spec().with_placements(
+      Placements(placements.begin(), placements.end()), "redistribute"));
+  DTensor out = async_op && issues_collectives(x.spec(), *dst)
+                    ? redistribute_async(x, std::move(dst))
+                    : ::dtensor::redistribute(x, *dst, reuse_local);
+  const DTensor* in[] = {&x};
+  return autograd::record_function(
+      "RedistributeBackward", in, std::move(out),
+      [src = x.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
+        return {autograd::redistribute_backward(g[0], *src, /*keep_partial=*/true)};
+      });
+}
+
 }  // namespace
 
 DTensor DTensor::redistribute(PlacementSpan placements, bool async_op) const {
-  DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
-  check_user_placements(placements, dtype(), "redistribute");
-  const CommDebugMode::OpScope label("redistribute");  // CommDebugMode attribution
-  auto dst = std::make_shared<const DTensorSpec>(
-      spec_->with_placements(Placements(placements.begin(), placements.end()), "redistribute"));
-  DTensor out = async_op && issues_collectives(*spec_, *dst)
-                    ? redistribute_async(*this, std::move(dst))
-                    : ::dtensor::redistribute(*this, *dst);
-  const DTensor* in[] = {this};
-  return autograd::record_function(
-      "RedistributeBackward", in, std::move(out),
-      [src = spec_](absl::Span<const DTensor> g) -> DTensorList {
-        return {autograd::redistribute_backward(g[0], *src, /*keep_partial=*/true)};
-      });
+  return redistribute_recorded(*this, placements, async_op, /*reuse_local=*/false);
+}
+
+DTensor DTensor::redistribute(PlacementSpan placements) && {
+  // Taken out of *this first, so that the caller's moved-from handle cannot read memory the
+  // plan reuses; `self` is then the only DTensor holding the shard.
+  const DTensor self = std::move(*this);
+  const bool reuse = self.defined() && !self.pending_ && self.local_.storage().sole_owner();
+  return redistribute_recorded(self, placements, /*async_op=*/false, reuse);
 }
 
 DTensor DTensor::from_local(const DTensor& local, const DeviceMesh& mesh,

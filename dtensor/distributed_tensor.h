@@ -103,7 +103,13 @@ class DTensor {
   // except that a Partial placement receives a Replicate gradient and a Replicate placement
   // whose gradient arrives Partial keeps it Partial (reduced later, where it is needed).
   DTensor redistribute(const DeviceMesh& mesh, PlacementSpan placements) const;
-  DTensor redistribute(PlacementSpan placements) const;
+  DTensor redistribute(PlacementSpan placements) const&;
+  // The same on a DTensor the caller gives up (a temporary, or std::move(x)), which is left
+  // undefined: when nothing else shares its local memory (no copy of the DTensor, no view, no
+  // tensor autograd saved, no from_blob memory: Storage::sole_owner), the plan may work in that
+  // memory, so P -> R reduces it in place instead of into a fresh buffer (the forward hook of
+  // RowwiseParallel does so with the layer's Partial output). Same result and recording.
+  DTensor redistribute(PlacementSpan placements) &&;
   // async_op = true: returns at once with a pending DTensor (is_pending()) whose collectives
   // run on the communication thread (collectives/comm_worker.h) while the caller goes on; its
   // first use waits for them. A plan with no collective completes inline. Same result, errors

@@ -162,8 +162,12 @@ void clear_redistribute_plan_cache();
 
 // Executes the plan on this process's local shard: returns the local shard of `dst`.
 // Ranks outside the mesh return an empty tensor and issue nothing. When the specs' meshes
-// differ, this is redistribute_cross_mesh_local.
-Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst);
+// differ, this is redistribute_cross_mesh_local. `reuse_local`: the caller gives up `local`'s
+// memory (nothing else reads it, see Storage::sole_owner), so the first step may write into it
+// as it does into the plan's own intermediates (P -> R reduces it in place instead of into a
+// fresh buffer); the result may then share that memory.
+Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst,
+                          bool reuse_local = false);
 
 // Cross-mesh redistribute (redistribute_cross_mesh.cc): `dst` on another mesh (any shape, any
 // ranks — overlapping, a subset, disjoint — and either device type) with the same global meta.
@@ -181,7 +185,7 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
 // agreement's small messages under "redistribute (agreement)".
 Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src,
                                      const DTensorSpec& dst);
-// DTensor form (what DTensor::redistribute calls).
-DTensor redistribute(const DTensor& t, const DTensorSpec& dst);
+// DTensor form (what DTensor::redistribute calls); `reuse_local` as in redistribute_local.
+DTensor redistribute(const DTensor& t, const DTensorSpec& dst, bool reuse_local = false);
 
 }  // namespace dtensor

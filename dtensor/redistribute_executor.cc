@@ -440,7 +440,8 @@ Tensor run_step(const Tensor& x, bool x_is_intermediate, const RedistributeStep&
 
 }  // namespace
 
-Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst) {
+Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst,
+                          bool reuse_local) {
   if (src.mesh() != dst.mesh()) return redistribute_cross_mesh_local(local, src, dst);
   const std::shared_ptr<const RedistributePlan> plan = plan_redistribute(src, dst);
   if (log_enabled(LogTopic::kRedistribute)) detail::log_redistribute(src, dst, *plan);
@@ -468,7 +469,7 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
         compute_local_shape_and_offset(src.shape(), mesh.shape(), coord, state).shape;
     // Steps may return their input unchanged (R -> P on coordinate 0), so whether x is the
     // caller's memory is decided by its storage, not by the step count.
-    const bool x_is_intermediate = x.storage().data() != local.storage().data();
+    const bool x_is_intermediate = reuse_local || x.storage().data() != local.storage().data();
     const StepContext ctx{src.shape(), mesh, coord, before, state, target_shape};
     x = run_step(x, x_is_intermediate, step, ctx);
     DT_CHECK(x.shape() == target_shape,
@@ -479,10 +480,10 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
   return x;
 }
 
-DTensor redistribute(const DTensor& t, const DTensorSpec& dst) {
+DTensor redistribute(const DTensor& t, const DTensorSpec& dst, bool reuse_local) {
   DT_CHECK(t.defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
   if (t.spec() == dst) return t;
-  Tensor local = redistribute_local(t.to_local(), t.spec(), dst);
+  Tensor local = redistribute_local(t.to_local(), t.spec(), dst, reuse_local);
   return DTensor(std::move(local), std::make_shared<const DTensorSpec>(dst));
 }
 

@@ -29,7 +29,7 @@ DTensor Module::operator()(const DTensor& x) {
   DTensor in = x;
   for (auto& h : pre_hooks_) in = h(*this, in);
   DTensor out = forward(in);
-  for (auto& h : hooks_) out = h(*this, out);
+  for (auto& h : hooks_) out = h(*this, std::move(out));
   return out;
 }
 

@@ -36,9 +36,11 @@ class Module;
 using ModulePtr = std::shared_ptr<Module>;
 
 // A forward pre-hook maps the module's input to the input its forward sees; a forward hook
-// maps the forward's output to what the call returns. Both get the module.
+// maps the forward's output to what the call returns. Both get the module. The forward hook
+// owns the output it is given (nothing else holds it), so it may move from it: a lambda taking
+// `const DTensor&` fits too.
 using ForwardPreHook = std::function<DTensor(Module&, const DTensor&)>;
-using ForwardHook = std::function<DTensor(Module&, const DTensor&)>;
+using ForwardHook = std::function<DTensor(Module&, DTensor)>;
 
 class Module {
  public:

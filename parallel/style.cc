@@ -38,12 +38,13 @@ DTensor prepare_input(const DTensor& x, const DeviceMesh& mesh, Placement input_
     on = DTensor::from_local(x, mesh, {in}, /*run_check=*/false, global);
   }
   const Placement want[] = {normalized(desired, on.dim())};
-  return on.redistribute(want);
+  return std::move(on).redistribute(want);
 }
 
-DTensor finish_output(const DTensor& y, Placement layout, bool use_local_output) {
+DTensor finish_output(DTensor y, Placement layout, bool use_local_output) {
   const Placement want[] = {normalized(layout, y.dim())};
-  DTensor out = y.redistribute(want);
+  // The hook owns y (Module::operator()), so a Partial output is reduced in its own memory.
+  DTensor out = std::move(y).redistribute(want);
   return use_local_output ? out.local() : out;
 }
 
@@ -105,7 +106,7 @@ void install_hooks(nn::Module& module, const DeviceMesh& mesh, Placement in, Pla
                                  name);
   });
   module.register_forward_hook(
-      [=](nn::Module&, const DTensor& y) { return detail::finish_output(y, out, use_local); });
+      [=](nn::Module&, DTensor y) { return detail::finish_output(std::move(y), out, use_local); });
 }
 
 // The hook of PrepareModuleInput / PrepareModuleOutput, after checking the mesh: a local
@@ -192,7 +193,7 @@ void SequenceParallel::apply(nn::Module& module, std::string_view fqn,
     return detail::prepare_input(x, mesh, seq, seq, std::nullopt, kStyle, name);
   });
   module.register_forward_hook(
-      [=](nn::Module&, const DTensor& y) { return detail::finish_output(y, seq, use_local); });
+      [=](nn::Module&, DTensor y) { return detail::finish_output(std::move(y), seq, use_local); });
 }
 
 namespace {

@@ -155,7 +155,7 @@ DTensor prepare_input(const DTensor& x, const DeviceMesh& mesh, Placement input_
                       Placement desired, std::optional<int64_t> known_size, std::string_view style,
                       std::string_view fqn);
 // The hook logic: y redistributed to `layout`, then made local when use_local_output.
-DTensor finish_output(const DTensor& y, Placement layout, bool use_local_output);
+DTensor finish_output(DTensor y, Placement layout, bool use_local_output);
 }  // namespace detail
 
 }  // namespace dtensor

@@ -51,10 +51,15 @@ void Storage::reallocate_data() const {
   impl_->data = allocate_data();
 }
 
+bool Storage::allocated(const Impl& i) {
+  return i.data != nullptr && (i.deleter == &detail::cpu_free || i.deleter == &detail::cuda_free);
+}
+
+bool Storage::sole_owner() const {
+  return impl_ != nullptr && impl_.use_count() == 1 && allocated(*impl_);
+}
+
 bool Storage::try_swap_data(const Storage& other) const {
-  auto allocated = [](const Impl& i) {
-    return i.data != nullptr && (i.deleter == &detail::cpu_free || i.deleter == &detail::cuda_free);
-  };
   if (impl_ == nullptr || other.impl_ == nullptr || impl_ == other.impl_ || !allocated(*impl_) ||
       !allocated(*other.impl_) || impl_->nbytes != other.impl_->nbytes ||
       impl_->device != other.impl_->device || impl_->deleter != other.impl_->deleter) {

@@ -31,6 +31,10 @@ class Storage {
   Device device() const { return impl_ ? impl_->device : Device(); }
   long use_count() const { return impl_.use_count(); }
   bool is_same(const Storage& o) const { return impl_ == o.impl_; }
+  // Whether this handle is the only reference to memory the library allocated (not from_blob
+  // memory, which its owner may still read): nothing else can observe a write into it, so a
+  // caller giving up the handle may let it be reused in place (DTensor::redistribute &&).
+  bool sole_owner() const;
   // Version counter shared by every view of this memory: in-place DTensor ops bump it, and
   // autograd compares it with the value saved at forward time to refuse a backward that would
   // read modified data. Not atomic (one thread per storage at a time, like its data).
@@ -54,6 +58,9 @@ class Storage {
 
  private:
   void* allocate_data() const;
+  struct Impl;
+  // Memory made by allocate (so the library's to reuse or swap), not by from_blob.
+  static bool allocated(const Impl& i);
   struct Impl {
     void* data = nullptr;
     size_t nbytes = 0;

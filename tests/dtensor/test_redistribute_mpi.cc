@@ -404,6 +404,63 @@ TEST_CASE("redistribute: non-contiguous inputs, held results and repeated calls"
   }
 }
 
+// A DTensor the caller gives up (a temporary, or std::move) is reduced in its own memory when
+// nothing else holds that memory; a copy, a shared tensor or from_blob memory keeps its values.
+TEST_CASE("redistribute: a DTensor given up is reduced in its own memory", "[redistribute]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  for (const Ints& shape : {Ints{w * 2 + 1, 3}, Ints{w, w * 2}, Ints{0, 3}}) {
+    INFO("shape " << dt::shape_str(dt::IntSpan(shape.data(), shape.size())) << ", world " << w);
+    const dt::IntSpan global(shape.data(), shape.size());
+    const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
+    const dt::Tensor p_local = partial_local(x, make_y(shape, dt::kFloat32), mesh, {Psum});
+    dt::DTensor p = dt::DTensor::from_local(p_local.clone(), mesh, {Psum}, false, global);
+    const void* mem = p.to_local().data_ptr();
+    const dt::DTensor r = std::move(p).redistribute({R});
+    CHECK_FALSE(p.defined());  // NOLINT(bugprone-use-after-move): the moved-from state is API
+    CHECK(dt::equal(r.to_local(), x));
+    if (x.numel() > 0) CHECK(r.to_local().data_ptr() == mem);
+    // P -> S(0) after the in-place P -> R step of [P] -> [R] -> ... still sees whole values.
+    CHECK(dt::equal(
+        dt::DTensor::from_local(p_local.clone(), mesh, {Psum}, false, global).redistribute({S1})
+            .to_local(),
+        dt::test::expected_block(x, mesh, {S1})));
+    // Held elsewhere: a copy of the DTensor, the caller's tensor, the caller's own memory.
+    dt::DTensor q = dt::DTensor::from_local(p_local.clone(), mesh, {Psum}, false, global);
+    const dt::DTensor copy = q;
+    CHECK(dt::equal(std::move(q).redistribute({R}).to_local(), x));
+    CHECK(dt::equal(copy.to_local(), p_local));
+    const dt::Tensor shared = p_local.clone();
+    CHECK(dt::equal(
+        dt::DTensor::from_local(shared, mesh, {Psum}, false, global).redistribute({R}).to_local(),
+        x));
+    CHECK(dt::equal(shared, p_local));
+    std::vector<float> mine = p_local.contiguous().to_vector<float>();
+    const dt::Tensor blob = dt::from_blob(mine.data(), p_local.shape(), dt::kFloat32);
+    CHECK(dt::equal(
+        dt::DTensor::from_local(blob, mesh, {Psum}, false, global).redistribute({R}).to_local(),
+        x));
+    CHECK(dt::equal(blob, p_local));
+  }
+  // Autograd records the in-place form as the copying one: the same gradient either way.
+  const Ints shape{w * 2 + 1, 3};
+  const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
+  dt::Tensor grads[2];
+  for (int moved = 0; moved < 2; ++moved) {
+    dt::DTensor leaf = dt::distribute_tensor(x, mesh, {R});
+    leaf.requires_grad_();
+    dt::DTensor part = dt::mul(leaf.redistribute({Psum}), 3.0);  // fresh memory, Partial
+    REQUIRE(part.placements() == dt::Placements{Psum});
+    const dt::DTensor full = moved ? std::move(part).redistribute({R}) : part.redistribute({R});
+    CHECK(dt::equal(full.to_local(), dt::mul(x, dt::Scalar(3.0))));
+    dt::sum(dt::mul(full, full)).backward();
+    REQUIRE(leaf.grad().defined());
+    grads[moved] = leaf.grad().full_tensor();
+  }
+  CHECK(dt::equal(grads[0], grads[1]));
+  CHECK(dt::equal(grads[1], dt::mul(x, dt::Scalar(18.0))));
+}
+
 // Several mesh dims to R the same way: one collective over their flattened communicator
 // (DeviceMesh::flattened_communicator), equal to the full tensor on even, uneven and empty
 // shards; the communicator is created once, by its group alone, and reused.

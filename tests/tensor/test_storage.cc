@@ -155,3 +155,21 @@ TEST_CASE("storage: try_swap_data exchanges allocator memory only, for every vie
   CHECK(equal(a, full({4, 3}, 2.0)));
   CHECK(mine[0] == 4.0f);
 }
+
+TEST_CASE("storage: sole_owner means one handle to allocator memory", "[storage]") {
+  Tensor a = full({4, 3}, 1.0);
+  CHECK(a.storage().sole_owner());
+  {
+    const Tensor view = a.narrow(0, 1, 2);  // a view shares the storage
+    CHECK(!a.storage().sole_owner());
+    CHECK(!view.storage().sole_owner());
+  }
+  CHECK(a.storage().sole_owner());
+  const Tensor copy = a;  // so does a copy of the handle
+  CHECK(!a.storage().sole_owner());
+  // Memory the caller owns is never the library's to reuse, even through one handle.
+  std::vector<float> mine(12, 4.0f);
+  const Storage blob = Storage::from_blob(mine.data(), 12 * sizeof(float), Device());
+  CHECK(!blob.sole_owner());
+  CHECK(!Storage().sole_owner());
+}
