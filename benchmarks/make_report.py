@@ -274,11 +274,11 @@ def redist_why(r):
             f"{raw:.0f} µs{nb_txt}): the DTensor layer adds the rest: ")
     if str(r.get("name", "")).startswith("2d [S"):
         return head + ("each rank's piece is a column block of a row block of the result, so it "
-                       "cannot land contiguously: from 4 MB it is gathered straight into place "
-                       "(one subarray datatype per piece, MPI_Alltoallw), which Open MPI moves "
-                       "in shared-memory fragments instead of one single-copy transfer; below, "
-                       "a contiguous gather (the Communicator column) plus one unpacking copy "
-                       "into the fresh result; S(1)->R pays the same")
+                       "cannot land contiguously: from 256 KB it is gathered straight into "
+                       "place (one subarray datatype per piece, MPI_Alltoallw), which Open MPI "
+                       "moves in shared-memory fragments instead of one single-copy transfer; "
+                       "below, a contiguous gather (the Communicator column) plus one unpacking "
+                       "copy into the fresh result; S(1)->R pays the same")
     if "]->[S" in str(r.get("name", "")) or str(r.get("name", "")).startswith("S(0)->S"):
         return head + ("the piece for each peer is a column block of this rank's rows: MPI "
                        "reads it through a subarray datatype (MPI_Alltoallw, "
@@ -611,7 +611,7 @@ def gather_into_dim_section(res):
         "contiguous buffer (no placement), the Communicator's all_gather then one copy into a "
         "fresh output, and `Communicator::all_gather_into_dim` placing each piece straight into "
         "a fresh output (MPI_Alltoallw with subarray datatypes). The executor places directly "
-        "from 4 MB of output up (`kGatherIntoDimMinBytes`), where it measured faster.")
+        "from 256 KB of output up (`kGatherIntoDimMinBytes`), where it measured faster.")
 
 
 def collective_check_section(res):

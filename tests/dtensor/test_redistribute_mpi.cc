@@ -289,7 +289,7 @@ TEST_CASE("redistribute: collective counts of the basic transitions", "[redistri
   }
 }
 
-// Large enough (>= 8 MB) for the executor's direct placement of a gather along a non-leading
+// Large enough (8 MB, above kGatherIntoDimMinBytes) for the executor's direct placement of a gather along a non-leading
 // dim (Communicator::all_gather_into_dim): equal to the single-device slice, uneven and empty
 // shards included, one all_gather per mesh dim. Values are distinct integers (exact in float32)
 // so that a misplaced element shows.
