@@ -80,17 +80,23 @@ DTensor redistribute_async(const DTensor& x, std::shared_ptr<const DTensorSpec> 
   return DTensor(std::move(out), std::move(dst), std::move(work));
 }
 
+// The target spec of x.redistribute(placements) on x's mesh, after the argument checks.
+std::shared_ptr<const DTensorSpec> redistribute_target(const DTensor& x,
+                                                       PlacementSpan placements) {
+  DT_CHECK(x.defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
+  check_user_placements(placements, x.dtype(), "redistribute");
+  return std::make_shared<const DTensorSpec>(x.spec().with_placements(
+      Placements(placements.begin(), placements.end()), "redistribute"));
+}
 
 // DTensor::redistribute on the DTensor's own mesh, recorded; `reuse_local` as in
 // redistribute_local (never with async_op: the caller's memory would be written on another
-// thread).
-DTensor redistribute_recorded(const DTensor& x, PlacementSpan placements, bool async_op,
-                              bool reuse_local) {
-  DT_CHECK(x.defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
-  check_user_placements(placements, x.dtype(), "redistribute");
+// thread while the caller may still read it).
+DTensor redistribute_recorded(const DTensor& x, std::shared_ptr<const DTensorSpec> dst,
+                              bool async_op, bool reuse_local) {
+  DT_CHECK(!(async_op && reuse_local),
+           "[redistribute] internal error: async_op with a reused local shard");
   const CommDebugMode::OpScope label("redistribute");  // CommDebugMode attribution
-  auto dst = std::make_shared<const DTensorSpec>(x.spec().with_placements(
-      Placements(placements.begin(), placements.end()), "redistribute"));
   DTensor out = async_op && issues_collectives(x.spec(), *dst)
                     ? redistribute_async(x, std::move(dst))
                     : ::dtensor::redistribute(x, *dst, reuse_local);
@@ -105,15 +111,17 @@ DTensor redistribute_recorded(const DTensor& x, PlacementSpan placements, bool a
 }  // namespace
 
 DTensor DTensor::redistribute(PlacementSpan placements, bool async_op) const {
-  return redistribute_recorded(*this, placements, async_op, /*reuse_local=*/false);
+  return redistribute_recorded(*this, redistribute_target(*this, placements), async_op,
+                               /*reuse_local=*/false);
 }
 
 DTensor DTensor::redistribute(PlacementSpan placements) && {
-  // Taken out of *this first, so that the caller's moved-from handle cannot read memory the
-  // plan reuses; `self` is then the only DTensor holding the shard.
+  // Checked first, so that a rejected call leaves the caller's DTensor as it was. Then taken
+  // out of *this, so that the moved-from handle cannot read memory the plan reuses; whether
+  // anything else holds that memory is decided by redistribute_local (Storage::sole_owner).
+  std::shared_ptr<const DTensorSpec> dst = redistribute_target(*this, placements);
   const DTensor self = std::move(*this);
-  const bool reuse = self.defined() && !self.pending_ && self.local_.storage().sole_owner();
-  return redistribute_recorded(self, placements, /*async_op=*/false, reuse);
+  return redistribute_recorded(self, std::move(dst), /*async_op=*/false, /*reuse_local=*/true);
 }
 
 DTensor DTensor::from_local(const DTensor& local, const DeviceMesh& mesh,

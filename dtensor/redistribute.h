@@ -162,10 +162,11 @@ void clear_redistribute_plan_cache();
 
 // Executes the plan on this process's local shard: returns the local shard of `dst`.
 // Ranks outside the mesh return an empty tensor and issue nothing. When the specs' meshes
-// differ, this is redistribute_cross_mesh_local. `reuse_local`: the caller gives up `local`'s
-// memory (nothing else reads it, see Storage::sole_owner), so the first step may write into it
-// as it does into the plan's own intermediates (P -> R reduces it in place instead of into a
-// fresh buffer); the result may then share that memory.
+// differ, this is redistribute_cross_mesh_local. `reuse_local`: the caller gives up `local`
+// (it will not read it again); if nothing else holds its memory either (its Storage's
+// sole_owner(), so `local` must be the only handle: e.g. a DTensor's own shard), the first step
+// may write into it as it does into the plan's own intermediates (P -> R reduces it in place
+// instead of into a fresh buffer), and the result may share that memory. Otherwise ignored.
 Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst,
                           bool reuse_local = false);
 

@@ -32,9 +32,9 @@ using detail::unpack_is_view;
 using detail::zero_tail;
 
 // Output size from which a gather along a non-leading dim goes straight into its place
-// (Communicator::all_gather_into_regions: no padded buffer, no copy afterwards). Below it the
-// contiguous gather plus one copy is as fast: the gather's fixed cost (a subarray datatype per
-// piece) is then what counts. Measured with bench_redistribute (4 ranks on the 2-core machine,
+// (Communicator::all_gather_into_dim for one mesh dim, all_gather_into_regions for several: no
+// padded buffer, no copy afterwards). Below it the contiguous gather plus one copy is as fast:
+// the gather's fixed cost (a subarray datatype per piece) is then what counts. Measured with bench_redistribute (4 ranks on the 2-core machine,
 // the MPI backend's blocking MPI_Alltoallw, two rounds alternating the bound): S(1)->R and
 // [S(0),S(1)]->[R,R] placed straight 1.1-1.3x faster at 256 KB, 1.5-1.7x at 1 MB and equal
 // to 1.05x at 4 MB; equal (within noise) from 4 KB to 64 KB. The bound was 4 MB while the
@@ -455,6 +455,8 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
            "[redistribute] local shard is %s %s but %s implies %s %s on coordinate %s",
            shape_str(local.shape()), dtype_name(local.dtype()), src.str(),
            shape_str(expected.shape), dtype_name(src.dtype()), shape_str(coord));
+  // Decided before `x` below takes a second reference to the storage.
+  reuse_local = reuse_local && local.storage().sole_owner();
   Placements state = src.placements();
   Placements before;
   Tensor x = local;

@@ -37,8 +37,9 @@ using ModulePtr = std::shared_ptr<Module>;
 
 // A forward pre-hook maps the module's input to the input its forward sees; a forward hook
 // maps the forward's output to what the call returns. Both get the module. The forward hook
-// owns the output it is given (nothing else holds it), so it may move from it: a lambda taking
-// `const DTensor&` fits too.
+// gets the output by value (Module::operator() gives its own handle up), so it may move from
+// it, e.g. into DTensor::redistribute &&, which reuses the memory only when nothing else holds
+// it; a lambda taking `const DTensor&` fits too.
 using ForwardPreHook = std::function<DTensor(Module&, const DTensor&)>;
 using ForwardHook = std::function<DTensor(Module&, DTensor)>;
 

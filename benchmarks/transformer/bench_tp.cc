@@ -9,7 +9,9 @@
 //
 // The block's parameters require grad, so by default its forward records the autograd graph
 // (keeping the activations backward needs, as a training step does); --no_grad 1 times it under
-// NoGradGuard instead, which isolates the recording's cost.
+// NoGradGuard instead. A fifth variant always times the DTensor block under NoGradGuard
+// ("DTensor no-grad"), which separates the recording's cost from the rest of the DTensor layer
+// (the hand-written block records nothing).
 // --profile dtensor|hand|hand_comm runs that variant alone `iters` times without timing (for
 // perf / callgrind: `mpirun -np 2 valgrind --tool=callgrind bench_tp --profile dtensor`).
 // Times: median over iterations of the max over ranks (barrier before each; the variants are
@@ -190,7 +192,7 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    // Interleaved: each iteration runs the four variants, in a shuffled order, so load drift
+    // Interleaved: each iteration runs the five variants, in a shuffled order, so load drift
     // on a shared machine affects them alike and no variant always runs after the same one.
     const bool no_grad = flags.i64("no_grad", 0) != 0;
     const auto st = bench::time_interleaved({[&] {
@@ -202,9 +204,14 @@ int main(int argc, char** argv) {
                                                (void)block(xl);
                                              },
                                              [&] { (void)hand.forward(x); },
-                                             [&] { (void)hand_comm.forward(x); }},
+                                             [&] { (void)hand_comm.forward(x); },
+                                             [&] {
+                                               const dt::autograd::NoGradGuard g;
+                                               (void)block(xl);
+                                             }},
                                             warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
-    const bench::Stats &t_single = st[0], &t_dt = st[1], &t_hand = st[2], &t_hand_comm = st[3];
+    const bench::Stats &t_single = st[0], &t_dt = st[1], &t_hand = st[2], &t_hand_comm = st[3],
+                       &t_nograd = st[4];
     const double overhead = t_dt.median / t_hand.median;
     const double speedup = t_single.median / t_dt.median;
     bench::print0(
@@ -215,12 +222,13 @@ int main(int argc, char** argv) {
         (long long)batch, (long long)iters);
     bench::print0("# collectives in one DTensor forward: %s\n", comm_str.c_str());
     bench::print0("# hand+comm: the hand-written block with dtensor's Communicator all-reduce\n");
-    bench::print0("%-6s %10s %11s %9s %13s %13s %8s %10s %10s\n", "ranks", "single_ms",
-                  "dtensor_ms", "hand_ms", "hand+comm_ms", "dtensor/hand", "speedup", "|dt-hand|",
-                  "|dt-single|");
-    bench::print0("%-6d %10.3f %11.3f %9.3f %13.3f %13.3f %8.2f %10.3g %10.3g\n", world,
+    bench::print0("%-6s %10s %11s %9s %13s %11s %13s %8s %10s %10s\n", "ranks", "single_ms",
+                  "dtensor_ms", "hand_ms", "hand+comm_ms", "nograd_ms", "dtensor/hand", "speedup",
+                  "|dt-hand|", "|dt-single|");
+    bench::print0("%-6d %10.3f %11.3f %9.3f %13.3f %11.3f %13.3f %8.2f %10.3g %10.3g\n", world,
                   t_single.median * 1e3, t_dt.median * 1e3, t_hand.median * 1e3,
-                  t_hand_comm.median * 1e3, overhead, speedup, diff[0], diff[1]);
+                  t_hand_comm.median * 1e3, t_nograd.median * 1e3, overhead, speedup, diff[0],
+                  diff[1]);
     auto rec = json.record("tp_block_forward");
     rec.add("ranks", world)
         .add("dim", cfg.dim)
@@ -234,6 +242,8 @@ int main(int argc, char** argv) {
         .add("ratio_vs_baseline", overhead)
         .add_stats("hand_comm", t_hand_comm)
         .add("ratio_vs_hand_comm", t_dt.median / t_hand_comm.median)
+        .add_stats("nograd", t_nograd)
+        .add("ratio_nograd_vs_baseline", t_nograd.median / t_hand.median)
         .add_stats("single", t_single)
         .add("speedup_vs_single", speedup)
         .add("collectives", comm_str)

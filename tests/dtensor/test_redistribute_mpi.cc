@@ -289,9 +289,9 @@ TEST_CASE("redistribute: collective counts of the basic transitions", "[redistri
   }
 }
 
-// Large enough (8 MB, above kGatherIntoDimMinBytes) for the executor's direct placement of a gather along a non-leading
-// dim (Communicator::all_gather_into_dim): equal to the single-device slice, uneven and empty
-// shards included, one all_gather per mesh dim. Values are distinct integers (exact in float32)
+// Large enough (above kGatherIntoDimMinBytes, 256 KB) for the executor's direct placement of a
+// gather along a non-leading dim (Communicator::all_gather_into_dim): equal to the
+// single-device slice, uneven and empty shards included, one all_gather per mesh dim. Values are distinct integers (exact in float32)
 // so that a misplaced element shows.
 TEST_CASE("redistribute: large S(1)->R gathers straight into place", "[redistribute]") {
   const int w = dt::world_size();
@@ -302,8 +302,8 @@ TEST_CASE("redistribute: large S(1)->R gathers straight into place", "[redistrib
   };
   const dt::DeviceMesh mesh = dt::test::make_mesh({w});
   // Uneven columns; then fewer columns than ranks (the last rank's shard is empty).
-  for (const Ints& shape : {Ints{2049, 1025}, Ints{(int64_t{8} << 20) / 4 / std::max(1, w - 1) + 1,
-                                                    std::max(1, w - 1)}}) {
+  const int64_t cols = std::max(1, w - 1);
+  for (const Ints& shape : {Ints{513, 257}, Ints{(int64_t{1} << 20) / 4 / cols + 1, cols}}) {
     INFO("shape " << shape[0] << " x " << shape[1]);
     const dt::Tensor x = iota(shape);
     const dt::DTensor s = dt::distribute_tensor(x, mesh, {S1});
@@ -315,7 +315,7 @@ TEST_CASE("redistribute: large S(1)->R gathers straight into place", "[redistrib
   if (w == 4) {
     // 2-d mesh: [S(0), S(1)] -> [S(0), R] gathers dim 1 on mesh dim 1 only.
     const dt::DeviceMesh mesh2 = dt::test::make_mesh({2, 2});
-    const dt::Tensor x = iota({2049, 2049});
+    const dt::Tensor x = iota({513, 513});
     const dt::DTensor s = dt::distribute_tensor(x, mesh2, {S0, S1});
     CHECK(dt::equal(s.redistribute({S0, R}).to_local(), dt::test::expected_block(x, mesh2, {S0, R})));
     CHECK(dt::equal(s.redistribute({R, R}).to_local(), x));
@@ -420,11 +420,16 @@ TEST_CASE("redistribute: a DTensor given up is reduced in its own memory", "[red
     CHECK_FALSE(p.defined());  // NOLINT(bugprone-use-after-move): the moved-from state is API
     CHECK(dt::equal(r.to_local(), x));
     if (x.numel() > 0) CHECK(r.to_local().data_ptr() == mem);
-    // P -> S(0) after the in-place P -> R step of [P] -> [R] -> ... still sees whole values.
+    // P -> S(1) is one reduce-scatter into a fresh output (nothing to reuse).
     CHECK(dt::equal(
         dt::DTensor::from_local(p_local.clone(), mesh, {Psum}, false, global).redistribute({S1})
             .to_local(),
         dt::test::expected_block(x, mesh, {S1})));
+    // A rejected call leaves the DTensor as it was.
+    dt::DTensor kept = dt::DTensor::from_local(p_local.clone(), mesh, {Psum}, false, global);
+    CHECK_THROWS_WITH(std::move(kept).redistribute({dt::Shard(5)}), Contains("redistribute"));
+    CHECK(kept.defined());  // NOLINT(bugprone-use-after-move): not moved, the call threw first
+    CHECK(dt::equal(kept.to_local(), p_local));
     // Held elsewhere: a copy of the DTensor, the caller's tensor, the caller's own memory.
     dt::DTensor q = dt::DTensor::from_local(p_local.clone(), mesh, {Psum}, false, global);
     const dt::DTensor copy = q;
@@ -442,6 +447,28 @@ TEST_CASE("redistribute: a DTensor given up is reduced in its own memory", "[red
         x));
     CHECK(dt::equal(blob, p_local));
   }
+  // Plans of several steps on a 2x2 mesh, the in-place all-reduce first: the later steps see
+  // the reduced values, and a held copy of the source keeps its own.
+  if (w == 4) {
+    const dt::DeviceMesh mesh2 = dt::test::make_mesh({2, 2});
+    const Ints shape{9, 6};
+    const dt::IntSpan global(shape.data(), shape.size());
+    const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
+    const dt::Tensor y = make_y(shape, dt::kFloat32);
+    for (const auto& [src, dst] : {std::pair<dt::Placements, dt::Placements>{{Psum, Psum}, {R, S0}},
+                                   {{Psum, S0}, {R, R}},
+                                   {{Psum, S1}, {R, S0}}}) {
+      INFO(dt::placements_str(src) << " -> " << dt::placements_str(dst));
+      const dt::Tensor local = partial_local(x, y, mesh2, src);
+      dt::DTensor a = dt::DTensor::from_local(local.clone(), mesh2, src, false, global);
+      const dt::DTensor held = dt::DTensor::from_local(local.clone(), mesh2, src, false, global);
+      dt::DTensor b = held;
+      const dt::Tensor want = dt::test::expected_block(x, mesh2, dst);
+      CHECK(dt::equal(std::move(a).redistribute(dst).to_local(), want));
+      CHECK(dt::equal(std::move(b).redistribute(dst).to_local(), want));
+      CHECK(dt::equal(held.to_local(), local));
+    }
+  }
   // Autograd records the in-place form as the copying one: the same gradient either way.
   const Ints shape{w * 2 + 1, 3};
   const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
@@ -451,8 +478,10 @@ TEST_CASE("redistribute: a DTensor given up is reduced in its own memory", "[red
     leaf.requires_grad_();
     dt::DTensor part = dt::mul(leaf.redistribute({Psum}), 3.0);  // fresh memory, Partial
     REQUIRE(part.placements() == dt::Placements{Psum});
+    const void* mem = part.to_local().data_ptr();
     const dt::DTensor full = moved ? std::move(part).redistribute({R}) : part.redistribute({R});
     CHECK(dt::equal(full.to_local(), dt::mul(x, dt::Scalar(3.0))));
+    if (w > 1) CHECK((full.to_local().data_ptr() == mem) == (moved == 1));
     dt::sum(dt::mul(full, full)).backward();
     REQUIRE(leaf.grad().defined());
     grads[moved] = leaf.grad().full_tensor();

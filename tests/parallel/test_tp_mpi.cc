@@ -135,6 +135,32 @@ TEST_CASE("RowwiseParallel Linear: one all-reduce (Replicate) or one reduce-scat
   REQUIRE(max_diff(y.to_local(), my_chunk(expect, 1)) < kTol);
 }
 
+// The style's forward hook owns the layer's output (Module::operator() gives it up), so the
+// Partial output of a rowwise Linear is all-reduced in its own memory, not copied first.
+TEST_CASE("RowwiseParallel all-reduces the layer's Partial output in place", "[tp]") {
+  const int64_t W = dt::world_size();
+  const int64_t in = W * 3;
+  dt::manual_seed(21);
+  nn::Linear ref(in, 6, /*bias=*/false);
+  dt::manual_seed(21);
+  nn::Linear lin(in, 6, /*bias=*/false);
+  // Registered first, so it runs before the style's hook and sees the forward's own output.
+  const void* forward_mem = nullptr;
+  bool partial = false;
+  lin.register_forward_hook([&](nn::Module&, dt::DTensor y) {
+    forward_mem = y.to_local().data_ptr();
+    partial = y.placements()[0].is_partial();
+    return y;
+  });
+  dt::parallelize_module(lin, tp_mesh(), dt::RowwiseParallel());
+  const dt::Tensor x = same_randn({2, W + 1, in}, 8);
+  const dt::DTensor y = lin(nn::local(my_chunk(x, 2).contiguous()));
+  CHECK(partial);
+  CHECK(y.placements()[0] == dt::Replicate());
+  CHECK(y.to_local().data_ptr() == forward_mem);
+  CHECK(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+}
+
 TEST_CASE("Embedding: RowwiseParallel (vocab-sharded) and ColwiseParallel", "[tp]") {
   const int64_t W = dt::world_size();
   const int64_t vocab = W * 3 + 1;

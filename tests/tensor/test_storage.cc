@@ -172,4 +172,10 @@ TEST_CASE("storage: sole_owner means one handle to allocator memory", "[storage]
   const Storage blob = Storage::from_blob(mine.data(), 12 * sizeof(float), Device());
   CHECK(!blob.sole_owner());
   CHECK(!Storage().sole_owner());
+  // Memory released (FSDP's resharded parameters) is nothing to reuse.
+  Tensor b = full({4, 3}, 1.0);
+  b.storage().release_data();
+  CHECK(!b.storage().sole_owner());
+  b.storage().reallocate_data();
+  CHECK(b.storage().sole_owner());
 }
