@@ -199,9 +199,13 @@ def dispatch_section(res, tg):
             instr = (f"{c['dtensor'] - c['local']:,}" if "dtensor" in c and "local" in c
                      else "")
             st = tg.le(f"autograd recording of {op}", r["overhead_us"], 0.5, " µs",
-                       why=(f"callgrind counts {instr} instructions of recording per call: "
-                            "compare with the time to judge how much of it is machine load"
-                            if instr else ""))
+                       why=(f"callgrind counts {instr} instructions of recording per call "
+                            "(for mm, 2026-11-26: a third in building the node inline in "
+                            "dispatch_multi, a fifth in malloc/free, the rest in the saved "
+                            "DTensors, edges and specs of the node and the output's autograd "
+                            "state); the not-recorded column moves with the machine's speed "
+                            "as much, so compare the two columns with an earlier run"
+                            if instr else "not counted under callgrind (CALLGRIND_OPS)"))
             out.append(f"| `{op}` | {r['baseline_median_us']:.2f} | {r['median_us']:.2f} | "
                        f"{r['overhead_us']:.2f} | ≤ 0.5 µs: {st} | {instr} |")
         out.append("")
@@ -289,12 +293,16 @@ def redist_why(r):
                        "samples inside MPI_Alltoallw (Open MPI's basic linear alltoallw, "
                        "packing through opal_generic_simple_pack), so the DTensor layer itself "
                        "adds about 5%")
-    if str(r.get("name", "")).startswith("P->"):
+    name = str(r.get("name", ""))
+    if name.startswith("P->") or name.startswith("2d [P"):
         return head + ("the DTensor result goes to a newly allocated output (from the "
                        "allocator's large-block cache, tensor/memory_stats.h, so without "
-                       "first-touch page faults after the first iteration): the input is copied "
-                       "into it and reduced there in place, where the Communicator row reduces "
-                       "the same warm buffer in place with no copy")
+                       "first-touch page faults after the first iteration): the input, which "
+                       "the caller keeps, is copied into it and reduced there in place (Open "
+                       "MPI's in-place all-reduce is the faster form), where the Communicator "
+                       "row reduces the same warm buffer in place with no copy; a source the "
+                       "caller gives up (std::move, a layer's output) is reduced in its own "
+                       "memory with no copy")
     return head + ("a gather whose pieces cannot be placed directly (below "
                    "kGatherIntoDimMinBytes) lands as [n, ...] blocks that the executor copies "
                    "into the output (one copy; the allocator's large-block cache spares the page faults); "

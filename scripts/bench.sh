@@ -19,7 +19,7 @@
 #   TP_RANKS ["1 2 4"]          rank counts for bench_tp and bench_train
 #   RNG_MAX_MB [64]             largest size in bench_rng (the full sweep is 256)
 #   CALLGRIND [1]               0 skips the valgrind instruction counts of cache-hit dispatches
-#   CALLGRIND_OPS ["add mm sum transpose"]  ops counted under callgrind (cache hit and
+#   CALLGRIND_OPS ["add mul mm sum transpose"]  ops counted under callgrind (cache hit and
 #                               autograd recording)
 #   TORCH_VENV [/tmp/dtensor-torch-venv]  when its python imports torch, the local-kernel
 #                               benchmark also runs under PyTorch (nothing is installed here:
@@ -76,9 +76,9 @@ run cache "$B/dispatch/bench_cache" --steps 100 --json "$RES/bench_cache.jsonl"
 : >"$RES/callgrind.txt"
 if [ "$CALLGRIND" != 0 ] && command -v valgrind >/dev/null; then
   echo "valgrind --tool=callgrind --instr-atstart=no $(rel "$B")/dispatch/bench_dispatch" \
-    "--callgrind OP --calls N [--local], OP in ${CALLGRIND_OPS:-add mm sum transpose}," \
+    "--callgrind OP --calls N [--local], OP in ${CALLGRIND_OPS:-add mul mm sum transpose}," \
     "N = 2000 and 4000" >>"$RES/commands.txt"
-  for op in ${CALLGRIND_OPS:-add mm sum transpose}; do
+  for op in ${CALLGRIND_OPS:-add mul mm sum transpose}; do
     "$B/dispatch/bench_dispatch" --callgrind "$op" --calls 1 >/dev/null 2>&1 || continue
     for mode in dtensor local; do
       flag=""
