@@ -67,6 +67,7 @@ run() {
 }
 
 T0=$(date +%s)
+STARTED=$(date -u '+%Y-%m-%d %H:%M UTC')
 run dispatch "$B/dispatch/bench_dispatch" --json "$RES/bench_dispatch.jsonl"
 run cache "$B/dispatch/bench_cache" --steps 100 --json "$RES/bench_cache.jsonl"
 
@@ -139,6 +140,6 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 "$ROOT/benchmarks/make_report.py" --results "$RES" --out "$ROOT/$DOC" \
   --build-dir "$(rel "$BUILD_DIR")" --load-before "$LOAD_BEFORE" --load-after "$LOAD_AFTER" \
-  --seconds "$((T1 - T0))" \
+  --seconds "$((T1 - T0))" --date "$STARTED" \
   --env "NP=$NP REDIST_MAX_BYTES=$REDIST_MAX_BYTES TP_RANKS=\"$TP_RANKS\" RNG_MAX_MB=$RNG_MAX_MB"
 echo "wrote $DOC (benchmarks ran $((T1 - T0)) s)"

@@ -61,8 +61,10 @@ Stats time_batched(const std::function<void()>& fn, int64_t batch, double min_se
 // nothing. Values are added in order; add() returns *this for chaining.
 class JsonLines {
  public:
-  // `path` empty: <DTENSOR_BENCH_RESULTS_DIR>/<bench>.jsonl (the build dir's
-  // benchmarks/results/). The directory is created when missing.
+  // `path` empty (a run without --json, e.g. under perf): <DTENSOR_BENCH_RESULTS_DIR>/adhoc/
+  // <bench>.jsonl (the build dir's benchmarks/results/adhoc/), so that an ad hoc run never
+  // overwrites the results scripts/bench.sh saved (it passes --json for each). The directory
+  // is created when missing.
   JsonLines(const std::string& bench, const std::string& path);
   ~JsonLines();
   JsonLines(const JsonLines&) = delete;
