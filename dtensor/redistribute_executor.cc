@@ -34,10 +34,11 @@ using detail::zero_tail;
 // Output size from which a gather along a non-leading dim goes straight into its place
 // (Communicator::all_gather_into_dim for one mesh dim, all_gather_into_regions for several: no
 // padded buffer, no copy afterwards). Below it the contiguous gather plus one copy is as fast:
-// the gather's fixed cost (a subarray datatype per piece) is then what counts. Measured with bench_redistribute (4 ranks on the 2-core machine,
-// the MPI backend's blocking MPI_Alltoallw, two rounds alternating the bound): S(1)->R and
-// [S(0),S(1)]->[R,R] placed straight 1.1-1.3x faster at 256 KB, 1.5-1.7x at 1 MB and equal
-// to 1.05x at 4 MB; equal (within noise) from 4 KB to 64 KB. The bound was 4 MB while the
+// the gather's fixed cost (a subarray datatype per piece) is then what counts. Measured with
+// bench_redistribute (4 ranks on the 2-core machine, the MPI backend's blocking MPI_Alltoallw,
+// two rounds alternating the bound): S(1)->R and [S(0),S(1)]->[R,R] placed straight 1.1-1.3x
+// faster at 256 KB, 1.5-1.7x at 1 MB and equal to 1.05x at 4 MB; equal (within noise) from
+// 4 KB to 64 KB. The bound was 4 MB while the
 // backend posted the nonblocking MPI_Ialltoallw (then: equal to 15% faster at 1 MB).
 constexpr size_t kGatherIntoDimMinBytes = size_t{256} << 10;
 

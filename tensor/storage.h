@@ -62,9 +62,6 @@ class Storage {
 
  private:
   void* allocate_data() const;
-  struct Impl;
-  // Memory made by allocate (so the library's to reuse or swap), not by from_blob.
-  static bool allocated(const Impl& i);
   struct Impl {
     void* data = nullptr;
     size_t nbytes = 0;
@@ -74,6 +71,8 @@ class Storage {
     uint32_t version = 0;
     ~Impl();
   };
+  // Memory made by allocate (so the library's to reuse or swap), not by from_blob.
+  static bool allocated(const Impl& i);
   std::shared_ptr<Impl> impl_;
 };
 

@@ -7,19 +7,19 @@
 // reduce-scatter of 16 MB: 12.7 ms against 37.5 ms). The exception is all_gather, whose
 // nonblocking form is the faster at every size measured: MPI_Iallgather, then a Work whose
 // wait() polls. The form depends on the collective's kind only, so every rank uses the same one
-// (MPI never pairs a blocking collective with a nonblocking one). The consistency check's fingerprint
-// exchange is blocking as well (on every rank, whatever the fingerprints say, so that ranks
-// that disagree still pair up). Point-to-point stays nonblocking (a Work whose wait() polls
-// MPI_Test until completion or the deadline): a send and a receive posted in either order must
-// not block each other. Since a collective completes at issue, ranks must issue collectives on
-// different communicators in the same order (communicator.h; before, only collectives larger
-// than the check's inline block, whose fingerprints are compared at issue, needed that). CPU
-// tensors are used in place; CUDA tensors are staged through pinned host memory (when CUDA is
-// compiled in). Communicators return MPI errors as codes (MPI_ERRORS_RETURN), raised as
-// dtensor::Error: a size mismatch (MPI_ERR_TRUNCATE) is an error, not an abort. Reductions:
-// float16/bfloat16 sum, avg and product travel as float32 (one rounding, as on one device);
-// max/min of floating types propagate NaN (user-defined MPI ops; MPI_MAX drops a NaN depending
-// on the order).
+// (MPI never pairs a blocking collective with a nonblocking one). The consistency check's
+// fingerprint exchange is blocking as well (on every rank, whatever the fingerprints say, so
+// that ranks that disagree still pair up). Point-to-point stays nonblocking (a Work whose
+// wait() polls MPI_Test until completion or the deadline): a send and a receive posted in
+// either order must not block each other. Since a collective completes at issue, ranks must
+// issue collectives on different communicators in the same order (communicator.h; before, only
+// collectives larger than the check's inline block, whose fingerprints are compared at issue,
+// needed that). CPU tensors are used in place; CUDA tensors are staged through pinned host
+// memory (when CUDA is compiled in). Communicators return MPI errors as codes
+// (MPI_ERRORS_RETURN), raised as dtensor::Error: a size mismatch (MPI_ERR_TRUNCATE) is an
+// error, not an abort. Reductions: float16/bfloat16 sum, avg and product travel as float32 (one
+// rounding, as on one device); max/min of floating types propagate NaN (user-defined MPI ops;
+// MPI_MAX drops a NaN depending on the order).
 #pragma once
 
 #include <mpi.h>

@@ -291,8 +291,8 @@ TEST_CASE("redistribute: collective counts of the basic transitions", "[redistri
 
 // Large enough (above kGatherIntoDimMinBytes, 256 KB) for the executor's direct placement of a
 // gather along a non-leading dim (Communicator::all_gather_into_dim): equal to the
-// single-device slice, uneven and empty shards included, one all_gather per mesh dim. Values are distinct integers (exact in float32)
-// so that a misplaced element shows.
+// single-device slice, uneven and empty shards included, one all_gather per mesh dim. Values
+// are distinct integers (exact in float32) so that a misplaced element shows.
 TEST_CASE("redistribute: large S(1)->R gathers straight into place", "[redistribute]") {
   const int w = dt::world_size();
   auto iota = [](const Ints& shape) {
