@@ -74,6 +74,10 @@ struct Bucket {
   int64_t ready = 0;
 };
 
+// `local` is a view into its reduction's output buffer (a unit's reduce-scatter output, a
+// bucket's all-reduce buffer), which becomes the gradient as is: no copy, and no second
+// buffer of the gradients' size at the end of backward (FSDP2 makes the same views; DDP with
+// gradient_as_bucket_view). Each parameter's view is its own region of the buffer.
 void accumulate_into_grad(const DTensor& storage, Tensor local) {
   if (local.dtype() != storage.dtype()) local = local.to(storage.dtype());  // mixed precision
   DTensor g(std::move(local), storage.spec_ptr());
@@ -107,9 +111,8 @@ struct DataParallel::State {
   // time (FSDP2's implicit prefetch does the same); a unit already gathered is never prefetched.
   struct InFlight {
     detail::DpCollective c;
-    // The gathered flat buffer (read when the unit is gathered). The packed shards it was
-    // gathered from are held by the collective's task alone, so they are freed as soon as
-    // the all-gather has run, not when the unit is unpacked.
+    // The gathered flat buffer (read when the unit is gathered; this rank's packed shards
+    // are its own block). Freed once the unit is unpacked.
     Tensor out;
   };
   std::vector<const UnitState*> forward_order;
@@ -171,27 +174,38 @@ struct DataParallel::State {
     }
   }
 
-  // Launches the all-gather of the unit's shards.
+  // Launches the all-gather of the unit's shards. They are packed into this rank's block of
+  // the output, which the all-gather leaves in place (FSDP2 does the same): no separate input
+  // buffer.
   InFlight launch_gather(const UnitState& u) {
     InFlight f;
     if (u.block == 0) return f;
     const Device dev = params[u.sharded[0]].storage.to_local().device();
-    Tensor in = zeros({u.block}, TensorOptions(u.dtype, dev));
+    f.out = empty({n * u.block}, TensorOptions(u.dtype, dev));
+    Tensor in = f.out.narrow(0, rank * u.block, u.block);
+    in.zero_();  // the padding after a short (uneven) shard
     for (size_t i : u.sharded) {
       const ParamState& p = params[i];
       const Tensor& s = p.storage.to_local();
       if (s.numel() > 0) in.narrow(0, p.offset, s.numel()).view(s.shape()).copy_(s);
     }
-    f.out = empty({n * u.block}, TensorOptions(u.dtype, dev));
     f.c = detail::launch_all_gather(*comm, f.out, in);
     return f;
   }
 
   // One all_gather of the unit's shards into the gathered (full compute-local) tensors: the
   // prefetched one if launched, else launched now; then the neighbour in `direction` (+1
-  // forward, -1 backward) is prefetched.
+  // forward, -1 backward) is prefetched. The prefetch is launched once this unit is unpacked
+  // (as FSDP2 does), so that the neighbour's buffers are not alive beside this unit's gathered
+  // output and gathered parameters; its all-gather still overlaps this unit's compute.
+  // In backward, a unit still gathered since its forward (the last one, not resharded) is
+  // not gathered again.
   void gather(const UnitState& u, int direction) {
     if (u.sharded.empty()) return;
+    if (direction < 0 && gathered_units.contains(&u)) {
+      prefetch(neighbour(u, direction));
+      return;
+    }
     InFlight f;
     if (auto it = in_flight.find(&u); it != in_flight.end()) {
       f = std::move(it->second);
@@ -199,10 +213,12 @@ struct DataParallel::State {
     } else {
       f = launch_gather(u);
     }
-    prefetch(neighbour(u, direction));
     gathered_units.insert(&u);
     allocate_gathered(u);
-    if (u.block == 0) return;
+    if (u.block == 0) {
+      prefetch(neighbour(u, direction));
+      return;
+    }
     f.c.wait();  // needed now: the forward (or backward) reads the parameters next
     const Tensor& out = f.out;
     for (size_t i : u.sharded) {
@@ -215,6 +231,8 @@ struct DataParallel::State {
                        .view(p.chunk_shape(cb.size)));
       }
     }
+    f = InFlight();  // the gathered output is freed before the neighbour's buffers exist
+    prefetch(neighbour(u, direction));
   }
 
   void queue_finish() {
@@ -276,7 +294,7 @@ struct DataParallel::State {
         const ParamState& p = params[i];
         const Shape& shard = p.storage.to_local().shape();
         const int64_t numel = p.storage.to_local().numel();
-        accumulate_into_grad(p.storage, out.narrow(0, p.offset, numel).view(shard).clone());
+        accumulate_into_grad(p.storage, out.narrow(0, p.offset, numel).view(shard));
       }
     });
   }
@@ -323,8 +341,7 @@ struct DataParallel::State {
       for (auto [i, o] : where) {
         const ParamState& p = params[i];
         accumulate_into_grad(p.storage, flat.narrow(0, o, p.storage.to_local().numel())
-                                            .view(p.storage.to_local().shape())
-                                            .clone());
+                                            .view(p.storage.to_local().shape()));
       }
     });
   }
@@ -426,8 +443,14 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
   if (!backward_follows) {
     release(u);
   } else if (!u.root && options.reshard_after_forward) {
-    release(u);
-    // Gather again when the unit's output gradient arrives, before any of its backward ops.
+    // The unit that ran last in forward is the first whose gradient arrives: resharding it
+    // would free its parameters only to gather them again at once (one more all-gather, and
+    // its output beside the gathered parameters at the start of backward, where activations
+    // peak), so it stays gathered (torchtitan sets this by hand for the last block).
+    const bool last = order_known && !forward_order.empty() && forward_order.back() == &u;
+    if (!last) release(u);
+    // Gather again when the unit's output gradient arrives, before any of its backward ops
+    // (the last unit: only its neighbour's prefetch is launched then).
     out.register_hook([this, &u](const DTensor&) {
       gather(u, -1);
       return DTensor();

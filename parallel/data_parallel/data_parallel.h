@@ -12,7 +12,8 @@
 // the other mesh dims (a 1-D dp mesh: this process's self mesh, i.e. local tensors): a
 // sharded parameter is all-gathered (one all_gather per unit), a replicated one is the same
 // local tensor. After the unit's forward the module holds its storage parameters again, and
-// with reshard_after_forward (default; never for the root unit) the gathered memory is freed
+// with reshard_after_forward (default; never for the root unit, nor, once the forward order is
+// known, for the unit that runs last, whose backward comes first) the gathered memory is freed
 // and gathered again when the gradient of the unit's output arrives in backward.
 // Backward: the gradient of a compute parameter is this rank's contribution, i.e. the
 // parameter's gradient is Partial(avg) on dp (each rank's loss is the mean over its slice,
@@ -23,7 +24,9 @@
 // soon as every parameter of the bucket has its gradient (Partial(avg) -> Replicate).
 // Every reduction is waited on, and added into the storage parameters' grad(), at the end of
 // the backward pass (autograd::queue_callback), so the optimizer step sees reduced gradients
-// with the parameters' placements. A bucket holding a parameter that received no gradient is
+// with the parameters' placements. A gradient set there is a view into its reduction's output
+// (a unit's reduce-scatter output, a bucket's all-reduce buffer; FSDP2's views, DDP's
+// gradient_as_bucket_view), not a copy. A bucket holding a parameter that received no gradient is
 // reduced at the end with the gradients it has (every rank builds the same graph).
 // Gradient accumulation: while requires_gradient_sync is false (NoSync), gradients are summed
 // locally (unreduced) and folded into the next synchronised backward.
@@ -53,6 +56,7 @@ struct DataParallelOptions {
   GroupingPolicy grouping;                      // units (used unless kReplicate)
   int64_t bucket_cap_bytes = 25 * 1024 * 1024;  // replicated gradients' buckets (DDP's 25 MB)
   bool reshard_after_forward = true;            // free gathered parameters after forward
+                                                // (but the root's and the last unit's)
   // From the second step on, a unit's gather launches the next unit's all-gather (forward
   // order recorded in the first step; reversed in backward), overlapping it with this unit's
   // compute, at the cost of one more unit's parameters gathered at a time.

@@ -4,6 +4,7 @@
 // they promise per step, group a tied weight into its modules' common ancestor's unit, and
 // FSDP's forward holds one unit's gathered parameters at a time.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -32,12 +33,12 @@ namespace {
 
 using dt::test::max_diff;
 
-nn::TransformerConfig small_config(int64_t n_layers = 2) {
+nn::TransformerConfig small_config(int64_t n_layers = 2, int64_t dim = 8, int64_t heads = 2) {
   const int64_t W = dt::world_size();
   nn::TransformerConfig cfg;
   cfg.vocab_size = 4 * W + 3;  // uneven shards of the embedding and the output
-  cfg.dim = 8;
-  cfg.n_heads = 2;
+  cfg.dim = dim;
+  cfg.n_heads = heads;
   cfg.n_layers = n_layers;
   cfg.max_seq_len = 5;  // pos_embeddings [5, 8]: uneven on dp
   return cfg;
@@ -239,6 +240,8 @@ TEST_CASE("fully_shard: from the second step each unit's gather is launched ahea
   // Expected prefetches after each step's forward and backward: none in the first forward (the
   // order is being recorded); then every block in forward (the root prefetches the first), and
   // every block but the first in backward (each prefetches the one before it).
+  // Gathers in backward: every block in the first step; from the second, once the order is
+  // known, the last block stays gathered from its forward into its backward (the first).
   const int64_t after_forward[] = {0, 2 * blocks - 1, 4 * blocks - 2};
   const int64_t after_backward[] = {blocks - 1, 3 * blocks - 2, 5 * blocks - 3};
   for (int step = 0; step < 3; ++step) {
@@ -256,7 +259,8 @@ TEST_CASE("fully_shard: from the second step each unit's gather is launched ahea
     {
       dt::CommDebugMode comm;
       loss.backward();
-      if (W > 1) CHECK(comm.count(CollectiveKind::kAllGather) == units - 1);
+      const int64_t gathers = step == 0 ? blocks : blocks - 1;
+      if (W > 1) CHECK(comm.count(CollectiveKind::kAllGather) == gathers);
     }
     CHECK(dp->num_prefetched() == after_backward[step]);
     opt.step();
@@ -469,9 +473,7 @@ TEST_CASE("grouping: a tied weight belongs to its modules' common ancestor; FSDP
 TEST_CASE("fully_shard: forward holds one unit's gathered parameters at a time",
           "[dp][fsdp][memory]") {
   const int64_t W = dt::world_size();
-  nn::TransformerConfig cfg = small_config(8);
-  cfg.dim = 32;
-  cfg.n_heads = 2;
+  const nn::TransformerConfig cfg = small_config(8, 32, 2);
   auto forward_peak = [&](bool reshard, int64_t* largest_unit_bytes, int64_t* root_bytes,
                           int64_t* total_bytes) {
     dt::manual_seed(10);
@@ -513,6 +515,72 @@ TEST_CASE("fully_shard: forward holds one unit's gathered parameters at a time",
   CHECK(with <= root + 3 * largest + slack);
   CHECK(without >= total - slack);
   if (W > 1) CHECK(with < without);
+}
+
+TEST_CASE("data parallel gradients are views of their reduction's buffer, not copies",
+          "[dp][memory]") {
+  const int64_t W = dt::world_size();
+  const nn::TransformerConfig cfg = small_config(2, 64, 4);
+  const Batch b = make_batch(cfg, 2 * W, 11);
+  const int64_t r = dp_mesh().get_local_rank(0);
+  // One step's peak above its start (forward + backward of this rank's two rows).
+  auto step_peak = [&](nn::Module& m) {
+    const int64_t base = dt::memory_stats().current_bytes;
+    dt::reset_peak_memory_stats();
+    loss_backward(m, b, 2 * r, 2, cfg.vocab_size);
+    return dt::memory_stats().peak_bytes - base;
+  };
+  int64_t grad_bytes = 0, largest = 0;
+  dt::manual_seed(12);
+  nn::Transformer local(cfg);  // no data parallelism: activations and whole gradients
+  for (const dt::DTensor& p : local.parameters()) {
+    grad_bytes += p.numel() * 4;
+    largest = std::max(largest, p.numel() * 4);
+  }
+  step_peak(local);  // warm: later steps allocate the same sizes
+  local.zero_grad();
+  const int64_t local_peak = step_peak(local);
+
+  dt::manual_seed(12);
+  nn::Transformer ddp(cfg);
+  // Buckets of one parameter or so: at most one is packed beside its gradients at a time.
+  auto dp = dt::replicate(ddp, dp_mesh(), {.bucket_cap_bytes = 256});
+  step_peak(ddp);
+  ddp.zero_grad();
+  const int64_t ddp_peak = step_peak(ddp);
+  INFO("step peak " << ddp_peak << " B replicate, " << local_peak << " B local; gradients "
+                    << grad_bytes << " B, largest " << largest << " B");
+  // A copy of every reduced gradient into .grad would add grad_bytes at the end of backward.
+  CHECK(ddp_peak <= local_peak + 2 * largest + 16 * 1024);
+  CHECK(2 * largest + 16 * 1024 < grad_bytes);  // so that the check above can fail
+
+  // One bucket: every gradient is a view of its all-reduce buffer.
+  dt::manual_seed(12);
+  nn::Transformer one(cfg);
+  dt::replicate(one, dp_mesh());
+  loss_backward(one, b, 2 * r, 2, cfg.vocab_size);
+  const auto params = one.parameters();
+  for (const dt::DTensor& p : params) {
+    REQUIRE(p.grad().defined());
+    CHECK(p.grad().to_local().storage().data() == params[0].grad().to_local().storage().data());
+  }
+  // fully_shard: a unit's gradients are views of its reduce-scatter output.
+  dt::manual_seed(12);
+  nn::Transformer fsdp(cfg);
+  auto fs = dt::fully_shard(fsdp, dp_mesh(), {.grouping = {.module_types = {"TransformerBlock"}}});
+  loss_backward(fsdp, b, 2 * r, 2, cfg.vocab_size);
+  for (const dt::Unit& u : fs->units()) {
+    INFO(u.fqn);
+    const void* buffer = nullptr;
+    for (const dt::UnitParam& up : u.params) {
+      const dt::DTensor p = up.slots[0].module->param(up.slots[0].name);
+      REQUIRE(p.grad().defined());
+      if (p.grad().to_local().numel() == 0) continue;  // an empty shard has no memory
+      const void* data = p.grad().to_local().storage().data();
+      if (buffer == nullptr) buffer = data;
+      CHECK(data == buffer);
+    }
+  }
 }
 
 TEST_CASE("TP x FSDP on a 2x2 mesh trains like one device", "[dp][fsdp][tp]") {
