@@ -148,13 +148,84 @@ int64_t inline_payload_bytes(const SlotHeader& h, int size) {
   }
 }
 
+namespace {
+
+bool same_fingerprint(const SlotHeader& a, const SlotHeader& b) {
+  return std::memcmp(&a, &b, kFingerprintBytes) == 0;
+}
+
+// splitmix64's finaliser.
+uint64_t mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t pair_hash(int from, int to, int64_t bytes) {
+  const uint64_t ends = (static_cast<uint64_t>(static_cast<uint32_t>(from)) << 32) |
+                        static_cast<uint32_t>(to);
+  return mix(mix(ends + 0x9e3779b97f4a7c15ULL) ^ static_cast<uint64_t>(bytes));
+}
+
+}  // namespace
+
+void set_peer_sum(SlotHeader& h, const PeerBytes& p, int rank) {
+  uint64_t sum = 0;
+  for (size_t k = 0; k < p.send.size(); ++k) {
+    sum += pair_hash(rank, static_cast<int>(k), p.send[k]);
+    sum -= pair_hash(static_cast<int>(k), rank, p.recv[k]);
+  }
+  h.peer_sum = sum;
+  h.flags |= kFlagPeers;
+}
+
+void write_peer_table(char* slot, const PeerBytes& p) {
+  char* at = slot + kSlotHeaderBytes;
+  std::memcpy(at, p.send.data(), p.send.size() * sizeof(int64_t));
+  std::memcpy(at + p.send.size() * sizeof(int64_t), p.recv.data(),
+              p.recv.size() * sizeof(int64_t));
+}
+
+std::string compare_peer_bytes(const char* slots, const Communicator& comm, bool tables) {
+  const int n = comm.size();
+  uint64_t sum = 0;
+  for (int r = 0; r < n; ++r) sum += slot_header(slots, r).peer_sum;
+  if (sum == 0) return {};
+  std::vector<std::string> pairs;
+  if (tables) {
+    auto table = [&](int r, int which, int k) {
+      int64_t v;
+      std::memcpy(&v, slot_payload(slots, r) + (which * n + k) * sizeof(int64_t), sizeof(v));
+      return v;
+    };
+    int more = 0;
+    for (int from = 0; from < n; ++from) {
+      for (int to = 0; to < n; ++to) {
+        const int64_t sent = table(from, 0, to), expected = table(to, 1, from);
+        if (sent == expected) continue;
+        if (pairs.size() == 4) {
+          ++more;
+          continue;
+        }
+        pairs.push_back(absl::StrFormat("%s sends %d bytes to %s, which expects %d from it",
+                                        ranks_text({from}, comm), sent, ranks_text({to}, comm),
+                                        expected));
+      }
+    }
+    if (more > 0) pairs.push_back(absl::StrFormat("%d more pair%s", more, more == 1 ? "" : "s"));
+  }
+  return absl::StrFormat(
+      "ranks disagree on the sizes of the pieces they exchange on %s%s%s. Every rank must "
+      "describe the same exchange; usually the ranks hold different global shapes or "
+      "placements for the same DTensor",
+      describe_communicator(comm), pairs.empty() ? "" : ": ", absl::StrJoin(pairs, "; "));
+}
+
 std::string compare_slots(const char* slots, const Communicator& comm) {
   const int n = comm.size();
   const SlotHeader& ref = slot_header(slots, 0);
   bool same = true;
-  for (int r = 1; r < n && same; ++r) {
-    same = std::memcmp(&slot_header(slots, r), &ref, sizeof(SlotHeader)) == 0;
-  }
+  for (int r = 1; r < n && same; ++r) same = same_fingerprint(slot_header(slots, r), ref);
   if (same) return {};
   // Group ranks by fingerprint, in order of first appearance; group 0 holds rank 0.
   std::vector<std::vector<int>> groups;
@@ -162,10 +233,7 @@ std::string compare_slots(const char* slots, const Communicator& comm) {
   for (int r = 0; r < n; ++r) {
     size_t g = 0;
     for (; g < groups.size(); ++g) {
-      if (std::memcmp(&slot_header(slots, r), &slot_header(slots, first[g]), sizeof(SlotHeader)) ==
-          0) {
-        break;
-      }
+      if (same_fingerprint(slot_header(slots, r), slot_header(slots, first[g]))) break;
     }
     if (g == groups.size()) {
       groups.emplace_back();

@@ -31,6 +31,7 @@ inline constexpr uint8_t kKindMeet = 0x41;
 inline constexpr uint8_t kNoDType = 0xff;
 inline constexpr uint8_t kNoReduceOp = 0xff;
 inline constexpr uint8_t kFlagInline = 1;
+inline constexpr uint8_t kFlagPeers = 2;  // peer_sum is set (a collective with PeerBytes)
 
 // The first kSlotHeaderBytes of a slot. Compared byte for byte (unused bytes are zero).
 struct SlotHeader {
@@ -44,9 +45,32 @@ struct SlotHeader {
   int64_t count = 0;  // elements of this rank's input (scatter: of the output); -1: regions
   uint64_t seq = 0;   // position in the communicator's stream of public collective calls
   char label[kLabelBytes] = {};
-  uint64_t reserved2 = 0;
+  // Differs by rank (set_peer_sum), so it is not part of the fingerprint compared byte for
+  // byte: the fields before it are.
+  uint64_t peer_sum = 0;
 };
 static_assert(sizeof(SlotHeader) == kSlotHeaderBytes);
+inline constexpr size_t kFingerprintBytes = offsetof(SlotHeader, peer_sum);
+
+// The bytes this rank sends to and expects from each peer, in a collective whose pieces
+// differ in size by rank (the region exchanges, a gather into a dim). Ranks that describe one
+// exchange differently (e.g. they hold different global shapes or placements for the same
+// DTensor) would pair pieces of different sizes, which MPI does not catch: a shorter piece is
+// taken as it is, the rest of its place left as it was.
+struct PeerBytes {
+  std::vector<int64_t> send, recv;  // indexed by peer
+};
+// Largest communicator whose PeerBytes fit in a slot's payload, for the mismatch report.
+inline constexpr int kMaxPeerTable = static_cast<int>(kInlineBytes / (2 * sizeof(int64_t)));
+// Sets kFlagPeers and h.peer_sum = sum over peers k of H(rank, k, send[k]) - H(k, rank,
+// recv[k]) (mod 2^64, H a 64-bit mix): over all ranks the sums cancel exactly when every
+// rank sends each peer what that peer expects (bar a 2^-64 chance).
+void set_peer_sum(SlotHeader& h, const PeerBytes& p, int rank);
+// Writes send then recv into a slot's payload (size <= kMaxPeerTable, not inline).
+void write_peer_table(char* slot, const PeerBytes& p);
+// Empty when the peer sums of every rank's slot cancel; otherwise the report (without the
+// leading "[op] "), naming the pairs that disagree when the slots carry tables.
+std::string compare_peer_bytes(const char* slots, const Communicator& comm, bool tables);
 
 // The mode DTENSOR_CHECK_COLLECTIVES = `env` selects (nullptr, empty or "1": kOn, "0": kOff);
 // throws dtensor::Error "[collective check] ..." for any other value.
@@ -66,7 +90,7 @@ inline const char* slot_payload(const char* slots, int rank) {
   return slots + static_cast<size_t>(rank) * kSlotBytes + kSlotHeaderBytes;
 }
 
-// Empty when every rank's header equals rank 0's; otherwise the mismatch report (without the
+// Empty when every rank's fingerprint (the header up to peer_sum) equals rank 0's; otherwise the mismatch report (without the
 // leading "[op] "), naming each group of ranks (world ranks) and what they issued, e.g. "rank 1
 // issued all_reduce(sum, float32, 16 elements) #12 where rank 0 issued all_gather(float32, 16
 // elements) #12". Every rank computes the same text from the same slots.

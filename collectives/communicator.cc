@@ -264,6 +264,15 @@ class Communicator::CheckedWork final : public Work {
       const char* all = slots_.get() + detail::kSlotBytes;
       const std::string mismatch = detail::compare_slots(all, *comm_);
       DT_CHECK(mismatch.empty(), "[%s] %s", op_, mismatch);
+      // The fingerprints agree, so every rank has the same flags: all or none compare the
+      // pieces' sizes.
+      const detail::SlotHeader& mine = detail::slot_header(slots_.get(), 0);
+      if (mine.flags & detail::kFlagPeers) {
+        const bool tables =
+            !(mine.flags & detail::kFlagInline) && comm_->size() <= detail::kMaxPeerTable;
+        const std::string pieces = detail::compare_peer_bytes(all, *comm_, tables);
+        DT_CHECK(pieces.empty(), "[%s] %s", op_, pieces);
+      }
     } catch (...) {
       error_ = std::current_exception();
       done_ = true;
@@ -324,7 +333,7 @@ template <typename Finish, typename IssueData>
 WorkPtr Communicator::run_checked(IssueScope& scope, uint8_t kind, const Tensor* shape_of,
                                   DType dtype, int op, int root, int64_t count,
                                   const Tensor& payload, Finish&& finish_inline,
-                                  IssueData&& issue_data) {
+                                  IssueData&& issue_data, const detail::PeerBytes* peers) {
   if (log_enabled(LogTopic::kCollectives) && scope.take_log()) {
     // count < 0: a region exchange, whose size differs per rank (log this rank's input).
     const int64_t bytes = shape_of == nullptr ? 0
@@ -332,7 +341,8 @@ WorkPtr Communicator::run_checked(IssueScope& scope, uint8_t kind, const Tensor*
                                               : static_cast<int64_t>(shape_of->nbytes());
     return detail::log_collective(scope.op(), bytes, *this, [&] {
       return run_checked(scope, kind, shape_of, dtype, op, root, count, payload,
-                         std::forward<Finish>(finish_inline), std::forward<IssueData>(issue_data));
+                         std::forward<Finish>(finish_inline), std::forward<IssueData>(issue_data),
+                         peers);
     });
   }
   if (scope.mode() == CollectiveCheckMode::kOff || size_ == 1) return issue_data();
@@ -346,9 +356,15 @@ WorkPtr Communicator::run_checked(IssueScope& scope, uint8_t kind, const Tensor*
   const bool inl = supports_inline() && detail::inline_payload_bytes(h, size_) <=
                                             static_cast<int64_t>(detail::kInlineBytes);
   if (inl) h.flags |= detail::kFlagInline;
+  if (peers != nullptr) detail::set_peer_sum(h, *peers, rank_);
 
   std::unique_ptr<char[]> slots = new_slots(h, size_);
   if (inl && payload.defined()) detail::read_bytes(payload, slots.get() + detail::kSlotHeaderBytes);
+  // The payload area is free when nothing travels inline: the peer table names the pairs that
+  // disagree, if any (every rank decides alike: inl depends on the fingerprint only).
+  if (peers != nullptr && !inl && size_ <= detail::kMaxPeerTable) {
+    detail::write_peer_table(slots.get(), *peers);
+  }
   char* all = slots.get() + detail::kSlotBytes;
   WorkPtr slot_work = do_exchange_slots(slots.get(), all, scope.op(), shape_of);
   auto work = std::make_shared<CheckedWork>(this, weak_from_this().lock(), scope.op(),
@@ -516,6 +532,12 @@ WorkPtr Communicator::gather_into_regions(IssueScope& scope, const Tensor& outpu
            "[all_gather] input is %s, expected this rank's region shape %s", shape_str(input.sizes()),
            shape_str(shapes[static_cast<size_t>(rank())]));
   CommDebugMode::record(CollectiveKind::kAllGather, bytes_of(input), size());
+  detail::PeerBytes peers;
+  const int64_t item = static_cast<int64_t>(output.itemsize());
+  for (const Shape& sh : shapes) {
+    peers.send.push_back(static_cast<int64_t>(input.nbytes()));
+    peers.recv.push_back(shape_numel(sh) * item);
+  }
   // The payload travels inline only when the whole output fits (count is output.numel()).
   return run_checked(
       scope, kind_code(CollectiveKind::kAllGather), &output, input.dtype(), kNoOp, root_code,
@@ -543,7 +565,7 @@ WorkPtr Communicator::gather_into_regions(IssueScope& scope, const Tensor& outpu
           }
         }
       },
-      [&] { return do_all_gather_into_regions(output, input, offsets, shapes); });
+      [&] { return do_all_gather_into_regions(output, input, offsets, shapes); }, &peers);
 }
 
 WorkPtr Communicator::do_all_gather_into_regions(const Tensor& output, const Tensor&,
@@ -614,14 +636,22 @@ WorkPtr Communicator::all_to_all_regions(const Tensor& output, const Tensor& inp
   check_regions(*this, "all_to_all", "input", input, send_offsets, send_shapes);
   check_regions(*this, "all_to_all", "output", output, recv_offsets, recv_shapes);
   CommDebugMode::record(CollectiveKind::kAllToAll, bytes_of(input), size());
-  // No element count in the fingerprint (each rank moves its own amount); never inline.
+  detail::PeerBytes peers;
+  const int64_t item = static_cast<int64_t>(input.itemsize());
+  for (size_t k = 0; k < send_shapes.size(); ++k) {
+    peers.send.push_back(shape_numel(send_shapes[k]) * item);
+    peers.recv.push_back(shape_numel(recv_shapes[k]) * item);
+  }
+  // No element count in the fingerprint (each rank moves its own amount; the peer sizes are
+  // checked to pair up instead); never inline.
   return run_checked(
       scope, kind_code(CollectiveKind::kAllToAll), &input, input.dtype(), kNoOp, kNoRoot,
       /*count=*/-1, Tensor(), [](const char*) {},
       [&] {
         return do_all_to_all_regions(output, input, send_offsets, send_shapes, recv_offsets,
                                      recv_shapes);
-      });
+      },
+      &peers);
 }
 
 WorkPtr Communicator::do_all_to_all_regions(const Tensor& output, const Tensor&,

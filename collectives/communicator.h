@@ -20,7 +20,9 @@
 // instead of pairing different collectives (which returns garbage, aborts inside MPI or, with
 // Open MPI's CMA single-copy transport or NCCL, can write past a buffer). A call that throws a
 // validation error still takes a sequence number, so a rank that failed alone is caught at its
-// next collective. After a mismatch nothing was exchanged but the fingerprints: the
+// next collective. The collectives whose pieces differ in size by rank (the region exchanges,
+// all_gather_into_dim) also check that what each rank sends a peer is what that peer expects
+// ("ranks disagree on the sizes of the pieces ...", collective_check.h PeerBytes). After a mismatch nothing was exchanged but the fingerprints: the
 // communicator stays usable.
 //
 // Cost: the fingerprints travel in one allgather of a 256-byte block per rank. A collective
@@ -54,6 +56,10 @@
 #include "tensor/tensor.h"
 
 namespace dtensor {
+
+namespace detail {
+struct PeerBytes;  // collectives/collective_check.h
+}  // namespace detail
 
 // Reduction of all_reduce / reduce_scatter and of Partial placements (kProduct: collectives only).
 enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin, kProduct };
@@ -267,11 +273,13 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   friend class CheckedWork;
   // Runs one checked collective: `payload` is what would travel inline (undefined: nothing),
   // `finish_inline` computes the outputs from the slots, `issue_data` posts the backend's own
-  // collective. Defined in communicator.cc (its only user).
+  // collective; `peers`, for pieces whose sizes differ by rank, what this rank sends to and
+  // expects from each peer (checked to pair up across the ranks). Defined in communicator.cc
+  // (its only user).
   template <typename Finish, typename IssueData>
   WorkPtr run_checked(IssueScope& scope, uint8_t kind, const Tensor* shape_of, DType dtype, int op,
                       int root, int64_t count, const Tensor& payload, Finish&& finish_inline,
-                      IssueData&& issue_data);
+                      IssueData&& issue_data, const detail::PeerBytes* peers = nullptr);
   // The fingerprint exchange of split() and meet() (defined in communicator.cc).
   void meet_as(IssueScope& scope, uint8_t kind, const char* what);
   // all_gather_into_regions inside the caller's scope (all_gather_into_dim is one).

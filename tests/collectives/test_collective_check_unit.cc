@@ -166,6 +166,43 @@ TEST_CASE("compare_slots names each group of ranks and what it issued", "[collec
              Contains("rank 11 issued something other than a dtensor collective"));
 }
 
+TEST_CASE("peer sums cancel exactly when every pair of ranks agrees on its piece sizes",
+          "[collectives][check]") {
+  // 16 ranks: more than a slot's table holds, so the verdict rests on the sums alone. Rank r
+  // sends (r + k + 1) * 4 bytes to rank k.
+  const int n = 16;
+  REQUIRE(n > detail::kMaxPeerTable);
+  NamesOnly comm(n);
+  auto slots_for = [&](int liar, int64_t extra) {
+    std::vector<SlotHeader> headers;
+    for (int r = 0; r < n; ++r) {
+      detail::PeerBytes p;
+      for (int k = 0; k < n; ++k) {
+        p.send.push_back((r + k + 1) * 4);
+        p.recv.push_back((k + r + 1) * 4 + (r == liar && k == 0 ? extra : 0));
+      }
+      SlotHeader h = header(CollectiveKind::kAllToAll, kFloat32, -1, -1, -1, 5);
+      detail::set_peer_sum(h, p, r);
+      CHECK((h.flags & detail::kFlagPeers) != 0);
+      headers.push_back(h);
+    }
+    return make_slots(headers);
+  };
+  const std::vector<char> agree = slots_for(-1, 0);
+  // The sums differ by rank, yet the fingerprints agree (peer_sum is not compared).
+  CHECK(detail::slot_header(agree.data(), 0).peer_sum !=
+        detail::slot_header(agree.data(), 1).peer_sum);
+  CHECK(detail::compare_slots(agree.data(), comm).empty());
+  CHECK(detail::compare_peer_bytes(agree.data(), comm, false).empty());
+  for (int64_t extra : {int64_t{4}, int64_t{-4}, int64_t{1} << 40}) {
+    const std::vector<char> one_off = slots_for(7, extra);
+    CHECK(detail::compare_slots(one_off.data(), comm).empty());
+    CHECK_THAT(detail::compare_peer_bytes(one_off.data(), comm, false),
+               Contains("ranks disagree on the sizes of the pieces they exchange on mesh dim 0 "
+                        "(x)"));
+  }
+}
+
 TEST_CASE("inline reductions: NaN-propagating max/min, 16-bit sums in float, integers wrap",
           "[collectives][check]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
