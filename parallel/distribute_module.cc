@@ -56,7 +56,7 @@ nn::Module& distribute_module(nn::Module& module, const DeviceMesh& mesh,
   }
   if (output_fn) {
     module.register_forward_hook(
-        [output_fn, mesh](nn::Module& m, const DTensor& y) { return output_fn(m, y, mesh); });
+        [output_fn, mesh](nn::Module& m, DTensor y) { return output_fn(m, std::move(y), mesh); });
   }
   return module;
 }

@@ -28,8 +28,10 @@ using PartitionFn = std::function<void(std::string_view name, nn::Module& module
 // to a DTensor on the mesh).
 using InputFn = std::function<DTensor(nn::Module& module, const DTensor& input,
                                       const DeviceMesh& mesh)>;
-// A forward hook: maps the forward's output to what the call returns.
-using OutputFn = std::function<DTensor(nn::Module& module, const DTensor& output,
+// A forward hook: maps the forward's output to what the call returns. It owns the output (a
+// function taking it by value may std::move it into a redistribute, which then works in its
+// memory); one taking const DTensor& fits too.
+using OutputFn = std::function<DTensor(nn::Module& module, DTensor output,
                                        const DeviceMesh& mesh)>;
 
 // Applies partition_fn to every module of the tree, then replicates every parameter it left

@@ -17,11 +17,10 @@ Placement normalized(Placement p, int64_t ndim) {
 
 }  // namespace
 
-DTensor prepare_input(const DTensor& x, const DeviceMesh& mesh, Placement input_layout,
+DTensor prepare_input(DTensor x, const DeviceMesh& mesh, Placement input_layout,
                       Placement desired, std::optional<int64_t> known_size, std::string_view style,
                       std::string_view fqn) {
   DT_CHECK(x.defined(), "[%s] input of '%s' is undefined (expected a DTensor)", style, fqn);
-  DTensor on = x;
   if (!(x.device_mesh() == mesh)) {
     DT_CHECK(nn::is_local(x),
              "[%s] input of '%s' is on mesh %s (expected the plan's mesh %s or a local tensor)",
@@ -35,10 +34,10 @@ DTensor prepare_input(const DTensor& x, const DeviceMesh& mesh, Placement input_
       global[in.dim()] = known_size ? *known_size : global[in.dim()] * mesh.size();
     }
     // Differentiable: the local input's gradient is its piece of the DTensor's gradient.
-    on = DTensor::from_local(x, mesh, {in}, /*run_check=*/false, global);
+    x = DTensor::from_local(x, mesh, {in}, /*run_check=*/false, global);
   }
-  const Placement want[] = {normalized(desired, on.dim())};
-  return std::move(on).redistribute(want);
+  const Placement want[] = {normalized(desired, x.dim())};
+  return std::move(x).redistribute(want);
 }
 
 DTensor finish_output(DTensor y, Placement layout, bool use_local_output) {
@@ -117,8 +116,10 @@ nn::ForwardHook checked_relayout_hook(const DeviceMesh& mesh, Placement from, Pl
                                       std::string_view fqn) {
   check_mesh(mesh, style, fqn);
   const std::string name(fqn);
-  return [=](nn::Module&, const DTensor& x) {
-    DTensor y = detail::prepare_input(x, mesh, from, to, std::nullopt, style, name);
+  // x by value: as an output hook (PrepareModuleOutput) it owns the output, so a Partial one is
+  // reduced in its own memory; as a pre-hook it is a copy of the caller's input (never reused).
+  return [=](nn::Module&, DTensor x) {
+    DTensor y = detail::prepare_input(std::move(x), mesh, from, to, std::nullopt, style, name);
     return use_local ? nn::local(y.to_local()) : y;
   };
 }

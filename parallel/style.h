@@ -150,8 +150,9 @@ namespace detail {
 // The pre-hook logic shared by the styles: `x` as a DTensor on `mesh` laid out `desired`.
 // A local x is wrapped with `input_layout`; for a Shard(d) layout the global size of dim d is
 // `known_size` when given (e.g. a Linear's in_features), else local size * mesh size (even
-// shards, as PyTorch's from_local). Errors name `style` and `fqn`.
-DTensor prepare_input(const DTensor& x, const DeviceMesh& mesh, Placement input_layout,
+// shards, as PyTorch's from_local). Errors name `style` and `fqn`. `x` by value: a caller that
+// gives it up (an output hook, which owns the output) lets the redistribute work in its memory.
+DTensor prepare_input(DTensor x, const DeviceMesh& mesh, Placement input_layout,
                       Placement desired, std::optional<int64_t> known_size, std::string_view style,
                       std::string_view fqn);
 // The hook logic: y redistributed to `layout`, then made local when use_local_output.

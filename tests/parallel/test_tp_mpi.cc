@@ -161,6 +161,62 @@ TEST_CASE("RowwiseParallel all-reduces the layer's Partial output in place", "[t
   CHECK(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
 }
 
+TEST_CASE("PrepareModuleOutput and distribute_module's output_fn reduce a Partial output in "
+          "its own memory", "[tp]") {
+  const int64_t W = dt::world_size();
+  const int64_t in = W * 3;
+  const dt::DeviceMesh mesh = tp_mesh();
+  dt::manual_seed(22);
+  nn::Linear ref(in, 5, /*bias=*/false);
+  const dt::Tensor x = same_randn({2, in}, 9);
+  const dt::Tensor want = ref(nn::local(x)).to_local();
+  // Registered first, so it sees the forward's own output (Partial).
+  const void* forward_mem = nullptr;
+  auto capture = [&](nn::Module&, dt::DTensor y) {
+    forward_mem = y.to_local().data_ptr();
+    CHECK(y.placements()[0].is_partial());
+    return y;
+  };
+  {
+    dt::manual_seed(22);
+    nn::Linear lin(in, 5, /*bias=*/false);
+    lin.register_forward_hook(capture);
+    dt::parallelize_module(lin, mesh,
+                           dt::RowwiseParallel({.output_layouts = dt::Partial(),
+                                                .use_local_output = false}));
+    dt::parallelize_module(lin, mesh,
+                           dt::PrepareModuleOutput({.output_layouts = dt::Partial(),
+                                                    .desired_output_layouts = dt::Replicate()}));
+    const dt::DTensor y = lin(nn::local(my_chunk(x, 1).contiguous()));
+    CHECK(y.placements()[0] == dt::Replicate());
+    CHECK(y.to_local().data_ptr() == forward_mem);
+    CHECK(max_diff(y.to_local(), want) < kTol);
+  }
+  {
+    dt::manual_seed(22);
+    nn::Linear lin(in, 5, /*bias=*/false);
+    lin.register_forward_hook(capture);
+    dt::distribute_module(
+        lin, mesh,
+        [](std::string_view, nn::Module& m, const dt::DeviceMesh& msh) {
+          m.set_parameter("weight", dt::distribute_tensor(m.param("weight").to_local(), msh,
+                                                          {dt::Shard(1)}, std::nullopt));
+        },
+        [&](nn::Module&, const dt::DTensor& input, const dt::DeviceMesh& msh) {
+          return dt::DTensor::from_local(input.to_local(), msh, {dt::Shard(1)},
+                                         /*run_check=*/false, x.sizes());
+        },
+        [](nn::Module&, dt::DTensor out, const dt::DeviceMesh&) {
+          const dt::Placement r[] = {dt::Replicate()};
+          return std::move(out).redistribute(r);
+        });
+    const dt::DTensor y = lin(nn::local(my_chunk(x, 1).contiguous()));
+    CHECK(y.placements()[0] == dt::Replicate());
+    CHECK(y.to_local().data_ptr() == forward_mem);
+    CHECK(max_diff(y.to_local(), want) < kTol);
+  }
+}
+
 TEST_CASE("Embedding: RowwiseParallel (vocab-sharded) and ColwiseParallel", "[tp]") {
   const int64_t W = dt::world_size();
   const int64_t vocab = W * 3 + 1;
