@@ -33,7 +33,8 @@ inline constexpr uint8_t kNoReduceOp = 0xff;
 inline constexpr uint8_t kFlagInline = 1;
 inline constexpr uint8_t kFlagPeers = 2;  // peer_sum is set (a collective with PeerBytes)
 
-// The first kSlotHeaderBytes of a slot. Compared byte for byte (unused bytes are zero).
+// The first kSlotHeaderBytes of a slot. The fingerprint, every field before peer_sum, is
+// compared byte for byte (unused bytes are zero).
 struct SlotHeader {
   uint32_t magic = kSlotMagic;
   uint8_t kind = 0;
@@ -90,10 +91,11 @@ inline const char* slot_payload(const char* slots, int rank) {
   return slots + static_cast<size_t>(rank) * kSlotBytes + kSlotHeaderBytes;
 }
 
-// Empty when every rank's fingerprint (the header up to peer_sum) equals rank 0's; otherwise the mismatch report (without the
-// leading "[op] "), naming each group of ranks (world ranks) and what they issued, e.g. "rank 1
-// issued all_reduce(sum, float32, 16 elements) #12 where rank 0 issued all_gather(float32, 16
-// elements) #12". Every rank computes the same text from the same slots.
+// Empty when every rank's fingerprint (the header up to peer_sum) equals rank 0's; otherwise
+// the mismatch report (without the leading "[op] "), naming each group of ranks (world ranks)
+// and what they issued, e.g. "rank 1 issued all_reduce(sum, float32, 16 elements) #12 where
+// rank 0 issued all_gather(float32, 16 elements) #12". Every rank computes the same text from
+// the same slots.
 std::string compare_slots(const char* slots, const Communicator& comm);
 
 // dst[i] = op over ranks r of payload_r[offset + i], i < count, for `dtype` (the semantics of

@@ -22,8 +22,9 @@
 // validation error still takes a sequence number, so a rank that failed alone is caught at its
 // next collective. The collectives whose pieces differ in size by rank (the region exchanges,
 // all_gather_into_dim) also check that what each rank sends a peer is what that peer expects
-// ("ranks disagree on the sizes of the pieces ...", collective_check.h PeerBytes). After a mismatch nothing was exchanged but the fingerprints: the
-// communicator stays usable.
+// ("ranks disagree on the sizes of the pieces ...", collective_check.h PeerBytes; sizes only:
+// a piece's elements land in its region in row-major order, whatever the region's shape).
+// After a mismatch nothing was exchanged but the fingerprints: the communicator stays usable.
 //
 // Cost: the fingerprints travel in one allgather of a 256-byte block per rank. A collective
 // whose whole payload fits in the rest of the block (192 bytes: an all_reduce of up to 48

@@ -84,6 +84,14 @@ void accumulate_into_grad(const DTensor& storage, Tensor local) {
   storage.set_grad(storage.grad().defined() ? autograd::add_gradients(storage.grad(), g) : g);
 }
 
+// Each parameter's place in a flat reduction buffer (a unit's, a bucket's) starts on a
+// 16-element boundary, so that its gradient view (which becomes .grad) is 16-byte aligned, as
+// a fresh tensor is: the vectorised CUDA elementwise path (ops/common/loops_cuda.cuh) needs it.
+constexpr int64_t kFlatAlign = 16;
+int64_t flat_slot(int64_t numel) {
+  return (numel + kFlatAlign - 1) / kFlatAlign * kFlatAlign;
+}
+
 Tensor add_local(const Tensor& a, const Tensor& b) {
   return autograd::add_gradients(local_dtensor(a), local_dtensor(b)).to_local();
 }
@@ -322,7 +330,7 @@ struct DataParallel::State {
     Device dev;
     for (size_t s = 0; s < b.params.size(); ++s) {
       if (!b.grads[s].defined()) continue;
-      total += b.grads[s].numel();
+      total += flat_slot(b.grads[s].numel());
       dtype = b.grads[s].dtype();
       dev = b.grads[s].device();
     }
@@ -331,9 +339,12 @@ struct DataParallel::State {
     int64_t off = 0;
     for (size_t s = 0; s < b.params.size(); ++s) {
       if (!b.grads[s].defined()) continue;
-      flat.narrow(0, off, b.grads[s].numel()).view(b.grads[s].shape()).copy_(b.grads[s]);
+      const int64_t numel = b.grads[s].numel();
+      flat.narrow(0, off, numel).view(b.grads[s].shape()).copy_(b.grads[s]);
+      // The alignment padding: reduced like the rest, never read, kept deterministic.
+      if (flat_slot(numel) > numel) flat.narrow(0, off + numel, flat_slot(numel) - numel).zero_();
       where.emplace_back(b.params[s], off);
-      off += b.grads[s].numel();
+      off += flat_slot(numel);
       b.grads[s] = Tensor();
     }
     b.ready = 0;
@@ -346,9 +357,21 @@ struct DataParallel::State {
     });
   }
 
+  // Frees every non-root unit still gathered: one whose backward did not run (its output did not
+  // reach the loss, or no backward followed its forward), which would otherwise hold its
+  // parameters until its next forward (FSDP2's final callback reshards likewise).
+  void release_leftovers() {
+    std::vector<const UnitState*> left;
+    for (const UnitState* u : gathered_units) {
+      if (!u->root) left.push_back(u);
+    }
+    for (const UnitState* u : left) release(*u);
+  }
+
   void finish_backward() {
     callback_queued = false;
     drain_prefetches();  // a unit before the first one that needed its gradient
+    release_leftovers();
     // Buckets some of whose parameters received no gradient (the same on every rank).
     for (Bucket& b : buckets) {
       if (b.ready > 0) launch_bucket(b);
@@ -391,6 +414,9 @@ void DataParallel::State::pre_forward(const UnitState& u) {
   if (u.root) {
     reset_step();
     drain_prefetches();  // launched by a step that did not use them (it raised, or branched)
+    // Kept gathered by a forward no backward followed (a graph saved across this forward
+    // still works: its backward gathers the unit again into the same memory).
+    release_leftovers();
     recording_order = !order_known;
     if (recording_order) forward_order.clear();
   } else if (recording_order &&
@@ -446,7 +472,10 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
     // The unit that ran last in forward is the first whose gradient arrives: resharding it
     // would free its parameters only to gather them again at once (one more all-gather, and
     // its output beside the gathered parameters at the start of backward, where activations
-    // peak), so it stays gathered (torchtitan sets this by hand for the last block).
+    // peak), so it stays gathered (torchtitan sets this by hand for the last block). "Last" is
+    // the last to start in the recorded order: with a unit run twice or nested units it may not
+    // be the last to finish, which costs memory held longer, not correctness. If its backward
+    // does not run, the end of the backward or the next forward frees it.
     const bool last = order_known && !forward_order.empty() && forward_order.back() == &u;
     if (!last) release(u);
     // Gather again when the unit's output gradient arrives, before any of its backward ops
@@ -590,7 +619,7 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
       u.dtype = p.compute_dtype;
       u.reduce_dtype = p.reduce_dtype;
       p.offset = u.block;
-      u.block += p.chunk(s.n, 0).size * p.rest();
+      u.block += flat_slot(p.chunk(s.n, 0).size * p.rest());
     }
     s.unit_states.push_back(std::move(u));
   }

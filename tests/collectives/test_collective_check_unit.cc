@@ -203,6 +203,30 @@ TEST_CASE("peer sums cancel exactly when every pair of ranks agrees on its piece
   }
 }
 
+TEST_CASE("the peer tables name the pairs that disagree, at most four", "[collectives][check]") {
+  NamesOnly comm(4);
+  // Every rank expects one byte more than each peer sends it: 16 pairs disagree.
+  std::vector<SlotHeader> headers;
+  std::vector<std::vector<char>> payloads;
+  for (int r = 0; r < 4; ++r) {
+    detail::PeerBytes p{std::vector<int64_t>(4, 8), std::vector<int64_t>(4, 9)};
+    SlotHeader h = header(CollectiveKind::kAllToAll, kFloat32, -1, -1, -1, 3);
+    detail::set_peer_sum(h, p, r);
+    headers.push_back(h);
+    std::vector<char> slot(detail::kSlotBytes, 0);
+    detail::write_peer_table(slot.data(), p);
+    payloads.emplace_back(slot.begin() + detail::kSlotHeaderBytes, slot.end());
+  }
+  const std::vector<char> slots = make_slots(headers, payloads);
+  CHECK_THAT(detail::compare_peer_bytes(slots.data(), comm, true),
+             Contains("rank 10 sends 8 bytes to rank 10, which expects 9 from it; rank 10 sends "
+                      "8 bytes to rank 11, which expects 9 from it;") &&
+                 Contains("; 12 more pairs"));
+  // Without the tables: the verdict alone.
+  CHECK_THAT(detail::compare_peer_bytes(slots.data(), comm, false),
+             Contains("pieces they exchange on mesh dim 0 (x)") && !Contains("sends"));
+}
+
 TEST_CASE("inline reductions: NaN-propagating max/min, 16-bit sums in float, integers wrap",
           "[collectives][check]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
