@@ -67,7 +67,13 @@ inline constexpr int kMaxPeerTable = static_cast<int>(kInlineBytes / (2 * sizeof
 // recv[k]) (mod 2^64, H a 64-bit mix): over all ranks the sums cancel exactly when every
 // rank sends each peer what that peer expects (bar a 2^-64 chance).
 void set_peer_sum(SlotHeader& h, const PeerBytes& p, int rank);
-// Writes send then recv into a slot's payload (size <= kMaxPeerTable, not inline).
+// Whether a slot with header h, on a communicator of `size` ranks, carries the peer table: its
+// payload is free (nothing inline) and the table fits. The same on every rank once the
+// fingerprints agree.
+inline bool carries_peer_table(const SlotHeader& h, int size) {
+  return (h.flags & kFlagPeers) && !(h.flags & kFlagInline) && size <= kMaxPeerTable;
+}
+// Writes send then recv into a slot's payload (where carries_peer_table).
 void write_peer_table(char* slot, const PeerBytes& p);
 // Empty when the peer sums of every rank's slot cancel; otherwise the report (without the
 // leading "[op] "), naming the pairs that disagree when the slots carry tables.

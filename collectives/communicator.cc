@@ -268,9 +268,8 @@ class Communicator::CheckedWork final : public Work {
       // pieces' sizes.
       const detail::SlotHeader& mine = detail::slot_header(slots_.get(), 0);
       if (mine.flags & detail::kFlagPeers) {
-        const bool tables =
-            !(mine.flags & detail::kFlagInline) && comm_->size() <= detail::kMaxPeerTable;
-        const std::string pieces = detail::compare_peer_bytes(all, *comm_, tables);
+        const std::string pieces = detail::compare_peer_bytes(
+            all, *comm_, detail::carries_peer_table(mine, comm_->size()));
         DT_CHECK(pieces.empty(), "[%s] %s", op_, pieces);
       }
     } catch (...) {
@@ -360,9 +359,8 @@ WorkPtr Communicator::run_checked(IssueScope& scope, uint8_t kind, const Tensor*
 
   std::unique_ptr<char[]> slots = new_slots(h, size_);
   if (inl && payload.defined()) detail::read_bytes(payload, slots.get() + detail::kSlotHeaderBytes);
-  // The payload area is free when nothing travels inline: the peer table names the pairs that
-  // disagree, if any (every rank decides alike: inl depends on the fingerprint only).
-  if (peers != nullptr && !inl && size_ <= detail::kMaxPeerTable) {
+  // The peer table names the pairs that disagree, if any.
+  if (peers != nullptr && detail::carries_peer_table(h, size_)) {
     detail::write_peer_table(slots.get(), *peers);
   }
   char* all = slots.get() + detail::kSlotBytes;
