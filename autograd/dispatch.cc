@@ -12,8 +12,8 @@
 namespace dtensor {
 namespace autograd {
 
-OpNode::OpNode(const OpInfo& op, ArgList args, int64_t num_outputs)
-    : Node(num_outputs), op_(&op), args_(std::move(args)) {}
+OpNode::OpNode(const OpInfo& op, absl::Span<const ArgValue> args, int64_t num_outputs)
+    : Node(num_outputs), op_(&op), args_(args.begin(), args.end()) {}
 
 std::string OpNode::name() const {
   return absl::StrCat(op_->name, "Backward");
@@ -109,12 +109,11 @@ void record(const OpInfo& op, absl::Span<const DTensor* const> inputs,
             absl::Span<const ArgValue> args, const DispatchTrace& trace, DTensorList& outputs,
             const Tensor& inplace_old_self) {
   const size_t nin = inputs.size(), nout = outputs.size();
-  auto node = std::make_shared<OpNode>(op, ArgList(args.begin(), args.end()),
-                                       static_cast<int64_t>(nout));
+  auto node = std::make_shared<OpNode>(op, args, static_cast<int64_t>(nout));
   const OutputSharding& sharding = *trace.sharding;
-  node->seen_specs.reserve(nin);
-  node->needs_grad.reserve(nin);
-  node->saved_inputs.resize(nin);
+  // The lists are inline for the common arities: no reserve. The saved lists are sized only
+  // when something is saved (BackwardContext reads a missing entry as "not saved").
+  if (op.saved_inputs != 0) node->saved_inputs.resize(nin);
   for (size_t i = 0; i < nin; ++i) {
     const DTensor& in = *inputs[i];
     autograd::Edge edge = autograd::gradient_edge(in);
@@ -135,7 +134,7 @@ void record(const OpInfo& op, absl::Span<const DTensor* const> inputs,
     }
     node->seen_specs.push_back(std::move(seen));
   }
-  node->saved_outputs.resize(nout);
+  if (op.saved_outputs != 0) node->saved_outputs.resize(nout);
   for (size_t o = 0; o < nout; ++o) {
     node->output_specs.push_back(outputs[o].spec_ptr());
     if (saves(op.saved_outputs, o)) {

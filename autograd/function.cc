@@ -19,13 +19,15 @@ int64_t BackwardContext::num_outputs() const {
 }
 
 const DTensor& BackwardContext::input(int64_t i) const {
-  DT_CHECK(i >= 0 && i < num_inputs() && node_.saved_inputs[i].value.defined(),
+  DT_CHECK(i >= 0 && i < static_cast<int64_t>(node_.saved_inputs.size()) &&
+               node_.saved_inputs[i].value.defined(),
            "[%s backward] input %d was not saved (OpInfo::saved_inputs)", op().name, i);
   return node_.saved_inputs[i].value;
 }
 
 const DTensor& BackwardContext::output(int64_t o) const {
-  DT_CHECK(o >= 0 && o < num_outputs() && node_.saved_outputs[o].value.defined(),
+  DT_CHECK(o >= 0 && o < static_cast<int64_t>(node_.saved_outputs.size()) &&
+               node_.saved_outputs[o].value.defined(),
            "[%s backward] output %d was not saved (OpInfo::saved_outputs)", op().name, o);
   return node_.saved_outputs[o].value;
 }

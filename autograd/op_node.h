@@ -18,7 +18,7 @@ class OpNode : public Node {
     uint32_t version = 0;  // storage version when saved
   };
 
-  OpNode(const OpInfo& op, ArgList args, int64_t num_outputs);
+  OpNode(const OpInfo& op, absl::Span<const ArgValue> args, int64_t num_outputs);
   std::string name() const override;
   DTensorList apply(DTensorList grad_outputs) override;
   void release_saved() override;
@@ -28,7 +28,9 @@ class OpNode : public Node {
   // Set by dispatch while recording.
   SpecList seen_specs;  // inputs as the kernel saw them
   SpecList output_specs;
-  absl::InlinedVector<Saved, 2> saved_inputs, saved_outputs;  // parallel to the specs above
+  // Parallel to the specs above, or empty when the op saves none of them (most ops save no
+  // output, and scalar ones no input: the empty lists cost nothing to build or free).
+  absl::InlinedVector<Saved, 2> saved_inputs, saved_outputs;
   absl::InlinedVector<bool, 4> needs_grad;                     // per input
 
  private:

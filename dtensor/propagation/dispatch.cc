@@ -151,7 +151,7 @@ DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> 
   }
   if (trace != nullptr) {
     trace->sharding = std::move(sharding);
-    trace->inputs = std::move(locals);
+    if (op.saved_inputs != 0) trace->inputs = std::move(locals);  // for autograd to save
   }
   return result;
 }

@@ -80,7 +80,8 @@ std::shared_ptr<const DTensorSpec> data_dependent_output_spec(const OpInfo& op, 
 // What a dispatch did, for callers that keep it (autograd saves the inputs the kernel saw).
 struct DispatchTrace {
   std::shared_ptr<const OutputSharding> sharding;
-  // The local inputs the kernel ran on (after redistribution); empty outside the mesh.
+  // The local inputs the kernel ran on (after redistribution), kept only when the op saves an
+  // input for backward (OpInfo::saved_inputs); empty outside the mesh.
   absl::InlinedVector<Tensor, 4> inputs;
 };
 

@@ -6,8 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "autograd/dispatch.h"
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
+#include "dtensor/propagation/registry.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
 #include "ops/reduction/reduction.h"
@@ -148,6 +151,46 @@ TEST_CASE("autograd: in-place misuse is refused and a saved tensor modified in p
   // In place on a view of a tensor that requires grad.
   DTensor v = dt::reshape(d, {2, 1});
   REQUIRE_THROWS_WITH(dt::add_(v, dt::Scalar(1.0)), Contains("view"));
+}
+
+TEST_CASE("autograd: a formula reading what its op does not save is told so") {
+  // Recording sizes a node's saved lists only when the op saves something: reading a missing
+  // input or output must still raise, whichever list is empty.
+  const auto op_saving = [](const char* name, uint32_t inputs, uint32_t outputs, bool read_output) {
+    dt::OpInfo op;
+    op.name = name;
+    op.input_names = {"self"};
+    op.differentiable = true;
+    op.meta = [](const dt::OpSchema& s) { return dt::OutputMetas{s.input(0).meta()}; };
+    op.strategy = [](const dt::OpSchema&) { return dt::StrategyRows{}; };
+    op.kernel = dt::single_output(
+        [](const dt::KernelContext&, absl::Span<const Tensor> l) { return l[0] * 2.0; });
+    op.backward = [read_output](const dt::autograd::BackwardContext& c,
+                                absl::Span<const DTensor> g) {
+      const DTensor& saved = read_output ? c.output(0) : c.input(0);
+      return dt::DTensorList{g[0] * saved};
+    };
+    op.saved_inputs = inputs;
+    op.saved_outputs = outputs;
+    return op;
+  };
+  dt::Registry reg;
+  const dt::OpInfo& none = reg.add(op_saving("test_saves_nothing", 0, 0, false));
+  const dt::OpInfo& input_only = reg.add(op_saving("test_saves_input", 1, 0, true));
+  const dt::OpInfo& output_only = reg.add(op_saving("test_saves_output", 0, 1, false));
+  const dt::OpInfo& both = reg.add(op_saving("test_saves_both", 1, 1, true));
+  DTensor a = leaf({1, 2}, {2});
+  const DTensor* in[] = {&a};
+  REQUIRE_THROWS_WITH(dt::sum(dt::dispatch(none, in, {})).backward(),
+                      Contains("[test_saves_nothing backward] input 0 was not saved"));
+  REQUIRE_THROWS_WITH(dt::sum(dt::dispatch(input_only, in, {})).backward(),
+                      Contains("[test_saves_input backward] output 0 was not saved"));
+  REQUIRE_THROWS_WITH(dt::sum(dt::dispatch(output_only, in, {})).backward(),
+                      Contains("[test_saves_output backward] input 0 was not saved"));
+  // What is saved is there: this formula returns g * y, with y = 2a the saved output (the
+  // failed backwards above accumulated nothing).
+  dt::sum(dt::dispatch(both, in, {})).backward();
+  CHECK(values(a.grad()) == std::vector<double>{2, 4});
 }
 
 TEST_CASE("autograd: requires_grad_ errors") {
