@@ -1,4 +1,5 @@
-// Collectives whose pieces differ in size by rank (all_to_all_regions, all_gather_into_dim):
+// Collectives whose pieces differ in size by rank (all_to_all_regions, all_gather_into_dim,
+// all_gather_into_regions):
 // ranks that agree on the fingerprint but describe the exchange differently (one rank expects
 // a piece of another size than its peer sends, as when the ranks hold different global shapes
 // for one DTensor) raise dtensor::Error on every rank before any data moves, naming the pairs
@@ -97,6 +98,39 @@ TEST_CASE("all_gather_into_dim: sizes that differ by rank raise on every rank",
     CHECK(out.to_vector<float>() == std::vector<float>(static_cast<size_t>(n * cols), 0.0f));
     check_in_step(*comm);
   }
+}
+
+TEST_CASE("all_gather_into_regions: region shapes that differ by rank raise on every rank",
+          "[collectives][all_gather][check]") {
+  auto world = world_communicator();
+  const int n = world->size();
+  auto comm = world->split(0, world->rank());
+  const int last = n - 1;
+  // Rank r's block is rows [2r, 2r + 2) x all 32 columns of a [2n, 32] output.
+  constexpr int64_t kCols = 32;
+  std::vector<Shape> offsets, shapes;
+  for (int r = 0; r < n; ++r) {
+    offsets.push_back({2 * r, 0});
+    shapes.push_back({2, kCols});
+  }
+  const Tensor in = ones({2, kCols}, TensorOptions(kFloat32));
+  {  // Agreeing ranks fill the whole output.
+    Tensor out = zeros({2 * n, kCols}, TensorOptions(kFloat32));
+    comm->all_gather_into_regions(out, in, offsets, shapes)->wait();
+    CHECK(out.to_vector<float>() == std::vector<float>(static_cast<size_t>(2 * n * kCols), 1.0f));
+  }
+  if (n < 2) return;  // one rank has no peer to disagree with
+  // The last rank believes rank 0's block has one row: the regions' total differs from the
+  // output, but the fingerprint (the output's size) does not, so only the sizes tell.
+  std::vector<Shape> mine = shapes;
+  if (comm->rank() == last) mine[0] = Shape{1, kCols};
+  Tensor out = zeros({2 * n, kCols}, TensorOptions(kFloat32));
+  const int64_t block = 2 * kCols * 4;
+  CHECK_THROWS_WITH(comm->all_gather_into_regions(out, in, offsets, mine)->wait(),
+                    Contains("[all_gather] ranks disagree on the sizes of the pieces") &&
+                        Contains(pair_text(0, block, last, block / 2)));
+  CHECK(out.to_vector<float>() == std::vector<float>(static_cast<size_t>(2 * n * kCols), 0.0f));
+  check_in_step(*comm);
 }
 
 }  // namespace dtensor::test
