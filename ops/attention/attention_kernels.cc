@@ -6,10 +6,11 @@
 //   m' = max(m, rowmax(s)),  p = exp(s - m'),  l = l e^(m - m') + rowsum(p),
 //   acc = acc e^(m - m') + p v_j,
 // and out_i = acc / l, lse_i = m + log(l). p is taken from the block's own softmax (the
-// library's vectorised row kernel) rescaled per row, so the big [rows, keys] block is read by
-// the row kernels only (a broadcast subtraction over it costs several times more). Backward, with D = rowsum(dO * O) - dlse: per block,
-// p = exp(s - lse), dv_j += p^T dO_i, ds = p * (dO_i v_j^T - D_i), dq_i += ds k_j * scale,
-// dk_j += ds^T q_i * scale. A max of -inf (a row that has seen no key yet) shifts by 0, so
+// library's vectorised row kernel, which also gives the row's max and sum) rescaled per row, so
+// the big [rows, keys] block is read by the GEMMs and the softmax's two passes only (a
+// broadcast subtraction over it costs several times more). Backward, with
+// D = rowsum(dO * O) - dlse: per block, p = exp(s - lse), dv_j += p^T dO_i,
+// ds = p * (dO_i v_j^T - D_i), dq_i += ds k_j * scale, dk_j += ds^T q_i * scale. A max of -inf (a row that has seen no key yet) shifts by 0, so
 // masked entries give exp(-inf) = 0 and never NaN.
 #include <absl/strings/str_format.h>
 
@@ -80,25 +81,35 @@ int64_t visible_keys(const Operands& o, int64_t i0, int64_t bq) {
 }
 
 // Scores of query rows [i0, i0 + bq) against keys [j0, j0 + bk): [B * H, bq, bk], -inf where
-// the mask or causality hides the key.
+// the mask or causality hides the key. One GEMM with the scale as its alpha and the hiding
+// bias (when there is one) as its C: no separate passes over the block to scale and mask it.
 Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64_t j0,
               int64_t bk) {
-  Tensor s = mul(bmm(qi, o.k.narrow(1, j0, bk).transpose(1, 2)), Scalar(o.p.scale));
-  const Shape full = {s.size(0), bq, bk};
-  if (o.mask.defined()) s = add(s, o.mask.narrow(1, i0, bq).narrow(2, j0, bk).expand(full));
+  const Tensor kt = o.k.narrow(1, j0, bk).transpose(1, 2);
+  Tensor bias;
+  if (o.mask.defined()) bias = o.mask.narrow(1, i0, bq).narrow(2, j0, bk);
   const int64_t first_row = o.p.q_offset + i0;
   if (o.p.causal && j0 + bk - 1 > first_row) {  // the block reaches past the diagonal
-    const TensorOptions ints(kInt64, s.device());
+    const TensorOptions ints(kInt64, qi.device());
     const Tensor rows = arange(static_cast<double>(first_row),
                                static_cast<double>(first_row + bq), 1.0, ints)
                             .reshape({bq, 1});
     const Tensor cols =
         arange(static_cast<double>(j0), static_cast<double>(j0 + bk), 1.0, ints).reshape({1, bk});
-    const Tensor bias = masked_fill(zeros({bq, bk}, TensorOptions(o.acc, s.device())),
-                                    gt(cols, rows), Scalar(-kInf));
-    s = add(s, bias.unsqueeze(0).expand(full));
+    const Tensor causal = masked_fill(zeros({1, bq, bk}, TensorOptions(o.acc, qi.device())),
+                                      gt(cols, rows).unsqueeze(0), Scalar(-kInf));
+    bias = bias.defined() ? add(bias, causal) : causal;
   }
-  return s;
+  const Scalar scale(o.p.scale);
+  if (bias.defined()) return baddbmm(bias, qi, kt, 1, scale);
+  // beta = 0: the product alone, scaled (self's values are ignored).
+  return baddbmm(zeros({1}, TensorOptions(o.acc, qi.device())), qi, kt, 0, scale);
+}
+
+// Whether some query row of [i0, i0 + bq) may see no key of the block starting at j0: under a
+// mask, or under causality when the block starts past the first row's diagonal.
+bool may_have_dead_rows(const Operands& o, int64_t i0, int64_t j0) {
+  return o.mask.defined() || (o.p.causal && o.p.q_offset + i0 < j0);
 }
 
 // x with -inf replaced by 0 (the shift of a row that has seen no key).
@@ -164,16 +175,16 @@ AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor
       for (int64_t j0 = 0; j0 < keys; j0 += kBlock) {
         const int64_t bk = std::min(kBlock, keys - j0);
         const Tensor s = scores(o, qi, i0, bq, j0, bk);
-        // The block's own softmax (the vectorised row kernel: two passes), its row max m_b and
-        // 1 / its row sum (the largest probability, exp(0) / l_b). A mask, or causality in a
-        // key block past a row's diagonal, can leave a row of the block without keys: such
-        // rows (m_b = -inf, probabilities NaN) contribute nothing. Without either, every row
-        // sees every key.
-        const Tensor m_b = amax(s, {2}, /*keepdim=*/true);
-        const Tensor pr = softmax(s, 2);
-        Tensor l_b = reciprocal(amax(pr, {2}, /*keepdim=*/true));
-        Tensor part = bmm(pr, o.v.narrow(1, j0, bk));
-        if (o.mask.defined() || o.p.causal) {
+        // The block's own softmax (the vectorised row kernel: two passes) with its row max m_b
+        // and row sum l_b, from the same passes on the CPU. A mask, or causality in a key block
+        // past a row's diagonal, can leave a row of the block without keys: such rows (m_b =
+        // -inf, probabilities NaN) contribute nothing. Without either, every row sees every
+        // key, and the masking passes are skipped.
+        const detail::SoftmaxStats st = detail::softmax_with_stats(s);
+        const Tensor& m_b = st.row_max;
+        Tensor l_b = st.row_sum;
+        Tensor part = bmm(st.out, o.v.narrow(1, j0, bk));
+        if (may_have_dead_rows(o, i0, j0)) {
           const Tensor dead = eq(m_b, Scalar(-kInf));
           l_b = masked_fill(l_b, dead, Scalar(0.0));
           part = masked_fill(part, dead.expand({bh, bq, o.Ev}), Scalar(0.0));

@@ -37,6 +37,17 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   DT_CHECK(a.dtype() != kBool, "[%s] expected a numeric dtype, got bool", op);
 }
 
+// bmm's operands: a [B, n, k] and b [B, k, m].
+void check_batched_operands(const Tensor& a, const Tensor& b, const char* op) {
+  check_operands(a, b, op);
+  DT_CHECK(a.dim() == 3 && b.dim() == 3, "[%s] expected 3-d operands, got shapes %s and %s", op,
+           shape_str(a.sizes()), shape_str(b.sizes()));
+  DT_CHECK(a.size(0) == b.size(0), "[%s] batch sizes of shapes %s and %s differ (%d != %d)", op,
+           shape_str(a.sizes()), shape_str(b.sizes()), a.size(0), b.size(0));
+  DT_CHECK(a.size(2) == b.size(1), "[%s] shapes %s and %s cannot be multiplied (%d != %d)", op,
+           shape_str(a.sizes()), shape_str(b.sizes()), a.size(2), b.size(1));
+}
+
 // How BLAS can read a row-major matrix view of r x c elements with strides (sr, sc): as is
 // (trans = false, leading dim ld) or as the transpose of a row-major matrix (trans = true).
 // Strides of size-1 dims do not matter. ok = false means the view needs a contiguous copy.
@@ -165,6 +176,17 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta
   }
 }
 
+// Whether a tensor of shape `from` broadcasts to `to` without `to` growing (a bias or self into
+// a GEMM's output).
+bool broadcasts_to(IntSpan from, IntSpan to) {
+  if (from.size() > to.size()) return false;
+  for (size_t d = 1; d <= from.size(); ++d) {
+    const int64_t f = from[from.size() - d];
+    if (f != 1 && f != to[to.size() - d]) return false;
+  }
+  return true;
+}
+
 // Runs the product of prepared operands (see prepare_operand) into a new [out_shape] tensor of
 // dtype `dtype`. `bias`, when given and beta != 0, is broadcast into the output first.
 Tensor gemm_driver(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shape,
@@ -215,13 +237,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  check_operands(a, b, "bmm");
-  DT_CHECK(a.dim() == 3 && b.dim() == 3, "[bmm] expected 3-d operands, got shapes %s and %s",
-           shape_str(a.sizes()), shape_str(b.sizes()));
-  DT_CHECK(a.size(0) == b.size(0), "[bmm] batch sizes of shapes %s and %s differ (%d != %d)",
-           shape_str(a.sizes()), shape_str(b.sizes()), a.size(0), b.size(0));
-  DT_CHECK(a.size(2) == b.size(1), "[bmm] shapes %s and %s cannot be multiplied (%d != %d)",
-           shape_str(a.sizes()), shape_str(b.sizes()), a.size(2), b.size(1));
+  check_batched_operands(a, b, "bmm");
   const int64_t out_shape[] = {a.size(0), a.size(1), b.size(2)};
   return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, nullptr, 1, 0);
 }
@@ -294,11 +310,7 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
   DT_CHECK(a.size(1) == b.size(0), "[addmm] shapes %s and %s cannot be multiplied (%d != %d)",
            shape_str(a.sizes()), shape_str(b.sizes()), a.size(1), b.size(0));
   const int64_t out_shape[] = {a.size(0), b.size(1)};
-  bool broadcastable = bias.dim() <= 2;
-  for (int64_t d = 1; broadcastable && d <= bias.dim(); ++d) {
-    broadcastable = bias.size(-d) == 1 || bias.size(-d) == out_shape[2 - d];
-  }
-  DT_CHECK(broadcastable, "[addmm] bias of shape %s cannot be broadcast to the output shape %s",
+  DT_CHECK(broadcasts_to(bias.sizes(), out_shape), "[addmm] bias of shape %s cannot be broadcast to the output shape %s",
            shape_str(bias.sizes()), shape_str(out_shape));
   return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, &bias, alpha,
                      beta);
@@ -306,19 +318,16 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
 
 Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
                const Scalar& alpha) {
-  DT_CHECK(self.defined() && self.dtype() == a.dtype(),
-           "[baddbmm] self must be defined with the operands' dtype");
-  const Tensor product = bmm(a, b);
-  DT_CHECK(self.dim() <= 3, "[baddbmm] self of shape %s cannot be broadcast to %s",
-           shape_str(self.sizes()), shape_str(product.sizes()));
-  for (int64_t d = 1; d <= self.dim(); ++d) {
-    DT_CHECK(self.size(-d) == 1 || self.size(-d) == product.size(-d),
-             "[baddbmm] self of shape %s cannot be broadcast to %s", shape_str(self.sizes()),
-             shape_str(product.sizes()));
-  }
-  const Tensor scaled = alpha.to<double>() == 1.0 ? product : product * alpha;
-  if (beta.to<double>() == 0.0) return scaled;
-  return add(beta.to<double>() == 1.0 ? self : self * beta, scaled);
+  check_batched_operands(a, b, "baddbmm");
+  DT_CHECK(self.defined() && self.dtype() == a.dtype() && self.device() == a.device(),
+           "[baddbmm] self must be defined with the operands' dtype and device");
+  const int64_t out_shape[] = {a.size(0), a.size(1), b.size(2)};
+  DT_CHECK(broadcasts_to(self.sizes(), out_shape), "[baddbmm] self of shape %s cannot be broadcast to %s",
+           shape_str(self.sizes()), shape_str(out_shape));
+  // One GEMM with BLAS's alpha and beta (self broadcast into the output first), as addmm: no
+  // separate passes to scale the product and add self.
+  return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, &self, alpha,
+                     beta);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {

@@ -40,6 +40,17 @@ Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t d
 // rank, so an input sharded along it is redistributed first (the engine's cheapest plan, an
 // all-gather or an all-to-all onto another dim), and a Partial input is reduced first; every
 // other dim keeps its shard (uneven included), with no communication.
+namespace detail {
+// softmax(x, -1) with each row's max and sum of exp(x - max) ([..., 1] each): what an online
+// softmax (attention's blocks) needs, from the softmax's own two passes on the CPU. A row of only
+// -inf has max -inf and sum 0 on the CPU (float32 / float64) and sum NaN elsewhere (CUDA and
+// 16-bit floats compose amax and softmax); its probabilities are NaN either way.
+struct SoftmaxStats {
+  Tensor out, row_max, row_sum;
+};
+SoftmaxStats softmax_with_stats(const Tensor& x);
+}  // namespace detail
+
 DTensor softmax(const DTensor& x, int64_t dim);
 DTensor log_softmax(const DTensor& x, int64_t dim);
 

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "ops/common/dim_layout.h"
+#include "ops/elementwise/elementwise.h"
+#include "ops/reduction/reduction.h"
 #include "ops/softmax/softmax.h"
 #include "ops/softmax/softmax_cuda.h"
 #include "tensor/convert.h"
@@ -44,10 +46,14 @@ int64_t BlockSize() {
 //
 // A row holding NaN or +inf, or only -inf, gives NaN everywhere, as PyTorch's
 // exp(x - max) / sum does.
+//
+// `stats`, when given, receives the row's max m and its sum of e^(x - m) (0 for a row of only
+// -inf, which sees no key when it is a row of attention scores).
 template <typename T>
 void SoftmaxRow(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log,
                 simd_compute_t<T>* HWY_RESTRICT scratch,
-                simd_compute_t<T>* HWY_RESTRICT block_max) {
+                simd_compute_t<T>* HWY_RESTRICT block_max,
+                simd_compute_t<T>* HWY_RESTRICT stats = nullptr) {
   using A = simd_compute_t<T>;
   const ComputeTag<T> d;
   using V = hn::Vec<decltype(d)>;
@@ -110,6 +116,10 @@ void SoftmaxRow(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log,
     }
   }
   const A sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s[0], s[1]), hn::Add(s[2], s[3]))));
+  if (stats != nullptr) {
+    stats[0] = m;
+    stats[1] = m == kNegInf ? A(0) : sum;
+  }
   if (!hn::AllFalse(d, nan) || !std::isfinite(m)) {
     std::fill(y, y + n, static_cast<T>(std::numeric_limits<compute_t<T>>::quiet_NaN()));
     return;
@@ -201,15 +211,19 @@ void ScatterCols(const simd_compute_t<T>* src, T* dst, int64_t d, int64_t inner,
   }
 }
 
+// `stats` (inner == 1 only, T its own compute type), when given, receives each row's max and sum
+// of exponentials at stats[2 * row] and stats[2 * row + 1] (SoftmaxRow).
 template <typename T>
-void SoftmaxTyped(const T* x, T* y, int64_t outer, int64_t d, int64_t inner, bool log) {
+void SoftmaxTyped(const T* x, T* y, int64_t outer, int64_t d, int64_t inner, bool log,
+                  simd_compute_t<T>* stats) {
   using A = simd_compute_t<T>;
   const int64_t nblocks = (d + BlockSize<T>() - 1) / BlockSize<T>();
   std::vector<A> block_max(static_cast<size_t>(nblocks));
   if (inner == 1) {
     std::vector<A> scratch(std::is_same_v<T, A> || log ? 0 : static_cast<size_t>(d));
     for (int64_t o = 0; o < outer; ++o) {
-      SoftmaxRow(x + o * d, y + o * d, d, log, scratch.data(), block_max.data());
+      SoftmaxRow(x + o * d, y + o * d, d, log, scratch.data(), block_max.data(),
+                 stats == nullptr ? nullptr : stats + 2 * o);
     }
     return;
   }
@@ -254,11 +268,12 @@ void SoftmaxBackwardTyped(const T* g, const T* y, T* gx, int64_t outer, int64_t 
 }  // namespace
 
 // Entry points of this target (exported below): contiguous tensors of dtype dt viewed as
-// [outer, d, inner], softmax along d.
+// [outer, d, inner], softmax along d; `stats` as SoftmaxTyped's (float32 / float64 only).
 void SoftmaxForward(DType dt, const void* x, void* y, int64_t outer, int64_t d, int64_t inner,
-                    bool log) {
+                    bool log, void* stats) {
   dispatch_floating(dt, "softmax", [&]<typename T>() {
-    SoftmaxTyped(static_cast<const T*>(x), static_cast<T*>(y), outer, d, inner, log);
+    SoftmaxTyped(static_cast<const T*>(x), static_cast<T*>(y), outer, d, inner, log,
+                 static_cast<simd_compute_t<T>*>(stats));
   });
 }
 
@@ -278,6 +293,43 @@ namespace dtensor {
 namespace detail {
 HWY_EXPORT(SoftmaxForward);
 HWY_EXPORT(SoftmaxBackward);
+
+SoftmaxStats softmax_with_stats(const Tensor& x) {
+  DT_CHECK(x.defined() && x.dim() >= 1, "[softmax] expected a defined input with a dim");
+  const int64_t d = x.size(-1);
+  Shape stat_shape(x.sizes().begin(), x.sizes().end());
+  stat_shape.back() = 1;
+  if (x.device().is_cuda() || (x.dtype() != kFloat32 && x.dtype() != kFloat64)) {
+    // The composite form (CUDA, 16-bit floats): the max, the softmax, and the sum read back as
+    // 1 / the row's largest probability, exp(0) / sum (NaN for a row of only -inf).
+    const int64_t last[] = {-1};
+    SoftmaxStats r;
+    r.row_max = amax(x, last, /*keepdim=*/true);
+    r.out = softmax(x, -1);
+    r.row_sum = reciprocal(amax(r.out, last, /*keepdim=*/true));
+    return r;
+  }
+  SoftmaxStats r;
+  r.out = empty(x.sizes(), TensorOptions(x.dtype()));
+  if (d == 0) {  // empty rows: no key, as a row of only -inf
+    r.row_max = full(stat_shape, Scalar(-std::numeric_limits<double>::infinity()),
+                     TensorOptions(x.dtype()));
+    r.row_sum = zeros(stat_shape, TensorOptions(x.dtype()));
+    return r;
+  }
+  const Tensor xc = x.contiguous();
+  const int64_t outer = x.numel() / d;
+  Shape pair_shape = stat_shape;
+  pair_shape.back() = 2;
+  const Tensor stats = empty(pair_shape, TensorOptions(x.dtype()));
+  if (outer > 0) {
+    HWY_DYNAMIC_DISPATCH(SoftmaxForward)
+    (x.dtype(), xc.data_ptr(), r.out.data_ptr(), outer, d, 1, false, stats.data_ptr());
+  }
+  r.row_max = stats.narrow(-1, 0, 1);
+  r.row_sum = stats.narrow(-1, 1, 1);
+  return r;
+}
 }  // namespace detail
 
 namespace {
@@ -293,7 +345,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
   if (x.numel() == 0) return out;
   const detail::DimLayout l = detail::dim_layout(x.sizes(), dd);
   HWY_DYNAMIC_DISPATCH(detail::SoftmaxForward)
-  (x.dtype(), xc.data_ptr(), out.data_ptr(), l.outer, l.d, l.inner, log);
+  (x.dtype(), xc.data_ptr(), out.data_ptr(), l.outer, l.d, l.inner, log, nullptr);
   return out;
 }
 

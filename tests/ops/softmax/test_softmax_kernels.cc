@@ -184,6 +184,58 @@ TEST_CASE("vectorised softmax handles large magnitudes, infinities, NaN and empt
   });
 }
 
+TEST_CASE("softmax_with_stats gives the softmax and each row's max and sum of exponentials",
+          "[softmax][simd]") {
+  for_each_simd_target([](const std::string&) {
+    for (DType d : kFloating) {
+      // Rows of 1, 19 (a block and a tail) and 300 (several blocks, the max rising late), one
+      // row of only -inf, and [2, 3, n] batch dims.
+      for (int64_t n : {1, 19, 300}) {
+        INFO(dt::dtype_name(d) << " n = " << n);
+        std::vector<double> v = rand_tensor({2, 3, n}, DType::kFloat64, 40 + n, -6, 6)
+                                    .to_vector<double>();
+        v[static_cast<size_t>(n - 1)] = 9.0;  // the max at a row's end
+        for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(4 * n + i)] = -kInf;
+        const Tensor x = dt::from_vector<double>(v, {2, 3, n}).to(d);
+        const dt::detail::SoftmaxStats st = dt::detail::softmax_with_stats(x);
+        const std::vector<double> xv = x.to_vector<double>();
+        std::vector<double> want_max(6), want_sum(6);
+        for (int64_t r = 0; r < 6; ++r) {
+          double mx = -kInf, sum = 0;
+          for (int64_t i = 0; i < n; ++i) mx = std::max(mx, xv[r * n + i]);
+          for (int64_t i = 0; i < n; ++i) sum += std::exp(xv[r * n + i] - mx);
+          want_max[r] = mx;
+          want_sum[r] = sum;
+        }
+        const auto probs = ref_softmax(x, 2, false);
+        const std::vector<double> got = st.out.to_vector<double>();
+        for (size_t i = 0; i < probs.size(); ++i) {
+          if (i / static_cast<size_t>(n) == 4) {
+            CHECK(std::isnan(got[i]));  // the row that sees no key
+          } else {
+            CHECK(got[i] == Approx(probs[i]).epsilon(rtol_for(d)).margin(1e-7));
+          }
+        }
+        REQUIRE(st.row_max.sizes() == dt::Shape{2, 3, 1});
+        REQUIRE(st.row_sum.sizes() == dt::Shape{2, 3, 1});
+        const std::vector<double> mx = st.row_max.to_vector<double>();
+        const std::vector<double> sm = st.row_sum.to_vector<double>();
+        for (size_t r = 0; r < 6; ++r) {
+          INFO("row " << r);
+          CHECK(mx[r] == want_max[r]);
+          if (r == 4) {
+            // No key: sum 0 where the fused kernel runs (float32 / float64), NaN in the
+            // composite form (16-bit floats).
+            CHECK((sm[r] == 0.0 || (std::isnan(sm[r]) && dt::is_reduced_float(d))));
+          } else {
+            CHECK(sm[r] == Approx(want_sum[r]).epsilon(4 * rtol_for(d)));
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST_CASE("softmax_backward and log_softmax_backward match central finite differences",
           "[softmax][backward]") {
   using S = dt::Shape;
