@@ -111,9 +111,10 @@ void record(const OpInfo& op, absl::Span<const DTensor* const> inputs,
   const size_t nin = inputs.size(), nout = outputs.size();
   auto node = std::make_shared<OpNode>(op, args, static_cast<int64_t>(nout));
   const OutputSharding& sharding = *trace.sharding;
-  // The lists are inline for the common arities: no reserve. The saved lists are sized only
-  // when something is saved (BackwardContext reads a missing entry as "not saved").
-  if (op.saved_inputs != 0) node->saved_inputs.resize(nin);
+  // The lists are inline for the common arities: no reserve. The saved lists are filled only
+  // when something is saved (BackwardContext reads a missing entry as "not saved"), in place:
+  // one allocation each, no default DTensor assigned over.
+  if (op.saved_inputs != 0) node->saved_inputs.reserve(nin);
   for (size_t i = 0; i < nin; ++i) {
     const DTensor& in = *inputs[i];
     autograd::Edge edge = autograd::gradient_edge(in);
@@ -130,16 +131,21 @@ void record(const OpInfo& op, absl::Span<const DTensor* const> inputs,
                          ? trace.inputs[i]
                          : empty(Shape(seen->ndim(), 0),
                                  TensorOptions(seen->dtype(), local_device(in.device_mesh())));
-      node->saved_inputs[i] = {DTensor(local, seen), local.storage().version()};
+      const uint32_t version = local.storage().version();
+      node->saved_inputs.push_back({DTensor(std::move(local), seen), version});
+    } else if (op.saved_inputs != 0) {
+      node->saved_inputs.emplace_back();
     }
     node->seen_specs.push_back(std::move(seen));
   }
-  if (op.saved_outputs != 0) node->saved_outputs.resize(nout);
+  if (op.saved_outputs != 0) node->saved_outputs.reserve(nout);
   for (size_t o = 0; o < nout; ++o) {
     node->output_specs.push_back(outputs[o].spec_ptr());
     if (saves(op.saved_outputs, o)) {
-      const Tensor& local = outputs[o].to_local();
-      node->saved_outputs[o] = {outputs[o].detach(), local.storage().version()};
+      const uint32_t version = outputs[o].to_local().storage().version();
+      node->saved_outputs.push_back({outputs[o].detach(), version});
+    } else if (op.saved_outputs != 0) {
+      node->saved_outputs.emplace_back();
     }
   }
   std::shared_ptr<autograd::Node> as_node = node;
