@@ -200,10 +200,11 @@ def dispatch_section(res, tg):
                      else "")
             st = tg.le(f"autograd recording of {op}", r["overhead_us"], 0.5, " µs",
                        why=(f"callgrind counts {instr} instructions of recording per call "
-                            "(for mm, 2026-11-26: a third in building the node inline in "
-                            "dispatch_multi, a fifth in malloc/free, the rest in the saved "
-                            "DTensors, edges and specs of the node and the output's autograd "
-                            "state); the not-recorded column moves with the machine's speed "
+                            "(for mm, 2026-11-26, callgrind: about 30% building the node in "
+                            "record(), 15% malloc/free, 15% freeing the node with its output, "
+                            "10% its spec and edge lists, 10% the output's autograd state and "
+                            "the leaf's accumulator, 7% keeping the kernel's inputs to save); "
+                            "the not-recorded column moves with the machine's speed "
                             "as much, so compare the two columns with an earlier run"
                             if instr else "not counted under callgrind (CALLGRIND_OPS)"))
             out.append(f"| `{op}` | {r['baseline_median_us']:.2f} | {r['median_us']:.2f} | "
