@@ -33,7 +33,7 @@ class OpNode : public Node {
   // for malloc's per-thread cache (1 KB; with two inline DTensors per list it measured 1.4 KB,
   // and every recorded op paid malloc's slow path and its consolidation when freed).
   std::vector<Saved> saved_inputs, saved_outputs;
-  absl::InlinedVector<bool, 4> needs_grad;                     // per input
+  absl::InlinedVector<bool, 4> needs_grad;  // per input
 
  private:
   // Throws "[op backward] ..." when a saved tensor was modified in place since forward.

@@ -203,7 +203,8 @@ def dispatch_section(res, tg):
                             "(for mm, 2026-11-26, callgrind: about 30% building the node in "
                             "record(), 15% malloc/free, 15% freeing the node with its output, "
                             "10% its spec and edge lists, 10% the output's autograd state and "
-                            "the leaf's accumulator, 7% keeping the kernel's inputs to save); "
+                            "the leaf's accumulator, 7% keeping the kernel's inputs to save, the "
+                            "rest in reference counts and the dispatch glue); "
                             "the not-recorded column moves with the machine's speed "
                             "as much, so compare the two columns with an earlier run"
                             if instr else "not counted under callgrind (CALLGRIND_OPS)"))

@@ -10,8 +10,9 @@
 // the big [rows, keys] block is read by the GEMMs and the softmax's two passes only (a
 // broadcast subtraction over it costs several times more). Backward, with
 // D = rowsum(dO * O) - dlse: per block, p = exp(s - lse), dv_j += p^T dO_i,
-// ds = p * (dO_i v_j^T - D_i), dq_i += ds k_j * scale, dk_j += ds^T q_i * scale. A max of -inf (a row that has seen no key yet) shifts by 0, so
-// masked entries give exp(-inf) = 0 and never NaN.
+// ds = p * (dO_i v_j^T - D_i), dq_i += ds k_j * scale, dk_j += ds^T q_i * scale. A max of
+// -inf (a row that has seen no key yet) shifts by 0, so masked entries give exp(-inf) = 0 and
+// never NaN.
 #include <absl/strings/str_format.h>
 
 #include <algorithm>
@@ -82,7 +83,8 @@ int64_t visible_keys(const Operands& o, int64_t i0, int64_t bq) {
 
 // Scores of query rows [i0, i0 + bq) against keys [j0, j0 + bk): [B * H, bq, bk], -inf where
 // the mask or causality hides the key. One GEMM with the scale as its alpha and the hiding
-// bias (when there is one) as its C: no separate passes over the block to scale and mask it.
+// bias (when there is one) as its C, so the block is not read again to scale and mask it (a
+// mask and causality together are summed first, into a block-sized bias).
 Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64_t j0,
               int64_t bk) {
   const Tensor kt = o.k.narrow(1, j0, bk).transpose(1, 2);

@@ -187,6 +187,17 @@ bool broadcasts_to(IntSpan from, IntSpan to) {
   return true;
 }
 
+// Integer operands take integer beta and alpha (as PyTorch): the GEMM would truncate 0.5 to 0.
+void check_integral_scalars(DType dtype, const Scalar& beta, const Scalar& alpha, const char* op) {
+  if (is_floating(dtype)) return;
+  for (const auto& [name, v] : {std::pair{"beta", &beta}, std::pair{"alpha", &alpha}}) {
+    DT_CHECK(v->kind() != Scalar::Kind::kDouble,
+             "[%s] for integral input tensors, argument %s must not be a floating point number "
+             "(got %g)",
+             op, name, v->to_double());
+  }
+}
+
 // Runs the product of prepared operands (see prepare_operand) into a new [out_shape] tensor of
 // dtype `dtype`. `bias`, when given and beta != 0, is broadcast into the output first.
 Tensor gemm_driver(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shape,
@@ -310,8 +321,10 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
   DT_CHECK(a.size(1) == b.size(0), "[addmm] shapes %s and %s cannot be multiplied (%d != %d)",
            shape_str(a.sizes()), shape_str(b.sizes()), a.size(1), b.size(0));
   const int64_t out_shape[] = {a.size(0), b.size(1)};
-  DT_CHECK(broadcasts_to(bias.sizes(), out_shape), "[addmm] bias of shape %s cannot be broadcast to the output shape %s",
+  DT_CHECK(broadcasts_to(bias.sizes(), out_shape),
+           "[addmm] bias of shape %s cannot be broadcast to the output shape %s",
            shape_str(bias.sizes()), shape_str(out_shape));
+  check_integral_scalars(a.dtype(), beta, alpha, "addmm");
   return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, &bias, alpha,
                      beta);
 }
@@ -322,8 +335,10 @@ Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scala
   DT_CHECK(self.defined() && self.dtype() == a.dtype() && self.device() == a.device(),
            "[baddbmm] self must be defined with the operands' dtype and device");
   const int64_t out_shape[] = {a.size(0), a.size(1), b.size(2)};
-  DT_CHECK(broadcasts_to(self.sizes(), out_shape), "[baddbmm] self of shape %s cannot be broadcast to %s",
-           shape_str(self.sizes()), shape_str(out_shape));
+  DT_CHECK(broadcasts_to(self.sizes(), out_shape),
+           "[baddbmm] self of shape %s cannot be broadcast to %s", shape_str(self.sizes()),
+           shape_str(out_shape));
+  check_integral_scalars(a.dtype(), beta, alpha, "baddbmm");
   // One GEMM with BLAS's alpha and beta (self broadcast into the output first), as addmm: no
   // separate passes to scale the product and add self.
   return gemm_driver(prepare_operand(a), prepare_operand(b), a.dtype(), out_shape, &self, alpha,

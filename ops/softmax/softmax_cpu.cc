@@ -48,7 +48,8 @@ int64_t BlockSize() {
 // exp(x - max) / sum does.
 //
 // `stats`, when given, receives the row's max m and its sum of e^(x - m) (0 for a row of only
-// -inf, which sees no key when it is a row of attention scores).
+// -inf, which sees no key when it is a row of attention scores; both NaN for a row holding NaN,
+// the sum NaN for a row holding +inf).
 template <typename T>
 void SoftmaxRow(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log,
                 simd_compute_t<T>* HWY_RESTRICT scratch,
@@ -117,8 +118,12 @@ void SoftmaxRow(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log,
   }
   const A sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s[0], s[1]), hn::Add(s[2], s[3]))));
   if (stats != nullptr) {
-    stats[0] = m;
-    stats[1] = m == kNegInf ? A(0) : sum;
+    const bool has_nan = !hn::AllFalse(d, nan);
+    stats[0] = has_nan ? std::numeric_limits<A>::quiet_NaN() : m;
+    // A +inf entry makes every e^(x - m) undefined, as it makes the probabilities NaN.
+    stats[1] = has_nan || m == -kNegInf ? std::numeric_limits<A>::quiet_NaN()
+               : m == kNegInf           ? A(0)
+                                        : sum;
   }
   if (!hn::AllFalse(d, nan) || !std::isfinite(m)) {
     std::fill(y, y + n, static_cast<T>(std::numeric_limits<compute_t<T>>::quiet_NaN()));
@@ -299,24 +304,24 @@ SoftmaxStats softmax_with_stats(const Tensor& x) {
   const int64_t d = x.size(-1);
   Shape stat_shape(x.sizes().begin(), x.sizes().end());
   stat_shape.back() = 1;
+  SoftmaxStats r;
+  if (d == 0) {  // empty rows: no key, as a row of only -inf, on every device
+    const TensorOptions opts(x.dtype(), x.device());
+    r.out = empty(x.sizes(), opts);
+    r.row_max = full(stat_shape, Scalar(-std::numeric_limits<double>::infinity()), opts);
+    r.row_sum = zeros(stat_shape, opts);
+    return r;
+  }
   if (x.device().is_cuda() || (x.dtype() != kFloat32 && x.dtype() != kFloat64)) {
     // The composite form (CUDA, 16-bit floats): the max, the softmax, and the sum read back as
     // 1 / the row's largest probability, exp(0) / sum (NaN for a row of only -inf).
     const int64_t last[] = {-1};
-    SoftmaxStats r;
     r.row_max = amax(x, last, /*keepdim=*/true);
     r.out = softmax(x, -1);
     r.row_sum = reciprocal(amax(r.out, last, /*keepdim=*/true));
     return r;
   }
-  SoftmaxStats r;
   r.out = empty(x.sizes(), TensorOptions(x.dtype()));
-  if (d == 0) {  // empty rows: no key, as a row of only -inf
-    r.row_max = full(stat_shape, Scalar(-std::numeric_limits<double>::infinity()),
-                     TensorOptions(x.dtype()));
-    r.row_sum = zeros(stat_shape, TensorOptions(x.dtype()));
-    return r;
-  }
   const Tensor xc = x.contiguous();
   const int64_t outer = x.numel() / d;
   Shape pair_shape = stat_shape;

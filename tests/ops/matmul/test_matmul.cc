@@ -330,3 +330,55 @@ TEST_CASE("baddbmm is beta * self + alpha * bmm, beta 0 ignoring self") {
   CHECK_THROWS_WITH(dt::baddbmm(rand_tensor({4, 5}, DType::kFloat64, 34), a, b),
                     Catch::Contains("[baddbmm] self of shape [4, 5] cannot be broadcast"));
 }
+
+TEST_CASE("baddbmm broadcasts self of every shape into one fused GEMM, like bmm then add") {
+  // The fused form (self copied into the output, BLAS's beta and alpha) against bmm, mul and
+  // add, for each way self broadcasts, in float32 and float64, with a transposed operand.
+  for (DType d : {DType::kFloat32, DType::kFloat64}) {
+    const Tensor a = rand_tensor({2, 3, 4}, d, 41);
+    const Tensor b = rand_tensor({2, 5, 4}, d, 42).transpose(1, 2);  // [2, 4, 5], strided
+    const Tensor prod = dt::bmm(a, b);
+    for (const Shape& shape : std::vector<Shape>{{2, 3, 5}, {1, 3, 5}, {2, 1, 5}, {2, 3, 1},
+                                                  {5}, {3, 1}, {}}) {
+      const Tensor self = rand_tensor(shape, d, 43);
+      for (const auto& [beta, alpha] : std::vector<std::pair<double, double>>{
+               {1.0, 1.0}, {0.5, 2.0}, {1.0, 0.125}, {0.0, 3.0}}) {
+        INFO(dt::dtype_name(d) << " self " << dt::shape_str(shape) << " beta " << beta
+                               << " alpha " << alpha);
+        // beta * self (broadcast by hand: a size-1 or missing dim repeats) + alpha * prod.
+        Shape s3(3 - shape.size(), 1);
+        s3.insert(s3.end(), shape.begin(), shape.end());
+        const std::vector<double> sv = self.to_vector<double>(), pv = prod.to_vector<double>();
+        std::vector<double> want(30);
+        for (int64_t q = 0; q < 2; ++q) {
+          for (int64_t i = 0; i < 3; ++i) {
+            for (int64_t j = 0; j < 5; ++j) {
+              const int64_t at = ((s3[0] == 1 ? 0 : q) * s3[1] + (s3[1] == 1 ? 0 : i)) * s3[2] +
+                                 (s3[2] == 1 ? 0 : j);
+              const double p = pv[static_cast<size_t>((q * 3 + i) * 5 + j)];
+              want[static_cast<size_t>((q * 3 + i) * 5 + j)] =
+                  (beta == 0.0 ? 0.0 : beta * sv[static_cast<size_t>(at)]) + alpha * p;
+            }
+          }
+        }
+        check_close(dt::baddbmm(self, a, b, beta, alpha), {2, 3, 5}, want, rtol_for(d),
+                    rtol_for(d));
+      }
+    }
+  }
+  // Empty contraction and empty batch.
+  const Tensor self = dt::full({2, 3, 5}, dt::Scalar(2.0), dt::TensorOptions(DType::kFloat32));
+  const Tensor ek = dt::zeros({2, 3, 0}, dt::TensorOptions(DType::kFloat32));
+  const Tensor ekb = dt::zeros({2, 0, 5}, dt::TensorOptions(DType::kFloat32));
+  check_close(dt::baddbmm(self, ek, ekb, 0.5, 1.0), {2, 3, 5}, std::vector<double>(30, 1.0), 0.0);
+  CHECK(dt::baddbmm(dt::zeros({0, 3, 5}), dt::zeros({0, 3, 4}), dt::zeros({0, 4, 5})).numel() ==
+        0);
+  // Integer operands take integer beta and alpha, as PyTorch (a GEMM would truncate 0.5 to 0).
+  const Tensor ia = dt::ones({1, 2, 2}, dt::TensorOptions(DType::kInt64));
+  CHECK(dt::baddbmm(ia, ia, ia, 2, 3).to_vector<int64_t>() == std::vector<int64_t>(4, 8));
+  CHECK_THROWS_WITH(dt::baddbmm(ia, ia, ia, 0.5, 1),
+                    Catch::Contains("[baddbmm] for integral input tensors, argument beta must "
+                                    "not be a floating point number"));
+  CHECK_THROWS_WITH(dt::addmm(ia.select(0, 0), ia.select(0, 0), ia.select(0, 0), 1, 0.5),
+                    Catch::Contains("[addmm] for integral input tensors, argument alpha"));
+}

@@ -236,6 +236,44 @@ TEST_CASE("softmax_with_stats gives the softmax and each row's max and sum of ex
   });
 }
 
+TEST_CASE("softmax_with_stats: leading -inf blocks, NaN, +inf and empty rows",
+          "[softmax][simd]") {
+  for_each_simd_target([](const std::string&) {
+    for (DType d : {dt::kFloat32, dt::kFloat64}) {
+      INFO(dt::dtype_name(d));
+      // Row 0: 100 leading -inf (whole blocks of every target) then finite values (a padding or
+      // sliding-window mask); row 1 holds a NaN; row 2 a +inf.
+      const int64_t n = 130;
+      std::vector<double> v(static_cast<size_t>(3 * n));
+      for (int64_t i = 0; i < 3 * n; ++i) v[static_cast<size_t>(i)] = std::cos(0.1 * i);
+      for (int64_t i = 0; i < 100; ++i) v[static_cast<size_t>(i)] = -kInf;
+      v[static_cast<size_t>(n + 77)] = kNan;
+      v[static_cast<size_t>(2 * n + 5)] = kInf;
+      const Tensor x = dt::from_vector<double>(v, {3, n}).to(d);
+      const dt::detail::SoftmaxStats st = dt::detail::softmax_with_stats(x);
+      const std::vector<double> xv = x.to_vector<double>();
+      double mx = -kInf, sum = 0;
+      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, xv[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(xv[static_cast<size_t>(i)] - mx);
+      const std::vector<double> m = st.row_max.to_vector<double>();
+      const std::vector<double> s = st.row_sum.to_vector<double>();
+      CHECK(m[0] == mx);
+      CHECK(s[0] == Approx(sum).epsilon(4 * rtol_for(d)));
+      check_close(st.out.narrow(0, 0, 1), {1, n}, ref_softmax(x.narrow(0, 0, 1), 1, false),
+                  rtol_for(d), 1e-7);
+      CHECK((std::isnan(m[1]) && std::isnan(s[1])));  // NaN: max and sum NaN, as composed
+      CHECK(m[2] == kInf);
+      CHECK(std::isnan(s[2]));
+      // An empty last dim: no key, max -inf and sum 0.
+      const dt::detail::SoftmaxStats e =
+          dt::detail::softmax_with_stats(dt::zeros({2, 0}, dt::TensorOptions(d)));
+      CHECK(e.out.sizes() == dt::Shape{2, 0});
+      CHECK(e.row_max.to_vector<double>() == std::vector<double>{-kInf, -kInf});
+      CHECK(e.row_sum.to_vector<double>() == std::vector<double>{0, 0});
+    }
+  });
+}
+
 TEST_CASE("softmax_backward and log_softmax_backward match central finite differences",
           "[softmax][backward]") {
   using S = dt::Shape;
