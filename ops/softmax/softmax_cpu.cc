@@ -100,7 +100,9 @@ void SoftmaxRow(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log,
       for (auto& acc : s) acc = hn::Mul(acc, f);
       m = bm;
     }
-    const V vm = hn::Set(d, m);
+    // While the row has seen only -inf, shift by 0: e^(-inf - 0) = 0, where -inf - (-inf) would
+    // hand the exponential a NaN (whose result ExpNonPositive leaves unspecified).
+    const V vm = hn::Set(d, m == kNegInf ? A(0) : m);
     for (int k = 0; k < kBlockVecs; ++k) {
       const V ek = ExpNonPositive(d, hn::Sub(v[k], vm));
       s[k] = hn::Add(s[k], ek);
