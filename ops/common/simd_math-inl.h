@@ -253,18 +253,26 @@ inline constexpr T kSqrt2OverPi = T(0.79788456080286535588);  // sqrt(2/pi)
 template <typename T>
 inline constexpr T kGeluCubic = T(0.044715);
 
-// 1 / (1 + e^-x)
+// 1 / (1 + e^-x), from e = e^-|x| <= 1 as SiluC: 1 / (1 + e) for x >= 0, e / (1 + e) below
+// (results below the smallest normal float, x < -87, come out as 0); NaN passes through.
 template <class D, class V>
 HWY_INLINE V SigmoidC(D d, V x) {
   const V one = hn::Set(d, hn::TFromD<D>(1));
-  return hn::Div(one, hn::Add(one, ExpC(d, hn::Neg(x))));
+  const V e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
+  const V num = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), e, one);
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::Div(num, hn::Add(one, e)));
 }
 
-// x / (1 + e^-x)
+// x / (1 + e^-x), from e = e^-|x| <= 1 (ExpNonPositive, cheaper than a full exponential):
+// x / (1 + e) for x >= 0, x e / (1 + e) below. Results below the smallest normal float (x < -87)
+// come out as -0 (an absolute error < 1.2e-38); NaN passes through, silu(-inf) is NaN as
+// -inf / (1 + e^inf) is.
 template <class D, class V>
 HWY_INLINE V SiluC(D d, V x) {
   const V one = hn::Set(d, hn::TFromD<D>(1));
-  return hn::Div(x, hn::Add(one, ExpC(d, hn::Neg(x))));
+  const V e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
+  const V num = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(x, e), x);
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::Div(num, hn::Add(one, e)));
 }
 
 // 0.5 x erfc(-x / sqrt(2))
