@@ -152,7 +152,9 @@ def section(res, args):
     lscpu = subprocess.run("lscpu", shell=True, capture_output=True, text=True).stdout
     model = re.search(r"Model name:\s*(.*)", lscpu)
     ncpu = os.cpu_count() or 1
-    loads = [float(v.split()[0]) for v in (args.load_before, args.load_after) if v]
+    # The machine's own load is the one before the run: the load after includes this run's
+    # ranks (4 of them on a 2-core machine raise it past 2 by themselves).
+    loads = [float(args.load_before.split()[0])] if args.load_before else []
     cmds_path = os.path.join(res, "commands.txt")
     cmds = open(cmds_path).read().rstrip() if os.path.exists(cmds_path) else ""
     failures_path = os.path.join(res, "failures.txt")
@@ -169,9 +171,9 @@ def section(res, args):
              f"- CPU: {model.group(1).strip() if model else platform.processor()}, {ncpu} "
              f"logical cores",
              f"- Load average (1, 5, 15 min) before: {args.load_before}; after: "
-             f"{args.load_after} ({args.seconds} s of benchmarks)"]
+             f"{args.load_after} ({args.seconds} s of benchmarks, whose own ranks raise it)"]
     if loads and max(loads) > 1:
-        lines += ["", f"**Taken on a loaded machine** (load average up to {max(loads):.1f} on "
+        lines += ["", f"**Taken on a loaded machine** (load average {max(loads):.1f} before, on "
                   f"{ncpu} cores): both sides ran alternately under the same load, so the ratios "
                   "are the meaningful figures; absolute times are inflated. Rerun on a quiet "
                   "machine."]
