@@ -147,6 +147,22 @@ HWY_INLINE V ExpNonPositive(D d, V x) {
   }
 }
 
+// e^x for x <= 0 down to the smallest float results (x >= -103.9), where ExpNonPositive stops at
+// -88: from x < -80 on, e^(x + 24) (a normal float) is scaled by e^-24, so results below the
+// smallest normal float come out as the nearest subnormals instead of 0. For silu, sigmoid and
+// erfc, whose values there are normal floats times x or a bounded factor (silu(-88) = -5.3e-37).
+template <class D, class V>
+HWY_INLINE V ExpNonPositiveWide(D d, V x) {
+  using T = hn::TFromD<D>;
+  if constexpr (sizeof(T) == 4) {
+    const auto far = hn::Lt(x, hn::Set(d, -80.0f));
+    const V e = ExpNonPositive(d, hn::IfThenElse(far, hn::Add(x, hn::Set(d, 24.0f)), x));
+    return hn::IfThenElse(far, hn::Mul(e, hn::Set(d, 3.77513454e-11f)), e);  // e^-24
+  } else {
+    return ExpNonPositive(d, x);  // double: hn::Exp, subnormal results included
+  }
+}
+
 // log(x): log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf, NaN stays NaN.
 template <class D, class V>
 HWY_INLINE V LogC(D d, V x) {
@@ -167,14 +183,17 @@ HWY_INLINE V TanhC(D d, V x) {
 // several times more: gelu was 5.5x PyTorch's time with it). Written here because no library we
 // use has a fast float erfc; the coefficients are least-squares fits in float64 (relative error
 // of the fits 1.5e-9 and 2.6e-9), and the whole function measured against mpmath's erfc on
-// 120,000 points of [-10, 10.05] (float32 arithmetic emulated) is within 3.3e-7 relative
-// (5.5 ulp; SLEEF's: 1.5 ulp), inside the float32 tolerance the kernels are held to (1e-6).
+// 120,000 points of [-10, 9.19] (float32 arithmetic emulated; erfc is subnormal beyond 9.19) is
+// within 3.3e-7 relative (5.5 ulp; SLEEF's: 1.5 ulp), inside the float32 tolerance the kernels
+// are held to (1e-6).
 //   |z| < 0.5:  1 - z P(z^2), P ~ erf(z) / z;
 //   |z| >= 0.5: E = e^(-z^2) t R(t) with t = 1 / (1 + |z| / 2) and R ~ erfc(a) e^(a^2) / t (no
-//               cancellation: R stays within [0.28, 0.60]); erfc(z) = E for z > 0, 2 - E below.
+//               cancellation: R stays within [0.282, 0.770]); erfc(z) = E for z > 0, 2 - E
+//               below.
 // z^2 = hi + lo exactly (a fused multiply-subtract, or Dekker's split where there is no FMA):
-// e^(-z^2) = e^(-hi) (1 - lo), which keeps e^(-z^2) accurate where z^2 is large. E is 0 from
-// |z| > 10.0546875 (erfc below the smallest float there); NaN propagates; erfc(+-inf) = 0, 2.
+// e^(-z^2) = e^(-hi) (1 - lo), which keeps e^(-z^2) accurate where z^2 is large; e^(-hi) reaches
+// the subnormal range (ExpNonPositiveWide). E is 0 from |z| > 10.0546875 (erfc below the
+// smallest subnormal float there); NaN propagates; erfc(+-inf) = 0, 2.
 template <class D, class V>
 HWY_INLINE V ErfcFloat(D d, V z) {
   const V one = hn::Set(d, 1.0f);
@@ -211,7 +230,7 @@ HWY_INLINE V ErfcFloat(D d, V z) {
                        hn::Mul(al, al));
 #endif
   const V tr = hn::Mul(t, r);
-  V e = hn::Mul(ExpNonPositive(d, hn::Neg(hi)), hn::NegMulAdd(lo, tr, tr));
+  V e = hn::Mul(ExpNonPositiveWide(d, hn::Neg(hi)), hn::NegMulAdd(lo, tr, tr));
   e = hn::IfThenZeroElse(hn::Gt(a, cutoff), e);
   const V big = hn::IfThenElse(hn::Lt(z, hn::Zero(d)), hn::Sub(hn::Set(d, 2.0f), e), e);
   const V out = hn::IfThenElse(hn::Lt(a, hn::Set(d, 0.5f)), small, big);
@@ -253,24 +272,23 @@ inline constexpr T kSqrt2OverPi = T(0.79788456080286535588);  // sqrt(2/pi)
 template <typename T>
 inline constexpr T kGeluCubic = T(0.044715);
 
-// 1 / (1 + e^-x), from e = e^-|x| <= 1 as SiluC: 1 / (1 + e) for x >= 0, e / (1 + e) below
-// (results below the smallest normal float, x < -87, come out as 0); NaN passes through.
+// 1 / (1 + e^-x), from e = e^-|x| <= 1 as SiluC: 1 / (1 + e) for x >= 0, e / (1 + e) below;
+// NaN passes through.
 template <class D, class V>
 HWY_INLINE V SigmoidC(D d, V x) {
   const V one = hn::Set(d, hn::TFromD<D>(1));
-  const V e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
+  const V e = ExpNonPositiveWide(d, hn::Neg(hn::Abs(x)));
   const V num = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), e, one);
   return hn::IfThenElse(hn::IsNaN(x), x, hn::Div(num, hn::Add(one, e)));
 }
 
-// x / (1 + e^-x), from e = e^-|x| <= 1 (ExpNonPositive, cheaper than a full exponential):
-// x / (1 + e) for x >= 0, x e / (1 + e) below. Results below the smallest normal float (x < -87)
-// come out as -0 (an absolute error < 1.2e-38); NaN passes through, silu(-inf) is NaN as
+// x / (1 + e^-x), from e = e^-|x| <= 1 (ExpNonPositiveWide, cheaper than a full exponential):
+// x / (1 + e) for x >= 0, x e / (1 + e) below. NaN passes through; silu(-inf) is NaN, as
 // -inf / (1 + e^inf) is.
 template <class D, class V>
 HWY_INLINE V SiluC(D d, V x) {
   const V one = hn::Set(d, hn::TFromD<D>(1));
-  const V e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
+  const V e = ExpNonPositiveWide(d, hn::Neg(hn::Abs(x)));
   const V num = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(x, e), x);
   return hn::IfThenElse(hn::IsNaN(x), x, hn::Div(num, hn::Add(one, e)));
 }
