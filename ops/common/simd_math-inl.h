@@ -156,6 +156,9 @@ HWY_INLINE V ExpNonPositiveWide(D d, V x) {
   using T = hn::TFromD<D>;
   if constexpr (sizeof(T) == 4) {
     const auto far = hn::Lt(x, hn::Set(d, -80.0f));
+    // Such arguments are rare (silu(-80) is already -1.4e-33): one test per vector keeps the
+    // common case at ExpNonPositive's cost.
+    if (HWY_LIKELY(hn::AllFalse(d, far))) return ExpNonPositive(d, x);
     const V e = ExpNonPositive(d, hn::IfThenElse(far, hn::Add(x, hn::Set(d, 24.0f)), x));
     return hn::IfThenElse(far, hn::Mul(e, hn::Set(d, 3.77513454e-11f)), e);  // e^-24
   } else {
