@@ -218,6 +218,48 @@ std::vector<KernelCase> cases() {
                    }
                    return verdict(err, 1e-5);
                  }});
+  // Its backward (all three gradients, as training needs them), from the forward's out and
+  // lse; the check compares query row 77's grad_q with the math in double.
+  const dt::Tensor ag = values(at, 11, -1, 1);
+  const dt::AttentionResult af = dt::attention_forward(aq, ak, av, dt::Tensor(), {scale, true, 0});
+  const dt::Tensor no_lse_grad = dt::zeros(af.lse.sizes());
+  out.push_back(
+      {"attention_backward", at,
+       [=] {
+         return dt::attention_backward(ag, no_lse_grad, aq, ak, av, dt::Tensor(), af.out, af.lse,
+                                       {scale, true, 0})
+             .q;
+       },
+       [=](const dt::Tensor& gq) {
+         const int64_t i = 77;  // batch 0, head 0: keys 0..77
+         const auto at2 = [](const dt::Tensor& t, int64_t r, int64_t e) {
+           return double(t.data<float>()[r * 32 + e]);
+         };
+         std::vector<double> p(static_cast<size_t>(i + 1)), dp(p.size());
+         double m = -INFINITY, sum = 0;
+         for (int64_t j = 0; j <= i; ++j) {
+           double s = 0, g = 0;
+           for (int64_t e = 0; e < 32; ++e) {
+             s += at2(aq, i, e) * at2(ak, j, e);
+             g += at2(ag, i, e) * at2(av, j, e);
+           }
+           p[static_cast<size_t>(j)] = s * scale, dp[static_cast<size_t>(j)] = g;
+           m = std::max(m, s * scale);
+         }
+         for (double& x : p) sum += (x = std::exp(x - m));
+         double d = 0;  // rowsum(dO * O), with O from the same probabilities
+         for (size_t j = 0; j < p.size(); ++j) d += p[j] / sum * dp[j];
+         double err = 0;
+         for (int64_t e = 0; e < 32; ++e) {
+           double want = 0;
+           for (int64_t j = 0; j <= i; ++j) {
+             const size_t u = static_cast<size_t>(j);
+             want += p[u] / sum * (dp[u] - d) * at2(ak, j, e) * scale;
+           }
+           err = std::max(err, std::fabs(at2(gq, i, e) - want) / std::max(1.0, std::fabs(want)));
+         }
+         return verdict(err, 1e-5);
+       }});
   return out;
 }
 

@@ -35,7 +35,8 @@ def cases():
     xn, gn = u((256, 1024), -2, 3), u((256, 1024), -1, 1)
     w, b = u((1024,), 0.5, 1.5), u((1024,), -0.5, 0.5)
     xe = u((256, 4096), -5, 5)
-    aq, ak, av = (u((4, 8, 128, 32), -1, 1) for _ in range(3))
+    aq, ak, av, ag = (u((4, 8, 128, 32), -1, 1) for _ in range(4))
+    aout, alse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(aq, ak, av, 0.0, True)
     ys = torch.softmax(xs, -1)
     _, mean, rstd = torch.native_layer_norm(xn, (1024,), w, b, 1e-5)
     mask = [True, True, True]
@@ -55,6 +56,9 @@ def cases():
         ("exp", "[256, 4096]", lambda: torch.exp(xe)),
         ("attention", "[4, 8, 128, 32]",
          lambda: F.scaled_dot_product_attention(aq, ak, av, is_causal=True)),
+        ("attention_backward", "[4, 8, 128, 32]",
+         lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+             ag, aq, ak, av, aout, alse, 0.0, True)[0]),
     ]
 
 

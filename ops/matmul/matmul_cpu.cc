@@ -345,6 +345,34 @@ Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scala
                      beta);
 }
 
+namespace detail {
+
+void baddbmm_into(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta,
+                  const Scalar& alpha) {
+  check_batched_operands(a, b, "baddbmm_into");
+  const int64_t out_shape[] = {a.size(0), a.size(1), b.size(2)};
+  DT_CHECK(out.defined() && out.dtype() == a.dtype() && out.device() == a.device() &&
+               out.sizes() == IntSpan(out_shape),
+           "[baddbmm_into] out must be %s with the operands' dtype and device, got %s",
+           shape_str(out_shape), out.defined() ? shape_str(out.sizes()) : "undefined");
+  const DType dt = out.dtype();
+  Tensor c = out;  // a handle to write through
+  if (!out.device().is_cpu() || !out.is_contiguous() || (dt != kFloat32 && dt != kFloat64)) {
+    c.copy_(baddbmm(out, a, b, beta, alpha));  // beta 0: baddbmm does not read self
+    return;
+  }
+  if (out.numel() == 0) return;
+  if (dt == kFloat32) {
+    gemm_batched<float>(prepare_operand(a), prepare_operand(b), c, alpha.to<float>(),
+                        beta.to<float>());
+  } else {
+    gemm_batched<double>(prepare_operand(a), prepare_operand(b), c, alpha.to<double>(),
+                         beta.to<double>());
+  }
+}
+
+}  // namespace detail
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_operands(x, weight, "linear");
   DT_CHECK(weight.dim() == 2, "[linear] expected a 2-d weight [out, in], got shape %s",

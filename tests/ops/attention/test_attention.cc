@@ -97,6 +97,37 @@ TEST_CASE("attention: a causal block of queries starting mid-block (a query shar
   CHECK(dt::test::same_values(full.lse, dt::logsumexp(s, {3}), 1e-12));
 }
 
+TEST_CASE("attention: the backward of a causal query shard equals the full backward's share",
+          "[attention]") {
+  // Rows [a, a + n) of a causal attention computed as a query shard (q_offset a) against all
+  // keys: with the upstream gradient zero outside those rows, the full backward's dk and dv
+  // and its dq rows are exactly the shard's. Shards starting mid-block see a last key block
+  // cut short of a whole block (the gradients' blocks are then filled through a narrowed view).
+  const Tensor q = random({2, 2, 150, 4}, dt::kFloat64, 51), k = random({2, 2, 150, 4}, dt::kFloat64, 52);
+  const Tensor v = random({2, 2, 150, 3}, dt::kFloat64, 53);
+  const Tensor up = random({2, 2, 150, 3}, dt::kFloat64, 54);
+  const dt::AttentionParams full_p{0.4, true, 0};
+  const dt::AttentionResult full = dt::attention_forward(q, k, v, Tensor(), full_p);
+  for (const auto& [a, n] : {std::pair{37, 93}, std::pair{0, 70}, std::pair{64, 86},
+                             std::pair{149, 1}}) {
+    INFO("rows " << a << " + " << n);
+    Tensor g = dt::zeros({2, 2, 150, 3}, dt::kFloat64);
+    g.narrow(2, a, n).copy_(up.narrow(2, a, n));
+    const Tensor no_lse = dt::zeros({2, 2, 150}, dt::kFloat64);
+    const dt::AttentionGrads want =
+        dt::attention_backward(g, no_lse, q, k, v, Tensor(), full.out, full.lse, full_p);
+    const dt::AttentionParams part_p{0.4, true, a};
+    const Tensor qa = q.narrow(2, a, n).contiguous();
+    const dt::AttentionResult part = dt::attention_forward(qa, k, v, Tensor(), part_p);
+    const dt::AttentionGrads got = dt::attention_backward(
+        up.narrow(2, a, n).contiguous(), dt::zeros({2, 2, n}, dt::kFloat64), qa, k, v, Tensor(),
+        part.out, part.lse, part_p);
+    CHECK(dt::test::same_values(got.q, want.q.narrow(2, a, n).contiguous(), 1e-12));
+    CHECK(dt::test::same_values(got.k, want.k, 1e-12));
+    CHECK(dt::test::same_values(got.v, want.v, 1e-12));
+  }
+}
+
 TEST_CASE("attention: gradients equal autograd through the math path", "[attention]") {
   for (bool causal : {false, true}) {
     for (int mask_rank : {0, 2, 4}) {

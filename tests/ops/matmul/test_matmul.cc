@@ -382,3 +382,42 @@ TEST_CASE("baddbmm broadcasts self of every shape into one fused GEMM, like bmm 
   CHECK_THROWS_WITH(dt::addmm(ia.select(0, 0), ia.select(0, 0), ia.select(0, 0), 1, 0.5),
                     Catch::Contains("[addmm] for integral input tensors, argument alpha"));
 }
+
+TEST_CASE("baddbmm_into accumulates into its output in place, as out = baddbmm(out, ...)") {
+  // Against baddbmm with self = out's old values: a contiguous float32/float64 out is BLAS's C
+  // (in place), any other out (a narrowed view, bfloat16, int64) takes the result by copy.
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kInt64}) {
+    const bool ints = d == DType::kInt64;
+    const Tensor a = ints ? dt::full({2, 3, 4}, dt::Scalar(2), dt::TensorOptions(d))
+                          : rand_tensor({2, 3, 4}, d, 51);
+    const Tensor b = ints ? dt::full({2, 4, 5}, dt::Scalar(3), dt::TensorOptions(d))
+                          : rand_tensor({2, 5, 4}, d, 52).transpose(1, 2);
+    const dt::Scalar beta = ints ? dt::Scalar(2) : dt::Scalar(0.5);
+    const dt::Scalar alpha = ints ? dt::Scalar(3) : dt::Scalar(0.25);
+    for (bool view : {false, true}) {
+      INFO(dt::dtype_name(d) << (view ? " narrowed out" : " contiguous out"));
+      const Tensor base = ints ? dt::full({2, 7, 5}, dt::Scalar(1), dt::TensorOptions(d))
+                               : rand_tensor({2, 7, 5}, d, 53);
+      const Tensor before = base.clone();
+      const Tensor out = view ? base.narrow(1, 2, 3) : base.narrow(1, 0, 3).contiguous();
+      const Tensor want = dt::baddbmm(out.clone(), a, b, beta, alpha);
+      dt::detail::baddbmm_into(out, a, b, beta, alpha);
+      check_close(out, {2, 3, 5}, want.to(DType::kFloat64).to_vector<double>(), rtol_for(d),
+                  rtol_for(d));
+      if (view) {  // the rows around the view are untouched
+        for (const auto& [from, n] : {std::pair{0, 2}, std::pair{5, 2}}) {
+          check_close(base.narrow(1, from, n), {2, n, 5},
+                      before.narrow(1, from, n).to(DType::kFloat64).to_vector<double>(), 0.0);
+        }
+      }
+    }
+  }
+  // beta 0 ignores out's values (NaN here); a wrong shape is refused.
+  const Tensor a = rand_tensor({2, 3, 4}, DType::kFloat32, 54);
+  const Tensor b = rand_tensor({2, 4, 5}, DType::kFloat32, 55);
+  Tensor out = dt::full({2, 3, 5}, dt::Scalar(std::numeric_limits<double>::quiet_NaN()));
+  dt::detail::baddbmm_into(out, a, b, 0, 1);
+  check_close(out, {2, 3, 5}, dt::bmm(a, b).to(DType::kFloat64).to_vector<double>(), 1e-6, 1e-6);
+  CHECK_THROWS_WITH(dt::detail::baddbmm_into(dt::zeros({2, 3, 4}), a, b, 1, 1),
+                    Catch::Contains("[baddbmm_into] out must be [2, 3, 5]"));
+}
