@@ -187,6 +187,16 @@ std::vector<KernelCase> cases() {
       "silu", [=] { return dt::silu(xe); }, [](double x) { return x / (1 + std::exp(-x)); });
   unary(
       "exp", [=] { return dt::exp(xe); }, [](double x) { return std::exp(x); });
+  // A plain binary op (the elementwise library's contiguous loop): exact in float32.
+  const dt::Tensor ye = values(ew, 12, -5, 5);
+  out.push_back({"add", ew, [=] { return dt::add(xe, ye); }, [=](const dt::Tensor& z) {
+                   return verdict(max_rel_err(z, 2,
+                                              [&](int64_t r, int64_t c) {
+                                                return double(xe.data<float>()[r * 4096 + c] +
+                                                              ye.data<float>()[r * 4096 + c]);
+                                              }),
+                                  0.0);
+                 }});
   // Causal attention [B, H, L, E] = [4, 8, 128, 32] (one 128-key block), the fused op; the
   // check compares one query row with the math in double.
   const dt::Shape at = {4, 8, 128, 32};

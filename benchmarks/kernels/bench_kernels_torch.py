@@ -34,7 +34,7 @@ def cases():
     xs, gs = u((64, 4096), -6, 6), u((64, 4096), -1, 1)
     xn, gn = u((256, 1024), -2, 3), u((256, 1024), -1, 1)
     w, b = u((1024,), 0.5, 1.5), u((1024,), -0.5, 0.5)
-    xe = u((256, 4096), -5, 5)
+    xe, ye = u((256, 4096), -5, 5), u((256, 4096), -5, 5)
     aq, ak, av, ag = (u((4, 8, 128, 32), -1, 1) for _ in range(4))
     aout, alse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(aq, ak, av, 0.0, True)
     ys = torch.softmax(xs, -1)
@@ -54,6 +54,7 @@ def cases():
         ("gelu_tanh", "[256, 4096]", lambda: F.gelu(xe, approximate="tanh")),
         ("silu", "[256, 4096]", lambda: F.silu(xe)),
         ("exp", "[256, 4096]", lambda: torch.exp(xe)),
+        ("add", "[256, 4096]", lambda: torch.add(xe, ye)),
         ("attention", "[4, 8, 128, 32]",
          lambda: F.scaled_dot_product_attention(aq, ak, av, is_causal=True)),
         ("attention_backward", "[4, 8, 128, 32]",

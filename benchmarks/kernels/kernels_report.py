@@ -19,7 +19,7 @@ import subprocess
 
 # The row order of the tables: bench_kernels.cc's order (the files are read in glob order).
 ORDER = ["softmax", "log_softmax", "softmax_backward", "layer_norm", "rms_norm",
-         "layer_norm_backward", "gelu", "gelu_tanh", "silu", "exp", "attention",
+         "layer_norm_backward", "gelu", "gelu_tanh", "silu", "exp", "add", "attention",
          "attention_backward"]
 
 # ours / PyTorch time, from issue 21.
@@ -90,7 +90,7 @@ def describe(ours, torch):
             "programs case by case; each call allocates its output in both. softmax, log_softmax, "
             "softmax_backward: [64, 4096] along the last dim; layer_norm (weight and bias), "
             "rms_norm (weight), layer_norm_backward (grad_x, grad_weight, grad_bias): [256, 1024]; "
-            "gelu, gelu_tanh, silu, exp: [256, 4096]; attention (causal, the fused forward: "
+            "gelu, gelu_tanh, silu, exp, add (two inputs): [256, 4096]; attention (causal, the fused forward: "
             "PyTorch's `scaled_dot_product_attention`) and attention_backward (grad_q, grad_k, "
             "grad_v from the forward's out and log-sum-exp: PyTorch's "
             "`_scaled_dot_product_flash_attention_for_cpu_backward`): [4, 8, 128, 32]. Every "
