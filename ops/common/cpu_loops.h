@@ -7,6 +7,7 @@
 // otherwise it walks byte strides.
 #pragma once
 
+#include <tuple>
 #include <utility>
 
 #include "ops/common/elementwise_iter.h"
@@ -35,6 +36,22 @@ __attribute__((noinline)) void contiguous_row(Out* out, int64_t n, const Op& op,
   }
 }
 
+// A two-input row where one input is a single value repeated (inner stride 0: x * s[..., 1],
+// x - mean[..., 1]), contiguous otherwise: the value is read once and the loop vectorises
+// (float32 [8192, 32] * [8192, 1], one thread: 0.59 -> 0.32 ns per element; [16, 128, 64] *
+// [16, 128, 1]: 85 -> 27 us). `kFirst` says which input repeats.
+template <bool kFirst, typename Out, typename A, typename B, typename Op>
+__attribute__((noinline)) void repeated_input_row(Out* out, int64_t n, const Op& op, const A* a,
+                                                  const B* b) {
+  if constexpr (kFirst) {
+    const compute_t<A> v = static_cast<compute_t<A>>(*a);
+    for (int64_t i = 0; i < n; ++i) out[i] = store_as<Out>(op(v, static_cast<compute_t<B>>(b[i])));
+  } else {
+    const compute_t<B> v = static_cast<compute_t<B>>(*b);
+    for (int64_t i = 0; i < n; ++i) out[i] = store_as<Out>(op(static_cast<compute_t<A>>(a[i]), v));
+  }
+}
+
 template <typename Out, typename... In, typename Op, size_t... I>
 DT_FORCE_INLINE void cpu_row(char* const* p, const int64_t* s, int64_t n, const Op& op,
                              std::index_sequence<I...>) {
@@ -42,7 +59,24 @@ DT_FORCE_INLINE void cpu_row(char* const* p, const int64_t* s, int64_t n, const 
   if (s[0] == static_cast<int64_t>(sizeof(Out)) &&
       ((s[I + 1] == static_cast<int64_t>(sizeof(In))) && ...)) {
     contiguous_row<Out, In...>(out, n, op, reinterpret_cast<const In*>(p[I + 1])...);
-  } else {
+    return;
+  }
+  if constexpr (sizeof...(In) == 2) {
+    using A = std::tuple_element_t<0, std::tuple<In...>>;
+    using B = std::tuple_element_t<1, std::tuple<In...>>;
+    const A* a = reinterpret_cast<const A*>(p[1]);
+    const B* b = reinterpret_cast<const B*>(p[2]);
+    // Short rows stay on the inline strided loop below (a call costs more than it saves).
+    if (s[0] == static_cast<int64_t>(sizeof(Out)) && n >= 8) {
+      if (s[1] == static_cast<int64_t>(sizeof(A)) && s[2] == 0) {
+        return repeated_input_row<false, Out>(out, n, op, a, b);
+      }
+      if (s[1] == 0 && s[2] == static_cast<int64_t>(sizeof(B))) {
+        return repeated_input_row<true, Out>(out, n, op, a, b);
+      }
+    }
+  }
+  {
     for (int64_t i = 0; i < n; ++i) {
       *reinterpret_cast<Out*>(p[0] + i * s[0]) = store_as<Out>(
           op(static_cast<compute_t<In>>(*reinterpret_cast<const In*>(p[I + 1] + i * s[I + 1]))...));
