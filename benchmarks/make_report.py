@@ -297,7 +297,12 @@ def redist_why(r):
                        "16 MB, 40 iterations, 2026-11-26) puts 95% of the DTensor call's "
                        "samples inside MPI_Alltoallw (Open MPI's basic linear alltoallw, "
                        "packing through opal_generic_simple_pack), so the DTensor layer itself "
-                       "adds about 5%")
+                       "adds about 5%; packing the pieces ourselves (one row copy each) and "
+                       "sending them with a contiguous MPI_Alltoall measured slower (a one-off "
+                       "MPI program, 4 ranks, [2048, 2048] float32, 3 rounds, 2026-11-27: "
+                       "1.61-1.86 ms against MPI_Alltoallw's 1.22-1.48 ms; [16384, 256]: "
+                       "4.06-4.76 against 3.85-4.88 ms): the layout change itself costs the "
+                       "gap on 2 shared cores")
     name = str(r.get("name", ""))
     if name.startswith("P->") or name.startswith("2d [P"):
         return head + ("the DTensor result goes to a newly allocated output (from the "
