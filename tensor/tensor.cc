@@ -26,7 +26,9 @@ Extent extent_of(const Tensor& t) {
   return {t.storage_offset(), last};
 }
 
-bool overlaps(const Tensor& a, const Tensor& b) {
+}  // namespace
+
+bool memory_overlaps(const Tensor& a, const Tensor& b) {
   if (!a.storage().is_same(b.storage()) || a.numel() == 0 || b.numel() == 0) return false;
   const size_t ia = a.itemsize();
   const size_t ib = b.itemsize();
@@ -38,8 +40,6 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   const int64_t b1 = (eb.last + 1) * static_cast<int64_t>(ib);
   return a0 < b1 && b0 < a1;
 }
-
-}  // namespace
 
 Tensor::Tensor(Storage storage, DType dtype, Shape sizes, Shape strides, int64_t storage_offset)
     : storage_(std::move(storage)),
@@ -176,7 +176,7 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
     src = src.expand(sizes_);
   }
   if (numel_ == 0) return *this;
-  if (overlaps(*this, src)) src = src.clone();
+  if (memory_overlaps(*this, src)) src = src.clone();
 
   const Device dd = device();
   const Device sd = src.device();

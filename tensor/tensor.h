@@ -124,6 +124,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // the in-place ops (add_, mul_, ...).
 void check_no_internal_overlap(const Tensor& t, std::string_view op);
 
+// Whether some byte of a's elements is also one of b's (same storage, intersecting extents;
+// conservative for interleaved strided views). copy_ reads an overlapping source from a copy.
+bool memory_overlaps(const Tensor& a, const Tensor& b);
+
 // Throws "[op] value nan cannot be converted to type int32 without overflow" when
 // scalar_fits(value, dtype) is false (tensor/scalar.h).
 void check_scalar_fits(const Scalar& value, DType dtype, std::string_view op);

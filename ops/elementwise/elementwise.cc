@@ -70,9 +70,16 @@ Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
   DT_CHECK(can_cast(rt, self.dtype()),
            "[%s] result type %s can't be cast to the desired output type %s (argument self)", op,
            dtype_name(rt), dtype_name(self.dtype()));
+  // An `other` that overlaps self without being self itself (x.add_(x.narrow(-1, 0, 1))) is
+  // read from a copy, as copy_ does: every element then combines with other's old values,
+  // whichever loop the kernel takes (one reads a repeated value once per row, others per
+  // element). self itself (x.add_(x)) is safe: each element is read before it is written.
+  const bool same_view = other.data_ptr() == self.data_ptr() && other.dtype() == self.dtype() &&
+                         other.sizes() == self.sizes() && other.strides() == self.strides();
+  const Tensor o = !same_view && memory_overlaps(self, other) ? other.clone() : other;
   Tensor b1;
   (self.device().is_cuda() ? detail::binary_cuda : detail::binary_cpu)(
-      kind, self, self, as_dtype(other, self.dtype(), b1));
+      kind, self, self, as_dtype(o, self.dtype(), b1));
   return self;
 }
 

@@ -220,7 +220,8 @@ Tensor cast(const Tensor& x, DType dtype);
 // self op= other, written into self (any strides) and returned. The result keeps self's dtype
 // and shape: other must broadcast to self's shape, and the promoted dtype must not be of a
 // higher category than self's (an int tensor cannot take a float result). other is converted
-// to self's dtype first. other must not partially overlap self in memory.
+// to self's dtype first. An other that overlaps self in memory (other than self itself) is
+// read from a copy: the result combines self with other's values from before the call.
 Tensor add_(const Tensor& self, const Tensor& other);
 Tensor add_(const Tensor& self, const Scalar& other);
 Tensor sub_(const Tensor& self, const Tensor& other);

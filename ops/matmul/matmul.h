@@ -51,10 +51,10 @@ namespace detail {
 // leading dim >= the row length, or the transpose of such a matrix (the strides of size-1 dims
 // do not matter). float32/float64 operands failing this are copied contiguous first.
 bool gemm_operand_is_direct(const Tensor& x);
-// out = beta * out + alpha * bmm(a, b), written into out ([B, n, m], a's dtype and device; it
-// must not overlap a or b). A contiguous float32/float64 out on the CPU is BLAS's C itself (no
-// copy in or out, so a block can accumulate products in place); any other out takes baddbmm's
-// result by copy. With beta 0 out's values are ignored (it may be uninitialised).
+// out = beta * out + alpha * bmm(a, b), written into out ([B, n, m], a's dtype and device). A
+// contiguous float32/float64 out on the CPU that overlaps neither operand is BLAS's C itself
+// (no copy in or out, so a block can accumulate products in place); any other out takes
+// baddbmm's result by copy. With beta 0 out's values are ignored (it may be uninitialised).
 void baddbmm_into(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta,
                   const Scalar& alpha);
 }  // namespace detail

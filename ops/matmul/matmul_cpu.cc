@@ -357,7 +357,8 @@ void baddbmm_into(const Tensor& out, const Tensor& a, const Tensor& b, const Sca
            shape_str(out_shape), out.defined() ? shape_str(out.sizes()) : "undefined");
   const DType dt = out.dtype();
   Tensor c = out;  // a handle to write through
-  if (!out.device().is_cpu() || !out.is_contiguous() || (dt != kFloat32 && dt != kFloat64)) {
+  if (!out.device().is_cpu() || !out.is_contiguous() || (dt != kFloat32 && dt != kFloat64) ||
+      memory_overlaps(out, a) || memory_overlaps(out, b)) {
     c.copy_(baddbmm(out, a, b, beta, alpha));  // beta 0: baddbmm does not read self
     return;
   }

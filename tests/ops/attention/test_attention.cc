@@ -128,6 +128,40 @@ TEST_CASE("attention: the backward of a causal query shard equals the full backw
   }
 }
 
+TEST_CASE("attention: a causal backward at any query offset equals the backward under the "
+          "same mask given explicitly", "[attention]") {
+  // Causality with q_offset o keeps key j for query row i when j <= i + o: the same as the
+  // boolean mask [L, S] built from that rule, which the backward takes through its mask path.
+  // More queries than keys, offsets below zero (leading rows see no key) and above, a nonzero
+  // gradient of the log-sum-exp, float32 (the in-place GEMM path) and float64.
+  for (dt::DType d : {dt::kFloat32, dt::kFloat64}) {
+    const int64_t L = 130, S = 100;
+    const Tensor q = random({2, 2, L, 4}, d, 61), k = random({2, 2, S, 4}, d, 62);
+    const Tensor v = random({2, 2, S, 3}, d, 63), g = random({2, 2, L, 3}, d, 64);
+    const Tensor g_lse = random({2, 2, L}, d, 65);
+    for (int64_t offset : {-5, 0, 7, -40}) {
+      INFO(dt::dtype_name(d) << " q_offset " << offset);
+      std::vector<double> keep(static_cast<size_t>(L * S));
+      for (int64_t i = 0; i < L; ++i) {
+        for (int64_t j = 0; j < S; ++j) keep[static_cast<size_t>(i * S + j)] = j <= i + offset;
+      }
+      const Tensor mask = dt::ewtest::make(keep, {L, S}, dt::kBool);
+      const dt::AttentionParams causal{0.45, true, offset}, plain{0.45, false, 0};
+      const dt::AttentionResult fc = dt::attention_forward(q, k, v, Tensor(), causal);
+      const dt::AttentionResult fm = dt::attention_forward(q, k, v, mask, plain);
+      const double tol = d == dt::kFloat32 ? 2e-5 : 1e-12;
+      CHECK(dt::test::same_values(fc.out, fm.out, tol));
+      const dt::AttentionGrads gc =
+          dt::attention_backward(g, g_lse, q, k, v, Tensor(), fc.out, fc.lse, causal);
+      const dt::AttentionGrads gm =
+          dt::attention_backward(g, g_lse, q, k, v, mask, fm.out, fm.lse, plain);
+      CHECK(dt::test::same_values(gc.q, gm.q, tol));
+      CHECK(dt::test::same_values(gc.k, gm.k, tol));
+      CHECK(dt::test::same_values(gc.v, gm.v, tol));
+    }
+  }
+}
+
 TEST_CASE("attention: gradients equal autograd through the math path", "[attention]") {
   for (bool causal : {false, true}) {
     for (int mask_rank : {0, 2, 4}) {

@@ -450,6 +450,42 @@ TEST_CASE("special values: NaN and infinities", "[elementwise]") {
   check_values(dt::ne(y, y), {5}, DType::kBool, {1, 0, 0, 1, 0}, 0, 0);
 }
 
+TEST_CASE("in-place ops read an other that overlaps self as it was before the call",
+          "[elementwise]") {
+  // other a view of self's own memory: its first column (a value repeated along each row, in
+  // rows both shorter and longer than the repeated-value loop's 8), or self shifted by one
+  // element either way. The result combines self with other's old values, as for a copy.
+  for (int64_t w : {4, 16}) {
+    INFO("row length " << w);
+    const std::vector<double> v = random_values(3 * w, DType::kFloat32, 31);
+    Tensor x = make(v, {3, w}, DType::kFloat32);
+    dt::add_(x, x.narrow(1, 0, 1));
+    std::vector<double> expect(v.size());
+    for (int64_t i = 0; i < 3 * w; ++i) expect[i] = float(v[i] + v[i - i % w]);
+    check_values(x, {3, w}, DType::kFloat32, expect, 0, 0);
+    for (int shift : {1, -1}) {
+      INFO("shift " << shift);
+      Tensor y = make(v, {3 * w}, DType::kFloat32);
+      const int64_t n = 3 * w - 1;
+      const Tensor self = y.narrow(0, shift > 0 ? 0 : 1, n);
+      dt::mul_(self, y.narrow(0, shift > 0 ? 1 : 0, n));
+      std::vector<double> want = v;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t at = shift > 0 ? i : i + 1;
+        want[at] = float(v[at] * v[at + shift]);
+      }
+      check_values(y, {3 * w}, DType::kFloat32, want, 0, 0);
+    }
+  }
+  // self itself: each element combines with its own old value.
+  const std::vector<double> v = random_values(20, DType::kFloat32, 32);
+  Tensor x = make(v, {20}, DType::kFloat32);
+  dt::mul_(x, x);
+  std::vector<double> expect(20);
+  for (int i = 0; i < 20; ++i) expect[i] = float(float(v[i]) * float(v[i]));
+  check_values(x, {20}, DType::kFloat32, expect, 0, 0);
+}
+
 TEST_CASE("in-place ops write into self and keep its dtype and shape", "[elementwise]") {
   const std::vector<double> va = random_values(12, DType::kFloat32, 21);
   const std::vector<double> vb = random_values(4, DType::kFloat32, 22);

@@ -412,6 +412,31 @@ TEST_CASE("baddbmm_into accumulates into its output in place, as out = baddbmm(o
       }
     }
   }
+  // A contiguous out that starts inside its storage (the fast path, at an offset), an empty
+  // contraction (out scaled by beta) and an empty batch.
+  {
+    const Tensor a = rand_tensor({2, 3, 4}, DType::kFloat32, 56);
+    const Tensor b = rand_tensor({2, 4, 5}, DType::kFloat32, 57);
+    const Tensor base = rand_tensor({3, 2, 3, 5}, DType::kFloat32, 58);
+    const Tensor out = base.select(0, 1);
+    REQUIRE(out.is_contiguous());
+    const Tensor want = dt::baddbmm(out.clone(), a, b, 0.5, 2.0);
+    dt::detail::baddbmm_into(out, a, b, 0.5, 2.0);
+    check_close(out, {2, 3, 5}, want.to(DType::kFloat64).to_vector<double>(), 1e-6, 1e-6);
+    Tensor c = dt::full({2, 3, 5}, dt::Scalar(4.0));
+    dt::detail::baddbmm_into(c, dt::zeros({2, 3, 0}), dt::zeros({2, 0, 5}), 0.5, 1.0);
+    check_close(c, {2, 3, 5}, std::vector<double>(30, 2.0), 0.0);
+    dt::detail::baddbmm_into(dt::zeros({0, 3, 5}), dt::zeros({0, 3, 4}), dt::zeros({0, 4, 5}), 1,
+                             1);
+  }
+  // An out that is one of the operands goes through the copy (BLAS's C may not alias A or B).
+  {
+    const Tensor a = rand_tensor({2, 4, 4}, DType::kFloat64, 59);
+    const Tensor b = rand_tensor({2, 4, 4}, DType::kFloat64, 60);
+    const Tensor want = dt::baddbmm(a.clone(), a, b, 1.0, 1.0);
+    dt::detail::baddbmm_into(a, a, b, 1.0, 1.0);
+    check_close(a, {2, 4, 4}, want.to_vector<double>(), 1e-12, 1e-12);
+  }
   // beta 0 ignores out's values (NaN here); a wrong shape is refused.
   const Tensor a = rand_tensor({2, 3, 4}, DType::kFloat32, 54);
   const Tensor b = rand_tensor({2, 4, 5}, DType::kFloat32, 55);
