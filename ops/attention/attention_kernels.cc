@@ -102,7 +102,11 @@ Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64
   Tensor s = empty({qi.size(0), bq, bk}, TensorOptions(o.acc, qi.device()));
   bool biased = false;
   const auto put = [&](const Tensor& bias) {
-    biased ? add_(s, bias) : s.copy_(bias);
+    if (biased) {
+      add_(s, bias);
+    } else {
+      s.copy_(bias);
+    }
     biased = true;
   };
   if (row_term.defined()) put(row_term);
@@ -292,7 +296,7 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& grad_lse
     }
     dq_blocks.push_back(dqi);
   }
-  const auto joined = [&](std::vector<Tensor>& blocks, int64_t rows, int64_t cols) {
+  const auto joined = [&](const std::vector<Tensor>& blocks, int64_t rows, int64_t cols) {
     if (blocks.empty()) return zeros({bh, rows, cols}, acc);
     return blocks.size() == 1 ? blocks[0] : cat(blocks, 1);
   };

@@ -76,11 +76,9 @@ DT_FORCE_INLINE void cpu_row(char* const* p, const int64_t* s, int64_t n, const 
       }
     }
   }
-  {
-    for (int64_t i = 0; i < n; ++i) {
-      *reinterpret_cast<Out*>(p[0] + i * s[0]) = store_as<Out>(
-          op(static_cast<compute_t<In>>(*reinterpret_cast<const In*>(p[I + 1] + i * s[I + 1]))...));
-    }
+  for (int64_t i = 0; i < n; ++i) {
+    *reinterpret_cast<Out*>(p[0] + i * s[0]) = store_as<Out>(
+        op(static_cast<compute_t<In>>(*reinterpret_cast<const In*>(p[I + 1] + i * s[I + 1]))...));
   }
 }
 

@@ -74,9 +74,11 @@ Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
   // read from a copy, as copy_ does: every element then combines with other's old values,
   // whichever loop the kernel takes (one reads a repeated value once per row, others per
   // element). self itself (x.add_(x)) is safe: each element is read before it is written.
-  const bool same_view = other.data_ptr() == self.data_ptr() && other.dtype() == self.dtype() &&
-                         other.sizes() == self.sizes() && other.strides() == self.strides();
-  const Tensor o = !same_view && memory_overlaps(self, other) ? other.clone() : other;
+  const bool read_from_copy =
+      memory_overlaps(self, other) &&
+      !(other.data_ptr() == self.data_ptr() && other.dtype() == self.dtype() &&
+        other.sizes() == self.sizes() && other.strides() == self.strides());
+  const Tensor o = read_from_copy ? other.clone() : other;
   Tensor b1;
   (self.device().is_cuda() ? detail::binary_cuda : detail::binary_cpu)(
       kind, self, self, as_dtype(o, self.dtype(), b1));
