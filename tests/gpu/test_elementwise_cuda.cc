@@ -523,3 +523,17 @@ TEST_CASE("cuda dot, outer and baddbmm", "[gpu][matmul]") {
   check_matches(baddbmm(s.to(kGpu), x.to(kGpu), y.to(kGpu), 0.5, 2.0), baddbmm(s, x, y, 0.5, 2.0),
                 10.0);
 }
+
+TEST_CASE("cuda baddbmm_into: the copy path accumulates like baddbmm", "[gpu][matmul]") {
+  // A CUDA out is never BLAS's C: it takes baddbmm's result by copy, into strided views too; with
+  // beta 0 its old values (NaN here) are ignored, as the attention forward's scores rely on.
+  const Tensor a = make_input({2, 3, 5}, kFloat32, 81), b = make_input({2, 5, 4}, kFloat32, 82);
+  const Tensor c = make_input({2, 3, 4}, kFloat32, 83);
+  Tensor out = c.to(kGpu);
+  detail::baddbmm_into(out, a.to(kGpu), b.to(kGpu), 0.5, 2.0);
+  check_matches(out, baddbmm(c, a, b, 0.5, 2.0), 10.0);
+  Tensor wide = full({2, 3, 9}, Scalar(std::nan("")), TensorOptions(kFloat32)).to(kGpu);
+  detail::baddbmm_into(wide.narrow(2, 2, 4), a.to(kGpu), b.to(kGpu), 0.0, 1.5);
+  check_matches(wide.narrow(2, 2, 4), baddbmm(c, a, b, 0.0, 1.5), 10.0);
+  CHECK(std::isnan(wide.to_vector<double>()[0]));  // outside the view: untouched
+}

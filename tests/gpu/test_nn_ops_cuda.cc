@@ -226,3 +226,32 @@ TEST_CASE("cuda scaled_dot_product_attention, forward and backward", "[gpu][atte
     }
   }
 }
+
+TEST_CASE("cuda attention without a mask: causal at query offsets, more queries than keys",
+          "[gpu][attention]") {
+  // The mask-less causal path (the causal bias computed from q_offset, no mask tensor) with the
+  // diagonal inside, before and past the key range, and a nonzero lse gradient.
+  for (DType d : floating_dtypes()) {
+    for (int64_t q_offset : {-40, -5, 0, 7}) {
+      INFO(dtype_name(d) << " q_offset " << q_offset);
+      const Tensor q = make_input({1, 2, 130, 8}, d, 151), k = make_input({1, 2, 100, 8}, d, 152);
+      const Tensor v = make_input({1, 2, 100, 6}, d, 153), up = make_input({1, 2, 130, 6}, d, 154);
+      const AttentionParams p{0.4, true, q_offset};
+      const AttentionResult cpu = attention_forward(q, k, v, Tensor(), p);
+      const AttentionResult gpu =
+          attention_forward(q.to(kGpu), k.to(kGpu), v.to(kGpu), Tensor(), p);
+      check_matches(gpu.out, cpu.out, 8);
+      check_matches(gpu.lse, cpu.lse, 8);
+      // At q_offset -40 the first 40 rows see no key: both devices must agree on them too.
+      const Tensor glse = make_input({1, 2, 130}, cpu.lse.dtype(), 155);
+      const AttentionGrads gc =
+          attention_backward(up, glse, q, k, v, Tensor(), cpu.out, cpu.lse, p);
+      const AttentionGrads gg = attention_backward(up.to(kGpu), glse.to(kGpu), q.to(kGpu),
+                                                   k.to(kGpu), v.to(kGpu), Tensor(), gpu.out,
+                                                   gpu.lse, p);
+      check_matches(gg.q, gc.q, 8);
+      check_matches(gg.k, gc.k, 8);
+      check_matches(gg.v, gc.v, 8);
+    }
+  }
+}
