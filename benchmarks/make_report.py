@@ -782,6 +782,7 @@ def kernels_section(res, tg):
 
     out += kernels_report.table(ours, torch, status)
     out += ["", "Several alternating rounds, with the machine's load: docs/KERNELS.md.", ""]
+    out += kernels_report.threads_table(res, ours)
     return out
 
 

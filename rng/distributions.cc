@@ -5,6 +5,7 @@
 #include <limits>
 #include <thread>
 
+#include "ops/threads.h"
 #include "rng/cuda_launch.h"
 #include "rng/distributions_impl.h"
 #include "rng/fill_internal.h"
@@ -300,9 +301,9 @@ void set_rng_num_threads(int n) {
 
 int rng_num_threads() {
   const int n = g_rng_threads.load();
-  if (n > 0) return n;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  // By default the generator follows the intra-op count: it used to take every hardware thread,
+  // which oversubscribes the cores when several ranks share them.
+  return n > 0 ? n : get_num_threads();
 }
 
 }  // namespace dtensor

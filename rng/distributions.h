@@ -76,7 +76,8 @@ void dropout_block(const Tensor& input, const Tensor& out, const Tensor& mask, d
                    uint64_t seed, uint64_t offset, IntSpan global_shape, IntSpan block_offset);
 
 // Threads the CPU generator uses for large tensors (above ~64K elements). 0 (the default)
-// means std::thread::hardware_concurrency(). Values do not depend on the thread count.
+// means the intra-op thread count, dtensor::get_num_threads() (ops/threads.h: 1 unless set).
+// Values do not depend on the thread count.
 void set_rng_num_threads(int n);
 int rng_num_threads();
 

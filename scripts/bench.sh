@@ -131,6 +131,15 @@ if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   run kernels_torch "$TORCH_PY" "$ROOT/benchmarks/kernels/bench_kernels_torch.py" \
     --json "$RES/kernels_torch.r1.jsonl"
 fi
+# The same kernels on KERNEL_THREADS intra-op threads (ops/threads.h; both sides), one process
+# alone on the machine.
+KT=${KERNEL_THREADS:-2}
+run kernels_threads "$B/kernels/bench_kernels" --threads "$KT" \
+  --json "$RES/kernels_ours_t$KT.r1.jsonl"
+if "$TORCH_PY" -c "import torch" 2>/dev/null; then
+  run kernels_torch_threads "$TORCH_PY" "$ROOT/benchmarks/kernels/bench_kernels_torch.py" \
+    --threads "$KT" --json "$RES/kernels_torch_t$KT.r1.jsonl"
+fi
 for np in 1 2; do
   run "checkpoint_np$np" $MPIRUN -np "$np" "$B/checkpoint/bench_checkpoint" --mb "${CKPT_MB:-256}" \
     --dir "${CKPT_DIR:-/tmp/dtensor_bench_ckpt}" --json "$RES/bench_checkpoint_np$np.jsonl"

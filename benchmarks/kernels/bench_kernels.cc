@@ -1,16 +1,18 @@
-// Local CPU kernels, one thread: softmax / log_softmax [64, 4096], layer_norm / rms_norm
-// [256, 1024] (with weight, and bias for layer_norm), gelu (erf and tanh forms), silu and exp on
-// [256, 4096], and the backward kernels of softmax and layer_norm (grad_x, grad_weight and
-// grad_bias); float32. The same shapes run
+// Local CPU kernels, one thread unless --threads: softmax / log_softmax [64, 4096], layer_norm /
+// rms_norm [256, 1024] (with weight, and bias for layer_norm), gelu (erf and tanh forms), silu
+// and exp on [256, 4096], and the backward kernels of softmax and layer_norm (grad_x,
+// grad_weight and grad_bias); float32. The same shapes run
 // under PyTorch in scripts/bench_kernels_vs_pytorch.sh, which prints both side by side.
 //
-//   bench_kernels [--min-seconds 0.3] [--batch 10] [--only NAME] [--json FILE]
+//   bench_kernels [--min-seconds 0.3] [--batch 10] [--only NAME] [--json FILE] [--threads N]
 //   bench_kernels --list          (the case names, one per line)
 //
 // Per call: median / p10 / p90 over batches of --batch calls (after one warm-up batch), each
 // call allocating its output as the PyTorch call does. Every case checks its result against a
 // float64 computation of a few rows and exits non-zero when it is wrong. The vectorised
-// kernels dispatch at run time; the target used is printed and recorded ("simd").
+// kernels dispatch at run time; the target used is printed and recorded ("simd"). --threads N
+// runs them with N intra-op threads (dtensor::set_num_threads; default 1, the PyTorch side's
+// setting), recorded as "threads".
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -23,6 +25,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/norm/norm.h"
 #include "ops/softmax/softmax.h"
+#include "ops/threads.h"
 #include "tensor/creation.h"
 
 namespace dt = dtensor;
@@ -280,6 +283,8 @@ int main(int argc, char** argv) {
   const double min_seconds = flags.f64("min-seconds", 0.3);
   const int64_t batch = flags.i64("batch", 10);
   const std::string only = flags.str("only", "");
+  const int threads = static_cast<int>(flags.i64("threads", 1));
+  dt::set_num_threads(threads);
   if (flags.has("list")) {
     for (const KernelCase& c : cases()) std::printf("%s\n", c.name.c_str());
     return 0;
@@ -287,9 +292,9 @@ int main(int argc, char** argv) {
   bench::JsonLines json("bench_kernels", flags.str("json", ""));
   const std::string simd = dt::detail::simd_target_name();
   std::printf(
-      "# bench_kernels: float32, one thread, SIMD target %s; per call, median (p10-p90) "
-      "over batches of %lld calls\n",
-      simd.c_str(), static_cast<long long>(batch));
+      "# bench_kernels: float32, %d intra-op thread(s), SIMD target %s; per call, median "
+      "(p10-p90) over batches of %lld calls\n",
+      threads, simd.c_str(), static_cast<long long>(batch));
   std::printf("%-20s %-12s %12s %12s %12s\n", "kernel", "shape", "median_us", "p10_us", "p90_us");
   int failures = 0;
   for (const KernelCase& c : cases()) {
@@ -305,7 +310,7 @@ int main(int argc, char** argv) {
     json.write(json.record(c.name)
                    .add("shape", dt::shape_str(c.shape))
                    .add("dtype", "float32")
-                   .add("threads", int64_t{1})
+                   .add("threads", int64_t{threads})
                    .add("simd", simd)
                    .add("correct", wrong.empty())
                    .add_stats("", s));

@@ -69,8 +69,9 @@ def main():
     ap.add_argument("--min-seconds", type=float, default=0.3)
     ap.add_argument("--only", default="", help="run this case only")
     ap.add_argument("--json", required=True)
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     with torch.no_grad(), open(args.json, "w") as out:
         for name, shape, fn in cases():
             if args.only and name != args.only:

@@ -80,6 +80,36 @@ def table(ours, torch, status=None):
     return lines + ([""] + notes if notes else [])
 
 
+def threads_table(res, one):
+    """Markdown lines for the intra-op-thread runs (kernels_ours_t<N>.r1.jsonl and
+    kernels_torch_t<N>.r1.jsonl, scripts/bench.sh): each kernel on N threads beside ours on one
+    (`one`, load_rounds's result), and PyTorch on N threads when it ran. [] when none ran."""
+    runs = sorted(glob.glob(os.path.join(res, "kernels_ours_t*.r1.jsonl")))
+    if not runs:
+        return []
+    n = int(re.search(r"kernels_ours_t(\d+)\.r1", runs[0]).group(1))
+    many = load_rounds(res, f"ours_t{n}")
+    torch = load_rounds(res, f"torch_t{n}")
+    lines = [f"### On {n} intra-op threads", "",
+             f"The same kernels with `dtensor::set_num_threads({n})` "
+             f"(`bench_kernels --threads {n}`; PyTorch: `torch.set_num_threads({n})`), each "
+             "program alone on the machine. Off by default: with a rank on every core, threads "
+             "only contend (ops/threads.h). Results are the same bits as on one thread "
+             "(`test_threads`).", "",
+             f"| kernel | ours, 1 thread µs | ours, {n} threads µs (p10-p90) | speed-up "
+             f"| PyTorch, {n} threads µs | ours / PyTorch | check |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for name, m in many.items():
+        o, t = one.get(name), torch.get(name)
+        speed = f"{o['median_us'] / m['median_us']:.2f}x" if o else "-"
+        torch_us = f"{t['median_us']:.1f}" if t else "-"
+        ratio = f"{m['median_us'] / t['median_us']:.2f}" if t else "-"
+        lines.append(f"| `{name}` | {o['median_us'] if o else float('nan'):.1f} | "
+                     f"{m['median_us']:.1f} ({m['p10_us']:.1f}-{m['p90_us']:.1f}) | {speed} | "
+                     f"{torch_us} | {ratio} | {'ok' if m['correct'] else 'WRONG'} |")
+    return lines + [""]
+
+
 def describe(ours, torch):
     simd = next(iter(ours.values())).get("simd", "?") if ours else "?"
     tv = next(iter(torch.values())).get("torch", "?") if torch else "not run"

@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   }
   // Sharded generation: a 64 MB global tensor [4096, 4096] cut into k row blocks; generating
   // block 0 alone costs ~1/k of the whole (all threads).
-  set_rng_num_threads(0);
+  set_rng_num_threads(hw);
   const Shape global = {4096, 4096};
   std::printf("\n# sharded uniform float32, global %s (64 MB), one row block of k\n",
               shape_str(global).c_str());

@@ -170,12 +170,22 @@ ElementwiseIter::ElementwiseIter(const Tensor& out, std::initializer_list<const 
     }
   }
 
-  // Tile the two innermost dims when an input walks the outer of them with a smaller stride
-  // than the inner one (e.g. a transposed input into a row-major output); such an input is
-  // read tile by tile into a packed row-major copy, along its own contiguous direction.
+  // When the order of the writes shows, for_each keeps one thread and row-major order,
+  // untiled; asked only where it could change something (ops large enough to split or to tile).
+  // Otherwise the two innermost dims are tiled when an input walks the outer of them with a
+  // smaller stride than the inner one (e.g. a transposed input into a row-major output); such
+  // an input is read tile by tile into a packed row-major copy, along its own contiguous
+  // direction.
   const int m = ndim();
-  if (keep_order || m < 2 || sizes_[m - 1] <= kIterTile || sizes_[m - 2] <= kIterTile) return;
-  if (order_matters(sizes_, strides_, data_, item, nops_)) return;
+  if (keep_order) {
+    serial_ = true;
+    return;
+  }
+  const bool tileable = m >= 2 && sizes_[m - 1] > kIterTile && sizes_[m - 2] > kIterTile;
+  if (tileable || numel_ >= 2 * kGrainSize) {
+    serial_ = order_matters(sizes_, strides_, data_, item, nops_);
+  }
+  if (!tileable || serial_) return;
   for (k = 1; k < nops_; ++k) {
     const int64_t outer = std::abs(strides_[k][m - 2]), inner = std::abs(strides_[k][m - 1]);
     packed_[k] = outer != 0 && outer < inner;

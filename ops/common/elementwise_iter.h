@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <memory>
 
+#include "ops/common/parallel_for.h"
 #include "tensor/tensor.h"
 
 namespace dtensor::detail {
@@ -46,17 +47,37 @@ class ElementwiseIter {
   // Merged sizes and byte strides of operand k, outermost first (for tests).
   const Shape& sizes() const { return sizes_; }
   const Shape& strides(int k) const { return strides_[k]; }
+  // Units of work for_each splits across threads: outer steps (each one innermost row), or, when
+  // tiled, (outer step, block of kIterTile rows) pairs; for ndim() >= 2.
+  int64_t units() const {
+    const int nd = ndim();
+    const int64_t n = sizes_[nd - 1];
+    if (!tiled_) return numel_ / n;
+    const int64_t rows = sizes_[nd - 2];
+    return numel_ / (n * rows) * ((rows + kIterTile - 1) / kIterTile);
+  }
+  bool serial() const { return serial_; }
 
   // Calls loop(char* const* ptrs, const int64_t* byte_strides, int64_t n) once per innermost
-  // row (or row of a tile): ptrs[k] points at operand k's first element of the row, its next
-  // element is byte_strides[k] bytes further. Nothing runs for zero-size ops.
+  // row (or row of a tile, or chunk of a single row): ptrs[k] points at operand k's first
+  // element of the row, its next element is byte_strides[k] bytes further. Nothing runs for
+  // zero-size ops. On a large op the calls run on the intra-op threads (ops/threads.h), on
+  // disjoint rows, in any order: the loop must only compute its row's outputs from its inputs
+  // (no state carried between calls). Ops whose order of writes shows (an input overlapping the
+  // output other than as its very view, an output with a zero stride) run on one thread, in
+  // row-major order.
   template <typename Loop>
   void for_each(Loop&& loop) const;
 
  private:
+  // Runs units [begin, end) in order (for_each's body on one thread).
+  template <typename Loop>
+  void run_units(int64_t begin, int64_t end, Loop& loop) const;
+
   int nops_ = 0;
   int64_t numel_ = 0;
   bool tiled_ = false;
+  bool serial_ = false;  // the order of the writes shows: one thread, row-major
   std::array<bool, kMaxIterOperands> packed_ = {};   // tiled input read through a packed copy
   std::array<int64_t, kMaxIterOperands> item_ = {};  // element size in bytes, per operand
   Shape sizes_;                                      // merged sizes, innermost last
@@ -67,22 +88,39 @@ class ElementwiseIter {
 template <typename Loop>
 void ElementwiseIter::for_each(Loop&& loop) const {
   if (numel_ == 0) return;
-  std::array<char*, kMaxIterOperands> ptrs = data_;
   std::array<int64_t, kMaxIterOperands> inner = {};
   const int nd = ndim();
   if (nd == 0) {
+    std::array<char*, kMaxIterOperands> ptrs = data_;
     loop(ptrs.data(), inner.data(), int64_t{1});
     return;
   }
   for (int k = 0; k < nops_; ++k) inner[k] = strides_[k][nd - 1];
-  const int64_t n = sizes_[nd - 1];
   if (nd == 1) {
-    loop(ptrs.data(), inner.data(), n);
-    return;
+    // One row: chunks of it.
+    const auto chunk = [&](int64_t lo, int64_t hi) {
+      std::array<char*, kMaxIterOperands> ptrs;
+      for (int k = 0; k < nops_; ++k) ptrs[k] = data_[k] + lo * inner[k];
+      loop(ptrs.data(), inner.data(), hi - lo);
+    };
+    if (serial_) return chunk(0, numel_);
+    return parallel_for(0, numel_, kGrainSize, chunk);
   }
-  // One step of the loop body covers the innermost dim (rows), or the two innermost (tiles).
+  const int64_t units = this->units();
+  if (serial_ || numel_ < 2 * kGrainSize) return run_units(0, units, loop);
+  parallel_for(0, units, row_grain(numel_ / units),
+               [&](int64_t lo, int64_t hi) { run_units(lo, hi, loop); });
+}
+
+template <typename Loop>
+void ElementwiseIter::run_units(int64_t begin, int64_t end, Loop& loop) const {
+  const int nd = ndim();
   const int body = tiled_ ? 2 : 1;
+  const int64_t n = sizes_[nd - 1];
   const int64_t rows = tiled_ ? sizes_[nd - 2] : 1;
+  const int64_t blocks = tiled_ ? (rows + kIterTile - 1) / kIterTile : 1;
+  std::array<int64_t, kMaxIterOperands> inner = {};
+  for (int k = 0; k < nops_; ++k) inner[k] = strides_[k][nd - 1];
   std::unique_ptr<char[]> buffer;  // packed tiles of the transposed inputs
   std::array<char*, kMaxIterOperands> tile = {};
   std::array<char*, kMaxIterOperands> row_ptrs;
@@ -99,31 +137,42 @@ void ElementwiseIter::for_each(Loop&& loop) const {
       row_strides[k] = item_[k];
     }
   }
+  // The counter and pointers of unit `begin`'s step (the outer dims, innermost last).
   Shape counter(nd - body, 0);
-  const int64_t steps = numel_ / (n * rows);
-  for (int64_t step = 0; step < steps; ++step) {
+  std::array<char*, kMaxIterOperands> ptrs = data_;
+  int64_t block = 0;
+  if (begin > 0) {
+    block = begin % blocks;
+    for (int64_t d = nd - body - 1, rest = begin / blocks; d >= 0; --d) {
+      counter[d] = rest % sizes_[d];
+      rest /= sizes_[d];
+      for (int k = 0; k < nops_; ++k) ptrs[k] += counter[d] * strides_[k][d];
+    }
+  }
+  for (int64_t unit = begin; unit < end; ++unit) {
     if (!tiled_) {
       loop(ptrs.data(), inner.data(), n);
     } else {
-      for (int64_t r0 = 0; r0 < rows; r0 += kIterTile) {
-        const int64_t rn = std::min(kIterTile, rows - r0);
-        for (int64_t c0 = 0; c0 < n; c0 += kIterTile) {
-          const int64_t cn = std::min(kIterTile, n - c0);
-          for (int k = 0; k < nops_; ++k) {
-            if (tile[k]) {
-              pack_tile(tile[k], ptrs[k] + r0 * strides_[k][nd - 2] + c0 * inner[k], rn, cn,
-                        strides_[k][nd - 2], inner[k], item_[k]);
-            }
-          }
-          for (int64_t r = 0; r < rn; ++r) {
-            for (int k = 0; k < nops_; ++k) {
-              row_ptrs[k] = tile[k] ? tile[k] + r * kIterTile * item_[k]
-                                    : ptrs[k] + (r0 + r) * strides_[k][nd - 2] + c0 * inner[k];
-            }
-            loop(row_ptrs.data(), row_strides.data(), cn);
+      const int64_t r0 = block * kIterTile;
+      const int64_t rn = std::min(kIterTile, rows - r0);
+      for (int64_t c0 = 0; c0 < n; c0 += kIterTile) {
+        const int64_t cn = std::min(kIterTile, n - c0);
+        for (int k = 0; k < nops_; ++k) {
+          if (tile[k]) {
+            pack_tile(tile[k], ptrs[k] + r0 * strides_[k][nd - 2] + c0 * inner[k], rn, cn,
+                      strides_[k][nd - 2], inner[k], item_[k]);
           }
         }
+        for (int64_t r = 0; r < rn; ++r) {
+          for (int k = 0; k < nops_; ++k) {
+            row_ptrs[k] = tile[k] ? tile[k] + r * kIterTile * item_[k]
+                                  : ptrs[k] + (r0 + r) * strides_[k][nd - 2] + c0 * inner[k];
+          }
+          loop(row_ptrs.data(), row_strides.data(), cn);
+        }
       }
+      if (++block < blocks) continue;
+      block = 0;
     }
     for (int d = nd - body - 1; d >= 0; --d) {
       if (++counter[d] < sizes_[d]) {

@@ -62,7 +62,8 @@ RmsNormResult native_rms_norm(const Tensor& x, IntSpan normalized_shape,
 // shards). grad_x = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per row, gw = grad_out *
 // weight. grad_out has x's shape and dtype; mean and rstd are native_layer_norm's; weight as
 // in the forward. Results have x's (grad_x) and weight's (grad_weight, grad_bias) shape and
-// dtype; the weight and bias sums accumulate in the statistics' dtype and round once.
+// dtype; the weight and bias sums accumulate in the statistics' dtype (blocks of rows summed in
+// block order, the same on any thread count: ops/threads.h) and round once.
 struct LayerNormGrads {
   Tensor grad_x;       // gradient of x
   Tensor grad_weight;  // gradient of weight (sum over the rows held)

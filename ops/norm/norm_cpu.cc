@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "ops/common/parallel_for.h"
 #include "ops/norm/norm.h"
 #include "ops/norm/norm_cuda.h"
 #include "tensor/creation.h"
@@ -249,6 +250,45 @@ HWY_EXPORT(NormBackward);
 
 namespace {
 
+// The backward splits the weight and bias gradients' sums into blocks of rows (each block after
+// the first sums into its own n partial values): at most kMaxNormBlocks of them, of at least
+// kMinNormBlockRows rows and kGrainSize elements, so that the partials stay a small share of
+// the work (at most 1/8 of the rows' traffic) and a block is worth a thread.
+constexpr int64_t kMaxNormBlocks = 64;
+constexpr int64_t kMinNormBlockRows = 8;
+
+// acc += each row of partials ([blocks - 1, n], acc's dtype), in row order: element by element
+// the same sums as adding the rows one after another.
+void add_partials(const Tensor& acc, const Tensor& partials) {
+  if (!partials.defined()) return;
+  const int64_t n = acc.numel(), count = partials.size(0);
+  const auto add = [&]<typename A>() {  // A: float or double (stats_dtype)
+    A* out = acc.data<A>();
+    const A* p = partials.data<A>();
+    for (int64_t b = 0; b < count; ++b) {
+      for (int64_t i = 0; i < n; ++i) out[i] += p[b * n + i];
+    }
+  };
+  if (acc.dtype() == kFloat64) {
+    add.operator()<double>();
+  } else {
+    add.operator()<float>();
+  }
+}
+
+// Pointer to row r of a contiguous tensor of rows of `row` elements (null for an undefined one).
+class RowPtr {
+ public:
+  RowPtr(const Tensor& t, int64_t row)
+      : base_(t.defined() ? static_cast<char*>(t.data_ptr()) : nullptr),
+        row_bytes_(row * (t.defined() ? static_cast<int64_t>(t.itemsize()) : 0)) {}
+  void* operator()(int64_t r) const { return base_ == nullptr ? nullptr : base_ + r * row_bytes_; }
+
+ private:
+  char* base_;
+  int64_t row_bytes_;
+};
+
 // The dtype of the statistics and weight/bias gradient accumulators for input dtype d.
 DType stats_dtype(DType d) {
   return d == kFloat64 ? kFloat64 : kFloat32;
@@ -317,11 +357,16 @@ Tensor norm_forward(const Tensor& x, IntSpan normalized_shape, const Tensor& wei
   const Tensor xc = x.contiguous();
   const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
   const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
-  HWY_DYNAMIC_DISPATCH(detail::NormForward)
-  (x.dtype(), xc.data_ptr(), wc.defined() ? wc.data_ptr() : nullptr,
-   bc.defined() ? bc.data_ptr() : nullptr, out.data_ptr(),
-   mean != nullptr ? mean->data_ptr() : nullptr, rstd != nullptr ? rstd->data_ptr() : nullptr,
-   x.numel() / n, n, default_eps(x.dtype(), eps), rms);
+  // Rows are independent: chunks of them on the intra-op threads.
+  const Tensor no_stats;
+  const RowPtr xr(xc, n), yr(out, n);
+  const RowPtr mr(mean ? *mean : no_stats, 1), rr(rstd ? *rstd : no_stats, 1);
+  detail::parallel_for(0, x.numel() / n, detail::row_grain(n), [&](int64_t lo, int64_t hi) {
+    HWY_DYNAMIC_DISPATCH(detail::NormForward)
+    (x.dtype(), xr(lo), wc.defined() ? wc.data_ptr() : nullptr,
+     bc.defined() ? bc.data_ptr() : nullptr, yr(lo), mr(lo), rr(lo), hi - lo, n,
+     default_eps(x.dtype(), eps), rms);
+  });
   return out;
 }
 
@@ -361,10 +406,32 @@ std::array<Tensor, 3> norm_backward(const Tensor& grad_out, const Tensor& x,
     const Tensor gc = grad_out.contiguous(), xc = x.contiguous();
     const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
     const Tensor mc = rms ? Tensor() : mean.contiguous(), rc = rstd.contiguous();
-    const auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
-    HWY_DYNAMIC_DISPATCH(detail::NormBackward)
-    (x.dtype(), gc.data_ptr(), xc.data_ptr(), ptr(wc), ptr(mc), rc.data_ptr(), ptr(gx), ptr(dw),
-     ptr(db), x.numel() / n, n, rms);
+    // Blocks of rows, each on one thread. The weight and bias gradients are sums over rows:
+    // block 0 adds into dw / db, every other block into its own zeroed row of partials, added
+    // to dw / db in block order after. The blocks depend on the shape alone, so the sums (and
+    // so the bits) are the same on any number of threads.
+    const int64_t rows = x.numel() / n;
+    const int64_t block = std::max({detail::row_grain(n), kMinNormBlockRows,
+                                    (rows + kMaxNormBlocks - 1) / kMaxNormBlocks});
+    const int64_t blocks = (rows + block - 1) / block;
+    const auto partials = [&](const Tensor& t) {
+      return t.defined() && blocks > 1 ? zeros({blocks - 1, n}, acc_opts) : Tensor();
+    };
+    const Tensor pdw = partials(dw), pdb = partials(db);
+    const RowPtr gr(gc, n), xr(xc, n), gxr(gx, n), mr(mc, 1), rr(rc, 1), pdwr(pdw, n), pdbr(pdb, n);
+    const auto acc = [&](const Tensor& t, const RowPtr& p, int64_t b) {
+      return b == 0 ? (t.defined() ? t.data_ptr() : nullptr) : p(b - 1);
+    };
+    detail::parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b) {
+        const int64_t r0 = b * block, r1 = std::min(rows, r0 + block);
+        HWY_DYNAMIC_DISPATCH(detail::NormBackward)
+        (x.dtype(), gr(r0), xr(r0), wc.defined() ? wc.data_ptr() : nullptr, mr(r0), rr(r0),
+         gxr(r0), acc(dw, pdwr, b), acc(db, pdbr, b), r1 - r0, n, rms);
+      }
+    });
+    if (dw.defined()) add_partials(dw, pdw);
+    if (db.defined()) add_partials(db, pdb);
   }
   // The accumulators hold the compute type; the gradients have the parameters' dtype.
   const auto finish = [&](const Tensor& t) { return t.defined() ? t.to(x.dtype()) : t; };

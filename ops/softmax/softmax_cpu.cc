@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/common/dim_layout.h"
+#include "ops/common/parallel_for.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduction/reduction.h"
 #include "ops/softmax/softmax.h"
@@ -301,6 +302,26 @@ namespace detail {
 HWY_EXPORT(SoftmaxForward);
 HWY_EXPORT(SoftmaxBackward);
 
+namespace {
+
+// The dispatched forward over the [outer, d, inner] contiguous x into y, in chunks of `outer` on
+// the intra-op threads (each slab is computed alone, so the split changes no bit); `stats` as
+// SoftmaxForward's (inner == 1), or null.
+void softmax_forward_rows(const Tensor& x, const Tensor& y, int64_t outer, int64_t d,
+                          int64_t inner, bool log, const Tensor* stats) {
+  const int64_t slab = d * inner, item = static_cast<int64_t>(x.itemsize());
+  const auto at = [&](const Tensor& t, int64_t offset) {
+    return static_cast<char*>(t.data_ptr()) + offset * item;
+  };
+  parallel_for(0, outer, row_grain(slab), [&](int64_t lo, int64_t hi) {
+    HWY_DYNAMIC_DISPATCH(SoftmaxForward)
+    (x.dtype(), at(x, lo * slab), at(y, lo * slab), hi - lo, d, inner, log,
+     stats == nullptr ? nullptr : at(*stats, 2 * lo));
+  });
+}
+
+}  // namespace
+
 SoftmaxStats softmax_with_stats(const Tensor& x) {
   DT_CHECK(x.defined() && x.dim() >= 1, "[softmax] expected a defined input with a dim");
   const int64_t d = x.size(-1);
@@ -329,10 +350,7 @@ SoftmaxStats softmax_with_stats(const Tensor& x) {
   Shape pair_shape = stat_shape;
   pair_shape.back() = 2;
   const Tensor stats = empty(pair_shape, TensorOptions(x.dtype()));
-  if (outer > 0) {
-    HWY_DYNAMIC_DISPATCH(SoftmaxForward)
-    (x.dtype(), xc.data_ptr(), r.out.data_ptr(), outer, d, 1, false, stats.data_ptr());
-  }
+  softmax_forward_rows(xc, r.out, outer, d, 1, false, &stats);
   r.row_max = stats.narrow(-1, 0, 1);
   r.row_sum = stats.narrow(-1, 1, 1);
   return r;
@@ -351,8 +369,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype()));
   if (x.numel() == 0) return out;
   const detail::DimLayout l = detail::dim_layout(x.sizes(), dd);
-  HWY_DYNAMIC_DISPATCH(detail::SoftmaxForward)
-  (x.dtype(), xc.data_ptr(), out.data_ptr(), l.outer, l.d, l.inner, log, nullptr);
+  detail::softmax_forward_rows(xc, out, l.outer, l.d, l.inner, log, nullptr);
   return out;
 }
 
@@ -374,8 +391,14 @@ Tensor softmax_backward_impl(const Tensor& grad_out, const Tensor& out, int64_t 
   Tensor gx = empty(out.sizes(), TensorOptions(out.dtype()));
   if (out.numel() == 0) return gx;
   const detail::DimLayout l = detail::dim_layout(out.sizes(), dd);
-  HWY_DYNAMIC_DISPATCH(detail::SoftmaxBackward)
-  (out.dtype(), gc.data_ptr(), oc.data_ptr(), gx.data_ptr(), l.outer, l.d, l.inner, log);
+  const int64_t slab = l.d * l.inner, item = static_cast<int64_t>(out.itemsize());
+  const auto at = [&](const Tensor& t, int64_t o) {
+    return static_cast<char*>(t.data_ptr()) + o * slab * item;
+  };
+  detail::parallel_for(0, l.outer, detail::row_grain(slab), [&](int64_t lo, int64_t hi) {
+    HWY_DYNAMIC_DISPATCH(detail::SoftmaxBackward)
+    (out.dtype(), at(gc, lo), at(oc, lo), at(gx, lo), hi - lo, l.d, l.inner, log);
+  });
   return gx;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/threads.h"
 #include "rng/distributions.h"
 #include "rng/distributions_impl.h"
 #include "rng/philox.h"
@@ -231,6 +232,11 @@ TEST_CASE("large blocks are identical for any thread count", "[rng][fill]") {
   }
   set_rng_num_threads(0);
   CHECK(rng_num_threads() == saved);
+  // Unset, the generator follows the intra-op count (ops/threads.h).
+  const int intra = get_num_threads();
+  set_num_threads(intra + 2);
+  CHECK(rng_num_threads() == intra + 2);
+  set_num_threads(intra);
 }
 
 TEST_CASE("fill_random rejects bad blocks and specs", "[rng][fill]") {
