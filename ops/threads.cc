@@ -9,6 +9,7 @@
 #include "ops/threads.h"
 
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,7 +21,9 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ops/common/parallel_for.h"
@@ -62,21 +65,30 @@ constexpr auto kPollFor = std::chrono::microseconds(200);
 thread_local bool t_in_pool = false;
 
 // The intra-op threads: workers started on demand (count - 1 of them; the caller runs chunk 0),
-// one job at a time. A job's chunk w (w >= 1) runs on worker w.
+// one job at a time. A job's chunk w (w >= 1) runs on worker w; workers beyond a job's chunks
+// stay asleep.
 class Pool {
  public:
+  pid_t pid() const { return pid_; }
+
   // Runs f over `chunks` chunks of [begin, begin + range); false (nothing run) when another
-  // thread's job holds the pool, so the caller runs the range itself rather than wait.
+  // thread's job holds the pool, so the caller runs the range itself rather than wait, or when
+  // no worker could be started.
   bool try_run(int64_t begin, int64_t range, int64_t chunks,
                absl::FunctionRef<void(int64_t, int64_t)> f) {
     const std::unique_lock<std::mutex> job(job_mutex_, std::try_to_lock);
     if (!job.owns_lock()) return false;
-    g_regions.fetch_add(1, std::memory_order_relaxed);
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       while (static_cast<int64_t>(workers_.size()) < chunks - 1) {
         const int id = static_cast<int>(workers_.size()) + 1;
-        workers_.emplace_back([this, id] { work(id); });
+        try {
+          workers_.emplace_back([this, id] { work(id); });
+        } catch (const std::system_error&) {  // out of threads: split over the ones there are
+          chunks = static_cast<int64_t>(workers_.size()) + 1;
+          if (chunks == 1) return false;
+          break;
+        }
         workers_.back().detach();  // the pool lives until the process ends
       }
       f_ = &f;
@@ -87,6 +99,7 @@ class Pool {
       pending_.store(chunks - 1, std::memory_order_relaxed);
       generation_.fetch_add(1, std::memory_order_release);
     }
+    g_regions.fetch_add(1, std::memory_order_relaxed);
     wake_.notify_all();
     t_in_pool = true;
     run_chunk(0);
@@ -99,12 +112,13 @@ class Pool {
     }
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
-    if (error_) std::rethrow_exception(error_);
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     return true;
   }
 
  private:
-  void run_chunk(int64_t w) {
+  // noexcept: the caller must not leave try_run while workers still run f.
+  void run_chunk(int64_t w) noexcept {
     const int64_t lo = begin_ + range_ * w / chunks_, hi = begin_ + range_ * (w + 1) / chunks_;
     try {
       if (lo < hi) (*f_)(lo, hi);
@@ -125,10 +139,12 @@ class Pool {
         std::this_thread::yield();
       }
       {
+        // Asleep until a job with a chunk for this worker (a job of fewer chunks leaves it be).
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        wake_.wait(lock, [&] {
+          return generation_.load(std::memory_order_acquire) != seen && id < chunks_;
+        });
         seen = generation_.load(std::memory_order_acquire);
-        if (id >= chunks_) continue;  // a job of fewer chunks than workers
       }
       run_chunk(id);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -148,10 +164,24 @@ class Pool {
   int64_t begin_ = 0, range_ = 0, chunks_ = 1;
   std::mutex error_mutex_;
   std::exception_ptr error_;
+  const pid_t pid_ = getpid();
 };
 
+// The process's pool. Never destroyed: its detached workers outlive main. A child process
+// (fork) has none of its parent's workers, so it starts a pool of its own and leaves the
+// parent's copy be.
 Pool& pool() {
-  static Pool* const p = new Pool;  // never destroyed: its detached workers outlive main
+  static std::atomic<Pool*> current{nullptr};
+  static std::mutex replacing;
+  Pool* p = current.load(std::memory_order_acquire);
+  if (p == nullptr || p->pid() != getpid()) {
+    const std::lock_guard<std::mutex> lock(replacing);
+    p = current.load(std::memory_order_acquire);
+    if (p == nullptr || p->pid() != getpid()) {
+      p = new Pool;
+      current.store(p, std::memory_order_release);
+    }
+  }
   return *p;
 }
 

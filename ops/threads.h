@@ -13,8 +13,9 @@
 // for the same reason.
 //
 // The environment variable DTENSOR_NUM_THREADS (a positive integer) sets the count when the
-// library loads, OpenBLAS's included; an invalid value raises a dtensor::Error at the first
-// get_num_threads() (the first large op). The threads are a small pool of our own (threads.cc
+// library loads, OpenBLAS's included; an invalid value makes get_num_threads() (so any large op)
+// raise a dtensor::Error until set_num_threads is called. With neither set, OpenBLAS keeps its
+// own default (OPENBLAS_NUM_THREADS, else every core) while get_num_threads() says 1. The threads are a small pool of our own (threads.cc
 // says why not OpenMP's); idle ones poll for 0.2 ms, yielding the core, then sleep.
 #pragma once
 
@@ -22,8 +23,9 @@
 
 namespace dtensor {
 
-// Sets the intra-op thread count for the whole process (all calling threads), n >= 1; raises
-// "[set_num_threads] ..." otherwise.
+// Sets the intra-op thread count for the whole process (all calling threads), n >= 1, and
+// OpenBLAS's; raises "[set_num_threads] ..." otherwise. Call it between ops, not while another
+// thread runs one (as torch.set_num_threads).
 void set_num_threads(int n);
 
 // The current count (1 unless set_num_threads or DTENSOR_NUM_THREADS said otherwise).

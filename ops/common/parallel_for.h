@@ -2,10 +2,11 @@
 // (ops/threads.h). Internal to the ops layer.
 //
 // f(lo, hi) is called on disjoint chunks covering the range, at most one chunk per thread, each
-// at least `grain` indices long; with one thread, a range under two grains, or a call from inside
-// another parallel_for, it is called once on the whole range on the calling thread. f must not
-// depend on which chunk runs first. An exception thrown by f on any thread is rethrown on the
-// caller once every chunk has finished (the first one caught, if several).
+// at least `grain` indices long. It is called once on the whole range, on the calling thread,
+// with one thread, a range under two grains, inside a chunk of another parallel_for, or while
+// another thread's parallel_for holds the pool. f must not depend on which chunk runs first. An
+// exception thrown by f on any thread is rethrown on the caller once every chunk has finished
+// (the first one caught, if several).
 #pragma once
 
 #include <absl/functional/function_ref.h>

@@ -3,6 +3,8 @@
 // ops whose order of writes shows keep one thread; the count and DTENSOR_NUM_THREADS are
 // checked; parallel_for covers its range once and passes exceptions on.
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -140,6 +142,19 @@ TEST_CASE("threads: parallel_for covers the range once, in chunks of at least th
     CHECK(std::count(mine.begin(), mine.end(), 1) == 5000);
     CHECK(std::count(theirs.begin(), theirs.end(), 1) == 5000);
   }
+  // A forked child (which has none of the parent's workers) splits with a pool of its own.
+  const pid_t child = fork();
+  if (child == 0) {
+    std::vector<int> hits(1000, 0);
+    dt::detail::parallel_for(0, 1000, 100, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) ++hits[static_cast<size_t>(i)];
+    });
+    _exit(std::count(hits.begin(), hits.end(), 1) == 1000 ? 0 : 1);
+  }
+  REQUIRE(child > 0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   // An exception in one chunk reaches the caller after the others finish.
   std::atomic<int> done{0};
   CHECK_THROWS_WITH(dt::detail::parallel_for(0, 300, 100,
