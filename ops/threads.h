@@ -15,8 +15,9 @@
 // The environment variable DTENSOR_NUM_THREADS (a positive integer) sets the count when the
 // library loads, OpenBLAS's included; an invalid value makes get_num_threads() (so any large op)
 // raise a dtensor::Error until set_num_threads is called. With neither set, OpenBLAS keeps its
-// own default (OPENBLAS_NUM_THREADS, else every core) while get_num_threads() says 1. The threads are a small pool of our own (threads.cc
-// says why not OpenMP's); idle ones poll for 0.2 ms, yielding the core, then sleep.
+// own default (OPENBLAS_NUM_THREADS, else every core) while get_num_threads() says 1. The
+// threads are a small pool of our own (threads.cc says why not OpenMP's); idle ones poll for
+// 0.2 ms, yielding the core, then sleep.
 #pragma once
 
 #include <optional>
