@@ -283,12 +283,18 @@ int main(int argc, char** argv) {
   const double min_seconds = flags.f64("min-seconds", 0.3);
   const int64_t batch = flags.i64("batch", 10);
   const std::string only = flags.str("only", "");
-  const int threads = static_cast<int>(flags.i64("threads", 1));
-  dt::set_num_threads(threads);
   if (flags.has("list")) {
     for (const KernelCase& c : cases()) std::printf("%s\n", c.name.c_str());
     return 0;
   }
+  // Always set (also to 1): the PyTorch side runs torch.set_num_threads(N) likewise, whatever
+  // DTENSOR_NUM_THREADS or OPENBLAS_NUM_THREADS say.
+  const int threads = static_cast<int>(flags.i64("threads", 1));
+  if (threads < 1) {
+    std::fprintf(stderr, "bench_kernels: --threads must be >= 1, got %d\n", threads);
+    return 2;
+  }
+  dt::set_num_threads(threads);
   bench::JsonLines json("bench_kernels", flags.str("json", ""));
   const std::string simd = dt::detail::simd_target_name();
   std::printf(
