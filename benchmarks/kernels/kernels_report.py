@@ -107,6 +107,12 @@ def threads_table(res, one):
         lines.append(f"| `{name}` | {o['median_us'] if o else float('nan'):.1f} | "
                      f"{m['median_us']:.1f} ({m['p10_us']:.1f}-{m['p90_us']:.1f}) | {speed} | "
                      f"{torch_us} | {ratio} | {'ok' if m['correct'] else 'WRONG'} |")
+    if "attention" in many:
+        lines += ["", "- `attention`, `attention_backward`: their GEMMs are OpenBLAS's (products of "
+                  "128 x 128 x 32, where a second OpenBLAS thread gains little) and their block "
+                  "passes split as short jobs; on this 2-core VM their 2-thread figures swung "
+                  "between 0.9x and 2x the 1-thread time from run to run (PyTorch splits its "
+                  "flash attention over batch and heads instead; not done here)."]
     return lines + [""]
 
 
