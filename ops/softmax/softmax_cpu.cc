@@ -302,21 +302,34 @@ namespace detail {
 HWY_EXPORT(SoftmaxForward);
 HWY_EXPORT(SoftmaxBackward);
 
+// The dispatched kernels over [outer, d, inner] contiguous tensors, in chunks of `outer` on the
+// intra-op threads (each slab is computed alone, so the split changes no bit).
 namespace {
 
-// The dispatched forward over the [outer, d, inner] contiguous x into y, in chunks of `outer` on
-// the intra-op threads (each slab is computed alone, so the split changes no bit); `stats` as
-// SoftmaxForward's (inner == 1), or null.
+// Element `offset` of contiguous t.
+char* element_at(const Tensor& t, int64_t offset) {
+  return static_cast<char*>(t.data_ptr()) + offset * static_cast<int64_t>(t.itemsize());
+}
+
+// x into y; `stats` as SoftmaxForward's (inner == 1), or null.
 void softmax_forward_rows(const Tensor& x, const Tensor& y, int64_t outer, int64_t d,
                           int64_t inner, bool log, const Tensor* stats) {
-  const int64_t slab = d * inner, item = static_cast<int64_t>(x.itemsize());
-  const auto at = [&](const Tensor& t, int64_t offset) {
-    return static_cast<char*>(t.data_ptr()) + offset * item;
-  };
+  const int64_t slab = d * inner;
   parallel_for(0, outer, row_grain(slab), [&](int64_t lo, int64_t hi) {
     HWY_DYNAMIC_DISPATCH(SoftmaxForward)
-    (x.dtype(), at(x, lo * slab), at(y, lo * slab), hi - lo, d, inner, log,
-     stats == nullptr ? nullptr : at(*stats, 2 * lo));
+    (x.dtype(), element_at(x, lo * slab), element_at(y, lo * slab), hi - lo, d, inner, log,
+     stats == nullptr ? nullptr : element_at(*stats, 2 * lo));
+  });
+}
+
+// The gradient gx from grad_out g and the forward's output y.
+void softmax_backward_rows(const Tensor& g, const Tensor& y, const Tensor& gx, int64_t outer,
+                           int64_t d, int64_t inner, bool log) {
+  const int64_t slab = d * inner;
+  parallel_for(0, outer, row_grain(slab), [&](int64_t lo, int64_t hi) {
+    HWY_DYNAMIC_DISPATCH(SoftmaxBackward)
+    (y.dtype(), element_at(g, lo * slab), element_at(y, lo * slab), element_at(gx, lo * slab),
+     hi - lo, d, inner, log);
   });
 }
 
@@ -391,14 +404,7 @@ Tensor softmax_backward_impl(const Tensor& grad_out, const Tensor& out, int64_t 
   Tensor gx = empty(out.sizes(), TensorOptions(out.dtype()));
   if (out.numel() == 0) return gx;
   const detail::DimLayout l = detail::dim_layout(out.sizes(), dd);
-  const int64_t slab = l.d * l.inner, item = static_cast<int64_t>(out.itemsize());
-  const auto at = [&](const Tensor& t, int64_t o) {
-    return static_cast<char*>(t.data_ptr()) + o * slab * item;
-  };
-  detail::parallel_for(0, l.outer, detail::row_grain(slab), [&](int64_t lo, int64_t hi) {
-    HWY_DYNAMIC_DISPATCH(detail::SoftmaxBackward)
-    (out.dtype(), at(gc, lo), at(oc, lo), at(gx, lo), hi - lo, l.d, l.inner, log);
-  });
+  detail::softmax_backward_rows(gc, oc, gx, l.outer, l.d, l.inner, log);
   return gx;
 }
 
