@@ -69,7 +69,7 @@ DTensorList OpNode::apply(DTensorList grad_outputs) {
     // Dispatch redistributed this input before the kernel: carry its gradient back.
     const DTensorSpec& original = *input_specs()[i];
     if (seen.placements() != original.placements()) {
-      grads[i] = redistribute_backward(grads[i], original, /*keep_partial=*/true);
+      grads[i] = redistribute_backward(grads[i], original);
     }
   }
   return grads;

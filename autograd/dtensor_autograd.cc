@@ -41,8 +41,8 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements,
       "RedistributeBackward", in, std::move(out),
       [src = spec_](absl::Span<const DTensor> g) -> DTensorList {
         if (!g[0].defined()) return {DTensor()};
-        return {::dtensor::redistribute(g[0],
-                                        src->with_placements(without_partial(*src), "backward"))};
+        return {
+            ::dtensor::redistribute(g[0], src->with_placements(without_partial(*src), "backward"))};
       });
 }
 
@@ -81,12 +81,11 @@ DTensor redistribute_async(const DTensor& x, std::shared_ptr<const DTensorSpec> 
 }
 
 // The target spec of x.redistribute(placements) on x's mesh, after the argument checks.
-std::shared_ptr<const DTensorSpec> redistribute_target(const DTensor& x,
-                                                       PlacementSpan placements) {
+std::shared_ptr<const DTensorSpec> redistribute_target(const DTensor& x, PlacementSpan placements) {
   DT_CHECK(x.defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
   check_user_placements(placements, x.dtype(), "redistribute");
-  return std::make_shared<const DTensorSpec>(x.spec().with_placements(
-      Placements(placements.begin(), placements.end()), "redistribute"));
+  return std::make_shared<const DTensorSpec>(
+      x.spec().with_placements(Placements(placements.begin(), placements.end()), "redistribute"));
 }
 
 // DTensor::redistribute on the DTensor's own mesh, recorded; `reuse_local` as in
@@ -104,7 +103,7 @@ DTensor redistribute_recorded(const DTensor& x, std::shared_ptr<const DTensorSpe
   return autograd::record_function(
       "RedistributeBackward", in, std::move(out),
       [src = x.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
-        return {autograd::redistribute_backward(g[0], *src, /*keep_partial=*/true)};
+        return {autograd::redistribute_backward(g[0], *src)};
       });
 }
 
@@ -124,32 +123,45 @@ DTensor DTensor::redistribute(PlacementSpan placements) && {
   return redistribute_recorded(self, std::move(dst), /*async_op=*/false, /*reuse_local=*/true);
 }
 
-DTensor DTensor::from_local(const DTensor& local, const DeviceMesh& mesh,
-                            PlacementSpan placements, bool run_check, IntSpan shape,
-                            IntSpan stride) {
+DTensor DTensor::from_local(const DTensor& local, const DeviceMesh& mesh, PlacementSpan placements,
+                            bool run_check, IntSpan shape, IntSpan stride,
+                            PlacementSpan grad_placements) {
   DT_CHECK(local.defined(), "[from_local] the local DTensor is undefined (expected a DTensor)");
   DT_CHECK(is_local(local),
            "[from_local] argument local lives on mesh %s; expected a local DTensor (on this "
            "process's self mesh, see local_dtensor())",
            local.device_mesh().str());
   DTensor out = from_local(local.to_local(), mesh, placements, run_check, shape, stride);
+  // The gradient's layout before this rank's piece is taken (PyTorch 2.15's rule): the given
+  // grad_placements, else the forward placements with Partial made Replicate. A local value
+  // built into a Partial(sum) DTensor y contributes to y as a whole (y = sum of the pieces), so
+  // its gradient is the whole gradient of y; only an explicit Partial grad_placements hands
+  // each rank a piece (summing to the gradient).
+  Placements gp = grad_placements.empty()
+                      ? without_partial(out.spec())
+                      : Placements(grad_placements.begin(), grad_placements.end());
+  if (!grad_placements.empty()) check_user_placements(grad_placements, out.dtype(), "from_local");
+  auto grad_spec =
+      std::make_shared<const DTensorSpec>(out.spec().with_placements(gp, "from_local"));
   const DTensor* in[] = {&local};
   return autograd::record_function(
       "FromLocalBackward", in, out.detach(),
-      [spec = out.spec_ptr(), local_spec = local.spec_ptr()](
-          absl::Span<const DTensor> g) -> DTensorList {
-        // The gradient of each rank's local piece is its shard of the whole gradient: reduce
-        // Partial gradients first (a local value must be whole). A rank outside the mesh
-        // contributed nothing.
-        if (!spec->mesh().contains_me()) return {DTensor()};
-        const DTensor laid_out = autograd::redistribute_backward(g[0], *spec, false);
+      [grad_spec, local_spec = local.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
+        // A rank outside the mesh contributed nothing.
+        if (!grad_spec->mesh().contains_me()) return {DTensor()};
+        const DTensor laid_out = ::dtensor::redistribute(g[0], *grad_spec);
         return {DTensor(laid_out.to_local(), local_spec)};
       });
 }
 
 DTensor DTensor::local() const {
   DT_CHECK(defined(), "[to_local] the DTensor is undefined (expected a DTensor)");
-  return local(placements());
+  // PyTorch 2.15's default (_normalize_placements_for_grad): a Partial mesh dim's local
+  // gradients are read as Replicate. The rank's piece of a Partial value enters whatever is
+  // computed from it as a whole (from_local(local, {Partial()}) is the sum of the pieces), so
+  // each rank's local gradient is the whole gradient; read as Partial(sum) it would be counted
+  // once per rank.
+  return local(without_partial(spec()));
 }
 
 DTensor DTensor::local(PlacementSpan grad_placements) const {
@@ -169,15 +181,16 @@ DTensor DTensor::local(PlacementSpan grad_placements) const {
         DT_CHECK(g[0].to_local().shape() == expected,
                  "[to_local backward] the local gradient has shape %s but grad_placements %s "
                  "on global shape %s imply %s on this rank",
-                 shape_str(g[0].to_local().shape()), placements_str(gp),
-                 shape_str(spec->shape()), shape_str(expected));
+                 shape_str(g[0].to_local().shape()), placements_str(gp), shape_str(spec->shape()),
+                 shape_str(expected));
         return {DTensor(g[0].to_local(), std::move(grad_spec))};
       });
 }
 
 DTensor DTensor::full() const {
   DT_CHECK(defined(), "[full_tensor] the DTensor is undefined (expected a DTensor)");
-  return full(placements());
+  // The full value is the same on every rank: so is its gradient (PyTorch's full_tensor()).
+  return full(Placements(placements().size(), Replicate()));
 }
 
 DTensor DTensor::full(PlacementSpan grad_placements) const {

@@ -60,7 +60,7 @@ bool any_requires_grad(absl::Span<const DTensor* const> inputs) {
   return false;
 }
 
-DTensor redistribute_backward(const DTensor& grad, const DTensorSpec& src, bool keep_partial) {
+DTensor redistribute_backward(const DTensor& grad, const DTensorSpec& src) {
   const Placements& have = grad.placements();
   Placements want = src.placements();
   for (size_t m = 0; m < want.size(); ++m) {
@@ -68,7 +68,7 @@ DTensor redistribute_backward(const DTensor& grad, const DTensorSpec& src, bool 
       // A Partial source receives a Replicate gradient (a Partial gradient of the same op may
       // stay: it is what the source would hold).
       if (!(have[m] == want[m])) want[m] = Replicate();
-    } else if (keep_partial && want[m].is_replicate() && have[m].is_partial()) {
+    } else if (want[m].is_replicate() && have[m].is_partial()) {
       want[m] = have[m];
     }
   }

@@ -96,10 +96,9 @@ bool any_requires_grad(absl::Span<const DTensor* const> inputs);
 
 // The gradient of a redistribute from `src` (the forward input's spec) back to `src`'s
 // placements: grad is redistributed to `src`'s placements, except that on a mesh dim where
-// `src` is Partial the gradient becomes (or stays) Replicate, and, when `keep_partial`, on a
-// mesh dim where `src` is Replicate and the gradient arrives Partial it stays Partial (reduced
-// later, where it is needed). from_local's backward passes keep_partial = false: its gradient
-// becomes a local value, which must be whole.
-DTensor redistribute_backward(const DTensor& grad, const DTensorSpec& src, bool keep_partial);
+// `src` is Partial the gradient becomes (or stays) Replicate, and on a mesh dim where `src` is
+// Replicate and the gradient arrives Partial it stays Partial (reduced later, where it is
+// needed).
+DTensor redistribute_backward(const DTensor& grad, const DTensorSpec& src);
 
 }  // namespace dtensor::autograd

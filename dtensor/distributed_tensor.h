@@ -60,10 +60,13 @@ class DTensor {
                             bool run_check = false, IntSpan shape = {}, IntSpan stride = {});
   // The differentiable from_local (defined by the autograd layer): `local` is a DTensor on
   // this process's self mesh (the local case, see self_mesh()). Its gradient is the incoming
-  // gradient redistributed to `placements` (a Partial placement receives a Replicate
-  // gradient), then taken as this rank's local piece.
+  // gradient redistributed to `grad_placements`, then taken as this rank's local piece.
+  // Default (PyTorch 2.15): `placements` with every Partial made Replicate, so a piece of a
+  // Partial(sum) value receives the whole gradient (it enters the sum whole); pass e.g.
+  // {Partial()} to receive pieces that sum to the gradient instead.
   static DTensor from_local(const DTensor& local, const DeviceMesh& mesh, PlacementSpan placements,
-                            bool run_check = false, IntSpan shape = {}, IntSpan stride = {});
+                            bool run_check = false, IntSpan shape = {}, IntSpan stride = {},
+                            PlacementSpan grad_placements = {});
 
   // False for a default-constructed DTensor.
   bool defined() const { return spec_ != nullptr; }
@@ -85,10 +88,12 @@ class DTensor {
   // The differentiable counterparts of to_local() / full_tensor() (PyTorch's
   // to_local(grad_placements=...) / full_tensor(grad_placements=...)); defined by the autograd
   // layer. They return this rank's shard / the full tensor as a DTensor on this process's self
-  // mesh (the local case). The gradient comes back to this DTensor laid out as
-  // `grad_placements` (default: this DTensor's placements) and is then redistributed to this
-  // DTensor's placements like any redistribute gradient; pass e.g. {Partial()} when the
-  // local gradients are partial sums. Any contiguous range of placements is accepted
+  // mesh (the local case). Each rank's local gradient is read as its piece of a gradient laid
+  // out as `grad_placements`, which then flows back like any redistribute gradient. Default
+  // (PyTorch 2.15): local(): this DTensor's placements with every Partial made Replicate (a
+  // Partial value's piece enters what is computed from it whole, so each rank holds the whole
+  // gradient); full(): all Replicate. Pass e.g. {Partial()} when the local gradients are
+  // partial sums. Any contiguous range of placements is accepted
   // (initializer list, std::vector<Placement>, Placements).
   DTensor local() const;
   DTensor local(PlacementSpan grad_placements) const;
