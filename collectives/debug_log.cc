@@ -20,8 +20,8 @@ std::atomic<uint32_t> g_log_topics{0};
 namespace {
 
 constexpr LogTopic kTopics[] = {LogTopic::kDispatch, LogTopic::kPropagation,
-                                LogTopic::kRedistribute, LogTopic::kCollectives};
-constexpr uint32_t kAllTopics = 0xF;
+                                LogTopic::kRedistribute, LogTopic::kCollectives, LogTopic::kConfig};
+constexpr uint32_t kAllTopics = 0x1F;
 
 std::atomic<bool> g_rank0_only{false};
 
@@ -66,15 +66,38 @@ Setting parse(std::string_view spec, std::string_view source) {
     }
     DT_CHECK(found,
              "[%s] unknown log topic '%s' in \"%s\" (expected a comma-separated list of dispatch, "
-             "propagation, redistribute, collectives, all, rank0)",
+             "propagation, redistribute, collectives, config, all, rank0)",
              source, word, spec);
   }
   return s;
 }
 
+// The "config" topic's line producers (higher layers register theirs at static
+// initialisation).
+std::mutex& reporters_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<std::function<std::string()>>& reporters() {
+  static std::vector<std::function<std::string()>> r;
+  return r;
+}
+
+void report_config() {
+  std::vector<std::function<std::string()>> copy;
+  {
+    std::lock_guard<std::mutex> lock(reporters_mutex());
+    copy = reporters();
+  }
+  for (const auto& r : copy) log_line(LogTopic::kConfig, r());
+}
+
 void apply(const Setting& s) {
+  const uint32_t before = detail::g_log_topics.load(std::memory_order_relaxed);
   g_rank0_only.store(s.rank0, std::memory_order_relaxed);
   detail::g_log_topics.store(s.topics, std::memory_order_relaxed);
+  const auto config = static_cast<uint32_t>(LogTopic::kConfig);
+  if ((s.topics & config) != 0 && (before & config) == 0) report_config();
 }
 
 }  // namespace
@@ -89,6 +112,8 @@ std::string_view log_topic_name(LogTopic topic) {
       return "redistribute";
     case LogTopic::kCollectives:
       return "collectives";
+    case LogTopic::kConfig:
+      return "config";
   }
   return "?";
 }
@@ -112,6 +137,12 @@ void configure_log_from_env() {
   if (env != nullptr) apply(parse(env, "DTENSOR_LOG"));
 }
 
+void add_config_reporter(std::function<std::string()> reporter) {
+  if (log_enabled(LogTopic::kConfig)) log_line(LogTopic::kConfig, reporter());
+  std::lock_guard<std::mutex> lock(reporters_mutex());
+  reporters().push_back(std::move(reporter));
+}
+
 LogSink set_log_sink(LogSink s) {
   std::lock_guard<std::mutex> lock(sink_mutex());
   std::swap(sink(), s);
@@ -122,7 +153,8 @@ void log_line(LogTopic topic, std::string_view message) {
   if (!log_enabled(topic)) return;
   const int rank = Runtime::initialized() ? world_rank() : 0;
   if (g_rank0_only.load(std::memory_order_relaxed) && rank != 0) return;
-  std::string line = absl::StrFormat("[dtensor rank %d %s] %s", rank, log_topic_name(topic), message);
+  std::string line =
+      absl::StrFormat("[dtensor rank %d %s] %s", rank, log_topic_name(topic), message);
   std::lock_guard<std::mutex> lock(sink_mutex());
   if (sink()) {
     sink()(line);

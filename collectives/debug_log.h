@@ -11,6 +11,9 @@
 //   redistribute  each executed redistribute plan: source and target placements, steps, cost
 //   collectives   each collective: kind, bytes, communicator (mesh dim, ranks) and its duration
 //                 from issue to completion (logged when the Work is waited on)
+//   config        what runs, once when the topic turns on: the CPU GEMM library, its version,
+//                 kernel (core) and thread count, and a warning when that kernel is a generic
+//                 fallback for the CPU (ops/matmul/blas_info.h)
 // Lines look like "[dtensor rank 1 redistribute] ..." and go to stderr, one write per line, or
 // to the sink installed by set_log_sink (tests capture them this way). Without "rank0" every
 // rank prints its own lines.
@@ -33,6 +36,7 @@ enum class LogTopic : uint32_t {
   kPropagation = 1u << 1,   ///< sharding propagation and its cache
   kRedistribute = 1u << 2,  ///< redistribute plans as executed
   kCollectives = 1u << 3,   ///< collectives with size and duration
+  kConfig = 1u << 4,        ///< the runtime's configuration (GEMM library and kernel, ...)
 };
 
 namespace detail {
@@ -46,8 +50,8 @@ inline bool log_enabled(LogTopic topic) {
 }
 
 /// Turns topics on from a comma-separated list, the DTENSOR_LOG syntax: dispatch, propagation,
-/// redistribute, collectives, all, and rank0 (only world rank 0 prints). An empty string turns
-/// logging off. Throws dtensor::Error naming an unknown word and listing the accepted ones.
+/// redistribute, collectives, config, all, and rank0 (only world rank 0 prints). An empty string
+/// turns logging off. Throws dtensor::Error naming an unknown word and listing the accepted ones.
 void set_log(std::string_view spec);
 
 /// The current setting in the set_log syntax ("" when off), e.g. "dispatch,collectives".
@@ -69,7 +73,12 @@ LogSink set_log_sink(LogSink sink);
 /// built only when it will be printed.
 void log_line(LogTopic topic, std::string_view message);
 
-/// Name of a topic: "dispatch", "propagation", "redistribute", "collectives".
+/// Registers a producer of one "config" line (a higher layer describing what it runs, e.g. the
+/// GEMM library): called and logged when the topic turns on (set_log, DTENSOR_LOG), and at once
+/// when it is on already.
+void add_config_reporter(std::function<std::string()> reporter);
+
+/// Name of a topic: "dispatch", "propagation", "redistribute", "collectives", "config".
 std::string_view log_topic_name(LogTopic topic);
 
 }  // namespace dtensor

@@ -33,12 +33,14 @@
 #include "autograd/grad_mode.h"
 
 // Ops (local Tensor and DTensor forms).
+#include "ops/config_str.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/embedding/embedding.h"
 #include "ops/index/advanced_index.h"
 #include "ops/index/index.h"
 #include "ops/index/masked_select.h"
 #include "ops/loss/loss.h"
+#include "ops/matmul/blas_info.h"
 #include "ops/matmul/einsum.h"
 #include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"

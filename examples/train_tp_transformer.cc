@@ -37,6 +37,7 @@
 #include "collectives/comm_debug.h"
 #include "collectives/runtime.h"
 #include "nn/nn.h"
+#include "ops/config_str.h"
 #include "ops/loss/loss.h"
 #include "ops/view/view.h"
 #include "optim/optimizer.h"
@@ -255,6 +256,7 @@ int main(int argc, char** argv) {
           world, opts.device.str().c_str(), (long long)a.layers, (long long)a.dim,
           (long long)a.heads, (long long)a.vocab, (long long)(2 * a.half - 1), (long long)a.batch,
           (long long)n_params, a.lr);
+      std::printf("%s\n", dt::config_str().c_str());  // version, GEMM library and kernel, threads
       std::printf("plan (mesh %s):\n", mesh.str().c_str());
       for (const auto& e : plan) std::printf("  %-26s %s\n", e.fqn.c_str(), e.style->str().c_str());
       if (dp != nullptr) {

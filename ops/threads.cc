@@ -8,15 +8,14 @@
 // OMP_WAIT_POLICY=passive). Our workers poll briefly, yielding, then sleep.
 #include "ops/threads.h"
 
-#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -27,6 +26,7 @@
 #include <vector>
 
 #include "ops/common/parallel_for.h"
+#include "ops/matmul/openblas.h"
 #include "tensor/error.h"
 
 namespace dtensor {
@@ -50,7 +50,7 @@ std::atomic<int64_t> g_regions{0};
   }
   int unset = 0;
   if (g_num_threads.compare_exchange_strong(unset, valid ? n.value_or(1) : -1) && n) {
-    openblas_set_num_threads(*n);
+    detail::openblas().set_num_threads(*n);
   }
   return true;
 }();
@@ -200,8 +200,7 @@ std::optional<int> parse_num_threads(const char* value) {
   errno = 0;
   const long v = std::strtol(value, &end, 10);
   // Digits only: strtol would also take leading spaces and a sign.
-  DT_CHECK(*value >= '0' && *value <= '9' && *end == '\0' && errno == 0 && v >= 1 &&
-               v <= INT_MAX,
+  DT_CHECK(*value >= '0' && *value <= '9' && *end == '\0' && errno == 0 && v >= 1 && v <= INT_MAX,
            "[DTENSOR_NUM_THREADS] expected a positive integer (the intra-op thread count), got "
            "'%s'",
            value);
@@ -224,7 +223,7 @@ int64_t parallel_regions_started() {
 void set_num_threads(int n) {
   DT_CHECK(n >= 1, "[set_num_threads] expected a thread count >= 1, got %d", n);
   g_num_threads.store(n, std::memory_order_relaxed);
-  openblas_set_num_threads(n);
+  detail::openblas().set_num_threads(n);
 }
 
 int get_num_threads() {

@@ -55,6 +55,7 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+"$BUILD_DIR/${OURS[0]}" --gemm-info >"$RES/kernels_gemm.txt"
 echo "# load average before: $LOAD_BEFORE; after: $LOAD_AFTER" >&2
 
 python3 "$ROOT/benchmarks/kernels/kernels_report.py" --results "$RES" \

@@ -1,11 +1,14 @@
 // Local CPU kernels, one thread unless --threads: softmax / log_softmax [64, 4096], layer_norm /
 // rms_norm [256, 1024] (with weight, and bias for layer_norm), gelu (erf and tanh forms), silu
 // and exp on [256, 4096], and the backward kernels of softmax and layer_norm (grad_x,
-// grad_weight and grad_bias); float32. The same shapes run
+// grad_weight and grad_bias); float32. GEMMs (mm_*) at tensor-parallel shard shapes in float32,
+// float64 and bfloat16, in GFLOP/s and as a fraction of the FMA peak measured first
+// (fma_peak.h). The same shapes run
 // under PyTorch in scripts/bench_kernels_vs_pytorch.sh, which prints both side by side.
 //
 //   bench_kernels [--min-seconds 0.3] [--batch 10] [--only NAME] [--json FILE] [--threads N]
 //   bench_kernels --list          (the case names, one per line)
+//   bench_kernels --gemm-info     (the GEMM library, kernel and threads: ops/matmul/blas_info.h)
 //
 // Per call: median / p10 / p90 over batches of --batch calls (after one warm-up batch), each
 // call allocating its output as the PyTorch call does. Every case checks its result against a
@@ -13,6 +16,8 @@
 // kernels dispatch at run time; the target used is printed and recorded ("simd"). --threads N
 // runs them with N intra-op threads (dtensor::set_num_threads; default 1, the PyTorch side's
 // setting), recorded as "threads".
+#include <absl/strings/str_format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -20,9 +25,12 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
+#include "benchmarks/kernels/fma_peak.h"
 #include "ops/attention/attention.h"
 #include "ops/common/simd_dispatch.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/matmul/blas_info.h"
+#include "ops/matmul/matmul.h"
 #include "ops/norm/norm.h"
 #include "ops/softmax/softmax.h"
 #include "ops/threads.h"
@@ -51,6 +59,8 @@ struct KernelCase {
   dt::Shape shape;
   std::function<dt::Tensor()> run;
   std::function<std::string(const dt::Tensor&)> check;
+  double flops = 0;   // floating-point operations per call (GEMMs: 2 M K N), 0 = not reported
+  int64_t batch = 0;  // calls per timed batch (0 = --batch)
 };
 
 // Largest relative difference of `got` rows [0, rows) from `want(row, col)`, scaled by
@@ -192,7 +202,8 @@ std::vector<KernelCase> cases() {
       "exp", [=] { return dt::exp(xe); }, [](double x) { return std::exp(x); });
   // A plain binary op (the elementwise library's contiguous loop): exact in float32.
   const dt::Tensor ye = values(ew, 12, -5, 5);
-  out.push_back({"add", ew, [=] { return dt::add(xe, ye); }, [=](const dt::Tensor& z) {
+  out.push_back({"add", ew, [=] { return dt::add(xe, ye); },
+                 [=](const dt::Tensor& z) {
                    return verdict(max_rel_err(z, 2,
                                               [&](int64_t r, int64_t c) {
                                                 return double(xe.data<float>()[r * 4096 + c] +
@@ -206,7 +217,9 @@ std::vector<KernelCase> cases() {
   const dt::Tensor aq = values(at, 8, -1, 1), ak = values(at, 9, -1, 1), av = values(at, 10, -1, 1);
   const double scale = 1 / std::sqrt(32.0);
   out.push_back({"attention", at,
-                 [=] { return dt::attention_forward(aq, ak, av, dt::Tensor(), {scale, true, 0}).out; },
+                 [=] {
+                   return dt::attention_forward(aq, ak, av, dt::Tensor(), {scale, true, 0}).out;
+                 },
                  [=](const dt::Tensor& o) {
                    const int64_t i = 77;  // query row 77 of batch 0, head 0: keys 0..77
                    std::vector<double> p(static_cast<size_t>(i + 1));
@@ -236,43 +249,85 @@ std::vector<KernelCase> cases() {
   const dt::Tensor ag = values(at, 11, -1, 1);
   const dt::AttentionResult af = dt::attention_forward(aq, ak, av, dt::Tensor(), {scale, true, 0});
   const dt::Tensor no_lse_grad = dt::zeros(af.lse.sizes());
-  out.push_back(
-      {"attention_backward", at,
-       [=] {
-         return dt::attention_backward(ag, no_lse_grad, aq, ak, av, dt::Tensor(), af.out, af.lse,
-                                       {scale, true, 0})
-             .q;
-       },
-       [=](const dt::Tensor& gq) {
-         const int64_t i = 77;  // batch 0, head 0: keys 0..77
-         const auto at2 = [](const dt::Tensor& t, int64_t r, int64_t e) {
-           return double(t.data<float>()[r * 32 + e]);
-         };
-         std::vector<double> p(static_cast<size_t>(i + 1)), dp(p.size());
-         double m = -INFINITY, sum = 0;
-         for (int64_t j = 0; j <= i; ++j) {
-           double s = 0, g = 0;
-           for (int64_t e = 0; e < 32; ++e) {
-             s += at2(aq, i, e) * at2(ak, j, e);
-             g += at2(ag, i, e) * at2(av, j, e);
-           }
-           p[static_cast<size_t>(j)] = s * scale, dp[static_cast<size_t>(j)] = g;
-           m = std::max(m, s * scale);
-         }
-         for (double& x : p) sum += (x = std::exp(x - m));
-         double d = 0;  // rowsum(dO * O), with O from the same probabilities
-         for (size_t j = 0; j < p.size(); ++j) d += p[j] / sum * dp[j];
-         double err = 0;
-         for (int64_t e = 0; e < 32; ++e) {
-           double want = 0;
-           for (int64_t j = 0; j <= i; ++j) {
-             const size_t u = static_cast<size_t>(j);
-             want += p[u] / sum * (dp[u] - d) * at2(ak, j, e) * scale;
-           }
-           err = std::max(err, std::fabs(at2(gq, i, e) - want) / std::max(1.0, std::fabs(want)));
-         }
-         return verdict(err, 1e-5);
-       }});
+  out.push_back({"attention_backward", at,
+                 [=] {
+                   return dt::attention_backward(ag, no_lse_grad, aq, ak, av, dt::Tensor(), af.out,
+                                                 af.lse, {scale, true, 0})
+                       .q;
+                 },
+                 [=](const dt::Tensor& gq) {
+                   const int64_t i = 77;  // batch 0, head 0: keys 0..77
+                   const auto at2 = [](const dt::Tensor& t, int64_t r, int64_t e) {
+                     return double(t.data<float>()[r * 32 + e]);
+                   };
+                   std::vector<double> p(static_cast<size_t>(i + 1)), dp(p.size());
+                   double m = -INFINITY, sum = 0;
+                   for (int64_t j = 0; j <= i; ++j) {
+                     double s = 0, g = 0;
+                     for (int64_t e = 0; e < 32; ++e) {
+                       s += at2(aq, i, e) * at2(ak, j, e);
+                       g += at2(ag, i, e) * at2(av, j, e);
+                     }
+                     p[static_cast<size_t>(j)] = s * scale, dp[static_cast<size_t>(j)] = g;
+                     m = std::max(m, s * scale);
+                   }
+                   for (double& x : p) sum += (x = std::exp(x - m));
+                   double d = 0;  // rowsum(dO * O), with O from the same probabilities
+                   for (size_t j = 0; j < p.size(); ++j) d += p[j] / sum * dp[j];
+                   double err = 0;
+                   for (int64_t e = 0; e < 32; ++e) {
+                     double want = 0;
+                     for (int64_t j = 0; j <= i; ++j) {
+                       const size_t u = static_cast<size_t>(j);
+                       want += p[u] / sum * (dp[u] - d) * at2(ak, j, e) * scale;
+                     }
+                     err = std::max(
+                         err, std::fabs(at2(gq, i, e) - want) / std::max(1.0, std::fabs(want)));
+                   }
+                   return verdict(err, 1e-5);
+                 }});
+  // GEMMs at the shapes tensor-parallel shards produce: [M tokens, K] @ [K, N] with K, N the
+  // model dims 1024-4096 and their 1/2 and 1/4 shards (colwise: N / tp, rowwise: K / tp). The
+  // check recomputes two rows in double. bfloat16 runs as dtensor runs it on the CPU (operands
+  // widened to float32, an sgemm, the result rounded back), as PyTorch's bf16 mm is measured.
+  struct Gemm {
+    int64_t m, k, n;
+    dt::DType dtype;
+  };
+  const Gemm gemms[] = {
+      {128, 4096, 4096, dt::kFloat32},   {512, 4096, 1024, dt::kFloat32},
+      {512, 1024, 4096, dt::kFloat32},   {2048, 2048, 2048, dt::kFloat32},
+      {4096, 1024, 1024, dt::kFloat32},  {1024, 4096, 512, dt::kFloat32},
+      {2048, 256, 2048, dt::kFloat32},   {512, 1024, 1024, dt::kFloat64},
+      {2048, 2048, 2048, dt::kFloat64},  {512, 4096, 1024, dt::kBFloat16},
+      {2048, 2048, 2048, dt::kBFloat16},
+  };
+  for (const Gemm& g : gemms) {
+    const dt::Tensor a = values({g.m, g.k}, 13 + g.k, -1, 1).to(g.dtype);
+    const dt::Tensor bm = values({g.k, g.n}, 14 + g.n, -1, 1).to(g.dtype);
+    const double tol = g.dtype == dt::kFloat64 ? 1e-12 : g.dtype == dt::kFloat32 ? 1e-4 : 1e-2;
+    const char* tag = g.dtype == dt::kFloat64 ? "f64" : g.dtype == dt::kFloat32 ? "f32" : "bf16";
+    KernelCase c{absl::StrFormat("mm_%s_%dx%dx%d", tag, g.m, g.k, g.n),
+                 {g.m, g.k, g.n},
+                 [=] { return dt::matmul(a, bm); },
+                 [=](const dt::Tensor& y) {
+                   const dt::Tensor a64 = a.to(dt::kFloat64), b64 = bm.to(dt::kFloat64);
+                   const dt::Tensor y32 = y.to(dt::kFloat32);
+                   return verdict(max_rel_err(y32, 2,
+                                              [&](int64_t r, int64_t col) {
+                                                double acc = 0;
+                                                for (int64_t i = 0; i < g.k; ++i) {
+                                                  acc += a64.data<double>()[r * g.k + i] *
+                                                         b64.data<double>()[i * g.n + col];
+                                                }
+                                                return acc;
+                                              }),
+                                  tol);
+                 }};
+    c.flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.k) * static_cast<double>(g.n);
+    c.batch = 1;
+    out.push_back(std::move(c));
+  }
   return out;
 }
 
@@ -283,6 +338,10 @@ int main(int argc, char** argv) {
   const double min_seconds = flags.f64("min-seconds", 0.3);
   const int64_t batch = flags.i64("batch", 10);
   const std::string only = flags.str("only", "");
+  if (flags.has("gemm-info")) {  // the GEMM library and kernel, for the report's header
+    std::printf("%s\n", dt::blas_info_str().c_str());
+    return 0;
+  }
   if (flags.has("list")) {
     for (const KernelCase& c : cases()) std::printf("%s\n", c.name.c_str());
     return 0;
@@ -301,7 +360,13 @@ int main(int argc, char** argv) {
       "# bench_kernels: float32, %d intra-op thread(s), SIMD target %s; per call, median "
       "(p10-p90) over batches of %lld calls\n",
       threads, simd.c_str(), static_cast<long long>(batch));
-  std::printf("%-20s %-12s %12s %12s %12s\n", "kernel", "shape", "median_us", "p10_us", "p90_us");
+  // The GEMM rows' ceiling: this thread's FMA peak (GEMMs run on `threads` threads).
+  const double peak32 = bench::fma_peak_gflops(false) * threads;
+  const double peak64 = bench::fma_peak_gflops(true) * threads;
+  std::printf("# GEMM: %s\n# FMA peak (%s, %d thread(s)): %.1f GFLOP/s float32, %.1f float64\n",
+              dt::blas_info_str().c_str(), bench::fma_peak_isa(), threads, peak32, peak64);
+  std::printf("%-24s %-18s %12s %12s %12s %9s %6s\n", "kernel", "shape", "median_us", "p10_us",
+              "p90_us", "GFLOP/s", "%peak");
   int failures = 0;
   for (const KernelCase& c : cases()) {
     if (!only.empty() && c.name != only) continue;
@@ -310,13 +375,20 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_kernels: %s is wrong: %s\n", c.name.c_str(), wrong.c_str());
       ++failures;
     }
-    const bench::Stats s = bench::time_batched([&] { (void)c.run(); }, batch, min_seconds);
-    std::printf("%-20s %-12s %12.2f %12.2f %12.2f\n", c.name.c_str(),
-                dt::shape_str(c.shape).c_str(), s.median * 1e6, s.p10 * 1e6, s.p90 * 1e6);
-    json.write(json.record(c.name)
-                   .add("shape", dt::shape_str(c.shape))
-                   .add("dtype", "float32")
-                   .add("threads", int64_t{threads})
+    const bench::Stats s =
+        bench::time_batched([&] { (void)c.run(); }, c.batch > 0 ? c.batch : batch, min_seconds);
+    const bool f64 = c.name.rfind("mm_f64", 0) == 0;
+    const double gflops = c.flops / s.median / 1e9, peak = f64 ? peak64 : peak32;
+    std::printf("%-24s %-18s %12.2f %12.2f %12.2f", c.name.c_str(), dt::shape_str(c.shape).c_str(),
+                s.median * 1e6, s.p10 * 1e6, s.p90 * 1e6);
+    if (c.flops > 0) std::printf(" %9.1f %5.0f%%", gflops, 100 * gflops / peak);
+    std::printf("\n");
+    auto record = json.record(c.name);
+    record.add("shape", dt::shape_str(c.shape))
+        .add("dtype", c.name.rfind("mm_", 0) == 0 ? c.name.substr(3, c.name.find('_', 3) - 3)
+                                                  : std::string("float32"));
+    if (c.flops > 0) record.add("gflops", gflops).add("peak_gflops", peak);
+    json.write(record.add("threads", int64_t{threads})
                    .add("simd", simd)
                    .add("correct", wrong.empty())
                    .add_stats("", s));

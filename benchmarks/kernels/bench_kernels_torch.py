@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The cases of bench_kernels.cc under PyTorch (CPU, one thread): same shapes, dtype, per-call
+"""The cases of bench_kernels.cc under PyTorch (CPU, one thread): same shapes, dtypes, per-call
 timing (median / p10 / p90 over batches of --batch calls after a warm-up batch, at least 15
 batches and --min-seconds). One JSON line per case, the fields bench_kernels writes.
 
@@ -60,7 +60,24 @@ def cases():
         ("attention_backward", "[4, 8, 128, 32]",
          lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
              ag, aq, ak, av, aout, alse, 0.0, True)[0]),
-    ]
+    ] + gemm_cases(u)
+
+
+# bench_kernels.cc's GEMM rows: [M, K] @ [K, N] at tensor-parallel shard shapes.
+GEMMS = [(128, 4096, 4096, "f32"), (512, 4096, 1024, "f32"), (512, 1024, 4096, "f32"),
+         (2048, 2048, 2048, "f32"), (4096, 1024, 1024, "f32"), (1024, 4096, 512, "f32"),
+         (2048, 256, 2048, "f32"), (512, 1024, 1024, "f64"), (2048, 2048, 2048, "f64"),
+         (512, 4096, 1024, "bf16"), (2048, 2048, 2048, "bf16")]
+DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16}
+
+
+def gemm_cases(u):
+    out = []
+    for m, k, n, tag in GEMMS:
+        a, b = u((m, k), -1, 1).to(DTYPES[tag]), u((k, n), -1, 1).to(DTYPES[tag])
+        out.append((f"mm_{tag}_{m}x{k}x{n}", f"[{m}, {k}, {n}]",
+                    (lambda a, b: lambda: torch.mm(a, b))(a, b), 2.0 * m * k * n))
+    return out
 
 
 def main():
@@ -73,14 +90,18 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     with torch.no_grad(), open(args.json, "w") as out:
-        for name, shape, fn in cases():
+        for name, shape, fn, *flops in cases():
             if args.only and name != args.only:
                 continue
-            med, p10, p90 = stats(fn, args.batch, args.min_seconds)
-            out.write(json.dumps({
-                "bench": "bench_kernels_torch", "name": name, "shape": shape, "dtype": "float32",
-                "threads": torch.get_num_threads(), "torch": torch.__version__,
-                "median_us": med * 1e6, "p10_us": p10 * 1e6, "p90_us": p90 * 1e6}) + "\n")
+            # GEMM rows: one call per batch, as bench_kernels times them.
+            med, p10, p90 = stats(fn, 1 if flops else args.batch, args.min_seconds)
+            row = {"bench": "bench_kernels_torch", "name": name, "shape": shape,
+                   "dtype": name.split("_")[1] if flops else "float32",
+                   "threads": torch.get_num_threads(), "torch": torch.__version__,
+                   "median_us": med * 1e6, "p10_us": p10 * 1e6, "p90_us": p90 * 1e6}
+            if flops:
+                row["gflops"] = flops[0] / med / 1e9
+            out.write(json.dumps(row) + "\n")
             print(f"{name:20s} {shape:12s} {med * 1e6:12.2f} {p10 * 1e6:12.2f} {p90 * 1e6:12.2f}")
 
 

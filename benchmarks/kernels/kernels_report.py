@@ -56,14 +56,52 @@ def load_rounds(res, who):
     return out
 
 
+# Issue 40's GEMM targets: at least 0.9x torch.mm's speed at every shape, and 70% of the FMA
+# peak for the large ones (every dim >= 1024).
+GEMM_RATIO = 1 / 0.9
+GEMM_PEAK = 0.70
+
+
+def gemm_table(ours, torch):
+    """Markdown lines for the mm_* rows: GFLOP/s beside torch.mm and the FMA peak."""
+    rows = {k: v for k, v in ours.items() if k.startswith("mm_")}
+    if not rows:
+        return []
+    first = next(iter(rows.values()))
+    lines = ["| GEMM | [M, K, N] | ours GFLOP/s | % of peak | PyTorch GFLOP/s | ours / PyTorch "
+             "time | targets | check |", "|---|---|---:|---:|---:|---:|---|---|"]
+    for name, o in rows.items():
+        t = torch.get(name)
+        ratio = o["median_us"] / t["median_us"] if t else None
+        frac = o["gflops"] / o["peak_gflops"] if o.get("peak_gflops") else None
+        dims = [int(d) for d in name.split("_")[2].split("x")]
+        tgt = [f"≤ {GEMM_RATIO:.2f}: " + ("met" if ratio is not None and ratio <= GEMM_RATIO
+                                          else "**missed**" if ratio is not None else "n/a")]
+        if min(dims) >= 1024 and frac is not None:
+            tgt.append(f"≥ {GEMM_PEAK:.0%} peak: " + ("met" if frac >= GEMM_PEAK else "**missed**"))
+        lines.append(
+            f"| `{name}` | {o['shape']} | {o.get('gflops', 0):.1f} | "
+            f"{f'{frac:.0%}' if frac is not None else '-'} | "
+            f"{t.get('gflops', float('nan')) if t else float('nan'):.1f} | "
+            f"{f'{ratio:.2f}' if ratio is not None else '-'} | {'; '.join(tgt)} | "
+            f"{'ok' if o['correct'] else 'WRONG'} |")
+    peak32 = first.get("peak_gflops")
+    return lines + ["", f"FMA peak of one thread (float32): {peak32:.1f} GFLOP/s; float64 rows "
+                    "use the float64 peak. bf16: dtensor widens to float32 and runs an sgemm; "
+                    "PyTorch runs oneDNN's bf16 GEMM.", ""]
+
+
 def table(ours, torch, status=None):
-    """Markdown lines. status(name, ratio, target) -> cell text (default: met / missed)."""
+    """Markdown lines. status(name, ratio, target) -> cell text (default: met / missed).
+    The mm_* rows are gemm_table's."""
     if status is None:
         status = lambda name, ratio, t: "met" if ratio <= t else (  # noqa: E731
             f"**missed by {(ratio / t - 1) * 100:.0f}%**")
     lines = ["| kernel | shape | ours µs (p10-p90) | PyTorch µs (p10-p90) | ours / PyTorch "
              "| target | check |", "|---|---|---:|---:|---:|---|---|"]
     for name, o in ours.items():
+        if name.startswith("mm_"):
+            continue
         t = torch.get(name)
         ratio = o["median_us"] / t["median_us"] if t else None
         tgt = ""
@@ -116,6 +154,25 @@ def threads_table(res, one):
     return lines + [""]
 
 
+def cpu_line():
+    """CPU model, core count and the vector flags GEMM kernels depend on (lscpu)."""
+    lscpu = subprocess.run("lscpu", shell=True, capture_output=True, text=True).stdout
+    model = re.search(r"Model name:\s*(.*)", lscpu)
+    found = re.search(r"Flags:\s*(.*)", lscpu)
+    flags = set(found.group(1).split()) if found else set()
+    wanted = ["avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16",
+              "amx_tile"]
+    return (f"{model.group(1).strip() if model else platform.processor()}, "
+            f"{os.cpu_count()} logical cores, flags: "
+            f"{' '.join(f for f in wanted if f in flags) or 'none of AVX2 / AVX-512'}")
+
+
+def gemm_line(res):
+    """The GEMM library and kernel bench_kernels reported (its '# GEMM:' header line)."""
+    path = os.path.join(res, "kernels_gemm.txt")
+    return open(path).read().strip() if os.path.exists(path) else "not recorded"
+
+
 def describe(ours, torch):
     simd = next(iter(ours.values())).get("simd", "?") if ours else "?"
     tv = next(iter(torch.values())).get("torch", "?") if torch else "not run"
@@ -142,12 +199,10 @@ def main():
     ap.add_argument("--command", default="scripts/bench_kernels_vs_pytorch.sh --doc")
     args = ap.parse_args()
     ours, torch = load_rounds(args.results, "ours"), load_rounds(args.results, "torch")
-    lines = table(ours, torch)
+    lines = table(ours, torch) + [""] + gemm_table(ours, torch)
     print("\n".join(lines))
     if not args.out:
         return
-    lscpu = subprocess.run("lscpu", shell=True, capture_output=True, text=True).stdout
-    model = re.search(r"Model name:\s*(.*)", lscpu)
     cmds = ""
     cpath = os.path.join(args.results, "kernels_commands.txt")
     if os.path.exists(cpath):
@@ -169,8 +224,8 @@ def main():
         "here and shows one round of the same table when PyTorch is available to it.",
         "",
         f"- Date: {run_time.strftime('%Y-%m-%d %H:%M UTC')} (end of the run)",
-        f"- CPU: {model.group(1).strip() if model else platform.processor()}, "
-        f"{os.cpu_count()} logical cores; kernel {platform.release()}",
+        f"- CPU: {cpu_line()}; kernel {platform.release()}",
+        f"- GEMM: {gemm_line(args.results)}",
         f"- Load average (1, 5, 15 min) before: {args.load_before}; after: {args.load_after}",
     ]
     if max(loads) > 1:

@@ -1,5 +1,3 @@
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -9,6 +7,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_cuda.h"
+#include "ops/matmul/openblas.h"
 #include "tensor/creation.h"
 #include "tensor/shape.h"
 
@@ -97,14 +96,15 @@ void blas_gemm(const MatLayout& la, const MatLayout& lb, int64_t n, int64_t m, i
   const auto ta = la.trans ? CblasTrans : CblasNoTrans;
   const auto tb = lb.trans ? CblasTrans : CblasNoTrans;
   const auto ldc = static_cast<blasint>(std::max<int64_t>(1, m));
+  const detail::OpenBlas& blas = detail::openblas();
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(n), static_cast<blasint>(m),
-                static_cast<blasint>(k), alpha, a, static_cast<blasint>(la.ld), b,
-                static_cast<blasint>(lb.ld), beta, c, ldc);
+    blas.sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(n), static_cast<blasint>(m),
+               static_cast<blasint>(k), alpha, a, static_cast<blasint>(la.ld), b,
+               static_cast<blasint>(lb.ld), beta, c, ldc);
   } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, static_cast<blasint>(n), static_cast<blasint>(m),
-                static_cast<blasint>(k), alpha, a, static_cast<blasint>(la.ld), b,
-                static_cast<blasint>(lb.ld), beta, c, ldc);
+    blas.dgemm(CblasRowMajor, ta, tb, static_cast<blasint>(n), static_cast<blasint>(m),
+               static_cast<blasint>(k), alpha, a, static_cast<blasint>(la.ld), b,
+               static_cast<blasint>(lb.ld), beta, c, ldc);
   }
 }
 
@@ -256,8 +256,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 Tensor dot(const Tensor& a, const Tensor& b) {
   check_operands(a, b, "dot");
   DT_CHECK(a.dim() == 1 && b.dim() == 1 && a.size(0) == b.size(0),
-           "[dot] expected two 1-d tensors of one size, got shapes %s and %s",
-           shape_str(a.sizes()), shape_str(b.sizes()));
+           "[dot] expected two 1-d tensors of one size, got shapes %s and %s", shape_str(a.sizes()),
+           shape_str(b.sizes()));
   return matmul(a, b);
 }
 

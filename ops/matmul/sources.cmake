@@ -1,5 +1,6 @@
 list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/matmul_cpu.cc
+  ${CMAKE_CURRENT_LIST_DIR}/openblas.cc
   ${CMAKE_CURRENT_LIST_DIR}/einsum.cc
 )
 # DTensor side: sharding strategies and DTensor overloads.

@@ -17,3 +17,9 @@ dtensor_add_mpi_test(test_einsum_dtensor
   RANKS 1 2 4)
 target_include_directories(test_einsum_dtensor
   PRIVATE ${PROJECT_SOURCE_DIR}/tests/dtensor/propagation)
+# The CPU GEMM library's kernel choice (unit), and a generic kernel forced by the user reported.
+dtensor_add_test(test_blas_info SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_blas_info.cc
+                 DEPS dtensor::ops LABELS unit)
+add_test(NAME blas_info_forced_generic COMMAND $<TARGET_FILE:test_blas_info> "[forced]")
+set_tests_properties(blas_info_forced_generic PROPERTIES LABELS unit TIMEOUT 60
+  SKIP_RETURN_CODE 77 ENVIRONMENT "OPENBLAS_CORETYPE=Prescott;OPENBLAS_NUM_THREADS=1")

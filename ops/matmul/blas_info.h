@@ -1,0 +1,58 @@
+// The CPU GEMM library: OpenBLAS, loaded by dtensor itself (dlopen) with its kernel chosen from
+// the CPU's features.
+//
+// Why load it ourselves: a DYNAMIC_ARCH OpenBLAS (Debian's, and most distributions') picks its
+// kernels once, when it loads, from the CPU's model number, and falls back to old generic
+// kernels on models it does not know: Debian 12's 0.3.21 runs its SSE3 "Prescott" kernels on
+// current Intel Xeons with AVX-512 and its AVX2 "Haswell" kernels on AMD Zen 5 (AVX-512), 2-4x
+// slower than the CPU allows. Its only switch is the environment variable OPENBLAS_CORETYPE,
+// read at load time. So dtensor does not link OpenBLAS: the first GEMM, thread setting or
+// blas_info() call (in practice the library's static initialisation, before main) loads
+// libopenblas.so.0 with OPENBLAS_CORETYPE set for that moment from the features (AVX-512 F, BW,
+// VL and DQ: SkylakeX, the kernels OpenBLAS itself gives Zen 4 from 0.3.22 on; AVX2 with FMA:
+// Haswell, or Zen on AMD; anything older or another architecture: OpenBLAS's own detection).
+// A user's OPENBLAS_CORETYPE is respected as it is. When the program had already loaded
+// OpenBLAS (linked it itself), its choice stands. In both cases a generic kernel on a CPU that
+// has AVX2 or AVX-512 is reported (BlasInfo::warning, the "config" log topic).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dtensor {
+
+// What runs the CPU GEMMs (for bug reports and the examples' header line).
+struct BlasInfo {
+  std::string library;    // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..."
+  std::string core;       // the kernel set in use (openblas_get_corename), e.g. "SkylakeX"
+  std::string chosen_by;  // "dtensor (AVX-512)", "OPENBLAS_CORETYPE=...", "OpenBLAS", ...
+  int threads = 0;        // OpenBLAS's thread count now
+  std::string warning;    // non-empty when a generic kernel runs on a CPU with AVX2 / AVX-512
+};
+
+// Loads OpenBLAS if needed and describes it; raises "[blas] ..." when it cannot be loaded.
+BlasInfo blas_info();
+// One line: "OpenBLAS 0.3.21 ..., core SkylakeX (chosen by dtensor (AVX-512)), 1 thread",
+// followed by "; WARNING: ..." when there is a warning.
+std::string blas_info_str();
+
+namespace detail {
+
+// The x86 features the choice depends on (all false elsewhere).
+struct CpuFeatures {
+  bool x86 = false;
+  bool amd = false;
+  bool avx2_fma = false;  // AVX2 and FMA, enabled by the OS
+  bool avx512 = false;    // AVX-512 F, BW, VL and DQ, enabled by the OS
+};
+CpuFeatures detect_cpu_features();
+
+// The OPENBLAS_CORETYPE dtensor sets for a CPU with `f` ("" = leave OpenBLAS's detection).
+std::string_view choose_openblas_core(const CpuFeatures& f);
+// Whether `core` (openblas_get_corename, any case) is a generic fallback for a CPU with `f`: a
+// kernel set without AVX2 on a CPU with AVX2 and FMA (Prescott, Core2, Nehalem, Sandybridge,
+// ...), or without AVX-512 on a CPU with AVX-512 (Haswell, Zen, ...).
+bool is_generic_core(std::string_view core, const CpuFeatures& f);
+
+}  // namespace detail
+}  // namespace dtensor
