@@ -191,13 +191,14 @@ DTensorList hardsigmoid_bw(const BackwardContext& c, Grads g) {
   const DTensor inside = as_float(lt(abs(x), Scalar(3.0)), g[0].dtype());
   return {for_input(c, 0, g[0] * inside * (1.0 / 6.0))};
 }
-// hardswish: 0 for x < -3, (2x + 3) / 6 for -3 <= x <= 3, 1 above (PyTorch's).
+// hardswish: 0 for x <= -3, (2x + 3) / 6 for -3 < x < 3, 1 for x >= 3 and for NaN: PyTorch
+// 2.15's hardswish_backward (0 at -3 and 1 at 3, not the inner formula's -0.5 and 1.5). The
+// slope is built from x alone (filled, so a NaN x gives 1, not NaN * 0) and multiplies g.
 DTensorList hardswish_bw(const BackwardContext& c, Grads g) {
   const DTensor& x = c.input(0);
-  const DType dt = g[0].dtype();
-  const DTensor mid = as_float(logical_and(ge(x, Scalar(-3.0)), le(x, Scalar(3.0))), dt);
-  const DTensor above = as_float(gt(x, Scalar(3.0)), dt);
-  return {for_input(c, 0, g[0] * (mid * (x * (1.0 / 3.0) + 0.5) + above))};
+  const DTensor upper =
+      masked_fill(x * (1.0 / 3.0) + 0.5, logical_not(lt(x, Scalar(3.0))), Scalar(1.0));
+  return {for_input(c, 0, g[0] * masked_fill(upper, le(x, Scalar(-3.0)), Scalar(0.0)))};
 }
 // mish = x tanh(sp(x)) with sp = softplus: tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2).
 DTensorList mish_bw(const BackwardContext& c, Grads g) {
@@ -251,6 +252,9 @@ DTensorList cast_bw(const BackwardContext& c, Grads g) {
 }
 
 // The pointwise math of elementwise_math.cc.
+// g where `mask`, zero elsewhere, as a product (mul keeps a Partial(sum) gradient Partial;
+// where and masked_fill are not linear in the registry): an inf or NaN gradient at a masked
+// position gives NaN there, where PyTorch's where(mask, grad, 0) gives 0.
 DTensor masked(const DTensor& g, const DTensor& mask) {
   return g * as_float(mask, g.dtype());
 }
@@ -295,28 +299,45 @@ DTensorList hypot_bw(const BackwardContext& c, Grads g) {
   return {c.needs_input_grad(0) ? for_input(c, 0, scaled * c.input(0)) : DTensor(),
           c.needs_input_grad(1) ? for_input(c, 1, scaled * c.input(1)) : DTensor()};
 }
-// The gradient passes where the bounds did not bind (bounds included, as PyTorch).
+// Scalar bounds: the gradient passes strictly inside them (min < x < max; 0 at a bound, for
+// NaN and everywhere when min >= max), as PyTorch 2.15.
 DTensorList clamp_bw(const BackwardContext& c, Grads g) {
   const DTensor& x = c.input(0);
-  return {for_input(c, 0, masked(g[0], logical_and(ge(x, c.scalar(0)), le(x, c.scalar(1)))))};
+  return {for_input(c, 0, masked(g[0], logical_and(gt(x, c.scalar(0)), lt(x, c.scalar(1)))))};
 }
 DTensorList clamp_min_bw(const BackwardContext& c, Grads g) {
-  return {for_input(c, 0, masked(g[0], ge(c.input(0), c.scalar(0))))};
+  return {for_input(c, 0, masked(g[0], gt(c.input(0), c.scalar(0))))};
 }
 DTensorList clamp_max_bw(const BackwardContext& c, Grads g) {
-  return {for_input(c, 0, masked(g[0], le(c.input(0), c.scalar(0))))};
+  return {for_input(c, 0, masked(g[0], lt(c.input(0), c.scalar(0))))};
 }
-// Tensor bounds: self where min <= self <= max; min where self < min < max; max where
-// self > max or max < min (then the result is max everywhere), as PyTorch.
+// Tensor bounds, as PyTorch 2.15: where min < max, self gets the gradient strictly inside,
+// min below, max above, and a tie of self with a bound splits it in halves between the two;
+// where min == max, self gets it when it equals both, else the bound it lies beyond; where
+// min > max (the result is max) max gets it. A NaN self keeps the gradient (and, with
+// min > max, max gets it too); a NaN bound passes it to self unless self lies beyond the
+// other bound. For example x = min = -1 < max: 0.5 to x and 0.5 to min. Each share is a
+// product of g and a coefficient built from comparisons only (no NaN * 0).
 DTensorList clamp_tensor_bw(const BackwardContext& c, Grads g) {
   const DTensor &x = c.input(0), &lo = c.input(1), &hi = c.input(2);
+  const DType dt = g[0].dtype();
+  const DTensor open = lt(lo, hi), ordered = le(lo, hi);
+  const DTensor below = lt(x, lo), above = gt(x, hi);
+  const DTensor at_lo = logical_and(eq(x, lo), open), at_hi = logical_and(eq(x, hi), open);
   DTensorList out(3);
-  if (c.needs_input_grad(0))
-    out[0] = for_input(c, 0, masked(g[0], logical_and(ge(x, lo), le(x, hi))));
-  if (c.needs_input_grad(1))
-    out[1] = for_input(c, 1, masked(g[0], logical_and(lt(x, lo), lt(lo, hi))));
-  if (c.needs_input_grad(2))
-    out[2] = for_input(c, 2, masked(g[0], logical_or(gt(x, hi), lt(hi, lo))));
+  if (c.needs_input_grad(0)) {
+    const DTensor share =
+        1.0 - as_float(logical_or(below, above), dt) - as_float(logical_or(at_lo, at_hi), dt) * 0.5;
+    out[0] = for_input(c, 0, g[0] * share);
+  }
+  if (c.needs_input_grad(1)) {
+    const DTensor share = as_float(logical_and(below, ordered), dt) + as_float(at_lo, dt) * 0.5;
+    out[1] = for_input(c, 1, g[0] * share);
+  }
+  if (c.needs_input_grad(2)) {
+    const DTensor beyond = logical_or(gt(lo, hi), logical_and(above, ordered));
+    out[2] = for_input(c, 2, g[0] * (as_float(beyond, dt) + as_float(at_hi, dt) * 0.5));
+  }
   return out;
 }
 DTensorList masked_fill_bw(const BackwardContext& c, Grads g) {

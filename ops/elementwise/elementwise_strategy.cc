@@ -105,14 +105,18 @@ using PointwiseKernel = Tensor (*)(const KernelContext& ctx, Locals in);
 
 enum class Monotone : uint8_t { kNone, kIncreasing, kDecreasing };
 
-// The Partial(max/min) rows of a monotone unary op: [P(max) | P(max)], [P(min) | P(min)], or
-// crossed for a decreasing one.
-void add_monotone_rows(StrategyRows& rows, Monotone m) {
+// The Partial(max/min) rows of an op whose value is a monotone function of its last input
+// alone (PointwiseDef::monotone): [P(max) | P(max)], [P(min) | P(min)], crossed for a
+// decreasing one. copy_'s self, overwritten, keeps the output's: [P(max) | P(max), P(max)].
+void add_monotone_rows(StrategyRows& rows, Monotone m, int num_inputs) {
   if (m == Monotone::kNone) return;
   const Placement pmax = Partial(ReduceOp::kMax), pmin = Partial(ReduceOp::kMin);
   const bool up = m == Monotone::kIncreasing;
-  rows.push_back({up ? pmax : pmin, pmax});
-  rows.push_back({up ? pmin : pmax, pmin});
+  for (const Placement& in : {pmax, pmin}) {
+    Placements row(static_cast<size_t>(num_inputs) + 1, up == (in == pmax) ? pmax : pmin);
+    row.back() = in;
+    rows.push_back(std::move(row));
+  }
 }
 
 // copy_ into a Partial self: linear only when the values are not rounded differently per rank
@@ -145,10 +149,12 @@ struct PointwiseDef {
   bool differentiable = true;  // false: bitwise ops (comparisons and grad ops never are)
   bool converts = false;       // in place: any dtype of `other` is written into self (copy_)
   int integer_args = 0;        // samples: integer inputs in [0, 100) (bitwise ops)
-  // Unary ops monotone over the whole extended real line (+-inf included, no NaN made from a
-  // non-NaN): f(max x_i) = max f(x_i), so Partial(max/min) passes through a non-decreasing f
-  // and swaps kind through a non-increasing one (neg), with no communication. Ops undefined
-  // somewhere (log, sqrt: a rank's partial may be -inf) are not monotone here.
+  // Ops whose value is a function f of their last input alone (unary ops; copy_, whose self
+  // is overwritten; zero_, constant), f monotone over the whole extended real line (+-inf
+  // included, no NaN made from a non-NaN): f(max x_i) = max f(x_i), so Partial(max/min)
+  // passes through a non-decreasing f and swaps kind through a non-increasing one (neg), with
+  // no communication. Ops undefined somewhere (log, sqrt: a rank's partial may be -inf) are
+  // not monotone here. The Partial(sum/avg) rows come from `linearity`.
   Monotone monotone = Monotone::kNone;
   // Input names other than the defaults (self, other / tensor1, tensor2), e.g. lerp's end.
   std::array<const char*, 3> input_names{};
@@ -266,9 +272,14 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
     }
     return OutputMetas{TensorMeta(shape, out_dtype(s, rule, dtype_arg))};
   };
-  info.strategy = [monotone = def.monotone](const OpSchema& s) {
+  // A monotone op of several inputs must be an overwrite of self by its last (copy_): the
+  // rows would be wrong for add, monotone in each input but not max-preserving in both.
+  DT_CHECK(def.monotone == Monotone::kNone || def.num_inputs == 1 ||
+               (def.inplace && def.converts && def.num_inputs == 2),
+           "[%s] monotone rows are for an op whose value depends on one input", def.name);
+  info.strategy = [monotone = def.monotone, num_inputs](const OpSchema& s) {
     StrategyRows rows = pointwise_rows(s, detail::broadcast_inputs(s));
-    add_monotone_rows(rows, monotone);
+    add_monotone_rows(rows, monotone, num_inputs);
     return rows;
   };
   info.kernel = single_output(def.kernel);
@@ -588,8 +599,10 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {"mul_.Scalar", 1, L::kLinear, D::kSelf, DT_SCALAR(mul_), 1, 1, true});
   add_pointwise(reg, {"div_.Scalar", 1, L::kLinear, D::kSelf, DT_SCALAR(div_), 1, 1, true});
   // Overwrites, in place: copy_ (src redistributed to self's placements, any dtype converted;
-  // linear, so a Partial src fills a Partial self), zero_ (zero is every Partial's zero) and
-  // fill_ (a Partial self would have to be reduced first: refused, as in-place ops are).
+  // the identity on src, linear and increasing, so a Partial src fills a Partial self of any
+  // of sum / avg / max / min), zero_ (zero is every Partial's zero: linear, and constant, so
+  // monotone) and fill_ (a Partial self would have to be reduced first: refused, as in-place
+  // ops are).
   add_pointwise(reg, {.name = "copy_",
                       .num_inputs = 2,
                       .linearity = L::kLinear,
@@ -601,9 +614,12 @@ void register_elementwise_ops(Registry& reg) {
                       },
                       .inplace = true,
                       .check = check_partial_copy,
-                      .converts = true});
+                      .converts = true,
+                      .monotone = M::kIncreasing});
   add_pointwise(reg, {"fill_.Scalar", 1, L::kNone, D::kSelf, DT_SCALAR(fill_), 1, 1, true});
-  add_pointwise(reg, {"zero_", 1, L::kLinear, D::kSelf, DT_UNARY(zero_), 0, 1, true});
+  add_pointwise(reg, {.name = "zero_", .num_inputs = 1, .linearity = L::kLinear,
+                      .dtype = D::kSelf, .kernel = DT_UNARY(zero_), .inplace = true,
+                      .monotone = M::kIncreasing});
 }
 
 #undef DT_BINARY

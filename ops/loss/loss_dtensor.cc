@@ -7,6 +7,8 @@
 // the targets in its class block) are P(sum); they are stacked and reduced together
 // (all-reduce(sum) #2); lse = log(sum exp(x - M)), loss = lse - (x - M)[t]. The full logits are
 // never gathered. A batch-sharded mean adds one all-reduce of (sum, count).
+#include <limits>
+
 #include "autograd/dispatch.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
@@ -81,8 +83,13 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction re
       break;
   }
   // Exact for uneven shards and ignored targets: (sum, count) reduced together, then divided.
+  // With no target counted the mean is 0/0 = NaN and its gradient 0, as PyTorch's: the sum is
+  // divided by at least 1 (dividing by 0 would send inf back, and inf * 0 = NaN through the
+  // mask above), then NaN is filled in, which passes no gradient.
   const DTensor totals = resolve_partial(stack({sum(loss, {}), sum(valid, {})}, 0));
-  return select(totals, 0, 0) / select(totals, 0, 1);
+  const DTensor count = select(totals, 0, 1);
+  return masked_fill(select(totals, 0, 0) / clamp_min(count, Scalar(1.0)), eq(count, Scalar(0.0)),
+                     Scalar(std::numeric_limits<double>::quiet_NaN()));
 }
 
 }  // namespace dtensor

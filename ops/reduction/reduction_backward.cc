@@ -98,7 +98,7 @@ DTensorList max_dim_bw(const BackwardContext& c, Grads g) {
 }
 
 // std = sqrt(var): d = (x - mean) / ((n - correction) std), 0 where x equals the mean, also
-// when std is 0 (all elements equal: std is constant there; PyTorch gives 0 / 0 = NaN).
+// when std is 0 (all elements equal), as PyTorch 2.15 (not 0 / 0 = NaN).
 DTensorList std_bw(const BackwardContext& c, Grads g) {
   const Reduced r = reduced_of(c, 1);
   const DTensor& x = c.input(0);

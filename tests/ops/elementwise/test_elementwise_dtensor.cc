@@ -4,6 +4,7 @@
 // in-place ops keep self's placements.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <limits>
 
 #include "collectives/comm_debug.h"
 #include "dtensor/propagation/sharding_propagation.h"
@@ -237,6 +238,35 @@ TEST_CASE("copy_, fill_ and zero_ overwrite in place, keeping self's placements"
   }
 }
 
+TEST_CASE("copy_ and zero_ keep a Partial(max) or Partial(min) self, with no communication") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({w + 2, 3}, 0), y = tt::det_input({w + 2, 3}, 4, -1.0, 0.75);
+  const double rank = static_cast<double>(dt::world_rank());
+  for (const dt::ReduceOp op : {dt::ReduceOp::kMax, dt::ReduceOp::kMin}) {
+    INFO("Partial(" << (op == dt::ReduceOp::kMax ? "max" : "min") << ")");
+    const Placements pp = {Partial(op)};
+    // Every rank holds its own share (rank 0 the extreme), as after a max over sharded rows.
+    const double away = op == dt::ReduceOp::kMax ? -rank : rank;
+    DTensor self = DTensor::from_local(x + dt::Scalar(away), mesh, pp);
+    const DTensor src = DTensor::from_local(y + dt::Scalar(2 * away), mesh, pp);
+    {
+      dt::CommDebugMode comm;
+      dt::copy_(self, src);
+      CHECK(comm.total_count() == 0);
+    }
+    CHECK(self.placements() == pp);
+    CHECK(tt::same_values(self.full_tensor(), y));
+    // A replicated src becomes each rank's share as it is (the extreme of equal values).
+    dt::copy_(self, dt::distribute_tensor(x, mesh, {Replicate()}, std::nullopt));
+    CHECK(self.placements() == pp);
+    CHECK(tt::same_values(self.full_tensor(), x));
+    dt::zero_(self);
+    CHECK(self.placements() == pp);
+    CHECK(tt::same_values(self.full_tensor(), dt::zeros({w + 2, 3})));
+  }
+}
+
 TEST_CASE("copy_ of another dtype into a Partial self is refused on every rank; selu's gradient "
           "stays finite for large inputs") {
   const int64_t w = dt::world_size();
@@ -390,4 +420,99 @@ TEST_CASE("Partial(max/min) passes through monotone unary ops, crossed through n
   CHECK(tt::same_values(ea.full_tensor(), dt::exp(x)));
   CHECK(tt::same_values(rb.full_tensor(), dt::relu(x)));
   CHECK(tt::same_values(fb.full_tensor(), dt::floor(x)));
+}
+
+// Gradients at the kinks and edges, PyTorch 2.15's: the values are what
+// tests/ops/torch_grad_conventions.py prints (torch 2.15.0, float64); docs/SEMANTICS.md,
+// "Gradients". Each input is sharded along its one dim (uneven, empty shards from 4 ranks) or
+// replicated.
+TEST_CASE("gradients at the kinks are PyTorch's: hardswish at -3 and 3, clamp at its bounds, "
+          "ties with tensor bounds split") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto f64 = [](std::vector<double> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    return dt::from_vector<double>(v, {n});
+  };
+  const std::vector<Placements> layouts = {{Replicate()}, {Shard(0)}};
+  // The gradient of sum(f(x)) with respect to x, for each layout of x.
+  auto grad = [&](const Tensor& x, auto f) {
+    std::vector<Tensor> out;
+    for (const Placements& p : layouts) {
+      DTensor a = dt::distribute_tensor(x, mesh, p, std::nullopt);
+      a.requires_grad_();
+      dt::sum(f(a)).backward();
+      out.push_back(a.grad().full_tensor());
+    }
+    return out;
+  };
+  auto all_equal = [](const std::vector<Tensor>& got, const Tensor& want) {
+    for (const Tensor& g : got) {
+      if (!tt::same_values(g, want, 1e-12)) return false;
+    }
+    return true;
+  };
+
+  // hardswish: 0 at -3 (not -0.5), 1 at 3 (not 1.5), 1 for NaN.
+  const Tensor hs = f64({-4, -3, -1, 0, 1, 3, 4, nan});
+  auto hardswish = [](const DTensor& t) { return dt::hardswish(t); };
+  CHECK(all_equal(grad(hs, hardswish), f64({0, 0, 1.0 / 6, 0.5, 5.0 / 6, 1, 1, 1})));
+
+  // Scalar bounds: the gradient passes strictly inside (0 at a bound and for NaN).
+  const Tensor xs = f64({-2, -1, 0, 1, 2, nan});
+  const Tensor inside = f64({0, 0, 1, 0, 0, 0});
+  CHECK(all_equal(grad(xs, [](const DTensor& t) { return dt::clamp(t, -1.0, 1.0); }), inside));
+  CHECK(all_equal(grad(xs, [](const DTensor& t) { return dt::clip(t, -1.0, 1.0); }), inside));
+  CHECK(all_equal(grad(xs, [](const DTensor& t) { return dt::clamp_min(t, -1.0); }),
+                  f64({0, 0, 1, 1, 1, 0})));
+  CHECK(all_equal(grad(xs, [](const DTensor& t) { return dt::clamp_max(t, 1.0); }),
+                  f64({1, 1, 1, 0, 0, 0})));
+  CHECK(all_equal(grad(xs, [](const DTensor& t) { return dt::clamp(t, 1.0, 1.0); }),
+                  f64({0, 0, 0, 0, 0, 0})));
+  CHECK(all_equal(grad(xs, [](const DTensor& t) { return dt::clamp(t, 1.0, -1.0); }),
+                  f64({0, 0, 0, 0, 0, 0})));
+
+  // Tensor bounds: every (x, min, max) in {0, 1, 2}^3 (x slowest), then a NaN in each place:
+  // (nan, 0, 1), (nan, 1, 0), (0, nan, 1), (2, nan, 1), (0, 1, nan), (2, 1, nan).
+  std::vector<double> gx, glo, ghi;
+  for (int i = 0; i < 27; ++i) {
+    gx.push_back(i / 9);
+    glo.push_back(i / 3 % 3);
+    ghi.push_back(i % 3);
+  }
+  gx.insert(gx.end(), {nan, nan, 0, 2, 0, 2});
+  glo.insert(glo.end(), {0, 1, nan, nan, 1, 1});
+  ghi.insert(ghi.end(), {1, 0, 1, 1, nan, nan});
+  const Tensor x = f64(gx), lo = f64(glo), hi = f64(ghi);
+  const double h = 0.5;
+  const Tensor want_x = f64({1, h, h, 0, 0, 0, 0, 0, 0, 0, h, 1, 0, 1, h, 0, 0,
+                             0, 0, 0, h, 0, 0, h, 0, 0, 1, 1, 1, 1, 0, 0, 1});
+  const Tensor want_lo = f64({0, h, h, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, h, 0, 0,
+                              1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  const Tensor want_hi = f64({0, 0, 0, 1, 0, 0, 1, 1, 0, 1, h, 0, 1, 0, 0, 1, 1,
+                              0, 1, 1, h, 1, 1, h, 1, 1, 0, 0, 1, 0, 0, 0, 0});
+  for (const auto& [px, pb] :
+       {std::pair{layouts[0], layouts[0]}, {layouts[1], layouts[1]}, {layouts[1], layouts[0]}}) {
+    INFO("x " << dt::placements_str(px) << ", bounds " << dt::placements_str(pb));
+    DTensor a = dt::distribute_tensor(x, mesh, px, std::nullopt);
+    DTensor b = dt::distribute_tensor(lo, mesh, pb, std::nullopt);
+    DTensor c = dt::distribute_tensor(hi, mesh, pb, std::nullopt);
+    for (DTensor* t : {&a, &b, &c}) t->requires_grad_();
+    dt::sum(dt::clamp(a, b, c)).backward();
+    CHECK(tt::same_values(a.grad().full_tensor(), want_x, 0));
+    CHECK(tt::same_values(b.grad().full_tensor(), want_lo, 0));
+    CHECK(tt::same_values(c.grad().full_tensor(), want_hi, 0));
+  }
+  // Broadcast bounds: each bound gets the sum of its halves.
+  DTensor a = dt::distribute_tensor(dt::from_vector<double>({-1, 0, 1, 0.5, -1, 1}, {2, 3}), mesh,
+                                    {Shard(1)}, std::nullopt);
+  DTensor b = dt::distribute_tensor(f64({-1}), mesh, {Replicate()}, std::nullopt);
+  DTensor c = dt::distribute_tensor(f64({1}), mesh, {Replicate()}, std::nullopt);
+  for (DTensor* t : {&a, &b, &c}) t->requires_grad_();
+  dt::sum(dt::clamp(a, b, c)).backward();
+  CHECK(tt::same_values(a.grad().full_tensor(),
+                        dt::from_vector<double>({0.5, 1, 0.5, 1, 0.5, 0.5}, {2, 3}), 0));
+  CHECK(tt::same_values(b.grad().full_tensor(), f64({1}), 0));
+  CHECK(tt::same_values(c.grad().full_tensor(), f64({1}), 0));
 }

@@ -335,9 +335,11 @@ TEST_CASE("scatter_reduce gradients: prod with zeros, amax and amin ties, sharde
   std::tie(gs, gv) = grads(self, src, "prod", false);
   CHECK(tt::same_values(gs, f64({0, 0, 1, 1, 1, 0}, {2, 3})));
   CHECK(tt::same_values(gv, f64({0, 5, 1, 0, 6, 0}, {2, 3})));
-  // amax with ties: the gradient is split evenly among the values equal to the result; an
-  // excluded self that equals it takes no share (PyTorch's formula would give it one, then drop
-  // it).
+  // amax with ties: the gradient is split evenly among the values equal to the result (as
+  // PyTorch). An excluded self (include_self false) that equals the result takes no share: our
+  // rule, kept on purpose (docs/SEMANTICS.md). PyTorch 2.15 counts it, then drops its share:
+  // src gets {1/3, 1/3, 1, 1/3, 0, 1/3} here (tests/ops/torch_grad_conventions.py), shares of a
+  // position summing to 2/3 of its gradient and set by a self the output does not depend on.
   const Tensor tied = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   const Tensor tied_src = f64({1, 1, 0, 6, 2, 6}, {2, 3});
   const double t = 1.0 / 3;
@@ -351,6 +353,9 @@ TEST_CASE("scatter_reduce gradients: prod with zeros, amax and amin ties, sharde
   std::tie(gs, gv) = grads(-tied, -tied_src, "amin", true);
   CHECK(tt::same_values(gs, f64({t, 1, 1, 1, 1, t}, {2, 3})));
   CHECK(tt::same_values(gv, f64({t, t, 0, t, 0, t}, {2, 3})));
+  std::tie(gs, gv) = grads(-tied, -tied_src, "amin", false);
+  CHECK(tt::same_values(gs, f64({0, 0, 1, 1, 1, 0}, {2, 3})));
+  CHECK(tt::same_values(gv, f64({0.5, 0.5, 1, 0.5, 0, 0.5}, {2, 3})));
   // mean: each value gets the gradient over its position's count.
   std::tie(gs, gv) = grads(tied, tied_src, "mean", true);
   CHECK(tt::same_values(gs, f64({t, 0.5, 1, 1, 1, 0.25}, {2, 3})));

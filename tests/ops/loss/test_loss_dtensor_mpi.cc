@@ -4,6 +4,8 @@
 // tensors. Loss parallel: class-sharded logits are never all-gathered (CommDebugMode).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "collectives/comm_debug.h"
 #include "ops/loss/loss.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
@@ -142,4 +144,39 @@ TEST_CASE("dtensor cross_entropy: a bad target in one rank's batch shard raises 
   const DTensor loss = dt::cross_entropy(dx, fine);
   CHECK(dt::allclose(loss.full_tensor(),
                      dt::cross_entropy(dx.full_tensor(), fine.full_tensor())));
+}
+
+// PyTorch 2.15 (tests/ops/torch_grad_conventions.py): cross_entropy(reduction=mean) with every
+// target ignored is 0/0 = NaN, and its gradient is 0 everywhere (not NaN: a division by the
+// count 0 would send inf back, and inf times the 0/1 mask of the ignored targets is NaN); also
+// with label smoothing. A batch in which some targets count keeps their gradient finite.
+TEST_CASE("dtensor cross_entropy: a mean with every target ignored is NaN with a zero gradient") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({3, 4}, 0, -1.0, 0.25, dt::kFloat64);
+  const Tensor ignored = dt::full({3}, -100, dt::TensorOptions(dt::kInt64));
+  const Tensor some = dt::from_vector<int64_t>({-100, 2, -100}, {3});
+  for (const dt::Placement p :
+       {dt::Placement(dt::Replicate()), dt::Placement(Shard(0)), dt::Placement(Shard(1))}) {
+    for (double s : {0.0, 0.1}) {
+      INFO("logits " << p.str() << " smoothing " << s);
+      DTensor dx = dt::distribute_tensor(x, mesh, {p}, std::nullopt);
+      dx.requires_grad_();
+      const DTensor target = dt::distribute_tensor(ignored, mesh, {dt::Replicate()}, std::nullopt);
+      const DTensor loss = dt::cross_entropy(dx, target, Reduction::kMean, -100, s);
+      CHECK(std::isnan(loss.full_tensor().item<double>()));
+      loss.backward();
+      CHECK(tt::same_values(dx.grad().full_tensor(), dt::zeros({3, 4}, dt::kFloat64), 0));
+
+      DTensor dy = dt::distribute_tensor(x, mesh, {p}, std::nullopt);
+      dy.requires_grad_();
+      const DTensor partly = dt::distribute_tensor(some, mesh, {dt::Replicate()}, std::nullopt);
+      dt::cross_entropy(dy, partly, Reduction::kMean, -100, s).backward();
+      const std::vector<double> g = dy.grad().full_tensor().to_vector<double>();
+      for (size_t i = 0; i < g.size(); ++i) {
+        CHECK(std::isfinite(g[i]));
+        if (i / 4 != 1) CHECK(g[i] == 0.0);  // the ignored rows
+      }
+    }
+  }
 }

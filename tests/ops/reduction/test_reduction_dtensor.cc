@@ -203,3 +203,23 @@ TEST_CASE("composite reductions: Partial rows for norms and any/all, gathers for
   REQUIRE_THROWS_WITH(dt::vector_norm(e, inf, d0),
                       Catch::Contains("[vector_norm] cannot reduce over zero elements"));
 }
+
+// std over a constant row is 0 and its gradient there 0, as PyTorch 2.15 gives (values from
+// tests/ops/torch_grad_conventions.py), not 0/0 = NaN; the rows sharded or whole.
+TEST_CASE("std's gradient on a constant row is 0, as PyTorch's") {
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = dt::from_vector<double>({2, 2, 2, 1, 2, 3}, {2, 3});
+  for (const Placements& p :
+       {Placements{Replicate()}, Placements{Shard(0)}, Placements{Shard(1)}}) {
+    INFO(dt::placements_str(p));
+    DTensor a = dt::distribute_tensor(x, mesh, p, std::nullopt);
+    a.requires_grad_();
+    const int64_t d1[] = {1};
+    const DTensor s = dt::std(a, d1);
+    CHECK(tt::same_values(s.full_tensor(), dt::from_vector<double>({0, 1}, {2}), 1e-12));
+    dt::sum(s).backward();
+    CHECK(tt::same_values(a.grad().full_tensor(),
+                          dt::from_vector<double>({0, 0, 0, -0.5, 0, 0.5}, {2, 3}), 1e-12));
+  }
+}

@@ -1,0 +1,74 @@
+"""Reference gradients of PyTorch at the kinks and edge cases dtensor follows (issue 39):
+hardswish at +-3, clamp / clamp_min / clamp_max / clip at their bounds, clamp with tensor
+bounds (ties split), cross_entropy mean with every target ignored, scatter_reduce amax / amin
+ties with include_self=False (where dtensor keeps its own rule), std on constant rows.
+
+Run: python tests/ops/torch_grad_conventions.py (any venv with torch; the values committed in
+the tests are from torch 2.15.0+cu132, CPU, float64). Each block names the test that holds it.
+"""
+import itertools
+import warnings
+
+import torch
+
+warnings.filterwarnings("ignore")
+torch.set_default_dtype(torch.float64)
+F = torch.nn.functional
+inf, nan = float("inf"), float("nan")
+
+
+def grad_of(f, *inputs, upstream=None):
+    ts = [torch.tensor(v, requires_grad=True) for v in inputs]
+    y = f(*ts)
+    y.backward(torch.ones_like(y) if upstream is None else torch.full_like(y, upstream))
+    return [t.grad.tolist() for t in ts]
+
+
+print("torch", torch.__version__)
+
+# tests/ops/elementwise/test_elementwise_dtensor.cc, "gradients at the kinks ..."
+hs = [-4., -3., -1., 0., 1., 3., 4., nan]
+print("hardswish", grad_of(F.hardswish, hs))
+print("hardswish, upstream inf (not followed: docs/SEMANTICS.md, Gradients)", grad_of(F.hardswish, hs, upstream=inf))
+xs = [-2., -1., 0., 1., 2., nan]
+print("clamp(-1, 1)", grad_of(lambda x: torch.clamp(x, -1., 1.), xs))
+print("clamp(-1, 1), upstream inf (not followed)", grad_of(lambda x: torch.clamp(x, -1., 1.), xs, upstream=inf))
+print("clamp_min(-1)", grad_of(lambda x: torch.clamp_min(x, -1.), xs))
+print("clamp_max(1)", grad_of(lambda x: torch.clamp_max(x, 1.), xs))
+print("clip(-1, 1)", grad_of(lambda x: torch.clip(x, -1., 1.), xs))
+print("clamp(1, 1)", grad_of(lambda x: torch.clamp(x, 1., 1.), xs))
+print("clamp(1, -1)", grad_of(lambda x: torch.clamp(x, 1., -1.), xs))
+# Tensor bounds: every (x, min, max) in {0, 1, 2}^3, then NaN in each place.
+grid = list(itertools.product([0., 1., 2.], repeat=3)) + [
+    (nan, 0., 1.), (nan, 1., 0.), (0., nan, 1.), (2., nan, 1.), (0., 1., nan), (2., 1., nan)]
+gx, glo, ghi = grad_of(torch.clamp, *[[p[i] for p in grid] for i in range(3)])
+print("clamp tensor cases", grid)
+print("clamp tensor x", gx)
+print("clamp tensor min", glo)
+print("clamp tensor max", ghi)
+print("clamp tensor broadcast",
+      grad_of(torch.clamp, [[-1., 0., 1.], [0.5, -1., 1.]], [-1.], [1.]))
+
+# tests/ops/loss/test_loss_dtensor_mpi.cc, "... every target ignored ..."
+logits = torch.arange(12.).reshape(3, 4).mul(0.25).requires_grad_()
+for smoothing in (0.0, 0.1):
+    logits.grad = None
+    loss = F.cross_entropy(logits, torch.tensor([-100, -100, -100]), label_smoothing=smoothing)
+    loss.backward()
+    print("cross_entropy mean, all ignored, smoothing", smoothing, loss.item(),
+          logits.grad.tolist())
+
+# tests/ops/index/test_index_dtensor_mpi.cc, "scatter_reduce gradients ..."
+idx = torch.tensor([[0, 0, 1], [2, 2, 2]])
+tied = torch.tensor([[1., 2., 3.], [4., 5., 6.]])
+tied_src = torch.tensor([[1., 1., 0.], [6., 2., 6.]])
+for reduce, sign in (("amax", 1.), ("amin", -1.)):
+    for include_self in (True, False):
+        s = (sign * tied).requires_grad_()
+        v = (sign * tied_src).requires_grad_()
+        s.scatter_reduce(1, idx, v, reduce, include_self=include_self).sum().backward()
+        print("scatter_reduce", reduce, "include_self", include_self, "self", s.grad.tolist(),
+              "src", v.grad.tolist())
+
+# tests/ops/reduction/test_reduction_dtensor.cc, "std's gradient ..."
+print("std rows", grad_of(lambda x: torch.std(x, dim=1), [[2., 2., 2.], [1., 2., 3.]]))
