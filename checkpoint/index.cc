@@ -1,11 +1,14 @@
 #include "checkpoint/index.h"
 
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_format.h>
 #include <absl/strings/str_join.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <vector>
 
 #include "checkpoint/file_io.h"
@@ -19,7 +22,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view kFormat = "dtensor-checkpoint";
-constexpr int kVersion = 1;
 
 json chunk_to_json(const ChunkInfo& c) {
   return {{"file", c.file},
@@ -102,7 +104,11 @@ void check_disjoint(const std::string& name, const TensorInfo& t, const std::str
 }
 
 // Chunks inside the global shape, with the tensor's rank, adding up to its element count and
-// pairwise disjoint: together, an exact tiling of the tensor.
+// pairwise disjoint: together, an exact tiling of the tensor. Each chunk's entry is the one
+// save names after the tensor and the offset (chunk_entry_name): the files name their entries
+// so, so chunks or tensors trading offsets, entries or files in an edited index are refused
+// here, before any file is read (on load each entry must then be in its file, with the index's
+// dtype, shape, checksum and save id).
 void validate(const std::string& name, const TensorInfo& t, const std::string& where) {
   int64_t covered = 0;
   for (const ChunkInfo& c : t.chunks) {
@@ -113,6 +119,10 @@ void validate(const std::string& name, const TensorInfo& t, const std::string& w
     DT_CHECK(c.offset.size() == t.shape.size() && c.shape.size() == t.shape.size(),
              "%s: tensor '%s' of shape [%s] has a chunk of rank %d", where, name,
              absl::StrJoin(t.shape, ", "), c.shape.size());
+    DT_CHECK(c.entry == chunk_entry_name(name, c.offset),
+             "%s is corrupt: tensor '%s' has a chunk at offset [%s] whose entry is '%s' (expected "
+             "'%s')",
+             where, name, absl::StrJoin(c.offset, ", "), c.entry, chunk_entry_name(name, c.offset));
     int64_t n = 1;
     for (size_t d = 0; d < t.shape.size(); ++d) {
       DT_CHECK(c.offset[d] + c.shape[d] <= t.shape[d],
@@ -142,16 +152,16 @@ std::string chunk_entry_name(const std::string& tensor, IntSpan offset) {
 }
 
 bool is_plain_file_name(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
 }
 
-std::string index_to_json(const std::map<std::string, TensorInfo>& index, int world_size) {
+std::string index_to_json(const Index& index, int world_size) {
   json tensors = json::object();
   // Hugging Face's model.safetensors.index.json maps each entry to its file; keeping that map
   // lets their sharded-checkpoint tools list the files' entries.
   json weight_map = json::object();
-  for (const auto& [name, t] : index) {
+  for (const auto& [name, t] : index.tensors) {
     json chunks = json::array();
     for (const ChunkInfo& c : t.chunks) {
       chunks.push_back(chunk_to_json(c));
@@ -161,25 +171,35 @@ std::string index_to_json(const std::map<std::string, TensorInfo>& index, int wo
                      {"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
                      {"chunks", std::move(chunks)}};
   }
-  const json doc = {{"metadata", {{"format", kFormat}, {"version", kVersion},
-                                  {"world_size", world_size}}},
+  json metadata = {{"format", kFormat}, {"version", index.version}, {"world_size", world_size}};
+  if (index.version >= 2) metadata["save_id"] = index.save_id;
+  const json doc = {{"metadata", std::move(metadata)},
                     {"weight_map", std::move(weight_map)},
                     {"tensors", std::move(tensors)}};
   return doc.dump(1);
 }
 
-std::map<std::string, TensorInfo> index_from_json(const std::string& text,
-                                                  const std::string& path) {
+Index index_from_json(const std::string& text, const std::string& path) {
   const std::string where = absl::StrCat("[checkpoint::read_index] index '", path, "'");
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   DT_CHECK(doc.is_object() && doc.contains("metadata") && doc["metadata"].is_object() &&
                doc["metadata"].value("format", "") == kFormat && doc.contains("tensors") &&
                doc["tensors"].is_object(),
            "%s is corrupt: not a %s index JSON", where, kFormat);
-  const int version = doc["metadata"].value("version", 0);
-  DT_CHECK(version == kVersion, "%s has format version %d; this build reads version %d", where,
-           version, kVersion);
-  std::map<std::string, TensorInfo> index;
+  const json& meta = doc["metadata"];
+  Index index;
+  index.version = meta.contains("version") && meta["version"].is_number_integer()
+                      ? meta["version"].get<int>()
+                      : 0;
+  DT_CHECK(index.version == 1 || index.version == kIndexVersion,
+           "%s has format version %d; this build reads versions 1 to %d", where, index.version,
+           kIndexVersion);
+  if (index.version >= 2) {
+    DT_CHECK(meta.contains("save_id") && meta["save_id"].is_string() &&
+                 !meta["save_id"].get<std::string>().empty(),
+             "%s is corrupt: format version %d without a save_id", where, index.version);
+    index.save_id = meta["save_id"].get<std::string>();
+  }
   for (const auto& [name, j] : doc["tensors"].items()) {
     TensorInfo t;
     DT_CHECK(j.is_object() && j.contains("dtype") && j["dtype"].is_string() &&
@@ -192,14 +212,33 @@ std::map<std::string, TensorInfo> index_from_json(const std::string& text,
     t.dtype = *dtype;
     for (const auto& c : j["chunks"]) t.chunks.push_back(chunk_from_json(c, where));
     validate(name, t, where);
-    index.emplace(name, std::move(t));
+    index.tensors.emplace(name, std::move(t));
   }
   return index;
 }
 
+std::string new_save_id() {
+  std::random_device rd;
+  const uint64_t hi = (uint64_t{rd()} << 32) ^ rd();
+  const uint64_t lo =
+      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+      (uint64_t{rd()} << 32);
+  return absl::StrFormat("%016x%016x", hi, lo);
+}
+
+Index read_index_file(const std::string& dir) {
+  const std::string path = absl::StrCat(dir, "/", kIndexFile);
+  const File f = File::open_read(path, "checkpoint::read_index");
+  std::string text(f.size(), '\0');
+  f.pread_all(text.data(), text.size(), 0);
+  return index_from_json(text, path);
+}
+
 std::string records_to_json(const ChunkRecords& records) {
   json out = json::array();
-  for (const auto& [name, c] : records) out.push_back({{"name", name}, {"chunk", chunk_to_json(c)}});
+  for (const auto& [name, c] : records) {
+    out.push_back({{"name", name}, {"chunk", chunk_to_json(c)}});
+  }
   return out.dump();
 }
 
@@ -207,7 +246,8 @@ ChunkRecords records_from_json(const std::string& text) {
   const json in = json::parse(text);
   ChunkRecords out;
   for (const auto& r : in) {
-    out.emplace_back(r["name"].get<std::string>(), chunk_from_json(r["chunk"], "[checkpoint::save]"));
+    out.emplace_back(r["name"].get<std::string>(),
+                     chunk_from_json(r["chunk"], "[checkpoint::save]"));
   }
   return out;
 }
@@ -217,11 +257,7 @@ ChunkRecords records_from_json(const std::string& text) {
 namespace dtensor::checkpoint {
 
 std::map<std::string, TensorInfo> read_index(const std::string& dir) {
-  const std::string path = absl::StrCat(dir, "/", detail::kIndexFile);
-  const detail::File f = detail::File::open_read(path, "checkpoint::read_index");
-  std::string text(f.size(), '\0');
-  f.pread_all(text.data(), text.size(), 0);
-  return detail::index_from_json(text, path);
+  return detail::read_index_file(dir).tensors;
 }
 
 }  // namespace dtensor::checkpoint

@@ -1,12 +1,16 @@
 // checkpoint::load: read the index, read every target's overlapping chunks into staging
-// buffers (checking files, headers, checksums, shapes and dtypes), agree over the world, and
-// only then copy the staging buffers into the targets.
+// buffers (checking files, headers, save ids, checksums, shapes and dtypes), agree over the
+// world — and read again when a concurrent save replaced the checkpoint meanwhile — and only
+// then copy the staging buffers into the targets.
 #include <absl/container/flat_hash_map.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
@@ -16,6 +20,7 @@
 #include "tensor/creation.h"
 #include "tensor/error.h"
 #include "tensor/shape_ops.h"
+#include "tensor/stable_hash.h"
 
 namespace dtensor::checkpoint {
 
@@ -23,10 +28,18 @@ namespace {
 
 constexpr std::string_view kOp = "checkpoint::load";
 
-// The files of one load, each opened and its header parsed once.
+// How many times a load reads a checkpoint that a concurrent save keeps replacing before it
+// gives up ("is being replaced"), and the first pause between two reads (doubled each time).
+constexpr int kAttempts = 8;
+constexpr std::chrono::milliseconds kFirstPause{10};
+
+// The files of one load, each opened and its header parsed once. Each must belong to the save
+// the index describes (the same save id): files are never modified once written, so every byte
+// read through a file opened here is that save's.
 class FileCache {
  public:
-  explicit FileCache(std::string dir) : dir_(std::move(dir)) {}
+  FileCache(std::string dir, std::string save_id)
+      : dir_(std::move(dir)), save_id_(std::move(save_id)) {}
 
   struct Opened {
     detail::File file;
@@ -38,14 +51,21 @@ class FileCache {
     if (it == files_.end()) {
       auto o = std::make_unique<Opened>();
       o->file = detail::File::open_read(absl::StrCat(dir_, "/", name), kOp);
-      o->entries = detail::read_safetensors_header(o->file, kOp);
+      detail::SafetensorsHeader header = detail::read_safetensors_header(o->file, kOp);
+      const auto id = header.metadata.find(detail::kSaveIdKey);
+      const std::string file_id = id == header.metadata.end() ? "" : id->second;
+      DT_CHECK(file_id == save_id_,
+               "[%s] file '%s' belongs to another save (save id '%s') than the index of '%s' "
+               "(save id '%s')",
+               kOp, o->file.path(), file_id, dir_, save_id_);
+      o->entries = std::move(header.entries);
       it = files_.emplace(name, std::move(o)).first;
     }
     return *it->second;
   }
 
  private:
-  std::string dir_;
+  std::string dir_, save_id_;
   absl::flat_hash_map<std::string, std::unique_ptr<Opened>> files_;
 };
 
@@ -100,28 +120,116 @@ Tensor stage(const std::string& dir, const std::string& name, const DTensor& t,
   return out;
 }
 
+// Every target staged from the checkpoint `index` describes (see load()).
+void stage_all(const StateDict& state, const std::string& dir, const detail::Index& index,
+               std::vector<Tensor>& staged) {
+  FileCache files(dir, index.save_id);
+  for (size_t i = 0; i < state.size(); ++i) {
+    const std::string& name = state[i].first;
+    try {
+      staged[i] = stage(dir, name, state[i].second, index.tensors, files);
+    } catch (const Error& e) {
+      // Name the tensor too when the failure came from a file (open, truncation).
+      const std::string_view msg = e.what();
+      if (msg.find(absl::StrCat("'", name, "'")) != std::string_view::npos) throw;
+      DT_FAIL("%s (loading tensor '%s')", msg, name);
+    }
+  }
+}
+
+// What one rank saw in one read of the checkpoint.
+struct Attempt {
+  std::string save_id;    // of the index it read
+  std::string error;      // what failed, if anything
+  bool replaced = false;  // the checkpoint changed while it read it
+};
+
+// Whether a failure to read `dir` is a save replacing it. A save never changes a checkpoint in
+// place: it swaps a complete new directory for the old one and then deletes the old, so a
+// reader that read the index of one save and then met a file of another, or a file that the
+// save already deleted, finds a different index (another save id) when it looks again. With
+// the three-rename fallback (file_io.h) `dir` is briefly missing while `dir.old` holds the
+// previous checkpoint.
+bool being_replaced(const std::string& dir, const std::optional<std::string>& save_id) {
+  if (!detail::path_exists(dir) && detail::path_exists(dir + ".old")) return true;
+  if (!save_id) return false;
+  try {
+    return detail::read_index_file(dir).save_id != *save_id;
+  } catch (const std::exception&) {
+    return true;  // it was readable a moment ago
+  }
+}
+
+// Agreed over the world: true when every rank read the same save whole. False (on every rank)
+// when any rank saw the checkpoint replaced, or the ranks that read the index read different
+// ones: read it again. Otherwise a rank's error is raised on every rank (one rank that cannot
+// read the index is an error, not a replacement).
+bool settled(const DeviceMesh& world, const Attempt& a) {
+  const detail::Agreement ag =
+      detail::agree(a.error.empty() ? std::optional(stable_hash(a.save_id.data(), a.save_id.size()))
+                                    : std::nullopt,
+                    a.replaced);
+  if (ag.any || !ag.same) return false;
+  detail::run_on_all_ranks(world, [&] {
+    if (!a.error.empty()) throw std::runtime_error(a.error);
+  });
+  return true;
+}
+
+// One read of the checkpoint into `staged`; false when it must be read again (settled()).
+bool try_load(const DeviceMesh& world, const StateDict& state, const std::string& dir,
+              const LoadOptions& options, std::vector<Tensor>& staged) {
+  Attempt a;
+  detail::Index index;
+  try {
+    index = detail::read_index_file(dir);
+    a.save_id = index.save_id;
+  } catch (const std::exception& e) {
+    a.error = e.what();
+    a.replaced = being_replaced(dir, std::nullopt);
+  }
+  if (!settled(world, a)) return false;
+  if (options.after_index) detail::run_on_all_ranks(world, options.after_index);
+  staged.assign(state.size(), Tensor());
+  try {
+    stage_all(state, dir, index, staged);
+  } catch (const std::exception& e) {
+    a.error = e.what();
+    a.replaced = being_replaced(dir, a.save_id);
+  }
+  return settled(world, a);
+}
+
 }  // namespace
 
-void load(const StateDict& state, const std::string& dir_arg) {
+void load(const StateDict& state, const std::string& dir_arg, const LoadOptions& options) {
   const DeviceMesh world = detail::world_mesh();
-  std::vector<Tensor> staged(state.size());
+  std::string dir;
   detail::run_on_all_ranks(world, [&] {
-    const std::string dir = detail::normalize_dir(dir_arg, kOp);
+    dir = detail::normalize_dir(dir_arg, kOp);
     detail::validate_state(state, kOp);
-    const std::map<std::string, TensorInfo> index = read_index(dir);
-    FileCache files(dir);
-    for (size_t i = 0; i < state.size(); ++i) {
-      const std::string& name = state[i].first;
-      try {
-        staged[i] = stage(dir, name, state[i].second, index, files);
-      } catch (const Error& e) {
-        // Name the tensor too when the failure came from a file (open, truncation).
-        const std::string_view msg = e.what();
-        if (msg.find(absl::StrCat("'", name, "'")) != std::string_view::npos) throw;
-        DT_FAIL("%s (loading tensor '%s')", msg, name);
-      }
-    }
   });
+  std::vector<Tensor> staged;
+  for (int attempt = 1; !try_load(world, state, dir, options, staged); ++attempt) {
+    if (attempt < kAttempts) {
+      std::this_thread::sleep_for(kFirstPause * (1 << (attempt - 1)));
+      continue;
+    }
+    // Every rank is here (try_load's answer is agreed); the message is agreed too.
+    detail::run_on_all_ranks(world, [&] {
+      const std::string old = dir + ".old";
+      const bool moved = !detail::path_exists(dir) && detail::path_exists(old);
+      DT_FAIL(
+          "[%s] checkpoint '%s' is being replaced by a concurrent save: it changed while each "
+          "of %d reads of it was under way (no target was modified); load it once the save "
+          "has finished%s",
+          kOp, dir, kAttempts,
+          moved ? absl::StrCat(" (it is missing and '", old,
+                               "' holds the previous checkpoint: if no save is running, one "
+                               "was interrupted there; rename it back)")
+                : "");
+    });
+  }
   // Every rank staged everything: commit. Nothing here can fail once shapes and dtypes
   // matched. A target that is its storage's one contiguous tensor takes the staging buffer's
   // memory (every tensor sharing the storage, e.g. a module's parameter, sees it) instead of
@@ -131,8 +239,7 @@ void load(const StateDict& state, const std::string& dir_arg) {
     const Tensor& dst = state[i].second.to_local();
     const Tensor& src = staged[i];
     auto whole = [](const Tensor& t) {
-      return t.is_contiguous() && t.storage_offset() == 0 &&
-             t.nbytes() == t.storage().nbytes();
+      return t.is_contiguous() && t.storage_offset() == 0 && t.nbytes() == t.storage().nbytes();
     };
     if (whole(dst) && whole(src) && dst.dtype() == src.dtype() &&
         dst.storage().try_swap_data(src.storage())) {

@@ -1,8 +1,7 @@
 #include "checkpoint/safetensors.h"
 
-#include <nlohmann/json.hpp>
-
 #include <array>
+#include <nlohmann/json.hpp>
 
 #include "tensor/error.h"
 
@@ -54,7 +53,7 @@ std::optional<DType> dtype_from_safetensors(std::string_view name) {
 
 std::vector<uint32_t> write_safetensors(const std::string& path,
                                         const std::vector<std::pair<std::string, Tensor>>& entries,
-                                        std::string_view op) {
+                                        const SafetensorsMetadata& metadata, std::string_view op) {
   // The data is written as it lies in memory: this build targets little-endian hosts only
   // (checked in save.cc), which is what the format prescribes.
   json header = json::object();
@@ -68,7 +67,9 @@ std::vector<uint32_t> write_safetensors(const std::string& path,
                     {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
-  header["__metadata__"] = {{"format", "pt"}, {"writer", "dtensor"}};
+  json meta = {{"format", "pt"}, {"writer", "dtensor"}};
+  for (const auto& [k, v] : metadata) meta[k] = v;
+  header["__metadata__"] = std::move(meta);
   std::string text = header.dump();
   // Pad with spaces so that the data starts 8-byte aligned (as the reference writer does).
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -87,28 +88,37 @@ std::vector<uint32_t> write_safetensors(const std::string& path,
   return crcs;
 }
 
-std::map<std::string, SafetensorsEntry> read_safetensors_header(const File& file,
-                                                                std::string_view op) {
+SafetensorsHeader read_safetensors_header(const File& file, std::string_view op) {
   const std::string& path = file.path();
   const uint64_t file_size = file.size();
-  DT_CHECK(file_size >= 8, "[%s] file '%s' is truncated: %d bytes, shorter than the 8-byte header length",
-           op, path, file_size);
+  DT_CHECK(file_size >= 8,
+           "[%s] file '%s' is truncated: %d bytes, shorter than the 8-byte header length", op, path,
+           file_size);
   unsigned char len_bytes[8];
   file.pread_all(len_bytes, 8, 0);
   const uint64_t n = load_le64(len_bytes);
   DT_CHECK(n <= kMaxHeader && 8 + n <= file_size,
-           "[%s] file '%s' is truncated or corrupt: header length %d but the file has %d bytes",
-           op, path, n, file_size);
+           "[%s] file '%s' is truncated or corrupt: header length %d but the file has %d bytes", op,
+           path, n, file_size);
   std::string text(n, '\0');
   file.pread_all(text.data(), n, 8);
   const json header = json::parse(text, nullptr, /*allow_exceptions=*/false);
   DT_CHECK(header.is_object(), "[%s] file '%s' is corrupt: its header is not a JSON object", op,
            path);
 
-  std::map<std::string, SafetensorsEntry> entries;
+  SafetensorsHeader out_header;
   const uint64_t data_start = 8 + n;
   for (const auto& [name, e] : header.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      DT_CHECK(e.is_object(), "[%s] file '%s' is corrupt: its __metadata__ is not a JSON object",
+               op, path);
+      for (const auto& [k, v] : e.items()) {
+        DT_CHECK(v.is_string(), "[%s] file '%s' is corrupt: __metadata__ '%s' is not a string", op,
+                 path, k);
+        out_header.metadata.emplace(k, v.get<std::string>());
+      }
+      continue;
+    }
     auto bad = [&](const char* what) {
       DT_FAIL("[%s] file '%s' is corrupt: entry '%s' %s", op, path, name, what);
     };
@@ -139,9 +149,9 @@ std::map<std::string, SafetensorsEntry> read_safetensors_header(const File& file
     }
     out.begin = data_start + b;
     out.end = data_start + en;
-    entries.emplace(name, std::move(out));
+    out_header.entries.emplace(name, std::move(out));
   }
-  return entries;
+  return out_header;
 }
 
 }  // namespace dtensor::checkpoint::detail

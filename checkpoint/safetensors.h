@@ -22,11 +22,15 @@ namespace dtensor::checkpoint::detail {
 std::string_view safetensors_dtype(DType dtype);
 std::optional<DType> dtype_from_safetensors(std::string_view name);
 
-// Writes `entries` (name, contiguous CPU tensor) in order, fsyncs the file, and returns the
-// CRC-32 of each entry's bytes.
+// The "__metadata__" map (string to string, as the format requires): {"format": "pt",
+// "writer": "dtensor"} plus what the caller adds.
+using SafetensorsMetadata = std::map<std::string, std::string>;
+
+// Writes `entries` (name, contiguous CPU tensor) in order with `metadata` added to the header's
+// "__metadata__", fsyncs the file, and returns the CRC-32 of each entry's bytes.
 std::vector<uint32_t> write_safetensors(const std::string& path,
                                         const std::vector<std::pair<std::string, Tensor>>& entries,
-                                        std::string_view op);
+                                        const SafetensorsMetadata& metadata, std::string_view op);
 
 struct SafetensorsEntry {
   DType dtype;
@@ -34,10 +38,15 @@ struct SafetensorsEntry {
   uint64_t begin = 0, end = 0;  // absolute byte offsets in the file
 };
 
+struct SafetensorsHeader {
+  std::map<std::string, SafetensorsEntry> entries;
+  SafetensorsMetadata metadata;  // empty when the file has none
+};
+
 // Reads and validates a file's header: the JSON parses, every entry has a known dtype, a
 // non-negative shape whose byte size equals its data_offsets range, and lies inside the file
-// (a truncated file fails here). Throws "[op] file '<path>': ...".
-std::map<std::string, SafetensorsEntry> read_safetensors_header(const File& file,
-                                                                std::string_view op);
+// (a truncated file fails here); "__metadata__", when present, maps strings to strings. Throws
+// "[op] file '<path>': ...".
+SafetensorsHeader read_safetensors_header(const File& file, std::string_view op);
 
 }  // namespace dtensor::checkpoint::detail

@@ -1,5 +1,6 @@
 // checkpoint::save: validate and agree, write each rank's chunks into "<dir>.tmp", let rank 0
 // assemble the index from every rank's chunk records, then swap the directory into place.
+#include <absl/container/flat_hash_set.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
@@ -29,23 +30,56 @@ static_assert(std::endian::native == std::endian::little,
 void check_same_state_everywhere(const StateDict& state) {
   uint64_t h = kStableHashSeed;
   for (const auto& [name, t] : state) {
-    // A self mesh names this rank, so only its tensor's shape and dtype are compared.
-    const std::string s =
-        is_self_mesh(t.device_mesh())
-            ? absl::StrCat(name, "|self|", absl::StrJoin(t.shape(), ","), "|", std::string(dtype_name(t.dtype())))
-            : absl::StrCat(name, "|", t.spec().str());
+    // A one-rank mesh is a self mesh on its rank and not on the others (and any placement on
+    // it is the whole tensor), so only its tensor's shape and dtype are compared.
+    const std::string s = t.device_mesh().size() == 1
+                              ? absl::StrCat(name, "|self|", absl::StrJoin(t.shape(), ","), "|",
+                                             std::string(dtype_name(t.dtype())))
+                              : absl::StrCat(name, "|", t.spec().str());
     h = stable_hash(s.data(), s.size(), h);
   }
-  // Compared as min == max of the hash (two int64 all_reduces; the sign bit is irrelevant).
-  Tensor lo = from_vector(std::vector<int64_t>{static_cast<int64_t>(h)}, {1});
-  Tensor hi = lo.clone();
-  const CommunicatorPtr comm = world_communicator();
-  comm->all_reduce(lo, ReduceOp::kMin)->wait();
-  comm->all_reduce(hi, ReduceOp::kMax)->wait();
-  DT_CHECK(lo.item<int64_t>() == hi.item<int64_t>(),
+  DT_CHECK(detail::agree(h).same,
            "[%s] the ranks save different states (names, order, shapes, dtypes or placements "
            "differ): every rank must pass the same state",
            kOp);
+}
+
+// Which tensors of `state` this rank writes its chunk of (collective). By the tensor's own mesh
+// a chunk has one writer in each copy of that mesh (local_region: coordinate 0 on every dim
+// that does not shard it). A mesh over part of the world may have copies elsewhere holding the
+// same chunks: the tp submesh of a (dp, tp) mesh is one per dp group, each with its replica of
+// the tensor, and a self mesh (a local tensor) is one per rank. Those candidates are gathered,
+// and the lowest world rank among a chunk's candidates writes it (PyTorch DCP's
+// dedup_save_plans with save_to_lowest_rank), so each distinct chunk is written once however
+// the tensor is replicated, and a tensor only some ranks hold is written by one of them.
+std::vector<bool> plan_writes(const DeviceMesh& world, const StateDict& state) {
+  std::vector<bool> writes(state.size());
+  detail::ChunkRecords candidates;  // on a mesh over part of the world
+  std::vector<size_t> candidate_of;
+  detail::run_on_all_ranks(world, [&] {
+    for (size_t i = 0; i < state.size(); ++i) {
+      const DTensor& t = state[i].second;
+      const detail::Region r = detail::local_region(t);
+      writes[i] = r.writes && shape_numel(r.shape) > 0;
+      if (writes[i] && t.device_mesh().size() < world_size()) {
+        candidates.emplace_back(state[i].first, ChunkInfo{"", "", r.offset, r.shape, 0});
+        candidate_of.push_back(i);
+      }
+    }
+  });
+  const std::vector<std::string> all =
+      detail::all_gather_strings(detail::records_to_json(candidates));
+  absl::flat_hash_set<std::string> taken;  // by a lower rank
+  for (int rank = 0; rank < world_rank(); ++rank) {
+    for (const auto& [name, c] : detail::records_from_json(all[rank])) {
+      taken.insert(detail::chunk_entry_name(name, c.offset));
+    }
+  }
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    const auto& [name, c] = candidates[k];
+    if (taken.contains(detail::chunk_entry_name(name, c.offset))) writes[candidate_of[k]] = false;
+  }
+  return writes;
 }
 
 // Rank 0 only: `dir` must be absent, empty, or a previous checkpoint (it is replaced); then a
@@ -62,32 +96,36 @@ void prepare_directory(const std::string& dir, const std::string& tmp) {
   detail::make_directory(tmp, kOp);
 }
 
-// Writes the chunks this rank owns into its file in `tmp`; returns their records.
-detail::ChunkRecords write_own_chunks(const StateDict& state, const std::string& tmp) {
+// Writes the chunks this rank writes (plan_writes) into its file in `tmp`, with the save's id in
+// the file's metadata; returns their records.
+detail::ChunkRecords write_own_chunks(const StateDict& state, const std::vector<bool>& writes,
+                                      const std::string& save_id, const std::string& tmp) {
   std::vector<std::pair<std::string, Tensor>> entries;
   detail::ChunkRecords records;
   const std::string file = detail::rank_file_name(world_rank());
-  for (const auto& [name, t] : state) {
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (!writes[i]) continue;
+    const auto& [name, t] = state[i];
     const detail::Region r = detail::local_region(t);
-    if (!r.writes || shape_numel(r.shape) == 0) continue;
     ChunkInfo c{file, detail::chunk_entry_name(name, r.offset), r.offset, r.shape, 0};
     entries.emplace_back(c.entry, t.to_local().to(Device()).contiguous());
     records.emplace_back(name, std::move(c));
   }
   if (entries.empty()) return records;  // nothing owned: no file
-  const std::vector<uint32_t> crcs =
-      detail::write_safetensors(absl::StrCat(tmp, "/", file), entries, kOp);
+  const std::vector<uint32_t> crcs = detail::write_safetensors(
+      absl::StrCat(tmp, "/", file), entries, {{detail::kSaveIdKey, save_id}}, kOp);
   for (size_t i = 0; i < records.size(); ++i) records[i].second.crc32 = crcs[i];
   return records;
 }
 
 // Rank 0 only: the index from the state's global metadata and every rank's records.
 void write_index(const StateDict& state, const std::vector<std::string>& all_records,
-                 const std::string& tmp) {
-  std::map<std::string, TensorInfo> index;
-  for (const auto& [name, t] : state) index[name] = TensorInfo{t.shape(), t.dtype(), {}};
+                 const std::string& save_id, const std::string& tmp) {
+  detail::Index index;
+  index.save_id = save_id;
+  for (const auto& [name, t] : state) index.tensors[name] = TensorInfo{t.shape(), t.dtype(), {}};
   for (const std::string& text : all_records) {
-    for (auto& [name, c] : detail::records_from_json(text)) index[name].chunks.push_back(c);
+    for (auto& [name, c] : detail::records_from_json(text)) index.tensors[name].chunks.push_back(c);
   }
   const std::string path = absl::StrCat(tmp, "/", detail::kIndexFile);
   const std::string text = detail::index_to_json(index, world_size());
@@ -111,15 +149,22 @@ void save(const StateDict& state, const std::string& dir_arg, const SaveOptions&
     detail::validate_state(state, kOp);
   });
   detail::run_on_all_ranks(world, [&] { check_same_state_everywhere(state); });
+  const std::vector<bool> writes = plan_writes(world, state);
+  // Rank 0's id for this save, in the index and in every file (a load compares them).
+  std::string my_id;
+  detail::run_on_all_ranks(world, [&] {
+    if (root) my_id = detail::new_save_id();
+  });
+  const std::string save_id = detail::all_gather_strings(my_id)[0];
   detail::run_on_all_ranks(world, [&] {
     if (root) prepare_directory(dir, tmp);
   });
   detail::ChunkRecords mine;
-  detail::run_on_all_ranks(world, [&] { mine = write_own_chunks(state, tmp); });
+  detail::run_on_all_ranks(world, [&] { mine = write_own_chunks(state, writes, save_id, tmp); });
   const std::vector<std::string> all_records =
       detail::all_gather_strings(detail::records_to_json(mine));
   detail::run_on_all_ranks(world, [&] {
-    if (root) write_index(state, all_records, tmp);
+    if (root) write_index(state, all_records, save_id, tmp);
   });
   // An error the hook raises is agreed like every other (no rank commits, none hangs).
   detail::run_on_all_ranks(world, [&] {

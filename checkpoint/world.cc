@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <limits>
 
 #include "collectives/runtime.h"
 #include "dtensor/check_ranks.h"
@@ -49,6 +50,24 @@ std::vector<std::string> all_gather_strings(const std::string& mine) {
   return out;
 }
 
+Agreement agree(std::optional<uint64_t> value, bool flag) {
+  // The value as int64 (its sign is irrelevant to equality); a rank without one passes the
+  // identity of each reduction, so that min >= max exactly when the values passed agree. The
+  // flag rides along in the same reductions (its max says whether any rank set it).
+  constexpr int64_t kNone[] = {std::numeric_limits<int64_t>::max(),
+                               std::numeric_limits<int64_t>::min()};
+  const int64_t f = flag ? 1 : 0;
+  Tensor lo =
+      from_vector(std::vector<int64_t>{value ? static_cast<int64_t>(*value) : kNone[0], f}, {2});
+  Tensor hi =
+      from_vector(std::vector<int64_t>{value ? static_cast<int64_t>(*value) : kNone[1], f}, {2});
+  const CommunicatorPtr comm = world_communicator();
+  comm->all_reduce(lo, ReduceOp::kMin)->wait();
+  comm->all_reduce(hi, ReduceOp::kMax)->wait();
+  const std::vector<int64_t> l = lo.to_vector<int64_t>(), h = hi.to_vector<int64_t>();
+  return {l[0] >= h[0], h[1] != 0};
+}
+
 Region local_region(const DTensor& t) {
   Region r;
   const DTensorSpec& spec = t.spec();
@@ -56,7 +75,7 @@ Region local_region(const DTensor& t) {
     r.offset.assign(spec.ndim(), 0);
     r.shape = spec.shape();
     r.holds = true;
-    r.writes = world_rank() == 0;
+    r.writes = true;
     return r;
   }
   const Shape& coord = spec.mesh().get_coordinate();

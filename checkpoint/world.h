@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,10 +24,21 @@ void run_on_all_ranks(const DeviceMesh& world, const std::function<void()>& fn);
 // Every rank's string, in rank order, on every rank (two all_gathers on the world).
 std::vector<std::string> all_gather_strings(const std::string& mine);
 
+// Whether every rank that passed a value passed the same one (its min and max over the world
+// agree; true when none did), and whether any rank passed flag = true: the same answer on every
+// rank (two all_reduces on the world).
+struct Agreement {
+  bool same = true;
+  bool any = false;
+};
+Agreement agree(std::optional<uint64_t> value, bool flag = false);
+
 // The part of a tensor this rank holds: its local shard's global offset and shape (the whole
 // tensor for a self-mesh DTensor). `holds` is false for a rank outside the mesh; `writes` is
-// true on exactly one holder of each chunk: the rank at coordinate 0 of every mesh dim that
-// does not shard (world rank 0 for a self-mesh DTensor, which every rank holds).
+// true on one holder of each chunk within the tensor's mesh: the rank at coordinate 0 of every
+// mesh dim that does not shard it (every holder of a self-mesh DTensor, whose mesh is just
+// itself). Copies of a mesh over part of the world hold the same chunks; save's plan keeps one
+// writer among them.
 struct Region {
   Shape offset, shape;
   bool holds = false;

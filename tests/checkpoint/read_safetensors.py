@@ -3,7 +3,7 @@
 checks that every file follows the safetensors layout: an 8-byte little-endian header length,
 a JSON header whose entries have dtype, shape and data_offsets tiling the data without gaps,
 the data itself; and that index.json's chunks name existing entries with matching shapes and
-CRC-32s. Then reassembles one float32 tensor from its chunks and compares it with the closed
+CRC-32s, in files carrying the index's save id (format version 2). Then reassembles one float32 tensor from its chunks and compares it with the closed
 form the save job wrote (tests/checkpoint/ckpt_test_util.h).
 
 usage: read_safetensors.py DIR TENSOR ID"""
@@ -61,6 +61,9 @@ def main():
     d, tensor, ident = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with open(os.path.join(d, "index.json")) as f:
         index = json.load(f)
+    if index["metadata"]["version"] != 2:
+        fail(f"index format version {index['metadata']['version']}, expected 2")
+    save_id = index["metadata"]["save_id"]
     files = {}
     for name, t in index["tensors"].items():
         for c in t["chunks"]:
@@ -68,6 +71,8 @@ def main():
                 fail(f"{name}: file {c['file']} is not a plain name")
             if c["file"] not in files:
                 files[c["file"]] = read_file(os.path.join(d, c["file"]))
+                if files[c["file"]][0]["__metadata__"].get("dtensor.save_id") != save_id:
+                    fail(f"{c['file']} does not carry the index's save id {save_id}")
             header, data = files[c["file"]]
             e = header.get(c["entry"])
             if e is None or e["shape"] != c["shape"] or e["dtype"] != t["dtype"]:

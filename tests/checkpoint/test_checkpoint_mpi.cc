@@ -5,13 +5,13 @@
 // Partial) raised on every rank with the target untouched; an interrupted save leaving the old
 // checkpoint loadable; and resume equality of training. Loads at another world size are in
 // ckpt_tool.cc (ctest fixtures).
-#include <catch2/catch.hpp>
-
 #include <absl/strings/str_cat.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -51,8 +51,8 @@ struct Case {
 std::vector<Case> all_cases() {
   const int64_t w = dt::world_size();
   const std::vector<dt::Shape> shapes = {{3 * w + 1, 5}, {2, 3}, {0, 4}, {4 * w, 2 * w}};
-  const std::vector<dt::DType> dtypes = {dt::kFloat32, dt::kFloat64,  dt::kFloat16, dt::kBFloat16,
-                                         dt::kInt32,   dt::kInt64,    dt::kBool};
+  const std::vector<dt::DType> dtypes = {dt::kFloat32, dt::kFloat64, dt::kFloat16, dt::kBFloat16,
+                                         dt::kInt32,   dt::kInt64,   dt::kBool};
   std::vector<std::pair<dt::DeviceMesh, dt::Placements>> layouts;
   for (const auto& p : placements_1d()) layouts.emplace_back(mesh_1d(), p);
   for (const auto& p : placements_2d()) layouts.emplace_back(mesh_2d(), p);
@@ -61,8 +61,8 @@ std::vector<Case> all_cases() {
   for (dt::DType d : dtypes) {
     for (size_t s = 0; s < shapes.size(); ++s) {
       for (size_t l = 0; l < layouts.size(); ++l) {
-        cases.push_back({absl::StrCat(std::string(dt::dtype_name(d)), ".s", s, ".l", l), shapes[s], d, id++,
-                         layouts[l].first, layouts[l].second});
+        cases.push_back({absl::StrCat(std::string(dt::dtype_name(d)), ".s", s, ".l", l), shapes[s],
+                         d, id++, layouts[l].first, layouts[l].second});
       }
     }
   }
@@ -85,6 +85,22 @@ size_t distinct_chunks(const Case& c) {
     if (dt::shape_numel(s.shape) > 0) offsets.insert({s.offset.begin(), s.offset.end()});
   }
   return offsets.size();
+}
+
+// Load targets laid out like `state`'s tensors, holding 42: a failed load must leave them so.
+ck::StateDict sentinels(const ck::StateDict& state) {
+  ck::StateDict out;
+  for (const auto& [name, t] : state) {
+    out.emplace_back(name,
+                     dt::distribute_tensor(dt::full(t.shape(), 42, dt::TensorOptions(t.dtype())),
+                                           t.device_mesh(), t.placements(), std::nullopt));
+  }
+  return out;
+}
+
+bool holds_42(const dt::DTensor& t) {
+  const dt::Tensor& l = t.to_local();
+  return dt::equal(l, dt::full(l.shape(), 42, dt::TensorOptions(l.dtype())));
 }
 
 void rewrite_file(const std::string& path, const std::function<std::string(std::string)>& edit) {
@@ -126,7 +142,8 @@ TEST_CASE("checkpoint: every dtype, placement and shard shape round-trips and re
 
   SECTION("same layout") {
     ck::StateDict targets;
-    for (const Case& c : cases) targets.emplace_back(c.name, target(c.shape, c.dtype, c.mesh, c.placements));
+    for (const Case& c : cases)
+      targets.emplace_back(c.name, target(c.shape, c.dtype, c.mesh, c.placements));
     targets.emplace_back("local.vec", dt::local_dtensor(dt::zeros({7})));
     ck::load(targets, dir);
     for (size_t i = 0; i < cases.size(); ++i) {
@@ -151,9 +168,76 @@ TEST_CASE("checkpoint: every dtype, placement and shard shape round-trips and re
                       expected_full(cases[i].shape, cases[i].dtype, cases[i].id)));
     }
     // A sharded tensor loaded as a local one: every rank reads it whole.
-    ck::StateDict local = {{cases[0].name, dt::local_dtensor(dt::zeros(cases[0].shape, cases[0].dtype))}};
+    ck::StateDict local = {
+        {cases[0].name, dt::local_dtensor(dt::zeros(cases[0].shape, cases[0].dtype))}};
     ck::load(local, dir);
-    CHECK(dt::equal(local[0].second.to_local(), expected_full(cases[0].shape, cases[0].dtype, cases[0].id)));
+    CHECK(dt::equal(local[0].second.to_local(),
+                    expected_full(cases[0].shape, cases[0].dtype, cases[0].id)));
+  }
+}
+
+TEST_CASE("checkpoint: tensors on a submesh are written once and load on every rank",
+          "[checkpoint]") {
+  // A (dp, tp) mesh: 2x2 at 4 ranks, 2x1 at 2, 1x1 at 1. A tensor on the tp submesh is the same
+  // in every dp group (tensor parallelism without data parallelism); one on the dp submesh the
+  // same in every tp group. Each distinct chunk must be written once over the whole world (not
+  // once per group) and load back onto the submesh, the world mesh and a local tensor. And a
+  // tensor on the one-rank mesh of the last rank, which no other rank holds, is written by it.
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = w >= 4 ? dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"})
+                                     : dt::init_device_mesh(dt::kCPU, {w, 1}, {"dp", "tp"});
+  const dt::Shape shape = {3 * w + 1, 2 * w + 1};
+  std::vector<Case> cases;
+  int id = 0;
+  for (const char* dim : {"tp", "dp"}) {
+    for (const dt::Placements& p : placements_1d()) {
+      cases.push_back(
+          {absl::StrCat(dim, ".", p[0].str()), shape, dt::kFloat32, id++, mesh[dim], p});
+    }
+  }
+  const dt::DeviceMesh last(dt::kCPU, {1}, {static_cast<int>(w - 1)});
+  cases.push_back({"last_rank", shape, dt::kFloat32, id++, last, {dt::Replicate()}});
+  ck::StateDict state;
+  for (const Case& c : cases) {
+    state.emplace_back(c.name, expected(c.shape, c.dtype, c.id, c.mesh, c.placements));
+  }
+  const std::string dir = test_dir("submesh");
+  ck::save(state, dir);
+
+  const auto index = ck::read_index(dir);
+  for (const Case& c : cases) {
+    INFO(c.name);
+    CHECK(index.at(c.name).chunks.size() == distinct_chunks(c));
+  }
+  ck::StateDict same, world, local;
+  for (const Case& c : cases) {
+    same.emplace_back(c.name, target(c.shape, c.dtype, c.mesh, c.placements));
+    world.emplace_back(c.name, target(c.shape, c.dtype, mesh_1d(), {dt::Shard(1)}));
+    local.emplace_back(c.name, dt::local_dtensor(dt::zeros(c.shape, c.dtype)));
+  }
+  ck::load(same, dir);
+  ck::load(world, dir);
+  ck::load(local, dir);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO(cases[i].name);
+    const dt::Tensor want = expected_full(cases[i].shape, cases[i].dtype, cases[i].id);
+    CHECK(dt::equal(same[i].second.to_local(), state[i].second.to_local()));
+    CHECK(dt::equal(world[i].second.full_tensor(), want));
+    CHECK(dt::equal(local[i].second.to_local(), want));
+  }
+  // And the other way: saved from the world mesh, loaded onto each submesh.
+  ck::StateDict from_world;
+  for (const Case& c : cases) {
+    from_world.emplace_back(c.name,
+                            expected(c.shape, c.dtype, c.id + 100, mesh_1d(), {dt::Shard(0)}));
+  }
+  ck::save(from_world, dir);
+  ck::load(same, dir);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO(cases[i].name);
+    if (!cases[i].mesh.contains_me()) continue;  // holds nothing of it
+    CHECK(dt::equal(same[i].second.full_tensor(),
+                    expected_full(cases[i].shape, cases[i].dtype, cases[i].id + 100)));
   }
 }
 
@@ -174,16 +258,9 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
   ck::save(state, dir);
 
   // Targets hold 42; after a failed load they must still.
-  auto sentinel_targets = [&] {
-    return ck::StateDict{
-        {"a", dt::distribute_tensor(dt::full(shape_a, 42.0), mesh, s0, std::nullopt)},
-        {"b", dt::distribute_tensor(dt::full({5}, 42, dt::TensorOptions(dt::kInt64)), mesh, r,
-                                    std::nullopt)}};
-  };
+  auto sentinel_targets = [&] { return sentinels(state); };
   auto untouched = [&](const ck::StateDict& t) {
-    return dt::equal(t[0].second.to_local(), dt::full(t[0].second.to_local().shape(), 42.0)) &&
-           dt::equal(t[1].second.to_local(), dt::full(t[1].second.to_local().shape(), 42,
-                                                      t[1].second.to_local().dtype()));
+    return holds_42(t[0].second) && holds_42(t[1].second);
   };
   auto expect_error = [&](const ck::StateDict& targets, std::vector<std::string> parts) {
     std::string msg;
@@ -208,16 +285,22 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
     t.emplace_back("c", expected({2}, dt::kFloat32, 3, mesh, r));
     expect_error(t, {"[checkpoint::load]", "tensor 'c' is not in the checkpoint", dir});
     t = sentinel_targets();
-    t[1].second = dt::distribute_tensor(dt::full({6}, 42, dt::TensorOptions(dt::kInt64)), mesh, r, std::nullopt);
+    t[1].second = dt::distribute_tensor(dt::full({6}, 42, dt::TensorOptions(dt::kInt64)), mesh, r,
+                                        std::nullopt);
     expect_error(t, {"tensor 'b'", "[6]", "[5]"});
     t = sentinel_targets();
-    t[1].second = dt::distribute_tensor(dt::full({5}, 42, dt::TensorOptions(dt::kInt32)), mesh, r, std::nullopt);
+    t[1].second = dt::distribute_tensor(dt::full({5}, 42, dt::TensorOptions(dt::kInt32)), mesh, r,
+                                        std::nullopt);
     {
       std::string msg;
-      try { ck::load(t, dir); } catch (const dt::Error& e) { msg = e.what(); }
+      try {
+        ck::load(t, dir);
+      } catch (const dt::Error& e) {
+        msg = e.what();
+      }
       CHECK(msg.find("tensor 'b' is int64") != std::string::npos);
       CHECK(msg.find("int32") != std::string::npos);
-      CHECK(dt::equal(t[0].second.to_local(), dt::full(t[0].second.to_local().shape(), 42.0)));
+      CHECK(holds_42(t[0].second));
     }
   }
 
@@ -242,7 +325,12 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
   }
 
   SECTION("corrupt header") {
-    on_root([&] { rewrite_file(file0, [](std::string s) { s[10] = '#'; return s; }); });
+    on_root([&] {
+      rewrite_file(file0, [](std::string s) {
+        s[10] = '#';
+        return s;
+      });
+    });
     expect_error(sentinel_targets(), {"rank-00000.safetensors", "corrupt"});
   }
 
@@ -253,16 +341,18 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
         return s;
       });
     });
-    expect_error(sentinel_targets(), {"index.json", "../rank-00000.safetensors", "not a plain file name"});
+    expect_error(sentinel_targets(),
+                 {"index.json", "../rank-00000.safetensors", "not a plain file name"});
   }
 
   SECTION("overlapping chunks whose element count adds up") {
     // Tensor a's chunks rewritten so that one row is held twice and another by none: the count
-    // matches, only the disjointness check sees it.
+    // matches, only the disjointness check sees it (the entries are renamed after the new
+    // offsets, or the entry check would see the edit first).
     on_root([&] {
       rewrite_file(dir + "/index.json", [&](const std::string& text) {
         auto index = ck::detail::index_from_json(text, "index.json");
-        std::vector<ck::ChunkInfo>& chunks = index.at("a").chunks;
+        std::vector<ck::ChunkInfo>& chunks = index.tensors.at("a").chunks;
         if (chunks.size() >= 2) {
           REQUIRE(chunks[1].offset[0] > 0);
           chunks[1].offset[0] -= 1;  // overlaps chunk 0's last row, leaves its own last row
@@ -273,6 +363,7 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
           chunks = {top, bottom};
           REQUIRE(2 * top.shape[0] * shape_a[1] == shape_a[0] * shape_a[1]);
         }
+        for (ck::ChunkInfo& c : chunks) c.entry = ck::detail::chunk_entry_name("a", c.offset);
         return ck::detail::index_to_json(index, static_cast<int>(w));
       });
     });
@@ -280,19 +371,46 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
   }
 
   SECTION("corrupt or missing index") {
-    on_root([&] { rewrite_file(dir + "/index.json", [](std::string s) { return s.substr(0, s.size() / 2); }); });
+    on_root([&] {
+      rewrite_file(dir + "/index.json", [](std::string s) { return s.substr(0, s.size() / 2); });
+    });
     expect_error(sentinel_targets(), {"index.json", "corrupt"});
     on_root([&] { std::filesystem::remove(dir + "/index.json"); });
     expect_error(sentinel_targets(), {"cannot open", "index.json"});
   }
 
+  SECTION("one rank that cannot read the index raises its error, not 'being replaced'") {
+    // The other ranks read an index; a rank that reads none did not see a save replace it.
+    const std::string mine = w > 1 && dt::world_rank() == 1 ? test_dir("no_such_checkpoint") : dir;
+    std::string msg;
+    try {
+      ck::load(sentinel_targets(), mine);
+    } catch (const dt::Error& e) {
+      msg = e.what();
+    }
+    INFO(msg);
+    if (w > 1) {
+      CHECK(msg.find("cannot open") != std::string::npos);
+      CHECK(msg.find("no_such_checkpoint/index.json") != std::string::npos);
+    }
+  }
+
   SECTION("Partial is refused on save and load") {
     const dt::DTensor p = dt::DTensor::from_local(dt::ones({2}), mesh, {dt::Partial()});
     std::string msg;
-    try { ck::save({{"p", p}}, test_dir("partial")); } catch (const dt::Error& e) { msg = e.what(); }
-    CHECK(msg.find("[checkpoint::save] tensor 'p' has Partial placements [P(sum)]") != std::string::npos);
+    try {
+      ck::save({{"p", p}}, test_dir("partial"));
+    } catch (const dt::Error& e) {
+      msg = e.what();
+    }
+    CHECK(msg.find("[checkpoint::save] tensor 'p' has Partial placements [P(sum)]") !=
+          std::string::npos);
     msg.clear();
-    try { ck::load({{"b", p}}, dir); } catch (const dt::Error& e) { msg = e.what(); }
+    try {
+      ck::load({{"b", p}}, dir);
+    } catch (const dt::Error& e) {
+      msg = e.what();
+    }
     CHECK(msg.find("Partial") != std::string::npos);
   }
 
@@ -300,7 +418,11 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
     ck::StateDict mine = state;
     if (w > 1 && dt::world_rank() == 1) mine[0].first = "z";
     std::string msg;
-    try { ck::save(mine, test_dir("names")); } catch (const dt::Error& e) { msg = e.what(); }
+    try {
+      ck::save(mine, test_dir("names"));
+    } catch (const dt::Error& e) {
+      msg = e.what();
+    }
     if (w > 1) CHECK(msg.find("the ranks save different states") != std::string::npos);
   }
 
@@ -311,13 +433,107 @@ TEST_CASE("checkpoint: errors are raised on every rank and leave the targets unt
       std::ofstream(other + "/precious.txt") << "keep me";
     });
     std::string msg;
-    try { ck::save(state, other); } catch (const dt::Error& e) { msg = e.what(); }
+    try {
+      ck::save(state, other);
+    } catch (const dt::Error& e) {
+      msg = e.what();
+    }
     CHECK(msg.find("is not a checkpoint") != std::string::npos);
     CHECK(std::filesystem::exists(other + "/precious.txt"));
   }
 
   // Restore for the next section (sections re-run the test case from the top: it saves anew).
   barrier();
+}
+
+TEST_CASE("checkpoint: no edit of the index loads wrong data", "[checkpoint]") {
+  // p and q have equal shapes and layouts: at 2+ ranks every chunk is [2, 3], so two chunks of p
+  // (and p's and q's) can trade offsets, entries, files or whole tensors and still tile. Each
+  // edit is applied to a fresh save's index.json; the load must then raise (leaving the targets
+  // untouched) or, for an edit that keeps the meaning, load exactly what was saved.
+  using json = nlohmann::json;
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = mesh_1d();
+  const dt::Shape shape = {2 * w, 3};
+  const dt::Placements s0 = {dt::Shard(0)};
+  const ck::StateDict state = {{"p", expected(shape, dt::kFloat32, 1, mesh, s0)},
+                               {"q", expected(shape, dt::kFloat32, 2, mesh, s0)}};
+  const std::string dir = test_dir("index_edits");
+  auto chunk = [](json& doc, const char* t, size_t i) -> json& {
+    return doc["tensors"][t]["chunks"][i];
+  };
+  // Another chunk of p's shape: p's second at 2+ ranks, q's only one at 1 rank.
+  auto other = [&](json& doc) -> json& { return w >= 2 ? chunk(doc, "p", 1) : chunk(doc, "q", 0); };
+  auto trade = [](json& a, json& b, std::initializer_list<const char*> keys) {
+    for (const char* k : keys) std::swap(a[k], b[k]);
+  };
+  struct Edit {
+    std::string what;
+    bool must_fail;
+    std::function<void(json&)> apply;
+  };
+  const std::vector<Edit> edits = {
+      {"two chunks trade offsets", w >= 2,
+       [&](json& d) { trade(chunk(d, "p", 0), other(d), {"offset"}); }},
+      {"two chunks trade entries and checksums", true,
+       [&](json& d) {
+         trade(chunk(d, "p", 0), other(d), {"entry", "crc32"});
+       }},
+      {"two chunks trade files, entries and checksums", true,
+       [&](json& d) {
+         trade(chunk(d, "p", 0), other(d), {"file", "entry", "crc32"});
+       }},
+      {"p and q trade chunk lists", true,
+       [&](json& d) { std::swap(d["tensors"]["p"]["chunks"], d["tensors"]["q"]["chunks"]); }},
+      {"a chunk names another rank's file", w >= 2,
+       [&](json& d) { chunk(d, "p", 0)["file"] = other(d)["file"]; }},
+      {"a dtype of the same size", true, [&](json& d) { d["tensors"]["p"]["dtype"] = "I32"; }},
+      {"a checksum", true,
+       [&](json& d) {
+         chunk(d, "p", 0)["crc32"] = chunk(d, "p", 0)["crc32"].get<uint32_t>() ^ 1u;
+       }},
+      {"the save id", true,
+       [&](json& d) {
+         if (d["metadata"].contains("save_id")) d["metadata"]["save_id"] = "0123456789abcdef";
+       }},
+      // Reordering the chunks keeps the meaning: it must still load.
+      {"the chunks of p listed in reverse", false,
+       [&](json& d) {
+         json& c = d["tensors"]["p"]["chunks"];
+         std::reverse(c.begin(), c.end());
+       }},
+  };
+  for (const Edit& e : edits) {
+    INFO(e.what);
+    ck::save(state, dir);
+    bool changed = false;
+    if (dt::world_rank() == 0) {
+      rewrite_file(dir + "/index.json", [&](const std::string& text) {
+        json doc = json::parse(text);
+        const json before = doc;
+        e.apply(doc);
+        changed = doc != before;
+        return doc.dump(1);
+      });
+    }
+    barrier();
+    const ck::StateDict t = sentinels(state);
+    std::string msg;
+    try {
+      ck::load(t, dir);
+    } catch (const dt::Error& err) {
+      msg = err.what();
+    }
+    INFO(msg);
+    if (!msg.empty()) {
+      CHECK(holds_42(t[0].second));
+      CHECK(holds_42(t[1].second));
+    } else {
+      CHECK(dt::equal(t[0].second.full_tensor(), expected_full(shape, dt::kFloat32, 1)));
+      CHECK(dt::equal(t[1].second.full_tensor(), expected_full(shape, dt::kFloat32, 2)));
+    }
+    if (e.must_fail && dt::world_rank() == 0 && changed) CHECK(!msg.empty());
+  }
 }
 
 TEST_CASE("checkpoint: a save over a checkpoint on a filesystem without RENAME_EXCHANGE",
@@ -339,6 +555,64 @@ TEST_CASE("checkpoint: a save over a checkpoint on a filesystem without RENAME_E
   CHECK(dt::equal(t[0].second.to_local(), expected(shape, dt::kFloat32, 2, mesh, s0).to_local()));
   CHECK(!std::filesystem::exists(dir + ".old"));
   CHECK(!std::filesystem::exists(dir + ".tmp"));
+}
+
+TEST_CASE("checkpoint: a load while a save replaces the checkpoint gets one of them whole",
+          "[checkpoint]") {
+  // The hook runs after every rank read the index and before any chunk is read: a save there
+  // replaces every file under the load, which must notice and read the new checkpoint whole
+  // instead of reporting the old index's checksums as corruption.
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = mesh_1d();
+  const dt::Shape shape = {3 * w + 1, 3};
+  const dt::Placements s0 = {dt::Shard(0)}, r = {dt::Replicate()};
+  auto state = [&](int v) {
+    return ck::StateDict{{"x", expected(shape, dt::kFloat32, v, mesh, s0)},
+                         {"y", expected({5}, dt::kInt64, v + 50, mesh, r)}};
+  };
+  auto holds = [&](const ck::StateDict& t, int v) {
+    return dt::equal(t[0].second.full_tensor(), expected_full(shape, dt::kFloat32, v)) &&
+           dt::equal(t[1].second.full_tensor(), expected_full({5}, dt::kInt64, v + 50));
+  };
+  const std::string dir = test_dir("replaced");
+  const bool no_exchange = GENERATE(false, true);
+  INFO("DTENSOR_CKPT_NO_EXCHANGE=" << no_exchange);
+  if (no_exchange) ::setenv("DTENSOR_CKPT_NO_EXCHANGE", "1", 1);
+  ck::save(state(1), dir);
+
+  SECTION("replaced once: the load reads the new checkpoint") {
+    int reads = 0;
+    ck::LoadOptions opts;
+    opts.after_index = [&] {
+      if (reads++ == 0) ck::save(state(2), dir);
+    };
+    const ck::StateDict t = sentinels(state(1));
+    ck::load(t, dir, opts);
+    CHECK(reads == 2);
+    CHECK(holds(t, 2));
+  }
+
+  SECTION("replaced during every read: 'being replaced', no target modified") {
+    int v = 1;
+    ck::LoadOptions opts;
+    opts.after_index = [&] { ck::save(state(++v), dir); };
+    const ck::StateDict t = sentinels(state(1));
+    std::string msg;
+    try {
+      ck::load(t, dir, opts);
+    } catch (const dt::Error& e) {
+      msg = e.what();
+    }
+    INFO(msg);
+    CHECK(msg.find("[checkpoint::load] checkpoint '" + dir + "' is being replaced") !=
+          std::string::npos);
+    CHECK(holds_42(t[0].second));
+    CHECK(holds_42(t[1].second));
+    // The last save is complete and loads.
+    ck::load(t, dir);
+    CHECK(holds(t, v));
+  }
+  ::unsetenv("DTENSOR_CKPT_NO_EXCHANGE");
 }
 
 TEST_CASE("checkpoint: a save interrupted before the commit leaves the old checkpoint",
