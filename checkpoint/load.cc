@@ -144,20 +144,31 @@ struct Attempt {
   bool replaced = false;  // the checkpoint changed while it read it
 };
 
+// The save id of the index in `dir`, if it can be read now.
+std::optional<std::string> current_save_id(const std::string& dir) {
+  try {
+    return detail::read_index_file(dir).save_id;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 // Whether a failure to read `dir` is a save replacing it. A save never changes a checkpoint in
 // place: it swaps a complete new directory for the old one and then deletes the old, so a
-// reader that read the index of one save and then met a file of another, or a file that the
-// save already deleted, finds a different index (another save id) when it looks again. With
-// the three-rename fallback (file_io.h) `dir` is briefly missing while `dir.old` holds the
-// previous checkpoint.
+// reader that read the index of one save (`save_id`) and then met a file of another, or a file
+// that the save already deleted, finds another index, or none, when it looks again. A reader
+// that could not read the index (no `save_id`) was caught mid-swap when it can read it now, or
+// when `dir` is missing beside `dir.old` (the three-rename fallback of file_io.h, between its
+// first two renames); that look takes two calls, during which the renames may finish, so the
+// index is read once more after it.
 bool being_replaced(const std::string& dir, const std::optional<std::string>& save_id) {
-  if (!detail::path_exists(dir) && detail::path_exists(dir + ".old")) return true;
-  if (!save_id) return false;
-  try {
-    return detail::read_index_file(dir).save_id != *save_id;
-  } catch (const std::exception&) {
-    return true;  // it was readable a moment ago
+  if (save_id) {
+    const std::optional<std::string> now = current_save_id(dir);
+    return !now || *now != *save_id;
   }
+  if (current_save_id(dir)) return true;
+  if (!detail::path_exists(dir) && detail::path_exists(dir + ".old")) return true;
+  return current_save_id(dir).has_value();
 }
 
 // Agreed over the world: true when every rank read the same save whole. False (on every rank)
