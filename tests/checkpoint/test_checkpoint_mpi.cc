@@ -488,6 +488,17 @@ TEST_CASE("checkpoint: no edit of the index loads wrong data", "[checkpoint]") {
       {"a chunk names another rank's file", w >= 2,
        [&](json& d) { chunk(d, "p", 0)["file"] = other(d)["file"]; }},
       {"a dtype of the same size", true, [&](json& d) { d["tensors"]["p"]["dtype"] = "I32"; }},
+      // p as [3, 2w] with every chunk transposed ([2, 3] at [2i, 0] -> [3, 2] at [0, 2i]): the
+      // chunks still tile it, and hold as many elements.
+      {"p's shape and its chunks' shapes and offsets transposed", true,
+       [&](json& d) {
+         json& t = d["tensors"]["p"];
+         std::swap(t["shape"][0], t["shape"][1]);
+         for (json& c : t["chunks"]) {
+           std::swap(c["shape"][0], c["shape"][1]);
+           std::swap(c["offset"][0], c["offset"][1]);
+         }
+       }},
       {"a checksum", true,
        [&](json& d) {
          chunk(d, "p", 0)["crc32"] = chunk(d, "p", 0)["crc32"].get<uint32_t>() ^ 1u;
