@@ -75,10 +75,15 @@ class Targets:
         return f"**missed by {pct:.0f}%**"
 
 
+def machine_tag(res):
+    """One line naming the CPU and the GEMM kernel, placed under every section heading."""
+    gemm = kernels_report.gemm_line(res)
+    core = re.search(r"core (\S+) \(chosen by (.*?)\)", gemm)
+    kernel = f"OpenBLAS core {core.group(1)} (chosen by {core.group(2)})" if core else gemm
+    return f"_CPU: {kernels_report.cpu_line()}; GEMM: {kernel}._"
+
+
 def machine(args):
-    lscpu = sh("lscpu")
-    model = re.search(r"Model name:\s*(.*)", lscpu)
-    cpus = re.search(r"^CPU\(s\):\s*(\d+)", lscpu, re.M)
     mem = re.search(r"MemTotal:\s*(\d+)", open("/proc/meminfo").read())
     cxx = ""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,12 +94,12 @@ def machine(args):
             cxx = sh(f"{m.group(1)} --version").splitlines()[0]
     mpi = (sh("mpirun --version") or "").splitlines()
     blas = sh("dpkg -l 'libopenblas*' 2>/dev/null | awk '/^ii/ {print $2\" \"$3; exit}'").strip()
-    ncpu = int(cpus.group(1)) if cpus else os.cpu_count()
     load1 = float(args.load_before.split()[0])
     load2 = float(args.load_after.split()[0])
     lines = [
         f"- Date: {args.date or datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- CPU: {model.group(1).strip() if model else platform.processor()}, {ncpu} logical cores",
+        f"- CPU: {kernels_report.cpu_line()}",
+        f"- GEMM: {kernels_report.gemm_line(args.results)}",
         f"- Memory: {int(mem.group(1)) / (1 << 20):.0f} GiB" if mem else "- Memory: ?",
         f"- Compiler: {cxx or '?'} (Release, -DDTENSOR_CUDA=OFF)",
         f"- MPI: {mpi[0] if mpi else '?'}; OpenBLAS: {blas or '?'} (OPENBLAS_NUM_THREADS=1)",
@@ -108,7 +113,7 @@ def machine(args):
     if loaded:
         lines.append(
             f"\n**These figures were taken on a loaded machine** (1-minute load average "
-            f"{load1:.2f} before the run on {ncpu} cores: other jobs were running): absolute "
+            f"{load1:.2f} before the run on {os.cpu_count()} cores: other jobs were running): absolute "
             "times are noisy and inflated, ratios against a baseline measured in the same run "
             "are the meaningful figures, and multi-rank runs are oversubscribed.")
     else:
@@ -814,6 +819,10 @@ def main():
     body += gather_into_dim_section(res)
     body += rng_section(res)
     body += kernels_section(res, tg)
+    # Every table says which CPU and GEMM kernel produced it (issue 40: the same code ran 3x
+    # slower on a CPU whose OpenBLAS kernel was a generic fallback).
+    tag = machine_tag(res)
+    body = [x for line in body for x in ([line, "", tag] if line.startswith("## ") else [line])]
     cmds = text(res, "commands.txt")
     failures = text(res, "failures.txt")
     head = [

@@ -124,6 +124,8 @@ for np in $TP_RANKS; do
 done
 run strategy $MPIRUN -np 4 "$B/dispatch/bench_strategy" --json "$RES/bench_strategy.jsonl"
 run rng "$B/rng/bench_rng" "$RNG_MAX_MB" 0.3 --json "$RES/bench_rng.jsonl"
+# The GEMM library and kernel every GEMM-bound figure ran on (ops/matmul/blas_info.h).
+"$B/kernels/bench_kernels" --gemm-info >"$RES/kernels_gemm.txt"
 # Local CPU kernels, one thread; beside PyTorch when a PyTorch environment exists.
 run kernels "$B/kernels/bench_kernels" --json "$RES/kernels_ours.r1.jsonl"
 TORCH_PY="${TORCH_VENV:-/tmp/dtensor-torch-venv}/bin/python"

@@ -63,6 +63,14 @@ RES="$BUILD_DIR/benchmarks/results/vs_pytorch"
 rm -rf "$RES"
 mkdir -p "$RES"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 DTENSOR_COLLECTIVE_TIMEOUT=600
+# What each side's GEMMs run on (the report's header): ours from bench_kernels --gemm-info,
+# PyTorch's from its build configuration's BLAS line.
+cmake --build "$BUILD_DIR" -j "${JOBS:-2}" --target bench_kernels >/dev/null
+"$BUILD_DIR/benchmarks/kernels/bench_kernels" --gemm-info >"$RES/kernels_gemm.txt"
+"$TORCH_VENV/bin/python" -c "import torch, re; c = torch.__config__.show(); \
+m = re.search(r'BLAS_INFO=(\w+)', c); print((m.group(1) if m else '?') + ', oneDNN ' + \
+str(torch.backends.mkldnn.is_available()) + ', CPU capability ' + \
+torch.backends.cpu.get_cpu_capability())" >"$RES/torch_blas.txt" 2>/dev/null || true
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
 --mca btl_vader_single_copy_mechanism none"
 TORCHRUN="$TORCH_VENV/bin/torchrun --standalone"

@@ -22,7 +22,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels"))
 import doc_sections  # noqa: E402
+import kernels_report  # noqa: E402
 
 BEGIN = "<!-- vs-pytorch:begin (scripts/bench_vs_pytorch.sh --doc writes this section) -->"
 END = "<!-- vs-pytorch:end -->"
@@ -146,11 +148,15 @@ def step_table(ours, torch, workload, title, text, hand):
     return out + [""]
 
 
+def torch_blas(res):
+    """What PyTorch's CPU build runs its GEMMs with (torch_blas.txt, written by the script)."""
+    path = os.path.join(res, "torch_blas.txt")
+    return open(path).read().strip() if os.path.exists(path) else "not recorded"
+
+
 def section(res, args):
     ours, torch = load(res, "ours"), load(res, "torch")
     version = next((r.get("torch") for r in torch.values()), "not run")
-    lscpu = subprocess.run("lscpu", shell=True, capture_output=True, text=True).stdout
-    model = re.search(r"Model name:\s*(.*)", lscpu)
     ncpu = os.cpu_count() or 1
     # The machine's own load is the one before the run: the load after includes this run's
     # ranks (4 of them on a 2-core machine raise it past 2 by themselves).
@@ -168,8 +174,8 @@ def section(res, args):
              f"Each figure is the median over {args.rounds} round(s) that alternate ours and "
              "PyTorch's workload by workload. ours / PyTorch below 1: ours is faster.", "",
              f"- Date: {datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M UTC')}",
-             f"- CPU: {model.group(1).strip() if model else platform.processor()}, {ncpu} "
-             f"logical cores",
+             f"- CPU: {kernels_report.cpu_line()}",
+             f"- GEMM: ours {kernels_report.gemm_line(res)}; PyTorch: {torch_blas(res)}",
              f"- Load average (1, 5, 15 min) before: {args.load_before}; after: "
              f"{args.load_after} ({args.seconds} s of benchmarks, whose own ranks raise it)"]
     if loads and max(loads) > 1:
