@@ -1,7 +1,9 @@
 #include "autograd/engine.h"
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <queue>
@@ -11,6 +13,8 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "collectives/comm_debug.h"
+#include "collectives/communicator.h"
+#include "dtensor/check_ranks.h"
 #include "dtensor/propagation/dispatch.h"
 #include "dtensor/propagation/registry.h"
 #include "tensor/creation.h"
@@ -104,8 +108,79 @@ bool in_backward() {
   return t_callbacks != nullptr;
 }
 
+namespace {
+
+// The meshes a backward runs on, in the order first seen (the same on every rank), so that
+// a failure can be reported on them and the ranks can meet on them at the end.
+class MeshesSeen {
+ public:
+  void add(const DeviceMesh& mesh) {
+    if (!mesh.defined() || mesh.size() == 1) return;
+    for (const DeviceMesh& m : meshes_) {
+      if (m == mesh) return;
+    }
+    meshes_.push_back(mesh);
+  }
+  void add_node(const Node& node) {
+    for (const auto& spec : node.input_specs()) {
+      if (spec != nullptr) add(spec->mesh());
+    }
+  }
+  // From a catch block: reports the error in flight on every mesh seen.
+  void report_failure() const noexcept {
+    for (const DeviceMesh& m : meshes_) report_failure_on_mesh(m, "backward");
+  }
+  // Every rank meets every other rank of each mesh once (each communicator once, in the
+  // order seen): a rank that failed anywhere in this backward has reported it on its mesh
+  // (dispatch, redistribute, or report_failure above), and the report pairs with one of these
+  // meets or with a collective before them, so backward() raises on every rank.
+  void meet() const {
+    if (collective_check_mode() == CollectiveCheckMode::kOff) return;
+    const CollectiveLabel label("end of backward");
+    absl::InlinedVector<Communicator*, 4> done;
+    for (const DeviceMesh& m : meshes_) {
+      if (!m.contains_me()) continue;
+      for (int64_t d = 0; d < m.ndim(); ++d) {
+        Communicator* comm = m.communicator(d).get();
+        if (comm == nullptr || comm->size() == 1 ||
+            std::find(done.begin(), done.end(), comm) != done.end()) {
+          continue;
+        }
+        done.push_back(comm);
+        comm->meet();
+      }
+    }
+  }
+
+ private:
+  absl::InlinedVector<DeviceMesh, 2> meshes_;
+};
+
+// The backward pass itself (the engine's rules in engine.h).
+void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
+                  bool retain_graph, MeshesSeen& meshes);
+
+}  // namespace
+
 void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
               bool retain_graph) {
+  MeshesSeen meshes;
+  for (const DTensor& root : roots) {
+    if (root.defined()) meshes.add(root.device_mesh());
+  }
+  try {
+    run_backward(roots, grad_roots, retain_graph, meshes);
+    meshes.meet();
+  } catch (...) {
+    meshes.report_failure();
+    throw;
+  }
+}
+
+namespace {
+
+void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
+                  bool retain_graph, MeshesSeen& meshes) {
   CallbackScope callbacks;
   DT_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
            "[backward] got %d gradients for %d roots (expected one per root, or none)",
@@ -184,6 +259,7 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
   while (!ready.empty()) {
     Node* node = ready.top().second;
     ready.pop();
+    meshes.add_node(*node);
     DTensorList grads = std::move(buffer_of(node));
     buffers.erase(node);
     bool any = false;
@@ -218,4 +294,5 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
   callbacks.run();
 }
 
+}  // namespace
 }  // namespace dtensor::autograd

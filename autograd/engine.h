@@ -14,7 +14,12 @@
 //     backward through released nodes throws "[backward] ... a second time".
 //   - Errors (no gradient for a non-scalar root, a root that does not require grad, a saved
 //     tensor modified in place, a missing backward formula) depend only on the graph, so every
-//     rank raises the same one.
+//     rank raises the same one. An error raised on some ranks only (an allocation, a kernel on
+//     an odd shard) is reported to the others of its mesh (report_failure_on_mesh, by dispatch
+//     or here), and backward ends with one meet on each communicator of the meshes it ran on
+//     (a fingerprint exchange, no data): the report pairs with that meet or with a collective
+//     before it, so backward() raises on every rank (docs/SEMANTICS.md, "A failure on some
+//     ranks"). Every rank of those meshes must call backward.
 // Gradients are computed with grad mode off (no double backward).
 #pragma once
 

@@ -84,6 +84,7 @@ bool is_reduction(uint8_t kind) {
 std::string kind_name(uint8_t kind) {
   if (kind == kKindSplit) return "split";
   if (kind == kKindMeet) return "meet";
+  if (kind == kKindFailure) return "failure report";
   if (kind < kNumCollectiveKinds)
     return std::string(collective_name(static_cast<CollectiveKind>(kind)));
   return absl::StrFormat("unknown collective %d", kind);
@@ -219,6 +220,23 @@ std::string compare_peer_bytes(const char* slots, const Communicator& comm, bool
       "describe the same exchange; usually the ranks hold different global shapes or "
       "placements for the same DTensor",
       describe_communicator(comm), pairs.empty() ? "" : ": ", absl::StrJoin(pairs, "; "));
+}
+
+int first_failure(const char* slots, int size) {
+  for (int r = 0; r < size; ++r) {
+    const SlotHeader& h = slot_header(slots, r);
+    if (h.magic == kSlotMagic && h.kind == kKindFailure) return r;
+  }
+  return -1;
+}
+
+uint64_t max_seq(const char* slots, int size) {
+  uint64_t seq = 0;
+  for (int r = 0; r < size; ++r) {
+    const SlotHeader& h = slot_header(slots, r);
+    if (h.magic == kSlotMagic && h.seq > seq) seq = h.seq;
+  }
+  return seq;
 }
 
 std::string compare_slots(const char* slots, const Communicator& comm) {

@@ -28,6 +28,11 @@ inline constexpr size_t kLabelBytes = 24;
 // Fingerprint codes beyond CollectiveKind / DType / ReduceOp.
 inline constexpr uint8_t kKindSplit = 0x40;
 inline constexpr uint8_t kKindMeet = 0x41;
+// A failure report (Communicator::report_failure): count holds the message's length, the
+// payload its first kInlineBytes; the rest follows in extra exchanges (failure_message).
+inline constexpr uint8_t kKindFailure = 0x42;
+// Longest message a failure report carries (a longer one is cut, "..." appended).
+inline constexpr size_t kMaxFailureBytes = 1024;
 inline constexpr uint8_t kNoDType = 0xff;
 inline constexpr uint8_t kNoReduceOp = 0xff;
 inline constexpr uint8_t kFlagInline = 1;
@@ -96,6 +101,11 @@ inline const SlotHeader& slot_header(const char* slots, int rank) {
 inline const char* slot_payload(const char* slots, int rank) {
   return slots + static_cast<size_t>(rank) * kSlotBytes + kSlotHeaderBytes;
 }
+
+// The lowest rank whose slot is a failure report, or -1 when none is.
+int first_failure(const char* slots, int size);
+// The largest sequence number in the slots (dtensor slots only).
+uint64_t max_seq(const char* slots, int size);
 
 // Empty when every rank's fingerprint (the header up to peer_sum) equals rank 0's; otherwise
 // the mismatch report (without the leading "[op] "), naming each group of ranks (world ranks)

@@ -3,6 +3,7 @@
 #include <absl/strings/str_format.h>
 #include <absl/strings/str_join.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -128,6 +129,37 @@ void check_peer(const Communicator& comm, std::string_view op, std::string_view 
 
 int64_t bytes_of(const Tensor& t) {
   return static_cast<int64_t>(t.nbytes());
+}
+
+}  // namespace
+
+// ---- failures the ranks of a communicator already know ---------------------------------------
+
+namespace {
+
+// The error in flight on this thread and the communicators whose every rank raised it at the
+// same exchange (a mismatch, a peer's failure report) or was told of it (report_failure), so
+// that report_failure_in_flight does not report it there (again). The exception_ptr keeps the
+// error alive, so a later error cannot take its address.
+struct KnownFailure {
+  std::exception_ptr error;
+  std::vector<const Communicator*> comms;
+};
+thread_local KnownFailure t_known;
+
+void note_known(const std::exception_ptr& error, const Communicator* comm) {
+  if (t_known.error != error) {
+    t_known.error = error;
+    t_known.comms.clear();
+  }
+  t_known.comms.push_back(comm);
+}
+
+// Throws `error`, noted as known on every rank of `comm`.
+[[noreturn]] void throw_known(Error error, const Communicator* comm) {
+  std::exception_ptr e = std::make_exception_ptr(std::move(error));
+  note_known(e, comm);
+  std::rethrow_exception(e);
 }
 
 }  // namespace
@@ -262,15 +294,24 @@ class Communicator::CheckedWork final : public Work {
     try {
       slot_work_->wait();
       const char* all = slots_.get() + detail::kSlotBytes;
+      // A peer that failed reported it in place of this collective (report_failure).
+      if (const int failed = detail::first_failure(all, comm_->size()); failed >= 0) {
+        const std::string text = comm_->failure_message(all, failed, {}, op_);
+        throw_known(Error(absl::StrFormat("%s (raised on rank %d; reported to this rank by its "
+                                          "%s on %s)",
+                                          text, comm_->world_ranks()[static_cast<size_t>(failed)],
+                                          op_, detail::describe_communicator(*comm_))),
+                    comm_);
+      }
       const std::string mismatch = detail::compare_slots(all, *comm_);
-      DT_CHECK(mismatch.empty(), "[%s] %s", op_, mismatch);
+      if (!mismatch.empty()) throw_known(Error(absl::StrFormat("[%s] %s", op_, mismatch)), comm_);
       // The fingerprints agree, so every rank has the same flags: all or none compare the
       // pieces' sizes.
       const detail::SlotHeader& mine = detail::slot_header(slots_.get(), 0);
       if (mine.flags & detail::kFlagPeers) {
         const std::string pieces = detail::compare_peer_bytes(
             all, *comm_, detail::carries_peer_table(mine, comm_->size()));
-        DT_CHECK(pieces.empty(), "[%s] %s", op_, pieces);
+        if (!pieces.empty()) throw_known(Error(absl::StrFormat("[%s] %s", op_, pieces)), comm_);
       }
     } catch (...) {
       error_ = std::current_exception();
@@ -763,6 +804,91 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
 void Communicator::meet() {
   IssueScope scope(*this, "meet");
   meet_as(scope, detail::kKindMeet, "meet");
+}
+
+void Communicator::report_failure(std::string_view message) {
+  if (size_ <= 1 || collective_check_mode() == CollectiveCheckMode::kOff) return;
+  IssueScope scope(*this, "failure report");
+  std::string text(message.substr(0, detail::kMaxFailureBytes));
+  if (message.size() > detail::kMaxFailureBytes) text.replace(text.size() - 3, 3, "...");
+  detail::SlotHeader h;
+  h.kind = detail::kKindFailure;
+  h.seq = scope.seq();
+  h.count = static_cast<int64_t>(text.size());
+  std::unique_ptr<char[]> slots = new_slots(h, size_);
+  std::memcpy(slots.get() + detail::kSlotHeaderBytes, text.data(),
+              std::min(text.size(), detail::kInlineBytes));
+  char* all = slots.get() + detail::kSlotBytes;
+  // Named so in a deadline message: a peer that never comes ends the job with the cause.
+  const std::string what = "failure report: " + text;
+  do_exchange_slots(slots.get(), all, what, nullptr)->wait();
+  failure_message(all, detail::first_failure(all, size_), text, what);
+}
+
+std::string Communicator::failure_message(const char* all, int failed, std::string_view mine,
+                                          std::string_view what) {
+  // The reporter's collective took a sequence number, or did not (it failed outside any
+  // collective); everyone continues from the largest.
+  seq_ = std::max(seq_, detail::max_seq(all, size_));
+  int64_t longest = 0;
+  for (int r = 0; r < size_; ++r) {
+    const detail::SlotHeader& h = detail::slot_header(all, r);
+    if (h.magic == detail::kSlotMagic && h.kind == detail::kKindFailure) {
+      longest = std::max(longest, std::min<int64_t>(h.count, detail::kMaxFailureBytes));
+    }
+  }
+  const auto chunk = static_cast<int64_t>(detail::kInlineBytes);
+  const int64_t length =
+      std::clamp<int64_t>(detail::slot_header(all, failed).count, 0, detail::kMaxFailureBytes);
+  std::string text(detail::slot_payload(all, failed), std::min(length, chunk));
+  // The rest of the longest message, kInlineBytes per exchange (every rank read the same
+  // lengths, so all make the same number of exchanges).
+  std::unique_ptr<char[]> more;
+  for (int64_t at = chunk; at < longest; at += chunk) {
+    if (more == nullptr)
+      more.reset(new char[(static_cast<size_t>(size_) + 1) * detail::kSlotBytes]);
+    std::memset(more.get(), 0, detail::kSlotBytes);
+    if (at < static_cast<int64_t>(mine.size())) {
+      std::memcpy(more.get() + detail::kSlotHeaderBytes, mine.data() + at,
+                  static_cast<size_t>(std::min<int64_t>(chunk, mine.size() - at)));
+    }
+    char* got = more.get() + detail::kSlotBytes;
+    do_exchange_slots(more.get(), got, what, nullptr)->wait();
+    if (at < length) text.append(detail::slot_payload(got, failed), std::min(chunk, length - at));
+  }
+  return text;
+}
+
+void report_failure_in_flight(absl::Span<Communicator* const> comms, std::string_view op) noexcept {
+  const std::exception_ptr error = std::current_exception();
+  if (!error) return;
+  if (t_known.error != error) {
+    t_known.error = error;
+    t_known.comms.clear();
+  }
+  std::string message;
+  for (Communicator* comm : comms) {
+    if (comm == nullptr || comm->size() <= 1) continue;
+    if (std::find(t_known.comms.begin(), t_known.comms.end(), comm) != t_known.comms.end())
+      continue;
+    t_known.comms.push_back(comm);
+    try {
+      if (message.empty()) {
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          message = e.what();
+        } catch (...) {
+          message = "unknown exception";
+        }
+        const std::string prefix = "[" + std::string(op) + "]";
+        if (!op.empty() && message.rfind(prefix, 0) != 0) message = prefix + " " + message;
+      }
+      comm->report_failure(message);
+    } catch (...) {
+      // Not reported (MPI finalized, another thread's Work): the peers are not told here.
+    }
+  }
 }
 
 std::shared_ptr<Communicator> Communicator::create_group(const std::vector<int>& members) {

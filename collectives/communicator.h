@@ -47,6 +47,8 @@
 // without overlapping are not detected; their order must then be the same on every rank.
 #pragma once
 
+#include <absl/types/span.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -221,6 +223,21 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // "[create_group] ..." for a list that does not name this rank or is malformed.
   std::shared_ptr<Communicator> create_group(const std::vector<int>& members);
 
+  // Tells the other ranks of this communicator that this rank failed with `message` (DESIGN.md
+  // item 10: ranks fail together), e.g. an allocation or a local kernel that failed on this
+  // rank only. One exchange of the consistency check's block, which pairs with whatever
+  // collective each other rank issues next here (or with its own report): that collective
+  // raises dtensor::Error "<message> (raised on rank R; reported to this rank by its all_gather
+  // on mesh dim 0 (x) ...)" on it, before any data moves, instead of waiting for this rank
+  // until the deadline or pairing with another collective. When several ranks report at once,
+  // the lowest one's message is raised; messages longer than 1024 bytes are cut. The ranks'
+  // sequence numbers are realigned: the communicator stays usable. Returns once every rank has
+  // come (the caller then raises its own error); a rank that never issues another collective
+  // here makes the deadline end the job, with `message` in the deadline message. Nothing
+  // happens on a one-rank communicator or with the check off (DTENSOR_CHECK_COLLECTIVES=0).
+  // Throws what a collective call throws (MPI finalized, another thread's un-waited Work).
+  void report_failure(std::string_view message);
+
   // Internal (consistency check, NCCL backend): allgather of one detail::kSlotBytes block per
   // rank, `mine` -> `all` (size() blocks, rank order), unchecked. `what` and `shape_of` (may be
   // null) name the collective in a deadline message.
@@ -283,6 +300,12 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
                       IssueData&& issue_data, const detail::PeerBytes* peers = nullptr);
   // The fingerprint exchange of split() and meet() (defined in communicator.cc).
   void meet_as(IssueScope& scope, uint8_t kind, const char* what);
+  // After an exchange whose slots `all` hold a failure report (lowest reporting rank
+  // `failed`): realigns the sequence number, runs the extra exchanges that carry the rest of
+  // the longest message (this rank sends the rest of `mine`, empty unless it reports too) and
+  // returns the message of `failed`.
+  std::string failure_message(const char* all, int failed, std::string_view mine,
+                              std::string_view what);
   // all_gather_into_regions inside the caller's scope (all_gather_into_dim is one).
   WorkPtr gather_into_regions(IssueScope& scope, const Tensor& output, const Tensor& input,
                               const std::vector<Shape>& offsets, const std::vector<Shape>& shapes,
@@ -305,5 +328,15 @@ namespace detail {
 // "mesh dim 1 (tp) (mpi, rank 1 of 2, world ranks [0, 1])"
 std::string describe_communicator(const Communicator& comm);
 }  // namespace detail
+
+// For a catch block: reports the exception in flight (Communicator::report_failure; its what(),
+// with "[op] " put in front unless it starts so) on each communicator of `comms` whose ranks do
+// not know it yet: not on one where it was raised by the consistency check (a mismatch, or a
+// peer's failure report: every rank of that communicator raised it at the same exchange), nor
+// twice on one. A rank that learned of a failure from a peer so passes it on to its other
+// communicators. Never throws (a report that cannot be made is skipped). Called by DTensor
+// dispatch (every op, backward ops included), redistribute and the autograd engine with the
+// communicators of their mesh; see docs/RELIABILITY.md.
+void report_failure_in_flight(absl::Span<Communicator* const> comms, std::string_view op) noexcept;
 
 }  // namespace dtensor

@@ -70,4 +70,14 @@ void check_on_all_ranks(const DTensorSpec& data, std::string_view local_error) {
   check_on_all_ranks(data.mesh(), dims, local_error);
 }
 
+void report_failure_on_mesh(const DeviceMesh& mesh, std::string_view op) noexcept {
+  try {
+    if (!mesh.defined() || !mesh.contains_me()) return;
+    absl::InlinedVector<Communicator*, 4> comms;
+    for (int64_t m = 0; m < mesh.ndim(); ++m) comms.push_back(mesh.communicator(m).get());
+    report_failure_in_flight(comms, op);
+  } catch (...) {
+  }
+}
+
 }  // namespace dtensor

@@ -29,4 +29,12 @@ void check_on_all_ranks(const DeviceMesh& mesh, absl::Span<const int64_t> mesh_d
 // everywhere.
 void check_on_all_ranks(const DTensorSpec& data, std::string_view local_error);
 
+// The other half, for errors no op checks for: from a catch block of an operation on `mesh`
+// (DTensor dispatch, redistribute, the autograd engine), reports the exception in flight to the
+// other ranks of the mesh, dim by dim (report_failure_in_flight in collectives/communicator.h),
+// so that their next collective on the mesh raises "<message> (raised on rank R; ...)" instead
+// of waiting for this rank. Free until something fails; the caller rethrows. Never throws; a
+// rank outside the mesh reports nothing.
+void report_failure_on_mesh(const DeviceMesh& mesh, std::string_view op) noexcept;
+
 }  // namespace dtensor

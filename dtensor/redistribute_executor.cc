@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtensor/check_ranks.h"
 #include "dtensor/detail/chunks.h"
 #include "dtensor/detail/log.h"
 #include "dtensor/detail/scale.h"
@@ -439,6 +440,10 @@ Tensor run_step(const Tensor& x, bool x_is_intermediate, const RedistributeStep&
   DT_FAIL("[redistribute] unknown step kind %d", static_cast<int>(step.kind));
 }
 
+// Runs `plan` on this rank's shard `local` of `src` (this rank is in the mesh).
+Tensor run_plan(const Tensor& local, const DTensorSpec& src, const RedistributePlan& plan,
+                bool reuse_local);
+
 }  // namespace
 
 Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst,
@@ -450,6 +455,28 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
   if (!mesh.contains_me()) {
     return detail::empty_local(dst.ndim(), dst.dtype(), detail::mesh_device(mesh, local));
   }
+  // A failure on this rank only (an allocation, a shard of the wrong shape) is reported to the
+  // mesh's other ranks, whose next collective on the mesh then raises it.
+  try {
+    return run_plan(local, src, *plan, reuse_local);
+  } catch (...) {
+    report_failure_on_mesh(mesh, "redistribute");
+    throw;
+  }
+}
+
+DTensor redistribute(const DTensor& t, const DTensorSpec& dst, bool reuse_local) {
+  DT_CHECK(t.defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
+  if (t.spec() == dst) return t;
+  Tensor local = redistribute_local(t.to_local(), t.spec(), dst, reuse_local);
+  return DTensor(std::move(local), std::make_shared<const DTensorSpec>(dst));
+}
+
+namespace {
+
+Tensor run_plan(const Tensor& local, const DTensorSpec& src, const RedistributePlan& plan,
+                bool reuse_local) {
+  const DeviceMesh& mesh = src.mesh();
   const Shape& coord = mesh.get_coordinate();
   const LocalShard expected = src.local_shard(coord);
   DT_CHECK(local.shape() == expected.shape && local.dtype() == src.dtype(),
@@ -461,7 +488,7 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
   Placements state = src.placements();
   Placements before;
   Tensor x = local;
-  for (const RedistributeStep& step : plan->steps) {
+  for (const RedistributeStep& step : plan.steps) {
     before = state;
     if (step.is_flattened()) {
       for (size_t f = 0; f < step.flat_dims.size(); ++f) state[step.flat_dims[f]] = step.flat_dst[f];
@@ -483,12 +510,6 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
   return x;
 }
 
-DTensor redistribute(const DTensor& t, const DTensorSpec& dst, bool reuse_local) {
-  DT_CHECK(t.defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
-  if (t.spec() == dst) return t;
-  Tensor local = redistribute_local(t.to_local(), t.spec(), dst, reuse_local);
-  return DTensor(std::move(local), std::make_shared<const DTensorSpec>(dst));
-}
-
+}  // namespace
 }  // namespace dtensor
 

@@ -2,6 +2,7 @@
 
 #include "collectives/comm_debug.h"
 #include "collectives/runtime.h"
+#include "dtensor/check_ranks.h"
 #include "dtensor/detail/log.h"
 #include "dtensor/detail/util.h"
 #include "dtensor/redistribute.h"
@@ -32,6 +33,10 @@ void check_output(const OpInfo& op, size_t o, const Tensor& out, const OutputSha
            op.name, shape_str(out.sizes()), dtype_name(out.dtype()), o, shape_str(*expected),
            dtype_name(spec.dtype()), placements_str(spec.placements()));
 }
+
+DTensorList run_local(const OpInfo& op, absl::Span<const DTensor* const> inputs,
+                      const SpecList& specs, const OpSchema& schema,
+                      std::shared_ptr<const OutputSharding> sharding, DispatchTrace* trace);
 
 }  // namespace
 
@@ -125,6 +130,26 @@ DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> 
     if (trace != nullptr) trace->sharding = std::move(sharding);
     return result;
   }
+  // Everything from here on may fail on some ranks only (an allocation, a kernel's check of
+  // its shard): the others are told (report_failure_on_mesh), so that their next collective on
+  // the mesh raises the same error instead of waiting for this rank.
+  try {
+    return run_local(op, inputs, specs, schema, std::move(sharding), trace);
+  } catch (...) {
+    report_failure_on_mesh(mesh, op.name);
+    throw;
+  }
+}
+
+namespace {
+
+// The mesh-member half of dispatch_sharded: redistribute the inputs, run the kernel, wrap.
+DTensorList run_local(const OpInfo& op, absl::Span<const DTensor* const> inputs,
+                      const SpecList& specs, const OpSchema& schema,
+                      std::shared_ptr<const OutputSharding> sharding, DispatchTrace* trace) {
+  const DeviceMesh& mesh = specs[0]->mesh();
+  const size_t nout = sharding->outputs.size();
+  DTensorList result;
   LocalList locals;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& local = inputs[i]->to_local();
@@ -156,4 +181,5 @@ DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> 
   return result;
 }
 
+}  // namespace
 }  // namespace dtensor

@@ -7,6 +7,11 @@
 // data_dependent_shape: masked_select, nonzero) get their outputs' specs from the kernel's
 // results on each call (data_dependent_output_spec) instead of the cache.
 //
+// An error raised on this rank after propagation (redistributing the inputs, the kernel, an
+// allocation) is reported to the mesh's other ranks before it is rethrown
+// (report_failure_on_mesh in dtensor/check_ranks.h): their next collective on the mesh raises
+// it instead of waiting for this rank (DESIGN.md item 10).
+//
 // This is the sharded half of an op call: the DTensor functions of ops/ go through
 // autograd::dispatch (autograd/dispatch.h), which calls dispatch_sharded and records the call
 // for backward when an input requires grad.

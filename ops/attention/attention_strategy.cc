@@ -103,7 +103,8 @@ OutputMetas forward_meta(const OpSchema& s, bool has_mask) {
 
 // Sample calls: uneven and empty shards of batch, heads and queries, causal or not, a bool
 // mask of either rank when `mask_rank` is 2 or 4.
-std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backward) {
+std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backward,
+                                        bool short_batch = false) {
   using detail::sample;
   auto call = [&](int64_t B, int64_t H, int64_t L, int64_t S, bool causal, double scale) {
     const int64_t E = 3, Ev = 2;
@@ -124,6 +125,8 @@ std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backw
     c.args = {scale, causal};
     return c;
   };
+  // w - 1 batches: the last rank's batch shard is empty.
+  if (short_batch) return {call(detail::short_size(w), 2, 3, 4, false, 0.5)};
   return {call(w + 1, 2 * w + 1, 2 * w + 1, w + 2, false, 0.5),
           call(2, w + 1, 3 * w + 1, 3 * w + 1, true, 0.4)};
 }
@@ -162,6 +165,7 @@ void register_attention(Registry& reg, bool has_mask) {
     if (mask_rank > 0) {
       for (OpSample& c : attention_samples(w, 4, false)) calls.push_back(std::move(c));
     }
+    calls.push_back(attention_samples(w, mask_rank, false, /*short_batch=*/true)[0]);
     return calls;
   };
   reg.add(std::move(op));
@@ -190,7 +194,11 @@ void register_attention(Registry& reg, bool has_mask) {
     out[1] = std::move(g.k);
     out[2] = std::move(g.v);
   };
-  bw.samples = [mask_rank](int64_t w) { return attention_samples(w, mask_rank, true); };
+  bw.samples = [mask_rank](int64_t w) {
+    std::vector<OpSample> calls = attention_samples(w, mask_rank, true);
+    calls.push_back(attention_samples(w, mask_rank, true, /*short_batch=*/true)[0]);
+    return calls;
+  };
   reg.add(std::move(bw));
 }
 

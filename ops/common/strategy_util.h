@@ -35,6 +35,13 @@ StrategyRows rows_all_but(int64_t ndim, int64_t dim, int64_t width);
 // A sample input of `shape` and `dtype` whose elements are integers in [low, high].
 SampleInput sample(Shape shape, DType dtype = DType::kFloat64, double low = -5, double high = 5);
 
+// A dim size for samples that leaves the last rank of a mesh dim of `w` ranks an empty shard:
+// w - 1 (torch.chunk: one element per rank but the last; 1 when w is 1). Every op's samples
+// have a shardable dim of this size, so the suites that run every op run it on empty shards.
+inline int64_t short_size(int64_t w) {
+  return w > 1 ? w - 1 : 1;
+}
+
 // The OpInfo of an op that only backward formulas call (embedding_backward, select_backward,
 // ...): not differentiable itself (no double backward), saves nothing, linear in its first
 // input (the gradient) by default. The caller adds meta, strategy, kernel, samples.

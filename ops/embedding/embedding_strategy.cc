@@ -54,9 +54,12 @@ Tensor embedding_kernel(const KernelContext& c, absl::Span<const Tensor> l) {
 Tensor embedding_backward_kernel(const KernelContext& c, absl::Span<const Tensor> l) {
   const LocalShard out = c.output_shard(0);
   const int64_t width = out.shape[1];
-  const int64_t flat[] = {-1, width};
+  // The gradient's rows (every dim but the last), counted: a -1 could not be inferred when
+  // this rank's block of columns is empty (width 0, e.g. 5 columns over 4 ranks: 2, 2, 1, 0).
+  int64_t n = 1;
+  for (int64_t d = 0; d + 1 < l[0].dim(); ++d) n *= l[0].size(d);
+  const int64_t flat[] = {n, width};
   const Tensor g = l[0].reshape(flat);
-  const int64_t n = g.size(0);
   const int64_t col[] = {n, 1}, wide[] = {n, width};
   const Tensor idx = l[1].to(kInt64).reshape(col).expand(wide);
   return scatter_add_shard(out.shape, 0, idx, g, out.offset[0]);
@@ -92,9 +95,11 @@ void register_embedding_backward(Registry& registry) {
   op.samples = [](int64_t w) {
     using detail::sample;
     const int64_t rows = 3 * w + 1;
+    const int64_t s = detail::short_size(w);  // the last rank's block of columns is empty
     return std::vector<OpSample>{
         {{sample({2, w + 1, 4}), sample({2, w + 1}, kInt64, 0, rows - 1)}, {rows}},
-        {{sample({5, 2 * w}), sample({5}, kInt64, 0, rows - 1)}, {rows}}};
+        {{sample({5, 2 * w}), sample({5}, kInt64, 0, rows - 1)}, {rows}},
+        {{sample({s, s}), sample({s}, kInt64, 0, rows - 1)}, {rows}}};
   };
   registry.add(std::move(op));
 }
@@ -131,8 +136,10 @@ void register_embedding_ops(Registry& registry) {
   op.samples = [](int64_t w) {
     using detail::sample;
     const int64_t rows = 3 * w + 1;
+    const int64_t s = detail::short_size(w);  // the last rank's block of columns is empty
     return std::vector<OpSample>{{{sample({rows, 4}), sample({2, w + 1}, kInt64, 0, rows - 1)}, {}},
-                                 {{sample({rows, 2 * w}), sample({5}, kInt64, 0, rows - 1)}, {}}};
+                                 {{sample({rows, 2 * w}), sample({5}, kInt64, 0, rows - 1)}, {}},
+                                 {{sample({rows, s}), sample({s}, kInt64, 0, rows - 1)}, {}}};
   };
   registry.add(std::move(op));
   register_embedding_backward(registry);

@@ -187,7 +187,9 @@ void register_index(Registry& reg) {
         {{sample({4, n, 5}), sample({2, 1}, kInt64, lo, hi), sample({w + 1}, kInt64, -5, 4)},
          {Shape{1, 2}}},
         // x[i] with a 2-d index
-        {{sample({n, 3}), sample({2, w + 1}, kInt64, 0, hi)}, {Shape{0}}}};
+        {{sample({n, 3}), sample({2, w + 1}, kInt64, 0, hi)}, {Shape{0}}},
+        // x[:, i] with w - 1 rows: the last rank's block of rows is empty
+        {{sample({detail::short_size(w), 5}), sample({2}, kInt64, -5, 4)}, {Shape{1}}}};
   };
   reg.add(std::move(op));
 }
@@ -295,6 +297,8 @@ void register_index_put(Registry& reg) {
     out.push_back(
         {{sample({3, n}), sample({1}), sample({1}, kInt64, 0, 2), sample({1}, kInt64, lo, hi)},
          {Shape{0, 1}, false}});
+    const int64_t s = detail::short_size(w);  // the last rank's block of rows is empty
+    out.push_back({{sample({s, 5}), sample({s, 2}), sample({2}, kInt64, -5, 4)}, {Shape{1}, true}});
     return out;
   };
   reg.add(std::move(op));

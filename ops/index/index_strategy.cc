@@ -124,7 +124,9 @@ std::vector<OpSample> gather_samples(int64_t w) {
   const int64_t n = 3 * w + 1;
   return {{{sample({n, 5}), sample({n, 3}, kInt64, 0, 4)}, {int64_t{1}}},
           {{sample({n, 5}), sample({2 * w, 5}, kInt64, 0, n - 1)}, {int64_t{0}}},
-          {{sample({4, n}), sample({4, 2}, kInt64, 0, n - 1)}, {int64_t{-1}}}};
+          {{sample({4, n}), sample({4, 2}, kInt64, 0, n - 1)}, {int64_t{-1}}},
+          {{sample({detail::short_size(w), 5}), sample({detail::short_size(w), 3}, kInt64, 0, 4)},
+           {int64_t{1}}}};
 }
 
 void register_gather(Registry& reg) {
@@ -166,7 +168,9 @@ void register_gather(Registry& reg) {
     const int64_t n = 3 * w + 1;
     return std::vector<OpSample>{
         {{sample({n, 3}), sample({n, 3}, kInt64, 0, 4)}, {int64_t{1}, Shape{n, 5}}},
-        {{sample({2 * w, 5}), sample({2 * w, 5}, kInt64, 0, n - 1)}, {int64_t{0}, Shape{n, 5}}}};
+        {{sample({2 * w, 5}), sample({2 * w, 5}, kInt64, 0, n - 1)}, {int64_t{0}, Shape{n, 5}}},
+        {{sample({detail::short_size(w), 3}), sample({detail::short_size(w), 3}, kInt64, 0, 4)},
+         {int64_t{1}, Shape{detail::short_size(w), 5}}}};
   };
   reg.add(std::move(bw));
 }
@@ -238,9 +242,11 @@ void register_scatter_add(Registry& reg) {
     const int64_t n = 3 * w + 1;
     return std::vector<OpSample>{
         {{sample({n, 5}), sample({n, 3}, kInt64, 0, 4), sample({n, 3})}, {int64_t{1}}},
-        {{sample({n, 5}), sample({2 * w, 5}, kInt64, 0, n - 1), sample({2 * w, 5})},
-         {int64_t{0}}},
-        {{sample({4, n}), sample({4, 2}, kInt64, 0, n - 1), sample({4, 2})}, {int64_t{-1}}}};
+        {{sample({n, 5}), sample({2 * w, 5}, kInt64, 0, n - 1), sample({2 * w, 5})}, {int64_t{0}}},
+        {{sample({4, n}), sample({4, 2}, kInt64, 0, n - 1), sample({4, 2})}, {int64_t{-1}}},
+        {{sample({detail::short_size(w), 5}), sample({detail::short_size(w), 3}, kInt64, 0, 4),
+          sample({detail::short_size(w), 3})},
+         {int64_t{1}}}};
   };
   reg.add(std::move(op));
 }
@@ -286,7 +292,8 @@ std::vector<OpSample> overwrite_samples(int64_t w, bool with_src) {
     return c;
   };
   return {call({n, 5}, {n, 1}, 4, 1), call({n, 4}, {1, 4}, n - 1, 0),
-          call({4, n}, {3, 1}, n - 1, -1)};
+          call({4, n}, {3, 1}, n - 1, -1),
+          call({detail::short_size(w), 5}, {detail::short_size(w), 1}, 4, 1)};
 }
 
 // scatter(self, index, src; dim) -> a copy of self with src written at the indices (the last
@@ -518,6 +525,9 @@ void register_scatter_reduce(Registry& reg) {
     }
     out.push_back({{sample({4, n}), sample({4, 2}, kInt64, 0, n - 1), sample({4, 2})},
                    {int64_t{-1}, std::string_view("amax"), false}});
+    const int64_t s = detail::short_size(w);
+    out.push_back({{sample({s, 5}), sample({s, 3}, kInt64, 0, 4), sample({s, 3})},
+                   {int64_t{1}, std::string_view("sum"), true}});
     return out;
   };
   reg.add(std::move(op));
@@ -576,7 +586,10 @@ void register_index_add(Registry& reg) {
         {{sample({n, 4}), sample({2 * w}, kInt64, 0, n - 1), sample({2 * w, 4})},
          {0.5, int64_t{0}}},
         {{sample({2, n}), sample({w + 1}, kInt64, 0, n - 1), sample({2, w + 1})},
-         {2.0, int64_t{-1}}}};
+         {2.0, int64_t{-1}}},
+        {{sample({detail::short_size(w), 5}), sample({3}, kInt64, 0, 4),
+          sample({detail::short_size(w), 3})},
+         {1.0, int64_t{1}}}};
   };
   reg.add(std::move(op));
 }
@@ -613,7 +626,8 @@ void register_one_hot(Registry& reg) {
   op.samples = [](int64_t w) {
     using detail::sample;
     return std::vector<OpSample>{{{sample({3 * w + 1, 2}, kInt64, 0, 3)}, {int64_t{4}}},
-                                 {{sample({2 * w}, kInt64, 0, 2)}, {int64_t{3}}}};
+                                 {{sample({2 * w}, kInt64, 0, 2)}, {int64_t{3}}},
+                                 {{sample({detail::short_size(w)}, kInt64, 0, 2)}, {int64_t{3}}}};
   };
   reg.add(std::move(op));
 }

@@ -68,6 +68,7 @@ void register_masked_select(Registry& reg) {
         {{sample({2, w + 1, 3}), sample({2, w + 1, 3}, kBool, 0, 0)}, {}},
         {{sample({n}), sample({n}, kBool, 1, 1)}, {}},
         {{sample({0, 3}), sample({0, 3}, kBool, 0, 1)}, {}},
+        {{sample({detail::short_size(w), 3}), sample({detail::short_size(w), 3}, kBool, 0, 1)}, {}},
     };
   };
   reg.add(std::move(op));
@@ -90,7 +91,8 @@ void register_nonzero(Registry& reg) {
     return std::vector<OpSample>{{{sample({3 * w + 1, 5}, kFloat64, -1, 1)}, {}},
                                  {{sample({2, 2 * w + 1, 3}, kInt64, 0, 1)}, {}},
                                  {{sample({w + 1}, kBool, 0, 1)}, {}},
-                                 {{sample({2 * w, 2}, kFloat64, 0, 0)}, {}}};
+                                 {{sample({2 * w, 2}, kFloat64, 0, 0)}, {}},
+                                 {{sample({detail::short_size(w), 3}, kFloat64, -1, 1)}, {}}};
   };
   reg.add(std::move(op));
 }
@@ -129,6 +131,8 @@ void register_masked_select_backward(Registry& reg) {
         {{sample({n * 5}), sample({n, 5}, kBool, 1, 1)}, {Shape{n, 5}}},
         {{sample({0}), sample({2, w + 1}, kBool, 0, 0)}, {Shape{3, 2, w + 1}}},
         {{sample({4 * n}), sample({4}, kBool, 1, 1)}, {Shape{n, 4}}},
+        {{sample({detail::short_size(w) * 5}), sample({detail::short_size(w), 5}, kBool, 1, 1)},
+         {Shape{detail::short_size(w), 5}}},
     };
   };
   reg.add(std::move(op));

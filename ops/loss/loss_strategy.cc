@@ -99,7 +99,9 @@ void register_gather_target_backward(Registry& registry) {
     return std::vector<OpSample>{
         {{sample({n}), sample({n}, kInt64, 0, c - 1)}, {Shape{n, c}, int64_t{-100}}},
         {{sample({w + 1, 2}), sample({w + 1, 2}, kInt64, 0, 4)}, {Shape{w + 1, 5, 2}, int64_t{2}}},
-        {{sample({}), sample({}, kInt64, 0, c - 1)}, {Shape{c}, int64_t{-100}}}};
+        {{sample({}), sample({}, kInt64, 0, c - 1)}, {Shape{c}, int64_t{-100}}},
+        {{sample({detail::short_size(w)}), sample({detail::short_size(w)}, kInt64, 0, c - 1)},
+         {Shape{detail::short_size(w), c}, int64_t{-100}}}};
   };
   registry.add(std::move(op));
 }
@@ -148,7 +150,9 @@ void register_loss_ops(Registry& registry) {
     return std::vector<OpSample>{
         {{sample({3 * w + 1, c}), sample({3 * w + 1}, kInt64, 0, c - 1)}, {int64_t{-100}}},
         {{sample({w + 1, 5, 2}), sample({w + 1, 2}, kInt64, 0, 4)}, {int64_t{-100}}},
-        {{sample({c}), sample({}, kInt64, 0, c - 1)}, {int64_t{-100}}}};
+        {{sample({c}), sample({}, kInt64, 0, c - 1)}, {int64_t{-100}}},
+        {{sample({detail::short_size(w), c}), sample({detail::short_size(w)}, kInt64, 0, c - 1)},
+         {int64_t{-100}}}};
   };
   registry.add(std::move(op));
   register_gather_target_backward(registry);

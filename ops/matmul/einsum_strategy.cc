@@ -241,6 +241,8 @@ void register_einsum_ops(Registry& reg) {
          {std::string_view("bij,bjk->bik")}},
         {{sample({2, 1}), sample({3 * w + 1, 2})}, {std::string_view("ik,jk")}},
         {{sample({2, w + 1, 3}), sample({3, 2 * w})}, {std::string_view("...ij,jk->...ik")}},
+        // Rows that leave the last rank none.
+        {{sample({detail::short_size(w), 3}), sample({3, 4})}, {std::string_view("mk,kn->mn")}},
     };
   };
   reg.add(std::move(op));

@@ -83,7 +83,10 @@ DTensorList linear_backward(const BackwardContext& c, Grads g) {
   DTensorList out(c.num_inputs());
   if (c.needs_input_grad(0)) out[0] = matmul(g[0], w);
   if (c.needs_input_grad(1)) {
-    const int64_t g_rows[] = {-1, w.size(0)}, x_rows[] = {-1, w.size(1)};
+    // Rows (x's leading dims) counted, not inferred with -1: ambiguous for 0 features.
+    int64_t rows = 1;
+    for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+    const int64_t g_rows[] = {rows, w.size(0)}, x_rows[] = {rows, w.size(1)};
     out[1] = mm(t(reshape(g[0], g_rows)), reshape(x, x_rows));
   }
   if (c.num_inputs() == 3 && c.needs_input_grad(2)) out[2] = reduce_to(g[0], c.input_spec(2));

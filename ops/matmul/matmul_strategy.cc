@@ -176,7 +176,8 @@ void register_matmul_ops(Registry& reg) {
   bmm.samples = [](int64_t w) {
     using detail::sample;
     return std::vector<OpSample>{{{sample({2, 3 * w + 1, 4}), sample({2, 4, 3})}, {}},
-                                 {{sample({w + 1, 2, 3}), sample({w + 1, 3, 2 * w})}, {}}};
+                                 {{sample({w + 1, 2, 3}), sample({w + 1, 3, 2 * w})}, {}},
+                                 {{sample({2, detail::short_size(w), 4}), sample({2, 4, 3})}, {}}};
   };
   bmm.backward = detail::bmm_backward;
   reg.add(std::move(bmm));
@@ -201,7 +202,8 @@ void register_matmul_ops(Registry& reg) {
                                  {{sample({2, 3, w + 1}), sample({w + 1, 4})}, {}},
                                  {{sample({5}), sample({5, 3 * w + 1})}, {}},
                                  {{sample({3 * w + 1, 4}), sample({4})}, {}},
-                                 {{sample({2, 1, 3, 4}), sample({w + 1, 4, 2})}, {}}};
+                                 {{sample({2, 1, 3, 4}), sample({w + 1, 4, 2})}, {}},
+                                 {{sample({detail::short_size(w), 4}), sample({4, 3})}, {}}};
   };
   matmul.backward = detail::matmul_backward;
   reg.add(std::move(matmul));
@@ -250,7 +252,8 @@ void register_matmul_ops(Registry& reg) {
   outer.samples = [](int64_t w) {
     using detail::sample;
     return std::vector<OpSample>{{{sample({3 * w + 1}), sample({2 * w + 1})}, {}},
-                                 {{sample({2}), sample({w + 2})}, {}}};
+                                 {{sample({2}), sample({w + 2})}, {}},
+                                 {{sample({detail::short_size(w)}), sample({3})}, {}}};
   };
   // d/da = g @ b, d/db = a @ g.
   outer.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
@@ -301,12 +304,14 @@ void register_matmul_ops(Registry& reg) {
       return std::vector<OpSample>{
           {{sample({4}), sample({w + 1, 3, 2 * w}), sample({w + 1, 2 * w, 4})}, {0.5, 2.0}},
           {{sample({2, 3 * w + 1, 3}), sample({2, 3 * w + 1, w + 1}), sample({2, w + 1, 3})},
-           {1.0, 1.0}}};
+           {1.0, 1.0}},
+          {{sample({4}), sample({2, detail::short_size(w), 3}), sample({2, 3, 4})}, {1.0, 1.0}}};
     }) : SampleFn([](int64_t w) {
       using detail::sample;
       return std::vector<OpSample>{
           {{sample({5}), sample({3 * w + 1, 2 * w}), sample({2 * w, 5})}, {0.5, 2.0}},
-          {{sample({3 * w + 1, 5}), sample({3 * w + 1, w + 1}), sample({w + 1, 5})}, {1.0, 1.0}}};
+          {{sample({3 * w + 1, 5}), sample({3 * w + 1, w + 1}), sample({w + 1, 5})}, {1.0, 1.0}},
+          {{sample({5}), sample({detail::short_size(w), 3}), sample({3, 5})}, {1.0, 1.0}}};
     });
     op.backward = batched ? detail::baddbmm_backward : detail::addmm_backward;
     op.saved_inputs = 6u;  // mat1, mat2 (the bias's gradient needs only its spec)
@@ -360,10 +365,12 @@ void register_matmul_ops(Registry& reg) {
     linear.samples = [has_bias](int64_t w) {
       using detail::sample;
       std::vector<OpSample> out = {{{sample({2, 3 * w + 1, 2 * w}), sample({5, 2 * w})}, {}},
-                                   {{sample({3 * w + 1, 4}), sample({w + 1, 4})}, {}}};
+                                   {{sample({3 * w + 1, 4}), sample({w + 1, 4})}, {}},
+                                   {{sample({detail::short_size(w), 4}), sample({3, 4})}, {}}};
       if (has_bias) {
         out[0].inputs.push_back(sample({5}));
         out[1].inputs.push_back(sample({w + 1}));
+        out[2].inputs.push_back(sample({3}));
       }
       return out;
     };

@@ -129,7 +129,9 @@ void register_norm_ops(Registry& registry) {
     return std::vector<OpSample>{
         {{sample({3 * w + 1, 2, 4}), sample({4}), sample({4})}, {1e-5, Shape{4}, true, true}},
         {{sample({3 * w + 1, 4})}, {1e-5, Shape{4}, false, false}},
-        {{sample({w + 1, 3, 4}), sample({3, 4})}, {1e-5, Shape{3, 4}, true, false}}};
+        {{sample({w + 1, 3, 4}), sample({3, 4})}, {1e-5, Shape{3, 4}, true, false}},
+        {{sample({detail::short_size(w), 4}), sample({4}), sample({4})},
+         {1e-5, Shape{4}, true, true}}};
   };
   registry.add(std::move(ln));
 
@@ -149,8 +151,10 @@ void register_norm_ops(Registry& registry) {
   });
   rms.samples = [](int64_t w) {
     using detail::sample;
-    return std::vector<OpSample>{{{sample({3 * w + 1, 2, 4}), sample({4})}, {1e-6, Shape{4}, true}},
-                                 {{sample({3 * w + 1, 4})}, {std::monostate(), Shape{4}, false}}};
+    return std::vector<OpSample>{
+        {{sample({3 * w + 1, 2, 4}), sample({4})}, {1e-6, Shape{4}, true}},
+        {{sample({3 * w + 1, 4})}, {std::monostate(), Shape{4}, false}},
+        {{sample({detail::short_size(w), 4}), sample({4})}, {1e-6, Shape{4}, true}}};
   };
   registry.add(std::move(rms));
 
@@ -174,7 +178,9 @@ void register_norm_ops(Registry& registry) {
          {1e-5, Shape{4}, true, true}},
         {{sample({3 * w + 1, 4}), sample({3 * w + 1, 4})}, {1e-5, Shape{4}, false, false}},
         {{sample({w + 1, 3, 4}), sample({w + 1, 3, 4}), sample({3, 4})},
-         {1e-5, Shape{3, 4}, true, false}}};
+         {1e-5, Shape{3, 4}, true, false}},
+        {{sample({detail::short_size(w), 4}), sample({detail::short_size(w), 4}), sample({4})},
+         {1e-5, Shape{4}, true, true}}};
   };
   registry.add(std::move(ln_bw));
 
@@ -195,7 +201,9 @@ void register_norm_ops(Registry& registry) {
     return std::vector<OpSample>{
         {{sample({3 * w + 1, 2, 4}), sample({3 * w + 1, 2, 4}), sample({4})},
          {1e-6, Shape{4}, true}},
-        {{sample({3 * w + 1, 4}), sample({3 * w + 1, 4})}, {std::monostate(), Shape{4}, false}}};
+        {{sample({3 * w + 1, 4}), sample({3 * w + 1, 4})}, {std::monostate(), Shape{4}, false}},
+        {{sample({detail::short_size(w), 4}), sample({detail::short_size(w), 4}), sample({4})},
+         {1e-6, Shape{4}, true}}};
   };
   registry.add(std::move(rms_bw));
 }

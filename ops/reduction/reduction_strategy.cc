@@ -282,7 +282,9 @@ void register_value_selecting_backward(Registry& reg) {
         {{sample({3 * w + 1}), sample({3 * w + 1}, kInt64, 0, 3)},
          {int64_t{1}, false, Shape{3 * w + 1, 4}}},
         {{sample({1, 2 * w + 1}), sample({1, 2 * w + 1}, kInt64, 0, 1)},
-         {int64_t{0}, true, Shape{2, 2 * w + 1}}}};
+         {int64_t{0}, true, Shape{2, 2 * w + 1}}},
+        {{sample({detail::short_size(w)}), sample({detail::short_size(w)}, kInt64, 0, 3)},
+         {int64_t{1}, false, Shape{detail::short_size(w), 4}}}};
   };
   reg.add(std::move(op));
 }

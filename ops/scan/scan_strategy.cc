@@ -48,7 +48,8 @@ std::vector<OpSample> along_samples(int64_t w, const std::function<ArgList(int64
   return {{{sample({3 * w + 1, 5}, dtype)}, args(1)},
           {{sample({3 * w + 1, 5}, dtype)}, args(0)},
           {{sample({2, 2 * w + 1, 3}, dtype)}, args(-1)},
-          {{sample({2, 2 * w + 1, 3}, dtype)}, args(1)}};
+          {{sample({2, 2 * w + 1, 3}, dtype)}, args(1)},
+          {{sample({detail::short_size(w), 5}, dtype)}, args(1)}};
 }
 
 std::vector<OpSample> joined(std::vector<OpSample> a, std::vector<OpSample> b) {
@@ -197,7 +198,7 @@ void register_cumprod_backward(Registry& r) {
       return OpSample{{sample(shape), sample(shape, kFloat64, -2, 2)}, {dim}};
     };
     return std::vector<OpSample>{call({3 * w + 1, 5}, 1), call({2, 2 * w + 1, 3}, -1),
-                                 call({3 * w + 1, 5}, 0)};
+                                 call({3 * w + 1, 5}, 0), call({detail::short_size(w), 5}, 1)};
   };
   r.add(std::move(op));
 }

@@ -44,7 +44,8 @@ std::vector<OpSample> softmax_samples(int64_t w, size_t n_inputs) {
   const auto call = [n_inputs](Shape shape, int64_t dim) {
     return OpSample{std::vector<SampleInput>(n_inputs, sample(std::move(shape))), {dim}};
   };
-  return {call({3 * w + 1, 5}, 1), call({3 * w + 1, 5}, 0), call({2, 2 * w + 1, 3}, -1)};
+  return {call({3 * w + 1, 5}, 1), call({3 * w + 1, 5}, 0), call({2, 2 * w + 1, 3}, -1),
+          call({detail::short_size(w), 4}, 1)};
 }
 
 void register_softmax_like(Registry& r, const char* name,

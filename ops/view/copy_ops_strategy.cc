@@ -214,39 +214,47 @@ OpSample one(SampleInput in, ArgList args) {
   return OpSample{{std::move(in)}, std::move(args)};
 }
 std::vector<OpSample> plain_samples(int64_t w) {
-  return {one(sample({3 * w + 1, 5}), {}), one(sample({2, 2 * w}), {})};
+  return {one(sample({3 * w + 1, 5}), {}), one(sample({2, 2 * w}), {}),
+          one(sample({detail::short_size(w), 3}), {})};
 }
 std::vector<OpSample> flip_samples(int64_t w) {
-  return {one(sample({3 * w + 1, 5, 2}), {Shape{0, 2}}), one(sample({4, 2 * w + 1}), {Shape{-2}})};
+  return {one(sample({3 * w + 1, 5, 2}), {Shape{0, 2}}), one(sample({4, 2 * w + 1}), {Shape{-2}}),
+          one(sample({detail::short_size(w), 3}), {Shape{1}})};
 }
 std::vector<OpSample> roll_samples(int64_t w) {
   return {one(sample({3 * w + 1, 5}), {Shape{2}, Shape{0}}),
-          one(sample({4, 2 * w + 1}), {Shape{-3, 1}, Shape{1, 0}})};
+          one(sample({4, 2 * w + 1}), {Shape{-3, 1}, Shape{1, 0}}),
+          one(sample({detail::short_size(w), 4}), {Shape{1}, Shape{1}})};
 }
 std::vector<OpSample> repeat_samples(int64_t w) {
-  return {one(sample({3 * w + 1, 3}), {Shape{1, 2}}),
-          one(sample({2, 3 * w + 1}), {Shape{2, 1, 1}})};
+  return {one(sample({3 * w + 1, 3}), {Shape{1, 2}}), one(sample({2, 3 * w + 1}), {Shape{2, 1, 1}}),
+          one(sample({detail::short_size(w), 3}), {Shape{1, 2}})};
 }
 std::vector<OpSample> repeat_interleave_samples(int64_t w) {
   return {one(sample({3 * w + 1, 3}), {int64_t{2}, int64_t{1}}),
           one(sample({2, 3 * w + 1}), {int64_t{3}, int64_t{0}}),
-          one(sample({2 * w, 2}), {int64_t{2}, int64_t{-2}})};
+          one(sample({2 * w, 2}), {int64_t{2}, int64_t{-2}}),
+          one(sample({detail::short_size(w), 3}), {int64_t{2}, int64_t{1}})};
 }
 std::vector<OpSample> diagonal_samples(int64_t w) {
   const int64_t n = 3 * w + 1;
   return {one(sample({n, n + 2}), {int64_t{0}, int64_t{0}, int64_t{1}}),
           one(sample({2 * w, n, 5}), {int64_t{1}, int64_t{-1}, int64_t{1}}),
-          one(sample({4, 3, n}), {int64_t{-1}, int64_t{0}, int64_t{1}})};
+          one(sample({4, 3, n}), {int64_t{-1}, int64_t{0}, int64_t{1}}),
+          one(sample({detail::short_size(w), 3, 4}), {int64_t{0}, int64_t{1}, int64_t{2}})};
 }
 std::vector<OpSample> diagonal_backward_samples(int64_t w) {
   const int64_t n = 3 * w + 1;
   return {one(sample({n}), {Shape{n, n + 2}, int64_t{0}, int64_t{0}, int64_t{1}}),
-          one(sample({2 * w, n - 1}), {Shape{2 * w, n, n}, int64_t{1}, int64_t{-1}, int64_t{1}})};
+          one(sample({2 * w, n - 1}), {Shape{2 * w, n, n}, int64_t{1}, int64_t{-1}, int64_t{1}}),
+          one(sample({detail::short_size(w), 3}),
+              {Shape{detail::short_size(w), 3, 4}, int64_t{0}, int64_t{1}, int64_t{2}})};
 }
 std::vector<OpSample> triangle_samples(int64_t w) {
   const int64_t n = 3 * w + 1;
   return {one(sample({n, n + 2}), {int64_t{0}}), one(sample({2, n, 5}), {int64_t{-1}}),
-          one(sample({5, n}), {int64_t{2}})};
+          one(sample({5, n}), {int64_t{2}}),
+          one(sample({detail::short_size(w), 3, 4}), {int64_t{0}})};
 }
 
 }  // namespace

@@ -154,14 +154,16 @@ void register_view_backward_ops(Registry& reg) {
       return out;
     });
     op.samples = [is_select](int64_t w) {
-      const int64_t n = 3 * w + 1;
+      const int64_t n = 3 * w + 1, s = short_size(w);
       if (is_select) {
         return std::vector<OpSample>{{{sample({n})}, {Shape{n, 5}, int64_t{1}, int64_t{2}}},
-                                     {{sample({5})}, {Shape{n, 5}, int64_t{0}, int64_t{-1}}}};
+                                     {{sample({5})}, {Shape{n, 5}, int64_t{0}, int64_t{-1}}},
+                                     {{sample({s})}, {Shape{s, 5}, int64_t{1}, int64_t{2}}}};
       }
       return std::vector<OpSample>{
           {{sample({n, 2})}, {Shape{n, 5}, int64_t{1}, int64_t{1}, int64_t{5}, int64_t{2}}},
-          {{sample({w, 5})}, {Shape{n, 5}, int64_t{0}, int64_t{1}, w + 1, int64_t{1}}}};
+          {{sample({w, 5})}, {Shape{n, 5}, int64_t{0}, int64_t{1}, w + 1, int64_t{1}}},
+          {{sample({s, 2})}, {Shape{s, 5}, int64_t{1}, int64_t{1}, int64_t{5}, int64_t{2}}}};
     };
     reg.add(std::move(op));
   }

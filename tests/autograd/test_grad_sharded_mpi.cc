@@ -1,12 +1,17 @@
 // Sharded gradients against single-device gradients (mpirun at 1, 2 and 4 ranks): for every
 // differentiable registered op and each of its sample calls, with the inputs distributed over
 // 1-D and 2-D meshes in many layouts (Replicate, every Shard dim, Partial(sum); even, uneven
-// and empty shards), the leaves' gradients gathered equal the gradients of the same op on the
-// full tensors, and each leaf's gradient has the leaf's placements. Plus the backward rules of
-// redistribute for every source/target pair, and the gradient of from_local / to_local.
+// and empty shards: every op's samples leave some rank an empty shard), with the output's
+// gradient Replicate and laid out as the output (so that the backward ops see sharded and
+// empty gradient shards too), the leaves' gradients gathered equal the gradients of the same
+// op on the full tensors, and each leaf's gradient has the leaf's placements. Plus the backward
+// rules of redistribute for every source/target pair, and the gradient of from_local /
+// to_local.
+#include <absl/strings/str_join.h>
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +20,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/embedding/embedding.h"
 #include "ops/ops_registry.h"
 #include "ops/reduction/reduction.h"
 #include "tests/ops/common/op_samples.h"
@@ -39,10 +45,13 @@ struct Result {
 };
 
 // Runs `op` on `full` laid out as `layout` on `mesh` (requires grad on floating inputs; in-place
-// ops get a non-leaf self), backpropagates `v` (Replicate) and gathers the gradients.
+// ops get a non-leaf self), backpropagates `v` (Replicate, or when `v_like_output` laid out as
+// the output: its Shard dims kept, so that the backward ops receive sharded gradients) and
+// gathers the gradients.
 Result run(const dt::OpInfo& op, const std::vector<Tensor>& full,
            absl::Span<const dt::ArgValue> args, const dt::DeviceMesh& mesh,
-           const std::vector<Placements>& layout, const std::vector<Tensor>& v) {
+           const std::vector<Placements>& layout, const std::vector<Tensor>& v,
+           bool v_like_output = false) {
   std::vector<DTensor> leaves;
   for (size_t i = 0; i < full.size(); ++i) {
     DTensor d = dt::distribute_tensor(full[i], mesh, layout[i], std::nullopt);
@@ -58,8 +67,13 @@ Result run(const dt::OpInfo& op, const std::vector<Tensor>& full,
   for (size_t o = 0; o < outs.size(); ++o) {
     if (!v[o].defined() || !outs[o].requires_grad()) continue;
     roots.push_back(outs[o]);
-    grads.push_back(dt::distribute_tensor(
-        v[o], mesh, Placements(static_cast<size_t>(mesh.ndim()), dt::Replicate()), std::nullopt));
+    Placements vp(static_cast<size_t>(mesh.ndim()), dt::Replicate());
+    if (v_like_output) {
+      for (size_t m = 0; m < vp.size(); ++m) {
+        if (outs[o].placements()[m].is_shard()) vp[m] = outs[o].placements()[m];
+      }
+    }
+    grads.push_back(dt::distribute_tensor(v[o], mesh, vp, std::nullopt));
   }
   Result r;
   if (roots.empty()) return r;
@@ -113,7 +127,10 @@ std::vector<std::vector<Placements>> layouts(const std::vector<Tensor>& full, in
 TEST_CASE("every op's gradients on sharded inputs equal the single-device gradients") {
   const dt::Registry& reg = dt::ops_registry();
   const int64_t w = dt::world_size();
-  int64_t cases = 0;
+  int64_t cases = 0, empty_cases = 0;
+  // Differentiable ops with a layout that leaves some rank an empty shard of a non-empty input
+  // (so that every backward also runs on such shards), and the ops there are.
+  std::set<std::string> empty_shard_ops, differentiable;
   for (const std::string& name : reg.names()) {
     const dt::OpInfo& op = reg.get(name);
     if (!op.differentiable || !op.samples) continue;
@@ -127,6 +144,7 @@ TEST_CASE("every op's gradients on sharded inputs equal the single-device gradie
         floating |= dt::is_floating(full.back().dtype());
       }
       if (!floating) continue;
+      differentiable.insert(name);
       // The single-device reference (this rank's self mesh).
       const dt::DeviceMesh self = dt::self_mesh();
       std::vector<Placements> local_layout(full.size(), Placements{dt::Replicate()});
@@ -150,23 +168,86 @@ TEST_CASE("every op's gradients on sharded inputs equal the single-device gradie
                              dt::shape_str(mesh.shape()) + " inputs";
           for (const Placements& p : layout) desc += " " + dt::placements_str(p);
           INFO(desc);
-          const Result got = run(op, full, call.args, mesh, layout, v);
-          ++cases;
-          REQUIRE(got.grads.size() == want.grads.size());
-          for (size_t i = 0; i < full.size(); ++i) {
-            if (!want.grads[i].defined()) continue;
-            INFO("input " << i);
-            REQUIRE(got.grads[i].defined());
-            CHECK(tt::same_values(got.grads[i], want.grads[i], 1e-9));
-            CHECK(got.grad_placements[i] == layout[i]);  // the leaf's own placements
+          // Twice: a Replicate output gradient, and one laid out as the output.
+          for (const bool v_like_output : {false, true}) {
+            INFO((v_like_output ? "gradient laid out as the output" : "Replicate gradient"));
+            const Result got = run(op, full, call.args, mesh, layout, v, v_like_output);
+            ++cases;
+            bool empty_shard = false;
+            for (size_t i = 0; i < full.size(); ++i) {
+              empty_shard |= tt::some_shard_empty(full[i].shape(), mesh, layout[i]);
+            }
+            if (empty_shard) {
+              ++empty_cases;
+              empty_shard_ops.insert(name);
+            }
+            REQUIRE(got.grads.size() == want.grads.size());
+            for (size_t i = 0; i < full.size(); ++i) {
+              if (!want.grads[i].defined()) continue;
+              INFO("input " << i);
+              REQUIRE(got.grads[i].defined());
+              CHECK(tt::same_values(got.grads[i], want.grads[i], 1e-9));
+              CHECK(got.grad_placements[i] == layout[i]);  // the leaf's own placements
+            }
           }
         }
       }
     }
   }
-  if (dt::world_rank() == 0) std::printf("sharded gradients: %lld layouts checked\n",
-                                         static_cast<long long>(cases));
+  if (dt::world_rank() == 0) {
+    std::printf(
+        "sharded gradients: %lld runs checked (each layout with a Replicate gradient and "
+        "one laid out as the output; %lld with an empty shard)\n",
+        static_cast<long long>(cases), static_cast<long long>(empty_cases));
+  }
   CHECK(cases > 0);
+  // Every differentiable op's forward and backward run with an empty shard on some rank
+  // (issue 39). Needs two ranks: on one, no shard of a non-empty tensor is empty.
+  if (w >= 2) {
+    std::vector<std::string> without_empty;
+    for (const std::string& name : differentiable) {
+      if (!empty_shard_ops.count(name)) without_empty.push_back(name);
+    }
+    INFO("ops whose samples never leave a rank an empty shard: " << absl::StrJoin(without_empty,
+                                                                                  ", "));
+    CHECK(without_empty.empty());
+  }
+}
+
+TEST_CASE("embedding's gradient for a column-sharded table whose last block of columns is empty") {
+  // Issue 39: a [7, 5] table S(1) on 4 ranks (columns 2, 2, 1, 0) with replicated indices: the
+  // rank with no columns raised "[reshape] shape [-1, 0] is invalid for a tensor of 0 elements"
+  // in embedding_backward while the others waited in their next collective until the deadline.
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = tt::make_mesh({w});
+  const std::vector<int64_t> ids = {0, 3, 6, 3, 1, 5, 3, 0};
+  for (const int64_t cols : {w + 1, w - 1}) {  // 4 ranks: 2, 2, 1, 0 and 1, 1, 1, 0
+    if (cols < 1) continue;
+    INFO("table [7, " << cols << "] S(1) on " << w << " ranks");
+    const Tensor table = tt::det_input({7, cols}, 1, -2.5, 0.5, dt::kFloat64);
+    const Tensor gout = tt::det_input({2, 4, cols}, 3, -1.5, 0.25, dt::kFloat64);
+    DTensor weight = dt::distribute_tensor(table, mesh, {dt::Shard(1)});
+    weight.requires_grad_();
+    const DTensor indices =
+        dt::distribute_tensor(dt::from_vector<int64_t>(ids, {2, 4}), mesh, {dt::Replicate()});
+    const DTensor out = dt::embedding(indices, weight);  // [2, 4, cols] S(2)
+    // The gradient laid out as the output: embedding_backward runs [S(1) | S(-1), R], on the
+    // empty block of columns too.
+    REQUIRE(out.placements() == Placements{dt::Shard(2)});
+    out.backward(dt::distribute_tensor(gout, mesh, {dt::Shard(2)}));
+    // Row r of the table's gradient: the sum of the output gradient's rows that looked r up.
+    std::vector<double> want(static_cast<size_t>(7 * cols), 0.0);
+    const std::vector<double> g = gout.to_vector<double>();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      for (int64_t c = 0; c < cols; ++c) {
+        want[static_cast<size_t>(ids[i] * cols + c)] += g[i * static_cast<size_t>(cols) + c];
+      }
+    }
+    REQUIRE(weight.grad().defined());
+    CHECK(weight.grad().placements() == Placements{dt::Shard(1)});
+    CHECK(tt::same_values(weight.grad().full_tensor(), dt::from_vector<double>(want, {7, cols}),
+                          1e-12));
+  }
 }
 
 TEST_CASE("redistribute's gradient flows back to the source placements (PyTorch's rules)") {

@@ -5,12 +5,17 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "autograd/dispatch.h"
+#include "autograd/function.h"
 #include "collectives/runtime.h"
 #include "device_mesh/device_mesh.h"
 #include "dtensor/distributed_tensor.h"
+#include "dtensor/propagation/dispatch.h"
 #include "ops/elementwise/elementwise.h"
+#include "ops/ops_registry.h"
 #include "ops/reduction/reduction.h"
 #include "ops/softmax/softmax.h"
 #include "ops/view/view.h"
@@ -111,6 +116,120 @@ TEST_CASE("numerics: amax/amin of a sharded DTensor propagate NaN from any shard
     CHECK(std::isnan(amax(d).full_tensor().item<float>()));
     CHECK(std::isnan(amin(d).full_tensor().item<float>()));
   }
+  world_communicator()->barrier()->wait();
+}
+
+// ---- one rank fails inside a DTensor op (issue 39 items 3 and 9) ----------------------------
+
+// "fail_on_rank"(self; fail, backward_fail): a copy of self whose kernel raises on world rank
+// `fail` only; its gradient is fail_on_rank(g; backward_fail, -1), so a backward can be made
+// to fail inside a dispatched op on one rank, as embedding_backward did on the rank whose block
+// of columns was empty.
+const OpInfo& fail_on_rank_op() {
+  static const OpInfo& op = []() -> const OpInfo& {
+    OpInfo info;
+    info.name = "fail_on_rank";
+    info.input_names = {"self"};
+    info.schema_info.static_argnum = 2;  // both args are runtime values
+    info.meta = [](const OpSchema& s) { return OutputMetas{s.input(0).meta()}; };
+    info.strategy = [](const OpSchema& s) {
+      StrategyRows rows;
+      for (int64_t d = 0; d < s.input(0).ndim(); ++d) rows.push_back({Shard(d), Shard(d)});
+      return rows;
+    };
+    info.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
+      DT_CHECK(world_rank() != c.arg<int64_t>(0),
+               "[fail_on_rank] deliberate failure of the kernel on rank %d", world_rank());
+      return l[0].clone();
+    });
+    // Laid out like the input (so that a redistribute before the op all-gathers it back).
+    info.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+      const ArgValue args[] = {c.arg<int64_t>(1), int64_t{-1}};
+      const DTensor r = dispatch(fail_on_rank_op(), {&g[0]}, args);
+      return DTensorList{r.redistribute(c.input_spec(0).placements())};
+    };
+    return register_op(std::move(info));
+  }();
+  return op;
+}
+
+DTensor fail_on_rank(const DTensor& x, int64_t fail, int64_t backward_fail) {
+  const ArgValue args[] = {fail, backward_fail};
+  return dispatch(fail_on_rank_op(), {&x}, args);
+}
+
+TEST_CASE("one rank: an allocation that fails in a DTensor op is raised on every rank") {
+  // DESIGN.md item 10: an allocation that fails on one rank is raised on every rank of the
+  // mesh. Was: that rank raised alone; the others waited in their next collective until the
+  // deadline ("[all_gather] collective deadline exceeded ... A peer rank is missing"), or
+  // paired it with the failed rank's next collective and went on as if nothing happened.
+  const int64_t w = world_size();
+  const DeviceMesh mesh = init_device_mesh(kCPU, {w});
+  // [1, 2^50] float32 S(0): rank 0 holds the one row, expanded from one element (no memory),
+  // the others hold none. A new local tensor of that shape needs 4 PiB: on rank 0 only.
+  const int64_t cols = int64_t{1} << 50;
+  const Tensor local =
+      world_rank() == 0 ? zeros({1, 1}).expand({1, cols}) : zeros({0, 1}).expand({0, cols});
+  const Shape global = {1, cols};
+  const DTensor x = DTensor::from_local(local, mesh, {Shard(0)}, /*run_check=*/false, global);
+  const DTensor small = make(mesh, {2 * w + 1, 3}, kFloat32, {Shard(0)});
+  const std::string bytes = "out of host memory allocating 4503599627370496 bytes";
+  // The failing rank raises its own error; the others raise it from their next collective on
+  // the mesh (the all_gather of full_tensor), naming the op and the rank.
+  auto step = [&] {
+    const DTensor y = mul(x, Scalar(2.0));
+    return small.full_tensor();
+  };
+  if (world_rank() == 0) {
+    REQUIRE_THROWS_WITH(step(), Contains(bytes));
+  } else {
+    REQUIRE_THROWS_WITH(step(), Contains("[mul.Scalar]") && Contains(bytes) &&
+                                    Contains("(raised on rank 0; reported to this rank by its "
+                                             "all_gather on mesh dim 0"));
+  }
+  // The mesh still works: the ranks agree on where its collectives are.
+  REQUIRE(equal(small.full_tensor(), zeros({2 * w + 1, 3})));
+  world_communicator()->barrier()->wait();
+}
+
+TEST_CASE("one rank: an error inside a backward op is raised by backward() on every rank") {
+  const int64_t w = world_size();
+  const DeviceMesh mesh = init_device_mesh(kCPU, {w});
+  const int64_t last = w - 1;
+  const std::string what =
+      "[fail_on_rank] deliberate failure of the kernel on rank " + std::to_string(last);
+  const Tensor values =
+      arange(0.0, static_cast<double>(6 * w), 1.0, TensorOptions(kFloat64)).reshape({2 * w, 3});
+  // The failing backward op is the last node with work, as embedding_backward was: the other
+  // ranks learn at the meeting that ends backward().
+  {
+    DTensor x = distribute_tensor(values, mesh, {Shard(0)});
+    x.requires_grad_();
+    const DTensor loss = sum(fail_on_rank(x, -1, last));
+    if (world_rank() == last) {
+      REQUIRE_THROWS_WITH(loss.backward(), Contains(what));
+    } else {
+      REQUIRE_THROWS_WITH(loss.backward(),
+                          Contains(what) && Contains("(raised on rank " + std::to_string(last)));
+    }
+  }
+  // Nodes with collectives follow the failing one (the backward of R -> S(0) all-gathers): the
+  // others raise there, inside the backward.
+  {
+    DTensor x = distribute_tensor(values, mesh, {Replicate()});
+    x.requires_grad_();
+    const DTensor loss = sum(fail_on_rank(x.redistribute({Shard(0)}), -1, last));
+    if (world_rank() == last) {
+      REQUIRE_THROWS_WITH(loss.backward(), Contains(what));
+    } else {
+      REQUIRE_THROWS_WITH(loss.backward(), Contains(what) && Contains("raised on rank"));
+    }
+  }
+  // The same ops without a failure: the mesh still works and the gradient is right.
+  DTensor x = distribute_tensor(values, mesh, {Replicate()});
+  x.requires_grad_();
+  sum(fail_on_rank(x.redistribute({Shard(0)}), -1, -1)).backward();
+  REQUIRE(equal(x.grad().full_tensor(), ones({2 * w, 3}, TensorOptions(kFloat64))));
   world_communicator()->barrier()->wait();
 }
 

@@ -85,4 +85,28 @@ inline std::string describe(const DeviceMesh& mesh, std::initializer_list<Placem
   return s;
 }
 
+// Whether some rank of `mesh` holds an empty shard of a non-empty tensor of `shape` laid out as
+// `placements` (Partial counts as whole): the zero-size shards that the suites running every
+// registered op must reach for each op (a sharded dim of size world - 1 or less, a column
+// block that is empty on the last rank, ...).
+inline bool some_shard_empty(IntSpan shape, const DeviceMesh& mesh, const Placements& placements) {
+  if (shape_numel(shape) == 0) return false;
+  Placements sharded = placements;
+  for (Placement& p : sharded) {
+    if (p.is_partial()) p = Replicate();
+  }
+  for (int64_t i = 0; i < mesh.size(); ++i) {
+    Shape coord(mesh.shape().size());
+    for (int64_t d = mesh.ndim() - 1, rest = i; d >= 0; --d) {
+      coord[static_cast<size_t>(d)] = rest % mesh.size(d);
+      rest /= mesh.size(d);
+    }
+    if (shape_numel(compute_local_shape_and_offset(shape, mesh.shape(), coord, sharded).shape) ==
+        0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace dtensor::test
