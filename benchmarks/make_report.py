@@ -78,7 +78,7 @@ class Targets:
 def machine_tag(res):
     """One line naming the CPU and the GEMM kernel, placed under every section heading."""
     gemm = kernels_report.gemm_line(res)
-    core = re.search(r"core (\S+) \(chosen by (.*?)\)", gemm)
+    core = re.search(r"core (\S+) \(chosen by (.*)\), \d+ threads?", gemm)
     kernel = f"OpenBLAS core {core.group(1)} (chosen by {core.group(2)})" if core else gemm
     return f"_CPU: {kernels_report.cpu_line()}; GEMM: {kernel}._"
 

@@ -83,6 +83,10 @@ std::vector<std::function<std::string()>>& reporters() {
   return r;
 }
 
+// Set when the "config" topic turned on before MPI was initialised: the lines wait for the
+// Runtime (report_pending_config), so that they carry the rank and "rank0" filters them.
+std::atomic<bool> g_config_pending{false};
+
 void report_config() {
   std::vector<std::function<std::string()>> copy;
   {
@@ -97,7 +101,13 @@ void apply(const Setting& s) {
   g_rank0_only.store(s.rank0, std::memory_order_relaxed);
   detail::g_log_topics.store(s.topics, std::memory_order_relaxed);
   const auto config = static_cast<uint32_t>(LogTopic::kConfig);
-  if ((s.topics & config) != 0 && (before & config) == 0) report_config();
+  if ((s.topics & config) != 0 && (before & config) == 0) {
+    if (Runtime::initialized()) {
+      report_config();
+    } else {
+      g_config_pending.store(true);
+    }
+  }
 }
 
 }  // namespace
@@ -138,9 +148,19 @@ void configure_log_from_env() {
 }
 
 void add_config_reporter(std::function<std::string()> reporter) {
-  if (log_enabled(LogTopic::kConfig)) log_line(LogTopic::kConfig, reporter());
+  if (log_enabled(LogTopic::kConfig)) {
+    if (Runtime::initialized()) {
+      log_line(LogTopic::kConfig, reporter());
+    } else {
+      g_config_pending.store(true);
+    }
+  }
   std::lock_guard<std::mutex> lock(reporters_mutex());
   reporters().push_back(std::move(reporter));
+}
+
+void report_pending_config() {
+  if (g_config_pending.exchange(false) && log_enabled(LogTopic::kConfig)) report_config();
 }
 
 LogSink set_log_sink(LogSink s) {

@@ -75,8 +75,13 @@ void log_line(LogTopic topic, std::string_view message);
 
 /// Registers a producer of one "config" line (a higher layer describing what it runs, e.g. the
 /// GEMM library): called and logged when the topic turns on (set_log, DTENSOR_LOG), and at once
-/// when it is on already.
+/// when it is on already; before MPI is initialised the lines wait for report_pending_config.
 void add_config_reporter(std::function<std::string()> reporter);
+
+/// Logs the "config" lines held back because the topic turned on (or a reporter registered
+/// while it was on) before MPI was initialised; called by the Runtime once it is, so that the
+/// lines carry the right rank and "rank0" filters them. A no-op when nothing is pending.
+void report_pending_config();
 
 /// Name of a topic: "dispatch", "propagation", "redistribute", "collectives", "config".
 std::string_view log_topic_name(LogTopic topic);

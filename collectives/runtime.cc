@@ -75,7 +75,10 @@ void init_locked(RuntimeState& s, int* argc, char*** argv, std::string_view op) 
   configure_log_from_env();  // DTENSOR_LOG (collectives/debug_log.h)
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (initialized) return;
+  if (initialized) {
+    report_pending_config();  // DTENSOR_LOG=config: now that the rank is known
+    return;
+  }
   int provided = 0;
   DT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   s.we_initialized = true;
@@ -89,6 +92,7 @@ void init_locked(RuntimeState& s, int* argc, char*** argv, std::string_view op) 
            "[Runtime] the MPI library provides thread level %d, expected at least "
            "MPI_THREAD_FUNNELED (%d)",
            provided, MPI_THREAD_FUNNELED);
+  report_pending_config();
 }
 
 // MPI is initialised on first use when no Runtime was constructed (single-process tools and
@@ -134,8 +138,8 @@ void min_over_ranks(const int* mine, int* out, int n, MPI_Comm comm, const char*
   MPI_Request req;
   DT_CHECK_MPI(MPI_Iallreduce(mine, out, n, MPI_INT, MPI_MIN, comm, &req));
   detail::wait_mpi_request(&req, [waiting_for] {
-    return std::string("[world_communicator] collective deadline exceeded while ") +
-           waiting_for + "; ending the job";
+    return std::string("[world_communicator] collective deadline exceeded while ") + waiting_for +
+           "; ending the job";
   });
 }
 
@@ -302,8 +306,7 @@ std::string_view choose_cuda_backend(const char* env, bool nccl_possible, std::s
                "[%s] %s=nccl but NCCL cannot be used: it needs NCCL compiled in (%s), a visible "
                "CUDA device (%d here) and one device per rank on every node (expected %s unset "
                "or mpi on this machine)",
-               op, kBackendEnv, nccl_compiled() ? "yes" : "no", cuda_device_count(),
-               kBackendEnv);
+               op, kBackendEnv, nccl_compiled() ? "yes" : "no", cuda_device_count(), kBackendEnv);
       return "nccl";
     case 2:
       return "mpi";

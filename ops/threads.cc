@@ -50,7 +50,12 @@ std::atomic<int64_t> g_regions{0};
   }
   int unset = 0;
   if (g_num_threads.compare_exchange_strong(unset, valid ? n.value_or(1) : -1) && n) {
-    detail::openblas().set_num_threads(*n);
+    try {
+      detail::openblas().set_num_threads(*n);
+    } catch (const Error&) {
+      // OpenBLAS could not be loaded: every GEMM raises that error (outside static
+      // initialisation, where it could only abort).
+    }
   }
   return true;
 }();

@@ -129,7 +129,8 @@ DTensorList tanh_bw(const BackwardContext& c, Grads g) {
   return activation_bw(c, g, "tanh_backward", c.output(0));
 }
 DTensorList relu_bw(const BackwardContext& c, Grads g) {
-  return {for_input(c, 0, g[0] * as_float(gt(c.output(0), Scalar(0)), g[0].dtype()))};
+  // PyTorch's threshold_backward (out <= 0 ? 0 : g): a NaN output passes the gradient.
+  return {for_input(c, 0, g[0] * as_float(logical_not(le(c.output(0), Scalar(0))), g[0].dtype()))};
 }
 DTensorList silu_bw(const BackwardContext& c, Grads g) {
   return activation_bw(c, g, "silu_backward", c.input(0));

@@ -12,7 +12,9 @@
 // VL and DQ: SkylakeX, the kernels OpenBLAS itself gives Zen 4 from 0.3.22 on; AVX2 with FMA:
 // Haswell, or Zen on AMD; anything older or another architecture: OpenBLAS's own detection).
 // A user's OPENBLAS_CORETYPE is respected as it is. When the program had already loaded
-// OpenBLAS (linked it itself), its choice stands. In both cases a generic kernel on a CPU that
+// OpenBLAS (linked it itself), its choice stands; so it does when dtensor is loaded into a
+// process that already runs threads (a host loading it late), where changing the environment is
+// unsafe. The soname is tried first, then the library configure found. In both cases a generic kernel on a CPU that
 // has AVX2 or AVX-512 is reported (BlasInfo::warning, the "config" log topic).
 #pragma once
 

@@ -2,7 +2,9 @@
 #include "ops/matmul/openblas.h"
 
 #include <absl/strings/ascii.h>
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
+#include <dirent.h>
 #include <dlfcn.h>
 
 #include <array>
@@ -29,10 +31,41 @@ F symbol(void* handle, const char* name) {
   return reinterpret_cast<F>(p);
 }
 
+// Whether this process runs one thread: setenv is only safe then (another thread's getenv
+// may read the environment while it is rewritten). Linux: /proc/self/task lists the threads.
+bool single_threaded() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return false;
+  int threads = 0;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.') ++threads;
+  }
+  closedir(dir);
+  return threads == 1;
+}
+
+// dlopen by soname, else by the path configure found (an OpenBLAS outside the loader's path).
+void* open_library(int flags, std::string& error) {
+  // dlerror() is null after a failed RTLD_NOLOAD (nothing to report: it is not loaded).
+  const auto last_error = [] {
+    const char* e = dlerror();
+    return std::string(e != nullptr ? e : "not loaded");
+  };
+  void* handle = dlopen(kLibrary, flags);
+  if (handle != nullptr) return handle;
+  error = last_error();
+#ifdef DTENSOR_OPENBLAS_PATH
+  handle = dlopen(DTENSOR_OPENBLAS_PATH, flags);
+  if (handle == nullptr) absl::StrAppend(&error, "; ", last_error());
+#endif
+  return handle;
+}
+
 OpenBlas load() {
   OpenBlas lib;
+  std::string error;
   // A program that links OpenBLAS itself has loaded it already: its kernels were chosen then.
-  void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_NOLOAD);
+  void* handle = open_library(RTLD_NOW | RTLD_NOLOAD, error);
   if (handle != nullptr) {
     lib.chosen_by = "OpenBLAS (loaded by the program before dtensor)";
   } else {
@@ -40,6 +73,10 @@ OpenBlas load() {
     std::string_view core;
     if (user != nullptr) {
       lib.chosen_by = absl::StrCat("OPENBLAS_CORETYPE=", user);
+    } else if (!single_threaded()) {
+      // Loaded late (dtensor itself loaded into a running, threaded host): the environment
+      // cannot be changed safely, so OpenBLAS decides.
+      lib.chosen_by = "OpenBLAS (dtensor loaded it after the process started threads)";
     } else {
       const CpuFeatures f = detect_cpu_features();
       core = choose_openblas_core(f);
@@ -48,16 +85,14 @@ OpenBlas load() {
                                    : std::string("dtensor (AVX2)");
     }
     // Set only for the load: OpenBLAS reads it in its constructor, and child processes should
-    // see the user's environment. The library loads during static initialisation (below), while
-    // no other thread can be reading the environment.
+    // see the user's environment.
     if (!core.empty()) setenv("OPENBLAS_CORETYPE", std::string(core).c_str(), 1);
-    handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
-    const char* err = handle == nullptr ? dlerror() : nullptr;
+    handle = open_library(RTLD_NOW | RTLD_LOCAL, error);
     if (!core.empty()) unsetenv("OPENBLAS_CORETYPE");
     DT_CHECK(handle != nullptr,
              "[blas] cannot load %s (%s); dtensor's CPU GEMMs need OpenBLAS (Debian: "
              "libopenblas0, installed by scripts/install_deps.sh)",
-             kLibrary, err != nullptr ? err : "unknown error");
+             kLibrary, error);
   }
   lib.sgemm = symbol<decltype(lib.sgemm)>(handle, "cblas_sgemm");
   lib.dgemm = symbol<decltype(lib.dgemm)>(handle, "cblas_dgemm");
@@ -144,12 +179,15 @@ BlasInfo blas_info() {
   info.threads = lib.get_num_threads();
   const detail::CpuFeatures f = detail::detect_cpu_features();
   if (detail::is_generic_core(info.core, f)) {
+    const std::string best(detail::choose_openblas_core(f));
+    const bool user = absl::StartsWith(info.chosen_by, "OPENBLAS_CORETYPE=");
     info.warning = absl::StrCat(
         "OpenBLAS runs its ", info.core, " kernels (chosen by ", info.chosen_by, ") on a CPU with ",
-        f.avx512 ? "AVX-512" : "AVX2",
-        ": GEMMs run several times slower than the CPU allows; unset OPENBLAS_CORETYPE or set it "
-        "to ",
-        std::string(detail::choose_openblas_core(f)));
+        f.avx512 ? "AVX-512" : "AVX2", ": GEMMs run several times slower than the CPU allows; ",
+        user ? absl::StrCat("unset OPENBLAS_CORETYPE or set it to ", best)
+             : absl::StrCat("set OPENBLAS_CORETYPE=", best,
+                            " in the environment before the program starts (OpenBLAS reads it "
+                            "once, when it loads)"));
   }
   return info;
 }

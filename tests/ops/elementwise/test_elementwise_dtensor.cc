@@ -459,6 +459,11 @@ TEST_CASE("gradients at the kinks are PyTorch's: hardswish at -3 and 3, clamp at
   auto hardswish = [](const DTensor& t) { return dt::hardswish(t); };
   CHECK(all_equal(grad(hs, hardswish), f64({0, 0, 1.0 / 6, 0.5, 5.0 / 6, 1, 1, 1})));
 
+  // relu: 0 at and below 0, 1 above and for NaN (PyTorch's threshold_backward: out <= 0 ? 0 : g).
+  const Tensor rl = f64({-1, 0, 2, nan});
+  auto relu = [](const DTensor& t) { return dt::relu(t); };
+  CHECK(all_equal(grad(rl, relu), f64({0, 0, 1, 1})));
+
   // Scalar bounds: the gradient passes strictly inside (0 at a bound and for NaN).
   const Tensor xs = f64({-2, -1, 0, 1, 2, nan});
   const Tensor inside = f64({0, 0, 1, 0, 0, 0});

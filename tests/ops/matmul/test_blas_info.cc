@@ -1,13 +1,16 @@
 // The CPU GEMM library's kernel choice (ops/matmul/blas_info.h): the choice from CPU features as
 // a pure function, and on this machine that the kernel in use is not a generic fallback for its
-// CPU (a configuration check, never a timing). The "[forced]" case runs from its own ctest
-// entry with OPENBLAS_CORETYPE=Prescott: the user's setting is kept and reported as a warning.
+// CPU (a configuration check, never a timing). ctest runs the second case twice: as the
+// environment has it, and with OPENBLAS_CORETYPE removed (blas_info_unset: dtensor's own
+// choice, whatever the machine exports). The "[forced]" case runs from its own ctest entry with
+// OPENBLAS_CORETYPE=Prescott: the user's setting is kept and reported as a warning.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "collectives/debug_log.h"
+#include "collectives/runtime.h"
 #include "ops/config_str.h"
 #include "ops/matmul/blas_info.h"
 #include "ops/matmul/matmul.h"
@@ -29,6 +32,7 @@ CpuFeatures features(bool amd, bool avx2, bool avx512) {
 
 // The "config" log lines printed when the topic turns on.
 std::vector<std::string> config_lines() {
+  (void)dt::world_rank();  // initialises MPI: config lines wait for it (they carry the rank)
   std::vector<std::string> lines;
   const dt::LogSink old = dt::set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
   dt::set_log("config");

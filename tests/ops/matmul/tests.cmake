@@ -20,6 +20,11 @@ target_include_directories(test_einsum_dtensor
 # The CPU GEMM library's kernel choice (unit), and a generic kernel forced by the user reported.
 dtensor_add_test(test_blas_info SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_blas_info.cc
                  DEPS dtensor::ops LABELS unit)
+# dtensor's own choice even where the environment exports OPENBLAS_CORETYPE (some do).
+add_test(NAME blas_info_unset
+         COMMAND $<TARGET_FILE:test_blas_info> "the GEMM kernel in use is not a generic fallback*")
+set_tests_properties(blas_info_unset PROPERTIES LABELS unit TIMEOUT 60
+  ENVIRONMENT_MODIFICATION "OPENBLAS_CORETYPE=unset:")
 add_test(NAME blas_info_forced_generic COMMAND $<TARGET_FILE:test_blas_info> "[forced]")
 set_tests_properties(blas_info_forced_generic PROPERTIES LABELS unit TIMEOUT 60
   SKIP_RETURN_CODE 77 ENVIRONMENT "OPENBLAS_CORETYPE=Prescott;OPENBLAS_NUM_THREADS=1")
