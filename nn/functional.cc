@@ -21,11 +21,6 @@
 
 namespace dtensor::nn::functional {
 
-namespace {
-
-// `p` when it is on `mesh`; a local `p` (a parameter on the self mesh) taken as Replicate on
-// `mesh` (every rank holds the same full value, like PyTorch's implicit replication; its
-// gradient is the whole gradient, reduced when it arrives Partial); otherwise throws.
 DTensor on_mesh(const DTensor& p, const DeviceMesh& mesh, std::string_view op,
                 std::string_view what) {
   if (!p.defined() || p.device_mesh() == mesh) return p;
@@ -38,6 +33,8 @@ DTensor on_mesh(const DTensor& p, const DeviceMesh& mesh, std::string_view op,
       "local parameter)",
       op, what, p.device_mesh().str(), mesh.str());
 }
+
+namespace {
 
 void check_defined(const DTensor& x, std::string_view op, std::string_view what) {
   DT_CHECK(x.defined(), "[%s] %s is undefined (expected a DTensor)", op, what);

@@ -12,11 +12,19 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "dtensor/distributed_tensor.h"
 #include "rng/generator.h"
 
 namespace dtensor::nn::functional {
+
+// `p` when it is on `mesh` (or undefined); a local `p` (a parameter on the self mesh) taken as
+// Replicate on `mesh` (every rank holds the same full value, like PyTorch's implicit
+// replication; its gradient is the whole gradient, reduced when it arrives Partial); otherwise
+// throws "[op] <what> is on mesh ... but the input is on mesh ...".
+DTensor on_mesh(const DTensor& p, const DeviceMesh& mesh, std::string_view op,
+                std::string_view what);
 
 // y = x @ weight^T + bias with x[..., in], weight[out, in], bias[out] (optional): the DTensor
 // linear of ops/matmul. Tensor-parallel layouts, no communication:

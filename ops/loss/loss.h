@@ -15,9 +15,15 @@
 
 namespace dtensor {
 
-// How per-element losses are combined: kNone keeps them (target's shape), kSum adds them, kMean
-// divides the sum by the number of non-ignored elements. kSum and kMean give a 0-d tensor.
-enum class Reduction : uint8_t { kNone, kMean, kSum };
+// How per-element losses are combined (PyTorch's reduction='none' | 'mean' | 'sum' |
+// 'batchmean'): kNone keeps them (target's shape), kSum adds them, kMean divides the sum by the
+// number of elements (of non-ignored elements for the class-index losses; by the sum of their
+// class weights when weighted), kBatchMean (kl_div only) divides the sum by the input's size
+// along dim 0. All but kNone give a 0-d tensor; a mean over zero elements is NaN (0 / 0).
+enum class Reduction : uint8_t { kNone, kMean, kSum, kBatchMean };
+
+// "none", "mean", "sum", "batchmean".
+const char* reduction_name(Reduction reduction);
 
 // torch.nn.functional.cross_entropy with class-index targets:
 //   loss_i = (1 - s) * -log_softmax(x)[i, t_i] + s / C * sum_c -log_softmax(x)[i, c]
@@ -27,9 +33,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
                      double label_smoothing = 0.0);
 
-// torch.nn.functional.nll_loss: loss_i = -log_probs[i, t_i] (no class weights).
+// torch.nn.functional.nll_loss: loss_i = -weight[t_i] * log_probs[i, t_i] (weight: a [C]
+// floating tensor on log_probs' device, or undefined for all ones); kMean divides by the sum of
+// weight[t_i] over the non-ignored elements (PyTorch's weighted mean). Errors as cross_entropy's.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
-                Reduction reduction = Reduction::kMean, int64_t ignore_index = -100);
+                Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
+                const Tensor& weight = Tensor());
 
 // Loss-parallel building block: `log_probs` holds the global classes
 // [class_offset, class_offset + log_probs.size(class dim)) of the full log-probabilities. The
@@ -62,5 +71,93 @@ Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reducti
 DTensor cross_entropy(const DTensor& logits, const DTensor& target,
                       Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
                       double label_smoothing = 0.0);
+
+// DTensor nll_loss (same arguments and semantics as the Tensor form; `weight` a [C] DTensor on
+// the input's mesh, or undefined), composed like cross_entropy's DTensor form: the target pick
+// (gather_target) of the log-probabilities, times the class weights when given, so class- and
+// batch-sharded inputs reduce without gathering the log-probabilities. Result placements: kNone
+// - the target's batch shards (class-sharded picks all-reduced); kSum - P(sum) over the mesh
+// dims where the input is class- or batch-sharded; kMean - Replicate (one all-reduce of (sum,
+// weight sum) over those mesh dims). Out-of-range targets raise "[nll_loss] target 7 out of
+// range for 5 classes (raised on rank R)" on every rank that may hold different targets.
+DTensor nll_loss(const DTensor& log_probs, const DTensor& target,
+                 Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
+                 const DTensor& weight = DTensor());
+
+// ---- Pointwise losses ------------------------------------------------------------------------
+// The input and target have one shape and one floating dtype (PyTorch broadcasts a differently
+// shaped target with a warning; here it is an error, "[mse_loss] target of shape [3] does not
+// match input of shape [2, 3]"). kNone gives the per-element losses (input's shape); kSum and
+// kMean a 0-d tensor (the mean divides by the number of elements: NaN for an empty input);
+// kBatchMean is refused ("[mse_loss] reduction 'batchmean' is only supported by kl_div"). Values
+// are computed in double and rounded to the input dtype. The formulas and their gradients
+// (PyTorch 2.15's, kinks included) are listed in ops/loss/pointwise_loss.h.
+//
+// The DTensor forms are registered ops (ops/loss/pointwise_loss_strategy.cc): input and target
+// laid out alike (Shard on any dim, or Replicate; other layouts are redistributed to the
+// cheapest such), kNone keeps that layout, and a reduction over a sharded dim is a Partial(sum)
+// 0-d DTensor (each rank's share: its shard's sum divided by the GLOBAL divisor, exact for
+// uneven and empty shards) that costs one all-reduce of a scalar when it is reduced; no input
+// is ever gathered. Weights broadcast to the input: sharded where they span the input's
+// sharded dim, replicated where they broadcast. Partial inputs are reduced first.
+
+// torch.nn.functional.mse_loss: (input - target)^2.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
+DTensor mse_loss(const DTensor& input, const DTensor& target,
+                 Reduction reduction = Reduction::kMean);
+
+// torch.nn.functional.l1_loss: |input - target| (gradient sign(input - target), 0 at 0).
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
+DTensor l1_loss(const DTensor& input, const DTensor& target,
+                Reduction reduction = Reduction::kMean);
+
+// torch.nn.functional.smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere
+// (d = input - target; beta >= 0, 0 gives l1_loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      Reduction reduction = Reduction::kMean, double beta = 1.0);
+DTensor smooth_l1_loss(const DTensor& input, const DTensor& target,
+                       Reduction reduction = Reduction::kMean, double beta = 1.0);
+
+// torch.nn.functional.huber_loss: 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere
+// (delta > 0).
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean,
+                  double delta = 1.0);
+DTensor huber_loss(const DTensor& input, const DTensor& target,
+                   Reduction reduction = Reduction::kMean, double delta = 1.0);
+
+// torch.nn.functional.binary_cross_entropy: -weight (t log(x) + (1 - t) log(1 - x)), each log
+// clamped to >= -100. Every input element must lie in [0, 1] ("[binary_cross_entropy] all
+// elements of input should be between 0 and 1"; the DTensor form raises it on every rank that
+// may hold different values). `weight` (optional) broadcasts to the input's shape. Unlike
+// PyTorch, which refuses a weight that requires grad, weight gets its gradient (the unweighted
+// loss times the upstream gradient, summed over its broadcast dims).
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            Reduction reduction = Reduction::kMean,
+                            const Tensor& weight = Tensor());
+DTensor binary_cross_entropy(const DTensor& input, const DTensor& target,
+                             Reduction reduction = Reduction::kMean,
+                             const DTensor& weight = DTensor());
+
+// torch.nn.functional.binary_cross_entropy_with_logits, the numerically stable form:
+// weight ((1 - t) x - (1 + (pos_weight - 1) t) log_sigmoid(x)). weight and pos_weight
+// (optional) broadcast to the input's shape (pos_weight usually [C], the last dim); both get
+// gradients (PyTorch refuses them).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        Reduction reduction = Reduction::kMean,
+                                        const Tensor& weight = Tensor(),
+                                        const Tensor& pos_weight = Tensor());
+DTensor binary_cross_entropy_with_logits(const DTensor& input, const DTensor& target,
+                                         Reduction reduction = Reduction::kMean,
+                                         const DTensor& weight = DTensor(),
+                                         const DTensor& pos_weight = DTensor());
+
+// torch.nn.functional.kl_div of log-probabilities `input`: target (log(target) - input), with
+// 0 where target == 0 (xlogy), or exp(target) (target - input) when log_target. kMean divides
+// by the number of elements, as PyTorch's 'mean'; kBatchMean divides the sum by input.size(0)
+// (not at all for a 0-d input), the KL divergence's definition.
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean,
+              bool log_target = false);
+DTensor kl_div(const DTensor& input, const DTensor& target, Reduction reduction = Reduction::kMean,
+               bool log_target = false);
 
 }  // namespace dtensor

@@ -1,9 +1,9 @@
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "ops/loss/loss.h"
 #include "ops/loss/loss_cuda.h"
+#include "ops/loss/pointwise_loss.h"
 #include "ops/softmax/softmax.h"
 #include "tensor/creation.h"
 #include "tensor/shape.h"
@@ -58,15 +58,29 @@ Tensor tensor_from(const std::vector<double>& values, IntSpan shape, DType dtype
   return t.to(dtype);
 }
 
-Tensor finish(const std::vector<double>& losses, int64_t count, Reduction reduction, IntSpan shape,
+// `count`: the number of counted elements, or the sum of their class weights (the weighted
+// mean's divisor; 0 / 0 is NaN, as in PyTorch).
+Tensor finish(const std::vector<double>& losses, double count, Reduction reduction, IntSpan shape,
               DType dtype) {
   if (reduction == Reduction::kNone) return tensor_from(losses, shape, dtype);
   double sum = 0;
   for (double v : losses) sum += v;
-  if (reduction == Reduction::kMean) {
-    sum = count > 0 ? sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
-  }
+  if (reduction == Reduction::kMean) sum /= count;
   return tensor_from({sum}, {}, dtype);
+}
+
+// nll_loss's class weights: a [classes] floating tensor on the input's device (undefined: none).
+void check_class_weight(const Tensor& weight, const Tensor& input, int64_t classes,
+                        const char* op) {
+  if (!weight.defined()) return;
+  DT_CHECK(weight.dim() == 1 && weight.size(0) == classes,
+           "[%s] weight of shape %s, expected [%d] (one weight per class)", op,
+           shape_str(weight.sizes()), classes);
+  DT_CHECK(is_floating(weight.dtype()), "[%s] weight has dtype %s, expected a floating dtype", op,
+           dtype_name(weight.dtype()));
+  DT_CHECK(weight.device() == input.device(),
+           "[%s] weight is on %s, expected the input's device %s", op, weight.device().str(),
+           input.device().str());
 }
 
 // sum of n elements `stride` apart, in double. Eight independent partial sums: the sequential
@@ -88,12 +102,14 @@ double sum_classes(const T* p, int64_t n, int64_t stride) {
   return s;
 }
 
-// Per-element smoothed NLL: (1 - s) * -lp[t] + s / C * sum_c -lp[c]; 0 for ignored targets.
-// (The exponentials and logarithms of cross_entropy are in its log_softmax, which is
-// vectorised; this pass reads the log-probabilities once more, for the smoothing sum only.)
+// Per-element smoothed NLL: (1 - s) * -lp[t] + s / C * sum_c -lp[c], times weight[t] when
+// `weight` (C values) is given; 0 for ignored targets. `count` receives the sum of weight[t]
+// (1 each without weights) over the counted elements. (The exponentials and logarithms of
+// cross_entropy are in its log_softmax, which is vectorised; this pass reads the
+// log-probabilities once more, for the smoothing sum only.)
 std::vector<double> nll_elements(const Tensor& log_probs, const Tensor& target, LossLayout l,
-                                 int64_t ignore_index, double smoothing, int64_t& count,
-                                 const char* op) {
+                                 int64_t ignore_index, double smoothing, const double* weight,
+                                 double& count, const char* op) {
   const Tensor lp = log_probs.contiguous();
   const Tensor tg = target.to(kInt64).contiguous();
   const int64_t* t = tg.data<int64_t>();
@@ -115,8 +131,9 @@ std::vector<double> nll_elements(const Tensor& log_probs, const Tensor& target, 
           const double s = -sum_classes(x + o * l.classes * l.inner + j, l.classes, l.inner);
           v = (1.0 - smoothing) * v + smoothing / static_cast<double>(l.classes) * s;
         }
-        out[o * l.inner + j] = v;
-        ++count;
+        const double w = weight != nullptr ? weight[ti] : 1.0;
+        out[o * l.inner + j] = w * v;
+        count += w;
       }
     }
   });
@@ -125,15 +142,34 @@ std::vector<double> nll_elements(const Tensor& log_probs, const Tensor& target, 
 
 }  // namespace
 
+const char* reduction_name(Reduction reduction) {
+  switch (reduction) {
+    case Reduction::kNone:
+      return "none";
+    case Reduction::kMean:
+      return "mean";
+    case Reduction::kSum:
+      return "sum";
+    case Reduction::kBatchMean:
+      return "batchmean";
+  }
+  return "?";
+}
+
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
-                int64_t ignore_index) {
+                int64_t ignore_index, const Tensor& weight) {
   const LossLayout l = check_loss_args(log_probs, target, "nll_loss");
+  detail::check_reduction("nll_loss", reduction, false);
+  check_class_weight(weight, log_probs, l.classes, "nll_loss");
   if (log_probs.device().is_cuda()) {
     return detail::nll_loss_cuda(log_probs, target, l.outer, l.classes, l.inner, reduction,
-                                 ignore_index, 0.0);
+                                 ignore_index, 0.0, weight);
   }
-  int64_t count = 0;
-  const auto losses = nll_elements(log_probs, target, l, ignore_index, 0.0, count, "nll_loss");
+  std::vector<double> w;
+  if (weight.defined()) w = weight.to(kFloat64).contiguous().to_vector<double>();
+  double count = 0;
+  const auto losses = nll_elements(log_probs, target, l, ignore_index, 0.0,
+                                   weight.defined() ? w.data() : nullptr, count, "nll_loss");
   return finish(losses, count, reduction, target.sizes(), log_probs.dtype());
 }
 
@@ -142,14 +178,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   const LossLayout l = check_loss_args(logits, target, "cross_entropy");
   DT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
            "[cross_entropy] label_smoothing must be in [0, 1], got %g", label_smoothing);
+  detail::check_reduction("cross_entropy", reduction, false);
   const Tensor lp = log_softmax(logits, logits.dim() == 1 ? 0 : 1);
   if (lp.device().is_cuda()) {
     return detail::nll_loss_cuda(lp, target, l.outer, l.classes, l.inner, reduction, ignore_index,
-                                 label_smoothing);
+                                 label_smoothing, Tensor());
   }
-  int64_t count = 0;
+  double count = 0;
   // Range errors name nll_loss, the step that checks targets (as in PyTorch).
-  const auto losses = nll_elements(lp, target, l, ignore_index, label_smoothing, count, "nll_loss");
+  const auto losses =
+      nll_elements(lp, target, l, ignore_index, label_smoothing, nullptr, count, "nll_loss");
   return finish(losses, count, reduction, target.sizes(), logits.dtype());
 }
 
@@ -192,13 +230,14 @@ Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reducti
   DT_CHECK(losses.device() == target.device(),
            "[%s] expected losses and target on the same device, got %s and %s", op,
            losses.device().str(), target.device().str());
+  detail::check_reduction(op, reduction, false);
   if (losses.device().is_cuda()) {
     return detail::reduce_loss_cuda(losses, target, reduction, ignore_index);
   }
   const Tensor lv = losses.to(kFloat64).contiguous();
   const Tensor tg = target.to(kInt64).contiguous();
   std::vector<double> vals(static_cast<size_t>(lv.numel()), 0.0);
-  int64_t count = 0;
+  double count = 0;
   if (lv.numel() > 0) {
     const double* x = lv.data<double>();
     const int64_t* t = tg.data<int64_t>();

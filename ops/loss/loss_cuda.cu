@@ -14,17 +14,22 @@ namespace {
 
 constexpr int kBlock = 256;
 
-// Device counters: [0] a target was out of range, [1] that target, [2] counted elements.
+// Device counters: [0] a target was out of range, [1] that target, [2] counted elements
+// (reduce_loss).
 using Counters = unsigned long long;
 
+// loss[e] = weight[t] * the smoothed NLL of element e, wts[e] = weight[t] (1 without `w`); both
+// 0 for ignored and out-of-range targets, so the weighted mean is sum(loss) / sum(wts).
 template <typename T>
-__global__ void nll_kernel(const T* x, const int64_t* tg, double* loss, int64_t n, int64_t classes,
-                           int64_t inner, int64_t ignore_index, double smoothing, Counters* cnt) {
+__global__ void nll_kernel(const T* x, const int64_t* tg, const double* w, double* loss,
+                           double* wts, int64_t n, int64_t classes, int64_t inner,
+                           int64_t ignore_index, double smoothing, Counters* cnt) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step) {
     const int64_t o = e / inner, j = e - o * inner;
     const int64_t t = tg[e];
     loss[e] = 0.0;
+    wts[e] = 0.0;
     if (t == ignore_index) continue;
     if (t < 0 || t >= classes) {
       if (atomicCAS(&cnt[0], 0ull, 1ull) == 0ull) cnt[1] = static_cast<Counters>(t);
@@ -39,8 +44,9 @@ __global__ void nll_kernel(const T* x, const int64_t* tg, double* loss, int64_t 
       }
       v = (1.0 - smoothing) * v + smoothing / static_cast<double>(classes) * s;
     }
-    loss[e] = v;
-    atomicAdd(&cnt[2], 1ull);
+    const double wt = w != nullptr ? w[t] : 1.0;
+    loss[e] = wt * v;
+    wts[e] = wt;
   }
 }
 
@@ -81,24 +87,27 @@ void read_range_flag(const Tensor& c, int64_t (&h)[2]) {
 }
 
 // Combines per-element losses (double, on the device) like loss_cpu.cc's finish(). The mean
-// divides by the counted elements on the device (cnt[2]; 0 / 0 gives NaN as on the CPU), so no
-// value travels to the host.
-Tensor finish(const Tensor& losses, const Tensor& cnt, Reduction reduction, DType dtype) {
+// divides by `count` (0-d double: the counted elements, or their weights' sum) on the device
+// (0 / 0 gives NaN as on the CPU), so no value travels to the host.
+Tensor finish(const Tensor& losses, const Tensor& count, Reduction reduction, DType dtype) {
   if (reduction == Reduction::kNone) return losses.to(dtype);
   Tensor s = sum(losses);
-  if (reduction == Reduction::kMean) s = div(s, cnt.select(0, 2).to(kFloat64));
+  if (reduction == Reduction::kMean) s = div(s, count);
   return s.to(dtype);
 }
 
 }  // namespace
 
 Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer, int64_t classes,
-                     int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing) {
+                     int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing,
+                     const Tensor& weight) {
   const Device dev = log_probs.device();
   const Tensor lp = log_probs.contiguous();
   const Tensor tg = target.to(kInt64).contiguous();
+  const Tensor w = weight.defined() ? weight.to(kFloat64).contiguous() : Tensor();
   const int64_t n = tg.numel();
   Tensor losses = empty(target.sizes(), TensorOptions(kFloat64, dev));
+  Tensor wts = empty(target.sizes(), TensorOptions(kFloat64, dev));
   Tensor cnt = zeros({3}, TensorOptions(kInt64, dev));
   int64_t h[2] = {0, 0};
   if (n > 0) {
@@ -106,15 +115,16 @@ Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t oute
     dispatch_floating(lp.dtype(), "nll_loss", [&]<typename T>() {
       nll_kernel<T><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
           static_cast<const T*>(lp.data_ptr()), static_cast<const int64_t*>(tg.data_ptr()),
-          static_cast<double*>(losses.data_ptr()), n, classes, inner, ignore_index, smoothing,
-          static_cast<Counters*>(cnt.data_ptr()));
+          w.defined() ? static_cast<const double*>(w.data_ptr()) : nullptr,
+          static_cast<double*>(losses.data_ptr()), static_cast<double*>(wts.data_ptr()), n, classes,
+          inner, ignore_index, smoothing, static_cast<Counters*>(cnt.data_ptr()));
     });
     DT_CHECK_CUDA(cudaGetLastError());
     // The CPU raises on an out-of-range target; so must this, which needs the flag on the host.
     read_range_flag(cnt, h);
   }
   DT_CHECK(h[0] == 0, "[nll_loss] target %d out of range for %d classes", h[1], classes);
-  return finish(losses, cnt, reduction, log_probs.dtype());
+  return finish(losses, sum(wts), reduction, log_probs.dtype());
 }
 
 Tensor gather_target_log_probs_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer,
@@ -152,7 +162,7 @@ Tensor reduce_loss_cuda(const Tensor& losses, const Tensor& target, Reduction re
         static_cast<Counters*>(cnt.data_ptr()));
     DT_CHECK_CUDA(cudaGetLastError());
   }
-  return finish(vals, cnt, reduction, losses.dtype());
+  return finish(vals, cnt.select(0, 2).to(kFloat64), reduction, losses.dtype());
 }
 
 }  // namespace dtensor::detail

@@ -7,18 +7,25 @@
 #pragma once
 
 #include "ops/loss/loss.h"
+#include "ops/loss/pointwise_loss.h"
 
 namespace dtensor::detail {
 
 // nll_loss of log-probabilities (cross_entropy passes log_softmax(logits) and its label
-// smoothing). Result dtype: log_probs'. Out-of-range targets raise
+// smoothing), with class weights `weight` ([classes], or undefined); the mean divides by the sum
+// of the counted elements' weights. Result dtype: log_probs'. Out-of-range targets raise
 // "[nll_loss] target t out of range for C classes".
 Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer, int64_t classes,
-                     int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing);
+                     int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing,
+                     const Tensor& weight);
 // gather_target_log_probs for CUDA tensors (no range check, out-of-shard targets give 0).
 Tensor gather_target_log_probs_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer,
                                     int64_t classes, int64_t inner, int64_t class_offset,
                                     int64_t ignore_index);
+// The per-element terms of a pointwise loss (pointwise_loss.h: loss_terms) written into `out`
+// (x's shape and dtype, on x's device); `pw` broadcasts to x's shape or is undefined.
+void loss_terms_cuda(const LossTerm& term, const Tensor& out, const Tensor& x, const Tensor& y,
+                     const Tensor& pw);
 // reduce_loss for CUDA tensors.
 Tensor reduce_loss_cuda(const Tensor& losses, const Tensor& target, Reduction reduction,
                         int64_t ignore_index);

@@ -11,8 +11,12 @@ namespace {
 }  // namespace
 
 Tensor nll_loss_cuda(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, Reduction, int64_t,
-                     double) {
+                     double, const Tensor&) {
   no_cuda("nll_loss");
+}
+void loss_terms_cuda(const LossTerm& term, const Tensor&, const Tensor&, const Tensor&,
+                     const Tensor&) {
+  no_cuda(loss_name(term.kind));
 }
 Tensor gather_target_log_probs_cuda(const Tensor&, const Tensor&, int64_t, int64_t, int64_t,
                                     int64_t, int64_t) {

@@ -1,5 +1,7 @@
-// Registration of the loss family's DTensor op: gather_target(input, target; ignore_index),
-// the building block of the DTensor cross_entropy (loss_dtensor.cc). For input [N, C, d...]
+// Registration of the loss family's DTensor ops: the pointwise losses
+// (pointwise_loss_strategy.cc) and gather_target(input, target; ignore_index[, op]), the
+// building block of the DTensor cross_entropy and nll_loss (loss_dtensor.cc; `op`, when given,
+// is the name their range errors carry: "nll_loss", else "cross_entropy"). For input [N, C, d...]
 // (or [C]) and target [N, d...] (or []), output[i] = input[i, target[i]] (0 where the target is
 // ignore_index). Rows for one mesh dim:
 //   [P(sum) | S(class dim), R]     class-sharded input: each rank picks the targets that fall in
@@ -17,6 +19,7 @@
 #include "ops/elementwise/elementwise.h"
 #include "ops/index/index.h"
 #include "ops/loss/loss.h"
+#include "ops/loss/pointwise_loss.h"
 #include "ops/ops_registry.h"
 #include "tensor/creation.h"
 #include "ops/register_all.h"
@@ -29,15 +32,15 @@ int64_t class_dim_of(int64_t input_ndim) {
   return input_ndim == 1 ? 0 : 1;
 }
 
-// The first target outside [0, classes) that is not ignore_index, as an error message (empty
-// when there is none).
-std::string target_range_error(const Tensor& target, int64_t classes, int64_t ignore_index) {
+// The first target outside [0, classes) that is not ignore_index, as an error message of `op`
+// (empty when there is none).
+std::string target_range_error(const Tensor& target, int64_t classes, int64_t ignore_index,
+                               std::string_view op) {
   const Tensor t = target.to(Device(kCPU), kInt64).contiguous();
   const int64_t* p = t.numel() > 0 ? t.data<int64_t>() : nullptr;
   for (int64_t i = 0; i < t.numel(); ++i) {
     if (p[i] != ignore_index && (p[i] < 0 || p[i] >= classes)) {
-      return absl::StrFormat("[cross_entropy] target %d out of range for %d classes", p[i],
-                             classes);
+      return absl::StrFormat("[%s] target %d out of range for %d classes", op, p[i], classes);
     }
   }
   return "";
@@ -47,9 +50,10 @@ Tensor gather_target_kernel(const KernelContext& c, absl::Span<const Tensor> l) 
   const DTensorSpec& input = c.input_spec(0);
   const int64_t class_dim = class_dim_of(input.ndim());
   const int64_t ignore_index = c.arg<int64_t>(0);
+  const std::string_view op = c.has_arg(1) ? c.arg<std::string_view>(1) : "cross_entropy";
   // Every rank that could hold a different target takes part, so all raise together.
   check_on_all_ranks(c.input_spec(1),
-                     target_range_error(l[1], input.shape()[class_dim], ignore_index));
+                     target_range_error(l[1], input.shape()[class_dim], ignore_index, op));
   return gather_target_log_probs(l[0], l[1], c.input_shard(0).offset[class_dim], ignore_index);
 }
 
@@ -156,6 +160,7 @@ void register_loss_ops(Registry& registry) {
   };
   registry.add(std::move(op));
   register_gather_target_backward(registry);
+  detail::register_pointwise_loss_ops(registry);
 }
 
 }  // namespace dtensor

@@ -1,7 +1,8 @@
-// softmax, log_softmax, layer_norm, rms_norm, embedding, the losses and attention on CUDA against
-// the CPU.
+// softmax, log_softmax, layer_norm, rms_norm, embedding, the losses (pointwise ones, weighted
+// nll_loss) and attention on CUDA against the CPU.
 // Float tolerances as in gpu_test_util.h; embedding (data movement) must be exact.
 #include <limits>
+#include <utility>
 
 #include "ops/attention/attention.h"
 #include "ops/elementwise/elementwise.h"
@@ -166,6 +167,50 @@ TEST_CASE("cuda cross_entropy, nll_loss and the loss-parallel blocks", "[gpu][lo
   REQUIRE_THROWS_WITH(cross_entropy(logits.to(kGpu), bad.to(kGpu)),
                       Catch::Contains("[nll_loss] target 3 out of range for 3 classes"));
   REQUIRE_THROWS_WITH(cross_entropy(logits.to(kGpu), bad), Catch::Contains("[cross_entropy]"));
+}
+
+TEST_CASE("cuda pointwise losses and the weighted nll_loss", "[gpu][loss]") {
+  for (DType d : floating_dtypes()) {
+    INFO(dtype_name(d));
+    const Tensor x = make_input({6, 5}, d, 161), y = make_input({6, 5}, d, 162);
+    const Tensor p = sigmoid(x), t = sigmoid(y), lp = log_softmax(x, 1);
+    const Tensor w = sigmoid(make_input({5}, d, 163)), pw = exp(make_input({5}, d, 164));
+    const Tensor gx = x.to(kGpu), gy = y.to(kGpu), gp = p.to(kGpu), gt = t.to(kGpu);
+    const Tensor gw = w.to(kGpu), gpw = pw.to(kGpu), glp = lp.to(kGpu);
+    const Tensor target = from_vector<int64_t>({0, 4, -100, 2, 2, 1}, {6});
+    for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
+      INFO(reduction_name(r));
+      check_matches(mse_loss(gx, gy, r), mse_loss(x, y, r), 4);
+      check_matches(l1_loss(gx, gy, r), l1_loss(x, y, r), 4);
+      check_matches(smooth_l1_loss(gx, gy, r, 0.5), smooth_l1_loss(x, y, r, 0.5), 4);
+      check_matches(huber_loss(gx, gy, r, 1.5), huber_loss(x, y, r, 1.5), 4);
+      check_matches(binary_cross_entropy(gp, gt, r, gw), binary_cross_entropy(p, t, r, w), 4);
+      check_matches(binary_cross_entropy_with_logits(gx, gt, r, gw, gpw),
+                    binary_cross_entropy_with_logits(x, t, r, w, pw), 4);
+      check_matches(kl_div(glp, gt, r), kl_div(lp, t, r), 4);
+      check_matches(kl_div(glp, gy, r, true), kl_div(lp, y, r, true), 4);
+      check_matches(nll_loss(glp, target.to(kGpu), r, -100, gw), nll_loss(lp, target, r, -100, w),
+                    4);
+    }
+    check_matches(kl_div(glp, gt, Reduction::kBatchMean), kl_div(lp, t, Reduction::kBatchMean), 4);
+    // The gradient kernels, through the DTensor forms on each device's self mesh.
+    const auto grads = [](const Tensor& a, const Tensor& b, const Tensor& wt, const Tensor& pwt) {
+      DTensor da = local_dtensor(a.clone()), db = local_dtensor(b.clone());
+      da.requires_grad_();
+      db.requires_grad_();
+      binary_cross_entropy_with_logits(da, db, Reduction::kMean, local_dtensor(wt),
+                                       local_dtensor(pwt))
+          .backward();
+      return std::pair<Tensor, Tensor>(da.grad().to_local(), db.grad().to_local());
+    };
+    const auto [cpu_x, cpu_t] = grads(x, t, w, pw);
+    const auto [gpu_x, gpu_t] = grads(gx, gt, gw, gpw);
+    check_matches(gpu_x, cpu_x, 4);
+    check_matches(gpu_t, cpu_t, 4);
+  }
+  REQUIRE_THROWS_WITH(
+      binary_cross_entropy(full({2}, 1.5).to(kGpu), zeros({2}).to(kGpu)),
+      Catch::Contains("[binary_cross_entropy] all elements of input should be between 0 and 1"));
 }
 
 TEST_CASE("cuda row kernels with more rows than one grid (> 65535)", "[gpu][softmax][norm]") {

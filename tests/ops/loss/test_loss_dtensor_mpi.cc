@@ -1,12 +1,18 @@
-// DTensor cross_entropy (mpirun at 1, 2 and 4 ranks): for every logits placement (R, S(d),
-// P(sum)) and target placement (R, S(0)) on a 1-D and a 2-D mesh, uneven sizes, each
+// DTensor losses (mpirun at 1, 2 and 4 ranks). cross_entropy: for every logits placement (R,
+// S(d), P(sum)) and target placement (R, S(0)) on a 1-D and a 2-D mesh, uneven sizes, each
 // reduction, ignored targets and label smoothing, the result equals the op on the full
-// tensors. Loss parallel: class-sharded logits are never all-gathered (CommDebugMode).
+// tensors; loss parallel: class-sharded logits are never all-gathered (CommDebugMode). The
+// pointwise losses and nll_loss (class weights): the same over every layout, uneven and empty
+// shards, with the result placements and collective counts the sharding implies.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "collectives/comm_debug.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/loss/loss.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
@@ -179,4 +185,213 @@ TEST_CASE("dtensor cross_entropy: a mean with every target ignored is NaN with a
       }
     }
   }
+}
+
+// ---- pointwise losses and nll_loss ----------------------------------------------------------
+
+namespace {
+
+// Every pointwise loss (weighted forms included) applied to Tensors or DTensors alike: input x
+// (probabilities p for binary_cross_entropy), target y (t in [0, 1] for the bce forms), the
+// weights w [C] and pw [C] (C the last dim).
+template <typename T>
+std::vector<std::pair<const char*, T>> all_losses(const T& x, const T& y, const T& p, const T& t,
+                                                  const T& w, const T& pw, Reduction r) {
+  const Reduction kl = r == Reduction::kMean ? Reduction::kBatchMean : r;
+  return {
+      {"mse_loss", dt::mse_loss(x, y, r)},
+      {"l1_loss", dt::l1_loss(x, y, r)},
+      {"smooth_l1_loss", dt::smooth_l1_loss(x, y, r, 0.75)},
+      {"huber_loss", dt::huber_loss(x, y, r, 1.5)},
+      {"binary_cross_entropy", dt::binary_cross_entropy(p, t, r, w)},
+      {"binary_cross_entropy_with_logits", dt::binary_cross_entropy_with_logits(x, t, r, w, pw)},
+      {"kl_div", dt::kl_div(x, p, kl)},
+      {"kl_div(log_target)", dt::kl_div(x, y, r, true)}};
+}
+
+struct LossData {
+  Tensor x, y, p, t, w, pw;
+};
+
+LossData loss_data(const tt::Ints& shape) {
+  const int64_t c = shape.back();
+  return {tt::det_input(shape, 1, -2.0, 0.4),  tt::det_input(shape, 4, -2.5, 0.5),
+          tt::det_input(shape, 2, 0.05, 0.09), tt::det_input(shape, 5, 0.0, 0.1),
+          tt::det_input({c}, 3, 0.5, 0.25),    tt::det_input({c}, 6, 0.5, 0.3)};
+}
+
+}  // namespace
+
+TEST_CASE("dtensor pointwise losses equal the full-tensor op for every layout and reduction") {
+  const int64_t w = dt::world_size();
+  // Uneven shards, and a short dim that leaves the last rank an empty shard.
+  for (const tt::Ints& shape : {tt::Ints{3 * w + 1, 3}, tt::Ints{w > 1 ? w - 1 : 1, 2}}) {
+    const LossData d = loss_data(shape);
+    for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+      const auto on = [&](const Tensor& v, const Placements& p) {
+        return dt::distribute_tensor(v, mesh, p, std::nullopt);
+      };
+      const Placements replicated(static_cast<size_t>(mesh.ndim()), dt::Replicate());
+      for (const Placements& px : tt::placement_lists(mesh.ndim(), tt::shard_choices(2), 2)) {
+        // The target laid out like the input, or replicated (redistributed to the input's).
+        for (const Placements& pt : {px, replicated}) {
+          for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
+            const auto want = all_losses(d.x, d.y, d.p, d.t, d.w, d.pw, r);
+            const auto got = all_losses(on(d.x, px), on(d.y, pt), on(d.p, px), on(d.t, pt),
+                                        on(d.w, replicated), on(d.pw, replicated), r);
+            for (size_t k = 0; k < want.size(); ++k) {
+              INFO(want[k].first << " " << tt::describe(mesh, {px}, shape) << " target "
+                                 << dt::placements_str(pt) << " reduction "
+                                 << dt::reduction_name(r));
+              CHECK(tt::same_values(got[k].second.full_tensor(), want[k].second, 1e-5));
+              // Inputs laid out alike stay as they are: the result is kept, or Partial(sum)
+              // where they are sharded. (A replicated target is chunked for free, but then the
+              // engine weighs the deferred all-reduce against gathering a tiny input.)
+              bool partial_input = false;
+              for (const dt::Placement& q : px) partial_input |= q.is_partial();
+              if (partial_input || pt != px) continue;
+              // (A mesh dim of one rank may relabel either way: every candidate is free there.)
+              const Placements& out = got[k].second.placements();
+              for (int64_t m = 0; m < mesh.ndim(); ++m) {
+                if (mesh.size(m) == 1) continue;
+                const bool reduced = r != Reduction::kNone && px[m].is_shard();
+                CHECK(out[m] == (reduced ? dt::Placement(dt::Partial()) : px[m]));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("dtensor mse_loss(mean) over batch-sharded inputs: one scalar all-reduce, no gather") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({3 * w + 1, 4}, 1, -2.0, 0.4);
+  const Tensor y = tt::det_input({3 * w + 1, 4}, 2, -1.0, 0.3);
+  DTensor dx = dt::distribute_tensor(x, mesh, {Shard(0)}, std::nullopt);
+  const DTensor dy = dt::distribute_tensor(y, mesh, {Shard(0)}, std::nullopt);
+  dx.requires_grad_();
+  dt::CommDebugMode comm;
+  const DTensor loss = dt::mse_loss(dx, dy);
+  CHECK(comm.total_count() == 0);  // each rank's share: its rows' sum / the global numel
+  CHECK(loss.placements() == Placements{dt::Partial()});
+  const Tensor value = loss.full_tensor();
+  INFO(comm.str());
+  CHECK(comm.count(dt::CollectiveKind::kAllReduce) == (w > 1 ? 1 : 0));
+  CHECK(comm.total_count() == comm.count(dt::CollectiveKind::kAllReduce));
+  CHECK(tt::same_values(value, dt::mse_loss(x, y), 1e-6));
+  // The gradient 2 (x - y) / numel stays batch-sharded: no collective at all.
+  loss.backward();
+  CHECK(comm.total_count() == (w > 1 ? 1 : 0));
+  CHECK(dx.grad().placements() == Placements{Shard(0)});
+  const Tensor n = dt::full({}, static_cast<double>(x.numel()), dt::TensorOptions(dt::kFloat32));
+  CHECK(tt::same_values(dx.grad().full_tensor(), dt::div(dt::mul(dt::sub(x, y), 2.0), n), 1e-6));
+}
+
+TEST_CASE("dtensor bce_with_logits on class-sharded logits slices replicated weights locally") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const LossData d = loss_data({5, 2 * w + 1});
+  const DTensor x = dt::distribute_tensor(d.x, mesh, {Shard(1)}, std::nullopt);
+  const DTensor t = dt::distribute_tensor(d.t, mesh, {Shard(1)}, std::nullopt);
+  const DTensor wt = dt::distribute_tensor(d.w, mesh, {dt::Replicate()}, std::nullopt);
+  const DTensor pw = dt::distribute_tensor(d.pw, mesh, {dt::Replicate()}, std::nullopt);
+  dt::CommDebugMode comm;
+  const DTensor loss = dt::binary_cross_entropy_with_logits(x, t, Reduction::kSum, wt, pw);
+  CHECK(comm.total_count() == 0);
+  CHECK(loss.placements() == Placements{dt::Partial()});
+  CHECK(tt::same_values(loss.full_tensor(),
+                        dt::binary_cross_entropy_with_logits(d.x, d.t, Reduction::kSum, d.w, d.pw),
+                        1e-5));
+}
+
+TEST_CASE(
+    "dtensor binary_cross_entropy: an input outside [0, 1] in one rank's shard raises on "
+    "every rank") {
+  const int64_t w = dt::world_size();
+  const int64_t me = dt::world_rank();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  std::vector<double> v = {0.25, 0.5};
+  if (me == w - 1) v[1] = 1.5;
+  const DTensor p = DTensor::from_local(dt::from_vector<double>(v, {2}), mesh, {Shard(0)}, false);
+  const DTensor t =
+      DTensor::from_local(dt::from_vector<double>({0.0, 1.0}, {2}), mesh, {Shard(0)}, false);
+  const auto bad =
+      Catch::Contains("[binary_cross_entropy] all elements of input should be between 0 and 1");
+  if (w > 1) {
+    REQUIRE_THROWS_WITH(dt::binary_cross_entropy(p, t),
+                        bad && Catch::Contains("(raised on rank " + std::to_string(w - 1) + ")"));
+  } else {
+    REQUIRE_THROWS_WITH(dt::binary_cross_entropy(p, t), bad);
+  }
+  // Still in step.
+  const DTensor fine =
+      DTensor::from_local(dt::from_vector<double>({0.25, 0.5}, {2}), mesh, {Shard(0)}, false);
+  CHECK(std::isfinite(dt::binary_cross_entropy(fine, t).full_tensor().item<double>()));
+}
+
+TEST_CASE("dtensor nll_loss with class weights equals the full-tensor op for every placement") {
+  const int64_t w = dt::world_size();
+  const int64_t n = w * 3 + 1, c = w * 2 + 1;
+  struct Case {
+    tt::Ints input, target;
+  };
+  for (const Case& k : {Case{{n, c}, {n}}, Case{{n, c, 2}, {n, 2}}, Case{{c}, {}}}) {
+    const Tensor lp = tt::det_input(k.input, 3, -3.0, 0.25);
+    const Tensor tg = targets(k.target, c);
+    const Tensor weight = tt::det_input({c}, 1, 0.5, 0.25);
+    for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+      const int64_t nd = static_cast<int64_t>(k.input.size());
+      for (const Placements& px : tt::all_placements(tt::shard_choices(nd), mesh.ndim())) {
+        const Placements pt(static_cast<size_t>(mesh.ndim()), dt::Replicate());
+        // The weights replicated, or sharded like the classes where the input is.
+        Placements pw(static_cast<size_t>(mesh.ndim()), dt::Replicate());
+        const int64_t class_dim = nd == 1 ? 0 : 1;
+        for (size_t m = 0; m < px.size(); ++m) {
+          if (px[m].is_shard() && px[m].dim() == class_dim) pw[m] = Shard(0);
+        }
+        const DTensor dx = dt::distribute_tensor(lp, mesh, px, std::nullopt);
+        const DTensor dtg = dt::distribute_tensor(tg, mesh, pt, std::nullopt);
+        const DTensor dw = dt::distribute_tensor(weight, mesh, pw, std::nullopt);
+        for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
+          for (bool weighted : {false, true}) {
+            INFO(tt::describe(mesh, {px}, k.input)
+                 << " reduction " << dt::reduction_name(r) << " weighted " << weighted);
+            const Tensor want = dt::nll_loss(lp, tg, r, -100, weighted ? weight : Tensor());
+            dt::CommDebugMode comm;
+            const DTensor got = dt::nll_loss(dx, dtg, r, -100, weighted ? dw : DTensor());
+            CHECK(comm.count(dt::CollectiveKind::kAllGather) == 0);
+            CHECK(tt::same_values(got.full_tensor(), want, 1e-5));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("dtensor nll_loss: errors name nll_loss, a bad target raises on every rank") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const DTensor dx =
+      dt::distribute_tensor(tt::det_input({2 * w, 5}), mesh, {Shard(0)}, std::nullopt);
+  std::vector<int64_t> t = {1, 4};
+  if (dt::world_rank() == 0) t[1] = 7;
+  const DTensor target =
+      DTensor::from_local(dt::from_vector<int64_t>(t, {2}), mesh, {Shard(0)}, false);
+  REQUIRE_THROWS_WITH(dt::nll_loss(dx, target),
+                      Catch::Contains("[nll_loss] target 7 out of range for 5 classes"));
+  const DTensor good = dt::distribute_tensor(targets({2 * w}, 5), mesh, {Shard(0)}, std::nullopt);
+  const DTensor bad_weight =
+      dt::distribute_tensor(dt::ones({4}), mesh, {dt::Replicate()}, std::nullopt);
+  REQUIRE_THROWS_WITH(dt::nll_loss(dx, good, Reduction::kMean, -100, bad_weight),
+                      Catch::Contains("[nll_loss] weight of shape [4]"));
+  REQUIRE_THROWS_WITH(dt::nll_loss(dx, dt::distribute_tensor(tt::det_input({2 * w}), mesh,
+                                                             {Shard(0)}, std::nullopt)),
+                      Catch::Contains("[nll_loss] argument target"));
+  REQUIRE_THROWS_WITH(dt::mse_loss(dx, dt::distribute_tensor(tt::det_input({2 * w, 4}), mesh,
+                                                             {Shard(0)}, std::nullopt)),
+                      Catch::Contains("[mse_loss] target of shape [" + std::to_string(2 * w) +
+                                      ", 4] does not match input of shape"));
 }

@@ -1,0 +1,71 @@
+// The loss modules (nn/loss.h) on one process: each equals its function with the options it
+// was built with, names itself like PyTorch's class, refuses a single-input call, and passes
+// gradients to its input.
+#include <catch2/catch.hpp>
+
+#include "nn/nn.h"
+#include "tensor/compare.h"
+#include "tensor/creation.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+using dt::DTensor;
+using dt::Reduction;
+using dt::Tensor;
+
+namespace {
+
+// Element i = lo + step * ((i * 7 + salt) % 11), float64.
+Tensor values(dt::IntSpan shape, int salt, double lo, double step) {
+  std::vector<double> v(static_cast<size_t>(dt::shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = lo + step * static_cast<double>((i * 7 + salt) % 11);
+  return dt::from_vector<double>(v, shape);
+}
+
+bool same(const DTensor& a, const DTensor& b) {
+  return a.shape() == b.shape() && dt::allclose(a.to_local(), b.to_local(), 1e-12, 1e-12, true);
+}
+
+}  // namespace
+
+TEST_CASE("loss modules equal their functions with the options they hold", "[nn]") {
+  const DTensor x = nn::local(values({4, 3}, 1, -2.0, 0.4));
+  const DTensor y = nn::local(values({4, 3}, 2, -1.0, 0.3));
+  const DTensor p = nn::local(values({4, 3}, 3, 0.05, 0.09));
+  const DTensor t = nn::local(values({4, 3}, 4, 0.0, 0.1));
+  const DTensor w = nn::local(values({3}, 5, 0.5, 0.25));
+  const DTensor pw = nn::local(values({3}, 6, 0.5, 0.3));
+  const DTensor target = nn::local(dt::from_vector<int64_t>({0, 2, 1, 1}, {4}));
+
+  CHECK(same(nn::MSELoss()(x, y), dt::mse_loss(x, y)));
+  CHECK(same(nn::MSELoss(Reduction::kSum)(x, y), dt::mse_loss(x, y, Reduction::kSum)));
+  CHECK(same(nn::L1Loss(Reduction::kNone)(x, y), dt::l1_loss(x, y, Reduction::kNone)));
+  CHECK(same(nn::SmoothL1Loss(Reduction::kMean, 0.5)(x, y),
+             dt::smooth_l1_loss(x, y, Reduction::kMean, 0.5)));
+  CHECK(
+      same(nn::HuberLoss(Reduction::kSum, 2.0)(x, y), dt::huber_loss(x, y, Reduction::kSum, 2.0)));
+  CHECK(same(nn::BCELoss(w)(p, t), dt::binary_cross_entropy(p, t, Reduction::kMean, w)));
+  CHECK(same(nn::BCEWithLogitsLoss(w, Reduction::kSum, pw)(x, t),
+             dt::binary_cross_entropy_with_logits(x, t, Reduction::kSum, w, pw)));
+  CHECK(same(nn::KLDivLoss(Reduction::kBatchMean, true)(x, y),
+             dt::kl_div(x, y, Reduction::kBatchMean, true)));
+  CHECK(same(nn::NLLLoss(w, 1)(x, target), dt::nll_loss(x, target, Reduction::kMean, 1, w)));
+  CHECK(same(nn::CrossEntropyLoss(2, Reduction::kSum, 0.1)(x, target),
+             dt::cross_entropy(x, target, Reduction::kSum, 2, 0.1)));
+
+  nn::BCEWithLogitsLoss bce(w, Reduction::kMean, pw);
+  CHECK(bce.type_name() == "BCEWithLogitsLoss");
+  CHECK(bce.reduction() == Reduction::kMean);
+  CHECK(bce.parameters().empty());  // the weights are held, not trained (PyTorch's buffers)
+  CHECK(nn::KLDivLoss().type_name() == "KLDivLoss");
+  REQUIRE_THROWS_WITH(nn::MSELoss()(x), Catch::Contains("no single-input forward"));
+  REQUIRE_THROWS_WITH(nn::MSELoss(Reduction::kBatchMean)(x, y),
+                      Catch::Contains("[mse_loss] reduction 'batchmean'"));
+
+  // Gradients reach the input.
+  DTensor leaf = nn::local(values({4, 3}, 1, -2.0, 0.4));
+  leaf.requires_grad_();
+  nn::HuberLoss()(leaf, y).backward();
+  REQUIRE(leaf.grad().defined());
+  CHECK(leaf.grad().shape() == dt::Shape{4, 3});
+}
