@@ -786,6 +786,7 @@ def kernels_section(res, tg):
                      why=kernels_report.NOTES.get(name, ""))
 
     out += kernels_report.table(ours, torch, status)
+    out += [""] + kernels_report.gemm_table(ours, torch)
     out += ["", "Several alternating rounds, with the machine's load: docs/KERNELS.md.", ""]
     out += kernels_report.threads_table(res, ours)
     return out
