@@ -1,7 +1,8 @@
-// The nn layer in one include: Module, the DTensor functional ops, layers, losses and
-// transformer.
+// The nn layer in one include: Module, the DTensor functional ops, layers, activation
+// modules, losses and transformer.
 #pragma once
 
+#include "nn/activation.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
 #include "nn/loss.h"

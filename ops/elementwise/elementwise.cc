@@ -10,6 +10,7 @@
 #include "ops/elementwise/elementwise_impl.h"
 #include "ops/elementwise/elementwise_kernels.h"
 #include "tensor/creation.h"
+#include "tensor/shape.h"
 
 namespace dtensor {
 
@@ -131,14 +132,26 @@ Tensor float_math(std::string_view op, UnaryOp kind, const Tensor& x) {
   return unary(op, kind, x, floating_result_type(x.dtype()));
 }
 
-// gelu, silu: floating inputs only.
-Tensor activation(std::string_view op, UnaryOp kind, const Tensor& x) {
+// gelu, silu, softplus, elu, celu, leaky_relu, glu: floating inputs only.
+void check_floating_input(std::string_view op, const Tensor& x) {
   detail::check_defined(op, x, "self");
   DT_CHECK(is_floating(x.dtype()),
            "[%s] expected a floating input (float32, float64, float16, bfloat16), got %s "
            "(argument self)",
            op, dtype_name(x.dtype()));
+}
+Tensor activation(std::string_view op, UnaryOp kind, const Tensor& x) {
+  check_floating_input(op, x);
   return unary(op, kind, x, x.dtype());
+}
+// softplus, elu / celu, leaky_relu: the kernels of pointwise_math.h with two parameters.
+Tensor param_activation(std::string_view op, detail::ParamActivation kind, const Tensor& x,
+                        double p0, double p1) {
+  check_floating_input(op, x);
+  Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
+  (x.device().is_cuda() ? detail::param_activation_cuda : detail::param_activation_cpu)(
+      kind, out, x, p0, p1);
+  return out;
 }
 
 }  // namespace
@@ -305,6 +318,36 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate) {
 }
 Tensor silu(const Tensor& x) {
   return activation("silu", UnaryOp::kSilu, x);
+}
+Tensor relu6(const Tensor& x) {
+  detail::check_defined("relu6", x, "self");
+  check_not_bool("relu6", x.dtype(), "self");
+  return unary("relu6", UnaryOp::kRelu6, x, x.dtype());
+}
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  return param_activation("softplus", detail::ParamActivation::kSoftplus, x, beta, threshold);
+}
+Tensor elu(const Tensor& x, double alpha) {
+  return param_activation("elu", detail::ParamActivation::kElu, x, alpha, 1.0);
+}
+// PyTorch's celu: elu with input_scale 1 / alpha.
+Tensor celu(const Tensor& x, double alpha) {
+  DT_CHECK(alpha != 0.0, "[celu] alpha cannot be 0 for CELU");
+  return param_activation("celu", detail::ParamActivation::kElu, x, alpha, 1.0 / alpha);
+}
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return param_activation("leaky_relu", detail::ParamActivation::kLeakyRelu, x, negative_slope,
+                          0.0);
+}
+// One pass of the sigmoid gate over the two halves (strided views of x; no copies).
+Tensor glu(const Tensor& x, int64_t dim) {
+  check_floating_input("glu", x);
+  DT_CHECK(x.dim() > 0, "[glu] glu does not support scalars because halving size must be even");
+  const int64_t d = normalize_dim(dim, x.dim(), "glu");
+  const int64_t n = x.size(d);
+  DT_CHECK(n % 2 == 0, "[glu] halving dimension must be even, but dimension %d is size %d", d, n);
+  return detail::binary_op("glu", BinaryOp::kSigmoidGate, x.narrow(d, 0, n / 2),
+                           x.narrow(d, n / 2, n / 2), x.dtype());
 }
 
 Tensor maximum(const Tensor& self, const Tensor& other) {

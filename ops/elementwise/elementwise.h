@@ -3,9 +3,10 @@
 // Binary ops broadcast their inputs (NumPy rules) and compute in the promoted dtype
 // (ops/common/type_promotion.h); bf16/fp16 are computed in float and rounded once. Inputs
 // must live on one device. Float-only math (exp, log, sqrt, rsqrt, sigmoid, tanh, div) on
-// integer or bool inputs computes in float32, as PyTorch does; the activations gelu and silu
-// require a floating input, as in PyTorch. Errors name the op and the argument, e.g.
-// "[add] cannot broadcast shapes [2, 3] and [4] (argument other)".
+// integer or bool inputs computes in float32, as PyTorch does; the activations gelu, silu,
+// softplus, elu, celu, leaky_relu and glu require a floating input, as in PyTorch. Errors name
+// the op and the argument, e.g. "[add] cannot broadcast shapes [2, 3] and [4] (argument
+// other)".
 #pragma once
 
 #include <optional>
@@ -122,6 +123,15 @@ Tensor remainder(const Tensor& self, const Scalar& other);
 // sqrt(self^2 + other^2) without overflow, floating inputs only.
 Tensor atan2(const Tensor& self, const Tensor& other);
 Tensor hypot(const Tensor& self, const Tensor& other);
+// log(exp(self) + exp(other)) without overflow (max + log1p(exp(-|self - other|)); two equal
+// infinities give themselves, logaddexp(-inf, -inf) = -inf), in result_type(self, other), which
+// must be floating. xlogy(self, other) = self * log(other), 0 where self == 0 unless other is NaN
+// (xlogy(0, 0) = 0, xlogy(0, nan) = nan). copysign(self, other) = |self| with the sign bit of
+// other (-0.0 and a NaN's sign count). xlogy and copysign compute integer and bool inputs in
+// float32, as PyTorch.
+Tensor logaddexp(const Tensor& self, const Tensor& other);
+Tensor xlogy(const Tensor& self, const Tensor& other);
+Tensor copysign(const Tensor& self, const Tensor& other);
 // min(max(x, min), max) elementwise (a bound left out is not applied; at least one is needed);
 // dtype result_type(x, min, max); NaN stays NaN; min > max gives max everywhere, as PyTorch.
 // clip is clamp.
@@ -172,6 +182,25 @@ enum class GeluApproximate { kNone, kTanh };
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::kNone);
 // x * sigmoid(x). Floating inputs only.
 Tensor silu(const Tensor& x);
+// More activations, with torch.nn.functional's names, defaults and values (kernels: one
+// formula per element for both devices, ops/elementwise/pointwise_math.h; computed in float for
+// 16-bit floats, parameters converted to that type first).
+// min(max(x, 0), 6) (PyTorch's hardtanh(x, 0, 6)); same dtype, integers allowed, bool raises;
+// NaN and -0.0 stay.
+Tensor relu6(const Tensor& x);
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold. Floating inputs only.
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+// x for x > 0, alpha (exp(x) - 1) for x <= 0; NaN stays NaN. Floating inputs only.
+Tensor elu(const Tensor& x, double alpha = 1.0);
+// max(0, x) + min(0, alpha (exp(x / alpha) - 1)) (PyTorch's elu with input_scale 1 / alpha);
+// alpha = 0 raises "[celu] alpha cannot be 0 for CELU". Floating inputs only.
+Tensor celu(const Tensor& x, double alpha = 1.0);
+// x for x > 0, negative_slope * x otherwise. Floating inputs only.
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// a * sigmoid(b), where a and b are the first and second halves of x along dim (which must
+// have an even size; a 0-d x raises). The result has half of x's size along dim. Floating
+// inputs only.
+Tensor glu(const Tensor& x, int64_t dim = -1);
 
 // ---- activation gradients (the local backward kernels of the activations) --------------------
 // Each takes the gradient of the activation's output and one forward tensor of the same shape,
@@ -309,6 +338,14 @@ DTensor pow(const DTensor& x, const Scalar& exponent);
 DTensor relu(const DTensor& x);
 DTensor gelu(const DTensor& x, GeluApproximate approximate = GeluApproximate::kNone);
 DTensor silu(const DTensor& x);
+DTensor relu6(const DTensor& x);
+DTensor softplus(const DTensor& x, double beta = 1.0, double threshold = 20.0);
+DTensor elu(const DTensor& x, double alpha = 1.0);
+DTensor celu(const DTensor& x, double alpha = 1.0);
+DTensor leaky_relu(const DTensor& x, double negative_slope = 0.01);
+// glu's dim must be whole on each rank: an input sharded along it is redistributed first (a
+// shard of x is not a shard of each half); every other dim keeps its shard.
+DTensor glu(const DTensor& x, int64_t dim = -1);
 DTensor maximum(const DTensor& self, const DTensor& other);
 DTensor minimum(const DTensor& self, const DTensor& other);
 
@@ -323,6 +360,11 @@ DTensor remainder(const DTensor& self, const DTensor& other);
 DTensor remainder(const DTensor& self, const Scalar& other);
 DTensor atan2(const DTensor& self, const DTensor& other);
 DTensor hypot(const DTensor& self, const DTensor& other);
+// logaddexp is increasing in each input: Partial(max) or Partial(min) in one input with the
+// other replicated passes through (as PyTorch's DTensor rules).
+DTensor logaddexp(const DTensor& self, const DTensor& other);
+DTensor xlogy(const DTensor& self, const DTensor& other);
+DTensor copysign(const DTensor& self, const DTensor& other);
 DTensor clamp(const DTensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 DTensor clamp(const DTensor& x, const DTensor& min, const DTensor& max);
 DTensor clamp_min(const DTensor& x, const Scalar& min);

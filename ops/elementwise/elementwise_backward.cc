@@ -14,6 +14,7 @@
 #include "ops/common/grad_util.h"
 #include "ops/elementwise/elementwise.h"
 #include "ops/ops_registry.h"
+#include "ops/view/view.h"
 
 namespace dtensor::detail {
 namespace {
@@ -216,6 +217,51 @@ DTensorList selu_bw(const BackwardContext& c, Grads g) {
   const DTensor e = exp(clamp(x, std::nullopt, Scalar(0.0)));
   return {for_input(c, 0, g[0] * (pos * kScale + (1.0 - pos) * e * (kScale * kAlpha)))};
 }
+// The activations of issue 44, as PyTorch 2.15's backward kernels (softplus_backward,
+// elu_backward, leaky_relu_backward, hardtanh_backward, glu_backward), kinks and NaN included
+// (tests/ops/elementwise/torch_activation_refs.py). Each slope is built from x alone and
+// multiplies g (a mask becomes 0 or 1 first, so a NaN or inf x gives no NaN from 0 * inf).
+// softplus: 1 where beta x > threshold (the linear tail), else sigmoid(beta x) (PyTorch's
+// z / (z + 1), z = exp(beta x)); NaN for a NaN x.
+DTensorList softplus_bw(const BackwardContext& c, Grads g) {
+  const DTensor bx = c.input(0) * c.scalar(0);
+  return {for_input(c, 0, g[0] * masked_fill(sigmoid(bx), gt(bx, c.scalar(1)), Scalar(1.0)))};
+}
+// elu (input_scale s = 1) and celu (s = 1 / alpha): alpha s exp(s x) for x <= 0 (alpha s at
+// 0: alpha for elu, 1 for celu), 1 for x > 0 and for NaN.
+template <bool kCelu>
+DTensorList elu_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const double alpha = c.scalar(0).to_double();
+  const double s = kCelu ? 1.0 / alpha : 1.0;
+  // exp(s x) overflows for large x > 0; those positions are overwritten with 1.
+  const DTensor e = exp(x * s) * (alpha * s);
+  return {for_input(c, 0, g[0] * masked_fill(e, logical_not(le(x, Scalar(0.0))), Scalar(1.0)))};
+}
+// leaky_relu: 1 for x > 0, negative_slope otherwise (at 0 and for NaN too).
+DTensorList leaky_relu_bw(const BackwardContext& c, Grads g) {
+  const DTensor pos = gt(c.input(0), Scalar(0.0));
+  const DTensor slope = masked_fill(as_float(pos, g[0].dtype()), logical_not(pos), c.scalar(0));
+  return {for_input(c, 0, g[0] * slope)};
+}
+// relu6 (hardtanh(x, 0, 6)): 1 strictly inside (0, 6) and for NaN, 0 at and beyond 0 and 6.
+DTensorList relu6_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const DTensor outside = logical_or(le(x, Scalar(0.0)), ge(x, Scalar(6.0)));
+  return {for_input(c, 0, g[0] * as_float(logical_not(outside), g[0].dtype()))};
+}
+// glu: with a, b the halves and s = sigmoid(b), grad_a = g s and grad_b = g s (1 - s) a,
+// concatenated along dim (the dim is whole on each rank, so narrow and cat move no data).
+DTensorList glu_bw(const BackwardContext& c, Grads g) {
+  if (!c.needs_input_grad(0)) return {DTensor()};
+  const DTensor& x = c.input(0);
+  const int64_t dim = normalize_dim(c.arg<int64_t>(0), x.dim(), "glu");
+  const int64_t h = x.shape()[dim] / 2;
+  const DTensor s = sigmoid(narrow(x, dim, h, h));
+  const DTensor ga = g[0] * s;
+  const DTensor gb = ga * (1.0 - s) * narrow(x, dim, 0, h);
+  return {for_input(c, 0, cat({ga, gb}, dim))};
+}
 DTensorList erf_bw(const BackwardContext& c, Grads g) {
   const DTensor& x = c.input(0);
   return {for_input(c, 0, g[0] * exp(x * x * -1.0) * (2.0 / std::sqrt(M_PI)))};
@@ -341,6 +387,36 @@ DTensorList clamp_tensor_bw(const BackwardContext& c, Grads g) {
   }
   return out;
 }
+// logaddexp: g / (1 + exp(other - self)) and g / (1 + exp(self - other)), PyTorch's formulas
+// (NaN where both are the same infinity, 0 and 1 where one is -inf or +inf).
+DTensorList logaddexp_bw(const BackwardContext& c, Grads g) {
+  const DTensor &a = c.input(0), &b = c.input(1);
+  return {c.needs_input_grad(0) ? for_input(c, 0, g[0] / (exp(b - a) + 1.0)) : DTensor(),
+          c.needs_input_grad(1) ? for_input(c, 1, g[0] / (exp(a - b) + 1.0)) : DTensor()};
+}
+// xlogy, as PyTorch: self gets xlogy(g, other), 0 where self == 0 and other <= 0; other gets
+// g self / other.
+DTensorList xlogy_bw(const BackwardContext& c, Grads g) {
+  const DTensor &a = c.input(0), &b = c.input(1);
+  DTensorList out(2);
+  if (c.needs_input_grad(0)) {
+    const DTensor zero_self = logical_and(eq(a, Scalar(0.0)), le(b, Scalar(0.0)));
+    out[0] = for_input(c, 0, masked_fill(xlogy(g[0], b), zero_self, Scalar(0.0)));
+  }
+  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, g[0] * a / b);
+  return out;
+}
+// copysign, as PyTorch: self gets g * out / self (0 where self == 0; NaN for an infinite or NaN
+// self), other gets zeros.
+DTensorList copysign_bw(const BackwardContext& c, Grads g) {
+  const DTensor& a = c.input(0);
+  DTensorList out(2);
+  if (c.needs_input_grad(0)) {
+    out[0] = for_input(c, 0, g[0] * masked_fill(c.output(0) / a, eq(a, Scalar(0.0)), Scalar(0.0)));
+  }
+  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, zeros_like(g[0]));
+  return out;
+}
 DTensorList masked_fill_bw(const BackwardContext& c, Grads g) {
   return {for_input(c, 0, masked(g[0], logical_not(c.input(1)))), DTensor()};
 }
@@ -425,6 +501,12 @@ PointwiseGrad pointwise_grad(std::string_view name) {
       {"hardswish", {hardswish_bw, kIn0}},
       {"mish", {mish_bw, kIn0}},
       {"selu", {selu_bw, kIn0}},
+      {"relu6", {relu6_bw, kIn0}},
+      {"softplus", {softplus_bw, kIn0}},
+      {"elu", {elu_bw<false>, kIn0}},
+      {"celu", {elu_bw<true>, kIn0}},
+      {"leaky_relu", {leaky_relu_bw, kIn0}},
+      {"glu", {glu_bw, kIn0}},
       {"erfinv", {erfinv_bw, 0, kOut0}},
       {"exp2", {exp2_bw, 0, kOut0}},
       {"expm1", {expm1_bw, 0, kOut0}},
@@ -447,6 +529,9 @@ PointwiseGrad pointwise_grad(std::string_view name) {
       {"remainder.Scalar", {same_bw}},
       {"atan2", {atan2_bw, kIn01}},
       {"hypot", {hypot_bw, kIn01, kOut0}},
+      {"logaddexp", {logaddexp_bw, kIn01}},
+      {"xlogy", {xlogy_bw, kIn01}},
+      {"copysign", {copysign_bw, kIn0, kOut0}},
       {"clamp", {clamp_bw, kIn0}},
       {"clamp_min", {clamp_min_bw, kIn0}},
       {"clamp_max", {clamp_max_bw, kIn0}},

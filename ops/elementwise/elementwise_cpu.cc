@@ -66,6 +66,26 @@ void binary_typed(BinaryOp op, const ElementwiseIter& it) {
         return cpu_kernel<T, T, T>(it, [](C a, C b) { return hypot_op(a, b); });
       }
       break;
+    case BinaryOp::kLogaddexp:
+      if constexpr (std::is_floating_point_v<C>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) { return logaddexp_op(a, b); });
+      }
+      break;
+    case BinaryOp::kXlogy:
+      if constexpr (std::is_floating_point_v<C>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) { return xlogy_op(a, b); });
+      }
+      break;
+    case BinaryOp::kCopysign:
+      if constexpr (std::is_floating_point_v<C>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) { return copysign_op(a, b); });
+      }
+      break;
+    case BinaryOp::kSigmoidGate:
+      if constexpr (std::is_floating_point_v<C>) {
+        return cpu_kernel<T, T, T>(it, [](C a, C b) { return sigmoid_gate_op(a, b); });
+      }
+      break;
     case BinaryOp::kBitAnd:
       if constexpr (std::is_integral_v<C>) {
         return cpu_kernel<T, T, T>(it, [](C a, C b) -> C { return a & b; });

@@ -80,6 +80,29 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
         return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return hypot_op(x, y); });
       }
       break;
+    case BinaryOp::kLogaddexp:
+      if constexpr (std::is_floating_point_v<C>) {
+        return gpu_kernel<T, T, T>(out, in,
+                                   [] __device__(C x, C y) { return logaddexp_op(x, y); });
+      }
+      break;
+    case BinaryOp::kXlogy:
+      if constexpr (std::is_floating_point_v<C>) {
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return xlogy_op(x, y); });
+      }
+      break;
+    case BinaryOp::kCopysign:
+      if constexpr (std::is_floating_point_v<C>) {
+        return gpu_kernel<T, T, T>(out, in,
+                                   [] __device__(C x, C y) { return copysign_op(x, y); });
+      }
+      break;
+    case BinaryOp::kSigmoidGate:
+      if constexpr (std::is_floating_point_v<C>) {
+        return gpu_kernel<T, T, T>(out, in,
+                                   [] __device__(C x, C y) { return sigmoid_gate_op(x, y); });
+      }
+      break;
     case BinaryOp::kBitAnd:
       if constexpr (std::is_integral_v<C>) {
         return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) -> C { return x & y; });
@@ -253,6 +276,8 @@ void float_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& p
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return relu6_of(x + C(3)) / C(6); });
     case UnaryOp::kHardswish:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x * relu6_of(x + C(3)) / C(6); });
+    case UnaryOp::kRelu6:
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return relu6_of(x); });
     case UnaryOp::kMish:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x * tanh(x > C(20) ? x : log1p(exp(x))); });
     case UnaryOp::kSelu:
@@ -304,6 +329,8 @@ void int_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& par
       return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return x < 0 ? -x : x; });
     case UnaryOp::kRelu:
       return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return x < 0 ? 0 : x; });
+    case UnaryOp::kRelu6:
+      return gpu_kernel<T, T>(out, in, [] __device__(T x) -> T { return relu6_of(x); });
     case UnaryOp::kFloor:  // rounding an integer is the identity
     case UnaryOp::kCeil:
     case UnaryOp::kRound:
@@ -357,6 +384,27 @@ void activation_backward_typed(ActivationGrad op, const Tensor& out, const Tenso
     case ActivationGrad::kTanh:
       return gpu_kernel<T, T, T>(out, in,
                                  [] __device__(C gv, C y) -> C { return gv * (C(1) - y * y); });
+  }
+}
+
+// The activations with parameters of param_activation_cpu (pointwise_math.h), the parameters
+// converted to the compute type first.
+template <typename T>
+void param_activation_typed(ParamActivation op, const Tensor& out, const Tensor& a, double p0,
+                            double p1) {
+  using C = compute_t<T>;
+  const C c0 = static_cast<C>(p0), c1 = static_cast<C>(p1);
+  const std::initializer_list<const Tensor*> in{&a};
+  switch (op) {
+    case ParamActivation::kSoftplus:
+      return gpu_kernel<T, T>(out, in,
+                              [c0, c1] __device__(C x) -> C { return softplus_op(x, c0, c1); });
+    case ParamActivation::kElu:
+      return gpu_kernel<T, T>(out, in,
+                              [c0, c1] __device__(C x) -> C { return elu_op(x, c0, c1); });
+    case ParamActivation::kLeakyRelu:
+      return gpu_kernel<T, T>(out, in,
+                              [c0] __device__(C x) -> C { return leaky_relu_op(x, c0); });
   }
 }
 
@@ -429,6 +477,12 @@ void activation_backward_cuda(ActivationGrad op, const Tensor& out, const Tensor
                               const Tensor& x) {
   dispatch_floating(out.dtype(), "activation_backward_cuda",
                     [&]<typename T>() { activation_backward_typed<T>(op, out, grad, x); });
+}
+
+void param_activation_cuda(ParamActivation op, const Tensor& out, const Tensor& a, double p0,
+                           double p1) {
+  dispatch_floating(out.dtype(), "param_activation_cuda",
+                    [&]<typename T>() { param_activation_typed<T>(op, out, a, p0, p1); });
 }
 
 void nan_to_num_cuda(const Tensor& out, const Tensor& a, double nan, double posinf,

@@ -18,6 +18,8 @@ void unary_cuda(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& pa
 void nan_to_num_cuda(const Tensor& out, const Tensor& a, double nan, double posinf,
                      double neginf);
 void where_cuda(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+void param_activation_cuda(ParamActivation op, const Tensor& out, const Tensor& a, double p0,
+                           double p1);
 void activation_backward_cuda(ActivationGrad op, const Tensor& out, const Tensor& grad,
                               const Tensor& x);
 

@@ -83,6 +83,7 @@ DT_EW_UNARY(sigmoid)
 DT_EW_UNARY(tanh)
 DT_EW_UNARY(relu)
 DT_EW_UNARY(silu)
+DT_EW_UNARY(relu6)
 DT_EW_UNARY(sin)
 DT_EW_UNARY(cos)
 DT_EW_UNARY(tan)
@@ -147,6 +148,36 @@ DTensor pow(const DTensor& x, const Scalar& exponent) {
 DTensor gelu(const DTensor& x, GeluApproximate approximate) {
   static const OpInfo& info = ops_op("gelu");
   const ArgValue args[] = {static_cast<int64_t>(approximate)};
+  return dispatch(info, {&x}, args);
+}
+
+// The activations with parameters: args (parameters [runtime]); celu's alpha is checked here,
+// identically on every rank, before dispatch.
+DTensor softplus(const DTensor& x, double beta, double threshold) {
+  static const OpInfo& info = ops_op("softplus");
+  const ArgValue args[] = {scalar_arg(Scalar(beta)), scalar_arg(Scalar(threshold))};
+  return dispatch(info, {&x}, args);
+}
+DTensor elu(const DTensor& x, double alpha) {
+  static const OpInfo& info = ops_op("elu");
+  const ArgValue args[] = {scalar_arg(Scalar(alpha))};
+  return dispatch(info, {&x}, args);
+}
+DTensor celu(const DTensor& x, double alpha) {
+  DT_CHECK(alpha != 0.0, "[celu] alpha cannot be 0 for CELU");
+  static const OpInfo& info = ops_op("celu");
+  const ArgValue args[] = {scalar_arg(Scalar(alpha))};
+  return dispatch(info, {&x}, args);
+}
+DTensor leaky_relu(const DTensor& x, double negative_slope) {
+  static const OpInfo& info = ops_op("leaky_relu");
+  const ArgValue args[] = {scalar_arg(Scalar(negative_slope))};
+  return dispatch(info, {&x}, args);
+}
+// arg: dim (static).
+DTensor glu(const DTensor& x, int64_t dim) {
+  static const OpInfo& info = ops_op("glu");
+  const ArgValue args[] = {dim};
   return dispatch(info, {&x}, args);
 }
 

@@ -13,6 +13,8 @@ namespace dtensor::detail {
 enum class BinaryOp : uint8_t {
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
   kPow, kFmod, kRemainder, kAtan2, kHypot,  // pointwise_math.h
+  kLogaddexp, kXlogy, kCopysign,            // pointwise_math.h, floating only
+  kSigmoidGate,                             // a * sigmoid(b): glu's halves, floating only
   kBitAnd, kBitOr, kBitXor                  // integers and bool only
 };
 enum class CompareOp : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
@@ -22,6 +24,7 @@ enum class UnaryOp : uint8_t {
   kFloor, kCeil, kRound, kTrunc, kFrac, kSign, kErfinv,
   kSinh, kCosh, kAsin, kAcos, kAtan, kAsinh, kAcosh, kAtanh, kErfc,  // more math
   kLogSigmoid, kHardsigmoid, kHardswish, kMish, kSelu,               // activations
+  kRelu6,  // min(max(x, 0), 6): floating and integer
   kBitNot  // integers (~x) and bool (!x) only
 };
 
@@ -38,6 +41,13 @@ void compare_scalar_cpu(CompareOp op, const Tensor& out, const Tensor& a, const 
 void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param);
 // out = a with NaN, +inf, -inf replaced by the three values (a, out of one floating dtype).
 void nan_to_num_cpu(const Tensor& out, const Tensor& a, double nan, double posinf, double neginf);
+// The activations with parameters (pointwise_math.h): softplus (p0 = beta, p1 = threshold),
+// elu (p0 = alpha, p1 = input_scale: 1 for elu, 1 / alpha for celu), leaky_relu (p0 =
+// negative_slope). out = f(a), of one floating dtype; the parameters are converted to the
+// compute type first (float for 16-bit floats), as PyTorch's opmath.
+enum class ParamActivation : uint8_t { kSoftplus, kElu, kLeakyRelu };
+void param_activation_cpu(ParamActivation op, const Tensor& out, const Tensor& a, double p0,
+                          double p1);
 // out = cond ? a : b (cond bool; a, b, out of one dtype).
 void where_cpu(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 

@@ -1,8 +1,8 @@
 // Public pointwise math beyond the arithmetic of elementwise.cc: square, pow with a tensor
-// exponent, fmod / remainder, atan2 / hypot, clamp, nan_to_num, the float predicates, logical and
-// bitwise ops, lerp, addcmul / addcdiv. Ops with a kernel of their own run it through
-// elementwise_impl.h; the others are short compositions of existing kernels (noted per op), so
-// their CUDA half is the kernels they compose.
+// exponent, fmod / remainder, atan2 / hypot, logaddexp / xlogy / copysign, clamp, nan_to_num,
+// the float predicates, logical and bitwise ops, lerp, addcmul / addcdiv. Ops with a kernel of
+// their own run it through elementwise_impl.h; the others are short compositions of existing
+// kernels (noted per op), so their CUDA half is the kernels they compose.
 #include <absl/strings/str_format.h>
 
 #include <cmath>
@@ -109,6 +109,25 @@ Tensor hypot(const Tensor& self, const Tensor& other) {
   const DType dt = result_type(self, other);
   check_dtype(is_floating(dt), "hypot", "self", dt, "a floating dtype");
   return detail::binary_op("hypot", BinaryOp::kHypot, self, other, dt);
+}
+
+// logaddexp: floating only (integer pairs raise, as PyTorch's "not implemented for 'Long'");
+// xlogy and copysign compute integer and bool inputs in float32.
+Tensor logaddexp(const Tensor& self, const Tensor& other) {
+  detail::check_binary_args("logaddexp", self, other);
+  const DType dt = result_type(self, other);
+  check_dtype(is_floating(dt), "logaddexp", "self", dt, "a floating dtype");
+  return detail::binary_op("logaddexp", BinaryOp::kLogaddexp, self, other, dt);
+}
+Tensor xlogy(const Tensor& self, const Tensor& other) {
+  detail::check_binary_args("xlogy", self, other);
+  return detail::binary_op("xlogy", BinaryOp::kXlogy, self, other,
+                           floating_result_type(result_type(self, other)));
+}
+Tensor copysign(const Tensor& self, const Tensor& other) {
+  detail::check_binary_args("copysign", self, other);
+  return detail::binary_op("copysign", BinaryOp::kCopysign, self, other,
+                           floating_result_type(result_type(self, other)));
 }
 
 // One allocation: max into a new tensor, then min in place (kernels allow exact aliasing).

@@ -31,6 +31,9 @@ void nan_to_num_cuda(const Tensor&, const Tensor&, double, double, double) {
 void where_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   no_cuda("where");
 }
+void param_activation_cuda(ParamActivation, const Tensor&, const Tensor&, double, double) {
+  no_cuda("param_activation");
+}
 void activation_backward_cuda(ActivationGrad, const Tensor&, const Tensor&, const Tensor&) {
   no_cuda("activation_backward");
 }

@@ -158,23 +158,37 @@ struct PointwiseDef {
   Monotone monotone = Monotone::kNone;
   // Input names other than the defaults (self, other / tensor1, tensor2), e.g. lerp's end.
   std::array<const char*, 3> input_names{};
+  // A binary op non-decreasing in each input with the other fixed, over the extended reals
+  // (logaddexp): f(max a_i, b) = max f(a_i, b), so one Partial(max/min) input passes through
+  // with the other replicated, [P(max) | P(max), R] and [P(max) | R, P(max)] (PyTorch's
+  // monotonic binary rules). Both Partial would not: max f(a_i, b_i) is not f(max a, max b).
+  bool monotone_each = false;
 };
+
+// The rows of PointwiseDef::monotone_each for a binary op.
+void add_monotone_each_rows(StrategyRows& rows) {
+  for (const Placement& p : {Partial(ReduceOp::kMax), Partial(ReduceOp::kMin)}) {
+    rows.push_back({p, p, Replicate()});
+    rows.push_back({p, Replicate(), p});
+  }
+}
 
 // Samples: even/uneven/empty shards, broadcasting for the binary ops; positive values where
 // the op needs them (division, log, sqrt); the runtime scalar 2 and the static result dtype.
 std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
   const std::string_view name = def.name;
-  // Positive for division (fmod, remainder: away from their jumps at zero), logs, roots and
-  // the real powers of pow.Tensor.
+  // Positive for division (fmod, remainder: away from their jumps at zero), logs (not
+  // logaddexp, defined everywhere), roots and the real powers of pow.Tensor.
   const bool positive = name.starts_with("div") || name.starts_with("rdiv") ||
-                        name.starts_with("log") || name == "sqrt" || name == "rsqrt" ||
-                        name == "reciprocal" || name.starts_with("fmod") ||
+                        (name.starts_with("log") && name != "logaddexp") || name == "sqrt" ||
+                        name == "rsqrt" || name == "reciprocal" || name.starts_with("fmod") ||
                         name.starts_with("remainder") || name == "pow.Tensor" ||
                         name == "addcdiv";
   // tan: inside (-pi/2, pi/2), away from its poles; erfinv, asin, acos, atanh: inside
   // (-1, 1); acosh: above 1, away from its infinite slope there.
   const bool unit = name == "erfinv" || name == "asin" || name == "acos" || name == "atanh";
-  const double bound = name == "tan" ? 1.2 : unit ? 0.9 : 5;
+  // relu6: both kinks (0 and 6) and beyond.
+  const double bound = name == "tan" ? 1.2 : unit ? 0.9 : name == "relu6" ? 8 : 5;
   const double low = name == "acosh" ? 1.5 : positive ? 1 : -bound;
   const double high = bound;
   auto in = [&](Shape shape) {
@@ -201,6 +215,14 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
     args = {kFloat32};
   } else if (name == "gelu" || name == "gelu_backward") {
     args = {int64_t{0}};
+  } else if (name == "softplus") {
+    args = {2.0, 5.0};  // beta, threshold: beta x crosses the threshold inside [-5, 5]
+  } else if (name == "elu") {
+    args = {0.7};
+  } else if (name == "celu") {
+    args = {1.5};
+  } else if (name == "leaky_relu") {
+    args = {0.2};
   }
   std::vector<OpSample> out;
   std::vector<std::pair<Shape, Shape>> shapes = {
@@ -215,6 +237,8 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
     } else {
       for (int i = 1; i < def.num_inputs; ++i) sm.inputs.push_back(in(b));
     }
+    // xlogy: self in [-5, 5] (zeros included), other positive (log's domain).
+    if (name == "xlogy") sm.inputs[1] = detail::sample(b, kFloat64, 1, 5);
     out.push_back(std::move(sm));
   }
   return out;
@@ -277,9 +301,13 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   DT_CHECK(def.monotone == Monotone::kNone || def.num_inputs == 1 ||
                (def.inplace && def.converts && def.num_inputs == 2),
            "[%s] monotone rows are for an op whose value depends on one input", def.name);
-  info.strategy = [monotone = def.monotone, num_inputs](const OpSchema& s) {
+  DT_CHECK(!def.monotone_each || def.num_inputs == 2,
+           "[%s] monotone_each rows are for a binary op", def.name);
+  info.strategy = [monotone = def.monotone, monotone_each = def.monotone_each,
+                   num_inputs](const OpSchema& s) {
     StrategyRows rows = pointwise_rows(s, detail::broadcast_inputs(s));
     add_monotone_rows(rows, monotone, num_inputs);
+    if (monotone_each) add_monotone_each_rows(rows);
     return rows;
   };
   info.kernel = single_output(def.kernel);
@@ -314,6 +342,11 @@ void check_all_floating(const OpSchema& s) {  // hypot, lerp
              s.op().input_name(i), dtype_name(s.input(i).dtype()));
   }
 }
+void check_floating_promoted(const OpSchema& s) {  // logaddexp
+  const DType d = promoted_all(s);
+  DT_CHECK(is_floating(d), "[%s] argument self has dtype %s, expected a floating dtype", s.name(),
+           dtype_name(d));
+}
 void check_mask(const OpSchema& s) {  // masked_fill
   DT_CHECK(s.input(1).dtype() == DType::kBool, "[%s] argument mask has dtype %s, expected bool",
            s.name(), dtype_name(s.input(1).dtype()));
@@ -338,6 +371,49 @@ Tensor mod_kernel(const KernelContext& c, Locals l) {
   check_on_all_ranks(c.input_spec(1), detail::integer_division_error(op, l[1], dt));
   return detail::binary_op(op, kFmod ? detail::BinaryOp::kFmod : detail::BinaryOp::kRemainder,
                            l[0], l[1], dt);
+}
+
+// glu: a * sigmoid(b) of x's two halves along dim (arg 0, static). The glu dim must be whole
+// on each rank (a shard of x is a block of one half or of both, not matching blocks of each;
+// PyTorch's DTensor has no glu rule to follow); every other dim keeps its shard, uneven and
+// empty shards included, as softmax's. Not linear: a Partial input is reduced first.
+void register_glu(Registry& reg) {
+  OpInfo info;
+  info.name = "glu";
+  info.input_names = {"self"};
+  info.linearity = Linearity::kNone;
+  info.meta = [](const OpSchema& s) {
+    const int64_t n = s.input(0).ndim();
+    DT_CHECK(n > 0, "[glu] glu does not support scalars because halving size must be even");
+    const int64_t d = normalize_dim(s.arg<int64_t>(0), n, "glu");
+    Shape shape = s.input(0).shape();
+    DT_CHECK(shape[d] % 2 == 0, "[glu] halving dimension must be even, but dimension %d is size %d",
+             d, shape[d]);
+    DT_CHECK(is_floating(s.input(0).dtype()),
+             "[glu] argument self has dtype %s, expected a floating dtype",
+             dtype_name(s.input(0).dtype()));
+    shape[d] /= 2;
+    return OutputMetas{TensorMeta(shape, s.input(0).dtype())};
+  };
+  info.strategy = [](const OpSchema& s) {
+    const int64_t n = s.input(0).ndim();
+    return detail::rows_all_but(n, normalize_dim(s.arg<int64_t>(0), n, "glu"), 2);
+  };
+  info.kernel = single_output(
+      [](const KernelContext& c, Locals l) { return glu(l[0], c.arg<int64_t>(0)); });
+  const detail::PointwiseGrad grad = detail::pointwise_grad("glu");
+  info.backward = grad.backward;
+  info.saved_inputs = grad.saved_inputs;
+  // Even, uneven and empty shards of the other dims; the glu dim first, last and inner.
+  info.samples = [](int64_t w) {
+    const auto call = [](Shape shape, int64_t dim) {
+      return OpSample{{detail::sample(std::move(shape))}, {dim}};
+    };
+    return std::vector<OpSample>{call({3 * w + 1, 4}, 1), call({6, 3 * w + 1}, 0),
+                                 call({2, 2 * w + 1, 4}, -1), call({2, 4, 2 * w + 1}, 1),
+                                 call({detail::short_size(w), 6}, -1)};
+  };
+  reg.add(std::move(info));
 }
 
 }  // namespace
@@ -440,6 +516,38 @@ void register_elementwise_ops(Registry& reg) {
     add_pointwise(reg, {.name = name, .num_inputs = 1, .linearity = L::kNone,
                         .dtype = D::kFloatSame, .kernel = kernel, .monotone = monotone});
   }
+  // More activations (pointwise_math.h). relu6 is non-decreasing over the extended line with
+  // NaN passing through, so Partial(max/min) pass. softplus, elu, celu and leaky_relu are
+  // monotone for some parameters only (runtime values, not in the propagation cache key), so
+  // a Partial input is reduced first. Args: the parameters (runtime).
+  add_pointwise(reg, {.name = "relu6", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(relu6),
+                      .monotone = M::kIncreasing});
+  add_pointwise(reg, {.name = "softplus", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloating,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return softplus(l[0], c.scalar(0).to_double(), c.scalar(1).to_double());
+                      },
+                      .static_argnum = 2});
+  add_pointwise(reg, {.name = "elu", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloating,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return elu(l[0], c.scalar(0).to_double());
+                      },
+                      .static_argnum = 1});
+  add_pointwise(reg, {.name = "celu", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloating,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return celu(l[0], c.scalar(0).to_double());
+                      },
+                      .static_argnum = 1});
+  add_pointwise(reg, {.name = "leaky_relu", .num_inputs = 1, .linearity = L::kNone,
+                      .dtype = D::kFloating,
+                      .kernel = [](const KernelContext& c, Locals l) {
+                        return leaky_relu(l[0], c.scalar(0).to_double());
+                      },
+                      .static_argnum = 1});
+  register_glu(reg);
   add_pointwise(reg, {.name = "exp2", .num_inputs = 1, .linearity = L::kNone,
                       .dtype = D::kFloatSame, .kernel = DT_UNARY(exp2),
                       .monotone = M::kIncreasing});
@@ -487,6 +595,14 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {.name = "hypot", .num_inputs = 2, .linearity = L::kNone,
                       .dtype = D::kPromote, .kernel = DT_BINARY(hypot),
                       .check = check_all_floating});
+  // logaddexp: increasing in each input (Partial(max/min) in one, the other replicated, passes).
+  // xlogy is not linear in self (xlogy(0, 0) = 0, but shares 1 and -1 give -inf + inf = NaN),
+  // copysign in neither input: a Partial input is reduced first.
+  add_pointwise(reg, {.name = "logaddexp", .num_inputs = 2, .linearity = L::kNone,
+                      .dtype = D::kPromote, .kernel = DT_BINARY(logaddexp),
+                      .check = check_floating_promoted, .monotone_each = true});
+  add_pointwise(reg, {"xlogy", 2, L::kNone, D::kFloatPromote, DT_BINARY(xlogy)});
+  add_pointwise(reg, {"copysign", 2, L::kNone, D::kFloatPromote, DT_BINARY(copysign)});
   // args (min, max, dtype) and (bound, dtype).
   add_pointwise(reg, {.name = "clamp", .num_inputs = 1, .linearity = L::kNone, .dtype = D::kArg,
                       .kernel = [](const KernelContext& c, Locals l) {

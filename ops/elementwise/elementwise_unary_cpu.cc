@@ -4,8 +4,9 @@
 // Google Highway (ops/common/simd_math-inl.h), compiled for each target of
 // ops/common/simd_config.h and dispatched at run time. Rows the iterator hands over with a
 // stride are gathered into short contiguous chunks first, so every layout runs the same vector
-// code and gives the same values. The cheap ops (neg, abs, sqrt, rsqrt, relu, pow) stay plain
-// loops the compiler vectorises.
+// code and gives the same values. The cheap ops (neg, abs, sqrt, rsqrt, relu, relu6, pow) stay
+// plain loops the compiler vectorises; the other math and activations (softplus, elu, leaky_relu
+// included) are libm per element.
 #include <cmath>
 #include <type_traits>
 
@@ -230,6 +231,8 @@ void float_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
       return cpu_kernel<T, T>(it, [](C a) -> C { return relu6_of(a + C(3)) / C(6); });
     case UnaryOp::kHardswish:
       return cpu_kernel<T, T>(it, [](C a) -> C { return a * relu6_of(a + C(3)) / C(6); });
+    case UnaryOp::kRelu6:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return relu6_of(a); });
     case UnaryOp::kMish:
       return cpu_kernel<T, T>(it, [](C a) -> C { return a * std::tanh(a > C(20) ? a : std::log1p(std::exp(a))); });
     case UnaryOp::kSelu:
@@ -281,6 +284,8 @@ void int_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
       return cpu_kernel<T, T>(it, [](C a) -> C { return a < 0 ? -a : a; });
     case UnaryOp::kRelu:
       return cpu_kernel<T, T>(it, [](C a) -> C { return a < 0 ? 0 : a; });
+    case UnaryOp::kRelu6:
+      return cpu_kernel<T, T>(it, [](C a) -> C { return relu6_of(a); });
     case UnaryOp::kFloor:  // rounding an integer is the identity
     case UnaryOp::kCeil:
     case UnaryOp::kRound:
@@ -312,6 +317,25 @@ void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& par
       int_unary<T>(op, it, param);
     } else {
       float_unary<T>(op, it, param);
+    }
+  });
+}
+
+// The activations with parameters: plain loops over the formulas of pointwise_math.h (not
+// vectorised yet, like the other activations of the "more math" group).
+void param_activation_cpu(ParamActivation op, const Tensor& out, const Tensor& a, double p0,
+                          double p1) {
+  const ElementwiseIter it(out, {&a});
+  dispatch_floating(out.dtype(), "param_activation_cpu", [&]<typename T>() {
+    using C = compute_t<T>;
+    const C c0 = static_cast<C>(p0), c1 = static_cast<C>(p1);
+    switch (op) {
+      case ParamActivation::kSoftplus:
+        return cpu_kernel<T, T>(it, [c0, c1](C x) { return softplus_op(x, c0, c1); });
+      case ParamActivation::kElu:
+        return cpu_kernel<T, T>(it, [c0, c1](C x) { return elu_op(x, c0, c1); });
+      case ParamActivation::kLeakyRelu:
+        return cpu_kernel<T, T>(it, [c0](C x) { return leaky_relu_op(x, c0); });
     }
   });
 }

@@ -26,6 +26,9 @@ Tensor softmax(const Tensor& x, int64_t dim);
 // (x - max) - log(sum(exp(x - max))) along dim.
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// softmax(-x, dim), as torch.nn.functional.softmin (the negation is its own pass, as PyTorch's).
+Tensor softmin(const Tensor& x, int64_t dim);
+
 // Gradient of softmax with respect to its input, from the gradient of its output and the
 // output itself (out = softmax(x, dim)): out * (grad_out - sum(grad_out * out, dim)), the sum
 // kept along dim. grad_out and out must have one shape, floating dtype and device; the result
@@ -56,5 +59,6 @@ SoftmaxStats softmax_with_stats(const Tensor& x);
 // other dim keeps its shard (uneven included), with no communication.
 DTensor softmax(const DTensor& x, int64_t dim);
 DTensor log_softmax(const DTensor& x, int64_t dim);
+DTensor softmin(const DTensor& x, int64_t dim);
 
 }  // namespace dtensor

@@ -418,6 +418,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_impl(x, dim, true, "log_softmax");
 }
 
+// The checks first, so that a bad input raises "[softmin] ..." rather than neg's error.
+Tensor softmin(const Tensor& x, int64_t dim) {
+  DT_CHECK(x.defined(), "[softmin] expected a defined input tensor");
+  normalize_dim(dim, x.dim(), "softmin");
+  dispatch_floating(x.dtype(), "softmin", []<typename T>() {});
+  return softmax_impl(neg(x), dim, false, "softmin");
+}
+
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
   return softmax_backward_impl(grad_out, out, dim, false, "softmax_backward");
 }

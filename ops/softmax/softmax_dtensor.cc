@@ -1,4 +1,4 @@
-// DTensor forms of softmax and log_softmax (registered in softmax_strategy.cc).
+// DTensor forms of softmax, log_softmax and softmin (registered in softmax_strategy.cc).
 #include "autograd/dispatch.h"
 #include "ops/ops_registry.h"
 #include "ops/softmax/softmax.h"
@@ -13,6 +13,12 @@ DTensor softmax(const DTensor& x, int64_t dim) {
 
 DTensor log_softmax(const DTensor& x, int64_t dim) {
   static const OpInfo& op = ops_op("log_softmax");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&x}, args);
+}
+
+DTensor softmin(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("softmin");
   const ArgValue args[] = {dim};
   return dispatch(op, {&x}, args);
 }

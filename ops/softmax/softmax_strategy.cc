@@ -1,11 +1,12 @@
-// Registration of softmax and log_softmax: the softmax dim must be replicated, every other
-// dim keeps its shard; Partial inputs are reduced first (the op is not linear).
+// Registration of softmax, log_softmax and softmin: the softmax dim must be replicated, every
+// other dim keeps its shard; Partial inputs are reduced first (the op is not linear).
 #include "autograd/dispatch.h"
 #include "autograd/function.h"
 #include "dtensor/propagation/dispatch.h"
 #include "ops/ops_registry.h"
 #include "dtensor/propagation/registry.h"
 #include "ops/common/strategy_util.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/softmax/softmax.h"
 #include "tensor/error.h"
 
@@ -27,6 +28,13 @@ DTensorList log_softmax_grad(const BackwardContext& c, absl::Span<const DTensor>
   static const OpInfo& op = ops_op("log_softmax_backward");
   const ArgValue args[] = {c.arg<int64_t>(0)};
   return {dispatch(op, {&g[0], &c.output(0)}, args)};
+}
+
+// softmin = softmax(-x): dx = -(y (g - sum(g y))), the softmax gradient op negated.
+DTensorList softmin_grad(const BackwardContext& c, absl::Span<const DTensor> g) {
+  static const OpInfo& op = ops_op("softmax_backward");
+  const ArgValue args[] = {c.arg<int64_t>(0)};
+  return {neg(dispatch(op, {&g[0], &c.output(0)}, args))};
 }
 
 // Every dim but the softmax dim may stay sharded, the same way on all `n_tensors` (outputs then
@@ -105,6 +113,7 @@ void register_softmax_grad(Registry& r, const char* name,
 void register_softmax_ops(Registry& registry) {
   register_softmax_like(registry, "softmax", &softmax, softmax_grad);
   register_softmax_like(registry, "log_softmax", &log_softmax, log_softmax_grad);
+  register_softmax_like(registry, "softmin", &softmin, softmin_grad);
   register_softmax_grad(registry, "softmax_backward", &softmax_backward);
   register_softmax_grad(registry, "log_softmax_backward", &log_softmax_backward);
 }

@@ -163,7 +163,7 @@ TEST_CASE("CUDA DTensor matmul family equals the CPU products", "[cuda][ops]") {
   }
 }
 
-TEST_CASE("CUDA DTensor softmax, log_softmax, layer_norm and rms_norm equal the CPU ops",
+TEST_CASE("CUDA DTensor softmax, log_softmax, softmin, layer_norm and rms_norm equal the CPU ops",
           "[cuda][ops]") {
   const auto all = tt::standard_choices();
   for (const dt::Shape& s : shapes_2d()) {
@@ -172,6 +172,7 @@ TEST_CASE("CUDA DTensor softmax, log_softmax, layer_norm and rms_norm equal the 
     for (int64_t dim : {0, 1, -1}) {
       check_unary(x, all, [&](const auto& a) { return dt::softmax(a, dim); });
       check_unary(x, all, [&](const auto& a) { return dt::log_softmax(a, dim); });
+      check_unary(x, all, [&](const auto& a) { return dt::softmin(a, dim); });
     }
     const int64_t d = s[1];
     const Tensor wt = tt::det_input(dt::Shape{d}, 8, 0.5, 0.25);

@@ -93,6 +93,15 @@ TEST_CASE("cuda elementwise: unary math and activations", "[gpu][elementwise]") 
       check_matches(silu(g), silu(x));
       check_matches(pow(g, Scalar(2)), pow(x, Scalar(2)));
       check_matches(pow(abs(g), Scalar(0.5)), pow(abs(x), Scalar(0.5)));
+      // The activations with parameters (pointwise_math.h's formulas on both devices).
+      check_matches(relu6(g * Scalar(4.0)), relu6(x * Scalar(4.0)));
+      check_matches(softplus(g), softplus(x));
+      check_matches(softplus(g, 2.0, 1.0), softplus(x, 2.0, 1.0));
+      check_matches(elu(g), elu(x));
+      check_matches(elu(g, 0.5), elu(x, 0.5));
+      check_matches(celu(g, 2.0), celu(x, 2.0));
+      check_matches(leaky_relu(g), leaky_relu(x));
+      check_matches(leaky_relu(g, 0.2), leaky_relu(x, 0.2));
       using UnaryFn = Tensor (*)(const Tensor&);
       for (UnaryFn f : {UnaryFn(&dtensor::sin), UnaryFn(&dtensor::cos), UnaryFn(&dtensor::erf),
                         UnaryFn(&dtensor::exp2), UnaryFn(&dtensor::expm1),
@@ -125,6 +134,7 @@ TEST_CASE("cuda elementwise: unary math and activations", "[gpu][elementwise]") 
     check_matches(neg(g), neg(x));
     check_matches(abs(g), abs(x));
     check_matches(relu(g), relu(x));
+    check_matches(relu6(g), relu6(x));
     check_matches(pow(g, Scalar(3)), pow(x, Scalar(3)));
     check_matches(exp(g), exp(x));  // integers compute in float32
   }
@@ -181,6 +191,12 @@ TEST_CASE("cuda elementwise: pointwise math, predicates, logical and bitwise ops
     check_matches(remainder(gx, Scalar(0.75)), remainder(x, Scalar(0.75)));
     check_matches(atan2(gx, gy), atan2(x, y));
     check_matches(hypot(gx, gy), hypot(x, y));
+    check_matches(logaddexp(gx, gy), logaddexp(x, y));
+    check_matches(xlogy(gx, abs(gy)), xlogy(x, abs(y)));
+    check_matches(copysign(gx, gy), copysign(x, y));
+    // glu's halves are strided views of its input (both dims: inner and outer halves).
+    check_matches(glu(gx.narrow(0, 0, 6), 0), glu(x.narrow(0, 0, 6), 0));
+    check_matches(glu(gx.narrow(1, 0, 4), -1), glu(x.narrow(1, 0, 4), -1));
     check_matches(clamp(gx, Scalar(-0.5), Scalar(0.5)), clamp(x, Scalar(-0.5), Scalar(0.5)));
     check_matches(clamp(gx, gy, gy + Scalar(1.0)), clamp(x, y, y + Scalar(1.0)));
     // NaN, +-inf and finite values.

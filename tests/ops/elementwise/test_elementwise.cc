@@ -129,6 +129,24 @@ std::vector<UnaryCase> float_unary_cases() {
        gelu_tanh_ref, -4, 4},
       {"silu", [](const Tensor& t) { return dt::silu(t); },
        [](double x) { return x / (1 + std::exp(-x)); }, -5, 5},
+      // The activations of issue 44 (their kinks and special values against PyTorch:
+      // test_activations_torch_mpi).
+      {"relu6", [](const Tensor& t) { return dt::relu6(t); },
+       [](double x) { return std::clamp(x, 0.0, 6.0); }, -3, 9},
+      {"softplus", [](const Tensor& t) { return dt::softplus(t); },
+       [](double x) { return std::log1p(std::exp(x)); }, -8, 8},
+      {"softplus beta 2 threshold 5", [](const Tensor& t) { return dt::softplus(t, 2.0, 5.0); },
+       [](double x) { return 2 * x > 5 ? x : std::log1p(std::exp(2 * x)) / 2; }, -4, 4},
+      {"elu", [](const Tensor& t) { return dt::elu(t); },
+       [](double x) { return x > 0 ? x : std::expm1(x); }, -4, 4},
+      {"elu alpha 0.5", [](const Tensor& t) { return dt::elu(t, 0.5); },
+       [](double x) { return x > 0 ? x : 0.5 * std::expm1(x); }, -4, 4},
+      {"celu alpha 2", [](const Tensor& t) { return dt::celu(t, 2.0); },
+       [](double x) { return x > 0 ? x : 2 * std::expm1(x / 2); }, -4, 4},
+      {"leaky_relu", [](const Tensor& t) { return dt::leaky_relu(t); },
+       [](double x) { return x > 0 ? x : 0.01 * x; }, -4, 4},
+      {"leaky_relu 0.2", [](const Tensor& t) { return dt::leaky_relu(t, 0.2); },
+       [](double x) { return x > 0 ? x : 0.2 * x; }, -4, 4},
       {"pow 2", [](const Tensor& t) { return dt::pow(t, 2); }, [](double x) { return x * x; },
        -3, 3},
       {"pow 3.0", [](const Tensor& t) { return dt::pow(t, 3.0); },
@@ -191,6 +209,13 @@ std::vector<BinaryCase> float_binary_cases() {
        [](double a, double b) { return std::atan2(a, b); }},
       {"hypot", [](const Tensor& a, const Tensor& b) { return dt::hypot(a, b); },
        [](double a, double b) { return std::hypot(a, b); }},
+      {"logaddexp", [](const Tensor& a, const Tensor& b) { return dt::logaddexp(a, b); },
+       [](double a, double b) { return std::log(std::exp(a) + std::exp(b)); }},
+      // Negative divisors give NaN in both (no zero self among these values).
+      {"xlogy", [](const Tensor& a, const Tensor& b) { return dt::xlogy(a, b); },
+       [](double a, double b) { return a * std::log(b); }},
+      {"copysign", [](const Tensor& a, const Tensor& b) { return dt::copysign(a, b); },
+       [](double a, double b) { return std::copysign(a, b); }},
   };
 }
 
@@ -284,6 +309,7 @@ TEMPLATE_TEST_CASE("integer unary ops and scalars are exact", "[elementwise]", i
       {"neg", [](const Tensor& t) { return dt::neg(t); }},
       {"abs", [](const Tensor& t) { return dt::abs(t); }},
       {"relu", [](const Tensor& t) { return dt::relu(t); }},
+      {"relu6", [](const Tensor& t) { return dt::relu6(t); }},
       {"pow 3", [](const Tensor& t) { return dt::pow(t, 3); }},
       {"pow 0", [](const Tensor& t) { return dt::pow(t, 0); }},
       {"add 7", [](const Tensor& t) { return t + 7; }},
@@ -295,7 +321,8 @@ TEMPLATE_TEST_CASE("integer unary ops and scalars are exact", "[elementwise]", i
   };
   const std::vector<std::function<double(double)>> refs = {
       [](double x) { return -x; },          [](double x) { return std::fabs(x); },
-      [](double x) { return x > 0 ? x : 0; }, [](double x) { return x * x * x; },
+      [](double x) { return x > 0 ? x : 0; }, [](double x) { return std::clamp(x, 0.0, 6.0); },
+      [](double x) { return x * x * x; },
       [](double) { return 1.0; },           [](double x) { return x + 7; },
       [](double x) { return 5 - x; },       [](double x) { return -2 * x; },
       [](double x) { return x; },           [](double x) { return x; },

@@ -19,3 +19,9 @@ dtensor_add_test(test_ops_elementwise_math
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise_math.cc
   DEPS dtensor::ops
   LABELS unit)
+# The activations and pointwise ops of issue 44 against PyTorch 2.15's values and gradients
+# (torch_activation_refs.h, printed by torch_activation_refs.py), mpirun at 1, 2, 4 ranks.
+dtensor_add_mpi_test(test_activations_torch_mpi
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_activations_torch_mpi.cc
+  DEPS dtensor::ops
+  RANKS 1 2 4)
