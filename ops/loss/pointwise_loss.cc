@@ -88,12 +88,18 @@ void check_pointwise_loss(LossKind kind, double param, const TensorMeta& x, cons
   DT_CHECK(kind != LossKind::kHuber || param > 0, "[huber_loss] delta must be > 0, got %g", param);
 }
 
-std::string bce_input_error(const Tensor& x) {
-  if (x.numel() == 0) return "";
+std::string bce_input_error(const Tensor& x, const Tensor& target) {
   // NaN fails both comparisons, as in PyTorch's check.
-  const Tensor outside = logical_not(logical_and(ge(x, Scalar(0.0)), le(x, Scalar(1.0))));
-  if (!any(outside).to(Device(kCPU)).item<bool>()) return "";
-  return "[binary_cross_entropy] all elements of input should be between 0 and 1";
+  const auto outside = [](const Tensor& t) {
+    if (t.numel() == 0) return false;
+    const Tensor out = logical_not(logical_and(ge(t, Scalar(0.0)), le(t, Scalar(1.0))));
+    return any(out).to(Device(kCPU)).item<bool>();
+  };
+  if (outside(x)) return "[binary_cross_entropy] all elements of input should be between 0 and 1";
+  if (outside(target)) {
+    return "[binary_cross_entropy] all elements of target should be between 0 and 1";
+  }
+  return "";
 }
 
 Tensor pointwise_loss(LossKind kind, double param, const Tensor& x, const Tensor& y,
@@ -141,7 +147,7 @@ Tensor tensor_loss(LossKind kind, double param, const Tensor& x, const Tensor& y
              t->device().str(), x.device().str());
   }
   if (kind == LossKind::kBce) {
-    const std::string error = detail::bce_input_error(x);
+    const std::string error = detail::bce_input_error(x, y);
     DT_CHECK(error.empty(), "%s", error);
   }
   return detail::pointwise_loss(kind, param, x, y, weight, pos_weight, reduction,

@@ -177,10 +177,10 @@ Tensor pointwise_loss_grad(LossKind kind, LossPart part, double param, const Ten
                            const Tensor& x, const Tensor& y, const Tensor& weight,
                            const Tensor& pos_weight, double scale);
 
-// The error message for a binary_cross_entropy input with an element outside [0, 1] (NaN
-// included), as PyTorch raises it; empty when there is none. Reads the values back from a
-// CUDA tensor (one small copy).
-std::string bce_input_error(const Tensor& x);
+// The error message for a binary_cross_entropy input, else target, with an element outside
+// [0, 1] (NaN included), as PyTorch raises it; empty when there is none. Reads the values back
+// from a CUDA tensor (one small copy each).
+std::string bce_input_error(const Tensor& x, const Tensor& target);
 
 // Throws "[op] reduction 'batchmean' is only supported by kl_div ..." unless `batchmean`.
 void check_reduction(std::string_view op, Reduction reduction, bool batchmean);

@@ -203,8 +203,11 @@ LocalWeights local_weights(const LossCall& call, Locals l, int64_t first) {
 Tensor loss_kernel(LossKind base, const KernelContext& c, Locals l) {
   const LossCall call = parse_call(base, c, 0);
   const LocalWeights w = local_weights(call, l, 0);
-  // A value outside [0, 1] in one rank's shard raises on every rank that may hold others.
-  if (call.kind == LossKind::kBce) check_on_all_ranks(c.input_spec(0), bce_input_error(l[0]));
+  // A value outside [0, 1] in one rank's shard raises on every rank that may hold others (the
+  // target is laid out as the input in every row, so the input's mesh dims cover it).
+  if (call.kind == LossKind::kBce) {
+    check_on_all_ranks(c.input_spec(0), bce_input_error(l[0], l[1]));
+  }
   return pointwise_loss(call.kind, call.param, l[0], l[1], w.weight, w.pos_weight, call.reduction,
                         loss_divisor(call.reduction, c.input_spec(0).shape()));
 }

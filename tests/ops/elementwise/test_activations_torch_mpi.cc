@@ -320,8 +320,15 @@ TEST_CASE("Partial inputs: relu6 and logaddexp pass Partial(max/min), the others
   const Tensor y = tt::det_input({6, 4}, 4, -2.0, 0.5, dt::kFloat64);
   const Placements pmax = {Partial(dt::ReduceOp::kMax)}, pmin = {Partial(dt::ReduceOp::kMin)};
   const Placements psum = {Partial()}, rep = {Replicate()};
-  const DTensor a = dt::distribute_tensor(x, mesh, pmax, std::nullopt);
-  const DTensor b = dt::distribute_tensor(x, mesh, pmin, std::nullopt);
+  // Shares that differ across ranks (distribute_tensor would give every rank x itself, where
+  // any row passes): the last rank holds the extreme, the others 5 per rank further from it.
+  const int64_t me = dt::world_rank();
+  const auto shares = [&](const Tensor& v, const Placements& p, double step) {
+    return DTensor::from_local(v + dt::Scalar(step * static_cast<double>(w - 1 - me)), mesh, p,
+                               false, v.shape());
+  };
+  const DTensor a = shares(x, pmax, -5.0);
+  const DTensor b = shares(x, pmin, 5.0);
   const DTensor r = dt::distribute_tensor(y, mesh, rep, std::nullopt);
   DTensor ra, rb, la, lb;
   {
@@ -342,8 +349,11 @@ TEST_CASE("Partial inputs: relu6 and logaddexp pass Partial(max/min), the others
   CHECK(tt::same_values(rb.full_tensor(), dt::relu6(x), 0));
   CHECK(tt::same_values(la.full_tensor(), dt::logaddexp(x, y), 1e-15));
   CHECK(tt::same_values(lb.full_tensor(), dt::logaddexp(y, x), 1e-15));
-  // Both Partial(max): max f(a_i, b_i) is not f(max a, max b), so they are reduced.
-  const DTensor both = dt::logaddexp(a, dt::distribute_tensor(y, mesh, pmax, std::nullopt));
+  // Both Partial(max): max f(a_i, b_i) is not f(max a, max b) (here a's maximum is on the
+  // last rank and the other's on rank 0), so they are reduced.
+  const DTensor y_max = DTensor::from_local(y - dt::Scalar(5.0 * static_cast<double>(me)), mesh,
+                                            pmax, false, y.shape());
+  const DTensor both = dt::logaddexp(a, y_max);
   CHECK(tt::same_values(both.full_tensor(), dt::logaddexp(x, y), 1e-15));
   // Not linear: a Partial(sum) input is reduced first, and the values are the full op's.
   const DTensor ps = dt::distribute_tensor(x, mesh, psum, std::nullopt);

@@ -629,6 +629,12 @@ TEST_CASE("pointwise loss errors name the op, the argument and what was expected
                                "and 1"));
   REQUIRE_THROWS_WITH(dt::binary_cross_entropy(dt::full({2}, kNaN), dt::zeros({2})),
                       Contains("between 0 and 1"));
+  // The target too (PyTorch 2.15: "all elements of target should be between 0 and 1").
+  REQUIRE_THROWS_WITH(dt::binary_cross_entropy(dt::full({2}, 0.5), dt::full({2}, 2.0)),
+                      Contains("[binary_cross_entropy] all elements of target should be between "
+                               "0 and 1"));
+  REQUIRE_THROWS_WITH(dt::binary_cross_entropy(dt::full({2}, 0.5), dt::full({2}, kNaN)),
+                      Contains("all elements of target should be between 0 and 1"));
   REQUIRE_THROWS_WITH(dt::binary_cross_entropy(x, x, Reduction::kMean, dt::ones({2})),
                       Contains("[binary_cross_entropy] argument weight of shape [2] does not "
                                "broadcast to the input's shape [2, 3]"));

@@ -336,6 +336,12 @@ TEST_CASE(
   const DTensor fine =
       DTensor::from_local(dt::from_vector<double>({0.25, 0.5}, {2}), mesh, {Shard(0)}, false);
   CHECK(std::isfinite(dt::binary_cross_entropy(fine, t).full_tensor().item<double>()));
+  // A target outside [0, 1] on the last rank only: raised on every rank too.
+  const DTensor bad_t = DTensor::from_local(
+      dt::from_vector<double>({0.0, me == w - 1 ? 2.0 : 1.0}, {2}), mesh, {Shard(0)}, false);
+  REQUIRE_THROWS_WITH(dt::binary_cross_entropy(fine, bad_t),
+                      Catch::Contains("all elements of target should be between 0 and 1"));
+  CHECK(std::isfinite(dt::binary_cross_entropy(fine, t).full_tensor().item<double>()));
 }
 
 TEST_CASE("dtensor nll_loss with class weights equals the full-tensor op for every placement") {
