@@ -111,8 +111,9 @@ Tensor hypot(const Tensor& self, const Tensor& other) {
   return detail::binary_op("hypot", BinaryOp::kHypot, self, other, dt);
 }
 
-// logaddexp: floating only (integer pairs raise, as PyTorch's "not implemented for 'Long'");
-// xlogy and copysign compute integer and bool inputs in float32.
+// logaddexp is defined for floating dtypes only: integer inputs raise a dtype error, as in
+// PyTorch 2.15 (its CPU kernel rejects int64; pinned by test_activations_torch_mpi). xlogy and
+// copysign compute integer and bool inputs in float32.
 Tensor logaddexp(const Tensor& self, const Tensor& other) {
   detail::check_binary_args("logaddexp", self, other);
   const DType dt = result_type(self, other);
