@@ -264,9 +264,9 @@ BACKEND_NOTE = (
     "**Backend note.** Where a why line points here, the same collective issued through "
     "dtensor's Communicator alone (no DTensor) is about as slow as the DTensor call, so the "
     "gap is in the MPI backend, not in the DTensor layer. The backend runs the blocking MPI "
-    "call (collectives/mpi/mpi_communicator.h), the same as the raw column, after the "
+    "call (dtensor/collectives/mpi/mpi_communicator.h), the same as the raw column, after the "
     "consistency check's fingerprint exchange (one blocking MPI_Allgather of 256 bytes per "
-    "rank, collectives/communicator.h): a second synchronisation of the ranks, which on 4 ranks "
+    "rank, dtensor/collectives/communicator.h): a second synchronisation of the ranks, which on 4 ranks "
     "oversubscribed on 2 cores costs tens of µs to a few hundred (see 'Collective consistency "
     "check'). `DTENSOR_CHECK_COLLECTIVES=0` removes it.")
 BACKEND_WHY = "the gap is in the backend, not the DTensor layer (see the backend note)"
@@ -321,7 +321,7 @@ def redist_why(r):
     name = str(r.get("name", ""))
     if name.startswith("P->") or name.startswith("2d [P"):
         return head + ("the DTensor result goes to a newly allocated output (from the "
-                       "allocator's large-block cache, tensor/memory_stats.h, so without "
+                       "allocator's large-block cache, dtensor/tensor/memory_stats.h, so without "
                        "first-touch page faults after the first iteration): the input, which "
                        "the caller keeps, is copied into it and reduced there in place (Open "
                        "MPI's in-place all-reduce is the faster form), where the Communicator "
@@ -584,7 +584,7 @@ def dp_section(res, tg):
     out.append("")
     if overlap:
         out += [
-            "Async gradient reductions (`collectives/comm_worker.h`: they run on the "
+            "Async gradient reductions (`dtensor/collectives/comm_worker.h`: they run on the "
             "communication thread while the backward computes): exposed communication = the "
             "replicate step - the same step with no communication at all (compute only), with "
             "the thread (async) and with the reductions inline (`set_async_threaded(false)`). "
@@ -690,7 +690,7 @@ def gather_into_dim_section(res):
 def collective_check_section(res):
     return text_section(
         res, "collective_check", "Collective consistency check",
-        "What the check of `collectives/communicator.h` costs (every collective's fingerprint "
+        "What the check of `dtensor/collectives/communicator.h` costs (every collective's fingerprint "
         "compared across its ranks before any data moves; `DTENSOR_CHECK_COLLECTIVES=0` turns "
         "it off): the same Communicator call with the check off and on, next to the raw "
         "blocking MPI call (the form the backend issues); a collective of at most 192 bytes per rank travels inside the "
@@ -704,7 +704,7 @@ def strategy_section(res):
     if not txt:
         return out + ["(bench_strategy produced no results)", ""]
     out += [
-        "The rule in `dtensor/propagation/sharding_propagation.h`, measured: c = a @ a^T with a "
+        "The rule in `dtensor/core/propagation/sharding_propagation.h`, measured: c = a @ a^T with a "
         "[M, K] laid out [S(0), R] on a 2x2 mesh (4 ranks). `chosen` = what dispatch picks; "
         "`chunked+reduce` = the layout the rule used to pick (both replicated operands chunked "
         "along K on mesh dim 1, output [S(0), P(sum)]) with the all-reduce that resolves the "

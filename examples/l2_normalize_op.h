@@ -1,16 +1,16 @@
 // A user-registered op, written the way the library writes its own (see register_op in
-// ops/ops_registry.h): l2_normalize(x, dim, eps) = x / max(||x||_2 along dim, eps), as
+// dtensor/ops/ops_registry.h): l2_normalize(x, dim, eps) = x / max(||x||_2 along dim, eps), as
 // torch.nn.functional.normalize. Used by examples/custom_op.cc and by the strategy-validation
 // test, which checks this op's rows as it checks the library's.
 #pragma once
 
-#include "autograd/dispatch.h"
-#include "autograd/function.h"
-#include "dtensor/propagation/dispatch.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/ops_registry.h"
-#include "ops/reduction/reduction.h"
-#include "tensor/error.h"
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/error.h"
 
 namespace l2_example {
 

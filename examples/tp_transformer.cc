@@ -19,14 +19,14 @@
 #include <string>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "collectives/runtime.h"
-#include "nn/nn.h"
-#include "parallel/parallelize.h"
-#include "parallel/transformer_plan.h"
-#include "rng/random.h"
-#include "tensor/creation.h"
-#include "tensor/storage.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/parallel/transformer_plan.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/storage.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;

@@ -33,21 +33,21 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/train_state.h"
-#include "collectives/comm_debug.h"
-#include "collectives/runtime.h"
-#include "nn/nn.h"
-#include "ops/config_str.h"
-#include "ops/loss/loss.h"
-#include "ops/view/view.h"
-#include "optim/optimizer.h"
-#include "parallel/data_parallel/data_parallel.h"
-#include "parallel/parallelize.h"
-#include "parallel/transformer_plan.h"
-#include "rng/random.h"
-#include "tensor/creation.h"
-#include "tensor/error.h"
-#include "tensor/shape_ops.h"
+#include "dtensor/checkpoint/train_state.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/config_str.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/parallel/transformer_plan.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/shape_ops.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;

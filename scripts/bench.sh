@@ -124,7 +124,7 @@ for np in $TP_RANKS; do
 done
 run strategy $MPIRUN -np 4 "$B/dispatch/bench_strategy" --json "$RES/bench_strategy.jsonl"
 run rng "$B/rng/bench_rng" "$RNG_MAX_MB" 0.3 --json "$RES/bench_rng.jsonl"
-# The GEMM library and kernel every GEMM-bound figure ran on (ops/matmul/blas_info.h).
+# The GEMM library and kernel every GEMM-bound figure ran on (dtensor/ops/matmul/blas_info.h).
 "$B/kernels/bench_kernels" --gemm-info >"$RES/kernels_gemm.txt"
 # Local CPU kernels, one thread; beside PyTorch when a PyTorch environment exists.
 run kernels "$B/kernels/bench_kernels" --json "$RES/kernels_ours.r1.jsonl"
@@ -133,7 +133,7 @@ if "$TORCH_PY" -c "import torch" 2>/dev/null; then
   run kernels_torch "$TORCH_PY" "$ROOT/benchmarks/kernels/bench_kernels_torch.py" \
     --json "$RES/kernels_torch.r1.jsonl"
 fi
-# The same kernels on KERNEL_THREADS intra-op threads (ops/threads.h; both sides), one process
+# The same kernels on KERNEL_THREADS intra-op threads (dtensor/ops/threads.h; both sides), one process
 # alone on the machine.
 KT=${KERNEL_THREADS:-2}
 run kernels_threads "$B/kernels/bench_kernels" --threads "$KT" \

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/runtime.h"
+#include "dtensor/collectives/runtime.h"
 
 // Runs the Catch session on every rank (MPI initialised by the caller's Runtime) and merges the
 // results: 0 when every rank passed.

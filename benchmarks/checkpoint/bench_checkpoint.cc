@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
-#include "checkpoint/checkpoint.h"
-#include "collectives/runtime.h"
-#include "rng/random.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
-#include "tensor/error.h"
+#include "dtensor/checkpoint/checkpoint.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
 
 namespace dt = dtensor;
 namespace ck = dtensor::checkpoint;

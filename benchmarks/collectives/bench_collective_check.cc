@@ -1,4 +1,4 @@
-// Cost of the collective consistency check (collectives/communicator.h) on small collectives:
+// Cost of the collective consistency check (dtensor/collectives/communicator.h) on small collectives:
 // the same Communicator call timed with the check off (DTENSOR_CHECK_COLLECTIVES=0) and on,
 // next to the raw MPI call on the same MPI_Comm (the blocking form, as the backend issues it). Interleaved (off, check, raw, off, ...) so that drifting machine load hits all
 // alike; each sample is a batch of back-to-back collectives after a barrier; time = median over
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
-#include "collectives/communicator.h"
-#include "collectives/mpi/mpi_communicator.h"
-#include "collectives/runtime.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/mpi/mpi_communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 namespace bench = dtensor::bench;

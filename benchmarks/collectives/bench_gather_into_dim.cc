@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
-#include "collectives/communicator.h"
-#include "collectives/mpi/mpi_communicator.h"
-#include "collectives/runtime.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/mpi/mpi_communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 namespace bench = dtensor::bench;

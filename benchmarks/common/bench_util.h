@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "collectives/runtime.h"
-#include "tensor/error.h"
-#include "tensor/tensor.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::bench {
 

@@ -10,17 +10,17 @@
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "dtensor/distributed_tensor.h"
-#include "dtensor/propagation/sharding_propagation.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/matmul.h"
-#include "ops/reduction/reduction.h"
-#include "ops/softmax/softmax.h"
-#include "ops/view/view.h"
-#include "rng/random.h"
-#include "tensor/error.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/core/propagation/sharding_propagation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/error.h"
 
 namespace dt = dtensor;
 namespace bench = dtensor::bench;

@@ -1,4 +1,4 @@
-// The strategy-choice rule (dtensor/propagation/sharding_propagation.h) measured: c = a @ a^T
+// The strategy-choice rule (dtensor/core/propagation/sharding_propagation.h) measured: c = a @ a^T
 // with a [M, K] laid out [S(0), R] on a 2x2 mesh (4 ranks). The two candidates of equal input
 // cost that the rule separates:
 //   chosen:  what dispatch picks. When K is small next to M that is: gather a^T on mesh dim 0
@@ -20,15 +20,15 @@
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "dtensor/redistribute.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/matmul.h"
-#include "ops/view/view.h"
-#include "rng/random.h"
-#include "tensor/compare.h"
-#include "tensor/error.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/redistribute.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/error.h"
 
 namespace dt = dtensor;
 namespace bench = dtensor::bench;

@@ -11,11 +11,11 @@
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
-#include "collectives/runtime.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "rng/random.h"
-#include "tensor/error.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/error.h"
 
 namespace dt = dtensor;
 namespace bench = dtensor::bench;

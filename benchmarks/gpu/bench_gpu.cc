@@ -27,17 +27,17 @@
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
-#include "collectives/runtime.h"
-#include "dtensor/distributed_tensor.h"
-#include "dtensor/redistribute.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/matmul.h"
-#include "ops/matmul/matmul_cuda.h"
-#include "ops/norm/norm.h"
-#include "ops/softmax/softmax.h"
-#include "rng/random.h"
-#include "tensor/creation.h"
-#include "tensor/cuda_check.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/core/redistribute.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/matmul/matmul_cuda.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/cuda_check.h"
 
 namespace dt = dtensor;
 namespace bench = dtensor::bench;

@@ -8,7 +8,7 @@
 //
 //   bench_kernels [--min-seconds 0.3] [--batch 10] [--only NAME] [--json FILE] [--threads N]
 //   bench_kernels --list          (the case names, one per line)
-//   bench_kernels --gemm-info     (the GEMM library, kernel and threads: ops/matmul/blas_info.h)
+//   bench_kernels --gemm-info     (the GEMM library, kernel and threads: dtensor/ops/matmul/blas_info.h)
 //
 // Per call: median / p10 / p90 over batches of --batch calls (after one warm-up batch), each
 // call allocating its output as the PyTorch call does. Every case checks its result against a
@@ -26,15 +26,15 @@
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/kernels/fma_peak.h"
-#include "ops/attention/attention.h"
-#include "ops/common/simd_dispatch.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/blas_info.h"
-#include "ops/matmul/matmul.h"
-#include "ops/norm/norm.h"
-#include "ops/softmax/softmax.h"
-#include "ops/threads.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/common/simd_dispatch.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/blas_info.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/threads.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 namespace bench = dtensor::bench;

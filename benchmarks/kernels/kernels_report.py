@@ -27,7 +27,7 @@ TARGETS = {"softmax": 1.0, "layer_norm": 1.0}
 
 # Why a figure is what it is, where the ratio alone would mislead.
 NOTES = {
-    "gelu": "erf form: ours evaluates its own vector erfc in float (ops/common/simd_math-inl.h "
+    "gelu": "erf form: ours evaluates its own vector erfc in float (dtensor/ops/common/simd_math-inl.h "
             "ErfcFloat: 5.5 ulp, one exponential, one division and two short polynomials per "
             "vector, both branches evaluated); PyTorch's vectorised erf is a shorter polynomial "
             "approximation (measured with this PyTorch: relative error 4e-5 at x = -3, 4% at "
@@ -132,7 +132,7 @@ def threads_table(res, one):
              f"The same kernels with `dtensor::set_num_threads({n})` "
              f"(`bench_kernels --threads {n}`; PyTorch: `torch.set_num_threads({n})`), each "
              "program alone on the machine. Off by default: with a rank on every core, threads "
-             "only contend (ops/threads.h). Results are the same bits as on one thread "
+             "only contend (dtensor/ops/threads.h). Results are the same bits as on one thread "
              "(`test_threads`).", "",
              f"| kernel | ours, 1 thread µs | ours, {n} threads µs (p10-p90) | speed-up "
              f"| PyTorch, {n} threads µs | ours / PyTorch | check |",

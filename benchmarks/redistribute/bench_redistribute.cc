@@ -31,13 +31,13 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
-#include "collectives/mpi/mpi_communicator.h"
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "dtensor/distributed_tensor.h"
-#include "dtensor/placement.h"
-#include "tensor/creation.h"
-#include "tensor/error.h"
+#include "dtensor/collectives/mpi/mpi_communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/core/placement.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
 
 namespace dt = dtensor;
 namespace bench = dtensor::bench;

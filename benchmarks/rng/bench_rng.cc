@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
-#include "rng/distributions.h"
-#include "rng/philox.h"
-#include "tensor/creation.h"
+#include "dtensor/rng/distributions.h"
+#include "dtensor/rng/philox.h"
+#include "dtensor/tensor/creation.h"
 
 using namespace dtensor;
 

@@ -20,16 +20,16 @@
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
-#include "collectives/comm_worker.h"
-#include "collectives/runtime.h"
-#include "nn/nn.h"
-#include "ops/loss/loss.h"
-#include "ops/view/view.h"
-#include "optim/optimizer.h"
-#include "parallel/data_parallel/data_parallel.h"
-#include "rng/random.h"
-#include "tensor/creation.h"
-#include "tensor/memory_stats.h"
+#include "dtensor/collectives/comm_worker.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/memory_stats.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -117,7 +117,7 @@ int run(int argc, char** argv) {
     opt_hand.step();
   };
   // The async variants run their gradient reductions on the communication thread
-  // (collectives/comm_worker.h); "replicate, inline" runs the same step with them inline, and
+  // (dtensor/collectives/comm_worker.h); "replicate, inline" runs the same step with them inline, and
   // "compute only" takes the local step with no reduction: exposed communication = a variant's
   // step - the compute-only step.
   const bool threaded = dt::detail::async_threaded();
@@ -150,7 +150,7 @@ int run(int argc, char** argv) {
   }
   MPI_Allreduce(MPI_IN_PLACE, &diff, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
-  // Memory per rank (tensor/memory_stats.h), measured after the weight check (these extra
+  // Memory per rank (dtensor/tensor/memory_stats.h), measured after the weight check (these extra
   // steps are not taken by every variant): the parameters each rank stores between steps, and
   // the peak of one step above its start (activations, gradients, gathered parameters and
   // reduction buffers; the compute-only step has the activations and whole gradients alone).

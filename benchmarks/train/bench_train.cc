@@ -1,7 +1,7 @@
 // Training step (forward + backward + SGD): a stack of residual MLP blocks
 // (x + fc2(silu(fc1(x))), fc1 colwise, fc2 rowwise) trained with DTensor (nn +
 // parallelize_module + autograd + optim::SGD) vs the same model on one device vs a hand-written
-// MPI version of the same step on the same weight shards (local GEMMs through ops/, one
+// MPI version of the same step on the same weight shards (local GEMMs through dtensor/ops/, one
 // MPI_Allreduce per block in forward and one in backward, the gradients written out by hand).
 // Run at each rank count:
 //
@@ -23,16 +23,16 @@
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
-#include "collectives/runtime.h"
-#include "nn/nn.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/matmul.h"
-#include "ops/reduction/reduction.h"
-#include "optim/optimizer.h"
-#include "parallel/parallelize.h"
-#include "rng/random.h"
-#include "tensor/creation.h"
-#include "tensor/error.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;

@@ -1,6 +1,6 @@
 // Tensor-parallel transformer block forward: DTensor (nn + parallelize_module, Megatron plan)
 // vs the single-device block vs a hand-written MPI version of the same math (local GEMMs on
-// the same weight shards through ops/, one MPI_Allreduce after attention and one after the
+// the same weight shards through dtensor/ops/, one MPI_Allreduce after attention and one after the
 // MLP, no DTensor). Run at each rank count:
 //
 //   mpirun -np N bench_tp [--dim 256] [--heads 8] [--seq 128] [--batch 4] [--hidden 0]
@@ -31,19 +31,19 @@
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
-#include "autograd/grad_mode.h"
-#include "collectives/comm_debug.h"
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "nn/nn.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/matmul.h"
-#include "ops/norm/norm.h"
-#include "ops/softmax/softmax.h"
-#include "parallel/parallelize.h"
-#include "rng/random.h"
-#include "tensor/creation.h"
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;

@@ -6,17 +6,17 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dispatch.h"
-#include "autograd/engine.h"
-#include "autograd/function.h"
-#include "autograd/grad_mode.h"
-#include "dtensor/propagation/registry.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/matmul.h"
-#include "ops/reduction/reduction.h"
-#include "ops/view/view.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/core/propagation/registry.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 using Catch::Contains;

@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dispatch.h"
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
-#include "autograd/node.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/embedding/embedding.h"
-#include "ops/ops_registry.h"
-#include "ops/reduction/reduction.h"
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/autograd/node.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "tests/ops/common/op_samples.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 

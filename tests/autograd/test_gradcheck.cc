@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dispatch.h"
-#include "autograd/engine.h"
-#include "autograd/grad_mode.h"
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/grad_mode.h"
 #include "examples/l2_normalize_op.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/ops_registry.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/op_samples.h"
 
 namespace dt = dtensor;

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "dtensor/factories.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "tests/dtensor/dtensor_test_util.h"
+#include "dtensor/autograd/engine.h"
+#include "dtensor/core/factories.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "tests/core/dtensor_test_util.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

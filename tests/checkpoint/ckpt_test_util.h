@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "dtensor/distributed_tensor.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/tensor/creation.h"
 
 namespace ckpt_test {
 

@@ -20,9 +20,9 @@
 #include <set>
 #include <string>
 
-#include "checkpoint/checkpoint.h"
+#include "dtensor/checkpoint/checkpoint.h"
 #include "ckpt_test_util.h"
-#include "tensor/compare.h"
+#include "dtensor/tensor/compare.h"
 
 namespace ck = dtensor::checkpoint;
 using namespace ckpt_test;

@@ -15,17 +15,17 @@
 #include <set>
 #include <sstream>
 
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/index.h"
-#include "checkpoint/train_state.h"
+#include "dtensor/checkpoint/checkpoint.h"
+#include "dtensor/checkpoint/index.h"
+#include "dtensor/checkpoint/train_state.h"
 #include "ckpt_test_util.h"
-#include "nn/nn.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "optim/optimizer.h"
-#include "parallel/parallelize.h"
-#include "rng/random.h"
-#include "tensor/compare.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/compare.h"
 
 namespace ck = dtensor::checkpoint;
 namespace nn = dtensor::nn;

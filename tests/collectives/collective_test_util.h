@@ -8,10 +8,10 @@
 #include <functional>
 #include <type_traits>
 
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
-#include "tensor/creation.h"
-#include "tensor/tensor.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::test {
 

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <thread>
 
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/creation.h"
 
 int main(int argc, char** argv) {
   dtensor::Runtime rt(&argc, &argv);

@@ -7,10 +7,10 @@
 #include <functional>
 #include <string>
 
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
-#include "tensor/creation.h"
-#include "tensor/error.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
 
 namespace dt = dtensor;
 

@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/collective_check.h"
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/collective_check.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor::test {

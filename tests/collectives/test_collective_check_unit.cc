@@ -1,4 +1,4 @@
-// Single-process parts of the collective consistency check (collectives/collective_check.h):
+// Single-process parts of the collective consistency check (dtensor/collectives/collective_check.h):
 // fingerprint text, the mismatch report, the inline reductions' numerics, the environment
 // parsers (DTENSOR_CHECK_COLLECTIVES, DTENSOR_COLLECTIVE_TIMEOUT).
 #include <catch2/catch.hpp>
@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "collectives/collective_check.h"
-#include "collectives/deadline.h"
-#include "tensor/error.h"
+#include "dtensor/collectives/collective_check.h"
+#include "dtensor/collectives/deadline.h"
+#include "dtensor/tensor/error.h"
 
 namespace dtensor::test {
 

@@ -6,12 +6,12 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/collective_check.h"
-#include "collectives/comm_debug.h"
-#include "collectives/communicator.h"
-#include "collectives/deadline.h"
-#include "collectives/runtime.h"
-#include "tensor/error.h"
+#include "dtensor/collectives/collective_check.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/deadline.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/error.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor::test {
@@ -271,7 +271,7 @@ TEST_CASE("validation errors are raised on every rank before any communication",
   REQUIRE_THROWS_WITH(comm->scatter(block, stacked, n),
                       Catch::Contains("[scatter] root " + std::to_string(n) + " out of range"));
   REQUIRE_THROWS_WITH(comm->scatter(block, stacked, -1), Catch::Contains("[scatter] root -1"));
-  // A CUDA tensor cannot even be created without CUDA; the message then comes from tensor/.
+  // A CUDA tensor cannot even be created without CUDA; the message then comes from dtensor/tensor/.
   // Everyone is still in step: a collective afterwards works.
   Tensor ok = make_tensor<int32_t>(2, [](int64_t) { return 1; });
   comm->all_reduce(ok, ReduceOp::kSum)->wait();

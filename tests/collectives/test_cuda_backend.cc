@@ -1,4 +1,4 @@
-// The CUDA backend choice (DTENSOR_CUDA_BACKEND, collectives/runtime.h) under mpirun at 1 and 2
+// The CUDA backend choice (DTENSOR_CUDA_BACKEND, dtensor/collectives/runtime.h) under mpirun at 1 and 2
 // ranks. Runs without a GPU: the rule as a pure function, the environment override and its
 // errors on every rank, and the automatic choice against an expectation computed here from the
 // device count and the node-local rank count.
@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "collectives/nccl/nccl_backend.h"
-#include "collectives/runtime.h"
-#include "tensor/error.h"
-#include "tensor/storage.h"
+#include "dtensor/collectives/nccl/nccl_backend.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/storage.h"
 
 namespace dt = dtensor;
 using Catch::Contains;

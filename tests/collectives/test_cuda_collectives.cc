@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
-#include "tensor/creation.h"
-#include "tensor/storage.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/storage.h"
 
 namespace dtensor::test {
 namespace {

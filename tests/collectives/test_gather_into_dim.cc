@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor::test {

@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/collective_check.h"
-#include "collectives/communicator.h"
-#include "collectives/deadline.h"
-#include "collectives/mpi/mpi_communicator.h"
-#include "collectives/runtime.h"
+#include "dtensor/collectives/collective_check.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/deadline.h"
+#include "dtensor/collectives/mpi/mpi_communicator.h"
+#include "dtensor/collectives/runtime.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor::test {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
 #include "tests/collectives/collective_test_util.h"
 
 namespace dtensor::test {

@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 using Catch::Contains;

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
 
 namespace dt = dtensor;
 using Catch::Contains;

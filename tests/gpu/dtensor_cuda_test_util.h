@@ -1,5 +1,5 @@
 // Helpers of the DTensor-on-CUDA suites (test_dtensor_cuda_*.cc, label gpu, launched by mpirun
-// through gpu_mpi_main.cc). They reuse the CPU suites' helpers (tests/dtensor/dtensor_test_util.h
+// through gpu_mpi_main.cc). They reuse the CPU suites' helpers (tests/core/dtensor_test_util.h
 // and tests/ops/common/ops_dtensor_test_util.h) and add CUDA meshes and checks that a result
 // lives on this rank's GPU.
 //
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/runtime.h"
+#include "dtensor/collectives/runtime.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dtensor::cuda_test {

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "tensor/storage.h"
+#include "dtensor/tensor/storage.h"
 
 int main(int argc, char** argv) {
   if (!dtensor::cuda_available()) {

@@ -9,8 +9,8 @@
 
 #include <cstdio>
 
-#include "collectives/runtime.h"
-#include "tensor/storage.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/storage.h"
 
 int dtensor_run_mpi_suite(int argc, char** argv);
 

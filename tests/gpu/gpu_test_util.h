@@ -18,9 +18,9 @@
 #include <iomanip>
 #include <vector>
 
-#include "tensor/creation.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/tolerance.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::gpu_test {
 

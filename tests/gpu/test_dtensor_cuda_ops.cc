@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "dtensor_cuda_test_util.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/embedding/embedding.h"
-#include "ops/loss/loss.h"
-#include "ops/matmul/einsum.h"
-#include "ops/matmul/matmul.h"
-#include "ops/norm/norm.h"
-#include "ops/reduction/reduction.h"
-#include "ops/softmax/softmax.h"
-#include "ops/view/view.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/matmul/einsum.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/view/view.h"
 
 namespace dt = dtensor;
 namespace ct = dtensor::cuda_test;

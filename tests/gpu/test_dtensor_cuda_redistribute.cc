@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "dtensor/redistribute.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/core/redistribute.h"
 #include "dtensor_cuda_test_util.h"
 
 namespace dt = dtensor;

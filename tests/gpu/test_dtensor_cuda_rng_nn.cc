@@ -8,12 +8,12 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "collectives/comm_debug.h"
+#include "dtensor/collectives/comm_debug.h"
 #include "dtensor_cuda_test_util.h"
-#include "nn/nn.h"
-#include "parallel/parallelize.h"
-#include "rng/dtensor_random.h"
-#include "rng/random.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/rng/dtensor_random.h"
+#include "dtensor/rng/random.h"
 
 namespace dt = dtensor;
 namespace ct = dtensor::cuda_test;

@@ -3,15 +3,15 @@
 // pointwise math, composite reductions, copying shape ops and index ops built on them.
 #include <cmath>
 
-#include "ops/elementwise/elementwise.h"
-#include "ops/index/advanced_index.h"
-#include "ops/index/index.h"
-#include "ops/index/masked_select.h"
-#include "ops/matmul/matmul.h"
-#include "ops/reduction/reduction.h"
-#include "ops/scan/scan.h"
-#include "ops/scan/scan_kernels.h"
-#include "ops/view/copy_ops.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/advanced_index.h"
+#include "dtensor/ops/index/index.h"
+#include "dtensor/ops/index/masked_select.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/scan/scan.h"
+#include "dtensor/ops/scan/scan_kernels.h"
+#include "dtensor/ops/view/copy_ops.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace dtensor;

@@ -1,9 +1,9 @@
 // The backward kernels of softmax, the norms and the activations, and the norms' statistics, on
 // CUDA against the CPU kernels. Float tolerances as in gpu_test_util.h (rtol_scale 4 for the row
 // kernels and the weight / bias sums, which accumulate in float over hundreds of elements).
-#include "ops/elementwise/elementwise.h"
-#include "ops/norm/norm.h"
-#include "ops/softmax/softmax.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/softmax/softmax.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace dtensor;

@@ -4,12 +4,12 @@
 #include <limits>
 #include <utility>
 
-#include "ops/attention/attention.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/embedding/embedding.h"
-#include "ops/loss/loss.h"
-#include "ops/norm/norm.h"
-#include "ops/softmax/softmax.h"
+#include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/softmax/softmax.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace dtensor;

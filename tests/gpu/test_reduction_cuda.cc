@@ -2,7 +2,7 @@
 // keepdim, non-contiguous inputs, uneven and zero-size shapes, NaN and tie rules.
 #include <limits>
 
-#include "ops/reduction/reduction.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace dtensor;

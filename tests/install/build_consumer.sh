@@ -15,8 +15,8 @@ if [ -n "$others" ]; then
   echo "install_consumer: unexpected top-level include entries: $others" >&2
   exit 1
 fi
-# No installed header may still use a short layer path ("tensor/...") that only the source
-# tree's include path resolves ("dtensor/..." is the dtensor layer's installed folder).
+# No installed header may use a short layer path ("tensor/...", "core/..."): every include names
+# its file as installed, "dtensor/<layer>/x.h".
 if grep -rnE "#include \"($layers)/" \
     "$work/prefix/include/dtensor"; then
   echo "install_consumer: installed headers above include short layer paths" >&2

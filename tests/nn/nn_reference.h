@@ -1,5 +1,5 @@
 // Naive reference implementations (plain loops in double on row-major std::vector) for the nn
-// module tests, independent of ops/.
+// module tests, independent of dtensor/ops/.
 #pragma once
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::testref {
 

@@ -1,12 +1,12 @@
-// The activation modules (nn/activation.h) on one process (self mesh) and sharded: forward is the
+// The activation modules (dtensor/nn/activation.h) on one process (self mesh) and sharded: forward is the
 // DTensor op with the module's arguments, torch.nn's defaults, no parameters, gradients flow.
 #include <catch2/catch.hpp>
 
-#include "nn/nn.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "ops/softmax/softmax.h"
-#include "tensor/creation.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

@@ -1,11 +1,11 @@
-// The loss modules (nn/loss.h) on one process: each equals its function with the options it
+// The loss modules (dtensor/nn/loss.h) on one process: each equals its function with the options it
 // was built with, names itself like PyTorch's class, refuses a single-input call, and passes
 // gradients to its input.
 #include <catch2/catch.hpp>
 
-#include "nn/nn.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;

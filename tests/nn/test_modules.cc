@@ -3,14 +3,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "dtensor/propagation/sharding_propagation.h"
-#include "nn/nn.h"
+#include "dtensor/core/propagation/sharding_propagation.h"
+#include "dtensor/nn/nn.h"
 #include "nn_reference.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "rng/random.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;

@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dispatch.h"
-#include "collectives/comm_debug.h"
-#include "dtensor/propagation/sharding_propagation.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/embedding/embedding.h"
-#include "ops/matmul/matmul.h"
-#include "ops/ops_registry.h"
-#include "ops/reduction/reduction.h"
-#include "ops/view/view.h"
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/core/propagation/sharding_propagation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/view/view.h"
 #include "tests/ops/common/op_samples.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "collectives/runtime.h"
-#include "dtensor/propagation/dispatch.h"
-#include "dtensor/propagation/sharding_propagation.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/core/propagation/sharding_propagation.h"
 #include "examples/l2_normalize_op.h"
-#include "ops/ops_registry.h"
+#include "dtensor/ops/ops_registry.h"
 #include "tests/ops/common/op_samples.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 

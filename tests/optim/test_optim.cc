@@ -6,9 +6,9 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "optim/optimizer.h"
-#include "tensor/creation.h"
+#include "dtensor/autograd/engine.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 namespace optim = dtensor::optim;

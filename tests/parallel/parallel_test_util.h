@@ -1,4 +1,4 @@
-// Helpers shared by the parallel/ tests.
+// Helpers shared by the dtensor/parallel/ tests.
 #pragma once
 
 #include <algorithm>
@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "nn/functional.h"
-#include "nn/module.h"
-#include "tensor/tensor.h"
+#include "dtensor/nn/functional.h"
+#include "dtensor/nn/module.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::test {
 

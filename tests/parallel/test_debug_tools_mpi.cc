@@ -10,16 +10,16 @@
 #include <string>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "collectives/debug_log.h"
-#include "collectives/runtime.h"
-#include "nn/nn.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "parallel/parallelize.h"
-#include "rng/random.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/debug_log.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;

@@ -5,18 +5,18 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "collectives/comm_debug.h"
-#include "collectives/runtime.h"
-#include "nn/nn.h"
-#include "ops/embedding/embedding.h"
-#include "ops/matmul/matmul.h"
-#include "ops/norm/norm.h"
-#include "ops/reduction/reduction.h"
-#include "parallel/distribute_module.h"
-#include "parallel/parallelize.h"
-#include "rng/random.h"
-#include "tensor/creation.h"
-#include "tensor/shape_ops.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/parallel/distribute_module.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/shape_ops.h"
 #include "tests/parallel/parallel_test_util.h"
 
 namespace dt = dtensor;

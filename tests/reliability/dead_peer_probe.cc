@@ -12,10 +12,10 @@
 #include <string>
 #include <thread>
 
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "dtensor/distributed_tensor.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/tensor/creation.h"
 
 int main(int argc, char** argv) {
   dtensor::Runtime rt(&argc, &argv);

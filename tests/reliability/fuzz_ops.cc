@@ -7,7 +7,7 @@
 // must throw dtensor::Error too (on every rank, or the world agreement below hangs and the
 // deadline ends the job).
 //
-// Ops covered: the DTensor forms that exist in ops/ (view family, elementwise, reductions,
+// Ops covered: the DTensor forms that exist in dtensor/ops/ (view family, elementwise, reductions,
 // softmax); binary
 // elementwise ops get a second input whose shape broadcasts against the first. Configuration:
 // see fuzz_util.h; a failure prints the seed, the case index and the case.
@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "dtensor/distributed_tensor.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "ops/softmax/softmax.h"
-#include "ops/view/view.h"
-#include "tensor/compare.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/compare.h"
 #include "tests/reliability/fuzz_util.h"
 
 namespace dtensor::fuzz {

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "collectives/mpi/mpi_communicator.h"
-#include "dtensor/distributed_tensor.h"
-#include "dtensor/redistribute.h"
-#include "tensor/compare.h"
+#include "dtensor/collectives/mpi/mpi_communicator.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/core/redistribute.h"
+#include "dtensor/tensor/compare.h"
 #include "tests/reliability/fuzz_util.h"
 
 namespace dtensor::fuzz {

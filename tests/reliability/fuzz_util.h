@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "dtensor/dtensor_spec.h"
-#include "tensor/creation.h"
-#include "tensor/tensor.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/dtensor_spec.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::fuzz {
 

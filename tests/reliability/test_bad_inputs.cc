@@ -8,14 +8,14 @@
 #include <limits>
 #include <vector>
 
-#include "collectives/communicator.h"
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/config.h"
-#include "dtensor/distributed_tensor.h"
-#include "dtensor/redistribute.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/core/redistribute.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dtensor {
 namespace {

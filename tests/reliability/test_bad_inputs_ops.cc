@@ -8,19 +8,19 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dispatch.h"
-#include "autograd/function.h"
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "dtensor/distributed_tensor.h"
-#include "dtensor/propagation/dispatch.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/ops_registry.h"
-#include "ops/reduction/reduction.h"
-#include "ops/softmax/softmax.h"
-#include "ops/view/view.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dtensor {
 namespace {

@@ -3,12 +3,12 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "dtensor/distributed_tensor.h"
-#include "rng/dtensor_random.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/rng/dtensor_random.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dtensor {
 namespace {
@@ -54,7 +54,7 @@ TEST_CASE("threads: DTensor random ops on a default generator from a second thre
 TEST_CASE("size checks: a sharded random tensor whose numel overflows is refused") {
   const int64_t w = world_size();
   const DeviceMesh mesh = init_device_mesh(kCPU, {w});
-  // Was: UBSan signed overflow in tensor/shape.cc, then a segfault. Now the first size
+  // Was: UBSan signed overflow in dtensor/tensor/shape.cc, then a segfault. Now the first size
   // computation that overflows raises: today the local shard's allocation ("[empty] shape
   // [2^40 / w, 2^40] has more elements than int64 can count"), since the global spec does not
   // compute its numel before.

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "collectives/runtime.h"
-#include "device_mesh/device_mesh.h"
-#include "dtensor/distributed_tensor.h"
-#include "rng/dtensor_random.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/rng/dtensor_random.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 using Catch::Contains;

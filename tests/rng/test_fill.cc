@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "ops/threads.h"
-#include "rng/distributions.h"
-#include "rng/distributions_impl.h"
-#include "rng/philox.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/threads.h"
+#include "dtensor/rng/distributions.h"
+#include "dtensor/rng/distributions_impl.h"
+#include "dtensor/rng/philox.h"
+#include "dtensor/tensor/creation.h"
 
 using namespace dtensor;
 
@@ -232,7 +232,7 @@ TEST_CASE("large blocks are identical for any thread count", "[rng][fill]") {
   }
   set_rng_num_threads(0);
   CHECK(rng_num_threads() == saved);
-  // Unset, the generator follows the intra-op count (ops/threads.h).
+  // Unset, the generator follows the intra-op count (dtensor/ops/threads.h).
   const int intra = get_num_threads();
   set_num_threads(intra + 2);
   CHECK(rng_num_threads() == intra + 2);

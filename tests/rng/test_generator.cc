@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "rng/random.h"
-#include "tensor/compare.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/compare.h"
 
 using namespace dtensor;
 

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "rng/fill_internal.h"
-#include "rng/philox.h"
+#include "dtensor/rng/fill_internal.h"
+#include "dtensor/rng/philox.h"
 
 using namespace dtensor;
 

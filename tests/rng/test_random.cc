@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "rng/random.h"
-#include "tensor/compare.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/compare.h"
 
 using namespace dtensor;
 

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "rng/random.h"
-#include "tensor/compare.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/compare.h"
 
 using namespace dtensor;
 
@@ -56,7 +56,7 @@ TEST_CASE("CPU and CUDA generate the same values", "[rng][gpu]") {
 }
 
 // Local tensors that are one contiguous run of the global tensor take the CUDA kernel that
-// computes one Philox block per thread (rng/random_cuda.cu): whole tensors, dim-0 slabs and
+// computes one Philox block per thread (dtensor/rng/random_cuda.cu): whole tensors, dim-0 slabs and
 // size-1 dims, at offsets whose first block is partial and at offsets whose words wrap past
 // 2^64 (Generator::set_offset takes any value).
 TEST_CASE("CPU and CUDA agree on contiguous runs at every offset, wrapping too", "[rng][gpu]") {

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 
-#include "tensor/creation.h"
+#include "dtensor/tensor/creation.h"
 #include "test_util.h"
 
 using namespace dtensor;

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
 #include "dtensor/config.h"
-#include "tensor/creation.h"
-#include "tensor/device.h"
-#include "tensor/storage.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/device.h"
+#include "dtensor/tensor/storage.h"
 
 using namespace dtensor;
 using Catch::Contains;

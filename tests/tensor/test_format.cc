@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
-#include "tensor/creation.h"
+#include "dtensor/tensor/creation.h"
 #include "test_util.h"
 
 using namespace dtensor;

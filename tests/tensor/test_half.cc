@@ -5,8 +5,8 @@
 #include <limits>
 #include <random>
 
-#include "tensor/convert.h"
-#include "tensor/half.h"
+#include "dtensor/tensor/convert.h"
+#include "dtensor/tensor/half.h"
 
 using namespace dtensor;
 

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "tensor/half.h"
-#include "tensor/scalar.h"
+#include "dtensor/tensor/half.h"
+#include "dtensor/tensor/scalar.h"
 
 using namespace dtensor;
 

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "tensor/error.h"
-#include "tensor/shape.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/shape.h"
 
 using namespace dtensor;
 using Catch::Contains;

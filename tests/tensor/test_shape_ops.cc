@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "tensor/compare.h"
-#include "tensor/creation.h"
-#include "tensor/shape_ops.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/shape_ops.h"
 #include "test_util.h"
 
 using namespace dtensor;

@@ -8,11 +8,11 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/convert.h"
-#include "tensor/creation.h"
-#include "tensor/error.h"
-#include "tensor/shape_ops.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/convert.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/shape_ops.h"
+#include "dtensor/tensor/tensor.h"
 
 using namespace dtensor;
 using Catch::Contains;

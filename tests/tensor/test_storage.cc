@@ -4,11 +4,11 @@
 
 #include <vector>
 
-#include "tensor/compare.h"
-#include "tensor/creation.h"
-#include "tensor/error.h"
-#include "tensor/memory_stats.h"
-#include "tensor/storage.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/memory_stats.h"
+#include "dtensor/tensor/storage.h"
 
 using namespace dtensor;
 

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "tensor/compare.h"
-#include "tensor/creation.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/tensor.h"
 #include "test_util.h"
 
 using namespace dtensor;

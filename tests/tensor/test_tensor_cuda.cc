@@ -4,10 +4,10 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "tensor/compare.h"
-#include "tensor/creation.h"
-#include "tensor/shape_ops.h"
-#include "tensor/storage.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/shape_ops.h"
+#include "dtensor/tensor/storage.h"
 
 using namespace dtensor;
 

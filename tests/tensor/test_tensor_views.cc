@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "tensor/creation.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/tensor.h"
 #include "test_util.h"
 
 using namespace dtensor;

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "tensor/creation.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::test {
 

@@ -5,11 +5,11 @@
 #include <limits>
 #include <optional>
 
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/matmul.h"
-#include "ops/softmax/softmax.h"
-#include "ops/view/view.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dtensor::test {
 

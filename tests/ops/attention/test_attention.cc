@@ -5,11 +5,11 @@
 #include <catch2/catch.hpp>
 #include <limits>
 
-#include "autograd/engine.h"
-#include "ops/attention/attention.h"
-#include "ops/reduction/reduction.h"
-#include "ops/matmul/matmul.h"
-#include "ops/view/copy_ops.h"
+#include "dtensor/autograd/engine.h"
+#include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/view/copy_ops.h"
 #include "tests/ops/attention/attention_reference.h"
 #include "tests/ops/common/ew_test_util.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"

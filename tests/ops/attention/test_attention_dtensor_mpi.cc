@@ -4,9 +4,9 @@
 // its rows from each block's global offset.
 #include <catch2/catch.hpp>
 
-#include "collectives/comm_debug.h"
-#include "ops/attention/attention.h"
-#include "ops/reduction/reduction.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "tests/ops/attention/attention_reference.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 

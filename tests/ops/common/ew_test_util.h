@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "tensor/creation.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/tolerance.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::ewtest {
 

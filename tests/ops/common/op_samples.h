@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "dtensor/propagation/op_schema.h"
-#include "tensor/creation.h"
+#include "dtensor/core/propagation/op_schema.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dtensor::test {
 

@@ -1,5 +1,5 @@
 // Helpers of the op families' DTensor suites (tests/ops/<family>/test_*_dtensor*.cc), on top of
-// tests/dtensor/dtensor_test_util.h: the meshes a family suite runs on, placement lists whose
+// tests/core/dtensor_test_util.h: the meshes a family suite runs on, placement lists whose
 // shards fit the tensor, deterministic inputs, and comparison within float tolerance.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/dtensor/dtensor_test_util.h"
+#include "tests/core/dtensor_test_util.h"
 
 namespace dtensor::test {
 

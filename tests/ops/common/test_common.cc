@@ -7,13 +7,13 @@
 #include <map>
 #include <vector>
 
-#include "ops/common/elementwise_iter.h"
-#include "ops/common/op_checks.h"
-#include "ops/common/reduce_iter.h"
-#include "ops/common/type_promotion.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/common/elementwise_iter.h"
+#include "dtensor/ops/common/op_checks.h"
+#include "dtensor/ops/common/reduce_iter.h"
+#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 using dt::DType;

@@ -1,4 +1,4 @@
-// Intra-op threads (ops/threads.h): every op that splits across threads gives the bits of one
+// Intra-op threads (dtensor/ops/threads.h): every op that splits across threads gives the bits of one
 // thread, on shapes whose split is uneven, strided, broadcast, transposed (tiled) and in place;
 // ops whose order of writes shows keep one thread; the count and DTENSOR_NUM_THREADS are
 // checked; parallel_for covers its range once and passes exceptions on.
@@ -15,13 +15,13 @@
 #include <thread>
 #include <vector>
 
-#include "ops/common/elementwise_iter.h"
-#include "ops/common/parallel_for.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/loss/loss.h"
-#include "ops/norm/norm.h"
-#include "ops/softmax/softmax.h"
-#include "ops/threads.h"
+#include "dtensor/ops/common/elementwise_iter.h"
+#include "dtensor/ops/common/parallel_for.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/threads.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

@@ -7,7 +7,7 @@
 // and bool are exact.
 #pragma once
 
-#include "tensor/dtype.h"
+#include "dtensor/tensor/dtype.h"
 
 namespace dtensor::test {
 

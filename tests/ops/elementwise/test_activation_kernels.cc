@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/elementwise/elementwise.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ew_test_util.h"
 #include "tests/ops/common/simd_test_util.h"
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "ops/softmax/softmax.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/softmax/softmax.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 #include "tests/ops/elementwise/torch_activation_refs.h"
 

@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "dtensor/config.h"
-#include "ops/common/type_promotion.h"
-#include "ops/elementwise/elementwise.h"
+#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/elementwise/elementwise.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

@@ -6,10 +6,10 @@
 #include <catch2/catch.hpp>
 #include <limits>
 
-#include "collectives/comm_debug.h"
-#include "dtensor/propagation/sharding_propagation.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/core/propagation/sharding_propagation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

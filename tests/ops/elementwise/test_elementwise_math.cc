@@ -9,8 +9,8 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/elementwise/elementwise.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "ops/embedding/embedding.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/matmul/ops_test_util.h"
 
 namespace dt = dtensor;

@@ -4,8 +4,8 @@
 // (S(1) table) layouts need no communication and give P(sum) and S(-1) outputs.
 #include <catch2/catch.hpp>
 
-#include "collectives/comm_debug.h"
-#include "ops/embedding/embedding.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/embedding/embedding.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

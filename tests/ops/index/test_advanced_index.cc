@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/index/advanced_index.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/index/advanced_index.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/index/advanced_index.h"
-#include "ops/reduction/reduction.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/advanced_index.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/elementwise/elementwise.h"
-#include "ops/index/index.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/index.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/index/index.h"
-#include "ops/reduction/reduction.h"
-#include "ops/view/view.h"
-#include "tensor/compare.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/index.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/compare.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

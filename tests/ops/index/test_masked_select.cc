@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/index/masked_select.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/index/masked_select.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

@@ -9,16 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dispatch.h"
-#include "collectives/comm_debug.h"
-#include "dtensor/propagation/dispatch.h"
-#include "dtensor/propagation/sharding_propagation.h"
-#include "ops/common/strategy_util.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/index/masked_select.h"
-#include "ops/ops_registry.h"
-#include "ops/reduction/reduction.h"
-#include "tensor/compare.h"
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/core/propagation/sharding_propagation.h"
+#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/masked_select.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/compare.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

@@ -4,9 +4,9 @@
 #include <string_view>
 #include <vector>
 
-#include "dtensor/distributed_tensor.h"
-#include "ops/loss/loss.h"
-#include "tensor/creation.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/matmul/ops_test_util.h"
 
 namespace dt = dtensor;

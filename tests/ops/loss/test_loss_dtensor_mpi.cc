@@ -10,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/loss/loss.h"
-#include "ops/softmax/softmax.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/softmax/softmax.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

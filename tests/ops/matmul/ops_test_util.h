@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "tensor/creation.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/tolerance.h"
-#include "tensor/shape.h"
-#include "tensor/tensor.h"
+#include "dtensor/tensor/shape.h"
+#include "dtensor/tensor/tensor.h"
 
 namespace dtensor::test {
 

@@ -1,4 +1,4 @@
-// The CPU GEMM library's kernel choice (ops/matmul/blas_info.h): the choice from CPU features as
+// The CPU GEMM library's kernel choice (dtensor/ops/matmul/blas_info.h): the choice from CPU features as
 // a pure function, and on this machine that the kernel in use is not a generic fallback for its
 // CPU (a configuration check, never a timing). ctest runs the second case twice: as the
 // environment has it, and with OPENBLAS_CORETYPE removed (blas_info_unset: dtensor's own
@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "collectives/debug_log.h"
-#include "collectives/runtime.h"
-#include "ops/config_str.h"
-#include "ops/matmul/blas_info.h"
-#include "ops/matmul/matmul.h"
-#include "tensor/creation.h"
+#include "dtensor/collectives/debug_log.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/ops/config_str.h"
+#include "dtensor/ops/matmul/blas_info.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
 using dt::detail::CpuFeatures;

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "ops/matmul/einsum.h"
-#include "ops/matmul/matmul.h"
-#include "tensor/compare.h"
+#include "dtensor/ops/matmul/einsum.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/tensor/compare.h"
 #include "tests/ops/matmul/ops_test_util.h"
 
 namespace dt = dtensor;

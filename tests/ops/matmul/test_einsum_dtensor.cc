@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "autograd/engine.h"
-#include "collectives/comm_debug.h"
-#include "collectives/runtime.h"
-#include "dtensor/propagation/sharding_propagation.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/einsum.h"
-#include "ops/reduction/reduction.h"
+#include "dtensor/autograd/engine.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/core/propagation/sharding_propagation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/einsum.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

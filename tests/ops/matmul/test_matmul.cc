@@ -4,8 +4,8 @@
 #include <tuple>
 #include <vector>
 
-#include "ops/matmul/matmul.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/matmul/ops_test_util.h"
 
 namespace dt = dtensor;

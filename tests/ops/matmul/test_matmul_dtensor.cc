@@ -5,14 +5,14 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "collectives/comm_debug.h"
-#include "collectives/runtime.h"
-#include "dtensor/propagation/sharding_propagation.h"
-#include "dtensor/redistribute.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/core/propagation/sharding_propagation.h"
+#include "dtensor/core/redistribute.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/matmul/matmul.h"
-#include "ops/reduction/reduction.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/reduction/reduction.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

@@ -6,7 +6,7 @@ dtensor_add_mpi_test(test_matmul_dtensor
   DEPS dtensor::ops
   RANKS 1 2 4)
 target_include_directories(test_matmul_dtensor
-  PRIVATE ${PROJECT_SOURCE_DIR}/tests/dtensor/propagation)
+  PRIVATE ${PROJECT_SOURCE_DIR}/tests/core/propagation)
 # einsum: the local form, errors and generated rows (unit); DTensor forms and gradients
 # (mpirun at 1, 2, 4 ranks).
 dtensor_add_test(test_einsum SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_einsum.cc
@@ -16,7 +16,7 @@ dtensor_add_mpi_test(test_einsum_dtensor
   DEPS dtensor::ops
   RANKS 1 2 4)
 target_include_directories(test_einsum_dtensor
-  PRIVATE ${PROJECT_SOURCE_DIR}/tests/dtensor/propagation)
+  PRIVATE ${PROJECT_SOURCE_DIR}/tests/core/propagation)
 # The CPU GEMM library's kernel choice (unit), and a generic kernel forced by the user reported.
 dtensor_add_test(test_blas_info SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_blas_info.cc
                  DEPS dtensor::ops LABELS unit)

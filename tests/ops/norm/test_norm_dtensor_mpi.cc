@@ -4,8 +4,8 @@
 // sharding S(1) (SequenceParallel) needs no communication; bad shapes raise errors.
 #include <catch2/catch.hpp>
 
-#include "collectives/comm_debug.h"
-#include "ops/norm/norm.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/norm/norm.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

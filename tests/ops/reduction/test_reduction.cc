@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "dtensor/config.h"
-#include "ops/reduction/reduction.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

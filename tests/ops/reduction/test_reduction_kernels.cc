@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/reduction/reduction.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "tests/ops/common/ew_test_util.h"
 #include "tests/ops/common/simd_test_util.h"
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

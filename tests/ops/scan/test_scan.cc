@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "ops/scan/scan.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/scan/scan.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

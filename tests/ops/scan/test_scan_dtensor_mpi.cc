@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "collectives/comm_debug.h"
-#include "ops/elementwise/elementwise.h"
-#include "ops/reduction/reduction.h"
-#include "ops/scan/scan.h"
-#include "tensor/compare.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/scan/scan.h"
+#include "dtensor/tensor/compare.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

@@ -3,8 +3,8 @@
 #include <limits>
 #include <vector>
 
-#include "ops/softmax/softmax.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/matmul/ops_test_util.h"
 
 namespace dt = dtensor;

@@ -4,8 +4,8 @@
 // communication; bad dims raise errors naming the op.
 #include <catch2/catch.hpp>
 
-#include "collectives/comm_debug.h"
-#include "ops/softmax/softmax.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/softmax/softmax.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

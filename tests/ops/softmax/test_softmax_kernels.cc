@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "ops/softmax/softmax.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/simd_test_util.h"
 #include "tests/ops/matmul/ops_test_util.h"
 

@@ -4,10 +4,10 @@
 // unbind, and their errors.
 #include <catch2/catch.hpp>
 
-#include "ops/elementwise/elementwise.h"
-#include "ops/view/copy_ops.h"
-#include "tensor/compare.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/view/copy_ops.h"
+#include "dtensor/tensor/compare.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ew_test_util.h"
 
 namespace dt = dtensor;

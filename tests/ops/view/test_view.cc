@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "ops/view/view.h"
-#include "tensor/creation.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/creation.h"
 #include "tests/ops/matmul/ops_test_util.h"
 
 namespace dt = dtensor;

@@ -5,9 +5,9 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
-#include "collectives/comm_debug.h"
-#include "ops/view/copy_ops.h"
-#include "ops/view/view.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/view/copy_ops.h"
+#include "dtensor/ops/view/view.h"
 #include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;

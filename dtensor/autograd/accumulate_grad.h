@@ -1,0 +1,17 @@
+// The node that ends every path of the graph at a leaf that requires grad: it runs the leaf's
+// gradient hooks, lays the gradient out like the leaf (so a parameter's grad() always has the
+// parameter's placements: a Partial gradient is reduced here, one collective per Partial mesh
+// dim, unless a hook such as data parallel's reduced it already) and adds it into grad().
+#pragma once
+
+#include <memory>
+
+#include "dtensor/autograd/node.h"
+
+namespace dtensor::autograd {
+
+// The accumulator of leaf `t` (which requires grad), created on first use and shared by every
+// recorded use of the leaf, so that the engine sums its gradients once.
+std::shared_ptr<Node> grad_accumulator(const DTensor& t);
+
+}  // namespace dtensor::autograd

@@ -1,0 +1,298 @@
+#include "dtensor/autograd/engine.h"
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <queue>
+#include <utility>
+#include <vector>
+
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/autograd/node.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/core/check_ranks.h"
+#include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/core/propagation/registry.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::autograd {
+namespace {
+
+// The gradient 1 of a one-element root: Replicate on the root's mesh.
+DTensor ones_like_root(const DTensor& root) {
+  auto spec = std::make_shared<const DTensorSpec>(
+      root.spec().with_placements(Placements(root.placements().size(), Replicate()), "backward"));
+  Tensor ones = full(spec->local_shard().shape, 1, TensorOptions(root.dtype(), local_device(spec->mesh())));
+  return DTensor(std::move(ones), std::move(spec));
+}
+
+void check_gradient(const DTensor& grad, const DTensorSpec& want, std::string_view node,
+                    size_t i) {
+  DT_CHECK(grad.shape() == want.shape() && grad.dtype() == want.dtype() &&
+               grad.device_mesh() == want.mesh(),
+           "[backward] %s returned a gradient %s for input %d, expected global shape %s, %s, on "
+           "mesh %s",
+           node, grad.str(), i, shape_str(want.shape()), dtype_name(want.dtype()),
+           want.mesh().str());
+}
+
+void accumulate(DTensorList& slots, size_t slot, DTensor grad) {
+  if (!slots[slot].defined()) {
+    slots[slot] = std::move(grad);
+  } else {
+    slots[slot] = add_gradients(slots[slot], grad);
+  }
+}
+
+}  // namespace
+
+DTensor add_gradients(const DTensor& a, const DTensor& b) {
+  // The op library registers "add" (any placements, broadcasting); looked up once it exists.
+  static std::atomic<const OpInfo*> add_op{nullptr};
+  const OpInfo* op = add_op.load(std::memory_order_acquire);
+  if (op == nullptr) {
+    op = op_registry().find("add");
+    DT_CHECK(op != nullptr,
+             "[backward] no 'add' op is registered to sum gradients (the op library registers "
+             "it on first use of any op)");
+    add_op.store(op, std::memory_order_release);
+  }
+  const DTensor* in[] = {&a, &b};
+  NoGradGuard no_grad;
+  return std::move(dispatch_sharded(*op, in, {})[0]);
+}
+
+void zero_grad(absl::Span<const DTensor> params, bool set_to_none) {
+  for (const DTensor& p : params) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(DTensor());
+    } else {
+      Tensor g = p.grad().to_local();
+      g.zero_();
+    }
+  }
+}
+
+namespace {
+// The callbacks of the innermost backward running on this thread (nullptr: none runs).
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+struct CallbackScope {
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>>* saved = t_callbacks;
+  CallbackScope() { t_callbacks = &callbacks; }
+  ~CallbackScope() { t_callbacks = saved; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+  void run() {
+    // By index: a callback may queue another.
+    for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
+  }
+};
+}  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  DT_CHECK(t_callbacks != nullptr,
+           "[queue_callback] no backward is running on this thread (call it from a gradient "
+           "hook or a backward function)");
+  t_callbacks->push_back(std::move(callback));
+}
+
+bool in_backward() {
+  return t_callbacks != nullptr;
+}
+
+namespace {
+
+// The meshes a backward runs on, in the order first seen (the same on every rank), so that
+// a failure can be reported on them and the ranks can meet on them at the end.
+class MeshesSeen {
+ public:
+  void add(const DeviceMesh& mesh) {
+    if (!mesh.defined() || mesh.size() == 1) return;
+    for (const DeviceMesh& m : meshes_) {
+      if (m == mesh) return;
+    }
+    meshes_.push_back(mesh);
+  }
+  void add_node(const Node& node) {
+    for (const auto& spec : node.input_specs()) {
+      if (spec != nullptr) add(spec->mesh());
+    }
+  }
+  // From a catch block: reports the error in flight on every mesh seen.
+  void report_failure() const noexcept {
+    for (const DeviceMesh& m : meshes_) report_failure_on_mesh(m, "backward");
+  }
+  // Every rank meets every other rank of each mesh once (each communicator once, in the
+  // order seen): a rank that failed anywhere in this backward has reported it on its mesh
+  // (dispatch, redistribute, or report_failure above), and the report pairs with one of these
+  // meets or with a collective before them, so backward() raises on every rank.
+  void meet() const {
+    if (collective_check_mode() == CollectiveCheckMode::kOff) return;
+    const CollectiveLabel label("end of backward");
+    absl::InlinedVector<Communicator*, 4> done;
+    for (const DeviceMesh& m : meshes_) {
+      if (!m.contains_me()) continue;
+      for (int64_t d = 0; d < m.ndim(); ++d) {
+        Communicator* comm = m.communicator(d).get();
+        if (comm == nullptr || comm->size() == 1 ||
+            std::find(done.begin(), done.end(), comm) != done.end()) {
+          continue;
+        }
+        done.push_back(comm);
+        comm->meet();
+      }
+    }
+  }
+
+ private:
+  absl::InlinedVector<DeviceMesh, 2> meshes_;
+};
+
+// The backward pass itself (the engine's rules in engine.h).
+void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
+                  bool retain_graph, MeshesSeen& meshes);
+
+}  // namespace
+
+void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
+              bool retain_graph) {
+  MeshesSeen meshes;
+  for (const DTensor& root : roots) {
+    if (root.defined()) meshes.add(root.device_mesh());
+  }
+  try {
+    run_backward(roots, grad_roots, retain_graph, meshes);
+    meshes.meet();
+  } catch (...) {
+    meshes.report_failure();
+    throw;
+  }
+}
+
+namespace {
+
+void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
+                  bool retain_graph, MeshesSeen& meshes) {
+  CallbackScope callbacks;
+  DT_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
+           "[backward] got %d gradients for %d roots (expected one per root, or none)",
+           grad_roots.size(), roots.size());
+  NoGradGuard no_grad;
+
+  // Seed: the edge each root's gradient enters, with the gradient.
+  std::vector<std::pair<Edge, DTensor>> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const DTensor& root = roots[i];
+    DT_CHECK(root.defined(), "[backward] root %d is an undefined DTensor", i);
+    DT_CHECK(root.requires_grad(),
+             "[backward] root %d does not require grad and has no grad_fn (%s): nothing it "
+             "depends on requires grad, or it was computed under NoGradGuard",
+             i, root.str());
+    DTensor g;
+    if (!grad_roots.empty() && grad_roots[i].defined()) {
+      g = grad_roots[i];
+      DT_CHECK(g.shape() == root.shape() && g.dtype() == root.dtype() &&
+                   g.device_mesh() == root.device_mesh(),
+               "[backward] gradient %s for root %d does not match the root %s (expected the "
+               "same global shape, dtype and mesh)",
+               g.str(), i, root.str());
+    } else {
+      DT_CHECK(root.numel() == 1,
+               "[backward] a gradient can be implied only for a one-element root; root %d has "
+               "shape %s (pass its gradient)",
+               i, shape_str(root.shape()));
+      g = ones_like_root(root);
+    }
+    seeds.emplace_back(gradient_edge(root), std::move(g));
+  }
+
+  // Dependencies: how many edges of the reachable graph point at each node.
+  absl::flat_hash_map<Node*, int64_t> deps;
+  {
+    std::vector<Node*> stack;
+    absl::flat_hash_map<Node*, bool> seen;
+    for (const auto& [edge, g] : seeds) {
+      if (edge.valid() && seen.emplace(edge.node.get(), true).second) {
+        stack.push_back(edge.node.get());
+      }
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->next_edges()) {
+        if (!e.valid()) continue;
+        ++deps[e.node.get()];
+        if (seen.emplace(e.node.get(), true).second) stack.push_back(e.node.get());
+      }
+    }
+  }
+
+  // Incoming gradients per node; ready nodes run latest-recorded first.
+  absl::flat_hash_map<Node*, DTensorList> buffers;
+  auto buffer_of = [&](Node* n) -> DTensorList& {
+    DTensorList& b = buffers[n];
+    if (b.empty()) b.resize(static_cast<size_t>(n->num_outputs()));
+    return b;
+  };
+  using Ready = std::pair<uint64_t, Node*>;
+  std::priority_queue<Ready> ready;
+  for (auto& [edge, g] : seeds) {
+    if (!edge.valid()) continue;
+    accumulate(buffer_of(edge.node.get()), edge.input_nr, std::move(g));
+  }
+  absl::flat_hash_map<Node*, bool> queued;
+  for (const auto& [edge, g] : seeds) {
+    Node* n = edge.node.get();
+    if (n != nullptr && deps[n] == 0 && queued.emplace(n, true).second) {
+      ready.emplace(n->sequence_nr(), n);
+    }
+  }
+
+  while (!ready.empty()) {
+    Node* node = ready.top().second;
+    ready.pop();
+    meshes.add_node(*node);
+    DTensorList grads = std::move(buffer_of(node));
+    buffers.erase(node);
+    bool any = false;
+    for (size_t o = 0; o < grads.size(); ++o) {
+      if (!grads[o].defined()) continue;
+      grads[o] = node->run_pre_hooks(static_cast<uint32_t>(o), std::move(grads[o]));
+      any = true;
+    }
+    // A node no gradient reached passes none on (its inputs' gradients are zero).
+    DTensorList out;
+    if (any) {
+      // CommDebugMode attribution: the node's module, phase backward, the node as the op.
+      std::optional<CommDebugMode::OpScope> label;
+      if (CommDebugMode::active()) label.emplace(node->name(), node->comm_module(), true);
+      out = node->apply(std::move(grads));
+    }
+    if (!retain_graph) node->release_saved();
+    const EdgeList& edges = node->next_edges();
+    DT_CHECK(out.empty() || out.size() == edges.size(),
+             "[backward] %s returned %d gradients for %d inputs", node->name(), out.size(),
+             edges.size());
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.valid()) continue;
+      if (i < out.size() && out[i].defined()) {
+        check_gradient(out[i], *node->input_specs()[i], node->name(), i);
+        accumulate(buffer_of(e.node.get()), e.input_nr, std::move(out[i]));
+      }
+      if (--deps[e.node.get()] == 0) ready.emplace(e.node->sequence_nr(), e.node.get());
+    }
+  }
+  callbacks.run();
+}
+
+}  // namespace
+}  // namespace dtensor::autograd

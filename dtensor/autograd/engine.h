@@ -1,0 +1,55 @@
+// The backward engine: runs the recorded graph from one or more roots in reverse, summing the
+// gradients that meet at a node and accumulating leaf gradients into DTensor::grad().
+//
+// Rules (libtorch's, adapted to DTensors):
+//   - A root without a gradient must have one element; its gradient is 1, Replicate on the
+//     root's mesh (a Partial root receives a Replicate gradient).
+//   - Every rank that built the same graph runs the nodes in the same order (latest recorded
+//     first; ready accumulators immediately), so the collectives that backward issues pair up.
+//     Every rank of the mesh must call backward.
+//   - Gradients meeting at a node are summed with the registered "add" op (any placements:
+//     the sharding engine lays them out). A gradient that reaches a leaf is laid out like the
+//     leaf before it is added to grad().
+//   - Saved tensors of a node are released as soon as it has run, unless retain_graph; a second
+//     backward through released nodes throws "[backward] ... a second time".
+//   - Errors (no gradient for a non-scalar root, a root that does not require grad, a saved
+//     tensor modified in place, a missing backward formula) depend only on the graph, so every
+//     rank raises the same one. An error raised on some ranks only (an allocation, a kernel on
+//     an odd shard) is reported to the others of its mesh (report_failure_on_mesh, by dispatch
+//     or here), and backward ends with one meet on each communicator of the meshes it ran on
+//     (a fingerprint exchange, no data): the report pairs with that meet or with a collective
+//     before it, so backward() raises on every rank (docs/SEMANTICS.md, "A failure on some
+//     ranks"). Every rank of those meshes must call backward.
+// Gradients are computed with grad mode off (no double backward).
+#pragma once
+
+#include <absl/types/span.h>
+
+#include <functional>
+
+#include "dtensor/core/distributed_tensor.h"
+
+namespace dtensor::autograd {
+
+// torch.autograd.backward: gradients of `roots` (seeded with `grad_roots`, or 1 for
+// one-element roots when empty) accumulated into the leaves' grad().
+void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots = {},
+              bool retain_graph = false);
+
+// Runs `callback` once the backward pass now running on this thread has run its whole graph
+// (PyTorch's Variable._execution_engine.queue_callback): data parallel waits for its gradient
+// reductions there, so the optimizer step after backward sees reduced gradients. Callbacks run
+// in the order queued (one may queue more); outside a backward this throws "[queue_callback]".
+// A backward that throws drops its callbacks.
+void queue_callback(std::function<void()> callback);
+// Whether a backward pass is running on this thread.
+bool in_backward();
+
+// a + b for two gradients of the same tensor (any placements), without recording.
+DTensor add_gradients(const DTensor& a, const DTensor& b);
+
+// Clears the gradients of `params` (set_to_none, PyTorch's default) or zeroes them in place
+// (Module::zero_grad, Optimizer::zero_grad).
+void zero_grad(absl::Span<const DTensor> params, bool set_to_none = true);
+
+}  // namespace dtensor::autograd

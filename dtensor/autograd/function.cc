@@ -1,0 +1,125 @@
+#include "dtensor/autograd/function.h"
+
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/autograd/op_node.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::autograd {
+
+const OpInfo& BackwardContext::op() const {
+  return node_.op();
+}
+
+int64_t BackwardContext::num_inputs() const {
+  return static_cast<int64_t>(node_.seen_specs.size());
+}
+
+int64_t BackwardContext::num_outputs() const {
+  return static_cast<int64_t>(node_.output_specs.size());
+}
+
+const DTensor& BackwardContext::input(int64_t i) const {
+  DT_CHECK(i >= 0 && i < static_cast<int64_t>(node_.saved_inputs.size()) &&
+               node_.saved_inputs[i].value.defined(),
+           "[%s backward] input %d was not saved (OpInfo::saved_inputs)", op().name, i);
+  return node_.saved_inputs[i].value;
+}
+
+const DTensor& BackwardContext::output(int64_t o) const {
+  DT_CHECK(o >= 0 && o < static_cast<int64_t>(node_.saved_outputs.size()) &&
+               node_.saved_outputs[o].value.defined(),
+           "[%s backward] output %d was not saved (OpInfo::saved_outputs)", op().name, o);
+  return node_.saved_outputs[o].value;
+}
+
+const DTensorSpec& BackwardContext::input_spec(int64_t i) const {
+  return *node_.seen_specs.at(i);
+}
+
+const DTensorSpec& BackwardContext::output_spec(int64_t o) const {
+  return *node_.output_specs.at(o);
+}
+
+bool BackwardContext::needs_input_grad(int64_t i) const {
+  return i >= 0 && i < num_inputs() && node_.needs_grad[i];
+}
+
+absl::Span<const ArgValue> BackwardContext::args() const {
+  return node_.args();
+}
+
+bool BackwardContext::has_arg(int64_t i) const {
+  return i >= 0 && i < static_cast<int64_t>(args().size()) &&
+         !std::holds_alternative<std::monostate>(args()[i]);
+}
+
+Scalar BackwardContext::scalar(int64_t i) const {
+  if (has_arg(i)) {
+    const ArgValue& v = args()[i];
+    if (const double* d = std::get_if<double>(&v)) return Scalar(*d);
+    if (const int64_t* n = std::get_if<int64_t>(&v)) return Scalar(*n);
+    if (const bool* b = std::get_if<bool>(&v)) return Scalar(*b);
+  }
+  bad_arg(i);
+}
+
+void BackwardContext::bad_arg(int64_t i) const {
+  DT_FAIL("[%s backward] argument %d is missing or of another type (args: %d)", op().name, i,
+          args().size());
+}
+
+namespace {
+
+class FunctionNode : public Node {
+ public:
+  FunctionNode(std::string name, int64_t num_outputs, BackwardFunction backward)
+      : Node(num_outputs), name_(std::move(name)), backward_(std::move(backward)) {}
+  std::string name() const override { return name_; }
+  DTensorList apply(DTensorList grads) override {
+    DT_CHECK(backward_ != nullptr,
+             "[backward] trying to run backward through %s a second time: it was freed by the "
+             "first backward (pass retain_graph = true to the first one)",
+             name_);
+    DTensorList out = backward_(grads);
+    for (size_t i = 0; i < out.size() && i < next_edges().size(); ++i) {
+      if (!next_edges()[i].valid()) out[i] = DTensor();
+    }
+    return out;
+  }
+  void release_saved() override { backward_ = nullptr; }
+
+ private:
+  std::string name_;
+  BackwardFunction backward_;
+};
+
+}  // namespace
+
+DTensorList record_function(std::string name, absl::Span<const DTensor* const> inputs,
+                            DTensorList outputs, BackwardFunction backward) {
+  if (!grad_enabled() || !any_requires_grad(inputs)) {
+    // Not recorded: the outputs carry no autograd state (not even one they share with an
+    // input, as a no-op redistribute's output does).
+    for (DTensor& out : outputs) out = out.detach();
+    return outputs;
+  }
+  auto node = std::make_shared<FunctionNode>(std::move(name),
+                                             static_cast<int64_t>(outputs.size()),
+                                             std::move(backward));
+  for (const DTensor* in : inputs) node->add_input(gradient_edge(*in), in->spec_ptr());
+  std::shared_ptr<Node> as_node = node;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    set_history(outputs[o], as_node, static_cast<uint32_t>(o));
+  }
+  return outputs;
+}
+
+DTensor record_function(std::string name, absl::Span<const DTensor* const> inputs,
+                        DTensor output, BackwardFunction backward) {
+  DTensorList outs;
+  outs.push_back(std::move(output));
+  return std::move(
+      record_function(std::move(name), inputs, std::move(outs), std::move(backward))[0]);
+}
+
+}  // namespace dtensor::autograd

@@ -1,0 +1,24 @@
+#include "dtensor/autograd/grad_mode.h"
+
+namespace dtensor::autograd {
+namespace {
+thread_local bool t_grad_enabled = true;
+}  // namespace
+
+bool grad_enabled() {
+  return t_grad_enabled;
+}
+
+void set_grad_enabled(bool enabled) {
+  t_grad_enabled = enabled;
+}
+
+AutoGradMode::AutoGradMode(bool enabled) : prev_(t_grad_enabled) {
+  t_grad_enabled = enabled;
+}
+
+AutoGradMode::~AutoGradMode() {
+  t_grad_enabled = prev_;
+}
+
+}  // namespace dtensor::autograd

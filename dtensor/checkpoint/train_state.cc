@@ -1,0 +1,84 @@
+#include "dtensor/checkpoint/train_state.h"
+
+#include <absl/strings/match.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_cat.h>
+
+#include <bit>
+
+#include "dtensor/checkpoint/world.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::checkpoint {
+
+namespace {
+
+constexpr char kModel[] = "model.", kOptim[] = "optim.", kRng[] = "rng.state";
+
+DTensor rng_tensor(const Generator& gen) {
+  const GeneratorState s = gen.state();
+  return local_dtensor(from_vector(std::vector<int64_t>{std::bit_cast<int64_t>(s.seed),
+                                                       std::bit_cast<int64_t>(s.offset)},
+                                   {2}));
+}
+
+}  // namespace
+
+StateDict training_state(const nn::Module* model, const optim::Optimizer* optimizer,
+                         const Generator* generator) {
+  StateDict out;
+  if (model != nullptr) {
+    for (auto& [name, p] : model->named_parameters()) out.emplace_back(absl::StrCat(kModel, name), p);
+  }
+  if (optimizer != nullptr) {
+    for (auto& [name, s] : optimizer->state_dict()) out.emplace_back(absl::StrCat(kOptim, name), s);
+  }
+  if (generator != nullptr) out.emplace_back(std::string(kRng), rng_tensor(*generator));
+  return out;
+}
+
+void save_training_state(const nn::Module* model, const optim::Optimizer* optimizer,
+                         const Generator* generator, const std::string& dir,
+                         const SaveOptions& options) {
+  save(training_state(model, optimizer, generator), dir, options);
+}
+
+void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generator* generator,
+                         const std::string& dir) {
+  StateDict targets = training_state(model, nullptr, nullptr);
+  const DTensor rng = generator != nullptr ? rng_tensor(*generator) : DTensor();
+  if (rng.defined()) targets.emplace_back(std::string(kRng), rng);
+  // The optimizer creates its states lazily, so the targets follow what the checkpoint holds:
+  // a zero state laid out like its parameter for every "optim.<i>.<slot>" entry.
+  std::vector<std::pair<std::string, DTensor>> optim_state;
+  if (optimizer != nullptr) {
+    std::map<std::string, TensorInfo> index;
+    detail::run_on_all_ranks(detail::world_mesh(), [&] { index = read_index(dir); });
+    optim_state.emplace_back("step", local_dtensor(zeros({1}, kInt64)));
+    const auto& params = optimizer->parameters();
+    for (const auto& [name, info] : index) {
+      if (!absl::StartsWith(name, kOptim) || name == absl::StrCat(kOptim, "step")) continue;
+      const std::string rest = name.substr(sizeof(kOptim) - 1);
+      size_t i = 0;
+      const size_t dot = rest.find('.');
+      // Every rank reads the same index, so every rank raises this alike.
+      if (dot == std::string::npos || !absl::SimpleAtoi(rest.substr(0, dot), &i) ||
+          i >= params.size()) {
+        DT_FAIL("[checkpoint::load_training_state] checkpoint '%s' holds optimizer state '%s' "
+                "but the optimizer has %d parameters",
+                dir, name, params.size());
+      }
+      optim_state.emplace_back(rest, zeros_like(params[i]));
+    }
+    for (const auto& [name, t] : optim_state) targets.emplace_back(absl::StrCat(kOptim, name), t);
+  }
+  load(targets, dir);
+  if (optimizer != nullptr) optimizer->load_state_dict(optim_state);
+  if (rng.defined()) {
+    const std::vector<int64_t> v = rng.to_local().to_vector<int64_t>();
+    generator->set_state({std::bit_cast<uint64_t>(v[0]), std::bit_cast<uint64_t>(v[1])});
+  }
+}
+
+}  // namespace dtensor::checkpoint

@@ -1,0 +1,35 @@
+// The state a training run needs to resume — a model's parameters, its optimizer's state and
+// a random generator — under fixed names, saved and loaded with checkpoint::save / load:
+//   "model.<fqn>"        each parameter (named_parameters())
+//   "optim.step"         the optimizer's step count (int64 [1], a local tensor)
+//   "optim.<i>.<slot>"   its states, i indexing optimizer.parameters() ("optim.3.exp_avg")
+//   "rng.state"          the generator's (seed, offset) as int64 [2] (a local tensor)
+// Any of the three may be omitted (nullptr).
+#pragma once
+
+#include <string>
+
+#include "dtensor/checkpoint/checkpoint.h"
+#include "dtensor/nn/module.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/rng/generator.h"
+
+namespace dtensor::checkpoint {
+
+// The named DTensors above (they share storage with the parameters and states).
+StateDict training_state(const nn::Module* model, const optim::Optimizer* optimizer,
+                         const Generator* generator);
+
+// save(training_state(...), dir, options).
+void save_training_state(const nn::Module* model, const optim::Optimizer* optimizer,
+                         const Generator* generator, const std::string& dir,
+                         const SaveOptions& options = {});
+
+// Loads what save_training_state wrote, resharded to the model's current placements: the
+// parameters in place, then the optimizer's states (those the checkpoint holds, e.g. none
+// before its first step) through Optimizer::load_state_dict, then the generator's state.
+// Collective over the world like load(); on an error nothing has changed.
+void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generator* generator,
+                         const std::string& dir);
+
+}  // namespace dtensor::checkpoint

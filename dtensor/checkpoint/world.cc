@@ -1,0 +1,114 @@
+#include "dtensor/checkpoint/world.h"
+
+#include <absl/container/flat_hash_set.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <limits>
+
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/core/check_ranks.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::checkpoint::detail {
+
+DeviceMesh world_mesh() {
+  const int64_t shape[] = {world_size()};
+  return init_device_mesh(kCPU, shape, {"world"});
+}
+
+void run_on_all_ranks(const DeviceMesh& world, const std::function<void()>& fn) {
+  std::string error;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    error = e.what();
+    if (error.empty()) error = "unknown error";
+  }
+  const int64_t dims[] = {0};
+  check_on_all_ranks(world, dims, error);
+}
+
+std::vector<std::string> all_gather_strings(const std::string& mine) {
+  const CommunicatorPtr comm = world_communicator();
+  const int n = comm->size();
+  Tensor len = from_vector(std::vector<int64_t>{static_cast<int64_t>(mine.size())}, {1});
+  Tensor lens = empty({n}, kInt64);
+  comm->all_gather(lens, len)->wait();
+  const std::vector<int64_t> sizes = lens.to_vector<int64_t>();
+  // Strings travel as int64 words (there is no byte dtype), padded to the longest.
+  const int64_t words = (*std::max_element(sizes.begin(), sizes.end()) + 7) / 8;
+  Tensor buf = zeros({std::max<int64_t>(words, 1)}, kInt64);
+  std::memcpy(buf.data_ptr(), mine.data(), mine.size());
+  Tensor all = empty({n * buf.numel()}, kInt64);
+  comm->all_gather(all, buf)->wait();
+  std::vector<std::string> out(n);
+  const char* base = static_cast<const char*>(all.data_ptr());
+  for (int r = 0; r < n; ++r) out[r].assign(base + r * buf.numel() * 8, sizes[r]);
+  return out;
+}
+
+Agreement agree(std::optional<uint64_t> value, bool flag) {
+  // The value as int64 (its sign is irrelevant to equality); a rank without one passes the
+  // identity of each reduction, so that min >= max exactly when the values passed agree. The
+  // flag rides along in the same reductions (its max says whether any rank set it).
+  constexpr int64_t kNone[] = {std::numeric_limits<int64_t>::max(),
+                               std::numeric_limits<int64_t>::min()};
+  const int64_t f = flag ? 1 : 0;
+  Tensor lo =
+      from_vector(std::vector<int64_t>{value ? static_cast<int64_t>(*value) : kNone[0], f}, {2});
+  Tensor hi =
+      from_vector(std::vector<int64_t>{value ? static_cast<int64_t>(*value) : kNone[1], f}, {2});
+  const CommunicatorPtr comm = world_communicator();
+  comm->all_reduce(lo, ReduceOp::kMin)->wait();
+  comm->all_reduce(hi, ReduceOp::kMax)->wait();
+  const std::vector<int64_t> l = lo.to_vector<int64_t>(), h = hi.to_vector<int64_t>();
+  return {l[0] >= h[0], h[1] != 0};
+}
+
+Region local_region(const DTensor& t) {
+  Region r;
+  const DTensorSpec& spec = t.spec();
+  if (is_self_mesh(spec.mesh())) {
+    r.offset.assign(spec.ndim(), 0);
+    r.shape = spec.shape();
+    r.holds = true;
+    r.writes = true;
+    return r;
+  }
+  const Shape& coord = spec.mesh().get_coordinate();
+  if (coord.empty()) return r;
+  const LocalShard shard = spec.local_shard();
+  r.offset = shard.offset;
+  r.shape = shard.shape;
+  r.holds = true;
+  r.writes = true;
+  for (size_t d = 0; d < coord.size(); ++d) {
+    if (!spec.placement(d).is_shard() && coord[d] != 0) r.writes = false;
+  }
+  return r;
+}
+
+void validate_state(const StateDict& state, std::string_view op) {
+  absl::flat_hash_set<std::string_view> seen;
+  for (const auto& [name, t] : state) {
+    DT_CHECK(!name.empty(), "[%s] a tensor has an empty name", op);
+    DT_CHECK(seen.insert(name).second, "[%s] tensor '%s' appears twice in the state", op, name);
+    DT_CHECK(t.defined(), "[%s] tensor '%s' is undefined", op, name);
+    DT_CHECK(!t.spec().has_partial(),
+             "[%s] tensor '%s' has Partial placements %s: a partial value is not the tensor; "
+             "redistribute it to Replicate or Shard first",
+             op, name, placements_str(t.placements()));
+  }
+}
+
+std::string normalize_dir(const std::string& dir, std::string_view op) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  DT_CHECK(!d.empty(), "[%s] empty checkpoint directory", op);
+  return d;
+}
+
+}  // namespace dtensor::checkpoint::detail

@@ -1,0 +1,56 @@
+// What save and load share (internal): the world-wide error agreement, the string gather rank 0
+// builds the index from, and which region of each tensor a rank holds and whether it writes it.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/checkpoint/checkpoint.h"
+#include "dtensor/device_mesh/device_mesh.h"
+
+namespace dtensor::checkpoint::detail {
+
+// Save and load are collective over the world: a 1-D CPU mesh over every rank, on which
+// check_on_all_ranks agrees on errors.
+DeviceMesh world_mesh();
+
+// Runs `fn`; whatever it throws on any rank (a dtensor::Error or another std::exception) is
+// raised on every rank of `world` as the lowest failing rank's message (check_on_all_ranks).
+void run_on_all_ranks(const DeviceMesh& world, const std::function<void()>& fn);
+
+// Every rank's string, in rank order, on every rank (two all_gathers on the world).
+std::vector<std::string> all_gather_strings(const std::string& mine);
+
+// Whether every rank that passed a value passed the same one (its min and max over the world
+// agree; true when none did), and whether any rank passed flag = true: the same answer on every
+// rank (two all_reduces on the world).
+struct Agreement {
+  bool same = true;
+  bool any = false;
+};
+Agreement agree(std::optional<uint64_t> value, bool flag = false);
+
+// The part of a tensor this rank holds: its local shard's global offset and shape (the whole
+// tensor for a self-mesh DTensor). `holds` is false for a rank outside the mesh; `writes` is
+// true on one holder of each chunk within the tensor's mesh: the rank at coordinate 0 of every
+// mesh dim that does not shard it (every holder of a self-mesh DTensor, whose mesh is just
+// itself). Copies of a mesh over part of the world hold the same chunks; save's plan keeps one
+// writer among them.
+struct Region {
+  Shape offset, shape;
+  bool holds = false;
+  bool writes = false;
+};
+Region local_region(const DTensor& t);
+
+// Checks what save and load both require: names non-empty and unique, DTensors defined, no
+// Partial placements. Throws "[op] ..." naming the tensor.
+void validate_state(const StateDict& state, std::string_view op);
+
+// A directory path without trailing slashes ("ckpt/" -> "ckpt").
+std::string normalize_dir(const std::string& dir, std::string_view op);
+
+}  // namespace dtensor::checkpoint::detail

@@ -1,0 +1,56 @@
+// The communication thread: where async collectives run while the caller computes.
+//
+// Open MPI progresses a nonblocking collective only inside MPI calls, so a collective posted
+// with MPI_I* and left alone while the caller runs a GEMM does not move; its whole cost is paid
+// at the wait. Async operations (DTensor::redistribute(..., async_op=true), the data-parallel
+// gradient reductions and parameter gathers) are therefore handed as tasks to one thread per
+// process that issues their collectives and waits on them (the MPI backend's blocking calls), so
+// they progress while the caller computes, as PyTorch's gloo backend does with its worker threads. One thread, not
+// one per communicator: tasks run in submission order, which is the same program order on every
+// rank, so collectives on different communicators can never be paired out of order across ranks.
+//
+// Ordering with the caller's own collectives: a collective issued by any other thread (every
+// public Communicator call) first waits until the tasks submitted before it have run, so the
+// per-communicator order of collectives is program order on every rank (and the communicator
+// thread rule of communicator.h holds: the two threads never use a communicator at once).
+// Blocking waits keep their deadline: a task's collectives wait with the collective deadline,
+// which ends the job if a peer never comes. An error raised by a task is rethrown by the wait on
+// its Work (and by every later wait on it). A task whose Work is dropped unwaited still runs to
+// completion. Needs MPI_THREAD_MULTIPLE; when the MPI library provides less, tasks run inline
+// at submission (the result is the same, without overlap). The Runtime finishes every task
+// before MPI_Finalize.
+//
+// CommDebugMode: a task runs under the labels (module, op, phase) current on the submitting
+// thread when it was submitted; what it issues is added to the CommDebugModes alive on the
+// thread that first waits for its Work.
+#pragma once
+
+#include <functional>
+
+#include "dtensor/collectives/communicator.h"
+
+namespace dtensor::detail {
+
+// Queues `task` on the communication thread and returns at once; wait() on the result blocks
+// until the task has run (rethrowing its error). is_completed() never blocks. With
+// `capture_debug` false, what the task issues is not shown to CommDebugMode at all (for a
+// caller that records its collectives itself when it submits them).
+WorkPtr submit_async(std::function<void()> task, bool capture_debug = true);
+// Waits until every task submitted so far has run (a no-op on the communication thread).
+void drain_async();
+// Whether tasks are submitted and not yet run (one relaxed load): the fast path of
+// Communicator's ordering rule.
+bool async_outstanding();
+// Whether this is the communication thread.
+bool on_comm_thread();
+// Whether submitted tasks run on the communication thread (MPI_THREAD_MULTIPLE available and
+// DTENSOR_ASYNC not "0"); false: they run inline at submission.
+bool async_threaded();
+// Overrides DTENSOR_ASYNC for the rest of the process (after running the tasks already
+// submitted); every rank must do the same. For benchmarks comparing the two.
+void set_async_threaded(bool threaded);
+// Drains and joins the thread (the Runtime, before MPI_Finalize); a later submit starts it
+// again.
+void stop_comm_thread();
+
+}  // namespace dtensor::detail

@@ -1,0 +1,232 @@
+#include "dtensor/nn/functional.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "dtensor/core/dtensor_spec.h"
+#include "dtensor/nn/module.h"
+#include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/view/copy_ops.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/rng/dtensor_random.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::nn::functional {
+
+DTensor on_mesh(const DTensor& p, const DeviceMesh& mesh, std::string_view op,
+                std::string_view what) {
+  if (!p.defined() || p.device_mesh() == mesh) return p;
+  if (is_local(p)) {
+    return DTensor::from_local(p, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate()),
+                               /*run_check=*/false, p.shape());
+  }
+  DT_FAIL(
+      "[%s] %s is on mesh %s but the input is on mesh %s (expected the same mesh, or a "
+      "local parameter)",
+      op, what, p.device_mesh().str(), mesh.str());
+}
+
+namespace {
+
+void check_defined(const DTensor& x, std::string_view op, std::string_view what) {
+  DT_CHECK(x.defined(), "[%s] %s is undefined (expected a DTensor)", op, what);
+}
+
+void check_same_mesh(const DTensor& a, const DTensor& b, std::string_view op) {
+  DT_CHECK(a.device_mesh() == b.device_mesh(),
+           "[%s] operands are on different meshes %s and %s (expected one mesh)", op,
+           a.device_mesh().str(), b.device_mesh().str());
+}
+
+// The additive causal mask [S, S] (0 on and below the diagonal, -inf above) in `dtype` on
+// `device`. The float32 CPU mask is built once per S and thread, not on every forward (the ops
+// never write into their inputs, so sharing it is safe); other dtypes/devices convert it per
+// call, so no device memory outlives the runtime in a thread_local.
+Tensor causal_mask(int64_t L, int64_t S, DType dtype, Device device) {
+  thread_local Tensor cached;
+  if (!cached.defined() || cached.size(0) != L || cached.size(1) != S) {
+    std::vector<float> mask(static_cast<size_t>(L * S), 0.0f);
+    for (int64_t i = 0; i < L; ++i) {
+      for (int64_t j = i + 1; j < S; ++j) {
+        mask[static_cast<size_t>(i * S + j)] = -std::numeric_limits<float>::infinity();
+      }
+    }
+    cached = from_vector(mask, {L, S});
+  }
+  if (dtype == kFloat32 && device == Device(kCPU)) return cached;
+  return cached.to(device, dtype);
+}
+
+}  // namespace
+
+DTensor linear(const DTensor& x, const DTensor& weight, const DTensor& bias) {
+  constexpr std::string_view kOp = "linear";
+  check_defined(x, kOp, "input");
+  check_defined(weight, kOp, "weight");
+  const DeviceMesh& mesh = x.device_mesh();
+  return ::dtensor::linear(x, on_mesh(weight, mesh, kOp, "weight"),
+                           on_mesh(bias, mesh, kOp, "bias"));
+}
+
+DTensor embedding(const DTensor& indices, const DTensor& weight) {
+  constexpr std::string_view kOp = "embedding";
+  check_defined(indices, kOp, "indices");
+  check_defined(weight, kOp, "weight");
+  return ::dtensor::embedding(indices, on_mesh(weight, indices.device_mesh(), kOp, "weight"));
+}
+
+DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias, double eps) {
+  constexpr std::string_view kOp = "layer_norm";
+  check_defined(x, kOp, "input");
+  DT_CHECK(x.dim() >= 1, "[%s] input must have at least 1 dim, got a 0-d tensor", kOp);
+  const int64_t d = x.size(-1);
+  const DeviceMesh& mesh = x.device_mesh();
+  return ::dtensor::layer_norm(x, IntSpan(&d, 1), on_mesh(weight, mesh, kOp, "weight"),
+                               on_mesh(bias, mesh, kOp, "bias"), eps);
+}
+
+DTensor rms_norm(const DTensor& x, const DTensor& weight, std::optional<double> eps) {
+  constexpr std::string_view kOp = "rms_norm";
+  check_defined(x, kOp, "input");
+  DT_CHECK(x.dim() >= 1, "[%s] input must have at least 1 dim, got a 0-d tensor", kOp);
+  const int64_t d = x.size(-1);
+  return ::dtensor::rms_norm(x, IntSpan(&d, 1), on_mesh(weight, x.device_mesh(), kOp, "weight"),
+                             eps);
+}
+
+DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
+                                     int64_t head_dim, bool causal) {
+  constexpr std::string_view kOp = "scaled_dot_product_attention";
+  check_defined(q, kOp, "q");
+  check_defined(k, kOp, "k");
+  check_defined(v, kOp, "v");
+  check_same_mesh(q, k, kOp);
+  check_same_mesh(q, v, kOp);
+  DT_CHECK(q.dim() == 3, "[%s] q must be 3-d [batch, seq, heads * head_dim], got shape %s", kOp,
+           shape_str(q.shape()));
+  DT_CHECK(k.shape() == q.shape() && v.shape() == q.shape(),
+           "[%s] q, k and v must have one shape, got %s, %s and %s", kOp, shape_str(q.shape()),
+           shape_str(k.shape()), shape_str(v.shape()));
+  DT_CHECK(head_dim > 0 && q.size(2) % head_dim == 0,
+           "[%s] head_dim %d must be positive and divide the width %d", kOp, head_dim, q.size(2));
+  const int64_t local_width = q.to_local().dim() == 3 ? q.to_local().size(2) : 0;
+  DT_CHECK(local_width % head_dim == 0,
+           "[%s] local width %d is not a multiple of head_dim %d: a shard would split a head "
+           "(placements %s; the number of heads must be divisible by the number of shards)",
+           kOp, local_width, head_dim, placements_str(q.placements()));
+  const int64_t B = q.size(0), S = q.size(1), W = q.size(2);
+  const int64_t split[] = {B, S, W / head_dim, head_dim};
+  auto heads = [&](const DTensor& t) { return transpose(reshape(t, split), 1, 2); };  // [B,H,S,hd]
+  DTensor scores = matmul(heads(q), transpose(heads(k), 2, 3));                      // [B,H,S,S]
+  scores = mul(scores, Scalar(1.0 / std::sqrt(static_cast<double>(head_dim))));
+  if (causal && S > 0) {
+    const Tensor m = causal_mask(S, S, scores.dtype(), scores.to_local().device());
+    const DeviceMesh& mesh = q.device_mesh();
+    scores = add(scores, DTensor::from_local(
+                             m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate())));
+  }
+  const DTensor o = matmul(softmax(scores, -1), heads(v));  // [B,H,S,hd]
+  const int64_t merged[] = {B, S, W};
+  return reshape(transpose(o, 1, 2), merged);
+}
+
+DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
+                                     const DTensor& attn_mask, double dropout_p, bool is_causal,
+                                     std::optional<double> scale, bool enable_gqa,
+                                     Generator* gen) {
+  constexpr std::string_view kOp = "scaled_dot_product_attention";
+  DT_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "[%s] dropout_p %g is outside [0, 1)", kOp,
+           dropout_p);
+  if (dropout_p == 0.0) {
+    return ::dtensor::scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale,
+                                                   enable_gqa);
+  }
+  check_defined(q, kOp, "q");
+  check_defined(k, kOp, "k");
+  check_defined(v, kOp, "v");
+  if (enable_gqa && q.dim() == 4 && k.dim() == 4 && k.size(1) != q.size(1) && k.size(1) > 0 &&
+      q.size(1) % k.size(1) == 0) {
+    const int64_t g = q.size(1) / k.size(1);
+    return scaled_dot_product_attention(q, repeat_interleave(k, g, 1), repeat_interleave(v, g, 1),
+                                        attn_mask, dropout_p, is_causal, scale, false, gen);
+  }
+  ::dtensor::detail::check_attention_operands(kOp, q.shape(), k.shape(), v.shape(), q.dtype(),
+                                              k.dtype(), v.dtype());
+  const double s = scale ? *scale : default_attention_scale(q.size(3));
+  DTensor scores = mul(matmul(q, transpose(k, 2, 3)), Scalar(s));
+  const double inf = std::numeric_limits<double>::infinity();
+  if (attn_mask.defined()) {
+    scores = attn_mask.dtype() == kBool ? masked_fill(scores, logical_not(attn_mask), Scalar(-inf))
+                                        : add(scores, attn_mask);
+  }
+  if (is_causal && q.size(2) > 0 && k.size(2) > 0) {
+    const Tensor m = causal_mask(q.size(2), k.size(2), scores.dtype(), scores.to_local().device());
+    const DeviceMesh& mesh = q.device_mesh();
+    scores = add(scores, DTensor::from_local(
+                             m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate())));
+  }
+  return matmul(dropout(softmax(scores, -1), dropout_p, /*train=*/true, gen), v);
+}
+
+DTensor swiglu(const DTensor& gate, const DTensor& up) {
+  return mul(silu(gate), up);
+}
+
+RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta, DType dtype,
+                           Device device) {
+  DT_CHECK(seq_len >= 0 && head_dim > 0 && head_dim % 2 == 0 && theta > 0,
+           "[rotary_tables] seq_len %d, head_dim %d, theta %g: expected seq_len >= 0, an even "
+           "head_dim > 0 and theta > 0",
+           seq_len, head_dim, theta);
+  const int64_t half = head_dim / 2;
+  std::vector<double> c(static_cast<size_t>(seq_len * half)), s(c.size());
+  for (int64_t p = 0; p < seq_len; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(p) *
+                           std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      c[static_cast<size_t>(p * half + i)] = std::cos(angle);
+      s[static_cast<size_t>(p * half + i)] = std::sin(angle);
+    }
+  }
+  const int64_t shape[] = {seq_len, half};
+  return {from_vector<double>(c, shape).to(device, dtype), from_vector<double>(s, shape).to(device, dtype)};
+}
+
+DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t start_pos) {
+  constexpr std::string_view kOp = "apply_rotary_emb";
+  check_defined(x, kOp, "x");
+  DT_CHECK(tables.cos.defined() && tables.sin.defined() && tables.cos.dim() == 2 &&
+               tables.sin.sizes() == tables.cos.sizes(),
+           "[%s] the rotary tables must be two [seq_len, head_dim / 2] tensors", kOp);
+  DT_CHECK(x.dim() == 4 && x.size(3) % 2 == 0 && x.size(3) / 2 == tables.cos.size(1),
+           "[%s] x has shape %s, expected [B, S, H, D] with D = 2 * %d (the tables)", kOp,
+           shape_str(x.shape()), tables.cos.size(1));
+  DT_CHECK(start_pos >= 0 && start_pos + x.size(1) <= tables.cos.size(0),
+           "[%s] positions [%d, %d) of x (shape %s, start_pos %d) are outside the tables' %d "
+           "positions",
+           kOp, start_pos, start_pos + x.size(1), shape_str(x.shape()), start_pos,
+           tables.cos.size(0));
+  const int64_t S = x.size(1), D = x.size(3), half = D / 2;
+  const DeviceMesh& mesh = x.device_mesh();
+  const Placements whole(static_cast<size_t>(mesh.ndim()), Replicate());
+  auto table = [&](const Tensor& t) {
+    const Tensor local =
+        t.narrow(0, start_pos, S).reshape({1, S, 1, half}).to(x.device(), x.dtype());
+    return DTensor::from_local(local, mesh, whole, /*run_check=*/false);
+  };
+  const DTensor c = table(tables.cos), s = table(tables.sin);
+  const DTensor even = slice(x, 3, 0, D, 2), odd = slice(x, 3, 1, D, 2);
+  const DTensor out_even = sub(mul(even, c), mul(odd, s));
+  const DTensor out_odd = add(mul(even, s), mul(odd, c));
+  return reshape(stack({out_even, out_odd}, 4), x.shape());
+}
+
+}  // namespace dtensor::nn::functional

@@ -1,0 +1,88 @@
+// Basic layers: Linear, Embedding, LayerNorm, RMSNorm (PyTorch names, parameter names and
+// shapes; forward only). Initial values are drawn on the CPU for the full parameter shape (see
+// ModuleOptions), so every rank builds the same model after the same manual_seed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "dtensor/nn/module.h"
+
+namespace dtensor::nn {
+
+// y = x @ weight^T + bias. Parameters "weight" [out, in] and "bias" [out] (when `bias`),
+// both uniform on [-1/sqrt(in), 1/sqrt(in)) (PyTorch's default bound).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, ModuleOptions opts = {});
+  std::string type_name() const override { return "Linear"; }
+  DTensor forward(const DTensor& x) override;
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+
+ private:
+  int64_t in_;
+  int64_t out_;
+};
+
+// Lookup table: "weight" [num_embeddings, embedding_dim], standard normal. The input holds
+// integer indices (int32 or int64) of any shape; the output appends embedding_dim.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, ModuleOptions opts = {});
+  std::string type_name() const override { return "Embedding"; }
+  DTensor forward(const DTensor& indices) override;
+  int64_t num_embeddings() const { return num_; }
+  int64_t embedding_dim() const { return dim_; }
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+
+ private:
+  int64_t num_;
+  int64_t dim_;
+};
+
+// Layer norm over the last dim: "weight" [dim] (ones) and "bias" [dim] (zeros) when affine.
+class LayerNorm : public Module {
+ public:
+  LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true,
+            ModuleOptions opts = {});
+  std::string type_name() const override { return "LayerNorm"; }
+  DTensor forward(const DTensor& x) override;
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+
+ private:
+  double eps_;
+};
+
+// RMS norm over the last dim: "weight" [dim] (ones). eps = nullopt: machine epsilon.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, std::optional<double> eps = std::nullopt, ModuleOptions opts = {});
+  std::string type_name() const override { return "RMSNorm"; }
+  DTensor forward(const DTensor& x) override;
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+
+ private:
+  std::optional<double> eps_;
+};
+
+namespace detail {
+// A self-mesh parameter of `shape` in opts' dtype/device: uniform on [-bound, bound) drawn
+// from opts' generator (the CPU default one when null).
+DTensor uniform_parameter(IntSpan shape, double bound, const ModuleOptions& opts);
+// Standard normal values, same rules.
+DTensor normal_parameter(IntSpan shape, const ModuleOptions& opts);
+// Constant values (no random draws).
+DTensor constant_parameter(IntSpan shape, double value, const ModuleOptions& opts);
+}  // namespace detail
+
+}  // namespace dtensor::nn

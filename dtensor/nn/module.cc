@@ -1,0 +1,204 @@
+#include "dtensor/nn/module.h"
+
+#include <absl/container/flat_hash_set.h>
+
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "dtensor/autograd/engine.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/nn/functional.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::nn {
+
+DTensor local(const Tensor& t) {
+  DT_CHECK(t.defined(), "[nn::local] the tensor is undefined (expected a defined Tensor)");
+  return local_dtensor(t);
+}
+
+DTensor Module::forward(const DTensor&) {
+  DT_FAIL("[Module] %s has no single-input forward (call its submodules instead)", type_name());
+}
+
+DTensor Module::operator()(const DTensor& x) {
+  // CommDebugMode attribution: a root module shows its type name.
+  std::optional<CommDebugMode::ModuleScope> label;
+  if (CommDebugMode::active()) label.emplace(name_.empty() ? type_name() : name_);
+  DTensor in = x;
+  for (auto& h : pre_hooks_) in = h(*this, in);
+  DTensor out = forward(in);
+  for (auto& h : hooks_) out = h(*this, std::move(out));
+  return out;
+}
+
+namespace {
+void check_name(std::string_view what, std::string_view type, const std::string& name) {
+  DT_CHECK(!name.empty() && name.find('.') == std::string::npos,
+           "[Module] %s name '%s' of %s must be non-empty and contain no '.'", what, name, type);
+}
+}  // namespace
+
+ModulePtr Module::register_module(std::string name, ModulePtr child) {
+  check_name("child", type_name(), name);
+  DT_CHECK(child != nullptr, "[Module] child '%s' of %s is null", name, type_name());
+  child->name_ = name;
+  for (auto& [n, c] : children_) {
+    if (n == name) {
+      c = child;
+      return child;
+    }
+  }
+  children_.emplace_back(std::move(name), child);
+  return child;
+}
+
+void Module::register_parameter(std::string name, DTensor value) {
+  check_name("parameter", type_name(), name);
+  DT_CHECK(!has_param(name), "[Module] %s already has a parameter '%s'", type_name(), name);
+  DT_CHECK(value.defined(), "[Module] parameter '%s' of %s is undefined", name, type_name());
+  params_.emplace_back(std::move(name), as_parameter(value, is_floating(value.dtype())));
+}
+
+DTensor Module::as_parameter(const DTensor& value, bool requires_grad) {
+  DTensor p = value.detach();
+  if (requires_grad) p.requires_grad_();
+  return p;
+}
+
+void Module::tie_parameter(std::string name, const DTensor& shared) {
+  check_name("parameter", type_name(), name);
+  DT_CHECK(!has_param(name), "[Module] %s already has a parameter '%s'", type_name(), name);
+  DT_CHECK(shared.defined() && shared.is_leaf() && shared.autograd_meta() != nullptr,
+           "[tie_parameter] '%s' of %s: expected a registered parameter (a leaf with autograd "
+           "state)",
+           name, type_name());
+  params_.emplace_back(std::move(name), shared);
+}
+
+void Module::swap_parameter(std::string_view name, DTensor value) {
+  for (auto& [n, p] : params_) {
+    if (n != name) continue;
+    DT_CHECK(value.defined() && value.shape() == p.shape(),
+             "[swap_parameter] new value of '%s' of %s must be defined with shape %s", name,
+             type_name(), shape_str(p.shape()));
+    p = std::move(value);
+    return;
+  }
+  DT_FAIL("[swap_parameter] %s has no parameter '%s'", type_name(), name);
+}
+
+std::vector<DTensor> Module::parameters() const {
+  std::vector<DTensor> out;
+  for (auto& [name, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+void Module::zero_grad(bool set_to_none) {
+  autograd::zero_grad(parameters(), set_to_none);
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  std::function<void(const std::string&, Module*)> visit = [&](const std::string& prefix,
+                                                               Module* m) {
+    out.emplace_back(prefix, m);
+    for (auto& [n, c] : m->children_) visit(prefix.empty() ? n : prefix + "." + n, c.get());
+  };
+  visit("", this);
+  return out;
+}
+
+std::vector<std::pair<std::string, DTensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, DTensor>> out;
+  // Tied parameters share their autograd state: list each once.
+  absl::flat_hash_set<const AutogradMeta*> seen;
+  std::function<void(const std::string&, const Module*)> visit = [&](const std::string& prefix,
+                                                                     const Module* m) {
+    for (auto& [n, p] : m->params_) {
+      if (p.autograd_meta() != nullptr && !seen.insert(p.autograd_meta().get()).second) continue;
+      out.emplace_back(prefix.empty() ? n : prefix + "." + n, p);
+    }
+    for (auto& [n, c] : m->children_) visit(prefix.empty() ? n : prefix + "." + n, c.get());
+  };
+  visit("", this);
+  return out;
+}
+
+Module& Module::get_submodule(std::string_view fqn) {
+  Module* m = this;
+  std::string_view rest = fqn;
+  std::string walked;
+  while (!rest.empty()) {
+    const size_t dot = rest.find('.');
+    const std::string_view part = rest.substr(0, dot);
+    Module* next = nullptr;
+    for (auto& [n, c] : m->children_) {
+      if (n == part) next = c.get();
+    }
+    DT_CHECK(next != nullptr, "[get_submodule] %s at '%s' has no submodule '%s' (looking up '%s')",
+             m->type_name(), walked, part, fqn);
+    if (!walked.empty()) walked.push_back('.');
+    walked.append(part);
+    m = next;
+    rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+  }
+  return *m;
+}
+
+const DTensor& Module::get_parameter(std::string_view fqn) const {
+  const size_t dot = fqn.rfind('.');
+  const std::string_view owner = dot == std::string_view::npos ? "" : fqn.substr(0, dot);
+  const std::string_view name = dot == std::string_view::npos ? fqn : fqn.substr(dot + 1);
+  Module& m = const_cast<Module*>(this)->get_submodule(owner);
+  for (auto& [n, p] : m.params_) {
+    if (n == name) return p;
+  }
+  DT_FAIL("[get_parameter] %s at '%s' has no parameter '%s' (looking up '%s')", m.type_name(),
+          owner, name, fqn);
+}
+
+bool Module::has_param(std::string_view name) const {
+  for (auto& [n, p] : params_) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+const DTensor& Module::param(std::string_view name) const {
+  for (auto& [n, p] : params_) {
+    if (n == name) return p;
+  }
+  DT_FAIL("[Module] %s has no parameter '%s'", type_name(), name);
+}
+
+void Module::set_parameter(std::string_view name, DTensor value) {
+  for (auto& [n, p] : params_) {
+    if (n != name) continue;
+    DT_CHECK(value.defined(), "[set_parameter] new value of '%s' of %s is undefined", name,
+             type_name());
+    DT_CHECK(value.shape() == p.shape() && value.dtype() == p.dtype(),
+             "[set_parameter] new value of '%s' of %s has shape %s and dtype %s (expected %s and "
+             "%s)",
+             name, type_name(), shape_str(value.shape()), dtype_name(value.dtype()),
+             shape_str(p.shape()), dtype_name(p.dtype()));
+    p = as_parameter(value, p.requires_grad());
+    return;
+  }
+  DT_FAIL("[set_parameter] %s has no parameter '%s'", type_name(), name);
+}
+
+void Module::reset_parameters(Generator* gen) {
+  for (auto& [name, m] : named_modules()) m->reset_own_parameters(gen);
+}
+
+void Module::register_forward_pre_hook(ForwardPreHook hook) {
+  pre_hooks_.push_back(std::move(hook));
+}
+
+void Module::register_forward_hook(ForwardHook hook) {
+  hooks_.push_back(std::move(hook));
+}
+
+}  // namespace dtensor::nn

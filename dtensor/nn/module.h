@@ -1,0 +1,145 @@
+// nn::Module: a tree of named child modules and named parameters (DTensors), PyTorch style.
+//
+// Parameters are DTensors. A module that has not been parallelized holds Replicate DTensors
+// on this process's "self" mesh (a 1-rank mesh, self_mesh()), so the same forward code runs
+// single-device and tensor-parallel: parallelize_module (dtensor/parallel/) swaps parameters for
+// sharded ones and installs forward hooks that move activations between meshes/layouts.
+//
+// Activations are DTensors too. A DTensor on the self mesh stands for a plain local tensor
+// (what PyTorch calls a torch.Tensor as opposed to a DTensor); `local(x)` builds one.
+// Modules record autograd in forward: parameters are leaves that require grad.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dtensor/device_mesh/device_mesh.h"
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/rng/generator.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor::nn {
+
+// The self mesh and local DTensors (dtensor/core/distributed_tensor.h), under nn:: too.
+using ::dtensor::is_local;
+using ::dtensor::is_self_mesh;
+using ::dtensor::self_mesh;
+// Wraps a local tensor as a Replicate DTensor on self_mesh(t.device().type) (no copy, no
+// communication): local_dtensor(t).
+DTensor local(const Tensor& t);
+
+class Module;
+using ModulePtr = std::shared_ptr<Module>;
+
+// A forward pre-hook maps the module's input to the input its forward sees; a forward hook
+// maps the forward's output to what the call returns. Both get the module. The forward hook
+// gets the output by value (Module::operator() gives its own handle up), so it may move from
+// it, e.g. into DTensor::redistribute &&, which reuses the memory only when nothing else holds
+// it; a lambda taking `const DTensor&` fits too.
+using ForwardPreHook = std::function<DTensor(Module&, const DTensor&)>;
+using ForwardHook = std::function<DTensor(Module&, DTensor)>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The class name ("Linear", "LayerNorm", ...), used in plans' error messages.
+  virtual std::string type_name() const = 0;
+  // The computation. The base class throws "[Module] <type> has no single-input forward".
+  virtual DTensor forward(const DTensor& x);
+  // Runs the forward pre-hooks (in registration order), forward(), then the forward hooks.
+  DTensor operator()(const DTensor& x);
+
+  // ---- tree --------------------------------------------------------------------------------
+  // Adds (or replaces) a child; `name` must be non-empty and contain no '.'. Returns it.
+  ModulePtr register_module(std::string name, ModulePtr child);
+  // Adds a parameter; the name must be new, non-empty and contain no '.'. The module holds a
+  // leaf (value detached) that requires grad when floating, as torch.nn.Parameter.
+  void register_parameter(std::string name, DTensor value);
+  // Ties: makes `shared` (a parameter of another module of the same tree, e.g. an embedding
+  // table reused as the output projection's weight) also an own parameter `name` of this
+  // module. Both names refer to the same leaf (one gradient, summed over both uses);
+  // named_parameters() and parameters() list it once, under its first name in pre-order.
+  void tie_parameter(std::string name, const DTensor& shared);
+  // Internal (data parallel): puts `value` in the slot of own parameter `name` as it is (no
+  // detach, so it may be a non-leaf recorded by autograd); the global shape must match.
+  // fully_shard swaps gathered parameters in for a forward and the sharded leaves back after.
+  void swap_parameter(std::string_view name, DTensor value);
+  // Direct children, in registration order.
+  const std::vector<std::pair<std::string, ModulePtr>>& named_children() const { return children_; }
+  // Every module of the tree in pre-order with its fully-qualified name; the root is "".
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  // Every parameter of the tree in pre-order (own parameters first, then children's), with
+  // fully-qualified names such as "layers.0.mlp.fc1.weight"; a tied parameter appears once.
+  std::vector<std::pair<std::string, DTensor>> named_parameters() const;
+  // This module's own parameters, in registration order.
+  const std::vector<std::pair<std::string, DTensor>>& own_parameters() const { return params_; }
+  // Every parameter of the tree (named_parameters() without the names), for optimizers.
+  std::vector<DTensor> parameters() const;
+  // Clears every parameter's gradient (set_to_none, PyTorch's default) or zeroes it in place.
+  void zero_grad(bool set_to_none = true);
+
+  // The module at a fully-qualified name ("" is this module); throws "[get_submodule] ..."
+  // naming the first missing component.
+  Module& get_submodule(std::string_view fqn);
+  // The parameter at a fully-qualified name ("mlp.fc1.weight"); throws "[get_parameter] ...".
+  const DTensor& get_parameter(std::string_view fqn) const;
+  // Own parameter by name (no dots); throws "[Module] <type> has no parameter 'x'".
+  const DTensor& param(std::string_view name) const;
+  // Whether this module has an own parameter called `name`.
+  bool has_param(std::string_view name) const;
+  // Replaces an own parameter; the new value must have the same global shape and dtype
+  // ("[set_parameter] ..." otherwise). This is how parallel styles shard a module. The new
+  // parameter is a leaf that requires grad when the old one did.
+  void set_parameter(std::string_view name, DTensor value);
+
+  // Re-draws every parameter of the tree in place, module by module in pre-order (each
+  // module's own parameters in registration order), from `gen` (nullptr: the default generator
+  // of each parameter's device). Works on sharded parameters without communication: the DTensor
+  // random ops (dtensor/rng/dtensor_random.h) fill each rank's shard with exactly the values of the
+  // full tensor and advance the generator by the global numel, so a parallelized model reset
+  // from a generator state equals the single-device model reset from the same state, bit for
+  // bit, whatever the plan. `gen` must belong to the parameters' device.
+  void reset_parameters(Generator* gen = nullptr);
+
+  // ---- hooks -------------------------------------------------------------------------------
+  void register_forward_pre_hook(ForwardPreHook hook);
+  void register_forward_hook(ForwardHook hook);
+
+  // Called by parallelize_module on every module after a plan was applied: checks that the
+  // module can run with its (possibly sharded) parameters, throwing a clear error otherwise
+  // (e.g. attention heads not divisible by the tensor-parallel size). Default: nothing.
+  virtual void check_parallel() const {}
+
+ protected:
+  // Re-draws this module's own parameters (see reset_parameters); default: nothing.
+  virtual void reset_own_parameters(Generator* /*gen*/) {}
+
+ private:
+  static DTensor as_parameter(const DTensor& value, bool requires_grad);
+
+  std::string name_;  // name under its (last) parent; CommDebugMode's module path
+  std::vector<std::pair<std::string, ModulePtr>> children_;
+  std::vector<std::pair<std::string, DTensor>> params_;
+  std::vector<ForwardPreHook> pre_hooks_;
+  std::vector<ForwardHook> hooks_;
+};
+
+// Options every module constructor takes: parameter dtype and device, and the generator the
+// initial values are drawn from (nullptr: the CPU default generator). Values are always drawn
+// on the CPU, for the parameter's full (global) shape, then moved to `device`, so a model built
+// after the same manual_seed is bit-identical on every rank and every device.
+struct ModuleOptions {
+  DType dtype = kFloat32;
+  Device device = Device();
+  Generator* generator = nullptr;
+};
+
+}  // namespace dtensor::nn

@@ -1,0 +1,10 @@
+// The nn layer in one include: Module, the DTensor functional ops, layers, activation
+// modules, losses and transformer.
+#pragma once
+
+#include "dtensor/nn/activation.h"
+#include "dtensor/nn/functional.h"
+#include "dtensor/nn/layers.h"
+#include "dtensor/nn/loss.h"
+#include "dtensor/nn/module.h"
+#include "dtensor/nn/transformer.h"

@@ -1,0 +1,31 @@
+// Embedding lookups on local tensors.
+#pragma once
+
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor {
+
+// torch.nn.functional.embedding: rows of weight[num, dim] picked by `indices` (int32 or int64,
+// any shape, 0-d included) -> [indices.shape..., dim] in weight's dtype. An index outside
+// [0, num) raises "[embedding] index 12 out of range for a table of 10 rows".
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+
+// The local step of a vocabulary-sharded (row-wise) embedding: `weight_shard` holds the global
+// rows [row_offset, row_offset + weight_shard.size(0)). Index i in that range gives row
+// i - row_offset of the shard; any other index (another shard's row, or even an invalid one)
+// gives a row of zeros and is not an error. Summing the results of all shards (all-reduce) gives
+// embedding(indices, full_weight) for valid indices. Same shapes and dtypes as embedding.
+Tensor embedding_masked(const Tensor& indices, const Tensor& weight_shard, int64_t row_offset);
+
+// DTensor form, no communication for these layouts (others are redistributed first):
+//   table row-sharded S(0) (vocab-parallel), indices replicated -> masked local lookup, output
+//     P(sum) (redistribute to R/S to reduce it: one all-reduce/reduce-scatter)
+//   table column-sharded S(1), indices replicated -> output S(-1) (the embedding dim)
+//   table replicated, indices S(d) -> output S(d)
+// Out-of-range indices raise "[embedding] index 12 out of range for a table of 10 rows (raised
+// on rank R)" on every rank that may hold different indices (check_on_all_ranks: one small
+// all-reduce per mesh dim the indices are sharded on, none when they are replicated).
+DTensor embedding(const DTensor& indices, const DTensor& weight);
+
+}  // namespace dtensor

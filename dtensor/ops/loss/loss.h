@@ -1,0 +1,163 @@
+// Classification losses on local tensors, and the building blocks of the class-sharded
+// ("loss parallel") DTensor cross entropy.
+//
+// Layouts follow PyTorch: the input is [N, C], [C] (one sample, target 0-d) or [N, C, d1, ...]
+// (target [N, d1, ...]); the class dim is 1 (0 for a 1-d input) and the target has the input's
+// shape without it. Targets are int64 (int32 accepted). Sums are accumulated in double and the
+// result has the input's dtype. Elements whose target equals ignore_index contribute 0 and are
+// not counted by the mean; a mean over zero counted elements is NaN, as in PyTorch.
+#pragma once
+
+#include <cstdint>
+
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor {
+
+// How per-element losses are combined (PyTorch's reduction='none' | 'mean' | 'sum' |
+// 'batchmean'): kNone keeps them (target's shape), kSum adds them, kMean divides the sum by the
+// number of elements (of non-ignored elements for the class-index losses; by the sum of their
+// class weights when weighted), kBatchMean (kl_div only) divides the sum by the input's size
+// along dim 0. All but kNone give a 0-d tensor; a mean over zero elements is NaN (0 / 0).
+enum class Reduction : uint8_t { kNone, kMean, kSum, kBatchMean };
+
+// "none", "mean", "sum", "batchmean".
+const char* reduction_name(Reduction reduction);
+
+// torch.nn.functional.cross_entropy with class-index targets:
+//   loss_i = (1 - s) * -log_softmax(x)[i, t_i] + s / C * sum_c -log_softmax(x)[i, c]
+// with s = label_smoothing in [0, 1]. A target outside [0, C) that is not ignore_index raises
+// "[nll_loss] target 7 out of range for 5 classes".
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+
+// torch.nn.functional.nll_loss: loss_i = -weight[t_i] * log_probs[i, t_i] (weight: a [C]
+// floating tensor on log_probs' device, or undefined for all ones); kMean divides by the sum of
+// weight[t_i] over the non-ignored elements (PyTorch's weighted mean). Errors as cross_entropy's.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
+                Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
+                const Tensor& weight = Tensor());
+
+// Loss-parallel building block: `log_probs` holds the global classes
+// [class_offset, class_offset + log_probs.size(class dim)) of the full log-probabilities. The
+// result (target's shape, log_probs' dtype) is log_probs[i, t_i - class_offset] where t_i falls
+// in this shard, and 0 where it does not or where t_i == ignore_index. Summed over the class
+// shards (an all-reduce) it is exactly the full log_probs[i, t_i], so that
+// reduce_loss(-sum, target, ...) equals nll_loss on the full tensor. Targets are not
+// range-checked (a shard cannot know the global class count).
+Tensor gather_target_log_probs(const Tensor& log_probs, const Tensor& target,
+                               int64_t class_offset = 0, int64_t ignore_index = -100);
+
+// Applies `reduction` to per-element losses of target's shape: elements whose target is
+// ignore_index are treated as 0 and not counted by the mean (kNone returns the losses with those
+// elements set to 0).
+Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reduction,
+                   int64_t ignore_index = -100);
+
+// DTensor cross entropy (same arguments and semantics as the Tensor form), composed of DTensor
+// ops (amax, exp, sum, the registered gather_target pick, stack, log; loss_dtensor.cc), so it
+// is differentiable and its collectives come from the sharding engine. Partial logits are
+// reduced first. Batch dims sharded on a mesh dim stay sharded (the target is laid out to
+// match). Loss parallel (PyTorch loss_parallel): when the class dim is sharded (S(1) of
+// [N, C], S(0) of [C]), the row max is one all-reduce(max) and the sums of exp, of the target
+// logit and (with label smoothing) of the logits one all-reduce(sum); the full logits are
+// never gathered. Result placements: kNone - the target's batch shards; kSum - P(sum) over the
+// batch-sharded mesh dims; kMean - Replicate (one all-reduce of (sum, count) over the
+// batch-sharded mesh dims, exact for uneven shards and ignored targets). A target out of range
+// raises "[cross_entropy] target 7 out of range for 5 classes (raised on rank R)" on every rank
+// of the mesh dims where targets differ.
+DTensor cross_entropy(const DTensor& logits, const DTensor& target,
+                      Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
+                      double label_smoothing = 0.0);
+
+// DTensor nll_loss (same arguments and semantics as the Tensor form; `weight` a [C] DTensor on
+// the input's mesh, or undefined), composed like cross_entropy's DTensor form: the target pick
+// (gather_target) of the log-probabilities, times the class weights when given, so class- and
+// batch-sharded inputs reduce without gathering the log-probabilities. Result placements: kNone
+// - the target's batch shards (class-sharded picks all-reduced); kSum - P(sum) over the mesh
+// dims where the input is class- or batch-sharded; kMean - Replicate (one all-reduce of (sum,
+// weight sum) over those mesh dims). Out-of-range targets raise "[nll_loss] target 7 out of
+// range for 5 classes (raised on rank R)" on every rank that may hold different targets.
+DTensor nll_loss(const DTensor& log_probs, const DTensor& target,
+                 Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
+                 const DTensor& weight = DTensor());
+
+// ---- Pointwise losses ------------------------------------------------------------------------
+// The input and target have one shape and one floating dtype (PyTorch broadcasts a differently
+// shaped target with a warning; here it is an error, "[mse_loss] target of shape [3] does not
+// match input of shape [2, 3]"). kNone gives the per-element losses (input's shape); kSum and
+// kMean a 0-d tensor (the mean divides by the number of elements: NaN for an empty input);
+// kBatchMean is refused ("[mse_loss] reduction 'batchmean' is only supported by kl_div"). Values
+// are computed in double and rounded to the input dtype. The formulas and their gradients
+// (PyTorch 2.15's, kinks included) are listed in dtensor/ops/loss/pointwise_loss.h.
+//
+// The DTensor forms are registered ops (dtensor/ops/loss/pointwise_loss_strategy.cc): input and target
+// laid out alike (Shard on any dim, or Replicate; other layouts are redistributed to the
+// cheapest such), kNone keeps that layout, and a reduction over a sharded dim is a Partial(sum)
+// 0-d DTensor (each rank's share: its shard's sum divided by the GLOBAL divisor, exact for
+// uneven and empty shards) that costs one all-reduce of a scalar when it is reduced; no input
+// is ever gathered. Weights broadcast to the input: sharded where they span the input's
+// sharded dim, replicated where they broadcast. Partial inputs are reduced first.
+
+// torch.nn.functional.mse_loss: (input - target)^2.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
+DTensor mse_loss(const DTensor& input, const DTensor& target,
+                 Reduction reduction = Reduction::kMean);
+
+// torch.nn.functional.l1_loss: |input - target| (gradient sign(input - target), 0 at 0).
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
+DTensor l1_loss(const DTensor& input, const DTensor& target,
+                Reduction reduction = Reduction::kMean);
+
+// torch.nn.functional.smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere
+// (d = input - target; beta >= 0, 0 gives l1_loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      Reduction reduction = Reduction::kMean, double beta = 1.0);
+DTensor smooth_l1_loss(const DTensor& input, const DTensor& target,
+                       Reduction reduction = Reduction::kMean, double beta = 1.0);
+
+// torch.nn.functional.huber_loss: 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere
+// (delta > 0).
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean,
+                  double delta = 1.0);
+DTensor huber_loss(const DTensor& input, const DTensor& target,
+                   Reduction reduction = Reduction::kMean, double delta = 1.0);
+
+// torch.nn.functional.binary_cross_entropy: -weight (t log(x) + (1 - t) log(1 - x)), each log
+// clamped to >= -100. Every input element must lie in [0, 1] ("[binary_cross_entropy] all
+// elements of input should be between 0 and 1"; the DTensor form raises it on every rank that
+// may hold different values). `weight` (optional) broadcasts to the input's shape. Unlike
+// PyTorch, which refuses a weight that requires grad, weight gets its gradient (the unweighted
+// loss times the upstream gradient, summed over its broadcast dims).
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            Reduction reduction = Reduction::kMean,
+                            const Tensor& weight = Tensor());
+DTensor binary_cross_entropy(const DTensor& input, const DTensor& target,
+                             Reduction reduction = Reduction::kMean,
+                             const DTensor& weight = DTensor());
+
+// torch.nn.functional.binary_cross_entropy_with_logits, the numerically stable form:
+// weight ((1 - t) x - (1 + (pos_weight - 1) t) log_sigmoid(x)). weight and pos_weight
+// (optional) broadcast to the input's shape (pos_weight usually [C], the last dim); both get
+// gradients (PyTorch refuses them).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        Reduction reduction = Reduction::kMean,
+                                        const Tensor& weight = Tensor(),
+                                        const Tensor& pos_weight = Tensor());
+DTensor binary_cross_entropy_with_logits(const DTensor& input, const DTensor& target,
+                                         Reduction reduction = Reduction::kMean,
+                                         const DTensor& weight = DTensor(),
+                                         const DTensor& pos_weight = DTensor());
+
+// torch.nn.functional.kl_div of log-probabilities `input`: target (log(target) - input), with
+// 0 where target == 0 (xlogy), or exp(target) (target - input) when log_target. kMean divides
+// by the number of elements, as PyTorch's 'mean'; kBatchMean divides the sum by input.size(0)
+// (not at all for a 0-d input), the KL divergence's definition.
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean,
+              bool log_target = false);
+DTensor kl_div(const DTensor& input, const DTensor& target, Reduction reduction = Reduction::kMean,
+               bool log_target = false);
+
+}  // namespace dtensor

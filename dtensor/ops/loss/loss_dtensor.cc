@@ -1,0 +1,150 @@
+// DTensor cross entropy and nll_loss, composed of DTensor ops (so they are sharded, cached and
+// differentiable like any op), with PyTorch's loss-parallel path for class-sharded inputs.
+//
+// Worked example, [N, C] logits with placements [S(1)] on 2 ranks, C = 5 (blocks of 3 and 2):
+// amax over the classes gives P(max) row maxima; subtracting them needs the whole maximum
+// (all-reduce(max) #1); exp, the class sum and the target pick (gather_target: each rank picks
+// the targets in its class block) are P(sum); they are stacked and reduced together
+// (all-reduce(sum) #2); lse = log(sum exp(x - M)), loss = lse - (x - M)[t]. The full logits are
+// never gathered. A batch-sharded mean adds one all-reduce of (sum, count).
+//
+// nll_loss is the target pick alone (-x[t], times weight[t]: the weights, viewed as [C, 1, ...],
+// multiply the log-probabilities sharded like their class dim, and are picked the same way for
+// the weighted mean's divisor), so a class-sharded input costs the one all-reduce of the picks.
+#include <limits>
+
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/loss/pointwise_loss.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+constexpr const char* kOp = "cross_entropy";
+
+// x with every Partial placement reduced (Replicate there), other placements kept.
+DTensor resolve_partial(const DTensor& x) {
+  Placements p = x.placements();
+  bool partial = false;
+  for (Placement& q : p) {
+    if (q.is_partial()) {
+      q = Replicate();
+      partial = true;
+    }
+  }
+  return partial ? x.redistribute(p) : x;
+}
+
+// `op`: the name range errors carry.
+DTensor gather_target(const DTensor& input, const DTensor& target, int64_t ignore_index,
+                      std::string_view op_name = kOp) {
+  static const OpInfo& op = ops_op("gather_target");
+  const ArgValue args[] = {ignore_index, op_name};
+  return dispatch(op, {&input, &target}, args);
+}
+
+// sum(losses) / sum(counted) (the count of non-ignored targets, or their weights' sum, which may
+// be below 1), exact for uneven shards and ignored targets: the two sums reduced together, then
+// divided. With nothing counted the mean is 0/0 = NaN and its gradient 0, as PyTorch's: the sum
+// is divided by 1 there (dividing by 0 would send inf back, and inf * 0 = NaN through the mask
+// of the ignored targets), then NaN is filled in, which passes no gradient.
+DTensor masked_mean(const DTensor& losses, const DTensor& counted) {
+  const DTensor totals = resolve_partial(stack({sum(losses, {}), sum(counted, {})}, 0));
+  const DTensor count = select(totals, 0, 1);
+  const DTensor nothing = eq(count, Scalar(0.0));
+  return masked_fill(select(totals, 0, 0) / masked_fill(count, nothing, Scalar(1.0)), nothing,
+                     Scalar(std::numeric_limits<double>::quiet_NaN()));
+}
+
+}  // namespace
+
+DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction reduction,
+                      int64_t ignore_index, double label_smoothing) {
+  DT_CHECK(logits.defined(), "[%s] argument input is an undefined DTensor", kOp);
+  DT_CHECK(target.defined(), "[%s] argument target is an undefined DTensor", kOp);
+  DT_CHECK(target.device_mesh() == logits.device_mesh(),
+           "[%s] inputs live on different meshes (argument target)", kOp);
+  DT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+           "[%s] label_smoothing must be in [0, 1], got %g", kOp, label_smoothing);
+  detail::check_reduction(kOp, reduction, false);
+  DT_CHECK(logits.dim() >= 1, "[%s] argument input is 0-d, expected [C], [N, C] or [N, C, ...]",
+           kOp);
+  const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
+  const int64_t classes = logits.size(class_dim);
+  const int64_t dims[] = {class_dim};
+
+  // Partial logits are reduced first (softmax is not linear).
+  const DTensor x = resolve_partial(logits);
+  // Stabilised by the row maximum, a constant for the gradient (it cancels in lse - x[t]).
+  const DTensor z = x - amax(x, dims, /*keepdim=*/true).detach();
+  std::vector<DTensor> parts = {sum(exp(z), dims), gather_target(z, target, ignore_index)};
+  if (label_smoothing != 0.0) parts.push_back(sum(z, dims));
+  // The class-sharded partial sums travel in one all-reduce.
+  const DTensor reduced = resolve_partial(stack(parts, 0));
+  const DTensor lse = log(select(reduced, 0, 0));
+  DTensor loss = lse - select(reduced, 0, 1);
+  if (label_smoothing != 0.0) {
+    const DTensor smooth = lse - select(reduced, 0, 2) / static_cast<double>(classes);
+    loss = loss * (1.0 - label_smoothing) + smooth * label_smoothing;
+  }
+  // Ignored targets contribute 0 and are not counted by the mean.
+  const DTensor valid = cast(ne(target, Scalar(ignore_index)), loss.dtype());
+  loss = loss * valid;
+  if (reduction == Reduction::kNone) return loss;
+  if (reduction == Reduction::kSum) return sum(loss, {});
+  return masked_mean(loss, valid);
+}
+
+DTensor nll_loss(const DTensor& log_probs, const DTensor& target, Reduction reduction,
+                 int64_t ignore_index, const DTensor& weight) {
+  constexpr const char* op = "nll_loss";
+  DT_CHECK(log_probs.defined(), "[%s] argument input is an undefined DTensor", op);
+  DT_CHECK(target.defined(), "[%s] argument target is an undefined DTensor", op);
+  DT_CHECK(target.device_mesh() == log_probs.device_mesh(),
+           "[%s] inputs live on different meshes (argument target)", op);
+  detail::check_reduction(op, reduction, false);
+  // The pick's own checks name cross_entropy; nll_loss's come first.
+  DT_CHECK(is_floating(log_probs.dtype()),
+           "[%s] argument input has dtype %s, expected a floating dtype", op,
+           dtype_name(log_probs.dtype()));
+  DT_CHECK(log_probs.dim() >= 1, "[%s] argument input is 0-d, expected [C], [N, C] or [N, C, ...]",
+           op);
+  const int64_t class_dim = log_probs.dim() == 1 ? 0 : 1;
+  Shape expected = log_probs.shape();
+  expected.erase(expected.begin() + class_dim);
+  DT_CHECK(target.shape() == expected && (target.dtype() == kInt64 || target.dtype() == kInt32),
+           "[%s] argument target has shape %s and dtype %s, expected %s and int64 (or int32)", op,
+           shape_str(target.shape()), dtype_name(target.dtype()), shape_str(expected));
+  DTensor picked, counted;
+  if (weight.defined()) {
+    const int64_t classes = log_probs.size(class_dim);
+    DT_CHECK(weight.device_mesh() == log_probs.device_mesh(),
+             "[%s] inputs live on different meshes (argument weight)", op);
+    DT_CHECK(weight.dim() == 1 && weight.size(0) == classes && is_floating(weight.dtype()),
+             "[%s] weight of shape %s and dtype %s, expected [%d] floating (one weight per class)",
+             op, shape_str(weight.shape()), dtype_name(weight.dtype()), classes);
+    // weight as [C, 1, ...]: it lines up with the class dim of the input and broadcasts over
+    // the dims after it.
+    Shape wshape(static_cast<size_t>(log_probs.dim() - class_dim), 1);
+    wshape[0] = classes;
+    const DTensor w = reshape(weight, wshape);
+    picked = gather_target(log_probs * w, target, ignore_index, op);
+    counted = gather_target(expand(w, log_probs.shape()), target, ignore_index, op);
+  } else {
+    picked = gather_target(log_probs, target, ignore_index, op);
+    counted = cast(ne(target, Scalar(ignore_index)), log_probs.dtype());
+  }
+  // The class-sharded picks are Partial(sum): a sum passes them through, the per-element
+  // losses and the mean reduce them.
+  const DTensor loss = neg(picked);
+  if (reduction == Reduction::kNone) return resolve_partial(loss);
+  if (reduction == Reduction::kSum) return sum(loss, {});
+  return masked_mean(loss, counted);
+}
+
+}  // namespace dtensor

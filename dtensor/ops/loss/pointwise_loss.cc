@@ -1,0 +1,230 @@
+// The pointwise losses: argument checks shared by the Tensor functions and the DTensor ops'
+// meta functions, the local building blocks (per-element terms, weights, reduction) and the
+// public Tensor and DTensor functions.
+#include "dtensor/ops/loss/pointwise_loss.h"
+
+#include <string>
+
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor {
+namespace detail {
+
+const char* loss_name(LossKind kind) {
+  switch (kind) {
+    case LossKind::kMse:
+      return "mse_loss";
+    case LossKind::kL1:
+      return "l1_loss";
+    case LossKind::kSmoothL1:
+      return "smooth_l1_loss";
+    case LossKind::kHuber:
+      return "huber_loss";
+    case LossKind::kBce:
+      return "binary_cross_entropy";
+    case LossKind::kBceWithLogits:
+      return "binary_cross_entropy_with_logits";
+    case LossKind::kKlDiv:
+    case LossKind::kKlDivLogTarget:
+      return "kl_div";
+  }
+  return "loss";
+}
+
+void check_reduction(std::string_view op, Reduction reduction, bool batchmean) {
+  DT_CHECK(batchmean || reduction != Reduction::kBatchMean,
+           "[%s] reduction 'batchmean' is only supported by kl_div (expected 'none', 'mean' or "
+           "'sum')",
+           op);
+}
+
+double loss_divisor(Reduction reduction, const Shape& input_shape) {
+  switch (reduction) {
+    case Reduction::kMean:
+      return static_cast<double>(shape_numel(input_shape));
+    case Reduction::kBatchMean:
+      return input_shape.empty() ? 1.0 : static_cast<double>(input_shape[0]);
+    case Reduction::kNone:
+    case Reduction::kSum:
+      break;
+  }
+  return 1.0;
+}
+
+namespace {
+
+// weight / pos_weight: the input's dtype, and a shape that broadcasts to the input's.
+void check_weight(const char* op, const char* what, const TensorMeta& w, const TensorMeta& x) {
+  DT_CHECK(w.dtype == x.dtype, "[%s] argument %s has dtype %s, expected %s (the input's)", op, what,
+           dtype_name(w.dtype), dtype_name(x.dtype));
+  bool fits = w.shape.size() <= x.shape.size();
+  for (size_t k = 0; fits && k < w.shape.size(); ++k) {
+    const int64_t n = w.shape[w.shape.size() - 1 - k];
+    fits = n == 1 || n == x.shape[x.shape.size() - 1 - k];
+  }
+  DT_CHECK(fits, "[%s] argument %s of shape %s does not broadcast to the input's shape %s", op,
+           what, shape_str(w.shape), shape_str(x.shape));
+}
+
+}  // namespace
+
+void check_pointwise_loss(LossKind kind, double param, const TensorMeta& x, const TensorMeta& y,
+                          const TensorMeta* weight, const TensorMeta* pos_weight,
+                          Reduction reduction) {
+  const char* op = loss_name(kind);
+  DT_CHECK(is_floating(x.dtype), "[%s] argument input has dtype %s, expected a floating dtype", op,
+           dtype_name(x.dtype));
+  DT_CHECK(y.dtype == x.dtype, "[%s] argument target has dtype %s, expected %s (the input's)", op,
+           dtype_name(y.dtype), dtype_name(x.dtype));
+  DT_CHECK(y.shape == x.shape, "[%s] target of shape %s does not match input of shape %s", op,
+           shape_str(y.shape), shape_str(x.shape));
+  if (weight != nullptr) check_weight(op, "weight", *weight, x);
+  if (pos_weight != nullptr) check_weight(op, "pos_weight", *pos_weight, x);
+  check_reduction(op, reduction, kind == LossKind::kKlDiv || kind == LossKind::kKlDivLogTarget);
+  DT_CHECK(kind != LossKind::kSmoothL1 || param >= 0, "[smooth_l1_loss] beta must be >= 0, got %g",
+           param);
+  DT_CHECK(kind != LossKind::kHuber || param > 0, "[huber_loss] delta must be > 0, got %g", param);
+}
+
+std::string bce_input_error(const Tensor& x, const Tensor& target) {
+  // NaN fails both comparisons, as in PyTorch's check.
+  const auto outside = [](const Tensor& t) {
+    if (t.numel() == 0) return false;
+    const Tensor out = logical_not(logical_and(ge(t, Scalar(0.0)), le(t, Scalar(1.0))));
+    return any(out).to(Device(kCPU)).item<bool>();
+  };
+  if (outside(x)) return "[binary_cross_entropy] all elements of input should be between 0 and 1";
+  if (outside(target)) {
+    return "[binary_cross_entropy] all elements of target should be between 0 and 1";
+  }
+  return "";
+}
+
+Tensor pointwise_loss(LossKind kind, double param, const Tensor& x, const Tensor& y,
+                      const Tensor& weight, const Tensor& pos_weight, Reduction reduction,
+                      double divisor) {
+  Tensor losses = loss_terms({kind, LossPart::kValue, param}, x, y, pos_weight);
+  if (weight.defined()) losses = mul(losses, weight);
+  if (reduction == Reduction::kNone) return losses;
+  const Tensor total = sum(losses);
+  return reduction == Reduction::kSum ? total : div(total, Scalar(divisor));
+}
+
+Tensor pointwise_loss_grad(LossKind kind, LossPart part, double param, const Tensor& grad,
+                           const Tensor& x, const Tensor& y, const Tensor& weight,
+                           const Tensor& pos_weight, double scale) {
+  Tensor out = mul(loss_terms({kind, part, param}, x, y, pos_weight), grad);
+  if (weight.defined() && part != LossPart::kValue) out = mul(out, weight);
+  return scale == 1.0 ? out : mul(out, Scalar(scale));
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::LossKind;
+
+// A Tensor loss call: arguments checked, then the loss of the whole tensors.
+Tensor tensor_loss(LossKind kind, double param, const Tensor& x, const Tensor& y,
+                   const Tensor& weight, const Tensor& pos_weight, Reduction reduction) {
+  const char* op = detail::loss_name(kind);
+  DT_CHECK(x.defined(), "[%s] argument input is an undefined tensor", op);
+  DT_CHECK(y.defined(), "[%s] argument target is an undefined tensor", op);
+  const TensorMeta xm(x.shape(), x.dtype());
+  const TensorMeta wm = weight.defined() ? TensorMeta(weight.shape(), weight.dtype()) : xm;
+  const TensorMeta pm =
+      pos_weight.defined() ? TensorMeta(pos_weight.shape(), pos_weight.dtype()) : xm;
+  detail::check_pointwise_loss(kind, param, xm, TensorMeta(y.shape(), y.dtype()),
+                               weight.defined() ? &wm : nullptr,
+                               pos_weight.defined() ? &pm : nullptr, reduction);
+  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&y, "target"},
+                                {&weight, "weight"},
+                                {&pos_weight, "pos_weight"}}) {
+    DT_CHECK(!t->defined() || t->device() == x.device(),
+             "[%s] argument %s is on %s, expected the input's device %s", op, name,
+             t->device().str(), x.device().str());
+  }
+  if (kind == LossKind::kBce) {
+    const std::string error = detail::bce_input_error(x, y);
+    DT_CHECK(error.empty(), "%s", error);
+  }
+  return detail::pointwise_loss(kind, param, x, y, weight, pos_weight, reduction,
+                                detail::loss_divisor(reduction, x.shape()));
+}
+
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return tensor_loss(LossKind::kMse, 0.0, input, target, Tensor(), Tensor(), reduction);
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return tensor_loss(LossKind::kL1, 0.0, input, target, Tensor(), Tensor(), reduction);
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  return tensor_loss(LossKind::kSmoothL1, beta, input, target, Tensor(), Tensor(), reduction);
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  return tensor_loss(LossKind::kHuber, delta, input, target, Tensor(), Tensor(), reduction);
+}
+
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction,
+                            const Tensor& weight) {
+  return tensor_loss(LossKind::kBce, 0.0, input, target, weight, Tensor(), reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        Reduction reduction, const Tensor& weight,
+                                        const Tensor& pos_weight) {
+  return tensor_loss(LossKind::kBceWithLogits, 0.0, input, target, weight, pos_weight, reduction);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
+  return tensor_loss(log_target ? LossKind::kKlDivLogTarget : LossKind::kKlDiv, 0.0, input, target,
+                     Tensor(), Tensor(), reduction);
+}
+
+DTensor mse_loss(const DTensor& input, const DTensor& target, Reduction reduction) {
+  return detail::dispatch_pointwise_loss(LossKind::kMse, 0.0, input, target, DTensor(), DTensor(),
+                                         reduction);
+}
+
+DTensor l1_loss(const DTensor& input, const DTensor& target, Reduction reduction) {
+  return detail::dispatch_pointwise_loss(LossKind::kL1, 0.0, input, target, DTensor(), DTensor(),
+                                         reduction);
+}
+
+DTensor smooth_l1_loss(const DTensor& input, const DTensor& target, Reduction reduction,
+                       double beta) {
+  return detail::dispatch_pointwise_loss(LossKind::kSmoothL1, beta, input, target, DTensor(),
+                                         DTensor(), reduction);
+}
+
+DTensor huber_loss(const DTensor& input, const DTensor& target, Reduction reduction, double delta) {
+  return detail::dispatch_pointwise_loss(LossKind::kHuber, delta, input, target, DTensor(),
+                                         DTensor(), reduction);
+}
+
+DTensor binary_cross_entropy(const DTensor& input, const DTensor& target, Reduction reduction,
+                             const DTensor& weight) {
+  return detail::dispatch_pointwise_loss(LossKind::kBce, 0.0, input, target, weight, DTensor(),
+                                         reduction);
+}
+
+DTensor binary_cross_entropy_with_logits(const DTensor& input, const DTensor& target,
+                                         Reduction reduction, const DTensor& weight,
+                                         const DTensor& pos_weight) {
+  return detail::dispatch_pointwise_loss(LossKind::kBceWithLogits, 0.0, input, target, weight,
+                                         pos_weight, reduction);
+}
+
+DTensor kl_div(const DTensor& input, const DTensor& target, Reduction reduction, bool log_target) {
+  return detail::dispatch_pointwise_loss(log_target ? LossKind::kKlDivLogTarget : LossKind::kKlDiv,
+                                         0.0, input, target, DTensor(), DTensor(), reduction);
+}
+
+}  // namespace dtensor

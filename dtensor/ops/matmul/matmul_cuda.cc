@@ -1,0 +1,161 @@
+// cuBLAS GEMM driver. cuBLAS is column-major: a row-major C[n, m] is the column-major C^T, so
+// C = A @ B is computed as C^T = B^T @ A^T with the operands swapped. A row-major operand with
+// leading dim ld is, read column-major, its own transpose (op N); a transposed view of a
+// row-major matrix is read with op T.
+#include "dtensor/ops/matmul/matmul_cuda.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <mutex>
+
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/cublas_check_cuda.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/stream_cuda.h"
+
+namespace dtensor {
+
+namespace {
+
+// The cached handle of `device` (created on first use; never destroyed: destroying handles at
+// exit races with the driver's own teardown).
+cublasHandle_t handle_for(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::array<cublasHandle_t, kMaxDevices> handles{};
+  static std::mutex mu;
+  DT_CHECK(device >= 0 && device < kMaxDevices, "[matmul] CUDA device %d out of range (max %d)",
+           device, kMaxDevices);
+  std::lock_guard<std::mutex> lock(mu);
+  if (handles[device] == nullptr) {
+    cublasHandle_t h = nullptr;
+    DT_CHECK_CUBLAS(cublasCreate(&h));
+    // Split-K partial sums of float16/bfloat16 GEMMs stay in the float compute type instead of
+    // being rounded to the 16-bit output type between steps (cuBLAS's default allows that).
+    DT_CHECK_CUBLAS(cublasSetMathMode(
+        h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+    handles[device] = h;
+  }
+  return handles[device];
+}
+
+struct Layout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+// How cuBLAS reads the row-major r x c view with strides (sr, sc) (as matmul_cpu.cc's BLAS
+// layout): trans = false for row-major, true for a transposed row-major matrix.
+Layout layout_of(const Tensor& x) {
+  const int64_t r = x.size(-2), c = x.size(-1), sr = x.stride(-2), sc = x.stride(-1);
+  if ((sc == 1 || c <= 1) && (r <= 1 || sr >= std::max<int64_t>(1, c))) {
+    return {true, false, r <= 1 ? std::max<int64_t>(1, c) : sr};
+  }
+  if ((sr == 1 || r <= 1) && (c <= 1 || sc >= std::max<int64_t>(1, r))) {
+    return {true, true, c <= 1 ? std::max<int64_t>(1, r) : sc};
+  }
+  return {};
+}
+
+cudaDataType_t cuda_type(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+      return CUDA_R_32F;
+    case DType::kFloat64:
+      return CUDA_R_64F;
+    case DType::kFloat16:
+      return CUDA_R_16F;
+    case DType::kBFloat16:
+      return CUDA_R_16BF;
+    default:
+      break;
+  }
+  DT_FAIL("[matmul] CUDA matmul supports float32, float64, float16 and bfloat16, got %s",
+          dtype_name(d));
+}
+
+int to_int(int64_t v, const char* what) {
+  DT_CHECK(v <= INT_MAX, "[matmul] %s = %d exceeds the cuBLAS integer range", what, v);
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+namespace detail {
+
+Tensor gemm_cuda(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shape,
+                 const Tensor* bias, const Scalar& alpha, const Scalar& beta) {
+  const DType dt = a.dtype();
+  const cudaDataType_t ctype = cuda_type(dt);
+  const Device dev = a.device();
+  Tensor out = empty(out_shape, TensorOptions(dt, dev));
+  if (out.numel() > 0) {
+    const bool use_bias = bias != nullptr && bias->defined() && beta.to_double() != 0.0;
+    if (use_bias) out.copy_(*bias);
+    const int64_t nb = out.dim() - 2;
+    const int64_t n = out.size(-2), m = out.size(-1), k = a.size(-1);
+    if (k == 0) {
+      // Empty contraction: a @ b is all zeros.
+      if (!use_bias) {
+        out.zero_();
+      } else if (beta.to_double() != 1.0) {
+        mul_(out, beta);
+      }
+    } else {
+      const Layout la = layout_of(a), lb = layout_of(b);
+      DT_CHECK(la.ok && lb.ok, "[matmul] internal error: operand layout not BLAS-compatible");
+      cuda::DeviceGuard guard(dev.index);
+      cublasHandle_t h = handle_for(dev.index);
+      DT_CHECK_CUBLAS(cublasSetStream(h, cuda::current_stream()));
+      const bool dbl = dt == DType::kFloat64;
+      cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+      if (dbl)
+        compute = CUBLAS_COMPUTE_64F;
+      else if (dt == DType::kFloat32 && allow_tf32())
+        compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      const float alpha_f = alpha.to<float>(), beta_f = use_bias ? beta.to<float>() : 0.f;
+      const double alpha_d = alpha.to<double>(), beta_d = use_bias ? beta.to<double>() : 0.0;
+      const void* pal = dbl ? static_cast<const void*>(&alpha_d) : &alpha_f;
+      const void* pbe = dbl ? static_cast<const void*>(&beta_d) : &beta_f;
+      const cublasOperation_t op_b = lb.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+      const cublasOperation_t op_a = la.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+      const int im = to_int(m, "m"), in = to_int(n, "n"), ik = to_int(k, "k");
+      const int lda = to_int(la.ld, "lda"), ldb = to_int(lb.ld, "ldb");
+      const int64_t isz = static_cast<int64_t>(a.itemsize());
+      const char* pa = static_cast<const char*>(a.data_ptr());
+      const char* pb = static_cast<const char*>(b.data_ptr());
+      char* pc = static_cast<char*>(out.data_ptr());
+      if (nb == 0) {
+        DT_CHECK_CUBLAS(cublasGemmEx(h, op_b, op_a, im, in, ik, pal, pb, ctype, ldb, pa, ctype, lda,
+                                     pbe, pc, ctype, im, compute, CUBLAS_GEMM_DEFAULT));
+      } else {
+        // The innermost batch dim is one strided-batched call; outer batch dims loop.
+        const int64_t last = nb - 1;
+        const int batch = to_int(out.size(last), "batch");
+        const int64_t outer = out.numel() / (n * m) / out.size(last);
+        Shape idx(static_cast<size_t>(last), 0);
+        for (int64_t o = 0; o < outer; ++o) {
+          int64_t off_a = 0, off_b = 0;
+          for (int64_t d = 0; d < last; ++d) {
+            off_a += idx[d] * a.stride(d);
+            off_b += idx[d] * b.stride(d);
+          }
+          DT_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+              h, op_b, op_a, im, in, ik, pal, pb + off_b * isz, ctype, ldb, b.stride(last),
+              pa + off_a * isz, ctype, lda, a.stride(last), pbe, pc + o * batch * n * m * isz,
+              ctype, im, n * m, batch, compute, CUBLAS_GEMM_DEFAULT));
+          for (int64_t d = last - 1; d >= 0; --d) {
+            if (++idx[d] < out.size(d)) break;
+            idx[d] = 0;
+          }
+        }
+      }
+    }
+  }
+  return dt == dtype ? out : out.to(dtype);
+}
+
+}  // namespace detail
+}  // namespace dtensor

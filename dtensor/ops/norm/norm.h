@@ -1,0 +1,100 @@
+// Layer normalisation and RMS normalisation over the trailing dims of a local tensor.
+//
+// `normalized_shape` must equal the last dims of x; every slice of that shape is normalised on
+// its own. Statistics are computed in the compute type: float for float32, float16 and bfloat16,
+// double for float64, with the centred two-pass variance (mean first, then the sum of squared
+// deviations), each sum over several vector accumulators (the CPU kernels are vectorised with
+// Google Highway); the result is rounded once to x's dtype. float32 results agree with a double
+// reference to ~1e-6 relative for slices of up to ~10^5 elements of comparable magnitude.
+// weight and bias are optional (undefined Tensor()), have shape normalized_shape and x's dtype.
+// Floating dtypes only; the result is contiguous.
+#pragma once
+
+#include <array>
+#include <optional>
+
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor {
+
+// torch.nn.functional.layer_norm: (x - mean) / sqrt(var + eps) * weight + bias, with the biased
+// variance (divide by the slice size, as PyTorch).
+Tensor layer_norm(const Tensor& x, IntSpan normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// torch.nn.functional.rms_norm: x / sqrt(mean(x^2) + eps) * weight. eps = nullopt behaves like
+// PyTorch's eps=None: the machine epsilon of the compute type, i.e.
+// std::numeric_limits<float>::epsilon() (1.19e-7) for float32, float16 and bfloat16 and
+// std::numeric_limits<double>::epsilon() (2.2e-16) for float64.
+Tensor rms_norm(const Tensor& x, IntSpan normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
+
+// ---- forward with statistics, and backward (the local kernels training needs) ----------------
+// Statistics have x's leading dims followed by a 1 per normalised dim (as
+// aten::native_layer_norm), dtype float32 for float32/float16/bfloat16 inputs and float64 for
+// float64, and hold per row: mean, and rstd = 1 / sqrt(var + eps) (var = mean of squares for rms
+// norm).
+struct LayerNormResult {
+  Tensor output;  // layer_norm(x, ...)
+  Tensor mean;    // per-row mean
+  Tensor rstd;    // per-row 1 / sqrt(var + eps)
+};
+// rms_norm's output and statistics (see LayerNormResult).
+struct RmsNormResult {
+  Tensor output;  // rms_norm(x, ...)
+  Tensor rstd;    // per-row 1 / sqrt(mean of squares + eps)
+};
+
+// layer_norm that also returns the per-row mean and rstd.
+LayerNormResult native_layer_norm(const Tensor& x, IntSpan normalized_shape,
+                                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                                  double eps = 1e-5);
+// rms_norm that also returns the per-row rstd (eps as rms_norm).
+RmsNormResult native_rms_norm(const Tensor& x, IntSpan normalized_shape,
+                              const Tensor& weight = Tensor(),
+                              std::optional<double> eps = std::nullopt);
+
+// Gradients of layer_norm: an entry is undefined when its output_mask entry is false, and
+// grad_weight also when weight is undefined. grad_weight = sum over rows of grad_out * xhat,
+// grad_bias = sum over rows of grad_out (xhat = (x - mean) * rstd), summed over ALL leading rows
+// of x: a caller holding a shard of the rows gets the partial sum of its rows (reduce across
+// shards). grad_x = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per row, gw = grad_out *
+// weight. grad_out has x's shape and dtype; mean and rstd are native_layer_norm's; weight as
+// in the forward. Results have x's (grad_x) and weight's (grad_weight, grad_bias) shape and
+// dtype; the weight and bias sums accumulate in the statistics' dtype (blocks of rows summed in
+// block order, the same on any thread count: dtensor/ops/threads.h) and round once.
+struct LayerNormGrads {
+  Tensor grad_x;       // gradient of x
+  Tensor grad_weight;  // gradient of weight (sum over the rows held)
+  Tensor grad_bias;    // gradient of bias (sum over the rows held)
+};
+// layer_norm's gradients (rules above).
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
+                                   IntSpan normalized_shape, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& weight,
+                                   std::array<bool, 3> output_mask = {true, true, true});
+
+// Gradients of rms_norm (same rules): grad_x = rstd * (gw - xhat * mean(gw * xhat)) with
+// xhat = x * rstd, grad_weight = sum over rows of grad_out * xhat (a partial sum for a shard of
+// rows). output_mask = {grad_x, grad_weight}.
+struct RmsNormGrads {
+  Tensor grad_x;       // gradient of x
+  Tensor grad_weight;  // gradient of weight (sum over the rows held)
+};
+// rms_norm's gradients (rules above).
+RmsNormGrads rms_norm_backward(const Tensor& grad_out, const Tensor& x, IntSpan normalized_shape,
+                               const Tensor& rstd, const Tensor& weight,
+                               std::array<bool, 2> output_mask = {true, true});
+
+// DTensor forms (weight/bias: an undefined DTensor() when absent; registered in
+// norm_strategy.cc). The normalised dims must be whole on each rank: an input sharded along
+// them is redistributed first (the engine's cheapest plan), a Partial input is reduced first;
+// the leading dims keep their shard (uneven included), so SequenceParallel's S(1) activations
+// need no communication. weight and bias are used whole (gathered first when sharded).
+DTensor layer_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weight = DTensor(),
+                   const DTensor& bias = DTensor(), double eps = 1e-5);
+DTensor rms_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weight = DTensor(),
+                 std::optional<double> eps = std::nullopt);
+
+}  // namespace dtensor

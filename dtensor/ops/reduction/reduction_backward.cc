@@ -1,0 +1,193 @@
+// Backward formulas of the reductions, written with DTensor ops. The gradient of a reduction
+// is its output gradient in keepdim form, expanded back over the reduced dims (times the
+// derivative of the reduction).
+#include "dtensor/ops/reduction/reduction_backward.h"
+
+#include <absl/container/flat_hash_map.h>
+
+#include <cmath>
+#include <string>
+
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/ops/common/grad_util.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/scan/scan.h"
+#include "dtensor/core/factories.h"
+#include "dtensor/ops/view/view.h"
+
+namespace dtensor::detail {
+namespace {
+
+using autograd::BackwardContext;
+using Grads = absl::Span<const DTensor>;
+
+constexpr uint32_t kIn0 = 1u, kOut0 = 1u;
+
+// The reduced dims and keepdim of a reduction, from its args at (dims_arg, dims_arg + 1); an
+// all-dims reduction (max/min) has neither.
+struct Reduced {
+  Shape dims;  // empty: every dim
+  bool keepdim = false;
+};
+
+Reduced reduced_of(const BackwardContext& c, int64_t dims_arg) {
+  if (dims_arg < 0) return {};
+  return {c.arg<Shape>(dims_arg), c.arg<bool>(dims_arg + 1)};
+}
+
+// g in keepdim form (size-1 dims where the input was reduced).
+DTensor keep(const BackwardContext& c, const DTensor& g, const Reduced& r) {
+  return r.keepdim ? g : unsqueeze_reduced(g, r.dims, c.input_spec(0).ndim());
+}
+
+int64_t count_of(const BackwardContext& c, const Reduced& r) {
+  const Shape& shape = c.input_spec(0).shape();
+  if (r.dims.empty()) return shape_numel(shape);
+  int64_t n = 1;
+  for (int64_t d : r.dims) n *= shape[normalize_dim(d, static_cast<int64_t>(shape.size()), "mean")];
+  return n;
+}
+
+DTensor expanded(const BackwardContext& c, const DTensor& g_keep) {
+  return cast(expand(g_keep, c.input_spec(0).shape()), c.input_spec(0).dtype());
+}
+
+DTensorList sum_bw(const BackwardContext& c, Grads g) {
+  return {expanded(c, keep(c, g[0], reduced_of(c, 0)))};
+}
+
+DTensorList mean_bw(const BackwardContext& c, Grads g) {
+  const Reduced r = reduced_of(c, 0);
+  return {expanded(c, keep(c, g[0], r) / static_cast<double>(count_of(c, r)))};
+}
+
+// var = sum((x - mean)^2) / (n - correction): d = 2 (x - mean) / (n - correction).
+DTensorList var_bw(const BackwardContext& c, Grads g) {
+  const Reduced r = reduced_of(c, 1);
+  const DTensor& x = c.input(0);
+  const double denom = static_cast<double>(count_of(c, r) - c.arg<int64_t>(0));
+  const DTensor centred = x - mean(x, r.dims, /*keepdim=*/true);
+  return {keep(c, g[0], r) * centred * (2.0 / denom)};
+}
+
+// amax/amin and max()/min(): the gradient is shared evenly among the elements equal to the
+// extreme (PyTorch's rule for reductions without indices).
+DTensorList extreme_bw(const BackwardContext& c, Grads g, int64_t dims_arg) {
+  const Reduced r = reduced_of(c, dims_arg);
+  const DTensor& x = c.input(0);
+  const DTensor mask = cast(eq(x, keep(c, c.output(0), r)), g[0].dtype());
+  const DTensor ties = sum(mask, r.dims, /*keepdim=*/true);
+  return {mask * (keep(c, g[0], r) / ties)};
+}
+
+DTensorList amax_bw(const BackwardContext& c, Grads g) {
+  return extreme_bw(c, g, 0);
+}
+DTensorList max_all_bw(const BackwardContext& c, Grads g) {
+  return extreme_bw(c, g, -1);
+}
+
+// max.dim / min.dim: the values' gradient goes to the index the forward picked.
+DTensorList max_dim_bw(const BackwardContext& c, Grads g) {
+  if (!g[0].defined()) return {DTensor()};
+  return {value_selecting_backward(g[0], c.output(1), c.arg<int64_t>(0), c.arg<bool>(1),
+                                   c.input_spec(0).shape())};
+}
+
+// std = sqrt(var): d = (x - mean) / ((n - correction) std), 0 where x equals the mean, also
+// when std is 0 (all elements equal), as PyTorch 2.15 (not 0 / 0 = NaN).
+DTensorList std_bw(const BackwardContext& c, Grads g) {
+  const Reduced r = reduced_of(c, 1);
+  const DTensor& x = c.input(0);
+  const double denom = static_cast<double>(count_of(c, r) - c.arg<int64_t>(0));
+  const DTensor centred = x - mean(x, r.dims, /*keepdim=*/true);
+  const DTensor d = keep(c, g[0], r) * centred / (keep(c, c.output(0), r) * denom);
+  return {where(eq(centred, Scalar(0.0)), zeros_like(d), d)};
+}
+
+// d logsumexp = softmax(x) = exp(x - out).
+DTensorList logsumexp_bw(const BackwardContext& c, Grads g) {
+  const Reduced r = reduced_of(c, 0);
+  const DTensor& x = c.input(0);
+  return {cast(keep(c, g[0], r) * exp(x - keep(c, c.output(0), r)), c.input_spec(0).dtype())};
+}
+
+// vector_norm: ord 2 x / out (0 where out = 0), ord 1 sign(x), ord +-inf sign(x) shared among
+// the elements whose |x| equals the norm (as amax), ord 0 zero, else x |x|^(p-2) / out^(p-1).
+DTensorList vector_norm_bw(const BackwardContext& c, Grads g) {
+  const double ord = c.arg<double>(0);
+  const Reduced r = reduced_of(c, 1);
+  const DTensor& x = c.input(0);
+  const DTensor gk = keep(c, g[0], r);
+  const DTensor out = keep(c, c.output(0), r);
+  if (ord == 0.0) return {zeros_like(x)};
+  if (ord == 1.0) return {gk * sign(x)};
+  if (std::isinf(ord)) {
+    const DTensor mask = cast(eq(abs(x), out), x.dtype());
+    return {gk * sign(x) * mask / sum(mask, r.dims, /*keepdim=*/true)};
+  }
+  DTensor d =
+      ord == 2.0 ? x / out : x * pow(abs(x), Scalar(ord - 2.0)) / pow(out, Scalar(ord - 1.0));
+  d = where(eq(out, Scalar(0.0)), zeros_like(d), d);
+  return {gk * d};
+}
+
+// prod along dim: cumprod's gradient with the output gradient at the last position of each row
+// and zeros elsewhere, i.e. g times the product of the other elements, without dividing by x
+// (exact where x has zeros).
+DTensor prod_along_bw(const DTensor& g, const DTensor& x, int64_t dim, bool keepdim) {
+  const int64_t n = x.size(dim);
+  if (n == 0) return zeros_like(x);
+  const DTensor last = full(g.shape(), Scalar(n - 1), g.device_mesh(), without_partial(g.spec()),
+                            kInt64);
+  return cumprod_backward(value_selecting_backward(g, last, dim, keepdim, x.shape()), x, dim);
+}
+
+DTensorList prod_dim_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  if (x.dim() == 0) return {g[0]};
+  return {prod_along_bw(g[0], x, normalize_dim(c.arg<int64_t>(0), x.dim(), "prod"),
+                        c.arg<bool>(1))};
+}
+
+// prod of all elements: the same along dim 0 of the flattened input.
+DTensorList prod_all_bw(const BackwardContext& c, Grads g) {
+  const DTensor& x = c.input(0);
+  const int64_t flat[] = {x.numel()};
+  return {reshape(prod_along_bw(g[0], reshape(x, flat), 0, false), x.shape())};
+}
+
+}  // namespace
+
+ReductionGrad reduction_grad(std::string_view name) {
+  static const auto* table = new absl::flat_hash_map<std::string, ReductionGrad>{
+      {"sum", {sum_bw}},
+      {"mean", {mean_bw}},
+      {"var", {var_bw, kIn0}},
+      {"amax", {amax_bw, kIn0, kOut0}},
+      {"amin", {amax_bw, kIn0, kOut0}},
+      {"max", {max_all_bw, kIn0, kOut0}},
+      {"min", {max_all_bw, kIn0, kOut0}},
+      {"max.dim", {max_dim_bw, 0, 2u}},
+      {"min.dim", {max_dim_bw, 0, 2u}},
+      {"std", {std_bw, kIn0, kOut0}},
+      {"prod", {prod_all_bw, kIn0}},
+      {"prod.dim_int", {prod_dim_bw, kIn0}},
+      {"logsumexp", {logsumexp_bw, kIn0, kOut0}},
+      {"vector_norm", {vector_norm_bw, kIn0, kOut0}},
+  };
+  auto it = table->find(std::string(name));
+  return it == table->end() ? ReductionGrad{} : it->second;
+}
+
+DTensor value_selecting_backward(const DTensor& grad, const DTensor& indices, int64_t dim,
+                                 bool keepdim, IntSpan input_shape) {
+  static const OpInfo& op = ops_op("value_selecting_backward");
+  const ArgValue args[] = {dim, keepdim, Shape(input_shape.begin(), input_shape.end())};
+  return dispatch(op, {&grad, &indices}, args);
+}
+
+}  // namespace dtensor::detail

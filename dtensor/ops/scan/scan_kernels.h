@@ -1,0 +1,147 @@
+// The row algorithms of the scan family, written once for the CPU loops (scan_cpu.cc) and the
+// CUDA kernels (scan_cuda.cu, one thread per row): a row is `n` contiguous elements along the
+// op's dim. Host and device run the same code, so their results are bit-identical.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "dtensor/tensor/convert.h"
+#include "dtensor/tensor/macros.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor::detail {
+
+enum class ScanOp : uint8_t { kSum, kProd };
+
+// A scan's accumulator: float64 for the floating types (as PyTorch's CPU cumsum), uint64 for
+// integers and bool (int64 results wrap on overflow as PyTorch's do, without signed overflow).
+template <typename T>
+using scan_acc_t = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, uint64_t>;
+
+// out[i * out_step] = init op in[0] op in[1] op ... op in[i]; O is T for floating T, int64
+// otherwise. out_step 0 keeps only the total (the reduction: out[0], init for n == 0). `init`
+// (nullptr: the identity) starts the accumulator: a block of a dim sharded over ranks starts
+// from the accumulator the previous block ended with, so the sequence of operations (and every
+// rounding) is exactly the single-device scan's.
+template <typename T, typename O>
+DT_HOST_DEVICE void scan_row(ScanOp op, const T* in, O* out, int64_t n, int64_t out_step,
+                             const scan_acc_t<T>* init = nullptr) {
+  using A = scan_acc_t<T>;
+  A acc = init != nullptr ? *init : (op == ScanOp::kSum ? A(0) : A(1));
+  const auto store = [](A a) -> O {
+    if constexpr (std::is_floating_point_v<A>) {
+      return convert<O>(a);
+    } else {
+      return static_cast<O>(static_cast<int64_t>(a));
+    }
+  };
+  if (out_step == 0) out[0] = store(acc);
+  for (int64_t i = 0; i < n; ++i) {
+    A v;
+    if constexpr (std::is_floating_point_v<A>) {
+      v = static_cast<A>(static_cast<compute_t<T>>(in[i]));
+    } else {
+      v = static_cast<A>(static_cast<int64_t>(in[i]));
+    }
+    acc = op == ScanOp::kSum ? acc + v : acc * v;
+    out[i * out_step] = store(acc);
+  }
+}
+
+// Whether a sorts strictly before b. NaN counts as larger than every number (last when
+// ascending, first when descending) and NaNs as equal, as in PyTorch; a strict weak order, so a
+// stable sort's result is unique and every device produces the same indices.
+template <typename C>
+DT_HOST_DEVICE bool sorts_before(C a, C b, bool descending) {
+  if constexpr (std::is_floating_point_v<C>) {
+    const bool a_nan = a != a, b_nan = b != b;
+    if (a_nan || b_nan) return descending ? (a_nan && !b_nan) : (!a_nan && b_nan);
+  }
+  return descending ? b < a : a < b;
+}
+
+// Running max (or min) of a row and the index it came from (torch.cummax / cummin): an equal
+// later element takes over the index (>= / <=) and NaN, once seen, is the extreme from there
+// on (each later NaN taking over too), as PyTorch's kernel does.
+template <typename T>
+DT_HOST_DEVICE void cumextreme_row(bool is_max, const T* in, T* values, int64_t* indices,
+                                   int64_t n) {
+  using C = compute_t<T>;
+  C best{};
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const C v = static_cast<C>(in[i]);
+    bool take = i == 0;
+    if (!take) {
+      const bool beats = is_max ? v >= best : v <= best;
+      if constexpr (std::is_floating_point_v<C>) {
+        take = v != v || (best == best && beats);
+      } else {
+        take = beats;
+      }
+    }
+    if (take) {
+      best = v;
+      at = i;
+    }
+    values[i] = in[at];
+    indices[i] = at;
+  }
+}
+
+// The gradient of a cumprod row: out[i] = prefix(i) * t(i), prefix(i) = x[0] * .. * x[i-1] and
+// t(i) = sum over j >= i of g[j] * x[i+1] * .. * x[j] = g[i] + x[i+1] * t(i+1), so no division
+// (exact where x has zeros). `t` is scratch for n doubles.
+template <typename T>
+DT_HOST_DEVICE void cumprod_backward_row(const T* g, const T* x, T* out, double* t, int64_t n) {
+  using C = compute_t<T>;
+  double acc = 0;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const double next = i + 1 < n ? static_cast<double>(static_cast<C>(x[i + 1])) : 0.0;
+    acc = acc * next + static_cast<double>(static_cast<C>(g[i]));
+    t[i] = acc;
+  }
+  double prefix = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = convert<T>(prefix * t[i]);
+    prefix *= static_cast<double>(static_cast<C>(x[i]));
+  }
+}
+
+// Row kernels on contiguous [rows, n] tensors (CPU here, CUDA in scan_cuda.cu; the CPU
+// functions dispatch to CUDA for CUDA tensors).
+// out (int64 for integer and bool inputs, else in's dtype) = the scan of each row: [rows, n],
+// or with `total_only` [rows, 1], the last element (the row's sum / product). `init`, when
+// defined, is each row's starting accumulator: contiguous [rows] on in's device, float64 for
+// floating inputs and int64 (the bits of the wrapping uint64 accumulator) otherwise.
+void scan_rows(ScanOp op, const Tensor& in, const Tensor& out, bool total_only = false,
+               const Tensor& init = Tensor());
+// values (in's dtype) and indices (int64) of each row stably sorted.
+void sort_rows(const Tensor& in, bool descending, const Tensor& values, const Tensor& indices);
+// out = cumprod_backward_row of each row (g, x and out of one floating dtype).
+void cumprod_backward_rows(const Tensor& g, const Tensor& x, const Tensor& out);
+// values (in's dtype) and indices (int64) = cumextreme_row of each row.
+void cumextreme_rows(bool is_max, const Tensor& in, const Tensor& values, const Tensor& indices);
+
+// The block form of cumsum / cumprod (scan_cpu.cc, on x's device), for a dim sharded over
+// ranks: the accumulator dtype (float64 for floating inputs, int64 — the bits of the wrapping
+// uint64 accumulator — otherwise); each row's final accumulator along dim continuing from
+// `init` (undefined: the identity), keepdim (x's shape with dim of size 1), which is bit for bit
+// the accumulator the single-device scan holds after the row's last element when `init` is the
+// one it held before the first (`init` itself for an empty block); and the scan along dim
+// starting each row from `init` (the totals' shape and dtype).
+DType scan_acc_dtype(DType dtype);
+Tensor scan_totals(ScanOp op, const Tensor& x, int64_t dim, const Tensor& init = Tensor());
+Tensor scan_from(ScanOp op, const Tensor& x, int64_t dim, const Tensor& init);
+
+// The CUDA twins (scan_cuda.cu; scan_no_cuda.cc raises when CUDA is off).
+void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only,
+                    const Tensor& init);
+void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values,
+                    const Tensor& indices);
+void cumprod_backward_rows_cuda(const Tensor& g, const Tensor& x, const Tensor& out);
+void cumextreme_rows_cuda(bool is_max, const Tensor& in, const Tensor& values,
+                          const Tensor& indices);
+
+}  // namespace dtensor::detail

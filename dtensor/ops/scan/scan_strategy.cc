@@ -1,0 +1,425 @@
+// Registration of the scan family (cumsum, cumprod, cummax, cummin, sort, argsort, topk,
+// kthvalue and cumprod_backward), the DTensor forms and their backward formulas. Each op needs its
+// dim whole on a rank (a sharded one is gathered by propagation), except cumsum / cumprod, which
+// also scan a sharded dim in place (block_scan: a pipeline along the blocks, bit-identical to
+// the single-device scan), and keeps every other dim sharded, the same way on every output and
+// input.
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction_backward.h"
+#include "dtensor/ops/register_all.h"
+#include "dtensor/ops/scan/scan.h"
+#include "dtensor/ops/scan/scan_kernels.h"
+#include "dtensor/ops/view/copy_ops.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+using autograd::BackwardContext;
+using Grads = absl::Span<const DTensor>;
+using Locals = absl::Span<const Tensor>;
+
+// The op's dim (arg `argnum`), normalised against the input's rank (0-d: a 1-element vector).
+int64_t op_dim(const OpSchema& s, int64_t argnum) {
+  return normalize_dim(s.arg<int64_t>(argnum), std::max<int64_t>(s.input(0).ndim(), 1), s.name());
+}
+
+// Rows for `width` tensors of the input's rank: every dim but the op's sharded alike.
+StrategyFn all_but_dim(int64_t argnum, int64_t width) {
+  return [argnum, width](const OpSchema& s) {
+    return detail::rows_all_but(s.input(0).ndim(), op_dim(s, argnum), width);
+  };
+}
+
+// Sample calls: even, uneven and empty shards of the dims the op keeps sharded, the op's dim
+// first, last and in the middle; `args(dim)` completes each call's args.
+std::vector<OpSample> along_samples(int64_t w, const std::function<ArgList(int64_t)>& args,
+                                    DType dtype = kFloat64) {
+  using detail::sample;
+  return {{{sample({3 * w + 1, 5}, dtype)}, args(1)},
+          {{sample({3 * w + 1, 5}, dtype)}, args(0)},
+          {{sample({2, 2 * w + 1, 3}, dtype)}, args(-1)},
+          {{sample({2, 2 * w + 1, 3}, dtype)}, args(1)},
+          {{sample({detail::short_size(w), 5}, dtype)}, args(1)}};
+}
+
+std::vector<OpSample> joined(std::vector<OpSample> a, std::vector<OpSample> b) {
+  for (OpSample& s : b) a.push_back(std::move(s));
+  return a;
+}
+
+// ---- backward formulas -----------------------------------------------------------------------
+// cumsum: the gradient of x[i] is the sum of g[j] over j >= i, a reversed cumsum.
+DTensorList cumsum_bw(const BackwardContext& c, Grads g) {
+  const int64_t dim = c.arg<int64_t>(0);
+  const int64_t dims[] = {dim};
+  return {flip(cumsum(flip(g[0], dims), dim), dims)};
+}
+
+DTensorList cumprod_bw(const BackwardContext& c, Grads g) {
+  return {detail::cumprod_backward(g[0], c.input(0), c.arg<int64_t>(0))};
+}
+
+// sort / topk / kthvalue: the values' gradient goes back to the positions the indices name.
+DTensorList selected_bw(const BackwardContext& c, Grads g, int64_t dim_arg, bool keepdim) {
+  if (!g[0].defined()) return {DTensor()};
+  const Shape& shape = c.input_spec(0).shape();
+  const int64_t dim = normalize_dim(c.arg<int64_t>(dim_arg),
+                                    std::max<int64_t>(static_cast<int64_t>(shape.size()), 1),
+                                    c.op().name.c_str());
+  return {detail::value_selecting_backward(g[0], c.output(1), dim, keepdim, shape)};
+}
+
+// ---- cumsum / cumprod along a sharded dim ------------------------------------------------------
+// Tag of the pipeline's messages (one communicator may carry other point-to-point traffic).
+constexpr int kScanTag = 0x5CA;
+
+// A pipeline along the blocks of `dim` in global order, which reproduces the single-device
+// accumulation exactly. The mesh dims sharding `dim` (size > 1, ascending) nest as torch.chunk
+// does (the inner mesh dim splits the outer one's block: compute_local_shape_and_offset), so
+// the global block order is the row-major order of the coordinates along them, which is the
+// rank order of their flattened communicator (the other coordinates select the group, so
+// replicated copies each run their own pipeline). Block p receives from block p-1 the
+// accumulator the single-device scan holds after block p-1's last element (float64, or the
+// wrapping uint64 as int64 bits; block 0 starts from the identity), continues it over its own
+// block (scan_totals, the same operations in the same order) and sends the result to block p+1
+// BEFORE scanning its block from the received value, so only the totals pass is serial. Every
+// element thus sees exactly the single-device sequence of operations: the results are bit for
+// bit the single-device scan's for every dtype, inf / NaN / overflow / underflow and integer
+// wrap included. An empty block passes the value through. Cost: k-1 sequential messages of one
+// accumulator per row (8 bytes), no data gathered.
+Tensor block_scan(const KernelContext& c, detail::ScanOp op, const Tensor& x, int64_t dim,
+                  const std::vector<int64_t>& mesh_dims) {
+  const CommunicatorPtr comm = c.mesh().flattened_communicator(mesh_dims);
+  DT_CHECK(comm != nullptr, "[%s] no communicator for the sharded scan", c.op().name.c_str());
+  const int k = comm->size(), p = comm->rank();
+  Shape acc_shape(x.sizes().begin(), x.sizes().end());
+  acc_shape[dim] = 1;
+  Tensor start;  // undefined: the identity (block 0)
+  if (p > 0) {
+    start = empty(acc_shape, TensorOptions(detail::scan_acc_dtype(x.dtype()), x.device()));
+    comm->recv(start, p - 1, kScanTag)->wait();
+  }
+  Tensor end;
+  WorkPtr sent;
+  if (p + 1 < k) {
+    end = detail::scan_totals(op, x, dim, start).contiguous();
+    sent = comm->send(end, p + 1, kScanTag);
+  }
+  Tensor out;
+  if (start.defined()) {
+    out = detail::scan_from(op, x, dim, start);
+  } else {
+    out = op == detail::ScanOp::kSum ? cumsum(x, dim) : cumprod(x, dim);
+  }
+  if (sent != nullptr) sent->wait();
+  return out;
+}
+
+// cumsum / cumprod's kernel: the local scan, or the block pipeline when `dim` is sharded.
+Tensor scan_kernel(const KernelContext& c, detail::ScanOp op, const Tensor& x) {
+  const DTensorSpec& spec = c.input_spec(0);
+  const int64_t dim =
+      normalize_dim(c.arg<int64_t>(0), std::max<int64_t>(spec.ndim(), 1), c.op().name.c_str());
+  std::vector<int64_t> mesh_dims;
+  for (int64_t m = 0; m < spec.mesh().ndim(); ++m) {
+    // A mesh dim of one rank holds the whole group: nothing to exchange there.
+    if (spec.placement(m).is_shard(dim) && spec.mesh().size(m) > 1) mesh_dims.push_back(m);
+  }
+  if (mesh_dims.empty()) {
+    return op == detail::ScanOp::kSum ? cumsum(x, dim) : cumprod(x, dim);
+  }
+  return block_scan(c, op, x, dim, mesh_dims);
+}
+
+// ---- registration ------------------------------------------------------------------------------
+// cumsum / cumprod: rows_all_but plus [S(dim) | S(dim)] (the block pipeline: k-1 sequential
+// messages of one accumulator per row, instead of gathering the dim; bit-identical results).
+void register_cumulative(Registry& r, const char* name, detail::ScanOp scan, Linearity linearity,
+                         BackwardFn backward, uint32_t saved_inputs) {
+  OpInfo op;
+  op.name = name;
+  op.input_names = {"self"};
+  op.linearity = linearity;
+  op.backward = std::move(backward);
+  op.saved_inputs = saved_inputs;
+  op.meta = [](const OpSchema& s) {
+    op_dim(s, 0);
+    const DType in = s.input(0).dtype();
+    return OutputMetas{TensorMeta(s.input(0).shape(), is_floating(in) ? in : kInt64)};
+  };
+  op.strategy = [](const OpSchema& s) {
+    const int64_t dim = op_dim(s, 0);
+    StrategyRows rows = detail::rows_all_but(s.input(0).ndim(), dim, 2);
+    rows.push_back({Shard(dim), Shard(dim)});
+    return rows;
+  };
+  op.kernel = single_output(
+      [scan](const KernelContext& c, Locals l) { return scan_kernel(c, scan, l[0]); });
+  // Blocks of the scanned dim that are even, uneven and empty (3w+1, 2w+1 and w-1 elements),
+  // with zeros in some rows (products through a zero) and values of magnitude up to 2.
+  op.samples = [](int64_t w) {
+    const auto args = [](int64_t d) { return ArgList{d}; };
+    using detail::sample;
+    std::vector<OpSample> out = joined(along_samples(w, args), along_samples(w, args, kInt64));
+    out.push_back({{sample({std::max<int64_t>(w - 1, 1), 3}, kFloat64, -2, 2)}, args(0)});
+    out.push_back({{sample({4, 3 * w + 1}, kInt64, -1, 1)}, args(1)});
+    return out;
+  };
+  r.add(std::move(op));
+}
+
+// cumprod_backward(grad, self; dim): linear in grad, sharded as cumprod.
+void register_cumprod_backward(Registry& r) {
+  OpInfo op = detail::gradient_op("cumprod_backward", {"grad", "self"});
+  op.meta = [](const OpSchema& s) {
+    op_dim(s, 0);
+    DT_CHECK(s.input(0).shape() == s.input(1).shape() && s.input(0).dtype() == s.input(1).dtype(),
+             "[cumprod_backward] grad %s and self %s must share a shape and dtype",
+             shape_str(s.input(0).shape()), shape_str(s.input(1).shape()));
+    return OutputMetas{s.input(1).meta()};
+  };
+  op.strategy = all_but_dim(0, 3);
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    return detail::cumprod_backward(l[0], l[1], c.arg<int64_t>(0));
+  });
+  op.samples = [](int64_t w) {
+    using detail::sample;
+    const auto call = [](Shape shape, int64_t dim) {
+      return OpSample{{sample(shape), sample(shape, kFloat64, -2, 2)}, {dim}};
+    };
+    return std::vector<OpSample>{call({3 * w + 1, 5}, 1), call({2, 2 * w + 1, 3}, -1),
+                                 call({3 * w + 1, 5}, 0), call({detail::short_size(w), 5}, 1)};
+  };
+  r.add(std::move(op));
+}
+
+// Values (the input's dtype) and int64 indices of `shape`.
+OutputMetas values_indices(Shape shape, DType dtype) {
+  return OutputMetas{TensorMeta(shape, dtype), TensorMeta(std::move(shape), kInt64)};
+}
+
+// (values, indices) of the input's shape along dim (args from index 0: dim, then `flag` when
+// the op has one): sort (descending), cummax, cummin. The values' gradient goes back to the
+// indices; sampled with both flag values (or none).
+void register_values_indices(Registry& r, const char* name,
+                             ValuesIndices (*local)(const Tensor&, int64_t, bool), bool has_flag) {
+  OpInfo op;
+  op.name = name;
+  op.input_names = {"self"};
+  op.meta = [](const OpSchema& s) {
+    op_dim(s, 0);
+    return values_indices(s.input(0).shape(), s.input(0).dtype());
+  };
+  op.strategy = all_but_dim(0, 3);
+  op.kernel = [local, has_flag](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
+    ValuesIndices v = local(l[0], c.arg<int64_t>(0), has_flag && c.arg<bool>(1));
+    out[0] = std::move(v.values);
+    out[1] = std::move(v.indices);
+  };
+  op.backward = [](const BackwardContext& c, Grads g) { return selected_bw(c, g, 0, true); };
+  op.saved_inputs = 0;
+  op.saved_outputs = 2u;
+  op.samples = [has_flag](int64_t w) {
+    const auto args = [has_flag](bool flag) {
+      return [has_flag, flag](int64_t d) { return has_flag ? ArgList{d, flag} : ArgList{d}; };
+    };
+    return joined(along_samples(w, args(false)), along_samples(w, args(true), kInt64));
+  };
+  r.add(std::move(op));
+}
+
+// argsort(self; dim, descending) -> indices (not differentiable).
+void register_argsort(Registry& r) {
+  OpInfo op;
+  op.name = "argsort";
+  op.input_names = {"self"};
+  op.differentiable = false;
+  op.meta = [](const OpSchema& s) {
+    op_dim(s, 0);
+    return OutputMetas{TensorMeta(s.input(0).shape(), kInt64)};
+  };
+  op.strategy = all_but_dim(0, 2);
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    return argsort(l[0], c.arg<int64_t>(0), c.arg<bool>(1));
+  });
+  op.samples = [](int64_t w) {
+    return along_samples(w, [](int64_t d) { return ArgList{d, true}; });
+  };
+  r.add(std::move(op));
+}
+
+using SelectFn = ValuesIndices (*)(const Tensor&, int64_t, int64_t, bool);
+
+// topk / kthvalue (self; k, dim, flag) -> (values, indices): the kernel, the values' backward
+// (`flag` is kthvalue's keepdim; topk keeps its dim) and samples with k = k1 (flag true) and
+// k2 (flag false).
+void set_selection(OpInfo& op, SelectFn local, bool flag_is_keepdim, int64_t k1, int64_t k2) {
+  op.input_names = {"self"};
+  op.strategy = all_but_dim(1, 3);
+  op.kernel = [local](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
+    ValuesIndices v = local(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1), c.arg<bool>(2));
+    out[0] = std::move(v.values);
+    out[1] = std::move(v.indices);
+  };
+  op.backward = [flag_is_keepdim](const BackwardContext& c, Grads g) {
+    return selected_bw(c, g, 1, !flag_is_keepdim || c.arg<bool>(2));
+  };
+  op.saved_inputs = 0;
+  op.saved_outputs = 2u;
+  op.samples = [k1, k2](int64_t w) {
+    return joined(along_samples(w, [k1](int64_t d) { return ArgList{k1, d, true}; }),
+                  along_samples(w, [k2](int64_t d) { return ArgList{k2, d, false}; }));
+  };
+}
+
+// The shape of topk's / kthvalue's outputs: dim of size `size` (-1: removed); checks k.
+Shape selected_shape(const OpSchema& s, int64_t k_min, int64_t size) {
+  const int64_t dim = op_dim(s, 1), k = s.arg<int64_t>(0);
+  Shape shape = s.input(0).shape();
+  const int64_t n = shape.empty() ? 1 : shape[dim];
+  DT_CHECK(k >= k_min && k <= n,
+           "[%s] k %d out of range for dim %d of size %d (expected %d <= k <= %d)", s.name(), k,
+           dim, n, k_min, n);
+  if (shape.empty()) return shape;
+  if (size >= 0) {
+    shape[dim] = size;
+  } else {
+    shape.erase(shape.begin() + dim);
+  }
+  return shape;
+}
+
+// topk(self; k, dim, largest) -> (values, indices), dim of size k.
+void register_topk(Registry& r) {
+  OpInfo op;
+  op.name = "topk";
+  set_selection(op, &topk, /*flag_is_keepdim=*/false, 2, 1);
+  op.meta = [](const OpSchema& s) {
+    return values_indices(selected_shape(s, 0, s.arg<int64_t>(0)), s.input(0).dtype());
+  };
+  r.add(std::move(op));
+}
+
+// kthvalue(self; k, dim, keepdim) -> (values, indices), dim removed unless keepdim.
+void register_kthvalue(Registry& r) {
+  OpInfo op;
+  op.name = "kthvalue";
+  set_selection(op, &kthvalue, /*flag_is_keepdim=*/true, 2, 1);
+  op.meta = [](const OpSchema& s) {
+    return values_indices(selected_shape(s, 1, s.arg<bool>(2) ? 1 : -1), s.input(0).dtype());
+  };
+  op.strategy = [](const OpSchema& s) {
+    const int64_t n = s.input(0).ndim(), dim = op_dim(s, 1);
+    const bool keepdim = s.arg<bool>(2);
+    StrategyRows rows;
+    for (int64_t d = 0; d < n; ++d) {
+      if (d == dim) continue;
+      const int64_t k = keepdim || d < dim ? d : d - 1;
+      rows.push_back({Shard(k), Shard(k), Shard(d)});
+    }
+    return rows;
+  };
+  r.add(std::move(op));
+}
+
+DTensorValuesIndices pair(DTensorList outs) {
+  return {std::move(outs[0]), std::move(outs[1])};
+}
+
+}  // namespace
+
+void register_scan_ops(Registry& registry) {
+  register_cumulative(registry, "cumsum", detail::ScanOp::kSum, Linearity::kLinear, cumsum_bw, 0);
+  register_cumulative(registry, "cumprod", detail::ScanOp::kProd, Linearity::kNone, cumprod_bw, 1u);
+  register_cumprod_backward(registry);
+  register_values_indices(registry, "sort", [](const Tensor& x, int64_t dim, bool descending) {
+    return sort(x, dim, descending);
+  }, true);
+  register_values_indices(registry, "cummax", [](const Tensor& x, int64_t dim, bool) {
+    return cummax(x, dim);
+  }, false);
+  register_values_indices(registry, "cummin", [](const Tensor& x, int64_t dim, bool) {
+    return cummin(x, dim);
+  }, false);
+  register_argsort(registry);
+  register_topk(registry);
+  register_kthvalue(registry);
+}
+
+// ---- DTensor forms ---------------------------------------------------------------------------
+DTensor cumsum(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cumsum");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&x}, args);
+}
+
+DTensor cumprod(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cumprod");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&x}, args);
+}
+
+DTensor prod(const DTensor& x) {
+  static const OpInfo& op = ops_op("prod");
+  return dispatch(op, {&x}, {});
+}
+
+DTensor prod(const DTensor& x, int64_t dim, bool keepdim) {
+  static const OpInfo& op = ops_op("prod.dim_int");
+  const ArgValue args[] = {dim, keepdim};
+  return dispatch(op, {&x}, args);
+}
+
+DTensor detail::cumprod_backward(const DTensor& grad, const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cumprod_backward");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&grad, &x}, args);
+}
+
+DTensorValuesIndices cummax(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cummax");
+  const ArgValue args[] = {dim};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+DTensorValuesIndices cummin(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("cummin");
+  const ArgValue args[] = {dim};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+DTensorValuesIndices sort(const DTensor& x, int64_t dim, bool descending) {
+  static const OpInfo& op = ops_op("sort");
+  const ArgValue args[] = {dim, descending};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+DTensor argsort(const DTensor& x, int64_t dim, bool descending) {
+  static const OpInfo& op = ops_op("argsort");
+  const ArgValue args[] = {dim, descending};
+  return dispatch(op, {&x}, args);
+}
+
+DTensorValuesIndices topk(const DTensor& x, int64_t k, int64_t dim, bool largest) {
+  static const OpInfo& op = ops_op("topk");
+  const ArgValue args[] = {k, dim, largest};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+DTensorValuesIndices kthvalue(const DTensor& x, int64_t k, int64_t dim, bool keepdim) {
+  static const OpInfo& op = ops_op("kthvalue");
+  const ArgValue args[] = {k, dim, keepdim};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+}  // namespace dtensor

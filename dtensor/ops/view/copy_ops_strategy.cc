@@ -1,0 +1,378 @@
+// Registration of the copying shape ops of copy_ops.h: strategies (rows for ONE mesh dim),
+// meta functions, local kernels, samples and backward formulas. They move data only (tril /
+// triu write zeros, the same on every rank), so Partial inputs pass through.
+//
+// Rows: a dim the op leaves in place keeps its shard ([S(d) | S(d)]); a flipped, rolled or
+// repeated dim has no row (replicated first). tril / triu keep every dim: a shard applies the
+// diagonal shifted by its global offsets, diagonal + row offset - column offset, which selects
+// exactly the elements of the full triangle it holds.
+#include <algorithm>
+
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/register_all.h"
+#include "dtensor/ops/view/copy_ops.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+using autograd::BackwardContext;
+using Grads = absl::Span<const DTensor>;
+using Locals = absl::Span<const Tensor>;
+
+// Input dim d keeps its shard at output dim map[d] (-1: replicated first).
+using DimMapFn = Shape (*)(const OpSchema& s);
+
+Shape identity_map(const OpSchema& s) {
+  Shape map(s.input(0).ndim());
+  for (int64_t d = 0; d < s.input(0).ndim(); ++d) map[d] = d;
+  return map;
+}
+
+// The identity map with the dims listed in arg `arg` replicated.
+template <int kArg>
+Shape all_but_listed(const OpSchema& s) {
+  Shape map = identity_map(s);
+  for (int64_t d : detail::distinct_dims(s.arg<Shape>(kArg), s.input(0).ndim(), s.name())) {
+    map[d] = -1;
+  }
+  return map;
+}
+
+Shape repeat_map(const OpSchema& s) {
+  const Shape& reps = s.arg<Shape>(0);
+  const int64_t n = s.input(0).ndim();
+  const int64_t lead = static_cast<int64_t>(reps.size()) - n;
+  Shape map(n);
+  for (int64_t d = 0; d < n; ++d) map[d] = reps[lead + d] == 1 ? lead + d : -1;
+  return map;
+}
+
+// repeat_interleave (args repeats, dim): every dim but the repeated one.
+Shape repeat_interleave_map(const OpSchema& s) {
+  Shape map = identity_map(s);
+  map[detail::check_repeat_interleave(s.input(0).shape(), s.arg<int64_t>(0),
+                                      s.arg<int64_t>(1))] = -1;
+  return map;
+}
+
+// diagonal (args offset, dim1, dim2): the dims outside the plane, in order, then the diagonal.
+Shape diagonal_map(const OpSchema& s) {
+  const Shape& shape = s.input(0).shape();
+  const detail::DiagonalDims dd =
+      detail::diagonal_dims(shape, s.arg<int64_t>(0), s.arg<int64_t>(1), s.arg<int64_t>(2));
+  Shape map(shape.size(), -1);
+  int64_t next = 0;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d != dd.dim1 && d != dd.dim2) map[d] = next++;
+  }
+  return map;
+}
+
+// diagonal_backward (grad; args input_shape, offset, dim1, dim2): grad's leading dims are the
+// input's dims outside the plane; its last (the diagonal) is replicated first.
+Shape diagonal_backward_map(const OpSchema& s) {
+  const Shape& in = s.arg<Shape>(0);
+  const detail::DiagonalDims dd =
+      detail::diagonal_dims(in, s.arg<int64_t>(1), s.arg<int64_t>(2), s.arg<int64_t>(3));
+  Shape map(static_cast<size_t>(s.input(0).ndim()), -1);
+  int64_t next = 0;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
+    if (d != dd.dim1 && d != dd.dim2) map[next++] = d;
+  }
+  return map;
+}
+
+struct CopyOpDef {
+  const char* name;
+  DimMapFn map_of;
+  Tensor (*kernel)(const KernelContext& c, Locals l);
+  std::vector<OpSample> (*samples)(int64_t w);
+  DTensorList (*backward)(const BackwardContext& c, Grads g);
+  bool view = false;  // the output may alias the input (contiguous)
+  // Argument checks in meta (every rank raises them) and the output shape when it is not the
+  // input's (repeat).
+  void (*check)(const OpSchema& s) = nullptr;
+  Shape (*out_shape)(const OpSchema& s) = nullptr;
+};
+
+void check_roll(const OpSchema& s) {
+  detail::check_roll_args(s.arg<Shape>(0), s.arg<Shape>(1));
+}
+void check_triangle(const OpSchema& s) {
+  detail::check_triangle_input(s.name(), s.input(0).shape());
+}
+Shape repeat_out_shape(const OpSchema& s) {
+  return detail::repeat_shape(s.input(0).shape(), s.arg<Shape>(0));
+}
+Shape repeat_interleave_out_shape(const OpSchema& s) {
+  Shape out = s.input(0).shape();
+  out[detail::check_repeat_interleave(out, s.arg<int64_t>(0), s.arg<int64_t>(1))] *=
+      s.arg<int64_t>(0);
+  return out;
+}
+Shape diagonal_out_shape(const OpSchema& s) {
+  return detail::diagonal_shape(s.input(0).shape(), s.arg<int64_t>(0), s.arg<int64_t>(1),
+                                s.arg<int64_t>(2));
+}
+// diagonal_backward: grad must have the diagonal's shape of the input.
+Shape diagonal_backward_out_shape(const OpSchema& s) {
+  const Shape& in = s.arg<Shape>(0);
+  const Shape want =
+      detail::diagonal_shape(in, s.arg<int64_t>(1), s.arg<int64_t>(2), s.arg<int64_t>(3));
+  DT_CHECK(s.input(0).shape() == want,
+           "[diagonal_backward] grad has shape %s, expected %s (the diagonal of %s)",
+           shape_str(s.input(0).shape()), shape_str(want), shape_str(in));
+  return in;
+}
+
+void add_copy_op(Registry& reg, const CopyOpDef& def) {
+  OpInfo op;
+  op.name = def.name;
+  op.input_names = {"self"};
+  op.linearity = Linearity::kLinear;
+  op.view = def.view;
+  op.saved_inputs = 0;  // every formula needs the specs and args only
+  op.meta = [check = def.check, out_shape = def.out_shape](const OpSchema& s) {
+    if (check) check(s);
+    if (out_shape) return OutputMetas{TensorMeta(out_shape(s), s.input(0).dtype())};
+    return OutputMetas{s.input(0).meta()};
+  };
+  op.strategy = [map_of = def.map_of](const OpSchema& s) { return detail::mapped_rows(map_of(s)); };
+  op.kernel = single_output(def.kernel);
+  op.samples = def.samples;
+  op.backward = def.backward;
+  op.differentiable = def.backward != nullptr;  // diagonal_backward: a gradient op
+  reg.add(std::move(op));
+}
+
+// ---- kernels -----------------------------------------------------------------------------------
+template <bool kLower>
+Tensor triangle_kernel(const KernelContext& c, Locals l) {
+  const LocalShard shard = c.input_shard(0);
+  const int64_t n = static_cast<int64_t>(shard.offset.size());
+  const int64_t k = c.arg<int64_t>(0) + shard.offset[n - 2] - shard.offset[n - 1];
+  return kLower ? tril(l[0], k) : triu(l[0], k);
+}
+
+// ---- backward ----------------------------------------------------------------------------------
+DTensorList same_bw(const BackwardContext&, Grads g) {
+  return {g[0]};
+}
+DTensorList flip_bw(const BackwardContext& c, Grads g) {
+  return {flip(g[0], c.arg<Shape>(0))};
+}
+DTensorList roll_bw(const BackwardContext& c, Grads g) {
+  Shape back = c.arg<Shape>(0);
+  for (int64_t& s : back) s = -s;
+  return {roll(g[0], back, c.arg<Shape>(1))};
+}
+// The gradient of each input element is the sum over its copies: g viewed as
+// [r0, s0, r1, s1, ...] summed over the r's.
+DTensorList repeat_bw(const BackwardContext& c, Grads g) {
+  const Shape& reps = c.arg<Shape>(0);
+  const Shape& in = c.input_spec(0).shape();
+  const int64_t lead = static_cast<int64_t>(reps.size() - in.size());
+  Shape split, summed;
+  for (int64_t i = 0; i < static_cast<int64_t>(reps.size()); ++i) {
+    split.insert(split.end(), {reps[i], i < lead ? 1 : in[i - lead]});
+    summed.push_back(2 * i);
+  }
+  return {reshape(sum(reshape(g[0], split), summed), in)};
+}
+// Each input element's gradient is the sum over its `repeats` copies: g viewed with the
+// repeated dim split into [n, repeats], summed over the repeats.
+DTensorList repeat_interleave_bw(const BackwardContext& c, Grads g) {
+  const Shape& in = c.input_spec(0).shape();
+  const int64_t r = c.arg<int64_t>(0);
+  const int64_t d = detail::check_repeat_interleave(in, r, c.arg<int64_t>(1));
+  Shape split = in;
+  split.insert(split.begin() + d + 1, r);
+  const int64_t dims[] = {d + 1};
+  return {sum(reshape(g[0], split), dims)};
+}
+DTensorList diagonal_bw(const BackwardContext& c, Grads g) {
+  static const OpInfo& bw = ops_op("diagonal_backward");
+  const ArgValue args[] = {c.input_spec(0).shape(), c.arg<int64_t>(0), c.arg<int64_t>(1),
+                           c.arg<int64_t>(2)};
+  return {dispatch(bw, {&g[0]}, args)};
+}
+template <bool kLower>
+DTensorList triangle_bw(const BackwardContext& c, Grads g) {
+  return {kLower ? tril(g[0], c.arg<int64_t>(0)) : triu(g[0], c.arg<int64_t>(0))};
+}
+
+// ---- samples: even, uneven and empty shards; dims the op moves and dims it keeps -------------
+using detail::sample;
+OpSample one(SampleInput in, ArgList args) {
+  return OpSample{{std::move(in)}, std::move(args)};
+}
+std::vector<OpSample> plain_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 5}), {}), one(sample({2, 2 * w}), {}),
+          one(sample({detail::short_size(w), 3}), {})};
+}
+std::vector<OpSample> flip_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 5, 2}), {Shape{0, 2}}), one(sample({4, 2 * w + 1}), {Shape{-2}}),
+          one(sample({detail::short_size(w), 3}), {Shape{1}})};
+}
+std::vector<OpSample> roll_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 5}), {Shape{2}, Shape{0}}),
+          one(sample({4, 2 * w + 1}), {Shape{-3, 1}, Shape{1, 0}}),
+          one(sample({detail::short_size(w), 4}), {Shape{1}, Shape{1}})};
+}
+std::vector<OpSample> repeat_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 3}), {Shape{1, 2}}), one(sample({2, 3 * w + 1}), {Shape{2, 1, 1}}),
+          one(sample({detail::short_size(w), 3}), {Shape{1, 2}})};
+}
+std::vector<OpSample> repeat_interleave_samples(int64_t w) {
+  return {one(sample({3 * w + 1, 3}), {int64_t{2}, int64_t{1}}),
+          one(sample({2, 3 * w + 1}), {int64_t{3}, int64_t{0}}),
+          one(sample({2 * w, 2}), {int64_t{2}, int64_t{-2}}),
+          one(sample({detail::short_size(w), 3}), {int64_t{2}, int64_t{1}})};
+}
+std::vector<OpSample> diagonal_samples(int64_t w) {
+  const int64_t n = 3 * w + 1;
+  return {one(sample({n, n + 2}), {int64_t{0}, int64_t{0}, int64_t{1}}),
+          one(sample({2 * w, n, 5}), {int64_t{1}, int64_t{-1}, int64_t{1}}),
+          one(sample({4, 3, n}), {int64_t{-1}, int64_t{0}, int64_t{1}}),
+          one(sample({detail::short_size(w), 3, 4}), {int64_t{0}, int64_t{1}, int64_t{2}})};
+}
+std::vector<OpSample> diagonal_backward_samples(int64_t w) {
+  const int64_t n = 3 * w + 1;
+  return {one(sample({n}), {Shape{n, n + 2}, int64_t{0}, int64_t{0}, int64_t{1}}),
+          one(sample({2 * w, n - 1}), {Shape{2 * w, n, n}, int64_t{1}, int64_t{-1}, int64_t{1}}),
+          one(sample({detail::short_size(w), 3}),
+              {Shape{detail::short_size(w), 3, 4}, int64_t{0}, int64_t{1}, int64_t{2}})};
+}
+std::vector<OpSample> triangle_samples(int64_t w) {
+  const int64_t n = 3 * w + 1;
+  return {one(sample({n, n + 2}), {int64_t{0}}), one(sample({2, n, 5}), {int64_t{-1}}),
+          one(sample({5, n}), {int64_t{2}}),
+          one(sample({detail::short_size(w), 3, 4}), {int64_t{0}})};
+}
+
+}  // namespace
+
+void register_copy_ops(Registry& reg) {
+  add_copy_op(reg,
+              {"clone", identity_map, [](const KernelContext&, Locals l) { return l[0].clone(); },
+               plain_samples, same_bw});
+  add_copy_op(reg, {"contiguous", identity_map,
+                    [](const KernelContext&, Locals l) { return l[0].contiguous(); }, plain_samples,
+                    same_bw, /*view=*/true});
+  // args (dims).
+  add_copy_op(reg, {"flip", all_but_listed<0>,
+                    [](const KernelContext& c, Locals l) { return flip(l[0], c.arg<Shape>(0)); },
+                    flip_samples, flip_bw});
+  // args (shifts, dims), dims not empty (the flattened form is a composite).
+  add_copy_op(reg, {"roll", all_but_listed<1>,
+                    [](const KernelContext& c, Locals l) {
+                      return roll(l[0], c.arg<Shape>(0), c.arg<Shape>(1));
+                    },
+                    roll_samples, roll_bw, /*view=*/false, check_roll});
+  // args (repeats).
+  add_copy_op(reg, {"repeat", repeat_map,
+                    [](const KernelContext& c, Locals l) { return repeat(l[0], c.arg<Shape>(0)); },
+                    repeat_samples, repeat_bw, /*view=*/false, nullptr, repeat_out_shape});
+  // args (repeats, dim).
+  add_copy_op(reg, {"repeat_interleave.self_int", repeat_interleave_map,
+                    [](const KernelContext& c, Locals l) {
+                      return repeat_interleave(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1));
+                    },
+                    repeat_interleave_samples, repeat_interleave_bw, /*view=*/false, nullptr,
+                    repeat_interleave_out_shape});
+  // args (offset, dim1, dim2); a copy (PyTorch's is a view).
+  add_copy_op(reg, {"diagonal", diagonal_map,
+                    [](const KernelContext& c, Locals l) {
+                      return diagonal(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1),
+                                      c.arg<int64_t>(2));
+                    },
+                    diagonal_samples, diagonal_bw, /*view=*/false, nullptr, diagonal_out_shape});
+  // args (input shape, offset, dim1, dim2): grad written on the diagonal of zeros.
+  add_copy_op(reg, {"diagonal_backward", diagonal_backward_map,
+                    [](const KernelContext& c, Locals l) {
+                      // This shard's input shape: the dims outside the plane as grad's shard
+                      // has them (the plane is whole).
+                      Shape in = c.arg<Shape>(0);
+                      const Shape map = diagonal_backward_map(c.schema());
+                      for (int64_t k = 0; k + 1 < l[0].dim(); ++k) in[map[k]] = l[0].size(k);
+                      return diagonal_backward(l[0], in, c.arg<int64_t>(1), c.arg<int64_t>(2),
+                                               c.arg<int64_t>(3));
+                    },
+                    diagonal_backward_samples, nullptr, /*view=*/false, nullptr,
+                    diagonal_backward_out_shape});
+  // args (diagonal).
+  add_copy_op(reg, {"tril", identity_map, triangle_kernel<true>, triangle_samples,
+                    triangle_bw<true>, /*view=*/false, check_triangle});
+  add_copy_op(reg, {"triu", identity_map, triangle_kernel<false>, triangle_samples,
+                    triangle_bw<false>, /*view=*/false, check_triangle});
+}
+
+// ---- DTensor forms -----------------------------------------------------------------------------
+#define DT_COPY_OP(name)                    \
+  []() -> const OpInfo& {                   \
+    static const OpInfo& op = ops_op(name); \
+    return op;                              \
+  }()
+
+DTensor clone(const DTensor& x) {
+  return dispatch(DT_COPY_OP("clone"), {&x});
+}
+DTensor contiguous(const DTensor& x) {
+  return dispatch(DT_COPY_OP("contiguous"), {&x});
+}
+DTensor flip(const DTensor& x, IntSpan dims) {
+  const ArgValue args[] = {Shape(dims.begin(), dims.end())};
+  return dispatch(DT_COPY_OP("flip"), {&x}, args);
+}
+DTensor roll(const DTensor& x, IntSpan shifts, IntSpan dims) {
+  detail::check_roll_args(shifts, dims);
+  if (dims.empty()) return reshape(roll(reshape(x, {-1}), shifts, Shape{0}), x.shape());
+  const ArgValue args[] = {Shape(shifts.begin(), shifts.end()), Shape(dims.begin(), dims.end())};
+  return dispatch(DT_COPY_OP("roll"), {&x}, args);
+}
+DTensor repeat(const DTensor& x, IntSpan repeats) {
+  const ArgValue args[] = {Shape(repeats.begin(), repeats.end())};
+  return dispatch(DT_COPY_OP("repeat"), {&x}, args);
+}
+DTensor tile(const DTensor& x, IntSpan reps) {
+  return repeat(x, detail::tile_repeats(reps, x.dim()));
+}
+DTensor tril(const DTensor& x, int64_t diagonal) {
+  const ArgValue args[] = {diagonal};
+  return dispatch(DT_COPY_OP("tril"), {&x}, args);
+}
+DTensor triu(const DTensor& x, int64_t diagonal) {
+  const ArgValue args[] = {diagonal};
+  return dispatch(DT_COPY_OP("triu"), {&x}, args);
+}
+DTensor repeat_interleave(const DTensor& x, int64_t repeats, int64_t dim) {
+  const ArgValue args[] = {repeats, dim};
+  return dispatch(DT_COPY_OP("repeat_interleave.self_int"), {&x}, args);
+}
+DTensor diagonal(const DTensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  const ArgValue args[] = {offset, dim1, dim2};
+  return dispatch(DT_COPY_OP("diagonal"), {&x}, args);
+}
+DTensor movedim(const DTensor& x, IntSpan source, IntSpan destination) {
+  return permute(x, detail::movedim_permutation(source, destination, x.dim()));
+}
+DTensor unflatten(const DTensor& x, int64_t dim, IntSpan sizes) {
+  return reshape(x, detail::unflatten_shape(x.shape(), dim, sizes));
+}
+std::vector<DTensor> unbind(const DTensor& x, int64_t dim) {
+  const int64_t d = normalize_dim(dim, x.dim(), "unbind");
+  std::vector<DTensor> out;
+  for (int64_t i = 0; i < x.size(d); ++i) out.push_back(select(x, d, i));
+  return out;
+}
+
+#undef DT_COPY_OP
+
+}  // namespace dtensor

@@ -1,0 +1,111 @@
+// CUDA fused optimizer updates: one thread per element, the same formulas as
+// optim_kernels_cpu.cc in the compute type (float for 16-bit parameters).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "dtensor/optim/optim_kernels.h"
+#include "dtensor/tensor/stream_cuda.h"
+
+namespace dtensor::optim::detail {
+namespace {
+
+constexpr int kBlock = 256;
+
+// Element <-> compute type (float for the 16-bit types, the type itself otherwise).
+__device__ float to_c(__half x) { return __half2float(x); }
+__device__ float to_c(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ float to_c(float x) { return x; }
+__device__ double to_c(double x) { return x; }
+template <typename T> __device__ T from_c(float x) { return static_cast<T>(x); }
+template <> __device__ __half from_c<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __nv_bfloat16 from_c<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <typename T> __device__ T from_c(double x) { return static_cast<T>(x); }
+
+template <typename T, typename C>
+__global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, C lr, C mom, C damp, C wd,
+                           bool nesterov, bool first) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step) {
+    const C w = static_cast<C>(to_c(p[i]));
+    C d = static_cast<C>(to_c(g[i])) + wd * w;
+    if (buf != nullptr) {
+      const C b = first ? d : mom * static_cast<C>(to_c(buf[i])) + damp * d;
+      buf[i] = from_c<T>(b);
+      d = nesterov ? d + mom * b : b;
+    }
+    p[i] = from_c<T>(w - lr * d);
+  }
+}
+
+template <typename T, typename C>
+__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, C b1, C b2, C decay,
+                             C step_size, C root_bc2, C eps) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += step) {
+    const C gi = static_cast<C>(to_c(g[i]));
+    const C mi = b1 * static_cast<C>(to_c(m[i])) + (1 - b1) * gi;
+    const C vi = b2 * static_cast<C>(to_c(v[i])) + (1 - b2) * gi * gi;
+    m[i] = from_c<T>(mi);
+    v[i] = from_c<T>(vi);
+    C denom_v = vi;
+    if (vmax != nullptr) {
+      const C old = static_cast<C>(to_c(vmax[i]));
+      denom_v = old > vi ? old : vi;
+      vmax[i] = from_c<T>(denom_v);
+    }
+    const C denom = sqrt(denom_v) / root_bc2 + eps;
+    p[i] = from_c<T>(static_cast<C>(to_c(p[i])) * decay - step_size * mi / denom);
+  }
+}
+
+template <typename F>
+void by_dtype(DType d, const char* op, F&& f) {
+  switch (d) {
+    case kFloat32: f(float{}, float{}); break;
+    case kFloat64: f(double{}, double{}); break;
+    case kFloat16: f(__half{}, float{}); break;
+    case kBFloat16: f(__nv_bfloat16{}, float{}); break;
+    default: DT_FAIL("[%s] expected a floating parameter, got %s", op, dtype_name(d));
+  }
+}
+
+}  // namespace
+
+void sgd_update_cuda(const Tensor& p, const Tensor& g, const Tensor& buf, const SGDStep& s) {
+  cuda::DeviceGuard guard(p.device().index);
+  const int64_t n = p.numel();
+  if (n == 0) return;
+  by_dtype(p.dtype(), "SGD", [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    sgd_kernel<T, C><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
+        buf.defined() ? static_cast<T*>(buf.data_ptr()) : nullptr, n, static_cast<C>(s.lr),
+        static_cast<C>(s.momentum), static_cast<C>(1.0 - s.dampening),
+        static_cast<C>(s.weight_decay), s.nesterov, s.first);
+  });
+}
+
+void adamw_update_cuda(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                       const Tensor& vmax, const AdamWStep& s) {
+  cuda::DeviceGuard guard(p.device().index);
+  const int64_t n = p.numel();
+  if (n == 0) return;
+  by_dtype(p.dtype(), "AdamW", [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    adamw_kernel<T, C><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
+        static_cast<T*>(m.data_ptr()), static_cast<T*>(v.data_ptr()),
+        s.amsgrad ? static_cast<T*>(vmax.data_ptr()) : nullptr, n, static_cast<C>(s.beta1),
+        static_cast<C>(s.beta2), static_cast<C>(1.0 - s.lr * s.weight_decay),
+        static_cast<C>(s.lr / s.bias_correction1), static_cast<C>(sqrt(s.bias_correction2)),
+        static_cast<C>(s.eps));
+  });
+}
+
+}  // namespace dtensor::optim::detail

@@ -1,0 +1,64 @@
+#include <cmath>
+
+#include "dtensor/optim/optim_kernels.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::optim::detail {
+
+void sgd_update(const Tensor& p, const Tensor& g, const Tensor& buf, const SGDStep& s) {
+  if (p.device().is_cuda()) return sgd_update_cuda(p, g, buf, s);
+  dispatch_floating(p.dtype(), "SGD", [&]<typename T>() {
+    using C = compute_t<T>;
+    T* pp = p.data<T>();
+    const T* gp = g.data<T>();
+    T* bp = buf.defined() ? buf.data<T>() : nullptr;
+    const C lr = static_cast<C>(s.lr), mom = static_cast<C>(s.momentum),
+            damp = static_cast<C>(1.0 - s.dampening), wd = static_cast<C>(s.weight_decay);
+    const int64_t n = p.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      const C w = static_cast<C>(pp[i]);
+      C d = static_cast<C>(gp[i]) + wd * w;
+      if (bp != nullptr) {
+        const C b = s.first ? d : mom * static_cast<C>(bp[i]) + damp * d;
+        bp[i] = static_cast<T>(b);
+        d = s.nesterov ? d + mom * b : b;
+      }
+      pp[i] = static_cast<T>(w - lr * d);
+    }
+  });
+}
+
+void adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                  const Tensor& vmax, const AdamWStep& s) {
+  if (p.device().is_cuda()) return adamw_update_cuda(p, g, m, v, vmax, s);
+  dispatch_floating(p.dtype(), "AdamW", [&]<typename T>() {
+    using C = compute_t<T>;
+    T* pp = p.data<T>();
+    const T* gp = g.data<T>();
+    T* mp = m.data<T>();
+    T* vp = v.data<T>();
+    T* xp = s.amsgrad ? vmax.data<T>() : nullptr;
+    const C b1 = static_cast<C>(s.beta1), b2 = static_cast<C>(s.beta2);
+    const C decay = static_cast<C>(1.0 - s.lr * s.weight_decay);
+    const C step_size = static_cast<C>(s.lr / s.bias_correction1);
+    const C root_bc2 = static_cast<C>(std::sqrt(s.bias_correction2));
+    const C eps = static_cast<C>(s.eps);
+    const int64_t n = p.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      const C gi = static_cast<C>(gp[i]);
+      const C mi = b1 * static_cast<C>(mp[i]) + (1 - b1) * gi;
+      const C vi = b2 * static_cast<C>(vp[i]) + (1 - b2) * gi * gi;
+      mp[i] = static_cast<T>(mi);
+      vp[i] = static_cast<T>(vi);
+      C denom_v = vi;
+      if (xp != nullptr) {
+        denom_v = std::max(static_cast<C>(xp[i]), vi);
+        xp[i] = static_cast<T>(denom_v);
+      }
+      const C denom = std::sqrt(denom_v) / root_bc2 + eps;
+      pp[i] = static_cast<T>(static_cast<C>(pp[i]) * decay - step_size * mi / denom);
+    }
+  });
+}
+
+}  // namespace dtensor::optim::detail

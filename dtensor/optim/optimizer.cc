@@ -1,0 +1,167 @@
+#include "dtensor/optim/optimizer.h"
+
+#include <absl/strings/str_cat.h>
+
+#include <cmath>
+
+#include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/optim/optim_kernels.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::optim {
+namespace {
+
+// The local shard of a DTensor, checked to be the contiguous whole of its storage view the
+// kernels expect (parameters, grads and states are created contiguous).
+Tensor shard(const DTensor& t) {
+  const Tensor& local = t.to_local();
+  DT_CHECK(local.is_contiguous(), "[optim] internal error: a non-contiguous local shard %s",
+           t.str());
+  return local;
+}
+
+DTensor step_tensor(int64_t steps) {
+  return local_dtensor(full({1}, steps, TensorOptions(DType::kInt64)));
+}
+
+int64_t read_step(const std::vector<std::pair<std::string, DTensor>>& state, const char* op) {
+  for (const auto& [name, value] : state) {
+    if (name == "step") return value.to_local().to(Device(kCPU)).data<int64_t>()[0];
+  }
+  DT_FAIL("[%s] load_state_dict: no 'step' entry", op);
+}
+
+// Loads entries "<i>.<slot>" into slots[i] (checked against parameter i's spec).
+void load_slots(const std::vector<std::pair<std::string, DTensor>>& state, const std::string& slot,
+                const std::vector<DTensor>& params, std::vector<DTensor>& slots, const char* op) {
+  slots.assign(params.size(), DTensor());
+  for (const auto& [name, value] : state) {
+    const size_t dot = name.find('.');
+    if (dot == std::string::npos || name.substr(dot + 1) != slot) continue;
+    const size_t i = std::stoul(name.substr(0, dot));
+    DT_CHECK(i < params.size(), "[%s] load_state_dict: entry '%s' names parameter %d of %d", op,
+             name, i, params.size());
+    DT_CHECK(value.spec() == params[i].spec(),
+             "[%s] load_state_dict: entry '%s' is %s, expected the spec of parameter %d (%s)", op,
+             name, value.spec().str(), i, params[i].spec().str());
+    slots[i] = DTensor(value.to_local().clone(), params[i].spec_ptr());
+  }
+}
+
+void save_slots(std::vector<std::pair<std::string, DTensor>>& out, const std::string& slot,
+                const std::vector<DTensor>& slots) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].defined()) out.emplace_back(absl::StrCat(i, ".", slot), slots[i]);
+  }
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<DTensor> params, std::string_view name)
+    : params_(std::move(params)) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const DTensor& p = params_[i];
+    DT_CHECK(p.defined(), "[%s] parameter %d is undefined", name, i);
+    DT_CHECK(is_floating(p.dtype()), "[%s] parameter %d has dtype %s, expected a floating one",
+             name, i, dtype_name(p.dtype()));
+    DT_CHECK(!p.spec().has_partial(),
+             "[%s] parameter %d has Partial placements %s: an update of a partial value is not "
+             "the partial of the update (reduce it first)",
+             name, i, placements_str(p.placements()));
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  autograd::zero_grad(params_, set_to_none);
+}
+
+DTensor& Optimizer::state(std::vector<DTensor>& slots, size_t i) {
+  if (slots.size() != params_.size()) slots.resize(params_.size());
+  if (!slots[i].defined()) slots[i] = zeros_like(params_[i].detach());
+  return slots[i];
+}
+
+SGD::SGD(std::vector<DTensor> params, SGDOptions options)
+    : Optimizer(std::move(params), "SGD"), options_(options) {
+  DT_CHECK(options_.lr() >= 0, "[SGD] lr must be >= 0, got %g", options_.lr());
+  DT_CHECK(!options_.nesterov() || (options_.momentum() > 0 && options_.dampening() == 0),
+           "[SGD] nesterov needs momentum > 0 and dampening 0 (got %g, %g)", options_.momentum(),
+           options_.dampening());
+}
+
+void SGD::step() {
+  autograd::NoGradGuard no_grad;
+  ++steps_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const DTensor& p = params_[i];
+    const DTensor& g = p.grad();
+    if (!g.defined()) continue;
+    const bool first = momentum_.size() <= i || !momentum_[i].defined();
+    const Tensor buf = options_.momentum() != 0 ? shard(state(momentum_, i)) : Tensor();
+    detail::sgd_update(shard(p), shard(g), buf,
+                       {options_.lr(), options_.momentum(), options_.dampening(),
+                        options_.weight_decay(), options_.nesterov(), first});
+    p.to_local().storage().bump_version();
+  }
+}
+
+std::vector<std::pair<std::string, DTensor>> SGD::state_dict() const {
+  std::vector<std::pair<std::string, DTensor>> out = {{"step", step_tensor(steps_)}};
+  save_slots(out, "momentum_buffer", momentum_);
+  return out;
+}
+
+void SGD::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
+  steps_ = read_step(state, "SGD");
+  load_slots(state, "momentum_buffer", params_, momentum_, "SGD");
+}
+
+AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
+    : Optimizer(std::move(params), "AdamW"), options_(options) {
+  DT_CHECK(options_.lr() >= 0 && options_.eps() >= 0 && options_.beta1() >= 0 &&
+               options_.beta1() < 1 && options_.beta2() >= 0 && options_.beta2() < 1,
+           "[AdamW] invalid options: lr %g, betas (%g, %g), eps %g", options_.lr(),
+           options_.beta1(), options_.beta2(), options_.eps());
+}
+
+void AdamW::step() {
+  autograd::NoGradGuard no_grad;
+  ++steps_;
+  const double t = static_cast<double>(steps_);
+  const detail::AdamWStep s{options_.lr(),
+                            options_.beta1(),
+                            options_.beta2(),
+                            options_.eps(),
+                            options_.weight_decay(),
+                            1.0 - std::pow(options_.beta1(), t),
+                            1.0 - std::pow(options_.beta2(), t),
+                            options_.amsgrad()};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const DTensor& p = params_[i];
+    const DTensor& g = p.grad();
+    if (!g.defined()) continue;
+    const Tensor vmax = options_.amsgrad() ? shard(state(max_exp_avg_sq_, i)) : Tensor();
+    detail::adamw_update(shard(p), shard(g), shard(state(exp_avg_, i)),
+                         shard(state(exp_avg_sq_, i)), vmax, s);
+    p.to_local().storage().bump_version();
+  }
+}
+
+std::vector<std::pair<std::string, DTensor>> AdamW::state_dict() const {
+  std::vector<std::pair<std::string, DTensor>> out = {{"step", step_tensor(steps_)}};
+  save_slots(out, "exp_avg", exp_avg_);
+  save_slots(out, "exp_avg_sq", exp_avg_sq_);
+  save_slots(out, "max_exp_avg_sq", max_exp_avg_sq_);
+  return out;
+}
+
+void AdamW::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
+  steps_ = read_step(state, "AdamW");
+  load_slots(state, "exp_avg", params_, exp_avg_, "AdamW");
+  load_slots(state, "exp_avg_sq", params_, exp_avg_sq_, "AdamW");
+  load_slots(state, "max_exp_avg_sq", params_, max_exp_avg_sq_, "AdamW");
+}
+
+}  // namespace dtensor::optim

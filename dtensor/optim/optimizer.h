@@ -1,0 +1,139 @@
+// Optimizers over DTensor parameters (libtorch's torch::optim names): SGD and AdamW, and
+// clip_grad_norm_.
+//
+// A parameter keeps its placements; its grad() has the same placements (autograd lays every
+// leaf gradient out like the leaf), so an update runs on each rank's local shard alone, with no
+// communication, and its states (momentum buffers, Adam moments) are DTensors with the
+// parameter's spec. Each update is one fused pass over the shard (optim_kernels.h). Replicate
+// parameters are updated redundantly on every rank, with identical results. Partial
+// parameters are refused (an update of a partial value is not the partial of the update).
+// Steps run under NoGradGuard and bump the parameter's version, so a backward through a graph
+// recorded before the step refuses to read the stale values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dtensor/core/distributed_tensor.h"
+
+namespace dtensor::optim {
+
+// Chainable setters and getters, libtorch style: SGDOptions(0.1).momentum(0.9).nesterov(true).
+#define DT_OPTIM_ARG(type, name, init)        \
+ public:                                      \
+  auto& name(type v) {                        \
+    name##_ = v;                              \
+    return *this;                             \
+  }                                           \
+  type name() const { return name##_; }       \
+                                              \
+ private:                                     \
+  type name##_ = init
+
+// SGD hyper-parameters (torch::optim::SGDOptions): learning rate, momentum, dampening, weight
+// decay, Nesterov; each has a getter and a chainable setter.
+struct SGDOptions {
+  // The learning rate; the rest default to 0 / false.
+  explicit SGDOptions(double lr) : lr_(lr) {}
+  // Getter and chainable setter of each hyper-parameter (defaults as in PyTorch).
+  DT_OPTIM_ARG(double, lr, 0.0);
+  DT_OPTIM_ARG(double, momentum, 0.0);
+  DT_OPTIM_ARG(double, dampening, 0.0);
+  DT_OPTIM_ARG(double, weight_decay, 0.0);
+  DT_OPTIM_ARG(bool, nesterov, false);
+};
+
+// AdamW hyper-parameters (torch::optim::AdamWOptions): learning rate, betas, eps, weight decay,
+// amsgrad; each has a getter and a chainable setter.
+struct AdamWOptions {
+  // The learning rate; the rest take PyTorch's defaults.
+  explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
+  // Getter and chainable setter of each hyper-parameter (defaults as in PyTorch).
+  DT_OPTIM_ARG(double, lr, 1e-3);
+  DT_OPTIM_ARG(double, beta1, 0.9);
+  DT_OPTIM_ARG(double, beta2, 0.999);
+  DT_OPTIM_ARG(double, eps, 1e-8);
+  DT_OPTIM_ARG(double, weight_decay, 1e-2);
+  DT_OPTIM_ARG(bool, amsgrad, false);
+};
+
+#undef DT_OPTIM_ARG
+
+// Base of the optimizers: holds the parameters (DTensors that require grad) and the step
+// count; step() updates each rank's shards with no communication.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Updates every parameter that has a gradient (parameters without one are skipped).
+  virtual void step() = 0;
+  // Clears the parameters' gradients (set_to_none, PyTorch's default) or zeroes them.
+  void zero_grad(bool set_to_none = true);
+  const std::vector<DTensor>& parameters() const { return params_; }
+  // Steps taken so far.
+  int64_t step_count() const { return steps_; }
+
+  // The optimizer's state as named DTensors with their parameters' specs ("<i>.<state>", e.g.
+  // "3.exp_avg"; i indexes parameters()) plus "step" (a 1-element int64 local DTensor), ready
+  // for a checkpoint; load_state_dict takes the same names back (shapes must match).
+  virtual std::vector<std::pair<std::string, DTensor>> state_dict() const = 0;
+  virtual void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) = 0;
+
+ protected:
+  // Throws "[<name>] parameter i ..." for an undefined, non-floating or Partial parameter.
+  Optimizer(std::vector<DTensor> params, std::string_view name);
+  // The state `slot` of parameter i, created as zeros like the parameter on first use.
+  DTensor& state(std::vector<DTensor>& slots, size_t i);
+
+  std::vector<DTensor> params_;  // the parameters, in the order given
+  int64_t steps_ = 0;            // step() calls so far
+};
+
+// Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's
+// formula): d = g + wd p; b = d on the first step, else momentum b + (1 - dampening) d;
+// d = d + momentum b (nesterov) or b; p -= lr d.
+class SGD : public Optimizer {
+ public:
+  // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
+  SGD(std::vector<DTensor> params, SGDOptions options);
+  void step() override;
+  const SGDOptions& options() const { return options_; }
+  std::vector<std::pair<std::string, DTensor>> state_dict() const override;
+  void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) override;
+
+ private:
+  SGDOptions options_;
+  std::vector<DTensor> momentum_;  // per parameter, undefined until used
+};
+
+// AdamW (decoupled weight decay, PyTorch's defaults and formula): p -= lr wd p;
+// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; (amsgrad: vmax = max(vmax, v));
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+class AdamW : public Optimizer {
+ public:
+  // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
+  AdamW(std::vector<DTensor> params, AdamWOptions options = AdamWOptions());
+  void step() override;
+  const AdamWOptions& options() const { return options_; }
+  std::vector<std::pair<std::string, DTensor>> state_dict() const override;
+  void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) override;
+
+ private:
+  AdamWOptions options_;
+  std::vector<DTensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
+};
+
+// Scales the gradients of `params` in place so that their total norm (the p-norm of all
+// gradients together, as if concatenated; norm_type may be inf) is at most max_norm, and
+// returns the total norm before clipping (torch.nn.utils.clip_grad_norm_). Sharded gradients
+// contribute each shard once: per mesh, the local sums are reduced with at most one
+// all-reduce per sharded mesh dim; replicated gradients are not reduced. Every rank of every
+// mesh holding a parameter must call it. Parameters without a gradient are ignored.
+double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm,
+                       double norm_type = 2.0);
+
+}  // namespace dtensor::optim

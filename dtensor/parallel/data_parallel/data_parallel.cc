@@ -1,0 +1,702 @@
+#include "dtensor/parallel/data_parallel/data_parallel.h"
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+#include <algorithm>
+
+#include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/parallel/data_parallel/grad_comm.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/shape.h"
+
+// GCC 12 reports -Wmaybe-uninitialized inside absl::InlinedVector when a default Tensor is
+// move-assigned to release a gradient buffer (`g = Tensor()`): the move copies the whole inline
+// shape buffer (Storage::MemcpyFrom), unused tail included, which GCC cannot see is never read.
+// A false positive (as in dtensor/ops/reduction/reduction_strategy.cc); silenced for this file only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace dtensor {
+
+namespace {
+
+struct ParamState {
+  UnitParam info;
+  DTensor storage;                                  // the leaf on the whole mesh
+  std::shared_ptr<const DTensorSpec> compute_spec;  // on the mesh of the other dims
+  Shape compute_shape;                              // local shape of the compute parameter
+  DType compute_dtype = kFloat32;                   // param_dtype, or the parameter's own
+  DType reduce_dtype = kFloat32;                    // its gradient's reduction dtype
+  int64_t shard_dim = -1;                           // -1: replicated on dp
+  bool trained = false;                             // requires grad
+  Tensor gathered;                                  // sharded: the gathered compute local
+  Tensor unsynced;                                  // no_sync: summed local gradients
+  int64_t bucket = -1;
+  int64_t offset = 0;  // sharded: offset in the unit's per-rank flat block
+
+  int64_t rest() const {  // elements per index of shard_dim
+    int64_t r = 1;
+    for (size_t d = 0; d < compute_shape.size(); ++d) {
+      if (static_cast<int64_t>(d) != shard_dim) r *= compute_shape[d];
+    }
+    return r;
+  }
+  ChunkBounds chunk(int64_t n, int64_t i) const {
+    return chunk_bounds(compute_shape[shard_dim], n, i);
+  }
+  Shape chunk_shape(int64_t size) const {
+    Shape s = compute_shape;
+    s[shard_dim] = size;
+    return s;
+  }
+};
+
+struct UnitState {
+  std::string fqn;
+  nn::Module* module = nullptr;
+  bool root = false;
+  std::vector<size_t> sharded, replicated;  // indices into State::params (trained ones)
+  std::vector<size_t> all;                  // every parameter of the unit
+  int64_t block = 0;                        // per-rank elements of the flat buffers
+  DType dtype = kFloat32;                   // of the gather buffers (the compute dtype)
+  DType reduce_dtype = kFloat32;            // of the reduce-scatter buffers
+};
+
+struct Bucket {
+  std::vector<size_t> params;
+  std::vector<Tensor> grads;  // parallel to params; undefined until ready
+  int64_t ready = 0;
+};
+
+// `local` is a view into its reduction's output buffer (a unit's reduce-scatter output, a
+// bucket's all-reduce buffer), which becomes the gradient as is: no copy, and no second
+// buffer of the gradients' size at the end of backward (FSDP2 makes the same views; DDP with
+// gradient_as_bucket_view). Each parameter's view is its own region of the buffer.
+void accumulate_into_grad(const DTensor& storage, Tensor local) {
+  if (local.dtype() != storage.dtype()) local = local.to(storage.dtype());  // mixed precision
+  DTensor g(std::move(local), storage.spec_ptr());
+  storage.set_grad(storage.grad().defined() ? autograd::add_gradients(storage.grad(), g) : g);
+}
+
+// Each parameter's place in a flat reduction buffer (a unit's, a bucket's) starts on a
+// 16-element boundary, so that its gradient view (which becomes .grad) is 16-byte aligned, as
+// a fresh tensor is: the vectorised CUDA elementwise path (dtensor/ops/common/loops_cuda.cuh) needs it.
+constexpr int64_t kFlatAlign = 16;
+int64_t flat_slot(int64_t numel) {
+  return (numel + kFlatAlign - 1) / kFlatAlign * kFlatAlign;
+}
+
+Tensor add_local(const Tensor& a, const Tensor& b) {
+  return autograd::add_gradients(local_dtensor(a), local_dtensor(b)).to_local();
+}
+
+}  // namespace
+
+struct DataParallel::State {
+  DeviceMesh mesh;
+  CommunicatorPtr comm;
+  int64_t n = 1, rank = 0;
+  DataParallelOptions options;
+  std::vector<Unit> units;
+  std::vector<ParamState> params;
+  std::vector<UnitState> unit_states;
+  std::vector<Bucket> buckets;
+  bool sync = true;
+  bool callback_queued = false;
+  detail::PendingReductions pending;
+
+  // Prefetching (options.prefetch). The first forward records the order in which the units
+  // (the root aside) run; from then on a unit's gather launches the all-gather of the unit that
+  // runs after it (forward) or before it (backward, where the units run in reverse), so that
+  // collective proceeds on the communication thread while this unit computes, and that unit's
+  // own gather only waits for it and unpacks. One extra unit's parameters are gathered at a
+  // time (FSDP2's implicit prefetch does the same); a unit already gathered is never prefetched.
+  struct InFlight {
+    detail::DpCollective c;
+    // The gathered flat buffer (read when the unit is gathered; this rank's packed shards
+    // are its own block). Freed once the unit is unpacked.
+    Tensor out;
+  };
+  std::vector<const UnitState*> forward_order;
+  bool recording_order = false, order_known = false;
+  absl::flat_hash_map<const UnitState*, InFlight> in_flight;
+  absl::flat_hash_set<const UnitState*> gathered_units;
+  int64_t prefetched = 0;  // gathers launched ahead of their unit (DataParallel::num_prefetched)
+
+  void release(const UnitState& u) {
+    for (size_t i : u.sharded) {
+      if (params[i].gathered.defined()) params[i].gathered.storage().release_data();
+    }
+    gathered_units.erase(&u);
+  }
+
+  // The unit next to u in the recorded forward order (+1 after it, -1 before it), or null.
+  const UnitState* neighbour(const UnitState& u, int step) const {
+    if (!order_known || !options.prefetch) return nullptr;
+    const auto it = std::find(forward_order.begin(), forward_order.end(), &u);
+    if (it == forward_order.end()) return step > 0 && !forward_order.empty() && u.root
+                                              ? forward_order.front()
+                                              : nullptr;
+    const auto pos = it - forward_order.begin() + step;
+    if (pos < 0 || pos >= static_cast<int64_t>(forward_order.size())) return nullptr;
+    return forward_order[pos];
+  }
+
+  // Launches the all-gather of a released unit ahead of its use.
+  void prefetch(const UnitState* u) {
+    if (u == nullptr || u->sharded.empty() || u->block == 0 || in_flight.contains(u) ||
+        gathered_units.contains(u)) {
+      return;
+    }
+    in_flight.emplace(u, launch_gather(*u));
+    ++prefetched;
+  }
+
+  // Waits for every prefetch still in flight (each rank launched the same ones) and frees what
+  // it gathered: a unit that did not run after all.
+  void drain_prefetches() {
+    for (auto& [u, f] : in_flight) {
+      f.c.wait();
+      release(*u);
+    }
+    in_flight.clear();
+  }
+
+  // (Re)allocates the unit's gathered parameters: when the unit is unpacked, not when its
+  // gather is launched, so a prefetched unit holds only the all-gather's output meanwhile.
+  void allocate_gathered(const UnitState& u) {
+    for (size_t i : u.sharded) {
+      ParamState& p = params[i];
+      if (!p.gathered.defined()) {
+        p.gathered =
+            empty(p.compute_shape, TensorOptions(p.compute_dtype, p.storage.to_local().device()));
+      } else {
+        p.gathered.storage().reallocate_data();
+      }
+    }
+  }
+
+  // Launches the all-gather of the unit's shards. They are packed into this rank's block of
+  // the output, which the all-gather leaves in place (FSDP2 does the same): no separate input
+  // buffer.
+  InFlight launch_gather(const UnitState& u) {
+    InFlight f;
+    if (u.block == 0) return f;
+    const Device dev = params[u.sharded[0]].storage.to_local().device();
+    f.out = empty({n * u.block}, TensorOptions(u.dtype, dev));
+    Tensor in = f.out.narrow(0, rank * u.block, u.block);
+    in.zero_();  // the padding after a short (uneven) shard
+    for (size_t i : u.sharded) {
+      const ParamState& p = params[i];
+      const Tensor& s = p.storage.to_local();
+      if (s.numel() > 0) in.narrow(0, p.offset, s.numel()).view(s.shape()).copy_(s);
+    }
+    f.c = detail::launch_all_gather(*comm, f.out, in);
+    return f;
+  }
+
+  // One all_gather of the unit's shards into the gathered (full compute-local) tensors: the
+  // prefetched one if launched, else launched now; then the neighbour in `direction` (+1
+  // forward, -1 backward) is prefetched. The prefetch is launched once this unit is unpacked
+  // (as FSDP2 does), so that the neighbour's buffers are not alive beside this unit's gathered
+  // output and gathered parameters; its all-gather still overlaps this unit's compute.
+  // In backward, a unit still gathered since its forward (the last one, not resharded) is
+  // not gathered again.
+  void gather(const UnitState& u, int direction) {
+    if (u.sharded.empty()) return;
+    if (direction < 0 && gathered_units.contains(&u)) {
+      prefetch(neighbour(u, direction));
+      return;
+    }
+    InFlight f;
+    if (auto it = in_flight.find(&u); it != in_flight.end()) {
+      f = std::move(it->second);
+      in_flight.erase(it);
+    } else {
+      f = launch_gather(u);
+    }
+    gathered_units.insert(&u);
+    allocate_gathered(u);
+    if (u.block == 0) {
+      prefetch(neighbour(u, direction));
+      return;
+    }
+    f.c.wait();  // needed now: the forward (or backward) reads the parameters next
+    const Tensor& out = f.out;
+    for (size_t i : u.sharded) {
+      ParamState& p = params[i];
+      for (int64_t r = 0; r < n; ++r) {
+        const ChunkBounds cb = p.chunk(n, r);
+        if (cb.size == 0 || p.rest() == 0) continue;
+        p.gathered.narrow(p.shard_dim, cb.offset, cb.size)
+            .copy_(out.narrow(0, r * u.block + p.offset, cb.size * p.rest())
+                       .view(p.chunk_shape(cb.size)));
+      }
+    }
+    f = InFlight();  // the gathered output is freed before the neighbour's buffers exist
+    prefetch(neighbour(u, direction));
+  }
+
+  void queue_finish() {
+    if (callback_queued) return;
+    callback_queued = true;
+    autograd::queue_callback([this] { finish_backward(); });
+  }
+
+  // The gradient of a compute parameter as this rank's local contribution, folded with what
+  // no_sync accumulated; undefined when it was accumulated instead (no sync).
+  Tensor local_grad(ParamState& p, const DTensor& grad) {
+    Tensor g;
+    if (grad.defined()) {
+      // A gradient may arrive Partial on a tensor-parallel dim: lay it out like the parameter.
+      g = grad.placements() == p.compute_spec->placements()
+              ? grad.to_local()
+              : grad.redistribute(p.compute_spec->placements()).to_local();
+    } else {
+      g = zeros(p.compute_shape, TensorOptions(p.reduce_dtype, p.storage.to_local().device()));
+    }
+    if (g.dtype() != p.reduce_dtype) g = g.to(p.reduce_dtype);  // mixed precision
+    if (!sync) {
+      p.unsynced = p.unsynced.defined() ? add_local(p.unsynced, g) : g.contiguous().clone();
+      return Tensor();
+    }
+    if (p.unsynced.defined()) {
+      g = add_local(p.unsynced, g);
+      p.unsynced = Tensor();
+    }
+    return g;
+  }
+
+  // Backward of a unit's gather: one reduce_scatter(avg) of the unit's gradients.
+  void on_unit_grads(const UnitState& u, absl::Span<const DTensor> grads) {
+    queue_finish();
+    std::vector<Tensor> local(u.sharded.size());
+    bool any = false;
+    for (size_t j = 0; j < u.sharded.size(); ++j) {
+      local[j] = local_grad(params[u.sharded[j]], grads[j]);
+      any = any || local[j].defined();
+    }
+    release(u);  // after backward every unit is resharded (FSDP2 does too)
+    if (!any || u.block == 0) return;
+    const Device dev = params[u.sharded[0]].storage.to_local().device();
+    Tensor in = zeros({n * u.block}, TensorOptions(u.reduce_dtype, dev));
+    for (size_t j = 0; j < u.sharded.size(); ++j) {
+      const ParamState& p = params[u.sharded[j]];
+      for (int64_t r = 0; r < n; ++r) {
+        const ChunkBounds cb = p.chunk(n, r);
+        if (cb.size == 0 || p.rest() == 0) continue;
+        in.narrow(0, r * u.block + p.offset, cb.size * p.rest())
+            .view(p.chunk_shape(cb.size))
+            .copy_(local[j].narrow(p.shard_dim, cb.offset, cb.size));
+      }
+    }
+    Tensor out = empty({u.block}, TensorOptions(u.reduce_dtype, dev));
+    pending.add(detail::launch_reduce_scatter_avg(*comm, out, in), [this, &u, out] {
+      for (size_t i : u.sharded) {
+        const ParamState& p = params[i];
+        const Shape& shard = p.storage.to_local().shape();
+        const int64_t numel = p.storage.to_local().numel();
+        accumulate_into_grad(p.storage, out.narrow(0, p.offset, numel).view(shard));
+      }
+    });
+  }
+
+  void on_replicated_grad(size_t i, const DTensor& grad) {
+    queue_finish();
+    ParamState& p = params[i];
+    Tensor g = local_grad(p, grad);
+    if (!g.defined()) return;
+    Bucket& b = buckets[p.bucket];
+    const size_t slot = std::find(b.params.begin(), b.params.end(), i) - b.params.begin();
+    if (b.grads[slot].defined()) {
+      // A second gradient for the parameter before its bucket launched (the module ran twice
+      // before one backward): summed, and the parameter counted once.
+      b.grads[slot] = add(b.grads[slot], g);
+      return;
+    }
+    b.grads[slot] = g.contiguous();
+    if (++b.ready == static_cast<int64_t>(b.params.size())) launch_bucket(b);
+  }
+
+  void launch_bucket(Bucket& b) {
+    int64_t total = 0;
+    DType dtype = kFloat32;
+    Device dev;
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      if (!b.grads[s].defined()) continue;
+      total += flat_slot(b.grads[s].numel());
+      dtype = b.grads[s].dtype();
+      dev = b.grads[s].device();
+    }
+    Tensor flat = empty({total}, TensorOptions(dtype, dev));
+    std::vector<std::pair<size_t, int64_t>> where;  // (param, offset)
+    int64_t off = 0;
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      if (!b.grads[s].defined()) continue;
+      const int64_t numel = b.grads[s].numel();
+      flat.narrow(0, off, numel).view(b.grads[s].shape()).copy_(b.grads[s]);
+      // The alignment padding: reduced like the rest, never read, kept deterministic.
+      if (flat_slot(numel) > numel) flat.narrow(0, off + numel, flat_slot(numel) - numel).zero_();
+      where.emplace_back(b.params[s], off);
+      off += flat_slot(numel);
+      b.grads[s] = Tensor();
+    }
+    b.ready = 0;
+    pending.add(detail::launch_all_reduce_avg(*comm, flat), [this, flat, where] {
+      for (auto [i, o] : where) {
+        const ParamState& p = params[i];
+        accumulate_into_grad(p.storage, flat.narrow(0, o, p.storage.to_local().numel())
+                                            .view(p.storage.to_local().shape()));
+      }
+    });
+  }
+
+  // Frees every non-root unit still gathered: one whose backward did not run (its output did not
+  // reach the loss, or no backward followed its forward), which would otherwise hold its
+  // parameters until its next forward (FSDP2's final callback reshards likewise).
+  void release_leftovers() {
+    std::vector<const UnitState*> left;
+    for (const UnitState* u : gathered_units) {
+      if (!u->root) left.push_back(u);
+    }
+    for (const UnitState* u : left) release(*u);
+  }
+
+  void finish_backward() {
+    callback_queued = false;
+    drain_prefetches();  // a unit before the first one that needed its gradient
+    release_leftovers();
+    // Buckets some of whose parameters received no gradient (the same on every rank).
+    for (Bucket& b : buckets) {
+      if (b.ready > 0) launch_bucket(b);
+    }
+    pending.finish_all();
+  }
+
+  void reset_step() {
+    if (callback_queued) {
+      // The last backward raised before its end (the engine drops queued callbacks then):
+      // its launched reductions are waited and dropped, and the gradients it began to
+      // accumulate under no_sync are discarded with the earlier micro-batches' (they cannot
+      // be told apart). Left pending, the next backward's finish would add those stale
+      // reductions into the gradients after the user's zero_grad.
+      pending.discard_all();
+      for (ParamState& p : params) p.unsynced = Tensor();
+    }
+    callback_queued = false;
+    for (Bucket& b : buckets) {
+      b.ready = 0;
+      for (Tensor& g : b.grads) g = Tensor();
+    }
+  }
+
+  // An unsharded parameter's local tensor in the compute dtype (cast under mixed precision).
+  static Tensor compute_local(const ParamState& p) {
+    const Tensor& t = p.storage.to_local();
+    return t.dtype() == p.compute_dtype ? t : t.to(p.compute_dtype);
+  }
+
+  void swap_in(const ParamState& p, const DTensor& value) {
+    for (const ParamSlot& s : p.info.slots) s.module->swap_parameter(s.name, value);
+  }
+
+  void pre_forward(const UnitState& u);
+  DTensor post_forward(const UnitState& u, const DTensor& out);
+};
+
+void DataParallel::State::pre_forward(const UnitState& u) {
+  if (u.root) {
+    reset_step();
+    drain_prefetches();  // launched by a step that did not use them (it raised, or branched)
+    // Kept gathered by a forward no backward followed (a graph saved across this forward
+    // still works: its backward gathers the unit again into the same memory).
+    release_leftovers();
+    recording_order = !order_known;
+    if (recording_order) forward_order.clear();
+  } else if (recording_order &&
+             std::find(forward_order.begin(), forward_order.end(), &u) == forward_order.end()) {
+    forward_order.push_back(&u);
+  }
+  gather(u, +1);
+  if (!u.sharded.empty()) {
+    DTensorList outs;
+    std::vector<const DTensor*> ins;
+    for (size_t i : u.sharded) {
+      outs.push_back(DTensor(params[i].gathered, params[i].compute_spec));
+      ins.push_back(&params[i].storage);
+    }
+    const size_t count = u.sharded.size();
+    outs = autograd::record_function("FullyShardGatherBackward", ins, std::move(outs),
+                                     [this, &u, count](absl::Span<const DTensor> grads) {
+                                       on_unit_grads(u, grads);
+                                       return DTensorList(count);
+                                     });
+    for (size_t j = 0; j < count; ++j) swap_in(params[u.sharded[j]], outs[j]);
+  }
+  for (size_t i : u.replicated) {
+    DTensor out =
+        autograd::record_function("ReplicateParamBackward", {&params[i].storage},
+                                  DTensor(compute_local(params[i]), params[i].compute_spec),
+                                  [this, i](absl::Span<const DTensor> grads) {
+                                    on_replicated_grad(i, grads[0]);
+                                    return DTensorList(1);
+                                  });
+    swap_in(params[i], out);
+  }
+  // Frozen parameters (no gradient, so never sharded): the same local tensor on the compute
+  // mesh, as the trained ones, with nothing recorded.
+  for (size_t i : u.all) {
+    if (!params[i].trained) {
+      swap_in(params[i], DTensor(compute_local(params[i]), params[i].compute_spec));
+    }
+  }
+}
+
+DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out) {
+  if (u.root && recording_order) {
+    recording_order = false;
+    order_known = true;
+  }
+  for (size_t i : u.all) swap_in(params[i], params[i].storage);
+  if (u.sharded.empty()) return out;
+  const bool backward_follows = out.defined() && out.requires_grad();
+  if (!backward_follows) {
+    release(u);
+  } else if (!u.root && options.reshard_after_forward) {
+    // The unit that ran last in forward is the first whose gradient arrives: resharding it
+    // would free its parameters only to gather them again at once (one more all-gather, and
+    // its output beside the gathered parameters at the start of backward, where activations
+    // peak), so it stays gathered (torchtitan sets this by hand for the last block). "Last" is
+    // the last to start in the recorded order: with a unit run twice or nested units it may not
+    // be the last to finish, which costs memory held longer, not correctness. If its backward
+    // does not run, the end of the backward or the next forward frees it.
+    const bool last = order_known && !forward_order.empty() && forward_order.back() == &u;
+    if (!last) release(u);
+    // Gather again when the unit's output gradient arrives, before any of its backward ops
+    // (the last unit: only its neighbour's prefetch is launched then).
+    out.register_hook([this, &u](const DTensor&) {
+      gather(u, -1);
+      return DTensor();
+    });
+  }
+  return out;
+}
+
+namespace {
+
+const char* style_op(DataParallelStyle style) {
+  switch (style) {
+    case DataParallelStyle::kReplicate:
+      return "replicate";
+    case DataParallelStyle::kFullyShard:
+      return "fully_shard";
+    default:
+      return "data_parallel";
+  }
+}
+
+// The tensor dim the dp dim shards, or -1 to replicate.
+int64_t choose_shard_dim(const DTensor& p, DataParallelStyle style, int64_t n) {
+  if (style == DataParallelStyle::kReplicate || p.dim() == 0) return -1;
+  auto sharded_elsewhere = [&](int64_t d) {
+    if (is_local(p)) return false;
+    for (const Placement& pl : p.placements()) {
+      if (pl.is_shard() && pl.dim() == d) return true;
+    }
+    return false;
+  };
+  if (style == DataParallelStyle::kDefault) {
+    return !sharded_elsewhere(0) && p.to_local().size(0) % n == 0 ? 0 : -1;
+  }
+  for (int64_t d = 0; d < p.dim(); ++d) {
+    if (!sharded_elsewhere(d)) return d;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh& mesh,
+                                            DataParallelStyle style, DataParallelOptions options) {
+  const char* op = style_op(style);
+  int64_t dp_dim = 0;
+  if (mesh.ndim() > 1) {
+    const auto& names = mesh.dim_names();
+    const auto it = std::find(names.begin(), names.end(), options.dp_dim_name);
+    DT_CHECK(it != names.end(), "[%s] the mesh has %d dims and none is named '%s' (dims: %s)", op,
+             mesh.ndim(), options.dp_dim_name, absl::StrJoin(names, ", "));
+    dp_dim = it - names.begin();
+  }
+  DT_CHECK(mesh.contains_me(), "[%s] this rank is not part of the mesh", op);
+  for (const auto& [what, d] : {std::pair{"param_dtype", options.param_dtype},
+                                std::pair{"reduce_dtype", options.reduce_dtype}}) {
+    DT_CHECK(!d || is_floating(*d), "[%s] %s %s is not a floating dtype", op, what,
+             dtype_name(*d));
+  }
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < mesh.ndim(); ++d) {
+    if (d != dp_dim) others.push_back(d);
+  }
+  const DeviceMesh compute_mesh =
+      others.empty() ? self_mesh(mesh.device_type()) : mesh.submesh(others);
+
+  auto state = std::make_shared<DataParallel::State>();
+  state->mesh = mesh;
+  state->comm = mesh.communicator(dp_dim);
+  state->n = mesh.size(dp_dim);
+  state->rank = mesh.get_local_rank(dp_dim);
+  state->options = options;
+  state->units = group_modules(
+      module, style == DataParallelStyle::kReplicate ? GroupingPolicy{} : options.grouping);
+  DataParallel::State& s = *state;
+  for (const Unit& unit : s.units) {
+    UnitState u;
+    u.fqn = unit.fqn;
+    u.module = unit.module;
+    u.root = unit.fqn.empty();
+    for (const UnitParam& up : unit.params) {
+      const DTensor p = up.slots.front().module->param(up.slots.front().name);
+      // A parameter the tensor-parallel plan left alone is local (self mesh): replicated on
+      // the other dims, and its forward keeps running on local tensors.
+      DT_CHECK(is_local(p) || p.device_mesh() == compute_mesh,
+               "[%s] parameter '%s' is %s; expected it local (unparallelized) or on the mesh of "
+               "the non-dp dims %s (parallelize on the submesh without the dp dim first)",
+               op, up.fqn, p.str(), compute_mesh.str());
+      ParamState ps;
+      ps.info = up;
+      ps.compute_spec = p.spec_ptr();
+      ps.compute_shape = p.to_local().shape();
+      ps.compute_dtype = ps.reduce_dtype = p.dtype();
+      if (options.param_dtype && is_floating(p.dtype())) {
+        ps.compute_dtype = *options.param_dtype;
+        ps.reduce_dtype = options.reduce_dtype.value_or(*options.param_dtype);
+        ps.compute_spec = std::make_shared<const DTensorSpec>(
+            p.spec().mesh(), p.placements(), TensorMeta(p.shape(), ps.compute_dtype), op);
+      } else if (options.reduce_dtype && is_floating(p.dtype())) {
+        ps.reduce_dtype = *options.reduce_dtype;
+      }
+      ps.trained = p.requires_grad();
+      ps.shard_dim = ps.trained ? choose_shard_dim(p, style, s.n) : -1;
+      Placements pl;
+      for (int64_t d = 0, o = 0; d < mesh.ndim(); ++d) {
+        if (d == dp_dim) {
+          pl.push_back(ps.shard_dim >= 0 ? Placement(Shard(ps.shard_dim)) : Placement(Replicate()));
+        } else {
+          pl.push_back(is_local(p) ? Placement(Replicate()) : p.placements()[o++]);
+        }
+      }
+      auto spec =
+          std::make_shared<const DTensorSpec>(mesh, pl, TensorMeta(p.shape(), p.dtype()), op);
+      Tensor local = p.to_local();
+      if (ps.shard_dim >= 0) {
+        const ChunkBounds cb = ps.chunk(s.n, s.rank);
+        local = local.narrow(ps.shard_dim, cb.offset, cb.size).clone();
+      }
+      DT_CHECK(local.shape() == spec->local_shard().shape,
+               "[%s] internal: shard of '%s' has shape %s, spec %s implies %s", op, up.fqn,
+               shape_str(local.shape()), spec->str(), shape_str(spec->local_shard().shape));
+      ps.storage = DTensor(local, spec);
+      if (ps.trained) ps.storage.requires_grad_();
+      s.swap_in(ps, ps.storage);
+      const size_t index = s.params.size();
+      u.all.push_back(index);
+      if (ps.trained) (ps.shard_dim >= 0 ? u.sharded : u.replicated).push_back(index);
+      s.params.push_back(std::move(ps));
+    }
+    // The unit's flat layout: each sharded parameter's largest chunk, in order.
+    for (size_t i : u.sharded) {
+      ParamState& p = s.params[i];
+      DT_CHECK(p.storage.dtype() == s.params[u.sharded[0]].storage.dtype(),
+               "[%s] unit '%s' holds sharded parameters of dtypes %s and %s (one dtype per unit)",
+               op, u.fqn, dtype_name(p.storage.dtype()),
+               dtype_name(s.params[u.sharded[0]].storage.dtype()));
+      u.dtype = p.compute_dtype;
+      u.reduce_dtype = p.reduce_dtype;
+      p.offset = u.block;
+      u.block += flat_slot(p.chunk(s.n, 0).size * p.rest());
+    }
+    s.unit_states.push_back(std::move(u));
+  }
+  // Buckets: replicated trained parameters in reverse registration order, by size and dtype.
+  std::vector<size_t> order;
+  for (size_t i = s.params.size(); i-- > 0;) {
+    if (s.params[i].trained && s.params[i].shard_dim < 0) order.push_back(i);
+  }
+  int64_t bytes = 0;
+  for (size_t i : order) {
+    ParamState& p = s.params[i];
+    const int64_t nb =
+        p.storage.to_local().numel() * static_cast<int64_t>(dtype_size(p.storage.dtype()));
+    const bool fits = !s.buckets.empty() && bytes + nb <= options.bucket_cap_bytes &&
+                      s.params[s.buckets.back().params[0]].storage.dtype() == p.storage.dtype();
+    if (!fits) {
+      s.buckets.emplace_back();
+      bytes = 0;
+    }
+    s.buckets.back().params.push_back(i);
+    s.buckets.back().grads.emplace_back();
+    bytes += nb;
+    p.bucket = static_cast<int64_t>(s.buckets.size()) - 1;
+  }
+  // Hooks: the state lives as long as the module's hooks (and the returned handle).
+  for (UnitState& u : s.unit_states) {
+    const UnitState* up = &u;
+    u.module->register_forward_pre_hook([state, up](nn::Module&, const DTensor& x) {
+      state->pre_forward(*up);
+      return x;
+    });
+    u.module->register_forward_hook(
+        [state, up](nn::Module&, const DTensor& out) { return state->post_forward(*up, out); });
+  }
+  return std::make_shared<DataParallel>(state);
+}
+
+std::shared_ptr<DataParallel> replicate(nn::Module& module, const DeviceMesh& mesh,
+                                        DataParallelOptions options) {
+  return data_parallel(module, mesh, DataParallelStyle::kReplicate, std::move(options));
+}
+
+std::shared_ptr<DataParallel> fully_shard(nn::Module& module, const DeviceMesh& mesh,
+                                          DataParallelOptions options) {
+  return data_parallel(module, mesh, DataParallelStyle::kFullyShard, std::move(options));
+}
+
+void DataParallel::set_requires_gradient_sync(bool sync) {
+  state_->sync = sync;
+}
+bool DataParallel::requires_gradient_sync() const {
+  return state_->sync;
+}
+const std::vector<Unit>& DataParallel::units() const {
+  return state_->units;
+}
+int64_t DataParallel::num_buckets() const {
+  return static_cast<int64_t>(state_->buckets.size());
+}
+int64_t DataParallel::num_prefetched() const {
+  return state_->prefetched;
+}
+int64_t DataParallel::num_sharded_params() const {
+  int64_t c = 0;
+  for (const ParamState& p : state_->params) c += p.shard_dim >= 0 ? 1 : 0;
+  return c;
+}
+
+std::string DataParallel::grouping_str() const {
+  std::string out = ::dtensor::grouping_str(state_->units);
+  for (const ParamState& p : state_->params) {
+    absl::StrAppend(&out, "  ", p.info.fqn, ": ", p.storage.spec().str(),
+                    p.bucket >= 0 ? absl::StrCat(" bucket ", p.bucket) : std::string(), "\n");
+  }
+  return out;
+}
+
+}  // namespace dtensor
+
+#pragma GCC diagnostic pop

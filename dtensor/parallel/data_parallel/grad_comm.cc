@@ -1,0 +1,65 @@
+#include "dtensor/parallel/data_parallel/grad_comm.h"
+
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/comm_worker.h"
+
+namespace dtensor::detail {
+
+void DpCollective::wait() {
+  if (work_ != nullptr) work_->wait();
+  work_ = nullptr;
+}
+
+// Parameter gathers and gradient reductions run on the communication thread
+// (dtensor/collectives/comm_worker.h), so they progress while the caller goes on computing (a
+// prefetched gather during the previous unit's forward, a reduction during the rest of the
+// backward); the tensors are held by the task until it ran. CommDebugMode counts them when
+// launched, on the launching thread (with the labels current there), as if issued there;
+// inside the task nothing is recorded twice (the inline path, without the thread, records
+// nothing itself either).
+DpCollective launch_all_gather(Communicator& comm, const Tensor& output, const Tensor& input) {
+  CommDebugMode::record(CollectiveKind::kAllGather, static_cast<int64_t>(input.nbytes()),
+                        comm.size());
+  return DpCollective(submit_async(
+      [c = comm.shared_from_this(), output, input] { c->all_gather(output, input)->wait(); },
+      /*capture_debug=*/false));
+}
+
+DpCollective launch_reduce_scatter_avg(Communicator& comm, const Tensor& output,
+                                       const Tensor& input) {
+  CommDebugMode::record(CollectiveKind::kReduceScatter, static_cast<int64_t>(input.nbytes()),
+                        comm.size());
+  return DpCollective(submit_async(
+      [c = comm.shared_from_this(), output, input] {
+        c->reduce_scatter(output, input, ReduceOp::kAvg)->wait();
+      },
+      /*capture_debug=*/false));
+}
+
+DpCollective launch_all_reduce_avg(Communicator& comm, const Tensor& tensor) {
+  CommDebugMode::record(CollectiveKind::kAllReduce, static_cast<int64_t>(tensor.nbytes()),
+                        comm.size());
+  return DpCollective(submit_async(
+      [c = comm.shared_from_this(), tensor] { c->all_reduce(tensor, ReduceOp::kAvg)->wait(); },
+      /*capture_debug=*/false));
+}
+
+void PendingReductions::add(DpCollective c, std::function<void()> finish) {
+  pending_.emplace_back(std::move(c), std::move(finish));
+}
+
+void PendingReductions::finish_all() {
+  // Cleared first: a finish that throws leaves nothing half-pending for the next backward.
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [c, finish] : pending) c.wait();
+  for (auto& [c, finish] : pending) finish();
+}
+
+void PendingReductions::discard_all() {
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [c, finish] : pending) c.wait();
+}
+
+}  // namespace dtensor::detail

@@ -1,0 +1,18 @@
+// The CUDA strided copy kernel behind copy_, contiguous, clone, to(dtype), cat and pad for
+// tensors on a CUDA device. Internal to the tensor layer, usable by the ops layer.
+#pragma once
+
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor::detail {
+
+// Copies src into dst elementwise on their (common) CUDA device, converting dtype like
+// copy_cpu (dtensor/tensor/convert.h). Same shape (expand src first), arbitrary strides (stride 0
+// included); dst must not overlap src. Launches on cuda::current_stream() without
+// synchronizing. The no-CUDA build throws.
+void copy_cuda(const Tensor& dst, const Tensor& src);
+
+// True when copy_cuda is compiled in.
+bool copy_cuda_compiled();
+
+}  // namespace dtensor::detail

@@ -1,0 +1,140 @@
+#include <absl/container/flat_hash_map.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/memory_stats.h"
+#include "dtensor/tensor/storage.h"
+
+namespace dtensor {
+
+namespace {
+constexpr size_t kCpuAlignment = 64;
+std::atomic<int64_t> g_current{0};
+std::atomic<int64_t> g_peak{0};
+std::atomic<int64_t> g_allocations{0};
+
+void note_alloc(int64_t bytes) {
+  const int64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+}
+// The large-block cache (memory_stats.h): freed blocks per exact (rounded) size. Exact sizes
+// keep Storage's size bookkeeping (ctx = the rounded request) true for a reused block, and a
+// loop asks for the same sizes again.
+// 128 KiB: glibc's default mmap threshold; smaller blocks come from its heap, warm already.
+constexpr size_t kCacheMinBytes = size_t{128} << 10;
+struct BlockCache {
+  std::mutex mu;
+  absl::flat_hash_map<size_t, std::vector<void*>> free_blocks;
+  size_t bytes = 0;
+  size_t limit = 0;
+};
+BlockCache& block_cache() {
+  static BlockCache* cache = [] {
+    auto* c = new BlockCache();  // never destroyed: blocks may be freed during static teardown
+    // Under AddressSanitizer blocks go back at once, so that a use after free is still caught.
+#if defined(__SANITIZE_ADDRESS__)
+    size_t mb = 0;
+#else
+    size_t mb = 512;
+#endif
+    if (const char* env = std::getenv("DTENSOR_CPU_CACHE_MB"); env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(env, &end, 10);
+      DT_CHECK(end != nullptr && *end == '\0',
+               "[cpu allocator] DTENSOR_CPU_CACHE_MB='%s' is not a number of MiB (expected e.g. "
+               "512, or 0 to turn the cache off)",
+               env);
+      mb = static_cast<size_t>(v);
+    }
+    c->limit = mb << 20;
+    return c;
+  }();
+  return *cache;
+}
+}  // namespace
+
+MemoryStats memory_stats() {
+  int64_t cached = 0;
+  {
+    BlockCache& c = block_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    cached = static_cast<int64_t>(c.bytes);
+  }
+  return {g_current.load(std::memory_order_relaxed), g_peak.load(std::memory_order_relaxed),
+          g_allocations.load(std::memory_order_relaxed), cached};
+}
+
+void empty_cpu_cache() {
+  BlockCache& c = block_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto& [size, blocks] : c.free_blocks) {
+    for (void* p : blocks) std::free(p);
+  }
+  c.free_blocks.clear();
+  c.bytes = 0;
+}
+
+void reset_peak_memory_stats() {
+  g_peak.store(g_current.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  g_allocations.store(0, std::memory_order_relaxed);
+}
+
+namespace detail {
+
+size_t cpu_allocation_size(size_t nbytes) {
+  // aligned_alloc needs a size that is a multiple of the alignment. Zero-byte requests get
+  // one line too, so that every CPU storage has a valid, non-null base pointer.
+  size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+  if (rounded == 0) rounded = kCpuAlignment;
+  DT_CHECK(rounded >= nbytes, "[Storage::allocate] nbytes %d is too large", nbytes);
+  return rounded;
+}
+
+void* cpu_allocate(size_t nbytes) {
+  const size_t rounded = cpu_allocation_size(nbytes);
+  if (rounded >= kCacheMinBytes) {
+    BlockCache& c = block_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.free_blocks.find(rounded);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.bytes -= rounded;
+      note_alloc(static_cast<int64_t>(rounded));
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(kCpuAlignment, rounded);
+  DT_CHECK(p != nullptr, "[Storage::allocate] out of host memory allocating %d bytes", nbytes);
+  note_alloc(static_cast<int64_t>(rounded));
+  return p;
+}
+
+void cpu_free(void* p, void* ctx) {
+  // ctx carries the rounded size (Storage::allocate), for the statistics.
+  if (p == nullptr) return;
+  const size_t rounded = static_cast<size_t>(reinterpret_cast<uintptr_t>(ctx));
+  g_current.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
+  if (rounded >= kCacheMinBytes) {
+    BlockCache& c = block_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.bytes + rounded <= c.limit) {
+      c.free_blocks[rounded].push_back(p);
+      c.bytes += rounded;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+}  // namespace detail
+}  // namespace dtensor

@@ -1,0 +1,88 @@
+#include "dtensor/tensor/storage.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "dtensor/tensor/error.h"
+
+namespace dtensor {
+
+Storage::Impl::~Impl() {
+  if (deleter != nullptr && data != nullptr) deleter(data, ctx);
+}
+
+Storage Storage::allocate(size_t nbytes, Device device) {
+  Storage s;
+  s.impl_ = std::make_shared<Impl>();
+  s.impl_->nbytes = nbytes;
+  s.impl_->device = device;
+  if (device.is_cpu()) {
+    s.impl_->deleter = &detail::cpu_free;
+    // The rounded size travels in ctx so that cpu_free can keep memory_stats() exact.
+    s.impl_->ctx = reinterpret_cast<void*>(detail::cpu_allocation_size(nbytes));
+  } else {
+    s.impl_->deleter = &detail::cuda_free;
+    // The ordinal travels in ctx so that cuda_free can make the right device current.
+    s.impl_->ctx = reinterpret_cast<void*>(static_cast<intptr_t>(device.index));
+  }
+  s.impl_->data = s.allocate_data();
+  return s;
+}
+
+void* Storage::allocate_data() const {
+  return impl_->device.is_cpu() ? detail::cpu_allocate(impl_->nbytes)
+                                : detail::cuda_allocate(impl_->nbytes, impl_->device.index);
+}
+
+void Storage::release_data() const {
+  DT_CHECK(impl_ != nullptr &&
+               (impl_->deleter == &detail::cpu_free || impl_->deleter == &detail::cuda_free),
+           "[Storage::release_data] only memory from Storage::allocate can be released");
+  if (impl_->data == nullptr) return;
+  impl_->deleter(impl_->data, impl_->ctx);
+  impl_->data = nullptr;
+}
+
+void Storage::reallocate_data() const {
+  DT_CHECK(impl_ != nullptr &&
+               (impl_->deleter == &detail::cpu_free || impl_->deleter == &detail::cuda_free),
+           "[Storage::reallocate_data] only memory from Storage::allocate can be reallocated");
+  if (impl_->data != nullptr) return;
+  impl_->data = allocate_data();
+}
+
+bool Storage::allocated(const Impl& i) {
+  return i.data != nullptr && (i.deleter == &detail::cpu_free || i.deleter == &detail::cuda_free);
+}
+
+bool Storage::sole_owner() const {
+  return impl_ != nullptr && impl_.use_count() == 1 && allocated(*impl_);
+}
+
+bool Storage::try_swap_data(const Storage& other) const {
+  if (impl_ == nullptr || other.impl_ == nullptr || impl_ == other.impl_ || !allocated(*impl_) ||
+      !allocated(*other.impl_) || impl_->nbytes != other.impl_->nbytes ||
+      impl_->device != other.impl_->device || impl_->deleter != other.impl_->deleter) {
+    return false;
+  }
+  std::swap(impl_->data, other.impl_->data);
+  std::swap(impl_->ctx, other.impl_->ctx);
+  ++impl_->version;
+  ++other.impl_->version;
+  return true;
+}
+
+Storage Storage::from_blob(void* data, size_t nbytes, Device device, Deleter deleter, void* ctx) {
+  DT_CHECK(data != nullptr || nbytes == 0,
+           "[Storage::from_blob] data is null but nbytes is %d (expected a valid pointer)", nbytes);
+  Storage s;
+  s.impl_ = std::make_shared<Impl>();
+  s.impl_->data = data;
+  s.impl_->nbytes = nbytes;
+  s.impl_->device = device;
+  s.impl_->deleter = deleter;
+  s.impl_->ctx = ctx;
+  return s;
+}
+
+}  // namespace dtensor
