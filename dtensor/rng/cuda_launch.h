@@ -1,4 +1,4 @@
-// Internal: the plain-data interface between the Tensor-level code (fill_random.cc) and the
+// Internal: the plain-data interface between the Tensor-level code (distributions.cc) and the
 // CUDA kernels (random_cuda.cu, or random_no_cuda.cc when CUDA is off). No library headers
 // beyond the Philox ones, so the .cu file stays free of Abseil.
 #pragma once
