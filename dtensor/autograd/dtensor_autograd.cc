@@ -1,235 +1,117 @@
-// The DTensor members that record autograd nodes (declared in dtensor/core/distributed_tensor.h,
-// whose layer sits below this one): the differentiable redistribute / from_local / local /
-// full, and backward and the gradient hooks.
-#include <absl/strings/str_cat.h>
-
+// The autograd side of the DTensor members that record nodes (defined in the core,
+// dtensor/core/autograd_members.cc, which computes their values): the nodes of redistribute /
+// from_local / to_local_dtensor, and backward and the gradient hooks, installed in the core as
+// its AutogradHooks when this library is loaded (libtorch's VariableHooks registration).
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/node.h"
-#include "dtensor/collectives/comm_debug.h"
-#include "dtensor/collectives/comm_worker.h"
+#include "dtensor/core/detail/autograd_hooks.h"
+#include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/core/factories.h"
-#include "dtensor/core/redistribute.h"
-#include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
-namespace dtensor {
-
-DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements) const {
-  return redistribute(mesh, placements, /*async_op=*/false);
-}
-
-DTensor DTensor::redistribute(PlacementSpan placements) const& {
-  return redistribute(placements, /*async_op=*/false);
-}
-
-DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements,
-                              bool async_op) const {
-  DT_CHECK(defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
-  DT_CHECK(mesh.defined(), "[redistribute] the target mesh is an empty handle (expected a mesh)");
-  if (mesh == spec_->mesh()) return redistribute(placements, async_op);
-  // Another mesh: point-to-point transfers (redistribute_cross_mesh_local), synchronous. The
-  // gradient goes back the same way, to this DTensor's mesh and placements (a Partial source
-  // receives Replicate there, as on one mesh).
-  check_user_placements(placements, dtype(), "redistribute");
-  const CommDebugMode::OpScope label("redistribute");
-  const DTensorSpec dst(mesh, placements, spec_->meta(), "redistribute");
-  DTensor out = ::dtensor::redistribute(*this, dst);
-  const DTensor* in[] = {this};
-  return autograd::record_function(
-      "RedistributeBackward", in, std::move(out),
-      [src = spec_](absl::Span<const DTensor> g) -> DTensorList {
-        if (!g[0].defined()) return {DTensor()};
-        return {
-            ::dtensor::redistribute(g[0], src->with_placements(without_partial(*src), "backward"))};
-      });
-}
-
+namespace dtensor::autograd {
 namespace {
 
-// Whether the plan from src to dst issues any collective on this rank.
-bool issues_collectives(const DTensorSpec& src, const DTensorSpec& dst) {
-  if (!src.mesh().contains_me() || src == dst) return false;
-  for (const RedistributeStep& s : plan_redistribute(src, dst)->steps) {
-    switch (s.kind) {
-      case StepKind::kAllGather:
-      case StepKind::kAllReduce:
-      case StepKind::kReduceScatter:
-      case StepKind::kAllToAll:
-        return true;
-      default:
-        break;
+class DTensorAutogradHooks final : public ::dtensor::detail::AutogradHooks {
+ public:
+  DTensor record_redistribute(const DTensor& x, DTensor out, bool cross_mesh) const override {
+    const DTensor* in[] = {&x};
+    if (cross_mesh) {
+      // The gradient goes back point to point, to x's mesh and placements (a Partial source
+      // receives Replicate there, as on one mesh).
+      return record_function("RedistributeBackward", in, std::move(out),
+                             [src = x.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
+                               if (!g[0].defined()) return {DTensor()};
+                               return {::dtensor::detail::redistribute_no_grad(
+                                   g[0], src->with_placements(without_partial(*src), "backward"))};
+                             });
+    }
+    return record_function("RedistributeBackward", in, std::move(out),
+                           [src = x.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
+                             return {redistribute_backward(g[0], *src)};
+                           });
+  }
+
+  DTensor record_from_local(const DTensor& local, DTensor out,
+                            std::shared_ptr<const DTensorSpec> grad_spec) const override {
+    const DTensor* in[] = {&local};
+    return record_function("FromLocalBackward", in, out.detach(),
+                           [grad_spec = std::move(grad_spec), local_spec = local.spec_ptr()](
+                               absl::Span<const DTensor> g) -> DTensorList {
+                             // A rank outside the mesh contributed nothing.
+                             if (!grad_spec->mesh().contains_me()) return {DTensor()};
+                             const DTensor laid_out =
+                                 ::dtensor::detail::redistribute_no_grad(g[0], *grad_spec);
+                             return {DTensor(laid_out.to_local(), local_spec)};
+                           });
+  }
+
+  DTensor record_to_local(const DTensor& x, DTensor out,
+                          Placements grad_placements) const override {
+    const DTensor* in[] = {&x};
+    return record_function(
+        "ToLocalBackward", in, std::move(out),
+        [spec = x.spec_ptr(),
+         gp = std::move(grad_placements)](absl::Span<const DTensor> g) -> DTensorList {
+          // This rank's local gradient is its piece of a gradient laid out as grad_placements.
+          auto grad_spec =
+              std::make_shared<const DTensorSpec>(spec->with_placements(gp, "to_local"));
+          const Shape expected = grad_spec->local_shard().shape;
+          DT_CHECK(g[0].to_local().shape() == expected,
+                   "[to_local backward] the local gradient has shape %s but grad_placements %s "
+                   "on global shape %s imply %s on this rank",
+                   shape_str(g[0].to_local().shape()), placements_str(gp), shape_str(spec->shape()),
+                   shape_str(expected));
+          return {DTensor(g[0].to_local(), std::move(grad_spec))};
+        });
+  }
+
+  void backward(const DTensor& root, const DTensor& gradient, bool retain_graph) const override {
+    const DTensor roots[] = {root};
+    if (gradient.defined()) {
+      const DTensor grads[] = {gradient};
+      autograd::backward(roots, grads, retain_graph);
+    } else {
+      autograd::backward(roots, {}, retain_graph);
     }
   }
-  return false;
-}
 
-// The async form: the shard is computed on the communication thread into a result whose memory
-// then becomes the placeholder's (no copy when the result owns its whole storage).
-DTensor redistribute_async(const DTensor& x, std::shared_ptr<const DTensorSpec> dst) {
-  const Tensor src_local = x.to_local();
-  Tensor out = empty(dst->local_shard().shape, TensorOptions(x.dtype(), src_local.device()));
-  WorkPtr work = detail::submit_async([src_local, src = x.spec_ptr(), dst, out]() mutable {
-    const Tensor r = redistribute_local(src_local, *src, *dst);
-    const bool whole = r.is_contiguous() && r.storage_offset() == 0 &&
-                       r.nbytes() == r.storage().nbytes() &&
-                       r.storage().data() != src_local.storage().data();
-    if (!(whole && out.storage().try_swap_data(r.storage()))) out.copy_(r);
-  });
-  return DTensor(std::move(out), std::move(dst), std::move(work));
-}
+  void register_hook(const DTensor& x, GradHook hook) const override {
+    DT_CHECK(x.requires_grad(),
+             "[register_hook] cannot register a hook on a DTensor that does not require grad");
+    const std::shared_ptr<AutogradMeta>& meta = x.autograd_meta();
+    if (x.is_leaf()) {
+      meta->hooks.push_back(std::move(hook));
+    } else {
+      meta->grad_fn->add_pre_hook(meta->output_nr, std::move(hook));
+    }
+  }
 
-// The target spec of x.redistribute(placements) on x's mesh, after the argument checks.
-std::shared_ptr<const DTensorSpec> redistribute_target(const DTensor& x, PlacementSpan placements) {
-  DT_CHECK(x.defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
-  check_user_placements(placements, x.dtype(), "redistribute");
-  return std::make_shared<const DTensorSpec>(
-      x.spec().with_placements(Placements(placements.begin(), placements.end()), "redistribute"));
-}
+  void retain_grad(const DTensor& x) const override {
+    DT_CHECK(x.requires_grad(),
+             "[retain_grad] cannot retain the gradient of a DTensor that does not require grad");
+    const std::shared_ptr<AutogradMeta>& meta = x.autograd_meta();
+    if (x.is_leaf() || meta->retains_grad) return;
+    meta->retains_grad = true;
+    std::weak_ptr<AutogradMeta> weak = meta;
+    meta->grad_fn->add_pre_hook(meta->output_nr, [weak](const DTensor& g) -> DTensor {
+      if (std::shared_ptr<AutogradMeta> m = weak.lock()) {
+        m->grad = m->grad.defined() ? add_gradients(m->grad, g) : g.detach();
+      }
+      return DTensor();
+    });
+  }
+};
 
-// DTensor::redistribute on the DTensor's own mesh, recorded; `reuse_local` as in
-// redistribute_local (never with async_op: the caller's memory would be written on another
-// thread while the caller may still read it).
-DTensor redistribute_recorded(const DTensor& x, std::shared_ptr<const DTensorSpec> dst,
-                              bool async_op, bool reuse_local) {
-  DT_CHECK(!(async_op && reuse_local),
-           "[redistribute] internal error: async_op with a reused local shard");
-  const CommDebugMode::OpScope label("redistribute");  // CommDebugMode attribution
-  DTensor out = async_op && issues_collectives(x.spec(), *dst)
-                    ? redistribute_async(x, std::move(dst))
-                    : ::dtensor::redistribute(x, *dst, reuse_local);
-  const DTensor* in[] = {&x};
-  return autograd::record_function(
-      "RedistributeBackward", in, std::move(out),
-      [src = x.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
-        return {autograd::redistribute_backward(g[0], *src)};
-      });
-}
+// Installs the hooks when this library is loaded (never destroyed: DTensors may be used by
+// other libraries' static destructors).
+const bool kInstalled = [] {
+  static const DTensorAutogradHooks* const hooks = new DTensorAutogradHooks();
+  ::dtensor::detail::set_autograd_hooks(hooks);
+  return true;
+}();
 
 }  // namespace
-
-DTensor DTensor::redistribute(PlacementSpan placements, bool async_op) const {
-  return redistribute_recorded(*this, redistribute_target(*this, placements), async_op,
-                               /*reuse_local=*/false);
-}
-
-DTensor DTensor::redistribute(PlacementSpan placements) && {
-  // Checked first, so that a rejected call leaves the caller's DTensor as it was. Then taken
-  // out of *this, so that the moved-from handle cannot read memory the plan reuses; whether
-  // anything else holds that memory is decided by redistribute_local (Storage::sole_owner).
-  std::shared_ptr<const DTensorSpec> dst = redistribute_target(*this, placements);
-  const DTensor self = std::move(*this);
-  return redistribute_recorded(self, std::move(dst), /*async_op=*/false, /*reuse_local=*/true);
-}
-
-DTensor DTensor::from_local(const DTensor& local, const DeviceMesh& mesh, PlacementSpan placements,
-                            bool run_check, IntSpan shape, IntSpan stride,
-                            PlacementSpan grad_placements) {
-  DT_CHECK(local.defined(), "[from_local] the local DTensor is undefined (expected a DTensor)");
-  DT_CHECK(is_local(local),
-           "[from_local] argument local lives on mesh %s; expected a local DTensor (on this "
-           "process's self mesh, see local_dtensor())",
-           local.device_mesh().str());
-  DTensor out = from_local(local.to_local(), mesh, placements, run_check, shape, stride);
-  // The gradient's layout before this rank's piece is taken (PyTorch 2.15's rule): the given
-  // grad_placements, else the forward placements with Partial made Replicate. A local value
-  // built into a Partial(sum) DTensor y contributes to y as a whole (y = sum of the pieces), so
-  // its gradient is the whole gradient of y; only an explicit Partial grad_placements hands
-  // each rank a piece (summing to the gradient).
-  Placements gp = grad_placements.empty()
-                      ? without_partial(out.spec())
-                      : Placements(grad_placements.begin(), grad_placements.end());
-  if (!grad_placements.empty()) check_user_placements(grad_placements, out.dtype(), "from_local");
-  auto grad_spec =
-      std::make_shared<const DTensorSpec>(out.spec().with_placements(gp, "from_local"));
-  const DTensor* in[] = {&local};
-  return autograd::record_function(
-      "FromLocalBackward", in, out.detach(),
-      [grad_spec, local_spec = local.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
-        // A rank outside the mesh contributed nothing.
-        if (!grad_spec->mesh().contains_me()) return {DTensor()};
-        const DTensor laid_out = ::dtensor::redistribute(g[0], *grad_spec);
-        return {DTensor(laid_out.to_local(), local_spec)};
-      });
-}
-
-DTensor DTensor::local() const {
-  DT_CHECK(defined(), "[to_local] the DTensor is undefined (expected a DTensor)");
-  // PyTorch 2.15's default (_normalize_placements_for_grad): a Partial mesh dim's local
-  // gradients are read as Replicate. The rank's piece of a Partial value enters whatever is
-  // computed from it as a whole (from_local(local, {Partial()}) is the sum of the pieces), so
-  // each rank's local gradient is the whole gradient; read as Partial(sum) it would be counted
-  // once per rank.
-  return local(without_partial(spec()));
-}
-
-DTensor DTensor::local(PlacementSpan grad_placements) const {
-  DT_CHECK(defined(), "[to_local] the DTensor is undefined (expected a DTensor)");
-  DTensor out = local_dtensor(to_local());
-  DT_CHECK(grad_placements.size() == placements().size(),
-           "[to_local] got %d grad_placements %s for a %d-d mesh (expected one per mesh dim)",
-           grad_placements.size(), placements_str(grad_placements), placements().size());
-  const DTensor* in[] = {this};
-  return autograd::record_function(
-      "ToLocalBackward", in, std::move(out),
-      [spec = spec_, gp = Placements(grad_placements.begin(), grad_placements.end())](
-          absl::Span<const DTensor> g) -> DTensorList {
-        // This rank's local gradient is its piece of a gradient laid out as grad_placements.
-        auto grad_spec = std::make_shared<const DTensorSpec>(spec->with_placements(gp, "to_local"));
-        const Shape expected = grad_spec->local_shard().shape;
-        DT_CHECK(g[0].to_local().shape() == expected,
-                 "[to_local backward] the local gradient has shape %s but grad_placements %s "
-                 "on global shape %s imply %s on this rank",
-                 shape_str(g[0].to_local().shape()), placements_str(gp), shape_str(spec->shape()),
-                 shape_str(expected));
-        return {DTensor(g[0].to_local(), std::move(grad_spec))};
-      });
-}
-
-DTensor DTensor::full() const {
-  DT_CHECK(defined(), "[full_tensor] the DTensor is undefined (expected a DTensor)");
-  // The full value is the same on every rank: so is its gradient (PyTorch's full_tensor()).
-  return full(Placements(placements().size(), Replicate()));
-}
-
-DTensor DTensor::full(PlacementSpan grad_placements) const {
-  DT_CHECK(defined(), "[full_tensor] the DTensor is undefined (expected a DTensor)");
-  return redistribute(Placements(placements().size(), Replicate())).local(grad_placements);
-}
-
-void DTensor::backward(const DTensor& gradient, bool retain_graph) const {
-  const DTensor roots[] = {*this};
-  if (gradient.defined()) {
-    const DTensor grads[] = {gradient};
-    autograd::backward(roots, grads, retain_graph);
-  } else {
-    autograd::backward(roots, {}, retain_graph);
-  }
-}
-
-void DTensor::register_hook(GradHook hook) const {
-  DT_CHECK(requires_grad(),
-           "[register_hook] cannot register a hook on a DTensor that does not require grad");
-  if (is_leaf()) {
-    autograd_->hooks.push_back(std::move(hook));
-  } else {
-    autograd_->grad_fn->add_pre_hook(autograd_->output_nr, std::move(hook));
-  }
-}
-
-void DTensor::retain_grad() const {
-  DT_CHECK(requires_grad(),
-           "[retain_grad] cannot retain the gradient of a DTensor that does not require grad");
-  if (is_leaf() || autograd_->retains_grad) return;
-  autograd_->retains_grad = true;
-  std::weak_ptr<AutogradMeta> weak = autograd_;
-  autograd_->grad_fn->add_pre_hook(autograd_->output_nr, [weak](const DTensor& g) -> DTensor {
-    if (std::shared_ptr<AutogradMeta> meta = weak.lock()) {
-      meta->grad = meta->grad.defined() ? autograd::add_gradients(meta->grad, g) : g.detach();
-    }
-    return DTensor();
-  });
-}
-
-}  // namespace dtensor
+}  // namespace dtensor::autograd

@@ -2,7 +2,7 @@
 
 #include "dtensor/autograd/accumulate_grad.h"
 #include "dtensor/collectives/comm_debug.h"
-#include "dtensor/core/redistribute.h"
+#include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::autograd {
@@ -73,7 +73,8 @@ DTensor redistribute_backward(const DTensor& grad, const DTensorSpec& src) {
     }
   }
   if (want == have) return grad;
-  return redistribute(grad, grad.spec().with_placements(std::move(want), "backward"));
+  return detail::redistribute_no_grad(grad,
+                                      grad.spec().with_placements(std::move(want), "backward"));
 }
 
 }  // namespace dtensor::autograd

@@ -20,7 +20,7 @@
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/tensor/error.h"
 
-namespace dtensor::detail {
+namespace dtensor {
 namespace {
 
 // What the submitting thread's CommDebugMode should see of a task: the labels it was submitted
@@ -117,7 +117,7 @@ void worker_loop(Worker& w) {
   t_on_comm_thread = true;
   // The CUDA device is per thread: compute where the Runtime put this process.
   try {
-    select_cuda_device(local_rank());
+    detail::select_cuda_device(local_rank());
   } catch (...) {
     // No device to select: tasks on CUDA tensors report their own errors.
   }
@@ -210,6 +210,8 @@ void drain_async() {
   w.idle_cv.wait(lock, [&] { return w.outstanding.load(std::memory_order_acquire) == 0; });
 }
 
+namespace detail {
+
 void stop_comm_thread() {
   Worker& w = worker();
   std::thread t;
@@ -223,4 +225,5 @@ void stop_comm_thread() {
   t.join();  // the loop runs every queued task before it returns
 }
 
-}  // namespace dtensor::detail
+}  // namespace detail
+}  // namespace dtensor

@@ -29,7 +29,7 @@
 
 #include "dtensor/collectives/communicator.h"
 
-namespace dtensor::detail {
+namespace dtensor {
 
 // Queues `task` on the communication thread and returns at once; wait() on the result blocks
 // until the task has run (rethrowing its error). is_completed() never blocks. With
@@ -49,8 +49,11 @@ bool async_threaded();
 // Overrides DTENSOR_ASYNC for the rest of the process (after running the tasks already
 // submitted); every rank must do the same. For benchmarks comparing the two.
 void set_async_threaded(bool threaded);
+
+namespace detail {
 // Drains and joins the thread (the Runtime, before MPI_Finalize); a later submit starts it
 // again.
 void stop_comm_thread();
+}  // namespace detail
 
-}  // namespace dtensor::detail
+}  // namespace dtensor

@@ -176,7 +176,7 @@ class Communicator::IssueScope {
       : comm_(comm), op_(op), mode_(collective_check_mode()) {
     detail::check_mpi_running(op);
     // Async tasks submitted earlier issue first (comm_worker.h: program order on every rank).
-    if (detail::async_outstanding() && !detail::on_comm_thread()) detail::drain_async();
+    if (async_outstanding() && !on_comm_thread()) drain_async();
     if (mode_ != CollectiveCheckMode::kOff) enter_thread();
     seq_ = ++comm.seq_;
   }
@@ -750,7 +750,7 @@ WorkPtr point_to_point(Communicator& comm, CollectiveKind kind, const char* peer
                        const Tensor& tensor, int peer, int tag, Issue&& issue) {
   const std::string_view op = collective_name(kind);
   detail::check_mpi_running(op);
-  if (detail::async_outstanding() && !detail::on_comm_thread()) detail::drain_async();
+  if (async_outstanding() && !on_comm_thread()) drain_async();
   check_tensor(comm, op, "tensor", tensor);
   check_peer(comm, op, peer_name, peer);
   DT_CHECK(tag >= 0, "[%s] tag %d is negative (expected tag >= 0)", op, tag);

@@ -12,6 +12,7 @@
 
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/core/detail/chunks.h"
+#include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/core/detail/util.h"
 #include "dtensor/core/redistribute.h"
 #include "dtensor/tensor/creation.h"
@@ -332,8 +333,8 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, Placeme
 Tensor DTensor::full_tensor() const {
   DT_CHECK(defined(), "[full_tensor] the DTensor is undefined (expected a DTensor)");
   Placements replicated(spec_->placements().size(), Replicate());
-  return ::dtensor::redistribute(*this,
-                                 spec_->with_placements(std::move(replicated), "full_tensor"))
+  return detail::redistribute_no_grad(*this,
+                                      spec_->with_placements(std::move(replicated), "full_tensor"))
       .to_local();
 }
 
@@ -420,7 +421,7 @@ DTensor zeros_like(const DTensorSpec& spec) {
                  std::make_shared<const DTensorSpec>(spec));
 }
 
-// ---- autograd state accessors (the engine is in dtensor/autograd/) -----------------------------------
+// ---- autograd state accessors (the engine is in dtensor/autograd/) -----------------------------
 
 bool DTensor::requires_grad() const {
   return autograd_ != nullptr && autograd_->requires_grad;

@@ -58,9 +58,10 @@ class DTensor {
   // DTensor overload.
   static DTensor from_local(const Tensor& local, const DeviceMesh& mesh, PlacementSpan placements,
                             bool run_check = false, IntSpan shape = {}, IntSpan stride = {});
-  // The differentiable from_local (defined by the autograd layer): `local` is a DTensor on
-  // this process's self mesh (the local case, see self_mesh()). Its gradient is the incoming
-  // gradient redistributed to `grad_placements`, then taken as this rank's local piece.
+  // The differentiable from_local (recorded when the autograd layer is linked, see
+  // detail/autograd_hooks.h): `local` is a DTensor on this process's self mesh (the local case,
+  // see self_mesh()). Its gradient is the incoming gradient redistributed to
+  // `grad_placements`, then taken as this rank's local piece.
   // Default (PyTorch 2.15): `placements` with every Partial made Replicate, so a piece of a
   // Partial(sum) value receives the whole gradient (it enters the sum whole); pass e.g.
   // {Partial()} to receive pieces that sum to the gradient instead.
@@ -71,7 +72,7 @@ class DTensor {
   // False for a default-constructed DTensor.
   bool defined() const { return spec_ != nullptr; }
   // This process's shard (empty on ranks outside the mesh). The raw local tensor: not
-  // recorded by autograd (see local()).
+  // recorded by autograd (see to_local_dtensor()).
   const Tensor& to_local() const {
     if (pending_ != nullptr) [[unlikely]] wait();
     return local_;
@@ -83,30 +84,31 @@ class DTensor {
   // otherwise. The shard's shape, dtype and spec are known without waiting.
   void wait() const;
   // The whole global tensor on every rank of the mesh (redistributes to all-Replicate). Not
-  // recorded by autograd (see full()).
+  // recorded by autograd (see full_tensor_dtensor()).
   Tensor full_tensor() const;
   // The differentiable counterparts of to_local() / full_tensor() (PyTorch's
-  // to_local(grad_placements=...) / full_tensor(grad_placements=...)); defined by the autograd
-  // layer. They return this rank's shard / the full tensor as a DTensor on this process's self
-  // mesh (the local case). Each rank's local gradient is read as its piece of a gradient laid
-  // out as `grad_placements`, which then flows back like any redistribute gradient. Default
-  // (PyTorch 2.15): local(): this DTensor's placements with every Partial made Replicate (a
-  // Partial value's piece enters what is computed from it whole, so each rank holds the whole
-  // gradient); full(): all Replicate. Pass e.g. {Partial()} when the local gradients are
-  // partial sums. Any contiguous range of placements is accepted
-  // (initializer list, std::vector<Placement>, Placements).
-  DTensor local() const;
-  DTensor local(PlacementSpan grad_placements) const;
-  DTensor full() const;
-  DTensor full(PlacementSpan grad_placements) const;
+  // to_local(grad_placements=...) / full_tensor(grad_placements=...)): this rank's shard / the
+  // full tensor as a local DTensor (on this process's self mesh, as local_dtensor() makes),
+  // recorded when the autograd layer is linked (the same value, unrecorded, otherwise). Each
+  // rank's local gradient is read as its piece of a gradient laid out as `grad_placements`,
+  // which then flows back like any redistribute gradient. Default (PyTorch 2.15):
+  // to_local_dtensor(): this DTensor's placements with every Partial made Replicate (a Partial
+  // value's piece enters what is computed from it whole, so each rank holds the whole
+  // gradient); full_tensor_dtensor(): all Replicate. Pass e.g. {Partial()} when the local
+  // gradients are partial sums. Any contiguous range of placements is accepted (initializer
+  // list, std::vector<Placement>, Placements).
+  DTensor to_local_dtensor() const;
+  DTensor to_local_dtensor(PlacementSpan grad_placements) const;
+  DTensor full_tensor_dtensor() const;
+  DTensor full_tensor_dtensor(PlacementSpan grad_placements) const;
   // The same logical tensor with other placements on `mesh`. On this DTensor's mesh it issues
   // the collectives of the cheapest plan (see redistribute.h); on another mesh (other shape,
   // ranks or device type) it moves the pieces point to point (redistribute_cross_mesh_local:
   // every rank of either mesh calls it, synchronous, the gradient goes back to this mesh).
-  // Recorded by autograd
-  // (defined by the autograd layer): the gradient flows back to this DTensor's placements,
-  // except that a Partial placement receives a Replicate gradient and a Replicate placement
-  // whose gradient arrives Partial keeps it Partial (reduced later, where it is needed).
+  // Recorded by autograd when its layer is linked (detail/autograd_hooks.h): the gradient flows
+  // back to this DTensor's placements, except that a Partial placement receives a Replicate
+  // gradient and a Replicate placement whose gradient arrives Partial keeps it Partial (reduced
+  // later, where it is needed).
   DTensor redistribute(const DeviceMesh& mesh, PlacementSpan placements) const;
   DTensor redistribute(PlacementSpan placements) const&;
   // The same on a DTensor the caller gives up (a temporary, or std::move(x)), which is left
@@ -157,14 +159,15 @@ class DTensor {
   // The same data and spec without autograd state (shares storage).
   DTensor detach() const;
   // Computes the gradients of this DTensor with respect to every leaf it depends on and
-  // accumulates them into the leaves' grad() (defined by the autograd layer; see
-  // dtensor/autograd/engine.h for the rules). `gradient`: d(something)/d(this), required unless this
+  // accumulates them into the leaves' grad() (see dtensor/autograd/engine.h for the rules;
+  // without the autograd layer linked it throws "[backward] ... not linked", as do
+  // retain_grad and register_hook). `gradient`: d(something)/d(this), required unless this
   // DTensor has one element. Every rank of the mesh must call it (backward runs collectives).
   void backward(const DTensor& gradient = DTensor(), bool retain_graph = false) const;
-  // Keeps the gradient of a non-leaf in grad() after backward (defined by the autograd layer).
+  // Keeps the gradient of a non-leaf in grad() after backward.
   void retain_grad() const;
   // Runs `hook` on the gradient flowing into this DTensor, before it is accumulated (leaves)
-  // or passed on (defined by the autograd layer). Requires requires_grad().
+  // or passed on. Requires requires_grad().
   void register_hook(GradHook hook) const;
   // Internal: the autograd state (nullptr when the DTensor has none).
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_; }

@@ -186,7 +186,5 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
 // agreement's small messages under "redistribute (agreement)".
 Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src,
                                      const DTensorSpec& dst);
-// DTensor form (what DTensor::redistribute calls); `reuse_local` as in redistribute_local.
-DTensor redistribute(const DTensor& t, const DTensorSpec& dst, bool reuse_local = false);
 
 }  // namespace dtensor

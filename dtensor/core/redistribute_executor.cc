@@ -16,6 +16,7 @@
 #include "dtensor/core/check_ranks.h"
 #include "dtensor/core/detail/chunks.h"
 #include "dtensor/core/detail/log.h"
+#include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/core/detail/scale.h"
 #include "dtensor/core/detail/util.h"
 #include "dtensor/core/redistribute.h"
@@ -465,12 +466,16 @@ Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTe
   }
 }
 
-DTensor redistribute(const DTensor& t, const DTensorSpec& dst, bool reuse_local) {
+namespace detail {
+
+DTensor redistribute_no_grad(const DTensor& t, const DTensorSpec& dst, bool reuse_local) {
   DT_CHECK(t.defined(), "[redistribute] the DTensor is undefined (expected a DTensor)");
   if (t.spec() == dst) return t;
   Tensor local = redistribute_local(t.to_local(), t.spec(), dst, reuse_local);
   return DTensor(std::move(local), std::make_shared<const DTensorSpec>(dst));
 }
+
+}  // namespace detail
 
 namespace {
 

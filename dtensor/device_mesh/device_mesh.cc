@@ -459,7 +459,7 @@ CommunicatorPtr DeviceMesh::flattened_communicator(const std::vector<int64_t>& d
   }
   // Creating it issues collectives while holding the registry lock, which an async task may
   // need: earlier tasks run first.
-  if (detail::async_outstanding() && !detail::on_comm_thread()) detail::drain_async();
+  if (async_outstanding() && !on_comm_thread()) drain_async();
   detail::Registry& reg = detail::registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   auto found = reg.flattened.find(key);

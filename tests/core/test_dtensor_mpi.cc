@@ -13,8 +13,10 @@
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/core/check_ranks.h"
+#include "dtensor/core/detail/autograd_hooks.h"
+#include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/core/redistribute.h"
-#include "dtensor_test_util.h"
+#include "tests/common/dtensor_test_util.h"
 
 namespace dt = dtensor;
 using Catch::Contains;
@@ -596,8 +598,8 @@ TEST_CASE("placement lists from any contiguous range: std::vector, Placements, b
     CHECK((!in || dt::equal(c.full_tensor(), x)));
     CHECK((!in || dt::equal(a.redistribute(replicated).to_local(), x)));
     // to_local / full_tensor's grad_placements and DTensorSpec take the same ranges.
-    CHECK(dt::equal(a.local(sharded).to_local(), a.to_local()));
-    CHECK((!in || dt::equal(a.full(replicated).to_local(), x)));
+    CHECK(dt::equal(a.to_local_dtensor(sharded).to_local(), a.to_local()));
+    CHECK((!in || dt::equal(a.full_tensor_dtensor(replicated).to_local(), x)));
     const dt::DTensorSpec spec(mesh, sharded, a.spec().meta());
     CHECK(spec == a.spec());
     CHECK(spec.with_placements(replicated) == b.spec());
@@ -642,7 +644,8 @@ TEST_CASE("bad inputs raise dtensor::Error on every rank", "[dtensor]") {
                         Contains("[redistribute]") && Contains("P(max)"));
   }
   REQUIRE_THROWS_WITH(
-      dt::redistribute(d, dt::DTensorSpec(other, {R, R}, dt::TensorMeta({5, 4}, dt::kFloat32))),
+      dt::detail::redistribute_no_grad(
+          d, dt::DTensorSpec(other, {R, R}, dt::TensorMeta({5, 4}, dt::kFloat32))),
       Contains("[redistribute]") && Contains("different tensors"));
   REQUIRE_THROWS_AS(dt::DTensor().full_tensor(), dt::Error);
   // Still usable afterwards: no rank is stuck in a collective.
@@ -684,4 +687,35 @@ TEST_CASE("check_on_all_ranks: an error found on some ranks is raised on every r
     REQUIRE_THROWS_WITH(dt::check_on_all_ranks(m2, both, err),
                         "[op] bad (raised on rank " + std::to_string(w - 1) + ")");
   }
+}
+
+// This suite links the core alone (no dtensor::autograd): the members autograd records return
+// the same values unrecorded, and the ones that need the engine say what to link.
+TEST_CASE("DTensor without the autograd layer", "[dtensor][layering]") {
+  REQUIRE(dt::detail::autograd_hooks() == nullptr);
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::test::make_mesh({w});
+  const dt::Tensor x = dt::test::make_data({w * 2 + 1, 3}, dt::kFloat64);
+  dt::DTensor a = dt::distribute_tensor(x, mesh, {S0});
+  a.requires_grad_();  // the autograd state lives in the core
+  CHECK(a.requires_grad());
+  const dt::DTensor r = a.redistribute({R});
+  CHECK(r.is_leaf());
+  CHECK_FALSE(r.requires_grad());
+  CHECK(dt::equal(r.to_local(), x));
+  CHECK(dt::equal(std::move(dt::DTensor(r)).redistribute({S0}).to_local(), a.to_local()));
+  CHECK(dt::equal(a.redistribute({R}, /*async_op=*/true).to_local(), x));
+  const dt::DTensor l = a.to_local_dtensor();
+  CHECK(dt::is_local(l));
+  CHECK(l.is_leaf());
+  CHECK(dt::equal(l.to_local(), a.to_local()));
+  CHECK(dt::equal(a.full_tensor_dtensor().to_local(), x));
+  const dt::DTensor f = dt::DTensor::from_local(l, mesh, {S0}, false, x.shape());
+  CHECK(f.is_leaf());
+  CHECK(dt::equal(f.full_tensor(), x));
+  const std::string not_linked = "the autograd layer (dtensor::autograd), which is not linked";
+  REQUIRE_THROWS_WITH(a.backward(a), Contains("[backward]") && Contains(not_linked));
+  REQUIRE_THROWS_WITH(a.retain_grad(), Contains("[retain_grad]") && Contains(not_linked));
+  REQUIRE_THROWS_WITH(a.register_hook([](const dt::DTensor& g) { return g; }),
+                      Contains("[register_hook]") && Contains(not_linked));
 }

@@ -9,9 +9,8 @@
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/core/factories.h"
-#include "dtensor_test_util.h"
-#include "dtensor/rng/dtensor_random.h"
 #include "dtensor/tensor/compare.h"
+#include "tests/common/dtensor_test_util.h"
 
 namespace dt = dtensor;
 using Catch::Contains;
@@ -136,15 +135,7 @@ TEST_CASE("like-factories keep the layout, Partial becomes Replicate", "[dtensor
     const dt::DTensor e = dt::empty_like(like);
     CHECK(e.placements() == expect);
     CHECK(e.to_local().shape() == o.to_local().shape());
-    // rand_like is rand of the same layout: the same values as a fresh rand with one seed.
-    dt::Generator a(1234), b(1234);
-    const dt::DTensor r1 = dt::rand_like(like, &a);
-    const dt::DTensor r2 = dt::rand(shape, mesh, expect, dt::kFloat64, &b);
-    CHECK(r1.placements() == expect);
-    CHECK(dt::equal(r1.to_local(), r2.to_local()));
-    const dt::DTensor n1 = dt::randn_like(like, &a);
-    CHECK(n1.placements() == expect);
-    CHECK(n1.shape() == shape);
+    // rand_like / randn_like: tests/rng/test_dtensor_random_mpi.cc (the rng layer).
   }
 }
 

@@ -1,7 +1,7 @@
 // Cross-mesh redistribute under mpirun (1, 2, 4, 8 ranks): a DTensor moved to a mesh of another
 // shape, a subset of the ranks, a disjoint group or the same ranks in another order holds
 // exactly the target's blocks and comes back bit for bit; each piece a rank lacks is received
-// once; the gradient flows back to the source mesh; ranks that ask for different moves all
+// once (the gradient: tests/autograd/test_redistribute_grad_mpi.cc); ranks that ask for different moves all
 // raise. Checks use CHECK (not REQUIRE) so a failing rank keeps issuing what its peers expect.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -12,10 +12,9 @@
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/core/redistribute.h"
-#include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/shape_ops.h"
-#include "dtensor_test_util.h"
+#include "tests/common/dtensor_test_util.h"
+#include "tests/core/cross_mesh_test_util.h"
 
 namespace dt = dtensor;
 using Catch::Contains;
@@ -24,63 +23,13 @@ using dt::test::Ints;
 namespace {
 
 using namespace dt::test::placements;
-
-struct NamedMesh {
-  std::string name;
-  dt::DeviceMesh mesh;
-};
-
-dt::DeviceMesh mesh_over(const Ints& shape, std::vector<int> ranks) {
-  return dt::DeviceMesh(dt::kCPU, dt::IntSpan(shape.data(), shape.size()), std::move(ranks));
-}
-
-std::vector<int> range(int first, int count) {
-  std::vector<int> r(static_cast<size_t>(count));
-  std::iota(r.begin(), r.end(), first);
-  return r;
-}
-
-// The meshes this world can hold: all ranks, the first half, the second half (disjoint from
-// the first), all ranks reversed as a 2-d mesh, and a 3-d mesh at 8 ranks. Built in the same
-// order on every rank (mesh construction is collective over the world).
-std::vector<NamedMesh> meshes_of_world(int w) {
-  std::vector<NamedMesh> m;
-  m.push_back({"all", mesh_over({w}, range(0, w))});
-  const int half = std::max(1, w / 2);
-  m.push_back({"first half", mesh_over({half}, range(0, half))});
-  if (w >= 2) m.push_back({"second half", mesh_over({w - half}, range(half, w - half))});
-  if (w >= 4) {
-    std::vector<int> reversed = range(0, w);
-    std::reverse(reversed.begin(), reversed.end());
-    m.push_back({"all reversed 2-d", mesh_over({2, w / 2}, reversed)});
-  }
-  if (w == 8) m.push_back({"all 3-d", mesh_over({2, 2, 2}, range(0, 8))});
-  if (w == 1) m.push_back({"all 2-d", mesh_over({1, 1}, {0})});
-  return m;
-}
-
-// Placement lists to try on a mesh: every list over {R, S0, S1, P(sum)} on 1-d meshes, a few
-// on 2-d and 3-d ones (nested sharding and Partial included).
-std::vector<dt::Placements> lists_for(const dt::DeviceMesh& mesh) {
-  switch (mesh.ndim()) {
-    case 1:
-      return {{R}, {S0}, {S1}, {Psum}};
-    case 2:
-      return {{S0, S1}, {S1, S0}, {S0, S0}, {R, S1}, {Psum, S0}, {R, R}};
-    default:
-      return {{S0, S1, S0}, {R, S1, Psum}, {S1, R, R}};
-  }
-}
+using namespace dt::test::cross_mesh;
 
 dt::Placements without_partial(dt::Placements p) {
   for (dt::Placement& q : p) {
     if (q.is_partial()) q = R;
   }
   return p;
-}
-
-bool has_partial(const dt::Placements& p) {
-  return std::any_of(p.begin(), p.end(), [](const dt::Placement& q) { return q.is_partial(); });
 }
 
 // A DTensor with logical value x on (mesh, p): Partial made by a local Replicate -> Partial.
@@ -177,35 +126,6 @@ TEST_CASE("cross-mesh redistribute: every mesh pair and placement pair, exact bo
   }
   if (dt::world_rank() == 0) std::cout << "cross-mesh moves checked: " << moves << "\n";
   CHECK(moves > 0);
-}
-
-TEST_CASE("cross-mesh redistribute: the gradient flows back to the source mesh",
-          "[redistribute][cross_mesh]") {
-  const int w = dt::world_size();
-  const std::vector<NamedMesh> meshes = meshes_of_world(w);
-  const dt::Tensor x = dt::test::make_data({6, 5}, dt::kFloat64, 1);
-  const dt::Tensor s = dt::test::make_data({6, 5}, dt::kFloat64, 2);
-  for (const NamedMesh& from : meshes) {
-    for (const NamedMesh& to : meshes) {
-      if (from.mesh == to.mesh) continue;
-      for (const dt::Placements& sp : lists_for(from.mesh)) {
-        if (has_partial(sp)) continue;  // a leaf is not Partial
-        const dt::Placements dp = lists_for(to.mesh).front();
-        INFO(from.name << " " << dt::placements_str(sp) << " -> " << to.name << " "
-                       << dt::placements_str(dp));
-        dt::DTensor a = dt::distribute_tensor(x, from.mesh, sp);
-        a.requires_grad_();
-        const dt::DTensor scale = dt::distribute_tensor(s, to.mesh, dp);
-        dt::sum(a.redistribute(to.mesh, dp) * scale).backward();
-        // d sum(y * s) / dx = s, on the source mesh with the source's placements.
-        REQUIRE(a.grad().defined());
-        CHECK(a.grad().device_mesh() == from.mesh);
-        CHECK(a.grad().placements() == sp);
-        const dt::Tensor g = a.grad().full_tensor();
-        if (from.mesh.contains_me()) CHECK(dt::equal(g, s));
-      }
-    }
-  }
 }
 
 TEST_CASE("cross-mesh redistribute: ranks asking for different moves all raise",

@@ -15,9 +15,7 @@
 #include "dtensor/collectives/comm_worker.h"
 #include "dtensor/collectives/mpi/mpi_communicator.h"
 #include "dtensor/core/redistribute.h"
-#include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/reduction/reduction.h"
-#include "dtensor_test_util.h"
+#include "tests/common/dtensor_test_util.h"
 
 namespace dt = dtensor;
 using Catch::Contains;
@@ -469,25 +467,6 @@ TEST_CASE("redistribute: a DTensor given up is reduced in its own memory", "[red
       CHECK(dt::equal(held.to_local(), local));
     }
   }
-  // Autograd records the in-place form as the copying one: the same gradient either way.
-  const Ints shape{w * 2 + 1, 3};
-  const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
-  dt::Tensor grads[2];
-  for (int moved = 0; moved < 2; ++moved) {
-    dt::DTensor leaf = dt::distribute_tensor(x, mesh, {R});
-    leaf.requires_grad_();
-    dt::DTensor part = dt::mul(leaf.redistribute({Psum}), 3.0);  // fresh memory, Partial
-    REQUIRE(part.placements() == dt::Placements{Psum});
-    const void* mem = part.to_local().data_ptr();
-    const dt::DTensor full = moved ? std::move(part).redistribute({R}) : part.redistribute({R});
-    CHECK(dt::equal(full.to_local(), dt::mul(x, dt::Scalar(3.0))));
-    if (w > 1) CHECK((full.to_local().data_ptr() == mem) == (moved == 1));
-    dt::sum(dt::mul(full, full)).backward();
-    REQUIRE(leaf.grad().defined());
-    grads[moved] = leaf.grad().full_tensor();
-  }
-  CHECK(dt::equal(grads[0], grads[1]));
-  CHECK(dt::equal(grads[1], dt::mul(x, dt::Scalar(18.0))));
 }
 
 // Several mesh dims to R the same way: one collective over their flattened communicator
@@ -698,12 +677,12 @@ TEST_CASE("redistribute: async_op returns a pending DTensor waited on first use"
                                                 mesh, {Psum}, false);
   const dt::DTensor pr = p.redistribute({S1}, true).redistribute({R}, true);
   CHECK(dt::equal(pr.full_tensor(), x));
-  if (w > 1 && dt::detail::async_threaded()) {
+  if (w > 1 && dt::async_threaded()) {
     // Observable: with the communication thread held by an earlier task, the result stays
     // pending until it is released (no collective is issued on this thread meanwhile).
     std::promise<void> go;
     std::shared_future<void> released = go.get_future().share();
-    dt::WorkPtr blocker = dt::detail::submit_async([released] { released.wait(); });
+    dt::WorkPtr blocker = dt::submit_async([released] { released.wait(); });
     const dt::DTensor a = s.redistribute({R}, true);
     CHECK(a.is_pending());
     CHECK_FALSE(blocker->is_completed());
@@ -714,13 +693,6 @@ TEST_CASE("redistribute: async_op returns a pending DTensor waited on first use"
   {
     const dt::DTensor dropped = s.redistribute({R}, true);  // never used
   }
-  // Gradients flow back through an async redistribute as through the blocking one.
-  dt::DTensor leaf = dt::distribute_tensor(x, mesh, {S0});
-  leaf.requires_grad_();
-  dt::sum(dt::mul(leaf.redistribute({R}, true), 2.0)).backward();
-  REQUIRE(leaf.grad().defined());
-  CHECK(leaf.grad().placements() == dt::Placements{S0});
-  CHECK(dt::equal(leaf.grad().full_tensor(), dt::full(x.shape(), 2.0, dt::TensorOptions(dt::kFloat32))));
   // A blocking collective afterwards pairs up on every rank (tasks ran first, in order).
   dt::world_communicator()->barrier()->wait();
 }

@@ -1,7 +1,7 @@
 # Sharding-propagation engine tests (test-only ops with naive kernels, no ops library needed).
 set(_prop_dir ${CMAKE_CURRENT_LIST_DIR})
 add_library(dtensor_propagation_test_ops STATIC ${_prop_dir}/test_ops.cc)
-target_link_libraries(dtensor_propagation_test_ops PUBLIC dtensor::autograd)
+target_link_libraries(dtensor_propagation_test_ops PUBLIC dtensor::core)
 target_include_directories(dtensor_propagation_test_ops PUBLIC ${_prop_dir})
 
 dtensor_add_test(test_sharding_propagation
