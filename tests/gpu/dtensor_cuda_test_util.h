@@ -1,6 +1,6 @@
 // Helpers of the DTensor-on-CUDA suites (test_dtensor_cuda_*.cc, label gpu, launched by mpirun
-// through gpu_mpi_main.cc). They reuse the CPU suites' helpers (tests/core/dtensor_test_util.h
-// and tests/ops/common/ops_dtensor_test_util.h) and add CUDA meshes and checks that a result
+// through gpu_mpi_main.cc). They reuse the CPU suites' helpers (tests/common/dtensor_test_util.h
+// and tests/common/ops_dtensor_test_util.h) and add CUDA meshes and checks that a result
 // lives on this rank's GPU.
 //
 // At 1 rank the CUDA mesh uses NCCL (a 1-rank communicator); at 2 and 4 ranks the ctest entries
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "dtensor/collectives/runtime.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dtensor::cuda_test {
 

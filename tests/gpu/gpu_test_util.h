@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "dtensor/tensor/creation.h"
-#include "tests/ops/common/tolerance.h"
 #include "dtensor/tensor/tensor.h"
+#include "tests/common/tolerance.h"
 
 namespace dtensor::gpu_test {
 

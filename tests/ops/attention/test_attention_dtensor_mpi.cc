@@ -7,8 +7,8 @@
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/ops/attention/attention.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "tests/common/ops_dtensor_test_util.h"
 #include "tests/ops/attention/attention_reference.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -12,8 +11,8 @@
 #include <vector>
 
 #include "dtensor/tensor/creation.h"
-#include "tests/ops/common/tolerance.h"
 #include "dtensor/tensor/tensor.h"
+#include "tests/common/tolerance.h"
 
 namespace dtensor::ewtest {
 

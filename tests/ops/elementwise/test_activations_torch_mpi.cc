@@ -14,7 +14,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/softmax/softmax.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 #include "tests/ops/elementwise/torch_activation_refs.h"
 
 namespace dt = dtensor;

@@ -10,7 +10,7 @@
 #include "dtensor/core/propagation/sharding_propagation.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

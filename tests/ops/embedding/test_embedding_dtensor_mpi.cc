@@ -6,7 +6,7 @@
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/ops/embedding/embedding.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace st = dtensor::test;

@@ -7,7 +7,7 @@
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/tensor/creation.h"
-#include "tests/ops/matmul/ops_test_util.h"
+#include "tests/common/local_op_test_util.h"
 
 namespace dt = dtensor;
 using dt::DTensor;

@@ -14,7 +14,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/softmax/softmax.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

@@ -16,7 +16,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/einsum.h"
 #include "dtensor/ops/reduction/reduction.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

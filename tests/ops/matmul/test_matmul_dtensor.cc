@@ -9,10 +9,10 @@
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/core/propagation/sharding_propagation.h"
 #include "dtensor/core/redistribute.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

@@ -8,8 +8,8 @@
 
 #include "dtensor/ops/norm/norm.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/common/local_op_test_util.h"
 #include "tests/ops/common/simd_test_util.h"
-#include "tests/ops/matmul/ops_test_util.h"
 
 namespace dt = dtensor;
 using dt::DType;

@@ -2,14 +2,13 @@
 // meshes (uneven shards and ranks with empty shards included) the result equals the reduction
 // of the full tensor; reducing a sharded dim yields the expected Partial without communication.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 
 #include "dtensor/core/propagation/sharding_propagation.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

@@ -5,7 +5,7 @@
 
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/tensor/creation.h"
-#include "tests/ops/matmul/ops_test_util.h"
+#include "tests/common/local_op_test_util.h"
 
 namespace dt = dtensor;
 using dt::DType;

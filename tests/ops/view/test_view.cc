@@ -3,7 +3,7 @@
 
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"
-#include "tests/ops/matmul/ops_test_util.h"
+#include "tests/common/local_op_test_util.h"
 
 namespace dt = dtensor;
 using dt::Tensor;

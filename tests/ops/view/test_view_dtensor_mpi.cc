@@ -8,7 +8,7 @@
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/view.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

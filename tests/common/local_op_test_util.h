@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "dtensor/tensor/creation.h"
-#include "tests/ops/common/tolerance.h"
 #include "dtensor/tensor/shape.h"
 #include "dtensor/tensor/tensor.h"
+#include "tests/common/tolerance.h"
 
 namespace dtensor::test {
 

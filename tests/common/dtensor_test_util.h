@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
 

@@ -1,6 +1,7 @@
-// Helpers of the op families' DTensor suites (tests/ops/<family>/test_*_dtensor*.cc), on top of
-// tests/core/dtensor_test_util.h: the meshes a family suite runs on, placement lists whose
-// shards fit the tensor, deterministic inputs, and comparison within float tolerance.
+// Helpers of the suites that run ops on DTensors (tests/ops/<family>/test_*_dtensor*.cc, and the
+// autograd, nn and CUDA suites), on top of tests/common/dtensor_test_util.h: the meshes a family
+// suite runs on, placement lists whose shards fit the tensor, deterministic inputs, and
+// comparison within float tolerance.
 #pragma once
 
 #include <cmath>
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/core/dtensor_test_util.h"
+#include "tests/common/dtensor_test_util.h"
 
 namespace dtensor::test {
 
