@@ -1,8 +1,8 @@
-// The gradient rules of the boundary between DTensors and local values (local(), full(),
-// from_local and their grad_placements): every round trip through them gives the exact
-// gradient, for every placement kind (Shard, Replicate, Partial sum/avg/max/min) on 1-D and 2-D
-// meshes, even, uneven and empty shards, and Partial values whose pieces differ across ranks.
-// The expected gradients are closed forms (d/dX sum(X * W) = W, d/dX sum(X * X) = 2 X); the
+// The gradient rules of the boundary between DTensors and local values (to_local_dtensor(),
+// full_tensor_dtensor(), from_local and their grad_placements): every round trip through them gives
+// the exact gradient, for every placement kind (Shard, Replicate, Partial sum/avg/max/min) on 1-D
+// and 2-D meshes, even, uneven and empty shards, and Partial values whose pieces differ across
+// ranks. The expected gradients are closed forms (d/dX sum(X * W) = W, d/dX sum(X * X) = 2 X); the
 // rules are PyTorch 2.15's (a Partial placement's gradient is Replicate unless grad_placements
 // says otherwise), which PyTorch computes equal to these on the same graphs.
 #include <catch2/catch.hpp>
@@ -13,8 +13,8 @@
 #include "dtensor/core/factories.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
-#include "tests/core/dtensor_test_util.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;
@@ -110,39 +110,48 @@ TEST_CASE("local / full / from_local round trips give exact gradients for every 
         for (const Placement& q : p) partial |= q.is_partial();
         const Placements kept(p.begin(), p.end());
         std::vector<Case> cases = {
-            {"sum(from_local(x.local(), p) * W)",
+            {"sum(from_local(x.to_local_dtensor(), p) * W)",
              [&](const DTensor& l) {
-               return dt::sum(DTensor::from_local(l.local(), mesh, kept, false, shape) * wd);
+               return dt::sum(DTensor::from_local(l.to_local_dtensor(), mesh, kept, false, shape) *
+                              wd);
              },
              false},
-            {"sum(x.full() * W) on every rank",
-             [&](const DTensor& l) { return dt::sum(l.full() * dt::local_dtensor(wt)); }, false},
-            {"sum(from_local(x.full(), R) * W)",
+            {"sum(x.full_tensor_dtensor() * W) on every rank",
              [&](const DTensor& l) {
-               return dt::sum(DTensor::from_local(l.full(), mesh, all_r, false, shape) * wd);
+               return dt::sum(l.full_tensor_dtensor() * dt::local_dtensor(wt));
              },
              false},
-            {"sum(x.local() * W's block) on every rank",
+            {"sum(from_local(x.full_tensor_dtensor(), R) * W)",
+             [&](const DTensor& l) {
+               return dt::sum(
+                   DTensor::from_local(l.full_tensor_dtensor(), mesh, all_r, false, shape) * wd);
+             },
+             false},
+            {"sum(x.to_local_dtensor() * W's block) on every rank",
              [&](const DTensor& l) {
                const Tensor block = tt::expected_block(wt, mesh, dt::without_partial(l.spec()));
-               return dt::sum(l.local() * dt::local_dtensor(block));
+               return dt::sum(l.to_local_dtensor() * dt::local_dtensor(block));
              },
              false},
-            {"sum(x.full() * x.full())",
-             [&](const DTensor& l) { return dt::sum(l.full() * l.full()); }, true},
-            {"sum(from_local(x.local(), p) * x)",
+            {"sum(x.full_tensor_dtensor() * x.full_tensor_dtensor())",
              [&](const DTensor& l) {
-               return dt::sum(DTensor::from_local(l.local(), mesh, kept, false, shape) * l);
+               return dt::sum(l.full_tensor_dtensor() * l.full_tensor_dtensor());
+             },
+             true},
+            {"sum(from_local(x.to_local_dtensor(), p) * x)",
+             [&](const DTensor& l) {
+               return dt::sum(DTensor::from_local(l.to_local_dtensor(), mesh, kept, false, shape) *
+                              l);
              },
              true},
         };
         if (partial) {
           // Explicit Partial grad_placements on both sides: the pieces of the gradient travel
           // through the local values and sum to it.
-          cases.push_back({"sum(from_local(x.local(p), p, grad_placements p) * W)",
+          cases.push_back({"sum(from_local(x.to_local_dtensor(p), p, grad_placements p) * W)",
                            [&](const DTensor& l) {
-                             return dt::sum(DTensor::from_local(l.local(kept), mesh, kept, false,
-                                                                shape, {}, kept) *
+                             return dt::sum(DTensor::from_local(l.to_local_dtensor(kept), mesh,
+                                                                kept, false, shape, {}, kept) *
                                             wd);
                            },
                            false});

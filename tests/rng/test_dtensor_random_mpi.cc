@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/rng/dtensor_random.h"
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
@@ -456,4 +456,26 @@ TEST_CASE("DTensor random ops reject bad arguments before drawing", "[rng][dtens
   CHECK(dt::default_generator().offset() == off);
   // dropout without training returns the input itself.
   CHECK(dt::dropout(f, 0.5, false).to_local().data_ptr() == f.to_local().data_ptr());
+}
+
+// The random like-factories keep the layout, Partial becoming Replicate (moved from
+// tests/core/test_factories_mpi.cc, which links the core alone): rand_like is rand of the same
+// layout, the same values as a fresh rand with one seed.
+TEST_CASE("rand_like / randn_like keep the layout, Partial becomes Replicate", "[dtensor]") {
+  const int w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const dt::Shape shape = {3 * w + 1, 4};
+  for (const dt::Placement& p : {S0, S1, R, dt::Placement(dt::Partial())}) {
+    INFO("placement " << p.str());
+    const dt::DTensor like = dt::distribute_tensor(dt::zeros(shape, dt::kFloat64), mesh, {p});
+    const dt::Placements expect = {p.is_partial() ? R : p};
+    dt::Generator a(1234), b(1234);
+    const dt::DTensor r1 = dt::rand_like(like, &a);
+    const dt::DTensor r2 = dt::rand(shape, mesh, expect, dt::kFloat64, &b);
+    CHECK(r1.placements() == expect);
+    CHECK(dt::equal(r1.to_local(), r2.to_local()));
+    const dt::DTensor n1 = dt::randn_like(like, &a);
+    CHECK(n1.placements() == expect);
+    CHECK(n1.shape() == shape);
+  }
 }
