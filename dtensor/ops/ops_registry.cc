@@ -5,7 +5,7 @@
 
 namespace dtensor {
 
-const Registry& ops_registry() {
+const Registry& registered_ops() {
   static const bool registered = [] {
     register_all(op_registry());
     return true;
@@ -15,11 +15,11 @@ const Registry& ops_registry() {
 }
 
 const OpInfo& ops_op(std::string_view name) {
-  return ops_registry().get(name);
+  return registered_ops().get(name);
 }
 
 const OpInfo& register_op(OpInfo info) {
-  ops_registry();  // the library's ops first: their names are taken
+  registered_ops();  // the library's ops first: their names are taken
   DT_CHECK(!info.name.empty(), "[register_op] the op has no name");
   DT_CHECK(static_cast<bool>(info.meta), "[register_op] op '%s' has no meta function", info.name);
   DT_CHECK(static_cast<bool>(info.strategy), "[register_op] op '%s' has no strategy function",

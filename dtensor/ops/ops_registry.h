@@ -8,8 +8,10 @@
 
 namespace dtensor {
 
-// op_registry() after register_all() has run on it.
-const Registry& ops_registry();
+// The process-wide op_registry() (dtensor/core/propagation/registry.h, empty until something
+// registers into it) after register_all() has run on it: every op of the library. Named apart
+// from op_registry(): it was ops_registry() (issue 41).
+const Registry& registered_ops();
 // The registered op `name` (e.g. "add", "sum", "mm"); throws "[Registry] unknown op 'x'".
 // DTensor functions look their op up once and keep the reference (a function-local static).
 const OpInfo& ops_op(std::string_view name);

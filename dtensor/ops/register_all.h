@@ -26,13 +26,14 @@ void register_softmax_ops(Registry& registry);
 void register_norm_ops(Registry& registry);
 // embedding (dtensor/ops/embedding/embedding_strategy.cc).
 void register_embedding_ops(Registry& registry);
-// gather, gather_backward, one_hot (dtensor/ops/index/index_strategy.cc).
+// gather, scatter_add, scatter, scatter.value, scatter_reduce, index_add, one_hot
+// (dtensor/ops/index/index_strategy.cc).
 void register_index_ops(Registry& registry);
 // index, index_put: advanced indexing by a list of index tensors
-// (dtensor/ops/index/advanced_index_strategy.cc).
+// (dtensor/ops/advanced_index/advanced_index_strategy.cc).
 void register_advanced_index_ops(Registry& registry);
 // masked_select, nonzero (data-dependent output shapes) and masked_select_backward
-// (dtensor/ops/index/masked_select_strategy.cc).
+// (dtensor/ops/masked_select/masked_select_strategy.cc).
 void register_masked_select_ops(Registry& registry);
 // cumsum, cumprod, cummax, cummin, sort, argsort, topk, kthvalue (dtensor/ops/scan/scan_strategy.cc).
 void register_scan_ops(Registry& registry);
@@ -43,7 +44,7 @@ void register_attention_ops(Registry& registry);
 void register_loss_ops(Registry& registry);
 
 // Calls every register_<family>_ops above on `registry`. Not idempotent: registering the same
-// op twice throws; ops_registry() calls it exactly once.
+// op twice throws; registered_ops() calls it exactly once.
 void register_all(Registry& registry);
 
 }  // namespace dtensor

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "dtensor/ops/common/parallel_for.h"
+#include "dtensor/ops/common/detail/parallel_for.h"
 #include "dtensor/ops/matmul/openblas.h"
 #include "dtensor/tensor/error.h"
 

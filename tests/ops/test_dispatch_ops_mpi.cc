@@ -5,7 +5,6 @@
 //   - no collective ever runs on a mesh dim of one rank: on meshes with size-1 dims, every
 //     redistribute pair, every registered op and a forward + backward issue none there.
 #include <catch2/catch.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,8 +18,8 @@
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/view/view.h"
-#include "tests/ops/common/op_samples.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/op_samples.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;
@@ -60,7 +59,7 @@ dt::DTensorList run_first_sample(const dt::OpInfo& op, const dt::DeviceMesh& mes
 TEST_CASE("every DTensor op call propagates exactly once") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = tt::make_mesh({w});
-  const dt::Registry& reg = dt::ops_registry();
+  const dt::Registry& reg = dt::registered_ops();
   for (const std::string& name : reg.names()) {
     const dt::OpInfo& op = reg.get(name);
     if (!op.samples) continue;
@@ -123,7 +122,7 @@ TEST_CASE("no collective runs on a mesh dim of one rank") {
       }
     }
     // Every registered op on sharded inputs, forward and backward.
-    const dt::Registry& reg = dt::ops_registry();
+    const dt::Registry& reg = dt::registered_ops();
     for (const std::string& name : reg.names()) {
       const dt::OpInfo& op = reg.get(name);
       if (!op.samples) continue;

@@ -11,8 +11,8 @@
 // would let relu pass a Partial(sum) row): every rank holds a random integer share whose
 // reduction is the value. Inputs are integer-valued float64, so the splits and sums are exact.
 #include <absl/strings/str_join.h>
-#include <catch2/catch.hpp>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -22,10 +22,10 @@
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/sharding_propagation.h"
-#include "examples/l2_normalize_op.h"
 #include "dtensor/ops/ops_registry.h"
-#include "tests/ops/common/op_samples.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "examples/l2_normalize_op.h"
+#include "tests/common/op_samples.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;
@@ -142,7 +142,7 @@ TEST_CASE("every strategy row of every registered op computes the op") {
   // A user-registered op (examples/l2_normalize_op.h, through register_op) is checked like
   // the library's own.
   l2_example::l2_normalize_op();
-  const dt::Registry& reg = dt::ops_registry();
+  const dt::Registry& reg = dt::registered_ops();
   const int64_t w = dt::world_size();
   const dt::DeviceMesh world = tt::make_mesh({w});
   int64_t ops = 0, samples = 0, candidates = 0, empty_candidates = 0;

@@ -52,16 +52,6 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& grad_lse
 // The default scale, 1 / sqrt(E).
 double default_attention_scale(int64_t head_dim);
 
-namespace detail {
-// The operand checks the kernels and the DTensor ops share (errors name `op`): q, k, v 4-d of
-// one floating dtype with fitting shapes; the mask (when mask_shape is given) bool or of q's
-// dtype, [L, S] or [B, H, L, S].
-void check_attention_operands(std::string_view op, IntSpan q, IntSpan k, IntSpan v, DType q_dtype,
-                              DType k_dtype, DType v_dtype);
-void check_attention_mask(std::string_view op, IntSpan mask, DType mask_dtype, IntSpan q,
-                          IntSpan k, DType q_dtype);
-}  // namespace detail
-
 // ---- DTensor form (attention_strategy.cc) ----------------------------------------------------
 // Registered as "scaled_dot_product_attention" and, with a mask, ".mask" (scale a runtime arg,
 // causal static), each with its backward op. Rows for one mesh dim ([out, lse | q, k, v(, mask)]):

@@ -23,6 +23,9 @@
 #include <vector>
 
 #include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/common/detail/attention_checks.h"
+#include "dtensor/ops/common/detail/gemm.h"
+#include "dtensor/ops/common/detail/softmax_stats.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"

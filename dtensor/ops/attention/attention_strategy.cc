@@ -12,7 +12,8 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/ops/attention/attention.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/attention_checks.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/register_all.h"
 #include "dtensor/ops/view/copy_ops.h"
@@ -208,26 +209,4 @@ void register_attention_ops(Registry& reg) {
   register_attention(reg, /*has_mask=*/false);
   register_attention(reg, /*has_mask=*/true);
 }
-
-DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
-                                     const DTensor& mask, bool is_causal,
-                                     std::optional<double> scale, bool enable_gqa) {
-  static const OpInfo& op = ops_op(kForward);
-  static const OpInfo& op_mask = ops_op(kForwardMask);
-  DT_CHECK(q.defined() && k.defined() && v.defined(), "[%s] q, k and v must be defined", kForward);
-  const double s = scale ? *scale : default_attention_scale(q.dim() == 4 ? q.size(3) : 0);
-  const ArgValue args[] = {s, is_causal};
-  if (enable_gqa && q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.size(1) != q.size(1)) {
-    const int64_t h = q.size(1), hk = k.size(1);
-    DT_CHECK(hk > 0 && h % hk == 0 && v.size(1) == hk,
-             "[%s] enable_gqa: q has %d heads, k %d and v %d (expected k and v to have one head "
-             "count dividing q's)",
-             kForward, h, hk, v.size(1));
-    const DTensor kr = repeat_interleave(k, h / hk, 1), vr = repeat_interleave(v, h / hk, 1);
-    return scaled_dot_product_attention(q, kr, vr, mask, is_causal, s);
-  }
-  if (mask.defined()) return dispatch_multi(op_mask, {&q, &k, &v, &mask}, args)[0];
-  return dispatch_multi(op, {&q, &k, &v}, args)[0];
-}
-
 }  // namespace dtensor

@@ -1,4 +1,4 @@
-#include "dtensor/ops/common/elementwise_iter.h"
+#include "dtensor/ops/common/detail/elementwise_iter.h"
 
 #include <absl/container/inlined_vector.h>
 

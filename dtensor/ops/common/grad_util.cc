@@ -1,4 +1,4 @@
-#include "dtensor/ops/common/grad_util.h"
+#include "dtensor/ops/common/detail/grad_util.h"
 
 #include <algorithm>
 

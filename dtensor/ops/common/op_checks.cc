@@ -1,4 +1,4 @@
-#include "dtensor/ops/common/op_checks.h"
+#include "dtensor/ops/common/detail/op_checks.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "dtensor/ops/common/reduce_iter.h"
+#include "dtensor/ops/common/detail/reduce_iter.h"
 
 namespace dtensor::detail {
 

@@ -1,9 +1,9 @@
-#include "dtensor/ops/common/simd_dispatch.h"
+#include "dtensor/ops/common/detail/simd_dispatch.h"
 
 // The same target set as the kernel files (simd_config.h before Highway's headers), so
 // HWY_TARGETS below means what they compiled.
 // clang-format off
-#include "dtensor/ops/common/simd_config.h"
+#include "dtensor/ops/common/detail/simd_config.h"
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 // clang-format on

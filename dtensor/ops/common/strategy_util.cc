@@ -1,6 +1,6 @@
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
 
-#include "dtensor/ops/common/op_checks.h"
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/tensor/creation.h"
 
 namespace dtensor::detail {

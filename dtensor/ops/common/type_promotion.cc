@@ -1,4 +1,4 @@
-#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
 
 namespace dtensor {
 

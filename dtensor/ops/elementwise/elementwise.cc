@@ -4,11 +4,11 @@
 
 #include <string_view>
 
-#include "dtensor/ops/common/op_checks.h"
-#include "dtensor/ops/common/type_promotion.h"
-#include "dtensor/ops/elementwise/elementwise_cuda.h"
-#include "dtensor/ops/elementwise/elementwise_impl.h"
-#include "dtensor/ops/elementwise/elementwise_kernels.h"
+#include "dtensor/ops/common/detail/op_checks.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
+#include "dtensor/ops/elementwise/detail/elementwise_cuda.h"
+#include "dtensor/ops/elementwise/detail/elementwise_impl.h"
+#include "dtensor/ops/elementwise/detail/elementwise_kernels.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"
 

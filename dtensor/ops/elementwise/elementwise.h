@@ -1,7 +1,7 @@
 // Elementwise ops on local tensors (PyTorch semantics).
 //
 // Binary ops broadcast their inputs (NumPy rules) and compute in the promoted dtype
-// (dtensor/ops/common/type_promotion.h); bf16/fp16 are computed in float and rounded once. Inputs
+// (dtensor/ops/common/detail/type_promotion.h); bf16/fp16 are computed in float and rounded once. Inputs
 // must live on one device. Float-only math (exp, log, sqrt, rsqrt, sigmoid, tanh, div) on
 // integer or bool inputs computes in float32, as PyTorch does; the activations gelu, silu,
 // softplus, elu, celu, leaky_relu and glu require a floating input, as in PyTorch. Errors name
@@ -183,7 +183,7 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::kNon
 // x * sigmoid(x). Floating inputs only.
 Tensor silu(const Tensor& x);
 // More activations, with torch.nn.functional's names, defaults and values (kernels: one
-// formula per element for both devices, dtensor/ops/elementwise/pointwise_math.h; computed in float for
+// formula per element for both devices, dtensor/ops/elementwise/detail/pointwise_math.h; computed in float for
 // 16-bit floats, parameters converted to that type first).
 // min(max(x, 0), 6) (PyTorch's hardtanh(x, 0, 6)); same dtype, integers allowed, bool raises;
 // NaN and -0.0 stay.

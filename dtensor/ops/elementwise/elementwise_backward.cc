@@ -2,7 +2,7 @@
 // cached like forward). Gradients of broadcast inputs are summed back to the input's shape and
 // cast to its dtype (reduce_to). Formulas are with respect to the inputs as the kernel saw
 // them; ctx.input / ctx.output are the saved values.
-#include "dtensor/ops/elementwise/elementwise_backward.h"
+#include "dtensor/ops/elementwise/detail/elementwise_backward.h"
 
 #include <absl/container/flat_hash_map.h>
 
@@ -11,7 +11,7 @@
 
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
-#include "dtensor/ops/common/grad_util.h"
+#include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/view/view.h"

@@ -1,9 +1,9 @@
 // CPU kernels for the binary elementwise ops, comparisons and where.
 #include <type_traits>
 
-#include "dtensor/ops/common/cpu_loops.h"
-#include "dtensor/ops/elementwise/elementwise_kernels.h"
-#include "dtensor/ops/elementwise/pointwise_math.h"
+#include "dtensor/ops/common/detail/cpu_loops.h"
+#include "dtensor/ops/elementwise/detail/elementwise_kernels.h"
+#include "dtensor/ops/elementwise/detail/pointwise_math.h"
 
 namespace dtensor::detail {
 

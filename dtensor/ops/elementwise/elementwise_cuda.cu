@@ -2,10 +2,10 @@
 // and elementwise_unary_cpu.cc (bf16/fp16 computed in float, rounded once on store).
 #include <type_traits>
 
-#include "dtensor/ops/common/loops_cuda.cuh"
-#include "dtensor/ops/elementwise/elementwise_cuda.h"
-#include "dtensor/ops/elementwise/int_pow.h"
-#include "dtensor/ops/elementwise/pointwise_math.h"
+#include "dtensor/ops/common/detail/loops_cuda.cuh"
+#include "dtensor/ops/elementwise/detail/elementwise_cuda.h"
+#include "dtensor/ops/elementwise/detail/int_pow.h"
+#include "dtensor/ops/elementwise/detail/pointwise_math.h"
 
 namespace dtensor::detail {
 
@@ -352,7 +352,7 @@ void int_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& par
 }
 
 // The activation gradients of activation_backward_cpu, with the formulas of
-// dtensor/ops/common/simd_math-inl.h (1 + erf and 1 + tanh never formed).
+// dtensor/ops/common/detail/simd_math-inl.h (1 + erf and 1 + tanh never formed).
 template <typename T>
 void activation_backward_typed(ActivationGrad op, const Tensor& out, const Tensor& g,
                                const Tensor& x) {

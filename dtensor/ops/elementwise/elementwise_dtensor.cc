@@ -2,7 +2,7 @@
 // kernels are registered in elementwise_strategy.cc).
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 

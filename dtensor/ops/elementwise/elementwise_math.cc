@@ -9,11 +9,11 @@
 #include <string>
 #include <string_view>
 
-#include "dtensor/ops/common/op_checks.h"
-#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/common/detail/op_checks.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
+#include "dtensor/ops/elementwise/detail/elementwise_cuda.h"
+#include "dtensor/ops/elementwise/detail/elementwise_impl.h"
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/elementwise/elementwise_cuda.h"
-#include "dtensor/ops/elementwise/elementwise_impl.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 

@@ -3,9 +3,9 @@
 // identically on every rank, before dispatch.
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
+#include "dtensor/ops/elementwise/detail/elementwise_impl.h"
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/elementwise/elementwise_impl.h"
 #include "dtensor/ops/ops_registry.h"
 
 namespace dtensor {

@@ -1,6 +1,6 @@
 // The elementwise CUDA entry points when dtensor is built without CUDA (no CUDA tensor can
 // exist then, so these are reached only through a bug).
-#include "dtensor/ops/elementwise/elementwise_cuda.h"
+#include "dtensor/ops/elementwise/detail/elementwise_cuda.h"
 
 namespace dtensor::detail {
 

@@ -11,11 +11,11 @@
 
 #include "dtensor/core/check_ranks.h"
 #include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/common/strategy_util.h"
-#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
+#include "dtensor/ops/elementwise/detail/elementwise_backward.h"
+#include "dtensor/ops/elementwise/detail/elementwise_impl.h"
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/elementwise/elementwise_backward.h"
-#include "dtensor/ops/elementwise/elementwise_impl.h"
 #include "dtensor/ops/register_all.h"
 #include "dtensor/tensor/error.h"
 

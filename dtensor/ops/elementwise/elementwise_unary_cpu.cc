@@ -1,8 +1,8 @@
 // CPU kernels for the unary elementwise ops, the activations and the activations' backward.
 //
 // exp, log, tanh, sigmoid, gelu (both forms), silu and the backward kernels are vectorised with
-// Google Highway (dtensor/ops/common/simd_math-inl.h), compiled for each target of
-// dtensor/ops/common/simd_config.h and dispatched at run time. Rows the iterator hands over with a
+// Google Highway (dtensor/ops/common/detail/simd_math-inl.h), compiled for each target of
+// dtensor/ops/common/detail/simd_config.h and dispatched at run time. Rows the iterator hands over with a
 // stride are gathered into short contiguous chunks first, so every layout runs the same vector
 // code and gives the same values. The cheap ops (neg, abs, sqrt, rsqrt, relu, relu6, pow) stay
 // plain loops the compiler vectorises; the other math and activations (softplus, elu, leaky_relu
@@ -10,14 +10,14 @@
 #include <cmath>
 #include <type_traits>
 
-#include "dtensor/ops/common/cpu_loops.h"
-#include "dtensor/ops/elementwise/elementwise_kernels.h"
-#include "dtensor/ops/elementwise/erfinv.h"
-#include "dtensor/ops/elementwise/int_pow.h"
-#include "dtensor/ops/elementwise/pointwise_math.h"
+#include "dtensor/ops/common/detail/cpu_loops.h"
+#include "dtensor/ops/elementwise/detail/elementwise_kernels.h"
+#include "dtensor/ops/elementwise/detail/erfinv.h"
+#include "dtensor/ops/elementwise/detail/int_pow.h"
+#include "dtensor/ops/elementwise/detail/pointwise_math.h"
 
 #define HWY_TARGET_INCLUDE "dtensor/ops/elementwise/elementwise_unary_cpu.cc"
-#include "dtensor/ops/common/simd_kernel-inl.h"  // IWYU pragma: keep
+#include "dtensor/ops/common/detail/simd_kernel-inl.h"  // IWYU pragma: keep
 
 HWY_BEFORE_NAMESPACE();
 namespace dtensor::detail::HWY_NAMESPACE {

@@ -3,7 +3,7 @@ list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_math.cc
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_cpu.cc
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_unary_cpu.cc
-  ${CMAKE_CURRENT_LIST_DIR}/activation_backward.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/elementwise_activation_grad.cc)
 # DTensor side: sharding strategies and DTensor overloads.
 list(APPEND DTENSOR_OPS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/elementwise_strategy.cc

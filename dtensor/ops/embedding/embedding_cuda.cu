@@ -2,8 +2,8 @@
 // weight's size (no conversion).
 #include <cstdint>
 
-#include "dtensor/ops/common/atomic_cuda.cuh"
-#include "dtensor/ops/embedding/embedding_cuda.h"
+#include "dtensor/ops/common/detail/atomic_cuda.cuh"
+#include "dtensor/ops/embedding/detail/embedding_cuda.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/stream_cuda.h"
 

@@ -1,5 +1,5 @@
 // embedding_cuda when dtensor is built without CUDA (unreachable: no CUDA tensor can exist).
-#include "dtensor/ops/embedding/embedding_cuda.h"
+#include "dtensor/ops/embedding/detail/embedding_cuda.h"
 
 namespace dtensor::detail {
 

@@ -13,7 +13,10 @@
 #include "dtensor/core/check_ranks.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/advanced_index/detail/advanced_index.h"
+#include "dtensor/ops/common/detail/index_helpers.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
+#include "dtensor/ops/embedding/detail/embedding_backward.h"
 #include "dtensor/ops/embedding/embedding.h"
 #include "dtensor/ops/index/index.h"
 #include "dtensor/ops/ops_registry.h"
@@ -22,6 +25,8 @@
 
 namespace dtensor {
 namespace {
+
+using detail::embedding_grad;
 
 // The first index outside [0, rows) as an error message (empty when there is none). Checked
 // against the global table size before the lookup: embedding_masked would silently turn an
@@ -63,16 +68,6 @@ Tensor embedding_backward_kernel(const KernelContext& c, absl::Span<const Tensor
   const int64_t col[] = {n, 1}, wide[] = {n, width};
   const Tensor idx = l[1].to(kInt64).reshape(col).expand(wide);
   return scatter_add_shard(out.shape, 0, idx, g, out.offset[0]);
-}
-
-DTensor embedding_backward(const DTensor& grad, const DTensor& indices, int64_t num_weights) {
-  static const OpInfo& op = ops_op("embedding_backward");
-  const ArgValue args[] = {num_weights};
-  return dispatch(op, {&grad, &indices}, args);
-}
-
-DTensorList embedding_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-  return {embedding_backward(g[0], c.input(1), c.input_spec(0).shape()[0]), DTensor()};
 }
 
 void register_embedding_backward(Registry& registry) {

@@ -1,7 +1,3 @@
 # CUDA side of the index family: kernels when CUDA is on, a throwing stub when off.
 list(APPEND DTENSOR_OPS_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/index_cuda.cu)
 list(APPEND DTENSOR_OPS_NO_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/index_no_cuda.cc)
-list(APPEND DTENSOR_OPS_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/advanced_index_cuda.cu)
-list(APPEND DTENSOR_OPS_NO_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/advanced_index_no_cuda.cc)
-list(APPEND DTENSOR_OPS_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/masked_select_cuda.cu)
-list(APPEND DTENSOR_OPS_NO_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/masked_select_no_cuda.cc)

@@ -3,9 +3,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "dtensor/ops/common/detail/index_helpers.h"
+#include "dtensor/ops/index/detail/index_cuda.h"
+#include "dtensor/ops/index/detail/scatter_reduce_math.h"
 #include "dtensor/ops/index/index.h"
-#include "dtensor/ops/index/index_cuda.h"
-#include "dtensor/ops/index/scatter_reduce_math.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 

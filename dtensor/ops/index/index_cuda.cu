@@ -7,9 +7,10 @@
 #include <limits>
 #include <type_traits>
 
-#include "dtensor/ops/common/atomic_cuda.cuh"
-#include "dtensor/ops/index/index_cuda.h"
-#include "dtensor/ops/index/scatter_reduce_math.h"
+#include "dtensor/ops/common/detail/atomic_cuda.cuh"
+#include "dtensor/ops/common/detail/index_helpers.h"
+#include "dtensor/ops/index/detail/index_cuda.h"
+#include "dtensor/ops/index/detail/scatter_reduce_math.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/stream_cuda.h"
 

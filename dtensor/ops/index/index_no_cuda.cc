@@ -1,6 +1,7 @@
 // The CUDA indexing kernels when dtensor is built without CUDA (unreachable: no CUDA tensor can
 // exist).
-#include "dtensor/ops/index/index_cuda.h"
+#include "dtensor/ops/common/detail/index_helpers.h"
+#include "dtensor/ops/index/detail/index_cuda.h"
 
 namespace dtensor::detail {
 

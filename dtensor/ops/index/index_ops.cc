@@ -4,7 +4,8 @@
 
 #include <algorithm>
 
-#include "dtensor/ops/common/op_checks.h"
+#include "dtensor/ops/common/detail/index_helpers.h"
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/index/index.h"
 #include "dtensor/ops/reduction/reduction.h"

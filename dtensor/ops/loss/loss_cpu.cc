@@ -1,8 +1,8 @@
 #include <cstring>
 #include <vector>
 
+#include "dtensor/ops/loss/detail/loss_cuda.h"
 #include "dtensor/ops/loss/loss.h"
-#include "dtensor/ops/loss/loss_cuda.h"
 #include "dtensor/ops/loss/pointwise_loss.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/tensor/creation.h"

@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/loss/loss_cuda.h"
+#include "dtensor/ops/loss/detail/loss_cuda.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"

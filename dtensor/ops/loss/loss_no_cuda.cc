@@ -1,6 +1,6 @@
 // The loss CUDA entry points when dtensor is built without CUDA (unreachable: no CUDA tensor
 // can exist then).
-#include "dtensor/ops/loss/loss_cuda.h"
+#include "dtensor/ops/loss/detail/loss_cuda.h"
 
 namespace dtensor::detail {
 

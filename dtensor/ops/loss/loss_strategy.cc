@@ -15,18 +15,21 @@
 #include "dtensor/core/check_ranks.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/index/index.h"
+#include "dtensor/ops/loss/detail/loss_backward.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/loss/pointwise_loss.h"
 #include "dtensor/ops/ops_registry.h"
-#include "dtensor/tensor/creation.h"
 #include "dtensor/ops/register_all.h"
+#include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
 namespace {
+
+using detail::gather_target_grad;
 
 int64_t class_dim_of(int64_t input_ndim) {
   return input_ndim == 1 ? 0 : 1;
@@ -70,14 +73,6 @@ Tensor gather_target_backward_kernel(const KernelContext& c, absl::Span<const Te
   const Tensor idx = where(eq(t, Scalar(ignore_index)), full({}, -1, TensorOptions(kInt64, t.device())), t);
   return scatter_add_shard(out.shape, class_dim, idx.unsqueeze(class_dim),
                            l[0].unsqueeze(class_dim), out.offset[class_dim]);
-}
-
-DTensorList gather_target_grad(const autograd::BackwardContext& c,
-                               absl::Span<const DTensor> g) {
-  static const OpInfo& op = ops_op("gather_target_backward");
-  const ArgValue args[] = {c.input_spec(0).shape(), c.arg<int64_t>(0)};
-  const DTensor& target = c.input(1);
-  return {dispatch(op, {&g[0], &target}, args), DTensor()};
 }
 
 void register_gather_target_backward(Registry& registry) {

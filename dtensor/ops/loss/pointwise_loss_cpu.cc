@@ -1,8 +1,8 @@
 // The per-element terms of the pointwise losses on the CPU (pointwise_loss.h's LossTerm over an
 // ElementwiseIter, so pos_weight broadcasts and the loop runs on the intra-op threads), and the
 // device dispatch to the CUDA kernels.
-#include "dtensor/ops/common/cpu_loops.h"
-#include "dtensor/ops/loss/loss_cuda.h"
+#include "dtensor/ops/common/detail/cpu_loops.h"
+#include "dtensor/ops/loss/detail/loss_cuda.h"
 #include "dtensor/ops/loss/pointwise_loss.h"
 #include "dtensor/tensor/creation.h"
 

@@ -1,7 +1,7 @@
 // The per-element terms of the pointwise losses on CUDA: pointwise_loss.h's LossTerm (the
 // formulas the CPU kernel uses, in double) through gpu_kernel, pos_weight broadcast.
-#include "dtensor/ops/common/loops_cuda.cuh"
-#include "dtensor/ops/loss/loss_cuda.h"
+#include "dtensor/ops/common/detail/loops_cuda.cuh"
+#include "dtensor/ops/loss/detail/loss_cuda.h"
 #include "dtensor/ops/loss/pointwise_loss.h"
 
 namespace dtensor::detail {

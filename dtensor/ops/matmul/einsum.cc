@@ -1,7 +1,7 @@
 // einsum: the equation parser (shared by the local form, the meta function, the strategy
 // generator and the backward) with its plan cache, and the local form, reduced to diagonal
 // views, sum, permute, reshape and bmm (mm / bmm directly when already in their layout).
-#include "dtensor/ops/matmul/einsum.h"
+#include "dtensor/ops/matmul/detail/einsum.h"
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/strings/str_format.h>
@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 
+#include "dtensor/ops/matmul/einsum.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/view/view.h"

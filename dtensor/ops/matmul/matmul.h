@@ -46,19 +46,6 @@ Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scala
 // undefined Tensor()).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
-namespace detail {
-// True when the last two dims of x can be handed to BLAS without a copy: row-major with a
-// leading dim >= the row length, or the transpose of such a matrix (the strides of size-1 dims
-// do not matter). float32/float64 operands failing this are copied contiguous first.
-bool gemm_operand_is_direct(const Tensor& x);
-// out = beta * out + alpha * bmm(a, b), written into out ([B, n, m], a's dtype and device). A
-// contiguous float32/float64 out on the CPU that overlaps neither operand is BLAS's C itself
-// (no copy in or out, so a block can accumulate products in place); any other out takes
-// baddbmm's result by copy. With beta 0 out's values are ignored (it may be uninitialised).
-void baddbmm_into(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta,
-                  const Scalar& alpha);
-}  // namespace detail
-
 // ---- DTensor forms ---------------------------------------------------------------------------
 // The same products on DTensors (matmul_strategy.cc); the result equals the product of the full
 // tensors. The cheapest of the Megatron strategies is chosen under the cost model, e.g. for
@@ -85,5 +72,11 @@ DTensor baddbmm(const DTensor& self, const DTensor& a, const DTensor& b, const S
 // added on coordinate 0 of the Partial mesh dims only (no communication, no move). bias may be
 // undefined.
 DTensor linear(const DTensor& x, const DTensor& weight, const DTensor& bias = DTensor());
+
+// PyTorch's torch.backends.cuda.matmul.allow_tf32: when true, float32 CUDA GEMMs may use
+// TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32; 10-bit mantissa inputs). Off by default, so
+// float32 results keep full float32 precision. Process-wide; has no effect on the CPU.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
 
 }  // namespace dtensor

@@ -1,9 +1,9 @@
 // Backward formulas of the matrix products, written with DTensor products (so the Megatron
 // rows apply in backward too: a column-parallel weight's gradient comes out sharded like the
 // weight, the input gradient of a column-parallel layer Partial).
-#include "dtensor/ops/matmul/matmul_backward.h"
+#include "dtensor/ops/matmul/detail/matmul_backward.h"
 
-#include "dtensor/ops/common/grad_util.h"
+#include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/view/view.h"
@@ -91,6 +91,18 @@ DTensorList linear_backward(const BackwardContext& c, Grads g) {
   }
   if (c.num_inputs() == 3 && c.needs_input_grad(2)) out[2] = reduce_to(g[0], c.input_spec(2));
   return out;
+}
+
+// d/da = g b, d/db = g a (g is 0-d).
+DTensorList dot_backward(const BackwardContext& c, Grads g) {
+  return DTensorList{c.needs_input_grad(0) ? g[0] * c.input(1) : DTensor(),
+                     c.needs_input_grad(1) ? g[0] * c.input(0) : DTensor()};
+}
+
+// d/da = g @ b, d/db = a @ g.
+DTensorList outer_backward(const BackwardContext& c, Grads g) {
+  return DTensorList{c.needs_input_grad(0) ? dtensor::matmul(g[0], c.input(1)) : DTensor(),
+                     c.needs_input_grad(1) ? dtensor::matmul(c.input(0), g[0]) : DTensor()};
 }
 
 }  // namespace dtensor::detail

@@ -2,7 +2,7 @@
 // C = A @ B is computed as C^T = B^T @ A^T with the operands swapped. A row-major operand with
 // leading dim ld is, read column-major, its own transpose (op N); a transposed view of a
 // row-major matrix is read with op T.
-#include "dtensor/ops/matmul/matmul_cuda.h"
+#include "dtensor/ops/matmul/detail/matmul_cuda.h"
 
 #include <algorithm>
 #include <array>
@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/matmul/cublas_check_cuda.h"
+#include "dtensor/ops/matmul/detail/cublas_check_cuda.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/stream_cuda.h"
 

@@ -1,5 +1,5 @@
 // The CUDA GEMM entry point when dtensor is built without CUDA: unreachable, it throws.
-#include "dtensor/ops/matmul/matmul_cuda.h"
+#include "dtensor/ops/matmul/detail/matmul_cuda.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::detail {

@@ -12,12 +12,13 @@
 
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/common/op_checks.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/op_checks.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/detail/einsum.h"
+#include "dtensor/ops/matmul/detail/matmul_backward.h"
 #include "dtensor/ops/matmul/einsum.h"
 #include "dtensor/ops/matmul/matmul.h"
-#include "dtensor/ops/matmul/matmul_backward.h"
 #include "dtensor/ops/register_all.h"
 #include "dtensor/tensor/error.h"
 
@@ -62,7 +63,8 @@ MatmulDims matmul_dims(std::string_view op, const Shape& a, const Shape& b) {
   return m;
 }
 
-// Rows for a @ b; `extra` inputs (bias) get placements from `bias_placement` per row.
+// Rows [out | a, b] for a @ b: the batch dims, a's rows, b's columns, and the contraction (Partial).
+// Ops with a bias add its placement to each row themselves (bias_placement below).
 StrategyRows matmul_rows(const Shape& a, const Shape& b, const MatmulDims& m) {
   StrategyRows rows;
   const int64_t a_batch = std::max<int64_t>(static_cast<int64_t>(a.size()) - 2, 0);
@@ -226,11 +228,7 @@ void register_matmul_ops(Registry& reg) {
     return std::vector<OpSample>{{{sample({3 * w + 1}), sample({3 * w + 1})}, {}},
                                  {{sample({w - 1}), sample({w - 1})}, {}}};
   };
-  // d/da = g b, d/db = g a (g is 0-d).
-  dot.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-    return DTensorList{c.needs_input_grad(0) ? g[0] * c.input(1) : DTensor(),
-                       c.needs_input_grad(1) ? g[0] * c.input(0) : DTensor()};
-  };
+  dot.backward = detail::dot_backward;
   reg.add(std::move(dot));
 
   // outer(self[n], vec2[m]) -> [n, m]: self sharded gives rows, vec2 sharded columns.
@@ -255,11 +253,7 @@ void register_matmul_ops(Registry& reg) {
                                  {{sample({2}), sample({w + 2})}, {}},
                                  {{sample({detail::short_size(w)}), sample({3})}, {}}};
   };
-  // d/da = g @ b, d/db = a @ g.
-  outer.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-    return DTensorList{c.needs_input_grad(0) ? dtensor::matmul(g[0], c.input(1)) : DTensor(),
-                       c.needs_input_grad(1) ? dtensor::matmul(c.input(0), g[0]) : DTensor()};
-  };
+  outer.backward = detail::outer_backward;
   reg.add(std::move(outer));
 
   // addmm(self = bias, mat1, mat2; beta, alpha runtime): beta * bias + alpha * mat1 @ mat2;

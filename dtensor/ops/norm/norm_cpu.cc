@@ -1,5 +1,5 @@
 // CPU layer_norm / rms_norm, their statistics and backward kernels, vectorised with Google
-// Highway and compiled for each target of dtensor/ops/common/simd_config.h (runtime dispatch).
+// Highway and compiled for each target of dtensor/ops/common/detail/simd_config.h (runtime dispatch).
 //
 // x is viewed as [rows, n] (contiguous), n = numel(normalized_shape). Per row, layer norm makes
 // three passes over the n elements (kept in cache between them): the mean, the centred sum of
@@ -12,14 +12,14 @@
 #include <tuple>
 #include <utility>
 
-#include "dtensor/ops/common/parallel_for.h"
+#include "dtensor/ops/common/detail/parallel_for.h"
+#include "dtensor/ops/norm/detail/norm_cuda.h"
 #include "dtensor/ops/norm/norm.h"
-#include "dtensor/ops/norm/norm_cuda.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"
 
 #define HWY_TARGET_INCLUDE "dtensor/ops/norm/norm_cpu.cc"
-#include "dtensor/ops/common/simd_kernel-inl.h"  // IWYU pragma: keep
+#include "dtensor/ops/common/detail/simd_kernel-inl.h"  // IWYU pragma: keep
 
 HWY_BEFORE_NAMESPACE();
 namespace dtensor::detail::HWY_NAMESPACE {

@@ -6,8 +6,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "dtensor/ops/common/block_reduce_cuda.cuh"
-#include "dtensor/ops/norm/norm_cuda.h"
+#include "dtensor/ops/common/detail/block_reduce_cuda.cuh"
+#include "dtensor/ops/norm/detail/norm_cuda.h"
 #include "dtensor/tensor/convert.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/stream_cuda.h"

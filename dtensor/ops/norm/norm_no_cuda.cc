@@ -1,5 +1,5 @@
 // norm_cuda when dtensor is built without CUDA (unreachable: no CUDA tensor can exist).
-#include "dtensor/ops/norm/norm_cuda.h"
+#include "dtensor/ops/norm/detail/norm_cuda.h"
 
 namespace dtensor::detail {
 

@@ -6,14 +6,18 @@
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/ops_registry.h"
 #include "dtensor/core/propagation/registry.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/ops_registry.h"
 #include "dtensor/tensor/error.h"
+#include "dtensor/ops/norm/detail/norm_backward.h"
 
 namespace dtensor {
 namespace {
+
+using detail::layer_norm_grad;
+using detail::rms_norm_grad;
 
 OutputMetas norm_meta(const OpSchema& s, std::string_view name) {
   const DTensorSpec& x = s.input(0);
@@ -32,27 +36,6 @@ OutputMetas norm_meta(const OpSchema& s, std::string_view name) {
              shape_str(ns), dtype_name(x.dtype()));
   }
   return {x.meta()};
-}
-
-using autograd::BackwardContext;
-using Grads = absl::Span<const DTensor>;
-
-// Gradients through one fused op (layer_norm_backward / rms_norm_backward, registered below):
-// inputs (grad_output, input[, weight]) and the forward's args; outputs grad_input, then
-// grad_weight and grad_bias when the forward had them. The op's kernel reruns the forward
-// kernel (native_layer_norm / native_rms_norm) on the saved input for its mean and rstd,
-// discarding its output (nothing beyond the input and weight is kept from forward; a
-// statistics-only kernel or saving the statistics would avoid the extra work), then runs the
-// local backward kernel (norm.h).
-DTensorList norm_backward(const BackwardContext& c, Grads g, const char* grad_op) {
-  const bool has_w = c.arg<bool>(2);
-  absl::InlinedVector<const DTensor*, 3> in = {&g[0], &c.input(0)};
-  if (has_w) in.push_back(&c.input(1));
-  DTensorList grads = dispatch_multi(ops_op(grad_op), in, c.args());
-  for (int64_t i = 0; i < static_cast<int64_t>(grads.size()); ++i) {
-    if (!c.needs_input_grad(i)) grads[i] = DTensor();
-  }
-  return grads;
 }
 
 // One row per leading (batch) dim d of the input `x_input`: the output and every input of x's
@@ -115,9 +98,7 @@ void register_norm_ops(Registry& registry) {
   ln.schema_info.static_argnum = 1;
   ln.meta = [](const OpSchema& s) { return norm_meta(s, "layer_norm"); };
   ln.strategy = [](const OpSchema& s) { return norm_rows(s, 0, 1); };
-  ln.backward = [](const BackwardContext& c, Grads g) {
-    return norm_backward(c, g, "layer_norm_backward");
-  };
+  ln.backward = layer_norm_grad;
   ln.saved_inputs = 3u;  // input, weight
   ln.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
     const bool has_w = c.arg<bool>(2), has_b = c.arg<bool>(3);
@@ -141,9 +122,7 @@ void register_norm_ops(Registry& registry) {
   rms.schema_info.static_argnum = 1;
   rms.meta = [](const OpSchema& s) { return norm_meta(s, "rms_norm"); };
   rms.strategy = [](const OpSchema& s) { return norm_rows(s, 0, 1); };
-  rms.backward = [](const BackwardContext& c, Grads g) {
-    return norm_backward(c, g, "rms_norm_backward");
-  };
+  rms.backward = rms_norm_grad;
   rms.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
     const std::optional<double> eps =
         c.has_arg(0) ? std::optional<double>(c.arg<double>(0)) : std::nullopt;

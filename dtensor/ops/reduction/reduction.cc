@@ -4,9 +4,9 @@
 
 #include <string_view>
 
-#include "dtensor/ops/common/op_checks.h"
-#include "dtensor/ops/reduction/reduction_cuda.h"
-#include "dtensor/ops/reduction/reduction_kernels.h"
+#include "dtensor/ops/common/detail/op_checks.h"
+#include "dtensor/ops/reduction/detail/reduction_cuda.h"
+#include "dtensor/ops/reduction/detail/reduction_kernels.h"
 #include "dtensor/tensor/creation.h"
 
 namespace dtensor {

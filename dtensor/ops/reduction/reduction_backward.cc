@@ -1,7 +1,7 @@
 // Backward formulas of the reductions, written with DTensor ops. The gradient of a reduction
 // is its output gradient in keepdim form, expanded back over the reduced dims (times the
 // derivative of the reduction).
-#include "dtensor/ops/reduction/reduction_backward.h"
+#include "dtensor/ops/common/detail/reduction_backward.h"
 
 #include <absl/container/flat_hash_map.h>
 
@@ -10,12 +10,13 @@
 
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
-#include "dtensor/ops/common/grad_util.h"
+#include "dtensor/core/factories.h"
+#include "dtensor/ops/common/detail/cumprod_backward.h"
+#include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/scan/scan.h"
-#include "dtensor/core/factories.h"
 #include "dtensor/ops/view/view.h"
 
 namespace dtensor::detail {

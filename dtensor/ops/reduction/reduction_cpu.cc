@@ -2,7 +2,7 @@
 //
 // The contiguous runs of floating inputs (sum, mean, var's squared deviations, max/min, and the
 // whole-row accumulation of an outer reduction) go through vector kernels written with Google
-// Highway, compiled for each target of dtensor/ops/common/simd_config.h and dispatched at run time:
+// Highway, compiled for each target of dtensor/ops/common/detail/simd_config.h and dispatched at run time:
 // float32 / 16-bit elements are widened to double in vector registers and summed in kAcc
 // independent vector accumulators (16 partial sums with AVX2), which changes the order of the
 // additions only (each partial sum is still double). Runs shorter than kMinSimd elements keep
@@ -13,11 +13,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "dtensor/ops/reduction/reduction_kernels.h"
+#include "dtensor/ops/reduction/detail/reduction_kernels.h"
 #include "dtensor/tensor/convert.h"
 
 #define HWY_TARGET_INCLUDE "dtensor/ops/reduction/reduction_cpu.cc"
-#include "dtensor/ops/common/simd_kernel-inl.h"  // IWYU pragma: keep
+#include "dtensor/ops/common/detail/simd_kernel-inl.h"  // IWYU pragma: keep
 
 HWY_BEFORE_NAMESPACE();
 namespace dtensor::detail::HWY_NAMESPACE {

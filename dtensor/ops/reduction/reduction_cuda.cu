@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "dtensor/ops/common/block_reduce_cuda.cuh"
-#include "dtensor/ops/reduction/reduction_cuda.h"
+#include "dtensor/ops/common/detail/block_reduce_cuda.cuh"
+#include "dtensor/ops/reduction/detail/reduction_cuda.h"
 #include "dtensor/tensor/convert.h"
 #include "dtensor/tensor/offset_calc_cuda.cuh"
 #include "dtensor/tensor/stream_cuda.h"

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "dtensor/ops/common/op_checks.h"
-#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/common/detail/op_checks.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"

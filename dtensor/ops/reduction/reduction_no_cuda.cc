@@ -1,6 +1,6 @@
 // The reduction CUDA entry points when dtensor is built without CUDA (unreachable: no CUDA
 // tensor can exist then).
-#include "dtensor/ops/reduction/reduction_cuda.h"
+#include "dtensor/ops/reduction/detail/reduction_cuda.h"
 
 namespace dtensor::detail {
 

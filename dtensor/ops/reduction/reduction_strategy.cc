@@ -13,12 +13,12 @@
 #include <optional>
 
 #include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/common/strategy_util.h"
-#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/common/detail/reduction_backward.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/index/index.h"
 #include "dtensor/ops/reduction/reduction.h"
-#include "dtensor/ops/reduction/reduction_backward.h"
 #include "dtensor/ops/register_all.h"
 #include "dtensor/ops/scan/scan.h"
 #include "dtensor/tensor/creation.h"

@@ -68,12 +68,4 @@ DTensorValuesIndices topk(const DTensor& x, int64_t k, int64_t dim = -1, bool la
 DTensorValuesIndices kthvalue(const DTensor& x, int64_t k, int64_t dim = -1,
                               bool keepdim = false);
 
-namespace detail {
-// The gradient of cumprod along dim: grad_x[i] = sum over j >= i of g[j] * prod(x[k] for
-// k <= j, k != i), computed per row in O(n) without dividing by a zero (local tensors).
-Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim);
-// The same on DTensors (the registered op cumprod_backward, sharded as cumprod).
-DTensor cumprod_backward(const DTensor& grad, const DTensor& x, int64_t dim);
-}  // namespace detail
-
 }  // namespace dtensor

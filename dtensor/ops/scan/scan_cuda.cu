@@ -5,7 +5,7 @@
 // a row is sequential work for one thread.
 #include <cstdint>
 
-#include "dtensor/ops/scan/scan_kernels.h"
+#include "dtensor/ops/scan/detail/scan_kernels.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/stream_cuda.h"
 

@@ -1,6 +1,6 @@
 // The CUDA row kernels of the scan family when dtensor is built without CUDA (unreachable: no
 // CUDA tensor can exist).
-#include "dtensor/ops/scan/scan_kernels.h"
+#include "dtensor/ops/scan/detail/scan_kernels.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::detail {

@@ -1,5 +1,6 @@
 // Registration of the scan family (cumsum, cumprod, cummax, cummin, sort, argsort, topk,
-// kthvalue and cumprod_backward), the DTensor forms and their backward formulas. Each op needs its
+// kthvalue and cumprod_backward) and their backward formulas (the DTensor forms are in
+// scan_dtensor.cc). Each op needs its
 // dim whole on a rank (a sharded one is gathered by propagation), except cumsum / cumprod, which
 // also scan a sharded dim in place (block_scan: a pipeline along the blocks, bit-identical to
 // the single-device scan), and keeps every other dim sharded, the same way on every output and
@@ -11,12 +12,13 @@
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/reduction_backward.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
-#include "dtensor/ops/reduction/reduction_backward.h"
 #include "dtensor/ops/register_all.h"
+#include "dtensor/ops/common/detail/cumprod_backward.h"
+#include "dtensor/ops/scan/detail/scan_kernels.h"
 #include "dtensor/ops/scan/scan.h"
-#include "dtensor/ops/scan/scan_kernels.h"
 #include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -332,10 +334,6 @@ void register_kthvalue(Registry& r) {
   r.add(std::move(op));
 }
 
-DTensorValuesIndices pair(DTensorList outs) {
-  return {std::move(outs[0]), std::move(outs[1])};
-}
-
 }  // namespace
 
 void register_scan_ops(Registry& registry) {
@@ -355,71 +353,4 @@ void register_scan_ops(Registry& registry) {
   register_topk(registry);
   register_kthvalue(registry);
 }
-
-// ---- DTensor forms ---------------------------------------------------------------------------
-DTensor cumsum(const DTensor& x, int64_t dim) {
-  static const OpInfo& op = ops_op("cumsum");
-  const ArgValue args[] = {dim};
-  return dispatch(op, {&x}, args);
-}
-
-DTensor cumprod(const DTensor& x, int64_t dim) {
-  static const OpInfo& op = ops_op("cumprod");
-  const ArgValue args[] = {dim};
-  return dispatch(op, {&x}, args);
-}
-
-DTensor prod(const DTensor& x) {
-  static const OpInfo& op = ops_op("prod");
-  return dispatch(op, {&x}, {});
-}
-
-DTensor prod(const DTensor& x, int64_t dim, bool keepdim) {
-  static const OpInfo& op = ops_op("prod.dim_int");
-  const ArgValue args[] = {dim, keepdim};
-  return dispatch(op, {&x}, args);
-}
-
-DTensor detail::cumprod_backward(const DTensor& grad, const DTensor& x, int64_t dim) {
-  static const OpInfo& op = ops_op("cumprod_backward");
-  const ArgValue args[] = {dim};
-  return dispatch(op, {&grad, &x}, args);
-}
-
-DTensorValuesIndices cummax(const DTensor& x, int64_t dim) {
-  static const OpInfo& op = ops_op("cummax");
-  const ArgValue args[] = {dim};
-  return pair(dispatch_multi(op, {&x}, args));
-}
-
-DTensorValuesIndices cummin(const DTensor& x, int64_t dim) {
-  static const OpInfo& op = ops_op("cummin");
-  const ArgValue args[] = {dim};
-  return pair(dispatch_multi(op, {&x}, args));
-}
-
-DTensorValuesIndices sort(const DTensor& x, int64_t dim, bool descending) {
-  static const OpInfo& op = ops_op("sort");
-  const ArgValue args[] = {dim, descending};
-  return pair(dispatch_multi(op, {&x}, args));
-}
-
-DTensor argsort(const DTensor& x, int64_t dim, bool descending) {
-  static const OpInfo& op = ops_op("argsort");
-  const ArgValue args[] = {dim, descending};
-  return dispatch(op, {&x}, args);
-}
-
-DTensorValuesIndices topk(const DTensor& x, int64_t k, int64_t dim, bool largest) {
-  static const OpInfo& op = ops_op("topk");
-  const ArgValue args[] = {k, dim, largest};
-  return pair(dispatch_multi(op, {&x}, args));
-}
-
-DTensorValuesIndices kthvalue(const DTensor& x, int64_t k, int64_t dim, bool keepdim) {
-  static const OpInfo& op = ops_op("kthvalue");
-  const ArgValue args[] = {k, dim, keepdim};
-  return pair(dispatch_multi(op, {&x}, args));
-}
-
 }  // namespace dtensor

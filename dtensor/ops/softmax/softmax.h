@@ -39,20 +39,6 @@ Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
 // Same arguments and rules as softmax_backward.
 Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
 
-namespace detail {
-// softmax(x, -1) with each row's max and sum of exp(x - max) ([..., 1] each, strided views of
-// one [..., 2] buffer on the CPU): what an online softmax (attention's blocks) needs, from the
-// softmax's own two passes on the CPU. A row of only -inf has max -inf and sum 0 on the CPU
-// (float32 / float64) and sum NaN elsewhere (CUDA and 16-bit floats compose amax and
-// softmax); its probabilities are NaN either way. An empty last dim gives max -inf and sum 0
-// everywhere. A row holding NaN has max and sum NaN everywhere, one holding +inf max +inf and
-// sum NaN.
-struct SoftmaxStats {
-  Tensor out, row_max, row_sum;
-};
-SoftmaxStats softmax_with_stats(const Tensor& x);
-}  // namespace detail
-
 // DTensor forms (registered in softmax_strategy.cc): the softmax dim must be whole on each
 // rank, so an input sharded along it is redistributed first (the engine's cheapest plan, an
 // all-gather or an all-to-all onto another dim), and a Partial input is reduced first; every

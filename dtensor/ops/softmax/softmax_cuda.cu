@@ -5,9 +5,9 @@
 // or of grad_out) and a write pass.
 #include <type_traits>
 
-#include "dtensor/ops/common/block_reduce_cuda.cuh"
-#include "dtensor/ops/common/dim_layout.h"
-#include "dtensor/ops/softmax/softmax_cuda.h"
+#include "dtensor/ops/common/detail/block_reduce_cuda.cuh"
+#include "dtensor/ops/common/detail/dim_layout.h"
+#include "dtensor/ops/softmax/detail/softmax_cuda.h"
 #include "dtensor/tensor/convert.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"

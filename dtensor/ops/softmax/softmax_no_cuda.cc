@@ -1,5 +1,5 @@
 // softmax_cuda when dtensor is built without CUDA (unreachable: no CUDA tensor can exist).
-#include "dtensor/ops/softmax/softmax_cuda.h"
+#include "dtensor/ops/softmax/detail/softmax_cuda.h"
 
 namespace dtensor::detail {
 

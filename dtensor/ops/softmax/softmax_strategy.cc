@@ -3,39 +3,20 @@
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/ops_registry.h"
 #include "dtensor/core/propagation/registry.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/softmax/detail/softmax_backward.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
 namespace {
 
-using autograd::BackwardContext;
-
-// softmax: dx = y (g - sum(g y)); log_softmax: dx = g - exp(y) sum(g), sums along the softmax
-// dim. Each is one registered op (softmax_backward / log_softmax_backward, below) whose local
-// kernel fuses the row's sum and update; sharded as forward (the softmax dim whole on a rank).
-DTensorList softmax_grad(const BackwardContext& c, absl::Span<const DTensor> g) {
-  static const OpInfo& op = ops_op("softmax_backward");
-  const ArgValue args[] = {c.arg<int64_t>(0)};
-  return {dispatch(op, {&g[0], &c.output(0)}, args)};
-}
-
-DTensorList log_softmax_grad(const BackwardContext& c, absl::Span<const DTensor> g) {
-  static const OpInfo& op = ops_op("log_softmax_backward");
-  const ArgValue args[] = {c.arg<int64_t>(0)};
-  return {dispatch(op, {&g[0], &c.output(0)}, args)};
-}
-
-// softmin = softmax(-x): dx = -(y (g - sum(g y))), the softmax gradient op negated.
-DTensorList softmin_grad(const BackwardContext& c, absl::Span<const DTensor> g) {
-  static const OpInfo& op = ops_op("softmax_backward");
-  const ArgValue args[] = {c.arg<int64_t>(0)};
-  return {neg(dispatch(op, {&g[0], &c.output(0)}, args))};
-}
+using detail::log_softmax_grad;
+using detail::softmax_grad;
+using detail::softmin_grad;
 
 // Every dim but the softmax dim may stay sharded, the same way on all `n_tensors` (outputs then
 // inputs); the softmax dim must be whole.

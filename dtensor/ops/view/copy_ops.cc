@@ -1,10 +1,11 @@
 // The Tensor forms of copy_ops.h.
-#include "dtensor/ops/view/copy_ops.h"
+#include "dtensor/ops/view/detail/copy_ops.h"
 
 #include <algorithm>
 
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/index/index.h"
+#include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"

@@ -1,7 +1,7 @@
 // Backward formulas of the view and shape ops: each moves the gradient back the way the view
 // moved the data (inverse permutation, reshape to the input's shape, sum over expanded dims,
 // zeros around a slice).
-#include "dtensor/ops/view/view_backward.h"
+#include "dtensor/ops/view/detail/view_backward.h"
 
 #include <absl/container/flat_hash_map.h>
 
@@ -12,8 +12,8 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
-#include "dtensor/ops/common/grad_util.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/grad_util.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"

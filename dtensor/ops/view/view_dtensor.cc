@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/autograd/dispatch.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/error.h"

@@ -7,9 +7,9 @@
 
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
-#include "dtensor/ops/common/strategy_util.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
+#include "dtensor/ops/view/detail/view_backward.h"
 #include "dtensor/ops/view/view.h"
-#include "dtensor/ops/view/view_backward.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/shape_ops.h"
 

@@ -7,12 +7,12 @@
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/ops/attention/attention.h"
-#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/view/copy_ops.h"
+#include "tests/common/ops_dtensor_test_util.h"
 #include "tests/ops/attention/attention_reference.h"
 #include "tests/ops/common/ew_test_util.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 using dt::DTensor;

@@ -7,10 +7,10 @@
 #include <map>
 #include <vector>
 
-#include "dtensor/ops/common/elementwise_iter.h"
-#include "dtensor/ops/common/op_checks.h"
-#include "dtensor/ops/common/reduce_iter.h"
-#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/common/detail/elementwise_iter.h"
+#include "dtensor/ops/common/detail/op_checks.h"
+#include "dtensor/ops/common/detail/reduce_iter.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"

@@ -2,12 +2,12 @@
 // thread, on shapes whose split is uneven, strided, broadcast, transposed (tiled) and in place;
 // ops whose order of writes shows keep one thread; the count and DTENSOR_NUM_THREADS are
 // checked; parallel_for covers its range once and passes exceptions on.
-#include <catch2/catch.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "dtensor/ops/common/elementwise_iter.h"
-#include "dtensor/ops/common/parallel_for.h"
+#include "dtensor/ops/common/detail/elementwise_iter.h"
+#include "dtensor/ops/common/detail/parallel_for.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/norm/norm.h"

@@ -2,13 +2,12 @@
 // broadcast shapes (uneven and zero-size included) and non-contiguous layouts.
 #include <algorithm>
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <functional>
 #include <limits>
 
 #include "dtensor/config.h"
-#include "dtensor/ops/common/type_promotion.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "tests/ops/common/ew_test_util.h"
 

@@ -13,10 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "dtensor/ops/matmul/detail/einsum.h"
 #include "dtensor/ops/matmul/einsum.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/tensor/compare.h"
-#include "tests/ops/matmul/ops_test_util.h"
+#include "tests/common/local_op_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

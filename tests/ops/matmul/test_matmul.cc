@@ -4,9 +4,10 @@
 #include <tuple>
 #include <vector>
 
+#include "dtensor/ops/common/detail/gemm.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/tensor/creation.h"
-#include "tests/ops/matmul/ops_test_util.h"
+#include "tests/common/local_op_test_util.h"
 
 namespace dt = dtensor;
 using dt::DType;

@@ -4,11 +4,11 @@
 // the O(n^2) definition, and the errors. (DTensor forms, every strategy row and the gradients
 // on meshes: the strategy-validation, gradcheck and sharded-gradient suites, by registration.)
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "dtensor/ops/common/detail/cumprod_backward.h"
 #include "dtensor/ops/scan/scan.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ew_test_util.h"

@@ -7,8 +7,8 @@
 // earlier block, zeros and integer wrap; gradients equal the single-device ones. Communication
 // is counted with CommDebugMode as point-to-point messages on this rank: one recv (from the
 // previous block) unless first, one send (to the next) unless last, 8 bytes per row each.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -20,7 +20,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/scan/scan.h"
 #include "dtensor/tensor/compare.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;

@@ -6,10 +6,11 @@
 #include <limits>
 #include <vector>
 
+#include "dtensor/ops/common/detail/softmax_stats.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/common/local_op_test_util.h"
 #include "tests/ops/common/simd_test_util.h"
-#include "tests/ops/matmul/ops_test_util.h"
 
 namespace dt = dtensor;
 using dt::DType;
