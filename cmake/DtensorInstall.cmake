@@ -6,6 +6,9 @@
 #   <prefix>/include/dtensor/<layer>/<file>.h   every layer's headers, e.g.
 #                                               <dtensor/tensor/tensor.h>, <dtensor/nn/nn.h>
 #   <prefix>/include/dtensor/config.h           the generated build configuration
+# Internal headers live in detail/ folders (dtensor/<layer>/detail/, dtensor/ops/common/detail/,
+# dtensor/ops/<family>/detail/): they are not installed, and no public header includes one
+# (tests/install/build_consumer.sh checks both on the installed tree).
 # The exported include directory is <prefix>/include only.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -17,7 +20,7 @@ install(TARGETS ${_dt_install_targets} EXPORT dtensorTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set(_dt_include_root ${CMAKE_INSTALL_INCLUDEDIR}/dtensor)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/dtensor/ DESTINATION ${_dt_include_root}
-        FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+        FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "detail" EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/generated/dtensor/config.h DESTINATION ${_dt_include_root})
 
 install(EXPORT dtensorTargets NAMESPACE dtensor:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dtensor)

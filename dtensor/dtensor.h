@@ -1,6 +1,10 @@
 // The umbrella header: everything a dtensor user needs.
 //   #include <dtensor/dtensor.h>
-// It sits outside the layering (it includes every layer) and only includes.
+// It sits outside the layering (it includes every layer) and only includes. Programs, the
+// examples (examples/*.cc) included, need no other dtensor header: tensors, meshes, DTensors,
+// autograd, every op family, user ops (register_op, OpInfo, KernelContext), threads and TF32,
+// random numbers, modules, tensor and data parallelism, optimizers, losses and checkpoints.
+// Internal headers live in detail/ folders, which are not installed and never included here.
 #pragma once
 
 #include "dtensor/config.h"
@@ -8,14 +12,21 @@
 // Local tensors.
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/device.h"
+#include "dtensor/tensor/dtype.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/memory_stats.h"
+#include "dtensor/tensor/scalar.h"
+#include "dtensor/tensor/shape.h"
 #include "dtensor/tensor/shape_ops.h"
+#include "dtensor/tensor/storage.h"
 #include "dtensor/tensor/tensor.h"
 
 // Processes, communication and meshes.
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/communicator.h"
-#include "dtensor/collectives/debug_log.h"
 #include "dtensor/collectives/deadline.h"
+#include "dtensor/collectives/debug_log.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/device_mesh/device_mesh.h"
 
@@ -25,6 +36,9 @@
 #include "dtensor/core/factories.h"
 #include "dtensor/core/placement.h"
 #include "dtensor/core/redistribute.h"
+// User ops: OpSchema, KernelContext, single_output (dtensor/core/propagation/).
+#include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/core/propagation/op_schema.h"
 
 // Autograd (backward, grad mode, custom functions).
 #include "dtensor/autograd/dispatch.h"
@@ -32,14 +46,15 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
 
-// Ops (local Tensor and DTensor forms).
+// Ops (local Tensor and DTensor forms), the op registry (register_op), intra-op threads.
+#include "dtensor/ops/advanced_index/advanced_index.h"
+#include "dtensor/ops/attention/attention.h"
 #include "dtensor/ops/config_str.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/embedding/embedding.h"
-#include "dtensor/ops/index/advanced_index.h"
 #include "dtensor/ops/index/index.h"
-#include "dtensor/ops/index/masked_select.h"
 #include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/masked_select/masked_select.h"
 #include "dtensor/ops/matmul/blas_info.h"
 #include "dtensor/ops/matmul/einsum.h"
 #include "dtensor/ops/matmul/matmul.h"
@@ -48,6 +63,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/scan/scan.h"
 #include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/threads.h"
 #include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/view.h"
 
@@ -56,13 +72,15 @@
 #include "dtensor/rng/generator.h"
 #include "dtensor/rng/random.h"
 
-// Modules and tensor parallelism.
+// Modules, tensor and data parallelism.
 #include "dtensor/nn/nn.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
+#include "dtensor/parallel/distribute_module.h"
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/parallel/style.h"
 #include "dtensor/parallel/transformer_plan.h"
 
-// Optimizers.
+// Optimizers, gradient clipping.
 #include "dtensor/optim/optimizer.h"
 
 // Distributed checkpoint.

@@ -5,13 +5,13 @@
 // replicated tensor. Exits non-zero when a check fails.
 //
 //   mpirun -np 4 ./custom_op [--rows 10] [--cols 7]
+#include <dtensor/dtensor.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include <dtensor/dtensor.h>
-
-#include "examples/l2_normalize_op.h"
+#include "l2_normalize_op.h"
 
 namespace dt = dtensor;
 

@@ -4,13 +4,7 @@
 // test, which checks this op's rows as it checks the library's.
 #pragma once
 
-#include "dtensor/autograd/dispatch.h"
-#include "dtensor/autograd/function.h"
-#include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/ops_registry.h"
-#include "dtensor/ops/reduction/reduction.h"
-#include "dtensor/tensor/error.h"
+#include <dtensor/dtensor.h>
 
 namespace l2_example {
 

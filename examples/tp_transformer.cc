@@ -9,6 +9,8 @@
 // prints the plan, the parameter shard shapes of every rank, the collectives of one forward,
 // the forward times and the largest |difference|; the exit code is 1 when that difference
 // exceeds --tol. --cuda runs on the GPU when dtensor is built with CUDA and one is present.
+#include <dtensor/dtensor.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -18,15 +20,6 @@
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include "dtensor/collectives/comm_debug.h"
-#include "dtensor/collectives/runtime.h"
-#include "dtensor/nn/nn.h"
-#include "dtensor/parallel/parallelize.h"
-#include "dtensor/parallel/transformer_plan.h"
-#include "dtensor/rng/random.h"
-#include "dtensor/tensor/creation.h"
-#include "dtensor/tensor/storage.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -205,16 +198,16 @@ int main(int argc, char** argv) {
       std::printf("%s\n", line.c_str());
     }
 
-    dt::Tensor y_ref = ref(nn::local(tokens)).to_local();
+    dt::Tensor y_ref = ref(nn::local_dtensor(tokens)).to_local();
     dt::Tensor y_tp;
     std::string comm_str;
     {
       dt::CommDebugMode comm;
-      y_tp = model(nn::local(tokens)).to_local();
+      y_tp = model(nn::local_dtensor(tokens)).to_local();
       comm_str = comm.str();
     }
-    const double t_ref = time_ms(a.iters, [&] { ref(nn::local(tokens)); });
-    const double t_tp = time_ms(a.iters, [&] { model(nn::local(tokens)); });
+    const double t_ref = time_ms(a.iters, [&] { ref(nn::local_dtensor(tokens)); });
+    const double t_tp = time_ms(a.iters, [&] { model(nn::local_dtensor(tokens)); });
 
     double diff = 0;
     {

@@ -23,6 +23,8 @@
 //
 //   mpirun -np 4 ./train_tp_transformer --steps 100 --save-every 50 --ckpt run1
 //   mpirun -np 2 ./train_tp_transformer --steps 300 --resume run1
+#include <dtensor/dtensor.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,22 +34,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "dtensor/checkpoint/train_state.h"
-#include "dtensor/collectives/comm_debug.h"
-#include "dtensor/collectives/runtime.h"
-#include "dtensor/nn/nn.h"
-#include "dtensor/ops/config_str.h"
-#include "dtensor/ops/loss/loss.h"
-#include "dtensor/ops/view/view.h"
-#include "dtensor/optim/optimizer.h"
-#include "dtensor/parallel/data_parallel/data_parallel.h"
-#include "dtensor/parallel/parallelize.h"
-#include "dtensor/parallel/transformer_plan.h"
-#include "dtensor/rng/random.h"
-#include "dtensor/tensor/creation.h"
-#include "dtensor/tensor/error.h"
-#include "dtensor/tensor/shape_ops.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -166,14 +152,14 @@ double train_step(nn::Module& model, dt::optim::Optimizer& opt, const Batch& hos
                   const dt::DeviceMesh* mesh, const dt::Device& device) {
   opt.zero_grad();
   const Batch batch{host_batch.inputs.to(device), host_batch.targets.to(device)};
-  const dt::DTensor logits = model(nn::local(batch.inputs));  // [B, L, V]
+  const dt::DTensor logits = model(nn::local_dtensor(batch.inputs));  // [B, L, V]
   const int64_t rows[] = {-1, logits.size(-1)};
   const dt::DTensor flat = dt::reshape(logits, rows);
   const dt::DTensor targets =
       mesh != nullptr
           ? dt::DTensor::from_local(batch.targets, *mesh,
                                     dt::Placements(static_cast<size_t>(mesh->ndim()), dt::Replicate()))
-          : nn::local(batch.targets);
+          : nn::local_dtensor(batch.targets);
   const dt::DTensor loss = dt::cross_entropy(flat, targets);
   loss.backward();
   opt.step();

@@ -86,7 +86,8 @@ int run(int argc, char** argv) {
       dt::randint(0, cfg.vocab_size, {batch * seq}, dt::TensorOptions(dt::kInt64), &gen);
   auto forward_backward = [&](nn::Module& m) {
     const int64_t rows[] = {-1, cfg.vocab_size};
-    dt::cross_entropy(dt::reshape(m(nn::local(tokens)), rows), nn::local(targets)).backward();
+    dt::cross_entropy(dt::reshape(m(nn::local_dtensor(tokens)), rows), nn::local_dtensor(targets))
+        .backward();
   };
   auto dp_step = [&](nn::Module& m, dt::optim::Optimizer& o) {
     o.zero_grad();
@@ -120,11 +121,11 @@ int run(int argc, char** argv) {
   // (dtensor/collectives/comm_worker.h); "replicate, inline" runs the same step with them inline, and
   // "compute only" takes the local step with no reduction: exposed communication = a variant's
   // step - the compute-only step.
-  const bool threaded = dt::detail::async_threaded();
+  const bool threaded = dt::async_threaded();
   auto inline_step = [&] {
-    dt::detail::set_async_threaded(false);
+    dt::set_async_threaded(false);
     dp_step(ddp_inline, opt_inline);
-    dt::detail::set_async_threaded(threaded);
+    dt::set_async_threaded(threaded);
   };
   auto local_step = [&] {
     opt_local.zero_grad();

@@ -143,9 +143,9 @@ int run(int argc, char** argv) {
 
   auto dtensor_step = [&](nn::Module& m, dt::optim::Optimizer& o) {
     o.zero_grad();
-    const dt::DTensor y = m(nn::local(x));
-    const dt::DTensor loss =
-        dt::div(dt::sum(dt::mul(y, nn::local(w))), dt::Scalar(static_cast<double>(x.numel())));
+    const dt::DTensor y = m(nn::local_dtensor(x));
+    const dt::DTensor loss = dt::div(dt::sum(dt::mul(y, nn::local_dtensor(w))),
+                                     dt::Scalar(static_cast<double>(x.numel())));
     loss.backward();
     o.step();
   };

@@ -23,10 +23,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <numeric>
-#include <random>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
 
     dt::Generator gen(7);
     const dt::Tensor x = dt::randn({batch, seq, cfg.dim}, dt::TensorOptions(dt::kFloat32), &gen);
-    const dt::DTensor xl = nn::local(x);
+    const dt::DTensor xl = nn::local_dtensor(x);
 
     const dt::Tensor y_ref = ref(xl).to_local();
     dt::Tensor y_dt;

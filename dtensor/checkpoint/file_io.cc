@@ -1,4 +1,4 @@
-#include "dtensor/checkpoint/file_io.h"
+#include "dtensor/checkpoint/detail/file_io.h"
 
 #include <dirent.h>
 #include <fcntl.h>

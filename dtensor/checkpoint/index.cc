@@ -1,4 +1,4 @@
-#include "dtensor/checkpoint/index.h"
+#include "dtensor/checkpoint/detail/index.h"
 
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "dtensor/checkpoint/file_io.h"
-#include "dtensor/checkpoint/safetensors.h"
+#include "dtensor/checkpoint/detail/file_io.h"
+#include "dtensor/checkpoint/detail/safetensors.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::checkpoint::detail {

@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "dtensor/checkpoint/checkpoint.h"
-#include "dtensor/checkpoint/file_io.h"
-#include "dtensor/checkpoint/index.h"
-#include "dtensor/checkpoint/safetensors.h"
-#include "dtensor/checkpoint/world.h"
+#include "dtensor/checkpoint/detail/file_io.h"
+#include "dtensor/checkpoint/detail/index.h"
+#include "dtensor/checkpoint/detail/safetensors.h"
+#include "dtensor/checkpoint/detail/world.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/shape_ops.h"
@@ -158,9 +158,9 @@ std::optional<std::string> current_save_id(const std::string& dir) {
 // reader that read the index of one save (`save_id`) and then met a file of another, or a file
 // that the save already deleted, finds another index, or none, when it looks again. A reader
 // that could not read the index (no `save_id`) was caught mid-swap when it can read it now, or
-// when `dir` is missing beside `dir.old` (the three-rename fallback of file_io.h, between its
-// first two renames); that look takes two calls, during which the renames may finish, so the
-// index is read once more after it.
+// when `dir` is missing beside `dir.old` (the three-rename fallback of detail/file_io.h,
+// between its first two renames); that look takes two calls, during which the renames may
+// finish, so the index is read once more after it.
 bool being_replaced(const std::string& dir, const std::optional<std::string>& save_id) {
   if (save_id) {
     const std::optional<std::string> now = current_save_id(dir);

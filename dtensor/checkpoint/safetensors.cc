@@ -1,4 +1,4 @@
-#include "dtensor/checkpoint/safetensors.h"
+#include "dtensor/checkpoint/detail/safetensors.h"
 
 #include <array>
 #include <nlohmann/json.hpp>

@@ -7,10 +7,10 @@
 #include <bit>
 
 #include "dtensor/checkpoint/checkpoint.h"
-#include "dtensor/checkpoint/file_io.h"
-#include "dtensor/checkpoint/index.h"
-#include "dtensor/checkpoint/safetensors.h"
-#include "dtensor/checkpoint/world.h"
+#include "dtensor/checkpoint/detail/file_io.h"
+#include "dtensor/checkpoint/detail/index.h"
+#include "dtensor/checkpoint/detail/safetensors.h"
+#include "dtensor/checkpoint/detail/world.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"

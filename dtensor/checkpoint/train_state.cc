@@ -6,7 +6,7 @@
 
 #include <bit>
 
-#include "dtensor/checkpoint/world.h"
+#include "dtensor/checkpoint/detail/world.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 

@@ -1,4 +1,4 @@
-#include "dtensor/checkpoint/world.h"
+#include "dtensor/checkpoint/detail/world.h"
 
 #include <absl/container/flat_hash_set.h>
 

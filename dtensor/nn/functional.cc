@@ -8,10 +8,9 @@
 #include "dtensor/core/dtensor_spec.h"
 #include "dtensor/nn/module.h"
 #include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/common/detail/attention_checks.h"
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/embedding/embedding.h"
 #include "dtensor/ops/matmul/matmul.h"
-#include "dtensor/ops/norm/norm.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/view.h"
@@ -67,44 +66,9 @@ Tensor causal_mask(int64_t L, int64_t S, DType dtype, Device device) {
 
 }  // namespace
 
-DTensor linear(const DTensor& x, const DTensor& weight, const DTensor& bias) {
-  constexpr std::string_view kOp = "linear";
-  check_defined(x, kOp, "input");
-  check_defined(weight, kOp, "weight");
-  const DeviceMesh& mesh = x.device_mesh();
-  return ::dtensor::linear(x, on_mesh(weight, mesh, kOp, "weight"),
-                           on_mesh(bias, mesh, kOp, "bias"));
-}
-
-DTensor embedding(const DTensor& indices, const DTensor& weight) {
-  constexpr std::string_view kOp = "embedding";
-  check_defined(indices, kOp, "indices");
-  check_defined(weight, kOp, "weight");
-  return ::dtensor::embedding(indices, on_mesh(weight, indices.device_mesh(), kOp, "weight"));
-}
-
-DTensor layer_norm(const DTensor& x, const DTensor& weight, const DTensor& bias, double eps) {
-  constexpr std::string_view kOp = "layer_norm";
-  check_defined(x, kOp, "input");
-  DT_CHECK(x.dim() >= 1, "[%s] input must have at least 1 dim, got a 0-d tensor", kOp);
-  const int64_t d = x.size(-1);
-  const DeviceMesh& mesh = x.device_mesh();
-  return ::dtensor::layer_norm(x, IntSpan(&d, 1), on_mesh(weight, mesh, kOp, "weight"),
-                               on_mesh(bias, mesh, kOp, "bias"), eps);
-}
-
-DTensor rms_norm(const DTensor& x, const DTensor& weight, std::optional<double> eps) {
-  constexpr std::string_view kOp = "rms_norm";
-  check_defined(x, kOp, "input");
-  DT_CHECK(x.dim() >= 1, "[%s] input must have at least 1 dim, got a 0-d tensor", kOp);
-  const int64_t d = x.size(-1);
-  return ::dtensor::rms_norm(x, IntSpan(&d, 1), on_mesh(weight, x.device_mesh(), kOp, "weight"),
-                             eps);
-}
-
-DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
-                                     int64_t head_dim, bool causal) {
-  constexpr std::string_view kOp = "scaled_dot_product_attention";
+DTensor packed_heads_attention(const DTensor& q, const DTensor& k, const DTensor& v,
+                               int64_t head_dim, bool causal) {
+  constexpr std::string_view kOp = "packed_heads_attention";
   check_defined(q, kOp, "q");
   check_defined(k, kOp, "k");
   check_defined(v, kOp, "v");

@@ -1,13 +1,15 @@
-// The DTensor math the nn modules are written with (recorded by autograd): thin compositions of the
-// op library's DTensor forms (dtensor/ops/<family>/*.h), which pick the sharding through the
-// propagation engine (cached strategies) and issue only the collectives their layouts need.
-// Pointwise math (gelu, silu, add, mul) has no wrapper here: modules call the ops directly.
+// The DTensor math of the nn layer that the op library does not already offer (recorded by
+// autograd), composed of the ops' DTensor forms (dtensor/ops/<family>/*.h), which pick the
+// sharding through the propagation engine (cached strategies) and issue only the collectives
+// their layouts need. linear, embedding, layer_norm and rms_norm have one form each, the ops'
+// (dt::linear, dt::embedding, dt::layer_norm(x, normalized_shape, weight, bias, eps),
+// dt::rms_norm); pointwise math (gelu, silu, add, mul) is the ops' too.
 //
-// What these functions add on top of the ops: parameters on a self mesh (nn::local) combined
-// with inputs on another mesh are taken as Replicate on the input's mesh (every rank holds the
-// same full value), like PyTorch's implicit replication; the normalised shape of the norms is
-// the last dim; attention is composed from view, matmul, softmax and elementwise ops.
-// Activations must share one mesh ("[op] ... different meshes").
+// What this file adds: on_mesh, the rule by which modules combine parameters on a self mesh (a
+// local DTensor, nn::local_dtensor) with inputs on another mesh: taken as Replicate on the
+// input's mesh (every rank holds the same full value), like PyTorch's implicit replication;
+// PyTorch's scaled_dot_product_attention with dropout; attention on packed heads; SwiGLU;
+// rotary embeddings. Activations must share one mesh ("[op] ... different meshes").
 #pragma once
 
 #include <cstdint>
@@ -22,55 +24,36 @@ namespace dtensor::nn::functional {
 // `p` when it is on `mesh` (or undefined); a local `p` (a parameter on the self mesh) taken as
 // Replicate on `mesh` (every rank holds the same full value, like PyTorch's implicit
 // replication; its gradient is the whole gradient, reduced when it arrives Partial); otherwise
-// throws "[op] <what> is on mesh ... but the input is on mesh ...".
-DTensor on_mesh(const DTensor& p, const DeviceMesh& mesh, std::string_view op,
-                std::string_view what);
+// throws "[op] <what> is on mesh ... but the input is on mesh ...". The modules pass their
+// parameters through it before the op, e.g. Linear:
+//   dt::linear(x, on_mesh(weight, x.device_mesh(), "linear", "weight"), ...)
+DTensor on_mesh(const DTensor& p, const DeviceMesh& mesh, std::string_view op = "on_mesh",
+                std::string_view what = "the parameter");
 
-// y = x @ weight^T + bias with x[..., in], weight[out, in], bias[out] (optional): the DTensor
-// linear of ops/matmul. Tensor-parallel layouts, no communication:
-//   weight S(0), bias S(0), x R          -> S(last)   (ColwiseParallel)
-//   weight S(1), bias R, x S(last)       -> P(sum)    (RowwiseParallel; the bias is added on
-//                                                      coordinate 0 only, so it counts once)
-//   weight R, x S(d) with d not last     -> S(d)
-// Other layouts are redistributed to the cheapest of these under the cost model.
-DTensor linear(const DTensor& x, const DTensor& weight, const DTensor& bias = DTensor());
-
-// Rows of weight[num, dim] picked by integer `indices` -> [indices.shape..., dim] (the DTensor
-// embedding of dtensor/ops/embedding). Per mesh dim: weight S(0) with indices R -> P(sum) (masked
-// lookup); weight S(1) with indices R -> S(last); weight R with indices S(d) -> S(d).
-DTensor embedding(const DTensor& indices, const DTensor& weight);
-
-// Layer norm / RMS norm over the last dim with optional weight and bias of shape [dim] (the
-// DTensor norms of dtensor/ops/norm): x may stay sharded on any dim but the last (sequence
-// parallelism); otherwise it is redistributed. eps as in dtensor/ops/norm/norm.h.
-DTensor layer_norm(const DTensor& x, const DTensor& weight = DTensor(),
-                   const DTensor& bias = DTensor(), double eps = 1e-5);
-DTensor rms_norm(const DTensor& x, const DTensor& weight = DTensor(),
-                 std::optional<double> eps = std::nullopt);
-
-// Multi-head scaled dot-product attention on fused layouts: q, k, v are [B, S, H * head_dim]
-// with the heads laid out contiguously along the last dim. Composed of engine ops (reshape to
-// [B, S, H, head_dim], transpose to [B, H, S, head_dim], matmul, scale, causal mask, softmax,
+// Multi-head scaled dot-product attention on packed heads: q, k, v are [B, S, H * head_dim]
+// with the heads laid out contiguously along the last dim (not PyTorch's layout: see
+// scaled_dot_product_attention below for [B, H, S, head_dim]). Composed of engine ops (reshape
+// to [B, S, H, head_dim], transpose to [B, H, S, head_dim], matmul, scale, causal mask, softmax,
 // matmul, back), so q/k/v sharded S(last) on a mesh dim (heads split evenly across ranks) or
 // S(0) (batch) keep that placement and need no communication. Throws
-// "[scaled_dot_product_attention] local width 12 is not a multiple of head_dim 8 ..." when a
-// shard would split a head. `causal` masks keys after the query. Output: q's shape.
-DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
-                                     int64_t head_dim, bool causal);
+// "[packed_heads_attention] local width 12 is not a multiple of head_dim 8 ..." when a shard
+// would split a head. `causal` masks keys after the query. Output: q's shape.
+DTensor packed_heads_attention(const DTensor& q, const DTensor& k, const DTensor& v,
+                               int64_t head_dim, bool causal);
 
 // PyTorch's F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
-// scale, enable_gqa) on [B, H, L, E] layouts. dropout_p == 0 (inference, or training without attention
-// dropout): the registered op of dtensor/ops/attention/attention.h — blocked, no [L, S] score matrix,
-// batch-, head- or query-sharded with no communication. dropout_p > 0: the math path, as
-// PyTorch's math backend — scores materialised, softmax, dropout through the DTensor RNG (`gen`
-// or the default generator: the same mask whatever the layout, dtensor/rng/dtensor_random.h), matmul.
-// On that path a query row whose keys are all masked gives NaN (the fused op gives 0).
+// scale, enable_gqa) on its [B, H, L, E] layouts (the only layout of this name). dropout_p == 0
+// (inference, or training without attention dropout): the registered op of
+// dtensor/ops/attention/attention.h — blocked, no [L, S] score matrix, batch-, head- or
+// query-sharded with no communication. dropout_p > 0: the math path, as PyTorch's math backend
+// — scores materialised, softmax, dropout through the DTensor RNG (`gen` or the default
+// generator: the same mask whatever the layout, dtensor/rng/dtensor_random.h), matmul. On that
+// path a query row whose keys are all masked gives NaN (the fused op gives 0).
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      const DTensor& attn_mask, double dropout_p = 0.0,
                                      bool is_causal = false,
                                      std::optional<double> scale = std::nullopt,
                                      bool enable_gqa = false, Generator* gen = nullptr);
-
 
 // SwiGLU's gating (the Llama / torchtitan feed-forward): silu(gate) * up, elementwise, with
 // the placements the two operands agree on.

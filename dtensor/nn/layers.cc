@@ -4,6 +4,9 @@
 
 #include "dtensor/nn/functional.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/norm/norm.h"
 #include "dtensor/rng/dtensor_random.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
@@ -21,19 +24,38 @@ Generator* generator_of(const ModuleOptions& opts) {
 DTensor uniform_parameter(IntSpan shape, double bound, const ModuleOptions& opts) {
   Tensor t = empty(shape, TensorOptions(opts.dtype));
   uniform_(t, -bound, bound, generator_of(opts));
-  return local(t.to(opts.device));
+  return local_dtensor(t.to(opts.device));
 }
 
 DTensor normal_parameter(IntSpan shape, const ModuleOptions& opts) {
   Tensor t = randn(shape, TensorOptions(opts.dtype), generator_of(opts));
-  return local(t.to(opts.device));
+  return local_dtensor(t.to(opts.device));
 }
 
 DTensor constant_parameter(IntSpan shape, double value, const ModuleOptions& opts) {
-  return local(full(shape, Scalar(value), TensorOptions(opts.dtype, opts.device)));
+  return local_dtensor(full(shape, Scalar(value), TensorOptions(opts.dtype, opts.device)));
 }
 
 }  // namespace detail
+
+namespace {
+// The mesh of a module's input, which its parameters are taken onto (functional::on_mesh: a
+// self-mesh parameter counts as Replicate there) before the op's one DTensor form runs.
+const DeviceMesh& input_mesh(const DTensor& x, std::string_view op, std::string_view what) {
+  DT_CHECK(x.defined(), "[%s] %s is undefined (expected a DTensor)", op, what);
+  return x.device_mesh();
+}
+// The parameter `name` taken onto `mesh`, or an undefined DTensor when the module has none.
+DTensor param_on(const Module& m, std::string_view name, const DeviceMesh& mesh,
+                 std::string_view op) {
+  return m.has_param(name) ? functional::on_mesh(m.param(name), mesh, op, name) : DTensor();
+}
+// A norm's normalised shape: the last dim of x.
+int64_t last_dim(const DTensor& x, std::string_view op) {
+  DT_CHECK(x.dim() >= 1, "[%s] input must have at least 1 dim, got a 0-d tensor", op);
+  return x.size(-1);
+}
+}  // namespace
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, ModuleOptions opts)
     : in_(in_features), out_(out_features) {
@@ -51,7 +73,11 @@ void Linear::reset_own_parameters(Generator* gen) {
 }
 
 DTensor Linear::forward(const DTensor& x) {
-  return functional::linear(x, param("weight"), has_param("bias") ? param("bias") : DTensor());
+  constexpr std::string_view kOp = "linear";
+  const DeviceMesh& mesh = input_mesh(x, kOp, "input");
+  DT_CHECK(has_param("weight"), "[%s] weight is undefined (expected a DTensor)", kOp);
+  return ::dtensor::linear(x, param_on(*this, "weight", mesh, kOp),
+                           param_on(*this, "bias", mesh, kOp));
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, ModuleOptions opts)
@@ -67,7 +93,9 @@ void Embedding::reset_own_parameters(Generator* gen) {
 }
 
 DTensor Embedding::forward(const DTensor& indices) {
-  return functional::embedding(indices, param("weight"));
+  constexpr std::string_view kOp = "embedding";
+  const DeviceMesh& mesh = input_mesh(indices, kOp, "indices");
+  return ::dtensor::embedding(indices, param_on(*this, "weight", mesh, kOp));
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine, ModuleOptions opts)
@@ -85,8 +113,11 @@ void LayerNorm::reset_own_parameters(Generator*) {
 }
 
 DTensor LayerNorm::forward(const DTensor& x) {
-  return functional::layer_norm(x, has_param("weight") ? param("weight") : DTensor(),
-                                has_param("bias") ? param("bias") : DTensor(), eps_);
+  constexpr std::string_view kOp = "layer_norm";
+  const DeviceMesh& mesh = input_mesh(x, kOp, "input");
+  const int64_t d = last_dim(x, kOp);
+  return ::dtensor::layer_norm(x, IntSpan(&d, 1), param_on(*this, "weight", mesh, kOp),
+                               param_on(*this, "bias", mesh, kOp), eps_);
 }
 
 RMSNorm::RMSNorm(int64_t dim, std::optional<double> eps, ModuleOptions opts) : eps_(eps) {
@@ -99,7 +130,10 @@ void RMSNorm::reset_own_parameters(Generator*) {
 }
 
 DTensor RMSNorm::forward(const DTensor& x) {
-  return functional::rms_norm(x, param("weight"), eps_);
+  constexpr std::string_view kOp = "rms_norm";
+  const DeviceMesh& mesh = input_mesh(x, kOp, "input");
+  const int64_t d = last_dim(x, kOp);
+  return ::dtensor::rms_norm(x, IntSpan(&d, 1), param_on(*this, "weight", mesh, kOp), eps_);
 }
 
 }  // namespace dtensor::nn

@@ -5,8 +5,9 @@
 // single-input forward and hooks of Module do not apply (Module's forward(x) throws).
 //
 // Class weights (NLLLoss, BCELoss, BCEWithLogitsLoss's weight and pos_weight) are held as given,
-// not as parameters (PyTorch registers them as buffers): a local DTensor (nn::local) is taken as
-// Replicate on the input's mesh at each call, a DTensor on the input's mesh is used as it is.
+// not as parameters (PyTorch registers them as buffers): a local DTensor (nn::local_dtensor) is
+// taken as Replicate on the input's mesh at each call, a DTensor on the input's mesh is used as
+// it is.
 #pragma once
 
 #include <cstdint>

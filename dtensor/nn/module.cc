@@ -13,11 +13,6 @@
 
 namespace dtensor::nn {
 
-DTensor local(const Tensor& t) {
-  DT_CHECK(t.defined(), "[nn::local] the tensor is undefined (expected a defined Tensor)");
-  return local_dtensor(t);
-}
-
 DTensor Module::forward(const DTensor&) {
   DT_FAIL("[Module] %s has no single-input forward (call its submodules instead)", type_name());
 }

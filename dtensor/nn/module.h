@@ -5,8 +5,9 @@
 // single-device and tensor-parallel: parallelize_module (dtensor/parallel/) swaps parameters for
 // sharded ones and installs forward hooks that move activations between meshes/layouts.
 //
-// Activations are DTensors too. A DTensor on the self mesh stands for a plain local tensor
-// (what PyTorch calls a torch.Tensor as opposed to a DTensor); `local(x)` builds one.
+// Activations are DTensors too. A DTensor on the self mesh (a local DTensor) stands for a plain
+// local tensor (what PyTorch calls a torch.Tensor as opposed to a DTensor); `local_dtensor(x)`
+// builds one.
 // Modules record autograd in forward: parameters are leaves that require grad.
 #pragma once
 
@@ -17,20 +18,20 @@
 #include <utility>
 #include <vector>
 
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/rng/generator.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor::nn {
 
-// The self mesh and local DTensors (dtensor/core/distributed_tensor.h), under nn:: too.
+// The self mesh and local DTensors (dtensor/core/distributed_tensor.h), under nn:: too:
+// local_dtensor(t) wraps a local tensor as a Replicate DTensor on self_mesh(t.device().type)
+// (no copy, no communication); is_local(x) says whether x is one.
 using ::dtensor::is_local;
 using ::dtensor::is_self_mesh;
+using ::dtensor::local_dtensor;
 using ::dtensor::self_mesh;
-// Wraps a local tensor as a Replicate DTensor on self_mesh(t.device().type) (no copy, no
-// communication): local_dtensor(t).
-DTensor local(const Tensor& t);
 
 class Module;
 using ModulePtr = std::shared_ptr<Module>;

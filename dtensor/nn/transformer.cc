@@ -73,7 +73,7 @@ DTensor Attention::forward(const DTensor& x) {
   DTensor q = (*wq_)(x);
   DTensor k = (*wk_)(x);
   DTensor v = (*wv_)(x);
-  DTensor o = functional::scaled_dot_product_attention(q, k, v, head_dim_, causal_);
+  DTensor o = functional::packed_heads_attention(q, k, v, head_dim_, causal_);
   return (*wo_)(o);
 }
 
@@ -142,7 +142,7 @@ DTensor Transformer::forward(const DTensor& tokens) {
              shape_str(tokens.shape()), cfg_.max_seq_len);
     const Tensor positions =
         arange(tokens.size(1), TensorOptions(DType::kInt64, tokens.to_local().device()));
-    h = dtensor::add(h, (*pos_embeddings_)(local(positions)));  // [seq, dim] broadcast
+    h = dtensor::add(h, (*pos_embeddings_)(local_dtensor(positions)));  // [seq, dim] broadcast
   }
   h = (*layers_)(h);
   h = (*norm_)(h);

@@ -3,7 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "dtensor/optim/optim_kernels.h"
+#include "dtensor/optim/detail/optim_kernels.h"
 #include "dtensor/tensor/stream_cuda.h"
 
 namespace dtensor::optim::detail {

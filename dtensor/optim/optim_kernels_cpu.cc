@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "dtensor/optim/optim_kernels.h"
+#include "dtensor/optim/detail/optim_kernels.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::optim::detail {

@@ -1,6 +1,6 @@
 // The CUDA optimizer kernels when dtensor is built without CUDA (unreachable: no CUDA tensor can
 // exist).
-#include "dtensor/optim/optim_kernels.h"
+#include "dtensor/optim/detail/optim_kernels.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::optim::detail {

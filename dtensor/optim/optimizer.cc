@@ -6,7 +6,7 @@
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/grad_mode.h"
-#include "dtensor/optim/optim_kernels.h"
+#include "dtensor/optim/detail/optim_kernels.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 

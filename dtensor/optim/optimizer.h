@@ -4,8 +4,8 @@
 // A parameter keeps its placements; its grad() has the same placements (autograd lays every
 // leaf gradient out like the leaf), so an update runs on each rank's local shard alone, with no
 // communication, and its states (momentum buffers, Adam moments) are DTensors with the
-// parameter's spec. Each update is one fused pass over the shard (optim_kernels.h). Replicate
-// parameters are updated redundantly on every rank, with identical results. Partial
+// parameter's spec. Each update is one fused pass over the shard (detail/optim_kernels.h).
+// Replicate parameters are updated redundantly on every rank, with identical results. Partial
 // parameters are refused (an update of a partial value is not the partial of the update).
 // Steps run under NoGradGuard and bump the parameter's version, so a backward through a graph
 // recorded before the step refuses to read the stale values.

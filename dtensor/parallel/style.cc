@@ -44,7 +44,7 @@ DTensor finish_output(DTensor y, Placement layout, bool use_local_output) {
   const Placement want[] = {normalized(layout, y.dim())};
   // The hook owns y (Module::operator()), so a Partial output is reduced in its own memory.
   DTensor out = std::move(y).redistribute(want);
-  return use_local_output ? out.local() : out;
+  return use_local_output ? out.to_local_dtensor() : out;
 }
 
 }  // namespace detail
@@ -120,7 +120,7 @@ nn::ForwardHook checked_relayout_hook(const DeviceMesh& mesh, Placement from, Pl
   // reduced in its own memory; as a pre-hook it is a copy of the caller's input (never reused).
   return [=](nn::Module&, DTensor x) {
     DTensor y = detail::prepare_input(std::move(x), mesh, from, to, std::nullopt, style, name);
-    return use_local ? nn::local(y.to_local()) : y;
+    return use_local ? nn::local_dtensor(y.to_local()) : y;
   };
 }
 

@@ -4,12 +4,12 @@
 // A style replaces the module's parameters by DTensors on the mesh (distribute_tensor of the
 // full local parameter with src_data_rank = nullopt: each rank keeps its chunk, no
 // communication) and installs forward hooks:
-//   pre-hook:  a local input (nn::local, a self-mesh DTensor) is wrapped as a DTensor on the
-//              mesh with `input_layouts` (from_local semantics); an input already on the mesh
-//              is taken as it is; then it is redistributed to the layout the module needs.
+//   pre-hook:  a local input (a self-mesh DTensor, nn::local_dtensor) is wrapped as a DTensor
+//              on the mesh with `input_layouts` (from_local semantics); an input already on the
+//              mesh is taken as it is; then it is redistributed to the layout the module needs.
 //   hook:      the output is redistributed to `output_layouts`; with use_local_output the
-//              result is this rank's shard as a local tensor (nn::local), as PyTorch returns a
-//              torch.Tensor.
+//              result is this rank's shard as a local DTensor (to_local_dtensor()), as PyTorch
+//              returns a torch.Tensor.
 // Layouts are single placements (the mesh is 1-d); Shard(-1) counts from the end.
 #pragma once
 
@@ -18,8 +18,8 @@
 #include <string>
 #include <string_view>
 
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/placement.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/nn/module.h"
 
 namespace dtensor {

@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "dtensor/ops/threads.h"
-#include "dtensor/rng/cuda_launch.h"
-#include "dtensor/rng/distributions_impl.h"
-#include "dtensor/rng/fill_internal.h"
+#include "dtensor/rng/detail/cuda_launch.h"
+#include "dtensor/rng/detail/distributions_impl.h"
+#include "dtensor/rng/detail/fill_internal.h"
 #include "dtensor/tensor/creation.h"
 
 namespace dtensor {

@@ -1,6 +1,6 @@
 // CPU generation: Philox blocks 16 counters at a time (AVX2 intrinsics when the CPU has them,
 // else plain arrays that the compiler vectorises), then the per-element formulas of
-// distributions_impl.h, over runs of consecutive global indices, split over threads by
+// detail/distributions_impl.h, over runs of consecutive global indices, split over threads by
 // element range for large tensors.
 #include <algorithm>
 #include <thread>
@@ -10,8 +10,8 @@
 #include <immintrin.h>
 #endif
 
-#include "dtensor/rng/distributions_impl.h"
-#include "dtensor/rng/fill_internal.h"
+#include "dtensor/rng/detail/distributions_impl.h"
+#include "dtensor/rng/detail/fill_internal.h"
 #include "dtensor/rng/philox.h"
 
 namespace dtensor::detail {

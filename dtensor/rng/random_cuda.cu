@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
-#include "dtensor/rng/cuda_launch.h"
-#include "dtensor/rng/distributions_impl.h"
+#include "dtensor/rng/detail/cuda_launch.h"
+#include "dtensor/rng/detail/distributions_impl.h"
 #include "dtensor/rng/philox.h"
 
 namespace dtensor::detail {

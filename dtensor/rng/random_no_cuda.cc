@@ -1,5 +1,5 @@
 // The no-CUDA counterpart of the CUDA random kernels: every entry point raises a clear error.
-#include "dtensor/rng/cuda_launch.h"
+#include "dtensor/rng/detail/cuda_launch.h"
 
 namespace dtensor::detail {
 

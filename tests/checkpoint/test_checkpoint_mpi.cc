@@ -15,10 +15,10 @@
 #include <set>
 #include <sstream>
 
-#include "dtensor/checkpoint/checkpoint.h"
-#include "dtensor/checkpoint/index.h"
-#include "dtensor/checkpoint/train_state.h"
 #include "ckpt_test_util.h"
+#include "dtensor/checkpoint/checkpoint.h"
+#include "dtensor/checkpoint/detail/index.h"
+#include "dtensor/checkpoint/train_state.h"
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
@@ -670,7 +670,7 @@ struct Run {
   void steps(int n) {
     for (int i = 0; i < n; ++i) {
       opt->zero_grad();
-      const dt::DTensor x = nn::local(dt::randn({4, 6}));
+      const dt::DTensor x = nn::local_dtensor(dt::randn({4, 6}));
       const dt::DTensor y = (*model)(x);
       dt::sum(dt::mul(y, y)).backward();
       opt->step();

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "dtensor/collectives/comm_debug.h"
-#include "dtensor_cuda_test_util.h"
 #include "dtensor/nn/nn.h"
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/rng/dtensor_random.h"
 #include "dtensor/rng/random.h"
+#include "dtensor_cuda_test_util.h"
 
 namespace dt = dtensor;
 namespace ct = dtensor::cuda_test;
@@ -97,11 +97,11 @@ TEST_CASE("MLP on CUDA, plain and tensor-parallel, equals the CPU model", "[cuda
       }
       dt::Generator g(7);
       const dt::Tensor x = dt::randn({batch, 3, 8}, {}, &g);
-      const dt::Tensor expect = ref(nn::local(x)).to_local();
-      const dt::DTensor y_plain = plain(nn::local(x.to(ct::gpu())));
+      const dt::Tensor expect = ref(nn::local_dtensor(x)).to_local();
+      const dt::DTensor y_plain = plain(nn::local_dtensor(x.to(ct::gpu())));
       ct::check_gpu_result(y_plain.to_local(), expect, 2e-5);
       dt::CommDebugMode comm;
-      const dt::DTensor y = mlp(nn::local(x.to(ct::gpu())));
+      const dt::DTensor y = mlp(nn::local_dtensor(x.to(ct::gpu())));
       // On one rank every strategy is free, so which (1-rank) collectives run depends on what
       // the propagation cache saw before; the count is checked where it is determined.
       if (W > 1) {

@@ -7,7 +7,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/tensor/creation.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -17,7 +17,7 @@ using dt::Tensor;
 
 TEST_CASE("activation modules call their op with torch.nn's defaults", "[nn]") {
   const Tensor x = tt::det_input({4, 6}, 2, -8.0, 2.5, dt::kFloat32);  // -8 .. 17
-  const DTensor in = nn::local(x);
+  const DTensor in = nn::local_dtensor(x);
   struct Case {
     std::shared_ptr<nn::Module> m;
     const char* type;
@@ -51,18 +51,18 @@ TEST_CASE("activation modules call their op with torch.nn's defaults", "[nn]") {
   CHECK(nn::LeakyReLU().negative_slope() == 0.01);
   CHECK(nn::GLU().dim() == -1);
   CHECK_THROWS_WITH(nn::CELU(0.0)(in), Catch::Contains("[celu] alpha cannot be 0 for CELU"));
-  CHECK_THROWS_WITH(nn::GLU(0)(nn::local(x.narrow(0, 0, 3))),
+  CHECK_THROWS_WITH(nn::GLU(0)(nn::local_dtensor(x.narrow(0, 0, 3))),
                     Catch::Contains("[glu] halving dimension must be even"));
 }
 
 TEST_CASE("activation modules in a Sequential-like chain pass gradients", "[nn]") {
   const Tensor x = tt::det_input({3, 8}, 1, -2.0, 0.5, dt::kFloat64);
-  DTensor in = nn::local(x);
+  DTensor in = nn::local_dtensor(x);
   in.requires_grad_();
   nn::GLU glu;
   nn::ELU elu(0.5);
   nn::Softmin softmin(1);
-  dt::sum(dt::mul(softmin(elu(glu(in))), nn::local(tt::det_input({3, 4}, 5)))).backward();
+  dt::sum(dt::mul(softmin(elu(glu(in))), nn::local_dtensor(tt::det_input({3, 4}, 5)))).backward();
   REQUIRE(in.grad().defined());
   CHECK(in.grad().shape() == dt::Shape{3, 8});
 }

@@ -29,13 +29,13 @@ bool same(const DTensor& a, const DTensor& b) {
 }  // namespace
 
 TEST_CASE("loss modules equal their functions with the options they hold", "[nn]") {
-  const DTensor x = nn::local(values({4, 3}, 1, -2.0, 0.4));
-  const DTensor y = nn::local(values({4, 3}, 2, -1.0, 0.3));
-  const DTensor p = nn::local(values({4, 3}, 3, 0.05, 0.09));
-  const DTensor t = nn::local(values({4, 3}, 4, 0.0, 0.1));
-  const DTensor w = nn::local(values({3}, 5, 0.5, 0.25));
-  const DTensor pw = nn::local(values({3}, 6, 0.5, 0.3));
-  const DTensor target = nn::local(dt::from_vector<int64_t>({0, 2, 1, 1}, {4}));
+  const DTensor x = nn::local_dtensor(values({4, 3}, 1, -2.0, 0.4));
+  const DTensor y = nn::local_dtensor(values({4, 3}, 2, -1.0, 0.3));
+  const DTensor p = nn::local_dtensor(values({4, 3}, 3, 0.05, 0.09));
+  const DTensor t = nn::local_dtensor(values({4, 3}, 4, 0.0, 0.1));
+  const DTensor w = nn::local_dtensor(values({3}, 5, 0.5, 0.25));
+  const DTensor pw = nn::local_dtensor(values({3}, 6, 0.5, 0.3));
+  const DTensor target = nn::local_dtensor(dt::from_vector<int64_t>({0, 2, 1, 1}, {4}));
 
   CHECK(same(nn::MSELoss()(x, y), dt::mse_loss(x, y)));
   CHECK(same(nn::MSELoss(Reduction::kSum)(x, y), dt::mse_loss(x, y, Reduction::kSum)));
@@ -63,7 +63,7 @@ TEST_CASE("loss modules equal their functions with the options they hold", "[nn]
                       Catch::Contains("[mse_loss] reduction 'batchmean'"));
 
   // Gradients reach the input.
-  DTensor leaf = nn::local(values({4, 3}, 1, -2.0, 0.4));
+  DTensor leaf = nn::local_dtensor(values({4, 3}, 1, -2.0, 0.4));
   leaf.requires_grad_();
   nn::HuberLoss()(leaf, y).backward();
   REQUIRE(leaf.grad().defined());

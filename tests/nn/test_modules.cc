@@ -5,12 +5,14 @@
 
 #include "dtensor/core/propagation/sharding_propagation.h"
 #include "dtensor/nn/nn.h"
-#include "nn_reference.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/norm/norm.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
+#include "nn_reference.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -32,7 +34,7 @@ void randomize(nn::Module& root, uint64_t seed) {
   for (auto& [name, m] : root.named_modules()) {
     for (auto& [pname, p] : m->own_parameters()) {
       dt::Tensor t = dt::randn(p.shape(), dt::TensorOptions(p.dtype()), &gen);
-      m->set_parameter(pname, nn::local(t));
+      m->set_parameter(pname, nn::local_dtensor(t));
     }
   }
 }
@@ -86,7 +88,7 @@ TEST_CASE("Linear forward matches a naive loop (bias, no bias, zero-size)", "[nn
     dt::manual_seed(7);
     nn::Linear lin(in, out, bias);
     dt::Tensor x = dt::randn({B, S, in});
-    dt::DTensor y = lin(nn::local(x));
+    dt::DTensor y = lin(nn::local_dtensor(x));
     REQUIRE(nn::is_local(y));
     REQUIRE(y.shape() == dt::Shape{B, S, out});
     ref::Vec b = bias ? P(lin, "bias") : ref::Vec();
@@ -113,15 +115,15 @@ TEST_CASE("Embedding forward matches a naive gather and rejects bad indices", "[
   dt::manual_seed(1);
   nn::Embedding emb(10, 6);
   const std::vector<int64_t> idx = {0, 9, 3, 3, 7, 1};
-  dt::DTensor y = emb(nn::local(dt::from_vector(idx, {2, 3})));
+  dt::DTensor y = emb(nn::local_dtensor(dt::from_vector(idx, {2, 3})));
   REQUIRE(y.shape() == dt::Shape{2, 3, 6});
   const ref::Vec w = P(emb, "weight"), got = ref::vec(y.to_local());
   for (size_t i = 0; i < idx.size(); ++i) {
     for (int64_t k = 0; k < 6; ++k) REQUIRE(got[i * 6 + k] == w[idx[i] * 6 + k]);
   }
-  dt::DTensor empty = emb(nn::local(dt::from_vector(std::vector<int64_t>{}, {0, 4})));
+  dt::DTensor empty = emb(nn::local_dtensor(dt::from_vector(std::vector<int64_t>{}, {0, 4})));
   REQUIRE(empty.shape() == dt::Shape{0, 4, 6});
-  REQUIRE_THROWS_WITH(emb(nn::local(dt::from_vector(std::vector<int64_t>{12}, {1}))),
+  REQUIRE_THROWS_WITH(emb(nn::local_dtensor(dt::from_vector(std::vector<int64_t>{12}, {1}))),
                       Contains("[embedding]"));
 }
 
@@ -135,9 +137,9 @@ TEST_CASE("LayerNorm and RMSNorm match naive loops", "[nn]") {
   randomize(ln, 11);
   randomize(rn, 12);
   ref::Vec lw = P(ln, "weight"), lb = P(ln, "bias"), rw = P(rn, "weight");
-  REQUIRE(ref::max_abs_diff(ref::vec(ln(nn::local(x)).to_local()),
+  REQUIRE(ref::max_abs_diff(ref::vec(ln(nn::local_dtensor(x)).to_local()),
                             ref::layer_norm(ref::vec(x), &lw, &lb, rows, d, 1e-5)) < kTol);
-  REQUIRE(ref::max_abs_diff(ref::vec(rn(nn::local(x)).to_local()),
+  REQUIRE(ref::max_abs_diff(ref::vec(rn(nn::local_dtensor(x)).to_local()),
                             ref::rms_norm(ref::vec(x), &rw, rows, d, 1e-6)) < kTol);
 }
 
@@ -148,11 +150,11 @@ TEST_CASE("MLP (gelu, silu) and SwiGLU match naive loops", "[nn]") {
   dt::Tensor x = dt::randn({n, d});
   for (bool gelu : {true, false}) {
     nn::MLP mlp(d, h, gelu ? nn::Activation::kGelu : nn::Activation::kSilu, true);
-    REQUIRE(ref::max_abs_diff(ref::vec(mlp(nn::local(x)).to_local()),
+    REQUIRE(ref::max_abs_diff(ref::vec(mlp(nn::local_dtensor(x)).to_local()),
                               mlp_ref(mlp, ref::vec(x), n, d, h, gelu, true)) < kTol);
   }
   nn::SwiGLU sw(d, h);
-  REQUIRE(ref::max_abs_diff(ref::vec(sw(nn::local(x)).to_local()),
+  REQUIRE(ref::max_abs_diff(ref::vec(sw(nn::local_dtensor(x)).to_local()),
                             swiglu_ref(sw, ref::vec(x), n, d, h)) < kTol);
 }
 
@@ -164,7 +166,7 @@ TEST_CASE("Attention matches a naive multi-head loop (causal and not)", "[nn]") 
     dt::manual_seed(21);
     nn::Attention att(d, H, causal);
     dt::Tensor x = dt::randn({B, S, d});
-    dt::DTensor y = att(nn::local(x));
+    dt::DTensor y = att(nn::local_dtensor(x));
     REQUIRE(y.shape() == dt::Shape{B, S, d});
     REQUIRE(ref::max_abs_diff(ref::vec(y.to_local()),
                               attention_ref(att, ref::vec(x), B, S, d, H, causal)) < kTol);
@@ -195,7 +197,7 @@ TEST_CASE("TransformerBlock matches the composition of naive pieces", "[nn]") {
   ref::Vec m = ref::layer_norm(h, &w2, &b2, n, d, cfg.norm_eps);
   ref::Vec f = mlp_ref(blk.get_submodule("mlp"), m, n, d, cfg.hidden_dim, true, false);
   for (size_t i = 0; i < h.size(); ++i) h[i] += f[i];
-  REQUIRE(ref::max_abs_diff(ref::vec(blk(nn::local(x)).to_local()), h) < 1e-3);
+  REQUIRE(ref::max_abs_diff(ref::vec(blk(nn::local_dtensor(x)).to_local()), h) < 1e-3);
 }
 
 TEST_CASE("Module tree: names, lookup, replacement and errors", "[nn]") {
@@ -214,41 +216,45 @@ TEST_CASE("Module tree: names, lookup, replacement and errors", "[nn]") {
   REQUIRE(model.get_submodule("layers.1.attention.wq").type_name() == "Linear");
   REQUIRE(model.get_parameter("norm.weight").shape() == dt::Shape{8});
   dt::Tensor tokens = dt::from_vector(std::vector<int64_t>{1, 2, 3, 16, 0, 5}, {2, 3});
-  dt::DTensor logits = model(nn::local(tokens));
+  dt::DTensor logits = model(nn::local_dtensor(tokens));
   REQUIRE(logits.shape() == dt::Shape{2, 3, 17});
   // Same seed, same model, same logits, bit for bit.
   dt::manual_seed(1);
   nn::Transformer again(cfg);
-  REQUIRE(again(nn::local(tokens)).to_local().to_vector<float>() ==
+  REQUIRE(again(nn::local_dtensor(tokens)).to_local().to_vector<float>() ==
           logits.to_local().to_vector<float>());
   REQUIRE_THROWS_WITH(model.get_submodule("layers.5"), Contains("[get_submodule]"));
   REQUIRE_THROWS_WITH(model.get_parameter("norm.bias"), Contains("[get_parameter]"));
   auto& lin = model.get_submodule("output");
-  REQUIRE_THROWS_WITH(lin.set_parameter("weight", nn::local(dt::zeros({3, 3}))),
+  REQUIRE_THROWS_WITH(lin.set_parameter("weight", nn::local_dtensor(dt::zeros({3, 3}))),
                       Contains("[set_parameter]"));
-  lin.set_parameter("weight", nn::local(dt::zeros({17, 8})));
+  lin.set_parameter("weight", nn::local_dtensor(dt::zeros({17, 8})));
   REQUIRE(model.get_parameter("output.weight").to_local().to_vector<float>() ==
           std::vector<float>(17 * 8, 0.0f));
-  REQUIRE_THROWS_WITH(lin.register_parameter("weight", nn::local(dt::zeros({1}))),
+  REQUIRE_THROWS_WITH(lin.register_parameter("weight", nn::local_dtensor(dt::zeros({1}))),
                       Contains("[Module]"));
   REQUIRE_THROWS_WITH(lin.register_module("a.b", std::make_shared<nn::ModuleList>()),
                       Contains("[Module]"));
-  REQUIRE_THROWS_WITH(model.forward(nn::local(dt::zeros({2, 3}))), Contains("[embedding]"));
-  REQUIRE_THROWS_WITH(nn::ModuleList().Module::forward(nn::local(dt::zeros({1}))).defined(),
+  REQUIRE_THROWS_WITH(model.forward(nn::local_dtensor(dt::zeros({2, 3}))), Contains("[embedding]"));
+  REQUIRE_THROWS_WITH(nn::ModuleList().Module::forward(nn::local_dtensor(dt::zeros({1}))).defined(),
                       Contains("[Module]"));
 }
 
 TEST_CASE("functional ops reject mismatched operands", "[nn]") {
-  dt::DTensor x = nn::local(dt::zeros({2, 3}));
-  REQUIRE_THROWS_WITH(nn::functional::linear(x, nn::local(dt::zeros({4, 5}))),
-                      Contains("[linear]"));
-  REQUIRE_THROWS_WITH(dt::add(x, nn::local(dt::zeros({3, 2}))), Contains("[add]"));
-  REQUIRE_THROWS_WITH(nn::functional::scaled_dot_product_attention(
-                          nn::local(dt::zeros({1, 2, 6})), nn::local(dt::zeros({1, 2, 6})),
-                          nn::local(dt::zeros({1, 2, 6})), 4, true),
-                      Contains("[scaled_dot_product_attention]"));
-  REQUIRE_THROWS_WITH(nn::functional::layer_norm(x, nn::local(dt::ones({2}))),
+  dt::DTensor x = nn::local_dtensor(dt::zeros({2, 3}));
+  REQUIRE_THROWS_WITH(dt::linear(x, nn::local_dtensor(dt::zeros({4, 5}))), Contains("[linear]"));
+  REQUIRE_THROWS_WITH(dt::add(x, nn::local_dtensor(dt::zeros({3, 2}))), Contains("[add]"));
+  const dt::DTensor packed = nn::local_dtensor(dt::zeros({1, 2, 6}));
+  REQUIRE_THROWS_WITH(nn::functional::packed_heads_attention(packed, packed, packed, 4, true),
+                      Contains("[packed_heads_attention]"));
+  const int64_t last[] = {3};
+  REQUIRE_THROWS_WITH(dt::layer_norm(x, last, nn::local_dtensor(dt::ones({2}))),
                       Contains("[layer_norm]"));
+  // The modules' rule for parameters on another mesh than the input's (functional::on_mesh).
+  nn::Linear lin(3, 4, /*bias=*/false);
+  REQUIRE_THROWS_WITH(lin(nn::local_dtensor(dt::zeros({2, 5}))), Contains("[linear]"));
+  nn::LayerNorm norm(2);
+  REQUIRE_THROWS_WITH(norm(x), Contains("[layer_norm]"));
 }
 
 TEST_CASE("Modules run through the propagation engine: a repeated forward is all cache hits",
@@ -257,9 +263,9 @@ TEST_CASE("Modules run through the propagation engine: a repeated forward is all
   dt::manual_seed(6);
   nn::Transformer model(cfg);
   dt::Tensor tokens = dt::from_vector(std::vector<int64_t>{1, 2, 3, 10, 0, 5}, {2, 3});
-  const std::vector<float> first = model(nn::local(tokens)).to_local().to_vector<float>();
+  const std::vector<float> first = model(nn::local_dtensor(tokens)).to_local().to_vector<float>();
   const dt::PropagationCacheStats before = dt::propagation_cache_stats();
-  const std::vector<float> second = model(nn::local(tokens)).to_local().to_vector<float>();
+  const std::vector<float> second = model(nn::local_dtensor(tokens)).to_local().to_vector<float>();
   const dt::PropagationCacheStats after = dt::propagation_cache_stats();
   REQUIRE(after.misses == before.misses);
   REQUIRE(after.hits > before.hits);
@@ -273,10 +279,10 @@ TEST_CASE("rotary embeddings rotate each pair by pos * theta^(-2i/D), swiglu gat
   const dt::Tensor u = dt::randn({B, S, H, D}, dt::TensorOptions(dt::kFloat64), &gen);
   const nn::functional::RotaryTables t =
       nn::functional::rotary_tables(8, D, 500.0, dt::kFloat64);
-  dt::DTensor dx = nn::local(x.clone());
+  dt::DTensor dx = nn::local_dtensor(x.clone());
   dx.requires_grad_();
   const dt::DTensor out = nn::functional::apply_rotary_emb(dx, t);
-  dt::sum(dt::mul(out, nn::local(u))).backward();
+  dt::sum(dt::mul(out, nn::local_dtensor(u))).backward();
   const std::vector<double> xv = x.to_vector<double>(), uv = u.to_vector<double>();
   const std::vector<double> ov = out.to_local().to_vector<double>();
   const std::vector<double> gv = dx.grad().to_local().to_vector<double>();
@@ -303,22 +309,27 @@ TEST_CASE("rotary embeddings rotate each pair by pos * theta^(-2i/D), swiglu gat
   // not.
   {
     const dt::Tensor part = x.narrow(1, 2, 3).contiguous();
-    const dt::Tensor want =
-        nn::functional::apply_rotary_emb(nn::local(x), t).to_local().narrow(1, 2, 3).contiguous();
-    CHECK(dt::equal(nn::functional::apply_rotary_emb(nn::local(part), t, 2).to_local(), want));
-    CHECK_FALSE(dt::allclose(nn::functional::apply_rotary_emb(nn::local(part), t).to_local(),
-                             want, 0, 1e-3));
+    const dt::Tensor want = nn::functional::apply_rotary_emb(nn::local_dtensor(x), t)
+                                .to_local()
+                                .narrow(1, 2, 3)
+                                .contiguous();
+    CHECK(dt::equal(nn::functional::apply_rotary_emb(nn::local_dtensor(part), t, 2).to_local(),
+                    want));
+    CHECK_FALSE(dt::allclose(
+        nn::functional::apply_rotary_emb(nn::local_dtensor(part), t).to_local(), want, 0, 1e-3));
   }
-  REQUIRE_THROWS_WITH(nn::functional::apply_rotary_emb(nn::local(dt::zeros({1, 9, 1, 6})), t),
-                      Catch::Contains("[apply_rotary_emb] positions [0, 9) of x"));
-  REQUIRE_THROWS_WITH(nn::functional::apply_rotary_emb(nn::local(dt::zeros({1, 4, 1, 6})), t, 5),
-                      Catch::Contains("outside the tables' 8 positions"));
-  REQUIRE_THROWS_WITH(nn::functional::rotary_tables(4, 5),
-                      Catch::Contains("[rotary_tables]"));
+  REQUIRE_THROWS_WITH(
+      nn::functional::apply_rotary_emb(nn::local_dtensor(dt::zeros({1, 9, 1, 6})), t),
+      Catch::Contains("[apply_rotary_emb] positions [0, 9) of x"));
+  REQUIRE_THROWS_WITH(
+      nn::functional::apply_rotary_emb(nn::local_dtensor(dt::zeros({1, 4, 1, 6})), t, 5),
+      Catch::Contains("outside the tables' 8 positions"));
+  REQUIRE_THROWS_WITH(nn::functional::rotary_tables(4, 5), Catch::Contains("[rotary_tables]"));
   const dt::Tensor g = dt::randn({4}, dt::TensorOptions(dt::kFloat64), &gen);
   const dt::Tensor up = dt::randn({4}, dt::TensorOptions(dt::kFloat64), &gen);
-  const std::vector<double> sw =
-      nn::functional::swiglu(nn::local(g), nn::local(up)).to_local().to_vector<double>();
+  const std::vector<double> sw = nn::functional::swiglu(nn::local_dtensor(g), nn::local_dtensor(up))
+                                     .to_local()
+                                     .to_vector<double>();
   for (int64_t i = 0; i < 4; ++i) {
     const double gi = g.to_vector<double>()[i];
     CHECK(std::abs(sw[i] - gi / (1 + std::exp(-gi)) * up.to_vector<double>()[i]) < 1e-14);

@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
-
 #include <string>
 
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/module.h"
+#include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor::test {
@@ -27,7 +27,9 @@ class TiedLinear : public nn::Module {
  public:
   explicit TiedLinear(const DTensor& w) { tie_parameter("weight", w); }
   std::string type_name() const override { return "TiedLinear"; }
-  DTensor forward(const DTensor& x) override { return nn::functional::linear(x, param("weight")); }
+  DTensor forward(const DTensor& x) override {
+    return linear(x, nn::functional::on_mesh(param("weight"), x.device_mesh()));
+  }
 };
 
 }  // namespace dtensor::test

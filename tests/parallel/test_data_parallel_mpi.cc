@@ -3,8 +3,8 @@
 // device on the same global batch (uneven parameter shards included), issue the collectives
 // they promise per step, group a tied weight into its modules' common ancestor's unit, and
 // FSDP's forward holds one unit's gathered parameters at a time.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 
@@ -67,7 +67,8 @@ double loss_backward(nn::Module& m, const Batch& b, int64_t begin, int64_t count
   const dt::Tensor tok = b.tokens.narrow(0, begin, count).contiguous();
   const dt::Tensor tgt = b.targets.narrow(0, begin, count).contiguous().reshape({-1});
   const int64_t rows[] = {-1, vocab};
-  const dt::DTensor loss = dt::cross_entropy(dt::reshape(m(nn::local(tok)), rows), nn::local(tgt));
+  const dt::DTensor loss =
+      dt::cross_entropy(dt::reshape(m(nn::local_dtensor(tok)), rows), nn::local_dtensor(tgt));
   loss.backward();
   return loss.full_tensor().to(dt::kFloat64).item<double>();
 }
@@ -197,7 +198,8 @@ TEST_CASE("fully_shard: FSDP training equals single-device; per-unit collectives
     dt::DTensor loss;
     {
       dt::CommDebugMode comm;
-      loss = dt::cross_entropy(dt::reshape(model(nn::local(tok)), rows), nn::local(tgt));
+      loss = dt::cross_entropy(dt::reshape(model(nn::local_dtensor(tok)), rows),
+                               nn::local_dtensor(tgt));
       if (W > 1) {
         CHECK(comm.count(CollectiveKind::kAllGather) == units);
         CHECK(comm.total_count() == units);
@@ -251,7 +253,8 @@ TEST_CASE("fully_shard: from the second step each unit's gather is launched ahea
     dt::DTensor loss;
     {
       dt::CommDebugMode comm;
-      loss = dt::cross_entropy(dt::reshape(model(nn::local(tok)), rows), nn::local(tgt));
+      loss = dt::cross_entropy(dt::reshape(model(nn::local_dtensor(tok)), rows),
+                               nn::local_dtensor(tgt));
       // Prefetched or not, one all-gather per unit per forward.
       if (W > 1) CHECK(comm.count(CollectiveKind::kAllGather) == units);
     }
@@ -265,7 +268,8 @@ TEST_CASE("fully_shard: from the second step each unit's gather is launched ahea
     CHECK(dp->num_prefetched() == after_backward[step]);
     opt.step();
     opt.zero_grad();
-    dt::cross_entropy(dt::reshape(plain(nn::local(tok)), rows), nn::local(tgt)).backward();
+    dt::cross_entropy(dt::reshape(plain(nn::local_dtensor(tok)), rows), nn::local_dtensor(tgt))
+        .backward();
     opt_plain.step();
     opt_plain.zero_grad();
   }
@@ -312,9 +316,9 @@ TEST_CASE("fully_shard mixed precision: float32 compute and reductions over floa
     for (int k = 0; k < (step == 0 ? 2 : 1); ++k) {
       nn::Transformer& m = k == 0 ? mixed : full;
       dt::CommDebugMode comm;
-      const dt::DTensor logits = m(nn::local(tok));
+      const dt::DTensor logits = m(nn::local_dtensor(tok));
       CHECK(logits.dtype() == (k == 0 ? dt::kFloat32 : dt::kFloat64));
-      dt::cross_entropy(dt::reshape(logits, rows), nn::local(tgt)).backward();
+      dt::cross_entropy(dt::reshape(logits, rows), nn::local_dtensor(tgt)).backward();
       bytes[k][0] = comm.bytes(CollectiveKind::kAllGather);
       bytes[k][1] = comm.bytes(CollectiveKind::kReduceScatter);
     }
@@ -350,9 +354,9 @@ TEST_CASE("fully_shard mixed precision: float32 compute and reductions over floa
   const Batch b = make_batch(cfg, 2 * W, 70);
   const auto [tok, tgt] = rank_rows(b, r);
   const int64_t rows[] = {-1, cfg.vocab_size};
-  const dt::DTensor logits = ddp_model(nn::local(tok));
+  const dt::DTensor logits = ddp_model(nn::local_dtensor(tok));
   CHECK(logits.dtype() == dt::kFloat32);
-  dt::cross_entropy(dt::reshape(logits, rows), nn::local(tgt)).backward();
+  dt::cross_entropy(dt::reshape(logits, rows), nn::local_dtensor(tgt)).backward();
   loss_backward(ref, b, 0, 2 * W, cfg.vocab_size);
   const auto g = ddp_model.named_parameters();
   const auto w = ref.named_parameters();
@@ -455,9 +459,9 @@ TEST_CASE("grouping: a tied weight belongs to its modules' common ancestor; FSDP
     const dt::Tensor x = dt::randn({3 * W, 6}, {}, &g);
     const dt::Tensor w = dt::randn({3 * W, 6}, {}, &g);
     auto loss = [&](nn::Module& m, int64_t begin, int64_t count) {
-      const dt::DTensor y = m(nn::local(x.narrow(0, begin, count).contiguous()));
+      const dt::DTensor y = m(nn::local_dtensor(x.narrow(0, begin, count).contiguous()));
       // mean over rows of sum(y * w): per-rank means average to the global mean.
-      return dt::div(dt::sum(dt::mul(y, nn::local(w.narrow(0, begin, count).contiguous()))),
+      return dt::div(dt::sum(dt::mul(y, nn::local_dtensor(w.narrow(0, begin, count).contiguous()))),
                      dt::Scalar(static_cast<double>(count)));
     };
     opt.zero_grad();
@@ -499,7 +503,7 @@ TEST_CASE("fully_shard: forward holds one unit's gathered parameters at a time",
     const dt::Tensor tok = b.tokens.narrow(1, 0, 2).contiguous();
     const int64_t base = dt::memory_stats().current_bytes;
     dt::reset_peak_memory_stats();
-    dt::DTensor logits = model(nn::local(tok));
+    dt::DTensor logits = model(nn::local_dtensor(tok));
     const int64_t peak = dt::memory_stats().peak_bytes - base;
     dt::sum(logits).backward();
     return peak;
@@ -631,7 +635,7 @@ TEST_CASE("replicate: a module run twice before one backward sums both gradients
       const dt::Tensor tok = b.tokens.narrow(0, r, 1).contiguous();
       const dt::Tensor tgt = b.targets.narrow(0, r, 1).contiguous().reshape({-1});
       const dt::DTensor l =
-          dt::cross_entropy(dt::reshape(m(nn::local(tok)), rows), nn::local(tgt));
+          dt::cross_entropy(dt::reshape(m(nn::local_dtensor(tok)), rows), nn::local_dtensor(tgt));
       total = total.defined() ? total + l : l;
     }
     return total;
@@ -691,7 +695,7 @@ TEST_CASE("replicate: after a backward that raised midway the next step reduces 
   dt::Generator g(9);
   const dt::Tensor x = dt::randn({2 * W, 4}, {}, &g);
   auto input = [&](const dt::Tensor& t) {
-    dt::DTensor d = nn::local(t);
+    dt::DTensor d = nn::local_dtensor(t);
     d.requires_grad_(true);
     return failing_input(d, &armed);
   };

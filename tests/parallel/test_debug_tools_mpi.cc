@@ -3,7 +3,6 @@
 // DTENSOR_LOG topics (dispatch, propagation, redistribute, collectives) captured through a log
 // sink. The "[env]" case is run by a separate ctest entry with DTENSOR_LOG set.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -64,7 +63,7 @@ TEST_CASE("CommDebugMode attributes a TP MLP's collectives to modules, ops and p
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {W}, {"tp"});
   dt::parallelize_module(mlp, mesh, {{"fc1", dt::ColwiseParallel()}, {"fc2", dt::RowwiseParallel()}});
   dt::Generator g(7);
-  dt::DTensor x = nn::local(dt::randn({2, 3, 8}, {}, &g));
+  dt::DTensor x = nn::local_dtensor(dt::randn({2, 3, 8}, {}, &g));
   x.requires_grad_();
   dt::CommDebugMode comm;
   dt::DTensor loss = dt::sum(mlp(x));

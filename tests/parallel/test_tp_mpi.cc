@@ -84,10 +84,10 @@ TEST_CASE("ColwiseParallel Linear: local column shard, or Replicate output with 
   require_same_params(*lin, ref);
   REQUIRE(lin->param("weight").placements()[0] == dt::Shard(0));
   dt::Tensor x = same_randn({B, 2, 6}, 5);
-  dt::Tensor expect = ref(nn::local(x)).to_local();
+  dt::Tensor expect = ref(nn::local_dtensor(x)).to_local();
   {
     dt::CommDebugMode comm;
-    dt::DTensor y = (*lin)(nn::local(x));
+    dt::DTensor y = (*lin)(nn::local_dtensor(x));
     REQUIRE(comm.total_count() == 0);
     REQUIRE(nn::is_local(y));
     REQUIRE(max_diff(y.to_local(), my_chunk(expect, 2)) < kTol);
@@ -97,7 +97,7 @@ TEST_CASE("ColwiseParallel Linear: local column shard, or Replicate output with 
   dt::parallelize_module(*lin_r, tp_mesh(),
                          dt::ColwiseParallel({.output_layouts = dt::Replicate()}));
   dt::CommDebugMode comm;
-  dt::DTensor y = (*lin_r)(nn::local(x));
+  dt::DTensor y = (*lin_r)(nn::local_dtensor(x));
   REQUIRE(count(comm, CollectiveKind::kAllGather) == (W > 1 ? 1 : 0));
   REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllGather));
   REQUIRE(max_diff(y.to_local(), expect) < kTol);
@@ -117,10 +117,10 @@ TEST_CASE("RowwiseParallel Linear: one all-reduce (Replicate) or one reduce-scat
   REQUIRE(lin.param("weight").placements()[0] == dt::Shard(1));
   REQUIRE(lin.param("bias").placements()[0] == dt::Replicate());
   dt::Tensor x = same_randn({2, S, in}, 6);
-  dt::Tensor expect = ref(nn::local(x)).to_local();
+  dt::Tensor expect = ref(nn::local_dtensor(x)).to_local();
   {
     dt::CommDebugMode comm;
-    dt::DTensor y = lin(nn::local(my_chunk(x, 2).contiguous()));
+    dt::DTensor y = lin(nn::local_dtensor(my_chunk(x, 2).contiguous()));
     REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
     REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
     REQUIRE(max_diff(y.to_local(), expect) < kTol);
@@ -129,7 +129,7 @@ TEST_CASE("RowwiseParallel Linear: one all-reduce (Replicate) or one reduce-scat
   nn::Linear lin_s(in, 5);
   dt::parallelize_module(lin_s, tp_mesh(), dt::RowwiseParallel({.output_layouts = dt::Shard(1)}));
   dt::CommDebugMode comm;
-  dt::DTensor y = lin_s(nn::local(my_chunk(x, 2).contiguous()));
+  dt::DTensor y = lin_s(nn::local_dtensor(my_chunk(x, 2).contiguous()));
   REQUIRE(count(comm, CollectiveKind::kReduceScatter) == (W > 1 ? 1 : 0));
   REQUIRE(comm.total_count() == count(comm, CollectiveKind::kReduceScatter));
   REQUIRE(max_diff(y.to_local(), my_chunk(expect, 1)) < kTol);
@@ -154,11 +154,11 @@ TEST_CASE("RowwiseParallel all-reduces the layer's Partial output in place", "[t
   });
   dt::parallelize_module(lin, tp_mesh(), dt::RowwiseParallel());
   const dt::Tensor x = same_randn({2, W + 1, in}, 8);
-  const dt::DTensor y = lin(nn::local(my_chunk(x, 2).contiguous()));
+  const dt::DTensor y = lin(nn::local_dtensor(my_chunk(x, 2).contiguous()));
   CHECK(partial);
   CHECK(y.placements()[0] == dt::Replicate());
   CHECK(y.to_local().data_ptr() == forward_mem);
-  CHECK(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+  CHECK(max_diff(y.to_local(), ref(nn::local_dtensor(x)).to_local()) < kTol);
 }
 
 TEST_CASE("PrepareModuleOutput and distribute_module's output_fn reduce a Partial output in "
@@ -169,7 +169,7 @@ TEST_CASE("PrepareModuleOutput and distribute_module's output_fn reduce a Partia
   dt::manual_seed(22);
   nn::Linear ref(in, 5, /*bias=*/false);
   const dt::Tensor x = same_randn({2, in}, 9);
-  const dt::Tensor want = ref(nn::local(x)).to_local();
+  const dt::Tensor want = ref(nn::local_dtensor(x)).to_local();
   // Registered first, so it sees the forward's own output (Partial).
   const void* forward_mem = nullptr;
   auto capture = [&](nn::Module&, dt::DTensor y) {
@@ -187,7 +187,7 @@ TEST_CASE("PrepareModuleOutput and distribute_module's output_fn reduce a Partia
     dt::parallelize_module(lin, mesh,
                            dt::PrepareModuleOutput({.output_layouts = dt::Partial(),
                                                     .desired_output_layouts = dt::Replicate()}));
-    const dt::DTensor y = lin(nn::local(my_chunk(x, 1).contiguous()));
+    const dt::DTensor y = lin(nn::local_dtensor(my_chunk(x, 1).contiguous()));
     CHECK(y.placements()[0] == dt::Replicate());
     CHECK(y.to_local().data_ptr() == forward_mem);
     CHECK(max_diff(y.to_local(), want) < kTol);
@@ -210,7 +210,7 @@ TEST_CASE("PrepareModuleOutput and distribute_module's output_fn reduce a Partia
           const dt::Placement r[] = {dt::Replicate()};
           return std::move(out).redistribute(r);
         });
-    const dt::DTensor y = lin(nn::local(my_chunk(x, 1).contiguous()));
+    const dt::DTensor y = lin(nn::local_dtensor(my_chunk(x, 1).contiguous()));
     CHECK(y.placements()[0] == dt::Replicate());
     CHECK(y.to_local().data_ptr() == forward_mem);
     CHECK(max_diff(y.to_local(), want) < kTol);
@@ -225,7 +225,7 @@ TEST_CASE("Embedding: RowwiseParallel (vocab-sharded) and ColwiseParallel", "[tp
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 10; ++i) ids.push_back((i * 7) % vocab);
   dt::Tensor tokens = dt::from_vector(ids, {2, 5});
-  dt::Tensor expect = ref(nn::local(tokens)).to_local();
+  dt::Tensor expect = ref(nn::local_dtensor(tokens)).to_local();
 
   dt::manual_seed(30);
   nn::Embedding row(vocab, 6);
@@ -233,7 +233,7 @@ TEST_CASE("Embedding: RowwiseParallel (vocab-sharded) and ColwiseParallel", "[tp
   require_same_params(row, ref);
   {
     dt::CommDebugMode comm;
-    dt::DTensor y = row(nn::local(tokens));
+    dt::DTensor y = row(nn::local_dtensor(tokens));
     REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
     REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
     REQUIRE(max_diff(y.to_local(), expect) == 0.0);
@@ -242,7 +242,7 @@ TEST_CASE("Embedding: RowwiseParallel (vocab-sharded) and ColwiseParallel", "[tp
   nn::Embedding col(vocab, 6);
   dt::parallelize_module(col, tp_mesh(), dt::ColwiseParallel());
   dt::CommDebugMode comm;
-  dt::DTensor y = col(nn::local(tokens));
+  dt::DTensor y = col(nn::local_dtensor(tokens));
   REQUIRE(comm.total_count() == 0);
   REQUIRE(max_diff(y.to_local(), my_chunk(expect, 2)) == 0.0);
 }
@@ -262,10 +262,10 @@ TEST_CASE("TP MLP (fc1 colwise, fc2 rowwise) = exactly one all-reduce", "[tp]") 
     require_same_params(mlp, ref);
     dt::Tensor x = same_randn({B, 3, 8}, 7);
     dt::CommDebugMode comm;
-    dt::DTensor y = mlp(nn::local(x));
+    dt::DTensor y = mlp(nn::local_dtensor(x));
     REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
     REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
-    REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+    REQUIRE(max_diff(y.to_local(), ref(nn::local_dtensor(x)).to_local()) < kTol);
   }
 }
 
@@ -283,10 +283,10 @@ TEST_CASE("TP SwiGLU with sequence-parallel output = exactly one reduce-scatter"
   REQUIRE(sw.get_parameter("w3.weight").placements()[0] == dt::Shard(0));
   dt::Tensor x = same_randn({2, 2 * W, 8}, 8);
   dt::CommDebugMode comm;
-  dt::DTensor y = sw(nn::local(x));
+  dt::DTensor y = sw(nn::local_dtensor(x));
   REQUIRE(count(comm, CollectiveKind::kReduceScatter) == (W > 1 ? 1 : 0));
   REQUIRE(comm.total_count() == count(comm, CollectiveKind::kReduceScatter));
-  REQUIRE(max_diff(y.to_local(), my_chunk(ref(nn::local(x)).to_local(), 1)) < kTol);
+  REQUIRE(max_diff(y.to_local(), my_chunk(ref(nn::local_dtensor(x)).to_local(), 1)) < kTol);
 }
 
 TEST_CASE("TP attention (q/k/v colwise, o rowwise) = exactly one all-reduce, heads split", "[tp]") {
@@ -305,10 +305,10 @@ TEST_CASE("TP attention (q/k/v colwise, o rowwise) = exactly one all-reduce, hea
   require_same_params(att, ref);
   dt::Tensor x = same_randn({2, S, d}, 9);
   dt::CommDebugMode comm;
-  dt::DTensor y = att(nn::local(x));
+  dt::DTensor y = att(nn::local_dtensor(x));
   REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
   REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
-  REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+  REQUIRE(max_diff(y.to_local(), ref(nn::local_dtensor(x)).to_local()) < kTol);
 }
 
 TEST_CASE("TP attention rejects heads not divisible by the TP size", "[tp]") {
@@ -361,10 +361,10 @@ TEST_CASE("TP TransformerBlock = single-device block, two all-reduces", "[tp]") 
   require_same_params(blk, ref);
   dt::Tensor x = same_randn({2, 5, cfg.dim}, 10);
   dt::CommDebugMode comm;
-  dt::DTensor y = blk(nn::local(x));
+  dt::DTensor y = blk(nn::local_dtensor(x));
   REQUIRE(count(comm, CollectiveKind::kAllReduce) == (W > 1 ? 2 : 0));
   REQUIRE(comm.total_count() == count(comm, CollectiveKind::kAllReduce));
-  REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+  REQUIRE(max_diff(y.to_local(), ref(nn::local_dtensor(x)).to_local()) < kTol);
 }
 
 namespace {
@@ -410,7 +410,7 @@ TEST_CASE("TP Transformer with sequence parallelism = single-device model", "[tp
   for (int64_t i = 0; i < B * S; ++i) ids.push_back((i * 5 + 1) % cfg.vocab_size);
   dt::Tensor tokens = dt::from_vector(ids, {B, S});
   dt::CommDebugMode comm;
-  dt::DTensor y = model(nn::local(tokens));
+  dt::DTensor y = model(nn::local_dtensor(tokens));
   if (W > 1) {
     // Embedding: 1 reduce-scatter; per layer: 2 all-gathers + 2 reduce-scatters; head: 2
     // all-gathers (sequence, then vocab).
@@ -418,7 +418,7 @@ TEST_CASE("TP Transformer with sequence parallelism = single-device model", "[tp
     REQUIRE(count(comm, CollectiveKind::kAllGather) == 2 * cfg.n_layers + 2);
     REQUIRE(count(comm, CollectiveKind::kAllReduce) == 0);
   }
-  REQUIRE(max_diff(y.to_local(), ref(nn::local(tokens)).to_local()) < 1e-3);
+  REQUIRE(max_diff(y.to_local(), ref(nn::local_dtensor(tokens)).to_local()) < 1e-3);
 }
 
 TEST_CASE("TP Transformer on the tp dim of a 2x2 dp x tp mesh", "[tp]") {
@@ -441,10 +441,10 @@ TEST_CASE("TP Transformer on the tp dim of a 2x2 dp x tp mesh", "[tp]") {
   for (int64_t i = 0; i < 6; ++i) ids.push_back((i * 3 + 7 * dp) % cfg.vocab_size);
   dt::Tensor tokens = dt::from_vector(ids, {2, 3});
   dt::CommDebugMode comm;
-  dt::DTensor y = model(nn::local(tokens));
+  dt::DTensor y = model(nn::local_dtensor(tokens));
   REQUIRE(count(comm, CollectiveKind::kAllReduce) == 1 + 2 * cfg.n_layers);
   REQUIRE(count(comm, CollectiveKind::kAllGather) == 1);
-  REQUIRE(max_diff(y.to_local(), ref(nn::local(tokens)).to_local()) < 1e-3);
+  REQUIRE(max_diff(y.to_local(), ref(nn::local_dtensor(tokens)).to_local()) < 1e-3);
 }
 
 TEST_CASE("Wrong plans fail clearly", "[tp]") {
@@ -524,20 +524,20 @@ TEST_CASE("SequenceParallel norm alone: local sequence chunk, no collectives", "
                             : nn::ModulePtr(std::make_shared<nn::LayerNorm>(6));
     dt::Generator g(3);
     ref->reset_parameters(&g);
-    ref->set_parameter("weight", nn::local(same_randn({6}, 4)));
+    ref->set_parameter("weight", nn::local_dtensor(same_randn({6}, 4)));
     nn::ModulePtr sp = rms ? nn::ModulePtr(std::make_shared<nn::RMSNorm>(6))
                            : nn::ModulePtr(std::make_shared<nn::LayerNorm>(6));
-    sp->set_parameter("weight", nn::local(same_randn({6}, 4)));
+    sp->set_parameter("weight", nn::local_dtensor(same_randn({6}, 4)));
     dt::parallelize_module(*sp, tp_mesh(), dt::SequenceParallel());
     REQUIRE(sp->param("weight").placements()[0] == dt::Replicate());
     dt::Tensor x = same_randn({2, 3 * W, 6}, 12);
     dt::CommDebugMode comm;
-    dt::DTensor y = (*sp)(nn::local(my_chunk(x, 1).contiguous()));
+    dt::DTensor y = (*sp)(nn::local_dtensor(my_chunk(x, 1).contiguous()));
     REQUIRE(comm.total_count() == 0);
     REQUIRE(y.placements()[0] == dt::Shard(1));  // stays a DTensor (use_local_output = false)
     REQUIRE(y.shape() == x.shape());
-    REQUIRE(max_diff(y.to_local(), my_chunk((*ref)(nn::local(x)).to_local(), 1)) < kTol);
-    REQUIRE(max_diff(y.full_tensor(), (*ref)(nn::local(x)).to_local()) < kTol);
+    REQUIRE(max_diff(y.to_local(), my_chunk((*ref)(nn::local_dtensor(x)).to_local(), 1)) < kTol);
+    REQUIRE(max_diff(y.full_tensor(), (*ref)(nn::local_dtensor(x)).to_local()) < kTol);
   }
 }
 
@@ -558,14 +558,14 @@ TEST_CASE("use_local_output = false keeps DTensors, PrepareModuleOutput lays out
                                                   .use_local_output = true}));
   dt::Tensor x = same_randn({2 * W + 1, 5}, 13);
   dt::CommDebugMode comm;
-  dt::DTensor y = mlp(nn::local(x));
+  dt::DTensor y = mlp(nn::local_dtensor(x));
   REQUIRE(nn::is_local(y));
   if (W > 1) {
     REQUIRE(count(comm, CollectiveKind::kReduceScatter) == 1);
     REQUIRE(count(comm, CollectiveKind::kAllGather) == 1);
     REQUIRE(comm.total_count() == 2);
   }
-  REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+  REQUIRE(max_diff(y.to_local(), ref(nn::local_dtensor(x)).to_local()) < kTol);
 }
 
 TEST_CASE("Attention with DTensor q/k/v (use_local_output = false) and a bfloat16 TP MLP", "[tp]") {
@@ -581,9 +581,9 @@ TEST_CASE("Attention with DTensor q/k/v (use_local_output = false) and a bfloat1
   dt::Tensor x = same_randn({3, 4, d}, 14);
   {
     dt::CommDebugMode comm;
-    dt::DTensor y = att(nn::local(x));
+    dt::DTensor y = att(nn::local_dtensor(x));
     REQUIRE(comm.total_count() == (W > 1 ? 1 : 0));
-    REQUIRE(max_diff(y.to_local(), ref(nn::local(x)).to_local()) < kTol);
+    REQUIRE(max_diff(y.to_local(), ref(nn::local_dtensor(x)).to_local()) < kTol);
   }
 
   nn::ModuleOptions bf16;
@@ -596,10 +596,10 @@ TEST_CASE("Attention with DTensor q/k/v (use_local_output = false) and a bfloat1
                          {{"fc1", dt::ColwiseParallel()}, {"fc2", dt::RowwiseParallel()}});
   require_same_params(mlp, mref);
   dt::Tensor xb = same_randn({2, 3, 8}, 15).to(dt::kBFloat16);
-  dt::DTensor yb = mlp(nn::local(xb));
+  dt::DTensor yb = mlp(nn::local_dtensor(xb));
   REQUIRE(yb.dtype() == dt::kBFloat16);
   // bfloat16 keeps 8 bits: the partial sums are rounded before the all-reduce.
-  REQUIRE(max_diff(yb.to_local(), mref(nn::local(xb)).to_local()) < 5e-2);
+  REQUIRE(max_diff(yb.to_local(), mref(nn::local_dtensor(xb)).to_local()) < 5e-2);
 }
 
 TEST_CASE("functional ops: local parameters on mesh activations, heads kept sharded", "[tp]") {
@@ -619,13 +619,20 @@ TEST_CASE("functional ops: local parameters on mesh activations, heads kept shar
   const dt::Tensor idx = dt::from_vector(ids, {2 * W + 1, 3});
   {
     dt::CommDebugMode comm;
-    const dt::DTensor y = nn::functional::linear(dist(x, dt::Shard(0)), nn::local(w), nn::local(b));
-    const dt::DTensor n = nn::functional::layer_norm(dist(x, dt::Shard(0)), nn::local(g),
-                                                     nn::local(beta));
+    // The modules' rule (functional::on_mesh) in front of the ops' one DTensor form.
+    const dt::DTensor xs = dist(x, dt::Shard(0));
+    auto on_x = [&](const dt::Tensor& p) {
+      return nn::functional::on_mesh(nn::local_dtensor(p), xs.device_mesh());
+    };
+    const dt::DTensor y = dt::linear(xs, on_x(w), on_x(b));
+    const int64_t last[] = {6};
+    const dt::DTensor n = dt::layer_norm(xs, last, on_x(g), on_x(beta));
     REQUIRE(comm.total_count() == 0);
     // Batch-sharded ids: the ranks agree on the index check (one 8-byte all-reduce, so that a
     // bad id in one rank's shard raises on every rank); the lookup itself moves nothing.
-    const dt::DTensor e = nn::functional::embedding(dist(idx, dt::Shard(0)), nn::local(table));
+    const dt::DTensor ids_s = dist(idx, dt::Shard(0));
+    const dt::DTensor e = dt::embedding(
+        ids_s, nn::functional::on_mesh(nn::local_dtensor(table), ids_s.device_mesh()));
     REQUIRE(comm.total_count() == (W > 1 ? 1 : 0));
     REQUIRE(comm.count(dt::CollectiveKind::kAllReduce) == (W > 1 ? 1 : 0));
     REQUIRE(y.placements()[0] == dt::Shard(0));
@@ -640,12 +647,12 @@ TEST_CASE("functional ops: local parameters on mesh activations, heads kept shar
   const dt::Tensor q = same_randn({2, 5, H * hd}, 22), k = same_randn({2, 5, H * hd}, 23),
                    v = same_randn({2, 5, H * hd}, 24);
   const dt::Tensor want =
-      nn::functional::scaled_dot_product_attention(nn::local(q), nn::local(k), nn::local(v), hd,
-                                                   true)
+      nn::functional::packed_heads_attention(nn::local_dtensor(q), nn::local_dtensor(k),
+                                             nn::local_dtensor(v), hd, true)
           .to_local();
   {
     dt::CommDebugMode comm;
-    const dt::DTensor o = nn::functional::scaled_dot_product_attention(
+    const dt::DTensor o = nn::functional::packed_heads_attention(
         dist(q, dt::Shard(2)), dist(k, dt::Shard(2)), dist(v, dt::Shard(2)), hd, true);
     REQUIRE(comm.total_count() == 0);
     REQUIRE(o.placements()[0] == dt::Shard(2));
@@ -654,10 +661,10 @@ TEST_CASE("functional ops: local parameters on mesh activations, heads kept shar
   if (W > 1) {
     // W + 1 heads of 2 over W ranks: a shard would split a head.
     const dt::Tensor u = same_randn({1, 2, 2 * (W + 1)}, 25);
-    REQUIRE_THROWS_WITH(nn::functional::scaled_dot_product_attention(
+    REQUIRE_THROWS_WITH(nn::functional::packed_heads_attention(
                             dist(u, dt::Shard(2)), dist(u, dt::Shard(2)), dist(u, dt::Shard(2)), 2,
                             false),
-                        Contains("[scaled_dot_product_attention] local width"));
+                        Contains("[packed_heads_attention] local width"));
   }
 }
 
@@ -718,7 +725,7 @@ TEST_CASE("distribute_module: partition_fn places, the rest is replicated from t
   const dt::Tensor x = same_randn({3, 6}, 41);
   dt::manual_seed(1);
   TiedPair ref;
-  const dt::Tensor want = ref(nn::local(x)).to_local();
+  const dt::Tensor want = ref(nn::local_dtensor(x)).to_local();
 
   // No partition_fn: ranks initialised differently all end with the first rank's values.
   dt::manual_seed(static_cast<uint64_t>(dt::world_rank()) + 1);
@@ -755,7 +762,7 @@ TEST_CASE("distribute_module: partition_fn places, the rest is replicated from t
   REQUIRE(seen == std::vector<std::string>{"", "fc1", "fc2"});
   REQUIRE(model.get_parameter("fc1.bias").placements()[0] == dt::Shard(0));
   REQUIRE(model.get_parameter("fc1.weight").placements()[0] == dt::Replicate());
-  const dt::DTensor y = model(nn::local(x));
+  const dt::DTensor y = model(nn::local_dtensor(x));
   REQUIRE(y.device_mesh() == mesh);
   REQUIRE(y.placements()[0] == dt::Replicate());
   REQUIRE(max_diff(y.to_local(), want) < kTol);
@@ -770,7 +777,7 @@ TEST_CASE("rotary embeddings on sequence- or head-sharded activations need no co
   const int64_t B = 2, S = 2 * W + 1, H = W + 1, D = 4;
   const dt::Tensor x = same_randn({B, S, H, D}, 51);
   const nn::functional::RotaryTables t = nn::functional::rotary_tables(S, D);
-  const dt::Tensor want = nn::functional::apply_rotary_emb(nn::local(x), t).to_local();
+  const dt::Tensor want = nn::functional::apply_rotary_emb(nn::local_dtensor(x), t).to_local();
   for (int64_t dim : {1, 2}) {
     dt::CommDebugMode comm;
     const dt::DTensor y = nn::functional::apply_rotary_emb(

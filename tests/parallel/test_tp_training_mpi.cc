@@ -5,7 +5,6 @@
 // trained 20 steps equals single-device training, and every op of steps 2..N (backward and
 // the optimizer included) hits the propagation cache.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <vector>
 
@@ -58,7 +57,7 @@ void require_same_grads(const nn::Module& tp, const nn::Module& ref, double tol)
 
 // sum(y * w): a loss whose gradient is w, the same on every rank.
 dt::DTensor weighted_sum(const dt::DTensor& y, const dt::Tensor& w) {
-  return dt::sum(dt::mul(y, nn::local(w)));
+  return dt::sum(dt::mul(y, nn::local_dtensor(w)));
 }
 
 }  // namespace
@@ -77,7 +76,7 @@ TEST_CASE("TP MLP: one all-reduce in forward, one in backward, gradients equal s
                            {{"fc1", dt::ColwiseParallel()}, {"fc2", dt::RowwiseParallel()}});
     dt::Tensor x = same_randn({2, 3, 8}, 7);
     const dt::Tensor w = same_randn({2, 3, 8}, 9);
-    dt::DTensor xl = nn::local(x.clone());
+    dt::DTensor xl = nn::local_dtensor(x.clone());
     xl.requires_grad_();
     dt::DTensor loss;
     {
@@ -93,7 +92,7 @@ TEST_CASE("TP MLP: one all-reduce in forward, one in backward, gradients equal s
       CHECK(comm.count(CollectiveKind::kAllReduce) == one);
       CHECK(comm.total_count() == one);
     }
-    dt::DTensor xr = nn::local(x.clone());
+    dt::DTensor xr = nn::local_dtensor(x.clone());
     xr.requires_grad_();
     weighted_sum(ref(xr), w).backward();
     require_same_grads(mlp, ref, 1e-4);
@@ -135,7 +134,7 @@ TEST_CASE("TP MLP with sequence parallelism: all-gather and reduce-scatter swap 
     CHECK(comm.count(CollectiveKind::kAllReduce) == 0);
   }
   CHECK(xs.grad().placements() == dt::Placements{dt::Shard(1)});
-  dt::DTensor xr = nn::local(x.clone());
+  dt::DTensor xr = nn::local_dtensor(x.clone());
   xr.requires_grad_();
   weighted_sum(ref(xr), w).backward();
   require_same_grads(mlp, ref, 1e-4);
@@ -163,10 +162,10 @@ TEST_CASE("a TP transformer trained 20 steps equals single-device training", "[t
   auto step = [&](nn::Module& m, dt::optim::Optimizer& o, const dt::Tensor& tokens,
                   const dt::Tensor& targets, const dt::DeviceMesh* on) {
     o.zero_grad();
-    const dt::DTensor logits = m(nn::local(tokens));
+    const dt::DTensor logits = m(nn::local_dtensor(tokens));
     const int64_t rows[] = {-1, cfg.vocab_size};
-    const dt::DTensor t =
-        on != nullptr ? dt::DTensor::from_local(targets, *on, {dt::Replicate()}) : nn::local(targets);
+    const dt::DTensor t = on != nullptr ? dt::DTensor::from_local(targets, *on, {dt::Replicate()})
+                                        : nn::local_dtensor(targets);
     const dt::DTensor loss = dt::cross_entropy(dt::reshape(logits, rows), t);
     loss.backward();
     dt::optim::clip_grad_norm_(o.parameters(), 1.0);

@@ -9,7 +9,7 @@
 
 #include "dtensor/ops/threads.h"
 #include "dtensor/rng/distributions.h"
-#include "dtensor/rng/distributions_impl.h"
+#include "dtensor/rng/detail/distributions_impl.h"
 #include "dtensor/rng/philox.h"
 #include "dtensor/tensor/creation.h"
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "dtensor/rng/fill_internal.h"
+#include "dtensor/rng/detail/fill_internal.h"
 #include "dtensor/rng/philox.h"
 
 using namespace dtensor;

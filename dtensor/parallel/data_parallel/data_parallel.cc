@@ -10,7 +10,7 @@
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/parallel/data_parallel/grad_comm.h"
+#include "dtensor/parallel/data_parallel/detail/grad_comm.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/shape.h"
@@ -86,7 +86,8 @@ void accumulate_into_grad(const DTensor& storage, Tensor local) {
 
 // Each parameter's place in a flat reduction buffer (a unit's, a bucket's) starts on a
 // 16-element boundary, so that its gradient view (which becomes .grad) is 16-byte aligned, as
-// a fresh tensor is: the vectorised CUDA elementwise path (dtensor/ops/common/loops_cuda.cuh) needs it.
+// a fresh tensor is: the vectorised CUDA elementwise path
+// (dtensor/ops/common/detail/loops_cuda.cuh) needs it.
 constexpr int64_t kFlatAlign = 16;
 int64_t flat_slot(int64_t numel) {
   return (numel + kFlatAlign - 1) / kFlatAlign * kFlatAlign;

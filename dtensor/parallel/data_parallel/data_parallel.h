@@ -30,8 +30,10 @@
 // reduced at the end with the gradients it has (every rank builds the same graph).
 // Gradient accumulation: while requires_gradient_sync is false (NoSync), gradients are summed
 // locally (unreduced) and folded into the next synchronised backward.
+// Mixed precision: DataParallelOptions::param_dtype / reduce_dtype (FSDP2's
+// MixedPrecisionPolicy, below; pinned by test_data_parallel_mpi).
 // Limitations: a unit's sharded parameters share one dtype; backward with retain_graph
-// through a resharded unit twice is not supported; no mixed precision yet.
+// through a resharded unit twice is not supported.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "dtensor/parallel/data_parallel/grad_comm.h"
+#include "dtensor/parallel/data_parallel/detail/grad_comm.h"
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/comm_worker.h"

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "dtensor/checkpoint/file_io.h"
+#include "dtensor/checkpoint/detail/file_io.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor::checkpoint::detail {
