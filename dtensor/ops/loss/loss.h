@@ -91,10 +91,10 @@ DTensor nll_loss(const DTensor& log_probs, const DTensor& target,
 // kMean a 0-d tensor (the mean divides by the number of elements: NaN for an empty input);
 // kBatchMean is refused ("[mse_loss] reduction 'batchmean' is only supported by kl_div"). Values
 // are computed in double and rounded to the input dtype. The formulas and their gradients
-// (PyTorch 2.15's, kinks included) are listed in dtensor/ops/loss/pointwise_loss.h.
+// (PyTorch 2.15's, kinks included) are listed in dtensor/ops/loss/detail/pointwise_loss.h.
 //
-// The DTensor forms are registered ops (dtensor/ops/loss/pointwise_loss_strategy.cc): input and target
-// laid out alike (Shard on any dim, or Replicate; other layouts are redistributed to the
+// The DTensor forms are registered ops (dtensor/ops/loss/pointwise_loss_strategy.cc): input and
+// target laid out alike (Shard on any dim, or Replicate; other layouts are redistributed to the
 // cheapest such), kNone keeps that layout, and a reduction over a sharded dim is a Partial(sum)
 // 0-d DTensor (each rank's share: its shard's sum divided by the GLOBAL divisor, exact for
 // uneven and empty shards) that costs one all-reduce of a scalar when it is reduced; no input

@@ -2,8 +2,8 @@
 #include <vector>
 
 #include "dtensor/ops/loss/detail/loss_cuda.h"
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/ops/loss/loss.h"
-#include "dtensor/ops/loss/pointwise_loss.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"

@@ -15,8 +15,8 @@
 
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/ops/loss/loss.h"
-#include "dtensor/ops/loss/pointwise_loss.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/view/view.h"

@@ -3,7 +3,7 @@
 // device dispatch to the CUDA kernels.
 #include "dtensor/ops/common/detail/cpu_loops.h"
 #include "dtensor/ops/loss/detail/loss_cuda.h"
-#include "dtensor/ops/loss/pointwise_loss.h"
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/tensor/creation.h"
 
 namespace dtensor::detail {

@@ -2,7 +2,7 @@
 // formulas the CPU kernel uses, in double) through gpu_kernel, pos_weight broadcast.
 #include "dtensor/ops/common/detail/loops_cuda.cuh"
 #include "dtensor/ops/loss/detail/loss_cuda.h"
-#include "dtensor/ops/loss/pointwise_loss.h"
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 
 namespace dtensor::detail {
 

@@ -29,7 +29,7 @@
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
-#include "dtensor/ops/loss/pointwise_loss.h"
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/tensor/error.h"
 

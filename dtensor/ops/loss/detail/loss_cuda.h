@@ -6,8 +6,8 @@
 // flag (one small copy, which synchronises the stream), since an out-of-range target raises.
 #pragma once
 
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/ops/loss/loss.h"
-#include "dtensor/ops/loss/pointwise_loss.h"
 
 namespace dtensor::detail {
 
