@@ -3,14 +3,18 @@
 // pointwise math, composite reductions, copying shape ops and index ops built on them.
 #include <cmath>
 
+#include "dtensor/ops/advanced_index/advanced_index.h"
+#include "dtensor/ops/advanced_index/detail/advanced_index.h"
+#include "dtensor/ops/common/detail/gemm.h"
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/index/advanced_index.h"
 #include "dtensor/ops/index/index.h"
-#include "dtensor/ops/index/masked_select.h"
+#include "dtensor/ops/masked_select/detail/masked_select.h"
+#include "dtensor/ops/masked_select/masked_select.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/common/detail/cumprod_backward.h"
+#include "dtensor/ops/scan/detail/scan_kernels.h"
 #include "dtensor/ops/scan/scan.h"
-#include "dtensor/ops/scan/scan_kernels.h"
 #include "dtensor/ops/view/copy_ops.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -8,9 +8,9 @@
 // output dtype (2^-23, 2^-52, 2^-10, 2^-7).
 #include <cmath>
 
+#include "dtensor/ops/matmul/detail/matmul_cuda.h"
 #include "dtensor/ops/matmul/einsum.h"
 #include "dtensor/ops/matmul/matmul.h"
-#include "dtensor/ops/matmul/matmul_cuda.h"
 #include "tests/gpu/gpu_test_util.h"
 
 using namespace dtensor;
