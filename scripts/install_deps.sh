@@ -9,6 +9,7 @@ packages=(
   libabsl-dev
   catch2
   libopenblas-dev
+  libdnnl-dev  # oneDNN: the CPU bf16 GEMM (dtensor/ops/matmul/onednn.cc)
   libhwy-dev libsleef-dev
   nlohmann-json3-dev libisal-dev
 )

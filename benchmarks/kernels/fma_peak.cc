@@ -2,6 +2,9 @@
 
 #include <chrono>
 #include <cstdint>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace dtensor::bench {
 
@@ -44,6 +47,22 @@ T loop128(int64_t iters) {
 }
 #undef DT_FMA_LOOP
 
+#if defined(__x86_64__) || defined(__i386__)
+// AVX-512 BF16's dot product (vdpbf16ps): per float32 lane, two bf16 products added to the
+// accumulator; acc grows by 2e-6 per step (no overflow within the loop's lengths).
+__attribute__((target("avx512f,avx512bf16"))) float loop_bf16(int64_t iters) {
+  __m512 acc[kChains];
+  for (int j = 0; j < kChains; ++j) acc[j] = _mm512_setzero_ps();
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int j = 0; j < kChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, a);
+  }
+  __m512 s = _mm512_setzero_ps();
+  for (int j = 0; j < kChains; ++j) s = _mm512_add_ps(s, acc[j]);
+  return _mm512_reduce_add_ps(s);
+}
+#endif
+
 int width_bytes() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
@@ -51,6 +70,23 @@ int width_bytes() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 32;
 #endif
   return 16;
+}
+
+// GFLOP/s of `loop` run on `bytes`-wide vectors of T, `per_lane` flops per lane and step.
+template <typename T>
+double timed(T (*loop)(int64_t), int bytes, double per_lane, double seconds) {
+  volatile T sink = 0;
+  int64_t iters = 1 << 16;
+  for (;;) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sink = sink + loop(iters);
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (dt >= seconds) {
+      const double lanes = static_cast<double>(bytes) / sizeof(T);
+      return per_lane * lanes * kChains * static_cast<double>(iters) / dt / 1e9;
+    }
+    iters *= 2;
+  }
 }
 
 template <typename T>
@@ -61,18 +97,7 @@ double run(double seconds) {
 #else
   auto loop = loop128<T>;
 #endif
-  volatile T sink = 0;
-  int64_t iters = 1 << 16;
-  for (;;) {
-    const auto t0 = std::chrono::steady_clock::now();
-    sink = sink + loop(iters);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (dt >= seconds) {
-      const double lanes = static_cast<double>(bytes) / sizeof(T);
-      return 2.0 * lanes * kChains * static_cast<double>(iters) / dt / 1e9;
-    }
-    iters *= 2;
-  }
+  return timed(loop, bytes, 2.0, seconds);
 }
 
 }  // namespace
@@ -85,6 +110,23 @@ double fma_peak_gflops(bool f64, double seconds) {
     best = g > best ? g : best;
   }
   return best;
+}
+
+double bf16_dot_peak_gflops(double seconds) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) return 0;
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    // Lanes counted as float32 (the accumulator); 2 products and 2 adds per lane.
+    const double g = timed(loop_bf16, 64, 4.0, seconds);
+    best = g > best ? g : best;
+  }
+  return best;
+#else
+  (void)seconds;
+  return 0;
+#endif
 }
 
 const char* fma_peak_isa() {
