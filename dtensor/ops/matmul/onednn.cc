@@ -62,17 +62,28 @@ struct Onednn {
 
 const char* isa_name(dnnl_cpu_isa_t isa) {
   switch (isa) {
-    case dnnl_cpu_isa_sse41: return "sse41";
-    case dnnl_cpu_isa_avx: return "avx";
-    case dnnl_cpu_isa_avx2: return "avx2";
-    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
-    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
-    case dnnl_cpu_isa_avx512_core: return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-    default: return "other";
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic:
+      return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
   }
 }
 
@@ -146,8 +157,7 @@ std::string_view forced() {
   const char* v = std::getenv(kVariable);
   if (v == nullptr || *v == '\0') return "";
   const std::string_view s(v);
-  DT_CHECK(s == "onednn" || s == "sgemm", "[matmul] %s=%s: expected onednn or sgemm", kVariable,
-           s);
+  DT_CHECK(s == "onednn" || s == "sgemm", "[matmul] %s=%s: expected onednn or sgemm", kVariable, s);
   return s;
 }
 
@@ -180,11 +190,11 @@ std::string bf16_gemm_info_str() {
   if (bf16_gemm_backend() == Bf16Gemm::kOnednn) {
     return absl::StrCat("oneDNN ", lib.version_str, " (ISA ", lib.isa, ", ", by, ")");
   }
-  const std::string why =
-      !user.empty()     ? by
-      : !lib.error.empty() ? absl::StrCat("oneDNN unusable: ", lib.error)
-                           : absl::StrCat("oneDNN ", lib.version_str, "'s ISA ", lib.isa,
-                                          " lacks AVX-512 BF16, chosen by dtensor");
+  const std::string why = !user.empty() ? by
+                          : !lib.error.empty()
+                              ? absl::StrCat("oneDNN unusable: ", lib.error)
+                              : absl::StrCat("oneDNN ", lib.version_str, "'s ISA ", lib.isa,
+                                             " lacks AVX-512 BF16, chosen by dtensor");
   return absl::StrCat("OpenBLAS sgemm on operands widened to float32 (", why, ")");
 }
 
@@ -225,7 +235,9 @@ OnednnBf16Gemm::OnednnBf16Gemm(int64_t n, int64_t m, int64_t k, bool trans_a, in
     if (status == dnnl_success) status = lib.attr_set_post_ops(attr, post);
   }
   // Cheap after the first call of a shape: oneDNN caches primitives.
-  if (status == dnnl_success) status = lib.primitive_desc_create(&pd, &op, attr, lib.engine, nullptr);
+  if (status == dnnl_success) {
+    status = lib.primitive_desc_create(&pd, &op, attr, lib.engine, nullptr);
+  }
   if (status == dnnl_success) status = lib.primitive_create(&primitive_, pd);
   if (pd != nullptr) lib.primitive_desc_destroy(pd);
   if (post != nullptr) lib.post_ops_destroy(post);
