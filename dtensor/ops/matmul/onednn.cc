@@ -147,9 +147,24 @@ const Onednn& onednn() {
   return lib;
 }
 
+const char* status_name(dnnl_status_t status) {
+  switch (status) {
+    case dnnl_out_of_memory:
+      return "out of memory";
+    case dnnl_invalid_arguments:
+      return "invalid arguments";
+    case dnnl_unimplemented:
+      return "unimplemented";
+    case dnnl_runtime_error:
+      return "runtime error";
+    default:
+      return "error";
+  }
+}
+
 void check(dnnl_status_t status, const char* what) {
-  DT_CHECK(status == dnnl_success, "[matmul] oneDNN %s failed (dnnl_status_t %d)", what,
-           static_cast<int>(status));
+  DT_CHECK(status == dnnl_success, "[matmul] oneDNN %s failed (dnnl_status_t %d: %s)", what,
+           static_cast<int>(status), status_name(status));
 }
 
 // The user's choice: "" (none), "onednn" or "sgemm".
@@ -242,7 +257,12 @@ OnednnBf16Gemm::OnednnBf16Gemm(int64_t n, int64_t m, int64_t k, bool trans_a, in
   if (pd != nullptr) lib.primitive_desc_destroy(pd);
   if (post != nullptr) lib.post_ops_destroy(post);
   lib.attr_destroy(attr);
-  check(status, "bf16 matmul primitive");
+  // Unimplemented: this ISA has no bf16 matmul (oneDNN 2.6 on AVX2), reached by
+  // DTENSOR_BF16_GEMM=onednn.
+  DT_CHECK(status == dnnl_success,
+           "[matmul] oneDNN %s has no bf16 matmul for [%d, %d] @ [%d, %d] on ISA %s "
+           "(dnnl_status_t %d: %s); unset DTENSOR_BF16_GEMM or set it to sgemm",
+           lib.version_str, n, k, k, m, lib.isa, static_cast<int>(status), status_name(status));
   check(lib.stream_create(&stream_, lib.engine, dnnl_stream_default_flags), "stream");
   const dnnl_memory_desc_t* descs[3] = {&da, &db, &dc};
   for (int i = 0; i < 3; ++i) {
