@@ -35,7 +35,6 @@ PENDING = {
     'advanced_index/advanced_index_cpu.cc': ('kernel-defines-public',),
     'advanced_index/advanced_index_strategy.cc': ('strategy-holds-backward',),
     'attention/attention_strategy.cc': ('strategy-holds-backward',),
-    'index/index_cpu.cc': ('kernel-defines-public',),
     'index/index_strategy.cc': ('strategy-holds-backward',),
     'loss/loss_cpu.cc': ('kernel-defines-public',),
     'loss/pointwise_loss_strategy.cc': ('strategy-holds-backward',),

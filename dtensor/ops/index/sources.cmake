@@ -1,5 +1,6 @@
 # gather / scatter / index_select family: public Tensor functions, kernels, registration.
 list(APPEND DTENSOR_OPS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/index.cc
   ${CMAKE_CURRENT_LIST_DIR}/index_cpu.cc
   ${CMAKE_CURRENT_LIST_DIR}/index_ops.cc)
 # Registration (sharding strategies) and the DTensor forms.
