@@ -14,8 +14,8 @@
 // A user's OPENBLAS_CORETYPE is respected as it is. When the program had already loaded
 // OpenBLAS (linked it itself), its choice stands; so it does when dtensor is loaded into a
 // process that already runs threads (a host loading it late), where changing the environment is
-// unsafe. The soname is tried first, then the library configure found. In both cases a generic kernel on a CPU that
-// has AVX2 or AVX-512 is reported (BlasInfo::warning, the "config" log topic).
+// unsafe. The soname is tried first, then the library configure found. In both cases a generic
+// kernel on a CPU that has AVX2 or AVX-512 is reported (BlasInfo::warning, the "config" log topic).
 #pragma once
 
 #include <string>
@@ -30,12 +30,15 @@ struct BlasInfo {
   std::string chosen_by;  // "dtensor (AVX-512)", "OPENBLAS_CORETYPE=...", "OpenBLAS", ...
   int threads = 0;        // OpenBLAS's thread count now
   std::string warning;    // non-empty when a generic kernel runs on a CPU with AVX2 / AVX-512
+  // What runs bfloat16 GEMMs: "oneDNN 2.6.3 (ISA avx512_core_bf16, chosen by dtensor)", or the
+  // sgemm on widened operands and why (dtensor/ops/matmul/onednn.h; DTENSOR_BF16_GEMM).
+  std::string bf16_gemm;
 };
 
 // Loads OpenBLAS if needed and describes it; raises "[blas] ..." when it cannot be loaded.
 BlasInfo blas_info();
-// One line: "OpenBLAS 0.3.21 ..., core SkylakeX (chosen by dtensor (AVX-512)), 1 thread",
-// followed by "; WARNING: ..." when there is a warning.
+// One line: "OpenBLAS 0.3.21 ..., core SkylakeX (chosen by dtensor (AVX-512)), 1 thread, bf16
+// GEMM: oneDNN ...", followed by "; WARNING: ..." when there is a warning.
 std::string blas_info_str();
 
 namespace detail {

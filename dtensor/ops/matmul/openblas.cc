@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "dtensor/collectives/debug_log.h"
+#include "dtensor/ops/matmul/onednn.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -177,6 +178,7 @@ BlasInfo blas_info() {
   info.core = std::string(absl::StripAsciiWhitespace(lib.get_corename()));
   info.chosen_by = lib.chosen_by;
   info.threads = lib.get_num_threads();
+  info.bf16_gemm = detail::bf16_gemm_info_str();
   const detail::CpuFeatures f = detail::detect_cpu_features();
   if (detail::is_generic_core(info.core, f)) {
     const std::string best(detail::choose_openblas_core(f));
@@ -195,7 +197,7 @@ BlasInfo blas_info() {
 std::string blas_info_str() {
   const BlasInfo i = blas_info();
   return absl::StrCat(i.library, ", core ", i.core, " (chosen by ", i.chosen_by, "), ", i.threads,
-                      i.threads == 1 ? " thread" : " threads",
+                      i.threads == 1 ? " thread" : " threads", ", bf16 GEMM: ", i.bf16_gemm,
                       i.warning.empty() ? "" : absl::StrCat("; WARNING: ", i.warning));
 }
 

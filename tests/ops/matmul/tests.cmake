@@ -28,3 +28,6 @@ set_tests_properties(blas_info_unset PROPERTIES LABELS unit TIMEOUT 60
 add_test(NAME blas_info_forced_generic COMMAND $<TARGET_FILE:test_blas_info> "[forced]")
 set_tests_properties(blas_info_forced_generic PROPERTIES LABELS unit TIMEOUT 60
   SKIP_RETURN_CODE 77 ENVIRONMENT "OPENBLAS_CORETYPE=Prescott;OPENBLAS_NUM_THREADS=1")
+# The CPU bf16 GEMM backends (oneDNN, widen + sgemm) against float64 and each other (unit).
+dtensor_add_test(test_bf16_gemm SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_bf16_gemm.cc
+                 DEPS dtensor::ops LABELS unit)
