@@ -173,6 +173,27 @@ class DTensor {
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_; }
   void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) { autograd_ = std::move(meta); }
 
+  // ---- views and copies as members, as Tensor has them (PyTorch's x.view(...), x.t(), ...) ----
+  // The same ops as the free functions of dtensor/ops/view (view.h, copy_ops.h): sharded,
+  // recorded by autograd, cached. They are installed by the ops layer when it is loaded
+  // (detail/view_hooks.h); without it they raise "[DTensor::view] ... the ops layer
+  // (dtensor::ops) is not linked".
+  DTensor view(IntSpan shape) const;
+  DTensor reshape(IntSpan shape) const;
+  DTensor transpose(int64_t dim0, int64_t dim1) const;
+  DTensor t() const;
+  DTensor permute(IntSpan dims) const;
+  DTensor unsqueeze(int64_t dim) const;
+  DTensor squeeze() const;             // drops every size-1 dim
+  DTensor squeeze(int64_t dim) const;  // drops dim if it has size 1
+  DTensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  DTensor expand(IntSpan shape) const;
+  DTensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  DTensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  DTensor select(int64_t dim, int64_t index) const;
+  DTensor contiguous() const;
+  DTensor clone() const;
+
   // "DTensor(local=[4, 16], global=[8, 16], placements=[S(0), R], float32, mesh=[2, 2])"
   std::string str() const;
 

@@ -691,7 +691,7 @@ TEST_CASE("check_on_all_ranks: an error found on some ranks is raised on every r
 
 // This suite links the core alone (no dtensor::autograd): the members autograd records return
 // the same values unrecorded, and the ones that need the engine say what to link.
-TEST_CASE("DTensor without the autograd layer", "[dtensor][layering]") {
+TEST_CASE("DTensor without the autograd and ops layers", "[dtensor][layering]") {
   REQUIRE(dt::detail::autograd_hooks() == nullptr);
   const int w = dt::world_size();
   const dt::DeviceMesh mesh = dt::test::make_mesh({w});
@@ -718,4 +718,9 @@ TEST_CASE("DTensor without the autograd layer", "[dtensor][layering]") {
   REQUIRE_THROWS_WITH(a.retain_grad(), Contains("[retain_grad]") && Contains(not_linked));
   REQUIRE_THROWS_WITH(a.register_hook([](const dt::DTensor& g) { return g; }),
                       Contains("[register_hook]") && Contains(not_linked));
+  // The view members come from the ops layer, not linked here either.
+  const std::string no_ops = "the ops layer (dtensor::ops), which is not linked";
+  REQUIRE_THROWS_WITH(a.view({-1}), Contains("[DTensor::view]") && Contains(no_ops));
+  REQUIRE_THROWS_WITH(a.t(), Contains("[DTensor::t]") && Contains(no_ops));
+  REQUIRE_THROWS_WITH(a.clone(), Contains("[DTensor::clone]") && Contains(no_ops));
 }

@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "dtensor/autograd/dispatch.h"
+#include "dtensor/core/detail/view_hooks.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/error.h"
 
@@ -177,5 +179,33 @@ std::vector<DTensor> chunk(const DTensor& x, int64_t chunks, int64_t dim) {
   const std::vector<Tensor> parts = chunk(detail::meta_tensor(x.shape(), x.dtype()), chunks, dim);
   return split(x, sizes_along(parts, dim), dim);
 }
+
+// DTensor's view and copy members (x.view(...), x.clone(), ...; dtensor/core/view_members.cc)
+// are these free functions: the table is installed when the ops library is loaded.
+namespace {
+
+constexpr detail::ViewHooks kViewHooks{
+    .view = [](const DTensor& x, IntSpan shape) { return view(x, shape); },
+    .reshape = [](const DTensor& x, IntSpan shape) { return reshape(x, shape); },
+    .transpose = [](const DTensor& x, int64_t d0, int64_t d1) { return transpose(x, d0, d1); },
+    .t = [](const DTensor& x) { return t(x); },
+    .permute = [](const DTensor& x, IntSpan dims) { return permute(x, dims); },
+    .unsqueeze = [](const DTensor& x, int64_t dim) { return unsqueeze(x, dim); },
+    .squeeze_all = [](const DTensor& x) { return squeeze(x); },
+    .squeeze_dim = [](const DTensor& x, int64_t dim) { return squeeze(x, dim); },
+    .flatten = [](const DTensor& x, int64_t s, int64_t e) { return flatten(x, s, e); },
+    .expand = [](const DTensor& x, IntSpan shape) { return expand(x, shape); },
+    .narrow = [](const DTensor& x, int64_t dim, int64_t start,
+                 int64_t length) { return narrow(x, dim, start, length); },
+    .slice = [](const DTensor& x, int64_t dim, int64_t start, int64_t end,
+                int64_t step) { return slice(x, dim, start, end, step); },
+    .select = [](const DTensor& x, int64_t dim, int64_t index) { return select(x, dim, index); },
+    .contiguous = [](const DTensor& x) { return contiguous(x); },
+    .clone = [](const DTensor& x) { return clone(x); },
+};
+
+[[maybe_unused]] const bool kViewHooksInstalled = (detail::set_view_hooks(&kViewHooks), true);
+
+}  // namespace
 
 }  // namespace dtensor

@@ -6,6 +6,8 @@
 #include <functional>
 
 #include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/view.h"
 #include "tests/common/ops_dtensor_test_util.h"
@@ -341,4 +343,52 @@ TEST_CASE("dtensor copy ops and composites equal the full-tensor op") {
     CHECK(lower.placements() == Placements{Shard(0), Shard(1)});
     CHECK(dt::equal(lower.full_tensor(), dt::tril(x, -1)));
   }
+}
+
+TEST_CASE("dtensor view: DTensor's members equal Tensor's members on the full tensor") {
+  // x.view(...), x.t(), x.clone() ... are the free functions (installed by the ops layer into
+  // the core, dtensor/core/detail/view_hooks.h), so they shard, record and cache as those do.
+  const int64_t w = dt::world_size();
+  check_unary({w * 3 + 1, 1, 4},
+              {
+                  {[](const DTensor& a) { return a.transpose(0, 2); },
+                   [](const Tensor& a) { return a.transpose(0, 2); }},
+                  {[](const DTensor& a) { return a.permute({2, 0, 1}); },
+                   [](const Tensor& a) { return a.permute({2, 0, 1}); }},
+                  {[](const DTensor& a) { return a.unsqueeze(-1); },
+                   [](const Tensor& a) { return a.unsqueeze(-1); }},
+                  {[](const DTensor& a) { return a.squeeze(); },
+                   [](const Tensor& a) { return a.squeeze(); }},
+                  {[](const DTensor& a) { return a.squeeze(1); },
+                   [](const Tensor& a) { return a.squeeze(1); }},
+                  {[](const DTensor& a) { return a.flatten(1); },
+                   [](const Tensor& a) { return a.flatten(1); }},
+                  {[](const DTensor& a) { return a.reshape({-1, 2}); },
+                   [](const Tensor& a) { return a.reshape({-1, 2}); }},
+                  {[w](const DTensor& a) { return a.view({w * 3 + 1, 4}); },
+                   [w](const Tensor& a) { return a.view({w * 3 + 1, 4}); }},
+                  {[w](const DTensor& a) { return a.expand({2, w * 3 + 1, 3, 4}); },
+                   [w](const Tensor& a) { return a.expand({2, w * 3 + 1, 3, 4}); }},
+                  {[](const DTensor& a) { return a.narrow(2, 1, 2); },
+                   [](const Tensor& a) { return a.narrow(2, 1, 2); }},
+                  {[w](const DTensor& a) { return a.slice(0, 1, w * 3 + 1, 2); },
+                   [w](const Tensor& a) { return a.slice(0, 1, w * 3 + 1, 2); }},
+                  {[](const DTensor& a) { return a.select(2, 3); },
+                   [](const Tensor& a) { return a.select(2, 3); }},
+                  {[](const DTensor& a) { return a.transpose(0, 2).contiguous(); },
+                   [](const Tensor& a) { return a.transpose(0, 2).contiguous(); }},
+                  {[](const DTensor& a) { return a.clone(); },
+                   [](const Tensor& a) { return a.clone(); }},
+              });
+  check_unary({w * 2 + 1, 3}, {{[](const DTensor& a) { return a.t(); },
+                                [](const Tensor& a) { return a.transpose(0, 1); }}});
+  // A member is recorded like its free function: the gradient of sum(x.t() * c) is c^T.
+  const dt::DeviceMesh mesh = tt::make_mesh({w});
+  const Tensor x = tt::det_input({w * 2 + 1, 3});
+  DTensor dx = dt::distribute_tensor(x, mesh, {Shard(0)}, std::nullopt);
+  dx.requires_grad_();
+  const Tensor c = tt::det_input({3, w * 2 + 1});
+  const DTensor dc = dt::distribute_tensor(c, mesh, {dt::Replicate()}, std::nullopt);
+  dt::sum(dt::mul(dx.t(), dc)).backward();
+  CHECK(dt::equal(dx.grad().full_tensor(), c.transpose(0, 1).contiguous()));
 }
