@@ -32,17 +32,7 @@ BACKEND_FILES = {'matmul': {'openblas.h', 'openblas.cc', 'onednn.h', 'onednn.cc'
 # Left from issue 41 (the move of the public Tensor functions out of *_cpu.cc and of the
 # backward formulas and DTensor functions out of *_strategy.cc, family by family).
 PENDING = {
-    'advanced_index/advanced_index_cpu.cc': ('kernel-defines-public',),
-    'advanced_index/advanced_index_strategy.cc': ('strategy-holds-backward',),
-    'attention/attention_strategy.cc': ('strategy-holds-backward',),
-    'index/index_strategy.cc': ('strategy-holds-backward',),
-    'loss/loss_cpu.cc': ('kernel-defines-public',),
-    'loss/pointwise_loss_strategy.cc': ('strategy-holds-backward',),
     'matmul/matmul_cpu.cc': ('kernel-defines-public',),
-    'norm/norm_cpu.cc': ('kernel-defines-public',),
-    'scan/scan_strategy.cc': ('strategy-holds-backward',),
-    'view/copy_ops_strategy.cc': ('strategy-holds-backward',),
-    'view/view_backward.cc': ('backward-registers',),
 }
 
 

@@ -1,5 +1,6 @@
 // Advanced indexing on local tensors: the shape plan, the linear index (built with elementwise
-// ops, so it runs on the tensors' device), the CPU kernels and the public Tensor forms.
+// ops, so it runs on the tensors' device), the CPU kernels and the blocks that switch between
+// them and the CUDA ones (the public Tensor forms are in advanced_index.cc).
 //
 // Worked example: x of shape [4, 5, 6, 7] indexed by {std::nullopt, i, std::nullopt, j} with i
 // and j broadcasting to B = [2, 3]. The indexed dims 1 and 3 are separated, so the result is
@@ -104,19 +105,19 @@ std::string index_dtype_error(const char* op, DType dtype, int64_t dim) {
                          dtype == kBool ? " (boolean mask indexing is not supported)" : "");
 }
 
+// The plan of a call on the local tensors.
+AdvancedIndexPlan local_index_plan(const char* op, const Tensor& self, IntSpan dims,
+                             absl::Span<const Tensor> indices) {
+  std::vector<Shape> shapes;
+  for (const Tensor& t : indices) shapes.emplace_back(t.sizes().begin(), t.sizes().end());
+  return advanced_index_plan(op, self.sizes(), dims, shapes);
+}
+
 }  // namespace detail
 
 namespace {
 
 using detail::AdvancedIndexPlan;
-
-// The plan of a call on the local tensors.
-AdvancedIndexPlan local_plan(const char* op, const Tensor& self, IntSpan dims,
-                             absl::Span<const Tensor> indices) {
-  std::vector<Shape> shapes;
-  for (const Tensor& t : indices) shapes.emplace_back(t.sizes().begin(), t.sizes().end());
-  return detail::advanced_index_plan(op, self.sizes(), dims, shapes);
-}
 
 // The linear index into self's [p, m, q] view: n int64 entries, sum_j (wrapped index_j -
 // offsets[j]) * (product of the local sizes of the indexed dims after j), or -1 where an index
@@ -208,41 +209,13 @@ void index_put_cpu(const Tensor& out, const Tensor& lin, const Tensor& values, b
   });
 }
 
-// The index tensors of a list, checked (dtype, device, range): `self`'s dims, no offsets.
-std::vector<Tensor> checked_indices(const char* op, const Tensor& self, TensorIndices indices,
-                                    const Shape& dims) {
-  std::vector<Tensor> out;
-  for (int64_t d : dims) {
-    const Tensor& t = *indices[d];
-    DT_CHECK(t.defined(), "[%s] argument indices[%d] is an undefined tensor", op, d);
-    const std::string dtype_error = detail::index_dtype_error(op, t.dtype(), d);
-    DT_CHECK(dtype_error.empty(), "%s", dtype_error);
-    DT_CHECK(t.device() == self.device(),
-             "[%s] expected self and indices[%d] on one device, got %s and %s", op, d,
-             self.device().str(), t.device().str());
-    out.push_back(t);
-  }
-  return out;
-}
-
-// Range checks on every index, then the sizes and (zero) offsets of the whole self.
-void check_ranges(const char* op, const Tensor& self, const Shape& dims,
-                  absl::Span<const Tensor> indices, Shape* sizes, Shape* offsets) {
-  for (size_t j = 0; j < dims.size(); ++j) {
-    const std::string err = detail::index_range_error(op, indices[j], dims[j], self.size(dims[j]));
-    DT_CHECK(err.empty(), "%s", err);
-    sizes->push_back(self.size(dims[j]));
-    offsets->push_back(0);
-  }
-}
-
 }  // namespace
 
 namespace detail {
 
 Tensor index_block(const Tensor& self, IntSpan dims, absl::Span<const Tensor> indices,
                    IntSpan sizes, IntSpan offsets) {
-  const AdvancedIndexPlan plan = local_plan("index", self, dims, indices);
+  const AdvancedIndexPlan plan = detail::local_index_plan("index", self, dims, indices);
   const Tensor x = (plan.adjacent ? self : self.permute(plan.perm)).contiguous();
   Tensor out = empty(plan.out, TensorOptions(self.dtype(), self.device()));
   if (out.numel() == 0) return out;
@@ -257,7 +230,7 @@ Tensor index_block(const Tensor& self, IntSpan dims, absl::Span<const Tensor> in
 
 Tensor index_put_block(const Tensor& self, IntSpan dims, absl::Span<const Tensor> indices,
                        const Tensor& values, bool accumulate, IntSpan sizes, IntSpan offsets) {
-  const AdvancedIndexPlan plan = local_plan("index_put", self, dims, indices);
+  const AdvancedIndexPlan plan = detail::local_index_plan("index_put", self, dims, indices);
   DT_CHECK(values.defined(), "[index_put] argument values is an undefined tensor");
   DT_CHECK(values.dtype() == self.dtype(),
            "[index_put] argument values has dtype %s, expected self's dtype %s",
@@ -300,31 +273,5 @@ Tensor index_put_block(const Tensor& self, IntSpan dims, absl::Span<const Tensor
 }
 
 }  // namespace detail
-
-Tensor index(const Tensor& self, TensorIndices indices) {
-  detail::check_defined("index", self, "self");
-  const Shape dims = detail::indexed_dims("index", indices, self.dim());
-  const std::vector<Tensor> idx = checked_indices("index", self, indices, dims);
-  local_plan("index", self, dims, idx);  // shape errors before range errors
-  Shape sizes, offsets;
-  check_ranges("index", self, dims, idx, &sizes, &offsets);
-  return detail::index_block(self, dims, idx, sizes, offsets);
-}
-
-Tensor index_put(const Tensor& self, TensorIndices indices, const Tensor& values, bool accumulate) {
-  detail::check_defined("index_put", self, "self");
-  const Shape dims = detail::indexed_dims("index_put", indices, self.dim());
-  const std::vector<Tensor> idx = checked_indices("index_put", self, indices, dims);
-  local_plan("index_put", self, dims, idx);
-  Shape sizes, offsets;
-  check_ranges("index_put", self, dims, idx, &sizes, &offsets);
-  return detail::index_put_block(self, dims, idx, values, accumulate, sizes, offsets);
-}
-
-Tensor& index_put_(Tensor& self, TensorIndices indices, const Tensor& values, bool accumulate) {
-  const Tensor out = index_put(self, indices, values, accumulate);
-  self.copy_(out);
-  return self;
-}
 
 }  // namespace dtensor

@@ -1,6 +1,7 @@
 // Registration of advanced indexing: index (aten::index.Tensor) and index_put (with accumulate),
-// their meta, strategies for ONE mesh dim, kernels, backward formulas and samples (the DTensor
-// forms of advanced_index.h are in advanced_index_dtensor.cc).
+// their meta, strategies for ONE mesh dim, kernels and samples (the backward formulas are in
+// advanced_index_backward.cc, the DTensor forms of advanced_index.h in
+// advanced_index_dtensor.cc).
 //
 // The present index tensors are inputs after self (index: [self, indices...]; index_put:
 // [self, values, indices...]); the dims they index are the static arg `dims` (a Shape, e.g.
@@ -34,6 +35,7 @@
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/ops/advanced_index/advanced_index.h"
 #include "dtensor/ops/advanced_index/detail/advanced_index.h"
+#include "dtensor/ops/advanced_index/detail/advanced_index_backward.h"
 #include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
@@ -116,15 +118,6 @@ void check_and_locate(const KernelContext& c, Locals l, const char* op, int64_t 
   }
 }
 
-// The list of optional DTensor indices of a recorded call (inputs from `first`).
-std::vector<std::optional<DTensor>> recorded_indices(const autograd::BackwardContext& c,
-                                                     int64_t first) {
-  const Shape& dims = c.arg<Shape>(0);
-  std::vector<std::optional<DTensor>> out(static_cast<size_t>(dims.back() + 1));
-  for (size_t j = 0; j < dims.size(); ++j) out[dims[j]] = c.input(first + static_cast<int64_t>(j));
-  return out;
-}
-
 void register_index(Registry& reg) {
   OpInfo op;
   op.name = "index";
@@ -166,13 +159,7 @@ void register_index(Registry& reg) {
     check_and_locate(c, l, "index", 1, &sizes, &offsets);
     return detail::index_block(l[0], c.arg<Shape>(0), l.subspan(1), sizes, offsets);
   });
-  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-    DTensorList out(static_cast<size_t>(c.num_inputs()));
-    if (!c.needs_input_grad(0) || !g[0].defined()) return out;
-    const std::vector<std::optional<DTensor>> idx = recorded_indices(c, 1);
-    out[0] = index_put(zeros_like(c.input_spec(0)), idx, g[0], /*accumulate=*/true);
-    return out;
-  };
+  op.backward = detail::index_grad;
   op.saved_inputs = ~uint32_t{1};  // the indices
   op.samples = [](int64_t w) {
     using detail::sample;
@@ -255,23 +242,7 @@ void register_index_put(Registry& reg) {
     return detail::index_put_block(l[0], c.arg<Shape>(0), l.subspan(2), l[1], c.arg<bool>(1), sizes,
                                    offsets);
   });
-  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-    DTensorList out(static_cast<size_t>(c.num_inputs()));
-    if (!g[0].defined()) return out;
-    const bool accumulate = c.arg<bool>(1);
-    const std::vector<std::optional<DTensor>> idx = recorded_indices(c, 2);
-    if (c.needs_input_grad(0)) {
-      if (accumulate) {
-        out[0] = g[0];
-      } else {
-        const DeviceMesh& mesh = g[0].device_mesh();
-        const Placements whole(static_cast<size_t>(mesh.ndim()), Replicate());
-        out[0] = index_put(g[0], idx, zeros({}, mesh, whole, g[0].dtype()), false);
-      }
-    }
-    if (c.needs_input_grad(1)) out[1] = detail::reduce_to(index(g[0], idx), c.input_spec(1));
-    return out;
-  };
+  op.backward = detail::index_put_grad;
   op.saved_inputs = ~uint32_t{3};  // the indices
   // Without accumulate the positions are distinct (size-1 indices), so the finite-difference
   // check sees PyTorch's gradient rule exactly; with it, repeats and negatives.

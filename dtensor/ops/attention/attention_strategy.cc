@@ -1,5 +1,6 @@
 // scaled_dot_product_attention on DTensors: the registered forward ops (without and with a
-// mask), their backward ops, sharding rows and samples. See attention.h for the rows.
+// mask), their backward ops, sharding rows and samples (the forward ops' backward formulas are
+// in attention_backward.cc). See attention.h for the rows.
 //
 // Args of every attention op: (scale [runtime], causal). The forward has two outputs, out and
 // the log-sum-exp of each query row, which the backward reuses; the DTensor function returns
@@ -12,6 +13,7 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/attention/detail/attention_backward.h"
 #include "dtensor/ops/common/detail/attention_checks.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
@@ -146,19 +148,7 @@ void register_attention(Registry& reg, bool has_mask) {
     out[0] = std::move(r.out);
     out[1] = std::move(r.lse);
   };
-  op.backward = [has_mask](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-    static const OpInfo& bw = ops_op(kBackward);
-    static const OpInfo& bw_mask = ops_op(kBackwardMask);
-    // The log-sum-exp is an output too: its gradient (zero when unused) enters ds.
-    const DTensor g_lse = g[1].defined() ? g[1] : zeros_like(c.output(1));
-    std::vector<const DTensor*> in = {&g[0],       &g_lse,       &c.input(0), &c.input(1),
-                                      &c.input(2), &c.output(0), &c.output(1)};
-    if (has_mask) in.push_back(&c.input(3));
-    const ArgValue args[] = {scalar_arg(c.scalar(0)), c.arg<bool>(1)};
-    DTensorList grads = dispatch_multi(has_mask ? bw_mask : bw, in, args);
-    if (has_mask) grads.resize(4);  // the mask receives no gradient
-    return grads;
-  };
+  op.backward = has_mask ? detail::attention_mask_grad : detail::attention_grad;
   op.saved_outputs = 3u;  // out and lse
   const int64_t mask_rank = has_mask ? 2 : 0;
   op.samples = [mask_rank](int64_t w) {

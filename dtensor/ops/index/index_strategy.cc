@@ -1,7 +1,7 @@
 // Registration of the indexing family's DTensor ops: gather, its gradient gather_backward, the
 // scatters (scatter_add, scatter, scatter.value, scatter_reduce), index_add and one_hot
-// (strategies for ONE mesh dim, meta, kernels, samples, backward); the DTensor forms of index.h
-// are in index_dtensor.cc.
+// (strategies for ONE mesh dim, meta, kernels, samples); the backward formulas are in
+// index_backward.cc, the DTensor forms of index.h in index_dtensor.cc.
 //
 // gather(self, index; dim) -> out (index's shape). Rows [out | self, index]:
 //   [S(d) | S(d), S(d)]    d != dim where self and index have the same size at d
@@ -19,6 +19,7 @@
 #include "dtensor/ops/common/detail/index_helpers.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/detail/index_backward.h"
 #include "dtensor/ops/index/index.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
@@ -106,20 +107,6 @@ Tensor gather_backward_kernel(const KernelContext& c, Locals l) {
   return scatter_add_shard(out.shape, dim, l[1], l[0], out.offset[dim]);
 }
 
-DTensor gather_backward(const DTensor& grad, const DTensor& index, int64_t dim,
-                        const Shape& self_shape) {
-  static const OpInfo& op = ops_op("gather_backward");
-  const ArgValue args[] = {dim, self_shape};
-  return dispatch(op, {&grad, &index}, args);
-}
-
-DTensorList gather_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-  const Shape& shape = c.input_spec(0).shape();
-  const int64_t dim =
-      normalize_dim(c.arg<int64_t>(0), static_cast<int64_t>(shape.size()), "gather");
-  return {gather_backward(g[0], c.input(1), dim, shape), DTensor()};
-}
-
 std::vector<OpSample> gather_samples(int64_t w) {
   using detail::sample;
   const int64_t n = 3 * w + 1;
@@ -147,7 +134,7 @@ void register_gather(Registry& reg) {
   };
   op.kernel = single_output(gather_kernel);
   op.samples = gather_samples;
-  op.backward = gather_grad;
+  op.backward = detail::gather_grad;
   op.saved_inputs = 2u;  // the index
   reg.add(std::move(op));
 
@@ -233,10 +220,7 @@ void register_scatter_add(Registry& reg) {
     const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter_add");
     return add_scattered(c, l[0], dim, l[1], l[2], "scatter_add");
   });
-  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-    const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter_add");
-    return DTensorList{g[0], DTensor(), gather(g[0], dim, c.input(1))};
-  };
+  op.backward = detail::scatter_add_grad;
   op.saved_inputs = 2u;  // the index
   op.samples = [](int64_t w) {
     using detail::sample;
@@ -321,13 +305,7 @@ void register_scatter(Registry& reg) {
     const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter");
     return write_scattered(c, l[0], dim, l[1], l[2]);
   });
-  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-    const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter");
-    DTensor g_self, g_src;
-    if (c.needs_input_grad(0)) g_self = scatter(g[0], dim, c.input(1), Scalar(0.0));
-    if (c.needs_input_grad(2)) g_src = gather(g[0], dim, c.input(1));
-    return DTensorList{g_self, DTensor(), g_src};
-  };
+  op.backward = detail::scatter_grad;
   op.saved_inputs = 2u;  // the index
   op.samples = [](int64_t w) { return overwrite_samples(w, /*with_src=*/true); };
   reg.add(std::move(op));
@@ -354,10 +332,7 @@ void register_scatter_value(Registry& reg) {
     const Tensor src = full(l[1].sizes(), c.scalar(0), TensorOptions(l[0].dtype(), l[0].device()));
     return write_scattered(c, l[0], dim, l[1], src);
   });
-  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-    const int64_t dim = normalize_dim(c.arg<int64_t>(1), c.input_spec(0).ndim(), "scatter");
-    return DTensorList{scatter(g[0], dim, c.input(1), Scalar(0.0)), DTensor()};
-  };
+  op.backward = detail::scatter_value_grad;
   op.saved_inputs = 2u;  // the index
   op.samples = [](int64_t w) { return overwrite_samples(w, /*with_src=*/false); };
   reg.add(std::move(op));
@@ -405,81 +380,6 @@ StrategyRows scatter_reduce_rows(const OpSchema& s) {
   return rows;
 }
 
-// The gradients of scatter_reduce (PyTorch's scatter_reduce_backward). Without include_self,
-// self's gradient is the upstream gradient with the named positions zeroed (there the output
-// does not depend on self; elsewhere it is self).
-DTensorList scatter_reduce_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-  using detail::ScatterReduceOp;
-  const int64_t dim = normalize_dim(c.arg<int64_t>(0), c.input_spec(0).ndim(), "scatter_reduce");
-  const ScatterReduceOp reduce =
-      detail::parse_scatter_reduce(c.arg<std::string_view>(1), "scatter_reduce");
-  const bool include_self = c.arg<bool>(2);
-  const DTensor& grad = g[0];
-  const DTensor& index = c.input(1);
-  const bool want_self = c.needs_input_grad(0), want_src = c.needs_input_grad(2);
-  const bool self_term = want_self && include_self;  // self's gradient from the reduction
-  DTensor g_self, g_src;
-  if (want_self && !include_self) g_self = scatter(grad, dim, index, Scalar(0.0));
-  switch (reduce) {
-    case ScatterReduceOp::kSum:
-      if (self_term) g_self = grad;
-      if (want_src) g_src = gather(grad, dim, index);
-      break;
-    case ScatterReduceOp::kMean: {
-      // Each value reduced into a position gets the gradient divided by that position's count.
-      const DTensor counts = scatter_add(full_like(grad, Scalar(include_self ? 1.0 : 0.0)), dim,
-                                         index, ones_like(c.input(2)));
-      const DTensor share = grad / counts;  // positions no index names: 1 (or 0, then unused)
-      if (self_term) g_self = share;
-      if (want_src) g_src = gather(share, dim, index);
-      break;
-    }
-    case ScatterReduceOp::kAmax:
-    case ScatterReduceOp::kAmin: {
-      // The gradient is split evenly among the reduced values equal to the result (an excluded
-      // self takes no share).
-      const DType dtype = grad.dtype();
-      const DTensor& src = c.input(2);
-      const DTensor& result = c.output(0);
-      const DTensor self_is = include_self ? cast(eq(c.input(0), result), dtype)
-                                           : full_like(grad, Scalar(0.0));
-      const DTensor src_is = cast(eq(src, gather(result, dim, index)), dtype);
-      const DTensor share = grad / scatter_add(self_is, dim, index, src_is);
-      if (self_term) g_self = self_is * share;
-      if (want_src) g_src = src_is * gather(share, dim, index);
-      break;
-    }
-    case ScatterReduceOp::kProd: {
-      // grad * result / value, with the zeros handled as PyTorch: a zero self gets the product
-      // of the other values (self replaced by 1); a src entry that is the only zero src entry
-      // of its position gets the product with it replaced by 1; with two zeros every gradient
-      // is 0.
-      const DTensor& self = c.input(0);
-      const DTensor& src = c.input(2);
-      const DTensor& result = c.output(0);
-      if (self_term) {
-        const DTensor ones_at_zero = masked_fill(self, eq(self, Scalar(0.0)), Scalar(1.0));
-        g_self = grad * scatter_reduce(ones_at_zero, dim, index, src, "prod", true) / ones_at_zero;
-      }
-      if (want_src) {
-        const DTensor src_zero = eq(src, Scalar(0.0));
-        const DTensor zeros_named = gather(
-            scatter_add(full_like(grad, Scalar(0.0)), dim, index, cast(src_zero, grad.dtype())),
-            dim, index);
-        const DTensor single_zero = logical_and(src_zero, eq(zeros_named, Scalar(1.0)));
-        const DTensor others = scatter_reduce(self, dim, index,
-                                              masked_fill(src, single_zero, Scalar(1.0)), "prod",
-                                              include_self);
-        g_src = where(single_zero, gather(grad * others, dim, index),
-                      gather(grad * result, dim, index) /
-                          masked_fill(src, src_zero, Scalar(1.0)));
-      }
-      break;
-    }
-  }
-  return {g_self, DTensor(), g_src};
-}
-
 void register_scatter_reduce(Registry& reg) {
   OpInfo op;
   op.name = "scatter_reduce";
@@ -508,7 +408,7 @@ void register_scatter_reduce(Registry& reg) {
     return scatter_reduce(l[0], dim, l[1], l[2], c.arg<std::string_view>(1), c.arg<bool>(2),
                           sharded_along(spec, dim) ? c.input_shard(0).offset[dim] : kNoOffset);
   });
-  op.backward = scatter_reduce_grad;
+  op.backward = detail::scatter_reduce_grad;
   op.saved_inputs = 7u;   // self, index and src (prod and amax / amin read them)
   op.saved_outputs = 1u;  // the result (prod, amax / amin)
   // Every reduction both ways; repeated positions and positions no index names in each.
@@ -572,12 +472,7 @@ void register_index_add(Registry& reg) {
     const Tensor src = alpha.to<double>() == 1.0 ? l[2] : l[2] * alpha;
     return add_scattered(c, l[0], s.dim, index, src, "index_add");
   });
-  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
-    const int64_t dim = normalize_dim(c.arg<int64_t>(1), c.input_spec(0).ndim(), "index_add");
-    DTensor g_source;
-    if (c.needs_input_grad(2)) g_source = index_select(g[0], dim, c.input(1)) * c.scalar(0);
-    return DTensorList{g[0], DTensor(), g_source};
-  };
+  op.backward = detail::index_add_grad;
   op.saved_inputs = 2u;  // the index
   op.samples = [](int64_t w) {
     using detail::sample;

@@ -1,55 +1,14 @@
+// CPU kernels of the loss family (nll_loss / cross_entropy, gather_target_log_probs,
+// reduce_loss): the checks and the CPU / CUDA switch are in loss.cc.
 #include <cstring>
 #include <vector>
 
-#include "dtensor/ops/loss/detail/loss_cuda.h"
-#include "dtensor/ops/loss/detail/pointwise_loss.h"
-#include "dtensor/ops/loss/loss.h"
-#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/ops/loss/detail/loss_cpu.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"
 
-namespace dtensor {
+namespace dtensor::detail {
 namespace {
-
-// The input seen as [outer, classes, inner] and the target as [outer, inner].
-struct LossLayout {
-  int64_t outer = 1;
-  int64_t classes = 1;
-  int64_t inner = 1;
-};
-
-void check_target(const Tensor& target, const char* op) {
-  DT_CHECK(target.defined(), "[%s] expected a defined target tensor", op);
-  DT_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32,
-           "[%s] expected an int64 (or int32) target, got %s", op, dtype_name(target.dtype()));
-}
-
-LossLayout check_loss_args(const Tensor& input, const Tensor& target, const char* op) {
-  DT_CHECK(input.defined(), "[%s] expected a defined input tensor", op);
-  check_target(target, op);
-  DT_CHECK(input.device() == target.device(),
-           "[%s] expected input and target on the same device, got %s and %s", op,
-           input.device().str(), target.device().str());
-  DT_CHECK(is_floating(input.dtype()), "[%s] expected a floating input, got %s", op,
-           dtype_name(input.dtype()));
-  DT_CHECK(input.dim() >= 1,
-           "[%s] expected an input of shape [C], [N, C] or [N, C, d1, ...], "
-           "got a 0-d tensor",
-           op);
-  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
-  Shape expected;
-  LossLayout l;
-  for (int64_t d = 0; d < input.dim(); ++d) {
-    if (d != class_dim) expected.push_back(input.size(d));
-    if (d < class_dim) l.outer *= input.size(d);
-    if (d > class_dim) l.inner *= input.size(d);
-  }
-  l.classes = input.size(class_dim);
-  DT_CHECK(target.sizes() == expected,
-           "[%s] target of shape %s does not match input of shape %s (expected target shape %s)",
-           op, shape_str(target.sizes()), shape_str(input.sizes()), shape_str(expected));
-  return l;
-}
 
 // A [shape] tensor of dtype `dtype` holding `values` (row-major).
 Tensor tensor_from(const std::vector<double>& values, IntSpan shape, DType dtype) {
@@ -67,20 +26,6 @@ Tensor finish(const std::vector<double>& losses, double count, Reduction reducti
   for (double v : losses) sum += v;
   if (reduction == Reduction::kMean) sum /= count;
   return tensor_from({sum}, {}, dtype);
-}
-
-// nll_loss's class weights: a [classes] floating tensor on the input's device (undefined: none).
-void check_class_weight(const Tensor& weight, const Tensor& input, int64_t classes,
-                        const char* op) {
-  if (!weight.defined()) return;
-  DT_CHECK(weight.dim() == 1 && weight.size(0) == classes,
-           "[%s] weight of shape %s, expected [%d] (one weight per class)", op,
-           shape_str(weight.sizes()), classes);
-  DT_CHECK(is_floating(weight.dtype()), "[%s] weight has dtype %s, expected a floating dtype", op,
-           dtype_name(weight.dtype()));
-  DT_CHECK(weight.device() == input.device(),
-           "[%s] weight is on %s, expected the input's device %s", op, weight.device().str(),
-           input.device().str());
 }
 
 // sum of n elements `stride` apart, in double. Eight independent partial sums: the sequential
@@ -142,63 +87,25 @@ std::vector<double> nll_elements(const Tensor& log_probs, const Tensor& target, 
 
 }  // namespace
 
-const char* reduction_name(Reduction reduction) {
-  switch (reduction) {
-    case Reduction::kNone:
-      return "none";
-    case Reduction::kMean:
-      return "mean";
-    case Reduction::kSum:
-      return "sum";
-    case Reduction::kBatchMean:
-      return "batchmean";
-  }
-  return "?";
-}
-
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
-                int64_t ignore_index, const Tensor& weight) {
-  const LossLayout l = check_loss_args(log_probs, target, "nll_loss");
-  detail::check_reduction("nll_loss", reduction, false);
-  check_class_weight(weight, log_probs, l.classes, "nll_loss");
-  if (log_probs.device().is_cuda()) {
-    return detail::nll_loss_cuda(log_probs, target, l.outer, l.classes, l.inner, reduction,
-                                 ignore_index, 0.0, weight);
-  }
+// The weights read once into doubles; smoothing 0 for nll_loss. Range errors name nll_loss,
+// the step that checks targets (as in PyTorch), for cross_entropy too.
+Tensor nll_loss_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer, int64_t classes,
+                    int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing,
+                    const Tensor& weight) {
+  const LossLayout l{outer, classes, inner};
   std::vector<double> w;
   if (weight.defined()) w = weight.to(kFloat64).contiguous().to_vector<double>();
   double count = 0;
-  const auto losses = nll_elements(log_probs, target, l, ignore_index, 0.0,
+  const auto losses = nll_elements(log_probs, target, l, ignore_index, smoothing,
                                    weight.defined() ? w.data() : nullptr, count, "nll_loss");
   return finish(losses, count, reduction, target.sizes(), log_probs.dtype());
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
-                     int64_t ignore_index, double label_smoothing) {
-  const LossLayout l = check_loss_args(logits, target, "cross_entropy");
-  DT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
-           "[cross_entropy] label_smoothing must be in [0, 1], got %g", label_smoothing);
-  detail::check_reduction("cross_entropy", reduction, false);
-  const Tensor lp = log_softmax(logits, logits.dim() == 1 ? 0 : 1);
-  if (lp.device().is_cuda()) {
-    return detail::nll_loss_cuda(lp, target, l.outer, l.classes, l.inner, reduction, ignore_index,
-                                 label_smoothing, Tensor());
-  }
-  double count = 0;
-  // Range errors name nll_loss, the step that checks targets (as in PyTorch).
-  const auto losses =
-      nll_elements(lp, target, l, ignore_index, label_smoothing, nullptr, count, "nll_loss");
-  return finish(losses, count, reduction, target.sizes(), logits.dtype());
-}
-
-Tensor gather_target_log_probs(const Tensor& log_probs, const Tensor& target, int64_t class_offset,
-                               int64_t ignore_index) {
+Tensor gather_target_log_probs_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer,
+                                   int64_t classes, int64_t inner, int64_t class_offset,
+                                   int64_t ignore_index) {
   const char* op = "gather_target_log_probs";
-  const LossLayout l = check_loss_args(log_probs, target, op);
-  if (log_probs.device().is_cuda()) {
-    return detail::gather_target_log_probs_cuda(log_probs, target, l.outer, l.classes, l.inner,
-                                                class_offset, ignore_index);
-  }
+  const LossLayout l{outer, classes, inner};
   const Tensor lp = log_probs.contiguous();
   const Tensor tg = target.to(kInt64).contiguous();
   Tensor out = zeros(target.sizes(), TensorOptions(log_probs.dtype()));
@@ -219,21 +126,8 @@ Tensor gather_target_log_probs(const Tensor& log_probs, const Tensor& target, in
   return out;
 }
 
-Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reduction,
-                   int64_t ignore_index) {
-  const char* op = "reduce_loss";
-  DT_CHECK(losses.defined(), "[%s] expected a defined losses tensor", op);
-  check_target(target, op);
-  DT_CHECK(losses.sizes() == target.sizes(),
-           "[%s] losses of shape %s do not match target of shape %s", op, shape_str(losses.sizes()),
-           shape_str(target.sizes()));
-  DT_CHECK(losses.device() == target.device(),
-           "[%s] expected losses and target on the same device, got %s and %s", op,
-           losses.device().str(), target.device().str());
-  detail::check_reduction(op, reduction, false);
-  if (losses.device().is_cuda()) {
-    return detail::reduce_loss_cuda(losses, target, reduction, ignore_index);
-  }
+Tensor reduce_loss_cpu(const Tensor& losses, const Tensor& target, Reduction reduction,
+                       int64_t ignore_index) {
   const Tensor lv = losses.to(kFloat64).contiguous();
   const Tensor tg = target.to(kInt64).contiguous();
   std::vector<double> vals(static_cast<size_t>(lv.numel()), 0.0);
@@ -250,4 +144,4 @@ Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reducti
   return finish(vals, count, reduction, target.sizes(), losses.dtype());
 }
 
-}  // namespace dtensor
+}  // namespace dtensor::detail

@@ -33,6 +33,13 @@ const char* loss_name(LossKind kind) {
   return "loss";
 }
 
+Reduction parse_reduction(std::string_view r, LossKind kind) {
+  for (Reduction v : {Reduction::kNone, Reduction::kMean, Reduction::kSum, Reduction::kBatchMean}) {
+    if (r == reduction_name(v)) return v;
+  }
+  DT_FAIL("[%s] unknown reduction '%s' (expected 'none', 'mean' or 'sum')", loss_name(kind), r);
+}
+
 void check_reduction(std::string_view op, Reduction reduction, bool batchmean) {
   DT_CHECK(batchmean || reduction != Reduction::kBatchMean,
            "[%s] reduction 'batchmean' is only supported by kl_div (expected 'none', 'mean' or "

@@ -1,6 +1,7 @@
 // Registration of the pointwise losses (mse_loss, l1_loss, smooth_l1_loss, huber_loss,
 // binary_cross_entropy, binary_cross_entropy_with_logits, kl_div) and of their gradient ops
-// (<name>_backward), and the dispatch of their DTensor forms.
+// (<name>_backward), and the dispatch of their DTensor forms (the backward formulas are in
+// pointwise_loss_backward.cc).
 //
 // Inputs: (input, target[, weight][, pos_weight]). Args: [0] the reduction ('none', 'mean',
 // 'sum', 'batchmean'), then smooth_l1_loss [1] beta, huber_loss [1] delta, kl_div [1]
@@ -20,6 +21,7 @@
 // weight (2) or pos_weight (3) at the input's shape, which the formula sums over the weight's
 // broadcast dims (reduce_to). Rows: [S(d) | S(d) or R (a reduced loss's 0-d grad), S(d), S(d),
 // w]; linear in grad, so a Partial grad passes through with the rest replicated.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,7 @@
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
+#include "dtensor/ops/loss/detail/loss_backward.h"
 #include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/tensor/error.h"
@@ -36,54 +39,7 @@
 namespace dtensor::detail {
 namespace {
 
-using autograd::BackwardContext;
 using Locals = absl::Span<const Tensor>;
-
-// One call's arguments, read from the args (parse_call) or built for dispatch (call_args).
-struct LossCall {
-  LossKind kind;
-  double param = 0;
-  Reduction reduction = Reduction::kMean;
-  bool has_weight = false;
-  bool has_pos_weight = false;
-
-  int64_t num_inputs() const { return 2 + int64_t{has_weight} + int64_t{has_pos_weight}; }
-};
-
-Reduction parse_reduction(std::string_view r, LossKind kind) {
-  for (Reduction v : {Reduction::kNone, Reduction::kMean, Reduction::kSum, Reduction::kBatchMean}) {
-    if (r == reduction_name(v)) return v;
-  }
-  DT_FAIL("[%s] unknown reduction '%s' (expected 'none', 'mean' or 'sum')", loss_name(kind), r);
-}
-
-// The args of a call of the op registered as `base` (kKlDiv for both kl_div forms), starting at
-// arg `first` (1 in the gradient ops, after wrt). Ctx: OpSchema, KernelContext or
-// BackwardContext.
-template <typename Ctx>
-LossCall parse_call(LossKind base, const Ctx& c, int64_t first) {
-  LossCall call{base};
-  call.reduction = parse_reduction(c.template arg<std::string_view>(first), base);
-  switch (base) {
-    case LossKind::kSmoothL1:
-    case LossKind::kHuber:
-      call.param = c.template arg<double>(first + 1);
-      break;
-    case LossKind::kKlDiv:
-      if (c.template arg<bool>(first + 1)) call.kind = LossKind::kKlDivLogTarget;
-      break;
-    case LossKind::kBce:
-      call.has_weight = c.template arg<bool>(first + 1);
-      break;
-    case LossKind::kBceWithLogits:
-      call.has_weight = c.template arg<bool>(first + 1);
-      call.has_pos_weight = c.template arg<bool>(first + 2);
-      break;
-    default:
-      break;
-  }
-  return call;
-}
 
 ArgList call_args(const LossCall& call) {
   ArgList args = {std::string_view(reduction_name(call.reduction))};
@@ -233,25 +189,6 @@ Tensor grad_kernel(LossKind base, const KernelContext& c, Locals l) {
                              w.weight, w.pos_weight, 1.0 / divisor);
 }
 
-// One gradient op call per input that needs a gradient; weight and pos_weight summed over the
-// dims they were broadcast along.
-DTensorList loss_backward(const OpInfo& grad_op, LossKind base, const BackwardContext& c,
-                          absl::Span<const DTensor> g) {
-  const LossCall call = parse_call(base, c, 0);
-  std::vector<const DTensor*> in = {&g[0]};
-  for (int64_t i = 0; i < c.num_inputs(); ++i) in.push_back(&c.input(i));
-  DTensorList out(static_cast<size_t>(c.num_inputs()));
-  for (int64_t i = 0; i < c.num_inputs(); ++i) {
-    if (!c.needs_input_grad(i)) continue;
-    const int64_t wrt = i < 2 ? i : (i == 2 && call.has_weight ? 2 : 3);
-    ArgList args = {wrt};
-    args.insert(args.end(), c.args().begin(), c.args().end());
-    const DTensor gi = dispatch(grad_op, in, args);
-    out[i] = i < 2 ? gi : reduce_to(gi, c.input_spec(i));
-  }
-  return out;
-}
-
 // ---- samples -----------------------------------------------------------------------------------
 // Calls on even, uneven ([3w + 1, 5]), short (an empty shard on the last rank), 0-d and empty
 // inputs, one per reduction, with the weights, params and the target the gradient op is asked
@@ -382,9 +319,7 @@ void add_loss(Registry& reg, LossKind base) {
   };
   op.kernel =
       single_output([base](const KernelContext& c, Locals l) { return loss_kernel(base, c, l); });
-  op.backward = [base, grad_name](const BackwardContext& c, absl::Span<const DTensor> g) {
-    return loss_backward(ops_op(grad_name), base, c, g);
-  };
+  op.backward = std::bind_front(pointwise_loss_formula, base);
   op.samples = [base](int64_t w) { return loss_samples(base, w); };
   reg.add(std::move(op));
 

@@ -1,6 +1,6 @@
 // Registration of the scan family (cumsum, cumprod, cummax, cummin, sort, argsort, topk,
-// kthvalue and cumprod_backward) and their backward formulas (the DTensor forms are in
-// scan_dtensor.cc). Each op needs its
+// kthvalue and cumprod_backward; their backward formulas are in scan_backward.cc, the DTensor
+// forms in scan_dtensor.cc). Each op needs its
 // dim whole on a rank (a sharded one is gathered by propagation), except cumsum / cumprod, which
 // also scan a sharded dim in place (block_scan: a pipeline along the blocks, bit-identical to
 // the single-device scan), and keeps every other dim sharded, the same way on every output and
@@ -12,11 +12,11 @@
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
-#include "dtensor/ops/common/detail/reduction_backward.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/register_all.h"
 #include "dtensor/ops/common/detail/cumprod_backward.h"
+#include "dtensor/ops/scan/detail/scan_backward.h"
 #include "dtensor/ops/scan/detail/scan_kernels.h"
 #include "dtensor/ops/scan/scan.h"
 #include "dtensor/ops/view/copy_ops.h"
@@ -26,8 +26,6 @@
 namespace dtensor {
 namespace {
 
-using autograd::BackwardContext;
-using Grads = absl::Span<const DTensor>;
 using Locals = absl::Span<const Tensor>;
 
 // The op's dim (arg `argnum`), normalised against the input's rank (0-d: a 1-element vector).
@@ -57,28 +55,6 @@ std::vector<OpSample> along_samples(int64_t w, const std::function<ArgList(int64
 std::vector<OpSample> joined(std::vector<OpSample> a, std::vector<OpSample> b) {
   for (OpSample& s : b) a.push_back(std::move(s));
   return a;
-}
-
-// ---- backward formulas -----------------------------------------------------------------------
-// cumsum: the gradient of x[i] is the sum of g[j] over j >= i, a reversed cumsum.
-DTensorList cumsum_bw(const BackwardContext& c, Grads g) {
-  const int64_t dim = c.arg<int64_t>(0);
-  const int64_t dims[] = {dim};
-  return {flip(cumsum(flip(g[0], dims), dim), dims)};
-}
-
-DTensorList cumprod_bw(const BackwardContext& c, Grads g) {
-  return {detail::cumprod_backward(g[0], c.input(0), c.arg<int64_t>(0))};
-}
-
-// sort / topk / kthvalue: the values' gradient goes back to the positions the indices name.
-DTensorList selected_bw(const BackwardContext& c, Grads g, int64_t dim_arg, bool keepdim) {
-  if (!g[0].defined()) return {DTensor()};
-  const Shape& shape = c.input_spec(0).shape();
-  const int64_t dim = normalize_dim(c.arg<int64_t>(dim_arg),
-                                    std::max<int64_t>(static_cast<int64_t>(shape.size()), 1),
-                                    c.op().name.c_str());
-  return {detail::value_selecting_backward(g[0], c.output(1), dim, keepdim, shape)};
 }
 
 // ---- cumsum / cumprod along a sharded dim ------------------------------------------------------
@@ -228,7 +204,7 @@ void register_values_indices(Registry& r, const char* name,
     out[0] = std::move(v.values);
     out[1] = std::move(v.indices);
   };
-  op.backward = [](const BackwardContext& c, Grads g) { return selected_bw(c, g, 0, true); };
+  op.backward = detail::values_indices_grad;
   op.saved_inputs = 0;
   op.saved_outputs = 2u;
   op.samples = [has_flag](int64_t w) {
@@ -263,9 +239,9 @@ void register_argsort(Registry& r) {
 using SelectFn = ValuesIndices (*)(const Tensor&, int64_t, int64_t, bool);
 
 // topk / kthvalue (self; k, dim, flag) -> (values, indices): the kernel, the values' backward
-// (`flag` is kthvalue's keepdim; topk keeps its dim) and samples with k = k1 (flag true) and
-// k2 (flag false).
-void set_selection(OpInfo& op, SelectFn local, bool flag_is_keepdim, int64_t k1, int64_t k2) {
+// (topk_grad / kthvalue_grad: `flag` is kthvalue's keepdim; topk keeps its dim) and samples
+// with k = k1 (flag true) and k2 (flag false).
+void set_selection(OpInfo& op, SelectFn local, BackwardFn backward, int64_t k1, int64_t k2) {
   op.input_names = {"self"};
   op.strategy = all_but_dim(1, 3);
   op.kernel = [local](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
@@ -273,9 +249,7 @@ void set_selection(OpInfo& op, SelectFn local, bool flag_is_keepdim, int64_t k1,
     out[0] = std::move(v.values);
     out[1] = std::move(v.indices);
   };
-  op.backward = [flag_is_keepdim](const BackwardContext& c, Grads g) {
-    return selected_bw(c, g, 1, !flag_is_keepdim || c.arg<bool>(2));
-  };
+  op.backward = std::move(backward);
   op.saved_inputs = 0;
   op.saved_outputs = 2u;
   op.samples = [k1, k2](int64_t w) {
@@ -305,7 +279,7 @@ Shape selected_shape(const OpSchema& s, int64_t k_min, int64_t size) {
 void register_topk(Registry& r) {
   OpInfo op;
   op.name = "topk";
-  set_selection(op, &topk, /*flag_is_keepdim=*/false, 2, 1);
+  set_selection(op, &topk, detail::topk_grad, 2, 1);
   op.meta = [](const OpSchema& s) {
     return values_indices(selected_shape(s, 0, s.arg<int64_t>(0)), s.input(0).dtype());
   };
@@ -316,7 +290,7 @@ void register_topk(Registry& r) {
 void register_kthvalue(Registry& r) {
   OpInfo op;
   op.name = "kthvalue";
-  set_selection(op, &kthvalue, /*flag_is_keepdim=*/true, 2, 1);
+  set_selection(op, &kthvalue, detail::kthvalue_grad, 2, 1);
   op.meta = [](const OpSchema& s) {
     return values_indices(selected_shape(s, 1, s.arg<bool>(2) ? 1 : -1), s.input(0).dtype());
   };
@@ -337,8 +311,10 @@ void register_kthvalue(Registry& r) {
 }  // namespace
 
 void register_scan_ops(Registry& registry) {
-  register_cumulative(registry, "cumsum", detail::ScanOp::kSum, Linearity::kLinear, cumsum_bw, 0);
-  register_cumulative(registry, "cumprod", detail::ScanOp::kProd, Linearity::kNone, cumprod_bw, 1u);
+  register_cumulative(registry, "cumsum", detail::ScanOp::kSum, Linearity::kLinear,
+                    detail::cumsum_grad, 0);
+  register_cumulative(registry, "cumprod", detail::ScanOp::kProd, Linearity::kNone,
+                    detail::cumprod_grad, 1u);
   register_cumprod_backward(registry);
   register_values_indices(registry, "sort", [](const Tensor& x, int64_t dim, bool descending) {
     return sort(x, dim, descending);

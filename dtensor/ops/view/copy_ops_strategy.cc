@@ -1,6 +1,7 @@
 // Registration of the copying shape ops of copy_ops.h: strategies (rows for ONE mesh dim),
-// meta functions, local kernels, samples and backward formulas. They move data only (tril /
-// triu write zeros, the same on every rank), so Partial inputs pass through.
+// meta functions, local kernels and samples (the backward formulas are in
+// copy_ops_backward.cc). They move data only (tril / triu write zeros, the same on every rank),
+// so Partial inputs pass through.
 //
 // Rows: a dim the op leaves in place keeps its shard ([S(d) | S(d)]); a flipped, rolled or
 // repeated dim has no row (replicated first). tril / triu keep every dim: a shard applies the
@@ -17,14 +18,13 @@
 #include "dtensor/ops/register_all.h"
 #include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/detail/copy_ops.h"
+#include "dtensor/ops/view/detail/copy_ops_backward.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
 namespace {
 
-using autograd::BackwardContext;
-using Grads = absl::Span<const DTensor>;
 using Locals = absl::Span<const Tensor>;
 
 // Input dim d keeps its shard at output dim map[d] (-1: replicated first).
@@ -95,7 +95,7 @@ struct CopyOpDef {
   DimMapFn map_of;
   Tensor (*kernel)(const KernelContext& c, Locals l);
   std::vector<OpSample> (*samples)(int64_t w);
-  DTensorList (*backward)(const BackwardContext& c, Grads g);
+  BackwardFn backward;  // copy_ops_backward.cc (none: a gradient op)
   bool view = false;  // the output may alias the input (contiguous)
   // Argument checks in meta (every rank raises them) and the output shape when it is not the
   // input's (repeat).
@@ -162,53 +162,6 @@ Tensor triangle_kernel(const KernelContext& c, Locals l) {
   return kLower ? tril(l[0], k) : triu(l[0], k);
 }
 
-// ---- backward ----------------------------------------------------------------------------------
-DTensorList same_bw(const BackwardContext&, Grads g) {
-  return {g[0]};
-}
-DTensorList flip_bw(const BackwardContext& c, Grads g) {
-  return {flip(g[0], c.arg<Shape>(0))};
-}
-DTensorList roll_bw(const BackwardContext& c, Grads g) {
-  Shape back = c.arg<Shape>(0);
-  for (int64_t& s : back) s = -s;
-  return {roll(g[0], back, c.arg<Shape>(1))};
-}
-// The gradient of each input element is the sum over its copies: g viewed as
-// [r0, s0, r1, s1, ...] summed over the r's.
-DTensorList repeat_bw(const BackwardContext& c, Grads g) {
-  const Shape& reps = c.arg<Shape>(0);
-  const Shape& in = c.input_spec(0).shape();
-  const int64_t lead = static_cast<int64_t>(reps.size() - in.size());
-  Shape split, summed;
-  for (int64_t i = 0; i < static_cast<int64_t>(reps.size()); ++i) {
-    split.insert(split.end(), {reps[i], i < lead ? 1 : in[i - lead]});
-    summed.push_back(2 * i);
-  }
-  return {reshape(sum(reshape(g[0], split), summed), in)};
-}
-// Each input element's gradient is the sum over its `repeats` copies: g viewed with the
-// repeated dim split into [n, repeats], summed over the repeats.
-DTensorList repeat_interleave_bw(const BackwardContext& c, Grads g) {
-  const Shape& in = c.input_spec(0).shape();
-  const int64_t r = c.arg<int64_t>(0);
-  const int64_t d = detail::check_repeat_interleave(in, r, c.arg<int64_t>(1));
-  Shape split = in;
-  split.insert(split.begin() + d + 1, r);
-  const int64_t dims[] = {d + 1};
-  return {sum(reshape(g[0], split), dims)};
-}
-DTensorList diagonal_bw(const BackwardContext& c, Grads g) {
-  static const OpInfo& bw = ops_op("diagonal_backward");
-  const ArgValue args[] = {c.input_spec(0).shape(), c.arg<int64_t>(0), c.arg<int64_t>(1),
-                           c.arg<int64_t>(2)};
-  return {dispatch(bw, {&g[0]}, args)};
-}
-template <bool kLower>
-DTensorList triangle_bw(const BackwardContext& c, Grads g) {
-  return {kLower ? tril(g[0], c.arg<int64_t>(0)) : triu(g[0], c.arg<int64_t>(0))};
-}
-
 // ---- samples: even, uneven and empty shards; dims the op moves and dims it keeps -------------
 using detail::sample;
 OpSample one(SampleInput in, ArgList args) {
@@ -263,38 +216,40 @@ std::vector<OpSample> triangle_samples(int64_t w) {
 void register_copy_ops(Registry& reg) {
   add_copy_op(reg,
               {"clone", identity_map, [](const KernelContext&, Locals l) { return l[0].clone(); },
-               plain_samples, same_bw});
+               plain_samples, detail::copy_grad});
   add_copy_op(reg, {"contiguous", identity_map,
                     [](const KernelContext&, Locals l) { return l[0].contiguous(); }, plain_samples,
-                    same_bw, /*view=*/true});
+                    detail::copy_grad, /*view=*/true});
   // args (dims).
   add_copy_op(reg, {"flip", all_but_listed<0>,
                     [](const KernelContext& c, Locals l) { return flip(l[0], c.arg<Shape>(0)); },
-                    flip_samples, flip_bw});
+                    flip_samples, detail::flip_grad});
   // args (shifts, dims), dims not empty (the flattened form is a composite).
   add_copy_op(reg, {"roll", all_but_listed<1>,
                     [](const KernelContext& c, Locals l) {
                       return roll(l[0], c.arg<Shape>(0), c.arg<Shape>(1));
                     },
-                    roll_samples, roll_bw, /*view=*/false, check_roll});
+                    roll_samples, detail::roll_grad, /*view=*/false, check_roll});
   // args (repeats).
   add_copy_op(reg, {"repeat", repeat_map,
                     [](const KernelContext& c, Locals l) { return repeat(l[0], c.arg<Shape>(0)); },
-                    repeat_samples, repeat_bw, /*view=*/false, nullptr, repeat_out_shape});
+                    repeat_samples, detail::repeat_grad, /*view=*/false, nullptr,
+                    repeat_out_shape});
   // args (repeats, dim).
   add_copy_op(reg, {"repeat_interleave.self_int", repeat_interleave_map,
                     [](const KernelContext& c, Locals l) {
                       return repeat_interleave(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1));
                     },
-                    repeat_interleave_samples, repeat_interleave_bw, /*view=*/false, nullptr,
-                    repeat_interleave_out_shape});
+                    repeat_interleave_samples, detail::repeat_interleave_grad, /*view=*/false,
+                    nullptr, repeat_interleave_out_shape});
   // args (offset, dim1, dim2); a copy (PyTorch's is a view).
   add_copy_op(reg, {"diagonal", diagonal_map,
                     [](const KernelContext& c, Locals l) {
                       return diagonal(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1),
                                       c.arg<int64_t>(2));
                     },
-                    diagonal_samples, diagonal_bw, /*view=*/false, nullptr, diagonal_out_shape});
+                    diagonal_samples, detail::diagonal_grad, /*view=*/false, nullptr,
+                    diagonal_out_shape});
   // args (input shape, offset, dim1, dim2): grad written on the diagonal of zeros.
   add_copy_op(reg, {"diagonal_backward", diagonal_backward_map,
                     [](const KernelContext& c, Locals l) {
@@ -310,9 +265,9 @@ void register_copy_ops(Registry& reg) {
                     diagonal_backward_out_shape});
   // args (diagonal).
   add_copy_op(reg, {"tril", identity_map, triangle_kernel<true>, triangle_samples,
-                    triangle_bw<true>, /*view=*/false, check_triangle});
+                    detail::tril_grad, /*view=*/false, check_triangle});
   add_copy_op(reg, {"triu", identity_map, triangle_kernel<false>, triangle_samples,
-                    triangle_bw<false>, /*view=*/false, check_triangle});
+                    detail::triu_grad, /*view=*/false, check_triangle});
 }
 
 }  // namespace dtensor

@@ -109,19 +109,6 @@ DTensorList split_bw(const BackwardContext& c, Grads g) {
   return {cat(parts, c.arg<int64_t>(1))};
 }
 
-// select_backward / slice_backward: the output's dims map to the gradient's (select removed
-// `dim`); `dim` itself is whole in the output.
-StrategyRows backward_rows(const OpSchema& s, bool removes_dim) {
-  const int64_t n = static_cast<int64_t>(s.arg<Shape>(0).size());
-  const int64_t dim = normalize_dim(s.arg<int64_t>(1), n, s.name());
-  StrategyRows rows;
-  for (int64_t d = 0; d < n; ++d) {
-    if (d == dim) continue;
-    rows.push_back({Shard(d), Shard(removes_dim && d > dim ? d - 1 : d)});
-  }
-  return rows;
-}
-
 }  // namespace
 
 BackwardFn view_grad(std::string_view name) {
@@ -134,39 +121,6 @@ BackwardFn view_grad(std::string_view name) {
   };
   auto it = table->find(std::string(name));
   return it == table->end() ? BackwardFn() : it->second;
-}
-
-void register_view_backward_ops(Registry& reg) {
-  for (const bool is_select : {true, false}) {
-    OpInfo op = gradient_op(is_select ? "select_backward" : "slice_backward", {"grad"},
-                            Linearity::kLinear);
-    op.meta = [](const OpSchema& s) {
-      return OutputMetas{TensorMeta(s.arg<Shape>(0), s.input(0).dtype())};
-    };
-    op.strategy = [is_select](const OpSchema& s) { return backward_rows(s, is_select); };
-    op.kernel = single_output([is_select](const KernelContext& c, absl::Span<const Tensor> l) {
-      Tensor out = zeros(c.output_shard(0).shape, TensorOptions(l[0].dtype(), l[0].device()));
-      const int64_t dim = c.arg<int64_t>(1);
-      Tensor target = is_select ? out.select(dim, c.arg<int64_t>(2))
-                                : out.slice(dim, c.arg<int64_t>(2), c.arg<int64_t>(3),
-                                            c.arg<int64_t>(4));
-      if (target.numel() > 0) target.copy_(l[0]);
-      return out;
-    });
-    op.samples = [is_select](int64_t w) {
-      const int64_t n = 3 * w + 1, s = short_size(w);
-      if (is_select) {
-        return std::vector<OpSample>{{{sample({n})}, {Shape{n, 5}, int64_t{1}, int64_t{2}}},
-                                     {{sample({5})}, {Shape{n, 5}, int64_t{0}, int64_t{-1}}},
-                                     {{sample({s})}, {Shape{s, 5}, int64_t{1}, int64_t{2}}}};
-      }
-      return std::vector<OpSample>{
-          {{sample({n, 2})}, {Shape{n, 5}, int64_t{1}, int64_t{1}, int64_t{5}, int64_t{2}}},
-          {{sample({w, 5})}, {Shape{n, 5}, int64_t{0}, int64_t{1}, w + 1, int64_t{1}}},
-          {{sample({s, 2})}, {Shape{s, 5}, int64_t{1}, int64_t{1}, int64_t{5}, int64_t{2}}}};
-    };
-    reg.add(std::move(op));
-  }
 }
 
 }  // namespace dtensor::detail

@@ -39,6 +39,9 @@ Shape indexed_dims(const char* op, const List& indices, int64_t ndim) {
            indices.size());
   return dims;
 }
+// advanced_index_plan of a call on local tensors (self and its index tensors).
+AdvancedIndexPlan local_index_plan(const char* op, const Tensor& self, IntSpan dims,
+                                   absl::Span<const Tensor> indices);
 // "" or "[op] index 7 out of range for dim 1 of size 5 (indices[1])": the first entry of
 // `index` outside [-size, size).
 std::string index_range_error(const char* op, const Tensor& index, int64_t dim, int64_t size);

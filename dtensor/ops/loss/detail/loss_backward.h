@@ -5,9 +5,15 @@
 
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 
 namespace dtensor::detail {
 
 DTensorList gather_target_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+
+// The pointwise loss registered as `base` (pointwise_loss_backward.cc): through its gradient op
+// <name>_backward, once per input that needs a gradient.
+DTensorList pointwise_loss_formula(LossKind base, const autograd::BackwardContext& c,
+                                   absl::Span<const DTensor> g);
 
 }  // namespace dtensor::detail

@@ -196,6 +196,49 @@ void check_pointwise_loss(LossKind kind, double param, const TensorMeta& input,
                           const TensorMeta& target, const TensorMeta* weight,
                           const TensorMeta* pos_weight, Reduction reduction);
 
+// One call's arguments, read from the args (parse_call) or built for dispatch (call_args in
+// pointwise_loss_strategy.cc).
+struct LossCall {
+  LossKind kind;
+  double param = 0;
+  Reduction reduction = Reduction::kMean;
+  bool has_weight = false;
+  bool has_pos_weight = false;
+
+  int64_t num_inputs() const { return 2 + int64_t{has_weight} + int64_t{has_pos_weight}; }
+};
+
+// The Reduction named `r` (an error naming the loss `kind` for an unknown name).
+Reduction parse_reduction(std::string_view r, LossKind kind);
+
+// The args of a call of the op registered as `base` (kKlDiv for both kl_div forms), starting at
+// arg `first` (1 in the gradient ops, after wrt). Ctx: OpSchema, KernelContext or
+// BackwardContext.
+template <typename Ctx>
+LossCall parse_call(LossKind base, const Ctx& c, int64_t first) {
+  LossCall call{base};
+  call.reduction = parse_reduction(c.template arg<std::string_view>(first), base);
+  switch (base) {
+    case LossKind::kSmoothL1:
+    case LossKind::kHuber:
+      call.param = c.template arg<double>(first + 1);
+      break;
+    case LossKind::kKlDiv:
+      if (c.template arg<bool>(first + 1)) call.kind = LossKind::kKlDivLogTarget;
+      break;
+    case LossKind::kBce:
+      call.has_weight = c.template arg<bool>(first + 1);
+      break;
+    case LossKind::kBceWithLogits:
+      call.has_weight = c.template arg<bool>(first + 1);
+      call.has_pos_weight = c.template arg<bool>(first + 2);
+      break;
+    default:
+      break;
+  }
+  return call;
+}
+
 // The DTensor loss: dispatches the registered op of `kind` (weights undefined when absent).
 DTensor dispatch_pointwise_loss(LossKind kind, double param, const DTensor& input,
                                 const DTensor& target, const DTensor& weight,

@@ -1,0 +1,32 @@
+// CPU kernels of the loss family (loss_cpu.cc), called by loss.cc after its checks; the
+// counterparts of loss_cuda.h's, with the same layout and results.
+#pragma once
+
+#include <cstdint>
+
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor::detail {
+
+// The input seen as [outer, classes, inner] and the target as [outer, inner].
+struct LossLayout {
+  int64_t outer = 1;
+  int64_t classes = 1;
+  int64_t inner = 1;
+};
+
+// nll_loss of log-probabilities (cross_entropy passes log_softmax(logits) and its label
+// smoothing), with class weights `weight` ([classes], or undefined); as nll_loss_cuda.
+Tensor nll_loss_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer, int64_t classes,
+                    int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing,
+                    const Tensor& weight);
+// gather_target_log_probs (out-of-shard and ignored targets give 0).
+Tensor gather_target_log_probs_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer,
+                                   int64_t classes, int64_t inner, int64_t class_offset,
+                                   int64_t ignore_index);
+// reduce_loss: the sum or mean of `losses` over the non-ignored targets (or none).
+Tensor reduce_loss_cpu(const Tensor& losses, const Tensor& target, Reduction reduction,
+                       int64_t ignore_index);
+
+}  // namespace dtensor::detail

@@ -1,0 +1,138 @@
+// The nll-family losses on local tensors (nll_loss, cross_entropy, gather_target_log_probs,
+// reduce_loss): argument checks and the switch to the CPU kernels (loss_cpu.cc) or the CUDA ones
+// (loss_cuda.cu).
+#include "dtensor/ops/loss/loss.h"
+
+#include "dtensor/ops/loss/detail/loss_cpu.h"
+#include "dtensor/ops/loss/detail/loss_cuda.h"
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
+#include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/tensor/shape.h"
+
+namespace dtensor {
+namespace {
+
+using detail::LossLayout;
+
+void check_target(const Tensor& target, const char* op) {
+  DT_CHECK(target.defined(), "[%s] expected a defined target tensor", op);
+  DT_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32,
+           "[%s] expected an int64 (or int32) target, got %s", op, dtype_name(target.dtype()));
+}
+
+LossLayout check_loss_args(const Tensor& input, const Tensor& target, const char* op) {
+  DT_CHECK(input.defined(), "[%s] expected a defined input tensor", op);
+  check_target(target, op);
+  DT_CHECK(input.device() == target.device(),
+           "[%s] expected input and target on the same device, got %s and %s", op,
+           input.device().str(), target.device().str());
+  DT_CHECK(is_floating(input.dtype()), "[%s] expected a floating input, got %s", op,
+           dtype_name(input.dtype()));
+  DT_CHECK(input.dim() >= 1,
+           "[%s] expected an input of shape [C], [N, C] or [N, C, d1, ...], "
+           "got a 0-d tensor",
+           op);
+  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
+  Shape expected;
+  LossLayout l;
+  for (int64_t d = 0; d < input.dim(); ++d) {
+    if (d != class_dim) expected.push_back(input.size(d));
+    if (d < class_dim) l.outer *= input.size(d);
+    if (d > class_dim) l.inner *= input.size(d);
+  }
+  l.classes = input.size(class_dim);
+  DT_CHECK(target.sizes() == expected,
+           "[%s] target of shape %s does not match input of shape %s (expected target shape %s)",
+           op, shape_str(target.sizes()), shape_str(input.sizes()), shape_str(expected));
+  return l;
+}
+
+// nll_loss's class weights: a [classes] floating tensor on the input's device (undefined: none).
+void check_class_weight(const Tensor& weight, const Tensor& input, int64_t classes,
+                        const char* op) {
+  if (!weight.defined()) return;
+  DT_CHECK(weight.dim() == 1 && weight.size(0) == classes,
+           "[%s] weight of shape %s, expected [%d] (one weight per class)", op,
+           shape_str(weight.sizes()), classes);
+  DT_CHECK(is_floating(weight.dtype()), "[%s] weight has dtype %s, expected a floating dtype", op,
+           dtype_name(weight.dtype()));
+  DT_CHECK(weight.device() == input.device(),
+           "[%s] weight is on %s, expected the input's device %s", op, weight.device().str(),
+           input.device().str());
+}
+
+}  // namespace
+
+const char* reduction_name(Reduction reduction) {
+  switch (reduction) {
+    case Reduction::kNone:
+      return "none";
+    case Reduction::kMean:
+      return "mean";
+    case Reduction::kSum:
+      return "sum";
+    case Reduction::kBatchMean:
+      return "batchmean";
+  }
+  return "?";
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
+                int64_t ignore_index, const Tensor& weight) {
+  const LossLayout l = check_loss_args(log_probs, target, "nll_loss");
+  detail::check_reduction("nll_loss", reduction, false);
+  check_class_weight(weight, log_probs, l.classes, "nll_loss");
+  if (log_probs.device().is_cuda()) {
+    return detail::nll_loss_cuda(log_probs, target, l.outer, l.classes, l.inner, reduction,
+                                 ignore_index, 0.0, weight);
+  }
+  return detail::nll_loss_cpu(log_probs, target, l.outer, l.classes, l.inner, reduction,
+                              ignore_index, 0.0, weight);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
+                     int64_t ignore_index, double label_smoothing) {
+  const LossLayout l = check_loss_args(logits, target, "cross_entropy");
+  DT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+           "[cross_entropy] label_smoothing must be in [0, 1], got %g", label_smoothing);
+  detail::check_reduction("cross_entropy", reduction, false);
+  const Tensor lp = log_softmax(logits, logits.dim() == 1 ? 0 : 1);
+  if (lp.device().is_cuda()) {
+    return detail::nll_loss_cuda(lp, target, l.outer, l.classes, l.inner, reduction, ignore_index,
+                                 label_smoothing, Tensor());
+  }
+  return detail::nll_loss_cpu(lp, target, l.outer, l.classes, l.inner, reduction, ignore_index,
+                              label_smoothing, Tensor());
+}
+
+Tensor gather_target_log_probs(const Tensor& log_probs, const Tensor& target, int64_t class_offset,
+                               int64_t ignore_index) {
+  const char* op = "gather_target_log_probs";
+  const LossLayout l = check_loss_args(log_probs, target, op);
+  if (log_probs.device().is_cuda()) {
+    return detail::gather_target_log_probs_cuda(log_probs, target, l.outer, l.classes, l.inner,
+                                                class_offset, ignore_index);
+  }
+  return detail::gather_target_log_probs_cpu(log_probs, target, l.outer, l.classes, l.inner,
+                                             class_offset, ignore_index);
+}
+
+Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reduction,
+                   int64_t ignore_index) {
+  const char* op = "reduce_loss";
+  DT_CHECK(losses.defined(), "[%s] expected a defined losses tensor", op);
+  check_target(target, op);
+  DT_CHECK(losses.sizes() == target.sizes(),
+           "[%s] losses of shape %s do not match target of shape %s", op, shape_str(losses.sizes()),
+           shape_str(target.sizes()));
+  DT_CHECK(losses.device() == target.device(),
+           "[%s] expected losses and target on the same device, got %s and %s", op,
+           losses.device().str(), target.device().str());
+  detail::check_reduction(op, reduction, false);
+  if (losses.device().is_cuda()) {
+    return detail::reduce_loss_cuda(losses, target, reduction, ignore_index);
+  }
+  return detail::reduce_loss_cpu(losses, target, reduction, ignore_index);
+}
+
+}  // namespace dtensor
