@@ -110,7 +110,7 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
   DT_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "[%s] dropout_p %g is outside [0, 1)", kOp,
            dropout_p);
   if (dropout_p == 0.0) {
-    return ::dtensor::scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale,
+    return ::dtensor::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal, scale,
                                                    enable_gqa);
   }
   check_defined(q, kOp, "q");

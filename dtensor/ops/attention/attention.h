@@ -62,9 +62,12 @@ double default_attention_scale(int64_t head_dim);
 // scale: 1 / sqrt(E) when not given. enable_gqa (grouped-query attention, PyTorch's flag): k
 // and v may have fewer heads than q, a divisor of them; each k/v head then serves H / Hk
 // consecutive q heads (k and v go through repeat_interleave along the head dim first, so a
-// head-sharded k/v is gathered on that dim).
+// head-sharded k/v is gathered on that dim). The arguments are PyTorch's, in its order; dropout
+// is done by nn::functional::scaled_dot_product_attention (the math path), so a dropout_p other
+// than 0 raises here.
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
-                                     const DTensor& mask = DTensor(), bool is_causal = false,
+                                     const DTensor& attn_mask = DTensor(), double dropout_p = 0.0,
+                                     bool is_causal = false,
                                      std::optional<double> scale = std::nullopt,
                                      bool enable_gqa = false);
 

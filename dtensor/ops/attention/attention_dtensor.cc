@@ -24,10 +24,15 @@ constexpr const char* kForwardMask = "scaled_dot_product_attention.mask";
 }  // namespace
 
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
-                                     const DTensor& mask, bool is_causal,
+                                     const DTensor& attn_mask, double dropout_p, bool is_causal,
                                      std::optional<double> scale, bool enable_gqa) {
   static const OpInfo& op = ops_op(kForward);
   static const OpInfo& op_mask = ops_op(kForwardMask);
+  DT_CHECK(dropout_p == 0.0,
+           "[%s] dropout_p %g: dropout in attention is done by "
+           "nn::functional::scaled_dot_product_attention, not supported at this level (expected "
+           "0)",
+           kForward, dropout_p);
   DT_CHECK(q.defined() && k.defined() && v.defined(), "[%s] q, k and v must be defined", kForward);
   const double s = scale ? *scale : default_attention_scale(q.dim() == 4 ? q.size(3) : 0);
   const ArgValue args[] = {s, is_causal};
@@ -38,9 +43,9 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
              "count dividing q's)",
              kForward, h, hk, v.size(1));
     const DTensor kr = repeat_interleave(k, h / hk, 1), vr = repeat_interleave(v, h / hk, 1);
-    return scaled_dot_product_attention(q, kr, vr, mask, is_causal, s);
+    return scaled_dot_product_attention(q, kr, vr, attn_mask, 0.0, is_causal, s);
   }
-  if (mask.defined()) return dispatch_multi(op_mask, {&q, &k, &v, &mask}, args)[0];
+  if (attn_mask.defined()) return dispatch_multi(op_mask, {&q, &k, &v, &attn_mask}, args)[0];
   return dispatch_multi(op, {&q, &k, &v}, args)[0];
 }
 

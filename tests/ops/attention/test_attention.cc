@@ -180,7 +180,7 @@ TEST_CASE("attention: gradients equal autograd through the math path", "[attenti
                 c = dt::local_dtensor(v.clone());
         for (DTensor* t : {&a, &b, &c}) t->requires_grad_();
         const DTensor out =
-            path == 0 ? dt::scaled_dot_product_attention(a, b, c, dmask, causal, 0.3)
+            path == 0 ? dt::scaled_dot_product_attention(a, b, c, dmask, 0.0, causal, 0.3)
                       : dt::test::attention_reference(a, b, c, dmask, causal, 0.3);
         dt::sum(dt::mul(out, dt::local_dtensor(up))).backward();
         for (DTensor* t : {&a, &b, &c}) grads[path].push_back(t->grad().to_local());
@@ -214,18 +214,18 @@ TEST_CASE("attention: grouped-query attention repeats each k/v head for its q he
   const Tensor q = random({2, 6, 5, 4}, dt::kFloat64, 31), k = random({2, 2, 7, 4}, dt::kFloat64, 32);
   const Tensor v = random({2, 2, 7, 3}, dt::kFloat64, 33);
   const DTensor got = dt::scaled_dot_product_attention(
-      dt::local_dtensor(q), dt::local_dtensor(k), dt::local_dtensor(v), DTensor(), true,
+      dt::local_dtensor(q), dt::local_dtensor(k), dt::local_dtensor(v), DTensor(), 0.0, true,
       std::nullopt, /*enable_gqa=*/true);
   const DTensor want = dt::scaled_dot_product_attention(
       dt::local_dtensor(q), dt::local_dtensor(dt::repeat_interleave(k, 3, 1)),
-      dt::local_dtensor(dt::repeat_interleave(v, 3, 1)), DTensor(), true);
+      dt::local_dtensor(dt::repeat_interleave(v, 3, 1)), DTensor(), 0.0, true);
   CHECK(dt::equal(got.to_local(), want.to_local()));
   CHECK_THROWS_WITH(dt::scaled_dot_product_attention(dt::local_dtensor(q), dt::local_dtensor(k),
                                                      dt::local_dtensor(v)),
                     Catch::Contains("shapes"));
   CHECK_THROWS_WITH(dt::scaled_dot_product_attention(
                         dt::local_dtensor(q), dt::local_dtensor(k.narrow(1, 0, 1)),
-                        dt::local_dtensor(v), DTensor(), false, std::nullopt, true),
+                        dt::local_dtensor(v), DTensor(), 0.0, false, std::nullopt, true),
                     Catch::Contains("enable_gqa: q has 6 heads, k 1 and v 2"));
 }
 
@@ -241,4 +241,9 @@ TEST_CASE("attention: argument errors name the op and the argument", "[attention
       dt::scaled_dot_product_attention(dt::local_dtensor(q), dt::local_dtensor(k),
                                        dt::local_dtensor(v), dt::local_dtensor(dt::zeros({3, 5}, dt::kInt64))),
       Catch::Contains("the mask has dtype int64"));
+  // PyTorch's argument order: a 5th argument is dropout_p, which this level refuses.
+  CHECK_THROWS_WITH(dt::scaled_dot_product_attention(dt::local_dtensor(q), dt::local_dtensor(k),
+                                                     dt::local_dtensor(v), DTensor(), 0.1),
+                    Catch::Contains("[scaled_dot_product_attention] dropout_p 0.1: dropout in "
+                                    "attention is done by nn::functional"));
 }

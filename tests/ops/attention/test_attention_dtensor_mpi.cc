@@ -53,7 +53,7 @@ TEST_CASE("attention on sharded q, k, v equals the single-device op, gradients i
           DTensor out;
           {
             dt::CommDebugMode comm;
-            out = dt::scaled_dot_product_attention(dq, dk, dv, dmask, causal, 0.7);
+            out = dt::scaled_dot_product_attention(dq, dk, dv, dmask, 0.0, causal, 0.7);
             CHECK(comm.total_count() == 0);
           }
           CHECK(out.placements() == qp);
