@@ -8,7 +8,8 @@
 //
 //   bench_kernels [--min-seconds 0.3] [--batch 10] [--only NAME] [--json FILE] [--threads N]
 //   bench_kernels --list          (the case names, one per line)
-//   bench_kernels --gemm-info     (the GEMM library, kernel and threads: dtensor/ops/matmul/blas_info.h)
+//   bench_kernels --gemm-info     (the GEMM library, kernel and threads:
+//   dtensor/ops/matmul/blas_info.h)
 //
 // Per call: median / p10 / p90 over batches of --batch calls (after one warm-up batch), each
 // call allocating its output as the PyTorch call does. Every case checks its result against a
@@ -27,10 +28,11 @@
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/kernels/fma_peak.h"
 #include "dtensor/ops/attention/attention.h"
-#include "dtensor/ops/common/simd_dispatch.h"
+#include "dtensor/ops/common/detail/simd_dispatch.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/blas_info.h"
 #include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/matmul/onednn.h"
 #include "dtensor/ops/norm/norm.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/ops/threads.h"
@@ -288,8 +290,9 @@ std::vector<KernelCase> cases() {
                  }});
   // GEMMs at the shapes tensor-parallel shards produce: [M tokens, K] @ [K, N] with K, N the
   // model dims 1024-4096 and their 1/2 and 1/4 shards (colwise: N / tp, rowwise: K / tp). The
-  // check recomputes two rows in double. bfloat16 runs as dtensor runs it on the CPU (operands
-  // widened to float32, an sgemm, the result rounded back), as PyTorch's bf16 mm is measured.
+  // check recomputes two rows in double. bfloat16 runs as dtensor runs it on the CPU (oneDNN's
+  // bf16 kernels where the CPU has AVX-512 BF16, else operands widened to float32, an sgemm, the
+  // result rounded back; DTENSOR_BF16_GEMM forces either), as PyTorch's bf16 mm is measured.
   struct Gemm {
     int64_t m, k, n;
     dt::DType dtype;
@@ -364,8 +367,17 @@ int main(int argc, char** argv) {
   // The GEMM rows' ceiling: this thread's FMA peak (GEMMs run on `threads` threads).
   const double peak32 = bench::fma_peak_gflops(false) * threads;
   const double peak64 = bench::fma_peak_gflops(true) * threads;
-  std::printf("# GEMM: %s\n# FMA peak (%s, %d thread(s)): %.1f GFLOP/s float32, %.1f float64\n",
-              dt::blas_info_str().c_str(), bench::fma_peak_isa(), threads, peak32, peak64);
+  // bf16 rows: the dot-product peak where oneDNN's bf16 kernels run, else float32's (the operands
+  // are widened and an sgemm runs).
+  const double dot16 = dt::detail::bf16_gemm_backend() == dt::detail::Bf16Gemm::kOnednn
+                           ? bench::bf16_dot_peak_gflops() * threads
+                           : 0.0;
+  const double peak16 = dot16 > 0 ? dot16 : peak32;
+  std::printf(
+      "# GEMM: %s\n# FMA peak (%s, %d thread(s)): %.1f GFLOP/s float32, %.1f float64, %.1f "
+      "bfloat16 (%s)\n",
+      dt::blas_info_str().c_str(), bench::fma_peak_isa(), threads, peak32, peak64, peak16,
+      dot16 > 0 ? "AVX-512 BF16 dot products" : "float32 FMAs");
   std::printf("%-24s %-18s %12s %12s %12s %9s %6s\n", "kernel", "shape", "median_us", "p10_us",
               "p90_us", "GFLOP/s", "%peak");
   int failures = 0;
@@ -378,8 +390,8 @@ int main(int argc, char** argv) {
     }
     const bench::Stats s =
         bench::time_batched([&] { (void)c.run(); }, c.batch > 0 ? c.batch : batch, min_seconds);
-    const bool f64 = c.name.rfind("mm_f64", 0) == 0;
-    const double gflops = c.flops / s.median / 1e9, peak = f64 ? peak64 : peak32;
+    const bool f64 = c.name.rfind("mm_f64", 0) == 0, bf16 = c.name.rfind("mm_bf16", 0) == 0;
+    const double gflops = c.flops / s.median / 1e9, peak = f64 ? peak64 : bf16 ? peak16 : peak32;
     std::printf("%-24s %-18s %12.2f %12.2f %12.2f", c.name.c_str(), dt::shape_str(c.shape).c_str(),
                 s.median * 1e6, s.p10 * 1e6, s.p90 * 1e6);
     if (c.flops > 0) std::printf(" %9.1f %5.0f%%", gflops, 100 * gflops / peak);

@@ -27,7 +27,7 @@ TARGETS = {"softmax": 1.0, "layer_norm": 1.0}
 
 # Why a figure is what it is, where the ratio alone would mislead.
 NOTES = {
-    "gelu": "erf form: ours evaluates its own vector erfc in float (dtensor/ops/common/simd_math-inl.h "
+    "gelu": "erf form: ours evaluates its own vector erfc in float (dtensor/ops/common/detail/simd_math-inl.h "
             "ErfcFloat: 5.5 ulp, one exponential, one division and two short polynomials per "
             "vector, both branches evaluated); PyTorch's vectorised erf is a shorter polynomial "
             "approximation (measured with this PyTorch: relative error 4e-5 at x = -3, 4% at "
@@ -67,7 +67,9 @@ def gemm_table(ours, torch):
     rows = {k: v for k, v in ours.items() if k.startswith("mm_")}
     if not rows:
         return []
-    first = next(iter(rows.values()))
+    f32 = [v for k, v in rows.items() if k.startswith("mm_f32")]
+    bf16 = [v for k, v in rows.items() if k.startswith("mm_bf16")]
+    first = f32[0] if f32 else next(iter(rows.values()))
     lines = ["| GEMM | [M, K, N] | ours GFLOP/s | % of peak | PyTorch GFLOP/s | ours / PyTorch "
              "time | targets | check |", "|---|---|---:|---:|---:|---:|---|---|"]
     for name, o in rows.items():
@@ -86,9 +88,15 @@ def gemm_table(ours, torch):
             f"{f'{ratio:.2f}' if ratio is not None else '-'} | {'; '.join(tgt)} | "
             f"{'ok' if o['correct'] else 'WRONG'} |")
     peak32 = first.get("peak_gflops")
+    peak16 = bf16[0].get("peak_gflops") if bf16 else None
+    bf16_peak = (f"the bf16 rows that of its bf16 dot products ({peak16:.1f} GFLOP/s; AVX-512 "
+                 "BF16's vdpbf16ps: two bf16 products per float32 lane)"
+                 if peak16 and peak16 != peak32 else "the bf16 rows the float32 peak")
     return lines + ["", f"FMA peak of one thread (float32): {peak32:.1f} GFLOP/s; float64 rows "
-                    "use the float64 peak. bf16: dtensor widens to float32 and runs an sgemm; "
-                    "PyTorch runs oneDNN's bf16 GEMM.", ""]
+                    f"use the float64 peak, {bf16_peak}. bf16: dtensor runs oneDNN's bf16 GEMM "
+                    "where the CPU has AVX-512 BF16, else widens to float32 and runs an sgemm "
+                    "(the GEMM line above says which; DTENSOR_BF16_GEMM forces either); PyTorch "
+                    "runs oneDNN's bf16 GEMM.", ""]
 
 
 def table(ours, torch, status=None):

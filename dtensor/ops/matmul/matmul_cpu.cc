@@ -1,29 +1,20 @@
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
+#include "dtensor/ops/common/detail/gemm.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/detail/matmul_cuda.h"
 #include "dtensor/ops/matmul/matmul.h"
-#include "dtensor/ops/matmul/matmul_cuda.h"
+#include "dtensor/ops/matmul/onednn.h"
 #include "dtensor/ops/matmul/openblas.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"
 
 namespace dtensor {
-
-namespace {
-// The TF32 switch is public API in every build (harmless without CUDA), so it lives here.
-std::atomic<bool> g_allow_tf32{false};
-}  // namespace
-
-void set_allow_tf32(bool allow) {
-  g_allow_tf32.store(allow);
-}
-bool allow_tf32() {
-  return g_allow_tf32.load();
-}
 
 namespace {
 
@@ -70,14 +61,18 @@ MatLayout matrix_layout(const Tensor& x) {
   return blas_layout(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1));
 }
 
-// 16-bit floats become float32; a float operand whose last two dims BLAS cannot read is made
-// contiguous. Done before any batch expansion so that broadcast operands are never copied.
+// 16-bit floats become float32 (bfloat16 stays as it is where oneDNN runs it: onednn.h); a float
+// operand whose last two dims BLAS cannot read is made contiguous. Done before any batch
+// expansion so that broadcast operands are never copied.
 Tensor prepare_operand(const Tensor& x) {
   if (x.device().is_cuda()) {  // cuBLAS takes 16-bit operands as they are
     return x.dim() >= 2 && !matrix_layout(x).ok ? x.contiguous() : x;
   }
-  Tensor y = is_reduced_float(x.dtype()) ? x.to(kFloat32) : x;
-  if ((y.dtype() == kFloat32 || y.dtype() == kFloat64) && y.dim() >= 2 && !matrix_layout(y).ok) {
+  const bool onednn =
+      x.dtype() == kBFloat16 && detail::bf16_gemm_backend() == detail::Bf16Gemm::kOnednn;
+  Tensor y = is_reduced_float(x.dtype()) && !onednn ? x.to(kFloat32) : x;
+  if ((y.dtype() == kFloat32 || y.dtype() == kFloat64 || onednn) && y.dim() >= 2 &&
+      !matrix_layout(y).ok) {
     y = y.contiguous();
   }
   return y;
@@ -135,8 +130,8 @@ void int_gemm(int64_t n, int64_t m, int64_t k, T alpha, const T* a, int64_t sar,
 
 // out = alpha * a @ b + beta * out over the batch dims. a[..., n, k] and b[..., k, m] have the
 // batch sizes of out (strides may be 0); out is contiguous [..., n, m]; beta == 0 means out is
-// only written. T is float, double, int32_t or int64_t.
-template <typename T>
+// only written. T is float, double, int32_t or int64_t; In is T, or BFloat16 with T float (oneDNN).
+template <typename T, typename In = T>
 void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta) {
   const int64_t nb = out.dim() - 2;
   const int64_t n = out.size(-2), m = out.size(-1), k = a.size(-1);
@@ -145,8 +140,8 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta
     for (int64_t i = 0; i < out.numel(); ++i) c[i] = beta == T(0) ? T(0) : T(beta * c[i]);
     return;
   }
-  const T* pa = a.data<T>();
-  const T* pb = b.data<T>();
+  const In* pa = a.data<In>();
+  const In* pb = b.data<In>();
   int64_t batches = 1;
   for (int64_t d = 0; d < nb; ++d) batches *= out.size(d);
   MatLayout la, lb;
@@ -154,6 +149,10 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta
     la = matrix_layout(a);
     lb = matrix_layout(b);
     DT_CHECK(la.ok && lb.ok, "[matmul] internal error: operand layout not BLAS-compatible");
+  }
+  std::optional<detail::OnednnBf16Gemm> onednn;  // built once, run per batch
+  if constexpr (!std::is_same_v<In, T>) {
+    onednn.emplace(n, m, k, la.trans, la.ld, lb.trans, lb.ld, alpha, beta);
   }
   Shape idx(static_cast<size_t>(nb), 0);
   for (int64_t bi = 0; bi < batches; ++bi) {
@@ -163,7 +162,9 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta
       off_b += idx[d] * b.stride(d);
     }
     T* pc = c + bi * n * m;
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (!std::is_same_v<In, T>) {
+      onednn->run(pa + off_a, pb + off_b, pc);
+    } else if constexpr (std::is_floating_point_v<T>) {
       blas_gemm<T>(la, lb, n, m, k, alpha, pa + off_a, pb + off_b, beta, pc);
     } else {
       int_gemm<T>(n, m, k, alpha, pa + off_a, a.stride(-2), a.stride(-1), pb + off_b, b.stride(-2),
@@ -203,14 +204,22 @@ void check_integral_scalars(DType dtype, const Scalar& beta, const Scalar& alpha
 Tensor gemm_driver(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shape,
                    const Tensor* bias, const Scalar& alpha, const Scalar& beta) {
   if (a.device().is_cuda()) return detail::gemm_cuda(a, b, dtype, out_shape, bias, alpha, beta);
-  const DType cdt = a.dtype();  // compute dtype: float32 for 16-bit inputs
+  // Compute dtype: float32 for 16-bit inputs (widened by prepare_operand, or bfloat16 for oneDNN).
+  const bool onednn = a.dtype() == kBFloat16;
+  DT_CHECK(b.dtype() == a.dtype(), "[matmul] internal error: prepared operands differ in dtype");
+  const DType cdt = onednn ? kFloat32 : a.dtype();
   Tensor out = empty(out_shape, TensorOptions(cdt));
   if (out.numel() > 0) {
     const bool use_bias = bias != nullptr && bias->defined() && beta.to_double() != 0.0;
     if (use_bias) out.copy_(*bias);
     switch (cdt) {
       case DType::kFloat32:
-        gemm_batched<float>(a, b, out, alpha.to<float>(), use_bias ? beta.to<float>() : 0.f);
+        if (onednn) {
+          gemm_batched<float, BFloat16>(a, b, out, alpha.to<float>(),
+                                        use_bias ? beta.to<float>() : 0.f);
+        } else {
+          gemm_batched<float>(a, b, out, alpha.to<float>(), use_bias ? beta.to<float>() : 0.f);
+        }
         break;
       case DType::kFloat64:
         gemm_batched<double>(a, b, out, alpha.to<double>(), use_bias ? beta.to<double>() : 0.0);
