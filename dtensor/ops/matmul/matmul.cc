@@ -16,6 +16,8 @@ namespace dtensor {
 namespace {
 std::atomic<bool> g_allow_tf32{false};
 
+using detail::prepare_gemm_operand;
+
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   DT_CHECK(a.defined() && b.defined(), "[%s] expected defined tensors as operands", op);
   DT_CHECK(a.dtype() == b.dtype(), "[%s] expected operands of the same dtype, got %s and %s", op,
@@ -86,13 +88,15 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   DT_CHECK(a.size(1) == b.size(0), "[mm] shapes %s and %s cannot be multiplied (%d != %d)",
            shape_str(a.sizes()), shape_str(b.sizes()), a.size(1), b.size(0));
   const int64_t out_shape[] = {a.size(0), b.size(1)};
-  return gemm_driver(detail::prepare_gemm_operand(a), detail::prepare_gemm_operand(b), a.dtype(), out_shape, nullptr, 1, 0);
+  return gemm_driver(prepare_gemm_operand(a), prepare_gemm_operand(b), a.dtype(), out_shape,
+                     nullptr, 1, 0);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   detail::check_batched_matmul_operands(a, b, "bmm");
   const int64_t out_shape[] = {a.size(0), a.size(1), b.size(2)};
-  return gemm_driver(detail::prepare_gemm_operand(a), detail::prepare_gemm_operand(b), a.dtype(), out_shape, nullptr, 1, 0);
+  return gemm_driver(prepare_gemm_operand(a), prepare_gemm_operand(b), a.dtype(), out_shape,
+                     nullptr, 1, 0);
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
@@ -128,8 +132,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     const int64_t flat_a[] = {rows, k};
     const int64_t flat_out[] = {rows, m};
     const Tensor af = a2.dim() == 2 ? a2 : a2.reshape(flat_a);
-    result =
-        gemm_driver(detail::prepare_gemm_operand(af), detail::prepare_gemm_operand(b2), a.dtype(), flat_out, nullptr, 1, 0);
+    result = gemm_driver(prepare_gemm_operand(af), prepare_gemm_operand(b2), a.dtype(), flat_out,
+                         nullptr, 1, 0);
     out_shape.push_back(n);
     out_shape.push_back(m);
     result = result.view(out_shape);
@@ -141,8 +145,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     shape_a.insert(shape_a.end(), {n, k});
     shape_b.insert(shape_b.end(), {k, m});
     shape_out.insert(shape_out.end(), {n, m});
-    const Tensor ae = detail::prepare_gemm_operand(a2).expand(shape_a);
-    const Tensor be = detail::prepare_gemm_operand(b2).expand(shape_b);
+    const Tensor ae = prepare_gemm_operand(a2).expand(shape_a);
+    const Tensor be = prepare_gemm_operand(b2).expand(shape_b);
     result = gemm_driver(ae, be, a.dtype(), shape_out, nullptr, 1, 0);
   }
   if (b.dim() == 1) result = result.squeeze(-1);
@@ -167,8 +171,8 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
            "[addmm] bias of shape %s cannot be broadcast to the output shape %s",
            shape_str(bias.sizes()), shape_str(out_shape));
   check_integral_scalars(a.dtype(), beta, alpha, "addmm");
-  return gemm_driver(detail::prepare_gemm_operand(a), detail::prepare_gemm_operand(b), a.dtype(), out_shape, &bias, alpha,
-                     beta);
+  return gemm_driver(prepare_gemm_operand(a), prepare_gemm_operand(b), a.dtype(), out_shape, &bias,
+                     alpha, beta);
 }
 
 Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
@@ -183,8 +187,8 @@ Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scala
   check_integral_scalars(a.dtype(), beta, alpha, "baddbmm");
   // One GEMM with BLAS's alpha and beta (self broadcast into the output first), as addmm: no
   // separate passes to scale the product and add self.
-  return gemm_driver(detail::prepare_gemm_operand(a), detail::prepare_gemm_operand(b), a.dtype(), out_shape, &self, alpha,
-                     beta);
+  return gemm_driver(prepare_gemm_operand(a), prepare_gemm_operand(b), a.dtype(), out_shape, &self,
+                     alpha, beta);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -213,8 +217,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t flat_x[] = {rows, in};
   const int64_t flat_out[] = {rows, out};
   const Tensor xf = x.dim() == 2 ? x : x.reshape(flat_x);
-  Tensor result = gemm_driver(detail::prepare_gemm_operand(xf), detail::prepare_gemm_operand(weight.transpose(0, 1)),
-                              x.dtype(), flat_out, bias.defined() ? &bias : nullptr, 1, 1);
+  Tensor result =
+      gemm_driver(prepare_gemm_operand(xf), prepare_gemm_operand(weight.transpose(0, 1)), x.dtype(),
+                  flat_out, bias.defined() ? &bias : nullptr, 1, 1);
   out_shape.push_back(out);
   return result.view(out_shape);
 }

@@ -1,5 +1,7 @@
 // CPU matrix products: BLAS (OpenBLAS, oneDNN for bfloat16) and the integer loops, under
 // detail::gemm_cpu; the checks and the CPU / CUDA switch are in matmul.cc.
+#include "dtensor/ops/matmul/detail/matmul_cpu.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -9,7 +11,6 @@
 
 #include "dtensor/ops/common/detail/gemm.h"
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/matmul/detail/matmul_cpu.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/matmul/onednn.h"
 #include "dtensor/ops/matmul/openblas.h"
@@ -142,7 +143,6 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta
   }
 }
 
-
 }  // namespace
 
 namespace detail {
@@ -154,8 +154,7 @@ Tensor prepare_gemm_operand(const Tensor& x) {
   if (x.device().is_cuda()) {  // cuBLAS takes 16-bit operands as they are
     return x.dim() >= 2 && !matrix_layout(x).ok ? x.contiguous() : x;
   }
-  const bool onednn =
-      x.dtype() == kBFloat16 && bf16_gemm_backend() == Bf16Gemm::kOnednn;
+  const bool onednn = x.dtype() == kBFloat16 && bf16_gemm_backend() == Bf16Gemm::kOnednn;
   Tensor y = is_reduced_float(x.dtype()) && !onednn ? x.to(kFloat32) : x;
   if ((y.dtype() == kFloat32 || y.dtype() == kFloat64 || onednn) && y.dim() >= 2 &&
       !matrix_layout(y).ok) {
