@@ -44,7 +44,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # No detect_stack_use_after_return: its fake stack frames are only 32-byte aligned under GCC 12,
 # while the AVX-512 kernels (Highway's AVX3 targets, chosen at run time on CPUs that have it)
 # keep 64-byte aligned vectors on the stack, so every such machine faulted on an aligned store
-# (vmovdqa64, reported as a SEGV in dtensor/ops/common/simd_math-inl.h) that is fine on a real stack.
+# (vmovdqa64, reported as a SEGV in dtensor/ops/common/detail/simd_math-inl.h) that is fine on a real stack.
 # allocator_may_return_null: an allocation too large to exist returns null, as it does without
 # ASan, so the library raises its own error (test_bad_inputs_ops allocates 4 PiB on one rank on
 # purpose); by default ASan would end the process instead.

@@ -8,8 +8,8 @@
 // rules of redistribute for every source/target pair, and the gradient of from_local /
 // to_local.
 #include <absl/strings/str_join.h>
-#include <catch2/catch.hpp>
 
+#include <catch2/catch.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -23,8 +23,8 @@
 #include "dtensor/ops/embedding/embedding.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
-#include "tests/ops/common/op_samples.h"
-#include "tests/ops/common/ops_dtensor_test_util.h"
+#include "tests/common/op_samples.h"
+#include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;
@@ -125,7 +125,7 @@ std::vector<std::vector<Placements>> layouts(const std::vector<Tensor>& full, in
 }  // namespace
 
 TEST_CASE("every op's gradients on sharded inputs equal the single-device gradients") {
-  const dt::Registry& reg = dt::ops_registry();
+  const dt::Registry& reg = dt::registered_ops();
   const int64_t w = dt::world_size();
   int64_t cases = 0, empty_cases = 0;
   // Differentiable ops with a layout that leaves some rank an empty shard of a non-empty input
@@ -333,7 +333,7 @@ TEST_CASE("from_local / to_local(grad_placements) are differentiable") {
   // to_local: the local gradient comes back as the given placements (Partial: summed later).
   DTensor a = dt::distribute_tensor(weights, mesh, {dt::Replicate()}, std::nullopt);
   a.requires_grad_();
-  const DTensor l = a.local({dt::Partial()});
+  const DTensor l = a.to_local_dtensor({dt::Partial()});
   dt::sum(l * 2.0).backward();
   // Every rank contributed 2 * ones: the Partial sum is 2 w.
   CHECK(tt::same_values(a.grad().to_local(),

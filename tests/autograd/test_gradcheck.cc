@@ -5,8 +5,8 @@
 // Inputs are random reals (no ties, no kinks hit), indices stay integers. An op that is
 // differentiable but has no formula fails here.
 #include <absl/strings/str_join.h>
-#include <catch2/catch.hpp>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <string>
@@ -15,11 +15,11 @@
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/grad_mode.h"
-#include "examples/l2_normalize_op.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/tensor/creation.h"
-#include "tests/ops/common/op_samples.h"
+#include "examples/l2_normalize_op.h"
+#include "tests/common/op_samples.h"
 
 namespace dt = dtensor;
 using dt::DTensor;
@@ -58,7 +58,7 @@ double objective(const dt::DTensorList& outs, const std::vector<Tensor>& v) {
 
 TEST_CASE("every backward formula matches finite differences (float64, one rank)") {
   l2_example::l2_normalize_op();  // a user-registered op's formula is checked like the library's
-  const dt::Registry& reg = dt::ops_registry();
+  const dt::Registry& reg = dt::registered_ops();
   int64_t checked_ops = 0, checked_elements = 0;
   std::vector<std::string> skipped;
   for (const std::string& name : reg.names()) {

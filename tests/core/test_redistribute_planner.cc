@@ -1,13 +1,13 @@
 // The pure redistribute planner: step order, step kinds and modelled costs, without processes.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
 #include "dtensor/core/propagation/sharding_propagation.h"
 #include "dtensor/core/redistribute.h"
-#include "tests/core/dtensor_test_util.h"
 #include "dtensor/tensor/error.h"
+#include "tests/common/dtensor_test_util.h"
 
 namespace dt = dtensor;
 using Catch::Contains;
