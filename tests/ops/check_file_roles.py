@@ -21,8 +21,9 @@ import sys
 ROLES = ['_no_cuda.cc', '_cpu.cc', '_cuda.cu', '_strategy.cc', '_backward.cc', '_dtensor.cc',
          '.cc', '.h']
 KERNEL_ROLES = ('_cpu.cc', '_cuda.cu', '_no_cuda.cc')
-# Build files of a family folder.
-BUILD_FILES = {'sources.cmake', 'cuda_sources.cmake'}
+# Build files of a family folder: none, the build reads the sources from the file names
+# (dtensor/ops/CMakeLists.txt), so a name without a role would not even be built as meant.
+BUILD_FILES = set()
 # The BLAS backends of matmul (loaders of a third-party library and what they report): one file
 # per backend, named after the library, not after an op role.
 BACKEND_FILES = {'matmul': {'openblas.h', 'openblas.cc', 'onednn.h', 'onednn.cc', 'blas_info.h'}}

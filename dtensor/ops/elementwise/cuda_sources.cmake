@@ -1,3 +1,0 @@
-# CUDA side of the elementwise family: kernels when CUDA is on, throwing stubs when off.
-list(APPEND DTENSOR_OPS_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/elementwise_cuda.cu)
-list(APPEND DTENSOR_OPS_NO_CUDA_SOURCES ${CMAKE_CURRENT_LIST_DIR}/elementwise_no_cuda.cc)
