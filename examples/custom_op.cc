@@ -1,8 +1,8 @@
 // A user-registered op on DTensors (examples/l2_normalize_op.h): registered once, then called
 // like any library op on every layout. Checks, on a 1-D mesh of all ranks, that the op on a
 // row-sharded input needs no communication, that on a column-sharded input the engine
-// redistributes so that the normalised dim is whole, and that both results and their gradients equal the op on the
-// replicated tensor. Exits non-zero when a check fails.
+// redistributes so that the normalised dim is whole, and that both results and their gradients
+// equal the op on the replicated tensor. Exits non-zero when a check fails.
 //
 //   mpirun -np 4 ./custom_op [--rows 10] [--cols 7]
 #include <dtensor/dtensor.h>
@@ -19,8 +19,8 @@ namespace {
 
 struct Result {
   dt::Tensor y, grad;
-  std::string comms;             // the forward's collectives, as CommDebugMode prints them
-  int64_t collectives = 0;       // how many
+  std::string comms;        // the forward's collectives, as CommDebugMode prints them
+  int64_t collectives = 0;  // how many
 };
 
 // y = l2_normalize(x laid out as `placements`, dim 1) and d(sum(y * w))/dx, both gathered.
@@ -83,10 +83,10 @@ int main(int argc, char** argv) {
       const bool good = dy <= 1e-12 && dg <= 1e-12;
       ok = ok && good;
       if (dt::world_rank() == 0) {
-        std::printf("l2_normalize on %s: collectives [%s], max |diff| vs replicated: y %.3g, "
-                    "grad %.3g -> %s\n",
-                    name, r.collectives == 0 ? "none" : r.comms.c_str(), dy, dg,
-                    good ? "OK" : "MISMATCH");
+        std::printf(
+            "l2_normalize on %s: collectives [%s], max |diff| vs replicated: y %.3g, "
+            "grad %.3g -> %s\n",
+            name, r.collectives == 0 ? "none" : r.comms.c_str(), dy, dg, good ? "OK" : "MISMATCH");
       }
     }
     // Row shards hold whole rows: no collective may run. Column shards split the normalised

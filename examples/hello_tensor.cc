@@ -1,9 +1,9 @@
 // A first look at dtensor's local Tensor: creation, views that share storage, chunking with
 // torch.chunk semantics, cat and pad.
+#include <dtensor/dtensor.h>
+
 #include <iostream>
 #include <string>
-
-#include <dtensor/dtensor.h>
 
 namespace dt = dtensor;
 

@@ -12,7 +12,7 @@ namespace dt = dtensor;
 
 // Registers "l2_normalize" once per process (every rank) and returns it.
 inline const dt::OpInfo& l2_normalize_op() {
-  static const dt::OpInfo& op = [] () -> const dt::OpInfo& {
+  static const dt::OpInfo& op = []() -> const dt::OpInfo& {
     dt::OpInfo info;
     info.name = "l2_normalize";
     info.input_names = {"self"};
@@ -60,7 +60,9 @@ inline const dt::OpInfo& l2_normalize_op() {
     // Sample calls (global shapes for `world` ranks: even, uneven and empty shards) for the
     // suites that check every registered op.
     info.samples = [](int64_t world) {
-      const auto in = [](dt::Shape shape) { return dt::SampleInput{dt::TensorMeta(shape, dt::kFloat64)}; };
+      const auto in = [](dt::Shape shape) {
+        return dt::SampleInput{dt::TensorMeta(shape, dt::kFloat64)};
+      };
       // world - 1 rows: the last rank's shard is empty (every op must handle that).
       const int64_t few = world > 1 ? world - 1 : 1;
       return std::vector<dt::OpSample>{{{in({3 * world + 1, 5})}, {1e-6, int64_t{1}}},

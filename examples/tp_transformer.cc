@@ -36,11 +36,11 @@ struct Args {
 
 void usage(std::ostream& os = std::cerr) {
   os << "usage: tp_transformer [--layers N] [--dim N] [--heads N] [--seq N] [--batch N]\n"
-               "                      [--vocab N] [--hidden N] [--iters N] [--tol X] [--sp]"
-               " [--cuda]\n"
-               "  runs a transformer tensor-parallel over every rank (--sp: with sequence\n"
-               "  parallelism), checks its output against one device within --tol and prints the\n"
-               "  median forward time of --iters runs.\n";
+        "                      [--vocab N] [--hidden N] [--iters N] [--tol X] [--sp]"
+        " [--cuda]\n"
+        "  runs a transformer tensor-parallel over every rank (--sp: with sequence\n"
+        "  parallelism), checks its output against one device within --tol and prints the\n"
+        "  median forward time of --iters runs.\n";
 }
 
 bool parse(int argc, char** argv, Args& a) {

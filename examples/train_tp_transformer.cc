@@ -57,9 +57,10 @@ std::optional<dt::DType> dtype_flag(const std::string& name) {
   for (dt::DType d : {dt::kFloat32, dt::kFloat64, dt::kBFloat16, dt::kFloat16}) {
     if (name == dt::dtype_name(d)) return d;
   }
-  DT_FAIL("[train_tp_transformer] unknown dtype '%s' (expected float32, float64, bfloat16 or "
-          "float16)",
-          name);
+  DT_FAIL(
+      "[train_tp_transformer] unknown dtype '%s' (expected float32, float64, bfloat16 or "
+      "float16)",
+      name);
 }
 
 const char* kUsage =
@@ -90,27 +91,48 @@ int parse(int argc, char** argv, Args& a) {
     }
     if (i + 1 >= argc) return 2;
     const char* v = argv[++i];
-    if (f == "--layers") a.layers = std::atoll(v);
-    else if (f == "--dim") a.dim = std::atoll(v);
-    else if (f == "--heads") a.heads = std::atoll(v);
-    else if (f == "--vocab") a.vocab = std::atoll(v);
-    else if (f == "--half") a.half = std::atoll(v);
-    else if (f == "--batch") a.batch = std::atoll(v);
-    else if (f == "--hidden") a.hidden = std::atoll(v);
-    else if (f == "--steps") a.steps = std::atoll(v);
-    else if (f == "--dp") a.dp = std::atoll(v);
-    else if (f == "--log-every") a.log_every = std::max<int64_t>(1, std::atoll(v));
-    else if (f == "--compare-steps") a.compare_steps = std::atoll(v);
-    else if (f == "--lr") a.lr = std::atof(v);
-    else if (f == "--threshold") a.threshold = std::atof(v);
-    else if (f == "--tol") a.tol = std::atof(v);
-    else if (f == "--seed") a.seed = std::strtoull(v, nullptr, 10);
-    else if (f == "--save-every") a.save_every = std::atoll(v);
-    else if (f == "--ckpt") a.ckpt = v;
-    else if (f == "--resume") a.resume = v;
-    else if (f == "--param-dtype") a.param_dtype = v;
-    else if (f == "--reduce-dtype") a.reduce_dtype = v;
-    else return 2;
+    if (f == "--layers")
+      a.layers = std::atoll(v);
+    else if (f == "--dim")
+      a.dim = std::atoll(v);
+    else if (f == "--heads")
+      a.heads = std::atoll(v);
+    else if (f == "--vocab")
+      a.vocab = std::atoll(v);
+    else if (f == "--half")
+      a.half = std::atoll(v);
+    else if (f == "--batch")
+      a.batch = std::atoll(v);
+    else if (f == "--hidden")
+      a.hidden = std::atoll(v);
+    else if (f == "--steps")
+      a.steps = std::atoll(v);
+    else if (f == "--dp")
+      a.dp = std::atoll(v);
+    else if (f == "--log-every")
+      a.log_every = std::max<int64_t>(1, std::atoll(v));
+    else if (f == "--compare-steps")
+      a.compare_steps = std::atoll(v);
+    else if (f == "--lr")
+      a.lr = std::atof(v);
+    else if (f == "--threshold")
+      a.threshold = std::atof(v);
+    else if (f == "--tol")
+      a.tol = std::atof(v);
+    else if (f == "--seed")
+      a.seed = std::strtoull(v, nullptr, 10);
+    else if (f == "--save-every")
+      a.save_every = std::atoll(v);
+    else if (f == "--ckpt")
+      a.ckpt = v;
+    else if (f == "--resume")
+      a.resume = v;
+    else if (f == "--param-dtype")
+      a.param_dtype = v;
+    else if (f == "--reduce-dtype")
+      a.reduce_dtype = v;
+    else
+      return 2;
   }
   const bool ckpt_ok = a.save_every >= 0 && (a.save_every == 0) == a.ckpt.empty();
   const bool mixed_ok = a.dp > 1 || (a.param_dtype.empty() && a.reduce_dtype.empty());
@@ -156,10 +178,10 @@ double train_step(nn::Module& model, dt::optim::Optimizer& opt, const Batch& hos
   const int64_t rows[] = {-1, logits.size(-1)};
   const dt::DTensor flat = dt::reshape(logits, rows);
   const dt::DTensor targets =
-      mesh != nullptr
-          ? dt::DTensor::from_local(batch.targets, *mesh,
-                                    dt::Placements(static_cast<size_t>(mesh->ndim()), dt::Replicate()))
-          : nn::local_dtensor(batch.targets);
+      mesh != nullptr ? dt::DTensor::from_local(
+                            batch.targets, *mesh,
+                            dt::Placements(static_cast<size_t>(mesh->ndim()), dt::Replicate()))
+                      : nn::local_dtensor(batch.targets);
   const dt::DTensor loss = dt::cross_entropy(flat, targets);
   loss.backward();
   opt.step();
@@ -230,7 +252,8 @@ int main(int argc, char** argv) {
       dt::checkpoint::load_training_state(&model, &opt, nullptr, a.resume);
       dt::checkpoint::load_training_state(&ref, &ref_opt, nullptr, a.resume);
       start = opt.step_count();
-      if (rank == 0) std::printf("resumed from '%s' at step %lld\n", a.resume.c_str(), (long long)start);
+      if (rank == 0)
+        std::printf("resumed from '%s' at step %lld\n", a.resume.c_str(), (long long)start);
     }
 
     int64_t n_params = 0;
@@ -285,7 +308,8 @@ int main(int argc, char** argv) {
       losses.push_back(loss);
       if (step < a.compare_steps) {
         const double want = train_step(ref, ref_opt, batch, nullptr, opts.device);
-        max_rel_diff = std::max(max_rel_diff, std::abs(loss - want) / std::max(1.0, std::abs(want)));
+        max_rel_diff =
+            std::max(max_rel_diff, std::abs(loss - want) / std::max(1.0, std::abs(want)));
       }
       if (rank == 0 && !comm_str.empty()) {
         std::printf("collectives of one training step (forward + backward + AdamW): %s\n",
@@ -293,17 +317,18 @@ int main(int argc, char** argv) {
       }
       if (rank == 0 && (step % a.log_every == 0 || step + 1 == a.steps)) {
         // Progress: step, loss, elapsed wall time, this step's time and the mean rate so far.
-        const double elapsed = std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() - run_start).count();
-        std::printf("step %4lld/%lld  loss %.4f  elapsed %.1f s  %.1f ms/step  %.0f tokens/s\n",
-                    (long long)step, (long long)a.steps, loss, elapsed, ms,
-                    tokens_per_step * static_cast<double>(step - start + 1) /
-                          std::max(elapsed, 1e-9));
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+        std::printf(
+            "step %4lld/%lld  loss %.4f  elapsed %.1f s  %.1f ms/step  %.0f tokens/s\n",
+            (long long)step, (long long)a.steps, loss, elapsed, ms,
+            tokens_per_step * static_cast<double>(step - start + 1) / std::max(elapsed, 1e-9));
         std::fflush(stdout);
       }
       if (a.save_every > 0 && (step + 1) % a.save_every == 0) {
         dt::checkpoint::save_training_state(&model, &opt, nullptr, a.ckpt);
-        if (rank == 0) std::printf("saved step %lld to '%s'\n", (long long)(step + 1), a.ckpt.c_str());
+        if (rank == 0)
+          std::printf("saved step %lld to '%s'\n", (long long)(step + 1), a.ckpt.c_str());
       }
     }
     const size_t tail = std::min<size_t>(10, losses.size());
@@ -321,10 +346,10 @@ int main(int argc, char** argv) {
       std::printf(
           "tensor-parallel vs single-device loss over the first %lld steps: max relative "
           "difference %.3g (tolerance %.3g) -> %s\n",
-          (long long)std::max<int64_t>(0, std::min(a.compare_steps, a.steps) - start), max_rel_diff, a.tol,
-          agrees ? "OK" : "MISMATCH");
-      std::printf("mean step time %.1f ms (%d ranks)\n", tp_ms / std::max<int64_t>(1, a.steps - start - 1),
-                  world);
+          (long long)std::max<int64_t>(0, std::min(a.compare_steps, a.steps) - start), max_rel_diff,
+          a.tol, agrees ? "OK" : "MISMATCH");
+      std::printf("mean step time %.1f ms (%d ranks)\n",
+                  tp_ms / std::max<int64_t>(1, a.steps - start - 1), world);
     }
     return learned && agrees ? 0 : 1;
   } catch (const dt::Error& e) {

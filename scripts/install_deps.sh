@@ -12,6 +12,7 @@ packages=(
   libdnnl-dev  # oneDNN: the CPU bf16 GEMM (dtensor/ops/matmul/onednn.cc)
   libhwy-dev libsleef-dev
   nlohmann-json3-dev libisal-dev
+  clang-format  # the format_check test (tests/check_format.sh, scripts/format.sh)
 )
 
 missing=()

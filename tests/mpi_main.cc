@@ -9,11 +9,10 @@
 // rank sees no GPU) compile this file with DTENSOR_MPI_SUITE_NO_MAIN, construct the one Runtime
 // themselves and call dtensor_run_mpi_suite.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <iostream>

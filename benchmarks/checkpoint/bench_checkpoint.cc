@@ -64,7 +64,8 @@ void raw_read(const std::string& path, char* data, size_t n) {
 int main(int argc, char** argv) {
   dt::Runtime runtime(&argc, &argv);
   const bench::Flags flags(argc, argv);
-  const int64_t mb = flags.i64("mb", 256), tensor_mb = std::max<int64_t>(1, flags.i64("tensor-mb", 16));
+  const int64_t mb = flags.i64("mb", 256),
+                tensor_mb = std::max<int64_t>(1, flags.i64("tensor-mb", 16));
   const int64_t iters = flags.i64("iters", 3), warmup = flags.i64("warmup", 1);
   const std::string dir = flags.str("dir", "/tmp/dtensor_bench_ckpt");
   bench::JsonLines json("checkpoint", flags.str("json", ""));
@@ -84,7 +85,8 @@ int main(int argc, char** argv) {
     const std::string name = "layer" + std::to_string(i) + ".weight";
     state.emplace_back(name, dt::distribute_tensor(full, mesh, s0, std::nullopt));
     same.emplace_back(name, dt::distribute_tensor(dt::zeros({rows, cols}), mesh, s0, std::nullopt));
-    resharded.emplace_back(name, dt::distribute_tensor(dt::zeros({rows, cols}), mesh, s1, std::nullopt));
+    resharded.emplace_back(name,
+                           dt::distribute_tensor(dt::zeros({rows, cols}), mesh, s1, std::nullopt));
     my_bytes += static_cast<int64_t>(state.back().second.to_local().nbytes());
     all_bytes += rows * cols * 4;
   }

@@ -1,8 +1,9 @@
-// Cost of the collective consistency check (dtensor/collectives/communicator.h) on small collectives:
-// the same Communicator call timed with the check off (DTENSOR_CHECK_COLLECTIVES=0) and on,
-// next to the raw MPI call on the same MPI_Comm (the blocking form, as the backend issues it). Interleaved (off, check, raw, off, ...) so that drifting machine load hits all
-// alike; each sample is a batch of back-to-back collectives after a barrier; time = median over
-// samples of the max over ranks, per collective. Every result is checked.
+// Cost of the collective consistency check (dtensor/collectives/communicator.h) on small
+// collectives: the same Communicator call timed with the check off (DTENSOR_CHECK_COLLECTIVES=0)
+// and on, next to the raw MPI call on the same MPI_Comm (the blocking form, as the backend issues
+// it). Interleaved (off, check, raw, off, ...) so that drifting machine load hits all alike; each
+// sample is a batch of back-to-back collectives after a barrier; time = median over samples of the
+// max over ranks, per collective. Every result is checked.
 //
 //   mpirun -np 4 bench_collective_check [--min-bytes 4] [--max-bytes 65536] [--batch 50]
 //                                       [--samples 60] [--json path]

@@ -171,8 +171,8 @@ void print0(const char* fmt, ...) {
 }
 
 JsonLines::JsonLines(const std::string& bench, const std::string& path) : bench_(bench) {
-  path_ = path.empty() ? std::string(DTENSOR_BENCH_RESULTS_DIR) + "/adhoc/" + bench + ".jsonl"
-                       : path;
+  path_ =
+      path.empty() ? std::string(DTENSOR_BENCH_RESULTS_DIR) + "/adhoc/" + bench + ".jsonl" : path;
   if (rank() != 0) return;
   std::error_code ec;
   const auto parent = std::filesystem::path(path_).parent_path();

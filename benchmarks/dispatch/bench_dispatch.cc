@@ -23,10 +23,10 @@
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/core/propagation/sharding_propagation.h"
 #include "dtensor/core/redistribute.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/einsum.h"
 #include "dtensor/ops/matmul/matmul.h"
@@ -70,8 +70,12 @@ int run(int argc, char** argv) {
   ops.push_back(
       {"mm(S(0), R)", [&] { return dt::mm(da, dr).to_local(); }, [&] { return dt::mm(la, lr); }});
   ops.push_back({"einsum(S(0), R) mk,kn",
-                 [&] { return dt::einsum("mk,kn->mn", {da, dr}).to_local(); },
-                 [&] { return dt::einsum("mk,kn->mn", {la, lr}); }});
+                 [&] {
+                   return dt::einsum("mk,kn->mn", {da, dr}).to_local();
+                 },
+                 [&] {
+                   return dt::einsum("mk,kn->mn", {la, lr});
+                 }});
   const int64_t dim1[] = {1};
   ops.push_back({"sum(S(0), dim=1)", [&] { return dt::sum(da, dim1).to_local(); },
                  [&] { return dt::sum(la, dim1); }});
@@ -210,8 +214,8 @@ int run(int argc, char** argv) {
       if (round == 0 || r.median < rec.median) rec = r;
     }
     const double overhead_us = (rec.median - plain.median) * 1e6;
-    bench::print0("%-24s %9.2f %9.2f %9.2f\n", c.name.c_str(), plain.median * 1e6,
-                  rec.median * 1e6, overhead_us);
+    bench::print0("%-24s %9.2f %9.2f %9.2f\n", c.name.c_str(), plain.median * 1e6, rec.median * 1e6,
+                  overhead_us);
     auto r = json.record("record " + c.name);
     r.add("ranks", dt::world_size())
         .add_stats("", rec)

@@ -150,8 +150,8 @@ int kernels(const bench::Flags& flags, bench::JsonLines& json) {
       {"normal_", nb, [&] { return dt::normal_(dst, 0.0, 1.0, &gen); }, nullptr, x, 0},
       {"softmax [R,4096]", 2 * nb, [&] { return dt::softmax(x, -1); },
        [](const dt::Tensor& t) { return dt::softmax(t, -1); }, x, 1e-5},
-      {"softmax_backward [R,4096]", 3 * nb, [&] { return dt::softmax_backward(y, x, -1); },
-       nullptr, x, 0},
+      {"softmax_backward [R,4096]", 3 * nb, [&] { return dt::softmax_backward(y, x, -1); }, nullptr,
+       x, 0},
       {"layer_norm [R,4096]", 2 * nb, [&] { return dt::layer_norm(x, {cols}, w, b); },
        [&](const dt::Tensor& t) {
          return dt::layer_norm(t, {cols}, w.to(dt::Device()), b.to(dt::Device()));

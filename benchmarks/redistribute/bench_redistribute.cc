@@ -20,9 +20,8 @@
 // finished by MPI_Wait, for comparison. The
 // DTensor call and the baselines are timed interleaved (one run of each per iteration).
 // --only keeps the transitions whose names are in the ';'-separated list (names hold commas).
-#include <mpi.h>
-
 #include <absl/strings/str_split.h>
+#include <mpi.h>
 
 #include <algorithm>
 #include <cstring>
@@ -33,9 +32,9 @@
 #include "benchmarks/common/bench_common.h"
 #include "dtensor/collectives/mpi/mpi_communicator.h"
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/core/placement.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 

@@ -118,8 +118,8 @@ int run(int argc, char** argv) {
     opt_hand.step();
   };
   // The async variants run their gradient reductions on the communication thread
-  // (dtensor/collectives/comm_worker.h); "replicate, inline" runs the same step with them inline, and
-  // "compute only" takes the local step with no reduction: exposed communication = a variant's
+  // (dtensor/collectives/comm_worker.h); "replicate, inline" runs the same step with them inline,
+  // and "compute only" takes the local step with no reduction: exposed communication = a variant's
   // step - the compute-only step.
   const bool threaded = dt::async_threaded();
   auto inline_step = [&] {
@@ -134,7 +134,9 @@ int run(int argc, char** argv) {
   };
   const std::vector<std::function<void()>> variants = {[&] { dp_step(ddp, opt_ddp); },
                                                        [&] { dp_step(fsdp, opt_fsdp); },
-                                                       hand_step, inline_step, local_step,
+                                                       hand_step,
+                                                       inline_step,
+                                                       local_step,
                                                        [&] { dp_step(fsdp_plain, opt_plain); }};
   const std::vector<bench::Stats> st =
       bench::time_interleaved(variants, warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
@@ -184,8 +186,8 @@ int run(int argc, char** argv) {
       (long long)seq, world, (long long)iters);
   bench::print0("%-14s %10s %10s %10s %8s\n", "variant", "median_ms", "p10_ms", "p90_ms",
                 "vs_hand");
-  const char* names[] = {"replicate", "fully_shard", "hand-written", "replicate-inline",
-                         "compute-only", "fsdp-no-prefetch"};
+  const char* names[] = {"replicate",        "fully_shard",  "hand-written",
+                         "replicate-inline", "compute-only", "fsdp-no-prefetch"};
   for (size_t i = 0; i < st.size(); ++i) {
     bench::print0("%-16s %10.2f %10.2f %10.2f %8.3f\n", names[i], st[i].median * 1e3,
                   st[i].p10 * 1e3, st[i].p90 * 1e3, st[i].median / st[2].median);

@@ -82,7 +82,7 @@ struct HandStack {
     dt::Tensor x = x0;
     for (Block& b : blocks) {
       b.x = x;
-      b.h = dt::linear(x, b.w1, b.b1);  // [T, hidden/N]
+      b.h = dt::linear(x, b.w1, b.b1);                              // [T, hidden/N]
       dt::Tensor p = dt::linear(dt::silu(b.h), b.w2).contiguous();  // partial [T, dim]
       all_reduce(p);
       x = dt::add(dt::add(x, p), b.b2);
@@ -92,7 +92,7 @@ struct HandStack {
     for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
       Block& b = *it;
       const dt::Tensor s = dt::sigmoid(b.h);
-      const dt::Tensor a = dt::mul(b.h, s);  // silu(h)
+      const dt::Tensor a = dt::mul(b.h, s);   // silu(h)
       const dt::Tensor ga = dt::mm(g, b.w2);  // [T, hidden/N]
       const dt::Tensor gw2 = dt::mm(g.transpose(0, 1), a);
       const dt::Tensor gb2 = dt::sum(g, {0});
@@ -135,7 +135,9 @@ int run(int argc, char** argv) {
     hand.blocks.push_back({tp.get_parameter(p + "fc1.weight").to_local().clone(),
                            tp.get_parameter(p + "fc1.bias").to_local().clone(),
                            tp.get_parameter(p + "fc2.weight").to_local().clone(),
-                           tp.get_parameter(p + "fc2.bias").to_local().clone(), {}, {}});
+                           tp.get_parameter(p + "fc2.bias").to_local().clone(),
+                           {},
+                           {}});
   }
   dt::Generator gen(11);
   const dt::Tensor x = dt::randn({tokens, dim}, {}, &gen);

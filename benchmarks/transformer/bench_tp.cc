@@ -195,21 +195,21 @@ int main(int argc, char** argv) {
     // Interleaved: each iteration runs the five variants, in a shuffled order, so load drift
     // on a shared machine affects them alike and no variant always runs after the same one.
     const bool no_grad = flags.i64("no_grad", 0) != 0;
-    const auto st = bench::time_interleaved({[&] {
-                                               if (root) (void)ref(xl);
-                                             },
-                                             [&] {
-                                               std::optional<dt::autograd::NoGradGuard> g;
-                                               if (no_grad) g.emplace();
-                                               (void)block(xl);
-                                             },
-                                             [&] { (void)hand.forward(x); },
-                                             [&] { (void)hand_comm.forward(x); },
-                                             [&] {
-                                               const dt::autograd::NoGradGuard g;
-                                               (void)block(xl);
-                                             }},
-                                            warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
+    const auto st = bench::time_interleaved(
+        {[&] {
+           if (root) (void)ref(xl);
+         },
+         [&] {
+           std::optional<dt::autograd::NoGradGuard> g;
+           if (no_grad) g.emplace();
+           (void)block(xl);
+         },
+         [&] { (void)hand.forward(x); }, [&] { (void)hand_comm.forward(x); },
+         [&] {
+           const dt::autograd::NoGradGuard g;
+           (void)block(xl);
+         }},
+        warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
     const bench::Stats &t_single = st[0], &t_dt = st[1], &t_hand = st[2], &t_hand_comm = st[3],
                        &t_nograd = st[4];
     const double overhead = t_dt.median / t_hand.median;

@@ -29,8 +29,8 @@ class AccumulateGrad : public Node {
       if (replaced.defined()) g = std::move(replaced);
     }
     if (g.placements() != spec_->placements()) {
-      g = detail::redistribute_no_grad(
-          g, g.spec().with_placements(spec_->placements(), "backward"));
+      g = detail::redistribute_no_grad(g,
+                                       g.spec().with_placements(spec_->placements(), "backward"));
     }
     if (!meta_->grad.defined()) {
       // The gradient may share memory with a tensor still in use elsewhere (a grad_output

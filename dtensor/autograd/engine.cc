@@ -27,12 +27,12 @@ namespace {
 DTensor ones_like_root(const DTensor& root) {
   auto spec = std::make_shared<const DTensorSpec>(
       root.spec().with_placements(Placements(root.placements().size(), Replicate()), "backward"));
-  Tensor ones = full(spec->local_shard().shape, 1, TensorOptions(root.dtype(), local_device(spec->mesh())));
+  Tensor ones =
+      full(spec->local_shard().shape, 1, TensorOptions(root.dtype(), local_device(spec->mesh())));
   return DTensor(std::move(ones), std::move(spec));
 }
 
-void check_gradient(const DTensor& grad, const DTensorSpec& want, std::string_view node,
-                    size_t i) {
+void check_gradient(const DTensor& grad, const DTensorSpec& want, std::string_view node, size_t i) {
   DT_CHECK(grad.shape() == want.shape() && grad.dtype() == want.dtype() &&
                grad.device_mesh() == want.mesh(),
            "[backward] %s returned a gradient %s for input %d, expected global shape %s, %s, on "

@@ -103,8 +103,7 @@ DTensorList record_function(std::string name, absl::Span<const DTensor* const> i
     for (DTensor& out : outputs) out = out.detach();
     return outputs;
   }
-  auto node = std::make_shared<FunctionNode>(std::move(name),
-                                             static_cast<int64_t>(outputs.size()),
+  auto node = std::make_shared<FunctionNode>(std::move(name), static_cast<int64_t>(outputs.size()),
                                              std::move(backward));
   for (const DTensor* in : inputs) node->add_input(gradient_edge(*in), in->spec_ptr());
   std::shared_ptr<Node> as_node = node;
@@ -114,8 +113,8 @@ DTensorList record_function(std::string name, absl::Span<const DTensor* const> i
   return outputs;
 }
 
-DTensor record_function(std::string name, absl::Span<const DTensor* const> inputs,
-                        DTensor output, BackwardFunction backward) {
+DTensor record_function(std::string name, absl::Span<const DTensor* const> inputs, DTensor output,
+                        BackwardFunction backward) {
   DTensorList outs;
   outs.push_back(std::move(output));
   return std::move(

@@ -53,8 +53,8 @@ class BackwardContext {
   bool has_arg(int64_t i) const;
   template <typename T>
   const T& arg(int64_t i) const {
-    const T* v = i >= 0 && i < static_cast<int64_t>(args().size()) ? std::get_if<T>(&args()[i])
-                                                                    : nullptr;
+    const T* v =
+        i >= 0 && i < static_cast<int64_t>(args().size()) ? std::get_if<T>(&args()[i]) : nullptr;
     if (v == nullptr) [[unlikely]] {
       bad_arg(i);
     }
@@ -78,7 +78,7 @@ using BackwardFunction = std::function<DTensorList(absl::Span<const DTensor> gra
 // mesh.
 DTensorList record_function(std::string name, absl::Span<const DTensor* const> inputs,
                             DTensorList outputs, BackwardFunction backward);
-DTensor record_function(std::string name, absl::Span<const DTensor* const> inputs,
-                        DTensor output, BackwardFunction backward);
+DTensor record_function(std::string name, absl::Span<const DTensor* const> inputs, DTensor output,
+                        BackwardFunction backward);
 
 }  // namespace dtensor::autograd

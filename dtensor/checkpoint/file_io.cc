@@ -2,9 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <isa-l/crc.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <isa-l/crc.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <system_error>
 #include <string_view>
+#include <system_error>
 #include <utility>
 
 #include "dtensor/tensor/error.h"
@@ -121,16 +121,14 @@ uint32_t transfer_with_crc(const char* p, size_t n, uint64_t offset, Move&& move
 
 uint32_t File::pread_all_crc(void* buf, size_t n, uint64_t offset) const {
   char* p = static_cast<char*>(buf);
-  return transfer_with_crc(p, n, offset, [&](size_t at, size_t len, uint64_t off) {
-    pread_all(p + at, len, off);
-  });
+  return transfer_with_crc(
+      p, n, offset, [&](size_t at, size_t len, uint64_t off) { pread_all(p + at, len, off); });
 }
 
 uint32_t File::pwrite_all_crc(const void* buf, size_t n, uint64_t offset) const {
   const char* p = static_cast<const char*>(buf);
-  return transfer_with_crc(p, n, offset, [&](size_t at, size_t len, uint64_t off) {
-    pwrite_all(p + at, len, off);
-  });
+  return transfer_with_crc(
+      p, n, offset, [&](size_t at, size_t len, uint64_t off) { pwrite_all(p + at, len, off); });
 }
 
 void File::sync() const {

@@ -18,9 +18,8 @@ constexpr char kModel[] = "model.", kOptim[] = "optim.", kRng[] = "rng.state";
 
 DTensor rng_tensor(const Generator& gen) {
   const GeneratorState s = gen.state();
-  return local_dtensor(from_vector(std::vector<int64_t>{std::bit_cast<int64_t>(s.seed),
-                                                       std::bit_cast<int64_t>(s.offset)},
-                                   {2}));
+  return local_dtensor(from_vector(
+      std::vector<int64_t>{std::bit_cast<int64_t>(s.seed), std::bit_cast<int64_t>(s.offset)}, {2}));
 }
 
 }  // namespace
@@ -29,7 +28,8 @@ StateDict training_state(const nn::Module* model, const optim::Optimizer* optimi
                          const Generator* generator) {
   StateDict out;
   if (model != nullptr) {
-    for (auto& [name, p] : model->named_parameters()) out.emplace_back(absl::StrCat(kModel, name), p);
+    for (auto& [name, p] : model->named_parameters())
+      out.emplace_back(absl::StrCat(kModel, name), p);
   }
   if (optimizer != nullptr) {
     for (auto& [name, s] : optimizer->state_dict()) out.emplace_back(absl::StrCat(kOptim, name), s);
@@ -65,9 +65,10 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generat
       // Every rank reads the same index, so every rank raises this alike.
       if (dot == std::string::npos || !absl::SimpleAtoi(rest.substr(0, dot), &i) ||
           i >= params.size()) {
-        DT_FAIL("[checkpoint::load_training_state] checkpoint '%s' holds optimizer state '%s' "
-                "but the optimizer has %d parameters",
-                dir, name, params.size());
+        DT_FAIL(
+            "[checkpoint::load_training_state] checkpoint '%s' holds optimizer state '%s' "
+            "but the optimizer has %d parameters",
+            dir, name, params.size());
       }
       optim_state.emplace_back(rest, zeros_like(params[i]));
     }

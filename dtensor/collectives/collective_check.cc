@@ -163,8 +163,8 @@ uint64_t mix(uint64_t x) {
 }
 
 uint64_t pair_hash(int from, int to, int64_t bytes) {
-  const uint64_t ends = (static_cast<uint64_t>(static_cast<uint32_t>(from)) << 32) |
-                        static_cast<uint32_t>(to);
+  const uint64_t ends =
+      (static_cast<uint64_t>(static_cast<uint32_t>(from)) << 32) | static_cast<uint32_t>(to);
   return mix(mix(ends + 0x9e3779b97f4a7c15ULL) ^ static_cast<uint64_t>(bytes));
 }
 
@@ -183,8 +183,7 @@ void set_peer_sum(SlotHeader& h, const PeerBytes& p, int rank) {
 void write_peer_table(char* slot, const PeerBytes& p) {
   char* at = slot + kSlotHeaderBytes;
   std::memcpy(at, p.send.data(), p.send.size() * sizeof(int64_t));
-  std::memcpy(at + p.send.size() * sizeof(int64_t), p.recv.data(),
-              p.recv.size() * sizeof(int64_t));
+  std::memcpy(at + p.send.size() * sizeof(int64_t), p.recv.data(), p.recv.size() * sizeof(int64_t));
 }
 
 std::string compare_peer_bytes(const char* slots, const Communicator& comm, bool tables) {

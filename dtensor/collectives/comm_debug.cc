@@ -3,8 +3,8 @@
 #include <absl/strings/str_format.h>
 
 #include <algorithm>
-#include <utility>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace dtensor {
 
@@ -149,8 +149,8 @@ std::string CommDebugMode::json(int indent) const {
   nlohmann::json totals = nlohmann::json::object();
   for (int k = 0; k < kNumCollectiveKinds; ++k) {
     if (counts_[k] == 0) continue;
-    totals[std::string(collective_name(static_cast<CollectiveKind>(k)))] = {
-        {"count", counts_[k]}, {"bytes", bytes_[k]}};
+    totals[std::string(collective_name(static_cast<CollectiveKind>(k)))] = {{"count", counts_[k]},
+                                                                            {"bytes", bytes_[k]}};
   }
   nlohmann::json records = nlohmann::json::array();
   for (const Record& r : records_) {

@@ -60,9 +60,9 @@ class CommDebugMode {
   /// One row of the attribution: collectives of one kind issued by one op of one module in one
   /// phase, in order of first occurrence.
   struct Record {
-    std::string module;  ///< dotted module path, "Global" outside any module
-    bool backward;       ///< issued while running the backward pass
-    std::string op;      ///< the op ("mm", "redistribute", "MmBackward"), "-" when none
+    std::string module;   ///< dotted module path, "Global" outside any module
+    bool backward;        ///< issued while running the backward pass
+    std::string op;       ///< the op ("mm", "redistribute", "MmBackward"), "-" when none
     CollectiveKind kind;  ///< the collective
     int64_t count;        ///< how many were issued
     int64_t bytes;        ///< their bytes in total (as bytes() counts them)

@@ -5,9 +5,10 @@
 // at the wait. Async operations (DTensor::redistribute(..., async_op=true), the data-parallel
 // gradient reductions and parameter gathers) are therefore handed as tasks to one thread per
 // process that issues their collectives and waits on them (the MPI backend's blocking calls), so
-// they progress while the caller computes, as PyTorch's gloo backend does with its worker threads. One thread, not
-// one per communicator: tasks run in submission order, which is the same program order on every
-// rank, so collectives on different communicators can never be paired out of order across ranks.
+// they progress while the caller computes, as PyTorch's gloo backend does with its worker threads.
+// One thread, not one per communicator: tasks run in submission order, which is the same program
+// order on every rank, so collectives on different communicators can never be paired out of order
+// across ranks.
 //
 // Ordering with the caller's own collectives: a collective issued by any other thread (every
 // public Communicator call) first waits until the tasks submitted before it have run, so the

@@ -508,10 +508,11 @@ WorkPtr Communicator::all_gather_into_dim(const Tensor& output, const Tensor& in
   }
   Shape mine(output.sizes().begin(), output.sizes().end());
   mine[dim] = sizes[static_cast<size_t>(rank())];
-  DT_CHECK(sum == output.size(dim) && input.sizes() == mine,
-           "[all_gather] gathering dim %d: sizes sum to %d and input is %s, expected output.size(%d)"
-           " = %d and input %s",
-           dim, sum, shape_str(input.sizes()), dim, output.size(dim), shape_str(mine));
+  DT_CHECK(
+      sum == output.size(dim) && input.sizes() == mine,
+      "[all_gather] gathering dim %d: sizes sum to %d and input is %s, expected output.size(%d)"
+      " = %d and input %s",
+      dim, sum, shape_str(input.sizes()), dim, output.size(dim), shape_str(mine));
   // Rank r's piece is the slab of dim `dim` after the pieces of ranks 0..r-1.
   std::vector<Shape> offsets, shapes;
   int64_t off = 0;
@@ -549,8 +550,8 @@ void check_regions(const Communicator& comm, const char* op, const char* name, c
   for (size_t r = 0; r < shapes.size(); ++r) {
     bool inside = offsets[r].size() == nd && shapes[r].size() == nd;
     for (size_t d = 0; d < nd && inside; ++d) {
-      inside = offsets[r][d] >= 0 && shapes[r][d] >= 0 &&
-               offsets[r][d] <= t.sizes()[d] - shapes[r][d];
+      inside =
+          offsets[r][d] >= 0 && shapes[r][d] >= 0 && offsets[r][d] <= t.sizes()[d] - shapes[r][d];
     }
     DT_CHECK(inside, "[%s] %s region of rank %d (offset %s, shape %s) is not inside the %s %s", op,
              name, r, shape_str(offsets[r]), shape_str(shapes[r]), name, shape_str(t.sizes()));
@@ -568,8 +569,8 @@ WorkPtr Communicator::gather_into_regions(IssueScope& scope, const Tensor& outpu
            backend(), output.device().str());
   check_regions(*this, "all_gather", "output", output, offsets, shapes);
   DT_CHECK(input.sizes() == shapes[static_cast<size_t>(rank())],
-           "[all_gather] input is %s, expected this rank's region shape %s", shape_str(input.sizes()),
-           shape_str(shapes[static_cast<size_t>(rank())]));
+           "[all_gather] input is %s, expected this rank's region shape %s",
+           shape_str(input.sizes()), shape_str(shapes[static_cast<size_t>(rank())]));
   CommDebugMode::record(CollectiveKind::kAllGather, bytes_of(input), size());
   detail::PeerBytes peers;
   const int64_t item = static_cast<int64_t>(output.itemsize());

@@ -70,7 +70,15 @@ std::string_view reduce_op_name(ReduceOp op);  // "sum", "avg", "max", "min", "p
 
 // The kinds of collective, for CommDebugMode counts and deadline messages.
 enum class CollectiveKind : uint8_t {
-  kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSend, kRecv, kBarrier, kScatter
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kBroadcast,
+  kSend,
+  kRecv,
+  kBarrier,
+  kScatter
 };
 // Number of CollectiveKind values.
 inline constexpr int kNumCollectiveKinds = 9;

@@ -150,10 +150,10 @@ DeadlineWatch::DeadlineWatch(std::function<std::string()> what) {
   // Saturated: a huge timeout (1e12 s, "never") would overflow the clock's int64 nanoseconds.
   const double seconds = collective_timeout();
   const Clock::time_point now = Clock::now();
-  const Clock::time_point deadline =
-      seconds >= 1e9 ? Clock::time_point::max()
-                     : now + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(seconds));
+  const Clock::time_point deadline = seconds >= 1e9
+                                         ? Clock::time_point::max()
+                                         : now + std::chrono::duration_cast<Clock::duration>(
+                                                     std::chrono::duration<double>(seconds));
   std::lock_guard<std::mutex> lock(w.mu);
   if (!w.started) {
     int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;

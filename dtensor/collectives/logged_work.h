@@ -1,7 +1,8 @@
-// The collectives log's Work decorator (dtensor/collectives/debug_log.h, topic "collectives"): wraps an
-// issued operation's Work and, when it is first seen complete (wait() or is_completed()),
+// The collectives log's Work decorator (dtensor/collectives/debug_log.h, topic "collectives"):
+// wraps an issued operation's Work and, when it is first seen complete (wait() or is_completed()),
 // logs one line with the operation, its bytes, the communicator and the time from issue to
-// completion (including an issue that completes the operation itself). Used only while the topic is on, so the hot path never pays for it.
+// completion (including an issue that completes the operation itself). Used only while the topic is
+// on, so the hot path never pays for it.
 #pragma once
 
 #include <cstdint>

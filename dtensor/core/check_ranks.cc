@@ -19,8 +19,7 @@ constexpr int64_t kMessageBytes = 1024;
 
 void check_on_all_ranks(const DeviceMesh& mesh, absl::Span<const int64_t> mesh_dims,
                         std::string_view local_error) {
-  DT_CHECK(mesh.contains_me(), "[check_on_all_ranks] this rank is not part of mesh %s",
-           mesh.str());
+  DT_CHECK(mesh.contains_me(), "[check_on_all_ranks] this rank is not part of mesh %s", mesh.str());
   const Device device = detail::mesh_device(mesh, Tensor());
   const int64_t none = std::numeric_limits<int64_t>::max();
   // The lowest failing world rank of the group (an all-reduce(min) per mesh dim).
@@ -44,8 +43,8 @@ void check_on_all_ranks(const DeviceMesh& mesh, absl::Span<const int64_t> mesh_d
   // coordinate broadcasts; after the step for dim m every rank agreeing with it on the dims
   // after m holds the message).
   const std::vector<int>& ranks = mesh.ranks();
-  const int64_t index = std::find(ranks.begin(), ranks.end(), static_cast<int>(failing)) -
-                        ranks.begin();
+  const int64_t index =
+      std::find(ranks.begin(), ranks.end(), static_cast<int>(failing)) - ranks.begin();
   const Shape root = detail::unravel_index(index, mesh.shape());
   Tensor message = zeros({kMessageBytes / 8}, TensorOptions(DType::kInt64));
   if (failing == world_rank()) {

@@ -97,14 +97,12 @@ std::vector<int> differing(const std::vector<int64_t>& all, const std::vector<in
 // the first mismatching rank and what it passed next to the reference rank's. One small
 // all_gather per mesh dim of size > 1.
 void check_same_call(const std::string& op, const Tensor& tensor, std::string_view call,
-                     const DeviceMesh& mesh, size_t ref_index, bool compare_tensor,
-                     Device device) {
+                     const DeviceMesh& mesh, size_t ref_index, bool compare_tensor, Device device) {
   const std::vector<int64_t> all = gather_records(mesh, meta_record(tensor, call), device);
   const std::vector<int>& ranks = mesh.ranks();
   const int64_t* ref = &all[ref_index * kRecordLen];
   auto rec_of = [&](int rank) {
-    return &all[static_cast<size_t>(std::find(ranks.begin(), ranks.end(), rank) -
-                                    ranks.begin()) *
+    return &all[static_cast<size_t>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin()) *
                 kRecordLen];
   };
   // The call is compared with the mesh's first member (the same reference on every rank, even
@@ -212,8 +210,8 @@ Shape check_local_shapes(const Tensor& local, const DeviceMesh& mesh, PlacementS
   auto rec_shape = [&](size_t member) { return record_shape(rec(member)); };
   const std::vector<int> disagree = differing(all, ranks, rec(0), kCallHash, kCallHash + 1);
   if (!disagree.empty()) {
-    const size_t m = static_cast<size_t>(
-        std::find(ranks.begin(), ranks.end(), disagree[0]) - ranks.begin());
+    const size_t m =
+        static_cast<size_t>(std::find(ranks.begin(), ranks.end(), disagree[0]) - ranks.begin());
     DT_FAIL(
         "[from_local] the ranks disagree on the call: rank %d passed %s where rank %d passed %s "
         "(expected the same placements, shape and stride on every rank of the mesh; mismatching "
@@ -417,8 +415,9 @@ DTensor zeros_like(const DTensor& x) {
 }
 
 DTensor zeros_like(const DTensorSpec& spec) {
-  return DTensor(zeros(spec.local_shard().shape, TensorOptions(spec.dtype(), local_device(spec.mesh()))),
-                 std::make_shared<const DTensorSpec>(spec));
+  return DTensor(
+      zeros(spec.local_shard().shape, TensorOptions(spec.dtype(), local_device(spec.mesh()))),
+      std::make_shared<const DTensorSpec>(spec));
 }
 
 // ---- autograd state accessors (the engine is in dtensor/autograd/) -----------------------------
@@ -453,11 +452,11 @@ const DTensor& DTensor::grad() const {
 void DTensor::set_grad(const DTensor& grad) const {
   DT_CHECK(defined(), "[set_grad] the DTensor is undefined (expected a DTensor)");
   if (grad.defined()) {
-    DT_CHECK(grad.shape() == shape() && grad.dtype() == dtype() &&
-                 grad.device_mesh() == device_mesh(),
-             "[set_grad] gradient %s does not match the DTensor %s (expected the same shape, "
-             "dtype and mesh)",
-             grad.str(), str());
+    DT_CHECK(
+        grad.shape() == shape() && grad.dtype() == dtype() && grad.device_mesh() == device_mesh(),
+        "[set_grad] gradient %s does not match the DTensor %s (expected the same shape, "
+        "dtype and mesh)",
+        grad.str(), str());
   }
   DT_CHECK(autograd_ != nullptr || !grad.defined(),
            "[set_grad] the DTensor has no autograd state (call requires_grad_() first)");
@@ -491,7 +490,7 @@ DTensor local_dtensor(const Tensor& t) {
   DT_CHECK(t.defined(), "[local_dtensor] the tensor is undefined (expected a defined Tensor)");
   const DeviceMesh& mesh = self_mesh(t.device().type);
   return DTensor(t, std::make_shared<const DTensorSpec>(mesh, Placements(1, Replicate()),
-                                                       TensorMeta(t.shape(), t.dtype())));
+                                                        TensorMeta(t.shape(), t.dtype())));
 }
 
 bool is_local(const DTensor& x) {

@@ -74,7 +74,8 @@ class DTensor {
   // This process's shard (empty on ranks outside the mesh). The raw local tensor: not
   // recorded by autograd (see to_local_dtensor()).
   const Tensor& to_local() const {
-    if (pending_ != nullptr) [[unlikely]] wait();
+    if (pending_ != nullptr) [[unlikely]]
+      wait();
     return local_;
   }
   // Whether the local shard is still pending (an async redistribute that has not completed
@@ -118,8 +119,8 @@ class DTensor {
   // RowwiseParallel does so with the layer's Partial output). Same result and recording.
   DTensor redistribute(PlacementSpan placements) &&;
   // async_op = true: returns at once with a pending DTensor (is_pending()) whose collectives
-  // run on the communication thread (dtensor/collectives/comm_worker.h) while the caller goes on; its
-  // first use waits for them. A plan with no collective completes inline. Same result, errors
+  // run on the communication thread (dtensor/collectives/comm_worker.h) while the caller goes on;
+  // its first use waits for them. A plan with no collective completes inline. Same result, errors
   // (raised at the first use) and autograd recording as the blocking form.
   DTensor redistribute(const DeviceMesh& mesh, PlacementSpan placements, bool async_op) const;
   DTensor redistribute(PlacementSpan placements, bool async_op) const;
@@ -207,8 +208,8 @@ class DTensor {
 // An op's outputs (most ops have one; the inline capacity avoids a heap allocation).
 using DTensorList = absl::InlinedVector<DTensor, 2>;
 
-// Autograd state of a DTensor, shared by its copies. The autograd layer (dtensor/autograd/) fills it;
-// it is defined here so that the DTensor accessors above need no higher layer.
+// Autograd state of a DTensor, shared by its copies. The autograd layer (dtensor/autograd/) fills
+// it; it is defined here so that the DTensor accessors above need no higher layer.
 struct AutogradMeta {
   bool requires_grad = false;  // see DTensor::requires_grad()
   bool retains_grad = false;   // see DTensor::retain_grad()
@@ -244,25 +245,25 @@ std::ostream& operator<<(std::ostream& os, const DTensor& t);
 // Distributes `tensor` over `mesh` with `placements` (PyTorch distribute_tensor).
 // src_data_rank: the world rank whose `tensor` is the source of truth (it must be a rank of
 // the mesh); the default kMeshFirstRank is the mesh's first rank (coordinate 0 on every mesh
-// dim, PyTorch's default group rank 0), so a mesh without world rank 0 needs no argument. Every rank of the mesh must pass a tensor of the same shape and dtype: this is
-// checked first with one small all_gather per mesh dim (a fixed-size record: ndim, dtype, the
-// first 16 sizes), and a mismatch throws on every rank of the mesh, e.g. "[distribute_tensor]
-// argument tensor differs across ranks: rank 3 passed shape [9, 4] float32 but src_data_rank 0
-// passed [8, 4] float32 (... mismatching ranks: 3)". CommDebugMode counts these all_gathers
-// (they are real communication). Then the source's data moves down the mesh dims in order
-// 0..ndim-1 (the nesting order of compute_local_shape_and_offset), on mesh.communicator(i):
-// for Shard(d) on mesh dim i the member at the source's coordinate scatters the torch.chunk
-// pieces of tensor dim d (padded to the chunk size ceil(m / n) for the transfer), so each
-// rank receives only its piece, as in PyTorch; for Replicate/Partial it broadcasts its piece.
-// So a source rank costs mesh.ndim() all_gathers + one scatter per sharded mesh dim + one
-// broadcast per other mesh dim; a rank receives its piece after each step (only its shard's
-// bytes, plus chunk padding, when every mesh dim shards).
-// Pass std::nullopt when every rank already holds the same tensor: then no communication
-// happens (and nothing is checked: a rank's shape and dtype are taken as the global ones) and
-// each rank just takes its chunk. Partial placements keep
-// the value on coordinate 0 of that mesh dim and zeros elsewhere for sum (the value
-// everywhere for avg/max/min). Ranks outside the mesh get an empty local tensor and issue
-// nothing. A contiguous, unsharded local may share storage with `tensor` (as in PyTorch).
+// dim, PyTorch's default group rank 0), so a mesh without world rank 0 needs no argument. Every
+// rank of the mesh must pass a tensor of the same shape and dtype: this is checked first with one
+// small all_gather per mesh dim (a fixed-size record: ndim, dtype, the first 16 sizes), and a
+// mismatch throws on every rank of the mesh, e.g. "[distribute_tensor] argument tensor differs
+// across ranks: rank 3 passed shape [9, 4] float32 but src_data_rank 0 passed [8, 4] float32 (...
+// mismatching ranks: 3)". CommDebugMode counts these all_gathers (they are real communication).
+// Then the source's data moves down the mesh dims in order 0..ndim-1 (the nesting order of
+// compute_local_shape_and_offset), on mesh.communicator(i): for Shard(d) on mesh dim i the member
+// at the source's coordinate scatters the torch.chunk pieces of tensor dim d (padded to the chunk
+// size ceil(m / n) for the transfer), so each rank receives only its piece, as in PyTorch; for
+// Replicate/Partial it broadcasts its piece. So a source rank costs mesh.ndim() all_gathers + one
+// scatter per sharded mesh dim + one broadcast per other mesh dim; a rank receives its piece after
+// each step (only its shard's bytes, plus chunk padding, when every mesh dim shards). Pass
+// std::nullopt when every rank already holds the same tensor: then no communication happens (and
+// nothing is checked: a rank's shape and dtype are taken as the global ones) and each rank just
+// takes its chunk. Partial placements keep the value on coordinate 0 of that mesh dim and zeros
+// elsewhere for sum (the value everywhere for avg/max/min). Ranks outside the mesh get an empty
+// local tensor and issue nothing. A contiguous, unsharded local may share storage with `tensor` (as
+// in PyTorch).
 inline constexpr int kMeshFirstRank = -1;
 DTensor distribute_tensor(const Tensor& tensor, const DeviceMesh& mesh, PlacementSpan placements,
                           std::optional<int> src_data_rank = kMeshFirstRank);

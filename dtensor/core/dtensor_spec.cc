@@ -61,7 +61,8 @@ LocalShard compute_local_shape_and_offset(IntSpan global_shape, IntSpan mesh_sha
 
 DTensorSpec::DTensorSpec(DeviceMesh mesh, PlacementSpan placements, TensorMeta meta,
                          std::string_view op)
-    : mesh_(std::move(mesh)), placements_(placements.begin(), placements.end()),
+    : mesh_(std::move(mesh)),
+      placements_(placements.begin(), placements.end()),
       meta_(std::move(meta)) {
   DT_CHECK(mesh_.defined(), "[%s] the device mesh is an empty handle (expected a mesh)", op);
   DT_CHECK(static_cast<int64_t>(placements_.size()) == mesh_.ndim(),

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/placement.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/tensor/dtype.h"
 #include "dtensor/tensor/shape.h"
 
@@ -25,7 +25,8 @@ struct TensorMeta {
   TensorMeta(Shape shape, Shape stride, DType dtype);
   // Equal shape, stride and dtype.
   bool operator==(const TensorMeta&) const = default;
-  template <typename H> friend H AbslHashValue(H h, const TensorMeta& m) {
+  template <typename H>
+  friend H AbslHashValue(H h, const TensorMeta& m) {
     return H::combine(std::move(h), m.shape, m.stride, static_cast<uint8_t>(m.dtype));
   }
 };
@@ -85,17 +86,16 @@ class DTensorSpec {
   LocalShard local_shard(IntSpan coordinate) const;
 
   // Same spec with other placements / meta (validated like the constructor; errors name `op`).
-  DTensorSpec with_placements(PlacementSpan placements,
-                              std::string_view op = "DTensorSpec") const;
+  DTensorSpec with_placements(PlacementSpan placements, std::string_view op = "DTensorSpec") const;
   DTensorSpec with_meta(TensorMeta meta, std::string_view op = "DTensorSpec") const;
 
   // Same mesh, placements and meta (the cached hashes are compared first).
   bool operator==(const DTensorSpec& o) const {
-    return hash_ == o.hash_ && placements_ == o.placements_ && meta_ == o.meta_ &&
-           mesh_ == o.mesh_;
+    return hash_ == o.hash_ && placements_ == o.placements_ && meta_ == o.meta_ && mesh_ == o.mesh_;
   }
   size_t hash() const { return hash_; }  ///< cached at construction
-  template <typename H> friend H AbslHashValue(H h, const DTensorSpec& s) {
+  template <typename H>
+  friend H AbslHashValue(H h, const DTensorSpec& s) {
     return H::combine(std::move(h), s.hash_);
   }
   std::string str() const;  // "DTensorSpec([S(0), R], shape=[8, 16], float32, mesh=[2, 2])"

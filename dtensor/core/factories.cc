@@ -24,8 +24,9 @@ DTensor make(std::string_view op, IntSpan shape, const DeviceMesh& mesh, Placeme
              "expected Shard or Replicate)",
              op, placements_str(placements));
   }
-  auto spec = std::make_shared<const DTensorSpec>(
-      mesh, Placements(placements.begin(), placements.end()), TensorMeta(Shape(shape.begin(), shape.end()), dtype), op);
+  auto spec =
+      std::make_shared<const DTensorSpec>(mesh, Placements(placements.begin(), placements.end()),
+                                          TensorMeta(Shape(shape.begin(), shape.end()), dtype), op);
   const Device device = local_device(mesh);
   if (!mesh.contains_me()) {
     return DTensor(detail::empty_local(spec->ndim(), dtype, device), std::move(spec));
@@ -75,8 +76,7 @@ DTensor arange(double start, double end, double step, const DeviceMesh& mesh,
 }
 
 DTensor eye(int64_t n, int64_t m, const DeviceMesh& mesh, PlacementSpan placements, DType dtype) {
-  DT_CHECK(n >= 0 && m >= -1, "[eye] n = %d and m = %d must be non-negative (m = -1: m = n)", n,
-           m);
+  DT_CHECK(n >= 0 && m >= -1, "[eye] n = %d and m = %d must be non-negative (m = -1: m = n)", n, m);
   return make("eye", {n, m < 0 ? n : m}, mesh, placements, dtype,
               [](const LocalShard& s, TensorOptions o) {
                 return eye_block(s.shape[0], s.shape[1], s.offset[0], s.offset[1], o);
@@ -95,8 +95,7 @@ DTensor ones_like(const DTensor& like) {
 
 DTensor full_like(const DTensor& like, const Scalar& value) {
   DT_CHECK(like.defined(), "[full_like] the DTensor is undefined (expected a DTensor)");
-  return full(like.shape(), value, like.device_mesh(), without_partial(like.spec()),
-              like.dtype());
+  return full(like.shape(), value, like.device_mesh(), without_partial(like.spec()), like.dtype());
 }
 
 }  // namespace dtensor

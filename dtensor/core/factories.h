@@ -22,8 +22,8 @@ DTensor zeros(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements,
               DType dtype = DType::kFloat32);
 DTensor ones(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements,
              DType dtype = DType::kFloat32);
-DTensor full(IntSpan shape, const Scalar& value, const DeviceMesh& mesh,
-             PlacementSpan placements, DType dtype = DType::kFloat32);
+DTensor full(IntSpan shape, const Scalar& value, const DeviceMesh& mesh, PlacementSpan placements,
+             DType dtype = DType::kFloat32);
 // The 1-D [start, end) with `step` (values start + i * step, as arange).
 DTensor arange(double start, double end, double step, const DeviceMesh& mesh,
                PlacementSpan placements, DType dtype = DType::kInt64);

@@ -6,12 +6,12 @@
 // "P(sum)").
 #pragma once
 
+#include <absl/container/inlined_vector.h>
+#include <absl/types/span.h>
+
 #include <cstdint>
 #include <initializer_list>
 #include <string>
-
-#include <absl/container/inlined_vector.h>
-#include <absl/types/span.h>
 
 #include "dtensor/collectives/communicator.h"
 
@@ -55,7 +55,8 @@ class Placement {
   }
   std::string str() const;  // "S(0)", "R", "P(sum)"
 
-  template <typename H> friend H AbslHashValue(H h, const Placement& p) {
+  template <typename H>
+  friend H AbslHashValue(H h, const Placement& p) {
     return H::combine(std::move(h), static_cast<uint8_t>(p.kind_),
                       p.is_shard() ? p.dim_ : int64_t{-1},
                       p.is_partial() ? static_cast<uint8_t>(p.op_) : uint8_t{0});
@@ -68,9 +69,15 @@ class Placement {
 };
 
 // PyTorch's spellings: {dt::Shard(0), dt::Replicate(), dt::Partial()}.
-constexpr Placement Shard(int64_t dim) { return Placement::shard(dim); }
-constexpr Placement Replicate() { return Placement::replicate(); }
-inline Placement Partial(ReduceOp op = ReduceOp::kSum) { return Placement::partial(op); }
+constexpr Placement Shard(int64_t dim) {
+  return Placement::shard(dim);
+}
+constexpr Placement Replicate() {
+  return Placement::replicate();
+}
+inline Placement Partial(ReduceOp op = ReduceOp::kSum) {
+  return Placement::partial(op);
+}
 
 // One placement per mesh dim.
 using Placements = absl::InlinedVector<Placement, 4>;

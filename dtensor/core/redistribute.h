@@ -58,10 +58,10 @@ std::string_view step_kind_name(StepKind k);  // "all_gather", ...
 // or, flattened, several mesh dims change by one collective.
 struct RedistributeStep {
   int64_t mesh_dim;  // the mesh dim that changes (a flattened step: the first of flat_dims)
-  Placement src;  // placement on mesh_dim before the step
-  Placement dst;  // placement on mesh_dim after the step (a flattened step: flat_dst[0])
-  StepKind kind;   // the collective (or local step) that makes the change
-  double cost;    // modelled cost of this step (microseconds)
+  Placement src;     // placement on mesh_dim before the step
+  Placement dst;     // placement on mesh_dim after the step (a flattened step: flat_dst[0])
+  StepKind kind;     // the collective (or local step) that makes the change
+  double cost;       // modelled cost of this step (microseconds)
   // A flattened step runs ONE collective on DeviceMesh::flattened_communicator(flat_dims)
   // instead of one per dim: `flat_dims` ascending, at least two, each of size > 1, with their
   // placements before and after the step in `flat_src` and `flat_dst` (src == flat_src[0],
@@ -80,7 +80,7 @@ struct RedistributeStep {
 // The steps that turn one placement list into another, in execution order.
 struct RedistributePlan {
   std::vector<RedistributeStep> steps;  // in order
-  double cost = 0;  // sum of the steps' costs
+  double cost = 0;                      // sum of the steps' costs
   // "[dim 1: S(0)->R all_gather (12.3 us), dims 0+1: [S(0), S(1)]->R all_gather (20 us),
   // dims 0+1: [S(0), S(0)]->[S(1), S(1)] all_to_all (15 us)]" (3 significant digits)
   std::string str() const;

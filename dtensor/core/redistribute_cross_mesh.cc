@@ -219,9 +219,8 @@ Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src
     if (!(local.shape() == expected.shape && local.dtype() == src.dtype())) {
       local_error = absl::StrFormat(
           "[redistribute] local shard is %s %s but %s implies %s %s on coordinate %s",
-          shape_str(local.shape()), dtype_name(local.dtype()), src.str(),
-          shape_str(expected.shape), dtype_name(src.dtype()),
-          shape_str(src.mesh().get_coordinate()));
+          shape_str(local.shape()), dtype_name(local.dtype()), src.str(), shape_str(expected.shape),
+          dtype_name(src.dtype()), shape_str(src.mesh().get_coordinate()));
     }
   }
   if (members.size() > 1) agree(src, dst, members, local_error);
@@ -236,9 +235,8 @@ Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src
   // host buffers and are copied into place.
   const LocalShard have = src.mesh().contains_me() ? src_sr.local_shard() : LocalShard{};
   const LocalShard want = dst.mesh().contains_me() ? dst_sr.local_shard() : LocalShard{};
-  Tensor out = dst.mesh().contains_me()
-                   ? empty(want.shape, TensorOptions(dst.dtype(), out_device))
-                   : detail::empty_local(dst.ndim(), dst.dtype(), out_device);
+  Tensor out = dst.mesh().contains_me() ? empty(want.shape, TensorOptions(dst.dtype(), out_device))
+                                        : detail::empty_local(dst.ndim(), dst.dtype(), out_device);
   const CommunicatorPtr& world = world_communicator();
   struct Incoming {
     Tensor buffer;
@@ -253,7 +251,8 @@ Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src
     if (t.to != me || t.from == me) continue;
     Tensor buffer = empty(t.box.shape, TensorOptions(dst.dtype(), kCPU));
     WorkPtr work = world->recv(buffer, t.from, kDataTag);
-    incoming.push_back({std::move(buffer), box_view(out, want.offset, t.box.offset, t.box.shape), std::move(work)});
+    incoming.push_back({std::move(buffer), box_view(out, want.offset, t.box.offset, t.box.shape),
+                        std::move(work)});
   }
   for (const Transfer& t : plan) {
     if (t.from != me || t.to == me) continue;
@@ -264,7 +263,8 @@ Tensor redistribute_cross_mesh_local(const Tensor& local, const DTensorSpec& src
   }
   for (const Transfer& t : plan) {
     if (t.from == me && t.to == me) {
-      box_view(out, want.offset, t.box.offset, t.box.shape).copy_(box_view(x, have.offset, t.box.offset, t.box.shape));
+      box_view(out, want.offset, t.box.offset, t.box.shape)
+          .copy_(box_view(x, have.offset, t.box.offset, t.box.shape));
     }
   }
   for (Incoming& in : incoming) {

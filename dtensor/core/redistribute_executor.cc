@@ -247,7 +247,8 @@ Tensor all_gather_flat(const Tensor& x, const RedistributeStep& step, const Step
   blocks.reserve(static_cast<size_t>(n));
   Shape max_block(x.shape().size(), 0);
   for (const Shape& coord : group_coords(step, c, comm)) {
-    blocks.push_back(compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), coord, c.before));
+    blocks.push_back(
+        compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), coord, c.before));
     for (size_t d = 0; d < max_block.size(); ++d) {
       max_block[d] = std::max(max_block[d], blocks.back().shape[d]);
       blocks.back().offset[d] -= after.offset[d];  // relative to this rank's new shard
@@ -331,7 +332,8 @@ Tensor all_to_all_flat(const Tensor& x, const RedistributeStep& step, const Step
   before.reserve(static_cast<size_t>(n));
   after.reserve(static_cast<size_t>(n));
   for (const Shape& coord : group_coords(step, c, comm)) {
-    before.push_back(compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), coord, c.before));
+    before.push_back(
+        compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), coord, c.before));
     after.push_back(compute_local_shape_and_offset(c.global_shape, c.mesh.shape(), coord, c.after));
   }
   // The intersections, relative to this rank's shard before (sent) and after (received); an
@@ -496,7 +498,8 @@ Tensor run_plan(const Tensor& local, const DTensorSpec& src, const RedistributeP
   for (const RedistributeStep& step : plan.steps) {
     before = state;
     if (step.is_flattened()) {
-      for (size_t f = 0; f < step.flat_dims.size(); ++f) state[step.flat_dims[f]] = step.flat_dst[f];
+      for (size_t f = 0; f < step.flat_dims.size(); ++f)
+        state[step.flat_dims[f]] = step.flat_dst[f];
     } else {
       state[step.mesh_dim] = step.dst;
     }
@@ -517,4 +520,3 @@ Tensor run_plan(const Tensor& local, const DTensorSpec& src, const RedistributeP
 
 }  // namespace
 }  // namespace dtensor
-

@@ -277,8 +277,8 @@ void set_default_cost_model(const CostModel& m) {
 
 std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DType dtype,
                                                        IntSpan mesh_shape, PlacementSpan src_in,
-                                                       PlacementSpan dst_in,
-                                                       const CostModel& model, std::string* why) {
+                                                       PlacementSpan dst_in, const CostModel& model,
+                                                       std::string* why) {
   const int64_t ndim = static_cast<int64_t>(global_shape.size());
   const size_t mesh_ndim = mesh_shape.size();
   DT_CHECK(src_in.size() == mesh_ndim,
@@ -457,7 +457,8 @@ std::optional<RedistributePlan> find_redistribute_plan(IntSpan global_shape, DTy
       }
     }
   }
-  DT_CHECK(done[target], "[redistribute] internal error: no plan from %s to %s on a mesh of shape %s",
+  DT_CHECK(done[target],
+           "[redistribute] internal error: no plan from %s to %s on a mesh of shape %s",
            placements_str(src), placements_str(dst), shape_str(mesh_shape));
   for (int64_t code = target; code != 0; code = best[code].prev) {
     plan.steps.push_back(best[code].step);

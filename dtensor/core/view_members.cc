@@ -14,7 +14,9 @@ constinit std::atomic<const ViewHooks*> g_view_hooks{nullptr};
 
 }  // namespace
 
-const ViewHooks* view_hooks() { return g_view_hooks.load(std::memory_order_acquire); }
+const ViewHooks* view_hooks() {
+  return g_view_hooks.load(std::memory_order_acquire);
+}
 
 void set_view_hooks(const ViewHooks* hooks) {
   g_view_hooks.store(hooks, std::memory_order_release);
@@ -37,21 +39,27 @@ const detail::ViewHooks& required_view_hooks(const char* member) {
 
 }  // namespace
 
-DTensor DTensor::view(IntSpan shape) const { return required_view_hooks("view").view(*this, shape); }
+DTensor DTensor::view(IntSpan shape) const {
+  return required_view_hooks("view").view(*this, shape);
+}
 DTensor DTensor::reshape(IntSpan shape) const {
   return required_view_hooks("reshape").reshape(*this, shape);
 }
 DTensor DTensor::transpose(int64_t dim0, int64_t dim1) const {
   return required_view_hooks("transpose").transpose(*this, dim0, dim1);
 }
-DTensor DTensor::t() const { return required_view_hooks("t").t(*this); }
+DTensor DTensor::t() const {
+  return required_view_hooks("t").t(*this);
+}
 DTensor DTensor::permute(IntSpan dims) const {
   return required_view_hooks("permute").permute(*this, dims);
 }
 DTensor DTensor::unsqueeze(int64_t dim) const {
   return required_view_hooks("unsqueeze").unsqueeze(*this, dim);
 }
-DTensor DTensor::squeeze() const { return required_view_hooks("squeeze").squeeze_all(*this); }
+DTensor DTensor::squeeze() const {
+  return required_view_hooks("squeeze").squeeze_all(*this);
+}
 DTensor DTensor::squeeze(int64_t dim) const {
   return required_view_hooks("squeeze").squeeze_dim(*this, dim);
 }
@@ -73,6 +81,8 @@ DTensor DTensor::select(int64_t dim, int64_t index) const {
 DTensor DTensor::contiguous() const {
   return required_view_hooks("contiguous").contiguous(*this);
 }
-DTensor DTensor::clone() const { return required_view_hooks("clone").clone(*this); }
+DTensor DTensor::clone() const {
+  return required_view_hooks("clone").clone(*this);
+}
 
 }  // namespace dtensor

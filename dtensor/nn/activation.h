@@ -1,7 +1,7 @@
 // Activation modules with torch.nn's names, arguments and defaults. They hold no parameters;
-// forward calls the DTensor op (dtensor/ops/elementwise/elementwise.h, dtensor/ops/softmax/softmax.h), so a
-// sharded input keeps its shards as the op's strategy allows. PyTorch's `inplace` flags are not
-// offered: the ops return new tensors.
+// forward calls the DTensor op (dtensor/ops/elementwise/elementwise.h,
+// dtensor/ops/softmax/softmax.h), so a sharded input keeps its shards as the op's strategy allows.
+// PyTorch's `inplace` flags are not offered: the ops return new tensors.
 #pragma once
 
 #include <cstdint>

@@ -89,7 +89,7 @@ DTensor packed_heads_attention(const DTensor& q, const DTensor& k, const DTensor
   const int64_t B = q.size(0), S = q.size(1), W = q.size(2);
   const int64_t split[] = {B, S, W / head_dim, head_dim};
   auto heads = [&](const DTensor& t) { return transpose(reshape(t, split), 1, 2); };  // [B,H,S,hd]
-  DTensor scores = matmul(heads(q), transpose(heads(k), 2, 3));                      // [B,H,S,S]
+  DTensor scores = matmul(heads(q), transpose(heads(k), 2, 3));                       // [B,H,S,S]
   scores = mul(scores, Scalar(1.0 / std::sqrt(static_cast<double>(head_dim))));
   if (causal && S > 0) {
     const Tensor m = causal_mask(S, S, scores.dtype(), scores.to_local().device());
@@ -104,8 +104,7 @@ DTensor packed_heads_attention(const DTensor& q, const DTensor& k, const DTensor
 
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      const DTensor& attn_mask, double dropout_p, bool is_causal,
-                                     std::optional<double> scale, bool enable_gqa,
-                                     Generator* gen) {
+                                     std::optional<double> scale, bool enable_gqa, Generator* gen) {
   constexpr std::string_view kOp = "scaled_dot_product_attention";
   DT_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "[%s] dropout_p %g is outside [0, 1)", kOp,
            dropout_p);
@@ -154,14 +153,16 @@ RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta, DTyp
   std::vector<double> c(static_cast<size_t>(seq_len * half)), s(c.size());
   for (int64_t p = 0; p < seq_len; ++p) {
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(p) *
-                           std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double angle =
+          static_cast<double>(p) *
+          std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
       c[static_cast<size_t>(p * half + i)] = std::cos(angle);
       s[static_cast<size_t>(p * half + i)] = std::sin(angle);
     }
   }
   const int64_t shape[] = {seq_len, half};
-  return {from_vector<double>(c, shape).to(device, dtype), from_vector<double>(s, shape).to(device, dtype)};
+  return {from_vector<double>(c, shape).to(device, dtype),
+          from_vector<double>(s, shape).to(device, dtype)};
 }
 
 DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t start_pos) {

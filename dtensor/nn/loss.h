@@ -1,6 +1,6 @@
 // Loss modules with PyTorch's names and constructor arguments (the deprecated size_average /
-// reduce left out): each holds its options and calls the DTensor loss of dtensor/ops/loss/loss.h, so a
-// loss over sharded inputs keeps their layout and reduces without gathering them (see loss.h
+// reduce left out): each holds its options and calls the DTensor loss of dtensor/ops/loss/loss.h,
+// so a loss over sharded inputs keeps their layout and reduces without gathering them (see loss.h
 // for the placements each reduction gives). Their forward takes (input, target); the
 // single-input forward and hooks of Module do not apply (Module's forward(x) throws).
 //

@@ -25,8 +25,8 @@ DTensor MLP::forward(const DTensor& x) {
 
 namespace {
 // A Linear registered under `name` in `parent`.
-std::shared_ptr<Linear> add_linear(Module& parent, const std::string& name, int64_t in,
-                                   int64_t out, bool bias, const ModuleOptions& opts) {
+std::shared_ptr<Linear> add_linear(Module& parent, const std::string& name, int64_t in, int64_t out,
+                                   bool bias, const ModuleOptions& opts) {
   auto l = std::make_shared<Linear>(in, out, bias, opts);
   parent.register_module(name, l);
   return l;
@@ -121,8 +121,8 @@ Transformer::Transformer(const TransformerConfig& cfg, ModuleOptions opts) : cfg
       register_module("tok_embeddings", std::make_shared<Embedding>(cfg.vocab_size, cfg.dim, opts));
   DT_CHECK(cfg.max_seq_len >= 0, "[Transformer] max_seq_len %d must be >= 0", cfg.max_seq_len);
   if (cfg.max_seq_len > 0) {
-    pos_embeddings_ = register_module(
-        "pos_embeddings", std::make_shared<Embedding>(cfg.max_seq_len, cfg.dim, opts));
+    pos_embeddings_ = register_module("pos_embeddings",
+                                      std::make_shared<Embedding>(cfg.max_seq_len, cfg.dim, opts));
   }
   auto layers = std::make_shared<ModuleList>();
   for (int64_t i = 0; i < cfg.n_layers; ++i) {

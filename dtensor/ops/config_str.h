@@ -9,8 +9,8 @@
 namespace dtensor {
 
 // The version, whether CUDA is compiled in, the CPU GEMM library with its kernel, the way that
-// kernel was chosen and any warning about it (dtensor/ops/matmul/blas_info.h), and the intra-op thread
-// count (dtensor/ops/threads.h). Loads OpenBLAS if it is not loaded yet.
+// kernel was chosen and any warning about it (dtensor/ops/matmul/blas_info.h), and the intra-op
+// thread count (dtensor/ops/threads.h). Loads OpenBLAS if it is not loaded yet.
 std::string config_str();
 
 }  // namespace dtensor

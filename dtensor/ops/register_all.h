@@ -1,6 +1,6 @@
-// Explicit registration of every op family's ops (strategies, kernels, backward formulas) (no static initialisers that a
-// static link could drop). Each family defines its register_<family>_ops next to its kernels;
-// adding a family adds one declaration here and one call in register_all.cc.
+// Explicit registration of every op family's ops (strategies, kernels, backward formulas) (no
+// static initialisers that a static link could drop). Each family defines its register_<family>_ops
+// next to its kernels; adding a family adds one declaration here and one call in register_all.cc.
 #pragma once
 
 #include "dtensor/core/propagation/registry.h"
@@ -10,7 +10,8 @@ namespace dtensor {
 // Pointwise ops: arithmetic (tensor and scalar forms), unary math, activations, comparisons,
 // where, cast and the in-place forms (dtensor/ops/elementwise/elementwise_strategy.cc).
 void register_elementwise_ops(Registry& registry);
-// sum, mean, var, amax, amin, max, min, argmax, argmin (dtensor/ops/reduction/reduction_strategy.cc).
+// sum, mean, var, amax, amin, max, min, argmax, argmin
+// (dtensor/ops/reduction/reduction_strategy.cc).
 void register_reduction_ops(Registry& registry);
 // mm, bmm, matmul, addmm, linear (dtensor/ops/matmul/matmul_strategy.cc).
 void register_matmul_ops(Registry& registry);
@@ -35,7 +36,8 @@ void register_advanced_index_ops(Registry& registry);
 // masked_select, nonzero (data-dependent output shapes) and masked_select_backward
 // (dtensor/ops/masked_select/masked_select_strategy.cc).
 void register_masked_select_ops(Registry& registry);
-// cumsum, cumprod, cummax, cummin, sort, argsort, topk, kthvalue (dtensor/ops/scan/scan_strategy.cc).
+// cumsum, cumprod, cummax, cummin, sort, argsort, topk, kthvalue
+// (dtensor/ops/scan/scan_strategy.cc).
 void register_scan_ops(Registry& registry);
 // scaled_dot_product_attention (+ .mask) and their backward ops
 // (dtensor/ops/attention/attention_strategy.cc).

@@ -3,10 +3,10 @@
 // more to contention than they gain; with one rank per node (or per socket), set it to the cores
 // each rank owns. Like torch.set_num_threads, it also sets OpenBLAS's threads (the GEMMs).
 //
-// What runs on several threads (dtensor/ops/common/detail/parallel_for.h), from 64K elements (two of PyTorch's
-// grains of 32768): elementwise ops and activations (ElementwiseIter), softmax / log_softmax and
-// their backward (cross_entropy through its log_softmax), layer_norm / rms_norm and their
-// backward; the CPU random generator follows the same count unless set_rng_num_threads says
+// What runs on several threads (dtensor/ops/common/detail/parallel_for.h), from 64K elements (two
+// of PyTorch's grains of 32768): elementwise ops and activations (ElementwiseIter), softmax /
+// log_softmax and their backward (cross_entropy through its log_softmax), layer_norm / rms_norm and
+// their backward; the CPU random generator follows the same count unless set_rng_num_threads says
 // otherwise. Every element is computed by the same code in the same order on any number of
 // threads, so results are bit-identical to one thread's; the norm backward's weight and bias
 // gradients sum fixed blocks of rows (chosen by the shape, not the thread count) in block order

@@ -12,23 +12,40 @@ namespace {
 constexpr int kBlock = 256;
 
 // Element <-> compute type (float for the 16-bit types, the type itself otherwise).
-__device__ float to_c(__half x) { return __half2float(x); }
-__device__ float to_c(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ float to_c(float x) { return x; }
-__device__ double to_c(double x) { return x; }
-template <typename T> __device__ T from_c(float x) { return static_cast<T>(x); }
-template <> __device__ __half from_c<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __nv_bfloat16 from_c<__nv_bfloat16>(float x) {
+__device__ float to_c(__half x) {
+  return __half2float(x);
+}
+__device__ float to_c(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ float to_c(float x) {
+  return x;
+}
+__device__ double to_c(double x) {
+  return x;
+}
+template <typename T>
+__device__ T from_c(float x) {
+  return static_cast<T>(x);
+}
+template <>
+__device__ __half from_c<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __nv_bfloat16 from_c<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
-template <typename T> __device__ T from_c(double x) { return static_cast<T>(x); }
+template <typename T>
+__device__ T from_c(double x) {
+  return static_cast<T>(x);
+}
 
 template <typename T, typename C>
 __global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, C lr, C mom, C damp, C wd,
                            bool nesterov, bool first) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += step) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const C w = static_cast<C>(to_c(p[i]));
     C d = static_cast<C>(to_c(g[i])) + wd * w;
     if (buf != nullptr) {
@@ -44,8 +61,7 @@ template <typename T, typename C>
 __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, C b1, C b2, C decay,
                              C step_size, C root_bc2, C eps) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += step) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const C gi = static_cast<C>(to_c(g[i]));
     const C mi = b1 * static_cast<C>(to_c(m[i])) + (1 - b1) * gi;
     const C vi = b2 * static_cast<C>(to_c(v[i])) + (1 - b2) * gi * gi;
@@ -65,11 +81,20 @@ __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, C
 template <typename F>
 void by_dtype(DType d, const char* op, F&& f) {
   switch (d) {
-    case kFloat32: f(float{}, float{}); break;
-    case kFloat64: f(double{}, double{}); break;
-    case kFloat16: f(__half{}, float{}); break;
-    case kBFloat16: f(__nv_bfloat16{}, float{}); break;
-    default: DT_FAIL("[%s] expected a floating parameter, got %s", op, dtype_name(d));
+    case kFloat32:
+      f(float{}, float{});
+      break;
+    case kFloat64:
+      f(double{}, double{});
+      break;
+    case kFloat16:
+      f(__half{}, float{});
+      break;
+    case kBFloat16:
+      f(__nv_bfloat16{}, float{});
+      break;
+    default:
+      DT_FAIL("[%s] expected a floating parameter, got %s", op, dtype_name(d));
   }
 }
 

@@ -21,15 +21,17 @@
 namespace dtensor::optim {
 
 // Chainable setters and getters, libtorch style: SGDOptions(0.1).momentum(0.9).nesterov(true).
-#define DT_OPTIM_ARG(type, name, init)        \
- public:                                      \
-  auto& name(type v) {                        \
-    name##_ = v;                              \
-    return *this;                             \
-  }                                           \
-  type name() const { return name##_; }       \
-                                              \
- private:                                     \
+#define DT_OPTIM_ARG(type, name, init) \
+ public:                               \
+  auto& name(type v) {                 \
+    name##_ = v;                       \
+    return *this;                      \
+  }                                    \
+  type name() const {                  \
+    return name##_;                    \
+  }                                    \
+                                       \
+ private:                              \
   type name##_ = init
 
 // SGD hyper-parameters (torch::optim::SGDOptions): learning rate, momentum, dampening, weight
@@ -133,7 +135,6 @@ class AdamW : public Optimizer {
 // contribute each shard once: per mesh, the local sums are reduced with at most one
 // all-reduce per sharded mesh dim; replicated gradients are not reduced. Every rank of every
 // mesh holding a parameter must call it. Parameters without a gradient are ignored.
-double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm,
-                       double norm_type = 2.0);
+double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, double norm_type = 2.0);
 
 }  // namespace dtensor::optim

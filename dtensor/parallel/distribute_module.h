@@ -22,17 +22,16 @@ namespace dtensor {
 // Called once per module of the tree (the root first, named "", then pre-order with
 // fully-qualified names): places that module's own parameters on `mesh` (set_parameter with a
 // DTensor on the mesh).
-using PartitionFn = std::function<void(std::string_view name, nn::Module& module,
-                                       const DeviceMesh& mesh)>;
+using PartitionFn =
+    std::function<void(std::string_view name, nn::Module& module, const DeviceMesh& mesh)>;
 // A forward pre-hook: maps the module's input to what its forward sees (e.g. a local tensor
 // to a DTensor on the mesh).
-using InputFn = std::function<DTensor(nn::Module& module, const DTensor& input,
-                                      const DeviceMesh& mesh)>;
+using InputFn =
+    std::function<DTensor(nn::Module& module, const DTensor& input, const DeviceMesh& mesh)>;
 // A forward hook: maps the forward's output to what the call returns. It owns the output (a
 // function taking it by value may std::move it into a redistribute, which then works in its
 // memory); one taking const DTensor& fits too.
-using OutputFn = std::function<DTensor(nn::Module& module, DTensor output,
-                                       const DeviceMesh& mesh)>;
+using OutputFn = std::function<DTensor(nn::Module& module, DTensor output, const DeviceMesh& mesh)>;
 
 // Applies partition_fn to every module of the tree, then replicates every parameter it left
 // off the mesh (distribute_tensor(full value, mesh, all Replicate) from the mesh's first

@@ -17,8 +17,8 @@ Placement normalized(Placement p, int64_t ndim) {
 
 }  // namespace
 
-DTensor prepare_input(DTensor x, const DeviceMesh& mesh, Placement input_layout,
-                      Placement desired, std::optional<int64_t> known_size, std::string_view style,
+DTensor prepare_input(DTensor x, const DeviceMesh& mesh, Placement input_layout, Placement desired,
+                      std::optional<int64_t> known_size, std::string_view style,
                       std::string_view fqn) {
   DT_CHECK(x.defined(), "[%s] input of '%s' is undefined (expected a DTensor)", style, fqn);
   if (!(x.device_mesh() == mesh)) {
@@ -142,9 +142,8 @@ void ColwiseParallel::apply(nn::Module& module, std::string_view fqn,
   } else {
     shard_param(module, "weight", mesh, Shard(1), kStyle, fqn);
   }
-  install_hooks(module, mesh, opts_.input_layouts.value_or(Replicate()), Replicate(),
-                std::nullopt, opts_.output_layouts.value_or(Shard(-1)), opts_.use_local_output,
-                kStyle, fqn);
+  install_hooks(module, mesh, opts_.input_layouts.value_or(Replicate()), Replicate(), std::nullopt,
+                opts_.output_layouts.value_or(Shard(-1)), opts_.use_local_output, kStyle, fqn);
 }
 
 std::string RowwiseParallel::str() const {
@@ -212,10 +211,9 @@ std::string PrepareModuleInput::str() const {
 
 void PrepareModuleInput::apply(nn::Module& module, std::string_view fqn,
                                const DeviceMesh& mesh) const {
-  module.register_forward_pre_hook(checked_relayout_hook(mesh, opts_.input_layouts,
-                                                         opts_.desired_input_layouts,
-                                                         opts_.use_local_output,
-                                                         "PrepareModuleInput", fqn));
+  module.register_forward_pre_hook(
+      checked_relayout_hook(mesh, opts_.input_layouts, opts_.desired_input_layouts,
+                            opts_.use_local_output, "PrepareModuleInput", fqn));
 }
 
 std::string PrepareModuleOutput::str() const {
@@ -225,10 +223,9 @@ std::string PrepareModuleOutput::str() const {
 
 void PrepareModuleOutput::apply(nn::Module& module, std::string_view fqn,
                                 const DeviceMesh& mesh) const {
-  module.register_forward_hook(checked_relayout_hook(mesh, opts_.output_layouts,
-                                                     opts_.desired_output_layouts,
-                                                     opts_.use_local_output,
-                                                     "PrepareModuleOutput", fqn));
+  module.register_forward_hook(
+      checked_relayout_hook(mesh, opts_.output_layouts, opts_.desired_output_layouts,
+                            opts_.use_local_output, "PrepareModuleOutput", fqn));
 }
 
 }  // namespace dtensor

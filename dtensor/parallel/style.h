@@ -49,7 +49,7 @@ class ColwiseParallel : public ParallelStyle {
   struct Options {
     std::optional<Placement> input_layouts;   // default Replicate()
     std::optional<Placement> output_layouts;  // default Shard(-1)
-    bool use_local_output = true;  // return to_local() of the output
+    bool use_local_output = true;             // return to_local() of the output
   };
   ColwiseParallel() : ColwiseParallel(Options{}) {}
   // The style with `opts`.
@@ -71,7 +71,7 @@ class RowwiseParallel : public ParallelStyle {
   struct Options {
     std::optional<Placement> input_layouts;   // default Shard(-1) (Linear), Replicate (Embedding)
     std::optional<Placement> output_layouts;  // default Replicate()
-    bool use_local_output = true;  // return to_local() of the output
+    bool use_local_output = true;             // return to_local() of the output
   };
   RowwiseParallel() : RowwiseParallel(Options{}) {}
   // The style with `opts`.
@@ -93,7 +93,7 @@ class SequenceParallel : public ParallelStyle {
  public:
   // The style's options (PyTorch's keyword arguments); unset layouts take the defaults noted.
   struct Options {
-    int64_t sequence_dim = 1;  // the activations' sequence dim
+    int64_t sequence_dim = 1;       // the activations' sequence dim
     bool use_local_output = false;  // return to_local() of the output
   };
   SequenceParallel() : SequenceParallel(Options{}) {}
@@ -114,7 +114,7 @@ class PrepareModuleInput : public ParallelStyle {
   struct Options {
     Placement input_layouts = Replicate();          // how the input arrives
     Placement desired_input_layouts = Replicate();  // how the module's forward gets it
-    bool use_local_output = false;  // return to_local() of the output
+    bool use_local_output = false;                  // return to_local() of the output
   };
   PrepareModuleInput() : PrepareModuleInput(Options{}) {}
   // The style with `opts`.
@@ -134,7 +134,7 @@ class PrepareModuleOutput : public ParallelStyle {
   struct Options {
     Placement output_layouts = Replicate();          // how the forward's output is laid out
     Placement desired_output_layouts = Replicate();  // how the call returns it
-    bool use_local_output = true;  // return to_local() of the output
+    bool use_local_output = true;                    // return to_local() of the output
   };
   PrepareModuleOutput() : PrepareModuleOutput(Options{}) {}
   // The style with `opts`.
@@ -152,8 +152,8 @@ namespace detail {
 // `known_size` when given (e.g. a Linear's in_features), else local size * mesh size (even
 // shards, as PyTorch's from_local). Errors name `style` and `fqn`. `x` by value: a caller that
 // gives it up (an output hook, which owns the output) lets the redistribute work in its memory.
-DTensor prepare_input(DTensor x, const DeviceMesh& mesh, Placement input_layout,
-                      Placement desired, std::optional<int64_t> known_size, std::string_view style,
+DTensor prepare_input(DTensor x, const DeviceMesh& mesh, Placement input_layout, Placement desired,
+                      std::optional<int64_t> known_size, std::string_view style,
                       std::string_view fqn);
 // The hook logic: y redistributed to `layout`, then made local when use_local_output.
 DTensor finish_output(DTensor y, Placement layout, bool use_local_output);

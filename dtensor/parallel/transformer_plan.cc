@@ -7,12 +7,12 @@ ParallelizePlan transformer_tp_plan(TransformerPlanOptions opts) {
   // Between blocks: Replicate (local tensors), or sharded on the sequence dim.
   const Placement stream = sp ? Placement(Shard(1)) : Placement(Replicate());
   // Every field named: -Wextra's -Wmissing-field-initializers flags a skipped leading one.
-  const RowwiseParallel rowwise_to_sequence({.input_layouts = std::nullopt,
-                                             .output_layouts = Shard(1)});
+  const RowwiseParallel rowwise_to_sequence(
+      {.input_layouts = std::nullopt, .output_layouts = Shard(1)});
   ParallelizePlan plan = {
-      {"tok_embeddings", sp ? RowwiseParallel({.input_layouts = Replicate(),
-                                               .output_layouts = Shard(1)})
-                            : RowwiseParallel()},
+      {"tok_embeddings",
+       sp ? RowwiseParallel({.input_layouts = Replicate(), .output_layouts = Shard(1)})
+          : RowwiseParallel()},
       {"output",
        opts.loss_parallel
            ? ColwiseParallel(

@@ -1,5 +1,6 @@
-// The Megatron tensor-parallel plan for nn::Transformer (the module names of dtensor/nn/transformer.h),
-// so that examples, tests and benchmarks share one plan instead of each spelling it out:
+// The Megatron tensor-parallel plan for nn::Transformer (the module names of
+// dtensor/nn/transformer.h), so that examples, tests and benchmarks share one plan instead of each
+// spelling it out:
 //   tok_embeddings            RowwiseParallel (vocab-parallel table; one all-reduce)
 //   layers.*.attention.wq/wk/wv, layers.*.mlp.w1/w3   ColwiseParallel
 //   layers.*.attention.wo, layers.*.mlp.w2            RowwiseParallel (one all-reduce each)

@@ -15,11 +15,16 @@ namespace dtensor {
 
 std::string_view random_kind_name(RandomKind k) {
   switch (k) {
-    case RandomKind::kUniform: return "uniform";
-    case RandomKind::kNormal: return "normal";
-    case RandomKind::kBernoulli: return "bernoulli";
-    case RandomKind::kRandint: return "randint";
-    case RandomKind::kDropoutMask: return "dropout_mask";
+    case RandomKind::kUniform:
+      return "uniform";
+    case RandomKind::kNormal:
+      return "normal";
+    case RandomKind::kBernoulli:
+      return "bernoulli";
+    case RandomKind::kRandint:
+      return "randint";
+    case RandomKind::kDropoutMask:
+      return "dropout_mask";
   }
   return "?";
 }
@@ -83,11 +88,16 @@ void check_random_spec(const RandomSpec& s, std::string_view op) {
 int64_t words_per_element(const RandomSpec& s) {
   check_random_spec(s, "words_per_element");
   switch (s.kind) {
-    case RandomKind::kUniform: return s.dtype == DType::kFloat64 ? 2 : 1;
-    case RandomKind::kNormal: return s.dtype == DType::kFloat64 ? 4 : 2;
-    case RandomKind::kBernoulli: return 1;
-    case RandomKind::kRandint: return 2;
-    case RandomKind::kDropoutMask: return 1;
+    case RandomKind::kUniform:
+      return s.dtype == DType::kFloat64 ? 2 : 1;
+    case RandomKind::kNormal:
+      return s.dtype == DType::kFloat64 ? 4 : 2;
+    case RandomKind::kBernoulli:
+      return 1;
+    case RandomKind::kRandint:
+      return 2;
+    case RandomKind::kDropoutMask:
+      return 1;
   }
   return 1;
 }
@@ -102,7 +112,9 @@ namespace {
 
 std::atomic<int> g_rng_threads{0};
 
-detail::RngDType rng_dtype(DType d) { return static_cast<detail::RngDType>(static_cast<int>(d)); }
+detail::RngDType rng_dtype(DType d) {
+  return static_cast<detail::RngDType>(static_cast<int>(d));
+}
 
 void launch_or_throw(const detail::RngLaunch& l, std::string_view op) {
   const char* err = detail::rng_cuda_launch(l);
@@ -140,8 +152,7 @@ void check_block_args(std::string_view op, const Tensor& t, IntSpan global_shape
 namespace detail {
 
 BlockGeometry make_block_geometry(std::string_view op, IntSpan block_shape, IntSpan global_shape,
-                                  IntSpan block_offset, const IntSpan* operand_strides,
-                                  int nops) {
+                                  IntSpan block_offset, const IntSpan* operand_strides, int nops) {
   const int64_t nd = static_cast<int64_t>(block_shape.size());
   for (int64_t d = 0; d < nd; ++d) {
     DT_CHECK(global_shape[d] >= 0, "[%s] global_shape %s has a negative size", op,
@@ -194,8 +205,8 @@ void fill_random(const Tensor& out, const RandomSpec& spec, uint64_t seed, uint6
            dtype_name(out.dtype()), dtype_name(spec.dtype));
   if (out.device().is_cpu()) {
     const IntSpan strides(out.strides());
-    const detail::BlockGeometry g = detail::make_block_geometry(
-        op, out.sizes(), global_shape, block_offset, &strides, 1);
+    const detail::BlockGeometry g =
+        detail::make_block_geometry(op, out.sizes(), global_shape, block_offset, &strides, 1);
     detail::fill_random_cpu(out, spec, seed, offset, g);
     return;
   }
@@ -214,9 +225,17 @@ void fill_random(const Tensor& out, const RandomSpec& spec, uint64_t seed, uint6
   l.seed = seed;
   l.offset = offset;
   switch (spec.kind) {
-    case RandomKind::kUniform: l.a = spec.low; l.b = spec.high - spec.low; break;
-    case RandomKind::kNormal: l.a = spec.mean; l.b = spec.stddev; break;
-    case RandomKind::kBernoulli: l.threshold = detail::bernoulli_threshold(spec.p); break;
+    case RandomKind::kUniform:
+      l.a = spec.low;
+      l.b = spec.high - spec.low;
+      break;
+    case RandomKind::kNormal:
+      l.a = spec.mean;
+      l.b = spec.stddev;
+      break;
+    case RandomKind::kBernoulli:
+      l.threshold = detail::bernoulli_threshold(spec.p);
+      break;
     case RandomKind::kRandint:
       l.int_low = spec.int_low;
       l.int_range = static_cast<uint64_t>(spec.int_high) - static_cast<uint64_t>(spec.int_low);

@@ -38,10 +38,10 @@ std::string_view random_kind_name(RandomKind k);  // "uniform", "normal", ...
 struct RandomSpec {
   RandomKind kind = RandomKind::kUniform;
   DType dtype = DType::kFloat32;
-  double low = 0.0, high = 1.0;        // uniform
-  double mean = 0.0, stddev = 1.0;     // normal
-  double p = 0.5;                      // bernoulli: P(1); dropout: P(drop)
-  int64_t int_low = 0, int_high = 2;   // randint
+  double low = 0.0, high = 1.0;       // uniform
+  double mean = 0.0, stddev = 1.0;    // normal
+  double p = 0.5;                     // bernoulli: P(1); dropout: P(drop)
+  int64_t int_low = 0, int_high = 2;  // randint
 
   static RandomSpec uniform(DType dtype = DType::kFloat32, double low = 0.0, double high = 1.0);
   static RandomSpec normal(DType dtype = DType::kFloat32, double mean = 0.0, double stddev = 1.0);
@@ -76,8 +76,8 @@ void dropout_block(const Tensor& input, const Tensor& out, const Tensor& mask, d
                    uint64_t seed, uint64_t offset, IntSpan global_shape, IntSpan block_offset);
 
 // Threads the CPU generator uses for large tensors (above ~64K elements). 0 (the default)
-// means the intra-op thread count, dtensor::get_num_threads() (dtensor/ops/threads.h: 1 unless set).
-// Values do not depend on the thread count.
+// means the intra-op thread count, dtensor::get_num_threads() (dtensor/ops/threads.h: 1 unless
+// set). Values do not depend on the thread count.
 void set_rng_num_threads(int n);
 int rng_num_threads();
 

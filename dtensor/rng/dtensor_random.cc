@@ -57,14 +57,12 @@ DTensor randn(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements, D
 
 DTensor randint(int64_t low, int64_t high, IntSpan shape, const DeviceMesh& mesh,
                 PlacementSpan placements, DType dtype, Generator* gen) {
-  return generate(shape, mesh, placements, RandomSpec::randint(dtype, low, high), gen,
-                  "randint");
+  return generate(shape, mesh, placements, RandomSpec::randint(dtype, low, high), gen, "randint");
 }
 
 DTensor bernoulli(IntSpan shape, double p, const DeviceMesh& mesh, PlacementSpan placements,
                   DType dtype, Generator* gen) {
-  return generate(shape, mesh, placements, RandomSpec::bernoulli(dtype, p), gen,
-                  "bernoulli");
+  return generate(shape, mesh, placements, RandomSpec::bernoulli(dtype, p), gen, "bernoulli");
 }
 
 DTensor uniform_(const DTensor& t, double low, double high, Generator* gen) {

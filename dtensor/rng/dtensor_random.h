@@ -1,13 +1,13 @@
 // Random ops on DTensors (PyTorch names, overloads of the local ops in dtensor/rng/random.h).
 //
 // Each op generates, on every rank, only its local shard, through an OffsetBasedRNGTracker
-// (dtensor/rng/rng_tracker.h): `gen` when given, else default_rng_tracker() (the default generator of
-// the local tensor's device). For one generator state the result equals the local op on the
-// full tensor bit for bit, on any mesh and placement list, and every rank (in the mesh or not)
-// advances the generator by the local op's amount for the GLOBAL numel, without communication.
-// Ranks outside the mesh hold empty local tensors. DTensors with a Partial placement are
-// refused: "[op] random ops on a Partial DTensor are not supported (placements [P(sum)]):
-// redistribute to Replicate or Shard first". Dtypes as in rng/random.h.
+// (dtensor/rng/rng_tracker.h): `gen` when given, else default_rng_tracker() (the default generator
+// of the local tensor's device). For one generator state the result equals the local op on the full
+// tensor bit for bit, on any mesh and placement list, and every rank (in the mesh or not) advances
+// the generator by the local op's amount for the GLOBAL numel, without communication. Ranks outside
+// the mesh hold empty local tensors. DTensors with a Partial placement are refused: "[op] random
+// ops on a Partial DTensor are not supported (placements [P(sum)]): redistribute to Replicate or
+// Shard first". Dtypes as in rng/random.h.
 #pragma once
 
 #include <cstdint>

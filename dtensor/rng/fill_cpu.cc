@@ -22,8 +22,7 @@ constexpr int kLanes = 16;
 constexpr uint64_t kBlockMask = (uint64_t{1} << 62) - 1;
 
 // Portable version: plain arrays of 16 counters; GCC vectorises the lane loops (SSE2).
-void philox_fill_blocks_generic_impl(uint64_t seed, uint64_t b0, int64_t nblocks,
-                                     uint32_t* out) {
+void philox_fill_blocks_generic_impl(uint64_t seed, uint64_t b0, int64_t nblocks, uint32_t* out) {
   const uint32_t key0 = static_cast<uint32_t>(seed);
   const uint32_t key1 = static_cast<uint32_t>(seed >> 32);
   int64_t j = 0;
@@ -69,7 +68,7 @@ void philox_fill_blocks_generic_impl(uint64_t seed, uint64_t b0, int64_t nblocks
 // AVX2: 2 x 8 counters per iteration in registers. The 32x32->64 products of the even and odd
 // lanes come from two _mm256_mul_epu32 and are blended back into (hi, lo) vectors.
 __attribute__((target("avx2"))) inline void mulhilo8(__m256i a, __m256i m, __m256i& hi,
-                                                      __m256i& lo) {
+                                                     __m256i& lo) {
   const __m256i even = _mm256_mul_epu32(a, m);
   const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
   hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
@@ -78,7 +77,7 @@ __attribute__((target("avx2"))) inline void mulhilo8(__m256i a, __m256i m, __m25
 
 // Transposes 4 vectors of 8 lanes (word q of blocks 0..7) into 8 blocks of 4 words at o.
 __attribute__((target("avx2"))) inline void store8_avx2(__m256i c0, __m256i c1, __m256i c2,
-                                                         __m256i c3, uint32_t* o) {
+                                                        __m256i c3, uint32_t* o) {
   const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpacklo_epi32(c2, c3);
   const __m256i t2 = _mm256_unpackhi_epi32(c0, c1), t3 = _mm256_unpackhi_epi32(c2, c3);
   const __m256i u0 = _mm256_unpacklo_epi64(t0, t1), u1 = _mm256_unpackhi_epi64(t0, t1);
@@ -131,8 +130,8 @@ __attribute__((target("avx2"))) void philox_fill_blocks_avx2(uint64_t seed, uint
     store8_avx2(a0, a1, a2, a3, out + 4 * j);
     store8_avx2(b0v, b1v, b2v, b3v, out + 4 * j + 32);
   }
-  if (j < nblocks) philox_fill_blocks_generic_impl(seed, b0 + static_cast<uint64_t>(j),
-                                                   nblocks - j, out + 4 * j);
+  if (j < nblocks)
+    philox_fill_blocks_generic_impl(seed, b0 + static_cast<uint64_t>(j), nblocks - j, out + 4 * j);
 }
 
 bool have_avx2() {
@@ -159,8 +158,7 @@ constexpr int64_t kChunk = 1024;  // elements generated per Philox batch (stack 
 template <typename T, class Op>
 __attribute__((target_clones("avx2", "default"))) void gen_run(const Op& op, uint64_t seed,
                                                                uint64_t offset, uint64_t g,
-                                                               int64_t n, T* dst,
-                                                               int64_t stride) {
+                                                               int64_t n, T* dst, int64_t stride) {
   constexpr int kW = Op::kWords;
   alignas(64) uint32_t buf[kChunk * kW + 8];
   while (n > 0) {
@@ -268,17 +266,16 @@ void fill_typed(const Tensor& out, const RandomSpec& s, uint64_t seed, uint64_t 
       return fill_with<T>(BernoulliOp<T>{bernoulli_threshold(s.p)}, out, seed, offset, g);
     case RandomKind::kRandint:
       if constexpr (!std::is_same_v<T, bool>) {
-        return fill_with<T>(
-            RandintOp<T>{s.int_low, static_cast<uint64_t>(s.int_high) -
-                                        static_cast<uint64_t>(s.int_low)},
-            out, seed, offset, g);
+        return fill_with<T>(RandintOp<T>{s.int_low, static_cast<uint64_t>(s.int_high) -
+                                                        static_cast<uint64_t>(s.int_low)},
+                            out, seed, offset, g);
       }
       break;
     case RandomKind::kDropoutMask:
       if constexpr (kFloating) {
         const double scale = s.p < 1.0 ? 1.0 / (1.0 - s.p) : 0.0;
-        return fill_with<T>(DropoutMaskOp<T>{bernoulli_threshold(s.p), static_cast<C>(scale)},
-                            out, seed, offset, g);
+        return fill_with<T>(DropoutMaskOp<T>{bernoulli_threshold(s.p), static_cast<C>(scale)}, out,
+                            seed, offset, g);
       }
       break;
   }
@@ -345,9 +342,8 @@ void fill_random_cpu(const Tensor& out, const RandomSpec& spec, uint64_t seed, u
 void dropout_cpu(const Tensor& input, const Tensor& out, const Tensor& mask, double p,
                  uint64_t seed, uint64_t offset, const BlockGeometry& g) {
   if (g.numel == 0) return;
-  dispatch_floating(input.dtype(), "dropout", [&]<typename T>() {
-    dropout_typed<T>(input, out, mask, p, seed, offset, g);
-  });
+  dispatch_floating(input.dtype(), "dropout",
+                    [&]<typename T>() { dropout_typed<T>(input, out, mask, p, seed, offset, g); });
 }
 
 }  // namespace dtensor::detail

@@ -11,7 +11,9 @@
 
 namespace dtensor {
 
-Generator::Generator(uint64_t seed, Device device) : device_(device) { state_.seed = seed; }
+Generator::Generator(uint64_t seed, Device device) : device_(device) {
+  state_.seed = seed;
+}
 
 Generator::Generator(const Generator& other) : state_(other.state()), device_(other.device_) {}
 
@@ -60,7 +62,9 @@ void Generator::set_state(const GeneratorState& s) {
   state_ = s;
 }
 
-uint64_t Generator::reserve(uint64_t words) { return reserve_state(words).offset; }
+uint64_t Generator::reserve(uint64_t words) {
+  return reserve_state(words).offset;
+}
 
 GeneratorState Generator::reserve_state(uint64_t words) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -150,7 +154,9 @@ RNGStateGuard::RNGStateGuard(std::initializer_list<Device> devices) {
   }
 }
 
-RNGStateGuard::RNGStateGuard(Generator& gen) { saved_.emplace_back(&gen, gen.state()); }
+RNGStateGuard::RNGStateGuard(Generator& gen) {
+  saved_.emplace_back(&gen, gen.state());
+}
 
 RNGStateGuard::~RNGStateGuard() {
   for (auto& [gen, state] : saved_) gen->set_state(state);

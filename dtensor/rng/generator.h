@@ -23,7 +23,7 @@ inline constexpr uint64_t kDefaultRngSeed = 67280421310721ull;
 // A generator's full state.
 struct GeneratorState {
   uint64_t seed = kDefaultRngSeed;  // the Philox key
-  uint64_t offset = 0;  // in Philox words, always a multiple of 4 after reserve()
+  uint64_t offset = 0;              // in Philox words, always a multiple of 4 after reserve()
   // Same seed and offset.
   bool operator==(const GeneratorState&) const = default;
 };

@@ -70,9 +70,9 @@ DT_HOST_DEVICE inline PhiloxBlock philox4x32_10(PhiloxBlock ctr, uint32_t k0, ui
 
 // The Philox block number `block` of the stream of `seed`: words [4 * block, 4 * block + 4).
 DT_HOST_DEVICE DT_FORCE_INLINE PhiloxBlock philox_stream_block(uint64_t seed, uint64_t block) {
-  return philox4x32_10(PhiloxBlock{{static_cast<uint32_t>(block),
-                                    static_cast<uint32_t>(block >> 32), 0u, 0u}},
-                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return philox4x32_10(
+      PhiloxBlock{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u}},
+      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 // Word `w` of the stream of `seed` (one full Philox evaluation; use for references and tests).

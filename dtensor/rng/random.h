@@ -1,8 +1,8 @@
 // Local random ops on Tensors (PyTorch names). Each op draws from `gen`, or when it is null
 // from the default generator of the tensor's device, reserving words_to_reserve(spec, numel)
-// words (dtensor/rng/distributions.h), so its values are element i -> words [o + i W, o + (i + 1) W).
-// The same op on a DTensor (later: OffsetBasedRNGTracker) generates each shard with
-// fill_random and yields exactly these values for the full tensor.
+// words (dtensor/rng/distributions.h), so its values are element i -> words [o + i W, o + (i + 1)
+// W). The same op on a DTensor (later: OffsetBasedRNGTracker) generates each shard with fill_random
+// and yields exactly these values for the full tensor.
 //
 // Floating ops support float32, float64, float16 and bfloat16; randint also int32 and int64;
 // bernoulli every dtype including bool. Bernoulli takes a scalar p (no probability tensor).

@@ -39,8 +39,7 @@ __device__ __forceinline__ uint64_t global_index(const Geom& g, int64_t e) {
 template <typename T, class Op>
 __global__ void fill_kernel(Op op, T* out, Geom g, uint64_t seed, uint64_t offset, int64_t n) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
-       e += step) {
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step) {
     uint32_t w[Op::kWords];
     philox_words(seed, offset + global_index(g, e) * Op::kWords, Op::kWords, w);
     out[e] = op(w);
@@ -98,8 +97,7 @@ __global__ void dropout_kernel(const T* in, T* out, bool* mask, float scale_f, d
                                uint64_t threshold, Geom g, uint64_t seed, uint64_t offset,
                                int64_t n) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
-       e += step) {
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step) {
     const bool keep = dropout_keep(philox_word(seed, offset + global_index(g, e)), threshold);
     if constexpr (sizeof(T) == 8) {
       out[e] = keep ? in[e] * scale_d : 0.0;
@@ -168,14 +166,17 @@ const char* fill_typed(const RngLaunch& l, const Geom& g) {
         return nullptr;
       }
       break;
-    default: break;
+    default:
+      break;
   }
   return "unsupported distribution / dtype combination";
 }
 
 }  // namespace
 
-bool rng_cuda_compiled() { return true; }
+bool rng_cuda_compiled() {
+  return true;
+}
 
 const char* rng_cuda_launch(const RngLaunch& l) {
   if (l.numel == 0) return nullptr;
@@ -205,13 +206,27 @@ const char* rng_cuda_launch(const RngLaunch& l) {
   g.gbase = l.gbase;
   const char* msg = nullptr;
   switch (l.dtype) {
-    case RngDType::kFloat32: msg = fill_typed<float>(l, g); break;
-    case RngDType::kFloat64: msg = fill_typed<double>(l, g); break;
-    case RngDType::kFloat16: msg = fill_typed<Half>(l, g); break;
-    case RngDType::kBFloat16: msg = fill_typed<BFloat16>(l, g); break;
-    case RngDType::kInt32: msg = fill_typed<int32_t>(l, g); break;
-    case RngDType::kInt64: msg = fill_typed<int64_t>(l, g); break;
-    case RngDType::kBool: msg = fill_typed<bool>(l, g); break;
+    case RngDType::kFloat32:
+      msg = fill_typed<float>(l, g);
+      break;
+    case RngDType::kFloat64:
+      msg = fill_typed<double>(l, g);
+      break;
+    case RngDType::kFloat16:
+      msg = fill_typed<Half>(l, g);
+      break;
+    case RngDType::kBFloat16:
+      msg = fill_typed<BFloat16>(l, g);
+      break;
+    case RngDType::kInt32:
+      msg = fill_typed<int32_t>(l, g);
+      break;
+    case RngDType::kInt64:
+      msg = fill_typed<int64_t>(l, g);
+      break;
+    case RngDType::kBool:
+      msg = fill_typed<bool>(l, g);
+      break;
   }
   if (msg == nullptr) {
     err = cudaGetLastError();

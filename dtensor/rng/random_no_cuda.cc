@@ -3,7 +3,9 @@
 
 namespace dtensor::detail {
 
-bool rng_cuda_compiled() { return false; }
+bool rng_cuda_compiled() {
+  return false;
+}
 
 const char* rng_cuda_launch(const RngLaunch&) {
   return "dtensor was built without CUDA (DTENSOR_CUDA=OFF): random ops on CUDA tensors are "

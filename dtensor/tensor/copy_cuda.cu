@@ -25,7 +25,8 @@ __global__ void copy_kernel(char* dst, const char* src, OffsetCalc<2> calc, int6
 
 template <typename D, typename S>
 void launch(char* dst, const char* src, const OffsetCalc<2>& calc, int64_t n) {
-  copy_kernel<D, S><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(dst, src, calc, n);
+  copy_kernel<D, S>
+      <<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(dst, src, calc, n);
 }
 
 }  // namespace

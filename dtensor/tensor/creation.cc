@@ -120,8 +120,7 @@ Tensor eye_block(int64_t rows, int64_t cols, int64_t row0, int64_t col0, TensorO
 }
 
 Tensor eye(int64_t n, int64_t m, TensorOptions opts) {
-  DT_CHECK(n >= 0 && m >= -1, "[eye] n = %d and m = %d must be non-negative (m = -1: m = n)", n,
-           m);
+  DT_CHECK(n >= 0 && m >= -1, "[eye] n = %d and m = %d must be non-negative (m = -1: m = n)", n, m);
   return eye_block(n, m < 0 ? n : m, 0, 0, opts);
 }
 

@@ -82,8 +82,6 @@ void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, siz
   DT_CHECK_CUDA(cudaMemcpy(dst, src, nbytes, kind));
 }
 
-
-
 }  // namespace dtensor::detail
 
 namespace dtensor {

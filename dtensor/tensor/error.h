@@ -4,10 +4,10 @@
 // what was expected, e.g. "[narrow] dim 3 out of range for a 2-d tensor (expected -2..1)".
 #pragma once
 
+#include <absl/strings/str_format.h>
+
 #include <stdexcept>
 #include <string>
-
-#include <absl/strings/str_format.h>
 
 namespace dtensor {
 
@@ -25,11 +25,11 @@ namespace detail {
 
 // DT_CHECK(cond, "[op] format", args...): throws dtensor::Error with the formatted message
 // when cond is false. The format string is checked at compile time (absl::StrFormat).
-#define DT_CHECK(cond, ...)                                                   \
-  do {                                                                        \
-    if (!(cond)) [[unlikely]] {                                               \
-      ::dtensor::detail::throw_error(::absl::StrFormat(__VA_ARGS__));         \
-    }                                                                         \
+#define DT_CHECK(cond, ...)                                           \
+  do {                                                                \
+    if (!(cond)) [[unlikely]] {                                       \
+      ::dtensor::detail::throw_error(::absl::StrFormat(__VA_ARGS__)); \
+    }                                                                 \
   } while (0)
 
 // DT_FAIL("[op] format", args...): throws unconditionally.

@@ -47,7 +47,8 @@ class Tensor {
   // Pointer to the first element (storage data + offset). Raw, any dtype.
   void* data_ptr() const;
   // Typed pointer; throws when T does not match dtype().
-  template <typename T> T* data() const {
+  template <typename T>
+  T* data() const {
     DT_CHECK(dtype_of_v<T> == dtype_, "[Tensor::data] requested %s but the tensor is %s",
              dtype_name(dtype_of_v<T>), dtype_name(dtype_));
     return static_cast<T*>(data_ptr());
@@ -93,11 +94,14 @@ class Tensor {
 
   // ---- element access (tests, debugging; slow) ---------------------------------------------
   // The single element of a one-element tensor, converted to T.
-  template <typename T> T item() const;
+  template <typename T>
+  T item() const;
   // Element at a multi-index (negative entries count from the end), converted to T.
-  template <typename T> T at(IntSpan index) const;
+  template <typename T>
+  T at(IntSpan index) const;
   // All elements in row-major order, converted to T (copies to the CPU when needed).
-  template <typename T> std::vector<T> to_vector() const;
+  template <typename T>
+  std::vector<T> to_vector() const;
 
   std::string str() const;  // PyTorch-like printing
 

@@ -2,7 +2,6 @@
 // graphs against closed forms, accumulation, retain_graph, hooks, grad mode, and the errors
 // for the usual misuse.
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 
@@ -62,8 +61,8 @@ TEST_CASE("autograd: gradients accumulate across backward calls and clear with s
 
 TEST_CASE("autograd: a tensor used twice gets the sum of both paths") {
   DTensor a = leaf({2}, {1});
-  DTensor y = a * a;            // 2a
-  DTensor z = dt::sum(y + y);   // 4a
+  DTensor y = a * a;           // 2a
+  DTensor z = dt::sum(y + y);  // 4a
   z.backward();
   CHECK(values(a.grad()) == std::vector<double>{8});
 }
@@ -113,7 +112,8 @@ TEST_CASE("autograd: no_grad, detach and integer outputs do not record") {
   }
 }
 
-TEST_CASE("autograd: hooks see and may replace the gradient, retain_grad keeps a non-leaf gradient") {
+TEST_CASE(
+    "autograd: hooks see and may replace the gradient, retain_grad keeps a non-leaf gradient") {
   DTensor a = leaf({1, 2}, {2});
   DTensor y = a * 3.0;
   y.retain_grad();

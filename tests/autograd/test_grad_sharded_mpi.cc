@@ -321,15 +321,15 @@ TEST_CASE("from_local / to_local(grad_placements) are differentiable") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = tt::make_mesh({w});
   // Each rank's local piece of an S(0) DTensor; the gradient of the piece is its chunk.
-  DTensor piece = dt::local_dtensor(dt::full({2, 3}, static_cast<double>(dt::world_rank()),
-                                             dt::TensorOptions(dt::kFloat64)));
+  DTensor piece = dt::local_dtensor(
+      dt::full({2, 3}, static_cast<double>(dt::world_rank()), dt::TensorOptions(dt::kFloat64)));
   piece.requires_grad_();
   const DTensor d = DTensor::from_local(piece, mesh, {dt::Shard(0)});
   const Tensor weights = tt::det_input({2 * w, 3}, 3, -1.0, 0.5, dt::kFloat64);
   const DTensor wd = dt::distribute_tensor(weights, mesh, {dt::Replicate()}, std::nullopt);
   dt::sum(d * wd).backward();
-  CHECK(tt::same_values(piece.grad().to_local(), weights.narrow(0, 2 * dt::world_rank(), 2),
-                        1e-12));
+  CHECK(
+      tt::same_values(piece.grad().to_local(), weights.narrow(0, 2 * dt::world_rank(), 2), 1e-12));
   // to_local: the local gradient comes back as the given placements (Partial: summed later).
   DTensor a = dt::distribute_tensor(weights, mesh, {dt::Replicate()}, std::nullopt);
   a.requires_grad_();

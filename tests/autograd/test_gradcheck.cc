@@ -138,9 +138,10 @@ TEST_CASE("every backward formula matches finite differences (float64, one rank)
     }
     if (any) ++checked_ops;
   }
-  std::printf("gradcheck: %lld differentiable ops, %lld input elements checked; not "
-              "differentiable: %s\n",
-              static_cast<long long>(checked_ops), static_cast<long long>(checked_elements),
-              absl::StrJoin(skipped, ", ").c_str());
+  std::printf(
+      "gradcheck: %lld differentiable ops, %lld input elements checked; not "
+      "differentiable: %s\n",
+      static_cast<long long>(checked_ops), static_cast<long long>(checked_elements),
+      absl::StrJoin(skipped, ", ").c_str());
   CHECK(checked_ops > 0);
 }

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/tensor/creation.h"
 
 namespace ckpt_test {
@@ -37,7 +37,9 @@ inline dt::DTensor target(dt::IntSpan shape, dt::DType dtype, const dt::DeviceMe
                                std::nullopt);
 }
 
-inline dt::DeviceMesh mesh_1d() { return dt::init_device_mesh(dt::kCPU, {dt::world_size()}); }
+inline dt::DeviceMesh mesh_1d() {
+  return dt::init_device_mesh(dt::kCPU, {dt::world_size()});
+}
 // 2x2 at 4 ranks, 2x1 at 2, 1x1 at 1.
 inline dt::DeviceMesh mesh_2d() {
   const int64_t w = dt::world_size();
@@ -48,11 +50,13 @@ inline std::vector<dt::Placements> placements_1d() {
   return {{dt::Shard(0)}, {dt::Shard(1)}, {dt::Replicate()}};
 }
 inline std::vector<dt::Placements> placements_2d() {
-  return {{dt::Shard(0), dt::Shard(1)}, {dt::Shard(0), dt::Shard(0)}, {dt::Replicate(), dt::Shard(0)},
-          {dt::Shard(1), dt::Replicate()}, {dt::Replicate(), dt::Replicate()},
-          {dt::Shard(1), dt::Shard(0)}};
+  return {{dt::Shard(0), dt::Shard(1)},       {dt::Shard(0), dt::Shard(0)},
+          {dt::Replicate(), dt::Shard(0)},    {dt::Shard(1), dt::Replicate()},
+          {dt::Replicate(), dt::Replicate()}, {dt::Shard(1), dt::Shard(0)}};
 }
 
-inline void barrier() { dt::world_communicator()->barrier()->wait(); }
+inline void barrier() {
+  dt::world_communicator()->barrier()->wait();
+}
 
 }  // namespace ckpt_test

@@ -20,8 +20,8 @@
 #include <set>
 #include <string>
 
-#include "dtensor/checkpoint/checkpoint.h"
 #include "ckpt_test_util.h"
+#include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/tensor/compare.h"
 
 namespace ck = dtensor::checkpoint;

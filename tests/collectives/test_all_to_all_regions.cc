@@ -22,7 +22,8 @@ namespace {
 std::vector<std::pair<int64_t, int64_t>> uneven_blocks(int64_t m, int n) {
   std::vector<int64_t> size(static_cast<size_t>(n));
   int64_t total = 0;
-  for (int r = 0; r < n; ++r) total += size[static_cast<size_t>(r)] = std::min<int64_t>(r % 3, m - total);
+  for (int r = 0; r < n; ++r)
+    total += size[static_cast<size_t>(r)] = std::min<int64_t>(r % 3, m - total);
   size.back() += m - total;
   std::vector<std::pair<int64_t, int64_t>> out;  // (offset, size)
   int64_t off = 0;
@@ -125,10 +126,10 @@ TEST_CASE("all_to_all_regions refuses bad regions and is fingerprinted as an all
     Tensor a = zeros({n}, TensorOptions(kFloat32)), b = zeros({n}, TensorOptions(kFloat32));
     comm->all_to_all(b, a)->wait();
   };
-  CHECK_THROWS_WITH(run(), Catch::Contains("collective mismatch") &&
-                               Catch::Contains("all_to_all(float32, regions)") &&
-                               Catch::Contains("all_to_all(float32, " + std::to_string(n) +
-                                               " element"));
+  CHECK_THROWS_WITH(run(),
+                    Catch::Contains("collective mismatch") &&
+                        Catch::Contains("all_to_all(float32, regions)") &&
+                        Catch::Contains("all_to_all(float32, " + std::to_string(n) + " element"));
 }
 
 }  // namespace dtensor::test

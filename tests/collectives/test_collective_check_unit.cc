@@ -1,6 +1,7 @@
-// Single-process parts of the collective consistency check (dtensor/collectives/collective_check.h):
-// fingerprint text, the mismatch report, the inline reductions' numerics, the environment
-// parsers (DTENSOR_CHECK_COLLECTIVES, DTENSOR_COLLECTIVE_TIMEOUT).
+// Single-process parts of the collective consistency check
+// (dtensor/collectives/collective_check.h): fingerprint text, the mismatch report, the inline
+// reductions' numerics, the environment parsers (DTENSOR_CHECK_COLLECTIVES,
+// DTENSOR_COLLECTIVE_TIMEOUT).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>

@@ -59,9 +59,9 @@ TEST_CASE("public calls reject devices the backend does not serve", "[collective
   CommDebugMode debug;
   Tensor cpu = make_tensor<float>(4, [](int64_t) { return 1; });
   Tensor cpu8 = make_tensor<float>(8, [](int64_t) { return 1; });
-  REQUIRE_THROWS_WITH(comm.all_reduce(cpu, ReduceOp::kSum),
-                      Catch::Contains("[all_reduce] tensor is on device cpu") &&
-                          Catch::Contains("fake backend"));
+  REQUIRE_THROWS_WITH(
+      comm.all_reduce(cpu, ReduceOp::kSum),
+      Catch::Contains("[all_reduce] tensor is on device cpu") && Catch::Contains("fake backend"));
   REQUIRE_THROWS_WITH(comm.all_gather(cpu8, cpu), Catch::Contains("[all_gather] output"));
   REQUIRE_THROWS_WITH(comm.reduce_scatter(cpu, cpu8, ReduceOp::kMax),
                       Catch::Contains("[reduce_scatter] output"));

@@ -1,5 +1,5 @@
-// The CUDA backend choice (DTENSOR_CUDA_BACKEND, dtensor/collectives/runtime.h) under mpirun at 1 and 2
-// ranks. Runs without a GPU: the rule as a pure function, the environment override and its
+// The CUDA backend choice (DTENSOR_CUDA_BACKEND, dtensor/collectives/runtime.h) under mpirun at 1
+// and 2 ranks. Runs without a GPU: the rule as a pure function, the environment override and its
 // errors on every rank, and the automatic choice against an expectation computed here from the
 // device count and the node-local rank count.
 #include <mpi.h>

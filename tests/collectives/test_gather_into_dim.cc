@@ -148,8 +148,8 @@ TEST_CASE("all_gather_into_regions places each rank's block at its offset",
   set_collective_check_mode(CollectiveCheckMode::kOn);
   // A region outside the output is refused on the rank that passes it.
   Tensor out = zeros({2, 2}, TensorOptions(kFloat32));
-  std::vector<Shape> offsets(static_cast<size_t>(n), Shape{1, 1}), shapes(static_cast<size_t>(n),
-                                                                          Shape{2, 1});
+  std::vector<Shape> offsets(static_cast<size_t>(n), Shape{1, 1}),
+      shapes(static_cast<size_t>(n), Shape{2, 1});
   CHECK_THROWS_WITH(
       comm->all_gather_into_regions(out, zeros({2, 1}, TensorOptions(kFloat32)), offsets, shapes),
       Catch::Contains("[all_gather]") && Catch::Contains("not inside the output"));

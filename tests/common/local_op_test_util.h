@@ -29,7 +29,9 @@ inline Tensor rand_tensor(IntSpan shape, DType dtype, uint64_t seed, double lo =
   return from_vector<double>(v, shape).to(dtype);
 }
 
-inline double rtol_for(DType d) { return test::rtol_for(d, 3e-6); }
+inline double rtol_for(DType d) {
+  return test::rtol_for(d, 3e-6);
+}
 
 // got (any dtype) equals `expect` in shape and, elementwise, |got - expect| <= rtol * scale +
 // atol where scale is |expect| or, when given, the matching entry of `scales` (e.g. the sum of

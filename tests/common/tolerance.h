@@ -13,11 +13,16 @@ namespace dtensor::test {
 
 inline double rtol_for(DType d, double float32_rtol) {
   switch (d) {
-    case DType::kFloat32: return float32_rtol;
-    case DType::kFloat64: return 1e-12;
-    case DType::kFloat16: return 2e-3;
-    case DType::kBFloat16: return 1.6e-2;
-    default: return 0.0;
+    case DType::kFloat32:
+      return float32_rtol;
+    case DType::kFloat64:
+      return 1e-12;
+    case DType::kFloat16:
+      return 2e-3;
+    case DType::kBFloat16:
+      return 1.6e-2;
+    default:
+      return 0.0;
   }
 }
 

@@ -563,8 +563,8 @@ TEST_CASE("visualize_sharding lists each block and its ranks on the first rank",
   // 4-d on a 2-d mesh when the world has one: each block's range is printed for every dim.
   if (w == 4) {
     const dt::DeviceMesh m2 = dt::test::make_mesh({2, 2});
-    const dt::DTensor four =
-        dt::distribute_tensor(dt::test::make_data({4, 1, 2, 3}, dt::kFloat32), m2, {S0, dt::Shard(3)});
+    const dt::DTensor four = dt::distribute_tensor(dt::test::make_data({4, 1, 2, 3}, dt::kFloat32),
+                                                   m2, {S0, dt::Shard(3)});
     const std::string t4 = dt::visualize_sharding(four, false);
     if (dt::world_rank() == 0) {
       CHECK(t4.find("[0, 2) x [0, 1) x [0, 2) x [0, 2)") != std::string::npos);
@@ -640,13 +640,11 @@ TEST_CASE("bad inputs raise dtensor::Error on every rank", "[dtensor]") {
                       Contains("[redistribute]") && Contains("Shard dim 5"));
   const dt::DTensor pm = dt::distribute_tensor(x, mesh, {Pmax});
   if (mesh.size() > 1) {  // over one rank P(max) -> P(sum) is an exact relabel
-    REQUIRE_THROWS_WITH(pm.redistribute({Psum}),
-                        Contains("[redistribute]") && Contains("P(max)"));
+    REQUIRE_THROWS_WITH(pm.redistribute({Psum}), Contains("[redistribute]") && Contains("P(max)"));
   }
-  REQUIRE_THROWS_WITH(
-      dt::detail::redistribute_no_grad(
-          d, dt::DTensorSpec(other, {R, R}, dt::TensorMeta({5, 4}, dt::kFloat32))),
-      Contains("[redistribute]") && Contains("different tensors"));
+  REQUIRE_THROWS_WITH(dt::detail::redistribute_no_grad(
+                          d, dt::DTensorSpec(other, {R, R}, dt::TensorMeta({5, 4}, dt::kFloat32))),
+                      Contains("[redistribute]") && Contains("different tensors"));
   REQUIRE_THROWS_AS(dt::DTensor().full_tensor(), dt::Error);
   // Still usable afterwards: no rank is stuck in a collective.
   CHECK(dt::equal(d.full_tensor(), x));

@@ -142,8 +142,8 @@ TEST_CASE("like-factories keep the layout, Partial becomes Replicate", "[dtensor
 TEST_CASE("factories refuse Partial and bad arguments on every rank", "[dtensor][factories]") {
   const int w = dt::world_size();
   const dt::DeviceMesh mesh = dt::test::make_mesh({w});
-  CHECK_THROWS_WITH(dt::ones({4, 4}, mesh, {Psum}), Contains("[ones] placements [P(sum)]") &&
-                                                        Contains("cannot be Partial"));
+  CHECK_THROWS_WITH(dt::ones({4, 4}, mesh, {Psum}),
+                    Contains("[ones] placements [P(sum)]") && Contains("cannot be Partial"));
   CHECK_THROWS_WITH(dt::zeros({4}, mesh, {S1}), Contains("[zeros]"));
   CHECK_THROWS_WITH(dt::eye(-1, 2, mesh, {R}), Contains("[eye] n = -1"));
   CHECK_THROWS_WITH(dt::eye(3, -5, mesh, {R}), Contains("m = -5"));

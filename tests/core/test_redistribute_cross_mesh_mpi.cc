@@ -1,8 +1,9 @@
 // Cross-mesh redistribute under mpirun (1, 2, 4, 8 ranks): a DTensor moved to a mesh of another
 // shape, a subset of the ranks, a disjoint group or the same ranks in another order holds
 // exactly the target's blocks and comes back bit for bit; each piece a rank lacks is received
-// once (the gradient: tests/autograd/test_redistribute_grad_mpi.cc); ranks that ask for different moves all
-// raise. Checks use CHECK (not REQUIRE) so a failing rank keeps issuing what its peers expect.
+// once (the gradient: tests/autograd/test_redistribute_grad_mpi.cc); ranks that ask for different
+// moves all raise. Checks use CHECK (not REQUIRE) so a failing rank keeps issuing what its peers
+// expect.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <iostream>
@@ -56,8 +57,8 @@ int64_t elements_missing(const dt::DTensorSpec& src, const dt::DTensorSpec& dst)
   if (!src.mesh().contains_me()) return total;
   const dt::LocalShard have = src.local_shard();
   dt::Shape off, shape;
-  const bool held = dt::box_intersection(want.offset, want.shape, have.offset, have.shape, off,
-                                         shape);
+  const bool held =
+      dt::box_intersection(want.offset, want.shape, have.offset, have.shape, off, shape);
   return total - (held ? dt::shape_numel(shape) : 0);
 }
 
@@ -144,8 +145,8 @@ TEST_CASE("cross-mesh redistribute: ranks asking for different moves all raise",
                         Contains("rank " + std::to_string(w - 1) + " moves"));
   // A local shard that does not fit its spec on one rank: every rank raises, naming it.
   const dt::Tensor mine = odd_one ? dt::zeros({1, 1}) : a.to_local();
-  CHECK_THROWS_WITH(dt::redistribute_cross_mesh_local(mine, a.spec(), dt::DTensorSpec(
-                                                                          first, {S0}, a.spec().meta())),
+  CHECK_THROWS_WITH(dt::redistribute_cross_mesh_local(
+                        mine, a.spec(), dt::DTensorSpec(first, {S0}, a.spec().meta())),
                     Contains("disagree") && Contains("local shard is [1, 1]"));
   // Nothing was left in flight: the next move works.
   const dt::DTensor y = a.redistribute(first, {S1});

@@ -315,7 +315,8 @@ TEST_CASE("redistribute: large S(1)->R gathers straight into place", "[redistrib
     const dt::DeviceMesh mesh2 = dt::test::make_mesh({2, 2});
     const dt::Tensor x = iota({513, 513});
     const dt::DTensor s = dt::distribute_tensor(x, mesh2, {S0, S1});
-    CHECK(dt::equal(s.redistribute({S0, R}).to_local(), dt::test::expected_block(x, mesh2, {S0, R})));
+    CHECK(
+        dt::equal(s.redistribute({S0, R}).to_local(), dt::test::expected_block(x, mesh2, {S0, R})));
     CHECK(dt::equal(s.redistribute({R, R}).to_local(), x));
   }
 }
@@ -419,10 +420,10 @@ TEST_CASE("redistribute: a DTensor given up is reduced in its own memory", "[red
     CHECK(dt::equal(r.to_local(), x));
     if (x.numel() > 0) CHECK(r.to_local().data_ptr() == mem);
     // P -> S(1) is one reduce-scatter into a fresh output (nothing to reuse).
-    CHECK(dt::equal(
-        dt::DTensor::from_local(p_local.clone(), mesh, {Psum}, false, global).redistribute({S1})
-            .to_local(),
-        dt::test::expected_block(x, mesh, {S1})));
+    CHECK(dt::equal(dt::DTensor::from_local(p_local.clone(), mesh, {Psum}, false, global)
+                        .redistribute({S1})
+                        .to_local(),
+                    dt::test::expected_block(x, mesh, {S1})));
     // A rejected call leaves the DTensor as it was.
     dt::DTensor kept = dt::DTensor::from_local(p_local.clone(), mesh, {Psum}, false, global);
     CHECK_THROWS_WITH(std::move(kept).redistribute({dt::Shard(5)}), Contains("redistribute"));
@@ -479,7 +480,8 @@ TEST_CASE("redistribute: flattened mesh dims move with one collective", "[redist
     const dt::DeviceMesh mesh = dt::test::make_mesh({w, 1});
     const dt::Tensor x = dt::test::make_data({5, 3}, dt::kFloat32);
     const dt::DTensor a = dt::distribute_tensor(x, mesh, {S0, S1});
-    const dt::RedistributePlan plan = *dt::plan_redistribute(a.spec(), a.spec().with_placements({R, R}));
+    const dt::RedistributePlan plan =
+        *dt::plan_redistribute(a.spec(), a.spec().with_placements({R, R}));
     for (const dt::RedistributeStep& s : plan.steps) CHECK_FALSE(s.is_flattened());
     CHECK(dt::equal(a.redistribute({R, R}).to_local(), x));
     return;
@@ -501,7 +503,8 @@ TEST_CASE("redistribute: flattened mesh dims move with one collective", "[redist
     for (const dt::Placements& src : {mixed, nested}) {
       INFO(dt::shape_str(x.shape()) << " " << dt::placements_str(src));
       const dt::DTensor a = dt::distribute_tensor(x, mesh, src);
-      const dt::RedistributePlan plan = *dt::plan_redistribute(a.spec(), a.spec().with_placements(all_r));
+      const dt::RedistributePlan plan =
+          *dt::plan_redistribute(a.spec(), a.spec().with_placements(all_r));
       INFO(plan.str());
       REQUIRE(plan.steps.size() == 1);
       CHECK(plan.steps[0].flat_dims.size() == nd);
@@ -557,7 +560,8 @@ TEST_CASE("redistribute: flattened mesh dims move with one collective", "[redist
     dt::world_communicator()->barrier()->wait();
   }
   // Errors name the method.
-  REQUIRE_THROWS_WITH(mesh.flattened_communicator({}), Contains("[DeviceMesh]") && Contains("empty"));
+  REQUIRE_THROWS_WITH(mesh.flattened_communicator({}),
+                      Contains("[DeviceMesh]") && Contains("empty"));
   REQUIRE_THROWS_WITH(mesh.flattened_communicator({0, 0}), Contains("twice"));
 }
 
@@ -578,11 +582,11 @@ TEST_CASE("redistribute: Shard -> Shard moves with one all-to-all, placed or pac
     INFO((regions ? "placed by regions" : "packed"));
     // One mesh dim (uneven, empty and non-leading dims).
     const dt::DeviceMesh line = dt::test::make_mesh({w});
-    for (const Ints& shape : {Ints{2 * w, 3 * w, 2}, Ints{w + 1, 2 * w - 1, 3}, Ints{0, w, 2},
-                              Ints{w, 1, 2}}) {
+    for (const Ints& shape :
+         {Ints{2 * w, 3 * w, 2}, Ints{w + 1, 2 * w - 1, 3}, Ints{0, w, 2}, Ints{w, 1, 2}}) {
       const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
-      for (const auto& [from, to] : {std::pair{S0, S1}, std::pair{S1, S0}, std::pair{S2, S0},
-                                     std::pair{S1, S2}}) {
+      for (const auto& [from, to] :
+           {std::pair{S0, S1}, std::pair{S1, S0}, std::pair{S2, S0}, std::pair{S1, S2}}) {
         INFO(dt::shape_str(x.shape()) << ": " << from.str() << " -> " << to.str());
         const dt::DTensor a = dt::distribute_tensor(x, line, {from});
         dt::CommDebugMode comm;
@@ -615,12 +619,12 @@ TEST_CASE("redistribute: Shard -> Shard moves with one all-to-all, placed or pac
     }
     for (const Pair& pr : pairs) {
       const dt::DeviceMesh mesh = dt::test::make_mesh(pr.mesh);
-      for (const Ints& shape : {Ints{8, 8, 8}, Ints{5, 3, 7}, Ints{1, 9, 2}, Ints{0, 4, 3},
-                                Ints{16, 16, 1}}) {
+      for (const Ints& shape :
+           {Ints{8, 8, 8}, Ints{5, 3, 7}, Ints{1, 9, 2}, Ints{0, 4, 3}, Ints{16, 16, 1}}) {
         const dt::Tensor x = dt::test::make_data(shape, dt::kFloat32);
-        INFO(dt::shape_str(x.shape()) << " on " << dt::shape_str(pr.mesh) << ": "
-                                      << dt::placements_str(pr.src) << " -> "
-                                      << dt::placements_str(pr.dst));
+        INFO(dt::shape_str(x.shape())
+             << " on " << dt::shape_str(pr.mesh) << ": " << dt::placements_str(pr.src) << " -> "
+             << dt::placements_str(pr.dst));
         // Partial dims hold x on coordinate 0 and zeros elsewhere (their sum is x).
         dt::Tensor local = dt::test::expected_block(x, mesh, pr.src);
         bool zero = false;
@@ -629,7 +633,8 @@ TEST_CASE("redistribute: Shard -> Shard moves with one all-to-all, placed or pac
         }
         if (zero) local = dt::zeros_like(local);
         const dt::DTensor a = dt::DTensor::from_local(local, mesh, pr.src, false, x.shape());
-        const dt::RedistributePlan plan = *dt::plan_redistribute(a.spec(), a.spec().with_placements(pr.dst));
+        const dt::RedistributePlan plan =
+            *dt::plan_redistribute(a.spec(), a.spec().with_placements(pr.dst));
         INFO(plan.str());
         REQUIRE(plan.steps.size() == 1);
         CHECK(plan.steps[0].kind == dt::StepKind::kAllToAll);
@@ -671,10 +676,8 @@ TEST_CASE("redistribute: async_op returns a pending DTensor waited on first use"
     CHECK(comm.total_count() == (w > 1 ? 1 : 0));  // counted once waited
   }
   // Partial sources, and a chain of pending results (the second waits for the first).
-  const dt::DTensor p = dt::DTensor::from_local(w == 1 || dt::world_rank() == 0
-                                                    ? x
-                                                    : dt::zeros_like(x),
-                                                mesh, {Psum}, false);
+  const dt::DTensor p = dt::DTensor::from_local(
+      w == 1 || dt::world_rank() == 0 ? x : dt::zeros_like(x), mesh, {Psum}, false);
   const dt::DTensor pr = p.redistribute({S1}, true).redistribute({R}, true);
   CHECK(dt::equal(pr.full_tensor(), x));
   if (w > 1 && dt::async_threaded()) {

@@ -174,9 +174,12 @@ TEST_CASE("planner: flattened steps move several mesh dims with one collective",
   CHECK(plan({8, 8}, {2, 2}, {Pavg, Pavg}, {R, R}, dt::kInt64).steps.size() == 2);
   CHECK(plan({8, 8}, {2, 2}, {S0, Psum}, {R, R}).steps.size() == 2);
   // 3-d: the dims that move together flatten, a size-1 dim is relabelled and never part of one.
-  check_steps(plan({8, 8, 8}, {2, 2, 2}, {S0, S1, dt::Shard(2)}, {R, R, R}), {{0, K::kAllGather, {0, 1, 2}}});
-  check_steps(plan({8, 8, 8}, {2, 2, 2}, {S0, R, dt::Shard(2)}, {R, R, R}), {{0, K::kAllGather, {0, 2}}});
-  check_steps(plan({8, 8, 8}, {2, 1, 2}, {S0, S1, dt::Shard(2)}, {R, R, R}), {{0, K::kAllGather, {0, 2}}});
+  check_steps(plan({8, 8, 8}, {2, 2, 2}, {S0, S1, dt::Shard(2)}, {R, R, R}),
+              {{0, K::kAllGather, {0, 1, 2}}});
+  check_steps(plan({8, 8, 8}, {2, 2, 2}, {S0, R, dt::Shard(2)}, {R, R, R}),
+              {{0, K::kAllGather, {0, 2}}});
+  check_steps(plan({8, 8, 8}, {2, 1, 2}, {S0, S1, dt::Shard(2)}, {R, R, R}),
+              {{0, K::kAllGather, {0, 2}}});
   // Uneven: costed at the largest block, like a one-dim step; the padding moves a few more
   // bytes than the per-dim gathers, but one collective is issued instead of two.
   const auto u = plan({5, 3}, {2, 2}, {S0, S1}, {R, R});
@@ -202,12 +205,10 @@ TEST_CASE("planner: several mesh dims S -> S move with one all-to-all", "[planne
   // the group's region before and after); one further in cannot (it would cut the group's
   // blocks differently before and after), so the whole mesh exchanges.
   check_steps(plan({8, 8}, {2, 2, 2}, {S1, S0, S0}, {S1, S1, S1}), {{1, K::kAllToAll, {1, 2}}});
-  check_steps(plan({8, 8}, {2, 2, 2}, {S0, S0, S1}, {S1, S1, S1}),
-              {{0, K::kAllToAll, {0, 1, 2}}});
+  check_steps(plan({8, 8}, {2, 2, 2}, {S0, S0, S1}, {S1, S1, S1}), {{0, K::kAllToAll, {0, 1, 2}}});
   // A size-1 dim is relabelled, never part of a group; Partial and R dims are not either.
   check_steps(plan({8, 8}, {2, 1, 2}, {S0, S1, S0}, {S1, S0, S1}), {{0, K::kAllToAll, {0, 2}}});
-  check_steps(plan({8, 8}, {2, 2, 2}, {S0, Psum, S0}, {S1, Psum, S1}),
-              {{0, K::kAllToAll, {0, 2}}});
+  check_steps(plan({8, 8}, {2, 2, 2}, {S0, Psum, S0}, {S1, Psum, S1}), {{0, K::kAllToAll, {0, 2}}});
 }
 
 TEST_CASE("planner: 2-d partial and mixed transitions", "[planner]") {
@@ -313,8 +314,7 @@ TEST_CASE("planner: every pair on 2-d and 3-d meshes ends at the target", "[plan
   }
 }
 
-TEST_CASE("planner: the cost model is an argument, the default one is read by value",
-          "[planner]") {
+TEST_CASE("planner: the cost model is an argument, the default one is read by value", "[planner]") {
   dt::CostModel m;
   m.alpha_us = 100;
   m.beta_us_per_byte = 0;

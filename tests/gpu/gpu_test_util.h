@@ -39,7 +39,9 @@ inline Tensor make_input(IntSpan shape, DType dtype, uint64_t seed, double lo = 
   return from_vector<double>(v, shape).to(dtype);
 }
 
-inline double rtol_for(DType d) { return test::rtol_for(d, 1e-5); }
+inline double rtol_for(DType d) {
+  return test::rtol_for(d, 1e-5);
+}
 
 // The CUDA result `g` has the CPU result's shape and dtype, lives on the GPU, and its values
 // match within rtol_for(dtype) (exactly for non-floating dtypes, NaN matching NaN).
@@ -76,8 +78,8 @@ inline void check_exact(const Tensor& g, const Tensor& c) {
   for (size_t i = 0; i < gv.size(); ++i) {
     if (!(gv[i] == cv[i] || (std::isnan(gv[i]) && std::isnan(cv[i]))) && bad++ < 5) {
       UNSCOPED_INFO("element " << i << ": cuda " << std::setprecision(17) << gv[i] << " vs cpu "
-                               << cv[i] << " ("
-                               << dtype_name(c.dtype()) << " " << shape_str(c.sizes()) << ")");
+                               << cv[i] << " (" << dtype_name(c.dtype()) << " "
+                               << shape_str(c.sizes()) << ")");
     }
   }
   CHECK(bad == 0);

@@ -8,7 +8,6 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "dtensor_cuda_test_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/embedding/embedding.h"
 #include "dtensor/ops/loss/loss.h"
@@ -18,6 +17,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/ops/view/view.h"
+#include "dtensor_cuda_test_util.h"
 
 namespace dt = dtensor;
 namespace ct = dtensor::cuda_test;
@@ -145,8 +145,9 @@ TEST_CASE("CUDA DTensor matmul family equals the CPU products", "[cuda][ops]") {
   check_binary(x3, y3, choices3, choices3,
                [](const auto& a, const auto& b) { return dt::bmm(a, b); });
   // einsum: its generated rows on CUDA meshes (a permuted batched product, a sum, a diagonal).
-  check_binary(x3, y3, choices3, choices3,
-               [](const auto& a, const auto& b) { return dt::einsum("bik,bkj->jbi", {a, b}); });
+  check_binary(x3, y3, choices3, choices3, [](const auto& a, const auto& b) {
+    return dt::einsum("bik,bkj->jbi", {a, b});
+  });
   check_unary(x3, choices3, [](const auto& a) { return dt::einsum("bik->kb", {a}); });
   check_unary(tt::det_input(dt::Shape{w + 1, w + 1}, 7), all,
               [](const auto& a) { return dt::einsum("ii->i", {a}); });

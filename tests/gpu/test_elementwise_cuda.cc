@@ -5,6 +5,7 @@
 
 #include "dtensor/ops/advanced_index/advanced_index.h"
 #include "dtensor/ops/advanced_index/detail/advanced_index.h"
+#include "dtensor/ops/common/detail/cumprod_backward.h"
 #include "dtensor/ops/common/detail/gemm.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/index/index.h"
@@ -12,7 +13,6 @@
 #include "dtensor/ops/masked_select/masked_select.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
-#include "dtensor/ops/common/detail/cumprod_backward.h"
 #include "dtensor/ops/scan/detail/scan_kernels.h"
 #include "dtensor/ops/scan/scan.h"
 #include "dtensor/ops/view/copy_ops.h"
@@ -90,8 +90,8 @@ TEST_CASE("cuda elementwise: unary math and activations", "[gpu][elementwise]") 
       check_matches(sigmoid(g), sigmoid(x));
       check_matches(tanh(g), tanh(x));
       check_matches(relu(g), relu(x));
-    check_matches(dtensor::floor(g), dtensor::floor(x));
-    check_matches(dtensor::sign(g), dtensor::sign(x));
+      check_matches(dtensor::floor(g), dtensor::floor(x));
+      check_matches(dtensor::sign(g), dtensor::sign(x));
       check_matches(gelu(g), gelu(x));
       check_matches(gelu(g, GeluApproximate::kTanh), gelu(x, GeluApproximate::kTanh));
       check_matches(silu(g), silu(x));
@@ -107,27 +107,28 @@ TEST_CASE("cuda elementwise: unary math and activations", "[gpu][elementwise]") 
       check_matches(leaky_relu(g), leaky_relu(x));
       check_matches(leaky_relu(g, 0.2), leaky_relu(x, 0.2));
       using UnaryFn = Tensor (*)(const Tensor&);
-      for (UnaryFn f : {UnaryFn(&dtensor::sin), UnaryFn(&dtensor::cos), UnaryFn(&dtensor::erf),
-                        UnaryFn(&dtensor::exp2), UnaryFn(&dtensor::expm1),
-                        UnaryFn(&dtensor::floor), UnaryFn(&dtensor::ceil),
-                        UnaryFn(&dtensor::round), UnaryFn(&dtensor::trunc),
-                        UnaryFn(&dtensor::frac), UnaryFn(&dtensor::sign),
-                        UnaryFn(&dtensor::sinh), UnaryFn(&dtensor::cosh),
-                        UnaryFn(&dtensor::atan), UnaryFn(&dtensor::asinh),
-                        UnaryFn(&dtensor::erfc), UnaryFn(&dtensor::log_sigmoid),
-                        UnaryFn(&dtensor::hardsigmoid), UnaryFn(&dtensor::hardswish),
-                        UnaryFn(&dtensor::mish), UnaryFn(&dtensor::selu)}) {
+      for (UnaryFn f : {UnaryFn(&dtensor::sin),         UnaryFn(&dtensor::cos),
+                        UnaryFn(&dtensor::erf),         UnaryFn(&dtensor::exp2),
+                        UnaryFn(&dtensor::expm1),       UnaryFn(&dtensor::floor),
+                        UnaryFn(&dtensor::ceil),        UnaryFn(&dtensor::round),
+                        UnaryFn(&dtensor::trunc),       UnaryFn(&dtensor::frac),
+                        UnaryFn(&dtensor::sign),        UnaryFn(&dtensor::sinh),
+                        UnaryFn(&dtensor::cosh),        UnaryFn(&dtensor::atan),
+                        UnaryFn(&dtensor::asinh),       UnaryFn(&dtensor::erfc),
+                        UnaryFn(&dtensor::log_sigmoid), UnaryFn(&dtensor::hardsigmoid),
+                        UnaryFn(&dtensor::hardswish),   UnaryFn(&dtensor::mish),
+                        UnaryFn(&dtensor::selu)}) {
         check_matches(f(g), f(x));
       }
       // On their domains: (-1, 1) and above 1.
-      for (UnaryFn f : {UnaryFn(&dtensor::asin), UnaryFn(&dtensor::acos),
-                        UnaryFn(&dtensor::atanh)}) {
+      for (UnaryFn f :
+           {UnaryFn(&dtensor::asin), UnaryFn(&dtensor::acos), UnaryFn(&dtensor::atanh)}) {
         check_matches(f(tanh(g)), f(tanh(x)));
       }
       check_matches(dtensor::acosh(abs(g) + Scalar(1.1)), dtensor::acosh(abs(x) + Scalar(1.1)));
       check_matches(dtensor::tan(g * Scalar(0.5)), dtensor::tan(x * Scalar(0.5)));
-      for (UnaryFn f : {UnaryFn(&dtensor::log1p), UnaryFn(&dtensor::log2),
-                        UnaryFn(&dtensor::log10), UnaryFn(&dtensor::reciprocal)}) {
+      for (UnaryFn f : {UnaryFn(&dtensor::log1p), UnaryFn(&dtensor::log2), UnaryFn(&dtensor::log10),
+                        UnaryFn(&dtensor::reciprocal)}) {
         check_matches(f(abs(g) + Scalar(0.1)), f(abs(x) + Scalar(0.1)));
       }
     }
@@ -281,9 +282,9 @@ TEST_CASE("cuda index ops: index_select, take_along_dim, one_hot, masked_fill", 
                     scatter_reduce(x, 1, many, vals, reduce, include_self), 10.0);
       check_matches(scatter_reduce(g, 1, many.to(kGpu), vals.to(kGpu), reduce, include_self, 2),
                     scatter_reduce(x, 1, many, vals, reduce, include_self, 2), 10.0);
-      check_matches(scatter_reduce(ints.to(kGpu), 1, many.to(kGpu), int_vals.to(kGpu), reduce,
-                                   include_self),
-                    scatter_reduce(ints, 1, many, int_vals, reduce, include_self));
+      check_matches(
+          scatter_reduce(ints.to(kGpu), 1, many.to(kGpu), int_vals.to(kGpu), reduce, include_self),
+          scatter_reduce(ints, 1, many, int_vals, reduce, include_self));
       check_matches(scatter_reduce(halves.to(kGpu), 1, many.to(kGpu), half_vals.to(kGpu), reduce,
                                    include_self),
                     scatter_reduce(halves, 1, many, half_vals, reduce, include_self));
@@ -323,7 +324,7 @@ Idx on_gpu(const Idx& idx) {
 // int32 / negative indices, a really strided self, a block-masked put and add (sharded self),
 // an empty block, and the range error.
 TEST_CASE("cuda advanced indexing: index and index_put", "[gpu][index]") {
-  const Tensor i0 = make_input({4, 1}, kInt64, 91, -6, 6);    // repeats and negatives
+  const Tensor i0 = make_input({4, 1}, kInt64, 91, -6, 6);  // repeats and negatives
   const Tensor i2 = make_input({3}, kInt32, 92, 0, 7);
   const Tensor i1 = make_input({4, 3}, kInt64, 93, -5, 5);
   const Idx separated = {i0, std::nullopt, i2}, adjacent = {std::nullopt, i1, i2};
@@ -390,9 +391,9 @@ TEST_CASE("cuda advanced indexing: index and index_put", "[gpu][index]") {
   }
   check_exact(detail::index_block(empty_block.to(kGpu), {int64_t{0}}, {rows.to(kGpu)}, sizes, end),
               detail::index_block(empty_block, {int64_t{0}}, {rows}, sizes, end));
-  REQUIRE_THROWS_WITH(index(big.to(kGpu), {std::nullopt, (rows + Scalar(int64_t{64})).to(kGpu)}),
-                      Catch::Contains("[index] index") &&
-                          Catch::Contains("out of range for dim 1 of size 64"));
+  REQUIRE_THROWS_WITH(
+      index(big.to(kGpu), {std::nullopt, (rows + Scalar(int64_t{64})).to(kGpu)}),
+      Catch::Contains("[index] index") && Catch::Contains("out of range for dim 1 of size 64"));
 }
 
 // index_put without accumulate on a large indexed extent with few entries (m > 4 n): CUDA picks
@@ -488,7 +489,8 @@ TEST_CASE("cuda block scan: cumsum / cumprod started from a block prefix", "[gpu
 }
 
 // The scan family runs the CPU's own row code on the device: results are bit-identical.
-TEST_CASE("cuda scan ops: cumsum, cumprod, cummax, cummin, sort, argsort, topk, kthvalue", "[gpu][scan]") {
+TEST_CASE("cuda scan ops: cumsum, cumprod, cummax, cummin, sort, argsort, topk, kthvalue",
+          "[gpu][scan]") {
   for (DType d : {kFloat32, kFloat16, kInt32, kInt64}) {
     Tensor x = make_input({7, 9}, d, 71, -3, 3);
     if (is_floating(d)) x = where(gt(x, Scalar(2.0)), full({}, Scalar(std::nan("")), d), x);

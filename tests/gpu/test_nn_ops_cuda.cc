@@ -52,7 +52,8 @@ TEST_CASE("cuda row kernels: 16-byte and element paths at every block size",
         const auto rows_of = [&](const Tensor& flat) {
           return flat.narrow(0, start, rows * n).view({rows, n});
         };
-        const Tensor xf = make_input({rows * n + 1}, d, 141), gf = make_input({rows * n + 1}, d, 142);
+        const Tensor xf = make_input({rows * n + 1}, d, 141),
+                     gf = make_input({rows * n + 1}, d, 142);
         const Tensor x = rows_of(xf), g = rows_of(gf);
         const Tensor xg = rows_of(xf.to(kGpu)), gg = rows_of(gf.to(kGpu));
         const Tensor w = make_input({n}, d, 143, 0.5, 2), b = make_input({n}, d, 144);
@@ -68,8 +69,8 @@ TEST_CASE("cuda row kernels: 16-byte and element paths at every block size",
           return v;
         };
         check_matches(softmax_backward(gg, gpu_like_g(y), -1), softmax_backward(g, y, -1), 4);
-        check_matches(log_softmax_backward(gg, gpu_like_g(ly), -1),
-                      log_softmax_backward(g, ly, -1), 4);
+        check_matches(log_softmax_backward(gg, gpu_like_g(ly), -1), log_softmax_backward(g, ly, -1),
+                      4);
         const auto cpu = native_layer_norm(x, shape, w, b);
         const auto gpu = native_layer_norm(xg, shape, w.to(kGpu), b.to(kGpu));
         check_matches(gpu.output, cpu.output, 4);
@@ -79,8 +80,9 @@ TEST_CASE("cuda row kernels: 16-byte and element paths at every block size",
         check_matches(rms_norm(xg, shape), rms_norm(x, shape), 4);
         // NaN near the end of row 3 wins over every warp's max.
         Tensor xn = x.clone();
-        xn.narrow(0, 3, 1).narrow(1, n - 2, 1).fill_(
-            Scalar(std::numeric_limits<double>::quiet_NaN()));
+        xn.narrow(0, 3, 1)
+            .narrow(1, n - 2, 1)
+            .fill_(Scalar(std::numeric_limits<double>::quiet_NaN()));
         check_matches(softmax(gpu_like_g(xn), -1), softmax(xn, -1), 4);
       }
     }
@@ -291,9 +293,9 @@ TEST_CASE("cuda attention without a mask: causal at query offsets, more queries 
       const Tensor glse = make_input({1, 2, 130}, cpu.lse.dtype(), 155);
       const AttentionGrads gc =
           attention_backward(up, glse, q, k, v, Tensor(), cpu.out, cpu.lse, p);
-      const AttentionGrads gg = attention_backward(up.to(kGpu), glse.to(kGpu), q.to(kGpu),
-                                                   k.to(kGpu), v.to(kGpu), Tensor(), gpu.out,
-                                                   gpu.lse, p);
+      const AttentionGrads gg =
+          attention_backward(up.to(kGpu), glse.to(kGpu), q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                             Tensor(), gpu.out, gpu.lse, p);
       check_matches(gg.q, gc.q, 8);
       check_matches(gg.k, gc.k, 8);
       check_matches(gg.v, gc.v, 8);

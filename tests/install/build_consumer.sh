@@ -8,7 +8,8 @@
 set -euo pipefail
 build_dir=$1 src=$2 work=$3 layers=$4 examples=$5 readme=$6
 # The README's C++ blocks, in order, are the consumer's programs: every line of block i appears
-# in programs[i] (leading spaces aside), so the README shows code that builds and runs.
+# in programs[i] (spacing aside: clang-format aligns the program's trailing comments its own way),
+# so the README shows code that builds and runs.
 programs=(first_program.cc training_program.cc)
 blocks=$(grep -c '^```cpp' "$readme")
 if [ "$blocks" -ne ${#programs[@]} ]; then
@@ -18,8 +19,8 @@ if [ "$blocks" -ne ${#programs[@]} ]; then
 fi
 for i in "${!programs[@]}"; do
   missing=$(awk -v want=$((i + 1)) '/^```cpp/ {n++; inb = 1; next} /^```/ {inb = 0}
-                                    inb && n == want' "$readme" | sed 's/^ *//' | grep -v '^$' |
-            grep -vxF -f <(sed 's/^ *//' "$src/${programs[$i]}") || true)
+                                    inb && n == want' "$readme" | sed 's/^ *//; s/  */ /g' | grep -v '^$' |
+            grep -vxF -f <(sed 's/^ *//; s/  */ /g' "$src/${programs[$i]}") || true)
   if [ -n "$missing" ]; then
     echo "install_consumer: README.md's C++ block $((i + 1)) has lines that" \
       "tests/install/consumer/${programs[$i]} lacks:" >&2

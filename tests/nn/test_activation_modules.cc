@@ -1,5 +1,6 @@
-// The activation modules (dtensor/nn/activation.h) on one process (self mesh) and sharded: forward is the
-// DTensor op with the module's arguments, torch.nn's defaults, no parameters, gradients flow.
+// The activation modules (dtensor/nn/activation.h) on one process (self mesh) and sharded: forward
+// is the DTensor op with the module's arguments, torch.nn's defaults, no parameters, gradients
+// flow.
 #include <catch2/catch.hpp>
 
 #include "dtensor/nn/nn.h"

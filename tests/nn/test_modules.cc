@@ -277,8 +277,7 @@ TEST_CASE("rotary embeddings rotate each pair by pos * theta^(-2i/D), swiglu gat
   dt::Generator gen(11);
   const dt::Tensor x = dt::randn({B, S, H, D}, dt::TensorOptions(dt::kFloat64), &gen);
   const dt::Tensor u = dt::randn({B, S, H, D}, dt::TensorOptions(dt::kFloat64), &gen);
-  const nn::functional::RotaryTables t =
-      nn::functional::rotary_tables(8, D, 500.0, dt::kFloat64);
+  const nn::functional::RotaryTables t = nn::functional::rotary_tables(8, D, 500.0, dt::kFloat64);
   dt::DTensor dx = nn::local_dtensor(x.clone());
   dx.requires_grad_();
   const dt::DTensor out = nn::functional::apply_rotary_emb(dx, t);

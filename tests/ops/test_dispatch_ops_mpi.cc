@@ -42,12 +42,12 @@ dt::DTensorList run_first_sample(const dt::OpInfo& op, const dt::DeviceMesh& mes
     const dt::Tensor full = tt::sample_values(call.inputs[i], 5 + i, false);
     Placements q = p;
     for (dt::Placement& x : q) {
-      if ((x.is_shard() && x.dim() >= full.dim()) || (x.is_partial() && !dt::is_floating(full.dtype())))
+      if ((x.is_shard() && x.dim() >= full.dim()) ||
+          (x.is_partial() && !dt::is_floating(full.dtype())))
         x = dt::Replicate();
     }
-    in.push_back(dt::distribute_tensor(full, mesh, op.inplace ? Placements(p.size(), dt::Replicate())
-                                                              : q,
-                                       std::nullopt));
+    in.push_back(dt::distribute_tensor(
+        full, mesh, op.inplace ? Placements(p.size(), dt::Replicate()) : q, std::nullopt));
   }
   std::vector<const DTensor*> ptrs;
   for (const DTensor& t : in) ptrs.push_back(&t);
@@ -115,8 +115,8 @@ TEST_CASE("no collective runs on a mesh dim of one rank") {
     for (const Placements& src : tt::all_placements(choices, shape.size())) {
       const DTensor a = dt::distribute_tensor(x, mesh, src, std::nullopt);
       for (const Placements& dst : tt::all_placements(choices, shape.size())) {
-        INFO(dt::shape_str(mesh.shape()) << " " << dt::placements_str(src) << " -> "
-                                         << dt::placements_str(dst));
+        INFO(dt::shape_str(mesh.shape())
+             << " " << dt::placements_str(src) << " -> " << dt::placements_str(dst));
         const dt::Tensor full = a.redistribute(dst).full_tensor();
         if (mesh.contains_me()) CHECK(tt::same_values(full, x, 1e-6));
       }
@@ -129,15 +129,14 @@ TEST_CASE("no collective runs on a mesh dim of one rank") {
       for (const Placements& p : tt::all_placements(choices, shape.size())) {
         if (op.data_dependent_shape && !mesh.contains_me()) {
           // An outside rank cannot know a data-dependent shape: told so, no collective.
-          CHECK_THROWS_WITH(run_first_sample(op, mesh, p),
-                            Catch::Contains("is outside that mesh"));
+          CHECK_THROWS_WITH(run_first_sample(op, mesh, p), Catch::Contains("is outside that mesh"));
           continue;
         }
         run_first_sample(op, mesh, p);
       }
     }
-    DTensor leaf = dt::distribute_tensor(x, mesh, Placements(shape.size(), dt::Shard(0)),
-                                         std::nullopt);
+    DTensor leaf =
+        dt::distribute_tensor(x, mesh, Placements(shape.size(), dt::Shard(0)), std::nullopt);
     leaf.requires_grad_();
     dt::sum(dt::mm(leaf, dt::t(leaf))).backward();
     INFO("mesh " << dt::shape_str(mesh.shape()) << ": " << comm.str());

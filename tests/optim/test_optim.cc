@@ -2,7 +2,6 @@
 // (amsgrad too) steps against closed forms computed here in double, state_dict round trips,
 // and clip_grad_norm_ (2-norm and inf-norm).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <vector>
 
@@ -37,11 +36,12 @@ TEST_CASE("SGD matches PyTorch's formula step by step") {
   for (const bool nesterov : {false, true}) {
     const double lr = 0.1, mom = 0.9, damp = nesterov ? 0.0 : 0.25, wd = 0.01;
     DTensor p = param({1.0, -2.0, 0.5});
-    optim::SGD opt({p}, optim::SGDOptions(lr).momentum(mom).dampening(damp).weight_decay(wd).nesterov(
-                            nesterov));
+    optim::SGD opt(
+        {p},
+        optim::SGDOptions(lr).momentum(mom).dampening(damp).weight_decay(wd).nesterov(nesterov));
     std::vector<double> w = {1.0, -2.0, 0.5}, buf(3, 0.0);
-    const std::vector<std::vector<double>> grads = {{0.5, 1.0, -1.0}, {0.2, -0.3, 0.4},
-                                                    {-1.0, 0.0, 2.0}};
+    const std::vector<std::vector<double>> grads = {
+        {0.5, 1.0, -1.0}, {0.2, -0.3, 0.4}, {-1.0, 0.0, 2.0}};
     for (size_t step = 0; step < grads.size(); ++step) {
       set_grad(p, grads[step]);
       opt.step();
@@ -61,8 +61,9 @@ TEST_CASE("AdamW matches PyTorch's formula step by step (and amsgrad)") {
   for (const bool amsgrad : {false, true}) {
     const double lr = 0.01, b1 = 0.8, b2 = 0.95, eps = 1e-6, wd = 0.1;
     DTensor p = param({1.0, -2.0});
-    optim::AdamW opt({p}, optim::AdamWOptions(lr).beta1(b1).beta2(b2).eps(eps).weight_decay(wd).amsgrad(
-                              amsgrad));
+    optim::AdamW opt(
+        {p},
+        optim::AdamWOptions(lr).beta1(b1).beta2(b2).eps(eps).weight_decay(wd).amsgrad(amsgrad));
     std::vector<double> w = {1.0, -2.0}, m(2, 0), v(2, 0), vmax(2, 0);
     const std::vector<std::vector<double>> grads = {{0.5, -1.0}, {0.1, 2.0}, {-0.4, 0.01}};
     for (size_t step = 0; step < grads.size(); ++step) {
@@ -75,7 +76,8 @@ TEST_CASE("AdamW matches PyTorch's formula step by step (and amsgrad)") {
         m[i] = b1 * m[i] + (1 - b1) * g;
         v[i] = b2 * v[i] + (1 - b2) * g * g;
         vmax[i] = std::max(vmax[i], v[i]);
-        const double denom = std::sqrt(amsgrad ? vmax[i] : v[i]) / std::sqrt(1 - std::pow(b2, t)) + eps;
+        const double denom =
+            std::sqrt(amsgrad ? vmax[i] : v[i]) / std::sqrt(1 - std::pow(b2, t)) + eps;
         w[i] -= lr / (1 - std::pow(b1, t)) * m[i] / denom;
       }
       const std::vector<double> got = values(p);
@@ -139,6 +141,5 @@ TEST_CASE("optimizers refuse what they cannot update") {
   DTensor i = dt::local_dtensor(dt::zeros({2}, dt::kInt64));
   REQUIRE_THROWS_WITH(optim::SGD({i}, optim::SGDOptions(0.1)), Contains("floating"));
   DTensor p = param({1.0});
-  REQUIRE_THROWS_WITH(optim::SGD({p}, optim::SGDOptions(0.1).nesterov(true)),
-                      Contains("nesterov"));
+  REQUIRE_THROWS_WITH(optim::SGD({p}, optim::SGDOptions(0.1).nesterov(true)), Contains("nesterov"));
 }

@@ -608,9 +608,10 @@ TEST_CASE("TP x FSDP on a 2x2 mesh trains like one device", "[dp][fsdp][tp]") {
   train_and_compare(model, ref, 2, mesh.get_local_rank(0), cfg.vocab_size);
 }
 
-TEST_CASE("replicate: a module run twice before one backward sums both gradients; frozen "
-          "parameters stay out",
-          "[dp][replicate]") {
+TEST_CASE(
+    "replicate: a module run twice before one backward sums both gradients; frozen "
+    "parameters stay out",
+    "[dp][replicate]") {
   const int64_t W = dt::world_size();
   const auto cfg = small_config();
   dt::manual_seed(9);

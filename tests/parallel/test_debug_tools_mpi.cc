@@ -54,14 +54,14 @@ int64_t sum_counts(const dt::CommDebugMode& comm, bool backward) {
 
 }  // namespace
 
-TEST_CASE("CommDebugMode attributes a TP MLP's collectives to modules, ops and phases",
-          "[debug]") {
+TEST_CASE("CommDebugMode attributes a TP MLP's collectives to modules, ops and phases", "[debug]") {
   const int64_t W = dt::world_size();
   const int64_t one = W > 1 ? 1 : 0;
   dt::manual_seed(40);
   nn::MLP mlp(8, W * 3 + 1, nn::Activation::kGelu);
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {W}, {"tp"});
-  dt::parallelize_module(mlp, mesh, {{"fc1", dt::ColwiseParallel()}, {"fc2", dt::RowwiseParallel()}});
+  dt::parallelize_module(mlp, mesh,
+                         {{"fc1", dt::ColwiseParallel()}, {"fc2", dt::RowwiseParallel()}});
   dt::Generator g(7);
   dt::DTensor x = nn::local_dtensor(dt::randn({2, 3, 8}, {}, &g));
   x.requires_grad_();

@@ -161,8 +161,10 @@ TEST_CASE("RowwiseParallel all-reduces the layer's Partial output in place", "[t
   CHECK(max_diff(y.to_local(), ref(nn::local_dtensor(x)).to_local()) < kTol);
 }
 
-TEST_CASE("PrepareModuleOutput and distribute_module's output_fn reduce a Partial output in "
-          "its own memory", "[tp]") {
+TEST_CASE(
+    "PrepareModuleOutput and distribute_module's output_fn reduce a Partial output in "
+    "its own memory",
+    "[tp]") {
   const int64_t W = dt::world_size();
   const int64_t in = W * 3;
   const dt::DeviceMesh mesh = tp_mesh();
@@ -181,9 +183,9 @@ TEST_CASE("PrepareModuleOutput and distribute_module's output_fn reduce a Partia
     dt::manual_seed(22);
     nn::Linear lin(in, 5, /*bias=*/false);
     lin.register_forward_hook(capture);
-    dt::parallelize_module(lin, mesh,
-                           dt::RowwiseParallel({.output_layouts = dt::Partial(),
-                                                .use_local_output = false}));
+    dt::parallelize_module(
+        lin, mesh,
+        dt::RowwiseParallel({.output_layouts = dt::Partial(), .use_local_output = false}));
     dt::parallelize_module(lin, mesh,
                            dt::PrepareModuleOutput({.output_layouts = dt::Partial(),
                                                     .desired_output_layouts = dt::Replicate()}));
@@ -661,14 +663,15 @@ TEST_CASE("functional ops: local parameters on mesh activations, heads kept shar
   if (W > 1) {
     // W + 1 heads of 2 over W ranks: a shard would split a head.
     const dt::Tensor u = same_randn({1, 2, 2 * (W + 1)}, 25);
-    REQUIRE_THROWS_WITH(nn::functional::packed_heads_attention(
-                            dist(u, dt::Shard(2)), dist(u, dt::Shard(2)), dist(u, dt::Shard(2)), 2,
-                            false),
-                        Contains("[packed_heads_attention] local width"));
+    REQUIRE_THROWS_WITH(
+        nn::functional::packed_heads_attention(dist(u, dt::Shard(2)), dist(u, dt::Shard(2)),
+                                               dist(u, dt::Shard(2)), 2, false),
+        Contains("[packed_heads_attention] local width"));
   }
 }
 
-TEST_CASE("functional scaled_dot_product_attention: the fused op, and dropout equal on every layout") {
+TEST_CASE(
+    "functional scaled_dot_product_attention: the fused op, and dropout equal on every layout") {
   const int64_t W = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {W});
   const int64_t B = 2, H = 2 * W + 1, L = 6, S = 7, E = 4;
@@ -689,17 +692,18 @@ TEST_CASE("functional scaled_dot_product_attention: the fused op, and dropout eq
   dt::Tensor dropped[2];
   for (int layout = 0; layout < 2; ++layout) {
     dt::manual_seed(77);
-    const dt::Placement p = layout == 0 ? dt::Placement(dt::Replicate()) : dt::Placement(dt::Shard(1));
+    const dt::Placement p =
+        layout == 0 ? dt::Placement(dt::Replicate()) : dt::Placement(dt::Shard(1));
     dropped[layout] = nn::functional::scaled_dot_product_attention(on(q, p), on(k, p), on(v, p),
                                                                    dt::DTensor(), 0.4, true)
                           .full_tensor();
   }
   REQUIRE(max_diff(dropped[0], dropped[1]) < kTol);
   REQUIRE(max_diff(dropped[0], fused) > 1e-3);  // dropout did drop something
-  REQUIRE_THROWS_WITH(nn::functional::scaled_dot_product_attention(
-                          on(q, dt::Replicate()), on(k, dt::Replicate()), on(v, dt::Replicate()),
-                          dt::DTensor(), 1.0),
-                      Contains("dropout_p 1 is outside [0, 1)"));
+  REQUIRE_THROWS_WITH(
+      nn::functional::scaled_dot_product_attention(on(q, dt::Replicate()), on(k, dt::Replicate()),
+                                                   on(v, dt::Replicate()), dt::DTensor(), 1.0),
+      Contains("dropout_p 1 is outside [0, 1)"));
 }
 
 namespace {
@@ -708,8 +712,7 @@ class TiedPair : public nn::Module {
  public:
   TiedPair() {
     fc1_ = register_module("fc1", std::make_shared<nn::Linear>(6, 6, true));
-    fc2_ = register_module("fc2",
-                           std::make_shared<dt::test::TiedLinear>(fc1_->param("weight")));
+    fc2_ = register_module("fc2", std::make_shared<dt::test::TiedLinear>(fc1_->param("weight")));
   }
   std::string type_name() const override { return "TiedPair"; }
   dt::DTensor forward(const dt::DTensor& x) override { return (*fc2_)((*fc1_)(x)); }
@@ -719,8 +722,9 @@ class TiedPair : public nn::Module {
 };
 }  // namespace
 
-TEST_CASE("distribute_module: partition_fn places, the rest is replicated from the first rank, "
-          "input_fn and output_fn wrap the forward") {
+TEST_CASE(
+    "distribute_module: partition_fn places, the rest is replicated from the first rank, "
+    "input_fn and output_fn wrap the forward") {
   const dt::DeviceMesh mesh = tp_mesh();
   const dt::Tensor x = same_randn({3, 6}, 41);
   dt::manual_seed(1);

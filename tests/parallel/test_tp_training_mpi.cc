@@ -175,7 +175,8 @@ TEST_CASE("a TP transformer trained 20 steps equals single-device training", "[t
   int64_t misses_after_first = -1;
   for (int i = 0; i < 20; ++i) {
     dt::Generator g(1000 + i);
-    const dt::Tensor tokens = dt::randint(0, cfg.vocab_size, {3, 6}, dt::TensorOptions(dt::kInt64), &g);
+    const dt::Tensor tokens =
+        dt::randint(0, cfg.vocab_size, {3, 6}, dt::TensorOptions(dt::kInt64), &g);
     const dt::Tensor targets =
         dt::randint(0, cfg.vocab_size, {18}, dt::TensorOptions(dt::kInt64), &g);
     if (i == 1) misses_after_first = dt::propagation_cache_stats().misses;

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/tensor/creation.h"
 
 int main(int argc, char** argv) {

@@ -15,7 +15,6 @@
 // a failure rank 0 prints the seed, the case index and the whole case; rerun it alone with
 // DTENSOR_FUZZ_SEED=<seed> DTENSOR_FUZZ_CASE=<index> mpirun -np <N> fuzz_redistribute.
 #include <catch2/catch.hpp>
-
 #include <exception>
 #include <string>
 #include <vector>
@@ -29,23 +28,26 @@
 namespace dtensor::fuzz {
 namespace {
 
-constexpr ReduceOp kPartialOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax,
-                                    ReduceOp::kMin};
+constexpr ReduceOp kPartialOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
 
 enum class Build { kDistributeFromRank0, kDistributeEverywhere, kFromLocal, kFromLocalChecked };
 
 const char* build_name(Build b) {
   switch (b) {
-    case Build::kDistributeFromRank0: return "distribute_tensor(src_data_rank=0)";
-    case Build::kDistributeEverywhere: return "distribute_tensor(src_data_rank=nullopt)";
-    case Build::kFromLocal: return "from_local";
-    case Build::kFromLocalChecked: return "from_local(run_check=true)";
+    case Build::kDistributeFromRank0:
+      return "distribute_tensor(src_data_rank=0)";
+    case Build::kDistributeEverywhere:
+      return "distribute_tensor(src_data_rank=nullopt)";
+    case Build::kFromLocal:
+      return "from_local";
+    case Build::kFromLocalChecked:
+      return "from_local(run_check=true)";
   }
   return "?";
 }
 
 struct Case {
-  uint64_t seed = 0;     // per-case seed
+  uint64_t seed = 0;  // per-case seed
   int64_t index = 0;
   Shape mesh;
   bool reversed = false;  // mesh ranks in reverse order
@@ -59,15 +61,17 @@ struct Case {
   std::string str() const {
     std::string s = "case " + std::to_string(index) + ": mesh " + shape_str(mesh) +
                     (reversed ? " (ranks reversed)" : "") + (packed ? " (packed)" : "") +
-                    ", shape " + shape_str(shape) + ", " +
-                    std::string(dtype_name(dtype)) + ", built by " + build_name(build) +
-                    ", source " + placements_str(src) + ", chain";
+                    ", shape " + shape_str(shape) + ", " + std::string(dtype_name(dtype)) +
+                    ", built by " + build_name(build) + ", source " + placements_str(src) +
+                    ", chain";
     for (const Placements& p : chain) s += " -> " + placements_str(p);
     return s;
   }
 };
 
-bool is_pow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+bool is_pow2(int64_t n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
 
 // Whether moving mesh dim `m` from `from` to `to` has an exact plan for this case's values.
 bool exact_transition(const Placement& from, const Placement& to, DType dtype, int64_t n) {
@@ -82,12 +86,14 @@ bool exact_transition(const Placement& from, const Placement& to, DType dtype, i
 Placement random_placement(Rng& rng, int64_t tensor_ndim, DType dtype) {
   const int64_t kinds = dtype == kBool ? 2 : 3;
   switch (rng.uniform(0, kinds - 1)) {
-    case 0: return Replicate();
+    case 0:
+      return Replicate();
     case 1:
       // Shard needs a dim; a 0-d tensor never occurs (shapes have >= 1 dim).
       return Shard(rng.chance(15) ? -1 - rng.uniform(0, tensor_ndim - 1)
                                   : rng.uniform(0, tensor_ndim - 1));
-    default: return Partial(kPartialOps[rng.uniform(0, 3)]);
+    default:
+      return Partial(kPartialOps[rng.uniform(0, 3)]);
   }
 }
 
@@ -99,7 +105,8 @@ Placement normalised(const Placement& p, int64_t ndim) {
 Case draw_case(uint64_t base_seed, int64_t index, int world) {
   Case c;
   c.index = index;
-  c.seed = mix(base_seed, static_cast<uint64_t>(index), 0x7265646973ull, static_cast<uint64_t>(world));
+  c.seed =
+      mix(base_seed, static_cast<uint64_t>(index), 0x7265646973ull, static_cast<uint64_t>(world));
   Rng rng(c.seed);
   c.mesh = random_mesh_shape(rng, world);
   c.reversed = rng.chance(25);
@@ -215,8 +222,8 @@ std::string check_step(const DTensor& d, const Tensor& x, const Placements& want
   const DeviceMesh& mesh = d.device_mesh();
   const Tensor& local = d.to_local();
   if (mesh.contains_me()) {
-    const LocalShard s = compute_local_shape_and_offset(x.shape(), mesh.shape(),
-                                                        mesh.get_coordinate(), norm);
+    const LocalShard s =
+        compute_local_shape_and_offset(x.shape(), mesh.shape(), mesh.get_coordinate(), norm);
     if (!(local.shape() == s.shape)) {
       return "local shape " + shape_str(local.shape()) + ", expected " + shape_str(s.shape);
     }
@@ -304,11 +311,10 @@ TEST_CASE("fuzz redistribute: random chains equal the full tensor bit for bit") 
       }
     }
     if (any_failed) {
-      failure = "seed " + std::to_string(cfg.seed) + " " + c.str() + "; this rank: " +
-                (err.empty() ? std::string("ok") : err) +
+      failure = "seed " + std::to_string(cfg.seed) + " " + c.str() +
+                "; this rank: " + (err.empty() ? std::string("ok") : err) +
                 "; reproduce with DTENSOR_FUZZ_SEED=" + std::to_string(cfg.seed) +
-                " DTENSOR_FUZZ_CASE=" + std::to_string(i) + " mpirun -np " +
-                std::to_string(world);
+                " DTENSOR_FUZZ_CASE=" + std::to_string(i) + " mpirun -np " + std::to_string(world);
       break;
     }
     // Rank 0's clock decides, so every rank stops after the same case.

@@ -14,8 +14,8 @@
 
 #include "dtensor/collectives/communicator.h"
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/dtensor_spec.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/tensor.h"
 
@@ -145,8 +145,7 @@ inline Shape random_tensor_shape(Rng& rng, int world, int64_t min_dims = 1) {
 }
 
 inline DType random_dtype(Rng& rng) {
-  static constexpr DType kAll[] = {kFloat32, kFloat64, kBFloat16, kFloat16,
-                                   kInt32,   kInt64,   kBool};
+  static constexpr DType kAll[] = {kFloat32, kFloat64, kBFloat16, kFloat16, kInt32, kInt64, kBool};
   return kAll[rng.uniform(0, 6)];
 }
 

@@ -10,10 +10,10 @@
 
 #include "dtensor/collectives/communicator.h"
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/config.h"
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/core/redistribute.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
 
@@ -23,7 +23,9 @@ namespace {
 using Catch::Contains;
 
 // Every rank reaches this point: proves no rank is stuck in a collective the others skipped.
-void all_ranks_arrive() { world_communicator()->barrier()->wait(); }
+void all_ranks_arrive() {
+  world_communicator()->barrier()->wait();
+}
 
 Tensor iota(const Shape& shape, DType dtype = kFloat32) {
   const int64_t n = shape_numel(shape);
@@ -60,9 +62,9 @@ TEST_CASE("bad input: local shape that disagrees with the given global shape") {
   const Shape global = {2 * w + 1, 3};
   const Tensor local = iota({2, 3});
   REQUIRE_THROWS_AS(DTensor::from_local(local, mesh, {Shard(0)}, true, global), Error);
-  REQUIRE_THROWS_WITH(DTensor::from_local(local, mesh, {Shard(0)}, true, global),
-                      Contains("[from_local]") && Contains("local shard of shape") &&
-                          Contains(shape_str(global)));
+  REQUIRE_THROWS_WITH(
+      DTensor::from_local(local, mesh, {Shard(0)}, true, global),
+      Contains("[from_local]") && Contains("local shard of shape") && Contains(shape_str(global)));
   all_ranks_arrive();
 }
 
@@ -103,10 +105,10 @@ TEST_CASE("bad input: distribute_tensor arguments that differ across ranks") {
                           Contains(last_rank + " placements [S(1)], src_data_rank 0") &&
                           Contains("rank 0 passed placements [S(0)], src_data_rank 0"));
   // src_data_rank: the last rank names itself as the source.
-  REQUIRE_THROWS_WITH(distribute_tensor(x, mesh, {Shard(0)}, world_rank() == last ? last : 0),
-                      Contains("[distribute_tensor] the ranks disagree on the call") &&
-                          Contains(last_rank + " placements [S(0)], src_data_rank " +
-                                   std::to_string(last)));
+  REQUIRE_THROWS_WITH(
+      distribute_tensor(x, mesh, {Shard(0)}, world_rank() == last ? last : 0),
+      Contains("[distribute_tensor] the ranks disagree on the call") &&
+          Contains(last_rank + " placements [S(0)], src_data_rank " + std::to_string(last)));
   // A shape that differs beyond the 16 dims shown in full still differs.
   Shape deep(18, 1);
   deep[0] = w;
@@ -142,9 +144,8 @@ TEST_CASE("bad input: global geometry that cannot exist") {
       Contains("[from_local]") && Contains("negative"));
   // A global shape whose element count overflows int64.
   const int64_t big = int64_t{1} << 40;
-  REQUIRE_THROWS_WITH(
-      DTensor::from_local(local, mesh, {Replicate()}, false, Shape{big, big}),
-      Contains("[from_local]") && Contains("int64"));
+  REQUIRE_THROWS_WITH(DTensor::from_local(local, mesh, {Replicate()}, false, Shape{big, big}),
+                      Contains("[from_local]") && Contains("int64"));
   // Partial(avg) of booleans.
   const Tensor flags = iota({2, 3}, DType::kBool);
   REQUIRE_THROWS_WITH(distribute_tensor(flags, mesh, {Partial(ReduceOp::kAvg)}, std::nullopt),
@@ -226,8 +227,8 @@ TEST_CASE("bad input: a mesh bigger than the world") {
 TEST_CASE("bad input: unknown mesh dim name") {
   const DeviceMesh mesh = world_mesh_2d();
   REQUIRE_THROWS_AS(mesh["pp"], Error);
-  REQUIRE_THROWS_WITH(mesh["pp"], Contains("[DeviceMesh]") && Contains("'pp'") &&
-                                      Contains("dp, tp"));
+  REQUIRE_THROWS_WITH(mesh["pp"],
+                      Contains("[DeviceMesh]") && Contains("'pp'") && Contains("dp, tp"));
   REQUIRE_THROWS_WITH(mesh.dim_index("TP"), Contains("[DeviceMesh]") && Contains("'TP'"));
   REQUIRE_THROWS_WITH(mesh.size(2), Contains("[DeviceMesh]") && Contains("mesh dim 2"));
   REQUIRE(mesh["tp"].size() == world_size() / 2);
@@ -264,8 +265,7 @@ TEST_CASE("bad input: redistribute onto a different mesh with placements for the
 TEST_CASE("bad input: distribute_tensor from a rank outside the mesh") {
   const int64_t w = world_size();
   const DeviceMesh half = init_device_mesh(kCPU, {w / 2});
-  REQUIRE_THROWS_AS(distribute_tensor(iota({4}), half, {Shard(0)}, static_cast<int>(w - 1)),
-                    Error);
+  REQUIRE_THROWS_AS(distribute_tensor(iota({4}), half, {Shard(0)}, static_cast<int>(w - 1)), Error);
   REQUIRE_THROWS_WITH(distribute_tensor(iota({4}), half, {Shard(0)}, static_cast<int>(w - 1)),
                       Contains("[distribute_tensor]") && Contains("src_data_rank"));
   all_ranks_arrive();
@@ -301,11 +301,21 @@ Tensor special_values(const Shape& shape) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     switch (i % 5) {
-      case 0: v[i] = kNaN; break;
-      case 1: v[i] = kInf; break;
-      case 2: v[i] = -kInf; break;
-      case 3: v[i] = -0.0f; break;
-      default: v[i] = static_cast<float>(i); break;
+      case 0:
+        v[i] = kNaN;
+        break;
+      case 1:
+        v[i] = kInf;
+        break;
+      case 2:
+        v[i] = -kInf;
+        break;
+      case 3:
+        v[i] = -0.0f;
+        break;
+      default:
+        v[i] = static_cast<float>(i);
+        break;
     }
   }
   return from_vector(v, shape);
@@ -332,8 +342,7 @@ TEST_CASE("NaN and Inf pass through redistribute bit for bit") {
     for (const Placements& src : lists) {
       const DTensor d = distribute_tensor(x, mesh, src);
       for (const Placements& dst : lists) {
-        INFO("mesh " << mesh.str() << " " << placements_str(src) << " -> "
-                     << placements_str(dst));
+        INFO("mesh " << mesh.str() << " " << placements_str(src) << " -> " << placements_str(dst));
         CHECK(equal(d.redistribute(mesh, dst).full_tensor(), x));
       }
     }

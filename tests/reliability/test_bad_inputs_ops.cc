@@ -11,9 +11,9 @@
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
@@ -51,8 +51,8 @@ TEST_CASE("bad input: DTensor op with mismatched shapes") {
   REQUIRE_THROWS_AS(cat({a, b}, 0), Error);
   REQUIRE_THROWS_WITH(cat({a, b}, 0), Contains("[cat]") && Contains("4"));
   REQUIRE_THROWS_WITH(stack({a, b}, 0), Contains("[stack]"));
-  REQUIRE_THROWS_WITH(reshape(a, Shape{5 * w}), Contains("[reshape]") &&
-                                                    Contains(std::to_string(5 * w)));
+  REQUIRE_THROWS_WITH(reshape(a, Shape{5 * w}),
+                      Contains("[reshape]") && Contains(std::to_string(5 * w)));
   REQUIRE_THROWS_WITH(view(a, Shape{-1, 7}), Contains("[view]"));
   REQUIRE_THROWS_WITH(transpose(a, 0, 2), Contains("[transpose]") && Contains("2"));
   world_communicator()->barrier()->wait();
@@ -75,8 +75,8 @@ TEST_CASE("bad input: in-place op that would change placements") {
   const DTensor self = make(mesh, {2 * w + 1, 3}, kFloat32, {Partial(ReduceOp::kMax)});
   const DTensor other = make(mesh, {2 * w + 1, 3}, kFloat32, {Shard(0)});
   REQUIRE_THROWS_AS(add_(self, other), Error);
-  REQUIRE_THROWS_WITH(add_(self, other), Contains("[add_]") && Contains("self") &&
-                                             Contains("P(max)"));
+  REQUIRE_THROWS_WITH(add_(self, other),
+                      Contains("[add_]") && Contains("self") && Contains("P(max)"));
   // Nothing was written: self still holds its value.
   REQUIRE(self.placements() == Placements{Partial(ReduceOp::kMax)});
   REQUIRE(equal(self.full_tensor(), zeros({2 * w + 1, 3})));

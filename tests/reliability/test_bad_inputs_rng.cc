@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "dtensor/collectives/runtime.h"
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/rng/dtensor_random.h"
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"

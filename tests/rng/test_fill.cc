@@ -1,15 +1,14 @@
 // fill_random: the element mapping (against direct Philox recomputation) and block
 // invariance (a block generated alone equals the same block cut from the full tensor).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "dtensor/ops/threads.h"
-#include "dtensor/rng/distributions.h"
 #include "dtensor/rng/detail/distributions_impl.h"
+#include "dtensor/rng/distributions.h"
 #include "dtensor/rng/philox.h"
 #include "dtensor/tensor/creation.h"
 
@@ -72,10 +71,14 @@ double reference(const RandomSpec& s, uint64_t o, uint64_t i) {
   switch (s.kind) {
     case RandomKind::kUniform: {
       double u;
-      if (s.dtype == kFloat64) u = double(u64(word(2, 0), word(2, 1)) >> 11) / 9007199254740992.0;
-      else if (s.dtype == kFloat32) u = double(word(1, 0) >> 8) / 16777216.0;
-      else if (s.dtype == kFloat16) u = double(word(1, 0) >> 21) / 2048.0;
-      else u = double(word(1, 0) >> 24) / 256.0;
+      if (s.dtype == kFloat64)
+        u = double(u64(word(2, 0), word(2, 1)) >> 11) / 9007199254740992.0;
+      else if (s.dtype == kFloat32)
+        u = double(word(1, 0) >> 8) / 16777216.0;
+      else if (s.dtype == kFloat16)
+        u = double(word(1, 0) >> 21) / 2048.0;
+      else
+        u = double(word(1, 0) >> 24) / 256.0;
       return s.low + (s.high - s.low) * u;
     }
     case RandomKind::kNormal: {
@@ -88,7 +91,8 @@ double reference(const RandomSpec& s, uint64_t o, uint64_t i) {
       const double c = double(word(2, 1) >> 8) / 16777216.0;
       return s.mean + s.stddev * std::sqrt(-2.0 * std::log(a)) * std::cos(pi2 * c);
     }
-    case RandomKind::kBernoulli: return double(word(1, 0)) / 4294967296.0 < s.p ? 1.0 : 0.0;
+    case RandomKind::kBernoulli:
+      return double(word(1, 0)) / 4294967296.0 < s.p ? 1.0 : 0.0;
     case RandomKind::kDropoutMask:
       return double(word(1, 0)) / 4294967296.0 >= s.p ? 1.0 / (1.0 - s.p) : 0.0;
     case RandomKind::kRandint: {
@@ -103,8 +107,10 @@ double tolerance(const RandomSpec& s, double v) {
   const bool exact = s.kind == RandomKind::kBernoulli || s.kind == RandomKind::kRandint ||
                      (s.kind == RandomKind::kUniform && s.low == 0.0 && s.high == 1.0);
   if (exact) return 0.0;
-  const double eps = s.dtype == kFloat64 ? 1e-13 : s.dtype == kFloat32 ? 4e-6
-                     : s.dtype == kFloat16 ? 1e-3 : 8e-3;
+  const double eps = s.dtype == kFloat64   ? 1e-13
+                     : s.dtype == kFloat32 ? 4e-6
+                     : s.dtype == kFloat16 ? 1e-3
+                                           : 8e-3;
   // Box-Muller near a = 1 loses relative accuracy in float; allow an absolute floor.
   return eps * (std::abs(v) + 1.0) * (s.kind == RandomKind::kNormal ? 4.0 : 1.0);
 }
@@ -145,8 +151,8 @@ TEST_CASE("element i gets the words o + i W up to o + (i + 1) W", "[rng][fill]")
 }
 
 TEST_CASE("a block generated alone equals the block cut from the full tensor", "[rng][fill]") {
-  const std::vector<Shape> shapes = {{},        {0},       {1},       {13},
-                                     {5, 7},    {4, 0, 3}, {3, 5, 4}, {2, 3, 1, 6}};
+  const std::vector<Shape> shapes = {{},     {0},       {1},       {13},
+                                     {5, 7}, {4, 0, 3}, {3, 5, 4}, {2, 3, 1, 6}};
   const uint64_t o = 12;
   for (const RandomSpec& spec : all_specs()) {
     for (const Shape& global : shapes) {
@@ -285,7 +291,7 @@ TEST_CASE("the float Box-Muller log and cos are accurate over every input", "[rn
     worst_cos = std::max(worst_cos, std::abs(double(detail::cos_2pi_unit24(j)) - want));
   }
   INFO("worst relative log error " << worst_log << ", worst absolute cos error " << worst_cos);
-  CHECK(worst_log < 3e-7);   // a few float ulp
+  CHECK(worst_log < 3e-7);  // a few float ulp
   CHECK(worst_cos < 3e-7);
 }
 
@@ -303,10 +309,9 @@ TEST_CASE("dropout_block on a block equals the block of the full dropout", "[rng
     const std::vector<double> sv = scaled.to_vector<double>();
     const std::vector<double> mv = full_mask.to_vector<double>();
     for (size_t i = 0; i < sv.size(); ++i) REQUIRE((sv[i] != 0.0) == (mv[i] != 0.0));
-    for (const auto& [off, sz] : {std::pair<Shape, Shape>{{0, 0}, {3, 10}},
-                                  std::pair<Shape, Shape>{{3, 4}, {4, 6}},
-                                  std::pair<Shape, Shape>{{6, 9}, {1, 1}},
-                                  std::pair<Shape, Shape>{{7, 0}, {0, 10}}}) {
+    for (const auto& [off, sz] :
+         {std::pair<Shape, Shape>{{0, 0}, {3, 10}}, std::pair<Shape, Shape>{{3, 4}, {4, 6}},
+          std::pair<Shape, Shape>{{6, 9}, {1, 1}}, std::pair<Shape, Shape>{{7, 0}, {0, 10}}}) {
       INFO("block " << shape_str(sz) << " at " << shape_str(off));
       const Tensor in = cut(x, off, sz);  // a strided view of x
       Tensor out = empty(sz, d);

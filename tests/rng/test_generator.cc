@@ -1,8 +1,7 @@
 // Generator state, default generators, manual_seed, RNGStateGuard, fork_rng, and how much each
 // op advances the offset.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
 
@@ -52,8 +51,7 @@ TEST_CASE("reserve is thread-safe: concurrent reservations never overlap", "[rng
   CHECK(g.offset() == 4u * kThreads * kPer);
 }
 
-TEST_CASE("each random op advances the default generator by numel * W rounded to 4",
-          "[rng][gen]") {
+TEST_CASE("each random op advances the default generator by numel * W rounded to 4", "[rng][gen]") {
   manual_seed(123);
   Generator& g = default_generator();
   CHECK(g.state() == GeneratorState{123, 0});

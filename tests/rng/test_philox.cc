@@ -1,6 +1,5 @@
 // Philox4x32-10 known answers (Random123 kat_vectors) and the word stream mapping.
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 #include "dtensor/rng/detail/fill_internal.h"

@@ -1,6 +1,5 @@
 // Local random ops: value grids, statistics on 10^6 samples, dropout, randint, errors.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <vector>
 
@@ -125,8 +124,7 @@ TEST_CASE("bernoulli hits rate p in any dtype", "[rng][random]") {
   CHECK(equal(t, ones({1000}, kInt32)));
 }
 
-TEST_CASE("dropout keeps 1 - p of the elements and scales them by 1 / (1 - p)",
-          "[rng][random]") {
+TEST_CASE("dropout keeps 1 - p of the elements and scales them by 1 / (1 - p)", "[rng][random]") {
   manual_seed(35);
   const Tensor x = rand({kN});
   const std::vector<float> xv = x.to_vector<float>();
@@ -198,8 +196,7 @@ TEST_CASE("randint stays in its range and is roughly uniform", "[rng][random]") 
   REQUIRE_THROWS_WITH(randint(0, 2, {4}, kBool), Catch::Contains("[randint]"));
 }
 
-TEST_CASE("random ops reject bad arguments without advancing the generator",
-          "[rng][random]") {
+TEST_CASE("random ops reject bad arguments without advancing the generator", "[rng][random]") {
   manual_seed(37);
   REQUIRE_THROWS_WITH(rand({4}, kInt64), Catch::Contains("[rand]") && Catch::Contains("int64"));
   REQUIRE_THROWS_WITH(randn({4}, kBool), Catch::Contains("[randn]"));

@@ -2,7 +2,6 @@
 // log/cos), which agree to a few ulp. Reports skipped (exit code 77) when no CUDA device is
 // present.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdlib>
 #include <vector>
@@ -27,10 +26,9 @@ TEST_CASE("CPU and CUDA generate the same values", "[rng][gpu]") {
   const Shape global = {37, 129};
   const Shape off = {5, 7}, sz = {30, 100};
   for (const RandomSpec& spec :
-       {RandomSpec::uniform(kFloat32), RandomSpec::uniform(kFloat64),
-        RandomSpec::uniform(kFloat16), RandomSpec::uniform(kBFloat16, -1, 3),
-        RandomSpec::bernoulli(kBool, 0.3), RandomSpec::randint(kInt64, -7, 1000),
-        RandomSpec::dropout_mask(kFloat32, 0.2)}) {
+       {RandomSpec::uniform(kFloat32), RandomSpec::uniform(kFloat64), RandomSpec::uniform(kFloat16),
+        RandomSpec::uniform(kBFloat16, -1, 3), RandomSpec::bernoulli(kBool, 0.3),
+        RandomSpec::randint(kInt64, -7, 1000), RandomSpec::dropout_mask(kFloat32, 0.2)}) {
     INFO(random_kind_name(spec.kind) << " " << dtype_name(spec.dtype));
     Tensor c = empty(sz, spec.dtype);
     Tensor g = empty(sz, {spec.dtype, gpu});

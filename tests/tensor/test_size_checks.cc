@@ -67,9 +67,9 @@ TEST_CASE("size checks: strides, offsets and views", "[tensor][overflow]") {
   // The Tensor constructor: negative strides, and sizes/strides that reach past int64.
   REQUIRE_THROWS_WITH(Tensor(t.storage(), kFloat32, {4}, {-1}, 3),
                       Contains("[Tensor] stride -1 at dim 0 is negative"));
-  REQUIRE_THROWS_WITH(Tensor(t.storage(), kFloat32, {3, 3}, {k2e62, k2e62}, 0),
-                      Contains("[Tensor] shape [3, 3] with strides") &&
-                          Contains("reaches past offset 2^63 - 1"));
+  REQUIRE_THROWS_WITH(
+      Tensor(t.storage(), kFloat32, {3, 3}, {k2e62, k2e62}, 0),
+      Contains("[Tensor] shape [3, 3] with strides") && Contains("reaches past offset 2^63 - 1"));
   REQUIRE_THROWS_WITH(Tensor(t.storage(), kFloat32, {4}, {1}, 13),
                       Contains("[Tensor]") && Contains("reach past the storage's 64 bytes"));
   // expand to more elements than int64 counts (stride 0: no memory, but numel must exist).

@@ -1,7 +1,6 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
-
 #include <vector>
 
 #include "dtensor/tensor/compare.h"
@@ -133,8 +132,7 @@ TEST_CASE("storage: freed large CPU blocks are reused per exact size", "[storage
   CHECK(memory_stats().current_bytes == before.current_bytes);
 }
 
-TEST_CASE("storage: try_swap_data exchanges allocator memory only, for every view",
-          "[storage]") {
+TEST_CASE("storage: try_swap_data exchanges allocator memory only, for every view", "[storage]") {
   const Tensor a = full({4, 3}, 1.0);
   const Tensor b = full({4, 3}, 2.0);
   const Tensor a_view = a.narrow(0, 1, 2);  // shares a's storage

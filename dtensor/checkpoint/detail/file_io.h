@@ -27,9 +27,9 @@ class File {
   // Reads exactly n bytes at `offset`; throws "... truncated" when the file ends first.
   void pread_all(void* buf, size_t n, uint64_t offset) const;
   void pwrite_all(const void* buf, size_t n, uint64_t offset) const;
-  // The same, returning the CRC-32 of the bytes (zlib's CRC-32, the gzip/PNG polynomial; ISA-L computes it): the transfer goes in blocks of a few MB and
-  // each block is checksummed right after it moved, while it is still in the CPU cache (one
-  // pass over memory instead of two).
+  // The same, returning the CRC-32 of the bytes (zlib's CRC-32, the gzip/PNG polynomial; ISA-L
+  // computes it): the transfer goes in blocks of a few MB and each block is checksummed right after
+  // it moved, while it is still in the CPU cache (one pass over memory instead of two).
   uint32_t pread_all_crc(void* buf, size_t n, uint64_t offset) const;
   uint32_t pwrite_all_crc(const void* buf, size_t n, uint64_t offset) const;
   // fsync(2): the data is on disk before the checkpoint is committed.

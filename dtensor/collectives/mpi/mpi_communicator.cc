@@ -277,8 +277,8 @@ class MpiWork final : public Work {
     std::string tensor = has_tensor_
                              ? absl::StrFormat("%s %s", shape_str(shape_), dtype_name(dtype_))
                              : std::string("(no tensor)");
-    return detail::collective_deadline_message(name_, detail::describe_communicator(*comm_),
-                                               tensor, "Ending the job.");
+    return detail::collective_deadline_message(name_, detail::describe_communicator(*comm_), tensor,
+                                               "Ending the job.");
   }
 
   std::mutex mu_;
@@ -326,12 +326,12 @@ WorkPtr MpiCommunicator::run_blocking(std::string_view name, const Tensor* shape
     // Called on the watchdog thread only if the deadline passes, while this thread is still
     // inside `call` (so `shape_of` is alive).
     detail::DeadlineWatch watch([this, name, shape_of] {
-      const std::string tensor =
-          shape_of != nullptr
-              ? absl::StrFormat("%s %s", shape_str(shape_of->sizes()), dtype_name(shape_of->dtype()))
-              : std::string("(no tensor)");
-      return detail::collective_deadline_message(name, detail::describe_communicator(*this),
-                                                 tensor, "Ending the job.");
+      const std::string tensor = shape_of != nullptr
+                                     ? absl::StrFormat("%s %s", shape_str(shape_of->sizes()),
+                                                       dtype_name(shape_of->dtype()))
+                                     : std::string("(no tensor)");
+      return detail::collective_deadline_message(name, detail::describe_communicator(*this), tensor,
+                                                 "Ending the job.");
     });
     rc = call();
   }
@@ -369,10 +369,9 @@ WorkPtr MpiCommunicator::do_all_reduce_out(const Tensor& output, const Tensor& i
   const MPI_Op mop = detail::mpi_reduce_op(out.dtype(), op);
   const MPI_Comm c = comm_;
   const int world = size();
-  return DT_MPI_BLOCKING(
-      CollectiveKind::kAllReduce, &input,
-      ([=] { return MPI_Allreduce(MPI_IN_PLACE, data, n, type, mop, c); }),
-      ([output, out, op, world] { finish_reduction(output, out, op, world); }));
+  return DT_MPI_BLOCKING(CollectiveKind::kAllReduce, &input,
+                         ([=] { return MPI_Allreduce(MPI_IN_PLACE, data, n, type, mop, c); }),
+                         ([output, out, op, world] { finish_reduction(output, out, op, world); }));
 }
 
 WorkPtr MpiCommunicator::do_all_gather(const Tensor& output, const Tensor& input) {
@@ -453,8 +452,8 @@ class RegionArgs {
       start[d] = checked_count(offset[d], kind);
     }
     MPI_Datatype t;
-    DT_CHECK_MPI(MPI_Type_create_subarray(static_cast<int>(nd), f.data(), sub.data(),
-                                          start.data(), MPI_ORDER_C, base_, &t));
+    DT_CHECK_MPI(MPI_Type_create_subarray(static_cast<int>(nd), f.data(), sub.data(), start.data(),
+                                          MPI_ORDER_C, base_, &t));
     owned_.push_back(t);  // freed with this object, committed or not
     DT_CHECK_MPI(MPI_Type_commit(&t));
     side.types[r] = t;
@@ -501,8 +500,8 @@ bool MpiCommunicator::supports_regions(Device device) const {
 }
 
 WorkPtr MpiCommunicator::do_all_gather_into_regions(const Tensor& output, const Tensor& input,
-                                                   const std::vector<Shape>& offsets,
-                                                   const std::vector<Shape>& shapes) {
+                                                    const std::vector<Shape>& offsets,
+                                                    const std::vector<Shape>& shapes) {
   if (output.numel() == 0) return completed_work();
   constexpr CollectiveKind kKind = CollectiveKind::kAllGather;
   Tensor in = send_buffer(input, output);
@@ -516,8 +515,9 @@ WorkPtr MpiCommunicator::do_all_gather_into_regions(const Tensor& output, const 
   for (size_t r = 0; r < shapes.size(); ++r) {
     a.set(/*send=*/false, r, output.sizes(), offsets[r], shapes[r], output.itemsize(), kKind);
   }
-  return run_blocking(collective_name(kKind), &input,
-                      [&] { return a.call(in.data_ptr(), output.data_ptr(), comm_); }, nullptr);
+  return run_blocking(
+      collective_name(kKind), &input,
+      [&] { return a.call(in.data_ptr(), output.data_ptr(), comm_); }, nullptr);
 }
 
 WorkPtr MpiCommunicator::do_all_to_all_regions(const Tensor& output, const Tensor& input,
@@ -536,8 +536,9 @@ WorkPtr MpiCommunicator::do_all_to_all_regions(const Tensor& output, const Tenso
     a.set(/*send=*/false, r, output.sizes(), recv_offsets[r], recv_shapes[r], output.itemsize(),
           kKind);
   }
-  return run_blocking(collective_name(kKind), &input,
-                      [&] { return a.call(in.data_ptr(), output.data_ptr(), comm_); }, nullptr);
+  return run_blocking(
+      collective_name(kKind), &input,
+      [&] { return a.call(in.data_ptr(), output.data_ptr(), comm_); }, nullptr);
 }
 
 WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -568,10 +569,9 @@ WorkPtr MpiCommunicator::do_all_to_all(const Tensor& output, const Tensor& input
   const void* send = in.data_ptr();
   void* recv = out.data_ptr();
   const MPI_Comm c = comm_;
-  return DT_MPI_BLOCKING(
-      CollectiveKind::kAllToAll, &input,
-      ([=] { return MPI_Alltoall(send, block, type, recv, block, type, c); }),
-      ([output, out, in] { unstage(output, out); }));
+  return DT_MPI_BLOCKING(CollectiveKind::kAllToAll, &input,
+                         ([=] { return MPI_Alltoall(send, block, type, recv, block, type, c); }),
+                         ([output, out, in] { unstage(output, out); }));
 }
 
 WorkPtr MpiCommunicator::do_broadcast(const Tensor& tensor, int root) {
@@ -582,12 +582,11 @@ WorkPtr MpiCommunicator::do_broadcast(const Tensor& tensor, int root) {
   const MPI_Datatype type = detail::mpi_datatype(tensor.dtype());
   const MPI_Comm c = comm_;
   const bool is_root = rank() == root;
-  return DT_MPI_BLOCKING(
-      CollectiveKind::kBroadcast, &tensor,
-      ([=] { return MPI_Bcast(data, n, type, root, c); }),
-      ([tensor, buf, is_root] {
-        if (!is_root) unstage(tensor, buf);
-      }));
+  return DT_MPI_BLOCKING(CollectiveKind::kBroadcast, &tensor,
+                         ([=] { return MPI_Bcast(data, n, type, root, c); }),
+                         ([tensor, buf, is_root] {
+                           if (!is_root) unstage(tensor, buf);
+                         }));
 }
 
 WorkPtr MpiCommunicator::do_scatter(const Tensor& output, const Tensor& input, int root) {
@@ -600,10 +599,9 @@ WorkPtr MpiCommunicator::do_scatter(const Tensor& output, const Tensor& input, i
   const void* send = is_root ? in.data_ptr() : nullptr;
   void* recv = out.data_ptr();
   const MPI_Comm c = comm_;
-  return DT_MPI_BLOCKING(
-      CollectiveKind::kScatter, &output,
-      ([=] { return MPI_Scatter(send, n, type, recv, n, type, root, c); }),
-      ([output, out, in] { unstage(output, out); }));
+  return DT_MPI_BLOCKING(CollectiveKind::kScatter, &output,
+                         ([=] { return MPI_Scatter(send, n, type, recv, n, type, root, c); }),
+                         ([output, out, in] { unstage(output, out); }));
 }
 
 WorkPtr MpiCommunicator::do_send(const Tensor& tensor, int dst, int tag) {
@@ -629,8 +627,7 @@ WorkPtr MpiCommunicator::do_recv(const Tensor& tensor, int src, int tag) {
 
 WorkPtr MpiCommunicator::do_barrier() {
   const MPI_Comm c = comm_;
-  return DT_MPI_BLOCKING(CollectiveKind::kBarrier, nullptr,
-                         ([c] { return MPI_Barrier(c); }),
+  return DT_MPI_BLOCKING(CollectiveKind::kBarrier, nullptr, ([c] { return MPI_Barrier(c); }),
                          nullptr);
 }
 
@@ -641,9 +638,9 @@ WorkPtr MpiCommunicator::do_exchange_slots(const void* mine, void* all, std::str
   // travels inline is then complete at issue too.
   constexpr int kBytes = static_cast<int>(detail::kSlotBytes);
   const MPI_Comm c = comm_;
-  return run_blocking(what, shape_of,
-                      [=] { return MPI_Allgather(mine, kBytes, MPI_BYTE, all, kBytes, MPI_BYTE, c); },
-                      nullptr);
+  return run_blocking(
+      what, shape_of,
+      [=] { return MPI_Allgather(mine, kBytes, MPI_BYTE, all, kBytes, MPI_BYTE, c); }, nullptr);
 }
 
 #undef DT_MPI_WORK

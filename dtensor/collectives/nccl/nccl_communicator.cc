@@ -199,9 +199,9 @@ class NcclWork final : public Work {
     std::string tensor = has_tensor_
                              ? absl::StrFormat("%s %s", shape_str(shape_), dtype_name(dtype_))
                              : std::string("(no tensor)");
-    return detail::collective_deadline_message(collective_name(kind_),
-                                               detail::describe_communicator(*comm_), tensor,
-                                               "Aborting the NCCL communicator and ending the job.");
+    return detail::collective_deadline_message(
+        collective_name(kind_), detail::describe_communicator(*comm_), tensor,
+        "Aborting the NCCL communicator and ending the job.");
   }
 
   std::mutex mu_;
@@ -462,12 +462,11 @@ WorkPtr NcclCommunicator::self_p2p(const Tensor& tensor, int tag, bool is_send) 
              "%d %s",
              kind, tag, detail::describe_communicator(*this), src.numel(), dtype_name(src.dtype()),
              dst.numel(), dtype_name(dst.dtype()));
-    WorkPtr copy = launch(is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, &tensor,
-                          {src, dst}, [&] {
-                            DT_CHECK_CUDA(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(),
-                                                          src.nbytes(), cudaMemcpyDeviceToDevice,
-                                                          stream_));
-                          });
+    WorkPtr copy =
+        launch(is_send ? CollectiveKind::kSend : CollectiveKind::kRecv, &tensor, {src, dst}, [&] {
+          DT_CHECK_CUDA(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(),
+                                        cudaMemcpyDeviceToDevice, stream_));
+        });
     match.work->complete_with(copy);
     return copy;
   } catch (...) {

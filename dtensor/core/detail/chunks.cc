@@ -142,5 +142,4 @@ Tensor unpack_chunks(const Tensor& buffer, int64_t d, int64_t full_d, const Shap
   return out;
 }
 
-
 }  // namespace dtensor::detail

@@ -42,7 +42,8 @@ void log_propagation(const OpSchema& schema, const OutputSharding& sharding, boo
                            cache_hit ? "hit" : "miss", sharding.str(), sharding.cost));
 }
 
-void log_redistribute(const DTensorSpec& src, const DTensorSpec& dst, const RedistributePlan& plan) {
+void log_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
+                      const RedistributePlan& plan) {
   log_line(LogTopic::kRedistribute,
            absl::StrFormat("%s -> %s on mesh %s, global %s %s: %d step%s %s, cost %.3g us",
                            placements_str(src.placements()), placements_str(dst.placements()),

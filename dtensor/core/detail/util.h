@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/core/placement.h"
+#include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor::detail {

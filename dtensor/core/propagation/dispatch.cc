@@ -57,9 +57,9 @@ std::shared_ptr<const DTensorSpec> data_dependent_output_spec(const OpInfo& op, 
     fixed_dims_match = want == 0 || out.size(d) == want;
   }
   DT_CHECK(fixed_dims_match && out.dtype() == placeholder.dtype(),
-           "[%s] local kernel returned %s %s for output %d, expected %s %s (0 = any size)",
-           op.name, shape_str(out.sizes()), dtype_name(out.dtype()), o,
-           shape_str(placeholder.shape()), dtype_name(placeholder.dtype()));
+           "[%s] local kernel returned %s %s for output %d, expected %s %s (0 = any size)", op.name,
+           shape_str(out.sizes()), dtype_name(out.dtype()), o, shape_str(placeholder.shape()),
+           dtype_name(placeholder.dtype()));
   return std::make_shared<const DTensorSpec>(placeholder.mesh(), placeholder.placements(),
                                              TensorMeta(out.sizes(), out.dtype()), op.name);
 }

@@ -13,8 +13,8 @@
 // it instead of waiting for this rank (DESIGN.md item 10).
 //
 // This is the sharded half of an op call: the DTensor functions of dtensor/ops/ go through
-// autograd::dispatch (dtensor/autograd/dispatch.h), which calls dispatch_sharded and records the call
-// for backward when an input requires grad.
+// autograd::dispatch (dtensor/autograd/dispatch.h), which calls dispatch_sharded and records the
+// call for backward when an input requires grad.
 #pragma once
 
 #include <absl/container/inlined_vector.h>

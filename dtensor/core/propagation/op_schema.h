@@ -119,8 +119,8 @@ struct OpInfo {
   StrategyFn strategy;
   MetaFn meta;
   KernelFn kernel;
-  // The backward formula (dtensor/autograd/function.h). When empty: if `differentiable` is false the
-  // op's outputs never require grad (comparisons, argmax, random ops); otherwise a backward
+  // The backward formula (dtensor/autograd/function.h). When empty: if `differentiable` is false
+  // the op's outputs never require grad (comparisons, argmax, random ops); otherwise a backward
   // that reaches the op throws "[backward] op 'x' has no backward formula".
   BackwardFn backward;
   bool differentiable = true;

@@ -107,7 +107,7 @@ std::string index_dtype_error(const char* op, DType dtype, int64_t dim) {
 
 // The plan of a call on the local tensors.
 AdvancedIndexPlan local_index_plan(const char* op, const Tensor& self, IntSpan dims,
-                             absl::Span<const Tensor> indices) {
+                                   absl::Span<const Tensor> indices) {
   std::vector<Shape> shapes;
   for (const Tensor& t : indices) shapes.emplace_back(t.sizes().begin(), t.sizes().end());
   return advanced_index_plan(op, self.sizes(), dims, shapes);

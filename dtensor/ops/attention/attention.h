@@ -44,10 +44,9 @@ struct AttentionGrads {
 };
 // The backward pass from the gradients of out and lse ([B, H, L]; d lse_i / d s_ij is the
 // probability p_ij) and the forward's out and lse. The mask receives no gradient.
-AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& grad_lse,
-                                  const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& mask, const Tensor& out, const Tensor& lse,
-                                  const AttentionParams& p);
+AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& grad_lse, const Tensor& q,
+                                  const Tensor& k, const Tensor& v, const Tensor& mask,
+                                  const Tensor& out, const Tensor& lse, const AttentionParams& p);
 
 // The default scale, 1 / sqrt(E).
 double default_attention_scale(int64_t head_dim);

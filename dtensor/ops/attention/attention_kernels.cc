@@ -47,7 +47,9 @@ constexpr int64_t kBlock = 128;
 constexpr int64_t kCausalBackwardBlock = 64;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-DType accumulation_dtype(DType d) { return d == kFloat64 ? kFloat64 : kFloat32; }
+DType accumulation_dtype(DType d) {
+  return d == kFloat64 ? kFloat64 : kFloat32;
+}
 
 // The checked operands, flattened to [B * H, rows, cols] in the accumulation dtype, and the
 // mask as an additive bias [1 or B * H, L, S] in the accumulation dtype.
@@ -73,8 +75,7 @@ Operands prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   o.k = k.to(o.acc).contiguous().reshape({bh, o.S, o.E});
   o.v = v.to(o.acc).contiguous().reshape({bh, o.S, o.Ev});
   if (mask.defined()) {
-    detail::check_attention_mask(kOp, mask.sizes(), mask.dtype(), q.sizes(), k.sizes(),
-                                 q.dtype());
+    detail::check_attention_mask(kOp, mask.sizes(), mask.dtype(), q.sizes(), k.sizes(), q.dtype());
     const bool two_d = mask.dim() == 2;
     // Taken as an additive bias (0 or -inf for a bool mask): adding a bias broadcast over the
     // leading dim is the elementwise library's fast path, a masked fill is not.
@@ -100,8 +101,8 @@ int64_t visible_keys(const Operands& o, int64_t i0, int64_t bq) {
 // the block is not read again to scale, shift or mask it. The biases are written into the
 // block in place, the row term first (a broadcast copy), then the mask and causality added
 // (both contiguous along the keys, the elementwise library's fast path).
-Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64_t j0,
-              int64_t bk, const Tensor& row_term = Tensor()) {
+Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
+              const Tensor& row_term = Tensor()) {
   Tensor s = empty({qi.size(0), bq, bk}, TensorOptions(o.acc, qi.device()));
   bool biased = false;
   const auto put = [&](const Tensor& bias) {
@@ -117,9 +118,9 @@ Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64
   const int64_t first_row = o.p.q_offset + i0;
   if (o.p.causal && j0 + bk - 1 > first_row) {  // the block reaches past the diagonal
     const TensorOptions ints(kInt64, qi.device());
-    const Tensor rows = arange(static_cast<double>(first_row),
-                               static_cast<double>(first_row + bq), 1.0, ints)
-                            .reshape({bq, 1});
+    const Tensor rows =
+        arange(static_cast<double>(first_row), static_cast<double>(first_row + bq), 1.0, ints)
+            .reshape({bq, 1});
     const Tensor cols =
         arange(static_cast<double>(j0), static_cast<double>(j0 + bk), 1.0, ints).reshape({1, bk});
     put(masked_fill(zeros({1, bq, bk}, TensorOptions(o.acc, qi.device())),
@@ -137,7 +138,9 @@ bool may_have_dead_rows(const Operands& o, int64_t i0, int64_t j0) {
 }
 
 // x with -inf replaced by 0 (the shift of a row that has seen no key).
-Tensor finite_shift(const Tensor& x) { return masked_fill(x, eq(x, Scalar(-kInf)), Scalar(0.0)); }
+Tensor finite_shift(const Tensor& x) {
+  return masked_fill(x, eq(x, Scalar(-kInf)), Scalar(0.0));
+}
 
 // Rows [0, n) of dim 1 of `block` (the block itself when it has n rows: contiguous, so a GEMM
 // accumulates into it in place).
@@ -162,18 +165,18 @@ void check_attention_operands(std::string_view op, IntSpan q, IntSpan k, IntSpan
   DT_CHECK(is_floating(q_dtype) && k_dtype == q_dtype && v_dtype == q_dtype,
            "[%s] q, k and v must share one floating dtype, got %s, %s and %s", op,
            dtype_name(q_dtype), dtype_name(k_dtype), dtype_name(v_dtype));
-  DT_CHECK(k[0] == q[0] && k[1] == q[1] && k[3] == q[3] && v[0] == q[0] && v[1] == q[1] &&
-               v[2] == k[2],
-           "[%s] shapes q %s, k %s, v %s do not fit (expected q [B, H, L, E], k [B, H, S, E], "
-           "v [B, H, S, Ev])",
-           op, shape_str(q), shape_str(k), shape_str(v));
+  DT_CHECK(
+      k[0] == q[0] && k[1] == q[1] && k[3] == q[3] && v[0] == q[0] && v[1] == q[1] && v[2] == k[2],
+      "[%s] shapes q %s, k %s, v %s do not fit (expected q [B, H, L, E], k [B, H, S, E], "
+      "v [B, H, S, Ev])",
+      op, shape_str(q), shape_str(k), shape_str(v));
 }
 
-void check_attention_mask(std::string_view op, IntSpan mask, DType mask_dtype, IntSpan q,
-                          IntSpan k, DType q_dtype) {
+void check_attention_mask(std::string_view op, IntSpan mask, DType mask_dtype, IntSpan q, IntSpan k,
+                          DType q_dtype) {
   DT_CHECK(mask_dtype == kBool || mask_dtype == q_dtype,
-           "[%s] the mask has dtype %s, expected bool or q's dtype %s", op,
-           dtype_name(mask_dtype), dtype_name(q_dtype));
+           "[%s] the mask has dtype %s, expected bool or q's dtype %s", op, dtype_name(mask_dtype),
+           dtype_name(q_dtype));
   const Shape two = {q[2], k[2]};
   const Shape four = {q[0], q[1], q[2], k[2]};
   DT_CHECK(IntSpan(two) == mask || IntSpan(four) == mask,
@@ -240,10 +243,9 @@ AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor
   return {out.reshape({o.B, o.H, o.L, o.Ev}).to(q.dtype()), lse.reshape({o.B, o.H, o.L})};
 }
 
-AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& grad_lse,
-                                  const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& mask, const Tensor& out, const Tensor& lse,
-                                  const AttentionParams& p) {
+AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& grad_lse, const Tensor& q,
+                                  const Tensor& k, const Tensor& v, const Tensor& mask,
+                                  const Tensor& out, const Tensor& lse, const AttentionParams& p) {
   const Operands o = prepare(q, k, v, mask, p);
   const int64_t bh = o.B * o.H;
   DT_CHECK(grad_out.defined() && grad_out.sizes() == out.sizes() && out.dim() == 4 &&
@@ -258,12 +260,10 @@ AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& grad_lse
   // ds = p * (dp - D) with D = rowsum(dO * O) - grad_lse (the lse's own gradient is p * g).
   // The row terms enter the GEMMs as their C: -D, and -lse for p = exp(s - lse) (lse as the
   // forward's shift, 0 for a row without keys).
-  const Tensor neg_d =
-      sub(grad_lse.to(o.acc).contiguous().reshape({bh, o.L, 1}),
-          sum(mul(dout, out.to(o.acc).contiguous().reshape({bh, o.L, o.Ev})), {2},
-              /*keepdim=*/true));
-  const Tensor neg_shift =
-      neg(finite_shift(lse.to(o.acc).contiguous().reshape({bh, o.L, 1})));
+  const Tensor neg_d = sub(grad_lse.to(o.acc).contiguous().reshape({bh, o.L, 1}),
+                           sum(mul(dout, out.to(o.acc).contiguous().reshape({bh, o.L, o.Ev})), {2},
+                               /*keepdim=*/true));
+  const Tensor neg_shift = neg(finite_shift(lse.to(o.acc).contiguous().reshape({bh, o.L, 1})));
   // Gradients accumulate in place, one contiguous block per query or key block (the GEMMs'
   // C), joined at the end; the scale of ds enters dq and dk as the GEMMs' alpha.
   const int64_t block = p.causal ? kCausalBackwardBlock : kBlock;

@@ -47,11 +47,11 @@ void check_operands(const OpSchema& s, int64_t first, int64_t mask) {
   const DTensorSpec& q = s.input(first);
   const DTensorSpec& k = s.input(first + 1);
   const DTensorSpec& v = s.input(first + 2);
-  detail::check_attention_operands(s.name(), q.shape(), k.shape(), v.shape(), q.dtype(),
-                                   k.dtype(), v.dtype());
+  detail::check_attention_operands(s.name(), q.shape(), k.shape(), v.shape(), q.dtype(), k.dtype(),
+                                   v.dtype());
   if (mask >= 0) {
-    detail::check_attention_mask(s.name(), s.input(mask).shape(), s.input(mask).dtype(),
-                                 q.shape(), k.shape(), q.dtype());
+    detail::check_attention_mask(s.name(), s.input(mask).shape(), s.input(mask).dtype(), q.shape(),
+                                 k.shape(), q.dtype());
   }
 }
 
@@ -70,10 +70,10 @@ StrategyRows forward_rows(const OpSchema& s, bool has_mask) {
     if (has_mask) row.push_back(mask_placement(s, 3, q_dim));
     rows.push_back(std::move(row));
   };
-  add({Shard(0), Shard(0), Shard(0), Shard(0), Shard(0)}, 0);  // batch
-  add({Shard(1), Shard(1), Shard(1), Shard(1), Shard(1)}, 1);  // heads
+  add({Shard(0), Shard(0), Shard(0), Shard(0), Shard(0)}, 0);        // batch
+  add({Shard(1), Shard(1), Shard(1), Shard(1), Shard(1)}, 1);        // heads
   add({Shard(2), Shard(2), Shard(2), Replicate(), Replicate()}, 2);  // queries
-  for (ReduceOp r : {ReduceOp::kSum, ReduceOp::kAvg}) {  // linear in v
+  for (ReduceOp r : {ReduceOp::kSum, ReduceOp::kAvg}) {              // linear in v
     add({Partial(r), Replicate(), Replicate(), Replicate(), Partial(r)}, std::nullopt);
   }
   return rows;
@@ -179,8 +179,8 @@ void register_attention(Registry& reg, bool has_mask) {
   };
   bw.strategy = [has_mask](const OpSchema& s) { return backward_rows(s, has_mask); };
   bw.kernel = [has_mask](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
-    AttentionGrads g = attention_backward(l[0], l[1], l[2], l[3], l[4],
-                                          has_mask ? l[7] : Tensor(), l[5], l[6], params(c, 2));
+    AttentionGrads g = attention_backward(l[0], l[1], l[2], l[3], l[4], has_mask ? l[7] : Tensor(),
+                                          l[5], l[6], params(c, 2));
     out[0] = std::move(g.q);
     out[1] = std::move(g.k);
     out[2] = std::move(g.v);

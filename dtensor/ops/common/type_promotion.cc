@@ -7,17 +7,23 @@ namespace {
 int float_rank(DType d) {
   switch (d) {
     case DType::kFloat16:
-    case DType::kBFloat16: return 0;
-    case DType::kFloat32: return 1;
-    default: return 2;  // float64
+    case DType::kBFloat16:
+      return 0;
+    case DType::kFloat32:
+      return 1;
+    default:
+      return 2;  // float64
   }
 }
 
 DType scalar_default_dtype(const Scalar& s) {
   switch (s.kind()) {
-    case Scalar::Kind::kDouble: return kDefaultFloatDType;
-    case Scalar::Kind::kInt: return DType::kInt64;
-    case Scalar::Kind::kBool: break;
+    case Scalar::Kind::kDouble:
+      return kDefaultFloatDType;
+    case Scalar::Kind::kInt:
+      return DType::kInt64;
+    case Scalar::Kind::kBool:
+      break;
   }
   return DType::kBool;
 }
@@ -56,6 +62,8 @@ DType result_type(DType t, const Scalar& s) {
   return dtype_category(sd) > dtype_category(t) ? sd : t;
 }
 
-DType result_type(const Tensor& t, const Scalar& s) { return result_type(t.dtype(), s); }
+DType result_type(const Tensor& t, const Scalar& s) {
+  return result_type(t.dtype(), s);
+}
 
 }  // namespace dtensor

@@ -20,7 +20,9 @@ using detail::BinaryOp;
 using detail::CompareOp;
 using detail::UnaryOp;
 
-Tensor to_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
+Tensor to_dtype(const Tensor& t, DType d) {
+  return t.dtype() == d ? t : t.to(d);
+}
 
 // t itself when it has dtype d (no Tensor copy on the hot path), else t converted into `buf`.
 const Tensor& as_dtype(const Tensor& t, DType d, Tensor& buf) {
@@ -54,13 +56,11 @@ Tensor binary(std::string_view op, BinaryOp kind, const Tensor& self, const Tens
 Tensor binary_scalar(std::string_view op, BinaryOp kind, const Tensor& self, const Scalar& other,
                      bool scalar_first) {
   detail::check_defined(op, self, "self");
-  return detail::binary_scalar_op(kind, self, other,
-                                  arithmetic_dtype(op, kind, result_type(self, other)),
-                                  scalar_first);
+  return detail::binary_scalar_op(
+      kind, self, other, arithmetic_dtype(op, kind, result_type(self, other)), scalar_first);
 }
 
-Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self,
-                      const Tensor& other) {
+Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other) {
   check_binary_args(op, self, other);
   check_no_internal_overlap(self, op);
   const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
@@ -149,8 +149,8 @@ Tensor param_activation(std::string_view op, detail::ParamActivation kind, const
                         double p0, double p1) {
   check_floating_input(op, x);
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
-  (x.device().is_cuda() ? detail::param_activation_cuda : detail::param_activation_cpu)(
-      kind, out, x, p0, p1);
+  (x.device().is_cuda() ? detail::param_activation_cuda : detail::param_activation_cpu)(kind, out,
+                                                                                        x, p0, p1);
   return out;
 }
 
@@ -217,23 +217,45 @@ Tensor div(const Tensor& self, const Scalar& other) {
   return binary_scalar("div", BinaryOp::kDiv, self, other, false);
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
-Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator+(const Tensor& a, const Scalar& b) {
+  return add(a, b);
+}
+Tensor operator+(const Scalar& a, const Tensor& b) {
+  return add(b, a);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator-(const Tensor& a, const Scalar& b) {
+  return sub(a, b);
+}
 Tensor operator-(const Scalar& a, const Tensor& b) {
   return binary_scalar("sub", BinaryOp::kSub, b, a, true);
 }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
-Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator*(const Tensor& a, const Scalar& b) {
+  return mul(a, b);
+}
+Tensor operator*(const Scalar& a, const Tensor& b) {
+  return mul(b, a);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator/(const Tensor& a, const Scalar& b) {
+  return div(a, b);
+}
 Tensor operator/(const Scalar& a, const Tensor& b) {
   return binary_scalar("div", BinaryOp::kDiv, b, a, true);
 }
-Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
 
 Tensor neg(const Tensor& x) {
   detail::check_defined("neg", x, "self");
@@ -245,37 +267,99 @@ Tensor abs(const Tensor& x) {
   check_not_bool("abs", x.dtype(), "self");
   return unary("abs", UnaryOp::kAbs, x, x.dtype());
 }
-Tensor exp(const Tensor& x) { return float_math("exp", UnaryOp::kExp, x); }
-Tensor log(const Tensor& x) { return float_math("log", UnaryOp::kLog, x); }
-Tensor sqrt(const Tensor& x) { return float_math("sqrt", UnaryOp::kSqrt, x); }
-Tensor rsqrt(const Tensor& x) { return float_math("rsqrt", UnaryOp::kRsqrt, x); }
-Tensor sigmoid(const Tensor& x) { return float_math("sigmoid", UnaryOp::kSigmoid, x); }
-Tensor tanh(const Tensor& x) { return float_math("tanh", UnaryOp::kTanh, x); }
-Tensor sin(const Tensor& x) { return float_math("sin", UnaryOp::kSin, x); }
-Tensor cos(const Tensor& x) { return float_math("cos", UnaryOp::kCos, x); }
-Tensor tan(const Tensor& x) { return float_math("tan", UnaryOp::kTan, x); }
-Tensor erf(const Tensor& x) { return float_math("erf", UnaryOp::kErf, x); }
-Tensor exp2(const Tensor& x) { return float_math("exp2", UnaryOp::kExp2, x); }
-Tensor expm1(const Tensor& x) { return float_math("expm1", UnaryOp::kExpm1, x); }
-Tensor log1p(const Tensor& x) { return float_math("log1p", UnaryOp::kLog1p, x); }
-Tensor log2(const Tensor& x) { return float_math("log2", UnaryOp::kLog2, x); }
-Tensor log10(const Tensor& x) { return float_math("log10", UnaryOp::kLog10, x); }
-Tensor erfinv(const Tensor& x) { return float_math("erfinv", UnaryOp::kErfinv, x); }
-Tensor sinh(const Tensor& x) { return float_math("sinh", UnaryOp::kSinh, x); }
-Tensor cosh(const Tensor& x) { return float_math("cosh", UnaryOp::kCosh, x); }
-Tensor asin(const Tensor& x) { return float_math("asin", UnaryOp::kAsin, x); }
-Tensor acos(const Tensor& x) { return float_math("acos", UnaryOp::kAcos, x); }
-Tensor atan(const Tensor& x) { return float_math("atan", UnaryOp::kAtan, x); }
-Tensor asinh(const Tensor& x) { return float_math("asinh", UnaryOp::kAsinh, x); }
-Tensor acosh(const Tensor& x) { return float_math("acosh", UnaryOp::kAcosh, x); }
-Tensor atanh(const Tensor& x) { return float_math("atanh", UnaryOp::kAtanh, x); }
-Tensor erfc(const Tensor& x) { return float_math("erfc", UnaryOp::kErfc, x); }
-Tensor log_sigmoid(const Tensor& x) { return float_math("log_sigmoid", UnaryOp::kLogSigmoid, x); }
-Tensor hardsigmoid(const Tensor& x) { return float_math("hardsigmoid", UnaryOp::kHardsigmoid, x); }
-Tensor hardswish(const Tensor& x) { return float_math("hardswish", UnaryOp::kHardswish, x); }
-Tensor mish(const Tensor& x) { return float_math("mish", UnaryOp::kMish, x); }
-Tensor selu(const Tensor& x) { return float_math("selu", UnaryOp::kSelu, x); }
-Tensor reciprocal(const Tensor& x) { return float_math("reciprocal", UnaryOp::kReciprocal, x); }
+Tensor exp(const Tensor& x) {
+  return float_math("exp", UnaryOp::kExp, x);
+}
+Tensor log(const Tensor& x) {
+  return float_math("log", UnaryOp::kLog, x);
+}
+Tensor sqrt(const Tensor& x) {
+  return float_math("sqrt", UnaryOp::kSqrt, x);
+}
+Tensor rsqrt(const Tensor& x) {
+  return float_math("rsqrt", UnaryOp::kRsqrt, x);
+}
+Tensor sigmoid(const Tensor& x) {
+  return float_math("sigmoid", UnaryOp::kSigmoid, x);
+}
+Tensor tanh(const Tensor& x) {
+  return float_math("tanh", UnaryOp::kTanh, x);
+}
+Tensor sin(const Tensor& x) {
+  return float_math("sin", UnaryOp::kSin, x);
+}
+Tensor cos(const Tensor& x) {
+  return float_math("cos", UnaryOp::kCos, x);
+}
+Tensor tan(const Tensor& x) {
+  return float_math("tan", UnaryOp::kTan, x);
+}
+Tensor erf(const Tensor& x) {
+  return float_math("erf", UnaryOp::kErf, x);
+}
+Tensor exp2(const Tensor& x) {
+  return float_math("exp2", UnaryOp::kExp2, x);
+}
+Tensor expm1(const Tensor& x) {
+  return float_math("expm1", UnaryOp::kExpm1, x);
+}
+Tensor log1p(const Tensor& x) {
+  return float_math("log1p", UnaryOp::kLog1p, x);
+}
+Tensor log2(const Tensor& x) {
+  return float_math("log2", UnaryOp::kLog2, x);
+}
+Tensor log10(const Tensor& x) {
+  return float_math("log10", UnaryOp::kLog10, x);
+}
+Tensor erfinv(const Tensor& x) {
+  return float_math("erfinv", UnaryOp::kErfinv, x);
+}
+Tensor sinh(const Tensor& x) {
+  return float_math("sinh", UnaryOp::kSinh, x);
+}
+Tensor cosh(const Tensor& x) {
+  return float_math("cosh", UnaryOp::kCosh, x);
+}
+Tensor asin(const Tensor& x) {
+  return float_math("asin", UnaryOp::kAsin, x);
+}
+Tensor acos(const Tensor& x) {
+  return float_math("acos", UnaryOp::kAcos, x);
+}
+Tensor atan(const Tensor& x) {
+  return float_math("atan", UnaryOp::kAtan, x);
+}
+Tensor asinh(const Tensor& x) {
+  return float_math("asinh", UnaryOp::kAsinh, x);
+}
+Tensor acosh(const Tensor& x) {
+  return float_math("acosh", UnaryOp::kAcosh, x);
+}
+Tensor atanh(const Tensor& x) {
+  return float_math("atanh", UnaryOp::kAtanh, x);
+}
+Tensor erfc(const Tensor& x) {
+  return float_math("erfc", UnaryOp::kErfc, x);
+}
+Tensor log_sigmoid(const Tensor& x) {
+  return float_math("log_sigmoid", UnaryOp::kLogSigmoid, x);
+}
+Tensor hardsigmoid(const Tensor& x) {
+  return float_math("hardsigmoid", UnaryOp::kHardsigmoid, x);
+}
+Tensor hardswish(const Tensor& x) {
+  return float_math("hardswish", UnaryOp::kHardswish, x);
+}
+Tensor mish(const Tensor& x) {
+  return float_math("mish", UnaryOp::kMish, x);
+}
+Tensor selu(const Tensor& x) {
+  return float_math("selu", UnaryOp::kSelu, x);
+}
+Tensor reciprocal(const Tensor& x) {
+  return float_math("reciprocal", UnaryOp::kReciprocal, x);
+}
 
 namespace {
 // Rounding and sign keep the dtype (integers included: the identity for rounding).
@@ -285,11 +369,21 @@ Tensor same_dtype_unary(std::string_view op, UnaryOp kind, const Tensor& x) {
   return unary(op, kind, x, x.dtype());
 }
 }  // namespace
-Tensor floor(const Tensor& x) { return same_dtype_unary("floor", UnaryOp::kFloor, x); }
-Tensor ceil(const Tensor& x) { return same_dtype_unary("ceil", UnaryOp::kCeil, x); }
-Tensor round(const Tensor& x) { return same_dtype_unary("round", UnaryOp::kRound, x); }
-Tensor trunc(const Tensor& x) { return same_dtype_unary("trunc", UnaryOp::kTrunc, x); }
-Tensor sign(const Tensor& x) { return same_dtype_unary("sign", UnaryOp::kSign, x); }
+Tensor floor(const Tensor& x) {
+  return same_dtype_unary("floor", UnaryOp::kFloor, x);
+}
+Tensor ceil(const Tensor& x) {
+  return same_dtype_unary("ceil", UnaryOp::kCeil, x);
+}
+Tensor round(const Tensor& x) {
+  return same_dtype_unary("round", UnaryOp::kRound, x);
+}
+Tensor trunc(const Tensor& x) {
+  return same_dtype_unary("trunc", UnaryOp::kTrunc, x);
+}
+Tensor sign(const Tensor& x) {
+  return same_dtype_unary("sign", UnaryOp::kSign, x);
+}
 Tensor frac(const Tensor& x) {
   detail::check_defined("frac", x, "self");
   DT_CHECK(is_floating(x.dtype()), "[frac] argument self has dtype %s, expected a floating dtype",
@@ -357,12 +451,12 @@ Tensor minimum(const Tensor& self, const Tensor& other) {
   return binary("minimum", BinaryOp::kMinimum, self, other);
 }
 
-#define DT_DEFINE_COMPARE(name, kind)                                      \
-  Tensor name(const Tensor& self, const Tensor& other) {                   \
-    return compare(#name, CompareOp::kind, self, other);                   \
-  }                                                                        \
-  Tensor name(const Tensor& self, const Scalar& other) {                   \
-    return compare_scalar(#name, CompareOp::kind, self, other);            \
+#define DT_DEFINE_COMPARE(name, kind)                           \
+  Tensor name(const Tensor& self, const Tensor& other) {        \
+    return compare(#name, CompareOp::kind, self, other);        \
+  }                                                             \
+  Tensor name(const Tensor& self, const Scalar& other) {        \
+    return compare_scalar(#name, CompareOp::kind, self, other); \
   }
 DT_DEFINE_COMPARE(eq, kEq)
 DT_DEFINE_COMPARE(ne, kNe)

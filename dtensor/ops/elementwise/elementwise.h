@@ -1,8 +1,8 @@
 // Elementwise ops on local tensors (PyTorch semantics).
 //
 // Binary ops broadcast their inputs (NumPy rules) and compute in the promoted dtype
-// (dtensor/ops/common/detail/type_promotion.h); bf16/fp16 are computed in float and rounded once. Inputs
-// must live on one device. Float-only math (exp, log, sqrt, rsqrt, sigmoid, tanh, div) on
+// (dtensor/ops/common/detail/type_promotion.h); bf16/fp16 are computed in float and rounded once.
+// Inputs must live on one device. Float-only math (exp, log, sqrt, rsqrt, sigmoid, tanh, div) on
 // integer or bool inputs computes in float32, as PyTorch does; the activations gelu, silu,
 // softplus, elu, celu, leaky_relu and glu require a floating input, as in PyTorch. Errors name
 // the op and the argument, e.g. "[add] cannot broadcast shapes [2, 3] and [4] (argument
@@ -183,10 +183,9 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::kNon
 // x * sigmoid(x). Floating inputs only.
 Tensor silu(const Tensor& x);
 // More activations, with torch.nn.functional's names, defaults and values (kernels: one
-// formula per element for both devices, dtensor/ops/elementwise/detail/pointwise_math.h; computed in float for
-// 16-bit floats, parameters converted to that type first).
-// min(max(x, 0), 6) (PyTorch's hardtanh(x, 0, 6)); same dtype, integers allowed, bool raises;
-// NaN and -0.0 stay.
+// formula per element for both devices, dtensor/ops/elementwise/detail/pointwise_math.h; computed
+// in float for 16-bit floats, parameters converted to that type first). min(max(x, 0), 6)
+// (PyTorch's hardtanh(x, 0, 6)); same dtype, integers allowed, bool raises; NaN and -0.0 stay.
 Tensor relu6(const Tensor& x);
 // log(1 + exp(beta x)) / beta, and x itself where beta x > threshold. Floating inputs only.
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);

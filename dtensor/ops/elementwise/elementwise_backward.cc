@@ -100,7 +100,8 @@ DTensorList pow_bw(const BackwardContext& c, Grads g) {
 DTensorList abs_bw(const BackwardContext& c, Grads g) {
   const DTensor& x = c.input(0);
   const DType dt = g[0].dtype();
-  return {for_input(c, 0, g[0] * (as_float(gt(x, Scalar(0)), dt) - as_float(lt(x, Scalar(0)), dt)))};
+  return {
+      for_input(c, 0, g[0] * (as_float(gt(x, Scalar(0)), dt) - as_float(lt(x, Scalar(0)), dt)))};
 }
 DTensorList exp_bw(const BackwardContext& c, Grads g) {
   return {for_input(c, 0, g[0] * c.output(0))};
@@ -141,7 +142,8 @@ DTensorList gelu_bw(const BackwardContext& c, Grads g) {
 }
 // sin' = cos, cos' = -sin, tan' = 1 + tan^2, erf' = 2/sqrt(pi) exp(-x^2), (2^x)' = 2^x ln 2,
 // expm1' = out + 1, log1p' = 1 / (1 + x), log2' = 1 / (x ln 2), log10' = 1 / (x ln 10),
-// (1/x)' = -out^2; rounding and sign have zero gradient almost everywhere (as PyTorch), frac's is 1.
+// (1/x)' = -out^2; rounding and sign have zero gradient almost everywhere (as PyTorch), frac's
+// is 1.
 DTensorList sin_bw(const BackwardContext& c, Grads g) {
   return {for_input(c, 0, g[0] * cos(c.input(0)))};
 }
@@ -319,8 +321,8 @@ DTensorList pow_tensor_bw(const BackwardContext& c, Grads g) {
   }
   if (c.needs_input_grad(1)) {
     const DTensor d = g[0] * c.output(0) * log(x);
-    out[1] = for_input(c, 1,
-                       where(logical_and(eq(x, Scalar(0)), ge(e, Scalar(0))), zeros_like(d), d));
+    out[1] =
+        for_input(c, 1, where(logical_and(eq(x, Scalar(0)), ge(e, Scalar(0))), zeros_like(d), d));
   }
   return out;
 }

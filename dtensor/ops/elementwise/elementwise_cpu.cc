@@ -22,30 +22,40 @@ DT_FORCE_INLINE C min_nan(C a, C b) {
 // Bool add is logical or, bool mul logical and (PyTorch).
 template <typename C>
 DT_FORCE_INLINE C add_op(C a, C b) {
-  if constexpr (std::is_same_v<C, bool>) return a || b;
-  else return a + b;
+  if constexpr (std::is_same_v<C, bool>)
+    return a || b;
+  else
+    return a + b;
 }
 template <typename C>
 DT_FORCE_INLINE C mul_op(C a, C b) {
-  if constexpr (std::is_same_v<C, bool>) return a && b;
-  else return a * b;
+  if constexpr (std::is_same_v<C, bool>)
+    return a && b;
+  else
+    return a * b;
 }
 
 template <typename T>
 void binary_typed(BinaryOp op, const ElementwiseIter& it) {
   using C = compute_t<T>;
   switch (op) {
-    case BinaryOp::kAdd: return cpu_kernel<T, T, T>(it, [](C a, C b) { return add_op(a, b); });
-    case BinaryOp::kSub: return cpu_kernel<T, T, T>(it, [](C a, C b) -> C { return a - b; });
-    case BinaryOp::kMul: return cpu_kernel<T, T, T>(it, [](C a, C b) { return mul_op(a, b); });
+    case BinaryOp::kAdd:
+      return cpu_kernel<T, T, T>(it, [](C a, C b) { return add_op(a, b); });
+    case BinaryOp::kSub:
+      return cpu_kernel<T, T, T>(it, [](C a, C b) -> C { return a - b; });
+    case BinaryOp::kMul:
+      return cpu_kernel<T, T, T>(it, [](C a, C b) { return mul_op(a, b); });
     case BinaryOp::kDiv:
       if constexpr (std::is_floating_point_v<C>) {
         return cpu_kernel<T, T, T>(it, [](C a, C b) -> C { return a / b; });
       }
       break;
-    case BinaryOp::kMaximum: return cpu_kernel<T, T, T>(it, [](C a, C b) { return max_nan(a, b); });
-    case BinaryOp::kMinimum: return cpu_kernel<T, T, T>(it, [](C a, C b) { return min_nan(a, b); });
-    case BinaryOp::kPow: return cpu_kernel<T, T, T>(it, [](C a, C b) { return pow_op(a, b); });
+    case BinaryOp::kMaximum:
+      return cpu_kernel<T, T, T>(it, [](C a, C b) { return max_nan(a, b); });
+    case BinaryOp::kMinimum:
+      return cpu_kernel<T, T, T>(it, [](C a, C b) { return min_nan(a, b); });
+    case BinaryOp::kPow:
+      return cpu_kernel<T, T, T>(it, [](C a, C b) { return pow_op(a, b); });
     case BinaryOp::kFmod:
       if constexpr (!std::is_same_v<C, bool>) {
         return cpu_kernel<T, T, T>(it, [](C a, C b) { return fmod_op(a, b); });
@@ -112,19 +122,23 @@ void binary_scalar_typed(BinaryOp op, const ElementwiseIter& it, const Scalar& s
   using C = compute_t<T>;
   const C v = s.to<C>();
   switch (op) {
-    case BinaryOp::kAdd: return cpu_kernel<T, T>(it, [v](C a) { return add_op(a, v); });
+    case BinaryOp::kAdd:
+      return cpu_kernel<T, T>(it, [v](C a) { return add_op(a, v); });
     case BinaryOp::kSub:
       if (scalar_first) return cpu_kernel<T, T>(it, [v](C a) -> C { return v - a; });
       return cpu_kernel<T, T>(it, [v](C a) -> C { return a - v; });
-    case BinaryOp::kMul: return cpu_kernel<T, T>(it, [v](C a) { return mul_op(a, v); });
+    case BinaryOp::kMul:
+      return cpu_kernel<T, T>(it, [v](C a) { return mul_op(a, v); });
     case BinaryOp::kDiv:
       if constexpr (std::is_floating_point_v<C>) {
         if (scalar_first) return cpu_kernel<T, T>(it, [v](C a) -> C { return v / a; });
         return cpu_kernel<T, T>(it, [v](C a) -> C { return a / v; });
       }
       break;
-    case BinaryOp::kMaximum: return cpu_kernel<T, T>(it, [v](C a) { return max_nan(a, v); });
-    case BinaryOp::kMinimum: return cpu_kernel<T, T>(it, [v](C a) { return min_nan(a, v); });
+    case BinaryOp::kMaximum:
+      return cpu_kernel<T, T>(it, [v](C a) { return max_nan(a, v); });
+    case BinaryOp::kMinimum:
+      return cpu_kernel<T, T>(it, [v](C a) { return min_nan(a, v); });
     case BinaryOp::kFmod:
       if constexpr (!std::is_same_v<C, bool>) {
         return cpu_kernel<T, T>(it, [v](C a) { return fmod_op(a, v); });
@@ -146,12 +160,18 @@ template <typename T>
 void compare_typed(CompareOp op, const ElementwiseIter& it) {
   using C = compute_t<T>;
   switch (op) {
-    case CompareOp::kEq: return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a == b; });
-    case CompareOp::kNe: return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a != b; });
-    case CompareOp::kLt: return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a < b; });
-    case CompareOp::kLe: return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a <= b; });
-    case CompareOp::kGt: return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a > b; });
-    case CompareOp::kGe: return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a >= b; });
+    case CompareOp::kEq:
+      return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a == b; });
+    case CompareOp::kNe:
+      return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a != b; });
+    case CompareOp::kLt:
+      return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a < b; });
+    case CompareOp::kLe:
+      return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a <= b; });
+    case CompareOp::kGt:
+      return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a > b; });
+    case CompareOp::kGe:
+      return cpu_kernel<bool, T, T>(it, [](C a, C b) { return a >= b; });
   }
 }
 
@@ -160,12 +180,18 @@ void compare_scalar_typed(CompareOp op, const ElementwiseIter& it, const Scalar&
   using C = compute_t<T>;
   const C v = s.to<C>();
   switch (op) {
-    case CompareOp::kEq: return cpu_kernel<bool, T>(it, [v](C a) { return a == v; });
-    case CompareOp::kNe: return cpu_kernel<bool, T>(it, [v](C a) { return a != v; });
-    case CompareOp::kLt: return cpu_kernel<bool, T>(it, [v](C a) { return a < v; });
-    case CompareOp::kLe: return cpu_kernel<bool, T>(it, [v](C a) { return a <= v; });
-    case CompareOp::kGt: return cpu_kernel<bool, T>(it, [v](C a) { return a > v; });
-    case CompareOp::kGe: return cpu_kernel<bool, T>(it, [v](C a) { return a >= v; });
+    case CompareOp::kEq:
+      return cpu_kernel<bool, T>(it, [v](C a) { return a == v; });
+    case CompareOp::kNe:
+      return cpu_kernel<bool, T>(it, [v](C a) { return a != v; });
+    case CompareOp::kLt:
+      return cpu_kernel<bool, T>(it, [v](C a) { return a < v; });
+    case CompareOp::kLe:
+      return cpu_kernel<bool, T>(it, [v](C a) { return a <= v; });
+    case CompareOp::kGt:
+      return cpu_kernel<bool, T>(it, [v](C a) { return a > v; });
+    case CompareOp::kGe:
+      return cpu_kernel<bool, T>(it, [v](C a) { return a >= v; });
   }
 }
 
@@ -193,8 +219,7 @@ void compare_scalar_cpu(CompareOp op, const Tensor& out, const Tensor& a, const 
   dispatch_dtype(a.dtype(), [&]<typename T>() { compare_scalar_typed<T>(op, it, s); });
 }
 
-void nan_to_num_cpu(const Tensor& out, const Tensor& a, double nan, double posinf,
-                    double neginf) {
+void nan_to_num_cpu(const Tensor& out, const Tensor& a, double nan, double posinf, double neginf) {
   const ElementwiseIter it(out, {&a});
   dispatch_floating(out.dtype(), "nan_to_num", [&]<typename T>() {
     using C = compute_t<T>;

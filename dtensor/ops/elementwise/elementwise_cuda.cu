@@ -66,8 +66,7 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
       break;
     case BinaryOp::kRemainder:
       if constexpr (!std::is_same_v<C, bool>) {
-        return gpu_kernel<T, T, T>(out, in,
-                                   [] __device__(C x, C y) { return remainder_op(x, y); });
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return remainder_op(x, y); });
       }
       break;
     case BinaryOp::kAtan2:
@@ -82,8 +81,7 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
       break;
     case BinaryOp::kLogaddexp:
       if constexpr (std::is_floating_point_v<C>) {
-        return gpu_kernel<T, T, T>(out, in,
-                                   [] __device__(C x, C y) { return logaddexp_op(x, y); });
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return logaddexp_op(x, y); });
       }
       break;
     case BinaryOp::kXlogy:
@@ -93,8 +91,7 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
       break;
     case BinaryOp::kCopysign:
       if constexpr (std::is_floating_point_v<C>) {
-        return gpu_kernel<T, T, T>(out, in,
-                                   [] __device__(C x, C y) { return copysign_op(x, y); });
+        return gpu_kernel<T, T, T>(out, in, [] __device__(C x, C y) { return copysign_op(x, y); });
       }
       break;
     case BinaryOp::kSigmoidGate:
@@ -271,17 +268,24 @@ void float_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& p
     case UnaryOp::kErfc:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return erfc(x); });
     case UnaryOp::kLogSigmoid:
-      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x < C(0) ? x - log1p(exp(x)) : -log1p(exp(-x)); });
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C {
+        return x < C(0) ? x - log1p(exp(x)) : -log1p(exp(-x));
+      });
     case UnaryOp::kHardsigmoid:
-      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return relu6_of(x + C(3)) / C(6); });
+      return gpu_kernel<T, T>(out, in,
+                              [] __device__(C x) -> C { return relu6_of(x + C(3)) / C(6); });
     case UnaryOp::kHardswish:
-      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x * relu6_of(x + C(3)) / C(6); });
+      return gpu_kernel<T, T>(out, in,
+                              [] __device__(C x) -> C { return x * relu6_of(x + C(3)) / C(6); });
     case UnaryOp::kRelu6:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return relu6_of(x); });
     case UnaryOp::kMish:
-      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x * tanh(x > C(20) ? x : log1p(exp(x))); });
+      return gpu_kernel<T, T>(
+          out, in, [] __device__(C x) -> C { return x * tanh(x > C(20) ? x : log1p(exp(x))); });
     case UnaryOp::kSelu:
-      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return C(1.0507009873554804934) * (x > C(0) ? x : C(1.6732632423543772848) * expm1(x)); });
+      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C {
+        return C(1.0507009873554804934) * (x > C(0) ? x : C(1.6732632423543772848) * expm1(x));
+      });
     case UnaryOp::kExp2:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return exp2(x); });
     case UnaryOp::kExpm1:
@@ -305,7 +309,8 @@ void float_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& p
     case UnaryOp::kFrac:
       return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x - trunc(x); });
     case UnaryOp::kSign:
-      return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0)); });
+      return gpu_kernel<T, T>(
+          out, in, [] __device__(C x) -> C { return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0)); });
     case UnaryOp::kPow: {
       const C e = param.to<C>();
       if (e == C(2)) return gpu_kernel<T, T>(out, in, [] __device__(C x) -> C { return x * x; });
@@ -400,11 +405,9 @@ void param_activation_typed(ParamActivation op, const Tensor& out, const Tensor&
       return gpu_kernel<T, T>(out, in,
                               [c0, c1] __device__(C x) -> C { return softplus_op(x, c0, c1); });
     case ParamActivation::kElu:
-      return gpu_kernel<T, T>(out, in,
-                              [c0, c1] __device__(C x) -> C { return elu_op(x, c0, c1); });
+      return gpu_kernel<T, T>(out, in, [c0, c1] __device__(C x) -> C { return elu_op(x, c0, c1); });
     case ParamActivation::kLeakyRelu:
-      return gpu_kernel<T, T>(out, in,
-                              [c0] __device__(C x) -> C { return leaky_relu_op(x, c0); });
+      return gpu_kernel<T, T>(out, in, [c0] __device__(C x) -> C { return leaky_relu_op(x, c0); });
   }
 }
 
@@ -485,11 +488,9 @@ void param_activation_cuda(ParamActivation op, const Tensor& out, const Tensor& 
                     [&]<typename T>() { param_activation_typed<T>(op, out, a, p0, p1); });
 }
 
-void nan_to_num_cuda(const Tensor& out, const Tensor& a, double nan, double posinf,
-                     double neginf) {
-  dispatch_floating(out.dtype(), "nan_to_num", [&]<typename T>() {
-    nan_to_num_typed<T>(out, a, nan, posinf, neginf);
-  });
+void nan_to_num_cuda(const Tensor& out, const Tensor& a, double nan, double posinf, double neginf) {
+  dispatch_floating(out.dtype(), "nan_to_num",
+                    [&]<typename T>() { nan_to_num_typed<T>(out, a, nan, posinf, neginf); });
 }
 
 void where_cuda(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {

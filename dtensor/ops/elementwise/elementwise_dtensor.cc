@@ -23,30 +23,30 @@ DTensor scalar_op(const OpInfo& info, const DTensor& x, const Scalar& s, DType o
     return dispatch(info, {&self, &other});               \
   }
 
-#define DT_EW_UNARY(fn)                        \
-  DTensor fn(const DTensor& x) {               \
-    static const OpInfo& info = ops_op(#fn);   \
-    return dispatch(info, {&x});               \
+#define DT_EW_UNARY(fn)                      \
+  DTensor fn(const DTensor& x) {             \
+    static const OpInfo& info = ops_op(#fn); \
+    return dispatch(info, {&x});             \
   }
 
 // Scalar forms whose dtype is result_type(x, s) (floating for div).
-#define DT_EW_SCALAR(fn, dtype_expr)                           \
-  DTensor fn(const DTensor& self, const Scalar& other) {       \
-    static const OpInfo& info = ops_op(#fn ".Scalar");         \
-    return scalar_op(info, self, other, dtype_expr);           \
+#define DT_EW_SCALAR(fn, dtype_expr)                     \
+  DTensor fn(const DTensor& self, const Scalar& other) { \
+    static const OpInfo& info = ops_op(#fn ".Scalar");   \
+    return scalar_op(info, self, other, dtype_expr);     \
   }
 
-#define DT_EW_INPLACE(fn)                                             \
-  const DTensor& fn(const DTensor& self, const DTensor& other) {      \
-    static const OpInfo& info = ops_op(#fn);                          \
-    dispatch(info, {&self, &other});                                  \
-    return self;                                                      \
-  }                                                                   \
-  const DTensor& fn(const DTensor& self, const Scalar& other) {       \
-    static const OpInfo& info = ops_op(#fn ".Scalar");                \
-    const ArgValue args[] = {scalar_arg(other)};                      \
-    dispatch(info, {&self}, args);                                    \
-    return self;                                                      \
+#define DT_EW_INPLACE(fn)                                        \
+  const DTensor& fn(const DTensor& self, const DTensor& other) { \
+    static const OpInfo& info = ops_op(#fn);                     \
+    dispatch(info, {&self, &other});                             \
+    return self;                                                 \
+  }                                                              \
+  const DTensor& fn(const DTensor& self, const Scalar& other) {  \
+    static const OpInfo& info = ops_op(#fn ".Scalar");           \
+    const ArgValue args[] = {scalar_arg(other)};                 \
+    dispatch(info, {&self}, args);                               \
+    return self;                                                 \
   }
 
 DT_EW_BINARY(add)

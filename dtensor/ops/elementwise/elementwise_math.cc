@@ -249,8 +249,8 @@ Tensor bitwise_not(const Tensor& x) {
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) {
   detail::check_binary_args("masked_fill", self, mask);
-  DT_CHECK(mask.dtype() == DType::kBool,
-           "[masked_fill] argument mask has dtype %s, expected bool", dtype_name(mask.dtype()));
+  DT_CHECK(mask.dtype() == DType::kBool, "[masked_fill] argument mask has dtype %s, expected bool",
+           dtype_name(mask.dtype()));
   const Shape shape = detail::broadcast_pair("masked_fill", self.sizes(), mask.sizes(), "mask");
   DT_CHECK(IntSpan(shape) == IntSpan(self.sizes()),
            "[masked_fill] mask of shape %s does not broadcast to self's shape %s",

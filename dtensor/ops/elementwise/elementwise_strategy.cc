@@ -182,8 +182,7 @@ std::vector<OpSample> pointwise_samples(const PointwiseDef& def, int64_t w) {
   const bool positive = name.starts_with("div") || name.starts_with("rdiv") ||
                         (name.starts_with("log") && name != "logaddexp") || name == "sqrt" ||
                         name == "rsqrt" || name == "reciprocal" || name.starts_with("fmod") ||
-                        name.starts_with("remainder") || name == "pow.Tensor" ||
-                        name == "addcdiv";
+                        name.starts_with("remainder") || name == "pow.Tensor" || name == "addcdiv";
   // tan: inside (-pi/2, pi/2), away from its poles; erfinv, asin, acos, atanh: inside
   // (-1, 1); acosh: above 1, away from its infinite slope there.
   const bool unit = name == "erfinv" || name == "asin" || name == "acos" || name == "atanh";
@@ -279,8 +278,7 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
                    s.input(0).dtype() == s.input(1).dtype() && is_floating(s.input(0).dtype()),
                "[%s] grad (%s, %s) and %s (%s, %s) must have one shape and one floating dtype",
                s.name(), shape_str(s.input(0).shape()), dtype_name(s.input(0).dtype()),
-               s.op().input_name(1), shape_str(s.input(1).shape()),
-               dtype_name(s.input(1).dtype()));
+               s.op().input_name(1), shape_str(s.input(1).shape()), dtype_name(s.input(1).dtype()));
     }
     if (rule == DTypeRule::kSelf) {
       DT_CHECK(shape == s.input(0).shape(),
@@ -301,8 +299,8 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   DT_CHECK(def.monotone == Monotone::kNone || def.num_inputs == 1 ||
                (def.inplace && def.converts && def.num_inputs == 2),
            "[%s] monotone rows are for an op whose value depends on one input", def.name);
-  DT_CHECK(!def.monotone_each || def.num_inputs == 2,
-           "[%s] monotone_each rows are for a binary op", def.name);
+  DT_CHECK(!def.monotone_each || def.num_inputs == 2, "[%s] monotone_each rows are for a binary op",
+           def.name);
   info.strategy = [monotone = def.monotone, monotone_each = def.monotone_each,
                    num_inputs](const OpSchema& s) {
     StrategyRows rows = pointwise_rows(s, detail::broadcast_inputs(s));
@@ -369,8 +367,8 @@ Tensor mod_kernel(const KernelContext& c, Locals l) {
   const char* op = kFmod ? "fmod" : "remainder";
   const DType dt = result_type(l[0], l[1]);
   check_on_all_ranks(c.input_spec(1), detail::integer_division_error(op, l[1], dt));
-  return detail::binary_op(op, kFmod ? detail::BinaryOp::kFmod : detail::BinaryOp::kRemainder,
-                           l[0], l[1], dt);
+  return detail::binary_op(op, kFmod ? detail::BinaryOp::kFmod : detail::BinaryOp::kRemainder, l[0],
+                           l[1], dt);
 }
 
 // glu: a * sigmoid(b) of x's two halves along dim (arg 0, static). The glu dim must be whole
@@ -399,8 +397,8 @@ void register_glu(Registry& reg) {
     const int64_t n = s.input(0).ndim();
     return detail::rows_all_but(n, normalize_dim(s.arg<int64_t>(0), n, "glu"), 2);
   };
-  info.kernel = single_output(
-      [](const KernelContext& c, Locals l) { return glu(l[0], c.arg<int64_t>(0)); });
+  info.kernel =
+      single_output([](const KernelContext& c, Locals l) { return glu(l[0], c.arg<int64_t>(0)); });
   const detail::PointwiseGrad grad = detail::pointwise_grad("glu");
   info.backward = grad.backward;
   info.saved_inputs = grad.saved_inputs;
@@ -463,42 +461,60 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {"pow", 1, L::kNone, D::kArg, DT_SCALAR(pow), 1});
 
   // Unary ops.
-  add_pointwise(reg, {.name = "neg", .num_inputs = 1, .linearity = L::kLinear,
-                      .dtype = D::kSame, .kernel = DT_UNARY(neg),
+  add_pointwise(reg, {.name = "neg",
+                      .num_inputs = 1,
+                      .linearity = L::kLinear,
+                      .dtype = D::kSame,
+                      .kernel = DT_UNARY(neg),
                       .monotone = M::kDecreasing});
   add_pointwise(reg, {"abs", 1, L::kNone, D::kSameNotBool, DT_UNARY(abs)});
-  add_pointwise(reg, {.name = "relu", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(relu),
+  add_pointwise(reg, {.name = "relu",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kSameNotBool,
+                      .kernel = DT_UNARY(relu),
                       .monotone = M::kIncreasing});
   add_pointwise(reg, {"silu", 1, L::kNone, D::kFloating, DT_UNARY(silu)});
   // arg 0: approximate (static).
   add_pointwise(reg, {"gelu", 1, L::kNone, D::kFloating, [](const KernelContext& c, Locals l) {
                         return gelu(l[0], static_cast<GeluApproximate>(c.arg<int64_t>(0)));
                       }});
-  add_pointwise(reg, {.name = "exp", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kFloatSame, .kernel = DT_UNARY(exp),
+  add_pointwise(reg, {.name = "exp",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kFloatSame,
+                      .kernel = DT_UNARY(exp),
                       .monotone = M::kIncreasing});
   add_pointwise(reg, {"log", 1, L::kNone, D::kFloatSame, DT_UNARY(log)});
   add_pointwise(reg, {"sqrt", 1, L::kNone, D::kFloatSame, DT_UNARY(sqrt)});
   add_pointwise(reg, {"rsqrt", 1, L::kNone, D::kFloatSame, DT_UNARY(rsqrt)});
-  add_pointwise(reg, {.name = "sigmoid", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kFloatSame, .kernel = DT_UNARY(sigmoid),
+  add_pointwise(reg, {.name = "sigmoid",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kFloatSame,
+                      .kernel = DT_UNARY(sigmoid),
                       .monotone = M::kIncreasing});
-  add_pointwise(reg, {.name = "tanh", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kFloatSame, .kernel = DT_UNARY(tanh),
+  add_pointwise(reg, {.name = "tanh",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kFloatSame,
+                      .kernel = DT_UNARY(tanh),
                       .monotone = M::kIncreasing});
   add_pointwise(reg, {"sin", 1, L::kNone, D::kFloatSame, DT_UNARY(sin)});
   add_pointwise(reg, {"cos", 1, L::kNone, D::kFloatSame, DT_UNARY(cos)});
   add_pointwise(reg, {"tan", 1, L::kNone, D::kFloatSame, DT_UNARY(tan)});
-  add_pointwise(reg, {.name = "erf", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kFloatSame, .kernel = DT_UNARY(erf),
+  add_pointwise(reg, {.name = "erf",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kFloatSame,
+                      .kernel = DT_UNARY(erf),
                       .monotone = M::kIncreasing});
   add_pointwise(reg, {"erfinv", 1, L::kNone, D::kFloatSame, DT_UNARY(erfinv)});
   // Monotone over the whole extended line (Partial(max/min) pass through): sinh, atan, asinh,
   // log_sigmoid, hardsigmoid, selu increasing, erfc decreasing. asin / acosh / atanh are
   // monotone on their domains only (NaN outside), so they get no such rows.
-  for (auto [name, kernel, monotone] : std::initializer_list<
-           std::tuple<const char*, PointwiseKernel, Monotone>>{
+  for (auto [name, kernel, monotone] :
+       std::initializer_list<std::tuple<const char*, PointwiseKernel, Monotone>>{
            {"sinh", DT_UNARY(sinh), M::kIncreasing},
            {"cosh", DT_UNARY(cosh), M::kNone},
            {"asin", DT_UNARY(asin), M::kNone},
@@ -513,121 +529,196 @@ void register_elementwise_ops(Registry& reg) {
            {"hardswish", DT_UNARY(hardswish), M::kNone},
            {"mish", DT_UNARY(mish), M::kNone},
            {"selu", DT_UNARY(selu), M::kIncreasing}}) {
-    add_pointwise(reg, {.name = name, .num_inputs = 1, .linearity = L::kNone,
-                        .dtype = D::kFloatSame, .kernel = kernel, .monotone = monotone});
+    add_pointwise(reg, {.name = name,
+                        .num_inputs = 1,
+                        .linearity = L::kNone,
+                        .dtype = D::kFloatSame,
+                        .kernel = kernel,
+                        .monotone = monotone});
   }
   // More activations (pointwise_math.h). relu6 is non-decreasing over the extended line with
   // NaN passing through, so Partial(max/min) pass. softplus, elu, celu and leaky_relu are
   // monotone for some parameters only (runtime values, not in the propagation cache key), so
   // a Partial input is reduced first. Args: the parameters (runtime).
-  add_pointwise(reg, {.name = "relu6", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(relu6),
+  add_pointwise(reg, {.name = "relu6",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kSameNotBool,
+                      .kernel = DT_UNARY(relu6),
                       .monotone = M::kIncreasing});
-  add_pointwise(reg, {.name = "softplus", .num_inputs = 1, .linearity = L::kNone,
+  add_pointwise(reg, {.name = "softplus",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
                       .dtype = D::kFloating,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return softplus(l[0], c.scalar(0).to_double(), c.scalar(1).to_double());
-                      },
+                      .kernel =
+                          [](const KernelContext& c, Locals l) {
+                            return softplus(l[0], c.scalar(0).to_double(), c.scalar(1).to_double());
+                          },
                       .static_argnum = 2});
-  add_pointwise(reg, {.name = "elu", .num_inputs = 1, .linearity = L::kNone,
+  add_pointwise(reg, {.name = "elu",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
                       .dtype = D::kFloating,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return elu(l[0], c.scalar(0).to_double());
-                      },
+                      .kernel = [](const KernelContext& c,
+                                   Locals l) { return elu(l[0], c.scalar(0).to_double()); },
                       .static_argnum = 1});
-  add_pointwise(reg, {.name = "celu", .num_inputs = 1, .linearity = L::kNone,
+  add_pointwise(reg, {.name = "celu",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
                       .dtype = D::kFloating,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return celu(l[0], c.scalar(0).to_double());
-                      },
+                      .kernel = [](const KernelContext& c,
+                                   Locals l) { return celu(l[0], c.scalar(0).to_double()); },
                       .static_argnum = 1});
-  add_pointwise(reg, {.name = "leaky_relu", .num_inputs = 1, .linearity = L::kNone,
+  add_pointwise(reg, {.name = "leaky_relu",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
                       .dtype = D::kFloating,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return leaky_relu(l[0], c.scalar(0).to_double());
-                      },
+                      .kernel = [](const KernelContext& c,
+                                   Locals l) { return leaky_relu(l[0], c.scalar(0).to_double()); },
                       .static_argnum = 1});
   register_glu(reg);
-  add_pointwise(reg, {.name = "exp2", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kFloatSame, .kernel = DT_UNARY(exp2),
+  add_pointwise(reg, {.name = "exp2",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kFloatSame,
+                      .kernel = DT_UNARY(exp2),
                       .monotone = M::kIncreasing});
-  add_pointwise(reg, {.name = "expm1", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kFloatSame, .kernel = DT_UNARY(expm1),
+  add_pointwise(reg, {.name = "expm1",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kFloatSame,
+                      .kernel = DT_UNARY(expm1),
                       .monotone = M::kIncreasing});
   add_pointwise(reg, {"log1p", 1, L::kNone, D::kFloatSame, DT_UNARY(log1p)});
   add_pointwise(reg, {"log2", 1, L::kNone, D::kFloatSame, DT_UNARY(log2)});
   add_pointwise(reg, {"log10", 1, L::kNone, D::kFloatSame, DT_UNARY(log10)});
   add_pointwise(reg, {"reciprocal", 1, L::kNone, D::kFloatSame, DT_UNARY(reciprocal)});
-  add_pointwise(reg, {.name = "floor", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(floor),
+  add_pointwise(reg, {.name = "floor",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kSameNotBool,
+                      .kernel = DT_UNARY(floor),
                       .monotone = M::kIncreasing});
-  add_pointwise(reg, {.name = "ceil", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(ceil),
+  add_pointwise(reg, {.name = "ceil",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kSameNotBool,
+                      .kernel = DT_UNARY(ceil),
                       .monotone = M::kIncreasing});
-  add_pointwise(reg, {.name = "round", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(round),
+  add_pointwise(reg, {.name = "round",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kSameNotBool,
+                      .kernel = DT_UNARY(round),
                       .monotone = M::kIncreasing});
-  add_pointwise(reg, {.name = "trunc", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(trunc),
+  add_pointwise(reg, {.name = "trunc",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kSameNotBool,
+                      .kernel = DT_UNARY(trunc),
                       .monotone = M::kIncreasing});
   add_pointwise(reg, {"frac", 1, L::kNone, D::kFloating, DT_UNARY(frac)});
   // sign is not monotone on NaN (sign(NaN) = 0), so no Partial(max/min) rows.
   add_pointwise(reg, {"sign", 1, L::kNone, D::kSameNotBool, DT_UNARY(sign)});
   // More pointwise math (elementwise_math.cc). Scalar args are runtime values; the clamp
   // forms and fmod/remainder.Scalar carry their result dtype as the last (static) arg.
-  add_pointwise(reg, {.name = "square", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kSameNotBool, .kernel = DT_UNARY(square)});
-  add_pointwise(reg, {.name = "pow.Tensor", .num_inputs = 2, .linearity = L::kNone,
+  add_pointwise(reg, {.name = "square",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kSameNotBool,
+                      .kernel = DT_UNARY(square)});
+  add_pointwise(reg, {.name = "pow.Tensor",
+                      .num_inputs = 2,
+                      .linearity = L::kNone,
                       .dtype = D::kPromote,
                       .kernel = [](const KernelContext&, Locals l) { return pow(l[0], l[1]); }});
-  add_pointwise(reg, {.name = "fmod", .num_inputs = 2, .linearity = L::kNone,
-                      .dtype = D::kPromote, .kernel = mod_kernel<true>, .check = check_number});
-  add_pointwise(reg, {.name = "remainder", .num_inputs = 2, .linearity = L::kNone,
-                      .dtype = D::kPromote, .kernel = mod_kernel<false>,
+  add_pointwise(reg, {.name = "fmod",
+                      .num_inputs = 2,
+                      .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = mod_kernel<true>,
                       .check = check_number});
-  add_pointwise(reg, {.name = "fmod.Scalar", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kArg, .kernel = DT_SCALAR(fmod), .static_argnum = 1,
+  add_pointwise(reg, {.name = "remainder",
+                      .num_inputs = 2,
+                      .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = mod_kernel<false>,
                       .check = check_number});
-  add_pointwise(reg, {.name = "remainder.Scalar", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kArg, .kernel = DT_SCALAR(remainder), .static_argnum = 1,
+  add_pointwise(reg, {.name = "fmod.Scalar",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kArg,
+                      .kernel = DT_SCALAR(fmod),
+                      .static_argnum = 1,
+                      .check = check_number});
+  add_pointwise(reg, {.name = "remainder.Scalar",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kArg,
+                      .kernel = DT_SCALAR(remainder),
+                      .static_argnum = 1,
                       .check = check_number});
   add_pointwise(reg, {"atan2", 2, L::kNone, D::kFloatPromote, DT_BINARY(atan2)});
-  add_pointwise(reg, {.name = "hypot", .num_inputs = 2, .linearity = L::kNone,
-                      .dtype = D::kPromote, .kernel = DT_BINARY(hypot),
+  add_pointwise(reg, {.name = "hypot",
+                      .num_inputs = 2,
+                      .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = DT_BINARY(hypot),
                       .check = check_all_floating});
   // logaddexp: increasing in each input (Partial(max/min) in one, the other replicated, passes).
   // xlogy is not linear in self (xlogy(0, 0) = 0, but shares 1 and -1 give -inf + inf = NaN),
   // copysign in neither input: a Partial input is reduced first.
-  add_pointwise(reg, {.name = "logaddexp", .num_inputs = 2, .linearity = L::kNone,
-                      .dtype = D::kPromote, .kernel = DT_BINARY(logaddexp),
-                      .check = check_floating_promoted, .monotone_each = true});
+  add_pointwise(reg, {.name = "logaddexp",
+                      .num_inputs = 2,
+                      .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = DT_BINARY(logaddexp),
+                      .check = check_floating_promoted,
+                      .monotone_each = true});
   add_pointwise(reg, {"xlogy", 2, L::kNone, D::kFloatPromote, DT_BINARY(xlogy)});
   add_pointwise(reg, {"copysign", 2, L::kNone, D::kFloatPromote, DT_BINARY(copysign)});
   // args (min, max, dtype) and (bound, dtype).
-  add_pointwise(reg, {.name = "clamp", .num_inputs = 1, .linearity = L::kNone, .dtype = D::kArg,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return clamp(l[0], c.scalar(0), c.scalar(1));
-                      },
-                      .static_argnum = 2, .dtype_arg = 2, .check = check_self_number});
-  add_pointwise(reg, {.name = "clamp_min", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kArg, .kernel = DT_SCALAR(clamp_min), .static_argnum = 1,
+  add_pointwise(reg, {.name = "clamp",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kArg,
+                      .kernel = [](const KernelContext& c,
+                                   Locals l) { return clamp(l[0], c.scalar(0), c.scalar(1)); },
+                      .static_argnum = 2,
+                      .dtype_arg = 2,
                       .check = check_self_number});
-  add_pointwise(reg, {.name = "clamp_max", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kArg, .kernel = DT_SCALAR(clamp_max), .static_argnum = 1,
+  add_pointwise(reg, {.name = "clamp_min",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kArg,
+                      .kernel = DT_SCALAR(clamp_min),
+                      .static_argnum = 1,
                       .check = check_self_number});
-  add_pointwise(reg, {.name = "clamp.Tensor", .num_inputs = 3, .linearity = L::kNone,
-                      .dtype = D::kPromote,
-                      .kernel = [](const KernelContext&, Locals l) {
-                        return clamp(l[0], l[1], l[2]);
-                      },
-                      .check = check_self_number, .input_names = {"self", "min", "max"}});
+  add_pointwise(reg, {.name = "clamp_max",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
+                      .dtype = D::kArg,
+                      .kernel = DT_SCALAR(clamp_max),
+                      .static_argnum = 1,
+                      .check = check_self_number});
+  add_pointwise(reg,
+                {.name = "clamp.Tensor",
+                 .num_inputs = 3,
+                 .linearity = L::kNone,
+                 .dtype = D::kPromote,
+                 .kernel = [](const KernelContext&, Locals l) { return clamp(l[0], l[1], l[2]); },
+                 .check = check_self_number,
+                 .input_names = {"self", "min", "max"}});
   // args (nan, posinf, neginf): the values to write, resolved by the caller.
-  add_pointwise(reg, {.name = "nan_to_num", .num_inputs = 1, .linearity = L::kNone,
+  add_pointwise(reg, {.name = "nan_to_num",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
                       .dtype = D::kSame,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return nan_to_num(l[0], c.scalar(0).to_double(), c.scalar(1).to_double(),
-                                          c.scalar(2).to_double());
-                      },
+                      .kernel =
+                          [](const KernelContext& c, Locals l) {
+                            return nan_to_num(l[0], c.scalar(0).to_double(),
+                                              c.scalar(1).to_double(), c.scalar(2).to_double());
+                          },
                       .static_argnum = 3});
   add_pointwise(reg, {"isnan", 1, L::kNone, D::kBool, DT_UNARY(isnan)});
   add_pointwise(reg, {"isinf", 1, L::kNone, D::kBool, DT_UNARY(isinf)});
@@ -638,71 +729,106 @@ void register_elementwise_ops(Registry& reg) {
   add_pointwise(reg, {"logical_and", 2, L::kNone, D::kBool, DT_BINARY(logical_and)});
   add_pointwise(reg, {"logical_or", 2, L::kNone, D::kBool, DT_BINARY(logical_or)});
   add_pointwise(reg, {"logical_xor", 2, L::kNone, D::kBool, DT_BINARY(logical_xor)});
-  for (const auto& [name, kernel] : {std::pair<const char*, PointwiseKernel>{
-                                         "bitwise_and", DT_BINARY(bitwise_and)},
-                                     {"bitwise_or", DT_BINARY(bitwise_or)},
-                                     {"bitwise_xor", DT_BINARY(bitwise_xor)}}) {
-    add_pointwise(reg, {.name = name, .num_inputs = 2, .linearity = L::kNone,
-                        .dtype = D::kPromote, .kernel = kernel, .check = check_integral,
-                        .differentiable = false, .integer_args = 1});
+  for (const auto& [name, kernel] :
+       {std::pair<const char*, PointwiseKernel>{"bitwise_and", DT_BINARY(bitwise_and)},
+        {"bitwise_or", DT_BINARY(bitwise_or)},
+        {"bitwise_xor", DT_BINARY(bitwise_xor)}}) {
+    add_pointwise(reg, {.name = name,
+                        .num_inputs = 2,
+                        .linearity = L::kNone,
+                        .dtype = D::kPromote,
+                        .kernel = kernel,
+                        .check = check_integral,
+                        .differentiable = false,
+                        .integer_args = 1});
   }
-  add_pointwise(reg, {.name = "bitwise_not", .num_inputs = 1, .linearity = L::kNone,
-                      .dtype = D::kSame, .kernel = DT_UNARY(bitwise_not),
-                      .check = check_integral, .differentiable = false, .integer_args = 1});
-  // arg 0: value (runtime).
-  add_pointwise(reg, {.name = "masked_fill", .num_inputs = 2, .linearity = L::kNone,
+  add_pointwise(reg, {.name = "bitwise_not",
+                      .num_inputs = 1,
+                      .linearity = L::kNone,
                       .dtype = D::kSame,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return masked_fill(l[0], l[1], c.scalar(0));
-                      },
-                      .static_argnum = 1, .check = check_mask, .input_names = {"self", "mask"}});
-  // lerp with a scalar weight is linear in (start, end) together: [P | P, P].
-  add_pointwise(reg, {.name = "lerp.Scalar", .num_inputs = 2, .linearity = L::kLinear,
-                      .dtype = D::kPromote,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return lerp(l[0], l[1], c.scalar(0));
-                      },
-                      .static_argnum = 1, .check = check_all_floating,
-                      .input_names = {"self", "end"}});
-  add_pointwise(reg, {.name = "lerp", .num_inputs = 3, .linearity = L::kNone,
-                      .dtype = D::kPromote,
-                      .kernel = [](const KernelContext&, Locals l) {
-                        return lerp(l[0], l[1], l[2]);
-                      },
-                      .check = check_all_floating, .input_names = {"self", "end", "weight"}});
+                      .kernel = DT_UNARY(bitwise_not),
+                      .check = check_integral,
+                      .differentiable = false,
+                      .integer_args = 1});
   // arg 0: value (runtime).
-  add_pointwise(reg, {.name = "addcmul", .num_inputs = 3, .linearity = L::kNone,
+  add_pointwise(reg, {.name = "masked_fill",
+                      .num_inputs = 2,
+                      .linearity = L::kNone,
+                      .dtype = D::kSame,
+                      .kernel = [](const KernelContext& c,
+                                   Locals l) { return masked_fill(l[0], l[1], c.scalar(0)); },
+                      .static_argnum = 1,
+                      .check = check_mask,
+                      .input_names = {"self", "mask"}});
+  // lerp with a scalar weight is linear in (start, end) together: [P | P, P].
+  add_pointwise(reg, {.name = "lerp.Scalar",
+                      .num_inputs = 2,
+                      .linearity = L::kLinear,
                       .dtype = D::kPromote,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return addcmul(l[0], l[1], l[2], c.scalar(0));
-                      },
+                      .kernel = [](const KernelContext& c,
+                                   Locals l) { return lerp(l[0], l[1], c.scalar(0)); },
+                      .static_argnum = 1,
+                      .check = check_all_floating,
+                      .input_names = {"self", "end"}});
+  add_pointwise(reg,
+                {.name = "lerp",
+                 .num_inputs = 3,
+                 .linearity = L::kNone,
+                 .dtype = D::kPromote,
+                 .kernel = [](const KernelContext&, Locals l) { return lerp(l[0], l[1], l[2]); },
+                 .check = check_all_floating,
+                 .input_names = {"self", "end", "weight"}});
+  // arg 0: value (runtime).
+  add_pointwise(reg, {.name = "addcmul",
+                      .num_inputs = 3,
+                      .linearity = L::kNone,
+                      .dtype = D::kPromote,
+                      .kernel = [](const KernelContext& c,
+                                   Locals l) { return addcmul(l[0], l[1], l[2], c.scalar(0)); },
                       .static_argnum = 1});
-  add_pointwise(reg, {.name = "addcdiv", .num_inputs = 3, .linearity = L::kNone,
+  add_pointwise(reg, {.name = "addcdiv",
+                      .num_inputs = 3,
+                      .linearity = L::kNone,
                       .dtype = D::kPromote,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return addcdiv(l[0], l[1], l[2], c.scalar(0));
-                      },
-                      .static_argnum = 1, .check = check_float_division});
+                      .kernel = [](const KernelContext& c,
+                                   Locals l) { return addcdiv(l[0], l[1], l[2], c.scalar(0)); },
+                      .static_argnum = 1,
+                      .check = check_float_division});
 
   // Their gradients, one fused kernel each (the backward formulas call them): linear in grad.
-  add_pointwise(reg, {.name = "gelu_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
+  add_pointwise(reg, {.name = "gelu_backward",
+                      .num_inputs = 2,
+                      .linearity = L::kLinearInFirst,
                       .dtype = D::kSame,
-                      .kernel = [](const KernelContext& c, Locals l) {
-                        return gelu_backward(l[0], l[1],
-                                             static_cast<GeluApproximate>(c.arg<int64_t>(0)));
-                      },
+                      .kernel =
+                          [](const KernelContext& c, Locals l) {
+                            return gelu_backward(l[0], l[1],
+                                                 static_cast<GeluApproximate>(c.arg<int64_t>(0)));
+                          },
                       .grad_op = true});
-  add_pointwise(reg, {.name = "silu_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
-                      .dtype = D::kSame, .kernel = DT_BINARY(silu_backward), .grad_op = true});
-  add_pointwise(reg, {.name = "sigmoid_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
-                      .dtype = D::kSame, .kernel = DT_BINARY(sigmoid_backward), .grad_op = true,
+  add_pointwise(reg, {.name = "silu_backward",
+                      .num_inputs = 2,
+                      .linearity = L::kLinearInFirst,
+                      .dtype = D::kSame,
+                      .kernel = DT_BINARY(silu_backward),
+                      .grad_op = true});
+  add_pointwise(reg, {.name = "sigmoid_backward",
+                      .num_inputs = 2,
+                      .linearity = L::kLinearInFirst,
+                      .dtype = D::kSame,
+                      .kernel = DT_BINARY(sigmoid_backward),
+                      .grad_op = true,
                       .grad_input = "output"});
-  add_pointwise(reg, {.name = "tanh_backward", .num_inputs = 2, .linearity = L::kLinearInFirst,
-                      .dtype = D::kSame, .kernel = DT_BINARY(tanh_backward), .grad_op = true,
+  add_pointwise(reg, {.name = "tanh_backward",
+                      .num_inputs = 2,
+                      .linearity = L::kLinearInFirst,
+                      .dtype = D::kSame,
+                      .kernel = DT_BINARY(tanh_backward),
+                      .grad_op = true,
                       .grad_input = "output"});
-  add_pointwise(reg, {"cast", 1, L::kNone, D::kArg,
-                      [](const KernelContext& c, Locals l) { return cast(l[0], c.arg<DType>(0)); },
-                      0, 0});
+  add_pointwise(
+      reg, {"cast", 1, L::kNone, D::kArg,
+            [](const KernelContext& c, Locals l) { return cast(l[0], c.arg<DType>(0)); }, 0, 0});
 
   // In place: self keeps its placements (the engine refuses strategies that would move it); the
   // kernel writes into the local self and returns it.
@@ -723,18 +849,23 @@ void register_elementwise_ops(Registry& reg) {
                       .num_inputs = 2,
                       .linearity = L::kLinear,
                       .dtype = D::kSelf,
-                      .kernel = [](const KernelContext&, Locals l) {
-                        Tensor self = l[0];
-                        self.copy_(l[1]);
-                        return self;
-                      },
+                      .kernel =
+                          [](const KernelContext&, Locals l) {
+                            Tensor self = l[0];
+                            self.copy_(l[1]);
+                            return self;
+                          },
                       .inplace = true,
                       .check = check_partial_copy,
                       .converts = true,
                       .monotone = M::kIncreasing});
   add_pointwise(reg, {"fill_.Scalar", 1, L::kNone, D::kSelf, DT_SCALAR(fill_), 1, 1, true});
-  add_pointwise(reg, {.name = "zero_", .num_inputs = 1, .linearity = L::kLinear,
-                      .dtype = D::kSelf, .kernel = DT_UNARY(zero_), .inplace = true,
+  add_pointwise(reg, {.name = "zero_",
+                      .num_inputs = 1,
+                      .linearity = L::kLinear,
+                      .dtype = D::kSelf,
+                      .kernel = DT_UNARY(zero_),
+                      .inplace = true,
                       .monotone = M::kIncreasing});
 }
 

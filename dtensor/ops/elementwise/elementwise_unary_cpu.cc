@@ -2,11 +2,11 @@
 //
 // exp, log, tanh, sigmoid, gelu (both forms), silu and the backward kernels are vectorised with
 // Google Highway (dtensor/ops/common/detail/simd_math-inl.h), compiled for each target of
-// dtensor/ops/common/detail/simd_config.h and dispatched at run time. Rows the iterator hands over with a
-// stride are gathered into short contiguous chunks first, so every layout runs the same vector
-// code and gives the same values. The cheap ops (neg, abs, sqrt, rsqrt, relu, relu6, pow) stay
-// plain loops the compiler vectorises; the other math and activations (softplus, elu, leaky_relu
-// included) are libm per element.
+// dtensor/ops/common/detail/simd_config.h and dispatched at run time. Rows the iterator hands over
+// with a stride are gathered into short contiguous chunks first, so every layout runs the same
+// vector code and gives the same values. The cheap ops (neg, abs, sqrt, rsqrt, relu, relu6, pow)
+// stay plain loops the compiler vectorises; the other math and activations (softplus, elu,
+// leaky_relu included) are libm per element.
 #include <cmath>
 #include <type_traits>
 
@@ -226,7 +226,9 @@ void float_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
     case UnaryOp::kErfc:
       return cpu_kernel<T, T>(it, [](C a) -> C { return std::erfc(a); });
     case UnaryOp::kLogSigmoid:
-      return cpu_kernel<T, T>(it, [](C a) -> C { return a < C(0) ? a - std::log1p(std::exp(a)) : -std::log1p(std::exp(-a)); });
+      return cpu_kernel<T, T>(it, [](C a) -> C {
+        return a < C(0) ? a - std::log1p(std::exp(a)) : -std::log1p(std::exp(-a));
+      });
     case UnaryOp::kHardsigmoid:
       return cpu_kernel<T, T>(it, [](C a) -> C { return relu6_of(a + C(3)) / C(6); });
     case UnaryOp::kHardswish:
@@ -234,9 +236,12 @@ void float_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
     case UnaryOp::kRelu6:
       return cpu_kernel<T, T>(it, [](C a) -> C { return relu6_of(a); });
     case UnaryOp::kMish:
-      return cpu_kernel<T, T>(it, [](C a) -> C { return a * std::tanh(a > C(20) ? a : std::log1p(std::exp(a))); });
+      return cpu_kernel<T, T>(
+          it, [](C a) -> C { return a * std::tanh(a > C(20) ? a : std::log1p(std::exp(a))); });
     case UnaryOp::kSelu:
-      return cpu_kernel<T, T>(it, [](C a) -> C { return C(1.0507009873554804934) * (a > C(0) ? a : C(1.6732632423543772848) * std::expm1(a)); });
+      return cpu_kernel<T, T>(it, [](C a) -> C {
+        return C(1.0507009873554804934) * (a > C(0) ? a : C(1.6732632423543772848) * std::expm1(a));
+      });
     case UnaryOp::kExp2:
       return cpu_kernel<T, T>(it, [](C a) -> C { return std::exp2(a); });
     case UnaryOp::kExpm1:
@@ -260,7 +265,8 @@ void float_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
     case UnaryOp::kFrac:
       return cpu_kernel<T, T>(it, [](C a) -> C { return a - std::trunc(a); });
     case UnaryOp::kSign:
-      return cpu_kernel<T, T>(it, [](C a) -> C { return a > C(0) ? C(1) : (a < C(0) ? C(-1) : C(0)); });
+      return cpu_kernel<T, T>(it,
+                              [](C a) -> C { return a > C(0) ? C(1) : (a < C(0) ? C(-1) : C(0)); });
     case UnaryOp::kPow: {
       const C e = param.to<C>();
       if (e == C(2)) return cpu_kernel<T, T>(it, [](C a) -> C { return a * a; });

@@ -1,11 +1,12 @@
 // gather, scatter_add, scatter, scatter_reduce on local tensors: the argument checks and the
 // CPU / CUDA switch (kernels in index_cpu.cc and index_cuda.cu).
+#include "dtensor/ops/index/index.h"
+
 #include <optional>
 
 #include "dtensor/ops/common/detail/index_helpers.h"
 #include "dtensor/ops/index/detail/index_cpu.h"
 #include "dtensor/ops/index/detail/index_cuda.h"
-#include "dtensor/ops/index/index.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
@@ -35,8 +36,8 @@ int64_t check_index(const char* op, IntSpan target, int64_t dim, const Tensor& i
              "[%s] argument src has shape %s, expected the index's shape %s", op,
              src->defined() ? shape_str(src->sizes()) : "undefined", shape_str(index.sizes()));
     DT_CHECK(src->device() == index.device(),
-             "[%s] expected index and src on one device, got %s and %s", op,
-             index.device().str(), src->device().str());
+             "[%s] expected index and src on one device, got %s and %s", op, index.device().str(),
+             src->device().str());
   }
   return d;
 }
@@ -150,8 +151,8 @@ Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, cons
   Tensor out = low_precision ? self.to(kFloat32).contiguous() : self.clone();
   if (index.numel() > 0 && out.numel() == 0) {  // then dim has size 0: every index is out of range
     const std::optional<int64_t> bad = detail::first_out_of_range(index, 0);
-    DT_CHECK(masked, "[scatter_reduce] index %d out of range for dim %d of size 0",
-             bad.value_or(0), d);
+    DT_CHECK(masked, "[scatter_reduce] index %d out of range for dim %d of size 0", bad.value_or(0),
+             d);
   } else if (index.numel() > 0) {
     const Tensor s = src.to(out.dtype()).contiguous();
     if (out.device().is_cuda()) {

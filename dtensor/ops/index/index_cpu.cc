@@ -1,12 +1,13 @@
 // CPU kernels of the index family: gather and the scatters on contiguous tensors, in the
 // index's row-major order. The Tensor functions (checks, device switch) are in index.cc.
+#include "dtensor/ops/index/detail/index_cpu.h"
+
 #include <cstring>
 #include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "dtensor/ops/common/detail/index_helpers.h"
-#include "dtensor/ops/index/detail/index_cpu.h"
 #include "dtensor/ops/index/detail/scatter_reduce_math.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -99,9 +100,8 @@ void scatter_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tens
   const size_t item = out.itemsize();
   auto* o = static_cast<char*>(out.data_ptr());
   const auto* v = static_cast<const char*>(s.data_ptr());
-  for_each_target(out, dim, index, offset, masked, op, [&](int64_t p, int64_t at) {
-    std::memcpy(o + at * item, v + p * item, item);
-  });
+  for_each_target(out, dim, index, offset, masked, op,
+                  [&](int64_t p, int64_t at) { std::memcpy(o + at * item, v + p * item, item); });
 }
 
 // out (contiguous, in place; float32, float64, int32 or int64) reduced with src at index -
@@ -110,8 +110,8 @@ void scatter_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tens
 // division for integers, as PyTorch).
 // src has out's dtype and is contiguous.
 void scatter_reduce_cpu(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
-                        int64_t offset, bool masked, ScatterReduceOp reduce,
-                        bool include_self, const char* op) {
+                        int64_t offset, bool masked, ScatterReduceOp reduce, bool include_self,
+                        const char* op) {
   // Entries per slot: for mean's divisor, and without include_self to spot a slot's first entry.
   const bool counted = reduce == ScatterReduceOp::kMean || !include_self;
   std::vector<int64_t> count(counted ? static_cast<size_t>(out.numel()) : 0, 0);
@@ -131,10 +131,18 @@ void scatter_reduce_cpu(const Tensor& out, int64_t dim, const Tensor& index, con
       };
       switch (reduce) {
         case ScatterReduceOp::kSum:
-        case ScatterReduceOp::kMean: run(detail::ScatterCombineSum{}); break;
-        case ScatterReduceOp::kProd: run(detail::ScatterCombineProd{}); break;
-        case ScatterReduceOp::kAmax: run(detail::ScatterCombineMax{}); break;
-        case ScatterReduceOp::kAmin: run(detail::ScatterCombineMin{}); break;
+        case ScatterReduceOp::kMean:
+          run(detail::ScatterCombineSum{});
+          break;
+        case ScatterReduceOp::kProd:
+          run(detail::ScatterCombineProd{});
+          break;
+        case ScatterReduceOp::kAmax:
+          run(detail::ScatterCombineMax{});
+          break;
+        case ScatterReduceOp::kAmin:
+          run(detail::ScatterCombineMin{});
+          break;
       }
       if (reduce != ScatterReduceOp::kMean) return;
       for (int64_t i = 0; i < out.numel(); ++i) {

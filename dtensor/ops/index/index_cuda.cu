@@ -25,7 +25,7 @@ struct Geometry {
   int dim;
   int64_t index_shape[kMaxDims];
   int64_t target_strides[kMaxDims];  // contiguous strides of the indexed tensor
-  int64_t size;                       // target.size(dim)
+  int64_t size;                      // target.size(dim)
 };
 
 Geometry geometry(const Tensor& index, const Tensor& target, int64_t dim, const char* op) {
@@ -58,8 +58,7 @@ template <typename U>
 __global__ void gather_kernel(Geometry g, const int64_t* idx, const U* self, U* out, int64_t n,
                               unsigned long long* bad) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
-       p += step) {
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
     const int64_t r = idx[p];
     if (r < 0 || r >= g.size) {
       if (atomicCAS(&bad[0], 0ull, 1ull) == 0ull) bad[1] = static_cast<unsigned long long>(r);
@@ -87,8 +86,7 @@ template <typename T>
 __global__ void scatter_add_kernel(Geometry g, const int64_t* idx, const T* src, T* out, int64_t n,
                                    int64_t offset, bool masked, unsigned long long* bad) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
-       p += step) {
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
     const int64_t at = target_slot(g, idx, p, offset, masked, bad);
     if (at >= 0) atomic_add(out + at, src[p]);
   }
@@ -100,8 +98,7 @@ __global__ void scatter_claim_kernel(Geometry g, const int64_t* idx, int64_t n, 
                                      bool masked, unsigned long long* bad,
                                      unsigned long long* claim) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
-       p += step) {
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
     const int64_t at = target_slot(g, idx, p, offset, masked, bad);
     if (at >= 0) atomicMax(claim + at, static_cast<unsigned long long>(p + 1));
   }
@@ -110,11 +107,9 @@ __global__ void scatter_claim_kernel(Geometry g, const int64_t* idx, int64_t n, 
 // Scatter, pass 2: the winning entry of each slot writes it.
 template <typename U>
 __global__ void scatter_write_kernel(Geometry g, const int64_t* idx, const U* src, U* out,
-                                     int64_t n, int64_t offset,
-                                     const unsigned long long* claim) {
+                                     int64_t n, int64_t offset, const unsigned long long* claim) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
-       p += step) {
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
     const int64_t at = target_slot(g, idx, p, offset, /*masked=*/true, nullptr);
     if (at >= 0 && claim[at] == static_cast<unsigned long long>(p + 1)) out[at] = src[p];
   }
@@ -149,12 +144,16 @@ __device__ void atomic_update(T* addr, T v, F f) {
 // The reductions, applied atomically to one slot (the element rules: scatter_reduce_math.h).
 struct SumUpdate {
   template <typename T>
-  __device__ void operator()(T* p, T v) const { atomic_add(p, v); }
+  __device__ void operator()(T* p, T v) const {
+    atomic_add(p, v);
+  }
 };
 template <typename Combine>
 struct CasUpdate {
   template <typename T>
-  __device__ void operator()(T* p, T v) const { atomic_update(p, v, Combine{}); }
+  __device__ void operator()(T* p, T v) const {
+    atomic_update(p, v, Combine{});
+  }
 };
 
 // Pass 1 (mean, or without include_self): how many in-range entries name each slot.
@@ -162,8 +161,7 @@ __global__ void scatter_count_kernel(Geometry g, const int64_t* idx, int64_t n, 
                                      bool masked, unsigned long long* bad,
                                      unsigned long long* count) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
-       p += step) {
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
     const int64_t at = target_slot(g, idx, p, offset, masked, bad);
     if (at >= 0) atomicAdd(count + at, 1ull);
   }
@@ -186,8 +184,7 @@ __global__ void scatter_reduce_kernel(Geometry g, const int64_t* idx, const T* s
                                       int64_t n, int64_t offset, bool masked,
                                       unsigned long long* bad, Update update) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
-       p += step) {
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
     const int64_t at = target_slot(g, idx, p, offset, masked, bad);
     if (at >= 0) update(out + at, src[p]);
   }
@@ -211,7 +208,6 @@ void raise_if_bad(const Tensor& flag, const char* op, int64_t dim, int64_t size)
   const int64_t* f = host.data<int64_t>();
   DT_CHECK(f[0] == 0, "[%s] index %d out of range for dim %d of size %d", op, f[1], dim, size);
 }
-
 
 }  // namespace
 
@@ -297,8 +293,12 @@ void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, co
       T identity{};
       switch (reduce) {
         case ScatterReduceOp::kSum:
-        case ScatterReduceOp::kMean: identity = T(0); break;
-        case ScatterReduceOp::kProd: identity = T(1); break;
+        case ScatterReduceOp::kMean:
+          identity = T(0);
+          break;
+        case ScatterReduceOp::kProd:
+          identity = T(1);
+          break;
         case ScatterReduceOp::kAmax:
           identity = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                           : std::numeric_limits<T>::lowest();
@@ -310,7 +310,7 @@ void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, co
       }
       scatter_identity_kernel<T>
           <<<cuda::grid_for(numel, kBlock), kBlock, 0, cuda::current_stream()>>>(o, count, numel,
-                                                                                identity);
+                                                                                 identity);
     }
     auto reduce_with = [&](auto update) {
       scatter_reduce_kernel<T, decltype(update)>
@@ -319,10 +319,18 @@ void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, co
     };
     switch (reduce) {
       case ScatterReduceOp::kSum:
-      case ScatterReduceOp::kMean: reduce_with(SumUpdate{}); break;
-      case ScatterReduceOp::kProd: reduce_with(CasUpdate<ScatterCombineProd>{}); break;
-      case ScatterReduceOp::kAmax: reduce_with(CasUpdate<ScatterCombineMax>{}); break;
-      case ScatterReduceOp::kAmin: reduce_with(CasUpdate<ScatterCombineMin>{}); break;
+      case ScatterReduceOp::kMean:
+        reduce_with(SumUpdate{});
+        break;
+      case ScatterReduceOp::kProd:
+        reduce_with(CasUpdate<ScatterCombineProd>{});
+        break;
+      case ScatterReduceOp::kAmax:
+        reduce_with(CasUpdate<ScatterCombineMax>{});
+        break;
+      case ScatterReduceOp::kAmin:
+        reduce_with(CasUpdate<ScatterCombineMin>{});
+        break;
     }
     if (reduce == ScatterReduceOp::kMean) {
       scatter_mean_kernel<T><<<cuda::grid_for(numel, kBlock), kBlock, 0, cuda::current_stream()>>>(

@@ -55,11 +55,16 @@ ScatterReduceOp parse_scatter_reduce(std::string_view reduce, std::string_view o
 
 std::string_view scatter_reduce_name(ScatterReduceOp op) {
   switch (op) {
-    case ScatterReduceOp::kSum: return "sum";
-    case ScatterReduceOp::kProd: return "prod";
-    case ScatterReduceOp::kMean: return "mean";
-    case ScatterReduceOp::kAmax: return "amax";
-    case ScatterReduceOp::kAmin: return "amin";
+    case ScatterReduceOp::kSum:
+      return "sum";
+    case ScatterReduceOp::kProd:
+      return "prod";
+    case ScatterReduceOp::kMean:
+      return "mean";
+    case ScatterReduceOp::kAmax:
+      return "amax";
+    case ScatterReduceOp::kAmin:
+      return "amin";
   }
   return "sum";
 }
@@ -105,8 +110,8 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   detail::check_defined("index_add", self, "self");
   detail::check_defined("index_add", index, "index");
   detail::check_defined("index_add", source, "source");
-  const detail::SelectShapes s = detail::index_add_shapes(self.sizes(), dim, index.sizes(),
-                                                          source.sizes());
+  const detail::SelectShapes s =
+      detail::index_add_shapes(self.sizes(), dim, index.sizes(), source.sizes());
   const Tensor scaled = alpha.to<double>() == 1.0 ? source : source * alpha;
   return scatter_add(self, s.dim, index.reshape(s.along).expand(s.out).contiguous(), scaled);
 }

@@ -181,9 +181,8 @@ Tensor add_scattered(const KernelContext& c, const Tensor& self, int64_t dim, co
   const DTensorSpec& spec = c.input_spec(0);
   check_on_all_ranks(c.input_spec(1), range_error(op, index, dim, spec.shape()[dim]));
   if (!sharded_along(spec, dim)) return scatter_add(self, dim, index, src);
-  return self +
-         scatter_add_shard(self.sizes(), dim, index, src, c.input_shard(0).offset[dim])
-             .to(self.dtype());
+  return self + scatter_add_shard(self.sizes(), dim, index, src, c.input_shard(0).offset[dim])
+                    .to(self.dtype());
 }
 
 // scatter_add(self, index, src; dim) -> a copy of self with src added at the indices. Rows
@@ -239,8 +238,8 @@ void register_scatter_add(Registry& reg) {
 // self with src written at index along dim; with self sharded along dim, only the entries whose
 // index falls in this rank's block. Index range errors raised on every rank that may hold
 // different indices.
-Tensor write_scattered(const KernelContext& c, const Tensor& self, int64_t dim,
-                       const Tensor& index, const Tensor& src) {
+Tensor write_scattered(const KernelContext& c, const Tensor& self, int64_t dim, const Tensor& index,
+                       const Tensor& src) {
   const DTensorSpec& spec = c.input_spec(0);
   check_on_all_ranks(c.input_spec(1), range_error("scatter", index, dim, spec.shape()[dim]));
   return scatter(self, dim, index, src,
@@ -373,9 +372,14 @@ StrategyRows scatter_reduce_rows(const OpSchema& s) {
         partial(ReduceOp::kAvg);
       }
       break;
-    case detail::ScatterReduceOp::kAmax: partial(ReduceOp::kMax); break;
-    case detail::ScatterReduceOp::kAmin: partial(ReduceOp::kMin); break;
-    case detail::ScatterReduceOp::kProd: break;
+    case detail::ScatterReduceOp::kAmax:
+      partial(ReduceOp::kMax);
+      break;
+    case detail::ScatterReduceOp::kAmin:
+      partial(ReduceOp::kMin);
+      break;
+    case detail::ScatterReduceOp::kProd:
+      break;
   }
   return rows;
 }

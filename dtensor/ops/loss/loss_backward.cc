@@ -20,8 +20,7 @@
 
 namespace dtensor::detail {
 
-DTensorList gather_target_grad(const autograd::BackwardContext& c,
-                               absl::Span<const DTensor> g) {
+DTensorList gather_target_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
   static const OpInfo& op = ops_op("gather_target_backward");
   const ArgValue args[] = {c.input_spec(0).shape(), c.arg<int64_t>(0)};
   const DTensor& target = c.input(1);

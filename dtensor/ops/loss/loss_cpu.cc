@@ -1,9 +1,10 @@
 // CPU kernels of the loss family (nll_loss / cross_entropy, gather_target_log_probs,
 // reduce_loss): the checks and the CPU / CUDA switch are in loss.cc.
+#include "dtensor/ops/loss/detail/loss_cpu.h"
+
 #include <cstring>
 #include <vector>
 
-#include "dtensor/ops/loss/detail/loss_cpu.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"
 

@@ -70,7 +70,8 @@ Tensor gather_target_backward_kernel(const KernelContext& c, absl::Span<const Te
   const int64_t ignore_index = c.arg<int64_t>(1);
   // Ignored targets point nowhere (-1 is below every block).
   const Tensor t = l[1].to(kInt64);
-  const Tensor idx = where(eq(t, Scalar(ignore_index)), full({}, -1, TensorOptions(kInt64, t.device())), t);
+  const Tensor idx =
+      where(eq(t, Scalar(ignore_index)), full({}, -1, TensorOptions(kInt64, t.device())), t);
   return scatter_add_shard(out.shape, class_dim, idx.unsqueeze(class_dim),
                            l[0].unsqueeze(class_dim), out.offset[class_dim]);
 }
@@ -115,12 +116,15 @@ void register_loss_ops(Registry& registry) {
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& x = s.input(0);
     const DTensorSpec& t = s.input(1);
-    DT_CHECK(is_floating(x.dtype()), "[cross_entropy] argument input has dtype %s, expected a "
-             "floating dtype", dtype_name(x.dtype()));
+    DT_CHECK(is_floating(x.dtype()),
+             "[cross_entropy] argument input has dtype %s, expected a "
+             "floating dtype",
+             dtype_name(x.dtype()));
     DT_CHECK(t.dtype() == kInt64 || t.dtype() == kInt32,
              "[cross_entropy] argument target has dtype %s, expected int64 or int32",
              dtype_name(t.dtype()));
-    DT_CHECK(x.ndim() >= 1, "[cross_entropy] argument input is 0-d, expected [C], [N, C] or "
+    DT_CHECK(x.ndim() >= 1,
+             "[cross_entropy] argument input is 0-d, expected [C], [N, C] or "
              "[N, C, ...]");
     Shape expected = x.shape();
     expected.erase(expected.begin() + class_dim_of(x.ndim()));

@@ -1,7 +1,7 @@
 // Selection by a mask, whose result size depends on the data: torch.masked_select and
 // torch.nonzero, on local tensors and DTensors. The DTensor forms are registered with
-// OpInfo::data_dependent_shape (dtensor/core/propagation/op_schema.h): their outputs are Replicate and
-// take their global shape from the local result on each call.
+// OpInfo::data_dependent_shape (dtensor/core/propagation/op_schema.h): their outputs are Replicate
+// and take their global shape from the local result on each call.
 #pragma once
 
 #include <cstdint>

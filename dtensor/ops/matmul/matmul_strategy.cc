@@ -63,8 +63,8 @@ MatmulDims matmul_dims(std::string_view op, const Shape& a, const Shape& b) {
   return m;
 }
 
-// Rows [out | a, b] for a @ b: the batch dims, a's rows, b's columns, and the contraction (Partial).
-// Ops with a bias add its placement to each row themselves (bias_placement below).
+// Rows [out | a, b] for a @ b: the batch dims, a's rows, b's columns, and the contraction
+// (Partial). Ops with a bias add its placement to each row themselves (bias_placement below).
 StrategyRows matmul_rows(const Shape& a, const Shape& b, const MatmulDims& m) {
   StrategyRows rows;
   const int64_t a_batch = std::max<int64_t>(static_cast<int64_t>(a.size()) - 2, 0);
@@ -185,9 +185,9 @@ void register_matmul_ops(Registry& reg) {
   reg.add(std::move(bmm));
 
   // matmul(self, other): torch.matmul's 1-d and broadcasting rules.
-  OpInfo matmul =
-      product_op("matmul", {"self", "other"},
-                 [](const KernelContext&, Locals l) { return dtensor::matmul(l[0], l[1]); });
+  OpInfo matmul = product_op("matmul", {"self", "other"}, [](const KernelContext&, Locals l) {
+    return dtensor::matmul(l[0], l[1]);
+  });
   matmul.linearity = Linearity::kMultilinear;
   matmul.meta = [](const OpSchema& s) {
     check_dtypes(s);
@@ -239,8 +239,7 @@ void register_matmul_ops(Registry& reg) {
   outer.meta = [](const OpSchema& s) {
     const Shape &a = s.input(0).shape(), &b = s.input(1).shape();
     DT_CHECK(a.size() == 1 && b.size() == 1,
-             "[outer] expected two 1-d tensors, got shapes %s and %s", shape_str(a),
-             shape_str(b));
+             "[outer] expected two 1-d tensors, got shapes %s and %s", shape_str(a), shape_str(b));
     check_dtypes(s);
     return OutputMetas{TensorMeta(Shape{a[0], b[0]}, s.input(0).dtype())};
   };
@@ -260,12 +259,14 @@ void register_matmul_ops(Registry& reg) {
   // baddbmm(self, batch1, batch2; beta, alpha) the same with bmm.
   for (const bool batched : {false, true}) {
     const char* name = batched ? "baddbmm" : "addmm";
-    OpInfo op = product_op(name, {"self", batched ? "batch1" : "mat1", batched ? "batch2" : "mat2"},
-                           batched ? +[](const KernelContext& c, Locals l) {
-                             return dtensor::baddbmm(l[0], l[1], l[2], c.scalar(0), c.scalar(1));
-                           } : +[](const KernelContext& c, Locals l) {
-                             return dtensor::addmm(l[0], l[1], l[2], c.scalar(0), c.scalar(1));
-                           });
+    OpInfo op = product_op(
+        name, {"self", batched ? "batch1" : "mat1", batched ? "batch2" : "mat2"},
+        batched
+            ? +[](const KernelContext& c,
+                  Locals l) { return dtensor::baddbmm(l[0], l[1], l[2], c.scalar(0), c.scalar(1)); }
+            : +[](const KernelContext& c, Locals l) {
+                return dtensor::addmm(l[0], l[1], l[2], c.scalar(0), c.scalar(1));
+              });
     op.schema_info.static_argnum = 2;
     op.meta = [batched, name](const OpSchema& s) {
       const Shape &a = s.input(1).shape(), &b = s.input(2).shape();
@@ -293,20 +294,25 @@ void register_matmul_ops(Registry& reg) {
       }
       return rows;
     };
-    op.samples = batched ? SampleFn([](int64_t w) {
-      using detail::sample;
-      return std::vector<OpSample>{
-          {{sample({4}), sample({w + 1, 3, 2 * w}), sample({w + 1, 2 * w, 4})}, {0.5, 2.0}},
-          {{sample({2, 3 * w + 1, 3}), sample({2, 3 * w + 1, w + 1}), sample({2, w + 1, 3})},
-           {1.0, 1.0}},
-          {{sample({4}), sample({2, detail::short_size(w), 3}), sample({2, 3, 4})}, {1.0, 1.0}}};
-    }) : SampleFn([](int64_t w) {
-      using detail::sample;
-      return std::vector<OpSample>{
-          {{sample({5}), sample({3 * w + 1, 2 * w}), sample({2 * w, 5})}, {0.5, 2.0}},
-          {{sample({3 * w + 1, 5}), sample({3 * w + 1, w + 1}), sample({w + 1, 5})}, {1.0, 1.0}},
-          {{sample({5}), sample({detail::short_size(w), 3}), sample({3, 5})}, {1.0, 1.0}}};
-    });
+    op.samples =
+        batched ? SampleFn([](int64_t w) {
+          using detail::sample;
+          return std::vector<OpSample>{
+              {{sample({4}), sample({w + 1, 3, 2 * w}), sample({w + 1, 2 * w, 4})}, {0.5, 2.0}},
+              {{sample({2, 3 * w + 1, 3}), sample({2, 3 * w + 1, w + 1}), sample({2, w + 1, 3})},
+               {1.0, 1.0}},
+              {{sample({4}), sample({2, detail::short_size(w), 3}), sample({2, 3, 4})},
+               {1.0, 1.0}}};
+        })
+                : SampleFn([](int64_t w) {
+                    using detail::sample;
+                    return std::vector<OpSample>{
+                        {{sample({5}), sample({3 * w + 1, 2 * w}), sample({2 * w, 5})}, {0.5, 2.0}},
+                        {{sample({3 * w + 1, 5}), sample({3 * w + 1, w + 1}), sample({w + 1, 5})},
+                         {1.0, 1.0}},
+                        {{sample({5}), sample({detail::short_size(w), 3}), sample({3, 5})},
+                         {1.0, 1.0}}};
+                  });
     op.backward = batched ? detail::baddbmm_backward : detail::addmm_backward;
     op.saved_inputs = 6u;  // mat1, mat2 (the bias's gradient needs only its spec)
     reg.add(std::move(op));

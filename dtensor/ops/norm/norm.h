@@ -71,8 +71,8 @@ struct LayerNormGrads {
 };
 // layer_norm's gradients (rules above).
 LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
-                                   IntSpan normalized_shape, const Tensor& mean,
-                                   const Tensor& rstd, const Tensor& weight,
+                                   IntSpan normalized_shape, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight,
                                    std::array<bool, 3> output_mask = {true, true, true});
 
 // Gradients of rms_norm (same rules): grad_x = rstd * (gw - xhat * mean(gw * xhat)) with

@@ -1,10 +1,11 @@
 // Backward formulas of layer_norm and rms_norm (registered in norm_strategy.cc).
+#include "dtensor/ops/norm/detail/norm_backward.h"
+
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
-#include "dtensor/ops/norm/detail/norm_backward.h"
 #include "dtensor/ops/norm/norm.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/tensor/error.h"
@@ -18,8 +19,8 @@ namespace {
 
 // Gradients through one fused op (layer_norm_backward / rms_norm_backward, registered in
 // norm_strategy.cc): inputs (grad_output, input[, weight]) and the forward's args; outputs
-// grad_input, then grad_weight and grad_bias when the forward had them. The op's kernel reruns the forward
-// kernel (native_layer_norm / native_rms_norm) on the saved input for its mean and rstd,
+// grad_input, then grad_weight and grad_bias when the forward had them. The op's kernel reruns the
+// forward kernel (native_layer_norm / native_rms_norm) on the saved input for its mean and rstd,
 // discarding its output (nothing beyond the input and weight is kept from forward; a
 // statistics-only kernel or saving the statistics would avoid the extra work), then runs the
 // local backward kernel (norm.h).

@@ -6,6 +6,8 @@
 // three passes over the n elements (kept in cache between them): the mean, the centred sum of
 // squares, the write; rms norm two: the sum of squares, the write. Sums use kSumAcc (4) vector
 // accumulators.
+#include "dtensor/ops/norm/detail/norm_cpu.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -14,7 +16,6 @@
 #include <utility>
 
 #include "dtensor/ops/common/detail/parallel_for.h"
-#include "dtensor/ops/norm/detail/norm_cpu.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"
 
@@ -55,8 +56,7 @@ HWY_INLINE void ForEachVector(D d, int64_t n, const Step& step, std::tuple<const
     }
     (std::index_sequence_for<In...>{});
     [&]<size_t... I>(std::index_sequence<I...>) {
-      (std::copy(std::get<I>(outs) + i, std::get<I>(outs) + n, std::get<I>(out_buf).data()),
-       ...);
+      (std::copy(std::get<I>(outs) + i, std::get<I>(outs) + n, std::get<I>(out_buf).data()), ...);
     }
     (std::index_sequence_for<Out...>{});
     std::apply(
@@ -318,7 +318,6 @@ Tensor norm_cpu(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& 
   return out;
 }
 
-
 void norm_backward_cpu(const Tensor& grad_out, const Tensor& x, int64_t n, const Tensor& mean,
                        const Tensor& rstd, const Tensor& weight, bool rms, const Tensor& gx,
                        const Tensor& dw, const Tensor& db) {
@@ -331,8 +330,8 @@ void norm_backward_cpu(const Tensor& grad_out, const Tensor& x, int64_t n, const
   // to dw / db in block order after. The blocks depend on the shape alone, so the sums (and
   // so the bits) are the same on any number of threads.
   const int64_t rows = x.numel() / n;
-  const int64_t block = std::max({row_grain(n), kMinNormBlockRows,
-                                  (rows + kMaxNormBlocks - 1) / kMaxNormBlocks});
+  const int64_t block =
+      std::max({row_grain(n), kMinNormBlockRows, (rows + kMaxNormBlocks - 1) / kMaxNormBlocks});
   const int64_t blocks = (rows + block - 1) / block;
   const auto partials = [&](const Tensor& t) {
     return t.defined() && blocks > 1 ? zeros({blocks - 1, n}, acc_opts) : Tensor();
@@ -346,8 +345,8 @@ void norm_backward_cpu(const Tensor& grad_out, const Tensor& x, int64_t n, const
     for (int64_t b = lo; b < hi; ++b) {
       const int64_t r0 = b * block, r1 = std::min(rows, r0 + block);
       HWY_DYNAMIC_DISPATCH(NormBackward)
-      (x.dtype(), gr(r0), xr(r0), wc.defined() ? wc.data_ptr() : nullptr, mr(r0), rr(r0),
-       gxr(r0), acc(dw, pdwr, b), acc(db, pdbr, b), r1 - r0, n, rms);
+      (x.dtype(), gr(r0), xr(r0), wc.defined() ? wc.data_ptr() : nullptr, mr(r0), rr(r0), gxr(r0),
+       acc(dw, pdwr, b), acc(db, pdbr, b), r1 - r0, n, rms);
     }
   });
   if (dw.defined()) add_partials(dw, pdw);

@@ -19,7 +19,6 @@ namespace {
 template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<compute_t<T>, float>, float, double>;
 
-
 // With kVec, the row's elements in 16-byte groups (rows aligned, n a multiple of the group).
 template <typename T, bool kVec>
 __global__ void norm_kernel(const T* x, const T* w, const T* b, T* y, acc_t<T>* mean_out,

@@ -1,7 +1,7 @@
 // DTensor forms of layer_norm and rms_norm (registered in norm_strategy.cc).
 #include "dtensor/autograd/dispatch.h"
-#include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/ops_registry.h"
 
 namespace dtensor {
 

@@ -8,10 +8,10 @@
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
+#include "dtensor/ops/norm/detail/norm_backward.h"
 #include "dtensor/ops/norm/norm.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/tensor/error.h"
-#include "dtensor/ops/norm/detail/norm_backward.h"
 
 namespace dtensor {
 namespace {
@@ -144,8 +144,8 @@ void register_norm_ops(Registry& registry) {
     const bool has_w = c.arg<bool>(2), has_b = c.arg<bool>(3);
     const Tensor w = has_w ? l[2] : Tensor();
     const LayerNormResult st = native_layer_norm(l[1], ns, w, Tensor(), c.scalar(0).to_double());
-    LayerNormGrads gr = layer_norm_backward(l[0], l[1], ns, st.mean, st.rstd, w,
-                                            {true, has_w, has_b});
+    LayerNormGrads gr =
+        layer_norm_backward(l[0], l[1], ns, st.mean, st.rstd, w, {true, has_w, has_b});
     out[0] = std::move(gr.grad_x);
     if (has_w) out[1] = std::move(gr.grad_weight);
     if (has_b) out[has_w ? 2 : 1] = std::move(gr.grad_bias);

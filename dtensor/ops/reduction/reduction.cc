@@ -39,8 +39,7 @@ Tensor reduce(std::string_view op, ReduceOp kind, const Tensor& x, IntSpan dims,
   DType out_dtype = x.dtype();
   if (kind == ReduceOp::kSum && !is_floating(out_dtype)) out_dtype = DType::kInt64;
   Tensor out = empty(plan.out_shape, TensorOptions(out_dtype, x.device()));
-  (x.device().is_cuda() ? detail::reduce_cuda : detail::reduce_cpu)(kind, out, x, plan,
-                                                                    correction);
+  (x.device().is_cuda() ? detail::reduce_cuda : detail::reduce_cpu)(kind, out, x, plan, correction);
   return out;
 }
 
@@ -80,8 +79,12 @@ Tensor amax(const Tensor& x, IntSpan dims, bool keepdim) {
 Tensor amin(const Tensor& x, IntSpan dims, bool keepdim) {
   return reduce("amin", detail::ReduceOp::kMin, x, dims, keepdim);
 }
-Tensor max(const Tensor& x) { return reduce("max", detail::ReduceOp::kMax, x, {}, false); }
-Tensor min(const Tensor& x) { return reduce("min", detail::ReduceOp::kMin, x, {}, false); }
+Tensor max(const Tensor& x) {
+  return reduce("max", detail::ReduceOp::kMax, x, {}, false);
+}
+Tensor min(const Tensor& x) {
+  return reduce("min", detail::ReduceOp::kMin, x, {}, false);
+}
 
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
   return arg_reduce("max", true, x, dim, keepdim, true);

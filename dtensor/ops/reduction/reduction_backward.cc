@@ -142,16 +142,16 @@ DTensorList vector_norm_bw(const BackwardContext& c, Grads g) {
 DTensor prod_along_bw(const DTensor& g, const DTensor& x, int64_t dim, bool keepdim) {
   const int64_t n = x.size(dim);
   if (n == 0) return zeros_like(x);
-  const DTensor last = full(g.shape(), Scalar(n - 1), g.device_mesh(), without_partial(g.spec()),
-                            kInt64);
+  const DTensor last =
+      full(g.shape(), Scalar(n - 1), g.device_mesh(), without_partial(g.spec()), kInt64);
   return cumprod_backward(value_selecting_backward(g, last, dim, keepdim, x.shape()), x, dim);
 }
 
 DTensorList prod_dim_bw(const BackwardContext& c, Grads g) {
   const DTensor& x = c.input(0);
   if (x.dim() == 0) return {g[0]};
-  return {prod_along_bw(g[0], x, normalize_dim(c.arg<int64_t>(0), x.dim(), "prod"),
-                        c.arg<bool>(1))};
+  return {
+      prod_along_bw(g[0], x, normalize_dim(c.arg<int64_t>(0), x.dim(), "prod"), c.arg<bool>(1))};
 }
 
 // prod of all elements: the same along dim 0 of the flattened input.

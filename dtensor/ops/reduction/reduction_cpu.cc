@@ -2,8 +2,8 @@
 //
 // The contiguous runs of floating inputs (sum, mean, var's squared deviations, max/min, and the
 // whole-row accumulation of an outer reduction) go through vector kernels written with Google
-// Highway, compiled for each target of dtensor/ops/common/detail/simd_config.h and dispatched at run time:
-// float32 / 16-bit elements are widened to double in vector registers and summed in kAcc
+// Highway, compiled for each target of dtensor/ops/common/detail/simd_config.h and dispatched at
+// run time: float32 / 16-bit elements are widened to double in vector registers and summed in kAcc
 // independent vector accumulators (16 partial sums with AVX2), which changes the order of the
 // additions only (each partial sum is still double). Runs shorter than kMinSimd elements keep
 // the scalar loops, where the dispatch would cost more than it saves.

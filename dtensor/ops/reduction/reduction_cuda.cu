@@ -68,7 +68,6 @@ __device__ __forceinline__ acc_t<T> load_acc(const T* p) {
   return static_cast<acc_t<T>>(static_cast<compute_t<T>>(*p));
 }
 
-
 // kind: 0 sum, 1 mean, 2 var.
 template <typename T, typename O, int kKind>
 __global__ void sum_kernel(const T* in, O* out, ReduceGeom g, double correction) {

@@ -190,8 +190,11 @@ std::vector<OpSample> reduction_samples(ArgLayout layout, int64_t w) {
       break;
     case ArgLayout::kOrdDimsKeepdim: {
       const double inf = std::numeric_limits<double>::infinity();
-      arg_sets = {{2.0, Shape{0}, false}, {1.0, Shape{-1}, true}, {inf, Shape{}, false},
-                  {-inf, Shape{0}, true}, {3.0, Shape{1}, false}};
+      arg_sets = {{2.0, Shape{0}, false},
+                  {1.0, Shape{-1}, true},
+                  {inf, Shape{}, false},
+                  {-inf, Shape{0}, true},
+                  {3.0, Shape{1}, false}};
       break;
     }
   }
@@ -481,8 +484,8 @@ void register_reduction_ops(Registry& reg) {
                       kNone, 1, true, true});
   add_reduction(reg, {"amin", A::kDimsKeepdim, D::kSame, kMin, single_output(amax_kernel<false>),
                       kNone, 1, true, true});
-  add_reduction(reg, {"max", A::kAll, D::kSame, kMax, single_output(max_all_kernel<true>), kNone,
-                      1, true, true});
+  add_reduction(reg, {"max", A::kAll, D::kSame, kMax, single_output(max_all_kernel<true>), kNone, 1,
+                      true, true});
   add_reduction(reg, {"min", A::kAll, D::kSame, kMin, single_output(max_all_kernel<false>), kNone,
                       1, true, true});
   add_reduction(reg,
@@ -494,19 +497,20 @@ void register_reduction_ops(Registry& reg) {
   add_reduction(reg, {"argmin", A::kOptDimKeepdim, D::kInt64, none,
                       single_output(argmax_kernel<false>), kNone, 1, true});
   // Composite reductions (reduction_math.cc).
-  add_reduction(reg, {"std", A::kCorrectionDimsKeepdim, D::kFloatOnly, none,
-                      single_output(std_kernel)});
-  add_reduction(reg, {"logsumexp", A::kDimsKeepdim, D::kToFloat, none,
-                      single_output(logsumexp_kernel)});
-  add_reduction(reg, {.name = "vector_norm", .layout = A::kOrdDimsKeepdim,
-                      .dtype = D::kFloatOnly, .partial = none,
-                      .kernel = single_output(vector_norm_kernel), .partial_of = norm_partial,
+  add_reduction(reg,
+                {"std", A::kCorrectionDimsKeepdim, D::kFloatOnly, none, single_output(std_kernel)});
+  add_reduction(reg,
+                {"logsumexp", A::kDimsKeepdim, D::kToFloat, none, single_output(logsumexp_kernel)});
+  add_reduction(reg, {.name = "vector_norm",
+                      .layout = A::kOrdDimsKeepdim,
+                      .dtype = D::kFloatOnly,
+                      .partial = none,
+                      .kernel = single_output(vector_norm_kernel),
+                      .partial_of = norm_partial,
                       .needs_elements_of = norm_needs_elements});
   // prod: no Partial(prod), so a sharded reduced dim is gathered (kernel: dtensor/ops/scan).
-  add_reduction(reg, {"prod", A::kAll, D::kSum, none, single_output([](const KernelContext&,
-                                                                      Locals l) {
-                        return prod(l[0]);
-                      })});
+  add_reduction(reg, {"prod", A::kAll, D::kSum, none,
+                      single_output([](const KernelContext&, Locals l) { return prod(l[0]); })});
   add_reduction(reg, {"prod.dim_int", A::kDimKeepdim, D::kSum, none,
                       single_output([](const KernelContext& c, Locals l) {
                         return prod(l[0], c.arg<int64_t>(0), c.arg<bool>(1));

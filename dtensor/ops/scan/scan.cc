@@ -146,11 +146,10 @@ ValuesIndices values_indices_along(const Tensor& x, int64_t dim, const char* op,
 }
 
 ValuesIndices cumextreme(const Tensor& x, int64_t dim, bool is_max) {
-  return values_indices_along(
-      x, dim, is_max ? "cummax" : "cummin",
-      [is_max](const Tensor& in, const Tensor& v, const Tensor& i) {
-        detail::cumextreme_rows(is_max, in, v, i);
-      });
+  return values_indices_along(x, dim, is_max ? "cummax" : "cummin",
+                              [is_max](const Tensor& in, const Tensor& v, const Tensor& i) {
+                                detail::cumextreme_rows(is_max, in, v, i);
+                              });
 }
 }  // namespace
 

@@ -65,7 +65,6 @@ DTensorValuesIndices cummin(const DTensor& x, int64_t dim);
 DTensorValuesIndices sort(const DTensor& x, int64_t dim = -1, bool descending = false);
 DTensor argsort(const DTensor& x, int64_t dim = -1, bool descending = false);
 DTensorValuesIndices topk(const DTensor& x, int64_t k, int64_t dim = -1, bool largest = true);
-DTensorValuesIndices kthvalue(const DTensor& x, int64_t k, int64_t dim = -1,
-                              bool keepdim = false);
+DTensorValuesIndices kthvalue(const DTensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
 
 }  // namespace dtensor

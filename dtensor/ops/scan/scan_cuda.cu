@@ -101,8 +101,7 @@ __global__ void sort_kernel(const T* in, T* values, int64_t* indices, compute_t<
 }
 
 template <typename T>
-__global__ void cumprod_backward_kernel(const T* grad, const T* x, T* out, double* t,
-                                        RowGeom g) {
+__global__ void cumprod_backward_kernel(const T* grad, const T* x, T* out, double* t, RowGeom g) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < g.rows;
        r += step) {
@@ -121,8 +120,8 @@ __global__ void cumextreme_kernel(bool is_max, const T* in, T* values, int64_t* 
 }
 
 template <typename T>
-void launch_cumextreme(bool is_max, const Tensor& in, const Tensor& values,
-                       const Tensor& indices, RowGeom g) {
+void launch_cumextreme(bool is_max, const Tensor& in, const Tensor& values, const Tensor& indices,
+                       RowGeom g) {
   cumextreme_kernel<T><<<cuda::grid_for(g.rows, kBlock), kBlock, 0, cuda::current_stream()>>>(
       is_max, in.data<T>(), values.data<T>(), indices.data<int64_t>(), g);
 }
@@ -131,8 +130,7 @@ template <typename T>
 void launch_scan(ScanOp op, const Tensor& in, const Tensor& out, RowGeom g, bool total_only,
                  const Tensor& init) {
   using O = std::conditional_t<std::is_floating_point_v<compute_t<T>>, T, int64_t>;
-  const auto* start =
-      init.defined() ? static_cast<const scan_acc_t<T>*>(init.data_ptr()) : nullptr;
+  const auto* start = init.defined() ? static_cast<const scan_acc_t<T>*>(init.data_ptr()) : nullptr;
   scan_kernel<T, O><<<cuda::grid_for(g.rows, kBlock), kBlock, 0, cuda::current_stream()>>>(
       op, in.data<T>(), out.data<O>(), g, total_only, start);
 }
@@ -146,16 +144,15 @@ void launch_sort(const Tensor& in, bool descending, const Tensor& values, const 
   Tensor keys = empty(shape, key_opts), keys2 = empty(shape, key_opts);
   Tensor idx = empty(shape, idx_opts), idx2 = empty(shape, idx_opts);
   sort_kernel<T><<<cuda::grid_for(g.rows, kBlock), kBlock, 0, cuda::current_stream()>>>(
-      in.data<T>(), values.data<T>(), indices.data<int64_t>(), keys.data<C>(),
-      idx.data<int64_t>(), keys2.data<C>(), idx2.data<int64_t>(), g, descending);
+      in.data<T>(), values.data<T>(), indices.data<int64_t>(), keys.data<C>(), idx.data<int64_t>(),
+      keys2.data<C>(), idx2.data<int64_t>(), g, descending);
 }
 
 template <typename T>
 void launch_cumprod_backward(const Tensor& grad, const Tensor& x, const Tensor& out, RowGeom g) {
   Tensor t = empty({g.rows, g.n}, TensorOptions(kFloat64, x.device()));
-  cumprod_backward_kernel<T><<<cuda::grid_for(g.rows, kBlock), kBlock, 0,
-                               cuda::current_stream()>>>(grad.data<T>(), x.data<T>(),
-                                                         out.data<T>(), t.data<double>(), g);
+  cumprod_backward_kernel<T><<<cuda::grid_for(g.rows, kBlock), kBlock, 0, cuda::current_stream()>>>(
+      grad.data<T>(), x.data<T>(), out.data<T>(), t.data<double>(), g);
 }
 
 }  // namespace

@@ -12,10 +12,10 @@
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/ops/common/detail/cumprod_backward.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/register_all.h"
-#include "dtensor/ops/common/detail/cumprod_backward.h"
 #include "dtensor/ops/scan/detail/scan_backward.h"
 #include "dtensor/ops/scan/detail/scan_kernels.h"
 #include "dtensor/ops/scan/scan.h"
@@ -253,8 +253,13 @@ void set_selection(OpInfo& op, SelectFn local, BackwardFn backward, int64_t k1, 
   op.saved_inputs = 0;
   op.saved_outputs = 2u;
   op.samples = [k1, k2](int64_t w) {
-    return joined(along_samples(w, [k1](int64_t d) { return ArgList{k1, d, true}; }),
-                  along_samples(w, [k2](int64_t d) { return ArgList{k2, d, false}; }));
+    return joined(along_samples(w,
+                                [k1](int64_t d) {
+                                  return ArgList{k1, d, true};
+                                }),
+                  along_samples(w, [k2](int64_t d) {
+                    return ArgList{k2, d, false};
+                  }));
   };
 }
 
@@ -312,19 +317,17 @@ void register_kthvalue(Registry& r) {
 
 void register_scan_ops(Registry& registry) {
   register_cumulative(registry, "cumsum", detail::ScanOp::kSum, Linearity::kLinear,
-                    detail::cumsum_grad, 0);
+                      detail::cumsum_grad, 0);
   register_cumulative(registry, "cumprod", detail::ScanOp::kProd, Linearity::kNone,
-                    detail::cumprod_grad, 1u);
+                      detail::cumprod_grad, 1u);
   register_cumprod_backward(registry);
-  register_values_indices(registry, "sort", [](const Tensor& x, int64_t dim, bool descending) {
-    return sort(x, dim, descending);
-  }, true);
-  register_values_indices(registry, "cummax", [](const Tensor& x, int64_t dim, bool) {
-    return cummax(x, dim);
-  }, false);
-  register_values_indices(registry, "cummin", [](const Tensor& x, int64_t dim, bool) {
-    return cummin(x, dim);
-  }, false);
+  register_values_indices(
+      registry, "sort",
+      [](const Tensor& x, int64_t dim, bool descending) { return sort(x, dim, descending); }, true);
+  register_values_indices(
+      registry, "cummax", [](const Tensor& x, int64_t dim, bool) { return cummax(x, dim); }, false);
+  register_values_indices(
+      registry, "cummin", [](const Tensor& x, int64_t dim, bool) { return cummin(x, dim); }, false);
   register_argsort(registry);
   register_topk(registry);
   register_kthvalue(registry);

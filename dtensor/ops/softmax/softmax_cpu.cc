@@ -53,8 +53,7 @@ int64_t BlockSize() {
 // the sum NaN for a row holding +inf).
 template <typename T>
 void SoftmaxRow(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n, bool log,
-                simd_compute_t<T>* HWY_RESTRICT scratch,
-                simd_compute_t<T>* HWY_RESTRICT block_max,
+                simd_compute_t<T>* HWY_RESTRICT scratch, simd_compute_t<T>* HWY_RESTRICT block_max,
                 simd_compute_t<T>* HWY_RESTRICT stats = nullptr) {
   using A = simd_compute_t<T>;
   const ComputeTag<T> d;
@@ -314,8 +313,8 @@ char* element_at(const Tensor& t, int64_t offset) {
 }  // namespace
 
 // x into y; `stats` as SoftmaxForward's (inner == 1), or null.
-void softmax_forward_rows(const Tensor& x, const Tensor& y, int64_t outer, int64_t d,
-                          int64_t inner, bool log, const Tensor* stats) {
+void softmax_forward_rows(const Tensor& x, const Tensor& y, int64_t outer, int64_t d, int64_t inner,
+                          bool log, const Tensor* stats) {
   const int64_t slab = d * inner;
   parallel_for(0, outer, row_grain(slab), [&](int64_t lo, int64_t hi) {
     HWY_DYNAMIC_DISPATCH(SoftmaxForward)

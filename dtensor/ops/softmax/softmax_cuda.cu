@@ -111,8 +111,8 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, T* gx, int64_t o
 
 // The same for slices along the last dim (inner == 1), 16-byte groups with kVec.
 template <typename T, bool kVec>
-__global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* gx, int64_t rows,
-                                             int64_t d, bool log) {
+__global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* gx, int64_t rows, int64_t d,
+                                             bool log) {
   using A = acc_t<T>;
   A* shm = block_scratch<A>();
   const auto ld = [](T v) { return static_cast<A>(static_cast<compute_t<T>>(v)); };
@@ -160,14 +160,14 @@ Tensor softmax_backward_cuda(const Tensor& grad_out, const Tensor& out, int64_t 
     const size_t shm = l.block * sizeof(acc_t<T>);
     cudaStream_t stream = cuda::current_stream();
     if (l.inner != 1) {
-      softmax_backward_kernel<T><<<l.grid, l.block, shm, stream>>>(gp, yp, o, l.outer, l.d,
-                                                                   l.inner, log);
+      softmax_backward_kernel<T>
+          <<<l.grid, l.block, shm, stream>>>(gp, yp, o, l.outer, l.d, l.inner, log);
     } else if (row_vectorizable<T>(l.d, gp, yp, o)) {
-      softmax_backward_rows_kernel<T, true><<<l.grid, l.block, shm, stream>>>(gp, yp, o, l.outer,
-                                                                              l.d, log);
+      softmax_backward_rows_kernel<T, true>
+          <<<l.grid, l.block, shm, stream>>>(gp, yp, o, l.outer, l.d, log);
     } else {
-      softmax_backward_rows_kernel<T, false><<<l.grid, l.block, shm, stream>>>(gp, yp, o, l.outer,
-                                                                               l.d, log);
+      softmax_backward_rows_kernel<T, false>
+          <<<l.grid, l.block, shm, stream>>>(gp, yp, o, l.outer, l.d, log);
     }
     DT_CHECK_CUDA(cudaGetLastError());
     return gx;

@@ -37,8 +37,8 @@ std::vector<OpSample> softmax_samples(int64_t w, size_t n_inputs) {
           call({detail::short_size(w), 4}, 1)};
 }
 
-void register_softmax_like(Registry& r, const char* name,
-                           Tensor (*local)(const Tensor&, int64_t), BackwardFn backward) {
+void register_softmax_like(Registry& r, const char* name, Tensor (*local)(const Tensor&, int64_t),
+                           BackwardFn backward) {
   OpInfo op;
   op.name = name;
   op.backward = std::move(backward);

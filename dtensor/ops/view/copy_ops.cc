@@ -102,8 +102,8 @@ DiagonalDims diagonal_dims(IntSpan shape, int64_t offset, int64_t dim1, int64_t 
   DT_CHECK(d.dim1 != d.dim2, "[diagonal] dim1 and dim2 are both dim %d (expected two dims)",
            d.dim1);
   const int64_t n1 = shape[d.dim1], n2 = shape[d.dim2];
-  d.length = std::max<int64_t>(0, offset >= 0 ? std::min(n1, n2 - offset)
-                                              : std::min(n1 + offset, n2));
+  d.length =
+      std::max<int64_t>(0, offset >= 0 ? std::min(n1, n2 - offset) : std::min(n1 + offset, n2));
   return d;
 }
 

@@ -58,8 +58,8 @@ Shape repeat_map(const OpSchema& s) {
 // repeat_interleave (args repeats, dim): every dim but the repeated one.
 Shape repeat_interleave_map(const OpSchema& s) {
   Shape map = identity_map(s);
-  map[detail::check_repeat_interleave(s.input(0).shape(), s.arg<int64_t>(0),
-                                      s.arg<int64_t>(1))] = -1;
+  map[detail::check_repeat_interleave(s.input(0).shape(), s.arg<int64_t>(0), s.arg<int64_t>(1))] =
+      -1;
   return map;
 }
 
@@ -96,7 +96,7 @@ struct CopyOpDef {
   Tensor (*kernel)(const KernelContext& c, Locals l);
   std::vector<OpSample> (*samples)(int64_t w);
   BackwardFn backward;  // copy_ops_backward.cc (none: a gradient op)
-  bool view = false;  // the output may alias the input (contiguous)
+  bool view = false;    // the output may alias the input (contiguous)
   // Argument checks in meta (every rank raises them) and the output shape when it is not the
   // input's (repeat).
   void (*check)(const OpSchema& s) = nullptr;
@@ -231,10 +231,10 @@ void register_copy_ops(Registry& reg) {
                     },
                     roll_samples, detail::roll_grad, /*view=*/false, check_roll});
   // args (repeats).
-  add_copy_op(reg, {"repeat", repeat_map,
-                    [](const KernelContext& c, Locals l) { return repeat(l[0], c.arg<Shape>(0)); },
-                    repeat_samples, detail::repeat_grad, /*view=*/false, nullptr,
-                    repeat_out_shape});
+  add_copy_op(reg,
+              {"repeat", repeat_map,
+               [](const KernelContext& c, Locals l) { return repeat(l[0], c.arg<Shape>(0)); },
+               repeat_samples, detail::repeat_grad, /*view=*/false, nullptr, repeat_out_shape});
   // args (repeats, dim).
   add_copy_op(reg, {"repeat_interleave.self_int", repeat_interleave_map,
                     [](const KernelContext& c, Locals l) {
@@ -243,13 +243,12 @@ void register_copy_ops(Registry& reg) {
                     repeat_interleave_samples, detail::repeat_interleave_grad, /*view=*/false,
                     nullptr, repeat_interleave_out_shape});
   // args (offset, dim1, dim2); a copy (PyTorch's is a view).
-  add_copy_op(reg, {"diagonal", diagonal_map,
-                    [](const KernelContext& c, Locals l) {
-                      return diagonal(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1),
-                                      c.arg<int64_t>(2));
-                    },
-                    diagonal_samples, detail::diagonal_grad, /*view=*/false, nullptr,
-                    diagonal_out_shape});
+  add_copy_op(
+      reg, {"diagonal", diagonal_map,
+            [](const KernelContext& c, Locals l) {
+              return diagonal(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1), c.arg<int64_t>(2));
+            },
+            diagonal_samples, detail::diagonal_grad, /*view=*/false, nullptr, diagonal_out_shape});
   // args (input shape, offset, dim1, dim2): grad written on the diagonal of zeros.
   add_copy_op(reg, {"diagonal_backward", diagonal_backward_map,
                     [](const KernelContext& c, Locals l) {

@@ -14,10 +14,10 @@ namespace dtensor {
 namespace {
 
 // The registered op, looked up once per call site.
-#define DT_VIEW_OP(name)                         \
-  []() -> const OpInfo& {                        \
-    static const OpInfo& op = ops_op(name);      \
-    return op;                                   \
+#define DT_VIEW_OP(name)                    \
+  []() -> const OpInfo& {                   \
+    static const OpInfo& op = ops_op(name); \
+    return op;                              \
   }()
 
 DTensor dispatch_one(const OpInfo& op, const DTensor& x, absl::Span<const ArgValue> args) {

@@ -111,7 +111,9 @@ std::vector<OpSample> view_samples(std::string_view name, int64_t w) {
 std::vector<OpSample> view_samples_of(std::string_view name, int64_t w) {
   using detail::sample;
   const int64_t n = 3 * w + 1;
-  auto one = [](SampleInput in, ArgList args) { return OpSample{{std::move(in)}, std::move(args)}; };
+  auto one = [](SampleInput in, ArgList args) {
+    return OpSample{{std::move(in)}, std::move(args)};
+  };
   if (name == "transpose") {
     return {one(sample({n, 5, 2}), {int64_t{0}, int64_t{2}}),
             one(sample({4, 2 * w}), {int64_t{0}, int64_t{1}})};
@@ -170,9 +172,8 @@ void add_mapped_view(Registry& r, const char* name, ViewFn view, DimMapFn map_of
   op.saved_inputs = 0;  // backward needs the specs only
   op.samples = [name](int64_t w) { return view_samples(name, w); };
   op.backward = detail::view_grad(name);
-  op.kernel = single_output([kernel](const KernelContext& c, absl::Span<const Tensor> l) {
-    return kernel(c, l[0]);
-  });
+  op.kernel = single_output(
+      [kernel](const KernelContext& c, absl::Span<const Tensor> l) { return kernel(c, l[0]); });
   if (meta) {
     op.meta = std::move(meta);
   } else {
@@ -464,8 +465,8 @@ void register_view_backward_ops(Registry& reg) {
   using detail::sample;
   using detail::short_size;
   for (const bool is_select : {true, false}) {
-    OpInfo op = gradient_op(is_select ? "select_backward" : "slice_backward", {"grad"},
-                            Linearity::kLinear);
+    OpInfo op =
+        gradient_op(is_select ? "select_backward" : "slice_backward", {"grad"}, Linearity::kLinear);
     op.meta = [](const OpSchema& s) {
       return OutputMetas{TensorMeta(s.arg<Shape>(0), s.input(0).dtype())};
     };
@@ -473,9 +474,9 @@ void register_view_backward_ops(Registry& reg) {
     op.kernel = single_output([is_select](const KernelContext& c, absl::Span<const Tensor> l) {
       Tensor out = zeros(c.output_shard(0).shape, TensorOptions(l[0].dtype(), l[0].device()));
       const int64_t dim = c.arg<int64_t>(1);
-      Tensor target = is_select ? out.select(dim, c.arg<int64_t>(2))
-                                : out.slice(dim, c.arg<int64_t>(2), c.arg<int64_t>(3),
-                                            c.arg<int64_t>(4));
+      Tensor target = is_select
+                          ? out.select(dim, c.arg<int64_t>(2))
+                          : out.slice(dim, c.arg<int64_t>(2), c.arg<int64_t>(3), c.arg<int64_t>(4));
       if (target.numel() > 0) target.copy_(l[0]);
       return out;
     });

@@ -18,7 +18,8 @@
 // GCC 12 reports -Wmaybe-uninitialized inside absl::InlinedVector when a default Tensor is
 // move-assigned to release a gradient buffer (`g = Tensor()`): the move copies the whole inline
 // shape buffer (Storage::MemcpyFrom), unused tail included, which GCC cannot see is never read.
-// A false positive (as in dtensor/ops/reduction/reduction_strategy.cc); silenced for this file only.
+// A false positive (as in dtensor/ops/reduction/reduction_strategy.cc); silenced for this file
+// only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -141,9 +142,8 @@ struct DataParallel::State {
   const UnitState* neighbour(const UnitState& u, int step) const {
     if (!order_known || !options.prefetch) return nullptr;
     const auto it = std::find(forward_order.begin(), forward_order.end(), &u);
-    if (it == forward_order.end()) return step > 0 && !forward_order.empty() && u.root
-                                              ? forward_order.front()
-                                              : nullptr;
+    if (it == forward_order.end())
+      return step > 0 && !forward_order.empty() && u.root ? forward_order.front() : nullptr;
     const auto pos = it - forward_order.begin() + step;
     if (pos < 0 || pos >= static_cast<int64_t>(forward_order.size())) return nullptr;
     return forward_order[pos];
@@ -352,8 +352,9 @@ struct DataParallel::State {
     pending.add(detail::launch_all_reduce_avg(*comm, flat), [this, flat, where] {
       for (auto [i, o] : where) {
         const ParamState& p = params[i];
-        accumulate_into_grad(p.storage, flat.narrow(0, o, p.storage.to_local().numel())
-                                            .view(p.storage.to_local().shape()));
+        accumulate_into_grad(
+            p.storage,
+            flat.narrow(0, o, p.storage.to_local().numel()).view(p.storage.to_local().shape()));
       }
     });
   }
@@ -537,8 +538,7 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
   DT_CHECK(mesh.contains_me(), "[%s] this rank is not part of the mesh", op);
   for (const auto& [what, d] : {std::pair{"param_dtype", options.param_dtype},
                                 std::pair{"reduce_dtype", options.reduce_dtype}}) {
-    DT_CHECK(!d || is_floating(*d), "[%s] %s %s is not a floating dtype", op, what,
-             dtype_name(*d));
+    DT_CHECK(!d || is_floating(*d), "[%s] %s %s is not a floating dtype", op, what, dtype_name(*d));
   }
   std::vector<int64_t> others;
   for (int64_t d = 0; d < mesh.ndim(); ++d) {

@@ -70,7 +70,7 @@ struct DataParallelOptions {
   // others keep their dtype); unset: no casts.
   std::optional<DType> param_dtype;
   std::optional<DType> reduce_dtype;
-  std::string dp_dim_name = "dp";               // the dp dim of a mesh with several dims
+  std::string dp_dim_name = "dp";  // the dp dim of a mesh with several dims
 };
 
 class DataParallel {

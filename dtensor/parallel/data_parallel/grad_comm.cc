@@ -29,11 +29,10 @@ DpCollective launch_reduce_scatter_avg(Communicator& comm, const Tensor& output,
                                        const Tensor& input) {
   CommDebugMode::record(CollectiveKind::kReduceScatter, static_cast<int64_t>(input.nbytes()),
                         comm.size());
-  return DpCollective(submit_async(
-      [c = comm.shared_from_this(), output, input] {
-        c->reduce_scatter(output, input, ReduceOp::kAvg)->wait();
-      },
-      /*capture_debug=*/false));
+  return DpCollective(
+      submit_async([c = comm.shared_from_this(), output,
+                    input] { c->reduce_scatter(output, input, ReduceOp::kAvg)->wait(); },
+                   /*capture_debug=*/false));
 }
 
 DpCollective launch_all_reduce_avg(Communicator& comm, const Tensor& tensor) {

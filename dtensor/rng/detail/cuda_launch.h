@@ -18,19 +18,19 @@ struct RngLaunch {
   int kind = 0;  // RandomKind, or -1 for dropout
   RngDType dtype = RngDType::kFloat32;
   int device = 0;
-  void* out = nullptr;        // contiguous, numel elements
-  const void* in = nullptr;   // dropout input, contiguous
-  bool* mask = nullptr;       // dropout keep mask, contiguous, may be null
+  void* out = nullptr;       // contiguous, numel elements
+  const void* in = nullptr;  // dropout input, contiguous
+  bool* mask = nullptr;      // dropout keep mask, contiguous, may be null
   int64_t numel = 0;
   int ndim = 0;
   int64_t size[kRngMaxDims] = {};
   int64_t gstride[kRngMaxDims] = {};
   uint64_t gbase = 0;
   uint64_t seed = 0, offset = 0;
-  double a = 0.0, b = 0.0;    // uniform low/range, normal mean/stddev, dropout scale in a
+  double a = 0.0, b = 0.0;  // uniform low/range, normal mean/stddev, dropout scale in a
   int64_t int_low = 0;
   uint64_t int_range = 1;
-  uint64_t threshold = 0;     // bernoulli / dropout
+  uint64_t threshold = 0;  // bernoulli / dropout
 };
 
 // Launches the kernel on the legacy default stream of `l.device`. Returns nullptr on success or

@@ -7,8 +7,9 @@
 // `T operator()(const uint32_t* w)` reading w[0..W).
 #pragma once
 
-#include <cstdint>
 #include <math.h>
+
+#include <cstdint>
 #include <type_traits>
 
 #include "dtensor/tensor/half.h"
@@ -53,9 +54,18 @@ DT_HOST_DEVICE DT_FORCE_INLINE double affine_f64(double a, double s, double x) {
 }
 
 // ---- element type traits (kept local so this header needs no library header) ---------------
-template <typename T> struct RngCompute { using type = T; };
-template <> struct RngCompute<Half> { using type = float; };
-template <> struct RngCompute<BFloat16> { using type = float; };
+template <typename T>
+struct RngCompute {
+  using type = T;
+};
+template <>
+struct RngCompute<Half> {
+  using type = float;
+};
+template <>
+struct RngCompute<BFloat16> {
+  using type = float;
+};
 
 // ---- uniform [low, high) --------------------------------------------------------------------
 // value = low + (high - low) * unit, in float (float32/16-bit types, rounded to T afterwards)
@@ -152,8 +162,7 @@ DT_HOST_DEVICE DT_FORCE_INLINE float cos_2pi_unit24(uint32_t j) {
   const float sin_t = fadd_rn(t, fmul_rn(fmul_rn(ps, zz), t));
   float pc = fadd_rn(fmul_rn(2.443315711809948e-5f, zz), -1.388731625493765e-3f);
   pc = fadd_rn(fmul_rn(pc, zz), 4.166664568298827e-2f);
-  const float cos_t =
-      fadd_rn(fadd_rn(fmul_rn(fmul_rn(pc, zz), zz), fmul_rn(zz, -0.5f)), 1.0f);
+  const float cos_t = fadd_rn(fadd_rn(fmul_rn(fmul_rn(pc, zz), zz), fmul_rn(zz, -0.5f)), 1.0f);
   const uint32_t quadrant = q & 3u;
   const float v = (quadrant & 1u) ? sin_t : cos_t;
   const uint32_t sign = (quadrant == 1u || quadrant == 2u) ? 0x80000000u : 0u;

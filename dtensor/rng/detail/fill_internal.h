@@ -13,7 +13,7 @@ namespace dtensor::detail {
 // Element e of the block (row-major over `size`) with multi-index idx has global linear index
 // gbase + sum(idx[d] * gstride[d]) and lives at sum(idx[d] * stride[k][d]) in operand k.
 struct BlockGeometry {
-  Shape size;        // at least one dim unless numel == 0
+  Shape size;  // at least one dim unless numel == 0
   Shape gstride;
   Shape stride[3];
   int nops = 0;
@@ -23,9 +23,8 @@ struct BlockGeometry {
 
 // Checks (op-named errors) that the block fits and builds its geometry. `operand_strides` are
 // the strides of the tensors walked together (all of the block's shape).
-BlockGeometry make_block_geometry(std::string_view op, IntSpan block_shape,
-                                  IntSpan global_shape, IntSpan block_offset,
-                                  const IntSpan* operand_strides, int nops);
+BlockGeometry make_block_geometry(std::string_view op, IntSpan block_shape, IntSpan global_shape,
+                                  IntSpan block_offset, const IntSpan* operand_strides, int nops);
 
 // CPU kernels (fill_cpu.cc). Arguments are already checked.
 void fill_random_cpu(const Tensor& out, const RandomSpec& spec, uint64_t seed, uint64_t offset,

@@ -253,8 +253,8 @@ TEST_CASE("the cost model picks the expected strategy") {
       // Inputs that arrive chunked are used as they are: taking them costs nothing, so the
       // Partial output is not charged (rowwise-parallel linear keeps its one all-reduce).
       const dt::DTensor ak = dt::distribute_tensor(x, mesh2, {S0, S1}, std::nullopt);
-      const dt::DTensor atk = dt::distribute_tensor(x.transpose(0, 1).contiguous(), mesh2,
-                                                    {R, S0}, std::nullopt);
+      const dt::DTensor atk =
+          dt::distribute_tensor(x.transpose(0, 1).contiguous(), mesh2, {R, S0}, std::nullopt);
       s = choose(*ops.mm, {&ak, &atk});
       CHECK(s->outputs[0]->placements() == Placements{S0, Partial()});
       CHECK_FALSE(s->needs_redistribute());

@@ -271,8 +271,9 @@ TEST_CASE("propagation errors name the op and carry the schema") {
   SECTION("a kernel returning the wrong shape is caught") {
     dt::OpInfo bad = *ops.relu;
     bad.name = "t_bad_shape";
-    bad.kernel = dt::single_output(
-        [](const dt::KernelContext&, absl::Span<const dt::Tensor>) { return dt::zeros({2, 2}); });
+    bad.kernel = dt::single_output([](const dt::KernelContext&, absl::Span<const dt::Tensor>) {
+      return dt::zeros({2, 2});
+    });
     static const dt::OpInfo& info = dt::op_registry().add(bad);
     REQUIRE_THROWS_WITH(
         dt::dispatch_sharded(info, {&a}, {}),

@@ -2,10 +2,10 @@
 // rank (the Megatron plan, loss parallel) learns to copy its input tokens. Every line of the
 // README's snippet appears here as written (tests/install/build_consumer.sh checks it); exits 1
 // unless the loss falls.
+#include <dtensor/dtensor.h>
+
 #include <cstdint>
 #include <cstdio>
-
-#include <dtensor/dtensor.h>
 namespace dt = dtensor;
 
 int main(int argc, char** argv) {
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   cfg.n_layers = 1;
   cfg.n_heads = 4;
   cfg.max_seq_len = seq;
-  dt::manual_seed(1234);                                         // the same weights everywhere
+  dt::manual_seed(1234);  // the same weights everywhere
   dt::nn::Transformer model(cfg);
   auto mesh = dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"tp"});
   const dt::ParallelizePlan plan = dt::transformer_tp_plan({.loss_parallel = true});
@@ -27,13 +27,14 @@ int main(int argc, char** argv) {
       dt::DTensor::from_local(tokens.reshape({batch * seq}), mesh, {dt::Replicate()});
   double first = 0.0, last = 0.0;
 
-  dt::parallelize_module(model, mesh, plan);                       // Colwise/RowwiseParallel
+  dt::parallelize_module(model, mesh, plan);  // Colwise/RowwiseParallel
   dt::optim::AdamW opt(model.parameters(), dt::optim::AdamWOptions(3e-3));
   for (int step = 0; step < steps; ++step) {
     opt.zero_grad();
-    dt::DTensor logits = dt::reshape(model(dt::nn::local_dtensor(tokens)), {-1, vocab});  // [B * S, V]
-    dt::DTensor loss = dt::cross_entropy(logits, targets);         // targets [B * S]
-    loss.backward();                                               // grads keep each parameter's placements
+    dt::DTensor out = model(dt::nn::local_dtensor(tokens));  // [B, S, V]
+    dt::DTensor logits = dt::reshape(out, {-1, vocab});      // [B * S, V]
+    dt::DTensor loss = dt::cross_entropy(logits, targets);   // targets [B * S]
+    loss.backward();  // grads keep each parameter's placements
     opt.step();
     last = loss.full_tensor().item<float>();
     if (step == 0) first = last;

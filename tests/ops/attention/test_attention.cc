@@ -34,20 +34,17 @@ Tensor keep_mask(dt::IntSpan shape, uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("attention: blocked forward equals the math path across several blocks",
-          "[attention]") {
+TEST_CASE("attention: blocked forward equals the math path across several blocks", "[attention]") {
   struct Case {
     dt::Shape q, k;
     int64_t ev;
     bool causal;
     int mask;  // 0 none, 2 / 4: bool mask of that rank, -2: additive [L, S]
   };
-  const Case cases[] = {{{2, 3, 200, 8}, {2, 3, 300, 8}, 5, false, 0},
-                        {{1, 2, 260, 4}, {1, 2, 260, 4}, 4, true, 0},
-                        {{2, 1, 130, 6}, {2, 1, 129, 6}, 3, true, 2},
-                        {{1, 2, 140, 5}, {1, 2, 257, 5}, 5, false, 4},
-                        {{2, 2, 50, 3}, {2, 2, 70, 3}, 2, true, -2},
-                        {{1, 1, 1, 2}, {1, 1, 1, 2}, 2, false, 0}};
+  const Case cases[] = {
+      {{2, 3, 200, 8}, {2, 3, 300, 8}, 5, false, 0}, {{1, 2, 260, 4}, {1, 2, 260, 4}, 4, true, 0},
+      {{2, 1, 130, 6}, {2, 1, 129, 6}, 3, true, 2},  {{1, 2, 140, 5}, {1, 2, 257, 5}, 5, false, 4},
+      {{2, 2, 50, 3}, {2, 2, 70, 3}, 2, true, -2},   {{1, 1, 1, 2}, {1, 1, 1, 2}, 2, false, 0}};
   for (dt::DType dtype : {dt::kFloat64, dt::kFloat32}) {
     for (const Case& c : cases) {
       INFO("q " << dt::shape_str(c.q) << " k " << dt::shape_str(c.k) << " causal " << c.causal
@@ -60,12 +57,10 @@ TEST_CASE("attention: blocked forward equals the math path across several blocks
       if (c.mask == -2) mask = random({c.q[2], c.k[2]}, dtype, 5);
       const double scale = dt::default_attention_scale(c.q[3]);
       const dt::AttentionResult r = dt::attention_forward(q, k, v, mask, {scale, c.causal, 0});
-      const Tensor want =
-          dt::test::attention_reference(dt::local_dtensor(q), dt::local_dtensor(k),
-                                        dt::local_dtensor(v),
-                                        mask.defined() ? dt::local_dtensor(mask) : DTensor(),
-                                        c.causal, scale)
-              .to_local();
+      const Tensor want = dt::test::attention_reference(
+                              dt::local_dtensor(q), dt::local_dtensor(k), dt::local_dtensor(v),
+                              mask.defined() ? dt::local_dtensor(mask) : DTensor(), c.causal, scale)
+                              .to_local();
       const double tol = dtype == dt::kFloat64 ? 1e-12 : 1e-5;
       CHECK(dt::test::same_values(r.out, want, tol));
       CHECK(r.lse.sizes() == dt::Shape{c.q[0], c.q[1], c.q[2]});
@@ -77,7 +72,8 @@ TEST_CASE("attention: a causal block of queries starting mid-block (a query shar
           "[attention]") {
   // Rows 150..299 of a 300 x 300 causal attention, as the second of two query shards computes
   // them: key blocks past some rows' diagonals leave those rows without keys in that block.
-  const Tensor q = random({1, 2, 300, 4}, dt::kFloat64, 41), k = random({1, 2, 300, 4}, dt::kFloat64, 42);
+  const Tensor q = random({1, 2, 300, 4}, dt::kFloat64, 41),
+               k = random({1, 2, 300, 4}, dt::kFloat64, 42);
   const Tensor v = random({1, 2, 300, 3}, dt::kFloat64, 43);
   const dt::AttentionResult full = dt::attention_forward(q, k, v, Tensor(), {0.5, true, 0});
   const dt::AttentionResult part =
@@ -85,10 +81,9 @@ TEST_CASE("attention: a causal block of queries starting mid-block (a query shar
   CHECK(dt::test::same_values(part.out, full.out.narrow(2, 150, 150).contiguous(), 1e-12));
   CHECK(dt::test::same_values(part.lse, full.lse.narrow(2, 150, 150).contiguous(), 1e-12));
   // The log-sum-exp is logsumexp of the scaled, causally masked scores.
-  const Tensor want_out =
-      dt::test::attention_reference(dt::local_dtensor(q), dt::local_dtensor(k),
-                                    dt::local_dtensor(v), DTensor(), true, 0.5)
-          .to_local();
+  const Tensor want_out = dt::test::attention_reference(dt::local_dtensor(q), dt::local_dtensor(k),
+                                                        dt::local_dtensor(v), DTensor(), true, 0.5)
+                              .to_local();
   CHECK(dt::test::same_values(full.out, want_out, 1e-12));
   Tensor s = dt::mul(dt::matmul(q, k.transpose(2, 3)), dt::Scalar(0.5));
   s = dt::add(s, dt::triu(dt::full({300, 300}, dt::Scalar(-std::numeric_limits<double>::infinity()),
@@ -103,13 +98,14 @@ TEST_CASE("attention: the backward of a causal query shard equals the full backw
   // keys: with the upstream gradient zero outside those rows, the full backward's dk and dv
   // and its dq rows are exactly the shard's. Shards starting mid-block see a last key block
   // cut short of a whole block (the gradients' blocks are then filled through a narrowed view).
-  const Tensor q = random({2, 2, 150, 4}, dt::kFloat64, 51), k = random({2, 2, 150, 4}, dt::kFloat64, 52);
+  const Tensor q = random({2, 2, 150, 4}, dt::kFloat64, 51),
+               k = random({2, 2, 150, 4}, dt::kFloat64, 52);
   const Tensor v = random({2, 2, 150, 3}, dt::kFloat64, 53);
   const Tensor up = random({2, 2, 150, 3}, dt::kFloat64, 54);
   const dt::AttentionParams full_p{0.4, true, 0};
   const dt::AttentionResult full = dt::attention_forward(q, k, v, Tensor(), full_p);
-  for (const auto& [a, n] : {std::pair{37, 93}, std::pair{0, 70}, std::pair{64, 86},
-                             std::pair{149, 1}}) {
+  for (const auto& [a, n] :
+       {std::pair{37, 93}, std::pair{0, 70}, std::pair{64, 86}, std::pair{149, 1}}) {
     INFO("rows " << a << " + " << n);
     Tensor g = dt::zeros({2, 2, 150, 3}, dt::kFloat64);
     g.narrow(2, a, n).copy_(up.narrow(2, a, n));
@@ -119,17 +115,19 @@ TEST_CASE("attention: the backward of a causal query shard equals the full backw
     const dt::AttentionParams part_p{0.4, true, a};
     const Tensor qa = q.narrow(2, a, n).contiguous();
     const dt::AttentionResult part = dt::attention_forward(qa, k, v, Tensor(), part_p);
-    const dt::AttentionGrads got = dt::attention_backward(
-        up.narrow(2, a, n).contiguous(), dt::zeros({2, 2, n}, dt::kFloat64), qa, k, v, Tensor(),
-        part.out, part.lse, part_p);
+    const dt::AttentionGrads got =
+        dt::attention_backward(up.narrow(2, a, n).contiguous(), dt::zeros({2, 2, n}, dt::kFloat64),
+                               qa, k, v, Tensor(), part.out, part.lse, part_p);
     CHECK(dt::test::same_values(got.q, want.q.narrow(2, a, n).contiguous(), 1e-12));
     CHECK(dt::test::same_values(got.k, want.k, 1e-12));
     CHECK(dt::test::same_values(got.v, want.v, 1e-12));
   }
 }
 
-TEST_CASE("attention: a causal backward at any query offset equals the backward under the "
-          "same mask given explicitly", "[attention]") {
+TEST_CASE(
+    "attention: a causal backward at any query offset equals the backward under the "
+    "same mask given explicitly",
+    "[attention]") {
   // Causality with q_offset o keeps key j for query row i when j <= i + o: the same as the
   // boolean mask [L, S] built from that rule, which the backward takes through its mask path.
   // More queries than keys, offsets below zero (leading rows see no key) and above, a nonzero
@@ -179,9 +177,9 @@ TEST_CASE("attention: gradients equal autograd through the math path", "[attenti
         DTensor a = dt::local_dtensor(q.clone()), b = dt::local_dtensor(k.clone()),
                 c = dt::local_dtensor(v.clone());
         for (DTensor* t : {&a, &b, &c}) t->requires_grad_();
-        const DTensor out =
-            path == 0 ? dt::scaled_dot_product_attention(a, b, c, dmask, 0.0, causal, 0.3)
-                      : dt::test::attention_reference(a, b, c, dmask, causal, 0.3);
+        const DTensor out = path == 0
+                                ? dt::scaled_dot_product_attention(a, b, c, dmask, 0.0, causal, 0.3)
+                                : dt::test::attention_reference(a, b, c, dmask, causal, 0.3);
         dt::sum(dt::mul(out, dt::local_dtensor(up))).backward();
         for (DTensor* t : {&a, &b, &c}) grads[path].push_back(t->grad().to_local());
       }
@@ -191,7 +189,8 @@ TEST_CASE("attention: gradients equal autograd through the math path", "[attenti
 }
 
 TEST_CASE("attention: a query row that sees no key gives 0 and no NaN gradient", "[attention]") {
-  const Tensor q = random({1, 1, 3, 2}, dt::kFloat64, 21), k = random({1, 1, 4, 2}, dt::kFloat64, 22);
+  const Tensor q = random({1, 1, 3, 2}, dt::kFloat64, 21),
+               k = random({1, 1, 4, 2}, dt::kFloat64, 22);
   const Tensor v = random({1, 1, 4, 2}, dt::kFloat64, 23);
   Tensor mask = dt::ones({3, 4}, dt::kBool);
   mask.narrow(0, 1, 1).fill_(false);  // row 1 sees nothing
@@ -200,9 +199,9 @@ TEST_CASE("attention: a query row that sees no key gives 0 and no NaN gradient",
   CHECK(out[2] == 0.0);
   CHECK(out[3] == 0.0);
   CHECK(std::isinf(r.lse.to_vector<double>()[1]));
-  const dt::AttentionGrads g =
-      dt::attention_backward(dt::ones({1, 1, 3, 2}, dt::kFloat64), dt::zeros({1, 1, 3}, dt::kFloat64),
-                             q, k, v, mask, r.out, r.lse, {0.5, false, 0});
+  const dt::AttentionGrads g = dt::attention_backward(dt::ones({1, 1, 3, 2}, dt::kFloat64),
+                                                      dt::zeros({1, 1, 3}, dt::kFloat64), q, k, v,
+                                                      mask, r.out, r.lse, {0.5, false, 0});
   for (const Tensor& t : {g.q, g.k, g.v}) {
     for (double x : t.to_vector<double>()) CHECK(std::isfinite(x));
   }
@@ -211,11 +210,12 @@ TEST_CASE("attention: a query row that sees no key gives 0 and no NaN gradient",
 
 TEST_CASE("attention: grouped-query attention repeats each k/v head for its q heads",
           "[attention]") {
-  const Tensor q = random({2, 6, 5, 4}, dt::kFloat64, 31), k = random({2, 2, 7, 4}, dt::kFloat64, 32);
+  const Tensor q = random({2, 6, 5, 4}, dt::kFloat64, 31),
+               k = random({2, 2, 7, 4}, dt::kFloat64, 32);
   const Tensor v = random({2, 2, 7, 3}, dt::kFloat64, 33);
-  const DTensor got = dt::scaled_dot_product_attention(
-      dt::local_dtensor(q), dt::local_dtensor(k), dt::local_dtensor(v), DTensor(), 0.0, true,
-      std::nullopt, /*enable_gqa=*/true);
+  const DTensor got = dt::scaled_dot_product_attention(dt::local_dtensor(q), dt::local_dtensor(k),
+                                                       dt::local_dtensor(v), DTensor(), 0.0, true,
+                                                       std::nullopt, /*enable_gqa=*/true);
   const DTensor want = dt::scaled_dot_product_attention(
       dt::local_dtensor(q), dt::local_dtensor(dt::repeat_interleave(k, 3, 1)),
       dt::local_dtensor(dt::repeat_interleave(v, 3, 1)), DTensor(), 0.0, true);
@@ -230,17 +230,18 @@ TEST_CASE("attention: grouped-query attention repeats each k/v head for its q he
 }
 
 TEST_CASE("attention: argument errors name the op and the argument", "[attention]") {
-  const Tensor q = dt::zeros({1, 2, 3, 4}), k = dt::zeros({1, 2, 5, 4}), v = dt::zeros({1, 2, 5, 6});
+  const Tensor q = dt::zeros({1, 2, 3, 4}), k = dt::zeros({1, 2, 5, 4}),
+               v = dt::zeros({1, 2, 5, 6});
   CHECK_THROWS_WITH(dt::attention_forward(q, k.narrow(3, 0, 3), v, Tensor(), {}),
                     Catch::Contains("[scaled_dot_product_attention] shapes"));
   CHECK_THROWS_WITH(dt::attention_forward(q, k, v.to(dt::kFloat64), Tensor(), {}),
                     Catch::Contains("share one floating dtype"));
   CHECK_THROWS_WITH(dt::attention_forward(q, k, v, dt::zeros({5, 3}, dt::kBool), {}),
                     Catch::Contains("the mask has shape [5, 3], expected [3, 5]"));
-  CHECK_THROWS_WITH(
-      dt::scaled_dot_product_attention(dt::local_dtensor(q), dt::local_dtensor(k),
-                                       dt::local_dtensor(v), dt::local_dtensor(dt::zeros({3, 5}, dt::kInt64))),
-      Catch::Contains("the mask has dtype int64"));
+  CHECK_THROWS_WITH(dt::scaled_dot_product_attention(
+                        dt::local_dtensor(q), dt::local_dtensor(k), dt::local_dtensor(v),
+                        dt::local_dtensor(dt::zeros({3, 5}, dt::kInt64))),
+                    Catch::Contains("the mask has dtype int64"));
   // PyTorch's argument order: a 5th argument is dropout_p, which this level refuses.
   CHECK_THROWS_WITH(dt::scaled_dot_product_attention(dt::local_dtensor(q), dt::local_dtensor(k),
                                                      dt::local_dtensor(v), DTensor(), 0.1),

@@ -16,8 +16,12 @@
 
 namespace dtensor::ewtest {
 
-inline double rtol_for(DType d) { return test::rtol_for(d, 1e-6); }
-inline double atol_for(DType d) { return rtol_for(d) * 1e-3; }
+inline double rtol_for(DType d) {
+  return test::rtol_for(d, 1e-6);
+}
+inline double atol_for(DType d) {
+  return rtol_for(d) * 1e-3;
+}
 
 // n values uniform in [lo, hi) (rounded to integers for integer dtypes, 0/1 for bool), then
 // rounded to `dtype` so references see exactly what the tensor holds.
@@ -28,8 +32,10 @@ inline std::vector<double> random_values(int64_t n, DType dtype, uint32_t seed, 
   std::vector<double> v(static_cast<size_t>(n));
   for (auto& x : v) {
     x = dist(gen);
-    if (dtype == DType::kBool) x = x > (lo + hi) / 2 ? 1.0 : 0.0;
-    else if (!is_floating(dtype)) x = std::nearbyint(x);
+    if (dtype == DType::kBool)
+      x = x > (lo + hi) / 2 ? 1.0 : 0.0;
+    else if (!is_floating(dtype))
+      x = std::nearbyint(x);
   }
   return from_vector<double>(v, {n}).to(dtype).to_vector<double>();
 }
@@ -91,9 +97,12 @@ inline void check_values(const Tensor& got, IntSpan shape, DType dtype,
   int bad = 0;
   for (size_t i = 0; i < g.size() && bad < 5; ++i) {
     bool ok;
-    if (std::isnan(expect[i])) ok = std::isnan(g[i]);
-    else if (std::isinf(expect[i])) ok = g[i] == expect[i];
-    else ok = std::fabs(g[i] - expect[i]) <= atol + rtol * std::fabs(expect[i]);
+    if (std::isnan(expect[i]))
+      ok = std::isnan(g[i]);
+    else if (std::isinf(expect[i]))
+      ok = g[i] == expect[i];
+    else
+      ok = std::fabs(g[i] - expect[i]) <= atol + rtol * std::fabs(expect[i]);
     if (!ok) {
       ++bad;
       FAIL_CHECK("element " << i << ": got " << g[i] << ", expected " << expect[i]);

@@ -1,6 +1,6 @@
 // Runs a test body once per instruction set the vectorised CPU kernels were compiled for and
-// this CPU supports (AVX2, AVX3, the portable fallback; dtensor/ops/common/detail/simd_config.h), so the
-// fallback that machines without AVX2 run is tested here too.
+// this CPU supports (AVX2, AVX3, the portable fallback; dtensor/ops/common/detail/simd_config.h),
+// so the fallback that machines without AVX2 run is tested here too.
 #pragma once
 
 #include <catch2/catch.hpp>

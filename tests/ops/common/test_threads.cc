@@ -1,5 +1,5 @@
-// Intra-op threads (dtensor/ops/threads.h): every op that splits across threads gives the bits of one
-// thread, on shapes whose split is uneven, strided, broadcast, transposed (tiled) and in place;
+// Intra-op threads (dtensor/ops/threads.h): every op that splits across threads gives the bits of
+// one thread, on shapes whose split is uneven, strided, broadcast, transposed (tiled) and in place;
 // ops whose order of writes shows keep one thread; the count and DTENSOR_NUM_THREADS are
 // checked; parallel_for covers its range once and passes exceptions on.
 #include <sys/wait.h>
@@ -83,8 +83,8 @@ TEST_CASE("threads: set_num_threads, get_num_threads and DTENSOR_NUM_THREADS", "
   CHECK(dt::get_num_threads() == 3);
   dt::set_num_threads(old);
   CHECK(dt::get_num_threads() == old);
-  CHECK_THROWS_WITH(dt::set_num_threads(0), Catch::Contains("[set_num_threads]") &&
-                                                 Catch::Contains(">= 1, got 0"));
+  CHECK_THROWS_WITH(dt::set_num_threads(0),
+                    Catch::Contains("[set_num_threads]") && Catch::Contains(">= 1, got 0"));
   CHECK(dt::get_num_threads() == old);
   CHECK_FALSE(dt::detail::parse_num_threads(nullptr).has_value());
   CHECK_FALSE(dt::detail::parse_num_threads("").has_value());
@@ -121,9 +121,8 @@ TEST_CASE("threads: parallel_for covers the range once, in chunks of at least th
   dt::detail::parallel_for(0, 1000, 100, [&](int64_t, int64_t) {
     const std::thread::id me = std::this_thread::get_id();
     bool same = true;
-    dt::detail::parallel_for(0, 1000, 100, [&](int64_t, int64_t) {
-      same = same && std::this_thread::get_id() == me;
-    });
+    dt::detail::parallel_for(
+        0, 1000, 100, [&](int64_t, int64_t) { same = same && std::this_thread::get_id() == me; });
     if (!same) ++nested_teams;
   });
   CHECK(nested_teams == 0);
@@ -182,14 +181,14 @@ TEST_CASE("threads: elementwise ops give one thread's bits", "[threads]") {
   const Tensor x3t = random({3, 200, 130}, dt::kFloat32, 14);
   // Each op on its own, so that each must split.
   const std::vector<std::function<Tensor()>> ops = {
-      [&] { return dt::mul(x, col); },                               // a repeated input per row
-      [&] { return dt::add(row, x); },                               // a broadcast row
-      [&] { return dt::add(x, xt.transpose(0, 1)); },                // tiled: a transposed input
+      [&] { return dt::mul(x, col); },                   // a repeated input per row
+      [&] { return dt::add(row, x); },                   // a broadcast row
+      [&] { return dt::add(x, xt.transpose(0, 1)); },    // tiled: a transposed input
       [&] { return dt::add(x3, x3t.transpose(1, 2)); },  // tiled, chunks starting mid-step
       [&] { return dt::sub(x.slice(1, 0, 516, 2), y.slice(1, 1, 517, 2)); },  // strided inputs
-      [&] { return dt::exp(x); },                 // the vectorised unary path
-      [&] { return dt::gelu_backward(y, x); },    // the activation-backward path
-      [&] { return dt::where(cond, x, y); },      // the data-movement loop
+      [&] { return dt::exp(x); },               // the vectorised unary path
+      [&] { return dt::gelu_backward(y, x); },  // the activation-backward path
+      [&] { return dt::where(cond, x, y); },    // the data-movement loop
   };
   for (size_t i = 0; i < ops.size(); ++i) {
     INFO("op " << i);
@@ -238,12 +237,20 @@ TEST_CASE("threads: softmax, norms and cross_entropy give one thread's bits", "[
       const auto rn = dt::native_rms_norm(x, {517}, w, 1e-6);
       const auto lg = dt::layer_norm_backward(g, x, {517}, ln.mean, ln.rstd, w);
       const auto rg = dt::rms_norm_backward(g, x, {517}, rn.rstd, w);
-      return std::vector<Tensor>{s,         ls,          dt::softmax_backward(g, s, -1),
+      return std::vector<Tensor>{s,
+                                 ls,
+                                 dt::softmax_backward(g, s, -1),
                                  dt::log_softmax_backward(random({5, 300, 77}, d, 26), ls, 1),
-                                 ln.output, ln.mean,     ln.rstd,
-                                 rn.output, rn.rstd,     lg.grad_x,
-                                 lg.grad_weight,         lg.grad_bias,
-                                 rg.grad_x, rg.grad_weight};
+                                 ln.output,
+                                 ln.mean,
+                                 ln.rstd,
+                                 rn.output,
+                                 rn.rstd,
+                                 lg.grad_x,
+                                 lg.grad_weight,
+                                 lg.grad_bias,
+                                 rg.grad_x,
+                                 rg.grad_weight};
     });
   }
   // Norms over two dims with long rows (one row per block), and many short rows (blocks capped).
@@ -258,8 +265,8 @@ TEST_CASE("threads: softmax, norms and cross_entropy give one thread's bits", "[
     });
   }
   const Tensor logits = random({600, 257}, dt::kFloat32, 30);
-  const Tensor target = dt::ewtest::make(dt::ewtest::random_values(600, dt::kInt64, 31, 0, 256),
-                                         {600}, dt::kInt64);
+  const Tensor target =
+      dt::ewtest::make(dt::ewtest::random_values(600, dt::kInt64, 31, 0, 256), {600}, dt::kInt64);
   check_threads([&] {
     return std::vector<Tensor>{dt::cross_entropy(logits, target),
                                dt::cross_entropy(logits, target, dt::Reduction::kNone, -100, 0.1)};

@@ -44,10 +44,10 @@ std::vector<UnaryCase> float_unary_cases() {
   return {
       {"neg", [](const Tensor& t) { return dt::neg(t); }, [](double x) { return -x; }, -3, 3},
       {"operator-", [](const Tensor& t) { return -t; }, [](double x) { return -x; }, -3, 3},
-      {"abs", [](const Tensor& t) { return dt::abs(t); }, [](double x) { return std::fabs(x); },
-       -3, 3},
-      {"exp", [](const Tensor& t) { return dt::exp(t); }, [](double x) { return std::exp(x); },
-       -3, 3},
+      {"abs", [](const Tensor& t) { return dt::abs(t); }, [](double x) { return std::fabs(x); }, -3,
+       3},
+      {"exp", [](const Tensor& t) { return dt::exp(t); }, [](double x) { return std::exp(x); }, -3,
+       3},
       {"log", [](const Tensor& t) { return dt::log(t); }, [](double x) { return std::log(x); },
        0.05, 5},
       {"sqrt", [](const Tensor& t) { return dt::sqrt(t); }, [](double x) { return std::sqrt(x); },
@@ -58,22 +58,22 @@ std::vector<UnaryCase> float_unary_cases() {
        [](double x) { return 1 / (1 + std::exp(-x)); }, -6, 6},
       {"tanh", [](const Tensor& t) { return dt::tanh(t); }, [](double x) { return std::tanh(x); },
        -3, 3},
-      {"sin", [](const Tensor& t) { return dt::sin(t); }, [](double x) { return std::sin(x); },
-       -3, 3},
-      {"cos", [](const Tensor& t) { return dt::cos(t); }, [](double x) { return std::cos(x); },
-       -3, 3},
+      {"sin", [](const Tensor& t) { return dt::sin(t); }, [](double x) { return std::sin(x); }, -3,
+       3},
+      {"cos", [](const Tensor& t) { return dt::cos(t); }, [](double x) { return std::cos(x); }, -3,
+       3},
       {"tan", [](const Tensor& t) { return dt::tan(t); }, [](double x) { return std::tan(x); },
        -1.2, 1.2},
-      {"erf", [](const Tensor& t) { return dt::erf(t); }, [](double x) { return std::erf(x); },
+      {"erf", [](const Tensor& t) { return dt::erf(t); }, [](double x) { return std::erf(x); }, -3,
+       3},
+      {"exp2", [](const Tensor& t) { return dt::exp2(t); }, [](double x) { return std::exp2(x); },
        -3, 3},
-      {"exp2", [](const Tensor& t) { return dt::exp2(t); },
-       [](double x) { return std::exp2(x); }, -3, 3},
       {"expm1", [](const Tensor& t) { return dt::expm1(t); },
        [](double x) { return std::expm1(x); }, -3, 3},
       {"log1p", [](const Tensor& t) { return dt::log1p(t); },
        [](double x) { return std::log1p(x); }, -0.9, 5},
-      {"log2", [](const Tensor& t) { return dt::log2(t); },
-       [](double x) { return std::log2(x); }, 0.05, 5},
+      {"log2", [](const Tensor& t) { return dt::log2(t); }, [](double x) { return std::log2(x); },
+       0.05, 5},
       {"log10", [](const Tensor& t) { return dt::log10(t); },
        [](double x) { return std::log10(x); }, 0.05, 5},
       {"reciprocal", [](const Tensor& t) { return dt::reciprocal(t); },
@@ -146,8 +146,8 @@ std::vector<UnaryCase> float_unary_cases() {
        [](double x) { return x > 0 ? x : 0.01 * x; }, -4, 4},
       {"leaky_relu 0.2", [](const Tensor& t) { return dt::leaky_relu(t, 0.2); },
        [](double x) { return x > 0 ? x : 0.2 * x; }, -4, 4},
-      {"pow 2", [](const Tensor& t) { return dt::pow(t, 2); }, [](double x) { return x * x; },
-       -3, 3},
+      {"pow 2", [](const Tensor& t) { return dt::pow(t, 2); }, [](double x) { return x * x; }, -3,
+       3},
       {"pow 3.0", [](const Tensor& t) { return dt::pow(t, 3.0); },
        [](double x) { return x * x * x; }, -3, 3},
       {"pow 0.5", [](const Tensor& t) { return dt::pow(t, 0.5); },
@@ -156,14 +156,12 @@ std::vector<UnaryCase> float_unary_cases() {
        [](double x) { return std::pow(x, -1.5); }, 0.1, 4},
       {"add scalar", [](const Tensor& t) { return dt::add(t, 1.25); },
        [](double x) { return x + 1.25; }, -3, 3},
-      {"scalar - t", [](const Tensor& t) { return 2.5 - t; }, [](double x) { return 2.5 - x; },
-       -3, 3},
-      {"t - scalar", [](const Tensor& t) { return t - 2; }, [](double x) { return x - 2; }, -3,
+      {"scalar - t", [](const Tensor& t) { return 2.5 - t; }, [](double x) { return 2.5 - x; }, -3,
        3},
-      {"mul scalar", [](const Tensor& t) { return 3 * t; }, [](double x) { return 3 * x; }, -3,
+      {"t - scalar", [](const Tensor& t) { return t - 2; }, [](double x) { return x - 2; }, -3, 3},
+      {"mul scalar", [](const Tensor& t) { return 3 * t; }, [](double x) { return 3 * x; }, -3, 3},
+      {"div scalar", [](const Tensor& t) { return t / 4.0; }, [](double x) { return x / 4; }, -3,
        3},
-      {"div scalar", [](const Tensor& t) { return t / 4.0; }, [](double x) { return x / 4; },
-       -3, 3},
       {"scalar / t", [](const Tensor& t) { return 1.5 / t; }, [](double x) { return 1.5 / x; },
        0.25, 3},
   };
@@ -218,10 +216,17 @@ std::vector<BinaryCase> float_binary_cases() {
   };
 }
 
-const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {
-    {{3, 5}, {3, 5}},    {{3, 5}, {5}},        {{7}, {}},          {{}, {}},
-    {{2, 1, 4}, {3, 1}}, {{4, 1}, {1, 6}},     {{0, 3}, {3}},      {{2, 0, 3}, {2, 1, 3}},
-    {{1}, {9}},          {{2, 3, 4}, {2, 3, 4}}, {{5, 1, 3}, {5, 4, 3}}};
+const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {{{3, 5}, {3, 5}},
+                                                            {{3, 5}, {5}},
+                                                            {{7}, {}},
+                                                            {{}, {}},
+                                                            {{2, 1, 4}, {3, 1}},
+                                                            {{4, 1}, {1, 6}},
+                                                            {{0, 3}, {3}},
+                                                            {{2, 0, 3}, {2, 1, 3}},
+                                                            {{1}, {9}},
+                                                            {{2, 3, 4}, {2, 3, 4}},
+                                                            {{5, 1, 3}, {5, 4, 3}}};
 
 template <typename T>
 void run_binary_cases(const std::vector<BinaryCase>& cases, double rtol, double atol) {
@@ -244,8 +249,8 @@ void run_binary_cases(const std::vector<BinaryCase>& cases, double rtol, double 
     for (const auto& c : cases) {
       std::vector<double> expect(out_n);
       for (int64_t i = 0; i < out_n; ++i) {
-        expect[i] = c.ref(va[broadcast_source(i, out_shape, sa)],
-                          vb[broadcast_source(i, out_shape, sb)]);
+        expect[i] =
+            c.ref(va[broadcast_source(i, out_shape, sa)], vb[broadcast_source(i, out_shape, sb)]);
         if (!dt::is_floating(dtype)) expect[i] = round_to(expect[i], dtype);
       }
       for (const auto& [la, ta] : layouts(make(va, sa, dtype))) {
@@ -267,7 +272,8 @@ TEMPLATE_TEST_CASE("float unary ops match double references", "[elementwise]", f
   uint32_t seed = 100;
   for (const auto& c : float_unary_cases()) {
     for (const Shape& shape : kUnaryShapes) {
-      const std::vector<double> v = random_values(dt::shape_numel(shape), dtype, seed++, c.lo, c.hi);
+      const std::vector<double> v =
+          random_values(dt::shape_numel(shape), dtype, seed++, c.lo, c.hi);
       std::vector<double> expect(v.size());
       for (size_t i = 0; i < v.size(); ++i) expect[i] = c.ref(v[i]);
       for (const auto& [layout, t] : layouts(make(v, shape, dtype))) {
@@ -279,8 +285,8 @@ TEMPLATE_TEST_CASE("float unary ops match double references", "[elementwise]", f
   }
 }
 
-TEMPLATE_TEST_CASE("float binary ops broadcast and match double references", "[elementwise]",
-                   float, double, dt::Half, dt::BFloat16) {
+TEMPLATE_TEST_CASE("float binary ops broadcast and match double references", "[elementwise]", float,
+                   double, dt::Half, dt::BFloat16) {
   const DType dtype = dt::dtype_of_v<TestType>;
   run_binary_cases<TestType>(float_binary_cases(), rtol_for(dtype), atol_for(dtype));
 }
@@ -319,12 +325,17 @@ TEMPLATE_TEST_CASE("integer unary ops and scalars are exact", "[elementwise]", i
       {"sign", [](const Tensor& t) { return dt::sign(t); }},
   };
   const std::vector<std::function<double(double)>> refs = {
-      [](double x) { return -x; },          [](double x) { return std::fabs(x); },
-      [](double x) { return x > 0 ? x : 0; }, [](double x) { return std::clamp(x, 0.0, 6.0); },
+      [](double x) { return -x; },
+      [](double x) { return std::fabs(x); },
+      [](double x) { return x > 0 ? x : 0; },
+      [](double x) { return std::clamp(x, 0.0, 6.0); },
       [](double x) { return x * x * x; },
-      [](double) { return 1.0; },           [](double x) { return x + 7; },
-      [](double x) { return 5 - x; },       [](double x) { return -2 * x; },
-      [](double x) { return x; },           [](double x) { return x; },
+      [](double) { return 1.0; },
+      [](double x) { return x + 7; },
+      [](double x) { return 5 - x; },
+      [](double x) { return -2 * x; },
+      [](double x) { return x; },
+      [](double x) { return x; },
       [](double x) { return double((x > 0) - (x < 0)); },
   };
   uint32_t seed = 7;
@@ -394,8 +405,7 @@ TEMPLATE_TEST_CASE("where selects with three-way broadcasting", "[elementwise]",
   }
   for (const auto& [lc, tc] : layouts(make(vc, sc, DType::kBool))) {
     INFO("condition layout " << lc);
-    check_values(dt::where(tc, make(va, sa, dtype), make(vb, sb, dtype)), so, dtype, expect, 0,
-                 0);
+    check_values(dt::where(tc, make(va, sa, dtype), make(vb, sb, dtype)), so, dtype, expect, 0, 0);
   }
   // Zero-size broadcast.
   Tensor e = dt::where(dt::zeros({0, 1}, DType::kBool), make(va, sa, dtype), make(vb, sb, dtype));
@@ -414,9 +424,10 @@ TEST_CASE("bool arithmetic is logical", "[elementwise]") {
   check_values(dt::maximum(a, b), {4}, DType::kBool, {0, 1, 1, 1}, 0, 0);
   // Bool with an int scalar promotes to int64; true division gives float32.
   check_values(a + 2, {4}, DType::kInt64, {2, 2, 3, 3}, 0, 0);
-  check_values(a / b, {4}, DType::kFloat32,
-               {std::numeric_limits<double>::quiet_NaN(), 0, std::numeric_limits<double>::infinity(), 1},
-               0, 0);
+  check_values(
+      a / b, {4}, DType::kFloat32,
+      {std::numeric_limits<double>::quiet_NaN(), 0, std::numeric_limits<double>::infinity(), 1}, 0,
+      0);
   REQUIRE_THROWS_WITH(a - b, Catch::Contains("[sub]") && Catch::Contains("bool"));
   REQUIRE_THROWS_WITH(dt::neg(a), Catch::Contains("[neg]") && Catch::Contains("bool"));
   REQUIRE_THROWS_WITH(dt::abs(a), Catch::Contains("[abs]"));
@@ -542,8 +553,9 @@ TEST_CASE("in-place ops write into self and keep its dtype and shape", "[element
                       Catch::Contains("[add_] result type float32 can't be cast to the desired "
                                       "output type int64"));
   REQUIRE_THROWS_WITH(dt::div_(ints, 2), Catch::Contains("[div_]"));
-  REQUIRE_THROWS_WITH(dt::mul_(ints, make({1, 2}, {2}, DType::kInt64)),
-                      Catch::Contains("[mul_] cannot broadcast shapes [3] and [2] (argument other)"));
+  REQUIRE_THROWS_WITH(
+      dt::mul_(ints, make({1, 2}, {2}, DType::kInt64)),
+      Catch::Contains("[mul_] cannot broadcast shapes [3] and [2] (argument other)"));
   REQUIRE_THROWS_WITH(dt::add_(ints, dt::zeros({2, 3}, DType::kInt64)),
                       Catch::Contains("[add_] output with shape [3] doesn't match the broadcast "
                                       "shape [2, 3]"));
@@ -564,19 +576,20 @@ TEST_CASE("elementwise errors name the op and the argument", "[elementwise]") {
   Tensor a = dt::zeros({2, 3});
   Tensor b = dt::zeros({4});
   REQUIRE_THROWS_AS(dt::add(a, b), dt::Error);
-  REQUIRE_THROWS_WITH(dt::add(a, b),
-                      Catch::Contains("[add] cannot broadcast shapes [2, 3] and [4] (argument other)"));
+  REQUIRE_THROWS_WITH(
+      dt::add(a, b),
+      Catch::Contains("[add] cannot broadcast shapes [2, 3] and [4] (argument other)"));
   REQUIRE_THROWS_WITH(a * b, Catch::Contains("[mul] cannot broadcast"));
   REQUIRE_THROWS_WITH(dt::maximum(a, b), Catch::Contains("[maximum]"));
   REQUIRE_THROWS_WITH(dt::lt(a, b), Catch::Contains("[lt]"));
-  REQUIRE_THROWS_WITH(dt::where(dt::zeros({2, 3}, DType::kBool), a, b),
-                      Catch::Contains("[where] cannot broadcast") &&
-                          Catch::Contains("(argument other)"));
+  REQUIRE_THROWS_WITH(
+      dt::where(dt::zeros({2, 3}, DType::kBool), a, b),
+      Catch::Contains("[where] cannot broadcast") && Catch::Contains("(argument other)"));
   REQUIRE_THROWS_WITH(dt::where(a, a, a), Catch::Contains("[where] expected a bool condition, "
                                                           "got float32 (argument condition)"));
-  REQUIRE_THROWS_WITH(dt::gelu(dt::zeros({2}, DType::kInt32)),
-                      Catch::Contains("[gelu] expected a floating input") &&
-                          Catch::Contains("int32"));
+  REQUIRE_THROWS_WITH(
+      dt::gelu(dt::zeros({2}, DType::kInt32)),
+      Catch::Contains("[gelu] expected a floating input") && Catch::Contains("int32"));
   REQUIRE_THROWS_WITH(dt::silu(dt::zeros({2}, DType::kBool)), Catch::Contains("[silu]"));
   REQUIRE_THROWS_WITH(dt::pow(dt::zeros({2}, DType::kInt64), -1),
                       Catch::Contains("[pow] integers to negative integer powers"));
@@ -586,8 +599,8 @@ TEST_CASE("elementwise errors name the op and the argument", "[elementwise]") {
   // Device checks, with a CUDA tensor that is never read (from_blob only records the device).
   float storage[6] = {};
   Tensor cuda = dt::from_blob(storage, {2, 3}, DType::kFloat32, dt::Device(dt::kCUDA, 0));
-  REQUIRE_THROWS_WITH(dt::add(a, cuda), Catch::Contains("[add]") &&
-                                            Catch::Contains("argument other is on cuda:0"));
+  REQUIRE_THROWS_WITH(dt::add(a, cuda),
+                      Catch::Contains("[add]") && Catch::Contains("argument other is on cuda:0"));
   // CUDA inputs dispatch to the CUDA kernels (tests/gpu); without CUDA compiled in they raise.
   if (!DTENSOR_HAVE_CUDA) {
     REQUIRE_THROWS_WITH(dt::add(cuda, cuda), Catch::Contains("CUDA support is not compiled in"));

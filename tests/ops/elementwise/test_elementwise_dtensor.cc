@@ -225,14 +225,14 @@ TEST_CASE("copy_, fill_ and zero_ overwrite in place, keeping self's placements"
       dt::zero_(a);
       CHECK(a.placements() == p);
       CHECK(tt::same_values(a.full_tensor(), dt::zeros(shape)));
-      const bool partial = std::any_of(p.begin(), p.end(), [](const dt::Placement& q) {
-        return q.is_partial();
-      });
+      const bool partial =
+          std::any_of(p.begin(), p.end(), [](const dt::Placement& q) { return q.is_partial(); });
       if (!partial) {
         dt::fill_(a, 1.5);
         CHECK(tt::same_values(a.full_tensor(), dt::full(shape, 1.5)));
       } else if (w > 1) {
-        CHECK_THROWS_WITH(dt::fill_(a, 1.5), Catch::Contains("in-place op would change placements"));
+        CHECK_THROWS_WITH(dt::fill_(a, 1.5),
+                          Catch::Contains("in-place op would change placements"));
       }
     }
   }
@@ -267,20 +267,21 @@ TEST_CASE("copy_ and zero_ keep a Partial(max) or Partial(min) self, with no com
   }
 }
 
-TEST_CASE("copy_ of another dtype into a Partial self is refused on every rank; selu's gradient "
-          "stays finite for large inputs") {
+TEST_CASE(
+    "copy_ of another dtype into a Partial self is refused on every rank; selu's gradient "
+    "stays finite for large inputs") {
   const int64_t w = dt::world_size();
   auto mesh = dt::init_device_mesh(dt::kCPU, {w});
   const DTensor ints =
       dt::distribute_tensor(dt::zeros({4}, dt::kInt64), mesh, {Partial()}, std::nullopt);
-  const DTensor halves =
-      dt::distribute_tensor(dt::full({4}, 0.5), mesh, {Partial()}, std::nullopt);
+  const DTensor halves = dt::distribute_tensor(dt::full({4}, 0.5), mesh, {Partial()}, std::nullopt);
   CHECK_THROWS_WITH(dt::copy_(ints, halves),
                     Catch::Contains("[copy_] self is Partial") && Catch::Contains("int64"));
   DTensor x = dt::distribute_tensor(dt::full({3}, 100.0), mesh, {Replicate()}, std::nullopt);
   x.requires_grad_();
   dt::sum(dt::selu(x)).backward();
-  for (double g : x.grad().full_tensor().to_vector<double>()) CHECK(g == Approx(1.0507009873554805));
+  for (double g : x.grad().full_tensor().to_vector<double>())
+    CHECK(g == Approx(1.0507009873554805));
 }
 
 TEST_CASE("elementwise errors name the op and the argument") {
@@ -307,10 +308,10 @@ TEST_CASE("dtype errors of unary DTensor ops are raised in meta, on every rank")
   const dt::DeviceMesh first(dt::kCPU, std::vector<int64_t>{1}, std::vector<int>{0});
   for (const dt::DeviceMesh& mesh : {all, first}) {
     const Placements r = {Replicate()};
-    const DTensor ints = dt::distribute_tensor(
-        dt::full({3}, 2, dt::TensorOptions(dt::kInt64)), mesh, r, std::nullopt);
-    const DTensor bools = dt::distribute_tensor(
-        dt::full({3}, 1, dt::TensorOptions(dt::kBool)), mesh, r, std::nullopt);
+    const DTensor ints = dt::distribute_tensor(dt::full({3}, 2, dt::TensorOptions(dt::kInt64)),
+                                               mesh, r, std::nullopt);
+    const DTensor bools = dt::distribute_tensor(dt::full({3}, 1, dt::TensorOptions(dt::kBool)),
+                                                mesh, r, std::nullopt);
     CHECK_THROWS_WITH(dt::frac(ints), Catch::Contains("[frac] argument self has dtype int64"));
     CHECK_THROWS_WITH(dt::gelu(ints), Catch::Contains("[gelu] argument self has dtype int64"));
     CHECK_THROWS_WITH(dt::silu(ints), Catch::Contains("expected a floating dtype"));
@@ -426,8 +427,9 @@ TEST_CASE("Partial(max/min) passes through monotone unary ops, crossed through n
 // tests/ops/torch_grad_conventions.py prints (torch 2.15.0, float64); docs/SEMANTICS.md,
 // "Gradients". Each input is sharded along its one dim (uneven, empty shards from 4 ranks) or
 // replicated.
-TEST_CASE("gradients at the kinks are PyTorch's: hardswish at -3 and 3, clamp at its bounds, "
-          "ties with tensor bounds split") {
+TEST_CASE(
+    "gradients at the kinks are PyTorch's: hardswish at -3 and 3, clamp at its bounds, "
+    "ties with tensor bounds split") {
   const int64_t w = dt::world_size();
   auto mesh = dt::init_device_mesh(dt::kCPU, {w});
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();

@@ -186,8 +186,7 @@ TEST_CASE("erfinv: reference values, the edges, and erf(erfinv(x)) == x", "[elem
                               -kInf,
                               kNan,
                               kNan};
-  check_values(dt::erfinv(make(x, {10}, DType::kFloat64)), {10}, DType::kFloat64, y, 1e-14,
-               1e-300);
+  check_values(dt::erfinv(make(x, {10}, DType::kFloat64)), {10}, DType::kFloat64, y, 1e-14, 1e-300);
   check_values(dt::erfinv(make(x, {10}, DType::kFloat32)), {10}, DType::kFloat32, y, 2e-6, 1e-30);
   // Integers give float32, as erf.
   check_values(dt::erfinv(make({0, 1}, {2}, DType::kInt64)), {2}, DType::kFloat32, {0, kInf}, 0, 0);

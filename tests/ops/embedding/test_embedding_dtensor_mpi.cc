@@ -103,8 +103,8 @@ TEST_CASE("dtensor embedding: a bad index in one rank's batch shard raises on ev
   if (me == w - 1) ids[1] = rows + 5;
   const DTensor di =
       DTensor::from_local(dt::from_vector<int64_t>(ids, {3}), mesh, {Shard(0)}, false);
-  for (const dt::Placement& table_layout : {dt::Placement(dt::Replicate()),
-                                            dt::Placement(Shard(0)), dt::Placement(Shard(1))}) {
+  for (const dt::Placement& table_layout :
+       {dt::Placement(dt::Replicate()), dt::Placement(Shard(0)), dt::Placement(Shard(1))}) {
     INFO("table " << table_layout.str());
     const DTensor table =
         dt::distribute_tensor(st::det_input({rows, 4}), mesh, {table_layout}, std::nullopt);
@@ -115,15 +115,15 @@ TEST_CASE("dtensor embedding: a bad index in one rank's batch shard raises on ev
     const auto bad_index =
         Catch::Contains("[embedding] index 12 out of range for a table of 7 rows");
     if (w > 1 && table_layout.is_replicate()) {
-      REQUIRE_THROWS_WITH(dt::embedding(di, table),
-                          bad_index &&
-                              Catch::Contains("(raised on rank " + std::to_string(w - 1) + ")"));
+      REQUIRE_THROWS_WITH(
+          dt::embedding(di, table),
+          bad_index && Catch::Contains("(raised on rank " + std::to_string(w - 1) + ")"));
     } else {
       REQUIRE_THROWS_WITH(dt::embedding(di, table), bad_index);
     }
     // The ranks are still in step: the next collective pairs correctly.
-    const DTensor ok = DTensor::from_local(dt::from_vector<int64_t>({1, 2, 3}, {3}), mesh,
-                                           {Shard(0)}, false);
+    const DTensor ok =
+        DTensor::from_local(dt::from_vector<int64_t>({1, 2, 3}, {3}), mesh, {Shard(0)}, false);
     CHECK(dt::equal(dt::embedding(ok, table).full_tensor(),
                     dt::embedding(ok.full_tensor(), table.full_tensor())));
   }

@@ -1,9 +1,8 @@
 // Indexing on local tensors against values worked out by hand: gather, index_select,
 // take_along_dim, one_hot, masked_fill, scatter, scatter_reduce (also against a reference written
 // from its definition), and their errors.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string_view>
 #include <vector>
@@ -81,8 +80,8 @@ TEST_CASE("index_add adds alpha * source slices at the indices, repeats accumula
 TEST_CASE("scatter writes src or a value at the indices, the last repeat winning", "[index]") {
   const Tensor x = make({1, 2, 3, 4, 5, 6}, {2, 3}, DType::kFloat64);
   // Row 0 names column 2 twice: the later entry (30) wins; row 1 writes column 0.
-  check_values(dt::scatter(x, 1, ints({2, 2, 0, 1}, {2, 2}), make({20, 30, 40, 50}, {2, 2},
-                                                                    DType::kFloat64)),
+  check_values(dt::scatter(x, 1, ints({2, 2, 0, 1}, {2, 2}),
+                           make({20, 30, 40, 50}, {2, 2}, DType::kFloat64)),
                {2, 3}, DType::kFloat64, {1, 2, 30, 40, 50, 6}, 0, 0);
   check_values(dt::scatter(x, 0, ints({1, 0}, {1, 2}), dt::Scalar(-1.0)), {2, 3}, DType::kFloat64,
                {1, -1, 3, -1, 5, 6}, 0, 0);
@@ -152,8 +151,7 @@ Tensor random_index(dt::IntSpan shape, int64_t size, uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("scatter_reduce equals its definition for every reduction, dtype and rank",
-          "[index]") {
+TEST_CASE("scatter_reduce equals its definition for every reduction, dtype and rank", "[index]") {
   struct Case {
     dt::Shape self, index;
     int64_t dim;

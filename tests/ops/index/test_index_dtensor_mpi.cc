@@ -140,9 +140,9 @@ TEST_CASE("scatter_add into a table sharded along the scattered dim needs no com
   const DTensor d_bad = dt::distribute_tensor(bad, mesh, {Shard(0)}, std::nullopt);
   const DTensor rows = dt::distribute_tensor(tt::det_input({w, n}), mesh, {Shard(0)}, std::nullopt);
   const DTensor vals = dt::distribute_tensor(tt::det_input({w, 2}), mesh, {Shard(0)}, std::nullopt);
-  CHECK_THROWS_WITH(dt::scatter_add(rows, 1, d_bad, vals),
-                    Catch::Contains("[scatter_add] index") &&
-                        Catch::Contains("out of range for dim 1"));
+  CHECK_THROWS_WITH(
+      dt::scatter_add(rows, 1, d_bad, vals),
+      Catch::Contains("[scatter_add] index") && Catch::Contains("out of range for dim 1"));
 }
 
 TEST_CASE("scatter into a table sharded along the scattered dim needs no communication") {
@@ -181,10 +181,11 @@ TEST_CASE("scatter into a table sharded along the scattered dim needs no communi
   Tensor bad = dt::zeros({w, 2}, dt::TensorOptions(dt::kInt64));
   bad.narrow(0, w - 1, 1).fill_(n);
   const DTensor d_bad = dt::distribute_tensor(bad, mesh, {Shard(0)}, std::nullopt);
-  const DTensor lines = dt::distribute_tensor(tt::det_input({w, n}), mesh, {Shard(0)}, std::nullopt);
-  CHECK_THROWS_WITH(dt::scatter(lines, 1, d_bad, dt::Scalar(1.0)),
-                    Catch::Contains("[scatter] index") &&
-                        Catch::Contains("out of range for dim 1"));
+  const DTensor lines =
+      dt::distribute_tensor(tt::det_input({w, n}), mesh, {Shard(0)}, std::nullopt);
+  CHECK_THROWS_WITH(
+      dt::scatter(lines, 1, d_bad, dt::Scalar(1.0)),
+      Catch::Contains("[scatter] index") && Catch::Contains("out of range for dim 1"));
 }
 
 namespace {
@@ -196,12 +197,12 @@ TEST_CASE("scatter_reduce on DTensors equals the full-tensor op for every reduct
   const int64_t n = 3 * w + 1;
   const Tensor x = tt::det_input({n, 5});
   // Along dim 1: 4 entries per row into 5 columns (repeats, untouched columns).
-  const Tensor idx = dt::remainder(tt::det_input({n, 4}, 3, 0, 1, dt::kInt64),
-                                   dt::Scalar(int64_t{5}));
+  const Tensor idx =
+      dt::remainder(tt::det_input({n, 4}, 3, 0, 1, dt::kInt64), dt::Scalar(int64_t{5}));
   const Tensor src = tt::det_input({n, 4}, 7);
   // Along dim 0: 2w + 1 rows of entries into n rows.
-  const Tensor rows = dt::remainder(tt::det_input({2 * w + 1, 5}, 1, 0, 1, dt::kInt64),
-                                    dt::Scalar(n));
+  const Tensor rows =
+      dt::remainder(tt::det_input({2 * w + 1, 5}, 1, 0, 1, dt::kInt64), dt::Scalar(n));
   const Tensor row_src = tt::det_input({2 * w + 1, 5}, 8);
   int64_t k = 0;
   for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
@@ -216,9 +217,9 @@ TEST_CASE("scatter_reduce on DTensors equals the full-tensor op for every reduct
         const DTensor drs = dt::distribute_tensor(row_src, mesh, q, std::nullopt);
         for (const char* reduce : kReductions) {
           INFO(reduce);
-          CHECK(tt::same_values(
-              dt::scatter_reduce(dx, 1, di, ds, reduce, include_self).full_tensor(),
-              dt::scatter_reduce(x, 1, idx, src, reduce, include_self)));
+          CHECK(
+              tt::same_values(dt::scatter_reduce(dx, 1, di, ds, reduce, include_self).full_tensor(),
+                              dt::scatter_reduce(x, 1, idx, src, reduce, include_self)));
           CHECK(tt::same_values(
               dt::scatter_reduce(dx, 0, dr, drs, reduce, !include_self).full_tensor(),
               dt::scatter_reduce(x, 0, rows, row_src, reduce, !include_self)));
@@ -259,13 +260,13 @@ TEST_CASE("scatter_reduce into a table sharded along the scattered dim needs no 
         CHECK(debug.total_count() == 0);
       }
       CHECK(out.placements() == Placements{Shard(1)});
-      CHECK(dt::equal(out.full_tensor(), dt::scatter_reduce(table, 1, idx, src, reduce,
-                                                              include_self)));
+      CHECK(dt::equal(out.full_tensor(),
+                      dt::scatter_reduce(table, 1, idx, src, reduce, include_self)));
     }
   }
   // An empty index: a copy of self.
-  const DTensor none = dt::distribute_tensor(dt::zeros({4, 0}, dt::TensorOptions(dt::kInt64)),
-                                             mesh, {Replicate()}, std::nullopt);
+  const DTensor none = dt::distribute_tensor(dt::zeros({4, 0}, dt::TensorOptions(dt::kInt64)), mesh,
+                                             {Replicate()}, std::nullopt);
   const DTensor no_src =
       dt::distribute_tensor(dt::zeros({4, 0}), mesh, {Replicate()}, std::nullopt);
   CHECK(dt::equal(dt::scatter_reduce(d_table, 1, none, no_src, "prod").full_tensor(), table));
@@ -274,8 +275,8 @@ TEST_CASE("scatter_reduce into a table sharded along the scattered dim needs no 
   // less extreme values) with a replicated index stay Partial, without communication.
   const double r = static_cast<double>(dt::world_rank());
   const Tensor x = tt::det_input({4, n}, 3);
-  for (const auto& [reduce, op] : {std::pair{"amax", dt::ReduceOp::kMax},
-                                   std::pair{"amin", dt::ReduceOp::kMin}}) {
+  for (const auto& [reduce, op] :
+       {std::pair{"amax", dt::ReduceOp::kMax}, std::pair{"amin", dt::ReduceOp::kMin}}) {
     const dt::Scalar shift(op == dt::ReduceOp::kMax ? -r : r);
     const DTensor dx = DTensor::from_local(x + shift, mesh, {Partial(op)});
     const DTensor ds = DTensor::from_local(src + shift, mesh, {Partial(op)});
@@ -299,16 +300,17 @@ TEST_CASE("scatter_reduce into a table sharded along the scattered dim needs no 
   const DTensor lines =
       dt::distribute_tensor(tt::det_input({w, n}), mesh, {Shard(0)}, std::nullopt);
   const DTensor vals = dt::distribute_tensor(tt::det_input({w, 2}), mesh, {Shard(0)}, std::nullopt);
-  CHECK_THROWS_WITH(dt::scatter_reduce(lines, 1, d_bad, vals, "amax"),
-                    Catch::Contains("[scatter_reduce] index") &&
-                        Catch::Contains("out of range for dim 1"));
+  CHECK_THROWS_WITH(
+      dt::scatter_reduce(lines, 1, d_bad, vals, "amax"),
+      Catch::Contains("[scatter_reduce] index") && Catch::Contains("out of range for dim 1"));
   CHECK_THROWS_WITH(dt::scatter_reduce(lines, 1, d_bad, vals, "max"),
                     Catch::Contains("[scatter_reduce] reduce must be one of sum, prod, mean, "
                                     "amax, amin, got 'max'"));
 }
 
-TEST_CASE("scatter_reduce gradients: prod with zeros, amax and amin ties, sharded as on one "
-          "device") {
+TEST_CASE(
+    "scatter_reduce gradients: prod with zeros, amax and amin ties, sharded as on one "
+    "device") {
   const int64_t w = dt::world_size();
   auto mesh = dt::init_device_mesh(dt::kCPU, {w});
   const auto f64 = [](std::vector<double> v, dt::IntSpan shape) {

@@ -1,6 +1,6 @@
-// The CPU GEMM library's kernel choice (dtensor/ops/matmul/blas_info.h): the choice from CPU features as
-// a pure function, and on this machine that the kernel in use is not a generic fallback for its
-// CPU (a configuration check, never a timing). ctest runs the second case twice: as the
+// The CPU GEMM library's kernel choice (dtensor/ops/matmul/blas_info.h): the choice from CPU
+// features as a pure function, and on this machine that the kernel in use is not a generic fallback
+// for its CPU (a configuration check, never a timing). ctest runs the second case twice: as the
 // environment has it, and with OPENBLAS_CORETYPE removed (blas_info_unset: dtensor's own
 // choice, whatever the machine exports). The "[forced]" case runs from its own ctest entry with
 // OPENBLAS_CORETYPE=Prescott: the user's setting is kept and reported as a warning.

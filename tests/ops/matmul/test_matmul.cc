@@ -339,13 +339,13 @@ TEST_CASE("baddbmm broadcasts self of every shape into one fused GEMM, like bmm 
     const Tensor a = rand_tensor({2, 3, 4}, d, 41);
     const Tensor b = rand_tensor({2, 5, 4}, d, 42).transpose(1, 2);  // [2, 4, 5], strided
     const Tensor prod = dt::bmm(a, b);
-    for (const Shape& shape : std::vector<Shape>{{2, 3, 5}, {1, 3, 5}, {2, 1, 5}, {2, 3, 1},
-                                                  {5}, {3, 1}, {}}) {
+    for (const Shape& shape :
+         std::vector<Shape>{{2, 3, 5}, {1, 3, 5}, {2, 1, 5}, {2, 3, 1}, {5}, {3, 1}, {}}) {
       const Tensor self = rand_tensor(shape, d, 43);
       for (const auto& [beta, alpha] : std::vector<std::pair<double, double>>{
                {1.0, 1.0}, {0.5, 2.0}, {1.0, 0.125}, {0.0, 3.0}}) {
-        INFO(dt::dtype_name(d) << " self " << dt::shape_str(shape) << " beta " << beta
-                               << " alpha " << alpha);
+        INFO(dt::dtype_name(d) << " self " << dt::shape_str(shape) << " beta " << beta << " alpha "
+                               << alpha);
         // beta * self (broadcast by hand: a size-1 or missing dim repeats) + alpha * prod.
         Shape s3(3 - shape.size(), 1);
         s3.insert(s3.end(), shape.begin(), shape.end());
@@ -372,8 +372,7 @@ TEST_CASE("baddbmm broadcasts self of every shape into one fused GEMM, like bmm 
   const Tensor ek = dt::zeros({2, 3, 0}, dt::TensorOptions(DType::kFloat32));
   const Tensor ekb = dt::zeros({2, 0, 5}, dt::TensorOptions(DType::kFloat32));
   check_close(dt::baddbmm(self, ek, ekb, 0.5, 1.0), {2, 3, 5}, std::vector<double>(30, 1.0), 0.0);
-  CHECK(dt::baddbmm(dt::zeros({0, 3, 5}), dt::zeros({0, 3, 4}), dt::zeros({0, 4, 5})).numel() ==
-        0);
+  CHECK(dt::baddbmm(dt::zeros({0, 3, 5}), dt::zeros({0, 3, 4}), dt::zeros({0, 4, 5})).numel() == 0);
   // Integer operands take integer beta and alpha, as PyTorch (a GEMM would truncate 0.5 to 0).
   const Tensor ia = dt::ones({1, 2, 2}, dt::TensorOptions(DType::kInt64));
   CHECK(dt::baddbmm(ia, ia, ia, 2, 3).to_vector<int64_t>() == std::vector<int64_t>(4, 8));

@@ -43,9 +43,9 @@ TEST_CASE("DTensor mm equals the full product for every pair of placements") {
         const DTensor a = dt::distribute_tensor(x, mesh, pa, std::nullopt);
         // Every pair on 1-D meshes; a few partners per list on 2-D meshes.
         std::vector<Placements> pbs =
-            mesh.ndim() == 1
-                ? lists
-                : std::vector<Placements>{pa, tt::reversed(pa), Placements(mesh.ndim(), Replicate())};
+            mesh.ndim() == 1 ? lists
+                             : std::vector<Placements>{pa, tt::reversed(pa),
+                                                       Placements(mesh.ndim(), Replicate())};
         for (const Placements& pb : pbs) {
           INFO(tt::describe(mesh, {pa, pb}, x.sizes()));
           const DTensor b = dt::distribute_tensor(y, mesh, pb, std::nullopt);

@@ -1,9 +1,8 @@
 // Reductions against references computed in double by the test's own loops (grouping input
 // elements by output index), over dtypes, dim lists, keepdim, zero-size and non-contiguous
 // inputs.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -39,8 +38,10 @@ Groups group(const std::vector<double>& v, const Shape& shape, std::vector<int64
   }
   Groups g;
   for (int64_t d = 0; d < nd; ++d) {
-    if (!red[d]) g.out_shape.push_back(shape[d]);
-    else if (keepdim) g.out_shape.push_back(1);
+    if (!red[d])
+      g.out_shape.push_back(shape[d]);
+    else if (keepdim)
+      g.out_shape.push_back(1);
   }
   g.values.resize(dt::shape_numel(g.out_shape));
   for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
@@ -59,7 +60,9 @@ double ref_sum(const std::vector<double>& x) {
   for (double e : x) s += e;
   return s;
 }
-double ref_mean(const std::vector<double>& x) { return ref_sum(x) / static_cast<double>(x.size()); }
+double ref_mean(const std::vector<double>& x) {
+  return ref_sum(x) / static_cast<double>(x.size());
+}
 double ref_var(const std::vector<double>& x, int64_t correction) {
   const double m = ref_mean(x);
   double ss = 0;
@@ -99,12 +102,25 @@ struct DimCase {
   std::vector<int64_t> dims;
 };
 
-const std::vector<DimCase> kDimCases = {
-    {{3, 4, 5}, {}},     {{3, 4, 5}, {0}},    {{3, 4, 5}, {1}},     {{3, 4, 5}, {-1}},
-    {{3, 4, 5}, {0, 2}}, {{3, 4, 5}, {2, 0}}, {{3, 4, 5}, {0, 1, 2}}, {{3, 4, 5}, {1, 2}},
-    {{7}, {}},           {{7}, {0}},          {{}, {}},             {{}, {0}},
-    {{1, 5, 1}, {0, 2}}, {{1, 5, 1}, {1}},    {{4, 6}, {0}},        {{2, 0, 3}, {0, 2}},
-    {{2, 0, 3}, {1}},    {{2, 0, 3}, {}},     {{5, 3}, {-2, -1}}};
+const std::vector<DimCase> kDimCases = {{{3, 4, 5}, {}},
+                                        {{3, 4, 5}, {0}},
+                                        {{3, 4, 5}, {1}},
+                                        {{3, 4, 5}, {-1}},
+                                        {{3, 4, 5}, {0, 2}},
+                                        {{3, 4, 5}, {2, 0}},
+                                        {{3, 4, 5}, {0, 1, 2}},
+                                        {{3, 4, 5}, {1, 2}},
+                                        {{7}, {}},
+                                        {{7}, {0}},
+                                        {{}, {}},
+                                        {{}, {0}},
+                                        {{1, 5, 1}, {0, 2}},
+                                        {{1, 5, 1}, {1}},
+                                        {{4, 6}, {0}},
+                                        {{2, 0, 3}, {0, 2}},
+                                        {{2, 0, 3}, {1}},
+                                        {{2, 0, 3}, {}},
+                                        {{5, 3}, {-2, -1}}};
 
 bool has_empty_group(const Groups& g) {
   for (const auto& v : g.values) {
@@ -142,9 +158,9 @@ TEMPLATE_TEST_CASE("sum, mean, var, amax, amin match double references", "[reduc
       const double atol_sum = 1e-15 * 3 * static_cast<double>(n) + atol_for(dtype);
       const double atol_var = 1e-14 * 10 + atol_for(dtype);
       for (const auto& [layout, t] : layouts(make(v, c.shape, dtype))) {
-        INFO(dt::dtype_name(dtype) << " " << dt::shape_str(c.shape) << " dims "
-                                   << dt::shape_str(c.dims) << " keepdim " << keepdim << " ("
-                                   << layout << ")");
+        INFO(dt::dtype_name(dtype)
+             << " " << dt::shape_str(c.shape) << " dims " << dt::shape_str(c.dims) << " keepdim "
+             << keepdim << " (" << layout << ")");
         check_values(dt::sum(t, c.dims, keepdim), g.out_shape, dtype, e_sum, rtol, atol_sum);
         check_values(dt::mean(t, c.dims, keepdim), g.out_shape, dtype, e_mean, rtol, atol_sum);
         check_values(dt::var(t, c.dims, 0, keepdim), g.out_shape, dtype, e_var0, rtol, atol_var);
@@ -195,17 +211,17 @@ TEMPLATE_TEST_CASE("integer and bool sums give int64, amax/amin keep the dtype",
   REQUIRE_THROWS_WITH(dt::var(dt::zeros({3}, dtype)), Catch::Contains("[var] expected a floating"));
 }
 
-TEMPLATE_TEST_CASE("argmax, argmin and max/min along a dim pick the first extreme",
-                   "[reduction]", float, double, dt::Half, dt::BFloat16, int32_t, int64_t) {
+TEMPLATE_TEST_CASE("argmax, argmin and max/min along a dim pick the first extreme", "[reduction]",
+                   float, double, dt::Half, dt::BFloat16, int32_t, int64_t) {
   const DType dtype = dt::dtype_of_v<TestType>;
   const std::vector<std::pair<Shape, std::optional<int64_t>>> cases = {
-      {{3, 4, 5}, std::nullopt}, {{3, 4, 5}, 0}, {{3, 4, 5}, 1}, {{3, 4, 5}, -1},
-      {{7}, 0},                  {{7}, std::nullopt}, {{}, std::nullopt}, {{}, 0},
-      {{0, 3}, 1},               {{4, 1}, 1}};
+      {{3, 4, 5}, std::nullopt}, {{3, 4, 5}, 0},     {{3, 4, 5}, 1}, {{3, 4, 5}, -1}, {{7}, 0},
+      {{7}, std::nullopt},       {{}, std::nullopt}, {{}, 0},        {{0, 3}, 1},     {{4, 1}, 1}};
   uint32_t seed = 200;
   for (const auto& [shape, dim] : cases) {
     // Small integers: many ties.
-    const std::vector<double> v = random_values(dt::shape_numel(shape), DType::kInt64, seed++, -2, 2);
+    const std::vector<double> v =
+        random_values(dt::shape_numel(shape), DType::kInt64, seed++, -2, 2);
     for (bool keepdim : {false, true}) {
       std::vector<int64_t> dims;
       if (dim) dims.push_back(*dim);
@@ -218,9 +234,9 @@ TEMPLATE_TEST_CASE("argmax, argmin and max/min along a dim pick the first extrem
         e_min.push_back(ref_min(x));
       }
       for (const auto& [layout, t] : layouts(make(v, shape, dtype))) {
-        INFO(dt::dtype_name(dtype) << " " << dt::shape_str(shape) << " dim "
-                                   << (dim ? std::to_string(*dim) : "none") << " keepdim "
-                                   << keepdim << " (" << layout << ")");
+        INFO(dt::dtype_name(dtype)
+             << " " << dt::shape_str(shape) << " dim " << (dim ? std::to_string(*dim) : "none")
+             << " keepdim " << keepdim << " (" << layout << ")");
         check_values(dt::argmax(t, dim, keepdim), g.out_shape, DType::kInt64, e_argmax, 0, 0);
         check_values(dt::argmin(t, dim, keepdim), g.out_shape, DType::kInt64, e_argmin, 0, 0);
         if (dim) {

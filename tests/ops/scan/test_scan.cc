@@ -54,8 +54,8 @@ TEST_CASE("cumsum and cumprod along every dim of strided inputs", "[scan]") {
         const double rtol = dtype == DType::kFloat32 ? 1e-6 : 0;
         check_values(dt::cumsum(x, dim), shape, out_dtype, reference_scan(v, shape, dim, false),
                      rtol, rtol);
-        check_values(dt::cumprod(x, dim - 3), shape, out_dtype,
-                     reference_scan(v, shape, dim, true), rtol, rtol);
+        check_values(dt::cumprod(x, dim - 3), shape, out_dtype, reference_scan(v, shape, dim, true),
+                     rtol, rtol);
       }
     }
   }
@@ -68,8 +68,7 @@ TEST_CASE("cumsum and cumprod along every dim of strided inputs", "[scan]") {
                       Catch::Contains("[cumsum] dim 2 out of range"));
 }
 
-TEST_CASE("sort is stable, puts NaN above every number and returns the source indices",
-          "[scan]") {
+TEST_CASE("sort is stable, puts NaN above every number and returns the source indices", "[scan]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   const Tensor x = make({3, nan, 1, 3, -inf, 1, nan, 0}, {8}, DType::kFloat32);

@@ -120,15 +120,13 @@ void check_bits(const Tensor& x, const std::string& what, int only = -1) {
       {static_cast<ScanFn>(&dt::cumprod), static_cast<DScanFn>(&dt::cumprod)}};
   const int64_t nd = x.dim();
   for (const dt::DeviceMesh& mesh : scan_meshes()) {
-    for (const Placements& p :
-         tt::placement_lists(mesh.ndim(), tt::shard_choices(nd, false), nd)) {
+    for (const Placements& p : tt::placement_lists(mesh.ndim(), tt::shard_choices(nd, false), nd)) {
       const DTensor dx = dt::distribute_tensor(x, mesh, p, std::nullopt);
       for (int64_t dim = 0; dim < nd; ++dim) {
         for (int o = 0; o < 2; ++o) {
           if (only >= 0 && o != only) continue;
-          INFO(what << " " << tt::describe(mesh, {p}, x.sizes()) << " "
-                    << dt::dtype_name(x.dtype()) << " dim " << dim
-                    << (o == 0 ? " cumsum" : " cumprod"));
+          INFO(what << " " << tt::describe(mesh, {p}, x.sizes()) << " " << dt::dtype_name(x.dtype())
+                    << " dim " << dim << (o == 0 ? " cumsum" : " cumprod"));
           const DTensor got = ops[o].second(dx, dim);
           const Tensor full = got.full_tensor();
           if (!mesh.contains_me()) continue;
@@ -183,8 +181,8 @@ TEST_CASE("random mixed-magnitude data: sharded cumsum / cumprod equal one devic
   const int64_t w = dt::world_size();
   // Rows long enough for several elements per block, uneven blocks and (w - 1 elements) empty
   // ones, the scanned dim first, last and in the middle.
-  const std::vector<tt::Ints> shapes = {{5 * w + 3, 3}, {3, 5 * w + 3}, {w > 1 ? w - 1 : 1, 4},
-                                        {2, 4 * w + 1, 2}};
+  const std::vector<tt::Ints> shapes = {
+      {5 * w + 3, 3}, {3, 5 * w + 3}, {w > 1 ? w - 1 : 1, 4}, {2, 4 * w + 1, 2}};
   uint64_t seed = 7;
   for (const tt::Ints& shape : shapes) {
     for (bool prod : {false, true}) {
@@ -205,7 +203,8 @@ TEST_CASE("the random data tells a regrouped prefix from the single-device accum
   for (bool prod : {false, true}) {
     const Tensor x = mixed({n}, prod ? 101 : 100, prod);
     const std::vector<double> v = x.to_vector<double>();
-    const std::vector<double> one = (prod ? dt::cumprod(x, 0) : dt::cumsum(x, 0)).to_vector<double>();
+    const std::vector<double> one =
+        (prod ? dt::cumprod(x, 0) : dt::cumsum(x, 0)).to_vector<double>();
     const std::vector<double> old = regrouped_scan(v, w, prod);
     CHECK(std::memcmp(one.data(), old.data(), one.size() * sizeof(double)) != 0);
     const DTensor dx = dt::distribute_tensor(x, tt::make_mesh({w}), {Shard(0)}, std::nullopt);
@@ -325,9 +324,8 @@ TEST_CASE("sharded cumprod: zeros and wrapping integers") {
       std::vector<double> v(n, -1.25);
       v[1] = 0.0;
       const Tensor z = dt::from_vector<double>(v, {n});
-      CHECK(same_bits(
-          dt::cumprod(dt::distribute_tensor(z, mesh, p, std::nullopt), 0).full_tensor(),
-          dt::cumprod(z, 0)));
+      CHECK(same_bits(dt::cumprod(dt::distribute_tensor(z, mesh, p, std::nullopt), 0).full_tensor(),
+                      dt::cumprod(z, 0)));
       // int64 products and sums that overflow wrap exactly as on one device (mod 2^64); int32
       // and bool scan into int64.
       std::vector<int64_t> big(n);

@@ -193,8 +193,8 @@ TEST_CASE("softmax_with_stats gives the softmax and each row's max and sum of ex
       // row of only -inf, and [2, 3, n] batch dims.
       for (int64_t n : {1, 19, 300}) {
         INFO(dt::dtype_name(d) << " n = " << n);
-        std::vector<double> v = rand_tensor({2, 3, n}, DType::kFloat64, 40 + n, -6, 6)
-                                    .to_vector<double>();
+        std::vector<double> v =
+            rand_tensor({2, 3, n}, DType::kFloat64, 40 + n, -6, 6).to_vector<double>();
         v[static_cast<size_t>(n - 1)] = 9.0;  // the max at a row's end
         for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(4 * n + i)] = -kInf;
         const Tensor x = dt::from_vector<double>(v, {2, 3, n}).to(d);
@@ -237,8 +237,7 @@ TEST_CASE("softmax_with_stats gives the softmax and each row's max and sum of ex
   });
 }
 
-TEST_CASE("softmax_with_stats: leading -inf blocks, NaN, +inf and empty rows",
-          "[softmax][simd]") {
+TEST_CASE("softmax_with_stats: leading -inf blocks, NaN, +inf and empty rows", "[softmax][simd]") {
   for_each_simd_target([](const std::string&) {
     for (DType d : {dt::kFloat32, dt::kFloat64}) {
       INFO(dt::dtype_name(d));

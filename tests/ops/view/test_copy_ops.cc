@@ -55,10 +55,10 @@ TEST_CASE("repeat and tile tile the tensor, with leading new dims", "[view]") {
 
 TEST_CASE("repeat_interleave repeats each element in place", "[view]") {
   const Tensor y = iota({2, 2});
-  check_values(dt::repeat_interleave(y, 2, 1), {2, 4}, DType::kInt64, {0, 0, 1, 1, 2, 2, 3, 3},
-               0, 0);
-  check_values(dt::repeat_interleave(y, 2, 0), {4, 2}, DType::kInt64, {0, 1, 0, 1, 2, 3, 2, 3},
-               0, 0);
+  check_values(dt::repeat_interleave(y, 2, 1), {2, 4}, DType::kInt64, {0, 0, 1, 1, 2, 2, 3, 3}, 0,
+               0);
+  check_values(dt::repeat_interleave(y, 2, 0), {4, 2}, DType::kInt64, {0, 1, 0, 1, 2, 3, 2, 3}, 0,
+               0);
   check_values(dt::repeat_interleave(y, 0, -1), {2, 0}, DType::kInt64, {}, 0, 0);
   REQUIRE_THROWS_WITH(dt::repeat_interleave(y, -1, 0),
                       Catch::Contains("[repeat_interleave] repeats -1 must be >= 0"));

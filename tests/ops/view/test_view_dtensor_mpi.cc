@@ -349,37 +349,53 @@ TEST_CASE("dtensor view: DTensor's members equal Tensor's members on the full te
   // x.view(...), x.t(), x.clone() ... are the free functions (installed by the ops layer into
   // the core, dtensor/core/detail/view_hooks.h), so they shard, record and cache as those do.
   const int64_t w = dt::world_size();
-  check_unary({w * 3 + 1, 1, 4},
-              {
-                  {[](const DTensor& a) { return a.transpose(0, 2); },
-                   [](const Tensor& a) { return a.transpose(0, 2); }},
-                  {[](const DTensor& a) { return a.permute({2, 0, 1}); },
-                   [](const Tensor& a) { return a.permute({2, 0, 1}); }},
-                  {[](const DTensor& a) { return a.unsqueeze(-1); },
-                   [](const Tensor& a) { return a.unsqueeze(-1); }},
-                  {[](const DTensor& a) { return a.squeeze(); },
-                   [](const Tensor& a) { return a.squeeze(); }},
-                  {[](const DTensor& a) { return a.squeeze(1); },
-                   [](const Tensor& a) { return a.squeeze(1); }},
-                  {[](const DTensor& a) { return a.flatten(1); },
-                   [](const Tensor& a) { return a.flatten(1); }},
-                  {[](const DTensor& a) { return a.reshape({-1, 2}); },
-                   [](const Tensor& a) { return a.reshape({-1, 2}); }},
-                  {[w](const DTensor& a) { return a.view({w * 3 + 1, 4}); },
-                   [w](const Tensor& a) { return a.view({w * 3 + 1, 4}); }},
-                  {[w](const DTensor& a) { return a.expand({2, w * 3 + 1, 3, 4}); },
-                   [w](const Tensor& a) { return a.expand({2, w * 3 + 1, 3, 4}); }},
-                  {[](const DTensor& a) { return a.narrow(2, 1, 2); },
-                   [](const Tensor& a) { return a.narrow(2, 1, 2); }},
-                  {[w](const DTensor& a) { return a.slice(0, 1, w * 3 + 1, 2); },
-                   [w](const Tensor& a) { return a.slice(0, 1, w * 3 + 1, 2); }},
-                  {[](const DTensor& a) { return a.select(2, 3); },
-                   [](const Tensor& a) { return a.select(2, 3); }},
-                  {[](const DTensor& a) { return a.transpose(0, 2).contiguous(); },
-                   [](const Tensor& a) { return a.transpose(0, 2).contiguous(); }},
-                  {[](const DTensor& a) { return a.clone(); },
-                   [](const Tensor& a) { return a.clone(); }},
-              });
+  check_unary(
+      {w * 3 + 1, 1, 4},
+      {
+          {[](const DTensor& a) { return a.transpose(0, 2); },
+           [](const Tensor& a) { return a.transpose(0, 2); }},
+          {[](const DTensor& a) {
+             return a.permute({2, 0, 1});
+           },
+           [](const Tensor& a) {
+             return a.permute({2, 0, 1});
+           }},
+          {[](const DTensor& a) { return a.unsqueeze(-1); },
+           [](const Tensor& a) { return a.unsqueeze(-1); }},
+          {[](const DTensor& a) { return a.squeeze(); },
+           [](const Tensor& a) { return a.squeeze(); }},
+          {[](const DTensor& a) { return a.squeeze(1); },
+           [](const Tensor& a) { return a.squeeze(1); }},
+          {[](const DTensor& a) { return a.flatten(1); },
+           [](const Tensor& a) { return a.flatten(1); }},
+          {[](const DTensor& a) {
+             return a.reshape({-1, 2});
+           },
+           [](const Tensor& a) {
+             return a.reshape({-1, 2});
+           }},
+          {[w](const DTensor& a) {
+             return a.view({w * 3 + 1, 4});
+           },
+           [w](const Tensor& a) {
+             return a.view({w * 3 + 1, 4});
+           }},
+          {[w](const DTensor& a) {
+             return a.expand({2, w * 3 + 1, 3, 4});
+           },
+           [w](const Tensor& a) {
+             return a.expand({2, w * 3 + 1, 3, 4});
+           }},
+          {[](const DTensor& a) { return a.narrow(2, 1, 2); },
+           [](const Tensor& a) { return a.narrow(2, 1, 2); }},
+          {[w](const DTensor& a) { return a.slice(0, 1, w * 3 + 1, 2); },
+           [w](const Tensor& a) { return a.slice(0, 1, w * 3 + 1, 2); }},
+          {[](const DTensor& a) { return a.select(2, 3); },
+           [](const Tensor& a) { return a.select(2, 3); }},
+          {[](const DTensor& a) { return a.transpose(0, 2).contiguous(); },
+           [](const Tensor& a) { return a.transpose(0, 2).contiguous(); }},
+          {[](const DTensor& a) { return a.clone(); }, [](const Tensor& a) { return a.clone(); }},
+      });
   check_unary({w * 2 + 1, 3}, {{[](const DTensor& a) { return a.t(); },
                                 [](const Tensor& a) { return a.transpose(0, 1); }}});
   // A member is recorded like its free function: the gradient of sum(x.t() * c) is c^T.

@@ -1,4 +1,5 @@
-// The advanced_index family's internals (plan, checks, block kernels): shared by its Tensor functions, kernels and registration; not installed.
+// The advanced_index family's internals (plan, checks, block kernels): shared by its Tensor
+// functions, kernels and registration; not installed.
 #pragma once
 
 #include "dtensor/ops/advanced_index/advanced_index.h"

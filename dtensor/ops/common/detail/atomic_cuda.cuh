@@ -17,16 +17,30 @@ namespace dtensor::detail {
 template <typename Launch>
 void dispatch_bits(size_t itemsize, Launch&& launch) {
   switch (itemsize) {
-    case 1: launch(uint8_t{}); break;
-    case 2: launch(uint16_t{}); break;
-    case 4: launch(uint32_t{}); break;
-    default: launch(uint64_t{}); break;
+    case 1:
+      launch(uint8_t{});
+      break;
+    case 2:
+      launch(uint16_t{});
+      break;
+    case 4:
+      launch(uint32_t{});
+      break;
+    default:
+      launch(uint64_t{});
+      break;
   }
 }
 
-__device__ inline void atomic_add(float* p, float v) { atomicAdd(p, v); }
-__device__ inline void atomic_add(double* p, double v) { atomicAdd(p, v); }
-__device__ inline void atomic_add(int32_t* p, int32_t v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(float* p, float v) {
+  atomicAdd(p, v);
+}
+__device__ inline void atomic_add(double* p, double v) {
+  atomicAdd(p, v);
+}
+__device__ inline void atomic_add(int32_t* p, int32_t v) {
+  atomicAdd(p, v);
+}
 // Two's complement: the unsigned sum wraps exactly as the CPU kernels' integer sums do.
 __device__ inline void atomic_add(int64_t* p, int64_t v) {
   atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
@@ -42,10 +56,14 @@ __device__ inline void atomic_add(bool* p, bool v) {
 template <typename Launch>
 void dispatch_atomic_dtype(DType dtype, const char* op, const char* what, Launch&& launch) {
   switch (dtype) {
-    case kFloat32: return launch(float{});
-    case kFloat64: return launch(double{});
-    case kInt32: return launch(int32_t{});
-    case kInt64: return launch(int64_t{});
+    case kFloat32:
+      return launch(float{});
+    case kFloat64:
+      return launch(double{});
+    case kInt32:
+      return launch(int32_t{});
+    case kInt64:
+      return launch(int64_t{});
     default:
       DT_FAIL("[%s] CUDA %s supports float32, float64, int32 and int64, got %s", op, what,
               dtype_name(dtype));

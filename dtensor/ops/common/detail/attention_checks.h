@@ -1,4 +1,5 @@
-// Attention's operand checks (attention_kernels.cc), shared by its registration and by dtensor/nn/functional.cc: a cross-family helper, not installed.
+// Attention's operand checks (attention_kernels.cc), shared by its registration and by
+// dtensor/nn/functional.cc: a cross-family helper, not installed.
 #pragma once
 
 #include "dtensor/ops/attention/attention.h"
@@ -11,8 +12,8 @@ namespace detail {
 // dtype, [L, S] or [B, H, L, S].
 void check_attention_operands(std::string_view op, IntSpan q, IntSpan k, IntSpan v, DType q_dtype,
                               DType k_dtype, DType v_dtype);
-void check_attention_mask(std::string_view op, IntSpan mask, DType mask_dtype, IntSpan q,
-                          IntSpan k, DType q_dtype);
+void check_attention_mask(std::string_view op, IntSpan mask, DType mask_dtype, IntSpan q, IntSpan k,
+                          DType q_dtype);
 }  // namespace detail
 
 }  // namespace dtensor

@@ -29,8 +29,7 @@ DT_FORCE_INLINE Out store_as(V v) {
 // -> 0.21, add_ 0.50 -> 0.10, neg 0.29 -> 0.08; the call costs nothing measurable on rows as
 // short as 2 elements (for_each's per-row stepping dominates there).
 template <typename Out, typename... In, typename Op>
-__attribute__((noinline)) void contiguous_row(Out* out, int64_t n, const Op& op,
-                                              const In*... in) {
+__attribute__((noinline)) void contiguous_row(Out* out, int64_t n, const Op& op, const In*... in) {
   for (int64_t i = 0; i < n; ++i) {
     out[i] = store_as<Out>(op(static_cast<compute_t<In>>(in[i])...));
   }

@@ -1,4 +1,5 @@
-// The GEMM helpers of matmul (matmul_cpu.cc) that attention's kernels use: a cross-family helper, not installed.
+// The GEMM helpers of matmul (matmul_cpu.cc) that attention's kernels use: a cross-family helper,
+// not installed.
 #pragma once
 
 #include "dtensor/ops/matmul/matmul.h"

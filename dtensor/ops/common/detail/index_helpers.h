@@ -1,4 +1,6 @@
-// The index family's shape helpers and scatter_reduce's reductions (index_ops.cc, index_cpu.cc), used by its kernels and registration and by embedding's (first_out_of_range): a cross-family helper, not installed.
+// The index family's shape helpers and scatter_reduce's reductions (index_ops.cc, index_cpu.cc),
+// used by its kernels and registration and by embedding's (first_out_of_range): a cross-family
+// helper, not installed.
 #pragma once
 
 #include "dtensor/ops/index/index.h"

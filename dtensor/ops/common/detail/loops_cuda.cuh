@@ -149,8 +149,8 @@ void gpu_kernel(const Tensor& out, std::initializer_list<const Tensor*> inputs, 
   }
   const EwOperands<N> o = make_ew_operands<N>(out, inputs);
   gpu_elementwise_kernel<Out, Op, In...>
-      <<<cuda::grid_for(o.numel, kEwBlock), kEwBlock, 0, cuda::current_stream()>>>(o.ptrs, o.calc, o.numel,
-                                                                            op);
+      <<<cuda::grid_for(o.numel, kEwBlock), kEwBlock, 0, cuda::current_stream()>>>(o.ptrs, o.calc,
+                                                                                   o.numel, op);
   DT_CHECK_CUDA(cudaGetLastError());
 }
 

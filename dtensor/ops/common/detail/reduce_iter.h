@@ -17,8 +17,8 @@ struct ReducePlan {
   Shape red_sizes;     // reduced dims, merged where row-major order allows, outer first
   Shape red_strides;   // input strides of the reduced dims, in elements
   int64_t out_numel = 0;
-  int64_t red_numel = 1;      // elements reduced into each output element
-  int64_t empty_dim = -1;     // a reduced dim of size 0 (for error messages), else -1
+  int64_t red_numel = 1;       // elements reduced into each output element
+  int64_t empty_dim = -1;      // a reduced dim of size 0 (for error messages), else -1
   bool reduced_mask[64] = {};  // reduced_mask[d]: input dim d is reduced
 };
 

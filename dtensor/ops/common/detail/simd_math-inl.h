@@ -5,8 +5,8 @@
 // per compiled target, hence the toggling include guard instead of #pragma once.
 //
 // Compute types: float for float32, float16 and bfloat16 (16-bit values are widened exactly and
-// rounded once to nearest even on store, as the scalar conversions in dtensor/tensor/half.h do), double
-// for float64.
+// rounded once to nearest even on store, as the scalar conversions in dtensor/tensor/half.h do),
+// double for float64.
 //
 // Accuracy: exp, log and tanh are Highway's contrib math (max error 1, 4 and 4 ulp); erfc is
 // SLEEF's in double (1.5 ulp) and ErfcFloat below in float (5.5 ulp). Highway documents a valid
@@ -229,8 +229,8 @@ HWY_INLINE V ErfcFloat(D d, V z) {
   const V c = hn::Mul(ac, hn::Set(d, 4097.0f));
   const V ah = hn::Sub(c, hn::Sub(c, ac));
   const V al = hn::Sub(ac, ah);
-  const V lo = hn::Add(hn::Add(hn::Sub(hn::Mul(ah, ah), hi), hn::Mul(hn::Add(ah, ah), al)),
-                       hn::Mul(al, al));
+  const V lo =
+      hn::Add(hn::Add(hn::Sub(hn::Mul(ah, ah), hi), hn::Mul(hn::Add(ah, ah), al)), hn::Mul(al, al));
 #endif
   const V tr = hn::Mul(t, r);
   V e = hn::Mul(ExpNonPositiveWide(d, hn::Neg(hi)), hn::NegMulAdd(lo, tr, tr));

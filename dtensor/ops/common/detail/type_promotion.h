@@ -39,7 +39,9 @@ DType result_type(DType t, const Scalar& s);
 
 // The dtype true division and float-only math (exp, log, ...) compute in: d itself when it is
 // floating, float32 for integer and bool dtypes.
-constexpr DType floating_result_type(DType d) { return is_floating(d) ? d : kDefaultFloatDType; }
+constexpr DType floating_result_type(DType d) {
+  return is_floating(d) ? d : kDefaultFloatDType;
+}
 
 // Whether a result of dtype `from` may be written into an output of dtype `to` (in-place ops):
 // true unless `from` is of a higher category (torch.can_cast).

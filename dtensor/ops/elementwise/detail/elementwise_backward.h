@@ -10,9 +10,9 @@
 namespace dtensor::detail {
 
 struct PointwiseGrad {
-  BackwardFn backward;          // empty: the op has no gradient formula here
-  uint32_t saved_inputs = 0;    // OpInfo::saved_inputs
-  uint32_t saved_outputs = 0;   // OpInfo::saved_outputs
+  BackwardFn backward;         // empty: the op has no gradient formula here
+  uint32_t saved_inputs = 0;   // OpInfo::saved_inputs
+  uint32_t saved_outputs = 0;  // OpInfo::saved_outputs
 };
 
 // The formula of the elementwise op `name` ("add", "mul.Scalar", "exp", "add_", ...).

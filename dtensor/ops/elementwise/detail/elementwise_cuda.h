@@ -15,8 +15,7 @@ void binary_scalar_cuda(BinaryOp op, const Tensor& out, const Tensor& a, const S
 void compare_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b);
 void compare_scalar_cuda(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s);
 void unary_cuda(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param);
-void nan_to_num_cuda(const Tensor& out, const Tensor& a, double nan, double posinf,
-                     double neginf);
+void nan_to_num_cuda(const Tensor& out, const Tensor& a, double nan, double posinf, double neginf);
 void where_cuda(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void param_activation_cuda(ParamActivation op, const Tensor& out, const Tensor& a, double p0,
                            double p1);

@@ -11,19 +11,71 @@
 namespace dtensor::detail {
 
 enum class BinaryOp : uint8_t {
-  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
-  kPow, kFmod, kRemainder, kAtan2, kHypot,  // pointwise_math.h
-  kLogaddexp, kXlogy, kCopysign,            // pointwise_math.h, floating only
-  kSigmoidGate,                             // a * sigmoid(b): glu's halves, floating only
-  kBitAnd, kBitOr, kBitXor                  // integers and bool only
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMaximum,
+  kMinimum,
+  kPow,
+  kFmod,
+  kRemainder,
+  kAtan2,
+  kHypot,  // pointwise_math.h
+  kLogaddexp,
+  kXlogy,
+  kCopysign,     // pointwise_math.h, floating only
+  kSigmoidGate,  // a * sigmoid(b): glu's halves, floating only
+  kBitAnd,
+  kBitOr,
+  kBitXor  // integers and bool only
 };
 enum class CompareOp : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 enum class UnaryOp : uint8_t {
-  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kSigmoid, kTanh, kRelu, kGelu, kGeluTanh, kSilu, kPow,
-  kSin, kCos, kTan, kErf, kExp2, kExpm1, kLog1p, kLog2, kLog10, kReciprocal,
-  kFloor, kCeil, kRound, kTrunc, kFrac, kSign, kErfinv,
-  kSinh, kCosh, kAsin, kAcos, kAtan, kAsinh, kAcosh, kAtanh, kErfc,  // more math
-  kLogSigmoid, kHardsigmoid, kHardswish, kMish, kSelu,               // activations
+  kNeg,
+  kAbs,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kSigmoid,
+  kTanh,
+  kRelu,
+  kGelu,
+  kGeluTanh,
+  kSilu,
+  kPow,
+  kSin,
+  kCos,
+  kTan,
+  kErf,
+  kExp2,
+  kExpm1,
+  kLog1p,
+  kLog2,
+  kLog10,
+  kReciprocal,
+  kFloor,
+  kCeil,
+  kRound,
+  kTrunc,
+  kFrac,
+  kSign,
+  kErfinv,
+  kSinh,
+  kCosh,
+  kAsin,
+  kAcos,
+  kAtan,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kErfc,  // more math
+  kLogSigmoid,
+  kHardsigmoid,
+  kHardswish,
+  kMish,
+  kSelu,   // activations
   kRelu6,  // min(max(x, 0), 6): floating and integer
   kBitNot  // integers (~x) and bool (!x) only
 };

@@ -1,4 +1,5 @@
-// The masked_select family's internals (flatnonzero, the gradient): shared by its kernels, registration and tests; not installed.
+// The masked_select family's internals (flatnonzero, the gradient): shared by its kernels,
+// registration and tests; not installed.
 #pragma once
 
 #include "dtensor/ops/masked_select/masked_select.h"

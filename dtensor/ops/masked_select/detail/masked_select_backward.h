@@ -1,4 +1,5 @@
-// Backward formulas of the masked_select family (masked_select_backward.cc), used by its registration.
+// Backward formulas of the masked_select family (masked_select_backward.cc), used by its
+// registration.
 #pragma once
 
 #include <absl/types/span.h>

@@ -1,4 +1,5 @@
-// einsum's resolved equations, plans and rows (einsum.cc), shared by einsum's and matmul's registration: internal to the matmul family, not installed.
+// einsum's resolved equations, plans and rows (einsum.cc), shared by einsum's and matmul's
+// registration: internal to the matmul family, not installed.
 #pragma once
 
 #include "dtensor/ops/matmul/einsum.h"

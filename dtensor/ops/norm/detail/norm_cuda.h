@@ -19,8 +19,8 @@ Tensor norm_cuda(const Tensor& x, int64_t n, const Tensor& weight, const Tensor&
                  const Tensor& rstd = Tensor());
 
 // Backward of norm_cuda from its statistics (mean unused for rms), with the formulas of
-// dtensor/ops/norm/norm.h. Writes, when defined: grad_x (x's shape and dtype, contiguous), and adds the
-// per-row contributions to dw (sum of grad_out * xhat) and db (sum of grad_out), which are
+// dtensor/ops/norm/norm.h. Writes, when defined: grad_x (x's shape and dtype, contiguous), and adds
+// the per-row contributions to dw (sum of grad_out * xhat) and db (sum of grad_out), which are
 // zero-initialised contiguous tensors of n elements in the statistics' dtype. grad_out, x,
 // weight, mean and rstd may be non-contiguous.
 void norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n, const Tensor& mean,

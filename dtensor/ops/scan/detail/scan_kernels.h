@@ -138,8 +138,7 @@ Tensor scan_from(ScanOp op, const Tensor& x, int64_t dim, const Tensor& init);
 // The CUDA twins (scan_cuda.cu; scan_no_cuda.cc raises when CUDA is off).
 void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only,
                     const Tensor& init);
-void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values,
-                    const Tensor& indices);
+void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values, const Tensor& indices);
 void cumprod_backward_rows_cuda(const Tensor& g, const Tensor& x, const Tensor& out);
 void cumextreme_rows_cuda(bool is_max, const Tensor& in, const Tensor& values,
                           const Tensor& indices);

@@ -1,4 +1,5 @@
-// copy_ops' argument checks and shapes (copy_ops.cc), shared by its Tensor functions and registration: internal to the view family, not installed.
+// copy_ops' argument checks and shapes (copy_ops.cc), shared by its Tensor functions and
+// registration: internal to the view family, not installed.
 #pragma once
 
 #include "dtensor/ops/view/copy_ops.h"

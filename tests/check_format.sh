@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Fails when a C++ / CUDA source of the tree differs from what .clang-format gives (issue 41
+# item 7): run `scripts/format.sh` to apply it. Uses Debian's clang-format (installed by
+# scripts/install_deps.sh); files whose formatting is data (generated reference tables) turn it
+# off inside with `// clang-format off`.
+#   check_format.sh <source root>
+set -u
+root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$root" || exit 2
+fmt=$(command -v clang-format-14 || command -v clang-format || true)
+if [ -z "$fmt" ]; then
+  echo "check_format: clang-format not found (scripts/install_deps.sh installs it)" >&2
+  exit 1
+fi
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  mapfile -t files < <(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
+else
+  mapfile -t files < <(find dtensor tests benchmarks examples -name '*.h' -o -name '*.cc' \
+                         -o -name '*.cu' -o -name '*.cuh' | sort)
+fi
+bad=()
+for f in "${files[@]}"; do
+  [ -f "$f" ] || continue
+  if ! "$fmt" --style=file --dry-run --Werror "$f" >/dev/null 2>&1; then bad+=("$f"); fi
+done
+echo "check_format: ${#files[@]} files checked with $("$fmt" --version | sed 's/.*version //')"
+if [ ${#bad[@]} -gt 0 ]; then
+  echo "check_format: ${#bad[@]} file(s) differ from .clang-format (run scripts/format.sh):"
+  printf '  %s\n' "${bad[@]}"
+  exit 1
+fi
