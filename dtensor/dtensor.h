@@ -86,3 +86,15 @@
 // Distributed checkpoint.
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/train_state.h"
+
+namespace dtensor::detail {
+// DTensor's recorded members (redistribute, backward, ...) and view members (x.view(...), ...)
+// live in the core and reach the autograd and ops libraries through hooks those libraries
+// install when they are loaded (dtensor/core/detail/autograd_hooks.h, view_hooks.h). A linker
+// with --as-needed (Debian's and Ubuntu's gcc default) drops a library the program references
+// nothing of, so a program calling only such members would run without them: this reference,
+// made once per program that includes the umbrella, keeps the ops library (and with it
+// autograd) loaded. Defined in dtensor/ops/register_all.cc.
+bool anchor_ops_and_autograd();
+[[maybe_unused]] inline const bool kOpsAndAutogradAnchored = anchor_ops_and_autograd();
+}  // namespace dtensor::detail

@@ -49,6 +49,21 @@ const detail::AutogradHooks& required_hooks(const char* member) {
   return *hooks;
 }
 
+// The hooks that record `member`'s result as a function of `x`; nullptr when the autograd layer
+// is not loaded, which is refused when `x` requires grad: its gradient would be lost silently
+// (e.g. a program linked with --as-needed that references nothing of dtensor::autograd).
+const detail::AutogradHooks* recording_hooks(const DTensor& x, const char* member) {
+  const detail::AutogradHooks* hooks = detail::autograd_hooks();
+  if (hooks == nullptr && x.requires_grad()) [[unlikely]] {
+    DT_FAIL(
+        "[%s] the DTensor requires grad, but the autograd layer (dtensor::autograd), which "
+        "records DTensor::%s, is not linked: its gradient would be lost; link dtensor::autograd "
+        "(or a layer above it, e.g. dtensor::ops)",
+        member, member);
+  }
+  return hooks;
+}
+
 // Whether the plan from src to dst issues any collective on this rank.
 bool issues_collectives(const DTensorSpec& src, const DTensorSpec& dst) {
   if (!src.mesh().contains_me() || src == dst) return false;
@@ -96,11 +111,11 @@ DTensor redistribute_recorded(const DTensor& x, std::shared_ptr<const DTensorSpe
                               bool async_op, bool reuse_local) {
   DT_CHECK(!(async_op && reuse_local),
            "[redistribute] internal error: async_op with a reused local shard");
+  const detail::AutogradHooks* hooks = recording_hooks(x, "redistribute");
   const CommDebugMode::OpScope label("redistribute");  // CommDebugMode attribution
   DTensor out = async_op && issues_collectives(x.spec(), *dst)
                     ? redistribute_async(x, std::move(dst))
                     : detail::redistribute_no_grad(x, *dst, reuse_local);
-  const detail::AutogradHooks* hooks = detail::autograd_hooks();
   if (hooks == nullptr) return out;
   return hooks->record_redistribute(x, std::move(out), /*cross_mesh=*/false);
 }
@@ -124,10 +139,10 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, PlacementSpan placements,
   // gradient goes back the same way, to this DTensor's mesh and placements (a Partial source
   // receives Replicate there, as on one mesh).
   check_user_placements(placements, dtype(), "redistribute");
+  const detail::AutogradHooks* hooks = recording_hooks(*this, "redistribute");
   const CommDebugMode::OpScope label("redistribute");
   const DTensorSpec dst(mesh, placements, spec_->meta(), "redistribute");
   DTensor out = detail::redistribute_no_grad(*this, dst);
-  const detail::AutogradHooks* hooks = detail::autograd_hooks();
   if (hooks == nullptr) return out;
   return hooks->record_redistribute(*this, std::move(out), /*cross_mesh=*/true);
 }
@@ -154,6 +169,7 @@ DTensor DTensor::from_local(const DTensor& local, const DeviceMesh& mesh, Placem
            "[from_local] argument local lives on mesh %s; expected a local DTensor (on this "
            "process's self mesh, see local_dtensor())",
            local.device_mesh().str());
+  const detail::AutogradHooks* hooks = recording_hooks(local, "from_local");
   DTensor out = from_local(local.to_local(), mesh, placements, run_check, shape, stride);
   // The gradient's layout before this rank's piece is taken (PyTorch 2.15's rule): the given
   // grad_placements, else the forward placements with Partial made Replicate. A local value
@@ -166,7 +182,6 @@ DTensor DTensor::from_local(const DTensor& local, const DeviceMesh& mesh, Placem
   if (!grad_placements.empty()) check_user_placements(grad_placements, out.dtype(), "from_local");
   auto grad_spec =
       std::make_shared<const DTensorSpec>(out.spec().with_placements(gp, "from_local"));
-  const detail::AutogradHooks* hooks = detail::autograd_hooks();
   if (hooks == nullptr) return out;
   return hooks->record_from_local(local, std::move(out), std::move(grad_spec));
 }
@@ -187,7 +202,7 @@ DTensor DTensor::to_local_dtensor(PlacementSpan grad_placements) const {
   DT_CHECK(grad_placements.size() == placements().size(),
            "[to_local] got %d grad_placements %s for a %d-d mesh (expected one per mesh dim)",
            grad_placements.size(), placements_str(grad_placements), placements().size());
-  const detail::AutogradHooks* hooks = detail::autograd_hooks();
+  const detail::AutogradHooks* hooks = recording_hooks(*this, "to_local_dtensor");
   if (hooks == nullptr) return out;
   return hooks->record_to_local(*this, std::move(out),
                                 Placements(grad_placements.begin(), grad_placements.end()));

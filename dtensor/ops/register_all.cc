@@ -20,4 +20,15 @@ void register_all(Registry& registry) {
   register_attention_ops(registry);
 }
 
+namespace detail {
+
+// The umbrella's anchor (dtensor/dtensor.h): referencing it makes a program need this library,
+// whose loading installs the view hooks (view/view_dtensor.cc) and loads autograd, which
+// installs the autograd hooks.
+bool anchor_ops_and_autograd() {
+  return true;
+}
+
+}  // namespace detail
+
 }  // namespace dtensor

@@ -688,15 +688,14 @@ TEST_CASE("check_on_all_ranks: an error found on some ranks is raised on every r
 }
 
 // This suite links the core alone (no dtensor::autograd): the members autograd records return
-// the same values unrecorded, and the ones that need the engine say what to link.
+// the same values unrecorded for a DTensor that does not require grad and refuse one that does,
+// and the ones that need the engine say what to link.
 TEST_CASE("DTensor without the autograd and ops layers", "[dtensor][layering]") {
   REQUIRE(dt::detail::autograd_hooks() == nullptr);
   const int w = dt::world_size();
   const dt::DeviceMesh mesh = dt::test::make_mesh({w});
   const dt::Tensor x = dt::test::make_data({w * 2 + 1, 3}, dt::kFloat64);
   dt::DTensor a = dt::distribute_tensor(x, mesh, {S0});
-  a.requires_grad_();  // the autograd state lives in the core
-  CHECK(a.requires_grad());
   const dt::DTensor r = a.redistribute({R});
   CHECK(r.is_leaf());
   CHECK_FALSE(r.requires_grad());
@@ -711,6 +710,20 @@ TEST_CASE("DTensor without the autograd and ops layers", "[dtensor][layering]") 
   const dt::DTensor f = dt::DTensor::from_local(l, mesh, {S0}, false, x.shape());
   CHECK(f.is_leaf());
   CHECK(dt::equal(f.full_tensor(), x));
+  // A DTensor that requires grad is refused by the members autograd would record: its gradient
+  // would be lost silently.
+  dt::DTensor rg = dt::distribute_tensor(x, mesh, {S0});
+  rg.requires_grad_();  // the autograd state lives in the core
+  CHECK(rg.requires_grad());
+  const std::string lost = "requires grad, but the autograd layer (dtensor::autograd)";
+  REQUIRE_THROWS_WITH(rg.redistribute({R}), Contains("[redistribute]") && Contains(lost));
+  REQUIRE_THROWS_WITH(rg.redistribute(mesh, {R}), Contains("[redistribute]") && Contains(lost));
+  REQUIRE_THROWS_WITH(rg.to_local_dtensor(), Contains("[to_local_dtensor]") && Contains(lost));
+  REQUIRE_THROWS_WITH(rg.full_tensor_dtensor(), Contains("[redistribute]") && Contains(lost));
+  dt::DTensor rl = dt::local_dtensor(x);
+  rl.requires_grad_();
+  REQUIRE_THROWS_WITH(dt::DTensor::from_local(rl, mesh, {R}),
+                      Contains("[from_local]") && Contains(lost));
   const std::string not_linked = "the autograd layer (dtensor::autograd), which is not linked";
   REQUIRE_THROWS_WITH(a.backward(a), Contains("[backward]") && Contains(not_linked));
   REQUIRE_THROWS_WITH(a.retain_grad(), Contains("[retain_grad]") && Contains(not_linked));

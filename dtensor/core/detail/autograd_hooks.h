@@ -4,9 +4,12 @@
 // AutogradHooks the autograd library installs when it is loaded (a static registrar in
 // dtensor/autograd/dtensor_autograd.cc). So the core builds, links and tests without autograd:
 // then redistribute / from_local / to_local_dtensor / full_tensor_dtensor return the same values
-// unrecorded, and backward / register_hook / retain_grad raise "[backward] ... the autograd layer
-// (dtensor::autograd) is not linked". The ops layer and everything above link autograd, so
-// wherever an op runs the hooks are installed. Cost: one pointer load and one indirect call.
+// unrecorded for a DTensor that does not require grad and refuse one that does (its gradient
+// would be lost), and backward / register_hook / retain_grad raise "[backward] ... the autograd
+// layer (dtensor::autograd) is not linked". The ops layer and everything above link autograd, so
+// wherever an op runs the hooks are installed; the umbrella header anchors both libraries in a
+// program that includes it (linkers that drop unreferenced libraries, --as-needed, would
+// otherwise leave them unloaded). Cost: one pointer load and one indirect call.
 // Internal (not installed).
 #pragma once
 
