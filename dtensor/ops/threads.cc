@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "dtensor/ops/common/detail/parallel_for.h"
-#include "dtensor/ops/matmul/openblas.h"
+#include "dtensor/ops/matmul/detail/openblas.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {

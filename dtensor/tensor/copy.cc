@@ -1,7 +1,7 @@
 #include <cstring>
 
 #include "dtensor/tensor/convert.h"
-#include "dtensor/tensor/copy_kernel.h"
+#include "dtensor/tensor/detail/copy_kernel.h"
 
 namespace dtensor::detail {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "dtensor/tensor/convert.h"
-#include "dtensor/tensor/copy_cuda.h"
+#include "dtensor/tensor/detail/copy_cuda.h"
 #include "dtensor/tensor/offset_calc_cuda.cuh"
 #include "dtensor/tensor/stream_cuda.h"
 

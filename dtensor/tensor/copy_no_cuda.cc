@@ -1,6 +1,6 @@
 // copy_cuda when the library is built without CUDA: no CUDA tensor can exist, so reaching it
 // is an internal error.
-#include "dtensor/tensor/copy_cuda.h"
+#include "dtensor/tensor/detail/copy_cuda.h"
 
 namespace dtensor::detail {
 

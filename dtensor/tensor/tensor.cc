@@ -3,9 +3,9 @@
 #include <cstring>
 
 #include "dtensor/tensor/convert.h"
-#include "dtensor/tensor/copy_cuda.h"
-#include "dtensor/tensor/copy_kernel.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/copy_cuda.h"
+#include "dtensor/tensor/detail/copy_kernel.h"
 
 namespace dtensor {
 

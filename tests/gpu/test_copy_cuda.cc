@@ -1,6 +1,6 @@
 // Data movement on CUDA (tensor layer: copy_cuda behind copy_, contiguous, to(dtype), cat, pad):
 // results must equal the CPU results bit for bit.
-#include "dtensor/tensor/copy_cuda.h"
+#include "dtensor/tensor/detail/copy_cuda.h"
 #include "dtensor/tensor/shape_ops.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -2,8 +2,8 @@
 #include <cmath>
 
 #include "dtensor/tensor/compare.h"
-#include "dtensor/tensor/copy_kernel.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/copy_kernel.h"
 #include "dtensor/tensor/tensor.h"
 #include "test_util.h"
 

@@ -31,7 +31,7 @@ struct BlasInfo {
   int threads = 0;        // OpenBLAS's thread count now
   std::string warning;    // non-empty when a generic kernel runs on a CPU with AVX2 / AVX-512
   // What runs bfloat16 GEMMs: "oneDNN 2.6.3 (ISA avx512_core_bf16, chosen by dtensor)", or the
-  // sgemm on widened operands and why (dtensor/ops/matmul/onednn.h; DTENSOR_BF16_GEMM).
+  // sgemm on widened operands and why (dtensor/ops/matmul/detail/onednn.h; DTENSOR_BF16_GEMM).
   std::string bf16_gemm;
 };
 
@@ -41,23 +41,4 @@ BlasInfo blas_info();
 // GEMM: oneDNN ...", followed by "; WARNING: ..." when there is a warning.
 std::string blas_info_str();
 
-namespace detail {
-
-// The x86 features the choice depends on (all false elsewhere).
-struct CpuFeatures {
-  bool x86 = false;
-  bool amd = false;
-  bool avx2_fma = false;  // AVX2 and FMA, enabled by the OS
-  bool avx512 = false;    // AVX-512 F, BW, VL and DQ, enabled by the OS
-};
-CpuFeatures detect_cpu_features();
-
-// The OPENBLAS_CORETYPE dtensor sets for a CPU with `f` ("" = leave OpenBLAS's detection).
-std::string_view choose_openblas_core(const CpuFeatures& f);
-// Whether `core` (openblas_get_corename, any case) is a generic fallback for a CPU with `f`: a
-// kernel set without AVX2 on a CPU with AVX2 and FMA (Prescott, Core2, Nehalem, Sandybridge,
-// ...), or without AVX-512 on a CPU with AVX-512 (Haswell, Zen, ...).
-bool is_generic_core(std::string_view core, const CpuFeatures& f);
-
-}  // namespace detail
 }  // namespace dtensor

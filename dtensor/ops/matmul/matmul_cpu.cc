@@ -11,9 +11,9 @@
 
 #include "dtensor/ops/common/detail/gemm.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/detail/onednn.h"
+#include "dtensor/ops/matmul/detail/openblas.h"
 #include "dtensor/ops/matmul/matmul.h"
-#include "dtensor/ops/matmul/onednn.h"
-#include "dtensor/ops/matmul/openblas.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"
 
@@ -165,7 +165,8 @@ Tensor prepare_gemm_operand(const Tensor& x) {
 
 Tensor gemm_cpu(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shape,
                 const Tensor* bias, const Scalar& alpha, const Scalar& beta) {
-  // Compute dtype: float32 for 16-bit inputs (widened by prepare_operand, or bfloat16 for oneDNN).
+  // Compute dtype: float32 for 16-bit inputs (widened by prepare_gemm_operand, or bfloat16 for
+  // oneDNN).
   const bool onednn = a.dtype() == kBFloat16;
   DT_CHECK(b.dtype() == a.dtype(), "[matmul] internal error: prepared operands differ in dtype");
   const DType cdt = onednn ? kFloat32 : a.dtype();

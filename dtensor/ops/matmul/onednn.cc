@@ -3,7 +3,7 @@
 // Loaded (dlopen) rather than linked, as OpenBLAS: a machine without libdnnl keeps today's
 // widen + sgemm path instead of failing to start. Loaded at the first bf16 GEMM or report, not
 // when dtensor loads: most programs never run one, and the library is 40 MB.
-#include "dtensor/ops/matmul/onednn.h"
+#include "dtensor/ops/matmul/detail/onednn.h"
 
 #include <absl/strings/str_cat.h>
 #include <dlfcn.h>
@@ -259,18 +259,32 @@ OnednnBf16Gemm::OnednnBf16Gemm(int64_t n, int64_t m, int64_t k, bool trans_a, in
   lib.attr_destroy(attr);
   // Unimplemented: this ISA has no bf16 matmul (oneDNN 2.6 on AVX2), reached by
   // DTENSOR_BF16_GEMM=onednn.
-  DT_CHECK(status == dnnl_success,
+  DT_CHECK(status != dnnl_unimplemented,
            "[matmul] oneDNN %s has no bf16 matmul for [%d, %d] @ [%d, %d] on ISA %s "
            "(dnnl_status_t %d: %s); unset DTENSOR_BF16_GEMM or set it to sgemm",
            lib.version_str, n, k, k, m, lib.isa, static_cast<int>(status), status_name(status));
-  check(lib.stream_create(&stream_, lib.engine, dnnl_stream_default_flags), "stream");
-  const dnnl_memory_desc_t* descs[3] = {&da, &db, &dc};
-  for (int i = 0; i < 3; ++i) {
-    check(lib.memory_create(&mem_[i], descs[i], lib.engine, DNNL_MEMORY_NONE), "memory");
+  DT_CHECK(status == dnnl_success,
+           "[matmul] oneDNN %s could not create the bf16 matmul for [%d, %d] @ [%d, %d] on ISA "
+           "%s (dnnl_status_t %d: %s)",
+           lib.version_str, n, k, k, m, lib.isa, static_cast<int>(status), status_name(status));
+  // The destructor does not run when the constructor throws: release what exists, then rethrow.
+  try {
+    check(lib.stream_create(&stream_, lib.engine, dnnl_stream_default_flags), "stream");
+    const dnnl_memory_desc_t* descs[3] = {&da, &db, &dc};
+    for (int i = 0; i < 3; ++i) {
+      check(lib.memory_create(&mem_[i], descs[i], lib.engine, DNNL_MEMORY_NONE), "memory");
+    }
+  } catch (...) {
+    release();
+    throw;
   }
 }
 
 OnednnBf16Gemm::~OnednnBf16Gemm() {
+  release();
+}
+
+void OnednnBf16Gemm::release() noexcept {
   const Onednn& lib = onednn();
   for (dnnl_memory* m : mem_) {
     if (m != nullptr) lib.memory_destroy(m);

@@ -1,5 +1,5 @@
 // Loads OpenBLAS with its kernels chosen from the CPU's features (blas_info.h says why).
-#include "dtensor/ops/matmul/openblas.h"
+#include "dtensor/ops/matmul/detail/openblas.h"
 
 #include <absl/strings/ascii.h>
 #include <absl/strings/match.h>
@@ -11,7 +11,8 @@
 #include <cstdlib>
 
 #include "dtensor/collectives/debug_log.h"
-#include "dtensor/ops/matmul/onednn.h"
+#include "dtensor/ops/matmul/detail/cpu_features.h"
+#include "dtensor/ops/matmul/detail/onednn.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {

@@ -1,4 +1,4 @@
-// The CPU bfloat16 GEMM backends (dtensor/ops/matmul/onednn.h): oneDNN and the widen + sgemm
+// The CPU bfloat16 GEMM backends (dtensor/ops/matmul/detail/onednn.h): oneDNN and the widen + sgemm
 // path, each forced through DTENSOR_BF16_GEMM (read at every GEMM), equal a float64 reference
 // within bf16's rounding at odd, transposed, strided, broadcast and empty shapes, through mm,
 // matmul, bmm, addmm, baddbmm and linear; the two agree with each other within one bf16 rounding;
@@ -14,8 +14,8 @@
 
 #include "dtensor/ops/config_str.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/detail/onednn.h"
 #include "dtensor/ops/matmul/matmul.h"
-#include "dtensor/ops/matmul/onednn.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 #include "tests/common/local_op_test_util.h"

@@ -13,6 +13,7 @@
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/ops/config_str.h"
 #include "dtensor/ops/matmul/blas_info.h"
+#include "dtensor/ops/matmul/detail/cpu_features.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/tensor/creation.h"
 

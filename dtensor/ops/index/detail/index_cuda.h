@@ -1,5 +1,5 @@
 // CUDA indexing kernels (index_cuda.cu; index_no_cuda.cc throws when CUDA is off). Arguments
-// are checked by the callers in index_cpu.cc; tensors are contiguous, index int64.
+// are checked by the callers in index.cc; tensors are contiguous, index int64.
 #pragma once
 
 #include "dtensor/ops/common/detail/index_helpers.h"

@@ -7,7 +7,8 @@
 // Zen 5 at one thread (the GEMM shapes of bench_kernels), with the same accuracy: the products of
 // bf16 values are exact in float32 and both accumulate in float32. On a CPU without AVX-512 BF16,
 // oneDNN 2.6 emulates it (avx512_core: 0.4x the sgemm path) or has no bf16 matmul at all (AVX2),
-// so the sgemm path stays there. Internal to the ops library (it includes oneDNN's C header).
+// so the sgemm path stays there. Internal to the ops library (oneDNN's types are only declared
+// here; onednn.cc includes its C header).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,8 @@ class OnednnBf16Gemm {
   void run(const void* a, const void* b, float* c);
 
  private:
+  void release() noexcept;  // destroys what was created (the destructor and a failed constructor)
+
   dnnl_primitive* primitive_ = nullptr;
   dnnl_stream* stream_ = nullptr;
   dnnl_memory* mem_[3] = {nullptr, nullptr, nullptr};  // a, b, c
