@@ -247,7 +247,7 @@ void fill_with(const Op& op, const Tensor& out, uint64_t seed, uint64_t offset,
 template <typename T>
 void fill_typed(const Tensor& out, const RandomSpec& s, uint64_t seed, uint64_t offset,
                 const BlockGeometry& g) {
-  using C = typename RngCompute<T>::type;
+  using C = compute_t<T>;
   constexpr bool kFloating = !std::is_integral_v<T>;
   switch (s.kind) {
     case RandomKind::kUniform:
@@ -286,7 +286,7 @@ void fill_typed(const Tensor& out, const RandomSpec& s, uint64_t seed, uint64_t 
 template <typename T>
 void dropout_typed(const Tensor& input, const Tensor& out, const Tensor& mask, double p,
                    uint64_t seed, uint64_t offset, const BlockGeometry& g) {
-  using C = typename RngCompute<T>::type;
+  using C = compute_t<T>;
   const uint64_t thr = bernoulli_threshold(p);
   const C scale = static_cast<C>(p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
   const T* in = static_cast<const T*>(input.data_ptr());

@@ -127,7 +127,7 @@ void launch_fill(const RngLaunch& l, const Op& op, const Geom& g) {
 
 template <typename T>
 const char* fill_typed(const RngLaunch& l, const Geom& g) {
-  using C = typename RngCompute<T>::type;
+  using C = compute_t<T>;
   constexpr bool kFloating = !std::is_integral_v<T>;
   switch (l.kind) {
     case 0:

@@ -121,22 +121,6 @@ struct dtype_of<bool> {
 template <typename T>
 inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
-// The type arithmetic is done in: float for the 16-bit floats, the type itself otherwise.
-template <typename T>
-struct compute_type {
-  using type = T;
-};
-template <>
-struct compute_type<Half> {
-  using type = float;
-};
-template <>
-struct compute_type<BFloat16> {
-  using type = float;
-};
-template <typename T>
-using compute_t = typename compute_type<T>::type;
-
 // dispatch_dtype(d, [&]<typename T>() { ... }) calls the lambda with T = the element type.
 template <typename F>
 decltype(auto) dispatch_dtype(DType d, F&& f) {

@@ -105,4 +105,22 @@ using BFloat16 = detail::Float16Storage<detail::BFloat16Codec>;
 
 static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2);
 
+// The type arithmetic is done in: float for the 16-bit floats, the type itself otherwise. Here,
+// with the types, so that headers kept free of the library's (rng/detail/distributions_impl.h)
+// use the same rule.
+template <typename T>
+struct compute_type {
+  using type = T;
+};
+template <>
+struct compute_type<Half> {
+  using type = float;
+};
+template <>
+struct compute_type<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using compute_t = typename compute_type<T>::type;
+
 }  // namespace dtensor

@@ -53,26 +53,12 @@ DT_HOST_DEVICE DT_FORCE_INLINE double affine_f64(double a, double s, double x) {
 #endif
 }
 
-// ---- element type traits (kept local so this header needs no library header) ---------------
-template <typename T>
-struct RngCompute {
-  using type = T;
-};
-template <>
-struct RngCompute<Half> {
-  using type = float;
-};
-template <>
-struct RngCompute<BFloat16> {
-  using type = float;
-};
-
 // ---- uniform [low, high) --------------------------------------------------------------------
 // value = low + (high - low) * unit, in float (float32/16-bit types, rounded to T afterwards)
 // or double (float64). With low = 0, high = 1 the value is the exact unit uniform (< 1).
 template <typename T>
 struct UniformOp {
-  using C = typename RngCompute<T>::type;
+  using C = compute_t<T>;
   static constexpr int kWords = sizeof(T) == 8 ? 2 : 1;
   C low, range;
   DT_HOST_DEVICE DT_FORCE_INLINE T operator()(const uint32_t* w) const {
@@ -182,7 +168,7 @@ DT_HOST_DEVICE DT_FORCE_INLINE double box_muller_f64(const uint32_t* w) {
 
 template <typename T>
 struct NormalOp {
-  using C = typename RngCompute<T>::type;
+  using C = compute_t<T>;
   static constexpr int kWords = sizeof(T) == 8 ? 4 : 2;
   C mean, stddev;
   DT_HOST_DEVICE DT_FORCE_INLINE T operator()(const uint32_t* w) const {
@@ -226,7 +212,7 @@ DT_HOST_DEVICE DT_FORCE_INLINE bool dropout_keep(uint32_t w, uint64_t threshold)
 // The scaled dropout mask: keep ? 1 / (1 - p) : 0 (scale = 0 when p == 1).
 template <typename T>
 struct DropoutMaskOp {
-  using C = typename RngCompute<T>::type;
+  using C = compute_t<T>;
   static constexpr int kWords = 1;
   uint64_t threshold;
   C scale;
