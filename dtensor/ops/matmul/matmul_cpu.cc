@@ -11,6 +11,7 @@
 
 #include "dtensor/ops/common/detail/gemm.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/detail/blas_layout.h"
 #include "dtensor/ops/matmul/detail/onednn.h"
 #include "dtensor/ops/matmul/detail/openblas.h"
 #include "dtensor/ops/matmul/matmul.h"
@@ -21,28 +22,8 @@ namespace dtensor {
 
 namespace {
 
-// How BLAS can read a row-major matrix view of r x c elements with strides (sr, sc): as is
-// (trans = false, leading dim ld) or as the transpose of a row-major matrix (trans = true).
-// Strides of size-1 dims do not matter. ok = false means the view needs a contiguous copy.
-struct MatLayout {
-  bool ok = false;
-  bool trans = false;
-  int64_t ld = 0;
-};
-
-MatLayout blas_layout(int64_t r, int64_t c, int64_t sr, int64_t sc) {
-  if ((sc == 1 || c <= 1) && (r <= 1 || sr >= std::max<int64_t>(1, c))) {
-    return {true, false, r <= 1 ? std::max<int64_t>(1, c) : sr};
-  }
-  if ((sr == 1 || r <= 1) && (c <= 1 || sc >= std::max<int64_t>(1, r))) {
-    return {true, true, c <= 1 ? std::max<int64_t>(1, r) : sc};
-  }
-  return {};
-}
-
-MatLayout matrix_layout(const Tensor& x) {
-  return blas_layout(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1));
-}
+using detail::MatLayout;
+using detail::matrix_layout;
 
 void check_blas_size(int64_t v, const char* what) {
   DT_CHECK(v <= std::numeric_limits<blasint>::max(),
@@ -120,13 +101,9 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta
   if constexpr (!std::is_same_v<In, T>) {
     onednn.emplace(n, m, k, la.trans, la.ld, lb.trans, lb.ld, alpha, beta);
   }
-  Shape idx(static_cast<size_t>(nb), 0);
-  for (int64_t bi = 0; bi < batches; ++bi) {
-    int64_t off_a = 0, off_b = 0;
-    for (int64_t d = 0; d < nb; ++d) {
-      off_a += idx[d] * a.stride(d);
-      off_b += idx[d] * b.stride(d);
-    }
+  detail::BatchWalk walk(a, b, out, nb);
+  for (int64_t bi = 0; bi < batches; ++bi, walk.next()) {
+    const int64_t off_a = walk.a_offset(), off_b = walk.b_offset();
     T* pc = c + bi * n * m;
     if constexpr (!std::is_same_v<In, T>) {
       onednn->run(pa + off_a, pb + off_b, pc);
@@ -135,10 +112,6 @@ void gemm_batched(const Tensor& a, const Tensor& b, Tensor& out, T alpha, T beta
     } else {
       int_gemm<T>(n, m, k, alpha, pa + off_a, a.stride(-2), a.stride(-1), pb + off_b, b.stride(-2),
                   b.stride(-1), beta, pc);
-    }
-    for (int64_t d = nb - 1; d >= 0; --d) {
-      if (++idx[d] < out.size(d)) break;
-      idx[d] = 0;
     }
   }
 }

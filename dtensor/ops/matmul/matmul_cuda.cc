@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/detail/blas_layout.h"
 #include "dtensor/ops/matmul/detail/cublas_check_cuda.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/stream_cuda.h"
@@ -38,25 +39,6 @@ cublasHandle_t handle_for(int device) {
     handles[device] = h;
   }
   return handles[device];
-}
-
-struct Layout {
-  bool ok = false;
-  bool trans = false;
-  int64_t ld = 0;
-};
-
-// How cuBLAS reads the row-major r x c view with strides (sr, sc) (as matmul_cpu.cc's BLAS
-// layout): trans = false for row-major, true for a transposed row-major matrix.
-Layout layout_of(const Tensor& x) {
-  const int64_t r = x.size(-2), c = x.size(-1), sr = x.stride(-2), sc = x.stride(-1);
-  if ((sc == 1 || c <= 1) && (r <= 1 || sr >= std::max<int64_t>(1, c))) {
-    return {true, false, r <= 1 ? std::max<int64_t>(1, c) : sr};
-  }
-  if ((sr == 1 || r <= 1) && (c <= 1 || sc >= std::max<int64_t>(1, r))) {
-    return {true, true, c <= 1 ? std::max<int64_t>(1, r) : sc};
-  }
-  return {};
 }
 
 cudaDataType_t cuda_type(DType d) {
@@ -104,7 +86,9 @@ Tensor gemm_cuda(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shap
         mul_(out, beta);
       }
     } else {
-      const Layout la = layout_of(a), lb = layout_of(b);
+      // cuBLAS reads the operands as BLAS does (blas_layout.h): trans = false for row-major,
+      // true for a transposed row-major matrix.
+      const MatLayout la = matrix_layout(a), lb = matrix_layout(b);
       DT_CHECK(la.ok && lb.ok, "[matmul] internal error: operand layout not BLAS-compatible");
       cuda::DeviceGuard guard(dev.index);
       cublasHandle_t h = handle_for(dev.index);
@@ -135,21 +119,13 @@ Tensor gemm_cuda(const Tensor& a, const Tensor& b, DType dtype, IntSpan out_shap
         const int64_t last = nb - 1;
         const int batch = to_int(out.size(last), "batch");
         const int64_t outer = out.numel() / (n * m) / out.size(last);
-        Shape idx(static_cast<size_t>(last), 0);
-        for (int64_t o = 0; o < outer; ++o) {
-          int64_t off_a = 0, off_b = 0;
-          for (int64_t d = 0; d < last; ++d) {
-            off_a += idx[d] * a.stride(d);
-            off_b += idx[d] * b.stride(d);
-          }
+        BatchWalk walk(a, b, out, last);
+        for (int64_t o = 0; o < outer; ++o, walk.next()) {
+          const int64_t off_a = walk.a_offset(), off_b = walk.b_offset();
           DT_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
               h, op_b, op_a, im, in, ik, pal, pb + off_b * isz, ctype, ldb, b.stride(last),
               pa + off_a * isz, ctype, lda, a.stride(last), pbe, pc + o * batch * n * m * isz,
               ctype, im, n * m, batch, compute, CUBLAS_GEMM_DEFAULT));
-          for (int64_t d = last - 1; d >= 0; --d) {
-            if (++idx[d] < out.size(d)) break;
-            idx[d] = 0;
-          }
         }
       }
     }
