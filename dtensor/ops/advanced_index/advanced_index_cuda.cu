@@ -30,17 +30,30 @@ constexpr int kBlock = 256;
 // so kSortRatio * n cannot overflow.)
 constexpr int64_t kSortRatio = 4;
 
+// The gather / put kernels walk the [p, n, q] side element by element: element e belongs to
+// entry i = (e / q) % n of lin and stands, when lin[i] names a slot l >= 0 of this block, at
+// element (a * m + l) * q + b of the [p, m, q] side (a = e / (q n), b = e % q).
+struct IndexedElement {
+  int64_t i;    // the entry of lin
+  int64_t pos;  // the element of the [p, m, q] side; -1 when lin[i] < 0
+};
+__device__ __forceinline__ IndexedElement indexed_element(const int64_t* lin, int64_t e, int64_t n,
+                                                          int64_t m, int64_t q) {
+  const int64_t b = e % q;
+  const int64_t i = (e / q) % n;
+  const int64_t a = e / (q * n);
+  const int64_t l = lin[i];
+  return {i, l < 0 ? int64_t{-1} : (a * m + l) * q + b};
+}
+
 template <typename U>
 __global__ void index_gather_kernel(const U* self, const int64_t* lin, U* out, int64_t total,
                                     int64_t n, int64_t m, int64_t q) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += step) {
-    const int64_t b = e % q;
-    const int64_t i = (e / q) % n;
-    const int64_t a = e / (q * n);
-    const int64_t l = lin[i];
-    out[e] = l < 0 ? U(0) : self[(a * m + l) * q + b];
+    const int64_t pos = indexed_element(lin, e, n, m, q).pos;
+    out[e] = pos < 0 ? U(0) : self[pos];
   }
 }
 
@@ -86,12 +99,10 @@ __global__ void index_write_kernel(U* out, const int64_t* lin, const U* values,
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += step) {
-    const int64_t b = e % q;
-    const int64_t i = (e / q) % n;
-    const int64_t a = e / (q * n);
-    const int64_t l = lin[i];
-    if (l >= 0 && (claim == nullptr || claim[l] == static_cast<unsigned long long>(i + 1))) {
-      out[(a * m + l) * q + b] = values[e];
+    const IndexedElement x = indexed_element(lin, e, n, m, q);
+    if (x.pos >= 0 &&
+        (claim == nullptr || claim[lin[x.i]] == static_cast<unsigned long long>(x.i + 1))) {
+      out[x.pos] = values[e];
     }
   }
 }
@@ -133,11 +144,8 @@ __global__ void index_add_kernel(T* out, const int64_t* lin, const T* values, in
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += step) {
-    const int64_t b = e % q;
-    const int64_t i = (e / q) % n;
-    const int64_t a = e / (q * n);
-    const int64_t l = lin[i];
-    if (l >= 0) atomic_add(out + (a * m + l) * q + b, values[e]);
+    const int64_t pos = indexed_element(lin, e, n, m, q).pos;
+    if (pos >= 0) atomic_add(out + pos, values[e]);
   }
 }
 
