@@ -202,88 +202,89 @@ __global__ void scatter_mean_kernel(T* out, const unsigned long long* count, int
   }
 }
 
-// Reads the out-of-range flag back (synchronises the stream) and raises.
-void raise_if_bad(const Tensor& flag, const char* op, int64_t dim, int64_t size) {
-  const Tensor host = flag.to(Device(kCPU));
-  const int64_t* f = host.data<int64_t>();
-  DT_CHECK(f[0] == 0, "[%s] index %d out of range for dim %d of size %d", op, f[1], dim, size);
-}
+// What every entry point below starts with, on the target's device: the index geometry, the
+// out-of-range flag the kernels set ([0] nonzero, [1] the index) and the index's elements.
+struct IndexLaunch {
+  IndexLaunch(const Tensor& index, const Tensor& target, int64_t dim, const char* op)
+      : g(geometry(index, target, dim, op)),
+        guard(target.device().index),
+        flag(zeros({2}, TensorOptions(kInt64, target.device()))),
+        bad(static_cast<unsigned long long*>(flag.data_ptr())),
+        n(index.numel()),
+        idx(static_cast<const int64_t*>(index.data_ptr())) {}
+
+  // Reads the out-of-range flag back (synchronises the stream) and raises.
+  void raise_if_bad(const char* op, int64_t dim) const {
+    const Tensor host = flag.to(Device(kCPU));
+    const int64_t* f = host.data<int64_t>();
+    DT_CHECK(f[0] == 0, "[%s] index %d out of range for dim %d of size %d", op, f[1], dim, g.size);
+  }
+
+  const Geometry g;
+  cuda::DeviceGuard guard;
+  const Tensor flag;
+  unsigned long long* const bad;
+  const int64_t n;
+  const int64_t* const idx;
+};
 
 }  // namespace
 
 void gather_cuda(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out) {
-  const Geometry g = geometry(index, self, dim, "gather");
-  cuda::DeviceGuard guard(self.device().index);
-  Tensor flag = zeros({2}, TensorOptions(kInt64, self.device()));
-  auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
-  const int64_t n = index.numel();
-  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  const IndexLaunch l(index, self, dim, "gather");
   auto launch = [&](auto tag) {
     using U = decltype(tag);
-    gather_kernel<U><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
-        g, idx, static_cast<const U*>(self.data_ptr()), static_cast<U*>(out.data_ptr()), n, bad);
+    gather_kernel<U><<<cuda::grid_for(l.n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        l.g, l.idx, static_cast<const U*>(self.data_ptr()), static_cast<U*>(out.data_ptr()), l.n,
+        l.bad);
   };
   dispatch_bits(self.itemsize(), launch);  // elements move as raw bits
-  raise_if_bad(flag, "gather", dim, g.size);
+  l.raise_if_bad("gather", dim);
 }
 
 void scatter_add_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
                       int64_t offset, bool masked, const char* op) {
-  const Geometry g = geometry(index, out, dim, op);
-  cuda::DeviceGuard guard(out.device().index);
-  Tensor flag = zeros({2}, TensorOptions(kInt64, out.device()));
-  auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
-  const int64_t n = index.numel();
-  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  const IndexLaunch l(index, out, dim, op);
   auto launch = [&](auto tag) {
     using T = decltype(tag);
-    scatter_add_kernel<T><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
-        g, idx, static_cast<const T*>(src.data_ptr()), static_cast<T*>(out.data_ptr()), n, offset,
-        masked, bad);
+    scatter_add_kernel<T><<<cuda::grid_for(l.n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        l.g, l.idx, static_cast<const T*>(src.data_ptr()), static_cast<T*>(out.data_ptr()), l.n,
+        offset, masked, l.bad);
   };
   dispatch_atomic_dtype(out.dtype(), op, "scatter-add", launch);
-  if (!masked) raise_if_bad(flag, op, dim, g.size);
+  if (!masked) l.raise_if_bad(op, dim);
 }
 
 void scatter_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
                   int64_t offset, bool masked, const char* op) {
-  const Geometry g = geometry(index, out, dim, op);
-  cuda::DeviceGuard guard(out.device().index);
-  Tensor flag = zeros({2}, TensorOptions(kInt64, out.device()));
+  const IndexLaunch l(index, out, dim, op);
   Tensor claims = zeros({out.numel()}, TensorOptions(kInt64, out.device()));
-  auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
   auto* claim = static_cast<unsigned long long*>(claims.data_ptr());
-  const int64_t n = index.numel();
-  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
-  scatter_claim_kernel<<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
-      g, idx, n, offset, masked, bad, claim);
+  scatter_claim_kernel<<<cuda::grid_for(l.n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+      l.g, l.idx, l.n, offset, masked, l.bad, claim);
   auto launch = [&](auto tag) {
     using U = decltype(tag);
-    scatter_write_kernel<U><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
-        g, idx, static_cast<const U*>(src.data_ptr()), static_cast<U*>(out.data_ptr()), n, offset,
-        claim);
+    scatter_write_kernel<U><<<cuda::grid_for(l.n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        l.g, l.idx, static_cast<const U*>(src.data_ptr()), static_cast<U*>(out.data_ptr()), l.n,
+        offset, claim);
   };
   dispatch_bits(out.itemsize(), launch);  // elements move as raw bits
-  if (!masked) raise_if_bad(flag, op, dim, g.size);
+  if (!masked) l.raise_if_bad(op, dim);
 }
 
 void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
                          int64_t offset, bool masked, ScatterReduceOp reduce, bool include_self,
                          const char* op) {
-  const Geometry g = geometry(index, out, dim, op);
-  cuda::DeviceGuard guard(out.device().index);
-  Tensor flag = zeros({2}, TensorOptions(kInt64, out.device()));
-  auto* bad = static_cast<unsigned long long*>(flag.data_ptr());
-  const int64_t n = index.numel(), numel = out.numel();
-  const auto* idx = static_cast<const int64_t*>(index.data_ptr());
+  const IndexLaunch l(index, out, dim, op);
+  const int64_t numel = out.numel();
   const bool counts = reduce == ScatterReduceOp::kMean || !include_self;
   Tensor count_t;
   unsigned long long* count = nullptr;
   if (counts) {
     count_t = zeros({numel}, TensorOptions(kInt64, out.device()));
     count = static_cast<unsigned long long*>(count_t.data_ptr());
-    scatter_count_kernel<<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
-        g, idx, n, offset, masked, bad, count);
+    scatter_count_kernel<<<cuda::grid_for(l.n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        l.g, l.idx, l.n, offset, masked, l.bad, count);
   }
   auto launch = [&](auto tag) {
     using T = decltype(tag);
@@ -314,8 +315,8 @@ void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, co
     }
     auto reduce_with = [&](auto update) {
       scatter_reduce_kernel<T, decltype(update)>
-          <<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
-              g, idx, v, o, n, offset, masked, bad, update);
+          <<<cuda::grid_for(l.n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+              l.g, l.idx, v, o, l.n, offset, masked, l.bad, update);
     };
     switch (reduce) {
       case ScatterReduceOp::kSum:
@@ -338,7 +339,7 @@ void scatter_reduce_cuda(const Tensor& out, int64_t dim, const Tensor& index, co
     }
   };
   dispatch_atomic_dtype(out.dtype(), op, "scatter_reduce", launch);
-  if (!masked) raise_if_bad(flag, op, dim, g.size);
+  if (!masked) l.raise_if_bad(op, dim);
 }
 
 }  // namespace dtensor::detail
