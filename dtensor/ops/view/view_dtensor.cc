@@ -24,6 +24,15 @@ DTensor dispatch_one(const OpInfo& op, const DTensor& x, absl::Span<const ArgVal
   return dispatch(op, {&x}, args);
 }
 
+// cat / stack: the op over a non-empty list of tensors along dim.
+DTensor dispatch_list(const OpInfo& op, const std::vector<DTensor>& tensors, int64_t dim) {
+  DT_CHECK(!tensors.empty(), "[%s] expected a non-empty list of tensors", op.name);
+  absl::InlinedVector<const DTensor*, 4> in;
+  for (const DTensor& x : tensors) in.push_back(&x);
+  const ArgValue args[] = {dim};
+  return dispatch(op, in, args);
+}
+
 std::vector<DTensor> to_vector(DTensorList list) {
   return std::vector<DTensor>(std::make_move_iterator(list.begin()),
                               std::make_move_iterator(list.end()));
@@ -137,19 +146,11 @@ DTensor select(const DTensor& x, int64_t dim, int64_t index) {
 }
 
 DTensor cat(const std::vector<DTensor>& tensors, int64_t dim) {
-  DT_CHECK(!tensors.empty(), "[cat] expected a non-empty list of tensors");
-  absl::InlinedVector<const DTensor*, 4> in;
-  for (const DTensor& x : tensors) in.push_back(&x);
-  const ArgValue args[] = {dim};
-  return dispatch(DT_VIEW_OP("cat"), in, args);
+  return dispatch_list(DT_VIEW_OP("cat"), tensors, dim);
 }
 
 DTensor stack(const std::vector<DTensor>& tensors, int64_t dim) {
-  DT_CHECK(!tensors.empty(), "[stack] expected a non-empty list of tensors");
-  absl::InlinedVector<const DTensor*, 4> in;
-  for (const DTensor& x : tensors) in.push_back(&x);
-  const ArgValue args[] = {dim};
-  return dispatch(DT_VIEW_OP("stack"), in, args);
+  return dispatch_list(DT_VIEW_OP("stack"), tensors, dim);
 }
 
 std::vector<DTensor> split(const DTensor& x, IntSpan split_sizes, int64_t dim) {
