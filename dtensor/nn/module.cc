@@ -188,6 +188,11 @@ void Module::reset_parameters(Generator* gen) {
   for (auto& [name, m] : named_modules()) m->reset_own_parameters(gen);
 }
 
+Module& Module::train(bool mode) {
+  for (auto& [name, m] : named_modules()) m->training_ = mode;
+  return *this;
+}
+
 void Module::register_forward_pre_hook(ForwardPreHook hook) {
   pre_hooks_.push_back(std::move(hook));
 }

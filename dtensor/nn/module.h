@@ -110,6 +110,14 @@ class Module {
   // bit, whatever the plan. `gen` must belong to the parameters' device.
   void reset_parameters(Generator* gen = nullptr);
 
+  // ---- mode --------------------------------------------------------------------------------
+  // PyTorch's train(mode) / eval(): sets the training flag of every module of the tree; a new
+  // module is in training mode. Layers whose forward differs (BatchNorm, InstanceNorm with
+  // running statistics: dtensor/nn/norm_layers.h) read is_training().
+  Module& train(bool mode = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
   // ---- hooks -------------------------------------------------------------------------------
   void register_forward_pre_hook(ForwardPreHook hook);
   void register_forward_hook(ForwardHook hook);
@@ -131,6 +139,7 @@ class Module {
   std::vector<std::pair<std::string, DTensor>> params_;
   std::vector<ForwardPreHook> pre_hooks_;
   std::vector<ForwardHook> hooks_;
+  bool training_ = true;  // see train()
 };
 
 // Options every module constructor takes: parameter dtype and device, and the generator the

@@ -7,4 +7,5 @@
 #include "dtensor/nn/layers.h"
 #include "dtensor/nn/loss.h"
 #include "dtensor/nn/module.h"
+#include "dtensor/nn/norm_layers.h"
 #include "dtensor/nn/transformer.h"

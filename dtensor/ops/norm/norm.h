@@ -97,4 +97,60 @@ DTensor layer_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& we
 DTensor rms_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weight = DTensor(),
                  std::optional<double> eps = std::nullopt);
 
+// ---- normalisation layers: batch_norm, group_norm, instance_norm ----------------------------
+// torch.nn.functional.batch_norm, group_norm and
+// instance_norm on local tensors and DTensors, for x of shape [N, C, *] (batch, channels, any
+// spatial dims).
+//
+// They are written with the library's registered ops (sum, stack, select, pointwise math,
+// reshape and layer_norm), so their backward, their CUDA path and their sharding rules are those
+// ops': autograd differentiates through the batch statistics (training mode), which gives
+// PyTorch's batch-norm backward grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)).
+//
+// Running statistics (batch_norm, instance_norm): running_mean and running_var are optional
+// (undefined when absent), of shape [C] and updated IN PLACE when training (use_input_stats)
+// with PyTorch's rule running = (1 - momentum) * running + momentum * batch_stat, the batch
+// variance taken unbiased (n / (n - 1)). For DTensors they are Replicate or sharded like the
+// channels (Shard(0) on the mesh dims where x is Shard(1)); the update is written into each
+// rank's local shard, from the globally reduced statistics, so every rank holds the same values.
+// They never require grad.
+
+// torch.nn.functional.batch_norm. training: normalise with the batch statistics over every dim
+// but 1 (biased variance) and update the running statistics when given; otherwise normalise
+// with running_mean and running_var (required then). weight and bias ([C]) are optional.
+// Statistics come from the sums of x and x * x in float64 (var = E[x^2] - E[x]^2), so a
+// batch-sharded DTensor x (Shard(0), or any non-channel dim) reduces them with ONE all-reduce
+// of a [2, C] tensor per call: SyncBatchNorm semantics, the result equals the batch norm of the
+// full batch. A channel-sharded x (Shard(1)) needs no communication.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
+DTensor batch_norm(const DTensor& input, const DTensor& running_mean, const DTensor& running_var,
+                   const DTensor& weight = DTensor(), const DTensor& bias = DTensor(),
+                   bool training = false, double momentum = 0.1, double eps = 1e-5);
+
+// torch.nn.functional.group_norm: the C channels in num_groups groups of C / num_groups (C must
+// divide), each (sample, group) normalised over its channels and spatial dims (layer_norm of x
+// viewed [N, num_groups, -1]), then the per-channel weight and bias. A DTensor x sharded on the
+// batch needs no communication; sharded on the channels, the view decides (a split that cuts
+// a group is redistributed).
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+DTensor group_norm(const DTensor& input, int64_t num_groups, const DTensor& weight = DTensor(),
+                   const DTensor& bias = DTensor(), double eps = 1e-5);
+
+// torch.nn.functional.instance_norm: use_input_stats normalises every (sample, channel) over
+// its spatial dims (group_norm with C groups; batch or channel sharding needs no communication)
+// and, when the running statistics are given, updates them with the per-instance statistics
+// averaged over the batch (an all-reduce when the batch is sharded); otherwise it normalises
+// with the running statistics (batch_norm in eval mode).
+Tensor instance_norm(const Tensor& input, const Tensor& running_mean = Tensor(),
+                     const Tensor& running_var = Tensor(), const Tensor& weight = Tensor(),
+                     const Tensor& bias = Tensor(), bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+DTensor instance_norm(const DTensor& input, const DTensor& running_mean = DTensor(),
+                      const DTensor& running_var = DTensor(), const DTensor& weight = DTensor(),
+                      const DTensor& bias = DTensor(), bool use_input_stats = true,
+                      double momentum = 0.1, double eps = 1e-5);
+
 }  // namespace dtensor

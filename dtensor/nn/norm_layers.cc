@@ -1,0 +1,157 @@
+#include "dtensor/nn/norm_layers.h"
+
+#include "dtensor/nn/functional.h"
+#include "dtensor/nn/layers.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::nn {
+namespace {
+
+// `name` of m taken onto x's mesh (functional::on_mesh), or undefined when m has none.
+DTensor param_on_input(const Module& m, std::string_view name, const DTensor& x) {
+  return m.has_param(name)
+             ? functional::on_mesh(m.param(name), x.device_mesh(), m.type_name(), name)
+             : DTensor();
+}
+
+// A buffer taken onto x's mesh: a local buffer becomes a Replicate DTensor sharing its storage,
+// so the op's in-place update writes the module's value.
+DTensor buffer_on_input(const Module& m, const DTensor& b, const DTensor& x) {
+  return functional::on_mesh(b, x.device_mesh(), m.type_name(), "running statistic");
+}
+
+void register_affine(Module& m, int64_t c, bool affine, const ModuleOptions& opts) {
+  if (!affine) return;
+  m.register_parameter("weight", detail::constant_parameter({c}, 1.0, opts));
+  m.register_parameter("bias", detail::constant_parameter({c}, 0.0, opts));
+}
+
+void reset_affine(Module& m) {
+  if (m.has_param("weight")) Tensor(m.param("weight").to_local()).fill_(Scalar(1.0));
+  if (m.has_param("bias")) Tensor(m.param("bias").to_local()).zero_();
+}
+
+// The running statistics' initial values: zeros (mean) and ones (var), no gradient.
+void make_running_stats(int64_t c, const ModuleOptions& opts, DTensor& mean, DTensor& var) {
+  mean = detail::constant_parameter({c}, 0.0, opts).detach();
+  var = detail::constant_parameter({c}, 1.0, opts).detach();
+}
+
+}  // namespace
+
+// ---- BatchNorm ------------------------------------------------------------------------------
+BatchNorm::BatchNorm(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
+                     bool track_running_stats, ModuleOptions opts)
+    : num_features_(num_features), eps_(eps), momentum_(momentum) {
+  DT_CHECK(num_features > 0, "[BatchNorm] num_features %d must be > 0", num_features);
+  register_affine(*this, num_features, affine, opts);
+  if (track_running_stats) make_running_stats(num_features, opts, running_mean_, running_var_);
+}
+
+void BatchNorm::reset_running_stats() {
+  if (!running_mean_.defined()) return;
+  Tensor(running_mean_.to_local()).zero_();
+  Tensor(running_var_.to_local()).fill_(Scalar(1.0));
+  num_batches_tracked_ = 0;
+}
+
+void BatchNorm::reset_own_parameters(Generator*) {
+  reset_running_stats();
+  reset_affine(*this);
+}
+
+void BatchNorm::check_input_dim(const DTensor& x) const {
+  DT_CHECK(x.dim() >= 2, "[%s] expected an input of at least 2 dims (N, C, ...), got %s",
+           type_name(), shape_str(x.shape()));
+}
+
+void BatchNorm1d::check_input_dim(const DTensor& x) const {
+  DT_CHECK(x.dim() == 2 || x.dim() == 3, "[%s] expected 2D or 3D input (got %dD input)",
+           type_name(), x.dim());
+}
+
+void BatchNorm2d::check_input_dim(const DTensor& x) const {
+  DT_CHECK(x.dim() == 4, "[%s] expected 4D input (got %dD input)", type_name(), x.dim());
+}
+
+void BatchNorm3d::check_input_dim(const DTensor& x) const {
+  DT_CHECK(x.dim() == 5, "[%s] expected 5D input (got %dD input)", type_name(), x.dim());
+}
+
+DTensor BatchNorm::forward(const DTensor& x) {
+  DT_CHECK(x.defined(), "[%s] input is undefined (expected a DTensor)", type_name());
+  check_input_dim(x);
+  // PyTorch's _BatchNorm.forward: the step is counted in training mode, momentum = None is
+  // the cumulative average, and without running statistics the batch statistics are used in
+  // eval mode too.
+  double factor = momentum_.value_or(0.0);
+  if (is_training() && running_mean_.defined()) {
+    ++num_batches_tracked_;
+    if (!momentum_) factor = 1.0 / static_cast<double>(num_batches_tracked_);
+  }
+  const bool use_batch_stats = is_training() || !running_mean_.defined();
+  return ::dtensor::batch_norm(x, buffer_on_input(*this, running_mean_, x),
+                               buffer_on_input(*this, running_var_, x),
+                               param_on_input(*this, "weight", x), param_on_input(*this, "bias", x),
+                               use_batch_stats, factor, eps_);
+}
+
+// ---- GroupNorm ------------------------------------------------------------------------------
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine,
+                     ModuleOptions opts)
+    : num_groups_(num_groups), eps_(eps) {
+  DT_CHECK(num_groups > 0 && num_channels % num_groups == 0,
+           "[GroupNorm] num_channels %d must be divisible by num_groups %d", num_channels,
+           num_groups);
+  register_affine(*this, num_channels, affine, opts);
+}
+
+void GroupNorm::reset_own_parameters(Generator*) {
+  reset_affine(*this);
+}
+
+DTensor GroupNorm::forward(const DTensor& x) {
+  DT_CHECK(x.defined(), "[GroupNorm] input is undefined (expected a DTensor)");
+  return ::dtensor::group_norm(x, num_groups_, param_on_input(*this, "weight", x),
+                               param_on_input(*this, "bias", x), eps_);
+}
+
+// ---- InstanceNorm ---------------------------------------------------------------------------
+InstanceNorm::InstanceNorm(int64_t num_features, double eps, double momentum, bool affine,
+                           bool track_running_stats, ModuleOptions opts)
+    : num_features_(num_features), eps_(eps), momentum_(momentum) {
+  DT_CHECK(num_features > 0, "[InstanceNorm] num_features %d must be > 0", num_features);
+  register_affine(*this, num_features, affine, opts);
+  if (track_running_stats) make_running_stats(num_features, opts, running_mean_, running_var_);
+}
+
+void InstanceNorm::reset_own_parameters(Generator*) {
+  if (running_mean_.defined()) {
+    Tensor(running_mean_.to_local()).zero_();
+    Tensor(running_var_.to_local()).fill_(Scalar(1.0));
+  }
+  reset_affine(*this);
+}
+
+DTensor InstanceNorm::forward(const DTensor& x) {
+  DT_CHECK(x.defined(), "[%s] input is undefined (expected a DTensor)", type_name());
+  const int64_t batched = spatial_dims() + 2;
+  DT_CHECK(x.dim() == batched || x.dim() == batched - 1,
+           "[%s] expected %dD or %dD input (got %dD input)", type_name(), batched - 1, batched,
+           x.dim());
+  const int64_t channel_dim = x.dim() == batched ? 1 : 0;
+  DT_CHECK(x.size(channel_dim) == num_features_,
+           "[%s] expected input's size at dim=%d to match num_features (%d), but got: %d.",
+           type_name(), channel_dim, num_features_, x.size(channel_dim));
+  // PyTorch: the input statistics in training mode or without running statistics.
+  const bool use_input_stats = is_training() || !running_mean_.defined();
+  const DTensor xb = x.dim() == batched ? x : x.unsqueeze(0);
+  DTensor y = ::dtensor::instance_norm(
+      xb, buffer_on_input(*this, running_mean_, x), buffer_on_input(*this, running_var_, x),
+      param_on_input(*this, "weight", x), param_on_input(*this, "bias", x), use_input_stats,
+      momentum_, eps_);
+  return x.dim() == batched ? y : y.squeeze(0);
+}
+
+}  // namespace dtensor::nn

@@ -1,0 +1,157 @@
+// Normalisation layers over the channels of [N, C, *] inputs: BatchNorm1d/2d/3d, SyncBatchNorm,
+// GroupNorm, InstanceNorm1d/2d (PyTorch names, arguments, defaults, parameter and buffer
+// initialisation), written with dtensor/ops/norm/norm.h.
+//
+// Running statistics are buffers, not parameters (no gradient, not in parameters()): local
+// DTensors (self mesh) running_mean [C] (zeros) and running_var [C] (ones), taken as Replicate
+// on the input's mesh in forward, so the in-place update of a training step writes the module's
+// own values, identical on every rank. The mode is Module::train() / eval().
+//
+// SyncBatchNorm is BatchNorm on any [N, C, *] input: dtensor's batch_norm on a batch-sharded
+// DTensor already computes the global statistics with one all-reduce (no process group to pass;
+// the input's mesh says which ranks share the batch).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dtensor/nn/module.h"
+
+namespace dtensor::nn {
+
+// Batch normalisation over every dim but the channels (dim 1). Parameters "weight" [C] (ones)
+// and "bias" [C] (zeros) when affine. momentum = nullopt: the cumulative moving average
+// (momentum 1 / num_batches_tracked), as PyTorch's momentum=None. In training mode (or without
+// running statistics) the batch statistics normalise and update the running ones; in eval mode
+// the running statistics normalise.
+class BatchNorm : public Module {
+ public:
+  BatchNorm(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+            bool affine = true, bool track_running_stats = true, ModuleOptions opts = {});
+  std::string type_name() const override { return "BatchNorm"; }
+  DTensor forward(const DTensor& x) override;
+
+  int64_t num_features() const { return num_features_; }
+  double eps() const { return eps_; }
+  std::optional<double> momentum() const { return momentum_; }
+  bool track_running_stats() const { return running_mean_.defined(); }
+  // The buffers (undefined without track_running_stats).
+  const DTensor& running_mean() const { return running_mean_; }
+  const DTensor& running_var() const { return running_var_; }
+  int64_t num_batches_tracked() const { return num_batches_tracked_; }
+  // PyTorch's reset_running_stats(): zeros, ones, 0.
+  void reset_running_stats();
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+  // Throws "[<type>] expected ..." when x's dim count is not one the layer takes.
+  virtual void check_input_dim(const DTensor& x) const;
+
+ private:
+  int64_t num_features_;
+  double eps_;
+  std::optional<double> momentum_;
+  DTensor running_mean_;
+  DTensor running_var_;
+  int64_t num_batches_tracked_ = 0;
+};
+
+// [N, C] or [N, C, L].
+class BatchNorm1d : public BatchNorm {
+ public:
+  using BatchNorm::BatchNorm;
+  std::string type_name() const override { return "BatchNorm1d"; }
+
+ protected:
+  void check_input_dim(const DTensor& x) const override;
+};
+
+// [N, C, H, W].
+class BatchNorm2d : public BatchNorm {
+ public:
+  using BatchNorm::BatchNorm;
+  std::string type_name() const override { return "BatchNorm2d"; }
+
+ protected:
+  void check_input_dim(const DTensor& x) const override;
+};
+
+// [N, C, D, H, W].
+class BatchNorm3d : public BatchNorm {
+ public:
+  using BatchNorm::BatchNorm;
+  std::string type_name() const override { return "BatchNorm3d"; }
+
+ protected:
+  void check_input_dim(const DTensor& x) const override;
+};
+
+// Any [N, C, *] input (see the file comment).
+class SyncBatchNorm : public BatchNorm {
+ public:
+  using BatchNorm::BatchNorm;
+  std::string type_name() const override { return "SyncBatchNorm"; }
+};
+
+// Group normalisation: "weight" [num_channels] (ones) and "bias" (zeros) when affine.
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true,
+            ModuleOptions opts = {});
+  std::string type_name() const override { return "GroupNorm"; }
+  DTensor forward(const DTensor& x) override;
+  int64_t num_groups() const { return num_groups_; }
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+
+ private:
+  int64_t num_groups_;
+  double eps_;
+};
+
+// Instance normalisation (PyTorch's defaults: affine = false, track_running_stats = false).
+// Takes a batched [N, C, *spatial] or an unbatched [C, *spatial] input (spatial_dims() spatial
+// dims). With running statistics, eval mode normalises with them.
+class InstanceNorm : public Module {
+ public:
+  InstanceNorm(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+               bool track_running_stats = false, ModuleOptions opts = {});
+  std::string type_name() const override { return "InstanceNorm"; }
+  DTensor forward(const DTensor& x) override;
+  const DTensor& running_mean() const { return running_mean_; }
+  const DTensor& running_var() const { return running_var_; }
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+  // The number of spatial dims of a batched input (1 for InstanceNorm1d).
+  virtual int64_t spatial_dims() const = 0;
+
+ private:
+  int64_t num_features_;
+  double eps_;
+  double momentum_;
+  DTensor running_mean_;
+  DTensor running_var_;
+};
+
+class InstanceNorm1d : public InstanceNorm {
+ public:
+  using InstanceNorm::InstanceNorm;
+  std::string type_name() const override { return "InstanceNorm1d"; }
+
+ protected:
+  int64_t spatial_dims() const override { return 1; }
+};
+
+class InstanceNorm2d : public InstanceNorm {
+ public:
+  using InstanceNorm::InstanceNorm;
+  std::string type_name() const override { return "InstanceNorm2d"; }
+
+ protected:
+  int64_t spatial_dims() const override { return 2; }
+};
+
+}  // namespace dtensor::nn

@@ -1,0 +1,185 @@
+// batch_norm, group_norm and instance_norm written once for local tensors and DTensors
+// (norm_layers.cc, norm_layers_dtensor.cc): the same registered ops serve both, so the DTensor
+// result is the local one of the full tensor. The few steps that differ (reducing a Partial
+// statistic, updating a running buffer in place, detaching) are overloads below.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/shape_ops.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor::detail {
+
+// ---- what differs between Tensor and DTensor ----------------------------------------------
+inline Tensor no_grad_value(const Tensor& t) {
+  return t;
+}
+inline DTensor no_grad_value(const DTensor& t) {
+  return t.detach();
+}
+
+// A local statistic is complete; a DTensor one is made Replicate along its Partial mesh dims
+// (one all-reduce), keeping its shards.
+inline Tensor reduce_partials(const Tensor& t) {
+  return t;
+}
+inline DTensor reduce_partials(const DTensor& t) {
+  Placements p = t.placements();
+  bool any = false;
+  for (Placement& q : p) {
+    if (q.is_partial()) q = Replicate(), any = true;
+  }
+  return any ? t.redistribute(p) : t;
+}
+
+// running = (1 - momentum) * running + momentum * stat, written into `running`'s storage (a
+// DTensor's local shard, after `stat` is laid out like it).
+inline void update_running(const Tensor& running, const Tensor& stat, double momentum) {
+  Tensor(running).copy_(
+      cast(add(mul(running, 1.0 - momentum), mul(stat, momentum)), running.dtype()));
+}
+inline void update_running(const DTensor& running, const DTensor& stat, double momentum) {
+  DTensor s = stat.detach();
+  if (s.placements() != running.placements() || s.device_mesh() != running.device_mesh()) {
+    s = s.redistribute(running.device_mesh(), running.placements());
+  }
+  const Tensor& r = running.to_local();
+  Tensor(r).copy_(cast(add(mul(r, 1.0 - momentum), mul(s.to_local(), momentum)), r.dtype()));
+}
+
+// ---- the shared math ----------------------------------------------------------------------
+// [1, C, 1, ...]: a per-channel [C] tensor broadcast against x.
+inline Shape channel_shape(const Shape& x) {
+  Shape s(x.size(), 1);
+  s[1] = x[1];
+  return s;
+}
+
+template <class T>
+void check_channel_tensor(const T& t, int64_t c, const char* op, const char* what) {
+  DT_CHECK(!t.defined() || (t.dim() == 1 && t.size(0) == c),
+           "[%s] %s has shape %s, expected [%d] (the input's channels)", op, what,
+           shape_str(t.shape()), c);
+}
+
+template <class T>
+int64_t check_norm_input(const T& x, int64_t min_dims, const char* op) {
+  DT_CHECK(x.defined() && x.dim() >= min_dims && is_floating(x.dtype()),
+           "[%s] input must be a floating tensor of at least %d dims (N, C, ...), got %s", op,
+           min_dims, x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  return x.size(1);
+}
+
+// x * scale + shift with per-channel scale and shift ([C]).
+template <class T>
+T channel_affine(const T& x, const T& scale, const T& shift) {
+  const Shape cs = channel_shape(x.shape());
+  return add(mul(x, reshape(scale, cs)), reshape(shift, cs));
+}
+
+template <class T>
+T batch_norm_impl(const T& x, const T& running_mean, const T& running_var, const T& weight,
+                  const T& bias, bool training, double momentum, double eps) {
+  constexpr const char* kOp = "batch_norm";
+  const int64_t c = check_norm_input(x, 2, kOp);
+  check_channel_tensor(running_mean, c, kOp, "running_mean");
+  check_channel_tensor(running_var, c, kOp, "running_var");
+  check_channel_tensor(weight, c, kOp, "weight");
+  check_channel_tensor(bias, c, kOp, "bias");
+  T mean, var;
+  if (training) {
+    const int64_t n = c == 0 ? 0 : x.numel() / c;
+    DT_CHECK(n > 1,
+             "[%s] expected more than 1 value per channel when training, got input of shape %s",
+             kOp, shape_str(x.shape()));
+    // Sums of x and x * x over every dim but the channels, stacked: ONE [2, C] statistic, so a
+    // batch-sharded DTensor reduces both with one all-reduce. In float64: var = E[x^2] - E[x]^2
+    // then keeps float32 (and 16-bit) data's precision unless |mean| / std exceeds ~10^4.
+    std::vector<int64_t> dims = {1};
+    for (int64_t d = 3; d <= x.dim(); ++d) dims.push_back(d);
+    const T xw = x.dtype() == kFloat64 ? x : cast(x, kFloat64);
+    const T sums = reduce_partials(sum(stack({xw, mul(xw, xw)}, 0), dims));
+    const double inv_n = 1.0 / static_cast<double>(n);
+    mean = mul(select(sums, 0, 0), inv_n);
+    var = sub(mul(select(sums, 0, 1), inv_n), mul(mean, mean));
+    // PyTorch updates running_var with the unbiased batch variance.
+    if (running_mean.defined()) update_running(running_mean, no_grad_value(mean), momentum);
+    if (running_var.defined()) {
+      update_running(running_var,
+                     mul(no_grad_value(var), static_cast<double>(n) / static_cast<double>(n - 1)),
+                     momentum);
+    }
+  } else {
+    DT_CHECK(running_mean.defined() && running_var.defined(),
+             "[%s] running_mean and running_var must be defined when training is false", kOp);
+    mean = no_grad_value(running_mean);
+    var = no_grad_value(running_var);
+  }
+  // y = (x - mean) * rstd * weight + bias = x * scale + shift: two full-size ops.
+  T scale = rsqrt(add(var, eps));
+  if (weight.defined()) scale = mul(scale, weight);
+  const T shifted = mul(mean, scale);
+  const T shift = bias.defined() ? sub(bias, shifted) : mul(shifted, -1.0);
+  // The statistics' float64 rounds once to x's dtype, in the [C] factors.
+  const auto as_x = [&](const T& t) { return t.dtype() == x.dtype() ? t : cast(t, x.dtype()); };
+  return channel_affine(x, as_x(scale), as_x(shift));
+}
+
+template <class T>
+T group_norm_impl(const T& x, int64_t num_groups, const T& weight, const T& bias, double eps,
+                  const char* op = "group_norm") {
+  const int64_t c = check_norm_input(x, 2, op);
+  DT_CHECK(num_groups > 0 && c % num_groups == 0,
+           "[%s] expected the number of channels %d to be divisible by num_groups %d", op, c,
+           num_groups);
+  check_channel_tensor(weight, c, op, "weight");
+  check_channel_tensor(bias, c, op, "bias");
+  const Shape& s = x.shape();
+  int64_t m = c / num_groups;
+  for (int64_t d = 2; d < x.dim(); ++d) m *= s[d];
+  const int64_t rows[] = {s[0], num_groups, m};
+  T y = reshape(layer_norm(reshape(x, rows), IntSpan(&m, 1), T(), T(), eps), s);
+  const Shape cs = channel_shape(s);
+  if (weight.defined()) y = mul(y, reshape(weight, cs));
+  if (bias.defined()) y = add(y, reshape(bias, cs));
+  return y;
+}
+
+template <class T>
+T instance_norm_impl(const T& x, const T& running_mean, const T& running_var, const T& weight,
+                     const T& bias, bool use_input_stats, double momentum, double eps) {
+  constexpr const char* kOp = "instance_norm";
+  const int64_t c = check_norm_input(x, 3, kOp);
+  if (!use_input_stats) {
+    return batch_norm_impl(x, running_mean, running_var, weight, bias, false, momentum, eps);
+  }
+  check_channel_tensor(running_mean, c, kOp, "running_mean");
+  check_channel_tensor(running_var, c, kOp, "running_var");
+  T y = group_norm_impl(x, c, weight, bias, eps, kOp);
+  if (running_mean.defined() || running_var.defined()) {
+    // PyTorch's rule: each instance updates the running statistics as batch_norm would, and
+    // the batch's updates are averaged: the per-instance mean and unbiased variance, averaged
+    // over the batch.
+    std::vector<int64_t> spatial;
+    for (int64_t d = 2; d < x.dim(); ++d) spatial.push_back(d);
+    const T xd = no_grad_value(x);
+    const int64_t batch[] = {0};
+    if (running_mean.defined()) {
+      update_running(running_mean, mean(mean(xd, spatial), batch), momentum);
+    }
+    if (running_var.defined()) {
+      update_running(running_var, mean(var(xd, spatial, 1), batch), momentum);
+    }
+  }
+  return y;
+}
+
+}  // namespace dtensor::detail
