@@ -3,6 +3,7 @@
 #pragma once
 
 #include "dtensor/nn/activation.h"
+#include "dtensor/nn/conv.h"
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/nn/loss.h"

@@ -18,6 +18,7 @@ void register_all(Registry& registry) {
   register_loss_ops(registry);
   register_scan_ops(registry);
   register_attention_ops(registry);
+  register_conv_ops(registry);
 }
 
 namespace detail {

@@ -44,6 +44,9 @@ void register_scan_ops(Registry& registry);
 void register_attention_ops(Registry& registry);
 // gather_target, the target pick of the DTensor cross_entropy (dtensor/ops/loss/loss_strategy.cc).
 void register_loss_ops(Registry& registry);
+// convolution (conv1d/2d/3d, conv_transpose1d/2d/3d) and convolution_backward
+// (dtensor/ops/conv/conv_strategy.cc).
+void register_conv_ops(Registry& registry);
 
 // Calls every register_<family>_ops above on `registry`. Not idempotent: registering the same
 // op twice throws; registered_ops() calls it exactly once.

@@ -1,0 +1,108 @@
+// DTensor forms of the convolutions (registered in conv_strategy.cc): one convolution op, the
+// bias added as a broadcast add of bias viewed [1, C, 1, ...] (a bias sharded like the output
+// channels adds locally; a Partial output is reduced first), padding="same" with an odd total
+// padding as a narrowed output (conv_args.h).
+#include "dtensor/autograd/dispatch.h"
+#include "dtensor/ops/conv/conv.h"
+#include "dtensor/ops/conv/detail/conv_args.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+DTensor conv_nd(int64_t nd, const DTensor& input, const DTensor& weight, const DTensor& bias,
+                IntSpan stride, IntSpan padding, IntSpan dilation, bool transposed,
+                IntSpan output_padding, int64_t groups, const char* op) {
+  DT_CHECK(input.defined() && input.dim() == nd + 2,
+           "[%s] expected a batched %dD input DTensor ([N, C, *spatial]), got %d dims", op, nd + 2,
+           input.defined() ? input.dim() : int64_t{-1});
+  return convolution(input, weight, bias, detail::conv_expand(stride, nd, "stride", op),
+                     detail::conv_expand(padding, nd, "padding", op),
+                     detail::conv_expand(dilation, nd, "dilation", op), transposed,
+                     detail::conv_expand(output_padding, nd, "output_padding", op), groups);
+}
+
+DTensor conv_string(int64_t nd, const DTensor& input, const DTensor& weight, const DTensor& bias,
+                    IntSpan stride, ConvPadding padding, IntSpan dilation, int64_t groups,
+                    const char* op) {
+  DT_CHECK(weight.defined() && weight.dim() == nd + 2, "[%s] expected a %dD weight", op, nd + 2);
+  const Shape s = detail::conv_expand(stride, nd, "stride", op);
+  const Shape d = detail::conv_expand(dilation, nd, "dilation", op);
+  const Shape ws(weight.shape().begin(), weight.shape().end());
+  const detail::ConvStringPadding sp = detail::conv_string_padding(padding, ws, s, d, op);
+  DTensor y = conv_nd(nd, input, weight, bias, s, sp.padding, d, false, {0}, groups, op);
+  for (int64_t i = 0; i < nd; ++i) {
+    if (sp.trim[i] != 0) y = narrow(y, 2 + i, 1, y.size(2 + i) - 1);
+  }
+  return y;
+}
+
+}  // namespace
+
+DTensor convolution(const DTensor& input, const DTensor& weight, const DTensor& bias,
+                    IntSpan stride, IntSpan padding, IntSpan dilation, bool transposed,
+                    IntSpan output_padding, int64_t groups) {
+  static const OpInfo& op = ops_op("convolution");
+  const ArgValue args[] = {Shape(stride.begin(), stride.end()),
+                           Shape(padding.begin(), padding.end()),
+                           Shape(dilation.begin(), dilation.end()),
+                           transposed,
+                           Shape(output_padding.begin(), output_padding.end()),
+                           groups};
+  DTensor y = dispatch(op, {&input, &weight}, args);
+  if (!bias.defined()) return y;
+  DT_CHECK(bias.dim() == 1 && bias.size(0) == y.size(1),
+           "[convolution] bias must have one element per output channel (%d), got %d dims",
+           y.size(1), bias.dim());
+  Shape bshape(static_cast<size_t>(y.dim()), 1);
+  bshape[1] = y.size(1);
+  return add(y, view(bias, bshape));
+}
+
+DTensor conv1d(const DTensor& input, const DTensor& weight, const DTensor& bias, IntSpan stride,
+               IntSpan padding, IntSpan dilation, int64_t groups) {
+  return conv_nd(1, input, weight, bias, stride, padding, dilation, false, {0}, groups, "conv1d");
+}
+DTensor conv2d(const DTensor& input, const DTensor& weight, const DTensor& bias, IntSpan stride,
+               IntSpan padding, IntSpan dilation, int64_t groups) {
+  return conv_nd(2, input, weight, bias, stride, padding, dilation, false, {0}, groups, "conv2d");
+}
+DTensor conv3d(const DTensor& input, const DTensor& weight, const DTensor& bias, IntSpan stride,
+               IntSpan padding, IntSpan dilation, int64_t groups) {
+  return conv_nd(3, input, weight, bias, stride, padding, dilation, false, {0}, groups, "conv3d");
+}
+DTensor conv1d(const DTensor& input, const DTensor& weight, const DTensor& bias, IntSpan stride,
+               ConvPadding padding, IntSpan dilation, int64_t groups) {
+  return conv_string(1, input, weight, bias, stride, padding, dilation, groups, "conv1d");
+}
+DTensor conv2d(const DTensor& input, const DTensor& weight, const DTensor& bias, IntSpan stride,
+               ConvPadding padding, IntSpan dilation, int64_t groups) {
+  return conv_string(2, input, weight, bias, stride, padding, dilation, groups, "conv2d");
+}
+DTensor conv3d(const DTensor& input, const DTensor& weight, const DTensor& bias, IntSpan stride,
+               ConvPadding padding, IntSpan dilation, int64_t groups) {
+  return conv_string(3, input, weight, bias, stride, padding, dilation, groups, "conv3d");
+}
+DTensor conv_transpose1d(const DTensor& input, const DTensor& weight, const DTensor& bias,
+                         IntSpan stride, IntSpan padding, IntSpan output_padding, int64_t groups,
+                         IntSpan dilation) {
+  return conv_nd(1, input, weight, bias, stride, padding, dilation, true, output_padding, groups,
+                 "conv_transpose1d");
+}
+DTensor conv_transpose2d(const DTensor& input, const DTensor& weight, const DTensor& bias,
+                         IntSpan stride, IntSpan padding, IntSpan output_padding, int64_t groups,
+                         IntSpan dilation) {
+  return conv_nd(2, input, weight, bias, stride, padding, dilation, true, output_padding, groups,
+                 "conv_transpose2d");
+}
+DTensor conv_transpose3d(const DTensor& input, const DTensor& weight, const DTensor& bias,
+                         IntSpan stride, IntSpan padding, IntSpan output_padding, int64_t groups,
+                         IntSpan dilation) {
+  return conv_nd(3, input, weight, bias, stride, padding, dilation, true, output_padding, groups,
+                 "conv_transpose3d");
+}
+
+}  // namespace dtensor

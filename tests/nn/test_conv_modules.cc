@@ -1,0 +1,94 @@
+// The convolution modules (dtensor/nn/conv.h) on one process: parameter names and shapes,
+// PyTorch's initialisation bounds (1/sqrt(fan_in), reproducible under manual_seed), forward equal
+// to the functional op, backward reaching the parameters, and argument errors.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/conv/conv.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+using dt::Shape;
+
+namespace {
+
+double max_abs(const dt::Tensor& t) {
+  double m = 0;
+  for (double v : t.to_vector<double>()) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+bool same(const dt::Tensor& a, const dt::Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::fabs(x[i] - y[i]) > 1e-5 * (1 + std::fabs(y[i]))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("Conv and ConvTranspose modules: shapes, PyTorch's init bounds, forward", "[nn]") {
+  dt::manual_seed(3);
+  nn::Conv2d a(6, 8, {3, 2}, {2}, {1}, {1}, 2);
+  dt::manual_seed(3);
+  nn::Conv2d b(6, 8, {3, 2}, {2}, {1}, {1}, 2);
+  CHECK(a.type_name() == "Conv2d");
+  CHECK(a.param("weight").shape() == Shape{8, 3, 3, 2});
+  CHECK(a.param("bias").shape() == Shape{8});
+  CHECK(a.kernel_size() == Shape{3, 2});
+  CHECK(a.stride() == Shape{2, 2});
+  const dt::Tensor wa = a.param("weight").to_local();
+  CHECK(wa.to_vector<double>() == b.param("weight").to_local().to_vector<double>());
+  // fan_in = 3 * 3 * 2 = 18: every value within 1/sqrt(18), and the range is used.
+  const double bound = 1.0 / std::sqrt(18.0);
+  CHECK(max_abs(wa) <= bound);
+  CHECK(max_abs(wa) > 0.8 * bound);
+  CHECK(max_abs(a.param("bias").to_local()) <= bound);
+
+  const dt::Tensor x = dt::randn({2, 6, 7, 5}, dt::TensorOptions(dt::kFloat32));
+  const dt::DTensor y = a.forward(nn::local_dtensor(x));
+  CHECK(same(y.to_local(), dt::conv2d(x, wa, a.param("bias").to_local(), {2}, {1}, {1}, 2)));
+
+  nn::ConvTranspose2d t(4, 6, {3}, {2}, {1}, {1}, 2, false);
+  CHECK(t.type_name() == "ConvTranspose2d");
+  CHECK(t.param("weight").shape() == Shape{4, 3, 3, 3});
+  CHECK_FALSE(t.has_param("bias"));
+  CHECK(max_abs(t.param("weight").to_local()) <= 1.0 / std::sqrt(27.0));  // fan_in 3 * 9
+  const dt::Tensor xt = dt::randn({1, 4, 3, 3}, dt::TensorOptions(dt::kFloat32));
+  const dt::DTensor yt = t.forward(nn::local_dtensor(xt));
+  CHECK(yt.shape() == Shape{1, 6, 6, 6});
+  CHECK(same(yt.to_local(), dt::conv_transpose2d(xt, t.param("weight").to_local(), dt::Tensor(),
+                                                 {2}, {1}, {1}, 2)));
+
+  nn::Conv1d c1(3, 4, {3});
+  nn::Conv3d c3(2, 2, {2}, {1}, {1});
+  nn::ConvTranspose1d t1(3, 2, {2}, {2});
+  nn::ConvTranspose3d t3(2, 2, {2});
+  CHECK(c1.param("weight").shape() == Shape{4, 3, 3});
+  CHECK(c3.param("weight").shape() == Shape{2, 2, 2, 2, 2});
+  CHECK(t1.param("weight").shape() == Shape{3, 2, 2});
+  CHECK(t3.param("weight").shape() == Shape{2, 2, 2, 2, 2});
+  CHECK(c1.forward(nn::local_dtensor(dt::randn({2, 3, 9}, dt::TensorOptions(dt::kFloat32))))
+            .shape() == Shape{2, 4, 7});
+  CHECK(t1.forward(nn::local_dtensor(dt::randn({2, 3, 4}, dt::TensorOptions(dt::kFloat32))))
+            .shape() == Shape{2, 2, 8});
+}
+
+TEST_CASE("Conv2d backward reaches weight and bias, bad arguments raise", "[nn]") {
+  dt::manual_seed(5);
+  nn::Conv2d m(2, 3, {3}, {1}, {1});
+  dt::DTensor x = nn::local_dtensor(dt::randn({2, 2, 4, 4}, dt::TensorOptions(dt::kFloat32)));
+  dt::sum(m.forward(x)).backward();
+  CHECK(m.param("weight").grad().defined());
+  CHECK(m.param("bias").grad().shape() == Shape{3});
+  // d sum(y) / d bias = N * H * W per channel.
+  for (double v : m.param("bias").grad().to_local().to_vector<double>()) CHECK(v == 32.0);
+  CHECK_THROWS_WITH(nn::Conv2d(3, 4, {3}, {1}, {0}, {1}, 2), Catch::Contains("divisible"));
+  CHECK_THROWS_WITH(nn::Conv2d(3, 4, {3, 3, 3}), Catch::Contains("expected 1 or 2 values"));
+}

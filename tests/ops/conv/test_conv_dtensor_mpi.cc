@@ -1,0 +1,134 @@
+// DTensor convolutions (mpirun at 1, 2 and 4 ranks): for input placements R, S(d) for every dim
+// and P(sum) on a 1-D and a 2-D mesh, with weight and bias replicated or sharded, even and uneven
+// shapes, conv2d / conv1d (depthwise) / conv_transpose2d and their gradients equal the op on the
+// full tensors; data parallel (batch S(0)) and tensor parallel (output channels) need no
+// communication in forward; input channels sharded give a Partial output.
+#include <catch2/catch.hpp>
+
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/conv/conv.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "tests/common/ops_dtensor_test_util.h"
+
+namespace dt = dtensor;
+namespace st = dtensor::test;
+using dt::DTensor;
+using dt::Placements;
+using dt::Shard;
+using dt::Tensor;
+
+namespace {
+
+DTensor dist(const Tensor& t, const dt::DeviceMesh& mesh, const Placements& p) {
+  return dt::distribute_tensor(t, mesh, p, std::nullopt);
+}
+
+}  // namespace
+
+TEST_CASE("dtensor conv2d and conv_transpose2d equal the full-tensor op for every placement") {
+  const int64_t w = dt::world_size();
+  const st::Ints xs = {w * 2 + 1, w + 1, 5, 4};
+  const Tensor x = st::det_input(xs, 1, -1.0, 0.25, dt::kFloat64);
+  const Tensor wc = st::det_input({w + 2, w + 1, 3, 2}, 2, -1.0, 0.25, dt::kFloat64);
+  const Tensor bc = st::det_input({w + 2}, 3, -1.0, 0.25, dt::kFloat64);
+  const Tensor wt = st::det_input({w + 1, 3, 2, 3}, 4, -1.0, 0.25, dt::kFloat64);
+  const Tensor bt = st::det_input({3}, 5, -1.0, 0.25, dt::kFloat64);
+  const Tensor want_c = dt::conv2d(x, wc, bc, {2, 1}, {1, 0}, {1, 2});
+  const Tensor want_t = dt::conv_transpose2d(x, wt, bt, {2, 1}, {0, 1}, {1, 0}, 1, {1, 1});
+  for (const dt::DeviceMesh& mesh : st::family_meshes()) {
+    const int64_t md = mesh.ndim();
+    for (const Placements& p : st::placement_lists(md, st::shard_choices(4), 4)) {
+      for (const Placements& pw :
+           st::placement_lists(md, {dt::Replicate(), Shard(0), Shard(1)}, 4)) {
+        INFO(st::describe(mesh, {p, pw}, xs));
+        Placements pb(md);  // the bias sharded where the output channels are
+        for (int64_t i = 0; i < md; ++i) {
+          if (pw[i].is_shard() && pw[i].dim() == 0) pb[i] = Shard(0);
+        }
+        const DTensor dx = dist(x, mesh, p);
+        const DTensor y =
+            dt::conv2d(dx, dist(wc, mesh, pw), dist(bc, mesh, pb), {2, 1}, {1, 0}, {1, 2});
+        CHECK(st::same_values(y.full_tensor(), want_c, 1e-10));
+        const DTensor z =
+            dt::conv_transpose2d(dx, dist(wt, mesh, pw), dist(bt, mesh, Placements(md)), {2, 1},
+                                 {0, 1}, {1, 0}, 1, {1, 1});
+        CHECK(st::same_values(z.full_tensor(), want_t, 1e-10));
+      }
+    }
+  }
+}
+
+TEST_CASE("dtensor conv: data and tensor parallel forward need no communication") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = st::det_input({2 * w + 1, 3, 6, 5}, 1, -1.0, 0.25, dt::kFloat64);
+  const Tensor wt = st::det_input({2 * w + 1, 3, 3, 3}, 2, -1.0, 0.25, dt::kFloat64);
+  const Tensor b = st::det_input({2 * w + 1}, 3, -1.0, 0.25, dt::kFloat64);
+  const Tensor want = dt::conv2d(x, wt, b, {1}, {1});
+  const DTensor rx = dist(x, mesh, {dt::Replicate()}), rw = dist(wt, mesh, {dt::Replicate()});
+  {
+    const DTensor dx = dist(x, mesh, {Shard(0)}), db = dist(b, mesh, {dt::Replicate()});
+    dt::CommDebugMode comm;
+    const DTensor y = dt::conv2d(dx, rw, db, {1}, {1});
+    CHECK(comm.total_count() == 0);
+    CHECK(y.placements() == Placements{Shard(0)});
+    CHECK(st::same_values(y.full_tensor(), want, 1e-10));
+  }
+  {
+    const DTensor dw = dist(wt, mesh, {Shard(0)}), db = dist(b, mesh, {Shard(0)});
+    dt::CommDebugMode comm;
+    const DTensor y = dt::conv2d(rx, dw, db, {1}, {1});
+    CHECK(comm.total_count() == 0);
+    CHECK(y.placements() == Placements{Shard(1)});
+    CHECK(st::same_values(y.full_tensor(), want, 1e-10));
+  }
+  {
+    const DTensor dx = dist(x, mesh, {Shard(1)}), dw = dist(wt, mesh, {Shard(1)});
+    dt::CommDebugMode comm;
+    const DTensor y = dt::conv2d(dx, dw, DTensor(), {1}, {1});
+    CHECK(comm.total_count() == 0);
+    CHECK((w == 1 || y.placements() == Placements{dt::Partial()}));
+    CHECK(st::same_values(y.full_tensor(), dt::conv2d(x, wt, Tensor(), {1}, {1}), 1e-10));
+  }
+  {  // depthwise conv1d with the channels sharded
+    const Tensor x1 = st::det_input({3, 2 * w + 1, 7}, 4, -1.0, 0.25, dt::kFloat64);
+    const Tensor w1 = st::det_input({2 * w + 1, 1, 3}, 5, -1.0, 0.25, dt::kFloat64);
+    const DTensor dx = dist(x1, mesh, {Shard(1)}), dw = dist(w1, mesh, {Shard(0)});
+    dt::CommDebugMode comm;
+    const DTensor y = dt::conv1d(dx, dw, DTensor(), {1}, {1}, {1}, 2 * w + 1);
+    CHECK(comm.total_count() == 0);
+    CHECK(y.placements() == Placements{Shard(1)});
+    CHECK(st::same_values(y.full_tensor(), dt::conv1d(x1, w1, Tensor(), {1}, {1}, {1}, 2 * w + 1),
+                          1e-10));
+  }
+}
+
+TEST_CASE("dtensor conv gradients equal the single-device ones (data and tensor parallel)") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = st::det_input({2 * w + 1, 3, 6, 5}, 1, -1.0, 0.25, dt::kFloat64);
+  const Tensor wt = st::det_input({w + 2, 3, 3, 2}, 2, -1.0, 0.25, dt::kFloat64);
+  const Tensor b = st::det_input({w + 2}, 3, -1.0, 0.25, dt::kFloat64);
+  const auto run = [&](const Placements& px, const Placements& pw, const Placements& pb) {
+    DTensor dx = dist(x, mesh, px), dw = dist(wt, mesh, pw), db = dist(b, mesh, pb);
+    dx.requires_grad_();
+    dw.requires_grad_();
+    db.requires_grad_();
+    const DTensor y = dt::conv2d(dx, dw, db, {2, 1}, {1, 1}, {1, 2});
+    dt::sum(dt::mul(y, y)).backward();
+    return std::vector<Tensor>{dx.grad().full_tensor(), dw.grad().full_tensor(),
+                               db.grad().full_tensor()};
+  };
+  const dt::DeviceMesh one = dt::init_device_mesh(dt::kCPU, {w});
+  const std::vector<Tensor> want = run({dt::Replicate()}, {dt::Replicate()}, {dt::Replicate()});
+  for (const auto& [px, pw, pb] : std::vector<std::tuple<Placements, Placements, Placements>>{
+           {{Shard(0)}, {dt::Replicate()}, {dt::Replicate()}},
+           {{dt::Replicate()}, {Shard(0)}, {Shard(0)}},
+           {{Shard(1)}, {Shard(1)}, {dt::Replicate()}},
+           {{Shard(2)}, {dt::Replicate()}, {dt::Replicate()}}}) {
+    INFO(dt::placements_str(px) << " " << dt::placements_str(pw));
+    const std::vector<Tensor> got = run(px, pw, pb);
+    for (size_t i = 0; i < 3; ++i) CHECK(st::same_values(got[i], want[i], 1e-10));
+  }
+}

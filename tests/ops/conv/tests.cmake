@@ -1,0 +1,6 @@
+dtensor_add_test(test_ops_conv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv.cc
+                 DEPS dtensor::ops LABELS unit)
+dtensor_add_mpi_test(test_conv_dtensor_mpi
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_conv_dtensor_mpi.cc
+  DEPS dtensor::ops
+  RANKS 1 2 4)
