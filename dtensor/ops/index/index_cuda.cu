@@ -82,14 +82,23 @@ __device__ int64_t target_slot(const Geometry& g, const int64_t* idx, int64_t p,
   return base_offset(g, p) + r * g.target_strides[g.dim];
 }
 
-template <typename T>
-__global__ void scatter_add_kernel(Geometry g, const int64_t* idx, const T* src, T* out, int64_t n,
-                                   int64_t offset, bool masked, unsigned long long* bad) {
+// Calls f(at, p) for each index position p of this thread's grid stride whose target slot `at`
+// (target_slot) is in range.
+template <typename F>
+__device__ void for_each_target(const Geometry& g, const int64_t* idx, int64_t n, int64_t offset,
+                                bool masked, unsigned long long* bad, F f) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
     const int64_t at = target_slot(g, idx, p, offset, masked, bad);
-    if (at >= 0) atomic_add(out + at, src[p]);
+    if (at >= 0) f(at, p);
   }
+}
+
+template <typename T>
+__global__ void scatter_add_kernel(Geometry g, const int64_t* idx, const T* src, T* out, int64_t n,
+                                   int64_t offset, bool masked, unsigned long long* bad) {
+  for_each_target(g, idx, n, offset, masked, bad,
+                  [=](int64_t at, int64_t p) { atomic_add(out + at, src[p]); });
 }
 
 // Scatter, pass 1: every in-range entry claims its target slot with its position + 1; the
@@ -97,22 +106,18 @@ __global__ void scatter_add_kernel(Geometry g, const int64_t* idx, const T* src,
 __global__ void scatter_claim_kernel(Geometry g, const int64_t* idx, int64_t n, int64_t offset,
                                      bool masked, unsigned long long* bad,
                                      unsigned long long* claim) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
-    const int64_t at = target_slot(g, idx, p, offset, masked, bad);
-    if (at >= 0) atomicMax(claim + at, static_cast<unsigned long long>(p + 1));
-  }
+  for_each_target(g, idx, n, offset, masked, bad, [=](int64_t at, int64_t p) {
+    atomicMax(claim + at, static_cast<unsigned long long>(p + 1));
+  });
 }
 
 // Scatter, pass 2: the winning entry of each slot writes it.
 template <typename U>
 __global__ void scatter_write_kernel(Geometry g, const int64_t* idx, const U* src, U* out,
                                      int64_t n, int64_t offset, const unsigned long long* claim) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
-    const int64_t at = target_slot(g, idx, p, offset, /*masked=*/true, nullptr);
-    if (at >= 0 && claim[at] == static_cast<unsigned long long>(p + 1)) out[at] = src[p];
-  }
+  for_each_target(g, idx, n, offset, /*masked=*/true, nullptr, [=](int64_t at, int64_t p) {
+    if (claim[at] == static_cast<unsigned long long>(p + 1)) out[at] = src[p];
+  });
 }
 
 // ---- scatter_reduce ----------------------------------------------------------------------------
@@ -160,11 +165,8 @@ struct CasUpdate {
 __global__ void scatter_count_kernel(Geometry g, const int64_t* idx, int64_t n, int64_t offset,
                                      bool masked, unsigned long long* bad,
                                      unsigned long long* count) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
-    const int64_t at = target_slot(g, idx, p, offset, masked, bad);
-    if (at >= 0) atomicAdd(count + at, 1ull);
-  }
+  for_each_target(g, idx, n, offset, masked, bad,
+                  [=](int64_t at, int64_t) { atomicAdd(count + at, 1ull); });
 }
 
 // Without include_self: the slots an entry names start from the reduction's identity.
@@ -183,11 +185,8 @@ template <typename T, typename Update>
 __global__ void scatter_reduce_kernel(Geometry g, const int64_t* idx, const T* src, T* out,
                                       int64_t n, int64_t offset, bool masked,
                                       unsigned long long* bad, Update update) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += step) {
-    const int64_t at = target_slot(g, idx, p, offset, masked, bad);
-    if (at >= 0) update(out + at, src[p]);
-  }
+  for_each_target(g, idx, n, offset, masked, bad,
+                  [=](int64_t at, int64_t p) { update(out + at, src[p]); });
 }
 
 // Mean, pass 3: the slots some entry named divide by their count (+ 1 with include_self); floor
