@@ -61,6 +61,7 @@
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/norm/norm.h"
 #include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/pool/pool.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/scan/scan.h"
 #include "dtensor/ops/softmax/softmax.h"

@@ -9,4 +9,5 @@
 #include "dtensor/nn/loss.h"
 #include "dtensor/nn/module.h"
 #include "dtensor/nn/norm_layers.h"
+#include "dtensor/nn/pooling.h"
 #include "dtensor/nn/transformer.h"

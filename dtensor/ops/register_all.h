@@ -47,6 +47,9 @@ void register_loss_ops(Registry& registry);
 // convolution (conv1d/2d/3d, conv_transpose1d/2d/3d) and convolution_backward
 // (dtensor/ops/conv/conv_strategy.cc).
 void register_conv_ops(Registry& registry);
+// pad, max / avg / adaptive pools, upsample_* (interpolate) and their gradient ops
+// (dtensor/ops/pool/pool_strategy.cc).
+void register_pool_ops(Registry& registry);
 
 // Calls every register_<family>_ops above on `registry`. Not idempotent: registering the same
 // op twice throws; registered_ops() calls it exactly once.

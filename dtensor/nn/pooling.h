@@ -1,0 +1,139 @@
+// Pooling, upsampling and padding modules with torch.nn's names, arguments and defaults
+// (MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool2d, Upsample, ZeroPad2d, ReflectionPad2d). They
+// hold no parameters; forward calls the DTensor op of dtensor/ops/pool/pool.h, so batch- and
+// channel-sharded inputs keep their shards (a spatially sharded input is gathered there).
+// Sizes are given as in PyTorch: one value for every spatial dim, or one per dim; stride {}
+// means the kernel size.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtensor/nn/module.h"
+#include "dtensor/ops/reduction/reduction.h"
+
+namespace dtensor::nn {
+
+// The max pools over `nd` spatial dims (MaxPool1d / MaxPool2d below).
+class MaxPoolNd : public Module {
+ public:
+  std::string type_name() const override { return name_; }
+  DTensor forward(const DTensor& x) override;
+  // forward with return_indices=True: the values and their flat indices in the input's plane.
+  DTensorValuesIndices forward_with_indices(const DTensor& x);
+  const Shape& kernel_size() const { return kernel_size_; }
+  const Shape& stride() const { return stride_; }
+  const Shape& padding() const { return padding_; }
+  const Shape& dilation() const { return dilation_; }
+  bool ceil_mode() const { return ceil_mode_; }
+
+ protected:
+  MaxPoolNd(int64_t nd, const char* name, IntSpan kernel_size, IntSpan stride, IntSpan padding,
+            IntSpan dilation, bool ceil_mode);
+
+ private:
+  int64_t nd_;
+  std::string name_;
+  Shape kernel_size_, stride_, padding_, dilation_;
+  bool ceil_mode_;
+};
+
+class MaxPool1d : public MaxPoolNd {
+ public:
+  explicit MaxPool1d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0},
+                     IntSpan dilation = {1}, bool ceil_mode = false)
+      : MaxPoolNd(1, "MaxPool1d", kernel_size, stride, padding, dilation, ceil_mode) {}
+};
+
+class MaxPool2d : public MaxPoolNd {
+ public:
+  explicit MaxPool2d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0},
+                     IntSpan dilation = {1}, bool ceil_mode = false)
+      : MaxPoolNd(2, "MaxPool2d", kernel_size, stride, padding, dilation, ceil_mode) {}
+};
+
+// avg_pool1d(x, kernel_size, stride, padding, ceil_mode, count_include_pad).
+class AvgPool1d : public Module {
+ public:
+  explicit AvgPool1d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0},
+                     bool ceil_mode = false, bool count_include_pad = true);
+  std::string type_name() const override { return "AvgPool1d"; }
+  DTensor forward(const DTensor& x) override;
+
+ private:
+  Shape kernel_size_, stride_, padding_;
+  bool ceil_mode_, count_include_pad_;
+};
+
+// avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override).
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0},
+                     bool ceil_mode = false, bool count_include_pad = true,
+                     std::optional<int64_t> divisor_override = std::nullopt);
+  std::string type_name() const override { return "AvgPool2d"; }
+  DTensor forward(const DTensor& x) override;
+
+ private:
+  Shape kernel_size_, stride_, padding_;
+  bool ceil_mode_, count_include_pad_;
+  std::optional<int64_t> divisor_override_;
+};
+
+// adaptive_avg_pool2d(x, output_size).
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(IntSpan output_size)
+      : output_size_(output_size.begin(), output_size.end()) {}
+  std::string type_name() const override { return "AdaptiveAvgPool2d"; }
+  DTensor forward(const DTensor& x) override;
+  const Shape& output_size() const { return output_size_; }
+
+ private:
+  Shape output_size_;
+};
+
+// interpolate(x, size, scale_factor, mode, align_corners); mode "nearest" by default.
+class Upsample : public Module {
+ public:
+  explicit Upsample(IntSpan size = {}, std::vector<double> scale_factor = {},
+                    std::string mode = "nearest", std::optional<bool> align_corners = std::nullopt)
+      : size_(size.begin(), size.end()),
+        scale_factor_(std::move(scale_factor)),
+        mode_(std::move(mode)),
+        align_corners_(align_corners) {}
+  std::string type_name() const override { return "Upsample"; }
+  DTensor forward(const DTensor& x) override;
+
+ private:
+  Shape size_;
+  std::vector<double> scale_factor_;
+  std::string mode_;
+  std::optional<bool> align_corners_;
+};
+
+// pad(x, padding, "constant", 0) / pad(x, padding, "reflect") over the last two dims; padding
+// one value for all four sides or (left, right, top, bottom).
+class ZeroPad2d : public Module {
+ public:
+  explicit ZeroPad2d(IntSpan padding);
+  std::string type_name() const override { return "ZeroPad2d"; }
+  DTensor forward(const DTensor& x) override;
+
+ private:
+  Shape padding_;
+};
+
+class ReflectionPad2d : public Module {
+ public:
+  explicit ReflectionPad2d(IntSpan padding);
+  std::string type_name() const override { return "ReflectionPad2d"; }
+  DTensor forward(const DTensor& x) override;
+
+ private:
+  Shape padding_;
+};
+
+}  // namespace dtensor::nn

@@ -1,0 +1,81 @@
+// The pooling modules (dtensor/nn/pooling.h) on one process (self mesh): forward is the DTensor
+// op with the module's arguments and torch.nn's defaults (stride = kernel_size, padding 0,
+// dilation 1, nearest upsampling), no parameters, gradients flow.
+#include <catch2/catch.hpp>
+
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/pool/pool.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/creation.h"
+#include "tests/common/ops_dtensor_test_util.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+namespace tt = dtensor::test;
+using dt::DTensor;
+using dt::Tensor;
+
+TEST_CASE("pooling modules call their op with torch.nn's defaults", "[nn]") {
+  const Tensor x = tt::det_input({2, 3, 7, 6}, 3, -2.0, 0.37, dt::kFloat64);
+  const Tensor x1 = x.reshape({2, 3, 42});
+  const DTensor in = nn::local_dtensor(x), in1 = nn::local_dtensor(x1);
+  struct Case {
+    std::shared_ptr<nn::Module> m;
+    const char* type;
+    DTensor input;
+    Tensor want;
+  };
+  const std::vector<Case> cases = {
+      {std::make_shared<nn::MaxPool2d>(dt::Shape{3}), "MaxPool2d", in, dt::max_pool2d(x, {3}, {3})},
+      {std::make_shared<nn::MaxPool2d>(dt::Shape{3, 2}, dt::Shape{2, 1}, dt::Shape{1}, dt::Shape{1},
+                                       true),
+       "MaxPool2d", in, dt::max_pool2d(x, {3, 2}, {2, 1}, {1}, {1}, true)},
+      {std::make_shared<nn::MaxPool1d>(dt::Shape{4}), "MaxPool1d", in1,
+       dt::max_pool1d(x1, {4}, {4})},
+      {std::make_shared<nn::AvgPool1d>(dt::Shape{3}, dt::Shape{2}, dt::Shape{1}), "AvgPool1d", in1,
+       dt::avg_pool1d(x1, {3}, {2}, {1}, false, true)},
+      {std::make_shared<nn::AvgPool2d>(dt::Shape{2}), "AvgPool2d", in, dt::avg_pool2d(x, {2}, {2})},
+      {std::make_shared<nn::AvgPool2d>(dt::Shape{3}, dt::Shape{}, dt::Shape{1}, true, false, 4),
+       "AvgPool2d", in, dt::avg_pool2d(x, {3}, {3}, {1}, true, false, 4)},
+      {std::make_shared<nn::AdaptiveAvgPool2d>(dt::Shape{1}), "AdaptiveAvgPool2d", in,
+       dt::adaptive_avg_pool2d(x, {1, 1})},
+      {std::make_shared<nn::Upsample>(dt::Shape{}, std::vector<double>{2.0}), "Upsample", in,
+       dt::interpolate(x, {}, {2.0}, "nearest")},
+      {std::make_shared<nn::Upsample>(dt::Shape{9, 4}, std::vector<double>{}, "bilinear", true),
+       "Upsample", in, dt::interpolate(x, {9, 4}, {}, "bilinear", true)},
+      {std::make_shared<nn::ZeroPad2d>(dt::Shape{1, 2, 0, 3}), "ZeroPad2d", in,
+       dt::pad(x, {1, 2, 0, 3}, "constant", 0.0)},
+      {std::make_shared<nn::ReflectionPad2d>(dt::Shape{2}), "ReflectionPad2d", in,
+       dt::pad(x, {2, 2, 2, 2}, "reflect")},
+  };
+  for (const Case& c : cases) {
+    INFO(c.type);
+    CHECK(c.m->type_name() == c.type);
+    CHECK(c.m->parameters().empty());
+    CHECK(tt::same_values((*c.m)(c.input).to_local(), c.want, 0));
+  }
+  nn::MaxPool2d pool({2});
+  CHECK(pool.stride().empty());  // stride {}: the kernel size, as PyTorch's None
+  CHECK(pool.padding() == dt::Shape{0});
+  CHECK(pool.dilation() == dt::Shape{1});
+  CHECK(!pool.ceil_mode());
+  const dt::DTensorValuesIndices vi = pool.forward_with_indices(in);
+  CHECK(tt::same_values(vi.indices.to_local(), dt::max_pool2d_with_indices(x, {2}).indices, 0));
+  CHECK_THROWS_WITH(nn::ZeroPad2d(dt::Shape{1, 2}),
+                    Catch::Contains("[ZeroPad2d] padding must be a single int or 4 ints, got 2"));
+}
+
+TEST_CASE("pooling modules in a chain pass gradients", "[nn]") {
+  const Tensor x = tt::det_input({2, 3, 8, 8}, 1, -2.0, 0.13, dt::kFloat64);
+  DTensor in = nn::local_dtensor(x);
+  in.requires_grad_();
+  nn::ReflectionPad2d pad({1});
+  nn::MaxPool2d max({2});
+  nn::Upsample up({}, {2.0}, "bilinear");
+  nn::AvgPool2d avg({3}, {2});
+  nn::AdaptiveAvgPool2d gap({1});
+  dt::sum(gap(avg(up(max(pad(in)))))).backward();
+  REQUIRE(in.grad().defined());
+  CHECK(in.grad().shape() == dt::Shape{2, 3, 8, 8});
+}

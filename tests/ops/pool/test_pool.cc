@@ -1,0 +1,139 @@
+// The pool family's ops (pad, max / avg / adaptive pools, interpolate) against PyTorch 2.15's
+// values, indices and gradients (torch_pool_references.h), their lower-precision dtypes, and
+// their errors. Every row and the finite-difference gradients are checked by registration
+// (test_strategy_validation, test_gradcheck, the sharded-gradient suite).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/pool/pool.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/creation.h"
+#include "tests/common/local_op_test_util.h"
+#include "tests/ops/pool/torch_pool_references.h"
+
+namespace dt = dtensor;
+using dt::DTensor;
+using dt::Tensor;
+using dt::test::check_close;
+
+namespace {
+
+// The generator's inputs: element i = 2 sin(0.7 i + 0.3).
+Tensor ref_input(int k) {
+  const dt::Shape shapes[] = {{}, {1, 2, 9}, {2, 1, 7, 6}, {1, 1, 5, 4, 6}};
+  const dt::Shape& s = shapes[k];
+  std::vector<double> v(static_cast<size_t>(dt::shape_numel(s)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 2 * std::sin(0.7 * static_cast<double>(i) + 0.3);
+  return dt::from_vector<double>(v, s);
+}
+
+Tensor upstream(const dt::Shape& shape) {
+  std::vector<double> v(static_cast<size_t>(dt::shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.3 * static_cast<double>(i) + 0.1);
+  return dt::from_vector<double>(v, shape);
+}
+
+dt::Shape shape_of(const std::vector<long>& s) {
+  return dt::Shape(s.begin(), s.end());
+}
+
+}  // namespace
+
+TEST_CASE("pad, pools and interpolate match PyTorch 2.15: values, indices and gradients") {
+  for (const pool_refs::PoolRef& ref : pool_refs::refs()) {
+    INFO(ref.call);
+    const Tensor x = ref_input(ref.input);
+    const dt::Shape shape = shape_of(ref.shape);
+    // The Tensor function.
+    check_close(ref.local(x), shape, ref.value, 1e-12);
+    if (ref.local_indices != nullptr) {
+      const Tensor idx = ref.local_indices(x);
+      CHECK(idx.dtype() == dt::kInt64);
+      check_close(idx, shape, ref.indices, 0.0, 0.0);
+    }
+    // The DTensor function on a local DTensor, through autograd.
+    DTensor dx = dt::local_dtensor(x.clone());
+    dx.requires_grad_();
+    const DTensor out = ref.dist(dx);
+    check_close(out.to_local(), shape, ref.value, 1e-12);
+    out.backward(dt::local_dtensor(upstream(shape)));
+    check_close(dx.grad().to_local(), x.sizes(), ref.grad, 1e-12);
+  }
+}
+
+TEST_CASE("pool ops in float32 and bfloat16 follow float64, and read non-contiguous inputs") {
+  for (const pool_refs::PoolRef& ref : pool_refs::refs()) {
+    INFO(ref.call);
+    const Tensor x = ref_input(ref.input);
+    const dt::Shape shape = shape_of(ref.shape);
+    const Tensor f = ref.local(x.to(dt::kFloat32));
+    CHECK(f.dtype() == dt::kFloat32);
+    check_close(f, shape, ref.value, 1e-6, 1e-6);
+    const Tensor b = ref.local(x.to(dt::kBFloat16));
+    CHECK(b.dtype() == dt::kBFloat16);
+    check_close(b, shape, ref.value, 1e-2, 2e-2);
+    // The same values read through a transposed view.
+    const int64_t n = x.dim();
+    const Tensor t = x.transpose(n - 1, n - 2).contiguous().transpose(n - 1, n - 2);
+    REQUIRE(!t.is_contiguous());
+    check_close(ref.local(t), shape, ref.value, 1e-12);
+  }
+}
+
+TEST_CASE("max pools: ties take the first largest in window order, NaN wins") {
+  // [1, 1, 4]: windows of 2 at stride 1: (1, 1) -> index 0, (1, NaN) -> NaN at 2, (NaN, 3) -> 2
+  // (PyTorch 2.15 gives the same).
+  const double nan = std::nan("");
+  const Tensor x = dt::from_vector<double>({1.0, 1.0, nan, 3.0}, {1, 1, 4});
+  const dt::ValuesIndices r = dt::max_pool1d_with_indices(x, {2}, {1});
+  check_close(r.indices, {1, 1, 3}, {0, 2, 2}, 0.0, 0.0);
+  check_close(r.values, {1, 1, 3}, {1.0, nan, nan}, 0.0, 0.0);
+  // The gradient of a tied window goes to the index the forward chose.
+  DTensor dx = dt::local_dtensor(dt::from_vector<double>({2.0, 2.0, 0.0, 2.0}, {1, 1, 4}));
+  dx.requires_grad_();
+  dt::sum(dt::max_pool1d(dx, {2}, {1})).backward();
+  check_close(dx.grad().to_local(), {1, 1, 4}, {1.0, 1.0, 0.0, 1.0}, 0.0, 0.0);
+}
+
+TEST_CASE("pool ops: empty batches, constant padding of any dtype") {
+  const Tensor e = dt::zeros({0, 3, 5, 4});
+  CHECK(dt::max_pool2d(e, {2}).sizes() == dt::Shape{0, 3, 2, 2});
+  CHECK(dt::avg_pool2d(e, {2}).sizes() == dt::Shape{0, 3, 2, 2});
+  CHECK(dt::interpolate(e, {7, 3}, {}, "bilinear").sizes() == dt::Shape{0, 3, 7, 3});
+  CHECK(dt::pad(e, {1, 1, 1, 1}, "reflect").sizes() == dt::Shape{0, 3, 7, 6});
+  const Tensor i = dt::from_vector<int64_t>({1, 2, 3}, {3});
+  check_close(dt::pad(i, {1, 2}, "constant", 7), {6}, {7, 1, 2, 3, 7, 7}, 0.0, 0.0);
+}
+
+TEST_CASE("pool errors name the op and what was expected") {
+  using Catch::Contains;
+  const Tensor x = dt::zeros({2, 3, 5, 4});
+  REQUIRE_THROWS_WITH(dt::pad(dt::zeros({3, 5, 4}), {4, 0}, "reflect"),
+                      Contains("[pad] padding size should be less than the corresponding input "
+                               "dimension, but got padding (4, 0) at dimension 2"));
+  REQUIRE_THROWS_WITH(dt::pad(x, {1, 1}, "reflect"),
+                      Contains("[pad] reflect padding of 1 dims expects a 2D or 3D input, got 4D"));
+  REQUIRE_THROWS_WITH(dt::pad(x, {1, 0}, "wrap"), Contains("[pad] unknown padding mode 'wrap'"));
+  REQUIRE_THROWS_WITH(dt::pad(dt::zeros({5}), {1, 1}, "replicate"),
+                      Contains("[pad] replicate padding of 1 dims expects a 2D or 3D input"));
+  REQUIRE_THROWS_WITH(dt::max_pool2d(x, {2}, {}, {2}),
+                      Contains("[max_pool2d_with_indices] pad should be at most half of effective "
+                               "kernel size"));
+  REQUIRE_THROWS_WITH(dt::avg_pool2d(x, {6}),
+                      Contains("[avg_pool2d] given input [2, 3, 5, 4], the calculated output size "
+                               "is too small"));
+  REQUIRE_THROWS_WITH(dt::avg_pool2d(x, {2, 2, 2}),
+                      Contains("[avg_pool2d] kernel_size must be a single int or 2 ints, got 3"));
+  REQUIRE_THROWS_WITH(dt::max_pool1d(x, {2}), Contains("[max_pool1d_with_indices] expected a 2D "
+                                                       "or 3D input, got [2, 3, 5, 4]"));
+  REQUIRE_THROWS_WITH(dt::interpolate(x, {3, 3}, {2.0}),
+                      Contains("[interpolate] exactly one of size or scale_factor"));
+  REQUIRE_THROWS_WITH(dt::interpolate(x, {3, 3}, {}, "nearest", true),
+                      Contains("[interpolate] align_corners option can only be set"));
+  REQUIRE_THROWS_WITH(dt::interpolate(x, {3, 3}, {}, "linear"),
+                      Contains("[interpolate] mode 'linear' is not supported for a 4D input"));
+  REQUIRE_THROWS_WITH(dt::max_pool2d(dt::zeros({2, 3, 5, 4}, dt::kInt64), {2}),
+                      Contains("[max_pool2d_with_indices] expected a floating input, got int64"));
+}

@@ -1,0 +1,153 @@
+"""PyTorch reference values and gradients of the pool family's ops (tests/ops/pool/test_pool.cc,
+"... match PyTorch 2.15 ..."): pad (every mode), max_pool{1,2,3}d (padding, dilation,
+ceil_mode, indices), avg_pool{1,2,3}d (count_include_pad, ceil_mode, divisor_override),
+adaptive_avg_pool{1,2}d, adaptive_max_pool2d and interpolate (nearest, linear, bilinear,
+trilinear; size or scale_factor; align_corners both ways), float64.
+
+Run from outside the repository (the values committed are from torch 2.15, CPU):
+  cd /tmp && /root/venv/bin/python /work/main/tests/ops/pool/torch_pool_references.py \
+      > /work/main/tests/ops/pool/torch_pool_references.h
+Inputs: X1 [1, 2, 9], X2 [2, 1, 7, 6], X3 [1, 1, 5, 4, 6], element i = 2 sin(0.7 i + 0.3); the
+gradients are of sum(upstream * out), upstream element i = cos(0.3 i + 0.1).
+"""
+import math
+
+import torch
+
+torch.set_default_dtype(torch.float64)
+F = torch.nn.functional
+
+SHAPES = {1: [1, 2, 9], 2: [2, 1, 7, 6], 3: [1, 1, 5, 4, 6]}
+
+
+def inp(k):
+    n = math.prod(SHAPES[k])
+    return torch.tensor([2 * math.sin(0.7 * i + 0.3) for i in range(n)]).reshape(SHAPES[k])
+
+
+# (input, C++ call on x, Python call on x, C++ indices call or None)
+CASES = [
+    (1, "dt::max_pool1d(x, {3}, {2}, {1}, {1}, false)", lambda x: F.max_pool1d(x, 3, 2, 1, 1, False),
+     "dt::max_pool1d_with_indices(x, {3}, {2}, {1}, {1}, false).indices",
+     lambda x: F.max_pool1d(x, 3, 2, 1, 1, False, return_indices=True)[1]),
+    (1, "dt::max_pool1d(x, {2}, {}, {1}, {2}, true)", lambda x: F.max_pool1d(x, 2, None, 1, 2, True),
+     None, None),
+    (2, "dt::max_pool2d(x, {3}, {2}, {1}, {1}, true)", lambda x: F.max_pool2d(x, 3, 2, 1, 1, True),
+     "dt::max_pool2d_with_indices(x, {3}, {2}, {1}, {1}, true).indices",
+     lambda x: F.max_pool2d(x, 3, 2, 1, 1, True, return_indices=True)[1]),
+    (2, "dt::max_pool2d(x, {2, 3}, {1, 2}, {0, 1}, {2, 1}, false)",
+     lambda x: F.max_pool2d(x, (2, 3), (1, 2), (0, 1), (2, 1), False), None, None),
+    (3, "dt::max_pool3d(x, {2}, {}, {0}, {1}, false)", lambda x: F.max_pool3d(x, 2),
+     "dt::max_pool3d_with_indices(x, {2}, {}, {0}, {1}, false).indices",
+     lambda x: F.max_pool3d(x, 2, return_indices=True)[1]),
+    (3, "dt::max_pool3d(x, {3, 2, 3}, {2, 2, 1}, {1, 0, 1}, {1}, true)",
+     lambda x: F.max_pool3d(x, (3, 2, 3), (2, 2, 1), (1, 0, 1), 1, True), None, None),
+    (1, "dt::avg_pool1d(x, {3}, {2}, {1}, true, false)", lambda x: F.avg_pool1d(x, 3, 2, 1, True, False),
+     None, None),
+    (1, "dt::avg_pool1d(x, {4}, {}, {2}, false, true)", lambda x: F.avg_pool1d(x, 4, None, 2, False, True),
+     None, None),
+    (2, "dt::avg_pool2d(x, {3}, {2}, {1}, true, true)", lambda x: F.avg_pool2d(x, 3, 2, 1, True, True),
+     None, None),
+    (2, "dt::avg_pool2d(x, {3, 2}, {2, 1}, {1, 0}, false, false)",
+     lambda x: F.avg_pool2d(x, (3, 2), (2, 1), (1, 0), False, False), None, None),
+    (2, "dt::avg_pool2d(x, {2}, {}, {0}, false, true, 3)",
+     lambda x: F.avg_pool2d(x, 2, None, 0, False, True, 3), None, None),
+    (3, "dt::avg_pool3d(x, {2}, {}, {1}, true, false)", lambda x: F.avg_pool3d(x, 2, None, 1, True, False),
+     None, None),
+    (3, "dt::avg_pool3d(x, {3}, {2}, {1}, false, true, 7)",
+     lambda x: F.avg_pool3d(x, 3, 2, 1, False, True, 7), None, None),
+    (1, "dt::adaptive_avg_pool1d(x, {4})", lambda x: F.adaptive_avg_pool1d(x, 4), None, None),
+    (2, "dt::adaptive_avg_pool2d(x, {3, 4})", lambda x: F.adaptive_avg_pool2d(x, (3, 4)), None, None),
+    (2, "dt::adaptive_avg_pool2d(x, {1})", lambda x: F.adaptive_avg_pool2d(x, 1), None, None),
+    (2, "dt::adaptive_max_pool2d(x, {3, 4})", lambda x: F.adaptive_max_pool2d(x, (3, 4)),
+     "dt::adaptive_max_pool2d_with_indices(x, {3, 4}).indices",
+     lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True)[1]),
+    (2, "dt::adaptive_max_pool2d(x, {5, 4})", lambda x: F.adaptive_max_pool2d(x, (5, 4)), None, None),
+    (1, "dt::interpolate(x, {13})", lambda x: F.interpolate(x, 13), None, None),
+    (1, "dt::interpolate(x, {}, {1.7})", lambda x: F.interpolate(x, scale_factor=1.7), None, None),
+    (1, "dt::interpolate(x, {14}, {}, \"linear\", true)",
+     lambda x: F.interpolate(x, 14, mode="linear", align_corners=True), None, None),
+    (1, "dt::interpolate(x, {}, {2.5}, \"linear\")",
+     lambda x: F.interpolate(x, scale_factor=2.5, mode="linear"), None, None),
+    (1, "dt::interpolate(x, {4}, {}, \"linear\", false)",
+     lambda x: F.interpolate(x, 4, mode="linear", align_corners=False), None, None),
+    (2, "dt::interpolate(x, {10, 4})", lambda x: F.interpolate(x, (10, 4)), None, None),
+    (2, "dt::interpolate(x, {}, {1.5, 2.0})", lambda x: F.interpolate(x, scale_factor=(1.5, 2.0)),
+     None, None),
+    (2, "dt::interpolate(x, {9, 11}, {}, \"bilinear\", true)",
+     lambda x: F.interpolate(x, (9, 11), mode="bilinear", align_corners=True), None, None),
+    (2, "dt::interpolate(x, {9, 11}, {}, \"bilinear\", false)",
+     lambda x: F.interpolate(x, (9, 11), mode="bilinear", align_corners=False), None, None),
+    (2, "dt::interpolate(x, {}, {0.6}, \"bilinear\")",
+     lambda x: F.interpolate(x, scale_factor=0.6, mode="bilinear"), None, None),
+    (2, "dt::interpolate(x, {1, 1}, {}, \"bilinear\", true)",
+     lambda x: F.interpolate(x, (1, 1), mode="bilinear", align_corners=True), None, None),
+    (3, "dt::interpolate(x, {}, {2.0})", lambda x: F.interpolate(x, scale_factor=2.0), None, None),
+    (3, "dt::interpolate(x, {7, 5, 9}, {}, \"trilinear\")",
+     lambda x: F.interpolate(x, (7, 5, 9), mode="trilinear"), None, None),
+    (1, "dt::pad(x, {3, 2}, \"reflect\")", lambda x: F.pad(x, (3, 2), "reflect"), None, None),
+    (1, "dt::pad(x, {2, 4}, \"replicate\")", lambda x: F.pad(x, (2, 4), "replicate"), None, None),
+    (1, "dt::pad(x, {3, 1}, \"circular\")", lambda x: F.pad(x, (3, 1), "circular"), None, None),
+    (1, "dt::pad(x, {2, -1}, \"constant\", 0.5)", lambda x: F.pad(x, (2, -1), "constant", 0.5),
+     None, None),
+    (2, "dt::pad(x, {1, 2, 3, 1}, \"reflect\")", lambda x: F.pad(x, (1, 2, 3, 1), "reflect"), None, None),
+    (2, "dt::pad(x, {2, 0, 1, 3}, \"replicate\")", lambda x: F.pad(x, (2, 0, 1, 3), "replicate"),
+     None, None),
+    (2, "dt::pad(x, {1, 2, 2, 1}, \"circular\")", lambda x: F.pad(x, (1, 2, 2, 1), "circular"),
+     None, None),
+    (2, "dt::pad(x, {1, 1, 2, 2, 1, 0}, \"constant\", -1.0)",
+     lambda x: F.pad(x, (1, 1, 2, 2, 1, 0), "constant", -1.0), None, None),
+    (3, "dt::pad(x, {1, 1, 2, 0, 1, 2}, \"reflect\")", lambda x: F.pad(x, (1, 1, 2, 0, 1, 2), "reflect"),
+     None, None),
+    (3, "dt::pad(x, {2, 1, 0, 3, 1, 1}, \"replicate\")",
+     lambda x: F.pad(x, (2, 1, 0, 3, 1, 1), "replicate"), None, None),
+    (3, "dt::pad(x, {1, 0, 2, 1, 0, 3}, \"circular\")",
+     lambda x: F.pad(x, (1, 0, 2, 1, 0, 3), "circular"), None, None),
+]
+
+
+def fmt(values):
+    return "{" + ", ".join("%.17g" % float(v) for v in values) + "}"
+
+
+print("// Generated by tests/ops/pool/torch_pool_references.py (torch %s); do not edit." %
+      torch.__version__)
+print("// clang-format off")
+print("#pragma once")
+print("")
+print("#include <vector>")
+print("")
+print("#include \"dtensor/ops/pool/pool.h\"")
+print("")
+print("namespace pool_refs {")
+print("namespace dt = dtensor;")
+print("struct PoolRef {")
+print("  const char* call;")
+print("  int input;  // X1, X2 or X3")
+print("  dt::Tensor (*local)(const dt::Tensor&);")
+print("  dt::DTensor (*dist)(const dt::DTensor&);")
+print("  dt::Tensor (*local_indices)(const dt::Tensor&);  // nullptr: none")
+print("  std::vector<long> shape;")
+print("  std::vector<double> value, grad, indices;")
+print("};")
+print("inline const std::vector<PoolRef>& refs() {")
+print("  static const std::vector<PoolRef> r = {")
+for k, call, f, icall, fi in CASES:
+    x = inp(k).requires_grad_()
+    out = f(x)
+    up = torch.tensor([math.cos(0.3 * i + 0.1) for i in range(out.numel())]).reshape(out.shape)
+    (out * up).sum().backward()
+    idx = fi(inp(k)).flatten().tolist() if fi else []
+    local_idx = ("[](const dt::Tensor& x) { return %s; }" % icall) if icall else "nullptr"
+    print("    {%s, %d, [](const dt::Tensor& x) { return %s; }," % (
+        '"' + call.replace('"', '\\"') + '"', k, call))
+    print("     [](const dt::DTensor& x) { return %s; }, %s," % (call, local_idx))
+    print("     %s," % ("{" + ", ".join(str(s) for s in out.shape) + "}"))
+    print("     %s," % fmt(out.detach().flatten().tolist()))
+    print("     %s," % fmt(x.grad.flatten().tolist()))
+    print("     %s}," % fmt(idx))
+print("  };")
+print("  return r;")
+print("}")
+print("}  // namespace pool_refs")
+print("// clang-format on")
