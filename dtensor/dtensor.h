@@ -89,6 +89,9 @@
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/train_state.h"
 
+// Compiling a training step: capture, passes, replay.
+#include "dtensor/compile/compile.h"
+
 namespace dtensor::detail {
 // DTensor's recorded members (redistribute, backward, ...) and view members (x.view(...), ...)
 // live in the core and reach the autograd and ops libraries through hooks those libraries

@@ -23,6 +23,11 @@
 //
 //   mpirun -np 4 ./train_tp_transformer --steps 100 --save-every 50 --ckpt run1
 //   mpirun -np 2 ./train_tp_transformer --steps 300 --resume run1
+//
+// --compile (docs/guides/compiling_a_step.md) trains from a compiled step: the first step is
+// captured while it runs, the others replay the graph. A second tensor-parallel model trained
+// eagerly on the same batches for the first --compare-steps steps must give the same losses bit
+// for bit. Not with --dp (fully_shard's hooks are not captured yet).
 #include <dtensor/dtensor.h>
 
 #include <algorithm>
@@ -31,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,7 +54,8 @@ struct Args {
   int64_t save_every = 0;
   std::string ckpt, resume;
   std::string param_dtype, reduce_dtype;  // --dp only: FSDP mixed precision (empty: none)
-  bool cuda = false;  // --cuda: both models, the batches and the mesh on this rank's GPU
+  bool cuda = false;     // --cuda: both models, the batches and the mesh on this rank's GPU
+  bool compile = false;  // --compile: train from dtensor::compile's replay
 };
 
 // "float32", "float64", "bfloat16", "float16" -> the dtype; nullopt for "" (not given).
@@ -68,7 +75,7 @@ const char* kUsage =
     "                            [--batch N] [--hidden N] [--steps N] [--lr X] [--log-every N]\n"
     "                            [--compare-steps N] [--threshold X] [--tol X] [--seed N]\n"
     "                            [--save-every K --ckpt DIR] [--resume DIR] [--dp N]\n"
-    "                            [--param-dtype T] [--reduce-dtype T] [--cuda]\n"
+    "                            [--param-dtype T] [--reduce-dtype T] [--cuda] [--compile]\n"
     "  trains a transformer tensor-parallel over every rank to copy sequences of --half random\n"
     "  tokens (vocabulary --vocab); checks the loss falls below --threshold and that the first\n"
     "  --compare-steps losses equal single-device training within --tol (relative).\n"
@@ -78,7 +85,9 @@ const char* kUsage =
     "  compute in T over float32 shards, gradients reduced in --reduce-dtype (default T); the\n"
     "  comparison with the float32 single-device run then defaults to --tol 2e-2 for 16-bit T.\n"
     "  --cuda: everything on the GPU (local_rank % devices) when dtensor has CUDA and a device\n"
-    "  is visible, else a note and the CPU.\n";
+    "  is visible, else a note and the CPU.\n"
+    "  --compile: train from a compiled step (captured once, then replayed); its first\n"
+    "  --compare-steps losses must equal an eager tensor-parallel run's bit for bit.\n";
 
 // Parses flags; returns 0 to run, 1 after --help, 2 on a bad flag.
 int parse(int argc, char** argv, Args& a) {
@@ -87,6 +96,10 @@ int parse(int argc, char** argv, Args& a) {
     if (f == "--help" || f == "-h") return 1;
     if (f == "--cuda") {
       a.cuda = true;
+      continue;
+    }
+    if (f == "--compile") {
+      a.compile = true;
       continue;
     }
     if (i + 1 >= argc) return 2;
@@ -136,6 +149,7 @@ int parse(int argc, char** argv, Args& a) {
   }
   const bool ckpt_ok = a.save_every >= 0 && (a.save_every == 0) == a.ckpt.empty();
   const bool mixed_ok = a.dp > 1 || (a.param_dtype.empty() && a.reduce_dtype.empty());
+  if (a.compile && a.dp > 1) return 2;
   if (a.tol < 0) {  // not given: the single-device reference computes in float32
     a.tol = a.param_dtype == "bfloat16" || a.param_dtype == "float16" ? 2e-2 : 2e-3;
   }
@@ -169,23 +183,40 @@ Batch make_batch(const Args& a, int64_t step) {
   return b;
 }
 
+// The batch as the step's DTensor inputs: tokens and targets, replicated on `mesh` (local
+// without one).
+dt::DTensorList step_inputs(const Batch& host_batch, const dt::DeviceMesh* mesh,
+                            const dt::Device& device) {
+  const Batch batch{host_batch.inputs.to(device), host_batch.targets.to(device)};
+  if (mesh == nullptr) {
+    return {nn::local_dtensor(batch.inputs), nn::local_dtensor(batch.targets)};
+  }
+  const dt::Placements replicated(static_cast<size_t>(mesh->ndim()), dt::Replicate());
+  return {nn::local_dtensor(batch.inputs),
+          dt::DTensor::from_local(batch.targets, *mesh, replicated)};
+}
+
+// One training step of `model` on the step's inputs; returns the loss (what --compile
+// captures).
+dt::DTensorList train_step_on(nn::Module& model, dt::optim::Optimizer& opt,
+                              const dt::DTensorList& in) {
+  opt.zero_grad();
+  const dt::DTensor logits = model(in[0]);  // [B, L, V]
+  const int64_t rows[] = {-1, logits.size(-1)};
+  const dt::DTensor loss = dt::cross_entropy(dt::reshape(logits, rows), in[1]);
+  loss.backward();
+  opt.step();
+  return {loss.detach()};
+}
+
+double loss_value(const dt::DTensor& loss) {
+  return loss.full_tensor().to(dt::kFloat64).item<double>();
+}
+
 // One training step of `model`; returns the loss.
 double train_step(nn::Module& model, dt::optim::Optimizer& opt, const Batch& host_batch,
                   const dt::DeviceMesh* mesh, const dt::Device& device) {
-  opt.zero_grad();
-  const Batch batch{host_batch.inputs.to(device), host_batch.targets.to(device)};
-  const dt::DTensor logits = model(nn::local_dtensor(batch.inputs));  // [B, L, V]
-  const int64_t rows[] = {-1, logits.size(-1)};
-  const dt::DTensor flat = dt::reshape(logits, rows);
-  const dt::DTensor targets =
-      mesh != nullptr ? dt::DTensor::from_local(
-                            batch.targets, *mesh,
-                            dt::Placements(static_cast<size_t>(mesh->ndim()), dt::Replicate()))
-                      : nn::local_dtensor(batch.targets);
-  const dt::DTensor loss = dt::cross_entropy(flat, targets);
-  loss.backward();
-  opt.step();
-  return loss.full_tensor().to(dt::kFloat64).item<double>();
+  return loss_value(train_step_on(model, opt, step_inputs(host_batch, mesh, device))[0]);
 }
 
 }  // namespace
@@ -244,11 +275,27 @@ int main(int argc, char** argv) {
     const int64_t dp_rank = mesh2d.get_local_rank(0);
     dt::optim::AdamW opt(model.parameters(), dt::optim::AdamWOptions(a.lr));
     dt::optim::AdamW ref_opt(ref.parameters(), dt::optim::AdamWOptions(a.lr));
+    // --compile: the step captured once and replayed, and an eager tensor-parallel twin.
+    std::unique_ptr<nn::Transformer> twin;
+    std::unique_ptr<dt::optim::AdamW> twin_opt;
+    std::optional<dt::CompiledStep> compiled;
+    if (a.compile) {
+      dt::manual_seed(a.seed);
+      twin = std::make_unique<nn::Transformer>(cfg, opts);
+      dt::parallelize_module(*twin, mesh, plan);
+      twin_opt =
+          std::make_unique<dt::optim::AdamW>(twin->parameters(), dt::optim::AdamWOptions(a.lr));
+      compiled.emplace(
+          dt::compile([&](const dt::DTensorList& in) { return train_step_on(model, opt, in); }));
+    }
 
     // Resume: the model (resharded to this run's plan and rank count), AdamW's moments and step
     // count; the single-device reference loads the same checkpoint, whole.
     int64_t start = 0;
     if (!a.resume.empty()) {
+      if (twin != nullptr) {
+        dt::checkpoint::load_training_state(twin.get(), twin_opt.get(), nullptr, a.resume);
+      }
       dt::checkpoint::load_training_state(&model, &opt, nullptr, a.resume);
       dt::checkpoint::load_training_state(&ref, &ref_opt, nullptr, a.resume);
       start = opt.step_count();
@@ -275,6 +322,7 @@ int main(int argc, char** argv) {
     }
 
     std::vector<double> losses;
+    int64_t compile_mismatches = 0, compared_compiled = 0;
     double max_rel_diff = 0;
     double tp_ms = 0;
     const auto run_start = std::chrono::steady_clock::now();
@@ -289,12 +337,16 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       double loss;
       std::string comm_str;
+      auto run_step = [&] {
+        if (!compiled) return train_step(model, opt, mine, &mesh, opts.device);
+        return loss_value((*compiled)(step_inputs(mine, &mesh, opts.device))[0]);
+      };
       if (step == 1) {  // the first step after the caches are warm
         dt::CommDebugMode comm;
-        loss = train_step(model, opt, mine, &mesh, opts.device);
+        loss = run_step();
         comm_str = comm.str();
       } else {
-        loss = train_step(model, opt, mine, &mesh, opts.device);
+        loss = run_step();
       }
       if (a.dp > 1) {  // the global-batch loss: the mean of the dp ranks' (equal-size) losses
         // On the mesh's device: a CUDA mesh's communicator may be NCCL.
@@ -306,6 +358,11 @@ int main(int argc, char** argv) {
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (step > start) tp_ms += ms;
       losses.push_back(loss);
+      if (twin != nullptr && step < a.compare_steps) {
+        const double eager = train_step(*twin, *twin_opt, mine, &mesh, opts.device);
+        if (eager != loss) compile_mismatches += 1;
+        compared_compiled += 1;
+      }
       if (step < a.compare_steps) {
         const double want = train_step(ref, ref_opt, batch, nullptr, opts.device);
         max_rel_diff =
@@ -339,7 +396,7 @@ int main(int argc, char** argv) {
     dt::world_communicator()->all_reduce(d, dt::ReduceOp::kMax)->wait();
     max_rel_diff = d.item<double>();
     const bool learned = final_loss < a.threshold;
-    const bool agrees = max_rel_diff <= a.tol;
+    const bool agrees = max_rel_diff <= a.tol && compile_mismatches == 0;
     if (rank == 0) {
       std::printf("final loss (mean of the last %zu steps) %.4f (threshold %.3g) -> %s\n", tail,
                   final_loss, a.threshold, learned ? "learned" : "NOT LEARNED");
@@ -348,6 +405,16 @@ int main(int argc, char** argv) {
           "difference %.3g (tolerance %.3g) -> %s\n",
           (long long)std::max<int64_t>(0, std::min(a.compare_steps, a.steps) - start), max_rel_diff,
           a.tol, agrees ? "OK" : "MISMATCH");
+      if (compiled) {
+        const dt::compiler::GraphStats& s = compiled->graph().stats();
+        std::printf(
+            "compiled step: %lld capture(s), %lld replays; graph of %lld nodes, %lld collectives "
+            "(%lld deduplicated); losses vs the eager step over %lld steps: %s\n",
+            (long long)compiled->captures(), (long long)compiled->replays(),
+            (long long)compiled->graph().nodes().size(), (long long)s.collectives,
+            (long long)s.deduplicated, (long long)compared_compiled,
+            compile_mismatches == 0 ? "equal bit for bit" : "DIFFERENT");
+      }
       std::printf("mean step time %.1f ms (%d ranks)\n",
                   tp_ms / std::max<int64_t>(1, a.steps - start - 1), world);
     }

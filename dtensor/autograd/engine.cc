@@ -18,6 +18,7 @@
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::autograd {
@@ -67,15 +68,30 @@ DTensor add_gradients(const DTensor& a, const DTensor& b) {
   return std::move(dispatch_sharded(*op, in, {})[0]);
 }
 
+namespace {
+void zero_one_grad(const DTensor& p, bool set_to_none) {
+  if (!p.grad().defined()) return;
+  if (set_to_none) {
+    p.set_grad(DTensor());
+  } else {
+    Tensor g = p.grad().to_local();
+    g.zero_();
+  }
+}
+}  // namespace
+
 void zero_grad(absl::Span<const DTensor> params, bool set_to_none) {
+  if (detail::capture_recorder() == nullptr) {
+    for (const DTensor& p : params) zero_one_grad(p, set_to_none);
+    return;
+  }
+  // A step being captured records the clearing of every parameter, gradient or not: replay
+  // runs after steps that left gradients behind, which the capture may not have seen.
   for (const DTensor& p : params) {
-    if (!p.grad().defined()) continue;
-    if (set_to_none) {
-      p.set_grad(DTensor());
-    } else {
-      Tensor g = p.grad().to_local();
-      g.zero_();
-    }
+    detail::run_recorded("grad", "zero_grad", {}, {}, 0,
+                         [p, set_to_none](absl::Span<const Tensor>, absl::Span<Tensor>) {
+                           zero_one_grad(p, set_to_none);
+                         });
   }
 }
 

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "dtensor/tensor/detail/capture_hook.h"
+
 namespace dtensor {
 
 namespace detail {
@@ -80,6 +82,9 @@ std::string CommDebugMode::str() const {
 }
 
 void CommDebugMode::record(CollectiveKind kind, int64_t bytes, int64_t ranks) {
+  // Every collective passes here: a step being captured notes it (or refuses it when no op or
+  // redistribute issued it, since replay would not run it).
+  detail::note_collective_in_capture(collective_name(kind), bytes);
   for (CommDebugMode* m = t_top; m != nullptr; m = m->parent_) m->add(kind, bytes, ranks);
 }
 

@@ -18,6 +18,7 @@
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/cuda_support.h"
 #include "dtensor/collectives/runtime.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -179,6 +180,10 @@ bool async_outstanding() {
 }
 
 WorkPtr submit_async(std::function<void()> task, bool capture_debug) {
+  detail::refuse_in_capture(
+      "an async collective (async_op = true, or a data-parallel gradient bucket): it runs on the "
+      "communication thread, outside the step being captured",
+      /*even_inside=*/true);
   std::unique_ptr<DebugCapture> capture;
   if (capture_debug && CommDebugMode::active()) {
     capture = std::make_unique<DebugCapture>();

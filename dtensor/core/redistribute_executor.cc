@@ -4,6 +4,7 @@
 // torch.chunk size ceil(m / n) before the collective and cut back afterwards (except a gather
 // along a non-leading dim on a backend that places each piece itself: no padding at all); every
 // shape comes from compute_local_shape_and_offset / chunk_bounds.
+#include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "dtensor/core/detail/util.h"
 #include "dtensor/core/redistribute.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/shape_ops.h"
 
@@ -449,23 +451,72 @@ Tensor run_plan(const Tensor& local, const DTensorSpec& src, const RedistributeP
 
 }  // namespace
 
+namespace {
+
+// A failure on this rank only (an allocation, a shard of the wrong shape) is reported to the
+// mesh's other ranks, whose next collective on the mesh then raises it.
+Tensor run_plan_reporting(const Tensor& local, const DTensorSpec& src, const RedistributePlan& plan,
+                          bool reuse_local) {
+  try {
+    return run_plan(local, src, plan, reuse_local);
+  } catch (...) {
+    report_failure_on_mesh(src.mesh(), "redistribute");
+    throw;
+  }
+}
+
+// A step being captured (dtensor/compile/) records the move with its plan: replay runs the plan
+// again on the replay's tensor, without planning or a cache look-up.
+void record_redistribute(detail::CaptureRecorder& recorder, const Tensor& local, const Tensor& out,
+                         const DTensorSpec& src, const DTensorSpec& dst,
+                         std::shared_ptr<const RedistributePlan> plan) {
+  auto s = std::make_shared<const DTensorSpec>(src);
+  auto d = std::make_shared<const DTensorSpec>(dst);
+  detail::ReplayFn fn;
+  if (plan != nullptr) {
+    fn = [s, plan = std::move(plan)](absl::Span<const Tensor> in, absl::Span<Tensor> o) {
+      o[0] = run_plan_reporting(in[0], *s, *plan, /*reuse_local=*/false);
+    };
+  } else {
+    fn = [s, d](absl::Span<const Tensor> in, absl::Span<Tensor> o) {
+      o[0] = redistribute_cross_mesh_local(in[0], *s, *d);
+    };
+  }
+  detail::CaptureEvent event;
+  event.kind = "redistribute";
+  event.name = "redistribute";
+  event.detail = absl::StrCat(placements_str(src.placements()), " -> ",
+                              placements_str(dst.placements()), " ", shape_str(src.shape()));
+  event.move_key = absl::StrCat(src.str(), " -> ", dst.str());
+  const Tensor ins[] = {local};
+  const Tensor outs[] = {out};
+  event.inputs = ins;
+  event.outputs = outs;
+  recorder.record(event, std::move(fn));
+}
+
+}  // namespace
+
 Tensor redistribute_local(const Tensor& local, const DTensorSpec& src, const DTensorSpec& dst,
                           bool reuse_local) {
-  if (src.mesh() != dst.mesh()) return redistribute_cross_mesh_local(local, src, dst);
-  const std::shared_ptr<const RedistributePlan> plan = plan_redistribute(src, dst);
+  const detail::CaptureScope capture;
+  if (src.mesh() != dst.mesh()) {
+    Tensor out = redistribute_cross_mesh_local(local, src, dst);
+    if (capture.recording()) record_redistribute(capture.recorder(), local, out, src, dst, nullptr);
+    return out;
+  }
+  std::shared_ptr<const RedistributePlan> plan = plan_redistribute(src, dst);
   if (log_enabled(LogTopic::kRedistribute)) detail::log_redistribute(src, dst, *plan);
   const DeviceMesh& mesh = src.mesh();
   if (!mesh.contains_me()) {
     return detail::empty_local(dst.ndim(), dst.dtype(), detail::mesh_device(mesh, local));
   }
-  // A failure on this rank only (an allocation, a shard of the wrong shape) is reported to the
-  // mesh's other ranks, whose next collective on the mesh then raises it.
-  try {
-    return run_plan(local, src, *plan, reuse_local);
-  } catch (...) {
-    report_failure_on_mesh(mesh, "redistribute");
-    throw;
+  // While capturing, the capture holds every tensor of the step: the input is never reused.
+  Tensor out = run_plan_reporting(local, src, *plan, reuse_local && !capture.recording());
+  if (capture.recording()) {
+    record_redistribute(capture.recorder(), local, out, src, dst, std::move(plan));
   }
+  return out;
 }
 
 namespace detail {

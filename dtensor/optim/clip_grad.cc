@@ -6,6 +6,8 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/optim/optimizer.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::optim {
@@ -30,20 +32,37 @@ double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, doub
     DTensor& acc = per_mesh[g.device_mesh().str()];
     acc = !acc.defined() ? part : inf ? maximum(acc, part) : acc + part;
   }
-  double total = 0;
+  std::vector<Tensor> totals;  // per mesh this rank is on: the reduced contribution
   for (auto& [mesh, acc] : per_mesh) {
     if (!acc.device_mesh().contains_me()) continue;  // this rank holds none of it
-    const double v = acc.full_tensor().to(Device(kCPU)).data<double>()[0];
-    total = inf ? std::max(total, v) : total + v;
+    totals.push_back(acc.full_tensor());
   }
-  if (!inf) total = std::pow(total, 1.0 / norm_type);
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1.0) {
-    for (const DTensor& g : grads) {
-      mul_(g.to_local(), Scalar(coef));
-    }
+  // The host-side tail runs through detail::run_recorded, so that a captured step replays it on
+  // that step's gradients: first the norm and the clip coefficient, then each gradient's scaling
+  // (skipped when the coefficient is not below 1, as eagerly).
+  Tensor norm_and_coef[1];
+  detail::run_recorded(
+      "optim", "clip_grad_norm_.coef", totals, norm_and_coef, 0,
+      [inf, norm_type, max_norm](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+        double total = 0;
+        for (const Tensor& t : in) {
+          const double v = t.to(Device(kCPU)).data<double>()[0];
+          total = inf ? std::max(total, v) : total + v;
+        }
+        if (!inf) total = std::pow(total, 1.0 / norm_type);
+        out[0] = full({2}, 0.0, TensorOptions(kFloat64));
+        out[0].data<double>()[0] = total;
+        out[0].data<double>()[1] = max_norm / (total + 1e-6);
+      });
+  for (const DTensor& g : grads) {
+    const Tensor ins[] = {g.to_local(), norm_and_coef[0]};
+    detail::run_recorded("optim", "clip_grad_norm_.scale", ins, {}, 1,
+                         [](absl::Span<const Tensor> in, absl::Span<Tensor>) {
+                           const double coef = in[1].data<double>()[1];
+                           if (coef < 1.0) mul_(in[0], Scalar(coef));
+                         });
   }
-  return total;
+  return norm_and_coef[0].data<double>()[0];
 }
 
 }  // namespace dtensor::optim

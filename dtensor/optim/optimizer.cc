@@ -8,6 +8,7 @@
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/optim/detail/optim_kernels.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::optim {
@@ -57,6 +58,19 @@ void save_slots(std::vector<std::pair<std::string, DTensor>>& out, const std::st
   }
 }
 
+// The scalars of update number `steps` (bias corrections from the step count).
+detail::AdamWStep adamw_scalars(const AdamWOptions& o, int64_t steps) {
+  const double t = static_cast<double>(steps);
+  return {o.lr(),
+          o.beta1(),
+          o.beta2(),
+          o.eps(),
+          o.weight_decay(),
+          1.0 - std::pow(o.beta1(), t),
+          1.0 - std::pow(o.beta2(), t),
+          o.amsgrad()};
+}
+
 }  // namespace
 
 Optimizer::Optimizer(std::vector<DTensor> params, std::string_view name)
@@ -91,18 +105,33 @@ SGD::SGD(std::vector<DTensor> params, SGDOptions options)
            options_.dampening());
 }
 
+// The step counter and each update run through detail::run_recorded, so that a captured step
+// (dtensor/compile/) replays them: the hyper-parameters and the step count are read when the
+// update runs, not when it was captured (they are the step's runtime scalars).
+void Optimizer::count_step() {
+  dtensor::detail::run_recorded("optim", "step_count", {}, {}, 0,
+                                [this](absl::Span<const Tensor>, absl::Span<Tensor>) { ++steps_; });
+}
+
 void SGD::step() {
   autograd::NoGradGuard no_grad;
-  ++steps_;
+  count_step();
   for (size_t i = 0; i < params_.size(); ++i) {
     const DTensor& p = params_[i];
     const DTensor& g = p.grad();
     if (!g.defined()) continue;
-    const bool first = momentum_.size() <= i || !momentum_[i].defined();
+    // Only the first update of a momentum buffer starts it from the gradient.
+    auto first = std::make_shared<bool>(momentum_.size() <= i || !momentum_[i].defined());
     const Tensor buf = options_.momentum() != 0 ? shard(state(momentum_, i)) : Tensor();
-    detail::sgd_update(shard(p), shard(g), buf,
-                       {options_.lr(), options_.momentum(), options_.dampening(),
-                        options_.weight_decay(), options_.nesterov(), first});
+    const Tensor ins[] = {shard(p), shard(g), buf};
+    dtensor::detail::run_recorded("optim", "sgd_update", ins, {}, 0b101,
+                                  [this, first](absl::Span<const Tensor> in, absl::Span<Tensor>) {
+                                    detail::sgd_update(
+                                        in[0], in[1], in[2],
+                                        {options_.lr(), options_.momentum(), options_.dampening(),
+                                         options_.weight_decay(), options_.nesterov(), *first});
+                                    *first = false;
+                                  });
     p.to_local().storage().bump_version();
   }
 }
@@ -128,23 +157,19 @@ AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
 
 void AdamW::step() {
   autograd::NoGradGuard no_grad;
-  ++steps_;
-  const double t = static_cast<double>(steps_);
-  const detail::AdamWStep s{options_.lr(),
-                            options_.beta1(),
-                            options_.beta2(),
-                            options_.eps(),
-                            options_.weight_decay(),
-                            1.0 - std::pow(options_.beta1(), t),
-                            1.0 - std::pow(options_.beta2(), t),
-                            options_.amsgrad()};
+  count_step();
   for (size_t i = 0; i < params_.size(); ++i) {
     const DTensor& p = params_[i];
     const DTensor& g = p.grad();
     if (!g.defined()) continue;
     const Tensor vmax = options_.amsgrad() ? shard(state(max_exp_avg_sq_, i)) : Tensor();
-    detail::adamw_update(shard(p), shard(g), shard(state(exp_avg_, i)),
-                         shard(state(exp_avg_sq_, i)), vmax, s);
+    const Tensor ins[] = {shard(p), shard(g), shard(state(exp_avg_, i)),
+                          shard(state(exp_avg_sq_, i)), vmax};
+    dtensor::detail::run_recorded("optim", "adamw_update", ins, {}, 0b11101,
+                                  [this](absl::Span<const Tensor> in, absl::Span<Tensor>) {
+                                    detail::adamw_update(in[0], in[1], in[2], in[3], in[4],
+                                                         adamw_scalars(options_, steps_));
+                                  });
     p.to_local().storage().bump_version();
   }
 }

@@ -90,6 +90,8 @@ class Optimizer {
   Optimizer(std::vector<DTensor> params, std::string_view name);
   // The state `slot` of parameter i, created as zeros like the parameter on first use.
   DTensor& state(std::vector<DTensor>& slots, size_t i);
+  // ++steps_, as a step of its own when a step is captured (replay counts too).
+  void count_step();
 
   std::vector<DTensor> params_;  // the parameters, in the order given
   int64_t steps_ = 0;            // step() calls so far
@@ -104,6 +106,9 @@ class SGD : public Optimizer {
   SGD(std::vector<DTensor> params, SGDOptions options);
   void step() override;
   const SGDOptions& options() const { return options_; }
+  // The options to change between steps (a learning-rate schedule); a captured step reads them
+  // when it replays.
+  SGDOptions& options() { return options_; }
   std::vector<std::pair<std::string, DTensor>> state_dict() const override;
   void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) override;
 
@@ -121,6 +126,9 @@ class AdamW : public Optimizer {
   AdamW(std::vector<DTensor> params, AdamWOptions options = AdamWOptions());
   void step() override;
   const AdamWOptions& options() const { return options_; }
+  // The options to change between steps (a learning-rate schedule); a captured step reads them
+  // when it replays.
+  AdamWOptions& options() { return options_; }
   std::vector<std::pair<std::string, DTensor>> state_dict() const override;
   void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) override;
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "dtensor/config.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/storage.h"
 #include "dtensor/tensor/thread_token.h"
@@ -67,6 +68,8 @@ uint64_t Generator::reserve(uint64_t words) {
 }
 
 GeneratorState Generator::reserve_state(uint64_t words) {
+  // A replay would draw the same numbers again: random ops cannot be captured yet.
+  detail::refuse_in_capture("a random op (it draws from a Generator)", /*even_inside=*/true);
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t start = (state_.offset + 3) & ~uint64_t{3};
   state_.offset = start + ((words + 3) & ~uint64_t{3});

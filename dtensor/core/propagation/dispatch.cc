@@ -1,5 +1,7 @@
 #include "dtensor/core/propagation/dispatch.h"
 
+#include <absl/strings/str_cat.h>
+
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/core/check_ranks.h"
@@ -7,6 +9,7 @@
 #include "dtensor/core/detail/util.h"
 #include "dtensor/core/redistribute.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -37,6 +40,59 @@ void check_output(const OpInfo& op, size_t o, const Tensor& out, const OutputSha
 DTensorList run_local(const OpInfo& op, absl::Span<const DTensor* const> inputs,
                       const SpecList& specs, const OpSchema& schema,
                       std::shared_ptr<const OutputSharding> sharding, DispatchTrace* trace);
+
+// A step being captured (dtensor/compile/) records the kernel call with what dispatch chose:
+// replay calls the kernel again on the replay's local tensors with the same schema, sharding
+// and coordinate — no propagation, no cache look-up.
+void record_kernel(detail::CaptureRecorder& recorder, const OpSchema& schema,
+                   const std::shared_ptr<const OutputSharding>& sharding, const Shape& coord,
+                   absl::Span<const Tensor> locals, absl::Span<const Tensor> outs) {
+  const OpInfo& op = schema.op();
+  if (op.data_dependent_shape) {
+    recorder.refuse(absl::StrCat(op.name,
+                                 " (its output's shape depends on the values, so the ops after it "
+                                 "could not keep their captured layouts)"));
+  }
+  struct Frozen {
+    std::vector<std::shared_ptr<const DTensorSpec>> specs;
+    SpecList spec_ptrs;
+    ArgList args;
+    std::shared_ptr<const OutputSharding> sharding;
+    Shape coord;
+  };
+  auto f = std::make_shared<Frozen>();
+  for (const DTensorSpec* spec : schema.inputs()) {
+    f->specs.push_back(std::make_shared<const DTensorSpec>(*spec));
+    f->spec_ptrs.push_back(f->specs.back().get());
+  }
+  f->args.assign(schema.args().begin(), schema.args().end());
+  f->sharding = sharding;
+  f->coord = coord;
+  detail::ReplayFn fn = [&op, f](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+    const OpSchema frozen(op, absl::MakeConstSpan(f->spec_ptrs), absl::MakeConstSpan(f->args));
+    op.kernel(KernelContext(frozen, *f->sharding, f->coord), in, out);
+  };
+  detail::CaptureEvent event;
+  event.kind = "op";
+  event.name = op.name;
+  std::string in_places;
+  for (int64_t i = 0; i < schema.num_inputs(); ++i) {
+    const DTensorSpec& seen = sharding->needs_redistribute() && sharding->required_inputs[i]
+                                  ? *sharding->required_inputs[i]
+                                  : schema.input(i);
+    absl::StrAppend(&in_places, i == 0 ? "" : ", ", placements_str(seen.placements()));
+  }
+  std::string out_places;
+  for (size_t o = 0; o < sharding->outputs.size(); ++o) {
+    absl::StrAppend(&out_places, o == 0 ? "" : ", ",
+                    placements_str(sharding->outputs[o]->placements()));
+  }
+  event.detail = absl::StrCat(in_places, " -> ", out_places);
+  event.inputs = locals;
+  event.outputs = outs;
+  event.mutated_inputs = op.inplace ? 1u : 0u;
+  recorder.record(event, std::move(fn));
+}
 
 }  // namespace
 
@@ -161,8 +217,13 @@ DTensorList run_local(const OpInfo& op, absl::Span<const DTensor* const> inputs,
   }
   absl::InlinedVector<Tensor, 2> outs(nout);
   const Shape& coord = mesh.get_coordinate();
-  op.kernel(KernelContext(schema, *sharding, coord), absl::MakeConstSpan(locals),
-            absl::MakeSpan(outs));
+  {
+    const detail::CaptureScope capture;
+    op.kernel(KernelContext(schema, *sharding, coord), absl::MakeConstSpan(locals),
+              absl::MakeSpan(outs));
+    if (capture.recording())
+      record_kernel(capture.recorder(), schema, sharding, coord, locals, outs);
+  }
   for (size_t o = 0; o < nout; ++o) {
     if (op.data_dependent_shape) {
       // The shape is the kernel's (replicated inputs: the same on every rank); a fresh spec per

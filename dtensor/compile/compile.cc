@@ -1,0 +1,233 @@
+#include "dtensor/compile/compile.h"
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/strings/str_cat.h>
+
+#include <utility>
+
+#include "dtensor/tensor/detail/capture_hook.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor {
+namespace compiler {
+
+// Records a step into a Graph while it runs eagerly: the CaptureRecorder of this thread for
+// the duration of the capture (dtensor/tensor/detail/capture_hook.h).
+class Builder final : public detail::CaptureRecorder {
+ public:
+  explicit Builder(Graph& g) : g_(g) {}
+
+  void add_input(const DTensor& t, int32_t index) {
+    const ValueId v = new_value(t.to_local(), Value::Kind::kInput);
+    g_.values_[static_cast<size_t>(v)].input_index = index;
+    g_.input_specs_.push_back(t.spec_ptr());
+    g_.input_requires_grad_.push_back(t.requires_grad());
+  }
+
+  void record(const detail::CaptureEvent& e, detail::ReplayFn fn) override {
+    Node n;
+    n.kind = std::string(e.kind);
+    n.name = e.name;
+    n.detail = e.detail;
+    n.mutated_inputs = e.mutated_inputs;
+    n.move_key = e.move_key;
+    n.fn = std::move(fn);
+    n.collectives = std::move(pending_);
+    pending_.clear();
+    for (const Tensor& t : e.inputs) n.inputs.push_back(value_of(t));
+    const int32_t node_index = static_cast<int32_t>(g_.nodes_.size());
+    for (const Tensor& t : e.outputs) {
+      DT_CHECK(t.defined(), "[compile] internal error: %s %s produced an undefined tensor", e.kind,
+               e.name);
+      const ValueId v = new_value(t, Value::Kind::kProduced);
+      g_.values_[static_cast<size_t>(v)].producer = node_index;
+      n.outputs.push_back(v);
+    }
+    for (const Collective& c : n.collectives) {
+      g_.stats_.collectives += 1;
+      g_.stats_.collective_bytes += c.bytes;
+    }
+    g_.nodes_.push_back(std::move(n));
+  }
+
+  void note_collective(std::string_view kind, int64_t bytes) override {
+    pending_.push_back({std::string(kind), bytes});
+  }
+
+  [[noreturn]] void refuse(const std::string& what) override {
+    DT_FAIL(
+        "[compile] the step cannot be captured: it runs %s. Run this step eagerly (without "
+        "dtensor::compile); see docs/guides/compiling_a_step.md, 'What cannot be captured'",
+        what);
+  }
+
+  void set_outputs(const DTensorList& outputs) {
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      DT_CHECK(outputs[o].defined(), "[compile] the step returned an undefined DTensor (output %d)",
+               o);
+      g_.outputs_.push_back(value_of(outputs[o].to_local()));
+      g_.output_specs_.push_back(outputs[o].spec_ptr());
+    }
+  }
+
+  // Every value's captured tensor, by id (for the passes).
+  const std::vector<Tensor>& captured() const { return captured_; }
+
+ private:
+  // Identity of a local tensor: the memory it views and how. Every captured tensor is held until
+  // the capture ends, so no address is reused for another tensor meanwhile. Tensors without
+  // memory (no elements) of one geometry are interchangeable.
+  static std::string key(const Tensor& t) {
+    return absl::StrCat(reinterpret_cast<uintptr_t>(t.storage().data()), "/",
+                        static_cast<int>(t.device().type), ":", t.device().index, "/",
+                        t.storage_offset(), "/", shape_str(t.sizes()), "/", shape_str(t.strides()),
+                        "/", static_cast<int>(t.dtype()));
+  }
+
+  ValueId new_value(const Tensor& t, Value::Kind kind) {
+    const ValueId v = static_cast<ValueId>(g_.values_.size());
+    Value value;
+    value.kind = kind;
+    value.sizes = t.sizes();
+    value.dtype = t.dtype();
+    value.nbytes = static_cast<int64_t>(t.nbytes());
+    if (kind == Value::Kind::kExternal) value.external = t;
+    g_.values_.push_back(std::move(value));
+    captured_.push_back(t);
+    ids_[key(t)] = v;
+    return v;
+  }
+
+  // The value a node reads: the latest value with t's identity, else a new external one (a
+  // tensor made before the step or outside any recorded primitive).
+  ValueId value_of(const Tensor& t) {
+    if (!t.defined()) return kNoValue;
+    auto it = ids_.find(key(t));
+    if (it != ids_.end()) return it->second;
+    return new_value(t, Value::Kind::kExternal);
+  }
+
+  Graph& g_;
+  absl::flat_hash_map<std::string, ValueId> ids_;
+  std::vector<Tensor> captured_;
+  std::vector<Collective> pending_;
+};
+
+namespace {
+
+// Installs the builder as this thread's recorder for the scope.
+class RecordingScope {
+ public:
+  explicit RecordingScope(detail::CaptureRecorder* r) {
+    DT_CHECK(detail::capture_recorder() == nullptr,
+             "[compile] a compiled step was called while another step is being captured "
+             "(compiled steps do not nest)");
+    detail::set_capture_recorder(r);
+  }
+  ~RecordingScope() { detail::set_capture_recorder(nullptr); }
+  RecordingScope(const RecordingScope&) = delete;
+  RecordingScope& operator=(const RecordingScope&) = delete;
+};
+
+std::string node_text(const Node& n) {
+  return absl::StrCat(n.kind, " ", n.name, " ", n.detail);
+}
+
+}  // namespace
+}  // namespace compiler
+
+CompiledStep::CompiledStep(StepFn fn, CompileOptions options)
+    : fn_(std::move(fn)), options_(options) {
+  DT_CHECK(static_cast<bool>(fn_), "[compile] the step function is empty");
+  DT_CHECK(options_.max_graphs >= 1, "[compile] max_graphs must be at least 1, got %d",
+           options_.max_graphs);
+}
+
+const compiler::Graph* CompiledStep::match(const DTensorList& inputs) const {
+  for (const auto& g : graphs_) {
+    const auto& specs = g->input_specs();
+    if (specs.size() != inputs.size()) continue;
+    bool same = true;
+    for (size_t i = 0; same && i < inputs.size(); ++i) {
+      same = inputs[i].defined() && inputs[i].spec() == *specs[i] &&
+             inputs[i].requires_grad() == g->input_requires_grad()[i];
+    }
+    if (same) return g.get();
+  }
+  return nullptr;
+}
+
+DTensorList CompiledStep::capture(const DTensorList& inputs,
+                                  std::unique_ptr<compiler::Graph>& graph) {
+  graph = std::make_unique<compiler::Graph>();
+  compiler::Builder builder(*graph);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    DT_CHECK(inputs[i].defined(), "[compile] input %d of the step is an undefined DTensor", i);
+    builder.add_input(inputs[i], static_cast<int32_t>(i));
+  }
+  DTensorList outputs;
+  {
+    const compiler::RecordingScope recording(&builder);
+    outputs = fn_(inputs);
+    builder.set_outputs(outputs);
+  }
+  DT_CHECK(!graph->nodes().empty(),
+           "[compile] the step ran no DTensor op, redistribute or optimizer update: there is "
+           "nothing to capture (does the function compute on DTensors?)");
+  if (options_.dedup_collectives) compiler::dedup_collectives(*graph, builder.captured());
+  compiler::plan_memory(*graph, options_.memory_plan);
+  ++captures_;
+  return outputs;
+}
+
+DTensorList CompiledStep::operator()(const DTensorList& inputs) {
+  const compiler::Graph* g = match(inputs);
+  if (g == nullptr) {
+    DT_CHECK(graphs_.empty() || options_.recapture_on_guard_failure,
+             "[compile] the step's inputs do not match the captured graph (shape, dtype, "
+             "placements, mesh or requires_grad differ) and recapture_on_guard_failure is off");
+    DT_CHECK(static_cast<int>(graphs_.size()) < options_.max_graphs,
+             "[compile] the step was captured for %d input layouts already (max_graphs); "
+             "inputs of yet another layout were given",
+             graphs_.size());
+    std::unique_ptr<compiler::Graph> fresh;
+    DTensorList out = capture(inputs, fresh);
+    graphs_.push_back(std::move(fresh));
+    last_ = graphs_.back().get();
+    return out;
+  }
+  ++replays_;
+  if (options_.validate_every > 0 && replays_ % options_.validate_every == 0) {
+    std::unique_ptr<compiler::Graph> fresh;
+    DTensorList out = capture(inputs, fresh);
+    const auto& a = g->nodes();
+    const auto& b = fresh->nodes();
+    for (size_t k = 0; k < std::max(a.size(), b.size()); ++k) {
+      const std::string was = k < a.size() ? compiler::node_text(a[k]) : "(the end)";
+      const std::string now = k < b.size() ? compiler::node_text(b[k]) : "(the end)";
+      DT_CHECK(was == now,
+               "[compile] the step's op sequence changed since it was captured (data-dependent "
+               "control flow?): node %d was '%s', now '%s'. Such a step cannot be compiled: run "
+               "it eagerly",
+               k, was, now);
+    }
+    for (auto& held : graphs_) {
+      if (held.get() == g) held = std::move(fresh);
+    }
+    last_ = match(inputs);
+    return out;
+  }
+  last_ = g;
+  return g->run(inputs);
+}
+
+const compiler::Graph& CompiledStep::graph() const {
+  DT_CHECK(last_ != nullptr, "[compile] the step has not been called yet: no graph");
+  return *last_;
+}
+
+CompiledStep compile(CompiledStep::StepFn fn, CompileOptions options) {
+  return CompiledStep(std::move(fn), options);
+}
+
+}  // namespace dtensor

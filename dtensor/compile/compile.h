@@ -1,0 +1,82 @@
+// Compiling a training step (DESIGN.md item 17; docs/guides/compiling_a_step.md):
+//
+//   auto step = dtensor::compile([&](const dtensor::DTensorList& batch) {
+//     opt.zero_grad();
+//     dtensor::DTensor loss = cross_entropy(model.forward(batch[0]), batch[1]);
+//     loss.backward();
+//     dtensor::optim::clip_grad_norm_(opt.parameters(), 1.0);
+//     opt.step();
+//     return dtensor::DTensorList{loss.detach()};
+//   });
+//   for (...) loss = step({x, y})[0];
+//
+// The first call runs the step eagerly while the runtime records every primitive it runs
+// (dtensor/compile/graph.h): op kernels with the sharding chosen, redistributes with their
+// plans and collectives, backward formulas as the engine runs them, gradient bindings,
+// optimizer updates, clip_grad_norm_. Later calls with inputs of the same specs replay that
+// graph: local kernels and planned collectives only, results bit-identical to the eager step.
+// The learning rate, the optimizer's step count and other values read when an update runs are
+// runtime scalars, not baked in. Guards: a call whose inputs differ in shape, dtype, placements,
+// mesh or requires_grad from every captured graph re-captures (or raises, by option).
+//
+// What cannot be captured raises "[compile] ..." on every rank during the capture: random ops,
+// async collectives and the data-parallel gradient hooks (replicate / fully_shard), ops whose
+// output shape depends on the values (masked_select, nonzero). What is not seen: host-side
+// control flow that depends on tensor values (replay runs the ops of the capture); local Tensor
+// computation outside DTensor ops (its result is taken as a constant). options.validate_every
+// re-runs the step eagerly every N calls and raises when its op sequence changed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtensor/compile/graph.h"
+#include "dtensor/core/distributed_tensor.h"
+
+namespace dtensor {
+
+struct CompileOptions {
+  // A call whose inputs match no captured graph: capture again (true) or raise.
+  bool recapture_on_guard_failure = true;
+  // Graphs kept (one per input layout seen); one more raises.
+  int max_graphs = 8;
+  // Every N-th replay runs the step eagerly and re-records it instead, and raises
+  // "[compile] the step's op sequence changed ..." when the ops differ (0: never).
+  int validate_every = 0;
+  // Passes (dtensor/compile/graph.h).
+  bool dedup_collectives = true;
+  bool memory_plan = true;
+};
+
+// A step function compiled by dtensor::compile: call it as the step itself.
+class CompiledStep {
+ public:
+  using StepFn = std::function<DTensorList(const DTensorList& inputs)>;
+  CompiledStep(StepFn fn, CompileOptions options);
+
+  DTensorList operator()(const DTensorList& inputs);
+
+  // The graph the last call ran or captured; throws before the first call.
+  const compiler::Graph& graph() const;
+  int64_t captures() const { return captures_; }
+  int64_t replays() const { return replays_; }
+
+ private:
+  const compiler::Graph* match(const DTensorList& inputs) const;
+  DTensorList capture(const DTensorList& inputs, std::unique_ptr<compiler::Graph>& graph);
+
+  StepFn fn_;
+  CompileOptions options_;
+  std::vector<std::unique_ptr<compiler::Graph>> graphs_;
+  const compiler::Graph* last_ = nullptr;
+  int64_t captures_ = 0;
+  int64_t replays_ = 0;
+};
+
+// Compiles `fn`, a function running one step on DTensors (see above).
+CompiledStep compile(CompiledStep::StepFn fn, CompileOptions options = {});
+
+}  // namespace dtensor

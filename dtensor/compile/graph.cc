@@ -1,0 +1,102 @@
+#include "dtensor/compile/graph.h"
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+namespace dtensor::compiler {
+namespace {
+
+// "%7" for a produced value, "%in0" for an input, "%c3" for an external one, "-" for none.
+std::string value_name(const Graph& g, ValueId v) {
+  if (v == kNoValue) return "-";
+  const Value& value = g.values()[static_cast<size_t>(v)];
+  switch (value.kind) {
+    case Value::Kind::kInput:
+      return absl::StrCat("%in", value.input_index);
+    case Value::Kind::kExternal:
+      return absl::StrCat("%c", v);
+    case Value::Kind::kProduced:
+      break;
+  }
+  return absl::StrCat("%", v);
+}
+
+}  // namespace
+
+std::string Graph::str() const {
+  int64_t externals = 0;
+  for (const Value& v : values_) externals += v.kind == Value::Kind::kExternal ? 1 : 0;
+  std::string out = absl::StrFormat(
+      "graph: %d inputs, %d external tensors, %d nodes, %d collectives (%d B), %d deduplicated; "
+      "peak %d B planned, %d B unplanned\n",
+      input_specs_.size(), externals, nodes_.size(), stats_.collectives, stats_.collective_bytes,
+      stats_.deduplicated, stats_.peak_bytes_planned, stats_.peak_bytes_unplanned);
+  for (const Node& n : nodes_) {
+    std::vector<std::string> outs, ins, written;
+    for (ValueId v : n.outputs) outs.push_back(value_name(*this, v));
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      ins.push_back(value_name(*this, n.inputs[i]));
+      if (i < 32 && ((n.mutated_inputs >> i) & 1u) != 0 && n.inputs[i] != kNoValue) {
+        written.push_back(ins.back());
+      }
+    }
+    absl::StrAppend(&out, "  ", outs.empty() ? "" : absl::StrCat(absl::StrJoin(outs, ", "), " = "),
+                    n.kind, " ", n.name, "(", absl::StrJoin(ins, ", "), ")");
+    if (!n.detail.empty()) absl::StrAppend(&out, "  ", n.detail);
+    if (!written.empty()) absl::StrAppend(&out, "  writes ", absl::StrJoin(written, ", "));
+    for (const Collective& c : n.collectives) {
+      absl::StrAppend(&out, "  | ", c.kind, " ", c.bytes, " B");
+    }
+    out += "\n";
+  }
+  std::vector<std::string> rets;
+  for (ValueId v : outputs_) rets.push_back(value_name(*this, v));
+  absl::StrAppend(&out, "  return (", absl::StrJoin(rets, ", "), ")\n");
+  return out;
+}
+
+DTensorList Graph::run(const DTensorList& inputs) const {
+  std::vector<Tensor> slots(values_.size());
+  for (size_t v = 0; v < values_.size(); ++v) {
+    const Value& value = values_[v];
+    if (value.kind == Value::Kind::kExternal) {
+      slots[v] = value.external;
+    } else if (value.kind == Value::Kind::kInput) {
+      slots[v] = inputs[static_cast<size_t>(value.input_index)].to_local();
+    }
+  }
+  // Node arguments, reused from node to node (std::vector: no per-node allocation once grown).
+  std::vector<Tensor> in, out;
+  const Tensor none;
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    const Node& n = nodes_[k];
+    in.clear();
+    const uint64_t moves = k < last_read_.size() ? last_read_[k] : 0;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ValueId v = n.inputs[i];
+      if (v == kNoValue) {
+        in.push_back(none);
+      } else if (i < 64 && ((moves >> i) & 1u) != 0) {
+        in.push_back(std::move(slots[static_cast<size_t>(v)]));
+      } else {
+        in.push_back(slots[static_cast<size_t>(v)]);
+      }
+    }
+    out.clear();
+    out.resize(n.outputs.size());
+    n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      slots[static_cast<size_t>(n.outputs[o])] = std::move(out[o]);
+    }
+    if (k < free_after_.size()) {
+      for (ValueId v : free_after_[k]) slots[static_cast<size_t>(v)] = none;
+    }
+  }
+  DTensorList result;
+  for (size_t o = 0; o < outputs_.size(); ++o) {
+    result.emplace_back(slots[static_cast<size_t>(outputs_[o])], output_specs_[o]);
+  }
+  return result;
+}
+
+}  // namespace dtensor::compiler

@@ -1,0 +1,126 @@
+// The graph of a captured step (dtensor/compile/compile.h): the step's values (the inputs the
+// user passes, the tensors that outlive the step — parameters, optimizer states, constants —
+// and those the step produces) and its nodes in the order they ran eagerly, each one primitive
+// the runtime recorded (dtensor/tensor/detail/capture_hook.h): an op's local kernel with the
+// sharding dispatch chose, a redistribute with its plan, an optimizer update, a gradient
+// binding. Replaying runs the nodes' local computations in order on the replay's tensors: no
+// propagation, no cache look-up, no autograd recording.
+//
+// Values are local tensors (this rank's shards). Replay is identical on every rank up to the
+// shards, as the eager step was, so ranks issue the same collectives in the same order.
+#pragma once
+
+#include <absl/types/span.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtensor/core/distributed_tensor.h"
+
+namespace dtensor::compiler {
+
+using ValueId = int32_t;
+inline constexpr ValueId kNoValue = -1;  // an absent optional tensor (e.g. no momentum buffer)
+
+// A node's local computation: reads `inputs` (the replay's tensors where the captured ones
+// stood), writes the inputs it mutates in place and sets each of `outputs`.
+using ReplayFn = std::function<void(absl::Span<const Tensor> inputs, absl::Span<Tensor> outputs)>;
+
+struct Value {
+  enum class Kind : uint8_t {
+    kInput,     // the step's argument `input_index` (its local tensor)
+    kExternal,  // a tensor that existed before the node reading it: parameters, optimizer
+                // states, constants; replay reads (and updates in place) this very tensor
+    kProduced,  // made by node `producer`
+  };
+  Kind kind = Kind::kProduced;
+  int32_t input_index = -1;
+  int32_t producer = -1;
+  Shape sizes;
+  DType dtype = DType::kFloat32;
+  int64_t nbytes = 0;
+  Tensor external;  // kExternal only
+};
+
+struct Collective {
+  std::string kind;  // "all_reduce", ...
+  int64_t bytes = 0;
+};
+
+struct Node {
+  std::string kind;    // "op", "redistribute", "optim", "grad"
+  std::string name;    // "mm", "redistribute", "adamw_update", "set_grad"
+  std::string detail;  // "S(0), R -> S(0)"
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+  uint32_t mutated_inputs = 0;
+  std::vector<Collective> collectives;  // what it issued when captured
+  std::string move_key;                 // redistribute: "src spec -> dst spec"
+  ReplayFn fn;
+};
+
+// What a graph costs and what its passes did.
+struct GraphStats {
+  int64_t nodes = 0;
+  int64_t collectives = 0;  // issued by one replay
+  int64_t collective_bytes = 0;
+  int64_t deduplicated = 0;          // redistributes removed by the dedup pass
+  int64_t peak_bytes_planned = 0;    // most bytes of produced values alive at once, with the plan
+  int64_t peak_bytes_unplanned = 0;  // the same when every produced value lives to the end
+};
+
+class Graph {
+ public:
+  const std::vector<Value>& values() const { return values_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  // The values the step returned, with their specs (replay wraps them as DTensors).
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+  const std::vector<std::shared_ptr<const DTensorSpec>>& output_specs() const {
+    return output_specs_;
+  }
+  // The specs of the inputs at capture (the guard: a call must match them).
+  const std::vector<std::shared_ptr<const DTensorSpec>>& input_specs() const {
+    return input_specs_;
+  }
+  const std::vector<bool>& input_requires_grad() const { return input_requires_grad_; }
+  const GraphStats& stats() const { return stats_; }
+
+  // One line per node: "%7 = op mm(%3, %c1)  S(0), R -> S(0)", collectives after '|'.
+  std::string str() const;
+
+  // Runs the nodes on `inputs` (checked by the caller against input_specs()).
+  DTensorList run(const DTensorList& inputs) const;
+
+ private:
+  friend class Builder;
+  friend void dedup_collectives(Graph& g, absl::Span<const Tensor> captured);
+  friend void plan_memory(Graph& g, bool enabled);
+
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> outputs_;
+  std::vector<std::shared_ptr<const DTensorSpec>> output_specs_;
+  std::vector<std::shared_ptr<const DTensorSpec>> input_specs_;
+  std::vector<bool> input_requires_grad_;
+  // free_after_[k]: produced values whose last reader is node k (the memory plan); last_read_[k]
+  // bit i: node k's input i is such a value's last read, so replay hands the node the value
+  // itself instead of a second handle (a node that checks whether it holds the only handle,
+  // as gradient accumulation does, sees what the eager step saw).
+  std::vector<std::vector<ValueId>> free_after_;
+  std::vector<uint64_t> last_read_;
+  GraphStats stats_;
+};
+
+// Passes (passes.cc). `captured[v]` is value v's tensor as captured (for storage aliasing).
+// A redistribute of a value that an earlier node already moved the same way, with nothing
+// written to that value (or memory it shares) in between and neither result written later,
+// reuses the earlier result: a collective with the same inputs runs once.
+void dedup_collectives(Graph& g, absl::Span<const Tensor> captured);
+// Computes the values each node is the last reader of, so replay drops them there, and the
+// peak bytes with and without that (GraphStats). Disabled: nothing is dropped before the end.
+void plan_memory(Graph& g, bool enabled);
+
+}  // namespace dtensor::compiler

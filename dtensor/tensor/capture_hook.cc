@@ -1,0 +1,49 @@
+#include "dtensor/tensor/detail/capture_hook.h"
+
+#include <string>
+
+namespace dtensor::detail {
+namespace {
+thread_local CaptureRecorder* t_recorder = nullptr;
+}  // namespace
+
+CaptureRecorder* capture_recorder() {
+  return t_recorder;
+}
+
+void set_capture_recorder(CaptureRecorder* recorder) {
+  t_recorder = recorder;
+}
+
+void run_recorded(std::string_view kind, std::string name, absl::Span<const Tensor> inputs,
+                  absl::Span<Tensor> outputs, uint32_t mutated_inputs, const ReplayFn& fn) {
+  const CaptureScope scope;
+  fn(inputs, outputs);
+  if (!scope.recording()) return;
+  CaptureEvent event;
+  event.kind = kind;
+  event.name = std::move(name);
+  event.inputs = inputs;
+  event.outputs = outputs;
+  event.mutated_inputs = mutated_inputs;
+  scope.recorder().record(event, fn);
+}
+
+void refuse_in_capture(std::string_view what, bool even_inside) {
+  CaptureRecorder* r = t_recorder;
+  if (r == nullptr || (r->depth > 0 && !even_inside)) return;
+  r->refuse(std::string(what));
+}
+
+void note_collective_in_capture(std::string_view kind, int64_t bytes) {
+  CaptureRecorder* r = t_recorder;
+  if (r == nullptr) return;
+  if (r->depth == 0) {
+    r->refuse("a " + std::string(kind) +
+              " outside any op or redistribute (a data-parallel gradient hook, a direct "
+              "Communicator call): replay would not issue it");
+  }
+  r->note_collective(kind, bytes);
+}
+
+}  // namespace dtensor::detail
