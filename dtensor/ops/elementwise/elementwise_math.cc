@@ -51,11 +51,24 @@ Tensor mod_scalar_op(std::string_view op, BinaryOp kind, const Tensor& self, con
   return detail::binary_scalar_op(kind, self, other, dt);
 }
 
-Tensor bitwise(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other) {
+// op(self, other) in their promoted dtype, which must pass `ok` (the error names `expected`).
+Tensor checked_binary(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other,
+                      bool (*ok)(DType), std::string_view expected) {
   detail::check_binary_args(op, self, other);
   const DType dt = result_type(self, other);
-  check_dtype(is_integral_or_bool(dt), op, "self", dt, "an integer or bool dtype");
+  check_dtype(ok(dt), op, "self", dt, expected);
   return detail::binary_op(op, kind, self, other, dt);
+}
+
+Tensor bitwise(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other) {
+  return checked_binary(op, kind, self, other, is_integral_or_bool, "an integer or bool dtype");
+}
+
+// op(self, other) computed in a floating dtype: integer and bool inputs promote to float32.
+Tensor floating_binary(std::string_view op, BinaryOp kind, const Tensor& self,
+                       const Tensor& other) {
+  detail::check_binary_args(op, self, other);
+  return detail::binary_op(op, kind, self, other, floating_result_type(result_type(self, other)));
 }
 
 }  // namespace
@@ -100,35 +113,24 @@ Tensor remainder(const Tensor& self, const Scalar& other) {
 }
 
 Tensor atan2(const Tensor& self, const Tensor& other) {
-  detail::check_binary_args("atan2", self, other);
-  return detail::binary_op("atan2", BinaryOp::kAtan2, self, other,
-                           floating_result_type(result_type(self, other)));
+  return floating_binary("atan2", BinaryOp::kAtan2, self, other);
 }
 Tensor hypot(const Tensor& self, const Tensor& other) {
-  detail::check_binary_args("hypot", self, other);
-  const DType dt = result_type(self, other);
-  check_dtype(is_floating(dt), "hypot", "self", dt, "a floating dtype");
-  return detail::binary_op("hypot", BinaryOp::kHypot, self, other, dt);
+  return checked_binary("hypot", BinaryOp::kHypot, self, other, is_floating, "a floating dtype");
 }
 
 // logaddexp is defined for floating dtypes only: integer inputs raise a dtype error, as in
 // PyTorch 2.15 (its CPU kernel rejects int64; pinned by test_activations_torch_mpi). xlogy and
 // copysign compute integer and bool inputs in float32.
 Tensor logaddexp(const Tensor& self, const Tensor& other) {
-  detail::check_binary_args("logaddexp", self, other);
-  const DType dt = result_type(self, other);
-  check_dtype(is_floating(dt), "logaddexp", "self", dt, "a floating dtype");
-  return detail::binary_op("logaddexp", BinaryOp::kLogaddexp, self, other, dt);
+  return checked_binary("logaddexp", BinaryOp::kLogaddexp, self, other, is_floating,
+                        "a floating dtype");
 }
 Tensor xlogy(const Tensor& self, const Tensor& other) {
-  detail::check_binary_args("xlogy", self, other);
-  return detail::binary_op("xlogy", BinaryOp::kXlogy, self, other,
-                           floating_result_type(result_type(self, other)));
+  return floating_binary("xlogy", BinaryOp::kXlogy, self, other);
 }
 Tensor copysign(const Tensor& self, const Tensor& other) {
-  detail::check_binary_args("copysign", self, other);
-  return detail::binary_op("copysign", BinaryOp::kCopysign, self, other,
-                           floating_result_type(result_type(self, other)));
+  return floating_binary("copysign", BinaryOp::kCopysign, self, other);
 }
 
 // One allocation: max into a new tensor, then min in place (kernels allow exact aliasing).
