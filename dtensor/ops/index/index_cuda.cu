@@ -169,15 +169,22 @@ __global__ void scatter_count_kernel(Geometry g, const int64_t* idx, int64_t n, 
                   [=](int64_t at, int64_t) { atomicAdd(count + at, 1ull); });
 }
 
+// Calls f(i) for each slot i of this thread's grid stride that some in-range entry named
+// (count[i] > 0, counted by scatter_count_kernel).
+template <typename F>
+__device__ void for_each_named_slot(const unsigned long long* count, int64_t numel, F f) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel;
+       i += step) {
+    if (count[i] > 0) f(i);
+  }
+}
+
 // Without include_self: the slots an entry names start from the reduction's identity.
 template <typename T>
 __global__ void scatter_identity_kernel(T* out, const unsigned long long* count, int64_t numel,
                                         T identity) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel;
-       i += step) {
-    if (count[i] > 0) out[i] = identity;
-  }
+  for_each_named_slot(count, numel, [=](int64_t i) { out[i] = identity; });
 }
 
 // Pass 2: every in-range entry reduces into its slot.
@@ -194,11 +201,9 @@ __global__ void scatter_reduce_kernel(Geometry g, const int64_t* idx, const T* s
 template <typename T>
 __global__ void scatter_mean_kernel(T* out, const unsigned long long* count, int64_t numel,
                                     int64_t extra) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel;
-       i += step) {
-    if (count[i] > 0) out[i] = scatter_mean(out[i], static_cast<int64_t>(count[i]) + extra);
-  }
+  for_each_named_slot(count, numel, [=](int64_t i) {
+    out[i] = scatter_mean(out[i], static_cast<int64_t>(count[i]) + extra);
+  });
 }
 
 // What every entry point below starts with, on the target's device: the index geometry, the
