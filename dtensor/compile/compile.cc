@@ -218,7 +218,8 @@ DTensorList CompiledStep::operator()(const DTensorList& inputs) {
     return out;
   }
   last_ = g;
-  return g->run(inputs);
+  last_node_seconds_ = 0;
+  return g->run(inputs, options_.profile ? &last_node_seconds_ : nullptr);
 }
 
 const compiler::Graph& CompiledStep::graph() const {

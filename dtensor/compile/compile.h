@@ -49,6 +49,8 @@ struct CompileOptions {
   // Passes (dtensor/compile/graph.h).
   bool dedup_collectives = true;
   bool memory_plan = true;
+  // Time the nodes of each replay (CompiledStep::last_node_seconds; for benchmarks).
+  bool profile = false;
 };
 
 // A step function compiled by dtensor::compile: call it as the step itself.
@@ -58,6 +60,9 @@ class CompiledStep {
   CompiledStep(StepFn fn, CompileOptions options);
 
   DTensorList operator()(const DTensorList& inputs);
+  // The time the last replay spent inside its nodes' computations (kernels, collectives), when
+  // CompileOptions::profile is on; 0 otherwise.
+  double last_node_seconds() const { return last_node_seconds_; }
 
   // The graph the last call ran or captured; throws before the first call.
   const compiler::Graph& graph() const;
@@ -74,6 +79,7 @@ class CompiledStep {
   const compiler::Graph* last_ = nullptr;
   int64_t captures_ = 0;
   int64_t replays_ = 0;
+  double last_node_seconds_ = 0;
 };
 
 // Compiles `fn`, a function running one step on DTensors (see above).

@@ -3,6 +3,8 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
+#include <chrono>
+
 namespace dtensor::compiler {
 namespace {
 
@@ -55,7 +57,7 @@ std::string Graph::str() const {
   return out;
 }
 
-DTensorList Graph::run(const DTensorList& inputs) const {
+DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
   std::vector<Tensor> slots(values_.size());
   for (size_t v = 0; v < values_.size(); ++v) {
     const Value& value = values_[v];
@@ -84,7 +86,13 @@ DTensorList Graph::run(const DTensorList& inputs) const {
     }
     out.clear();
     out.resize(n.outputs.size());
-    n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
+    if (node_seconds == nullptr) {
+      n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
+      *node_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       slots[static_cast<size_t>(n.outputs[o])] = std::move(out[o]);
     }

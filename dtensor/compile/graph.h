@@ -91,8 +91,10 @@ class Graph {
   // One line per node: "%7 = op mm(%3, %c1)  S(0), R -> S(0)", collectives after '|'.
   std::string str() const;
 
-  // Runs the nodes on `inputs` (checked by the caller against input_specs()).
-  DTensorList run(const DTensorList& inputs) const;
+  // Runs the nodes on `inputs` (checked by the caller against input_specs()). With `node_seconds`,
+  // adds the time spent inside the nodes' computations (kernels, collectives) to it: the rest
+  // of a replay is the framework's own time.
+  DTensorList run(const DTensorList& inputs, double* node_seconds = nullptr) const;
 
  private:
   friend class Builder;

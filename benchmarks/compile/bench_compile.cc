@@ -1,0 +1,152 @@
+// Compiled step vs eager step (issue 42): the main example's tensor-parallel transformer
+// (RMSNorm, SwiGLU, AdamW, loss parallel) trained with the eager step and with dtensor::compile's
+// replay of the same step, interleaved, at each rank count:
+//
+//   mpirun -np N bench_compile [--dim 64] [--layers 2] [--heads 4] [--vocab 16] [--batch 32]
+//                              [--seq 15] [--iters 30] [--warmup 3] [--json FILE]
+//
+// Prints the median step times (max over ranks), the time replay spends inside its nodes
+// (kernels and collectives: what any implementation must spend) and from it the framework's own
+// time per step (step - node time) eager vs replay, and the collectives per step with and
+// without the dedup pass. Both models start from the same weights and take the same steps; the
+// run fails unless their parameters are bit-identical at the end.
+#include <mpi.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "benchmarks/common/bench_common.h"
+#include "benchmarks/common/bench_util.h"
+#include "dtensor/dtensor.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+namespace bench = dtensor::bench;
+
+namespace {
+
+struct Model {
+  nn::Transformer model;
+  dt::optim::AdamW opt;
+  Model(const nn::TransformerConfig& cfg, const dt::DeviceMesh& mesh)
+      : model((dt::manual_seed(5), cfg)), opt(params(model, mesh), dt::optim::AdamWOptions(1e-3)) {}
+
+  static std::vector<dt::DTensor> params(nn::Transformer& m, const dt::DeviceMesh& mesh) {
+    dt::parallelize_module(m, mesh, dt::transformer_tp_plan({.loss_parallel = true}));
+    return m.parameters();
+  }
+
+  dt::DTensorList step(const dt::DTensorList& in) {
+    opt.zero_grad();
+    const dt::DTensor logits = model(in[0]);
+    const int64_t rows[] = {-1, logits.size(-1)};
+    const dt::DTensor loss = dt::cross_entropy(dt::reshape(logits, rows), in[1]);
+    loss.backward();
+    opt.step();
+    return {loss.detach()};
+  }
+};
+
+int run(int argc, char** argv) {
+  bench::Flags flags(argc, argv);
+  nn::TransformerConfig cfg;
+  cfg.dim = flags.i64("dim", 64);
+  cfg.n_layers = flags.i64("layers", 2);
+  cfg.n_heads = flags.i64("heads", 4);
+  cfg.vocab_size = flags.i64("vocab", 16);
+  const int64_t batch = flags.i64("batch", 32), seq = flags.i64("seq", 15);
+  cfg.max_seq_len = seq + 1;
+  cfg.norm = nn::NormKind::kRMSNorm;
+  cfg.mlp = nn::MLPKind::kSwiGLU;
+  const int64_t iters = flags.i64("iters", 30), warmup = flags.i64("warmup", 3);
+  const int world = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {world}, {"tp"});
+
+  Model eager(cfg, mesh), compiled(cfg, mesh), undeduped(cfg, mesh);
+  dt::CompileOptions options;
+  options.profile = true;
+  dt::CompiledStep step =
+      dt::compile([&](const dt::DTensorList& in) { return compiled.step(in); }, options);
+  dt::CompileOptions no_dedup;
+  no_dedup.dedup_collectives = false;
+  dt::CompiledStep step_no_dedup =
+      dt::compile([&](const dt::DTensorList& in) { return undeduped.step(in); }, no_dedup);
+
+  dt::Generator gen(17);
+  const dt::Tensor tokens =
+      dt::randint(0, cfg.vocab_size, {batch, seq}, dt::TensorOptions(dt::kInt64), &gen);
+  const dt::Tensor targets =
+      dt::randint(0, cfg.vocab_size, {batch * seq}, dt::TensorOptions(dt::kInt64), &gen);
+  const dt::DTensorList in = {nn::local_dtensor(tokens),
+                              dt::DTensor::from_local(targets, mesh, {dt::Replicate()})};
+  step_no_dedup(in);  // captured once, for its collective count
+
+  std::vector<double> node_seconds;
+  const std::vector<std::function<void()>> variants = {
+      [&] { eager.step(in); },
+      [&] {
+        step(in);
+        if (step.replays() > 0) node_seconds.push_back(step.last_node_seconds());
+      },
+  };
+  const std::vector<bench::Stats> st =
+      bench::time_interleaved(variants, warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
+  // The node time of a step is the slowest rank's, as the step times are.
+  const bench::Stats nodes = bench::stats_of(node_seconds);
+  double node_median = nodes.median;
+  MPI_Allreduce(MPI_IN_PLACE, &node_median, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+
+  // Same steps: bit-identical parameters.
+  int differ = 0;
+  const auto a = eager.model.named_parameters();
+  const auto b = compiled.model.named_parameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const dt::Tensor x = a[i].second.to_local(), y = b[i].second.to_local();
+    const auto d = dt::max(dt::abs(dt::sub(x, y))).to(dt::kFloat64).item<double>();
+    if (d != 0) differ = 1;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &differ, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+
+  const double fw_eager = st[0].median - node_median;
+  const double fw_replay = st[1].median - node_median;
+  const dt::compiler::GraphStats& gs = step.graph().stats();
+  bench::JsonLines json("bench_compile", flags.str("json", ""));
+  bench::print0(
+      "# bench_compile: TP transformer (dim %lld, %lld layers, %lld heads, vocab %lld, RMSNorm, "
+      "SwiGLU), %lld x %lld tokens, AdamW; %d rank(s); median of %lld steps (max over ranks)\n",
+      (long long)cfg.dim, (long long)cfg.n_layers, (long long)cfg.n_heads,
+      (long long)cfg.vocab_size, (long long)batch, (long long)seq, world, (long long)iters);
+  bench::print0("%-8s %10s %10s %10s %14s\n", "variant", "median_ms", "p10_ms", "p90_ms",
+                "framework_ms");
+  bench::print0("%-8s %10.3f %10.3f %10.3f %14.3f\n", "eager", st[0].median * 1e3, st[0].p10 * 1e3,
+                st[0].p90 * 1e3, fw_eager * 1e3);
+  bench::print0("%-8s %10.3f %10.3f %10.3f %14.3f\n", "replay", st[1].median * 1e3, st[1].p10 * 1e3,
+                st[1].p90 * 1e3, fw_replay * 1e3);
+  bench::print0(
+      "node time (kernels + collectives) %.3f ms; framework time removed by replay: %.1f%%; "
+      "graph %lld nodes, collectives per step %lld (%lld without dedup); parameters %s\n",
+      node_median * 1e3, fw_eager > 0 ? 100.0 * (1.0 - fw_replay / fw_eager) : 0.0,
+      (long long)step.graph().nodes().size(), (long long)gs.collectives,
+      (long long)step_no_dedup.graph().stats().collectives,
+      differ == 0 ? "bit-identical" : "DIFFERENT");
+  json.write(json.record("compile")
+                 .add("ranks", world)
+                 .add("dim", cfg.dim)
+                 .add("layers", cfg.n_layers)
+                 .add_stats("eager", st[0])
+                 .add_stats("replay", st[1])
+                 .add("node_seconds", node_median)
+                 .add("framework_eager_seconds", fw_eager)
+                 .add("framework_replay_seconds", fw_replay)
+                 .add("collectives", gs.collectives)
+                 .add("collectives_no_dedup", step_no_dedup.graph().stats().collectives));
+  return differ == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_main(argc, argv, run);
+}
