@@ -97,10 +97,14 @@ ConvGrads convolution_backward(const Tensor& grad_output, const Tensor& input, c
 // groups 1: weight S(0) (S(1) for conv_transpose) -> output S(1), bias S(0) added locally);
 // depthwise convolutions (groups = C_in = C_out) with the channels sharded (input S(1), weight
 // S(0) -> output S(1)). The input channels sharded (input S(1) and weight S(1) (S(0) for
-// conv_transpose), groups 1) give a Partial(sum) output. A spatially sharded input is
-// redistributed (no halo exchange yet). The backward shards alike (weight gradients of the
-// data-parallel layout are Partial until the optimiser's reduction). Unbatched inputs are not
-// accepted here (a batch dim is what data parallelism shards).
+// conv_transpose), groups 1) give a Partial(sum) output. A height-sharded input (Shard(2) on one
+// mesh dim, Replicate elsewhere, weight and bias replicated) of a conv with stride 1 along the
+// height and size-keeping height padding (2 p = d (k - 1), e.g. 3x3 with padding 1) exchanges
+// halos of p rows with its neighbours (one all-gather of 2 p edge rows per rank) and keeps the
+// output Shard(2); other spatially sharded inputs are redistributed by the engine (gathered). The
+// backward shards alike (weight gradients of the data-parallel layout are Partial until the
+// optimiser's reduction). Unbatched inputs are not accepted here (a batch dim is what data
+// parallelism shards).
 DTensor conv1d(const DTensor& input, const DTensor& weight, const DTensor& bias = DTensor(),
                IntSpan stride = {1}, IntSpan padding = {0}, IntSpan dilation = {1},
                int64_t groups = 1);

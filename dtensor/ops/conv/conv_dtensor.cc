@@ -2,12 +2,17 @@
 // bias added as a broadcast add of bias viewed [1, C, 1, ...] (a bias sharded like the output
 // channels adds locally; a Partial output is reduced first), padding="same" with an odd total
 // padding as a narrowed output (conv_args.h).
+#include <algorithm>
+#include <vector>
+
 #include "dtensor/autograd/dispatch.h"
+#include "dtensor/core/factories.h"
 #include "dtensor/ops/conv/conv.h"
 #include "dtensor/ops/conv/detail/conv_args.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -40,12 +45,118 @@ DTensor conv_string(int64_t nd, const DTensor& input, const DTensor& weight, con
   return y;
 }
 
+// The mesh dim along which x is height-sharded for the halo path, or -1 when it does not apply.
+int64_t halo_mesh_dim(const DTensor& x, const DTensor& w, const DTensor& b, IntSpan stride,
+                      IntSpan padding, IntSpan dilation, bool transposed) {
+  if (transposed || !x.device_mesh().contains_me() || x.dim() < 4 || stride[0] != 1 ||
+      2 * padding[0] != dilation[0] * (w.size(2) - 1)) {
+    return -1;
+  }
+  int64_t m = -1;
+  for (int64_t i = 0; i < static_cast<int64_t>(x.placements().size()); ++i) {
+    const Placement& p = x.placements()[i];
+    if (p.is_shard() && p.dim() == 2 && m < 0) {
+      m = i;
+    } else if (!p.is_replicate()) {
+      return -1;
+    }
+  }
+  for (const DTensor* t : {&w, &b}) {
+    if (!t->defined()) continue;
+    for (const Placement& p : t->placements()) {
+      if (!p.is_replicate()) return -1;
+    }
+  }
+  return m;
+}
+
+// Zero rows [N, C, rows, *rest] like x's local shard (a local DTensor, no gradient).
+DTensor zero_rows(const DTensor& xl, int64_t rows) {
+  Shape s = xl.shape();
+  s[2] = rows;
+  return local_dtensor(zeros(s, TensorOptions(xl.dtype(), xl.device())));
+}
+
+DTensor halo_convolution(const DTensor& x, const DTensor& weight, const DTensor& bias,
+                         IntSpan stride, IntSpan padding, IntSpan dilation, int64_t groups,
+                         int64_t m) {
+  const DeviceMesh& mesh = x.device_mesh();
+  const int64_t h = padding[0], world = mesh.size(m), r = mesh.get_coordinate()[m];
+  const int64_t height = x.size(2);
+  // Every rank's shard height (torch.chunk layout), known to all.
+  std::vector<int64_t> size(static_cast<size_t>(world)), avail(static_cast<size_t>(world));
+  for (int64_t q = 0; q < world; ++q) {
+    const int64_t chunk = (height + world - 1) / world;
+    size[q] = std::clamp<int64_t>(height - q * chunk, 0, chunk);
+    avail[q] = std::min(size[q], h);
+  }
+  Placements partial_grad = x.placements();
+  partial_grad[m] = Partial();
+  const DTensor xl = x.to_local_dtensor();
+  std::vector<DTensor> pieces;
+  if (h > 0) {
+    // This rank's edges: [first a rows | zeros | zeros | last a rows], 2 h rows.
+    const int64_t a = avail[r], n = size[r];
+    const DTensor edges =
+        cat({narrow(xl, 2, 0, a), zero_rows(xl, 2 * (h - a)), narrow(xl, 2, n - a, a)}, 2);
+    Shape gshape = edges.shape();
+    gshape[2] = 2 * h * world;
+    const DTensor gathered = DTensor::from_local(edges, mesh, x.placements(), false, gshape)
+                                 .redistribute(mesh, Placements(x.placements().size(), Replicate()))
+                                 .to_local_dtensor(partial_grad);
+    // The h rows before this shard: the last rows of the preceding ranks, nearest last.
+    int64_t need = h;
+    std::vector<DTensor> top;
+    for (int64_t q = r - 1; q >= 0 && need > 0; --q) {
+      const int64_t t = std::min(avail[q], need);
+      if (t > 0) top.insert(top.begin(), narrow(gathered, 2, q * 2 * h + 2 * h - t, t));
+      need -= t;
+    }
+    if (need > 0) top.insert(top.begin(), zero_rows(xl, need));
+    // An empty piece of the gathered edges keeps the exchange in every rank's graph, also where
+    // no neighbour row is read (a short tensor): its gradient's reduce-scatter runs on all ranks.
+    top.insert(top.begin(), narrow(gathered, 2, 0, 0));
+    pieces = top;
+    pieces.push_back(xl);
+    // An empty shard computes one row from a zero row between its halos (then dropped), so that
+    // every rank's graph holds the collectives the backward runs.
+    if (n == 0) pieces.push_back(zero_rows(xl, 1));
+    need = h;
+    for (int64_t q = r + 1; q < world && need > 0; ++q) {
+      const int64_t t = std::min(avail[q], need);
+      if (t > 0) pieces.push_back(narrow(gathered, 2, q * 2 * h, t));
+      need -= t;
+    }
+    if (need > 0) pieces.push_back(zero_rows(xl, need));
+  } else {
+    pieces = {xl};
+    if (size[r] == 0) pieces.push_back(zero_rows(xl, 1));
+  }
+  const DTensor ext = pieces.size() == 1 ? pieces[0] : cat(pieces, 2);
+  const DTensor wl = weight.to_local_dtensor(partial_grad);
+  const DTensor bl = bias.defined() ? bias.to_local_dtensor(partial_grad) : DTensor();
+  Shape pad(padding.begin(), padding.end());
+  pad[0] = 0;
+  const Shape zero_op(padding.size(), 0);
+  DTensor yl = convolution(ext, wl, bl, stride, pad, dilation, false, zero_op, groups);
+  if (size[r] == 0) yl = narrow(yl, 2, 0, 0);
+  Shape out = yl.shape();
+  out[0] = x.size(0);
+  out[2] = height;
+  return DTensor::from_local(yl, mesh, x.placements(), false, out);
+}
+
 }  // namespace
 
 DTensor convolution(const DTensor& input, const DTensor& weight, const DTensor& bias,
                     IntSpan stride, IntSpan padding, IntSpan dilation, bool transposed,
                     IntSpan output_padding, int64_t groups) {
   static const OpInfo& op = ops_op("convolution");
+  DT_CHECK(input.defined() && weight.defined(), "[convolution] expected defined input and weight");
+  if (input.dim() >= 4 && weight.dim() == input.dim()) {
+    const int64_t m = halo_mesh_dim(input, weight, bias, stride, padding, dilation, transposed);
+    if (m >= 0) return halo_convolution(input, weight, bias, stride, padding, dilation, groups, m);
+  }
   const ArgValue args[] = {Shape(stride.begin(), stride.end()),
                            Shape(padding.begin(), padding.end()),
                            Shape(dilation.begin(), dilation.end()),

@@ -11,7 +11,8 @@
 //   input channels    [P | S(1), S(1)] (conv_transpose: weight S(0)), groups 1
 //   depthwise         [S(1) | S(1), S(0)], groups = C_in = C_out
 // Bilinear: the engine adds the Partial pass-through rows of each input. Spatial dims have no
-// row: a spatially sharded input is redistributed (a halo exchange is not implemented).
+// row: the DTensor functions exchange halos for height-sharded inputs themselves
+// (conv_dtensor.cc); other spatially sharded inputs are redistributed.
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
