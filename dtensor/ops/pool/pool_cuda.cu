@@ -20,36 +20,39 @@ struct Geom {
   int64_t planes, n_in, n_out;
 };
 
+// Calls f(k, row, o) for every output element k = p * n_out + o of the planes (row: x's plane
+// p), grid-stride.
+template <typename T, typename F>
+__device__ void for_each_output(const T* x, Geom g, const F& f) {
+  const int64_t total = g.planes * g.n_out, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
+       k += step) {
+    f(k, x + (k / g.n_out) * g.n_in, k % g.n_out);
+  }
+}
+
 template <typename T>
 __global__ void sum_kernel(const T* x, T* out, const int64_t* off, const int64_t* idx,
                            const double* w, Geom g, bool fill, double value) {
   using C = compute_t<T>;
-  const int64_t total = g.planes * g.n_out, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
-       k += step) {
-    const int64_t p = k / g.n_out, o = k % g.n_out;
-    const T* row = x + p * g.n_in;
+  for_each_output(x, g, [&](int64_t k, const T* row, int64_t o) {
     if (off[o] == off[o + 1] && fill) {
       out[k] = convert<T>(value);
-      continue;
+      return;
     }
     double acc = 0;
     for (int64_t q = off[o]; q < off[o + 1]; ++q) {
       acc += w[q] * static_cast<double>(static_cast<C>(row[idx[q]]));
     }
     out[k] = convert<T>(acc);
-  }
+  });
 }
 
 template <typename T>
 __global__ void max_kernel(const T* x, T* values, int64_t* indices, const int64_t* off,
                            const int64_t* idx, Geom g) {
   using C = compute_t<T>;
-  const int64_t total = g.planes * g.n_out, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
-       k += step) {
-    const int64_t p = k / g.n_out, o = k % g.n_out;
-    const T* row = x + p * g.n_in;
+  for_each_output(x, g, [&](int64_t k, const T* row, int64_t o) {
     C best = -std::numeric_limits<C>::infinity();
     int64_t at = off[o] < off[o + 1] ? idx[off[o]] : -1;
     for (int64_t q = off[o]; q < off[o + 1]; ++q) {
@@ -61,7 +64,7 @@ __global__ void max_kernel(const T* x, T* values, int64_t* indices, const int64_
     }
     values[k] = at >= 0 ? row[at] : convert<T>(static_cast<double>(best));
     indices[k] = at;
-  }
+  });
 }
 
 template <typename T>
