@@ -5,7 +5,10 @@
 // kernel tap, 0 in the padding), so that the convolution of group g is the GEMM
 // w_g [Co_g, Ci_g K] @ cols_g [Ci_g K, L]; col2im adds such a matrix back onto im (the transposed
 // convolution). A 1x1 kernel with stride 1 and no padding has cols = im: no copy. Samples run one
-// after the other; the GEMMs use OpenBLAS's threads.
+// after the other; the GEMMs use OpenBLAS's threads. Chosen over a direct kernel by measurement
+// (issue 44): conv2d forward, N = 8, C = 64 -> 64, 56x56, 3x3, padding 1, float32, one thread:
+// im2col + GEMM 18 ms, a direct loop (inner loop over contiguous output columns, vectorised)
+// 158 ms.
 #include <algorithm>
 #include <climits>
 #include <cstring>
