@@ -11,6 +11,7 @@ void register_all(Registry& registry) {
   register_copy_ops(registry);
   register_softmax_ops(registry);
   register_norm_ops(registry);
+  register_batch_norm_ops(registry);
   register_embedding_ops(registry);
   register_index_ops(registry);
   register_advanced_index_ops(registry);

@@ -102,10 +102,12 @@ DTensor rms_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weig
 // instance_norm on local tensors and DTensors, for x of shape [N, C, *] (batch, channels, any
 // spatial dims).
 //
-// They are written with the library's registered ops (sum, stack, select, pointwise math,
-// reshape and layer_norm), so their backward, their CUDA path and their sharding rules are those
-// ops': autograd differentiates through the batch statistics (training mode), which gives
-// PyTorch's batch-norm backward grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)).
+// They are written with registered ops (batch_norm_sums below, select, pointwise math, mean,
+// var, reshape and layer_norm), so their backward, their CUDA path and their sharding rules are
+// those ops': autograd differentiates through the batch statistics (training mode), which gives
+// PyTorch's batch-norm backward grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) (the
+// gradient reaching the sums is sum(g) and sum(g * xhat) per channel, one all-reduce when the
+// batch is sharded, as PyTorch's SyncBatchNorm).
 //
 // Running statistics (batch_norm, instance_norm): running_mean and running_var are optional
 // (undefined when absent), of shape [C] and updated IN PLACE when training (use_input_stats)
@@ -118,7 +120,7 @@ DTensor rms_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weig
 // torch.nn.functional.batch_norm. training: normalise with the batch statistics over every dim
 // but 1 (biased variance) and update the running statistics when given; otherwise normalise
 // with running_mean and running_var (required then). weight and bias ([C]) are optional.
-// Statistics come from the sums of x and x * x in float64 (var = E[x^2] - E[x]^2), so a
+// Statistics come from batch_norm_sums (float64 sums of x and x^2, var = E[x^2] - E[x]^2), so a
 // batch-sharded DTensor x (Shard(0), or any non-channel dim) reduces them with ONE all-reduce
 // of a [2, C] tensor per call: SyncBatchNorm semantics, the result equals the batch norm of the
 // full batch. A channel-sharded x (Shard(1)) needs no communication.
@@ -152,5 +154,16 @@ DTensor instance_norm(const DTensor& input, const DTensor& running_mean = DTenso
                       const DTensor& running_var = DTensor(), const DTensor& weight = DTensor(),
                       const DTensor& bias = DTensor(), bool use_input_stats = true,
                       double momentum = 0.1, double eps = 1e-5);
+
+// The per-channel sums batch_norm's statistics come from (dtensor's op, not PyTorch's
+// batch_norm_stats): [2, C] float64, row 0 the sums of x[:, k, ...], row 1 the sums of x^2, over
+// every dim but 1 of x [N, C, *] (floating, accumulated in float64). The DTensor form of a
+// batch-sharded x returns Partial sums (one all-reduce completes them), of a channel-sharded x
+// sums sharded like the channels (no communication).
+Tensor batch_norm_sums(const Tensor& input);
+DTensor batch_norm_sums(const DTensor& input);
+// Its gradient: grad_input = grad_output[0][k] + 2 * x * grad_output[1][k] on channel k's
+// elements, in x's shape and dtype.
+Tensor batch_norm_sums_backward(const Tensor& grad_output, const Tensor& input);
 
 }  // namespace dtensor

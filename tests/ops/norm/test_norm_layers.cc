@@ -170,6 +170,38 @@ TEST_CASE("float32 batch statistics keep a large mean's variance") {
   CHECK(dt::allclose(got.to(dt::kFloat64), want, 1e-3, 1e-3));
 }
 
+TEST_CASE("batch_norm_sums: per-channel float64 sums of x and x^2, and their gradient") {
+  const Tensor x = det({3, 2, 5}, 1);
+  const std::vector<double> v = x.to_vector<double>();
+  std::vector<double> want(4, 0.0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const size_t k = (i / 5) % 2;
+    want[k] += v[i];
+    want[2 + k] += v[i] * v[i];
+  }
+  for (const dt::DType dtype : {dt::kFloat64, dt::kFloat32, dt::kBFloat16}) {
+    INFO(dt::dtype_name(dtype));
+    const Tensor xd = x.to(dtype);
+    const Tensor s = dt::batch_norm_sums(xd);
+    CHECK(s.dtype() == dt::kFloat64);
+    CHECK(s.shape() == dt::Shape{2, 2});
+    CHECK(close(dt::batch_norm_sums(xd.to(dt::kFloat64)), s.to_vector<double>(), 1e-12));
+    CHECK(close(s, want, dtype == dt::kBFloat16 ? 1e-1 : 1e-5));
+    const Tensor g = dt::from_vector<double>({0.5, -1.0, 0.25, 2.0}, {2, 2});
+    const Tensor gx = dt::batch_norm_sums_backward(g, xd);
+    CHECK(gx.dtype() == dtype);
+    std::vector<double> want_gx(v.size());
+    const std::vector<double> xv = xd.to(dt::kFloat64).to_vector<double>();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const size_t k = (i / 5) % 2;
+      want_gx[i] = g.to_vector<double>()[k] + 2 * g.to_vector<double>()[2 + k] * xv[i];
+    }
+    CHECK(close(gx, want_gx, dtype == dt::kBFloat16 ? 1e-2 : 1e-6));
+  }
+  // Empty batch: zero sums.
+  CHECK(close(dt::batch_norm_sums(det({0, 3}, 1)), {0, 0, 0, 0, 0, 0}));
+}
+
 TEST_CASE("normalisation layer errors name the op and the argument") {
   const Tensor x = det({4, 3, 5}, 1);
   REQUIRE_THROWS_WITH(dt::batch_norm(x, Tensor(), Tensor()),

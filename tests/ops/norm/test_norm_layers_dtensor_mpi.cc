@@ -150,6 +150,18 @@ TEST_CASE("dtensor normalisation layers communicate only where the statistics ne
     CHECK(st::same_values(y.full_tensor(), dt::batch_norm(x, lm, lv, c, c, true), 1e-9));
     CHECK(st::same_values(rm.to_local(), lm, 1e-12));
     CHECK(st::same_values(rv.to_local(), lv, 1e-12));
+    // Backward: one all-reduce, of the sums' [2, C] gradient (PyTorch's SyncBatchNorm reduces
+    // sum(g) and sum(g * xhat) the same way); weight's and bias's gradients stay Partial until
+    // read.
+    DTensor xg = dist(x, {Shard(0)});
+    xg.requires_grad_();
+    const DTensor z = dt::batch_norm(xg, rm, rv, dist(c, rep), dist(c, rep), true);
+    dt::CommDebugMode bwd;
+    dt::sum(dt::mul(z, z)).backward();
+    INFO(bwd.str());
+    CHECK(bwd.total_count() == (w > 1 ? 1 : 0));
+    CHECK(bwd.count(CollectiveKind::kAllReduce) == (w > 1 ? 1 : 0));
+    CHECK(xg.grad().placements() == Placements{Shard(0)});
   }
   SECTION("channel-sharded batch_norm and instance_norm: none") {
     const DTensor rm = dist(c, {Shard(0)}), rv = dist(c, {Shard(0)});

@@ -100,13 +100,11 @@ T batch_norm_impl(const T& x, const T& running_mean, const T& running_var, const
     DT_CHECK(n > 1,
              "[%s] expected more than 1 value per channel when training, got input of shape %s",
              kOp, shape_str(x.shape()));
-    // Sums of x and x * x over every dim but the channels, stacked: ONE [2, C] statistic, so a
-    // batch-sharded DTensor reduces both with one all-reduce. In float64: var = E[x^2] - E[x]^2
-    // then keeps float32 (and 16-bit) data's precision unless |mean| / std exceeds ~10^4.
-    std::vector<int64_t> dims = {1};
-    for (int64_t d = 3; d <= x.dim(); ++d) dims.push_back(d);
-    const T xw = x.dtype() == kFloat64 ? x : cast(x, kFloat64);
-    const T sums = reduce_partials(sum(stack({xw, mul(xw, xw)}, 0), dims));
+    // The sums of x and x * x over every dim but the channels in ONE [2, C] statistic
+    // (batch_norm_sums), so a batch-sharded DTensor reduces both with one all-reduce. In
+    // float64: var = E[x^2] - E[x]^2 then keeps float32 (and 16-bit) data's precision unless
+    // |mean| / std exceeds ~10^4.
+    const T sums = reduce_partials(batch_norm_sums(x));
     const double inv_n = 1.0 / static_cast<double>(n);
     mean = mul(select(sums, 0, 0), inv_n);
     var = sub(mul(select(sums, 0, 1), inv_n), mul(mean, mean));

@@ -1,0 +1,88 @@
+// Registration of batch_norm_sums (the per-channel float64 sums of x and x^2 that batch_norm's
+// statistics come from) and its gradient op. Rows: the channel dim sharded keeps the sums
+// sharded like it (S(1) -> S(1), no communication); any other dim sharded leaves each rank the
+// sums of its elements (S(d) -> Partial): one all-reduce of the [2, C] sums gives the global
+// statistics (SyncBatchNorm). Not linear (x^2): a Partial input is reduced first.
+#include "dtensor/core/propagation/registry.h"
+#include "dtensor/ops/common/detail/strategy_util.h"
+#include "dtensor/ops/norm/detail/batch_norm_backward.h"
+#include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/ops_registry.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+void check_input(const DTensorSpec& x, const char* op) {
+  DT_CHECK(x.ndim() >= 2 && is_floating(x.dtype()),
+           "[%s] input must be a floating tensor of at least 2 dims (N, C, ...), got %s of %s", op,
+           shape_str(x.shape()), dtype_name(x.dtype()));
+}
+
+// One row per dim d of x (input `x_input`): the sums (output 0 or input 0 of the gradient op)
+// S(1) with x S(1); otherwise the sums `other` (Partial for the forward's output, Replicate
+// for the gradient op's input) with x S(d).
+StrategyRows sums_rows(const OpSchema& s, int64_t x_input, bool forward) {
+  StrategyRows rows;
+  for (int64_t d = 0; d < s.input(x_input).ndim(); ++d) {
+    if (forward) {
+      rows.push_back({d == 1 ? Shard(1) : Partial(), Shard(d)});
+    } else {
+      rows.push_back({Shard(d), d == 1 ? Shard(1) : Replicate(), Shard(d)});
+    }
+  }
+  return rows;
+}
+
+std::vector<OpSample> sums_samples(int64_t w, bool with_grad) {
+  using detail::sample;
+  using detail::short_size;
+  std::vector<OpSample> out;
+  for (const Shape& shape : {Shape{3 * w + 1, 3, 4}, Shape{4, 3 * w + 1, 2}, Shape{2, 2 * w + 1},
+                             Shape{short_size(w), 3, 2}, Shape{3, short_size(w), 2}}) {
+    OpSample call;
+    if (with_grad) call.inputs.push_back(sample({2, shape[1]}));
+    call.inputs.push_back(sample(shape));
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_batch_norm_ops(Registry& registry) {
+  OpInfo sums;
+  sums.name = "batch_norm_sums";
+  sums.input_names = {"input"};
+  sums.meta = [](const OpSchema& s) {
+    check_input(s.input(0), "batch_norm_sums");
+    return OutputMetas{TensorMeta(Shape{2, s.input(0).shape()[1]}, kFloat64)};
+  };
+  sums.strategy = [](const OpSchema& s) { return sums_rows(s, 0, true); };
+  sums.backward = detail::batch_norm_sums_grad;
+  sums.saved_inputs = 1u;  // input
+  sums.kernel = single_output(
+      [](const KernelContext&, absl::Span<const Tensor> l) { return batch_norm_sums(l[0]); });
+  sums.samples = [](int64_t w) { return sums_samples(w, false); };
+  registry.add(std::move(sums));
+
+  // grad_input = g[0][k] + 2 * x * g[1][k]: linear in the gradient (a Partial one passes
+  // through), not differentiated again.
+  OpInfo bw = detail::gradient_op("batch_norm_sums_backward", {"grad_output", "input"});
+  bw.meta = [](const OpSchema& s) {
+    const DTensorSpec& x = s.input(1);
+    check_input(x, "batch_norm_sums_backward");
+    DT_CHECK(s.input(0).shape() == (Shape{2, x.shape()[1]}),
+             "[batch_norm_sums_backward] grad_output has shape %s, expected [2, %d]",
+             shape_str(s.input(0).shape()), x.shape()[1]);
+    return OutputMetas{x.meta()};
+  };
+  bw.strategy = [](const OpSchema& s) { return sums_rows(s, 1, false); };
+  bw.kernel = single_output([](const KernelContext&, absl::Span<const Tensor> l) {
+    return batch_norm_sums_backward(l[0], l[1]);
+  });
+  bw.samples = [](int64_t w) { return sums_samples(w, true); };
+  registry.add(std::move(bw));
+}
+
+}  // namespace dtensor
