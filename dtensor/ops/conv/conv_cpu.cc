@@ -132,7 +132,13 @@ void col2im(const ConvGeometry& g, const T* cols, T* im) {
   for_each_tap(
       g, g.ci,
       [&](int64_t src, int64_t dst, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) im[dst + i * s] += cols[src + i];
+        T* __restrict__ out = im + dst;
+        const T* __restrict__ in = cols + src;
+        if (s == 1) {  // contiguous: vectorised
+          for (int64_t i = 0; i < n; ++i) out[i] += in[i];
+        } else {
+          for (int64_t i = 0; i < n; ++i) out[i * s] += in[i];
+        }
       },
       [](int64_t, int64_t) {});
 }
