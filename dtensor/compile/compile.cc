@@ -30,7 +30,9 @@ class Builder final : public detail::CaptureRecorder {
     n.name = e.name;
     n.detail = e.detail;
     n.mutated_inputs = e.mutated_inputs;
-    n.move_key = e.move_key;
+    n.move_src = e.move_src;
+    n.move_dst = e.move_dst;
+    n.move_src_partial = e.move_src_partial;
     n.fn = std::move(fn);
     n.collectives = std::move(pending_);
     pending_.clear();
@@ -174,6 +176,9 @@ DTensorList CompiledStep::capture(const DTensorList& inputs,
   DT_CHECK(!graph->nodes().empty(),
            "[compile] the step ran no DTensor op, redistribute or optimizer update: there is "
            "nothing to capture (does the function compute on DTensors?)");
+  if (options_.remove_redundant_moves) {
+    compiler::remove_redundant_moves(*graph, builder.captured());
+  }
   if (options_.dedup_collectives) compiler::dedup_collectives(*graph, builder.captured());
   compiler::plan_memory(*graph, options_.memory_plan);
   ++captures_;

@@ -48,6 +48,7 @@ struct CompileOptions {
   int validate_every = 0;
   // Passes (dtensor/compile/graph.h).
   bool dedup_collectives = true;
+  bool remove_redundant_moves = true;
   bool memory_plan = true;
   // Time the nodes of each replay (CompiledStep::last_node_seconds; for benchmarks).
   bool profile = false;

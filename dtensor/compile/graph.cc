@@ -29,10 +29,11 @@ std::string Graph::str() const {
   int64_t externals = 0;
   for (const Value& v : values_) externals += v.kind == Value::Kind::kExternal ? 1 : 0;
   std::string out = absl::StrFormat(
-      "graph: %d inputs, %d external tensors, %d nodes, %d collectives (%d B), %d deduplicated; "
-      "peak %d B planned, %d B unplanned\n",
+      "graph: %d inputs, %d external tensors, %d nodes, %d collectives (%d B), %d deduplicated, %d "
+      "redundant moves removed; peak %d B planned, %d B unplanned\n",
       input_specs_.size(), externals, nodes_.size(), stats_.collectives, stats_.collective_bytes,
-      stats_.deduplicated, stats_.peak_bytes_planned, stats_.peak_bytes_unplanned);
+      stats_.deduplicated, stats_.redundant_moves, stats_.peak_bytes_planned,
+      stats_.peak_bytes_unplanned);
   for (const Node& n : nodes_) {
     std::vector<std::string> outs, ins, written;
     for (ValueId v : n.outputs) outs.push_back(value_name(*this, v));

@@ -58,7 +58,8 @@ struct Node {
   std::vector<ValueId> outputs;
   uint32_t mutated_inputs = 0;
   std::vector<Collective> collectives;  // what it issued when captured
-  std::string move_key;                 // redistribute: "src spec -> dst spec"
+  std::string move_src, move_dst;       // redistribute: the specs, as text
+  bool move_src_partial = false;        // redistribute: the source has a Partial placement
   ReplayFn fn;
 };
 
@@ -68,6 +69,7 @@ struct GraphStats {
   int64_t collectives = 0;  // issued by one replay
   int64_t collective_bytes = 0;
   int64_t deduplicated = 0;          // redistributes removed by the dedup pass
+  int64_t redundant_moves = 0;       // redistributes removed as undone by the next (or unread)
   int64_t peak_bytes_planned = 0;    // most bytes of produced values alive at once, with the plan
   int64_t peak_bytes_unplanned = 0;  // the same when every produced value lives to the end
 };
@@ -99,8 +101,8 @@ class Graph {
  private:
   friend class Builder;
   friend void dedup_collectives(Graph& g, absl::Span<const Tensor> captured);
+  friend void remove_redundant_moves(Graph& g, absl::Span<const Tensor> captured);
   friend void plan_memory(Graph& g, bool enabled);
-
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
@@ -124,5 +126,9 @@ void dedup_collectives(Graph& g, absl::Span<const Tensor> captured);
 // Computes the values each node is the last reader of, so replay drops them there, and the
 // peak bytes with and without that (GraphStats). Disabled: nothing is dropped before the end.
 void plan_memory(Graph& g, bool enabled);
+// A move of a value undone by the next move of its result (x -> y -> x, x not Partial: a gather
+// then a chunk of the same layout) gives x back: the second is dropped and its readers read x;
+// then a move whose result no node reads and the step does not return is dropped too.
+void remove_redundant_moves(Graph& g, absl::Span<const Tensor> captured);
 
 }  // namespace dtensor::compiler

@@ -23,73 +23,151 @@ bool writes_memory_of(const Node& n, absl::Span<const Tensor> captured, const Te
   return false;
 }
 
-}  // namespace
+// A rewrite the redistribute passes compute: nodes to drop and, for each value, the value
+// that stands for it from then on.
+struct Rewrite {
+  std::vector<ValueId> alias;
+  std::vector<bool> removed;
 
-void dedup_collectives(Graph& g, absl::Span<const Tensor> captured) {
-  std::vector<Node>& nodes = g.nodes_;
-  std::vector<ValueId> alias(g.values_.size());
-  for (size_t v = 0; v < alias.size(); ++v) alias[v] = static_cast<ValueId>(v);
-  auto resolve = [&](ValueId v) { return v == kNoValue ? v : alias[static_cast<size_t>(v)]; };
-  // Redistributes seen so far and still valid, by (move, input value): the node index.
-  absl::flat_hash_map<std::pair<std::string, ValueId>, size_t> seen;
-  std::vector<bool> removed(nodes.size(), false);
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    const Node& n = nodes[k];
-    // A write to memory an earlier move read or produced makes that move stale.
-    for (auto it = seen.begin(); it != seen.end();) {
-      const Node& earlier = nodes[it->second];
-      const bool stale =
-          writes_memory_of(n, captured, captured[static_cast<size_t>(earlier.inputs[0])]) ||
-          writes_memory_of(n, captured, captured[static_cast<size_t>(earlier.outputs[0])]);
-      if (stale) {
-        seen.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-    if (n.kind != "redistribute" || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
-    auto key = std::make_pair(n.move_key, resolve(n.inputs[0]));
-    auto found = seen.find(key);
-    if (found == seen.end()) {
-      seen.emplace(std::move(key), k);
-      continue;
-    }
-    alias[static_cast<size_t>(n.outputs[0])] = nodes[found->second].outputs[0];
-    removed[k] = true;
+  Rewrite(size_t values, size_t nodes) : alias(values), removed(nodes, false) {
+    for (size_t v = 0; v < values; ++v) alias[v] = static_cast<ValueId>(v);
   }
-  // A later write to a shared result would reach every reader of it: leave the graph as it is
-  // when any node writes one (the optimizer writes parameters and states, which redistributes
-  // do not produce, so this is rare).
-  std::vector<bool> shared(alias.size(), false);
-  for (size_t u = 0; u < alias.size(); ++u) {
-    if (alias[u] != static_cast<ValueId>(u)) {
+  ValueId resolve(ValueId v) const { return v == kNoValue ? v : alias[static_cast<size_t>(v)]; }
+};
+
+// Applies `r` unless a node writes a value that the rewrite makes shared (a write would then
+// reach every reader of it; the optimizer writes parameters and states, which redistributes do
+// not produce, so this is rare). Returns the number of nodes removed.
+int64_t apply(std::vector<Node>& nodes, std::vector<ValueId>& outputs, const Rewrite& r) {
+  std::vector<bool> shared(r.alias.size(), false);
+  bool any = false;
+  for (size_t u = 0; u < r.alias.size(); ++u) {
+    if (r.alias[u] != static_cast<ValueId>(u)) {
       shared[u] = true;
-      shared[static_cast<size_t>(alias[u])] = true;
+      shared[static_cast<size_t>(r.alias[u])] = true;
+      any = true;
     }
   }
+  if (!any) return 0;
   for (const Node& n : nodes) {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (writes(n, i) && n.inputs[i] != kNoValue && shared[static_cast<size_t>(n.inputs[i])]) {
-        return;
+        return 0;
       }
     }
   }
   std::vector<Node> kept;
   for (size_t k = 0; k < nodes.size(); ++k) {
-    if (removed[k]) continue;
+    if (r.removed[k]) continue;
     kept.push_back(std::move(nodes[k]));
-    for (ValueId& v : kept.back().inputs) v = resolve(v);
+    for (ValueId& v : kept.back().inputs) v = r.resolve(v);
   }
-  g.stats_.deduplicated = static_cast<int64_t>(nodes.size() - kept.size());
+  const int64_t removed = static_cast<int64_t>(nodes.size() - kept.size());
   nodes = std::move(kept);
-  g.stats_.collectives = g.stats_.collective_bytes = 0;
-  for (const Node& n : nodes) {
-    for (const Collective& c : n.collectives) {
-      g.stats_.collectives += 1;
-      g.stats_.collective_bytes += c.bytes;
+  for (ValueId& v : outputs) v = r.resolve(v);
+  return removed;
+}
+
+bool is_move(const Node& n) {
+  return n.kind == "redistribute" && n.inputs.size() == 1 && n.outputs.size() == 1;
+}
+
+// Moves seen so far whose input and output are still as they were when moved: a node that
+// writes memory one of them shares drops the entry.
+template <typename Key>
+void drop_stale(absl::flat_hash_map<Key, size_t>& seen, const std::vector<Node>& nodes,
+                const Node& n, absl::Span<const Tensor> captured) {
+  for (auto it = seen.begin(); it != seen.end();) {
+    const Node& earlier = nodes[it->second];
+    const bool stale =
+        writes_memory_of(n, captured, captured[static_cast<size_t>(earlier.inputs[0])]) ||
+        writes_memory_of(n, captured, captured[static_cast<size_t>(earlier.outputs[0])]);
+    if (stale) {
+      seen.erase(it++);
+    } else {
+      ++it;
     }
   }
-  for (ValueId& v : g.outputs_) v = resolve(v);
+}
+
+void recount_collectives(const std::vector<Node>& nodes, GraphStats& stats) {
+  stats.collectives = stats.collective_bytes = 0;
+  for (const Node& n : nodes) {
+    for (const Collective& c : n.collectives) {
+      stats.collectives += 1;
+      stats.collective_bytes += c.bytes;
+    }
+  }
+}
+
+}  // namespace
+
+void dedup_collectives(Graph& g, absl::Span<const Tensor> captured) {
+  std::vector<Node>& nodes = g.nodes_;
+  Rewrite r(g.values_.size(), nodes.size());
+  // Valid moves so far, by (move, input value): the node index.
+  absl::flat_hash_map<std::pair<std::string, ValueId>, size_t> seen;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const Node& n = nodes[k];
+    drop_stale(seen, nodes, n, captured);
+    if (!is_move(n)) continue;
+    auto key = std::make_pair(n.move_src + " -> " + n.move_dst, r.resolve(n.inputs[0]));
+    auto found = seen.find(key);
+    if (found == seen.end()) {
+      seen.emplace(std::move(key), k);
+      continue;
+    }
+    r.alias[static_cast<size_t>(n.outputs[0])] = nodes[found->second].outputs[0];
+    r.removed[k] = true;
+  }
+  g.stats_.deduplicated += apply(nodes, g.outputs_, r);
+  recount_collectives(nodes, g.stats_);
+}
+
+void remove_redundant_moves(Graph& g, absl::Span<const Tensor> captured) {
+  std::vector<Node>& nodes = g.nodes_;
+  Rewrite r(g.values_.size(), nodes.size());
+  // Valid moves so far, by their output value: the node index.
+  absl::flat_hash_map<ValueId, size_t> moved;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const Node& n = nodes[k];
+    drop_stale(moved, nodes, n, captured);
+    if (!is_move(n)) continue;
+    auto found = moved.find(r.resolve(n.inputs[0]));
+    // x -> y then y -> x gives x back: an exact copy unless x was Partial (R -> P does not
+    // restore the ranks' original partial values).
+    if (found != moved.end()) {
+      const Node& first = nodes[found->second];
+      if (first.move_src == n.move_dst && !first.move_src_partial) {
+        r.alias[static_cast<size_t>(n.outputs[0])] = r.resolve(first.inputs[0]);
+        r.removed[k] = true;
+        continue;
+      }
+    }
+    moved.emplace(n.outputs[0], k);
+  }
+  g.stats_.redundant_moves += apply(nodes, g.outputs_, r);
+  // A move whose result nobody reads any more goes too (the first of an undone pair).
+  std::vector<int64_t> readers(g.values_.size(), 0);
+  for (const Node& n : nodes) {
+    for (ValueId v : n.inputs) {
+      if (v != kNoValue) readers[static_cast<size_t>(v)] += 1;
+    }
+  }
+  for (ValueId v : g.outputs_) readers[static_cast<size_t>(v)] += 1;
+  std::vector<Node> kept;
+  for (size_t k = nodes.size(); k-- > 0;) {
+    Node& n = nodes[k];
+    if (is_move(n) && readers[static_cast<size_t>(n.outputs[0])] == 0) {
+      readers[static_cast<size_t>(n.inputs[0])] -= 1;
+      g.stats_.redundant_moves += 1;
+      continue;
+    }
+    kept.push_back(std::move(n));
+  }
+  std::reverse(kept.begin(), kept.end());
+  nodes = std::move(kept);
+  recount_collectives(nodes, g.stats_);
 }
 
 void plan_memory(Graph& g, bool enabled) {

@@ -487,7 +487,9 @@ void record_redistribute(detail::CaptureRecorder& recorder, const Tensor& local,
   event.name = "redistribute";
   event.detail = absl::StrCat(placements_str(src.placements()), " -> ",
                               placements_str(dst.placements()), " ", shape_str(src.shape()));
-  event.move_key = absl::StrCat(src.str(), " -> ", dst.str());
+  event.move_src = src.str();
+  event.move_dst = dst.str();
+  event.move_src_partial = src.has_partial();
   const Tensor ins[] = {local};
   const Tensor outs[] = {out};
   event.inputs = ins;

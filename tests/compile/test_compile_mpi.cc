@@ -249,6 +249,46 @@ TEST_CASE("dedup: a value moved twice the same way is moved once", "[compile]") 
   }
 }
 
+TEST_CASE("a move undone by the next is removed", "[compile]") {
+  const dt::DeviceMesh mesh = tp_mesh();
+  const int64_t W = dt::world_size();
+  dt::Generator g(21);
+  const dt::DTensor x =
+      dt::distribute_tensor(dt::randn({4 * W + 1, 3}, {}, &g), mesh, {dt::Shard(0)});
+  // Gathered, then cut again as it was: the second move gives x back.
+  auto fn = [](const dt::DTensorList& in) {
+    const dt::DTensor whole = in[0].redistribute({dt::Replicate()});
+    return dt::DTensorList{dt::mul(whole.redistribute({dt::Shard(0)}), dt::Scalar(2.0))};
+  };
+  const dt::Tensor want = fn({x})[0].full_tensor();
+  for (const bool pass : {true, false}) {
+    INFO("pass " << pass);
+    dt::CompileOptions options;
+    options.remove_redundant_moves = pass;
+    dt::CompiledStep step = dt::compile(fn, options);
+    step({x});
+    INFO(step.graph().str());
+    CHECK(step.graph().stats().redundant_moves == (pass ? 2 : 0));
+    dt::DTensor out;
+    int64_t moves = 0;
+    {
+      dt::CommDebugMode comm;
+      out = step({x})[0];
+      moves = comm.total_count();
+    }
+    CHECK(dt::test::max_diff(out.full_tensor(), want) == 0.0);
+    if (W > 1) CHECK(moves == (pass ? 0 : 1));
+  }
+  // A Partial source is not restored by R -> P: that pair stays.
+  const dt::DTensor p = dt::DTensor::from_local(dt::randn({3, 2}, {}, &g), mesh, {dt::Partial()});
+  dt::CompiledStep keep = dt::compile([](const dt::DTensorList& in) {
+    const dt::DTensor whole = in[0].redistribute({dt::Replicate()});
+    return dt::DTensorList{whole.redistribute({dt::Partial()})};
+  });
+  keep({p});
+  CHECK(keep.graph().stats().redundant_moves == 0);
+}
+
 TEST_CASE("memory plan: replay frees values at their last use", "[compile]") {
   const nn::TransformerConfig cfg = small_config();
   Trainer eager(cfg, true), compiled(cfg, true), unplanned(cfg, true);

@@ -36,9 +36,11 @@ struct CaptureEvent {
   absl::Span<const Tensor> inputs;
   absl::Span<const Tensor> outputs;
   uint32_t mutated_inputs = 0;  // bit i: input i is written in place
-  // A redistribute: the specs' text, so that the dedup pass can tell two equal moves of one
-  // value (empty for other kinds).
-  std::string move_key;
+  // A redistribute: the source and target specs' text, so that passes can tell two equal moves
+  // of one value, or a move undone by the next; whether the source has a Partial placement
+  // (empty / false for other kinds).
+  std::string move_src, move_dst;
+  bool move_src_partial = false;
 };
 
 class CaptureRecorder {
