@@ -402,6 +402,8 @@ Taps window_taps(const WindowArgs& a, IntSpan in_spatial) {
     t.fill = true;
     t.value = a.value;
   }
+  t.gather = t.index.size() + 1 == t.offsets.size() &&
+             std::all_of(t.weight.begin(), t.weight.end(), [](double w) { return w == 1.0; });
   return t;
 }
 
@@ -433,6 +435,7 @@ TapTensors tap_tensors(const Taps& t, Device device) {
   r.in_size = t.in_size;
   r.fill = t.fill;
   r.value = t.value;
+  r.gather = t.gather;
   return r;
 }
 

@@ -23,7 +23,15 @@ void for_each_output(const Tensor& x, const TapTensors& t, int64_t planes, int64
   const int64_t work = std::max<int64_t>(1, off[n_out] / n_out);
   parallel_for(0, planes * n_out, std::max<int64_t>(1, kGrainSize / work),
                [&](int64_t b, int64_t e) {
-                 for (int64_t k = b; k < e; ++k) f(k, src + (k / n_out) * n_in, k % n_out);
+                 int64_t o = b % n_out;
+                 const T* row = src + (b / n_out) * n_in;
+                 for (int64_t k = b; k < e; ++k) {
+                   f(k, row, o);
+                   if (++o == n_out) {
+                     o = 0;
+                     row += n_in;
+                   }
+                 }
                });
 }
 
@@ -39,6 +47,11 @@ void window_sum_planes(const Tensor& x, const TapTensors& t, const Tensor& out) 
   dispatch_floating(x.dtype(), "window", [&]<typename T>() {
     using C = compute_t<T>;
     T* dst = out.data<T>();
+    if (t.gather) {  // one tap of weight 1 each: a copy, exact in every dtype
+      for_each_output<T>(x, t, planes, n_out,
+                         [&](int64_t k, const T* row, int64_t o) { dst[k] = row[idx[o]]; });
+      return;
+    }
     for_each_output<T>(x, t, planes, n_out, [&](int64_t k, const T* row, int64_t o) {
       if (off[o] == off[o + 1] && t.fill) {
         dst[k] = convert<T>(t.value);

@@ -80,6 +80,7 @@ struct Taps {
   int64_t in_size = 0;  // the input plane's element count
   bool fill = false;    // outputs without taps take `value` (constant pad)
   double value = 0;
+  bool gather = false;  // every output reads one tap of weight 1 (pads, nearest): a copy
 };
 Taps window_taps(const WindowArgs& a, IntSpan in_spatial);
 // The taps of the transposed map (input element i reads the outputs that read it, same weights),
@@ -92,6 +93,7 @@ struct TapTensors {
   int64_t in_size = 0;
   bool fill = false;
   double value = 0;
+  bool gather = false;
 };
 TapTensors tap_tensors(const Taps& t, Device device);
 
