@@ -72,9 +72,10 @@ Placements buffer_placements(const Placements& xp, bool sharded) {
 TEST_CASE("dtensor normalisation layers equal the single-device ones for every placement") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh self = dt::self_mesh(dt::kCPU);
-  // uneven batch and channels; channels with an empty last shard (w - 1 of them).
+  // uneven batch and channels; channels, then the batch, with an empty last shard (w - 1).
   for (const st::Ints& shape :
-       {st::Ints{3 * w + 1, 2 * w + 1, 3}, st::Ints{4, std::max<int64_t>(w - 1, 1), 2}}) {
+       {st::Ints{3 * w + 1, 2 * w + 1, 3}, st::Ints{4, std::max<int64_t>(w - 1, 1), 2},
+        st::Ints{std::max<int64_t>(w - 1, 1), 3, 2}}) {
     const int64_t c = shape[1];
     const Tensor x = st::det_input(shape, 2, -2.0, 0.45, dt::kFloat64);
     const Tensor r = st::det_input(shape, 5, -1.0, 0.3, dt::kFloat64);
