@@ -51,6 +51,7 @@
 #include "dtensor/ops/attention/attention.h"
 #include "dtensor/ops/config_str.h"
 #include "dtensor/ops/conv/conv.h"
+#include "dtensor/ops/distance/distance.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/embedding/embedding.h"
 #include "dtensor/ops/index/index.h"

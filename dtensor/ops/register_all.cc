@@ -19,6 +19,7 @@ void register_all(Registry& registry) {
   register_loss_ops(registry);
   register_scan_ops(registry);
   register_attention_ops(registry);
+  register_distance_ops(registry);
   register_conv_ops(registry);
   register_pool_ops(registry);
 }

@@ -44,6 +44,8 @@ void register_scan_ops(Registry& registry);
 // scaled_dot_product_attention (+ .mask) and their backward ops
 // (dtensor/ops/attention/attention_strategy.cc).
 void register_attention_ops(Registry& registry);
+// cdist and cdist_backward (dtensor/ops/distance/distance_strategy.cc).
+void register_distance_ops(Registry& registry);
 // gather_target, the target pick of the DTensor cross_entropy (dtensor/ops/loss/loss_strategy.cc).
 void register_loss_ops(Registry& registry);
 // convolution (conv1d/2d/3d, conv_transpose1d/2d/3d) and convolution_backward

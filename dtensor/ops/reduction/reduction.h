@@ -14,6 +14,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/tensor/tensor.h"
@@ -55,6 +56,11 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 // ---- composite reductions (reduction_math.cc) ---------------------------------------------------
 // sqrt(var(x, dims, correction)); floating inputs only.
 Tensor std(const Tensor& x, IntSpan dims = {}, int64_t correction = 1, bool keepdim = false);
+// torch.var_mean / torch.std_mean: (var, mean) / (std, mean) over dims, the arguments of var.
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, IntSpan dims = {}, int64_t correction = 1,
+                                   bool keepdim = false);
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, IntSpan dims = {}, int64_t correction = 1,
+                                   bool keepdim = false);
 // log(sum(exp(x))) over dims, computed as m + log(sum(exp(x - m))) with m the max (an infinite
 // max is not subtracted); integer and bool inputs give float32. Zero elements give -inf.
 Tensor logsumexp(const Tensor& x, IntSpan dims, bool keepdim = false);
@@ -99,6 +105,12 @@ DTensor argmin(const DTensor& x, std::optional<int64_t> dim = std::nullopt, bool
 // Partial(min) (no communication); std, logsumexp and the other norms need the reduced dims
 // whole and gather a sharded one first. dist is vector_norm(a - b, p).
 DTensor std(const DTensor& x, IntSpan dims = {}, int64_t correction = 1, bool keepdim = false);
+// var_mean / std_mean: one registered op each (both outputs from one pass over the gathered
+// reduced dims, as var); kept dims keep their shards.
+std::pair<DTensor, DTensor> var_mean(const DTensor& x, IntSpan dims = {}, int64_t correction = 1,
+                                     bool keepdim = false);
+std::pair<DTensor, DTensor> std_mean(const DTensor& x, IntSpan dims = {}, int64_t correction = 1,
+                                     bool keepdim = false);
 DTensor logsumexp(const DTensor& x, IntSpan dims, bool keepdim = false);
 DTensor vector_norm(const DTensor& x, double ord = 2.0, IntSpan dims = {}, bool keepdim = false);
 DTensor dist(const DTensor& a, const DTensor& b, double p = 2.0);

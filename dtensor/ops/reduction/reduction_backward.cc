@@ -109,6 +109,26 @@ DTensorList std_bw(const BackwardContext& c, Grads g) {
   return {where(eq(centred, Scalar(0.0)), zeros_like(d), d)};
 }
 
+// var_mean / std_mean: var's (or std's) gradient of g[0] plus mean's of g[1]; either may be
+// undefined (an output not used).
+DTensorList var_mean_bw(const BackwardContext& c, Grads g, bool is_std) {
+  DTensor gx;
+  if (g[0].defined()) gx = (is_std ? std_bw(c, g) : var_bw(c, g))[0];
+  if (g.size() > 1 && g[1].defined()) {
+    const Reduced r = reduced_of(c, 1);
+    const DTensor m = expanded(c, keep(c, g[1], r) / static_cast<double>(count_of(c, r)));
+    gx = gx.defined() ? gx + m : m;
+  }
+  return {gx};
+}
+
+DTensorList var_mean_grad(const BackwardContext& c, Grads g) {
+  return var_mean_bw(c, g, false);
+}
+DTensorList std_mean_grad(const BackwardContext& c, Grads g) {
+  return var_mean_bw(c, g, true);
+}
+
 // d logsumexp = softmax(x) = exp(x - out).
 DTensorList logsumexp_bw(const BackwardContext& c, Grads g) {
   const Reduced r = reduced_of(c, 0);
@@ -175,6 +195,8 @@ ReductionGrad reduction_grad(std::string_view name) {
       {"max.dim", {max_dim_bw, 0, 2u}},
       {"min.dim", {max_dim_bw, 0, 2u}},
       {"std", {std_bw, kIn0, kOut0}},
+      {"var_mean", {var_mean_grad, kIn0}},
+      {"std_mean", {std_mean_grad, kIn0, kOut0}},
       {"prod", {prod_all_bw, kIn0}},
       {"prod.dim_int", {prod_dim_bw, kIn0}},
       {"logsumexp", {logsumexp_bw, kIn0, kOut0}},

@@ -92,6 +92,22 @@ DTensor std(const DTensor& x, IntSpan dims, int64_t correction, bool keepdim) {
   return with_correction(info, x, dims, correction, keepdim);
 }
 
+std::pair<DTensor, DTensor> var_mean(const DTensor& x, IntSpan dims, int64_t correction,
+                                     bool keepdim) {
+  static const OpInfo& info = ops_op("var_mean");
+  const ArgValue args[] = {correction, dims_arg(dims), keepdim};
+  DTensorList outs = dispatch_multi(info, {&x}, args);
+  return {std::move(outs[0]), std::move(outs[1])};
+}
+
+std::pair<DTensor, DTensor> std_mean(const DTensor& x, IntSpan dims, int64_t correction,
+                                     bool keepdim) {
+  static const OpInfo& info = ops_op("std_mean");
+  const ArgValue args[] = {correction, dims_arg(dims), keepdim};
+  DTensorList outs = dispatch_multi(info, {&x}, args);
+  return {std::move(outs[0]), std::move(outs[1])};
+}
+
 DT_REDUCE_DIMS(logsumexp)
 
 DTensor vector_norm(const DTensor& x, double ord, IntSpan dims, bool keepdim) {

@@ -1,5 +1,5 @@
-// Composite reductions: std, logsumexp, vector_norm, dist, any, all, written with the
-// reduction and elementwise kernels (so their CUDA half is those kernels').
+// Composite reductions: std, var_mean, std_mean, logsumexp, vector_norm, dist, any, all, written
+// with the reduction and elementwise kernels (so their CUDA half is those kernels').
 #include <cmath>
 #include <limits>
 
@@ -34,6 +34,18 @@ int64_t reduced_count(const Tensor& x, IntSpan dims, std::string_view op) {
 Tensor std(const Tensor& x, IntSpan dims, int64_t correction, bool keepdim) {
   check_floating("std", x);
   return sqrt(var(x, dims, correction, keepdim));
+}
+
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, IntSpan dims, int64_t correction,
+                                   bool keepdim) {
+  check_floating("var_mean", x);
+  return {var(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, IntSpan dims, int64_t correction,
+                                   bool keepdim) {
+  check_floating("std_mean", x);
+  return {std(x, dims, correction, keepdim), mean(x, dims, keepdim)};
 }
 
 Tensor logsumexp(const Tensor& x, IntSpan dims, bool keepdim) {

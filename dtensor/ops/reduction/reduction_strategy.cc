@@ -129,6 +129,8 @@ struct ReductionDef {
   std::optional<ReduceOp> (*partial_of)(const OpSchema& s) = nullptr;
   // needs_elements per call when it depends on the args (vector_norm's ord +-inf is a max).
   bool (*needs_elements_of)(const OpSchema& s) = nullptr;
+  // Two outputs of the output dtype (var_mean / std_mean), not values and int64 indices.
+  bool two_values = false;
 };
 
 struct Parsed {
@@ -223,7 +225,9 @@ void add_reduction(Registry& reg, const ReductionDef& def) {
     }
     const TensorMeta meta(reduced_shape(shape, p.mask, p.keepdim), reduction_dtype(s, def.dtype));
     OutputMetas metas{meta};
-    if (def.num_outputs == 2) metas.push_back(TensorMeta(meta.shape, DType::kInt64));  // indices
+    if (def.num_outputs == 2) {  // indices, or var_mean's mean
+      metas.push_back(TensorMeta(meta.shape, def.two_values ? meta.dtype : DType::kInt64));
+    }
     return metas;
   };
   info.strategy = [def](const OpSchema& s) {
@@ -425,6 +429,17 @@ Tensor std_kernel(const KernelContext& c, Locals l) {
   return sqrt(var_kernel(c, l));
 }
 
+// var_mean / std_mean: the reduced dims are whole here (no row shards them), so the local mean
+// is the global one; an empty shard is handled as var's.
+template <bool kStd>
+void var_mean_kernel(const KernelContext& c, Locals l, absl::Span<Tensor> o) {
+  const Shape& dims = c.arg<Shape>(1);
+  const bool keepdim = c.arg<bool>(2);
+  o[0] = kStd ? std_kernel(c, l) : var_kernel(c, l);
+  o[1] = l[0].numel() == 0 ? reduce_empty(l[0], dims, keepdim, std::nan(""), l[0].dtype())
+                           : mean(l[0], dims, keepdim);
+}
+
 Tensor logsumexp_kernel(const KernelContext& c, Locals l) {
   return logsumexp(l[0], c.arg<Shape>(0), c.arg<bool>(1));
 }
@@ -499,6 +514,21 @@ void register_reduction_ops(Registry& reg) {
   // Composite reductions (reduction_math.cc).
   add_reduction(reg,
                 {"std", A::kCorrectionDimsKeepdim, D::kFloatOnly, none, single_output(std_kernel)});
+  // var_mean / std_mean: (var or std, mean), both needing the reduced dims whole (as var).
+  add_reduction(reg, {.name = "var_mean",
+                      .layout = A::kCorrectionDimsKeepdim,
+                      .dtype = D::kFloatOnly,
+                      .partial = none,
+                      .kernel = var_mean_kernel<false>,
+                      .num_outputs = 2,
+                      .two_values = true});
+  add_reduction(reg, {.name = "std_mean",
+                      .layout = A::kCorrectionDimsKeepdim,
+                      .dtype = D::kFloatOnly,
+                      .partial = none,
+                      .kernel = var_mean_kernel<true>,
+                      .num_outputs = 2,
+                      .two_values = true});
   add_reduction(reg,
                 {"logsumexp", A::kDimsKeepdim, D::kToFloat, none, single_output(logsumexp_kernel)});
   add_reduction(reg, {.name = "vector_norm",

@@ -3,6 +3,7 @@
 #include "dtensor/ops/scan/scan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -112,6 +113,14 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
   return scan(x, dim, detail::ScanOp::kProd, "cumprod");
 }
 
+Tensor logcumsumexp(const Tensor& x, int64_t dim) {
+  DT_CHECK(!x.defined() || is_floating(x.dtype()),
+           "[logcumsumexp] expected a floating input (float32, float64, float16, bfloat16), got "
+           "%s (argument self), as PyTorch",
+           dtype_name(x.dtype()));
+  return scan(x, dim, detail::ScanOp::kLogSumExp, "logcumsumexp");
+}
+
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = check_along(x, dim, "prod");
   const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : kInt64;
@@ -197,6 +206,46 @@ ValuesIndices kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
     i = i.squeeze(d);
   }
   return {v.contiguous(), i.contiguous()};
+}
+
+namespace {
+// median / mode along dim: each row sorted stably, then pick_row (dim of size 1, or removed).
+ValuesIndices pick_along(const Tensor& x, int64_t dim, bool keepdim, detail::PickOp op,
+                         const char* name) {
+  const int64_t d = check_along(x, dim, name);
+  if (x.dim() == 0) return pick_along(x.reshape({1}), 0, false, op, name);
+  DT_CHECK(x.size(d) > 0,
+           "[%s] cannot compute the %s of dim %d of size 0 (input of shape %s): it has no "
+           "elements",
+           name, name, d, shape_str(x.sizes()));
+  const ValuesIndices s = sort(x, d, /*descending=*/false);
+  const Rows rv(s.values, d), ri(s.indices, d);
+  Tensor values = rv.alloc(x.dtype(), 1);
+  Tensor indices = rv.alloc(kInt64, 1);
+  detail::pick_rows(op, rv.rows, ri.rows, values, indices);
+  Tensor v = rv.from_rows(values), i = rv.from_rows(indices);
+  if (!keepdim) {
+    v = v.squeeze(d);
+    i = i.squeeze(d);
+  }
+  return {v, i};
+}
+}  // namespace
+
+Tensor median(const Tensor& x) {
+  DT_CHECK(x.defined(), "[median] argument self is an undefined tensor");
+  if (x.numel() == 0) {  // PyTorch: NaN (floating) for an empty input
+    return full({}, Scalar(std::nan("")), TensorOptions(x.dtype(), x.device()));
+  }
+  return pick_along(x.reshape({x.numel()}), 0, false, detail::PickOp::kMedian, "median").values;
+}
+
+ValuesIndices median(const Tensor& x, int64_t dim, bool keepdim) {
+  return pick_along(x, dim, keepdim, detail::PickOp::kMedian, "median");
+}
+
+ValuesIndices mode(const Tensor& x, int64_t dim, bool keepdim) {
+  return pick_along(x, dim, keepdim, detail::PickOp::kMode, "mode");
 }
 
 namespace detail {

@@ -1,5 +1,6 @@
-// Ops along one dim that need the whole dim on a rank: the cumulative scans (cumsum, cumprod)
-// and sorting / selection (sort, argsort, topk, kthvalue), as PyTorch defines them.
+// Ops along one dim that need the whole dim on a rank: the cumulative scans (cumsum, cumprod,
+// logcumsumexp) and sorting / selection (sort, argsort, topk, kthvalue, median, mode), as
+// PyTorch defines them.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,10 @@ Tensor cumprod(const Tensor& x, int64_t dim);
 ValuesIndices cummax(const Tensor& x, int64_t dim);
 ValuesIndices cummin(const Tensor& x, int64_t dim);
 
+// torch.logcumsumexp: log(cumsum(exp(x))) along dim, computed stably in float64 (PyTorch's
+// log_add_exp recurrence) and rounded once per element. Floating inputs only (as PyTorch).
+Tensor logcumsumexp(const Tensor& x, int64_t dim);
+
 // Product of all elements (a 0-d tensor) or along dim (torch.prod): the dtype rule of cumprod;
 // a product over zero elements is 1.
 Tensor prod(const Tensor& x);
@@ -39,6 +44,16 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = 
 // torch.kthvalue: the k-th smallest value along dim (k from 1) and its index (the lowest index
 // among equal values); dim removed unless keepdim. 1 <= k <= x.size(dim).
 ValuesIndices kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+
+// torch.median: the lower median (the element of rank (n - 1) / 2 in sorted order; NaN when the
+// input holds one, or is empty). Along dim: values and the index of that element in PyTorch's
+// (value, index) order, i.e. among equal values the one of that rank; a row holding a NaN gives
+// its first NaN. The dim must not be empty.
+Tensor median(const Tensor& x);
+ValuesIndices median(const Tensor& x, int64_t dim, bool keepdim = false);
+// torch.mode(x, dim=-1, keepdim=False): the most frequent value along dim (the smallest on a
+// tie; NaNs never equal each other) and the last index it occurs at, as PyTorch 2.15's CPU.
+ValuesIndices mode(const Tensor& x, int64_t dim = -1, bool keepdim = false);
 
 // ---- DTensor forms (scan_strategy.cc) ------------------------------------------------------
 // Every dim but `dim` keeps its sharding (values and indices alike); a sharded `dim` is
@@ -66,5 +81,14 @@ DTensorValuesIndices sort(const DTensor& x, int64_t dim = -1, bool descending = 
 DTensor argsort(const DTensor& x, int64_t dim = -1, bool descending = false);
 DTensorValuesIndices topk(const DTensor& x, int64_t k, int64_t dim = -1, bool largest = true);
 DTensorValuesIndices kthvalue(const DTensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+// logcumsumexp scans a sharded dim in place like cumsum (the block pipeline carries the float64
+// log-sum-exp accumulator: results bit-identical to one device); its gradient is PyTorch's
+// (two reversed logcumsumexps of log|grad|, split by sign). median / mode along dim keep every
+// other dim sharded and gather a sharded dim; median of the whole tensor gathers it (its
+// gradient is shared evenly among the elements equal to the median, as PyTorch).
+DTensor logcumsumexp(const DTensor& x, int64_t dim);
+DTensor median(const DTensor& x);
+DTensorValuesIndices median(const DTensor& x, int64_t dim, bool keepdim = false);
+DTensorValuesIndices mode(const DTensor& x, int64_t dim = -1, bool keepdim = false);
 
 }  // namespace dtensor

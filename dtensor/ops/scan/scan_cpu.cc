@@ -76,6 +76,18 @@ void cumextreme_rows(bool is_max, const Tensor& in, const Tensor& values, const 
   });
 }
 
+void pick_rows(PickOp op, const Tensor& sv, const Tensor& si, const Tensor& values,
+               const Tensor& indices) {
+  if (sv.device().is_cuda()) return pick_rows_cuda(op, sv, si, values, indices);
+  const int64_t rows = sv.size(0), n = sv.size(1);
+  dispatch_dtype(sv.dtype(), [&]<typename T>() {
+    for (int64_t r = 0; r < rows; ++r) {
+      pick_row(op, sv.data<T>() + r * n, si.data<int64_t>() + r * n, n, values.data<T>() + r,
+               indices.data<int64_t>() + r);
+    }
+  });
+}
+
 }  // namespace detail
 
 }  // namespace dtensor

@@ -155,7 +155,29 @@ void launch_cumprod_backward(const Tensor& grad, const Tensor& x, const Tensor& 
       grad.data<T>(), x.data<T>(), out.data<T>(), t.data<double>(), g);
 }
 
+// values / indices [rows, 1]: pick_row of each sorted row.
+template <typename T>
+__global__ void pick_kernel(PickOp op, const T* sv, const int64_t* si, T* values, int64_t* indices,
+                            RowGeom g) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < g.rows;
+       r += step) {
+    pick_row(op, sv + r * g.n, si + r * g.n, g.n, values + r, indices + r);
+  }
+}
+
 }  // namespace
+
+void pick_rows_cuda(PickOp op, const Tensor& sv, const Tensor& si, const Tensor& values,
+                    const Tensor& indices) {
+  const RowGeom g = geom(sv);
+  if (g.rows == 0) return;
+  cuda::DeviceGuard guard(sv.device().index);
+  dispatch_dtype(sv.dtype(), [&]<typename T>() {
+    pick_kernel<T><<<cuda::grid_for(g.rows, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        op, sv.data<T>(), si.data<int64_t>(), values.data<T>(), indices.data<int64_t>(), g);
+  });
+}
 
 void scan_rows_cuda(ScanOp op, const Tensor& in, const Tensor& out, bool total_only,
                     const Tensor& init) {

@@ -91,4 +91,28 @@ DTensorValuesIndices kthvalue(const DTensor& x, int64_t k, int64_t dim, bool kee
   return pair(dispatch_multi(op, {&x}, args));
 }
 
+DTensor logcumsumexp(const DTensor& x, int64_t dim) {
+  static const OpInfo& op = ops_op("logcumsumexp");
+  const ArgValue args[] = {dim};
+  return dispatch(op, {&x}, args);
+}
+
+DTensor median(const DTensor& x) {
+  static const OpInfo& op = ops_op("median");
+  return dispatch(op, {&x}, {});
+}
+
+// The dim normalised here: the gradient (value_selecting_backward) takes it normalised.
+DTensorValuesIndices median(const DTensor& x, int64_t dim, bool keepdim) {
+  static const OpInfo& op = ops_op("median.dim");
+  const ArgValue args[] = {normalize_dim(dim, std::max<int64_t>(x.dim(), 1), "median"), keepdim};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
+DTensorValuesIndices mode(const DTensor& x, int64_t dim, bool keepdim) {
+  static const OpInfo& op = ops_op("mode");
+  const ArgValue args[] = {normalize_dim(dim, std::max<int64_t>(x.dim(), 1), "mode"), keepdim};
+  return pair(dispatch_multi(op, {&x}, args));
+}
+
 }  // namespace dtensor

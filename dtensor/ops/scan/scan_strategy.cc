@@ -57,8 +57,22 @@ std::vector<OpSample> joined(std::vector<OpSample> a, std::vector<OpSample> b) {
   return a;
 }
 
-// ---- cumsum / cumprod along a sharded dim ------------------------------------------------------
-// Tag of the pipeline's messages (one communicator may carry other point-to-point traffic).
+// The single-device scan `op` along dim.
+Tensor local_scan(detail::ScanOp op, const Tensor& x, int64_t dim) {
+  switch (op) {
+    case detail::ScanOp::kSum:
+      return cumsum(x, dim);
+    case detail::ScanOp::kProd:
+      return cumprod(x, dim);
+    case detail::ScanOp::kLogSumExp:
+      return logcumsumexp(x, dim);
+  }
+  return Tensor();
+}
+
+// ---- cumsum / cumprod / logcumsumexp along a sharded dim
+// ------------------------------------------------------ Tag of the pipeline's messages (one
+// communicator may carry other point-to-point traffic).
 constexpr int kScanTag = 0x5CA;
 
 // A pipeline along the blocks of `dim` in global order, which reproduces the single-device
@@ -93,12 +107,7 @@ Tensor block_scan(const KernelContext& c, detail::ScanOp op, const Tensor& x, in
     end = detail::scan_totals(op, x, dim, start).contiguous();
     sent = comm->send(end, p + 1, kScanTag);
   }
-  Tensor out;
-  if (start.defined()) {
-    out = detail::scan_from(op, x, dim, start);
-  } else {
-    out = op == detail::ScanOp::kSum ? cumsum(x, dim) : cumprod(x, dim);
-  }
+  Tensor out = start.defined() ? detail::scan_from(op, x, dim, start) : local_scan(op, x, dim);
   if (sent != nullptr) sent->wait();
   return out;
 }
@@ -113,9 +122,7 @@ Tensor scan_kernel(const KernelContext& c, detail::ScanOp op, const Tensor& x) {
     // A mesh dim of one rank holds the whole group: nothing to exchange there.
     if (spec.placement(m).is_shard(dim) && spec.mesh().size(m) > 1) mesh_dims.push_back(m);
   }
-  if (mesh_dims.empty()) {
-    return op == detail::ScanOp::kSum ? cumsum(x, dim) : cumprod(x, dim);
-  }
+  if (mesh_dims.empty()) return local_scan(op, x, dim);
   return block_scan(c, op, x, dim, mesh_dims);
 }
 
@@ -123,16 +130,20 @@ Tensor scan_kernel(const KernelContext& c, detail::ScanOp op, const Tensor& x) {
 // cumsum / cumprod: rows_all_but plus [S(dim) | S(dim)] (the block pipeline: k-1 sequential
 // messages of one accumulator per row, instead of gathering the dim; bit-identical results).
 void register_cumulative(Registry& r, const char* name, detail::ScanOp scan, Linearity linearity,
-                         BackwardFn backward, uint32_t saved_inputs) {
+                         BackwardFn backward, uint32_t saved_inputs, uint32_t saved_outputs = 0) {
   OpInfo op;
   op.name = name;
   op.input_names = {"self"};
   op.linearity = linearity;
   op.backward = std::move(backward);
   op.saved_inputs = saved_inputs;
-  op.meta = [](const OpSchema& s) {
+  op.saved_outputs = saved_outputs;
+  op.meta = [scan](const OpSchema& s) {
     op_dim(s, 0);
     const DType in = s.input(0).dtype();
+    DT_CHECK(scan != detail::ScanOp::kLogSumExp || is_floating(in),
+             "[%s] expected a floating input (float32, float64, float16, bfloat16), got %s",
+             s.name(), dtype_name(in));
     return OutputMetas{TensorMeta(s.input(0).shape(), is_floating(in) ? in : kInt64)};
   };
   op.strategy = [](const OpSchema& s) {
@@ -145,12 +156,14 @@ void register_cumulative(Registry& r, const char* name, detail::ScanOp scan, Lin
       [scan](const KernelContext& c, Locals l) { return scan_kernel(c, scan, l[0]); });
   // Blocks of the scanned dim that are even, uneven and empty (3w+1, 2w+1 and w-1 elements),
   // with zeros in some rows (products through a zero) and values of magnitude up to 2.
-  op.samples = [](int64_t w) {
+  op.samples = [scan](int64_t w) {
     const auto args = [](int64_t d) { return ArgList{d}; };
     using detail::sample;
-    std::vector<OpSample> out = joined(along_samples(w, args), along_samples(w, args, kInt64));
+    const bool floating_only = scan == detail::ScanOp::kLogSumExp;
+    std::vector<OpSample> out =
+        joined(along_samples(w, args), along_samples(w, args, floating_only ? kFloat32 : kInt64));
     out.push_back({{sample({std::max<int64_t>(w - 1, 1), 3}, kFloat64, -2, 2)}, args(0)});
-    out.push_back({{sample({4, 3 * w + 1}, kInt64, -1, 1)}, args(1)});
+    if (!floating_only) out.push_back({{sample({4, 3 * w + 1}, kInt64, -1, 1)}, args(1)});
     return out;
   };
   r.add(std::move(op));
@@ -186,6 +199,15 @@ OutputMetas values_indices(Shape shape, DType dtype) {
   return OutputMetas{TensorMeta(shape, dtype), TensorMeta(std::move(shape), kInt64)};
 }
 
+// along_samples with args (dim, flag): flag false on float64 inputs, true on int64 ones (the
+// flag left out when the op has none).
+std::vector<OpSample> flag_samples(int64_t w, bool has_flag) {
+  const auto args = [has_flag](bool flag) {
+    return [has_flag, flag](int64_t d) { return has_flag ? ArgList{d, flag} : ArgList{d}; };
+  };
+  return joined(along_samples(w, args(false)), along_samples(w, args(true), kInt64));
+}
+
 // (values, indices) of the input's shape along dim (args from index 0: dim, then `flag` when
 // the op has one): sort (descending), cummax, cummin. The values' gradient goes back to the
 // indices; sampled with both flag values (or none).
@@ -207,12 +229,7 @@ void register_values_indices(Registry& r, const char* name,
   op.backward = detail::values_indices_grad;
   op.saved_inputs = 0;
   op.saved_outputs = 2u;
-  op.samples = [has_flag](int64_t w) {
-    const auto args = [has_flag](bool flag) {
-      return [has_flag, flag](int64_t d) { return has_flag ? ArgList{d, flag} : ArgList{d}; };
-    };
-    return joined(along_samples(w, args(false)), along_samples(w, args(true), kInt64));
-  };
+  op.samples = [has_flag](int64_t w) { return flag_samples(w, has_flag); };
   r.add(std::move(op));
 }
 
@@ -291,6 +308,22 @@ void register_topk(Registry& r) {
   r.add(std::move(op));
 }
 
+// Rows of (values, indices) along a dim reduced unless keepdim (args dim_arg, keepdim_arg): every
+// other dim sharded alike, at its place in the outputs.
+StrategyFn reduced_dim_rows(int64_t dim_arg, int64_t keepdim_arg) {
+  return [dim_arg, keepdim_arg](const OpSchema& s) {
+    const int64_t n = s.input(0).ndim(), dim = op_dim(s, dim_arg);
+    const bool keepdim = s.arg<bool>(keepdim_arg);
+    StrategyRows rows;
+    for (int64_t d = 0; d < n; ++d) {
+      if (d == dim) continue;
+      const int64_t k = keepdim || d < dim ? d : d - 1;
+      rows.push_back({Shard(k), Shard(k), Shard(d)});
+    }
+    return rows;
+  };
+}
+
 // kthvalue(self; k, dim, keepdim) -> (values, indices), dim removed unless keepdim.
 void register_kthvalue(Registry& r) {
   OpInfo op;
@@ -299,16 +332,75 @@ void register_kthvalue(Registry& r) {
   op.meta = [](const OpSchema& s) {
     return values_indices(selected_shape(s, 1, s.arg<bool>(2) ? 1 : -1), s.input(0).dtype());
   };
-  op.strategy = [](const OpSchema& s) {
-    const int64_t n = s.input(0).ndim(), dim = op_dim(s, 1);
-    const bool keepdim = s.arg<bool>(2);
-    StrategyRows rows;
-    for (int64_t d = 0; d < n; ++d) {
-      if (d == dim) continue;
-      const int64_t k = keepdim || d < dim ? d : d - 1;
-      rows.push_back({Shard(k), Shard(k), Shard(d)});
+  op.strategy = reduced_dim_rows(1, 2);
+  r.add(std::move(op));
+}
+
+// median.dim / mode (self; dim, keepdim) -> (values, indices), dim removed unless keepdim: every
+// other dim sharded alike (kthvalue's rows); the values' gradient goes back to the indices.
+void register_pick(Registry& r, const char* name,
+                   ValuesIndices (*local)(const Tensor&, int64_t, bool)) {
+  OpInfo op;
+  op.name = name;
+  op.input_names = {"self"};
+  op.meta = [](const OpSchema& s) {
+    const int64_t dim = op_dim(s, 0);
+    Shape shape = s.input(0).shape();
+    if (shape.empty()) return values_indices(shape, s.input(0).dtype());
+    DT_CHECK(shape[dim] > 0, "[%s] dim %d of the input %s is empty: no %s", s.name(), dim,
+             shape_str(shape), s.name());
+    if (s.arg<bool>(1)) {
+      shape[dim] = 1;
+    } else {
+      shape.erase(shape.begin() + dim);
     }
-    return rows;
+    return values_indices(shape, s.input(0).dtype());
+  };
+  op.strategy = reduced_dim_rows(0, 1);
+  op.kernel = [local](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
+    const int64_t dim = c.arg<int64_t>(0);
+    const bool keepdim = c.arg<bool>(1);
+    if (l[0].numel() == 0) {  // the dim is whole (not empty): no output elements here
+      Shape shape(l[0].sizes().begin(), l[0].sizes().end());
+      const int64_t d = normalize_dim(dim, std::max<int64_t>(l[0].dim(), 1), "pick");
+      if (keepdim) {
+        shape[d] = 1;
+      } else {
+        shape.erase(shape.begin() + d);
+      }
+      out[0] = empty(shape, TensorOptions(l[0].dtype(), l[0].device()));
+      out[1] = empty(shape, TensorOptions(kInt64, l[0].device()));
+      return;
+    }
+    ValuesIndices v = local(l[0], dim, keepdim);
+    out[0] = std::move(v.values);
+    out[1] = std::move(v.indices);
+  };
+  op.backward = detail::pick_grad;
+  op.saved_inputs = 0;
+  op.saved_outputs = 2u;
+  // Repeated values (ties) in the int64 samples: the tie rules are checked on every placement.
+  op.samples = [](int64_t w) { return flag_samples(w, true); };
+  r.add(std::move(op));
+}
+
+// median (self) -> 0-d: no rows (the input is gathered); the gradient is shared evenly among
+// the elements equal to the median (PyTorch's evenly_distribute_backward).
+void register_median_all(Registry& r) {
+  OpInfo op;
+  op.name = "median";
+  op.input_names = {"self"};
+  op.meta = [](const OpSchema& s) { return OutputMetas{TensorMeta(Shape{}, s.input(0).dtype())}; };
+  op.strategy = [](const OpSchema&) { return StrategyRows{}; };
+  op.kernel = single_output([](const KernelContext&, Locals l) { return median(l[0]); });
+  op.backward = detail::median_grad;
+  op.saved_inputs = 1u;
+  op.saved_outputs = 1u;
+  op.samples = [](int64_t w) {
+    using detail::sample;
+    return std::vector<OpSample>{{{sample({3 * w + 1, 5})}, {}},
+                                 {{sample({2, 2 * w + 1, 3}, kInt64)}, {}},
+                                 {{sample({detail::short_size(w), 5})}, {}}};
   };
   r.add(std::move(op));
 }
@@ -331,5 +423,12 @@ void register_scan_ops(Registry& registry) {
   register_argsort(registry);
   register_topk(registry);
   register_kthvalue(registry);
+  register_cumulative(registry, "logcumsumexp", detail::ScanOp::kLogSumExp, Linearity::kNone,
+                      detail::logcumsumexp_grad, 1u, 1u);
+  register_pick(registry, "median.dim",
+                [](const Tensor& x, int64_t dim, bool keepdim) { return median(x, dim, keepdim); });
+  register_pick(registry, "mode",
+                [](const Tensor& x, int64_t dim, bool keepdim) { return mode(x, dim, keepdim); });
+  register_median_all(registry);
 }
 }  // namespace dtensor

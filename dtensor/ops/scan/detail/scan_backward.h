@@ -19,4 +19,12 @@ DTensorList values_indices_grad(const autograd::BackwardContext& c, absl::Span<c
 DTensorList topk_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
 DTensorList kthvalue_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
 
+// median.dim / mode (dim arg 0, keepdim arg 1): the values' gradient goes back to the indices.
+DTensorList pick_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+// median of the whole tensor: shared evenly among the elements equal to the median.
+DTensorList median_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+// logcumsumexp: PyTorch's logcumsumexp_backward (reversed logcumsumexps of log|grad| - out for
+// the positive and the negative gradients, so nothing overflows).
+DTensorList logcumsumexp_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+
 }  // namespace dtensor::detail

@@ -3,6 +3,7 @@
 // op's dim. Host and device run the same code, so their results are bit-identical.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -12,7 +13,18 @@
 
 namespace dtensor::detail {
 
-enum class ScanOp : uint8_t { kSum, kProd };
+// kLogSumExp: log(exp(acc) + exp(x)) (logcumsumexp; floating inputs only).
+enum class ScanOp : uint8_t { kSum, kProd, kLogSumExp };
+
+// log(exp(acc) + exp(x)), PyTorch's CPU helper (ATen's log_add_exp_helper): a NaN x propagates,
+// and equal infinities (-inf + -inf, inf + inf) give acc itself instead of NaN.
+DT_HOST_DEVICE inline double log_add_exp(double acc, double x) {
+  const bool x_nan = x != x;
+  const double lo = x_nan ? x : (x < acc ? x : acc);
+  const double hi = x_nan ? x : (acc < x ? x : acc);
+  if (lo != hi || lo - lo == 0.0) return ::log1p(::exp(lo - hi)) + hi;
+  return acc;
+}
 
 // A scan's accumulator: float64 for the floating types (as PyTorch's CPU cumsum), uint64 for
 // integers and bool (int64 results wrap on overflow as PyTorch's do, without signed overflow).
@@ -28,7 +40,10 @@ template <typename T, typename O>
 DT_HOST_DEVICE void scan_row(ScanOp op, const T* in, O* out, int64_t n, int64_t out_step,
                              const scan_acc_t<T>* init = nullptr) {
   using A = scan_acc_t<T>;
-  A acc = init != nullptr ? *init : (op == ScanOp::kSum ? A(0) : A(1));
+  A acc = init != nullptr ? *init : (op == ScanOp::kProd ? A(1) : A(0));
+  if constexpr (std::is_floating_point_v<A>) {
+    if (init == nullptr && op == ScanOp::kLogSumExp) acc = -HUGE_VAL;
+  }
   const auto store = [](A a) -> O {
     if constexpr (std::is_floating_point_v<A>) {
       return convert<O>(a);
@@ -43,6 +58,13 @@ DT_HOST_DEVICE void scan_row(ScanOp op, const T* in, O* out, int64_t n, int64_t 
       v = static_cast<A>(static_cast<compute_t<T>>(in[i]));
     } else {
       v = static_cast<A>(static_cast<int64_t>(in[i]));
+    }
+    if constexpr (std::is_floating_point_v<A>) {
+      if (op == ScanOp::kLogSumExp) {
+        acc = log_add_exp(acc, v);
+        out[i * out_step] = store(acc);
+        continue;
+      }
     }
     acc = op == ScanOp::kSum ? acc + v : acc * v;
     out[i * out_step] = store(acc);
@@ -109,6 +131,48 @@ DT_HOST_DEVICE void cumprod_backward_row(const T* g, const T* x, T* out, double*
   }
 }
 
+// median / mode along a dim, picked from a row sorted stably ascending (`sv` values, NaN last;
+// `si` their original positions). kMedian: PyTorch's lower median, the element of rank
+// (n - 1) / 2 in the (value, index) order (ATen sorts with the index as tie-break, so among
+// equal values the index is that rank's), or the first NaN when the row holds one. kMode: the
+// most frequent value (runs of == values, so NaNs count once each), the smallest on a tie, with
+// the largest index it occurs at (PyTorch 2.15's CPU choice). n >= 1.
+enum class PickOp : uint8_t { kMedian, kMode };
+
+template <typename T>
+DT_HOST_DEVICE void pick_row(PickOp op, const T* sv, const int64_t* si, int64_t n, T* value,
+                             int64_t* index) {
+  using C = compute_t<T>;
+  int64_t pos = 0;
+  if (op == PickOp::kMedian) {
+    pos = (n - 1) / 2;
+    const C last = static_cast<C>(sv[n - 1]);
+    if (last != last) {  // a NaN: the first one (NaNs sort last, in index order)
+      pos = n - 1;
+      while (pos > 0 && static_cast<C>(sv[pos - 1]) != static_cast<C>(sv[pos - 1])) --pos;
+    }
+    *value = sv[pos];
+    *index = si[pos];
+    return;
+  }
+  int64_t best_count = 0, best_index = 0;
+  for (int64_t start = 0; start < n;) {
+    int64_t end = start + 1, top = si[start];
+    while (end < n && static_cast<C>(sv[end]) == static_cast<C>(sv[start])) {
+      top = si[end] > top ? si[end] : top;
+      ++end;
+    }
+    if (end - start > best_count) {
+      best_count = end - start;
+      pos = start;
+      best_index = top;
+    }
+    start = end;
+  }
+  *value = sv[pos];
+  *index = best_index;
+}
+
 // Row kernels on contiguous [rows, n] tensors (CPU here, CUDA in scan_cuda.cu; the CPU
 // functions dispatch to CUDA for CUDA tensors).
 // out (int64 for integer and bool inputs, else in's dtype) = the scan of each row: [rows, n],
@@ -123,6 +187,9 @@ void sort_rows(const Tensor& in, bool descending, const Tensor& values, const Te
 void cumprod_backward_rows(const Tensor& g, const Tensor& x, const Tensor& out);
 // values (in's dtype) and indices (int64) = cumextreme_row of each row.
 void cumextreme_rows(bool is_max, const Tensor& in, const Tensor& values, const Tensor& indices);
+// values [rows, 1] and indices [rows, 1] = pick_row of each sorted row (sv, si: [rows, n], n >= 1).
+void pick_rows(PickOp op, const Tensor& sv, const Tensor& si, const Tensor& values,
+               const Tensor& indices);
 
 // The block form of cumsum / cumprod (scan_cpu.cc, on x's device), for a dim sharded over
 // ranks: the accumulator dtype (float64 for floating inputs, int64 — the bits of the wrapping
@@ -142,5 +209,7 @@ void sort_rows_cuda(const Tensor& in, bool descending, const Tensor& values, con
 void cumprod_backward_rows_cuda(const Tensor& g, const Tensor& x, const Tensor& out);
 void cumextreme_rows_cuda(bool is_max, const Tensor& in, const Tensor& values,
                           const Tensor& indices);
+void pick_rows_cuda(PickOp op, const Tensor& sv, const Tensor& si, const Tensor& values,
+                    const Tensor& indices);
 
 }  // namespace dtensor::detail

@@ -1,0 +1,57 @@
+// CPU kernels of the distance family: cdist and its backward, one output element at a time in
+// float64 (the per-pair math of detail/distance_kernels.h, shared with CUDA).
+#include <vector>
+
+#include "dtensor/ops/distance/detail/distance_kernels.h"
+#include "dtensor/tensor/dtype.h"
+
+namespace dtensor::detail {
+
+void cdist_cpu(const Tensor& out, const Tensor& x1, const Tensor& x2, CdistGeom g, double p) {
+  dispatch_floating(x1.dtype(), "cdist", [&]<typename T>() {
+    const T* a = x1.data<T>();
+    const T* b = x2.data<T>();
+    T* o = out.data<T>();
+    for (int64_t n = 0; n < g.b; ++n) {
+      for (int64_t i = 0; i < g.p; ++i) {
+        const T* row = a + (n * g.p + i) * g.m;
+        T* dst = o + (n * g.p + i) * g.r;
+        for (int64_t j = 0; j < g.r; ++j) {
+          dst[j] = convert<T>(cdist_pair(row, b + (n * g.r + j) * g.m, g.m, p));
+        }
+      }
+    }
+  });
+}
+
+void cdist_backward_cpu(const Tensor& out, const Tensor& grad, const Tensor& x1, const Tensor& x2,
+                        const Tensor& dist, CdistGeom g, double p) {
+  dispatch_floating(x1.dtype(), "cdist_backward", [&]<typename T>() {
+    const T* a = x1.data<T>();
+    const T* b = x2.data<T>();
+    const T* gr = grad.data<T>();
+    const T* d = dist.data<T>();
+    T* o = out.data<T>();
+    std::vector<double> acc(static_cast<size_t>(g.m));
+    for (int64_t n = 0; n < g.b; ++n) {
+      for (int64_t i = 0; i < g.p; ++i) {
+        const T* row = a + (n * g.p + i) * g.m;
+        const int64_t pr = (n * g.p + i) * g.r;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < g.r; ++j) {
+          const double gij = convert<double>(gr[pr + j]), dij = convert<double>(d[pr + j]);
+          if (gij == 0.0) continue;
+          const T* other = b + (n * g.r + j) * g.m;
+          for (int64_t k = 0; k < g.m; ++k) {
+            const double diff = convert<double>(row[k]) - convert<double>(other[k]);
+            acc[k] += gij * cdist_grad_term(diff, dij, p);
+          }
+        }
+        T* dst = o + (n * g.p + i) * g.m;
+        for (int64_t k = 0; k < g.m; ++k) dst[k] = convert<T>(acc[k]);
+      }
+    }
+  });
+}
+
+}  // namespace dtensor::detail
