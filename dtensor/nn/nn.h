@@ -4,6 +4,7 @@
 
 #include "dtensor/nn/activation.h"
 #include "dtensor/nn/conv.h"
+#include "dtensor/nn/distance.h"
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/nn/loss.h"
