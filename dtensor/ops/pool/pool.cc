@@ -560,6 +560,11 @@ WindowArgs pad_args(IntSpan pad, const char* mode, double value) {
   WindowArgs a;
   a.kind = WindowKind::kPad;
   a.op = "pad";
+  // pad(x, pads, 0) picks this overload (0 is a null pointer) rather than the tensor layer's
+  // pad(x, pads, Scalar): refuse it instead of reading a null mode.
+  DT_CHECK(mode != nullptr,
+           "[pad] mode is null (a literal 0 as the third argument?): pass a mode, e.g. "
+           "pad(x, pad, \"constant\", 0.0), or Scalar(0) for the constant pad");
   a.pad = Shape(pad.begin(), pad.end());
   a.nd = static_cast<int64_t>(pad.size()) / 2;
   a.mode = parse_pad_mode(mode, "pad");

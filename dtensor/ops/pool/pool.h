@@ -31,7 +31,8 @@ namespace dtensor {
 // F.pad(x, pad, mode, value): pad = {last_lo, last_hi, prev_lo, prev_hi, ...}. mode "constant"
 // (any dims, negative pads crop; the tensor layer's pad), "reflect" (pads < the dim's size),
 // "replicate", "circular" (pads <= the dim's size): these pad the last pad.size() / 2 dims of a
-// tensor with one or two more dims, as PyTorch.
+// tensor with one or two more dims, as PyTorch. pad(x, pads, 0) resolves here (0 is a null
+// pointer) and raises: write pad(x, pads, Scalar(0)) or pad(x, pads, "constant", 0.0).
 Tensor pad(const Tensor& x, IntSpan pad, const char* mode, double value = 0);
 DTensor pad(const DTensor& x, IntSpan pad, const char* mode = "constant", double value = 0);
 

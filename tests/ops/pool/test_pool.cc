@@ -116,6 +116,7 @@ TEST_CASE("pool errors name the op and what was expected") {
   REQUIRE_THROWS_WITH(dt::pad(x, {1, 1}, "reflect"),
                       Contains("[pad] reflect padding of 1 dims expects a 2D or 3D input, got 4D"));
   REQUIRE_THROWS_WITH(dt::pad(x, {1, 0}, "wrap"), Contains("[pad] unknown padding mode 'wrap'"));
+  REQUIRE_THROWS_WITH(dt::pad(x, {1, 0}, 0), Contains("[pad] mode is null"));
   REQUIRE_THROWS_WITH(dt::pad(dt::zeros({5}), {1, 1}, "replicate"),
                       Contains("[pad] replicate padding of 1 dims expects a 2D or 3D input"));
   REQUIRE_THROWS_WITH(dt::max_pool2d(x, {2}, {}, {2}),
