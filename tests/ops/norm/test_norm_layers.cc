@@ -168,6 +168,15 @@ TEST_CASE("float32 batch statistics keep a large mean's variance") {
   const Tensor got = dt::batch_norm(big.to(dt::kFloat32), Tensor(), Tensor(), kW.to(dt::kFloat32),
                                     kB.to(dt::kFloat32), true);
   CHECK(dt::allclose(got.to(dt::kFloat64), want, 1e-3, 1e-3));
+  // bfloat16 (8 bits of mantissa) at mean 100: the per-channel shift stays float32, so the
+  // outputs carry bfloat16's rounding of x and of the result only.
+  const Tensor mid = dt::add(det({4, 3, 5}, 1), 100.0);
+  const Tensor want16 =
+      dt::batch_norm(mid.to(dt::kBFloat16).to(dt::kFloat64), Tensor(), Tensor(), kW, kB, true);
+  const Tensor got16 = dt::batch_norm(mid.to(dt::kBFloat16), Tensor(), Tensor(),
+                                      kW.to(dt::kBFloat16), kB.to(dt::kBFloat16), true);
+  CHECK(got16.dtype() == dt::kBFloat16);
+  CHECK(dt::allclose(got16.to(dt::kFloat64), want16, 2e-2, 2e-2));
 }
 
 TEST_CASE("batch_norm_sums: per-channel float64 sums of x and x^2, and their gradient") {

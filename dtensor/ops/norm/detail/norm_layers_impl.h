@@ -126,9 +126,13 @@ T batch_norm_impl(const T& x, const T& running_mean, const T& running_var, const
   if (weight.defined()) scale = mul(scale, weight);
   const T shifted = mul(mean, scale);
   const T shift = bias.defined() ? sub(bias, shifted) : mul(shifted, -1.0);
-  // The statistics' float64 rounds once to x's dtype, in the [C] factors.
-  const auto as_x = [&](const T& t) { return t.dtype() == x.dtype() ? t : cast(t, x.dtype()); };
-  return channel_affine(x, as_x(scale), as_x(shift));
+  // The [C] factors in x's dtype, but float32 for 16-bit x (a 16-bit shift would carry an
+  // error of |mean| * 2^-9 into outputs near 0): x * scale + shift is then computed in float32
+  // and rounded once to x's dtype, as PyTorch's 16-bit batch norm.
+  const DType fd = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const auto as_f = [&](const T& t) { return t.dtype() == fd ? t : cast(t, fd); };
+  const T y = channel_affine(x, as_f(scale), as_f(shift));
+  return y.dtype() == x.dtype() ? y : cast(y, x.dtype());
 }
 
 template <class T>
