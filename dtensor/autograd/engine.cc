@@ -28,9 +28,14 @@ namespace {
 DTensor ones_like_root(const DTensor& root) {
   auto spec = std::make_shared<const DTensorSpec>(
       root.spec().with_placements(Placements(root.placements().size(), Replicate()), "backward"));
-  Tensor ones =
-      full(spec->local_shard().shape, 1, TensorOptions(root.dtype(), local_device(spec->mesh())));
-  return DTensor(std::move(ones), std::move(spec));
+  Tensor ones[1];
+  // Recorded when a step is captured: replay makes the seed again.
+  detail::run_recorded(
+      "grad", "ones", {}, ones, 0,
+      [shape = spec->local_shard().shape,
+       opts = TensorOptions(root.dtype(), local_device(spec->mesh()))](
+          absl::Span<const Tensor>, absl::Span<Tensor> out) { out[0] = full(shape, 1, opts); });
+  return DTensor(std::move(ones[0]), std::move(spec));
 }
 
 void check_gradient(const DTensor& grad, const DTensorSpec& want, std::string_view node, size_t i) {

@@ -41,6 +41,7 @@ class Builder final : public detail::CaptureRecorder {
     for (const Tensor& t : e.outputs) {
       DT_CHECK(t.defined(), "[compile] internal error: %s %s produced an undefined tensor", e.kind,
                e.name);
+      made_.erase(t.storage().id());  // declared: its other views are the node's too
       const ValueId v = new_value(t, Value::Kind::kProduced);
       g_.values_[static_cast<size_t>(v)].producer = node_index;
       n.outputs.push_back(v);
@@ -55,6 +56,12 @@ class Builder final : public detail::CaptureRecorder {
   void note_collective(std::string_view kind, int64_t bytes) override {
     pending_.push_back({std::string(kind), bytes});
   }
+
+  void note_allocation(const void* storage_id) override {
+    made_[storage_id] = depth > 0 ? Made::kInsidePrimitive : Made::kOutside;
+  }
+
+  void keep(const void* storage_id) override { made_.erase(storage_id); }
 
   [[noreturn]] void refuse(const std::string& what) override {
     DT_FAIL(
@@ -106,11 +113,28 @@ class Builder final : public detail::CaptureRecorder {
     if (!t.defined()) return kNoValue;
     auto it = ids_.find(key(t));
     if (it != ids_.end()) return it->second;
+    // Made during the step by something replay does not run: it would read this step's value
+    // forever after.
+    auto made = made_.find(t.storage().id());
+    if (made != made_.end()) {
+      refuse(made->second == Made::kOutside
+                 ? absl::StrCat("local Tensor computation outside DTensor ops (a ",
+                                shape_str(t.sizes()),
+                                " tensor made in the step is read by a DTensor op: create it "
+                                "before the step and pass it in, or compute it with DTensor ops)")
+                 : absl::StrCat("a ", shape_str(t.sizes()),
+                                " tensor that a library step made without declaring it (internal "
+                                "error of the capture, please report it)"));
+    }
     return new_value(t, Value::Kind::kExternal);
   }
 
+  enum class Made : uint8_t { kInsidePrimitive, kOutside };
+
   Graph& g_;
   absl::flat_hash_map<std::string, ValueId> ids_;
+  // Storages allocated during the capture and not (yet) a node's declared output nor kept.
+  absl::flat_hash_map<const void*, Made> made_;
   std::vector<Tensor> captured_;
   std::vector<Collective> pending_;
 };

@@ -21,10 +21,11 @@
 //
 // What cannot be captured raises "[compile] ..." on every rank during the capture: random ops,
 // async collectives and the data-parallel gradient hooks (replicate / fully_shard), ops whose
-// output shape depends on the values (masked_select, nonzero). What is not seen: host-side
-// control flow that depends on tensor values (replay runs the ops of the capture); local Tensor
-// computation outside DTensor ops (its result is taken as a constant). options.validate_every
-// re-runs the step eagerly every N calls and raises when its op sequence changed.
+// output shape depends on the values (masked_select, nonzero), local Tensor computation whose
+// result a DTensor op reads (every allocation during the capture is noted). What is not seen:
+// host-side control flow that depends on tensor values (replay runs the ops of the capture);
+// options.validate_every re-runs the step eagerly every N calls and raises when its op sequence
+// changed.
 #pragma once
 
 #include <cstdint>

@@ -16,6 +16,7 @@
 #include "dtensor/ops/view/view.h"
 #include "dtensor/rng/dtensor_random.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::nn::functional {
@@ -45,6 +46,13 @@ void check_same_mesh(const DTensor& a, const DTensor& b, std::string_view op) {
            a.device_mesh().str(), b.device_mesh().str());
 }
 
+// A tensor whose values follow from shapes only (a mask, a table of positions): a captured step
+// (dtensor/compile/) keeps reading it, since its guards keep the shapes.
+Tensor shape_constant(Tensor t) {
+  dtensor::detail::keep_in_capture(t);
+  return t;
+}
+
 // The additive causal mask [S, S] (0 on and below the diagonal, -inf above) in `dtype` on
 // `device`. The float32 CPU mask is built once per S and thread, not on every forward (the ops
 // never write into their inputs, so sharing it is safe); other dtypes/devices convert it per
@@ -60,8 +68,8 @@ Tensor causal_mask(int64_t L, int64_t S, DType dtype, Device device) {
     }
     cached = from_vector(mask, {L, S});
   }
-  if (dtype == kFloat32 && device == Device(kCPU)) return cached;
-  return cached.to(device, dtype);
+  if (dtype == kFloat32 && device == Device(kCPU)) return shape_constant(cached);
+  return shape_constant(cached.to(device, dtype));
 }
 
 }  // namespace
@@ -183,8 +191,8 @@ DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t s
   const DeviceMesh& mesh = x.device_mesh();
   const Placements whole(static_cast<size_t>(mesh.ndim()), Replicate());
   auto table = [&](const Tensor& t) {
-    const Tensor local =
-        t.narrow(0, start_pos, S).reshape({1, S, 1, half}).to(x.device(), x.dtype());
+    const Tensor local = shape_constant(
+        t.narrow(0, start_pos, S).reshape({1, S, 1, half}).to(x.device(), x.dtype()));
     return DTensor::from_local(local, mesh, whole, /*run_check=*/false);
   };
   const DTensor c = table(tables.cos), s = table(tables.sin);

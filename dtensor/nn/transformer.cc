@@ -5,6 +5,7 @@
 #include "dtensor/nn/functional.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::nn {
@@ -142,6 +143,8 @@ DTensor Transformer::forward(const DTensor& tokens) {
              shape_str(tokens.shape()), cfg_.max_seq_len);
     const Tensor positions =
         arange(tokens.size(1), TensorOptions(DType::kInt64, tokens.to_local().device()));
+    // A constant of the (guarded) sequence length: a captured step keeps reading this one.
+    dtensor::detail::keep_in_capture(positions);
     h = dtensor::add(h, (*pos_embeddings_)(local_dtensor(positions)));  // [seq, dim] broadcast
   }
   h = (*layers_)(h);

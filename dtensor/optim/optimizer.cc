@@ -93,7 +93,11 @@ void Optimizer::zero_grad(bool set_to_none) {
 
 DTensor& Optimizer::state(std::vector<DTensor>& slots, size_t i) {
   if (slots.size() != params_.size()) slots.resize(params_.size());
-  if (!slots[i].defined()) slots[i] = zeros_like(params_[i].detach());
+  if (!slots[i].defined()) {
+    slots[i] = zeros_like(params_[i].detach());
+    // Made lazily, possibly while a step is captured: state that replay keeps updating.
+    dtensor::detail::keep_in_capture(slots[i].to_local());
+  }
   return slots[i];
 }
 

@@ -35,6 +35,14 @@ void refuse_in_capture(std::string_view what, bool even_inside) {
   r->refuse(std::string(what));
 }
 
+void note_allocation_in_capture(const void* storage_id) {
+  if (t_recorder != nullptr) t_recorder->note_allocation(storage_id);
+}
+
+void keep_in_capture(const Tensor& t) {
+  if (t_recorder != nullptr && t.defined()) t_recorder->keep(t.storage().id());
+}
+
 void note_collective_in_capture(std::string_view kind, int64_t bytes) {
   CaptureRecorder* r = t_recorder;
   if (r == nullptr) return;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -26,6 +27,7 @@ Storage Storage::allocate(size_t nbytes, Device device) {
     s.impl_->ctx = reinterpret_cast<void*>(static_cast<intptr_t>(device.index));
   }
   s.impl_->data = s.allocate_data();
+  detail::note_allocation_in_capture(s.id());
   return s;
 }
 

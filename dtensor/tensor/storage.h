@@ -31,6 +31,9 @@ class Storage {
   Device device() const { return impl_ ? impl_->device : Device(); }
   long use_count() const { return impl_.use_count(); }
   bool is_same(const Storage& o) const { return impl_ == o.impl_; }
+  // An identity of the memory block shared by every handle and view (for bookkeeping that must
+  // tell storages apart, e.g. step capture); null for an undefined storage.
+  const void* id() const { return impl_.get(); }
   // Whether this handle is the only reference to memory the library allocated (not from_blob
   // memory, which its owner may still read): nothing else can observe a write into it, so a
   // caller giving up the handle may let it be reused in place (DTensor::redistribute &&). The

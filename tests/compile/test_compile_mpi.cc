@@ -200,6 +200,13 @@ TEST_CASE("what cannot be captured is refused on every rank", "[compile]") {
   dt::CompiledStep nothing =
       dt::compile([&](const dt::DTensorList& in) { return dt::DTensorList{in[0]}; });
   REQUIRE_THROWS_WITH(nothing({x}), Catch::Contains("ran no DTensor op"));
+  // Local Tensor computation inside the step: replay could not redo it, so it is refused rather
+  // than baked in as a constant.
+  dt::CompiledStep local = dt::compile([&](const dt::DTensorList& in) {
+    const dt::Tensor doubled = dt::add(in[0].to_local(), in[0].to_local());
+    return dt::DTensorList{dt::sum(dt::DTensor::from_local(doubled, mesh, {dt::Shard(0)}))};
+  });
+  REQUIRE_THROWS_WITH(local({x}), Catch::Contains("local Tensor computation outside DTensor ops"));
   // The recorder is gone after a refusal: eager work runs as before.
   CHECK(scalar(dt::sum(x)) == 16.0);
 }

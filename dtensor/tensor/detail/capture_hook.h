@@ -54,6 +54,13 @@ class CaptureRecorder {
   // Something that cannot be replayed ran during the capture (an async collective, a random
   // op, a collective outside any primitive): the capture fails with this message.
   [[noreturn]] virtual void refuse(const std::string& what) = 0;
+  // A Storage was allocated (inside a primitive when depth > 0). The recorder uses it to refuse
+  // a node input that was made during the step by anything else than a recorded primitive's
+  // declared outputs: replay could not make it again (local Tensor computation in the step).
+  virtual void note_allocation(const void* storage_id) = 0;
+  // The tensor, made during the step outside any primitive, is state that outlives the step
+  // (an optimizer's lazily created moments): replay keeps using it.
+  virtual void keep(const void* storage_id) = 0;
 
   int depth = 0;  // CaptureScopes alive on this thread
 };
@@ -97,5 +104,10 @@ void refuse_in_capture(std::string_view what, bool even_inside = false);
 
 // A collective is issued: noted on the primitive being recorded; refused outside one.
 void note_collective_in_capture(std::string_view kind, int64_t bytes);
+
+// Storage::allocate reports each allocation (a no-op outside a capture).
+void note_allocation_in_capture(const void* storage_id);
+// See CaptureRecorder::keep (a no-op outside a capture).
+void keep_in_capture(const Tensor& t);
 
 }  // namespace dtensor::detail
