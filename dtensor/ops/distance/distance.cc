@@ -8,6 +8,7 @@
 #include "dtensor/ops/distance/detail/distance_backward.h"
 #include "dtensor/ops/distance/detail/distance_kernels.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -44,6 +45,17 @@ detail::CdistGeom cdist_geom(const Tensor& x1, const Tensor& x2, double p, const
 
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
   const detail::CdistGeom g = cdist_geom(x1, x2, p, "cdist");
+  // PyTorch's default compute_mode (use_mm_for_euclid_dist_if_necessary): p 2 with more than 25
+  // rows on either side goes through a matmul, sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)), as
+  // ATen's _euclidean_dist (less exact for near points, much faster).
+  if (p == 2.0 && (g.p > 25 || g.r > 25) && g.m > 0) {
+    const int64_t last[] = {-1};
+    const Tensor n1 = sum(x1 * x1, last, /*keepdim=*/true);
+    const Tensor n2 = sum(x2 * x2, last, /*keepdim=*/true);
+    const int64_t n = x1.dim();
+    const Tensor cross = matmul(x1 * Scalar(-2.0), x2.transpose(n - 2, n - 1));
+    return sqrt(clamp_min(cross + n1 + n2.transpose(n - 2, n - 1), Scalar(0.0))).contiguous();
+  }
   Shape shape(x1.sizes().begin(), x1.sizes().end());
   shape.back() = g.r;
   Tensor out = empty(shape, TensorOptions(x1.dtype(), x1.device()));
@@ -61,6 +73,13 @@ Tensor detail::cdist_backward(const Tensor& grad, const Tensor& x1, const Tensor
                grad.dtype() == x1.dtype() && dist.dtype() == x1.dtype(),
            "[cdist_backward] grad and cdist must have shape %s and dtype %s", shape_str(dshape),
            dtype_name(x1.dtype()));
+  if (p == 2.0 && (g.p > 25 || g.r > 25) && g.m > 0) {
+    // The same sum as a matmul: sum_j c_ij (x1_i - x2_j) = x1_i sum_j c_ij - (c x2)_i with
+    // c = grad / dist (0 where dist is 0).
+    const Tensor c = where(eq(dist, Scalar(0.0)), zeros_like(dist), grad / dist);
+    const int64_t last[] = {-1};
+    return (x1 * sum(c, last, /*keepdim=*/true) - matmul(c, x2)).contiguous();
+  }
   Tensor out = empty(x1.sizes(), TensorOptions(x1.dtype(), x1.device()));
   (x1.device().is_cuda() ? cdist_backward_cuda : cdist_backward_cpu)(
       out, grad.contiguous(), x1.contiguous(), x2.contiguous(), dist.contiguous(), g, p);

@@ -233,3 +233,45 @@ TEST_CASE("cdist matches PyTorch for p 2, 1, inf, 3, 0, 1.5: values and gradient
   CHECK_THROWS_WITH(dt::cdist(x1, x2, -1.0), Catch::Contains("p must be >= 0"));
   CHECK_THROWS_WITH(dt::cdist(x1.to(dt::kInt64), x2.to(dt::kInt64)), Catch::Contains("floating"));
 }
+
+TEST_CASE("cdist p 2 with more than 25 rows goes through a matmul: values and gradients",
+          "[distance]") {
+  // Against the definition, written here: out = |x1_i - x2_j|, d out / d x1_i = (x1_i - x2_j) /
+  // out.
+  const int64_t b = 2, p = 30, r = 7, m = 5;
+  std::vector<double> v1(b * p * m), v2(b * r * m), u(b * p * r);
+  for (size_t i = 0; i < v1.size(); ++i) v1[i] = std::sin(0.31 * i + 0.2) * 2;
+  for (size_t i = 0; i < v2.size(); ++i) v2[i] = std::cos(0.57 * i) * 2;
+  for (size_t i = 0; i < u.size(); ++i) u[i] = std::sin(0.13 * i + 1.0);
+  std::vector<double> want(b * p * r), g1(v1.size(), 0.0), g2(v2.size(), 0.0);
+  for (int64_t n = 0; n < b; ++n) {
+    for (int64_t i = 0; i < p; ++i) {
+      for (int64_t j = 0; j < r; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < m; ++k) {
+          const double d = v1[(n * p + i) * m + k] - v2[(n * r + j) * m + k];
+          acc += d * d;
+        }
+        const double dist = std::sqrt(acc), c = u[(n * p + i) * r + j] / dist;
+        want[(n * p + i) * r + j] = dist;
+        for (int64_t k = 0; k < m; ++k) {
+          const double d = v1[(n * p + i) * m + k] - v2[(n * r + j) * m + k];
+          g1[(n * p + i) * m + k] += c * d;
+          g2[(n * r + j) * m + k] -= c * d;
+        }
+      }
+    }
+  }
+  const Tensor x1 = t(v1, {b, p, m}), x2 = t(v2, {b, r, m});
+  check(dt::cdist(x1, x2), want, 1e-9);
+  check(dt::cdist(x2, x1).transpose(1, 2).contiguous(), want, 1e-9);
+  DTensor d1 = dt::local_dtensor(x1.clone()), d2 = dt::local_dtensor(x2.clone());
+  d1.requires_grad_();
+  d2.requires_grad_();
+  dt::cdist(d1, d2).backward(dt::local_dtensor(t(u, {b, p, r})));
+  check(d1.grad().to_local(), g1, 1e-9);
+  check(d2.grad().to_local(), g2, 1e-9);
+  // A point repeated: distance 0 (clamped, not NaN) and no gradient through it.
+  const Tensor same = dt::cdist(x1, x1.narrow(1, 0, 26));
+  CHECK(same.to_vector<double>()[0] == 0.0);
+}

@@ -59,6 +59,8 @@ TEST_CASE("dtensor cdist equals the full-tensor op for every placement and p") {
   const Tensor x2 = tt::det_input({2, 2 * w + 1, w + 1}, 4, -2.0, 0.35, dt::kFloat64);
   const Tensor e1 = tt::det_input({w > 1 ? w - 1 : 1, 3}, 2, -1.0, 0.3, dt::kFloat64);
   const Tensor e2 = tt::det_input({2, 3}, 5, -1.5, 0.4, dt::kFloat64);
+  const Tensor big1 = tt::det_input({30, 3}, 3, -2.0, 0.37, dt::kFloat64);
+  const Tensor big2 = tt::det_input({2 * w + 1, 3}, 1, -1.5, 0.41, dt::kFloat64);
   const double inf = std::numeric_limits<double>::infinity();
   for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
     for (double p : {2.0, 1.0, inf, 3.0}) {
@@ -72,6 +74,11 @@ TEST_CASE("dtensor cdist equals the full-tensor op for every placement and p") {
       for (const Placements& pa :
            tt::placement_lists(mesh.ndim(), tt::shard_choices(2, false), 2)) {
         check_binary(e1, e2, mesh, pa, tt::reversed(pa), f);
+      }
+      // More than 25 rows: p 2 goes through a matmul (forward and backward).
+      for (const Placements& pa :
+           tt::placement_lists(mesh.ndim(), tt::shard_choices(2, false), 2)) {
+        check_binary(big1, big2, mesh, pa, tt::reversed(pa), f);
       }
     }
   }
