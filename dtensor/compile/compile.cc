@@ -39,8 +39,10 @@ class Builder final : public detail::CaptureRecorder {
     for (const Tensor& t : e.inputs) n.inputs.push_back(value_of(t));
     const int32_t node_index = static_cast<int32_t>(g_.nodes_.size());
     for (const Tensor& t : e.outputs) {
-      DT_CHECK(t.defined(), "[compile] internal error: %s %s produced an undefined tensor", e.kind,
-               e.name);
+      if (!t.defined()) {  // an optional output not produced (an eager node's absent gradient)
+        n.outputs.push_back(kNoValue);
+        continue;
+      }
       made_.erase(t.storage().id());  // declared: its other views are the node's too
       const ValueId v = new_value(t, Value::Kind::kProduced);
       g_.values_[static_cast<size_t>(v)].producer = node_index;
@@ -155,6 +157,46 @@ class RecordingScope {
   RecordingScope& operator=(const RecordingScope&) = delete;
 };
 
+// Makes the overrides' replacements stand in for their submodules for the scope (a stand-in
+// is called wherever the submodule is, through its parent's member pointers too); takes them
+// away at its end, also when the capture raises.
+class Replacements {
+ public:
+  Replacements(nn::Module* root, const std::vector<std::shared_ptr<Override>>& overrides) {
+    if (overrides.empty()) return;
+    DT_CHECK(root != nullptr,
+             "[compile] CompileOptions::overrides are given without CompileOptions::module (the "
+             "module whose submodules they replace)");
+    visit(*root, "", overrides);
+  }
+  ~Replacements() {
+    for (nn::Module* m : replaced_) m->set_stand_in(nullptr);
+  }
+  Replacements(const Replacements&) = delete;
+  Replacements& operator=(const Replacements&) = delete;
+
+ private:
+  void visit(nn::Module& parent, const std::string& prefix,
+             const std::vector<std::shared_ptr<Override>>& overrides) {
+    for (const auto& [name, child] : parent.named_children()) {
+      const std::string fqn = prefix.empty() ? name : prefix + "." + name;
+      std::shared_ptr<nn::Module> chosen;
+      for (const auto& o : overrides) {
+        chosen = o->replacement(fqn, child);
+        if (chosen != nullptr) break;
+      }
+      if (chosen != nullptr) {
+        child->set_stand_in(std::move(chosen));
+        replaced_.push_back(child.get());
+      } else {
+        visit(*child, fqn, overrides);
+      }
+    }
+  }
+
+  std::vector<nn::Module*> replaced_;
+};
+
 std::string node_text(const Node& n) {
   return absl::StrCat(n.kind, " ", n.name, " ", n.detail);
 }
@@ -193,6 +235,7 @@ DTensorList CompiledStep::capture(const DTensorList& inputs,
   }
   DTensorList outputs;
   {
+    const compiler::Replacements replaced(options_.module, options_.overrides);
     const compiler::RecordingScope recording(&builder);
     outputs = fn_(inputs);
     builder.set_outputs(outputs);
@@ -204,6 +247,8 @@ DTensorList CompiledStep::capture(const DTensorList& inputs,
     compiler::remove_redundant_moves(*graph, builder.captured());
   }
   if (options_.dedup_collectives) compiler::dedup_collectives(*graph, builder.captured());
+  for (const auto& o : options_.overrides) o->transform(*graph);
+  if (!options_.overrides.empty()) graph->check();
   compiler::plan_memory(*graph, options_.memory_plan);
   ++captures_;
   return outputs;

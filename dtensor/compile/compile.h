@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "dtensor/compile/graph.h"
+#include "dtensor/compile/override.h"
 #include "dtensor/core/distributed_tensor.h"
 
 namespace dtensor {
@@ -53,6 +54,11 @@ struct CompileOptions {
   bool memory_plan = true;
   // Time the nodes of each replay (CompiledStep::last_node_seconds; for benchmarks).
   bool profile = false;
+  // Overrides (dtensor/compile/override.h): while a step is captured, each submodule of
+  // `module` an override gives a replacement for runs as that replacement; after the passes,
+  // each override's transform rewrites the graph.
+  nn::Module* module = nullptr;
+  std::vector<std::shared_ptr<compiler::Override>> overrides;
 };
 
 // A step function compiled by dtensor::compile: call it as the step itself.

@@ -3,7 +3,10 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
+#include <algorithm>
 #include <chrono>
+
+#include "dtensor/tensor/error.h"
 
 namespace dtensor::compiler {
 namespace {
@@ -95,7 +98,7 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
       *node_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     for (size_t o = 0; o < n.outputs.size(); ++o) {
-      slots[static_cast<size_t>(n.outputs[o])] = std::move(out[o]);
+      if (n.outputs[o] != kNoValue) slots[static_cast<size_t>(n.outputs[o])] = std::move(out[o]);
     }
     if (k < free_after_.size()) {
       for (ValueId v : free_after_[k]) slots[static_cast<size_t>(v)] = none;
@@ -106,6 +109,79 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
     result.emplace_back(slots[static_cast<size_t>(outputs_[o])], output_specs_[o]);
   }
   return result;
+}
+
+int64_t Graph::find(std::string_view name, int64_t from) const {
+  for (int64_t k = std::max<int64_t>(from, 0); k < static_cast<int64_t>(nodes_.size()); ++k) {
+    if (nodes_[static_cast<size_t>(k)].name == name) return k;
+  }
+  return -1;
+}
+
+Node& Graph::node(int64_t k) {
+  DT_CHECK(k >= 0 && k < static_cast<int64_t>(nodes_.size()),
+           "[compile] node %d is out of range (the graph has %d)", k, nodes_.size());
+  return nodes_[static_cast<size_t>(k)];
+}
+
+ValueId Graph::add_external(const Tensor& t) {
+  DT_CHECK(t.defined(), "[compile] add_external: the tensor is undefined");
+  Value& v = values_.emplace_back();
+  v.kind = Value::Kind::kExternal;
+  v.sizes = t.sizes();
+  v.dtype = t.dtype();
+  v.nbytes = static_cast<int64_t>(t.nbytes());
+  v.external = t;
+  return static_cast<ValueId>(values_.size() - 1);
+}
+
+ValueId Graph::add_value(IntSpan sizes, DType dtype) {
+  Value& v = values_.emplace_back();
+  v.kind = Value::Kind::kProduced;
+  v.sizes.assign(sizes.begin(), sizes.end());
+  v.dtype = dtype;
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  v.nbytes = n * static_cast<int64_t>(dtype_size(dtype));
+  return static_cast<ValueId>(values_.size() - 1);
+}
+
+void Graph::insert(int64_t k, Node n) {
+  DT_CHECK(k >= 0 && k <= static_cast<int64_t>(nodes_.size()),
+           "[compile] insert at %d: out of range (the graph has %d nodes)", k, nodes_.size());
+  DT_CHECK(static_cast<bool>(n.fn), "[compile] insert: node '%s' has no computation", n.name);
+  nodes_.insert(nodes_.begin() + k, std::move(n));
+}
+
+void Graph::erase(int64_t k) {
+  node(k);  // range check
+  nodes_.erase(nodes_.begin() + k);
+}
+
+void Graph::check() const {
+  std::vector<bool> made(values_.size(), false);
+  for (size_t v = 0; v < values_.size(); ++v) {
+    made[v] = values_[v].kind != Value::Kind::kProduced;
+  }
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    const Node& n = nodes_[k];
+    for (ValueId v : n.inputs) {
+      DT_CHECK(v == kNoValue || (v >= 0 && static_cast<size_t>(v) < values_.size() &&
+                                 made[static_cast<size_t>(v)]),
+               "[compile] node %d (%s %s) reads %s before any node makes it", k, n.kind, n.name,
+               value_name(*this, v));
+    }
+    for (ValueId v : n.outputs) {
+      DT_CHECK(v == kNoValue || (v >= 0 && static_cast<size_t>(v) < values_.size()),
+               "[compile] node %d (%s %s) writes value %d, which the graph does not have", k,
+               n.kind, n.name, v);
+      if (v != kNoValue) made[static_cast<size_t>(v)] = true;
+    }
+  }
+  for (ValueId v : outputs_) {
+    DT_CHECK(v >= 0 && static_cast<size_t>(v) < values_.size() && made[static_cast<size_t>(v)],
+             "[compile] the step returns %s, which no node makes", value_name(*this, v));
+  }
 }
 
 }  // namespace dtensor::compiler

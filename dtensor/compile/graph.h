@@ -93,6 +93,20 @@ class Graph {
   // One line per node: "%7 = op mm(%3, %c1)  S(0), R -> S(0)", collectives after '|'.
   std::string str() const;
 
+  // ---- editing (compiler::Override::transform); the memory plan is made after it ----------
+  // The first node at or after `from` named `name`, or -1.
+  int64_t find(std::string_view name, int64_t from = 0) const;
+  Node& node(int64_t k);
+  // New state a rewrite reads or updates: the tensor itself, kept by the graph.
+  ValueId add_external(const Tensor& t);
+  // A new value for a node's output (its local shape and dtype).
+  ValueId add_value(IntSpan sizes, DType dtype);
+  void insert(int64_t k, Node n);  // before node k (k = nodes().size(): at the end)
+  void erase(int64_t k);
+  // Throws "[compile] node 7 (op mm) reads %12 before any node makes it" (or a returned value
+  // no node makes).
+  void check() const;
+
   // Runs the nodes on `inputs` (checked by the caller against input_specs()). With `node_seconds`,
   // adds the time spent inside the nodes' computations (kernels, collectives) to it: the rest
   // of a replay is the framework's own time.

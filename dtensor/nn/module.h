@@ -55,8 +55,13 @@ class Module {
   virtual std::string type_name() const = 0;
   // The computation. The base class throws "[Module] <type> has no single-input forward".
   virtual DTensor forward(const DTensor& x);
-  // Runs the forward pre-hooks (in registration order), forward(), then the forward hooks.
+  // Runs the forward pre-hooks (in registration order), forward(), then the forward hooks — or,
+  // while a stand-in is set, calls the stand-in instead.
   DTensor operator()(const DTensor& x);
+  // Internal (dtensor::compile's overrides, dtensor/compile/override.h): while set, calling this
+  // module calls `stand_in` instead, wherever the call comes from (a parent's member pointer
+  // too); nullptr restores the module.
+  void set_stand_in(ModulePtr stand_in);
 
   // ---- tree --------------------------------------------------------------------------------
   // Adds (or replaces) a child; `name` must be non-empty and contain no '.'. Returns it.
@@ -132,6 +137,7 @@ class Module {
   virtual void reset_own_parameters(Generator* /*gen*/) {}
 
  private:
+  ModulePtr stand_in_;  // set_stand_in
   static DTensor as_parameter(const DTensor& value, bool requires_grad);
 
   std::string name_;  // name under its (last) parent; CommDebugMode's module path

@@ -188,6 +188,127 @@ TEST_CASE("data parallel by DTensor semantics: batch-sharded inputs, replicated 
   }
 }
 
+namespace {
+
+// fc2 of an MLP kept out of the trace: its forward and backward run as user code at every
+// replay (an EagerFunction), on the original's parameters.
+class EagerLinear : public nn::Module {
+ public:
+  explicit EagerLinear(std::shared_ptr<nn::Module> original) : original_(std::move(original)) {}
+  std::string type_name() const override { return "EagerLinear"; }
+  dt::DTensor forward(const dt::DTensor& x) override {
+    dt::compiler::EagerFunction f;
+    f.name = "fc2";
+    f.forward = [](const dt::DTensorList& in) {
+      return dt::DTensorList{dt::linear(in[0], in[1], in[2])};
+    };
+    f.backward = [](const dt::DTensorList& in, const dt::DTensorList& g) {
+      const int64_t batch_dim[] = {0};
+      return dt::DTensorList{dt::matmul(g[0], in[1]), dt::matmul(dt::transpose(g[0], 0, 1), in[0]),
+                             dt::sum(g[0], batch_dim)};
+    };
+    return dt::compiler::call_eager(f,
+                                    {x, original_->param("weight"), original_->param("bias")})[0];
+  }
+
+ private:
+  std::shared_ptr<nn::Module> original_;
+};
+
+struct KeepFc2Eager : dt::compiler::Override {
+  bool fuse = false;  // transform: put a local computation in place of the eager forward
+  int64_t fused = 0;
+  std::shared_ptr<nn::Module> replacement(const std::string& fqn,
+                                          const std::shared_ptr<nn::Module>& original) override {
+    return fqn == "fc2" ? std::make_shared<EagerLinear>(original) : nullptr;
+  }
+  void transform(dt::compiler::Graph& graph) override {
+    if (!fuse) return;
+    const int64_t k = graph.find("fc2.forward");
+    REQUIRE(k >= 0);
+    graph.node(k).fn = [](absl::Span<const dt::Tensor> in, absl::Span<dt::Tensor> out) {
+      out[0] = dt::add(dt::mm(in[0], in[1].transpose(0, 1)), in[2]);
+    };
+    graph.node(k).kind = "fused";
+    ++fused;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Override: a submodule kept eager, and a transform around its node", "[compile]") {
+  const int64_t dim = 5;
+  const nn::ModuleOptions f64{.dtype = dt::kFloat64};
+  auto make = [&] {
+    dt::manual_seed(8);
+    return std::make_unique<nn::MLP>(dim, 3, nn::Activation::kSilu, true, f64);
+  };
+  for (const bool fuse : {false, true}) {
+    INFO("fuse " << fuse);
+    auto eager = make(), compiled = make();
+    dt::optim::SGD opt_e(eager->parameters(), dt::optim::SGDOptions(0.1).momentum(0.9));
+    dt::optim::SGD opt_c(compiled->parameters(), dt::optim::SGDOptions(0.1).momentum(0.9));
+    auto train = [](nn::Module& m, dt::optim::Optimizer& o, const dt::DTensorList& in) {
+      o.zero_grad();
+      const dt::DTensor loss = dt::mse_loss(m(in[0]), in[1]);
+      loss.backward();
+      o.step();
+      return dt::DTensorList{loss.detach()};
+    };
+    auto keep = std::make_shared<KeepFc2Eager>();
+    keep->fuse = fuse;
+    dt::CompileOptions options;
+    options.module = compiled.get();
+    options.overrides = {keep};
+    dt::CompiledStep step = dt::compile(
+        [&](const dt::DTensorList& in) { return train(*compiled, opt_c, in); }, options);
+    for (int i = 0; i < 5; ++i) {
+      dt::Generator g(50 + i);
+      const dt::DTensorList in = {
+          nn::local_dtensor(dt::randn({7, dim}, dt::TensorOptions(dt::kFloat64), &g)),
+          nn::local_dtensor(dt::randn({7, dim}, dt::TensorOptions(dt::kFloat64), &g))};
+      const double want = scalar(train(*eager, opt_e, in)[0]);
+      const double got = scalar(step(in)[0]);
+      INFO("step " << i);
+      CHECK(std::abs(got - want) <= 1e-14 * std::abs(want));
+    }
+    const auto pe = eager->named_parameters();
+    const auto pc = compiled->named_parameters();
+    REQUIRE(pe.size() == pc.size());
+    for (size_t i = 0; i < pe.size(); ++i) {
+      INFO(pc[i].first);
+      CHECK(dt::test::max_diff(pc[i].second.to_local(), pe[i].second.to_local()) < 1e-13);
+    }
+    const std::string text = step.graph().str();
+    INFO(text);
+    CHECK(text.find(fuse ? "fused fc2.forward" : "eager fc2.forward") != std::string::npos);
+    CHECK(text.find("eager fc2.backward") != std::string::npos);
+    CHECK(keep->fused == (fuse ? 1 : 0));
+    // The original submodule is back after the capture.
+    CHECK(compiled->get_submodule("fc2").type_name() == "Linear");
+  }
+  // A transform that leaves a node reading a value nothing makes is refused.
+  struct Broken : KeepFc2Eager {
+    void transform(dt::compiler::Graph& graph) override { graph.erase(graph.find("fc2.forward")); }
+  };
+  auto model = make();
+  dt::optim::SGD opt(model->parameters(), dt::optim::SGDOptions(0.1));
+  dt::CompileOptions options;
+  options.module = model.get();
+  options.overrides = {std::make_shared<Broken>()};
+  dt::CompiledStep step = dt::compile(
+      [&](const dt::DTensorList& in) {
+        opt.zero_grad();
+        const dt::DTensor loss = dt::mse_loss((*model)(in[0]), in[1]);
+        loss.backward();
+        opt.step();
+        return dt::DTensorList{loss.detach()};
+      },
+      options);
+  const dt::DTensor x = nn::local_dtensor(dt::ones({2, dim}, dt::TensorOptions(dt::kFloat64)));
+  REQUIRE_THROWS_WITH(step({x, x}), Catch::Contains("before any node makes it"));
+}
+
 TEST_CASE("guards: another input layout re-captures, or raises when asked to", "[compile]") {
   const dt::DeviceMesh mesh = tp_mesh();
   dt::Generator g(5);
