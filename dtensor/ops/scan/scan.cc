@@ -218,12 +218,16 @@ ValuesIndices pick_along(const Tensor& x, int64_t dim, bool keepdim, detail::Pic
            "[%s] cannot compute the %s of dim %d of size 0 (input of shape %s): it has no "
            "elements",
            name, name, d, shape_str(x.sizes()));
-  const ValuesIndices s = sort(x, d, /*descending=*/false);
-  const Rows rv(s.values, d), ri(s.indices, d);
-  Tensor values = rv.alloc(x.dtype(), 1);
-  Tensor indices = rv.alloc(kInt64, 1);
-  detail::pick_rows(op, rv.rows, ri.rows, values, indices);
-  Tensor v = rv.from_rows(values), i = rv.from_rows(indices);
+  // The CPU median needs no sort (nth_element in the same order); the rest sort, then pick.
+  const Rows rx(x, d);
+  Tensor values = rx.alloc(x.dtype(), 1), indices = rx.alloc(kInt64, 1);
+  if (op == detail::PickOp::kMedian && !x.device().is_cuda()) {
+    detail::median_rows_cpu(rx.rows, values, indices);
+  } else {
+    const ValuesIndices s = sort(x, d, /*descending=*/false);
+    detail::pick_rows(op, Rows(s.values, d).rows, Rows(s.indices, d).rows, values, indices);
+  }
+  Tensor v = rx.from_rows(values), i = rx.from_rows(indices);
   if (!keepdim) {
     v = v.squeeze(d);
     i = i.squeeze(d);

@@ -76,6 +76,33 @@ void cumextreme_rows(bool is_max, const Tensor& in, const Tensor& values, const 
   });
 }
 
+void median_rows_cpu(const Tensor& in, const Tensor& values, const Tensor& indices) {
+  const int64_t rows = in.size(0), n = in.size(1);
+  dispatch_dtype(in.dtype(), [&]<typename T>() {
+    using C = compute_t<T>;
+    std::vector<C> keys(static_cast<size_t>(n));
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = in.data<T>() + r * n;
+      int64_t pick = -1;
+      for (int64_t i = 0; i < n; ++i) {
+        keys[i] = static_cast<C>(row[i]);
+        if (pick < 0 && keys[i] != keys[i]) pick = i;  // the first NaN
+      }
+      if (pick < 0) {
+        std::iota(idx.begin(), idx.end(), int64_t{0});
+        const auto kth = idx.begin() + (n - 1) / 2;
+        std::nth_element(idx.begin(), kth, idx.end(), [&](int64_t a, int64_t b) {
+          return keys[a] < keys[b] || (keys[a] == keys[b] && a < b);
+        });
+        pick = *kth;
+      }
+      values.data<T>()[r] = row[pick];
+      indices.data<int64_t>()[r] = pick;
+    }
+  });
+}
+
 void pick_rows(PickOp op, const Tensor& sv, const Tensor& si, const Tensor& values,
                const Tensor& indices) {
   if (sv.device().is_cuda()) return pick_rows_cuda(op, sv, si, values, indices);

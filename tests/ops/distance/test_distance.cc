@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dtensor/dtensor.h"
+#include "dtensor/ops/scan/detail/scan_kernels.h"
 #include "tests/ops/common/ew_test_util.h"
 #include "tests/ops/distance/torch_distance_references.h"
 
@@ -274,4 +275,27 @@ TEST_CASE("cdist p 2 with more than 25 rows goes through a matmul: values and gr
   // A point repeated: distance 0 (clamped, not NaN) and no gradient through it.
   const Tensor same = dt::cdist(x1, x1.narrow(1, 0, 26));
   CHECK(same.to_vector<double>()[0] == 0.0);
+}
+
+TEST_CASE("median: the sort-and-pick path (CUDA's) equals the CPU's nth_element path",
+          "[distance]") {
+  // Rows with ties, a NaN, and random small integers (many ties), float64 and bf16.
+  std::vector<double> v = torch_ref::kTies;
+  for (int i = 0; i < 8; ++i) v.push_back(torch_ref::kNans[i % 8]);
+  for (int i = 0; i < 4 * 6; ++i) v.push_back(static_cast<double>((i * 7 + 3) % 5));
+  v.resize(9 * 6);
+  for (dt::DType dtype : {dt::kFloat64, dt::kBFloat16, dt::kInt32}) {
+    INFO(dt::dtype_name(dtype));
+    Tensor x = t(v, {9, 6});
+    if (dtype == dt::kInt32) x = dt::where(dt::isnan(x), dt::zeros_like(x), x);
+    x = x.to(dtype);
+    const dt::ValuesIndices sorted = dt::sort(x, 1);
+    Tensor values = dt::empty({9, 1}, dt::TensorOptions(dtype));
+    Tensor indices = dt::empty({9, 1}, dt::TensorOptions(dt::kInt64));
+    dt::detail::pick_rows(dt::detail::PickOp::kMedian, sorted.values, sorted.indices, values,
+                          indices);
+    const dt::ValuesIndices m = dt::median(x, 1, true);
+    CHECK(dt::equal(indices, m.indices));
+    check(values.to(dt::kFloat64), as_double(m.values));
+  }
 }

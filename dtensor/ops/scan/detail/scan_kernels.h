@@ -187,6 +187,9 @@ void sort_rows(const Tensor& in, bool descending, const Tensor& values, const Te
 void cumprod_backward_rows(const Tensor& g, const Tensor& x, const Tensor& out);
 // values (in's dtype) and indices (int64) = cumextreme_row of each row.
 void cumextreme_rows(bool is_max, const Tensor& in, const Tensor& values, const Tensor& indices);
+// The median of each (unsorted) row on the CPU, the element pick_row(kMedian) gives after a
+// stable sort, found by nth_element in the (value, index) order instead of sorting.
+void median_rows_cpu(const Tensor& in, const Tensor& values, const Tensor& indices);
 // values [rows, 1] and indices [rows, 1] = pick_row of each sorted row (sv, si: [rows, n], n >= 1).
 void pick_rows(PickOp op, const Tensor& sv, const Tensor& si, const Tensor& values,
                const Tensor& indices);
