@@ -7,6 +7,7 @@
 
 #include "dtensor/ops/distance/detail/distance_backward.h"
 #include "dtensor/ops/distance/detail/distance_kernels.h"
+#include "dtensor/ops/distance/detail/distance_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
@@ -28,8 +29,7 @@ detail::CdistGeom cdist_geom(const Tensor& x1, const Tensor& x2, double p, const
   const int64_t n = x1.dim();
   int64_t b = 1;
   for (int64_t d = 0; d < n - 2; ++d) {
-    DT_CHECK(x1.size(d) == x2.size(d),
-             "[%s] x1 %s and x2 %s must have the same batch dims (no broadcasting)", op,
+    DT_CHECK(x1.size(d) == x2.size(d), "[%s] x1 %s and x2 %s must have the same batch dims", op,
              shape_str(x1.sizes()), shape_str(x2.sizes()));
     b *= x1.size(d);
   }
@@ -44,6 +44,9 @@ detail::CdistGeom cdist_geom(const Tensor& x1, const Tensor& x2, double p, const
 }  // namespace
 
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
+  DT_CHECK(x1.defined() && x2.defined(), "[cdist] x1 and x2 must be defined tensors");
+  const auto [s1, s2] = detail::cdist_broadcast(x1.sizes(), x2.sizes());
+  if (x1.sizes() != s1 || x2.sizes() != s2) return cdist(x1.expand(s1), x2.expand(s2), p);
   const detail::CdistGeom g = cdist_geom(x1, x2, p, "cdist");
   // PyTorch's default compute_mode (use_mm_for_euclid_dist_if_necessary): p 2 with more than 25
   // rows on either side goes through a matmul, sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)), as

@@ -9,13 +9,12 @@
 
 namespace dtensor {
 
-// torch.cdist(x1, x2, p=2): x1 [*, P, M], x2 [*, R, M] (the same batch dims *, no
-// broadcasting) -> [*, P, R], out[b, i, j] = the p-norm of x1[b, i] - x2[b, j]: p 0 counts the
-// nonzero differences, p inf is the largest |difference|. Floating inputs of one dtype, p >= 0.
-// Computed directly in float64 and rounded once, except p 2 with P or R > 25, which goes through
-// a matmul as PyTorch's default compute_mode does (sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)): faster,
-// less exact for points close to each other). The gradient is PyTorch's _cdist_backward either
-// way.
+// torch.cdist(x1, x2, p=2): x1 [*a, P, M], x2 [*b, R, M] (batch dims broadcast to *) -> [*, P, R],
+// out[b, i, j] = the p-norm of x1[b, i] - x2[b, j]: p 0 counts the nonzero differences, p inf is
+// the largest |difference|. Floating inputs of one dtype, p >= 0. Computed directly in float64 and
+// rounded once, except p 2 with P or R > 25, which goes through a matmul as PyTorch's default
+// compute_mode does (sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)): faster, less exact for points close to
+// each other). The gradient is PyTorch's _cdist_backward either way.
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0);
 // torch.nn.functional.pairwise_distance: the p-norm of x1 - x2 + eps over the last dim (x1, x2
 // broadcast), keepdim as in PyTorch.

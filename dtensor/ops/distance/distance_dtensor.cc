@@ -4,6 +4,7 @@
 
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/ops/distance/detail/distance_backward.h"
+#include "dtensor/ops/distance/detail/distance_util.h"
 #include "dtensor/ops/distance/distance.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
@@ -12,7 +13,10 @@
 
 namespace dtensor {
 
+// Batch dims broadcast by expanding first (the expand's gradient sums back over them).
 DTensor cdist(const DTensor& x1, const DTensor& x2, double p) {
+  const auto [s1, s2] = detail::cdist_broadcast(x1.shape(), x2.shape());
+  if (x1.shape() != s1 || x2.shape() != s2) return cdist(expand(x1, s1), expand(x2, s2), p);
   static const OpInfo& op = ops_op("cdist");
   const ArgValue args[] = {p};
   return dispatch(op, {&x1, &x2}, args);

@@ -299,3 +299,27 @@ TEST_CASE("median: the sort-and-pick path (CUDA's) equals the CPU's nth_element 
     check(values.to(dt::kFloat64), as_double(m.values));
   }
 }
+
+TEST_CASE("cdist broadcasts the batch dims, and its gradient sums back over them", "[distance]") {
+  const Tensor x1 = t(torch_ref::kX1, {2, 3, 4});
+  const Tensor x2 = t(torch_ref::kX2, {2, 5, 4}).narrow(0, 1, 1).reshape({5, 4});
+  const Tensor want = dt::cdist(x1, x2.expand({2, 5, 4}).contiguous());
+  check(dt::cdist(x1, x2), as_double(want));
+  check(dt::cdist(x1.narrow(0, 0, 1), x2.expand({3, 5, 4})),
+        as_double(dt::cdist(x1.narrow(0, 0, 1).expand({3, 3, 4}).contiguous(),
+                            x2.expand({3, 5, 4}).contiguous())));
+  DTensor d1 = dt::local_dtensor(x1.clone()), d2 = dt::local_dtensor(x2.clone());
+  d1.requires_grad_();
+  d2.requires_grad_();
+  dt::sum(dt::cdist(d1, d2, 1.5)).backward();
+  DTensor e1 = dt::local_dtensor(x1.clone()), e2 = dt::local_dtensor(x2.expand({2, 5, 4}).clone());
+  e1.requires_grad_();
+  e2.requires_grad_();
+  dt::sum(dt::cdist(e1, e2, 1.5)).backward();
+  CHECK(d2.grad().shape() == Shape{5, 4});
+  check(d1.grad().to_local(), as_double(e1.grad().to_local()));
+  const int64_t batch[] = {0};
+  check(d2.grad().to_local(), as_double(dt::sum(e2.grad().to_local(), batch)));
+  CHECK_THROWS_WITH(dt::cdist(x1, t({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 1, 4})),
+                    Catch::Contains("[cdist]") && Catch::Contains("broadcast"));
+}
