@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/autograd/dispatch.h"
+#include "dtensor/core/factories.h"
 #include "dtensor/ops/distance/detail/distance_backward.h"
 #include "dtensor/ops/distance/detail/distance_util.h"
 #include "dtensor/ops/distance/distance.h"
@@ -47,7 +48,10 @@ DTensor cosine_similarity(const DTensor& x1, const DTensor& x2, int64_t dim, dou
   const DTensor b = x2.shape() == shape ? x2 : expand(x2, shape);
   const int64_t d[] = {normalize_dim(dim, static_cast<int64_t>(shape.size()), "cosine_similarity")};
   const auto norm = [&](const DTensor& x) {
-    const DTensor n = sqrt(sum(x * x, d, /*keepdim=*/true));
+    const DTensor s = sum(x * x, d, /*keepdim=*/true);
+    // A zero vector's norm has gradient 0 (as linalg_vector_norm's), not sqrt's inf * 0 = NaN.
+    const DTensor zero = eq(s, Scalar(0.0));
+    const DTensor n = where(zero, zeros_like(s), sqrt(where(zero, full_like(s, 1.0), s)));
     return n + (clamp_min(n, Scalar(eps)) - n).detach();
   };
   return sum((a / norm(a)) * (b / norm(b)), d);

@@ -181,6 +181,13 @@ TEST_CASE("cosine_similarity and pairwise_distance match PyTorch", "[distance]")
   std::vector<double> z = torch_ref::kCosA;
   for (int i = 4; i < 8; ++i) z[i] = 0;
   check(dt::cosine_similarity(t(z, {3, 4}), b), ref("cosine_zero_row").outputs[0]);
+  // A zero row: PyTorch's finite gradient (the norm's gradient is 0 there, the clamp's value eps).
+  check_case(
+      "cosine_zero_row", {t(z, {3, 4}), b},
+      [](const std::vector<DTensor>& in) {
+        return std::vector<DTensor>{dt::cosine_similarity(in[0], in[1])};
+      },
+      1e-9);
   check_case("cosine_dim1", {a, b}, [](const std::vector<DTensor>& in) {
     return std::vector<DTensor>{dt::cosine_similarity(in[0], in[1])};
   });

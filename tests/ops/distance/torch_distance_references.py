@@ -76,7 +76,8 @@ a, c = t(COS_A, (3, 4), True), t(COS_C, (4,), True)
 add("cosine_bcast_dim_m1", F.cosine_similarity(a, c, dim=-1), [a, c])
 z = COS_A[:]
 z[4:8] = [0, 0, 0, 0]
-add("cosine_zero_row", F.cosine_similarity(t(z, (3, 4)), t(COS_B, (3, 4))))
+a, b = t(z, (3, 4), True), t(COS_B, (3, 4), True)
+add("cosine_zero_row", F.cosine_similarity(a, b), [a, b])
 for p, keep in ((2.0, False), (1.0, True), (float("inf"), False)):
     a, b = t(COS_A, (3, 4), True), t(COS_B, (3, 4), True)
     add("pairwise_p%g%s" % (p, "_keep" if keep else ""), F.pairwise_distance(a, b, p, 1e-6, keep),
