@@ -33,6 +33,7 @@ class Builder final : public detail::CaptureRecorder {
     n.move_src = e.move_src;
     n.move_dst = e.move_dst;
     n.move_src_partial = e.move_src_partial;
+    n.payload = e.payload;
     n.fn = std::move(fn);
     n.collectives = std::move(pending_);
     pending_.clear();
@@ -247,6 +248,14 @@ DTensorList CompiledStep::capture(const DTensorList& inputs,
     compiler::remove_redundant_moves(*graph, builder.captured());
   }
   if (options_.dedup_collectives) compiler::dedup_collectives(*graph, builder.captured());
+  if (options_.bucket_bytes > 0) {
+    compiler::bucket_reductions(*graph, builder.captured(), options_.bucket_bytes);
+  }
+  std::vector<Tensor> params;
+  if (options_.module != nullptr) {
+    for (const DTensor& p : options_.module->parameters()) params.push_back(p.to_local());
+  }
+  compiler::tag_roles(*graph, builder.captured(), params);
   for (const auto& o : options_.overrides) o->transform(*graph);
   if (!options_.overrides.empty()) graph->check();
   compiler::plan_memory(*graph, options_.memory_plan);

@@ -51,6 +51,9 @@ struct CompileOptions {
   // Passes (dtensor/compile/graph.h).
   bool dedup_collectives = true;
   bool remove_redundant_moves = true;
+  // Gradient reductions fused into all-reduces of at most this many bytes (0: off); PyTorch
+  // DDP's default bucket size.
+  int64_t bucket_bytes = int64_t{25} << 20;
   bool memory_plan = true;
   // Time the nodes of each replay (CompiledStep::last_node_seconds; for benchmarks).
   bool profile = false;

@@ -33,9 +33,9 @@ std::string Graph::str() const {
   for (const Value& v : values_) externals += v.kind == Value::Kind::kExternal ? 1 : 0;
   std::string out = absl::StrFormat(
       "graph: %d inputs, %d external tensors, %d nodes, %d collectives (%d B), %d deduplicated, %d "
-      "redundant moves removed; peak %d B planned, %d B unplanned\n",
+      "redundant moves removed, %d buckets; peak %d B planned, %d B unplanned\n",
       input_specs_.size(), externals, nodes_.size(), stats_.collectives, stats_.collective_bytes,
-      stats_.deduplicated, stats_.redundant_moves, stats_.peak_bytes_planned,
+      stats_.deduplicated, stats_.redundant_moves, stats_.buckets, stats_.peak_bytes_planned,
       stats_.peak_bytes_unplanned);
   for (const Node& n : nodes_) {
     std::vector<std::string> outs, ins, written;
@@ -55,6 +55,18 @@ std::string Graph::str() const {
     }
     out += "\n";
   }
+  int64_t count[6] = {}, bytes[6] = {};
+  for (const Value& v : values_) {
+    count[static_cast<int>(v.role)] += 1;
+    bytes[static_cast<int>(v.role)] += v.nbytes;
+  }
+  absl::StrAppend(&out, "  values:");
+  for (int r = 0; r < 6; ++r) {
+    if (count[r] == 0) continue;
+    absl::StrAppend(&out, " ", count[r], " ", std::string(role_name(static_cast<Role>(r))), " (",
+                    bytes[r], " B)");
+  }
+  out += "\n";
   std::vector<std::string> rets;
   for (ValueId v : outputs_) rets.push_back(value_name(*this, v));
   absl::StrAppend(&out, "  return (", absl::StrJoin(rets, ", "), ")\n");

@@ -29,6 +29,14 @@ inline constexpr ValueId kNoValue = -1;  // an absent optional tensor (e.g. no m
 // stood), writes the inputs it mutates in place and sets each of `outputs`.
 using ReplayFn = std::function<void(absl::Span<const Tensor> inputs, absl::Span<Tensor> outputs)>;
 
+// What a value is in a training step (the founding design's NodeType), tagged after the capture
+// (tag_roles): the step's inputs; parameters (written in place by an optimizer update as its
+// parameter, or a parameter of CompileOptions::module); their gradients (bound as a leaf's .grad
+// or read by an update as its gradient); optimizer state (other tensors an update writes);
+// activations (every other value a node makes); constants (every other tensor from outside).
+enum class Role : uint8_t { kInput, kParam, kGrad, kState, kActivation, kConstant };
+std::string_view role_name(Role r);  // "input", "param", "grad", "state", "act", "const"
+
 struct Value {
   enum class Kind : uint8_t {
     kInput,     // the step's argument `input_index` (its local tensor)
@@ -43,6 +51,7 @@ struct Value {
   DType dtype = DType::kFloat32;
   int64_t nbytes = 0;
   Tensor external;  // kExternal only
+  Role role = Role::kActivation;
 };
 
 struct Collective {
@@ -60,6 +69,7 @@ struct Node {
   std::vector<Collective> collectives;  // what it issued when captured
   std::string move_src, move_dst;       // redistribute: the specs, as text
   bool move_src_partial = false;        // redistribute: the source has a Partial placement
+  std::shared_ptr<const void> payload;  // kind-specific (redistribute: detail::CapturedMove)
   ReplayFn fn;
 };
 
@@ -69,6 +79,7 @@ struct GraphStats {
   int64_t collectives = 0;  // issued by one replay
   int64_t collective_bytes = 0;
   int64_t deduplicated = 0;          // redistributes removed by the dedup pass
+  int64_t buckets = 0;               // all-reduce buckets the bucketing pass made
   int64_t redundant_moves = 0;       // redistributes removed as undone by the next (or unread)
   int64_t peak_bytes_planned = 0;    // most bytes of produced values alive at once, with the plan
   int64_t peak_bytes_unplanned = 0;  // the same when every produced value lives to the end
@@ -117,6 +128,10 @@ class Graph {
   friend void dedup_collectives(Graph& g, absl::Span<const Tensor> captured);
   friend void remove_redundant_moves(Graph& g, absl::Span<const Tensor> captured);
   friend void plan_memory(Graph& g, bool enabled);
+  friend void bucket_reductions(Graph& g, absl::Span<const Tensor> captured, int64_t bucket_bytes);
+  friend void tag_roles(Graph& g, absl::Span<const Tensor> captured,
+                        absl::Span<const Tensor> params);
+
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
@@ -144,5 +159,14 @@ void plan_memory(Graph& g, bool enabled);
 // then a chunk of the same layout) gives x back: the second is dropped and its readers read x;
 // then a move whose result no node reads and the step does not return is dropped too.
 void remove_redundant_moves(Graph& g, absl::Span<const Tensor> captured);
+// Gradient bucketing: consecutive moves that are each one all-reduce over the same mesh dim
+// (P -> R, same reduction, dtype and device) — the gradient reductions of data parallel — run as
+// one all-reduce over a flat buffer of at most `bucket_bytes` (a single larger move alone). The
+// gradient bookkeeping that reads a member's result (its .grad binding) moves after the bucket;
+// any other reader, or a write to a member's input, closes the bucket first.
+void bucket_reductions(Graph& g, absl::Span<const Tensor> captured, int64_t bucket_bytes);
+// Sets each value's role (see Role); `params`: the parameters' local tensors when the module is
+// known (CompileOptions::module), else empty (parameters are then the updates' first inputs).
+void tag_roles(Graph& g, absl::Span<const Tensor> captured, absl::Span<const Tensor> params);
 
 }  // namespace dtensor::compiler

@@ -1,10 +1,14 @@
 #include <absl/container/flat_hash_map.h>
+#include <absl/strings/str_cat.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "dtensor/compile/graph.h"
+#include "dtensor/core/detail/captured_move.h"
+#include "dtensor/tensor/creation.h"
 
 namespace dtensor::compiler {
 namespace {
@@ -168,6 +172,205 @@ void remove_redundant_moves(Graph& g, absl::Span<const Tensor> captured) {
   std::reverse(kept.begin(), kept.end());
   nodes = std::move(kept);
   recount_collectives(nodes, g.stats_);
+}
+
+namespace {
+
+// A move that is one all-reduce over one mesh dim (P -> R there, nothing else changes), with
+// what a bucket of such moves shares: the communicator, the reduction, dtype and device.
+struct Reduction {
+  const detail::CapturedMove* move = nullptr;
+  int64_t mesh_dim = -1;
+  ReduceOp op = ReduceOp::kSum;
+  std::string key;  // mesh, mesh dim, op, dtype, device: moves with the same key share a bucket
+};
+
+std::optional<Reduction> as_reduction(const Node& n, absl::Span<const Tensor> captured) {
+  if (!is_move(n) || n.payload == nullptr) return std::nullopt;
+  const auto* m = static_cast<const detail::CapturedMove*>(n.payload.get());
+  if (m->plan == nullptr || m->plan->steps.size() != 1) return std::nullopt;
+  const RedistributeStep& step = m->plan->steps[0];
+  if (step.kind != StepKind::kAllReduce || step.is_flattened()) return std::nullopt;
+  if (m->src->mesh().size(step.mesh_dim) < 2) return std::nullopt;
+  const Tensor& in = captured[static_cast<size_t>(n.inputs[0])];
+  Reduction r;
+  r.move = m;
+  r.mesh_dim = step.mesh_dim;
+  r.op = step.src.reduce_op();
+  r.key = absl::StrCat(m->src->mesh().str(), "/", step.mesh_dim, "/", static_cast<int>(r.op), "/",
+                       std::string(dtype_name(in.dtype())), "/", in.device().str());
+  return r;
+}
+
+// One node that runs the members' all-reduces as one over a flat buffer: copies each input
+// in, reduces, and hands out views of the buffer as the members' outputs.
+Node bucket_node(const std::vector<Node>& members, const Reduction& r,
+                 absl::Span<const Tensor> captured) {
+  Node b;
+  b.kind = "redistribute";
+  b.name = "bucket";
+  int64_t bytes = 0;
+  std::vector<Shape> shapes;
+  for (const Node& m : members) {
+    b.inputs.push_back(m.inputs[0]);
+    b.outputs.push_back(m.outputs[0]);
+    const Tensor& t = captured[static_cast<size_t>(m.inputs[0])];
+    shapes.push_back(t.sizes());
+    bytes += static_cast<int64_t>(t.nbytes());
+  }
+  b.detail = absl::StrCat(members.size(), " gradients, ", placements_str(r.move->src->placements()),
+                          " -> ", placements_str(r.move->dst->placements()));
+  b.collectives.push_back({"all_reduce", bytes});
+  const CommunicatorPtr comm = r.move->src->mesh().communicator(r.mesh_dim);
+  const DType dtype = captured[static_cast<size_t>(members[0].inputs[0])].dtype();
+  b.fn = [comm, op = r.op, shapes, dtype](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+    int64_t total = 0;
+    for (const Tensor& t : in) total += t.numel();
+    Tensor flat = empty({total}, TensorOptions(dtype, in[0].device()));
+    int64_t offset = 0;
+    for (const Tensor& t : in) {
+      flat.narrow(0, offset, t.numel()).copy_(t.contiguous().reshape({t.numel()}));
+      offset += t.numel();
+    }
+    comm->all_reduce(flat, op)->wait();
+    offset = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const int64_t n = in[i].numel();
+      out[i] = flat.narrow(0, offset, n).view(shapes[i]);
+      offset += n;
+    }
+  };
+  return b;
+}
+
+// Whether node n reads any value in `tainted`.
+bool reads_any(const Node& n, const std::vector<bool>& tainted) {
+  for (ValueId v : n.inputs) {
+    if (v != kNoValue && tainted[static_cast<size_t>(v)]) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void bucket_reductions(Graph& g, absl::Span<const Tensor> captured, int64_t bucket_bytes) {
+  std::vector<Node>& nodes = g.nodes_;
+  std::vector<Node> out;
+  // The open bucket: its moves (not emitted yet), their reduction, its bytes, the nodes that
+  // read its results and are deferred after it (gradient bookkeeping only), and the values those
+  // produce or read.
+  std::vector<Node> members, deferred;
+  std::optional<Reduction> open;
+  int64_t open_bytes = 0;
+  std::vector<bool> tainted(g.values_.size(), false);
+  int64_t buckets = 0;
+  auto flush = [&] {
+    if (members.size() == 1) {
+      out.push_back(std::move(members[0]));
+    } else if (members.size() > 1) {
+      out.push_back(bucket_node(members, *open, captured));
+      buckets += 1;
+    }
+    for (Node& d : deferred) out.push_back(std::move(d));
+    members.clear();
+    deferred.clear();
+    open.reset();
+    open_bytes = 0;
+    std::fill(tainted.begin(), tainted.end(), false);
+  };
+  for (Node& n : nodes) {
+    const std::optional<Reduction> r = as_reduction(n, captured);
+    if (r.has_value()) {
+      const auto bytes = static_cast<int64_t>(captured[static_cast<size_t>(n.inputs[0])].nbytes());
+      const bool fits = open.has_value() && open->key == r->key &&
+                        open_bytes + bytes <= bucket_bytes && !reads_any(n, tainted);
+      if (!fits) flush();
+      if (!open.has_value()) open = r;
+      open_bytes += bytes;
+      tainted[static_cast<size_t>(n.outputs[0])] = true;
+      members.push_back(std::move(n));
+      continue;
+    }
+    if (!members.empty()) {
+      // A node that writes what a member still has to read, or reads what the bucket makes
+      // without being gradient bookkeeping, comes after the bucket.
+      bool writes_member_input = false;
+      for (const Node& m : members) {
+        writes_member_input =
+            writes_member_input ||
+            writes_memory_of(n, captured, captured[static_cast<size_t>(m.inputs[0])]);
+      }
+      if (reads_any(n, tainted)) {
+        if (n.kind == "grad" && !writes_member_input) {
+          for (ValueId v : n.outputs) {
+            if (v != kNoValue) tainted[static_cast<size_t>(v)] = true;
+          }
+          deferred.push_back(std::move(n));
+          continue;
+        }
+        flush();
+      } else if (writes_member_input) {
+        flush();
+      }
+    }
+    out.push_back(std::move(n));
+  }
+  flush();
+  nodes = std::move(out);
+  g.stats_.buckets = buckets;
+  recount_collectives(nodes, g.stats_);
+}
+
+std::string_view role_name(Role r) {
+  switch (r) {
+    case Role::kInput:
+      return "input";
+    case Role::kParam:
+      return "param";
+    case Role::kGrad:
+      return "grad";
+    case Role::kState:
+      return "state";
+    case Role::kActivation:
+      return "act";
+    case Role::kConstant:
+      return "const";
+  }
+  return "?";
+}
+
+void tag_roles(Graph& g, absl::Span<const Tensor> captured, absl::Span<const Tensor> params) {
+  auto is_param = [&](ValueId v) {
+    const Tensor& t = captured[static_cast<size_t>(v)];
+    for (const Tensor& p : params) {
+      if (t.defined() && p.defined() && t.storage().is_same(p.storage())) return true;
+    }
+    return false;
+  };
+  for (size_t v = 0; v < g.values_.size(); ++v) {
+    Value& value = g.values_[v];
+    value.role = value.kind == Value::Kind::kInput ? Role::kInput
+                 : value.kind == Value::Kind::kExternal
+                     ? (is_param(static_cast<ValueId>(v)) ? Role::kParam : Role::kConstant)
+                     : Role::kActivation;
+  }
+  auto set = [&](ValueId v, Role r) {
+    if (v != kNoValue) g.values_[static_cast<size_t>(v)].role = r;
+  };
+  for (const Node& n : g.nodes_) {
+    if (n.kind == "grad" && n.name == "set_grad") set(n.inputs[0], Role::kGrad);
+    if (n.kind != "optim" || n.name.find("_update") == std::string::npos) continue;
+    // An update's inputs: the parameter, its gradient, then its state.
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ValueId v = n.inputs[i];
+      if (v == kNoValue) continue;
+      if (i == 1) {
+        set(v, Role::kGrad);
+      } else if (writes(n, i) && g.values_[static_cast<size_t>(v)].kind == Value::Kind::kExternal) {
+        set(v, i == 0 ? Role::kParam : Role::kState);
+      }
+    }
+  }
 }
 
 void plan_memory(Graph& g, bool enabled) {

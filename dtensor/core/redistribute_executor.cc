@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dtensor/core/check_ranks.h"
+#include "dtensor/core/detail/captured_move.h"
 #include "dtensor/core/detail/chunks.h"
 #include "dtensor/core/detail/log.h"
 #include "dtensor/core/detail/redistribute_no_grad.h"
@@ -472,6 +473,7 @@ void record_redistribute(detail::CaptureRecorder& recorder, const Tensor& local,
                          std::shared_ptr<const RedistributePlan> plan) {
   auto s = std::make_shared<const DTensorSpec>(src);
   auto d = std::make_shared<const DTensorSpec>(dst);
+  auto payload = std::make_shared<const detail::CapturedMove>(detail::CapturedMove{s, d, plan});
   detail::ReplayFn fn;
   if (plan != nullptr) {
     fn = [s, plan = std::move(plan)](absl::Span<const Tensor> in, absl::Span<Tensor> o) {
@@ -490,6 +492,7 @@ void record_redistribute(detail::CaptureRecorder& recorder, const Tensor& local,
   event.move_src = src.str();
   event.move_dst = dst.str();
   event.move_src_partial = src.has_partial();
+  event.payload = std::move(payload);
   const Tensor ins[] = {local};
   const Tensor outs[] = {out};
   event.inputs = ins;

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -41,6 +42,9 @@ struct CaptureEvent {
   // (empty / false for other kinds).
   std::string move_src, move_dst;
   bool move_src_partial = false;
+  // Kind-specific data for the passes (a redistribute: dtensor/core/detail/captured_move.h's
+  // CapturedMove); null otherwise.
+  std::shared_ptr<const void> payload;
 };
 
 class CaptureRecorder {
