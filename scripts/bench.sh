@@ -39,7 +39,7 @@ RNG_MAX_MB=${RNG_MAX_MB:-64}
 CALLGRIND=${CALLGRIND:-1}
 DOC=${DOC:-docs/PERFORMANCE.md}
 RES="$BUILD_DIR/benchmarks/results"
-TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_dp
+TARGETS="bench_rng bench_dispatch bench_cache bench_redistribute bench_tp bench_train bench_dp bench_compile
 bench_strategy bench_collective_check bench_kernels bench_checkpoint bench_gather_into_dim"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -121,6 +121,10 @@ for np in $TP_RANKS; do
 done
 for np in $TP_RANKS; do
   run "dp_np$np" $MPIRUN -np "$np" "$B/train/bench_dp" --json "$RES/bench_dp_np$np.jsonl"
+done
+for np in $TP_RANKS; do
+  run "compile_np$np" $MPIRUN -np "$np" "$B/compile/bench_compile" \
+    --json "$RES/bench_compile_np$np.jsonl"
 done
 run strategy $MPIRUN -np 4 "$B/dispatch/bench_strategy" --json "$RES/bench_strategy.jsonl"
 run rng "$B/rng/bench_rng" "$RNG_MAX_MB" 0.3 --json "$RES/bench_rng.jsonl"
