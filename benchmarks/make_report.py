@@ -519,14 +519,19 @@ def compile_section(res, tg):
         f"dim {r0['dim']}, {r0['layers']} layers) trained by its eager step and by "
         "`dtensor::compile`'s replay of the same step (`bench_compile`), interleaved; median "
         "(max over ranks). Node time = the time replay spends inside its nodes (kernels and "
-        "collectives), measured on the replays themselves; framework time = step - node time "
-        "(dispatch, propagation, autograd recording, hooks and allocation for the eager step; "
-        "the graph walk for replay). Both models' parameters are compared bit for bit after the "
-        "run. Target: replay removes >= 90% of the framework time.",
+        "collectives, the allocation of their outputs, the freeing of the values they read last), "
+        "measured on the replays themselves; framework time = step - node time "
+        "(dispatch, propagation, autograd recording, hooks and allocation for the eager step: "
+        "its median step minus the median node time; the graph walk for replay: the median over "
+        "replays of each one's time minus its own node time). Both models' parameters are compared bit for bit after the "
+        "run. Target: replay removes >= 90% of the framework time. Scheduled = replay with "
+        "`schedule_collectives` (each collective issued as early as its input is ready, on the "
+        "communication thread, waited on before its first reader).",
         "",
-        "| ranks | eager ms (p10-p90) | replay ms (p10-p90) | node ms | framework eager ms "
-        "| framework replay ms | removed | target | collectives per step (without dedup) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "| ranks | eager ms (p10-p90) | replay ms (p10-p90) | scheduled ms | node ms "
+        "| framework eager ms | framework replay ms | removed | target "
+        "| collectives per step (without dedup) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in sorted(rows, key=lambda r: r["ranks"]):
         fe, fr = r["framework_eager_seconds"], r["framework_replay_seconds"]
@@ -541,6 +546,7 @@ def compile_section(res, tg):
             f"({r['eager_p10_us'] / 1e3:.2f}-{r['eager_p90_us'] / 1e3:.2f}) | "
             f"{r['replay_median_us'] / 1e3:.2f} "
             f"({r['replay_p10_us'] / 1e3:.2f}-{r['replay_p90_us'] / 1e3:.2f}) | "
+            f"{r['scheduled_median_us'] / 1e3:.2f} | "
             f"{r['node_seconds'] * 1e3:.2f} | {fe * 1e3:.2f} | {fr * 1e3:.2f} | "
             f"{'n/a' if removed is None else f'{removed * 100:.0f}%'} | ≥ 90%: {st} | "
             f"{r['collectives']} ({r['collectives_no_dedup']}) |")
@@ -912,9 +918,11 @@ def main():
     summary.append("")
     # The PyTorch side-by-side section (scripts/bench_vs_pytorch.sh --doc) and the GPU section
     # (scripts/bench_gpu.sh --doc, on a GPU machine) come from separate runs with their own date,
-    # command and machine: carried over as they are.
+    # command and machine: carried over as they are; so does "Op coverage II"
+    # (benchmarks/kernels/bench_ops2_torch.py --doc, which needs torch: matched by its markers).
     kept = [k for k in (vs_pytorch_report.keep_section(args.out),
-                        doc_sections.keep(args.out, gpu_report.BEGIN, gpu_report.END)) if k]
+                        doc_sections.keep(args.out, gpu_report.BEGIN, gpu_report.END),
+                        doc_sections.keep(args.out, "<!-- ops2:begin", "<!-- ops2:end -->")) if k]
     with open(args.out, "w") as fh:
         fh.write("\n".join(head + summary + body).rstrip() + "\n")
         for k in kept:

@@ -256,6 +256,7 @@ DTensorList CompiledStep::capture(const DTensorList& inputs,
     for (const DTensor& p : options_.module->parameters()) params.push_back(p.to_local());
   }
   compiler::tag_roles(*graph, builder.captured(), params);
+  if (options_.schedule_collectives) compiler::schedule_collectives(*graph, builder.captured());
   for (const auto& o : options_.overrides) o->transform(*graph);
   if (!options_.overrides.empty()) graph->check();
   compiler::plan_memory(*graph, options_.memory_plan);

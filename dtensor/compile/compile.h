@@ -54,6 +54,10 @@ struct CompileOptions {
   // Gradient reductions fused into all-reduces of at most this many bytes (0: off); PyTorch
   // DDP's default bucket size.
   int64_t bucket_bytes = int64_t{25} << 20;
+  // Issue each collective as early as its inputs are ready and run it on the communication
+  // thread, waited on before its first reader (off by default: on a machine without a spare core
+  // the communication thread competes with the compute).
+  bool schedule_collectives = false;
   bool memory_plan = true;
   // Time the nodes of each replay (CompiledStep::last_node_seconds; for benchmarks).
   bool profile = false;

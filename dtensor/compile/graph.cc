@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "dtensor/collectives/comm_worker.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::compiler {
@@ -47,7 +48,8 @@ std::string Graph::str() const {
       }
     }
     absl::StrAppend(&out, "  ", outs.empty() ? "" : absl::StrCat(absl::StrJoin(outs, ", "), " = "),
-                    n.kind, " ", n.name, "(", absl::StrJoin(ins, ", "), ")");
+                    n.kind, " ", n.name, "(", absl::StrJoin(ins, ", "), ")",
+                    n.async ? " async" : "");
     if (!n.detail.empty()) absl::StrAppend(&out, "  ", n.detail);
     if (!written.empty()) absl::StrAppend(&out, "  writes ", absl::StrJoin(written, ", "));
     for (const Collective& c : n.collectives) {
@@ -74,15 +76,47 @@ std::string Graph::str() const {
 }
 
 DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
-  std::vector<Tensor> slots(values_.size());
+  // The slots live from replay to replay: the externals stay in place, the inputs are set per
+  // call, the produced values are dropped by the plan or at the end.
+  std::vector<Tensor>& slots = slots_;
+  if (slots.size() != values_.size()) {
+    slots.assign(values_.size(), Tensor());
+    for (size_t v = 0; v < values_.size(); ++v) {
+      if (values_[v].kind == Value::Kind::kExternal) slots[v] = values_[v].external;
+    }
+  }
   for (size_t v = 0; v < values_.size(); ++v) {
     const Value& value = values_[v];
-    if (value.kind == Value::Kind::kExternal) {
-      slots[v] = value.external;
-    } else if (value.kind == Value::Kind::kInput) {
+    if (value.kind == Value::Kind::kInput) {
       slots[v] = inputs[static_cast<size_t>(value.input_index)].to_local();
     }
   }
+  // Async nodes in flight: the node, its work, its outputs (written by the communication
+  // thread, moved into the slots by the waiting thread); pending[v]: the flight making value v.
+  struct Flight {
+    size_t node;
+    WorkPtr work;
+    std::shared_ptr<std::vector<Tensor>> outs;
+  };
+  std::vector<Flight> flights;
+  std::vector<int32_t> pending(has_async_ ? values_.size() : 0, -1);
+  auto land = [&](int32_t f) {
+    Flight& flight = flights[static_cast<size_t>(f)];
+    if (flight.work == nullptr) return;
+    flight.work->wait();
+    flight.work = nullptr;
+    const Node& n = nodes_[flight.node];
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (n.outputs[o] == kNoValue) continue;
+      slots[static_cast<size_t>(n.outputs[o])] = std::move((*flight.outs)[o]);
+      pending[static_cast<size_t>(n.outputs[o])] = -1;
+    }
+  };
+  auto ready = [&](ValueId v) {
+    if (has_async_ && v != kNoValue && pending[static_cast<size_t>(v)] >= 0) {
+      land(pending[static_cast<size_t>(v)]);
+    }
+  };
   // Node arguments, reused from node to node (std::vector: no per-node allocation once grown).
   std::vector<Tensor> in, out;
   const Tensor none;
@@ -92,6 +126,7 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
     const uint64_t moves = k < last_read_.size() ? last_read_[k] : 0;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ValueId v = n.inputs[i];
+      ready(v);
       if (v == kNoValue) {
         in.push_back(none);
       } else if (i < 64 && ((moves >> i) & 1u) != 0) {
@@ -100,25 +135,51 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
         in.push_back(slots[static_cast<size_t>(v)]);
       }
     }
-    out.clear();
-    out.resize(n.outputs.size());
-    if (node_seconds == nullptr) {
-      n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
+    if (n.async) {
+      auto outs = std::make_shared<std::vector<Tensor>>(n.outputs.size());
+      WorkPtr work = submit_async(
+          [&n, args = in, outs] { n.fn(absl::MakeConstSpan(args), absl::MakeSpan(*outs)); });
+      flights.push_back({k, std::move(work), std::move(outs)});
+      for (ValueId v : n.outputs) {
+        if (v != kNoValue)
+          pending[static_cast<size_t>(v)] = static_cast<int32_t>(flights.size() - 1);
+      }
     } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
-      *node_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      out.clear();
+      out.resize(n.outputs.size());
+      if (node_seconds == nullptr) {
+        n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
+      } else {
+        const auto t0 = std::chrono::steady_clock::now();
+        n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
+        *node_seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      for (size_t o = 0; o < n.outputs.size(); ++o) {
+        if (n.outputs[o] != kNoValue) slots[static_cast<size_t>(n.outputs[o])] = std::move(out[o]);
+      }
     }
-    for (size_t o = 0; o < n.outputs.size(); ++o) {
-      if (n.outputs[o] != kNoValue) slots[static_cast<size_t>(n.outputs[o])] = std::move(out[o]);
-    }
-    if (k < free_after_.size()) {
-      for (ValueId v : free_after_[k]) slots[static_cast<size_t>(v)] = none;
+    if (k < free_after_.size() && !free_after_[k].empty()) {
+      // Freeing the node's dead values counts as node time, as allocating its outputs does.
+      const auto t0 = node_seconds != nullptr ? std::chrono::steady_clock::now()
+                                              : std::chrono::steady_clock::time_point();
+      for (ValueId v : free_after_[k]) {
+        ready(v);
+        slots[static_cast<size_t>(v)] = none;
+      }
+      if (node_seconds != nullptr) {
+        *node_seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
     }
   }
+  for (size_t f = 0; f < flights.size(); ++f) land(static_cast<int32_t>(f));
   DTensorList result;
   for (size_t o = 0; o < outputs_.size(); ++o) {
     result.emplace_back(slots[static_cast<size_t>(outputs_[o])], output_specs_[o]);
+  }
+  for (size_t v = 0; v < values_.size(); ++v) {
+    if (values_[v].kind != Value::Kind::kExternal) slots[v] = none;
   }
   return result;
 }

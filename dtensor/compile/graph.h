@@ -70,6 +70,9 @@ struct Node {
   std::string move_src, move_dst;       // redistribute: the specs, as text
   bool move_src_partial = false;        // redistribute: the source has a Partial placement
   std::shared_ptr<const void> payload;  // kind-specific (redistribute: detail::CapturedMove)
+  // Replay runs it on the communication thread and waits for it where a node first reads one of
+  // its outputs (the scheduling pass sets it on moves).
+  bool async = false;
   ReplayFn fn;
 };
 
@@ -119,8 +122,9 @@ class Graph {
   void check() const;
 
   // Runs the nodes on `inputs` (checked by the caller against input_specs()). With `node_seconds`,
-  // adds the time spent inside the nodes' computations (kernels, collectives) to it: the rest
-  // of a replay is the framework's own time.
+  // adds the time spent inside the nodes' computations (kernels, collectives, allocating their
+  // outputs) and freeing the values they were the last to read: the rest of a replay is the
+  // framework's own time.
   DTensorList run(const DTensorList& inputs, double* node_seconds = nullptr) const;
 
  private:
@@ -129,6 +133,7 @@ class Graph {
   friend void remove_redundant_moves(Graph& g, absl::Span<const Tensor> captured);
   friend void plan_memory(Graph& g, bool enabled);
   friend void bucket_reductions(Graph& g, absl::Span<const Tensor> captured, int64_t bucket_bytes);
+  friend void schedule_collectives(Graph& g, absl::Span<const Tensor> captured);
   friend void tag_roles(Graph& g, absl::Span<const Tensor> captured,
                         absl::Span<const Tensor> params);
 
@@ -144,6 +149,8 @@ class Graph {
   // as gradient accumulation does, sees what the eager step saw).
   std::vector<std::vector<ValueId>> free_after_;
   std::vector<uint64_t> last_read_;
+  bool has_async_ = false;             // a node is async (set by the scheduling pass)
+  mutable std::vector<Tensor> slots_;  // run()'s value slots, kept from replay to replay
   GraphStats stats_;
 };
 
@@ -168,5 +175,11 @@ void bucket_reductions(Graph& g, absl::Span<const Tensor> captured, int64_t buck
 // Sets each value's role (see Role); `params`: the parameters' local tensors when the module is
 // known (CompileOptions::module), else empty (parameters are then the updates' first inputs).
 void tag_roles(Graph& g, absl::Span<const Tensor> captured, absl::Span<const Tensor> params);
+// Scheduling: each move (a redistribute or a bucket) is issued as early as its inputs are ready
+// — hoisted to just after the last node that makes or writes them, never across another node
+// that communicates or calls back into user code, so every rank keeps one collective order —
+// and runs asynchronously (Node::async): replay waits for it just before the first node that
+// reads its result, so the compute in between overlaps the communication.
+void schedule_collectives(Graph& g, absl::Span<const Tensor> captured);
 
 }  // namespace dtensor::compiler

@@ -321,6 +321,36 @@ void bucket_reductions(Graph& g, absl::Span<const Tensor> captured, int64_t buck
   recount_collectives(nodes, g.stats_);
 }
 
+void schedule_collectives(Graph& g, absl::Span<const Tensor> captured) {
+  std::vector<Node>& nodes = g.nodes_;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k].kind != "redistribute") continue;
+    // The earliest position: after every node that makes one of its inputs, writes memory they
+    // share, communicates, or runs user code.
+    size_t p = k;
+    while (p > 0) {
+      const Node& prev = nodes[p - 1];
+      bool blocks = !prev.collectives.empty() || prev.kind == "eager" || prev.kind == "fused" ||
+                    prev.kind == "redistribute";
+      for (ValueId v : prev.outputs) {
+        for (ValueId in : nodes[k].inputs) blocks = blocks || (v != kNoValue && v == in);
+      }
+      for (ValueId in : nodes[k].inputs) {
+        if (in != kNoValue) {
+          blocks = blocks || writes_memory_of(prev, captured, captured[static_cast<size_t>(in)]);
+        }
+      }
+      if (blocks) break;
+      --p;
+    }
+    Node n = std::move(nodes[k]);
+    n.async = true;
+    g.has_async_ = true;
+    nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(k));
+    nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(p), std::move(n));
+  }
+}
+
 std::string_view role_name(Role r) {
   switch (r) {
     case Role::kInput:

@@ -93,11 +93,15 @@ double scalar(const dt::DTensor& t) {
 
 TEST_CASE("a compiled TP training step replays the eager step bit for bit", "[compile]") {
   const bool adamw = GENERATE(true, false);
-  INFO((adamw ? "AdamW" : "SGD with momentum") << ", " << dt::world_size() << " ranks");
+  const bool schedule = GENERATE(false, true);
+  INFO((adamw ? "AdamW" : "SGD with momentum")
+       << ", " << dt::world_size() << " ranks, schedule " << schedule);
   const nn::TransformerConfig cfg = small_config();
   Trainer eager(cfg, adamw), compiled(cfg, adamw);
+  dt::CompileOptions options;
+  options.schedule_collectives = schedule;
   dt::CompiledStep step =
-      dt::compile([&](const dt::DTensorList& batch) { return compiled.step(batch); });
+      dt::compile([&](const dt::DTensorList& batch) { return compiled.step(batch); }, options);
   for (int i = 0; i < 10; ++i) {
     INFO("step " << i);
     if (i == 6) {  // a learning-rate schedule: a runtime scalar, read when the update runs
@@ -139,6 +143,8 @@ TEST_CASE("a compiled TP training step replays the eager step bit for bit", "[co
     const dt::DTensorList batch = make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, 10);
     step(batch);
     CHECK(comm.total_count() == step.graph().stats().collectives);
+    // Scheduled: the moves run on the communication thread.
+    CHECK((text.find(") async") != std::string::npos) == schedule);
   }
 }
 
@@ -152,7 +158,8 @@ TEST_CASE("data parallel by DTensor semantics: batch-sharded inputs, replicated 
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"dp"});
   const int64_t W = dt::world_size(), dim = 6, rows = 4 * W + 1;  // uneven batch shards
   const int64_t bucket = GENERATE(int64_t{0}, int64_t{200}, int64_t{1} << 20);
-  INFO("bucket_bytes " << bucket);
+  const bool schedule = GENERATE(false, true);
+  INFO("bucket_bytes " << bucket << ", schedule " << schedule);
   const nn::ModuleOptions f64{.dtype = dt::kFloat64};
   auto make = [&] {
     dt::manual_seed(3);
@@ -173,6 +180,7 @@ TEST_CASE("data parallel by DTensor semantics: batch-sharded inputs, replicated 
   };
   dt::CompileOptions options;
   options.bucket_bytes = bucket;
+  options.schedule_collectives = schedule;
   dt::CompiledStep step =
       dt::compile([&](const dt::DTensorList& in) { return train(*compiled, opt_c, in); }, options);
   const double tol = W <= 2 ? 0.0 : 1e-13;
