@@ -4,7 +4,8 @@
 # reports, much faster to run) and runs
 #   - every `unit` test (single process), and
 #   - a subset of the `mpi` tests at 2 and 4 ranks (collectives, device mesh, DTensor core,
-#     redistribute, the bad-input catalogues and 1000 redistribute fuzz cases per entry).
+#     redistribute, the bad-input catalogues, 1000 redistribute fuzz cases per entry, and step
+#     capture / replay, whose replay runs kernels on tensors the capture kept).
 # Any ASan or UBSan report fails the run (-fno-sanitize-recover=all; halt_on_error=1).
 # LeakSanitizer is off: every process that touches MPI (the mpirun tests and the unit suites
 # that reach the world communicator) keeps Open MPI's allocations, some in MCA components that
@@ -27,7 +28,7 @@ mapfile -t unit_targets < <(find "$build_dir/tests" -name '*_include-*.cmake' -p
                             sed 's/_include-[0-9a-f]*\.cmake$//' | grep -v gpu | sort -u)
 # The mpirun subset (targets that exist in this tree) and the ctest entries they provide.
 mpi_candidates=(test_collectives test_device_mesh test_dtensor_mpi test_redistribute_mpi
-                test_bad_inputs test_bad_inputs_ops fuzz_redistribute)
+                test_bad_inputs test_bad_inputs_ops fuzz_redistribute test_compile_mpi)
 mpi_targets=()
 if [ "${SANITIZE_MPI:-1}" = 1 ]; then
   all_targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
