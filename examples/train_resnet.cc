@@ -121,18 +121,20 @@ int parse(int argc, char** argv, Args& a) {
              : 2;
 }
 
-// conv 3x3 (stride 1, padding 1, no bias) -> batch norm -> relu, twice with the identity added
-// before the second relu (ResNet's BasicBlock without downsampling).
+// A 3x3 convolution, stride 1, padding 1 (the size kept), no bias (a batch norm follows).
+nn::ModulePtr conv3x3(int64_t in, int64_t out, const nn::ModuleOptions& o) {
+  return std::make_shared<nn::Conv2d>(in, out, dt::IntSpan{3}, dt::IntSpan{1}, dt::IntSpan{1},
+                                      dt::IntSpan{1}, 1, false, o);
+}
+
+// conv 3x3 -> batch norm -> relu, twice with the identity added before the second relu
+// (ResNet's BasicBlock without downsampling).
 class BasicBlock : public nn::Module {
  public:
   BasicBlock(int64_t c, const nn::ModuleOptions& o) {
-    conv1_ = register_module("conv1", std::make_shared<nn::Conv2d>(
-                                          c, c, dt::IntSpan{3}, dt::IntSpan{1}, dt::IntSpan{1},
-                                          dt::IntSpan{1}, 1, false, o));
+    conv1_ = register_module("conv1", conv3x3(c, c, o));
     bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(c, 1e-5, 0.1, true, true, o));
-    conv2_ = register_module("conv2", std::make_shared<nn::Conv2d>(
-                                          c, c, dt::IntSpan{3}, dt::IntSpan{1}, dt::IntSpan{1},
-                                          dt::IntSpan{1}, 1, false, o));
+    conv2_ = register_module("conv2", conv3x3(c, c, o));
     bn2_ = register_module("bn2", std::make_shared<nn::BatchNorm2d>(c, 1e-5, 0.1, true, true, o));
   }
   std::string type_name() const override { return "BasicBlock"; }
@@ -148,9 +150,7 @@ class BasicBlock : public nn::Module {
 class ResNet : public nn::Module {
  public:
   ResNet(int64_t c, int64_t classes, const nn::ModuleOptions& o) {
-    conv_ = register_module("conv1", std::make_shared<nn::Conv2d>(
-                                         3, c, dt::IntSpan{3}, dt::IntSpan{1}, dt::IntSpan{1},
-                                         dt::IntSpan{1}, 1, false, o));
+    conv_ = register_module("conv1", conv3x3(3, c, o));
     bn_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(c, 1e-5, 0.1, true, true, o));
     layer1_ = register_module("layer1", std::make_shared<BasicBlock>(c, o));
     pool_ = register_module("maxpool", std::make_shared<nn::MaxPool2d>(dt::IntSpan{2}));
@@ -189,8 +189,10 @@ Batch make_batch(const Args& a, int64_t step, dt::DType dtype) {
       for (int64_t h = 0; h < S; ++h) {
         for (int64_t w = 0; w < S; ++w) {
           const int64_t k = lab[n];
-          const bool on = k == 0 ? h % 2 == 0 : k == 1 ? w % 2 == 0 : k == 2 ? (h + w) % 2 == 0
-                                                                             : h < S / 2;
+          const bool on = k == 0   ? h % 2 == 0
+                          : k == 1 ? w % 2 == 0
+                          : k == 2 ? (h + w) % 2 == 0
+                                   : h < S / 2;
           double& v = px[((n * 3 + c) * S + h) * S + w];
           v = a.noise * v + (on ? 1.0 : -1.0);
         }
@@ -266,8 +268,8 @@ int main(int argc, char** argv) {
           dp ? "images and labels Shard(0), parameters Replicate, synchronised batch norm"
              : "images Shard(2), labels and parameters Replicate, halo-exchange convolutions",
           (long long)a.batch, (long long)a.size, (long long)a.size, (long long)a.channels,
-          (long long)a.classes, (long long)n_params, std::string(dt::dtype_name(dtype)).c_str(), a.lr,
-          a.momentum);
+          (long long)a.classes, (long long)n_params, std::string(dt::dtype_name(dtype)).c_str(),
+          a.lr, a.momentum);
       std::printf("%s\n", dt::config_str().c_str());
     }
 
@@ -315,11 +317,13 @@ int main(int argc, char** argv) {
       const auto* bn = dynamic_cast<const nn::BatchNorm*>(mods[i].second);
       const auto* rbn = dynamic_cast<const nn::BatchNorm*>(ref_mods[i].second);
       if (bn == nullptr || rbn == nullptr) continue;
-      max_stat_diff = std::max({max_stat_diff, max_abs_diff(bn->running_mean(), rbn->running_mean()),
-                                max_abs_diff(bn->running_var(), rbn->running_var())});
+      max_stat_diff =
+          std::max({max_stat_diff, max_abs_diff(bn->running_mean(), rbn->running_mean()),
+                    max_abs_diff(bn->running_var(), rbn->running_var())});
     }
     // Every rank decides alike (the worst differences are shared).
-    dt::Tensor d = dt::from_vector(std::vector<double>{max_loss_diff, max_param_diff, max_stat_diff}, {3});
+    dt::Tensor d =
+        dt::from_vector(std::vector<double>{max_loss_diff, max_param_diff, max_stat_diff}, {3});
     dt::world_communicator()->all_reduce(d, dt::ReduceOp::kMax)->wait();
     const auto dd = d.data<double>();
     max_loss_diff = dd[0];

@@ -58,9 +58,8 @@ void run_cases(const std::vector<Case>& cases, double min_seconds, const std::st
       for (const dt::DTensor& l : c.leaves) l.set_grad(dt::DTensor());
       c.fwd().backward(g);
     };
-    for (const auto& [label, fn] :
-         std::vector<std::pair<const char*, std::function<void()>>>{{"fwd", fwd},
-                                                                    {"fwd+bwd", fwd_bwd}}) {
+    for (const auto& [label, fn] : std::vector<std::pair<const char*, std::function<void()>>>{
+             {"fwd", fwd}, {"fwd+bwd", fwd_bwd}}) {
       const int64_t iters = bench::iters_for_budget(fn, min_seconds, 5, 200, false);
       const bench::Stats s = bench::time_runs(fn, 1, iters, false);
       std::printf("%-40s %-8s %10.3f ms  (p10 %.3f, p90 %.3f, n %lld)\n", c.name.c_str(), label,
@@ -101,17 +100,20 @@ std::vector<Case> make_cases() {
   }
   {
     const dt::DTensor x = leaf({8, 64, 56, 56}, 6, true);
-    cases.push_back({"max_pool2d 8x64x56x56 k3 s2 p1",
-                     [=] { return dt::max_pool2d(x, {3}, {2}, {1}); },
-                     {x}});
-    cases.push_back({"avg_pool2d 8x64x56x56 k2 s2", [=] { return dt::avg_pool2d(x, {2}, {2}); },
-                     {x}});
+    cases.push_back(
+        {"max_pool2d 8x64x56x56 k3 s2 p1", [=] { return dt::max_pool2d(x, {3}, {2}, {1}); }, {x}});
+    cases.push_back(
+        {"avg_pool2d 8x64x56x56 k2 s2", [=] { return dt::avg_pool2d(x, {2}, {2}); }, {x}});
     const dt::DTensor y = leaf({8, 64, 28, 28}, 7, true);
     cases.push_back({"interpolate 8x64x28x28 nearest x2",
-                     [=] { return dt::interpolate(y, {}, {2.0, 2.0}, "nearest"); },
+                     [=] {
+                       return dt::interpolate(y, {}, {2.0, 2.0}, "nearest");
+                     },
                      {y}});
     cases.push_back({"interpolate 8x64x28x28 bilinear x2",
-                     [=] { return dt::interpolate(y, {}, {2.0, 2.0}, "bilinear", false); },
+                     [=] {
+                       return dt::interpolate(y, {}, {2.0, 2.0}, "bilinear", false);
+                     },
                      {y}});
   }
   {  // losses over [256, 4096] (mean), the class losses over [4096, 1000]
@@ -131,11 +133,9 @@ std::vector<Case> make_cases() {
     dt::Generator gen(12);
     const dt::DTensor target =
         dt::nn::local_dtensor(dt::randint(0, 1000, {4096}, dt::TensorOptions(dt::kInt64), &gen));
-    cases.push_back({"cross_entropy 4096x1000",
-                     [=] { return dt::cross_entropy(logits, target); },
-                     {logits}});
-    cases.push_back({"nll_loss 4096x1000", [=] { return dt::nll_loss(logits, target); },
-                     {logits}});
+    cases.push_back(
+        {"cross_entropy 4096x1000", [=] { return dt::cross_entropy(logits, target); }, {logits}});
+    cases.push_back({"nll_loss 4096x1000", [=] { return dt::nll_loss(logits, target); }, {logits}});
   }
   return cases;
 }
@@ -167,10 +167,11 @@ int run_halo(double min_seconds) {
   const dt::DTensor g = dt::ones_like(a);  // Shard(2), as both outputs
   const bool root = dt::world_rank() == 0;
   if (root) {
-    std::printf("height-sharded conv2d [%lld, %lld, %lld, %lld] k3 p1 -> %lld channels, %d ranks "
-                "(max |halo - gather| %.3g)\n",
-                (long long)N, (long long)C, (long long)H, (long long)H, (long long)C,
-                dt::world_size(), diff);
+    std::printf(
+        "height-sharded conv2d [%lld, %lld, %lld, %lld] k3 p1 -> %lld channels, %d ranks "
+        "(max |halo - gather| %.3g)\n",
+        (long long)N, (long long)C, (long long)H, (long long)H, (long long)C, dt::world_size(),
+        diff);
   }
   std::vector<std::function<void()>> fns;
   fns.push_back([&] {
