@@ -16,10 +16,17 @@ bool needs_private_copy(const Tensor& local, long own) {
   return local.storage().use_count() > own || !local.is_contiguous();
 }
 
-// The recorded form: when replayed, the input is the replay's only handle on the value if this
-// is its last use (dtensor/compile/graph.h moves it), as the eager gradient is.
-void private_copy(absl::Span<const Tensor> in, absl::Span<Tensor> out) {
-  out[0] = needs_private_copy(in[0], 1) ? in[0].clone() : in[0];
+// .grad = g when the leaf has none (a private contiguous copy when another handle than the `own`
+// ones shares g's memory, or it is strided: optimizers update grads in place, shard by shard),
+// else .grad + g.
+void accumulate_into(AutogradMeta& meta, DTensor g, long own) {
+  if (!meta.grad.defined()) {
+    const Tensor& local = g.to_local();
+    if (needs_private_copy(local, own)) g = DTensor(local.clone(), g.spec_ptr());
+    meta.grad = std::move(g);
+  } else {
+    meta.grad = add_gradients(meta.grad, g);
+  }
 }
 
 class AccumulateGrad : public Node {
@@ -45,33 +52,23 @@ class AccumulateGrad : public Node {
       g = detail::redistribute_no_grad(g,
                                        g.spec().with_placements(spec_->placements(), "backward"));
     }
-    if (!meta_->grad.defined()) {
-      // The gradient may share memory with a tensor still in use elsewhere (a grad_output
-      // passed through unchanged) or be a strided view: keep a private contiguous copy, since
-      // optimizers update grads in place, shard by shard. A step being captured records the
-      // decision itself (replay's tensor may be held differently than the captured one).
-      const Tensor& local = g.to_local();
-      if (dtensor::detail::capture_recorder() != nullptr) {
-        Tensor copy[1];
-        dtensor::detail::run_recorded("grad", "private_copy", {local}, copy, 0, private_copy);
-        g = DTensor(std::move(copy[0]), g.spec_ptr());
-      } else if (needs_private_copy(local, 1)) {
-        g = DTensor(local.clone(), g.spec_ptr());
-      }
-      set_grad(std::move(g));
-    } else {
-      set_grad(add_gradients(meta_->grad, g));
+    if (dtensor::detail::capture_recorder() == nullptr) {
+      accumulate_into(*meta_, std::move(g), 1);
+      return {};
     }
-    return {};
-  }
-
-  // meta_->grad = g, recorded when a step is captured (replay binds the replay's gradient).
-  void set_grad(DTensor g) {
-    detail::run_recorded(
-        "grad", "set_grad", {g.to_local()}, {}, 0,
-        [meta = meta_, spec = g.spec_ptr()](absl::Span<const Tensor> in, absl::Span<Tensor>) {
-          meta->grad = DTensor(in[0], spec);
+    // A step being captured records the accumulation as one primitive that decides when it runs
+    // whether to bind or to add: a replay may follow calls that left a gradient or none
+    // (accumulation over several calls). Its output is the leaf's .grad afterwards. At replay
+    // the input is the only handle on a value read last here (dtensor/compile/graph.h moves
+    // it) beside the DTensor made of it, as the eager gradient is.
+    Tensor result[1];
+    dtensor::detail::run_recorded(
+        "grad", "accumulate", {g.to_local()}, result, 0,
+        [meta = meta_, spec = g.spec_ptr()](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+          accumulate_into(*meta, DTensor(in[0], spec), 2);
+          out[0] = meta->grad.to_local();
         });
+    return {};
   }
 
  private:

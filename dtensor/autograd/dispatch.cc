@@ -7,6 +7,7 @@
 #include "dtensor/autograd/op_node.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -101,7 +102,14 @@ Tensor prepare_inplace(const OpInfo& op, const DTensor& self, bool record) {
              "first",
              op.name);
   }
-  return saves(op.saved_inputs, 0) ? self.to_local().clone() : Tensor();
+  if (!saves(op.saved_inputs, 0)) return Tensor();
+  if (dtensor::detail::capture_recorder() == nullptr) return self.to_local().clone();
+  // A step being captured records the copy (replay makes it of the replay's tensor).
+  Tensor copy[1];
+  dtensor::detail::run_recorded(
+      "op", "save_before_inplace", {self.to_local()}, copy, 0,
+      [](absl::Span<const Tensor> in, absl::Span<Tensor> out) { out[0] = in[0].clone(); });
+  return copy[0];
 }
 
 // Records the node of one dispatched call.

@@ -18,6 +18,12 @@ class Builder final : public detail::CaptureRecorder {
   explicit Builder(Graph& g) : g_(g) {}
 
   void add_input(const DTensor& t, int32_t index) {
+    auto same = ids_.find(key(t.to_local()));
+    DT_CHECK(same == ids_.end(),
+             "[compile] inputs %d and %d of the step are the same tensor: pass distinct tensors "
+             "(the graph would read both from one input)",
+             g_.values_[static_cast<size_t>(same == ids_.end() ? 0 : same->second)].input_index,
+             index);
     const ValueId v = new_value(t.to_local(), Value::Kind::kInput);
     g_.values_[static_cast<size_t>(v)].input_index = index;
     g_.input_specs_.push_back(t.spec_ptr());

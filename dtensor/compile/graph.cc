@@ -120,60 +120,82 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
   // Node arguments, reused from node to node (std::vector: no per-node allocation once grown).
   std::vector<Tensor> in, out;
   const Tensor none;
-  for (size_t k = 0; k < nodes_.size(); ++k) {
-    const Node& n = nodes_[k];
-    in.clear();
-    const uint64_t moves = k < last_read_.size() ? last_read_[k] : 0;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      const ValueId v = n.inputs[i];
-      ready(v);
-      if (v == kNoValue) {
-        in.push_back(none);
-      } else if (i < 64 && ((moves >> i) & 1u) != 0) {
-        in.push_back(std::move(slots[static_cast<size_t>(v)]));
-      } else {
-        in.push_back(slots[static_cast<size_t>(v)]);
-      }
-    }
-    if (n.async) {
-      auto outs = std::make_shared<std::vector<Tensor>>(n.outputs.size());
-      WorkPtr work = submit_async(
-          [&n, args = in, outs] { n.fn(absl::MakeConstSpan(args), absl::MakeSpan(*outs)); });
-      flights.push_back({k, std::move(work), std::move(outs)});
-      for (ValueId v : n.outputs) {
-        if (v != kNoValue)
-          pending[static_cast<size_t>(v)] = static_cast<int32_t>(flights.size() - 1);
-      }
-    } else {
-      out.clear();
-      out.resize(n.outputs.size());
-      if (node_seconds == nullptr) {
-        n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
-      } else {
-        const auto t0 = std::chrono::steady_clock::now();
-        n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
-        *node_seconds +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      }
-      for (size_t o = 0; o < n.outputs.size(); ++o) {
-        if (n.outputs[o] != kNoValue) slots[static_cast<size_t>(n.outputs[o])] = std::move(out[o]);
-      }
-    }
-    if (k < free_after_.size() && !free_after_[k].empty()) {
-      // Freeing the node's dead values counts as node time, as allocating its outputs does.
-      const auto t0 = node_seconds != nullptr ? std::chrono::steady_clock::now()
-                                              : std::chrono::steady_clock::time_point();
-      for (ValueId v : free_after_[k]) {
+  auto land_all = [&] {
+    for (size_t f = 0; f < flights.size(); ++f) land(static_cast<int32_t>(f));
+  };
+  // A node that writes in place or runs code the graph cannot see into waits for every move in
+  // flight first: a move may still be reading what it writes.
+  auto fences = [](const Node& n) {
+    return n.mutated_inputs != 0 || (n.kind != "op" && n.kind != "redistribute");
+  };
+  try {
+    for (size_t k = 0; k < nodes_.size(); ++k) {
+      const Node& n = nodes_[k];
+      if (has_async_ && !n.async && fences(n)) land_all();
+      in.clear();
+      const uint64_t moves = k < last_read_.size() ? last_read_[k] : 0;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const ValueId v = n.inputs[i];
         ready(v);
-        slots[static_cast<size_t>(v)] = none;
+        if (v == kNoValue) {
+          in.push_back(none);
+        } else if (i < 64 && ((moves >> i) & 1u) != 0) {
+          in.push_back(std::move(slots[static_cast<size_t>(v)]));
+        } else {
+          in.push_back(slots[static_cast<size_t>(v)]);
+        }
       }
-      if (node_seconds != nullptr) {
-        *node_seconds +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (n.async) {
+        auto outs = std::make_shared<std::vector<Tensor>>(n.outputs.size());
+        WorkPtr work = submit_async(
+            [&n, args = in, outs] { n.fn(absl::MakeConstSpan(args), absl::MakeSpan(*outs)); });
+        flights.push_back({k, std::move(work), std::move(outs)});
+        for (ValueId v : n.outputs) {
+          if (v != kNoValue)
+            pending[static_cast<size_t>(v)] = static_cast<int32_t>(flights.size() - 1);
+        }
+      } else {
+        out.clear();
+        out.resize(n.outputs.size());
+        if (node_seconds == nullptr) {
+          n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
+        } else {
+          const auto t0 = std::chrono::steady_clock::now();
+          n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
+          *node_seconds +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        for (size_t o = 0; o < n.outputs.size(); ++o) {
+          if (n.outputs[o] != kNoValue)
+            slots[static_cast<size_t>(n.outputs[o])] = std::move(out[o]);
+        }
+      }
+      if (k < free_after_.size() && !free_after_[k].empty()) {
+        // Freeing the node's dead values counts as node time, as allocating its outputs does.
+        const auto t0 = node_seconds != nullptr ? std::chrono::steady_clock::now()
+                                                : std::chrono::steady_clock::time_point();
+        for (ValueId v : free_after_[k]) {
+          ready(v);
+          slots[static_cast<size_t>(v)] = none;
+        }
+        if (node_seconds != nullptr) {
+          *node_seconds +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
       }
     }
+  } catch (...) {
+    // No task may outlive the call reading this graph's nodes or slots.
+    for (Flight& f : flights) {
+      if (f.work == nullptr) continue;
+      try {
+        f.work->wait();
+      } catch (...) {
+      }
+    }
+    throw;
   }
-  for (size_t f = 0; f < flights.size(); ++f) land(static_cast<int32_t>(f));
+  land_all();
   DTensorList result;
   for (size_t o = 0; o < outputs_.size(); ++o) {
     result.emplace_back(slots[static_cast<size_t>(outputs_[o])], output_specs_[o]);

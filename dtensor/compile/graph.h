@@ -61,7 +61,7 @@ struct Collective {
 
 struct Node {
   std::string kind;    // "op", "redistribute", "optim", "grad"
-  std::string name;    // "mm", "redistribute", "adamw_update", "set_grad"
+  std::string name;    // "mm", "redistribute", "adamw_update", "accumulate"
   std::string detail;  // "S(0), R -> S(0)"
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;

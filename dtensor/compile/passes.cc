@@ -42,7 +42,8 @@ struct Rewrite {
 // Applies `r` unless a node writes a value that the rewrite makes shared (a write would then
 // reach every reader of it; the optimizer writes parameters and states, which redistributes do
 // not produce, so this is rare). Returns the number of nodes removed.
-int64_t apply(std::vector<Node>& nodes, std::vector<ValueId>& outputs, const Rewrite& r) {
+int64_t apply(std::vector<Node>& nodes, std::vector<ValueId>& outputs, const Rewrite& r,
+              absl::Span<const Tensor> captured) {
   std::vector<bool> shared(r.alias.size(), false);
   bool any = false;
   for (size_t u = 0; u < r.alias.size(); ++u) {
@@ -53,11 +54,11 @@ int64_t apply(std::vector<Node>& nodes, std::vector<ValueId>& outputs, const Rew
     }
   }
   if (!any) return 0;
+  // Through any view: compare the memory written with the shared values' memory.
   for (const Node& n : nodes) {
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      if (writes(n, i) && n.inputs[i] != kNoValue && shared[static_cast<size_t>(n.inputs[i])]) {
-        return 0;
-      }
+    if (n.mutated_inputs == 0) continue;
+    for (size_t v = 0; v < shared.size(); ++v) {
+      if (shared[v] && writes_memory_of(n, captured, captured[v])) return 0;
     }
   }
   std::vector<Node> kept;
@@ -124,7 +125,7 @@ void dedup_collectives(Graph& g, absl::Span<const Tensor> captured) {
     r.alias[static_cast<size_t>(n.outputs[0])] = nodes[found->second].outputs[0];
     r.removed[k] = true;
   }
-  g.stats_.deduplicated += apply(nodes, g.outputs_, r);
+  g.stats_.deduplicated += apply(nodes, g.outputs_, r, captured);
   recount_collectives(nodes, g.stats_);
 }
 
@@ -138,11 +139,11 @@ void remove_redundant_moves(Graph& g, absl::Span<const Tensor> captured) {
     drop_stale(moved, nodes, n, captured);
     if (!is_move(n)) continue;
     auto found = moved.find(r.resolve(n.inputs[0]));
-    // x -> y then y -> x gives x back: an exact copy unless x was Partial (R -> P does not
-    // restore the ranks' original partial values).
+    // x -> y then y -> x gives x back: an exact copy unless x or y is Partial (R -> P does not
+    // restore the ranks' original partial values; P(avg) -> R may round).
     if (found != moved.end()) {
       const Node& first = nodes[found->second];
-      if (first.move_src == n.move_dst && !first.move_src_partial) {
+      if (first.move_src == n.move_dst && !first.move_src_partial && !n.move_src_partial) {
         r.alias[static_cast<size_t>(n.outputs[0])] = r.resolve(first.inputs[0]);
         r.removed[k] = true;
         continue;
@@ -150,7 +151,7 @@ void remove_redundant_moves(Graph& g, absl::Span<const Tensor> captured) {
     }
     moved.emplace(n.outputs[0], k);
   }
-  g.stats_.redundant_moves += apply(nodes, g.outputs_, r);
+  g.stats_.redundant_moves += apply(nodes, g.outputs_, r, captured);
   // A move whose result nobody reads any more goes too (the first of an undone pair).
   std::vector<int64_t> readers(g.values_.size(), 0);
   for (const Node& n : nodes) {
@@ -388,7 +389,7 @@ void tag_roles(Graph& g, absl::Span<const Tensor> captured, absl::Span<const Ten
     if (v != kNoValue) g.values_[static_cast<size_t>(v)].role = r;
   };
   for (const Node& n : g.nodes_) {
-    if (n.kind == "grad" && n.name == "set_grad") set(n.inputs[0], Role::kGrad);
+    if (n.kind == "grad" && n.name == "accumulate") set(n.outputs[0], Role::kGrad);
     if (n.kind != "optim" || n.name.find("_update") == std::string::npos) continue;
     // An update's inputs: the parameter, its gradient, then its state.
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -411,6 +412,7 @@ void plan_memory(Graph& g, bool enabled) {
       if (v != kNoValue) last_use[static_cast<size_t>(v)] = static_cast<int64_t>(k);
     }
     for (ValueId v : g.nodes_[k].outputs) {
+      if (v == kNoValue) continue;
       last_use[static_cast<size_t>(v)] =
           std::max(last_use[static_cast<size_t>(v)], static_cast<int64_t>(k));
     }
@@ -426,6 +428,7 @@ void plan_memory(Graph& g, bool enabled) {
   int64_t live = 0, peak = 0, total = 0;
   for (size_t k = 0; k < g.nodes_.size(); ++k) {
     for (ValueId v : g.nodes_[k].outputs) {
+      if (v == kNoValue) continue;
       live += g.values_[static_cast<size_t>(v)].nbytes;
       total += g.values_[static_cast<size_t>(v)].nbytes;
     }

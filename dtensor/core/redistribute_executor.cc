@@ -489,8 +489,9 @@ void record_redistribute(detail::CaptureRecorder& recorder, const Tensor& local,
   event.name = "redistribute";
   event.detail = absl::StrCat(placements_str(src.placements()), " -> ",
                               placements_str(dst.placements()), " ", shape_str(src.shape()));
-  event.move_src = src.str();
-  event.move_dst = dst.str();
+  // The specs' text names the mesh's shape only: the mesh's ranks tell equal-shaped meshes apart.
+  event.move_src = absl::StrCat(src.str(), " on ", src.mesh().str());
+  event.move_dst = absl::StrCat(dst.str(), " on ", dst.mesh().str());
   event.move_src_partial = src.has_partial();
   event.payload = std::move(payload);
   const Tensor ins[] = {local};

@@ -3,6 +3,7 @@
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/ops/norm/norm.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::nn {
@@ -87,8 +88,17 @@ DTensor BatchNorm::forward(const DTensor& x) {
   // eval mode too.
   double factor = momentum_.value_or(0.0);
   if (is_training() && running_mean_.defined()) {
-    ++num_batches_tracked_;
-    if (!momentum_) factor = 1.0 / static_cast<double>(num_batches_tracked_);
+    // Counted as a step of its own when a step is captured (replay counts too); the cumulative
+    // average's factor would change on every replay, so it is refused there.
+    dtensor::detail::run_recorded(
+        "host", "num_batches_tracked", {}, {}, 0,
+        [this](absl::Span<const Tensor>, absl::Span<Tensor>) { ++num_batches_tracked_; });
+    if (!momentum_) {
+      dtensor::detail::refuse_in_capture(
+          "BatchNorm with momentum = None (its cumulative-average factor changes every step)",
+          /*even_inside=*/true);
+      factor = 1.0 / static_cast<double>(num_batches_tracked_);
+    }
   }
   const bool use_batch_stats = is_training() || !running_mean_.defined();
   return ::dtensor::batch_norm(x, buffer_on_input(*this, running_mean_, x),

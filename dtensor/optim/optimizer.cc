@@ -37,6 +37,10 @@ int64_t read_step(const std::vector<std::pair<std::string, DTensor>>& state, con
 // Loads entries "<i>.<slot>" into slots[i] (checked against parameter i's spec).
 void load_slots(const std::vector<std::pair<std::string, DTensor>>& state, const std::string& slot,
                 const std::vector<DTensor>& params, std::vector<DTensor>& slots, const char* op) {
+  // A slot that exists is overwritten in place (a compiled step keeps updating that tensor);
+  // one the state does not name is dropped, one that does not exist yet is made.
+  std::vector<DTensor> old = std::move(slots);
+  old.resize(params.size());
   slots.assign(params.size(), DTensor());
   for (const auto& [name, value] : state) {
     const size_t dot = name.find('.');
@@ -47,7 +51,12 @@ void load_slots(const std::vector<std::pair<std::string, DTensor>>& state, const
     DT_CHECK(value.spec() == params[i].spec(),
              "[%s] load_state_dict: entry '%s' is %s, expected the spec of parameter %d (%s)", op,
              name, value.spec().str(), i, params[i].spec().str());
-    slots[i] = DTensor(value.to_local().clone(), params[i].spec_ptr());
+    if (old[i].defined() && old[i].spec() == value.spec()) {
+      Tensor(old[i].to_local()).copy_(value.to_local());
+      slots[i] = std::move(old[i]);
+    } else {
+      slots[i] = DTensor(value.to_local().clone(), params[i].spec_ptr());
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "dtensor/ops/norm/norm.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/shape_ops.h"
 #include "dtensor/tensor/tensor.h"
@@ -51,8 +52,13 @@ inline void update_running(const DTensor& running, const DTensor& stat, double m
   if (s.placements() != running.placements() || s.device_mesh() != running.device_mesh()) {
     s = s.redistribute(running.device_mesh(), running.placements());
   }
-  const Tensor& r = running.to_local();
-  Tensor(r).copy_(cast(add(mul(r, 1.0 - momentum), mul(s.to_local(), momentum)), r.dtype()));
+  // One primitive of a captured step (dtensor/compile/): replay updates the statistics too.
+  const Tensor ins[] = {running.to_local(), s.to_local()};
+  detail::run_recorded("op", "update_running_stats", ins, {}, 1,
+                       [momentum](absl::Span<const Tensor> in, absl::Span<Tensor>) {
+                         Tensor(in[0]).copy_(cast(
+                             add(mul(in[0], 1.0 - momentum), mul(in[1], momentum)), in[0].dtype()));
+                       });
 }
 
 // ---- the shared math ----------------------------------------------------------------------
