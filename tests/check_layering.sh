@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails when a layer includes a header of a higher layer (DESIGN.md layering:
 # tensor <- collectives <- device_mesh <- core <- autograd <- ops <- rng <- nn/parallel <- optim
-# <- checkpoint, compile), every layer being a folder dtensor/<layer>/ included as "dtensor/<layer>/x.h".
+# <- checkpoint, compile <- models), every layer being a folder dtensor/<layer>/ included as "dtensor/<layer>/x.h".
 # The link step (--no-undefined) catches calls across layers; this catches header-only uses.
 # It also checks the link graph as declared: a layer's library (dtensor_add_library and
 # target_link_libraries of dtensor_<layer> in dtensor/<layer>/CMakeLists.txt and its *.cmake)
@@ -10,14 +10,14 @@
 set -u
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$root/dtensor" || exit 2
-order=(tensor collectives device_mesh core autograd ops rng nn parallel optim checkpoint compile)
+order=(tensor collectives device_mesh core autograd ops rng nn parallel optim checkpoint compile models)
 status=0
 checked=0
 for i in "${!order[@]}"; do
   layer=${order[$i]}
   [ -d "$layer" ] || continue
   forbidden=("${order[@]:$((i + 1))}")
-  [ "$layer" = nn ] && forbidden=(parallel optim checkpoint compile)
+  [ "$layer" = nn ] && forbidden=(parallel optim checkpoint compile models)
   for higher in "${forbidden[@]}"; do
     hits=$(grep -rnE "#include [\"<]dtensor/${higher}/" "$layer" --include='*.h' --include='*.cc' \
              --include='*.cu' --include='*.cuh' || true)
@@ -68,7 +68,7 @@ for i in "${!order[@]}"; do
   layer=${order[$i]}
   [ -f "$layer/CMakeLists.txt" ] || continue
   forbidden=("${order[@]:$((i + 1))}")
-  [ "$layer" = nn ] && forbidden=(parallel optim checkpoint compile)
+  [ "$layer" = nn ] && forbidden=(parallel optim checkpoint compile models)
   mapfile -t files < <(find "$layer" -name CMakeLists.txt -o -name '*.cmake')
   for dep in $(linked_layers "${files[@]}" | sort -u); do
     for higher in "${forbidden[@]}"; do
@@ -85,7 +85,7 @@ core_tests="$root/tests/core"
 if [ -d "$core_tests" ]; then
   mapfile -t files < <(find "$core_tests" -name CMakeLists.txt -o -name '*.cmake')
   for dep in $(linked_layers "${files[@]}" | sort -u); do
-    for higher in autograd ops rng nn parallel optim checkpoint compile; do
+    for higher in autograd ops rng nn parallel optim checkpoint compile models; do
       if [ "$dep" = "$higher" ]; then
         echo "link violation: a tests/core target links dtensor::$higher (above the core)"
         status=1
