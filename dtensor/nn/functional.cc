@@ -53,20 +53,23 @@ Tensor shape_constant(Tensor t) {
   return t;
 }
 
-// The additive causal mask [S, S] (0 on and below the diagonal, -inf above) in `dtype` on
-// `device`. The float32 CPU mask is built once per S and thread, not on every forward (the ops
-// never write into their inputs, so sharing it is safe); other dtypes/devices convert it per
-// call, so no device memory outlives the runtime in a thread_local.
-Tensor causal_mask(int64_t L, int64_t S, DType dtype, Device device) {
+// The additive causal mask [L, S] (0 where key j <= query i + diagonal, -inf after) in `dtype`
+// on `device`. The float32 CPU mask is built once per shape and thread, not on every forward
+// (the ops never write into their inputs, so sharing it is safe); other dtypes/devices convert
+// it per call, so no device memory outlives the runtime in a thread_local.
+Tensor causal_mask(int64_t L, int64_t S, DType dtype, Device device, int64_t diagonal = 0) {
   thread_local Tensor cached;
-  if (!cached.defined() || cached.size(0) != L || cached.size(1) != S) {
+  thread_local int64_t cached_diagonal = 0;
+  if (!cached.defined() || cached.size(0) != L || cached.size(1) != S ||
+      cached_diagonal != diagonal) {
     std::vector<float> mask(static_cast<size_t>(L * S), 0.0f);
     for (int64_t i = 0; i < L; ++i) {
-      for (int64_t j = i + 1; j < S; ++j) {
+      for (int64_t j = std::max<int64_t>(i + diagonal + 1, 0); j < S; ++j) {
         mask[static_cast<size_t>(i * S + j)] = -std::numeric_limits<float>::infinity();
       }
     }
     cached = from_vector(mask, {L, S});
+    cached_diagonal = diagonal;
   }
   if (dtype == kFloat32 && device == Device(kCPU)) return shape_constant(cached);
   return shape_constant(cached.to(device, dtype));
@@ -112,13 +115,14 @@ DTensor packed_heads_attention(const DTensor& q, const DTensor& k, const DTensor
 
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      const DTensor& attn_mask, double dropout_p, bool is_causal,
-                                     std::optional<double> scale, bool enable_gqa, Generator* gen) {
+                                     std::optional<double> scale, bool enable_gqa, Generator* gen,
+                                     CausalAlign causal_align) {
   constexpr std::string_view kOp = "scaled_dot_product_attention";
   DT_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "[%s] dropout_p %g is outside [0, 1)", kOp,
            dropout_p);
   if (dropout_p == 0.0) {
     return ::dtensor::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal, scale,
-                                                   enable_gqa);
+                                                   enable_gqa, causal_align);
   }
   check_defined(q, kOp, "q");
   check_defined(k, kOp, "k");
@@ -127,7 +131,8 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
       q.size(1) % k.size(1) == 0) {
     const int64_t g = q.size(1) / k.size(1);
     return scaled_dot_product_attention(q, repeat_interleave(k, g, 1), repeat_interleave(v, g, 1),
-                                        attn_mask, dropout_p, is_causal, scale, false, gen);
+                                        attn_mask, dropout_p, is_causal, scale, false, gen,
+                                        causal_align);
   }
   ::dtensor::detail::check_attention_operands(kOp, q.shape(), k.shape(), v.shape(), q.dtype(),
                                               k.dtype(), v.dtype());
@@ -139,7 +144,9 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
                                         : add(scores, attn_mask);
   }
   if (is_causal && q.size(2) > 0 && k.size(2) > 0) {
-    const Tensor m = causal_mask(q.size(2), k.size(2), scores.dtype(), scores.to_local().device());
+    const int64_t diagonal = causal_align == CausalAlign::kLowerRight ? k.size(2) - q.size(2) : 0;
+    const Tensor m =
+        causal_mask(q.size(2), k.size(2), scores.dtype(), scores.to_local().device(), diagonal);
     const DeviceMesh& mesh = q.device_mesh();
     scores = add(scores, DTensor::from_local(
                              m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate())));

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/attention/attention.h"
 #include "dtensor/rng/generator.h"
 
 namespace dtensor::nn::functional {
@@ -48,12 +49,15 @@ DTensor packed_heads_attention(const DTensor& q, const DTensor& k, const DTensor
 // query-sharded with no communication. dropout_p > 0: the math path, as PyTorch's math backend
 // — scores materialised, softmax, dropout through the DTensor RNG (`gen` or the default
 // generator: the same mask whatever the layout, dtensor/rng/dtensor_random.h), matmul. On that
-// path a query row whose keys are all masked gives NaN (the fused op gives 0).
+// path a query row whose keys are all masked gives NaN (the fused op gives 0). causal_align:
+// is_causal's diagonal, top-left (PyTorch's is_causal) or bottom-right (its causal_lower_right:
+// query i of L sees keys j <= i + S - L, for decode steps and prefill after a cached prefix).
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      const DTensor& attn_mask, double dropout_p = 0.0,
                                      bool is_causal = false,
                                      std::optional<double> scale = std::nullopt,
-                                     bool enable_gqa = false, Generator* gen = nullptr);
+                                     bool enable_gqa = false, Generator* gen = nullptr,
+                                     CausalAlign causal_align = CausalAlign::kUpperLeft);
 
 // SwiGLU's gating (the Llama / torchtitan feed-forward): silu(gate) * up, elementwise, with
 // the placements the two operands agree on.

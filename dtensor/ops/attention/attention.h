@@ -23,6 +23,12 @@ namespace dtensor {
 // PyTorch's is_causal), where i counts from `q_offset` (the first query row's global index,
 // for a block of queries). A query row that sees no key gives 0 (PyTorch's safe softmax) and
 // its log-sum-exp is -inf.
+// Where a causal mask's diagonal sits when queries and keys differ in length (PyTorch's
+// torch.nn.attention.bias.CausalVariant): kUpperLeft is is_causal's (query i sees keys j <= i);
+// kLowerRight is causal_lower_right's (query i of L sees keys j <= i + S - L: the queries are the
+// last L positions of the S keys, as in a decode step or a prefill after a cached prefix).
+enum class CausalAlign { kUpperLeft, kLowerRight };
+
 struct AttentionParams {
   double scale = 1.0;
   bool causal = false;
@@ -53,21 +59,24 @@ double default_attention_scale(int64_t head_dim);
 
 // ---- DTensor form (attention_strategy.cc) ----------------------------------------------------
 // Registered as "scaled_dot_product_attention" and, with a mask, ".mask" (scale a runtime arg,
-// causal static), each with its backward op. Rows for one mesh dim ([out, lse | q, k, v(, mask)]):
-// batch-sharded (S(0) on all, a 2-d mask whole), head-sharded (S(1) on all, a 2-d mask whole),
-// query-sharded (q, out, lse S(2) with k and v whole: causal counts from each block's global
-// offset; a 4-d mask S(2), a 2-d one S(0)), and v Partial with q and k whole (attention is
-// linear in v: out Partial, lse whole). None communicates. Differentiable in q, k and v.
+// causal and its alignment static), each with its backward op. Rows for one mesh dim
+// ([out, lse | q, k, v(, mask)]): batch-sharded (S(0) on all, a 2-d mask whole), head-sharded
+// (S(1) on all, a 2-d mask whole), query-sharded (q, out, lse S(2) with k and v whole: causal
+// counts from each block's global offset, plus S - L under kLowerRight; a 4-d mask S(2), a 2-d
+// one S(0)), and v Partial with q and k whole (attention is linear in v: out Partial, lse
+// whole). None communicates. Differentiable in q, k and v.
 // scale: 1 / sqrt(E) when not given. enable_gqa (grouped-query attention, PyTorch's flag): k
 // and v may have fewer heads than q, a divisor of them; each k/v head then serves H / Hk
 // consecutive q heads (k and v go through repeat_interleave along the head dim first, so a
 // head-sharded k/v is gathered on that dim). The arguments are PyTorch's, in its order; dropout
 // is done by nn::functional::scaled_dot_product_attention (the math path), so a dropout_p other
-// than 0 raises here.
+// than 0 raises here. causal_align places is_causal's diagonal (ignored when is_causal is
+// false): kLowerRight for queries that continue a cached prefix of keys.
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      const DTensor& attn_mask = DTensor(), double dropout_p = 0.0,
                                      bool is_causal = false,
                                      std::optional<double> scale = std::nullopt,
-                                     bool enable_gqa = false);
+                                     bool enable_gqa = false,
+                                     CausalAlign causal_align = CausalAlign::kUpperLeft);
 
 }  // namespace dtensor

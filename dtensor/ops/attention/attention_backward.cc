@@ -27,7 +27,7 @@ DTensorList sdpa_grad(const BackwardContext& c, Grads g, bool has_mask) {
   std::vector<const DTensor*> in = {&g[0],       &g_lse,       &c.input(0), &c.input(1),
                                     &c.input(2), &c.output(0), &c.output(1)};
   if (has_mask) in.push_back(&c.input(3));
-  const ArgValue args[] = {scalar_arg(c.scalar(0)), c.arg<bool>(1)};
+  const ArgValue args[] = {scalar_arg(c.scalar(0)), c.arg<bool>(1), c.arg<bool>(2)};
   DTensorList grads = dispatch_multi(has_mask ? bw_mask : bw, in, args);
   if (has_mask) grads.resize(4);  // the mask receives no gradient
   return grads;

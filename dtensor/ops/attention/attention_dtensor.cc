@@ -25,7 +25,8 @@ constexpr const char* kForwardMask = "scaled_dot_product_attention.mask";
 
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      const DTensor& attn_mask, double dropout_p, bool is_causal,
-                                     std::optional<double> scale, bool enable_gqa) {
+                                     std::optional<double> scale, bool enable_gqa,
+                                     CausalAlign causal_align) {
   static const OpInfo& op = ops_op(kForward);
   static const OpInfo& op_mask = ops_op(kForwardMask);
   DT_CHECK(dropout_p == 0.0,
@@ -35,7 +36,10 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
            kForward, dropout_p);
   DT_CHECK(q.defined() && k.defined() && v.defined(), "[%s] q, k and v must be defined", kForward);
   const double s = scale ? *scale : default_attention_scale(q.dim() == 4 ? q.size(3) : 0);
-  const ArgValue args[] = {s, is_causal};
+  // The alignment only matters under causality: keyed as false otherwise, so both spellings of
+  // a non-causal call share one cache entry.
+  const bool lower_right = is_causal && causal_align == CausalAlign::kLowerRight;
+  const ArgValue args[] = {s, is_causal, lower_right};
   if (enable_gqa && q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.size(1) != q.size(1)) {
     const int64_t h = q.size(1), hk = k.size(1);
     DT_CHECK(hk > 0 && h % hk == 0 && v.size(1) == hk,
@@ -43,7 +47,8 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
              "count dividing q's)",
              kForward, h, hk, v.size(1));
     const DTensor kr = repeat_interleave(k, h / hk, 1), vr = repeat_interleave(v, h / hk, 1);
-    return scaled_dot_product_attention(q, kr, vr, attn_mask, 0.0, is_causal, s);
+    return scaled_dot_product_attention(q, kr, vr, attn_mask, 0.0, is_causal, s, false,
+                                        causal_align);
   }
   if (attn_mask.defined()) return dispatch_multi(op_mask, {&q, &k, &v, &attn_mask}, args)[0];
   return dispatch_multi(op, {&q, &k, &v}, args)[0];

@@ -2,7 +2,8 @@
 // mask), their backward ops, sharding rows and samples (the forward ops' backward formulas are
 // in attention_backward.cc). See attention.h for the rows.
 //
-// Args of every attention op: (scale [runtime], causal). The forward has two outputs, out and
+// Args of every attention op: (scale [runtime], causal, lower_right: causal's diagonal aligned
+// bottom-right, CausalAlign::kLowerRight). The forward has two outputs, out and
 // the log-sum-exp of each query row, which the backward reuses; the DTensor function returns
 // out only.
 #include <absl/strings/str_format.h>
@@ -32,12 +33,16 @@ constexpr const char* kBackward = "scaled_dot_product_attention_backward";
 constexpr const char* kBackwardMask = "scaled_dot_product_attention_backward.mask";
 
 // The kernels' parameters: scale and causal from the args, and the first query row's global
-// index from q's shard (a block of queries under the query-sharded row).
+// index from q's shard (a block of queries under the query-sharded row). Bottom-right
+// alignment shifts every query by S - L (global lengths): query i sees keys j <= i + S - L.
 AttentionParams params(const KernelContext& c, int64_t q_input) {
   AttentionParams p;
   p.scale = c.scalar(0).to<double>();
   p.causal = c.arg<bool>(1);
   p.q_offset = c.input_shard(q_input).offset[2];
+  if (p.causal && c.arg<bool>(2)) {
+    p.q_offset += c.input_spec(q_input + 1).shape()[2] - c.input_spec(q_input).shape()[2];
+  }
   return p;
 }
 
@@ -104,12 +109,14 @@ OutputMetas forward_meta(const OpSchema& s, bool has_mask) {
                      TensorMeta({q[0], q[1], q[2]}, dtype == kFloat64 ? kFloat64 : kFloat32)};
 }
 
-// Sample calls: uneven and empty shards of batch, heads and queries, causal or not, a bool
-// mask of either rank when `mask_rank` is 2 or 4.
+// Sample calls: uneven and empty shards of batch, heads and queries, causal or not (aligned
+// top-left, or bottom-right with fewer queries than keys), a bool mask of either rank when
+// `mask_rank` is 2 or 4.
 std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backward,
                                         bool short_batch = false) {
   using detail::sample;
-  auto call = [&](int64_t B, int64_t H, int64_t L, int64_t S, bool causal, double scale) {
+  auto call = [&](int64_t B, int64_t H, int64_t L, int64_t S, bool causal, double scale,
+                  bool lower_right = false) {
     const int64_t E = 3, Ev = 2;
     OpSample c;
     if (backward) {
@@ -125,13 +132,14 @@ std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backw
     }
     if (mask_rank == 2) c.inputs.push_back(sample({L, S}, kBool));
     if (mask_rank == 4) c.inputs.push_back(sample({B, H, L, S}, kBool));
-    c.args = {scale, causal};
+    c.args = {scale, causal, lower_right};
     return c;
   };
   // w - 1 batches: the last rank's batch shard is empty.
   if (short_batch) return {call(detail::short_size(w), 2, 3, 4, false, 0.5)};
   return {call(w + 1, 2 * w + 1, 2 * w + 1, w + 2, false, 0.5),
-          call(2, w + 1, 3 * w + 1, 3 * w + 1, true, 0.4)};
+          call(2, w + 1, 3 * w + 1, 3 * w + 1, true, 0.4),
+          call(2, w + 1, 2 * w + 1, 3 * w + 2, true, 0.45, /*lower_right=*/true)};
 }
 
 void register_attention(Registry& reg, bool has_mask) {

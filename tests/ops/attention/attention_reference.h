@@ -14,9 +14,11 @@
 namespace dtensor::test {
 
 // softmax(q k^T * scale + mask) v; `mask` bool (true: attend) or additive, `causal` hides
-// keys after the query. Rows that see no key are NaN here (callers avoid them or compare to 0).
+// keys j > i + diagonal from query i (diagonal 0: PyTorch's is_causal; S - L: its
+// causal_lower_right). Rows that see no key are NaN here (callers avoid them or compare to 0).
 inline DTensor attention_reference(const DTensor& q, const DTensor& k, const DTensor& v,
-                                   const DTensor& mask, bool causal, double scale) {
+                                   const DTensor& mask, bool causal, double scale,
+                                   int64_t diagonal = 0) {
   DTensor s = mul(matmul(q, transpose(k, 2, 3)), Scalar(scale));
   const double inf = std::numeric_limits<double>::infinity();
   if (mask.defined()) {
@@ -24,7 +26,9 @@ inline DTensor attention_reference(const DTensor& q, const DTensor& k, const DTe
   }
   if (causal) {
     const int64_t L = q.size(2), S = k.size(2);
-    const Tensor rows = arange(0.0, static_cast<double>(L), 1.0).reshape({L, 1});
+    const Tensor rows =
+        arange(static_cast<double>(diagonal), static_cast<double>(L + diagonal), 1.0)
+            .reshape({L, 1});
     const Tensor cols = arange(0.0, static_cast<double>(S), 1.0).reshape({1, S});
     const Tensor hidden = gt(cols, rows).to(s.to_local().device());
     const DeviceMesh& mesh = s.device_mesh();

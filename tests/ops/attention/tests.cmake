@@ -5,3 +5,7 @@ dtensor_add_mpi_test(test_attention_dtensor_mpi
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_dtensor_mpi.cc
   DEPS dtensor::ops
   RANKS 1 2 4)
+# The causal alignment (CausalAlign::kLowerRight) against the math path, also through nn.
+dtensor_add_test(test_attention_causal_align
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_causal_align.cc
+                 DEPS dtensor::nn LABELS unit)
