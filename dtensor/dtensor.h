@@ -77,6 +77,7 @@
 
 // Modules, tensor and data parallelism.
 #include "dtensor/nn/nn.h"
+#include "dtensor/parallel/context/context_parallel.h"
 #include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/parallel/distribute_module.h"
 #include "dtensor/parallel/parallelize.h"

@@ -1,0 +1,288 @@
+// Ring attention (context_parallel.h): the checks, the forward and backward rings on local
+// blocks, and the autograd function joining them.
+//
+// Forward on cp rank r, step t = 0 .. cp - 1: the k/v block of rank s = r - t (mod cp) is here;
+// the block of s - 1 is received from r - 1 (and the current one sent to r + 1) on the
+// communication thread while ring_calls' local attention_forward calls run on it. Each call
+// gives its rows' output o and log-sum-exp l, merged into the running (O, L) as the blocked
+// kernel merges its key blocks: L' = log(e^L + e^l), O' = O e^(L - L') + o e^(l - L').
+// Backward: with the final O and L, every (q rows, key block) pair's gradient is exactly what
+// attention_backward gives for that pair alone (p = exp(s - L), D = rowsum(dO * O)), so the
+// ring runs again: dq adds up locally, the contribution to block s's dk/dv is added to the
+// accumulator that arrives with it from r - 1 (the ranks that processed s before) and sent on
+// to r + 1; after cp steps the accumulator has passed every rank and lands with the owner.
+#include <absl/strings/str_format.h>
+
+#include <limits>
+#include <vector>
+
+#include "dtensor/autograd/function.h"
+#include "dtensor/collectives/comm_worker.h"
+#include "dtensor/core/detail/redistribute_no_grad.h"
+#include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/common/detail/attention_checks.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/parallel/context/context_parallel.h"
+#include "dtensor/parallel/context/ring_plan.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor {
+namespace {
+
+constexpr const char* kOp = "ring_attention";
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Message tags on the cp communicator (k, v; dk, dv): apart from other point-to-point users.
+constexpr int kKvTag = 4500;
+constexpr int kGradTag = 4510;
+
+// What every rank of one cp group agrees on for one call.
+struct Ring {
+  CommunicatorPtr comm;
+  int64_t cp = 1, rank = 0, seq_len = 0;
+  bool causal = false, load_balance = true;
+  double scale = 1.0;
+  DType acc = kFloat32;  // the merge's dtype: float64 for float64, float32 otherwise
+
+  std::vector<detail::CpSegment> segments(int64_t r) const {
+    return detail::cp_segments(seq_len, cp, r, load_balance);
+  }
+  // The cp rank whose block is here at step t.
+  int64_t source(int64_t t) const { return (rank - t + cp) % cp; }
+  // `like`'s shape with rank r's sequence length, in `dtype`, on `like`'s device (a receive
+  // buffer).
+  Tensor block(const Tensor& like, int64_t r, DType dtype) const {
+    Shape s = like.sizes();
+    s[2] = detail::cp_local_length(seq_len, cp, r, load_balance);
+    return empty(s, TensorOptions(dtype, like.device()));
+  }
+};
+
+// Sends `out` to the next rank of the ring and receives `in` from the previous one, on the
+// communication thread (so the transfer progresses while the caller computes). Even ranks send
+// first and odd ranks receive first, so a backend whose point-to-point calls wait for their
+// match in issue order (NCCL on one stream) pairs them up.
+WorkPtr ring_shift(const Ring& ring, std::vector<Tensor> out, std::vector<Tensor> in, int tag) {
+  if (ring.cp == 1) {  // our own block comes back
+    for (size_t i = 0; i < in.size(); ++i) in[i].copy_(out[i]);
+    return completed_work();
+  }
+  return submit_async([comm = ring.comm, out = std::move(out), in = std::move(in), tag] {
+    const int r = comm->rank(), n = comm->size();
+    std::vector<WorkPtr> works;
+    const auto sends = [&] {
+      for (size_t i = 0; i < out.size(); ++i) {
+        works.push_back(comm->send(out[i], (r + 1) % n, tag + static_cast<int>(i)));
+      }
+    };
+    const auto recvs = [&] {
+      for (size_t i = 0; i < in.size(); ++i) {
+        works.push_back(comm->recv(in[i], (r + n - 1) % n, tag + static_cast<int>(i)));
+      }
+    };
+    if (r % 2 == 0) {
+      sends(), recvs();
+    } else {
+      recvs(), sends();
+    }
+    for (const WorkPtr& w : works) w->wait();
+  });
+}
+
+Tensor finite(const Tensor& x) {
+  return masked_fill(x, eq(x, Scalar(-kInf)), Scalar(0.0));
+}
+
+// Merges one call's (o, l) for rows [start, start + n) into the running (out, lse); rows no
+// call has written yet hold lse -inf and weigh nothing.
+void merge_rows(const Tensor& out, const Tensor& lse, std::vector<char>& seen, int64_t start,
+                int64_t n, const AttentionResult& part) {
+  Tensor o = out.narrow(2, start, n), l = lse.narrow(2, start, n);
+  const Tensor po = part.out.to(out.dtype()), pl = part.lse.to(out.dtype());
+  bool first = true;
+  for (int64_t i = start; i < start + n; ++i) {
+    first = first && seen[static_cast<size_t>(i)] == 0;
+    seen[static_cast<size_t>(i)] = 1;
+  }
+  if (first) {
+    o.copy_(po);
+    l.copy_(pl);
+    return;
+  }
+  const Tensor shift = finite(maximum(l, pl));
+  const Tensor w_old = exp(sub(l, shift)), w_new = exp(sub(pl, shift));
+  const Tensor total = add(w_old, w_new);  // 0 only where neither has seen a key
+  const Tensor safe = masked_fill(total, eq(total, Scalar(0.0)), Scalar(1.0));
+  o.copy_(add(mul(o, div(w_old, safe).unsqueeze(-1)), mul(po, div(w_new, safe).unsqueeze(-1))));
+  l.copy_(add(shift, log(total)));
+}
+
+struct Forward {
+  Tensor out;  // q's dtype
+  Tensor lse;  // ring.acc
+};
+
+Forward ring_forward(const Ring& ring, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const std::vector<detail::CpSegment> mine = ring.segments(ring.rank);
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), Ev = v.size(3);
+  const TensorOptions acc(ring.acc, q.device());
+  const Tensor out = zeros({B, H, L, Ev}, acc);
+  const Tensor lse = full({B, H, L}, Scalar(-kInf), acc);
+  std::vector<char> seen(static_cast<size_t>(L), 0);
+  Tensor cur_k = k.contiguous(), cur_v = v.contiguous();
+  for (int64_t t = 0; t < ring.cp; ++t) {
+    const int64_t src = ring.source(t);
+    WorkPtr shift;
+    Tensor next_k, next_v;
+    if (t + 1 < ring.cp) {  // the next block travels while this one is computed
+      next_k = ring.block(k, ring.source(t + 1), k.dtype());
+      next_v = ring.block(v, ring.source(t + 1), v.dtype());
+      shift = ring_shift(ring, {cur_k, cur_v}, {next_k, next_v}, kKvTag);
+    }
+    for (const detail::RingCall& c : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
+      const AttentionResult part = attention_forward(
+          q.narrow(2, c.q_start, c.q_len), cur_k.narrow(2, c.k_start, c.k_len),
+          cur_v.narrow(2, c.k_start, c.k_len), Tensor(), {ring.scale, c.causal, c.q_offset});
+      merge_rows(out, lse, seen, c.q_start, c.q_len, part);
+    }
+    if (shift != nullptr) {
+      shift->wait();
+      cur_k = next_k, cur_v = next_v;
+    }
+  }
+  return {out.to(q.dtype()), lse};
+}
+
+AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor& out, const Tensor& lse) {
+  const std::vector<detail::CpSegment> mine = ring.segments(ring.rank);
+  const TensorOptions acc(ring.acc, q.device());
+  const Tensor dq = zeros(q.sizes(), acc);
+  const Tensor no_grad_lse = zeros(lse.sizes(), acc);  // the lse is internal: no gradient
+  const Tensor d = dout.contiguous();
+  Tensor cur_k = k.contiguous(), cur_v = v.contiguous();
+  Tensor in_k, in_v;  // the accumulators arriving from the previous rank
+  WorkPtr grads_shift;
+  for (int64_t t = 0; t < ring.cp; ++t) {
+    const int64_t src = ring.source(t);
+    WorkPtr shift;
+    Tensor next_k, next_v;
+    if (t + 1 < ring.cp) {
+      next_k = ring.block(k, ring.source(t + 1), k.dtype());
+      next_v = ring.block(v, ring.source(t + 1), v.dtype());
+      shift = ring_shift(ring, {cur_k, cur_v}, {next_k, next_v}, kKvTag);
+    }
+    const Tensor dk = zeros(cur_k.sizes(), acc), dv = zeros(cur_v.sizes(), acc);
+    for (const detail::RingCall& c : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
+      const auto rows = [&](const Tensor& x) { return x.narrow(2, c.q_start, c.q_len); };
+      const auto keys = [&](const Tensor& x) { return x.narrow(2, c.k_start, c.k_len); };
+      const AttentionGrads g =
+          attention_backward(rows(d), no_grad_lse.narrow(2, c.q_start, c.q_len), rows(q),
+                             keys(cur_k), keys(cur_v), Tensor(), rows(out),
+                             lse.narrow(2, c.q_start, c.q_len), {ring.scale, c.causal, c.q_offset});
+      add_(rows(dq), g.q.to(ring.acc));
+      add_(keys(dk), g.k.to(ring.acc));
+      add_(keys(dv), g.v.to(ring.acc));
+    }
+    // This block's accumulator: what the ranks before us added, plus our part. Waited on only
+    // now, so the previous step's transfer overlapped this step's computation.
+    Tensor sum_k = dk, sum_v = dv;
+    if (grads_shift != nullptr) {
+      grads_shift->wait();
+      sum_k = add(in_k, dk), sum_v = add(in_v, dv);
+    }
+    // Receive the accumulator of the block processed next (after the last step: our own).
+    const int64_t next = (src + ring.cp - 1) % ring.cp;
+    in_k = ring.block(dk, next, ring.acc), in_v = ring.block(dv, next, ring.acc);
+    grads_shift = ring_shift(ring, {sum_k, sum_v}, {in_k, in_v}, kGradTag);
+    if (shift != nullptr) {
+      shift->wait();
+      cur_k = next_k, cur_v = next_v;
+    }
+  }
+  grads_shift->wait();
+  return {dq.to(q.dtype()), in_k.to(k.dtype()), in_v.to(v.dtype())};
+}
+
+// The checks (from the specs alone, so every rank raises the same error) and the ring's setup.
+Ring setup(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
+           const RingAttentionOptions& options) {
+  DT_CHECK(q.defined() && k.defined() && v.defined(), "[%s] q, k and v must be defined", kOp);
+  const DeviceMesh& mesh = q.device_mesh();
+  DT_CHECK(k.device_mesh() == mesh && v.device_mesh() == mesh,
+           "[%s] q, k and v must be on one mesh, got %s, %s and %s", kOp, mesh.str(),
+           k.device_mesh().str(), v.device_mesh().str());
+  DT_CHECK(cp_dim >= 0 && cp_dim < mesh.ndim(), "[%s] cp mesh dim %d out of range for %s", kOp,
+           cp_dim, mesh.str());
+  detail::check_attention_operands(kOp, q.sizes(), k.sizes(), v.sizes(), q.dtype(), k.dtype(),
+                                   v.dtype());
+  DT_CHECK(q.size(2) == k.size(2),
+           "[%s] q has %d positions and k %d: ring attention is self-attention over one sharded "
+           "sequence",
+           kOp, q.size(2), k.size(2));
+  DT_CHECK(k.placements() == q.placements() && v.placements() == q.placements(),
+           "[%s] q, k and v must share one placement list, got %s, %s and %s", kOp,
+           placements_str(q.placements()), placements_str(k.placements()),
+           placements_str(v.placements()));
+  for (int64_t d = 0; d < mesh.ndim(); ++d) {
+    const Placement& p = q.placements()[static_cast<size_t>(d)];
+    if (d == cp_dim) {
+      DT_CHECK(p.is_shard(2),
+               "[%s] q, k and v must be Shard(2) (the sequence) on the cp mesh dim %d, got "
+               "placements %s",
+               kOp, cp_dim, placements_str(q.placements()));
+    } else {
+      DT_CHECK(p.is_replicate() || p.is_shard(0) || p.is_shard(1),
+               "[%s] mesh dim %d has %s: outside the cp dim %d q, k and v may only be Shard(0) "
+               "(batch), Shard(1) (heads) or Replicate (placements %s)",
+               kOp, d, p.str(), cp_dim, placements_str(q.placements()));
+    }
+  }
+  Ring ring;
+  ring.cp = mesh.size(cp_dim);
+  ring.seq_len = q.size(2);
+  ring.causal = options.is_causal;
+  ring.load_balance = options.load_balance;
+  ring.scale = options.scale.value_or(default_attention_scale(q.size(3)));
+  ring.acc = q.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  DT_CHECK(!(ring.causal && ring.load_balance) || ring.seq_len % (2 * ring.cp) == 0,
+           "[%s] sequence length %d cannot be load-balanced over cp = %d ranks: it must be a "
+           "multiple of 2 * cp = %d (pad it, or pass load_balance = false)",
+           kOp, ring.seq_len, ring.cp, 2 * ring.cp);
+  if (mesh.contains_me()) {
+    ring.comm = mesh.communicator(cp_dim);
+    ring.rank = ring.comm->rank();
+  }
+  return ring;
+}
+
+}  // namespace
+
+DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
+                       const RingAttentionOptions& options) {
+  const Ring ring = setup(q, k, v, cp_dim, options);
+  // The output has v's global shape, dtype and placements (q's sequence, v's head dim).
+  if (!q.device_mesh().contains_me()) return DTensor(v.to_local(), v.spec_ptr());
+  const Tensor ql = q.to_local(), kl = k.to_local(), vl = v.to_local();
+  Forward f = ring_forward(ring, ql, kl, vl);
+  const DTensor* inputs[] = {&q, &k, &v};
+  return autograd::record_function(
+      "RingAttentionBackward", inputs, DTensor(f.out, v.spec_ptr()),
+      [ring, ql, kl, vl, out = f.out, lse = f.lse,
+       specs = std::vector{q.spec_ptr(), k.spec_ptr(), v.spec_ptr()}](
+          absl::Span<const DTensor> g) -> DTensorList {
+        if (!g[0].defined()) return {DTensor(), DTensor(), DTensor()};
+        // The gradient as the output is laid out (a no-op unless it arrived otherwise).
+        const Tensor dout = detail::redistribute_no_grad(g[0], *specs[2]).to_local();
+        const AttentionGrads grads = ring_backward(ring, dout, ql, kl, vl, out, lse);
+        return {DTensor(grads.q, specs[0]), DTensor(grads.k, specs[1]), DTensor(grads.v, specs[2])};
+      });
+}
+
+DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v,
+                       std::string_view cp_dim, const RingAttentionOptions& options) {
+  DT_CHECK(q.defined(), "[%s] q must be defined", kOp);
+  return ring_attention(q, k, v, q.device_mesh().dim_index(cp_dim), options);
+}
+
+}  // namespace dtensor

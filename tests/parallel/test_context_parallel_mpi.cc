@@ -1,0 +1,252 @@
+// Context parallelism under mpirun (1, 2 and 4 ranks; at 4 also a 2x2 cp x tp mesh): ring
+// attention forward and backward against the single-device attention kernels on the whole
+// sequence, causal and not, load-balanced and natural order, uneven lengths; the traffic
+// (point to point only, the expected bytes); the head-tail layouts and rotary positions; errors.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <tuple>
+
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/functional.h"
+#include "dtensor/ops/attention/attention.h"
+#include "dtensor/parallel/context/context_parallel.h"
+#include "dtensor/parallel/context/ring_plan.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
+#include "tests/parallel/parallel_test_util.h"
+
+namespace dt = dtensor;
+using Catch::Contains;
+using dt::CollectiveKind;
+using dt::test::max_diff;
+
+namespace {
+
+dt::Tensor same_randn(dt::IntSpan shape, uint64_t seed, dt::DType dtype) {
+  dt::Generator g(seed);
+  return dt::randn(shape, {}, &g).to(dtype);
+}
+
+double tolerance(dt::DType dtype) {
+  return dtype == dt::kFloat64 ? 1e-12 : 2e-5;
+}
+
+// Single-device attention on the whole sequence (the kernels ring attention runs on blocks),
+// with the gradients of sum(out * grad).
+struct Reference {
+  dt::Tensor out, dq, dk, dv;
+};
+Reference reference(const dt::Tensor& q, const dt::Tensor& k, const dt::Tensor& v,
+                    const dt::Tensor& grad, bool causal) {
+  const dt::AttentionParams p{dt::default_attention_scale(q.size(3)), causal, 0};
+  const dt::AttentionResult f = dt::attention_forward(q, k, v, dt::Tensor(), p);
+  const dt::Tensor no_lse_grad = dt::zeros(f.lse.sizes(), dt::TensorOptions(f.lse.dtype()));
+  const dt::AttentionGrads g =
+      dt::attention_backward(grad, no_lse_grad, q, k, v, dt::Tensor(), f.out, f.lse, p);
+  return {f.out, g.q, g.k, g.v};
+}
+
+// A mesh for the case: 1-D "cp" over the world, or (at 4 ranks) 2x2 with a "tp" dim before or
+// after it that shards the heads.
+struct Layout {
+  dt::DeviceMesh mesh;
+  int64_t cp_dim = 0;
+  int64_t tp_dim = -1;
+};
+Layout make_layout(int kind) {
+  if (kind == 0) return {dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"cp"}), 0, -1};
+  if (kind == 1) return {dt::init_device_mesh(dt::kCPU, {2, 2}, {"cp", "tp"}), 0, 1};
+  return {dt::init_device_mesh(dt::kCPU, {2, 2}, {"tp", "cp"}), 1, 0};
+}
+
+// A whole tensor (the same on every rank) laid out for the ring: heads Shard(1) on tp, the
+// sequence (dim `seq`) in the case's order Shard(seq) on cp.
+dt::DTensor lay_out(const dt::Tensor& whole, const Layout& l, int64_t seq, bool load_balance,
+                    bool heads = true) {
+  dt::Placements rep(static_cast<size_t>(l.mesh.ndim()), dt::Replicate());
+  dt::DTensor x = dt::DTensor::from_local(whole, l.mesh, rep);
+  if (l.tp_dim >= 0 && heads) {
+    dt::Placements p = rep;
+    p[static_cast<size_t>(l.tp_dim)] = dt::Shard(1);
+    x = x.redistribute(p);
+  }
+  return dt::context_parallel_shard(x, l.cp_dim, seq, load_balance);
+}
+
+// Back to a whole tensor in the natural order.
+dt::Tensor whole(const dt::DTensor& x, const Layout& l, int64_t seq, bool load_balance) {
+  return dt::context_parallel_unshard(x, l.cp_dim, seq, load_balance).full_tensor();
+}
+
+}  // namespace
+
+TEST_CASE("ring plan: head-tail segments and calls balance the causal work", "[cp][plan]") {
+  using dt::detail::cp_segments;
+  using dt::detail::ring_calls;
+  using dt::detail::RingCall;
+  // S = 8 over cp = 2: chunks of 2; rank 0 holds 0 and 3, rank 1 holds 1 and 2.
+  const auto r0 = cp_segments(8, 2, 0, true), r1 = cp_segments(8, 2, 1, true);
+  REQUIRE(r0.size() == 2);
+  CHECK((r0[0].global_start == 0 && r0[1].global_start == 6 && r0[1].local_start == 2));
+  CHECK((r1[0].global_start == 2 && r1[1].global_start == 4));
+  // Own block: the two diagonal chunks masked, the tail against the head whole.
+  CHECK(ring_calls(r0, r0, true) == std::vector<RingCall>{{0, 2, 0, 2, true, 0},
+                                                          {2, 2, 0, 2, false, 0},
+                                                          {2, 2, 2, 2, true, 0}});
+  // Rank 1 against rank 0's block: all q against the head chunk (one merged call).
+  CHECK(ring_calls(r1, r0, true) == std::vector<RingCall>{{0, 4, 0, 2, false, 0}});
+  // Rank 0 against rank 1's block: the tail chunk against all keys (one merged call).
+  CHECK(ring_calls(r0, r1, true) == std::vector<RingCall>{{2, 2, 0, 4, false, 0}});
+  // Without causality one call covers both blocks.
+  CHECK(ring_calls(r0, r1, false) == std::vector<RingCall>{{0, 4, 0, 4, false, 0}});
+
+  // cp = 4, S = 32: every rank's causal work (score entries computed, a masked diagonal chunk
+  // counting whole) is the same; in the natural order the last rank does the most.
+  const auto work = [](int64_t cp, int64_t r, bool lb) {
+    int64_t w = 0;
+    for (int64_t s = 0; s < cp; ++s) {
+      for (const RingCall& c :
+           ring_calls(cp_segments(32, cp, r, lb), cp_segments(32, cp, s, lb), true)) {
+        w += c.q_len * c.k_len;
+      }
+    }
+    return w;
+  };
+  for (int64_t r = 1; r < 4; ++r) CHECK(work(4, r, true) == work(4, 0, true));
+  CHECK(work(4, 3, false) > 3 * work(4, 0, false));
+  // Uneven natural order (torch.chunk: 3, 3, 3, 0 for 9 over 4): segments cover the sequence.
+  int64_t covered = 0;
+  for (int64_t r = 0; r < 4; ++r) covered += dt::detail::cp_local_length(9, 4, r, false);
+  CHECK(covered == 9);
+  CHECK(cp_segments(9, 4, 3, false).empty());
+}
+
+TEST_CASE("ring attention equals single-device attention, forward and backward", "[cp]") {
+  const int world = dt::world_size();
+  const int kind = world == 4 ? GENERATE(0, 1, 2) : 0;
+  const Layout l = make_layout(kind);
+  const int64_t cp = l.mesh.size(l.cp_dim);
+  const dt::DType dtype = GENERATE(dt::kFloat64, dt::kFloat32);
+  const bool causal = GENERATE(false, true);
+  const bool load_balance = GENERATE(true, false);
+  // Even lengths (a multiple of 2 * cp), and uneven ones in the natural order (torch.chunk
+  // blocks; cp * 3 + 1 and one shorter than cp leave ranks with fewer or no rows).
+  const int64_t seq = load_balance ? GENERATE_COPY(2 * cp * 3, 2 * cp * 20)
+                                   : GENERATE_COPY(cp * 3 + 1, std::max<int64_t>(cp - 1, 1));
+  CAPTURE(kind, dt::dtype_name(dtype), causal, load_balance, seq);
+  const int64_t B = 2, H = 4, D = 8;
+  const dt::Tensor q = same_randn({B, H, seq, D}, 1, dtype);
+  const dt::Tensor k = same_randn({B, H, seq, D}, 2, dtype);
+  const dt::Tensor v = same_randn({B, H, seq, D}, 3, dtype);
+  const dt::Tensor g = same_randn({B, H, seq, D}, 4, dtype);
+  const Reference ref = reference(q, k, v, g, causal);
+
+  dt::DTensor qd = lay_out(q, l, 2, load_balance).detach().requires_grad_();
+  dt::DTensor kd = lay_out(k, l, 2, load_balance).detach().requires_grad_();
+  dt::DTensor vd = lay_out(v, l, 2, load_balance).detach().requires_grad_();
+  const dt::DTensor out =
+      dt::ring_attention(qd, kd, vd, l.cp_dim, {.is_causal = causal, .load_balance = load_balance});
+  CHECK(out.placements() == qd.placements());
+  CHECK(max_diff(whole(out, l, 2, load_balance), ref.out) <= tolerance(dtype));
+  out.backward(lay_out(g, l, 2, load_balance));
+  CHECK(max_diff(whole(qd.grad(), l, 2, load_balance), ref.dq) <= tolerance(dtype));
+  CHECK(max_diff(whole(kd.grad(), l, 2, load_balance), ref.dk) <= tolerance(dtype));
+  CHECK(max_diff(whole(vd.grad(), l, 2, load_balance), ref.dv) <= tolerance(dtype));
+}
+
+TEST_CASE("ring attention communicates point to point only, the expected bytes", "[cp]") {
+  const Layout l = make_layout(dt::world_size() == 4 ? 1 : 0);
+  const int64_t cp = l.mesh.size(l.cp_dim);
+  const dt::DType dtype = GENERATE(dt::kFloat64, dt::kFloat32);
+  const int64_t B = 2, H = 4, S = 8 * cp, D = 8;
+  dt::DTensor q = lay_out(same_randn({B, H, S, D}, 1, dtype), l, 2, true).detach();
+  dt::DTensor k = lay_out(same_randn({B, H, S, D}, 2, dtype), l, 2, true).detach();
+  dt::DTensor v = lay_out(same_randn({B, H, S, D}, 3, dtype), l, 2, true).detach();
+  q.requires_grad_(), k.requires_grad_(), v.requires_grad_();
+  const dt::DTensor g = lay_out(same_randn({B, H, S, D}, 4, dtype), l, 2, true);
+  // Every rank holds a block of the same size: k's and v's local bytes.
+  const int64_t block = k.to_local().nbytes();
+  dt::DTensor out;
+  {
+    dt::CommDebugMode comm;
+    out = dt::ring_attention(q, k, v, "cp", {.is_causal = true});
+    CHECK(comm.count(CollectiveKind::kSend) == 2 * (cp - 1));
+    CHECK(comm.count(CollectiveKind::kRecv) == 2 * (cp - 1));
+    CHECK(comm.bytes(CollectiveKind::kSend) == 2 * (cp - 1) * block);
+    CHECK(comm.total_count() == 4 * (cp - 1));
+  }
+  {
+    dt::CommDebugMode comm;
+    out.backward(g);
+    // k and v again (cp - 1 hops), then dk and dv (cp hops, in the merge dtype: float32 and
+    // float64 inputs keep theirs).
+    CHECK(comm.count(CollectiveKind::kSend) == 2 * (cp - 1) + (cp > 1 ? 2 * cp : 0));
+    CHECK(comm.count(CollectiveKind::kRecv) == comm.count(CollectiveKind::kSend));
+    CHECK(comm.bytes(CollectiveKind::kSend) ==
+          2 * (cp - 1) * block + (cp > 1 ? 2 * cp * block : 0));
+    CHECK(comm.total_count() == 2 * comm.count(CollectiveKind::kSend));
+  }
+}
+
+TEST_CASE("head-tail layouts: shard, unshard and rotary positions", "[cp]") {
+  const Layout l = make_layout(0);
+  const int64_t cp = l.mesh.size(0);
+  // The order itself on a local tensor: chunks 0, 2cp-1, 1, 2cp-2, ...
+  const dt::Tensor pos =
+      dt::arange(0.0, static_cast<double>(4 * cp), 1.0, dt::TensorOptions(dt::kInt64));
+  const dt::Tensor ht = dt::head_tail_order(pos, 0, cp);
+  const auto ids = ht.to_vector<int64_t>();
+  for (int64_t r = 0; r < cp; ++r) {
+    CHECK(ids[static_cast<size_t>(4 * r)] == 2 * r);
+    CHECK(ids[static_cast<size_t>(4 * r + 2)] == 2 * (2 * cp - 1 - r));
+  }
+  CHECK(max_diff(dt::natural_order(ht, 0, cp), pos) == 0);
+  // Integer inputs (token ids, labels) through the DTensor round trip.
+  const dt::Tensor tokens = pos.reshape({1, 4 * cp});
+  const dt::DTensor sharded = lay_out(tokens, l, 1, true, /*heads=*/false);
+  CHECK(max_diff(sharded.to_local(),
+                 ht.reshape({1, 4 * cp}).narrow(1, 4 * l.mesh.get_local_rank(0), 4)) == 0);
+  CHECK(max_diff(whole(sharded, l, 1, true), tokens) == 0);
+
+  // Rotary embeddings on a head-tail-sharded x [B, S, H, D] with the reordered tables equal the
+  // whole sequence's, each position rotated by its global angle.
+  const int64_t S = 6 * cp, D = 8;
+  const dt::Tensor x = same_randn({2, S, 3, D}, 7, dt::kFloat64);
+  const auto tables = dt::nn::functional::rotary_tables(S + 5, D, 10000.0, dt::kFloat64);
+  const dt::Tensor ref = dt::nn::functional::apply_rotary_emb(
+                             dt::DTensor::from_local(x, l.mesh, {dt::Replicate()}), tables)
+                             .full_tensor();
+  const dt::DTensor xs = lay_out(x, l, 1, true, /*heads=*/false);
+  const dt::DTensor rotated =
+      dt::nn::functional::apply_rotary_emb(xs, dt::context_parallel_rotary_tables(tables, S, cp));
+  // (On one rank the op may pick another placement of the same single shard.)
+  if (cp > 1) CHECK(rotated.placements() == xs.placements());
+  CHECK(max_diff(whole(rotated.redistribute(xs.placements()), l, 1, true), ref) <= 1e-15);
+}
+
+TEST_CASE("context parallel errors, on every rank", "[cp][errors]") {
+  const Layout l = make_layout(0);
+  const int64_t cp = l.mesh.size(0);
+  const int64_t B = 1, H = 2, D = 4;
+  // A length load balancing cannot cut into 2 * cp equal chunks.
+  const int64_t odd = 2 * cp + 1;
+  const dt::Tensor w = same_randn({B, H, odd, D}, 1, dt::kFloat32);
+  CHECK_THROWS_WITH(lay_out(w, l, 2, true), Contains("multiple of 2 * cp"));
+  const dt::DTensor s = lay_out(w, l, 2, false);
+  CHECK_THROWS_WITH(dt::ring_attention(s, s, s, 0, {.is_causal = true}),
+                    Contains("[ring_attention] sequence length") && Contains("multiple of 2 * cp"));
+  // Not sequence-sharded on the cp dim.
+  const dt::DTensor rep = dt::DTensor::from_local(w, l.mesh, {dt::Replicate()});
+  CHECK_THROWS_WITH(dt::ring_attention(rep, rep, rep, "cp"),
+                    Contains("must be Shard(2) (the sequence) on the cp mesh dim 0"));
+  // Mismatched placements, and a cross-attention shape.
+  const dt::Tensor w2 = same_randn({B, H, 2 * odd, D}, 2, dt::kFloat32);
+  const dt::DTensor longer = lay_out(w2, l, 2, false);
+  CHECK_THROWS_WITH(dt::ring_attention(s, longer, longer, 0, {.load_balance = false}),
+                    Contains("self-attention"));
+  CHECK_THROWS_WITH(dt::ring_attention(s, rep, rep, 0), Contains("share one placement list"));
+  // Unsharding what is not sequence-sharded.
+  CHECK_THROWS_WITH(dt::context_parallel_unshard(rep, 0, 2), Contains("expected S(2)"));
+}
