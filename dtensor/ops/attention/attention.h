@@ -67,11 +67,13 @@ double default_attention_scale(int64_t head_dim);
 // whole). None communicates. Differentiable in q, k and v.
 // scale: 1 / sqrt(E) when not given. enable_gqa (grouped-query attention, PyTorch's flag): k
 // and v may have fewer heads than q, a divisor of them; each k/v head then serves H / Hk
-// consecutive q heads (k and v go through repeat_interleave along the head dim first, so a
-// head-sharded k/v is gathered on that dim). The arguments are PyTorch's, in its order; dropout
-// is done by nn::functional::scaled_dot_product_attention (the math path), so a dropout_p other
-// than 0 raises here. causal_align places is_causal's diagonal (ignored when is_causal is
-// false): kLowerRight for queries that continue a cached prefix of keys.
+// consecutive q heads (k and v go through repeat_interleave along the head dim first, which
+// keeps a head shard when every rank's q heads map onto its own k/v heads: Hk divisible by the
+// ranks sharding the heads, or uneven but aligned; otherwise k/v heads are gathered). The
+// arguments are PyTorch's, in its order; dropout is done by
+// nn::functional::scaled_dot_product_attention (the math path), so a dropout_p other than 0
+// raises here. causal_align places is_causal's diagonal (ignored when is_causal is false):
+// kLowerRight for queries that continue a cached prefix of keys.
 DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const DTensor& v,
                                      const DTensor& attn_mask = DTensor(), double dropout_p = 0.0,
                                      bool is_causal = false,

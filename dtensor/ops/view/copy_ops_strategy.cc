@@ -4,7 +4,8 @@
 // so Partial inputs pass through.
 //
 // Rows: a dim the op leaves in place keeps its shard ([S(d) | S(d)]); a flipped, rolled or
-// repeated dim has no row (replicated first). tril / triu keep every dim: a shard applies the
+// repeated dim has no row (replicated first), except repeat_interleave's dim where every shard
+// maps onto its own repeats (repeat_keeps_shards). tril / triu keep every dim: a shard applies the
 // diagonal shifted by its global offsets, diagonal + row offset - column offset, which selects
 // exactly the elements of the full triangle it holds.
 #include <algorithm>
@@ -55,11 +56,47 @@ Shape repeat_map(const OpSchema& s) {
   return map;
 }
 
-// repeat_interleave (args repeats, dim): every dim but the repeated one.
+// Whether a dim of n elements, sharded over any set of the mesh's dims (nested in mesh-dim
+// order, torch.chunk at each level), has on every rank after repeat_interleave(r) exactly the
+// repeats of its own elements: the output shard is [r * offset, r * (offset + size)). Then the
+// repeated dim keeps its shard with no communication: k/v heads repeated for grouped-query
+// attention when each rank's q heads map onto its own kv heads (Hk divisible by the ranks, or
+// uneven but aligned: 3 heads x 2 on 4 ranks, [1, 1, 1, 0] -> [2, 2, 2, 0]). Every set of mesh
+// dims is checked because a row is expanded on each mesh dim independently.
+bool repeat_keeps_shards(int64_t n, int64_t r, IntSpan mesh_shape) {
+  const size_t nd = mesh_shape.size();
+  const int64_t in_shape[] = {n}, out_shape[] = {n * r};
+  for (uint32_t set = 1; set < (1u << nd); ++set) {
+    Placements p;
+    for (size_t m = 0; m < nd; ++m) {
+      p.push_back((set >> m) & 1u ? Placement(Shard(0)) : Placement(Replicate()));
+    }
+    Shape coord(nd, 0);
+    for (bool more = true; more;) {
+      const LocalShard in = compute_local_shape_and_offset(in_shape, mesh_shape, coord, p);
+      const LocalShard out = compute_local_shape_and_offset(out_shape, mesh_shape, coord, p);
+      if (out.offset[0] != r * in.offset[0] || out.shape[0] != r * in.shape[0]) return false;
+      // The next coordinate, the last mesh dim fastest.
+      more = false;
+      for (size_t m = nd; m-- > 0;) {
+        if (++coord[m] < mesh_shape[m]) {
+          more = true;
+          break;
+        }
+        coord[m] = 0;
+      }
+    }
+  }
+  return true;
+}
+
+// repeat_interleave (args repeats, dim): every dim but the repeated one, which keeps its shard
+// too where repeat_keeps_shards holds.
 Shape repeat_interleave_map(const OpSchema& s) {
   Shape map = identity_map(s);
-  map[detail::check_repeat_interleave(s.input(0).shape(), s.arg<int64_t>(0), s.arg<int64_t>(1))] =
-      -1;
+  const int64_t r = s.arg<int64_t>(0);
+  const int64_t d = detail::check_repeat_interleave(s.input(0).shape(), r, s.arg<int64_t>(1));
+  if (!repeat_keeps_shards(s.input(0).shape()[d], r, s.mesh().shape())) map[d] = -1;
   return map;
 }
 
@@ -184,11 +221,17 @@ std::vector<OpSample> repeat_samples(int64_t w) {
   return {one(sample({3 * w + 1, 3}), {Shape{1, 2}}), one(sample({2, 3 * w + 1}), {Shape{2, 1, 1}}),
           one(sample({detail::short_size(w), 3}), {Shape{1, 2}})};
 }
+// The repeated dim keeps its shard when aligned: even (2w k/v heads, grouped-query attention's
+// [B, Hk, S, D]), uneven or empty (w - 1 heads: aligned x2 and x3 on 4 ranks, not on 2).
 std::vector<OpSample> repeat_interleave_samples(int64_t w) {
+  const int64_t s = detail::short_size(w);
   return {one(sample({3 * w + 1, 3}), {int64_t{2}, int64_t{1}}),
           one(sample({2, 3 * w + 1}), {int64_t{3}, int64_t{0}}),
           one(sample({2 * w, 2}), {int64_t{2}, int64_t{-2}}),
-          one(sample({detail::short_size(w), 3}), {int64_t{2}, int64_t{1}})};
+          one(sample({s, 3}), {int64_t{2}, int64_t{1}}),
+          one(sample({2, 2 * w, 3, 2}), {int64_t{2}, int64_t{1}}),
+          one(sample({1, s, 2, 2}), {int64_t{3}, int64_t{1}}),
+          one(sample({2, s, 2, 2}), {int64_t{2}, int64_t{1}})};
 }
 std::vector<OpSample> diagonal_samples(int64_t w) {
   const int64_t n = 3 * w + 1;

@@ -9,3 +9,8 @@ dtensor_add_mpi_test(test_attention_dtensor_mpi
 dtensor_add_test(test_attention_causal_align
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_causal_align.cc
                  DEPS dtensor::nn LABELS unit)
+# Grouped-query attention with head-sharded q and k/v: no collective (issue 43 item 3).
+dtensor_add_mpi_test(test_attention_gqa_mpi
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_gqa_mpi.cc
+  DEPS dtensor::ops
+  RANKS 1 2 4)
