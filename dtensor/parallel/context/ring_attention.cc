@@ -23,6 +23,7 @@
 #include "dtensor/ops/common/detail/attention_checks.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/parallel/context/context_parallel.h"
+#include "dtensor/parallel/context/detail/ring_exchange.h"
 #include "dtensor/parallel/context/ring_plan.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -57,37 +58,6 @@ struct Ring {
     return empty(s, TensorOptions(dtype, like.device()));
   }
 };
-
-// Sends `out` to the next rank of the ring and receives `in` from the previous one, on the
-// communication thread (so the transfer progresses while the caller computes). Even ranks send
-// first and odd ranks receive first, so a backend whose point-to-point calls wait for their
-// match in issue order (NCCL on one stream) pairs them up.
-WorkPtr ring_shift(const Ring& ring, std::vector<Tensor> out, std::vector<Tensor> in, int tag) {
-  if (ring.cp == 1) {  // our own block comes back
-    for (size_t i = 0; i < in.size(); ++i) in[i].copy_(out[i]);
-    return completed_work();
-  }
-  return submit_async([comm = ring.comm, out = std::move(out), in = std::move(in), tag] {
-    const int r = comm->rank(), n = comm->size();
-    std::vector<WorkPtr> works;
-    const auto sends = [&] {
-      for (size_t i = 0; i < out.size(); ++i) {
-        works.push_back(comm->send(out[i], (r + 1) % n, tag + static_cast<int>(i)));
-      }
-    };
-    const auto recvs = [&] {
-      for (size_t i = 0; i < in.size(); ++i) {
-        works.push_back(comm->recv(in[i], (r + n - 1) % n, tag + static_cast<int>(i)));
-      }
-    };
-    if (r % 2 == 0) {
-      sends(), recvs();
-    } else {
-      recvs(), sends();
-    }
-    for (const WorkPtr& w : works) w->wait();
-  });
-}
 
 Tensor finite(const Tensor& x) {
   return masked_fill(x, eq(x, Scalar(-kInf)), Scalar(0.0));
@@ -137,7 +107,7 @@ Forward ring_forward(const Ring& ring, const Tensor& q, const Tensor& k, const T
     if (t + 1 < ring.cp) {  // the next block travels while this one is computed
       next_k = ring.block(k, ring.source(t + 1), k.dtype());
       next_v = ring.block(v, ring.source(t + 1), v.dtype());
-      shift = ring_shift(ring, {cur_k, cur_v}, {next_k, next_v}, kKvTag);
+      shift = detail::ring_shift(ring.comm, {cur_k, cur_v}, {next_k, next_v}, kKvTag);
     }
     for (const detail::RingCall& c : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
       const AttentionResult part = attention_forward(
@@ -170,7 +140,7 @@ AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor&
     if (t + 1 < ring.cp) {
       next_k = ring.block(k, ring.source(t + 1), k.dtype());
       next_v = ring.block(v, ring.source(t + 1), v.dtype());
-      shift = ring_shift(ring, {cur_k, cur_v}, {next_k, next_v}, kKvTag);
+      shift = detail::ring_shift(ring.comm, {cur_k, cur_v}, {next_k, next_v}, kKvTag);
     }
     const Tensor dk = zeros(cur_k.sizes(), acc), dv = zeros(cur_v.sizes(), acc);
     for (const detail::RingCall& c : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
@@ -194,7 +164,7 @@ AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor&
     // Receive the accumulator of the block processed next (after the last step: our own).
     const int64_t next = (src + ring.cp - 1) % ring.cp;
     in_k = ring.block(dk, next, ring.acc), in_v = ring.block(dv, next, ring.acc);
-    grads_shift = ring_shift(ring, {sum_k, sum_v}, {in_k, in_v}, kGradTag);
+    grads_shift = detail::ring_shift(ring.comm, {sum_k, sum_v}, {in_k, in_v}, kGradTag);
     if (shift != nullptr) {
       shift->wait();
       cur_k = next_k, cur_v = next_v;
@@ -285,4 +255,35 @@ DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v,
   return ring_attention(q, k, v, q.device_mesh().dim_index(cp_dim), options);
 }
 
+namespace detail {
+
+WorkPtr ring_shift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::vector<Tensor> in,
+                   int tag) {
+  if (comm->size() == 1) {  // our own block comes back
+    for (size_t i = 0; i < in.size(); ++i) in[i].copy_(out[i]);
+    return completed_work();
+  }
+  return submit_async([comm, out = std::move(out), in = std::move(in), tag] {
+    const int r = comm->rank(), n = comm->size();
+    std::vector<WorkPtr> works;
+    const auto sends = [&] {
+      for (size_t i = 0; i < out.size(); ++i) {
+        works.push_back(comm->send(out[i], (r + 1) % n, tag + static_cast<int>(i)));
+      }
+    };
+    const auto recvs = [&] {
+      for (size_t i = 0; i < in.size(); ++i) {
+        works.push_back(comm->recv(in[i], (r + n - 1) % n, tag + static_cast<int>(i)));
+      }
+    };
+    if (r % 2 == 0) {
+      sends(), recvs();
+    } else {
+      recvs(), sends();
+    }
+    for (const WorkPtr& w : works) w->wait();
+  });
+}
+
+}  // namespace detail
 }  // namespace dtensor

@@ -1,0 +1,173 @@
+// Ring attention vs gathering k/v (issue 45 item 4): attention over a sequence sharded on a cp
+// mesh dim of all the ranks,
+//
+//   mpirun -np N bench_ring_attention [--batch 1] [--heads 4] [--seq 2048] [--head-dim 64]
+//                                     [--iters 5] [--warmup 1] [--json FILE]
+//
+// for causal (ring: head-tail layout) and full attention, forward and forward + backward:
+//   ring    dt::ring_attention (k/v blocks passed round the ring, overlapped with the blocks'
+//           compute);
+//   gather  k and v all-gathered (redistribute to Replicate), then scaled_dot_product_attention
+//           on the query shard (natural order: the op's query-sharded row; under causality the
+//           last rank does the most work, which is what load balancing removes);
+// and, to measure the overlap, the ring's two halves alone: its local attention calls on blocks
+// of the same shapes with no message (compute), and its messages with no compute (comm).
+// hidden = (compute + comm - ring) / comm: the share of the ring's communication that ran
+// behind its computation (1: all of it; 0: none). Times are medians over interleaved runs, max
+// over ranks. The run fails unless ring and gather give the same output (float32, 1e-4).
+#include <mpi.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "benchmarks/common/bench_common.h"
+#include "benchmarks/common/bench_util.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/ops/attention/attention.h"
+#include "dtensor/parallel/context/detail/ring_exchange.h"
+#include "dtensor/parallel/context/ring_plan.h"
+
+namespace dt = dtensor;
+namespace bench = dtensor::bench;
+
+namespace {
+
+constexpr int kTag = 4600;
+
+struct Case {
+  bool causal;
+  const char* name;
+};
+
+int run(int argc, char** argv) {
+  bench::Flags flags(argc, argv);
+  const int64_t B = flags.i64("batch", 1), H = flags.i64("heads", 4), S = flags.i64("seq", 2048),
+                D = flags.i64("head-dim", 64);
+  const int64_t iters = flags.i64("iters", 5), warmup = flags.i64("warmup", 1);
+  const int world = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {world}, {"cp"});
+  const dt::CommunicatorPtr& comm = mesh.communicator(0);
+  const int64_t cp = world, rank = mesh.get_local_rank(0);
+  bench::JsonLines json("bench_ring_attention", flags.str("json", ""));
+  bench::print0(
+      "# bench_ring_attention: q/k/v [%lld, %lld, %lld, %lld] float32 sequence-sharded over cp = "
+      "%d; median of %lld runs (max over ranks), ms\n",
+      (long long)B, (long long)H, (long long)S, (long long)D, world, (long long)iters);
+  bench::print0("%-7s %9s %9s %9s %9s %9s %9s %8s %9s %9s %8s\n", "case", "ring_f", "gather_f",
+                "ring_fb", "gather_fb", "comp_f", "comm_f", "hidden_f", "comp_b", "comm_b",
+                "hidden_b");
+
+  dt::Generator gen(11);
+  const dt::Tensor qw = dt::randn({B, H, S, D}, {}, &gen), kw = dt::randn({B, H, S, D}, {}, &gen),
+                   vw = dt::randn({B, H, S, D}, {}, &gen), gw = dt::randn({B, H, S, D}, {}, &gen);
+  const auto replicated = [&](const dt::Tensor& t) {
+    return dt::DTensor::from_local(t, mesh, {dt::Replicate()});
+  };
+  int bad = 0;
+  for (const Case c : {Case{true, "causal"}, Case{false, "full"}}) {
+    // Ring inputs in the head-tail layout; gather inputs in the natural order.
+    const auto ring_in = [&](const dt::Tensor& t) {
+      return dt::context_parallel_shard(replicated(t), 0, 2).detach();
+    };
+    const auto nat_in = [&](const dt::Tensor& t) {
+      return replicated(t).redistribute({dt::Shard(2)}).detach();
+    };
+    const dt::DTensor rq = ring_in(qw), rk = ring_in(kw), rv = ring_in(vw), rg = ring_in(gw);
+    const dt::DTensor nq = nat_in(qw), nk = nat_in(kw), nv = nat_in(vw), ng = nat_in(gw);
+    dt::DTensor rqg = rq.detach().requires_grad_(), rkg = rk.detach().requires_grad_(),
+                rvg = rv.detach().requires_grad_();
+    dt::DTensor nqg = nq.detach().requires_grad_(), nkg = nk.detach().requires_grad_(),
+                nvg = nv.detach().requires_grad_();
+    const dt::RingAttentionOptions opts{.is_causal = c.causal};
+    const auto ring_f = [&] { return dt::ring_attention(rq, rk, rv, 0, opts); };
+    const auto gather_f = [&](const dt::DTensor& q, const dt::DTensor& k, const dt::DTensor& v) {
+      return dt::scaled_dot_product_attention(q, k.redistribute({dt::Replicate()}),
+                                              v.redistribute({dt::Replicate()}), dt::DTensor(), 0.0,
+                                              c.causal);
+    };
+    // Same output (both back in the natural order).
+    const dt::Tensor a = dt::context_parallel_unshard(ring_f(), 0, 2).full_tensor();
+    const dt::Tensor b = gather_f(nq, nk, nv).full_tensor();
+    const double diff = dt::max(dt::abs(dt::sub(a, b))).to(dt::kFloat64).item<double>();
+    if (!(diff <= 1e-4)) bad = 1;
+
+    // The ring's halves: the same local calls on this rank's own blocks (the blocks of the other
+    // ranks have the same shapes under load balancing), and the same messages.
+    const dt::Tensor ql = rq.to_local(), kl = rk.to_local(), vl = rv.to_local(), gl = rg.to_local();
+    const double scale = dt::default_attention_scale(D);
+    const auto mine = dt::detail::cp_segments(S, cp, rank, true);
+    const dt::AttentionResult fwd = dt::attention_forward(ql, kl, vl, dt::Tensor(), {scale});
+    const dt::Tensor no_lse = dt::zeros(fwd.lse.sizes());
+    const auto compute = [&](bool backward) {
+      for (int64_t t = 0; t < cp; ++t) {
+        const auto theirs = dt::detail::cp_segments(S, cp, (rank - t + cp) % cp, true);
+        for (const dt::detail::RingCall& rc : dt::detail::ring_calls(mine, theirs, c.causal)) {
+          const auto rows = [&](const dt::Tensor& x) { return x.narrow(2, rc.q_start, rc.q_len); };
+          const auto keys = [&](const dt::Tensor& x) { return x.narrow(2, rc.k_start, rc.k_len); };
+          const dt::AttentionParams p{scale, rc.causal, rc.q_offset};
+          if (backward) {
+            dt::attention_backward(rows(gl), no_lse.narrow(2, rc.q_start, rc.q_len), rows(ql),
+                                   keys(kl), keys(vl), dt::Tensor(), rows(fwd.out),
+                                   fwd.lse.narrow(2, rc.q_start, rc.q_len), p);
+          } else {
+            dt::attention_forward(rows(ql), keys(kl), keys(vl), dt::Tensor(), p);
+          }
+        }
+      }
+    };
+    const auto messages = [&](int64_t hops) {
+      for (int64_t t = 0; t < hops; ++t) {
+        dt::detail::ring_shift(comm, {kl, vl}, {dt::empty_like(kl), dt::empty_like(vl)}, kTag)
+            ->wait();
+      }
+    };
+    const std::vector<std::function<void()>> fns = {
+        [&] { ring_f(); },
+        [&] { gather_f(nq, nk, nv); },
+        [&] { dt::ring_attention(rqg, rkg, rvg, 0, opts).backward(rg); },
+        [&] { gather_f(nqg, nkg, nvg).backward(ng); },
+        [&] { compute(false); },
+        [&] { messages(cp - 1); },
+        [&] { compute(true); },
+        // Backward: k/v again (cp - 1 hops) and dk/dv (cp hops).
+        [&] { messages(cp - 1 + cp); },
+    };
+    const std::vector<bench::Stats> st =
+        bench::time_interleaved(fns, warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
+    const auto ms = [&](size_t i) { return st[i].median * 1e3; };
+    const auto hidden = [](double ring, double comp, double comm_t) {
+      return comm_t > 0 ? std::clamp((comp + comm_t - ring) / comm_t, 0.0, 1.0) : 0.0;
+    };
+    const double hidden_f = hidden(ms(0), ms(4), ms(5));
+    const double hidden_b = hidden(ms(2) - ms(0), ms(6), ms(7));
+    bench::print0("%-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %8.2f %9.2f %9.2f %8.2f\n", c.name,
+                  ms(0), ms(1), ms(2), ms(3), ms(4), ms(5), hidden_f, ms(6), ms(7), hidden_b);
+    json.write(json.record(c.name)
+                   .add("ranks", world)
+                   .add("seq", S)
+                   .add("heads", H)
+                   .add("head_dim", D)
+                   .add_stats("ring_fwd", st[0])
+                   .add_stats("gather_fwd", st[1])
+                   .add_stats("ring_fwd_bwd", st[2])
+                   .add_stats("gather_fwd_bwd", st[3])
+                   .add_stats("ring_compute_fwd", st[4])
+                   .add_stats("ring_comm_fwd", st[5])
+                   .add_stats("ring_compute_bwd", st[6])
+                   .add_stats("ring_comm_bwd", st[7])
+                   .add("hidden_fwd", hidden_f)
+                   .add("hidden_bwd", hidden_b)
+                   .add("max_diff", diff));
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (bad != 0) bench::print0("ring and gather outputs DIFFER\n");
+  return bad;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_main(argc, argv, run);
+}

@@ -1,0 +1,20 @@
+// The one message pattern of ring attention (ring_attention.cc), exposed for the benchmark that
+// times the ring's communication alone (benchmarks/context_parallel).
+#pragma once
+
+#include <vector>
+
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor::detail {
+
+// Sends each of `out` to the next rank of `comm`'s ring and receives each of `in` from the
+// previous one (tags tag, tag + 1, ...), on the communication thread (comm_worker.h), so the
+// transfer progresses while the caller computes; wait() on the result. Even ranks send first
+// and odd ranks receive first, so a backend whose point-to-point calls wait for their match in
+// issue order (NCCL on one stream) pairs them up. One rank: `in` = `out`, no message.
+WorkPtr ring_shift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::vector<Tensor> in,
+                   int tag);
+
+}  // namespace dtensor::detail
