@@ -94,6 +94,12 @@
 // Compiling a training step: capture, passes, replay.
 #include "dtensor/compile/compile.h"
 
+// Ready models (Hugging Face architectures), their parallelization and KV cache.
+#include "dtensor/models/kv_cache.h"
+#include "dtensor/models/llama.h"
+#include "dtensor/models/llama_config.h"
+#include "dtensor/models/llama_plan.h"
+
 namespace dtensor::detail {
 // DTensor's recorded members (redistribute, backward, ...) and view members (x.view(...), ...)
 // live in the core and reach the autograd and ops libraries through hooks those libraries

@@ -10,6 +10,7 @@
 #include "dtensor/ops/attention/attention.h"
 #include "dtensor/ops/common/detail/attention_checks.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/index.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/ops/view/copy_ops.h"
@@ -164,13 +165,24 @@ RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta, DTyp
            "[rotary_tables] seq_len %d, head_dim %d, theta %g: expected seq_len >= 0, an even "
            "head_dim > 0 and theta > 0",
            seq_len, head_dim, theta);
-  const int64_t half = head_dim / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(head_dim / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+  }
+  return rotary_tables(seq_len, inv_freq, dtype, device);
+}
+
+RotaryTables rotary_tables(int64_t seq_len, std::span<const double> inv_freq, DType dtype,
+                           Device device) {
+  DT_CHECK(seq_len >= 0 && !inv_freq.empty(),
+           "[rotary_tables] seq_len %d with %d inverse frequencies: expected seq_len >= 0 and at "
+           "least one frequency",
+           seq_len, static_cast<int64_t>(inv_freq.size()));
+  const int64_t half = static_cast<int64_t>(inv_freq.size());
   std::vector<double> c(static_cast<size_t>(seq_len * half)), s(c.size());
   for (int64_t p = 0; p < seq_len; ++p) {
     for (int64_t i = 0; i < half; ++i) {
-      const double angle =
-          static_cast<double>(p) *
-          std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double angle = static_cast<double>(p) * inv_freq[static_cast<size_t>(i)];
       c[static_cast<size_t>(p * half + i)] = std::cos(angle);
       s[static_cast<size_t>(p * half + i)] = std::sin(angle);
     }
@@ -180,7 +192,9 @@ RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta, DTyp
           from_vector<double>(s, shape).to(device, dtype)};
 }
 
-DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t start_pos) {
+namespace {
+
+void check_rotary_operands(const DTensor& x, const RotaryTables& tables) {
   constexpr std::string_view kOp = "apply_rotary_emb";
   check_defined(x, kOp, "x");
   DT_CHECK(tables.cos.defined() && tables.sin.defined() && tables.cos.dim() == 2 &&
@@ -189,24 +203,66 @@ DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t s
   DT_CHECK(x.dim() == 4 && x.size(3) % 2 == 0 && x.size(3) / 2 == tables.cos.size(1),
            "[%s] x has shape %s, expected [B, S, H, D] with D = 2 * %d (the tables)", kOp,
            shape_str(x.shape()), tables.cos.size(1));
+}
+
+// Rotates x [B, S, H, D] by cos / sin given as local [B or 1, S, 1, D / 2] tables (the same on
+// every rank), entered as Replicate on x's mesh.
+DTensor rotate(const DTensor& x, const Tensor& cos, const Tensor& sin, RotaryStyle style) {
+  const int64_t D = x.size(3), half = D / 2;
+  const DeviceMesh& mesh = x.device_mesh();
+  const Placements whole(static_cast<size_t>(mesh.ndim()), Replicate());
+  auto table = [&](const Tensor& t) {
+    return DTensor::from_local(shape_constant(t.to(x.device(), x.dtype())), mesh, whole,
+                               /*run_check=*/false);
+  };
+  const DTensor c = table(cos), s = table(sin);
+  if (style == RotaryStyle::kRotateHalf) {
+    const DTensor lo = slice(x, 3, 0, half), hi = slice(x, 3, half, D);
+    return cat({sub(mul(lo, c), mul(hi, s)), add(mul(hi, c), mul(lo, s))}, 3);
+  }
+  const DTensor even = slice(x, 3, 0, D, 2), odd = slice(x, 3, 1, D, 2);
+  const DTensor out_even = sub(mul(even, c), mul(odd, s));
+  const DTensor out_odd = add(mul(even, s), mul(odd, c));
+  return reshape(stack({out_even, out_odd}, 4), x.shape());
+}
+
+}  // namespace
+
+DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t start_pos,
+                         RotaryStyle style) {
+  constexpr std::string_view kOp = "apply_rotary_emb";
+  check_rotary_operands(x, tables);
   DT_CHECK(start_pos >= 0 && start_pos + x.size(1) <= tables.cos.size(0),
            "[%s] positions [%d, %d) of x (shape %s, start_pos %d) are outside the tables' %d "
            "positions",
            kOp, start_pos, start_pos + x.size(1), shape_str(x.shape()), start_pos,
            tables.cos.size(0));
-  const int64_t S = x.size(1), D = x.size(3), half = D / 2;
-  const DeviceMesh& mesh = x.device_mesh();
-  const Placements whole(static_cast<size_t>(mesh.ndim()), Replicate());
-  auto table = [&](const Tensor& t) {
-    const Tensor local = shape_constant(
-        t.narrow(0, start_pos, S).reshape({1, S, 1, half}).to(x.device(), x.dtype()));
-    return DTensor::from_local(local, mesh, whole, /*run_check=*/false);
+  const int64_t S = x.size(1), half = x.size(3) / 2;
+  auto rows = [&](const Tensor& t) { return t.narrow(0, start_pos, S).reshape({1, S, 1, half}); };
+  return rotate(x, rows(tables.cos), rows(tables.sin), style);
+}
+
+DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, const Tensor& position_ids,
+                         RotaryStyle style) {
+  constexpr std::string_view kOp = "apply_rotary_emb";
+  check_rotary_operands(x, tables);
+  const int64_t B = x.size(0), S = x.size(1), half = x.size(3) / 2;
+  DT_CHECK(
+      position_ids.defined() && position_ids.dtype() == kInt64 &&
+          ((position_ids.dim() == 2 && position_ids.size(0) == B && position_ids.size(1) == S) ||
+           (position_ids.dim() == 1 && position_ids.size(0) == S)),
+      "[%s] position_ids must be int64 [B, S] = [%d, %d] or [S], got %s", kOp, B, S,
+      position_ids.defined() ? shape_str(position_ids.shape()) : std::string("undefined"));
+  const Tensor flat = position_ids.contiguous().reshape({position_ids.numel()}).to(Device(kCPU));
+  for (const int64_t p : flat.to_vector<int64_t>()) {
+    DT_CHECK(p >= 0 && p < tables.cos.size(0),
+             "[%s] position %d is outside the tables' %d positions", kOp, p, tables.cos.size(0));
+  }
+  const int64_t rows_b = position_ids.dim() == 2 ? B : 1;
+  auto rows = [&](const Tensor& t) {
+    return index_select(t, 0, flat.to(t.device())).reshape({rows_b, S, 1, half});
   };
-  const DTensor c = table(tables.cos), s = table(tables.sin);
-  const DTensor even = slice(x, 3, 0, D, 2), odd = slice(x, 3, 1, D, 2);
-  const DTensor out_even = sub(mul(even, c), mul(odd, s));
-  const DTensor out_odd = add(mul(even, s), mul(odd, c));
-  return reshape(stack({out_even, out_odd}, 4), x.shape());
+  return rotate(x, rows(tables.cos), rows(tables.sin), style);
 }
 
 }  // namespace dtensor::nn::functional

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "dtensor/core/distributed_tensor.h"
@@ -63,8 +64,15 @@ DTensor scaled_dot_product_attention(const DTensor& q, const DTensor& k, const D
 // the placements the two operands agree on.
 DTensor swiglu(const DTensor& gate, const DTensor& up);
 
-// Rotary position embeddings (RoPE) as Meta's Llama and torchtitan apply them: the pairs
-// (x[..., 2i], x[..., 2i + 1]) of each head are rotated by the angle pos * theta^(-2i / D).
+// Rotary position embeddings (RoPE): the pairs of each head's D features are rotated by the
+// angle pos * inv_freq[i], inv_freq[i] = theta^(-2i / D) for i in [0, D / 2). Which features
+// pair up is the convention, and a checkpoint's q/k projections are trained for one of them:
+//   kInterleaved (Meta's Llama, torchtitan; the default): (x[2i], x[2i + 1]);
+//   kRotateHalf (Hugging Face transformers' rotate_half, GPT-NeoX): (x[i], x[i + D / 2]).
+// The two are the same rotation after a fixed permutation of the q/k projections' output rows,
+// so HF checkpoints need kRotateHalf to give HF's logits (issue 43).
+enum class RotaryStyle { kInterleaved, kRotateHalf };
+
 // rotary_tables: cos and sin of those angles for positions [0, seq_len) and i in [0, D / 2),
 // each [seq_len, D / 2], float64 values rounded to `dtype`, on `device` (identical on every
 // rank: no communication to build them).
@@ -73,12 +81,23 @@ struct RotaryTables {
 };
 RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta = 10000.0,
                            DType dtype = kFloat32, Device device = Device(kCPU));
+// The same from given inverse frequencies (D / 2 of them): for scaled variants that rewrite
+// theta^(-2i / D), e.g. Llama 3's rope_scaling (dtensor/models/llama_config.h).
+RotaryTables rotary_tables(int64_t seq_len, std::span<const double> inv_freq,
+                           DType dtype = kFloat32, Device device = Device(kCPU));
 // x [B, S, H, D] (D even) holds positions [start_pos, start_pos + S), which must lie within
 // the tables (start_pos > 0 when decoding after a prefix, Llama's freqs_cis[start_pos:]):
-// out[2i] = x[2i] cos - x[2i+1] sin, out[2i+1] = x[2i] sin + x[2i+1] cos. Composed of slice,
-// mul, stack and reshape, so x sharded on batch, sequence or heads keeps its placements with no
-// communication (the tables enter as Replicate on x's mesh and are cut like x); the head dim
-// itself must not be sharded (it is gathered first). Differentiable in x.
-DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t start_pos = 0);
+// for each pair (a, b) of `style`, out[a] = x[a] cos - x[b] sin, out[b] = x[b] cos + x[a] sin.
+// Composed of slice, mul, stack / cat and reshape, so x sharded on batch, sequence or heads
+// keeps its placements with no communication (the tables enter as Replicate on x's mesh and
+// are cut like x); the head dim itself must not be sharded (it is gathered first).
+// Differentiable in x.
+DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, int64_t start_pos = 0,
+                         RotaryStyle style = RotaryStyle::kInterleaved);
+// The same with a position per token: position_ids (int64, local, the same on every rank) is
+// [B, S] or [S], each within the tables (HF's position_ids, e.g. a left-padded row's positions
+// counting from its first real token).
+DTensor apply_rotary_emb(const DTensor& x, const RotaryTables& tables, const Tensor& position_ids,
+                         RotaryStyle style = RotaryStyle::kInterleaved);
 
 }  // namespace dtensor::nn::functional

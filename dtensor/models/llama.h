@@ -1,0 +1,166 @@
+// nn::Llama as Hugging Face transformers' LlamaForCausalLM computes it (issue 43 item 2):
+// token embedding, decoder layers (RMSNorm, attention with grouped-query heads and rotary
+// embeddings in the rotate_half convention, RMSNorm, SwiGLU MLP), final RMSNorm and the lm
+// head (or the embedding table again when tie_word_embeddings). The module tree and parameter
+// names are transformers' own, so a HF checkpoint loads by name (checkpoint::load_hf):
+//   model.embed_tokens.weight                         [vocab, hidden]
+//   model.layers.<i>.input_layernorm.weight           [hidden]
+//   model.layers.<i>.self_attn.{q,k,v,o}_proj.weight  q [H * hd, hidden], k/v [Hkv * hd, hidden],
+//                                                     o [hidden, H * hd]
+//   model.layers.<i>.post_attention_layernorm.weight  [hidden]
+//   model.layers.<i>.mlp.{gate,up,down}_proj.weight   gate/up [inter, hidden], down [hidden, inter]
+//   model.norm.weight, lm_head.weight (absent when tied)
+// Weights are drawn by the layers' usual seeded initialisation (checkpoints replace them).
+// Parallelization: dtensor/models/llama_plan.h; the KV cache: dtensor/models/kv_cache.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "dtensor/models/kv_cache.h"
+#include "dtensor/models/llama_config.h"
+#include "dtensor/nn/functional.h"
+#include "dtensor/nn/layers.h"
+#include "dtensor/nn/transformer.h"
+
+namespace dtensor::models {
+
+namespace detail {
+// What one Llama forward tells its layers besides the hidden states (a module's call takes one
+// input, and the layers run through their calls so parallel styles' and FSDP's hooks apply):
+// the rotary positions, the attention mask and the cache. Set by Llama at the start of each
+// forward; kept after it but for the cache (so a layer recomputed in backward, activation
+// checkpointing, sees the same positions and mask).
+struct LlamaStep {
+  nn::functional::RotaryTables rotary;  // float64, max_position_embeddings rows (set once)
+  KVCache* cache = nullptr;
+  int64_t past = 0;  // tokens before this call's (the cache's position)
+  // [B, S] int64 when rows have their own positions (a padding mask).
+  std::optional<Tensor> position_ids;
+  // bool [B, 1, S, past + S], true = attend: causal and padding together.
+  std::optional<Tensor> mask;
+  // No mask: causal, bottom-right aligned (query i sees keys j <= past + i).
+  bool is_causal = false;
+};
+}  // namespace detail
+
+// down_proj(silu(gate_proj(x)) * up_proj(x)), no biases.
+class LlamaMLP : public nn::Module {
+ public:
+  LlamaMLP(const LlamaConfig& cfg, nn::ModuleOptions opts);
+  std::string type_name() const override { return "LlamaMLP"; }
+  DTensor forward(const DTensor& x) override;
+
+ private:
+  std::shared_ptr<nn::Linear> gate_, up_, down_;
+};
+
+// Self-attention on x [B, S, hidden]: q/k/v projections viewed as [B, S, heads, head_dim],
+// rotary (rotate_half) on q and k at the step's positions, [B, heads, S, head_dim] through the
+// cache when there is one, scaled_dot_product_attention with grouped-query heads (each kv head
+// serves H / Hkv consecutive q heads), o_proj. Tensor parallel (llama_plan.h): q heads sharded
+// over the ranks; kv heads sharded with them, or (kv_replicated) k/v computed whole on every
+// rank and each rank taking the kv heads of its q heads locally.
+class LlamaAttention : public nn::Module {
+ public:
+  LlamaAttention(const LlamaConfig& cfg, int64_t layer_idx,
+                 std::shared_ptr<const detail::LlamaStep> step, nn::ModuleOptions opts);
+  std::string type_name() const override { return "LlamaAttention"; }
+  DTensor forward(const DTensor& x) override;
+  // Refuses sharded projections whose shards would split a head (plans other than
+  // parallelize_llama's): "[LlamaAttention] ...".
+  void check_parallel() const override;
+  // Set by parallelize_llama when the tensor-parallel degree does not divide the kv heads.
+  void set_kv_replicated(bool replicated) { kv_replicated_ = replicated; }
+  bool kv_replicated() const { return kv_replicated_; }
+
+ private:
+  int64_t n_heads_, n_kv_heads_, head_dim_, layer_idx_;
+  bool kv_replicated_ = false;
+  std::shared_ptr<const detail::LlamaStep> step_;
+  std::shared_ptr<nn::Linear> q_, k_, v_, o_;
+};
+
+// h = x + self_attn(input_layernorm(x)); out = h + mlp(post_attention_layernorm(h)).
+class LlamaDecoderLayer : public nn::Module {
+ public:
+  LlamaDecoderLayer(const LlamaConfig& cfg, int64_t layer_idx,
+                    std::shared_ptr<const detail::LlamaStep> step, nn::ModuleOptions opts);
+  std::string type_name() const override { return "LlamaDecoderLayer"; }
+  DTensor forward(const DTensor& x) override;
+  LlamaAttention& self_attn() { return *attn_; }
+
+ private:
+  nn::ModulePtr input_norm_, post_norm_, mlp_;
+  std::shared_ptr<LlamaAttention> attn_;
+};
+
+// Token ids -> the final norm's hidden states: embed_tokens, layers.<i>, norm.
+class LlamaModel : public nn::Module {
+ public:
+  LlamaModel(const LlamaConfig& cfg, std::shared_ptr<const detail::LlamaStep> step,
+             nn::ModuleOptions opts);
+  std::string type_name() const override { return "LlamaModel"; }
+  DTensor forward(const DTensor& input_ids) override;
+  nn::Embedding& embed_tokens() { return *embed_; }
+  LlamaDecoderLayer& layer(int64_t i);
+
+ private:
+  std::shared_ptr<nn::Embedding> embed_;
+  std::shared_ptr<nn::ModuleList> layers_;
+  nn::ModulePtr norm_;
+};
+
+// transformers' LlamaForCausalLM: children "model" (LlamaModel) and "lm_head" (untied).
+class Llama : public nn::Module {
+ public:
+  explicit Llama(const LlamaConfig& cfg, nn::ModuleOptions opts = {});
+  std::string type_name() const override { return "Llama"; }
+
+  // input_ids [B, S] int64 (a local DTensor, or on the model's tensor-parallel mesh) -> logits
+  // [B, S, vocab] (Replicate on the model's mesh; a local DTensor when unparallelized).
+  // cache: the new tokens take positions [cache->position(), + S) (the rotary offset), their
+  // k/v are written into the cache, attention runs over every cached position with a
+  // bottom-right aligned causal mask, and the cache advances by S. attention_mask (int64 or
+  // bool [B, past + S], 1 = attend, 0 = padding, local): HF's padding mask for left-padded
+  // rows: a row's positions count from its first real token (HF's cumsum(mask) - 1) and no
+  // query attends to a padded key. Logits of padded query positions are unspecified. Throws
+  // "[Llama] ..." for shapes that do not fit.
+  DTensor forward(const DTensor& input_ids, KVCache* cache, const DTensor& attention_mask = {});
+  // The call without cache or mask (through operator(): the plan's hooks run).
+  DTensor forward(const DTensor& input_ids) override;
+
+  // A cache for `batch` rows (this rank's rows under data parallelism) of up to `max_len`
+  // tokens, laid out like this model's k/v (its parallelization included: call it after
+  // parallelize_llama), in the parameters' dtype.
+  KVCache make_cache(int64_t batch, int64_t max_len) const;
+
+  const LlamaConfig& config() const { return cfg_; }
+  LlamaModel& model() { return *model_; }
+  const std::shared_ptr<nn::Linear>& lm_head() const { return lm_head_; }  // null when tied
+
+  // Set by parallelize_llama: the mesh the layers compute on and k/v's placements on it.
+  void set_kv_layout(const DeviceMesh& mesh, Placements placements);
+
+ private:
+  DTensor run(const DTensor& input_ids);
+
+  LlamaConfig cfg_;
+  nn::ModuleOptions opts_;
+  std::shared_ptr<detail::LlamaStep> step_;
+  std::shared_ptr<LlamaModel> model_;
+  std::shared_ptr<nn::Linear> lm_head_;
+  bool in_step_ = false;  // forward(ids, cache, mask) is running: run() keeps its step
+  std::optional<DeviceMesh> kv_mesh_;
+  Placements kv_placements_;
+};
+
+// HF's causal language-model loss (LlamaForCausalLM(labels=...)): cross_entropy of logits
+// [B, S, V] at positions [0, S - 1) against labels [B, S] at [1, S) (labels shifted inside),
+// the mean over the B * (S - 1) tokens; labels equal to ignore_index count in neither sum.
+// labels: int64, local or on the logits' mesh.
+DTensor causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t ignore_index = -100);
+
+}  // namespace dtensor::models
