@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/models/llama.h"
 #include "dtensor/models/llama_plan.h"
@@ -226,6 +227,27 @@ TEST_CASE("Llama matches transformers at TP = world size: logits, loss, every gr
   check_against_reference(*model, 0, 2);
 }
 
+TEST_CASE("Tensor-parallel Llama: only the Megatron collectives, none in attention",
+          "[llama][comm]") {
+  if (dt::world_size() == 1) return;
+  // Per layer one all-reduce after o_proj and one after down_proj, one for the vocab-sharded
+  // embedding, one all-gather of the logits: attention (GQA with sharded or replicated kv heads,
+  // the cache) communicates nothing, in prefill and in decode.
+  auto model = load_tiny();
+  models::parallelize_llama(*model, tp_mesh());
+  dt::autograd::NoGradGuard no_grad;
+  const dt::Tensor tokens = reference().at("greedy.tokens");
+  models::KVCache cache = model->make_cache(1, 16);
+  for (const int64_t len : {int64_t{5}, int64_t{1}}) {
+    dt::CommDebugMode comm;
+    model->forward(ids(tokens.narrow(1, cache.position(), len).contiguous()), &cache);
+    INFO(comm.table());
+    CHECK(comm.count(dt::CollectiveKind::kAllReduce) == 1 + 2 * 2);
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == 1);
+    CHECK(comm.total_count() == 6);
+  }
+}
+
 TEST_CASE("Llama with FSDP on dp (x tp) matches transformers' gradients", "[llama][fsdp]") {
   const int W = dt::world_size();
   if (W == 1) return;
@@ -239,12 +261,32 @@ TEST_CASE("Llama with FSDP on dp (x tp) matches transformers' gradients", "[llam
   CHECK(fsdp->units().size() == 3);  // the root and the two decoder layers
   const int64_t row = dt::world_rank() / (W / 2);
   check_against_reference(*model, row, 1);
+
+  // Each dp rank decodes its own row with a cache laid out like its k/v.
+  dt::autograd::NoGradGuard no_grad;
+  const dt::Tensor input = reference().at("input_ids").narrow(0, row, 1).contiguous();
+  const dt::Tensor full = (*model)(ids(input)).full_tensor();
+  models::KVCache cache = model->make_cache(1, 12);
+  double worst =
+      max_abs_diff(model->forward(ids(input.narrow(1, 0, 8).contiguous()), &cache).full_tensor(),
+                   full.narrow(1, 0, 8).contiguous());
+  for (int64_t t = 8; t < 12; ++t) {
+    worst = std::max(
+        worst,
+        max_abs_diff(model->forward(ids(input.narrow(1, t, 1).contiguous()), &cache).full_tensor(),
+                     full.narrow(1, t, 1).contiguous()));
+  }
+  INFO("cache under FSDP vs full forward: max abs diff " << worst);
+  CHECK(worst < 1e-5);
 }
 
 TEST_CASE("KV cache: prefill then decode steps equal the full forward and HF's greedy tokens",
           "[llama][cache]") {
+  // Sequence parallel too: decode steps of one token leave all but one rank an empty shard.
+  const bool sp = GENERATE(false, true);
+  INFO("sequence_parallel " << sp);
   auto model = load_tiny();
-  models::parallelize_llama(*model, tp_mesh());
+  models::parallelize_llama(*model, tp_mesh(), {.sequence_parallel = sp});
   dt::autograd::NoGradGuard no_grad;
   const dt::Tensor tokens = reference().at("greedy.tokens");  // [1, 13]: prompt 5 + 8
   const dt::Tensor full = (*model)(ids(tokens)).full_tensor();
