@@ -108,8 +108,9 @@ DTensor LlamaAttention::forward(const DTensor& x) {
   }
   DTensor mask;
   if (st.mask) {
-    Tensor m = *st.mask;
-    if (m.dim() == 4) m = m.expand({B, n_heads_, S, m.size(3)}).contiguous();
+    // The attention op's 4-d masks are [B, H, L, S]: the same over the heads, then cut like
+    // q's heads by the op's head-sharded strategy.
+    const Tensor m = st.mask->expand({B, n_heads_, S, st.mask->size(3)}).contiguous();
     const DeviceMesh& mesh = q.device_mesh();
     mask = DTensor::from_local(m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
   }

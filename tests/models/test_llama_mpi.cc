@@ -421,6 +421,40 @@ TEST_CASE("Llama in float64: TP equals single device for GQA, MQA, MHA and tied 
   }
 }
 
+TEST_CASE("Llama in float64: FSDP x TP with replicated kv heads equals single device",
+          "[llama][float64][fsdp]") {
+  if (dt::world_size() != 4) return;
+  // MQA (one kv head) at tp 2: k/v projections replicated over tp, sharded by FSDP over dp.
+  models::LlamaConfig cfg;
+  cfg.vocab_size = 40;
+  cfg.hidden_size = 16;
+  cfg.intermediate_size = 20;
+  cfg.num_hidden_layers = 2;
+  cfg.num_attention_heads = 4;
+  cfg.num_key_value_heads = 1;
+  cfg.head_dim = 4;
+  cfg.max_position_embeddings = 16;
+  const nn::ModuleOptions opts{.dtype = dt::kFloat64};
+  dt::manual_seed(9);
+  models::Llama ref(cfg, opts);
+  dt::manual_seed(9);
+  models::Llama par(cfg, opts);
+  models::parallelize_llama(par, dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"}));
+  CHECK(par.model().layer(0).self_attn().kv_replicated());
+  dt::Generator g(4);
+  const dt::Tensor input =
+      dt::randint(0, cfg.vocab_size, {4, 6}, dt::TensorOptions(dt::kInt64), &g);
+  const dt::Tensor mine = input.narrow(0, 2 * (dt::world_rank() / 2), 2).contiguous();
+  models::causal_lm_loss(ref(ids(input)), ids(input)).backward();
+  models::causal_lm_loss(par(ids(mine)), ids(mine)).backward();
+  const auto pa = ref.named_parameters(), pb = par.named_parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    INFO(pa[i].first);
+    CHECK(max_abs_diff(pa[i].second.grad().to_local(), pb[i].second.grad().full_tensor()) < 1e-12);
+  }
+}
+
 TEST_CASE("parallelize_llama refuses degrees that cannot work, on every rank", "[llama]") {
   models::LlamaConfig cfg;
   cfg.vocab_size = 16;
