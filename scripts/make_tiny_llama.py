@@ -16,10 +16,15 @@ computes with it, eager attention, float32:
   greedy.tokens   int64   [1, 13]           generate(greedy.prompt, do_sample=False,
                                             max_new_tokens=8): prompt + 8 new tokens
 
+It also writes tests/data/hf_dtypes/model.safetensors: one float32 tensor as "f32.weight" and
+PyTorch's own conversions of it as "bf16.weight" and "f16.weight" (round to nearest even,
+f16 overflow to inf), the oracle for dtensor's dtype conversions on load and save.
+
 Run in a virtual environment outside the repository (transformers and safetensors are not
 dependencies of dtensor; the suite reads these files with its own reader):
   python3 -m venv /tmp/venv && /tmp/venv/bin/pip install torch transformers safetensors
-  /tmp/venv/bin/python scripts/make_tiny_llama.py [OUT_DIR]   (default tests/data/tiny_llama)
+  /tmp/venv/bin/python scripts/make_tiny_llama.py [OUT_DIR]   (default tests/data/tiny_llama;
+                                                      hf_dtypes/ goes beside it)
 """
 import os
 import sys
@@ -58,6 +63,17 @@ def greedy_margin(model, tokens, prompt_len):
         logits = model(tokens).logits[0, prompt_len - 1 : -1]
     top2 = logits.topk(2, dim=-1).values
     return (top2[:, 0] - top2[:, 1]).min().item()
+
+
+def write_dtypes(out):
+    """A float32 tensor with values that round (to bf16 and f16 differently), overflow f16 and
+    underflow it, and PyTorch's conversions of it."""
+    gen = torch.Generator().manual_seed(SEED)
+    x = torch.randn(4, 8, generator=gen, dtype=torch.float32) * 3
+    x[0, :6] = torch.tensor([1 + 2**-8, 1 + 3 * 2**-9, 98256.0, 1e-8, -2.5e-5, 65519.0])
+    os.makedirs(out, exist_ok=True)
+    save_file({"f32.weight": x, "bf16.weight": x.to(torch.bfloat16), "f16.weight": x.to(torch.float16)},
+              os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
 
 
 def main():
@@ -101,6 +117,7 @@ def main():
     ref["greedy.tokens"] = tokens.contiguous()
     save_file(ref, os.path.join(out, "reference.safetensors"), metadata={"format": "pt"})
 
+    write_dtypes(os.path.join(os.path.dirname(os.path.abspath(out)), "hf_dtypes"))
     print(f"wrote {out}: loss {ref['loss'].item():.6f}, greedy tokens {tokens.tolist()}, "
           f"smallest greedy logit margin {greedy_margin(model, tokens, PROMPT_LEN):.3e}")
 

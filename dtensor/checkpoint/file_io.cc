@@ -28,22 +28,25 @@ namespace {
 
 }  // namespace
 
-File File::open_read(const std::string& path, std::string_view op) {
+File File::open(const std::string& path, int flags, std::string_view op, const char* what) {
   File f;
   f.path_ = path;
   f.op_ = std::string(op);
-  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd_ < 0) fail_errno(op, path, "cannot open");
+  f.fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  if (f.fd_ < 0) fail_errno(op, path, what);
   return f;
 }
 
+File File::open_read(const std::string& path, std::string_view op) {
+  return open(path, O_RDONLY, op, "cannot open");
+}
+
 File File::create(const std::string& path, std::string_view op) {
-  File f;
-  f.path_ = path;
-  f.op_ = std::string(op);
-  f.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (f.fd_ < 0) fail_errno(op, path, "cannot create");
-  return f;
+  return open(path, O_WRONLY | O_CREAT | O_TRUNC, op, "cannot create");
+}
+
+File File::open_write(const std::string& path, std::string_view op) {
+  return open(path, O_WRONLY, op, "cannot open for writing");
 }
 
 File::~File() {
@@ -133,6 +136,17 @@ uint32_t File::pwrite_all_crc(const void* buf, size_t n, uint64_t offset) const 
 
 void File::sync() const {
   if (::fsync(fd_) != 0) fail_errno(op_, path_, "cannot fsync");
+}
+
+void File::resize(uint64_t size) const {
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) fail_errno(op_, path_, "cannot resize");
+}
+
+std::string read_text_file(const std::string& path, std::string_view op) {
+  const File f = File::open_read(path, op);
+  std::string text(f.size(), '\0');
+  f.pread_all(text.data(), text.size(), 0);
+  return text;
 }
 
 bool path_exists(const std::string& path) {

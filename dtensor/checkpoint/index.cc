@@ -228,10 +228,7 @@ std::string new_save_id() {
 
 Index read_index_file(const std::string& dir) {
   const std::string path = absl::StrCat(dir, "/", kIndexFile);
-  const File f = File::open_read(path, "checkpoint::read_index");
-  std::string text(f.size(), '\0');
-  f.pread_all(text.data(), text.size(), 0);
-  return index_from_json(text, path);
+  return index_from_json(read_text_file(path, "checkpoint::read_index"), path);
 }
 
 std::string records_to_json(const ChunkRecords& records) {

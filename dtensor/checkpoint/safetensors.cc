@@ -51,20 +51,18 @@ std::optional<DType> dtype_from_safetensors(std::string_view name) {
   return std::nullopt;
 }
 
-std::vector<uint32_t> write_safetensors(const std::string& path,
-                                        const std::vector<std::pair<std::string, Tensor>>& entries,
-                                        const SafetensorsMetadata& metadata, std::string_view op) {
-  // The data is written as it lies in memory: this build targets little-endian hosts only
-  // (checked in save.cc), which is what the format prescribes.
+SafetensorsLayout layout_safetensors(const std::vector<SafetensorsEntryMeta>& entries,
+                                     const SafetensorsMetadata& metadata) {
   json header = json::object();
-  std::vector<uint32_t> crcs;
-  crcs.reserve(entries.size());
+  std::vector<uint64_t> offsets;
+  offsets.reserve(entries.size());
   uint64_t offset = 0;
-  for (const auto& [name, t] : entries) {
-    const uint64_t n = t.nbytes();
-    header[name] = {{"dtype", safetensors_dtype(t.dtype())},
-                    {"shape", json(std::vector<int64_t>(t.shape().begin(), t.shape().end()))},
-                    {"data_offsets", {offset, offset + n}}};
+  for (const SafetensorsEntryMeta& e : entries) {
+    const uint64_t n = static_cast<uint64_t>(shape_numel(e.shape)) * dtype_size(e.dtype);
+    header[e.name] = {{"dtype", safetensors_dtype(e.dtype)},
+                      {"shape", json(std::vector<int64_t>(e.shape.begin(), e.shape.end()))},
+                      {"data_offsets", {offset, offset + n}}};
+    offsets.push_back(offset);
     offset += n;
   }
   json meta = {{"format", "pt"}, {"writer", "dtensor"}};
@@ -73,16 +71,32 @@ std::vector<uint32_t> write_safetensors(const std::string& path,
   std::string text = header.dump();
   // Pad with spaces so that the data starts 8-byte aligned (as the reference writer does).
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::vector<unsigned char> prefix(8 + text.size());
-  store_le64(prefix.data(), text.size());
-  std::copy(text.begin(), text.end(), prefix.begin() + 8);
+  SafetensorsLayout layout;
+  layout.prefix.resize(8 + text.size());
+  store_le64(layout.prefix.data(), text.size());
+  std::copy(text.begin(), text.end(), layout.prefix.begin() + 8);
+  for (uint64_t& o : offsets) o += layout.prefix.size();
+  layout.begin = std::move(offsets);
+  layout.file_size = layout.prefix.size() + offset;
+  return layout;
+}
 
+std::vector<uint32_t> write_safetensors(const std::string& path,
+                                        const std::vector<std::pair<std::string, Tensor>>& entries,
+                                        const SafetensorsMetadata& metadata, std::string_view op) {
+  // The data is written as it lies in memory: this build targets little-endian hosts only
+  // (checked in save.cc), which is what the format prescribes.
+  std::vector<SafetensorsEntryMeta> metas;
+  metas.reserve(entries.size());
+  for (const auto& [name, t] : entries) metas.push_back({name, t.dtype(), t.shape()});
+  const SafetensorsLayout layout = layout_safetensors(metas, metadata);
+  std::vector<uint32_t> crcs;
+  crcs.reserve(entries.size());
   const File f = File::create(path, op);
-  f.pwrite_all(prefix.data(), prefix.size(), 0);
-  uint64_t pos = prefix.size();
-  for (const auto& [name, t] : entries) {
-    crcs.push_back(f.pwrite_all_crc(t.data_ptr(), t.nbytes(), pos));
-    pos += t.nbytes();
+  f.pwrite_all(layout.prefix.data(), layout.prefix.size(), 0);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Tensor& t = entries[i].second;
+    crcs.push_back(f.pwrite_all_crc(t.data_ptr(), t.nbytes(), layout.begin[i]));
   }
   f.sync();
   return crcs;

@@ -1,16 +1,20 @@
 #include "dtensor/checkpoint/detail/world.h"
 
 #include <absl/container/flat_hash_set.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
 #include <limits>
 
+#include "dtensor/checkpoint/detail/index.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/core/check_ranks.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
+#include "dtensor/tensor/stable_hash.h"
 
 namespace dtensor::checkpoint::detail {
 
@@ -102,6 +106,63 @@ void validate_state(const StateDict& state, std::string_view op) {
              "redistribute it to Replicate or Shard first",
              op, name, placements_str(t.placements()));
   }
+}
+
+// Every rank must save the same names, in the same order, with the same global shapes, dtypes
+// and layouts, or the index would mix tensors (or a Hugging Face file's layout differ between
+// ranks): compare a stable hash of them over the world.
+void check_same_state_everywhere(const StateDict& state, std::string_view op) {
+  uint64_t h = kStableHashSeed;
+  for (const auto& [name, t] : state) {
+    // A one-rank mesh is a self mesh on its rank and not on the others (and any placement on
+    // it is the whole tensor), so only its tensor's shape and dtype are compared.
+    const std::string s = t.device_mesh().size() == 1
+                              ? absl::StrCat(name, "|self|", absl::StrJoin(t.shape(), ","), "|",
+                                             std::string(dtype_name(t.dtype())))
+                              : absl::StrCat(name, "|", t.spec().str());
+    h = stable_hash(s.data(), s.size(), h);
+  }
+  DT_CHECK(agree(h).same,
+           "[%s] the ranks save different states (names, order, shapes, dtypes or placements "
+           "differ): every rank must pass the same state",
+           op);
+}
+
+// Which tensors of `state` this rank writes its chunk of (collective). By the tensor's own mesh
+// a chunk has one writer in each copy of that mesh (local_region: coordinate 0 on every dim
+// that does not shard it). A mesh over part of the world may have copies elsewhere holding the
+// same chunks: the tp submesh of a (dp, tp) mesh is one per dp group, each with its replica of
+// the tensor, and a self mesh (a local tensor) is one per rank. Those candidates are gathered,
+// and the lowest world rank among a chunk's candidates writes it (PyTorch DCP's
+// dedup_save_plans with save_to_lowest_rank), so each distinct chunk is written once however
+// the tensor is replicated, and a tensor only some ranks hold is written by one of them.
+std::vector<bool> plan_writes(const DeviceMesh& world, const StateDict& state) {
+  std::vector<bool> writes(state.size());
+  ChunkRecords candidates;  // on a mesh over part of the world
+  std::vector<size_t> candidate_of;
+  run_on_all_ranks(world, [&] {
+    for (size_t i = 0; i < state.size(); ++i) {
+      const DTensor& t = state[i].second;
+      const Region r = local_region(t);
+      writes[i] = r.writes && shape_numel(r.shape) > 0;
+      if (writes[i] && t.device_mesh().size() < world_size()) {
+        candidates.emplace_back(state[i].first, ChunkInfo{"", "", r.offset, r.shape, 0});
+        candidate_of.push_back(i);
+      }
+    }
+  });
+  const std::vector<std::string> all = all_gather_strings(records_to_json(candidates));
+  absl::flat_hash_set<std::string> taken;  // by a lower rank
+  for (int rank = 0; rank < world_rank(); ++rank) {
+    for (const auto& [name, c] : records_from_json(all[rank])) {
+      taken.insert(chunk_entry_name(name, c.offset));
+    }
+  }
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    const auto& [name, c] = candidates[k];
+    if (taken.contains(chunk_entry_name(name, c.offset))) writes[candidate_of[k]] = false;
+  }
+  return writes;
 }
 
 std::string normalize_dir(const std::string& dir, std::string_view op) {

@@ -12,9 +12,11 @@ namespace dtensor::checkpoint::detail {
 
 class File {
  public:
-  // Opens `path` for reading, or creates/truncates it for writing (mode 0644).
+  // Opens `path` for reading, or creates/truncates it for writing (mode 0644), or opens an
+  // existing file for writing without truncating it (several ranks writing parts of one file).
   static File open_read(const std::string& path, std::string_view op);
   static File create(const std::string& path, std::string_view op);
+  static File open_write(const std::string& path, std::string_view op);
   File() = default;
   ~File();
   File(File&& o) noexcept;
@@ -34,12 +36,20 @@ class File {
   uint32_t pwrite_all_crc(const void* buf, size_t n, uint64_t offset) const;
   // fsync(2): the data is on disk before the checkpoint is committed.
   void sync() const;
+  // ftruncate(2): sets the file's size (a longer file reads as zeros until written).
+  void resize(uint64_t size) const;
 
  private:
+  // open(2) with `flags` (and O_CLOEXEC; mode 0644 when it creates); throws "[op] <what> ...".
+  static File open(const std::string& path, int flags, std::string_view op, const char* what);
+
   int fd_ = -1;
   std::string path_;
   std::string op_;
 };
+
+// The whole of a small file (an index, a config) as text.
+std::string read_text_file(const std::string& path, std::string_view op);
 
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);

@@ -26,6 +26,23 @@ std::optional<DType> dtype_from_safetensors(std::string_view name);
 // "writer": "dtensor"} plus what the caller adds.
 using SafetensorsMetadata = std::map<std::string, std::string>;
 
+// A file's layout before any data is written: the 8-byte length and the header (padded so that
+// the data starts 8-byte aligned), each entry's absolute byte offset (in the order given) and
+// the file's total size. `metadata` is added to "__metadata__" = {"format": "pt", "writer":
+// "dtensor"}.
+struct SafetensorsEntryMeta {
+  std::string name;
+  DType dtype;
+  Shape shape;
+};
+struct SafetensorsLayout {
+  std::vector<unsigned char> prefix;
+  std::vector<uint64_t> begin;
+  uint64_t file_size = 0;
+};
+SafetensorsLayout layout_safetensors(const std::vector<SafetensorsEntryMeta>& entries,
+                                     const SafetensorsMetadata& metadata);
+
 // Writes `entries` (name, contiguous CPU tensor) in order with `metadata` added to the header's
 // "__metadata__", fsyncs the file, and returns the CRC-32 of each entry's bytes.
 std::vector<uint32_t> write_safetensors(const std::string& path,
