@@ -11,6 +11,8 @@
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/nn/functional.h"
 #include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/parallel/context/context_parallel.h"
 #include "dtensor/parallel/context/ring_plan.h"
 #include "dtensor/rng/random.h"
@@ -154,6 +156,38 @@ TEST_CASE("ring attention equals single-device attention, forward and backward",
   CHECK(max_diff(whole(qd.grad(), l, 2, load_balance), ref.dq) <= tolerance(dtype));
   CHECK(max_diff(whole(kd.grad(), l, 2, load_balance), ref.dk) <= tolerance(dtype));
   CHECK(max_diff(whole(vd.grad(), l, 2, load_balance), ref.dv) <= tolerance(dtype));
+}
+
+TEST_CASE("ring attention with grouped-query heads (enable_gqa)", "[cp]") {
+  const int kind = dt::world_size() == 4 ? GENERATE(0, 1, 2) : 0;
+  const Layout l = make_layout(kind);
+  const int64_t cp = l.mesh.size(l.cp_dim);
+  const bool causal = GENERATE(false, true);
+  CAPTURE(kind, causal);
+  // 4 q heads, 2 k/v heads (each serves 2 consecutive q heads); heads sharded on tp at 4 ranks.
+  const int64_t B = 2, H = 4, Hk = 2, S = 2 * cp * 3, D = 8;
+  const dt::Tensor q = same_randn({B, H, S, D}, 1, dt::kFloat64);
+  const dt::Tensor k = same_randn({B, Hk, S, D}, 2, dt::kFloat64);
+  const dt::Tensor v = same_randn({B, Hk, S, D}, 3, dt::kFloat64);
+  const dt::Tensor g = same_randn({B, H, S, D}, 4, dt::kFloat64);
+  // The reference on k/v repeated to q's heads; their gradients summed back over the repeats.
+  const Reference ref =
+      reference(q, dt::repeat_interleave(k, 2, 1), dt::repeat_interleave(v, 2, 1), g, causal);
+  const auto grouped = [&](const dt::Tensor& x) {
+    return dt::sum(x.reshape({B, Hk, 2, S, D}), {2});
+  };
+  dt::DTensor qd = lay_out(q, l, 2, true).detach().requires_grad_();
+  dt::DTensor kd = lay_out(k, l, 2, true).detach().requires_grad_();
+  dt::DTensor vd = lay_out(v, l, 2, true).detach().requires_grad_();
+  const dt::DTensor out =
+      dt::ring_attention(qd, kd, vd, l.cp_dim, {.is_causal = causal, .enable_gqa = true});
+  CHECK(max_diff(whole(out, l, 2, true), ref.out) <= 1e-12);
+  out.backward(lay_out(g, l, 2, true));
+  CHECK(max_diff(whole(qd.grad(), l, 2, true), ref.dq) <= 1e-12);
+  CHECK(max_diff(whole(kd.grad(), l, 2, true), grouped(ref.dk)) <= 1e-12);
+  CHECK(max_diff(whole(vd.grad(), l, 2, true), grouped(ref.dv)) <= 1e-12);
+  // Without the flag the head counts must match.
+  CHECK_THROWS_WITH(dt::ring_attention(qd, kd, vd, l.cp_dim), Contains("do not fit"));
 }
 
 TEST_CASE("ring attention communicates point to point only, the expected bytes", "[cp]") {

@@ -37,22 +37,26 @@ struct RingAttentionOptions {
   // (uneven allowed; under causality the last rank then does most of the work). Without
   // causality the order does not change the result (only which rows a rank holds).
   bool load_balance = true;
+  // Grouped-query attention (PyTorch's enable_gqa): k and v may have fewer heads than q, a
+  // divisor of them; each k/v head serves H / Hk consecutive q heads. The blocks travel with
+  // their own heads (repeated locally for the compute), so the traffic is Hk / H of the
+  // repeated form's. With heads sharded, the shards must divide both head counts.
+  bool enable_gqa = false;
 };
 
 // Scaled dot-product attention (scaled_dot_product_attention's math: softmax(q k^T * scale) v,
 // no mask, no dropout) on q, k, v sharded along the sequence (dim 2) over mesh dim `cp_dim`.
 // q, k and v share one mesh and one placement list: Shard(2) on cp_dim; on every other mesh dim
 // Shard(0) (batch, dp), Shard(1) (heads, tp: the ring runs inside each tp group) or Replicate.
-// Self-attention: q and k have the same sequence length, heads and head dim (k and v with fewer
-// heads: repeat_interleave them along dim 1 first). Each rank keeps its q block while the k/v
-// blocks travel round the ring by point-to-point messages on the cp dim's communicator (cp - 1
-// steps; the next block's send/recv runs on the communication thread while the current block is
-// computed), and the partial outputs are merged with their log-sum-exp. Backward (a custom
-// autograd function): the k/v blocks travel the ring again, dq stays local and each block's
-// dk/dv accumulator travels with it and one step more, back to its owner. Traffic per rank:
-// forward (cp - 1) sends of the local k and v; backward the same plus cp sends of dk and dv (in
-// float32 for 16-bit inputs). No collective. Output: [B, H, S, Ev] with q's placements.
-// Errors ("[ring_attention] ...", raised on every rank alike from the specs, before any
+// Self-attention: q and k have the same sequence length, heads (see enable_gqa) and head dim. Each
+// rank keeps its q block while the k/v blocks travel round the ring by point-to-point messages on
+// the cp dim's communicator (cp - 1 steps; the next block's send/recv runs on the communication
+// thread while the current block is computed), and the partial outputs are merged with their
+// log-sum-exp. Backward (a custom autograd function): the k/v blocks travel the ring again, dq
+// stays local and each block's dk/dv accumulator travels with it and one step more, back to its
+// owner. Traffic per rank: forward (cp - 1) sends of the local k and v; backward the same plus cp
+// sends of dk and dv (in float32 for 16-bit inputs). No collective. Output: [B, H, S, Ev] with q's
+// placements. Errors ("[ring_attention] ...", raised on every rank alike from the specs, before any
 // message): placements other than the above, mismatched shapes or dtypes, and, with is_causal
 // and load_balance, a sequence length that is not a multiple of 2 * cp.
 DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,

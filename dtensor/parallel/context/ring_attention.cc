@@ -13,6 +13,7 @@
 // to r + 1; after cp steps the accumulator has passed every rank and lands with the owner.
 #include <absl/strings/str_format.h>
 
+#include <chrono>
 #include <limits>
 #include <vector>
 
@@ -22,6 +23,8 @@
 #include "dtensor/ops/attention/attention.h"
 #include "dtensor/ops/common/detail/attention_checks.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/parallel/context/context_parallel.h"
 #include "dtensor/parallel/context/detail/ring_exchange.h"
 #include "dtensor/parallel/context/ring_plan.h"
@@ -43,6 +46,7 @@ struct Ring {
   int64_t cp = 1, rank = 0, seq_len = 0;
   bool causal = false, load_balance = true;
   double scale = 1.0;
+  int64_t group = 1;     // q heads per k/v head (grouped-query attention)
   DType acc = kFloat32;  // the merge's dtype: float64 for float64, float32 otherwise
 
   std::vector<detail::CpSegment> segments(int64_t r) const {
@@ -58,6 +62,26 @@ struct Ring {
     return empty(s, TensorOptions(dtype, like.device()));
   }
 };
+
+// A k/v block with each head repeated for the q heads it serves (grouped-query attention), and
+// the sum of a gradient over those repeats.
+Tensor expand_heads(const Ring& ring, const Tensor& x) {
+  return ring.group == 1 ? x : repeat_interleave(x, ring.group, 1);
+}
+Tensor sum_heads(const Ring& ring, const Tensor& g) {
+  if (ring.group == 1) return g;
+  const Shape s = g.sizes();
+  return sum(g.reshape({s[0], s[1] / ring.group, ring.group, s[2], s[3]}), {2});
+}
+
+thread_local double waited_seconds = 0;
+
+// Waits for a transfer, counting the time (the communication the compute did not hide).
+void wait_for(const WorkPtr& work) {
+  const auto t0 = std::chrono::steady_clock::now();
+  work->wait();
+  waited_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 Tensor finite(const Tensor& x) {
   return masked_fill(x, eq(x, Scalar(-kInf)), Scalar(0.0));
@@ -111,12 +135,13 @@ Forward ring_forward(const Ring& ring, const Tensor& q, const Tensor& k, const T
     }
     for (const detail::RingCall& c : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
       const AttentionResult part = attention_forward(
-          q.narrow(2, c.q_start, c.q_len), cur_k.narrow(2, c.k_start, c.k_len),
-          cur_v.narrow(2, c.k_start, c.k_len), Tensor(), {ring.scale, c.causal, c.q_offset});
+          q.narrow(2, c.q_start, c.q_len), expand_heads(ring, cur_k.narrow(2, c.k_start, c.k_len)),
+          expand_heads(ring, cur_v.narrow(2, c.k_start, c.k_len)), Tensor(),
+          {ring.scale, c.causal, c.q_offset});
       merge_rows(out, lse, seen, c.q_start, c.q_len, part);
     }
     if (shift != nullptr) {
-      shift->wait();
+      wait_for(shift);
       cur_k = next_k, cur_v = next_v;
     }
   }
@@ -146,19 +171,20 @@ AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor&
     for (const detail::RingCall& c : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
       const auto rows = [&](const Tensor& x) { return x.narrow(2, c.q_start, c.q_len); };
       const auto keys = [&](const Tensor& x) { return x.narrow(2, c.k_start, c.k_len); };
+      const auto heads = [&](const Tensor& x) { return expand_heads(ring, keys(x)); };
       const AttentionGrads g =
           attention_backward(rows(d), no_grad_lse.narrow(2, c.q_start, c.q_len), rows(q),
-                             keys(cur_k), keys(cur_v), Tensor(), rows(out),
+                             heads(cur_k), heads(cur_v), Tensor(), rows(out),
                              lse.narrow(2, c.q_start, c.q_len), {ring.scale, c.causal, c.q_offset});
       add_(rows(dq), g.q.to(ring.acc));
-      add_(keys(dk), g.k.to(ring.acc));
-      add_(keys(dv), g.v.to(ring.acc));
+      add_(keys(dk), sum_heads(ring, g.k.to(ring.acc)));
+      add_(keys(dv), sum_heads(ring, g.v.to(ring.acc)));
     }
     // This block's accumulator: what the ranks before us added, plus our part. Waited on only
     // now, so the previous step's transfer overlapped this step's computation.
     Tensor sum_k = dk, sum_v = dv;
     if (grads_shift != nullptr) {
-      grads_shift->wait();
+      wait_for(grads_shift);
       sum_k = add(in_k, dk), sum_v = add(in_v, dv);
     }
     // Receive the accumulator of the block processed next (after the last step: our own).
@@ -166,11 +192,11 @@ AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor&
     in_k = ring.block(dk, next, ring.acc), in_v = ring.block(dv, next, ring.acc);
     grads_shift = detail::ring_shift(ring.comm, {sum_k, sum_v}, {in_k, in_v}, kGradTag);
     if (shift != nullptr) {
-      shift->wait();
+      wait_for(shift);
       cur_k = next_k, cur_v = next_v;
     }
   }
-  grads_shift->wait();
+  wait_for(grads_shift);
   return {dq.to(q.dtype()), in_k.to(k.dtype()), in_v.to(v.dtype())};
 }
 
@@ -184,8 +210,18 @@ Ring setup(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
            k.device_mesh().str(), v.device_mesh().str());
   DT_CHECK(cp_dim >= 0 && cp_dim < mesh.ndim(), "[%s] cp mesh dim %d out of range for %s", kOp,
            cp_dim, mesh.str());
-  detail::check_attention_operands(kOp, q.sizes(), k.sizes(), v.sizes(), q.dtype(), k.dtype(),
-                                   v.dtype());
+  DT_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+           "[%s] q, k and v must be 4-d [batch, heads, seq, head_dim], got %s, %s and %s", kOp,
+           shape_str(q.sizes()), shape_str(k.sizes()), shape_str(v.sizes()));
+  const int64_t heads = q.size(1), kv_heads = k.size(1);
+  const bool gqa = options.enable_gqa && kv_heads != heads;
+  DT_CHECK(!gqa || (kv_heads > 0 && heads % kv_heads == 0 && v.size(1) == kv_heads),
+           "[%s] enable_gqa: k and v must have one number of heads dividing q's %d, got %d and %d",
+           kOp, heads, kv_heads, v.size(1));
+  // The operands as grouped-query attention sees them (k/v heads repeated to q's).
+  Shape k_seen = k.sizes(), v_seen = v.sizes();
+  if (gqa) k_seen[1] = v_seen[1] = heads;
+  detail::check_attention_operands(kOp, q.sizes(), k_seen, v_seen, q.dtype(), k.dtype(), v.dtype());
   DT_CHECK(q.size(2) == k.size(2),
            "[%s] q has %d positions and k %d: ring attention is self-attention over one sharded "
            "sequence",
@@ -208,7 +244,17 @@ Ring setup(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
                kOp, d, p.str(), cp_dim, placements_str(q.placements()));
     }
   }
+  // Each rank's q heads must be served by its own k/v heads: the head shards divide both counts.
+  int64_t head_shards = 1;
+  for (int64_t d = 0; d < mesh.ndim(); ++d) {
+    if (q.placements()[static_cast<size_t>(d)].is_shard(1)) head_shards *= mesh.size(d);
+  }
+  DT_CHECK(!gqa || (heads % head_shards == 0 && kv_heads % head_shards == 0),
+           "[%s] enable_gqa with heads sharded over %d ranks: %d q heads and %d k/v heads must "
+           "both divide evenly, so each rank's k/v heads serve its q heads",
+           kOp, head_shards, heads, kv_heads);
   Ring ring;
+  ring.group = gqa ? heads / kv_heads : 1;
   ring.cp = mesh.size(cp_dim);
   ring.seq_len = q.size(2);
   ring.causal = options.is_causal;
@@ -231,19 +277,23 @@ Ring setup(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
 DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
                        const RingAttentionOptions& options) {
   const Ring ring = setup(q, k, v, cp_dim, options);
-  // The output has v's global shape, dtype and placements (q's sequence, v's head dim).
-  if (!q.device_mesh().contains_me()) return DTensor(v.to_local(), v.spec_ptr());
+  // The output: q's batch, heads and sequence, v's head dim, q's placements and dtype.
+  Shape out_shape = q.sizes();
+  out_shape[3] = v.size(3);
+  const auto out_spec = std::make_shared<const DTensorSpec>(q.device_mesh(), q.placements(),
+                                                            TensorMeta(out_shape, q.dtype()), kOp);
+  if (!q.device_mesh().contains_me()) return DTensor(q.to_local(), out_spec);
   const Tensor ql = q.to_local(), kl = k.to_local(), vl = v.to_local();
   Forward f = ring_forward(ring, ql, kl, vl);
   const DTensor* inputs[] = {&q, &k, &v};
   return autograd::record_function(
-      "RingAttentionBackward", inputs, DTensor(f.out, v.spec_ptr()),
+      "RingAttentionBackward", inputs, DTensor(f.out, out_spec),
       [ring, ql, kl, vl, out = f.out, lse = f.lse,
-       specs = std::vector{q.spec_ptr(), k.spec_ptr(), v.spec_ptr()}](
+       specs = std::vector{q.spec_ptr(), k.spec_ptr(), v.spec_ptr(), out_spec}](
           absl::Span<const DTensor> g) -> DTensorList {
         if (!g[0].defined()) return {DTensor(), DTensor(), DTensor()};
         // The gradient as the output is laid out (a no-op unless it arrived otherwise).
-        const Tensor dout = detail::redistribute_no_grad(g[0], *specs[2]).to_local();
+        const Tensor dout = detail::redistribute_no_grad(g[0], *specs[3]).to_local();
         const AttentionGrads grads = ring_backward(ring, dout, ql, kl, vl, out, lse);
         return {DTensor(grads.q, specs[0]), DTensor(grads.k, specs[1]), DTensor(grads.v, specs[2])};
       });
@@ -256,6 +306,10 @@ DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v,
 }
 
 namespace detail {
+
+double ring_wait_seconds() {
+  return waited_seconds;
+}
 
 WorkPtr ring_shift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::vector<Tensor> in,
                    int tag) {

@@ -1,5 +1,5 @@
 // The one message pattern of ring attention (ring_attention.cc), exposed for the benchmark that
-// times the ring's communication alone (benchmarks/context_parallel).
+// times the ring's communication (benchmarks/context_parallel).
 #pragma once
 
 #include <vector>
@@ -16,5 +16,10 @@ namespace dtensor::detail {
 // issue order (NCCL on one stream) pairs them up. One rank: `in` = `out`, no message.
 WorkPtr ring_shift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::vector<Tensor> in,
                    int tag);
+
+// Seconds this thread has spent in ring_attention's forward and backward waiting for their
+// messages, after issuing them and computing the current block: the communication that compute
+// did not hide. A running total (the benchmark reads differences).
+double ring_wait_seconds();
 
 }  // namespace dtensor::detail
