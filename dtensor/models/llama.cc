@@ -51,6 +51,7 @@ LlamaAttention::LlamaAttention(const LlamaConfig& cfg, int64_t layer_idx,
       n_kv_heads_(cfg.num_key_value_heads),
       head_dim_(cfg.head_dim),
       layer_idx_(layer_idx),
+      rotary_style_(cfg.rotary_style),
       step_(std::move(step)) {
   const int64_t h = cfg.hidden_size;
   q_ = add_linear(*this, "q_proj", h, n_heads_ * head_dim_, opts);
@@ -83,11 +84,10 @@ DTensor LlamaAttention::forward(const DTensor& x) {
     const int64_t shape[] = {B, S, n, head_dim_};
     return reshape(t, shape);
   };
-  // HF checkpoints are trained for the rotate_half pairing (fn::RotaryStyle).
+  // HF checkpoints are trained for the rotate_half pairing (LlamaConfig::rotary_style).
   auto rope = [&](const DTensor& t) {
-    return st.position_ids
-               ? fn::apply_rotary_emb(t, st.rotary, *st.position_ids, fn::RotaryStyle::kRotateHalf)
-               : fn::apply_rotary_emb(t, st.rotary, st.past, fn::RotaryStyle::kRotateHalf);
+    return st.position_ids ? fn::apply_rotary_emb(t, st.rotary, *st.position_ids, rotary_style_)
+                           : fn::apply_rotary_emb(t, st.rotary, st.past, rotary_style_);
   };
   const DTensor q = transpose(rope(heads((*q_)(x), n_heads_)), 1, 2);  // [B, H, S, hd]
   DTensor k = transpose(rope(heads((*k_)(x), n_kv_heads_)), 1, 2);     // [B, Hkv, S, hd]

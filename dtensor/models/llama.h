@@ -1,7 +1,8 @@
 // nn::Llama as Hugging Face transformers' LlamaForCausalLM computes it (issue 43 item 2):
 // token embedding, decoder layers (RMSNorm, attention with grouped-query heads and rotary
 // embeddings in the rotate_half convention, RMSNorm, SwiGLU MLP), final RMSNorm and the lm
-// head (or the embedding table again when tie_word_embeddings). The module tree and parameter
+// head (or the embedding table again when tie_word_embeddings). Meta's interleaved rotary
+// convention is a config option (LlamaConfig::rotary_style). The module tree and parameter
 // names are transformers' own, so a HF checkpoint loads by name (checkpoint::load_hf):
 //   model.embed_tokens.weight                         [vocab, hidden]
 //   model.layers.<i>.input_layernorm.weight           [hidden]
@@ -58,11 +59,12 @@ class LlamaMLP : public nn::Module {
 };
 
 // Self-attention on x [B, S, hidden]: q/k/v projections viewed as [B, S, heads, head_dim],
-// rotary (rotate_half) on q and k at the step's positions, [B, heads, S, head_dim] through the
-// cache when there is one, scaled_dot_product_attention with grouped-query heads (each kv head
-// serves H / Hkv consecutive q heads), o_proj. Tensor parallel (llama_plan.h): q heads sharded
-// over the ranks; kv heads sharded with them, or (kv_replicated) k/v computed whole on every
-// rank and each rank taking the kv heads of its q heads locally.
+// rotary (the config's rotary_style, rotate_half for HF checkpoints) on q and k at the step's
+// positions, [B, heads, S, head_dim] through the cache when there is one,
+// scaled_dot_product_attention with grouped-query heads (each kv head serves H / Hkv consecutive q
+// heads), o_proj. Tensor parallel (llama_plan.h): q heads sharded over the ranks; kv heads sharded
+// with them, or (kv_replicated) k/v computed whole on every rank and each rank taking the kv heads
+// of its q heads locally.
 class LlamaAttention : public nn::Module {
  public:
   LlamaAttention(const LlamaConfig& cfg, int64_t layer_idx,
@@ -78,6 +80,7 @@ class LlamaAttention : public nn::Module {
 
  private:
   int64_t n_heads_, n_kv_heads_, head_dim_, layer_idx_;
+  nn::functional::RotaryStyle rotary_style_;
   bool kv_replicated_ = false;
   std::shared_ptr<const detail::LlamaStep> step_;
   std::shared_ptr<nn::Linear> q_, k_, v_, o_;

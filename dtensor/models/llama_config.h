@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "dtensor/nn/functional.h"
+
 namespace dtensor::models {
 
 // rope_scaling / rope_parameters of config.json. "default": none. "llama3" (Llama 3.1+): the
@@ -35,6 +37,11 @@ struct LlamaConfig {
   RopeScaling rope_scaling;
   int64_t max_position_embeddings = 2048;
   bool tie_word_embeddings = false;  // lm_head uses model.embed_tokens.weight
+  // Which features rotary embeddings pair (nn::functional::RotaryStyle): Hugging Face
+  // checkpoints are trained for rotate_half; Meta's original checkpoints for interleaved pairs
+  // (their q/k rows permuted per head, as transformers' convert_llama_weights_to_hf does, turn
+  // one into the other). Not a config.json key.
+  nn::functional::RotaryStyle rotary_style = nn::functional::RotaryStyle::kRotateHalf;
 
   // Parses config.json's text. vocab_size, hidden_size, intermediate_size, num_hidden_layers
   // and num_attention_heads are required; the others take transformers' defaults when absent
