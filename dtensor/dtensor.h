@@ -95,7 +95,8 @@
 // Compiling a training step: capture, passes, replay.
 #include "dtensor/compile/compile.h"
 
-// Ready models (Hugging Face architectures), their parallelization and KV cache.
+// Ready models (Hugging Face architectures), their parallelization, KV cache and generation.
+#include "dtensor/models/generate.h"
 #include "dtensor/models/kv_cache.h"
 #include "dtensor/models/llama.h"
 #include "dtensor/models/llama_config.h"

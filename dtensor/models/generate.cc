@@ -10,6 +10,10 @@
 #include <numeric>
 #include <string>
 
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/models/kv_cache.h"
+#include "dtensor/models/llama.h"
+#include "dtensor/ops/view/view.h"
 #include "dtensor/rng/generator.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
@@ -220,6 +224,20 @@ Tensor generate(const StepFn& step, const Tensor& prompt_ids, const GenerateOpti
   for (const std::vector<int64_t>& r : rows) flat.insert(flat.end(), r.begin(), r.end());
   const int64_t shape[] = {B, len};
   return from_vector<int64_t>(flat, shape);
+}
+
+Tensor generate(Llama& model, const Tensor& prompt_ids, const GenerateOptions& options) {
+  check_options(options);
+  prompt_values(prompt_ids);  // checked before its sizes are read
+  autograd::NoGradGuard no_grad;
+  KVCache cache = model.make_cache(prompt_ids.size(0), prompt_ids.size(1) + options.max_new_tokens);
+  const StepFn step = [&](const Tensor& ids, const Tensor& mask) {
+    const DTensor logits =
+        model.forward(local_dtensor(ids), &cache, mask.defined() ? local_dtensor(mask) : DTensor());
+    // Only the last position chooses the next token.
+    return narrow(logits, 1, logits.size(1) - 1, 1).full_tensor();
+  };
+  return generate(step, prompt_ids, options);
 }
 
 }  // namespace dtensor::models

@@ -31,6 +31,8 @@ class Generator;
 
 namespace dtensor::models {
 
+class Llama;  // dtensor/models/llama.h
+
 // transformers' GenerationConfig fields of the same names and defaults.
 struct GenerateOptions {
   int64_t max_new_tokens = 20;
@@ -63,6 +65,13 @@ using StepFn = std::function<Tensor(const Tensor& input_ids, const Tensor& atten
 // n <= max_new_tokens new tokens (fewer when every row finished early). Throws "[generate] ..."
 // for a bad prompt, mask or option (naming it and what was expected), on every rank alike.
 Tensor generate(const StepFn& step, const Tensor& prompt_ids, const GenerateOptions& options);
+
+// generate() for models::Llama: a KVCache for P + max_new_tokens positions laid out like the
+// model's k/v (Llama::make_cache: call it after parallelize_llama), the prompt as one prefill
+// forward, then one forward per new token, without recording autograd. On a tensor-parallel
+// mesh each step issues only the model's own collectives (the logits are Replicate); greedy
+// tokens are the same at every tensor-parallel degree up to ties within float rounding.
+Tensor generate(Llama& model, const Tensor& prompt_ids, const GenerateOptions& options);
 
 // The next-token distribution sampling draws from: logits [B, vocab] -> probabilities
 // [B, vocab] float64 after temperature, top_k and top_p (transformers' TemperatureLogitsWarper,
