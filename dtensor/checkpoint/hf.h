@@ -72,10 +72,12 @@ struct HfSaveOptions {
   // of the directory the model came from, or a config a model class writes).
   std::string config_json;
   // Each weight file holds at most this many bytes of tensor data, except that a tensor larger
-  // than this gets a file of its own; tensors go to files in parameter order
-  // (huggingface_hub's split_torch_state_dict_into_shards). One file: "model.safetensors";
-  // several: "model-00001-of-0000n.safetensors" ... and "model.safetensors.index.json". The
-  // default is save_pretrained's max_shard_size "50GB".
+  // than this gets a file of its own; tensors go to files in the order of their entry names,
+  // as transformers 5's save_pretrained splits (huggingface_hub's
+  // split_torch_state_dict_into_shards over the names sorted), so the files and the index are
+  // the ones it writes. One file: "model.safetensors"; several:
+  // "model-00001-of-0000n.safetensors" ... and "model.safetensors.index.json". The default is
+  // save_pretrained's max_shard_size "50GB".
   uint64_t max_shard_bytes = 50'000'000'000;
   // The dtype floating parameters are written in (e.g. kBFloat16); unset: each parameter's own.
   // Integer and bool parameters are written as they are (as model.to(dtype) leaves them).

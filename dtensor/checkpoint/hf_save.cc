@@ -3,10 +3,12 @@
 // at their positions, then let rank 0 write the index and config.json.
 #include <absl/strings/str_cat.h>
 
+#include <algorithm>
 #include <bit>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -65,14 +67,20 @@ void select_tensors(const StateDict& state, const HfSaveOptions& options, Plan& 
   }
 }
 
-// huggingface_hub's split_torch_state_dict_into_shards: in order, a tensor opens a new file
-// when it would take the current one over the limit; a tensor above the limit alone gets a
-// file of its own (the current one stays open after it).
+// As transformers 5.24's save_pretrained: huggingface_hub's split_torch_state_dict_into_shards
+// over the tensors in entry-name order (what its state dict holds by then; checked against its
+// output). In that order a tensor opens a new file when it would take the current one over the
+// limit; a tensor above the limit alone gets a file of its own (the current one stays open
+// after it). Within a file, entries lie in name order too, as safetensors writes one dtype.
 void plan_files(const HfSaveOptions& options, Plan& plan) {
+  std::vector<size_t> order(plan.tensors.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return plan.tensors[a].first < plan.tensors[b].first; });
   std::vector<std::vector<size_t>> shards;
   std::vector<size_t> current;
   uint64_t current_bytes = 0;
-  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+  for (const size_t i : order) {
     const DTensor& t = plan.tensors[i].second;
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * dtype_size(plan.dtypes[i]);
     plan.total_parameters += static_cast<uint64_t>(t.numel());

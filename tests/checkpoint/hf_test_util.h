@@ -93,7 +93,7 @@ std::shared_ptr<Holder> make_tree(const std::vector<std::pair<std::string, dt::S
 }
 
 // The tiny Llama's parameter names and shapes, in transformers' module order (its
-// state_dict's order, which decides how a sharded save splits).
+// state_dict's order).
 inline std::vector<std::pair<std::string, dt::Shape>> tiny_llama_params() {
   std::vector<std::pair<std::string, dt::Shape>> p = {{"model.embed_tokens.weight", {256, 64}}};
   for (int i = 0; i < 2; ++i) {
