@@ -1,11 +1,10 @@
 #include "dtensor/models/llama_config.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numbers>
-#include <sstream>
 
+#include "dtensor/checkpoint/hf.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::models {
@@ -131,13 +130,7 @@ LlamaConfig LlamaConfig::from_json_text(std::string_view text, std::string_view 
 }
 
 LlamaConfig LlamaConfig::from_hf_dir(const std::string& dir) {
-  const std::string path = dir + "/config.json";
-  std::ifstream in(path);
-  DT_CHECK(in.good(), "[LlamaConfig] cannot read '%s' (expected a Hugging Face model directory)",
-           path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return from_json_text(text.str(), path);
+  return from_json_text(checkpoint::read_hf_config(dir), dir + "/config.json");
 }
 
 void LlamaConfig::validate() const {

@@ -52,7 +52,7 @@ struct LlamaConfig {
   // compute (attention_bias / mlp_bias true, hidden_act other than silu, other rope types).
   // `where` names the source in errors (e.g. the file's path).
   static LlamaConfig from_json_text(std::string_view text, std::string_view where = "config.json");
-  // Reads <dir>/config.json ("[LlamaConfig] cannot read '<dir>/config.json'" when missing).
+  // Reads <dir>/config.json (checkpoint::read_hf_config: "[read_hf_config] ..." when it cannot).
   static LlamaConfig from_hf_dir(const std::string& dir);
 
   // Checks the values against each other (positive sizes, heads dividing, even head_dim, ...);
