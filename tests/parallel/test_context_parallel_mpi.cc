@@ -5,14 +5,18 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <tuple>
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/nn/functional.h"
 #include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/view/copy_ops.h"
+#include "dtensor/ops/view/view.h"
 #include "dtensor/parallel/context/context_parallel.h"
 #include "dtensor/parallel/context/ring_plan.h"
 #include "dtensor/rng/random.h"
@@ -260,6 +264,79 @@ TEST_CASE("head-tail layouts: shard, unshard and rotary positions", "[cp]") {
   CHECK(max_diff(whole(rotated.redistribute(xs.placements()), l, 1, true), ref) <= 1e-15);
 }
 
+namespace {
+
+// An attention block as a Llama layer computes it (projections, rotary q/k, causal attention,
+// output projection) on x [B, S, dim], by DTensor ops, so the same code runs single-device and
+// sharded: `attend` is scaled_dot_product_attention or ring_attention.
+dt::DTensor attention_block(const dt::DTensor& x, const std::vector<dt::DTensor>& w, int64_t heads,
+                            const dt::nn::functional::RotaryTables& tables,
+                            const std::function<dt::DTensor(const dt::DTensor&, const dt::DTensor&,
+                                                            const dt::DTensor&)>& attend) {
+  const int64_t B = x.size(0), S = x.size(1), hd = w[0].size(0) / heads;
+  const auto project = [&](const dt::DTensor& wx, bool rotary) {
+    const int64_t shape[] = {B, S, heads, hd};
+    dt::DTensor y = dt::reshape(dt::linear(x, wx), shape);
+    if (rotary) y = dt::nn::functional::apply_rotary_emb(y, tables);
+    return dt::transpose(y, 1, 2);
+  };
+  const dt::DTensor o = attend(project(w[0], true), project(w[1], true), project(w[2], false));
+  const int64_t flat[] = {B, S, heads * hd};
+  return dt::linear(dt::reshape(dt::transpose(o, 1, 2), flat), w[3]);
+}
+
+}  // namespace
+
+TEST_CASE("a cp x tp attention block equals single device (rotary from global offsets)", "[cp]") {
+  const Layout l = make_layout(dt::world_size() == 4 ? GENERATE(1, 2) : 0);
+  const int64_t cp = l.mesh.size(l.cp_dim);
+  const int64_t B = 2, S = 2 * cp * 3, dim = 16, H = 4, hd = 4;
+  const dt::Tensor x = same_randn({B, S, dim}, 1, dt::kFloat64);
+  std::vector<dt::Tensor> w;
+  for (uint64_t i = 0; i < 4; ++i) {
+    w.push_back(dt::mul(same_randn({dim, dim}, 10 + i, dt::kFloat64), dt::Scalar(0.3)));
+  }
+  const auto tables = dt::nn::functional::rotary_tables(S, hd, 10000.0, dt::kFloat64);
+
+  // Single device: local DTensors, scaled_dot_product_attention on the natural order.
+  dt::DTensor xr = dt::local_dtensor(x).requires_grad_();
+  std::vector<dt::DTensor> wr;
+  for (const dt::Tensor& t : w) wr.push_back(dt::local_dtensor(t).requires_grad_());
+  const dt::DTensor yr =
+      attention_block(xr, wr, H, tables, [](const auto& q, const auto& k, const auto& v) {
+        return dt::scaled_dot_product_attention(q, k, v, dt::DTensor(), 0.0, true);
+      });
+  const dt::DTensor loss_r = dt::mean(dt::mul(yr, yr));
+  loss_r.backward();
+
+  // cp x tp: x sequence-sharded (head-tail) on cp; q/k/v projections column-parallel and the
+  // output projection row-parallel on tp (heads sharded), every weight Replicate on cp.
+  dt::DTensor xc = lay_out(x, l, 1, true, /*heads=*/false).detach().requires_grad_();
+  std::vector<dt::DTensor> wc;
+  for (size_t i = 0; i < w.size(); ++i) {
+    dt::Placements p(static_cast<size_t>(l.mesh.ndim()), dt::Replicate());
+    if (l.tp_dim >= 0) p[static_cast<size_t>(l.tp_dim)] = dt::Shard(i < 3 ? 0 : 1);
+    dt::Placements rep(static_cast<size_t>(l.mesh.ndim()), dt::Replicate());
+    wc.push_back(dt::DTensor::from_local(w[i], l.mesh, rep).redistribute(p).detach());
+    wc.back().requires_grad_();
+  }
+  const dt::DTensor yc =
+      attention_block(xc, wc, H, dt::context_parallel_rotary_tables(tables, S, cp),
+                      [&](const auto& q, const auto& k, const auto& v) {
+                        return dt::ring_attention(q, k, v, l.cp_dim, {.is_causal = true});
+                      });
+  const dt::DTensor loss_c = dt::mean(dt::mul(yc, yc));
+  loss_c.backward();
+
+  CHECK(max_diff(loss_c.full_tensor(), loss_r.to_local()) <= 1e-14);
+  CHECK(max_diff(whole(yc.redistribute(xc.placements()), l, 1, true), yr.to_local()) <= 1e-12);
+  CHECK(max_diff(whole(xc.grad(), l, 1, true), xr.grad().to_local()) <= 1e-12);
+  for (size_t i = 0; i < w.size(); ++i) {
+    CAPTURE(i);
+    CHECK(max_diff(wc[i].grad().full_tensor(), wr[i].grad().to_local()) <= 1e-12);
+  }
+}
+
 TEST_CASE("context parallel errors, on every rank", "[cp][errors]") {
   const Layout l = make_layout(0);
   const int64_t cp = l.mesh.size(0);
@@ -271,16 +348,24 @@ TEST_CASE("context parallel errors, on every rank", "[cp][errors]") {
   const dt::DTensor s = lay_out(w, l, 2, false);
   CHECK_THROWS_WITH(dt::ring_attention(s, s, s, 0, {.is_causal = true}),
                     Contains("[ring_attention] sequence length") && Contains("multiple of 2 * cp"));
-  // Not sequence-sharded on the cp dim.
+  // Not sequence-sharded on the cp dim (one rank holds the whole sequence whatever the
+  // placement: accepted there).
   const dt::DTensor rep = dt::DTensor::from_local(w, l.mesh, {dt::Replicate()});
-  CHECK_THROWS_WITH(dt::ring_attention(rep, rep, rep, "cp"),
-                    Contains("must be Shard(2) (the sequence) on the cp mesh dim 0"));
+  if (cp > 1) {
+    CHECK_THROWS_WITH(dt::ring_attention(rep, rep, rep, "cp"),
+                      Contains("must be Shard(2) (the sequence) on the cp mesh dim 0"));
+    CHECK_THROWS_WITH(dt::ring_attention(s, rep, rep, 0), Contains("share one placement list"));
+    CHECK_THROWS_WITH(dt::context_parallel_unshard(rep, 0, 2), Contains("expected S(2)"));
+  } else {
+    CHECK(max_diff(dt::ring_attention(rep, rep, rep, "cp").full_tensor(),
+                   dt::ring_attention(s, s, s, "cp").full_tensor()) == 0);
+  }
+  const dt::DTensor partial = dt::DTensor::from_local(w, l.mesh, {dt::Partial()});
+  CHECK_THROWS_WITH(dt::ring_attention(partial, partial, partial, "cp"),
+                    Contains("may not be Partial"));
   // Mismatched placements, and a cross-attention shape.
   const dt::Tensor w2 = same_randn({B, H, 2 * odd, D}, 2, dt::kFloat32);
   const dt::DTensor longer = lay_out(w2, l, 2, false);
   CHECK_THROWS_WITH(dt::ring_attention(s, longer, longer, 0, {.load_balance = false}),
                     Contains("self-attention"));
-  CHECK_THROWS_WITH(dt::ring_attention(s, rep, rep, 0), Contains("share one placement list"));
-  // Unsharding what is not sequence-sharded.
-  CHECK_THROWS_WITH(dt::context_parallel_unshard(rep, 0, 2), Contains("expected S(2)"));
 }

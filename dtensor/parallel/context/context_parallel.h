@@ -47,7 +47,8 @@ struct RingAttentionOptions {
 // Scaled dot-product attention (scaled_dot_product_attention's math: softmax(q k^T * scale) v,
 // no mask, no dropout) on q, k, v sharded along the sequence (dim 2) over mesh dim `cp_dim`.
 // q, k and v share one mesh and one placement list: Shard(2) on cp_dim; on every other mesh dim
-// Shard(0) (batch, dp), Shard(1) (heads, tp: the ring runs inside each tp group) or Replicate.
+// Shard(0) (batch, dp), Shard(1) (heads, tp: the ring runs inside each tp group) or Replicate
+// (a mesh dim of one rank may hold any placement but Partial).
 // Self-attention: q and k have the same sequence length, heads (see enable_gqa) and head dim. Each
 // rank keeps its q block while the k/v blocks travel round the ring by point-to-point messages on
 // the cp dim's communicator (cp - 1 steps; the next block's send/recv runs on the communication

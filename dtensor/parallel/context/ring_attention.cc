@@ -226,12 +226,20 @@ Ring setup(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
            "[%s] q has %d positions and k %d: ring attention is self-attention over one sharded "
            "sequence",
            kOp, q.size(2), k.size(2));
-  DT_CHECK(k.placements() == q.placements() && v.placements() == q.placements(),
-           "[%s] q, k and v must share one placement list, got %s, %s and %s", kOp,
-           placements_str(q.placements()), placements_str(k.placements()),
-           placements_str(v.placements()));
+  // A mesh dim of one rank holds the whole tensor whatever its placement (ops pick any there):
+  // only the dims of several ranks must agree and fit.
   for (int64_t d = 0; d < mesh.ndim(); ++d) {
-    const Placement& p = q.placements()[static_cast<size_t>(d)];
+    const size_t i = static_cast<size_t>(d);
+    const Placement& p = q.placements()[i];
+    DT_CHECK(!p.is_partial() && !k.placements()[i].is_partial() && !v.placements()[i].is_partial(),
+             "[%s] q, k and v may not be Partial (placements %s, %s and %s)", kOp,
+             placements_str(q.placements()), placements_str(k.placements()),
+             placements_str(v.placements()));
+    if (mesh.size(d) == 1) continue;
+    DT_CHECK(k.placements()[i] == p && v.placements()[i] == p,
+             "[%s] q, k and v must share one placement list, got %s, %s and %s", kOp,
+             placements_str(q.placements()), placements_str(k.placements()),
+             placements_str(v.placements()));
     if (d == cp_dim) {
       DT_CHECK(p.is_shard(2),
                "[%s] q, k and v must be Shard(2) (the sequence) on the cp mesh dim %d, got "
