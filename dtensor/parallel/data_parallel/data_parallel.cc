@@ -12,6 +12,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/parallel/data_parallel/detail/grad_comm.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/shape.h"
 
@@ -75,14 +76,38 @@ struct Bucket {
   int64_t ready = 0;
 };
 
+// Whether a step is being captured by dtensor::compile (dtensor/compile/). Data parallel then
+// issues each collective inside one recorded primitive that packs, reduces (or gathers) and
+// unpacks, waited at once, so that replay runs it again on the replay's tensors; no prefetch,
+// nothing left in flight across primitives (the compiler's schedule pass overlaps collectives
+// instead), and the gathered parameters of forward serve backward too (no second gather).
+bool capturing() {
+  return detail::capture_recorder() != nullptr;
+}
+
+void bind_or_add_grad(const DTensor& storage, Tensor local) {
+  if (local.dtype() != storage.dtype()) local = local.to(storage.dtype());  // mixed precision
+  DTensor g(std::move(local), storage.spec_ptr());
+  storage.set_grad(storage.grad().defined() ? autograd::add_gradients(storage.grad(), g) : g);
+}
+
 // `local` is a view into its reduction's output buffer (a unit's reduce-scatter output, a
 // bucket's all-reduce buffer), which becomes the gradient as is: no copy, and no second
 // buffer of the gradients' size at the end of backward (FSDP2 makes the same views; DDP with
 // gradient_as_bucket_view). Each parameter's view is its own region of the buffer.
+// Captured, it is one primitive deciding when it runs whether to bind or to add (a replay may
+// follow calls that left a gradient), as autograd's own accumulation does.
 void accumulate_into_grad(const DTensor& storage, Tensor local) {
-  if (local.dtype() != storage.dtype()) local = local.to(storage.dtype());  // mixed precision
-  DTensor g(std::move(local), storage.spec_ptr());
-  storage.set_grad(storage.grad().defined() ? autograd::add_gradients(storage.grad(), g) : g);
+  if (!capturing()) {
+    bind_or_add_grad(storage, std::move(local));
+    return;
+  }
+  Tensor result[1];
+  detail::run_recorded("grad", "accumulate", {local}, result, 0,
+                       [storage](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+                         bind_or_add_grad(storage, in[0]);
+                         out[0] = storage.grad().to_local();
+                       });
 }
 
 // Each parameter's place in a flat reduction buffer (a unit's, a bucket's) starts on a
@@ -101,6 +126,9 @@ Tensor add_local(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 struct DataParallel::State {
+  // This state itself: what a captured step's primitives hold (dtensor::compile), so that a
+  // replay outliving the module's hooks and the DataParallel handle still finds the layout.
+  std::weak_ptr<State> self;
   DeviceMesh mesh;
   CommunicatorPtr comm;
   int64_t n = 1, rank = 0;
@@ -133,7 +161,14 @@ struct DataParallel::State {
 
   void release(const UnitState& u) {
     for (size_t i : u.sharded) {
-      if (params[i].gathered.defined()) params[i].gathered.storage().release_data();
+      if (!params[i].gathered.defined()) continue;
+      // A captured step's gathered parameters are values of its graph: the handle is dropped,
+      // the memory left to the graph's memory plan.
+      if (capturing()) {
+        params[i].gathered = Tensor();
+      } else {
+        params[i].gathered.storage().release_data();
+      }
     }
     gathered_units.erase(&u);
   }
@@ -187,19 +222,62 @@ struct DataParallel::State {
   // the output, which the all-gather leaves in place (FSDP2 does the same): no separate input
   // buffer.
   InFlight launch_gather(const UnitState& u) {
+    std::vector<Tensor> shards;
+    for (size_t i : u.sharded) shards.push_back(params[i].storage.to_local());
+    return launch_gather(u, shards);
+  }
+  // `shards`: the local tensors of the unit's sharded parameters, in order.
+  InFlight launch_gather(const UnitState& u, absl::Span<const Tensor> shards) {
     InFlight f;
     if (u.block == 0) return f;
-    const Device dev = params[u.sharded[0]].storage.to_local().device();
-    f.out = empty({n * u.block}, TensorOptions(u.dtype, dev));
+    f.out = empty({n * u.block}, TensorOptions(u.dtype, shards[0].device()));
     Tensor in = f.out.narrow(0, rank * u.block, u.block);
     in.zero_();  // the padding after a short (uneven) shard
-    for (size_t i : u.sharded) {
-      const ParamState& p = params[i];
-      const Tensor& s = p.storage.to_local();
-      if (s.numel() > 0) in.narrow(0, p.offset, s.numel()).view(s.shape()).copy_(s);
+    for (size_t j = 0; j < u.sharded.size(); ++j) {
+      const Tensor& s = shards[j];
+      if (s.numel() > 0)
+        in.narrow(0, params[u.sharded[j]].offset, s.numel()).view(s.shape()).copy_(s);
     }
     f.c = detail::launch_all_gather(*comm, f.out, in);
     return f;
+  }
+
+  // Copies every rank's chunks from the all-gather's output into the unit's gathered tensors.
+  void unpack_gathered(const UnitState& u, const Tensor& out, absl::Span<Tensor> gathered) const {
+    for (size_t j = 0; j < u.sharded.size(); ++j) {
+      const ParamState& p = params[u.sharded[j]];
+      for (int64_t r = 0; r < n; ++r) {
+        const ChunkBounds cb = p.chunk(n, r);
+        if (cb.size == 0 || p.rest() == 0) continue;
+        gathered[j]
+            .narrow(p.shard_dim, cb.offset, cb.size)
+            .copy_(out.narrow(0, r * u.block + p.offset, cb.size * p.rest())
+                       .view(p.chunk_shape(cb.size)));
+      }
+    }
+  }
+
+  // A captured step's gather (see capturing()): one primitive from the shards to freshly made
+  // gathered parameters. In backward the forward's gathered parameters, which autograd saved,
+  // are read again: nothing is recorded.
+  void gather_recorded(const UnitState& u, int direction) {
+    if (direction < 0) return;
+    std::vector<Tensor> shards, gathered(u.sharded.size());
+    for (size_t i : u.sharded) shards.push_back(params[i].storage.to_local());
+    detail::run_recorded(
+        "dp", "all_gather", shards, absl::MakeSpan(gathered), 0,
+        [st = self.lock(), &u](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+          for (size_t j = 0; j < u.sharded.size(); ++j) {
+            const ParamState& p = st->params[u.sharded[j]];
+            out[j] = empty(p.compute_shape, TensorOptions(p.compute_dtype, in[j].device()));
+          }
+          if (u.block == 0) return;
+          InFlight f = st->launch_gather(u, in);
+          f.c.wait();
+          st->unpack_gathered(u, f.out, out);
+        });
+    for (size_t j = 0; j < u.sharded.size(); ++j) params[u.sharded[j]].gathered = gathered[j];
+    gathered_units.insert(&u);
   }
 
   // One all_gather of the unit's shards into the gathered (full compute-local) tensors: the
@@ -211,6 +289,10 @@ struct DataParallel::State {
   // not gathered again.
   void gather(const UnitState& u, int direction) {
     if (u.sharded.empty()) return;
+    if (capturing()) {
+      gather_recorded(u, direction);
+      return;
+    }
     if (direction < 0 && gathered_units.contains(&u)) {
       prefetch(neighbour(u, direction));
       return;
@@ -229,17 +311,9 @@ struct DataParallel::State {
       return;
     }
     f.c.wait();  // needed now: the forward (or backward) reads the parameters next
-    const Tensor& out = f.out;
-    for (size_t i : u.sharded) {
-      ParamState& p = params[i];
-      for (int64_t r = 0; r < n; ++r) {
-        const ChunkBounds cb = p.chunk(n, r);
-        if (cb.size == 0 || p.rest() == 0) continue;
-        p.gathered.narrow(p.shard_dim, cb.offset, cb.size)
-            .copy_(out.narrow(0, r * u.block + p.offset, cb.size * p.rest())
-                       .view(p.chunk_shape(cb.size)));
-      }
-    }
+    std::vector<Tensor> gathered;
+    for (size_t i : u.sharded) gathered.push_back(params[i].gathered);
+    unpack_gathered(u, f.out, absl::MakeSpan(gathered));
     f = InFlight();  // the gathered output is freed before the neighbour's buffers exist
     prefetch(neighbour(u, direction));
   }
@@ -274,20 +348,28 @@ struct DataParallel::State {
     return g;
   }
 
-  // Backward of a unit's gather: one reduce_scatter(avg) of the unit's gradients.
-  void on_unit_grads(const UnitState& u, absl::Span<const DTensor> grads) {
-    queue_finish();
-    std::vector<Tensor> local(u.sharded.size());
-    bool any = false;
-    for (size_t j = 0; j < u.sharded.size(); ++j) {
-      local[j] = local_grad(params[u.sharded[j]], grads[j]);
-      any = any || local[j].defined();
-    }
-    release(u);  // after backward every unit is resharded (FSDP2 does too)
-    if (!any || u.block == 0) return;
+  // A captured step's gradient (see capturing()): laid out like the compute parameter (a
+  // recorded redistribute), or undefined (the packing fills zeros); the cast of mixed precision
+  // happens in the packing, inside the recorded reduction.
+  Tensor captured_grad(const ParamState& p, const DTensor& grad) const {
+    DT_CHECK(sync && !p.unsynced.defined(),
+             "[data_parallel] a step whose gradients are not synchronised "
+             "(set_requires_gradient_sync(false) / NoSync, or gradients a no_sync step left to "
+             "fold in) cannot be captured by dtensor::compile: accumulate micro-batches inside "
+             "one compiled step, or run such steps eagerly");
+    if (!grad.defined()) return Tensor();
+    return grad.placements() == p.compute_spec->placements()
+               ? grad.to_local()
+               : grad.redistribute(p.compute_spec->placements()).to_local();
+  }
+
+  // The unit's reduce-scatter input: each rank's chunk of every gradient in its block, in the
+  // reduction dtype; zeros where a gradient is undefined and in the padding.
+  Tensor pack_unit_grads(const UnitState& u, absl::Span<const Tensor> local) const {
     const Device dev = params[u.sharded[0]].storage.to_local().device();
     Tensor in = zeros({n * u.block}, TensorOptions(u.reduce_dtype, dev));
     for (size_t j = 0; j < u.sharded.size(); ++j) {
+      if (!local[j].defined()) continue;
       const ParamState& p = params[u.sharded[j]];
       for (int64_t r = 0; r < n; ++r) {
         const ChunkBounds cb = p.chunk(n, r);
@@ -297,13 +379,53 @@ struct DataParallel::State {
             .copy_(local[j].narrow(p.shard_dim, cb.offset, cb.size));
       }
     }
-    Tensor out = empty({u.block}, TensorOptions(u.reduce_dtype, dev));
-    pending.add(detail::launch_reduce_scatter_avg(*comm, out, in), [this, &u, out] {
-      for (size_t i : u.sharded) {
-        const ParamState& p = params[i];
-        const Shape& shard = p.storage.to_local().shape();
-        const int64_t numel = p.storage.to_local().numel();
-        accumulate_into_grad(p.storage, out.narrow(0, p.offset, numel).view(shard));
+    return in;
+  }
+
+  // Each sharded parameter's gradient: its view of the reduce-scatter output.
+  void unit_grad_views(const UnitState& u, const Tensor& out, absl::Span<Tensor> views) const {
+    for (size_t j = 0; j < u.sharded.size(); ++j) {
+      const Tensor& s = params[u.sharded[j]].storage.to_local();
+      views[j] = out.narrow(0, params[u.sharded[j]].offset, s.numel()).view(s.shape());
+    }
+  }
+
+  // Backward of a unit's gather: one reduce_scatter(avg) of the unit's gradients.
+  void on_unit_grads(const UnitState& u, absl::Span<const DTensor> grads) {
+    queue_finish();
+    std::vector<Tensor> local(u.sharded.size());
+    bool any = false;
+    for (size_t j = 0; j < u.sharded.size(); ++j) {
+      local[j] = capturing() ? captured_grad(params[u.sharded[j]], grads[j])
+                             : local_grad(params[u.sharded[j]], grads[j]);
+      any = any || local[j].defined();
+    }
+    release(u);  // after backward every unit is resharded (FSDP2 does too)
+    // Eager, an undefined gradient is zeros already (local_grad), so `any` holds when synced.
+    if ((!any && !capturing()) || u.block == 0) return;
+    std::vector<Tensor> views(u.sharded.size());
+    if (capturing()) {
+      detail::run_recorded(
+          "dp", "reduce_scatter", local, absl::MakeSpan(views), 0,
+          [st = self.lock(), &u](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+            const Tensor flat = st->pack_unit_grads(u, in);
+            const Tensor reduced = empty({u.block}, TensorOptions(u.reduce_dtype, flat.device()));
+            detail::launch_reduce_scatter_avg(*st->comm, reduced, flat).wait();
+            st->unit_grad_views(u, reduced, out);
+          });
+      pending.add(detail::DpCollective(), [this, &u, views] {
+        for (size_t j = 0; j < u.sharded.size(); ++j) {
+          accumulate_into_grad(params[u.sharded[j]].storage, views[j]);
+        }
+      });
+      return;
+    }
+    const Tensor in = pack_unit_grads(u, local);
+    Tensor out = empty({u.block}, TensorOptions(u.reduce_dtype, in.device()));
+    unit_grad_views(u, out, absl::MakeSpan(views));
+    pending.add(detail::launch_reduce_scatter_avg(*comm, out, in), [this, &u, views] {
+      for (size_t j = 0; j < u.sharded.size(); ++j) {
+        accumulate_into_grad(params[u.sharded[j]].storage, views[j]);
       }
     });
   }
@@ -311,50 +433,97 @@ struct DataParallel::State {
   void on_replicated_grad(size_t i, const DTensor& grad) {
     queue_finish();
     ParamState& p = params[i];
-    Tensor g = local_grad(p, grad);
+    Tensor g;
+    if (!capturing()) {
+      g = local_grad(p, grad);
+    } else if (g = captured_grad(p, grad); !g.defined()) {
+      // Zeros as local_grad makes them, made by a recorded primitive (replay makes them again).
+      Tensor z[1];
+      detail::run_recorded(
+          "dp", "zeros", {}, z, 0,
+          [shape = p.compute_shape,
+           opts = TensorOptions(p.reduce_dtype, p.storage.to_local().device())](
+              absl::Span<const Tensor>, absl::Span<Tensor> out) { out[0] = zeros(shape, opts); });
+      g = z[0];
+    }
     if (!g.defined()) return;
     Bucket& b = buckets[p.bucket];
     const size_t slot = std::find(b.params.begin(), b.params.end(), i) - b.params.begin();
     if (b.grads[slot].defined()) {
       // A second gradient for the parameter before its bucket launched (the module ran twice
       // before one backward): summed, and the parameter counted once.
-      b.grads[slot] = add(b.grads[slot], g);
+      b.grads[slot] = capturing() ? add_local(b.grads[slot], g) : add(b.grads[slot], g);
       return;
     }
-    b.grads[slot] = g.contiguous();
+    b.grads[slot] = capturing() ? g : g.contiguous();
     if (++b.ready == static_cast<int64_t>(b.params.size())) launch_bucket(b);
   }
 
-  void launch_bucket(Bucket& b) {
+  // A bucket's all-reduce buffer: the gradients of `which` (parameter indices) one after the
+  // other in the reduction dtype, each from a 16-element boundary (flat_slot); `offsets` gets
+  // each one's place.
+  Tensor pack_bucket(absl::Span<const size_t> which, absl::Span<const Tensor> grads,
+                     std::vector<int64_t>& offsets) const {
     int64_t total = 0;
-    DType dtype = kFloat32;
-    Device dev;
-    for (size_t s = 0; s < b.params.size(); ++s) {
-      if (!b.grads[s].defined()) continue;
-      total += flat_slot(b.grads[s].numel());
-      dtype = b.grads[s].dtype();
-      dev = b.grads[s].device();
-    }
-    Tensor flat = empty({total}, TensorOptions(dtype, dev));
-    std::vector<std::pair<size_t, int64_t>> where;  // (param, offset)
+    for (const Tensor& g : grads) total += flat_slot(g.numel());
+    const DType dtype = params[which[0]].reduce_dtype;
+    Tensor flat = empty({total}, TensorOptions(dtype, grads[0].device()));
+    offsets.clear();
     int64_t off = 0;
-    for (size_t s = 0; s < b.params.size(); ++s) {
-      if (!b.grads[s].defined()) continue;
-      const int64_t numel = b.grads[s].numel();
-      flat.narrow(0, off, numel).view(b.grads[s].shape()).copy_(b.grads[s]);
+    for (const Tensor& g : grads) {
+      const int64_t numel = g.numel();
+      flat.narrow(0, off, numel).view(g.shape()).copy_(g);
       // The alignment padding: reduced like the rest, never read, kept deterministic.
       if (flat_slot(numel) > numel) flat.narrow(0, off + numel, flat_slot(numel) - numel).zero_();
-      where.emplace_back(b.params[s], off);
+      offsets.push_back(off);
       off += flat_slot(numel);
+    }
+    return flat;
+  }
+
+  // Each parameter's gradient: its view of the bucket's buffer.
+  void bucket_views(absl::Span<const size_t> which, const Tensor& flat,
+                    absl::Span<const int64_t> offsets, absl::Span<Tensor> views) const {
+    for (size_t k = 0; k < which.size(); ++k) {
+      const Tensor& s = params[which[k]].storage.to_local();
+      views[k] = flat.narrow(0, offsets[k], s.numel()).view(s.shape());
+    }
+  }
+
+  void launch_bucket(Bucket& b) {
+    std::vector<size_t> which;
+    std::vector<Tensor> grads;
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      if (!b.grads[s].defined()) continue;
+      which.push_back(b.params[s]);
+      grads.push_back(std::move(b.grads[s]));
       b.grads[s] = Tensor();
     }
     b.ready = 0;
-    pending.add(detail::launch_all_reduce_avg(*comm, flat), [this, flat, where] {
-      for (auto [i, o] : where) {
-        const ParamState& p = params[i];
-        accumulate_into_grad(
-            p.storage,
-            flat.narrow(0, o, p.storage.to_local().numel()).view(p.storage.to_local().shape()));
+    std::vector<Tensor> views(which.size());
+    if (capturing()) {  // see capturing()
+      detail::run_recorded(
+          "dp", "all_reduce", grads, absl::MakeSpan(views), 0,
+          [st = self.lock(), which](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+            std::vector<int64_t> offsets;
+            const Tensor flat = st->pack_bucket(which, in, offsets);
+            detail::launch_all_reduce_avg(*st->comm, flat).wait();
+            st->bucket_views(which, flat, offsets, out);
+          });
+      pending.add(detail::DpCollective(), [this, which, views] {
+        for (size_t k = 0; k < which.size(); ++k) {
+          accumulate_into_grad(params[which[k]].storage, views[k]);
+        }
+      });
+      return;
+    }
+    std::vector<int64_t> offsets;
+    const Tensor flat = pack_bucket(which, grads, offsets);
+    grads.clear();
+    bucket_views(which, flat, offsets, absl::MakeSpan(views));
+    pending.add(detail::launch_all_reduce_avg(*comm, flat), [this, which, views] {
+      for (size_t k = 0; k < which.size(); ++k) {
+        accumulate_into_grad(params[which[k]].storage, views[k]);
       }
     });
   }
@@ -398,10 +567,19 @@ struct DataParallel::State {
     }
   }
 
-  // An unsharded parameter's local tensor in the compute dtype (cast under mixed precision).
+  // An unsharded parameter's local tensor in the compute dtype (cast under mixed precision;
+  // a recorded primitive when a step is captured).
   static Tensor compute_local(const ParamState& p) {
     const Tensor& t = p.storage.to_local();
-    return t.dtype() == p.compute_dtype ? t : t.to(p.compute_dtype);
+    if (t.dtype() == p.compute_dtype) return t;
+    if (!capturing()) return t.to(p.compute_dtype);
+    Tensor cast[1];
+    detail::run_recorded(
+        "dp", "cast", {t}, cast, 0,
+        [dtype = p.compute_dtype](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+          out[0] = in[0].to(dtype);
+        });
+    return cast[0];
   }
 
   void swap_in(const ParamState& p, const DTensor& value) {
@@ -548,6 +726,7 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
       others.empty() ? self_mesh(mesh.device_type()) : mesh.submesh(others);
 
   auto state = std::make_shared<DataParallel::State>();
+  state->self = state;
   state->mesh = mesh;
   state->comm = mesh.communicator(dp_dim);
   state->n = mesh.size(dp_dim);

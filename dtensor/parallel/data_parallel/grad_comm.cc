@@ -2,6 +2,7 @@
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/comm_worker.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 
 namespace dtensor::detail {
 
@@ -16,31 +17,39 @@ void DpCollective::wait() {
 // backward); the tensors are held by the task until it ran. CommDebugMode counts them when
 // launched, on the launching thread (with the labels current there), as if issued there;
 // inside the task nothing is recorded twice (the inline path, without the thread, records
-// nothing itself either).
+// nothing itself either). While a step is captured (dtensor::compile) the collective runs at
+// once on this thread instead: it is part of a recorded primitive, which leaves nothing in
+// flight (replay runs the primitive again, asynchronously then, waited inside it).
+namespace {
+DpCollective start(CollectiveKind kind, const Tensor& counted, Communicator& comm,
+                   std::function<void()> task) {
+  if (capture_recorder() != nullptr) {
+    task();  // the communicator counts it, on this thread
+    return DpCollective();
+  }
+  CommDebugMode::record(kind, static_cast<int64_t>(counted.nbytes()), comm.size());
+  return DpCollective(submit_async(std::move(task), /*capture_debug=*/false));
+}
+}  // namespace
+
 DpCollective launch_all_gather(Communicator& comm, const Tensor& output, const Tensor& input) {
-  CommDebugMode::record(CollectiveKind::kAllGather, static_cast<int64_t>(input.nbytes()),
-                        comm.size());
-  return DpCollective(submit_async(
-      [c = comm.shared_from_this(), output, input] { c->all_gather(output, input)->wait(); },
-      /*capture_debug=*/false));
+  return start(
+      CollectiveKind::kAllGather, input, comm,
+      [c = comm.shared_from_this(), output, input] { c->all_gather(output, input)->wait(); });
 }
 
 DpCollective launch_reduce_scatter_avg(Communicator& comm, const Tensor& output,
                                        const Tensor& input) {
-  CommDebugMode::record(CollectiveKind::kReduceScatter, static_cast<int64_t>(input.nbytes()),
-                        comm.size());
-  return DpCollective(
-      submit_async([c = comm.shared_from_this(), output,
-                    input] { c->reduce_scatter(output, input, ReduceOp::kAvg)->wait(); },
-                   /*capture_debug=*/false));
+  return start(CollectiveKind::kReduceScatter, input, comm,
+               [c = comm.shared_from_this(), output, input] {
+                 c->reduce_scatter(output, input, ReduceOp::kAvg)->wait();
+               });
 }
 
 DpCollective launch_all_reduce_avg(Communicator& comm, const Tensor& tensor) {
-  CommDebugMode::record(CollectiveKind::kAllReduce, static_cast<int64_t>(tensor.nbytes()),
-                        comm.size());
-  return DpCollective(submit_async(
-      [c = comm.shared_from_this(), tensor] { c->all_reduce(tensor, ReduceOp::kAvg)->wait(); },
-      /*capture_debug=*/false));
+  return start(CollectiveKind::kAllReduce, tensor, comm, [c = comm.shared_from_this(), tensor] {
+    c->all_reduce(tensor, ReduceOp::kAvg)->wait();
+  });
 }
 
 void PendingReductions::add(DpCollective c, std::function<void()> finish) {
