@@ -5,8 +5,8 @@
 // Generic: any module, matched by its parameter names (nn::Module::named_parameters), with an
 // optional rename for other conventions. Guide: docs/guides/hugging_face_checkpoints.md.
 //
-// Every call except read_hf_config is collective over the WHOLE world, like checkpoint::save /
-// load (every rank calls it with the same module structure), and raises the same
+// load_hf and save_hf are collective over the WHOLE world, like checkpoint::save / load (every
+// rank calls them with the same module structure and options), and raise the same
 // dtensor::Error on every rank when anything fails, naming the tensor and the file.
 #pragma once
 
