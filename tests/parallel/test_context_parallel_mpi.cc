@@ -55,20 +55,22 @@ Reference reference(const dt::Tensor& q, const dt::Tensor& k, const dt::Tensor& 
 }
 
 // A mesh for the case: 1-D "cp" over the world, or (at 4 ranks) 2x2 with a "tp" dim before or
-// after it that shards the heads.
+// after it that shards the heads, or a "dp" dim before it that shards the batch.
 struct Layout {
   dt::DeviceMesh mesh;
   int64_t cp_dim = 0;
   int64_t tp_dim = -1;
+  int64_t dp_dim = -1;
 };
 Layout make_layout(int kind) {
-  if (kind == 0) return {dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"cp"}), 0, -1};
+  if (kind == 0) return {dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"cp"}), 0};
   if (kind == 1) return {dt::init_device_mesh(dt::kCPU, {2, 2}, {"cp", "tp"}), 0, 1};
-  return {dt::init_device_mesh(dt::kCPU, {2, 2}, {"tp", "cp"}), 1, 0};
+  if (kind == 2) return {dt::init_device_mesh(dt::kCPU, {2, 2}, {"tp", "cp"}), 1, 0};
+  return {dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "cp"}), 1, -1, 0};
 }
 
-// A whole tensor (the same on every rank) laid out for the ring: heads Shard(1) on tp, the
-// sequence (dim `seq`) in the case's order Shard(seq) on cp.
+// A whole tensor (the same on every rank) laid out for the ring: heads Shard(1) on tp, batch
+// Shard(0) on dp, the sequence (dim `seq`) in the case's order Shard(seq) on cp.
 dt::DTensor lay_out(const dt::Tensor& whole, const Layout& l, int64_t seq, bool load_balance,
                     bool heads = true) {
   dt::Placements rep(static_cast<size_t>(l.mesh.ndim()), dt::Replicate());
@@ -76,6 +78,11 @@ dt::DTensor lay_out(const dt::Tensor& whole, const Layout& l, int64_t seq, bool 
   if (l.tp_dim >= 0 && heads) {
     dt::Placements p = rep;
     p[static_cast<size_t>(l.tp_dim)] = dt::Shard(1);
+    x = x.redistribute(p);
+  }
+  if (l.dp_dim >= 0) {
+    dt::Placements p = x.placements();
+    p[static_cast<size_t>(l.dp_dim)] = dt::Shard(0);
     x = x.redistribute(p);
   }
   return dt::context_parallel_shard(x, l.cp_dim, seq, load_balance);
@@ -131,7 +138,7 @@ TEST_CASE("ring plan: head-tail segments and calls balance the causal work", "[c
 
 TEST_CASE("ring attention equals single-device attention, forward and backward", "[cp]") {
   const int world = dt::world_size();
-  const int kind = world == 4 ? GENERATE(0, 1, 2) : 0;
+  const int kind = world == 4 ? GENERATE(0, 1, 2, 3) : 0;
   const Layout l = make_layout(kind);
   const int64_t cp = l.mesh.size(l.cp_dim);
   const dt::DType dtype = GENERATE(dt::kFloat64, dt::kFloat32);
@@ -163,7 +170,7 @@ TEST_CASE("ring attention equals single-device attention, forward and backward",
 }
 
 TEST_CASE("ring attention with grouped-query heads (enable_gqa)", "[cp]") {
-  const int kind = dt::world_size() == 4 ? GENERATE(0, 1, 2) : 0;
+  const int kind = dt::world_size() == 4 ? GENERATE(0, 1, 2, 3) : 0;
   const Layout l = make_layout(kind);
   const int64_t cp = l.mesh.size(l.cp_dim);
   const bool causal = GENERATE(false, true);
@@ -241,6 +248,12 @@ TEST_CASE("head-tail layouts: shard, unshard and rotary positions", "[cp]") {
     CHECK(ids[static_cast<size_t>(4 * r + 2)] == 2 * (2 * cp - 1 - r));
   }
   CHECK(max_diff(dt::natural_order(ht, 0, cp), pos) == 0);
+  // PyTorch 2.15's _HeadTailLoadBalancer(4 * cp, cp)._generate_indices() (the same order).
+  const dt::Tensor pos16 = dt::arange(0.0, 16.0, 1.0, dt::TensorOptions(dt::kInt64));
+  CHECK(dt::head_tail_order(pos16.narrow(0, 0, 8), 0, 2).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 1, 6, 7, 2, 3, 4, 5});
+  CHECK(dt::head_tail_order(pos16, 0, 4).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 1, 14, 15, 2, 3, 12, 13, 4, 5, 10, 11, 6, 7, 8, 9});
   // Integer inputs (token ids, labels) through the DTensor round trip.
   const dt::Tensor tokens = pos.reshape({1, 4 * cp});
   const dt::DTensor sharded = lay_out(tokens, l, 1, true, /*heads=*/false);
