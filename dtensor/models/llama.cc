@@ -204,7 +204,7 @@ Tensor whole(const DTensor& x) {
 }
 }  // namespace
 
-DTensor Llama::forward(const DTensor& input_ids, KVCache* cache, const DTensor& attention_mask) {
+void Llama::prepare_step(const DTensor& input_ids, KVCache* cache, const DTensor& attention_mask) {
   DT_CHECK(input_ids.defined() && input_ids.dim() == 2 && input_ids.dtype() == kInt64,
            "[Llama] input_ids must be int64 [batch, seq], got %s",
            input_ids.defined() ? shape_str(input_ids.shape()) : std::string("undefined"));
@@ -229,6 +229,10 @@ DTensor Llama::forward(const DTensor& input_ids, KVCache* cache, const DTensor& 
   } else {
     st.is_causal = true;  // bottom-right aligned: the new tokens follow the cached ones
   }
+}
+
+DTensor Llama::forward(const DTensor& input_ids, KVCache* cache, const DTensor& attention_mask) {
+  prepare_step(input_ids, cache, attention_mask);
   in_step_ = true;
   struct Done {
     Llama& m;
@@ -237,13 +241,14 @@ DTensor Llama::forward(const DTensor& input_ids, KVCache* cache, const DTensor& 
       m.step_->cache = nullptr;  // the cache is the caller's; positions and mask stay
     }
   } done{*this};
-  DTensor logits = (*this)(input_ids);
-  if (cache != nullptr) cache->advance(S);
+  DTensor logits = (*this)(input_ids);  // the call: hooks on the root (FSDP's) run
+  if (cache != nullptr) cache->advance(input_ids.size(1));
   return logits;
 }
 
 DTensor Llama::forward(const DTensor& input_ids) {
-  if (!in_step_) return forward(input_ids, nullptr);  // called directly: the plain step
+  // Reached through the call: from the form above (its step is prepared), or model(ids).
+  if (!in_step_) prepare_step(input_ids, nullptr, DTensor());
   return run(input_ids);
 }
 

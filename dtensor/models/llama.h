@@ -132,7 +132,7 @@ class Llama : public nn::Module {
   // query attends to a padded key. Logits of padded query positions are unspecified. Throws
   // "[Llama] ..." for shapes that do not fit.
   DTensor forward(const DTensor& input_ids, KVCache* cache, const DTensor& attention_mask = {});
-  // The call without cache or mask (through operator(): the plan's hooks run).
+  // Without cache or mask: what model(input_ids) runs (the call runs the hooks first).
   DTensor forward(const DTensor& input_ids) override;
 
   // A cache for `batch` rows (this rank's rows under data parallelism) of up to `max_len`
@@ -148,6 +148,8 @@ class Llama : public nn::Module {
   void set_kv_layout(const DeviceMesh& mesh, Placements placements);
 
  private:
+  // Sets the step (positions, mask, cache) the layers read for this call.
+  void prepare_step(const DTensor& input_ids, KVCache* cache, const DTensor& attention_mask);
   DTensor run(const DTensor& input_ids);
 
   LlamaConfig cfg_;
@@ -155,7 +157,7 @@ class Llama : public nn::Module {
   std::shared_ptr<detail::LlamaStep> step_;
   std::shared_ptr<LlamaModel> model_;
   std::shared_ptr<nn::Linear> lm_head_;
-  bool in_step_ = false;  // forward(ids, cache, mask) is running: run() keeps its step
+  bool in_step_ = false;  // forward(ids, cache, mask) is running: its step is prepared
   std::optional<DeviceMesh> kv_mesh_;
   Placements kv_placements_;
 };
