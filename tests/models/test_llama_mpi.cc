@@ -277,6 +277,27 @@ TEST_CASE("Llama with Meta's interleaved rotary and permuted q/k rows equals the
   CHECK(max_abs_diff(unpermuted(ids(input)).to_local(), reference().at("logits")) > 1e-3);
 }
 
+TEST_CASE("Llama's forms run the root's hooks once per forward", "[llama]") {
+  models::Llama model(small_config(4, 2));
+  int pre = 0, post = 0;
+  model.register_forward_pre_hook([&](nn::Module&, const dt::DTensor& x) {
+    ++pre;
+    return x;
+  });
+  model.register_forward_hook([&](nn::Module&, dt::DTensor y) {
+    ++post;
+    return y;
+  });
+  dt::autograd::NoGradGuard no_grad;
+  const dt::Tensor input = dt::zeros({1, 3}, dt::TensorOptions(dt::kInt64));
+  model(ids(input));
+  CHECK((pre == 1 && post == 1));
+  models::KVCache cache = model.make_cache(1, 4);
+  model.forward(ids(input), &cache);
+  CHECK((pre == 2 && post == 2));
+  CHECK(cache.position() == 3);
+}
+
 TEST_CASE("KVCache: buffers, positions and errors", "[llama][cache]") {
   models::KVCache cache(2, 1, 2, 4, 3, dt::kFloat64, dt::self_mesh(),
                         dt::Placements{dt::Replicate()});
