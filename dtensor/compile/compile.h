@@ -19,9 +19,13 @@
 // runtime scalars, not baked in. Guards: a call whose inputs differ in shape, dtype, placements,
 // mesh or requires_grad from every captured graph re-captures (or raises, by option).
 //
+// Data parallel's own hooks (replicate / fully_shard) are captured too: their collectives are
+// recorded primitives. Expansion (the design's data-parallel mode): compile(fn, mesh, style,
+// options) turns a step written for one device into the data-parallel step (below).
+//
 // What cannot be captured raises "[compile] ..." on every rank during the capture: random ops,
-// async collectives and the data-parallel gradient hooks (replicate / fully_shard), ops whose
-// output shape depends on the values (masked_select, nonzero), local Tensor computation whose
+// async collectives, data parallel's NoSync accumulation, ops whose output shape depends on the
+// values (masked_select, nonzero), local Tensor computation whose
 // result a DTensor op reads (every allocation during the capture is noted). What is not seen:
 // host-side control flow that depends on tensor values (replay runs the ops of the capture);
 // options.validate_every re-runs the step eagerly every N calls and raises when its op sequence
@@ -37,6 +41,8 @@
 #include "dtensor/compile/graph.h"
 #include "dtensor/compile/override.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
 
 namespace dtensor {
 
@@ -66,6 +72,10 @@ struct CompileOptions {
   // each override's transform rewrites the graph.
   nn::Module* module = nullptr;
   std::vector<std::shared_ptr<compiler::Override>> overrides;
+  // The step's optimizer, for expansion: it is made to follow the data-parallel parameters.
+  optim::Optimizer* optimizer = nullptr;
+  // Expansion's data_parallel options (buckets, units, mixed precision, the dp dim's name).
+  DataParallelOptions data_parallel;
 };
 
 // A step function compiled by dtensor::compile: call it as the step itself.
@@ -99,5 +109,19 @@ class CompiledStep {
 
 // Compiles `fn`, a function running one step on DTensors (see above).
 CompiledStep compile(CompiledStep::StepFn fn, CompileOptions options = {});
+
+// Expansion (DESIGN.md item 17's DataParallel mode; PyTorch's _spmd expansion): `fn` is a step
+// written for one device — options.module's parameters local (or tensor-parallel on the mesh of
+// the non-dp dims), options.optimizer over them, the batch as local DTensors. Expansion applies
+// data_parallel(*options.module, mesh, style, options.data_parallel) at once (parameters
+// replicated or sharded on the dp dim per style; the optimizer follows them: call it before the
+// first step), and the returned step takes the GLOBAL batch (the same local DTensors on every
+// rank), gives `fn` this dp rank's equal share of dim 0 of each input (0-dim inputs whole; a dim 0
+// the dp size does not divide raises "[compile] ..."), and runs it compiled: activations
+// batch-sharded, gradients reduced (Partial(avg) -> bucketed all-reduce or reduce-scatter),
+// optimizer states following their parameters. Each step equals the eager data_parallel(...) step
+// on the same shares, bit for bit.
+CompiledStep compile(CompiledStep::StepFn fn, const DeviceMesh& mesh, DataParallelStyle style,
+                     CompileOptions options);
 
 }  // namespace dtensor

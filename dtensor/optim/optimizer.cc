@@ -96,6 +96,24 @@ Optimizer::Optimizer(std::vector<DTensor> params, std::string_view name)
   }
 }
 
+void Optimizer::replace_parameters(std::vector<DTensor> params) {
+  DT_CHECK(params.size() == params_.size(),
+           "[optimizer] replace_parameters: %d parameters given for the %d the optimizer holds",
+           params.size(), params_.size());
+  DT_CHECK(steps_ == 0 && state_dict().size() <= 1,
+           "[optimizer] replace_parameters: the optimizer has state already (a step taken or "
+           "state loaded); replace its parameters before the first step");
+  for (size_t i = 0; i < params.size(); ++i) {
+    DT_CHECK(params[i].defined() && params[i].shape() == params_[i].shape() &&
+                 params[i].dtype() == params_[i].dtype() && !params[i].spec().has_partial(),
+             "[optimizer] replace_parameters: parameter %d is %s, expected the global shape %s "
+             "and dtype %s of the one it replaces, not Partial",
+             i, params[i].defined() ? params[i].str() : std::string("undefined"),
+             shape_str(params_[i].shape()), dtype_name(params_[i].dtype()));
+  }
+  params_ = std::move(params);
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   autograd::zero_grad(params_, set_to_none);
 }

@@ -85,6 +85,12 @@ class Optimizer {
   virtual std::vector<std::pair<std::string, DTensor>> state_dict() const = 0;
   virtual void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) = 0;
 
+  // Follows parameters a wrapper put in place of the ones given (compile's data-parallel
+  // expansion: data_parallel's sharded or replicated storage parameters): `params[i]` takes the
+  // place of parameter i, with the same global shape and dtype. Only before any state exists
+  // (no step taken, no state loaded): "[optimizer] ..." otherwise.
+  void replace_parameters(std::vector<DTensor> params);
+
  protected:
   // Throws "[<name>] parameter i ..." for an undefined, non-floating or Partial parameter.
   Optimizer(std::vector<DTensor> params, std::string_view name);

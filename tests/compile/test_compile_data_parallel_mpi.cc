@@ -179,3 +179,95 @@ TEST_CASE("a data-parallel step without gradient synchronisation is refused", "[
   step(rank_batch(t, 2));
   CHECK(step.captures() == 1);
 }
+
+TEST_CASE("expansion: a single-device step compiled over a dp mesh is the data-parallel step",
+          "[compile][dp]") {
+  const dt::DataParallelStyle style =
+      GENERATE(dt::DataParallelStyle::kReplicate, dt::DataParallelStyle::kFullyShard,
+               dt::DataParallelStyle::kDefault);
+  const int64_t W = dt::world_size();
+  INFO("style " << static_cast<int>(style) << ", " << W << " ranks");
+  const nn::TransformerConfig cfg = small_config();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {W}, {"dp"});
+  const dt::GroupingPolicy blocks{.module_types = {"TransformerBlock"}};
+  // Written for one device: a model, its optimizer, a step on a whole batch.
+  dt::manual_seed(21);
+  nn::Transformer model(cfg);
+  dt::optim::AdamW opt(model.parameters(), dt::optim::AdamWOptions(1e-2));
+  const int64_t rows[] = {-1, cfg.vocab_size};
+  auto single_device_step = [&](const dt::DTensorList& batch) {
+    opt.zero_grad();
+    const dt::DTensor loss = dt::cross_entropy(dt::reshape(model(batch[0]), rows), batch[1]);
+    loss.backward();
+    dt::optim::clip_grad_norm_(opt.parameters(), 0.5);
+    opt.step();
+    return dt::DTensorList{loss.detach()};
+  };
+  dt::CompileOptions options;
+  options.module = &model;
+  options.optimizer = &opt;
+  options.data_parallel.grouping = blocks;
+  dt::CompiledStep step = dt::compile(single_device_step, mesh, style, options);
+  // The eager data-parallel twin, fed each rank's share by hand.
+  dt::manual_seed(21);
+  nn::Transformer twin(cfg);
+  auto dp = dt::data_parallel(twin, mesh, style, {.grouping = blocks});
+  dt::optim::AdamW twin_opt(twin.parameters(), dt::optim::AdamWOptions(1e-2));
+  for (int i = 0; i < 6; ++i) {
+    INFO("step " << i);
+    dt::Generator g(900 + i);  // the same global batch on every rank
+    const dt::Tensor tok =
+        dt::randint(0, cfg.vocab_size, {2 * W, 5}, dt::TensorOptions(dt::kInt64), &g);
+    const dt::Tensor tgt =
+        dt::randint(0, cfg.vocab_size, {2 * W * 5}, dt::TensorOptions(dt::kInt64), &g);
+    const double got = scalar(step({nn::local_dtensor(tok), nn::local_dtensor(tgt)})[0]);
+    const int64_t r = mesh.get_local_rank(0);
+    twin_opt.zero_grad();
+    const dt::DTensor loss = dt::cross_entropy(
+        dt::reshape(twin(nn::local_dtensor(tok.narrow(0, 2 * r, 2).contiguous())), rows),
+        nn::local_dtensor(tgt.narrow(0, 10 * r, 10).contiguous()));
+    loss.backward();
+    dt::optim::clip_grad_norm_(twin_opt.parameters(), 0.5);
+    twin_opt.step();
+    CHECK(got == scalar(loss));
+    const auto pe = twin.named_parameters();
+    const auto pc = model.named_parameters();
+    for (size_t k = 0; k < pe.size(); ++k) {
+      INFO(pe[k].first);
+      REQUIRE(pc[k].second.placements() == pe[k].second.placements());
+      REQUIRE(dt::test::max_diff(pc[k].second.to_local(), pe[k].second.to_local()) == 0.0);
+    }
+  }
+  CHECK(step.captures() == 1);
+  // The optimizer follows the data-parallel parameters; its states have their placements.
+  CHECK(opt.parameters()[0].device_mesh() == mesh);
+  for (const auto& [name, s] : opt.state_dict()) {
+    if (name != "step") CHECK(s.device_mesh() == mesh);
+  }
+  // A batch the dp ranks cannot share equally is refused on every rank.
+  if (W > 1) {
+    const dt::Tensor odd = dt::zeros({2 * W + 1, 5}, dt::TensorOptions(dt::kInt64));
+    CHECK_THROWS_WITH(
+        step({nn::local_dtensor(odd), nn::local_dtensor(odd.reshape({-1}))}),
+        Catch::Contains("not a multiple of the") && Catch::Contains("data-parallel ranks"));
+  }
+}
+
+TEST_CASE("expansion needs the module; the optimizer must follow before its first step",
+          "[compile][dp]") {
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"dp"});
+  auto fn = [](const dt::DTensorList& b) { return b; };
+  CHECK_THROWS_WITH(dt::compile(fn, mesh, dt::DataParallelStyle::kReplicate, {}),
+                    Catch::Contains("needs CompileOptions::module"));
+  dt::manual_seed(3);
+  nn::Linear lin(4, 4);
+  dt::optim::SGD opt(lin.parameters(), dt::optim::SGDOptions(0.1));
+  opt.zero_grad();
+  dt::sum(lin(nn::local_dtensor(dt::ones({2, 4})))).backward();
+  opt.step();
+  dt::CompileOptions options;
+  options.module = &lin;
+  options.optimizer = &opt;
+  CHECK_THROWS_WITH(dt::compile(fn, mesh, dt::DataParallelStyle::kReplicate, options),
+                    Catch::Contains("[optimizer] replace_parameters: the optimizer has state"));
+}
