@@ -196,7 +196,9 @@ AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor&
       cur_k = next_k, cur_v = next_v;
     }
   }
-  wait_for(grads_shift);
+  // Our own accumulator's last hop: nothing is left to compute behind it (not counted by
+  // ring_wait_seconds, which would take the slowest peer's lateness for communication).
+  grads_shift->wait();
   return {dq.to(q.dtype()), in_k.to(k.dtype()), in_v.to(v.dtype())};
 }
 

@@ -19,7 +19,9 @@ WorkPtr ring_shift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::ve
 
 // Seconds this thread has spent in ring_attention's forward and backward waiting for their
 // messages, after issuing them and computing the current block: the communication that compute
-// did not hide. A running total (the benchmark reads differences).
+// did not hide. The backward's last hop (each dk/dv accumulator's return to its owner, with
+// nothing left to compute behind it) is not counted. A running total (the benchmark reads
+// differences).
 double ring_wait_seconds();
 
 }  // namespace dtensor::detail
