@@ -39,16 +39,13 @@ DTensorList repeat_grad(const BackwardContext& c, Grads g) {
   }
   return {reshape(sum(reshape(g[0], split), summed), in)};
 }
-// Each input element's gradient is the sum over its `repeats` copies: g viewed with the
-// repeated dim split into [n, repeats], summed over the repeats.
+// Each input element's gradient is the sum over its `repeats` copies: one registered op
+// (repeat_interleave_backward), whose rows keep an aligned repeated dim's shard (a reshape +
+// sum here would gather it unless it divided evenly over the whole mesh).
 DTensorList repeat_interleave_grad(const BackwardContext& c, Grads g) {
-  const Shape& in = c.input_spec(0).shape();
-  const int64_t r = c.arg<int64_t>(0);
-  const int64_t d = check_repeat_interleave(in, r, c.arg<int64_t>(1));
-  Shape split = in;
-  split.insert(split.begin() + d + 1, r);
-  const int64_t dims[] = {d + 1};
-  return {sum(reshape(g[0], split), dims)};
+  static const OpInfo& bw = ops_op("repeat_interleave_backward");
+  const ArgValue args[] = {c.input_spec(0).shape(), c.arg<int64_t>(0), c.arg<int64_t>(1)};
+  return {dispatch(bw, {&g[0]}, args)};
 }
 DTensorList diagonal_grad(const BackwardContext& c, Grads g) {
   static const OpInfo& bw = ops_op("diagonal_backward");

@@ -21,6 +21,7 @@
 #include "dtensor/ops/view/detail/copy_ops.h"
 #include "dtensor/ops/view/detail/copy_ops_backward.h"
 #include "dtensor/ops/view/view.h"
+#include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -56,47 +57,72 @@ Shape repeat_map(const OpSchema& s) {
   return map;
 }
 
-// Whether a dim of n elements, sharded over any set of the mesh's dims (nested in mesh-dim
-// order, torch.chunk at each level), has on every rank after repeat_interleave(r) exactly the
-// repeats of its own elements: the output shard is [r * offset, r * (offset + size)). Then the
-// repeated dim keeps its shard with no communication: k/v heads repeated for grouped-query
-// attention when each rank's q heads map onto its own kv heads (Hk divisible by the ranks, or
-// uneven but aligned: 3 heads x 2 on 4 ranks, [1, 1, 1, 0] -> [2, 2, 2, 0]). Every set of mesh
-// dims is checked because a row is expanded on each mesh dim independently.
-bool repeat_keeps_shards(int64_t n, int64_t r, IntSpan mesh_shape) {
+// Whether a dim of n elements sharded as `p` (Shard(0) on the mesh dims that shard it, nested in
+// mesh-dim order, torch.chunk at each level) has on every rank after repeat_interleave(r)
+// exactly the repeats of its own elements: the output shard is [r * offset, r * (offset +
+// size)). Then the repeated dim keeps its shard with no communication: k/v heads repeated for
+// grouped-query attention when each rank's q heads map onto its own kv heads (Hk divisible by
+// the ranks, or uneven but aligned: 3 heads x 2 on 4 ranks, [1, 1, 1, 0] -> [2, 2, 2, 0]).
+bool repeat_aligned(int64_t n, int64_t r, IntSpan mesh_shape, PlacementSpan p) {
   const size_t nd = mesh_shape.size();
   const int64_t in_shape[] = {n}, out_shape[] = {n * r};
-  for (uint32_t set = 1; set < (1u << nd); ++set) {
-    Placements p;
-    for (size_t m = 0; m < nd; ++m) {
-      p.push_back((set >> m) & 1u ? Placement(Shard(0)) : Placement(Replicate()));
-    }
-    Shape coord(nd, 0);
-    for (bool more = true; more;) {
-      const LocalShard in = compute_local_shape_and_offset(in_shape, mesh_shape, coord, p);
-      const LocalShard out = compute_local_shape_and_offset(out_shape, mesh_shape, coord, p);
-      if (out.offset[0] != r * in.offset[0] || out.shape[0] != r * in.shape[0]) return false;
-      // The next coordinate, the last mesh dim fastest.
-      more = false;
-      for (size_t m = nd; m-- > 0;) {
-        if (++coord[m] < mesh_shape[m]) {
-          more = true;
-          break;
-        }
-        coord[m] = 0;
+  Shape coord(nd, 0);
+  for (bool more = true; more;) {
+    const LocalShard in = compute_local_shape_and_offset(in_shape, mesh_shape, coord, p);
+    const LocalShard out = compute_local_shape_and_offset(out_shape, mesh_shape, coord, p);
+    if (out.offset[0] != r * in.offset[0] || out.shape[0] != r * in.shape[0]) return false;
+    more = false;  // the next coordinate, the last mesh dim fastest
+    for (size_t m = nd; m-- > 0;) {
+      if (++coord[m] < mesh_shape[m]) {
+        more = true;
+        break;
       }
+      coord[m] = 0;
     }
   }
   return true;
 }
 
-// repeat_interleave (args repeats, dim): every dim but the repeated one, which keeps its shard
-// too where repeat_keeps_shards holds.
+// Whether dim d (n elements before the repeat, n * r after) keeps its shard for the schema's
+// input 0 (the repeated tensor, or its gradient: the condition is the same). A row is expanded
+// on each mesh dim independently, so it is offered when every set of mesh dims is aligned; or
+// when the set that shards d in the input now is and the op has a row for each of the input's
+// other placements (`minmax_rows`: Partial(max / min) passes through): then taking the input as
+// it is costs nothing and moves nothing, which the engine prefers to every other candidate
+// (cost >= 0, more moves), so the unaligned combinations the row also expands to are never
+// chosen. So on a dp x tp mesh 2 k/v heads sharded over tp 2 (not over all 4 ranks) stay so.
+bool repeat_keeps_shards(const OpSchema& s, int64_t n, int64_t r, int64_t d, bool minmax_rows) {
+  const DTensorSpec& in = s.input(0);
+  const IntSpan mesh_shape = s.mesh().shape();
+  const size_t nd = mesh_shape.size();
+  bool every_set = true, now = false, kept_as_is = true;
+  Placements current;
+  for (size_t m = 0; m < nd; ++m) {
+    const Placement& p = in.placement(static_cast<int64_t>(m));
+    const bool sharded = p.is_shard(d);
+    now = now || sharded;
+    kept_as_is = kept_as_is && (minmax_rows || !p.is_partial() || p.reduce_op() == ReduceOp::kSum ||
+                                p.reduce_op() == ReduceOp::kAvg);
+    current.push_back(sharded ? Placement(Shard(0)) : Placement(Replicate()));
+  }
+  now = now && kept_as_is;
+  if (now && repeat_aligned(n, r, mesh_shape, current)) return true;
+  for (uint32_t set = 1; set < (1u << nd) && every_set; ++set) {
+    Placements p;
+    for (size_t m = 0; m < nd; ++m) {
+      p.push_back((set >> m) & 1u ? Placement(Shard(0)) : Placement(Replicate()));
+    }
+    every_set = repeat_aligned(n, r, mesh_shape, p);
+  }
+  return every_set;
+}
+
+// repeat_interleave (args repeats, dim): every dim, the repeated one where repeat_keeps_shards.
 Shape repeat_interleave_map(const OpSchema& s) {
   Shape map = identity_map(s);
   const int64_t r = s.arg<int64_t>(0);
   const int64_t d = detail::check_repeat_interleave(s.input(0).shape(), r, s.arg<int64_t>(1));
-  if (!repeat_keeps_shards(s.input(0).shape()[d], r, s.mesh().shape())) map[d] = -1;
+  if (!repeat_keeps_shards(s, s.input(0).shape()[d], r, d, /*minmax_rows=*/true)) map[d] = -1;
   return map;
 }
 
@@ -254,9 +280,73 @@ std::vector<OpSample> triangle_samples(int64_t w) {
           one(sample({detail::short_size(w), 3, 4}), {int64_t{0}})};
 }
 
+// repeat_interleave_backward (grad; args input shape, repeats, dim): repeat_interleave's
+// gradient, each input element's the sum of its copies (grad's dim split into [n, repeats],
+// summed over the repeats). Rows [S(e) | S(e)] for every dim, the repeated one where its shards
+// are aligned (repeat_keeps_shards: the group sums of grouped-query attention's k/v heads stay
+// on their ranks); linear, so Partial(sum / avg) gradients pass through (not max / min).
+Shape repeat_interleave_backward_dims(const OpSchema& s, int64_t& d) {
+  const Shape& in = s.arg<Shape>(0);
+  d = detail::check_repeat_interleave(in, s.arg<int64_t>(1), s.arg<int64_t>(2));
+  return in;
+}
+
+void register_repeat_interleave_backward(Registry& reg) {
+  OpInfo op = detail::gradient_op("repeat_interleave_backward", {"grad"}, Linearity::kLinear);
+  op.meta = [](const OpSchema& s) {
+    int64_t d = 0;
+    const Shape in = repeat_interleave_backward_dims(s, d);
+    Shape want = in;
+    want[d] *= s.arg<int64_t>(1);
+    DT_CHECK(s.input(0).shape() == want,
+             "[repeat_interleave_backward] grad has shape %s, expected %s (repeat_interleave of "
+             "%s by %d along dim %d)",
+             shape_str(s.input(0).shape()), shape_str(want), shape_str(in), s.arg<int64_t>(1), d);
+    return OutputMetas{TensorMeta(in, s.input(0).dtype())};
+  };
+  op.strategy = [](const OpSchema& s) {
+    int64_t d = 0;
+    const Shape in = repeat_interleave_backward_dims(s, d);
+    StrategyRows rows;
+    for (int64_t e = 0; e < static_cast<int64_t>(in.size()); ++e) {
+      if (e != d || repeat_keeps_shards(s, in[d], s.arg<int64_t>(1), d, /*minmax_rows=*/false)) {
+        rows.push_back({Shard(e), Shard(e)});
+      }
+    }
+    return rows;
+  };
+  op.kernel = single_output([](const KernelContext& c, Locals l) {
+    int64_t d = 0;
+    repeat_interleave_backward_dims(c.schema(), d);
+    const int64_t r = c.arg<int64_t>(1);
+    const Shape out = c.output_shard(0).shape;
+    if (r == 0 || shape_numel(out) == 0) {
+      return zeros(out, TensorOptions(l[0].dtype(), l[0].device()));
+    }
+    Shape split = out;
+    split.insert(split.begin() + d + 1, r);
+    const int64_t dims[] = {d + 1};
+    return sum(l[0].contiguous().reshape(split), dims);
+  });
+  op.samples = [](int64_t w) {
+    const auto grad_of = [](Shape in, int64_t r, int64_t d) {
+      Shape g = in;
+      g[d] *= r;
+      return OpSample{{sample(g)}, {in, r, d}};
+    };
+    const int64_t s = detail::short_size(w);
+    return std::vector<OpSample>{grad_of({3 * w + 1, 3}, 2, 1), grad_of({2, 3 * w + 1}, 3, 0),
+                                 grad_of({2 * w, 2}, 2, 0),     grad_of({2, 2 * w, 3, 2}, 2, 1),
+                                 grad_of({1, s, 2, 2}, 3, 1),   grad_of({2, s, 2, 2}, 2, 1),
+                                 grad_of({2, 3}, 0, 1)};
+  };
+  reg.add(std::move(op));
+}
+
 }  // namespace
 
 void register_copy_ops(Registry& reg) {
+  register_repeat_interleave_backward(reg);
   add_copy_op(reg,
               {"clone", identity_map, [](const KernelContext&, Locals l) { return l[0].clone(); },
                plain_samples, detail::copy_grad});

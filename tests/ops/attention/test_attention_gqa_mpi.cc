@@ -2,10 +2,11 @@
 // by head and each rank's q heads mapping onto its own k/v heads, scaled_dot_product_attention
 // (enable_gqa) runs with no collective, forward and backward (repeat_interleave keeps the head
 // shard; its gradient sums each group locally), and equals the single-device op with its
-// gradients; also batch x head on a 2-D mesh, uneven aligned heads (3 k/v heads on 4 ranks),
-// and query-sharded q over whole k/v, each top-left causal, bottom-right causal (PyTorch's
-// causal_lower_right) or not, for a prefill (L == S), a prefill after a prefix (L < S) and a
-// decode step (L == 1).
+// gradients; also batch x head on a 2-D mesh (2 k/v heads over its head dim of 2 at 4 ranks:
+// aligned for the mesh dim that shards them, not for the whole mesh), uneven aligned heads (3
+// k/v heads on 4 ranks), and query-sharded q over whole k/v, each top-left causal, bottom-right
+// causal (PyTorch's causal_lower_right) or not, for a prefill (L == S), a prefill after a prefix (L
+// < S) and a decode step (L == 1).
 #include <catch2/catch.hpp>
 
 #include "dtensor/collectives/comm_debug.h"
@@ -27,20 +28,18 @@ namespace {
 
 struct Layout {
   Placements q, kv;
-  // No collective in backward either: head-sharded with Hk divisible by the ranks (the
-  // gradient's group sum is a reshape that keeps an even head shard). Whole k/v receive partial
-  // gradients, reduced as they accumulate.
+  // Head-sharded k/v: no collective in backward either (the gradient's group sums stay on
+  // their ranks). Whole k/v receive partial gradients, reduced as they accumulate.
   bool no_comm_backward;
 };
 
-// The layouts of `mesh` for Hk k/v heads: head-sharded (batch x head on a 2-D mesh), and
-// query-sharded with k/v whole.
-std::vector<Layout> layouts(const dt::DeviceMesh& mesh, int64_t hk) {
-  const bool even = hk % mesh.size() == 0;
+// The layouts of `mesh`: head-sharded (batch x head on a 2-D mesh), and query-sharded with k/v
+// whole.
+std::vector<Layout> layouts(const dt::DeviceMesh& mesh) {
   if (mesh.ndim() == 1) {
-    return {{{Shard(1)}, {Shard(1)}, even}, {{Shard(2)}, {Replicate()}, false}};
+    return {{{Shard(1)}, {Shard(1)}, true}, {{Shard(2)}, {Replicate()}, false}};
   }
-  return {{{Shard(0), Shard(1)}, {Shard(0), Shard(1)}, even},
+  return {{{Shard(0), Shard(1)}, {Shard(0), Shard(1)}, true},
           {{Shard(1), Shard(2)}, {Replicate(), Replicate()}, false}};
 }
 
@@ -49,9 +48,10 @@ std::vector<Layout> layouts(const dt::DeviceMesh& mesh, int64_t hk) {
 TEST_CASE("grouped-query attention keeps the head sharding with no collective") {
   const int64_t w = dt::world_size();
   const int64_t B = 3, E = 4, Ev = 3, group = 2;
-  // Even heads (2w), and w - 1 heads: aligned on 4 ranks ([1, 1, 1, 0] k/v heads, [2, 2, 2, 0] q
-  // heads), not on 2 (there the head row is not offered: heads are gathered, values still equal).
-  for (int64_t hk : {2 * w, std::max<int64_t>(w - 1, 1)}) {
+  // Even heads (2w); w - 1 heads: aligned on 4 ranks ([1, 1, 1, 0] k/v heads, [2, 2, 2, 0] q
+  // heads), not on 2 (there the heads are gathered, values still equal); 2 heads: over the
+  // head dim of a 2-D mesh (dp 2 x tp 2 at 4 ranks, the tiny Llama's kv heads) but not over 4.
+  for (int64_t hk : {2 * w, std::max<int64_t>(w - 1, 1), int64_t{2}}) {
     const int64_t H = hk * group;
     struct Lengths {
       int64_t L, S;
@@ -63,10 +63,11 @@ TEST_CASE("grouped-query attention keeps the head sharding with no collective") 
       const Tensor v = tt::det_input({B, hk, len.S, Ev}, 3, -1.0, 0.25, dt::kFloat64);
       const Tensor up = tt::det_input({B, H, len.L, Ev}, 4, -1.0, 0.25, dt::kFloat64);
       for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
-        // Every rank's q heads map onto its own k/v heads: Hk divisible by the ranks, or the
-        // uneven 3 on a 1-D mesh of 4 (on [2, 2], 3 heads over a mesh dim of 2 are not aligned).
-        const bool heads_aligned = hk % w == 0 || (mesh.ndim() == 1 && w == 4 && hk == 3);
-        for (const Layout& lay : layouts(mesh, hk)) {
+        // Every rank's q heads map onto its own k/v heads: Hk divisible by the ranks sharding
+        // the heads (the last mesh dim), or the uneven 3 on a 1-D mesh of 4.
+        const int64_t tp = mesh.size(mesh.ndim() - 1);
+        const bool heads_aligned = hk % tp == 0 || (mesh.ndim() == 1 && w == 4 && hk == 3);
+        for (const Layout& lay : layouts(mesh)) {
           const bool aligned = heads_aligned || lay.q[mesh.ndim() - 1] == Shard(2);
           for (int causal : {0, 1, 2}) {  // none, top-left, bottom-right
             const int64_t shape[] = {B, H, len.L};
