@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dtensor/autograd/function.h"
+#include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/comm_worker.h"
 #include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/ops/attention/attention.h"
@@ -327,26 +328,37 @@ WorkPtr ring_shift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::ve
     for (size_t i = 0; i < in.size(); ++i) in[i].copy_(out[i]);
     return completed_work();
   }
-  return submit_async([comm, out = std::move(out), in = std::move(in), tag] {
-    const int r = comm->rank(), n = comm->size();
-    std::vector<WorkPtr> works;
-    const auto sends = [&] {
-      for (size_t i = 0; i < out.size(); ++i) {
-        works.push_back(comm->send(out[i], (r + 1) % n, tag + static_cast<int>(i)));
-      }
-    };
-    const auto recvs = [&] {
-      for (size_t i = 0; i < in.size(); ++i) {
-        works.push_back(comm->recv(in[i], (r + n - 1) % n, tag + static_cast<int>(i)));
-      }
-    };
-    if (r % 2 == 0) {
-      sends(), recvs();
-    } else {
-      recvs(), sends();
-    }
-    for (const WorkPtr& w : works) w->wait();
-  });
+  // Counted here, on the caller's thread and under its labels, whether the task runs on the
+  // communication thread or inline (DTENSOR_ASYNC=0); the task itself is not shown to
+  // CommDebugMode.
+  for (const Tensor& t : out) {
+    CommDebugMode::record(CollectiveKind::kSend, t.nbytes(), comm->size());
+  }
+  for (const Tensor& t : in) {
+    CommDebugMode::record(CollectiveKind::kRecv, t.nbytes(), comm->size());
+  }
+  return submit_async(
+      [comm, out = std::move(out), in = std::move(in), tag] {
+        const int r = comm->rank(), n = comm->size();
+        std::vector<WorkPtr> works;
+        const auto sends = [&] {
+          for (size_t i = 0; i < out.size(); ++i) {
+            works.push_back(comm->send(out[i], (r + 1) % n, tag + static_cast<int>(i)));
+          }
+        };
+        const auto recvs = [&] {
+          for (size_t i = 0; i < in.size(); ++i) {
+            works.push_back(comm->recv(in[i], (r + n - 1) % n, tag + static_cast<int>(i)));
+          }
+        };
+        if (r % 2 == 0) {
+          sends(), recvs();
+        } else {
+          recvs(), sends();
+        }
+        for (const WorkPtr& w : works) w->wait();
+      },
+      /*capture_debug=*/false);
 }
 
 }  // namespace detail
