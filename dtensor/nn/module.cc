@@ -24,7 +24,7 @@ DTensor Module::operator()(const DTensor& x) {
   if (CommDebugMode::active()) label.emplace(name_.empty() ? type_name() : name_);
   DTensor in = x;
   for (auto& h : pre_hooks_) in = h(*this, in);
-  DTensor out = forward(in);
+  DTensor out = forward_wrapper_ != nullptr ? forward_wrapper_(*this, in) : forward(in);
   for (auto& h : hooks_) out = h(*this, std::move(out));
   return out;
 }

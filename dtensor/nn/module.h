@@ -62,6 +62,13 @@ class Module {
   // module calls `stand_in` instead, wherever the call comes from (a parent's member pointer
   // too); nullptr restores the module.
   void set_stand_in(ModulePtr stand_in);
+  // Internal (activation checkpointing, dtensor/nn/activation_checkpoint.h): while set,
+  // operator() calls `wrapper(*this, input)` in place of forward(input), after the pre-hooks and
+  // before the hooks (so data parallel's gather and reshard stay outside what is recomputed);
+  // the wrapper calls forward() itself. nullptr restores the plain call.
+  using ForwardWrapper = std::function<DTensor(Module&, const DTensor&)>;
+  void set_forward_wrapper(ForwardWrapper wrapper) { forward_wrapper_ = std::move(wrapper); }
+  bool has_forward_wrapper() const { return forward_wrapper_ != nullptr; }
 
   // ---- tree --------------------------------------------------------------------------------
   // Adds (or replaces) a child; `name` must be non-empty and contain no '.'. Returns it.
@@ -137,7 +144,8 @@ class Module {
   virtual void reset_own_parameters(Generator* /*gen*/) {}
 
  private:
-  ModulePtr stand_in_;  // set_stand_in
+  ModulePtr stand_in_;              // set_stand_in
+  ForwardWrapper forward_wrapper_;  // set_forward_wrapper
   static DTensor as_parameter(const DTensor& value, bool requires_grad);
 
   std::string name_;  // name under its (last) parent; CommDebugMode's module path

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "dtensor/nn/activation.h"
+#include "dtensor/nn/activation_checkpoint.h"
 #include "dtensor/nn/conv.h"
 #include "dtensor/nn/distance.h"
 #include "dtensor/nn/functional.h"
