@@ -169,6 +169,32 @@ TEST_CASE("ring attention equals single-device attention, forward and backward",
   CHECK(max_diff(whole(vd.grad(), l, 2, load_balance), ref.dv) <= tolerance(dtype));
 }
 
+TEST_CASE("ring attention in bfloat16 (float32 merge and gradient accumulators)", "[cp]") {
+  const Layout l = make_layout(0);
+  const int64_t cp = l.mesh.size(0);
+  const bool causal = GENERATE(false, true);
+  const int64_t B = 1, H = 2, S = 2 * cp * 8, D = 16;
+  const dt::Tensor q = same_randn({B, H, S, D}, 1, dt::kBFloat16);
+  const dt::Tensor k = same_randn({B, H, S, D}, 2, dt::kBFloat16);
+  const dt::Tensor v = same_randn({B, H, S, D}, 3, dt::kBFloat16);
+  const dt::Tensor g = same_randn({B, H, S, D}, 4, dt::kBFloat16);
+  // The float64 truth of the same bfloat16 values; the ring rounds each block's output to
+  // bfloat16 once before merging (as single-device attention rounds its output once).
+  const auto f64 = [](const dt::Tensor& t) { return t.to(dt::kFloat64); };
+  const Reference ref = reference(f64(q), f64(k), f64(v), f64(g), causal);
+  dt::DTensor qd = lay_out(q, l, 2, true).detach().requires_grad_();
+  dt::DTensor kd = lay_out(k, l, 2, true).detach().requires_grad_();
+  dt::DTensor vd = lay_out(v, l, 2, true).detach().requires_grad_();
+  const dt::DTensor out = dt::ring_attention(qd, kd, vd, 0, {.is_causal = causal});
+  CHECK(out.dtype() == dt::kBFloat16);
+  CHECK(max_diff(whole(out, l, 2, true), ref.out) <= 1.5e-2);
+  out.backward(lay_out(g, l, 2, true));
+  CHECK(qd.grad().dtype() == dt::kBFloat16);
+  CHECK(max_diff(whole(qd.grad(), l, 2, true), ref.dq) <= 2.5e-2);
+  CHECK(max_diff(whole(kd.grad(), l, 2, true), ref.dk) <= 2.5e-2);
+  CHECK(max_diff(whole(vd.grad(), l, 2, true), ref.dv) <= 2.5e-2);
+}
+
 TEST_CASE("ring attention with grouped-query heads (enable_gqa)", "[cp]") {
   const int kind = dt::world_size() == 4 ? GENERATE(0, 1, 2, 3) : 0;
   const Layout l = make_layout(kind);

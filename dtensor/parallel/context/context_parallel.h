@@ -26,6 +26,7 @@
 
 namespace dtensor {
 
+// How ring_attention computes (PyTorch's sdpa arguments that apply, and the sequence layout).
 struct RingAttentionOptions {
   // Query i attends to keys j <= i (global positions; PyTorch's is_causal).
   bool is_causal = false;
