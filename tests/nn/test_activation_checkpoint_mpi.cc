@@ -1,8 +1,8 @@
 // Activation checkpointing on DTensors (mpirun at 2 and 4 ranks): checkpointed decoder blocks
 // of a tensor-parallel Transformer (with and without sequence parallel), of a TP x FSDP model on
-// a dp x tp mesh, and a dropout function on a 2-D mesh give the gradients of the plain run bit
-// for bit on every rank; the recompute's collectives are those of the blocks' forwards; an
-// error is raised on every rank.
+// a dp x tp mesh, of a replicated (DDP) one, and a dropout function on a 2-D mesh give the
+// gradients of the plain run bit for bit on every rank; the recompute's collectives are those of
+// the blocks' forwards; an error is raised on every rank.
 #include <catch2/catch.hpp>
 #include <optional>
 #include <string>
@@ -137,6 +137,26 @@ TEST_CASE("checkpointed blocks under TP x FSDP on a dp x tp mesh: gradients bit 
     nn::apply_activation_checkpointing(model, "layers");
     st::check_bitwise(step(model, tokens, targets, cfg.vocab_size), plain);
   }
+}
+
+TEST_CASE("checkpointed blocks under replicate (DDP buckets): gradients bit for bit",
+          "[checkpoint][ddp]") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"dp"});
+  const nn::TransformerConfig cfg = config();
+  dt::manual_seed(5);
+  nn::Transformer model(cfg, {});
+  // Small buckets: several all-reduces, launched from the parameters' gradient hooks, which
+  // run in the outer backward as in a plain run.
+  auto dp = dt::replicate(model, mesh, {.bucket_cap_bytes = 4096});
+  REQUIRE(dp->num_buckets() > 1);
+  const auto [all_tokens, all_targets] = batch(w, cfg.vocab_size, 4);
+  const int64_t r = mesh.get_local_rank(0);
+  const Tensor tokens = all_tokens.narrow(0, r, 1).contiguous();
+  const Tensor targets = all_targets.narrow(0, kSeq * r, kSeq).contiguous();
+  const std::vector<Tensor> plain = step(model, tokens, targets, cfg.vocab_size);
+  nn::apply_activation_checkpointing(model, "layers");
+  st::check_bitwise(step(model, tokens, targets, cfg.vocab_size), plain);
 }
 
 TEST_CASE("checkpoint of a dropout function on a 2-D mesh: the recompute draws the same mask",
