@@ -4,15 +4,19 @@ namespace dtensor {
 
 ParallelizePlan transformer_tp_plan(TransformerPlanOptions opts) {
   const bool sp = opts.sequence_parallel;
-  // Between blocks: Replicate (local tensors), or sharded on the sequence dim.
+  // Between blocks: Replicate (local tensors), or sharded on the sequence dim — then as
+  // DTensors (use_local_output = false), which carry the global sequence length: a local tensor
+  // taken as a shard implies an even split (from_local's rule), so with local tensors in the
+  // residual stream a sequence length tp does not divide would break.
   const Placement stream = sp ? Placement(Shard(1)) : Placement(Replicate());
   // Every field named: -Wextra's -Wmissing-field-initializers flags a skipped leading one.
   const RowwiseParallel rowwise_to_sequence(
-      {.input_layouts = std::nullopt, .output_layouts = Shard(1)});
+      {.input_layouts = std::nullopt, .output_layouts = Shard(1), .use_local_output = false});
   ParallelizePlan plan = {
-      {"tok_embeddings",
-       sp ? RowwiseParallel({.input_layouts = Replicate(), .output_layouts = Shard(1)})
-          : RowwiseParallel()},
+      {"tok_embeddings", sp ? RowwiseParallel({.input_layouts = Replicate(),
+                                               .output_layouts = Shard(1),
+                                               .use_local_output = false})
+                            : RowwiseParallel()},
       {"output",
        opts.loss_parallel
            ? ColwiseParallel(

@@ -14,6 +14,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/parallel/distribute_module.h"
 #include "dtensor/parallel/parallelize.h"
+#include "dtensor/parallel/transformer_plan.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape_ops.h"
@@ -405,10 +406,18 @@ TEST_CASE("TP Transformer with sequence parallelism = single-device model", "[tp
   nn::Transformer ref(cfg);
   dt::manual_seed(70);
   nn::Transformer model(cfg);
-  dt::parallelize_module(model, tp_mesh(), llama_plan());
+  // Even sequence shards, uneven ones, and (at 4 ranks: 6 = 2, 2, 2, 0) an empty one. The
+  // test's own plan hands local tensors between modules (torchtitan's way), so its sequence
+  // length must divide by tp (a local shard implies an even split); the library's plan keeps
+  // DTensors in the residual stream, which carry the global length.
+  const int64_t B = 2, S = GENERATE_COPY(2 * W, 2 * W - 1, W + 2);
+  const bool even = S % W == 0;
+  INFO("sequence length " << S << ", " << W << " ranks, "
+                          << (even ? "local tensors between modules" : "the library's plan"));
+  dt::parallelize_module(
+      model, tp_mesh(), even ? llama_plan() : dt::transformer_tp_plan({.sequence_parallel = true}));
   require_same_params(model, ref);
   std::vector<int64_t> ids;
-  const int64_t B = 2, S = 2 * W;
   for (int64_t i = 0; i < B * S; ++i) ids.push_back((i * 5 + 1) % cfg.vocab_size);
   dt::Tensor tokens = dt::from_vector(ids, {B, S});
   dt::CommDebugMode comm;
