@@ -109,11 +109,14 @@ OutputMetas forward_meta(const OpSchema& s, bool has_mask) {
                      TensorMeta({q[0], q[1], q[2]}, dtype == kFloat64 ? kFloat64 : kFloat32)};
 }
 
-// Sample calls: uneven and empty shards of batch, heads and queries, causal or not (aligned
-// top-left, or bottom-right with fewer queries than keys), a bool mask of either rank when
-// `mask_rank` is 2 or 4.
+// Sample calls: uneven and empty shards of batch, heads and queries, causal or not, a bool
+// mask of either rank when `mask_rank` is 2 or 4. kind: the usual calls, one with the batch
+// short of the ranks, or one causal aligned bottom-right with fewer queries than keys. (The
+// harnesses draw each sample's values from its index: a new call goes last, so that the others
+// keep values whose random masks leave every causal query row a key.)
+enum class SampleKind { kUsual, kShortBatch, kLowerRight };
 std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backward,
-                                        bool short_batch = false) {
+                                        SampleKind kind = SampleKind::kUsual) {
   using detail::sample;
   auto call = [&](int64_t B, int64_t H, int64_t L, int64_t S, bool causal, double scale,
                   bool lower_right = false) {
@@ -136,10 +139,12 @@ std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backw
     return c;
   };
   // w - 1 batches: the last rank's batch shard is empty.
-  if (short_batch) return {call(detail::short_size(w), 2, 3, 4, false, 0.5)};
+  if (kind == SampleKind::kShortBatch) return {call(detail::short_size(w), 2, 3, 4, false, 0.5)};
+  if (kind == SampleKind::kLowerRight) {
+    return {call(2, w + 1, 2 * w + 1, 3 * w + 2, true, 0.45, /*lower_right=*/true)};
+  }
   return {call(w + 1, 2 * w + 1, 2 * w + 1, w + 2, false, 0.5),
-          call(2, w + 1, 3 * w + 1, 3 * w + 1, true, 0.4),
-          call(2, w + 1, 2 * w + 1, 3 * w + 2, true, 0.45, /*lower_right=*/true)};
+          call(2, w + 1, 3 * w + 1, 3 * w + 1, true, 0.4)};
 }
 
 void register_attention(Registry& reg, bool has_mask) {
@@ -164,7 +169,8 @@ void register_attention(Registry& reg, bool has_mask) {
     if (mask_rank > 0) {
       for (OpSample& c : attention_samples(w, 4, false)) calls.push_back(std::move(c));
     }
-    calls.push_back(attention_samples(w, mask_rank, false, /*short_batch=*/true)[0]);
+    calls.push_back(attention_samples(w, mask_rank, false, SampleKind::kShortBatch)[0]);
+    calls.push_back(attention_samples(w, mask_rank, false, SampleKind::kLowerRight)[0]);
     return calls;
   };
   reg.add(std::move(op));
@@ -195,7 +201,8 @@ void register_attention(Registry& reg, bool has_mask) {
   };
   bw.samples = [mask_rank](int64_t w) {
     std::vector<OpSample> calls = attention_samples(w, mask_rank, true);
-    calls.push_back(attention_samples(w, mask_rank, true, /*short_batch=*/true)[0]);
+    calls.push_back(attention_samples(w, mask_rank, true, SampleKind::kShortBatch)[0]);
+    calls.push_back(attention_samples(w, mask_rank, true, SampleKind::kLowerRight)[0]);
     return calls;
   };
   reg.add(std::move(bw));
