@@ -5,6 +5,7 @@
 // sampling gives every rank the same tokens and repeats with the same seed.
 #include <catch2/catch.hpp>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dtensor/collectives/runtime.h"
@@ -26,8 +27,8 @@ const std::map<std::string, dt::Tensor>& reference() {
   return ref;
 }
 
-// The tiny checkpoint, tensor parallel over the world.
-std::unique_ptr<models::Llama> tiny_tp() {
+// The tiny checkpoint, parallelized by parallelize_llama on `mesh` (none: single device).
+std::unique_ptr<models::Llama> tiny(const std::optional<dt::DeviceMesh>& mesh) {
   auto model =
       std::make_unique<models::Llama>(models::LlamaConfig::from_hf_dir(llama_test::kTinyLlama));
   const auto weights = llama_test::read_safetensors(llama_test::kTinyLlama + "/model.safetensors");
@@ -37,8 +38,13 @@ std::unique_ptr<models::Llama> tiny_tp() {
     dt::Tensor local = p.to_local();
     local.copy_(weights.at(name));
   }
-  models::parallelize_llama(*model, dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"tp"}));
+  if (mesh) models::parallelize_llama(*model, *mesh);
   return model;
+}
+
+// Tensor parallel over the world.
+std::unique_ptr<models::Llama> tiny_tp() {
+  return tiny(dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"tp"}));
 }
 
 std::vector<int64_t> values(const dt::Tensor& t) {
@@ -120,4 +126,23 @@ TEST_CASE("generate: seeded sampling gives every rank the same tokens", "[genera
   models::GenerateOptions greedy;
   greedy.max_new_tokens = 10;
   CHECK(values(models::generate(*model, prompt, greedy)) != values(got));
+}
+
+TEST_CASE("generate under FSDP x TP: each dp rank's row equals single-device generation",
+          "[generate][llama][fsdp]") {
+  const int W = dt::world_size();
+  if (W == 1) return;
+  // 4 ranks: dp 2 x tp 2 (FSDP and tensor parallel); 2 ranks: dp 2. Each dp rank generates its
+  // own row of the reference batch.
+  const dt::DeviceMesh mesh = W == 4 ? dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"})
+                                     : dt::init_device_mesh(dt::kCPU, {2}, {"dp"});
+  auto sharded = tiny(mesh);
+  auto single = tiny(std::nullopt);
+  const int64_t row = dt::world_rank() / (W / 2);
+  const dt::Tensor prompt =
+      reference().at("input_ids").narrow(0, row, 1).narrow(1, 0, 6).contiguous();
+  models::GenerateOptions o;
+  o.max_new_tokens = 6;
+  CHECK(values(models::generate(*sharded, prompt, o)) ==
+        values(models::generate(*single, prompt, o)));
 }

@@ -17,18 +17,19 @@
 
 namespace dtensor {
 
-// What every attention call shares. q is [B, H, L, E], k [B, H, S, E], v [B, H, S, Ev] (one dtype,
-// floating); the optional mask is [L, S] or [B, H, L, S], bool (true: the key takes part) or of
-// q's dtype (added to the scores). causal: query i sees keys j <= i (top-left aligned, as
-// PyTorch's is_causal), where i counts from `q_offset` (the first query row's global index,
-// for a block of queries). A query row that sees no key gives 0 (PyTorch's safe softmax) and
-// its log-sum-exp is -inf.
 // Where a causal mask's diagonal sits when queries and keys differ in length (PyTorch's
 // torch.nn.attention.bias.CausalVariant): kUpperLeft is is_causal's (query i sees keys j <= i);
 // kLowerRight is causal_lower_right's (query i of L sees keys j <= i + S - L: the queries are the
 // last L positions of the S keys, as in a decode step or a prefill after a cached prefix).
 enum class CausalAlign { kUpperLeft, kLowerRight };
 
+// What every attention call shares. q is [B, H, L, E], k [B, H, S, E], v [B, H, S, Ev] (one dtype,
+// floating); the optional mask is [L, S] or [B, H, L, S], bool (true: the key takes part) or of
+// q's dtype (added to the scores). causal: query i sees keys j <= i (top-left aligned, as
+// PyTorch's is_causal), where i counts from `q_offset` (the first query row's global index,
+// for a block of queries; plus S - L for CausalAlign::kLowerRight, as the registered op adds
+// it). A query row that sees no key gives 0 (PyTorch's safe softmax) and its log-sum-exp is
+// -inf.
 struct AttentionParams {
   double scale = 1.0;
   bool causal = false;
