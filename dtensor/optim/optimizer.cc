@@ -141,7 +141,11 @@ SGD::SGD(std::vector<DTensor> params, SGDOptions options)
 // update runs, not when it was captured (they are the step's runtime scalars).
 void Optimizer::count_step() {
   dtensor::detail::run_recorded("optim", "step_count", {}, {}, 0,
-                                [this](absl::Span<const Tensor>, absl::Span<Tensor>) { ++steps_; });
+                                [this, alive = std::weak_ptr<const char>(alive_)](
+                                    absl::Span<const Tensor>, absl::Span<Tensor>) {
+                                  dtensor::detail::check_alive(alive, "an optimizer's step count");
+                                  ++steps_;
+                                });
 }
 
 void SGD::step() {
@@ -156,7 +160,9 @@ void SGD::step() {
     const Tensor buf = options_.momentum() != 0 ? shard(state(momentum_, i)) : Tensor();
     const Tensor ins[] = {shard(p), shard(g), buf};
     dtensor::detail::run_recorded("optim", "sgd_update", ins, {}, 0b101,
-                                  [this, first](absl::Span<const Tensor> in, absl::Span<Tensor>) {
+                                  [this, first, alive = std::weak_ptr<const char>(alive_)](
+                                      absl::Span<const Tensor> in, absl::Span<Tensor>) {
+                                    dtensor::detail::check_alive(alive, "an SGD update");
                                     detail::sgd_update(
                                         in[0], in[1], in[2],
                                         {options_.lr(), options_.momentum(), options_.dampening(),
@@ -197,7 +203,9 @@ void AdamW::step() {
     const Tensor ins[] = {shard(p), shard(g), shard(state(exp_avg_, i)),
                           shard(state(exp_avg_sq_, i)), vmax};
     dtensor::detail::run_recorded("optim", "adamw_update", ins, {}, 0b11101,
-                                  [this](absl::Span<const Tensor> in, absl::Span<Tensor>) {
+                                  [this, alive = std::weak_ptr<const char>(alive_)](
+                                      absl::Span<const Tensor> in, absl::Span<Tensor>) {
+                                    dtensor::detail::check_alive(alive, "an AdamW update");
                                     detail::adamw_update(in[0], in[1], in[2], in[3], in[4],
                                                          adamw_scalars(options_, steps_));
                                   });

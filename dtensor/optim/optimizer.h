@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,6 +102,9 @@ class Optimizer {
 
   std::vector<DTensor> params_;  // the parameters, in the order given
   int64_t steps_ = 0;            // step() calls so far
+  // Watched by the updates a compiled step replays (they run on this object): a replay after
+  // the optimizer is destroyed raises (dtensor/tensor/detail/capture_hook.h, check_alive).
+  std::shared_ptr<const char> alive_ = std::make_shared<const char>(0);
 };
 
 // Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "dtensor/tensor/error.h"
+
 namespace dtensor::detail {
 namespace {
 thread_local CaptureRecorder* t_recorder = nullptr;
@@ -41,6 +43,13 @@ void note_allocation_in_capture(const void* storage_id) {
 
 void keep_in_capture(const Tensor& t) {
   if (t_recorder != nullptr && t.defined()) t_recorder->keep(t.storage().id());
+}
+
+void check_alive(const std::weak_ptr<const char>& owner, std::string_view what) {
+  DT_CHECK(!owner.expired(),
+           "[compile] the step's graph replays %s, which was destroyed: keep the model and the "
+           "optimizer alive as long as the compiled step",
+           what);
 }
 
 void note_collective_in_capture(std::string_view kind, int64_t bytes) {

@@ -663,3 +663,15 @@ TEST_CASE("memory plan: replay frees values at their last use", "[compile]") {
   require_same_parameters(compiled.model, eager.model);
   require_same_parameters(unplanned.model, eager.model);
 }
+
+TEST_CASE("a replay whose optimizer was destroyed raises instead of touching it", "[compile]") {
+  const nn::TransformerConfig cfg = small_config();
+  Trainer t(cfg, /*adamw=*/true);
+  dt::CompiledStep step = dt::compile([&](const dt::DTensorList& b) { return t.step(b); });
+  step(make_batch(t.mesh, cfg.vocab_size, cfg.max_seq_len, 0));  // captured
+  step(make_batch(t.mesh, cfg.vocab_size, cfg.max_seq_len, 1));  // replayed
+  t.opt.reset();
+  REQUIRE_THROWS_WITH(step(make_batch(t.mesh, cfg.vocab_size, cfg.max_seq_len, 2)),
+                      Catch::Contains("[compile] the step's graph replays an optimizer's step "
+                                      "count, which was destroyed"));
+}

@@ -106,6 +106,13 @@ void run_recorded(std::string_view kind, std::string name, absl::Span<const Tens
 // random op: replay would repeat its numbers); a no-op otherwise.
 void refuse_in_capture(std::string_view what, bool even_inside = false);
 
+// What a replay closure that captures `this` (an optimizer) holds to find out, when it runs,
+// whether its owner still exists: the owner keeps a std::shared_ptr<const char> it never shares,
+// the closure a weak_ptr to it, and check_alive raises "[compile] the step's graph replays
+// <what>, which was destroyed ..." instead of touching freed memory (a compiled step kept longer
+// than its optimizer).
+void check_alive(const std::weak_ptr<const char>& owner, std::string_view what);
+
 // A collective is issued: noted on the primitive being recorded; refused outside one.
 void note_collective_in_capture(std::string_view kind, int64_t bytes);
 
