@@ -81,6 +81,11 @@
 #include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/parallel/distribute_module.h"
 #include "dtensor/parallel/parallelize.h"
+#include "dtensor/parallel/pipeline/clip_grad.h"
+#include "dtensor/parallel/pipeline/pipeline_schedule.h"
+#include "dtensor/parallel/pipeline/schedule.h"
+#include "dtensor/parallel/pipeline/split.h"
+#include "dtensor/parallel/pipeline/stage.h"
 #include "dtensor/parallel/style.h"
 #include "dtensor/parallel/transformer_plan.h"
 

@@ -1,0 +1,53 @@
+#include "dtensor/parallel/pipeline/clip_grad.h"
+
+#include <cmath>
+#include <map>
+
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::pipelining {
+
+double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm,
+                       const CommunicatorPtr& pp, double norm_type) {
+  DT_CHECK(norm_type > 0, "[clip_grad_norm_] norm_type must be positive or inf, got %g", norm_type);
+  DT_CHECK(pp != nullptr, "[clip_grad_norm_] no pp group (this rank is not on the pp mesh)");
+  autograd::NoGradGuard no_grad;
+  const bool inf = std::isinf(norm_type);
+  // This stage's part: per mesh, the sum of |g|^p (or max |g|) as a DTensor scalar that is
+  // Partial over the dims its gradients are sharded on; full_tensor() reduces each mesh once.
+  std::map<std::string, DTensor> per_mesh;
+  std::vector<DTensor> grads;
+  for (const DTensor& p : params) {
+    const DTensor& g = p.grad();
+    if (!g.defined()) continue;
+    grads.push_back(g);
+    const DTensor a = abs(cast(g, kFloat64));
+    const DTensor part = inf ? amax(a) : sum(pow(a, Scalar(norm_type)));
+    DTensor& acc = per_mesh[g.device_mesh().str()];
+    acc = !acc.defined() ? part : inf ? maximum(acc, part) : acc + part;
+  }
+  double local = 0;
+  for (auto& [mesh, acc] : per_mesh) {
+    if (!acc.device_mesh().contains_me()) continue;
+    const double v = acc.full_tensor().to(kFloat64).to_vector<double>().at(0);
+    local = inf ? std::max(local, v) : local + v;
+  }
+  Tensor total = full({1}, local, TensorOptions(kFloat64));
+  {
+    CollectiveLabel label("pipeline clip_grad");
+    pp->all_reduce(total, inf ? ReduceOp::kMax : ReduceOp::kSum)->wait();
+  }
+  double norm = total.data<double>()[0];
+  if (!inf) norm = std::pow(norm, 1.0 / norm_type);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    for (const DTensor& g : grads) mul_(g.to_local(), Scalar(coef));
+  }
+  return norm;
+}
+
+}  // namespace dtensor::pipelining

@@ -1,0 +1,300 @@
+#include "dtensor/parallel/pipeline/pipeline_schedule.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::pipelining {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The i-th of m equal microbatches of x along dim 0 of each rank's shard; "" or the reason why
+// x cannot be split.
+std::string split_problem(const DTensor& x, int64_t m, const char* what) {
+  if (!x.defined()) return std::string("no ") + what + " was given to a stage that needs one";
+  if (x.shape().empty()) return std::string("the ") + what + " is a scalar (no batch dim)";
+  const int64_t local = x.to_local().dim() > 0 ? x.to_local().size(0) : 0;
+  if (x.shape()[0] % m != 0 || local % m != 0) {
+    return std::string("the ") + what + "'s batch of " + std::to_string(x.shape()[0]) +
+           " (this rank's shard: " + std::to_string(local) + ") does not split into " +
+           std::to_string(m) + " equal microbatches";
+  }
+  return "";
+}
+
+std::vector<DTensor> microbatches(const DTensor& x, int64_t m) {
+  std::vector<DTensor> out;
+  if (!x.defined()) return out;
+  Shape shape = x.shape();
+  shape[0] /= m;
+  const Tensor& local = x.to_local();
+  const int64_t b = local.size(0) / m;
+  for (int64_t i = 0; i < m; ++i) {
+    out.push_back(DTensor::from_local(local.narrow(0, i * b, b), x.device_mesh(), x.placements(),
+                                      false, shape));
+  }
+  return out;
+}
+
+double scalar_value(const DTensor& loss) {
+  return loss.full_tensor().to(kFloat64).to_vector<double>().at(0);
+}
+
+}  // namespace
+
+// The forward's input (a leaf when received) and output, kept until the backward.
+struct PipelineSchedule::Slot {
+  DTensor input;
+  DTensor output;  // the loss on the last stage
+};
+
+PipelineSchedule::PipelineSchedule(ScheduleKind kind,
+                                   std::vector<std::shared_ptr<PipelineStage>> stages,
+                                   int64_t n_microbatches, LossFn loss_fn)
+    : kind_(kind),
+      op_("Schedule" + std::string(schedule_name(kind))),
+      stages_(std::move(stages)),
+      n_microbatches_(n_microbatches),
+      loss_fn_(std::move(loss_fn)),
+      channel_(stages_.empty() || !stages_[0] ? nullptr : stages_[0]->pp_group(), op_) {
+  DT_CHECK(!stages_.empty() && stages_[0], "[%s] no stage given", op_.c_str());
+  const CommunicatorPtr& pp = stages_[0]->pp_group();
+  const int64_t p = pp->size();
+  num_stages_ = stages_[0]->num_stages();
+  const auto v = static_cast<int64_t>(stages_.size());
+  DT_CHECK(num_stages_ == p * v,
+           "[%s] %lld stages over %lld pp ranks need %lld stages per rank, this rank was given "
+           "%lld",
+           op_.c_str(), static_cast<long long>(num_stages_), static_cast<long long>(p),
+           static_cast<long long>(num_stages_ / p), static_cast<long long>(v));
+  for (int64_t j = 0; j < v; ++j) {
+    DT_CHECK(stages_[j] && stages_[j]->stage_index() == j * p + pp->rank() &&
+                 stages_[j]->num_stages() == num_stages_ && stages_[j]->pp_group() == pp,
+             "[%s] this rank's stages must be %lld + k * %lld (k = 0..%lld) in order, on one pp "
+             "group; entry %lld is stage %lld of %lld",
+             op_.c_str(), static_cast<long long>(pp->rank()), static_cast<long long>(p),
+             static_cast<long long>(v - 1), static_cast<long long>(j),
+             static_cast<long long>(stages_[j] ? stages_[j]->stage_index() : -1),
+             static_cast<long long>(stages_[j] ? stages_[j]->num_stages() : -1));
+  }
+  DT_CHECK(n_microbatches <= detail::kMaxMicrobatches, "[%s] %lld microbatches (at most %lld)",
+           op_.c_str(), static_cast<long long>(n_microbatches),
+           static_cast<long long>(detail::kMaxMicrobatches));
+  DT_CHECK(loss_fn_ != nullptr, "[%s] no loss function given", op_.c_str());
+  order_ = pipeline_order(kind, p, v, n_microbatches);
+}
+
+PipelineStage& PipelineSchedule::stage(int64_t s) {
+  return *stages_[static_cast<size_t>(s / stages_[0]->pp_group()->size())];
+}
+
+// Every pp rank must run the same schedule, microbatch count and stage count at the same step;
+// a rank that cannot start (`problem`) makes every rank raise its message.
+void PipelineSchedule::check_agreement(const std::string& problem) {
+  const CommunicatorPtr& pp = stages_[0]->pp_group();
+  constexpr int kWords = 5;
+  Tensor mine = zeros({kWords}, TensorOptions(kInt64));
+  int64_t* w = mine.data<int64_t>();
+  w[0] = static_cast<int64_t>(kind_);
+  w[1] = n_microbatches_;
+  w[2] = num_stages_;
+  w[3] = step_count_;
+  w[4] = problem.empty() ? 0 : 1;
+  Tensor all = zeros({kWords * pp->size()}, TensorOptions(kInt64));
+  {
+    CollectiveLabel label("pipeline step");
+    pp->all_gather(all, mine)->wait();
+  }
+  const int64_t* a = all.data<int64_t>();
+  std::vector<bool> failed;
+  for (int r = 0; r < pp->size(); ++r) failed.push_back(a[r * kWords + 4] != 0);
+  detail::raise_first_failure(*pp, failed, problem);
+  for (int r = 0; r < pp->size(); ++r) {
+    const int64_t* o = a + r * kWords;
+    if (std::equal(o, o + 4, a)) continue;
+    auto describe = [](const int64_t* x) {
+      return "Schedule" + std::string(schedule_name(static_cast<ScheduleKind>(x[0]))) + " with " +
+             std::to_string(x[1]) + " microbatches over " + std::to_string(x[2]) +
+             " stages at step " + std::to_string(x[3]);
+    };
+    DT_CHECK(false, "[%s] the pp ranks disagree: pp rank 0 runs %s, pp rank %d runs %s",
+             op_.c_str(), describe(a).c_str(), r, describe(o).c_str());
+  }
+}
+
+double PipelineSchedule::step(const DTensor& input, const DTensor& target) {
+  const auto start = Clock::now();
+  const int64_t m = n_microbatches_;
+  const CommunicatorPtr& pp = stages_[0]->pp_group();
+  std::string problem;
+  if (stages_.front()->is_first()) problem = split_problem(input, m, "input");
+  if (problem.empty() && stages_.back()->is_last()) problem = split_problem(target, m, "target");
+  if (!problem.empty()) problem = "[" + op_ + "] " + problem;
+  check_agreement(problem);
+  ++step_count_;
+  std::vector<DTensor> inputs =
+      stages_.front()->is_first() ? microbatches(input, m) : std::vector<DTensor>();
+  std::vector<DTensor> targets =
+      stages_.back()->is_last() ? microbatches(target, m) : std::vector<DTensor>();
+  slots_.assign(stages_.size() * static_cast<size_t>(m), nullptr);
+  mailbox_.clear();
+  stats_ = StepStats{};
+  double loss_sum = 0;
+  // Every action runs, even after a failure (then poisoned: no computation, the messages still
+  // sent and received, transfer.h), so finish_step raises the failure on every pp rank.
+  channel_.begin_step();
+  for (const Action& a : order_[static_cast<size_t>(pp->rank())]) {
+    run(a, inputs, targets, loss_sum);
+  }
+  slots_.clear();
+  mailbox_.clear();
+  channel_.finish_step();
+  // The loss lives on the last stage's ranks (pp rank p - 1): every rank gets it.
+  Tensor loss = full({1}, loss_sum / static_cast<double>(m), TensorOptions(kFloat64));
+  {
+    CollectiveLabel label("pipeline loss");
+    pp->broadcast(loss, pp->size() - 1)->wait();
+  }
+  stats_.wall_seconds = seconds_since(start);
+  return loss.data<double>()[0];
+}
+
+void PipelineSchedule::run(const Action& a, std::vector<DTensor>& inputs,
+                           std::vector<DTensor>& targets, double& loss_sum) {
+  if (a.kind == ActionKind::kForward) {
+    forward(a.stage, a.microbatch, inputs, targets, loss_sum);
+  } else {
+    backward(a.stage, a.microbatch);
+  }
+}
+
+// Sends (or, to a stage of this rank, keeps) a value; a poisoned rank sends a poisoned header.
+void PipelineSchedule::pass(const DTensor& value, const detail::TransferKey& key) {
+  PipelineStage& from = stage(key.from_stage);
+  const int dst = from.pp_rank_of(key.to_stage);
+  if (dst == from.pp_group()->rank()) {
+    mailbox_.emplace_back(std::tuple<int, int64_t, int64_t>{static_cast<int>(key.direction),
+                                                            key.to_stage, key.microbatch},
+                          value.defined() && !channel_.poisoned() ? value.detach() : DTensor());
+    return;
+  }
+  channel_.send(value, dst, key, from.stage_mesh());
+}
+
+// Receives (or takes from this rank's own stage) a value; undefined once this rank is poisoned.
+// A refused value poisons this rank with the error.
+DTensor PipelineSchedule::take(const detail::TransferKey& key, const detail::TensorMeta* expected) {
+  PipelineStage& me = stage(key.to_stage);
+  const int src = me.pp_rank_of(key.from_stage);
+  try {
+    if (src != me.pp_group()->rank()) return channel_.recv(src, key, expected, me.stage_mesh());
+    const std::tuple<int, int64_t, int64_t> id{static_cast<int>(key.direction), key.to_stage,
+                                               key.microbatch};
+    auto it = std::find_if(mailbox_.begin(), mailbox_.end(),
+                           [&](const auto& entry) { return entry.first == id; });
+    DT_CHECK(it != mailbox_.end(), "[%s] %s was never produced", op_.c_str(), key.str().c_str());
+    DTensor value = std::move(it->second);
+    mailbox_.erase(it);
+    DT_CHECK(!value.defined() || expected == nullptr || *expected == detail::TensorMeta::of(value),
+             "[%s] stage %lld expected %s as %s, but stage %lld produced %s (the stages disagree "
+             "on the shape between them)",
+             op_.c_str(), static_cast<long long>(key.to_stage), key.str().c_str(),
+             expected ? expected->str().c_str() : "", static_cast<long long>(key.from_stage),
+             value.defined() ? detail::TensorMeta::of(value).str().c_str() : "");
+    return value;
+  } catch (const std::exception& e) {
+    channel_.fail(e.what());
+    return DTensor();
+  }
+}
+
+void PipelineSchedule::forward(int64_t s, int64_t i, std::vector<DTensor>& inputs,
+                               std::vector<DTensor>& targets, double& loss_sum) {
+  PipelineStage& st = stage(s);
+  auto slot = std::make_shared<Slot>();
+  if (st.is_first()) {
+    slot->input = inputs[static_cast<size_t>(i)];
+  } else {
+    const auto& want = st.expected_input();
+    slot->input = take({detail::Direction::kActivation, s - 1, s, i}, want ? &*want : nullptr);
+  }
+  DTensor out;
+  if (!channel_.poisoned()) {
+    try {
+      if (!st.is_first()) slot->input.requires_grad_();
+      const auto t0 = Clock::now();
+      out = st.submod()(slot->input);
+      if (st.is_last()) {
+        const DTensor loss = loss_fn_(out, targets[static_cast<size_t>(i)]);
+        DT_CHECK(loss.defined() && loss.numel() == 1,
+                 "[%s] the loss function returned %s for microbatch %lld (expected a scalar)",
+                 op_.c_str(), loss.defined() ? shape_str(loss.shape()).c_str() : "nothing",
+                 static_cast<long long>(i));
+        loss_sum += scalar_value(loss);
+        slot->output = loss;
+      } else {
+        DT_CHECK(is_floating(out.dtype()),
+                 "[%s] stage %lld's output is %s: activations between stages must be floating "
+                 "(they carry gradients back)",
+                 op_.c_str(), static_cast<long long>(s),
+                 std::string(dtype_name(out.dtype())).c_str());
+        slot->output = out;
+      }
+      stats_.compute_seconds += seconds_since(t0);
+    } catch (const std::exception& e) {
+      channel_.fail(e.what());
+    }
+  }
+  if (!st.is_last()) pass(slot->output, {detail::Direction::kActivation, s, s + 1, i});
+  slots_[static_cast<size_t>(s / st.pp_group()->size() * n_microbatches_ + i)] = std::move(slot);
+}
+
+void PipelineSchedule::backward(int64_t s, int64_t i) {
+  PipelineStage& st = stage(s);
+  std::shared_ptr<Slot> slot =
+      std::move(slots_[static_cast<size_t>(s / st.pp_group()->size() * n_microbatches_ + i)]);
+  DTensor grad;
+  if (!st.is_last()) {
+    const bool known = !channel_.poisoned() && slot->output.defined();
+    const detail::TensorMeta want =
+        known ? detail::TensorMeta::of(slot->output) : detail::TensorMeta{};
+    grad = take({detail::Direction::kGradient, s + 1, s, i}, known ? &want : nullptr);
+  }
+  DTensor input_grad;
+  if (!channel_.poisoned()) {
+    try {
+      const auto t0 = Clock::now();
+      if (st.is_last()) {
+        // Scaled so that the microbatches' gradients add up to the whole batch's mean loss.
+        mul(slot->output, Scalar(1.0 / static_cast<double>(n_microbatches_))).backward();
+      } else {
+        slot->output.backward(grad);
+      }
+      stats_.compute_seconds += seconds_since(t0);
+      if (!st.is_first()) {
+        input_grad = slot->input.grad().defined() ? slot->input.grad() : zeros_like(slot->input);
+      }
+    } catch (const std::exception& e) {
+      channel_.fail(e.what());
+    }
+  }
+  if (!st.is_first()) pass(input_grad, {detail::Direction::kGradient, s, s - 1, i});
+}
+
+std::unique_ptr<PipelineSchedule> make_schedule(std::string_view name,
+                                                std::vector<std::shared_ptr<PipelineStage>> stages,
+                                                int64_t n_microbatches, LossFn loss_fn) {
+  return std::make_unique<PipelineSchedule>(schedule_kind(name), std::move(stages), n_microbatches,
+                                            std::move(loss_fn));
+}
+
+}  // namespace dtensor::pipelining

@@ -1,0 +1,92 @@
+// Running a training step through the pipeline (torch.distributed.pipelining's ScheduleGPipe,
+// Schedule1F1B, ScheduleInterleaved1F1B): one executor runs the schedule's action lists
+// (schedule.h) on this rank's stages.
+//
+// step(input, target) splits the batch into n_microbatches equal microbatches along dim 0 of
+// each rank's local input and target (with a batch sharded over dp, each dp rank splits its own
+// shard), runs the forwards and backwards in the schedule's order, computes the loss on the last
+// stage, and backpropagates each microbatch's loss scaled by 1 / n_microbatches: the parameters'
+// accumulated gradients equal those of the whole batch's mean loss. It returns that mean loss
+// (the mean of the microbatch losses) on every rank. The optimizer step, zero_grad and
+// clip_grad_norm_ (clip_grad.h) stay with the caller, as in PyTorch.
+//
+// Checks. Every step first compares, over the pp dim (one small all-gather), the schedule, the
+// number of microbatches and stages of every rank, and whether each can split its batch (the
+// message of one that cannot is raised on every rank). Every transfer is checked against what the
+// receiver expects (transfer.h). A failure on one rank (a refused transfer, an error in a
+// stage's forward, backward or loss) is raised at the end of the step on every pp rank with the
+// same message: the failed rank runs the rest of its schedule without computing, so no rank
+// waits for a message that never comes.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/parallel/pipeline/schedule.h"
+#include "dtensor/parallel/pipeline/stage.h"
+#include "dtensor/parallel/pipeline/transfer.h"
+
+namespace dtensor::pipelining {
+
+// loss_fn(output of the last stage for one microbatch, that microbatch's target) -> a scalar
+// DTensor: the mean loss of the microbatch (cross_entropy, mse_loss, ...).
+using LossFn = std::function<DTensor(const DTensor& output, const DTensor& target)>;
+
+// Where the time of the last step went on this rank (for the bubble benchmark).
+struct StepStats {
+  double wall_seconds = 0;     // the whole step
+  double compute_seconds = 0;  // forwards, losses and backwards of this rank's stages
+};
+
+class PipelineSchedule {
+ public:
+  // `stages`: this rank's stages, in increasing stage index (one for GPipe / 1F1B). Throws
+  // dtensor::Error "[Schedule<name>] ..." when the schedule cannot run n_microbatches over the
+  // stages (schedule.h check_schedule) or the stages are not this rank's.
+  PipelineSchedule(ScheduleKind kind, std::vector<std::shared_ptr<PipelineStage>> stages,
+                   int64_t n_microbatches, LossFn loss_fn);
+
+  // One training step; see the top of this file. `input` matters on the first stage's ranks,
+  // `target` on the last stage's (the others may pass DTensor()).
+  double step(const DTensor& input, const DTensor& target);
+
+  ScheduleKind kind() const { return kind_; }
+  int64_t n_microbatches() const { return n_microbatches_; }
+  // The actions of every pp rank (schedule.h pipeline_order).
+  const std::vector<std::vector<Action>>& order() const { return order_; }
+  const StepStats& last_step_stats() const { return stats_; }
+
+ private:
+  struct Slot;  // what one microbatch's forward keeps for its backward
+  void check_agreement(const std::string& problem);
+  void run(const Action& a, std::vector<DTensor>& inputs, std::vector<DTensor>& targets,
+           double& loss_sum);
+  void forward(int64_t s, int64_t i, std::vector<DTensor>& inputs, std::vector<DTensor>& targets,
+               double& loss_sum);
+  void backward(int64_t s, int64_t i);
+  void pass(const DTensor& value, const detail::TransferKey& key);
+  DTensor take(const detail::TransferKey& key, const detail::TensorMeta* expected);
+  PipelineStage& stage(int64_t s);
+
+  ScheduleKind kind_;
+  std::string op_;  // "ScheduleGPipe"
+  std::vector<std::shared_ptr<PipelineStage>> stages_;
+  int64_t n_microbatches_;
+  LossFn loss_fn_;
+  int64_t num_stages_;
+  int64_t step_count_ = 0;
+  std::vector<std::vector<Action>> order_;
+  detail::Channel channel_;
+  std::vector<std::shared_ptr<Slot>> slots_;  // [local stage * m + microbatch]
+  std::vector<std::pair<std::tuple<int, int64_t, int64_t>, DTensor>> mailbox_;  // same-rank
+  StepStats stats_;
+};
+
+// The schedule named `name` (schedule.h schedule_kind: "GPipe", "1F1B", "Interleaved1F1B").
+std::unique_ptr<PipelineSchedule> make_schedule(std::string_view name,
+                                                std::vector<std::shared_ptr<PipelineStage>> stages,
+                                                int64_t n_microbatches, LossFn loss_fn);
+
+}  // namespace dtensor::pipelining

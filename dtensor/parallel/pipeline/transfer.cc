@@ -1,0 +1,240 @@
+#include "dtensor/parallel/pipeline/transfer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::pipelining::detail {
+
+namespace {
+
+// Transfers use tags above kTransferTag, two per transfer (header, shard), numbered by the step
+// modulo kSteps, the direction, the receiving stage and the microbatch.
+constexpr int kSteps = 16;
+constexpr int kTransferTag = 0x100000;
+constexpr int64_t kMagic = 0x5049504531;  // "PIPE1"
+constexpr int kMaxDims = 8;
+// Header words.
+enum : int {
+  kMagicWord,
+  kStepWord,
+  kDirectionWord,
+  kFromWord,
+  kToWord,
+  kMicrobatchWord,
+  kPoisonedWord,  // the sender failed: no shard follows
+  kDTypeWord,
+  kLocalWord,  // the value is local (self mesh)
+  kNDimWord,
+  kShapeWords,                                    // global shape [kMaxDims]
+  kMeshDimWord = kShapeWords + kMaxDims,          // number of placements
+  kPlacementWords,                                // [kMaxDims]
+  kLocalShapeWords = kPlacementWords + kMaxDims,  // [kMaxDims]
+  kHeaderWords = kLocalShapeWords + kMaxDims
+};
+constexpr int kMessageBytes = 1024;
+constexpr int kMessageWords = kMessageBytes / 8;
+
+int64_t placement_code(const Placement& p) {
+  const int64_t detail = p.is_shard()     ? p.dim()
+                         : p.is_partial() ? static_cast<int64_t>(p.reduce_op())
+                                          : 0;
+  return static_cast<int64_t>(p.kind()) * 1000 + detail;
+}
+
+Placement placement_of(int64_t code) {
+  const auto kind = static_cast<PlacementKind>(code / 1000);
+  if (kind == PlacementKind::kShard) return Shard(code % 1000);
+  if (kind == PlacementKind::kPartial) return Partial(static_cast<ReduceOp>(code % 1000));
+  return Replicate();
+}
+
+std::string direction_name(Direction d) {
+  return d == Direction::kActivation ? "activation" : "gradient";
+}
+
+// Steps are numbered per communicator for the life of the process, not per Channel: a new
+// schedule on the same pp group continues the numbering, and a header names its full step.
+int64_t next_step(const Communicator* pp) {
+  static std::mutex mu;
+  static auto* steps = new std::map<const Communicator*, int64_t>();
+  std::lock_guard<std::mutex> lock(mu);
+  return (*steps)[pp]++;
+}
+
+}  // namespace
+
+std::string TensorMeta::str() const {
+  const std::string text = std::string(dtype_name(dtype)) + " " + shape_str(shape);
+  return local ? "local " + text : text + " on the stage mesh " + placements_str(placements);
+}
+
+std::string TransferKey::str() const {
+  return "the " + direction_name(direction) + " of microbatch " + std::to_string(microbatch) +
+         " from stage " + std::to_string(from_stage) + " to stage " + std::to_string(to_stage);
+}
+
+Channel::Channel(CommunicatorPtr pp, std::string op) : pp_(std::move(pp)), op_(std::move(op)) {}
+
+int Channel::tag(const TransferKey& key, int part) const {
+  const int64_t t =
+      (((step_ % kSteps) * 2 + static_cast<int64_t>(key.direction)) * kMaxStages + key.to_stage) *
+          kMaxMicrobatches +
+      key.microbatch;
+  return kTransferTag + static_cast<int>(t * 2 + part);
+}
+
+void Channel::begin_step() {
+  step_ = next_step(pp_.get());
+  poisoned_ = false;
+  message_.clear();
+  pending_.clear();
+}
+
+void Channel::fail(const std::string& message) {
+  if (message_.empty()) message_ = message.empty() ? "[" + op_ + "] failed" : message;
+  poisoned_ = true;
+}
+
+void Channel::send(const DTensor& value, int dst, const TransferKey& key, const DeviceMesh& mesh) {
+  Tensor header = zeros({kHeaderWords}, TensorOptions(kInt64));
+  int64_t* h = header.data<int64_t>();
+  h[kMagicWord] = kMagic;
+  h[kStepWord] = step_;
+  h[kDirectionWord] = static_cast<int64_t>(key.direction);
+  h[kFromWord] = key.from_stage;
+  h[kToWord] = key.to_stage;
+  h[kMicrobatchWord] = key.microbatch;
+  if (!poisoned_) {
+    // A value this rank cannot send poisons it; the peer still gets its header.
+    try {
+      DT_CHECK(value.defined() && (is_local(value) || value.device_mesh() == mesh),
+               "[%s] %s is %s: values between stages must be local or on the stage's mesh %s "
+               "(the mesh's dims other than pp)",
+               op_.c_str(), key.str().c_str(),
+               value.defined() ? ("on " + value.device_mesh().str()).c_str() : "undefined",
+               mesh.str().c_str());
+      DT_CHECK(static_cast<int>(value.shape().size()) <= kMaxDims &&
+                   static_cast<int>(value.placements().size()) <= kMaxDims,
+               "[%s] %s has %zu dims on a %zu-d mesh (at most %d each)", op_.c_str(),
+               key.str().c_str(), value.shape().size(), value.placements().size(), kMaxDims);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
+  h[kPoisonedWord] = poisoned_ ? 1 : 0;
+  if (poisoned_) {
+    pending_.push_back(pp_->send(header, dst, tag(key, 0)));
+    return;
+  }
+  const TensorMeta meta = TensorMeta::of(value);
+  const Tensor local = value.to_local().contiguous();
+  h[kDTypeWord] = static_cast<int64_t>(meta.dtype);
+  h[kLocalWord] = meta.local ? 1 : 0;
+  h[kNDimWord] = static_cast<int64_t>(meta.shape.size());
+  for (size_t d = 0; d < meta.shape.size(); ++d) {
+    h[kShapeWords + d] = meta.shape[d];
+    h[kLocalShapeWords + d] = local.size(static_cast<int64_t>(d));
+  }
+  h[kMeshDimWord] = static_cast<int64_t>(meta.placements.size());
+  for (size_t i = 0; i < meta.placements.size(); ++i) {
+    h[kPlacementWords + i] = placement_code(meta.placements[i]);
+  }
+  pending_.push_back(pp_->send(header, dst, tag(key, 0)));
+  pending_.push_back(pp_->send(local, dst, tag(key, 1)));
+}
+
+DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expected,
+                      const DeviceMesh& mesh) {
+  Tensor header = zeros({kHeaderWords}, TensorOptions(kInt64));
+  pp_->recv(header, src, tag(key, 0))->wait();
+  const int64_t* h = header.data<int64_t>();
+  const TransferKey got_key{static_cast<Direction>(h[kDirectionWord]), h[kFromWord], h[kToWord],
+                            h[kMicrobatchWord]};
+  const std::string who = "pp rank " + std::to_string(src) + " (world rank " +
+                          std::to_string(pp_->world_ranks()[src]) + ")";
+  DT_CHECK(h[kMagicWord] == kMagic && h[kStepWord] == step_ && got_key.direction == key.direction &&
+               got_key.from_stage == key.from_stage && got_key.to_stage == key.to_stage &&
+               got_key.microbatch == key.microbatch,
+           "[%s] stage %lld expected %s of step %lld, but %s sent %s of step %lld (do all ranks "
+           "run the same schedule?)",
+           op_.c_str(), static_cast<long long>(key.to_stage), key.str().c_str(),
+           static_cast<long long>(step_), who.c_str(), got_key.str().c_str(),
+           static_cast<long long>(h[kStepWord]));
+  if (h[kPoisonedWord] != 0) {
+    poisoned_ = true;  // the sender failed: no shard follows
+    return DTensor();
+  }
+  TensorMeta got;
+  Shape local_shape;
+  got.dtype = static_cast<DType>(h[kDTypeWord]);
+  got.local = h[kLocalWord] != 0;
+  const int64_t ndim = std::clamp<int64_t>(h[kNDimWord], 0, kMaxDims);
+  const int64_t mdim = std::clamp<int64_t>(h[kMeshDimWord], 0, kMaxDims);
+  for (int64_t d = 0; d < ndim; ++d) {
+    got.shape.push_back(h[kShapeWords + d]);
+    local_shape.push_back(h[kLocalShapeWords + d]);
+  }
+  for (int64_t i = 0; i < mdim; ++i) got.placements.push_back(placement_of(h[kPlacementWords + i]));
+  // A local value (a plain tensor of the sender, e.g. a residual stream that a tensor-parallel
+  // plan keeps off the mesh between blocks) stays local here.
+  const DeviceMesh& on = got.local ? self_mesh(mesh.device_type()) : mesh;
+  Tensor local = empty(local_shape, TensorOptions(got.dtype, Device(mesh.device_type())));
+  pp_->recv(local, src, tag(key, 1))->wait();  // received even when refused: nothing is left
+  DT_CHECK(expected == nullptr || *expected == got,
+           "[%s] stage %lld expected %s as %s, but %s sent %s (the stages disagree on the shape "
+           "between them)",
+           op_.c_str(), static_cast<long long>(key.to_stage), key.str().c_str(),
+           expected ? expected->str().c_str() : "", who.c_str(), got.str().c_str());
+  DT_CHECK(static_cast<int64_t>(got.placements.size()) == on.ndim(),
+           "[%s] stage %lld runs on a %lld-d mesh, but %s sent %s with placements for %zu dims",
+           op_.c_str(), static_cast<long long>(key.to_stage), static_cast<long long>(on.ndim()),
+           who.c_str(), key.str().c_str(), got.placements.size());
+  return DTensor::from_local(local, on, got.placements, false, got.shape);
+}
+
+void Channel::finish_step() {
+  for (const WorkPtr& w : pending_) w->wait();
+  pending_.clear();
+  // Which ranks failed on their own (a poisoned rank that only learned of it has no message).
+  Tensor mine = full({1}, message_.empty() ? int64_t{0} : int64_t{1}, TensorOptions(kInt64));
+  Tensor all = zeros({pp_->size()}, TensorOptions(kInt64));
+  {
+    CollectiveLabel label("pipeline step end");
+    pp_->all_gather(all, mine)->wait();
+  }
+  std::vector<bool> failed;
+  for (int r = 0; r < pp_->size(); ++r) failed.push_back(all.data<int64_t>()[r] != 0);
+  raise_first_failure(*pp_, failed, message_);
+}
+
+void raise_first_failure(Communicator& pp, const std::vector<bool>& failed,
+                         const std::string& mine) {
+  int first = -1;
+  for (int r = 0; r < static_cast<int>(failed.size()) && first < 0; ++r) {
+    if (failed[r]) first = r;
+  }
+  if (first < 0) return;
+  Tensor text = zeros({kMessageWords}, TensorOptions(kInt64));
+  if (first == pp.rank()) {
+    std::memcpy(text.data<int64_t>(), mine.data(),
+                std::min<size_t>(mine.size(), kMessageBytes - 1));
+  }
+  if (pp.size() > 1) {
+    CollectiveLabel label("pipeline failure");
+    pp.broadcast(text, first)->wait();
+  }
+  std::string message(reinterpret_cast<const char*>(text.data<int64_t>()), kMessageBytes - 1);
+  message.resize(std::strlen(message.c_str()));
+  if (first != pp.rank()) {
+    message += " (raised on pp rank " + std::to_string(first) + ", world rank " +
+               std::to_string(pp.world_ranks()[first]) + ")";
+  }
+  throw Error(message);
+}
+
+}  // namespace dtensor::pipelining::detail

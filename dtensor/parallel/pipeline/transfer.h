@@ -1,0 +1,102 @@
+// Stage-to-stage transfers of a pipeline step, checked (internal to the pipeline executor).
+//
+// Point-to-point messages carry no collective fingerprint (dtensor/collectives/communicator.h),
+// so the pipeline adds its own: each activation or gradient travels as a header (step,
+// direction, stages, microbatch, global shape, dtype, placements, local shape, whether the
+// sender failed) followed by the rank's shard. The receiver compares the header with what it
+// expects and raises dtensor::Error naming both sides on a mismatch.
+//
+// Ranks fail together without hanging because a rank that failed keeps running its schedule
+// "poisoned": it skips the computation but still sends every message it would have sent (a
+// header saying it failed, no data) and receives every message it expects. So every message of
+// the step is matched, whatever fails where: no rank waits for a message that never comes, no
+// request is left pending, and nothing is left behind to confuse a later step. A rank that
+// receives a poisoned header is poisoned in turn. At the end of the step the pp ranks compare
+// (one all-gather) and, when any failed, the first failing rank's message is broadcast and
+// raised on every pp rank.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dtensor/collectives/communicator.h"
+#include "dtensor/core/distributed_tensor.h"
+
+namespace dtensor::pipelining::detail {
+
+// What a stage expects to receive: global shape, dtype, placements, and whether the value is
+// local (on the self mesh) rather than on the stage's mesh.
+struct TensorMeta {
+  Shape shape;
+  DType dtype = kFloat32;
+  Placements placements;
+  bool local = false;
+  static TensorMeta of(const DTensor& x) {
+    return {x.shape(), x.dtype(), x.placements(), is_local(x)};
+  }
+  bool operator==(const TensorMeta&) const = default;
+  std::string str() const;  // "float32 [2, 8] on the stage mesh [R]", "local float32 [2, 8]"
+};
+
+enum class Direction { kActivation, kGradient };
+
+// Identifies one transfer of a step.
+struct TransferKey {
+  Direction direction;
+  int64_t from_stage;
+  int64_t to_stage;
+  int64_t microbatch;
+  std::string str() const;  // "the activation of microbatch 1 from stage 0 to stage 1"
+};
+
+// Stages and microbatches a step may have (they are part of the message tags).
+inline constexpr int64_t kMaxStages = 64;
+inline constexpr int64_t kMaxMicrobatches = 1024;
+
+class Channel {
+ public:
+  // Over the pp communicator (this rank's line of the pp dim); `op` names the schedule in
+  // messages ("ScheduleGPipe").
+  Channel(CommunicatorPtr pp, std::string op);
+
+  // Starts a step: not failed, the step's number taken.
+  void begin_step();
+  // Records that this rank failed with `message` (the first one counts) and poisons it.
+  void fail(const std::string& message);
+  // Whether this rank failed or learned that a peer did (then it computes nothing more).
+  bool poisoned() const { return poisoned_; }
+
+  // Posts `value`'s header and this rank's shard to pp rank `dst` (does not block;
+  // finish_step waits). `value` must be local (self mesh) or on `mesh`, the stage's mesh.
+  // When poisoned, posts a poisoned header only (`value` is ignored and may be undefined).
+  void send(const DTensor& value, int dst, const TransferKey& key, const DeviceMesh& mesh);
+  // Receives the transfer `key` from pp rank `src` into a DTensor on `mesh` (the receiving
+  // stage's mesh; on the self mesh when the sender's value was local), checked against
+  // `expected` when given (may be null: take what comes). Returns an undefined DTensor, this
+  // rank now poisoned, when the sender failed. On a mismatch, receives and drops the shard,
+  // then throws dtensor::Error naming both sides.
+  DTensor recv(int src, const TransferKey& key, const TensorMeta* expected, const DeviceMesh& mesh);
+
+  // Ends the step: waits for this rank's sends, then (one all-gather on pp) raises on every pp
+  // rank the message of the lowest pp rank that failed, if any did.
+  void finish_step();
+
+ private:
+  int tag(const TransferKey& key, int part) const;
+
+  CommunicatorPtr pp_;
+  std::string op_;
+  int64_t step_ = -1;
+  bool poisoned_ = false;
+  std::string message_;           // this rank's own failure, if any
+  std::vector<WorkPtr> pending_;  // this step's sends
+};
+
+// Given which pp ranks failed (`failed`, the same on every rank, one entry per pp rank) and this
+// rank's message `mine`, raises the message of the lowest failed rank on every rank of `pp`
+// (broadcast from it, "(raised on pp rank R, world rank W)" appended elsewhere); returns when
+// none failed. Collective over `pp`.
+void raise_first_failure(Communicator& pp, const std::vector<bool>& failed,
+                         const std::string& mine);
+
+}  // namespace dtensor::pipelining::detail

@@ -1,0 +1,239 @@
+// Pipeline parallelism under mpirun (2 and 4 ranks): every schedule (GPipe, 1F1B, interleaved
+// 1F1B with 2 virtual stages per rank) trains a small transformer-style chain for 5 steps with
+// losses, clip_grad_norm_ norms and gradients equal to single-device training of the same
+// global batch (float64 bit-close, float32 within tolerance), at pp = world and, at 4 ranks, pp 2
+// x tp 2; and the errors (a split point that does not exist, microbatch counts the schedule or
+// the batch cannot use, ranks that disagree, stages that disagree on the shape between them)
+// are raised on every rank, after which the pipeline still runs.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/parallelize.h"
+#include "dtensor/parallel/pipeline/clip_grad.h"
+#include "dtensor/parallel/pipeline/pipeline_schedule.h"
+#include "dtensor/parallel/pipeline/split.h"
+#include "dtensor/parallel/transformer_plan.h"
+#include "dtensor/rng/random.h"
+#include "dtensor/tensor/creation.h"
+#include "tests/parallel/parallel_test_util.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+namespace pp = dtensor::pipelining;
+using dt::test::max_diff;
+
+namespace {
+
+constexpr int64_t kVocab = 32, kDim = 16, kBatch = 8, kSeq = 6;
+
+// tok_embeddings, layers.0 .. layers.{n-1} (TransformerBlocks), norm, output: n + 3 units, with
+// nn::Transformer's names (so transformer_tp_plan applies).
+nn::ModulePtr make_model(int64_t n_layers, dt::DType dtype) {
+  dt::manual_seed(11);
+  nn::ModuleOptions o;
+  o.dtype = dtype;
+  nn::TransformerConfig cfg;
+  cfg.vocab_size = kVocab;
+  cfg.dim = kDim;
+  cfg.n_heads = 2;
+  cfg.n_layers = n_layers;
+  auto root = std::make_shared<nn::ModuleList>();
+  root->register_module("tok_embeddings", std::make_shared<nn::Embedding>(kVocab, kDim, o));
+  auto layers = std::make_shared<nn::ModuleList>();
+  for (int64_t i = 0; i < n_layers; ++i)
+    layers->append(std::make_shared<nn::TransformerBlock>(cfg, o));
+  root->register_module("layers", layers);
+  root->register_module("norm", std::make_shared<nn::RMSNorm>(kDim, std::nullopt, o));
+  root->register_module("output", std::make_shared<nn::Linear>(kDim, kVocab, false, o));
+  return root;
+}
+
+// Mean cross-entropy of logits [b, s, V] against targets [b, s] (put on the logits' mesh).
+dt::DTensor loss_fn(const dt::DTensor& logits, const dt::DTensor& target) {
+  const int64_t rows[] = {-1, kVocab};
+  const int64_t flat[] = {-1};
+  dt::DTensor t = dt::reshape(target, flat);
+  if (!nn::is_local(logits)) {
+    t = dt::DTensor::from_local(t.to_local(), logits.device_mesh(), {dt::Replicate()});
+  }
+  return dt::cross_entropy(dt::reshape(logits, rows), t);
+}
+
+// The entries of transformer_tp_plan whose first component is a child of `stage`.
+dt::ParallelizePlan stage_plan(nn::Module& stage) {
+  dt::ParallelizePlan plan;
+  for (const dt::PlanEntry& e : dt::transformer_tp_plan()) {
+    const std::string head = e.fqn.substr(0, e.fqn.find('.'));
+    for (const auto& [name, child] : stage.named_children()) {
+      if (name == head) plan.push_back(e);
+    }
+  }
+  return plan;
+}
+
+struct Batch {
+  dt::Tensor tokens, targets;
+};
+Batch batch(int step) {
+  dt::Generator g(500 + step);
+  return {dt::randint(0, kVocab, {kBatch, kSeq}, dt::TensorOptions(dt::kInt64), &g),
+          dt::randint(0, kVocab, {kBatch, kSeq}, dt::TensorOptions(dt::kInt64), &g)};
+}
+
+// This rank's stages of `model` cut into pp * v stages (stage s on pp rank s % pp).
+std::vector<std::shared_ptr<pp::PipelineStage>> my_stages(const nn::ModulePtr& model,
+                                                          const dt::DeviceMesh& mesh, int64_t v,
+                                                          bool tp) {
+  const int64_t p = mesh.size(mesh.dim_index("pp"));
+  const int64_t r = mesh.get_local_rank("pp");
+  const auto modules = pp::pipeline_split(model, p * v);
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+  for (int64_t j = 0; j < v; ++j) {
+    const int64_t s = j * p + r;
+    if (tp) dt::parallelize_module(*modules[s], mesh["tp"], stage_plan(*modules[s]));
+    stages.push_back(std::make_shared<pp::PipelineStage>(modules[s], s, p * v, mesh));
+  }
+  return stages;
+}
+
+// Trains 5 steps through the pipeline and on one device; everything must agree within tol.
+void check_training(const dt::DeviceMesh& mesh, const std::string& schedule, int64_t v, int64_t m,
+                    dt::DType dtype, double tol, bool tp = false) {
+  const int64_t p = mesh.size(mesh.dim_index("pp"));
+  INFO(schedule << " pp " << p << (tp ? " x tp 2" : "") << ", " << v << " stage(s) per rank, " << m
+                << " microbatches, " << dt::dtype_name(dtype));
+  const nn::ModulePtr model = make_model(p * v, dtype);
+  const nn::ModulePtr ref = make_model(p * v, dtype);
+  const auto stages = my_stages(model, mesh, v, tp);
+  auto sched = pp::make_schedule(schedule, stages, m, loss_fn);
+  std::vector<std::pair<std::string, dt::DTensor>> params;
+  std::vector<dt::DTensor> values;
+  for (const auto& st : stages) {
+    for (const auto& [fqn, prm] : st->submod().named_parameters()) {
+      params.emplace_back(fqn, prm);
+      values.push_back(prm);
+    }
+  }
+  dt::optim::AdamW opt(values, dt::optim::AdamWOptions(1e-2));
+  dt::optim::AdamW ref_opt(ref->parameters(), dt::optim::AdamWOptions(1e-2));
+  for (int step = 0; step < 5; ++step) {
+    INFO("step " << step);
+    const Batch b = batch(step);
+    opt.zero_grad();
+    const double loss = sched->step(nn::local_dtensor(b.tokens), nn::local_dtensor(b.targets));
+    const double norm = pp::clip_grad_norm_(values, 0.5, stages[0]->pp_group());
+
+    ref_opt.zero_grad();
+    const dt::DTensor ref_loss =
+        loss_fn((*ref)(nn::local_dtensor(b.tokens)), nn::local_dtensor(b.targets));
+    ref_loss.backward();
+    const double ref_norm = dt::optim::clip_grad_norm_(ref->parameters(), 0.5);
+    const double want = ref_loss.to_local().to(dt::kFloat64).item<double>();
+    CHECK(std::abs(loss - want) <= tol * (1 + std::abs(want)));
+    CHECK(std::abs(norm - ref_norm) <= tol * (1 + ref_norm));
+    for (const auto& [fqn, prm] : params) {
+      INFO(fqn);
+      REQUIRE(prm.grad().defined());
+      CHECK(max_diff(prm.grad().full_tensor(), ref->get_parameter(fqn).grad().to_local()) <= tol);
+    }
+    opt.step();
+    ref_opt.step();
+  }
+  for (const auto& [fqn, prm] : params) {
+    INFO(fqn << " after 5 steps");
+    CHECK(max_diff(prm.full_tensor(), ref->get_parameter(fqn).to_local()) <= 10 * tol);
+  }
+}
+
+dt::DeviceMesh pp_mesh() {
+  return dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"pp"});
+}
+
+}  // namespace
+
+TEST_CASE("every schedule trains like a single device, float64 and float32", "[pipeline]") {
+  const int64_t W = dt::world_size();
+  const dt::DeviceMesh mesh = pp_mesh();
+  for (const char* schedule : {"GPipe", "1F1B"}) {
+    check_training(mesh, schedule, 1, 4, dt::kFloat64, 1e-12);
+    check_training(mesh, schedule, 1, W == 2 ? 2 : 8, dt::kFloat64, 1e-12);
+    check_training(mesh, schedule, 1, 4, dt::kFloat32, 2e-5);
+  }
+  check_training(mesh, "Interleaved1F1B", 2, 4, dt::kFloat64, 1e-12);
+  check_training(mesh, "Interleaved1F1B", 2, 2 * W, dt::kFloat64, 1e-12);
+  check_training(mesh, "Interleaved1F1B", 2, 4, dt::kFloat32, 2e-5);
+}
+
+TEST_CASE("pipeline x tensor parallel (pp 2 x tp 2)", "[pipeline][tp]") {
+  if (dt::world_size() != 4) return;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "tp"});
+  check_training(mesh, "1F1B", 1, 4, dt::kFloat64, 1e-12, true);
+  check_training(mesh, "Interleaved1F1B", 2, 2, dt::kFloat32, 2e-5, true);
+}
+
+TEST_CASE("pipeline errors are raised on every rank, and the pipeline runs after them",
+          "[pipeline][errors]") {
+  const dt::DeviceMesh mesh = pp_mesh();
+  const int64_t W = dt::world_size();
+  const nn::ModulePtr model = make_model(W, dt::kFloat64);
+  const Batch b = batch(0);
+  const dt::DTensor tokens = nn::local_dtensor(b.tokens);
+  const dt::DTensor targets = nn::local_dtensor(b.targets);
+
+  CHECK_THROWS_WITH(pp::pipeline_split(model, {"layers.99"}),
+                    Catch::Contains("[pipeline_split] split point 'layers.99' is not a unit of the "
+                                    "chain (units: tok_embeddings, layers.0,"));
+
+  // A microbatch count interleaving cannot use (rounds of one microbatch per rank).
+  CHECK_THROWS_WITH(
+      pp::make_schedule("Interleaved1F1B", my_stages(model, mesh, 1, false), W + 1, loss_fn),
+      Catch::Contains("[ScheduleInterleaved1F1B] n_microbatches " + std::to_string(W + 1) +
+                      " is not a multiple of the " + std::to_string(W) + " pp ranks"));
+  // A microbatch count the batch cannot use: known to the first and last stages only, raised
+  // on every rank.
+  auto three = pp::make_schedule("1F1B", my_stages(model, mesh, 1, false), 3, loss_fn);
+  CHECK_THROWS_WITH(three->step(tokens, targets),
+                    Catch::Contains("[Schedule1F1B] the input's batch of 8 (this rank's shard: 8) "
+                                    "does not split into 3 equal microbatches"));
+  // Ranks that disagree on the microbatch count.
+  auto differ = pp::make_schedule("GPipe", my_stages(model, mesh, 1, false),
+                                  dt::world_rank() == 0 ? 4 : 2, loss_fn);
+  CHECK_THROWS_WITH(differ->step(tokens, targets),
+                    Catch::Contains("[ScheduleGPipe] the pp ranks disagree: pp rank 0 runs "
+                                    "ScheduleGPipe with 4 microbatches over " +
+                                    std::to_string(W) +
+                                    " stages at step 0, pp rank 1 runs "
+                                    "ScheduleGPipe with 2 microbatches"));
+
+  // Stage 1 expects an activation of width 12; stage 0 sends width 16: the receiver raises it,
+  // the sender and every other rank learn it from the status channel.
+  {
+    const auto modules = pp::pipeline_split(model, W);
+    const int64_t r = dt::world_rank();
+    const dt::DTensor example = nn::local_dtensor(
+        dt::zeros({2, kSeq, r == 1 ? 12 : kDim}, dt::TensorOptions(dt::kFloat64)));
+    auto stage = std::make_shared<pp::PipelineStage>(modules[r], r, W, mesh, "pp",
+                                                     r == 0 ? dt::DTensor() : example);
+    auto sched = pp::make_schedule("GPipe", {stage}, 4, loss_fn);
+    CHECK_THROWS_WITH(
+        sched->step(tokens, targets),
+        Catch::Contains("[ScheduleGPipe] stage 1 expected the activation of microbatch 0 from "
+                        "stage 0 to stage 1 as local float64 [2, 6, 12], but pp rank 0 (world "
+                        "rank 0) sent local float64 [2, 6, 16] (the stages disagree on the shape "
+                        "between them)"));
+  }
+
+  // Nothing left behind by the failed steps confuses the next one.
+  auto good = pp::make_schedule("1F1B", my_stages(model, mesh, 1, false), 4, loss_fn);
+  for (int i = 0; i < 2; ++i) {
+    const double loss = good->step(tokens, targets);
+    CHECK(std::isfinite(loss));
+    CHECK(loss > 0);
+  }
+}

@@ -1,0 +1,146 @@
+// Pipeline schedules and splits without processes (dtensor/parallel/pipeline/schedule.h,
+// split.h): the action lists of GPipe, 1F1B and interleaved 1F1B, their replay on the cost
+// model (no deadlock, bubble equal to theory, in-flight microbatches), the microbatch counts a
+// schedule refuses, and cutting a chain of modules by FQN.
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "dtensor/nn/layers.h"
+#include "dtensor/nn/transformer.h"
+#include "dtensor/parallel/pipeline/schedule.h"
+#include "dtensor/parallel/pipeline/split.h"
+
+namespace pp = dtensor::pipelining;
+namespace nn = dtensor::nn;
+using pp::ScheduleKind;
+
+TEST_CASE("schedules by name", "[pipeline]") {
+  CHECK(pp::schedule_kind("GPipe") == ScheduleKind::kGPipe);
+  CHECK(pp::schedule_kind("Schedule1F1B") == ScheduleKind::kOneFOneB);
+  CHECK(pp::schedule_kind("interleaved1f1b") == ScheduleKind::kInterleaved1F1B);
+  CHECK_THROWS_WITH(pp::schedule_kind("ZeroBubble"),
+                    Catch::Contains("[get_schedule_class] unknown schedule 'ZeroBubble'"));
+}
+
+TEST_CASE("GPipe and 1F1B orders at pp 2, 4 microbatches", "[pipeline]") {
+  CHECK(pp::order_str(pp::pipeline_order(ScheduleKind::kGPipe, 2, 1, 4)) ==
+        "rank 0: F0 F1 F2 F3 B0 B1 B2 B3\nrank 1: F0 F1 F2 F3 B0 B1 B2 B3\n");
+  CHECK(pp::order_str(pp::pipeline_order(ScheduleKind::kOneFOneB, 2, 1, 4)) ==
+        "rank 0: F0 F1 B0 F2 B1 F3 B2 B3\nrank 1: F0 B0 F1 B1 F2 B2 F3 B3\n");
+  // Interleaved, 2 stages per rank: rank 0 holds stages 0 and 2, rank 1 stages 1 and 3.
+  CHECK(pp::order_str(pp::pipeline_order(ScheduleKind::kInterleaved1F1B, 2, 2, 2)) ==
+        "rank 0: 0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1\nrank 1: 1F0 1F1 3F0 3B0 3F1 3B1 1B0 1B1\n");
+}
+
+TEST_CASE("every order runs each microbatch through each stage once, without deadlock",
+          "[pipeline]") {
+  for (auto kind :
+       {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved1F1B}) {
+    for (int64_t p : {1, 2, 3, 4}) {
+      for (int64_t v : {1, 2, 3}) {
+        if (kind != ScheduleKind::kInterleaved1F1B && v > 1) continue;
+        for (int64_t m = 1; m <= 3 * p + 1; ++m) {
+          if (kind == ScheduleKind::kInterleaved1F1B && m % p != 0) continue;
+          INFO(pp::schedule_name(kind) << " p " << p << " v " << v << " m " << m);
+          const auto order = pp::pipeline_order(kind, p, v, m);
+          REQUIRE(static_cast<int64_t>(order.size()) == p);
+          for (int64_t r = 0; r < p; ++r) {
+            std::set<std::tuple<int, int64_t, int64_t>> seen;
+            for (const pp::Action& a : order[r]) {
+              CHECK(a.stage % p == r);
+              if (a.kind == pp::ActionKind::kBackward) {
+                CHECK(seen.count({0, a.stage, a.microbatch}) == 1);  // its forward came first
+              }
+              CHECK(seen.insert({static_cast<int>(a.kind), a.stage, a.microbatch}).second);
+            }
+            CHECK(static_cast<int64_t>(seen.size()) == 2 * v * m);
+          }
+          const pp::Simulation sim = pp::simulate(order, p * v);
+          CHECK_FALSE(sim.deadlock);
+          if (kind != ScheduleKind::kInterleaved1F1B) {
+            CHECK(sim.bubble == Approx(pp::theoretical_bubble(p, m)).margin(1e-12));
+          } else if (m >= p) {
+            // Interleaving shortens the ramp: never worse than the one-stage-per-rank bubble.
+            CHECK(sim.bubble <= pp::theoretical_bubble(p, m) + 1e-12);
+          }
+          for (int64_t r = 0; r < p; ++r) {
+            if (kind == ScheduleKind::kGPipe) CHECK(sim.peak_in_flight[r] == m);
+            if (kind == ScheduleKind::kOneFOneB) CHECK(sim.peak_in_flight[r] == std::min(p - r, m));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a deadlocking order is detected", "[pipeline]") {
+  // Rank 0 waits for the gradient of microbatch 1 before sending its activation.
+  std::vector<std::vector<pp::Action>> order = {
+      {{pp::ActionKind::kForward, 0, 0}, {pp::ActionKind::kBackward, 0, 1}},
+      {{pp::ActionKind::kForward, 1, 1}, {pp::ActionKind::kBackward, 1, 1}}};
+  CHECK(pp::simulate(order, 2).deadlock);
+}
+
+TEST_CASE("microbatch counts a schedule cannot use", "[pipeline]") {
+  CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kInterleaved1F1B, 4, 2, 6),
+                    Catch::Contains("[ScheduleInterleaved1F1B] n_microbatches 6 is not a multiple "
+                                    "of the 4 pp ranks"));
+  CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kGPipe, 2, 1, 0),
+                    Catch::Contains("[ScheduleGPipe] n_microbatches is 0 (expected at least 1)"));
+  CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kOneFOneB, 2, 2, 4),
+                    Catch::Contains("[Schedule1F1B] takes one stage per rank, got 2"));
+}
+
+namespace {
+// tok (Linear), layers (a ModuleList of 4 Linears), norm, output: 7 units.
+nn::ModulePtr chain() {
+  auto root = std::make_shared<nn::ModuleList>();
+  root->register_module("tok", std::make_shared<nn::Linear>(4, 4));
+  auto layers = std::make_shared<nn::ModuleList>();
+  for (int i = 0; i < 4; ++i) layers->append(std::make_shared<nn::Linear>(4, 4));
+  root->register_module("layers", layers);
+  root->register_module("norm", std::make_shared<nn::RMSNorm>(4));
+  root->register_module("output", std::make_shared<nn::Linear>(4, 2, false));
+  return root;
+}
+
+std::vector<std::string> names(const nn::ModulePtr& m) {
+  std::vector<std::string> out;
+  for (const auto& [fqn, p] : m->named_parameters()) out.push_back(fqn);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("pipeline_split cuts a chain by FQN and keeps the global names", "[pipeline]") {
+  const nn::ModulePtr model = chain();
+  std::vector<std::string> units;
+  for (const auto& [fqn, m] : pp::chain_units(model)) units.push_back(fqn);
+  CHECK(units == std::vector<std::string>{"tok", "layers.0", "layers.1", "layers.2", "layers.3",
+                                          "norm", "output"});
+  const auto stages = pp::pipeline_split(model, {"layers.2", "norm"});
+  REQUIRE(stages.size() == 3);
+  CHECK(names(stages[0]) == std::vector<std::string>{"tok.weight", "tok.bias", "layers.0.weight",
+                                                     "layers.0.bias", "layers.1.weight",
+                                                     "layers.1.bias"});
+  CHECK(names(stages[2]) == std::vector<std::string>{"norm.weight", "output.weight"});
+  // The stages share the model's parameters.
+  CHECK(stages[1]->get_parameter("layers.3.weight").to_local().data_ptr() ==
+        model->get_parameter("layers.3.weight").to_local().data_ptr());
+  // A nested ModuleList's name cuts before its first unit; by count, sizes differ by one.
+  CHECK(names(pp::pipeline_split(model, {"layers"})[1]).front() == "layers.0.weight");
+  const auto four = pp::pipeline_split(model, 4);
+  CHECK(names(four[0]) == std::vector<std::string>{"tok.weight", "tok.bias"});  // 1, 2, 2, 2 units
+  CHECK(names(four[3]) == std::vector<std::string>{"norm.weight", "output.weight"});
+}
+
+TEST_CASE("pipeline_split errors", "[pipeline]") {
+  const nn::ModulePtr model = chain();
+  CHECK_THROWS_WITH(pp::pipeline_split(model, {"layers.9"}),
+                    Catch::Contains("[pipeline_split] split point 'layers.9' is not a unit of the "
+                                    "chain (units: tok, layers.0, layers.1, layers.2, layers.3, "
+                                    "norm, output)"));
+  CHECK_THROWS_WITH(pp::pipeline_split(model, {"norm", "layers.1"}),
+                    Catch::Contains("split point 'layers.1' (unit 2) would leave an empty stage"));
+  CHECK_THROWS_WITH(pp::pipeline_split(model, {"tok"}), Catch::Contains("empty stage"));
+  CHECK_THROWS_WITH(pp::pipeline_split(model, 8), Catch::Contains("cannot cut a chain of 7 units"));
+}
