@@ -675,3 +675,22 @@ TEST_CASE("a replay whose optimizer was destroyed raises instead of touching it"
                       Catch::Contains("[compile] the step's graph replays an optimizer's step "
                                       "count, which was destroyed"));
 }
+
+TEST_CASE("a runtime scalar passed as a 0-dim DTensor input follows each call", "[compile]") {
+  // A loss scale that changes between steps (as a GradScaler's): a graph input, not a constant.
+  const dt::DeviceMesh mesh = tp_mesh();
+  const dt::DTensor x = dt::distribute_tensor(dt::arange(0, 12).reshape({3, 4}).to(dt::kFloat64),
+                                              mesh, {dt::Shard(0)});
+  auto fn = [](const dt::DTensorList& in) {
+    return dt::DTensorList{dt::sum(dt::div(dt::mul(in[0], in[0]), in[1]))};
+  };
+  dt::CompiledStep step = dt::compile(fn);
+  for (double scale : {1.0, 2.0, 8.0, 0.5}) {
+    INFO("scale " << scale);
+    const dt::DTensor s = dt::DTensor::from_local(
+        dt::full({}, scale, dt::TensorOptions(dt::kFloat64)), mesh, {dt::Replicate()});
+    CHECK(scalar(step({x, s})[0]) == scalar(fn({x, s})[0]));
+  }
+  CHECK(step.captures() == 1);
+  CHECK(step.replays() == 3);
+}
