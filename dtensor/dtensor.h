@@ -27,6 +27,7 @@
 #include "dtensor/collectives/communicator.h"
 #include "dtensor/collectives/deadline.h"
 #include "dtensor/collectives/debug_log.h"
+#include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/device_mesh/device_mesh.h"
 

@@ -18,6 +18,7 @@
 #include "dtensor/checkpoint/detail/safetensors.h"
 #include "dtensor/checkpoint/detail/world.h"
 #include "dtensor/checkpoint/hf.h"
+#include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/stable_hash.h"
@@ -199,6 +200,7 @@ void write_index_and_config(const std::string& dir, const Plan& plan,
 }  // namespace
 
 void save_hf(const StateDict& state, const std::string& dir_arg, const HfSaveOptions& options) {
+  check_real_data("save_hf");  // a dry run (fake backend) would write filler
   const DeviceMesh world = detail::world_mesh();
   const bool root = world_rank() == 0;
   std::string dir;

@@ -9,6 +9,7 @@
 #include "dtensor/checkpoint/detail/index.h"
 #include "dtensor/checkpoint/detail/safetensors.h"
 #include "dtensor/checkpoint/detail/world.h"
+#include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -80,6 +81,7 @@ void write_index(const StateDict& state, const std::vector<std::string>& all_rec
 }  // namespace
 
 void save(const StateDict& state, const std::string& dir_arg, const SaveOptions& options) {
+  check_real_data("save");  // a dry run (fake backend) would write filler
   const DeviceMesh world = detail::world_mesh();
   const bool root = world_rank() == 0;
   std::string dir, tmp;

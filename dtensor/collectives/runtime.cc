@@ -10,6 +10,7 @@
 #include "dtensor/collectives/comm_worker.h"
 #include "dtensor/collectives/cuda_support.h"
 #include "dtensor/collectives/debug_log.h"
+#include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/mpi/mpi_check.h"
 #include "dtensor/collectives/mpi/mpi_communicator.h"
 #include "dtensor/collectives/nccl/nccl_backend.h"
@@ -187,6 +188,12 @@ Runtime::Runtime(int* argc, char*** argv) {
     DT_CHECK(s.runtimes == 0,
              "[Runtime] a dtensor::Runtime already exists in this process (expected exactly one, "
              "constructed at the top of main(); nested or concurrent Runtimes are not supported)");
+    if (detail::fake_world() != nullptr) {  // no MPI (fake_communicator.h)
+      configure_log_from_env();
+      report_pending_config();
+      ++s.runtimes;
+      return;
+    }
     init_locked(s, argc, argv, "Runtime");
     ++s.runtimes;
   }
@@ -205,6 +212,7 @@ bool Runtime::initialized() {
 }
 
 int world_rank() {
+  if (const detail::FakeWorld* f = detail::fake_world()) return f->rank;
   ensure_mpi("world_rank");
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
@@ -212,6 +220,7 @@ int world_rank() {
 }
 
 int world_size() {
+  if (const detail::FakeWorld* f = detail::fake_world()) return f->world_size;
   ensure_mpi("world_size");
   int n = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -219,6 +228,7 @@ int world_size() {
 }
 
 int local_rank() {
+  if (detail::fake_world() != nullptr) return 0;
   ensure_mpi("local_rank");
   RuntimeState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -230,8 +240,16 @@ CommunicatorPtr world_communicator() {
 }
 
 CommunicatorPtr world_communicator(DeviceType device_type) {
-  ensure_mpi("world_communicator");
   RuntimeState& s = state();
+  if (const detail::FakeWorld* f = detail::fake_world()) {  // one for every device type
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.world_cpu) {
+      s.world_cpu = detail::make_fake_world_communicator(*f);
+      s.world_cpu->set_description("world");
+    }
+    return s.world_cpu;
+  }
+  ensure_mpi("world_communicator");
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.world_cpu) {
     // MPI_Comm_dup blocks until every rank arrives: meet in a deadline-guarded exchange first,
@@ -265,6 +283,11 @@ CommunicatorPtr world_communicator(DeviceType device_type) {
 }
 
 CommunicatorPtr self_communicator(DeviceType device_type) {
+  if (const detail::FakeWorld* f = detail::fake_world()) {
+    CommunicatorPtr self = detail::make_fake_self_communicator(*f);
+    self->set_description("self");
+    return self;
+  }
   ensure_mpi("self_communicator");
   std::string_view backend = "mpi";
   if (device_type == DeviceType::kCUDA) {

@@ -355,7 +355,19 @@ DeviceMesh::DeviceMesh(DeviceType device_type, IntSpan mesh_shape, std::vector<i
         color = static_cast<int>(c);
         key_along = static_cast<int>(impl->coordinate[d]);
       }
-      CommunicatorPtr comm = world_comm->split(color, key_along);
+      CommunicatorPtr comm;
+      if (world_comm->backend() != "fake") {
+        comm = world_comm->split(color, key_along);
+      } else if (!impl->coordinate.empty()) {
+        // The fake backend cannot split (no peers tell their colors): this rank's line along d
+        // is known from the mesh alone, so its communicator is made from the members.
+        std::vector<int> line;
+        Shape at = impl->coordinate;
+        for (at[d] = 0; at[d] < impl->shape[d]; ++at[d]) {
+          line.push_back(impl->ranks[detail::ravel(at, impl->shape)]);
+        }
+        comm = world_comm->create_group(line);
+      }
       if (comm) comm->set_description(absl::StrFormat("mesh dim %d (%s)", d, impl->dim_names[d]));
       comms.push_back(std::move(comm));
     }
