@@ -60,8 +60,9 @@ DTensor tril(const DTensor& x, int64_t diagonal = 0);
 DTensor triu(const DTensor& x, int64_t diagonal = 0);
 // repeat_interleave keeps every other dim's shards, and the repeated dim's when every rank's
 // output block is the repeats of its own input block (even shards; grouped-query attention's
-// k/v heads), otherwise that dim is replicated first; diagonal keeps the shards of the dims outside the plane (the plane's dims replicated
-// first). Both pass Partial inputs through and are differentiable.
+// k/v heads), otherwise that dim is replicated first; diagonal keeps the shards of the dims outside
+// the plane (the plane's dims replicated first). Both pass Partial inputs through and are
+// differentiable.
 DTensor repeat_interleave(const DTensor& x, int64_t repeats, int64_t dim);
 DTensor diagonal(const DTensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
 DTensor movedim(const DTensor& x, IntSpan source, IntSpan destination);
