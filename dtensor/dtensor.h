@@ -87,6 +87,7 @@
 #include "dtensor/parallel/pipeline/schedule.h"
 #include "dtensor/parallel/pipeline/split.h"
 #include "dtensor/parallel/pipeline/stage.h"
+#include "dtensor/parallel/pipeline/state_dict.h"
 #include "dtensor/parallel/style.h"
 #include "dtensor/parallel/transformer_plan.h"
 
