@@ -103,6 +103,7 @@
 #include "dtensor/compile/compile.h"
 
 // Ready models (Hugging Face architectures), their parallelization, KV cache and generation.
+#include "dtensor/models/dry_run.h"
 #include "dtensor/models/generate.h"
 #include "dtensor/models/kv_cache.h"
 #include "dtensor/models/llama.h"

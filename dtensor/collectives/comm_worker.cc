@@ -17,6 +17,7 @@
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/cuda_support.h"
+#include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
@@ -150,6 +151,8 @@ bool env_threaded() {
 }
 
 bool mpi_multiple() {
+  // The fake backend has no MPI, and threads as a real MPI_THREAD_MULTIPLE run would.
+  if (detail::fake_world() != nullptr) return true;
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
   return provided >= MPI_THREAD_MULTIPLE;
