@@ -5,17 +5,17 @@
 //   mpirun -np N bench_generate [--dir DIR] [--prompt 16] [--new 32] [--iters 5] [--warmup 1]
 //                               [--json FILE]
 //
-// times generate(max_new_tokens = 1) (the prompt's prefill and one token) and generate(max_new
-// = 1 + new), interleaved; a decode step is their difference over `new`, so tokens/s counts
-// decode steps only (batch 1, float32). bench_generate_torch.py times transformers' generate
-// the same way on the same directory. The run fails unless both lengths give the same first
-// token (the prefill's argmax) on every rank.
+// times greedy decode as decode_timing.h says (batch 1, float32): tokens/s counts decode steps
+// only. bench_generate_torch.py times transformers' generate the same way on the same
+// directory. The run fails unless both lengths give the same first token (the prefill's
+// argmax) on every rank.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
+#include "benchmarks/models/decode_timing.h"
 #include "dtensor/dtensor.h"
 
 namespace dt = dtensor;
@@ -41,37 +41,22 @@ int run(int argc, char** argv) {
   const int64_t shape[] = {1, P};
   const dt::Tensor prompt = dt::from_vector<int64_t>(ids, shape);
 
-  models::GenerateOptions one, many;
-  one.max_new_tokens = 1;
-  many.max_new_tokens = 1 + N;
-  dt::Tensor short_out, long_out;
-  const std::vector<bench::Stats> st =
-      bench::time_interleaved({[&] { short_out = models::generate(model, prompt, one); },
-                               [&] { long_out = models::generate(model, prompt, many); }},
-                              warmup, iters, /*comm_world=*/true);
-  DT_CHECK(long_out.size(1) == P + 1 + N &&
-               long_out.narrow(1, 0, P + 1).contiguous().to_vector<int64_t>() ==
-                   short_out.to_vector<int64_t>(),
-           "[bench_generate] the two runs disagree on the prompt's next token");
-  const double step = (st[1].median - st[0].median) / static_cast<double>(N);
+  const bench::DecodeTiming d =
+      bench::time_greedy_decode(model, prompt, N, warmup, iters, "bench_generate");
+  const dt::Tensor& long_out = d.tokens;
+  const double step = d.step_s;
   bench::print0(
       "# bench_generate: %s, prompt %lld, %lld decode steps, batch 1, float32, tp %d; median of "
       "%lld runs (max over ranks)\n",
       dir.c_str(), (long long)P, (long long)N, world, (long long)iters);
-  bench::print0("prefill+1 %.3f ms  decode %.3f ms/token  %.1f tokens/s\n", st[0].median * 1e3,
+  bench::print0("prefill+1 %.3f ms  decode %.3f ms/token  %.1f tokens/s\n", d.prefill_s * 1e3,
                 step * 1e3, 1.0 / step);
   std::string tokens;  // to compare with transformers' (bench_generate_torch.py prints its own)
   for (int64_t t : long_out.to_vector<int64_t>())
     tokens += (tokens.empty() ? "" : ", ") + std::to_string(t);
   bench::print0("tokens [%s]\n", tokens.c_str());
   bench::JsonLines json("bench_generate", flags.str("json", ""));
-  json.write(json.record("greedy_decode")
-                 .add("tp", world)
-                 .add("prompt", P)
-                 .add("new_tokens", N)
-                 .add("prefill_ms", st[0].median * 1e3)
-                 .add("decode_ms_per_token", step * 1e3)
-                 .add("tokens_per_s", 1.0 / step));
+  json.write(d.add_to(json.record("greedy_decode").add("tp", world), P, N));
   return 0;
 }
 
