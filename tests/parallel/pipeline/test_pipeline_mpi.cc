@@ -1,10 +1,10 @@
 // Pipeline parallelism under mpirun (2 and 4 ranks): every schedule (GPipe, 1F1B, interleaved
 // 1F1B with 2 virtual stages per rank) trains a small transformer-style chain for 5 steps with
 // losses, clip_grad_norm_ norms and gradients equal to single-device training of the same
-// global batch (float64 bit-close, float32 within tolerance), at pp = world and, at 4 ranks, pp 2
-// x tp 2; and the errors (a split point that does not exist, microbatch counts the schedule or
-// the batch cannot use, ranks that disagree, stages that disagree on the shape between them)
-// are raised on every rank, after which the pipeline still runs.
+// global batch (float64 bit-close, float32 within tolerance), at pp = world and, at 4 ranks,
+// pp 2 x tp 2 and pp 2 x dp 2 (FSDP); and the errors (a split point that does not exist,
+// microbatch counts the schedule or the batch cannot use, ranks that disagree, stages that
+// disagree on the shape between them) are raised on every rank, after which the pipeline runs.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
@@ -14,6 +14,7 @@
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/parallel/pipeline/clip_grad.h"
 #include "dtensor/parallel/pipeline/pipeline_schedule.h"
@@ -105,6 +106,60 @@ TEST_CASE("pipeline x tensor parallel (pp 2 x tp 2)", "[pipeline][tp]") {
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "tp"});
   check_training(mesh, "1F1B", 1, 4, dt::kFloat64, 1e-12, true);
   check_training(mesh, "Interleaved1F1B", 2, 2, dt::kFloat32, 2e-5, true);
+}
+
+TEST_CASE("pipeline x FSDP (pp 2 x dp 2): each dp rank pipelines its half of the batch",
+          "[pipeline][fsdp]") {
+  if (dt::world_size() != 4) return;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "dp"});
+  const int64_t d = mesh.get_local_rank("dp");
+  for (const auto& [schedule, v] : {std::pair<const char*, int64_t>{"1F1B", 1},
+                                    std::pair<const char*, int64_t>{"Interleaved1F1B", 2}}) {
+    INFO(schedule);
+    const nn::ModulePtr model = make_model(2 * v, dt::kFloat64);
+    const nn::ModulePtr ref = make_model(2 * v, dt::kFloat64);
+    const auto stages = my_stages(model, mesh, v, false);
+    std::vector<std::pair<std::string, dt::DTensor>> params;
+    std::vector<dt::DTensor> values;
+    for (const auto& st : stages) {
+      dt::fully_shard(st->submod(), mesh["dp"],
+                      {.grouping = {.module_types = {"TransformerBlock"}}});
+      for (const auto& [fqn, prm] : st->submod().named_parameters()) {
+        params.emplace_back(fqn, prm);
+        values.push_back(prm);
+      }
+    }
+    auto sched = pp::make_schedule(schedule, stages, 2, loss_fn);
+    dt::optim::AdamW opt(values, dt::optim::AdamWOptions(1e-2));
+    dt::optim::AdamW ref_opt(ref->parameters(), dt::optim::AdamWOptions(1e-2));
+    for (int step = 0; step < 3; ++step) {
+      INFO("step " << step);
+      const Batch b = batch(step);
+      const int64_t half = kBatch / 2;
+      opt.zero_grad();
+      const double loss = sched->step(nn::local_dtensor(b.tokens.narrow(0, d * half, half)),
+                                      nn::local_dtensor(b.targets.narrow(0, d * half, half)));
+      const double norm = pp::clip_grad_norm_(values, 0.5, stages[0]->pp_group());
+      // The loss of this dp rank's rows; the gradients of the whole batch's mean loss.
+      const dt::DTensor mine =
+          loss_fn((*ref)(nn::local_dtensor(b.tokens.narrow(0, d * half, half))),
+                  nn::local_dtensor(b.targets.narrow(0, d * half, half)));
+      const double want = mine.to_local().to(dt::kFloat64).item<double>();
+      CHECK(std::abs(loss - want) <= 1e-12 * (1 + want));
+      ref_opt.zero_grad();
+      loss_fn((*ref)(nn::local_dtensor(b.tokens)), nn::local_dtensor(b.targets)).backward();
+      const double ref_norm = dt::optim::clip_grad_norm_(ref->parameters(), 0.5);
+      CHECK(std::abs(norm - ref_norm) <= 1e-12 * (1 + ref_norm));
+      for (const auto& [fqn, prm] : params) {
+        INFO(fqn);
+        CHECK(prm.placements() == dt::Placements{dt::Shard(0)});
+        CHECK(max_diff(prm.grad().full_tensor(), ref->get_parameter(fqn).grad().to_local()) <=
+              1e-12);
+      }
+      opt.step();
+      ref_opt.step();
+    }
+  }
 }
 
 TEST_CASE("pipeline errors are raised on every rank, and the pipeline runs after them",
