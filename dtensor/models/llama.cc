@@ -115,8 +115,10 @@ DTensor LlamaAttention::forward(const DTensor& x) {
     mask = DTensor::from_local(m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
   }
   const DTensor o =
-      fn::scaled_dot_product_attention(q, k, v, mask, 0.0, st.is_causal, std::nullopt, gqa, nullptr,
-                                       CausalAlign::kLowerRight);  // [B, H, S, hd]
+      st.cp ? detail::cp_attention(q, k, v, gqa, *st.cp)  // this rank's chunks, the ring
+            : fn::scaled_dot_product_attention(q, k, v, mask, 0.0, st.is_causal, std::nullopt, gqa,
+                                               nullptr,
+                                               CausalAlign::kLowerRight);  // [B, H, S, hd]
   const int64_t merged[] = {B, S, n_heads_ * head_dim_};
   return (*o_)(reshape(transpose(o, 1, 2), merged));
 }
@@ -218,7 +220,15 @@ void Llama::prepare_step(const DTensor& input_ids, KVCache* cache, const DTensor
   st.position_ids.reset();
   st.mask.reset();
   st.is_causal = false;
-  if (attention_mask.defined()) {
+  if (st.cp) {
+    // Positions from each chunk's global offsets; the ring is causal over the whole rows.
+    DT_CHECK(cache == nullptr && !attention_mask.defined(),
+             "[Llama] context parallel (cp = %d): a KV cache and an attention_mask are not "
+             "supported (decode without the cp dim: the cache holds whole sequences)",
+             st.cp->cp);
+    st.position_ids = detail::cp_position_ids(B, S, *st.cp);
+    st.is_causal = true;
+  } else if (attention_mask.defined()) {
     const Tensor m = whole(attention_mask);
     DT_CHECK(m.dim() == 2 && m.size(0) == B && m.size(1) == past + S &&
                  (m.dtype() == kInt64 || m.dtype() == kInt32 || m.dtype() == kBool),
@@ -253,7 +263,7 @@ DTensor Llama::forward(const DTensor& input_ids) {
 }
 
 DTensor Llama::run(const DTensor& input_ids) {
-  const DTensor h = (*model_)(input_ids);
+  const DTensor h = (*model_)(step_->cp ? detail::cp_input_ids(input_ids, *step_->cp) : input_ids);
   if (lm_head_ != nullptr) return (*lm_head_)(h);
   // Tied: the embedding table is the output projection. Under tensor parallelism the table is
   // vocab-sharded, so the logits come out vocab-sharded and are gathered like lm_head's.
@@ -261,6 +271,10 @@ DTensor Llama::run(const DTensor& input_ids) {
   DTensor logits = linear(h, fn::on_mesh(w, h.device_mesh(), "Llama", "the tied embedding"));
   const Placements whole_p(logits.placements().size(), Replicate());
   return logits.placements() == whole_p ? logits : logits.redistribute(whole_p);
+}
+
+void Llama::set_context_parallel(detail::LlamaContextParallel cp) {
+  step_->cp = std::move(cp);
 }
 
 void Llama::set_kv_layout(const DeviceMesh& mesh, Placements placements) {
@@ -291,6 +305,13 @@ DTensor causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t ign
       reshape(slice(fn::on_mesh(labels, logits.device_mesh(), "causal_lm_loss", "labels"), 1, 1, S),
               flat_labels);
   return cross_entropy(x, t, Reduction::kMean, ignore_index);
+}
+
+DTensor causal_lm_loss(const Llama& model, const DTensor& logits, const DTensor& labels,
+                       int64_t ignore_index) {
+  const detail::LlamaContextParallel* cp = model.context_parallel();
+  return cp != nullptr ? detail::cp_causal_lm_loss(logits, labels, ignore_index, *cp)
+                       : causal_lm_loss(logits, labels, ignore_index);
 }
 
 }  // namespace dtensor::models

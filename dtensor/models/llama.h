@@ -22,6 +22,7 @@
 
 #include "dtensor/models/kv_cache.h"
 #include "dtensor/models/llama_config.h"
+#include "dtensor/models/llama_context_parallel.h"
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/nn/transformer.h"
@@ -44,6 +45,9 @@ struct LlamaStep {
   std::optional<Tensor> mask;
   // No mask: causal, bottom-right aligned (query i sees keys j <= past + i).
   bool is_causal = false;
+  // Set by parallelize_llama for a cp mesh dim: the layers see this rank's chunks of the
+  // sequence, at their global positions (position_ids), and attention runs the ring.
+  std::optional<LlamaContextParallel> cp;
 };
 }  // namespace detail
 
@@ -146,6 +150,14 @@ class Llama : public nn::Module {
 
   // Set by parallelize_llama: the mesh the layers compute on and k/v's placements on it.
   void set_kv_layout(const DeviceMesh& mesh, Placements placements);
+  // Set by parallelize_llama for a cp mesh dim (llama_context_parallel.h): forward then takes
+  // the whole rows [B, S] and returns the logits of this rank's chunks [B, S / cp, V] (the
+  // head-tail order); causal_lm_loss(model, logits, labels) is their loss. A KV cache or an
+  // attention_mask is refused.
+  void set_context_parallel(detail::LlamaContextParallel cp);
+  const detail::LlamaContextParallel* context_parallel() const {
+    return step_->cp ? &*step_->cp : nullptr;
+  }
 
  private:
   // Sets the step (positions, mask, cache) the layers read for this call.
@@ -167,5 +179,11 @@ class Llama : public nn::Module {
 // the mean over the B * (S - 1) tokens; labels equal to ignore_index count in neither sum.
 // labels: int64, local or on the logits' mesh.
 DTensor causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t ignore_index = -100);
+// The same for `model`'s logits: the above, or under context parallelism (logits of this rank's
+// chunks, labels the whole rows [B, S]) the whole rows' loss on every cp rank, whose gradient
+// is this rank's share scaled for data parallelism's average over dp x cp
+// (detail::cp_causal_lm_loss).
+DTensor causal_lm_loss(const Llama& model, const DTensor& logits, const DTensor& labels,
+                       int64_t ignore_index = -100);
 
 }  // namespace dtensor::models

@@ -22,6 +22,33 @@ void check_degree(const LlamaConfig& cfg, int64_t tp) {
            tp, cfg.num_attention_heads, cfg.num_attention_heads);
 }
 
+// One mesh of `mesh`'s ranks with dims dp and cp flattened into one named `flat` (dp major, as
+// PyTorch's DeviceMesh._flatten) and the tp dim after it when there is one, so that fully_shard
+// shards over both and computes on the same tp submesh the plan used. Collective over the world
+// (a DeviceMesh construction).
+DeviceMesh flatten_dp_cp(const DeviceMesh& mesh, int64_t dp_at, int64_t cp_at, int64_t tp_at,
+                         const std::string& flat, const std::string& tp_name) {
+  std::vector<int64_t> strides(static_cast<size_t>(mesh.ndim()), 1);
+  for (int64_t d = mesh.ndim() - 2; d >= 0; --d) {
+    strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d + 1)] * mesh.size(d + 1);
+  }
+  const int64_t tp = tp_at >= 0 ? mesh.size(tp_at) : 1;
+  std::vector<int> ranks;
+  for (int64_t i = 0; i < mesh.size(dp_at); ++i) {
+    for (int64_t j = 0; j < mesh.size(cp_at); ++j) {
+      for (int64_t t = 0; t < tp; ++t) {
+        const int64_t at = i * strides[static_cast<size_t>(dp_at)] +
+                           j * strides[static_cast<size_t>(cp_at)] +
+                           (tp_at >= 0 ? t * strides[static_cast<size_t>(tp_at)] : 0);
+        ranks.push_back(mesh.ranks()[static_cast<size_t>(at)]);
+      }
+    }
+  }
+  const int64_t dpcp = mesh.size(dp_at) * mesh.size(cp_at);
+  if (tp_at < 0) return DeviceMesh(mesh.device_type(), {dpcp}, ranks, {flat});
+  return DeviceMesh(mesh.device_type(), {dpcp, tp}, ranks, {flat, tp_name});
+}
+
 }  // namespace
 
 ParallelizePlan llama_tp_plan(const LlamaConfig& cfg, int64_t tp, bool sequence_parallel) {
@@ -72,11 +99,12 @@ std::shared_ptr<DataParallel> parallelize_llama(Llama& model, const DeviceMesh& 
   const LlamaConfig& cfg = model.config();
   const int64_t tp_at = dim_index(mesh, options.tp_dim);
   const int64_t dp_at = dim_index(mesh, options.dp_dim);
-  const int64_t named = (tp_at >= 0 ? 1 : 0) + (dp_at >= 0 ? 1 : 0);
+  const int64_t cp_at = dim_index(mesh, options.cp_dim);
+  const int64_t named = (tp_at >= 0 ? 1 : 0) + (dp_at >= 0 ? 1 : 0) + (cp_at >= 0 ? 1 : 0);
   DT_CHECK(named >= 1 && named == mesh.ndim(),
            "[parallelize_llama] mesh %s: expected dims named '%s' (tensor parallel) and/or '%s' "
-           "(FSDP), and no other",
-           mesh.str(), options.tp_dim, options.dp_dim);
+           "(FSDP) and/or '%s' (context parallel), and no other",
+           mesh.str(), options.tp_dim, options.dp_dim, options.cp_dim);
   const int64_t tp = tp_at >= 0 ? mesh.size(tp_at) : 1;
   check_degree(cfg, tp);  // on every rank, before anything changes
   if (tp_at >= 0) {
@@ -89,12 +117,27 @@ std::shared_ptr<DataParallel> parallelize_llama(Llama& model, const DeviceMesh& 
     // k / v [B, Hkv, S, hd]: heads sharded as the colwise projections' output, or whole.
     model.set_kv_layout(tp_mesh, {kv_sharded ? Placement(Shard(1)) : Placement(Replicate())});
   }
-  if (dp_at < 0) return nullptr;
+  if (cp_at >= 0 && mesh.size(cp_at) > 1) {
+    std::vector<int64_t> ring_dims = {cp_at};
+    if (tp_at >= 0) ring_dims.push_back(tp_at);
+    std::sort(ring_dims.begin(), ring_dims.end());
+    model.set_context_parallel({.ring_mesh = mesh.submesh(ring_dims),
+                                .cp_dim = options.cp_dim,
+                                .cp = mesh.size(cp_at),
+                                .rank = mesh.get_local_rank(cp_at)});
+  }
+  if (dp_at < 0 && cp_at < 0) return nullptr;
   DataParallelOptions fsdp = options.fsdp;
   if (fsdp.grouping.module_types.empty() && fsdp.grouping.min_unit_numel == 0) {
     fsdp.grouping.module_types = {"LlamaDecoderLayer"};
   }
-  fsdp.dp_dim_name = options.dp_dim;
+  if (dp_at >= 0 && cp_at >= 0) {
+    // FSDP over dp x cp (see llama_plan.h): one flattened dim.
+    fsdp.dp_dim_name = options.dp_dim + "_" + options.cp_dim;
+    return fully_shard(
+        model, flatten_dp_cp(mesh, dp_at, cp_at, tp_at, fsdp.dp_dim_name, options.tp_dim), fsdp);
+  }
+  fsdp.dp_dim_name = dp_at >= 0 ? options.dp_dim : options.cp_dim;
   return fully_shard(model, mesh, fsdp);
 }
 

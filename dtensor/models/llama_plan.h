@@ -25,6 +25,17 @@
 // Hkv heads instead of Hkv / tp on every rank; the KV cache then holds all kv heads per rank.
 //
 // FSDP: fully_shard over the dp dim with each LlamaDecoderLayer a unit (the root the rest).
+//
+// Context parallelism over a "cp" dim (issue 45 item 3; llama_context_parallel.h), torchtitan's
+// way: each cp rank runs the model on its chunks of the sequence (head-tail order, positions
+// from the chunks' global offsets) as a dp rank runs it on its rows, and attention is
+// ring_attention over the cp dim. The parameters are Replicate on cp in compute, and fully_shard
+// runs over dp and cp together (one flattened dim, "<dp>_<cp>", or cp alone), so each
+// parameter's gradient is reduced over cp by FSDP's per-unit reduce-scatter with the dp one,
+// and the optimizer state is sharded over dp x cp too (torchtitan's dp_shard_cp). The
+// alternative, parameters Replicate on a cp mesh dim with gradients arriving Partial there,
+// reduces each parameter's gradient by its own all-reduce when it is accumulated and keeps a
+// whole copy of the state per cp rank.
 #pragma once
 
 #include <memory>
@@ -40,6 +51,7 @@ namespace dtensor::models {
 struct LlamaParallelOptions {
   std::string tp_dim = "tp";       // tensor parallelism over this mesh dim, when the mesh has it
   std::string dp_dim = "dp";       // fully_shard over this mesh dim, when the mesh has it
+  std::string cp_dim = "cp";       // context parallelism over this mesh dim, when the mesh has it
   bool sequence_parallel = false;  // shard the residual stream on the sequence dim
   DataParallelOptions fsdp;        // grouping defaults to one unit per LlamaDecoderLayer
 };
@@ -47,12 +59,15 @@ struct LlamaParallelOptions {
 // The tensor-parallel plan above for `cfg` at degree `tp` (throws as parallelize_llama).
 ParallelizePlan llama_tp_plan(const LlamaConfig& cfg, int64_t tp, bool sequence_parallel = false);
 
-// Applies the plan on mesh[tp_dim] and fully_shard on mesh[dp_dim] (those the mesh names; a
-// mesh must name at least one, and no other dim). Returns the DataParallel handle, or null
-// without a dp dim. Before changing anything, on every rank (the checks read only the config
-// and the mesh's shape), throws "[parallelize_llama] ..." when the degree cannot work:
-// num_attention_heads not divisible by tp (a rank's shard of q would split a head), or a mesh
-// without a tp / dp dim. kv heads that tp does not divide are replicated (see above).
+// Applies the plan on mesh[tp_dim], context parallelism on mesh[cp_dim] and fully_shard on
+// mesh[dp_dim] x mesh[cp_dim] (those the mesh names; a mesh must name at least one, and no other
+// dim). Returns the DataParallel handle, or null without a dp or cp dim. Under cp, forward takes
+// the whole rows and returns this rank's chunks' logits; use causal_lm_loss(model, logits,
+// labels), and a sequence length that is a multiple of 2 * cp. Before changing anything, on every
+// rank (the checks read only the config and the mesh's shape), throws "[parallelize_llama] ..."
+// when the degree cannot work: num_attention_heads not divisible by tp (a rank's shard of q would
+// split a head), or a mesh without a tp / dp dim. kv heads that tp does not divide are replicated
+// (see above).
 std::shared_ptr<DataParallel> parallelize_llama(Llama& model, const DeviceMesh& mesh,
                                                 LlamaParallelOptions options = {});
 
