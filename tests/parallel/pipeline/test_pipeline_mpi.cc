@@ -214,6 +214,20 @@ TEST_CASE("pipeline errors are raised on every rank, and the pipeline runs after
                         "between them)"));
   }
 
+  // An error in the last stage's loss (after every forward was sent on): raised on every rank,
+  // the other ranks' pending transfers still matched.
+  {
+    auto bad = pp::make_schedule("1F1B", my_stages(model, mesh, 1, false), 4,
+                                 [](const dt::DTensor&, const dt::DTensor&) -> dt::DTensor {
+                                   throw dt::Error("[test] the loss failed");
+                                 });
+    const std::string where =
+        W - 1 == dt::world_rank()
+            ? std::string("[test] the loss failed")
+            : "[test] the loss failed (raised on pp rank " + std::to_string(W - 1);
+    CHECK_THROWS_WITH(bad->step(tokens, targets), Catch::StartsWith(where));
+  }
+
   // Nothing left behind by the failed steps confuses the next one.
   auto good = pp::make_schedule("1F1B", my_stages(model, mesh, 1, false), 4, loss_fn);
   for (int i = 0; i < 2; ++i) {
