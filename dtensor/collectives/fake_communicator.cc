@@ -2,6 +2,7 @@
 
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_format.h>
+#include <mpi.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -90,7 +91,9 @@ void init_fake_backend(int world_size, int rank) {
                   : std::string("on MPI"));
     return;
   }
-  DT_CHECK(!Runtime::initialized(),
+  int mpi_initialized = 0;
+  MPI_Initialized(&mpi_initialized);
+  DT_CHECK(!mpi_initialized,
            "[init_fake_backend] MPI is already initialised: call init_fake_backend before the "
            "Runtime and before any collective or DeviceMesh");
   s.world = {world_size, rank};
@@ -121,16 +124,21 @@ const FakeWorld* fake_world() {
   static std::atomic<int> known{-1};  // -1 undecided, 0 off, 1 fake
   const int k = known.load(std::memory_order_acquire);
   if (k >= 0) return k == 1 ? &s.world : nullptr;
-  std::lock_guard<std::mutex> lock(s.mu);
-  decide_locked(s);
-  if (!s.frozen && s.on) {
-    // Once per process: no peers to compare fingerprints with (communicator.h), so the check
-    // is off; the config line says so.
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    decide_locked(s);
+    first = !s.frozen;
+    s.frozen = true;
+    known.store(s.on ? 1 : 0, std::memory_order_release);
+  }
+  if (first && s.on) {
+    // Once per process, outside the lock (the log asks for the rank, i.e. calls back here): no
+    // peers to compare fingerprints with (communicator.h), so the check is off; the config
+    // line says so.
     set_collective_check_mode(CollectiveCheckMode::kOff);
     register_note(s.world);
   }
-  s.frozen = true;
-  known.store(s.on ? 1 : 0, std::memory_order_release);
   return s.on ? &s.world : nullptr;
 }
 

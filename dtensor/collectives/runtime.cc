@@ -46,7 +46,7 @@ bool mpi_active() {
 // MPI), drops the cached communicators (they free their MPI/NCCL handles) and finalises MPI.
 void shutdown_locked(RuntimeState& s) {
   // Async tasks first: they may still issue collectives.
-  if (mpi_active()) detail::stop_comm_thread();
+  if (mpi_active() || detail::fake_world() != nullptr) detail::stop_comm_thread();
   if (s.we_initialized && mpi_active()) detail::complete_pending_mpi_work();
   s.world_cuda.reset();
   s.world_cpu.reset();
@@ -208,7 +208,7 @@ Runtime::~Runtime() {
 }
 
 bool Runtime::initialized() {
-  return mpi_active();
+  return mpi_active() || detail::fake_world() != nullptr;
 }
 
 int world_rank() {

@@ -31,7 +31,8 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // Whether MPI is initialised and not finalised.
+  // Whether MPI is initialised and not finalised, or the fake backend runs
+  // (dtensor/collectives/fake_communicator.h: no MPI, but world_rank() and collectives work).
   static bool initialized();
 };
 

@@ -2,6 +2,7 @@
 // ctest with DTENSOR_BACKEND=fake DTENSOR_FAKE_WORLD_SIZE=1024 DTENSOR_FAKE_RANK=5 (see
 // tests/collectives/CMakeLists.txt); without them the first case fails.
 #include <catch2/catch.hpp>
+#include <mpi.h>
 
 #include <cstdlib>
 #include <string>
@@ -32,7 +33,10 @@ TEST_CASE("fake backend: the world is the one given, and MPI is never initialise
   dt::Runtime rt;
   CHECK(dt::world_size() == kWorld);
   CHECK(dt::world_rank() == kRank);
-  CHECK_FALSE(dt::Runtime::initialized());
+  int mpi_initialized = 0;
+  MPI_Initialized(&mpi_initialized);
+  CHECK(mpi_initialized == 0);
+  CHECK(dt::Runtime::initialized());  // the runtime is up, without MPI
   const dt::CommunicatorPtr world = dt::world_communicator();
   CHECK(world->backend() == "fake");
   CHECK(world->size() == kWorld);
@@ -117,4 +121,21 @@ TEST_CASE("fake backend: DTENSOR_LOG=collectives logs each collective with its m
   dt::set_log_sink(prev);
   REQUIRE(lines.size() == 1);
   CHECK_THAT(lines[0], Contains("all_reduce 16 B per rank on mesh dim 1 (tp) (fake"));
+}
+
+TEST_CASE("fake backend: DTENSOR_LOG=config notes the fake world and the skipped check",
+          "[fake]") {
+  std::vector<std::string> lines;
+  dt::LogSink prev = dt::set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
+  dt::set_log("config");
+  dt::set_log("");
+  dt::set_log_sink(prev);
+  bool noted = false;
+  for (const std::string& l : lines) {
+    // The rank in the prefix is the fake one.
+    noted = noted || (l.find("[dtensor rank 5 config] fake backend: this process plays rank 5 "
+                             "of 1024") == 0 &&
+                      l.find("consistency check is skipped") != std::string::npos);
+  }
+  CHECK(noted);
 }
