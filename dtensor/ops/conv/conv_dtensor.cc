@@ -9,6 +9,7 @@
 #include "dtensor/core/factories.h"
 #include "dtensor/ops/conv/conv.h"
 #include "dtensor/ops/conv/detail/conv_args.h"
+#include "dtensor/ops/conv/detail/halo.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/view/view.h"
@@ -52,15 +53,7 @@ int64_t halo_mesh_dim(const DTensor& x, const DTensor& w, const DTensor& b, IntS
       2 * padding[0] != dilation[0] * (w.size(2) - 1)) {
     return -1;
   }
-  int64_t m = -1;
-  for (int64_t i = 0; i < static_cast<int64_t>(x.placements().size()); ++i) {
-    const Placement& p = x.placements()[i];
-    if (p.is_shard() && p.dim() == 2 && m < 0) {
-      m = i;
-    } else if (!p.is_replicate()) {
-      return -1;
-    }
-  }
+  const int64_t m = detail::halo_mesh_dim(x, 2);
   for (const DTensor* t : {&w, &b}) {
     if (!t->defined()) continue;
     for (const Placement& p : t->placements()) {
@@ -70,76 +63,30 @@ int64_t halo_mesh_dim(const DTensor& x, const DTensor& w, const DTensor& b, IntS
   return m;
 }
 
-// Zero rows [N, C, rows, *rest] like x's local shard (a local DTensor, no gradient).
-DTensor zero_rows(const DTensor& xl, int64_t rows) {
-  Shape s = xl.shape();
-  s[2] = rows;
-  return local_dtensor(zeros(s, TensorOptions(xl.dtype(), xl.device())));
-}
-
 DTensor halo_convolution(const DTensor& x, const DTensor& weight, const DTensor& bias,
                          IntSpan stride, IntSpan padding, IntSpan dilation, int64_t groups,
                          int64_t m) {
   const DeviceMesh& mesh = x.device_mesh();
-  const int64_t h = padding[0], world = mesh.size(m), r = mesh.get_coordinate()[m];
-  const int64_t height = x.size(2);
-  // Every rank's shard height (torch.chunk layout), known to all.
-  std::vector<int64_t> size(static_cast<size_t>(world)), avail(static_cast<size_t>(world));
+  const int64_t h = padding[0], world = mesh.size(m), height = x.size(2);
+  // Each rank's rows extended by h rows on either side (zeros beyond the tensor's edges). An
+  // empty shard takes one more zero row: it computes one output row (then dropped), so that
+  // every rank's graph holds the collectives the backward runs.
+  const detail::ChunkLayout c = detail::chunk_layout(height, world);
+  std::vector<detail::RowRange> range;
   for (int64_t q = 0; q < world; ++q) {
-    const int64_t chunk = (height + world - 1) / world;
-    size[q] = std::clamp<int64_t>(height - q * chunk, 0, chunk);
-    avail[q] = std::min(size[q], h);
+    range.push_back({c.start[q] - h, c.start[q] + c.rows[q] + h + (c.rows[q] == 0 ? 1 : 0)});
   }
+  const int64_t n = c.rows[mesh.get_coordinate()[m]];
+  const DTensor ext = detail::halo_rows(x, 2, m, range);
   Placements partial_grad = x.placements();
   partial_grad[m] = Partial();
-  const DTensor xl = x.to_local_dtensor();
-  std::vector<DTensor> pieces;
-  if (h > 0) {
-    // This rank's edges: [first a rows | zeros | zeros | last a rows], 2 h rows.
-    const int64_t a = avail[r], n = size[r];
-    const DTensor edges =
-        cat({narrow(xl, 2, 0, a), zero_rows(xl, 2 * (h - a)), narrow(xl, 2, n - a, a)}, 2);
-    Shape gshape = edges.shape();
-    gshape[2] = 2 * h * world;
-    const DTensor gathered = DTensor::from_local(edges, mesh, x.placements(), false, gshape)
-                                 .redistribute(mesh, Placements(x.placements().size(), Replicate()))
-                                 .to_local_dtensor(partial_grad);
-    // The h rows before this shard: the last rows of the preceding ranks, nearest last.
-    int64_t need = h;
-    std::vector<DTensor> top;
-    for (int64_t q = r - 1; q >= 0 && need > 0; --q) {
-      const int64_t t = std::min(avail[q], need);
-      if (t > 0) top.insert(top.begin(), narrow(gathered, 2, q * 2 * h + 2 * h - t, t));
-      need -= t;
-    }
-    if (need > 0) top.insert(top.begin(), zero_rows(xl, need));
-    // An empty piece of the gathered edges keeps the exchange in every rank's graph, also where
-    // no neighbour row is read (a short tensor): its gradient's reduce-scatter runs on all ranks.
-    top.insert(top.begin(), narrow(gathered, 2, 0, 0));
-    pieces = top;
-    pieces.push_back(xl);
-    // An empty shard computes one row from a zero row between its halos (then dropped), so that
-    // every rank's graph holds the collectives the backward runs.
-    if (n == 0) pieces.push_back(zero_rows(xl, 1));
-    need = h;
-    for (int64_t q = r + 1; q < world && need > 0; ++q) {
-      const int64_t t = std::min(avail[q], need);
-      if (t > 0) pieces.push_back(narrow(gathered, 2, q * 2 * h, t));
-      need -= t;
-    }
-    if (need > 0) pieces.push_back(zero_rows(xl, need));
-  } else {
-    pieces = {xl};
-    if (size[r] == 0) pieces.push_back(zero_rows(xl, 1));
-  }
-  const DTensor ext = pieces.size() == 1 ? pieces[0] : cat(pieces, 2);
   const DTensor wl = weight.to_local_dtensor(partial_grad);
   const DTensor bl = bias.defined() ? bias.to_local_dtensor(partial_grad) : DTensor();
   Shape pad(padding.begin(), padding.end());
   pad[0] = 0;
   const Shape zero_op(padding.size(), 0);
   DTensor yl = convolution(ext, wl, bl, stride, pad, dilation, false, zero_op, groups);
-  if (size[r] == 0) yl = narrow(yl, 2, 0, 0);
+  if (n == 0) yl = narrow(yl, 2, 0, 0);
   Shape out = yl.shape();
   out[0] = x.size(0);
   out[2] = height;

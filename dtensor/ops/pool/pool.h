@@ -9,8 +9,11 @@
 // to every spatial dim (PyTorch's int form). Max pool indices are int64 flat positions in the
 // input's spatial plane, as PyTorch's.
 //
-// DTensor forms: the leading (batch, channel) dims keep their sharding, without communication;
-// a spatially sharded input is gathered along those dims first (halo exchange is a later step).
+// DTensor forms: the leading (batch, channel) dims keep their sharding, without communication.
+// Max and avg pools of a batched input sharded on its first spatial dim (dim 2) on one mesh dim,
+// Replicate on the others, exchange halos with the neighbours (conv's mechanism: one all-gather
+// of each rank's edge rows, whatever the stride / padding / dilation) and return Shard(2); other
+// spatially sharded inputs are gathered along those dims first.
 // The linear ops (avg and adaptive avg pools, interpolate) also pass Partial inputs through.
 // Every op is differentiable with PyTorch's formula: the linear ops through their transposed
 // windows, max pools by adding the gradient at the saved indices (ties go to the index the

@@ -7,7 +7,8 @@
 // Rows for one mesh dim: every leading (batch, channel) dim d sharded alike on the outputs and
 // the inputs, [S(d) | S(d)] ([S(d), S(d) | S(d)] for values and indices): the planes are
 // independent, so no communication. A spatially sharded input matches no row and is gathered
-// along its spatial dims (halo exchange is a later step). The linear ops (avg pools, adaptive
+// along its spatial dims, except the max / avg pools of an input sharded on its first spatial dim
+// only, which exchange halos before dispatch (pool_dtensor.cc). The linear ops (avg pools, adaptive
 // avg pools, interpolation, and the gradient ops) also pass Partial inputs through.
 #include <functional>
 #include <string>

@@ -2,7 +2,8 @@
 // for every dim and P(sum) on a 1-D and a 2-D mesh, with even and uneven shapes, the ops and
 // their gradients equal the op on the full tensor; batch- and channel-sharded inputs need no
 // communication and keep their shards; a Partial input passes through the linear ops; a
-// spatially sharded input is gathered along the spatial dims (no halo exchange yet).
+// spatially sharded input is gathered along the spatial dims, except the max / avg pools of a
+// height-sharded one (halos: test_pool_halo_mpi.cc).
 #include <catch2/catch.hpp>
 
 #include "dtensor/collectives/comm_debug.h"

@@ -5,3 +5,8 @@ dtensor_add_mpi_test(test_pool_dtensor_mpi
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_pool_dtensor_mpi.cc
   DEPS dtensor::ops
   RANKS 1 2 4)
+# Height-sharded max / avg pools exchange halos instead of gathering, at 1, 2, 4 ranks.
+dtensor_add_mpi_test(test_pool_halo_mpi
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_pool_halo_mpi.cc
+  DEPS dtensor::ops
+  RANKS 1 2 4)
