@@ -154,8 +154,11 @@ std::string DryRunReport::table() const {
   }
   const auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
   s += absl::StrFormat("memory per rank (MiB):\n");
-  s += absl::StrFormat("  parameters %14.2f\n  gradients  %14.2f\n  optimizer  %14.2f\n",
-                       mib(parameter_bytes), mib(gradient_bytes), mib(optimizer_bytes));
+  s += absl::StrFormat(
+      "  parameters %14.2f (%d bytes)\n  gradients  %14.2f (%d bytes)\n  optimizer  %14.2f (%d "
+      "bytes)\n",
+      mib(parameter_bytes), parameter_bytes, mib(gradient_bytes), gradient_bytes,
+      mib(optimizer_bytes), optimizer_bytes);
   s += absl::StrFormat(
       "  step peak above its start (activations, gradients, temporaries; allocator) %.2f; "
       "allocator peak %.2f\n",
