@@ -108,6 +108,7 @@
 #include "dtensor/models/kv_cache.h"
 #include "dtensor/models/llama.h"
 #include "dtensor/models/llama_config.h"
+#include "dtensor/models/llama_pipeline.h"
 #include "dtensor/models/llama_plan.h"
 
 namespace dtensor::detail {

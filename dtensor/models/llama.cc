@@ -273,6 +273,16 @@ DTensor Llama::run(const DTensor& input_ids) {
   return logits.placements() == whole_p ? logits : logits.redistribute(whole_p);
 }
 
+void Llama::prepare_training_step(int64_t batch, int64_t seq_len) {
+  detail::LlamaStep& st = *step_;
+  st.cache = nullptr;
+  st.past = 0;
+  st.position_ids.reset();
+  st.mask.reset();
+  st.is_causal = true;
+  if (st.cp) st.position_ids = detail::cp_position_ids(batch, seq_len, *st.cp);
+}
+
 void Llama::set_context_parallel(detail::LlamaContextParallel cp) {
   step_->cp = std::move(cp);
 }

@@ -158,6 +158,10 @@ class Llama : public nn::Module {
   const detail::LlamaContextParallel* context_parallel() const {
     return step_->cp ? &*step_->cp : nullptr;
   }
+  // Sets the step of a forward that runs the layers without this class's forward (a pipeline
+  // stage, llama_pipeline.h): no cache, no mask, causal, for whole rows [batch, seq_len] (under
+  // context parallelism this rank's chunks' positions).
+  void prepare_training_step(int64_t batch, int64_t seq_len);
 
  private:
   // Sets the step (positions, mask, cache) the layers read for this call.

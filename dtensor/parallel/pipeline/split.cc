@@ -35,22 +35,7 @@ class Container : public nn::Module {
 class StageModule : public nn::Module {
  public:
   explicit StageModule(const std::vector<std::pair<std::string, nn::ModulePtr>>& units) {
-    for (const auto& [fqn, unit] : units) {
-      units_.push_back(unit);
-      Module* parent = this;
-      size_t start = 0;
-      for (size_t dot = fqn.find('.'); dot != std::string::npos; dot = fqn.find('.', start)) {
-        const std::string part = fqn.substr(start, dot - start);
-        nn::ModulePtr next;
-        for (const auto& [name, child] : parent->named_children()) {
-          if (name == part) next = child;
-        }
-        if (!next) next = parent->register_module(part, std::make_shared<Container>());
-        parent = next.get();
-        start = dot + 1;
-      }
-      parent->register_module(fqn.substr(start), unit);
-    }
+    for (const auto& [fqn, unit] : units) units_.push_back(register_at_fqn(*this, fqn, unit));
   }
   std::string type_name() const override { return "PipelineStage"; }
   DTensor forward(const DTensor& x) override {
@@ -82,6 +67,23 @@ std::vector<nn::ModulePtr> cut(const std::vector<std::pair<std::string, nn::Modu
 }
 
 }  // namespace
+
+nn::ModulePtr register_at_fqn(nn::Module& root, const std::string& fqn, nn::ModulePtr module) {
+  nn::Module* parent = &root;
+  size_t start = 0;
+  for (size_t dot = fqn.find('.'); dot != std::string::npos; dot = fqn.find('.', start)) {
+    const std::string part = fqn.substr(start, dot - start);
+    nn::ModulePtr next;
+    for (const auto& [name, child] : parent->named_children()) {
+      if (name == part) next = child;
+    }
+    if (!next) next = parent->register_module(part, std::make_shared<Container>());
+    parent = next.get();
+    start = dot + 1;
+  }
+  parent->register_module(fqn.substr(start), module);
+  return module;
+}
 
 std::vector<std::pair<std::string, nn::ModulePtr>> chain_units(const nn::ModulePtr& model) {
   DT_CHECK(model != nullptr, "[pipeline_split] the model is null");

@@ -36,4 +36,9 @@ std::vector<nn::ModulePtr> pipeline_split(const nn::ModulePtr& model,
 // later stages taking the larger); throws when there are fewer units than stages.
 std::vector<nn::ModulePtr> pipeline_split(const nn::ModulePtr& model, int64_t n_stages);
 
+// Registers `module` at `fqn` ("layers.3") below `root`, creating containers (modules with no
+// forward) for the missing parents, so a stage's module tree mirrors the model's names (for
+// stages built by hand, e.g. models::pipeline_llama's). Returns `module`.
+nn::ModulePtr register_at_fqn(nn::Module& root, const std::string& fqn, nn::ModulePtr module);
+
 }  // namespace dtensor::pipelining

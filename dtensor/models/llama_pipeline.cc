@@ -1,0 +1,157 @@
+#include "dtensor/models/llama_pipeline.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "dtensor/parallel/pipeline/split.h"
+#include "dtensor/tensor/error.h"
+
+namespace dtensor::models {
+
+namespace {
+
+nn::ModulePtr child(const nn::Module& parent, const std::string& name) {
+  nn::ModulePtr found;
+  for (const auto& [n, c] : parent.named_children()) {
+    if (n == name) found = c;
+  }
+  DT_CHECK(found != nullptr, "[pipeline_llama] the model has no module '%s'", name);
+  return found;
+}
+
+// One stage: [embed_tokens], decoder layers [first, last), [norm, lm_head]. Its module tree
+// mirrors the Llama's FQNs; its forward sets the Llama's step (causal, positions 0..S-1) for
+// the shared layers, since Llama::forward does not run.
+class LlamaStage : public nn::Module {
+ public:
+  LlamaStage(std::shared_ptr<Llama> model, int64_t first, int64_t last, bool with_embed,
+             bool with_head)
+      : model_(std::move(model)) {
+    nn::Module& inner = model_->model();
+    if (with_embed) embed_ = place("model.embed_tokens", child(inner, "embed_tokens"));
+    const nn::ModulePtr layers = child(inner, "layers");
+    for (int64_t i = first; i < last; ++i) {
+      layers_.push_back(
+          place("model.layers." + std::to_string(i), child(*layers, std::to_string(i))));
+    }
+    if (with_head) {
+      norm_ = place("model.norm", child(inner, "norm"));
+      head_ = place("lm_head", child(*model_, "lm_head"));
+    }
+  }
+  std::string type_name() const override { return "LlamaStage"; }
+
+  // On a dp x tp stage mesh: the layers compute on `tp_mesh` (FSDP's compute mesh) while the
+  // pipeline passes values on the stage mesh (dims dp, tp): the hidden states are lifted onto it
+  // (Shard(0) on dp: each dp rank's rows) between stages, and back.
+  void set_boundary(const DeviceMesh& stage_mesh, const DeviceMesh& tp_mesh,
+                    const std::string& dp_dim) {
+    stage_mesh_ = stage_mesh;
+    tp_mesh_ = tp_mesh;
+    dp_dim_ = dp_dim;
+  }
+
+  // x: ids [B, S] on the first stage, hidden states [B, S, hidden] after it.
+  DTensor forward(const DTensor& x) override {
+    model_->prepare_training_step(x.size(0), x.size(1));
+    DTensor h = embed_ ? (*embed_)(x) : enter(x);
+    for (const nn::ModulePtr& layer : layers_) h = (*layer)(h);
+    if (norm_) return (*head_)((*norm_)(h));
+    return leave(h);
+  }
+
+ private:
+  // Registers `m` at `fqn` below this module, creating the containers on the way.
+  nn::ModulePtr place(const std::string& fqn, nn::ModulePtr m) {
+    return pipelining::register_at_fqn(*this, fqn, std::move(m));
+  }
+
+  DTensor enter(const DTensor& x) const {
+    if (!stage_mesh_.defined()) return x;
+    const int64_t tp_at = stage_mesh_.dim_index(tp_mesh_.dim_names()[0]);
+    return DTensor::from_local(x.to_local_dtensor(), tp_mesh_,
+                               {x.placements()[static_cast<size_t>(tp_at)]});
+  }
+  DTensor leave(const DTensor& h) const {
+    if (!stage_mesh_.defined()) return h;
+    Placements p;
+    for (const std::string& name : stage_mesh_.dim_names()) {
+      p.push_back(name == dp_dim_ ? Placement(Shard(0)) : h.placements()[0]);
+    }
+    return DTensor::from_local(h.to_local_dtensor(), stage_mesh_, p);
+  }
+
+  std::shared_ptr<Llama> model_;
+  DeviceMesh stage_mesh_, tp_mesh_;
+  std::string dp_dim_;
+  nn::ModulePtr embed_, norm_, head_;
+  std::vector<nn::ModulePtr> layers_;
+};
+
+int64_t dim_at(const DeviceMesh& mesh, const std::string& name) {
+  const auto& names = mesh.dim_names();
+  auto it = std::find(names.begin(), names.end(), name);
+  return it == names.end() ? -1 : static_cast<int64_t>(it - names.begin());
+}
+
+}  // namespace
+
+std::vector<DTensor> LlamaPipeline::parameters() const {
+  std::vector<DTensor> out;
+  for (const auto& stage : stages) {
+    for (const DTensor& p : stage->submod().parameters()) out.push_back(p);
+  }
+  return out;
+}
+
+LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMesh& mesh,
+                             LlamaParallelOptions options, const std::string& pp_dim,
+                             int64_t stages_per_rank) {
+  DT_CHECK(model != nullptr, "[pipeline_llama] the model is null");
+  const LlamaConfig& cfg = model->config();
+  const int64_t pp_at = dim_at(mesh, pp_dim), dp_at = dim_at(mesh, options.dp_dim);
+  const int64_t tp_at = dim_at(mesh, options.tp_dim);
+  const int64_t named = (pp_at >= 0) + (dp_at >= 0) + (tp_at >= 0);
+  DT_CHECK(pp_at >= 0 && named == mesh.ndim(),
+           "[pipeline_llama] mesh %s: expected a dim named '%s' (pipeline) and any of '%s' "
+           "(FSDP) and '%s' (tensor parallel), and no other (context parallel with pipelining "
+           "is not supported yet)",
+           mesh.str(), pp_dim, options.dp_dim, options.tp_dim);
+  const int64_t pp = mesh.size(pp_at);
+  const int64_t n = pp * stages_per_rank;
+  DT_CHECK(stages_per_rank >= 1 && cfg.num_hidden_layers >= n,
+           "[pipeline_llama] %d decoder layers cannot fill %d stages (pp %d x %d per rank): each "
+           "stage needs at least one",
+           cfg.num_hidden_layers, n, pp, stages_per_rank);
+  DT_CHECK(!cfg.tie_word_embeddings || n == 1,
+           "[pipeline_llama] tie_word_embeddings: the table would be needed on the first and the "
+           "last stage; untie it (or run without pp)");
+  if (tp_at >= 0) parallelize_llama(*model, mesh[options.tp_dim], options);
+  std::vector<int64_t> rest;
+  for (int64_t d = 0; d < mesh.ndim(); ++d) {
+    if (d != pp_at) rest.push_back(d);
+  }
+  const int64_t me = mesh.get_local_rank(pp_at);
+  LlamaPipeline out;
+  for (int64_t s = me; s < n; s += pp) {
+    // Stage s: layers [s * L / n, (s + 1) * L / n) (the later stages take the larger).
+    const int64_t first = s * cfg.num_hidden_layers / n;
+    const int64_t last = (s + 1) * cfg.num_hidden_layers / n;
+    auto module = std::make_shared<LlamaStage>(model, first, last, s == 0, s == n - 1);
+    if (dp_at >= 0 && tp_at >= 0) {
+      module->set_boundary(mesh.submesh(rest), mesh[options.tp_dim], options.dp_dim);
+    }
+    if (dp_at >= 0) {
+      DataParallelOptions fsdp = options.fsdp;
+      if (fsdp.grouping.module_types.empty() && fsdp.grouping.min_unit_numel == 0) {
+        fsdp.grouping.module_types = {"LlamaDecoderLayer"};
+      }
+      fsdp.dp_dim_name = options.dp_dim;
+      out.data_parallel.push_back(fully_shard(*module, mesh.submesh(rest), fsdp));
+    }
+    out.stages.push_back(std::make_shared<pipelining::PipelineStage>(module, s, n, mesh, pp_dim));
+  }
+  return out;
+}
+
+}  // namespace dtensor::models
