@@ -204,12 +204,13 @@ DTensor PipelineSchedule::take(const detail::TransferKey& key, const detail::Ten
     DT_CHECK(it != mailbox_.end(), "[%s] %s was never produced", op_.c_str(), key.str().c_str());
     DTensor value = std::move(it->second);
     mailbox_.erase(it);
-    DT_CHECK(!value.defined() || expected == nullptr || *expected == detail::TensorMeta::of(value),
+    DT_CHECK(!value.defined() || expected == nullptr ||
+                 *expected == detail::TensorMeta::of(value, me.stage_mesh()),
              "[%s] stage %lld expected %s as %s, but stage %lld produced %s (the stages disagree "
              "on the shape between them)",
              op_.c_str(), static_cast<long long>(key.to_stage), key.str().c_str(),
              expected ? expected->str().c_str() : "", static_cast<long long>(key.from_stage),
-             value.defined() ? detail::TensorMeta::of(value).str().c_str() : "");
+             value.defined() ? detail::TensorMeta::of(value, me.stage_mesh()).str().c_str() : "");
     return value;
   } catch (const std::exception& e) {
     channel_.fail(e.what());
@@ -266,7 +267,7 @@ void PipelineSchedule::backward(int64_t s, int64_t i) {
   if (!st.is_last()) {
     const bool known = !channel_.poisoned() && slot->output.defined();
     const detail::TensorMeta want =
-        known ? detail::TensorMeta::of(slot->output) : detail::TensorMeta{};
+        known ? detail::TensorMeta::of(slot->output, st.stage_mesh()) : detail::TensorMeta{};
     grad = take({detail::Direction::kGradient, s + 1, s, i}, known ? &want : nullptr);
   }
   DTensor input_grad;

@@ -36,7 +36,7 @@ PipelineStage::PipelineStage(nn::ModulePtr module, int64_t stage_index, int64_t 
     }
     stage_mesh_ = mesh.submesh(rest);
   }
-  if (example_input.defined()) expected_input_ = detail::TensorMeta::of(example_input);
+  if (example_input.defined()) expected_input_ = detail::TensorMeta::of(example_input, stage_mesh_);
 }
 
 }  // namespace dtensor::pipelining

@@ -28,7 +28,7 @@ enum : int {
   kMicrobatchWord,
   kPoisonedWord,  // the sender failed: no shard follows
   kDTypeWord,
-  kLocalWord,  // the value is local (self mesh)
+  kMeshDimsWord,  // TensorMeta::mesh_dims (0: local)
   kNDimWord,
   kShapeWords,                                    // global shape [kMaxDims]
   kMeshDimWord = kShapeWords + kMaxDims,          // number of placements
@@ -68,9 +68,43 @@ int64_t next_step(const Communicator* pp) {
 
 }  // namespace
 
+TensorMeta TensorMeta::of(const DTensor& x, const DeviceMesh& stage_mesh) {
+  TensorMeta meta{x.shape(), x.dtype(), x.placements(), 0};
+  if (is_local(x)) return meta;
+  const DeviceMesh& mesh = x.device_mesh();
+  std::vector<int64_t> dims;
+  const auto& names = stage_mesh.dim_names();
+  for (const std::string& name : mesh.dim_names()) {
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it != names.end()) dims.push_back(it - names.begin());
+  }
+  const bool ok = !is_self_mesh(stage_mesh) && dims.size() == mesh.dim_names().size() &&
+                  std::is_sorted(dims.begin(), dims.end()) && stage_mesh.submesh(dims) == mesh;
+  DT_CHECK(ok,
+           "[PipelineStage] a value on %s cannot cross stages: values between stages must be "
+           "local or on the stage's mesh %s (the mesh's dims other than pp) or a submesh of it",
+           mesh.str().c_str(), stage_mesh.str().c_str());
+  for (int64_t d : dims) meta.mesh_dims |= 1u << d;
+  return meta;
+}
+
+DeviceMesh TensorMeta::mesh_on(const DeviceMesh& stage_mesh) const {
+  if (mesh_dims == 0) return self_mesh(stage_mesh.device_type());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < stage_mesh.ndim(); ++d) {
+    if (mesh_dims & (1u << d)) dims.push_back(d);
+  }
+  return stage_mesh.submesh(dims);
+}
+
 std::string TensorMeta::str() const {
   const std::string text = std::string(dtype_name(dtype)) + " " + shape_str(shape);
-  return local ? "local " + text : text + " on the stage mesh " + placements_str(placements);
+  if (mesh_dims == 0) return "local " + text;
+  std::string dims;
+  for (int d = 0; d < 32; ++d) {
+    if (mesh_dims & (1u << d)) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  }
+  return text + " on stage mesh dims {" + dims + "} " + placements_str(placements);
 }
 
 std::string TransferKey::str() const {
@@ -109,15 +143,12 @@ void Channel::send(const DTensor& value, int dst, const TransferKey& key, const 
   h[kFromWord] = key.from_stage;
   h[kToWord] = key.to_stage;
   h[kMicrobatchWord] = key.microbatch;
+  TensorMeta meta;
   if (!poisoned_) {
     // A value this rank cannot send poisons it; the peer still gets its header.
     try {
-      DT_CHECK(value.defined() && (is_local(value) || value.device_mesh() == mesh),
-               "[%s] %s is %s: values between stages must be local or on the stage's mesh %s "
-               "(the mesh's dims other than pp)",
-               op_.c_str(), key.str().c_str(),
-               value.defined() ? ("on " + value.device_mesh().str()).c_str() : "undefined",
-               mesh.str().c_str());
+      DT_CHECK(value.defined(), "[%s] %s is undefined", op_.c_str(), key.str().c_str());
+      meta = TensorMeta::of(value, mesh);
       DT_CHECK(static_cast<int>(value.shape().size()) <= kMaxDims &&
                    static_cast<int>(value.placements().size()) <= kMaxDims,
                "[%s] %s has %zu dims on a %zu-d mesh (at most %d each)", op_.c_str(),
@@ -131,10 +162,9 @@ void Channel::send(const DTensor& value, int dst, const TransferKey& key, const 
     pending_.push_back(pp_->send(header, dst, tag(key, 0)));
     return;
   }
-  const TensorMeta meta = TensorMeta::of(value);
   const Tensor local = value.to_local().contiguous();
   h[kDTypeWord] = static_cast<int64_t>(meta.dtype);
-  h[kLocalWord] = meta.local ? 1 : 0;
+  h[kMeshDimsWord] = meta.mesh_dims;
   h[kNDimWord] = static_cast<int64_t>(meta.shape.size());
   for (size_t d = 0; d < meta.shape.size(); ++d) {
     h[kShapeWords + d] = meta.shape[d];
@@ -172,7 +202,7 @@ DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expecte
   TensorMeta got;
   Shape local_shape;
   got.dtype = static_cast<DType>(h[kDTypeWord]);
-  got.local = h[kLocalWord] != 0;
+  got.mesh_dims = static_cast<uint32_t>(h[kMeshDimsWord]);
   const int64_t ndim = std::clamp<int64_t>(h[kNDimWord], 0, kMaxDims);
   const int64_t mdim = std::clamp<int64_t>(h[kMeshDimWord], 0, kMaxDims);
   for (int64_t d = 0; d < ndim; ++d) {
@@ -181,8 +211,9 @@ DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expecte
   }
   for (int64_t i = 0; i < mdim; ++i) got.placements.push_back(placement_of(h[kPlacementWords + i]));
   // A local value (a plain tensor of the sender, e.g. a residual stream that a tensor-parallel
-  // plan keeps off the mesh between blocks) stays local here.
-  const DeviceMesh& on = got.local ? self_mesh(mesh.device_type()) : mesh;
+  // plan keeps off the mesh between blocks) stays local here; a value on a submesh of the
+  // sender's stage mesh lands on the same submesh of this stage's mesh.
+  const DeviceMesh on = got.mesh_dims >> mesh.ndim() == 0 ? got.mesh_on(mesh) : mesh;
   Tensor local = empty(local_shape, TensorOptions(got.dtype, Device(mesh.device_type())));
   pp_->recv(local, src, tag(key, 1))->wait();  // received even when refused: nothing is left
   DT_CHECK(expected == nullptr || *expected == got,

@@ -16,6 +16,7 @@
 // raised on every pp rank.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,18 +25,22 @@
 
 namespace dtensor::pipelining::detail {
 
-// What a stage expects to receive: global shape, dtype, placements, and whether the value is
-// local (on the self mesh) rather than on the stage's mesh.
+// What a stage expects to receive: global shape, dtype, placements, and the mesh the value lives
+// on: local (the self mesh), or the stage's mesh (the mesh's dims other than pp) or a submesh of
+// it, e.g. the tp line of a (dp, tp) stage mesh (a sequence-parallel residual stream).
 struct TensorMeta {
   Shape shape;
   DType dtype = kFloat32;
   Placements placements;
-  bool local = false;
-  static TensorMeta of(const DTensor& x) {
-    return {x.shape(), x.dtype(), x.placements(), is_local(x)};
-  }
+  uint32_t mesh_dims = 0;  // bit d: dim d of the stage mesh; 0: local
+  // The meta of `x` on a stage whose mesh is `stage_mesh`; throws dtensor::Error when x is
+  // neither local nor on stage_mesh or one of its submeshes (dims in increasing order).
+  static TensorMeta of(const DTensor& x, const DeviceMesh& stage_mesh);
+  // The mesh such a value lives on at a stage whose mesh is `stage_mesh`.
+  DeviceMesh mesh_on(const DeviceMesh& stage_mesh) const;
   bool operator==(const TensorMeta&) const = default;
-  std::string str() const;  // "float32 [2, 8] on the stage mesh [R]", "local float32 [2, 8]"
+  // "local float32 [2, 8]", "float32 [2, 8] on stage mesh dims {1} [S(1)]"
+  std::string str() const;
 };
 
 enum class Direction { kActivation, kGradient };

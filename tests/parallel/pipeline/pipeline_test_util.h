@@ -57,10 +57,10 @@ inline dt::DTensor loss_fn(const dt::DTensor& logits, const dt::DTensor& target)
   return dt::cross_entropy(dt::reshape(logits, rows), t);
 }
 
-// The entries of transformer_tp_plan whose first component is a child of `stage`.
-inline dt::ParallelizePlan stage_plan(nn::Module& stage) {
+// The entries of transformer_tp_plan(opts) whose first component is a child of `stage`.
+inline dt::ParallelizePlan stage_plan(nn::Module& stage, dt::TransformerPlanOptions opts = {}) {
   dt::ParallelizePlan plan;
-  for (const dt::PlanEntry& e : dt::transformer_tp_plan()) {
+  for (const dt::PlanEntry& e : dt::transformer_tp_plan(opts)) {
     const std::string head = e.fqn.substr(0, e.fqn.find('.'));
     for (const auto& [name, child] : stage.named_children()) {
       if (name == head) plan.push_back(e);
@@ -79,15 +79,19 @@ inline Batch batch(int step) {
 }
 
 // This rank's stages among `modules` (all pp * v stages; stage s on pp rank s % pp), tensor-
-// parallel on the mesh's "tp" dim when `tp`.
+// parallel on the mesh's "tp" dim when `tp` (sequence-parallel too when `sp`).
 inline std::vector<std::shared_ptr<pp::PipelineStage>> my_stages(
-    const std::vector<nn::ModulePtr>& modules, const dt::DeviceMesh& mesh, int64_t v, bool tp) {
+    const std::vector<nn::ModulePtr>& modules, const dt::DeviceMesh& mesh, int64_t v, bool tp,
+    bool sp = false) {
   const int64_t p = mesh.size(mesh.dim_index("pp"));
   const int64_t r = mesh.get_local_rank("pp");
   std::vector<std::shared_ptr<pp::PipelineStage>> stages;
   for (int64_t j = 0; j < v; ++j) {
     const int64_t s = j * p + r;
-    if (tp) dt::parallelize_module(*modules[s], mesh["tp"], stage_plan(*modules[s]));
+    if (tp) {
+      dt::parallelize_module(*modules[s], mesh["tp"],
+                             stage_plan(*modules[s], {.sequence_parallel = sp}));
+    }
     stages.push_back(std::make_shared<pp::PipelineStage>(modules[s], s, p * v, mesh));
   }
   return stages;
@@ -96,8 +100,9 @@ inline std::vector<std::shared_ptr<pp::PipelineStage>> my_stages(
 // This rank's stages of `model` cut into pp * v stages.
 inline std::vector<std::shared_ptr<pp::PipelineStage>> my_stages(const nn::ModulePtr& model,
                                                                  const dt::DeviceMesh& mesh,
-                                                                 int64_t v, bool tp) {
-  return my_stages(pp::pipeline_split(model, mesh.size(mesh.dim_index("pp")) * v), mesh, v, tp);
+                                                                 int64_t v, bool tp,
+                                                                 bool sp = false) {
+  return my_stages(pp::pipeline_split(model, mesh.size(mesh.dim_index("pp")) * v), mesh, v, tp, sp);
 }
 
 }  // namespace dtensor::test::pipeline

@@ -82,6 +82,58 @@ void check_training(const dt::DeviceMesh& mesh, const std::string& schedule, int
   }
 }
 
+// Each dp rank pipelines its half of the batch through stages sharded with fully_shard over dp
+// (after tensor parallelism on "tp", sequence-parallel, when the mesh has that dim); losses per
+// dp rank, clip_grad_norm_ and the whole batch's gradients equal single device over 3 steps.
+// Not GPipe: fully_shard frees its root unit's gathered parameters after the first backward,
+// which the last stage's second microbatch still reads (docs/guides/pipeline_parallel.md).
+void check_fsdp(const dt::DeviceMesh& mesh, const char* schedule, int64_t v) {
+  INFO(schedule << " on " << mesh.str());
+  const bool tp = mesh.ndim() == 3;
+  const int64_t p = mesh.size(mesh.dim_index("pp"));
+  const int64_t d = mesh.get_local_rank("dp");
+  const nn::ModulePtr model = make_model(p * v, dt::kFloat64);
+  const nn::ModulePtr ref = make_model(p * v, dt::kFloat64);
+  const auto stages = my_stages(model, mesh, v, tp, /*sp=*/true);
+  std::vector<std::pair<std::string, dt::DTensor>> params;
+  std::vector<dt::DTensor> values;
+  for (const auto& st : stages) {
+    dt::fully_shard(st->submod(), tp ? mesh[{"dp", "tp"}] : mesh["dp"],
+                    {.grouping = {.module_types = {"TransformerBlock"}}});
+    for (const auto& [fqn, prm] : st->submod().named_parameters()) {
+      params.emplace_back(fqn, prm);
+      values.push_back(prm);
+    }
+  }
+  auto sched = pp::make_schedule(schedule, stages, 2, loss_fn);
+  dt::optim::AdamW opt(values, dt::optim::AdamWOptions(1e-2));
+  dt::optim::AdamW ref_opt(ref->parameters(), dt::optim::AdamWOptions(1e-2));
+  const int64_t half = kBatch / 2;
+  for (int step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    const Batch b = batch(step);
+    const dt::Tensor tokens = b.tokens.narrow(0, d * half, half);
+    const dt::Tensor targets = b.targets.narrow(0, d * half, half);
+    opt.zero_grad();
+    const double loss = sched->step(nn::local_dtensor(tokens), nn::local_dtensor(targets));
+    const double norm = pp::clip_grad_norm_(values, 0.5, stages[0]->pp_group());
+    // The loss of this dp rank's rows; the gradients of the whole batch's mean loss.
+    const dt::DTensor mine = loss_fn((*ref)(nn::local_dtensor(tokens)), nn::local_dtensor(targets));
+    const double want = mine.to_local().to(dt::kFloat64).item<double>();
+    CHECK(std::abs(loss - want) <= 1e-12 * (1 + want));
+    ref_opt.zero_grad();
+    loss_fn((*ref)(nn::local_dtensor(b.tokens)), nn::local_dtensor(b.targets)).backward();
+    const double ref_norm = dt::optim::clip_grad_norm_(ref->parameters(), 0.5);
+    CHECK(std::abs(norm - ref_norm) <= 1e-12 * (1 + ref_norm));
+    for (const auto& [fqn, prm] : params) {
+      INFO(fqn);
+      CHECK(max_diff(prm.grad().full_tensor(), ref->get_parameter(fqn).grad().to_local()) <= 1e-12);
+    }
+    opt.step();
+    ref_opt.step();
+  }
+}
+
 dt::DeviceMesh pp_mesh() {
   return dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"pp"});
 }
@@ -112,54 +164,17 @@ TEST_CASE("pipeline x FSDP (pp 2 x dp 2): each dp rank pipelines its half of the
           "[pipeline][fsdp]") {
   if (dt::world_size() != 4) return;
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "dp"});
-  const int64_t d = mesh.get_local_rank("dp");
-  for (const auto& [schedule, v] : {std::pair<const char*, int64_t>{"1F1B", 1},
-                                    std::pair<const char*, int64_t>{"Interleaved1F1B", 2}}) {
-    INFO(schedule);
-    const nn::ModulePtr model = make_model(2 * v, dt::kFloat64);
-    const nn::ModulePtr ref = make_model(2 * v, dt::kFloat64);
-    const auto stages = my_stages(model, mesh, v, false);
-    std::vector<std::pair<std::string, dt::DTensor>> params;
-    std::vector<dt::DTensor> values;
-    for (const auto& st : stages) {
-      dt::fully_shard(st->submod(), mesh["dp"],
-                      {.grouping = {.module_types = {"TransformerBlock"}}});
-      for (const auto& [fqn, prm] : st->submod().named_parameters()) {
-        params.emplace_back(fqn, prm);
-        values.push_back(prm);
-      }
-    }
-    auto sched = pp::make_schedule(schedule, stages, 2, loss_fn);
-    dt::optim::AdamW opt(values, dt::optim::AdamWOptions(1e-2));
-    dt::optim::AdamW ref_opt(ref->parameters(), dt::optim::AdamWOptions(1e-2));
-    for (int step = 0; step < 3; ++step) {
-      INFO("step " << step);
-      const Batch b = batch(step);
-      const int64_t half = kBatch / 2;
-      opt.zero_grad();
-      const double loss = sched->step(nn::local_dtensor(b.tokens.narrow(0, d * half, half)),
-                                      nn::local_dtensor(b.targets.narrow(0, d * half, half)));
-      const double norm = pp::clip_grad_norm_(values, 0.5, stages[0]->pp_group());
-      // The loss of this dp rank's rows; the gradients of the whole batch's mean loss.
-      const dt::DTensor mine =
-          loss_fn((*ref)(nn::local_dtensor(b.tokens.narrow(0, d * half, half))),
-                  nn::local_dtensor(b.targets.narrow(0, d * half, half)));
-      const double want = mine.to_local().to(dt::kFloat64).item<double>();
-      CHECK(std::abs(loss - want) <= 1e-12 * (1 + want));
-      ref_opt.zero_grad();
-      loss_fn((*ref)(nn::local_dtensor(b.tokens)), nn::local_dtensor(b.targets)).backward();
-      const double ref_norm = dt::optim::clip_grad_norm_(ref->parameters(), 0.5);
-      CHECK(std::abs(norm - ref_norm) <= 1e-12 * (1 + ref_norm));
-      for (const auto& [fqn, prm] : params) {
-        INFO(fqn);
-        CHECK(prm.placements() == dt::Placements{dt::Shard(0)});
-        CHECK(max_diff(prm.grad().full_tensor(), ref->get_parameter(fqn).grad().to_local()) <=
-              1e-12);
-      }
-      opt.step();
-      ref_opt.step();
-    }
-  }
+  check_fsdp(mesh, "1F1B", 1);
+  check_fsdp(mesh, "Interleaved1F1B", 2);
+}
+
+// 8 ranks (its own ctest entry): the sequence-parallel residual stream crosses stages on the tp
+// line, a submesh of the stage's (dp, tp) mesh.
+TEST_CASE("3-D: pp 2 x dp 2 (FSDP) x tp 2 (sequence parallel)", "[pipeline][3d]") {
+  if (dt::world_size() != 8) return;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2, 2}, {"pp", "dp", "tp"});
+  check_fsdp(mesh, "1F1B", 1);
+  check_fsdp(mesh, "Interleaved1F1B", 2);
 }
 
 TEST_CASE("pipeline errors are raised on every rank, and the pipeline runs after them",
