@@ -25,21 +25,21 @@ int64_t dp_dim_of(const DeviceMesh& mesh, const DataParallelOptions& options) {
   return it - names.begin();
 }
 
-// The optimizer's parameters, each replaced by what now stands at its FQN in `module` (matched
-// by the identity of the local tensor the FQN held before).
-std::vector<DTensor> follow(const std::vector<DTensor>& old_params,
-                            const absl::flat_hash_map<const void*, std::string>& fqn_of,
-                            const nn::Module& module) {
-  std::vector<DTensor> now;
-  for (size_t i = 0; i < old_params.size(); ++i) {
-    const auto it = fqn_of.find(old_params[i].to_local().storage().id());
+// The FQN in `module` of each of the optimizer's parameters (matched by the identity of its
+// local tensor), resolved before data_parallel replaces them.
+std::vector<std::string> fqns_of(const std::vector<DTensor>& params, const nn::Module& module) {
+  absl::flat_hash_map<const void*, std::string> fqn_of;
+  for (const auto& [fqn, p] : module.named_parameters()) fqn_of[p.to_local().storage().id()] = fqn;
+  std::vector<std::string> fqns;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto it = fqn_of.find(params[i].to_local().storage().id());
     DT_CHECK(it != fqn_of.end(),
              "[compile] data-parallel expansion: optimizer parameter %d (%s) is not a parameter "
              "of CompileOptions::module",
-             i, old_params[i].str());
-    now.push_back(module.get_parameter(it->second));
+             i, params[i].str());
+    fqns.push_back(it->second);
   }
-  return now;
+  return fqns;
 }
 
 }  // namespace
@@ -51,16 +51,19 @@ CompiledStep compile(CompiledStep::StepFn fn, const DeviceMesh& mesh, DataParall
            "[compile] data-parallel expansion needs CompileOptions::module (the model the step "
            "trains)");
   nn::Module& module = *options.module;
-  absl::flat_hash_map<const void*, std::string> fqn_of;
-  for (const auto& [fqn, p] : module.named_parameters()) fqn_of[p.to_local().storage().id()] = fqn;
-  // Refused before the module is touched: an optimizer that has state cannot follow (replacing
-  // its parameters by themselves runs the same checks).
+  // Everything that can be refused is refused before the module is touched: an optimizer that
+  // has state cannot follow (replacing its parameters by themselves runs the same checks), nor
+  // one whose parameters the module does not hold.
+  std::vector<std::string> fqns;
   if (options.optimizer != nullptr) {
     options.optimizer->replace_parameters(options.optimizer->parameters());
+    fqns = fqns_of(options.optimizer->parameters(), module);
   }
   data_parallel(module, mesh, style, options.data_parallel);
   if (options.optimizer != nullptr) {
-    options.optimizer->replace_parameters(follow(options.optimizer->parameters(), fqn_of, module));
+    std::vector<DTensor> now;
+    for (const std::string& fqn : fqns) now.push_back(module.get_parameter(fqn));
+    options.optimizer->replace_parameters(std::move(now));
   }
   const int64_t dim = dp_dim_of(mesh, options.data_parallel);
   const int64_t n = mesh.size(dim);

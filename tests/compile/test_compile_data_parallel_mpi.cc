@@ -270,4 +270,11 @@ TEST_CASE("expansion needs the module; the optimizer must follow before its firs
   options.optimizer = &opt;
   CHECK_THROWS_WITH(dt::compile(fn, mesh, dt::DataParallelStyle::kReplicate, options),
                     Catch::Contains("[optimizer] replace_parameters: the optimizer has state"));
+  // An optimizer over a parameter the module does not hold: refused before the module changes.
+  nn::Linear other(4, 4);
+  dt::optim::SGD stranger(other.parameters(), dt::optim::SGDOptions(0.1));
+  options.optimizer = &stranger;
+  CHECK_THROWS_WITH(dt::compile(fn, mesh, dt::DataParallelStyle::kReplicate, options),
+                    Catch::Contains("is not a parameter of CompileOptions::module"));
+  CHECK(dt::is_local(lin.get_parameter("weight")));
 }
