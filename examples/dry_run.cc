@@ -17,13 +17,14 @@
 // whole on the process before it is sharded, so the full model must fit in this process's
 // memory and one rank's compute must be quick here: a 70B-class model needs storage-less (meta)
 // tensors, which dtensor does not have yet.
+#include <dtensor/dtensor.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <dtensor/dtensor.h>
 
 namespace dt = dtensor;
 namespace models = dtensor::models;
@@ -31,10 +32,11 @@ namespace models = dtensor::models;
 namespace {
 
 void usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: dry_run [--world N [--rank R]] [--mesh AxB...] [--dims dp,tp] [--sp]\n"
-               "               [--hf-config DIR | --hidden H --layers L --heads A --kv-heads K\n"
-               "                --intermediate I --vocab V [--head-dim D]] [--batch B] [--seq S]\n");
+  std::fprintf(
+      out,
+      "usage: dry_run [--world N [--rank R]] [--mesh AxB...] [--dims dp,tp] [--sp]\n"
+      "               [--hf-config DIR | --hidden H --layers L --heads A --kv-heads K\n"
+      "                --intermediate I --vocab V [--head-dim D]] [--batch B] [--seq S]\n");
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

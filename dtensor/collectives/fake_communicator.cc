@@ -59,8 +59,7 @@ void decide_locked(FakeState& s) {
   if (b == "fake") {
     s.world.world_size = env_int("DTENSOR_FAKE_WORLD_SIZE", 1);
     s.world.rank = env_int("DTENSOR_FAKE_RANK", 0);
-    check_world(s.world.world_size, s.world.rank,
-                "DTENSOR_FAKE_WORLD_SIZE / DTENSOR_FAKE_RANK");
+    check_world(s.world.world_size, s.world.rank, "DTENSOR_FAKE_WORLD_SIZE / DTENSOR_FAKE_RANK");
     s.on = true;
   }
   s.decided = true;
@@ -83,12 +82,12 @@ void init_fake_backend(int world_size, int rank) {
   FakeState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.frozen) {
-    DT_CHECK(s.on && s.world.world_size == world_size && s.world.rank == rank,
-             "[init_fake_backend] the runtime has already started (%s): call init_fake_backend "
-             "before the Runtime and before any collective or DeviceMesh",
-             s.on ? absl::StrFormat("as rank %d of a fake world of %d", s.world.rank,
-                                    s.world.world_size)
-                  : std::string("on MPI"));
+    DT_CHECK(
+        s.on && s.world.world_size == world_size && s.world.rank == rank,
+        "[init_fake_backend] the runtime has already started (%s): call init_fake_backend "
+        "before the Runtime and before any collective or DeviceMesh",
+        s.on ? absl::StrFormat("as rank %d of a fake world of %d", s.world.rank, s.world.world_size)
+             : std::string("on MPI"));
     return;
   }
   int mpi_initialized = 0;

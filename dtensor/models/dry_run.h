@@ -29,9 +29,9 @@ namespace dtensor::models {
 
 struct DryRunOptions {
   LlamaConfig config;
-  Shape mesh_shape;                       // e.g. {8, 4}
+  Shape mesh_shape;                         // e.g. {8, 4}
   std::vector<std::string> mesh_dim_names;  // "dp" and/or "tp", one per mesh dim
-  int64_t batch = 1;                      // rows per dp rank
+  int64_t batch = 1;                        // rows per dp rank
   int64_t seq = 128;
   bool sequence_parallel = false;
 };

@@ -1,9 +1,9 @@
 // The fake backend (issue 46): one process plays rank 5 of a world of 1,024 with no MPI. Run by
 // ctest with DTENSOR_BACKEND=fake DTENSOR_FAKE_WORLD_SIZE=1024 DTENSOR_FAKE_RANK=5 (see
 // tests/collectives/CMakeLists.txt); without them the first case fails.
-#include <catch2/catch.hpp>
 #include <mpi.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -123,8 +123,7 @@ TEST_CASE("fake backend: DTENSOR_LOG=collectives logs each collective with its m
   CHECK_THAT(lines[0], Contains("all_reduce 16 B per rank on mesh dim 1 (tp) (fake"));
 }
 
-TEST_CASE("fake backend: DTENSOR_LOG=config notes the fake world and the skipped check",
-          "[fake]") {
+TEST_CASE("fake backend: DTENSOR_LOG=config notes the fake world and the skipped check", "[fake]") {
   std::vector<std::string> lines;
   dt::LogSink prev = dt::set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
   dt::set_log("config");

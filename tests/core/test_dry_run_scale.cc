@@ -4,7 +4,6 @@
 // redistributes them; everything completes, and the propagation and plan caches hit on the second
 // pass exactly as at small scale (the keys do not grow with the mesh).
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 
