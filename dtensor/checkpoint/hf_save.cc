@@ -148,6 +148,9 @@ void create_files(const std::string& dir, const Plan& plan) {
     const detail::File file = detail::File::create(absl::StrCat(dir, "/", f.name), kOp);
     file.pwrite_all(f.layout.prefix.data(), f.layout.prefix.size(), 0);
     file.resize(f.layout.file_size);
+    // Synced here: rank 0 may write no shard into this file (its tensors live on ranks of a
+    // sub-mesh without it), and the writers sync only what they wrote.
+    file.sync();
   }
 }
 
