@@ -2,8 +2,8 @@
 // placement list (R, S(d), P) on a 1-D and a 2-D mesh, even, uneven and empty shards, the
 // values, the running statistics (on every rank) and the gradients of x, weight and bias equal
 // the single-device ones; the communication each sharding needs: batch-sharded batch_norm one
-// all-reduce in forward (SyncBatchNorm), channel-sharded batch_norm, batch- or channel-sharded
-// instance_norm and group_norm on whole groups none.
+// all-reduce in forward and one in backward (SyncBatchNorm), channel-sharded batch_norm, batch-
+// or channel-sharded instance_norm and group_norm on whole groups none.
 #include <catch2/catch.hpp>
 
 #include "dtensor/collectives/comm_debug.h"
@@ -151,18 +151,33 @@ TEST_CASE("dtensor normalisation layers communicate only where the statistics ne
     CHECK(st::same_values(y.full_tensor(), dt::batch_norm(x, lm, lv, c, c, true), 1e-9));
     CHECK(st::same_values(rm.to_local(), lm, 1e-12));
     CHECK(st::same_values(rv.to_local(), lv, 1e-12));
-    // Backward: one all-reduce, of the sums' [2, C] gradient (PyTorch's SyncBatchNorm reduces
-    // sum(g) and sum(g * xhat) the same way); weight's and bias's gradients stay Partial until
-    // read.
-    DTensor xg = dist(x, {Shard(0)});
+    // Backward: one all-reduce, of the [2, C] gradient of the per-channel factors (the sums of
+    // g and g * x; PyTorch's SyncBatchNorm reduces sum(dy) and sum(dy * xmu) together), from
+    // which the gradients of the statistics, weight and bias follow complete on every rank
+    // (before, weight's and bias's each took an all-reduce of its own: three per call).
+    DTensor xg = dist(x, {Shard(0)}), wg = dist(c, rep), bg = dist(c, rep);
     xg.requires_grad_();
-    const DTensor z = dt::batch_norm(xg, rm, rv, dist(c, rep), dist(c, rep), true);
+    wg.requires_grad_();
+    bg.requires_grad_();
+    const DTensor z = dt::batch_norm(xg, rm, rv, wg, bg, true);
     dt::CommDebugMode bwd;
     dt::sum(dt::mul(z, z)).backward();
     INFO(bwd.str());
     CHECK(bwd.total_count() == (w > 1 ? 1 : 0));
     CHECK(bwd.count(CollectiveKind::kAllReduce) == (w > 1 ? 1 : 0));
     CHECK(xg.grad().placements() == Placements{Shard(0)});
+    CHECK(wg.grad().placements() == rep);
+    CHECK(bg.grad().placements() == rep);
+    DTensor lx = dt::local_dtensor(x.clone()), lw = dt::local_dtensor(c.clone()),
+            lb = dt::local_dtensor(c.clone());
+    lx.requires_grad_();
+    lw.requires_grad_();
+    lb.requires_grad_();
+    const DTensor lz = dt::batch_norm(lx, DTensor(), DTensor(), lw, lb, true);
+    dt::sum(dt::mul(lz, lz)).backward();
+    CHECK(st::same_values(xg.grad().full_tensor(), lx.grad().to_local(), 1e-9));
+    CHECK(st::same_values(wg.grad().to_local(), lw.grad().to_local(), 1e-9));
+    CHECK(st::same_values(bg.grad().to_local(), lb.grad().to_local(), 1e-9));
   }
   SECTION("channel-sharded batch_norm and instance_norm: none") {
     const DTensor rm = dist(c, {Shard(0)}), rv = dist(c, {Shard(0)});

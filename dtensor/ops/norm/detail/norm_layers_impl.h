@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "dtensor/core/distributed_tensor.h"
@@ -39,6 +40,23 @@ inline DTensor reduce_partials(const DTensor& t) {
     if (q.is_partial()) q = Replicate(), any = true;
   }
   return any ? t.redistribute(p) : t;
+}
+
+// batch_norm's per-channel factors (x * scale + shift) with their gradients reduced together.
+// The gradients are the sums of g * x and of g over every dim but the channels: Partial where x
+// is batch-sharded. Joined as one [2, C] DTensor whose gradient is made complete (Replicate
+// where the factors are) at its from_local, they take ONE all-reduce, as SyncBatchNorm's
+// backward reduces sum(dy) and sum(dy * xmu) together; the gradients of the statistics, weight
+// and bias computed from them are then complete on every rank (apart, each would take its own
+// all-reduce: three per call).
+inline std::pair<Tensor, Tensor> join_factor_grads(const Tensor& scale, const Tensor& shift) {
+  return {scale, shift};
+}
+inline std::pair<DTensor, DTensor> join_factor_grads(const DTensor& scale, const DTensor& shift) {
+  const DTensor both = stack({scale, shift});
+  const DTensor joined = DTensor::from_local(both.to_local_dtensor(), both.device_mesh(),
+                                             both.placements(), false, both.shape());
+  return {select(joined, 0, 0), select(joined, 0, 1)};
 }
 
 // running = (1 - momentum) * running + momentum * stat, written into `running`'s storage (a
@@ -137,7 +155,8 @@ T batch_norm_impl(const T& x, const T& running_mean, const T& running_var, const
   // and rounded once to x's dtype, as PyTorch's 16-bit batch norm.
   const DType fd = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
   const auto as_f = [&](const T& t) { return t.dtype() == fd ? t : cast(t, fd); };
-  const T y = channel_affine(x, as_f(scale), as_f(shift));
+  const auto [s, t] = join_factor_grads(as_f(scale), as_f(shift));
+  const T y = channel_affine(x, s, t);
   return y.dtype() == x.dtype() ? y : cast(y, x.dtype());
 }
 
