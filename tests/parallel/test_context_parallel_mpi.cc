@@ -169,6 +169,34 @@ TEST_CASE("ring attention equals single-device attention, forward and backward",
   CHECK(max_diff(whole(vd.grad(), l, 2, load_balance), ref.dv) <= tolerance(dtype));
 }
 
+TEST_CASE("non-causal ring attention on plain Shard(2) blocks of any length, default options",
+          "[cp]") {
+  // load_balance (on by default) only concerns causal attention: without a mask the blocks are
+  // Shard's, uneven or empty ones too (it once sized the ring's buffers from head-tail segments:
+  // truncated receives, a hang, or wrong rows).
+  const Layout l = make_layout(0);
+  const int64_t cp = l.mesh.size(0);
+  const int64_t seq =
+      GENERATE_COPY(2 * cp * 3, cp * 3 + 1, 2 * cp + 2, std::max<int64_t>(cp - 1, 1));
+  CAPTURE(seq);
+  const int64_t B = 1, H = 2, D = 4;
+  const dt::Tensor q = same_randn({B, H, seq, D}, 11, dt::kFloat64);
+  const dt::Tensor k = same_randn({B, H, seq, D}, 12, dt::kFloat64);
+  const dt::Tensor v = same_randn({B, H, seq, D}, 13, dt::kFloat64);
+  const dt::Tensor g = same_randn({B, H, seq, D}, 14, dt::kFloat64);
+  const Reference ref = reference(q, k, v, g, false);
+  auto shard = [&](const dt::Tensor& t) {
+    return dt::distribute_tensor(t, l.mesh, {dt::Shard(2)}).detach().requires_grad_();
+  };
+  dt::DTensor qd = shard(q), kd = shard(k), vd = shard(v);
+  const dt::DTensor out = dt::ring_attention(qd, kd, vd, 0);
+  CHECK(max_diff(out.full_tensor(), ref.out) <= 1e-12);
+  out.backward(dt::distribute_tensor(g, l.mesh, {dt::Shard(2)}));
+  CHECK(max_diff(qd.grad().full_tensor(), ref.dq) <= 1e-12);
+  CHECK(max_diff(kd.grad().full_tensor(), ref.dk) <= 1e-12);
+  CHECK(max_diff(vd.grad().full_tensor(), ref.dv) <= 1e-12);
+}
+
 TEST_CASE("ring attention in bfloat16 (float32 merge and gradient accumulators)", "[cp]") {
   const Layout l = make_layout(0);
   const int64_t cp = l.mesh.size(0);

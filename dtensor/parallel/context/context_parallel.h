@@ -36,7 +36,8 @@ struct RingAttentionOptions {
   // was cut into 2 * cp equal chunks and cp rank r holds chunks r and 2 * cp - 1 - r, so the
   // causal work is the same on every rank. false: the natural order, cut as Shard cuts it
   // (uneven allowed; under causality the last rank then does most of the work). Without
-  // causality the order does not change the result (only which rows a rank holds).
+  // causality it is not used: each rank's rows attend to every key, whatever their order, and
+  // the blocks are Shard's (any length, uneven too).
   bool load_balance = true;
   // Grouped-query attention (PyTorch's enable_gqa): k and v may have fewer heads than q, a
   // divisor of them; each k/v head serves H / Hk consecutive q heads. The blocks travel with

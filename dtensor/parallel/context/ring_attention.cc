@@ -269,7 +269,11 @@ Ring setup(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
   ring.cp = mesh.size(cp_dim);
   ring.seq_len = q.size(2);
   ring.causal = options.is_causal;
-  ring.load_balance = options.load_balance;
+  // Without causality the order of the rows changes nothing but which rows a rank holds, and the
+  // blocks are Shard's (uneven allowed): the natural segments, whatever load_balance says (the
+  // head-tail segments of an uneven length would not match the shards: truncated receives, a
+  // hang, or wrong rows).
+  ring.load_balance = options.load_balance && options.is_causal;
   ring.scale = options.scale.value_or(default_attention_scale(q.size(3)));
   ring.acc = q.dtype() == kFloat64 ? kFloat64 : kFloat32;
   DT_CHECK(!(ring.causal && ring.load_balance) || ring.seq_len % (2 * ring.cp) == 0,
