@@ -720,3 +720,47 @@ TEST_CASE("replicate: after a backward that raised midway the next step reduces 
     CHECK(max_diff(a[i].second.grad().full_tensor(), b[i].second.grad().to_local()) < 1e-5);
   }
 }
+
+TEST_CASE(
+    "fully_shard: several forwards before their backwards (GPipe's microbatches) keep the root "
+    "unit's gathered parameters until the last backward",
+    "[dp][fsdp]") {
+  // The root unit is never resharded after forward and has no re-gather hook: its backward once
+  // released its gathered parameters while a later microbatch's backward still read them.
+  const int64_t W = dt::world_size();
+  const auto cfg = small_config();
+  dt::manual_seed(13);
+  nn::Transformer model(cfg);
+  dt::manual_seed(13);
+  nn::Transformer ref(cfg);
+  const auto mesh = dp_mesh();
+  auto dp = dt::fully_shard(model, mesh, {.grouping = {.module_types = {"TransformerBlock"}}});
+  const Batch b = make_batch(cfg, 4 * W, 57);
+  const int64_t me = mesh.get_local_rank(0);
+  const int64_t rows[] = {-1, cfg.vocab_size};
+  // This rank's 4 rows as 2 microbatches: both forwards, then both backwards (latest first).
+  auto microbatch_losses = [&](nn::Module& m, int64_t first_row) {
+    std::vector<dt::DTensor> losses;
+    for (int64_t mb = 0; mb < 2; ++mb) {
+      const dt::Tensor tok = b.tokens.narrow(0, first_row + 2 * mb, 2).contiguous();
+      const dt::Tensor tgt = b.targets.narrow(0, first_row + 2 * mb, 2).contiguous().reshape({-1});
+      losses.push_back(dt::mul(
+          dt::cross_entropy(dt::reshape(m(nn::local_dtensor(tok)), rows), nn::local_dtensor(tgt)),
+          0.5));
+    }
+    return losses;
+  };
+  std::vector<dt::DTensor> losses = microbatch_losses(model, 4 * me);
+  losses[1].backward();
+  losses[0].backward();
+  for (int64_t r = 0; r < W; ++r) {
+    std::vector<dt::DTensor> ref_losses = microbatch_losses(ref, 4 * r);
+    for (const dt::DTensor& l : ref_losses) dt::div(l, static_cast<double>(W)).backward();
+  }
+  const auto got = model.named_parameters();
+  const auto want = ref.named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(got[i].first);
+    CHECK(max_diff(got[i].second.grad().full_tensor(), want[i].second.grad().to_local()) < 1e-5);
+  }
+}

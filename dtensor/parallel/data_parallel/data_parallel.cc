@@ -63,6 +63,13 @@ struct UnitState {
   std::string fqn;
   nn::Module* module = nullptr;
   bool root = false;
+  // Forwards whose backward has not run yet (several before their backwards: GPipe's
+  // microbatches, gradient accumulation over separate graphs). The root unit has no re-gather
+  // hook (it is never resharded after forward), so its backward releases its gathered
+  // parameters only when no other backward will read them. A forward whose graph is dropped
+  // without a backward leaves the root gathered until the count comes back to 0: memory held,
+  // never a stale read.
+  mutable int64_t backwards_pending = 0;
   std::vector<size_t> sharded, replicated;  // indices into State::params (trained ones)
   std::vector<size_t> all;                  // every parameter of the unit
   int64_t block = 0;                        // per-rank elements of the flat buffers
@@ -400,7 +407,10 @@ struct DataParallel::State {
                              : local_grad(params[u.sharded[j]], grads[j]);
       any = any || local[j].defined();
     }
-    release(u);  // after backward every unit is resharded (FSDP2 does too)
+    if (u.backwards_pending > 0) --u.backwards_pending;
+    // After backward every unit is resharded (FSDP2 does too); the root once no other pending
+    // backward reads its gathered parameters (the others gather again in their backward).
+    if (!u.root || u.backwards_pending == 0) release(u);
     // Eager, an undefined gradient is zeros already (local_grad), so `any` holds when synced.
     if ((!any && !capturing()) || u.block == 0) return;
     std::vector<Tensor> views(u.sharded.size());
@@ -646,6 +656,7 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
   for (size_t i : u.all) swap_in(params[i], params[i].storage);
   if (u.sharded.empty()) return out;
   const bool backward_follows = out.defined() && out.requires_grad();
+  if (backward_follows) ++u.backwards_pending;
   if (!backward_follows) {
     release(u);
   } else if (!u.root && options.reshard_after_forward) {

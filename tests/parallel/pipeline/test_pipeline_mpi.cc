@@ -85,8 +85,8 @@ void check_training(const dt::DeviceMesh& mesh, const std::string& schedule, int
 // Each dp rank pipelines its half of the batch through stages sharded with fully_shard over dp
 // (after tensor parallelism on "tp", sequence-parallel, when the mesh has that dim); losses per
 // dp rank, clip_grad_norm_ and the whole batch's gradients equal single device over 3 steps.
-// Not GPipe: fully_shard frees its root unit's gathered parameters after the first backward,
-// which the last stage's second microbatch still reads (docs/guides/pipeline_parallel.md).
+// GPipe runs every microbatch's forward before the backwards: fully_shard's root unit keeps its
+// gathered parameters until the last of them (it once crashed there).
 void check_fsdp(const dt::DeviceMesh& mesh, const char* schedule, int64_t v) {
   INFO(schedule << " on " << mesh.str());
   const bool tp = mesh.ndim() == 3;
@@ -164,6 +164,7 @@ TEST_CASE("pipeline x FSDP (pp 2 x dp 2): each dp rank pipelines its half of the
           "[pipeline][fsdp]") {
   if (dt::world_size() != 4) return;
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "dp"});
+  check_fsdp(mesh, "GPipe", 1);
   check_fsdp(mesh, "1F1B", 1);
   check_fsdp(mesh, "Interleaved1F1B", 2);
 }
