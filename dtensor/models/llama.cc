@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "dtensor/autograd/grad_mode.h"
+#include "dtensor/nn/activation_checkpoint.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/matmul/matmul.h"
@@ -45,14 +47,14 @@ DTensor LlamaMLP::forward(const DTensor& x) {
 }
 
 LlamaAttention::LlamaAttention(const LlamaConfig& cfg, int64_t layer_idx,
-                               std::shared_ptr<const detail::LlamaStep> step,
+                               std::shared_ptr<detail::LlamaStepSlot> step,
                                nn::ModuleOptions opts)
-    : n_heads_(cfg.num_attention_heads),
+    : LlamaStepModule(std::move(step)),
+      n_heads_(cfg.num_attention_heads),
       n_kv_heads_(cfg.num_key_value_heads),
       head_dim_(cfg.head_dim),
       layer_idx_(layer_idx),
-      rotary_style_(cfg.rotary_style),
-      step_(std::move(step)) {
+      rotary_style_(cfg.rotary_style) {
   const int64_t h = cfg.hidden_size;
   q_ = add_linear(*this, "q_proj", h, n_heads_ * head_dim_, opts);
   k_ = add_linear(*this, "k_proj", h, n_kv_heads_ * head_dim_, opts);
@@ -76,7 +78,7 @@ void LlamaAttention::check_parallel() const {
 }
 
 DTensor LlamaAttention::forward(const DTensor& x) {
-  const detail::LlamaStep& st = *step_;
+  const detail::LlamaStep& st = step();
   DT_CHECK(x.dim() == 3, "[LlamaAttention] x has shape %s, expected [batch, seq, hidden]",
            shape_str(x.shape()));
   const int64_t B = x.size(0), S = x.size(1);
@@ -124,8 +126,9 @@ DTensor LlamaAttention::forward(const DTensor& x) {
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& cfg, int64_t layer_idx,
-                                     std::shared_ptr<const detail::LlamaStep> step,
-                                     nn::ModuleOptions opts) {
+                                     std::shared_ptr<detail::LlamaStepSlot> step,
+                                     nn::ModuleOptions opts)
+    : LlamaStepModule(step) {
   input_norm_ = register_module(
       "input_layernorm", std::make_shared<nn::RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, opts));
   attn_ = std::make_shared<LlamaAttention>(cfg, layer_idx, std::move(step), opts);
@@ -141,8 +144,9 @@ DTensor LlamaDecoderLayer::forward(const DTensor& x) {
   return add(h, (*mlp_)((*post_norm_)(h)));
 }
 
-LlamaModel::LlamaModel(const LlamaConfig& cfg, std::shared_ptr<const detail::LlamaStep> step,
-                       nn::ModuleOptions opts) {
+LlamaModel::LlamaModel(const LlamaConfig& cfg, std::shared_ptr<detail::LlamaStepSlot> step,
+                       nn::ModuleOptions opts)
+    : LlamaStepModule(step) {
   embed_ = std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.hidden_size, opts);
   register_module("embed_tokens", embed_);
   layers_ = std::make_shared<nn::ModuleList>();
@@ -163,10 +167,12 @@ LlamaDecoderLayer& LlamaModel::layer(int64_t i) {
 }
 
 Llama::Llama(const LlamaConfig& cfg, nn::ModuleOptions opts)
-    : cfg_(cfg), opts_(opts), step_(std::make_shared<detail::LlamaStep>()) {
+    : cfg_(cfg), opts_(opts), step_(std::make_shared<detail::LlamaStepSlot>()) {
   cfg_.validate();
+  auto first = std::make_shared<detail::LlamaStep>();
   // float64 tables, rounded to the activations' dtype where applied.
-  step_->rotary = fn::rotary_tables(cfg_.max_position_embeddings, cfg_.rope_inv_freq(), kFloat64);
+  first->rotary = fn::rotary_tables(cfg_.max_position_embeddings, cfg_.rope_inv_freq(), kFloat64);
+  step_->current = std::move(first);
   model_ = std::make_shared<LlamaModel>(cfg_, step_, opts);
   register_module("model", model_);
   if (!cfg_.tie_word_embeddings) {
@@ -200,6 +206,14 @@ void padded_step(const Tensor& m, int64_t past, int64_t S, detail::LlamaStep& st
   st.mask = from_vector(seen, mshape).to(kBool);
 }
 
+// Whether activation checkpointing wraps a module of `root`'s tree.
+bool any_checkpoint_wrapped(nn::Module& root) {
+  for (auto& [fqn, m] : root.named_modules()) {
+    if (nn::is_checkpoint_wrapped(*m)) return true;
+  }
+  return false;
+}
+
 // A local DTensor's tensor, or the full value of one on a mesh.
 Tensor whole(const DTensor& x) {
   return is_local(x) ? x.to_local() : x.full_tensor();
@@ -214,12 +228,14 @@ void Llama::prepare_step(const DTensor& input_ids, KVCache* cache, const DTensor
   const int64_t past = cache != nullptr ? cache->position() : 0;
   DT_CHECK(cache == nullptr || cache->batch() == B, "[Llama] the cache holds %d rows, input_ids %d",
            cache ? cache->batch() : 0, B);
-  detail::LlamaStep& st = *step_;
+  // A new step (the model's rotary tables and cp layout carried over): the previous one may be
+  // the forward context of layers awaiting their recompute.
+  auto next = std::make_shared<detail::LlamaStep>();
+  next->rotary = step_->current->rotary;
+  next->cp = step_->current->cp;
+  detail::LlamaStep& st = *next;
   st.cache = cache;
   st.past = past;
-  st.position_ids.reset();
-  st.mask.reset();
-  st.is_causal = false;
   if (st.cp) {
     // Positions from each chunk's global offsets; the ring is causal over the whole rows.
     DT_CHECK(cache == nullptr && !attention_mask.defined(),
@@ -239,16 +255,26 @@ void Llama::prepare_step(const DTensor& input_ids, KVCache* cache, const DTensor
   } else {
     st.is_causal = true;  // bottom-right aligned: the new tokens follow the cached ones
   }
+  step_->current = std::move(next);
 }
 
 DTensor Llama::forward(const DTensor& input_ids, KVCache* cache, const DTensor& attention_mask) {
+  // A checkpointed layer's recompute would write its k/v into the cache again, at a position
+  // the cache has moved past (and the cache may be gone by then).
+  DT_CHECK(cache == nullptr || !autograd::grad_enabled() || !any_checkpoint_wrapped(*this),
+           "[Llama] a forward with a KV cache and grad enabled on a model with activation "
+           "checkpointing: the recompute in backward cannot replay the cache's update (run "
+           "decoding under NoGradGuard, or remove the checkpoint wrappers)");
   prepare_step(input_ids, cache, attention_mask);
   in_step_ = true;
   struct Done {
     Llama& m;
     ~Done() {
       m.in_step_ = false;
-      m.step_->cache = nullptr;  // the cache is the caller's; positions and mask stay
+      // The cache is the caller's: later steps do not see it (positions and mask stay).
+      auto without_cache = std::make_shared<detail::LlamaStep>(*m.step_->current);
+      without_cache->cache = nullptr;
+      m.step_->current = std::move(without_cache);
     }
   } done{*this};
   DTensor logits = (*this)(input_ids);  // the call: hooks on the root (FSDP's) run
@@ -263,7 +289,8 @@ DTensor Llama::forward(const DTensor& input_ids) {
 }
 
 DTensor Llama::run(const DTensor& input_ids) {
-  const DTensor h = (*model_)(step_->cp ? detail::cp_input_ids(input_ids, *step_->cp) : input_ids);
+  const std::optional<detail::LlamaContextParallel>& cp = step_->current->cp;
+  const DTensor h = (*model_)(cp ? detail::cp_input_ids(input_ids, *cp) : input_ids);
   if (lm_head_ != nullptr) return (*lm_head_)(h);
   // Tied: the embedding table is the output projection. Under tensor parallelism the table is
   // vocab-sharded, so the logits come out vocab-sharded and are gathered like lm_head's.
@@ -274,17 +301,18 @@ DTensor Llama::run(const DTensor& input_ids) {
 }
 
 void Llama::prepare_training_step(int64_t batch, int64_t seq_len) {
-  detail::LlamaStep& st = *step_;
-  st.cache = nullptr;
-  st.past = 0;
-  st.position_ids.reset();
-  st.mask.reset();
-  st.is_causal = true;
-  if (st.cp) st.position_ids = detail::cp_position_ids(batch, seq_len, *st.cp);
+  auto next = std::make_shared<detail::LlamaStep>();
+  next->rotary = step_->current->rotary;
+  next->cp = step_->current->cp;
+  next->is_causal = true;
+  if (next->cp) next->position_ids = detail::cp_position_ids(batch, seq_len, *next->cp);
+  step_->current = std::move(next);
 }
 
 void Llama::set_context_parallel(detail::LlamaContextParallel cp) {
-  step_->cp = std::move(cp);
+  auto next = std::make_shared<detail::LlamaStep>(*step_->current);
+  next->cp = std::move(cp);
+  step_->current = std::move(next);
 }
 
 void Llama::set_kv_layout(const DeviceMesh& mesh, Placements placements) {

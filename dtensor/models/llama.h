@@ -32,9 +32,8 @@ namespace dtensor::models {
 namespace detail {
 // What one Llama forward tells its layers besides the hidden states (a module's call takes one
 // input, and the layers run through their calls so parallel styles' and FSDP's hooks apply):
-// the rotary positions, the attention mask and the cache. Set by Llama at the start of each
-// forward; kept after it but for the cache (so a layer recomputed in backward, activation
-// checkpointing, sees the same positions and mask).
+// the rotary positions, the attention mask and the cache. Each forward makes a new one and
+// never changes it after (LlamaStepSlot), so one a layer's recompute restores stays as it was.
 struct LlamaStep {
   nn::functional::RotaryTables rotary;  // float64, max_position_embeddings rows (set once)
   KVCache* cache = nullptr;
@@ -48,6 +47,34 @@ struct LlamaStep {
   // Set by parallelize_llama for a cp mesh dim: the layers see this rank's chunks of the
   // sequence, at their global positions (position_ids), and attention runs the ring.
   std::optional<LlamaContextParallel> cp;
+};
+
+// The step of the forward running now, shared by the Llama and its layers; Llama installs a new
+// step at the start of each forward.
+struct LlamaStepSlot {
+  std::shared_ptr<const LlamaStep> current;
+};
+
+// A module of the Llama that reads the step. Its forward context (nn::Module::forward_context)
+// is the step, so a module recomputed in backward by activation checkpointing sees its own
+// forward's positions and mask, whatever forwards ran since (gradient accumulation over padded
+// micro-batches, an eval, pipeline micro-batches).
+class LlamaStepModule : public nn::Module {
+ public:
+  explicit LlamaStepModule(std::shared_ptr<LlamaStepSlot> slot) : slot_(std::move(slot)) {}
+  std::shared_ptr<const void> forward_context() const override { return slot_->current; }
+  std::shared_ptr<const void> set_forward_context(std::shared_ptr<const void> context) override {
+    std::shared_ptr<const void> previous = std::move(slot_->current);
+    slot_->current = std::static_pointer_cast<const LlamaStep>(std::move(context));
+    return previous;
+  }
+
+ protected:
+  const std::shared_ptr<LlamaStepSlot>& slot() const { return slot_; }
+  const LlamaStep& step() const { return *slot_->current; }
+
+ private:
+  std::shared_ptr<LlamaStepSlot> slot_;
 };
 }  // namespace detail
 
@@ -69,10 +96,10 @@ class LlamaMLP : public nn::Module {
 // heads), o_proj. Tensor parallel (llama_plan.h): q heads sharded over the ranks; kv heads sharded
 // with them, or (kv_replicated) k/v computed whole on every rank and each rank taking the kv heads
 // of its q heads locally.
-class LlamaAttention : public nn::Module {
+class LlamaAttention : public detail::LlamaStepModule {
  public:
   LlamaAttention(const LlamaConfig& cfg, int64_t layer_idx,
-                 std::shared_ptr<const detail::LlamaStep> step, nn::ModuleOptions opts);
+                 std::shared_ptr<detail::LlamaStepSlot> step, nn::ModuleOptions opts);
   std::string type_name() const override { return "LlamaAttention"; }
   DTensor forward(const DTensor& x) override;
   // Refuses sharded projections whose shards would split a head (plans other than
@@ -86,15 +113,14 @@ class LlamaAttention : public nn::Module {
   int64_t n_heads_, n_kv_heads_, head_dim_, layer_idx_;
   nn::functional::RotaryStyle rotary_style_;
   bool kv_replicated_ = false;
-  std::shared_ptr<const detail::LlamaStep> step_;
   std::shared_ptr<nn::Linear> q_, k_, v_, o_;
 };
 
 // h = x + self_attn(input_layernorm(x)); out = h + mlp(post_attention_layernorm(h)).
-class LlamaDecoderLayer : public nn::Module {
+class LlamaDecoderLayer : public detail::LlamaStepModule {
  public:
   LlamaDecoderLayer(const LlamaConfig& cfg, int64_t layer_idx,
-                    std::shared_ptr<const detail::LlamaStep> step, nn::ModuleOptions opts);
+                    std::shared_ptr<detail::LlamaStepSlot> step, nn::ModuleOptions opts);
   std::string type_name() const override { return "LlamaDecoderLayer"; }
   DTensor forward(const DTensor& x) override;
   LlamaAttention& self_attn() { return *attn_; }
@@ -105,9 +131,9 @@ class LlamaDecoderLayer : public nn::Module {
 };
 
 // Token ids -> the final norm's hidden states: embed_tokens, layers.<i>, norm.
-class LlamaModel : public nn::Module {
+class LlamaModel : public detail::LlamaStepModule {
  public:
-  LlamaModel(const LlamaConfig& cfg, std::shared_ptr<const detail::LlamaStep> step,
+  LlamaModel(const LlamaConfig& cfg, std::shared_ptr<detail::LlamaStepSlot> step,
              nn::ModuleOptions opts);
   std::string type_name() const override { return "LlamaModel"; }
   DTensor forward(const DTensor& input_ids) override;
@@ -156,7 +182,7 @@ class Llama : public nn::Module {
   // attention_mask is refused.
   void set_context_parallel(detail::LlamaContextParallel cp);
   const detail::LlamaContextParallel* context_parallel() const {
-    return step_->cp ? &*step_->cp : nullptr;
+    return step_->current->cp ? &*step_->current->cp : nullptr;
   }
   // Sets the step of a forward that runs the layers without this class's forward (a pipeline
   // stage, llama_pipeline.h): no cache, no mask, causal, for whole rows [batch, seq_len] (under
@@ -170,7 +196,7 @@ class Llama : public nn::Module {
 
   LlamaConfig cfg_;
   nn::ModuleOptions opts_;
-  std::shared_ptr<detail::LlamaStep> step_;
+  std::shared_ptr<detail::LlamaStepSlot> step_;
   std::shared_ptr<LlamaModel> model_;
   std::shared_ptr<nn::Linear> lm_head_;
   bool in_step_ = false;  // forward(ids, cache, mask) is running: its step is prepared

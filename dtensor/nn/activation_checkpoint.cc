@@ -227,6 +227,21 @@ DTensorList recompute_backward(const Saved& s, absl::Span<const DTensor> grads) 
   return std::move(*caught);
 }
 
+// Makes a module's forward context current for a scope (the recompute) and restores the
+// previous one on exit, an exception too.
+class ForwardContextScope {
+ public:
+  ForwardContextScope(Module& m, std::shared_ptr<const void> context)
+      : m_(m), previous_(m.set_forward_context(std::move(context))) {}
+  ~ForwardContextScope() { m_.set_forward_context(std::move(previous_)); }
+  ForwardContextScope(const ForwardContextScope&) = delete;
+  ForwardContextScope& operator=(const ForwardContextScope&) = delete;
+
+ private:
+  Module& m_;
+  std::shared_ptr<const void> previous_;
+};
+
 }  // namespace
 
 DTensorList checkpoint(const CheckpointFunction& fn, absl::Span<const DTensor> inputs,
@@ -300,7 +315,15 @@ Module& checkpoint_wrapper(Module& module) {
   module.set_forward_wrapper([](Module& m, const DTensor& x) {
     CheckpointOptions options;
     options.module = &m;
-    return checkpoint([&m](const DTensor& in) { return m.forward(in); }, x, options);
+    // The state this forward reads besides x (Module::forward_context): other forwards may
+    // replace it before backward, so the recompute runs under the one taken now.
+    std::shared_ptr<const void> context = m.forward_context();
+    return checkpoint(
+        [&m, context](const DTensor& in) {
+          ForwardContextScope scope(m, context);
+          return m.forward(in);
+        },
+        x, options);
   });
   return module;
 }

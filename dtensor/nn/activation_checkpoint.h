@@ -79,7 +79,11 @@ DTensor checkpoint(const std::function<DTensor(const DTensor&)>& fn, const DTens
 // hooks, so hooks that parallel styles installed on the module itself run once, outside the
 // recompute (apply it before or after parallelize_module / fully_shard: the order does not
 // matter). Unlike PyTorch's, no wrapper module is inserted: parameter names (and so Hugging Face
-// and dtensor checkpoints) are unchanged. Calling it again changes nothing. Returns `module`.
+// and dtensor checkpoints) are unchanged. State the forward reads besides its input
+// (Module::forward_context, e.g. models::Llama's per-call positions and mask) is taken when the
+// module runs and made current again around the recompute, so forwards run between this one
+// and its backward do not change what is recomputed. Calling it again changes nothing. Returns
+// `module`.
 Module& checkpoint_wrapper(Module& module);
 // Undoes checkpoint_wrapper.
 void remove_checkpoint_wrapper(Module& module);

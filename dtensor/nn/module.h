@@ -69,6 +69,16 @@ class Module {
   using ForwardWrapper = std::function<DTensor(Module&, const DTensor&)>;
   void set_forward_wrapper(ForwardWrapper wrapper) { forward_wrapper_ = std::move(wrapper); }
   bool has_forward_wrapper() const { return forward_wrapper_ != nullptr; }
+  // What forward reads besides its input and parameters that a later forward may replace (a
+  // model's per-call state, e.g. models::Llama's positions and padding mask): activation
+  // checkpointing takes it when the module runs and makes it current again around the
+  // recompute in backward, so the recompute sees its own forward's state even when other
+  // forwards ran in between (gradient accumulation, an eval). Default: none.
+  virtual std::shared_ptr<const void> forward_context() const { return nullptr; }
+  // Makes `context` (from forward_context()) current; returns the context it replaces.
+  virtual std::shared_ptr<const void> set_forward_context(std::shared_ptr<const void> context) {
+    return context;
+  }
 
   // ---- tree --------------------------------------------------------------------------------
   // Adds (or replaces) a child; `name` must be non-empty and contain no '.'. Returns it.
