@@ -9,12 +9,14 @@
 // double for float64) rather than always in double. float32 [256, 4096], one thread, forward
 // (LossTerm's switch in double per element -> these loops; PyTorch 0.15 / 0.27 / 0.16 / 1.55):
 // mse 1.05 -> 0.17 ms, l1 1.07 -> 0.17, smooth_l1 5.8 -> 0.27, bce_with_logits 15.7 -> 11.7
-// (libm's expf / log1pf per element, not vectorised). The sum of a mean / sum reduction is
-// still a second pass (pointwise_loss.cc).
+// (libm's expf / log1pf per element, not vectorised) -> 0.62 with its rows in Highway
+// (pointwise_loss_simd_cpu.cc; no pos_weight, contiguous rows). The sum of a mean / sum
+// reduction is still a second pass (pointwise_loss.cc).
 #include <cmath>
 #include <type_traits>
 
 #include "dtensor/ops/common/detail/cpu_loops.h"
+#include "dtensor/ops/loss/detail/loss_cpu.h"
 #include "dtensor/ops/loss/detail/loss_cuda.h"
 #include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/tensor/creation.h"
@@ -180,6 +182,11 @@ void run_terms(double param, const Tensor& out, const Tensor& x, const Tensor& y
     const ElementwiseIter it(out, {&x, &y});
     it.for_each([b, at](char* const* p, const int64_t* s, int64_t n) {
       if (s[0] == kSize && s[1] == kSize && s[2] == kSize) {
+        if constexpr (K == LossKind::kBceWithLogits &&
+                      (P == LossPart::kValue || P == LossPart::kGradInput)) {
+          return bce_with_logits_row_cpu(dtype_of<T>::value, P == LossPart::kGradInput, p[0], p[1],
+                                         p[2], n);
+        }
         return term_row<T, K, P, false>(reinterpret_cast<T*>(p[0]), n, b,
                                         reinterpret_cast<const T*>(p[1]),
                                         reinterpret_cast<const T*>(p[2]), nullptr);

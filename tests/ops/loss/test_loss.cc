@@ -664,3 +664,49 @@ TEST_CASE("nll_loss: a weighted mean whose weight sum is below 1, or 0") {
   check_values(dt::nll_loss(dlp, dt::local_dtensor(none), Reduction::kMean, -100, dw).to_local(),
                {kNaN});
 }
+
+TEST_CASE("bce_with_logits' vectorised rows follow the formula in double on long rows") {
+  // 1003 elements (not a multiple of any vector width): logits over [-120, 120] (both tails of
+  // log_sigmoid, e^-|x| below the smallest normal float), targets in [0, 1], then +-inf and NaN.
+  std::vector<double> xs, ys;
+  for (int i = 0; i < 1000; ++i) {
+    xs.push_back(-120.0 + 0.24 * i + 0.013 * (i % 7));
+    ys.push_back((i % 11) / 10.0);
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  xs.insert(xs.end(), {inf, -inf, std::numeric_limits<double>::quiet_NaN()});
+  ys.insert(ys.end(), {0.25, 0.25, 0.5});
+  const auto n = static_cast<int64_t>(xs.size());
+  for (DType d : {dt::kFloat32, dt::kFloat64}) {
+    INFO(dt::dtype_name(d));
+    const Tensor x = dt::from_vector<double>(xs, {n}).to(d);
+    const Tensor y = dt::from_vector<double>(ys, {n}).to(d);
+    // The formula in double on the inputs as the dtype holds them.
+    const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+    std::vector<double> value, grad;
+    for (int64_t i = 0; i < n; ++i) {
+      const double ls = std::min(xv[i], 0.0) - std::log1p(std::exp(-std::fabs(xv[i])));
+      value.push_back((1 - yv[i]) * xv[i] - ls);
+      grad.push_back(1 / (1 + std::exp(-xv[i])) - yv[i]);
+    }
+    // Finite ones within a relative 1e-6 (float32) / 1e-14, the infinities and NaN exactly.
+    const double tol = d == dt::kFloat32 ? 1e-6 : 1e-14;
+    const auto check = [&](const Tensor& got, const std::vector<double>& want) {
+      const std::vector<double> g = got.to_vector<double>();
+      REQUIRE(g.size() == want.size());
+      for (size_t i = 0; i < g.size(); ++i) {
+        INFO("element " << i << " x " << xv[i] << ": got " << g[i] << ", expected " << want[i]);
+        if (std::isfinite(want[i])) {
+          CHECK(std::fabs(g[i] - want[i]) <= tol * std::fabs(want[i]) + tol);
+        } else {
+          CHECK((std::isnan(want[i]) ? std::isnan(g[i]) : g[i] == want[i]));
+        }
+      }
+    };
+    check(dt::binary_cross_entropy_with_logits(x, y, Reduction::kNone), value);
+    DTensor lx = dt::local_dtensor(x.clone());
+    lx.requires_grad_();
+    dt::binary_cross_entropy_with_logits(lx, dt::local_dtensor(y), Reduction::kSum).backward();
+    check(lx.grad().to_local(), grad);
+  }
+}

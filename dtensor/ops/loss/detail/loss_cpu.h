@@ -25,6 +25,12 @@ Tensor nll_loss_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer
 Tensor gather_target_log_probs_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer,
                                    int64_t classes, int64_t inner, int64_t class_offset,
                                    int64_t ignore_index);
+// binary_cross_entropy_with_logits without pos_weight over n contiguous elements of `dtype`
+// (a floating one): the per-element loss, or with grad_input its input derivative
+// (pointwise_loss_simd_cpu.cc, vectorised).
+void bce_with_logits_row_cpu(DType dtype, bool grad_input, void* out, const void* x, const void* y,
+                             int64_t n);
+
 // reduce_loss: the sum or mean of `losses` over the non-ignored targets (or none).
 Tensor reduce_loss_cpu(const Tensor& losses, const Tensor& target, Reduction reduction,
                        int64_t ignore_index);

@@ -3,8 +3,11 @@
 // kl_div), shared by the CPU and CUDA kernels so both give the same values, and the local
 // building blocks the Tensor functions and the registered DTensor ops are made of.
 //
-// Every formula follows PyTorch 2.15 (its CPU kernels and derivatives.yaml), computed in double
-// and rounded once to the input dtype:
+// Every formula follows PyTorch 2.15 (its CPU kernels and derivatives.yaml). LossTerm computes
+// in double and rounds once to the input dtype (the CUDA kernels, and the CPU's combinations no
+// caller uses); the CPU rows compute the same formulas in the dtype's compute type, float for
+// float32 and 16-bit inputs, double for float64, as PyTorch's CPU kernels
+// (pointwise_loss_cpu.cc; bce_with_logits vectorised in pointwise_loss_simd_cpu.cc):
 //   mse            (x - y)^2                                 dx 2 (x - y)
 //   l1             |x - y|                                   dx sign(x - y)  (0 at 0 and NaN)
 //   smooth_l1(b)   |d| < b ? d^2 / (2 b) : |d| - b / 2       dx clamp(d / b, -1, 1); b = 0: l1
