@@ -3,13 +3,15 @@
 //
 //   mpirun -np 8 --oversubscribe ./train_4d --pp 2 --dp 2 --tp 2   # 3-D: pp x dp x tp
 //   mpirun -np 8 --oversubscribe ./train_4d --dp 2 --cp 2 --tp 2   # 3-D: dp x cp x tp
+//   mpirun -np 8 --oversubscribe ./train_4d --pp 2 --cp 2 --tp 2   # 3-D: pp x cp x tp
+//   mpirun -np 16 --oversubscribe ./train_4d --pp 2 --dp 2 --cp 2 --tp 2 --steps 10  # 4-D
 //   mpirun -np 4 ./train_4d --pp 2 --tp 2 --steps 20
 //
 // The ranks form a mesh with dims pp, dp, cp, tp (those of degree > 1; the product is the world
 // size). With --pp > 1 the model is cut into stages at decoder layers by models::pipeline_llama
 // and trained through a 1F1B schedule (--microbatches per step); otherwise parallelize_llama
-// applies tp, cp (ring attention over the sequence, head-tail order) and FSDP over dp x cp.
-// Pipelining with context parallelism (all four at once) is refused by pipeline_llama for now.
+// applies it all to the one model. Either way: tp (Megatron plan), cp (ring attention over the
+// sequence in head-tail order) and FSDP over dp x cp.
 //
 // A small random Llama (float64, so that the comparison is exact to rounding) learns to count:
 // each sequence starts at a random token and adds 1 (mod --vocab) at every position. Every rank
@@ -175,9 +177,10 @@ int main(int argc, char** argv) {
     std::vector<dt::DTensor> params;
     if (a.pp > 1) {
       pipe = models::pipeline_llama(model, mesh);
+      // The model's loss (under cp: this rank's chunks against the whole rows' labels).
       schedule = pp::make_schedule("1F1B", pipe.stages, a.microbatches,
-                                   [](const dt::DTensor& logits, const dt::DTensor& labels) {
-                                     return models::causal_lm_loss(logits, labels);
+                                   [&](const dt::DTensor& logits, const dt::DTensor& labels) {
+                                     return models::causal_lm_loss(*model, logits, labels);
                                    });
       params = pipe.parameters();
     } else {

@@ -1,5 +1,6 @@
 #include "dtensor/models/llama_context_parallel.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "dtensor/ops/elementwise/elementwise.h"
@@ -33,6 +34,17 @@ DTensor lift(const DTensor& x, const LlamaContextParallel& cp) {
   return DTensor::from_local(x.to_local_dtensor(), cp.ring_mesh, p);
 }
 }  // namespace
+
+LlamaContextParallel make_context_parallel(const DeviceMesh& mesh, int64_t cp_at, int64_t tp_at,
+                                           const std::string& cp_dim) {
+  std::vector<int64_t> ring_dims = {cp_at};
+  if (tp_at >= 0) ring_dims.push_back(tp_at);
+  std::sort(ring_dims.begin(), ring_dims.end());
+  return {.ring_mesh = mesh.submesh(ring_dims),
+          .cp_dim = cp_dim,
+          .cp = mesh.size(cp_at),
+          .rank = mesh.get_local_rank(cp_at)};
+}
 
 void check_cp_length(const LlamaContextParallel& cp, int64_t seq_len) {
   DT_CHECK(seq_len % (2 * cp.cp) == 0,
@@ -117,6 +129,29 @@ DTensor cp_causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t 
   const Tensor mean = DTensor::from_local(own, cp.ring_mesh[cp.cp_dim], {Partial()}).full_tensor();
   const Tensor offset = sub(mean, whole(share).to(kFloat64)).to(share.dtype());
   return add(share, DTensor::from_local(offset, share.device_mesh(), share.placements()));
+}
+
+DeviceMesh flatten_dp_cp(const DeviceMesh& mesh, const LlamaMeshDims& dims, const std::string& flat,
+                         const std::string& tp_name) {
+  std::vector<int64_t> strides(static_cast<size_t>(mesh.ndim()), 1);
+  for (int64_t d = mesh.ndim() - 2; d >= 0; --d) {
+    strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d + 1)] * mesh.size(d + 1);
+  }
+  auto stride = [&](int64_t d) { return d >= 0 ? strides[static_cast<size_t>(d)] : 0; };
+  const int64_t tp = dims.tp >= 0 ? mesh.size(dims.tp) : 1;
+  const int64_t base = dims.pp_index * stride(dims.pp);
+  std::vector<int> ranks;
+  for (int64_t i = 0; i < mesh.size(dims.dp); ++i) {
+    for (int64_t j = 0; j < mesh.size(dims.cp); ++j) {
+      for (int64_t t = 0; t < tp; ++t) {
+        const int64_t at = base + i * stride(dims.dp) + j * stride(dims.cp) + t * stride(dims.tp);
+        ranks.push_back(mesh.ranks()[static_cast<size_t>(at)]);
+      }
+    }
+  }
+  const int64_t dpcp = mesh.size(dims.dp) * mesh.size(dims.cp);
+  if (dims.tp < 0) return DeviceMesh(mesh.device_type(), {dpcp}, ranks, {flat});
+  return DeviceMesh(mesh.device_type(), {dpcp, tp}, ranks, {flat, tp_name});
 }
 
 }  // namespace dtensor::models::detail

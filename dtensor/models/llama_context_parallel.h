@@ -26,6 +26,11 @@ struct LlamaContextParallel {
   int64_t rank = 0;  // this rank's index on it
 };
 
+// The context parallelism of `mesh`'s dim cp_at (> 1 ranks), with the tp dim tp_at (-1: none)
+// in the ring mesh.
+LlamaContextParallel make_context_parallel(const DeviceMesh& mesh, int64_t cp_at, int64_t tp_at,
+                                           const std::string& cp_dim);
+
 // Throws "[Llama] ..." on every rank (from the shape alone) when `seq_len` is not a multiple of
 // 2 * cp: the head-tail order cuts the sequence into 2 * cp equal chunks.
 void check_cp_length(const LlamaContextParallel& cp, int64_t seq_len);
@@ -57,5 +62,20 @@ DTensor cp_attention(const DTensor& q, const DTensor& k, const DTensor& v, bool 
 // mean over each rank's rows.
 DTensor cp_causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t ignore_index,
                           const LlamaContextParallel& cp);
+
+// Where the dims of a mesh are (-1: absent); pp_index: the slice of the pp dim meant.
+struct LlamaMeshDims {
+  int64_t dp = -1, cp = -1, tp = -1, pp = -1;
+  int64_t pp_index = 0;
+};
+
+// One mesh of the ranks of `mesh` (of its pp slice pp_index, when it has a pp dim) with dims dp
+// and cp flattened into one named `flat` (dp major, as PyTorch's DeviceMesh._flatten), and the
+// tp dim named `tp_name` after it when there is one, so that fully_shard shards over both and
+// computes on the same tp submesh as the plan. Collective over the world (a DeviceMesh
+// construction): every rank builds the same meshes in the same order (with a pp dim, every
+// slice's, keeping its own).
+DeviceMesh flatten_dp_cp(const DeviceMesh& mesh, const LlamaMeshDims& dims, const std::string& flat,
+                         const std::string& tp_name);
 
 }  // namespace dtensor::models::detail

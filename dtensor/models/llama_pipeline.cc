@@ -41,23 +41,17 @@ class LlamaStage : public nn::Module {
   }
   std::string type_name() const override { return "LlamaStage"; }
 
-  // On a dp x tp stage mesh: the layers compute on `tp_mesh` (FSDP's compute mesh) while the
-  // pipeline passes values on the stage mesh (dims dp, tp): the hidden states are lifted onto it
-  // (Shard(0) on dp: each dp rank's rows) between stages, and back.
-  void set_boundary(const DeviceMesh& stage_mesh, const DeviceMesh& tp_mesh,
-                    const std::string& dp_dim) {
-    stage_mesh_ = stage_mesh;
-    tp_mesh_ = tp_mesh;
-    dp_dim_ = dp_dim;
-  }
-
   // x: ids [B, S] on the first stage, hidden states [B, S, hidden] after it.
+  // Under context parallelism the first stage takes the whole rows and keeps this rank's chunks;
+  // the later ones receive the chunks' hidden states.
   DTensor forward(const DTensor& x) override {
-    model_->prepare_training_step(x.size(0), x.size(1));
-    DTensor h = embed_ ? (*embed_)(x) : enter(x);
+    const detail::LlamaContextParallel* cp = model_->context_parallel();
+    const int64_t seq = x.size(1) * (cp != nullptr && !embed_ ? cp->cp : 1);
+    model_->prepare_training_step(x.size(0), seq);
+    DTensor h = embed_ ? (*embed_)(cp != nullptr ? detail::cp_input_ids(x, *cp) : x) : x;
     for (const nn::ModulePtr& layer : layers_) h = (*layer)(h);
-    if (norm_) return (*head_)((*norm_)(h));
-    return leave(h);
+    if (norm_) h = (*head_)((*norm_)(h));
+    return h;
   }
 
  private:
@@ -66,24 +60,7 @@ class LlamaStage : public nn::Module {
     return pipelining::register_at_fqn(*this, fqn, std::move(m));
   }
 
-  DTensor enter(const DTensor& x) const {
-    if (!stage_mesh_.defined()) return x;
-    const int64_t tp_at = stage_mesh_.dim_index(tp_mesh_.dim_names()[0]);
-    return DTensor::from_local(x.to_local_dtensor(), tp_mesh_,
-                               {x.placements()[static_cast<size_t>(tp_at)]});
-  }
-  DTensor leave(const DTensor& h) const {
-    if (!stage_mesh_.defined()) return h;
-    Placements p;
-    for (const std::string& name : stage_mesh_.dim_names()) {
-      p.push_back(name == dp_dim_ ? Placement(Shard(0)) : h.placements()[0]);
-    }
-    return DTensor::from_local(h.to_local_dtensor(), stage_mesh_, p);
-  }
-
   std::shared_ptr<Llama> model_;
-  DeviceMesh stage_mesh_, tp_mesh_;
-  std::string dp_dim_;
   nn::ModulePtr embed_, norm_, head_;
   std::vector<nn::ModulePtr> layers_;
 };
@@ -110,13 +87,12 @@ LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMe
   DT_CHECK(model != nullptr, "[pipeline_llama] the model is null");
   const LlamaConfig& cfg = model->config();
   const int64_t pp_at = dim_at(mesh, pp_dim), dp_at = dim_at(mesh, options.dp_dim);
-  const int64_t tp_at = dim_at(mesh, options.tp_dim);
-  const int64_t named = (pp_at >= 0) + (dp_at >= 0) + (tp_at >= 0);
+  const int64_t tp_at = dim_at(mesh, options.tp_dim), cp_at = dim_at(mesh, options.cp_dim);
+  const int64_t named = (pp_at >= 0) + (dp_at >= 0) + (tp_at >= 0) + (cp_at >= 0);
   DT_CHECK(pp_at >= 0 && named == mesh.ndim(),
            "[pipeline_llama] mesh %s: expected a dim named '%s' (pipeline) and any of '%s' "
-           "(FSDP) and '%s' (tensor parallel), and no other (context parallel with pipelining "
-           "is not supported yet)",
-           mesh.str(), pp_dim, options.dp_dim, options.tp_dim);
+           "(FSDP), '%s' (context parallel) and '%s' (tensor parallel), and no other",
+           mesh.str(), pp_dim, options.dp_dim, options.cp_dim, options.tp_dim);
   const int64_t pp = mesh.size(pp_at);
   const int64_t n = pp * stages_per_rank;
   DT_CHECK(stages_per_rank >= 1 && cfg.num_hidden_layers >= n,
@@ -132,22 +108,36 @@ LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMe
     if (d != pp_at) rest.push_back(d);
   }
   const int64_t me = mesh.get_local_rank(pp_at);
+  if (cp_at >= 0 && mesh.size(cp_at) > 1) {
+    // As parallelize_llama (llama_plan.h): the ring over cp (x tp), FSDP over dp x cp.
+    model->set_context_parallel(detail::make_context_parallel(mesh, cp_at, tp_at, options.cp_dim));
+  }
+  // The mesh of fully_shard: the stage mesh (the dims but pp), with dp and cp flattened into
+  // one dim when both are there (every pp slice's built on every rank: a collective).
+  DeviceMesh fsdp_mesh = mesh.submesh(rest);
+  std::string fsdp_dim = dp_at >= 0 ? options.dp_dim : options.cp_dim;
+  if (dp_at >= 0 && cp_at >= 0) {
+    fsdp_dim = options.dp_dim + "_" + options.cp_dim;
+    for (int64_t slice = 0; slice < pp; ++slice) {
+      DeviceMesh m = detail::flatten_dp_cp(
+          mesh, {.dp = dp_at, .cp = cp_at, .tp = tp_at, .pp = pp_at, .pp_index = slice}, fsdp_dim,
+          options.tp_dim);
+      if (slice == me) fsdp_mesh = m;
+    }
+  }
   LlamaPipeline out;
   for (int64_t s = me; s < n; s += pp) {
     // Stage s: layers [s * L / n, (s + 1) * L / n) (the later stages take the larger).
     const int64_t first = s * cfg.num_hidden_layers / n;
     const int64_t last = (s + 1) * cfg.num_hidden_layers / n;
     auto module = std::make_shared<LlamaStage>(model, first, last, s == 0, s == n - 1);
-    if (dp_at >= 0 && tp_at >= 0) {
-      module->set_boundary(mesh.submesh(rest), mesh[options.tp_dim], options.dp_dim);
-    }
-    if (dp_at >= 0) {
+    if (dp_at >= 0 || cp_at >= 0) {
       DataParallelOptions fsdp = options.fsdp;
       if (fsdp.grouping.module_types.empty() && fsdp.grouping.min_unit_numel == 0) {
         fsdp.grouping.module_types = {"LlamaDecoderLayer"};
       }
-      fsdp.dp_dim_name = options.dp_dim;
-      out.data_parallel.push_back(fully_shard(*module, mesh.submesh(rest), fsdp));
+      fsdp.dp_dim_name = fsdp_dim;
+      out.data_parallel.push_back(fully_shard(*module, fsdp_mesh, fsdp));
     }
     out.stages.push_back(std::make_shared<pipelining::PipelineStage>(module, s, n, mesh, pp_dim));
   }

@@ -38,13 +38,16 @@ struct LlamaPipeline {
 
 // Cuts `model` into pp * stages_per_rank stages of consecutive decoder layers (as even as the
 // layer count allows, the later stages taking the larger), tensor-parallelizes the whole model on
-// mesh[tp_dim] (llama_tp_plan) and fully_shards each of this rank's stages over mesh[dp_dim] (one
-// unit per decoder layer, the stage the rest). Stage s runs on pp rank s % pp (interleaved
-// schedules: stages_per_rank > 1). The mesh has the dim `pp_dim` and any of options' dp / tp
-// dims, no other. Under a schedule, each microbatch's logits are the last stage's output.
+// mesh[tp_dim] (llama_tp_plan), runs attention context parallel over mesh[cp_dim] (as
+// parallelize_llama: this rank's head-tail chunks, ring attention) and fully_shards each of this
+// rank's stages over dp x cp (one unit per decoder layer, the stage the rest). Stage s runs on
+// pp rank s % pp (interleaved schedules: stages_per_rank > 1). The mesh has the dim `pp_dim` and
+// any of options' dp / cp / tp dims, no other. Under a schedule, each microbatch's logits are
+// the last stage's output; with a cp dim the first stage takes the whole rows, the logits are
+// this rank's chunks and the loss is causal_lm_loss(model, logits, labels) on the whole rows.
 // Throws "[pipeline_llama] ..." on every rank (from the config and the mesh shape) for fewer
 // decoder layers than stages, tied embeddings (the table would live on the first and last
-// stage), a cp dim (context parallel with pipelining is not supported yet), other dims.
+// stage), other dims.
 LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMesh& mesh,
                              LlamaParallelOptions options = {}, const std::string& pp_dim = "pp",
                              int64_t stages_per_rank = 1);

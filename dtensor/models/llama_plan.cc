@@ -22,33 +22,6 @@ void check_degree(const LlamaConfig& cfg, int64_t tp) {
            tp, cfg.num_attention_heads, cfg.num_attention_heads);
 }
 
-// One mesh of `mesh`'s ranks with dims dp and cp flattened into one named `flat` (dp major, as
-// PyTorch's DeviceMesh._flatten) and the tp dim after it when there is one, so that fully_shard
-// shards over both and computes on the same tp submesh the plan used. Collective over the world
-// (a DeviceMesh construction).
-DeviceMesh flatten_dp_cp(const DeviceMesh& mesh, int64_t dp_at, int64_t cp_at, int64_t tp_at,
-                         const std::string& flat, const std::string& tp_name) {
-  std::vector<int64_t> strides(static_cast<size_t>(mesh.ndim()), 1);
-  for (int64_t d = mesh.ndim() - 2; d >= 0; --d) {
-    strides[static_cast<size_t>(d)] = strides[static_cast<size_t>(d + 1)] * mesh.size(d + 1);
-  }
-  const int64_t tp = tp_at >= 0 ? mesh.size(tp_at) : 1;
-  std::vector<int> ranks;
-  for (int64_t i = 0; i < mesh.size(dp_at); ++i) {
-    for (int64_t j = 0; j < mesh.size(cp_at); ++j) {
-      for (int64_t t = 0; t < tp; ++t) {
-        const int64_t at = i * strides[static_cast<size_t>(dp_at)] +
-                           j * strides[static_cast<size_t>(cp_at)] +
-                           (tp_at >= 0 ? t * strides[static_cast<size_t>(tp_at)] : 0);
-        ranks.push_back(mesh.ranks()[static_cast<size_t>(at)]);
-      }
-    }
-  }
-  const int64_t dpcp = mesh.size(dp_at) * mesh.size(cp_at);
-  if (tp_at < 0) return DeviceMesh(mesh.device_type(), {dpcp}, ranks, {flat});
-  return DeviceMesh(mesh.device_type(), {dpcp, tp}, ranks, {flat, tp_name});
-}
-
 }  // namespace
 
 ParallelizePlan llama_tp_plan(const LlamaConfig& cfg, int64_t tp, bool sequence_parallel) {
@@ -118,13 +91,7 @@ std::shared_ptr<DataParallel> parallelize_llama(Llama& model, const DeviceMesh& 
     model.set_kv_layout(tp_mesh, {kv_sharded ? Placement(Shard(1)) : Placement(Replicate())});
   }
   if (cp_at >= 0 && mesh.size(cp_at) > 1) {
-    std::vector<int64_t> ring_dims = {cp_at};
-    if (tp_at >= 0) ring_dims.push_back(tp_at);
-    std::sort(ring_dims.begin(), ring_dims.end());
-    model.set_context_parallel({.ring_mesh = mesh.submesh(ring_dims),
-                                .cp_dim = options.cp_dim,
-                                .cp = mesh.size(cp_at),
-                                .rank = mesh.get_local_rank(cp_at)});
+    model.set_context_parallel(detail::make_context_parallel(mesh, cp_at, tp_at, options.cp_dim));
   }
   if (dp_at < 0 && cp_at < 0) return nullptr;
   DataParallelOptions fsdp = options.fsdp;
@@ -134,8 +101,11 @@ std::shared_ptr<DataParallel> parallelize_llama(Llama& model, const DeviceMesh& 
   if (dp_at >= 0 && cp_at >= 0) {
     // FSDP over dp x cp (see llama_plan.h): one flattened dim.
     fsdp.dp_dim_name = options.dp_dim + "_" + options.cp_dim;
-    return fully_shard(
-        model, flatten_dp_cp(mesh, dp_at, cp_at, tp_at, fsdp.dp_dim_name, options.tp_dim), fsdp);
+    return fully_shard(model,
+                       detail::flatten_dp_cp(
+                           mesh, {.dp = dp_at, .cp = cp_at, .tp = tp_at, .pp = -1, .pp_index = 0},
+                           fsdp.dp_dim_name, options.tp_dim),
+                       fsdp);
   }
   fsdp.dp_dim_name = dp_at >= 0 ? options.dp_dim : options.cp_dim;
   return fully_shard(model, mesh, fsdp);

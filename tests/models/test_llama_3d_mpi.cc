@@ -1,9 +1,10 @@
 // models::Llama under pipeline parallelism (issue 45 items 2 and 5): pipeline_llama's stages
 // (embedding on the first, norm + lm_head on the last, cut at decoder layers) run by the
-// pipelining schedules, composed with tensor parallelism and FSDP — pp 2 x tp 2 and pp 2 x dp 2
-// (1F1B, and interleaved with two stages per rank) at 4 ranks, pp 2 x dp 2 x tp 2 at 8 — train
-// three AdamW steps in float64 like one device: each step's loss and every parameter after it.
-// The errors on every rank.
+// pipelining schedules, composed with tensor parallelism, FSDP and context parallelism — pp 2 x
+// tp 2, pp 2 x dp 2, pp 2 x cp 2 (1F1B, and interleaved with two stages per rank) at 4 ranks;
+// pp 2 x dp 2 x tp 2, pp 2 x dp 2 x cp 2 (FSDP over the flattened dp x cp) and pp 2 x cp 2 x
+// tp 2 at 8 — train three AdamW steps in float64 like one device: each step's loss and every
+// parameter after it. The errors on every rank.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
@@ -54,11 +55,15 @@ struct Case {
 TEST_CASE("Llama pipelined with dp / tp trains like one device over 3 steps", "[llama][pp]") {
   const int world = dt::world_size();
   if (world != 4 && world != 8) return;
-  const Case c = world == 8 ? Case{{2, 2, 2}, {"pp", "dp", "tp"}, "1F1B", 1}
+  const Case c = world == 8 ? GENERATE(Case{{2, 2, 2}, {"pp", "dp", "tp"}, "1F1B", 1},
+                                       Case{{2, 2, 2}, {"pp", "dp", "cp"}, "1F1B", 1},
+                                       Case{{2, 2, 2}, {"pp", "cp", "tp"}, "1F1B", 1})
                             : GENERATE(Case{{2, 2}, {"pp", "tp"}, "1F1B", 1},
                                        Case{{2, 2}, {"pp", "dp"}, "1F1B", 1},
+                                       Case{{2, 2}, {"pp", "cp"}, "1F1B", 1},
                                        Case{{2, 2}, {"pp", "tp"}, "Interleaved1F1B", 2});
-  INFO(c.names[0] << " x " << c.names[1] << " " << c.schedule);
+  INFO(c.names[0] << " x " << c.names[1] << (c.names.size() > 2 ? " x " + c.names[2] : "") << " "
+                  << c.schedule);
   const models::LlamaConfig cfg = config();
   const nn::ModuleOptions opts{.dtype = dt::kFloat64};
   dt::manual_seed(21);
@@ -68,9 +73,10 @@ TEST_CASE("Llama pipelined with dp / tp trains like one device over 3 steps", "[
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, c.shape, c.names);
   const models::LlamaPipeline pipe =
       models::pipeline_llama(model, mesh, {}, "pp", c.stages_per_rank);
+  // The model's loss: under cp the logits are this rank's chunks of the whole rows' labels.
   auto schedule = pp::make_schedule(c.schedule, pipe.stages, /*n_microbatches=*/2,
-                                    [](const dt::DTensor& logits, const dt::DTensor& labels) {
-                                      return models::causal_lm_loss(logits, labels);
+                                    [&](const dt::DTensor& logits, const dt::DTensor& labels) {
+                                      return models::causal_lm_loss(*model, logits, labels);
                                     });
   dt::optim::AdamW opt_ref(ref.parameters(), dt::optim::AdamWOptions(1e-2));
   dt::optim::AdamW opt(pipe.parameters(), dt::optim::AdamWOptions(1e-2));
@@ -122,7 +128,7 @@ TEST_CASE("pipeline_llama refuses what cannot work, on every rank", "[llama][pp]
   cfg.tie_word_embeddings = true;
   CHECK_THROWS_WITH(models::pipeline_llama(std::make_shared<models::Llama>(cfg), mesh),
                     Contains("tie_word_embeddings"));
-  const dt::DeviceMesh cp = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "cp"});
-  CHECK_THROWS_WITH(models::pipeline_llama(std::make_shared<models::Llama>(config()), cp),
-                    Contains("context parallel with pipelining is not supported yet"));
+  const dt::DeviceMesh other = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "x"});
+  CHECK_THROWS_WITH(models::pipeline_llama(std::make_shared<models::Llama>(config()), other),
+                    Contains("expected a dim named 'pp' (pipeline)"));
 }
