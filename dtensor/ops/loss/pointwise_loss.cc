@@ -122,9 +122,18 @@ Tensor pointwise_loss(LossKind kind, double param, const Tensor& x, const Tensor
 Tensor pointwise_loss_grad(LossKind kind, LossPart part, double param, const Tensor& grad,
                            const Tensor& x, const Tensor& y, const Tensor& weight,
                            const Tensor& pos_weight, double scale) {
-  Tensor out = mul(loss_terms({kind, part, param}, x, y, pos_weight), grad);
+  Tensor out = loss_terms({kind, part, param}, x, y, pos_weight);
+  // The terms are a fresh tensor: multiplied in place, and a mean's 1 / n folded into the
+  // incoming gradient where that is smaller (0-d after a mean or sum), so the full-size data is
+  // written once by the terms and once by the multiply, not three times into new allocations.
+  Tensor g = grad;
+  if (scale != 1.0 && g.numel() < out.numel()) {
+    g = mul(g, Scalar(scale));
+    scale = 1.0;
+  }
+  out = g.dtype() == out.dtype() && g.dim() <= out.dim() ? mul_(out, g) : mul(out, g);
   if (weight.defined() && part != LossPart::kValue) out = mul(out, weight);
-  return scale == 1.0 ? out : mul(out, Scalar(scale));
+  return scale == 1.0 ? out : mul_(out, Scalar(scale));
 }
 
 }  // namespace detail
