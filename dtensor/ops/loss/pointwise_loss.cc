@@ -6,7 +6,9 @@
 #include <string>
 
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/loss/detail/loss_cpu.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -112,6 +114,15 @@ std::string bce_input_error(const Tensor& x, const Tensor& target) {
 Tensor pointwise_loss(LossKind kind, double param, const Tensor& x, const Tensor& y,
                       const Tensor& weight, const Tensor& pos_weight, Reduction reduction,
                       double divisor) {
+  if (reduction != Reduction::kNone && !weight.defined() && !pos_weight.defined() &&
+      x.device().is_cpu() && y.device().is_cpu() && loss_sum_fusable(kind) &&
+      y.dtype() == x.dtype() && y.shape() == x.shape() &&
+      (x.dtype() == kFloat32 || x.dtype() == kFloat64)) {
+    // The sum in one pass, without the term tensor (pointwise_loss_simd_cpu.cc).
+    const Tensor total = full({}, Scalar(loss_sum_cpu(kind, param, x.contiguous(), y.contiguous())),
+                              TensorOptions(x.dtype()));
+    return reduction == Reduction::kSum ? total : div(total, Scalar(divisor));
+  }
   Tensor losses = loss_terms({kind, LossPart::kValue, param}, x, y, pos_weight);
   if (weight.defined()) losses = mul(losses, weight);
   if (reduction == Reduction::kNone) return losses;

@@ -6,9 +6,16 @@
 //   value  (1 - y) x - log_sigmoid(x), log_sigmoid(x) = min(x, 0) - log1p(e^-|x|)
 //   dx     sigmoid(x) - y
 // NaN in x gives NaN, as the scalar formula; +-inf as there (log_sigmoid(-inf) = -inf).
+// Also the sum of the per-element losses of mse, l1, smooth_l1, huber and bce_with_logits (no
+// weight, no pos_weight) in one pass for a mean / sum reduction, as PyTorch fuses it: the term
+// tensor is neither allocated, written nor read again.
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
+#include "dtensor/ops/common/detail/parallel_for.h"
 #include "dtensor/ops/loss/detail/loss_cpu.h"
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/tensor/dtype.h"
 
 #define HWY_TARGET_INCLUDE "dtensor/ops/loss/pointwise_loss_simd_cpu.cc"
@@ -25,7 +32,61 @@ HWY_INLINE V LogSigmoidC(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, ls);
 }
 
+// The loss of kind k per lane (pointwise_loss.h's formulas, in the order of LossTerm's
+// operations), b = beta / delta.
+template <class D, class V>
+HWY_INLINE V LossV(LossKind k, D d, V x, V y, V b) {
+  const V half = hn::Set(d, hn::TFromD<D>(0.5));
+  const V diff = hn::Sub(x, y), ad = hn::Abs(diff);
+  switch (k) {
+    case LossKind::kMse:
+      return hn::Mul(diff, diff);
+    case LossKind::kL1:
+      return ad;
+    case LossKind::kSmoothL1: {
+      const V quad = hn::Div(hn::Mul(hn::Mul(half, diff), diff), b);
+      return hn::IfThenElse(hn::Lt(ad, b), quad, hn::Sub(ad, hn::Mul(half, b)));
+    }
+    case LossKind::kHuber:
+      return hn::IfThenElse(hn::Lt(ad, b), hn::Mul(hn::Mul(half, diff), diff),
+                            hn::Mul(b, hn::Sub(ad, hn::Mul(half, b))));
+    default: {  // kBceWithLogits
+      const V one = hn::Set(d, hn::TFromD<D>(1));
+      return hn::Sub(hn::Mul(hn::Sub(one, y), x), LogSigmoidC(d, x));
+    }
+  }
+}
+
+// The sum of n contiguous elements in the compute type with SumMap's vector accumulators.
+template <LossKind K>
+double LossSumOf(DType dt, double param, const void* x, const void* y, int64_t n) {
+  double total = 0;
+  dispatch_floating(dt, loss_name(K), [&]<typename T>() {
+    using C = simd_compute_t<T>;
+    const C b = static_cast<C>(param);
+    total = SumMap<T>(
+        n, [b](auto d, auto xv, auto yv) { return LossV(K, d, xv, yv, hn::Set(d, b)); },
+        static_cast<const T*>(x), static_cast<const T*>(y));
+  });
+  return total;
+}
+
 }  // namespace
+
+double LossSum(DType dt, LossKind kind, double param, const void* x, const void* y, int64_t n) {
+  switch (kind) {
+    case LossKind::kMse:
+      return LossSumOf<LossKind::kMse>(dt, param, x, y, n);
+    case LossKind::kL1:
+      return LossSumOf<LossKind::kL1>(dt, param, x, y, n);
+    case LossKind::kSmoothL1:
+      return LossSumOf<LossKind::kSmoothL1>(dt, param, x, y, n);
+    case LossKind::kHuber:
+      return LossSumOf<LossKind::kHuber>(dt, param, x, y, n);
+    default:
+      return LossSumOf<LossKind::kBceWithLogits>(dt, param, x, y, n);
+  }
+}
 
 void BceLogitsRow(DType dt, bool grad, void* out, const void* x, const void* y, int64_t n) {
   dispatch_floating(dt, "binary_cross_entropy_with_logits", [&]<typename T>() {
@@ -53,6 +114,33 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace dtensor::detail {
 HWY_EXPORT(BceLogitsRow);
+HWY_EXPORT(LossSum);
+
+bool loss_sum_fusable(LossKind kind) {
+  return kind == LossKind::kMse || kind == LossKind::kL1 || kind == LossKind::kSmoothL1 ||
+         kind == LossKind::kHuber || kind == LossKind::kBceWithLogits;
+}
+
+double loss_sum_cpu(LossKind kind, double param, const Tensor& x, const Tensor& y) {
+  // Blocks of a fixed size summed in the compute type, then added in order in double: the same
+  // result whatever the thread count.
+  constexpr int64_t kBlock = 4096;
+  const int64_t n = x.numel(), blocks = (n + kBlock - 1) / kBlock;
+  const auto es = static_cast<int64_t>(dtype_size(x.dtype()));
+  const char* xp = static_cast<const char*>(x.data_ptr());
+  const char* yp = static_cast<const char*>(y.data_ptr());
+  std::vector<double> part(static_cast<size_t>(blocks));
+  parallel_for(0, blocks, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      const int64_t at = k * kBlock, len = std::min(kBlock, n - at);
+      part[static_cast<size_t>(k)] =
+          HWY_DYNAMIC_DISPATCH(LossSum)(x.dtype(), kind, param, xp + at * es, yp + at * es, len);
+    }
+  });
+  double total = 0;
+  for (double v : part) total += v;
+  return total;
+}
 
 void bce_with_logits_row_cpu(DType dtype, bool grad_input, void* out, const void* x, const void* y,
                              int64_t n) {

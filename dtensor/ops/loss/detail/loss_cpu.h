@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/tensor/tensor.h"
 
@@ -30,6 +31,12 @@ Tensor gather_target_log_probs_cpu(const Tensor& log_probs, const Tensor& target
 // (pointwise_loss_simd_cpu.cc, vectorised).
 void bce_with_logits_row_cpu(DType dtype, bool grad_input, void* out, const void* x, const void* y,
                              int64_t n);
+
+// Whether loss_sum_cpu takes `kind` (mse, l1, smooth_l1, huber, bce_with_logits).
+bool loss_sum_fusable(LossKind kind);
+// The sum of the per-element losses of contiguous CPU x and y of one floating dtype and shape
+// (no weight, no pos_weight), in one pass without the term tensor; param is beta / delta.
+double loss_sum_cpu(LossKind kind, double param, const Tensor& x, const Tensor& y);
 
 // reduce_loss: the sum or mean of `losses` over the non-ignored targets (or none).
 Tensor reduce_loss_cpu(const Tensor& losses, const Tensor& target, Reduction reduction,
