@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/tensor/detail/byte_counter.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/memory_stats.h"
 #include "dtensor/tensor/storage.h"
@@ -15,17 +16,7 @@ namespace dtensor {
 
 namespace {
 constexpr size_t kCpuAlignment = 64;
-std::atomic<int64_t> g_current{0};
-std::atomic<int64_t> g_peak{0};
-std::atomic<int64_t> g_allocations{0};
-
-void note_alloc(int64_t bytes) {
-  const int64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  int64_t peak = g_peak.load(std::memory_order_relaxed);
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-}
+detail::ByteCounter g_bytes;  // memory_stats()
 // The large-block cache (memory_stats.h): freed blocks per exact (rounded) size. Exact sizes
 // keep Storage's size bookkeeping (ctx = the rounded request) true for a reused block, and a
 // loop asks for the same sizes again.
@@ -69,8 +60,7 @@ MemoryStats memory_stats() {
     std::lock_guard<std::mutex> lock(c.mu);
     cached = static_cast<int64_t>(c.bytes);
   }
-  return {g_current.load(std::memory_order_relaxed), g_peak.load(std::memory_order_relaxed),
-          g_allocations.load(std::memory_order_relaxed), cached};
+  return g_bytes.stats(cached);
 }
 
 void empty_cpu_cache() {
@@ -84,8 +74,7 @@ void empty_cpu_cache() {
 }
 
 void reset_peak_memory_stats() {
-  g_peak.store(g_current.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  g_allocations.store(0, std::memory_order_relaxed);
+  g_bytes.reset_peak();
 }
 
 namespace detail {
@@ -109,13 +98,13 @@ void* cpu_allocate(size_t nbytes) {
       void* p = it->second.back();
       it->second.pop_back();
       c.bytes -= rounded;
-      note_alloc(static_cast<int64_t>(rounded));
+      g_bytes.add(static_cast<int64_t>(rounded));
       return p;
     }
   }
   void* p = std::aligned_alloc(kCpuAlignment, rounded);
   DT_CHECK(p != nullptr, "[Storage::allocate] out of host memory allocating %d bytes", nbytes);
-  note_alloc(static_cast<int64_t>(rounded));
+  g_bytes.add(static_cast<int64_t>(rounded));
   return p;
 }
 
@@ -123,7 +112,7 @@ void cpu_free(void* p, void* ctx) {
   // ctx carries the rounded size (Storage::allocate), for the statistics.
   if (p == nullptr) return;
   const size_t rounded = static_cast<size_t>(reinterpret_cast<uintptr_t>(ctx));
-  g_current.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
+  g_bytes.sub(static_cast<int64_t>(rounded));
   if (rounded >= kCacheMinBytes) {
     BlockCache& c = block_cache();
     std::lock_guard<std::mutex> lock(c.mu);

@@ -25,6 +25,11 @@ Device::Device(std::string_view spec) {
     index = 0;
     return;
   }
+  if (spec == "meta") {
+    type = DeviceType::kMeta;
+    index = 0;
+    return;
+  }
   if (spec == "cuda") {
     type = DeviceType::kCUDA;
     index = 0;
@@ -36,12 +41,14 @@ Device::Device(std::string_view spec) {
     index = i;
     return;
   }
-  DT_FAIL("[Device] cannot parse device spec '%s' (expected 'cpu', 'cuda' or 'cuda:<index>')",
-          spec);
+  DT_FAIL(
+      "[Device] cannot parse device spec '%s' (expected 'cpu', 'cuda', 'cuda:<index>' or 'meta')",
+      spec);
 }
 
 std::string Device::str() const {
   if (is_cpu()) return "cpu";
+  if (is_meta()) return "meta";
   return absl::StrCat("cuda:", index);
 }
 
@@ -51,6 +58,8 @@ std::string_view device_type_name(DeviceType t) {
       return "cpu";
     case DeviceType::kCUDA:
       return "cuda";
+    case DeviceType::kMeta:
+      return "meta";
   }
   return "?";
 }

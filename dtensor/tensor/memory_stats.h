@@ -21,6 +21,13 @@ MemoryStats memory_stats();
 // Sets the peak to the current bytes and the allocation count to zero.
 void reset_peak_memory_stats();
 
+// What the meta tensors (device "meta", dtensor/tensor/device.h) would hold on the CPU: the same
+// figures as memory_stats() (the allocator's rounded size of each meta Storage alive, its peak
+// and allocation count; cached_bytes 0), so that a dry run reads the memory of a step whose
+// tensors allocate nothing. memory_stats() never counts meta storage (it holds no memory).
+MemoryStats meta_memory_stats();
+void reset_peak_meta_memory_stats();
+
 // Large-block cache. Fresh host memory costs a page fault per 4 KiB page on first touch (16 MB:
 // ~4,000 faults, about as long as a 4-rank all-reduce of it here), and glibc returns large
 // freed blocks to the OS (mmap'd blocks at once, the heap's top when it grows past a

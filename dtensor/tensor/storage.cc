@@ -3,13 +3,31 @@
 #include <cstdint>
 #include <utility>
 
+#include "dtensor/tensor/detail/byte_counter.h"
 #include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
+#include "dtensor/tensor/memory_stats.h"
 
 namespace dtensor {
+namespace {
+detail::ByteCounter g_meta;  // meta_memory_stats(): the rounded bytes meta storages would hold
+}  // namespace
+
+MemoryStats meta_memory_stats() {
+  return g_meta.stats();
+}
+
+void reset_peak_meta_memory_stats() {
+  g_meta.reset_peak();
+}
 
 Storage::Impl::~Impl() {
-  if (deleter != nullptr && data != nullptr) deleter(data, ctx);
+  if (deleter != nullptr && data != nullptr) {
+    deleter(data, ctx);
+  } else if (device.is_meta()) {
+    // The rounded size travels in ctx, as for the CPU (meta_memory_stats).
+    g_meta.sub(static_cast<int64_t>(reinterpret_cast<uintptr_t>(ctx)));
+  }
 }
 
 Storage Storage::allocate(size_t nbytes, Device device) {
@@ -17,6 +35,13 @@ Storage Storage::allocate(size_t nbytes, Device device) {
   s.impl_ = std::make_shared<Impl>();
   s.impl_->nbytes = nbytes;
   s.impl_->device = device;
+  if (device.is_meta()) {
+    // No memory and no deleter; meta_memory_stats counts what the CPU allocator would hold.
+    const size_t rounded = detail::cpu_allocation_size(nbytes);
+    s.impl_->ctx = reinterpret_cast<void*>(rounded);
+    g_meta.add(static_cast<int64_t>(rounded));
+    return s;
+  }
   if (device.is_cpu()) {
     s.impl_->deleter = &detail::cpu_free;
     // The rounded size travels in ctx so that cpu_free can keep memory_stats() exact.
@@ -36,7 +61,14 @@ void* Storage::allocate_data() const {
                                 : detail::cuda_allocate(impl_->nbytes, impl_->device.index);
 }
 
+// A meta storage's ctx is its rounded size while it counts as held in meta_memory_stats, null
+// once released (FSDP frees gathered parameters so): the figures follow what a real run holds.
 void Storage::release_data() const {
+  if (impl_ != nullptr && impl_->device.is_meta()) {
+    g_meta.sub(static_cast<int64_t>(reinterpret_cast<uintptr_t>(impl_->ctx)));
+    impl_->ctx = nullptr;
+    return;
+  }
   DT_CHECK(impl_ != nullptr &&
                (impl_->deleter == &detail::cpu_free || impl_->deleter == &detail::cuda_free),
            "[Storage::release_data] only memory from Storage::allocate can be released");
@@ -46,6 +78,13 @@ void Storage::release_data() const {
 }
 
 void Storage::reallocate_data() const {
+  if (impl_ != nullptr && impl_->device.is_meta()) {
+    if (impl_->ctx != nullptr) return;
+    const size_t rounded = detail::cpu_allocation_size(impl_->nbytes);
+    impl_->ctx = reinterpret_cast<void*>(rounded);
+    g_meta.add(static_cast<int64_t>(rounded));
+    return;
+  }
   DT_CHECK(impl_ != nullptr &&
                (impl_->deleter == &detail::cpu_free || impl_->deleter == &detail::cuda_free),
            "[Storage::reallocate_data] only memory from Storage::allocate can be reallocated");

@@ -17,7 +17,10 @@ class Storage {
   Storage() = default;
 
   // Allocates `nbytes` on `device`: 64-byte aligned host memory for the CPU, the CUDA
-  // stream-ordered pool (cudaMallocAsync on the current stream) for CUDA devices.
+  // stream-ordered pool (cudaMallocAsync on the current stream) for CUDA devices. On the meta
+  // device nothing is allocated: the storage keeps `nbytes` (what a real device would hold, so
+  // a dry run can add it up) with data() null; memory_stats() does not count it (it counts
+  // memory held; a meta step must leave it unchanged), meta_memory_stats() does.
   static Storage allocate(size_t nbytes, Device device);
 
   // Wraps memory the caller owns. `deleter(data, ctx)` runs when the last reference goes;
@@ -52,7 +55,8 @@ class Storage {
   // FSDP's "resize the storage to zero and back": release_data frees the memory of a Storage
   // made by allocate (every view stays valid as an object but must not be read: data() is null)
   // and reallocate_data gives it fresh memory of the same size (contents undefined; no-op
-  // when it has memory). Every view of the storage sees the change.
+  // when it has memory). Every view of the storage sees the change. On the meta device there
+  // is never memory: they only take the storage out of meta_memory_stats() and put it back.
   void release_data() const;
   void reallocate_data() const;
   bool has_data() const { return impl_ != nullptr && impl_->data != nullptr; }

@@ -124,8 +124,9 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::data_ptr() const {
-  if (!storage_.defined()) return nullptr;
-  return static_cast<char*>(storage_.data()) + offset_ * static_cast<int64_t>(itemsize());
+  char* data = static_cast<char*>(storage_.data());  // null when undefined, meta or released
+  if (data == nullptr) return nullptr;
+  return data + offset_ * static_cast<int64_t>(itemsize());
 }
 
 // ---- copies --------------------------------------------------------------------------------
@@ -175,6 +176,11 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
     }
     src = src.expand(sizes_);
   }
+  if (device().is_meta()) return *this;  // shapes checked; there is nothing to write
+  DT_CHECK(!src.device().is_meta(),
+           "[copy_] [meta] src of shape %s has no data (cannot copy out of a meta tensor into "
+           "%s)",
+           shape_str(src.sizes()), device().str());
   if (numel_ == 0) return *this;
   if (memory_overlaps(*this, src)) src = src.clone();
 
@@ -231,6 +237,7 @@ Tensor& Tensor::fill_(const Scalar& value) {
   check_defined(*this, "fill_");
   check_scalar_fits(value, dtype_, "fill_");
   check_no_internal_overlap(*this, "fill_");
+  if (device().is_meta()) return *this;
   Tensor s = empty({}, TensorOptions(dtype_));
   dispatch_dtype(dtype_, [&]<typename T>() { *static_cast<T*>(s.data_ptr()) = value.to<T>(); });
   return copy_(s);
@@ -258,9 +265,17 @@ void check_scalar_fits(const Scalar& value, DType dtype, std::string_view op) {
 
 // ---- element access ------------------------------------------------------------------------
 
+namespace {
+void check_has_data(const Tensor& t, std::string_view op) {
+  DT_CHECK(!t.device().is_meta(), "[%s] [meta] tensor of shape %s has no data", op,
+           shape_str(t.sizes()));
+}
+}  // namespace
+
 template <typename T>
 T Tensor::item() const {
   check_defined(*this, "Tensor::item");
+  check_has_data(*this, "Tensor::item");
   DT_CHECK(numel_ == 1, "[Tensor::item] needs a tensor with one element, got shape %s",
            shape_str(sizes_));
   Shape zero(sizes_.size(), 0);
@@ -270,6 +285,7 @@ T Tensor::item() const {
 template <typename T>
 T Tensor::at(IntSpan index) const {
   check_defined(*this, "Tensor::at");
+  check_has_data(*this, "Tensor::at");
   DT_CHECK(static_cast<int64_t>(index.size()) == dim(),
            "[Tensor::at] index %s has %d entries but the tensor is %d-d", shape_str(index),
            static_cast<int64_t>(index.size()), dim());
@@ -296,6 +312,7 @@ T Tensor::at(IntSpan index) const {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   check_defined(*this, "Tensor::to_vector");
+  check_has_data(*this, "Tensor::to_vector");
   Tensor c = to(Device(), dtype_of_v<T>).contiguous();
   const T* p = static_cast<const T*>(c.data_ptr());
   return std::vector<T>(p, p + numel_);

@@ -44,13 +44,18 @@ class Tensor {
   bool is_contiguous() const;
   const Storage& storage() const { return storage_; }
 
-  // Pointer to the first element (storage data + offset). Raw, any dtype.
+  // Pointer to the first element (storage data + offset). Raw, any dtype. Null when the
+  // storage has no memory (a meta tensor, a storage FSDP released).
   void* data_ptr() const;
-  // Typed pointer; throws when T does not match dtype().
+  // Typed pointer; throws when T does not match dtype(), and on a meta tensor (a kernel that
+  // reached one outside the dispatcher, which never runs kernels on meta inputs, is refused
+  // instead of reading null).
   template <typename T>
   T* data() const {
     DT_CHECK(dtype_of_v<T> == dtype_, "[Tensor::data] requested %s but the tensor is %s",
              dtype_name(dtype_of_v<T>), dtype_name(dtype_));
+    DT_CHECK(!device().is_meta(), "[Tensor::data] [meta] tensors have no data (shape %s)",
+             shape_str(sizes_));
     return static_cast<T*>(data_ptr());
   }
 
@@ -81,7 +86,10 @@ class Tensor {
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;  // no copy when both already match
-  // Copies src into this tensor (broadcasting src, converting dtype and device). Conversions
+  // Copies src into this tensor (broadcasting src, converting dtype and device). Into a meta
+  // tensor it only checks the shapes (PyTorch's meta copy_); out of one into a tensor with
+  // data it is refused ("[copy_] [meta] src has no data"). fill_ and zero_ on a meta tensor are
+  // no-ops after their checks. Conversions
   // follow detail::convert (dtensor/tensor/convert.h): 16-bit floats via float, to bool: nonzero,
   // floating to integer: truncating and saturating (NaN -> 0). A src overlapping this tensor's
   // memory is read completely before anything is written. Like every in-place write, refused
@@ -93,6 +101,7 @@ class Tensor {
   Tensor& zero_();
 
   // ---- element access (tests, debugging; slow) ---------------------------------------------
+  // All refuse a meta tensor: "[Tensor::item] [meta] tensor of shape [..] has no data".
   // The single element of a one-element tensor, converted to T.
   template <typename T>
   T item() const;
