@@ -39,6 +39,26 @@ void blas_gemm(const MatLayout& la, const MatLayout& lb, int64_t n, int64_t m, i
   const auto tb = lb.trans ? CblasTrans : CblasNoTrans;
   const auto ldc = static_cast<blasint>(std::max<int64_t>(1, m));
   const detail::OpenBlas& blas = detail::openblas();
+  if (n == 1 && m > 1 && k > 0) {
+    // One row of C (a decode step's projections: x [1, K] @ W^T): a matrix-vector product. The
+    // GEMM path packs the whole of B on every call (OpenBLAS 0.3.21 has no GEMM -> GEMV
+    // forwarding); ?gemv reads B once: 3-7x faster from B of ~1 MB up, the same below
+    // (benchmarks/models/RESULTS.md). c = op(B)^T a, op(B) = B [k, m] (Trans on its rows) or
+    // B^T stored [m, k] (NoTrans); a's k elements are contiguous, or strided by la.ld when A is
+    // stored transposed.
+    const auto tv = lb.trans ? CblasNoTrans : CblasTrans;
+    const auto rows = static_cast<blasint>(lb.trans ? m : k);
+    const auto cols = static_cast<blasint>(lb.trans ? k : m);
+    const auto inc = static_cast<blasint>(la.trans ? la.ld : 1);
+    if constexpr (std::is_same_v<T, float>) {
+      blas.sgemv(CblasRowMajor, tv, rows, cols, alpha, b, static_cast<blasint>(lb.ld), a, inc, beta,
+                 c, 1);
+    } else {
+      blas.dgemv(CblasRowMajor, tv, rows, cols, alpha, b, static_cast<blasint>(lb.ld), a, inc, beta,
+                 c, 1);
+    }
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     blas.sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(n), static_cast<blasint>(m),
                static_cast<blasint>(k), alpha, a, static_cast<blasint>(la.ld), b,

@@ -98,6 +98,8 @@ OpenBlas load() {
   }
   lib.sgemm = symbol<decltype(lib.sgemm)>(handle, "cblas_sgemm");
   lib.dgemm = symbol<decltype(lib.dgemm)>(handle, "cblas_dgemm");
+  lib.sgemv = symbol<decltype(lib.sgemv)>(handle, "cblas_sgemv");
+  lib.dgemv = symbol<decltype(lib.dgemv)>(handle, "cblas_dgemv");
   lib.set_num_threads = symbol<decltype(lib.set_num_threads)>(handle, "openblas_set_num_threads");
   lib.get_num_threads = symbol<decltype(lib.get_num_threads)>(handle, "openblas_get_num_threads");
   lib.get_corename = symbol<decltype(lib.get_corename)>(handle, "openblas_get_corename");

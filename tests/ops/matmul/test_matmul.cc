@@ -117,6 +117,31 @@ TEST_CASE("mm takes transposed views without a copy and stays correct") {
   }
 }
 
+TEST_CASE("a one-row product (the matrix-vector path) in every operand layout") {
+  // x [1, K] @ W^T as a decode step's projections run it, W stored [M, K] or [K, M], x a row or
+  // a column of a transposed view; addmm accumulates (beta) on the same path.
+  for (DType d : {dt::kFloat32, dt::kFloat64}) {
+    for (const auto& [k, m] :
+         {std::make_pair(64, 96), std::make_pair(1, 5), std::make_pair(7, 2)}) {
+      INFO(dt::dtype_name(d) << " k=" << k << " m=" << m);
+      const Tensor x = rand_tensor({1, k}, d, 31);
+      const Tensor xt = rand_tensor({k, 3}, d, 32).narrow(1, 1, 1).transpose(0, 1);  // strided
+      const Tensor w = rand_tensor({m, k}, d, 33);                                   // W [M, K]
+      const Tensor wk = rand_tensor({k, m}, d, 34);                                  // [K, M]
+      for (const Tensor& row : {x, xt}) {
+        check_matmul(dt::mm(row, w.transpose(0, 1)), row, w.transpose(0, 1));
+        check_matmul(dt::mm(row, wk), row, wk);
+      }
+      const Tensor bias = rand_tensor({1, m}, d, 35);
+      const Tensor c = dt::addmm(bias, x, wk, 0.5, -2.0);
+      const Ref r = ref_matmul(x, wk);
+      std::vector<double> expect(static_cast<size_t>(m));
+      for (int64_t j = 0; j < m; ++j) expect[j] = 0.5 * bias.at<double>({0, j}) - 2.0 * r.values[j];
+      check_close(c, {1, m}, expect, rtol_for(d) * k, rtol_for(d) * k);
+    }
+  }
+}
+
 TEST_CASE("mm handles strided, sliced and broadcast operands through a copy") {
   const Tensor big = rand_tensor({8, 10}, dt::kFloat32, 5);
   const Tensor stepped = big.slice(1, 0, 10, 2);  // [8, 5], column stride 2

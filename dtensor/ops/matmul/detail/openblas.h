@@ -13,6 +13,8 @@ namespace dtensor::detail {
 struct OpenBlas {
   decltype(&cblas_sgemm) sgemm = nullptr;
   decltype(&cblas_dgemm) dgemm = nullptr;
+  decltype(&cblas_sgemv) sgemv = nullptr;  // one-row products (matmul_cpu.cc's blas_gemm)
+  decltype(&cblas_dgemv) dgemv = nullptr;
   void (*set_num_threads)(int) = nullptr;
   int (*get_num_threads)() = nullptr;
   char* (*get_corename)() = nullptr;
