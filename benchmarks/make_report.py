@@ -515,7 +515,7 @@ def compile_section(res, tg):
         return out + ["(bench_compile produced no results)", ""]
     r0 = rows[0]
     out += [
-        "The main example's tensor-parallel transformer (RMSNorm, SwiGLU, AdamW, loss parallel; "
+        "train_tp_transformer's tensor-parallel transformer (the second example; RMSNorm, SwiGLU, AdamW, loss parallel; "
         f"dim {r0['dim']}, {r0['layers']} layers) trained by its eager step and by "
         "`dtensor::compile`'s replay of the same step (`bench_compile`), interleaved; median "
         "(max over ranks). Node time = the time replay spends inside its nodes (kernels and "
@@ -926,10 +926,14 @@ def main():
     # The PyTorch side-by-side section (scripts/bench_vs_pytorch.sh --doc) and the GPU section
     # (scripts/bench_gpu.sh --doc, on a GPU machine) come from separate runs with their own date,
     # command and machine: carried over as they are; so does "Op coverage II"
-    # (benchmarks/kernels/bench_ops2_torch.py --doc, which needs torch: matched by its markers).
+    # (benchmarks/kernels/bench_ops2_torch.py --doc, which needs torch: matched by its markers),
+    # and "Models and the other parallelisms" (the Llama beside transformers, ring attention,
+    # pipeline bubbles, planning at scale: each table with its own command and date).
     kept = [k for k in (vs_pytorch_report.keep_section(args.out),
                         doc_sections.keep(args.out, gpu_report.BEGIN, gpu_report.END),
-                        doc_sections.keep(args.out, "<!-- ops2:begin", "<!-- ops2:end -->")) if k]
+                        doc_sections.keep(args.out, "<!-- ops2:begin", "<!-- ops2:end -->"),
+                        doc_sections.keep(args.out, "<!-- models:begin", "<!-- models:end -->"))
+            if k]
     with open(args.out, "w") as fh:
         fh.write("\n".join(head + summary + body).rstrip() + "\n")
         for k in kept:
