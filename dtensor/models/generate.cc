@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/core/distributed_tensor.h"
 #include "dtensor/models/kv_cache.h"
 #include "dtensor/models/llama.h"
 #include "dtensor/ops/view/view.h"
@@ -153,6 +154,81 @@ int64_t draw(const double* p, int64_t n, double u) {
   return last;
 }
 
+// The largest `x` over the ranks of `mesh` (each rank's value gathered, then the max on the host).
+int64_t mesh_max(int64_t x, const DeviceMesh& mesh) {
+  const int64_t one[] = {1};
+  const Placements shards(static_cast<size_t>(mesh.ndim()), Shard(0));
+  const std::vector<int64_t> all = DTensor::from_local(from_vector<int64_t>({x}, one), mesh, shards)
+                                       .full_tensor()
+                                       .to_vector<int64_t>();
+  return *std::max_element(all.begin(), all.end());
+}
+
+// The loop of both generate()s. `synced` (transformers' synced_gpus): the ranks of this mesh run
+// the model's forwards together (FSDP's all-gathers over dp, where each rank has its own rows),
+// so none may leave the loop alone: a rank whose rows are all finished (or that reached its own
+// max_new_tokens) keeps stepping with pad tokens, adding none to its rows, until every rank of
+// the mesh is done, which one gather per step tells them. `steps`: the most steps any rank
+// runs (max_new_tokens, agreed over `synced`).
+Tensor generate_loop(const StepFn& step, const Tensor& prompt_ids, const GenerateOptions& o,
+                     const DeviceMesh* synced, int64_t steps) {
+  std::vector<int64_t> prompt = prompt_values(prompt_ids);
+  const int64_t B = prompt_ids.size(0), P = prompt_ids.size(1);
+  Tensor mask = checked_mask(o.attention_mask, B, P);
+  // Finished rows exist only when an eos id is set, so pad always has a value when used.
+  const int64_t pad = o.pad_token_id.value_or(o.eos_token_id.empty() ? 0 : o.eos_token_id.front());
+  Generator seeded(o.seed.value_or(kDefaultRngSeed));
+  Generator* gen = o.seed ? &seeded : o.generator;  // null: the default generator
+
+  // Tokens so far, [B][P + t], and whether each row has finished.
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    rows[b].assign(prompt.begin() + b * P, prompt.begin() + (b + 1) * P);
+  }
+  std::vector<bool> finished(static_cast<size_t>(B), false);
+  bool done = o.max_new_tokens == 0;  // this rank adds no more tokens
+  int64_t vocab = -1;
+  Tensor input = prompt_ids.to(Device(kCPU)).contiguous();
+  for (int64_t t = 0; t < steps; ++t) {
+    std::vector<double> scores = last_logits(step(input, mask), B, vocab);
+    std::vector<double> u;
+    if (o.do_sample) {
+      // One draw per row per step, also for finished rows, so a row's draws do not depend on
+      // when the others finish.
+      u = rand({B}, TensorOptions(kFloat64), gen).to_vector<double>();
+    }
+    std::vector<int64_t> next(static_cast<size_t>(B), pad);
+    for (int64_t b = 0; b < B && !done; ++b) {
+      double* row = scores.data() + b * vocab;
+      if (o.do_sample) {
+        warp_to_probs(row, vocab, o);
+        next[b] = draw(row, vocab, u[b]);
+      } else {
+        next[b] = argmax(row, vocab);
+      }
+      if (finished[b]) next[b] = pad;
+      rows[b].push_back(next[b]);
+      if (std::find(o.eos_token_id.begin(), o.eos_token_id.end(), next[b]) !=
+          o.eos_token_id.end()) {
+        finished[b] = true;
+      }
+    }
+    done = done || t + 1 >= o.max_new_tokens ||
+           std::all_of(finished.begin(), finished.end(), [](bool f) { return f; });
+    const bool all_done = synced != nullptr ? mesh_max(done ? 0 : 1, *synced) == 0 : done;
+    if (all_done || t + 1 == steps) break;
+    const int64_t one[] = {B, 1};
+    input = from_vector<int64_t>(next, one);
+    if (mask.defined()) mask = cat({mask, ones(one, TensorOptions(kInt64))}, 1);
+  }
+  const int64_t len = static_cast<int64_t>(rows[0].size());
+  std::vector<int64_t> flat;
+  flat.reserve(static_cast<size_t>(B * len));
+  for (const std::vector<int64_t>& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  const int64_t shape[] = {B, len};
+  return from_vector<int64_t>(flat, shape);
+}
+
 }  // namespace
 
 Tensor sampling_probs(const Tensor& logits, const GenerateOptions& options) {
@@ -172,72 +248,29 @@ Tensor sampling_probs(const Tensor& logits, const GenerateOptions& options) {
 
 Tensor generate(const StepFn& step, const Tensor& prompt_ids, const GenerateOptions& o) {
   check_options(o);
-  std::vector<int64_t> prompt = prompt_values(prompt_ids);
-  const int64_t B = prompt_ids.size(0), P = prompt_ids.size(1);
-  Tensor mask = checked_mask(o.attention_mask, B, P);
-  // Finished rows exist only when an eos id is set, so pad always has a value when used.
-  const int64_t pad = o.pad_token_id.value_or(o.eos_token_id.empty() ? 0 : o.eos_token_id.front());
-  Generator seeded(o.seed.value_or(kDefaultRngSeed));
-  Generator* gen = o.seed ? &seeded : o.generator;  // null: the default generator
-
-  // Tokens so far, [B][P + t], and whether each row has finished.
-  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    rows[b].assign(prompt.begin() + b * P, prompt.begin() + (b + 1) * P);
-  }
-  std::vector<bool> finished(static_cast<size_t>(B), false);
-  int64_t vocab = -1;
-  Tensor input = prompt_ids.to(Device(kCPU)).contiguous();
-  for (int64_t t = 0; t < o.max_new_tokens; ++t) {
-    std::vector<double> scores = last_logits(step(input, mask), B, vocab);
-    std::vector<double> u;
-    if (o.do_sample) {
-      // One draw per row per step, also for finished rows, so a row's draws do not depend on
-      // when the others finish.
-      u = rand({B}, TensorOptions(kFloat64), gen).to_vector<double>();
-    }
-    std::vector<int64_t> next(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) {
-      double* row = scores.data() + b * vocab;
-      if (o.do_sample) {
-        warp_to_probs(row, vocab, o);
-        next[b] = draw(row, vocab, u[b]);
-      } else {
-        next[b] = argmax(row, vocab);
-      }
-      if (finished[b]) next[b] = pad;
-      rows[b].push_back(next[b]);
-      if (std::find(o.eos_token_id.begin(), o.eos_token_id.end(), next[b]) !=
-          o.eos_token_id.end()) {
-        finished[b] = true;
-      }
-    }
-    if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; })) break;
-    if (t + 1 == o.max_new_tokens) break;
-    const int64_t one[] = {B, 1};
-    input = from_vector<int64_t>(next, one);
-    if (mask.defined()) mask = cat({mask, ones(one, TensorOptions(kInt64))}, 1);
-  }
-  const int64_t len = static_cast<int64_t>(rows[0].size());
-  std::vector<int64_t> flat;
-  flat.reserve(static_cast<size_t>(B * len));
-  for (const std::vector<int64_t>& r : rows) flat.insert(flat.end(), r.begin(), r.end());
-  const int64_t shape[] = {B, len};
-  return from_vector<int64_t>(flat, shape);
+  return generate_loop(step, prompt_ids, o, nullptr, o.max_new_tokens);
 }
 
 Tensor generate(Llama& model, const Tensor& prompt_ids, const GenerateOptions& options) {
   check_options(options);
   prompt_values(prompt_ids);  // checked before its sizes are read
   autograd::NoGradGuard no_grad;
-  KVCache cache = model.make_cache(prompt_ids.size(0), prompt_ids.size(1) + options.max_new_tokens);
+  // Ranks that share the model's forward collectives (its parameters' mesh: tensor parallel's
+  // and FSDP's) step together (synced_gpus, generate_loop), up to the largest max_new_tokens.
+  const std::vector<DTensor> params = model.parameters();
+  const DeviceMesh* synced =
+      !params.empty() && params.front().device_mesh().size() > 1 ? &params.front().device_mesh()
+                                                                  : nullptr;
+  const int64_t steps =
+      synced != nullptr ? mesh_max(options.max_new_tokens, *synced) : options.max_new_tokens;
+  KVCache cache = model.make_cache(prompt_ids.size(0), prompt_ids.size(1) + steps);
   const StepFn step = [&](const Tensor& ids, const Tensor& mask) {
     const DTensor logits =
         model.forward(local_dtensor(ids), &cache, mask.defined() ? local_dtensor(mask) : DTensor());
     // Only the last position chooses the next token.
     return narrow(logits, 1, logits.size(1) - 1, 1).full_tensor();
   };
-  return generate(step, prompt_ids, options);
+  return generate_loop(step, prompt_ids, options, synced, steps);
 }
 
 }  // namespace dtensor::models

@@ -71,6 +71,11 @@ Tensor generate(const StepFn& step, const Tensor& prompt_ids, const GenerateOpti
 // forward, then one forward per new token, without recording autograd. On a tensor-parallel
 // mesh each step issues only the model's own collectives (the logits are Replicate); greedy
 // tokens are the same at every tensor-parallel degree up to ties within float rounding.
+// Under data parallelism (FSDP) each rank generates its own rows, yet every rank of the
+// parameters' mesh must run each forward (its all-gathers): as transformers' synced_gpus, the
+// ranks agree on the largest max_new_tokens and one gather per step tells them whether every
+// rank is done; a rank whose rows are finished (or that reached its own max_new_tokens) keeps
+// stepping with pad tokens and adds nothing to its rows.
 Tensor generate(Llama& model, const Tensor& prompt_ids, const GenerateOptions& options);
 
 // The next-token distribution sampling draws from: logits [B, vocab] -> probabilities

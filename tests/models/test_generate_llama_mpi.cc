@@ -146,3 +146,34 @@ TEST_CASE("generate under FSDP x TP: each dp rank's row equals single-device gen
   CHECK(values(models::generate(*sharded, prompt, o)) ==
         values(models::generate(*single, prompt, o)));
 }
+
+TEST_CASE("generate under FSDP: dp ranks finishing at different steps do not hang",
+          "[generate][llama][fsdp]") {
+  const int W = dt::world_size();
+  if (W == 1) return;
+  // transformers' synced_gpus: a dp rank whose rows are all finished keeps running forwards
+  // (pad tokens) until every rank is, since FSDP's all-gathers need every dp rank.
+  const dt::DeviceMesh mesh = W == 4 ? dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"})
+                                     : dt::init_device_mesh(dt::kCPU, {2}, {"dp"});
+  auto sharded = tiny(mesh);
+  auto single = tiny(std::nullopt);
+  const int64_t row = dt::world_rank() / (W / 2);
+  const dt::Tensor both = reference().at("input_ids").narrow(1, 0, 6 - row).contiguous();
+  // Different prompts (row 0 six tokens, row 1 five), and an eos that row 0 emits first: row 0's
+  // rank finishes after one token, row 1's runs on.
+  models::GenerateOptions o;
+  o.max_new_tokens = 6;
+  const std::vector<int64_t> row0 =
+      values(models::generate(*single, both.narrow(0, 0, 1).contiguous(), o));
+  const int64_t eos = row0[6];
+  const dt::Tensor prompt = both.narrow(0, row, 1).contiguous();
+  o.eos_token_id = {eos};
+  const std::vector<int64_t> want = values(models::generate(*single, prompt, o));
+  CHECK(values(models::generate(*sharded, prompt, o)) == want);
+  if (row == 0) CHECK(want.size() == 7u);
+  // Different max_new_tokens per rank: the ranks agree on the largest, each returns its own.
+  models::GenerateOptions m;
+  m.max_new_tokens = row == 0 ? 2 : 5;
+  CHECK(values(models::generate(*sharded, prompt, m)) ==
+        values(models::generate(*single, prompt, m)));
+}
