@@ -51,6 +51,12 @@ std::vector<int64_t> values(const dt::Tensor& t) {
   return t.contiguous().to_vector<int64_t>();
 }
 
+// FSDP's mesh: dp 2 x tp 2 (FSDP and tensor parallel) at 4 ranks, dp 2 at 2.
+dt::DeviceMesh dp_mesh() {
+  return dt::world_size() == 4 ? dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"})
+                               : dt::init_device_mesh(dt::kCPU, {2}, {"dp"});
+}
+
 // Every rank's `t` (one shape everywhere), stacked along a new leading dim.
 dt::Tensor from_every_rank(const dt::Tensor& t) {
   const dt::DeviceMesh world = dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"w"});
@@ -132,11 +138,8 @@ TEST_CASE("generate under FSDP x TP: each dp rank's row equals single-device gen
           "[generate][llama][fsdp]") {
   const int W = dt::world_size();
   if (W == 1) return;
-  // 4 ranks: dp 2 x tp 2 (FSDP and tensor parallel); 2 ranks: dp 2. Each dp rank generates its
-  // own row of the reference batch.
-  const dt::DeviceMesh mesh = W == 4 ? dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"})
-                                     : dt::init_device_mesh(dt::kCPU, {2}, {"dp"});
-  auto sharded = tiny(mesh);
+  // Each dp rank generates its own row of the reference batch.
+  auto sharded = tiny(dp_mesh());
   auto single = tiny(std::nullopt);
   const int64_t row = dt::world_rank() / (W / 2);
   const dt::Tensor prompt =
@@ -153,9 +156,7 @@ TEST_CASE("generate under FSDP: dp ranks finishing at different steps do not han
   if (W == 1) return;
   // transformers' synced_gpus: a dp rank whose rows are all finished keeps running forwards
   // (pad tokens) until every rank is, since FSDP's all-gathers need every dp rank.
-  const dt::DeviceMesh mesh = W == 4 ? dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"})
-                                     : dt::init_device_mesh(dt::kCPU, {2}, {"dp"});
-  auto sharded = tiny(mesh);
+  auto sharded = tiny(dp_mesh());
   auto single = tiny(std::nullopt);
   const int64_t row = dt::world_rank() / (W / 2);
   const dt::Tensor both = reference().at("input_ids").narrow(1, 0, 6 - row).contiguous();
