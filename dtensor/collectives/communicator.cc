@@ -16,6 +16,7 @@
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/comm_worker.h"
 #include "dtensor/collectives/debug_log.h"
+#include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/logged_work.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/tensor/error.h"
@@ -374,6 +375,12 @@ WorkPtr Communicator::run_checked(IssueScope& scope, uint8_t kind, const Tensor*
                                   DType dtype, int op, int root, int64_t count,
                                   const Tensor& payload, Finish&& finish_inline,
                                   IssueData&& issue_data, const detail::PeerBytes* peers) {
+  // Meta tensors (no data) only travel on the fake backend, whose collectives copy_ into their
+  // outputs (a no-op into meta ones): a real backend would read and write null.
+  DT_CHECK(shape_of == nullptr || !shape_of->device().is_meta() || fake_backend(),
+           "[%s] [meta] tensors have no data, and this is a real collective (expected the fake "
+           "backend for meta tensors: DTENSOR_BACKEND=fake or init_fake_backend)",
+           scope.op());
   if (log_enabled(LogTopic::kCollectives) && scope.take_log()) {
     // count < 0: a region exchange, whose size differs per rank (log this rank's input).
     const int64_t bytes = shape_of == nullptr ? 0

@@ -40,6 +40,8 @@ constexpr int64_t kRecordLen = kCallText + kCallWords;
 // needs no collective: its one member's record is already in place).
 std::vector<int64_t> gather_records(const DeviceMesh& mesh, const std::vector<int64_t>& record,
                                     Device device) {
+  // The records are data even when the checked tensor is meta (a dry run's).
+  if (device.is_meta()) device = Device();
   Tensor buf = from_vector(record, {static_cast<int64_t>(record.size())}, device);
   for (int64_t i = mesh.ndim() - 1; i >= 0; --i) {
     if (mesh.size(i) == 1) continue;
@@ -488,7 +490,9 @@ bool is_self_mesh(const DeviceMesh& mesh) {
 
 DTensor local_dtensor(const Tensor& t) {
   DT_CHECK(t.defined(), "[local_dtensor] the tensor is undefined (expected a defined Tensor)");
-  const DeviceMesh& mesh = self_mesh(t.device().type);
+  // A meta tensor lives on the CPU self mesh: meta is a property of the local tensor (no data),
+  // not of the ranks, so it meets real CPU inputs (token ids) on the same mesh.
+  const DeviceMesh& mesh = self_mesh(t.device().is_meta() ? kCPU : t.device().type);
   return DTensor(t, std::make_shared<const DTensorSpec>(mesh, Placements(1, Replicate()),
                                                         TensorMeta(t.shape(), t.dtype())));
 }

@@ -21,13 +21,23 @@ Generator* generator_of(const ModuleOptions& opts) {
 }
 }  // namespace
 
+// On the meta device (a dry run's model) a parameter is only its shape and dtype: no values are
+// drawn, and the generator does not advance.
+namespace {
+DTensor meta_parameter(IntSpan shape, const ModuleOptions& opts) {
+  return local_dtensor(empty(shape, TensorOptions(opts.dtype, opts.device)));
+}
+}  // namespace
+
 DTensor uniform_parameter(IntSpan shape, double bound, const ModuleOptions& opts) {
+  if (opts.device.is_meta()) return meta_parameter(shape, opts);
   Tensor t = empty(shape, TensorOptions(opts.dtype));
   uniform_(t, -bound, bound, generator_of(opts));
   return local_dtensor(t.to(opts.device));
 }
 
 DTensor normal_parameter(IntSpan shape, const ModuleOptions& opts) {
+  if (opts.device.is_meta()) return meta_parameter(shape, opts);
   Tensor t = randn(shape, TensorOptions(opts.dtype), generator_of(opts));
   return local_dtensor(t.to(opts.device));
 }

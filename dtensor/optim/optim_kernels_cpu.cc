@@ -7,6 +7,8 @@ namespace dtensor::optim::detail {
 
 void sgd_update(const Tensor& p, const Tensor& g, const Tensor& buf, const SGDStep& s) {
   if (p.device().is_cuda()) return sgd_update_cuda(p, g, buf, s);
+  // A dry run's parameter: no data to update (its states are meta too).
+  if (p.device().is_meta()) return;
   dispatch_floating(p.dtype(), "SGD", [&]<typename T>() {
     using C = compute_t<T>;
     T* pp = p.data<T>();
@@ -31,6 +33,8 @@ void sgd_update(const Tensor& p, const Tensor& g, const Tensor& buf, const SGDSt
 void adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                   const Tensor& vmax, const AdamWStep& s) {
   if (p.device().is_cuda()) return adamw_update_cuda(p, g, m, v, vmax, s);
+  // A dry run's parameter: no data to update (its states are meta too).
+  if (p.device().is_meta()) return;
   dispatch_floating(p.dtype(), "AdamW", [&]<typename T>() {
     using C = compute_t<T>;
     T* pp = p.data<T>();

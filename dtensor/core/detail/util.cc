@@ -15,6 +15,9 @@ Shape unravel_index(int64_t index, IntSpan shape) {
 }
 
 Device mesh_device(const DeviceMesh& mesh, const Tensor& hint) {
+  // A meta tensor's results stay meta whatever the mesh's device (a dry run's model is meta on
+  // the mesh its real run would use, as PyTorch's meta-initialised FSDP2 modules are).
+  if (hint.defined() && hint.device().is_meta()) return hint.device();
   if (mesh.device_type() == DeviceType::kCPU) return Device();
   // This process's CUDA device (the one its NCCL communicators serve), whatever hint's index.
   if (hint.defined() && hint.device().is_cuda() && hint.device().index == local_cuda_device()) {

@@ -41,6 +41,37 @@ DTensorList run_local(const OpInfo& op, absl::Span<const DTensor* const> inputs,
                       const SpecList& specs, const OpSchema& schema,
                       std::shared_ptr<const OutputSharding> sharding, DispatchTrace* trace);
 
+bool any_meta(const LocalList& locals) {
+  for (const Tensor& t : locals) {
+    if (t.device().is_meta()) return true;
+  }
+  return false;
+}
+
+// The kernel's stand-in when an input is a meta tensor (PyTorch's meta kernels): the outputs are
+// meta tensors of the local shapes propagation computed, so every op runs its meta function and
+// sharding propagation (and its inputs' redistributions) as usual, without data. An input with
+// data beside a meta one makes meta outputs too (a dry run may feed real token ids to a meta
+// model, as FakeTensorMode converts them). An in-place op's output is its input 0, as its kernel
+// returns. An output whose shape depends on the values cannot be made: refused.
+void meta_outputs(const OpInfo& op, const OutputSharding& sharding, const Shape& coord,
+                  const LocalList& locals, absl::Span<Tensor> outs) {
+  DT_CHECK(!op.data_dependent_shape,
+           "[%s] [meta] the output's shape depends on the input's values, and meta tensors have "
+           "no data (run this op on tensors with data)",
+           op.name);
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (o == 0 && op.inplace) {
+      outs[0] = locals[0];
+      continue;
+    }
+    const DTensorSpec& spec = *sharding.outputs[o];
+    const Shape shape = o < sharding.local_output_shapes.size() ? sharding.local_output_shapes[o]
+                                                                : spec.local_shard(coord).shape;
+    outs[o] = empty(shape, TensorOptions(spec.dtype(), Device(kMeta)));
+  }
+}
+
 // A step being captured (dtensor/compile/) records the kernel call with what dispatch chose:
 // replay calls the kernel again on the replay's local tensors with the same schema, sharding
 // and coordinate — no propagation, no cache look-up.
@@ -177,7 +208,8 @@ DTensorList dispatch_sharded(const OpInfo& op, absl::Span<const DTensor* const> 
              "[%s] the output's shape depends on the values held by the ranks of %s, and rank "
              "%d is outside that mesh: call the op on the mesh's ranks only",
              op.name, mesh.str(), world_rank());
-    const Device device = detail::mesh_device(mesh, inputs[0]->to_local());
+    const Tensor& hint = inputs[0]->to_local();
+    const Device device = hint.device().is_meta() ? hint.device() : detail::mesh_device(mesh, hint);
     for (size_t o = 0; o < nout; ++o) {
       const DTensorSpec& spec = *sharding->outputs[o];
       result.emplace_back(detail::empty_local(spec.ndim(), spec.dtype(), device),
@@ -217,7 +249,9 @@ DTensorList run_local(const OpInfo& op, absl::Span<const DTensor* const> inputs,
   }
   absl::InlinedVector<Tensor, 2> outs(nout);
   const Shape& coord = mesh.get_coordinate();
-  {
+  if (any_meta(locals)) [[unlikely]] {
+    meta_outputs(op, *sharding, coord, locals, absl::MakeSpan(outs));
+  } else {
     const detail::CaptureScope capture;
     op.kernel(KernelContext(schema, *sharding, coord), absl::MakeConstSpan(locals),
               absl::MakeSpan(outs));

@@ -1,6 +1,7 @@
 // Fused local update kernels: one pass over a parameter shard and its state (CPU here, CUDA in
 // optim_cuda.cu). Tensors are contiguous and share a shape; math in the parameter's compute
-// type (float for 16-bit parameters), state tensors in the parameter's dtype.
+// type (float for 16-bit parameters), state tensors in the parameter's dtype. On meta
+// parameters (a dry run) the updates do nothing.
 #pragma once
 
 #include <cstdint>
