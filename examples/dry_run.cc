@@ -5,18 +5,21 @@
 //   ./dry_run --world 1024 --rank 0 --mesh 32x32 --dims dp,tp --hidden 1024 --layers 4 \
 //             --heads 32 --kv-heads 8 --intermediate 2816 --vocab 32000 --batch 1 --seq 256
 //   ./dry_run --world 64 --mesh 8x8 --dims dp,tp --hf-config tests/data/tiny_llama --sp
+//   ./dry_run --world 1024 --mesh 128x8 --dims dp,tp --meta --hidden 8192 --layers 80 \
+//             --heads 64 --kv-heads 8 --intermediate 28672 --vocab 128256 --batch 1 --seq 128
 //
 // --world N (with --rank R, default 0) turns the fake backend on (as DTENSOR_BACKEND=fake
 // DTENSOR_FAKE_WORLD_SIZE=N DTENSOR_FAKE_RANK=R would); without it the run is real (mpirun) and
 // reports this rank's real figures. The model: --hf-config DIR (a config.json), else the shape
 // flags (defaults: the tiny checkpoint's shape). The mesh: --mesh AxB[xC] with --dims naming each
 // dim dp or tp (parallelize_llama: TP plan on tp, fully_shard on dp); --sp for sequence
-// parallelism. --batch is the rows per dp rank.
+// parallelism. --batch is the rows per dp rank. --meta (with --world) builds the model and runs
+// the step on meta tensors (no data, no kernels): a 70B-class model at 1,024 ranks in seconds.
 //
-// Limits: tensors have storage and kernels run on this rank's shards, and the model is built
-// whole on the process before it is sharded, so the full model must fit in this process's
-// memory and one rank's compute must be quick here: a 70B-class model needs storage-less (meta)
-// tensors, which dtensor does not have yet.
+// Limits: without --meta tensors have storage and kernels run on this rank's shards, and the
+// model is built whole on the process before it is sharded, so the full model must fit in this
+// process's memory and one rank's compute must be quick here. With --meta the memory figures are
+// what the allocator would hold for the step's tensors (kernels' internal temporaries unseen).
 #include <dtensor/dtensor.h>
 
 #include <algorithm>
@@ -34,7 +37,7 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(
       out,
-      "usage: dry_run [--world N [--rank R]] [--mesh AxB...] [--dims dp,tp] [--sp]\n"
+      "usage: dry_run [--world N [--rank R] [--meta]] [--mesh AxB...] [--dims dp,tp] [--sp]\n"
       "               [--hf-config DIR | --hidden H --layers L --heads A --kv-heads K\n"
       "                --intermediate I --vocab V [--head-dim D]] [--batch B] [--seq S]\n");
 }
@@ -80,6 +83,10 @@ int parse(int argc, char** argv, Args& a) {
     }
     if (f == "--sp") {
       a.run.sequence_parallel = true;
+      continue;
+    }
+    if (f == "--meta") {
+      a.run.meta = true;
       continue;
     }
     if (i + 1 >= argc) {

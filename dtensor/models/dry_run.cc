@@ -91,18 +91,27 @@ DryRunReport dry_run_llama_step(const DryRunOptions& o) {
            "[dry_run] mesh shape %s and dim names (%d) differ in length (expected one name, dp "
            "or tp, per mesh dim)",
            shape_str(o.mesh_shape), static_cast<int>(o.mesh_dim_names.size()));
+  DT_CHECK(!o.meta || fake_backend(),
+           "[dry_run] meta = true needs the fake backend (DTENSOR_BACKEND=fake or "
+           "init_fake_backend): a real collective cannot move meta tensors, which have no data");
   DryRunReport r;
   r.world_size = world_size();
   r.rank = world_rank();
   r.fake = fake_backend();
+  r.meta = o.meta;
+  // A meta run's memory is what its meta storages would hold (memory_stats.h).
+  const auto stats = [&] { return o.meta ? meta_memory_stats() : memory_stats(); };
   const DeviceMesh mesh = init_device_mesh(kCPU, o.mesh_shape, o.mesh_dim_names);
-  Llama model(o.config);
+  nn::ModuleOptions mopts;
+  if (o.meta) mopts.device = Device(kMeta);
+  Llama model(o.config, mopts);
   LlamaParallelOptions popts;
   popts.sequence_parallel = o.sequence_parallel;
   parallelize_llama(model, mesh, popts);
   optim::AdamW adam(model.parameters());
 
-  // Token ids: the same deterministic rows on every rank (a dry run reads no data set).
+  // Token ids: the same deterministic rows on every rank (a dry run reads no data set). Real
+  // even in a meta run: an op with a meta input makes meta outputs (dispatch.cc).
   std::vector<int64_t> tokens(static_cast<size_t>(o.batch * o.seq));
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<int64_t>(i * 7 + 3) % o.config.vocab_size;
@@ -127,15 +136,19 @@ DryRunReport dry_run_llama_step(const DryRunOptions& o) {
 
   // The counted step.
   r.gradient_bytes = 0;
-  reset_peak_memory_stats();
-  const int64_t start = memory_stats().current_bytes;
+  if (o.meta) {
+    reset_peak_meta_memory_stats();
+  } else {
+    reset_peak_memory_stats();
+  }
+  const int64_t start = stats().current_bytes;
   {
     CollectiveTap tap(&r.per_dim);
     t0 = std::chrono::steady_clock::now();
     step();
     r.step_ms = ms_since(t0);
   }
-  r.peak_bytes = memory_stats().peak_bytes;
+  r.peak_bytes = stats().peak_bytes;
   r.activation_bytes = r.peak_bytes - start;
   for (const DTensor& p : model.parameters()) r.parameter_bytes += local_bytes(p);
   for (const auto& [name, state] : adam.state_dict()) r.optimizer_bytes += local_bytes(state);
@@ -143,8 +156,9 @@ DryRunReport dry_run_llama_step(const DryRunOptions& o) {
 }
 
 std::string DryRunReport::table() const {
-  std::string s = absl::StrFormat("dry run: rank %d of %d (%s backend), one training step\n", rank,
-                                  world_size, fake ? "fake" : "real");
+  std::string s =
+      absl::StrFormat("dry run: rank %d of %d (%s backend%s), one training step\n", rank,
+                      world_size, fake ? "fake" : "real", meta ? ", meta tensors" : "");
   s += absl::StrFormat("%-28s %-22s %8s %16s\n", "communicator", "collective", "count",
                        "bytes per rank");
   for (const auto& [dim, kinds] : per_dim) {

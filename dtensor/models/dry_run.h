@@ -10,11 +10,14 @@
 // token ids, causal_lm_loss, backward and optimizer step, twice (the second step is the one
 // counted: its caches are warm, and AdamW's states exist, as in a long run).
 //
-// What it does NOT do (yet): tensors have storage, and kernels run on this rank's shards. The
-// memory is therefore real and the time is one rank's compute: a layout whose per-rank shards
-// fit and compute here runs (any world size, e.g. a 4-D mesh of 65,536 ranks of a model whose
-// shards are small); a 70B-class model at 1,024 ranks needs storage-less (meta) tensors, which
-// dtensor does not have yet.
+// By default tensors have storage and kernels run on this rank's shards: the memory is real and
+// the time is one rank's compute. With `meta` (fake backend only) the model is built on the meta
+// device (dtensor/tensor/device.h): parameters, activations, gradients and optimizer states
+// have shapes but no data, every op runs its meta function and sharding propagation but no
+// kernel, collectives are planned, counted and logged but move nothing, so a 70B-class model
+// at 1,024 ranks runs here in seconds. Its memory figures are meta_memory_stats()'s (what the
+// CPU allocator would hold, rounded alike); the real run's also hold kernels' internal
+// temporaries, which meta tensors do not see.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,9 @@ struct DryRunOptions {
   int64_t batch = 1;                        // rows per dp rank
   int64_t seq = 128;
   bool sequence_parallel = false;
+  // The model and its step on the meta device (no data, no kernels); refused unless the fake
+  // backend runs (a real collective cannot move meta tensors).
+  bool meta = false;
 };
 
 // Collectives of one kind on one mesh dim in the counted step.
@@ -47,10 +53,12 @@ struct DryRunReport {
   int world_size = 1;
   int rank = 0;
   bool fake = false;
+  bool meta = false;  // the step ran on meta tensors (memory from meta_memory_stats)
   // communicator description ("mesh dim 1 (tp)") -> collective ("all_gather") -> tally.
   std::map<std::string, std::map<std::string, CollectiveTally>> per_dim;
   // This rank's bytes: the tensors' own (numel x element size) for the first three; the CPU
-  // allocator's (64-byte rounded, dtensor/tensor/memory_stats.h) for the last two.
+  // allocator's (64-byte rounded, dtensor/tensor/memory_stats.h) for the last two (for a meta
+  // run, meta_memory_stats(): what the allocator would hold, rounded alike).
   int64_t parameter_bytes = 0;   // local shards of the parameters
   int64_t gradient_bytes = 0;    // local shards of their gradients after backward
   int64_t optimizer_bytes = 0;   // AdamW's states (exp_avg, exp_avg_sq, step)

@@ -3,8 +3,10 @@
 // report), then once per rank on the fake backend (DTENSOR_BACKEND=fake DTENSOR_FAKE_WORLD_SIZE=4
 // DTENSOR_FAKE_RANK=r, --compare DIR): the collectives and bytes per mesh dim must be the same,
 // and the allocator bytes per category too (the fake backend allocates what MPI's CPU path
-// does: the callers' outputs; both count 64-byte rounded blocks). Exits 1 on a difference,
-// printing both reports.
+// does: the callers' outputs; both count 64-byte rounded blocks). Then once per rank on meta
+// tensors (--compare-meta DIR): the same figures but activation_bytes (a meta step's peak is
+// what its tensors would hold; the real one also holds kernels' temporaries), and the real
+// allocator must not grow. Exits 1 on a difference, printing both reports.
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/models/dry_run.h"
 #include "dtensor/tensor/error.h"
+#include "dtensor/tensor/memory_stats.h"
 
 namespace dt = dtensor;
 namespace models = dtensor::models;
@@ -57,14 +60,27 @@ std::string canonical(const models::DryRunReport& r) {
   return s.str();
 }
 
+// `s` without its activation_bytes line.
+std::string without_activations(std::string s) {
+  const size_t at = s.find("activation_bytes ");
+  if (at != std::string::npos) s.erase(at, s.find('\n', at) + 1 - at);
+  return s;
+}
+
 int run(int argc, char** argv) {
-  if (argc != 3 || (std::strcmp(argv[1], "--write") != 0 && std::strcmp(argv[1], "--compare"))) {
-    std::fprintf(stderr, "usage: %s --write DIR | --compare DIR\n", argv[0]);
+  const bool meta = argc == 3 && std::strcmp(argv[1], "--compare-meta") == 0;
+  if (argc != 3 ||
+      (std::strcmp(argv[1], "--write") != 0 && std::strcmp(argv[1], "--compare") != 0 && !meta)) {
+    std::fprintf(stderr, "usage: %s --write DIR | --compare DIR | --compare-meta DIR\n", argv[0]);
     return 2;
   }
-  const models::DryRunReport r = models::dry_run_llama_step(options());
+  models::DryRunOptions o = options();
+  o.meta = meta;
+  const int64_t held_before = dt::memory_stats().current_bytes;
+  const models::DryRunReport r = models::dry_run_llama_step(o);
+  const int64_t held_after = dt::memory_stats().current_bytes;
   const std::string path = std::string(argv[2]) + "/rank" + std::to_string(r.rank) + ".txt";
-  const std::string mine = canonical(r);
+  const std::string mine = meta ? without_activations(canonical(r)) : canonical(r);
   if (std::strcmp(argv[1], "--write") == 0) {
     std::ofstream(path) << mine;
     return 0;
@@ -72,7 +88,13 @@ int run(int argc, char** argv) {
   std::ifstream in(path);
   std::stringstream real;
   real << in.rdbuf();
-  if (!r.fake || r.per_dim.empty() || real.str() != mine) {
+  const std::string expected = meta ? without_activations(real.str()) : real.str();
+  if (meta && held_after != held_before) {
+    std::fprintf(stderr, "rank %d: the meta dry run left %lld bytes allocated (expected none)\n",
+                 r.rank, static_cast<long long>(held_after - held_before));
+    return 1;
+  }
+  if (!r.fake || r.per_dim.empty() || expected != mine) {
     std::fprintf(stderr,
                  "dry run (rank %d, %s backend) differs from the real run:\n--- real (%s)\n%s"
                  "--- dry run\n%s%s",
@@ -80,7 +102,8 @@ int run(int argc, char** argv) {
                  mine.c_str(), r.table().c_str());
     return 1;
   }
-  std::printf("rank %d: the dry run agrees with the real run\n%s", r.rank, r.table().c_str());
+  std::printf("rank %d: the %sdry run agrees with the real run\n%s", r.rank, meta ? "meta " : "",
+              r.table().c_str());
   return 0;
 }
 
