@@ -1,6 +1,7 @@
 #include "dtensor/models/llama_context_parallel.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "dtensor/ops/elementwise/elementwise.h"
@@ -121,12 +122,21 @@ DTensor cp_causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t 
                                              Placements(logits.placements().size(), Replicate()));
   const DTensor sum =
       cross_entropy(reshape(logits, flat_logits), target, Reduction::kSum, ignore_index);
-  // cp times this rank's share: data parallelism averages the gradients over dp x cp.
-  const DTensor share = mul(sum, Scalar(static_cast<double>(cp.cp) / static_cast<double>(counted)));
+  // cp times this rank's share: data parallelism averages the gradients over dp x cp. Rows
+  // whose every label is ignored (counted is 0, on every cp rank alike: it counts the whole
+  // rows) give zero gradients and the value NaN, PyTorch's mean over no element; a scale of
+  // cp / 0 would make the gradients NaN too.
+  const double scale =
+      counted > 0 ? static_cast<double>(cp.cp) / static_cast<double>(counted) : 0.0;
+  const DTensor share = mul(sum, Scalar(scale));
   // The value reported is the whole rows' mean (the shares' mean over cp), added as a
   // constant so the gradient stays the share's.
   const Tensor own = div(whole(share).to(kFloat64), Scalar(static_cast<double>(cp.cp)));
-  const Tensor mean = DTensor::from_local(own, cp.ring_mesh[cp.cp_dim], {Partial()}).full_tensor();
+  Tensor mean = DTensor::from_local(own, cp.ring_mesh[cp.cp_dim], {Partial()}).full_tensor();
+  if (counted == 0) {
+    mean = full(mean.sizes(), std::numeric_limits<double>::quiet_NaN(),
+                TensorOptions(mean.dtype(), mean.device()));
+  }
   const Tensor offset = sub(mean, whole(share).to(kFloat64)).to(share.dtype());
   return add(share, DTensor::from_local(offset, share.device_mesh(), share.placements()));
 }

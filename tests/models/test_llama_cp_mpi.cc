@@ -193,3 +193,25 @@ TEST_CASE(
   // The model still runs afterwards.
   CHECK(model(ids(eight)).size(1) == 4);
 }
+
+TEST_CASE("context-parallel loss of rows whose every label is ignored: NaN value, zero gradients",
+          "[llama][cp]") {
+  // PyTorch's mean over no element is NaN and its gradients are zero; a scale of cp / 0 once
+  // made every gradient NaN (and FSDP's reduction would have spread them).
+  if (dt::world_size() != 4) return;
+  dt::manual_seed(5);
+  models::Llama model(small_config(), {.dtype = dt::kFloat64});
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"cp", "tp"});
+  models::parallelize_llama(model, mesh);
+  const dt::Tensor input = dt::arange(0, 16).reshape({2, 8}).to(dt::kInt64);
+  const dt::Tensor ignored = dt::full({2, 8}, -100, dt::TensorOptions(dt::kInt64));
+  const dt::DTensor loss = models::causal_lm_loss(model, model(ids(input)), ids(ignored));
+  CHECK(std::isnan(loss.full_tensor().to(dt::kFloat64).item<double>()));
+  loss.backward();
+  for (const auto& [name, p] : model.named_parameters()) {
+    INFO(name);
+    REQUIRE(p.grad().defined());
+    CHECK(max_abs_diff(p.grad().full_tensor(),
+                       dt::zeros(p.shape(), dt::TensorOptions(dt::kFloat64))) == 0.0);
+  }
+}

@@ -50,6 +50,9 @@ void blas_gemm(const MatLayout& la, const MatLayout& lb, int64_t n, int64_t m, i
     const auto rows = static_cast<blasint>(lb.trans ? m : k);
     const auto cols = static_cast<blasint>(lb.trans ? k : m);
     const auto inc = static_cast<blasint>(la.trans ? la.ld : 1);
+    // c may be uninitialised memory (empty()) when beta is 0: OpenBLAS from 0.3.27 on scales y
+    // by beta with NaN propagation, so garbage NaNs would survive beta = 0.
+    if (beta == T(0)) std::fill(c, c + m, T(0));
     if constexpr (std::is_same_v<T, float>) {
       blas.sgemv(CblasRowMajor, tv, rows, cols, alpha, b, static_cast<blasint>(lb.ld), a, inc, beta,
                  c, 1);

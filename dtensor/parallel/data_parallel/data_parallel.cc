@@ -67,8 +67,10 @@ struct UnitState {
   // microbatches, gradient accumulation over separate graphs). The root unit has no re-gather
   // hook (it is never resharded after forward), so its backward releases its gathered
   // parameters only when no other backward will read them. A forward whose graph is dropped
-  // without a backward leaves the root gathered until the count comes back to 0: memory held,
-  // never a stale read.
+  // without a backward (an evaluation loss computed with gradients on, a step that raised
+  // before its backward) is never counted back: the root then stays gathered after each
+  // backward from then on (memory held, never a stale read: each forward gathers again). To be
+  // tied to the graph's lifetime instead.
   mutable int64_t backwards_pending = 0;
   std::vector<size_t> sharded, replicated;  // indices into State::params (trained ones)
   std::vector<size_t> all;                  // every parameter of the unit
