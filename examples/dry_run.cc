@@ -23,6 +23,7 @@
 #include <dtensor/dtensor.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +60,13 @@ struct Args {
   std::string hf_config;
 };
 
+// `text` as a whole number >= `min` (all of it: "12x" and "" are refused).
+bool whole_number(const std::string& text, int64_t min, int64_t& out) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end && !text.empty() && out >= min;
+}
+
 // Returns 0 to run, 1 after --help, 2 on a bad flag.
 int parse(int argc, char** argv, Args& a) {
   models::LlamaConfig& c = a.run.config;
@@ -94,14 +102,29 @@ int parse(int argc, char** argv, Args& a) {
       return 2;
     }
     const std::string v = argv[++i];
-    const int64_t n = std::atoll(v.c_str());
+    // Numbers are whole and positive (--rank: from 0); a malformed one is refused, not read as 0.
+    int64_t n = 0;
+    const bool text_flag = f == "--mesh" || f == "--dims" || f == "--hf-config";
+    if (!text_flag && !whole_number(v, f == "--rank" ? 0 : 1, n)) {
+      std::fprintf(stderr, "dry_run: %s expects a whole number >= %d, got '%s'\n", f.c_str(),
+                   f == "--rank" ? 0 : 1, v.c_str());
+      return 2;
+    }
     if (f == "--world") {
       a.world = static_cast<int>(n);
     } else if (f == "--rank") {
       a.rank = static_cast<int>(n);
     } else if (f == "--mesh") {
       a.run.mesh_shape.clear();
-      for (const std::string& d : split(v, 'x')) a.run.mesh_shape.push_back(std::atoll(d.c_str()));
+      for (const std::string& d : split(v, 'x')) {
+        int64_t size = 0;
+        if (!whole_number(d, 1, size)) {
+          std::fprintf(stderr, "dry_run: --mesh expects sizes >= 1 joined by 'x', got '%s'\n",
+                       v.c_str());
+          return 2;
+        }
+        a.run.mesh_shape.push_back(size);
+      }
     } else if (f == "--dims") {
       a.run.mesh_dim_names = split(v, ',');
     } else if (f == "--hf-config") {
