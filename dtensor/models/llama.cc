@@ -1,5 +1,6 @@
 #include "dtensor/models/llama.h"
 
+#include <cmath>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -170,8 +171,7 @@ Llama::Llama(const LlamaConfig& cfg, nn::ModuleOptions opts)
     : cfg_(cfg), opts_(opts), step_(std::make_shared<detail::LlamaStepSlot>()) {
   cfg_.validate();
   auto first = std::make_shared<detail::LlamaStep>();
-  // float64 tables, rounded to the activations' dtype where applied.
-  first->rotary = fn::rotary_tables(cfg_.max_position_embeddings, cfg_.rope_inv_freq(), kFloat64);
+  first->rotary = detail::llama_rotary_tables(cfg_, cfg_.max_position_embeddings);
   step_->current = std::move(first);
   model_ = std::make_shared<LlamaModel>(cfg_, step_, opts);
   register_module("model", model_);
@@ -179,6 +179,24 @@ Llama::Llama(const LlamaConfig& cfg, nn::ModuleOptions opts)
     lm_head_ = add_linear(*this, "lm_head", cfg_.hidden_size, cfg_.vocab_size, opts);
   }
 }
+
+namespace detail {
+fn::RotaryTables llama_rotary_tables(const LlamaConfig& cfg, int64_t positions) {
+  const std::vector<float> inv = cfg.rope_inv_freq_float32();
+  const int64_t half = static_cast<int64_t>(inv.size());
+  std::vector<float> c(static_cast<size_t>(positions * half)), s(c.size());
+  for (int64_t p = 0; p < positions; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      // float32 as transformers' inv_freq @ position_ids, then cos / sin in float32.
+      const float angle = static_cast<float>(p) * inv[static_cast<size_t>(i)];
+      c[static_cast<size_t>(p * half + i)] = std::cos(angle);
+      s[static_cast<size_t>(p * half + i)] = std::sin(angle);
+    }
+  }
+  const int64_t shape[] = {positions, half};
+  return {from_vector<float>(c, shape), from_vector<float>(s, shape)};
+}
+}  // namespace detail
 
 namespace {
 // The step of a call with a padding mask m [B, T] (T = past + S): HF's positions

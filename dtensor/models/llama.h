@@ -35,7 +35,7 @@ namespace detail {
 // the rotary positions, the attention mask and the cache. Each forward makes a new one and
 // never changes it after (LlamaStepSlot), so one a layer's recompute restores stays as it was.
 struct LlamaStep {
-  nn::functional::RotaryTables rotary;  // float64, max_position_embeddings rows (set once)
+  nn::functional::RotaryTables rotary;  // llama_rotary_tables (set once)
   KVCache* cache = nullptr;
   int64_t past = 0;  // tokens before this call's (the cache's position)
   // [B, S] int64 when rows have their own positions (a padding mask).
@@ -48,6 +48,11 @@ struct LlamaStep {
   // sequence, at their global positions (position_ids), and attention runs the ring.
   std::optional<LlamaContextParallel> cp;
 };
+
+// The rotary tables [positions, head_dim / 2] as transformers' LlamaRotaryEmbedding computes
+// them: float32 inverse frequencies (LlamaConfig::rope_inv_freq_float32), float32 angles and
+// float32 cos / sin, rounded to the activations' dtype where applied (HF's .to(x.dtype)).
+nn::functional::RotaryTables llama_rotary_tables(const LlamaConfig& cfg, int64_t positions);
 
 // The step of the forward running now, shared by the Llama and its layers; Llama installs a new
 // step at the start of each forward.

@@ -186,4 +186,32 @@ std::vector<double> LlamaConfig::rope_inv_freq() const {
   return inv;
 }
 
+std::vector<float> LlamaConfig::rope_inv_freq_float32() const {
+  std::vector<float> inv(static_cast<size_t>(head_dim / 2));
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    inv[i] = 1.0f / std::pow(static_cast<float>(rope_theta), exponent);
+  }
+  if (rope_scaling.rope_type != "llama3") return inv;
+  // _compute_llama3_parameters on float32 tensors: a Python scalar divided by a tensor is the
+  // tensor's reciprocal times the scalar; the scalars meet the tensors as float32.
+  const RopeScaling& s = rope_scaling;
+  const double old_len = static_cast<double>(s.original_max_position_embeddings);
+  const auto low_wavelen = static_cast<float>(old_len / s.low_freq_factor);
+  const auto high_wavelen = static_cast<float>(old_len / s.high_freq_factor);
+  const auto factor = static_cast<float>(s.factor);
+  const auto low = static_cast<float>(s.low_freq_factor);
+  const auto band = static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+  const auto two_pi = static_cast<float>(2.0 * std::numbers::pi);
+  for (float& f : inv) {
+    const float wavelen = (1.0f / f) * two_pi;
+    const float scaled = wavelen > low_wavelen ? f / factor : f;
+    const float smooth = ((1.0f / wavelen) * static_cast<float>(old_len) - low) / band;
+    const float smoothed = (1.0f - smooth) * scaled / factor + smooth * scaled;
+    const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+    f = medium ? smoothed : scaled;
+  }
+  return inv;
+}
+
 }  // namespace dtensor::models

@@ -62,6 +62,11 @@ struct LlamaConfig {
   // The rotary inverse frequencies (head_dim / 2 of them): rope_theta^(-2i / head_dim), then
   // rope_scaling applied.
   std::vector<double> rope_inv_freq() const;
+  // The same as transformers computes them, in float32 (LlamaRotaryEmbedding: inv_freq =
+  // 1 / base^(arange(0, D, 2).float() / D), and llama3 scaling's float32 arithmetic): the
+  // angles position * inv_freq are float32 too, so the last bits of inv_freq matter at large
+  // positions. The Llama's tables use these.
+  std::vector<float> rope_inv_freq_float32() const;
 };
 
 }  // namespace dtensor::models
