@@ -258,9 +258,9 @@ Tensor generate(Llama& model, const Tensor& prompt_ids, const GenerateOptions& o
   // Ranks that share the model's forward collectives (its parameters' mesh: tensor parallel's
   // and FSDP's) step together (synced_gpus, generate_loop), up to the largest max_new_tokens.
   const std::vector<DTensor> params = model.parameters();
-  const DeviceMesh* synced =
-      !params.empty() && params.front().device_mesh().size() > 1 ? &params.front().device_mesh()
-                                                                  : nullptr;
+  const DeviceMesh* synced = !params.empty() && params.front().device_mesh().size() > 1
+                                 ? &params.front().device_mesh()
+                                 : nullptr;
   const int64_t steps =
       synced != nullptr ? mesh_max(options.max_new_tokens, *synced) : options.max_new_tokens;
   KVCache cache = model.make_cache(prompt_ids.size(0), prompt_ids.size(1) + steps);

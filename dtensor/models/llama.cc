@@ -48,8 +48,7 @@ DTensor LlamaMLP::forward(const DTensor& x) {
 }
 
 LlamaAttention::LlamaAttention(const LlamaConfig& cfg, int64_t layer_idx,
-                               std::shared_ptr<detail::LlamaStepSlot> step,
-                               nn::ModuleOptions opts)
+                               std::shared_ptr<detail::LlamaStepSlot> step, nn::ModuleOptions opts)
     : LlamaStepModule(std::move(step)),
       n_heads_(cfg.num_attention_heads),
       n_kv_heads_(cfg.num_key_value_heads),

@@ -97,8 +97,8 @@ std::vector<Tensor> accumulated(models::Llama& model) {
   const DTensor b = models::causal_lm_loss(
       model.forward(nn::local_dtensor(tokens(2, 2)), nullptr, nn::local_dtensor(padding_mask(5))),
       nn::local_dtensor(tokens(2, 2)));
-  const DTensor c =
-      models::causal_lm_loss(model(nn::local_dtensor(tokens(1, 2))), nn::local_dtensor(tokens(1, 2)));
+  const DTensor c = models::causal_lm_loss(model(nn::local_dtensor(tokens(1, 2))),
+                                           nn::local_dtensor(tokens(1, 2)));
   return st::backward_and_grads(dt::add(dt::add(a, b), c), model);
 }
 }  // namespace

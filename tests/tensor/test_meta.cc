@@ -77,7 +77,7 @@ TEST_CASE("meta: views are metadata and share the storage", "[meta]") {
   CHECK(t.select(1, 5).sizes() == Shape{4, 8});
 }
 
-TEST_CASE("meta: writes check their arguments only; reads are refused", "[meta]") {
+TEST_CASE("meta: writes check their arguments only, reads are refused", "[meta]") {
   Tensor m = empty({2, 3}, TensorOptions(DType::kFloat32, Device(kMeta)));
   const Tensor real = ones({2, 3});
   m.copy_(real);  // into meta: a no-op
