@@ -26,12 +26,26 @@ cmake -S . -B "$build_dir" -DDTENSOR_SANITIZE=address,undefined \
 # "<target>_include-<hash>.cmake" exists from configure time on).
 mapfile -t unit_targets < <(find "$build_dir/tests" -name '*_include-*.cmake' -printf '%f\n' |
                             sed 's/_include-[0-9a-f]*\.cmake$//' | grep -v gpu | sort -u)
+all_targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+# Unit tests registered with a plain add_test (not discovered by Catch: the fake-backend and
+# dry-run entries): the executables of the tests labelled unit in the generated
+# CTestTestfile.cmake files, where they are targets of this tree.
+mapfile -t plain_unit < <(find "$build_dir/tests" -name CTestTestfile.cmake -print0 |
+  xargs -0 awk '
+    /^add_test\(/ { name = $1; sub(/^add_test\(/, "", name); exe = $2; gsub(/[")]/, "", exe)
+                    n = split(exe, parts, "/"); target[name] = parts[n] }
+    /^set_tests_properties\(/ && /LABELS "unit"/ { name = $1; sub(/^set_tests_properties\(/, "", name)
+                    if (name in target) print target[name] }' | sort -u)
+for t in "${plain_unit[@]}"; do
+  if grep -qx "$t" <<<"$all_targets" && ! printf '%s\n' "${unit_targets[@]}" | grep -qx "$t"; then
+    unit_targets+=("$t")
+  fi
+done
 # The mpirun subset (targets that exist in this tree) and the ctest entries they provide.
 mpi_candidates=(test_collectives test_device_mesh test_dtensor_mpi test_redistribute_mpi
                 test_bad_inputs test_bad_inputs_ops fuzz_redistribute test_compile_mpi)
 mpi_targets=()
 if [ "${SANITIZE_MPI:-1}" = 1 ]; then
-  all_targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
   for t in "${mpi_candidates[@]}"; do
     if grep -qx "$t" <<<"$all_targets"; then mpi_targets+=("$t"); fi
   done
