@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "dtensor/collectives/collective_check.h"
 #include "dtensor/collectives/debug_log.h"
@@ -153,6 +155,24 @@ std::vector<int> iota_ranks(int n) {
 }
 }  // namespace
 
+namespace {
+// A send's Work: complete at once, but holding the sent tensor until it is waited on (or
+// dropped), as the MPI backend's Work holds its buffer until the request completes, so that a
+// dry run's memory (a pipeline's posted sends, waited at the end of its step) is the real run's.
+class HeldSendWork final : public Work {
+ public:
+  explicit HeldSendWork(Tensor tensor) : held_(std::move(tensor)) {}
+  bool is_completed() override {
+    held_.reset();
+    return true;
+  }
+  void wait() override { held_.reset(); }
+
+ private:
+  std::optional<Tensor> held_;
+};
+}  // namespace
+
 FakeCommunicator::FakeCommunicator(int rank, const std::vector<int>& world_ranks)
     : Communicator(rank, static_cast<int>(world_ranks.size()), world_ranks) {}
 
@@ -218,11 +238,13 @@ WorkPtr FakeCommunicator::do_scatter(const Tensor& output, const Tensor& input, 
   return completed_work();
 }
 
-WorkPtr FakeCommunicator::do_send(const Tensor& /*tensor*/, int /*dst*/, int /*tag*/) {
-  return completed_work();
+WorkPtr FakeCommunicator::do_send(const Tensor& tensor, int /*dst*/, int /*tag*/) {
+  if (tensor.numel() == 0) return completed_work();  // as MPI: nothing posted, nothing held
+  return std::make_shared<HeldSendWork>(tensor);
 }
 
 WorkPtr FakeCommunicator::do_recv(const Tensor& tensor, int /*src*/, int /*tag*/) {
+  // Zeros, or nothing for a meta buffer (zero_ writes nothing there).
   const_cast<Tensor&>(tensor).zero_();
   return completed_work();
 }

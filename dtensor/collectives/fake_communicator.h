@@ -15,7 +15,12 @@
 // deterministic filler that is MEANINGLESS as data: every rank is taken to hold this rank's
 // input (all_gather: each block is this rank's input; reduce_scatter: this rank's block of the
 // input, unreduced; all_to_all: the input; all_reduce and broadcast: the tensor unchanged; region
-// exchanges, scatter to a non-root and recv: zeros). The consistency check
+// exchanges, scatter to a non-root and recv: zeros; a meta tensor is left as it is). Point-to-point
+// calls complete at once too and are counted and logged as collectives are ("send" / "recv",
+// the tensor's bytes, on the communicator's mesh dim): a pipeline's stage transfers (whose
+// headers the receiver then takes from what it expects, dtensor/parallel/pipeline/transfer.h)
+// and ring attention's k/v ring run as on MPI. A send's Work holds its tensor until waited on,
+// as MPI's does, so memory figures match the real run's. The consistency check
 // (DTENSOR_CHECK_COLLECTIVES) is turned off, since there are no peers to compare fingerprints
 // with; DTENSOR_LOG=config says so in its "fake backend" line.
 //

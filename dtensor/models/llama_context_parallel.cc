@@ -131,13 +131,18 @@ DTensor cp_causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t 
   const DTensor share = mul(sum, Scalar(scale));
   // The value reported is the whole rows' mean (the shares' mean over cp), added as a
   // constant so the gradient stays the share's.
-  const Tensor own = div(whole(share).to(kFloat64), Scalar(static_cast<double>(cp.cp)));
+  // A meta share (a dry run, meta tensors) has no value: the same calls are made, the mean's
+  // all-reduce over cp included (counted), without the arithmetic (no kernel runs on meta).
+  const bool meta = share.to_local().device().is_meta();
+  const Tensor own = meta ? whole(share).to(kFloat64)
+                          : div(whole(share).to(kFloat64), Scalar(static_cast<double>(cp.cp)));
   Tensor mean = DTensor::from_local(own, cp.ring_mesh[cp.cp_dim], {Partial()}).full_tensor();
   if (counted == 0) {
     mean = full(mean.sizes(), std::numeric_limits<double>::quiet_NaN(),
                 TensorOptions(mean.dtype(), mean.device()));
   }
-  const Tensor offset = sub(mean, whole(share).to(kFloat64)).to(share.dtype());
+  const Tensor offset =
+      meta ? mean.to(share.dtype()) : sub(mean, whole(share).to(kFloat64)).to(share.dtype());
   return add(share, DTensor::from_local(offset, share.device_mesh(), share.placements()));
 }
 

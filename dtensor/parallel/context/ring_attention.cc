@@ -121,6 +121,7 @@ Forward ring_forward(const Ring& ring, const Tensor& q, const Tensor& k, const T
   const std::vector<detail::CpSegment> mine = ring.segments(ring.rank);
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), Ev = v.size(3);
   const TensorOptions acc(ring.acc, q.device());
+  const bool meta = q.device().is_meta();
   const Tensor out = zeros({B, H, L, Ev}, acc);
   const Tensor lse = full({B, H, L}, Scalar(-kInf), acc);
   std::vector<char> seen(static_cast<size_t>(L), 0);
@@ -134,7 +135,11 @@ Forward ring_forward(const Ring& ring, const Tensor& q, const Tensor& k, const T
       next_v = ring.block(v, ring.source(t + 1), v.dtype());
       shift = detail::ring_shift(ring.comm, {cur_k, cur_v}, {next_k, next_v}, kKvTag);
     }
-    for (const detail::RingCall& c : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
+    // Meta blocks (a dry run, dtensor/collectives/fake_communicator.h): the ring's messages are
+    // issued and counted, but no block is computed (kernels have no data to read).
+    for (const detail::RingCall& c :
+         meta ? std::vector<detail::RingCall>()
+              : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
       const AttentionResult part = attention_forward(
           q.narrow(2, c.q_start, c.q_len), expand_heads(ring, cur_k.narrow(2, c.k_start, c.k_len)),
           expand_heads(ring, cur_v.narrow(2, c.k_start, c.k_len)), Tensor(),
@@ -153,6 +158,7 @@ AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor&
                              const Tensor& v, const Tensor& out, const Tensor& lse) {
   const std::vector<detail::CpSegment> mine = ring.segments(ring.rank);
   const TensorOptions acc(ring.acc, q.device());
+  const bool meta = q.device().is_meta();  // messages only, as in ring_forward
   const Tensor dq = zeros(q.sizes(), acc);
   const Tensor no_grad_lse = zeros(lse.sizes(), acc);  // the lse is internal: no gradient
   const Tensor d = dout.contiguous();
@@ -169,7 +175,9 @@ AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor&
       shift = detail::ring_shift(ring.comm, {cur_k, cur_v}, {next_k, next_v}, kKvTag);
     }
     const Tensor dk = zeros(cur_k.sizes(), acc), dv = zeros(cur_v.sizes(), acc);
-    for (const detail::RingCall& c : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
+    for (const detail::RingCall& c :
+         meta ? std::vector<detail::RingCall>()
+              : detail::ring_calls(mine, ring.segments(src), ring.causal)) {
       const auto rows = [&](const Tensor& x) { return x.narrow(2, c.q_start, c.q_len); };
       const auto keys = [&](const Tensor& x) { return x.narrow(2, c.k_start, c.k_len); };
       const auto heads = [&](const Tensor& x) { return expand_heads(ring, keys(x)); };
@@ -186,7 +194,7 @@ AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor&
     Tensor sum_k = dk, sum_v = dv;
     if (grads_shift != nullptr) {
       wait_for(grads_shift);
-      sum_k = add(in_k, dk), sum_v = add(in_v, dv);
+      if (!meta) sum_k = add(in_k, dk), sum_v = add(in_v, dv);
     }
     // Receive the accumulator of the block processed next (after the last step: our own).
     const int64_t next = (src + ring.cp - 1) % ring.cp;

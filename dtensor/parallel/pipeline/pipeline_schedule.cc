@@ -240,7 +240,8 @@ void PipelineSchedule::forward(int64_t s, int64_t i, std::vector<DTensor>& input
                  "[%s] the loss function returned %s for microbatch %lld (expected a scalar)",
                  op_.c_str(), loss.defined() ? shape_str(loss.shape()).c_str() : "nothing",
                  static_cast<long long>(i));
-        loss_sum += scalar_value(loss);
+        // A meta loss (a dry run) has no value to add.
+        if (!loss.to_local().device().is_meta()) loss_sum += scalar_value(loss);
         slot->output = loss;
       } else {
         DT_CHECK(is_floating(out.dtype()),

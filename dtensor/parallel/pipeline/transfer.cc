@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 
+#include "dtensor/collectives/fake_communicator.h"
+#include "dtensor/core/dtensor_spec.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
@@ -64,6 +66,53 @@ int64_t next_step(const Communicator* pp) {
   static auto* steps = new std::map<const Communicator*, int64_t>();
   std::lock_guard<std::mutex> lock(mu);
   return (*steps)[pp]++;
+}
+
+// The header words naming the transfer (what send writes before it knows the value).
+void write_key(int64_t* h, int64_t step, const TransferKey& key) {
+  h[kMagicWord] = kMagic;
+  h[kStepWord] = step;
+  h[kDirectionWord] = static_cast<int64_t>(key.direction);
+  h[kFromWord] = key.from_stage;
+  h[kToWord] = key.to_stage;
+  h[kMicrobatchWord] = key.microbatch;
+}
+
+// The header words describing the value: `meta` and the shape of the shard that follows.
+void write_meta(int64_t* h, const TensorMeta& meta, const Shape& local) {
+  h[kDTypeWord] = static_cast<int64_t>(meta.dtype);
+  h[kMeshDimsWord] = meta.mesh_dims;
+  h[kNDimWord] = static_cast<int64_t>(meta.shape.size());
+  for (size_t d = 0; d < meta.shape.size(); ++d) {
+    h[kShapeWords + d] = meta.shape[d];
+    h[kLocalShapeWords + d] = local[d];
+  }
+  h[kMeshDimWord] = static_cast<int64_t>(meta.placements.size());
+  for (size_t i = 0; i < meta.placements.size(); ++i) {
+    h[kPlacementWords + i] = placement_code(meta.placements[i]);
+  }
+}
+
+// Under the fake backend (fake_communicator.h) no peer sends: a received header is filler. The
+// transfer is taken to be the one the stage expects (an activation: the stage's example_input;
+// a gradient: its own output's meta), as the fake backend takes every rank's data to look like
+// this rank's, and the header is written from it. Without an expectation the shape cannot be
+// known: refused by name rather than read as a mismatch from the filler.
+void fake_header(int64_t* h, int64_t step, const TransferKey& key, const TensorMeta* expected,
+                 const DeviceMesh& mesh, const std::string& op) {
+  DT_CHECK(expected != nullptr,
+           "[%s] %s cannot be received on the fake backend: no peer sends its shape there, and "
+           "stage %lld expects none (give its PipelineStage an example_input)",
+           op.c_str(), key.str().c_str(), static_cast<long long>(key.to_stage));
+  const DeviceMesh on = expected->mesh_on(mesh);
+  const Shape local = expected->mesh_dims == 0 ? expected->shape
+                                               : compute_local_shape_and_offset(
+                                                     expected->shape, on.shape(),
+                                                     on.get_coordinate(), expected->placements)
+                                                     .shape;
+  write_key(h, step, key);
+  h[kPoisonedWord] = 0;
+  write_meta(h, *expected, local);
 }
 
 }  // namespace
@@ -137,12 +186,7 @@ void Channel::fail(const std::string& message) {
 void Channel::send(const DTensor& value, int dst, const TransferKey& key, const DeviceMesh& mesh) {
   Tensor header = zeros({kHeaderWords}, TensorOptions(kInt64));
   int64_t* h = header.data<int64_t>();
-  h[kMagicWord] = kMagic;
-  h[kStepWord] = step_;
-  h[kDirectionWord] = static_cast<int64_t>(key.direction);
-  h[kFromWord] = key.from_stage;
-  h[kToWord] = key.to_stage;
-  h[kMicrobatchWord] = key.microbatch;
+  write_key(h, step_, key);
   TensorMeta meta;
   if (!poisoned_) {
     // A value this rank cannot send poisons it; the peer still gets its header.
@@ -163,17 +207,7 @@ void Channel::send(const DTensor& value, int dst, const TransferKey& key, const 
     return;
   }
   const Tensor local = value.to_local().contiguous();
-  h[kDTypeWord] = static_cast<int64_t>(meta.dtype);
-  h[kMeshDimsWord] = meta.mesh_dims;
-  h[kNDimWord] = static_cast<int64_t>(meta.shape.size());
-  for (size_t d = 0; d < meta.shape.size(); ++d) {
-    h[kShapeWords + d] = meta.shape[d];
-    h[kLocalShapeWords + d] = local.size(static_cast<int64_t>(d));
-  }
-  h[kMeshDimWord] = static_cast<int64_t>(meta.placements.size());
-  for (size_t i = 0; i < meta.placements.size(); ++i) {
-    h[kPlacementWords + i] = placement_code(meta.placements[i]);
-  }
+  write_meta(h, meta, local.sizes());
   pending_.push_back(pp_->send(header, dst, tag(key, 0)));
   pending_.push_back(pp_->send(local, dst, tag(key, 1)));
 }
@@ -182,6 +216,7 @@ DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expecte
                       const DeviceMesh& mesh) {
   Tensor header = zeros({kHeaderWords}, TensorOptions(kInt64));
   pp_->recv(header, src, tag(key, 0))->wait();
+  if (fake_backend()) fake_header(header.data<int64_t>(), step_, key, expected, mesh, op_);
   const int64_t* h = header.data<int64_t>();
   const TransferKey got_key{static_cast<Direction>(h[kDirectionWord]), h[kFromWord], h[kToWord],
                             h[kMicrobatchWord]};
@@ -250,6 +285,9 @@ void raise_first_failure(Communicator& pp, const std::vector<bool>& failed,
     if (failed[r]) first = r;
   }
   if (first < 0) return;
+  // On the fake backend every peer is taken to be this rank (its flag fills every slot): a
+  // failure is this rank's own, raised with its message.
+  if (fake_backend() && failed[static_cast<size_t>(pp.rank())]) first = pp.rank();
   Tensor text = zeros({kMessageWords}, TensorOptions(kInt64));
   if (first == pp.rank()) {
     std::memcpy(text.data<int64_t>(), mine.data(),
