@@ -7,14 +7,20 @@
 //   ./dry_run --world 64 --mesh 8x8 --dims dp,tp --hf-config tests/data/tiny_llama --sp
 //   ./dry_run --world 1024 --mesh 128x8 --dims dp,tp --meta --hidden 8192 --layers 80 \
 //             --heads 64 --kv-heads 8 --intermediate 28672 --vocab 128256 --batch 1 --seq 128
+//   ./dry_run --world 1024 --mesh 4x8x4x8 --dims pp,dp,cp,tp --meta --hidden 8192 --layers 80 \
+//             --heads 64 --kv-heads 8 --intermediate 28672 --vocab 128256 --seq 1024
 //
 // --world N (with --rank R, default 0) turns the fake backend on (as DTENSOR_BACKEND=fake
 // DTENSOR_FAKE_WORLD_SIZE=N DTENSOR_FAKE_RANK=R would); without it the run is real (mpirun) and
 // reports this rank's real figures. The model: --hf-config DIR (a config.json), else the shape
-// flags (defaults: the tiny checkpoint's shape). The mesh: --mesh AxB[xC] with --dims naming each
-// dim dp or tp (parallelize_llama: TP plan on tp, fully_shard on dp); --sp for sequence
-// parallelism. --batch is the rows per dp rank. --meta (with --world) builds the model and runs
-// the step on meta tensors (no data, no kernels): a 70B-class model at 1,024 ranks in seconds.
+// flags (defaults: the tiny checkpoint's shape). The mesh: --mesh AxB[xCxD] with --dims naming
+// each dim pp, dp, cp or tp, in torchtitan's order pp, dp, cp, tp (TP plan on tp, ring attention
+// on cp, fully_shard over dp x cp, pipeline_llama's stages on pp); --sp for sequence
+// parallelism. With pp: --schedule GPipe|1F1B|Interleaved1F1B (default 1F1B) and --microbatches
+// M (default 2 x pp). --batch is the rows per dp rank (default 1; with pp, M: microbatches of
+// one row, torchtitan's default); --seq the tokens per row (with cp a multiple of 2 x cp).
+// --meta (with --world) builds the model and runs the step on meta tensors (no data, no
+// kernels): a 70B-class model at 1,024 ranks in seconds.
 //
 // Limits: without --meta tensors have storage and kernels run on this rank's shards, and the
 // model is built whole on the process before it is sharded, so the full model must fit in this
@@ -38,7 +44,8 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(
       out,
-      "usage: dry_run [--world N [--rank R] [--meta]] [--mesh AxB...] [--dims dp,tp] [--sp]\n"
+      "usage: dry_run [--world N [--rank R] [--meta]] [--mesh AxB...] [--dims pp,dp,cp,tp] [--sp]\n"
+      "               [--schedule GPipe|1F1B|Interleaved1F1B] [--microbatches M]\n"
       "               [--hf-config DIR | --hidden H --layers L --heads A --kv-heads K\n"
       "                --intermediate I --vocab V [--head-dim D]] [--batch B] [--seq S]\n");
 }
@@ -83,6 +90,7 @@ int parse(int argc, char** argv, Args& a) {
   a.run.mesh_dim_names = {"dp", "tp"};
   a.run.seq = 16;
   bool head_dim_given = false;
+  bool batch_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "--help") {
@@ -104,7 +112,8 @@ int parse(int argc, char** argv, Args& a) {
     const std::string v = argv[++i];
     // Numbers are whole and positive (--rank: from 0); a malformed one is refused, not read as 0.
     int64_t n = 0;
-    const bool text_flag = f == "--mesh" || f == "--dims" || f == "--hf-config";
+    const bool text_flag =
+        f == "--mesh" || f == "--dims" || f == "--hf-config" || f == "--schedule";
     if (!text_flag && !whole_number(v, f == "--rank" ? 0 : 1, n)) {
       std::fprintf(stderr, "dry_run: %s expects a whole number >= %d, got '%s'\n", f.c_str(),
                    f == "--rank" ? 0 : 1, v.c_str());
@@ -129,6 +138,10 @@ int parse(int argc, char** argv, Args& a) {
       a.run.mesh_dim_names = split(v, ',');
     } else if (f == "--hf-config") {
       a.hf_config = v;
+    } else if (f == "--schedule") {
+      a.run.schedule = v;
+    } else if (f == "--microbatches") {
+      a.run.microbatches = n;
     } else if (f == "--hidden") {
       c.hidden_size = n;
     } else if (f == "--layers") {
@@ -146,6 +159,7 @@ int parse(int argc, char** argv, Args& a) {
       head_dim_given = true;
     } else if (f == "--batch") {
       a.run.batch = n;
+      batch_given = true;
     } else if (f == "--seq") {
       a.run.seq = n;
     } else {
@@ -155,6 +169,11 @@ int parse(int argc, char** argv, Args& a) {
     }
   }
   if (!head_dim_given) c.head_dim = c.hidden_size / c.num_attention_heads;
+  // With pp, one row per microbatch unless --batch says otherwise (torchtitan's microbatch size).
+  for (size_t d = 0; d < a.run.mesh_dim_names.size() && !batch_given; ++d) {
+    if (a.run.mesh_dim_names[d] != "pp" || d >= a.run.mesh_shape.size()) continue;
+    a.run.batch = a.run.microbatches > 0 ? a.run.microbatches : 2 * a.run.mesh_shape[d];
+  }
   c.max_position_embeddings = std::max<int64_t>(c.max_position_embeddings, a.run.seq);
   return 0;
 }

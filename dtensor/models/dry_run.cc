@@ -2,8 +2,10 @@
 
 #include <absl/strings/str_format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string_view>
 #include <vector>
@@ -11,12 +13,15 @@
 #include "dtensor/collectives/debug_log.h"
 #include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/runtime.h"
+#include "dtensor/core/dtensor_spec.h"
 #include "dtensor/core/propagation/sharding_propagation.h"
 #include "dtensor/core/redistribute.h"
 #include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/models/llama.h"
+#include "dtensor/models/llama_pipeline.h"
 #include "dtensor/models/llama_plan.h"
 #include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/pipeline/pipeline_schedule.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/memory_stats.h"
@@ -80,6 +85,34 @@ int64_t local_bytes(const DTensor& t) {
   return t.defined() ? static_cast<int64_t>(t.to_local().nbytes()) : 0;
 }
 
+bool has_dim(const DryRunOptions& o, const std::string& name) {
+  return std::find(o.mesh_dim_names.begin(), o.mesh_dim_names.end(), name) !=
+         o.mesh_dim_names.end();
+}
+
+int64_t dim_size(const DryRunOptions& o, const std::string& name) {
+  for (size_t i = 0; i < o.mesh_dim_names.size(); ++i) {
+    if (o.mesh_dim_names[i] == name) return o.mesh_shape[i];
+  }
+  return 1;
+}
+
+// What every pipeline stage but the first receives for one microbatch: the residual stream
+// [rows, seq / cp, hidden] in the parameters' dtype, as the tensor-parallel plan leaves it
+// between decoder layers (on the tp mesh: Shard(1) with sequence parallelism, else Replicate;
+// local without tp). Meta: only its shape, dtype and placements are read. The real run checks
+// every received activation against it, so a wrong guess fails there, not silently.
+DTensor stage_input(const DryRunOptions& o, const DeviceMesh& mesh, int64_t rows, DType dtype) {
+  const Shape global{rows, o.seq / dim_size(o, "cp"), o.config.hidden_size};
+  const TensorOptions meta(dtype, Device(kMeta));
+  if (!has_dim(o, "tp")) return nn::local_dtensor(empty(global, meta));
+  const DeviceMesh tp = mesh["tp"];
+  const Placements p{o.sequence_parallel ? Placement(Shard(1)) : Placement(Replicate())};
+  const Shape local =
+      compute_local_shape_and_offset(global, tp.shape(), tp.get_coordinate(), p).shape;
+  return DTensor::from_local(empty(local, meta), tp, p, false, global);
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -88,27 +121,59 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 DryRunReport dry_run_llama_step(const DryRunOptions& o) {
   DT_CHECK(o.mesh_shape.size() == o.mesh_dim_names.size() && !o.mesh_shape.empty(),
-           "[dry_run] mesh shape %s and dim names (%d) differ in length (expected one name, dp "
-           "or tp, per mesh dim)",
+           "[dry_run] mesh shape %s and dim names (%d) differ in length (expected one name, pp, "
+           "dp, cp or tp, per mesh dim)",
            shape_str(o.mesh_shape), static_cast<int>(o.mesh_dim_names.size()));
   DT_CHECK(!o.meta || fake_backend(),
            "[dry_run] meta = true needs the fake backend (DTENSOR_BACKEND=fake or "
            "init_fake_backend): a real collective cannot move meta tensors, which have no data");
+  const bool pp = has_dim(o, "pp");
+  const int64_t microbatches = o.microbatches > 0 ? o.microbatches : 2 * dim_size(o, "pp");
+  DT_CHECK(!pp || o.batch % microbatches == 0,
+           "[dry_run] batch %d (rows per dp rank) does not split into %d microbatches (expected "
+           "a multiple)",
+           o.batch, microbatches);
   DryRunReport r;
   r.world_size = world_size();
   r.rank = world_rank();
   r.fake = fake_backend();
   r.meta = o.meta;
+  if (pp) {
+    r.schedule = o.schedule;
+    r.microbatches = microbatches;
+  }
   // A meta run's memory is what its meta storages would hold (memory_stats.h).
   const auto stats = [&] { return o.meta ? meta_memory_stats() : memory_stats(); };
   const DeviceMesh mesh = init_device_mesh(kCPU, o.mesh_shape, o.mesh_dim_names);
   nn::ModuleOptions mopts;
   if (o.meta) mopts.device = Device(kMeta);
-  Llama model(o.config, mopts);
+  const auto model = std::make_shared<Llama>(o.config, mopts);
   LlamaParallelOptions popts;
   popts.sequence_parallel = o.sequence_parallel;
-  parallelize_llama(model, mesh, popts);
-  optim::AdamW adam(model.parameters());
+  std::vector<DTensor> params;
+  // Kept for the run: the stages and fully_shard's handles.
+  LlamaPipeline pipe;
+  std::shared_ptr<DataParallel> data_parallel;
+  std::unique_ptr<pipelining::PipelineSchedule> schedule;
+  if (pp) {
+    const int64_t per_rank = o.schedule == "Interleaved1F1B" ? 2 : 1;
+    pipe = pipeline_llama(model, mesh, popts, "pp", per_rank);
+    params = pipe.parameters();
+    // The stages again, each told the input it expects (which the fake backend cannot send).
+    const DTensor example = stage_input(o, mesh, o.batch / microbatches, mopts.dtype);
+    for (auto& st : pipe.stages) {
+      st = std::make_shared<pipelining::PipelineStage>(st->module(), st->stage_index(),
+                                                       st->num_stages(), mesh, "pp", example);
+    }
+    schedule = pipelining::make_schedule(o.schedule, pipe.stages, microbatches,
+                                         [model](const DTensor& logits, const DTensor& labels) {
+                                           return causal_lm_loss(*model, logits, labels);
+                                         });
+  } else {
+    data_parallel = parallelize_llama(*model, mesh, popts);
+    params = model->parameters();
+  }
+  optim::AdamW adam(params);
 
   // Token ids: the same deterministic rows on every rank (a dry run reads no data set). Real
   // even in a meta run: an op with a meta input makes meta outputs (dispatch.cc).
@@ -119,9 +184,12 @@ DryRunReport dry_run_llama_step(const DryRunOptions& o) {
   const Tensor ids_local = from_vector(tokens, {o.batch, o.seq});
   const DTensor ids = nn::local_dtensor(ids_local);
   const auto step = [&] {
-    const DTensor logits = model(ids);
-    causal_lm_loss(logits, ids).backward();
-    for (const DTensor& p : model.parameters()) r.gradient_bytes += local_bytes(p.grad());
+    if (schedule) {
+      schedule->step(ids, ids);  // ids on the first stage, labels on the last
+    } else {
+      causal_lm_loss(*model, (*model)(ids), ids).backward();
+    }
+    for (const DTensor& p : params) r.gradient_bytes += local_bytes(p.grad());
     adam.step();
     adam.zero_grad();
   };
@@ -150,7 +218,7 @@ DryRunReport dry_run_llama_step(const DryRunOptions& o) {
   }
   r.peak_bytes = stats().peak_bytes;
   r.activation_bytes = r.peak_bytes - start;
-  for (const DTensor& p : model.parameters()) r.parameter_bytes += local_bytes(p);
+  for (const DTensor& p : params) r.parameter_bytes += local_bytes(p);
   for (const auto& [name, state] : adam.state_dict()) r.optimizer_bytes += local_bytes(state);
   return r;
 }
@@ -159,6 +227,9 @@ std::string DryRunReport::table() const {
   std::string s =
       absl::StrFormat("dry run: rank %d of %d (%s backend%s), one training step\n", rank,
                       world_size, fake ? "fake" : "real", meta ? ", meta tensors" : "");
+  if (!schedule.empty()) {
+    s += absl::StrFormat("pipeline: Schedule%s, %d microbatches\n", schedule, microbatches);
+  }
   s += absl::StrFormat("%-28s %-22s %8s %16s\n", "communicator", "collective", "count",
                        "bytes per rank");
   for (const auto& [dim, kinds] : per_dim) {

@@ -5,10 +5,17 @@
 // on this machine; run on MPI it reports the real rank's figures, and the two agree (collectives
 // and bytes per mesh dim, allocator bytes per category: tests/models/test_dry_run*).
 //
-// The step: Llama(config), parallelize_llama on the mesh (tp and/or dp dims: TP plan, then
-// fully_shard), AdamW over the parameters, then forward on `batch` rows of `seq` deterministic
-// token ids, causal_lm_loss, backward and optimizer step, twice (the second step is the one
-// counted: its caches are warm, and AdamW's states exist, as in a long run).
+// The step: Llama(config) parallelized on the mesh as torchtitan does (dims pp, dp, cp, tp, any
+// of them, in that order: TP plan on tp, ring attention on cp, fully_shard over dp x cp), AdamW
+// over this rank's parameters, then forward on `batch` rows of `seq` deterministic token ids,
+// causal_lm_loss, backward and optimizer step, twice (the second step is the one counted: its
+// caches are warm, and AdamW's states exist, as in a long run). With a pp dim the model is cut
+// by pipeline_llama into pp stages (2 per rank for Interleaved1F1B) and the forward and
+// backward run in the schedule `schedule` over `microbatches` microbatches: the pp dim's
+// traffic is the stages' sends and receives (a header and the shard per transfer). On the fake
+// backend no peer sends, so each stage is given the input it expects (the residual stream
+// [batch / microbatches, seq / cp, hidden] as the tensor-parallel plan lays it out) and takes
+// its received activations to look like that (dtensor/parallel/pipeline/transfer.h).
 //
 // By default tensors have storage and kernels run on this rank's shards: the memory is real and
 // the time is one rank's compute. With `meta` (fake backend only) the model is built on the meta
@@ -32,11 +39,16 @@ namespace dtensor::models {
 
 struct DryRunOptions {
   LlamaConfig config;
-  Shape mesh_shape;                         // e.g. {8, 4}
-  std::vector<std::string> mesh_dim_names;  // "dp" and/or "tp", one per mesh dim
-  int64_t batch = 1;                        // rows per dp rank
-  int64_t seq = 128;
+  Shape mesh_shape;  // e.g. {4, 8, 4, 8}
+  // One per mesh dim, any of "pp", "dp", "cp", "tp" (torchtitan's order pp x dp x cp x tp).
+  std::vector<std::string> mesh_dim_names;
+  int64_t batch = 1;  // rows per dp rank (with pp: a multiple of microbatches)
+  int64_t seq = 128;  // with cp: a multiple of 2 * cp (the head-tail chunks)
   bool sequence_parallel = false;
+  // With a pp dim: the schedule (pipelining::make_schedule's names: "GPipe", "1F1B",
+  // "Interleaved1F1B") and its microbatches (0: 2 * pp).
+  std::string schedule = "1F1B";
+  int64_t microbatches = 0;
   // The model and its step on the meta device (no data, no kernels); refused unless the fake
   // backend runs (a real collective cannot move meta tensors).
   bool meta = false;
@@ -53,8 +65,12 @@ struct DryRunReport {
   int world_size = 1;
   int rank = 0;
   bool fake = false;
-  bool meta = false;  // the step ran on meta tensors (memory from meta_memory_stats)
-  // communicator description ("mesh dim 1 (tp)") -> collective ("all_gather") -> tally.
+  bool meta = false;     // the step ran on meta tensors (memory from meta_memory_stats)
+  std::string schedule;  // with a pp dim: the schedule run and its microbatches
+  int64_t microbatches = 0;
+  // communicator description ("mesh dim 1 (tp)") -> collective ("all_gather", "send") -> tally.
+  // Point-to-point calls are counted as collectives are: the pp dim's stage transfers and the cp
+  // ring's k/v (and, in backward, dk/dv) blocks appear as "send" and "recv" on their dims.
   std::map<std::string, std::map<std::string, CollectiveTally>> per_dim;
   // This rank's bytes: the tensors' own (numel x element size) for the first three; the CPU
   // allocator's (64-byte rounded, dtensor/tensor/memory_stats.h) for the last two (for a meta

@@ -1,6 +1,7 @@
 // A dry run on meta tensors (issue 46 item 2): a Llama-70B-shaped model at 1,024 ranks (dp 128 x
-// tp 8) runs a whole training step in one process without allocating it. Run under the fake
-// backend (DTENSOR_BACKEND=fake DTENSOR_FAKE_WORLD_SIZE=1024, test_dry_run_meta.cmake).
+// tp 8, and the 4-D pp 4 x dp 8 x cp 4 x tp 8) runs a whole training step in one process without
+// allocating it. Run under the fake backend (DTENSOR_BACKEND=fake DTENSOR_FAKE_WORLD_SIZE=1024
+// DTENSOR_FAKE_RANK=37, test_dry_run_meta.cmake).
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -9,10 +10,13 @@
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/models/dry_run.h"
+#include "dtensor/nn/layers.h"
+#include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/masked_select/masked_select.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/pipeline/pipeline_schedule.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/memory_stats.h"
@@ -41,12 +45,17 @@ models::DryRunOptions llama_70b() {
   return o;
 }
 
-// The model's parameter count, as Hugging Face counts Llama-3-70B's (70.6e9).
-int64_t parameters(const models::LlamaConfig& c) {
+// One decoder layer's parameters (attention, MLP, two norms).
+int64_t layer_parameters(const models::LlamaConfig& c) {
   const int64_t h = c.hidden_size, kv = c.num_key_value_heads * c.head_dim;
   const int64_t q = c.num_attention_heads * c.head_dim;
-  const int64_t layer = h * q + 2 * h * kv + q * h + 3 * h * c.intermediate_size + 2 * h;
-  return 2 * c.vocab_size * h + c.num_hidden_layers * layer + h;
+  return h * q + 2 * h * kv + q * h + 3 * h * c.intermediate_size + 2 * h;
+}
+
+// The model's parameter count, as Hugging Face counts Llama-3-70B's (70.6e9).
+int64_t parameters(const models::LlamaConfig& c) {
+  return 2 * c.vocab_size * c.hidden_size + c.num_hidden_layers * layer_parameters(c) +
+         c.hidden_size;
 }
 
 // One training step of x @ w on a dp x tp mesh (x Shard(0) on dp, w Shard(1) on tp), tensors
@@ -126,4 +135,76 @@ TEST_CASE("meta dry run: a 70B-shaped Llama at 1,024 ranks, without its memory",
   CHECK(r.per_dim.at("mesh dim 0 (dp)").contains("all_gather"));
   CHECK(r.per_dim.at("mesh dim 0 (dp)").contains("reduce_scatter"));
   CHECK(r.per_dim.at("mesh dim 1 (tp)").contains("all_reduce"));
+}
+
+TEST_CASE("meta dry run: the 4-D layout pp 4 x dp 8 x cp 4 x tp 8 of a 70B-shaped Llama",
+          "[meta][pp][cp]") {
+  models::DryRunOptions o = llama_70b();
+  o.mesh_shape = {4, 8, 4, 8};
+  o.mesh_dim_names = {"pp", "dp", "cp", "tp"};
+  o.seq = 1024;
+  o.config.max_position_embeddings = 1024;
+  o.batch = 8;  // 1F1B over 2 x pp = 8 microbatches of one row
+  const dt::MemoryStats before = dt::memory_stats();
+  const models::DryRunReport r = models::dry_run_llama_step(o);
+  std::printf("%s", r.table().c_str());
+  CHECK(r.schedule == "1F1B");
+  CHECK(r.microbatches == 8);
+  CHECK(dt::memory_stats().current_bytes - before.current_bytes < (int64_t{1} << 20));
+  // Rank 37 is pp rank 0: the first stage, embed_tokens and layers [0, 20), sharded over
+  // dp x cp x tp = 256 ranks (within 1%: the norms are replicated over tp).
+  const models::LlamaConfig& c = o.config;
+  const double stage = static_cast<double>(c.vocab_size * c.hidden_size + 20 * layer_parameters(c));
+  CHECK(static_cast<double>(r.parameter_bytes) == Approx(stage * 4 / 256).epsilon(0.01));
+  CHECK(r.gradient_bytes == r.parameter_bytes);
+  // pp: per microbatch one activation [1, seq / cp, hidden] sent, its gradient received, each
+  // after a header of a few hundred bytes.
+  const int64_t activation = int64_t{1} * (1024 / 4) * c.hidden_size * 4;
+  REQUIRE(r.per_dim.contains("mesh dim 0 (pp)"));
+  const auto& pp = r.per_dim.at("mesh dim 0 (pp)");
+  REQUIRE(pp.contains("send"));
+  REQUIRE(pp.contains("recv"));
+  CHECK(pp.at("send").count == 2 * 8);
+  CHECK(pp.at("send").bytes >= 8 * activation);
+  CHECK(pp.at("send").bytes < 8 * (activation + 1024));
+  CHECK(pp.at("recv") == pp.at("send"));
+  // cp: per layer and microbatch, the k and v blocks [1, kv heads / tp, seq / cp, head_dim]
+  // take cp - 1 hops forward and again in backward, and the dk / dv accumulators cp hops.
+  const int64_t block = int64_t{1} * (8 / 8) * (1024 / 4) * 128 * 4;
+  const int64_t hops = 2 * (4 - 1) * 2 + 2 * 4;
+  REQUIRE(r.per_dim.contains("mesh dim 2 (cp)"));
+  const auto& cp = r.per_dim.at("mesh dim 2 (cp)");
+  CHECK(cp.at("send").count == 20 * 8 * hops);
+  CHECK(cp.at("send").bytes == 20 * 8 * hops * block);
+  CHECK(cp.at("recv") == cp.at("send"));
+  // FSDP over dp x cp (one flattened dim) and tensor parallelism on tp.
+  REQUIRE(r.per_dim.contains("mesh dim 0 (dp_cp)"));
+  CHECK(r.per_dim.at("mesh dim 0 (dp_cp)").contains("reduce_scatter"));
+  REQUIRE(r.per_dim.contains("mesh dim 3 (tp)"));
+  CHECK(r.per_dim.at("mesh dim 3 (tp)").contains("all_reduce"));
+}
+
+TEST_CASE("fake backend: a pipeline stage that expects no input is refused by name", "[pp]") {
+  // Rank 37 is pp rank 1 here: the last of two stages, which receives the activations. No peer
+  // sends their shape on the fake backend, so a stage without an example_input cannot run;
+  // with one it does.
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {512, 2}, {"dp", "pp"});
+  REQUIRE(mesh.get_coordinate()[1] == 1);
+  const dt::DTensor target = dt::nn::local_dtensor(dt::ones({4, 8}));
+  const auto loss = [](const dt::DTensor& out, const dt::DTensor& y) {
+    return dt::mse_loss(out, y);
+  };
+  const auto step = [&](const dt::DTensor& example) {
+    auto stage = std::make_shared<dt::pipelining::PipelineStage>(
+        std::make_shared<dt::nn::Linear>(8, 8), 1, 2, mesh, "pp", example);
+    auto schedule = dt::pipelining::make_schedule("GPipe", {stage}, 2, loss);
+    return schedule->step(dt::DTensor(), target);
+  };
+  CHECK_THROWS_WITH(step(dt::DTensor()),
+                    Catch::Contains("[ScheduleGPipe] the activation of microbatch 0 from stage 0 "
+                                    "to stage 1 cannot be received on the fake backend"));
+  dt::CommDebugMode comm;
+  CHECK_NOTHROW(step(dt::nn::local_dtensor(dt::ones({2, 8}))));
+  CHECK(comm.count(dt::CollectiveKind::kRecv) == 2 * 2);  // header and shard, twice
+  CHECK(comm.count(dt::CollectiveKind::kSend) == 2 * 2);  // the gradients back
 }
