@@ -14,6 +14,7 @@
 //   pp2_dp2_tp2     8 ranks: 1F1B over 4 microbatches, the stages' sends and receives on pp (a
 //                   header and the sequence-sharded hidden states per transfer)
 //   dp2_cp2_tp2     8 ranks: ring attention's k/v (and dk/dv) blocks on cp, FSDP over dp x cp
+//   pp2_cp2_tp2     8 ranks: both kinds of transfers, the stages' chunks [1, seq / cp, hidden]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -56,6 +57,10 @@ std::optional<models::DryRunOptions> options(const std::string& layout) {
   } else if (layout == "dp2_cp2_tp2") {
     o.mesh_shape = {2, 2, 2};
     o.mesh_dim_names = {"dp", "cp", "tp"};
+  } else if (layout == "pp2_cp2_tp2") {
+    o.mesh_shape = {2, 2, 2};
+    o.mesh_dim_names = {"pp", "cp", "tp"};
+    o.batch = 4;
   } else {
     return std::nullopt;
   }
@@ -104,7 +109,7 @@ int run(int argc, char** argv) {
       (std::strcmp(argv[1], "--write") != 0 && std::strcmp(argv[1], "--compare") != 0 && !meta)) {
     std::fprintf(stderr,
                  "usage: %s --write DIR | --compare DIR | --compare-meta DIR, then a layout: "
-                 "dp2_tp2, pp2_dp2_tp2 or dp2_cp2_tp2\n",
+                 "dp2_tp2, pp2_dp2_tp2, dp2_cp2_tp2 or pp2_cp2_tp2\n",
                  argv[0]);
     return 2;
   }
