@@ -114,7 +114,8 @@ LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMe
   }
   // The mesh of fully_shard: the stage mesh (the dims but pp), with dp and cp flattened into
   // one dim when both are there (every pp slice's built on every rank: a collective).
-  DeviceMesh fsdp_mesh = mesh.submesh(rest);
+  // (On a 1-d pp mesh there is no stage mesh and no fully_shard: the mesh is a placeholder.)
+  DeviceMesh fsdp_mesh = rest.empty() ? mesh : mesh.submesh(rest);
   std::string fsdp_dim = dp_at >= 0 ? options.dp_dim : options.cp_dim;
   if (dp_at >= 0 && cp_at >= 0) {
     fsdp_dim = options.dp_dim + "_" + options.cp_dim;
