@@ -15,7 +15,6 @@
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/autograd/node.h"
 #include "dtensor/rng/generator.h"
-#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::nn {
@@ -247,11 +246,9 @@ class ForwardContextScope {
 DTensorList checkpoint(const CheckpointFunction& fn, absl::Span<const DTensor> inputs,
                        const CheckpointOptions& options) {
   if (!autograd::grad_enabled()) return fn(inputs);
-  DT_CHECK(dtensor::detail::capture_recorder() == nullptr,
-           "[checkpoint] activation checkpointing inside a dtensor::compile capture is not "
-           "supported (the recompute in backward swaps parameters and restores generators between "
-           "the recorded ops, which a replay would not repeat): capture the step without "
-           "checkpoint_wrapper / checkpoint, or run it eagerly");
+  // Inside a dtensor::compile capture nothing changes: the forward's ops and, in backward, the
+  // recompute's ops and their backward are recorded where they run, like any others. What the
+  // checkpoint does besides ops needs no replay (see the header, "Under dtensor::compile").
   auto saved = std::make_shared<Saved>();
   saved->fn = fn;
   saved->num_fn_inputs = inputs.size();

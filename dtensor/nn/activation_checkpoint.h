@@ -30,10 +30,26 @@
 //   - fn reads a tensor that requires grad and is neither an input nor a parameter of `module`
 //     (found in backward, when the recomputed graph reaches it): pass it as an input;
 //   - the recompute produces outputs of other shapes, dtypes or placements than the forward
-//     (PyTorch's determinism check on the same metadata);
-//   - a checkpoint inside a dtensor::compile capture: the recompute swaps parameters and restores
-//     generators between the recorded ops, which a replay would not repeat (compile refuses
-//     random ops for the same reason). Capture the step without activation checkpointing.
+//     (PyTorch's determinism check on the same metadata).
+//
+// Under dtensor::compile (dtensor/compile/compile.h) a checkpoint is captured like any other
+// code: the forward's ops are recorded where they run, and in backward the recompute's ops and
+// their backward where they run there, so a replay does the eager step's work (the recompute
+// included) and equals it bit for bit (tests/compile/test_compile_data_parallel_mpi.cc).
+// What the checkpoint does besides ops needs no replay, because the graph follows tensors, not
+// the host state that led to them:
+//   - the parameter swap: the stand-ins are detached handles on the very tensors the forward read
+//     (parameters, data parallel's gathered ones, saved inputs), so the recompute's ops are
+//     recorded reading the same graph values and replay hands them that replay's values;
+//   - Module::forward_context: it decides which ops the recompute runs and their static
+//     arguments (positions, mask, causality); made current while capturing, it shaped the
+//     recorded ops, which replay runs as recorded. Its tensors are graph values (made by ops) or
+//     tensors from before the step; one made in the step by local Tensor code is refused by the
+//     capture as everywhere;
+//   - the generator restore: the capture refuses random ops, so a captured checkpoint draws
+//     nothing and the generators end where they started, as in the eager step;
+//   - the checks (input versions, the recompute's outputs, outside tensors) pass at capture, and
+//     a replay runs the same ops on tensors of the same layouts (compile's guards).
 // Not detected, as in PyTorch: state a forward updates besides its outputs (batch norm's running
 // statistics) is updated again by the recompute; generators passed explicitly to random ops
 // (`gen` arguments) are not restored, only the default ones.

@@ -2,7 +2,9 @@
 // TP x FSDP on a 2-D mesh, mixed precision), under mpirun at 1, 2 and 4 ranks: the compiled step
 // equals the eager step of a twin model bit for bit over 10 steps, replay issues the recorded
 // collectives (all_gather, reduce_scatter, bucket all_reduce) and nothing else, and what cannot be
-// captured (no_sync accumulation) is refused with a clear error on every rank.
+// captured (no_sync accumulation) is refused with a clear error on every rank. With every block
+// under activation checkpointing (dtensor/nn/activation_checkpoint.h, "Under dtensor::compile")
+// the compiled step equals the eager checkpointed step and the plain one, and holds the recompute.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
@@ -43,8 +45,8 @@ const char* layout_name(Layout l) {
   return "";
 }
 
-// A transformer trained through data parallel's hooks with AdamW and clip_grad_norm_; two built
-// alike train identically.
+// A transformer trained through data parallel's hooks with AdamW and clip_grad_norm_; `ac`: every
+// block under checkpoint_wrapper. Two built alike train identically.
 struct DpTrainer {
   nn::Transformer model;
   dt::DeviceMesh mesh;
@@ -52,7 +54,7 @@ struct DpTrainer {
   std::unique_ptr<dt::optim::AdamW> opt;
   int64_t vocab;
 
-  DpTrainer(const nn::TransformerConfig& cfg, Layout layout)
+  DpTrainer(const nn::TransformerConfig& cfg, Layout layout, bool ac = false)
       : model((dt::manual_seed(21), cfg),
               {.dtype = layout == Layout::kFullyShardMixed ? dt::kFloat64 : dt::kFloat32}),
         mesh(make_mesh(layout)),
@@ -73,6 +75,7 @@ struct DpTrainer {
         dp = dt::fully_shard(model, mesh, {.grouping = blocks});
         break;
     }
+    if (ac) nn::apply_activation_checkpointing(model, "layers", 1);
     opt = std::make_unique<dt::optim::AdamW>(model.parameters(), dt::optim::AdamWOptions(1e-2));
   }
 
@@ -109,6 +112,28 @@ double scalar(const dt::DTensor& t) {
   return t.full_tensor().to(dt::kFloat64).item<double>();
 }
 
+// t's step compiled (CompileOptions::module its model), with or without the scheduling pass.
+dt::CompiledStep compile_step(DpTrainer& t, bool schedule) {
+  dt::CompileOptions options;
+  options.module = &t.model;
+  options.schedule_collectives = schedule;
+  return dt::compile([&t](const dt::DTensorList& batch) { return t.step(batch); }, options);
+}
+
+// The parameters and gradients of `got` equal those of `want` bit for bit on this rank.
+void check_same_state(const DpTrainer& got, const DpTrainer& want) {
+  const auto pg = got.model.named_parameters();
+  const auto pw = want.model.named_parameters();
+  REQUIRE(pg.size() == pw.size());
+  for (size_t k = 0; k < pw.size(); ++k) {
+    INFO(pw[k].first);
+    REQUIRE(pg[k].second.placements() == pw[k].second.placements());
+    REQUIRE(dt::test::max_diff(pg[k].second.to_local(), pw[k].second.to_local()) == 0.0);
+    REQUIRE(dt::test::max_diff(pg[k].second.grad().to_local(), pw[k].second.grad().to_local()) ==
+            0.0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a compiled step trains through data parallel's hooks bit for bit", "[compile][dp]") {
@@ -118,11 +143,7 @@ TEST_CASE("a compiled step trains through data parallel's hooks bit for bit", "[
   INFO(layout_name(layout) << ", " << dt::world_size() << " ranks, schedule " << schedule);
   const nn::TransformerConfig cfg = small_config();
   DpTrainer eager(cfg, layout), compiled(cfg, layout);
-  dt::CompileOptions options;
-  options.module = &compiled.model;
-  options.schedule_collectives = schedule;
-  dt::CompiledStep step =
-      dt::compile([&](const dt::DTensorList& batch) { return compiled.step(batch); }, options);
+  dt::CompiledStep step = compile_step(compiled, schedule);
   for (int i = 0; i < 10; ++i) {
     INFO("step " << i);
     if (i == 6) {  // a learning-rate change: read when the update runs
@@ -131,16 +152,7 @@ TEST_CASE("a compiled step trains through data parallel's hooks bit for bit", "[
     }
     const dt::DTensorList batch = rank_batch(eager, i);
     CHECK(scalar(step(batch)[0]) == scalar(eager.step(batch)[0]));
-    const auto pe = eager.model.named_parameters();
-    const auto pc = compiled.model.named_parameters();
-    REQUIRE(pe.size() == pc.size());
-    for (size_t k = 0; k < pe.size(); ++k) {
-      INFO(pe[k].first);
-      REQUIRE(pc[k].second.placements() == pe[k].second.placements());
-      REQUIRE(dt::test::max_diff(pc[k].second.to_local(), pe[k].second.to_local()) == 0.0);
-      REQUIRE(dt::test::max_diff(pc[k].second.grad().to_local(), pe[k].second.grad().to_local()) ==
-              0.0);
-    }
+    check_same_state(compiled, eager);
   }
   CHECK(step.captures() == 1);
   CHECK(step.replays() == 9);
@@ -159,6 +171,39 @@ TEST_CASE("a compiled step trains through data parallel's hooks bit for bit", "[
   step(rank_batch(eager, 10));
   CHECK(comm.total_count() == step.graph().stats().collectives);
   if (eager.mesh.size(0) > 1) CHECK(comm.total_count() > 0);
+}
+
+TEST_CASE("a compiled step with activation checkpointing equals the eager step bit for bit",
+          "[compile][dp][checkpoint]") {
+  const Layout layout = GENERATE(Layout::kFullyShard, Layout::kTpFsdp);
+  const bool schedule = GENERATE(false, true);
+  INFO(layout_name(layout) << ", " << dt::world_size() << " ranks, schedule " << schedule);
+  const nn::TransformerConfig cfg = small_config();
+  DpTrainer eager(cfg, layout, /*ac=*/true), plain(cfg, layout, /*ac=*/false);
+  DpTrainer compiled(cfg, layout, /*ac=*/true);
+  dt::CompiledStep step = compile_step(compiled, schedule);
+  for (int i = 0; i < 10; ++i) {
+    INFO("step " << i << " (0: the capture, then replays)");
+    const dt::DTensorList batch = rank_batch(eager, i);
+    const double got = scalar(step(batch)[0]);
+    CHECK(got == scalar(eager.step(batch)[0]));
+    CHECK(got == scalar(plain.step(batch)[0]));
+    check_same_state(compiled, eager);
+    check_same_state(compiled, plain);
+  }
+  CHECK(step.captures() == 1);
+  CHECK(step.replays() == 9);
+  // The graph holds the blocks' recompute: the plain twin's step, captured, has fewer nodes (no
+  // second forward of the blocks in backward).
+  DpTrainer plain_compiled(cfg, layout, /*ac=*/false);
+  dt::CompiledStep plain_step = compile_step(plain_compiled, schedule);
+  plain_step(rank_batch(eager, 0));
+  INFO(step.graph().str());
+  CHECK(step.graph().nodes().size() > plain_step.graph().nodes().size());
+  // Replay issues exactly the recorded collectives.
+  dt::CommDebugMode comm;
+  step(rank_batch(eager, 10));
+  CHECK(comm.total_count() == step.graph().stats().collectives);
 }
 
 TEST_CASE("a data-parallel step without gradient synchronisation is refused", "[compile][dp]") {
