@@ -5,6 +5,7 @@
 //
 //   mpirun -np 4 ./llama                        # the committed tiny checkpoint, dp 2 x tp 2
 //   mpirun -np 4 ./llama --model DIR --save OUT # any Llama directory (config.json + weights)
+//   mpirun -np 4 ./llama --compile              # fine-tuning from a compiled step
 //
 // 1. models::LlamaConfig::from_hf_dir reads config.json; models::parallelize_llama shards the
 //    model (Megatron plan on tp, fully_shard with one unit per decoder layer on dp);
@@ -14,6 +15,10 @@
 // 3. Fine-tuning, --steps AdamW steps of models::causal_lm_loss on a fixed batch of --batch random
 //    sequences of --seq-len tokens (each dp rank takes its share of the rows), every decoder
 //    layer under activation checkpointing (--no-ac: off); the loss of each step is printed.
+//    --compile runs these steps from dtensor::compile(step) (docs/guides/compiling_a_step.md):
+//    the first step is captured, the others replay its graph; an eager twin (a second model
+//    loaded and parallelized alike) runs the same steps, and every loss and, at the end, every
+//    parameter must equal the twin's bit for bit.
 // 4. The same sequences' first --prompt-len tokens as prompts: greedy generation must now
 //    continue each with the rest of its sequence (memorised).
 // 5. checkpoint::save_hf writes the fine-tuned model as a Hugging Face directory (--save DIR;
@@ -24,7 +29,8 @@
 // checkpoint does: scripts/make_tiny_llama.py): before fine-tuning, the causal-LM loss on its
 // batch equals transformers' loss within float32 rounding, and the greedy tokens of its prompt
 // equal transformers' generate(). Exit status 0 when every check holds (the reference ones, the
-// loss falling below --threshold, the memorised continuations, the reloaded logits); 1 otherwise.
+// loss falling below --threshold, the memorised continuations, the reloaded logits, with
+// --compile the compiled steps equal to eager); 1 otherwise.
 #include <dtensor/dtensor.h>
 #include <unistd.h>
 
@@ -37,6 +43,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,12 +67,14 @@ struct Args {
   int64_t seq_len = 16, prompt_len = 4, steps = 30;
   double lr = 1e-2, threshold = 0.1;
   uint64_t seed = 43;
-  bool ac = true;  // activation checkpointing of every decoder layer
+  bool ac = true;        // activation checkpointing of every decoder layer
+  bool compile = false;  // fine-tuning steps from dtensor::compile's replay
 };
 
 const char* kUsage =
     "usage: llama [--model DIR] [--dp N] [--steps N] [--lr X] [--batch N] [--seq-len N]\n"
-    "             [--prompt-len N] [--threshold X] [--seed N] [--no-ac] [--save DIR]\n"
+    "             [--prompt-len N] [--threshold X] [--seed N] [--no-ac] [--compile]\n"
+    "             [--save DIR]\n"
     "  loads the Hugging Face Llama directory DIR (default: the committed tests/data/tiny_llama)\n"
     "  onto a dp x tp mesh of every rank (--dp N: N x ranks / N; default 2 x ranks / 2 on 4 or\n"
     "  more ranks when that divides the heads, else the smallest dp whose tp does), tensor\n"
@@ -75,7 +84,10 @@ const char* kUsage =
     "  first --prompt-len tokens now gives the rest and that the loss fell below --threshold,\n"
     "  saves a Hugging Face directory (--save DIR, default a temporary one) and checks that a\n"
     "  fresh model loaded from it gives the same logits. With DIR/reference.safetensors (the tiny\n"
-    "  checkpoint's) the loaded model's loss and greedy tokens must equal transformers'.\n";
+    "  checkpoint's) the loaded model's loss and greedy tokens must equal transformers'.\n"
+    "  --compile: the fine-tuning steps run from a compiled step (the first captured, the others\n"
+    "  replayed); an eager twin runs the same steps and every loss and the final parameters must\n"
+    "  equal its own bit for bit.\n";
 
 // Parses flags; returns 0 to run, 1 after --help, 2 on a bad flag.
 int parse(int argc, char** argv, Args& a) {
@@ -84,6 +96,10 @@ int parse(int argc, char** argv, Args& a) {
     if (f == "--help" || f == "-h") return 1;
     if (f == "--no-ac") {
       a.ac = false;
+      continue;
+    }
+    if (f == "--compile") {
+      a.compile = true;
       continue;
     }
     if (i + 1 >= argc) return 2;
@@ -192,6 +208,30 @@ Reference read_reference(const std::string& model_dir, const fs::path& scratch) 
                                {"greedy.tokens", nn::local_dtensor(r.tokens)}};
   ck::load_hf(state, dir.string(), {.strict = false});
   return r;
+}
+
+// One fine-tuning step on this rank's rows `in[0]`: returns the loss (what --compile captures).
+dt::DTensorList train_step(models::Llama& model, dt::optim::AdamW& opt, const dt::DTensorList& in) {
+  opt.zero_grad();
+  const dt::DTensor loss = models::causal_lm_loss(model(in[0]), in[0]);
+  loss.backward();
+  opt.step();
+  return {loss.detach()};
+}
+
+// The largest absolute difference between the parameters of two models parallelized alike
+// (this rank's shards).
+double max_param_diff(const models::Llama& a, const models::Llama& b) {
+  const auto pa = a.named_parameters(), pb = b.named_parameters();
+  DT_CHECK(pa.size() == pb.size(), "[llama] the twin has %d parameters, the model %d", pb.size(),
+           pa.size());
+  double diff = 0;
+  for (size_t k = 0; k < pa.size(); ++k) {
+    const dt::Tensor x = pa[k].second.to_local(), y = pb[k].second.to_local();
+    if (x.numel() == 0) continue;
+    diff = std::max<double>(diff, dt::max(dt::abs(dt::sub(x, y))).item<float>());
+  }
+  return diff;
 }
 
 std::string ids_str(const dt::Tensor& row) {
@@ -320,25 +360,68 @@ int main(int argc, char** argv) {
           ids_str(before.select(0, 0).narrow(0, a.prompt_len, greedy.max_new_tokens)).c_str());
     }
     dt::optim::AdamW opt(model->parameters(), dt::optim::AdamWOptions(a.lr));
+    // --compile: the step captured on its first call and replayed after, and an eager twin of
+    // the model (loaded, parallelized and checkpointed alike) that runs the same steps.
+    std::unique_ptr<models::Llama> twin;
+    std::unique_ptr<dt::optim::AdamW> twin_opt;
+    std::optional<dt::CompiledStep> compiled;
+    if (a.compile) {
+      twin = std::make_unique<models::Llama>(cfg);
+      models::parallelize_llama(*twin, mesh);
+      ck::load_hf(*twin, a.model);
+      if (a.ac) nn::apply_activation_checkpointing(*twin, "model.layers");
+      twin_opt =
+          std::make_unique<dt::optim::AdamW>(twin->parameters(), dt::optim::AdamWOptions(a.lr));
+      dt::CompileOptions options;
+      options.module = model.get();
+      compiled.emplace(dt::compile(
+          [&](const dt::DTensorList& in) { return train_step(*model, opt, in); }, options));
+    }
+    int64_t compile_mismatches = 0;
     std::vector<double> losses;
     for (int64_t step = 0; step < a.steps; ++step) {
       const auto t0 = std::chrono::steady_clock::now();
-      opt.zero_grad();
-      const dt::DTensor loss = models::causal_lm_loss((*model)(mine), mine);
-      loss.backward();
-      opt.step();
+      const dt::DTensor loss =
+          compiled ? (*compiled)({mine})[0] : train_step(*model, opt, {mine})[0];
+      const auto t1 = std::chrono::steady_clock::now();
       // The dp ranks' rows have equal token counts: the mean of their losses is the batch's.
       const double local = loss.full_tensor().item<float>();
+      if (twin != nullptr) {
+        const double eager = train_step(*twin, *twin_opt, {mine})[0].full_tensor().item<float>();
+        compile_mismatches += eager == local ? 0 : 1;
+      }
       losses.push_back(a.dp == 1 ? local : reduce(local, mesh.communicator(0), dt::ReduceOp::kAvg));
       if (rank == 0) {
-        std::printf("step %3lld/%lld  loss %.4f  %.1f ms\n", (long long)(step + 1),
+        std::printf("step %3lld/%lld  loss %.4f  %.1f ms%s\n", (long long)(step + 1),
                     (long long)a.steps, losses.back(),
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count());
+                    std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                    !compiled   ? ""
+                    : step == 0 ? " (captured)"
+                                : " (replayed)");
         std::fflush(stdout);
       }
     }
     const bool learned = losses.back() < a.threshold && losses.back() < losses.front();
+    // Every rank decides alike: the mismatches and the parameters' difference of any rank.
+    bool compiled_equal = true;
+    if (compiled) {
+      const double mismatches = world_max(static_cast<double>(compile_mismatches));
+      const double param_diff = world_max(max_param_diff(*model, *twin));
+      compiled_equal = mismatches == 0 && param_diff == 0;
+      if (rank == 0) {
+        const dt::compiler::GraphStats& s = compiled->graph().stats();
+        std::printf(
+            "compiled step: %lld capture(s), %lld replays; graph of %lld nodes, %lld collectives "
+            "(%lld deduplicated); vs the eager twin: %lld of %lld losses differ, parameters max "
+            "abs difference %g -> %s\n",
+            (long long)compiled->captures(), (long long)compiled->replays(),
+            (long long)compiled->graph().nodes().size(), (long long)s.collectives,
+            (long long)s.deduplicated, (long long)mismatches, (long long)a.steps, param_diff,
+            compiled_equal ? "equal bit for bit" : "DIFFERENT");
+      }
+      twin_opt.reset();  // the twin's memory back before generation and the reload
+      twin.reset();
+    }
 
     // 4. The memorised continuations.
     const dt::Tensor after = models::generate(*model, prompts, greedy);
@@ -376,7 +459,7 @@ int main(int argc, char** argv) {
           reloaded ? "OK (equal)" : "MISMATCH");
     }
     cleanup();
-    return ok && learned && memorised && reloaded ? 0 : 1;
+    return ok && learned && compiled_equal && memorised && reloaded ? 0 : 1;
   } catch (const dt::Error& e) {
     std::cerr << "rank " << rank << ": " << e.what() << "\n";
     // Errors are raised on every rank alike: no barrier (a rank may be gone already).

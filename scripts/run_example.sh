@@ -7,7 +7,9 @@
 # directory. It fails unless the loaded model's loss and greedy tokens equal transformers'
 # reference, the loss falls, the fine-tuned model continues the memorised sequences, and the
 # saved directory reloads to the same logits.
-# Extra arguments go to the example (--help lists them), e.g. scripts/run_example.sh --save out.
+# Extra arguments go to the example (--help lists them), e.g. scripts/run_example.sh --save out,
+# or scripts/run_example.sh --compile: the fine-tuning steps from a compiled step
+# (dtensor::compile), every loss checked equal to an eager twin's bit for bit.
 # RUN_EXAMPLE=train_tp_transformer runs the second example instead (a transformer trained
 # tensor-parallel from scratch, e.g. RUN_EXAMPLE=train_tp_transformer scripts/run_example.sh
 # --compile); RANKS=n another rank count.
