@@ -6,7 +6,10 @@
 #   scripts/bench.sh                      # ~5-10 minutes on a 2-core machine
 #
 # The "PyTorch DTensor side by side" section of docs/PERFORMANCE.md comes from a separate run,
-# scripts/bench_vs_pytorch.sh --doc; this script keeps that section as it is.
+# scripts/bench_vs_pytorch.sh --doc; this script keeps that section as it is. The "Models and
+# the other parallelisms" section comes from scripts/bench_models.sh --doc, which this script
+# runs last (MODELS=0 skips it and keeps the section; it needs TORCH_PYTHON
+# [/root/venv/bin/python] with torch and transformers for the Llama's comparison, ~6 minutes).
 #
 # Environment (defaults in brackets):
 #   BUILD_DIR [build-bench]     build directory (relative to the repo root or absolute)
@@ -158,3 +161,7 @@ python3 "$ROOT/benchmarks/make_report.py" --results "$RES" --out "$ROOT/$DOC" \
   --seconds "$((T1 - T0))" --date "$STARTED" \
   --env "NP=$NP REDIST_MAX_BYTES=$REDIST_MAX_BYTES TP_RANKS=\"$TP_RANKS\" RNG_MAX_MB=$RNG_MAX_MB"
 echo "wrote $DOC (benchmarks ran $((T1 - T0)) s)"
+if [ "${MODELS:-1}" != 0 ]; then
+  BUILD_DIR="$BUILD_DIR" DOC="$DOC" "$ROOT/scripts/bench_models.sh" --doc >/dev/null ||
+    echo "bench_models.sh failed: see $RES/models/failures.txt" >&2
+fi

@@ -6,9 +6,13 @@ step their difference over `new`, batch 1, eos off).
 
     python bench_llama_torch.py [--config tiny|medium] [--dir tests/data/tiny_llama]
                                 [--batch 2] [--seq S] [--prompt 16] [--new 64] [--iters 10]
-                                [--warmup 2] [--decode 1]
+                                [--warmup 2] [--decode 1] [--json FILE]
+
+--json appends bench_llama's JSON records (same names and keys, "bench": "bench_llama_torch")
+to FILE, for scripts/bench_models.sh's report.
 """
 import argparse
+import json
 import os
 import statistics
 import time
@@ -53,6 +57,7 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--decode", type=int, default=1)
+    ap.add_argument("--json", default="")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(1234)
@@ -85,9 +90,20 @@ def main():
     print(f"forward            batch {a.batch} x {seq}  {fwd * 1e3:9.3f} ms")
     print(f"forward+backward   batch {a.batch} x {seq}  {fwdbwd * 1e3:9.3f} ms  "
           f"(loss {loss_value[0]:.4f})")
-    if not a.decode:
-        return
+    header = dict(bench="bench_llama_torch", config=a.config, tp=1,
+                  transformers=transformers.__version__, torch=torch.__version__)
+    records = [dict(header, name=name, batch=a.batch, seq=seq, median_us=t * 1e6)
+               for name, t in (("forward", fwd), ("forward_backward", fwdbwd))]
+    if a.decode:
+        records.append(decode(a, model, vocab, header))
+    if a.json:
+        with open(a.json, "a") as fh:
+            for r in records:
+                fh.write(json.dumps(r) + "\n")
 
+
+def decode(a, model, vocab, header):
+    """Times greedy decode as decode_timing.h does; prints the row, returns its JSON record."""
     model.generation_config.eos_token_id = None
     prompt = pattern_ids(1, a.prompt, vocab)
     mask = torch.ones_like(prompt)
@@ -103,6 +119,8 @@ def main():
     step = (long - short) / a.new
     print(f"decode             prompt {a.prompt}, {a.new} new  {step * 1e3:9.3f} ms/token  "
           f"{1.0 / step:.1f} tokens/s (prefill+1 {short * 1e3:.3f} ms)")
+    return dict(header, name="greedy_decode", prompt=a.prompt, new_tokens=a.new,
+                prefill_ms=short * 1e3, decode_ms_per_token=step * 1e3, tokens_per_s=1.0 / step)
 
 
 if __name__ == "__main__":

@@ -116,9 +116,9 @@ int run(int argc, char** argv) {
                      .add("mesh_dims", ndim)
                      .add("mesh", dt::shape_str(shape))
                      .add("mesh_build_us", build_s * 1e6)
-                     .add_stats("mm_miss_", s_mm)
-                     .add_stats("add_miss_", s_add)
-                     .add_stats("plan_", s_plan));
+                     .add_stats("mm_miss", s_mm)
+                     .add_stats("add_miss", s_add)
+                     .add_stats("plan", s_plan));
     }
   }
   return 0;
