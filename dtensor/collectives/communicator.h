@@ -211,6 +211,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   WorkPtr scatter(const Tensor& output, const Tensor& input, int root);
   WorkPtr send(const Tensor& tensor, int dst, int tag = 0);
   WorkPtr recv(const Tensor& tensor, int src, int tag = 0);
+  // The largest tag send and recv accept: MPI_TAG_UB on MPI; 32767, the least the MPI standard
+  // guarantees, on backends that do not say.
+  virtual int tag_upper_bound() const { return 32767; }
   WorkPtr barrier();
 
   // MPI_Comm_split semantics: ranks with the same color form a new communicator, ordered by

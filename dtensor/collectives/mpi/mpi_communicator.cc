@@ -495,6 +495,13 @@ bool MpiCommunicator::regions_enabled() {
   return g_regions_enabled.load(std::memory_order_relaxed);
 }
 
+int MpiCommunicator::tag_upper_bound() const {
+  void* value = nullptr;
+  int found = 0;
+  DT_CHECK_MPI(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &found));
+  return found != 0 && value != nullptr ? *static_cast<int*>(value) : 32767;
+}
+
 bool MpiCommunicator::supports_regions(Device device) const {
   return device.is_cpu() && regions_enabled();
 }

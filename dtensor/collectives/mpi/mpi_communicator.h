@@ -56,6 +56,8 @@ class MpiCommunicator final : public Communicator {
   static void set_regions_enabled(bool on);
   static bool regions_enabled();
   MPI_Comm mpi_comm() const { return comm_; }
+  // The communicator's MPI_TAG_UB attribute (Open MPI: INT_MAX; at least 32767 by the standard).
+  int tag_upper_bound() const override;
 
  protected:
   WorkPtr do_all_reduce(const Tensor& tensor, ReduceOp op) override;

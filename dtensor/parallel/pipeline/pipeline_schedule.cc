@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -64,8 +65,7 @@ PipelineSchedule::PipelineSchedule(ScheduleKind kind,
       op_("Schedule" + std::string(schedule_name(kind))),
       stages_(std::move(stages)),
       n_microbatches_(n_microbatches),
-      loss_fn_(std::move(loss_fn)),
-      channel_(stages_.empty() || !stages_[0] ? nullptr : stages_[0]->pp_group(), op_) {
+      loss_fn_(std::move(loss_fn)) {
   DT_CHECK(!stages_.empty() && stages_[0], "[%s] no stage given", op_.c_str());
   const CommunicatorPtr& pp = stages_[0]->pp_group();
   const int64_t p = pp->size();
@@ -91,16 +91,28 @@ PipelineSchedule::PipelineSchedule(ScheduleKind kind,
            static_cast<long long>(detail::kMaxMicrobatches));
   DT_CHECK(loss_fn_ != nullptr, "[%s] no loss function given", op_.c_str());
   order_ = pipeline_order(kind, p, v, n_microbatches);
+  // Every rank of the mesh agrees and fails together (R2-1): a dp, tp or cp peer whose pipeline
+  // raised alone would leave the others waiting in their collectives on those dims. Created
+  // (collectively, the first time for this mesh) after the checks above, which every rank
+  // passes or fails alike.
+  const DeviceMesh& mesh = stages_[0]->mesh();
+  std::vector<int64_t> dims(static_cast<size_t>(mesh.ndim()));
+  for (int64_t d = 0; d < mesh.ndim(); ++d) dims[static_cast<size_t>(d)] = d;
+  mesh_comm_ = mesh.flattened_communicator(dims);
+  channel_ = detail::Channel(pp, mesh_comm_, op_, num_stages_, n_microbatches_);
 }
 
 PipelineStage& PipelineSchedule::stage(int64_t s) {
   return *stages_[static_cast<size_t>(s / stages_[0]->pp_group()->size())];
 }
 
-// Every pp rank must run the same schedule, microbatch count and stage count at the same step;
-// a rank that cannot start (`problem`) makes every rank raise its message.
+// Every rank of the mesh must run the same schedule, microbatch count and stage count at the
+// same step; a rank that cannot start (`problem`, e.g. a dp shard of the batch that does not
+// split) makes every rank of the mesh raise its message, before any rank enters a collective of
+// its stages (FSDP's, tensor parallelism's) that the failed rank would never join.
 void PipelineSchedule::check_agreement(const std::string& problem) {
-  const CommunicatorPtr& pp = stages_[0]->pp_group();
+  const CommunicatorPtr& all_ranks = mesh_comm_;
+  const int n = all_ranks->size();
   constexpr int kWords = 5;
   Tensor mine = zeros({kWords}, TensorOptions(kInt64));
   int64_t* w = mine.data<int64_t>();
@@ -109,16 +121,21 @@ void PipelineSchedule::check_agreement(const std::string& problem) {
   w[2] = num_stages_;
   w[3] = step_count_;
   w[4] = problem.empty() ? 0 : 1;
-  Tensor all = zeros({kWords * pp->size()}, TensorOptions(kInt64));
+  Tensor all = zeros({kWords * n}, TensorOptions(kInt64));
   {
     CollectiveLabel label("pipeline step");
-    pp->all_gather(all, mine)->wait();
+    all_ranks->all_gather(all, mine)->wait();
   }
   const int64_t* a = all.data<int64_t>();
-  std::vector<bool> failed;
-  for (int r = 0; r < pp->size(); ++r) failed.push_back(a[r * kWords + 4] != 0);
-  detail::raise_first_failure(*pp, failed, problem);
-  for (int r = 0; r < pp->size(); ++r) {
+  int first = -1;
+  for (int r = 0; r < n && first < 0; ++r) {
+    if (a[r * kWords + 4] != 0) first = r;
+  }
+  // On the fake backend every peer is taken to be this rank (its words fill every slot): a
+  // problem is this rank's own.
+  if (fake_backend() && !problem.empty()) first = all_ranks->rank();
+  detail::raise_first_failure(*all_ranks, first, problem);
+  for (int r = 0; r < n; ++r) {
     const int64_t* o = a + r * kWords;
     if (std::equal(o, o + 4, a)) continue;
     auto describe = [](const int64_t* x) {
@@ -126,8 +143,10 @@ void PipelineSchedule::check_agreement(const std::string& problem) {
              std::to_string(x[1]) + " microbatches over " + std::to_string(x[2]) +
              " stages at step " + std::to_string(x[3]);
     };
-    DT_CHECK(false, "[%s] the pp ranks disagree: pp rank 0 runs %s, pp rank %d runs %s",
-             op_.c_str(), describe(a).c_str(), r, describe(o).c_str());
+    DT_CHECK(false,
+             "[%s] the pipeline's ranks disagree: world rank %d runs %s, world rank %d runs %s",
+             op_.c_str(), all_ranks->world_ranks()[0], describe(a).c_str(),
+             all_ranks->world_ranks()[static_cast<size_t>(r)], describe(o).c_str());
   }
 }
 
@@ -150,7 +169,7 @@ double PipelineSchedule::step(const DTensor& input, const DTensor& target) {
   stats_ = StepStats{};
   double loss_sum = 0;
   // Every action runs, even after a failure (then poisoned: no computation, the messages still
-  // sent and received, transfer.h), so finish_step raises the failure on every pp rank.
+  // sent and received, transfer.h), so finish_step raises the failure on every rank of the mesh.
   channel_.begin_step();
   for (const Action& a : order_[static_cast<size_t>(pp->rank())]) {
     run(a, inputs, targets, loss_sum);

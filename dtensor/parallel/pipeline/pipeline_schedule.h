@@ -10,13 +10,19 @@
 // (the mean of the microbatch losses) on every rank. The optimizer step, zero_grad and
 // clip_grad_norm_ (clip_grad.h) stay with the caller, as in PyTorch.
 //
-// Checks. Every step first compares, over the pp dim (one small all-gather), the schedule, the
-// number of microbatches and stages of every rank, and whether each can split its batch (the
-// message of one that cannot is raised on every rank). Every transfer is checked against what the
-// receiver expects (transfer.h). A failure on one rank (a refused transfer, an error in a
-// stage's forward, backward or loss) is raised at the end of the step on every pp rank with the
-// same message: the failed rank runs the rest of its schedule without computing, so no rank
-// waits for a message that never comes.
+// Checks. Every step first compares, over every rank of the stages' mesh (pp and the other
+// dims: one small all-gather), the schedule, the number of microbatches and stages of every
+// rank, and whether each can split its batch (the message of one that cannot is raised on every
+// rank of the mesh, so no dp or tp peer is left waiting in its stages' collectives). Every
+// transfer is checked against what the receiver expects (transfer.h). A failure on one rank (a
+// refused transfer, an error in a stage's forward, backward or loss) is raised at the end of the
+// step on every rank of the mesh with the same message (one all-reduce of a status word): the
+// failed rank runs the rest of its schedule without computing, so no rank waits for a message
+// that never comes. Limit: a failure in the middle of a step on a stage whose forward or
+// backward itself communicates on the other dims (FSDP, tensor parallelism) leaves its peers
+// there waiting in that collective: the collective deadline ends the job. Per step the pipeline
+// issues three collectives of its own: the all-gather and all-reduce above over the whole mesh,
+// and the loss's broadcast over pp (plus a broadcast of the message when a rank failed).
 #pragma once
 
 #include <functional>
@@ -44,7 +50,10 @@ class PipelineSchedule {
  public:
   // `stages`: this rank's stages, in increasing stage index (one for GPipe / 1F1B). Throws
   // dtensor::Error "[Schedule<name>] ..." when the schedule cannot run n_microbatches over the
-  // stages (schedule.h check_schedule) or the stages are not this rank's.
+  // stages (schedule.h check_schedule), the stages are not this rank's, or a step's transfers
+  // need more message tags than the pp communicator has (transfer.h check_tag_space).
+  // Collective over the stages' mesh the first time a schedule runs on it (it builds the
+  // communicator of all its ranks).
   PipelineSchedule(ScheduleKind kind, std::vector<std::shared_ptr<PipelineStage>> stages,
                    int64_t n_microbatches, LossFn loss_fn);
 
@@ -78,6 +87,7 @@ class PipelineSchedule {
   int64_t num_stages_;
   int64_t step_count_ = 0;
   std::vector<std::vector<Action>> order_;
+  CommunicatorPtr mesh_comm_;  // every rank of the stages' mesh
   detail::Channel channel_;
   std::vector<std::shared_ptr<Slot>> slots_;  // [local stage * m + microbatch]
   std::vector<std::pair<std::tuple<int, int64_t, int64_t>, DTensor>> mailbox_;  // same-rank

@@ -14,10 +14,8 @@ namespace dtensor::pipelining::detail {
 
 namespace {
 
-// Transfers use tags above kTransferTag, two per transfer (header, shard), numbered by the step
-// modulo kSteps, the direction, the receiving stage and the microbatch.
-constexpr int kSteps = 16;
-constexpr int kTransferTag = 0x100000;
+// Steps whose tags follow one another before the numbering wraps (transfer_tag).
+constexpr int64_t kSteps = 16;
 constexpr int64_t kMagic = 0x5049504531;  // "PIPE1"
 constexpr int kMaxDims = 8;
 // Header words.
@@ -161,14 +159,47 @@ std::string TransferKey::str() const {
          " from stage " + std::to_string(from_stage) + " to stage " + std::to_string(to_stage);
 }
 
-Channel::Channel(CommunicatorPtr pp, std::string op) : pp_(std::move(pp)), op_(std::move(op)) {}
+int64_t tags_per_step(int64_t num_stages, int64_t n_microbatches) {
+  return 2 * num_stages * n_microbatches * 2;
+}
+
+void check_tag_space(int64_t num_stages, int64_t n_microbatches, int tag_ub,
+                     const std::string& op) {
+  const int64_t available = static_cast<int64_t>(tag_ub) - kTransferTagBase + 1;
+  DT_CHECK(tags_per_step(num_stages, n_microbatches) <= available,
+           "[%s] a step of %lld stages and %lld microbatches needs %lld message tags (2 "
+           "directions x stages x microbatches x 2 messages), but the pp communicator's tags "
+           "from %d reach only %d (MPI_TAG_UB), %lld tags: use fewer stages or microbatches",
+           op.c_str(), static_cast<long long>(num_stages), static_cast<long long>(n_microbatches),
+           static_cast<long long>(tags_per_step(num_stages, n_microbatches)), kTransferTagBase,
+           tag_ub, static_cast<long long>(std::max<int64_t>(available, 0)));
+}
+
+int transfer_tag(int64_t step, const TransferKey& key, int part, int64_t num_stages,
+                 int64_t n_microbatches, int tag_ub) {
+  const int64_t in_step =
+      ((static_cast<int64_t>(key.direction) * num_stages + key.to_stage) * n_microbatches +
+       key.microbatch) *
+          2 +
+      part;
+  const int64_t id = (step % kSteps) * tags_per_step(num_stages, n_microbatches) + in_step;
+  return kTransferTagBase +
+         static_cast<int>(id % (static_cast<int64_t>(tag_ub) - kTransferTagBase + 1));
+}
+
+Channel::Channel(CommunicatorPtr pp, CommunicatorPtr mesh, std::string op, int64_t num_stages,
+                 int64_t n_microbatches)
+    : pp_(std::move(pp)),
+      mesh_(std::move(mesh)),
+      op_(std::move(op)),
+      num_stages_(num_stages),
+      n_microbatches_(n_microbatches),
+      tag_ub_(pp_->tag_upper_bound()) {
+  check_tag_space(num_stages_, n_microbatches_, tag_ub_, op_);
+}
 
 int Channel::tag(const TransferKey& key, int part) const {
-  const int64_t t =
-      (((step_ % kSteps) * 2 + static_cast<int64_t>(key.direction)) * kMaxStages + key.to_stage) *
-          kMaxMicrobatches +
-      key.microbatch;
-  return kTransferTag + static_cast<int>(t * 2 + part);
+  return transfer_tag(step_, key, part, num_stages_, n_microbatches_, tag_ub_);
 }
 
 void Channel::begin_step() {
@@ -266,42 +297,35 @@ DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expecte
 void Channel::finish_step() {
   for (const WorkPtr& w : pending_) w->wait();
   pending_.clear();
-  // Which ranks failed on their own (a poisoned rank that only learned of it has no message).
-  Tensor mine = full({1}, message_.empty() ? int64_t{0} : int64_t{1}, TensorOptions(kInt64));
-  Tensor all = zeros({pp_->size()}, TensorOptions(kInt64));
+  // The lowest rank of the mesh that failed on its own (a poisoned rank that only learned of
+  // it has no message), or the mesh's size: one word, however many ranks. On the fake backend
+  // the minimum is this rank's own word (a failure is this rank's own).
+  const int n = mesh_->size();
+  Tensor status =
+      full({1}, message_.empty() ? int64_t{n} : int64_t{mesh_->rank()}, TensorOptions(kInt64));
   {
     CollectiveLabel label("pipeline step end");
-    pp_->all_gather(all, mine)->wait();
+    mesh_->all_reduce(status, ReduceOp::kMin)->wait();
   }
-  std::vector<bool> failed;
-  for (int r = 0; r < pp_->size(); ++r) failed.push_back(all.data<int64_t>()[r] != 0);
-  raise_first_failure(*pp_, failed, message_);
+  const int64_t first = status.data<int64_t>()[0];
+  raise_first_failure(*mesh_, first < n ? static_cast<int>(first) : -1, message_);
 }
 
-void raise_first_failure(Communicator& pp, const std::vector<bool>& failed,
-                         const std::string& mine) {
-  int first = -1;
-  for (int r = 0; r < static_cast<int>(failed.size()) && first < 0; ++r) {
-    if (failed[r]) first = r;
-  }
+void raise_first_failure(Communicator& comm, int first, const std::string& mine) {
   if (first < 0) return;
-  // On the fake backend every peer is taken to be this rank (its flag fills every slot): a
-  // failure is this rank's own, raised with its message.
-  if (fake_backend() && failed[static_cast<size_t>(pp.rank())]) first = pp.rank();
   Tensor text = zeros({kMessageWords}, TensorOptions(kInt64));
-  if (first == pp.rank()) {
+  if (first == comm.rank()) {
     std::memcpy(text.data<int64_t>(), mine.data(),
                 std::min<size_t>(mine.size(), kMessageBytes - 1));
   }
-  if (pp.size() > 1) {
+  if (comm.size() > 1) {
     CollectiveLabel label("pipeline failure");
-    pp.broadcast(text, first)->wait();
+    comm.broadcast(text, first)->wait();
   }
   std::string message(reinterpret_cast<const char*>(text.data<int64_t>()), kMessageBytes - 1);
   message.resize(std::strlen(message.c_str()));
-  if (first != pp.rank()) {
-    message += " (raised on pp rank " + std::to_string(first) + ", world rank " +
-               std::to_string(pp.world_ranks()[first]) + ")";
+  if (first != comm.rank()) {
+    message += " (raised on world rank " + std::to_string(comm.world_ranks()[first]) + ")";
   }
   throw Error(message);
 }

@@ -11,9 +11,15 @@
 // header saying it failed, no data) and receives every message it expects. So every message of
 // the step is matched, whatever fails where: no rank waits for a message that never comes, no
 // request is left pending, and nothing is left behind to confuse a later step. A rank that
-// receives a poisoned header is poisoned in turn. At the end of the step the pp ranks compare
-// (one all-gather) and, when any failed, the first failing rank's message is broadcast and
-// raised on every pp rank.
+// receives a poisoned header is poisoned in turn. At the end of the step every rank of the mesh
+// the pipeline runs on (not only the pp line: a dp, tp or cp peer whose pipeline raised alone
+// would leave the others waiting in their own collectives) reports whether it failed (one
+// all-reduce of a status word) and, when any did, the first failing rank's message is broadcast
+// and raised on every rank of the mesh.
+//
+// Tags. MPI guarantees tags up to 32767 only (MPI_TAG_UB may be larger, never smaller), so the
+// tags of a step are numbered densely from kTransferTagBase up to the communicator's bound
+// (Communicator::tag_upper_bound), wrapping around: see transfer_tag.
 #pragma once
 
 #include <cstdint>
@@ -54,15 +60,37 @@ struct TransferKey {
   std::string str() const;  // "the activation of microbatch 1 from stage 0 to stage 1"
 };
 
-// Stages and microbatches a step may have (they are part of the message tags).
+// Stages and microbatches a step may have (the header's placements and mesh dims are bounded
+// too; whether a step's tags fit is checked against the communicator: check_tag_space).
 inline constexpr int64_t kMaxStages = 64;
 inline constexpr int64_t kMaxMicrobatches = 1024;
 
+// The first tag of the transfers (other users of the pp communicator, e.g. the scan's and the
+// ring attention's point-to-point messages, tag below it).
+inline constexpr int kTransferTagBase = 8192;
+// The tags one step uses: two (header, shard) per direction, receiving stage and microbatch.
+int64_t tags_per_step(int64_t num_stages, int64_t n_microbatches);
+// Throws dtensor::Error "[op] ..." when the tags of one step do not fit between
+// kTransferTagBase and `tag_ub` (then two transfers of a step would share a tag).
+void check_tag_space(int64_t num_stages, int64_t n_microbatches, int tag_ub, const std::string& op);
+// The tag of `part` (0: header, 1: shard) of transfer `key` of step `step`: its index among the
+// step's tags_per_step, after those of step % 16 earlier steps, modulo the tag_ub -
+// kTransferTagBase + 1 tags available, above kTransferTagBase. Distinct within a step when
+// check_tag_space passes; a tag reused by another step cannot pair wrongly, as no transfer
+// outlives its step (every rank has received all of its step's transfers before the step's
+// closing all-reduce completes), and the header names the full step and transfer anyway.
+int transfer_tag(int64_t step, const TransferKey& key, int part, int64_t num_stages,
+                 int64_t n_microbatches, int tag_ub);
+
 class Channel {
  public:
-  // Over the pp communicator (this rank's line of the pp dim); `op` names the schedule in
-  // messages ("ScheduleGPipe").
-  Channel(CommunicatorPtr pp, std::string op);
+  Channel() = default;
+  // Transfers over the pp communicator (this rank's line of the pp dim); failures agreed over
+  // `mesh`, the communicator of every rank of the pipeline's mesh; `op` names the schedule in
+  // messages ("ScheduleGPipe"). Throws dtensor::Error "[op] ..." when a step of num_stages
+  // stages and n_microbatches microbatches needs more tags than pp allows (check_tag_space).
+  Channel(CommunicatorPtr pp, CommunicatorPtr mesh, std::string op, int64_t num_stages,
+          int64_t n_microbatches);
 
   // Starts a step: not failed, the step's number taken.
   void begin_step();
@@ -82,26 +110,30 @@ class Channel {
   // then throws dtensor::Error naming both sides.
   DTensor recv(int src, const TransferKey& key, const TensorMeta* expected, const DeviceMesh& mesh);
 
-  // Ends the step: waits for this rank's sends, then (one all-gather on pp) raises on every pp
-  // rank the message of the lowest pp rank that failed, if any did.
+  // Ends the step: waits for this rank's sends, then (one all-reduce on the mesh's
+  // communicator) raises on every rank of the mesh the message of its lowest rank that failed,
+  // if any did.
   void finish_step();
 
  private:
   int tag(const TransferKey& key, int part) const;
 
   CommunicatorPtr pp_;
+  CommunicatorPtr mesh_;
   std::string op_;
+  int64_t num_stages_ = 0;
+  int64_t n_microbatches_ = 0;
+  int tag_ub_ = 0;
   int64_t step_ = -1;
   bool poisoned_ = false;
   std::string message_;           // this rank's own failure, if any
   std::vector<WorkPtr> pending_;  // this step's sends
 };
 
-// Given which pp ranks failed (`failed`, the same on every rank, one entry per pp rank) and this
-// rank's message `mine`, raises the message of the lowest failed rank on every rank of `pp`
-// (broadcast from it, "(raised on pp rank R, world rank W)" appended elsewhere); returns when
-// none failed. Collective over `pp`.
-void raise_first_failure(Communicator& pp, const std::vector<bool>& failed,
-                         const std::string& mine);
+// Given the lowest rank of `comm` that failed (`first`, the same on every rank; -1: none) and
+// this rank's message `mine`, raises that rank's message on every rank of `comm` (broadcast
+// from it, "(raised on world rank W)" appended on the others); returns when none failed.
+// Collective over `comm`.
+void raise_first_failure(Communicator& comm, int first, const std::string& mine);
 
 }  // namespace dtensor::pipelining::detail

@@ -4,11 +4,14 @@
 // global batch (float64 bit-close, float32 within tolerance), at pp = world and, at 4 ranks,
 // pp 2 x tp 2 and pp 2 x dp 2 (FSDP); and the errors (a split point that does not exist,
 // microbatch counts the schedule or the batch cannot use, ranks that disagree, stages that
-// disagree on the shape between them) are raised on every rank, after which the pipeline runs.
+// disagree on the shape between them) are raised on every rank, after which the pipeline runs;
+// at pp 2 x dp 2 a batch that one dp rank alone cannot split is raised on all four ranks, not
+// only on that rank's pp line (review R2-1: its dp peers waited in FSDP's collectives).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 
+#include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/loss/loss.h"
@@ -206,10 +209,10 @@ TEST_CASE("pipeline errors are raised on every rank, and the pipeline runs after
   auto differ = pp::make_schedule("GPipe", my_stages(model, mesh, 1, false),
                                   dt::world_rank() == 0 ? 4 : 2, loss_fn);
   CHECK_THROWS_WITH(differ->step(tokens, targets),
-                    Catch::Contains("[ScheduleGPipe] the pp ranks disagree: pp rank 0 runs "
-                                    "ScheduleGPipe with 4 microbatches over " +
+                    Catch::Contains("[ScheduleGPipe] the pipeline's ranks disagree: world rank 0 "
+                                    "runs ScheduleGPipe with 4 microbatches over " +
                                     std::to_string(W) +
-                                    " stages at step 0, pp rank 1 runs "
+                                    " stages at step 0, world rank 1 runs "
                                     "ScheduleGPipe with 2 microbatches"));
 
   // Stage 1 expects an activation of width 12; stage 0 sends width 16: the receiver raises it,
@@ -240,7 +243,7 @@ TEST_CASE("pipeline errors are raised on every rank, and the pipeline runs after
     const std::string where =
         W - 1 == dt::world_rank()
             ? std::string("[test] the loss failed")
-            : "[test] the loss failed (raised on pp rank " + std::to_string(W - 1);
+            : "[test] the loss failed (raised on world rank " + std::to_string(W - 1) + ")";
     CHECK_THROWS_WITH(bad->step(tokens, targets), Catch::StartsWith(where));
   }
 
@@ -251,4 +254,49 @@ TEST_CASE("pipeline errors are raised on every rank, and the pipeline runs after
     CHECK(std::isfinite(loss));
     CHECK(loss > 0);
   }
+}
+
+// R2-1 (its own ctest entry, with a short collective deadline: a hang fails it fast). At pp 2 x
+// dp 2 with fully_shard stages, the dp rank 1 of pp rank 0 (world rank 1) alone is given a batch
+// of 3 rows that does not split into 2 microbatches. Its pp line used to raise while the other
+// line went on into FSDP's all-gathers with it: now all four ranks raise the same error before
+// any stage runs, and the next step runs. A step's own collectives, counted without FSDP: one
+// all-gather (the agreement) and one all-reduce (the failure status) over the 4 ranks, one
+// broadcast (the loss) over pp, and the point-to-point transfers.
+TEST_CASE("a failure on one dp rank is raised on every rank of the mesh (pp 2 x dp 2, FSDP)",
+          "[pipeline][.mesh-failure]") {
+  if (dt::world_size() != 4) return;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "dp"});
+  const int64_t d = mesh.get_local_rank("dp");
+  const bool bad_rank = mesh.get_local_rank("pp") == 0 && d == 1;
+  const nn::ModulePtr model = make_model(2, dt::kFloat64);
+  const auto stages = my_stages(model, mesh, 1, false);
+  for (const auto& st : stages) {
+    dt::fully_shard(st->submod(), mesh["dp"], {.grouping = {.module_types = {"TransformerBlock"}}});
+  }
+  auto sched = pp::make_schedule("1F1B", stages, 2, loss_fn);
+  const Batch b = batch(0);
+  const int64_t half = kBatch / 2;
+  const dt::Tensor tokens = b.tokens.narrow(0, d * half, bad_rank ? 3 : half);
+  const dt::Tensor targets = b.targets.narrow(0, d * half, half);
+  const std::string message =
+      "[Schedule1F1B] the input's batch of 3 (this rank's shard: 3) does not split into 2 equal "
+      "microbatches";
+  CHECK_THROWS_WITH(
+      sched->step(nn::local_dtensor(tokens), nn::local_dtensor(targets)),
+      bad_rank ? Catch::Equals(message) : Catch::Equals(message + " (raised on world rank 1)"));
+  // Nothing is left behind: the next step runs on every rank.
+  const dt::Tensor good = b.tokens.narrow(0, d * half, half);
+  const double loss = sched->step(nn::local_dtensor(good), nn::local_dtensor(targets));
+  CHECK(std::isfinite(loss));
+
+  // The pipeline's own collectives per step (stages without FSDP).
+  const nn::ModulePtr plain = make_model(2, dt::kFloat64);
+  auto plain_sched = pp::make_schedule("1F1B", my_stages(plain, mesh, 1, false), 2, loss_fn);
+  dt::CommDebugMode counts;
+  plain_sched->step(nn::local_dtensor(good), nn::local_dtensor(targets));
+  INFO(counts.str());
+  CHECK(counts.count(dt::CollectiveKind::kAllGather) == 1);
+  CHECK(counts.count(dt::CollectiveKind::kAllReduce) == 1);
+  CHECK(counts.count(dt::CollectiveKind::kBroadcast) == 1);
 }

@@ -1,7 +1,8 @@
 // Pipeline schedules and splits without processes (dtensor/parallel/pipeline/schedule.h,
 // split.h): the action lists of GPipe, 1F1B and interleaved 1F1B, their replay on the cost
 // model (no deadlock, bubble equal to theory, in-flight microbatches), the microbatch counts a
-// schedule refuses, and cutting a chain of modules by FQN.
+// schedule refuses, cutting a chain of modules by FQN, and the transfers' message tags under a
+// small tag bound.
 #include <catch2/catch.hpp>
 #include <set>
 
@@ -9,6 +10,7 @@
 #include "dtensor/nn/transformer.h"
 #include "dtensor/parallel/pipeline/schedule.h"
 #include "dtensor/parallel/pipeline/split.h"
+#include "dtensor/parallel/pipeline/transfer.h"
 
 namespace pp = dtensor::pipelining;
 namespace nn = dtensor::nn;
@@ -143,4 +145,46 @@ TEST_CASE("pipeline_split errors", "[pipeline]") {
                     Catch::Contains("split point 'layers.1' (unit 2) would leave an empty stage"));
   CHECK_THROWS_WITH(pp::pipeline_split(model, {"tok"}), Catch::Contains("empty stage"));
   CHECK_THROWS_WITH(pp::pipeline_split(model, 8), Catch::Contains("cannot cut a chain of 7 units"));
+}
+
+// R2-4: the tags stay within [kTransferTagBase, tag_ub] whatever the step, are distinct within a
+// step, and a step that needs more tags than the bound allows is refused by name.
+TEST_CASE("transfer tags stay under the communicator's tag bound", "[pipeline]") {
+  namespace d = pp::detail;
+  using Dir = d::Direction;
+  const int base = d::kTransferTagBase;
+  // 4 stages x 3 microbatches: 48 tags per step; a bound leaving 50 tags wraps every step.
+  const int64_t S = 4, m = 3;
+  CHECK(d::tags_per_step(S, m) == 48);
+  for (int tag_ub : {base + 47, base + 49, 32767, 2147483647}) {
+    INFO("tag_ub " << tag_ub);
+    CHECK_NOTHROW(d::check_tag_space(S, m, tag_ub, "ScheduleGPipe"));
+    for (int64_t step : {0, 1, 15, 16, 1000003}) {
+      std::set<int> seen;
+      for (Dir dir : {Dir::kActivation, Dir::kGradient}) {
+        for (int64_t to = 0; to < S; ++to) {
+          for (int64_t i = 0; i < m; ++i) {
+            for (int part : {0, 1}) {
+              const int t = d::transfer_tag(step, {dir, to, to, i}, part, S, m, tag_ub);
+              CHECK(t >= base);
+              CHECK(t <= tag_ub);
+              seen.insert(t);
+            }
+          }
+        }
+      }
+      CHECK(seen.size() == 48);  // distinct within the step
+    }
+  }
+  // The most the old numbering used (kMaxStages stages, kMaxMicrobatches microbatches) fits
+  // MPI's guaranteed 32767 only when the step is small enough: refused with the numbers.
+  CHECK_THROWS_WITH(
+      d::check_tag_space(64, 1024, 32767, "Schedule1F1B"),
+      Catch::Contains("[Schedule1F1B] a step of 64 stages and 1024 microbatches "
+                      "needs 262144 message tags") &&
+          Catch::Contains("tags from 8192 reach only 32767 (MPI_TAG_UB), 24576 tags"));
+  CHECK_THROWS_WITH(d::check_tag_space(S, m, base + 46, "ScheduleGPipe"),
+                    Catch::Contains("needs 48 message tags"));
+  CHECK_THROWS_WITH(d::check_tag_space(S, m, base - 10, "ScheduleGPipe"),
+                    Catch::Contains("0 tags"));
 }
