@@ -12,6 +12,7 @@ void register_all(Registry& registry) {
   register_softmax_ops(registry);
   register_norm_ops(registry);
   register_batch_norm_ops(registry);
+  register_group_norm_ops(registry);
   register_embedding_ops(registry);
   register_index_ops(registry);
   register_advanced_index_ops(registry);

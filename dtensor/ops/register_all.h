@@ -27,6 +27,8 @@ void register_softmax_ops(Registry& registry);
 void register_norm_ops(Registry& registry);
 // batch_norm_sums and its gradient op (dtensor/ops/norm/batch_norm_strategy.cc).
 void register_batch_norm_ops(Registry& registry);
+// group_norm's fused op and its gradient op (dtensor/ops/norm/group_norm_strategy.cc).
+void register_group_norm_ops(Registry& registry);
 // embedding (dtensor/ops/embedding/embedding_strategy.cc).
 void register_embedding_ops(Registry& registry);
 // gather, scatter_add, scatter, scatter.value, scatter_reduce, index_add, one_hot

@@ -3,6 +3,10 @@ dtensor_add_test(test_ops_norm SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_norm.cc
 # The vectorised kernels on every compiled SIMD target, statistics and backward kernels.
 dtensor_add_test(test_ops_norm_kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_norm_kernels.cc
                  DEPS dtensor::ops LABELS unit)
+# group_norm's fused kernels against the composition in float64 (every SIMD target).
+dtensor_add_test(test_ops_group_norm_kernels
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_group_norm_kernels.cc
+                 DEPS dtensor::ops LABELS unit)
 dtensor_add_mpi_test(test_norm_dtensor_mpi
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_norm_dtensor_mpi.cc
   DEPS dtensor::ops

@@ -10,6 +10,7 @@
 
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/norm/detail/group_norm.h"
 #include "dtensor/ops/norm/norm.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/view/view.h"
@@ -160,6 +161,21 @@ T batch_norm_impl(const T& x, const T& running_mean, const T& running_var, const
   return y.dtype() == x.dtype() ? y : cast(y, x.dtype());
 }
 
+// group_norm as layer_norm of x viewed [N, num_groups, -1], then the per-channel weight and
+// bias: the view decides channel sharding by whole groups. Arguments checked by the caller.
+template <class T>
+T group_norm_composed(const T& x, int64_t num_groups, const T& weight, const T& bias, double eps) {
+  const Shape& s = x.shape();
+  int64_t m = x.size(1) / num_groups;
+  for (int64_t d = 2; d < x.dim(); ++d) m *= s[d];
+  const int64_t rows[] = {s[0], num_groups, m};
+  T y = reshape(layer_norm(reshape(x, rows), IntSpan(&m, 1), T(), T(), eps), s);
+  const Shape cs = channel_shape(s);
+  if (weight.defined()) y = mul(y, reshape(weight, cs));
+  if (bias.defined()) y = add(y, reshape(bias, cs));
+  return y;
+}
+
 template <class T>
 T group_norm_impl(const T& x, int64_t num_groups, const T& weight, const T& bias, double eps,
                   const char* op = "group_norm") {
@@ -169,15 +185,10 @@ T group_norm_impl(const T& x, int64_t num_groups, const T& weight, const T& bias
            num_groups);
   check_channel_tensor(weight, c, op, "weight");
   check_channel_tensor(bias, c, op, "bias");
-  const Shape& s = x.shape();
-  int64_t m = c / num_groups;
-  for (int64_t d = 2; d < x.dim(); ++d) m *= s[d];
-  const int64_t rows[] = {s[0], num_groups, m};
-  T y = reshape(layer_norm(reshape(x, rows), IntSpan(&m, 1), T(), T(), eps), s);
-  const Shape cs = channel_shape(s);
-  if (weight.defined()) y = mul(y, reshape(weight, cs));
-  if (bias.defined()) y = add(y, reshape(bias, cs));
-  return y;
+  // The fused op (detail/group_norm.h) where it serves: one pass for the statistics and one
+  // for the output, as PyTorch's kernel; otherwise the composition above.
+  if (group_norm_fused_serves(x)) return group_norm_fused(x, num_groups, weight, bias, eps);
+  return group_norm_composed(x, num_groups, weight, bias, eps);
 }
 
 template <class T>
