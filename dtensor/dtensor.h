@@ -97,6 +97,7 @@
 // Distributed checkpoint.
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/hf.h"
+#include "dtensor/checkpoint/plan.h"
 #include "dtensor/checkpoint/train_state.h"
 
 // Compiling a training step: capture, passes, replay.

@@ -15,6 +15,7 @@
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/detail/file_io.h"
 #include "dtensor/checkpoint/detail/index.h"
+#include "dtensor/checkpoint/detail/plan.h"
 #include "dtensor/checkpoint/detail/safetensors.h"
 #include "dtensor/checkpoint/detail/world.h"
 #include "dtensor/tensor/creation.h"
@@ -91,32 +92,24 @@ Tensor read_chunk(const std::string& dir, const std::string& name, const TensorI
   return buf;
 }
 
-// This rank's part of target `t` assembled from the checkpoint (undefined when it holds none).
+// This rank's part of target `t` assembled from the checkpoint (undefined when it holds none),
+// by the reads its plan holds (plan.h).
 Tensor stage(const std::string& dir, const std::string& name, const DTensor& t,
              const std::map<std::string, TensorInfo>& index, FileCache& files) {
-  const auto it = index.find(name);
-  DT_CHECK(it != index.end(), "[%s] tensor '%s' is not in the checkpoint '%s'", kOp, name, dir);
-  const TensorInfo& info = it->second;
-  DT_CHECK(info.shape == t.shape() && info.dtype == t.dtype(),
-           "[%s] tensor '%s' is %s [%s] in the checkpoint '%s' but the target is %s [%s]", kOp,
-           name, dtype_name(info.dtype), absl::StrJoin(info.shape, ", "), dir,
-           dtype_name(t.dtype()), absl::StrJoin(t.shape(), ", "));
+  const std::vector<ReadItem> reads = detail::tensor_reads(name, t, index, dir);
   const detail::Region r = detail::local_region(t);
   if (!r.holds) return Tensor();
+  const TensorInfo& info = index.at(name);
   Tensor out = empty(r.shape, info.dtype);
-  int64_t covered = 0;
-  Shape off, shape;
-  for (const ChunkInfo& c : info.chunks) {
-    if (!box_intersection(r.offset, r.shape, c.offset, c.shape, off, shape)) continue;
+  for (const ReadItem& read : reads) {
+    const ChunkInfo& c = read.chunk;
     const bool whole = c.offset == r.offset && c.shape == r.shape;
     const Tensor chunk = read_chunk(dir, name, info, c, files, out, whole);
-    if (!whole) box_view(out, r.offset, off, shape).copy_(box_view(chunk, c.offset, off, shape));
-    covered += shape_numel(shape);
+    if (!whole) {
+      box_view(out, r.offset, read.offset, read.shape)
+          .copy_(box_view(chunk, c.offset, read.offset, read.shape));
+    }
   }
-  DT_CHECK(covered == out.numel(),
-           "[%s] tensor '%s': the checkpoint's chunks cover %d of the %d elements of this rank's "
-           "shard",
-           kOp, name, covered, out.numel());
   return out;
 }
 
@@ -219,6 +212,7 @@ void load(const StateDict& state, const std::string& dir_arg, const LoadOptions&
   detail::run_on_all_ranks(world, [&] {
     dir = detail::normalize_dir(dir_arg, kOp);
     detail::validate_state(state, kOp);
+    detail::check_has_data(state, kOp);
   });
   std::vector<Tensor> staged;
   for (int attempt = 1; !try_load(world, state, dir, options, staged); ++attempt) {

@@ -3,10 +3,13 @@
 #include <absl/strings/str_cat.h>
 
 #include <bit>
+#include <map>
+#include <string_view>
 
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/detail/file_io.h"
 #include "dtensor/checkpoint/detail/index.h"
+#include "dtensor/checkpoint/detail/plan.h"
 #include "dtensor/checkpoint/detail/safetensors.h"
 #include "dtensor/checkpoint/detail/world.h"
 #include "dtensor/collectives/fake_communicator.h"
@@ -37,24 +40,21 @@ void prepare_directory(const std::string& dir, const std::string& tmp) {
   detail::make_directory(tmp, kOp);
 }
 
-// Writes the chunks this rank writes (plan_writes) into its file in `tmp`, with the save's id in
-// the file's metadata; returns their records.
-detail::ChunkRecords write_own_chunks(const StateDict& state, const std::vector<bool>& writes,
+// Writes the chunks this rank's plan holds (plan.h) into its file in `tmp`, with the save's id
+// in the file's metadata; returns their records.
+detail::ChunkRecords write_own_chunks(const StateDict& state, const std::vector<WriteItem>& plan,
                                       const std::string& save_id, const std::string& tmp) {
+  std::map<std::string_view, const DTensor*> by_name;
+  for (const auto& [name, t] : state) by_name.emplace(name, &t);
   std::vector<std::pair<std::string, Tensor>> entries;
   detail::ChunkRecords records;
-  const std::string file = detail::rank_file_name(world_rank());
-  for (size_t i = 0; i < state.size(); ++i) {
-    if (!writes[i]) continue;
-    const auto& [name, t] = state[i];
-    const detail::Region r = detail::local_region(t);
-    ChunkInfo c{file, detail::chunk_entry_name(name, r.offset), r.offset, r.shape, 0};
-    entries.emplace_back(c.entry, t.to_local().to(Device()).contiguous());
-    records.emplace_back(name, std::move(c));
+  for (const WriteItem& w : plan) {
+    entries.emplace_back(w.entry, by_name.at(w.fqn)->to_local().to(Device()).contiguous());
+    records.emplace_back(w.fqn, ChunkInfo{w.file, w.entry, w.offset, w.shape, 0});
   }
   if (entries.empty()) return records;  // nothing owned: no file
   const std::vector<uint32_t> crcs = detail::write_safetensors(
-      absl::StrCat(tmp, "/", file), entries, {{detail::kSaveIdKey, save_id}}, kOp);
+      absl::StrCat(tmp, "/", plan.front().file), entries, {{detail::kSaveIdKey, save_id}}, kOp);
   for (size_t i = 0; i < records.size(); ++i) records[i].second.crc32 = crcs[i];
   return records;
 }
@@ -89,9 +89,10 @@ void save(const StateDict& state, const std::string& dir_arg, const SaveOptions&
     dir = detail::normalize_dir(dir_arg, kOp);
     tmp = dir + ".tmp";
     detail::validate_state(state, kOp);
+    detail::check_has_data(state, kOp);
   });
   detail::run_on_all_ranks(world, [&] { detail::check_same_state_everywhere(state, kOp); });
-  const std::vector<bool> writes = detail::plan_writes(world, state);
+  const std::vector<WriteItem> plan = detail::local_writes(world, state);
   // Rank 0's id for this save, in the index and in every file (a load compares them).
   std::string my_id;
   detail::run_on_all_ranks(world, [&] {
@@ -102,7 +103,7 @@ void save(const StateDict& state, const std::string& dir_arg, const SaveOptions&
     if (root) prepare_directory(dir, tmp);
   });
   detail::ChunkRecords mine;
-  detail::run_on_all_ranks(world, [&] { mine = write_own_chunks(state, writes, save_id, tmp); });
+  detail::run_on_all_ranks(world, [&] { mine = write_own_chunks(state, plan, save_id, tmp); });
   const std::vector<std::string> all_records =
       detail::all_gather_strings(detail::records_to_json(mine));
   detail::run_on_all_ranks(world, [&] {

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "dtensor/checkpoint/detail/index.h"
+#include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/core/check_ranks.h"
 #include "dtensor/tensor/creation.h"
@@ -108,6 +109,16 @@ void validate_state(const StateDict& state, std::string_view op) {
   }
 }
 
+void check_has_data(const StateDict& state, std::string_view op) {
+  for (const auto& [name, t] : state) {
+    DT_CHECK(!t.device().is_meta(),
+             "[%s] tensor '%s' is on the meta device: it holds no data to %s (checkpoint::%s "
+             "plans it without data: checkpoint/plan.h)",
+             op, name, op == "checkpoint::save" ? "write" : "read into",
+             op == "checkpoint::save" ? "plan_save" : "plan_load");
+  }
+}
+
 // Every rank must save the same names, in the same order, with the same global shapes, dtypes
 // and layouts, or the index would mix tensors (or a Hugging Face file's layout differ between
 // ranks): compare a stable hash of them over the world.
@@ -151,6 +162,16 @@ std::vector<bool> plan_writes(const DeviceMesh& world, const StateDict& state) {
       }
     }
   });
+  // The fake backend has no other ranks to ask (its all_gather returns filler): each copy's
+  // writer keeps its chunks (plan_save documents this), except a local tensor's, which every
+  // rank holds, so rank 0 writes it.
+  if (fake_backend()) {
+    for (size_t k = 0; k < candidates.size(); ++k) {
+      const size_t i = candidate_of[k];
+      if (is_self_mesh(state[i].second.device_mesh())) writes[i] = world_rank() == 0;
+    }
+    return writes;
+  }
   const std::vector<std::string> all = all_gather_strings(records_to_json(candidates));
   absl::flat_hash_set<std::string> taken;  // by a lower rank
   for (int rank = 0; rank < world_rank(); ++rank) {

@@ -50,6 +50,10 @@ Region local_region(const DTensor& t);
 // Partial placements. Throws "[op] ..." naming the tensor.
 void validate_state(const StateDict& state, std::string_view op);
 
+// Save and load move data: a DTensor on the meta device is refused ("[op] tensor 'x' is on the
+// meta device ...", pointing to plan.h's planners, which run on meta).
+void check_has_data(const StateDict& state, std::string_view op);
+
 // Every rank must save the same names, in the same order, with the same global shapes, dtypes
 // and layouts: a stable hash of them is compared over the world. Throws "[op] the ranks save
 // different states ..." (collective; call it inside run_on_all_ranks).
@@ -57,7 +61,8 @@ void check_same_state_everywhere(const StateDict& state, std::string_view op);
 
 // Which tensors of `state` this rank writes its region of (collective): one writer per distinct
 // chunk however the tensor is replicated, the lowest world rank among the candidates
-// (local_region's writers of every copy of the tensor's mesh).
+// (local_region's writers of every copy of the tensor's mesh). Under the fake backend, which
+// cannot gather the candidates, each copy's writer keeps its chunks.
 std::vector<bool> plan_writes(const DeviceMesh& world, const StateDict& state);
 
 // A directory path without trailing slashes ("ckpt/" -> "ckpt").
