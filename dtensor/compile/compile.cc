@@ -31,6 +31,11 @@ class Builder final : public detail::CaptureRecorder {
   }
 
   void record(const detail::CaptureEvent& e, detail::ReplayFn fn) override {
+    // A primitive on meta tensors (a parameter or state on the meta device, the inputs checked
+    // in capture()) cannot be captured: see refuse_meta.
+    for (const Tensor& t : e.outputs) {
+      if (t.defined() && t.device().is_meta()) refuse_meta(std::string(e.kind) + " " + e.name);
+    }
     Node n;
     n.kind = std::string(e.kind);
     n.name = e.name;
@@ -77,6 +82,17 @@ class Builder final : public detail::CaptureRecorder {
         "[compile] the step cannot be captured: it runs %s. Run this step eagerly (without "
         "dtensor::compile); see docs/guides/compiling_a_step.md, 'What cannot be captured'",
         what);
+  }
+
+  // Meta tensors have no storage, so the capture cannot tell two of one geometry apart (it
+  // keys values by their memory) and a replay would have no data to compute on: the step is
+  // refused rather than recorded wrong. (PyTorch traces under FakeTensorMode instead; a dry
+  // run reads its shapes, memory and CommDebugMode counts from the eager step.)
+  [[noreturn]] static void refuse_meta(const std::string& where) {
+    DT_FAIL(
+        "[compile] cannot capture a step on the meta device: %s has meta tensors, which hold no "
+        "data to record or replay. Run a meta (dry-run) step eagerly, without dtensor::compile",
+        where);
   }
 
   void set_outputs(const DTensorList& outputs) {
@@ -238,6 +254,9 @@ DTensorList CompiledStep::capture(const DTensorList& inputs,
   compiler::Builder builder(*graph);
   for (size_t i = 0; i < inputs.size(); ++i) {
     DT_CHECK(inputs[i].defined(), "[compile] input %d of the step is an undefined DTensor", i);
+    if (inputs[i].device().is_meta()) {
+      compiler::Builder::refuse_meta(absl::StrCat("input ", i, " of the step"));
+    }
     builder.add_input(inputs[i], static_cast<int32_t>(i));
   }
   DTensorList outputs;
