@@ -25,7 +25,8 @@
 //
 // What cannot be captured raises "[compile] ..." on every rank during the capture: random ops,
 // async collectives, data parallel's NoSync accumulation, ops whose output shape depends on the
-// values (masked_select, nonzero), local Tensor computation whose
+// values (masked_select, nonzero), DTensors on the meta device (no data to record or replay:
+// run a dry-run step eagerly), local Tensor computation whose
 // result a DTensor op reads (every allocation during the capture is noted). What is not seen:
 // host-side control flow that depends on tensor values (replay runs the ops of the capture);
 // options.validate_every re-runs the step eagerly every N calls and raises when its op sequence
