@@ -162,8 +162,10 @@ DryRunReport dry_run_llama_step(const DryRunOptions& o) {
     // The stages again, each told the input it expects (which the fake backend cannot send).
     const DTensor example = stage_input(o, mesh, o.batch / microbatches, mopts.dtype);
     for (auto& st : pipe.stages) {
-      st = std::make_shared<pipelining::PipelineStage>(st->module(), st->stage_index(),
-                                                       st->num_stages(), mesh, "pp", example);
+      auto told = std::make_shared<pipelining::PipelineStage>(
+          st->module(), st->stage_index(), st->num_stages(), mesh, "pp", example);
+      told->set_data_parallel(st->data_parallel());  // one gradient sync per step
+      st = std::move(told);
     }
     schedule = pipelining::make_schedule(o.schedule, pipe.stages, microbatches,
                                          [model](const DTensor& logits, const DTensor& labels) {

@@ -110,11 +110,11 @@ DTensor LlamaAttention::forward(const DTensor& x) {
   }
   DTensor mask;
   if (st.mask) {
-    // The attention op's 4-d masks are [B, H, L, S]: the same over the heads, then cut like
-    // q's heads by the op's head-sharded strategy.
-    const Tensor m = st.mask->expand({B, n_heads_, S, st.mask->size(3)}).contiguous();
+    // The step's [B, 1, S, T] mask as it is: the attention op broadcasts it over the heads
+    // (whole on every rank when they are sharded), so no layer expands it to [B, H, S, T].
     const DeviceMesh& mesh = q.device_mesh();
-    mask = DTensor::from_local(m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
+    mask = DTensor::from_local(*st.mask, mesh,
+                               Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
   }
   const DTensor o =
       st.cp ? detail::cp_attention(q, k, v, gqa, *st.cp)  // this rank's chunks, the ring
@@ -306,6 +306,9 @@ DTensor Llama::forward(const DTensor& input_ids) {
 }
 
 DTensor Llama::run(const DTensor& input_ids) {
+  DT_CHECK(!pipeline_part_,
+           "[Llama] this model holds only this rank's pipeline stages' modules "
+           "(pipeline_llama released the others): run it through the stages' schedule");
   const std::optional<detail::LlamaContextParallel>& cp = step_->current->cp;
   const DTensor h = (*model_)(cp ? detail::cp_input_ids(input_ids, *cp) : input_ids);
   if (lm_head_ != nullptr) return (*lm_head_)(h);
@@ -326,10 +329,60 @@ void Llama::prepare_training_step(int64_t batch, int64_t seq_len) {
   step_->current = std::move(next);
 }
 
+namespace {
+
+// What stands, in a pipelined Llama's tree, for a module another rank's stage holds.
+class ReleasedModule : public nn::Module {
+ public:
+  explicit ReleasedModule(std::string fqn) : fqn_(std::move(fqn)) {}
+  std::string type_name() const override { return "ReleasedModule"; }
+  DTensor forward(const DTensor& /*x*/) override {
+    DT_FAIL("[Llama] %s lives on another rank's pipeline stage (pipeline_llama released it here)",
+            fqn_);
+  }
+
+ private:
+  std::string fqn_;
+};
+
+}  // namespace
+
+void Llama::keep_pipeline_modules(const std::vector<bool>& keep_layer, bool keep_embed,
+                                  bool keep_head) {
+  DT_CHECK(static_cast<int64_t>(keep_layer.size()) == cfg_.num_hidden_layers,
+           "[Llama] keep_pipeline_modules: %d layer flags for %d decoder layers", keep_layer.size(),
+           cfg_.num_hidden_layers);
+  const auto release = [](nn::Module& parent, const std::string& name, const std::string& fqn) {
+    parent.register_module(name, std::make_shared<ReleasedModule>(fqn));
+  };
+  for (size_t i = 0; i < keep_layer.size(); ++i) {
+    if (!keep_layer[i]) {
+      const std::string at = std::to_string(i);
+      release(*model_->layers_, at, "model.layers." + at);
+    }
+  }
+  if (!keep_embed) {
+    release(*model_, "embed_tokens", "model.embed_tokens");
+    model_->embed_ = nullptr;
+  }
+  if (!keep_head) {
+    release(*model_, "norm", "model.norm");
+    model_->norm_ = nullptr;
+    if (lm_head_ != nullptr) release(*this, "lm_head", "lm_head");
+    lm_head_ = nullptr;
+  }
+  pipeline_part_ = true;
+}
+
 void Llama::set_context_parallel(detail::LlamaContextParallel cp) {
   auto next = std::make_shared<detail::LlamaStep>(*step_->current);
   next->cp = std::move(cp);
   step_->current = std::move(next);
+}
+
+std::vector<std::pair<std::string, std::string>> Llama::own_parameter_aliases() const {
+  if (!cfg_.tie_word_embeddings) return {};
+  return {{"lm_head.weight", "model.embed_tokens.weight"}};
 }
 
 void Llama::set_kv_layout(const DeviceMesh& mesh, Placements placements) {
@@ -342,7 +395,7 @@ KVCache Llama::make_cache(int64_t batch, int64_t max_len) const {
   const Placements placements =
       kv_mesh_ ? kv_placements_ : Placements(static_cast<size_t>(mesh.ndim()), Replicate());
   return KVCache(cfg_.num_hidden_layers, batch, cfg_.num_key_value_heads, max_len, cfg_.head_dim,
-                 opts_.dtype, mesh, placements);
+                 compute_dtype_.value_or(opts_.dtype), mesh, placements);
 }
 
 DTensor causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t ignore_index) {

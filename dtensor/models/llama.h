@@ -19,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dtensor/models/kv_cache.h"
 #include "dtensor/models/llama_config.h"
@@ -146,6 +148,7 @@ class LlamaModel : public detail::LlamaStepModule {
   LlamaDecoderLayer& layer(int64_t i);
 
  private:
+  friend class Llama;  // keep_pipeline_modules
   std::shared_ptr<nn::Embedding> embed_;
   std::shared_ptr<nn::ModuleList> layers_;
   nn::ModulePtr norm_;
@@ -172,7 +175,8 @@ class Llama : public nn::Module {
 
   // A cache for `batch` rows (this rank's rows under data parallelism) of up to `max_len`
   // tokens, laid out like this model's k/v (its parallelization included: call it after
-  // parallelize_llama), in the parameters' dtype.
+  // parallelize_llama), in the dtype the attention computes in: the parameters' dtype, or
+  // FSDP's param_dtype under mixed precision (set_compute_dtype).
   KVCache make_cache(int64_t batch, int64_t max_len) const;
 
   const LlamaConfig& config() const { return cfg_; }
@@ -181,6 +185,10 @@ class Llama : public nn::Module {
 
   // Set by parallelize_llama: the mesh the layers compute on and k/v's placements on it.
   void set_kv_layout(const DeviceMesh& mesh, Placements placements);
+  // Set by parallelize_llama under FSDP mixed precision (DataParallelOptions::param_dtype): the
+  // dtype the layers compute in, so k / v and make_cache's buffers, when it is not the stored
+  // parameters' dtype.
+  void set_compute_dtype(DType dtype) { compute_dtype_ = dtype; }
   // Set by parallelize_llama for a cp mesh dim (llama_context_parallel.h): forward then takes
   // the whole rows [B, S] and returns the logits of this rank's chunks [B, S / cp, V] (the
   // head-tail order); causal_lm_loss(model, logits, labels) is their loss. A KV cache or an
@@ -193,6 +201,18 @@ class Llama : public nn::Module {
   // stage, llama_pipeline.h): no cache, no mask, causal, for whole rows [batch, seq_len] (under
   // context parallelism this rank's chunks' positions).
   void prepare_training_step(int64_t batch, int64_t seq_len);
+  // For pipeline_llama (llama_pipeline.h), torchtitan's pipeline split (`del model.layers[i]`,
+  // embed_tokens / norm / lm_head = None): a rank keeps only its stages' modules. Decoder layer i
+  // stays when keep_layer[i]; embed_tokens when keep_embed; norm and lm_head when keep_head. The
+  // others leave the model (a placeholder whose call throws takes each one's place in the tree)
+  // and their parameters are freed with them; this model's own forward then refuses to run.
+  void keep_pipeline_modules(const std::vector<bool>& keep_layer, bool keep_embed, bool keep_head);
+
+ protected:
+  // Tied (tie_word_embeddings): "lm_head.weight" is "model.embed_tokens.weight", as
+  // transformers' _tied_weights_keys says, so load_hf accepts a file that also (or only) holds
+  // lm_head.weight and save_hf writes the table once.
+  std::vector<std::pair<std::string, std::string>> own_parameter_aliases() const override;
 
  private:
   // Sets the step (positions, mask, cache) the layers read for this call.
@@ -205,8 +225,11 @@ class Llama : public nn::Module {
   std::shared_ptr<LlamaModel> model_;
   std::shared_ptr<nn::Linear> lm_head_;
   bool in_step_ = false;  // forward(ids, cache, mask) is running: its step is prepared
+  // keep_pipeline_modules released some modules: forward refuses to run.
+  bool pipeline_part_ = false;
   std::optional<DeviceMesh> kv_mesh_;
   Placements kv_placements_;
+  std::optional<DType> compute_dtype_;
 };
 
 // HF's causal language-model loss (LlamaForCausalLM(labels=...)): cross_entropy of logits

@@ -83,7 +83,7 @@ std::vector<DTensor> LlamaPipeline::parameters() const {
 
 LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMesh& mesh,
                              LlamaParallelOptions options, const std::string& pp_dim,
-                             int64_t stages_per_rank) {
+                             int64_t stages_per_rank, bool release_unused) {
   DT_CHECK(model != nullptr, "[pipeline_llama] the model is null");
   const LlamaConfig& cfg = model->config();
   const int64_t pp_at = dim_at(mesh, pp_dim), dp_at = dim_at(mesh, options.dp_dim);
@@ -127,10 +127,12 @@ LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMe
     }
   }
   LlamaPipeline out;
+  std::vector<bool> keep_layer(static_cast<size_t>(cfg.num_hidden_layers), false);
   for (int64_t s = me; s < n; s += pp) {
     // Stage s: layers [s * L / n, (s + 1) * L / n) (the later stages take the larger).
     const int64_t first = s * cfg.num_hidden_layers / n;
     const int64_t last = (s + 1) * cfg.num_hidden_layers / n;
+    for (int64_t i = first; i < last; ++i) keep_layer[static_cast<size_t>(i)] = true;
     auto module = std::make_shared<LlamaStage>(model, first, last, s == 0, s == n - 1);
     if (dp_at >= 0 || cp_at >= 0) {
       DataParallelOptions fsdp = options.fsdp;
@@ -141,7 +143,11 @@ LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMe
       out.data_parallel.push_back(fully_shard(*module, fsdp_mesh, fsdp));
     }
     out.stages.push_back(std::make_shared<pipelining::PipelineStage>(module, s, n, mesh, pp_dim));
+    // The schedule then syncs the stage's gradients once per step (pipeline_schedule.h).
+    if (dp_at >= 0 || cp_at >= 0) out.stages.back()->set_data_parallel(out.data_parallel.back());
   }
+  // The other ranks' modules go (after tensor parallelism, whose plan names the whole model).
+  if (release_unused) model->keep_pipeline_modules(keep_layer, me == 0, (n - 1) % pp == me);
   return out;
 }
 

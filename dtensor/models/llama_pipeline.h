@@ -14,6 +14,17 @@
 //         return models::causal_lm_loss(logits, labels); });
 //   double loss = schedule->step(ids, labels);  // ids on the first stage, labels on the last
 // The stages' parameters: pipe.parameters() (this rank's).
+//
+// Memory: as torchtitan's pipeline split, the model keeps only this rank's stages' modules
+// (release_unused, the default): the other decoder layers, and embed_tokens / norm / lm_head
+// where this rank has no first / last stage, are released (Llama::keep_pipeline_modules), so
+// parameters, gradients and optimizer states per rank are those of its stages. The model then no
+// longer runs its own forward; a checkpoint of the stages (pipelining::gather_full_state_dict)
+// still holds every FQN once over the pp ranks. release_unused = false keeps the whole model (it
+// still runs model(ids), e.g. to compare with the stages).
+//
+// FSDP: each stage's fully_shard handle is set on its PipelineStage, so the schedule reduces the
+// stage's gradients once per step (in its last microbatch's backward; pipeline_schedule.h).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +61,6 @@ struct LlamaPipeline {
 // stage), other dims.
 LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMesh& mesh,
                              LlamaParallelOptions options = {}, const std::string& pp_dim = "pp",
-                             int64_t stages_per_rank = 1);
+                             int64_t stages_per_rank = 1, bool release_unused = true);
 
 }  // namespace dtensor::models

@@ -10,6 +10,7 @@
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/models/dry_run.h"
+#include "dtensor/models/llama_pipeline.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/masked_select/masked_select.h"
@@ -177,9 +178,18 @@ TEST_CASE("meta dry run: the 4-D layout pp 4 x dp 8 x cp 4 x tp 8 of a 70B-shape
   CHECK(cp.at("send").count == 20 * 8 * hops);
   CHECK(cp.at("send").bytes == 20 * 8 * hops * block);
   CHECK(cp.at("recv") == cp.at("send"));
-  // FSDP over dp x cp (one flattened dim) and tensor parallelism on tp.
+  // FSDP over dp x cp (one flattened dim) and tensor parallelism on tp. The stage's gradients
+  // are reduced once per step, in its last microbatch's backward: one reduce-scatter per unit
+  // (20 decoder layers and the stage's root), not 8 x 21.
   REQUIRE(r.per_dim.contains("mesh dim 0 (dp_cp)"));
-  CHECK(r.per_dim.at("mesh dim 0 (dp_cp)").contains("reduce_scatter"));
+  REQUIRE(r.per_dim.at("mesh dim 0 (dp_cp)").contains("reduce_scatter"));
+  CHECK(r.per_dim.at("mesh dim 0 (dp_cp)").at("reduce_scatter").count == 21);
+  // The rank holds only its stage: at the step's start its parameters, their AdamW states and
+  // the step's leftovers, not the other stages' layers (the whole model: 140,184 MiB before).
+  const int64_t at_start = r.peak_bytes - r.activation_bytes;
+  // (AdamW's step count is a CPU tensor, outside the meta figures.)
+  CHECK(at_start >= 3 * r.parameter_bytes);
+  CHECK(at_start < r.parameter_bytes + r.optimizer_bytes + (int64_t{64} << 20));
   REQUIRE(r.per_dim.contains("mesh dim 3 (tp)"));
   CHECK(r.per_dim.at("mesh dim 3 (tp)").contains("all_reduce"));
 }
@@ -207,4 +217,51 @@ TEST_CASE("fake backend: a pipeline stage that expects no input is refused by na
   CHECK_NOTHROW(step(dt::nn::local_dtensor(dt::ones({2, 8}))));
   CHECK(comm.count(dt::CollectiveKind::kRecv) == 2 * 2);  // header and shard, twice
   CHECK(comm.count(dt::CollectiveKind::kSend) == 2 * 2);  // the gradients back
+}
+
+TEST_CASE("pipeline_llama keeps only this rank's stages' modules", "[meta][pp]") {
+  // Rank 37 on dp 256 x pp 4 is pp rank 1: stage 1 of 4, decoder layers 2 and 3 of 8.
+  models::LlamaConfig c;
+  c.vocab_size = 512;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 8;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.max_position_embeddings = 32;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {256, 4}, {"dp", "pp"});
+  const dt::nn::ModuleOptions meta{.device = dt::Device(dt::kMeta)};
+  const int64_t start = dt::meta_memory_stats().current_bytes;
+  auto model = std::make_shared<models::Llama>(c, meta);
+  const int64_t whole = dt::meta_memory_stats().current_bytes - start;
+  SECTION("released (the default)") {
+    const models::LlamaPipeline pipe = models::pipeline_llama(model, mesh);
+    std::vector<std::string> names;
+    for (const auto& [name, p] : model->named_parameters()) names.push_back(name);
+    REQUIRE_FALSE(names.empty());
+    for (const std::string& name : names) {
+      INFO(name);
+      CHECK((name.starts_with("model.layers.2.") || name.starts_with("model.layers.3.")));
+    }
+    // The stage's FQNs are the model's own, and only its parameters stay allocated (FSDP's
+    // shards of them; the meta figures round each storage up to 64 bytes, as the allocator).
+    CHECK(pipe.stages.at(0)->submod().named_parameters().size() == names.size());
+    int64_t kept = 0;
+    for (const dt::DTensor& p : pipe.parameters()) {
+      kept += p.to_local().numel() * static_cast<int64_t>(dt::dtype_size(p.dtype()));
+    }
+    const int64_t held = dt::meta_memory_stats().current_bytes - start;
+    CHECK(held >= kept);
+    CHECK(held <= kept + 64 * static_cast<int64_t>(names.size()));
+    CHECK(held * 256 < whole);
+    CHECK_THROWS_WITH(
+        (*model)(dt::nn::local_dtensor(dt::zeros({1, 4}, dt::TensorOptions(dt::kInt64)))),
+        Catch::Contains("[Llama] this model holds only this rank's pipeline stages"));
+  }
+  SECTION("kept (release_unused = false)") {
+    const models::LlamaPipeline pipe = models::pipeline_llama(model, mesh, {}, "pp", 1, false);
+    CHECK(model->named_parameters().size() == 8 * 9 + 3);
+    CHECK(model->named_parameters().size() > pipe.stages.at(0)->submod().named_parameters().size());
+  }
 }

@@ -50,6 +50,49 @@ double scalar_value(const DTensor& loss) {
   return loss.full_tensor().to(kFloat64).to_vector<double>().at(0);
 }
 
+// Data parallelism under the pipeline, as PyTorch's stage backward
+// (set_requires_gradient_sync(last) on an FSDP stage): a stage's gradients are reduced once per
+// step, in the backward of its last microbatch; the earlier ones accumulate unreduced (no_sync).
+// Restores each stage's own setting at the end of the step (an outer NoSync stays in force).
+class DeferredGradientSync {
+ public:
+  DeferredGradientSync(const std::vector<std::shared_ptr<PipelineStage>>& stages,
+                       const std::vector<Action>& actions)
+      : stages_(stages), last_(stages.size(), actions.size()) {
+    const int64_t p = stages.front()->pp_group()->size();
+    for (size_t k = 0; k < actions.size(); ++k) {
+      if (actions[k].kind == ActionKind::kBackward) {
+        last_[static_cast<size_t>(actions[k].stage / p)] = k;
+      }
+    }
+    for (const auto& st : stages_) {
+      saved_.push_back(st->data_parallel() && st->data_parallel()->requires_gradient_sync());
+    }
+  }
+  ~DeferredGradientSync() {
+    for (size_t j = 0; j < stages_.size(); ++j) {
+      if (stages_[j]->data_parallel())
+        stages_[j]->data_parallel()->set_requires_gradient_sync(saved_[j]);
+    }
+  }
+  DeferredGradientSync(const DeferredGradientSync&) = delete;
+  DeferredGradientSync& operator=(const DeferredGradientSync&) = delete;
+
+  // Before action k (a backward of local stage j): sync only in the stage's last backward.
+  void before(size_t k, const Action& a) {
+    if (a.kind != ActionKind::kBackward) return;
+    const auto j = static_cast<size_t>(a.stage / stages_.front()->pp_group()->size());
+    if (stages_[j]->data_parallel()) {
+      stages_[j]->data_parallel()->set_requires_gradient_sync(saved_[j] && k == last_[j]);
+    }
+  }
+
+ private:
+  const std::vector<std::shared_ptr<PipelineStage>>& stages_;
+  std::vector<size_t> last_;  // the index of each local stage's last backward action
+  std::vector<bool> saved_;
+};
+
 }  // namespace
 
 // The forward's input (a leaf when received) and output, kept until the backward.
@@ -171,8 +214,13 @@ double PipelineSchedule::step(const DTensor& input, const DTensor& target) {
   // Every action runs, even after a failure (then poisoned: no computation, the messages still
   // sent and received, transfer.h), so finish_step raises the failure on every rank of the mesh.
   channel_.begin_step();
-  for (const Action& a : order_[static_cast<size_t>(pp->rank())]) {
-    run(a, inputs, targets, loss_sum);
+  {
+    const std::vector<Action>& actions = order_[static_cast<size_t>(pp->rank())];
+    DeferredGradientSync sync(stages_, actions);
+    for (size_t k = 0; k < actions.size(); ++k) {
+      sync.before(k, actions[k]);
+      run(actions[k], inputs, targets, loss_sum);
+    }
   }
   slots_.clear();
   mailbox_.clear();

@@ -10,6 +10,13 @@
 // (the mean of the microbatch losses) on every rank. The optimizer step, zero_grad and
 // clip_grad_norm_ (clip_grad.h) stay with the caller, as in PyTorch.
 //
+// Data parallelism. A stage with a data-parallel handle (PipelineStage::set_data_parallel, set by
+// models::pipeline_llama) reduces its gradients once per step, as PyTorch's pipelining does with
+// an FSDP stage: the backwards of its earlier microbatches run under no_sync (each parameter's
+// unreduced gradient, the unsharded compute size, summed locally), the last one reduces the sum
+// (one reduce-scatter per unit instead of one per unit and microbatch). A stage whose handle was
+// set to no sync before the step (NoSync around step(), gradient accumulation over steps) keeps it.
+//
 // Checks. Every step first compares, over every rank of the stages' mesh (pp and the other
 // dims: one small all-gather), the schedule, the number of microbatches and stages of every
 // rank, and whether each can split its batch (the message of one that cannot is raised on every

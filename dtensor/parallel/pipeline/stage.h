@@ -10,11 +10,13 @@
 // own shard, and the next stage receives it with the same placements.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/nn/module.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/parallel/pipeline/transfer.h"
 
 namespace dtensor::pipelining {
@@ -46,6 +48,11 @@ class PipelineStage {
   int pp_rank_of(int64_t s) const { return static_cast<int>(s % pp_->size()); }
   // The input every received activation must match (from example_input), if given.
   const std::optional<detail::TensorMeta>& expected_input() const { return expected_input_; }
+  // fully_shard's / replicate's handle of the stage's module, when it has one (PyTorch's stage
+  // sees an FSDPModule submod): the schedule then reduces the stage's gradients once per step, in
+  // its last microbatch's backward (pipeline_schedule.h).
+  void set_data_parallel(std::shared_ptr<DataParallel> dp) { data_parallel_ = std::move(dp); }
+  const std::shared_ptr<DataParallel>& data_parallel() const { return data_parallel_; }
 
  private:
   nn::ModulePtr module_;
@@ -55,6 +62,7 @@ class PipelineStage {
   DeviceMesh stage_mesh_;
   CommunicatorPtr pp_;
   std::optional<detail::TensorMeta> expected_input_;
+  std::shared_ptr<DataParallel> data_parallel_;
 };
 
 }  // namespace dtensor::pipelining
