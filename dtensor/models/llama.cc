@@ -110,11 +110,11 @@ DTensor LlamaAttention::forward(const DTensor& x) {
   }
   DTensor mask;
   if (st.mask) {
-    // The step's [B, 1, S, T] mask as it is: the attention op broadcasts it over the heads
-    // (whole on every rank when they are sharded), so no layer expands it to [B, H, S, T].
+    // The attention op's 4-d masks are [B, H, L, S]: the same over the heads, then cut like
+    // q's heads by the op's head-sharded strategy.
+    const Tensor m = st.mask->expand({B, n_heads_, S, st.mask->size(3)}).contiguous();
     const DeviceMesh& mesh = q.device_mesh();
-    mask = DTensor::from_local(*st.mask, mesh,
-                               Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
+    mask = DTensor::from_local(m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
   }
   const DTensor o =
       st.cp ? detail::cp_attention(q, k, v, gqa, *st.cp)  // this rank's chunks, the ring
@@ -380,11 +380,6 @@ void Llama::set_context_parallel(detail::LlamaContextParallel cp) {
   step_->current = std::move(next);
 }
 
-std::vector<std::pair<std::string, std::string>> Llama::own_parameter_aliases() const {
-  if (!cfg_.tie_word_embeddings) return {};
-  return {{"lm_head.weight", "model.embed_tokens.weight"}};
-}
-
 void Llama::set_kv_layout(const DeviceMesh& mesh, Placements placements) {
   kv_mesh_ = mesh;
   kv_placements_ = std::move(placements);
@@ -395,7 +390,7 @@ KVCache Llama::make_cache(int64_t batch, int64_t max_len) const {
   const Placements placements =
       kv_mesh_ ? kv_placements_ : Placements(static_cast<size_t>(mesh.ndim()), Replicate());
   return KVCache(cfg_.num_hidden_layers, batch, cfg_.num_key_value_heads, max_len, cfg_.head_dim,
-                 compute_dtype_.value_or(opts_.dtype), mesh, placements);
+                 opts_.dtype, mesh, placements);
 }
 
 DTensor causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t ignore_index) {
