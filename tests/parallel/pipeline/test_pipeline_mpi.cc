@@ -260,9 +260,10 @@ TEST_CASE("pipeline errors are raised on every rank, and the pipeline runs after
 // dp 2 with fully_shard stages, the dp rank 1 of pp rank 0 (world rank 1) alone is given a batch
 // of 3 rows that does not split into 2 microbatches. Its pp line used to raise while the other
 // line went on into FSDP's all-gathers with it: now all four ranks raise the same error before
-// any stage runs, and the next step runs. A step's own collectives, counted without FSDP: one
-// all-gather (the agreement) and one all-reduce (the failure status) over the 4 ranks, one
-// broadcast (the loss) over pp, and the point-to-point transfers.
+// any stage runs, and the next step runs. A failure in the middle of a step on one rank is raised
+// on all four too (stages without FSDP: limit in pipeline_schedule.h). A step's own collectives,
+// counted without FSDP: one all-gather (the agreement) and one all-reduce (the failure status)
+// over the 4 ranks, one broadcast (the loss) over pp, and the point-to-point transfers.
 TEST_CASE("a failure on one dp rank is raised on every rank of the mesh (pp 2 x dp 2, FSDP)",
           "[pipeline][.mesh-failure]") {
   if (dt::world_size() != 4) return;
@@ -290,9 +291,24 @@ TEST_CASE("a failure on one dp rank is raised on every rank of the mesh (pp 2 x 
   const double loss = sched->step(nn::local_dtensor(good), nn::local_dtensor(targets));
   CHECK(std::isfinite(loss));
 
-  // The pipeline's own collectives per step (stages without FSDP).
+  // An error in the middle of a step on one rank (the last stage's loss on world rank 2, pp
+  // rank 1 of dp line 0), with stages that do not communicate over dp: the status all-reduce at
+  // the step's end raises it on all four ranks, dp line 1 included.
   const nn::ModulePtr plain = make_model(2, dt::kFloat64);
-  auto plain_sched = pp::make_schedule("1F1B", my_stages(plain, mesh, 1, false), 2, loss_fn);
+  const auto plain_stages = my_stages(plain, mesh, 1, false);
+  auto failing = pp::make_schedule("1F1B", plain_stages, 2,
+                                   [](const dt::DTensor& out, const dt::DTensor& target) {
+                                     if (dt::world_rank() == 2)
+                                       throw dt::Error("[test] the loss failed on one dp rank");
+                                     return loss_fn(out, target);
+                                   });
+  const std::string failed = "[test] the loss failed on one dp rank";
+  CHECK_THROWS_WITH(failing->step(nn::local_dtensor(good), nn::local_dtensor(targets)),
+                    dt::world_rank() == 2 ? Catch::Equals(failed)
+                                          : Catch::Equals(failed + " (raised on world rank 2)"));
+
+  // The pipeline's own collectives per step (stages without FSDP).
+  auto plain_sched = pp::make_schedule("1F1B", plain_stages, 2, loss_fn);
   dt::CommDebugMode counts;
   plain_sched->step(nn::local_dtensor(good), nn::local_dtensor(targets));
   INFO(counts.str());
