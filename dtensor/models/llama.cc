@@ -110,11 +110,11 @@ DTensor LlamaAttention::forward(const DTensor& x) {
   }
   DTensor mask;
   if (st.mask) {
-    // The attention op's 4-d masks are [B, H, L, S]: the same over the heads, then cut like
-    // q's heads by the op's head-sharded strategy.
-    const Tensor m = st.mask->expand({B, n_heads_, S, st.mask->size(3)}).contiguous();
+    // The step's [B, 1, S, T] mask as it is: the attention op broadcasts it over the heads
+    // (whole on every rank when they are sharded), so no layer expands it to [B, H, S, T].
     const DeviceMesh& mesh = q.device_mesh();
-    mask = DTensor::from_local(m, mesh, Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
+    mask = DTensor::from_local(*st.mask, mesh,
+                               Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
   }
   const DTensor o =
       st.cp ? detail::cp_attention(q, k, v, gqa, *st.cp)  // this rank's chunks, the ring

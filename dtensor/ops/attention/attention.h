@@ -24,7 +24,8 @@ namespace dtensor {
 enum class CausalAlign { kUpperLeft, kLowerRight };
 
 // What every attention call shares. q is [B, H, L, E], k [B, H, S, E], v [B, H, S, Ev] (one dtype,
-// floating); the optional mask is [L, S] or [B, H, L, S], bool (true: the key takes part) or of
+// floating); the optional mask is [L, S] or [B, H, L, S] (or broadcast over the batch or the
+// heads: [B or 1, H or 1, L, S], as PyTorch; a [B, 1, L, S] padding mask is never expanded), bool (true: the key takes part) or of
 // q's dtype (added to the scores). causal: query i sees keys j <= i (top-left aligned, as
 // PyTorch's is_causal), where i counts from `q_offset` (the first query row's global index,
 // for a block of queries; plus S - L for CausalAlign::kLowerRight, as the registered op adds
@@ -62,7 +63,8 @@ double default_attention_scale(int64_t head_dim);
 // Registered as "scaled_dot_product_attention" and, with a mask, ".mask" (scale a runtime arg,
 // causal and its alignment static), each with its backward op. Rows for one mesh dim
 // ([out, lse | q, k, v(, mask)]): batch-sharded (S(0) on all, a 2-d mask whole), head-sharded
-// (S(1) on all, a 2-d mask whole), query-sharded (q, out, lse S(2) with k and v whole: causal
+// (S(1) on all, a 2-d mask whole; a 4-d mask whole along a dim it broadcasts over, so a
+// [B, 1, L, S] mask needs no communication when the heads are sharded), query-sharded (q, out, lse S(2) with k and v whole: causal
 // counts from each block's global offset, plus S - L under kLowerRight; a 4-d mask S(2), a 2-d
 // one S(0)), and v Partial with q and k whole (attention is linear in v: out Partial, lse
 // whole). None communicates. Differentiable in q, k and v.

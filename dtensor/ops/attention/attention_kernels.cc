@@ -52,11 +52,14 @@ DType accumulation_dtype(DType d) {
 }
 
 // The checked operands, flattened to [B * H, rows, cols] in the accumulation dtype, and the
-// mask as an additive bias [1 or B * H, L, S] in the accumulation dtype.
+// mask as an additive bias in the accumulation dtype: [1 or B * H, L, S], or [B or 1, H or 1,
+// L, S] when it broadcasts over the batch or the heads (mask_per_head false: added to the
+// scores viewed as [B, H, rows, cols], never expanded; a [B, 1, L, S] padding mask).
 struct Operands {
   int64_t B = 0, H = 0, L = 0, S = 0, E = 0, Ev = 0;
   DType acc;
   Tensor q, k, v, mask;
+  bool mask_per_head = true;
   AttentionParams p;
 };
 
@@ -77,13 +80,16 @@ Operands prepare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   if (mask.defined()) {
     detail::check_attention_mask(kOp, mask.sizes(), mask.dtype(), q.sizes(), k.sizes(), q.dtype());
     const bool two_d = mask.dim() == 2;
+    // A mask broadcast over the heads ([B, 1, L, S], a padding mask) or the batch stays as it
+    // is: one copy per batch row, not one per head.
+    o.mask_per_head = two_d || (mask.size(1) == o.H && mask.size(0) == o.B);
     // Taken as an additive bias (0 or -inf for a bool mask): adding a bias broadcast over the
     // leading dim is the elementwise library's fast path, a masked fill is not.
     const Tensor m = mask.dtype() == kBool
                          ? masked_fill(zeros(mask.sizes(), TensorOptions(o.acc, mask.device())),
                                        logical_not(mask), Scalar(-kInf))
                          : mask.to(o.acc);
-    o.mask = m.contiguous().reshape({two_d ? 1 : bh, o.L, o.S});
+    o.mask = o.mask_per_head ? m.contiguous().reshape({two_d ? 1 : bh, o.L, o.S}) : m.contiguous();
   }
   return o;
 }
@@ -105,16 +111,21 @@ Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64
               const Tensor& row_term = Tensor()) {
   Tensor s = empty({qi.size(0), bq, bk}, TensorOptions(o.acc, qi.device()));
   bool biased = false;
-  const auto put = [&](const Tensor& bias) {
+  const auto put_into = [&](Tensor block, const Tensor& bias) {
     if (biased) {
-      add_(s, bias);
+      add_(block, bias);
     } else {
-      s.copy_(bias);
+      block.copy_(bias);
     }
     biased = true;
   };
+  const auto put = [&](const Tensor& bias) { put_into(s, bias); };
   if (row_term.defined()) put(row_term);
-  if (o.mask.defined()) put(o.mask.narrow(1, i0, bq).narrow(2, j0, bk));
+  if (o.mask.defined() && o.mask_per_head) put(o.mask.narrow(1, i0, bq).narrow(2, j0, bk));
+  if (o.mask.defined() && !o.mask_per_head) {
+    // The block viewed as [B, H, bq, bk] takes the [B or 1, H or 1, bq, bk] mask broadcast.
+    put_into(s.view({o.B, o.H, bq, bk}), o.mask.narrow(2, i0, bq).narrow(3, j0, bk));
+  }
   const int64_t first_row = o.p.q_offset + i0;
   if (o.p.causal && j0 + bk - 1 > first_row) {  // the block reaches past the diagonal
     const TensorOptions ints(kInt64, qi.device());
@@ -179,9 +190,12 @@ void check_attention_mask(std::string_view op, IntSpan mask, DType mask_dtype, I
            dtype_name(q_dtype));
   const Shape two = {q[2], k[2]};
   const Shape four = {q[0], q[1], q[2], k[2]};
-  DT_CHECK(IntSpan(two) == mask || IntSpan(four) == mask,
-           "[%s] the mask has shape %s, expected %s or %s", op, shape_str(mask), shape_str(two),
-           shape_str(four));
+  // 4-d: PyTorch's broadcast over the batch and the heads (size 1 there) is accepted.
+  const bool fits_four = mask.size() == 4 && (mask[0] == q[0] || mask[0] == 1) &&
+                         (mask[1] == q[1] || mask[1] == 1) && mask[2] == q[2] && mask[3] == k[2];
+  DT_CHECK(IntSpan(two) == mask || fits_four,
+           "[%s] the mask has shape %s, expected %s or %s (a size 1 broadcast in dim 0 or 1)", op,
+           shape_str(mask), shape_str(two), shape_str(four));
 }
 
 }  // namespace detail

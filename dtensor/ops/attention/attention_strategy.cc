@@ -61,10 +61,16 @@ void check_operands(const OpSchema& s, int64_t first, int64_t mask) {
 }
 
 // The mask's placement in a row where q's dims are placed by `on_q` (a [B, H, L, S] mask
-// follows q's dim; a [L, S] one is whole, or S(0) when q is sharded along L).
+// follows q's dim, except a dim it broadcasts over (size 1 where q's is not: a [B, 1, L, S]
+// padding mask with the heads sharded), which it holds whole; a [L, S] one is whole, or S(0)
+// when q is sharded along L).
 Placement mask_placement(const OpSchema& s, int64_t mask, std::optional<int64_t> q_dim) {
   if (!q_dim) return Replicate();
-  if (s.input(mask).ndim() == 4) return Shard(*q_dim);
+  const Shape& m = s.input(mask).shape();
+  if (m.size() == 4) {
+    const bool broadcast = m[*q_dim] == 1 && s.input(0).shape()[*q_dim] != 1;
+    return broadcast ? Placement(Replicate()) : Placement(Shard(*q_dim));
+  }
   return *q_dim == 2 ? Placement(Shard(0)) : Placement(Replicate());
 }
 
@@ -110,7 +116,8 @@ OutputMetas forward_meta(const OpSchema& s, bool has_mask) {
 }
 
 // Sample calls: uneven and empty shards of batch, heads and queries, causal or not, a bool
-// mask of either rank when `mask_rank` is 2 or 4. kind: the usual calls, one with the batch
+// mask of either rank when `mask_rank` is 2 or 4, or one broadcast over the heads [B, 1, L, S]
+// when it is 3. kind: the usual calls, one with the batch
 // short of the ranks, or one causal aligned bottom-right with fewer queries than keys. (The
 // harnesses draw each sample's values from its index: a new call goes last, so that the others
 // keep values whose random masks leave every causal query row a key.)
@@ -135,6 +142,7 @@ std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backw
     }
     if (mask_rank == 2) c.inputs.push_back(sample({L, S}, kBool));
     if (mask_rank == 4) c.inputs.push_back(sample({B, H, L, S}, kBool));
+    if (mask_rank == 3) c.inputs.push_back(sample({B, 1, L, S}, kBool));  // over the heads
     c.args = {scale, causal, lower_right};
     return c;
   };
@@ -171,6 +179,7 @@ void register_attention(Registry& reg, bool has_mask) {
     }
     calls.push_back(attention_samples(w, mask_rank, false, SampleKind::kShortBatch)[0]);
     calls.push_back(attention_samples(w, mask_rank, false, SampleKind::kLowerRight)[0]);
+    if (mask_rank > 0) calls.push_back(attention_samples(w, 3, false)[0]);
     return calls;
   };
   reg.add(std::move(op));
@@ -203,6 +212,7 @@ void register_attention(Registry& reg, bool has_mask) {
     std::vector<OpSample> calls = attention_samples(w, mask_rank, true);
     calls.push_back(attention_samples(w, mask_rank, true, SampleKind::kShortBatch)[0]);
     calls.push_back(attention_samples(w, mask_rank, true, SampleKind::kLowerRight)[0]);
+    if (mask_rank > 0) calls.push_back(attention_samples(w, 3, true)[0]);
     return calls;
   };
   reg.add(std::move(bw));

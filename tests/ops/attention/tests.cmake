@@ -14,3 +14,9 @@ dtensor_add_mpi_test(test_attention_gqa_mpi
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_gqa_mpi.cc
   DEPS dtensor::ops
   RANKS 1 2 4)
+# A mask broadcast over the heads ([B, 1, L, S]): bit-equal to the expanded one, not
+# materialised per head, no collective with the heads sharded (issue 43 R1 E).
+dtensor_add_mpi_test(test_attention_head_mask_mpi
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_head_mask_mpi.cc
+  DEPS dtensor::ops
+  RANKS 1 2 4)
