@@ -390,7 +390,7 @@ KVCache Llama::make_cache(int64_t batch, int64_t max_len) const {
   const Placements placements =
       kv_mesh_ ? kv_placements_ : Placements(static_cast<size_t>(mesh.ndim()), Replicate());
   return KVCache(cfg_.num_hidden_layers, batch, cfg_.num_key_value_heads, max_len, cfg_.head_dim,
-                 opts_.dtype, mesh, placements);
+                 compute_dtype_.value_or(opts_.dtype), mesh, placements);
 }
 
 DTensor causal_lm_loss(const DTensor& logits, const DTensor& labels, int64_t ignore_index) {

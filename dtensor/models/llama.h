@@ -174,7 +174,8 @@ class Llama : public nn::Module {
 
   // A cache for `batch` rows (this rank's rows under data parallelism) of up to `max_len`
   // tokens, laid out like this model's k/v (its parallelization included: call it after
-  // parallelize_llama), in the parameters' dtype.
+  // parallelize_llama), in the dtype the attention computes in: the parameters' dtype, or
+  // FSDP's param_dtype under mixed precision (set_compute_dtype).
   KVCache make_cache(int64_t batch, int64_t max_len) const;
 
   const LlamaConfig& config() const { return cfg_; }
@@ -183,6 +184,10 @@ class Llama : public nn::Module {
 
   // Set by parallelize_llama: the mesh the layers compute on and k/v's placements on it.
   void set_kv_layout(const DeviceMesh& mesh, Placements placements);
+  // Set by parallelize_llama under FSDP mixed precision (DataParallelOptions::param_dtype): the
+  // dtype the layers compute in, so k / v and make_cache's buffers, when it is not the stored
+  // parameters' dtype.
+  void set_compute_dtype(DType dtype) { compute_dtype_ = dtype; }
   // Set by parallelize_llama for a cp mesh dim (llama_context_parallel.h): forward then takes
   // the whole rows [B, S] and returns the logits of this rank's chunks [B, S / cp, V] (the
   // head-tail order); causal_lm_loss(model, logits, labels) is their loss. A KV cache or an
@@ -217,6 +222,7 @@ class Llama : public nn::Module {
   bool pipeline_part_ = false;
   std::optional<DeviceMesh> kv_mesh_;
   Placements kv_placements_;
+  std::optional<DType> compute_dtype_;
 };
 
 // HF's causal language-model loss (LlamaForCausalLM(labels=...)): cross_entropy of logits

@@ -95,6 +95,8 @@ std::shared_ptr<DataParallel> parallelize_llama(Llama& model, const DeviceMesh& 
   }
   if (dp_at < 0 && cp_at < 0) return nullptr;
   DataParallelOptions fsdp = options.fsdp;
+  // Mixed precision: the layers compute in param_dtype, and so must a KV cache (make_cache).
+  if (fsdp.param_dtype) model.set_compute_dtype(*fsdp.param_dtype);
   if (fsdp.grouping.module_types.empty() && fsdp.grouping.min_unit_numel == 0) {
     fsdp.grouping.module_types = {"LlamaDecoderLayer"};
   }

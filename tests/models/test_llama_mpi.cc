@@ -107,6 +107,22 @@ void check_against_reference(models::Llama& model, int64_t row0, int64_t rows) {
   CHECK(worst < kGradTol);
 }
 
+// Runs `input` [1, 12] through `cache`: a prefill of 8 tokens, then 4 decode steps; returns the
+// largest difference of their logits from the full forward's, `full`.
+double prefill_then_decode(models::Llama& model, models::KVCache& cache, const dt::Tensor& input,
+                           const dt::Tensor& full) {
+  double worst =
+      max_abs_diff(model.forward(ids(input.narrow(1, 0, 8).contiguous()), &cache).full_tensor(),
+                   full.narrow(1, 0, 8).contiguous());
+  for (int64_t t = 8; t < 12; ++t) {
+    worst = std::max(
+        worst,
+        max_abs_diff(model.forward(ids(input.narrow(1, t, 1).contiguous()), &cache).full_tensor(),
+                     full.narrow(1, t, 1).contiguous()));
+  }
+  return worst;
+}
+
 // A small random Llama's config with `heads` q heads and `kv_heads` kv heads (uneven shards:
 // vocab 50 and intermediate 36 at 4 ranks).
 models::LlamaConfig small_config(int64_t heads, int64_t kv_heads) {
@@ -379,17 +395,36 @@ TEST_CASE("Llama with FSDP on dp (x tp) matches transformers' gradients", "[llam
   const dt::Tensor input = reference().at("input_ids").narrow(0, row, 1).contiguous();
   const dt::Tensor full = (*model)(ids(input)).full_tensor();
   models::KVCache cache = model->make_cache(1, 12);
-  double worst =
-      max_abs_diff(model->forward(ids(input.narrow(1, 0, 8).contiguous()), &cache).full_tensor(),
-                   full.narrow(1, 0, 8).contiguous());
-  for (int64_t t = 8; t < 12; ++t) {
-    worst = std::max(
-        worst,
-        max_abs_diff(model->forward(ids(input.narrow(1, t, 1).contiguous()), &cache).full_tensor(),
-                     full.narrow(1, t, 1).contiguous()));
-  }
+  const double worst = prefill_then_decode(*model, cache, input, full);
   INFO("cache under FSDP vs full forward: max abs diff " << worst);
   CHECK(worst < 1e-5);
+}
+
+TEST_CASE("KV cache under FSDP mixed precision: the compute dtype (bf16), not the parameters'",
+          "[llama][cache][fsdp]") {
+  const int W = dt::world_size();
+  if (W == 1) return;
+  // dp 2 (x tp 2 at 4 ranks), the layers computing in bfloat16 over float32 parameters: k / v
+  // are bfloat16, so must the cache be (the float32 one that make_cache built from the
+  // parameters' dtype was refused by KVCache::update).
+  const dt::DeviceMesh mesh = W == 4 ? dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"})
+                                     : dt::init_device_mesh(dt::kCPU, {2}, {"dp"});
+  models::LlamaParallelOptions options;
+  options.fsdp.param_dtype = dt::kBFloat16;
+  auto model = load_tiny([&](models::Llama& m) { models::parallelize_llama(m, mesh, options); });
+  dt::autograd::NoGradGuard no_grad;
+  const int64_t row = dt::world_rank() / (W / 2);
+  const dt::Tensor input = reference().at("input_ids").narrow(0, row, 1).contiguous();
+  const dt::Tensor full = (*model)(ids(input)).full_tensor();
+  CHECK(full.dtype() == dt::kBFloat16);
+  models::KVCache cache = model->make_cache(1, 12);
+  CHECK(cache.key_buffer(0).dtype() == dt::kBFloat16);
+  CHECK(cache.value_buffer(1).dtype() == dt::kBFloat16);
+  const double worst = prefill_then_decode(*model, cache, input, full);
+  // bfloat16 keeps 8 bits: the cached path and the full forward round k / v and the logits
+  // (O(1)) alike up to a few units of 2^-8.
+  INFO("bf16 cache vs full forward: max abs diff " << worst);
+  CHECK(worst < 0.05);
 }
 
 TEST_CASE("KV cache: prefill then decode steps equal the full forward and HF's greedy tokens",
