@@ -56,8 +56,12 @@ struct HfLoadResult {
 // elements (one per row of a column shard), never bytes outside the shard. Entries in F32,
 // BF16, F16 or F64 load into any floating parameter, converted as Tensor::copy_ does (PyTorch's
 // load_state_dict copy_); other dtypes must equal the parameter's. Shapes must equal exactly.
-// A parameter tied to another (nn::Module::tie_parameter) is loaded once; the file may also hold
-// it under its other name (as some tied checkpoints do): that entry is not unexpected.
+// A tied parameter (nn::Module::parameter_aliases: tie_parameter's names, a tied Llama's
+// "lm_head.weight") is loaded once, from its canonical entry or, when the file lacks that,
+// from its alias's entry, as transformers' from_pretrained accepts either. A file holding both
+// (some tied checkpoints carry lm_head.weight too): the alias entry must equal the
+// canonical one in shape, dtype rules and values; transformers unties a pair whose values
+// differ, a tied module cannot, so that is an error naming both entries. Never unexpected.
 // Every rank checks everything first — the index and every header (a truncated or corrupt
 // file), missing and unexpected names, shapes, dtypes — and reads every shard into staging
 // memory; only when every rank succeeded are the parameters written, so after an error no
@@ -87,8 +91,9 @@ struct HfSaveOptions {
 };
 
 // Writes the parameters of `module` as the Hugging Face directory `dir` (created with its
-// parents when missing; other files in it, a tokenizer for instance, are left alone), in the
-// layout save_pretrained(safe_serialization=True) writes, so that transformers'
+// parents when missing; a tied parameter once, under its canonical name, as save_pretrained
+// omits its _tied_weights_keys; other files in it, a tokenizer for instance, are left alone),
+// in the layout save_pretrained(safe_serialization=True) writes, so that transformers'
 // from_pretrained loads it unchanged: safetensors files with "__metadata__" {"format": "pt"},
 // the index {"metadata": {"total_parameters", "total_size"}, "weight_map"} when sharded, and
 // config.json. Weight files of an earlier save there ("model.safetensors", its index, shards

@@ -6,7 +6,6 @@
 
 #include <map>
 #include <memory>
-#include <set>
 #include <utility>
 
 #include "dtensor/checkpoint/detail/file_io.h"
@@ -14,6 +13,7 @@
 #include "dtensor/checkpoint/detail/safetensors.h"
 #include "dtensor/checkpoint/detail/world.h"
 #include "dtensor/checkpoint/hf.h"
+#include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
@@ -90,24 +90,35 @@ std::string quoted_list(const std::vector<std::string>& names) {
   return out;
 }
 
+// Other names of tied targets (nn::Module::parameter_aliases): alias -> canonical name.
+using Aliases = std::map<std::string, std::string>;
+
 // Which entry loads each target (by index into `state`), after the rename; what is missing
-// and unexpected. `aliases` are other names of tied targets: entries with those names are
-// neither matched nor unexpected.
+// and unexpected. An entry named as an alias of a target is never unexpected: it loads the
+// target when the file lacks the canonical name, and is otherwise kept in also_entry_of to be
+// checked against it (an alias of something that is not a target is ignored).
 struct Matching {
-  std::vector<std::string> entry_of;  // per target; empty: missing
+  std::vector<std::string> entry_of;       // per target; empty: missing
+  std::vector<std::string> also_entry_of;  // per target: its alias's entry, besides entry_of
   HfLoadResult result;
 };
 
-Matching match(const StateDict& state, const std::set<std::string>& aliases, const WeightFiles& w,
+Matching match(const StateDict& state, const Aliases& aliases, const WeightFiles& w,
                const HfLoadOptions& options, const std::string& dir) {
   std::map<std::string, size_t> target;
   for (size_t i = 0; i < state.size(); ++i) target.emplace(state[i].first, i);
   Matching m;
   m.entry_of.resize(state.size());
+  m.also_entry_of.resize(state.size());
   std::vector<std::string> unexpected_where;
   for (const auto& [name, loc] : w.entries) {
     const std::string fqn = options.rename ? options.rename(name) : name;
-    if (fqn.empty() || aliases.contains(fqn)) continue;
+    if (fqn.empty()) continue;
+    if (const auto a = aliases.find(fqn); a != aliases.end()) {
+      const auto t = target.find(a->second);
+      if (t != target.end()) m.also_entry_of[t->second] = name;
+      continue;
+    }
     const auto t = target.find(fqn);
     if (t == target.end()) {
       m.result.unexpected_keys.push_back(name);
@@ -120,6 +131,7 @@ Matching match(const StateDict& state, const std::set<std::string>& aliases, con
     slot = name;
   }
   for (size_t i = 0; i < state.size(); ++i) {
+    if (m.entry_of[i].empty()) std::swap(m.entry_of[i], m.also_entry_of[i]);
     if (m.entry_of[i].empty()) m.result.missing_keys.push_back(state[i].first);
   }
   if (options.strict) {
@@ -161,8 +173,25 @@ Tensor stage(const DTensor& t, const WeightFiles::Opened& f, const detail::Safet
   return buf;
 }
 
-HfLoadResult load_impl(const StateDict& state, const std::set<std::string>& aliases,
-                       const std::string& dir_arg, const HfLoadOptions& options) {
+// When the file holds a tied target under both names: the alias entry (its shape and dtype
+// checked as the target's) must hold the same values, compared on this rank's shard.
+// transformers' from_pretrained unties the two when they differ (and warns); a module whose
+// tie is structural (one table) cannot, so that file is refused.
+void check_tied_copy(const std::string& target, const DTensor& t, const std::string& entry,
+                     const std::string& alias, const WeightFiles& w, const Tensor& staged) {
+  const auto& [file, e] = w.entries.at(alias);
+  check_entry(target, t, alias, *e, file->file.path());
+  if (!staged.defined()) return;
+  const Tensor copy = stage(t, *file, *e);
+  DT_CHECK(equal(copy.to(staged.dtype()), staged),
+           "[%s] entries '%s' and '%s' are the tied parameter '%s' but hold different values "
+           "(file '%s'): transformers would untie them, a tied module cannot; build the module "
+           "untied (e.g. tie_word_embeddings = false) or drop one entry",
+           kOp, entry, alias, target, file->file.path());
+}
+
+HfLoadResult load_impl(const StateDict& state, const Aliases& aliases, const std::string& dir_arg,
+                       const HfLoadOptions& options) {
   const DeviceMesh world = detail::world_mesh();
   std::vector<Tensor> staged(state.size());
   HfLoadResult result;
@@ -182,6 +211,10 @@ HfLoadResult load_impl(const StateDict& state, const std::set<std::string>& alia
       if (m.entry_of[i].empty()) continue;
       const auto& [file, entry] = w.entries.at(m.entry_of[i]);
       staged[i] = stage(state[i].second, *file, *entry);
+      if (!m.also_entry_of[i].empty()) {
+        check_tied_copy(state[i].first, state[i].second, m.entry_of[i], m.also_entry_of[i], w,
+                        staged[i]);
+      }
     }
     result = std::move(m.result);
   });
@@ -200,18 +233,10 @@ HfLoadResult load_hf(const StateDict& state, const std::string& dir, const HfLoa
 }
 
 HfLoadResult load_hf(nn::Module& module, const std::string& dir, const HfLoadOptions& options) {
-  const StateDict state = module.named_parameters();
-  // A tied parameter is listed once by named_parameters, under its first name; its other names
-  // are the own-parameter names that list skipped.
-  std::set<std::string> listed, aliases;
-  for (const auto& [name, t] : state) listed.insert(name);
-  for (const auto& [prefix, m] : module.named_modules()) {
-    for (const auto& [name, t] : m->own_parameters()) {
-      std::string fqn = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
-      if (!listed.contains(fqn)) aliases.insert(std::move(fqn));
-    }
-  }
-  return load_impl(state, aliases, dir, options);
+  // A tied parameter is listed once by named_parameters, under its canonical name.
+  Aliases aliases;
+  for (auto& [alias, canonical] : module.parameter_aliases()) aliases.emplace(alias, canonical);
+  return load_impl(module.named_parameters(), aliases, dir, options);
 }
 
 std::string read_hf_config(const std::string& dir) {

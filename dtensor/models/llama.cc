@@ -380,6 +380,11 @@ void Llama::set_context_parallel(detail::LlamaContextParallel cp) {
   step_->current = std::move(next);
 }
 
+std::vector<std::pair<std::string, std::string>> Llama::own_parameter_aliases() const {
+  if (!cfg_.tie_word_embeddings) return {};
+  return {{"lm_head.weight", "model.embed_tokens.weight"}};
+}
+
 void Llama::set_kv_layout(const DeviceMesh& mesh, Placements placements) {
   kv_mesh_ = mesh;
   kv_placements_ = std::move(placements);

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtensor/models/kv_cache.h"
@@ -206,6 +207,12 @@ class Llama : public nn::Module {
   // others leave the model (a placeholder whose call throws takes each one's place in the tree)
   // and their parameters are freed with them; this model's own forward then refuses to run.
   void keep_pipeline_modules(const std::vector<bool>& keep_layer, bool keep_embed, bool keep_head);
+
+ protected:
+  // Tied (tie_word_embeddings): "lm_head.weight" is "model.embed_tokens.weight", as
+  // transformers' _tied_weights_keys says, so load_hf accepts a file that also (or only) holds
+  // lm_head.weight and save_hf writes the table once.
+  std::vector<std::pair<std::string, std::string>> own_parameter_aliases() const override;
 
  private:
   // Sets the step (positions, mask, cache) the layers read for this call.

@@ -127,6 +127,27 @@ std::vector<std::pair<std::string, DTensor>> Module::named_parameters() const {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> Module::parameter_aliases() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  // A tied parameter's first name in pre-order is its canonical one (named_parameters').
+  std::map<const AutogradMeta*, std::string> first;
+  std::function<void(const std::string&, const Module*)> visit = [&](const std::string& prefix,
+                                                                     const Module* m) {
+    const auto fqn = [&](const std::string& n) { return prefix.empty() ? n : prefix + "." + n; };
+    for (auto& [n, p] : m->params_) {
+      if (p.autograd_meta() == nullptr) continue;
+      const auto [it, is_first] = first.emplace(p.autograd_meta().get(), fqn(n));
+      if (!is_first) out.emplace_back(fqn(n), it->second);
+    }
+    for (auto& [alias, canonical] : m->own_parameter_aliases()) {
+      out.emplace_back(fqn(alias), fqn(canonical));
+    }
+    for (auto& [n, c] : m->children_) visit(fqn(n), c.get());
+  };
+  visit("", this);
+  return out;
+}
+
 Module& Module::get_submodule(std::string_view fqn) {
   Module* m = this;
   std::string_view rest = fqn;

@@ -104,6 +104,13 @@ class Module {
   std::vector<std::pair<std::string, DTensor>> named_parameters() const;
   // This module's own parameters, in registration order.
   const std::vector<std::pair<std::string, DTensor>>& own_parameters() const { return params_; }
+  // The other names of tied parameters over the tree, as (alias, canonical) fully-qualified
+  // names; canonical is the name named_parameters() lists. As PyTorch's
+  // named_parameters(remove_duplicate=False) shows the duplicates and transformers'
+  // _tied_weights_keys names them, in pre-order: the names tie_parameter gave and what each
+  // module's own_parameter_aliases() declares. Checkpoint readers accept a tensor under either
+  // name; writers write the canonical one only (checkpoint::load_hf / save_hf).
+  std::vector<std::pair<std::string, std::string>> parameter_aliases() const;
   // Every parameter of the tree (named_parameters() without the names), for optimizers.
   std::vector<DTensor> parameters() const;
   // Clears every parameter's gradient (set_to_none, PyTorch's default) or zeroes it in place.
@@ -152,6 +159,12 @@ class Module {
  protected:
   // Re-draws this module's own parameters (see reset_parameters); default: nothing.
   virtual void reset_own_parameters(Generator* /*gen*/) {}
+  // Aliases this module declares for a tie it makes without holding the alias as a parameter
+  // (e.g. a tied Llama's "lm_head.weight", which is the embedding table): (alias, canonical)
+  // names relative to this module. Default: none.
+  virtual std::vector<std::pair<std::string, std::string>> own_parameter_aliases() const {
+    return {};
+  }
 
  private:
   ModulePtr stand_in_;              // set_stand_in

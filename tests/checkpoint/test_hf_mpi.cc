@@ -5,13 +5,15 @@
 // PyTorch's (tests/data/hf_dtypes); save_hf's single and sharded layouts (file names, the
 // index, the split, the metadata, stale files) read back equal, across layouts and, through the
 // hidden [.hf_save_w2] / [.hf_load_w2] cases that ctest runs at 2 then 1 and 4 ranks, across
-// world sizes; every error raised on every rank with no parameter changed.
+// world sizes; tied parameters (parameter_aliases) loaded from either name and saved once;
+// every error raised on every rank with no parameter changed.
 #include <absl/strings/str_cat.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include "ckpt_test_util.h"
 #include "dtensor/checkpoint/hf.h"
@@ -291,17 +293,61 @@ TEST_CASE("load_hf: rename maps and strict = false", "[hf]") {
                   tiny_whole().at("model.norm.weight")));
 }
 
-TEST_CASE("load_hf: a tied parameter loads once; its other name in the file is expected", "[hf]") {
+// The tiny Llama's stand-in with lm_head.weight tied to the embedding (as tie_word_embeddings
+// does), every parameter 42, on a 1-D mesh; parameter_aliases() names the tie.
+std::shared_ptr<Holder> tied_stand_in() {
   auto m = stand_in(mesh_1d(), {dt::Shard(0)}, tiny_llama_params());
-  // lm_head.weight becomes the embedding's (as tie_word_embeddings does): the file's
-  // lm_head.weight entry is then neither unexpected nor loaded over it.
-  auto tied = std::make_shared<Holder>();
-  tied->tie_parameter("weight", m->get_parameter("model.embed_tokens.weight"));
-  m->register_module("lm_head", tied);
-  const ck::HfLoadResult r = ck::load_hf(*m, kTinyLlama);
-  CHECK(r.unexpected_keys.empty());
-  CHECK(dt::equal(m->get_parameter("lm_head.weight").full_tensor(),
-                  tiny_whole().at("model.embed_tokens.weight")));
+  auto head = std::make_shared<Holder>();
+  head->tie_parameter("weight", m->get_parameter("model.embed_tokens.weight"));
+  m->register_module("lm_head", head);
+  return m;
+}
+
+TEST_CASE("load_hf: a tied parameter loads from either name; both must agree", "[hf]") {
+  const auto m0 = tied_stand_in();
+  REQUIRE(m0->parameter_aliases() == std::vector<std::pair<std::string, std::string>>{
+                                         {"lm_head.weight", "model.embed_tokens.weight"}});
+  // Directories holding the tiny Llama's tensors under chosen names (save_hf of named
+  // DTensors writes exactly those names).
+  const std::map<std::string, dt::Tensor>& whole = tiny_whole();
+  const dt::Tensor& embed = whole.at("model.embed_tokens.weight");
+  const auto write = [&](const std::string& name, bool canonical, bool alias) {
+    ck::StateDict state;
+    for (const auto& [n, t] : whole) {
+      if (n == "lm_head.weight" || n == "model.embed_tokens.weight") continue;
+      state.emplace_back(n, dt::local_dtensor(t));
+    }
+    if (canonical) state.emplace_back("model.embed_tokens.weight", dt::local_dtensor(embed));
+    if (alias) state.emplace_back("lm_head.weight", dt::local_dtensor(embed));
+    const std::string dir = fresh_dir(name);
+    ck::save_hf(state, dir);
+    return dir;
+  };
+  // transformers' save_pretrained of a tied model (no lm_head.weight), a file that holds the
+  // same table under both names, and one that holds it as lm_head.weight only: each loads
+  // strictly, the table once.
+  for (const auto& [name, canonical, alias] :
+       {std::tuple{"tied_canonical", true, false}, std::tuple{"tied_both", true, true},
+        std::tuple{"tied_alias_only", false, true}}) {
+    INFO(name);
+    auto m = tied_stand_in();
+    const ck::HfLoadResult r = ck::load_hf(*m, write(name, canonical, alias));
+    CHECK(r.missing_keys.empty());
+    CHECK(r.unexpected_keys.empty());
+    check_equal(*m, whole);  // every parameter, the tied table listed once
+    CHECK(dt::equal(m->get_parameter("lm_head.weight").full_tensor(), embed));
+  }
+  // A save of the tied module writes the table once, under its canonical name (as
+  // save_pretrained leaves the tied lm_head.weight out).
+  {
+    auto m = tied_stand_in();
+    ck::load_hf(*m, write("tied_resave_src", true, false));
+    const std::string dir = fresh_dir("tied_resave");
+    ck::save_hf(*m, dir);
+    const nlohmann::json header = header_of(dir + "/model.safetensors");
+    CHECK(header.contains("model.embed_tokens.weight"));
+    CHECK_FALSE(header.contains("lm_head.weight"));
+  }
 }
 
 TEST_CASE("load_hf: errors name the tensor and the file, on every rank; nothing changes", "[hf]") {
@@ -322,6 +368,14 @@ TEST_CASE("load_hf: errors name the tensor and the file, on every rank; nothing 
   };
   const std::string tiny_file = kTinyLlama + "/model.safetensors";
 
+  SECTION("a tied parameter's two entries differ") {
+    // The committed tiny Llama is untied: its lm_head.weight differs from the embedding.
+    // transformers' from_pretrained would untie the pair (with a warning); a tied module cannot.
+    expect_error(tied_stand_in(), kTinyLlama,
+                 {"entries 'model.embed_tokens.weight' and 'lm_head.weight' are the tied "
+                  "parameter 'model.embed_tokens.weight' but hold different values",
+                  "tie_word_embeddings = false"});
+  }
   SECTION("missing") {
     auto params = tiny_llama_params();
     params.push_back({"extra.weight", {3}});
