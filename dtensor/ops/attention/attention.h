@@ -25,12 +25,12 @@ enum class CausalAlign { kUpperLeft, kLowerRight };
 
 // What every attention call shares. q is [B, H, L, E], k [B, H, S, E], v [B, H, S, Ev] (one dtype,
 // floating); the optional mask is [L, S] or [B, H, L, S] (or broadcast over the batch or the
-// heads: [B or 1, H or 1, L, S], as PyTorch; a [B, 1, L, S] padding mask is never expanded), bool (true: the key takes part) or of
-// q's dtype (added to the scores). causal: query i sees keys j <= i (top-left aligned, as
-// PyTorch's is_causal), where i counts from `q_offset` (the first query row's global index,
-// for a block of queries; plus S - L for CausalAlign::kLowerRight, as the registered op adds
-// it). A query row that sees no key gives 0 (PyTorch's safe softmax) and its log-sum-exp is
-// -inf.
+// heads: [B or 1, H or 1, L, S], as PyTorch; a [B, 1, L, S] padding mask is never expanded),
+// bool (true: the key takes part) or of q's dtype (added to the scores). causal: query i sees
+// keys j <= i (top-left aligned, as PyTorch's is_causal), where i counts from `q_offset` (the
+// first query row's global index, for a block of queries; plus S - L for
+// CausalAlign::kLowerRight, as the registered op adds it). A query row that sees no key gives 0
+// (PyTorch's safe softmax) and its log-sum-exp is -inf.
 struct AttentionParams {
   double scale = 1.0;
   bool causal = false;
@@ -64,10 +64,10 @@ double default_attention_scale(int64_t head_dim);
 // causal and its alignment static), each with its backward op. Rows for one mesh dim
 // ([out, lse | q, k, v(, mask)]): batch-sharded (S(0) on all, a 2-d mask whole), head-sharded
 // (S(1) on all, a 2-d mask whole; a 4-d mask whole along a dim it broadcasts over, so a
-// [B, 1, L, S] mask needs no communication when the heads are sharded), query-sharded (q, out, lse S(2) with k and v whole: causal
-// counts from each block's global offset, plus S - L under kLowerRight; a 4-d mask S(2), a 2-d
-// one S(0)), and v Partial with q and k whole (attention is linear in v: out Partial, lse
-// whole). None communicates. Differentiable in q, k and v.
+// [B, 1, L, S] mask needs no communication when the heads are sharded), query-sharded (q, out,
+// lse S(2) with k and v whole: causal counts from each block's global offset, plus S - L under
+// kLowerRight; a 4-d mask S(2), a 2-d one S(0)), and v Partial with q and k whole (attention is
+// linear in v: out Partial, lse whole). None communicates. Differentiable in q, k and v.
 // scale: 1 / sqrt(E) when not given. enable_gqa (grouped-query attention, PyTorch's flag): k
 // and v may have fewer heads than q, a divisor of them; each k/v head then serves H / Hk
 // consecutive q heads (k and v go through repeat_interleave along the head dim first, which
