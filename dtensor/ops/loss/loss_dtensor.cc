@@ -19,6 +19,7 @@
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/error.h"
 
@@ -61,6 +62,17 @@ DTensor masked_mean(const DTensor& losses, const DTensor& counted) {
                      Scalar(std::numeric_limits<double>::quiet_NaN()));
 }
 
+// cross_entropy's per-element losses reduced: ignored targets contribute 0 and are not counted
+// by the mean.
+DTensor reduce_rows(DTensor loss, const DTensor& target, int64_t ignore_index,
+                    Reduction reduction) {
+  const DTensor valid = cast(ne(target, Scalar(ignore_index)), loss.dtype());
+  loss = loss * valid;
+  if (reduction == Reduction::kNone) return loss;
+  if (reduction == Reduction::kSum) return sum(loss, {});
+  return masked_mean(loss, valid);
+}
+
 }  // namespace
 
 DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction reduction,
@@ -80,6 +92,21 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction re
 
   // Partial logits are reduced first (softmax is not linear).
   const DTensor x = resolve_partial(logits);
+  bool class_sharded = false;
+  for (const Placement& p : x.placements()) class_sharded |= p.is_shard(class_dim);
+  if (!class_sharded) {
+    // Whole rows on every rank: PyTorch's log_softmax (one vectorised op, its fused backward)
+    // and the target pick, 2-3 full-size passes fewer than the loss-parallel steps below each
+    // way (float32 [4096, 1000], one thread: forward 2.5-2.7 -> 1.3-1.5 ms, forward + backward
+    // 4.7-4.9 -> 2.9-3.0 ms at best; PyTorch's 1.8-2.3 and 3.8-4.1 in the same windows).
+    const DTensor lp = log_softmax(x, class_dim);
+    DTensor loss = neg(gather_target(lp, target, ignore_index));
+    if (label_smoothing != 0.0) {
+      const DTensor smooth = neg(sum(lp, dims)) / static_cast<double>(classes);
+      loss = loss * (1.0 - label_smoothing) + smooth * label_smoothing;
+    }
+    return reduce_rows(loss, target, ignore_index, reduction);
+  }
   // Stabilised by the row maximum, a constant for the gradient (it cancels in lse - x[t]).
   const DTensor z = x - amax(x, dims, /*keepdim=*/true).detach();
   std::vector<DTensor> parts = {sum(exp(z), dims), gather_target(z, target, ignore_index)};
@@ -92,12 +119,7 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction re
     const DTensor smooth = lse - select(reduced, 0, 2) / static_cast<double>(classes);
     loss = loss * (1.0 - label_smoothing) + smooth * label_smoothing;
   }
-  // Ignored targets contribute 0 and are not counted by the mean.
-  const DTensor valid = cast(ne(target, Scalar(ignore_index)), loss.dtype());
-  loss = loss * valid;
-  if (reduction == Reduction::kNone) return loss;
-  if (reduction == Reduction::kSum) return sum(loss, {});
-  return masked_mean(loss, valid);
+  return reduce_rows(loss, target, ignore_index, reduction);
 }
 
 DTensor nll_loss(const DTensor& log_probs, const DTensor& target, Reduction reduction,

@@ -111,13 +111,22 @@ std::string bce_input_error(const Tensor& x, const Tensor& target) {
   return "";
 }
 
+namespace {
+
+// Whether the one-pass CPU kernels (pointwise_loss_simd_cpu.cc) take kind on x and y.
+bool fusable_cpu(LossKind kind, const Tensor& x, const Tensor& y) {
+  return x.device().is_cpu() && y.device().is_cpu() && loss_sum_fusable(kind) &&
+         y.dtype() == x.dtype() && y.shape() == x.shape() &&
+         (x.dtype() == kFloat32 || x.dtype() == kFloat64);
+}
+
+}  // namespace
+
 Tensor pointwise_loss(LossKind kind, double param, const Tensor& x, const Tensor& y,
                       const Tensor& weight, const Tensor& pos_weight, Reduction reduction,
                       double divisor) {
   if (reduction != Reduction::kNone && !weight.defined() && !pos_weight.defined() &&
-      x.device().is_cpu() && y.device().is_cpu() && loss_sum_fusable(kind) &&
-      y.dtype() == x.dtype() && y.shape() == x.shape() &&
-      (x.dtype() == kFloat32 || x.dtype() == kFloat64)) {
+      fusable_cpu(kind, x, y)) {
     // The sum in one pass, without the term tensor (pointwise_loss_simd_cpu.cc).
     const Tensor total = full({}, Scalar(loss_sum_cpu(kind, param, x.contiguous(), y.contiguous())),
                               TensorOptions(x.dtype()));
@@ -133,6 +142,12 @@ Tensor pointwise_loss(LossKind kind, double param, const Tensor& x, const Tensor
 Tensor pointwise_loss_grad(LossKind kind, LossPart part, double param, const Tensor& grad,
                            const Tensor& x, const Tensor& y, const Tensor& weight,
                            const Tensor& pos_weight, double scale) {
+  if (part == LossPart::kGradInput && grad.dim() == 0 && grad.device().is_cpu() &&
+      !weight.defined() && !pos_weight.defined() && fusable_cpu(kind, x, y)) {
+    // A 0-d incoming gradient (after a mean / sum): the scaled gradient in one pass.
+    const double k = grad.to(kFloat64).item<double>() * scale;
+    return loss_grad_scaled_cpu(kind, param, k, x.contiguous(), y.contiguous());
+  }
   Tensor out = loss_terms({kind, part, param}, x, y, pos_weight);
   // The terms are a fresh tensor: multiplied in place, and a mean's 1 / n folded into the
   // incoming gradient where that is smaller (0-d after a mean or sum), so the full-size data is

@@ -8,7 +8,10 @@
 // NaN in x gives NaN, as the scalar formula; +-inf as there (log_sigmoid(-inf) = -inf).
 // Also the sum of the per-element losses of mse, l1, smooth_l1, huber and bce_with_logits (no
 // weight, no pos_weight) in one pass for a mean / sum reduction, as PyTorch fuses it: the term
-// tensor is neither allocated, written nor read again.
+// tensor is neither allocated, written nor read again. And their input gradient times a scalar
+// incoming gradient (after a mean / sum) in one pass: the terms are not written, then read and
+// multiplied in place (float32 [256, 4096] smooth_l1 forward + backward, one thread: 0.63-0.68
+// ms, PyTorch's 0.41-0.45).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "dtensor/ops/common/detail/parallel_for.h"
 #include "dtensor/ops/loss/detail/loss_cpu.h"
 #include "dtensor/ops/loss/detail/pointwise_loss.h"
+#include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/dtype.h"
 
 #define HWY_TARGET_INCLUDE "dtensor/ops/loss/pointwise_loss_simd_cpu.cc"
@@ -71,7 +75,66 @@ double LossSumOf(DType dt, double param, const void* x, const void* y, int64_t n
   return total;
 }
 
+// The input derivative of kind k per lane (no pos_weight: pointwise_loss_cpu.cc's term_of with
+// P = kGradInput, the same selects: sign(NaN) = 0, a NaN difference stays NaN otherwise).
+template <class D, class V>
+HWY_INLINE V LossGradV(LossKind k, D d, V x, V y, V b) {
+  const V one = hn::Set(d, hn::TFromD<D>(1)), zero = hn::Zero(d);
+  const V diff = hn::Sub(x, y);
+  const auto sign = [&] {
+    return hn::IfThenElse(hn::Lt(diff, zero), hn::Neg(one),
+                          hn::IfThenElseZero(hn::Gt(diff, zero), one));
+  };
+  switch (k) {
+    case LossKind::kMse:
+      return hn::Add(diff, diff);
+    case LossKind::kL1:
+      return sign();
+    case LossKind::kSmoothL1: {
+      const V q = hn::IfThenElse(hn::Lt(diff, hn::Neg(b)), hn::Neg(one),
+                                 hn::IfThenElse(hn::Gt(diff, b), one, hn::Div(diff, b)));
+      return hn::IfThenElse(hn::Eq(b, zero), sign(), q);
+    }
+    case LossKind::kHuber:
+      return hn::IfThenElse(hn::Lt(diff, hn::Neg(b)), hn::Neg(b),
+                            hn::IfThenElse(hn::Gt(diff, b), b, diff));
+    default:  // kBceWithLogits
+      return hn::Sub(SigmoidC(d, x), y);
+  }
+}
+
+template <LossKind K>
+void LossGradOf(DType dt, double param, double scale, void* out, const void* x, const void* y,
+                int64_t n) {
+  dispatch_floating(dt, loss_name(K), [&]<typename T>() {
+    using C = simd_compute_t<T>;
+    const C b = static_cast<C>(param), k = static_cast<C>(scale);
+    MapRow<T>(
+        static_cast<T*>(out), n,
+        [b, k](auto d, auto xv, auto yv) {
+          return hn::Mul(LossGradV(K, d, xv, yv, hn::Set(d, b)), hn::Set(d, k));
+        },
+        static_cast<const T*>(x), static_cast<const T*>(y));
+  });
+}
+
 }  // namespace
+
+void LossGradScaled(DType dt, LossKind kind, double param, double scale, void* out, const void* x,
+                    const void* y, int64_t n) {
+  switch (kind) {
+    case LossKind::kMse:
+      return LossGradOf<LossKind::kMse>(dt, param, scale, out, x, y, n);
+    case LossKind::kL1:
+      return LossGradOf<LossKind::kL1>(dt, param, scale, out, x, y, n);
+    case LossKind::kSmoothL1:
+      return LossGradOf<LossKind::kSmoothL1>(dt, param, scale, out, x, y, n);
+    case LossKind::kHuber:
+      return LossGradOf<LossKind::kHuber>(dt, param, scale, out, x, y, n);
+    default:
+      return LossGradOf<LossKind::kBceWithLogits>(dt, param, scale, out, x, y, n);
+  }
+}
 
 double LossSum(DType dt, LossKind kind, double param, const void* x, const void* y, int64_t n) {
   switch (kind) {
@@ -115,6 +178,7 @@ HWY_AFTER_NAMESPACE();
 namespace dtensor::detail {
 HWY_EXPORT(BceLogitsRow);
 HWY_EXPORT(LossSum);
+HWY_EXPORT(LossGradScaled);
 
 bool loss_sum_fusable(LossKind kind) {
   return kind == LossKind::kMse || kind == LossKind::kL1 || kind == LossKind::kSmoothL1 ||
@@ -140,6 +204,25 @@ double loss_sum_cpu(LossKind kind, double param, const Tensor& x, const Tensor& 
   double total = 0;
   for (double v : part) total += v;
   return total;
+}
+
+Tensor loss_grad_scaled_cpu(LossKind kind, double param, double scale, const Tensor& x,
+                            const Tensor& y) {
+  Tensor out = empty(x.sizes(), TensorOptions(x.dtype()));
+  constexpr int64_t kBlock = 4096;
+  const int64_t n = x.numel(), blocks = (n + kBlock - 1) / kBlock;
+  const auto es = static_cast<int64_t>(dtype_size(x.dtype()));
+  const char* xp = static_cast<const char*>(x.data_ptr());
+  const char* yp = static_cast<const char*>(y.data_ptr());
+  char* op = static_cast<char*>(out.data_ptr());
+  parallel_for(0, blocks, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      const int64_t at = k * kBlock, len = std::min(kBlock, n - at);
+      HWY_DYNAMIC_DISPATCH(LossGradScaled)
+      (x.dtype(), kind, param, scale, op + at * es, xp + at * es, yp + at * es, len);
+    }
+  });
+  return out;
 }
 
 void bce_with_logits_row_cpu(DType dtype, bool grad_input, void* out, const void* x, const void* y,

@@ -38,6 +38,11 @@ bool loss_sum_fusable(LossKind kind);
 // (no weight, no pos_weight), in one pass without the term tensor; param is beta / delta.
 double loss_sum_cpu(LossKind kind, double param, const Tensor& x, const Tensor& y);
 
+// The input gradient of the same losses times `scale` (the incoming 0-d gradient and a mean's
+// 1 / n), of contiguous CPU x and y of one floating dtype and shape, in one pass.
+Tensor loss_grad_scaled_cpu(LossKind kind, double param, double scale, const Tensor& x,
+                            const Tensor& y);
+
 // reduce_loss: the sum or mean of `losses` over the non-ignored targets (or none).
 Tensor reduce_loss_cpu(const Tensor& losses, const Tensor& target, Reduction reduction,
                        int64_t ignore_index);
