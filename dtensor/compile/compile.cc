@@ -75,7 +75,23 @@ class Builder final : public detail::CaptureRecorder {
     made_[storage_id] = depth > 0 ? Made::kInsidePrimitive : Made::kOutside;
   }
 
-  void keep(const void* storage_id) override { made_.erase(storage_id); }
+  void keep(const void* storage_id) override {
+    made_.erase(storage_id);
+    // State made by a factory that a recorded primitive just made (DTensor zeros_like records
+    // itself in a capture, so that backward formulas' zeros replay): replay must keep updating
+    // this very tensor, not make a fresh one each step. The node goes; its value becomes the
+    // graph's own tensor.
+    if (g_.nodes_.empty()) return;
+    Node& last = g_.nodes_.back();
+    if (!last.inputs.empty() || last.outputs.size() != 1 || last.outputs[0] == kNoValue) return;
+    const auto v = static_cast<size_t>(last.outputs[0]);
+    if (captured_[v].storage().id() != storage_id) return;
+    Value& value = g_.values_[v];
+    value.kind = Value::Kind::kExternal;
+    value.producer = -1;
+    value.external = captured_[v];
+    g_.nodes_.pop_back();
+  }
 
   [[noreturn]] void refuse(const std::string& what) override {
     DT_FAIL(

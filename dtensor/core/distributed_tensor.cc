@@ -16,6 +16,7 @@
 #include "dtensor/core/detail/util.h"
 #include "dtensor/core/redistribute.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/stable_hash.h"
 
@@ -411,14 +412,34 @@ DTensor distribute_tensor(const Tensor& tensor, PlacementSpan placements,
   return distribute_tensor(tensor, current_mesh(), placements, src_data_rank);
 }
 
+namespace {
+
+// Local zeros. While a step is captured by dtensor::compile they are made by a recorded
+// primitive, so replay makes them again: backward formulas call zeros_like (where / clamp-style
+// masks, norms), and a tensor made in the step outside any primitive would be refused. State
+// made this way on purpose (an optimizer's lazily created moments) is declared with
+// detail::keep_in_capture, which makes it the graph's own tensor instead.
+Tensor fresh_zeros(const Shape& shape, TensorOptions opts) {
+  if (detail::capture_recorder() == nullptr) return zeros(shape, opts);
+  Tensor z[1];
+  detail::run_recorded("op", "zeros_like", {}, z, 0,
+                       [shape, opts](absl::Span<const Tensor>, absl::Span<Tensor> out) {
+                         out[0] = zeros(shape, opts);
+                       });
+  return std::move(z[0]);
+}
+
+}  // namespace
+
 DTensor zeros_like(const DTensor& x) {
   DT_CHECK(x.defined(), "[zeros_like] the DTensor is undefined (expected a DTensor)");
-  return DTensor(zeros(x.to_local().shape(), TensorOptions(x.dtype(), x.device())), x.spec_ptr());
+  return DTensor(fresh_zeros(x.to_local().shape(), TensorOptions(x.dtype(), x.device())),
+                 x.spec_ptr());
 }
 
 DTensor zeros_like(const DTensorSpec& spec) {
   return DTensor(
-      zeros(spec.local_shard().shape, TensorOptions(spec.dtype(), local_device(spec.mesh()))),
+      fresh_zeros(spec.local_shard().shape, TensorOptions(spec.dtype(), local_device(spec.mesh()))),
       std::make_shared<const DTensorSpec>(spec));
 }
 

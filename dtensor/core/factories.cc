@@ -3,9 +3,11 @@
 #include "dtensor/core/factories.h"
 
 #include <functional>
+#include <string>
 
 #include "dtensor/core/detail/util.h"
 #include "dtensor/core/dtensor_spec.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -31,8 +33,18 @@ DTensor make(std::string_view op, IntSpan shape, const DeviceMesh& mesh, Placeme
   if (!mesh.contains_me()) {
     return DTensor(detail::empty_local(spec->ndim(), dtype, device), std::move(spec));
   }
-  Tensor local = fill(spec->local_shard(), TensorOptions(dtype, device));
-  return DTensor(std::move(local), std::move(spec));
+  const LocalShard shard = spec->local_shard();
+  const TensorOptions opts(dtype, device);
+  if (detail::capture_recorder() == nullptr) return DTensor(fill(shard, opts), std::move(spec));
+  // While a step is captured by dtensor::compile the shard is made by a recorded primitive, so
+  // replay makes it again (a backward formula's full_like / ones_like, a constant made in the
+  // step); a tensor made in the step outside any primitive would be refused.
+  Tensor local[1];
+  detail::run_recorded("op", std::string(op), {}, local, 0,
+                       [fill, shard, opts](absl::Span<const Tensor>, absl::Span<Tensor> out) {
+                         out[0] = fill(shard, opts);
+                       });
+  return DTensor(std::move(local[0]), std::move(spec));
 }
 
 }  // namespace
@@ -63,7 +75,7 @@ DTensor ones(IntSpan shape, const DeviceMesh& mesh, PlacementSpan placements, DT
 DTensor full(IntSpan shape, const Scalar& value, const DeviceMesh& mesh, PlacementSpan placements,
              DType dtype) {
   return make("full", shape, mesh, placements, dtype,
-              [&value](const LocalShard& s, TensorOptions o) { return full(s.shape, value, o); });
+              [value](const LocalShard& s, TensorOptions o) { return full(s.shape, value, o); });
 }
 
 DTensor arange(double start, double end, double step, const DeviceMesh& mesh,
