@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "dtensor/collectives/comm_worker.h"
 #include "dtensor/tensor/error.h"
@@ -25,6 +26,13 @@ std::string value_name(const Graph& g, ValueId v) {
       break;
   }
   return absl::StrCat("%", v);
+}
+
+// Drops a slot's handle: destroyed and made again empty in place (assigning an empty Tensor
+// would copy its unused inline shape storage too).
+void drop(Tensor& t) {
+  std::destroy_at(&t);
+  std::construct_at(&t);
 }
 
 }  // namespace
@@ -75,7 +83,55 @@ std::string Graph::str() const {
   return out;
 }
 
+void Graph::prepare_walk() const {
+  walk_.clear();
+  walk_ids_.clear();
+  size_t widest_in = 0, widest_out = 0;
+  // [first, +n) when `ids` are n consecutive values (none absent), else -1.
+  auto run_of = [](const std::vector<ValueId>& ids) -> int32_t {
+    if (ids.empty()) return 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] == kNoValue || ids[i] != ids[0] + static_cast<ValueId>(i)) return -1;
+    }
+    return ids[0];
+  };
+  auto append = [&](const std::vector<ValueId>& ids) {
+    const auto begin = static_cast<uint32_t>(walk_ids_.size());
+    walk_ids_.insert(walk_ids_.end(), ids.begin(), ids.end());
+    return begin;
+  };
+  static const std::vector<ValueId> kNone;
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    const Node& n = nodes_[k];
+    Step st{};
+    st.fn = &n.fn;
+    st.in_count = static_cast<uint32_t>(n.inputs.size());
+    st.in_begin = append(n.inputs);
+    // Read in place unless async (the communication thread needs its own handles).
+    st.in_first = n.async ? -1 : run_of(n.inputs);
+    st.moves = k < last_read_.size() ? last_read_[k] : 0;
+    st.out_count = static_cast<uint32_t>(n.outputs.size());
+    st.out_begin = append(n.outputs);
+    st.out_first = n.async ? -1 : run_of(n.outputs);
+    const std::vector<ValueId>& dead = k < free_after_.size() ? free_after_[k] : kNone;
+    st.free_count = static_cast<uint32_t>(dead.size());
+    st.free_begin = append(dead);
+    st.async = n.async;
+    st.fences = has_async_ && !n.async &&
+                (n.mutated_inputs != 0 || (n.kind != "op" && n.kind != "redistribute"));
+    if (st.in_first < 0) widest_in = std::max(widest_in, n.inputs.size());
+    if (st.out_first < 0) widest_out = std::max(widest_out, n.outputs.size());
+    walk_.push_back(st);
+  }
+  args_.clear();
+  args_.reserve(widest_in);
+  scratch_.clear();
+  scratch_.resize(widest_out);
+  walk_ready_ = true;
+}
+
 DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
+  if (!walk_ready_ || walk_.size() != nodes_.size()) prepare_walk();
   // The slots live from replay to replay: the externals stay in place, the inputs are set per
   // call, the produced values are dropped by the plan or at the end.
   std::vector<Tensor>& slots = slots_;
@@ -113,78 +169,90 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
     }
   };
   auto ready = [&](ValueId v) {
-    if (has_async_ && v != kNoValue && pending[static_cast<size_t>(v)] >= 0) {
+    if (v != kNoValue && pending[static_cast<size_t>(v)] >= 0) {
       land(pending[static_cast<size_t>(v)]);
     }
   };
-  // Node arguments, reused from node to node (std::vector: no per-node allocation once grown).
-  std::vector<Tensor> in, out;
-  const Tensor none;
   auto land_all = [&] {
     for (size_t f = 0; f < flights.size(); ++f) land(static_cast<int32_t>(f));
   };
-  // A node that writes in place or runs code the graph cannot see into waits for every move in
-  // flight first: a move may still be reading what it writes.
-  auto fences = [](const Node& n) {
-    return n.mutated_inputs != 0 || (n.kind != "op" && n.kind != "redistribute");
-  };
+  const int32_t* ids = walk_ids_.data();
+  Tensor* const slot = slots.data();
+  std::vector<Tensor>& args = args_;
   try {
-    for (size_t k = 0; k < nodes_.size(); ++k) {
-      const Node& n = nodes_[k];
-      if (has_async_ && !n.async && fences(n)) land_all();
-      in.clear();
-      const uint64_t moves = k < last_read_.size() ? last_read_[k] : 0;
-      for (size_t i = 0; i < n.inputs.size(); ++i) {
-        const ValueId v = n.inputs[i];
-        ready(v);
-        if (v == kNoValue) {
-          in.push_back(none);
-        } else if (i < 64 && ((moves >> i) & 1u) != 0) {
-          in.push_back(std::move(slots[static_cast<size_t>(v)]));
-        } else {
-          in.push_back(slots[static_cast<size_t>(v)]);
-        }
+    for (size_t k = 0; k < walk_.size(); ++k) {
+      const Step& st = walk_[k];
+      if (has_async_) {
+        // A node that writes in place or runs code the graph cannot see into waits for every
+        // move in flight first: a move may still be reading what it writes.
+        if (st.fences) land_all();
+        for (uint32_t i = 0; i < st.in_count; ++i) ready(ids[st.in_begin + i]);
       }
-      if (n.async) {
-        auto outs = std::make_shared<std::vector<Tensor>>(n.outputs.size());
-        WorkPtr work = submit_async(
-            [&n, args = in, outs] { n.fn(absl::MakeConstSpan(args), absl::MakeSpan(*outs)); });
+      // The inputs: the slots themselves when they are consecutive, else handles gathered into
+      // args_ (a value's last read hands the slot's handle over, so a node that checks whether
+      // it holds the only handle, as gradient accumulation does, sees what the eager step saw;
+      // a slot read in place is dropped by the plan after the node, which sees the same).
+      absl::Span<const Tensor> in;
+      if (st.in_first >= 0) {
+        in = absl::MakeConstSpan(slot + st.in_first, st.in_count);
+      } else {
+        for (uint32_t i = 0; i < st.in_count; ++i) {
+          const ValueId v = ids[st.in_begin + i];
+          if (v == kNoValue) {
+            args.emplace_back();
+          } else if (i < 64 && ((st.moves >> i) & 1u) != 0) {
+            args.push_back(std::move(slot[v]));
+          } else {
+            args.push_back(slot[v]);
+          }
+        }
+        in = absl::MakeConstSpan(args);
+      }
+      if (st.async) {
+        auto outs = std::make_shared<std::vector<Tensor>>(st.out_count);
+        const Node& n = nodes_[k];
+        WorkPtr work = submit_async([&n, held = std::vector<Tensor>(in.begin(), in.end()), outs] {
+          n.fn(absl::MakeConstSpan(held), absl::MakeSpan(*outs));
+        });
+        args.clear();
         flights.push_back({k, std::move(work), std::move(outs)});
-        for (ValueId v : n.outputs) {
+        for (uint32_t o = 0; o < st.out_count; ++o) {
+          const ValueId v = ids[st.out_begin + o];
           if (v != kNoValue)
             pending[static_cast<size_t>(v)] = static_cast<int32_t>(flights.size() - 1);
         }
+        continue;
+      }
+      // The node's time, one clock pair: its computation (writing its outputs into their slots;
+      // the few nodes whose outputs are not consecutive slots write a scratch buffer, moved in),
+      // and the freeing of the values it was the last to read. Releasing the gathered argument
+      // handles after it is the framework's.
+      const auto t0 = node_seconds != nullptr ? std::chrono::steady_clock::now()
+                                              : std::chrono::steady_clock::time_point();
+      if (st.out_first >= 0) {
+        (*st.fn)(in, absl::MakeSpan(slot + st.out_first, st.out_count));
       } else {
-        out.clear();
-        out.resize(n.outputs.size());
-        if (node_seconds == nullptr) {
-          n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
-        } else {
-          const auto t0 = std::chrono::steady_clock::now();
-          n.fn(absl::MakeConstSpan(in), absl::MakeSpan(out));
-          *node_seconds +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        }
-        for (size_t o = 0; o < n.outputs.size(); ++o) {
-          if (n.outputs[o] != kNoValue)
-            slots[static_cast<size_t>(n.outputs[o])] = std::move(out[o]);
+        (*st.fn)(in, absl::MakeSpan(scratch_.data(), st.out_count));
+        for (uint32_t o = 0; o < st.out_count; ++o) {
+          const ValueId v = ids[st.out_begin + o];
+          if (v != kNoValue) slot[v] = std::move(scratch_[o]);
+          drop(scratch_[o]);
         }
       }
-      if (k < free_after_.size() && !free_after_[k].empty()) {
-        // Freeing the node's dead values counts as node time, as allocating its outputs does.
-        const auto t0 = node_seconds != nullptr ? std::chrono::steady_clock::now()
-                                                : std::chrono::steady_clock::time_point();
-        for (ValueId v : free_after_[k]) {
-          ready(v);
-          slots[static_cast<size_t>(v)] = none;
-        }
-        if (node_seconds != nullptr) {
-          *node_seconds +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        }
+      for (uint32_t d = 0; d < st.free_count; ++d) {
+        const ValueId v = ids[st.free_begin + d];
+        if (has_async_) ready(v);
+        drop(slot[v]);
       }
+      if (node_seconds != nullptr) {
+        *node_seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      args.clear();
     }
   } catch (...) {
+    args.clear();
+    for (Tensor& t : scratch_) drop(t);
     // No task may outlive the call reading this graph's nodes or slots.
     for (Flight& f : flights) {
       if (f.work == nullptr) continue;
@@ -201,7 +269,7 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
     result.emplace_back(slots[static_cast<size_t>(outputs_[o])], output_specs_[o]);
   }
   for (size_t v = 0; v < values_.size(); ++v) {
-    if (values_[v].kind != Value::Kind::kExternal) slots[v] = none;
+    if (values_[v].kind != Value::Kind::kExternal) drop(slots[v]);
   }
   return result;
 }
@@ -216,6 +284,7 @@ int64_t Graph::find(std::string_view name, int64_t from) const {
 Node& Graph::node(int64_t k) {
   DT_CHECK(k >= 0 && k < static_cast<int64_t>(nodes_.size()),
            "[compile] node %d is out of range (the graph has %d)", k, nodes_.size());
+  walk_ready_ = false;
   return nodes_[static_cast<size_t>(k)];
 }
 
@@ -246,11 +315,13 @@ void Graph::insert(int64_t k, Node n) {
            "[compile] insert at %d: out of range (the graph has %d nodes)", k, nodes_.size());
   DT_CHECK(static_cast<bool>(n.fn), "[compile] insert: node '%s' has no computation", n.name);
   nodes_.insert(nodes_.begin() + k, std::move(n));
+  walk_ready_ = false;
 }
 
 void Graph::erase(int64_t k) {
   node(k);  // range check
   nodes_.erase(nodes_.begin() + k);
+  walk_ready_ = false;
 }
 
 void Graph::check() const {

@@ -151,6 +151,32 @@ class Graph {
   std::vector<uint64_t> last_read_;
   bool has_async_ = false;             // a node is async (set by the scheduling pass)
   mutable std::vector<Tensor> slots_;  // run()'s value slots, kept from replay to replay
+
+  // The walk run() follows, flattened from the nodes, the memory plan and the scheduling once
+  // (rebuilt after an edit): per node, its computation and ranges into flat lists of slot
+  // indices, so that a replay reads no Node (strings, vectors) and allocates nothing itself.
+  struct Step {
+    const ReplayFn* fn;
+    // The inputs are the slots [in_first, +in_count) (read in place: no copy), or -1: the slots
+    // walk_ids_[in_begin, +in_count), copied into args_ for the call.
+    int32_t in_first;
+    uint32_t in_begin, in_count;
+    uint32_t free_begin, free_count;  // walk_ids_[...]: the values that die after it
+    // The outputs are the slots [out_first, +out_count) (written in place), or -1: the slots
+    // walk_ids_[out_begin, +out_count) (kNoValue: dropped), set from scratch_ after the call.
+    int32_t out_first;
+    uint32_t out_begin, out_count;
+    uint64_t moves;  // gathered inputs: bit i, input i is its value's last read (handed over)
+    bool async;
+    bool fences;  // waits for every move in flight first (see run())
+  };
+  void prepare_walk() const;
+  mutable bool walk_ready_ = false;
+  mutable std::vector<Step> walk_;
+  mutable std::vector<int32_t> walk_ids_;
+  // The node arguments, reserved once to the widest node: copies of the input slots live here
+  // for the node's call only (the kernels take a contiguous span of tensors).
+  mutable std::vector<Tensor> args_, scratch_;
   GraphStats stats_;
 };
 
