@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "dtensor/checkpoint/plan.h"
+#include "dtensor/checkpoint/train_state.h"
 #include "dtensor/collectives/debug_log.h"
 #include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/runtime.h"
@@ -222,6 +224,13 @@ DryRunReport dry_run_llama_step(const DryRunOptions& o) {
   r.activation_bytes = r.peak_bytes - start;
   for (const DTensor& p : params) r.parameter_bytes += local_bytes(p);
   for (const auto& [name, state] : adam.state_dict()) r.optimizer_bytes += local_bytes(state);
+  if (!schedule) {
+    const checkpoint::SavePlan plan =
+        checkpoint::plan_save(checkpoint::training_state(model.get(), &adam, nullptr));
+    r.checkpoint_bytes = plan.bytes;
+    r.checkpoint_total_bytes = plan.total_bytes;
+    r.checkpoint_files = plan.files;
+  }
   return r;
 }
 
@@ -250,6 +259,13 @@ std::string DryRunReport::table() const {
       "  step peak above its start (activations, gradients, temporaries; allocator) %.2f; "
       "allocator peak %.2f\n",
       mib(activation_bytes), mib(peak_bytes));
+  if (checkpoint_total_bytes > 0) {
+    s += absl::StrFormat("checkpoint (plan_save): this rank writes %.2f MiB of %.2f MiB%s\n",
+                         mib(checkpoint_bytes), mib(checkpoint_total_bytes),
+                         checkpoint_files >= 0
+                             ? absl::StrFormat(" in %d rank files", checkpoint_files)
+                             : std::string(" (rank files: unknown on the fake backend)"));
+  }
   s += absl::StrFormat(
       "planning: %d propagation and %d redistribute-plan cache misses in the first step (%.1f "
       "ms, cold caches); the counted step %.1f ms\n",

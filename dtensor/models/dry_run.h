@@ -81,6 +81,13 @@ struct DryRunReport {
   int64_t activation_bytes = 0;  // the step's peak above its start: activations, gradients,
                                  // gathered FSDP parameters and temporaries
   int64_t peak_bytes = 0;        // the allocator's peak during the step
+  // The checkpoint a save of the parameters and AdamW states would write
+  // (checkpoint::plan_save, planned without data or files): this rank's bytes, the total, and
+  // the rank files (-1 under the fake backend, which cannot know the other ranks'). Not planned
+  // with a pp dim (-1 / 0): the ranks then hold different stages, which checkpoint::save refuses.
+  int64_t checkpoint_bytes = 0;
+  int64_t checkpoint_total_bytes = 0;
+  int checkpoint_files = -1;
   // Planning: cache misses and time of the first step (cold caches) and the counted one.
   int64_t propagation_misses = 0;
   int64_t plan_misses = 0;

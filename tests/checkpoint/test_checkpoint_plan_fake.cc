@@ -1,6 +1,6 @@
 // plan_save and plan_load under the fake backend (issue 46): one process plays rank
 // DTENSOR_FAKE_RANK of a fake world of 8 on a (dp 2, tp 4) mesh of meta DTensors, as a dry run
-// does. ctest runs it as rank 0 (whose plan is exact) and rank 5 (an upper bound for a tensor
+// does, and the dry run's report carries the checkpoint's plan. ctest runs it as rank 0 (whose plan is exact) and rank 5 (an upper bound for a tensor
 // on the tp submesh: see plan.h); nothing is allocated and no file is touched.
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -8,6 +8,7 @@
 #include "dtensor/checkpoint/plan.h"
 #include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/collectives/runtime.h"
+#include "dtensor/models/dry_run.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/memory_stats.h"
 
@@ -76,4 +77,30 @@ TEST_CASE("plan_save and plan_load on the fake backend", "[checkpoint][plan][fak
   CHECK(load.bytes == 8 * 4 * 4);
   CHECK(dt::meta_memory_stats().current_bytes >= 0);
   CHECK_FALSE(std::filesystem::exists("rank-00000.safetensors"));
+}
+
+TEST_CASE("the dry run reports the checkpoint's plan", "[checkpoint][plan][fake]") {
+  dtensor::models::DryRunOptions o;
+  o.config.vocab_size = 64;
+  o.config.hidden_size = 32;
+  o.config.intermediate_size = 64;
+  o.config.num_hidden_layers = 2;
+  o.config.num_attention_heads = 4;
+  o.config.num_key_value_heads = 4;
+  o.config.head_dim = 8;
+  o.config.max_position_embeddings = 16;
+  o.mesh_shape = {2, 4};
+  o.mesh_dim_names = {"dp", "tp"};
+  o.seq = 16;
+  o.meta = true;
+  const dtensor::models::DryRunReport r = dtensor::models::dry_run_llama_step(o);
+  // Each rank writes the shards it holds of every parameter and AdamW state (FSDP x TP), but
+  // the 5 RMSNorm weights (and their 2 states) are replicated over tp: only tp rank 0 writes
+  // their dp shards (16 floats each); only rank 0 writes the step count (8 bytes, local).
+  const int64_t norms = 3 * 5 * 16 * 4;
+  CHECK(r.checkpoint_bytes == r.parameter_bytes + r.optimizer_bytes -
+                                  (dt::world_rank() == 0 ? 0 : 8 + norms));
+  CHECK(r.checkpoint_total_bytes > 3 * 4 * (64 * 32 * 2 + 2 * 4 * 32 * 32));
+  CHECK(r.checkpoint_files == -1);
+  CHECK_THAT(r.table(), Catch::Contains("checkpoint (plan_save): this rank writes"));
 }
