@@ -123,6 +123,15 @@ void Graph::prepare_walk() const {
     if (st.out_first < 0) widest_out = std::max(widest_out, n.outputs.size());
     walk_.push_back(st);
   }
+  walk_inputs_.clear();
+  walk_reset_.clear();
+  for (size_t v = 0; v < values_.size(); ++v) {
+    if (values_[v].kind == Value::Kind::kExternal) continue;
+    walk_reset_.push_back(static_cast<int32_t>(v));
+    if (values_[v].kind == Value::Kind::kInput) {
+      walk_inputs_.emplace_back(static_cast<int32_t>(v), values_[v].input_index);
+    }
+  }
   args_.clear();
   args_.reserve(widest_in);
   scratch_.clear();
@@ -141,11 +150,8 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
       if (values_[v].kind == Value::Kind::kExternal) slots[v] = values_[v].external;
     }
   }
-  for (size_t v = 0; v < values_.size(); ++v) {
-    const Value& value = values_[v];
-    if (value.kind == Value::Kind::kInput) {
-      slots[v] = inputs[static_cast<size_t>(value.input_index)].to_local();
-    }
+  for (const auto& [v, index] : walk_inputs_) {
+    slots[static_cast<size_t>(v)] = inputs[static_cast<size_t>(index)].to_local();
   }
   // Async nodes in flight: the node, its work, its outputs (written by the communication
   // thread, moved into the slots by the waiting thread); pending[v]: the flight making value v.
@@ -268,9 +274,7 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
   for (size_t o = 0; o < outputs_.size(); ++o) {
     result.emplace_back(slots[static_cast<size_t>(outputs_[o])], output_specs_[o]);
   }
-  for (size_t v = 0; v < values_.size(); ++v) {
-    if (values_[v].kind != Value::Kind::kExternal) drop(slots[v]);
-  }
+  for (const int32_t v : walk_reset_) drop(slots[static_cast<size_t>(v)]);
   return result;
 }
 
@@ -296,6 +300,7 @@ ValueId Graph::add_external(const Tensor& t) {
   v.dtype = t.dtype();
   v.nbytes = static_cast<int64_t>(t.nbytes());
   v.external = t;
+  walk_ready_ = false;
   return static_cast<ValueId>(values_.size() - 1);
 }
 
@@ -307,6 +312,7 @@ ValueId Graph::add_value(IntSpan sizes, DType dtype) {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   v.nbytes = n * static_cast<int64_t>(dtype_size(dtype));
+  walk_ready_ = false;
   return static_cast<ValueId>(values_.size() - 1);
 }
 

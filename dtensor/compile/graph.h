@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtensor/core/distributed_tensor.h"
@@ -174,6 +175,10 @@ class Graph {
   mutable bool walk_ready_ = false;
   mutable std::vector<Step> walk_;
   mutable std::vector<int32_t> walk_ids_;
+  // The input values (value, input index), and every value that is not external (emptied at
+  // the end of a replay): lists, so that a replay does not visit every Value.
+  mutable std::vector<std::pair<int32_t, int32_t>> walk_inputs_;
+  mutable std::vector<int32_t> walk_reset_;
   // The node arguments, reserved once to the widest node: copies of the input slots live here
   // for the node's call only (the kernels take a contiguous span of tensors).
   mutable std::vector<Tensor> args_, scratch_;
