@@ -26,25 +26,31 @@ constexpr ReduceOp kLinearPartialOps[] = {ReduceOp::kSum, ReduceOp::kAvg};
 // (P -> R on that mesh dim, the cost model's price) to candidates that move inputs keeps the
 // engine from preferring "chunk two replicated inputs and leave an all-reduce for later" over
 // a strategy that needs no reduction at all. A Partial the caller's inputs already carried
-// was pending anyway and is not charged.
+// was pending anyway: on such a mesh dim only the growth is charged, the outputs' reduction
+// less the Partial inputs' (issue 46). Without that, a tp backward's weight-gradient
+// mm(grad P [H, T], x S(1) [T, F]) kept its P [H, F] output for free and reduce-scattered a
+// whole weight gradient instead of all-reducing the [T, H] activation gradient.
 double deferred_reduction_cost(const OpSchema& schema, const PlacementStrategy& c,
                                absl::Span<const TensorMeta> metas, int64_t nout) {
   const DeviceMesh& mesh = schema.mesh();
+  const auto reduce_cost = [&](const Placements& p, const TensorMeta& meta, int64_t m) {
+    Placements reduced = p;
+    reduced[m] = Replicate();
+    return redistribute_cost(DTensorSpec(mesh, p, meta, schema.name()),
+                             DTensorSpec(mesh, std::move(reduced), meta, schema.name()));
+  };
   double cost = 0;
   for (int64_t m = 0; m < mesh.ndim(); ++m) {
-    bool input_partial = false;
+    double pending = 0;
     for (int64_t i = 0; i < schema.num_inputs(); ++i) {
-      input_partial |= schema.input(i).placement(m).is_partial();
+      const DTensorSpec& in = schema.input(i);
+      if (in.placement(m).is_partial()) pending += reduce_cost(in.placements(), in.meta(), m);
     }
-    if (input_partial) continue;
+    double deferred = 0;
     for (int64_t o = 0; o < nout; ++o) {
-      const Placements& out = c.placements[o];
-      if (!out[m].is_partial()) continue;
-      Placements reduced = out;
-      reduced[m] = Replicate();
-      cost += redistribute_cost(DTensorSpec(mesh, out, metas[o], schema.name()),
-                                DTensorSpec(mesh, std::move(reduced), metas[o], schema.name()));
+      if (c.placements[o][m].is_partial()) deferred += reduce_cost(c.placements[o], metas[o], m);
     }
+    cost += std::max(0.0, deferred - pending);
   }
   return cost;
 }

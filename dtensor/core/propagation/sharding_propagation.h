@@ -8,10 +8,10 @@
 // model (redistribute.h). The rule, chosen from measurements (docs/PERFORMANCE.md "Strategy
 // choice"):
 //   cost = sum over inputs of redistribute_cost(input spec, required spec)
-//        + when an input is redistributed: for every output that is Partial on a mesh dim
-//          where no input arrived Partial (the call made it Partial, e.g. a sharded
-//          contraction of inputs it chunked), the cost of the all-reduce that will resolve it
-//          (P -> R on that mesh dim);
+//        + when an input is redistributed: per mesh dim, the cost of the all-reduces that will
+//          resolve the outputs left Partial there (P -> R on that mesh dim; the call made them
+//          Partial, e.g. a sharded contraction of inputs it chunked), less those of the inputs
+//          that arrived Partial there (pending anyway), never below 0;
 //   ties: fewest inputs redistributed, then row order.
 // A candidate that takes every input as it is costs 0 and is not charged for its Partial
 // output: Megatron's row-parallel linear and the vocab-parallel embedding keep their one
