@@ -6,6 +6,7 @@
 // later reduce-scattered (nor all-gather x or the weight for it): the cost model charges the
 // growth of a pending reduction (dtensor/core/propagation/sharding_propagation.h).
 #include <catch2/catch.hpp>
+#include <vector>
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/runtime.h"
@@ -89,4 +90,47 @@ TEST_CASE(
     }
   }
   CHECK(dt::test::max_diff(xl.grad().full_tensor(), xr.grad().to_local()) < 1e-4);
+}
+
+TEST_CASE(
+    "TP vocab-parallel embedding: a Partial gradient is not turned into a P [V, H] weight gradient",
+    "[tp][train]") {
+  const int64_t W = dt::world_size();
+  const int64_t vocab = 512 * W, hidden = 64, tokens = 8;
+  dt::manual_seed(47);
+  nn::Embedding ref_emb(vocab, hidden);
+  nn::MLP ref_mlp(hidden, 64, nn::Activation::kSilu);
+  dt::manual_seed(47);
+  nn::Embedding emb(vocab, hidden);
+  nn::MLP mlp(hidden, 64, nn::Activation::kSilu);
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {W}, {"tp"});
+  dt::parallelize_module(emb, mesh, dt::RowwiseParallel({.use_local_output = false}));
+  dt::parallelize_module(mlp, mesh,
+                         {{"fc1", dt::ColwiseParallel({.use_local_output = false})},
+                          {"fc2", dt::RowwiseParallel({.use_local_output = false})}});
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < tokens; ++i) ids.push_back((i * 131) % vocab);
+  const dt::Tensor t = dt::from_vector(ids, {1, tokens});
+  const dt::Tensor w = same_randn({1, tokens, hidden}, 3);
+  // e + mlp(e): mlp.fc1's input gradient reaches the embedding Partial.
+  const auto step = [&](nn::Embedding& e, nn::MLP& m, const dt::DTensor& ids_d) {
+    const dt::DTensor x = e(ids_d);
+    const dt::DTensor y = dt::add(x, m(x));
+    return dt::sum(
+        dt::mul(y, dt::distribute_tensor(w, y.device_mesh(), {dt::Replicate()}, std::nullopt)));
+  };
+  const dt::DTensor loss =
+      step(emb, mlp, dt::distribute_tensor(t, mesh, {dt::Replicate()}, std::nullopt));
+  {
+    dt::CommDebugMode comm;
+    loss.backward();
+    INFO(comm.str());
+    // At most a gradient-sized reduce-scatter, never the [V, H] weight gradient's.
+    CHECK(comm.bytes(CollectiveKind::kReduceScatter) <= tokens * hidden * 4);
+  }
+  step(ref_emb, ref_mlp, nn::local_dtensor(t)).backward();
+  CHECK(emb.named_parameters()[0].second.grad().placements() ==
+        emb.named_parameters()[0].second.placements());
+  CHECK(dt::test::max_diff(emb.named_parameters()[0].second.grad().full_tensor(),
+                           ref_emb.named_parameters()[0].second.grad().to_local()) < 1e-4);
 }

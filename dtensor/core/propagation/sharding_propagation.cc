@@ -31,7 +31,7 @@ constexpr ReduceOp kLinearPartialOps[] = {ReduceOp::kSum, ReduceOp::kAvg};
 // mm(grad P [H, T], x S(1) [T, F]) kept its P [H, F] output for free and reduce-scattered a
 // whole weight gradient instead of all-reducing the [T, H] activation gradient.
 double deferred_reduction_cost(const OpSchema& schema, const PlacementStrategy& c,
-                               absl::Span<const TensorMeta> metas, int64_t nout) {
+                               absl::Span<const TensorMeta> metas, int64_t nout, bool moved) {
   const DeviceMesh& mesh = schema.mesh();
   const auto reduce_cost = [&](const Placements& p, const TensorMeta& meta, int64_t m) {
     Placements reduced = p;
@@ -46,6 +46,7 @@ double deferred_reduction_cost(const OpSchema& schema, const PlacementStrategy& 
       const DTensorSpec& in = schema.input(i);
       if (in.placement(m).is_partial()) pending += reduce_cost(in.placements(), in.meta(), m);
     }
+    if (pending == 0 && !moved) continue;
     double deferred = 0;
     for (int64_t o = 0; o < nout; ++o) {
       if (c.placements[o][m].is_partial()) deferred += reduce_cost(c.placements[o], metas[o], m);
@@ -201,8 +202,9 @@ OutputSharding expand_to_full_mesh(const OpSchema& schema, const StrategyRows& r
     if (!std::isfinite(cost)) continue;
     // A candidate that moves inputs pays for the reduction its layout leaves behind; one that
     // takes the inputs as they are does not (their Partial output is the caller's layout's
-    // direct consequence, e.g. Megatron's row-parallel product).
-    if (moved > 0) cost += deferred_reduction_cost(schema, c, metas, nout);
+    // direct consequence, e.g. Megatron's row-parallel product), except for the growth of a
+    // Partial its inputs carried (embedding_backward of a Partial gradient: a P [V, H]).
+    cost += deferred_reduction_cost(schema, c, metas, nout, moved > 0);
     if (best.better(cost, moved)) best = {static_cast<int64_t>(k), cost, moved};
     if (inplace && c.placements[0] == schema.input(0).placements() &&
         c.placements[nout] == schema.input(0).placements() && best_inplace.better(cost, moved)) {

@@ -8,13 +8,14 @@
 // model (redistribute.h). The rule, chosen from measurements (docs/PERFORMANCE.md "Strategy
 // choice"):
 //   cost = sum over inputs of redistribute_cost(input spec, required spec)
-//        + when an input is redistributed: per mesh dim, the cost of the all-reduces that will
+//        + when an input is redistributed (or, for the growth alone, when an input arrived
+//          Partial there): per mesh dim, the cost of the all-reduces that will
 //          resolve the outputs left Partial there (P -> R on that mesh dim; the call made them
 //          Partial, e.g. a sharded contraction of inputs it chunked), less those of the inputs
 //          that arrived Partial there (pending anyway), never below 0;
 //   ties: fewest inputs redistributed, then row order.
-// A candidate that takes every input as it is costs 0 and is not charged for its Partial
-// output: Megatron's row-parallel linear and the vocab-parallel embedding keep their one
+// A candidate that takes every input as it is costs 0 and is not charged for a Partial it
+// created: Megatron's row-parallel linear and the vocab-parallel embedding keep their one
 // all-reduce, whatever the sizes.
 // So matmul(a, a^T) with a [S(0), R] on a 2x2 mesh gathers the small operand and returns
 // [S(0), R] instead of chunking both replicated inputs on the second mesh dim and leaving an
