@@ -207,6 +207,8 @@ class Llama : public nn::Module {
   // others leave the model (a placeholder whose call throws takes each one's place in the tree)
   // and their parameters are freed with them; this model's own forward then refuses to run.
   void keep_pipeline_modules(const std::vector<bool>& keep_layer, bool keep_embed, bool keep_head);
+  // keep_pipeline_modules ran: some modules are gone (parallelize_llama / pipeline_llama refuse).
+  bool released_modules() const { return pipeline_part_; }
 
  protected:
   // Tied (tie_word_embeddings): "lm_head.weight" is "model.embed_tokens.weight", as

@@ -85,6 +85,9 @@ LlamaPipeline pipeline_llama(const std::shared_ptr<Llama>& model, const DeviceMe
                              LlamaParallelOptions options, const std::string& pp_dim,
                              int64_t stages_per_rank, bool release_unused) {
   DT_CHECK(model != nullptr, "[pipeline_llama] the model is null");
+  DT_CHECK(!model->released_modules(),
+           "[pipeline_llama] the model keeps only some pipeline stages' modules (an earlier "
+           "pipeline_llama released the others): split a whole Llama");
   const LlamaConfig& cfg = model->config();
   const int64_t pp_at = dim_at(mesh, pp_dim), dp_at = dim_at(mesh, options.dp_dim);
   const int64_t tp_at = dim_at(mesh, options.tp_dim), cp_at = dim_at(mesh, options.cp_dim);

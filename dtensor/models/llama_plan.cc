@@ -69,6 +69,9 @@ ParallelizePlan llama_tp_plan(const LlamaConfig& cfg, int64_t tp, bool sequence_
 
 std::shared_ptr<DataParallel> parallelize_llama(Llama& model, const DeviceMesh& mesh,
                                                 LlamaParallelOptions options) {
+  DT_CHECK(!model.released_modules(),
+           "[parallelize_llama] the model keeps only some pipeline stages' modules "
+           "(pipeline_llama released the others): parallelize a whole Llama");
   const LlamaConfig& cfg = model.config();
   const int64_t tp_at = dim_index(mesh, options.tp_dim);
   const int64_t dp_at = dim_index(mesh, options.dp_dim);

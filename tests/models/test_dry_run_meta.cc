@@ -258,6 +258,11 @@ TEST_CASE("pipeline_llama keeps only this rank's stages' modules", "[meta][pp]")
     CHECK_THROWS_WITH(
         (*model)(dt::nn::local_dtensor(dt::zeros({1, 4}, dt::TensorOptions(dt::kInt64)))),
         Catch::Contains("[Llama] this model holds only this rank's pipeline stages"));
+    // A second split or tensor-parallel plan of what is left is refused, not undefined.
+    CHECK_THROWS_WITH(models::pipeline_llama(model, mesh),
+                      Catch::Contains("[pipeline_llama] the model keeps only some pipeline"));
+    CHECK_THROWS_WITH(models::parallelize_llama(*model, mesh["dp"]),
+                      Catch::Contains("[parallelize_llama] the model keeps only some pipeline"));
   }
   SECTION("kept (release_unused = false)") {
     const models::LlamaPipeline pipe = models::pipeline_llama(model, mesh, {}, "pp", 1, false);

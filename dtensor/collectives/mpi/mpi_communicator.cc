@@ -498,7 +498,10 @@ bool MpiCommunicator::regions_enabled() {
 int MpiCommunicator::tag_upper_bound() const {
   void* value = nullptr;
   int found = 0;
-  DT_CHECK_MPI(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &found));
+  // Read on MPI_COMM_WORLD: the standard attaches MPI_TAG_UB there (the value holds for every
+  // communicator), and Open MPI reports it absent on communicators made by a split, as every
+  // mesh dim's is (open-mpi/ompi#11970), which would fall back to the standard's minimum.
+  DT_CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found));
   return found != 0 && value != nullptr ? *static_cast<int*>(value) : 32767;
 }
 

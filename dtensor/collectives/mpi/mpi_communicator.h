@@ -56,7 +56,7 @@ class MpiCommunicator final : public Communicator {
   static void set_regions_enabled(bool on);
   static bool regions_enabled();
   MPI_Comm mpi_comm() const { return comm_; }
-  // The communicator's MPI_TAG_UB attribute (Open MPI: INT_MAX; at least 32767 by the standard).
+  // MPI_TAG_UB, read on MPI_COMM_WORLD (at least 32767 by the standard; Open MPI 4.1: 8388607).
   int tag_upper_bound() const override;
 
  protected:

@@ -866,6 +866,9 @@ void DataParallel::set_requires_gradient_sync(bool sync) {
 bool DataParallel::requires_gradient_sync() const {
   return state_->sync;
 }
+void DataParallel::discard_unsynced() {
+  for (auto& p : state_->params) p.unsynced = Tensor();
+}
 const std::vector<Unit>& DataParallel::units() const {
   return state_->units;
 }

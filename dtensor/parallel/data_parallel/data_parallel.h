@@ -81,6 +81,11 @@ class DataParallel {
   // no_sync: false accumulates gradients locally (no communication) until set back to true.
   void set_requires_gradient_sync(bool sync);
   bool requires_gradient_sync() const;
+  // Drops the gradients summed under no_sync and not yet reduced, as if those backwards had not
+  // run (.grad is left as it is). For a step that failed before the backward that would have
+  // reduced them: a pipeline step raising on every rank after some microbatches' backwards.
+  // Left, they would be added into the next step's reduced gradients.
+  void discard_unsynced();
   const std::vector<Unit>& units() const;
   // The units, and which parameters are sharded (S(k)) or replicated (R) on dp.
   std::string grouping_str() const;

@@ -224,7 +224,17 @@ double PipelineSchedule::step(const DTensor& input, const DTensor& target) {
   }
   slots_.clear();
   mailbox_.clear();
-  channel_.finish_step();
+  try {
+    channel_.finish_step();
+  } catch (...) {
+    // The step failed on some rank (raised here on every rank): the backwards that ran before
+    // the failure summed their gradients under no_sync, and the stage's last backward, which
+    // reduces them, did not run. Dropped, so the next step's gradients are its own.
+    for (const auto& st : stages_) {
+      if (st->data_parallel()) st->data_parallel()->discard_unsynced();
+    }
+    throw;
+  }
   // The loss lives on the last stage's ranks (pp rank p - 1): every rank gets it.
   Tensor loss = full({1}, loss_sum / static_cast<double>(m), TensorOptions(kFloat64));
   {

@@ -316,3 +316,60 @@ TEST_CASE("a failure on one dp rank is raised on every rank of the mesh (pp 2 x 
   CHECK(counts.count(dt::CollectiveKind::kAllReduce) == 1);
   CHECK(counts.count(dt::CollectiveKind::kBroadcast) == 1);
 }
+
+// A step that fails on every rank after some backwards ran (review finding: the backwards before
+// a stage's last one sum their gradients under no_sync, and the last one, which reduces them,
+// never runs): the failed step's unreduced sums are dropped, so the next step's gradients equal
+// a twin's that never failed. pp 2 x dp 2, FSDP stages given to the pipeline
+// (set_data_parallel: one sync per step); 1F1B with 2 microbatches; the loss of the second
+// microbatch raises on both dp ranks of the last stage, after the first one's backward.
+TEST_CASE("a failed step's unreduced gradients do not reach the next step (pp 2 x dp 2, FSDP)",
+          "[pipeline][.mesh-failure]") {
+  if (dt::world_size() != 4) return;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "dp"});
+  const int64_t d = mesh.get_local_rank("dp");
+  struct Run {
+    nn::ModulePtr model;
+    std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+    std::unique_ptr<pp::PipelineSchedule> sched;
+  };
+  int loss_calls = 0;
+  auto build = [&](bool fail_once) {
+    Run r;
+    r.model = make_model(2, dt::kFloat64);
+    r.stages = my_stages(r.model, mesh, 1, false);
+    for (const auto& st : r.stages) {
+      st->set_data_parallel(dt::fully_shard(st->submod(), mesh["dp"],
+                                            {.grouping = {.module_types = {"TransformerBlock"}}}));
+    }
+    pp::LossFn fn = loss_fn;
+    if (fail_once) {
+      fn = [&loss_calls](const dt::DTensor& out, const dt::DTensor& target) {
+        if (++loss_calls == 2) throw dt::Error("[test] the second microbatch's loss failed");
+        return loss_fn(out, target);
+      };
+    }
+    r.sched = pp::make_schedule("1F1B", r.stages, 2, fn);
+    return r;
+  };
+  Run failing = build(true);
+  Run twin = build(false);
+  const int64_t half = kBatch / 2;
+  const Batch b = batch(0);
+  const dt::Tensor tokens = b.tokens.narrow(0, d * half, half);
+  const dt::Tensor targets = b.targets.narrow(0, d * half, half);
+  CHECK_THROWS(failing.sched->step(nn::local_dtensor(tokens), nn::local_dtensor(targets)));
+  const double loss = failing.sched->step(nn::local_dtensor(tokens), nn::local_dtensor(targets));
+  const double want = twin.sched->step(nn::local_dtensor(tokens), nn::local_dtensor(targets));
+  CHECK(loss == want);
+  for (size_t j = 0; j < failing.stages.size(); ++j) {
+    const auto got = failing.stages[j]->submod().named_parameters();
+    const auto ref = twin.stages[j]->submod().named_parameters();
+    REQUIRE(got.size() == ref.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      INFO(got[k].first);
+      REQUIRE(got[k].second.grad().defined());
+      CHECK(max_diff(got[k].second.grad().full_tensor(), ref[k].second.grad().full_tensor()) == 0);
+    }
+  }
+}
