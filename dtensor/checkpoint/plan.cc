@@ -27,8 +27,8 @@ std::vector<WriteItem> local_writes(const DeviceMesh& world, const StateDict& st
     const auto& [name, t] = state[i];
     const Region r = local_region(t);
     const int64_t bytes = shape_numel(r.shape) * static_cast<int64_t>(dtype_size(t.dtype()));
-    items.push_back({name, file, chunk_entry_name(name, r.offset), r.offset, r.shape, t.dtype(),
-                     bytes});
+    items.push_back(
+        {name, file, chunk_entry_name(name, r.offset), r.offset, r.shape, t.dtype(), bytes});
   }
   return items;
 }

@@ -1,7 +1,8 @@
 // plan_save and plan_load under the fake backend (issue 46): one process plays rank
 // DTENSOR_FAKE_RANK of a fake world of 8 on a (dp 2, tp 4) mesh of meta DTensors, as a dry run
-// does, and the dry run's report carries the checkpoint's plan. ctest runs it as rank 0 (whose plan is exact) and rank 5 (an upper bound for a tensor
-// on the tp submesh: see plan.h); nothing is allocated and no file is touched.
+// does, and the dry run's report carries the checkpoint's plan. ctest runs it as rank 0 (whose plan
+// is exact) and rank 5 (an upper bound for a tensor on the tp submesh: see plan.h); nothing is
+// allocated and no file is touched.
 #include <catch2/catch.hpp>
 #include <filesystem>
 
@@ -20,8 +21,8 @@ namespace {
 dt::DTensor meta(dt::IntSpan shape, const dt::DeviceMesh& mesh, const dt::Placements& p) {
   const dt::Shape local =
       dt::compute_local_shape_and_offset(shape, mesh.shape(), mesh.get_coordinate(), p).shape;
-  return dt::DTensor::from_local(dt::empty(local, dt::TensorOptions(dt::kFloat32, dt::kMeta)),
-                                 mesh, p, false, dt::Shape(shape.begin(), shape.end()));
+  return dt::DTensor::from_local(dt::empty(local, dt::TensorOptions(dt::kFloat32, dt::kMeta)), mesh,
+                                 p, false, dt::Shape(shape.begin(), shape.end()));
 }
 
 }  // namespace
@@ -33,9 +34,9 @@ TEST_CASE("plan_save and plan_load on the fake backend", "[checkpoint][plan][fak
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 4}, {"dp", "tp"});
   const int64_t tp = rank % 4;
   const ck::StateDict state = {
-      {"tp.w", meta({8, 4}, mesh["tp"], {dt::Shard(0)})},                 // one copy per dp
-      {"mesh.w", meta({8, 4}, mesh, {dt::Replicate(), dt::Shard(0)})},   // dp 0 writes
-      {"step", meta({}, dt::self_mesh(), {dt::Replicate()})},            // rank 0 writes
+      {"tp.w", meta({8, 4}, mesh["tp"], {dt::Shard(0)})},               // one copy per dp
+      {"mesh.w", meta({8, 4}, mesh, {dt::Replicate(), dt::Shard(0)})},  // dp 0 writes
+      {"step", meta({}, dt::self_mesh(), {dt::Replicate()})},           // rank 0 writes
   };
   const int64_t before = dt::memory_stats().current_bytes;
   dt::reset_peak_memory_stats();
@@ -98,8 +99,8 @@ TEST_CASE("the dry run reports the checkpoint's plan", "[checkpoint][plan][fake]
   // the 5 RMSNorm weights (and their 2 states) are replicated over tp: only tp rank 0 writes
   // their dp shards (16 floats each); only rank 0 writes the step count (8 bytes, local).
   const int64_t norms = 3 * 5 * 16 * 4;
-  CHECK(r.checkpoint_bytes == r.parameter_bytes + r.optimizer_bytes -
-                                  (dt::world_rank() == 0 ? 0 : 8 + norms));
+  CHECK(r.checkpoint_bytes ==
+        r.parameter_bytes + r.optimizer_bytes - (dt::world_rank() == 0 ? 0 : 8 + norms));
   CHECK(r.checkpoint_total_bytes > 3 * 4 * (64 * 32 * 2 + 2 * 4 * 32 * 32));
   CHECK(r.checkpoint_files == -1);
   CHECK_THAT(r.table(), Catch::Contains("checkpoint (plan_save): this rank writes"));

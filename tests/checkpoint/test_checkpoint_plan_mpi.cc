@@ -30,8 +30,8 @@ dt::DTensor make(dt::IntSpan shape, dt::DType dtype, const dt::DeviceMesh& mesh,
   if (!device.is_meta()) return target(shape, dtype, mesh, p);
   const dt::Shape local =
       dt::compute_local_shape_and_offset(shape, mesh.shape(), mesh.get_coordinate(), p).shape;
-  return dt::DTensor::from_local(dt::empty(local, dt::TensorOptions(dtype, device)), mesh, p,
-                                 false, dt::Shape(shape.begin(), shape.end()));
+  return dt::DTensor::from_local(dt::empty(local, dt::TensorOptions(dtype, device)), mesh, p, false,
+                                 dt::Shape(shape.begin(), shape.end()));
 }
 
 // Every kind of writer choice: sharded and replicated on the world, 2-D layouts, a tensor on
@@ -45,8 +45,8 @@ ck::StateDict state_on(dt::Device device, int64_t scale = 1) {
   s.emplace_back("w.shard", make({4 * w * scale, 3}, dt::kFloat32, m1, {dt::Shard(0)}, device));
   s.emplace_back("w.repl", make({5, 2}, dt::kBFloat16, m1, {dt::Replicate()}, device));
   s.emplace_back("w.uneven", make({3 * w + 1, 2}, dt::kFloat64, m1, {dt::Shard(0)}, device));
-  s.emplace_back("w.2d", make({4 * w, 2 * w}, dt::kFloat32, m2, {dt::Shard(0), dt::Shard(1)},
-                              device));
+  s.emplace_back("w.2d",
+                 make({4 * w, 2 * w}, dt::kFloat32, m2, {dt::Shard(0), dt::Shard(1)}, device));
   s.emplace_back("w.2d_rs", make({6, 4}, dt::kInt64, m2, {dt::Replicate(), dt::Shard(0)}, device));
   s.emplace_back("w.sub", make({8, 3}, dt::kFloat16, sub, {dt::Shard(0)}, device));
   s.emplace_back("w.empty", make({0, 4}, dt::kFloat32, m1, {dt::Shard(0)}, device));
@@ -69,7 +69,8 @@ std::vector<int64_t> vec(const dt::Shape& s) {
 
 std::set<Chunk> chunks_of(const ck::SavePlan& plan) {
   std::set<Chunk> out;
-  for (const ck::WriteItem& w : plan.items) out.insert({w.fqn, w.file, vec(w.offset), vec(w.shape)});
+  for (const ck::WriteItem& w : plan.items)
+    out.insert({w.fqn, w.file, vec(w.offset), vec(w.shape)});
   return out;
 }
 
@@ -176,8 +177,8 @@ TEST_CASE("plan_load reads what covers each shard", "[checkpoint][plan]") {
   // chunks this rank wrote, or (replicas) a copy's.
   ck::StateDict repl_meta;
   for (const auto& [name, t] : repl) {
-    repl_meta.emplace_back(name, make(t.shape(), t.dtype(), m1, {dt::Replicate()},
-                                      dt::Device(dt::kMeta)));
+    repl_meta.emplace_back(
+        name, make(t.shape(), t.dtype(), m1, {dt::Replicate()}, dt::Device(dt::kMeta)));
   }
   const ck::LoadPlan meta = ck::plan_load(repl_meta, dir);
   CHECK(meta.bytes == plan.bytes);

@@ -35,9 +35,8 @@ TEST_CASE("compile refuses a step whose inputs are on the meta device", "[compil
 
 TEST_CASE("compile refuses a step computing on meta state", "[compile][meta]") {
   const dt::DTensor w = sharded(dt::Device(dt::kMeta));
-  auto compiled = dt::compile([&](const dt::DTensorList&) {
-    return dt::DTensorList{dt::sum(dt::mul(w, w))};
-  });
+  auto compiled =
+      dt::compile([&](const dt::DTensorList&) { return dt::DTensorList{dt::sum(dt::mul(w, w))}; });
   REQUIRE_THROWS_WITH(compiled({}), Catch::Contains("[compile] the step cannot be captured: it "
                                                     "runs mul on the meta device"));
   CHECK(compiled.captures() == 0);

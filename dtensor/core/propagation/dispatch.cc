@@ -252,8 +252,9 @@ DTensorList run_local(const OpInfo& op, absl::Span<const DTensor* const> inputs,
   if (any_meta(locals)) [[unlikely]] {
     // No data to record or replay, and a capture keys values by their memory (issue 46).
     if (detail::CaptureRecorder* r = detail::capture_recorder()) {
-      r->refuse(absl::StrCat(op.name, " on the meta device (meta tensors hold no data to record "
-                                      "or replay: run a meta, dry-run step eagerly)"));
+      r->refuse(absl::StrCat(op.name,
+                             " on the meta device (meta tensors hold no data to record "
+                             "or replay: run a meta, dry-run step eagerly)"));
     }
     meta_outputs(op, *sharding, coord, locals, absl::MakeSpan(outs));
   } else {
