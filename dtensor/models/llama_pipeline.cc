@@ -45,9 +45,12 @@ class LlamaStage : public nn::Module {
   // Under context parallelism the first stage takes the whole rows and keeps this rank's chunks;
   // the later ones receive the chunks' hidden states.
   DTensor forward(const DTensor& x) override {
-    const detail::LlamaContextParallel* cp = model_->context_parallel();
-    const int64_t seq = x.size(1) * (cp != nullptr && !embed_ ? cp->cp : 1);
+    const detail::LlamaContextParallel* before = model_->context_parallel();
+    const int64_t seq = x.size(1) * (before != nullptr && !embed_ ? before->cp : 1);
     model_->prepare_training_step(x.size(0), seq);
+    // Read again: prepare_training_step replaced the step `before` pointed into (and freed it,
+    // ASan's heap-use-after-free); the new step carries the same context parallelism.
+    const detail::LlamaContextParallel* cp = model_->context_parallel();
     DTensor h = embed_ ? (*embed_)(cp != nullptr ? detail::cp_input_ids(x, *cp) : x) : x;
     for (const nn::ModulePtr& layer : layers_) h = (*layer)(h);
     if (norm_) h = (*head_)((*norm_)(h));
