@@ -1,10 +1,9 @@
 #include <cmath>
 #include <limits>
-#include <map>
 
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/nn/detail/grad_norm.h"
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/optim/optimizer.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/detail/capture_hook.h"
@@ -12,28 +11,16 @@
 
 namespace dtensor::optim {
 
-// Per mesh, each gradient's local contribution (sum |g|^p, or max |g| for inf) is a DTensor
-// scalar whose placements say what is left to reduce (Partial over the mesh dims the gradient
-// is sharded on, Replicate elsewhere); they are added up on the mesh, then made Replicate: at
-// most one all-reduce per mesh dim, whatever the number of parameters. The meshes' totals are
-// combined on the host.
+// Per mesh, the gradients' contributions are added up as a Partial DTensor scalar, then made
+// Replicate (nn/detail/grad_norm.h: at most one all-reduce per mesh dim, whatever the number of
+// parameters). The meshes' totals are combined on the host.
 double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, double norm_type) {
   DT_CHECK(norm_type > 0, "[clip_grad_norm_] norm_type must be positive or inf, got %g", norm_type);
   autograd::NoGradGuard no_grad;
   const bool inf = std::isinf(norm_type);
-  std::map<std::string, DTensor> per_mesh;  // keyed by the mesh's description
-  std::vector<DTensor> grads;
-  for (const DTensor& p : params) {
-    const DTensor& g = p.grad();
-    if (!g.defined()) continue;
-    grads.push_back(g);
-    const DTensor a = abs(cast(g, kFloat64));
-    const DTensor part = inf ? amax(a) : sum(pow(a, Scalar(norm_type)));
-    DTensor& acc = per_mesh[g.device_mesh().str()];
-    acc = !acc.defined() ? part : inf ? maximum(acc, part) : acc + part;
-  }
+  const nn::detail::GradNormParts parts = nn::detail::grad_norm_parts(params, norm_type);
   std::vector<Tensor> totals;  // per mesh this rank is on: the reduced contribution
-  for (auto& [mesh, acc] : per_mesh) {
+  for (const auto& [mesh, acc] : parts.per_mesh) {
     if (!acc.device_mesh().contains_me()) continue;  // this rank holds none of it
     totals.push_back(acc.full_tensor());
   }
@@ -54,7 +41,7 @@ double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, doub
         out[0].data<double>()[0] = total;
         out[0].data<double>()[1] = max_norm / (total + 1e-6);
       });
-  for (const DTensor& g : grads) {
+  for (const DTensor& g : parts.grads) {
     const Tensor ins[] = {g.to_local(), norm_and_coef[0]};
     detail::run_recorded("optim", "clip_grad_norm_.scale", ins, {}, 1,
                          [](absl::Span<const Tensor> in, absl::Span<Tensor>) {

@@ -139,22 +139,26 @@ SGD::SGD(std::vector<DTensor> params, SGDOptions options)
 // The step counter and each update run through detail::run_recorded, so that a captured step
 // (dtensor/compile/) replays them: the hyper-parameters and the step count are read when the
 // update runs, not when it was captured (they are the step's runtime scalars).
-void Optimizer::count_step() {
+void Optimizer::update_each(
+    absl::FunctionRef<void(size_t i, const DTensor& p, const DTensor& g)> update) {
+  autograd::NoGradGuard no_grad;
   dtensor::detail::run_recorded("optim", "step_count", {}, {}, 0,
                                 [this, alive = std::weak_ptr<const char>(alive_)](
                                     absl::Span<const Tensor>, absl::Span<Tensor>) {
                                   dtensor::detail::check_alive(alive, "an optimizer's step count");
                                   ++steps_;
                                 });
-}
-
-void SGD::step() {
-  autograd::NoGradGuard no_grad;
-  count_step();
   for (size_t i = 0; i < params_.size(); ++i) {
     const DTensor& p = params_[i];
     const DTensor& g = p.grad();
     if (!g.defined()) continue;
+    update(i, p, g);
+    p.to_local().storage().bump_version();
+  }
+}
+
+void SGD::step() {
+  update_each([this](size_t i, const DTensor& p, const DTensor& g) {
     // Only the first update of a momentum buffer starts it from the gradient.
     auto first = std::make_shared<bool>(momentum_.size() <= i || !momentum_[i].defined());
     const Tensor buf = options_.momentum() != 0 ? shard(state(momentum_, i)) : Tensor();
@@ -169,8 +173,7 @@ void SGD::step() {
                                          options_.weight_decay(), options_.nesterov(), *first});
                                     *first = false;
                                   });
-    p.to_local().storage().bump_version();
-  }
+  });
 }
 
 std::vector<std::pair<std::string, DTensor>> SGD::state_dict() const {
@@ -193,12 +196,7 @@ AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
 }
 
 void AdamW::step() {
-  autograd::NoGradGuard no_grad;
-  count_step();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const DTensor& p = params_[i];
-    const DTensor& g = p.grad();
-    if (!g.defined()) continue;
+  update_each([this](size_t i, const DTensor& p, const DTensor& g) {
     const Tensor vmax = options_.amsgrad() ? shard(state(max_exp_avg_sq_, i)) : Tensor();
     const Tensor ins[] = {shard(p), shard(g), shard(state(exp_avg_, i)),
                           shard(state(exp_avg_sq_, i)), vmax};
@@ -209,8 +207,7 @@ void AdamW::step() {
                                     detail::adamw_update(in[0], in[1], in[2], in[3], in[4],
                                                          adamw_scalars(options_, steps_));
                                   });
-    p.to_local().storage().bump_version();
-  }
+  });
 }
 
 std::vector<std::pair<std::string, DTensor>> AdamW::state_dict() const {

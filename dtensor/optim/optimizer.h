@@ -11,6 +11,8 @@
 // recorded before the step refuses to read the stale values.
 #pragma once
 
+#include <absl/functional/function_ref.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -97,8 +99,10 @@ class Optimizer {
   Optimizer(std::vector<DTensor> params, std::string_view name);
   // The state `slot` of parameter i, created as zeros like the parameter on first use.
   DTensor& state(std::vector<DTensor>& slots, size_t i);
-  // ++steps_, as a step of its own when a step is captured (replay counts too).
-  void count_step();
+  // The loop of every step(): with grad mode off, counts the step (++steps_, as a step of its
+  // own when a step is captured, so replay counts too), then calls update(i, p, g) for each
+  // parameter p (index i) that has a gradient g and bumps p's version (update wrote its shard).
+  void update_each(absl::FunctionRef<void(size_t i, const DTensor& p, const DTensor& g)> update);
 
   std::vector<DTensor> params_;  // the parameters, in the order given
   int64_t steps_ = 0;            // step() calls so far

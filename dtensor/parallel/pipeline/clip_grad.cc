@@ -1,11 +1,10 @@
 #include "dtensor/parallel/pipeline/clip_grad.h"
 
 #include <cmath>
-#include <map>
 
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/nn/detail/grad_norm.h"
 #include "dtensor/ops/elementwise/elementwise.h"
-#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
@@ -19,19 +18,9 @@ double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm,
   const bool inf = std::isinf(norm_type);
   // This stage's part: per mesh, the sum of |g|^p (or max |g|) as a DTensor scalar that is
   // Partial over the dims its gradients are sharded on; full_tensor() reduces each mesh once.
-  std::map<std::string, DTensor> per_mesh;
-  std::vector<DTensor> grads;
-  for (const DTensor& p : params) {
-    const DTensor& g = p.grad();
-    if (!g.defined()) continue;
-    grads.push_back(g);
-    const DTensor a = abs(cast(g, kFloat64));
-    const DTensor part = inf ? amax(a) : sum(pow(a, Scalar(norm_type)));
-    DTensor& acc = per_mesh[g.device_mesh().str()];
-    acc = !acc.defined() ? part : inf ? maximum(acc, part) : acc + part;
-  }
+  const nn::detail::GradNormParts parts = nn::detail::grad_norm_parts(params, norm_type);
   double local = 0;
-  for (auto& [mesh, acc] : per_mesh) {
+  for (const auto& [mesh, acc] : parts.per_mesh) {
     if (!acc.device_mesh().contains_me()) continue;
     const double v = acc.full_tensor().to(kFloat64).to_vector<double>().at(0);
     local = inf ? std::max(local, v) : local + v;
@@ -45,7 +34,7 @@ double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm,
   if (!inf) norm = std::pow(norm, 1.0 / norm_type);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
-    for (const DTensor& g : grads) mul_(g.to_local(), Scalar(coef));
+    for (const DTensor& g : parts.grads) mul_(g.to_local(), Scalar(coef));
   }
   return norm;
 }
