@@ -70,32 +70,28 @@ DTensor ConvNd::forward(const DTensor& x) {
                      transposed_ ? output_padding_ : Shape(kernel_.size(), 0), groups_);
 }
 
-Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
-               IntSpan padding, IntSpan dilation, int64_t groups, bool bias, ModuleOptions opts)
-    : ConvNd("Conv1d", 1, false, in_channels, out_channels, kernel_size, stride, padding, {0},
-             groups, bias, dilation, opts) {}
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
-               IntSpan padding, IntSpan dilation, int64_t groups, bool bias, ModuleOptions opts)
-    : ConvNd("Conv2d", 2, false, in_channels, out_channels, kernel_size, stride, padding, {0},
-             groups, bias, dilation, opts) {}
-Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
-               IntSpan padding, IntSpan dilation, int64_t groups, bool bias, ModuleOptions opts)
-    : ConvNd("Conv3d", 3, false, in_channels, out_channels, kernel_size, stride, padding, {0},
-             groups, bias, dilation, opts) {}
-ConvTranspose1d::ConvTranspose1d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
-                                 IntSpan stride, IntSpan padding, IntSpan output_padding,
-                                 int64_t groups, bool bias, IntSpan dilation, ModuleOptions opts)
-    : ConvNd("ConvTranspose1d", 1, true, in_channels, out_channels, kernel_size, stride, padding,
-             output_padding, groups, bias, dilation, opts) {}
-ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
-                                 IntSpan stride, IntSpan padding, IntSpan output_padding,
-                                 int64_t groups, bool bias, IntSpan dilation, ModuleOptions opts)
-    : ConvNd("ConvTranspose2d", 2, true, in_channels, out_channels, kernel_size, stride, padding,
-             output_padding, groups, bias, dilation, opts) {}
-ConvTranspose3d::ConvTranspose3d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
-                                 IntSpan stride, IntSpan padding, IntSpan output_padding,
-                                 int64_t groups, bool bias, IntSpan dilation, ModuleOptions opts)
-    : ConvNd("ConvTranspose3d", 3, true, in_channels, out_channels, kernel_size, stride, padding,
-             output_padding, groups, bias, dilation, opts) {}
+// The module names PyTorch prints, by spatial dims.
+constexpr const char* kConvNames[] = {"Conv1d", "Conv2d", "Conv3d"};
+constexpr const char* kConvTransposeNames[] = {"ConvTranspose1d", "ConvTranspose2d",
+                                               "ConvTranspose3d"};
+
+template <int N>
+Conv<N>::Conv(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
+              IntSpan padding, IntSpan dilation, int64_t groups, bool bias, ModuleOptions opts)
+    : ConvNd(kConvNames[N - 1], N, false, in_channels, out_channels, kernel_size, stride, padding,
+             {0}, groups, bias, dilation, opts) {}
+template <int N>
+ConvTranspose<N>::ConvTranspose(int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
+                                IntSpan stride, IntSpan padding, IntSpan output_padding,
+                                int64_t groups, bool bias, IntSpan dilation, ModuleOptions opts)
+    : ConvNd(kConvTransposeNames[N - 1], N, true, in_channels, out_channels, kernel_size, stride,
+             padding, output_padding, groups, bias, dilation, opts) {}
+
+template class Conv<1>;
+template class Conv<2>;
+template class Conv<3>;
+template class ConvTranspose<1>;
+template class ConvTranspose<2>;
+template class ConvTranspose<3>;
 
 }  // namespace dtensor::nn

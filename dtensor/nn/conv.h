@@ -43,48 +43,41 @@ class ConvNd : public Module {
   Shape kernel_, stride_, padding_, dilation_, output_padding_;
 };
 
-// y = conv1d/2d/3d(x, weight, bias, stride, padding, dilation, groups).
-class Conv1d : public ConvNd {
+// y = conv1d/2d/3d(x, weight, bias, stride, padding, dilation, groups) over N spatial dims
+// (Conv1d, Conv2d, Conv3d below; libtorch's ConvNdImpl<D> likewise).
+template <int N>
+class Conv : public ConvNd {
  public:
-  Conv1d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride = {1},
-         IntSpan padding = {0}, IntSpan dilation = {1}, int64_t groups = 1, bool bias = true,
-         ModuleOptions opts = {});
-};
-class Conv2d : public ConvNd {
- public:
-  Conv2d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride = {1},
-         IntSpan padding = {0}, IntSpan dilation = {1}, int64_t groups = 1, bool bias = true,
-         ModuleOptions opts = {});
-};
-class Conv3d : public ConvNd {
- public:
-  Conv3d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride = {1},
-         IntSpan padding = {0}, IntSpan dilation = {1}, int64_t groups = 1, bool bias = true,
-         ModuleOptions opts = {});
+  Conv(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride = {1},
+       IntSpan padding = {0}, IntSpan dilation = {1}, int64_t groups = 1, bool bias = true,
+       ModuleOptions opts = {});
 };
 
 // y = conv_transpose1d/2d/3d(x, weight, bias, stride, padding, output_padding, groups,
-// dilation) (PyTorch's constructor order: output_padding, groups, bias, dilation).
-class ConvTranspose1d : public ConvNd {
+// dilation) over N spatial dims (PyTorch's constructor order: output_padding, groups, bias,
+// dilation).
+template <int N>
+class ConvTranspose : public ConvNd {
  public:
-  ConvTranspose1d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
-                  IntSpan stride = {1}, IntSpan padding = {0}, IntSpan output_padding = {0},
-                  int64_t groups = 1, bool bias = true, IntSpan dilation = {1},
-                  ModuleOptions opts = {});
+  ConvTranspose(int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
+                IntSpan stride = {1}, IntSpan padding = {0}, IntSpan output_padding = {0},
+                int64_t groups = 1, bool bias = true, IntSpan dilation = {1},
+                ModuleOptions opts = {});
 };
-class ConvTranspose2d : public ConvNd {
- public:
-  ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
-                  IntSpan stride = {1}, IntSpan padding = {0}, IntSpan output_padding = {0},
-                  int64_t groups = 1, bool bias = true, IntSpan dilation = {1},
-                  ModuleOptions opts = {});
-};
-class ConvTranspose3d : public ConvNd {
- public:
-  ConvTranspose3d(int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
-                  IntSpan stride = {1}, IntSpan padding = {0}, IntSpan output_padding = {0},
-                  int64_t groups = 1, bool bias = true, IntSpan dilation = {1},
-                  ModuleOptions opts = {});
-};
+
+// Defined in conv.cc for N = 1, 2, 3 only.
+extern template class Conv<1>;
+extern template class Conv<2>;
+extern template class Conv<3>;
+extern template class ConvTranspose<1>;
+extern template class ConvTranspose<2>;
+extern template class ConvTranspose<3>;
+
+using Conv1d = Conv<1>;
+using Conv2d = Conv<2>;
+using Conv3d = Conv<3>;
+using ConvTranspose1d = ConvTranspose<1>;
+using ConvTranspose2d = ConvTranspose<2>;
+using ConvTranspose3d = ConvTranspose<3>;
 
 }  // namespace dtensor::nn

@@ -11,7 +11,7 @@
 namespace dtensor::nn::detail {
 
 struct GradNormParts {
-  std::vector<DTensor> grads;              // the parameters' defined gradients, in order
+  std::vector<DTensor> grads;               // the parameters' defined gradients, in order
   std::map<std::string, DTensor> per_mesh;  // keyed by the mesh's description
 };
 
