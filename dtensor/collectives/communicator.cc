@@ -128,6 +128,16 @@ void check_peer(const Communicator& comm, std::string_view op, std::string_view 
            comm.size(), comm.size() - 1);
 }
 
+// all_gather's output / reduce_scatter's input: `whole` holds one block the size of `block` per
+// rank.
+void check_blocks(const Communicator& comm, std::string_view op, std::string_view whole_arg,
+                  const Tensor& whole, std::string_view block_arg, const Tensor& block) {
+  DT_CHECK(whole.numel() == comm.size() * block.numel(),
+           "[%s] %s has %d elements (sizes %s), expected size() * %s.numel() = %d * %d = %d", op,
+           whole_arg, whole.numel(), shape_str(whole.sizes()), block_arg, comm.size(),
+           block.numel(), comm.size() * block.numel());
+}
+
 int64_t bytes_of(const Tensor& t) {
   return static_cast<int64_t>(t.nbytes());
 }
@@ -481,11 +491,7 @@ WorkPtr Communicator::do_all_reduce_out(const Tensor& output, const Tensor& inpu
 WorkPtr Communicator::all_gather(const Tensor& output, const Tensor& input) {
   IssueScope scope(*this, "all_gather");
   check_pair(*this, "all_gather", output, input);
-  DT_CHECK(output.numel() == size() * input.numel(),
-           "[all_gather] output has %d elements (sizes %s), expected size() * input.numel() = "
-           "%d * %d = %d",
-           output.numel(), shape_str(output.sizes()), size(), input.numel(),
-           size() * input.numel());
+  check_blocks(*this, "all_gather", "output", output, "input", input);
   CommDebugMode::record(CollectiveKind::kAllGather, bytes_of(input), size());
   const int n = size_;
   return run_checked(
@@ -626,11 +632,7 @@ WorkPtr Communicator::reduce_scatter(const Tensor& output, const Tensor& input, 
   IssueScope scope(*this, "reduce_scatter");
   check_pair(*this, "reduce_scatter", output, input);
   check_reduce_op("reduce_scatter", input, op);
-  DT_CHECK(input.numel() == size() * output.numel(),
-           "[reduce_scatter] input has %d elements (sizes %s), expected size() * "
-           "output.numel() = %d * %d = %d",
-           input.numel(), shape_str(input.sizes()), size(), output.numel(),
-           size() * output.numel());
+  check_blocks(*this, "reduce_scatter", "input", input, "output", output);
   CommDebugMode::record(CollectiveKind::kReduceScatter, bytes_of(input), size());
   const int n = size_, me = rank_;
   return run_checked(
