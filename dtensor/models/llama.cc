@@ -7,6 +7,7 @@
 
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/nn/activation_checkpoint.h"
+#include "dtensor/nn/detail/rotary.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/matmul/matmul.h"
@@ -181,19 +182,9 @@ Llama::Llama(const LlamaConfig& cfg, nn::ModuleOptions opts)
 
 namespace detail {
 fn::RotaryTables llama_rotary_tables(const LlamaConfig& cfg, int64_t positions) {
+  // float32 as transformers' inv_freq @ position_ids, then cos / sin in float32.
   const std::vector<float> inv = cfg.rope_inv_freq_float32();
-  const int64_t half = static_cast<int64_t>(inv.size());
-  std::vector<float> c(static_cast<size_t>(positions * half)), s(c.size());
-  for (int64_t p = 0; p < positions; ++p) {
-    for (int64_t i = 0; i < half; ++i) {
-      // float32 as transformers' inv_freq @ position_ids, then cos / sin in float32.
-      const float angle = static_cast<float>(p) * inv[static_cast<size_t>(i)];
-      c[static_cast<size_t>(p * half + i)] = std::cos(angle);
-      s[static_cast<size_t>(p * half + i)] = std::sin(angle);
-    }
-  }
-  const int64_t shape[] = {positions, half};
-  return {from_vector<float>(c, shape), from_vector<float>(s, shape)};
+  return nn::detail::rotary_cos_sin<float>(inv, positions);
 }
 }  // namespace detail
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dtensor/core/dtensor_spec.h"
+#include "dtensor/nn/detail/rotary.h"
 #include "dtensor/nn/module.h"
 #include "dtensor/ops/attention/attention.h"
 #include "dtensor/ops/common/detail/attention_checks.h"
@@ -178,18 +179,8 @@ RotaryTables rotary_tables(int64_t seq_len, std::span<const double> inv_freq, DT
            "[rotary_tables] seq_len %d with %d inverse frequencies: expected seq_len >= 0 and at "
            "least one frequency",
            seq_len, static_cast<int64_t>(inv_freq.size()));
-  const int64_t half = static_cast<int64_t>(inv_freq.size());
-  std::vector<double> c(static_cast<size_t>(seq_len * half)), s(c.size());
-  for (int64_t p = 0; p < seq_len; ++p) {
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(p) * inv_freq[static_cast<size_t>(i)];
-      c[static_cast<size_t>(p * half + i)] = std::cos(angle);
-      s[static_cast<size_t>(p * half + i)] = std::sin(angle);
-    }
-  }
-  const int64_t shape[] = {seq_len, half};
-  return {from_vector<double>(c, shape).to(device, dtype),
-          from_vector<double>(s, shape).to(device, dtype)};
+  const RotaryTables t = nn::detail::rotary_cos_sin<double>(inv_freq, seq_len);
+  return {t.cos.to(device, dtype), t.sin.to(device, dtype)};
 }
 
 namespace {
