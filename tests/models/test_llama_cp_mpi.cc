@@ -18,6 +18,7 @@
 #include "dtensor/parallel/context/context_parallel.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/models/llama_config_test_util.h"
 #include "tests/models/llama_test_util.h"
 
 namespace dt = dtensor;
@@ -47,15 +48,7 @@ dt::DeviceMesh make_mesh(const Layout& l) {
 
 // GQA (4 q heads, 2 kv heads: tp 2 shards both), uneven vocab and intermediate shards.
 models::LlamaConfig small_config() {
-  models::LlamaConfig cfg;
-  cfg.vocab_size = 50;
-  cfg.hidden_size = 24;
-  cfg.intermediate_size = 36;
-  cfg.num_hidden_layers = 2;
-  cfg.num_attention_heads = 4;
-  cfg.num_key_value_heads = 2;
-  cfg.head_dim = 6;
-  cfg.max_position_embeddings = 32;
+  models::LlamaConfig cfg = llama_test::small_config(2);
   cfg.rope_theta = 500.0;
   return cfg;
 }

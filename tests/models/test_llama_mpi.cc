@@ -23,6 +23,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/models/llama_config_test_util.h"
 #include "tests/models/llama_test_util.h"
 
 namespace dt = dtensor;
@@ -123,18 +124,10 @@ double prefill_then_decode(models::Llama& model, models::KVCache& cache, const d
   return worst;
 }
 
-// A small random Llama's config with `heads` q heads and `kv_heads` kv heads (uneven shards:
-// vocab 50 and intermediate 36 at 4 ranks).
+// The small random Llama (two layers, uneven shards at 4 ranks) with `heads` q heads and
+// `kv_heads` kv heads.
 models::LlamaConfig small_config(int64_t heads, int64_t kv_heads) {
-  models::LlamaConfig cfg;
-  cfg.vocab_size = 50;
-  cfg.hidden_size = 24;
-  cfg.intermediate_size = 36;
-  cfg.num_hidden_layers = 2;
-  cfg.num_attention_heads = heads;
-  cfg.num_key_value_heads = kv_heads;
-  cfg.head_dim = 6;
-  cfg.max_position_embeddings = 32;
+  models::LlamaConfig cfg = llama_test::small_config(2, heads, kv_heads);
   cfg.rope_theta = 500.0;
   return cfg;
 }

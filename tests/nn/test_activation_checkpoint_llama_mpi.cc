@@ -14,6 +14,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/models/llama_config_test_util.h"
 #include "tests/nn/test_activation_checkpoint_util.h"
 
 namespace dt = dtensor;
@@ -24,19 +25,6 @@ using dt::DTensor;
 using dt::Tensor;
 
 namespace {
-
-models::LlamaConfig config() {
-  models::LlamaConfig cfg;
-  cfg.vocab_size = 50;
-  cfg.hidden_size = 24;
-  cfg.intermediate_size = 36;
-  cfg.num_hidden_layers = 3;
-  cfg.num_attention_heads = 4;
-  cfg.num_key_value_heads = 2;
-  cfg.head_dim = 6;
-  cfg.max_position_embeddings = 32;
-  return cfg;
-}
 
 // Rows [row0, row0 + rows) of a fixed [4, 8] batch of token ids.
 Tensor tokens(int64_t row0, int64_t rows) {
@@ -59,7 +47,7 @@ TEST_CASE("checkpointed Llama decoder layers: gradients bit for bit", "[checkpoi
   const int layout = GENERATE(0, 1, 2);  // unparallelized; TP (sequence parallel); dp x tp FSDP
   INFO("layout " << layout);
   dt::manual_seed(13);
-  models::Llama model(config());
+  models::Llama model(llama_test::small_config(3));
   Tensor ids = tokens(0, 2);
   if (layout == 1) {
     models::LlamaParallelOptions options;
@@ -108,7 +96,7 @@ TEST_CASE("checkpointed Llama: other forwards between forward and backward",
   // The reviewer's repro (forward(A, mask) then model(B), one backward) and micro-batches with
   // different padding masks: equal to the plain run bit for bit.
   dt::manual_seed(13);
-  models::Llama model(config());
+  models::Llama model(llama_test::small_config(3));
   const std::vector<Tensor> plain = accumulated(model);
   nn::apply_activation_checkpointing(model, "model.layers");
   st::check_bitwise(accumulated(model), plain);
@@ -121,7 +109,7 @@ TEST_CASE("checkpointed Llama: other forwards between forward and backward",
 TEST_CASE("checkpointed Llama: a KV cache forward with grad enabled is refused",
           "[checkpoint][llama]") {
   dt::manual_seed(13);
-  models::Llama model(config());
+  models::Llama model(llama_test::small_config(3));
   nn::apply_activation_checkpointing(model, "model.layers");
   models::KVCache cache = model.make_cache(2, 16);
   CHECK_THROWS_WITH(model.forward(nn::local_dtensor(tokens(0, 2)), &cache),
