@@ -3,6 +3,8 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/strings/str_cat.h>
 
+#include <algorithm>
+#include <bit>
 #include <utility>
 
 #include "dtensor/tensor/detail/capture_hook.h"
@@ -244,27 +246,35 @@ std::string node_text(const Node& n) {
 }  // namespace compiler
 
 CompiledStep::CompiledStep(StepFn fn, CompileOptions options)
-    : fn_(std::move(fn)), options_(options) {
+    : CompiledStep(fn == nullptr ? ScalarStepFn()
+                                 : ScalarStepFn([fn = std::move(fn)](const DTensorList& inputs,
+                                                                     const std::vector<double>&) {
+                                     return fn(inputs);
+                                   }),
+                   std::move(options)) {}
+
+CompiledStep::CompiledStep(ScalarStepFn fn, CompileOptions options)
+    : fn_(std::move(fn)), options_(std::move(options)) {
   DT_CHECK(static_cast<bool>(fn_), "[compile] the step function is empty");
   DT_CHECK(options_.max_graphs >= 1, "[compile] max_graphs must be at least 1, got %d",
            options_.max_graphs);
 }
 
-const compiler::Graph* CompiledStep::match(const DTensorList& inputs) const {
-  for (const auto& g : graphs_) {
-    const auto& specs = g->input_specs();
-    if (specs.size() != inputs.size()) continue;
+CompiledStep::Captured* CompiledStep::match_layout(const DTensorList& inputs, size_t scalar_count) {
+  for (Captured& c : graphs_) {
+    const auto& specs = c.graph->input_specs();
+    if (specs.size() != inputs.size() || c.scalars.size() != scalar_count) continue;
     bool same = true;
     for (size_t i = 0; same && i < inputs.size(); ++i) {
       same = inputs[i].defined() && inputs[i].spec() == *specs[i] &&
-             inputs[i].requires_grad() == g->input_requires_grad()[i];
+             inputs[i].requires_grad() == c.graph->input_requires_grad()[i];
     }
-    if (same) return g.get();
+    if (same) return &c;
   }
   return nullptr;
 }
 
-DTensorList CompiledStep::capture(const DTensorList& inputs,
+DTensorList CompiledStep::capture(const DTensorList& inputs, const std::vector<double>& scalars,
                                   std::unique_ptr<compiler::Graph>& graph) {
   graph = std::make_unique<compiler::Graph>();
   compiler::Builder builder(*graph);
@@ -279,7 +289,7 @@ DTensorList CompiledStep::capture(const DTensorList& inputs,
   {
     const compiler::Replacements replaced(options_.module, options_.overrides);
     const compiler::RecordingScope recording(&builder);
-    outputs = fn_(inputs);
+    outputs = fn_(inputs, scalars);
     builder.set_outputs(outputs);
   }
   DT_CHECK(!graph->nodes().empty(),
@@ -301,30 +311,72 @@ DTensorList CompiledStep::capture(const DTensorList& inputs,
   for (const auto& o : options_.overrides) o->transform(*graph);
   if (!options_.overrides.empty()) graph->check();
   compiler::plan_memory(*graph, options_.memory_plan);
+  compiler::check_ranks_agree(*graph, inputs, outputs);
   ++captures_;
   return outputs;
 }
 
-DTensorList CompiledStep::operator()(const DTensorList& inputs) {
-  const compiler::Graph* g = match(inputs);
-  if (g == nullptr) {
+namespace {
+
+// Bit equality: a scalar guard holds for exactly the value captured (NaN included; 0.0 and -0.0
+// are different values, as division by them shows).
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](double x, double y) {
+           return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y);
+         });
+}
+
+// The first scalar whose value differs: "scalar 1 was 2 at the capture, now 4".
+std::string first_changed_scalar(const std::vector<double>& was, const std::vector<double>& now) {
+  for (size_t i = 0; i < was.size(); ++i) {
+    if (std::bit_cast<uint64_t>(was[i]) != std::bit_cast<uint64_t>(now[i])) {
+      return absl::StrCat("scalar ", i, " was ", was[i], " at the capture, now ", now[i]);
+    }
+  }
+  return "no scalar changed";
+}
+
+}  // namespace
+
+DTensorList CompiledStep::operator()(const DTensorList& inputs,
+                                     const std::vector<double>& scalars) {
+  Captured* layout = match_layout(inputs, scalars.size());
+  if (layout != nullptr && !same_bits(layout->scalars, scalars)) {
+    // Specialised on other scalar values: capture again in its place (torch.compile's guard on
+    // a Python float's value), so that a changing value never replays a stale constant.
+    DT_CHECK(options_.recapture_on_guard_failure,
+             "[compile] the step's host scalars differ from those it was captured with (%s) and "
+             "recapture_on_guard_failure is off; pass a value that changes every step as a 0-dim "
+             "DTensor input instead",
+             first_changed_scalar(layout->scalars, scalars));
+    std::unique_ptr<compiler::Graph> fresh;
+    DTensorList out = capture(inputs, scalars, fresh);
+    layout->graph = std::move(fresh);
+    layout->scalars = scalars;
+    last_ = layout->graph.get();
+    ++scalar_recaptures_;
+    return out;
+  }
+  if (layout == nullptr) {
     DT_CHECK(graphs_.empty() || options_.recapture_on_guard_failure,
              "[compile] the step's inputs do not match the captured graph (shape, dtype, "
-             "placements, mesh or requires_grad differ) and recapture_on_guard_failure is off");
+             "placements, mesh, requires_grad or the number of scalars differ) and "
+             "recapture_on_guard_failure is off");
     DT_CHECK(static_cast<int>(graphs_.size()) < options_.max_graphs,
              "[compile] the step was captured for %d input layouts already (max_graphs); "
              "inputs of yet another layout were given",
              graphs_.size());
     std::unique_ptr<compiler::Graph> fresh;
-    DTensorList out = capture(inputs, fresh);
-    graphs_.push_back(std::move(fresh));
-    last_ = graphs_.back().get();
+    DTensorList out = capture(inputs, scalars, fresh);
+    graphs_.push_back({std::move(fresh), scalars});
+    last_ = graphs_.back().graph.get();
     return out;
   }
+  const compiler::Graph* g = layout->graph.get();
   ++replays_;
   if (options_.validate_every > 0 && replays_ % options_.validate_every == 0) {
     std::unique_ptr<compiler::Graph> fresh;
-    DTensorList out = capture(inputs, fresh);
+    DTensorList out = capture(inputs, scalars, fresh);
     const auto& a = g->nodes();
     const auto& b = fresh->nodes();
     for (size_t k = 0; k < std::max(a.size(), b.size()); ++k) {
@@ -336,10 +388,8 @@ DTensorList CompiledStep::operator()(const DTensorList& inputs) {
                "it eagerly",
                k, was, now);
     }
-    for (auto& held : graphs_) {
-      if (held.get() == g) held = std::move(fresh);
-    }
-    last_ = match(inputs);
+    layout->graph = std::move(fresh);
+    last_ = layout->graph.get();
     return out;
   }
   last_ = g;
@@ -353,7 +403,11 @@ const compiler::Graph& CompiledStep::graph() const {
 }
 
 CompiledStep compile(CompiledStep::StepFn fn, CompileOptions options) {
-  return CompiledStep(std::move(fn), options);
+  return CompiledStep(std::move(fn), std::move(options));
+}
+
+CompiledStep compile(CompiledStep::ScalarStepFn fn, CompileOptions options) {
+  return CompiledStep(std::move(fn), std::move(options));
 }
 
 }  // namespace dtensor

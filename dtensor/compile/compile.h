@@ -16,8 +16,11 @@
 // optimizer updates, clip_grad_norm_. Later calls with inputs of the same specs replay that
 // graph: local kernels and planned collectives only, results bit-identical to the eager step.
 // The learning rate, the optimizer's step count and other values read when an update runs are
-// runtime scalars, not baked in. Guards: a call whose inputs differ in shape, dtype, placements,
-// mesh or requires_grad from every captured graph re-captures (or raises, by option).
+// runtime scalars, not baked in; host scalars passed to ops are the step's `scalars` argument
+// (ScalarStepFn), guarded on their values. Guards: a call whose inputs differ in shape, dtype,
+// placements, mesh or requires_grad from every captured graph re-captures (or raises, by
+// option). After each capture the ranks compare a hash of their recorded sequences and raise
+// when they differ (compiler::check_ranks_agree).
 //
 // Data parallel's own hooks (replicate / fully_shard) are captured too: their collectives are
 // recorded primitives. Expansion (the design's data-parallel mode): compile(fn, mesh, style,
@@ -83,9 +86,19 @@ struct CompileOptions {
 class CompiledStep {
  public:
   using StepFn = std::function<DTensorList(const DTensorList& inputs)>;
+  // A step that also takes host scalars (a loss scale, a divisor): torch.compile's treatment of
+  // Python floats. Each graph is specialised on the scalars' values and guarded on them: a call
+  // with other values (bit for bit) re-captures, replacing the graph of that input layout (so a
+  // value that changes every step never exhausts max_graphs; scalar_recaptures() counts them),
+  // or raises when recapture_on_guard_failure is off. A value that changes every step without
+  // re-capturing is a 0-dim DTensor input instead: div(t, s) with s a DTensor.
+  using ScalarStepFn =
+      std::function<DTensorList(const DTensorList& inputs, const std::vector<double>& scalars)>;
   CompiledStep(StepFn fn, CompileOptions options);
+  CompiledStep(ScalarStepFn fn, CompileOptions options);
 
-  DTensorList operator()(const DTensorList& inputs);
+  DTensorList operator()(const DTensorList& inputs) { return (*this)(inputs, {}); }
+  DTensorList operator()(const DTensorList& inputs, const std::vector<double>& scalars);
   // The time the last replay spent inside its nodes' computations (kernels, collectives), when
   // CompileOptions::profile is on; 0 otherwise.
   double last_node_seconds() const { return last_node_seconds_; }
@@ -94,22 +107,35 @@ class CompiledStep {
   const compiler::Graph& graph() const;
   int64_t captures() const { return captures_; }
   int64_t replays() const { return replays_; }
+  // Captures made because a host scalar changed (counted in captures() too).
+  int64_t scalar_recaptures() const { return scalar_recaptures_; }
 
  private:
-  const compiler::Graph* match(const DTensorList& inputs) const;
-  DTensorList capture(const DTensorList& inputs, std::unique_ptr<compiler::Graph>& graph);
+  // A captured graph and the scalar values it was specialised on.
+  struct Captured {
+    std::unique_ptr<compiler::Graph> graph;
+    std::vector<double> scalars;
+  };
+  // The graph whose input layout (specs, requires_grad, scalar count) `inputs` match; nullptr
+  // when none.
+  Captured* match_layout(const DTensorList& inputs, size_t scalar_count);
+  DTensorList capture(const DTensorList& inputs, const std::vector<double>& scalars,
+                      std::unique_ptr<compiler::Graph>& graph);
 
-  StepFn fn_;
+  ScalarStepFn fn_;
   CompileOptions options_;
-  std::vector<std::unique_ptr<compiler::Graph>> graphs_;
+  std::vector<Captured> graphs_;
   const compiler::Graph* last_ = nullptr;
   int64_t captures_ = 0;
   int64_t replays_ = 0;
+  int64_t scalar_recaptures_ = 0;
   double last_node_seconds_ = 0;
 };
 
 // Compiles `fn`, a function running one step on DTensors (see above).
 CompiledStep compile(CompiledStep::StepFn fn, CompileOptions options = {});
+// The same for a step that takes host scalars: call it as step(inputs, scalars).
+CompiledStep compile(CompiledStep::ScalarStepFn fn, CompileOptions options = {});
 
 // Expansion (DESIGN.md item 17's DataParallel mode; PyTorch's _spmd expansion): `fn` is a step
 // written for one device — options.module's parameters local (or tensor-parallel on the mesh of

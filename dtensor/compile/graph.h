@@ -135,6 +135,11 @@ class Graph {
   friend void plan_memory(Graph& g, bool enabled);
   friend void bucket_reductions(Graph& g, absl::Span<const Tensor> captured, int64_t bucket_bytes);
   friend void schedule_collectives(Graph& g, absl::Span<const Tensor> captured);
+  // After a capture: the ranks of each mesh the step's `inputs` and `outputs` live on compare a
+  // hash of their recorded op and collective sequence (one small all-gather per mesh; agree.cc)
+  // and raise "[compile] the ranks of <mesh> captured different op sequences: rank R ..." on every
+  // rank, naming the first rank of the mesh whose sequence differs from its rank 0's.
+  void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorList& outputs);
   friend void tag_roles(Graph& g, absl::Span<const Tensor> captured,
                         absl::Span<const Tensor> params);
 
@@ -212,5 +217,10 @@ void tag_roles(Graph& g, absl::Span<const Tensor> captured, absl::Span<const Ten
 // and runs asynchronously (Node::async): replay waits for it just before the first node that
 // reads its result, so the compute in between overlaps the communication.
 void schedule_collectives(Graph& g, absl::Span<const Tensor> captured);
+// After a capture: the ranks of each mesh the step's `inputs` and `outputs` live on compare a
+// hash of their recorded op and collective sequence (one small all-gather per mesh; agree.cc)
+// and raise "[compile] the ranks of <mesh> captured different op sequences: rank R ..." on every
+// rank, naming the first rank of the mesh whose sequence differs from its rank 0's.
+void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorList& outputs);
 
 }  // namespace dtensor::compiler

@@ -1,7 +1,8 @@
 // dtensor::compile under mpirun (1, 2 and 4 ranks): a captured training step replays bit for
 // bit what the eager step computes (tensor-parallel transformer, AdamW and SGD with momentum,
 // clip_grad_norm_, a learning rate changed between steps), guards re-capture or raise, a
-// changed op sequence is detected, what cannot be captured is refused with a clear error, and
+// changed op sequence is detected, host scalars are guarded on their values, ranks that captured
+// different sequences are detected, what cannot be captured is refused with a clear error, and
 // the passes do what they claim (one collective per moved value; memory freed at last use).
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -682,17 +683,79 @@ TEST_CASE("a runtime scalar passed as a 0-dim DTensor input follows each call", 
   const dt::DTensor x = dt::distribute_tensor(dt::arange(0, 12).reshape({3, 4}).to(dt::kFloat64),
                                               mesh, {dt::Shard(0)});
   auto fn = [](const dt::DTensorList& in) {
-    return dt::DTensorList{dt::sum(dt::div(dt::mul(in[0], in[0]), in[1]))};
+    return dt::DTensorList{dt::sum(dt::div(dt::mul(in[0], in[0]), in[1])), dt::div(in[0], in[1])};
   };
   dt::CompiledStep step = dt::compile(fn);
-  for (double scale : {1.0, 2.0, 8.0, 0.5}) {
+  for (double scale : {1.0, 2.0, 8.0, 0.5, 3.0}) {
     INFO("scale " << scale);
     const dt::DTensor s = dt::DTensor::from_local(
         dt::full({}, scale, dt::TensorOptions(dt::kFloat64)), mesh, {dt::Replicate()});
-    CHECK(scalar(step({x, s})[0]) == scalar(fn({x, s})[0]));
+    const dt::DTensorList got = step({x, s}), want = fn({x, s});
+    CHECK(scalar(got[0]) == scalar(want[0]));
+    // The sharded quotient itself, shard by shard (x's 3 rows are uneven over 2 and 4 ranks).
+    CHECK(got[1].placements()[0] == dt::Shard(0));
+    CHECK(dt::test::max_diff(got[1].to_local(), want[1].to_local()) == 0.0);
   }
   CHECK(step.captures() == 1);
-  CHECK(step.replays() == 3);
+  CHECK(step.replays() == 4);
+}
+
+TEST_CASE("host scalars are guarded on their values: another value re-captures, never stale",
+          "[compile]") {
+  // torch.compile specialises a Python float and guards on it; so does the scalar form of a step.
+  const dt::DeviceMesh mesh = tp_mesh();
+  const dt::DTensor x = dt::distribute_tensor(dt::arange(0, 12).reshape({3, 4}).to(dt::kFloat64),
+                                              mesh, {dt::Shard(0)});
+  auto fn = [](const dt::DTensorList& in, const std::vector<double>& s) {
+    return dt::DTensorList{dt::div(dt::mul(in[0], s[0]), s[1])};
+  };
+  dt::CompileOptions options;
+  options.max_graphs = 2;  // a value changing every call replaces its graph: never exhausted
+  dt::CompiledStep step = dt::compile(fn, options);
+  const std::vector<std::vector<double>> calls = {{2, 3}, {2, 3},   {4, 3},  {4, 3}, {4, 5},
+                                                  {1, 1}, {0.5, 7}, {-1, 3}, {8, 2}};
+  for (const std::vector<double>& s : calls) {
+    INFO("scalars " << s[0] << ", " << s[1]);
+    const dt::DTensor got = step({x}, s)[0];
+    CHECK(dt::test::max_diff(got.to_local(), fn({x}, s)[0].to_local()) == 0.0);
+  }
+  CHECK(step.captures() == 7);
+  CHECK(step.scalar_recaptures() == 6);
+  CHECK(step.replays() == 2);
+
+  dt::CompileOptions strict;
+  strict.recapture_on_guard_failure = false;
+  dt::CompiledStep fixed = dt::compile(fn, strict);
+  fixed({x}, {2, 3});
+  fixed({x}, {2, 3});
+  REQUIRE_THROWS_WITH(fixed({x}, {2, 4}), Catch::Contains("[compile] the step's host scalars") &&
+                                              Catch::Contains("scalar 1 was 3 at the capture"));
+  // Another number of scalars is another layout.
+  REQUIRE_THROWS_WITH(fixed({x}, {2, 3, 1}), Catch::Contains("number of scalars"));
+}
+
+TEST_CASE("ranks that captured different op sequences are detected on every rank", "[compile]") {
+  const dt::DeviceMesh mesh = tp_mesh();
+  const int64_t last = dt::world_size() - 1;
+  const dt::DTensor x = dt::distribute_tensor(dt::ones({4, 4}), mesh, {dt::Shard(0)});
+  // The last rank takes another branch on a rank-local condition; the extra op is local (no
+  // collective), so no communicator would notice.
+  dt::CompiledStep step = dt::compile([&](const dt::DTensorList& in) {
+    dt::DTensor y = dt::mul(in[0], in[0]);
+    if (last > 0 && mesh.get_local_rank(0) == last) y = dt::exp(y);
+    return dt::DTensorList{dt::sum(y)};
+  });
+  if (last == 0) {
+    step({x});  // one rank: nothing to disagree with
+    CHECK(step.captures() == 1);
+    return;
+  }
+  REQUIRE_THROWS_WITH(
+      step({x}), Catch::Contains("[compile] the ranks of") &&
+                     Catch::Contains("captured different op sequences") &&
+                     Catch::Contains("rank " + std::to_string(last) + " of the mesh (world rank " +
+                                     std::to_string(last) + ")"));
+  CHECK(step.captures() == 0);
 }
 
 TEST_CASE("backward formulas' fresh tensors (zeros_like, full_like) are replayed", "[compile]") {
