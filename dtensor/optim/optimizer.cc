@@ -83,7 +83,7 @@ detail::AdamWStep adamw_scalars(const AdamWOptions& o, int64_t steps) {
 }  // namespace
 
 Optimizer::Optimizer(std::vector<DTensor> params, std::string_view name)
-    : params_(std::move(params)) {
+    : params_(std::move(params)), name_(name) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const DTensor& p = params_[i];
     DT_CHECK(p.defined(), "[%s] parameter %d is undefined", name, i);
@@ -114,6 +114,23 @@ void Optimizer::replace_parameters(std::vector<DTensor> params) {
   params_ = std::move(params);
 }
 
+void Optimizer::register_state(std::string name, std::vector<DTensor>* slots) {
+  state_slots_.emplace_back(std::move(name), slots);
+}
+
+std::vector<std::pair<std::string, DTensor>> Optimizer::state_dict() const {
+  std::vector<std::pair<std::string, DTensor>> out = {{"step", step_tensor(steps_)}};
+  for (const auto& [name, slots] : state_slots_) save_slots(out, name, *slots);
+  return out;
+}
+
+void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
+  steps_ = read_step(state, name_.c_str());
+  for (const auto& [name, slots] : state_slots_) {
+    load_slots(state, name, params_, *slots, name_.c_str());
+  }
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   autograd::zero_grad(params_, set_to_none);
 }
@@ -134,6 +151,7 @@ SGD::SGD(std::vector<DTensor> params, SGDOptions options)
   DT_CHECK(!options_.nesterov() || (options_.momentum() > 0 && options_.dampening() == 0),
            "[SGD] nesterov needs momentum > 0 and dampening 0 (got %g, %g)", options_.momentum(),
            options_.dampening());
+  register_state("momentum_buffer", &momentum_);
 }
 
 // The step counter and each update run through detail::run_recorded, so that a captured step
@@ -176,23 +194,15 @@ void SGD::step() {
   });
 }
 
-std::vector<std::pair<std::string, DTensor>> SGD::state_dict() const {
-  std::vector<std::pair<std::string, DTensor>> out = {{"step", step_tensor(steps_)}};
-  save_slots(out, "momentum_buffer", momentum_);
-  return out;
-}
-
-void SGD::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
-  steps_ = read_step(state, "SGD");
-  load_slots(state, "momentum_buffer", params_, momentum_, "SGD");
-}
-
 AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
     : Optimizer(std::move(params), "AdamW"), options_(options) {
   DT_CHECK(options_.lr() >= 0 && options_.eps() >= 0 && options_.beta1() >= 0 &&
                options_.beta1() < 1 && options_.beta2() >= 0 && options_.beta2() < 1,
            "[AdamW] invalid options: lr %g, betas (%g, %g), eps %g", options_.lr(),
            options_.beta1(), options_.beta2(), options_.eps());
+  register_state("exp_avg", &exp_avg_);
+  register_state("exp_avg_sq", &exp_avg_sq_);
+  register_state("max_exp_avg_sq", &max_exp_avg_sq_);
 }
 
 void AdamW::step() {
@@ -208,21 +218,6 @@ void AdamW::step() {
                                                          adamw_scalars(options_, steps_));
                                   });
   });
-}
-
-std::vector<std::pair<std::string, DTensor>> AdamW::state_dict() const {
-  std::vector<std::pair<std::string, DTensor>> out = {{"step", step_tensor(steps_)}};
-  save_slots(out, "exp_avg", exp_avg_);
-  save_slots(out, "exp_avg_sq", exp_avg_sq_);
-  save_slots(out, "max_exp_avg_sq", max_exp_avg_sq_);
-  return out;
-}
-
-void AdamW::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
-  steps_ = read_step(state, "AdamW");
-  load_slots(state, "exp_avg", params_, exp_avg_, "AdamW");
-  load_slots(state, "exp_avg_sq", params_, exp_avg_sq_, "AdamW");
-  load_slots(state, "max_exp_avg_sq", params_, max_exp_avg_sq_, "AdamW");
 }
 
 }  // namespace dtensor::optim

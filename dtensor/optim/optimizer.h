@@ -85,8 +85,8 @@ class Optimizer {
   // The optimizer's state as named DTensors with their parameters' specs ("<i>.<state>", e.g.
   // "3.exp_avg"; i indexes parameters()) plus "step" (a 1-element int64 local DTensor), ready
   // for a checkpoint; load_state_dict takes the same names back (shapes must match).
-  virtual std::vector<std::pair<std::string, DTensor>> state_dict() const = 0;
-  virtual void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) = 0;
+  std::vector<std::pair<std::string, DTensor>> state_dict() const;
+  void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state);
 
   // Follows parameters a wrapper put in place of the ones given (compile's data-parallel
   // expansion: data_parallel's sharded or replicated storage parameters): `params[i]` takes the
@@ -97,6 +97,9 @@ class Optimizer {
  protected:
   // Throws "[<name>] parameter i ..." for an undefined, non-floating or Partial parameter.
   Optimizer(std::vector<DTensor> params, std::string_view name);
+  // Makes `slots` (a member of the subclass: one state tensor per parameter, undefined until
+  // used) part of state_dict as "<i>.<name>", after the slots registered before it.
+  void register_state(std::string name, std::vector<DTensor>* slots);
   // The state `slot` of parameter i, created as zeros like the parameter on first use.
   DTensor& state(std::vector<DTensor>& slots, size_t i);
   // The loop of every step(): with grad mode off, counts the step (++steps_, as a step of its
@@ -105,7 +108,10 @@ class Optimizer {
   void update_each(absl::FunctionRef<void(size_t i, const DTensor& p, const DTensor& g)> update);
 
   std::vector<DTensor> params_;  // the parameters, in the order given
+  std::string name_;             // "SGD", "AdamW": the errors' op
   int64_t steps_ = 0;            // step() calls so far
+  // register_state's slots by name (members of this object, which is neither copied nor moved).
+  std::vector<std::pair<std::string, std::vector<DTensor>*>> state_slots_;
   // Watched by the updates a compiled step replays (they run on this object): a replay after
   // the optimizer is destroyed raises (dtensor/tensor/detail/capture_hook.h, check_alive).
   std::shared_ptr<const char> alive_ = std::make_shared<const char>(0);
@@ -123,8 +129,6 @@ class SGD : public Optimizer {
   // The options to change between steps (a learning-rate schedule); a captured step reads them
   // when it replays.
   SGDOptions& options() { return options_; }
-  std::vector<std::pair<std::string, DTensor>> state_dict() const override;
-  void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) override;
 
  private:
   SGDOptions options_;
@@ -143,8 +147,6 @@ class AdamW : public Optimizer {
   // The options to change between steps (a learning-rate schedule); a captured step reads them
   // when it replays.
   AdamWOptions& options() { return options_; }
-  std::vector<std::pair<std::string, DTensor>> state_dict() const override;
-  void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) override;
 
  private:
   AdamWOptions options_;
