@@ -65,14 +65,7 @@ class ConvTranspose : public ConvNd {
                 ModuleOptions opts = {});
 };
 
-// Defined in conv.cc for N = 1, 2, 3 only.
-extern template class Conv<1>;
-extern template class Conv<2>;
-extern template class Conv<3>;
-extern template class ConvTranspose<1>;
-extern template class ConvTranspose<2>;
-extern template class ConvTranspose<3>;
-
+// The constructors are instantiated in conv.cc for N = 1, 2, 3 only.
 using Conv1d = Conv<1>;
 using Conv2d = Conv<2>;
 using Conv3d = Conv<3>;

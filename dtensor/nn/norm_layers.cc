@@ -67,18 +67,27 @@ void BatchNorm::check_input_dim(const DTensor& x) const {
            type_name(), shape_str(x.shape()));
 }
 
-void BatchNorm1d::check_input_dim(const DTensor& x) const {
-  DT_CHECK(x.dim() == 2 || x.dim() == 3, "[%s] expected 2D or 3D input (got %dD input)",
-           type_name(), x.dim());
+template <int N>
+std::string BatchNormNd<N>::type_name() const {
+  constexpr const char* kNames[] = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"};
+  return kNames[N - 1];
 }
 
-void BatchNorm2d::check_input_dim(const DTensor& x) const {
-  DT_CHECK(x.dim() == 4, "[%s] expected 4D input (got %dD input)", type_name(), x.dim());
+// PyTorch's checks and messages (_check_input_dim).
+template <int N>
+void BatchNormNd<N>::check_input_dim(const DTensor& x) const {
+  if constexpr (N == 1) {
+    DT_CHECK(x.dim() == 2 || x.dim() == 3, "[%s] expected 2D or 3D input (got %dD input)",
+             type_name(), x.dim());
+  } else {
+    DT_CHECK(x.dim() == N + 2, "[%s] expected %dD input (got %dD input)", type_name(), N + 2,
+             x.dim());
+  }
 }
 
-void BatchNorm3d::check_input_dim(const DTensor& x) const {
-  DT_CHECK(x.dim() == 5, "[%s] expected 5D input (got %dD input)", type_name(), x.dim());
-}
+template class BatchNormNd<1>;
+template class BatchNormNd<2>;
+template class BatchNormNd<3>;
 
 DTensor BatchNorm::forward(const DTensor& x) {
   DT_CHECK(x.defined(), "[%s] input is undefined (expected a DTensor)", type_name());

@@ -57,35 +57,22 @@ class BatchNorm : public Module {
   int64_t num_batches_tracked_ = 0;
 };
 
-// [N, C] or [N, C, L].
-class BatchNorm1d : public BatchNorm {
+// BatchNorm over N spatial dims (libtorch's BatchNormImplBase<D>): BatchNorm1d takes [N, C] or
+// [N, C, L], BatchNorm2d [N, C, H, W], BatchNorm3d [N, C, D, H, W].
+template <int N>
+class BatchNormNd : public BatchNorm {
  public:
   using BatchNorm::BatchNorm;
-  std::string type_name() const override { return "BatchNorm1d"; }
+  std::string type_name() const override;
 
  protected:
   void check_input_dim(const DTensor& x) const override;
 };
 
-// [N, C, H, W].
-class BatchNorm2d : public BatchNorm {
- public:
-  using BatchNorm::BatchNorm;
-  std::string type_name() const override { return "BatchNorm2d"; }
-
- protected:
-  void check_input_dim(const DTensor& x) const override;
-};
-
-// [N, C, D, H, W].
-class BatchNorm3d : public BatchNorm {
- public:
-  using BatchNorm::BatchNorm;
-  std::string type_name() const override { return "BatchNorm3d"; }
-
- protected:
-  void check_input_dim(const DTensor& x) const override;
-};
+// Its members are instantiated in norm_layers.cc for N = 1, 2, 3 only.
+using BatchNorm1d = BatchNormNd<1>;
+using BatchNorm2d = BatchNormNd<2>;
+using BatchNorm3d = BatchNormNd<3>;
 
 // Any [N, C, *] input (see the file comment).
 class SyncBatchNorm : public BatchNorm {
