@@ -233,14 +233,14 @@ void Channel::send(const DTensor& value, int dst, const TransferKey& key, const 
     }
   }
   h[kPoisonedWord] = poisoned_ ? 1 : 0;
-  if (poisoned_) {
-    pending_.push_back(pp_->send(header, dst, tag(key, 0)));
-    return;
+  Tensor local;
+  if (!poisoned_) {
+    local = value.to_local().contiguous();
+    write_meta(h, meta, local.sizes());
   }
-  const Tensor local = value.to_local().contiguous();
-  write_meta(h, meta, local.sizes());
   pending_.push_back(pp_->send(header, dst, tag(key, 0)));
-  pending_.push_back(pp_->send(local, dst, tag(key, 1)));
+  if (!poisoned_) pending_.push_back(pp_->send(local, dst, tag(key, 1)));
+  progress_->add(pending_.back());  // the shard (or a poisoned header): the large message
 }
 
 DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expected,
@@ -253,18 +253,10 @@ DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expecte
                             h[kMicrobatchWord]};
   const std::string who = "pp rank " + std::to_string(src) + " (world rank " +
                           std::to_string(pp_->world_ranks()[src]) + ")";
-  DT_CHECK(h[kMagicWord] == kMagic && h[kStepWord] == step_ && got_key.direction == key.direction &&
-               got_key.from_stage == key.from_stage && got_key.to_stage == key.to_stage &&
-               got_key.microbatch == key.microbatch,
-           "[%s] stage %lld expected %s of step %lld, but %s sent %s of step %lld (do all ranks "
-           "run the same schedule?)",
-           op_.c_str(), static_cast<long long>(key.to_stage), key.str().c_str(),
-           static_cast<long long>(step_), who.c_str(), got_key.str().c_str(),
-           static_cast<long long>(h[kStepWord]));
-  if (h[kPoisonedWord] != 0) {
-    poisoned_ = true;  // the sender failed: no shard follows
-    return DTensor();
-  }
+  // The value the header describes. Its shard (sent unless the sender failed) is received before
+  // any check: a refused transfer leaves no message behind, so the sender's send completes and
+  // it learns of the failure at the step's end, not at the collective deadline.
+  const bool ours = h[kMagicWord] == kMagic;  // a pipeline header (else nothing is known)
   TensorMeta got;
   Shape local_shape;
   got.dtype = static_cast<DType>(h[kDTypeWord]);
@@ -276,12 +268,27 @@ DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expecte
     local_shape.push_back(h[kLocalShapeWords + d]);
   }
   for (int64_t i = 0; i < mdim; ++i) got.placements.push_back(placement_of(h[kPlacementWords + i]));
+  Tensor local;
+  if (ours && h[kPoisonedWord] == 0) {
+    local = empty(local_shape, TensorOptions(got.dtype, Device(mesh.device_type())));
+    pp_->recv(local, src, tag(key, 1))->wait();
+  }
+  DT_CHECK(ours && h[kStepWord] == step_ && got_key.direction == key.direction &&
+               got_key.from_stage == key.from_stage && got_key.to_stage == key.to_stage &&
+               got_key.microbatch == key.microbatch,
+           "[%s] stage %lld expected %s of step %lld, but %s sent %s of step %lld (do all ranks "
+           "run the same schedule?)",
+           op_.c_str(), static_cast<long long>(key.to_stage), key.str().c_str(),
+           static_cast<long long>(step_), who.c_str(), got_key.str().c_str(),
+           static_cast<long long>(h[kStepWord]));
+  if (h[kPoisonedWord] != 0) {
+    poisoned_ = true;  // the sender failed: no shard follows
+    return DTensor();
+  }
   // A local value (a plain tensor of the sender, e.g. a residual stream that a tensor-parallel
   // plan keeps off the mesh between blocks) stays local here; a value on a submesh of the
   // sender's stage mesh lands on the same submesh of this stage's mesh.
   const DeviceMesh on = got.mesh_dims >> mesh.ndim() == 0 ? got.mesh_on(mesh) : mesh;
-  Tensor local = empty(local_shape, TensorOptions(got.dtype, Device(mesh.device_type())));
-  pp_->recv(local, src, tag(key, 1))->wait();  // received even when refused: nothing is left
   DT_CHECK(expected == nullptr || *expected == got,
            "[%s] stage %lld expected %s as %s, but %s sent %s (the stages disagree on the shape "
            "between them)",
@@ -295,6 +302,7 @@ DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expecte
 }
 
 void Channel::finish_step() {
+  progress_->stop();
   for (const WorkPtr& w : pending_) w->wait();
   pending_.clear();
   // The lowest rank of the mesh that failed on its own (a poisoned rank that only learned of

@@ -17,17 +17,24 @@
 // all-reduce of a status word) and, when any did, the first failing rank's message is broadcast
 // and raised on every rank of the mesh.
 //
+// Overlap. Sends do not block: a stage posts its activation or gradient and goes on computing;
+// SendProgress (send_progress.h) moves the posted sends from a second thread meanwhile, and the
+// step waits for them only at its end (finish_step; every send's buffer is its own copy, so
+// nothing waits before a buffer is reused). Receives block where the value is needed.
+//
 // Tags. MPI guarantees tags up to 32767 only (MPI_TAG_UB may be larger, never smaller), so the
 // tags of a step are numbered densely from kTransferTagBase up to the communicator's bound
 // (Communicator::tag_upper_bound), wrapping around: see transfer_tag.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "dtensor/collectives/communicator.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/parallel/pipeline/send_progress.h"
 
 namespace dtensor::pipelining::detail {
 
@@ -99,15 +106,18 @@ class Channel {
   // Whether this rank failed or learned that a peer did (then it computes nothing more).
   bool poisoned() const { return poisoned_; }
 
-  // Posts `value`'s header and this rank's shard to pp rank `dst` (does not block;
-  // finish_step waits). `value` must be local (self mesh) or on `mesh`, the stage's mesh.
-  // When poisoned, posts a poisoned header only (`value` is ignored and may be undefined).
+  // Posts `value`'s header and this rank's shard to pp rank `dst` (does not block; progressed
+  // meanwhile by SendProgress; finish_step waits). `value` must be local (self mesh) or on `mesh`,
+  // the stage's mesh. When poisoned, posts a poisoned header only (`value` is ignored and may be
+  // undefined).
   void send(const DTensor& value, int dst, const TransferKey& key, const DeviceMesh& mesh);
   // Receives the transfer `key` from pp rank `src` into a DTensor on `mesh` (the receiving
   // stage's mesh; on the self mesh when the sender's value was local), checked against
   // `expected` when given (may be null: take what comes). Returns an undefined DTensor, this
-  // rank now poisoned, when the sender failed. On a mismatch, receives and drops the shard,
-  // then throws dtensor::Error naming both sides.
+  // rank now poisoned, when the sender failed. On a mismatch (of the transfer, its step or the
+  // value), receives and drops the shard first, so the sender's send completes and the failure
+  // reaches it at finish_step instead of its send waiting for the deadline; then throws
+  // dtensor::Error naming both sides.
   DTensor recv(int src, const TransferKey& key, const TensorMeta* expected, const DeviceMesh& mesh);
 
   // Ends the step: waits for this rank's sends, then (one all-reduce on the mesh's
@@ -128,6 +138,8 @@ class Channel {
   bool poisoned_ = false;
   std::string message_;           // this rank's own failure, if any
   std::vector<WorkPtr> pending_;  // this step's sends
+  // Moves pending_ while this rank computes (a pointer: a Channel is moved into its schedule).
+  std::unique_ptr<SendProgress> progress_ = std::make_unique<SendProgress>();
 };
 
 // Given the lowest rank of `comm` that failed (`first`, the same on every rank; -1: none) and
