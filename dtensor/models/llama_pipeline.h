@@ -19,9 +19,10 @@
 // (release_unused, the default): the other decoder layers, and embed_tokens / norm / lm_head
 // where this rank has no first / last stage, are released (Llama::keep_pipeline_modules), so
 // parameters, gradients and optimizer states per rank are those of its stages. The model then no
-// longer runs its own forward; a checkpoint of the stages (pipelining::gather_full_state_dict)
-// still holds every FQN once over the pp ranks. release_unused = false keeps the whole model (it
-// still runs model(ids), e.g. to compare with the stages).
+// longer runs its own forward; a checkpoint of the stages (pipelining::gather_full_state_dict
+// of pipe.stages: the owners send their stages' names too) still holds every FQN once and loads
+// at any pp degree (tests/models/test_llama_pipeline_checkpoint_mpi.cc). release_unused = false
+// keeps the whole model (it still runs model(ids), e.g. to compare with the stages).
 //
 // FSDP: each stage's fully_shard handle is set on its PipelineStage, so the schedule reduces the
 // stage's gradients once per step (in its last microbatch's backward; pipeline_schedule.h).

@@ -1,5 +1,7 @@
 #include "dtensor/parallel/pipeline/state_dict.h"
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "dtensor/autograd/grad_mode.h"
@@ -26,6 +28,90 @@ std::vector<std::pair<std::string, DTensor>> gather_full_state_dict(
       }
       out.emplace_back(fqn, local_dtensor(full));
     }
+  }
+  return out;
+}
+
+namespace {
+
+// One parameter of a stage, as every pp rank learns it from the stage's owner.
+struct Entry {
+  int64_t stage;
+  std::string fqn;
+  DType dtype;
+  Shape shape;
+};
+
+// `owner`'s entries, broadcast over pp: a word count, then the words (stage, dtype, ndim, shape,
+// name length, the name's bytes packed 8 to a word) of each entry.
+std::vector<Entry> broadcast_entries(std::vector<Entry> mine, int owner, Communicator& pp) {
+  std::vector<int64_t> words;
+  for (const Entry& e : mine) {
+    words.insert(words.end(),
+                 {e.stage, static_cast<int64_t>(e.dtype), static_cast<int64_t>(e.shape.size())});
+    words.insert(words.end(), e.shape.begin(), e.shape.end());
+    words.push_back(static_cast<int64_t>(e.fqn.size()));
+    for (size_t i = 0; i < e.fqn.size(); i += 8) {
+      int64_t w = 0;
+      std::memcpy(&w, e.fqn.data() + i, std::min<size_t>(8, e.fqn.size() - i));
+      words.push_back(w);
+    }
+  }
+  CollectiveLabel label("pipeline state dict names");
+  Tensor count = full({1}, static_cast<int64_t>(words.size()), TensorOptions(kInt64));
+  pp.broadcast(count, owner)->wait();
+  Tensor buf = zeros({count.data<int64_t>()[0]}, TensorOptions(kInt64));
+  if (owner == pp.rank()) std::copy(words.begin(), words.end(), buf.data<int64_t>());
+  pp.broadcast(buf, owner)->wait();
+  if (owner == pp.rank()) return mine;
+  std::vector<Entry> out;
+  const int64_t* w = buf.data<int64_t>();
+  for (int64_t k = 0, n = buf.numel(); k < n;) {
+    Entry e{w[k], "", static_cast<DType>(w[k + 1]), {}};
+    const int64_t ndim = w[k + 2];
+    e.shape.assign(w + k + 3, w + k + 3 + ndim);
+    k += 3 + ndim;
+    const auto len = static_cast<size_t>(w[k++]);
+    e.fqn.resize(len);
+    std::memcpy(e.fqn.data(), w + k, len);
+    k += static_cast<int64_t>((len + 7) / 8);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, DTensor>> gather_full_state_dict(
+    const std::vector<std::shared_ptr<PipelineStage>>& my_stages, const CommunicatorPtr& pp) {
+  DT_CHECK(pp != nullptr, "[gather_full_state_dict] no pp group (this rank is not on the mesh)");
+  std::vector<Entry> mine;
+  std::map<std::string, DTensor> params;
+  for (const auto& st : my_stages) {
+    for (const auto& [fqn, param] : st->module()->named_parameters()) {
+      mine.push_back({st->stage_index(), fqn, param.dtype(), param.shape()});
+      params.emplace(fqn, param);
+    }
+  }
+  std::vector<Entry> all;
+  for (int owner = 0; owner < pp->size(); ++owner) {
+    std::vector<Entry> got =
+        broadcast_entries(owner == pp->rank() ? mine : std::vector<Entry>(), owner, *pp);
+    all.insert(all.end(), got.begin(), got.end());
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Entry& a, const Entry& b) { return a.stage < b.stage; });
+  const DeviceType device = my_stages.empty() ? kCPU : my_stages[0]->mesh().device_type();
+  std::vector<std::pair<std::string, DTensor>> out;
+  for (const Entry& e : all) {
+    const int owner = static_cast<int>(e.stage % pp->size());
+    Tensor value = owner == pp->rank() ? params.at(e.fqn).full_tensor().contiguous()
+                                       : empty(e.shape, TensorOptions(e.dtype, Device(device)));
+    if (pp->size() > 1) {
+      CollectiveLabel label("pipeline state dict");
+      pp->broadcast(value, owner)->wait();
+    }
+    out.emplace_back(e.fqn, local_dtensor(value));
   }
   return out;
 }

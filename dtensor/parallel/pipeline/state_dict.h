@@ -8,12 +8,14 @@
 // on one device. The whole model must fit in one rank's memory (as when it was built).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dtensor/collectives/communicator.h"
 #include "dtensor/nn/module.h"
+#include "dtensor/parallel/pipeline/stage.h"
 
 namespace dtensor::pipelining {
 
@@ -23,6 +25,13 @@ namespace dtensor::pipelining {
 // Every pp rank passes the same stages (same names, shapes and dtypes).
 std::vector<std::pair<std::string, DTensor>> gather_full_state_dict(
     const std::vector<nn::ModulePtr>& stage_modules, const CommunicatorPtr& pp);
+
+// The same for stages whose modules live on their own pp rank only (models::pipeline_llama
+// releases the others' modules): `my_stages` are this rank's stages (what make_schedule takes);
+// each pp rank first broadcasts its stages' parameter names, dtypes and shapes. Collective over
+// `pp` and over each stage's mesh. The result is the same on every rank, in stage order.
+std::vector<std::pair<std::string, DTensor>> gather_full_state_dict(
+    const std::vector<std::shared_ptr<PipelineStage>>& my_stages, const CommunicatorPtr& pp);
 
 // Copies `full` (FQN -> the whole value, e.g. a state dict just read by checkpoint::load) into
 // the parameters of `modules` (this rank's stages), each shard taken locally with no

@@ -41,8 +41,9 @@ pd::Channel begun_channel(const dt::DeviceMesh& mesh) {
 TEST_CASE("a send moves while its sender computes", "[pipeline][transfer]") {
   if (dt::world_size() != 2) return;
   if (!dt::async_threaded()) {
-    WARN("MPI without MPI_THREAD_MULTIPLE (or DTENSOR_ASYNC=0): sends progress at the next MPI "
-         "call only; nothing to check");
+    WARN(
+        "MPI without MPI_THREAD_MULTIPLE (or DTENSOR_ASYNC=0): sends progress at the next MPI "
+        "call only; nothing to check");
     return;
   }
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2}, {"pp"});
