@@ -125,7 +125,8 @@ class Graph {
   // Runs the nodes on `inputs` (checked by the caller against input_specs()). With `node_seconds`,
   // adds the time spent inside the nodes' computations (kernels, collectives, allocating their
   // outputs) and freeing the values they were the last to read: the rest of a replay is the
-  // framework's own time.
+  // framework's own time. The clock is read once per node (the walk's few instructions between
+  // two nodes that read their inputs in place count as node time).
   DTensorList run(const DTensorList& inputs, double* node_seconds = nullptr) const;
 
  private:
@@ -187,6 +188,14 @@ class Graph {
   // The node arguments, reserved once to the widest node: copies of the input slots live here
   // for the node's call only (the kernels take a contiguous span of tensors).
   mutable std::vector<Tensor> args_, scratch_;
+  // Per async node (indexed by node; empty for the others): the handles its task reads and the
+  // outputs it writes, reused by every replay; pending_[v]: the flight making value v (-1: none).
+  struct AsyncBuffers {
+    std::vector<Tensor> held, outs;
+  };
+  mutable std::vector<AsyncBuffers> async_bufs_;
+  mutable size_t async_count_ = 0;
+  mutable std::vector<int32_t> pending_;
   GraphStats stats_;
 };
 
