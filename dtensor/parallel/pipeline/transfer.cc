@@ -203,6 +203,7 @@ int Channel::tag(const TransferKey& key, int part) const {
 }
 
 void Channel::begin_step() {
+  progress_->stop();  // a step that raised before finish_step may have left sends to test
   step_ = next_step(pp_.get());
   poisoned_ = false;
   message_.clear();
