@@ -203,7 +203,7 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
   std::vector<Tensor>& args = args_;
   // Profiling reads the clock once per node: the end of one node's timed section is the start of
   // the next one's when nothing of the framework's ran in between (inputs read in place, no
-  // argument handles to release, nothing in flight); `marked` says so. Then the walk's few
+  // argument handles to gather, nothing in flight); `marked` says so. Then the walk's few
   // instructions from one node to the next are counted as node time, and the clock read is paid
   // once, not twice, per node.
   using Clock = std::chrono::steady_clock;
@@ -259,8 +259,9 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
       }
       // The node's time: its computation (writing its outputs into their slots; the few nodes
       // whose outputs are not consecutive slots write a scratch buffer, moved in), and the
-      // freeing of the values it was the last to read. Releasing the gathered argument handles
-      // after it is the framework's.
+      // freeing of the values it was the last to read: those the plan drops, and those handed
+      // over in its gathered arguments, released here (a value's memory is freed when the node
+      // that read it last ends, whichever way it was read).
       if (node_seconds != nullptr && !marked) mark = Clock::now();
       if (st.out_first >= 0) {
         (*st.fn)(in, absl::MakeSpan(slot + st.out_first, st.out_count));
@@ -277,13 +278,13 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
         if (has_async_) ready(v);
         drop(slot[v]);
       }
+      args.clear();
       if (node_seconds != nullptr) {
         const Clock::time_point now = Clock::now();
         *node_seconds += std::chrono::duration<double>(now - mark).count();
         mark = now;
-        marked = st.in_first >= 0;  // else the argument handles are released next
+        marked = true;
       }
-      args.clear();
     }
   } catch (...) {
     args.clear();
