@@ -14,7 +14,8 @@ namespace dtensor::optim {
 // Per mesh, the gradients' contributions are added up as a Partial DTensor scalar, then made
 // Replicate (nn/detail/grad_norm.h: at most one all-reduce per mesh dim, whatever the number of
 // parameters). The meshes' totals are combined on the host.
-double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, double norm_type) {
+double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
   DT_CHECK(norm_type > 0, "[clip_grad_norm_] norm_type must be positive or inf, got %g", norm_type);
   autograd::NoGradGuard no_grad;
   const bool inf = std::isinf(norm_type);
@@ -26,27 +27,27 @@ double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, doub
   }
   // The host-side tail runs through detail::run_recorded, so that a captured step replays it on
   // that step's gradients: first the norm and the clip coefficient, then each gradient's scaling
-  // (skipped when the coefficient is not below 1, as eagerly).
+  // (skipped when the coefficient is at least 1, as eagerly; a NaN coefficient scales).
   Tensor norm_and_coef[1];
   detail::run_recorded(
       "optim", "clip_grad_norm_.coef", totals, norm_and_coef, 0,
-      [inf, norm_type, max_norm](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+      [inf, norm_type, max_norm, error_if_nonfinite](absl::Span<const Tensor> in,
+                                                     absl::Span<Tensor> out) {
         double total = 0;
         for (const Tensor& t : in) {
-          const double v = t.to(Device(kCPU)).data<double>()[0];
-          total = inf ? std::max(total, v) : total + v;
+          total = nn::detail::combine_norm_parts(total, t.to(Device(kCPU)).data<double>()[0], inf);
         }
-        if (!inf) total = std::pow(total, 1.0 / norm_type);
+        const double norm = nn::detail::finish_norm(total, norm_type, error_if_nonfinite);
         out[0] = full({2}, 0.0, TensorOptions(kFloat64));
-        out[0].data<double>()[0] = total;
-        out[0].data<double>()[1] = max_norm / (total + 1e-6);
+        out[0].data<double>()[0] = norm;
+        out[0].data<double>()[1] = max_norm / (norm + 1e-6);
       });
   for (const DTensor& g : parts.grads) {
     const Tensor ins[] = {g.to_local(), norm_and_coef[0]};
     detail::run_recorded("optim", "clip_grad_norm_.scale", ins, {}, 1,
                          [](absl::Span<const Tensor> in, absl::Span<Tensor>) {
                            const double coef = in[1].data<double>()[1];
-                           if (coef < 1.0) mul_(in[0], Scalar(coef));
+                           if (nn::detail::clip_scales(coef)) mul_(in[0], Scalar(coef));
                          });
   }
   return norm_and_coef[0].data<double>()[0];

@@ -158,7 +158,11 @@ class AdamW : public Optimizer {
 // returns the total norm before clipping (torch.nn.utils.clip_grad_norm_). Sharded gradients
 // contribute each shard once: per mesh, the local sums are reduced with at most one
 // all-reduce per sharded mesh dim; replicated gradients are not reduced. Every rank of every
-// mesh holding a parameter must call it. Parameters without a gradient are ignored.
-double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, double norm_type = 2.0);
+// mesh holding a parameter must call it. Parameters without a gradient are ignored. As in
+// PyTorch, a NaN or infinite norm still scales (NaN gradients everywhere for a NaN norm, a
+// factor of 0 for an infinite one) unless error_if_nonfinite, which raises on every rank and
+// leaves the gradients as they were.
+double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
 
 }  // namespace dtensor::optim

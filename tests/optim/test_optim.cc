@@ -137,6 +137,41 @@ TEST_CASE("clip_grad_norm_ returns the total norm and scales the gradients") {
   CHECK(values(a.grad())[0] == -7.0);  // under max_norm: unchanged
 }
 
+// A non-finite gradient: PyTorch's norm is NaN (a NaN anywhere) or inf, and it still scales by
+// clamp(max_norm / (norm + 1e-6), max=1): every gradient becomes NaN for a NaN norm; for an
+// inf norm the coefficient is 0 (finite entries 0, the infinite one NaN). Expected values from
+// torch 2.15's clip_grad_norm_ on the same gradients; error_if_nonfinite raises instead.
+TEST_CASE("clip_grad_norm_ with a non-finite gradient scales as PyTorch (NaN propagates)") {
+  const double nan = std::nan(""), inf = INFINITY;
+  for (const double norm_type : {2.0, 1.0, inf}) {
+    for (const double bad : {nan, inf, -inf}) {
+      INFO("norm_type " << norm_type << ", bad gradient entry " << bad);
+      DTensor a = param({0.0, 0.0}), b = param({0.0, 0.0});
+      set_grad(a, {bad, 1.0});
+      set_grad(b, {0.0, 4.0});
+      const double norm = optim::clip_grad_norm_({a, b}, 1.0, norm_type);
+      const std::vector<double> ga = values(a.grad()), gb = values(b.grad());
+      CHECK(std::isnan(ga[0]));
+      if (std::isnan(bad)) {
+        CHECK(std::isnan(norm));
+        CHECK(std::isnan(ga[1]));
+        CHECK(std::isnan(gb[0]));
+        CHECK(std::isnan(gb[1]));
+      } else {
+        CHECK(norm == inf);
+        CHECK(ga[1] == 0.0);
+        CHECK(gb[0] == 0.0);
+        CHECK(gb[1] == 0.0);
+      }
+      set_grad(a, {bad, 1.0});
+      CHECK_THROWS_WITH(optim::clip_grad_norm_({a, b}, 1.0, norm_type, true),
+                        Contains("[clip_grad_norm_]") && Contains("non-finite"));
+      CHECK(std::isnan(values(a.grad())[0]) == std::isnan(bad));  // not scaled on error
+      CHECK(values(a.grad())[1] == 1.0);
+    }
+  }
+}
+
 TEST_CASE("optimizers refuse what they cannot update") {
   DTensor i = dt::local_dtensor(dt::zeros({2}, dt::kInt64));
   REQUIRE_THROWS_WITH(optim::SGD({i}, optim::SGDOptions(0.1)), Contains("floating"));

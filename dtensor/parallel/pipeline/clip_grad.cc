@@ -11,7 +11,7 @@
 namespace dtensor::pipelining {
 
 double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm,
-                       const CommunicatorPtr& pp, double norm_type) {
+                       const CommunicatorPtr& pp, double norm_type, bool error_if_nonfinite) {
   DT_CHECK(norm_type > 0, "[clip_grad_norm_] norm_type must be positive or inf, got %g", norm_type);
   DT_CHECK(pp != nullptr, "[clip_grad_norm_] no pp group (this rank is not on the pp mesh)");
   autograd::NoGradGuard no_grad;
@@ -22,18 +22,19 @@ double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm,
   double local = 0;
   for (const auto& [mesh, acc] : parts.per_mesh) {
     if (!acc.device_mesh().contains_me()) continue;
-    const double v = acc.full_tensor().to(kFloat64).to_vector<double>().at(0);
-    local = inf ? std::max(local, v) : local + v;
+    local = nn::detail::combine_norm_parts(
+        local, acc.full_tensor().to(kFloat64).to_vector<double>().at(0), inf);
   }
   Tensor total = full({1}, local, TensorOptions(kFloat64));
   {
+    // kMax propagates NaN (the backends' max does), so every rank sees the same total.
     CollectiveLabel label("pipeline clip_grad");
     pp->all_reduce(total, inf ? ReduceOp::kMax : ReduceOp::kSum)->wait();
   }
-  double norm = total.data<double>()[0];
-  if (!inf) norm = std::pow(norm, 1.0 / norm_type);
+  const double norm =
+      nn::detail::finish_norm(total.data<double>()[0], norm_type, error_if_nonfinite);
   const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) {
+  if (nn::detail::clip_scales(coef)) {
     for (const DTensor& g : parts.grads) mul_(g.to_local(), Scalar(coef));
   }
   return norm;

@@ -16,8 +16,10 @@ namespace dtensor::pipelining {
 // they are sharded on), as optim::clip_grad_norm_; then one all-reduce over `pp` (sum of the
 // p-th powers, or max for norm_type = inf). Every rank of the pp group calls it. Parameters
 // without a gradient are ignored. A parameter shared by two stages (tied weights) would count
-// twice: pipelines do not tie across stages.
+// twice: pipelines do not tie across stages. Non-finite norms and error_if_nonfinite as
+// optim::clip_grad_norm_.
 double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm,
-                       const CommunicatorPtr& pp, double norm_type = 2.0);
+                       const CommunicatorPtr& pp, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
 
 }  // namespace dtensor::pipelining

@@ -373,3 +373,34 @@ TEST_CASE("a failed step's unreduced gradients do not reach the next step (pp 2 
     }
   }
 }
+
+// A non-finite gradient on one stage only: every pp rank returns the same NaN (or inf) norm and
+// scales as torch.nn.utils.clip_grad_norm_ does (NaN everywhere for a NaN norm, a factor of 0
+// for an infinite one, on the other stages too); with error_if_nonfinite every rank raises and
+// no gradient is touched. The inf-norm total is combined with a max that must keep the NaN.
+TEST_CASE("pipelining clip_grad_norm_ propagates a non-finite gradient to every stage") {
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"pp"});
+  const dt::CommunicatorPtr group = mesh.communicator(0);
+  for (const double norm_type : {2.0, double{INFINITY}}) {
+    for (const double bad : {std::nan(""), double{INFINITY}}) {
+      INFO("norm_type " << norm_type << ", bad entry " << bad);
+      dt::DTensor p = nn::local_dtensor(dt::zeros({2}, dt::TensorOptions(dt::kFloat64)));
+      p.requires_grad_();
+      const double first = dt::world_rank() == dt::world_size() - 1 ? bad : 3.0;
+      p.set_grad(nn::local_dtensor(dt::from_vector<double>({first, 4.0}, {2})));
+      const double norm = pp::clip_grad_norm_({p}, 1.0, group, norm_type);
+      const std::vector<double> g = p.grad().to_local().to_vector<double>();
+      if (std::isnan(bad)) {
+        CHECK(std::isnan(norm));
+        CHECK(std::isnan(g[1]));
+      } else {
+        CHECK(norm == INFINITY);
+        CHECK(g[1] == 0.0);
+      }
+      p.set_grad(nn::local_dtensor(dt::from_vector<double>({first, 4.0}, {2})));
+      CHECK_THROWS_WITH(pp::clip_grad_norm_({p}, 1.0, group, norm_type, true),
+                        Catch::Contains("non-finite"));
+      CHECK(p.grad().to_local().to_vector<double>()[1] == 4.0);
+    }
+  }
+}
