@@ -23,7 +23,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
-#include "tests/models/llama_config_test_util.h"
+#include "tests/common/llama_config_test_util.h"
 #include "tests/models/llama_test_util.h"
 
 namespace dt = dtensor;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,7 +21,7 @@
 #include "dtensor/parallel/pipeline/state_dict.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
-#include "tests/models/llama_config_test_util.h"
+#include "tests/common/llama_config_test_util.h"
 #include "tests/models/llama_test_util.h"
 
 namespace dt = dtensor;
@@ -74,7 +75,12 @@ TEST_CASE("a checkpoint of pipeline_llama's stages holds every name once and loa
       CHECK(max_abs_diff(it->second.to_local(), p.full_tensor()) == 0);
     }
   }
+  // Under the test's working directory (the build tree); removed at the end, and before the
+  // save in case an interrupted run left it (save refuses a directory without its index).
   const std::string dir = "llama_pipeline_checkpoint_np2";
+  const dt::CommunicatorPtr world = dt::world_communicator();
+  if (dt::world_rank() == 0) std::filesystem::remove_all(dir);
+  world->barrier()->wait();
   dt::checkpoint::save(full, dir);
 
   // pp 1: a fresh Llama (other initial weights) on one device loads it.
@@ -86,4 +92,6 @@ TEST_CASE("a checkpoint of pipeline_llama's stages holds every name once and loa
       models::causal_lm_loss(one(next), next).to_local().to(dt::kFloat64).item<double>();
   const double got = schedule->step(next, next);
   CHECK(std::abs(got - want) < 1e-12);
+  world->barrier()->wait();  // every rank has read it
+  if (dt::world_rank() == 0) std::filesystem::remove_all(dir);
 }

@@ -14,7 +14,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
-#include "tests/models/llama_config_test_util.h"
+#include "tests/common/llama_config_test_util.h"
 #include "tests/nn/test_activation_checkpoint_util.h"
 
 namespace dt = dtensor;
