@@ -28,18 +28,6 @@ constexpr int kAcc = 4;
 using DD = hn::ScalableTag<double>;
 using VD = hn::Vec<DD>;
 
-// Lanes(DD) elements of type T at p, widened to double.
-template <typename T>
-HWY_INLINE VD LoadDouble(const T* HWY_RESTRICT p) {
-  const DD dd;
-  if constexpr (std::is_same_v<T, double>) {
-    return hn::LoadU(dd, p);
-  } else {
-    const hn::Rebind<float, DD> df;
-    return hn::PromoteTo(dd, LoadC(df, p));
-  }
-}
-
 // sum_i f(x[i] as double) over n contiguous elements; the lanes past the end are masked out.
 template <typename T, class F>
 HWY_INLINE double SumDouble(const T* HWY_RESTRICT p, int64_t n, const F& f) {

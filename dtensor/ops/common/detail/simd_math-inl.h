@@ -112,6 +112,19 @@ HWY_INLINE void StoreC(D d, hn::Vec<D> v, T* HWY_RESTRICT p) {
   }
 }
 
+// Lanes of a full double vector of elements of type T at p, widened to double: the float64
+// accumulation of float32 / 16-bit data (the reductions, batch norm's statistics).
+template <typename T>
+HWY_INLINE hn::Vec<hn::ScalableTag<double>> LoadDouble(const T* HWY_RESTRICT p) {
+  const hn::ScalableTag<double> dd;
+  if constexpr (std::is_same_v<T, double>) {
+    return hn::LoadU(dd, p);
+  } else {
+    const hn::Rebind<float, decltype(dd)> df;
+    return hn::PromoteTo(dd, LoadC(df, p));
+  }
+}
+
 // ---- transcendental functions with IEEE edge cases ----------------------------------------------
 
 // e^x. Highway's Exp is valid up to 104 (float) / 706 (double) and maps NaN to 0; clamping to
