@@ -14,6 +14,7 @@
 #include "dtensor/collectives/mpi/mpi_check.h"
 #include "dtensor/collectives/mpi/mpi_communicator.h"
 #include "dtensor/collectives/nccl/nccl_backend.h"
+#include "dtensor/collectives/p2p_progress.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -47,6 +48,7 @@ bool mpi_active() {
 void shutdown_locked(RuntimeState& s) {
   // Async tasks first: they may still issue collectives.
   if (mpi_active() || detail::fake_world() != nullptr) detail::stop_comm_thread();
+  detail::stop_progress_thread();  // it tests point-to-point Works with MPI_Test
   if (s.we_initialized && mpi_active()) detail::complete_pending_mpi_work();
   s.world_cuda.reset();
   s.world_cpu.reset();

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -200,12 +201,14 @@ class MpiWork final : public Work {
 
   void wait() override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (error_) std::rethrow_exception(error_);  // it failed before: never a success
     if (done_) return;
     check_not_finalized();
     try {
       detail::wait_mpi_request(&request_, [this] { return deadline_message(); });
     } catch (...) {
-      give_up_locked();  // an MPI error (e.g. MPI_ERR_TRUNCATE): never test the request again
+      // An MPI error (e.g. MPI_ERR_TRUNCATE): never test the request again.
+      give_up_locked(std::current_exception());
       throw;
     }
     finish();
@@ -219,15 +222,22 @@ class MpiWork final : public Work {
     check_not_finalized();
     const int rc = MPI_Test(&request_, flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
-      give_up_locked();
-      detail::throw_mpi_error(rc, "MPI_Test", __FILE__, __LINE__);
+      try {
+        detail::throw_mpi_error(rc, "MPI_Test", __FILE__, __LINE__);
+      } catch (...) {
+        give_up_locked(std::current_exception());
+        throw;
+      }
     }
   }
 
-  // Done without completing: the request and the buffers it may still write are leaked.
-  void give_up_locked() {
+  // Done without completing: the request and the buffers it may still write are leaked. `error`
+  // is rethrown by every later wait(), so a Work that failed where another thread tested it (a
+  // progress thread, p2p_progress.h) is not waited as a success.
+  void give_up_locked(std::exception_ptr error) {
     new Abandoned{request_, std::move(on_complete_)};  // deliberately leaked (see Abandoned)
     on_complete_ = nullptr;
+    error_ = std::move(error);
     done_ = true;
     unlink();
   }
@@ -290,6 +300,7 @@ class MpiWork final : public Work {
   DType dtype_ = DType::kFloat32;
   MPI_Request request_;
   std::function<void()> on_complete_;
+  std::exception_ptr error_;  // the MPI error that made it give up
   bool done_ = false;
   bool linked_ = false;
 };
