@@ -2,9 +2,9 @@
 // blocks, and the autograd function joining them.
 //
 // Forward on cp rank r, step t = 0 .. cp - 1: the k/v block of rank s = r - t (mod cp) is here;
-// the block of s - 1 is received from r - 1 (and the current one sent to r + 1) on the
-// communication thread while ring_calls' local attention_forward calls run on it. Each call
-// gives its rows' output o and log-sum-exp l, merged into the running (O, L) as the blocked
+// the block of s - 1 is received from r - 1 (and the current one sent to r + 1), moved by the
+// progress thread (p2p_progress.h) while ring_calls' local attention_forward calls run on it. Each
+// call gives its rows' output o and log-sum-exp l, merged into the running (O, L) as the blocked
 // kernel merges its key blocks: L' = log(e^L + e^l), O' = O e^(L - L') + o e^(l - L').
 // Backward: with the final O and L, every (q rows, key block) pair's gradient is exactly what
 // attention_backward gives for that pair alone (p = exp(s - L), D = rowsum(dO * O)), so the
@@ -13,13 +13,14 @@
 // to r + 1; after cp steps the accumulator has passed every rank and lands with the owner.
 #include <absl/strings/str_format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <exception>
 #include <limits>
 #include <vector>
 
 #include "dtensor/autograd/function.h"
-#include "dtensor/collectives/comm_debug.h"
-#include "dtensor/collectives/comm_worker.h"
+#include "dtensor/collectives/p2p_progress.h"
 #include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/ops/attention/attention.h"
 #include "dtensor/ops/common/detail/attention_checks.h"
@@ -74,6 +75,62 @@ Tensor sum_heads(const Ring& ring, const Tensor& g) {
   const Shape s = g.sizes();
   return sum(g.reshape({s[0], s[1] / ring.group, ring.group, s[2], s[3]}), {2});
 }
+
+// One hop of the ring (detail::ring_shift): the sends and receives are posted on the caller's
+// thread and tested by the progress thread (dtensor/collectives/p2p_progress.h) while the caller
+// computes the current block; wait() stops that and completes them. Before, a task on the
+// communication thread (comm_worker.h) posted them and waited, spinning on MPI_Test with
+// sched_yield: that thread took a share of the core from the block's compute it was meant to hide
+// behind, and its progress hung on the scheduler's ticks (docs/guides/context_parallel.md has
+// the figures).
+class RingShift final : public Work {
+ public:
+  RingShift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::vector<Tensor> in, int tag) {
+    const int r = comm->rank(), n = comm->size();
+    const auto sends = [&] {
+      for (size_t i = 0; i < out.size(); ++i) {
+        works_.push_back(comm->send(out[i], (r + 1) % n, tag + static_cast<int>(i)));
+        progress_.add(works_.back(), *comm, out[i].device());
+      }
+    };
+    const auto recvs = [&] {
+      for (size_t i = 0; i < in.size(); ++i) {
+        works_.push_back(comm->recv(in[i], (r + n - 1) % n, tag + static_cast<int>(i)));
+        progress_.add(works_.back(), *comm, in[i].device());
+      }
+    };
+    // Even ranks send first and odd ranks receive first, so a backend whose point-to-point calls
+    // wait for their match in issue order (NCCL on one stream) pairs them up.
+    if (r % 2 == 0) {
+      sends(), recvs();
+    } else {
+      recvs(), sends();
+    }
+  }
+  // Drops the progress thread's tests before the Works go (their destructors wait).
+  ~RingShift() override { (void)progress_.stop(); }
+
+  bool is_completed() override {
+    return std::all_of(works_.begin(), works_.end(),
+                       [](const WorkPtr& w) { return w->is_completed(); });
+  }
+  // Every transfer is waited for, also after one failed; the first error is rethrown.
+  void wait() override {
+    std::exception_ptr error = progress_.stop();
+    for (const WorkPtr& w : works_) {
+      try {
+        w->wait();
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
+ private:
+  std::vector<WorkPtr> works_;
+  detail::P2PProgress progress_;
+};
 
 thread_local double waited_seconds = 0;
 
@@ -340,37 +397,7 @@ WorkPtr ring_shift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::ve
     for (size_t i = 0; i < in.size(); ++i) in[i].copy_(out[i]);
     return completed_work();
   }
-  // Counted here, on the caller's thread and under its labels, whether the task runs on the
-  // communication thread or inline (DTENSOR_ASYNC=0); the task itself is not shown to
-  // CommDebugMode.
-  for (const Tensor& t : out) {
-    CommDebugMode::record(CollectiveKind::kSend, t.nbytes(), comm->size());
-  }
-  for (const Tensor& t : in) {
-    CommDebugMode::record(CollectiveKind::kRecv, t.nbytes(), comm->size());
-  }
-  return submit_async(
-      [comm, out = std::move(out), in = std::move(in), tag] {
-        const int r = comm->rank(), n = comm->size();
-        std::vector<WorkPtr> works;
-        const auto sends = [&] {
-          for (size_t i = 0; i < out.size(); ++i) {
-            works.push_back(comm->send(out[i], (r + 1) % n, tag + static_cast<int>(i)));
-          }
-        };
-        const auto recvs = [&] {
-          for (size_t i = 0; i < in.size(); ++i) {
-            works.push_back(comm->recv(in[i], (r + n - 1) % n, tag + static_cast<int>(i)));
-          }
-        };
-        if (r % 2 == 0) {
-          sends(), recvs();
-        } else {
-          recvs(), sends();
-        }
-        for (const WorkPtr& w : works) w->wait();
-      },
-      /*capture_debug=*/false);
+  return std::make_shared<RingShift>(comm, std::move(out), std::move(in), tag);
 }
 
 }  // namespace detail

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 
@@ -203,7 +204,9 @@ int Channel::tag(const TransferKey& key, int part) const {
 }
 
 void Channel::begin_step() {
-  progress_->stop();  // a step that raised before finish_step may have left sends to test
+  // A step that raised before finish_step may have left sends to test; their errors belong to
+  // that step (its waits, in the Works' destructors, report nothing either).
+  (void)progress_->stop();
   step_ = next_step(pp_.get());
   poisoned_ = false;
   message_.clear();
@@ -241,7 +244,8 @@ void Channel::send(const DTensor& value, int dst, const TransferKey& key, const 
   }
   pending_.push_back(pp_->send(header, dst, tag(key, 0)));
   if (!poisoned_) pending_.push_back(pp_->send(local, dst, tag(key, 1)));
-  progress_->add(pending_.back());  // the shard (or a poisoned header): the large message
+  // The shard (or a poisoned header): the large message.
+  progress_->add(pending_.back(), *pp_, poisoned_ ? header.device() : local.device());
 }
 
 DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expected,
@@ -303,9 +307,27 @@ DTensor Channel::recv(int src, const TransferKey& key, const TensorMeta* expecte
 }
 
 void Channel::finish_step() {
-  progress_->stop();
-  for (const WorkPtr& w : pending_) w->wait();
+  // A send that failed (an MPI error on the progress thread or in its wait) fails this rank,
+  // which the exchange below raises on every rank of the mesh; raised here alone, the other
+  // ranks would wait for this one in that exchange until the deadline.
+  std::exception_ptr error = progress_->stop();
+  for (const WorkPtr& w : pending_) {
+    try {
+      w->wait();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
   pending_.clear();
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      fail("[" + op_ + "] a send of this step failed: " + e.what());
+    } catch (...) {
+      fail("[" + op_ + "] a send of this step failed");
+    }
+  }
   // The lowest rank of the mesh that failed on its own (a poisoned rank that only learned of
   // it has no message), or the mesh's size: one word, however many ranks. On the fake backend
   // the minimum is this rank's own word (a failure is this rank's own).

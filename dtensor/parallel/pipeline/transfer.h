@@ -18,9 +18,13 @@
 // and raised on every rank of the mesh.
 //
 // Overlap. Sends do not block: a stage posts its activation or gradient and goes on computing;
-// SendProgress (send_progress.h) moves the posted sends from a second thread meanwhile, and the
-// step waits for them only at its end (finish_step; every send's buffer is its own copy, so
-// nothing waits before a buffer is reused). Receives block where the value is needed.
+// the process's progress thread (dtensor/collectives/p2p_progress.h) moves the posted sends
+// meanwhile, and the step waits for them only at its end (finish_step). A send reads the sent
+// value's own storage until it completes (no copy on CPU, where a contiguous shard is sent in
+// place; the MPI backend stages a CUDA tensor through a pinned copy; the send's Work holds the
+// storage alive): safe because the values sent are a stage's output, which the schedule only
+// reads afterwards (its backward), and its input's gradient, complete when sent and then
+// dropped; each header is a fresh tensor. Receives block where the value is needed.
 //
 // Tags. MPI guarantees tags up to 32767 only (MPI_TAG_UB may be larger, never smaller), so the
 // tags of a step are numbered densely from kTransferTagBase up to the communicator's bound
@@ -33,8 +37,8 @@
 #include <vector>
 
 #include "dtensor/collectives/communicator.h"
+#include "dtensor/collectives/p2p_progress.h"
 #include "dtensor/core/distributed_tensor.h"
-#include "dtensor/parallel/pipeline/send_progress.h"
 
 namespace dtensor::pipelining::detail {
 
@@ -107,9 +111,9 @@ class Channel {
   bool poisoned() const { return poisoned_; }
 
   // Posts `value`'s header and this rank's shard to pp rank `dst` (does not block; progressed
-  // meanwhile by SendProgress; finish_step waits). `value` must be local (self mesh) or on `mesh`,
-  // the stage's mesh. When poisoned, posts a poisoned header only (`value` is ignored and may be
-  // undefined).
+  // meanwhile by the progress thread; finish_step waits). `value` must be local (self mesh) or on
+  // `mesh`, the stage's mesh. When poisoned, posts a poisoned header only (`value` is ignored and
+  // may be undefined).
   void send(const DTensor& value, int dst, const TransferKey& key, const DeviceMesh& mesh);
   // Receives the transfer `key` from pp rank `src` into a DTensor on `mesh` (the receiving
   // stage's mesh; on the self mesh when the sender's value was local), checked against
@@ -120,9 +124,9 @@ class Channel {
   // dtensor::Error naming both sides.
   DTensor recv(int src, const TransferKey& key, const TensorMeta* expected, const DeviceMesh& mesh);
 
-  // Ends the step: waits for this rank's sends, then (one all-reduce on the mesh's
-  // communicator) raises on every rank of the mesh the message of its lowest rank that failed,
-  // if any did.
+  // Ends the step: waits for this rank's sends (a send that failed, on the progress thread or
+  // in the wait, fails this rank), then (one all-reduce on the mesh's communicator) raises on
+  // every rank of the mesh the message of its lowest rank that failed, if any did.
   void finish_step();
 
  private:
@@ -139,7 +143,8 @@ class Channel {
   std::string message_;           // this rank's own failure, if any
   std::vector<WorkPtr> pending_;  // this step's sends
   // Moves pending_ while this rank computes (a pointer: a Channel is moved into its schedule).
-  std::unique_ptr<SendProgress> progress_ = std::make_unique<SendProgress>();
+  std::unique_ptr<dtensor::detail::P2PProgress> progress_ =
+      std::make_unique<dtensor::detail::P2PProgress>();
 };
 
 // Given the lowest rank of `comm` that failed (`first`, the same on every rank; -1: none) and

@@ -10,10 +10,12 @@
 namespace dtensor::detail {
 
 // Sends each of `out` to the next rank of `comm`'s ring and receives each of `in` from the
-// previous one (tags tag, tag + 1, ...), on the communication thread (comm_worker.h), so the
-// transfer progresses while the caller computes; wait() on the result. Even ranks send first
-// and odd ranks receive first, so a backend whose point-to-point calls wait for their match in
-// issue order (NCCL on one stream) pairs them up. One rank: `in` = `out`, no message.
+// previous one (tags tag, tag + 1, ...): posted at once on the caller's thread and tested by the
+// progress thread (dtensor/collectives/p2p_progress.h), so the transfer progresses while the
+// caller computes; wait() on the result completes them (rethrowing the first error, after
+// waiting for every transfer). Even ranks send first and odd ranks receive first, so a backend
+// whose point-to-point calls wait for their match in issue order (NCCL on one stream) pairs them
+// up. One rank: `in` = `out`, no message.
 WorkPtr ring_shift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::vector<Tensor> in,
                    int tag);
 
