@@ -40,6 +40,7 @@ struct Entry {
   std::string fqn;
   DType dtype;
   Shape shape;
+  int owner = -1;  // the pp rank that announced it (holds the stage)
 };
 
 // `owner`'s entries, broadcast over pp: a word count, then the words (stage, dtype, ndim, shape,
@@ -97,19 +98,34 @@ std::vector<std::pair<std::string, DTensor>> gather_full_state_dict(
   for (int owner = 0; owner < pp->size(); ++owner) {
     std::vector<Entry> got =
         broadcast_entries(owner == pp->rank() ? mine : std::vector<Entry>(), owner, *pp);
+    for (Entry& e : got) e.owner = owner;
     all.insert(all.end(), got.begin(), got.end());
   }
   std::stable_sort(all.begin(), all.end(),
                    [](const Entry& a, const Entry& b) { return a.stage < b.stage; });
+  // Each value is broadcast from the rank that announced it, which holds it: not from the rank
+  // that stage % pp would name (a stage placed otherwise made .at() throw on that rank alone
+  // while the others waited in the broadcast). A name announced twice (two stages, or two ranks
+  // passing the same stage) would give one rank's value for both or send a duplicate entry;
+  // `all` is the same on every rank, so every rank raises this together.
+  std::map<std::string, const Entry*> first;
+  for (const Entry& e : all) {
+    const auto [it, fresh] = first.emplace(e.fqn, &e);
+    DT_CHECK(fresh,
+             "[gather_full_state_dict] parameter '%s' is announced by stage %lld on pp rank %d and "
+             "by stage %lld on pp rank %d: names must be unique across the stages (does every "
+             "rank pass only its own stages?)",
+             e.fqn.c_str(), static_cast<long long>(it->second->stage), it->second->owner,
+             static_cast<long long>(e.stage), e.owner);
+  }
   const DeviceType device = my_stages.empty() ? kCPU : my_stages[0]->mesh().device_type();
   std::vector<std::pair<std::string, DTensor>> out;
   for (const Entry& e : all) {
-    const int owner = static_cast<int>(e.stage % pp->size());
-    Tensor value = owner == pp->rank() ? params.at(e.fqn).full_tensor().contiguous()
-                                       : empty(e.shape, TensorOptions(e.dtype, Device(device)));
+    Tensor value = e.owner == pp->rank() ? params.at(e.fqn).full_tensor().contiguous()
+                                         : empty(e.shape, TensorOptions(e.dtype, Device(device)));
     if (pp->size() > 1) {
       CollectiveLabel label("pipeline state dict");
-      pp->broadcast(value, owner)->wait();
+      pp->broadcast(value, e.owner)->wait();
     }
     out.emplace_back(e.fqn, local_dtensor(value));
   }

@@ -82,3 +82,18 @@ TEST_CASE("a pipeline checkpoint loads on one device and at another pp degree",
       pp::load_full_state_dict(mine_b, partial),
       Catch::Contains("[load_full_state_dict] no value for parameter '" + missing + "'"));
 }
+
+// A rank that passes one of its stages twice announces its parameters twice: the gathered state
+// dict would hold each twice (or, for two stages sharing a name, one stage's value under both).
+// Every rank holds the same list of announced names, so every rank raises, none waits.
+TEST_CASE("a parameter announced twice is refused on every rank", "[pipeline][checkpoint]") {
+  const int W = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {W}, {"pp"});
+  const auto stages = ptu::my_stages(ptu::make_model(W, dt::kFloat64), mesh, 1, false);
+  std::vector<std::shared_ptr<pp::PipelineStage>> passed = stages;
+  if (dt::world_rank() == 0) passed.push_back(stages[0]);
+  CHECK_THROWS_WITH(pp::gather_full_state_dict(passed, stages[0]->pp_group()),
+                    Catch::Contains("[gather_full_state_dict] parameter '") &&
+                        Catch::Contains("is announced by stage 0 on pp rank 0 and by stage 0 on "
+                                        "pp rank 0: names must be unique across the stages"));
+}
