@@ -25,7 +25,8 @@ void register_copy_ops(Registry& registry);
 void register_softmax_ops(Registry& registry);
 // layer_norm, rms_norm (dtensor/ops/norm/norm_strategy.cc).
 void register_norm_ops(Registry& registry);
-// batch_norm_sums and its gradient op (dtensor/ops/norm/batch_norm_strategy.cc).
+// batch_norm_sums, batch_norm_affine and their gradient ops
+// (dtensor/ops/norm/batch_norm_strategy.cc).
 void register_batch_norm_ops(Registry& registry);
 // group_norm's fused op and its gradient op (dtensor/ops/norm/group_norm_strategy.cc).
 void register_group_norm_ops(Registry& registry);

@@ -1,5 +1,6 @@
-// batch_norm_sums and its gradient on local tensors (norm.h): argument checks, the kernels'
-// dtype (float32 / float64; 16-bit widened to float32) and the CPU / CUDA switch.
+// batch_norm_sums, batch_norm_affine and their gradients on local tensors (norm.h): argument
+// checks, the kernels' dtype (float32 / float64; 16-bit widened to float32) and the CPU / CUDA
+// switch.
 #include "dtensor/ops/norm/detail/batch_norm_kernels.h"
 #include "dtensor/ops/norm/norm.h"
 #include "dtensor/tensor/creation.h"
@@ -25,6 +26,21 @@ Ncl ncl(const Tensor& x, const char* op) {
 Tensor kernel_input(const Tensor& x) {
   const bool wide = x.dtype() == kFloat64 || x.dtype() == kFloat32;
   return (wide ? x : x.to(kFloat32)).contiguous();
+}
+
+// The factors [2, C] of batch_norm_affine on x: float64 for a float64 x, float32 otherwise, on
+// x's device.
+void check_factors(const Tensor& f, const Tensor& x, int64_t c, const char* op) {
+  const DType want = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  DT_CHECK(f.defined() && f.dim() == 2 && f.size(0) == 2 && f.size(1) == c && f.dtype() == want &&
+               f.device() == x.device(),
+           "[%s] factors has shape %s and dtype %s, expected [2, %d] of %s on the input's device",
+           op, f.defined() ? shape_str(f.shape()) : std::string("undefined"),
+           f.defined() ? dtype_name(f.dtype()) : "none", c, dtype_name(want));
+}
+
+Tensor in_dtype(const Tensor& t, DType d) {
+  return t.dtype() == d ? t : t.to(d);
 }
 
 }  // namespace
@@ -59,7 +75,48 @@ Tensor batch_norm_sums_backward(const Tensor& grad_output, const Tensor& input) 
       detail::batch_norm_sums_backward_cpu(g, x, d.n, d.c, d.l, gx);
     }
   }
-  return gx.dtype() == input.dtype() ? gx : gx.to(input.dtype());
+  return in_dtype(gx, input.dtype());
+}
+
+Tensor batch_norm_affine(const Tensor& input, const Tensor& factors) {
+  const Ncl d = ncl(input, "batch_norm_affine");
+  check_factors(factors, input, d.c, "batch_norm_affine");
+  const Tensor x = kernel_input(input);
+  Tensor y = empty(input.shape(), TensorOptions(x.dtype(), input.device()));
+  if (d.n * d.c * d.l > 0) {
+    const Tensor f = factors.contiguous();
+    if (x.device().is_cuda()) {
+      detail::batch_norm_affine_cuda(x, f, d.n, d.c, d.l, y);
+    } else {
+      detail::batch_norm_affine_cpu(x, f, d.n, d.c, d.l, y);
+    }
+  }
+  return in_dtype(y, input.dtype());
+}
+
+BatchNormAffineGrads batch_norm_affine_backward(const Tensor& grad_output, const Tensor& input,
+                                                const Tensor& factors) {
+  const Ncl d = ncl(input, "batch_norm_affine_backward");
+  check_factors(factors, input, d.c, "batch_norm_affine_backward");
+  DT_CHECK(grad_output.defined() && grad_output.shape() == input.shape() &&
+               grad_output.device() == input.device(),
+           "[batch_norm_affine_backward] grad_output has shape %s, expected the input's %s on its "
+           "device",
+           grad_output.defined() ? shape_str(grad_output.shape()) : std::string("undefined"),
+           shape_str(input.shape()));
+  const Tensor x = kernel_input(input);
+  const Tensor g = in_dtype(grad_output, x.dtype()).contiguous();
+  Tensor gx = empty(input.shape(), TensorOptions(x.dtype(), input.device()));
+  Tensor sums = zeros({2, d.c}, TensorOptions(kFloat64, input.device()));
+  if (d.n * d.c * d.l > 0) {
+    const Tensor f = factors.contiguous();
+    if (x.device().is_cuda()) {
+      detail::batch_norm_affine_backward_cuda(g, x, f, d.n, d.c, d.l, gx, sums);
+    } else {
+      detail::batch_norm_affine_backward_cpu(g, x, f, d.n, d.c, d.l, gx, sums);
+    }
+  }
+  return {in_dtype(gx, input.dtype()), in_dtype(sums, factors.dtype())};
 }
 
 }  // namespace dtensor

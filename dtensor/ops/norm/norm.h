@@ -102,12 +102,12 @@ DTensor rms_norm(const DTensor& x, IntSpan normalized_shape, const DTensor& weig
 // instance_norm on local tensors and DTensors, for x of shape [N, C, *] (batch, channels, any
 // spatial dims).
 //
-// They are written with registered ops (batch_norm_sums below, select, pointwise math, mean,
-// var, reshape and layer_norm), so their backward, their CUDA path and their sharding rules are
-// those ops': autograd differentiates through the batch statistics (training mode), which gives
-// PyTorch's batch-norm backward grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) (the
-// gradient reaching the sums is sum(g) and sum(g * xhat) per channel, one all-reduce when the
-// batch is sharded, as PyTorch's SyncBatchNorm).
+// They are written with registered ops (batch_norm_sums and batch_norm_affine below, select,
+// pointwise math, mean, var, reshape and layer_norm), so their backward, their CUDA path and
+// their sharding rules are those ops': autograd differentiates through the batch statistics
+// (training mode), which gives PyTorch's batch-norm backward grad_x = w * rstd * (g - mean(g) -
+// xhat * mean(g * xhat)) (the gradient reaching the sums is sum(g) and sum(g * xhat) per channel,
+// one all-reduce when the batch is sharded, as PyTorch's SyncBatchNorm).
 //
 // Running statistics (batch_norm, instance_norm): running_mean and running_var are optional
 // (undefined when absent), of shape [C] and updated IN PLACE when training (use_input_stats)
@@ -165,5 +165,23 @@ DTensor batch_norm_sums(const DTensor& input);
 // Its gradient: grad_input = grad_output[0][k] + 2 * x * grad_output[1][k] on channel k's
 // elements, in x's shape and dtype.
 Tensor batch_norm_sums_backward(const Tensor& grad_output, const Tensor& input);
+
+// batch_norm's normalisation and affine in one pass (dtensor's op): y = x * factors[0][k] +
+// factors[1][k] on channel k of x [N, C, *] (factors [2, C]: the scale w * rstd and the shift
+// b - mean * scale), the multiply rounded, then the add, in the factors' dtype: float64 for a
+// float64 x, float32 otherwise (a 16-bit x is computed in float32 and rounded once); y in x's
+// dtype. As the composed x * scale + shift, in one pass over x instead of two, and one in
+// backward for the factors' gradients. The DTensor form keeps x's sharding: the factors are
+// Replicate, or sharded like the channels where x is Shard(1).
+Tensor batch_norm_affine(const Tensor& input, const Tensor& factors);
+DTensor batch_norm_affine(const DTensor& input, const DTensor& factors);
+// Its gradients: grad_input = grad_output * factors[0][k] in x's dtype; grad_factors [2, C] in
+// the factors' dtype, row 0 the sums of grad_output * x over channel k's elements, row 1 the
+// sums of grad_output (accumulated in float64).
+struct BatchNormAffineGrads {
+  Tensor grad_input, grad_factors;
+};
+BatchNormAffineGrads batch_norm_affine_backward(const Tensor& grad_output, const Tensor& input,
+                                                const Tensor& factors);
 
 }  // namespace dtensor

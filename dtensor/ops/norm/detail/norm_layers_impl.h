@@ -43,21 +43,20 @@ inline DTensor reduce_partials(const DTensor& t) {
   return any ? t.redistribute(p) : t;
 }
 
-// batch_norm's per-channel factors (x * scale + shift) with their gradients reduced together.
-// The gradients are the sums of g * x and of g over every dim but the channels: Partial where x
-// is batch-sharded. Joined as one [2, C] DTensor whose gradient is made complete (Replicate
-// where the factors are) at its from_local, they take ONE all-reduce, as SyncBatchNorm's
-// backward reduces sum(dy) and sum(dy * xmu) together; the gradients of the statistics, weight
-// and bias computed from them are then complete on every rank (apart, each would take its own
+// batch_norm's per-channel factors (x * scale + shift) as one [2, C] tensor for
+// batch_norm_affine, whose gradient holds the sums of g * x and of g over every dim but the
+// channels: Partial where x is batch-sharded. The DTensor one is made complete (Replicate where
+// the factors are) at its from_local, so both take ONE all-reduce, as SyncBatchNorm's backward
+// reduces sum(dy) and sum(dy * xmu) together; the gradients of the statistics, weight and bias
+// computed from them are then complete on every rank (apart, each would take its own
 // all-reduce: three per call).
-inline std::pair<Tensor, Tensor> join_factor_grads(const Tensor& scale, const Tensor& shift) {
-  return {scale, shift};
+inline Tensor join_factors(const Tensor& scale, const Tensor& shift) {
+  return stack({scale, shift});
 }
-inline std::pair<DTensor, DTensor> join_factor_grads(const DTensor& scale, const DTensor& shift) {
+inline DTensor join_factors(const DTensor& scale, const DTensor& shift) {
   const DTensor both = stack({scale, shift});
-  const DTensor joined = DTensor::from_local(both.to_local_dtensor(), both.device_mesh(),
-                                             both.placements(), false, both.shape());
-  return {select(joined, 0, 0), select(joined, 0, 1)};
+  return DTensor::from_local(both.to_local_dtensor(), both.device_mesh(), both.placements(), false,
+                             both.shape());
 }
 
 // running = (1 - momentum) * running + momentum * stat, written into `running`'s storage (a
@@ -103,13 +102,6 @@ int64_t check_norm_input(const T& x, int64_t min_dims, const char* op) {
   return x.size(1);
 }
 
-// x * scale + shift with per-channel scale and shift ([C]).
-template <class T>
-T channel_affine(const T& x, const T& scale, const T& shift) {
-  const Shape cs = channel_shape(x.shape());
-  return add(mul(x, reshape(scale, cs)), reshape(shift, cs));
-}
-
 template <class T>
 T batch_norm_impl(const T& x, const T& running_mean, const T& running_var, const T& weight,
                   const T& bias, bool training, double momentum, double eps) {
@@ -146,19 +138,17 @@ T batch_norm_impl(const T& x, const T& running_mean, const T& running_var, const
     mean = no_grad_value(running_mean);
     var = no_grad_value(running_var);
   }
-  // y = (x - mean) * rstd * weight + bias = x * scale + shift: two full-size ops.
+  // y = (x - mean) * rstd * weight + bias = x * scale + shift: one full-size op.
   T scale = rsqrt(add(var, eps));
   if (weight.defined()) scale = mul(scale, weight);
   const T shifted = mul(mean, scale);
   const T shift = bias.defined() ? sub(bias, shifted) : mul(shifted, -1.0);
   // The [C] factors in x's dtype, but float32 for 16-bit x (a 16-bit shift would carry an
-  // error of |mean| * 2^-9 into outputs near 0): x * scale + shift is then computed in float32
-  // and rounded once to x's dtype, as PyTorch's 16-bit batch norm.
+  // error of |mean| * 2^-9 into outputs near 0): batch_norm_affine then computes x * scale +
+  // shift in float32 and rounds once to x's dtype, as PyTorch's 16-bit batch norm.
   const DType fd = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
   const auto as_f = [&](const T& t) { return t.dtype() == fd ? t : cast(t, fd); };
-  const auto [s, t] = join_factor_grads(as_f(scale), as_f(shift));
-  const T y = channel_affine(x, s, t);
-  return y.dtype() == x.dtype() ? y : cast(y, x.dtype());
+  return batch_norm_affine(x, join_factors(as_f(scale), as_f(shift)));
 }
 
 // group_norm as layer_norm of x viewed [N, num_groups, -1], then the per-channel weight and
