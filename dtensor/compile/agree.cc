@@ -1,11 +1,31 @@
+// Cross-rank agreement of a compiled step (graph.h: check_ranks_agree, check_scalars_agree).
+//
 // Ranks that captured different op sequences are detected right after the capture (a review
 // finding: "ranks that diverge are detected, not paired"). A step whose host control flow
 // depends on rank-local data (one rank takes another branch) still runs eagerly while it is
 // captured: each rank's collectives pair with whatever the others issue, and mismatched ones are
 // caught by the communicators' fingerprints, but a branch that issues no collective (or the same
 // ones) is not. Its graphs would then differ between ranks, and replay would silently compute
-// something else on each. So the ranks of each mesh the step's inputs and outputs live on compare
-// a hash of their recorded sequence: one small all-gather per mesh and capture, none per replay.
+// something else on each. So the ranks of each mesh of the step's inputs compare a hash of their
+// recorded sequence: one small all-gather per mesh and capture, none per replay.
+//
+// Host scalars are compared on every call that passes them, before the guard decides: a rank
+// whose scalars changed would re-capture (running the step eagerly, then the check above) while
+// the others replay, and the two paths' collectives would pair wrongly or wait for each other.
+//
+// Every comparison runs on the meshes of the step's DTensor inputs only, in one order: those are
+// the same on every rank (each rank's inputs match its capture's specs), whereas the outputs come
+// from the step's own control flow — a rank returning an output on another mesh would all-gather
+// on a communicator the others never join, and wait there until the deadline. The smaller meshes
+// go first and no rank raises before it has joined every comparison: each word carries whether
+// an earlier mesh disagreed, so the ranks of a larger mesh (the world) learn of a sub-mesh's
+// disagreement and raise too, instead of waiting for ranks that left.
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -17,67 +37,184 @@
 namespace dtensor::compiler {
 namespace {
 
-// What must be equal on every rank: per node its kind, name, placements and the kinds of the
-// collectives it issued (not their bytes, nor shapes: uneven shards differ between ranks).
-uint64_t sequence_hash(const Graph& g) {
+void mix(uint64_t& h, std::string_view s) {
+  const uint64_t n = s.size();
+  h = stable_hash(&n, sizeof n, h);
+  h = stable_hash(s.data(), s.size(), h);
+}
+
+// The distinct meshes of the inputs that contain this rank, smaller first, then by their ranks
+// and their text, with one input on each (its local tensor's device is where the mesh's
+// collectives run).
+std::vector<const DTensor*> input_meshes(const DTensorList& inputs) {
+  std::vector<const DTensor*> seen;
+  for (const DTensor& t : inputs) {
+    if (!t.defined() || !t.device_mesh().contains_me()) continue;
+    bool known = false;
+    for (const DTensor* s : seen) known = known || s->device_mesh() == t.device_mesh();
+    if (!known) seen.push_back(&t);
+  }
+  std::sort(seen.begin(), seen.end(), [](const DTensor* a, const DTensor* b) {
+    const DeviceMesh &ma = a->device_mesh(), &mb = b->device_mesh();
+    if (ma.size() != mb.size()) return ma.size() < mb.size();
+    if (ma.ranks() != mb.ranks()) return ma.ranks() < mb.ranks();
+    return ma.str() < mb.str();
+  });
+  return seen;
+}
+
+// The words of every rank of the mesh `on` lives on, gathered in mesh order (the flattened
+// communicator orders the mesh's ranks row-major, as mesh.ranks() does); empty when the mesh has
+// one rank.
+std::vector<int64_t> gather_words(const DTensor& on, std::vector<int64_t> words) {
+  const DeviceMesh& mesh = on.device_mesh();
+  std::vector<int64_t> dims(static_cast<size_t>(mesh.ndim()));
+  for (int64_t d = 0; d < mesh.ndim(); ++d) dims[static_cast<size_t>(d)] = d;
+  const CommunicatorPtr comm = mesh.flattened_communicator(dims);
+  if (comm == nullptr || comm->size() <= 1) return {};
+  const auto n = static_cast<int64_t>(words.size());
+  const Device device = on.to_local().device();
+  const Tensor out = zeros({n * comm->size()}, TensorOptions(DType::kInt64, device));
+  comm->all_gather(out, from_blob(words.data(), {&n, 1}, DType::kInt64).to(device))->wait();
+  const Tensor all = out.to(Device());
+  const auto* w = static_cast<const int64_t*>(all.data_ptr());
+  return std::vector<int64_t>(w, w + n * comm->size());
+}
+
+// What must be equal on every rank of `mesh`: per node that every rank of the mesh records, its
+// kind, name, placements and the kinds of the collectives it issued (not their bytes, nor shapes:
+// uneven shards differ between ranks); then the step's outputs (count and specs). Returns (hash,
+// nodes hashed).
+std::pair<uint64_t, int64_t> sequence_hash(const Graph& g, const DeviceMesh& mesh,
+                                           const DTensorList& outputs) {
+  std::vector<int> mine = mesh.ranks();
+  std::sort(mine.begin(), mine.end());
   uint64_t h = kStableHashSeed;
-  auto mix = [&h](std::string_view s) {
-    const uint64_t n = s.size();
-    h = stable_hash(&n, sizeof n, h);
-    h = stable_hash(s.data(), s.size(), h);
-  };
+  int64_t count = 0;
   for (const Node& n : g.nodes()) {
-    mix(n.kind);
-    mix(n.name);
-    mix(n.detail);
-    for (const Collective& c : n.collectives) mix(c.kind);
+    // A node on a mesh without some of these ranks is not recorded by them (dispatch skips an op
+    // whose mesh does not contain the rank): left out, on every rank alike.
+    if (!n.ranks.empty() &&
+        !std::includes(n.ranks.begin(), n.ranks.end(), mine.begin(), mine.end()))
+      continue;
+    ++count;
+    mix(h, n.kind);
+    mix(h, n.name);
+    mix(h, n.detail);
+    for (const Collective& c : n.collectives) mix(h, c.kind);
     const uint64_t arity[2] = {n.inputs.size(), n.outputs.size()};
     h = stable_hash(arity, sizeof arity, h);
   }
-  return h;
+  // Every rank returns every output (a rank outside an output's mesh an empty placeholder of the
+  // same spec), so their number and specs are the same on every rank of a correct step.
+  const uint64_t outs = outputs.size();
+  h = stable_hash(&outs, sizeof outs, h);
+  for (const DTensor& t : outputs) {
+    mix(h, t.defined() ? absl::StrCat(t.spec().str(), " on ", t.device_mesh().str()) : "-");
+  }
+  return {h, count};
+}
+
+// Each rank's n words are w[r * n, +n), the last one set when that rank found an earlier mesh
+// disagreeing. Returns the first rank that reports so (`earlier` set), else the first whose other
+// words differ from rank 0's, else -1. The same on every rank of the mesh, which hold the same w.
+int first_disagreeing(const std::vector<int64_t>& w, size_t n, bool& earlier) {
+  earlier = false;
+  for (size_t r = 0; r * n < w.size(); ++r) {
+    if (w[r * n + n - 1] != 0) {
+      earlier = true;
+      return static_cast<int>(r);
+    }
+  }
+  const auto same = static_cast<std::ptrdiff_t>(n - 1);
+  for (size_t r = 1; r * n < w.size(); ++r) {
+    const auto at = w.begin() + static_cast<std::ptrdiff_t>(r * n);
+    if (!std::equal(w.begin(), w.begin() + same, at)) return static_cast<int>(r);
+  }
+  return -1;
+}
+
+// Raised when another mesh's ranks disagreed: this rank learns it from a rank of that mesh.
+std::string disagreed_elsewhere(const DeviceMesh& mesh, int r, std::string_view what) {
+  return absl::StrFormat(
+      "[compile] %s: rank %d of %s (world rank %d) found that the ranks of a smaller mesh of the "
+      "step's inputs disagree (its own error names them)",
+      what, r, mesh.str(), mesh.ranks()[static_cast<size_t>(r)]);
 }
 
 }  // namespace
 
 void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorList& outputs) {
-  const uint64_t mine = sequence_hash(g);
-  std::vector<const DTensor*> seen;  // one tensor per distinct mesh, in first-use order
-  for (const DTensorList* list : {&inputs, &outputs}) {
-    for (const DTensor& t : *list) {
-      if (!t.defined() || !t.device_mesh().contains_me()) continue;
-      bool known = false;
-      for (const DTensor* s : seen) known = known || s->device_mesh() == t.device_mesh();
-      if (!known) seen.push_back(&t);
-    }
-  }
-  for (const DTensor* t : seen) {
+  std::string error;
+  for (const DTensor* t : input_meshes(inputs)) {
     const DeviceMesh& mesh = t->device_mesh();
-    std::vector<int64_t> dims(static_cast<size_t>(mesh.ndim()));
-    for (int64_t d = 0; d < mesh.ndim(); ++d) dims[static_cast<size_t>(d)] = d;
-    const CommunicatorPtr comm = mesh.flattened_communicator(dims);
-    if (comm == nullptr || comm->size() <= 1) continue;
-    // (hash, node count) per rank, on the device the mesh's collectives run on. The flattened
-    // communicator orders the mesh's ranks row-major, as mesh.ranks() does.
-    int64_t word[2] = {static_cast<int64_t>(mine), static_cast<int64_t>(g.nodes().size())};
-    const int64_t two = 2, all_n = 2 * static_cast<int64_t>(comm->size());
-    const Device device = t->to_local().device();
-    const Tensor out = zeros({all_n}, TensorOptions(DType::kInt64, device));
-    comm->all_gather(out, from_blob(word, {&two, 1}, DType::kInt64).to(device))->wait();
-    const Tensor all = out.to(Device());
-    const auto* w = static_cast<const int64_t*>(all.data_ptr());
-    // Every rank holds every word, so every rank raises the same message.
-    for (int r = 1; r < comm->size(); ++r) {
-      if (w[2 * r] == w[0] && w[2 * r + 1] == w[1]) continue;
-      DT_FAIL(
-          "[compile] the ranks of %s captured different op sequences: rank %d of the mesh (world "
-          "rank %d) recorded %d nodes with hash %x, rank 0 of the mesh (world rank %d) %d nodes "
-          "with hash %x. The step takes another branch on some rank (host control flow on "
-          "rank-local values); replaying it would compute something different on each rank. "
-          "Make the step's control flow the same on every rank, or run it eagerly",
-          mesh.str(), r, mesh.ranks()[static_cast<size_t>(r)], w[2 * r + 1],
-          static_cast<uint64_t>(w[2 * r]), mesh.ranks()[0], w[1], static_cast<uint64_t>(w[0]));
-    }
+    const auto [hash, count] = sequence_hash(g, mesh, outputs);
+    const std::vector<int64_t> w =
+        gather_words(*t, {static_cast<int64_t>(hash), count, error.empty() ? 0 : 1});
+    bool earlier = false;
+    const int r = first_disagreeing(w, 3, earlier);
+    if (r < 0 || !error.empty()) continue;
+    // Every rank holds every word, so every rank of the mesh makes the same message.
+    const auto q = static_cast<size_t>(r);
+    error = earlier
+                ? disagreed_elsewhere(mesh, r, "the ranks captured different op sequences")
+                : absl::StrFormat(
+                      "[compile] the ranks of %s captured different op sequences: rank %d of "
+                      "the mesh (world rank %d) recorded %d nodes with hash %x (outputs "
+                      "included), rank 0 of the mesh (world rank %d) %d nodes with hash %x. "
+                      "The step takes another branch on some rank (host control flow on "
+                      "rank-local values), or returns other outputs; replaying it would "
+                      "compute something different on each rank. Make the step's control "
+                      "flow the same on every rank, or run it eagerly",
+                      mesh.str(), r, mesh.ranks()[q], w[3 * q + 1], static_cast<uint64_t>(w[3 * q]),
+                      mesh.ranks()[0], w[1], static_cast<uint64_t>(w[0]));
   }
+  DT_CHECK(error.empty(), "%s", error);
+}
+
+void check_scalars_agree(const DTensorList& inputs, const std::vector<double>& scalars) {
+  uint64_t h = kStableHashSeed;
+  for (double s : scalars) {
+    const auto bits = std::bit_cast<uint64_t>(s);
+    h = stable_hash(&bits, sizeof bits, h);
+  }
+  std::string error;
+  for (const DTensor* t : input_meshes(inputs)) {
+    const DeviceMesh& mesh = t->device_mesh();
+    const std::vector<int64_t> w = gather_words(
+        *t, {static_cast<int64_t>(scalars.size()), static_cast<int64_t>(h), error.empty() ? 0 : 1});
+    bool earlier = false;
+    const int r = first_disagreeing(w, 3, earlier);
+    if (r < 0 || !error.empty()) continue;
+    if (earlier) {
+      error = disagreed_elsewhere(mesh, r, "the step's host scalars differ between ranks");
+      continue;
+    }
+    const auto q = static_cast<size_t>(r);
+    std::string what;
+    if (w[3 * q] != w[0]) {
+      what = absl::StrCat("passes ", w[3 * q], " scalars, rank 0 of the mesh (world rank ",
+                          mesh.ranks()[0], ") ", w[0]);
+    } else {
+      // The same count on every rank of the mesh, which all see this mismatch: they gather the
+      // values too, only to name the one that differs.
+      std::vector<int64_t> bits(scalars.size());
+      for (size_t i = 0; i < scalars.size(); ++i) bits[i] = std::bit_cast<int64_t>(scalars[i]);
+      const std::vector<int64_t> v = gather_words(*t, bits);
+      const size_t n = scalars.size();
+      size_t i = 0;
+      while (i + 1 < n && v[q * n + i] == v[i]) ++i;
+      what = absl::StrCat("passes scalar ", i, " = ", std::bit_cast<double>(v[q * n + i]),
+                          ", rank 0 of the mesh (world rank ", mesh.ranks()[0], ") ",
+                          std::bit_cast<double>(v[i]));
+    }
+    error = absl::StrFormat(
+        "[compile] the step's host scalars differ between ranks of %s: rank %d of the mesh "
+        "(world rank %d) %s. Host scalars must be the same on every rank (bit for bit), as the "
+        "step itself must be: a rank whose guard failed would re-capture while the others replay",
+        mesh.str(), r, mesh.ranks()[q], what);
+  }
+  DT_CHECK(error.empty(), "%s", error);
 }
 
 }  // namespace dtensor::compiler

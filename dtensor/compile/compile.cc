@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <iterator>
 #include <utility>
 
+#include "dtensor/core/detail/captured_move.h"
 #include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
@@ -28,6 +30,7 @@ class Builder final : public detail::CaptureRecorder {
              index);
     const ValueId v = new_value(t.to_local(), Value::Kind::kInput);
     g_.values_[static_cast<size_t>(v)].input_index = index;
+    ranks_[static_cast<size_t>(v)] = sorted_ranks(t.device_mesh());
     g_.input_specs_.push_back(t.spec_ptr());
     g_.input_requires_grad_.push_back(t.requires_grad());
   }
@@ -51,6 +54,7 @@ class Builder final : public detail::CaptureRecorder {
     n.collectives = std::move(pending_);
     pending_.clear();
     for (const Tensor& t : e.inputs) n.inputs.push_back(value_of(t));
+    n.ranks = ranks_of(n);
     const int32_t node_index = static_cast<int32_t>(g_.nodes_.size());
     for (const Tensor& t : e.outputs) {
       if (!t.defined()) {  // an optional output not produced (an eager node's absent gradient)
@@ -60,6 +64,7 @@ class Builder final : public detail::CaptureRecorder {
       made_.erase(t.storage().id());  // declared: its other views are the node's too
       const ValueId v = new_value(t, Value::Kind::kProduced);
       g_.values_[static_cast<size_t>(v)].producer = node_index;
+      ranks_[static_cast<size_t>(v)] = n.ranks;
       n.outputs.push_back(v);
     }
     for (const Collective& c : n.collectives) {
@@ -117,7 +122,11 @@ class Builder final : public detail::CaptureRecorder {
     for (size_t o = 0; o < outputs.size(); ++o) {
       DT_CHECK(outputs[o].defined(), "[compile] the step returned an undefined DTensor (output %d)",
                o);
-      g_.outputs_.push_back(value_of(outputs[o].to_local()));
+      // On a rank outside its mesh an output is an empty placeholder that no recorded primitive
+      // made (dispatch skips the op here): replay returns it as it is.
+      g_.outputs_.push_back(outputs[o].device_mesh().contains_me()
+                                ? value_of(outputs[o].to_local())
+                                : new_value(outputs[o].to_local(), Value::Kind::kExternal));
       g_.output_specs_.push_back(outputs[o].spec_ptr());
     }
   }
@@ -146,6 +155,7 @@ class Builder final : public detail::CaptureRecorder {
     if (kind == Value::Kind::kExternal) value.external = t;
     g_.values_.push_back(std::move(value));
     captured_.push_back(t);
+    ranks_.emplace_back();
     ids_[key(t)] = v;
     return v;
   }
@@ -159,6 +169,15 @@ class Builder final : public detail::CaptureRecorder {
     // Made during the step by something replay does not run: it would read this step's value
     // forever after.
     auto made = made_.find(t.storage().id());
+    if (made != made_.end() && t.numel() == 0) {
+      // An empty placeholder: what a rank outside a DTensor's mesh holds (dispatch skips the op
+      // there), read by a host step such as the gradient's accumulation. It has no values to go
+      // stale, so replay may read this one; the nodes reading it are this rank's alone (ranks
+      // {-1}: left out of every cross-rank comparison).
+      const ValueId v = new_value(t, Value::Kind::kExternal);
+      ranks_[static_cast<size_t>(v)] = {-1};
+      return v;
+    }
     if (made != made_.end()) {
       refuse(made->second == Made::kOutside
                  ? absl::StrCat("local Tensor computation outside DTensor ops (a ",
@@ -172,6 +191,37 @@ class Builder final : public detail::CaptureRecorder {
     return new_value(t, Value::Kind::kExternal);
   }
 
+  static std::vector<int> sorted_ranks(const DeviceMesh& mesh) {
+    std::vector<int> r = mesh.ranks();
+    std::sort(r.begin(), r.end());
+    return r;
+  }
+
+  // The ranks that record node n (Node::ranks): an op's mesh, a move's source and target meshes,
+  // else {-1} when it reads a placeholder (see value_of), else those of the first input whose mesh
+  // is known (a gradient's accumulation, an optimizer update); empty when none is.
+  std::vector<int> ranks_of(const Node& n) const {
+    if (n.payload != nullptr && n.kind == "redistribute") {
+      const auto* m = static_cast<const detail::CapturedMove*>(n.payload.get());
+      std::vector<int> r = sorted_ranks(m->src->mesh());
+      const std::vector<int> d = sorted_ranks(m->dst->mesh());
+      std::vector<int> both;
+      std::set_union(r.begin(), r.end(), d.begin(), d.end(), std::back_inserter(both));
+      return both;
+    }
+    if (n.payload != nullptr && n.kind == "op") {
+      return sorted_ranks(static_cast<const DTensorSpec*>(n.payload.get())->mesh());
+    }
+    const std::vector<int>* known = nullptr;
+    for (ValueId v : n.inputs) {
+      if (v == kNoValue) continue;
+      const std::vector<int>& r = ranks_[static_cast<size_t>(v)];
+      if (r.size() == 1 && r[0] == -1) return r;
+      if (known == nullptr && !r.empty()) known = &r;
+    }
+    return known == nullptr ? std::vector<int>() : *known;
+  }
+
   enum class Made : uint8_t { kInsidePrimitive, kOutside };
 
   Graph& g_;
@@ -179,6 +229,7 @@ class Builder final : public detail::CaptureRecorder {
   // Storages allocated during the capture and not (yet) a node's declared output nor kept.
   absl::flat_hash_map<const void*, Made> made_;
   std::vector<Tensor> captured_;
+  std::vector<std::vector<int>> ranks_;  // per value: its producer's Node::ranks (an input's mesh)
   std::vector<Collective> pending_;
 };
 
@@ -340,6 +391,10 @@ std::string first_changed_scalar(const std::vector<double>& was, const std::vect
 
 DTensorList CompiledStep::operator()(const DTensorList& inputs,
                                      const std::vector<double>& scalars) {
+  // The guard below is decided on each rank: with scalars that differ between ranks, some would
+  // re-capture while the others replay. One small all-gather per call that passes scalars
+  // (none for a step without) makes them agree first, or raises on every rank.
+  if (!scalars.empty()) compiler::check_scalars_agree(inputs, scalars);
   Captured* layout = match_layout(inputs, scalars.size());
   if (layout != nullptr && !same_bits(layout->scalars, scalars)) {
     // Specialised on other scalar values: capture again in its place (torch.compile's guard on

@@ -17,10 +17,12 @@
 // graph: local kernels and planned collectives only, results bit-identical to the eager step.
 // The learning rate, the optimizer's step count and other values read when an update runs are
 // runtime scalars, not baked in; host scalars passed to ops are the step's `scalars` argument
-// (ScalarStepFn), guarded on their values. Guards: a call whose inputs differ in shape, dtype,
-// placements, mesh or requires_grad from every captured graph re-captures (or raises, by
-// option). After each capture the ranks compare a hash of their recorded sequences and raise
-// when they differ (compiler::check_ranks_agree).
+// (ScalarStepFn), guarded on their values; they must be the same on every rank (each call that
+// passes them compares them across ranks: compiler::check_scalars_agree). Guards: a call whose
+// inputs differ in shape, dtype, placements, mesh or requires_grad from every captured graph
+// re-captures (or raises, by option). After each capture the ranks of each input mesh compare a
+// hash of their recorded sequences and outputs and raise when they differ
+// (compiler::check_ranks_agree).
 //
 // Data parallel's own hooks (replicate / fully_shard) are captured too: their collectives are
 // recorded primitives. Expansion (the design's data-parallel mode): compile(fn, mesh, style,
@@ -90,7 +92,11 @@ class CompiledStep {
   // Python floats. Each graph is specialised on the scalars' values and guarded on them: a call
   // with other values (bit for bit) re-captures, replacing the graph of that input layout (so a
   // value that changes every step never exhausts max_graphs; scalar_recaptures() counts them),
-  // or raises when recapture_on_guard_failure is off. A value that changes every step without
+  // or raises when recapture_on_guard_failure is off. The scalars must be the same on every rank
+  // (SPMD, as PyTorch's compiled steps require): each such call all-gathers their bits over the
+  // inputs' meshes before the guard decides — so every rank replays or every rank re-captures —
+  // and raises "[compile] the step's host scalars differ between ranks ..." on every rank
+  // otherwise (a step without scalars pays nothing). A value that changes every step without
   // re-capturing is a 0-dim DTensor input instead: div(t, s) with s a DTensor.
   using ScalarStepFn =
       std::function<DTensorList(const DTensorList& inputs, const std::vector<double>& scalars)>;

@@ -70,7 +70,14 @@ struct Node {
   std::vector<Collective> collectives;  // what it issued when captured
   std::string move_src, move_dst;       // redistribute: the specs, as text
   bool move_src_partial = false;        // redistribute: the source has a Partial placement
-  std::shared_ptr<const void> payload;  // kind-specific (redistribute: detail::CapturedMove)
+  // Kind-specific: a redistribute's detail::CapturedMove; an op's first input DTensorSpec (its
+  // mesh); null otherwise.
+  std::shared_ptr<const void> payload;
+  // The world ranks of the mesh it ran on, sorted: a rank outside an op's mesh skips the op, so
+  // only these ranks record it (both meshes' for a cross-mesh move). Empty when not known (a
+  // host step reading no value of a known mesh): taken to run on every rank. {-1}: this rank's
+  // alone (a host step reading a placeholder of a mesh without this rank).
+  std::vector<int> ranks;
   // Replay runs it on the communication thread and waits for it where a node first reads one of
   // its outputs (the scheduling pass sets it on moves).
   bool async = false;
@@ -136,11 +143,6 @@ class Graph {
   friend void plan_memory(Graph& g, bool enabled);
   friend void bucket_reductions(Graph& g, absl::Span<const Tensor> captured, int64_t bucket_bytes);
   friend void schedule_collectives(Graph& g, absl::Span<const Tensor> captured);
-  // After a capture: the ranks of each mesh the step's `inputs` and `outputs` live on compare a
-  // hash of their recorded op and collective sequence (one small all-gather per mesh; agree.cc)
-  // and raise "[compile] the ranks of <mesh> captured different op sequences: rank R ..." on every
-  // rank, naming the first rank of the mesh whose sequence differs from its rank 0's.
-  void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorList& outputs);
   friend void tag_roles(Graph& g, absl::Span<const Tensor> captured,
                         absl::Span<const Tensor> params);
 
@@ -226,10 +228,20 @@ void tag_roles(Graph& g, absl::Span<const Tensor> captured, absl::Span<const Ten
 // and runs asynchronously (Node::async): replay waits for it just before the first node that
 // reads its result, so the compute in between overlaps the communication.
 void schedule_collectives(Graph& g, absl::Span<const Tensor> captured);
-// After a capture: the ranks of each mesh the step's `inputs` and `outputs` live on compare a
-// hash of their recorded op and collective sequence (one small all-gather per mesh; agree.cc)
-// and raise "[compile] the ranks of <mesh> captured different op sequences: rank R ..." on every
-// rank, naming the first rank of the mesh whose sequence differs from its rank 0's.
+// Cross-rank agreement (agree.cc). Both compare words over the meshes of the step's DTensor
+// inputs only — the same meshes on every rank, as the input guard holds each rank to its capture
+// and SPMD steps pass the same layouts — in one canonical order (smaller meshes first, then by
+// ranks), one small all-gather per mesh, so that no rank-local difference can send ranks to
+// different communicators; no rank raises before it has joined every comparison.
+//
+// After a capture: the ranks of each such mesh compare a hash of the nodes every one of them
+// recorded (those whose Node::ranks include all the mesh's ranks: a sub-mesh op is recorded by
+// its own ranks only) and of the step's outputs (count and specs), and raise "[compile] the
+// ranks of <mesh> captured different op sequences: rank R ..." on every rank.
 void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorList& outputs);
+// Before the guard decides, on every call that passes host scalars: the ranks compare the
+// scalars' count and bits, so that every rank takes the same path (replay or re-capture), and
+// raise "[compile] the step's host scalars differ between ranks ..." on every rank otherwise.
+void check_scalars_agree(const DTensorList& inputs, const std::vector<double>& scalars);
 
 }  // namespace dtensor::compiler

@@ -42,8 +42,8 @@ struct CaptureEvent {
   // (empty / false for other kinds).
   std::string move_src, move_dst;
   bool move_src_partial = false;
-  // Kind-specific data for the passes (a redistribute: dtensor/core/detail/captured_move.h's
-  // CapturedMove); null otherwise.
+  // Kind-specific data for the compiler (a redistribute: dtensor/core/detail/captured_move.h's
+  // CapturedMove; an op: its first input's DTensorSpec, whose mesh is the op's); null otherwise.
   std::shared_ptr<const void> payload;
 };
 
