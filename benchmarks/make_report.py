@@ -518,32 +518,33 @@ def compile_section(res, tg):
         "train_tp_transformer's tensor-parallel transformer (the second example; RMSNorm, SwiGLU, AdamW, loss parallel; "
         f"dim {r0['dim']}, {r0['layers']} layers) trained by its eager step and by "
         "`dtensor::compile`'s replay of the same step (`bench_compile`), interleaved; median "
-        "(max over ranks). Node time = the time replay spends inside its nodes (kernels and "
-        "collectives, the allocation of their outputs, the freeing of the values they read last), "
-        "measured on the replays themselves; framework time = step - node time "
-        "(dispatch, propagation, autograd recording, hooks and allocation for the eager step: "
-        "its median step minus the median node time; the graph walk for replay: the median over "
-        "replays of each one's time minus its own node time). Both models' parameters are compared bit for bit after the "
-        "run. Target: replay removes >= 90% of the framework time. Scheduled = replay with "
-        "`schedule_collectives` (each collective issued as early as its input is ready, on the "
-        "communication thread, waited on before its first reader).",
+        "(max over ranks). Kernel time = the time replay spends inside its nodes' computations "
+        "alone (kernels and collectives, the allocation of their outputs: the same kernels the "
+        "eager step runs on the same shards), measured on the replays themselves; framework "
+        "time = step - kernel time (for the eager step: dispatch, propagation, autograd "
+        "recording, hooks, and allocating and freeing; for replay: the graph walk and freeing "
+        "values at their last reader, whose part is the frees column). Eager - replay is the "
+        "difference of the median steps, which depends on no accounting. Both models' parameters "
+        "are compared bit for bit after the run. Target: replay removes >= 90% of the framework "
+        "time. Scheduled = replay with `schedule_collectives` (each collective issued as early as "
+        "its input is ready, on the communication thread, waited on before its first reader).",
         "",
-        "| ranks | eager ms (p10-p90) | replay ms (p10-p90) | scheduled ms | node ms "
-        "| framework eager ms | framework replay ms | removed | target "
-        "| collectives per step (without dedup) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "| ranks | eager ms (p10-p90) | replay ms (p10-p90) | scheduled ms | kernel ms "
+        "| framework eager ms | framework replay ms | of which frees ms | removed | target "
+        "| eager - replay ms | collectives per step (without dedup) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in sorted(rows, key=lambda r: r["ranks"]):
         fe, fr = r["framework_eager_seconds"], r["framework_replay_seconds"]
         removed = 1 - fr / fe if fe > 0 else None
-        # The measured why (2026-11-27): replay's own time is about 0.5 µs per node, while the
-        # eager dispatch it replaces costs about 0.2 µs per cached op (section Dispatch).
-        why = ("replay's own time is about 0.5 µs per node of the graph (355 nodes here): it "
-               "copies each input "
-               "Tensor handle (sizes, strides, a reference count) into the node's argument list "
-               "and calls its closure through std::function, against a cached eager dispatch of "
-               "about 0.2 µs per op (section Dispatch), so little is left to remove; handing nodes "
-               "pointers into the slots is the next step")
+        # The measured why: what replay's framework time is made of, from the row itself.
+        free = r["free_seconds"]
+        why = (f"freeing the step's values at their last reader is {free * 1e3:.2f} ms of "
+               f"replay's {fr * 1e3:.2f} ms framework time (the eager step frees the same values, "
+               f"so it is in the eager framework time too)")
+        if r.get("nodes", 0) > 0:
+            why += (f"; the walk itself takes {(fr - free) / r['nodes'] * 1e6:.2f} µs per node "
+                    f"of the graph ({r['nodes']} nodes)")
         if r["ranks"] > (os.cpu_count() or 1):
             why += f"; {r['ranks']} ranks share {os.cpu_count()} cores (oversubscribed)"
         st = tg.ge(f"compiled step: framework time removed at {r['ranks']} rank(s)", removed, 0.9,
@@ -554,8 +555,10 @@ def compile_section(res, tg):
             f"{r['replay_median_us'] / 1e3:.2f} "
             f"({r['replay_p10_us'] / 1e3:.2f}-{r['replay_p90_us'] / 1e3:.2f}) | "
             f"{r['scheduled_median_us'] / 1e3:.2f} | "
-            f"{r['node_seconds'] * 1e3:.2f} | {fe * 1e3:.2f} | {fr * 1e3:.2f} | "
+            f"{r['kernel_seconds'] * 1e3:.2f} | {fe * 1e3:.2f} | {fr * 1e3:.2f} | "
+            f"{r['free_seconds'] * 1e3:.2f} | "
             f"{'n/a' if removed is None else f'{removed * 100:.0f}%'} | ≥ 90%: {st} | "
+            f"{r['eager_minus_replay_seconds'] * 1e3:.2f} | "
             f"{r['collectives']} ({r['collectives_no_dedup']}) |")
     out.append("")
     return out

@@ -5,11 +5,17 @@
 //   mpirun -np N bench_compile [--dim 64] [--layers 2] [--heads 4] [--vocab 16] [--batch 32]
 //                              [--seq 15] [--iters 30] [--warmup 3] [--json FILE]
 //
-// Prints the median step times (max over ranks), the time replay spends inside its nodes
-// (kernels and collectives: what any implementation must spend) and from it the framework's own
-// time per step (step - node time) eager vs replay, and the collectives per step with and
-// without the dedup pass. Both models start from the same weights and take the same steps; the
-// run fails unless their parameters are bit-identical at the end.
+// Prints the median step times (max over ranks) and where replay's time goes, each part
+// measured on the replays themselves: kernel time (inside the nodes' computations alone —
+// kernels, collectives, allocating their outputs: what any implementation must spend; the eager
+// step runs the same kernels on the same shards), free time (freeing values at their last reader
+// and releasing argument handles), and the framework's own time = step - kernel time, eager vs
+// replay (frees count as framework time on both sides: the eager step frees the same values).
+// Beside the "removed" fraction it prints eager - replay per step, which depends on no
+// accounting. Then the collectives per step with and without the dedup pass, and what agreeing
+// on host scalars across ranks costs per call (a one-op step replayed with a scalar vs without).
+// Both models start from the same weights and take the same steps; the run fails unless their
+// parameters are bit-identical at the end.
 #include <mpi.h>
 
 #include <algorithm>
@@ -88,9 +94,9 @@ int run(int argc, char** argv) {
                               dt::DTensor::from_local(targets, mesh, {dt::Replicate()})};
   step_no_dedup(in);  // captured once, for its collective count
 
-  // Per replay on this rank: the time inside its nodes, and the rest of the call (the framework's
-  // own time, measured on the same call, so load noise does not enter twice).
-  std::vector<double> node_seconds, replay_overhead;
+  // Per replay on this rank: its kernel time, free time and whole call time, from the same call
+  // (so load noise does not enter twice).
+  std::vector<double> kernel_seconds, free_seconds, replay_overhead;
   const std::vector<std::function<void()>> variants = {
       [&] { eager.step(in); },
       [&] {
@@ -98,21 +104,39 @@ int run(int argc, char** argv) {
         step(in);
         const double total =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (step.replays() > 0 && step.last_node_seconds() > 0) {
-          node_seconds.push_back(step.last_node_seconds());
-          replay_overhead.push_back(total - step.last_node_seconds());
+        const dt::compiler::ReplayProfile& p = step.last_profile();
+        if (step.replays() > 0 && p.kernel_seconds > 0) {
+          kernel_seconds.push_back(p.kernel_seconds);
+          free_seconds.push_back(p.free_seconds);
+          replay_overhead.push_back(total - p.kernel_seconds);
         }
       },
       [&] { step_scheduled(in); },
   };
   const std::vector<bench::Stats> st =
       bench::time_interleaved(variants, warmup, iters, /*comm_world=*/true, /*shuffled=*/true);
-  // The node time of a step is the slowest rank's, as the step times are.
-  const bench::Stats nodes = bench::stats_of(node_seconds);
-  double node_median = nodes.median;
-  MPI_Allreduce(MPI_IN_PLACE, &node_median, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  double fw_replay = bench::stats_of(replay_overhead).median;
-  MPI_Allreduce(MPI_IN_PLACE, &fw_replay, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  // Each part of a step is the slowest rank's, as the step times are.
+  auto max_over_ranks = [](double v) {
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return v;
+  };
+  const double kernel_median = max_over_ranks(bench::stats_of(kernel_seconds).median);
+  const double free_median = max_over_ranks(bench::stats_of(free_seconds).median);
+  const double fw_replay = max_over_ranks(bench::stats_of(replay_overhead).median);
+
+  // Host scalars are compared across ranks on each call that passes them (one all-gather of two
+  // words per input mesh): a one-op step replayed with a scalar vs the same step without.
+  const dt::DTensorList small = {dt::distribute_tensor(dt::ones({4, 4}), mesh, {dt::Replicate()})};
+  dt::CompiledStep with_scalar =
+      dt::compile([](const dt::DTensorList& x,
+                     const std::vector<double>& s) { return dt::DTensorList{dt::mul(x[0], s[0])}; },
+                  dt::CompileOptions{});
+  dt::CompiledStep without_scalar =
+      dt::compile([](const dt::DTensorList& x) { return dt::DTensorList{dt::mul(x[0], 2.0)}; },
+                  dt::CompileOptions{});
+  const std::vector<bench::Stats> agree = bench::time_interleaved(
+      {[&] { with_scalar(small, {2.0}); }, [&] { without_scalar(small); }}, warmup, 10 * iters,
+      /*comm_world=*/true, /*shuffled=*/true);
 
   // Same steps: bit-identical parameters.
   int differ = 0;
@@ -127,7 +151,8 @@ int run(int argc, char** argv) {
   }
   MPI_Allreduce(MPI_IN_PLACE, &differ, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 
-  const double fw_eager = st[0].median - node_median;
+  const double fw_eager = st[0].median - kernel_median;
+  const double eager_minus_replay = st[0].median - st[1].median;
 
   const dt::compiler::GraphStats& gs = step.graph().stats();
   bench::JsonLines json("bench_compile", flags.str("json", ""));
@@ -145,12 +170,18 @@ int run(int argc, char** argv) {
   bench::print0("%-8s %10.3f %10.3f %10.3f %14s\n", "sched", st[2].median * 1e3, st[2].p10 * 1e3,
                 st[2].p90 * 1e3, "-");
   bench::print0(
-      "node time (kernels + collectives) %.3f ms; framework time removed by replay: %.1f%%; "
-      "graph %lld nodes, collectives per step %lld (%lld without dedup); parameters %s\n",
-      node_median * 1e3, fw_eager > 0 ? 100.0 * (1.0 - fw_replay / fw_eager) : 0.0,
+      "kernel time %.3f ms, free time in replay %.3f ms (part of its framework time); framework "
+      "time removed by replay: %.1f%%; eager - replay: %.3f ms per step; graph %lld nodes, "
+      "collectives per step %lld (%lld without dedup); parameters %s\n",
+      kernel_median * 1e3, free_median * 1e3,
+      fw_eager > 0 ? 100.0 * (1.0 - fw_replay / fw_eager) : 0.0, eager_minus_replay * 1e3,
       (long long)step.graph().nodes().size(), (long long)gs.collectives,
       (long long)step_no_dedup.graph().stats().collectives,
       differ == 0 ? "bit-identical" : "DIFFERENT");
+  bench::print0(
+      "host-scalar agreement: a one-op step replayed with 1 host scalar %.1f us, without %.1f us "
+      "(%+.1f us per call)\n",
+      agree[0].median * 1e6, agree[1].median * 1e6, (agree[0].median - agree[1].median) * 1e6);
   json.write(json.record("compile")
                  .add("ranks", world)
                  .add("dim", cfg.dim)
@@ -158,9 +189,14 @@ int run(int argc, char** argv) {
                  .add_stats("eager", st[0])
                  .add_stats("replay", st[1])
                  .add_stats("scheduled", st[2])
-                 .add("node_seconds", node_median)
+                 .add("kernel_seconds", kernel_median)
+                 .add("free_seconds", free_median)
                  .add("framework_eager_seconds", fw_eager)
                  .add("framework_replay_seconds", fw_replay)
+                 .add("eager_minus_replay_seconds", eager_minus_replay)
+                 .add("scalar_step_seconds", agree[0].median)
+                 .add("no_scalar_step_seconds", agree[1].median)
+                 .add("nodes", static_cast<int64_t>(step.graph().nodes().size()))
                  .add("collectives", gs.collectives)
                  .add("collectives_no_dedup", step_no_dedup.graph().stats().collectives));
   return differ == 0 ? 0 : 1;

@@ -448,8 +448,8 @@ DTensorList CompiledStep::operator()(const DTensorList& inputs,
     return out;
   }
   last_ = g;
-  last_node_seconds_ = 0;
-  return g->run(inputs, options_.profile ? &last_node_seconds_ : nullptr);
+  last_profile_ = {};
+  return g->run(inputs, options_.profile ? &last_profile_ : nullptr);
 }
 
 const compiler::Graph& CompiledStep::graph() const {

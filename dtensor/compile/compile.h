@@ -71,7 +71,7 @@ struct CompileOptions {
   // the communication thread competes with the compute).
   bool schedule_collectives = false;
   bool memory_plan = true;
-  // Time the nodes of each replay (CompiledStep::last_node_seconds; for benchmarks).
+  // Time the nodes of each replay (CompiledStep::last_profile; for benchmarks).
   bool profile = false;
   // Overrides (dtensor/compile/override.h): while a step is captured, each submodule of
   // `module` an override gives a replacement for runs as that replacement; after the passes,
@@ -105,9 +105,10 @@ class CompiledStep {
 
   DTensorList operator()(const DTensorList& inputs) { return (*this)(inputs, {}); }
   DTensorList operator()(const DTensorList& inputs, const std::vector<double>& scalars);
-  // The time the last replay spent inside its nodes' computations (kernels, collectives), when
-  // CompileOptions::profile is on; 0 otherwise.
-  double last_node_seconds() const { return last_node_seconds_; }
+  // Where the last replay's time went (its nodes' computations — kernels, collectives — and,
+  // apart, the freeing of values at their last reader), when CompileOptions::profile is on;
+  // zeros otherwise.
+  const compiler::ReplayProfile& last_profile() const { return last_profile_; }
 
   // The graph the last call ran or captured; throws before the first call.
   const compiler::Graph& graph() const;
@@ -135,7 +136,7 @@ class CompiledStep {
   int64_t captures_ = 0;
   int64_t replays_ = 0;
   int64_t scalar_recaptures_ = 0;
-  double last_node_seconds_ = 0;
+  compiler::ReplayProfile last_profile_;
 };
 
 // Compiles `fn`, a function running one step on DTensors (see above).

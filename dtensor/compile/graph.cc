@@ -149,7 +149,7 @@ void Graph::prepare_walk() const {
   walk_ready_ = true;
 }
 
-DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
+DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const {
   if (!walk_ready_ || walk_.size() != nodes_.size()) prepare_walk();
   // The slots live from replay to replay: the externals stay in place, the inputs are set per
   // call, the produced values are dropped by the plan or at the end.
@@ -201,12 +201,15 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
   const int32_t* ids = walk_ids_.data();
   Tensor* const slot = slots.data();
   std::vector<Tensor>& args = args_;
-  // Profiling reads the clock once per node: the end of one node's timed section is the start of
-  // the next one's when nothing of the framework's ran in between (inputs read in place, no
-  // argument handles to gather, nothing in flight); `marked` says so. Then the walk's few
-  // instructions from one node to the next are counted as node time, and the clock read is paid
-  // once, not twice, per node.
+  // Profiling times each node's computation alone, then the freeing after it. The end of one
+  // node's freeing is the start of the next one's computation when nothing of the framework's ran
+  // in between (inputs read in place, no argument handles to gather, nothing in flight); `marked`
+  // says so, and the clock is then read twice per node, not three times (the walk's few
+  // instructions from one node to the next count as kernel time).
   using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
   Clock::time_point mark;
   bool marked = false;
   try {
@@ -257,12 +260,12 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
         }
         continue;
       }
-      // The node's time: its computation (writing its outputs into their slots; the few nodes
-      // whose outputs are not consecutive slots write a scratch buffer, moved in), and the
-      // freeing of the values it was the last to read: those the plan drops, and those handed
-      // over in its gathered arguments, released here (a value's memory is freed when the node
-      // that read it last ends, whichever way it was read).
-      if (node_seconds != nullptr && !marked) mark = Clock::now();
+      // The node's computation (writing its outputs into their slots; the few nodes whose
+      // outputs are not consecutive slots write a scratch buffer, moved in), then the freeing of
+      // the values it was the last to read: those the plan drops, and those handed over in its
+      // gathered arguments, released here (a value's memory is freed when the node that read it
+      // last ends, whichever way it was read). Profiled apart: kernel time, then free time.
+      if (profile != nullptr && !marked) mark = Clock::now();
       if (st.out_first >= 0) {
         (*st.fn)(in, absl::MakeSpan(slot + st.out_first, st.out_count));
       } else {
@@ -273,15 +276,20 @@ DTensorList Graph::run(const DTensorList& inputs, double* node_seconds) const {
           drop(scratch_[o]);
         }
       }
+      if (profile != nullptr) {
+        const Clock::time_point now = Clock::now();
+        profile->kernel_seconds += seconds(mark, now);
+        mark = now;
+      }
       for (uint32_t d = 0; d < st.free_count; ++d) {
         const ValueId v = ids[st.free_begin + d];
         if (has_async_) ready(v);
         drop(slot[v]);
       }
       args.clear();
-      if (node_seconds != nullptr) {
+      if (profile != nullptr) {
         const Clock::time_point now = Clock::now();
-        *node_seconds += std::chrono::duration<double>(now - mark).count();
+        profile->free_seconds += seconds(mark, now);
         mark = now;
         marked = true;
       }

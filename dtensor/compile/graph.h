@@ -96,6 +96,12 @@ struct GraphStats {
   int64_t peak_bytes_unplanned = 0;  // the same when every produced value lives to the end
 };
 
+// Where a profiled replay's time went (Graph::run; CompileOptions::profile).
+struct ReplayProfile {
+  double kernel_seconds = 0;  // inside the nodes' computations (Node::fn), nothing else
+  double free_seconds = 0;    // freeing values at their last reader, releasing argument handles
+};
+
 class Graph {
  public:
   const std::vector<Value>& values() const { return values_; }
@@ -129,12 +135,12 @@ class Graph {
   // no node makes).
   void check() const;
 
-  // Runs the nodes on `inputs` (checked by the caller against input_specs()). With `node_seconds`,
-  // adds the time spent inside the nodes' computations (kernels, collectives, allocating their
-  // outputs) and freeing the values they were the last to read: the rest of a replay is the
-  // framework's own time. The clock is read once per node (the walk's few instructions between
-  // two nodes that read their inputs in place count as node time).
-  DTensorList run(const DTensorList& inputs, double* node_seconds = nullptr) const;
+  // Runs the nodes on `inputs` (checked by the caller against input_specs()). With `profile`,
+  // adds the time spent inside the nodes' computations alone (Node::fn: kernels, collectives,
+  // allocating their outputs) and, separately, in freeing the values they were the last to read
+  // (the plan's drops and the release of handed-over argument handles): the rest of a replay is
+  // the framework's own time (ReplayProfile).
+  DTensorList run(const DTensorList& inputs, ReplayProfile* profile = nullptr) const;
 
  private:
   friend class Builder;
