@@ -79,10 +79,9 @@ Tensor sum_heads(const Ring& ring, const Tensor& g) {
 // One hop of the ring (detail::ring_shift): the sends and receives are posted on the caller's
 // thread and tested by the progress thread (dtensor/collectives/p2p_progress.h) while the caller
 // computes the current block; wait() stops that and completes them. Before, a task on the
-// communication thread (comm_worker.h) posted them and waited, spinning on MPI_Test with
-// sched_yield: that thread took a share of the core from the block's compute it was meant to hide
-// behind, and its progress hung on the scheduler's ticks (docs/guides/context_parallel.md has
-// the figures).
+// communication thread (comm_worker.h) posted them and waited for them, spinning on MPI_Test
+// with sched_yield: a second progress mechanism beside the pipeline's. Both hide the hops at
+// cp 2 (docs/guides/context_parallel.md has the figures).
 class RingShift final : public Work {
  public:
   RingShift(const CommunicatorPtr& comm, std::vector<Tensor> out, std::vector<Tensor> in, int tag) {
