@@ -102,10 +102,10 @@ TEST_CASE("a training step of a sub-mesh's parameter captures and replays bit fo
       dt::compile([&](const dt::DTensorList& in) { return train(w_c, opt_c, in); });
   for (int i = 0; i < 4; ++i) {
     INFO("step " << i);
-    const dt::DTensorList in = {arange_on(world, 5, i + 1.0),
-                                dt::distribute_tensor(dt::full({2, 4}, 0.1 * i, dt::TensorOptions(
-                                                                                    dt::kFloat64)),
-                                                      sub, {dt::Replicate()})};
+    const dt::DTensorList in = {
+        arange_on(world, 5, i + 1.0),
+        dt::distribute_tensor(dt::full({2, 4}, 0.1 * i, dt::TensorOptions(dt::kFloat64)), sub,
+                              {dt::Replicate()})};
     const dt::DTensorList got = step(in), want = train(w_e, opt_e, in);
     CHECK(got[0].full_tensor().item<double>() == want[0].full_tensor().item<double>());
     if (sub.contains_me()) {
@@ -140,8 +140,7 @@ TEST_CASE("ranks of a sub-mesh that captured different op sequences are detected
   CHECK(step.captures() == 0);
 }
 
-TEST_CASE("a rank returning other outputs is detected on every rank, without a hang",
-          "[compile]") {
+TEST_CASE("a rank returning other outputs is detected on every rank, without a hang", "[compile]") {
   const dt::DeviceMesh world = world_mesh();
   const int last = dt::world_size() - 1;
   // A mesh of the last two ranks, which only the last rank's outputs use: the ranks must not
@@ -169,8 +168,7 @@ TEST_CASE("a rank returning other outputs is detected on every rank, without a h
   }
 }
 
-TEST_CASE("host scalars that differ between ranks raise on every rank, never a hang",
-          "[compile]") {
+TEST_CASE("host scalars that differ between ranks raise on every rank, never a hang", "[compile]") {
   const dt::DeviceMesh world = world_mesh();
   const int last = dt::world_size() - 1;
   const dt::DTensor x = arange_on(world, 5, 1.0);
@@ -187,12 +185,12 @@ TEST_CASE("host scalars that differ between ranks raise on every rank, never a h
     // The last rank's scalar changes while the others' stay: its guard alone would fail (it
     // would re-capture, or raise alone, while the others replay).
     const double mine = dt::world_rank() == last ? 4.0 : 3.0;
-    REQUIRE_THROWS_WITH(step({x}, {2, mine}),
-                        Catch::Contains("[compile] the step's host scalars differ between ranks "
-                                        "of DeviceMesh(") &&
-                            Catch::Contains("rank " + std::to_string(last) + " of the mesh (world "
-                                            "rank " + std::to_string(last) + ") passes scalar 1 = 4, "
-                                            "rank 0 of the mesh (world rank 0) 3"));
+    const std::string who =
+        "rank " + std::to_string(last) + " of the mesh (world rank " + std::to_string(last) + ")";
+    REQUIRE_THROWS_WITH(
+        step({x}, {2, mine}),
+        Catch::Contains("[compile] the step's host scalars differ between ranks of DeviceMesh(") &&
+            Catch::Contains(who + " passes scalar 1 = 4, rank 0 of the mesh (world rank 0) 3"));
     // Another number of scalars on one rank.
     std::vector<double> more = {2, 3};
     if (dt::world_rank() == last) more.push_back(1);
