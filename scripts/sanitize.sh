@@ -45,7 +45,7 @@ done
 # The mpirun subset (targets that exist in this tree) and the ctest entries they provide.
 mpi_candidates=(test_collectives test_device_mesh test_dtensor_mpi test_redistribute_mpi
                 test_bad_inputs test_bad_inputs_ops fuzz_redistribute test_compile_mpi
-                test_transfer_mpi)
+                test_compile_agree_mpi test_transfer_mpi)
 mpi_targets=()
 if [ "${SANITIZE_MPI:-1}" = 1 ]; then
   for t in "${mpi_candidates[@]}"; do
