@@ -73,13 +73,16 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target,
                       double label_smoothing = 0.0);
 
 // DTensor nll_loss (same arguments and semantics as the Tensor form; `weight` a [C] DTensor on
-// the input's mesh, or undefined), composed like cross_entropy's DTensor form: the target pick
-// (gather_target) of the log-probabilities, times the class weights when given, so class- and
-// batch-sharded inputs reduce without gathering the log-probabilities. Result placements: kNone
-// - the target's batch shards (class-sharded picks all-reduced); kSum - P(sum) over the mesh
-// dims where the input is class- or batch-sharded; kMean - Replicate (one all-reduce of (sum,
-// weight sum) over those mesh dims). Out-of-range targets raise "[nll_loss] target 7 out of
-// range for 5 classes (raised on rank R)" on every rank that may hold different targets.
+// the input's mesh, or undefined): the registered op nll_loss (nll_loss_strategy.cc, one
+// dispatch), so class-sharded (loss parallel: the weights replicated or sharded like the
+// classes) and batch-sharded inputs reduce without gathering the log-probabilities. Result
+// placements: kNone - the target's batch shards (class-sharded picks all-reduced); kSum -
+// P(sum) over the mesh dims where the input is class- or batch-sharded; kMean - Replicate (the
+// weight sum all-reduced as a scalar over the mesh dims where the target or the weights are
+// sharded, then the Partial mean). Out-of-range targets raise "[nll_loss] target 7 out of range
+// for 5 classes (raised on rank R)" on every rank that may hold different targets. The input's
+// gradient is PyTorch's (-weight[t] * grad / W at the picks); the weights get one too (PyTorch
+// refuses it), composed of registered ops.
 DTensor nll_loss(const DTensor& log_probs, const DTensor& target,
                  Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
                  const DTensor& weight = DTensor());

@@ -1,4 +1,5 @@
-// The backward formula of gather_target (registered in loss_strategy.cc).
+// The backward formulas of gather_target (registered in loss_strategy.cc) and nll_loss
+// (nll_loss_strategy.cc).
 #include "dtensor/ops/loss/detail/loss_backward.h"
 
 #include <absl/strings/str_format.h>
@@ -14,7 +15,9 @@
 #include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/register_all.h"
+#include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
@@ -25,6 +28,56 @@ DTensorList gather_target_grad(const autograd::BackwardContext& c, absl::Span<co
   const ArgValue args[] = {c.input_spec(0).shape(), c.arg<int64_t>(0)};
   const DTensor& target = c.input(1);
   return {dispatch(op, {&g[0], &target}, args), DTensor()};
+}
+
+namespace {
+
+// d loss / d weight[c]: over the counted elements i with t_i = c, the sum of grad_i *
+// -input[i, c] ('none', 'sum'), or of grad * (-input[i, c] - loss) / W ('mean', W the weight
+// sum). Composed of the registered target pick and its scatter, so any sharding of the input
+// stays; it runs only when the weights require grad.
+DTensor nll_loss_weight_grad(const autograd::BackwardContext& c, const DTensor& g) {
+  static const OpInfo& pick = ops_op("gather_target");
+  static const OpInfo& scatter = ops_op("gather_target_backward");
+  const DTensor& x = c.input(0);
+  const DTensor& target = c.input(1);
+  const int64_t ignore_index = c.arg<int64_t>(1);
+  const ArgValue pick_args[] = {ignore_index, std::string_view("nll_loss")};
+  const int64_t class_dim = x.dim() == 1 ? 0 : 1;
+  DTensor per = neg(dispatch(pick, {&x, &target}, pick_args));
+  if (parse_reduction(c.arg<std::string_view>(0), "nll_loss") == Reduction::kMean) {
+    // W: the weights viewed as [C, 1, ...] broadcast over the input, picked and summed.
+    Shape wshape(static_cast<size_t>(x.dim() - class_dim), 1);
+    wshape[0] = x.size(class_dim);
+    const DTensor w = expand(reshape(c.input(2), wshape), x.shape());
+    const DTensor total = sum(dispatch(pick, {&w, &target}, pick_args), {});
+    per = (per - c.output(0)) * (g / total);
+  } else {
+    per = per * g;
+  }
+  const ArgValue scatter_args[] = {x.shape(), ignore_index};
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d != class_dim) dims.push_back(d);
+  }
+  return sum(dispatch(scatter, {&per, &target}, scatter_args), dims);
+}
+
+}  // namespace
+
+DTensorList nll_loss_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
+  static const OpInfo& op = ops_op("nll_loss_backward");
+  const bool has_weight = c.arg<bool>(2);
+  DTensorList out(static_cast<size_t>(c.num_inputs()));
+  if (c.needs_input_grad(0)) {
+    const ArgValue args[] = {c.input_spec(0).shape(), c.arg<std::string_view>(0), c.arg<int64_t>(1),
+                             has_weight};
+    std::vector<const DTensor*> in = {&g[0], &c.input(1)};
+    if (has_weight) in.push_back(&c.input(2));
+    out[0] = dispatch(op, in, args);
+  }
+  if (has_weight && c.needs_input_grad(2)) out[2] = nll_loss_weight_grad(c, g[0]);
+  return out;
 }
 
 }  // namespace dtensor::detail

@@ -102,6 +102,98 @@ Tensor nll_loss_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer
   return finish(losses, count, reduction, target.sizes(), log_probs.dtype());
 }
 
+namespace {
+
+// Calls f(e, o, j, c, w) for every target element e = o * inner + j whose class t is in the
+// block (c = t - class_offset, its column there) and not ignored; w = weight[t] (1 without
+// weights). A target in the block but outside the weight block cannot occur: rows shard the
+// weights like the classes, or not at all.
+template <typename F>
+void for_each_pick(const int64_t* t, LossLayout l, const NllBlock& b, F&& f) {
+  for (int64_t o = 0; o < l.outer; ++o) {
+    for (int64_t j = 0; j < l.inner; ++j) {
+      const int64_t e = o * l.inner + j;
+      const int64_t c = t[e] - b.class_offset;
+      if (t[e] == b.ignore_index || c < 0 || c >= l.classes) continue;
+      f(e, o, j, c, b.weight != nullptr ? b.weight[t[e] - b.weight_offset] : 1.0);
+    }
+  }
+}
+
+// The picked log-probability as double (its compute type first, as the other kernels read it).
+template <typename T>
+double picked(const T* x, LossLayout l, int64_t o, int64_t j, int64_t c) {
+  return static_cast<double>(static_cast<compute_t<T>>(x[(o * l.classes + c) * l.inner + j]));
+}
+
+}  // namespace
+
+Tensor nll_loss_block_cpu(const Tensor& log_probs, const Tensor& target, LossLayout l,
+                          const NllBlock& b) {
+  const Tensor lp = log_probs.contiguous();
+  const Tensor tg = target.to(kInt64).contiguous();
+  Tensor out = zeros(target.sizes(), TensorOptions(log_probs.dtype()));
+  if (out.numel() == 0) return out;
+  dispatch_floating(lp.dtype(), "nll_loss", [&]<typename T>() {
+    const T* x = lp.numel() > 0 ? lp.data<T>() : nullptr;
+    T* y = out.data<T>();
+    for_each_pick(tg.data<int64_t>(), l, b,
+                  [&](int64_t e, int64_t o, int64_t j, int64_t c, double w) {
+                    y[e] = static_cast<T>(-w * picked(x, l, o, j, c));
+                  });
+  });
+  return out;
+}
+
+NllSums nll_loss_block_sums_cpu(const Tensor& log_probs, const Tensor& target, LossLayout l,
+                                const NllBlock& b, int64_t classes) {
+  const Tensor lp = log_probs.contiguous();
+  const Tensor tg = target.to(kInt64).contiguous();
+  NllSums s;
+  if (tg.numel() == 0) return s;
+  const int64_t* t = tg.data<int64_t>();
+  dispatch_floating(lp.dtype(), "nll_loss", [&]<typename T>() {
+    const T* x = lp.numel() > 0 ? lp.data<T>() : nullptr;
+    for (int64_t o = 0; o < l.outer; ++o) {
+      for (int64_t j = 0; j < l.inner; ++j) {
+        const int64_t ti = t[o * l.inner + j];
+        if (ti == b.ignore_index) continue;
+        if ((ti < 0 || ti >= classes) && !s.has_bad) {
+          s.has_bad = true;
+          s.bad = ti;
+        }
+        const int64_t c = ti - b.class_offset;
+        if (c < 0 || c >= l.classes) continue;
+        const double w = b.weight != nullptr ? b.weight[ti - b.weight_offset] : 1.0;
+        s.loss -= w * picked(x, l, o, j, c);
+        s.weight += w;
+      }
+    }
+  });
+  return s;
+}
+
+Tensor nll_loss_block_grad_cpu(const Tensor& grad, const Tensor& target, const Shape& shape,
+                               LossLayout l, const NllBlock& b, double divisor) {
+  const Tensor g = grad.contiguous();
+  const Tensor tg = target.to(kInt64).contiguous();
+  Tensor out = zeros(shape, TensorOptions(grad.dtype()));
+  if (out.numel() == 0 || tg.numel() == 0) return out;
+  const bool per_element = g.dim() > 0 || tg.dim() == 0;
+  dispatch_floating(out.dtype(), "nll_loss_backward", [&]<typename T>() {
+    const T* gp = g.data<T>();
+    T* y = out.data<T>();
+    const double g0 = static_cast<double>(static_cast<compute_t<T>>(gp[0]));
+    for_each_pick(tg.data<int64_t>(), l, b,
+                  [&](int64_t e, int64_t o, int64_t j, int64_t c, double w) {
+                    const double ge =
+                        per_element ? static_cast<double>(static_cast<compute_t<T>>(gp[e])) : g0;
+                    y[(o * l.classes + c) * l.inner + j] = static_cast<T>(-w * ge / divisor);
+                  });
+  });
+  return out;
+}
+
 Tensor gather_target_log_probs_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer,
                                    int64_t classes, int64_t inner, int64_t class_offset,
                                    int64_t ignore_index) {

@@ -66,6 +66,40 @@ __global__ void gather_kernel(const T* x, const int64_t* tg, T* out, int64_t n, 
   }
 }
 
+// One rank's block of the registered nll_loss (loss_cpu.h: nll_loss_block_cpu): loss[e] =
+// -w[t] * x[t - class_offset] for the targets in the block, 0 for the others.
+template <typename T>
+__global__ void nll_block_kernel(const T* x, const int64_t* tg, const double* w, double* loss,
+                                 int64_t n, LossLayout l, NllBlock b) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step) {
+    const int64_t o = e / l.inner, j = e - o * l.inner;
+    const int64_t t = tg[e], c = t - b.class_offset;
+    loss[e] = 0.0;
+    if (t == b.ignore_index || c < 0 || c >= l.classes) continue;
+    const double wt = w != nullptr ? w[t - b.weight_offset] : 1.0;
+    loss[e] =
+        -wt * static_cast<double>(static_cast<compute_t<T>>(x[(o * l.classes + c) * l.inner + j]));
+  }
+}
+
+// Its gradient, in double: out (zeroed) gets -w[t] * g / divisor at each counted pick, g the
+// element's gradient (per_element) or g[0] (a reduced loss's).
+template <typename T>
+__global__ void nll_block_grad_kernel(const T* g, bool per_element, const int64_t* tg,
+                                      const double* w, double* out, int64_t n, LossLayout l,
+                                      NllBlock b, double divisor) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step) {
+    const int64_t o = e / l.inner, j = e - o * l.inner;
+    const int64_t t = tg[e], c = t - b.class_offset;
+    if (t == b.ignore_index || c < 0 || c >= l.classes) continue;
+    const double wt = w != nullptr ? w[t - b.weight_offset] : 1.0;
+    const double ge = static_cast<double>(static_cast<compute_t<T>>(g[per_element ? e : 0]));
+    out[(o * l.classes + c) * l.inner + j] = -wt * ge / divisor;
+  }
+}
+
 __global__ void mask_kernel(const double* x, const int64_t* tg, double* out, int64_t n,
                             int64_t ignore_index, Counters* cnt) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -125,6 +159,50 @@ Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t oute
   }
   DT_CHECK(h[0] == 0, "[nll_loss] target %d out of range for %d classes", h[1], classes);
   return finish(losses, sum(wts), reduction, log_probs.dtype());
+}
+
+Tensor nll_loss_block_cuda(const Tensor& log_probs, const Tensor& target, LossLayout l,
+                           const NllBlock& b, const Tensor& weight, bool sum_them) {
+  const Device dev = log_probs.device();
+  const Tensor lp = log_probs.contiguous();
+  const Tensor tg = target.to(kInt64).contiguous();
+  const Tensor w = weight.defined() ? weight.to(kFloat64).contiguous() : Tensor();
+  const int64_t n = tg.numel();
+  Tensor losses = zeros(target.sizes(), TensorOptions(kFloat64, dev));
+  if (n > 0) {
+    cuda::DeviceGuard guard(dev.index);
+    dispatch_floating(lp.dtype(), "nll_loss", [&]<typename T>() {
+      nll_block_kernel<T><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+          static_cast<const T*>(lp.data_ptr()), static_cast<const int64_t*>(tg.data_ptr()),
+          w.defined() ? static_cast<const double*>(w.data_ptr()) : nullptr,
+          static_cast<double*>(losses.data_ptr()), n, l, b);
+    });
+    DT_CHECK_CUDA(cudaGetLastError());
+  }
+  return sum_them ? sum(losses) : losses.to(log_probs.dtype());
+}
+
+Tensor nll_loss_block_grad_cuda(const Tensor& grad, const Tensor& target, const Shape& shape,
+                                LossLayout l, const NllBlock& b, const Tensor& weight,
+                                double divisor) {
+  const Device dev = grad.device();
+  const Tensor g = grad.contiguous();
+  const Tensor tg = target.to(kInt64).contiguous();
+  const Tensor w = weight.defined() ? weight.to(kFloat64).contiguous() : Tensor();
+  const int64_t n = tg.numel();
+  Tensor out = zeros(shape, TensorOptions(kFloat64, dev));
+  if (n > 0 && out.numel() > 0) {
+    cuda::DeviceGuard guard(dev.index);
+    dispatch_floating(g.dtype(), "nll_loss_backward", [&]<typename T>() {
+      nll_block_grad_kernel<T><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+          static_cast<const T*>(g.data_ptr()), g.dim() > 0,
+          static_cast<const int64_t*>(tg.data_ptr()),
+          w.defined() ? static_cast<const double*>(w.data_ptr()) : nullptr,
+          static_cast<double*>(out.data_ptr()), n, l, b, divisor);
+    });
+    DT_CHECK_CUDA(cudaGetLastError());
+  }
+  return out.to(grad.dtype());
 }
 
 Tensor gather_target_log_probs_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer,

@@ -1,4 +1,4 @@
-// DTensor cross entropy and nll_loss, composed of DTensor ops (so they are sharded, cached and
+// DTensor cross entropy, composed of DTensor ops (so it is sharded, cached and
 // differentiable like any op), with PyTorch's loss-parallel path for class-sharded inputs.
 //
 // Worked example, [N, C] logits with placements [S(1)] on 2 ranks, C = 5 (blocks of 3 and 2):
@@ -8,9 +8,7 @@
 // (all-reduce(sum) #2); lse = log(sum exp(x - M)), loss = lse - (x - M)[t]. The full logits are
 // never gathered. A batch-sharded mean adds one all-reduce of (sum, count).
 //
-// nll_loss is the target pick alone (-x[t], times weight[t]: the weights, viewed as [C, 1, ...],
-// multiply the log-probabilities sharded like their class dim, and are picked the same way for
-// the weighted mean's divisor), so a class-sharded input costs the one all-reduce of the picks.
+// nll_loss is a registered op (nll_loss_strategy.cc): its DTensor form is one dispatch.
 #include <limits>
 
 #include "dtensor/autograd/dispatch.h"
@@ -73,6 +71,25 @@ DTensor reduce_rows(DTensor loss, const DTensor& target, int64_t ignore_index,
   return masked_mean(loss, valid);
 }
 
+// The target laid out along the input's batch / spatial shards where it is replicated (a local
+// slice). Left to the engine, a target that must move makes it charge the later reduction of
+// nll_loss's Partial sum, and for small inputs it then prefers gathering the input's shards.
+DTensor follow_batch_shards(const DTensor& target, const DTensor& input) {
+  if (target.device_mesh() != input.device_mesh() || target.dim() != input.dim() - 1) {
+    return target;  // dispatch raises the argument error
+  }
+  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
+  Placements p = target.placements();
+  bool moved = false;
+  for (size_t m = 0; m < p.size(); ++m) {
+    const Placement& q = input.placements()[m];
+    if (!q.is_shard() || q.dim() == class_dim || !p[m].is_replicate()) continue;
+    p[m] = Shard(q.dim() < class_dim ? q.dim() : q.dim() - 1);
+    moved = true;
+  }
+  return moved ? target.redistribute(p) : target;
+}
+
 }  // namespace
 
 DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction reduction,
@@ -124,49 +141,18 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction re
 
 DTensor nll_loss(const DTensor& log_probs, const DTensor& target, Reduction reduction,
                  int64_t ignore_index, const DTensor& weight) {
-  constexpr const char* op = "nll_loss";
-  DT_CHECK(log_probs.defined(), "[%s] argument input is an undefined DTensor", op);
-  DT_CHECK(target.defined(), "[%s] argument target is an undefined DTensor", op);
-  DT_CHECK(target.device_mesh() == log_probs.device_mesh(),
-           "[%s] inputs live on different meshes (argument target)", op);
-  detail::check_reduction(op, reduction, false);
-  // The pick's own checks name cross_entropy; nll_loss's come first.
-  DT_CHECK(is_floating(log_probs.dtype()),
-           "[%s] argument input has dtype %s, expected a floating dtype", op,
-           dtype_name(log_probs.dtype()));
-  DT_CHECK(log_probs.dim() >= 1, "[%s] argument input is 0-d, expected [C], [N, C] or [N, C, ...]",
-           op);
-  const int64_t class_dim = log_probs.dim() == 1 ? 0 : 1;
-  Shape expected = log_probs.shape();
-  expected.erase(expected.begin() + class_dim);
-  DT_CHECK(target.shape() == expected && (target.dtype() == kInt64 || target.dtype() == kInt32),
-           "[%s] argument target has shape %s and dtype %s, expected %s and int64 (or int32)", op,
-           shape_str(target.shape()), dtype_name(target.dtype()), shape_str(expected));
-  DTensor picked, counted;
-  if (weight.defined()) {
-    const int64_t classes = log_probs.size(class_dim);
-    DT_CHECK(weight.device_mesh() == log_probs.device_mesh(),
-             "[%s] inputs live on different meshes (argument weight)", op);
-    DT_CHECK(weight.dim() == 1 && weight.size(0) == classes && is_floating(weight.dtype()),
-             "[%s] weight of shape %s and dtype %s, expected [%d] floating (one weight per class)",
-             op, shape_str(weight.shape()), dtype_name(weight.dtype()), classes);
-    // weight as [C, 1, ...]: it lines up with the class dim of the input and broadcasts over
-    // the dims after it.
-    Shape wshape(static_cast<size_t>(log_probs.dim() - class_dim), 1);
-    wshape[0] = classes;
-    const DTensor w = reshape(weight, wshape);
-    picked = gather_target(log_probs * w, target, ignore_index, op);
-    counted = gather_target(expand(w, log_probs.shape()), target, ignore_index, op);
-  } else {
-    picked = gather_target(log_probs, target, ignore_index, op);
-    counted = cast(ne(target, Scalar(ignore_index)), log_probs.dtype());
-  }
-  // The class-sharded picks are Partial(sum): a sum passes them through, the per-element
-  // losses and the mean reduce them.
-  const DTensor loss = neg(picked);
-  if (reduction == Reduction::kNone) return resolve_partial(loss);
-  if (reduction == Reduction::kSum) return sum(loss, {});
-  return masked_mean(loss, counted);
+  static const OpInfo& op = ops_op("nll_loss");
+  DT_CHECK(log_probs.defined(), "[nll_loss] argument input is an undefined DTensor");
+  DT_CHECK(target.defined(), "[nll_loss] argument target is an undefined DTensor");
+  detail::check_reduction("nll_loss", reduction, false);
+  const ArgValue args[] = {std::string_view(reduction_name(reduction)), ignore_index,
+                           weight.defined()};
+  const DTensor t = follow_batch_shards(target, log_probs);
+  const DTensor loss = weight.defined() ? dispatch(op, {&log_probs, &t, &weight}, args)
+                                        : dispatch(op, {&log_probs, &t}, args);
+  // The class-sharded losses and the mean are reduced here (the documented placements); a sum
+  // stays Partial.
+  return reduction == Reduction::kSum ? loss : resolve_partial(loss);
 }
 
 }  // namespace dtensor

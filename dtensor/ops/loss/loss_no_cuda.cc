@@ -14,6 +14,14 @@ Tensor nll_loss_cuda(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, Re
                      double, const Tensor&) {
   no_cuda("nll_loss");
 }
+Tensor nll_loss_block_cuda(const Tensor&, const Tensor&, LossLayout, const NllBlock&, const Tensor&,
+                           Reduction, double) {
+  no_cuda("nll_loss");
+}
+Tensor nll_loss_block_grad_cuda(const Tensor&, const Tensor&, const Shape&, LossLayout,
+                                const NllBlock&, const Tensor&, double) {
+  no_cuda("nll_loss_backward");
+}
 void loss_terms_cuda(const LossTerm& term, const Tensor&, const Tensor&, const Tensor&,
                      const Tensor&) {
   no_cuda(loss_name(term.kind));

@@ -1,7 +1,8 @@
 // Registration of the loss family's DTensor ops: the pointwise losses
-// (pointwise_loss_strategy.cc) and gather_target(input, target; ignore_index[, op]), the
-// building block of the DTensor cross_entropy and nll_loss (loss_dtensor.cc; `op`, when given,
-// is the name their range errors carry: "nll_loss", else "cross_entropy"). For input [N, C, d...]
+// (pointwise_loss_strategy.cc), nll_loss (nll_loss_strategy.cc) and gather_target(input,
+// target; ignore_index[, op]), the building block of the DTensor cross_entropy (loss_dtensor.cc)
+// and of nll_loss's weight gradient (`op`, when given, is the name their range errors carry:
+// "nll_loss", else "cross_entropy"). For input [N, C, d...]
 // (or [C]) and target [N, d...] (or []), output[i] = input[i, target[i]] (0 where the target is
 // ignore_index). Rows for one mesh dim:
 //   [P(sum) | S(class dim), R]     class-sharded input: each rank picks the targets that fall in
@@ -160,6 +161,7 @@ void register_loss_ops(Registry& registry) {
   registry.add(std::move(op));
   register_gather_target_backward(registry);
   detail::register_pointwise_loss_ops(registry);
+  detail::register_nll_loss_ops(registry);
 }
 
 }  // namespace dtensor

@@ -6,6 +6,7 @@
 
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/common/local_op_test_util.h"
 
@@ -663,6 +664,36 @@ TEST_CASE("nll_loss: a weighted mean whose weight sum is below 1, or 0") {
                {0.3});
   check_values(dt::nll_loss(dlp, dt::local_dtensor(none), Reduction::kMean, -100, dw).to_local(),
                {kNaN});
+}
+
+TEST_CASE("nll_loss gradients at PyTorch 2.15's edge cases: nothing counted, zero weights") {
+  // torch.nn.functional.nll_loss(lp, t, weight=[0, 1, 3], reduction=r).sum().backward() in
+  // torch 2.15: a mean over nothing counted is NaN with a 0 gradient; a mean whose counted
+  // targets all weigh 0 is NaN, and so is the gradient at those targets' entries (-0 * 1 / 0).
+  const Tensor lp = dt::from_vector<double>({-1.2, -0.4, -2.1, -0.3, -1.9, -1.4}, {2, 3});
+  const Tensor weight = dt::from_vector<double>({0.0, 1.0, 3.0}, {3});
+  struct Case {
+    std::vector<int64_t> target;
+    Reduction reduction;
+    std::vector<double> value, grad;
+  };
+  const Case cases[] = {{{-100, -100}, Reduction::kMean, {kNaN}, {0, 0, 0, 0, 0, 0}},
+                        {{0, 0}, Reduction::kMean, {kNaN}, {kNaN, 0, 0, kNaN, 0, 0}},
+                        {{-100, 0}, Reduction::kMean, {kNaN}, {0, 0, 0, kNaN, 0, 0}},
+                        {{1, 2}, Reduction::kMean, {1.15}, {0, -0.25, 0, 0, 0, -0.75}},
+                        {{1, 2}, Reduction::kSum, {4.6}, {0, -1, 0, 0, 0, -3}},
+                        {{1, 2}, Reduction::kNone, {0.4, 4.2}, {0, -1, 0, 0, 0, -3}}};
+  for (const Case& k : cases) {
+    INFO("target " << k.target[0] << ", " << k.target[1] << " reduction "
+                   << dt::reduction_name(k.reduction));
+    DTensor x = dt::local_dtensor(lp.clone());
+    x.requires_grad_();
+    const DTensor loss = dt::nll_loss(x, dt::local_dtensor(dt::from_vector<int64_t>(k.target, {2})),
+                                      k.reduction, -100, dt::local_dtensor(weight));
+    check_values(loss.to_local(), k.value);
+    dt::sum(loss).backward();
+    check_values(x.grad().to_local(), k.grad);
+  }
 }
 
 TEST_CASE("bce_with_logits' vectorised rows follow the formula in double on long rows") {

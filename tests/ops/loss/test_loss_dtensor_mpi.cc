@@ -3,7 +3,8 @@
 // reduction, ignored targets and label smoothing, the result equals the op on the full
 // tensors; loss parallel: class-sharded logits are never all-gathered (CommDebugMode). The
 // pointwise losses and nll_loss (class weights): the same over every layout, uneven and empty
-// shards, with the result placements and collective counts the sharding implies.
+// shards, with the result placements and collective counts the sharding implies; nll_loss's
+// means (a registered op) also through the backward, against one device.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -379,6 +380,46 @@ TEST_CASE("dtensor nll_loss with class weights equals the full-tensor op for eve
           }
         }
       }
+    }
+  }
+}
+
+TEST_CASE("dtensor nll_loss means, class- or batch-sharded: one op, no gather, gradients exact") {
+  // nll_loss is one registered op: its mean all-reduces (loss sum, W) together in the forward
+  // and W in the backward; a batch-sharded target adds the range check's all-reduce. The loss
+  // comes back Replicate, the gradient keeps the input's layout.
+  const int64_t w = dt::world_size();
+  const int64_t n = 3 * w + 1, c = 2 * w + 1;
+  const Tensor lp = tt::det_input({n, c}, 3, -3.0, 0.25);
+  const Tensor tg = targets({n}, c);
+  const Tensor weight = tt::det_input({c}, 1, 0.5, 0.25);
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  for (bool weighted : {false, true}) {
+    DTensor rx = dt::local_dtensor(lp.clone());
+    rx.requires_grad_();
+    const DTensor rw = weighted ? dt::local_dtensor(weight) : DTensor();
+    const DTensor ref = dt::nll_loss(rx, dt::local_dtensor(tg), Reduction::kMean, -100, rw);
+    ref.backward();
+    for (int64_t dim : {0, 1}) {
+      INFO("input sharded on dim " << dim << ", weighted " << weighted);
+      const auto on = [&](const Tensor& v, dt::Placement p) {
+        return dt::distribute_tensor(v, mesh, {p}, std::nullopt);
+      };
+      DTensor dx = on(lp, Shard(dim));
+      dx.requires_grad_();
+      const DTensor dtg = on(tg, dim == 0 ? dt::Placement(Shard(0)) : dt::Replicate());
+      const DTensor dw =
+          weighted ? on(weight, dim == 1 ? dt::Placement(Shard(0)) : dt::Replicate()) : DTensor();
+      dt::CommDebugMode comm;
+      const DTensor loss = dt::nll_loss(dx, dtg, Reduction::kMean, -100, dw);
+      loss.backward();
+      INFO(comm.str());
+      CHECK(comm.count(dt::CollectiveKind::kAllGather) == 0);
+      if (w > 1) CHECK(comm.count(dt::CollectiveKind::kAllReduce) == (dim == 0 ? 3 : 2));
+      CHECK(loss.placements()[0].is_replicate());
+      CHECK(tt::same_values(loss.to_local(), ref.to_local(), 1e-12));
+      CHECK(dx.grad().placements()[0] == Shard(dim));
+      CHECK(tt::same_values(dx.grad().full_tensor(), rx.grad().to_local(), 1e-12));
     }
   }
 }

@@ -11,6 +11,10 @@ namespace dtensor::detail {
 
 DTensorList gather_target_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
 
+// nll_loss's: the input's gradient through nll_loss_backward; the weights' (PyTorch has none:
+// "not differentiable with respect to argument 'weight'") composed of registered ops.
+DTensorList nll_loss_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+
 // The pointwise loss registered as `base` (pointwise_loss_backward.cc): through its gradient op
 // <name>_backward, once per input that needs a gradient.
 DTensorList pointwise_loss_formula(LossKind base, const autograd::BackwardContext& c,

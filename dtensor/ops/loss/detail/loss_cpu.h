@@ -22,6 +22,36 @@ struct LossLayout {
 Tensor nll_loss_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer, int64_t classes,
                     int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing,
                     const Tensor& weight);
+// One rank's block of the registered nll_loss (nll_loss_strategy.cc): the log-probabilities
+// hold the classes [class_offset, class_offset + classes) of the full class dim, `weight` the
+// class weights [weight_offset, weight_offset + weight_size) as doubles (null: all ones).
+struct NllBlock {
+  int64_t class_offset = 0;
+  const double* weight = nullptr;
+  int64_t weight_offset = 0;
+  int64_t ignore_index = -100;
+};
+// Per element -weight[t] * log_probs[t] for the targets t in the block, 0 for the others and for
+// ignore_index (target's shape, log_probs' dtype). Targets outside the block, in range or not,
+// are skipped.
+Tensor nll_loss_block_cpu(const Tensor& log_probs, const Tensor& target, LossLayout l,
+                          const NllBlock& b);
+// The reduced form reads the targets once for everything the kernel needs: the loss sum, W's
+// share (the weights of the counted targets in the block, their count without weights) and
+// the first target outside [0, classes) that is not ignored (`bad`).
+struct NllSums {
+  double loss = 0;
+  double weight = 0;
+  bool has_bad = false;
+  int64_t bad = 0;
+};
+NllSums nll_loss_block_sums_cpu(const Tensor& log_probs, const Tensor& target, LossLayout l,
+                                const NllBlock& b, int64_t classes);
+// The gradient with respect to the log-probabilities (zeros of their shape `shape`, and
+// -weight[t] * grad / divisor at each counted pick); `grad` has the target's shape ('none') or
+// is 0-d (a reduced loss; divisor: 1, or the mean's W).
+Tensor nll_loss_block_grad_cpu(const Tensor& grad, const Tensor& target, const Shape& shape,
+                               LossLayout l, const NllBlock& b, double divisor);
 // gather_target_log_probs (out-of-shard and ignored targets give 0).
 Tensor gather_target_log_probs_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer,
                                    int64_t classes, int64_t inner, int64_t class_offset,

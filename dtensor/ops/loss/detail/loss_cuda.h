@@ -6,6 +6,7 @@
 // flag (one small copy, which synchronises the stream), since an out-of-range target raises.
 #pragma once
 
+#include "dtensor/ops/loss/detail/loss_cpu.h"
 #include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/ops/loss/loss.h"
 
@@ -22,6 +23,14 @@ Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t oute
 Tensor gather_target_log_probs_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer,
                                     int64_t classes, int64_t inner, int64_t class_offset,
                                     int64_t ignore_index);
+// nll_loss_block_cpu (or with `sum` nll_loss_block_sum_cpu's sum, a 0-d float64 on the
+// device) and nll_loss_block_grad_cpu (loss_cpu.h) for CUDA tensors; `weight` is the block's
+// class weights on the device (undefined: all ones; b.weight is unused).
+Tensor nll_loss_block_cuda(const Tensor& log_probs, const Tensor& target, LossLayout l,
+                           const NllBlock& b, const Tensor& weight, bool sum);
+Tensor nll_loss_block_grad_cuda(const Tensor& grad, const Tensor& target, const Shape& shape,
+                                LossLayout l, const NllBlock& b, const Tensor& weight,
+                                double divisor);
 // The per-element terms of a pointwise loss (pointwise_loss.h: loss_terms) written into `out`
 // (x's shape and dtype, on x's device); `pw` broadcasts to x's shape or is undefined.
 void loss_terms_cuda(const LossTerm& term, const Tensor& out, const Tensor& x, const Tensor& y,

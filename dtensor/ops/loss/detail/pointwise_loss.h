@@ -211,8 +211,9 @@ struct LossCall {
   int64_t num_inputs() const { return 2 + int64_t{has_weight} + int64_t{has_pos_weight}; }
 };
 
-// The Reduction named `r` (an error naming the loss `kind` for an unknown name).
+// The Reduction named `r` (an error naming the loss `kind`, or `op`, for an unknown name).
 Reduction parse_reduction(std::string_view r, LossKind kind);
+Reduction parse_reduction(std::string_view r, std::string_view op);
 
 // The args of a call of the op registered as `base` (kKlDiv for both kl_div forms), starting at
 // arg `first` (1 in the gradient ops, after wrt). Ctx: OpSchema, KernelContext or
@@ -250,5 +251,7 @@ DTensor dispatch_pointwise_loss(LossKind kind, double param, const DTensor& inpu
 // Registers the pointwise losses and their gradient ops (pointwise_loss_strategy.cc); called by
 // register_loss_ops.
 void register_pointwise_loss_ops(Registry& registry);
+// Registers nll_loss and nll_loss_backward (nll_loss_strategy.cc); called by register_loss_ops.
+void register_nll_loss_ops(Registry& registry);
 
 }  // namespace dtensor::detail
