@@ -46,6 +46,17 @@ struct ProgressThread {
     while (true) {
       cv.wait(lock, [this] { return stopping || !entries.empty(); });
       if (stopping) return;
+      if (added) {
+        // New Works are first tested one short pause after they come, not at once: an owner
+        // that waits right away (a hop with nothing to compute behind it) then stops before the
+        // first round and spins alone, instead of the two threads testing side by side (a bare
+        // ring hop took 0.85 ms that way, against 0.45 ms; bench_ring_attention at cp 2).
+        added = false;
+        pause = kFirstPoll;
+        cv.wait_for(lock, kFirstPoll, [this] { return stopping; });
+        if (stopping) return;
+        if (entries.empty()) continue;
+      }
       std::vector<Entry> snapshot = entries;
       testing = true;
       lock.unlock();
@@ -81,8 +92,6 @@ struct ProgressThread {
       pause = done.empty() ? std::min(pause * 2, kLongestPoll) : kFirstPoll;
       // A new Work cuts the pause short: its peer may already be waiting for it.
       cv.wait_for(lock, pause, [this] { return stopping || added; });
-      if (added) pause = kFirstPoll;
-      added = false;
     }
   }
 };

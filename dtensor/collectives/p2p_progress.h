@@ -10,7 +10,8 @@
 // process, which tests them (MPI_Test) while the owner computes, as PyTorch's backends progress
 // P2P ops off the compute thread.
 //
-// The thread polls every 50 us, backing off to 400 us while nothing completes, and sleeps on a
+// The thread tests a new Work 50 us after it comes (an owner that waits at once then tests it
+// alone), then every 50 us, backing off to 400 us while nothing completes, and sleeps on a
 // condition variable while nothing is registered. It sleeps between polls rather than spinning:
 // when every core computes (one rank per core), a thread waking from a sleep gets a core at once
 // (the scheduler favours a waking thread), while a thread spinning with sched_yield, as the
