@@ -204,8 +204,9 @@ def write_doc(a, rows, halo, load_before, load_after):
     if halo:
         out += ["", "Height-sharded convolution (`mpiexec -np "
                 f"{a.halo_ranks} bench_ops2 --halo`): the conv op on a Shard(2) input (halo "
-                "exchange: one all-gather of the edge rows in forward, a reduce-scatter of their "
-                "gradients in backward) vs gathering the height first (redistribute to Replicate, "
+                "exchange: the edge rows sent point to point to the neighbours in forward, their "
+                "gradients sent back in backward) vs gathering the height first (redistribute to "
+                "Replicate, "
                 "conv, back to Shard(2)); runs interleaved, each the max over ranks, median ms "
                 "(p10, p90). The ranks share the 2 cores with each other and the machine's other "
                 "jobs.", "", "```"] + halo + ["```"]

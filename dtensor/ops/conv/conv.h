@@ -100,7 +100,7 @@ ConvGrads convolution_backward(const Tensor& grad_output, const Tensor& input, c
 // conv_transpose), groups 1) give a Partial(sum) output. A height-sharded input (Shard(2) on one
 // mesh dim, Replicate elsewhere, weight and bias replicated) of a conv with stride 1 along the
 // height and size-keeping height padding (2 p = d (k - 1), e.g. 3x3 with padding 1) exchanges
-// halos of p rows with its neighbours (one all-gather of 2 p edge rows per rank) and keeps the
+// halos of p rows with its neighbours (point to point, p edge rows each way) and keeps the
 // output Shard(2); other spatially sharded inputs are redistributed by the engine (gathered). The
 // backward shards alike (weight gradients of the data-parallel layout are Partial until the
 // optimiser's reduction). Unbatched inputs are not accepted here (a batch dim is what data

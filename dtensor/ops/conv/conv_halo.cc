@@ -1,10 +1,14 @@
 // The halo exchange (detail/halo.h), shared by the height-sharded convolution (conv_dtensor.cc)
 // and the height-sharded pools (pool_dtensor.cc).
 #include <algorithm>
+#include <memory>
 #include <vector>
 
+#include "dtensor/autograd/function.h"
+#include "dtensor/collectives/communicator.h"
 #include "dtensor/core/factories.h"
 #include "dtensor/ops/conv/detail/halo.h"
+#include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -44,6 +48,41 @@ ChunkLayout chunk_layout(int64_t size, int64_t world) {
   return c;
 }
 
+namespace {
+
+// The tag of the exchange's messages: each pair of ranks exchanges at most one message each
+// way per call, and calls follow one another in program order on every rank.
+constexpr int kHaloTag = 18497;
+
+// Global rows [lo, hi) that move between this rank and `peer` (the peer's group rank on the
+// mesh dim).
+struct Transfer {
+  int64_t peer, lo, hi;
+};
+
+// Sends pieces[i] to sends[i].peer and receives, from each of `recvs`, its hi - lo rows along
+// `dim` (otherwise shaped like `like`), everything posted before anything is waited for, so no
+// pair waits on the other's order.
+std::vector<Tensor> exchange(Communicator& comm, const std::vector<Transfer>& sends,
+                             const std::vector<Tensor>& pieces, const std::vector<Transfer>& recvs,
+                             const Tensor& like, int64_t dim) {
+  std::vector<Tensor> got;
+  std::vector<WorkPtr> works;
+  for (const Transfer& t : recvs) {
+    Shape shape = like.sizes();
+    shape[dim] = t.hi - t.lo;
+    got.push_back(empty(shape, TensorOptions(like.dtype(), like.device())));
+    works.push_back(comm.recv(got.back(), static_cast<int>(t.peer), kHaloTag));
+  }
+  for (size_t i = 0; i < sends.size(); ++i) {
+    works.push_back(comm.send(pieces[i], static_cast<int>(sends[i].peer), kHaloTag));
+  }
+  for (const WorkPtr& w : works) w->wait();
+  return got;
+}
+
+}  // namespace
+
 DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<RowRange>& range) {
   const DeviceMesh& mesh = x.device_mesh();
   const int64_t world = mesh.size(m), r = mesh.get_coordinate()[m], size = x.size(dim);
@@ -52,47 +91,76 @@ DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<Ro
            static_cast<int64_t>(range.size()));
   const ChunkLayout c = chunk_layout(size, world);
   const auto end_of = [&](int64_t q) { return c.start[q] + c.rows[q]; };
-  // The prefix of each shard that a preceding rank's range reaches (head) and the suffix a
-  // following rank's range reaches (tail); the exchange carries the longest of each.
-  std::vector<int64_t> head(static_cast<size_t>(world), 0), tail(head);
-  int64_t head_max = 0, tail_max = 0;
+  // The rows of each other rank's shard this rank's range reaches (in), and the rows of this
+  // rank's shard each other rank's range reaches (out): point-to-point, with the neighbours
+  // only when every shard is at least as thick as the halo, further along when shards are
+  // thinner (every rank's range is known to all, so both sides agree on every transfer).
+  std::vector<Transfer> in, out;
+  bool any = false;  // whether any pair of ranks exchanges rows
   for (int64_t q = 0; q < world; ++q) {
     for (int64_t p = 0; p < world; ++p) {
+      if (p == q) continue;
       const int64_t lo = std::max(range[p].begin, c.start[q]);
       const int64_t hi = std::min(range[p].end, end_of(q));
       if (lo >= hi) continue;
-      if (p < q) head[q] = std::max(head[q], hi - c.start[q]);
-      if (p > q) tail[q] = std::max(tail[q], end_of(q) - lo);
+      any = true;
+      if (p == r) in.push_back({q, lo, hi});
+      if (q == r) out.push_back({p, lo, hi});
     }
-    head_max = std::max(head_max, head[q]);
-    tail_max = std::max(tail_max, tail[q]);
   }
-  Placements partial_grad = x.placements();
-  partial_grad[m] = Partial();
   const DTensor xl = x.to_local_dtensor();
-  const int64_t edge = head_max + tail_max;
-  DTensor gathered;
-  if (edge > 0) {
-    // This rank's edges: [head rows | zeros | tail rows | zeros], head_max + tail_max rows.
-    const int64_t n = c.rows[r];
-    const DTensor edges =
-        cat({narrow(xl, dim, 0, head[r]), zero_rows(xl, dim, head_max - head[r]),
-             narrow(xl, dim, n - tail[r], tail[r]), zero_rows(xl, dim, tail_max - tail[r])},
-            dim);
-    Shape gshape = edges.shape();
-    gshape[dim] = edge * world;
-    gathered = DTensor::from_local(edges, mesh, x.placements(), false, gshape)
-                   .redistribute(mesh, Placements(x.placements().size(), Replicate()))
-                   .to_local_dtensor(partial_grad);
+  // The received rows, in the order of `in` (increasing peer), as one local DTensor whose
+  // gradient goes back the way the rows came: each piece's gradient to its owner, which adds
+  // the pieces it gets into its shard's gradient.
+  DTensor received;
+  if (any) {
+    const std::shared_ptr<Communicator> comm = mesh.communicator(m);
+    const Tensor local = xl.to_local();
+    const int64_t start = c.start[r];
+    std::vector<Tensor> edges;
+    for (const Transfer& t : out) {
+      edges.push_back(local.narrow(dim, t.lo - start, t.hi - t.lo).contiguous());
+    }
+    const std::vector<Tensor> got = exchange(*comm, out, edges, in, local, dim);
+    Shape shape = local.sizes();
+    shape[dim] = 0;
+    const Tensor joined = got.empty() ? empty(shape, TensorOptions(local.dtype(), local.device()))
+                                      : (got.size() == 1 ? got[0] : cat(got, dim));
+    const DTensor rl = DTensor::from_local(joined, xl.device_mesh(), xl.placements(), false);
+    received = autograd::record_function(
+        "halo_exchange", {&xl}, rl,
+        [comm, in, out, start, dim, local_meta = xl](absl::Span<const DTensor> g) {
+          const Tensor like = local_meta.to_local();
+          // The gradient of the received rows, split per sender (zeros where none arrived).
+          std::vector<Tensor> back;
+          int64_t at = 0;
+          for (const Transfer& t : in) {
+            const int64_t n = t.hi - t.lo;
+            Shape shape = like.sizes();
+            shape[dim] = n;
+            back.push_back(g[0].defined()
+                               ? g[0].to_local().narrow(dim, at, n).contiguous()
+                               : zeros(shape, TensorOptions(like.dtype(), like.device())));
+            at += n;
+          }
+          // Roles swap: the pieces go back to their owners, this rank gets the gradients of the
+          // rows it sent.
+          const std::vector<Tensor> got = exchange(*comm, in, back, out, like, dim);
+          Tensor gx = zeros(like.sizes(), TensorOptions(like.dtype(), like.device()));
+          for (size_t i = 0; i < out.size(); ++i) {
+            add_(gx.narrow(dim, out[i].lo - start, out[i].hi - out[i].lo), got[i]);
+          }
+          return DTensorList{
+              DTensor::from_local(gx, local_meta.device_mesh(), local_meta.placements(), false)};
+        });
   }
   // This rank's range, piece by piece: zeros before row 0, each shard's rows in order (its own
-  // from xl, a neighbour's from the gathered edges), zeros after the last row.
+  // from xl, another rank's from the received rows), zeros after the last row.
   const RowRange want = range[r];
   std::vector<DTensor> pieces;
-  // An empty piece of the gathered edges keeps the exchange in every rank's graph, also where
-  // no neighbour row is read (a short or empty range): its gradient's reduce-scatter runs on all
-  // ranks.
-  if (gathered.defined()) pieces.push_back(narrow(gathered, dim, 0, 0));
+  // An empty piece of the received rows keeps the exchange in every rank's graph, also where
+  // this rank reads none (it may have sent rows, whose gradients must come back).
+  if (received.defined()) pieces.push_back(narrow(received, dim, 0, 0));
   // Likewise an empty piece of the own shard where the range holds none of its rows: x's
   // gradient then comes through its to_local on every rank (with x's placements).
   if (std::max(want.begin, c.start[r]) >= std::min(want.end, end_of(r))) {
@@ -101,16 +169,15 @@ DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<Ro
   if (want.begin < 0) {
     pieces.push_back(zero_rows(xl, dim, std::min<int64_t>(0, want.end) - want.begin));
   }
+  int64_t at = 0;  // the next received row
   for (int64_t q = 0; q < world; ++q) {
     const int64_t lo = std::max(want.begin, c.start[q]), hi = std::min(want.end, end_of(q));
     if (lo >= hi) continue;
     if (q == r) {
       pieces.push_back(narrow(xl, dim, lo - c.start[q], hi - lo));
-    } else if (q < r) {  // from q's tail: rows [end - tail[q], end) at q * edge + head_max
-      const int64_t at = q * edge + head_max + (lo - (end_of(q) - tail[q]));
-      pieces.push_back(narrow(gathered, dim, at, hi - lo));
-    } else {  // from q's head: rows [start, start + head[q]) at q * edge
-      pieces.push_back(narrow(gathered, dim, q * edge + (lo - c.start[q]), hi - lo));
+    } else {
+      pieces.push_back(narrow(received, dim, at, hi - lo));
+      at += hi - lo;
     }
   }
   if (want.end > size) {

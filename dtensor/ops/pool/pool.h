@@ -11,8 +11,8 @@
 //
 // DTensor forms: the leading (batch, channel) dims keep their sharding, without communication.
 // Max and avg pools of a batched input sharded on its first spatial dim (dim 2) on one mesh dim,
-// Replicate on the others, exchange halos with the neighbours (conv's mechanism: one all-gather
-// of each rank's edge rows, whatever the stride / padding / dilation) and return Shard(2); other
+// Replicate on the others, exchange halos with the neighbours (conv's mechanism: the edge rows
+// sent point to point, whatever the stride / padding / dilation) and return Shard(2); other
 // spatially sharded inputs are gathered along those dims first.
 // The linear ops (avg and adaptive avg pools, interpolate) also pass Partial inputs through.
 // Every op is differentiable with PyTorch's formula: the linear ops through their transposed

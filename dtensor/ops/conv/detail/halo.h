@@ -2,9 +2,11 @@
 // along one dim on one mesh dim (torch.chunk layout) gives each rank a contiguous range of that
 // dim's global rows, its own rows extended by its neighbours' edge rows, without gathering the
 // tensor. Every rank's range is known to all (computed from global sizes), so each rank sends
-// only the prefix / suffix of its shard that another rank's range reaches, in one all-gather of
-// those edges over the mesh dim (2 h rows per rank for a conv of halo h; nothing when no range
-// leaves its shard). Differentiable: the gradient of the edges is reduce-scattered back.
+// another rank only the rows of its shard that rank's range reaches, point to point (PyTorch's
+// tensor-parallel convolution): the two neighbours' (kernel - 1)-row edges for a conv, ranks
+// further along only where shards are thinner than the halo; nothing when no range leaves its
+// shard. Differentiable: each received piece's gradient is sent back to its owner, which adds
+// it to its shard's gradient.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +31,8 @@ int64_t halo_mesh_dim(const DTensor& x, int64_t dim);
 // of mesh dim m; every rank passes every rank's range, the same on all). Rows outside
 // [0, x.size(dim)) are zeros (a convolution's padding). x is sharded Shard(dim) on mesh dim m
 // (any other mesh dims Replicate). Returns a local DTensor whose gradient flows back to x: the
-// own rows directly, the neighbours' through the exchange's reduce-scatter, so every rank must
-// call it (also with an empty range: the exchange stays in every rank's graph).
+// own rows directly, the neighbours' through the exchange's backward, so every rank must call
+// it (also with an empty range: the exchange stays in every rank's graph).
 struct RowRange {
   int64_t begin = 0, end = 0;
 };
