@@ -5,8 +5,8 @@
 #   - every `unit` test (single process), and
 #   - a subset of the `mpi` tests at 2 and 4 ranks (collectives, device mesh, DTensor core,
 #     redistribute, the bad-input catalogues, 1000 redistribute fuzz cases per entry, and step
-#     capture / replay, whose replay runs kernels on tensors the capture kept, and the pipeline's
-#     transfers, whose sends a progress thread polls while the rank computes).
+#     capture / replay, whose replay runs kernels on tensors the capture kept, and point-to-point
+#     transfers, which a progress thread polls while the rank computes).
 # Any ASan or UBSan report fails the run (-fno-sanitize-recover=all; halt_on_error=1).
 # LeakSanitizer is off: every process that touches MPI (the mpirun tests and the unit suites
 # that reach the world communicator) keeps Open MPI's allocations, some in MCA components that
@@ -45,7 +45,7 @@ done
 # The mpirun subset (targets that exist in this tree) and the ctest entries they provide.
 mpi_candidates=(test_collectives test_device_mesh test_dtensor_mpi test_redistribute_mpi
                 test_bad_inputs test_bad_inputs_ops fuzz_redistribute test_compile_mpi
-                test_compile_agree_mpi test_transfer_mpi)
+                test_compile_agree_mpi test_p2p_progress_mpi test_transfer_mpi)
 mpi_targets=()
 if [ "${SANITIZE_MPI:-1}" = 1 ]; then
   for t in "${mpi_candidates[@]}"; do
