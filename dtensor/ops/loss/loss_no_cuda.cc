@@ -15,7 +15,7 @@ Tensor nll_loss_cuda(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, Re
   no_cuda("nll_loss");
 }
 Tensor nll_loss_block_cuda(const Tensor&, const Tensor&, LossLayout, const NllBlock&, const Tensor&,
-                           Reduction, double) {
+                           bool) {
   no_cuda("nll_loss");
 }
 Tensor nll_loss_block_grad_cuda(const Tensor&, const Tensor&, const Shape&, LossLayout,
