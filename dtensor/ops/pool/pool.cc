@@ -33,18 +33,6 @@ Shape expand(IntSpan v, int64_t nd, IntSpan dflt, const char* op, const char* wh
   return v.size() == 1 ? Shape(static_cast<size_t>(nd), v[0]) : Shape(v.begin(), v.end());
 }
 
-// Taps of one spatial dim: output o reads index[offsets[o] .. offsets[o+1]).
-struct DimTaps {
-  std::vector<int64_t> offsets{0}, index;
-  std::vector<double> weight;
-  void add(int64_t i, double w) {
-    index.push_back(i);
-    weight.push_back(w);
-  }
-  void close() { offsets.push_back(static_cast<int64_t>(index.size())); }
-  int64_t out() const { return static_cast<int64_t>(offsets.size()) - 1; }
-};
-
 // floor(a / b) for b > 0 (PyTorch's div_rtn).
 int64_t div_floor(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
@@ -367,7 +355,7 @@ Shape window_out_shape(const WindowArgs& a, IntSpan in_shape) {
   return out;
 }
 
-Taps window_taps(const WindowArgs& a, IntSpan in_spatial) {
+std::vector<DimTaps> window_dim_taps(const WindowArgs& a, IntSpan in_spatial) {
   std::vector<DimTaps> dims;
   const int64_t nd = a.nd;
   for (int64_t j = 0; j < nd; ++j) {
@@ -394,7 +382,11 @@ Taps window_taps(const WindowArgs& a, IntSpan in_spatial) {
         break;
     }
   }
-  Taps t = product(dims, in_spatial);
+  return dims;
+}
+
+Taps window_taps(const WindowArgs& a, IntSpan in_spatial) {
+  Taps t = product(window_dim_taps(a, in_spatial), in_spatial);
   if (a.kind == WindowKind::kAvgPool && a.divisor_override > 0) {
     for (double& w : t.weight) w /= static_cast<double>(a.divisor_override);
   }
@@ -466,11 +458,12 @@ Tensor window_forward(const Tensor& x, const WindowArgs& a) {
   const Tensor xp = planes(x, a.nd);
   Tensor out = empty({xp.size(0), product(IntSpan(out_shape).subspan(lead))},
                      TensorOptions(x.dtype(), x.device()));
-  window_sum_planes(
-      xp,
-      tap_tensors(window_taps(a, IntSpan(x.sizes()).subspan(static_cast<size_t>(lead))),
-                  x.device()),
-      out);
+  const IntSpan in_spatial = IntSpan(x.sizes()).subspan(static_cast<size_t>(lead));
+  if (a.kind == WindowKind::kLinear &&
+      linear_direct(xp, window_dim_taps(a, in_spatial), in_spatial, out)) {
+    return out.reshape(out_shape);
+  }
+  window_sum_planes(xp, tap_tensors(window_taps(a, in_spatial), x.device()), out);
   return out.reshape(out_shape);
 }
 
@@ -482,11 +475,12 @@ std::pair<Tensor, Tensor> window_max_forward(const Tensor& x, const WindowArgs& 
   const Shape flat{xp.size(0), product(IntSpan(out_shape).subspan(lead))};
   Tensor values = empty(flat, TensorOptions(x.dtype(), x.device()));
   Tensor indices = empty(flat, TensorOptions(kInt64, x.device()));
-  window_max_planes(
-      xp,
-      tap_tensors(window_taps(a, IntSpan(x.sizes()).subspan(static_cast<size_t>(lead))),
-                  x.device()),
-      values, indices);
+  const IntSpan in_spatial = IntSpan(x.sizes()).subspan(static_cast<size_t>(lead));
+  if (a.kind == WindowKind::kMaxPool &&
+      max_pool_direct(xp, a, in_spatial, IntSpan(out_shape).subspan(lead), values, indices)) {
+    return {values.reshape(out_shape), indices.reshape(out_shape)};
+  }
+  window_max_planes(xp, tap_tensors(window_taps(a, in_spatial), x.device()), values, indices);
   return {values.reshape(out_shape), indices.reshape(out_shape)};
 }
 

@@ -5,7 +5,9 @@
 // remembers its index. Taps of an N-d op are the product of per-dim taps, in row-major order
 // (first spatial dim outermost), which is the order PyTorch's kernels scan a window in, so ties
 // and NaN go where PyTorch's go. The tables are built on the host per call (pool.cc); the
-// kernels run them (pool_cpu.cc, pool_cuda.cu).
+// kernels run them (pool_cpu.cc, pool_cuda.cu). On the CPU, float32 / float64 max pools and
+// linear interpolation skip the product table for direct kernels that give the same bits
+// (pool_direct_cpu.cc).
 #pragma once
 
 #include <cstdint>
@@ -71,6 +73,20 @@ WindowArgs interpolate_args(IntSpan in_shape, IntSpan size, absl::Span<const dou
 // "[op] ..." as PyTorch would).
 Shape window_out_shape(const WindowArgs& a, IntSpan in_shape);
 
+// Taps of one spatial dim: output o reads index[offsets[o] .. offsets[o+1]) with weight[...].
+struct DimTaps {
+  std::vector<int64_t> offsets{0}, index;
+  std::vector<double> weight;
+  void add(int64_t i, double w) {
+    index.push_back(i);
+    weight.push_back(w);
+  }
+  void close() { offsets.push_back(static_cast<int64_t>(index.size())); }
+  int64_t out() const { return static_cast<int64_t>(offsets.size()) - 1; }
+};
+// The per-dim taps of `a` over an input plane of `in_spatial` (window_taps is their product).
+std::vector<DimTaps> window_dim_taps(const WindowArgs& a, IntSpan in_spatial);
+
 // Taps in CSR form: output element o (row-major over the output's spatial dims) reads
 // index[offsets[o] .. offsets[o+1]) (flat input spatial positions) with weight[...].
 struct Taps {
@@ -110,6 +126,17 @@ void window_sum_planes_cuda(const Tensor& x, const TapTensors& t, const Tensor& 
 void window_max_planes_cuda(const Tensor& x, const TapTensors& t, const Tensor& values,
                             const Tensor& indices);
 void index_add_planes_cuda(const Tensor& g, const Tensor& indices, const Tensor& out);
+
+// Direct CPU kernels of the two hot window ops (pool_direct_cpu.cc), computing bit for bit what
+// the tap kernels above compute from the tables, without the tables' per-tap loads: a max pool
+// (kMaxPool args; `out_spatial` from window_out_shape) scanning each window in the same order,
+// and a linear interpolation from its per-dim taps (two per output: the same double weight
+// products, summed in the same order). Each returns false, computing nothing, where it does not
+// apply (not on the CPU, or not float32 / float64): the caller runs the tap kernel.
+bool max_pool_direct(const Tensor& x, const WindowArgs& a, IntSpan in_spatial, IntSpan out_spatial,
+                     const Tensor& values, const Tensor& indices);
+bool linear_direct(const Tensor& x, const std::vector<DimTaps>& dims, IntSpan in_spatial,
+                   const Tensor& out);
 
 // The local ops (pool.cc): the forward of a linear window op, of a max op (values, indices), the
 // backward of a linear op (g: the output's shape, to `in_shape`) and of a max op (`nd` spatial
