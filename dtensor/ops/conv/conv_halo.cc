@@ -61,27 +61,51 @@ struct Transfer {
 };
 
 // Sends pieces[i] to sends[i].peer and receives, from each of `recvs`, its hi - lo rows along
-// `dim` (otherwise shaped like `like`), everything posted before anything is waited for, so no
-// pair waits on the other's order.
+// `dim` (otherwise shaped like `like`; returned in the order of `recvs`), everything posted before
+// anything is waited for, in p2p_post_order's order (NCCL's in-order sends and receives); MPI's
+// non-blocking calls would not mind any order.
 std::vector<Tensor> exchange(Communicator& comm, const std::vector<Transfer>& sends,
                              const std::vector<Tensor>& pieces, const std::vector<Transfer>& recvs,
                              const Tensor& like, int64_t dim) {
-  std::vector<Tensor> got;
+  std::vector<int64_t> send_peers, recv_peers;
+  for (const Transfer& t : sends) send_peers.push_back(t.peer);
+  for (const Transfer& t : recvs) recv_peers.push_back(t.peer);
+  std::vector<Tensor> got(recvs.size());
   std::vector<WorkPtr> works;
-  for (const Transfer& t : recvs) {
+  for (const PostStep& step : p2p_post_order(comm.rank(), send_peers, recv_peers)) {
+    const size_t i = step.index;
+    if (step.send) {
+      works.push_back(comm.send(pieces[i], static_cast<int>(sends[i].peer), kHaloTag));
+      continue;
+    }
     Shape shape = like.sizes();
-    shape[dim] = t.hi - t.lo;
-    got.push_back(empty(shape, TensorOptions(like.dtype(), like.device())));
-    works.push_back(comm.recv(got.back(), static_cast<int>(t.peer), kHaloTag));
-  }
-  for (size_t i = 0; i < sends.size(); ++i) {
-    works.push_back(comm.send(pieces[i], static_cast<int>(sends[i].peer), kHaloTag));
+    shape[dim] = recvs[i].hi - recvs[i].lo;
+    got[i] = empty(shape, TensorOptions(like.dtype(), like.device()));
+    works.push_back(comm.recv(got[i], static_cast<int>(recvs[i].peer), kHaloTag));
   }
   for (const WorkPtr& w : works) w->wait();
   return got;
 }
 
 }  // namespace
+
+std::vector<PostStep> p2p_post_order(int64_t rank, const std::vector<int64_t>& send_peers,
+                                     const std::vector<int64_t>& recv_peers) {
+  std::vector<int64_t> peers = send_peers;
+  peers.insert(peers.end(), recv_peers.begin(), recv_peers.end());
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  std::vector<PostStep> order;
+  for (const int64_t peer : peers) {
+    for (const bool send : {rank<peer, rank> peer}) {
+      const std::vector<int64_t>& list = send ? send_peers : recv_peers;
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (list[i] == peer) order.push_back({send, i});
+      }
+    }
+  }
+  return order;
+}
 
 DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<RowRange>& range) {
   const DeviceMesh& mesh = x.device_mesh();

@@ -38,4 +38,17 @@ struct RowRange {
 };
 DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<RowRange>& range);
 
+// The order in which rank `rank` posts its point-to-point sends (to send_peers[i]) and receives
+// (from recv_peers[i]) of one exchange: peer by peer in increasing rank, the lower rank of each
+// pair sending first. A backend whose ungrouped sends and receives run in issue order (NCCL's,
+// on one stream) would hang on two neighbours that both posted their receive first; with every
+// rank following this order the pairs are served in one global order (lower rank, then higher),
+// which cannot cycle. Each step: whether it is a send, and its index in send_peers / recv_peers.
+struct PostStep {
+  bool send;
+  size_t index;
+};
+std::vector<PostStep> p2p_post_order(int64_t rank, const std::vector<int64_t>& send_peers,
+                                     const std::vector<int64_t>& recv_peers);
+
 }  // namespace dtensor::detail
