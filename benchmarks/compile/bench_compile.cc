@@ -124,8 +124,9 @@ int run(int argc, char** argv) {
   const double free_median = max_over_ranks(bench::stats_of(free_seconds).median);
   const double fw_replay = max_over_ranks(bench::stats_of(replay_overhead).median);
 
-  // Host scalars are compared across ranks on each call that passes them (one all-gather of two
-  // words per input mesh): a one-op step replayed with a scalar vs the same step without.
+  // Host scalars are compared across ranks on each call of a step compiled with scalars (one
+  // all-gather of three words per input mesh): a one-op step replayed with a scalar vs the same
+  // step compiled without.
   const dt::DTensorList small = {dt::distribute_tensor(dt::ones({4, 4}), mesh, {dt::Replicate()})};
   dt::CompiledStep with_scalar =
       dt::compile([](const dt::DTensorList& x,

@@ -302,7 +302,9 @@ CompiledStep::CompiledStep(StepFn fn, CompileOptions options)
                                                                      const std::vector<double>&) {
                                      return fn(inputs);
                                    }),
-                   std::move(options)) {}
+                   std::move(options)) {
+  takes_scalars_ = false;
+}
 
 CompiledStep::CompiledStep(ScalarStepFn fn, CompileOptions options)
     : fn_(std::move(fn)), options_(std::move(options)) {
@@ -392,9 +394,15 @@ std::string first_changed_scalar(const std::vector<double>& was, const std::vect
 DTensorList CompiledStep::operator()(const DTensorList& inputs,
                                      const std::vector<double>& scalars) {
   // The guard below is decided on each rank: with scalars that differ between ranks, some would
-  // re-capture while the others replay. One small all-gather per call that passes scalars
-  // (none for a step without) makes them agree first, or raises on every rank.
-  if (!scalars.empty()) compiler::check_scalars_agree(inputs, scalars);
+  // re-capture while the others replay. One small all-gather per call of a step compiled with
+  // scalars (even one passing none: its peers may pass some) makes them agree first, or raises
+  // on every rank; a step compiled without scalars takes none and pays nothing.
+  DT_CHECK(takes_scalars_ || scalars.empty(),
+           "[compile] the step was compiled from a function without scalars "
+           "(DTensorList(const DTensorList&)) but is called with %d; compile a function taking "
+           "(inputs, scalars) to pass host scalars",
+           static_cast<int64_t>(scalars.size()));
+  if (takes_scalars_) compiler::check_scalars_agree(inputs, scalars);
   Captured* layout = match_layout(inputs, scalars.size());
   if (layout != nullptr && !same_bits(layout->scalars, scalars)) {
     // Specialised on other scalar values: capture again in its place (torch.compile's guard on

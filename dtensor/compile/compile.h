@@ -96,7 +96,8 @@ class CompiledStep {
   // (SPMD, as PyTorch's compiled steps require): each such call all-gathers their bits over the
   // inputs' meshes before the guard decides — so every rank replays or every rank re-captures —
   // and raises "[compile] the step's host scalars differ between ranks ..." on every rank
-  // otherwise (a step without scalars pays nothing). A value that changes every step without
+  // otherwise (even on a call passing none; a step compiled from a StepFn takes no scalars and
+  // pays nothing). A value that changes every step without
   // re-capturing is a 0-dim DTensor input instead: div(t, s) with s a DTensor.
   using ScalarStepFn =
       std::function<DTensorList(const DTensorList& inputs, const std::vector<double>& scalars)>;
@@ -130,6 +131,10 @@ class CompiledStep {
                       std::unique_ptr<compiler::Graph>& graph);
 
   ScalarStepFn fn_;
+  // Compiled from a ScalarStepFn: every call compares its scalars across ranks, none included
+  // (deciding by the scalars a rank passes would let a rank passing none skip the comparison
+  // its peers wait in). A StepFn step takes no scalars.
+  bool takes_scalars_ = true;
   CompileOptions options_;
   std::vector<Captured> graphs_;
   const compiler::Graph* last_ = nullptr;

@@ -196,6 +196,12 @@ TEST_CASE("host scalars that differ between ranks raise on every rank, never a h
     if (dt::world_rank() == last) more.push_back(1);
     REQUIRE_THROWS_WITH(step({x}, more),
                         Catch::Contains("passes 3 scalars, rank 0 of the mesh (world rank 0) 2"));
+    // No scalars at all on one rank: it must still join the comparison its peers wait in (it
+    // once skipped it, and the others waited until the deadline).
+    std::vector<double> none_on_last = {2, 3};
+    if (dt::world_rank() == last) none_on_last.clear();
+    REQUIRE_THROWS_WITH(step({x}, none_on_last),
+                        Catch::Contains("passes 0 scalars, rank 0 of the mesh (world rank 0) 2"));
     CHECK(step.captures() == 1);
     CHECK(step.replays() == 1);
     // The ranks still agree afterwards: the same scalars everywhere replay.
