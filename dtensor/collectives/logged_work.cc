@@ -2,6 +2,7 @@
 
 #include <absl/strings/str_format.h>
 
+#include <atomic>
 #include <chrono>
 #include <utility>
 
@@ -18,7 +19,7 @@ class LoggedWork final : public Work {
   LoggedWork(std::string what, WorkPtr inner, Clock::time_point start)
       : what_(std::move(what)), inner_(std::move(inner)), start_(start) {}
   ~LoggedWork() override {
-    if (!logged_) log_line(LogTopic::kCollectives, what_ + ": never waited on");
+    if (!logged_.load()) log_line(LogTopic::kCollectives, what_ + ": never waited on");
   }
 
   bool is_completed() override {
@@ -32,9 +33,10 @@ class LoggedWork final : public Work {
   }
 
  private:
+  // Once, whichever thread sees the completion first: a point-to-point Work is tested by the
+  // progress thread (p2p_progress.h) while its owner may test or wait on it.
   void done_now() {
-    if (logged_) return;
-    logged_ = true;
+    if (logged_.exchange(true)) return;
     const double us = std::chrono::duration<double, std::micro>(Clock::now() - start_).count();
     log_line(LogTopic::kCollectives, absl::StrFormat("%s: %.1f us", what_, us));
   }
@@ -42,7 +44,7 @@ class LoggedWork final : public Work {
   std::string what_;
   WorkPtr inner_;
   Clock::time_point start_;
-  bool logged_ = false;
+  std::atomic<bool> logged_{false};
 };
 
 }  // namespace

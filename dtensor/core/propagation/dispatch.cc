@@ -124,7 +124,7 @@ void record_kernel(detail::CaptureRecorder& recorder, const OpSchema& schema,
   event.mutated_inputs = op.inplace ? 1u : 0u;
   // The op's mesh (its first input's spec): only that mesh's ranks record the op, which the
   // capture's cross-rank check must know (dtensor/compile/agree.cc).
-  event.payload = f->specs.front();
+  if (!f->specs.empty()) event.payload = f->specs.front();
   recorder.record(event, std::move(fn));
 }
 

@@ -78,8 +78,8 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target,
 // classes) and batch-sharded inputs reduce without gathering the log-probabilities. Result
 // placements: kNone - the target's batch shards (class-sharded picks all-reduced); kSum -
 // P(sum) over the mesh dims where the input is class- or batch-sharded; kMean - Replicate (the
-// weight sum all-reduced as a scalar over the mesh dims where the target or the weights are
-// sharded, then the Partial mean). Out-of-range targets raise "[nll_loss] target 7 out of range
+// loss sum and the weight sum all-reduced together over the mesh dims where the input is
+// sharded). Out-of-range targets raise "[nll_loss] target 7 out of range
 // for 5 classes (raised on rank R)" on every rank that may hold different targets. The input's
 // gradient is PyTorch's (-weight[t] * grad / W at the picks); the weights get one too (PyTorch
 // refuses it), composed of registered ops.

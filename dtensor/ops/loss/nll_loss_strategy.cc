@@ -14,9 +14,10 @@
 //   [P(sum) | S(d), S(k), R]           'sum' / 'mean': each rank's sum over its elements (divided
 //                                      by the GLOBAL W), exact for uneven and empty shards
 // Linear in the input (P(sum) inputs pass through). The mean's W: each rank sums the weights of
-// its counted targets that fall in its block of the weights, and one all-reduce of that scalar
-// runs per mesh dim where the target or the weights are sharded (none where both are
-// replicated, as on one process). Targets out of range raise "[nll_loss] target 7 out of range
+// its counted targets that fall in its block of the weights, and one all-reduce of (loss sum,
+// W) runs per mesh dim where the INPUT is sharded (class or batch dims alike: an unweighted
+// class-sharded mean has a replicated target and no weights, and still needs it; none on one
+// process). Targets out of range raise "[nll_loss] target 7 out of range
 // for 5 classes (raised on rank R)" on every rank that may hold different ones.
 //
 // nll_loss_backward(grad, target[, weight]; input_shape, reduction, ignore_index, has_weight):
