@@ -31,6 +31,9 @@
 #   TP_RANKS ["2 4"]        tensor-parallel sizes, each paired with tp 1; TP_PAIRS [4] pairs
 #   PP_RANKS ["2 4"]        pipeline sizes; PP_ITERS [20] steps per schedule
 #   CP_RANKS ["2 4"]        ring-attention sizes; CP_RUNS [5] processes each; CP_ITERS [5]
+#   SETTLE [120; 0 with SMOKE=1] before each table, wait up to this many seconds for the 1-minute
+#                           load to fall below 1 (the previous table's own ranks raise it, so
+#                           without the wait every later table reads "load above 1"); 0: no wait
 #   SMOKE [0]               1: one pair, few iterations, small sizes (checks the script; the
 #                           figures are throwaway)
 set -euo pipefail
@@ -49,6 +52,7 @@ CP_RANKS=${CP_RANKS:-"2 4"}
 CP_RUNS=${CP_RUNS:-5}
 CP_ITERS=${CP_ITERS:-5}
 SMOKE=${SMOKE:-0}
+SETTLE=${SETTLE:-$([ "$SMOKE" = 1 ] && echo 0 || echo 120)}
 PY=${TORCH_PYTHON:-/root/venv/bin/python}
 OUT=""
 [ "${1:-}" = "--doc" ] && OUT=${DOC:-docs/PERFORMANCE.md}
@@ -101,7 +105,21 @@ m = re.search(r'BLAS_INFO=(\w+)', c); print('transformers ' + transformers.__ver
 
 # section NAME begin|end: the UTC time and load average (1, 5, 15 minutes) at a table's start
 # and end.
-section() { echo "$1 $2 $(date -u +%H:%M) $(cut -d' ' -f1-3 /proc/loadavg)" >>"$RES/loads.txt"; }
+# A table's begin first waits (up to SETTLE seconds) for the load its predecessor left to decay:
+# the 1-minute average falls by about 1/e a minute, so a 2-core machine left at 2 reads below 1
+# after ~45 s. The load recorded is the one the table starts at, wait or not.
+settle() {
+  local waited=0
+  while [ "$waited" -lt "$SETTLE" ] && awk '{ exit !($1 >= 1.0) }' /proc/loadavg; do
+    sleep 5
+    waited=$((waited + 5))
+  done
+  [ "$waited" = 0 ] || echo "# waited ${waited} s for the load to fall below 1" >&2
+}
+section() {
+  [ "$2" = begin ] && settle
+  echo "$1 $2 $(date -u +%H:%M) $(cut -d' ' -f1-3 /proc/loadavg)" >>"$RES/loads.txt"
+}
 # cmd SECTION LINE: the command line as the report prints it (repo-relative paths).
 cmd() {
   echo "$1 $(echo "$2" | sed "s|$ROOT/||g; s|$PY|/root/venv/bin/python|g")" >>"$RES/commands.txt"
