@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -50,6 +51,39 @@ void check_backend_all_reduce(const CommunicatorPtr& comm) {
   comm->all_reduce(ia, ReduceOp::kAvg)->wait();
   CHECK(ia.to_vector<int32_t>() ==
         std::vector<int32_t>{(-(n * (n - 1) / 2)) / n, (n * (n + 1) / 2) / n});
+
+  // Floating max / min propagate a NaN from any one rank (NCCL's own fmax would drop it; the
+  // backend reduces integer keys, nan_minmax.h), in place, out of place and by reduce_scatter,
+  // in every floating dtype; the other entries keep the true max / min, -inf and +inf too.
+  const double nan = std::nan("");
+  for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin}) {
+      const bool is_max = op == ReduceOp::kMax;
+      // Entry 0: NaN on the last rank only; entry 1: r; entry 2: -inf on rank 0 else r.
+      const std::vector<double> mine = {r == n - 1 ? nan : 1.0, double(r),
+                                        r == 0 ? -INFINITY : double(r)};
+      const std::vector<double> want = {nan, is_max ? n - 1.0 : 0.0,
+                                        is_max ? (n > 1 ? n - 1.0 : -INFINITY) : -INFINITY};
+      const auto check_values = [&](const Tensor& t) {
+        const std::vector<double> got = t.to(kFloat64).to_vector<double>();
+        CHECK(std::isnan(got[0]));
+        CHECK(got[1] == want[1]);
+        CHECK(got[2] == want[2]);
+      };
+      Tensor t = from_vector<double>(mine, {3}, my_gpu()).to(d);
+      Tensor in = t.clone();
+      comm->all_reduce(t, op)->wait();
+      check_values(t);
+      Tensor out = zeros({3}, TensorOptions(d, my_gpu()));
+      comm->all_reduce(out, in, op)->wait();
+      check_values(out);
+      std::vector<double> rows;
+      for (int k = 0; k < n; ++k) rows.insert(rows.end(), mine.begin(), mine.end());
+      Tensor rs = zeros({3}, TensorOptions(d, my_gpu()));
+      comm->reduce_scatter(rs, from_vector<double>(rows, {3 * n}, my_gpu()).to(d), op)->wait();
+      check_values(rs);
+    }
+  }
 }
 
 void check_backend_data_movement(const CommunicatorPtr& comm) {

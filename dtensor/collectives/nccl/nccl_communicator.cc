@@ -14,6 +14,7 @@
 #include "dtensor/collectives/deadline.h"
 #include "dtensor/collectives/mpi/mpi_check.h"
 #include "dtensor/collectives/mpi/mpi_communicator.h"
+#include "dtensor/collectives/nccl/nan_minmax.h"
 #include "dtensor/collectives/nccl/nccl_backend.h"
 #include "dtensor/collectives/nccl/nccl_check.h"
 #include "dtensor/tensor/creation.h"
@@ -127,6 +128,14 @@ ncclRedOp_t nccl_op(DType d, ReduceOp op) {
       return ncclProd;
   }
   return ncclSum;
+}
+
+bool takes_keys(DType d, ReduceOp op) {
+  return detail::minmax_needs_keys(d, op == ReduceOp::kMax || op == ReduceOp::kMin);
+}
+
+TensorOptions keys_options(const Tensor& like) {
+  return TensorOptions(detail::minmax_key_dtype(like.dtype()), like.device());
 }
 
 bool overlaps(const Tensor& a, const Tensor& b) {
@@ -302,8 +311,24 @@ WorkPtr NcclCommunicator::launch(CollectiveKind kind, const Tensor* shape_of,
                                     std::move(keep_alive));
 }
 
+// Floating max / min travel as integer keys so that a NaN on any rank survives (NCCL's fmax
+// drops it; nan_minmax.h). All on the NCCL stream: keys, the integer reduction, values back.
+WorkPtr NcclCommunicator::keyed_all_reduce(const Tensor& output, const Tensor& input, ReduceOp op) {
+  const Tensor keys = empty(input.sizes(), keys_options(input));
+  return launch(CollectiveKind::kAllReduce, &input, {output, input, keys}, [&] {
+    detail::minmax_to_keys(input.data_ptr(), keys.data_ptr(), input.numel(), input.dtype(),
+                           op == ReduceOp::kMax, stream_);
+    DT_CHECK_NCCL(ncclAllReduce(keys.data_ptr(), keys.data_ptr(), static_cast<size_t>(keys.numel()),
+                                nccl_datatype(keys.dtype()), nccl_op(keys.dtype(), op), comm_,
+                                stream_));
+    detail::minmax_from_keys(keys.data_ptr(), output.data_ptr(), output.numel(), output.dtype(),
+                             stream_);
+  });
+}
+
 WorkPtr NcclCommunicator::do_all_reduce(const Tensor& tensor, ReduceOp op) {
   if (tensor.numel() == 0) return completed_work();
+  if (takes_keys(tensor.dtype(), op)) return keyed_all_reduce(tensor, tensor, op);
   return launch(CollectiveKind::kAllReduce, &tensor, {tensor}, [&] {
     DT_CHECK_NCCL(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(),
                                 static_cast<size_t>(tensor.numel()), nccl_datatype(tensor.dtype()),
@@ -314,6 +339,7 @@ WorkPtr NcclCommunicator::do_all_reduce(const Tensor& tensor, ReduceOp op) {
 WorkPtr NcclCommunicator::do_all_reduce_out(const Tensor& output, const Tensor& input,
                                             ReduceOp op) {
   if (input.numel() == 0) return completed_work();
+  if (takes_keys(input.dtype(), op)) return keyed_all_reduce(output, input, op);
   return launch(CollectiveKind::kAllReduce, &input, {output, input}, [&] {
     DT_CHECK_NCCL(ncclAllReduce(input.data_ptr(), output.data_ptr(),
                                 static_cast<size_t>(input.numel()), nccl_datatype(input.dtype()),
@@ -338,6 +364,20 @@ WorkPtr NcclCommunicator::do_reduce_scatter(const Tensor& output, const Tensor& 
   const char* own_block =
       static_cast<const char*>(input.data_ptr()) + static_cast<size_t>(rank()) * output.nbytes();
   Tensor in = (output.data_ptr() != own_block && overlaps(input, output)) ? input.clone() : input;
+  if (takes_keys(in.dtype(), op)) {
+    // Keys in, keys out (nan_minmax.h); the input's keys are a new buffer, so no overlap.
+    const Tensor in_keys = empty(in.sizes(), keys_options(in));
+    const Tensor out_keys = empty(output.sizes(), keys_options(in));
+    return launch(CollectiveKind::kReduceScatter, &input, {output, in, in_keys, out_keys}, [&] {
+      detail::minmax_to_keys(in.data_ptr(), in_keys.data_ptr(), in.numel(), in.dtype(),
+                             op == ReduceOp::kMax, stream_);
+      DT_CHECK_NCCL(ncclReduceScatter(
+          in_keys.data_ptr(), out_keys.data_ptr(), static_cast<size_t>(output.numel()),
+          nccl_datatype(out_keys.dtype()), nccl_op(out_keys.dtype(), op), comm_, stream_));
+      detail::minmax_from_keys(out_keys.data_ptr(), output.data_ptr(), output.numel(),
+                               output.dtype(), stream_);
+    });
+  }
   return launch(CollectiveKind::kReduceScatter, &input, {output, in}, [&] {
     DT_CHECK_NCCL(ncclReduceScatter(in.data_ptr(), output.data_ptr(),
                                     static_cast<size_t>(output.numel()), nccl_datatype(in.dtype()),

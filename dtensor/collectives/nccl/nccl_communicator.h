@@ -38,6 +38,9 @@ class NcclCommunicator final : public Communicator {
   WorkPtr do_all_reduce(const Tensor& tensor, ReduceOp op) override;
   // ncclAllReduce with distinct send and receive buffers.
   WorkPtr do_all_reduce_out(const Tensor& output, const Tensor& input, ReduceOp op) override;
+  // The floating max / min of both all-reduces (and of reduce_scatter, inline): the values as
+  // integer keys, so that a NaN on one rank gives NaN as on MPI and on one device (nan_minmax.h).
+  WorkPtr keyed_all_reduce(const Tensor& output, const Tensor& input, ReduceOp op);
   WorkPtr do_all_gather(const Tensor& output, const Tensor& input) override;
   WorkPtr do_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
   WorkPtr do_all_to_all(const Tensor& output, const Tensor& input) override;

@@ -27,7 +27,8 @@ double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm,
   }
   Tensor total = full({1}, local, TensorOptions(kFloat64));
   {
-    // kMax propagates NaN (the backends' max does), so every rank sees the same total.
+    // kMax propagates NaN (MPI's and NCCL's max do, SEMANTICS.md), so every rank sees the same
+    // total.
     CollectiveLabel label("pipeline clip_grad");
     pp->all_reduce(total, inf ? ReduceOp::kMax : ReduceOp::kSum)->wait();
   }
