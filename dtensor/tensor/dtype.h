@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
+#include <type_traits>
 
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/half.h"
@@ -21,46 +23,28 @@ inline constexpr DType kInt64 = DType::kInt64;
 inline constexpr DType kBool = DType::kBool;
 inline constexpr int kNumDTypes = 7;
 
-// Bytes per element.
+namespace detail {
+// Bytes per element and PyTorch's name, one row per DType in the enum's order.
+struct DTypeInfo {
+  size_t size;
+  std::string_view name;
+};
+inline constexpr DTypeInfo kDTypeInfo[] = {{4, "float32"},  {8, "float64"}, {2, "float16"},
+                                           {2, "bfloat16"}, {4, "int32"},   {8, "int64"},
+                                           {1, "bool"}};
+static_assert(std::size(kDTypeInfo) == kNumDTypes, "one kDTypeInfo row per DType");
+}  // namespace detail
+
+// Bytes per element; 0 for a value outside the enum.
 constexpr size_t dtype_size(DType d) {
-  switch (d) {
-    case DType::kFloat32:
-      return 4;
-    case DType::kFloat64:
-      return 8;
-    case DType::kFloat16:
-      return 2;
-    case DType::kBFloat16:
-      return 2;
-    case DType::kInt32:
-      return 4;
-    case DType::kInt64:
-      return 8;
-    case DType::kBool:
-      return 1;
-  }
-  return 0;
+  const auto i = static_cast<size_t>(d);
+  return i < kNumDTypes ? detail::kDTypeInfo[i].size : 0;
 }
 
-// "float32", "bfloat16", ... (PyTorch's names).
+// "float32", "bfloat16", ... (PyTorch's names); "?" for a value outside the enum.
 constexpr std::string_view dtype_name(DType d) {
-  switch (d) {
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat64:
-      return "float64";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt64:
-      return "int64";
-    case DType::kBool:
-      return "bool";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(d);
+  return i < kNumDTypes ? detail::kDTypeInfo[i].name : "?";
 }
 
 constexpr bool is_floating(DType d) {
@@ -87,63 +71,33 @@ constexpr double finfo_max(DType d) {
   }
 }
 
-// The C++ type that stores one element of a DType.
+namespace detail {
+// The C++ type that stores one element of each DType, in the enum's order.
+template <typename... Ts>
+struct ElementTypes {
+  // The DType whose element type is T (the position of T in the list).
+  template <typename T>
+  static constexpr DType dtype_of() {
+    static_assert((std::is_same_v<T, Ts> || ...), "dtype_of<T>: T is not a dtensor element type");
+    constexpr bool is_t[] = {std::is_same_v<T, Ts>...};
+    size_t i = 0;
+    while (!is_t[i]) ++i;
+    return static_cast<DType>(i);
+  }
+};
+using DTypeElements = ElementTypes<float, double, Half, BFloat16, int32_t, int64_t, bool>;
+}  // namespace detail
+
+// The DType that stores elements of the C++ type T (dtype_of<float>::value == kFloat32).
 template <typename T>
-struct dtype_of;
-template <>
-struct dtype_of<float> {
-  static constexpr DType value = DType::kFloat32;
-};
-template <>
-struct dtype_of<double> {
-  static constexpr DType value = DType::kFloat64;
-};
-template <>
-struct dtype_of<Half> {
-  static constexpr DType value = DType::kFloat16;
-};
-template <>
-struct dtype_of<BFloat16> {
-  static constexpr DType value = DType::kBFloat16;
-};
-template <>
-struct dtype_of<int32_t> {
-  static constexpr DType value = DType::kInt32;
-};
-template <>
-struct dtype_of<int64_t> {
-  static constexpr DType value = DType::kInt64;
-};
-template <>
-struct dtype_of<bool> {
-  static constexpr DType value = DType::kBool;
+struct dtype_of {
+  static constexpr DType value = detail::DTypeElements::dtype_of<T>();
 };
 template <typename T>
 inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
-// dispatch_dtype(d, [&]<typename T>() { ... }) calls the lambda with T = the element type.
-template <typename F>
-decltype(auto) dispatch_dtype(DType d, F&& f) {
-  switch (d) {
-    case DType::kFloat32:
-      return f.template operator()<float>();
-    case DType::kFloat64:
-      return f.template operator()<double>();
-    case DType::kFloat16:
-      return f.template operator()<Half>();
-    case DType::kBFloat16:
-      return f.template operator()<BFloat16>();
-    case DType::kInt32:
-      return f.template operator()<int32_t>();
-    case DType::kInt64:
-      return f.template operator()<int64_t>();
-    case DType::kBool:
-      return f.template operator()<bool>();
-  }
-  DT_FAIL("[dispatch_dtype] unknown dtype %d", static_cast<int>(d));
-}
-
-// Same, restricted to the floating types; other dtypes raise an Error naming `op`.
+// dispatch_floating(d, op, [&]<typename T>() { ... }) calls the lambda with T = the element type
+// of a floating dtype; other dtypes raise an Error naming `op`.
 template <typename F>
 decltype(auto) dispatch_floating(DType d, std::string_view op, F&& f) {
   switch (d) {
@@ -160,6 +114,26 @@ decltype(auto) dispatch_floating(DType d, std::string_view op, F&& f) {
   }
   DT_FAIL("[%s] expected a floating dtype (float32, float64, float16, bfloat16), got %s", op,
           dtype_name(d));
+}
+
+// dispatch_dtype(d, [&]<typename T>() { ... }) calls the lambda with T = the element type of any
+// dtype: the floating ones through dispatch_floating, the others here.
+template <typename F>
+decltype(auto) dispatch_dtype(DType d, F&& f) {
+  switch (d) {
+    case DType::kFloat32:
+    case DType::kFloat64:
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return dispatch_floating(d, "dispatch_dtype", f);
+    case DType::kInt32:
+      return f.template operator()<int32_t>();
+    case DType::kInt64:
+      return f.template operator()<int64_t>();
+    case DType::kBool:
+      return f.template operator()<bool>();
+  }
+  DT_FAIL("[dispatch_dtype] unknown dtype %d", static_cast<int>(d));
 }
 
 }  // namespace dtensor
