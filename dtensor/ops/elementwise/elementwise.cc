@@ -132,22 +132,15 @@ Tensor float_math(std::string_view op, UnaryOp kind, const Tensor& x) {
   return unary(op, kind, x, floating_result_type(x.dtype()));
 }
 
-// gelu, silu, softplus, elu, celu, leaky_relu, glu: floating inputs only.
-void check_floating_input(std::string_view op, const Tensor& x) {
-  detail::check_defined(op, x, "self");
-  DT_CHECK(is_floating(x.dtype()),
-           "[%s] expected a floating input (float32, float64, float16, bfloat16), got %s "
-           "(argument self)",
-           op, dtype_name(x.dtype()));
-}
+// gelu, silu, ...: floating inputs only.
 Tensor activation(std::string_view op, UnaryOp kind, const Tensor& x) {
-  check_floating_input(op, x);
+  detail::check_floating_input(op, x);
   return unary(op, kind, x, x.dtype());
 }
 // softplus, elu / celu, leaky_relu: the kernels of pointwise_math.h with two parameters.
 Tensor param_activation(std::string_view op, detail::ParamActivation kind, const Tensor& x,
                         double p0, double p1) {
-  check_floating_input(op, x);
+  detail::check_floating_input(op, x);
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype(), x.device()));
   (x.device().is_cuda() ? detail::param_activation_cuda : detail::param_activation_cpu)(kind, out,
                                                                                         x, p0, p1);
@@ -435,7 +428,7 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 }
 // One pass of the sigmoid gate over the two halves (strided views of x; no copies).
 Tensor glu(const Tensor& x, int64_t dim) {
-  check_floating_input("glu", x);
+  detail::check_floating_input("glu", x);
   DT_CHECK(x.dim() > 0, "[glu] glu does not support scalars because halving size must be even");
   const int64_t d = normalize_dim(dim, x.dim(), "glu");
   const int64_t n = x.size(d);

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/pool/detail/windows.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -440,19 +441,13 @@ Tensor planes(const Tensor& x, int64_t nd) {
   return x.contiguous().reshape({product(s.subspan(0, lead)), product(s.subspan(lead))});
 }
 
-void check_floating(const Tensor& x, const char* op) {
-  DT_CHECK(x.defined(), "[%s] argument self is an undefined tensor", op);
-  DT_CHECK(is_floating(x.dtype()), "[%s] expected a floating input, got %s", op,
-           dtype_name(x.dtype()));
-}
-
 }  // namespace
 
 Tensor window_forward(const Tensor& x, const WindowArgs& a) {
   if (a.kind == WindowKind::kPad && a.mode == PadMode::kConstant) {
     return dtensor::pad(x, a.pad, Scalar(a.value));
   }
-  check_floating(x, a.op);
+  detail::check_floating_input(a.op, x);
   const Shape out_shape = window_out_shape(a, x.sizes());
   const int64_t lead = x.dim() - a.nd;
   const Tensor xp = planes(x, a.nd);
@@ -468,7 +463,7 @@ Tensor window_forward(const Tensor& x, const WindowArgs& a) {
 }
 
 std::pair<Tensor, Tensor> window_max_forward(const Tensor& x, const WindowArgs& a) {
-  check_floating(x, a.op);
+  detail::check_floating_input(a.op, x);
   const Shape out_shape = window_out_shape(a, x.sizes());
   const int64_t lead = x.dim() - a.nd;
   const Tensor xp = planes(x, a.nd);
@@ -490,7 +485,7 @@ Tensor window_backward(const Tensor& g, const WindowArgs& a, IntSpan in_shape) {
     for (int64_t& p : crop) p = -p;
     return dtensor::pad(g, crop, Scalar(0));
   }
-  check_floating(g, a.op);
+  detail::check_floating_input(a.op, g);
   const int64_t lead = static_cast<int64_t>(in_shape.size()) - a.nd;
   const Tensor gp = planes(g, a.nd);
   const Taps fwd = window_taps(a, in_shape.subspan(lead));
@@ -500,7 +495,7 @@ Tensor window_backward(const Tensor& g, const WindowArgs& a, IntSpan in_shape) {
 }
 
 Tensor max_window_backward(const Tensor& g, const Tensor& indices, IntSpan in_shape, int64_t nd) {
-  check_floating(g, "max_pool_backward");
+  detail::check_floating_input("max_pool_backward", g);
   const int64_t lead = static_cast<int64_t>(in_shape.size()) - nd;
   const Tensor gp = planes(g, nd);
   Tensor out =

@@ -23,18 +23,11 @@ void check_nonempty(std::string_view op, const Tensor& x, const ReducePlan& plan
            op, shape_str(x.sizes()), plan.empty_dim);
 }
 
-void check_floating(std::string_view op, const Tensor& x) {
-  DT_CHECK(is_floating(x.dtype()),
-           "[%s] expected a floating input (float32, float64, float16, bfloat16), got %s "
-           "(argument self); cast it first",
-           op, dtype_name(x.dtype()));
-}
-
 Tensor reduce(std::string_view op, ReduceOp kind, const Tensor& x, IntSpan dims, bool keepdim,
               int64_t correction = 0) {
   detail::check_defined(op, x, "self");
   const ReducePlan plan = detail::make_reduce_plan(x, dims, keepdim, op);
-  if (kind == ReduceOp::kMean || kind == ReduceOp::kVar) check_floating(op, x);
+  if (kind == ReduceOp::kMean || kind == ReduceOp::kVar) detail::check_floating_input(op, x);
   if (kind == ReduceOp::kMax || kind == ReduceOp::kMin) check_nonempty(op, x, plan);
   DType out_dtype = x.dtype();
   if (kind == ReduceOp::kSum && !is_floating(out_dtype)) out_dtype = DType::kInt64;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dtensor/ops/common/detail/cumprod_backward.h"
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/scan/detail/scan_kernels.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -114,10 +115,7 @@ Tensor cumprod(const Tensor& x, int64_t dim) {
 }
 
 Tensor logcumsumexp(const Tensor& x, int64_t dim) {
-  DT_CHECK(!x.defined() || is_floating(x.dtype()),
-           "[logcumsumexp] expected a floating input (float32, float64, float16, bfloat16), got "
-           "%s (argument self), as PyTorch",
-           dtype_name(x.dtype()));
+  detail::check_floating_input("logcumsumexp", x);  // as PyTorch
   return scan(x, dim, detail::ScanOp::kLogSumExp, "logcumsumexp");
 }
 

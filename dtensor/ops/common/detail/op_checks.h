@@ -10,6 +10,11 @@ namespace dtensor::detail {
 // Throws "[op] argument <arg> is an undefined tensor" when t is undefined.
 void check_defined(std::string_view op, const Tensor& t, std::string_view arg);
 
+// Throws as check_defined does, then "[op] expected a floating input, got int64 (argument <arg>:
+// float32, float64, float16 or bfloat16)" unless t has a floating dtype: ops that have no
+// integer meaning (mean, gelu, max_pool2d) ask the caller to cast.
+void check_floating_input(std::string_view op, const Tensor& t, std::string_view arg = "self");
+
 // Throws when `other` lives on a different device than `self`, naming the argument.
 void check_same_device(std::string_view op, const Tensor& self, const Tensor& other,
                        std::string_view arg);
