@@ -53,26 +53,56 @@ function(dtensor_add_test name)
                        SKIP_RETURN_CODE 77)
 endfunction()
 
-# dtensor_add_mpi_test(<name> SOURCES ... DEPS ... RANKS 1 2 4 8)
+# dtensor_add_mpi_test(<name> SOURCES ... DEPS ... [RANKS 1 2 4 8] [ARGS ...] [TIMEOUT s]
+#                      [COLLECTIVE_TIMEOUT s] [SKIP_MARKER] [PROGRESS_ENTRY])
 #   A Catch2 suite launched by mpirun at each rank count; one ctest entry per count, named
 #   <name>.np<N>. The main (tests/mpi_main.cc) merges results: a failure on any rank fails the
 #   entry, only rank 0 prints the report.
+#   COLLECTIVE_TIMEOUT (default 120): DTENSOR_COLLECTIVE_TIMEOUT, the deadline after which a
+#   collective or transfer left waiting ends the job (a hang fails well before TIMEOUT).
+#   SKIP_MARKER: an entry whose output holds "[skipped]" is reported as skipped, not passed: the
+#   line rank 0 prints (tests/common/async_test_util.h) where the communication thread, which
+#   the cases need, cannot run.
+#   PROGRESS_ENTRY: the cases tagged [progress] (they need the progress thread) run in entries of
+#   their own, <name>.progress.np<N>, with SKIP_MARKER; <name>.np<N> runs the others.
 function(dtensor_add_mpi_test name)
-  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;DEPS;RANKS;ARGS" ${ARGN})
+  cmake_parse_arguments(A "SKIP_MARKER;PROGRESS_ENTRY" "TIMEOUT;COLLECTIVE_TIMEOUT"
+                        "SOURCES;DEPS;RANKS;ARGS" ${ARGN})
   if(NOT A_RANKS)
     set(A_RANKS 1 2 4 8)
   endif()
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 600)
   endif()
+  if(NOT A_COLLECTIVE_TIMEOUT)
+    set(A_COLLECTIVE_TIMEOUT 120)
+  endif()
+  if(A_PROGRESS_ENTRY AND A_ARGS)
+    message(FATAL_ERROR "dtensor_add_mpi_test(${name}): PROGRESS_ENTRY chooses the cases; no ARGS")
+  endif()
+  set(env "DTENSOR_COLLECTIVE_TIMEOUT=${A_COLLECTIVE_TIMEOUT};OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE dtensor_mpi_main ${A_DEPS})
   foreach(np ${A_RANKS})
-    add_test(NAME ${name}.np${np}
-             COMMAND ${DTENSOR_MPIEXEC} -np ${np} $<TARGET_FILE:${name}> ${A_ARGS})
-    set_tests_properties(${name}.np${np} PROPERTIES LABELS mpi TIMEOUT ${A_TIMEOUT}
-                         PROCESSORS 2 SKIP_RETURN_CODE 77
-                         ENVIRONMENT "DTENSOR_COLLECTIVE_TIMEOUT=120;OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+    if(A_PROGRESS_ENTRY)
+      _dtensor_add_mpi_entry(${name}.np${np} ${name} ${np} ${A_TIMEOUT} "${env}" "${A_SKIP_MARKER}"
+                             "~[progress]")
+      _dtensor_add_mpi_entry(${name}.progress.np${np} ${name} ${np} ${A_TIMEOUT} "${env}" TRUE
+                             "[progress]")
+    else()
+      _dtensor_add_mpi_entry(${name}.np${np} ${name} ${np} ${A_TIMEOUT} "${env}" "${A_SKIP_MARKER}"
+                             ${A_ARGS})
+    endif()
   endforeach()
 endfunction()
 
+# One mpirun entry of dtensor_add_mpi_test: `target` at `np` ranks with the arguments after the
+# named ones.
+function(_dtensor_add_mpi_entry entry target np timeout env skip_marker)
+  add_test(NAME ${entry} COMMAND ${DTENSOR_MPIEXEC} -np ${np} $<TARGET_FILE:${target}> ${ARGN})
+  set_tests_properties(${entry} PROPERTIES LABELS mpi TIMEOUT ${timeout} PROCESSORS 2
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "${env}")
+  if(skip_marker)
+    set_tests_properties(${entry} PROPERTIES SKIP_REGULAR_EXPRESSION "\\[skipped\\]")
+  endif()
+endfunction()

@@ -7,15 +7,14 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdio>
 #include <exception>
 #include <thread>
 
-#include "dtensor/collectives/comm_worker.h"
 #include "dtensor/collectives/p2p_progress.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
+#include "tests/common/async_test_util.h"
 
 namespace dt = dtensor;
 using Catch::Matchers::Contains;
@@ -26,17 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Whether the progress thread can run here; otherwise prints the marker that the ctest entry
-// reports as skipped (SKIP_REGULAR_EXPRESSION).
-bool progress_available() {
-  if (dt::async_threaded()) return true;
-  if (dt::world_rank() == 0) {
-    std::printf(
-        "[skipped] no progress thread: MPI without MPI_THREAD_MULTIPLE or DTENSOR_ASYNC=0\n");
-  }
-  return false;
 }
 
 // The message text of `e` (null: "").
@@ -65,7 +53,7 @@ constexpr int64_t kElements = int64_t{1} << 20;  // 4 MiB of float32: far above 
 }  // namespace
 
 TEST_CASE("a send moves while its owner makes no MPI call", "[progress]") {
-  if (dt::world_size() != 2 || !progress_available()) return;
+  if (dt::world_size() != 2 || !dt::test::async_threaded_or_skip()) return;
   const dt::CommunicatorPtr comm = dt::world_communicator();
   comm->barrier()->wait();
   if (comm->rank() == 0) {
@@ -90,7 +78,7 @@ TEST_CASE("a send moves while its owner makes no MPI call", "[progress]") {
 
 TEST_CASE("an error raised by a test on the progress thread is returned to its owner",
           "[progress]") {
-  if (!progress_available()) return;
+  if (!dt::test::async_threaded_or_skip()) return;
   const dt::CommunicatorPtr comm = dt::world_communicator();
   auto work = std::make_shared<FailingWork>();
   dt::detail::P2PProgress progress;
@@ -109,7 +97,7 @@ TEST_CASE("an error raised by a test on the progress thread is returned to its o
 // Rank 1 receives into a buffer too small for rank 0's message: MPI_ERR_TRUNCATE.
 TEST_CASE("a truncated receive seen by the progress thread fails its owner and every wait",
           "[progress]") {
-  if (dt::world_size() != 2 || !progress_available()) return;
+  if (dt::world_size() != 2 || !dt::test::async_threaded_or_skip()) return;
   const dt::CommunicatorPtr comm = dt::world_communicator();
   if (comm->rank() == 0) {
     comm->send(dt::ones({8}), 1, 6)->wait();

@@ -6,13 +6,12 @@
 // cannot run (MPI without MPI_THREAD_MULTIPLE, or DTENSOR_ASYNC=0).
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdio>
 #include <thread>
 
-#include "dtensor/collectives/comm_worker.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/parallel/context/detail/ring_exchange.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/common/async_test_util.h"
 
 namespace dt = dtensor;
 
@@ -23,14 +22,7 @@ constexpr int kTag = 4700;
 }  // namespace
 
 TEST_CASE("a ring hop moves while the caller computes", "[context][progress]") {
-  if (dt::world_size() != 2) return;
-  if (!dt::async_threaded()) {
-    if (dt::world_rank() == 0) {
-      std::printf(
-          "[skipped] no progress thread: MPI without MPI_THREAD_MULTIPLE or DTENSOR_ASYNC=0\n");
-    }
-    return;
-  }
+  if (dt::world_size() != 2 || !dt::test::async_threaded_or_skip()) return;
   const dt::CommunicatorPtr comm = dt::world_communicator();
   const int r = comm->rank();
   const dt::TensorOptions f32(dt::kFloat32);

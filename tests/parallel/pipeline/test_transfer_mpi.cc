@@ -9,15 +9,14 @@
 // receiver takes it and someone enters MPI on the sender's side.
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <thread>
 
-#include "dtensor/collectives/comm_worker.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/parallel/pipeline/transfer.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/common/async_test_util.h"
 
 namespace dt = dtensor;
 namespace pd = dtensor::pipelining::detail;
@@ -42,16 +41,8 @@ pd::Channel begun_channel(const dt::DeviceMesh& mesh) {
 }  // namespace
 
 TEST_CASE("a send moves while its sender computes", "[pipeline][transfer][progress]") {
-  if (dt::world_size() != 2) return;
-  if (!dt::async_threaded()) {
-    // Nothing checked: the marker makes ctest report the entry as skipped (CMakeLists.txt).
-    if (dt::world_rank() == 0) {
-      std::printf(
-          "[skipped] MPI without MPI_THREAD_MULTIPLE (or DTENSOR_ASYNC=0): sends progress at the "
-          "next MPI call only\n");
-    }
-    return;
-  }
+  // Without the progress thread a send moves at the sender's next MPI call only.
+  if (dt::world_size() != 2 || !dt::test::async_threaded_or_skip()) return;
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2}, {"pp"});
   pd::Channel channel = begun_channel(mesh);
   const pd::TransferKey key{pd::Direction::kActivation, 0, 1, 0};
