@@ -2,8 +2,8 @@
 # Fails when a build log holds a compiler warning; prints them. The release build is meant to
 # be silent with -Wall -Wextra (a known compiler false positive is silenced at its spot, with a
 # comment saying why). Run by the ctest entry build_warnings on <build dir>/build.log, which
-# scripts/build.sh writes; exits 77 (ctest: skipped) when there is no log (a build made by
-# plain cmake --build).
+# scripts/build.sh rewrites with each build's output (so only the last build counts); exits 77
+# (ctest: skipped) when there is no log (a build made by plain cmake --build).
 #   scripts/check_warnings.sh <build.log>
 set -uo pipefail
 log=${1:?usage: check_warnings.sh <build.log>}
