@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -98,11 +99,21 @@ struct Task {
   std::function<void()> fn;
 };
 
+// A submitted task not yet run (queued or running): its number and the communicator it uses
+// (null: any).
+struct Unfinished {
+  uint64_t seq;
+  const Communicator* uses;
+};
+
 struct Worker {
   std::mutex mu;
   std::condition_variable cv;       // tasks queued or stop requested
-  std::condition_variable idle_cv;  // outstanding dropped to zero
+  std::condition_variable done_cv;  // a task finished
   std::deque<Task> queue;
+  std::deque<Unfinished> unfinished;  // in submission order, which is also run order
+  uint64_t submitted = 0;             // tasks are numbered from 1
+  uint64_t finished = 0;              // the number of the last task run
   std::thread thread;
   bool stop = false;
   std::atomic<int64_t> outstanding{0};  // submitted, not yet run
@@ -134,7 +145,10 @@ void worker_loop(Worker& w) {
     }
     task.work->run(std::move(task.fn));
     std::lock_guard<std::mutex> lock(w.mu);
-    if (w.outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) w.idle_cv.notify_all();
+    w.finished = w.unfinished.front().seq;
+    w.unfinished.pop_front();
+    w.outstanding.fetch_sub(1, std::memory_order_acq_rel);
+    w.done_cv.notify_all();  // drain_async_for may wait for this very task
   }
 }
 
@@ -182,7 +196,9 @@ bool async_outstanding() {
   return worker().outstanding.load(std::memory_order_acquire) > 0;
 }
 
-WorkPtr submit_async(std::function<void()> task, bool capture_debug) {
+namespace {
+
+WorkPtr submit(std::function<void()> task, bool capture_debug, const Communicator* uses) {
   detail::refuse_in_capture(
       "an async collective (async_op = true, or a data-parallel gradient bucket): it runs on the "
       "communication thread, outside the step being captured",
@@ -205,17 +221,45 @@ WorkPtr submit_async(std::function<void()> task, bool capture_debug) {
       w.thread = std::thread(worker_loop, std::ref(w));
     }
     w.outstanding.fetch_add(1, std::memory_order_acq_rel);
+    w.unfinished.push_back(Unfinished{++w.submitted, uses});
     w.queue.push_back(Task{work, std::move(task)});
   }
   w.cv.notify_one();
   return work;
 }
 
+}  // namespace
+
+WorkPtr submit_async(std::function<void()> task, bool capture_debug) {
+  return submit(std::move(task), capture_debug, nullptr);
+}
+
+WorkPtr submit_async(const Communicator& uses, std::function<void()> task, bool capture_debug) {
+  return submit(std::move(task), capture_debug, &uses);
+}
+
 void drain_async() {
   if (on_comm_thread()) return;
   Worker& w = worker();
   std::unique_lock<std::mutex> lock(w.mu);
-  w.idle_cv.wait(lock, [&] { return w.outstanding.load(std::memory_order_acquire) == 0; });
+  w.done_cv.wait(lock, [&] { return w.outstanding.load(std::memory_order_acquire) == 0; });
+}
+
+void drain_async_for(const Communicator& comm) {
+  if (!async_outstanding() || on_comm_thread()) return;
+  const bool every = comm.orders_across_communicators();
+  Worker& w = worker();
+  std::unique_lock<std::mutex> lock(w.mu);
+  // The last unfinished task that may use `comm`: tasks run in order, so once it has run, so
+  // have the earlier ones that use it.
+  uint64_t last = 0;
+  for (auto it = w.unfinished.rbegin(); it != w.unfinished.rend(); ++it) {
+    if (every || it->uses == nullptr || it->uses == &comm) {
+      last = it->seq;
+      break;
+    }
+  }
+  w.done_cv.wait(lock, [&] { return w.finished >= last; });
 }
 
 namespace detail {

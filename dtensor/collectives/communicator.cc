@@ -186,8 +186,9 @@ class Communicator::IssueScope {
   IssueScope(Communicator& comm, std::string_view op)
       : comm_(comm), op_(op), mode_(collective_check_mode()) {
     detail::check_mpi_running(op);
-    // Async tasks submitted earlier issue first (comm_worker.h: program order on every rank).
-    if (async_outstanding() && !on_comm_thread()) drain_async();
+    // Async tasks submitted earlier on this communicator issue first (comm_worker.h: program
+    // order on every rank).
+    drain_async_for(comm);
     if (mode_ != CollectiveCheckMode::kOff) enter_thread();
     seq_ = ++comm.seq_;
   }
@@ -760,7 +761,9 @@ WorkPtr point_to_point(Communicator& comm, CollectiveKind kind, const char* peer
                        const Tensor& tensor, int peer, int tag, Issue&& issue) {
   const std::string_view op = collective_name(kind);
   detail::check_mpi_running(op);
-  if (async_outstanding() && !on_comm_thread()) drain_async();
+  // As a collective: async tasks submitted earlier on this communicator post first; others (a
+  // data-parallel reduction behind which a ring hop would otherwise wait) go on meanwhile.
+  drain_async_for(comm);
   check_tensor(comm, op, "tensor", tensor);
   check_peer(comm, op, peer_name, peer);
   DT_CHECK(tag >= 0, "[%s] tag %d is negative (expected tag >= 0)", op, tag);

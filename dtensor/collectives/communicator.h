@@ -143,6 +143,12 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   virtual std::string_view backend() const = 0;
   // Devices this backend moves data for (MPI: CPU, and CUDA by staging; NCCL: CUDA).
   virtual bool supports(Device device) const = 0;
+  // Whether operations must be issued in the same order on every rank across all of this
+  // backend's communicators, not only per communicator; then a call waits for every earlier
+  // async task (comm_worker.h), not only those using this communicator. NCCL: kernels of
+  // different communicators may wait on each other on the device ("Using multiple NCCL
+  // communicators concurrently" in NCCL's guide). MPI matches each communicator on its own.
+  virtual bool orders_across_communicators() const { return false; }
   // Free text naming what the communicator serves, e.g. "mesh dim 1 (tp)"; used in errors.
   const std::string& description() const { return description_; }
   void set_description(std::string d) { description_ = std::move(d); }

@@ -469,10 +469,17 @@ CommunicatorPtr DeviceMesh::flattened_communicator(const std::vector<int64_t>& d
     for (size_t j = 0; j < moving.size(); ++j) full[moving[j]] = gc[j];
     key.ranks.push_back(m.ranks[detail::ravel(full, m.shape)]);
   }
+  detail::Registry& reg = detail::registry();
+  {
+    // Made before: returned without waiting for async tasks (a redistribute over flattened dims
+    // would otherwise wait for every data-parallel reduction in flight).
+    std::lock_guard<std::mutex> lock(reg.mu);
+    auto found = reg.flattened.find(key);
+    if (found != reg.flattened.end()) return found->second;
+  }
   // Creating it issues collectives while holding the registry lock, which an async task may
   // need: earlier tasks run first.
-  if (async_outstanding() && !on_comm_thread()) drain_async();
-  detail::Registry& reg = detail::registry();
+  drain_async();
   std::lock_guard<std::mutex> lock(reg.mu);
   auto found = reg.flattened.find(key);
   if (found != reg.flattened.end()) return found->second;

@@ -28,6 +28,7 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   std::string_view backend() const override { return "nccl"; }
+  bool orders_across_communicators() const override { return true; }
   // CUDA tensors on this communicator's device.
   bool supports(Device device) const override;
 

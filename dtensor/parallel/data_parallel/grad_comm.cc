@@ -28,7 +28,9 @@ DpCollective start(CollectiveKind kind, const Tensor& counted, Communicator& com
     return DpCollective();
   }
   CommDebugMode::record(kind, static_cast<int64_t>(counted.nbytes()), comm.size());
-  return DpCollective(submit_async(std::move(task), /*capture_debug=*/false));
+  // Declared with its communicator: operations on other communicators (a context-parallel
+  // ring hop, a tensor-parallel all-reduce) need not wait for it.
+  return DpCollective(submit_async(comm, std::move(task), /*capture_debug=*/false));
 }
 }  // namespace
 
