@@ -5,16 +5,20 @@
 // kernel tap, 0 in the padding), so that the convolution of group g is the GEMM
 // w_g [Co_g, Ci_g K] @ cols_g [Ci_g K, L]; col2im adds such a matrix back onto im (the transposed
 // convolution). A 1x1 kernel with stride 1 and no padding has cols = im: no copy. Samples run one
-// after the other; the GEMMs use OpenBLAS's threads. Chosen over a direct kernel by measurement
-// (issue 44): conv2d forward, N = 8, C = 64 -> 64, 56x56, 3x3, padding 1, float32, one thread:
-// im2col + GEMM 18 ms, a direct loop (inner loop over contiguous output columns, vectorised)
-// 158 ms.
+// after the other; the GEMMs use OpenBLAS's threads. Chosen over a direct loop of our own by
+// measurement (issue 44): conv2d forward, N = 8, C = 64 -> 64, 56x56, 3x3, padding 1, float32,
+// one thread: im2col + GEMM 18 ms, a direct loop (inner loop over contiguous output columns,
+// vectorised) 158 ms. float32 convolutions other than the 1x1 one run on oneDNN's JIT direct
+// convolution first where it loads (conv_onednn.h: 0.75-1.0x PyTorch's time where im2col took
+// 1.1-1.3x); this path serves float64, the 1x1 case, DTENSOR_CONV=im2col, and geometries or
+// machines oneDNN does not serve.
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <vector>
 
 #include "dtensor/ops/conv/detail/conv_kernels.h"
+#include "dtensor/ops/conv/detail/conv_onednn.h"
 #include "dtensor/ops/matmul/detail/openblas.h"
 #include "dtensor/tensor/error.h"
 
@@ -200,6 +204,11 @@ struct Cols {
 
 void conv_forward_cpu(const ConvGeometry& g, const Tensor& im, const Tensor& w, const Tensor& bias,
                       const Tensor& col) {
+  if (im.dtype() == kFloat32 && conv_use_onednn(g) &&
+      conv_forward_onednn(g, ptr<float>(im), ptr<float>(w), ptr<float>(bias),
+                          static_cast<float*>(col.data_ptr()))) {
+    return;
+  }
   dispatch_compute(im, [&]<typename T>() {
     Cols<T> c(g);
     const T* x = ptr<T>(im);
@@ -218,6 +227,11 @@ void conv_forward_cpu(const ConvGeometry& g, const Tensor& im, const Tensor& w, 
 
 void conv_data_cpu(const ConvGeometry& g, const Tensor& col, const Tensor& w, const Tensor& bias,
                    const Tensor& im) {
+  if (col.dtype() == kFloat32 && conv_use_onednn(g) &&
+      conv_data_onednn(g, ptr<float>(col), ptr<float>(w), static_cast<float*>(im.data_ptr()))) {
+    add_bias(static_cast<float*>(im.data_ptr()), ptr<float>(bias), g.n, g.ci, g.im_size());
+    return;
+  }
   dispatch_compute(col, [&]<typename T>() {
     Cols<T> c(g);
     const T* y = ptr<T>(col);
@@ -240,6 +254,10 @@ void conv_data_cpu(const ConvGeometry& g, const Tensor& col, const Tensor& w, co
 }
 
 void conv_weight_cpu(const ConvGeometry& g, const Tensor& im, const Tensor& col, const Tensor& gw) {
+  if (im.dtype() == kFloat32 && conv_use_onednn(g) &&
+      conv_weight_onednn(g, ptr<float>(im), ptr<float>(col), static_cast<float*>(gw.data_ptr()))) {
+    return;
+  }
   dispatch_compute(im, [&]<typename T>() {
     Cols<T> c(g);
     const T* x = ptr<T>(im);

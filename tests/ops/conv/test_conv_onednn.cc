@@ -1,0 +1,223 @@
+// The two float32 CPU convolution backends (conv/detail/conv_onednn.h): on random geometries
+// (1-D / 2-D / 3-D, groups, stride, padding, dilation, transposed with output_padding, batch 1
+// and 0) oneDNN and im2col both give the forward and both backward outputs of the float64
+// convolution within float32's rounding bound, DTENSOR_CONV selects the backend per call, and a
+// bad value raises.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "dtensor/ops/conv/conv.h"
+#include "dtensor/ops/conv/detail/conv_onednn.h"
+#include "dtensor/tensor/error.h"
+#include "tests/common/local_op_test_util.h"
+
+namespace dt = dtensor;
+using dt::Shape;
+using dt::Tensor;
+
+namespace {
+
+// Sets DTENSOR_CONV for the scope ("" unsets it), restoring the old value after.
+class ForceConv {
+ public:
+  explicit ForceConv(const char* value) {
+    const char* old = std::getenv("DTENSOR_CONV");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    set(value);
+  }
+  ~ForceConv() { set(had_ ? old_.c_str() : ""); }
+
+ private:
+  static void set(const char* v) {
+    if (*v == '\0') {
+      unsetenv("DTENSOR_CONV");
+    } else {
+      setenv("DTENSOR_CONV", v, 1);
+    }
+  }
+  bool had_ = false;
+  std::string old_;
+};
+
+struct Geometry {
+  int64_t nd, n, groups, ci_g, co_g;
+  Shape size, k, stride, pad, dil, out_pad;
+  bool transposed;
+};
+
+// A small LCG: the geometries are the same on every run.
+struct Lcg {
+  uint64_t s;
+  int64_t next(int64_t lo, int64_t hi) {  // uniform in [lo, hi]
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + static_cast<int64_t>((s >> 33) % static_cast<uint64_t>(hi - lo + 1));
+  }
+};
+
+// A random geometry whose output is not empty (the spatial size covers the dilated kernel).
+Geometry random_geometry(Lcg& r, int64_t n) {
+  Geometry g;
+  g.nd = r.next(1, 3);
+  g.n = n;
+  g.groups = r.next(1, 3);
+  g.ci_g = r.next(1, 4);
+  g.co_g = r.next(1, 4);
+  g.transposed = r.next(0, 3) == 0;
+  for (int64_t i = 0; i < g.nd; ++i) {
+    g.k.push_back(r.next(1, 3));
+    g.stride.push_back(r.next(1, 2));
+    g.dil.push_back(r.next(1, 2));
+    g.pad.push_back(r.next(0, 2));
+    const int64_t span = (g.k.back() - 1) * g.dil.back() + 1;
+    // conv: size + 2 pad >= span; conv_transpose: size > 2 pad (a non-empty output either way).
+    const int64_t lo = std::max({span - 2 * g.pad.back(), 2 * g.pad.back() + 1, int64_t{1}});
+    g.size.push_back(r.next(lo, lo + 6));
+    // output_padding must be below stride or dilation (PyTorch's rule).
+    g.out_pad.push_back(g.transposed ? r.next(0, std::max(g.stride.back(), g.dil.back()) - 1) : 0);
+  }
+  return g;
+}
+
+struct Result {
+  Tensor y, gx, gw, gb;
+};
+
+// convolution and its three gradients (grad_output: a fixed function of the output's shape).
+Result run(const Geometry& g, dt::DType dtype) {
+  Shape xs = {g.n, g.groups * (g.transposed ? g.co_g : g.ci_g)};
+  // convolution's weight [C_out, C_in / groups, *k] is conv_transpose's [C_in, C_out / groups]:
+  // the same for both, its input having groups * co_g channels.
+  Shape ws = {g.groups * g.co_g, g.ci_g};
+  for (int64_t i = 0; i < g.nd; ++i) {
+    xs.push_back(g.size[i]);
+    ws.push_back(g.k[i]);
+  }
+  const Tensor x = dt::test::rand_tensor(xs, dtype, 1);
+  const Tensor w = dt::test::rand_tensor(ws, dtype, 2);
+  const Tensor b =
+      dt::test::rand_tensor({g.transposed ? g.groups * g.ci_g : g.groups * g.co_g}, dtype, 3);
+  Result r;
+  r.y = dt::convolution(x, w, b, g.stride, g.pad, g.dil, g.transposed, g.out_pad, g.groups);
+  const Tensor go = dt::test::rand_tensor(r.y.sizes(), dtype, 4);
+  const dt::ConvGrads grads =
+      dt::convolution_backward(go, x, w, g.stride, g.pad, g.dil, g.transposed, g.out_pad, g.groups);
+  r.gx = grads.grad_input;
+  r.gw = grads.grad_weight;
+  r.gb = grads.grad_bias;
+  return r;
+}
+
+// max |got - want| <= bound: values are in [-1, 1], so an output summing `terms` products has
+// a float32 rounding error below terms * 2^-23 (plus the float32 rounding of the inputs).
+bool within(const Tensor& got, const Tensor& want, int64_t terms) {
+  if (got.sizes() != want.sizes()) return false;
+  const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
+  const double bound = 2.0 * static_cast<double>(terms + 1) * std::ldexp(1.0, -23);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(std::abs(a[i] - b[i]) <= bound)) return false;
+  }
+  return true;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && a.to_vector<float>() == b.to_vector<float>();
+}
+
+bool onednn_loads() {
+  try {
+    ForceConv force("onednn");
+    dt::detail::ConvGeometry g;
+    return dt::detail::conv_use_onednn(g);
+  } catch (const dt::Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("float32 convolutions: oneDNN and im2col agree with float64 on random geometries") {
+  if (!onednn_loads()) {
+    WARN("oneDNN does not load here: only im2col runs");
+  }
+  Lcg r{44};
+  int differ = 0;  // cases where the two backends give different bits
+  for (int i = 0; i < 60; ++i) {
+    const Geometry g = random_geometry(r, i % 10 == 0 ? 0 : (i % 3 == 0 ? 1 : r.next(2, 3)));
+    CAPTURE(i, g.nd, g.n, g.groups, g.ci_g, g.co_g, g.size, g.k, g.stride, g.pad, g.dil, g.out_pad,
+            g.transposed);
+    const Result want = run(g, dt::kFloat64);
+    Result got[2];
+    {
+      ForceConv force("im2col");
+      got[0] = run(g, dt::kFloat32);
+    }
+    if (onednn_loads()) {
+      ForceConv force("onednn");
+      got[1] = run(g, dt::kFloat32);
+    } else {
+      got[1] = got[0];
+    }
+    // Products summed per output: a conv output reads ci_g * K inputs, an input gradient at
+    // most co_g * K outputs, a weight gradient every output position of every sample.
+    int64_t k = 1, out = 1;
+    for (int64_t d = 0; d < g.nd; ++d) k *= g.k[d];
+    for (int64_t d = 2; d < want.y.dim(); ++d) out *= want.y.size(d);
+    const int64_t im_c = g.transposed ? g.co_g : g.ci_g, col_c = g.transposed ? g.ci_g : g.co_g;
+    for (const Result& res : got) {
+      CHECK(within(res.y, want.y, std::max(im_c, col_c) * k + 1));
+      CHECK(within(res.gx, want.gx, std::max(im_c, col_c) * k));
+      int64_t positions = g.n;
+      for (int64_t d = 2; d < want.y.dim(); ++d)
+        positions *= std::max(want.y.size(d), g.size[d - 2]);
+      CHECK(within(res.gw, want.gw, positions));
+      CHECK(within(res.gb, want.gb, g.n * out));
+    }
+    if (!same_bits(got[0].y, got[1].y) || !same_bits(got[0].gx, got[1].gx) ||
+        !same_bits(got[0].gw, got[1].gw)) {
+      ++differ;
+    }
+  }
+  // The variable reaches the kernels: with oneDNN loaded, some case's bits differ between the
+  // two settings (another summation order); were it ignored, every case would be equal.
+  if (onednn_loads()) CHECK(differ > 0);
+}
+
+TEST_CASE("DTENSOR_CONV selects the float32 convolution backend per call") {
+  dt::detail::ConvGeometry k3;  // a 3x3 conv, padding 1
+  k3.n = 1;
+  k3.ci = k3.co = 4;
+  k3.im = k3.col = {1, 8, 8};
+  k3.k = {1, 3, 3};
+  k3.pad = {0, 1, 1};
+  dt::detail::ConvGeometry k1 = k3;  // a 1x1 conv: the GEMM on the input itself
+  k1.k = {1, 1, 1};
+  k1.pad = {0, 0, 0};
+  {
+    ForceConv force("im2col");
+    CHECK_FALSE(dt::detail::conv_use_onednn(k3));
+    CHECK_FALSE(dt::detail::conv_use_onednn(k1));
+    CHECK(dt::detail::conv_backend_info_str().find("im2col") == 0);
+  }
+  if (onednn_loads()) {
+    {
+      ForceConv force("");
+      CHECK(dt::detail::conv_use_onednn(k3));
+      CHECK_FALSE(dt::detail::conv_use_onednn(k1));
+      CHECK(dt::detail::conv_backend_info_str().find("oneDNN") == 0);
+    }
+    ForceConv force("onednn");
+    CHECK(dt::detail::conv_use_onednn(k1));
+  }
+  ForceConv force("gemm");
+  CHECK_THROWS_WITH(dt::detail::conv_use_onednn(k3),
+                    Catch::Contains("[convolution] DTENSOR_CONV=gemm: expected onednn or im2col"));
+  const Tensor x = dt::test::rand_tensor({1, 4, 8, 8}, dt::kFloat32, 1);
+  const Tensor w = dt::test::rand_tensor({4, 4, 3, 3}, dt::kFloat32, 2);
+  CHECK_THROWS_WITH(dt::conv2d(x, w, Tensor(), {1}, {1}), Catch::Contains("DTENSOR_CONV=gemm"));
+}
