@@ -8,8 +8,9 @@
 // Prints the median step times (max over ranks) and where replay's time goes, each part
 // measured on the replays themselves: kernel time (inside the nodes' computations alone —
 // kernels, collectives, allocating their outputs: what any implementation must spend; the eager
-// step runs the same kernels on the same shards), free time (freeing values at their last reader
-// and releasing argument handles), and the framework's own time = step - kernel time, eager vs
+// step runs the same kernels on the same shards), free time (giving up values at their last
+// reader — the memory plan keeps their storages for the next allocations — and releasing
+// argument handles), and the framework's own time = step - kernel time, eager vs
 // replay (frees count as framework time on both sides: the eager step frees the same values).
 // Beside the "removed" fraction it prints eager - replay per step, which depends on no
 // accounting. Then the collectives per step with and without the dedup pass, and what agreeing
@@ -128,7 +129,7 @@ int run(int argc, char** argv) {
   // all-gather of three words per input mesh): a one-op step replayed with a scalar vs the same
   // step compiled without.
   const dt::DTensorList small = {dt::distribute_tensor(dt::ones({4, 4}), mesh, {dt::Replicate()})};
-  dt::CompiledStep with_scalar =
+  dt::CompiledScalarStep with_scalar =
       dt::compile([](const dt::DTensorList& x,
                      const std::vector<double>& s) { return dt::DTensorList{dt::mul(x[0], s[0])}; },
                   dt::CompileOptions{});

@@ -391,17 +391,12 @@ std::string first_changed_scalar(const std::vector<double>& was, const std::vect
 
 }  // namespace
 
-DTensorList CompiledStep::operator()(const DTensorList& inputs,
-                                     const std::vector<double>& scalars) {
+DTensorList CompiledStep::call(const DTensorList& inputs, const std::vector<double>& scalars) {
   // The guard below is decided on each rank: with scalars that differ between ranks, some would
   // re-capture while the others replay. One small all-gather per call of a step compiled with
   // scalars (even one passing none: its peers may pass some) makes them agree first, or raises
-  // on every rank; a step compiled without scalars takes none and pays nothing.
-  DT_CHECK(takes_scalars_ || scalars.empty(),
-           "[compile] the step was compiled from a function without scalars "
-           "(DTensorList(const DTensorList&)) but is called with %d; compile a function taking "
-           "(inputs, scalars) to pass host scalars",
-           static_cast<int64_t>(scalars.size()));
+  // on every rank; a step compiled without scalars takes none (its type has no call passing
+  // them, so no rank can) and pays nothing.
   if (takes_scalars_) compiler::check_scalars_agree(inputs, scalars);
   Captured* layout = match_layout(inputs, scalars.size());
   if (layout != nullptr && !same_bits(layout->scalars, scalars)) {
@@ -469,8 +464,11 @@ CompiledStep compile(CompiledStep::StepFn fn, CompileOptions options) {
   return CompiledStep(std::move(fn), std::move(options));
 }
 
-CompiledStep compile(CompiledStep::ScalarStepFn fn, CompileOptions options) {
-  return CompiledStep(std::move(fn), std::move(options));
+CompiledScalarStep::CompiledScalarStep(ScalarStepFn fn, CompileOptions options)
+    : CompiledStep(std::move(fn), std::move(options)) {}
+
+CompiledScalarStep compile(CompiledStep::ScalarStepFn fn, CompileOptions options) {
+  return CompiledScalarStep(std::move(fn), std::move(options));
 }
 
 }  // namespace dtensor

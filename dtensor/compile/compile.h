@@ -84,7 +84,11 @@ struct CompileOptions {
   DataParallelOptions data_parallel;
 };
 
-// A step function compiled by dtensor::compile: call it as the step itself.
+// A step function compiled by dtensor::compile: call it as the step itself. Compiled from a
+// StepFn, it takes no host scalars: there is no call passing them (a rank passing scalars to a
+// step its peers call without could only raise alone, its peers replaying on; whether a step takes
+// scalars is fixed by its type, so every rank decides the same). Compiled from a ScalarStepFn it is
+// a CompiledScalarStep, called as step(inputs, scalars).
 class CompiledStep {
  public:
   using StepFn = std::function<DTensorList(const DTensorList& inputs)>;
@@ -93,19 +97,17 @@ class CompiledStep {
   // with other values (bit for bit) re-captures, replacing the graph of that input layout (so a
   // value that changes every step never exhausts max_graphs; scalar_recaptures() counts them),
   // or raises when recapture_on_guard_failure is off. The scalars must be the same on every rank
-  // (SPMD, as PyTorch's compiled steps require): each such call all-gathers their bits over the
-  // inputs' meshes before the guard decides — so every rank replays or every rank re-captures —
-  // and raises "[compile] the step's host scalars differ between ranks ..." on every rank
-  // otherwise (even on a call passing none; a step compiled from a StepFn takes no scalars and
-  // pays nothing). A value that changes every step without
+  // (SPMD, as PyTorch's compiled steps require): each call of such a step all-gathers their bits
+  // over the inputs' meshes before the guard decides — so every rank replays or every rank
+  // re-captures — and raises "[compile] the step's host scalars differ between ranks ..." on
+  // every rank otherwise (even on a call passing none: its peers may pass some). A step compiled
+  // from a StepFn takes no scalars and pays nothing. A value that changes every step without
   // re-capturing is a 0-dim DTensor input instead: div(t, s) with s a DTensor.
   using ScalarStepFn =
       std::function<DTensorList(const DTensorList& inputs, const std::vector<double>& scalars)>;
   CompiledStep(StepFn fn, CompileOptions options);
-  CompiledStep(ScalarStepFn fn, CompileOptions options);
 
-  DTensorList operator()(const DTensorList& inputs) { return (*this)(inputs, {}); }
-  DTensorList operator()(const DTensorList& inputs, const std::vector<double>& scalars);
+  DTensorList operator()(const DTensorList& inputs) { return call(inputs, {}); }
   // Where the last replay's time went (its nodes' computations — kernels, collectives — and,
   // apart, the freeing of values at their last reader), when CompileOptions::profile is on;
   // zeros otherwise.
@@ -117,6 +119,11 @@ class CompiledStep {
   int64_t replays() const { return replays_; }
   // Captures made because a host scalar changed (counted in captures() too).
   int64_t scalar_recaptures() const { return scalar_recaptures_; }
+
+ protected:
+  // A step taking host scalars (CompiledScalarStep).
+  CompiledStep(ScalarStepFn fn, CompileOptions options);
+  DTensorList call(const DTensorList& inputs, const std::vector<double>& scalars);
 
  private:
   // A captured graph and the scalar values it was specialised on.
@@ -133,7 +140,7 @@ class CompiledStep {
   ScalarStepFn fn_;
   // Compiled from a ScalarStepFn: every call compares its scalars across ranks, none included
   // (deciding by the scalars a rank passes would let a rank passing none skip the comparison
-  // its peers wait in). A StepFn step takes no scalars.
+  // its peers wait in). A StepFn step is never given scalars (no call passes them).
   bool takes_scalars_ = true;
   CompileOptions options_;
   std::vector<Captured> graphs_;
@@ -144,10 +151,21 @@ class CompiledStep {
   compiler::ReplayProfile last_profile_;
 };
 
+// A step compiled from a ScalarStepFn (see CompiledStep::ScalarStepFn): step(inputs, scalars);
+// step(inputs) passes none (still compared with the peers' scalars).
+class CompiledScalarStep : public CompiledStep {
+ public:
+  CompiledScalarStep(ScalarStepFn fn, CompileOptions options);
+  using CompiledStep::operator();
+  DTensorList operator()(const DTensorList& inputs, const std::vector<double>& scalars) {
+    return call(inputs, scalars);
+  }
+};
+
 // Compiles `fn`, a function running one step on DTensors (see above).
 CompiledStep compile(CompiledStep::StepFn fn, CompileOptions options = {});
 // The same for a step that takes host scalars: call it as step(inputs, scalars).
-CompiledStep compile(CompiledStep::ScalarStepFn fn, CompileOptions options = {});
+CompiledScalarStep compile(CompiledStep::ScalarStepFn fn, CompileOptions options = {});
 
 // Expansion (DESIGN.md item 17's DataParallel mode; PyTorch's _spmd expansion): `fn` is a step
 // written for one device — options.module's parameters local (or tensor-parallel on the mesh of

@@ -146,6 +146,10 @@ void Graph::prepare_walk() const {
     ++async_count_;
   }
   pending_.assign(has_async_ ? values_.size() : 0, -1);
+  // A replay never needs more kept storages than the values it makes.
+  size_t produced = 0;
+  for (const Value& v : values_) produced += v.kind == Value::Kind::kProduced ? 1 : 0;
+  pool_.set_limit(reuse_storages_ ? produced : 0);
   walk_ready_ = true;
 }
 
@@ -174,6 +178,10 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
   std::vector<Flight> flights;
   if (has_async_) flights.reserve(async_count_);
   std::vector<int32_t>& pending = pending_;
+  // This thread's allocations take the storages kept from earlier replays (and from values
+  // dead earlier in this one) first; those of the communication thread do not (the pool is
+  // this thread's alone).
+  const ReplayPoolScope pooled(reuse_storages_ ? &pool_ : nullptr);
   auto land = [&](int32_t f) {
     Flight& flight = flights[static_cast<size_t>(f)];
     if (flight.work == nullptr) return;
@@ -181,7 +189,7 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
     flight.work = nullptr;
     const Node& n = nodes_[flight.node];
     AsyncBuffers& buf = async_bufs_[flight.node];
-    for (Tensor& t : buf.held) drop(t);
+    for (Tensor& t : buf.held) pool_.recycle(t);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       if (n.outputs[o] != kNoValue) {
         slots[static_cast<size_t>(n.outputs[o])] = std::move(buf.outs[o]);
@@ -284,9 +292,12 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
       for (uint32_t d = 0; d < st.free_count; ++d) {
         const ValueId v = ids[st.free_begin + d];
         if (has_async_) ready(v);
-        drop(slot[v]);
+        pool_.recycle(slot[v]);
       }
-      args.clear();
+      if (!args.empty()) {
+        for (Tensor& t : args) pool_.recycle(t);  // the handed-over values end here
+        args.clear();
+      }
       if (profile != nullptr) {
         const Clock::time_point now = Clock::now();
         profile->free_seconds += seconds(mark, now);
@@ -315,7 +326,7 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
   for (size_t o = 0; o < outputs_.size(); ++o) {
     result.emplace_back(slots[static_cast<size_t>(outputs_[o])], output_specs_[o]);
   }
-  for (const int32_t v : walk_reset_) drop(slots[static_cast<size_t>(v)]);
+  for (const int32_t v : walk_reset_) pool_.recycle(slots[static_cast<size_t>(v)]);
   return result;
 }
 

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtensor/compile/detail/replay_pool.h"
 #include "dtensor/core/distributed_tensor.h"
 
 namespace dtensor::compiler {
@@ -99,7 +100,9 @@ struct GraphStats {
 // Where a profiled replay's time went (Graph::run; CompileOptions::profile).
 struct ReplayProfile {
   double kernel_seconds = 0;  // inside the nodes' computations (Node::fn), nothing else
-  double free_seconds = 0;    // freeing values at their last reader, releasing argument handles
+  // Giving up values at their last reader (their storages kept for reuse, or freed) and
+  // releasing argument handles.
+  double free_seconds = 0;
 };
 
 class Graph {
@@ -117,6 +120,9 @@ class Graph {
   }
   const std::vector<bool>& input_requires_grad() const { return input_requires_grad_; }
   const GraphStats& stats() const { return stats_; }
+  // The bytes of the storages the memory plan keeps between replays for the next one to reuse
+  // (values that died at their last reader; see plan_memory).
+  int64_t kept_bytes() const { return pool_.bytes(); }
 
   // One line per node: "%7 = op mm(%3, %c1)  S(0), R -> S(0)", collectives after '|'.
   std::string str() const;
@@ -164,6 +170,10 @@ class Graph {
   // as gradient accumulation does, sees what the eager step saw).
   std::vector<std::vector<ValueId>> free_after_;
   std::vector<uint64_t> last_read_;
+  // The memory plan is on: the storages of values that die go to pool_, which the replay's
+  // allocations take them from, from replay to replay.
+  bool reuse_storages_ = false;
+  mutable ReplayPool pool_;
   bool has_async_ = false;             // a node is async (set by the scheduling pass)
   mutable std::vector<Tensor> slots_;  // run()'s value slots, kept from replay to replay
 
@@ -213,7 +223,10 @@ class Graph {
 // reuses the earlier result: a collective with the same inputs runs once.
 void dedup_collectives(Graph& g, absl::Span<const Tensor> captured);
 // Computes the values each node is the last reader of, so replay drops them there, and the
-// peak bytes with and without that (GraphStats). Disabled: nothing is dropped before the end.
+// peak bytes with and without that (GraphStats). A dropped value's storage, when nothing else
+// references it, is kept by the graph and reused by the next allocation of its size during this
+// or a later replay (ReplayPool; Graph::kept_bytes). Disabled: nothing is dropped before
+// the end, nothing is kept.
 void plan_memory(Graph& g, bool enabled);
 // A move of a value undone by the next move of its result (x -> y -> x, x not Partial: a gather
 // then a chunk of the same layout) gives x back: the second is dropped and its readers read x;

@@ -454,6 +454,7 @@ void plan_memory(Graph& g, bool enabled) {
   } else {
     g.free_after_.clear();
   }
+  g.reuse_storages_ = enabled;
   g.walk_ready_ = false;  // run() flattens the plan again
   g.stats_.peak_bytes_planned = peak;
   g.stats_.peak_bytes_unplanned = total;

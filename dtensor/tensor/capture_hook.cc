@@ -2,19 +2,33 @@
 
 #include <string>
 
+#include "dtensor/tensor/detail/storage_pool.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::detail {
 namespace {
-thread_local CaptureRecorder* t_recorder = nullptr;
+// The recorder and the storage pool of this thread, in one thread-local so that
+// Storage::allocate reads both with one access.
+thread_local AllocationHooks t_hooks;
 }  // namespace
 
 CaptureRecorder* capture_recorder() {
-  return t_recorder;
+  return t_hooks.recorder;
 }
 
 void set_capture_recorder(CaptureRecorder* recorder) {
-  t_recorder = recorder;
+  t_hooks.recorder = recorder;
+}
+
+StoragePool* set_storage_pool(StoragePool* pool) {
+  StoragePool* previous = t_hooks.pool;
+  t_hooks.pool = pool;
+  return previous;
+}
+
+const AllocationHooks* active_allocation_hooks() {
+  const AllocationHooks& h = t_hooks;
+  return h.recorder == nullptr && h.pool == nullptr ? nullptr : &h;
 }
 
 void run_recorded(std::string_view kind, std::string name, absl::Span<const Tensor> inputs,
@@ -32,17 +46,13 @@ void run_recorded(std::string_view kind, std::string name, absl::Span<const Tens
 }
 
 void refuse_in_capture(std::string_view what, bool even_inside) {
-  CaptureRecorder* r = t_recorder;
+  CaptureRecorder* r = t_hooks.recorder;
   if (r == nullptr || (r->depth > 0 && !even_inside)) return;
   r->refuse(std::string(what));
 }
 
-void note_allocation_in_capture(const void* storage_id) {
-  if (t_recorder != nullptr) t_recorder->note_allocation(storage_id);
-}
-
 void keep_in_capture(const Tensor& t) {
-  if (t_recorder != nullptr && t.defined()) t_recorder->keep(t.storage().id());
+  if (t_hooks.recorder != nullptr && t.defined()) t_hooks.recorder->keep(t.storage().id());
 }
 
 void check_alive(const std::weak_ptr<const char>& owner, std::string_view what) {
@@ -53,7 +63,7 @@ void check_alive(const std::weak_ptr<const char>& owner, std::string_view what) 
 }
 
 void note_collective_in_capture(std::string_view kind, int64_t bytes) {
-  CaptureRecorder* r = t_recorder;
+  CaptureRecorder* r = t_hooks.recorder;
   if (r == nullptr) return;
   if (r->depth == 0) {
     r->refuse("a " + std::string(kind) +

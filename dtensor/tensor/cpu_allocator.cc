@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dtensor/tensor/detail/byte_counter.h"
+#include "dtensor/tensor/detail/storage_pool.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/memory_stats.h"
 #include "dtensor/tensor/storage.h"
@@ -53,12 +54,16 @@ BlockCache& block_cache() {
 }
 }  // namespace
 
+// The rounded bytes of CPU storages kept alive by compiled steps' replay pools
+// (detail/storage_pool.h): cached, not current.
+std::atomic<int64_t> g_kept{0};
+
 MemoryStats memory_stats() {
-  int64_t cached = 0;
+  int64_t cached = g_kept.load(std::memory_order_relaxed);
   {
     BlockCache& c = block_cache();
     std::lock_guard<std::mutex> lock(c.mu);
-    cached = static_cast<int64_t>(c.bytes);
+    cached += static_cast<int64_t>(c.bytes);
   }
   return g_bytes.stats(cached);
 }
@@ -78,6 +83,20 @@ void reset_peak_memory_stats() {
 }
 
 namespace detail {
+
+void note_storage_kept(const Storage& s) {
+  if (!s.device().is_cpu()) return;  // memory_stats() counts CPU memory only
+  const auto rounded = static_cast<int64_t>(cpu_allocation_size(s.nbytes()));
+  g_bytes.sub(rounded);
+  g_kept.fetch_add(rounded, std::memory_order_relaxed);
+}
+
+void note_storage_reused(const Storage& s) {
+  if (!s.device().is_cpu()) return;
+  const auto rounded = static_cast<int64_t>(cpu_allocation_size(s.nbytes()));
+  g_kept.fetch_sub(rounded, std::memory_order_relaxed);
+  g_bytes.add(rounded);
+}
 
 size_t cpu_allocation_size(size_t nbytes) {
   // aligned_alloc needs a size that is a multiple of the alignment. Zero-byte requests get

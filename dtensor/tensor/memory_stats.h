@@ -14,7 +14,10 @@ struct MemoryStats {
   int64_t current_bytes = 0;  // held now
   int64_t peak_bytes = 0;     // most held at once since start or the last reset
   int64_t allocations = 0;    // allocations since start or the last reset
-  int64_t cached_bytes = 0;   // freed large blocks kept for reuse (not in current_bytes)
+  // Kept for reuse, not in current_bytes: freed large blocks, and the storages compiled steps
+  // keep between replays (dtensor/compile/graph.h, the memory plan; freed with their step, not
+  // by empty_cpu_cache()).
+  int64_t cached_bytes = 0;
 };
 
 MemoryStats memory_stats();

@@ -5,6 +5,7 @@
 
 #include "dtensor/tensor/detail/byte_counter.h"
 #include "dtensor/tensor/detail/capture_hook.h"
+#include "dtensor/tensor/detail/storage_pool.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/memory_stats.h"
 
@@ -31,28 +32,39 @@ Storage::Impl::~Impl() {
 }
 
 Storage Storage::allocate(size_t nbytes, Device device) {
-  Storage s;
-  s.impl_ = std::make_shared<Impl>();
-  s.impl_->nbytes = nbytes;
-  s.impl_->device = device;
   if (device.is_meta()) {
     // No memory and no deleter; meta_memory_stats counts what the CPU allocator would hold.
+    Storage s;
+    s.impl_ = std::make_shared<Impl>();
+    s.impl_->nbytes = nbytes;
+    s.impl_->device = device;
     const size_t rounded = detail::cpu_allocation_size(nbytes);
     s.impl_->ctx = reinterpret_cast<void*>(rounded);
     g_meta.add(static_cast<int64_t>(rounded));
     return s;
   }
-  if (device.is_cpu()) {
-    s.impl_->deleter = &detail::cpu_free;
-    // The rounded size travels in ctx so that cpu_free can keep memory_stats() exact.
-    s.impl_->ctx = reinterpret_cast<void*>(detail::cpu_allocation_size(nbytes));
-  } else {
-    s.impl_->deleter = &detail::cuda_free;
-    // The ordinal travels in ctx so that cuda_free can make the right device current.
-    s.impl_->ctx = reinterpret_cast<void*>(static_cast<intptr_t>(device.index));
+  const detail::AllocationHooks* hooks = detail::active_allocation_hooks();
+  Storage s;
+  if (hooks != nullptr && hooks->pool != nullptr) {
+    // A compiled step's replay: the storage of a value that died, kept for this allocation.
+    s = hooks->pool->take(nbytes, device);
   }
-  s.impl_->data = s.allocate_data();
-  detail::note_allocation_in_capture(s.id());
+  if (!s.defined()) {
+    s.impl_ = std::make_shared<Impl>();
+    s.impl_->nbytes = nbytes;
+    s.impl_->device = device;
+    if (device.is_cpu()) {
+      s.impl_->deleter = &detail::cpu_free;
+      // The rounded size travels in ctx so that cpu_free can keep memory_stats() exact.
+      s.impl_->ctx = reinterpret_cast<void*>(detail::cpu_allocation_size(nbytes));
+    } else {
+      s.impl_->deleter = &detail::cuda_free;
+      // The ordinal travels in ctx so that cuda_free can make the right device current.
+      s.impl_->ctx = reinterpret_cast<void*>(static_cast<intptr_t>(device.index));
+    }
+    s.impl_->data = s.allocate_data();
+  }
+  if (hooks != nullptr && hooks->recorder != nullptr) hooks->recorder->note_allocation(s.id());
   return s;
 }
 

@@ -6,6 +6,8 @@
 // sends ranks to different communicators.
 #include <catch2/catch.hpp>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dtensor/dtensor.h"
@@ -168,6 +170,22 @@ TEST_CASE("a rank returning other outputs is detected on every rank, without a h
   }
 }
 
+// A step compiled from a function without scalars has no call passing them: a rank passing some
+// could only raise alone (its peers cannot know what it passed without a comparison on every
+// call, which such a step does not pay for) while they replay on, so the kind of step, the same
+// on every rank, decides at compile time instead.
+static_assert(std::is_invocable_v<dt::CompiledStep&, const dt::DTensorList&>);
+static_assert(
+    !std::is_invocable_v<dt::CompiledStep&, const dt::DTensorList&, const std::vector<double>&>,
+    "a StepFn step must not be callable with host scalars");
+static_assert(std::is_invocable_v<dt::CompiledScalarStep&, const dt::DTensorList&,
+                                  const std::vector<double>&>);
+static_assert(std::is_invocable_v<dt::CompiledScalarStep&, const dt::DTensorList&>);
+static_assert(std::is_same_v<decltype(dt::compile(std::declval<dt::CompiledStep::StepFn>())),
+                             dt::CompiledStep>);
+static_assert(std::is_same_v<decltype(dt::compile(std::declval<dt::CompiledStep::ScalarStepFn>())),
+                             dt::CompiledScalarStep>);
+
 TEST_CASE("host scalars that differ between ranks raise on every rank, never a hang", "[compile]") {
   const dt::DeviceMesh world = world_mesh();
   const int last = dt::world_size() - 1;
@@ -179,7 +197,7 @@ TEST_CASE("host scalars that differ between ranks raise on every rank, never a h
     INFO("recapture_on_guard_failure " << recapture);
     dt::CompileOptions options;
     options.recapture_on_guard_failure = recapture;
-    dt::CompiledStep step = dt::compile(fn, options);
+    dt::CompiledScalarStep step = dt::compile(fn, options);
     step({x}, {2, 3});
     step({x}, {2, 3});
     // The last rank's scalar changes while the others' stay: its guard alone would fail (it

@@ -116,8 +116,6 @@ void check_alive(const std::weak_ptr<const char>& owner, std::string_view what);
 // A collective is issued: noted on the primitive being recorded; refused outside one.
 void note_collective_in_capture(std::string_view kind, int64_t bytes);
 
-// Storage::allocate reports each allocation (a no-op outside a capture).
-void note_allocation_in_capture(const void* storage_id);
 // See CaptureRecorder::keep (a no-op outside a capture).
 void keep_in_capture(const Tensor& t);
 

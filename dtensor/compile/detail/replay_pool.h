@@ -1,0 +1,70 @@
+// The storages a compiled step's replays reuse (the memory plan's "buffers freed at last use and
+// reused", kept from replay to replay). A value whose last reader ran goes back to its graph's
+// pool instead of to the allocator, and the next allocation of the same size on the replaying
+// thread (Storage::allocate, through dtensor/tensor/detail/storage_pool.h's StoragePool) takes it
+// back: a replay then neither frees nor allocates the memory of the values it makes step after
+// step. Freeing was most of a replay's own time: glibc gave the heap's top back to the system at
+// each free (munmap, a TLB flush) and the next allocation faulted its pages in again. PyTorch's
+// CUDA graph pools keep a captured graph's memory so.
+#pragma once
+
+#include <absl/container/flat_hash_map.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "dtensor/tensor/detail/storage_pool.h"
+#include "dtensor/tensor/tensor.h"
+
+namespace dtensor::compiler {
+
+class ReplayPool final : public dtensor::detail::StoragePool {
+ public:
+  ReplayPool() = default;
+  ~ReplayPool() override;
+  ReplayPool(const ReplayPool&) = delete;
+  ReplayPool& operator=(const ReplayPool&) = delete;
+  // Empties `t`. Its storage is kept when `t` held the only reference to it (memory the library
+  // allocated that no other handle or view shares: not a value the user, a parameter, a
+  // gradient or a later node still holds) and the pool holds fewer than limit() storages;
+  // otherwise it is released as usual.
+  void recycle(Tensor& t);
+  // A kept storage of exactly `nbytes` on `device`, or an undefined one.
+  Storage take(size_t nbytes, Device device) override;
+  // At most this many storages are kept (a graph's produced values: a replay never needs more).
+  void set_limit(size_t limit) { limit_ = limit; }
+  size_t limit() const { return limit_; }
+  // The bytes of the storages kept now (between replays: memory_stats() counts them as cached).
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  struct Key {
+    size_t nbytes;
+    Device device;
+    bool operator==(const Key&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.nbytes, static_cast<int>(k.device.type), k.device.index);
+    }
+  };
+  absl::flat_hash_map<Key, std::vector<Storage>> kept_;
+  size_t count_ = 0, limit_ = 0;
+  int64_t bytes_ = 0;
+};
+
+// Installs a pool as this thread's for the scope (Graph::run's walk; nullptr: none), then puts
+// back the one it replaced.
+class ReplayPoolScope {
+ public:
+  explicit ReplayPoolScope(ReplayPool* pool) : previous_(dtensor::detail::set_storage_pool(pool)) {}
+  ~ReplayPoolScope() { dtensor::detail::set_storage_pool(previous_); }
+  ReplayPoolScope(const ReplayPoolScope&) = delete;
+  ReplayPoolScope& operator=(const ReplayPoolScope&) = delete;
+
+ private:
+  dtensor::detail::StoragePool* previous_;  // an outer replay's (a node calling user code)
+};
+
+}  // namespace dtensor::compiler
