@@ -78,11 +78,13 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target,
 // classes) and batch-sharded inputs reduce without gathering the log-probabilities. Result
 // placements: kNone - the target's batch shards (class-sharded picks all-reduced); kSum -
 // P(sum) over the mesh dims where the input is class- or batch-sharded; kMean - Replicate (the
-// loss sum and the weight sum all-reduced together over the mesh dims where the input is
-// sharded). Out-of-range targets raise "[nll_loss] target 7 out of range
-// for 5 classes (raised on rank R)" on every rank that may hold different targets. The input's
-// gradient is PyTorch's (-weight[t] * grad / W at the picks); the weights get one too (PyTorch
-// refuses it), composed of registered ops.
+// loss sum, the weight sum W and the range check's flag all-reduced together over the mesh dims
+// where the input is sharded: one collective per forward and backward on a 1-D mesh). Out-of-
+// range targets raise "[nll_loss] target 7 out of range for 5 classes (raised on rank R)" on
+// every rank that may hold different targets. The input's gradient is PyTorch's (-weight[t] *
+// grad / W at the picks; W kept from the forward as the op's second output, total_weight, as
+// PyTorch's nll_loss_forward does); the weights get one too (PyTorch refuses it), composed of
+// registered ops.
 DTensor nll_loss(const DTensor& log_probs, const DTensor& target,
                  Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
                  const DTensor& weight = DTensor());

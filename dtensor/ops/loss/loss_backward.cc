@@ -34,9 +34,12 @@ namespace {
 
 // d loss / d weight[c]: over the counted elements i with t_i = c, the sum of grad_i *
 // -input[i, c] ('none', 'sum'), or of grad * (-input[i, c] - loss) / W ('mean', W the weight
-// sum). Composed of the registered target pick and its scatter, so any sharding of the input
-// stays; it runs only when the weights require grad.
-DTensor nll_loss_weight_grad(const autograd::BackwardContext& c, const DTensor& g) {
+// sum, the forward's total_weight), plus, for the mean, total_weight's own gradient g_w once
+// per such element (d W / d weight[c] counts them). Composed of the registered target pick and
+// its scatter, so any sharding of the input stays; it runs only when the weights require grad.
+// `g` or `g_w` may be undefined (no gradient reached that output).
+DTensor nll_loss_weight_grad(const autograd::BackwardContext& c, const DTensor& g,
+                             const DTensor& g_w) {
   static const OpInfo& pick = ops_op("gather_target");
   static const OpInfo& scatter = ops_op("gather_target_backward");
   const DTensor& x = c.input(0);
@@ -44,17 +47,18 @@ DTensor nll_loss_weight_grad(const autograd::BackwardContext& c, const DTensor& 
   const int64_t ignore_index = c.arg<int64_t>(1);
   const ArgValue pick_args[] = {ignore_index, std::string_view("nll_loss")};
   const int64_t class_dim = x.dim() == 1 ? 0 : 1;
-  DTensor per = neg(dispatch(pick, {&x, &target}, pick_args));
-  if (parse_reduction(c.arg<std::string_view>(0), "nll_loss") == Reduction::kMean) {
-    // W: the weights viewed as [C, 1, ...] broadcast over the input, picked and summed.
-    Shape wshape(static_cast<size_t>(x.dim() - class_dim), 1);
-    wshape[0] = x.size(class_dim);
-    const DTensor w = expand(reshape(c.input(2), wshape), x.shape());
-    const DTensor total = sum(dispatch(pick, {&w, &target}, pick_args), {});
-    per = (per - c.output(0)) * (g / total);
-  } else {
-    per = per * g;
+  const bool mean = parse_reduction(c.arg<std::string_view>(0), "nll_loss") == Reduction::kMean;
+  DTensor per;
+  if (g.defined()) {
+    per = neg(dispatch(pick, {&x, &target}, pick_args));
+    per = mean ? (per - c.output(0)) * (g / c.output(1)) : per * g;
   }
+  if (mean && g_w.defined()) {
+    // d W / d weight[c] is the number of counted elements of class c: g_w at every element
+    // (the scatter drops the ignored ones).
+    per = per.defined() ? per + g_w : expand(g_w, target.shape());
+  }
+  if (!per.defined()) return DTensor();
   const ArgValue scatter_args[] = {x.shape(), ignore_index};
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x.dim(); ++d) {
@@ -69,14 +73,15 @@ DTensorList nll_loss_grad(const autograd::BackwardContext& c, absl::Span<const D
   static const OpInfo& op = ops_op("nll_loss_backward");
   const bool has_weight = c.arg<bool>(2);
   DTensorList out(static_cast<size_t>(c.num_inputs()));
-  if (c.needs_input_grad(0)) {
+  if (c.needs_input_grad(0) && g[0].defined()) {
     const ArgValue args[] = {c.input_spec(0).shape(), c.arg<std::string_view>(0), c.arg<int64_t>(1),
                              has_weight};
-    std::vector<const DTensor*> in = {&g[0], &c.input(1)};
+    // total_weight, the forward's second output, carries the mean's W: no reduction here.
+    std::vector<const DTensor*> in = {&g[0], &c.input(1), &c.output(1)};
     if (has_weight) in.push_back(&c.input(2));
     out[0] = dispatch(op, in, args);
   }
-  if (has_weight && c.needs_input_grad(2)) out[2] = nll_loss_weight_grad(c, g[0]);
+  if (has_weight && c.needs_input_grad(2)) out[2] = nll_loss_weight_grad(c, g[0], g[1]);
   return out;
 }
 

@@ -148,8 +148,9 @@ DTensor nll_loss(const DTensor& log_probs, const DTensor& target, Reduction redu
   const ArgValue args[] = {std::string_view(reduction_name(reduction)), ignore_index,
                            weight.defined()};
   const DTensor t = follow_batch_shards(target, log_probs);
-  const DTensor loss = weight.defined() ? dispatch(op, {&log_probs, &t, &weight}, args)
-                                        : dispatch(op, {&log_probs, &t}, args);
+  // Output 1, total_weight, is for the backward only (it keeps the mean's W).
+  const DTensor loss = (weight.defined() ? dispatch_multi(op, {&log_probs, &t, &weight}, args)
+                                         : dispatch_multi(op, {&log_probs, &t}, args))[0];
   // The class-sharded losses and the mean are reduced here (the documented placements); a sum
   // stays Partial.
   return reduction == Reduction::kSum ? loss : resolve_partial(loss);

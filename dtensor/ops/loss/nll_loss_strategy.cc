@@ -1,11 +1,14 @@
 // Registration of nll_loss and its gradient op nll_loss_backward (the DTensor nll_loss in
 // loss_dtensor.cc is one dispatch of it; the backward formula is in loss_backward.cc).
 //
-// nll_loss(input, target[, weight]; reduction, ignore_index, has_weight). For input [N, C, d...]
-// (or [C]) and target [N, d...] (or []): loss_i = -weight[t_i] * input[i, t_i], 0 where t_i is
-// ignore_index; 'sum' adds them, 'mean' divides the sum by W, the sum of weight[t_i] over the
-// counted elements (their count without weights; nothing counted gives 0 / 0 = NaN, as PyTorch).
-// Rows for one mesh dim:
+// nll_loss(input, target[, weight]; reduction, ignore_index, has_weight) -> (output,
+// total_weight), as PyTorch's nll_loss_forward. For input [N, C, d...] (or [C]) and target
+// [N, d...] (or []): loss_i = -weight[t_i] * input[i, t_i], 0 where t_i is ignore_index; 'sum'
+// adds them, 'mean' divides the sum by W, the sum of weight[t_i] over the counted elements
+// (their count without weights; nothing counted gives 0 / 0 = NaN, as PyTorch). total_weight
+// is W for the mean (0-d, the input's dtype, Replicate), which the backward divides by instead
+// of reducing W again; 0 for 'sum' and 'none' (their backward does not read it).
+// Rows for one mesh dim (outputs | input, target, weight; total_weight is R in every row):
 //   [P(sum) | S(class dim), R, S(0)]   loss parallel: each rank picks the targets that fall in
 //                                      its class block (0 elsewhere), the weights sharded like
 //                                      the classes; the sum over ranks is the loss, and the
@@ -13,18 +16,21 @@
 //   [S(k) | S(d), S(k), R]             'none': a batch / spatial dim d of the input, k of target
 //   [P(sum) | S(d), S(k), R]           'sum' / 'mean': each rank's sum over its elements (divided
 //                                      by the GLOBAL W), exact for uneven and empty shards
-// Linear in the input (P(sum) inputs pass through). The mean's W: each rank sums the weights of
-// its counted targets that fall in its block of the weights, and one all-reduce of (loss sum,
-// W) runs per mesh dim where the INPUT is sharded (class or batch dims alike: an unweighted
-// class-sharded mean has a replicated target and no weights, and still needs it; none on one
-// process). Targets out of range raise "[nll_loss] target 7 out of range
-// for 5 classes (raised on rank R)" on every rank that may hold different ones.
+//   [P | P, R, R]                      linear in the input (Partial inputs pass through)
+// The mean is reduced by the kernel (R where the rows above say P): each rank sums the weights
+// of its counted targets that fall in its block of the weights, and ONE all-reduce of (loss
+// sum, W, out-of-range flag) runs per mesh dim where the INPUT is sharded (class or batch dims
+// alike: an unweighted class-sharded mean has a replicated target and no weights, and still
+// needs it; none on one process). The target is sharded on no other dims, so the flag reaches
+// every rank that may hold different targets. Targets out of range raise "[nll_loss] target 7
+// out of range for 5 classes (raised on rank R)" on all those ranks (the message is agreed on
+// only when the flag is up; 'sum' and 'none' check before anything else).
 //
-// nll_loss_backward(grad, target[, weight]; input_shape, reduction, ignore_index, has_weight):
-// the input's gradient, zeros with -weight[t_i] * grad_i / W (W = 1 but for 'mean') at [i, t_i]
-// (PyTorch's formula). Rows as nll_loss's, output and grad swapped: [S(class) | R, R, S(0)]
-// and [S(d) | S(k), S(k), R] ('none'), [S(d) | R, S(k), R] (a reduced loss's 0-d grad); linear
-// in grad.
+// nll_loss_backward(grad, target, total_weight[, weight]; input_shape, reduction, ignore_index,
+// has_weight): the input's gradient, zeros with -weight[t_i] * grad_i / W (W = total_weight for
+// 'mean', else 1) at [i, t_i] (PyTorch's formula), with no communication. Rows as nll_loss's,
+// output and grad swapped: [S(class) | R, R, R, S(0)] and [S(d) | S(k), S(k), R, R] ('none'),
+// [S(d) | R, S(k), R, R] (a reduced loss's 0-d grad); linear in grad.
 #include <absl/strings/str_format.h>
 
 #include <string>
@@ -94,8 +100,13 @@ OutputMetas nll_meta(const OpSchema& s) {
              kOp, shape_str(w.shape()), dtype_name(w.dtype()), classes);
   }
   const bool none = call.reduction == Reduction::kNone;
-  return OutputMetas{TensorMeta(none ? t.shape() : Shape{}, x.dtype())};
+  return OutputMetas{TensorMeta(none ? t.shape() : Shape{}, x.dtype()), TensorMeta({}, x.dtype())};
 }
+
+// Where the operand `weight` (when given) sits: after input and target in nll_loss, after grad,
+// target and total_weight in nll_loss_backward.
+constexpr int64_t kForwardWeight = 2;
+constexpr int64_t kGradWeight = 3;
 
 // The rows of both ops (`grad_op`: the gradient op's, whose operand 0 is the grad).
 StrategyRows nll_rows(int64_t input_ndim, const NllCall& call, bool grad_op) {
@@ -105,8 +116,10 @@ StrategyRows nll_rows(int64_t input_ndim, const NllCall& call, bool grad_op) {
   const Placement reduced =
       call.reduction == Reduction::kMean ? Placement(Replicate()) : Placement(Partial());
   StrategyRows rows;
+  // total_weight is Replicate throughout: the forward's output, the gradient op's input.
   const auto add = [&](Placement out, Placement x_or_grad, Placement target, Placement weight) {
-    Placements row = {out, x_or_grad, target};
+    Placements row = grad_op ? Placements{out, x_or_grad, target, Replicate()}
+                             : Placements{out, Replicate(), x_or_grad, target};
     if (call.has_weight) row.push_back(weight);
     rows.push_back(std::move(row));
   };
@@ -127,6 +140,14 @@ StrategyRows nll_rows(int64_t input_ndim, const NllCall& call, bool grad_op) {
       add(none ? Placement(Shard(k)) : reduced, Shard(d), Shard(k), Replicate());
     }
   }
+  // Linear in the input: the forward's Partial rows, written here since total_weight is not
+  // Partial (the registry's linearity would make every output Partial); the gradient op's come
+  // from its linearity (one output).
+  if (!grad_op) {
+    for (const ReduceOp rop : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      add(Partial(rop), Partial(rop), Replicate(), Replicate());
+    }
+  }
   return rows;
 }
 
@@ -139,9 +160,9 @@ struct LocalBlock {
 };
 
 // `input_shard`: this rank's shard of the log-probabilities (of the gradient op's output); the
-// weights, when given, are operand 2 of both ops.
+// weights, when given, are operand `weight_operand`.
 LocalBlock local_block(const KernelContext& c, const LocalShard& input_shard, const NllCall& call,
-                       Locals l) {
+                       Locals l, int64_t weight_operand) {
   LocalBlock lb;
   const int64_t nd = static_cast<int64_t>(input_shard.shape.size());
   const int64_t class_dim = class_dim_of(nd);
@@ -153,9 +174,9 @@ LocalBlock local_block(const KernelContext& c, const LocalShard& input_shard, co
   lb.block.class_offset = input_shard.offset[class_dim];
   lb.block.ignore_index = call.ignore_index;
   if (call.has_weight) {
-    lb.weights = l[2].to(Device(kCPU), kFloat64).contiguous();
+    lb.weights = l[weight_operand].to(Device(kCPU), kFloat64).contiguous();
     lb.block.weight = lb.weights.numel() > 0 ? lb.weights.data<double>() : nullptr;
-    lb.block.weight_offset = c.input_shard(2).offset[0];
+    lb.block.weight_offset = c.input_shard(weight_operand).offset[0];
   }
   return lb;
 }
@@ -211,21 +232,27 @@ void sum_over_shards(const KernelContext& c, const DTensorSpec& sharded,
   for (size_t i = 0; i < values.size(); ++i) values[i] = host.data<double>()[i];
 }
 
-Tensor nll_kernel(const KernelContext& c, Locals l) {
+void nll_kernel(const KernelContext& c, Locals l, absl::Span<Tensor> out) {
   const NllCall call = parse_nll_call(c, 0);
   const DTensorSpec& x = c.input_spec(0);
   const int64_t classes = x.shape()[class_dim_of(x.ndim())];
-  const LocalBlock lb = local_block(c, c.input_shard(0), call, l);
+  const LocalBlock lb = local_block(c, c.input_shard(0), call, l, kForwardWeight);
   const bool cuda = l[0].device().is_cuda();
-  const Tensor weight = call.has_weight ? l[2] : Tensor();
-  double sums[2];  // the loss sum and W's share
-  if (call.reduction == Reduction::kNone || cuda) {
-    const TargetScan scan = scan_targets(l[1], classes, lb, call.has_weight);
-    check_on_all_ranks(c.input_spec(1), scan.error);
-    if (call.reduction == Reduction::kNone) {
-      return cuda ? nll_loss_block_cuda(l[0], l[1], lb.layout, lb.block, weight, false)
+  const Tensor weight = call.has_weight ? l[kForwardWeight] : Tensor();
+  const TensorOptions opts(x.dtype(), l[0].device());
+  if (call.reduction == Reduction::kNone) {
+    check_on_all_ranks(c.input_spec(1), scan_targets(l[1], classes, lb, call.has_weight).error);
+    out[0] = cuda ? nll_loss_block_cuda(l[0], l[1], lb.layout, lb.block, weight, false)
                   : nll_loss_block_cpu(l[0], l[1], lb.layout, lb.block);
-    }
+    out[1] = zeros({}, opts);
+    return;
+  }
+  std::string error;  // the first target out of range here
+  double sums[3];     // the loss sum, W's share, and 1 where `error` is set
+  if (cuda) {
+    // The block kernels skip targets outside the block, in range or not: safe to run first.
+    TargetScan scan = scan_targets(l[1], classes, lb, call.has_weight);
+    error = std::move(scan.error);
     sums[0] = nll_loss_block_cuda(l[0], l[1], lb.layout, lb.block, weight, true)
                   .to(Device(kCPU))
                   .item<double>();
@@ -233,32 +260,36 @@ Tensor nll_kernel(const KernelContext& c, Locals l) {
   } else {
     // One pass over the targets on the CPU (the reduced loss is a few microseconds' gather).
     const NllSums s = nll_loss_block_sums_cpu(l[0], l[1], lb.layout, lb.block, classes);
-    check_on_all_ranks(c.input_spec(1), s.has_bad ? range_error(s.bad, classes) : "");
+    if (s.has_bad) error = range_error(s.bad, classes);
     sums[0] = s.loss;
     sums[1] = s.weight;
   }
-  // The mean: the loss sum and W travel together; the output is then complete (Replicate)
-  // over those dims, and Partial only where the input arrived Partial.
-  if (call.reduction == Reduction::kMean) sum_over_shards(c, x, sums);
-  const double value = call.reduction == Reduction::kMean ? sums[0] / sums[1] : sums[0];
-  return full({}, value, TensorOptions(x.dtype(), l[0].device()));
+  sums[2] = error.empty() ? 0.0 : 1.0;
+  if (call.reduction == Reduction::kMean) {
+    // The loss sum, W and the flag travel together; the output is then complete (Replicate)
+    // over those dims, and Partial only where the input arrived Partial. The ranks agree on the
+    // error's message only when one of them raised the flag.
+    sum_over_shards(c, x, sums);
+    if (sums[2] > 0) check_on_all_ranks(c.input_spec(1), error);
+    out[0] = full({}, sums[0] / sums[1], opts);
+    out[1] = full({}, sums[1], opts);
+    return;
+  }
+  check_on_all_ranks(c.input_spec(1), error);
+  out[0] = full({}, sums[0], opts);
+  out[1] = zeros({}, opts);
 }
 
 Tensor nll_grad_kernel(const KernelContext& c, Locals l) {
   const NllCall call = parse_nll_call(c, 1);
-  const Shape& shape = c.arg<Shape>(0);
-  const int64_t classes = shape[class_dim_of(static_cast<int64_t>(shape.size()))];
   const LocalShard out = c.output_shard(0);
-  const LocalBlock lb = local_block(c, out, call, l);
-  double divisor = 1.0;
-  if (call.reduction == Reduction::kMean) {
-    // W again, over the dims where the gradient is sharded (the forward's checked targets).
-    divisor = scan_targets(l[1], classes, lb, call.has_weight).weight_sum;
-    sum_over_shards(c, c.output_spec(0), absl::MakeSpan(&divisor, 1));
-  }
+  const LocalBlock lb = local_block(c, out, call, l, kGradWeight);
+  // The mean's W is the forward's total_weight, replicated: nothing to reduce here.
+  const double divisor =
+      call.reduction == Reduction::kMean ? l[2].to(Device(kCPU)).item<double>() : 1.0;
   if (l[0].device().is_cuda()) {
     return nll_loss_block_grad_cuda(l[0], l[1], out.shape, lb.layout, lb.block,
-                                    call.has_weight ? l[2] : Tensor(), divisor);
+                                    call.has_weight ? l[kGradWeight] : Tensor(), divisor);
   }
   return nll_loss_block_grad_cpu(l[0], l[1], out.shape, lb.layout, lb.block, divisor);
 }
@@ -274,6 +305,10 @@ OutputMetas nll_grad_meta(const OpSchema& s) {
            "[nll_loss_backward] grad of shape %s and target of shape %s, expected %s and %s",
            shape_str(s.input(0).shape()), shape_str(s.input(1).shape()), shape_str(grad),
            shape_str(target));
+  DT_CHECK(s.num_inputs() == (call.has_weight ? 4 : 3) && s.input(2).ndim() == 0,
+           "[nll_loss_backward] expected grad, target, a 0-d total_weight (nll_loss's second "
+           "output)%s; got %d inputs",
+           call.has_weight ? " and weight" : "", s.num_inputs());
   return OutputMetas{TensorMeta(shape, s.input(0).dtype())};
 }
 
@@ -299,12 +334,14 @@ std::vector<OpSample> nll_grad_samples(int64_t w) {
   const auto args = [](Shape shape, const char* r, int64_t ignore, bool weighted) {
     return ArgList{std::move(shape), std::string_view(r), ignore, weighted};
   };
-  return {{{sample({n}), sample({n}, kInt64, 0, c - 1), sample({c}, kFloat64, 1, 3)},
+  // total_weight: any positive value (the mean divides by it; the others ignore it).
+  const SampleInput tw = sample({}, kFloat64, 1, 3);
+  return {{{sample({n}), sample({n}, kInt64, 0, c - 1), tw, sample({c}, kFloat64, 1, 3)},
            args({n, c}, "none", -100, true)},
-          {{sample({}), sample({w + 1, 2}, kInt64, 0, 4), sample({5}, kFloat64, 1, 3)},
+          {{sample({}), sample({w + 1, 2}, kInt64, 0, 4), tw, sample({5}, kFloat64, 1, 3)},
            args({w + 1, 5, 2}, "mean", 2, true)},
-          {{sample({}), sample({s}, kInt64, 0, c - 1)}, args({s, c}, "sum", -100, false)},
-          {{sample({}), sample({}, kInt64, 0, c - 1)}, args({c}, "mean", -100, false)}};
+          {{sample({}), sample({s}, kInt64, 0, c - 1), tw}, args({s, c}, "sum", -100, false)},
+          {{sample({}), sample({}, kInt64, 0, c - 1), tw}, args({c}, "mean", -100, false)}};
 }
 
 }  // namespace
@@ -313,18 +350,19 @@ void register_nll_loss_ops(Registry& registry) {
   OpInfo op;
   op.name = kOp;
   op.input_names = {"input", "target", "weight"};
-  op.linearity = Linearity::kLinearInFirst;
+  op.linearity = Linearity::kNone;  // the Partial rows are in nll_rows (total_weight stays R)
   op.meta = nll_meta;
   op.strategy = [](const OpSchema& s) {
     return nll_rows(s.input(0).ndim(), parse_nll_call(s, 0), false);
   };
-  op.kernel = single_output(nll_kernel);
+  op.kernel = nll_kernel;
   op.backward = nll_loss_grad;
-  op.saved_outputs = 1u;  // the weights' gradient of a mean reads the loss
+  // The input's gradient reads total_weight; the weights' gradient of a mean the loss too.
+  op.saved_outputs = 3u;
   op.samples = nll_samples;
   registry.add(std::move(op));
 
-  OpInfo grad = gradient_op("nll_loss_backward", {"grad", "target", "weight"});
+  OpInfo grad = gradient_op("nll_loss_backward", {"grad", "target", "total_weight", "weight"});
   grad.meta = nll_grad_meta;
   grad.strategy = [](const OpSchema& s) {
     return nll_rows(static_cast<int64_t>(s.arg<Shape>(0).size()), parse_nll_call(s, 1), true);

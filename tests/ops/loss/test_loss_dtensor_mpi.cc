@@ -385,9 +385,10 @@ TEST_CASE("dtensor nll_loss with class weights equals the full-tensor op for eve
 }
 
 TEST_CASE("dtensor nll_loss means, class- or batch-sharded: one op, no gather, gradients exact") {
-  // nll_loss is one registered op: its mean all-reduces (loss sum, W) together in the forward
-  // and W in the backward; a batch-sharded target adds the range check's all-reduce. The loss
-  // comes back Replicate, the gradient keeps the input's layout.
+  // nll_loss is one registered op: its mean all-reduces (loss sum, W, the range check's flag)
+  // together in the forward, and its backward divides by the forward's total_weight: ONE
+  // collective per forward + backward, batch- or class-sharded (it was 3 and 2 before W was
+  // kept). The loss comes back Replicate, the gradient keeps the input's layout.
   const int64_t w = dt::world_size();
   const int64_t n = 3 * w + 1, c = 2 * w + 1;
   const Tensor lp = tt::det_input({n, c}, 3, -3.0, 0.25);
@@ -415,7 +416,10 @@ TEST_CASE("dtensor nll_loss means, class- or batch-sharded: one op, no gather, g
       loss.backward();
       INFO(comm.str());
       CHECK(comm.count(dt::CollectiveKind::kAllGather) == 0);
-      if (w > 1) CHECK(comm.count(dt::CollectiveKind::kAllReduce) == (dim == 0 ? 3 : 2));
+      if (w > 1) {
+        CHECK(comm.total_count() == 1);
+        CHECK(comm.count(dt::CollectiveKind::kAllReduce) == 1);
+      }
       CHECK(loss.placements()[0].is_replicate());
       CHECK(tt::same_values(loss.to_local(), ref.to_local(), 1e-12));
       CHECK(dx.grad().placements()[0] == Shard(dim));
@@ -433,8 +437,13 @@ TEST_CASE("dtensor nll_loss: errors name nll_loss, a bad target raises on every 
   if (dt::world_rank() == 0) t[1] = 7;
   const DTensor target =
       DTensor::from_local(dt::from_vector<int64_t>(t, {2}), mesh, {Shard(0)}, false);
-  REQUIRE_THROWS_WITH(dt::nll_loss(dx, target),
-                      Catch::Contains("[nll_loss] target 7 out of range for 5 classes"));
+  // Every reduction (the mean's check travels in its (loss, W) all-reduce), on every rank.
+  const std::string raised = w > 1 ? " (raised on rank 0)" : "";
+  for (const Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    INFO("reduction " << dt::reduction_name(r));
+    REQUIRE_THROWS_WITH(dt::nll_loss(dx, target, r),
+                        Catch::Contains("[nll_loss] target 7 out of range for 5 classes" + raised));
+  }
   const DTensor good = dt::distribute_tensor(targets({2 * w}, 5), mesh, {Shard(0)}, std::nullopt);
   const DTensor bad_weight =
       dt::distribute_tensor(dt::ones({4}), mesh, {dt::Replicate()}, std::nullopt);
