@@ -32,38 +32,39 @@ Storage::Impl::~Impl() {
 }
 
 Storage Storage::allocate(size_t nbytes, Device device) {
+  // A capture or a replay in progress on this thread; null otherwise (eager allocation pays this
+  // call and two tests, as it paid the capture's note alone before).
+  const detail::AllocationHooks* hooks = detail::active_allocation_hooks();
+  if (hooks != nullptr && hooks->pool != nullptr) {
+    // A compiled step's replay: the storage of a value that died, kept for this allocation
+    // (never a meta one: a pool keeps only storages with memory).
+    Storage kept = hooks->pool->take(nbytes, device);
+    if (kept.defined()) {
+      if (hooks->recorder != nullptr) hooks->recorder->note_allocation(kept.id());
+      return kept;
+    }
+  }
+  Storage s;
+  s.impl_ = std::make_shared<Impl>();
+  s.impl_->nbytes = nbytes;
+  s.impl_->device = device;
   if (device.is_meta()) {
     // No memory and no deleter; meta_memory_stats counts what the CPU allocator would hold.
-    Storage s;
-    s.impl_ = std::make_shared<Impl>();
-    s.impl_->nbytes = nbytes;
-    s.impl_->device = device;
     const size_t rounded = detail::cpu_allocation_size(nbytes);
     s.impl_->ctx = reinterpret_cast<void*>(rounded);
     g_meta.add(static_cast<int64_t>(rounded));
     return s;
   }
-  const detail::AllocationHooks* hooks = detail::active_allocation_hooks();
-  Storage s;
-  if (hooks != nullptr && hooks->pool != nullptr) {
-    // A compiled step's replay: the storage of a value that died, kept for this allocation.
-    s = hooks->pool->take(nbytes, device);
+  if (device.is_cpu()) {
+    s.impl_->deleter = &detail::cpu_free;
+    // The rounded size travels in ctx so that cpu_free can keep memory_stats() exact.
+    s.impl_->ctx = reinterpret_cast<void*>(detail::cpu_allocation_size(nbytes));
+  } else {
+    s.impl_->deleter = &detail::cuda_free;
+    // The ordinal travels in ctx so that cuda_free can make the right device current.
+    s.impl_->ctx = reinterpret_cast<void*>(static_cast<intptr_t>(device.index));
   }
-  if (!s.defined()) {
-    s.impl_ = std::make_shared<Impl>();
-    s.impl_->nbytes = nbytes;
-    s.impl_->device = device;
-    if (device.is_cpu()) {
-      s.impl_->deleter = &detail::cpu_free;
-      // The rounded size travels in ctx so that cpu_free can keep memory_stats() exact.
-      s.impl_->ctx = reinterpret_cast<void*>(detail::cpu_allocation_size(nbytes));
-    } else {
-      s.impl_->deleter = &detail::cuda_free;
-      // The ordinal travels in ctx so that cuda_free can make the right device current.
-      s.impl_->ctx = reinterpret_cast<void*>(static_cast<intptr_t>(device.index));
-    }
-    s.impl_->data = s.allocate_data();
-  }
+  s.impl_->data = s.allocate_data();
   if (hooks != nullptr && hooks->recorder != nullptr) hooks->recorder->note_allocation(s.id());
   return s;
 }
