@@ -26,6 +26,7 @@
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/compare.h"
+#include "tests/common/env_test_util.h"
 
 namespace ck = dtensor::checkpoint;
 namespace nn = dtensor::nn;
@@ -557,10 +558,11 @@ TEST_CASE("checkpoint: a save over a checkpoint on a filesystem without RENAME_E
   const std::string dir = test_dir("no_exchange");
   if (dt::world_rank() == 0) std::filesystem::remove_all(dir);
   barrier();
-  ::setenv("DTENSOR_CKPT_NO_EXCHANGE", "1", 1);
-  ck::save({{"w", expected(shape, dt::kFloat32, 1, mesh, s0)}}, dir);
-  ck::save({{"w", expected(shape, dt::kFloat32, 2, mesh, s0)}}, dir);
-  ::unsetenv("DTENSOR_CKPT_NO_EXCHANGE");
+  {
+    const dt::test::ScopedEnv no_exchange("DTENSOR_CKPT_NO_EXCHANGE", "1");
+    ck::save({{"w", expected(shape, dt::kFloat32, 1, mesh, s0)}}, dir);
+    ck::save({{"w", expected(shape, dt::kFloat32, 2, mesh, s0)}}, dir);
+  }
   ck::StateDict t = {{"w", target(shape, dt::kFloat32, mesh, s0)}};
   ck::load(t, dir);
   CHECK(dt::equal(t[0].second.to_local(), expected(shape, dt::kFloat32, 2, mesh, s0).to_local()));
@@ -588,7 +590,7 @@ TEST_CASE("checkpoint: a load while a save replaces the checkpoint gets one of t
   const std::string dir = test_dir("replaced");
   const bool no_exchange = GENERATE(false, true);
   INFO("DTENSOR_CKPT_NO_EXCHANGE=" << no_exchange);
-  if (no_exchange) ::setenv("DTENSOR_CKPT_NO_EXCHANGE", "1", 1);
+  const dt::test::ScopedEnv env("DTENSOR_CKPT_NO_EXCHANGE", no_exchange ? "1" : nullptr);
   ck::save(state(1), dir);
 
   SECTION("replaced once: the load reads the new checkpoint") {
@@ -623,7 +625,6 @@ TEST_CASE("checkpoint: a load while a save replaces the checkpoint gets one of t
     ck::load(t, dir);
     CHECK(holds(t, v));
   }
-  ::unsetenv("DTENSOR_CKPT_NO_EXCHANGE");
 }
 
 TEST_CASE("checkpoint: a save interrupted before the commit leaves the old checkpoint",

@@ -14,6 +14,7 @@
 #include "dtensor/ops/conv/conv.h"
 #include "dtensor/ops/conv/detail/conv_onednn.h"
 #include "dtensor/tensor/error.h"
+#include "tests/common/env_test_util.h"
 #include "tests/common/local_op_test_util.h"
 
 namespace dt = dtensor;
@@ -23,26 +24,9 @@ using dt::Tensor;
 namespace {
 
 // Sets DTENSOR_CONV for the scope ("" unsets it), restoring the old value after.
-class ForceConv {
+class ForceConv : public dt::test::ScopedEnv {
  public:
-  explicit ForceConv(const char* value) {
-    const char* old = std::getenv("DTENSOR_CONV");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    set(value);
-  }
-  ~ForceConv() { set(had_ ? old_.c_str() : ""); }
-
- private:
-  static void set(const char* v) {
-    if (*v == '\0') {
-      unsetenv("DTENSOR_CONV");
-    } else {
-      setenv("DTENSOR_CONV", v, 1);
-    }
-  }
-  bool had_ = false;
-  std::string old_;
+  explicit ForceConv(const char* value) : ScopedEnv("DTENSOR_CONV", value) {}
 };
 
 struct Geometry {

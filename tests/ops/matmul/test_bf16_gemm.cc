@@ -18,6 +18,7 @@
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
+#include "tests/common/env_test_util.h"
 #include "tests/common/local_op_test_util.h"
 
 namespace dt = dtensor;
@@ -27,29 +28,9 @@ using dt::test::rand_tensor;
 namespace {
 
 // Sets DTENSOR_BF16_GEMM for the scope ("" unsets it), restoring the old value after.
-class ForceBackend {
+class ForceBackend : public dt::test::ScopedEnv {
  public:
-  explicit ForceBackend(const char* value) {
-    const char* old = std::getenv("DTENSOR_BF16_GEMM");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (*value == '\0') {
-      unsetenv("DTENSOR_BF16_GEMM");
-    } else {
-      setenv("DTENSOR_BF16_GEMM", value, 1);
-    }
-  }
-  ~ForceBackend() {
-    if (had_) {
-      setenv("DTENSOR_BF16_GEMM", old_.c_str(), 1);
-    } else {
-      unsetenv("DTENSOR_BF16_GEMM");
-    }
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
+  explicit ForceBackend(const char* value) : ScopedEnv("DTENSOR_BF16_GEMM", value) {}
 };
 
 // Whether oneDNN runs bf16 GEMMs here: always where dtensor chooses it; else (no AVX-512 BF16)
