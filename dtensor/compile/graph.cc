@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "dtensor/collectives/comm_worker.h"
+#include "dtensor/compile/detail/replay_pool.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::compiler {
@@ -36,6 +37,14 @@ void drop(Tensor& t) {
 }
 
 }  // namespace
+
+Graph::Graph() : pool_(std::make_unique<ReplayPool>()) {}
+
+Graph::~Graph() = default;
+
+int64_t Graph::kept_bytes() const {
+  return pool_->bytes();
+}
 
 std::string Graph::str() const {
   int64_t externals = 0;
@@ -149,7 +158,7 @@ void Graph::prepare_walk() const {
   // A replay never needs more kept storages than the values it makes.
   size_t produced = 0;
   for (const Value& v : values_) produced += v.kind == Value::Kind::kProduced ? 1 : 0;
-  pool_.set_limit(reuse_storages_ ? produced : 0);
+  pool_->set_limit(reuse_storages_ ? produced : 0);
   walk_ready_ = true;
 }
 
@@ -181,7 +190,7 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
   // This thread's allocations take the storages kept from earlier replays (and from values
   // dead earlier in this one) first; those of the communication thread do not (the pool is
   // this thread's alone).
-  const ReplayPoolScope pooled(reuse_storages_ ? &pool_ : nullptr);
+  const ReplayPoolScope pooled(reuse_storages_ ? pool_.get() : nullptr);
   auto land = [&](int32_t f) {
     Flight& flight = flights[static_cast<size_t>(f)];
     if (flight.work == nullptr) return;
@@ -189,7 +198,7 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
     flight.work = nullptr;
     const Node& n = nodes_[flight.node];
     AsyncBuffers& buf = async_bufs_[flight.node];
-    for (Tensor& t : buf.held) pool_.recycle(t);
+    for (Tensor& t : buf.held) pool_->recycle(t);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       if (n.outputs[o] != kNoValue) {
         slots[static_cast<size_t>(n.outputs[o])] = std::move(buf.outs[o]);
@@ -292,10 +301,10 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
       for (uint32_t d = 0; d < st.free_count; ++d) {
         const ValueId v = ids[st.free_begin + d];
         if (has_async_) ready(v);
-        pool_.recycle(slot[v]);
+        pool_->recycle(slot[v]);
       }
       if (!args.empty()) {
-        for (Tensor& t : args) pool_.recycle(t);  // the handed-over values end here
+        for (Tensor& t : args) pool_->recycle(t);  // the handed-over values end here
         args.clear();
       }
       if (profile != nullptr) {
@@ -326,7 +335,7 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
   for (size_t o = 0; o < outputs_.size(); ++o) {
     result.emplace_back(slots[static_cast<size_t>(outputs_[o])], output_specs_[o]);
   }
-  for (const int32_t v : walk_reset_) pool_.recycle(slots[static_cast<size_t>(v)]);
+  for (const int32_t v : walk_reset_) pool_->recycle(slots[static_cast<size_t>(v)]);
   return result;
 }
 

@@ -19,7 +19,6 @@
 #include <utility>
 #include <vector>
 
-#include "dtensor/compile/detail/replay_pool.h"
 #include "dtensor/core/distributed_tensor.h"
 
 namespace dtensor::compiler {
@@ -105,8 +104,15 @@ struct ReplayProfile {
   double free_seconds = 0;
 };
 
+class ReplayPool;  // detail/replay_pool.h
+
 class Graph {
  public:
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
   const std::vector<Value>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   // The values the step returned, with their specs (replay wraps them as DTensors).
@@ -122,7 +128,7 @@ class Graph {
   const GraphStats& stats() const { return stats_; }
   // The bytes of the storages the memory plan keeps between replays for the next one to reuse
   // (values that died at their last reader; see plan_memory).
-  int64_t kept_bytes() const { return pool_.bytes(); }
+  int64_t kept_bytes() const;
 
   // One line per node: "%7 = op mm(%3, %c1)  S(0), R -> S(0)", collectives after '|'.
   std::string str() const;
@@ -173,7 +179,8 @@ class Graph {
   // The memory plan is on: the storages of values that die go to pool_, which the replay's
   // allocations take them from, from replay to replay.
   bool reuse_storages_ = false;
-  mutable ReplayPool pool_;
+  // Never null; a pointer so that the (internal, not installed) pool stays out of this header.
+  std::unique_ptr<ReplayPool> pool_;
   bool has_async_ = false;             // a node is async (set by the scheduling pass)
   mutable std::vector<Tensor> slots_;  // run()'s value slots, kept from replay to replay
 
