@@ -235,7 +235,11 @@ WorkPtr submit_async(std::function<void()> task, bool capture_debug) {
 }
 
 WorkPtr submit_async(const Communicator& uses, std::function<void()> task, bool capture_debug) {
-  return submit(std::move(task), capture_debug, &uses);
+  // A communicator that orders across communicators (NCCL) may also use others behind its back
+  // (the NCCL backend's slot exchange runs on its MPI twin, which for the world is the CPU world
+  // communicator itself): its tasks hold back everything, as undeclared ones do.
+  return submit(std::move(task), capture_debug,
+                uses.orders_across_communicators() ? nullptr : &uses);
 }
 
 void drain_async() {

@@ -1,5 +1,6 @@
 #include "dtensor/tensor/storage.h"
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 
@@ -110,7 +111,12 @@ bool Storage::allocated(const Impl& i) {
 }
 
 bool Storage::sole_owner() const {
-  return impl_ != nullptr && impl_.use_count() == 1 && allocated(*impl_);
+  if (impl_ == nullptr || impl_.use_count() != 1 || !allocated(*impl_)) return false;
+  // use_count() is a relaxed read; the acquire fence pairs with the release of the last other
+  // reference (shared_ptr's decrement is acq_rel), so that thread's reads and writes of the
+  // memory happen before the caller's writes into it.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
 }
 
 bool Storage::try_swap_data(const Storage& other) const {

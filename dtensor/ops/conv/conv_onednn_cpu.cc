@@ -13,7 +13,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -119,7 +118,7 @@ Problem problem(const ConvGeometry& g) {
     p.pad_l[j] = g.pad[i];
     // What makes (im + pad_l + pad_r - span) / stride + 1 == col hold exactly (oneDNN's check):
     // smaller than pad_l where the last rows read no output (negative allowed down to
-    // 1 - stride), larger for a transposed conv's output_padding.
+    // 1 - stride), and pad_l - output_padding for a transposed conv's output_padding.
     p.pad_r[j] = (g.col[i] - 1) * g.stride[i] + (g.k[i] - 1) * g.dil[i] + 1 - g.im[i] - g.pad[i];
   }
   p.wei_nd = w;
@@ -253,8 +252,11 @@ std::shared_ptr<Conv> create(Pass pass, const ConvGeometry& g, bool with_bias) {
   return conv;
 }
 
-// The primitives built so far, by (pass, bias, thread count, geometry); null where oneDNN has
-// none (remembered too, so im2col is chosen without asking again).
+// The primitives built so far on this thread, by (pass, bias, thread count, geometry); null where
+// oneDNN has none (remembered too, so im2col is chosen without asking again). One cache per
+// thread: Debian's oneDNN is built without concurrent execution (DNNL_ENABLE_CONCURRENT_EXEC=OFF),
+// where a primitive with a library-managed scratchpad must run on the thread that created it and
+// never twice at once, so threads running convolutions side by side each build their own.
 class Cache {
  public:
   std::shared_ptr<Conv> get(Pass pass, const ConvGeometry& g, bool with_bias, int threads) {
@@ -263,7 +265,6 @@ class Cache {
     for (const auto* a : {&g.im, &g.col, &g.k, &g.stride, &g.pad, &g.dil}) {
       key.insert(key.end(), a->begin(), a->end());
     }
-    std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
     if (it != map_.end()) return it->second;
     // A bound on what a program with ever-changing shapes keeps (each entry holds oneDNN's
@@ -275,12 +276,13 @@ class Cache {
   }
 
  private:
-  std::mutex mu_;
   std::map<std::vector<int64_t>, std::shared_ptr<Conv>> map_;
 };
 
 Cache& cache() {
-  static Cache* c = new Cache();  // never destroyed: no oneDNN calls during static destruction
+  // Never destroyed: no oneDNN calls during thread or static destruction (a thread's entries are
+  // leaked when it ends; programs run convolutions on few, long-lived threads).
+  thread_local Cache* c = new Cache();
   return *c;
 }
 

@@ -485,7 +485,7 @@ Tensor window_backward(const Tensor& g, const WindowArgs& a, IntSpan in_shape) {
     for (int64_t& p : crop) p = -p;
     return dtensor::pad(g, crop, Scalar(0));
   }
-  detail::check_floating_input(a.op, g);
+  detail::check_floating_input(a.op, g, "grad_output");
   const int64_t lead = static_cast<int64_t>(in_shape.size()) - a.nd;
   const Tensor gp = planes(g, a.nd);
   const Taps fwd = window_taps(a, in_shape.subspan(lead));
@@ -495,7 +495,7 @@ Tensor window_backward(const Tensor& g, const WindowArgs& a, IntSpan in_shape) {
 }
 
 Tensor max_window_backward(const Tensor& g, const Tensor& indices, IntSpan in_shape, int64_t nd) {
-  detail::check_floating_input("max_pool_backward", g);
+  detail::check_floating_input("max_pool_backward", g, "grad_output");
   const int64_t lead = static_cast<int64_t>(in_shape.size()) - nd;
   const Tensor gp = planes(g, nd);
   Tensor out =
