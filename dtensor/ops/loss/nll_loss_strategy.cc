@@ -6,9 +6,10 @@
 // [N, d...] (or []): loss_i = -weight[t_i] * input[i, t_i], 0 where t_i is ignore_index; 'sum'
 // adds them, 'mean' divides the sum by W, the sum of weight[t_i] over the counted elements
 // (their count without weights; nothing counted gives 0 / 0 = NaN, as PyTorch). total_weight
-// is W for the mean (0-d, the input's dtype, Replicate), which the backward divides by instead
-// of reducing W again; 0 for 'sum' and 'none' (their backward does not read it).
-// Rows for one mesh dim (outputs | input, target, weight; total_weight is R in every row):
+// is W for the mean (0-d, the input's dtype or float32 for 16-bit inputs, Replicate), which the
+// backward divides by instead of reducing W again; 0 for 'sum' and 'none' (their backward does not
+// read it). Rows for one mesh dim (outputs | input, target, weight; total_weight is R in every
+// row):
 //   [P(sum) | S(class dim), R, S(0)]   loss parallel: each rank picks the targets that fall in
 //                                      its class block (0 elsewhere), the weights sharded like
 //                                      the classes; the sum over ranks is the loss, and the
@@ -74,6 +75,14 @@ NllCall parse_nll_call(const Ctx& c, int64_t first) {
           c.template arg<int64_t>(first + 1), c.template arg<bool>(first + 2)};
 }
 
+// total_weight's dtype: the input's, as PyTorch's, except float32 for 16-bit inputs: the mean's
+// backward divides by it, and W (a count of targets, or a sum of weights) overflows float16
+// above 65504 (every gradient would be 0) and loses bfloat16's low bits (the backward's scale
+// would differ from the forward's, which divides in double).
+DType total_weight_dtype(DType input) {
+  return input == DType::kFloat16 || input == DType::kBFloat16 ? DType::kFloat32 : input;
+}
+
 // The argument checks (the messages the composed DTensor nll_loss raised).
 OutputMetas nll_meta(const OpSchema& s) {
   const NllCall call = parse_nll_call(s, 0);
@@ -100,7 +109,8 @@ OutputMetas nll_meta(const OpSchema& s) {
              kOp, shape_str(w.shape()), dtype_name(w.dtype()), classes);
   }
   const bool none = call.reduction == Reduction::kNone;
-  return OutputMetas{TensorMeta(none ? t.shape() : Shape{}, x.dtype()), TensorMeta({}, x.dtype())};
+  return OutputMetas{TensorMeta(none ? t.shape() : Shape{}, x.dtype()),
+                     TensorMeta({}, total_weight_dtype(x.dtype()))};
 }
 
 // Where the operand `weight` (when given) sits: after input and target in nll_loss, after grad,
@@ -240,11 +250,12 @@ void nll_kernel(const KernelContext& c, Locals l, absl::Span<Tensor> out) {
   const bool cuda = l[0].device().is_cuda();
   const Tensor weight = call.has_weight ? l[kForwardWeight] : Tensor();
   const TensorOptions opts(x.dtype(), l[0].device());
+  const TensorOptions tw_opts(total_weight_dtype(x.dtype()), l[0].device());
   if (call.reduction == Reduction::kNone) {
     check_on_all_ranks(c.input_spec(1), scan_targets(l[1], classes, lb, call.has_weight).error);
     out[0] = cuda ? nll_loss_block_cuda(l[0], l[1], lb.layout, lb.block, weight, false)
                   : nll_loss_block_cpu(l[0], l[1], lb.layout, lb.block);
-    out[1] = zeros({}, opts);
+    out[1] = zeros({}, tw_opts);
     return;
   }
   std::string error;  // the first target out of range here
@@ -272,12 +283,12 @@ void nll_kernel(const KernelContext& c, Locals l, absl::Span<Tensor> out) {
     sum_over_shards(c, x, sums);
     if (sums[2] > 0) check_on_all_ranks(c.input_spec(1), error);
     out[0] = full({}, sums[0] / sums[1], opts);
-    out[1] = full({}, sums[1], opts);
+    out[1] = full({}, sums[1], tw_opts);
     return;
   }
   check_on_all_ranks(c.input_spec(1), error);
   out[0] = full({}, sums[0], opts);
-  out[1] = zeros({}, opts);
+  out[1] = zeros({}, tw_opts);
 }
 
 Tensor nll_grad_kernel(const KernelContext& c, Locals l) {

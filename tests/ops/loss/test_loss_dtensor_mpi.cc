@@ -14,6 +14,7 @@
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "tests/common/ops_dtensor_test_util.h"
 
@@ -425,6 +426,39 @@ TEST_CASE("dtensor nll_loss means, class- or batch-sharded: one op, no gather, g
       CHECK(dx.grad().placements()[0] == Shard(dim));
       CHECK(tt::same_values(dx.grad().full_tensor(), rx.grad().to_local(), 1e-12));
     }
+  }
+}
+
+TEST_CASE("dtensor nll_loss mean on 16-bit inputs: W above float16's range keeps the gradient") {
+  // The backward divides by the forward's total_weight; kept in float16 it would overflow to
+  // inf above 65504 counted targets (here 67500: every 4th of 90000 ignored) and every gradient
+  // would be 0, while the forward (which divides in double) stayed right. total_weight is float32
+  // for 16-bit inputs, so the gradient equals float32's within the 16-bit rounding.
+  const int64_t w = dt::world_size();
+  const int64_t n = 90000, c = 3;
+  const Tensor lp = tt::det_input({n, c}, 3, -3.0, 0.25);
+  const Tensor tg = targets({n}, c);
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  DTensor rx = dt::local_dtensor(lp.to(dt::kFloat32));
+  rx.requires_grad_();
+  const DTensor ref = dt::nll_loss(rx, dt::local_dtensor(tg), Reduction::kMean, -100, DTensor());
+  ref.backward();
+  for (dt::DType d : {dt::kFloat16, dt::kBFloat16}) {
+    INFO(dt::dtype_name(d));
+    DTensor dx = dt::distribute_tensor(lp.to(d), mesh, {Shard(0)}, std::nullopt);
+    dx.requires_grad_();
+    const DTensor dtg = dt::distribute_tensor(tg, mesh, {Shard(0)}, std::nullopt);
+    const DTensor loss = dt::nll_loss(dx, dtg, Reduction::kMean, -100, DTensor());
+    loss.backward();
+    const double rel = d == dt::kFloat16 ? 1e-3 : 8e-3;  // one rounding of the 16-bit type
+    const double want = ref.to_local().to(dt::kFloat64).item<double>();
+    CHECK(std::abs(loss.to_local().to(dt::kFloat64).item<double>() - want) <= rel * std::abs(want));
+    // Each counted element's gradient is -1 / W = -1.48e-5; the ignored ones 0.
+    const Tensor got = dx.grad().full_tensor().to(dt::kFloat64);
+    const Tensor exp = rx.grad().to_local().to(dt::kFloat64);
+    // float16 holds 1.48e-5 as a subnormal (steps of 6e-8), bfloat16 to 8 bits (steps of 6e-8).
+    CHECK(tt::same_values(got, exp, 1.2e-7));
+    CHECK(dt::amax(dt::abs(got)).item<double>() > 1e-5);
   }
 }
 
