@@ -39,11 +39,11 @@ class Storage {
   const void* id() const { return impl_.get(); }
   // Whether this handle is the only reference to memory the library allocated (not from_blob
   // memory, which its owner may still read): nothing else can observe a write into it, so a
-  // caller giving up the handle may let it be reused in place (DTensor::redistribute &&). The
-  // count is read relaxed: a reference dropped on another thread (a task of the communication
-  // thread) may be seen late, which only makes this false, and a writer that reads true then
-  // synchronises with that thread's earlier writes through the collective it issues (the
-  // communication thread drains earlier tasks first).
+  // caller giving up the handle may let it be reused in place (DTensor::redistribute &&, the
+  // compiled step's replay pool). A reference dropped on another thread (a task of the
+  // communication thread) may be seen late, which only makes this false; a true answer is
+  // followed by an acquire fence, so that thread's accesses to the memory happen before the
+  // caller's (storage.cc).
   bool sole_owner() const;
   // Version counter shared by every view of this memory: in-place DTensor ops bump it, and
   // autograd compares it with the value saved at forward time to refuse a backward that would
