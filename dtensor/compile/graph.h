@@ -127,7 +127,9 @@ class Graph {
   const std::vector<bool>& input_requires_grad() const { return input_requires_grad_; }
   const GraphStats& stats() const { return stats_; }
   // The bytes of the storages the memory plan keeps between replays for the next one to reuse
-  // (values that died at their last reader; see plan_memory).
+  // (values that died at their last reader; see plan_memory): after a replay, of each size at
+  // most what that replay needed at its start. empty_cpu_cache() and the graph's destruction
+  // free them.
   int64_t kept_bytes() const;
 
   // One line per node: "%7 = op mm(%3, %c1)  S(0), R -> S(0)", collectives after '|'.
@@ -232,8 +234,8 @@ void dedup_collectives(Graph& g, absl::Span<const Tensor> captured);
 // Computes the values each node is the last reader of, so replay drops them there, and the
 // peak bytes with and without that (GraphStats). A dropped value's storage, when nothing else
 // references it, is kept by the graph and reused by the next allocation of its size during this
-// or a later replay (ReplayPool; Graph::kept_bytes). Disabled: nothing is dropped before
-// the end, nothing is kept.
+// or a later replay (ReplayPool; Graph::kept_bytes), which keeps of each size only what the
+// last replay needed at its start. Disabled: nothing is dropped before the end, nothing is kept.
 void plan_memory(Graph& g, bool enabled);
 // A move of a value undone by the next move of its result (x -> y -> x, x not Partial: a gather
 // then a chunk of the same layout) gives x back: the second is dropped and its readers read x;

@@ -69,6 +69,8 @@ MemoryStats memory_stats() {
 }
 
 void empty_cpu_cache() {
+  // First the compiled steps' replay pools: their storages' large blocks land in the cache.
+  detail::release_storage_pools();
   BlockCache& c = block_cache();
   std::lock_guard<std::mutex> lock(c.mu);
   for (auto& [size, blocks] : c.free_blocks) {

@@ -15,8 +15,8 @@ struct MemoryStats {
   int64_t peak_bytes = 0;     // most held at once since start or the last reset
   int64_t allocations = 0;    // allocations since start or the last reset
   // Kept for reuse, not in current_bytes: freed large blocks, and the storages compiled steps
-  // keep between replays (dtensor/compile/graph.h, the memory plan; freed with their step, not
-  // by empty_cpu_cache()).
+  // keep between replays (dtensor/compile/graph.h, the memory plan; freed with their step and by
+  // empty_cpu_cache()).
   int64_t cached_bytes = 0;
 };
 
@@ -42,7 +42,9 @@ void reset_peak_meta_memory_stats();
 // At most DTENSOR_CPU_CACHE_MB MiB (read at first use; default 512; 0 turns the cache off) are
 // kept per process (0 by default in AddressSanitizer builds, so that a use after free is still
 // caught); a block freed beyond that goes back to the system. Thread-safe.
-// Gives every cached block back to the system (memory_stats().cached_bytes becomes 0).
+// Gives every cached block back to the system, and every compiled step's kept storages
+// (memory_stats().cached_bytes becomes 0; a step replaying on another thread meanwhile gives its
+// storages back when that replay ends).
 void empty_cpu_cache();
 
 }  // namespace dtensor

@@ -1,8 +1,12 @@
 #include "dtensor/tensor/storage.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "dtensor/tensor/detail/byte_counter.h"
 #include "dtensor/tensor/detail/capture_hook.h"
@@ -144,5 +148,70 @@ Storage Storage::from_blob(void* data, size_t nbytes, Device device, Deleter del
   s.impl_->ctx = ctx;
   return s;
 }
+
+namespace detail {
+namespace {
+// The live storage pools (release_storage_pools). Never destroyed: a pool may go during static
+// teardown.
+struct PoolRegistry {
+  std::mutex mu;
+  std::vector<StoragePool*> pools;
+};
+PoolRegistry& pool_registry() {
+  static auto* registry = new PoolRegistry();
+  return *registry;
+}
+}  // namespace
+
+void register_storage_pool(StoragePool* pool) {
+  PoolRegistry& r = pool_registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  r.pools.push_back(pool);
+}
+
+// Under the registry's lock: a release in progress on another thread ends before the pool goes.
+void unregister_storage_pool(StoragePool* pool) {
+  PoolRegistry& r = pool_registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  r.pools.erase(std::remove(r.pools.begin(), r.pools.end(), pool), r.pools.end());
+}
+
+void release_storage_pools() {
+  PoolRegistry& r = pool_registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  for (StoragePool* pool : r.pools) pool->release_or_defer();
+}
+
+// in_use_ is held by the replaying thread for its use and by a releasing thread for a release.
+// A release that finds the pool in use leaves a request; the user reads it after giving in_use_
+// back, and the releaser looks at in_use_ again after leaving it (both sequentially consistent:
+// at least one of them sees the other), so no request is lost.
+void StoragePool::begin_use() {
+  while (in_use_.exchange(true)) std::this_thread::yield();  // a release on another thread
+}
+
+void StoragePool::end_use() {
+  in_use_.store(false);
+  while (release_asked_.load() && !in_use_.exchange(true)) {
+    release_asked_.store(false);
+    release_all();
+    in_use_.store(false);
+  }
+}
+
+void StoragePool::release_or_defer() {
+  for (;;) {
+    if (!in_use_.exchange(true)) {
+      release_asked_.store(false);
+      release_all();
+      in_use_.store(false);
+      return;
+    }
+    release_asked_.store(true);
+    if (in_use_.load()) return;  // its end_use releases it
+  }
+}
+
+}  // namespace detail
 
 }  // namespace dtensor

@@ -4,11 +4,14 @@
 // changed op sequence is detected, host scalars are guarded on their values, what cannot be
 // captured is refused with a clear error, and the passes do what they claim (one collective per
 // moved value; memory freed at last use). Cross-rank agreement: test_compile_agree_mpi.cc.
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dtensor/dtensor.h"
@@ -639,13 +642,14 @@ TEST_CASE("memory plan: replay frees values at their last use", "[compile]") {
   keep.memory_plan = false;
   dt::CompiledStep step_unplanned =
       dt::compile([&](const dt::DTensorList& batch) { return unplanned.step(batch); }, keep);
-  for (int i = 0; i < 2; ++i) {
+  const auto all_steps = [&](int i) {
     const dt::DTensorList batch = make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, i);
     eager.step(batch);
     step(batch);
     step_unplanned(batch);
-  }
-  const dt::DTensorList batch = make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, 2);
+  };
+  for (int i = 0; i < 4; ++i) all_steps(i);  // a capture, then replays
+  const dt::DTensorList batch = make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, 4);
   // The most bytes held by tensors during f beyond those held before it. The storages a graph
   // keeps between replays count as cached, as the allocator's own cache does (PyTorch's
   // memory_allocated vs memory_reserved); taken back by a replay they count as held again.
@@ -657,22 +661,85 @@ TEST_CASE("memory plan: replay frees values at their last use", "[compile]") {
   };
   const int64_t eager_peak = peak_of([&] { eager.step(batch); });
   const int64_t cached_before = dt::memory_stats().cached_bytes;
-  const int64_t kept = step.graph().kept_bytes();
+  const int64_t kept_before = step.graph().kept_bytes();
+  const int64_t held_before = dt::memory_stats().current_bytes;
   const int64_t replay_peak = peak_of([&] { step(batch); });
+  // What the compiled step holds beyond its resting state (the eager step's: the same model,
+  // gradients and optimizer state) after a replay: the bytes the replay left held, plus the
+  // storages kept for the next replay.
+  const int64_t kept = step.graph().kept_bytes();
+  const int64_t held_and_kept = dt::memory_stats().current_bytes - held_before + kept;
   const int64_t unplanned_peak = peak_of([&] { step_unplanned(batch); });
+  INFO("peak bytes: eager " << eager_peak << ", replay " << replay_peak << " (" << kept
+                            << " kept after it, " << kept_before << " before), replay without "
+                            << "plan " << unplanned_peak << "; held and kept after the replay "
+                            << held_and_kept);
   // The plan keeps storages from replay to replay (counted as cached); without it none.
   CHECK(kept > 0);
-  CHECK(cached_before >= kept);
-  CHECK(step.graph().kept_bytes() == kept);
+  CHECK(cached_before >= kept_before);
+  CHECK(kept == kept_before);  // each replay needs what the last one did
   CHECK(step_unplanned.graph().kept_bytes() == 0);
-  INFO("peak bytes: eager " << eager_peak << ", replay " << replay_peak << " (" << kept
-                            << " kept between replays), replay without plan " << unplanned_peak);
   CHECK(replay_peak <= eager_peak);
   CHECK(replay_peak < unplanned_peak);
+  // Bounded: a replay keeps of each size only what it needed at its start (here that is what
+  // it kept already: the pool was at its bound).
+  CHECK(held_and_kept <= kept_before);
   const dt::compiler::GraphStats& s = step.graph().stats();
   CHECK(s.peak_bytes_planned < s.peak_bytes_unplanned);
   require_same_parameters(compiled.model, eager.model);
   require_same_parameters(unplanned.model, eager.model);
+  // empty_cpu_cache() releases the kept storages (with the allocator's own cache); the next
+  // replay allocates afresh and keeps again, still bit for bit the eager step.
+  dt::empty_cpu_cache();
+  CHECK(step.graph().kept_bytes() == 0);
+  CHECK(dt::memory_stats().cached_bytes == 0);
+  all_steps(5);
+  CHECK(step.graph().kept_bytes() == kept);
+  require_same_parameters(compiled.model, eager.model);
+}
+
+TEST_CASE(
+    "memory plan: a graph's kept storages go with it, and with empty_cpu_cache() called "
+    "on another thread during replays",
+    "[compile]") {
+  const nn::TransformerConfig cfg = small_config();
+  Trainer eager(cfg, true), compiled(cfg, true);
+  {
+    dt::CompiledStep step =
+        dt::compile([&](const dt::DTensorList& batch) { return compiled.step(batch); });
+    // Another thread empties the caches again and again: a pool replaying is released when its
+    // replay ends, never under it.
+    std::atomic<bool> stop{false};
+    std::thread releaser([&] {
+      while (!stop.load()) {
+        dt::empty_cpu_cache();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    for (int i = 0; i < 12; ++i) {
+      const dt::DTensorList batch = make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, i);
+      const double want = scalar(eager.step(batch)[0]);
+      CHECK(scalar(step(batch)[0]) == want);
+    }
+    stop.store(true);
+    releaser.join();
+    require_same_parameters(compiled.model, eager.model);
+    step(make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, 12));
+    eager.step(make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, 12));
+    const int64_t kept = step.graph().kept_bytes();
+    REQUIRE(kept > 0);
+    const int64_t cached = dt::memory_stats().cached_bytes;
+    REQUIRE(cached >= kept);
+    dt::empty_cpu_cache();  // the allocator's own cache too, so that what remains is the graph's
+    CHECK(dt::memory_stats().cached_bytes == 0);
+    step(make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, 13));
+    eager.step(make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, 13));
+    REQUIRE(step.graph().kept_bytes() == kept);
+  }
+  // The step (its graph) destroyed: nothing of it is kept (its storages are below the
+  // allocator's large-block size, so none went to the allocator's cache either).
+  CHECK(dt::memory_stats().cached_bytes == 0);
+  require_same_parameters(compiled.model, eager.model);
 }
 
 TEST_CASE("a replay whose optimizer was destroyed raises instead of touching it", "[compile]") {

@@ -10,6 +10,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -22,7 +23,7 @@ namespace dtensor::compiler {
 
 class ReplayPool final : public dtensor::detail::StoragePool {
  public:
-  ReplayPool() = default;
+  ReplayPool() { dtensor::detail::register_storage_pool(this); }
   ~ReplayPool() override;
   ReplayPool(const ReplayPool&) = delete;
   ReplayPool& operator=(const ReplayPool&) = delete;
@@ -33,13 +34,19 @@ class ReplayPool final : public dtensor::detail::StoragePool {
   void recycle(Tensor& t);
   // A kept storage of exactly `nbytes` on `device`, or an undefined one.
   Storage take(size_t nbytes, Device device) override;
+  // The end of a replay: keeps of each size at most the storages that replay needed at its
+  // start (the most it drew from the pool at once, counting the allocations the pool could not
+  // serve), and frees the rest: a pool holds no storage a replay like the last one would not
+  // take. Called by ReplayPoolScope.
+  void trim();
   // At most this many storages are kept (a graph's produced values: a replay never needs more).
   void set_limit(size_t limit) { limit_ = limit; }
   size_t limit() const { return limit_; }
   // The bytes of the storages kept now (between replays: memory_stats() counts them as cached).
-  int64_t bytes() const { return bytes_; }
+  int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
+  void release_all() override;
   struct Key {
     size_t nbytes;
     Device device;
@@ -49,21 +56,39 @@ class ReplayPool final : public dtensor::detail::StoragePool {
       return H::combine(std::move(h), k.nbytes, static_cast<int>(k.device.type), k.device.index);
     }
   };
-  absl::flat_hash_map<Key, std::vector<Storage>> kept_;
+  struct SizeClass {
+    std::vector<Storage> kept;
+    // Since the replay began: storages asked for (served or not) minus storages kept, and the
+    // most of that, the number the replay needed at its start (trim).
+    int64_t drawn = 0, most_drawn = 0;
+  };
+  // Frees kept storages from the back of `c` until it keeps `keep`.
+  void shrink(const Key& key, SizeClass& c, size_t keep);
+  absl::flat_hash_map<Key, SizeClass> classes_;
   size_t count_ = 0, limit_ = 0;
-  int64_t bytes_ = 0;
+  std::atomic<int64_t> bytes_{0};  // read by kept_bytes() on any thread
 };
 
-// Installs a pool as this thread's for the scope (Graph::run's walk; nullptr: none), then puts
-// back the one it replaced.
+// Installs a pool as this thread's for the scope (Graph::run's walk; nullptr: none), then trims
+// it (ReplayPool::trim), ends its use (which releases it if empty_cpu_cache() asked meanwhile)
+// and puts back the pool it replaced.
 class ReplayPoolScope {
  public:
-  explicit ReplayPoolScope(ReplayPool* pool) : previous_(dtensor::detail::set_storage_pool(pool)) {}
-  ~ReplayPoolScope() { dtensor::detail::set_storage_pool(previous_); }
+  explicit ReplayPoolScope(ReplayPool* pool) : pool_(pool) {
+    if (pool_ != nullptr) pool_->begin_use();
+    previous_ = dtensor::detail::set_storage_pool(pool);
+  }
+  ~ReplayPoolScope() {
+    dtensor::detail::set_storage_pool(previous_);
+    if (pool_ == nullptr) return;
+    pool_->trim();
+    pool_->end_use();
+  }
   ReplayPoolScope(const ReplayPoolScope&) = delete;
   ReplayPoolScope& operator=(const ReplayPoolScope&) = delete;
 
  private:
+  ReplayPool* pool_;
   dtensor::detail::StoragePool* previous_;  // an outer replay's (a node calling user code)
 };
 
