@@ -16,7 +16,9 @@
 #include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/pool/pool.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/scan/scan.h"
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/compare.h"
@@ -40,6 +42,15 @@ TEST_CASE("bad input: DTensor op with mixed dtypes") {
   REQUIRE_THROWS_WITH(cat({a, b}, 0), Contains("[cat]") && Contains("int32"));
   REQUIRE_THROWS_WITH(softmax(make(mesh, {w, 3}, kInt64, {Shard(0)}), 1),
                       Contains("softmax") && Contains("int64"));
+  // Ops with no integer meaning name the argument and the dtypes they take, as the Tensor ops.
+  const DTensor ints = make(mesh, {w, 2, 4, 4}, kInt64, {Shard(0)});
+  REQUIRE_THROWS_WITH(max_pool2d(ints, {2}),
+                      Contains("[max_pool2d_with_indices] expected a floating input, got int64 "
+                               "(argument self: float32, float64, float16 or bfloat16"));
+  REQUIRE_THROWS_WITH(
+      logcumsumexp(ints, 1),
+      Contains("[logcumsumexp] expected a floating input, got int64 (argument self:"));
+  CHECK(pad(ints, {1, 1}).dtype() == kInt64);  // constant padding takes any dtype
   world_communicator()->barrier()->wait();
 }
 

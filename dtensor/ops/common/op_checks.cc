@@ -10,10 +10,14 @@ void check_defined(std::string_view op, const Tensor& t, std::string_view arg) {
 
 void check_floating_input(std::string_view op, const Tensor& t, std::string_view arg) {
   check_defined(op, t, arg);
-  DT_CHECK(is_floating(t.dtype()),
+  check_floating_dtype(op, t.dtype(), arg);
+}
+
+void check_floating_dtype(std::string_view op, DType dtype, std::string_view arg) {
+  DT_CHECK(is_floating(dtype),
            "[%s] expected a floating input, got %s (argument %s: float32, float64, float16 or "
            "bfloat16; cast it first)",
-           op, dtype_name(t.dtype()), arg);
+           op, dtype_name(dtype), arg);
 }
 
 void check_same_device(std::string_view op, const Tensor& self, const Tensor& other,

@@ -3,6 +3,7 @@
 // (loss_cuda.cu).
 #include "dtensor/ops/loss/loss.h"
 
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/loss/detail/loss_cpu.h"
 #include "dtensor/ops/loss/detail/loss_cuda.h"
 #include "dtensor/ops/loss/detail/pointwise_loss.h"
@@ -15,19 +16,17 @@ namespace {
 using detail::LossLayout;
 
 void check_target(const Tensor& target, const char* op) {
-  DT_CHECK(target.defined(), "[%s] expected a defined target tensor", op);
+  detail::check_defined(op, target, "target");
   DT_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32,
-           "[%s] expected an int64 (or int32) target, got %s", op, dtype_name(target.dtype()));
+           "[%s] argument target has dtype %s, expected int64 or int32", op,
+           dtype_name(target.dtype()));
 }
 
 LossLayout check_loss_args(const Tensor& input, const Tensor& target, const char* op) {
-  DT_CHECK(input.defined(), "[%s] expected a defined input tensor", op);
+  detail::check_defined(op, input, "input");
   check_target(target, op);
-  DT_CHECK(input.device() == target.device(),
-           "[%s] expected input and target on the same device, got %s and %s", op,
-           input.device().str(), target.device().str());
-  DT_CHECK(is_floating(input.dtype()), "[%s] expected a floating input, got %s", op,
-           dtype_name(input.dtype()));
+  detail::check_same_device(op, input, target, "target");
+  detail::check_floating_dtype(op, input.dtype(), "input");
   DT_CHECK(input.dim() >= 1,
            "[%s] expected an input of shape [C], [N, C] or [N, C, d1, ...], "
            "got a 0-d tensor",

@@ -16,6 +16,7 @@
 
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/pool/detail/pool_backward.h"
@@ -96,9 +97,9 @@ void register_forward(Registry& r, const Spec& spec) {
   op.meta = [spec, max](const OpSchema& s) {
     const WindowArgs a = parse(spec, s.args());
     const DTensorSpec& in = s.input(0);
-    DT_CHECK(is_floating(in.dtype()) ||
-                 (a.kind == WindowKind::kPad && a.mode == detail::PadMode::kConstant),
-             "[%s] expected a floating input, got %s", spec.name, dtype_name(in.dtype()));
+    if (a.kind != WindowKind::kPad || a.mode != detail::PadMode::kConstant) {
+      detail::check_floating_dtype(spec.name, in.dtype());
+    }
     Shape out = detail::window_out_shape(a, in.shape());
     if (!max) return OutputMetas{TensorMeta(std::move(out), in.dtype())};
     return OutputMetas{TensorMeta(out, in.dtype()), TensorMeta(out, kInt64)};

@@ -13,6 +13,7 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/ops/common/detail/cumprod_backward.h"
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/register_all.h"
@@ -141,9 +142,7 @@ void register_cumulative(Registry& r, const char* name, detail::ScanOp scan, Lin
   op.meta = [scan](const OpSchema& s) {
     op_dim(s, 0);
     const DType in = s.input(0).dtype();
-    DT_CHECK(scan != detail::ScanOp::kLogSumExp || is_floating(in),
-             "[%s] expected a floating input (float32, float64, float16, bfloat16), got %s",
-             s.name(), dtype_name(in));
+    if (scan == detail::ScanOp::kLogSumExp) detail::check_floating_dtype(s.name(), in);
     return OutputMetas{TensorMeta(s.input(0).shape(), is_floating(in) ? in : kInt64)};
   };
   op.strategy = [](const OpSchema& s) {

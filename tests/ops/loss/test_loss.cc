@@ -174,12 +174,15 @@ TEST_CASE("loss errors name the op, the value and what was expected") {
   REQUIRE_THROWS_WITH(dt::cross_entropy(x, dt::zeros({4}, dt::kInt64)),
                       Contains("[cross_entropy] target of shape [4] does not match input of "
                                "shape [3, 5] (expected target shape [3])"));
-  REQUIRE_THROWS_WITH(dt::cross_entropy(x, dt::zeros({3})),
-                      Contains("[cross_entropy] expected an int64 (or int32) target, got float32"));
+  REQUIRE_THROWS_WITH(
+      dt::cross_entropy(x, dt::zeros({3})),
+      Contains("[cross_entropy] argument target has dtype float32, expected int64 or int32"));
   REQUIRE_THROWS_WITH(dt::cross_entropy(x, dt::zeros({3}, dt::kInt64), Reduction::kMean, -100, 1.5),
                       Contains("[cross_entropy] label_smoothing must be in [0, 1], got 1.5"));
   REQUIRE_THROWS_WITH(dt::nll_loss(dt::zeros({3, 5}, dt::kInt64), dt::zeros({3}, dt::kInt64)),
-                      Contains("[nll_loss] expected a floating input, got int64"));
+                      Contains("[nll_loss] expected a floating input, got int64 (argument input:"));
+  REQUIRE_THROWS_WITH(dt::nll_loss(x, Tensor()),
+                      Contains("[nll_loss] argument target is an undefined tensor"));
   REQUIRE_THROWS_WITH(
       dt::reduce_loss(dt::zeros({2}), dt::zeros({3}, dt::kInt64), Reduction::kSum),
       Contains("[reduce_loss] losses of shape [2] do not match target of shape [3]"));

@@ -15,6 +15,9 @@ void check_defined(std::string_view op, const Tensor& t, std::string_view arg);
 // integer meaning (mean, gelu, max_pool2d) ask the caller to cast.
 void check_floating_input(std::string_view op, const Tensor& t, std::string_view arg = "self");
 
+// The same dtype check on a dtype alone (the DTensor ops' meta functions, which see specs).
+void check_floating_dtype(std::string_view op, DType dtype, std::string_view arg = "self");
+
 // Throws when `other` lives on a different device than `self`, naming the argument.
 void check_same_device(std::string_view op, const Tensor& self, const Tensor& other,
                        std::string_view arg);
