@@ -171,7 +171,9 @@ def dispatch_section(res, tg):
     if counts:
         out += [
             "Instructions per cache-hit call (callgrind, instrumentation on only around the loop; "
-            "(I(4000 calls) - I(2000 calls)) / 2000):",
+            "(I(4000 calls) - I(2000 calls)) / 2000; glibc's malloc/free internals left out, here "
+            "and in the recording table: they vary by hundreds a call with the heap's layout, "
+            "results/callgrind_detail.txt keeps them):",
             "",
             "| op | DTensor call | local op | DTensor layer |",
             "|---|---:|---:|---:|",

@@ -77,37 +77,53 @@ run cache "$B/dispatch/bench_cache" --steps 100 --json "$RES/bench_cache.jsonl"
 # Instructions per cache-hit dispatch: callgrind counts N and 2N calls (instrumentation only
 # around the loop); (I(2N) - I(N)) / N with N = 2000, for the DTensor op and for the same local
 # op (with N = 1000 the first calls' heap growth showed up as +-900 instructions on add).
+# glibc's malloc/free internals are left out (benchmarks/dispatch/callgrind_count.py): their
+# path length follows the heap's layout and varied by up to ~700 instructions a call between
+# runs of one binary, the rest within a few; callgrind_detail.txt keeps the total and the
+# allocator's share ("op mode total allocator rest").
 : >"$RES/callgrind.txt"
+: >"$RES/callgrind_detail.txt"
+# cg_count OUT FILE ARGS...: instructions "TOTAL ALLOCATOR" of bench_dispatch ARGS under callgrind.
+cg_count() {
+  local f=$1
+  shift
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$f" \
+    "$B/dispatch/bench_dispatch" "$@" >/dev/null 2>&1 || true
+  [ -s "$f" ] && python3 "$ROOT/benchmarks/dispatch/callgrind_count.py" "$f"
+  rm -f "$f"
+}
 if [ "$CALLGRIND" != 0 ] && command -v valgrind >/dev/null; then
   echo "valgrind --tool=callgrind --instr-atstart=no $(rel "$B")/dispatch/bench_dispatch" \
     "--callgrind OP --calls N [--local], OP in ${CALLGRIND_OPS:-add mul mm sum transpose}," \
-    "N = 2000 and 4000" >>"$RES/commands.txt"
+    "N = 2000 and 4000; glibc allocator excluded (benchmarks/dispatch/callgrind_count.py)" \
+    >>"$RES/commands.txt"
+  cg_out=$(mktemp /tmp/dtensor_callgrind.XXXXXX)
   for op in ${CALLGRIND_OPS:-add mul mm sum transpose}; do
     "$B/dispatch/bench_dispatch" --callgrind "$op" --calls 1 >/dev/null 2>&1 || continue
     for mode in dtensor local; do
       flag=""
       [ "$mode" = local ] && flag="--local"
-      counts=()
-      for n in 2000 4000; do
-        out=$(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/dev/null \
-          "$B/dispatch/bench_dispatch" --callgrind "$op" --calls "$n" $flag 2>&1 || true)
-        counts+=("$(echo "$out" | sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tail -1)")
+      # The plain cache-hit call, then the same call recorded by autograd (dtensor) vs not
+      # (local): the recording's count.
+      for kind in "" record-; do
+        rec=""
+        [ -n "$kind" ] && rec="--record"
+        # shellcheck disable=SC2086
+        c1=$(cg_count "$cg_out" --callgrind "$op" $rec --calls 2000 $flag)
+        # shellcheck disable=SC2086
+        c2=$(cg_count "$cg_out" --callgrind "$op" $rec --calls 4000 $flag)
+        if [ -n "$c1" ] && [ -n "$c2" ]; then
+          read -r t1 a1 <<<"$c1"
+          read -r t2 a2 <<<"$c2"
+          total=$(((t2 - t1) / 2000))
+          alloc=$(((a2 - a1) / 2000))
+          echo "$kind$op $mode $((total - alloc))" | tee -a "$RES/callgrind.txt"
+          echo "$kind$op $mode $total $alloc $((total - alloc))" >>"$RES/callgrind_detail.txt"
+        fi
       done
-      if [ -n "${counts[0]}" ] && [ -n "${counts[1]}" ]; then
-        echo "$op $mode $(((counts[1] - counts[0]) / 2000))" | tee -a "$RES/callgrind.txt"
-      fi
-      # The same call recorded by autograd (dtensor) vs not (local): the recording's count.
-      counts=()
-      for n in 2000 4000; do
-        out=$(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/dev/null \
-          "$B/dispatch/bench_dispatch" --callgrind "$op" --record --calls "$n" $flag 2>&1 || true)
-        counts+=("$(echo "$out" | sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tail -1)")
-      done
-      if [ -n "${counts[0]}" ] && [ -n "${counts[1]}" ]; then
-        echo "record-$op $mode $(((counts[1] - counts[0]) / 2000))" | tee -a "$RES/callgrind.txt"
-      fi
     done
   done
+  rm -f "$cg_out"
 fi
 
 run collective_check $MPIRUN -np "$NP" "$B/collectives/bench_collective_check" \

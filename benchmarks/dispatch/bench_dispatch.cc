@@ -6,7 +6,8 @@
 //   bench_dispatch --callgrind OP --calls N [--local] [--record]
 //       runs N calls of OP (after warm-up) with callgrind instrumentation switched on only
 //       around the loop (valgrind --tool=callgrind --instr-atstart=no); scripts/bench.sh runs
-//       N and 2N and divides the difference of the instruction counts by N. --record: the
+//       N and 2N and divides the difference of the instruction counts by N, glibc's allocator
+//       left out (callgrind_count.py: its count varies with the heap's layout). --record: the
 //       autograd-recording cases (OP recorded; with --local the same call unrecorded).
 //
 // Per call: median / p10 / p90 over batches of --batch calls. overhead = DTensor - local;
