@@ -37,12 +37,18 @@ function(dtensor_add_library layer)
   set_property(GLOBAL APPEND PROPERTY DTENSOR_LAYER_TARGETS ${target})
 endfunction()
 
-# dtensor_add_test(<name> SOURCES ... DEPS ... [LABELS unit])
+# dtensor_add_test(<name> SOURCES ... DEPS ... [LABELS unit] [SKIP_MARKER])
 #   A single-process Catch2 test; each TEST_CASE becomes one ctest entry.
+#   SKIP_MARKER: an entry whose output holds "[skipped]" is reported as skipped, not passed (a
+#   case that checks nothing where what it needs, e.g. a run-time loaded library, is missing).
 function(dtensor_add_test name)
-  cmake_parse_arguments(A "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(A "SKIP_MARKER" "" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT A_LABELS)
     set(A_LABELS unit)
+  endif()
+  set(skip)
+  if(A_SKIP_MARKER)
+    set(skip SKIP_REGULAR_EXPRESSION "\\[skipped\\]")
   endif()
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE dtensor_catch_main ${A_DEPS})
@@ -50,7 +56,7 @@ function(dtensor_add_test name)
   # (a ";" in a test name once split entries that then ran nothing).
   catch_discover_tests(${name} TEST_PREFIX "${name}: " EXTRA_ARGS --warn NoTests
                        PROPERTIES LABELS "${A_LABELS}" TIMEOUT 300
-                       SKIP_RETURN_CODE 77)
+                       SKIP_RETURN_CODE 77 ${skip})
 endfunction()
 
 # dtensor_add_mpi_test(<name> SOURCES ... DEPS ... [RANKS 1 2 4 8] [ARGS ...] [TIMEOUT s]
