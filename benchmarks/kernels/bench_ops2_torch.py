@@ -4,12 +4,15 @@
     env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
         /root/venv/bin/python benchmarks/kernels/bench_ops2_torch.py \
         --dtensor build/benchmarks/kernels/bench_ops2 [--min-seconds 0.4] [--only SUBSTRING] \
-        [--halo-ranks 2] [--doc docs/PERFORMANCE.md]
+        [--pairs N] [--halo-ranks 2] [--doc docs/PERFORMANCE.md]
 
 Runs bench_ops2 (when --dtensor is given), then the same ops with torch (forward under
 torch.no_grad(); forward + backward with the output's backward(ones), the inputs' gradients
 cleared before each run), and prints one row per case: dtensor ms, PyTorch ms, ratio
 (dtensor / PyTorch; the target is <= 1.0). Medians over runs filling --min-seconds.
+--pairs N: N such pairs in turn (the machine's speed drifts between a whole run of ours and a
+whole run of PyTorch's): the medians over the pairs, the median of the per-pair ratios and
+their range.
 --halo-ranks N (with --dtensor): also `mpiexec -np N bench_ops2 --halo` (a height-sharded conv,
 halo exchange vs gather). --doc PATH: writes the "Op coverage II" section of PATH (between its
 markers, kept by make_report.py) with the machine, the load average before and after, the
@@ -111,32 +114,23 @@ def cpu_model():
     return "?"
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dtensor", help="path of bench_ops2 (run first, side by side)")
-    ap.add_argument("--min-seconds", type=float, default=0.4)
-    ap.add_argument("--only", default="")
-    ap.add_argument("--halo-ranks", type=int, default=0)
-    ap.add_argument("--doc", default="")
-    ap.add_argument("--notes", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                    "bench_ops2_notes.md"),
-                    help="markdown written under 'Why (misses and observations)' with --doc")
-    a = ap.parse_args()
-    torch.set_num_threads(1)
-    load_before = load()
+def run_ours(a):
+    """bench_ops2's medians: {(case, pass): ms}."""
     ours = {}
-    if a.dtensor:
-        cmd = [a.dtensor, "--min-seconds", str(a.min_seconds)]
-        if a.only:
-            cmd += ["--only", a.only]
-        text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        for line in text.splitlines():
-            m = re.match(r"^(.{40}) (\S+)\s+([\d.]+) ms", line)
-            if m:
-                ours[(m.group(1).strip(), m.group(2))] = float(m.group(3))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
-    print(f"{'case':40} {'pass':8} {'dtensor ms':>11} {'PyTorch ms':>11} {'ratio':>7}")
-    rows = []
+    cmd = [a.dtensor, "--min-seconds", str(a.min_seconds)]
+    if a.only:
+        cmd += ["--only", a.only]
+    text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    for line in text.splitlines():
+        m = re.match(r"^(.{40}) (\S+)\s+([\d.]+) ms", line)
+        if m:
+            ours[(m.group(1).strip(), m.group(2))] = float(m.group(3))
+    return ours
+
+
+def run_theirs(a):
+    """PyTorch's medians of the same cases: [(case, pass, ms)] in bench order."""
+    out = []
     for name, fn, leaves in cases():
         if a.only and a.only not in name:
             continue
@@ -154,12 +148,56 @@ def main():
             fn().backward(g)
 
         for label, f in (("fwd", fwd), ("fwd+bwd", fwd_bwd)):
-            theirs = median_ms(f, a.min_seconds)
-            mine = ours.get((name, label))
-            rows.append((name, label, mine, theirs))
-            ratio = f"{mine / theirs:7.2f}" if mine is not None else "      -"
-            mine_s = f"{mine:11.3f}" if mine is not None else "          -"
-            print(f"{name:40} {label:8} {mine_s} {theirs:11.3f} {ratio}", flush=True)
+            out.append((name, label, median_ms(f, a.min_seconds)))
+    return out
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtensor", help="path of bench_ops2 (run first, side by side)")
+    ap.add_argument("--min-seconds", type=float, default=0.4)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--pairs", type=int, default=1,
+                    help="runs of (bench_ops2, then PyTorch), in turn; the ratio is the median "
+                         "of the per-pair ratios, printed with their range")
+    ap.add_argument("--halo-ranks", type=int, default=0)
+    ap.add_argument("--doc", default="")
+    ap.add_argument("--notes", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                    "bench_ops2_notes.md"),
+                    help="markdown written under 'Why (misses and observations)' with --doc")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    load_before = load()
+    mine_runs, theirs_runs = {}, {}  # (case, pass) -> ms per pair
+    order = []
+    for _ in range(max(1, a.pairs)):
+        ours = run_ours(a) if a.dtensor else {}
+        for name, label, ms in run_theirs(a):
+            if (name, label) not in theirs_runs:
+                order.append((name, label))
+            theirs_runs.setdefault((name, label), []).append(ms)
+            if (name, label) in ours:
+                mine_runs.setdefault((name, label), []).append(ours[(name, label)])
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+          f"{max(1, a.pairs)} pair(s)")
+    print(f"{'case':40} {'pass':8} {'dtensor ms':>11} {'PyTorch ms':>11} {'ratio':>7}")
+    rows = []
+    for key in order:
+        name, label = key
+        theirs = median(theirs_runs[key])
+        mine = median(mine_runs[key]) if key in mine_runs else None
+        ratios = [m / t for m, t in zip(mine_runs.get(key, []), theirs_runs[key])]
+        rows.append((name, label, mine, theirs, ratios))
+        ratio = f"{median(ratios):7.2f}" if ratios else "      -"
+        spread = f"  [{min(ratios):.2f}, {max(ratios):.2f}]" if len(ratios) > 1 else ""
+        mine_s = f"{mine:11.3f}" if mine is not None else "          -"
+        print(f"{name:40} {label:8} {mine_s} {theirs:11.3f} {ratio}{spread}", flush=True)
     halo = []
     if a.dtensor and a.halo_ranks > 0:
         cmd = MPIEXEC + ["-np", str(a.halo_ranks), a.dtensor, "--halo", "--min-seconds", "1"]
@@ -185,21 +223,26 @@ def write_doc(a, rows, halo, load_before, load_after):
         "`torch.nn.functional`. fwd: the forward without recording (`torch.no_grad()`); "
         "fwd+bwd: the forward, then `backward(ones)` into every input that requires grad "
         "(convolutions: input and weight; norms: input, weight, bias; losses: the input). "
-        "Median ms over runs filling " + f"{a.min_seconds:g} s. Command:")
+        "Median ms over runs filling " + f"{a.min_seconds:g} s"
+        + (f"; {a.pairs} pairs (ours, then PyTorch, in turn): ms the medians over the pairs, "
+           "the ratio the median of the per-pair ratios [their range]" if a.pairs > 1 else "")
+        + ". Command:")
     out += ["", "```",
             "env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \\",
             "  /root/venv/bin/python benchmarks/kernels/bench_ops2_torch.py \\",
             f"  --dtensor build/benchmarks/kernels/bench_ops2 --halo-ranks {a.halo_ranks} "
-            "--doc docs/PERFORMANCE.md", "```", ""]
+            + (f"--pairs {a.pairs} " if a.pairs > 1 else "") + "--doc docs/PERFORMANCE.md",
+            "```", ""]
     out += ["| op | shape | pass | ours ms | PyTorch ms | ours / PyTorch | target ≤ 1.0 |",
             "|---|---|---|---:|---:|---:|---|"]
-    for name, label, mine, theirs in rows:
+    for name, label, mine, theirs, ratios in rows:
         op, shape = name.split(" ", 1)
         if mine is None:
             out.append(f"| `{op}` | {shape} | {label} | - | {theirs:.3f} | - | - |")
             continue
-        r = mine / theirs
-        out.append(f"| `{op}` | {shape} | {label} | {mine:.3f} | {theirs:.3f} | {r:.2f} | "
+        r = median(ratios)
+        spread = f" [{min(ratios):.2f}, {max(ratios):.2f}]" if len(ratios) > 1 else ""
+        out.append(f"| `{op}` | {shape} | {label} | {mine:.3f} | {theirs:.3f} | {r:.2f}{spread} | "
                    + ("met" if r <= 1.0 else "missed") + " |")
     if halo:
         out += ["", "Height-sharded convolution (`mpiexec -np "
