@@ -8,8 +8,11 @@
 namespace dtensor::detail {
 namespace {
 // The recorder and the storage pool of this thread, in one thread-local so that
-// Storage::allocate reads both with one access.
-thread_local AllocationHooks t_hooks;
+// Storage::allocate reads both with one access. Initial-exec: read at a fixed offset from the
+// thread pointer, not through __tls_get_addr (about 11 instructions saved per access, two
+// accesses per cache-hit DTensor op: Storage::allocate and dispatch_sharded). This library is
+// linked by its users, not dlopen'ed, so its static TLS is reserved when the program starts.
+[[gnu::tls_model("initial-exec")]] thread_local AllocationHooks t_hooks;
 }  // namespace
 
 CaptureRecorder* capture_recorder() {
