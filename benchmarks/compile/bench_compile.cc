@@ -153,6 +153,18 @@ int run(int argc, char** argv) {
   }
   MPI_Allreduce(MPI_IN_PLACE, &differ, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 
+  // Memory on this rank: the eager step's peak of held bytes beyond those held before it, the
+  // replay's, and what the replay's graph keeps between replays (cached, not held).
+  const auto held_peak_of = [](const std::function<void()>& f) {
+    dt::reset_peak_memory_stats();
+    const int64_t before = dt::memory_stats().current_bytes;
+    f();
+    return dt::memory_stats().peak_bytes - before;
+  };
+  const int64_t eager_peak = held_peak_of([&] { eager.step(in); });
+  const int64_t replay_peak = held_peak_of([&] { step(in); });
+  const int64_t kept = step.graph().kept_bytes();
+
   const double fw_eager = st[0].median - kernel_median;
   const double eager_minus_replay = st[0].median - st[1].median;
 
@@ -184,6 +196,11 @@ int run(int argc, char** argv) {
       "host-scalar agreement: a one-op step replayed with 1 host scalar %.1f us, without %.1f us "
       "(%+.1f us per call)\n",
       agree[0].median * 1e6, agree[1].median * 1e6, (agree[0].median - agree[1].median) * 1e6);
+  bench::print0(
+      "memory (rank 0): held beyond the step's start at its peak: eager %lld B, replay %lld B; "
+      "kept by the graph between replays %lld B (%.2fx the eager peak)\n",
+      (long long)eager_peak, (long long)replay_peak, (long long)kept,
+      eager_peak > 0 ? static_cast<double>(kept) / static_cast<double>(eager_peak) : 0.0);
   json.write(json.record("compile")
                  .add("ranks", world)
                  .add("dim", cfg.dim)
@@ -200,7 +217,10 @@ int run(int argc, char** argv) {
                  .add("no_scalar_step_seconds", agree[1].median)
                  .add("nodes", static_cast<int64_t>(step.graph().nodes().size()))
                  .add("collectives", gs.collectives)
-                 .add("collectives_no_dedup", step_no_dedup.graph().stats().collectives));
+                 .add("collectives_no_dedup", step_no_dedup.graph().stats().collectives)
+                 .add("eager_peak_bytes", eager_peak)
+                 .add("replay_peak_bytes", replay_peak)
+                 .add("kept_bytes", kept));
   return differ == 0 ? 0 : 1;
 }
 
