@@ -2,14 +2,11 @@
 // (advanced_index_strategy.cc).
 #pragma once
 
-#include <absl/types/span.h>
-
-#include "dtensor/autograd/function.h"
-#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 
 namespace dtensor::detail {
 
-DTensorList index_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList index_put_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula index_grad;
+BackwardFormula index_put_grad;
 
 }  // namespace dtensor::detail

@@ -35,4 +35,13 @@ bool conv_forward_onednn(const ConvGeometry& g, const float* im, const float* w,
 bool conv_data_onednn(const ConvGeometry& g, const float* col, const float* w, float* im);
 bool conv_weight_onednn(const ConvGeometry& g, const float* im, const float* col, float* gw);
 
+// Both gradients of a float32 CPU convolution (not transposed) at once: the input's (gim, from
+// col = grad_output and w) and the weight's (gw, from im and col), with grad_output reordered
+// into oneDNN's layout once for the two passes instead of once each (PyTorch reorders it twice).
+// Contiguous tensors. Returns false, having written nothing, where conv_use_onednn(g) is false,
+// either pass would not run on oneDNN, or the two want grad_output in different layouts: the
+// caller then runs conv_data_cpu and conv_weight_cpu.
+bool conv_backward_onednn(const ConvGeometry& g, const Tensor& col, const Tensor& im,
+                          const Tensor& w, const Tensor& gim, const Tensor& gw);
+
 }  // namespace dtensor::detail

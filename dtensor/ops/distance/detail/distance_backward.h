@@ -2,10 +2,8 @@
 // used by its registration (distance_strategy.cc).
 #pragma once
 
-#include <absl/types/span.h>
-
-#include "dtensor/autograd/function.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor::detail {
@@ -20,6 +18,6 @@ DTensor cdist_backward(const DTensor& grad, const DTensor& x1, const DTensor& x2
                        const DTensor& dist, double p);
 
 // cdist: (cdist_backward(g, x1, x2, out), cdist_backward(g^T, x2, x1, out^T)).
-DTensorList cdist_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula cdist_grad;
 
 }  // namespace dtensor::detail

@@ -1,13 +1,10 @@
 // The backward formula of embedding (embedding_backward.cc), used by its registration.
 #pragma once
 
-#include <absl/types/span.h>
-
-#include "dtensor/autograd/function.h"
-#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 
 namespace dtensor::detail {
 
-DTensorList embedding_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula embedding_grad;
 
 }  // namespace dtensor::detail

@@ -2,20 +2,17 @@
 // (index_strategy.cc).
 #pragma once
 
-#include <absl/types/span.h>
-
-#include "dtensor/autograd/function.h"
-#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 
 namespace dtensor::detail {
 
 // gather: through the gather_backward op (grad added at the indices into zeros of self's shape).
-DTensorList gather_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList scatter_add_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList scatter_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList scatter_value_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula gather_grad;
+BackwardFormula scatter_add_grad;
+BackwardFormula scatter_grad;
+BackwardFormula scatter_value_grad;
 // PyTorch's scatter_reduce_backward (sum, mean, amax / amin, prod).
-DTensorList scatter_reduce_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList index_add_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula scatter_reduce_grad;
+BackwardFormula index_add_grad;
 
 }  // namespace dtensor::detail

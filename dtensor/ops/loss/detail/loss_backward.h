@@ -3,17 +3,17 @@
 
 #include <absl/types/span.h>
 
-#include "dtensor/autograd/function.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 #include "dtensor/ops/loss/detail/pointwise_loss.h"
 
 namespace dtensor::detail {
 
-DTensorList gather_target_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula gather_target_grad;
 
 // nll_loss's: the input's gradient through nll_loss_backward; the weights' (PyTorch has none:
 // "not differentiable with respect to argument 'weight'") composed of registered ops.
-DTensorList nll_loss_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula nll_loss_grad;
 
 // The pointwise loss registered as `base` (pointwise_loss_backward.cc): through its gradient op
 // <name>_backward, once per input that needs a gradient.

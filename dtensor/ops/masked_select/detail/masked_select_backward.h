@@ -2,13 +2,10 @@
 // registration.
 #pragma once
 
-#include <absl/types/span.h>
-
-#include "dtensor/autograd/function.h"
-#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 
 namespace dtensor::detail {
 
-DTensorList masked_select_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula masked_select_grad;
 
 }  // namespace dtensor::detail

@@ -1,13 +1,10 @@
 // einsum's backward formula (einsum_backward.cc), used by its registration.
 #pragma once
 
-#include <absl/types/span.h>
-
-#include "dtensor/autograd/function.h"
-#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 
 namespace dtensor::detail {
 
-DTensorList einsum_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula einsum_backward;
 
 }  // namespace dtensor::detail

@@ -1,17 +1,17 @@
 // Backward formulas of the matmul family (matmul_backward.cc).
 #pragma once
 
-#include "dtensor/autograd/function.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 
 namespace dtensor::detail {
 
-DTensorList mm_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList bmm_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList matmul_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList addmm_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList baddbmm_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList linear_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList dot_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList outer_backward(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula mm_backward;
+BackwardFormula bmm_backward;
+BackwardFormula matmul_backward;
+BackwardFormula addmm_backward;
+BackwardFormula baddbmm_backward;
+BackwardFormula linear_backward;
+BackwardFormula dot_backward;
+BackwardFormula outer_backward;
 
 }  // namespace dtensor::detail

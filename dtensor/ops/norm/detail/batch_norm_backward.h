@@ -2,17 +2,14 @@
 // their registrations.
 #pragma once
 
-#include <absl/types/span.h>
-
-#include "dtensor/autograd/function.h"
-#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 
 namespace dtensor::detail {
 
 // Through the gradient op batch_norm_sums_backward (grad_output, input).
-DTensorList batch_norm_sums_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula batch_norm_sums_grad;
 
 // Through the gradient op batch_norm_affine_backward (grad_output, input, factors).
-DTensorList batch_norm_affine_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula batch_norm_affine_grad;
 
 }  // namespace dtensor::detail

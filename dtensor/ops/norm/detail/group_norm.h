@@ -5,13 +5,11 @@
 // then the per-channel affine), whose view decides channel sharding by whole groups.
 #pragma once
 
-#include <absl/types/span.h>
-
 #include <array>
 #include <cstdint>
 
-#include "dtensor/autograd/function.h"
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor::detail {
@@ -37,6 +35,6 @@ std::array<Tensor, 3> group_norm_backward_composed(const Tensor& grad_out, const
 
 // The backward formula (group_norm_backward.cc): the gradient op group_norm_backward on
 // (grad_output, input[, weight]) with the forward's args.
-DTensorList group_norm_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula group_norm_grad;
 
 }  // namespace dtensor::detail

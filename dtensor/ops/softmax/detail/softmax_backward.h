@@ -2,15 +2,12 @@
 // (softmax_strategy.cc).
 #pragma once
 
-#include <absl/types/span.h>
-
-#include "dtensor/autograd/function.h"
-#include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/common/detail/backward_formula.h"
 
 namespace dtensor::detail {
 
-DTensorList softmax_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList log_softmax_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
-DTensorList softmin_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g);
+BackwardFormula softmax_grad;
+BackwardFormula log_softmax_grad;
+BackwardFormula softmin_grad;
 
 }  // namespace dtensor::detail
