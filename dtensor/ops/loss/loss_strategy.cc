@@ -36,6 +36,23 @@ int64_t class_dim_of(int64_t input_ndim) {
   return input_ndim == 1 ? 0 : 1;
 }
 
+// gather_target's rows (see the top of the file) for an input of `nd` dims, [output | input,
+// target]; `reversed`, gather_target_backward's, [grad_input | grad, target]: the input's and
+// the output's places swapped, with a replicated grad in the class-sharded row (the op's
+// linearity adds the Partial ones).
+StrategyRows gather_target_rows(int64_t nd, bool reversed) {
+  const int64_t class_dim = class_dim_of(nd);
+  StrategyRows rows = {reversed ? Placements{Shard(class_dim), Replicate(), Replicate()}
+                                : Placements{Partial(), Shard(class_dim), Replicate()}};
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d == class_dim) continue;
+    const Placement in = Shard(d);
+    const Placement out = Shard(d < class_dim ? d : d - 1);
+    rows.push_back(reversed ? Placements{in, out, out} : Placements{out, in, out});
+  }
+  return rows;
+}
+
 // The first target outside [0, classes) that is not ignore_index, as an error message of `op`
 // (empty when there is none).
 std::string target_range_error(const Tensor& target, int64_t classes, int64_t ignore_index,
@@ -83,15 +100,8 @@ void register_gather_target_backward(Registry& registry) {
     return OutputMetas{TensorMeta(s.arg<Shape>(0), s.input(0).dtype())};
   };
   op.strategy = [](const OpSchema& s) {
-    const int64_t nd = s.input(1).ndim() + 1;  // the target's dims and the class dim
-    const int64_t class_dim = class_dim_of(nd);
-    StrategyRows rows = {{Shard(class_dim), Replicate(), Replicate()}};
-    for (int64_t d = 0; d < nd; ++d) {
-      if (d == class_dim) continue;
-      const int64_t k = d < class_dim ? d : d - 1;
-      rows.push_back({Shard(d), Shard(k), Shard(k)});
-    }
-    return rows;
+    // The input's dims: the target's and the class dim.
+    return gather_target_rows(s.input(1).ndim() + 1, /*reversed=*/true);
   };
   op.kernel = single_output(gather_target_backward_kernel);
   op.samples = [](int64_t w) {
@@ -135,15 +145,7 @@ void register_loss_ops(Registry& registry) {
     return OutputMetas{TensorMeta(t.shape(), x.dtype())};
   };
   op.strategy = [](const OpSchema& s) {
-    const int64_t nd = s.input(0).ndim();
-    const int64_t class_dim = class_dim_of(nd);
-    StrategyRows rows = {{Partial(), Shard(class_dim), Replicate()}};
-    for (int64_t d = 0; d < nd; ++d) {
-      if (d == class_dim) continue;
-      const int64_t k = d < class_dim ? d : d - 1;
-      rows.push_back({Shard(k), Shard(d), Shard(k)});
-    }
-    return rows;
+    return gather_target_rows(s.input(0).ndim(), /*reversed=*/false);
   };
   op.kernel = single_output(gather_target_kernel);
   op.backward = gather_target_grad;
