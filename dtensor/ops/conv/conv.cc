@@ -8,6 +8,7 @@
 
 #include "dtensor/ops/conv/detail/conv_args.h"
 #include "dtensor/ops/conv/detail/conv_kernels.h"
+#include "dtensor/ops/conv/detail/conv_onednn.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/shape.h"
@@ -224,6 +225,15 @@ ConvGrads convolution_backward(const Tensor& grad_output, const Tensor& input, c
   const bool cuda = x.device().is_cuda();
   const TensorOptions opts(x.dtype(), x.device());
   ConvGrads r;
+  if (!cuda && !transposed && output_mask[0] && output_mask[1]) {
+    // Both gradients in one oneDNN call where it runs them (grad_output reordered once).
+    Tensor gi = empty(x.sizes(), opts), gw = empty(w.sizes(), opts);
+    if (detail::conv_backward_onednn(g, go, x, w, gi, gw)) {
+      r.grad_input = gi.to(input.dtype());
+      r.grad_weight = gw.to(weight.dtype());
+      output_mask[0] = output_mask[1] = false;
+    }
+  }
   if (output_mask[0]) {
     Tensor gi = empty(x.sizes(), opts);
     if (gi.numel() > 0) {

@@ -319,30 +319,43 @@ class Memories {
   std::vector<dnnl_memory_t> mems_;
 };
 
-// Runs pass on the plain buffers data[i] (in the order of Conv::args); false when oneDNN has
-// no implementation for g.
-bool run(Pass pass, const ConvGeometry& g, std::vector<void*> data, bool with_bias) {
+// A cached primitive dtensor runs: oneDNN has one, and it is a direct kernel (or the user
+// forces oneDNN).
+bool usable(const std::shared_ptr<Conv>& conv) {
+  return conv != nullptr && (conv->direct || forced() == "onednn");
+}
+
+// An input of a primitive already in oneDNN's layout (args[index] of the Conv): not reordered.
+struct Given {
+  int index = -1;
+  dnnl_memory_t inner = nullptr;
+};
+
+// Runs conv on the plain buffers data[i] (in the order of Conv::args), the reordered arguments
+// in conv.scratch bytes at base, except `given`; queued on stream (the caller waits). Returns the
+// memories the primitive read its arguments from (oneDNN's layout).
+std::vector<dnnl_memory_t> execute(const Conv& conv, const std::vector<void*>& data, char* base,
+                                   dnnl_stream_t stream, Memories& mems, Given given = {}) {
   const OnednnLib& lib = onednn_lib();
-  const int threads = onednn_set_threads();
-  const std::shared_ptr<Conv> conv = cache().get(pass, g, with_bias, threads);
-  if (conv == nullptr || (!conv->direct && forced() != "onednn")) return false;
-  // The reordered arguments live in one scratch tensor (dtensor's caching allocator).
-  const Tensor scratch =
-      empty({static_cast<int64_t>(conv->scratch / sizeof(float))}, TensorOptions(kFloat32));
-  char* base = static_cast<char*>(scratch.data_ptr());
-  dnnl_stream_t stream = thread_stream();
-  Memories mems;
   std::vector<dnnl_exec_arg_t> args;
+  std::vector<dnnl_memory_t> used;
   std::vector<std::pair<dnnl_primitive_t, std::array<dnnl_memory_t, 2>>> after;
-  for (size_t i = 0; i < conv->args.size(); ++i) {
-    const Arg& a = conv->args[i];
+  for (size_t i = 0; i < conv.args.size(); ++i) {
+    const Arg& a = conv.args[i];
+    if (static_cast<int>(i) == given.index) {
+      args.push_back({a.arg, given.inner});
+      used.push_back(given.inner);
+      continue;
+    }
     dnnl_memory_t user = mems.make(a.user, data[i]);
     if (a.reorder == nullptr) {
       args.push_back({a.arg, user});
+      used.push_back(user);
       continue;
     }
     dnnl_memory_t inner = mems.make(a.inner, base + a.offset);
     args.push_back({a.arg, inner});
+    used.push_back(inner);
     if (a.output) {
       after.push_back({a.reorder, {inner, user}});
     } else {
@@ -350,13 +363,31 @@ bool run(Pass pass, const ConvGeometry& g, std::vector<void*> data, bool with_bi
       check(lib.primitive_execute(a.reorder, stream, 2, r), "reorder");
     }
   }
-  check(lib.primitive_execute(conv->primitive, stream, static_cast<int>(args.size()), args.data()),
+  check(lib.primitive_execute(conv.primitive, stream, static_cast<int>(args.size()), args.data()),
         "convolution");
   for (const auto& [reorder, m] : after) {
     const dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, m[0]}, {DNNL_ARG_TO, m[1]}};
     check(lib.primitive_execute(reorder, stream, 2, r), "reorder");
   }
-  check(lib.stream_wait(stream), "stream wait");
+  return used;
+}
+
+// The reordered arguments' scratch: bytes of dtensor's caching allocator.
+Tensor scratch_tensor(size_t bytes) {
+  return empty({static_cast<int64_t>(bytes / sizeof(float))}, TensorOptions(kFloat32));
+}
+
+// Runs pass on the plain buffers data[i] (in the order of Conv::args); false when oneDNN has
+// no implementation for g.
+bool run(Pass pass, const ConvGeometry& g, std::vector<void*> data, bool with_bias) {
+  const int threads = onednn_set_threads();
+  const std::shared_ptr<Conv> conv = cache().get(pass, g, with_bias, threads);
+  if (!usable(conv)) return false;
+  const Tensor scratch = scratch_tensor(conv->scratch);
+  dnnl_stream_t stream = thread_stream();
+  Memories mems;
+  execute(*conv, data, static_cast<char*>(scratch.data_ptr()), stream, mems);
+  check(onednn_lib().stream_wait(stream), "stream wait");
   return true;
 }
 
@@ -407,6 +438,34 @@ bool conv_data_onednn(const ConvGeometry& g, const float* col, const float* w, f
 bool conv_weight_onednn(const ConvGeometry& g, const float* im, const float* col, float* gw) {
   if (empty_problem(g)) return false;
   return run(Pass::kWeight, g, {const_cast<float*>(im), const_cast<float*>(col), gw}, false);
+}
+
+bool conv_backward_onednn(const ConvGeometry& g, const Tensor& col, const Tensor& im,
+                          const Tensor& w, const Tensor& gim, const Tensor& gw) {
+  if (im.dtype() != kFloat32 || empty_problem(g) || !conv_use_onednn(g)) return false;
+  const int threads = onednn_set_threads();
+  const std::shared_ptr<Conv> data = cache().get(Pass::kData, g, false, threads);
+  const std::shared_ptr<Conv> weight = cache().get(Pass::kWeight, g, false, threads);
+  if (!usable(data) || !usable(weight)) return false;
+  // grad_output (col) is args[0] of the data pass, args[1] of the weight pass: shared when both
+  // reorder it into the same layout.
+  const Arg& a = data->args[0];
+  const Arg& b = weight->args[1];
+  if (a.reorder == nullptr || b.reorder == nullptr ||
+      !onednn_lib().memory_desc_equal(&a.inner, &b.inner)) {
+    return false;
+  }
+  const Tensor scratch = scratch_tensor(data->scratch + weight->scratch);
+  char* base = static_cast<char*>(scratch.data_ptr());
+  void* go = col.data_ptr();
+  dnnl_stream_t stream = thread_stream();
+  Memories mems;
+  const std::vector<dnnl_memory_t> used =
+      execute(*data, {go, w.data_ptr(), gim.data_ptr()}, base, stream, mems);
+  execute(*weight, {im.data_ptr(), go, gw.data_ptr()}, base + data->scratch, stream, mems,
+          Given{1, used[0]});
+  check(onednn_lib().stream_wait(stream), "stream wait");
+  return true;
 }
 
 }  // namespace dtensor::detail
