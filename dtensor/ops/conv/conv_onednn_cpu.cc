@@ -9,6 +9,7 @@
 // sides, kernel 1, no padding) are dropped, so a conv2d is oneDNN's 2-D convolution.
 #include <absl/strings/str_cat.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <map>
@@ -56,6 +57,7 @@ struct Arg {
   dnnl_memory_desc_t inner{};
   dnnl_primitive_t reorder = nullptr;  // user -> inner for an input, inner -> user for an output
   size_t offset = 0;                   // of inner in the scratch buffer (bytes)
+  size_t bytes = 0;                    // inner's size there (rounded up to 64)
 };
 
 // A convolution primitive with its arguments; destroyed when the cache drops it and no call
@@ -239,7 +241,8 @@ std::shared_ptr<Conv> create(Pass pass, const ConvGeometry& g, bool with_bias) {
         lib.primitive_desc_destroy(rpd);
         check(st, "reorder primitive");
         a.offset = conv->scratch;
-        conv->scratch += (lib.memory_desc_get_size(&a.inner) + 63) / 64 * 64;
+        a.bytes = (lib.memory_desc_get_size(&a.inner) + 63) / 64 * 64;
+        conv->scratch += a.bytes;
       }
       conv->args.push_back(a);
     }
@@ -331,11 +334,20 @@ struct Given {
   dnnl_memory_t inner = nullptr;
 };
 
+// Where conv's reordered arguments go in a scratch buffer at base (its own layout; null for an
+// argument used as is).
+std::vector<char*> slots(const Conv& conv, char* base) {
+  std::vector<char*> at;
+  for (const Arg& a : conv.args) at.push_back(a.reorder != nullptr ? base + a.offset : nullptr);
+  return at;
+}
+
 // Runs conv on the plain buffers data[i] (in the order of Conv::args), the reordered arguments
-// in conv.scratch bytes at base, except `given`; queued on stream (the caller waits). Returns the
-// memories the primitive read its arguments from (oneDNN's layout).
-std::vector<dnnl_memory_t> execute(const Conv& conv, const std::vector<void*>& data, char* base,
-                                   dnnl_stream_t stream, Memories& mems, Given given = {}) {
+// at at[i], except `given`; queued on stream (the caller waits). Returns the memories the
+// primitive read its arguments from (oneDNN's layout).
+std::vector<dnnl_memory_t> execute(const Conv& conv, const std::vector<void*>& data,
+                                   const std::vector<char*>& at, dnnl_stream_t stream,
+                                   Memories& mems, Given given = {}) {
   const OnednnLib& lib = onednn_lib();
   std::vector<dnnl_exec_arg_t> args;
   std::vector<dnnl_memory_t> used;
@@ -353,7 +365,7 @@ std::vector<dnnl_memory_t> execute(const Conv& conv, const std::vector<void*>& d
       used.push_back(user);
       continue;
     }
-    dnnl_memory_t inner = mems.make(a.inner, base + a.offset);
+    dnnl_memory_t inner = mems.make(a.inner, at[i]);
     args.push_back({a.arg, inner});
     used.push_back(inner);
     if (a.output) {
@@ -386,7 +398,7 @@ bool run(Pass pass, const ConvGeometry& g, std::vector<void*> data, bool with_bi
   const Tensor scratch = scratch_tensor(conv->scratch);
   dnnl_stream_t stream = thread_stream();
   Memories mems;
-  execute(*conv, data, static_cast<char*>(scratch.data_ptr()), stream, mems);
+  execute(*conv, data, slots(*conv, static_cast<char*>(scratch.data_ptr())), stream, mems);
   check(onednn_lib().stream_wait(stream), "stream wait");
   return true;
 }
@@ -455,15 +467,22 @@ bool conv_backward_onednn(const ConvGeometry& g, const Tensor& col, const Tensor
       !onednn_lib().memory_desc_equal(&a.inner, &b.inner)) {
     return false;
   }
-  const Tensor scratch = scratch_tensor(data->scratch + weight->scratch);
+  // One scratch buffer: the data pass's layout (grad_output first: a's offset is 0), then the
+  // weight pass's blocked input and weight gradient over the data pass's blocked weights and input
+  // gradient, which the in-order stream has read by then (no more memory than one pass alone).
+  const Arg& x = weight->args[0];
+  const Arg& dw = weight->args[2];
+  const size_t after_go = a.bytes + x.bytes + dw.bytes;
+  const Tensor scratch = scratch_tensor(std::max(data->scratch, after_go));
   char* base = static_cast<char*>(scratch.data_ptr());
+  const std::vector<char*> weight_at = {x.reorder != nullptr ? base + a.bytes : nullptr, nullptr,
+                                        dw.reorder != nullptr ? base + a.bytes + x.bytes : nullptr};
   void* go = col.data_ptr();
   dnnl_stream_t stream = thread_stream();
   Memories mems;
   const std::vector<dnnl_memory_t> used =
-      execute(*data, {go, w.data_ptr(), gim.data_ptr()}, base, stream, mems);
-  execute(*weight, {im.data_ptr(), go, gw.data_ptr()}, base + data->scratch, stream, mems,
-          Given{1, used[0]});
+      execute(*data, {go, w.data_ptr(), gim.data_ptr()}, slots(*data, base), stream, mems);
+  execute(*weight, {im.data_ptr(), go, gw.data_ptr()}, weight_at, stream, mems, Given{1, used[0]});
   check(onednn_lib().stream_wait(stream), "stream wait");
   return true;
 }

@@ -251,3 +251,27 @@ TEST_CASE("oneDNN float32 conv: a batch slice or a haloed row slab gives the ful
   // xh has 29 rows: output rows 28..54; the last output row needs the bottom padding.
   CHECK(same_bits(yh, y.narrow(2, 28, 27).contiguous()));
 }
+
+// Channels that make oneDNN pick its blocked layouts for every argument: convolution_backward
+// then runs both gradients in one call (conv_backward_onednn: grad_output reordered once, the
+// weight pass's blocked input and weight gradient placed over the data pass's dead buffers).
+TEST_CASE("oneDNN float32 conv backward on blocked layouts agrees with float64") {
+  if (!onednn_loads_or_skip()) return;
+  ForceConv force("");
+  for (const int64_t stride : {1, 2}) {
+    CAPTURE(stride);
+    Result want, got;
+    for (const dt::DType dtype : {dt::kFloat64, dt::kFloat32}) {
+      const Tensor x = dt::test::rand_tensor({2, 32, 12, 12}, dtype, 1);
+      const Tensor w = dt::test::rand_tensor({48, 32, 3, 3}, dtype, 2);
+      const Tensor y = dt::conv2d(x, w, Tensor(), {stride}, {1});
+      const Tensor go = dt::test::rand_tensor(y.sizes(), dtype, 3);
+      const dt::ConvGrads gr =
+          dt::convolution_backward(go, x, w, {stride, stride}, {1, 1}, {1, 1}, false, {0, 0}, 1);
+      (dtype == dt::kFloat64 ? want : got) = Result{y, gr.grad_input, gr.grad_weight, Tensor()};
+    }
+    CHECK(within(got.y, want.y, 32 * 9 + 1));
+    CHECK(within(got.gx, want.gx, 48 * 9));
+    CHECK(within(got.gw, want.gw, 2 * 12 * 12));
+  }
+}
