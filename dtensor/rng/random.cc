@@ -15,6 +15,7 @@ Tensor generate(const Tensor& t, const RandomSpec& spec, Generator* gen, std::st
   DT_CHECK(t.defined(), "[%s] the tensor is undefined", op);
   check_random_spec(spec, op);
   check_no_internal_overlap(t, op);
+  t.storage().bump_version();  // an in-place write (Storage::version)
   const GeneratorState s = pick(gen, t.device()).reserve_state(words_to_reserve(spec, t.numel()));
   const Shape zero(t.dim(), 0);
   fill_random(t, spec, s.seed, s.offset, t.sizes(), zero);

@@ -51,6 +51,7 @@ void OffsetBasedRNGTracker::fill(const Tensor& local, const DTensorSpec& spec,
   check_random_spec(rspec, op);
   check_local(local, spec.local_shard(), spec, op, "tensor");
   check_no_internal_overlap(local, op);
+  local.storage().bump_version();  // an in-place write (Storage::version)
   const RNGRegion r = reserve(spec, rspec, local.device(), op);
   fill_random(local, rspec, r.seed, r.offset, spec.shape(), r.shard.offset);
 }

@@ -45,12 +45,22 @@ class Storage {
   // followed by an acquire fence, so that thread's accesses to the memory happen before the
   // caller's (storage.cc).
   bool sole_owner() const;
-  // Version counter shared by every view of this memory: in-place DTensor ops bump it, and
+  // Version counter shared by every view of this memory (PyTorch's): every in-place write
+  // bumps it -- the Tensor API's (copy_, fill_, zero_, add_ and the other in-place ops, the
+  // random fills, index_put_) as well as in-place DTensor ops and optimizer steps -- and
   // autograd compares it with the value saved at forward time to refuse a backward that would
-  // read modified data. Not atomic (one thread per storage at a time, like its data).
+  // read modified data (a write into a saved DTensor's to_local() included). Not atomic (one
+  // thread per storage at a time, like its data).
   uint32_t version() const { return impl_ ? impl_->version : 0; }
   void bump_version() const {
     if (impl_) ++impl_->version;
+  }
+  // Puts the counter back to `version` (PyTorch's _unsafe_preserve_version_counter): only for
+  // writes that restore values autograd already saw, as FSDP's re-gather of a resharded
+  // parameter into the storage its forward saved (data_parallel.cc); anything else would hide
+  // an in-place update from autograd.
+  void restore_version(uint32_t version) const {
+    if (impl_) impl_->version = version;
   }
   // FSDP's "resize the storage to zero and back": release_data frees the memory of a Storage
   // made by allocate (every view stays valid as an object but must not be read: data() is null)

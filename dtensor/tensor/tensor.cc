@@ -162,6 +162,7 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
   check_defined(*this, "copy_");
   DT_CHECK(src_in.defined(), "[copy_] src is undefined");
   check_no_internal_overlap(*this, "copy_");
+  storage_.bump_version();  // an in-place write (autograd refuses a saved tensor written since)
   Tensor src = src_in;
   if (src.sizes() != sizes_) {
     DT_CHECK(src.dim() <= dim(),

@@ -10,10 +10,12 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/core/propagation/registry.h"
+#include "dtensor/ops/advanced_index/advanced_index.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/view/view.h"
+#include "dtensor/rng/random.h"
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
 
@@ -151,6 +153,45 @@ TEST_CASE("autograd: in-place misuse is refused and a saved tensor modified in p
   // In place on a view of a tensor that requires grad.
   DTensor v = dt::reshape(d, {2, 1});
   REQUIRE_THROWS_WITH(dt::add_(v, dt::Scalar(1.0)), Contains("view"));
+}
+
+TEST_CASE("autograd: a saved DTensor written through its local Tensor is caught, as PyTorch") {
+  // PyTorch's version counter counts every in-place write, so a write into the storage a
+  // backward will read raises "modified by an inplace operation" instead of a wrong gradient
+  // (here d(sum((3x)^2))/dx = 18x would silently become 180 with the values scaled by 10).
+  using Write = void (*)(Tensor);
+  const std::vector<std::pair<const char*, Write>> writes = {
+      {"mul_", [](Tensor t) { dt::mul_(t, dt::Scalar(10.0)); }},
+      {"add_", [](Tensor t) { dt::add_(t, dt::ones(t.sizes(), t.dtype())); }},
+      {"copy_", [](Tensor t) { t.copy_(dt::full(t.sizes(), 5.0, t.dtype())); }},
+      {"fill_", [](Tensor t) { t.fill_(dt::Scalar(7.0)); }},
+      {"zero_", [](Tensor t) { t.zero_(); }},
+      {"normal_", [](Tensor t) { dt::normal_(t); }},
+      {"index_put_",
+       [](Tensor t) {
+         const std::vector<std::optional<Tensor>> idx = {dt::from_vector<int64_t>({0}, {1})};
+         dt::index_put_(t, idx, dt::full({1}, 2.0, t.dtype()));
+       }},
+      {"a view's fill_", [](Tensor t) { t.narrow(0, 1, 1).fill_(dt::Scalar(1.0)); }},
+  };
+  for (const auto& [name, write] : writes) {
+    DYNAMIC_SECTION(name) {
+      DTensor x = leaf({1, 2}, {2});
+      DTensor a = x * 3.0;
+      DTensor y = a * a;  // saves a
+      const uint32_t before = a.to_local().storage().version();
+      write(a.to_local());
+      CHECK(a.to_local().storage().version() > before);
+      REQUIRE_THROWS_WITH(dt::sum(y).backward(), Contains("modified by an in-place op"));
+    }
+  }
+  // Writes into other storages (a clone of a saved tensor) are not counted against it.
+  DTensor x = leaf({1, 2}, {2});
+  DTensor a = x * 3.0;
+  DTensor y = a * a;
+  dt::mul_(a.to_local().clone(), dt::Scalar(10.0));
+  dt::sum(y).backward();
+  CHECK(values(x.grad()) == std::vector<double>{18, 36});
 }
 
 TEST_CASE("autograd: a formula reading what its op does not save is told so") {

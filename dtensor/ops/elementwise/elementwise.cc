@@ -63,6 +63,7 @@ Tensor binary_scalar(std::string_view op, BinaryOp kind, const Tensor& self, con
 Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other) {
   check_binary_args(op, self, other);
   check_no_internal_overlap(self, op);
+  self.storage().bump_version();  // an in-place write (Storage::version)
   const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
   DT_CHECK(IntSpan(shape) == IntSpan(self.sizes()),
            "[%s] output with shape %s doesn't match the broadcast shape %s (argument other)", op,
@@ -90,6 +91,7 @@ Tensor binary_scalar_inplace(std::string_view op, BinaryOp kind, const Tensor& s
                              const Scalar& other) {
   detail::check_defined(op, self, "self");
   check_no_internal_overlap(self, op);
+  self.storage().bump_version();  // an in-place write (Storage::version)
   const DType rt = arithmetic_dtype(op, kind, result_type(self, other));
   DT_CHECK(can_cast(rt, self.dtype()),
            "[%s] result type %s can't be cast to the desired output type %s (argument self)", op,

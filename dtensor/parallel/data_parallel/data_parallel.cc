@@ -252,9 +252,13 @@ struct DataParallel::State {
   }
 
   // Copies every rank's chunks from the all-gather's output into the unit's gathered tensors.
+  // The copies keep the storage's version (as FSDP2's _unsafe_preserve_version_counter): a
+  // re-gather in backward puts back the values the forward's ops saved, which must not read as
+  // an in-place update of them.
   void unpack_gathered(const UnitState& u, const Tensor& out, absl::Span<Tensor> gathered) const {
     for (size_t j = 0; j < u.sharded.size(); ++j) {
       const ParamState& p = params[u.sharded[j]];
+      const uint32_t version = gathered[j].storage().version();
       for (int64_t r = 0; r < n; ++r) {
         const ChunkBounds cb = p.chunk(n, r);
         if (cb.size == 0 || p.rest() == 0) continue;
@@ -263,6 +267,7 @@ struct DataParallel::State {
             .copy_(out.narrow(0, r * u.block + p.offset, cb.size * p.rest())
                        .view(p.chunk_shape(cb.size)));
       }
+      gathered[j].storage().restore_version(version);
     }
   }
 
