@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -150,6 +151,11 @@ TEST_CASE("every strategy row of every registered op computes the op") {
   // Ops with a candidate that shards something, and those with one that leaves some rank an
   // empty shard of a non-empty input or output.
   std::set<std::string> sharding_ops, empty_shard_ops;
+  // Every row an op's strategy registers must be checked numerically by some candidate of some
+  // sample on some mesh: expand_rows drops a row whose Shard dim is out of range for the
+  // sample, so a wrong row (a backward's placements in the wrong slots, say) would otherwise be
+  // dropped in silence. op name -> rows registered, and rows checked.
+  std::map<std::string, std::set<std::string>> registered_rows, checked_rows;
   for (const std::string& name : reg.names()) {
     const dt::OpInfo& op = reg.get(name);
     if (!op.samples) {
@@ -180,8 +186,12 @@ TEST_CASE("every strategy row of every registered op computes the op") {
         const dt::OutputMetas metas = op.meta(schema);
         const int64_t nout = static_cast<int64_t>(metas.size());
         const int64_t nin = static_cast<int64_t>(full.size());
+        const dt::StrategyRows registered = op.strategy(schema);
+        for (const Placements& row : registered) {
+          registered_rows[name].insert(dt::placements_str(row));
+        }
         const dt::StrategyRows rows =
-            dt::complete_rows(op.name, op.strategy(schema), nout, nin, op.linearity);
+            dt::complete_rows(op.name, registered, nout, nin, op.linearity);
         std::vector<int64_t> ndims;
         for (const dt::TensorMeta& m : metas) ndims.push_back(static_cast<int64_t>(m.shape.size()));
         for (const Tensor& t : full) ndims.push_back(t.dim());
@@ -196,6 +206,11 @@ TEST_CASE("every strategy row of every registered op computes the op") {
           if (bool_partial) continue;  // a bool cannot be split into shares
           ++candidates;
           INFO(describe(op, si, mesh, c));
+          for (int64_t m = 0; m < mesh.ndim(); ++m) {
+            Placements row;
+            for (const Placements& p : c.placements) row.push_back(p[m]);
+            checked_rows[name].insert(dt::placements_str(row));
+          }
           for (const Placements& p : c.placements) {
             for (const Placement& q : p) {
               if (q.is_shard()) sharding_ops.insert(name);
@@ -264,6 +279,17 @@ TEST_CASE("every strategy row of every registered op computes the op") {
   }
   INFO("ops without samples: " << absl::StrJoin(missing, ", "));
   CHECK(missing.empty());
+  std::vector<std::string> unchecked;
+  for (const auto& [name, regs] : registered_rows) {
+    for (const std::string& row : regs) {
+      if (!checked_rows[name].count(row)) unchecked.push_back(name + " row " + row);
+    }
+  }
+  INFO(
+      "strategy rows that no sample on any mesh checks (a Shard dim out of range for every "
+      "sample: a wrong row, or one needing a sample): "
+      << absl::StrJoin(unchecked, "; "));
+  CHECK(unchecked.empty());
   // Every op, forward and backward, that can shard anything runs with an empty shard on some
   // rank (issue 39: the column-sharded embedding gradient failed on the rank whose block of
   // columns was empty). Needs two ranks: on one, no shard of a non-empty tensor is empty.
