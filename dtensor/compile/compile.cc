@@ -8,6 +8,7 @@
 #include <iterator>
 #include <utility>
 
+#include "dtensor/compile/detail/running.h"
 #include "dtensor/core/detail/captured_move.h"
 #include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
@@ -392,6 +393,14 @@ std::string first_changed_scalar(const std::vector<double>& was, const std::vect
 }  // namespace
 
 DTensorList CompiledStep::call(const DTensorList& inputs, const std::vector<double>& scalars) {
+  // Raised where the step's own code calls it (the same point on every rank), before any
+  // collective of the inner call; a replay that raises waits for its moves in flight.
+  DT_CHECK(!compiler::RunningScope::running(this),
+           "[compile] the compiled step was called from inside its own capture or replay (by the "
+           "step function, an EagerFunction or an override's module it runs, on this thread); a "
+           "step cannot run inside itself. Call the uncompiled step function or module there "
+           "instead");
+  const compiler::RunningScope running(this);
   // The guard below is decided on each rank: with scalars that differ between ranks, some would
   // re-capture while the others replay. One small all-gather per call of a step compiled with
   // scalars (even one passing none: its peers may pass some) makes them agree first, or raises

@@ -9,6 +9,7 @@
 
 #include "dtensor/collectives/comm_worker.h"
 #include "dtensor/compile/detail/replay_pool.h"
+#include "dtensor/compile/detail/running.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::compiler {
@@ -163,6 +164,14 @@ void Graph::prepare_walk() const {
 }
 
 DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const {
+  // Every rank runs the same nodes, so every rank raises here at the same node, before the inner
+  // replay's first collective (the outer replay's moves in flight are waited for as it unwinds).
+  DT_CHECK(!RunningScope::running(this),
+           "[compile] Graph::run: the graph was replayed from inside its own replay (by code one "
+           "of its nodes runs: an EagerFunction or an override's module, on this thread); the "
+           "inner replay would reuse the slots and kept storages the outer one is using. Call "
+           "the uncompiled code there instead");
+  const RunningScope running(this);
   if (!walk_ready_ || walk_.size() != nodes_.size()) prepare_walk();
   // The slots live from replay to replay: the externals stay in place, the inputs are set per
   // call, the produced values are dropped by the plan or at the end.

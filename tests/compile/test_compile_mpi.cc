@@ -526,6 +526,67 @@ TEST_CASE("a step whose op sequence changes is detected", "[compile]") {
                                      Catch::Contains("node"));
 }
 
+TEST_CASE("a step or graph run again from code its own replay runs raises, and runs on after",
+          "[compile]") {
+  const dt::DeviceMesh mesh = tp_mesh();
+  const dt::DTensor x = dt::distribute_tensor(
+      dt::full({4, 4}, 0.25, dt::TensorOptions(dt::kFloat64)), mesh, {dt::Shard(0)});
+  for (const bool scheduled : {false, true}) {
+    INFO("schedule_collectives " << scheduled);
+    // 0: the eager node computes; 1: it calls the compiled step; 2: it replays the step's graph.
+    int reenter = 0;
+    dt::CompiledStep* self = nullptr;
+    dt::compiler::EagerFunction f;
+    f.name = "calls_itself";
+    f.forward = [&](const dt::DTensorList& in) {
+      if (reenter == 1) (*self)({x});
+      if (reenter == 2) self->graph().run({x});
+      return dt::DTensorList{dt::exp(in[0])};
+    };
+    f.backward = [](const dt::DTensorList& in, const dt::DTensorList& g) {
+      return dt::DTensorList{dt::mul(g[0], dt::exp(in[0]))};
+    };
+    dt::CompileOptions options;
+    options.schedule_collectives = scheduled;
+    dt::CompiledStep step = dt::compile(
+        [&](const dt::DTensorList& in) {
+          // A move before the eager node and one after it (collectives at 2 and 4 ranks).
+          const dt::DTensor y = dt::mul(in[0], in[0]).redistribute(mesh, {dt::Replicate()});
+          const dt::DTensor z = dt::compiler::call_eager(f, {y})[0];
+          return dt::DTensorList{dt::sum(dt::add(z, y.redistribute(mesh, {dt::Shard(1)})))};
+        },
+        options);
+    self = &step;
+    const double want = scalar(step({x})[0]);  // captured
+    CHECK(scalar(step({x})[0]) == want);       // replayed
+    const int64_t kept = step.graph().kept_bytes();
+    // Every rank raises at the eager node (it runs there on every rank): no rank is left in a
+    // collective the others skipped. Before, a graph replayed from its own replay waited for
+    // its own pool forever.
+    reenter = 1;
+    REQUIRE_THROWS_WITH(step({x}),
+                        Catch::Contains("[compile] the compiled step was called from inside its "
+                                        "own capture or replay") &&
+                            Catch::Contains("uncompiled"));
+    reenter = 2;
+    REQUIRE_THROWS_WITH(step({x}), Catch::Contains("[compile] Graph::run: the graph was replayed "
+                                                   "from inside its own replay"));
+    // The refused calls leave the step whole: it replays as before, its pool usable.
+    reenter = 0;
+    CHECK(scalar(step({x})[0]) == want);
+    CHECK(scalar(step({x})[0]) == want);
+    CHECK(step.graph().kept_bytes() == kept);
+    CHECK(step.captures() == 1);
+  }
+  // A step calling itself while it is captured (it recursed without end before).
+  dt::CompiledStep* self = nullptr;
+  dt::CompiledStep recursive =
+      dt::compile([&](const dt::DTensorList& in) { return (*self)({dt::mul(in[0], in[0])}); });
+  self = &recursive;
+  REQUIRE_THROWS_WITH(recursive({x}), Catch::Contains("called from inside its own capture"));
+  CHECK(scalar(dt::sum(x)) == 4.0);  // eager work runs as before
+}
+
 TEST_CASE("what cannot be captured is refused on every rank", "[compile]") {
   const dt::DeviceMesh mesh = tp_mesh();
   const dt::DTensor x = dt::distribute_tensor(dt::ones({4, 4}), mesh, {dt::Shard(0)});
