@@ -8,6 +8,7 @@
 #include <iterator>
 #include <utility>
 
+#include "dtensor/compile/detail/replay_pool.h"
 #include "dtensor/compile/detail/running.h"
 #include "dtensor/core/detail/captured_move.h"
 #include "dtensor/tensor/detail/capture_hook.h"
@@ -416,6 +417,9 @@ DTensorList CompiledStep::call(const DTensorList& inputs, const std::vector<doub
              "recapture_on_guard_failure is off; pass a value that changes every step as a 0-dim "
              "DTensor input instead",
              first_changed_scalar(layout->scalars, scalars));
+    // The graph being replaced keeps storages for replays that will not come: freed before the
+    // capture runs the step eagerly beside them.
+    compiler::release_kept_storages(*layout->graph);
     std::unique_ptr<compiler::Graph> fresh;
     DTensorList out = capture(inputs, scalars, fresh);
     layout->graph = std::move(fresh);
@@ -442,6 +446,9 @@ DTensorList CompiledStep::call(const DTensorList& inputs, const std::vector<doub
   const compiler::Graph* g = layout->graph.get();
   ++replays_;
   if (options_.validate_every > 0 && replays_ % options_.validate_every == 0) {
+    // Replaced by the capture's graph, so its kept storages are freed first (should the check
+    // raise, it stays, and its next replay keeps storages again).
+    compiler::release_kept_storages(*g);
     std::unique_ptr<compiler::Graph> fresh;
     DTensorList out = capture(inputs, scalars, fresh);
     const auto& a = g->nodes();

@@ -47,6 +47,10 @@ int64_t Graph::kept_bytes() const {
   return pool_->bytes();
 }
 
+void release_kept_storages(const Graph& g) {
+  g.pool_->release();
+}
+
 std::string Graph::str() const {
   int64_t externals = 0;
   for (const Value& v : values_) externals += v.kind == Value::Kind::kExternal ? 1 : 0;

@@ -165,6 +165,7 @@ class Graph {
   friend void schedule_collectives(Graph& g, absl::Span<const Tensor> captured);
   friend void tag_roles(Graph& g, absl::Span<const Tensor> captured,
                         absl::Span<const Tensor> params);
+  friend void release_kept_storages(const Graph& g);  // detail/replay_pool.h
 
   std::vector<Value> values_;
   std::vector<Node> nodes_;

@@ -51,6 +51,12 @@ void ReplayPool::trim() {
   }
 }
 
+void ReplayPool::release() {
+  begin_use();
+  release_all();
+  end_use();
+}
+
 void ReplayPool::release_all() {
   for (auto& [key, c] : classes_) shrink(key, c, 0);
 }

@@ -825,6 +825,51 @@ TEST_CASE(
   require_same_parameters(compiled.model, eager.model);
 }
 
+TEST_CASE("memory plan: a graph replaced by a re-capture frees its kept storages first",
+          "[compile]") {
+  // A host scalar's new value, or validate_every, re-captures the layout's graph: the capture
+  // runs the step eagerly, and the replaced graph's kept storages are freed before it.
+  const nn::TransformerConfig cfg = small_config();
+  for (const bool by_scalar : {true, false}) {
+    INFO((by_scalar ? "a new host scalar" : "validate_every"));
+    Trainer eager(cfg, true), compiled(cfg, true);
+    // What is cached (graphs' kept storages, the allocator's cache) when the step function
+    // starts: it runs only while the step is captured.
+    int64_t cached_at_capture = -1;
+    dt::CompileOptions options;
+    options.validate_every = by_scalar ? 0 : 4;
+    dt::CompiledScalarStep step = dt::compile(
+        [&](const dt::DTensorList& batch, const std::vector<double>& s) {
+          cached_at_capture = dt::memory_stats().cached_bytes;
+          return dt::DTensorList{dt::mul(compiled.step(batch)[0], s[0])};
+        },
+        options);
+    for (int i = 0; i < 4; ++i) {  // a capture, then replays
+      const dt::DTensorList batch = make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, i);
+      const double want = scalar(eager.step(batch)[0]);
+      CHECK(scalar(step(batch, {1.0})[0]) == want);
+    }
+    REQUIRE(step.captures() == 1);
+    const int64_t kept = step.graph().kept_bytes();
+    const int64_t cached = dt::memory_stats().cached_bytes;
+    REQUIRE(kept > 0);
+    REQUIRE(cached >= kept);
+    const dt::DTensorList batch = make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, 4);
+    const double want = scalar(eager.step(batch)[0]);
+    const double factor = by_scalar ? 2.0 : 1.0;
+    CHECK(scalar(step(batch, {factor})[0]) == factor * want);
+    CHECK(step.captures() == 2);
+    INFO("cached before the call " << cached << " (" << kept << " kept by the graph), at the "
+                                   << "capture's start " << cached_at_capture);
+    CHECK(cached_at_capture <= cached - kept);
+    // The new graph replays as before.
+    const dt::DTensorList next = make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, 5);
+    const double next_want = scalar(eager.step(next)[0]);
+    CHECK(scalar(step(next, {factor})[0]) == factor * next_want);
+    require_same_parameters(compiled.model, eager.model);
+  }
+}
+
 TEST_CASE("a replay whose optimizer was destroyed raises instead of touching it", "[compile]") {
   const nn::TransformerConfig cfg = small_config();
   Trainer t(cfg, /*adamw=*/true);

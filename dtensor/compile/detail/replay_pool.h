@@ -42,6 +42,8 @@ class ReplayPool final : public dtensor::detail::StoragePool {
   // At most this many storages are kept (a graph's produced values: a replay never needs more).
   void set_limit(size_t limit) { limit_ = limit; }
   size_t limit() const { return limit_; }
+  // Frees every kept storage now (waiting for a replay of the pool on another thread to end).
+  void release();
   // The bytes of the storages kept now (between replays: memory_stats() counts them as cached).
   int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
@@ -68,6 +70,12 @@ class ReplayPool final : public dtensor::detail::StoragePool {
   size_t count_ = 0, limit_ = 0;
   std::atomic<int64_t> bytes_{0};  // read by kept_bytes() on any thread
 };
+
+// Frees the storages `g` keeps between replays (Graph's friend): a step re-capturing a layout
+// frees the graph it replaces first, so that its capture does not run beside memory kept for
+// replays that will not come.
+class Graph;
+void release_kept_storages(const Graph& g);
 
 // Installs a pool as this thread's for the scope (Graph::run's walk; nullptr: none), then trims
 // it (ReplayPool::trim), ends its use (which releases it if empty_cpu_cache() asked meanwhile)
