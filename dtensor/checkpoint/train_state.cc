@@ -50,7 +50,8 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generat
   const DTensor rng = generator != nullptr ? rng_tensor(*generator) : DTensor();
   if (rng.defined()) targets.emplace_back(std::string(kRng), rng);
   // The optimizer creates its states lazily, so the targets follow what the checkpoint holds:
-  // a zero state laid out like its parameter for every "optim.<i>.<slot>" entry.
+  // a zero state laid out like its parameter for every "optim.<i>.<slot>" entry, a local step
+  // count for every "optim.<i>.step" (a parameter's own count of updates).
   std::vector<std::pair<std::string, DTensor>> optim_state;
   if (optimizer != nullptr) {
     std::map<std::string, TensorInfo> index;
@@ -70,7 +71,9 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generat
             "but the optimizer has %d parameters",
             dir, name, params.size());
       }
-      optim_state.emplace_back(rest, zeros_like(params[i]));
+      optim_state.emplace_back(rest, rest.substr(dot + 1) == "step"
+                                         ? local_dtensor(zeros({1}, kInt64))
+                                         : zeros_like(params[i]));
     }
     for (const auto& [name, t] : optim_state) targets.emplace_back(absl::StrCat(kOptim, name), t);
   }

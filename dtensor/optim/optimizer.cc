@@ -121,6 +121,10 @@ void Optimizer::register_state(std::string name, std::vector<DTensor>* slots) {
 std::vector<std::pair<std::string, DTensor>> Optimizer::state_dict() const {
   std::vector<std::pair<std::string, DTensor>> out = {{"step", step_tensor(steps_)}};
   for (const auto& [name, slots] : state_slots_) save_slots(out, name, *slots);
+  for (size_t i = 0; i < param_steps_.size(); ++i) {
+    if (param_steps_[i] > 0)
+      out.emplace_back(absl::StrCat(i, ".step"), step_tensor(param_steps_[i]));
+  }
   return out;
 }
 
@@ -129,6 +133,31 @@ void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor
   for (const auto& [name, slots] : state_slots_) {
     load_slots(state, name, params_, *slots, name_.c_str());
   }
+  if (param_steps_.empty()) return;
+  // Each parameter's own count; a state saved before the counts existed ("<i>.step" absent)
+  // gives a parameter that has state the global count, which is what its updates used then.
+  std::vector<int64_t> counts(params_.size(), -1);
+  for (const auto& [name, value] : state) {
+    const size_t dot = name.find('.');
+    if (dot == std::string::npos || name.substr(dot + 1) != "step") continue;
+    const size_t i = std::stoul(name.substr(0, dot));
+    DT_CHECK(i < params_.size(), "[%s] load_state_dict: entry '%s' names parameter %d of %d", name_,
+             name, i, params_.size());
+    DT_CHECK(value.numel() == 1 && value.dtype() == DType::kInt64,
+             "[%s] load_state_dict: entry '%s' is %s, expected a 1-element int64 step count", name_,
+             name, value.str());
+    counts[i] = value.to_local().to(Device(kCPU)).data<int64_t>()[0];
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (counts[i] < 0) {
+      bool has_state = false;
+      for (const auto& [slot, slots] : state_slots_) {
+        has_state = has_state || (slots->size() > i && (*slots)[i].defined());
+      }
+      counts[i] = has_state ? steps_ : 0;
+    }
+  }
+  param_steps_ = std::move(counts);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -203,6 +232,7 @@ AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
   register_state("exp_avg", &exp_avg_);
   register_state("exp_avg_sq", &exp_avg_sq_);
   register_state("max_exp_avg_sq", &max_exp_avg_sq_);
+  count_parameter_steps();
 }
 
 void AdamW::step() {
@@ -211,11 +241,12 @@ void AdamW::step() {
     const Tensor ins[] = {shard(p), shard(g), shard(state(exp_avg_, i)),
                           shard(state(exp_avg_sq_, i)), vmax};
     dtensor::detail::run_recorded("optim", "adamw_update", ins, {}, 0b11101,
-                                  [this, alive = std::weak_ptr<const char>(alive_)](
+                                  [this, i, alive = std::weak_ptr<const char>(alive_)](
                                       absl::Span<const Tensor> in, absl::Span<Tensor>) {
                                     dtensor::detail::check_alive(alive, "an AdamW update");
+                                    const int64_t t = ++param_steps_[i];
                                     detail::adamw_update(in[0], in[1], in[2], in[3], in[4],
-                                                         adamw_scalars(options_, steps_));
+                                                         adamw_scalars(options_, t));
                                   });
   });
 }

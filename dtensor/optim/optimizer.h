@@ -84,7 +84,10 @@ class Optimizer {
 
   // The optimizer's state as named DTensors with their parameters' specs ("<i>.<state>", e.g.
   // "3.exp_avg"; i indexes parameters()) plus "step" (a 1-element int64 local DTensor), ready
-  // for a checkpoint; load_state_dict takes the same names back (shapes must match).
+  // for a checkpoint; load_state_dict takes the same names back (shapes must match). An
+  // optimizer that counts each parameter's updates (AdamW, as PyTorch's state["step"]) adds
+  // "<i>.step" (1-element int64 local) for every parameter updated so far; a state without them
+  // (saved before they existed) gives each parameter with state the global count.
   std::vector<std::pair<std::string, DTensor>> state_dict() const;
   void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state);
 
@@ -100,6 +103,10 @@ class Optimizer {
   // Makes `slots` (a member of the subclass: one state tensor per parameter, undefined until
   // used) part of state_dict as "<i>.<name>", after the slots registered before it.
   void register_state(std::string name, std::vector<DTensor>* slots);
+  // Makes the optimizer count each parameter's own updates (param_steps_, "<i>.step" in
+  // state_dict): a parameter without a gradient at some step is not updated, and PyTorch's
+  // bias corrections then use its own count, not the number of step() calls.
+  void count_parameter_steps() { param_steps_.assign(params_.size(), 0); }
   // The state `slot` of parameter i, created as zeros like the parameter on first use.
   DTensor& state(std::vector<DTensor>& slots, size_t i);
   // The loop of every step(): with grad mode off, counts the step (++steps_, as a step of its
@@ -110,6 +117,9 @@ class Optimizer {
   std::vector<DTensor> params_;  // the parameters, in the order given
   std::string name_;             // "SGD", "AdamW": the errors' op
   int64_t steps_ = 0;            // step() calls so far
+  // Per parameter, the updates it has had (count_parameter_steps; empty otherwise). Updates
+  // increment it when they run (a replayed update included).
+  std::vector<int64_t> param_steps_;
   // register_state's slots by name (members of this object, which is neither copied nor moved).
   std::vector<std::pair<std::string, std::vector<DTensor>*>> state_slots_;
   // Watched by the updates a compiled step replays (they run on this object): a replay after
@@ -137,7 +147,8 @@ class SGD : public Optimizer {
 
 // AdamW (decoupled weight decay, PyTorch's defaults and formula): p -= lr wd p;
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; (amsgrad: vmax = max(vmax, v));
-// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), where t counts the updates of
+// that parameter (steps where it had no gradient do not count, as in PyTorch).
 class AdamW : public Optimizer {
  public:
   // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.

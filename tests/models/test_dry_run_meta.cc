@@ -81,7 +81,7 @@ std::string mm_step(dt::Device device, const dt::DeviceMesh& mesh) {
   CHECK(w.grad().to_local().sizes() == w.to_local().sizes());
   CHECK(w.grad().placements() == w.placements());
   for (const auto& [name, state] : adam.state_dict()) {
-    if (name != "step") CHECK(state.to_local().device() == device);
+    if (!name.ends_with("step")) CHECK(state.to_local().device() == device);
   }
   return comm.str();
 }
@@ -122,9 +122,10 @@ TEST_CASE("meta dry run: a 70B-shaped Llama at 1,024 ranks, without its memory",
   CHECK(parameters(o.config) > 70'000'000'000);
   CHECK(static_cast<double>(r.parameter_bytes) == Approx(expected).epsilon(0.01));
   CHECK(r.gradient_bytes == r.parameter_bytes);
-  // AdamW: exp_avg and exp_avg_sq per parameter, plus the step count.
+  // AdamW: exp_avg and exp_avg_sq per parameter, plus the step counts (one int64 per
+  // parameter tensor, 9 a layer and 3 outside, and the global one).
   CHECK(r.optimizer_bytes >= 2 * r.parameter_bytes);
-  CHECK(r.optimizer_bytes <= 2 * r.parameter_bytes + 64);
+  CHECK(r.optimizer_bytes <= 2 * r.parameter_bytes + 8 * (9 * o.config.num_hidden_layers + 4));
   // Activations and gathered parameters would take memory; none of it is allocated.
   CHECK(r.activation_bytes > 0);
   CHECK(r.peak_bytes > r.parameter_bytes);

@@ -3,6 +3,9 @@
 // and clip_grad_norm_ (2-norm and inf-norm).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "dtensor/autograd/engine.h"
@@ -98,6 +101,58 @@ TEST_CASE("optimizers skip parameters without gradients and bump the version") {
   CHECK(a.to_local().storage().version() == before + 1);
   opt.zero_grad();
   CHECK_FALSE(a.grad().defined());
+}
+
+// PyTorch 2.15 (tests/optim/torch_optim_references.py): AdamW(lr=0.1) over a and b, where b
+// has no gradient at the first step. b's first update uses its own step count (1), not the
+// number of step() calls (2): its bias corrections start over.
+TEST_CASE("AdamW counts each parameter's own steps, as PyTorch's state['step']") {
+  DTensor a = param({1.0, 2.0}), b = param({3.0, -1.0});
+  optim::AdamW opt({a, b}, optim::AdamWOptions(0.1));
+  const std::vector<std::vector<double>> want_a = {{0.8990000005, 1.89800000025},
+                                                   {0.7985190271685215, 1.7962725886447977},
+                                                   {0.6989111831582322, 1.6949445143849768}};
+  const std::vector<std::vector<double>> want_b = {{3.0, -1.0},
+                                                   {2.897000000037037, -1.0989999996666666},
+                                                   {2.794345872217406, -1.1979495062772352}};
+  for (size_t step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    const std::vector<double> wa = values(a), wb = values(b);
+    set_grad(a, {2 * wa[0], 2 * wa[1]});                                 // d/da sum(a^2)
+    if (step >= 1) set_grad(b, {3 * wb[0] * wb[0], 3 * wb[1] * wb[1]});  // d/db sum(b^3)
+    opt.step();
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(values(a)[i] == Approx(want_a[step][i]).epsilon(1e-14));
+      CHECK(values(b)[i] == Approx(want_b[step][i]).epsilon(1e-14));
+    }
+  }
+  // PyTorch's state: {0: step 3, 1: step 2}; ours names them "<i>.step".
+  std::map<std::string, int64_t> counts;
+  for (const auto& [name, t] : opt.state_dict()) {
+    if (name.ends_with("step")) counts[name] = t.to_local().to_vector<int64_t>()[0];
+  }
+  CHECK(counts == std::map<std::string, int64_t>{{"step", 3}, {"0.step", 3}, {"1.step", 2}});
+  // Loaded into a fresh optimizer, the counts carry on; a state without them (saved before
+  // they existed) gives each parameter that has state the global count.
+  DTensor c = param(values(a)), d = param(values(b));
+  optim::AdamW loaded({c, d}, optim::AdamWOptions(0.1));
+  loaded.load_state_dict(opt.state_dict());
+  for (const auto& [x, y] : {std::pair{a, c}, std::pair{b, d}}) {
+    set_grad(x, {0.25, -0.5});
+    set_grad(y, {0.25, -0.5});
+  }
+  opt.step();
+  loaded.step();
+  CHECK(values(c) == values(a));
+  CHECK(values(d) == values(b));
+  std::vector<std::pair<std::string, DTensor>> old_format;
+  for (const auto& [name, t] : opt.state_dict()) {
+    if (name == "step" || !name.ends_with("step")) old_format.emplace_back(name, t);
+  }
+  loaded.load_state_dict(old_format);
+  for (const auto& [name, t] : loaded.state_dict()) {
+    if (name.ends_with(".step")) CHECK(t.to_local().to_vector<int64_t>()[0] == 4);
+  }
 }
 
 TEST_CASE("state_dict round trip continues exactly where it stopped") {
