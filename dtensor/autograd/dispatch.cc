@@ -193,9 +193,16 @@ DTensorList dispatch_multi(const OpInfo& op, absl::Span<const DTensor* const> in
       self.set_autograd_meta(fresh);
     } else if (fresh != nullptr) {
       AutogradMeta& meta = *self.autograd_meta();
+      // Hooks registered before stay with the old node (they see the gradient of the value
+      // before the write, as PyTorch's); retain_grad follows the tensor, so grad() is the
+      // gradient of the value it now holds.
+      GradHook retain = meta.retains_grad && meta.grad_fn != nullptr
+                            ? meta.grad_fn->take_retain_grad_hook(meta.output_nr)
+                            : nullptr;
       meta.requires_grad = true;
       meta.grad_fn = fresh->grad_fn;
       meta.output_nr = fresh->output_nr;
+      if (retain) meta.grad_fn->set_retain_grad_hook(meta.output_nr, std::move(retain));
     }
     outputs[0] = self;
   }

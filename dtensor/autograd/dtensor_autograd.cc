@@ -96,7 +96,7 @@ class DTensorAutogradHooks final : public ::dtensor::detail::AutogradHooks {
     if (x.is_leaf() || meta->retains_grad) return;
     meta->retains_grad = true;
     std::weak_ptr<AutogradMeta> weak = meta;
-    meta->grad_fn->add_pre_hook(meta->output_nr, [weak](const DTensor& g) -> DTensor {
+    meta->grad_fn->set_retain_grad_hook(meta->output_nr, [weak](const DTensor& g) -> DTensor {
       if (std::shared_ptr<AutogradMeta> m = weak.lock()) {
         m->grad = m->grad.defined() ? add_gradients(m->grad, g) : g.detach();
       }

@@ -25,12 +25,28 @@ void Node::add_pre_hook(uint32_t output_nr, GradHook hook) {
   pre_hooks_[output_nr].push_back(std::move(hook));
 }
 
+void Node::set_retain_grad_hook(uint32_t output_nr, GradHook hook) {
+  retain_grad_hooks_[output_nr] = std::move(hook);
+}
+
+GradHook Node::take_retain_grad_hook(uint32_t output_nr) {
+  auto it = retain_grad_hooks_.find(output_nr);
+  if (it == retain_grad_hooks_.end()) return nullptr;
+  GradHook hook = std::move(it->second);
+  retain_grad_hooks_.erase(it);
+  return hook;
+}
+
 DTensor Node::run_pre_hooks(uint32_t output_nr, DTensor grad) const {
-  auto it = pre_hooks_.find(output_nr);
-  if (it == pre_hooks_.end()) return grad;
-  for (const GradHook& hook : it->second) {
-    DTensor replaced = hook(grad);
-    if (replaced.defined()) grad = std::move(replaced);
+  if (auto it = pre_hooks_.find(output_nr); it != pre_hooks_.end()) {
+    for (const GradHook& hook : it->second) {
+      DTensor replaced = hook(grad);
+      if (replaced.defined()) grad = std::move(replaced);
+    }
+  }
+  // Last: it keeps the gradient the hooks made and passes it on unchanged.
+  if (auto it = retain_grad_hooks_.find(output_nr); it != retain_grad_hooks_.end()) {
+    it->second(grad);
   }
   return grad;
 }

@@ -61,8 +61,14 @@ class Node {
   uint64_t sequence_nr() const { return sequence_nr_; }
 
   // Hooks on the gradient of forward output `output_nr` (DTensor::register_hook on a non-leaf),
-  // run by the engine before apply.
+  // run by the engine before apply, in the order added. The retain_grad hook of an output
+  // (DTensor::retain_grad: at most one) runs after all of them, wherever it was added, so the
+  // retained grad() is the gradient the hooks made, as PyTorch's retains_grad hooks (2.0 on).
   void add_pre_hook(uint32_t output_nr, GradHook hook);
+  void set_retain_grad_hook(uint32_t output_nr, GradHook hook);
+  // Removes and returns output `output_nr`'s retain_grad hook (undefined when none): an
+  // in-place op moves it to the node that now produces the tensor.
+  GradHook take_retain_grad_hook(uint32_t output_nr);
   DTensor run_pre_hooks(uint32_t output_nr, DTensor grad) const;
 
  protected:
@@ -81,6 +87,7 @@ class Node {
   EdgeList next_edges_;
   SpecList input_specs_;
   absl::flat_hash_map<uint32_t, std::vector<GradHook>> pre_hooks_;
+  absl::flat_hash_map<uint32_t, GradHook> retain_grad_hooks_;
 };
 
 // The edge a DTensor's gradient flows into: its grad_fn (and output slot), the grad

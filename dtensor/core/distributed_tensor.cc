@@ -451,9 +451,12 @@ bool DTensor::requires_grad() const {
 
 DTensor& DTensor::requires_grad_(bool requires_grad) {
   DT_CHECK(defined(), "[requires_grad_] the DTensor is undefined (expected a DTensor)");
-  DT_CHECK(is_leaf(),
+  // A recorded op's output requires grad already: asking for it again changes nothing (as
+  // PyTorch); only turning it off is refused.
+  DT_CHECK(is_leaf() || requires_grad,
            "[requires_grad_] can only change requires_grad of a leaf DTensor (this one was "
            "produced by a recorded op; use detach() to get a leaf)");
+  if (!is_leaf()) return *this;
   if (!requires_grad && autograd_ == nullptr) return *this;
   DT_CHECK(!requires_grad || is_floating(dtype()),
            "[requires_grad_] only floating DTensors can require gradients, got %s",

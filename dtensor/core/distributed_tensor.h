@@ -146,7 +146,8 @@ class DTensor {
   // output of a recorded op with an input that requires grad.
   bool requires_grad() const;
   // Marks a leaf (a DTensor no recorded op produced) as needing its gradient; floating dtypes
-  // only. Throws "[requires_grad_] ..." on a non-leaf or an integer DTensor. Returns *this.
+  // only. Throws "[requires_grad_] ..." on an integer DTensor, and on a non-leaf asked to stop
+  // requiring grad (asked to require it, a non-leaf is left as it is, as PyTorch). Returns *this.
   DTensor& requires_grad_(bool requires_grad = true);
   // True unless the DTensor was produced by a recorded op.
   bool is_leaf() const;

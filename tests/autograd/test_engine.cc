@@ -240,6 +240,41 @@ TEST_CASE("autograd: requires_grad_ errors") {
   DTensor a = leaf({1}, {1});
   DTensor y = a * 2.0;
   REQUIRE_THROWS_WITH(y.requires_grad_(false), Contains("leaf"));
+  // Asking a recorded op's output to require grad changes nothing, as PyTorch.
+  y.requires_grad_();
+  CHECK(y.requires_grad());
+  CHECK_FALSE(y.is_leaf());
+}
+
+// PyTorch 2.15 (tests/autograd/torch_autograd_references.py): a retained grad() is the
+// gradient after every hook of the tensor, whichever was registered first, and follows the
+// tensor through an in-place op, while a hook registered before the write sees the gradient
+// of the value before it.
+TEST_CASE("autograd: retain_grad keeps the gradient the hooks made, and follows in-place ops") {
+  for (const bool retain_first : {true, false}) {
+    DTensor a = leaf({1, 2}, {2});
+    DTensor b = a * 3.0;
+    if (retain_first) b.retain_grad();
+    b.register_hook([](const DTensor& g) { return g * 10.0; });
+    if (!retain_first) b.retain_grad();
+    dt::sum(b * b).backward();
+    CHECK(values(b.grad()) == std::vector<double>{60, 120});
+    CHECK(values(a.grad()) == std::vector<double>{180, 360});
+  }
+  DTensor a = leaf({1, 2}, {2});
+  DTensor b = a * 3.0;
+  b.retain_grad();
+  std::vector<double> seen;
+  b.register_hook([&seen](const DTensor& g) {
+    seen = values(g);
+    return DTensor();
+  });
+  dt::mul_(b, dt::Scalar(2.0));
+  b.register_hook([](const DTensor& g) { return g * 10.0; });
+  dt::sum(b * b).backward();
+  CHECK(values(b.grad()) == std::vector<double>{120, 240});
+  CHECK(values(a.grad()) == std::vector<double>{720, 1440});
+  CHECK(seen == std::vector<double>{240, 480});
 }
 
 TEST_CASE("autograd: queue_callback runs after the whole graph, in order, refused outside") {
