@@ -1,7 +1,8 @@
 """Reference gradients of PyTorch at the kinks and edge cases dtensor follows (issue 39):
 hardswish at +-3, clamp / clamp_min / clamp_max / clip at their bounds, clamp with tensor
 bounds (ties split), cross_entropy mean with every target ignored, scatter_reduce amax / amin
-ties with include_self=False (where dtensor keeps its own rule), std on constant rows.
+ties with include_self=False (where dtensor keeps its own rule), std on constant rows, atan2 at
+the origin.
 
 Run: python tests/ops/torch_grad_conventions.py (any venv with torch; the values committed in
 the tests are from torch 2.15.0+cu132, CPU, float64). Each block names the test that holds it.
@@ -46,6 +47,8 @@ print("clamp tensor cases", grid)
 print("clamp tensor x", gx)
 print("clamp tensor min", glo)
 print("clamp tensor max", ghi)
+print("atan2 at the origin (y, x) = (0, 0), (1e-170, 0), (0, 1e-170), (1, 0), (-2, 3)",
+      grad_of(torch.atan2, [0., 1e-170, 0., 1., -2.], [0., 0., 1e-170, 0., 3.]))
 print("clamp tensor broadcast",
       grad_of(torch.clamp, [[-1., 0., 1.], [0.5, -1., 1.]], [-1.], [1.]))
 

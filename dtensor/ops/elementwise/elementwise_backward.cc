@@ -336,10 +336,12 @@ DTensorList mod_bw(const BackwardContext& c, Grads g) {
   }
   return out;
 }
-// atan2(y, x): dy = x / (x^2 + y^2), dx = -y / (x^2 + y^2).
+// atan2(y, x): dy = x / (x^2 + y^2), dx = -y / (x^2 + y^2); both 0 where x^2 + y^2 is 0 (the
+// origin, or squares that underflow), as PyTorch 2.15, not 0 * inf = NaN.
 DTensorList atan2_bw(const BackwardContext& c, Grads g) {
   const DTensor &y = c.input(0), &x = c.input(1);
-  const DTensor scaled = g[0] / (x * x + y * y);
+  const DTensor r2 = x * x + y * y;
+  const DTensor scaled = where(eq(r2, Scalar(0)), zeros_like(r2), g[0] / r2);
   return {c.needs_input_grad(0) ? for_input(c, 0, scaled * x) : DTensor(),
           c.needs_input_grad(1) ? for_input(c, 1, -scaled * y) : DTensor()};
 }

@@ -429,7 +429,7 @@ TEST_CASE("Partial(max/min) passes through monotone unary ops, crossed through n
 // replicated.
 TEST_CASE(
     "gradients at the kinks are PyTorch's: hardswish at -3 and 3, clamp at its bounds, "
-    "ties with tensor bounds split") {
+    "ties with tensor bounds split, atan2 at the origin") {
   const int64_t w = dt::world_size();
   auto mesh = dt::init_device_mesh(dt::kCPU, {w});
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();
@@ -479,6 +479,21 @@ TEST_CASE(
                   f64({0, 0, 0, 0, 0, 0})));
   CHECK(all_equal(grad(xs, [](const DTensor& t) { return dt::clamp(t, 1.0, -1.0); }),
                   f64({0, 0, 0, 0, 0, 0})));
+
+  // atan2(y, x): 0 for both where x^2 + y^2 is 0 (the origin; 1e-170 squared underflows).
+  {
+    const Tensor ys = f64({0, 1e-170, 0, 1, -2}), xs2 = f64({0, 0, 1e-170, 0, 3});
+    const Tensor want_y = f64({0, 0, 0, 0, 3.0 / 13}), want_x = f64({0, 0, 0, -1, 2.0 / 13});
+    for (const Placements& p : layouts) {
+      DTensor a = dt::distribute_tensor(ys, mesh, p, std::nullopt);
+      DTensor b = dt::distribute_tensor(xs2, mesh, p, std::nullopt);
+      a.requires_grad_();
+      b.requires_grad_();
+      dt::sum(dt::atan2(a, b)).backward();
+      CHECK(tt::same_values(a.grad().full_tensor(), want_y, 1e-15));
+      CHECK(tt::same_values(b.grad().full_tensor(), want_x, 1e-15));
+    }
+  }
 
   // Tensor bounds: every (x, min, max) in {0, 1, 2}^3 (x slowest), then a NaN in each place:
   // (nan, 0, 1), (nan, 1, 0), (0, nan, 1), (2, nan, 1), (0, 1, nan), (2, 1, nan).
