@@ -30,6 +30,9 @@ StateDict training_state(const nn::Module* model, const optim::Optimizer* optimi
   if (model != nullptr) {
     for (auto& [name, p] : model->named_parameters())
       out.emplace_back(absl::StrCat(kModel, name), p);
+    // Buffers (BatchNorm's running statistics) in the same namespace, as PyTorch's
+    // state_dict: loaded in place, like the parameters.
+    for (auto& [name, b] : model->named_buffers()) out.emplace_back(absl::StrCat(kModel, name), b);
   }
   if (optimizer != nullptr) {
     for (auto& [name, s] : optimizer->state_dict()) out.emplace_back(absl::StrCat(kOptim, name), s);

@@ -62,6 +62,26 @@ void Module::register_parameter(std::string name, DTensor value) {
   params_.emplace_back(std::move(name), as_parameter(value, is_floating(value.dtype())));
 }
 
+void Module::register_buffer(std::string name, DTensor value) {
+  check_name("buffer", type_name(), name);
+  for (const auto& [n, b] : buffers_) {
+    DT_CHECK(n != name, "[Module] %s already has a buffer '%s'", type_name(), name);
+  }
+  DT_CHECK(value.defined(), "[Module] buffer '%s' of %s is undefined", name, type_name());
+  buffers_.emplace_back(std::move(name), std::move(value));
+}
+
+std::vector<std::pair<std::string, DTensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, DTensor>> out;
+  std::function<void(const std::string&, const Module*)> visit = [&](const std::string& prefix,
+                                                                     const Module* m) {
+    for (auto& [n, b] : m->buffers_) out.emplace_back(prefix.empty() ? n : prefix + "." + n, b);
+    for (auto& [n, c] : m->children_) visit(prefix.empty() ? n : prefix + "." + n, c.get());
+  };
+  visit("", this);
+  return out;
+}
+
 DTensor Module::as_parameter(const DTensor& value, bool requires_grad) {
   DTensor p = value.detach();
   if (requires_grad) p.requires_grad_();

@@ -86,6 +86,14 @@ class Module {
   // Adds a parameter; the name must be new, non-empty and contain no '.'. The module holds a
   // leaf (value detached) that requires grad when floating, as torch.nn.Parameter.
   void register_parameter(std::string name, DTensor value);
+  // Adds a buffer (PyTorch's register_buffer, persistent): state that is not a parameter (no
+  // gradient, not in parameters()) but is part of the model's state, such as BatchNorm's running
+  // statistics. The module keeps `value` as given (sharing its storage), so the layer's in-place
+  // updates and a checkpoint load written into it are seen by both. The name must be new.
+  void register_buffer(std::string name, DTensor value);
+  // Every buffer of the tree in pre-order with fully-qualified names ("bn1.running_mean"), as
+  // PyTorch's named_buffers(); checkpoint::training_state saves them beside the parameters.
+  std::vector<std::pair<std::string, DTensor>> named_buffers() const;
   // Ties: makes `shared` (a parameter of another module of the same tree, e.g. an embedding
   // table reused as the output projection's weight) also an own parameter `name` of this
   // module. Both names refer to the same leaf (one gradient, summed over both uses);
@@ -174,6 +182,7 @@ class Module {
   std::string name_;  // name under its (last) parent; CommDebugMode's module path
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::vector<std::pair<std::string, DTensor>> params_;
+  std::vector<std::pair<std::string, DTensor>> buffers_;  // register_buffer
   std::vector<ForwardPreHook> pre_hooks_;
   std::vector<ForwardHook> hooks_;
   bool training_ = true;  // see train()

@@ -3,6 +3,7 @@
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/ops/norm/norm.h"
+#include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
@@ -33,10 +34,14 @@ void reset_affine(Module& m) {
   if (m.has_param("bias")) Tensor(m.param("bias").to_local()).zero_();
 }
 
-// The running statistics' initial values: zeros (mean) and ones (var), no gradient.
-void make_running_stats(int64_t c, const ModuleOptions& opts, DTensor& mean, DTensor& var) {
+// The running statistics' initial values: zeros (mean) and ones (var), no gradient; registered
+// as m's buffers.
+void make_running_stats(Module& m, int64_t c, const ModuleOptions& opts, DTensor& mean,
+                        DTensor& var) {
   mean = detail::constant_parameter({c}, 0.0, opts).detach();
   var = detail::constant_parameter({c}, 1.0, opts).detach();
+  m.register_buffer("running_mean", mean);
+  m.register_buffer("running_var", var);
 }
 
 }  // namespace
@@ -47,14 +52,22 @@ BatchNorm::BatchNorm(int64_t num_features, double eps, std::optional<double> mom
     : num_features_(num_features), eps_(eps), momentum_(momentum) {
   DT_CHECK(num_features > 0, "[BatchNorm] num_features %d must be > 0", num_features);
   register_affine(*this, num_features, affine, opts);
-  if (track_running_stats) make_running_stats(num_features, opts, running_mean_, running_var_);
+  if (track_running_stats) {
+    make_running_stats(*this, num_features, opts, running_mean_, running_var_);
+    num_batches_tracked_ = local_dtensor(zeros({}, kInt64));
+    register_buffer("num_batches_tracked", num_batches_tracked_);
+  }
+}
+
+int64_t BatchNorm::num_batches_tracked() const {
+  return num_batches_tracked_.defined() ? num_batches_tracked_.to_local().data<int64_t>()[0] : 0;
 }
 
 void BatchNorm::reset_running_stats() {
   if (!running_mean_.defined()) return;
   Tensor(running_mean_.to_local()).zero_();
   Tensor(running_var_.to_local()).fill_(Scalar(1.0));
-  num_batches_tracked_ = 0;
+  Tensor(num_batches_tracked_.to_local()).zero_();
 }
 
 void BatchNorm::reset_own_parameters(Generator*) {
@@ -99,14 +112,15 @@ DTensor BatchNorm::forward(const DTensor& x) {
   if (is_training() && running_mean_.defined()) {
     // Counted as a step of its own when a step is captured (replay counts too); the cumulative
     // average's factor would change on every replay, so it is refused there.
-    dtensor::detail::run_recorded(
-        "host", "num_batches_tracked", {}, {}, 0,
-        [this](absl::Span<const Tensor>, absl::Span<Tensor>) { ++num_batches_tracked_; });
+    dtensor::detail::run_recorded("host", "num_batches_tracked", {}, {}, 0,
+                                  [this](absl::Span<const Tensor>, absl::Span<Tensor>) {
+                                    ++num_batches_tracked_.to_local().data<int64_t>()[0];
+                                  });
     if (!momentum_) {
       dtensor::detail::refuse_in_capture(
           "BatchNorm with momentum = None (its cumulative-average factor changes every step)",
           /*even_inside=*/true);
-      factor = 1.0 / static_cast<double>(num_batches_tracked_);
+      factor = 1.0 / static_cast<double>(num_batches_tracked());
     }
   }
   const bool use_batch_stats = is_training() || !running_mean_.defined();
@@ -142,7 +156,9 @@ InstanceNorm::InstanceNorm(int64_t num_features, double eps, double momentum, bo
     : num_features_(num_features), eps_(eps), momentum_(momentum) {
   DT_CHECK(num_features > 0, "[InstanceNorm] num_features %d must be > 0", num_features);
   register_affine(*this, num_features, affine, opts);
-  if (track_running_stats) make_running_stats(num_features, opts, running_mean_, running_var_);
+  if (track_running_stats) {
+    make_running_stats(*this, num_features, opts, running_mean_, running_var_);
+  }
 }
 
 void InstanceNorm::reset_own_parameters(Generator*) {

@@ -5,7 +5,9 @@
 // Running statistics are buffers, not parameters (no gradient, not in parameters()): local
 // DTensors (self mesh) running_mean [C] (zeros) and running_var [C] (ones), taken as Replicate
 // on the input's mesh in forward, so the in-place update of a training step writes the module's
-// own values, identical on every rank. The mode is Module::train() / eval().
+// own values, identical on every rank. The mode is Module::train() / eval(). They are
+// registered buffers (Module::named_buffers: "running_mean", "running_var" and BatchNorm's
+// "num_batches_tracked", an int64 [] CPU tensor), as PyTorch's, so checkpoints keep them.
 //
 // SyncBatchNorm is BatchNorm on any [N, C, *] input: dtensor's batch_norm on a batch-sharded
 // DTensor already computes the global statistics with one all-reduce (no process group to pass;
@@ -39,7 +41,7 @@ class BatchNorm : public Module {
   // The buffers (undefined without track_running_stats).
   const DTensor& running_mean() const { return running_mean_; }
   const DTensor& running_var() const { return running_var_; }
-  int64_t num_batches_tracked() const { return num_batches_tracked_; }
+  int64_t num_batches_tracked() const;
   // PyTorch's reset_running_stats(): zeros, ones, 0.
   void reset_running_stats();
 
@@ -54,7 +56,7 @@ class BatchNorm : public Module {
   std::optional<double> momentum_;
   DTensor running_mean_;
   DTensor running_var_;
-  int64_t num_batches_tracked_ = 0;
+  DTensor num_batches_tracked_;  // int64 [] on the CPU (a buffer); undefined without stats
 };
 
 // BatchNorm over N spatial dims (libtorch's BatchNormImplBase<D>): BatchNorm1d takes [N, C] or

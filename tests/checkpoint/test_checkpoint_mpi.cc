@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -702,4 +703,37 @@ TEST_CASE("checkpoint: resuming from step k equals the uninterrupted run bit for
     CHECK(pa[i].second.placements() == pb[i].second.placements());
     CHECK(dt::equal(pa[i].second.to_local(), pb[i].second.to_local()));
   }
+}
+
+// BatchNorm's running statistics are buffers (Module::named_buffers) and travel with the
+// parameters, as in PyTorch's state_dict: before, they were not saved, and a model loaded from a
+// checkpoint evaluated with fresh statistics (mean 0, var 1) -- silently different outputs.
+TEST_CASE("checkpoint: a module's buffers (BatchNorm's running statistics) are saved and loaded",
+          "[checkpoint][buffers]") {
+  const std::string dir = test_dir("buffers");
+  dt::manual_seed(3);
+  nn::BatchNorm1d a(3, 1e-5, std::nullopt);  // momentum None: the count matters too
+  for (int i = 0; i < 3; ++i) a(nn::local_dtensor(dt::randn({5, 3})));
+  const auto names = a.named_buffers();
+  REQUIRE(names.size() == 3);
+  CHECK(names[0].first == "running_mean");
+  CHECK(names[1].first == "running_var");
+  CHECK(names[2].first == "num_batches_tracked");
+  CHECK(a.num_batches_tracked() == 3);
+  ck::save_training_state(&a, nullptr, nullptr, dir);
+
+  nn::BatchNorm1d b(3, 1e-5, std::nullopt);
+  ck::load_training_state(&b, nullptr, nullptr, dir);
+  CHECK(b.num_batches_tracked() == 3);
+  CHECK(dt::equal(b.running_mean().to_local(), a.running_mean().to_local()));
+  CHECK(dt::equal(b.running_var().to_local(), a.running_var().to_local()));
+  a.eval();
+  b.eval();
+  const dt::DTensor x = nn::local_dtensor(dt::randn({4, 3}));
+  CHECK(dt::equal(a(x).to_local(), b(x).to_local()));
+  // The loaded statistics are the module's own: a further training step updates them.
+  b.train();
+  b(x);
+  CHECK(b.num_batches_tracked() == 4);
+  CHECK_FALSE(dt::equal(b.running_mean().to_local(), a.running_mean().to_local()));
 }
