@@ -123,11 +123,20 @@ def machine(args):
     return "\n".join(lines)
 
 
-def dispatch_section(res, tg):
+# Hand-written notes below the dispatch callgrind table (e.g. the paired before/after counts of
+# issue 41's dispatch-regression paragraph): no benchmark of scripts/bench.sh measures them, so
+# they lie between these markers and are carried over unchanged, below the regenerated table.
+DISPATCH_NOTES_BEGIN = "<!-- dispatch-notes:begin"
+DISPATCH_NOTES_END = "<!-- dispatch-notes:end -->"
+
+
+def dispatch_section(res, tg, notes=""):
+    """The dispatch tables; `notes` (the kept marked block, or "") goes below the callgrind
+    table."""
     rows = load(os.path.join(res, "bench_dispatch.jsonl"))
     out = ["## Dispatch", ""]
     if not rows:
-        return out + ["(bench_dispatch produced no results)", ""]
+        return out + ["(bench_dispatch produced no results)", ""] + ([notes, ""] if notes else [])
     out += [
         "A DTensor op whose sharding is in the propagation cache vs the same op on the local "
         "tensors, [8, 8] float32 on a 1-rank mesh (single process; no input needs a "
@@ -188,6 +197,8 @@ def dispatch_section(res, tg):
     else:
         out.append("Callgrind count: not run (CALLGRIND=0 or valgrind missing).")
     out.append("")
+    if notes:
+        out += [notes, ""]
     if recorded:
         out += [
             "### Autograd recording",
@@ -873,7 +884,9 @@ def main():
     res = args.results
     tg = Targets()
     body = []
-    body += dispatch_section(res, tg)
+    # Read before args.out is rewritten below.
+    dispatch_notes = doc_sections.keep(args.out, DISPATCH_NOTES_BEGIN, DISPATCH_NOTES_END)
+    body += dispatch_section(res, tg, dispatch_notes)
     body += cache_section(res, tg)
     body += redistribute_section(res, tg)
     body += tp_section(res, tg)
