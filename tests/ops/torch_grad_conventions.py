@@ -49,6 +49,10 @@ print("clamp tensor min", glo)
 print("clamp tensor max", ghi)
 print("atan2 at the origin (y, x) = (0, 0), (1e-170, 0), (0, 1e-170), (1, 0), (-2, 3)",
       grad_of(torch.atan2, [0., 1e-170, 0., 1., -2.], [0., 0., 1e-170, 0., 3.]))
+# test_elementwise_dtensor.cc, "gradients at the kinks ...": maximum / minimum with a NaN.
+print("maximum / minimum at (nan, 1), (2, nan), (1, 1), (1, 2), (nan, nan)",
+      grad_of(torch.maximum, [nan, 2., 1., 1., nan], [1., nan, 1., 2., nan]),
+      grad_of(torch.minimum, [nan, 2., 1., 1., nan], [1., nan, 1., 2., nan]))
 print("clamp tensor broadcast",
       grad_of(torch.clamp, [[-1., 0., 1.], [0.5, -1., 1.]], [-1.], [1.]))
 

@@ -49,14 +49,15 @@ DTensorList div_bw(const BackwardContext& c, Grads g) {
   if (c.needs_input_grad(1)) out[1] = for_input(c, 1, -g[0] * c.input(0) / (b * b));
   return out;
 }
-// Ties split the gradient evenly, as PyTorch does.
+// PyTorch's rule: ties split the gradient evenly, the loser gets 0, and where a or b is NaN
+// (unordered: neither wins nor ties) both get the whole gradient.
 template <bool kMax>
 DTensorList extremum_bw(const BackwardContext& c, Grads g) {
   const DTensor &a = c.input(0), &b = c.input(1);
   const DType dt = g[0].dtype();
   const DTensor ties = as_float(eq(a, b), dt) * 0.5;
-  const DTensor a_wins = as_float(kMax ? gt(a, b) : lt(a, b), dt) + ties;
-  const DTensor b_wins = as_float(kMax ? lt(a, b) : gt(a, b), dt) + ties;
+  const DTensor a_wins = 1.0 - as_float(kMax ? lt(a, b) : gt(a, b), dt) - ties;
+  const DTensor b_wins = 1.0 - as_float(kMax ? gt(a, b) : lt(a, b), dt) - ties;
   return {c.needs_input_grad(0) ? for_input(c, 0, g[0] * a_wins) : DTensor(),
           c.needs_input_grad(1) ? for_input(c, 1, g[0] * b_wins) : DTensor()};
 }

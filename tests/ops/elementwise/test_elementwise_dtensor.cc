@@ -429,7 +429,7 @@ TEST_CASE("Partial(max/min) passes through monotone unary ops, crossed through n
 // replicated.
 TEST_CASE(
     "gradients at the kinks are PyTorch's: hardswish at -3 and 3, clamp at its bounds, "
-    "ties with tensor bounds split, atan2 at the origin") {
+    "ties with tensor bounds split, atan2 at the origin, maximum / minimum with a NaN") {
   const int64_t w = dt::world_size();
   auto mesh = dt::init_device_mesh(dt::kCPU, {w});
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();
@@ -492,6 +492,25 @@ TEST_CASE(
       dt::sum(dt::atan2(a, b)).backward();
       CHECK(tt::same_values(a.grad().full_tensor(), want_y, 1e-15));
       CHECK(tt::same_values(b.grad().full_tensor(), want_x, 1e-15));
+    }
+  }
+
+  // maximum / minimum: a tie splits, the loser gets 0, and both get the whole gradient where
+  // either is NaN (PyTorch's masked_fill(self < other, 0) keeps it on an unordered pair).
+  {
+    const Tensor as = f64({nan, 2, 1, 1, nan}), bs = f64({1, nan, 1, 2, nan});
+    for (const Placements& p : layouts) {
+      for (const bool is_max : {true, false}) {
+        DTensor a = dt::distribute_tensor(as, mesh, p, std::nullopt);
+        DTensor b = dt::distribute_tensor(bs, mesh, p, std::nullopt);
+        a.requires_grad_();
+        b.requires_grad_();
+        dt::sum(is_max ? dt::maximum(a, b) : dt::minimum(a, b)).backward();
+        CHECK(tt::same_values(a.grad().full_tensor(), f64({1, 1, 0.5, is_max ? 0.0 : 1.0, 1}),
+                              1e-15));
+        CHECK(tt::same_values(b.grad().full_tensor(), f64({1, 1, 0.5, is_max ? 1.0 : 0.0, 1}),
+                              1e-15));
+      }
     }
   }
 
