@@ -200,7 +200,6 @@ void Optimizer::update_each(
     const DTensor& g = p.grad();
     if (!g.defined()) continue;
     update(i, p, g);
-    p.to_local().storage().bump_version();
   }
 }
 
@@ -214,6 +213,7 @@ void SGD::step() {
                                   [this, first, alive = std::weak_ptr<const char>(alive_)](
                                       absl::Span<const Tensor> in, absl::Span<Tensor>) {
                                     dtensor::detail::check_alive(alive, "an SGD update");
+                                    in[0].storage().bump_version();  // see update_each
                                     detail::sgd_update(
                                         in[0], in[1], in[2],
                                         {options_.lr(), options_.momentum(), options_.dampening(),
@@ -244,6 +244,7 @@ void AdamW::step() {
                                   [this, i, alive = std::weak_ptr<const char>(alive_)](
                                       absl::Span<const Tensor> in, absl::Span<Tensor>) {
                                     dtensor::detail::check_alive(alive, "an AdamW update");
+                                    in[0].storage().bump_version();  // see update_each
                                     const int64_t t = ++param_steps_[i];
                                     detail::adamw_update(in[0], in[1], in[2], in[3], in[4],
                                                          adamw_scalars(options_, t));

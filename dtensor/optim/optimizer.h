@@ -111,7 +111,9 @@ class Optimizer {
   DTensor& state(std::vector<DTensor>& slots, size_t i);
   // The loop of every step(): with grad mode off, counts the step (++steps_, as a step of its
   // own when a step is captured, so replay counts too), then calls update(i, p, g) for each
-  // parameter p (index i) that has a gradient g and bumps p's version (update wrote its shard).
+  // parameter p (index i) that has a gradient g. The recorded update bumps p's version when it
+  // writes, so a compiled replay's update does too: a graph kept across a replayed step then
+  // refuses its backward, as it does across an eager one.
   void update_each(absl::FunctionRef<void(size_t i, const DTensor& p, const DTensor& g)> update);
 
   std::vector<DTensor> params_;  // the parameters, in the order given

@@ -4,11 +4,15 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dtensor/autograd/engine.h"
+#include "dtensor/compile/compile.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/optim/optimizer.h"
 #include "dtensor/tensor/creation.h"
 
@@ -152,6 +156,39 @@ TEST_CASE("AdamW counts each parameter's own steps, as PyTorch's state['step']")
   loaded.load_state_dict(old_format);
   for (const auto& [name, t] : loaded.state_dict()) {
     if (name.ends_with(".step")) CHECK(t.to_local().to_vector<int64_t>()[0] == 4);
+  }
+}
+
+// A graph recorded before a step reads the parameters the step then overwrites: its backward
+// is refused after an eager step and, as well, after a compiled step's replay (the recorded
+// update bumps the version when it writes; before, only the eager loop did).
+TEST_CASE("an optimizer step replayed by a compiled step bumps the parameters' version") {
+  for (const bool adamw : {false, true}) {
+    DTensor p = param({1.0, -2.0});
+    std::unique_ptr<optim::Optimizer> opt;
+    if (adamw) {
+      opt = std::make_unique<optim::AdamW>(std::vector<DTensor>{p});
+    } else {
+      opt = std::make_unique<optim::SGD>(std::vector<DTensor>{p}, optim::SGDOptions(0.1));
+    }
+    auto train = [&](const dt::DTensorList& in) {
+      opt->zero_grad();
+      DTensor loss = dt::sum(dt::mul(dt::mul(p, p), in[0]));
+      loss.backward();
+      opt->step();
+      return dt::DTensorList{loss.detach()};
+    };
+    dt::CompiledStep step = dt::compile(train);
+    const DTensor x = dt::local_dtensor(dt::from_vector<double>({0.5, 1.5}, {2}));
+    step({x});  // the capture (runs eagerly)
+    for (int replay = 0; replay < 2; ++replay) {
+      DTensor held = dt::sum(dt::mul(p, p));  // saves p
+      const uint32_t before = p.to_local().storage().version();
+      step({x});
+      CHECK(p.to_local().storage().version() > before);
+      REQUIRE_THROWS_WITH(held.backward(), Contains("modified by an in-place op"));
+    }
+    CHECK(step.captures() == 1);
   }
 }
 
