@@ -176,7 +176,11 @@ DTensor& Optimizer::state(std::vector<DTensor>& slots, size_t i) {
 
 SGD::SGD(std::vector<DTensor> params, SGDOptions options)
     : Optimizer(std::move(params), "SGD"), options_(options) {
+  // PyTorch's SGD refuses the same values ("Invalid ... value").
   DT_CHECK(options_.lr() >= 0, "[SGD] lr must be >= 0, got %g", options_.lr());
+  DT_CHECK(options_.momentum() >= 0, "[SGD] momentum must be >= 0, got %g", options_.momentum());
+  DT_CHECK(options_.weight_decay() >= 0, "[SGD] weight_decay must be >= 0, got %g",
+           options_.weight_decay());
   DT_CHECK(!options_.nesterov() || (options_.momentum() > 0 && options_.dampening() == 0),
            "[SGD] nesterov needs momentum > 0 and dampening 0 (got %g, %g)", options_.momentum(),
            options_.dampening());
@@ -229,6 +233,8 @@ AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
                options_.beta1() < 1 && options_.beta2() >= 0 && options_.beta2() < 1,
            "[AdamW] invalid options: lr %g, betas (%g, %g), eps %g", options_.lr(),
            options_.beta1(), options_.beta2(), options_.eps());
+  DT_CHECK(options_.weight_decay() >= 0, "[AdamW] weight_decay must be >= 0, got %g",
+           options_.weight_decay());
   register_state("exp_avg", &exp_avg_);
   register_state("exp_avg_sq", &exp_avg_sq_);
   register_state("max_exp_avg_sq", &max_exp_avg_sq_);

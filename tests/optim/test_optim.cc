@@ -269,4 +269,12 @@ TEST_CASE("optimizers refuse what they cannot update") {
   REQUIRE_THROWS_WITH(optim::SGD({i}, optim::SGDOptions(0.1)), Contains("floating"));
   DTensor p = param({1.0});
   REQUIRE_THROWS_WITH(optim::SGD({p}, optim::SGDOptions(0.1).nesterov(true)), Contains("nesterov"));
+  // PyTorch 2.15 raises "Invalid momentum value" / "Invalid weight_decay value" for these
+  // (tests/optim/torch_optim_references.py); they used to be taken silently.
+  REQUIRE_THROWS_WITH(optim::SGD({p}, optim::SGDOptions(0.1).momentum(-0.5)),
+                      Contains("momentum must be >= 0"));
+  REQUIRE_THROWS_WITH(optim::SGD({p}, optim::SGDOptions(0.1).weight_decay(-0.1)),
+                      Contains("weight_decay must be >= 0"));
+  REQUIRE_THROWS_WITH(optim::AdamW({p}, optim::AdamWOptions(0.1).weight_decay(-0.1)),
+                      Contains("weight_decay must be >= 0"));
 }

@@ -20,3 +20,14 @@ for step in range(3):
     opt.step()
     print("step", step, "a", a.tolist(), "b", b.tolist())
 print("state steps", {k: v["step"].item() for k, v in opt.state_dict()["state"].items()})
+
+# test_optim.cc, "optimizers refuse what they cannot update": the values PyTorch refuses.
+p = torch.nn.Parameter(torch.tensor([1.0]))
+for name, make in [("SGD momentum -0.5", lambda: torch.optim.SGD([p], lr=0.1, momentum=-0.5)),
+                   ("SGD weight_decay -0.1", lambda: torch.optim.SGD([p], lr=0.1, weight_decay=-0.1)),
+                   ("AdamW weight_decay -0.1", lambda: torch.optim.AdamW([p], lr=0.1, weight_decay=-0.1))]:
+    try:
+        make()
+        print(name, "accepted")
+    except ValueError as e:
+        print(name, "raises:", e)
