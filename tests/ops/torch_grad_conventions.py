@@ -53,6 +53,9 @@ print("atan2 at the origin (y, x) = (0, 0), (1e-170, 0), (0, 1e-170), (1, 0), (-
 print("maximum / minimum at (nan, 1), (2, nan), (1, 1), (1, 2), (nan, nan)",
       grad_of(torch.maximum, [nan, 2., 1., 1., nan], [1., nan, 1., 2., nan]),
       grad_of(torch.minimum, [nan, 2., 1., 1., nan], [1., nan, 1., 2., nan]))
+# test_elementwise_dtensor.cc, "gradients at the kinks ...": remainder's divisor.
+print("remainder at (1, 0.1), (-1, 0.1), (3, 0.3), (0.7, 0.1), (-1, inf), (5, 0), (5, -3)",
+      grad_of(torch.remainder, [1., -1., 3., 0.7, -1., 5., 5.], [0.1, 0.1, 0.3, 0.1, inf, 0., -3.]))
 print("clamp tensor broadcast",
       grad_of(torch.clamp, [[-1., 0., 1.], [0.5, -1., 1.]], [-1.], [1.]))
 

@@ -327,13 +327,27 @@ DTensorList pow_tensor_bw(const BackwardContext& c, Grads g) {
   }
   return out;
 }
-// fmod(x, y) = x - trunc(x / y) y, remainder(x, y) = x - floor(x / y) y.
+// PyTorch's floor division (div(x, y, rounding_mode="floor")): the quotient of x - fmod(x, y),
+// one less where fmod's sign is not y's, rounded to the nearest integer; x / y where y is 0.
+// Not floor(x / y), which can round across an integer (x / y is 10 at (1, 0.1), where the
+// remainder 0.0999... belongs to the quotient 9).
+DTensor floor_quotient(const DTensor& x, const DTensor& y) {
+  const DTensor mod = fmod(x, y);
+  const DTensor off =
+      logical_and(ne(mod, Scalar(0)), logical_xor(lt(y, Scalar(0)), lt(mod, Scalar(0))));
+  const DTensor q = (x - mod) / y - as_float(off, mod.dtype());
+  const DTensor fq = floor(q);
+  const DTensor rounded = fq + as_float(gt(q - fq, Scalar(0.5)), q.dtype());
+  return where(eq(y, Scalar(0)), x / y, rounded);
+}
+// fmod(x, y) = x - trunc(x / y) y, remainder(x, y) = x - floor(x / y) y; y's gradient uses
+// PyTorch's quotients (trunc(x / y) for fmod, its floor division for remainder).
 template <bool kFmod>
 DTensorList mod_bw(const BackwardContext& c, Grads g) {
   DTensorList out = {for_input(c, 0, g[0]), DTensor()};
   if (c.needs_input_grad(1)) {
-    const DTensor q = c.input(0) / c.input(1);
-    out[1] = for_input(c, 1, -g[0] * (kFmod ? trunc(q) : floor(q)));
+    const DTensor &x = c.input(0), &y = c.input(1);
+    out[1] = for_input(c, 1, -g[0] * (kFmod ? trunc(x / y) : floor_quotient(x, y)));
   }
   return out;
 }

@@ -429,7 +429,8 @@ TEST_CASE("Partial(max/min) passes through monotone unary ops, crossed through n
 // replicated.
 TEST_CASE(
     "gradients at the kinks are PyTorch's: hardswish at -3 and 3, clamp at its bounds, "
-    "ties with tensor bounds split, atan2 at the origin, maximum / minimum with a NaN") {
+    "ties with tensor bounds split, atan2 at the origin, maximum / minimum with a NaN, remainder's "
+    "divisor") {
   const int64_t w = dt::world_size();
   auto mesh = dt::init_device_mesh(dt::kCPU, {w});
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();
@@ -511,6 +512,21 @@ TEST_CASE(
         CHECK(tt::same_values(b.grad().full_tensor(), f64({1, 1, 0.5, is_max ? 1.0 : 0.0, 1}),
                               1e-15));
       }
+    }
+  }
+
+  // remainder(x, y): y gets -g times PyTorch's floor division (from fmod, the quotient the
+  // value used), not floor(x / y): at (1, 0.1) x / y rounds to 10 but the value 0.0999... is
+  // 1 - 9 * 0.1; -1 % inf is inf (quotient -1); y = 0 gives -x / 0.
+  {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    const Tensor xs3 = f64({1, -1, 3, 0.7, -1, 5, 5}), ys3 = f64({0.1, 0.1, 0.3, 0.1, inf, 0, -3});
+    for (const Placements& p : layouts) {
+      DTensor a = dt::distribute_tensor(xs3, mesh, p, std::nullopt);
+      DTensor b = dt::distribute_tensor(ys3, mesh, p, std::nullopt);
+      b.requires_grad_();
+      dt::sum(dt::remainder(a, b)).backward();
+      CHECK(tt::same_values(b.grad().full_tensor(), f64({-9, 10, -10, -6, 1, -inf, 2}), 1e-15));
     }
   }
 
