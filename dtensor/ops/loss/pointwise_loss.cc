@@ -146,8 +146,9 @@ Tensor pointwise_loss(LossKind kind, double param, const Tensor& x, const Tensor
 Tensor pointwise_loss_grad(LossKind kind, LossPart part, double param, const Tensor& grad,
                            const Tensor& x, const Tensor& y, const Tensor& weight,
                            const Tensor& pos_weight, double scale) {
-  if (part == LossPart::kGradInput && grad.dim() == 0 && grad.device().is_cpu() &&
-      !weight.defined() && !pos_weight.defined() && fusable_cpu(kind, x, y)) {
+  if (part == LossPart::kGradInput && kind != LossKind::kKlDiv && grad.dim() == 0 &&
+      grad.device().is_cpu() && !weight.defined() && !pos_weight.defined() &&
+      fusable_cpu(kind, x, y)) {
     // A 0-d incoming gradient (after a mean / sum): the scaled gradient in one pass.
     const double k = grad.to(kFloat64).item<double>() * scale;
     return loss_grad_scaled_cpu(kind, param, k, x.contiguous(), y.contiguous());

@@ -6,8 +6,9 @@
 //   value  (1 - y) x - log_sigmoid(x), log_sigmoid(x) = min(x, 0) - log1p(e^-|x|)
 //   dx     sigmoid(x) - y
 // NaN in x gives NaN, as the scalar formula; +-inf as there (log_sigmoid(-inf) = -inf).
-// Also the sum of the per-element losses of mse, l1, smooth_l1, huber and bce_with_logits (no
-// weight, no pos_weight) in one pass for a mean / sum reduction, as PyTorch fuses it: the term
+// Also the sum of the per-element losses of mse, l1, smooth_l1, huber, bce_with_logits (no
+// weight, no pos_weight) and kl_div (not log_target; its gradient -y keeps the unfused path) in
+// one pass for a mean / sum reduction, as PyTorch fuses it: the term
 // tensor is neither allocated, written nor read again. And their input gradient times a scalar
 // incoming gradient (after a mean / sum) in one pass: the terms are not written, then read and
 // multiplied in place (float32 [256, 4096] smooth_l1 forward + backward, one thread: 0.63-0.68
@@ -54,6 +55,9 @@ HWY_INLINE V LossV(LossKind k, D d, V x, V y, V b) {
     case LossKind::kHuber:
       return hn::IfThenElse(hn::Lt(ad, b), hn::Mul(hn::Mul(half, diff), diff),
                             hn::Mul(b, hn::Sub(ad, hn::Mul(half, b))));
+    case LossKind::kKlDiv:  // xlogy(y, y) - y x, 0 log 0 = 0 (term_of's)
+      return hn::Sub(hn::IfThenElseZero(hn::Ne(y, hn::Zero(d)), hn::Mul(y, LogC(d, y))),
+                     hn::Mul(y, x));
     default: {  // kBceWithLogits
       const V one = hn::Set(d, hn::TFromD<D>(1));
       return hn::Sub(hn::Mul(hn::Sub(one, y), x), LogSigmoidC(d, x));
@@ -146,6 +150,8 @@ double LossSum(DType dt, LossKind kind, double param, const void* x, const void*
       return LossSumOf<LossKind::kSmoothL1>(dt, param, x, y, n);
     case LossKind::kHuber:
       return LossSumOf<LossKind::kHuber>(dt, param, x, y, n);
+    case LossKind::kKlDiv:
+      return LossSumOf<LossKind::kKlDiv>(dt, param, x, y, n);
     default:
       return LossSumOf<LossKind::kBceWithLogits>(dt, param, x, y, n);
   }
@@ -182,7 +188,7 @@ HWY_EXPORT(LossGradScaled);
 
 bool loss_sum_fusable(LossKind kind) {
   return kind == LossKind::kMse || kind == LossKind::kL1 || kind == LossKind::kSmoothL1 ||
-         kind == LossKind::kHuber || kind == LossKind::kBceWithLogits;
+         kind == LossKind::kHuber || kind == LossKind::kBceWithLogits || kind == LossKind::kKlDiv;
 }
 
 double loss_sum_cpu(LossKind kind, double param, const Tensor& x, const Tensor& y) {
