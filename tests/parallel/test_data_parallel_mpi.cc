@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "dtensor/autograd/function.h"
@@ -763,4 +764,39 @@ TEST_CASE(
     INFO(got[i].first);
     CHECK(max_diff(got[i].second.grad().full_tensor(), want[i].second.grad().to_local()) < 1e-5);
   }
+}
+
+// A gathered parameter keeps its version across the backward's re-gather only when it gets the
+// same values back: an optimizer step between a forward and its backward changes the shards,
+// and the backward is refused (as for a module that is not sharded) instead of running on the
+// new values. Before, every re-gather put the old version back (review R1, finding 1).
+TEST_CASE("fully_shard: a step between a forward and its backward is caught, as unsharded",
+          "[dp][fsdp]") {
+  const auto mesh = dp_mesh();
+  for (const bool sharded : {false, true}) {
+    INFO((sharded ? "fully_shard" : "unsharded"));
+    dt::manual_seed(1);
+    nn::MLP model(4, 8, nn::Activation::kGelu);
+    std::shared_ptr<dt::DataParallel> dp;
+    if (sharded) dp = dt::fully_shard(model, mesh, {.grouping = {.module_types = {"Linear"}}});
+    dt::optim::SGD opt(model.parameters(), dt::optim::SGDOptions(0.5));
+    const dt::DTensor x = nn::local_dtensor(dt::randn({3, 4}));
+    dt::sum(model(x)).backward();  // a normal step: no error
+    opt.step();
+    dt::DTensor loss = dt::sum(model(x));
+    opt.step();  // misplaced: the parameters change under the pending backward
+    REQUIRE_THROWS_WITH(loss.backward(), Catch::Contains("modified by an in-place op"));
+  }
+  // The normal order still trains (the re-gather of unchanged shards keeps the version).
+  dt::manual_seed(1);
+  nn::MLP model(4, 8, nn::Activation::kGelu);
+  auto dp = dt::fully_shard(model, mesh, {.grouping = {.module_types = {"Linear"}}});
+  dt::optim::SGD opt(model.parameters(), dt::optim::SGDOptions(0.5));
+  const dt::DTensor x = nn::local_dtensor(dt::randn({3, 4}));
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    dt::sum(model(x)).backward();
+    opt.step();
+  }
+  CHECK(std::isfinite(dt::sum(model(x)).full_tensor().item<float>()));
 }

@@ -6,6 +6,7 @@
 #include <absl/strings/str_join.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
@@ -38,7 +39,10 @@ struct ParamState {
   int64_t shard_dim = -1;                           // -1: replicated on dp
   bool trained = false;                             // requires grad
   Tensor gathered;                                  // sharded: the gathered compute local
-  Tensor unsynced;                                  // no_sync: summed local gradients
+  // The version of storage's local shard when `gathered` was last unpacked from it (see
+  // unpack_gathered); none before the first.
+  std::optional<uint32_t> unpacked_from;
+  Tensor unsynced;  // no_sync: summed local gradients
   int64_t bucket = -1;
   int64_t offset = 0;  // sharded: offset in the unit's per-rank flat block
 
@@ -252,13 +256,18 @@ struct DataParallel::State {
   }
 
   // Copies every rank's chunks from the all-gather's output into the unit's gathered tensors.
-  // The copies keep the storage's version (as FSDP2's _unsafe_preserve_version_counter): a
-  // re-gather in backward puts back the values the forward's ops saved, which must not read as
-  // an in-place update of them.
-  void unpack_gathered(const UnitState& u, const Tensor& out, absl::Span<Tensor> gathered) const {
+  // A re-gather of the values the gathered tensor held (the shard unchanged since it was last
+  // unpacked: a backward's re-gather of what the forward's ops saved) keeps its version, as
+  // FSDP2's _unsafe_preserve_version_counter. A gather of changed values (an optimizer step
+  // wrote the shard since) counts as the in-place write it is, so a graph that saved the old
+  // values refuses its backward instead of reading the new ones (FSDP2 does not tell).
+  void unpack_gathered(const UnitState& u, const Tensor& out, absl::Span<Tensor> gathered) {
     for (size_t j = 0; j < u.sharded.size(); ++j) {
-      const ParamState& p = params[u.sharded[j]];
-      const uint32_t version = gathered[j].storage().version();
+      ParamState& p = params[u.sharded[j]];
+      const uint32_t shard_version = p.storage.to_local().storage().version();
+      const bool same_values = p.unpacked_from == shard_version;
+      p.unpacked_from = shard_version;
+      const uint32_t version = gathered[j].storage().version() + (same_values ? 0 : 1);
       for (int64_t r = 0; r < n; ++r) {
         const ChunkBounds cb = p.chunk(n, r);
         if (cb.size == 0 || p.rest() == 0) continue;
