@@ -1,8 +1,10 @@
 #include "dtensor/optim/optimizer.h"
 
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 
 #include <cmath>
+#include <optional>
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/grad_mode.h"
@@ -34,7 +36,22 @@ int64_t read_step(const std::vector<std::pair<std::string, DTensor>>& state, con
   DT_FAIL("[%s] load_state_dict: no 'step' entry", op);
 }
 
-// Loads entries "<i>.<slot>" into slots[i] (checked against parameter i's spec).
+// An entry "<i>.<slot>" of a state: parameter index and slot name; nullopt for other names
+// ("step"). Throws "[<op>] load_state_dict: ..." for an index that is not a number or names no
+// parameter.
+std::optional<std::pair<size_t, std::string>> parameter_entry(const std::string& name,
+                                                              size_t num_params, const char* op) {
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  size_t i = 0;
+  DT_CHECK(absl::SimpleAtoi(name.substr(0, dot), &i) && i < num_params,
+           "[%s] load_state_dict: entry '%s' names no parameter (expected '<i>.<state>' with i < "
+           "%d)",
+           op, name, num_params);
+  return std::pair{i, name.substr(dot + 1)};
+}
+
+// Loads entries "<i>.<slot>" into slots[i] (checked by load_state_dict before).
 void load_slots(const std::vector<std::pair<std::string, DTensor>>& state, const std::string& slot,
                 const std::vector<DTensor>& params, std::vector<DTensor>& slots, const char* op) {
   // A slot that exists is overwritten in place (a compiled step keeps updating that tensor);
@@ -43,14 +60,9 @@ void load_slots(const std::vector<std::pair<std::string, DTensor>>& state, const
   old.resize(params.size());
   slots.assign(params.size(), DTensor());
   for (const auto& [name, value] : state) {
-    const size_t dot = name.find('.');
-    if (dot == std::string::npos || name.substr(dot + 1) != slot) continue;
-    const size_t i = std::stoul(name.substr(0, dot));
-    DT_CHECK(i < params.size(), "[%s] load_state_dict: entry '%s' names parameter %d of %d", op,
-             name, i, params.size());
-    DT_CHECK(value.spec() == params[i].spec(),
-             "[%s] load_state_dict: entry '%s' is %s, expected the spec of parameter %d (%s)", op,
-             name, value.spec().str(), i, params[i].spec().str());
+    const auto entry = parameter_entry(name, params.size(), op);
+    if (!entry || entry->second != slot) continue;
+    const size_t i = entry->first;
     if (old[i].defined() && old[i].spec() == value.spec()) {
       Tensor(old[i].to_local()).copy_(value.to_local());
       slots[i] = std::move(old[i]);
@@ -129,33 +141,39 @@ std::vector<std::pair<std::string, DTensor>> Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
-  steps_ = read_step(state, name_.c_str());
-  for (const auto& [name, slots] : state_slots_) {
-    load_slots(state, name, params_, *slots, name_.c_str());
-  }
-  if (param_steps_.empty()) return;
-  // Each parameter's own count; a state saved before the counts existed ("<i>.step" absent)
-  // gives a parameter that has state the global count, which is what its updates used then.
+  // Every entry is checked before anything changes, so a refused state leaves the optimizer as
+  // it was.
+  const char* op = name_.c_str();
+  const int64_t steps = read_step(state, op);
+  // Per parameter: its own count ("<i>.step", -1 when absent) and whether a slot is loaded.
   std::vector<int64_t> counts(params_.size(), -1);
+  std::vector<bool> has_state(params_.size(), false);
   for (const auto& [name, value] : state) {
-    const size_t dot = name.find('.');
-    if (dot == std::string::npos || name.substr(dot + 1) != "step") continue;
-    const size_t i = std::stoul(name.substr(0, dot));
-    DT_CHECK(i < params_.size(), "[%s] load_state_dict: entry '%s' names parameter %d of %d", name_,
-             name, i, params_.size());
-    DT_CHECK(value.numel() == 1 && value.dtype() == DType::kInt64,
-             "[%s] load_state_dict: entry '%s' is %s, expected a 1-element int64 step count", name_,
-             name, value.str());
-    counts[i] = value.to_local().to(Device(kCPU)).data<int64_t>()[0];
-  }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (counts[i] < 0) {
-      bool has_state = false;
-      for (const auto& [slot, slots] : state_slots_) {
-        has_state = has_state || (slots->size() > i && (*slots)[i].defined());
-      }
-      counts[i] = has_state ? steps_ : 0;
+    const auto entry = parameter_entry(name, params_.size(), op);
+    if (!entry) continue;
+    const auto& [i, slot] = *entry;
+    if (slot == "step" && !param_steps_.empty()) {
+      DT_CHECK(value.numel() == 1 && value.dtype() == DType::kInt64,
+               "[%s] load_state_dict: entry '%s' is %s, expected a 1-element int64 step count", op,
+               name, value.str());
+      counts[i] = value.to_local().to(Device(kCPU)).data<int64_t>()[0];
+      continue;
     }
+    for (const auto& [registered, slots] : state_slots_) {
+      if (slot != registered) continue;
+      DT_CHECK(value.spec() == params_[i].spec(),
+               "[%s] load_state_dict: entry '%s' is %s, expected the spec of parameter %d (%s)", op,
+               name, value.spec().str(), i, params_[i].spec().str());
+      has_state[i] = true;
+    }
+  }
+  steps_ = steps;
+  for (const auto& [name, slots] : state_slots_) load_slots(state, name, params_, *slots, op);
+  if (param_steps_.empty()) return;
+  // A state saved before the per-parameter counts existed ("<i>.step" absent) gives a
+  // parameter that has state the global count, which is what its updates used then.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (counts[i] < 0) counts[i] = has_state[i] ? steps_ : 0;
   }
   param_steps_ = std::move(counts);
 }

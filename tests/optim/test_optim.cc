@@ -14,6 +14,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/optim/optimizer.h"
+#include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
 
 namespace dt = dtensor;
@@ -214,6 +215,30 @@ TEST_CASE("state_dict round trip continues exactly where it stopped") {
   CHECK(c.step_count() == 3);
   REQUIRE_THROWS_WITH(optim::SGD({p}, optim::SGDOptions(0.1)).load_state_dict({}),
                       Contains("no 'step' entry"));
+  // A refused state leaves the optimizer as it was (every entry is checked first), and a
+  // malformed name is a dtensor::Error naming it.
+  auto bad = a.state_dict();
+  for (auto& [name, t] : bad) {
+    if (name == "step")
+      t = dt::local_dtensor(dt::full({1}, int64_t{7}, dt::TensorOptions(dt::kInt64)));
+    if (name == "0.step")
+      t = dt::local_dtensor(dt::full({1}, int64_t{7}, dt::TensorOptions(dt::kInt64)));
+  }
+  bad.emplace_back("0.exp_avg_sq", param({1.0, 2.0, 3.0}));  // the wrong shape
+  std::vector<std::pair<std::string, dt::Tensor>> before;    // copies: the entries share storage
+  for (const auto& [name, t] : c.state_dict()) before.emplace_back(name, t.to_local().clone());
+  REQUIRE_THROWS_WITH(c.load_state_dict(bad), Contains("expected the spec of parameter 0"));
+  const auto after = c.state_dict();
+  REQUIRE(after.size() == before.size());
+  for (size_t k = 0; k < after.size(); ++k) {
+    CHECK(after[k].first == before[k].first);
+    CHECK(dt::equal(after[k].second.to_local(), before[k].second));
+  }
+  CHECK(c.step_count() == 3);
+  auto misnamed = a.state_dict();
+  misnamed.emplace_back(
+      "x.step", dt::local_dtensor(dt::full({1}, int64_t{1}, dt::TensorOptions(dt::kInt64))));
+  REQUIRE_THROWS_WITH(c.load_state_dict(misnamed), Contains("entry 'x.step' names no parameter"));
 }
 
 TEST_CASE("clip_grad_norm_ returns the total norm and scales the gradients") {
