@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/collectives/runtime.h"
 #include "dtensor/compile/graph.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -81,38 +82,55 @@ std::vector<int64_t> gather_words(const DTensor& on, std::vector<int64_t> words)
   return std::vector<int64_t>(w, w + n * comm->size());
 }
 
-// What must be equal on every rank of `mesh`: per node that every rank of the mesh records, its
-// kind, name, placements and the kinds of the collectives it issued (not their bytes, nor shapes:
-// uneven shards differ between ranks); then the step's outputs (count and specs). Returns (hash,
-// nodes hashed).
-std::pair<uint64_t, int64_t> sequence_hash(const Graph& g, const DeviceMesh& mesh,
-                                           const DTensorList& outputs) {
-  std::vector<int> mine = mesh.ranks();
-  std::sort(mine.begin(), mine.end());
-  uint64_t h = kStableHashSeed;
-  int64_t count = 0;
+// What must be equal between this rank and each peer q of `mesh` (in mesh order): per node this
+// rank recorded whose ranks include q (so both ranks take part in it, a sub-mesh op included),
+// its kind, name, placements and the kinds of the collectives it issued (not their bytes, nor
+// shapes: uneven shards differ between ranks); then the step's outputs (count and specs).
+// Returns, per peer, (hash, nodes hashed): two ranks compare exactly the part of the sequence
+// they both take part in (issue 42).
+std::vector<std::pair<uint64_t, int64_t>> pair_hashes(const Graph& g, const DeviceMesh& mesh,
+                                                      const DTensorList& outputs) {
+  const std::vector<int> peers = mesh.ranks();
+  std::vector<std::pair<uint64_t, int64_t>> out(peers.size(), {kStableHashSeed, 0});
   for (const Node& n : g.nodes()) {
-    // A node on a mesh without some of these ranks is not recorded by them (dispatch skips an op
-    // whose mesh does not contain the rank): left out, on every rank alike.
-    if (!n.ranks.empty() &&
-        !std::includes(n.ranks.begin(), n.ranks.end(), mine.begin(), mine.end()))
-      continue;
-    ++count;
+    uint64_t h = kStableHashSeed;
     mix(h, n.kind);
     mix(h, n.name);
     mix(h, n.detail);
     for (const Collective& c : n.collectives) mix(h, c.kind);
     const uint64_t arity[2] = {n.inputs.size(), n.outputs.size()};
     h = stable_hash(arity, sizeof arity, h);
+    for (size_t q = 0; q < peers.size(); ++q) {
+      // A node whose mesh lacks q is not recorded by q (dispatch skips an op whose mesh does not
+      // contain the rank): left out of this pair's hash, on both ranks alike.
+      if (!n.ranks.empty() && !std::binary_search(n.ranks.begin(), n.ranks.end(), peers[q]))
+        continue;
+      out[q].first = stable_hash(&h, sizeof h, out[q].first);
+      ++out[q].second;
+    }
   }
   // Every rank returns every output (a rank outside an output's mesh an empty placeholder of the
-  // same spec), so their number and specs are the same on every rank of a correct step.
+  // same spec), so their number and specs are the same on every rank of a correct step; an
+  // output's mesh (its ranks) only where it holds both ranks: a per-rank sub-mesh, as mesh["tp"]
+  // of a 2-D mesh, has other ranks on each rank.
   const uint64_t outs = outputs.size();
-  h = stable_hash(&outs, sizeof outs, h);
-  for (const DTensor& t : outputs) {
-    mix(h, t.defined() ? absl::StrCat(t.spec().str(), " on ", t.device_mesh().str()) : "-");
+  const int me = dtensor::world_rank();
+  for (size_t q = 0; q < peers.size(); ++q) {
+    uint64_t& h = out[q].first;
+    h = stable_hash(&outs, sizeof outs, h);
+    for (const DTensor& t : outputs) {
+      if (!t.defined()) {
+        mix(h, "-");
+      } else if (const std::vector<int> r = t.device_mesh().ranks();
+                 std::find(r.begin(), r.end(), peers[q]) != r.end() &&
+                 std::find(r.begin(), r.end(), me) != r.end()) {
+        mix(h, absl::StrCat(t.spec().str(), " on ", t.device_mesh().str()));
+      } else {
+        mix(h, t.spec().str());
+      }
+    }
   }
-  return {h, count};
+  return out;
 }
 
 // Each rank's n words are w[r * n, +n), the last one set when that rank found an earlier mesh
@@ -148,26 +166,45 @@ void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorL
   std::string error;
   for (const DTensor* t : input_meshes(inputs)) {
     const DeviceMesh& mesh = t->device_mesh();
-    const auto [hash, count] = sequence_hash(g, mesh, outputs);
-    const std::vector<int64_t> w =
-        gather_words(*t, {static_cast<int64_t>(hash), count, error.empty() ? 0 : 1});
-    bool earlier = false;
-    const int r = first_disagreeing(w, 3, earlier);
-    if (r < 0 || !error.empty()) continue;
-    // Every rank holds every word, so every rank of the mesh makes the same message.
-    const auto q = static_cast<size_t>(r);
-    error = earlier
-                ? disagreed_elsewhere(mesh, r, "the ranks captured different op sequences")
-                : absl::StrFormat(
-                      "[compile] the ranks of %s captured different op sequences: rank %d of "
-                      "the mesh (world rank %d) recorded %d nodes with hash %x (outputs "
-                      "included), rank 0 of the mesh (world rank %d) %d nodes with hash %x. "
-                      "The step takes another branch on some rank (host control flow on "
-                      "rank-local values), or returns other outputs; replaying it would "
-                      "compute something different on each rank. Make the step's control "
-                      "flow the same on every rank, or run it eagerly",
-                      mesh.str(), r, mesh.ranks()[q], w[3 * q + 1], static_cast<uint64_t>(w[3 * q]),
-                      mesh.ranks()[0], w[1], static_cast<uint64_t>(w[0]));
+    // Words per rank: (hash, count) per peer of the mesh, then whether an earlier mesh disagreed.
+    // One all-gather of n * (2n + 1) words per mesh and capture, none per replay.
+    const auto hashes = pair_hashes(g, mesh, outputs);
+    const size_t n = hashes.size(), per = 2 * n + 1;
+    std::vector<int64_t> words;
+    words.reserve(per);
+    for (const auto& [h, count] : hashes) {
+      words.push_back(static_cast<int64_t>(h));
+      words.push_back(count);
+    }
+    words.push_back(error.empty() ? 0 : 1);
+    const std::vector<int64_t> w = gather_words(*t, std::move(words));
+    if (w.empty() || !error.empty()) continue;
+    int earlier = -1;
+    for (size_t r = 0; r < n && earlier < 0; ++r) {
+      if (w[r * per + per - 1] != 0) earlier = static_cast<int>(r);
+    }
+    if (earlier >= 0) {
+      error = disagreed_elsewhere(mesh, earlier, "the ranks captured different op sequences");
+      continue;
+    }
+    // Rank p's words for peer q against q's for p: every rank holds every word, so every rank of
+    // the mesh finds the same first pair and makes the same message.
+    for (size_t p = 0; p < n && error.empty(); ++p) {
+      for (size_t q = p + 1; q < n && error.empty(); ++q) {
+        const int64_t *a = &w[p * per + 2 * q], *b = &w[q * per + 2 * p];
+        if (a[0] == b[0] && a[1] == b[1]) continue;
+        error = absl::StrFormat(
+            "[compile] the ranks of %s captured different op sequences: rank %d of the mesh "
+            "(world rank %d) recorded %d nodes with hash %x (outputs included) of those it "
+            "shares with rank %d of the mesh (world rank %d), which recorded %d with hash %x. "
+            "The step takes another branch on some rank (host control flow on rank-local "
+            "values), or returns other outputs; replaying it would compute something different "
+            "on each rank. "
+            "Make the step's control flow the same on every rank, or run it eagerly",
+            mesh.str(), q, mesh.ranks()[q], b[1], static_cast<uint64_t>(b[0]), p, mesh.ranks()[p],
+            a[1], static_cast<uint64_t>(a[0]));
+      }
+    }
   }
   DT_CHECK(error.empty(), "%s", error);
 }

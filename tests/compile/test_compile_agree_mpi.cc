@@ -142,6 +142,47 @@ TEST_CASE("ranks of a sub-mesh that captured different op sequences are detected
   CHECK(step.captures() == 0);
 }
 
+TEST_CASE("ranks diverging on an op of a sub-mesh no input lives on are detected", "[compile]") {
+  // Issue 42: the sub-mesh is no input's mesh (a constant of the step, as a parameter is), so only
+  // the world's comparison sees its ops: each pair of ranks compares the ops both take part in.
+  // Before, the world compared only the ops every rank records, and this capture succeeded.
+  if (dt::world_size() < 4) return;
+  const dt::DeviceMesh world = world_mesh(), sub = first_half();
+  const dt::DTensor c = arange_on(sub, 3, 1.0);
+  dt::CompiledStep step = dt::compile([&](const dt::DTensorList& in) {
+    dt::DTensor b = dt::mul(c, 2.0);
+    if (dt::world_rank() == 1) b = dt::exp(b);
+    return dt::DTensorList{dt::sum(dt::mul(in[0], in[0])), b};
+  });
+  REQUIRE_THROWS_WITH(step({arange_on(world, 5, 1.0)}),
+                      Catch::Contains("[compile] the ranks of DeviceMesh(") &&
+                          Catch::Contains("captured different op sequences: rank 1 of the mesh "
+                                          "(world rank 1)") &&
+                          Catch::Contains("shares with rank 0 of the mesh (world rank 0)"));
+  CHECK(step.captures() == 0);
+}
+
+TEST_CASE("a dp x tp step with a collective over the tp dim captures and replays", "[compile]") {
+  if (dt::world_size() != 4) return;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"});
+  const dt::DeviceMesh tp = mesh["tp"];
+  const dt::DTensor w = arange_on(tp, 4, 0.5);  // a constant on the tp sub-mesh (no input's)
+  auto fn = [&](const dt::DTensorList& in) {
+    // Shard -> Replicate all-gathers over tp: a collective on a sub-mesh of the input's mesh.
+    const dt::DTensor r = dt::mul(w, 3.0).redistribute({dt::Replicate()});
+    return dt::DTensorList{dt::sum(dt::mul(in[0], in[0])), dt::sum(r)};
+  };
+  dt::CompiledStep step = dt::compile(fn);
+  const dt::DTensor x = dt::distribute_tensor(dt::ones({4, 4}), mesh, {dt::Shard(0), dt::Shard(1)});
+  for (int i = 0; i < 3; ++i) {
+    const dt::DTensorList got = step({x}), want = fn({x});
+    CHECK(got[0].full_tensor().item<double>() == want[0].full_tensor().item<double>());
+    CHECK(got[1].full_tensor().item<double>() == want[1].full_tensor().item<double>());
+  }
+  CHECK(step.captures() == 1);
+  CHECK(step.replays() == 2);
+}
+
 TEST_CASE("a rank returning other outputs is detected on every rank, without a hang", "[compile]") {
   const dt::DeviceMesh world = world_mesh();
   const int last = dt::world_size() - 1;
