@@ -6,8 +6,9 @@
 // captured: each rank's collectives pair with whatever the others issue, and mismatched ones are
 // caught by the communicators' fingerprints, but a branch that issues no collective (or the same
 // ones) is not. Its graphs would then differ between ranks, and replay would silently compute
-// something else on each. So the ranks of each mesh of the step's inputs compare a hash of their
-// recorded sequence: one small all-gather per mesh and capture, none per replay.
+// something else on each. So each pair of ranks of each mesh of the step's inputs compares a hash
+// of the recorded nodes both take part in (sub-mesh ops included): one all-gather per mesh and
+// capture, none per replay.
 //
 // Host scalars are compared on every call that passes them, before the guard decides: a rank
 // whose scalars changed would re-capture (running the step eagerly, then the check above) while

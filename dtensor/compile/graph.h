@@ -263,10 +263,10 @@ void schedule_collectives(Graph& g, absl::Span<const Tensor> captured);
 // ranks), one small all-gather per mesh, so that no rank-local difference can send ranks to
 // different communicators; no rank raises before it has joined every comparison.
 //
-// After a capture: the ranks of each such mesh compare a hash of the nodes every one of them
-// recorded (those whose Node::ranks include all the mesh's ranks: a sub-mesh op is recorded by
-// its own ranks only) and of the step's outputs (count and specs), and raise "[compile] the
-// ranks of <mesh> captured different op sequences: rank R ..." on every rank.
+// After a capture: each pair of ranks of each such mesh compares a hash of the nodes both
+// recorded (those whose Node::ranks include both: sub-mesh ops included) and of the step's
+// outputs (count and specs), each rank sending one (hash, count) per peer, and every rank
+// raises "[compile] ..." naming the mesh and the first disagreeing pair.
 void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorList& outputs);
 // Before the guard decides, on every call that passes host scalars: the ranks compare the
 // scalars' count and bits, so that every rank takes the same path (replay or re-capture), and
