@@ -17,6 +17,26 @@
 namespace dtensor {
 namespace {
 detail::ByteCounter g_meta;  // meta_memory_stats(): the rounded bytes meta storages would hold
+
+// The allocator's deleter and ctx for `nbytes` on `device` (allocate; release_data of a pool's
+// slot).
+void set_allocator_deleter(Device device, size_t nbytes, Deleter* deleter, void** ctx) {
+  if (device.is_cpu()) {
+    *deleter = &detail::cpu_free;
+    // The rounded size travels in ctx so that cpu_free can keep memory_stats() exact.
+    *ctx = reinterpret_cast<void*>(detail::cpu_allocation_size(nbytes));
+  } else {
+    *deleter = &detail::cuda_free;
+    // The ordinal travels in ctx so that cuda_free can make the right device current.
+    *ctx = reinterpret_cast<void*>(static_cast<intptr_t>(device.index));
+  }
+}
+
+// cpu_free, cuda_free, or detail::pooled_free (a slot of a compiled step's arena,
+// detail/storage_pool.h): memory the library allocated.
+bool library_deleter(Deleter d) {
+  return d == &detail::cpu_free || d == &detail::cuda_free || d == &detail::pooled_free;
+}
 }  // namespace
 
 MemoryStats meta_memory_stats() {
@@ -60,15 +80,7 @@ Storage Storage::allocate(size_t nbytes, Device device) {
     g_meta.add(static_cast<int64_t>(rounded));
     return s;
   }
-  if (device.is_cpu()) {
-    s.impl_->deleter = &detail::cpu_free;
-    // The rounded size travels in ctx so that cpu_free can keep memory_stats() exact.
-    s.impl_->ctx = reinterpret_cast<void*>(detail::cpu_allocation_size(nbytes));
-  } else {
-    s.impl_->deleter = &detail::cuda_free;
-    // The ordinal travels in ctx so that cuda_free can make the right device current.
-    s.impl_->ctx = reinterpret_cast<void*>(static_cast<intptr_t>(device.index));
-  }
+  set_allocator_deleter(device, nbytes, &s.impl_->deleter, &s.impl_->ctx);
   s.impl_->data = s.allocate_data();
   if (hooks != nullptr && hooks->recorder != nullptr) hooks->recorder->note_allocation(s.id());
   return s;
@@ -87,12 +99,15 @@ void Storage::release_data() const {
     impl_->ctx = nullptr;
     return;
   }
-  DT_CHECK(impl_ != nullptr &&
-               (impl_->deleter == &detail::cpu_free || impl_->deleter == &detail::cuda_free),
+  DT_CHECK(impl_ != nullptr && library_deleter(impl_->deleter),
            "[Storage::release_data] only memory from Storage::allocate can be released");
   if (impl_->data == nullptr) return;
   impl_->deleter(impl_->data, impl_->ctx);
   impl_->data = nullptr;
+  // A pool's slot went back to its pool: the next memory (reallocate_data) is the allocator's.
+  if (impl_->deleter == &detail::pooled_free) {
+    set_allocator_deleter(impl_->device, impl_->nbytes, &impl_->deleter, &impl_->ctx);
+  }
 }
 
 void Storage::reallocate_data() const {
@@ -103,15 +118,14 @@ void Storage::reallocate_data() const {
     g_meta.add(static_cast<int64_t>(rounded));
     return;
   }
-  DT_CHECK(impl_ != nullptr &&
-               (impl_->deleter == &detail::cpu_free || impl_->deleter == &detail::cuda_free),
+  DT_CHECK(impl_ != nullptr && library_deleter(impl_->deleter),
            "[Storage::reallocate_data] only memory from Storage::allocate can be reallocated");
   if (impl_->data != nullptr) return;
   impl_->data = allocate_data();
 }
 
 bool Storage::allocated(const Impl& i) {
-  return i.data != nullptr && (i.deleter == &detail::cpu_free || i.deleter == &detail::cuda_free);
+  return i.data != nullptr && library_deleter(i.deleter);
 }
 
 bool Storage::sole_owner() const {
@@ -174,6 +188,10 @@ void unregister_storage_pool(StoragePool* pool) {
   PoolRegistry& r = pool_registry();
   const std::lock_guard<std::mutex> lock(r.mu);
   r.pools.erase(std::remove(r.pools.begin(), r.pools.end(), pool), r.pools.end());
+}
+
+void pooled_free(void* data, void* ctx) {
+  static_cast<PooledMemory*>(ctx)->give_back(data);
 }
 
 void release_storage_pools() {

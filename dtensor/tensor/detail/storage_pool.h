@@ -44,6 +44,21 @@ class StoragePool {
   void release_or_defer();
   std::atomic<bool> in_use_{false}, release_asked_{false};
 };
+// Memory a pool hands out of a block of its own (a slot of a compiled step's arena,
+// dtensor/compile/detail/replay_pool.h): the pool makes the Storage with Storage::from_blob,
+// deleter pooled_free and ctx a PooledMemory, and Storage treats it as memory the library allocated
+// (sole_owner may be true, release_data may free it). pooled_free gives the slot back
+// (give_back(data), on whichever thread drops the last reference); release_data does so and
+// makes the storage's next memory (reallocate_data) the allocator's.
+class PooledMemory {
+ public:
+  virtual void give_back(void* data) = 0;
+
+ protected:
+  ~PooledMemory() = default;
+};
+void pooled_free(void* data, void* ctx);
+
 // A pool's storages count in memory_stats() as cached (as the CPU allocator's own large-block
 // cache does: memory kept for reuse), not as held by tensors: a pool calls note_storage_kept when
 // it takes a storage in and note_storage_reused when it hands it out again or lets it go.
