@@ -4,6 +4,7 @@
 #include "dtensor/ops/loss/loss.h"
 
 #include "dtensor/ops/common/detail/op_checks.h"
+#include "dtensor/ops/loss/detail/cross_entropy.h"
 #include "dtensor/ops/loss/detail/loss_cpu.h"
 #include "dtensor/ops/loss/detail/loss_cuda.h"
 #include "dtensor/ops/loss/detail/pointwise_loss.h"
@@ -22,6 +23,18 @@ void check_target(const Tensor& target, const char* op) {
            dtype_name(target.dtype()));
 }
 
+// A [N, C, d...] (or [C]) input seen as [outer, classes, inner].
+LossLayout layout_of(const Tensor& input) {
+  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
+  LossLayout l;
+  for (int64_t d = 0; d < input.dim(); ++d) {
+    if (d < class_dim) l.outer *= input.size(d);
+    if (d > class_dim) l.inner *= input.size(d);
+  }
+  l.classes = input.size(class_dim);
+  return l;
+}
+
 LossLayout check_loss_args(const Tensor& input, const Tensor& target, const char* op) {
   detail::check_defined(op, input, "input");
   check_target(target, op);
@@ -31,19 +44,12 @@ LossLayout check_loss_args(const Tensor& input, const Tensor& target, const char
            "[%s] expected an input of shape [C], [N, C] or [N, C, d1, ...], "
            "got a 0-d tensor",
            op);
-  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
-  Shape expected;
-  LossLayout l;
-  for (int64_t d = 0; d < input.dim(); ++d) {
-    if (d != class_dim) expected.push_back(input.size(d));
-    if (d < class_dim) l.outer *= input.size(d);
-    if (d > class_dim) l.inner *= input.size(d);
-  }
-  l.classes = input.size(class_dim);
+  Shape expected = input.sizes();
+  expected.erase(expected.begin() + (input.dim() == 1 ? 0 : 1));
   DT_CHECK(target.sizes() == expected,
            "[%s] target of shape %s does not match input of shape %s (expected target shape %s)",
            op, shape_str(target.sizes()), shape_str(input.sizes()), shape_str(expected));
-  return l;
+  return layout_of(input);
 }
 
 // nll_loss's class weights: a [classes] floating tensor on the input's device (undefined: none).
@@ -90,18 +96,36 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
-                     int64_t ignore_index, double label_smoothing) {
-  const LossLayout l = check_loss_args(logits, target, "cross_entropy");
+                     int64_t ignore_index, double label_smoothing, const Tensor& weight) {
+  const char* op = "cross_entropy";
+  detail::check_defined(op, logits, "input");
+  detail::check_defined(op, target, "target");
+  const bool probs = detail::probability_target(logits.sizes(), target.sizes());
+  detail::check_cross_entropy_target(logits.sizes(), logits.dtype(), target.sizes(), target.dtype(),
+                                     probs, ignore_index);
   DT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
-           "[cross_entropy] label_smoothing must be in [0, 1], got %g", label_smoothing);
-  detail::check_reduction("cross_entropy", reduction, false);
-  const Tensor lp = log_softmax(logits, logits.dim() == 1 ? 0 : 1);
+           "[%s] label_smoothing must be in [0, 1], got %g", op, label_smoothing);
+  detail::check_reduction(op, reduction, false);
+  const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
+  if (probs) {
+    detail::check_same_device(op, logits, target, "target");
+    const LossLayout l = layout_of(logits);
+    check_class_weight(weight, logits, l.classes, op);
+    const Tensor lp = log_softmax(logits, class_dim);
+    if (lp.device().is_cuda()) {
+      return detail::cross_entropy_probs_cuda(lp, target, l, reduction, label_smoothing, weight);
+    }
+    return detail::cross_entropy_probs_cpu(lp, target, l, reduction, label_smoothing, weight);
+  }
+  const LossLayout l = check_loss_args(logits, target, op);
+  check_class_weight(weight, logits, l.classes, op);
+  const Tensor lp = log_softmax(logits, class_dim);
   if (lp.device().is_cuda()) {
     return detail::nll_loss_cuda(lp, target, l.outer, l.classes, l.inner, reduction, ignore_index,
-                                 label_smoothing, Tensor());
+                                 label_smoothing, weight);
   }
   return detail::nll_loss_cpu(lp, target, l.outer, l.classes, l.inner, reduction, ignore_index,
-                              label_smoothing, Tensor());
+                              label_smoothing, weight);
 }
 
 Tensor gather_target_log_probs(const Tensor& log_probs, const Tensor& target, int64_t class_offset,

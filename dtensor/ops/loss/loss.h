@@ -25,13 +25,22 @@ enum class Reduction : uint8_t { kNone, kMean, kSum, kBatchMean };
 // "none", "mean", "sum", "batchmean".
 const char* reduction_name(Reduction reduction);
 
-// torch.nn.functional.cross_entropy with class-index targets:
-//   loss_i = (1 - s) * -log_softmax(x)[i, t_i] + s / C * sum_c -log_softmax(x)[i, c]
-// with s = label_smoothing in [0, 1]. A target outside [0, C) that is not ignore_index raises
-// "[nll_loss] target 7 out of range for 5 classes".
+// torch.nn.functional.cross_entropy, with lp = log_softmax(x) over the class dim, s =
+// label_smoothing in [0, 1] and w = weight (a [C] floating tensor on the logits' device, or
+// undefined for all ones). Two kinds of target, told apart as PyTorch does (by shape):
+// - class indices (int64 or int32, the input's shape without the class dim):
+//     loss_i = (1 - s) * -w[t_i] * lp[i, t_i] + s / C * sum_c -w[c] * lp[i, c]
+//   kMean divides the sum by the sum of w[t_i] over the non-ignored elements (their count
+//   without weights), the smoothing term included, as PyTorch. A target outside [0, C) that is
+//   not ignore_index raises "[nll_loss] target 7 out of range for 5 classes".
+// - class probabilities (the input's shape and dtype: soft labels, distillation, mixup):
+//     loss_i = -sum_c w[c] * (p[i, c] * (1 - s) + s / C) * lp[i, c]
+//   kMean divides the sum by the number of elements i (input numel / C; NaN when empty), not by
+//   the weights. ignore_index must be negative (it is ignored; PyTorch refuses a non-negative
+//   one too); a target of another floating dtype is refused (PyTorch would promote).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
-                     double label_smoothing = 0.0);
+                     double label_smoothing = 0.0, const Tensor& weight = Tensor());
 
 // torch.nn.functional.nll_loss: loss_i = -weight[t_i] * log_probs[i, t_i] (weight: a [C]
 // floating tensor on log_probs' device, or undefined for all ones); kMean divides by the sum of
@@ -56,21 +65,25 @@ Tensor gather_target_log_probs(const Tensor& log_probs, const Tensor& target,
 Tensor reduce_loss(const Tensor& losses, const Tensor& target, Reduction reduction,
                    int64_t ignore_index = -100);
 
-// DTensor cross entropy (same arguments and semantics as the Tensor form), composed of DTensor
-// ops (amax, exp, sum, the registered gather_target pick, stack, log; loss_dtensor.cc), so it
-// is differentiable and its collectives come from the sharding engine. Partial logits are
-// reduced first. Batch dims sharded on a mesh dim stay sharded (the target is laid out to
-// match). Loss parallel (PyTorch loss_parallel): when the class dim is sharded (S(1) of
-// [N, C], S(0) of [C]), the row max is one all-reduce(max) and the sums of exp, of the target
-// logit and (with label smoothing) of the logits one all-reduce(sum); the full logits are
-// never gathered. Result placements: kNone - the target's batch shards; kSum - P(sum) over the
-// batch-sharded mesh dims; kMean - Replicate (one all-reduce of (sum, count) over the
-// batch-sharded mesh dims, exact for uneven shards and ignored targets). A target out of range
-// raises "[cross_entropy] target 7 out of range for 5 classes (raised on rank R)" on every rank
-// of the mesh dims where targets differ.
+// DTensor cross entropy (same arguments and semantics as the Tensor form, both kinds of
+// target), composed of DTensor ops (amax, exp, sum, the registered gather_target pick,
+// embedding for w[t_i], stack, log; loss_dtensor.cc), so it is differentiable (in the logits,
+// a probability target and the weights) and its collectives come from the sharding engine.
+// Partial logits are reduced first. Batch dims sharded on a mesh dim stay sharded (the target
+// is laid out to match; a probability target is laid out like the logits). The weights are
+// laid out like the classes: sharded where the logits' class dim is (a replicated weight is
+// sliced locally), replicated elsewhere (a sharded one is gathered there: C values). Loss
+// parallel (PyTorch loss_parallel): when the class dim is sharded (S(1) of [N, C], S(0) of
+// [C]), the row max is one all-reduce(max) and the class sums (of exp, the target logit, and
+// as needed w[t_i], the (weighted) logits, the weights or the probabilities) one
+// all-reduce(sum); the full logits are never gathered. Result placements: kNone - the
+// target's batch shards; kSum - P(sum) over the batch-sharded mesh dims; kMean - Replicate
+// (one all-reduce of (sum, count or W) over the batch-sharded mesh dims, exact for uneven
+// shards and ignored targets). A target out of range raises "[cross_entropy] target 7 out of
+// range for 5 classes (raised on rank R)" on every rank of the mesh dims where targets differ.
 DTensor cross_entropy(const DTensor& logits, const DTensor& target,
                       Reduction reduction = Reduction::kMean, int64_t ignore_index = -100,
-                      double label_smoothing = 0.0);
+                      double label_smoothing = 0.0, const DTensor& weight = DTensor());
 
 // DTensor nll_loss (same arguments and semantics as the Tensor form; `weight` a [C] DTensor on
 // the input's mesh, or undefined): the registered op nll_loss (nll_loss_strategy.cc, one

@@ -29,29 +29,34 @@ Tensor finish(const std::vector<double>& losses, double count, Reduction reducti
   return tensor_from({sum}, {}, dtype);
 }
 
-// sum of n elements `stride` apart, in double. Eight independent partial sums: the sequential
-// sum is one dependent addition per element (latency-bound), and with a contiguous class dim
-// (stride 1) the compiler keeps the partial sums in vector registers.
-template <typename T>
-double sum_classes(const T* p, int64_t n, int64_t stride) {
+// sum of n elements `stride` apart, in double, each times w[i] when `w` is given (n values).
+// Eight independent partial sums: the sequential sum is one dependent addition per element
+// (latency-bound), and with a contiguous class dim (stride 1) the compiler keeps the partial
+// sums in vector registers.
+template <bool kWeighted, typename T>
+double sum_classes(const T* p, int64_t n, int64_t stride, const double* w = nullptr) {
   constexpr int kLanes = 8;
+  const auto term = [&](int64_t i) {
+    const double v = static_cast<double>(static_cast<compute_t<T>>(p[i * stride]));
+    if constexpr (kWeighted) return w[i] * v;
+    return v;
+  };
   double lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) {
-      lanes[k] += static_cast<double>(static_cast<compute_t<T>>(p[(i + k) * stride]));
-    }
+    for (int k = 0; k < kLanes; ++k) lanes[k] += term(i + k);
   }
-  for (; i < n; ++i) lanes[0] += static_cast<double>(static_cast<compute_t<T>>(p[i * stride]));
+  for (; i < n; ++i) lanes[0] += term(i);
   double s = 0;
   for (double v : lanes) s += v;
   return s;
 }
 
-// Per-element smoothed NLL: (1 - s) * -lp[t] + s / C * sum_c -lp[c], times weight[t] when
-// `weight` (C values) is given; 0 for ignored targets. `count` receives the sum of weight[t]
-// (1 each without weights) over the counted elements. (The exponentials and logarithms of
-// cross_entropy are in its log_softmax, which is vectorised; this pass reads the
+// Per-element smoothed, weighted NLL (PyTorch's cross_entropy with class weights):
+// (1 - s) * -w[t] * lp[t] + s / C * sum_c -w[c] * lp[c], w all ones without `weight` (C
+// values); 0 for ignored targets. `count` receives the sum of w[t] (1 each without weights)
+// over the counted elements: the mean divides both terms by it. (The exponentials and
+// logarithms of cross_entropy are in its log_softmax, which is vectorised; this pass reads the
 // log-probabilities once more, for the smoothing sum only.)
 std::vector<double> nll_elements(const Tensor& log_probs, const Tensor& target, LossLayout l,
                                  int64_t ignore_index, double smoothing, const double* weight,
@@ -72,13 +77,15 @@ std::vector<double> nll_elements(const Tensor& log_probs, const Tensor& target, 
         if (ti == ignore_index) continue;
         DT_CHECK(ti >= 0 && ti < l.classes, "[%s] target %d out of range for %d classes", op, ti,
                  l.classes);
-        double v = -ld(o, ti, j);
+        const double w = weight != nullptr ? weight[ti] : 1.0;
+        double v = -w * ld(o, ti, j);
         if (smoothing != 0.0) {
-          const double s = -sum_classes(x + o * l.classes * l.inner + j, l.classes, l.inner);
+          const T* row = x + o * l.classes * l.inner + j;
+          const double s = weight != nullptr ? -sum_classes<true>(row, l.classes, l.inner, weight)
+                                             : -sum_classes<false>(row, l.classes, l.inner);
           v = (1.0 - smoothing) * v + smoothing / static_cast<double>(l.classes) * s;
         }
-        const double w = weight != nullptr ? weight[ti] : 1.0;
-        out[o * l.inner + j] = w * v;
+        out[o * l.inner + j] = v;
         count += w;
       }
     }
@@ -100,6 +107,40 @@ Tensor nll_loss_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer
   const auto losses = nll_elements(log_probs, target, l, ignore_index, smoothing,
                                    weight.defined() ? w.data() : nullptr, count, "nll_loss");
   return finish(losses, count, reduction, target.sizes(), log_probs.dtype());
+}
+
+Tensor cross_entropy_probs_cpu(const Tensor& log_probs, const Tensor& probs, LossLayout l,
+                               Reduction reduction, double smoothing, const Tensor& weight) {
+  const Tensor lp = log_probs.contiguous();
+  const Tensor pr = probs.contiguous();
+  std::vector<double> w;
+  if (weight.defined()) w = weight.to(kFloat64).contiguous().to_vector<double>();
+  std::vector<double> out(static_cast<size_t>(l.outer * l.inner), 0.0);
+  const double keep = 1.0 - smoothing;
+  const double spread = smoothing / static_cast<double>(l.classes);
+  dispatch_floating(lp.dtype(), "cross_entropy", [&]<typename T>() {
+    if (out.empty() || l.classes == 0) return;
+    const T* x = lp.data<T>();
+    const T* p = pr.data<T>();
+    const auto ld = [](const T* a, int64_t i) {
+      return static_cast<double>(static_cast<compute_t<T>>(a[i]));
+    };
+    for (int64_t o = 0; o < l.outer; ++o) {
+      for (int64_t j = 0; j < l.inner; ++j) {
+        double v = 0;
+        for (int64_t c = 0; c < l.classes; ++c) {
+          const int64_t i = (o * l.classes + c) * l.inner + j;
+          const double q = ld(p, i) * keep + spread;
+          v -= (w.empty() ? q : w[c] * q) * ld(x, i);
+        }
+        out[o * l.inner + j] = v;
+      }
+    }
+  });
+  Shape shape = probs.sizes();
+  shape.erase(shape.begin() + (probs.dim() == 1 ? 0 : 1));
+  // The mean divides by the number of elements (0 / 0 = NaN when there are none).
+  return finish(out, static_cast<double>(l.outer * l.inner), reduction, shape, log_probs.dtype());
 }
 
 namespace {

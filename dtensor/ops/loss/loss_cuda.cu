@@ -18,8 +18,9 @@ constexpr int kBlock = 256;
 // (reduce_loss).
 using Counters = unsigned long long;
 
-// loss[e] = weight[t] * the smoothed NLL of element e, wts[e] = weight[t] (1 without `w`); both
-// 0 for ignored and out-of-range targets, so the weighted mean is sum(loss) / sum(wts).
+// loss[e] = (1 - s) * -w[t] * x[t] + s / C * sum_c -w[c] * x[c] (w all ones without `w`),
+// wts[e] = w[t]; both 0 for ignored and out-of-range targets, so the weighted mean is
+// sum(loss) / sum(wts).
 template <typename T>
 __global__ void nll_kernel(const T* x, const int64_t* tg, const double* w, double* loss,
                            double* wts, int64_t n, int64_t classes, int64_t inner,
@@ -36,17 +37,38 @@ __global__ void nll_kernel(const T* x, const int64_t* tg, const double* w, doubl
       continue;
     }
     const T* xo = x + o * classes * inner + j;
-    double v = -static_cast<double>(static_cast<compute_t<T>>(xo[t * inner]));
+    const double wt = w != nullptr ? w[t] : 1.0;
+    double v = -wt * static_cast<double>(static_cast<compute_t<T>>(xo[t * inner]));
     if (smoothing != 0.0) {
       double s = 0;
       for (int64_t c = 0; c < classes; ++c) {
-        s -= static_cast<double>(static_cast<compute_t<T>>(xo[c * inner]));
+        const double xc = static_cast<double>(static_cast<compute_t<T>>(xo[c * inner]));
+        s -= w != nullptr ? w[c] * xc : xc;
       }
       v = (1.0 - smoothing) * v + smoothing / static_cast<double>(classes) * s;
     }
-    const double wt = w != nullptr ? w[t] : 1.0;
-    loss[e] = wt * v;
+    loss[e] = v;
     wts[e] = wt;
+  }
+}
+
+// cross_entropy with class probabilities: loss[e] = -sum_c w[c] * (p[c] * keep + spread) *
+// x[c] over the classes of element e (w all ones without `w`).
+template <typename T>
+__global__ void probs_kernel(const T* x, const T* p, const double* w, double* loss, int64_t n,
+                             int64_t classes, int64_t inner, double keep, double spread) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step) {
+    const int64_t o = e / inner, j = e - o * inner;
+    const int64_t base = o * classes * inner + j;
+    double v = 0;
+    for (int64_t c = 0; c < classes; ++c) {
+      const double q =
+          static_cast<double>(static_cast<compute_t<T>>(p[base + c * inner])) * keep + spread;
+      v -= (w != nullptr ? w[c] * q : q) *
+           static_cast<double>(static_cast<compute_t<T>>(x[base + c * inner]));
+    }
+    loss[e] = v;
   }
 }
 
@@ -159,6 +181,32 @@ Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t oute
   }
   DT_CHECK(h[0] == 0, "[nll_loss] target %d out of range for %d classes", h[1], classes);
   return finish(losses, sum(wts), reduction, log_probs.dtype());
+}
+
+Tensor cross_entropy_probs_cuda(const Tensor& log_probs, const Tensor& probs, LossLayout l,
+                                Reduction reduction, double smoothing, const Tensor& weight) {
+  const Device dev = log_probs.device();
+  const Tensor lp = log_probs.contiguous();
+  const Tensor pr = probs.contiguous();
+  const Tensor w = weight.defined() ? weight.to(kFloat64).contiguous() : Tensor();
+  const int64_t n = l.outer * l.inner;
+  Shape shape = probs.sizes();
+  shape.erase(shape.begin() + (probs.dim() == 1 ? 0 : 1));
+  Tensor losses = zeros(shape, TensorOptions(kFloat64, dev));
+  if (n > 0 && l.classes > 0) {
+    cuda::DeviceGuard guard(dev.index);
+    dispatch_floating(lp.dtype(), "cross_entropy", [&]<typename T>() {
+      probs_kernel<T><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+          static_cast<const T*>(lp.data_ptr()), static_cast<const T*>(pr.data_ptr()),
+          w.defined() ? static_cast<const double*>(w.data_ptr()) : nullptr,
+          static_cast<double*>(losses.data_ptr()), n, l.classes, l.inner, 1.0 - smoothing,
+          smoothing / static_cast<double>(l.classes));
+    });
+    DT_CHECK_CUDA(cudaGetLastError());
+  }
+  // The mean divides by the number of elements (0 / 0 = NaN when there are none).
+  const Tensor count = full({}, static_cast<double>(n), TensorOptions(kFloat64, dev));
+  return finish(losses, count, reduction, log_probs.dtype());
 }
 
 Tensor nll_loss_block_cuda(const Tensor& log_probs, const Tensor& target, LossLayout l,

@@ -14,6 +14,10 @@ Tensor nll_loss_cuda(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, Re
                      double, const Tensor&) {
   no_cuda("nll_loss");
 }
+Tensor cross_entropy_probs_cuda(const Tensor&, const Tensor&, LossLayout, Reduction, double,
+                                const Tensor&) {
+  no_cuda("cross_entropy");
+}
 Tensor nll_loss_block_cuda(const Tensor&, const Tensor&, LossLayout, const NllBlock&, const Tensor&,
                            bool) {
   no_cuda("nll_loss");

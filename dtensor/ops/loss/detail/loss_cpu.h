@@ -18,10 +18,17 @@ struct LossLayout {
 };
 
 // nll_loss of log-probabilities (cross_entropy passes log_softmax(logits) and its label
-// smoothing), with class weights `weight` ([classes], or undefined); as nll_loss_cuda.
+// smoothing), with class weights `weight` ([classes], or undefined): per element
+// (1 - s) * -w[t] * lp[t] + s / C * sum_c -w[c] * lp[c]; as nll_loss_cuda.
 Tensor nll_loss_cpu(const Tensor& log_probs, const Tensor& target, int64_t outer, int64_t classes,
                     int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing,
                     const Tensor& weight);
+// cross_entropy with class probabilities `probs` (log_probs' shape and dtype): per element
+// -sum_c weight[c] * (probs[c] * (1 - smoothing) + smoothing / classes) * log_probs[c] (weight
+// [classes], or undefined for all ones), in double; kMean divides by outer * inner, the number
+// of elements (PyTorch's), not by the weights. As cross_entropy_probs_cuda.
+Tensor cross_entropy_probs_cpu(const Tensor& log_probs, const Tensor& probs, LossLayout l,
+                               Reduction reduction, double smoothing, const Tensor& weight);
 // One rank's block of the registered nll_loss (nll_loss_strategy.cc): the log-probabilities
 // hold the classes [class_offset, class_offset + classes) of the full class dim, `weight` the
 // class weights [weight_offset, weight_offset + weight_size) as doubles (null: all ones).

@@ -19,6 +19,9 @@ namespace dtensor::detail {
 Tensor nll_loss_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer, int64_t classes,
                      int64_t inner, Reduction reduction, int64_t ignore_index, double smoothing,
                      const Tensor& weight);
+// cross_entropy_probs_cpu (loss_cpu.h) for CUDA tensors.
+Tensor cross_entropy_probs_cuda(const Tensor& log_probs, const Tensor& probs, LossLayout l,
+                                Reduction reduction, double smoothing, const Tensor& weight);
 // gather_target_log_probs for CUDA tensors (no range check, out-of-shard targets give 0).
 Tensor gather_target_log_probs_cuda(const Tensor& log_probs, const Tensor& target, int64_t outer,
                                     int64_t classes, int64_t inner, int64_t class_offset,

@@ -1,0 +1,44 @@
+// The target rules of cross_entropy, shared by its Tensor (loss.cc) and DTensor
+// (loss_dtensor.cc) forms: which kind of target a call has, and the errors for the others.
+#pragma once
+
+#include <cstdint>
+
+#include "dtensor/tensor/dtype.h"
+#include "dtensor/tensor/error.h"
+#include "dtensor/tensor/shape.h"
+
+namespace dtensor::detail {
+
+// Whether a target holds class probabilities: PyTorch's test, a target of the input's shape
+// (a class-index target lacks the class dim, so the two never have one shape).
+inline bool probability_target(IntSpan input, IntSpan target) {
+  return !input.empty() && input == target;
+}
+
+// A target that is neither kind (`probs`: it has the input's shape): a floating one of another
+// shape (class indices are integers), or a class-probability one of another dtype than the
+// input's floating one (PyTorch would promote; here the target must match). For class
+// probabilities, ignore_index must be negative (it is ignored; PyTorch refuses a non-negative
+// one too). Shape and dtype are global, so every rank raises alike.
+inline void check_cross_entropy_target(IntSpan input, DType input_dtype, IntSpan target,
+                                       DType target_dtype, bool probs, int64_t ignore_index) {
+  constexpr const char* op = "cross_entropy";
+  if (!probs) {
+    DT_CHECK(!is_floating(target_dtype),
+             "[%s] argument target has dtype %s, expected int64 or int32 (class indices), or "
+             "class probabilities of the input's shape %s (got target shape %s)",
+             op, dtype_name(target_dtype), shape_str(input), shape_str(target));
+    return;
+  }
+  DT_CHECK(target_dtype == input_dtype && is_floating(input_dtype),
+           "[%s] argument target holds class probabilities (the input's shape %s) and has dtype "
+           "%s, expected the input's floating dtype %s",
+           op, shape_str(input), dtype_name(target_dtype), dtype_name(input_dtype));
+  DT_CHECK(ignore_index < 0,
+           "[%s] ignore_index %d is not supported with class-probability targets (expected a "
+           "negative one, which is ignored)",
+           op, ignore_index);
+}
+
+}  // namespace dtensor::detail
