@@ -19,9 +19,12 @@ build_dir=${BUILD_DIR:-build-asan}
 jobs=${JOBS:-$(nproc)}
 start=$(date +%s)
 
+# -g1: line tables only (functions and file:line, what a sanitizer's stack needs; no types or
+# locals). Against -g it cut the compile CPU time of sampled objects by 25-30% and their size by
+# 2-3x (the whole rebuild was 26 min of CI's 47 at -g on 2 cores).
 cmake -S . -B "$build_dir" -DDTENSOR_SANITIZE=address,undefined \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DDTENSOR_CUDA="${DTENSOR_CUDA:-OFF}" >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DDTENSOR_CUDA="${DTENSOR_CUDA:-OFF}" >/dev/null
 
 # Unit test executables: every catch_discover_tests target registered under tests/ (its
 # "<target>_include-<hash>.cmake" exists from configure time on).

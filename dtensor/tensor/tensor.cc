@@ -162,7 +162,6 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
   check_defined(*this, "copy_");
   DT_CHECK(src_in.defined(), "[copy_] src is undefined");
   check_no_internal_overlap(*this, "copy_");
-  storage_.bump_version();  // an in-place write (autograd refuses a saved tensor written since)
   Tensor src = src_in;
   if (src.sizes() != sizes_) {
     DT_CHECK(src.dim() <= dim(),
@@ -177,11 +176,15 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
     }
     src = src.expand(sizes_);
   }
-  if (device().is_meta()) return *this;  // shapes checked; there is nothing to write
-  DT_CHECK(!src.device().is_meta(),
+  DT_CHECK(device().is_meta() || !src.device().is_meta(),
            "[copy_] [meta] src of shape %s has no data (cannot copy out of a meta tensor into "
            "%s)",
            shape_str(src.sizes()), device().str());
+  // An in-place write (autograd refuses a saved tensor written since), counted once the
+  // arguments are accepted (a refused copy_ writes nothing) and on meta tensors too, so a dry
+  // run refuses what the real run would.
+  storage_.bump_version();
+  if (device().is_meta()) return *this;  // shapes checked; there is nothing to write
   if (numel_ == 0) return *this;
   if (memory_overlaps(*this, src)) src = src.clone();
 
@@ -238,7 +241,10 @@ Tensor& Tensor::fill_(const Scalar& value) {
   check_defined(*this, "fill_");
   check_scalar_fits(value, dtype_, "fill_");
   check_no_internal_overlap(*this, "fill_");
-  if (device().is_meta()) return *this;
+  if (device().is_meta()) {
+    storage_.bump_version();  // a write (as copy_ counts it on meta tensors)
+    return *this;
+  }
   Tensor s = empty({}, TensorOptions(dtype_));
   dispatch_dtype(dtype_, [&]<typename T>() { *static_cast<T*>(s.data_ptr()) = value.to<T>(); });
   return copy_(s);

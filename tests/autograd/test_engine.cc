@@ -185,6 +185,23 @@ TEST_CASE("autograd: a saved DTensor written through its local Tensor is caught,
       REQUIRE_THROWS_WITH(dt::sum(y).backward(), Contains("modified by an in-place op"));
     }
   }
+  // A refused in-place call writes nothing, so it does not invalidate what was saved (PyTorch
+  // checks the arguments before it bumps the version counter).
+  SECTION("refused writes") {
+    DTensor x = leaf({1, 2}, {2});
+    DTensor a = x * 3.0;
+    DTensor y = a * a;
+    Tensor l = a.to_local();
+    const uint32_t before = l.storage().version();
+    CHECK_THROWS(dt::add_(l, dt::ones({3}, l.dtype())));  // shape
+    CHECK_THROWS(l.copy_(dt::ones({3}, l.dtype())));      // broadcast
+    CHECK_THROWS(l.copy_(dt::empty({2}, dt::TensorOptions(l.dtype(), dt::Device("meta")))));
+    Tensor i = dt::ones({2}, dt::DType::kInt64);
+    CHECK_THROWS(dt::add_(i, dt::Scalar(0.5)));  // result dtype
+    CHECK(l.storage().version() == before);
+    dt::sum(y).backward();
+    CHECK(values(x.grad()) == std::vector<double>{18, 36});
+  }
   // Writes into other storages (a clone of a saved tensor) are not counted against it.
   DTensor x = leaf({1, 2}, {2});
   DTensor a = x * 3.0;

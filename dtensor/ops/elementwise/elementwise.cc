@@ -63,7 +63,6 @@ Tensor binary_scalar(std::string_view op, BinaryOp kind, const Tensor& self, con
 Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self, const Tensor& other) {
   check_binary_args(op, self, other);
   check_no_internal_overlap(self, op);
-  self.storage().bump_version();  // an in-place write (Storage::version)
   const Shape shape = detail::broadcast_pair(op, self.sizes(), other.sizes(), "other");
   DT_CHECK(IntSpan(shape) == IntSpan(self.sizes()),
            "[%s] output with shape %s doesn't match the broadcast shape %s (argument other)", op,
@@ -72,6 +71,9 @@ Tensor binary_inplace(std::string_view op, BinaryOp kind, const Tensor& self, co
   DT_CHECK(can_cast(rt, self.dtype()),
            "[%s] result type %s can't be cast to the desired output type %s (argument self)", op,
            dtype_name(rt), dtype_name(self.dtype()));
+  // An in-place write (Storage::version), counted once the arguments are accepted: a refused
+  // call writes nothing, so it must not invalidate what autograd saved.
+  self.storage().bump_version();
   // An `other` that overlaps self without being self itself (x.add_(x.narrow(-1, 0, 1))) is
   // read from a copy, as copy_ does: every element then combines with other's old values,
   // whichever loop the kernel takes (one reads a repeated value once per row, others per
@@ -91,11 +93,11 @@ Tensor binary_scalar_inplace(std::string_view op, BinaryOp kind, const Tensor& s
                              const Scalar& other) {
   detail::check_defined(op, self, "self");
   check_no_internal_overlap(self, op);
-  self.storage().bump_version();  // an in-place write (Storage::version)
   const DType rt = arithmetic_dtype(op, kind, result_type(self, other));
   DT_CHECK(can_cast(rt, self.dtype()),
            "[%s] result type %s can't be cast to the desired output type %s (argument self)", op,
            dtype_name(rt), dtype_name(self.dtype()));
+  self.storage().bump_version();  // an in-place write, once accepted (as binary_inplace)
   (self.device().is_cuda() ? detail::binary_scalar_cuda : detail::binary_scalar_cpu)(
       kind, self, self, other, /*scalar_first=*/false);
   return self;
