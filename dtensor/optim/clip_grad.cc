@@ -53,4 +53,27 @@ double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, doub
   return norm_and_coef[0].data<double>()[0];
 }
 
+// Each gradient's local shard clamped in place: elementwise, so a sharded gradient is clipped
+// shard by shard with no communication. Through detail::run_recorded, as clip_grad_norm_'s
+// scaling, so that a captured step replays it on that step's gradients.
+void clip_grad_value_(const std::vector<DTensor>& params, double clip_value) {
+  DT_CHECK(!std::isnan(clip_value), "[clip_grad_value_] clip_value is NaN");
+  autograd::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].defined()) continue;
+    const DTensor& g = params[i].grad();
+    if (!g.defined()) continue;
+    DT_CHECK(!g.spec().has_partial(),
+             "[clip_grad_value_] the gradient of parameter %d has Partial placements %s: clamping "
+             "a partial value is not the partial of the clamped value (reduce it first)",
+             i, placements_str(g.placements()));
+    const Tensor ins[] = {g.to_local()};
+    detail::run_recorded(
+        "optim", "clip_grad_value_", ins, {}, 1,
+        [clip_value](absl::Span<const Tensor> in, absl::Span<Tensor>) {
+          Tensor(in[0]).copy_(clamp(in[0], Scalar(-clip_value), Scalar(clip_value)));
+        });
+  }
+}
+
 }  // namespace dtensor::optim

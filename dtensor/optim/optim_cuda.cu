@@ -43,11 +43,11 @@ __device__ T from_c(double x) {
 
 template <typename T, typename C>
 __global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, C lr, C mom, C damp, C wd,
-                           bool nesterov, bool first) {
+                           bool nesterov, bool first, C sign) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const C w = static_cast<C>(to_c(p[i]));
-    C d = static_cast<C>(to_c(g[i])) + wd * w;
+    C d = sign * static_cast<C>(to_c(g[i])) + wd * w;
     if (buf != nullptr) {
       const C b = first ? d : mom * static_cast<C>(to_c(buf[i])) + damp * d;
       buf[i] = from_c<T>(b);
@@ -59,10 +59,10 @@ __global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, C lr, C mom, C d
 
 template <typename T, typename C>
 __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, C b1, C b2, C decay,
-                             C step_size, C root_bc2, C eps) {
+                             C step_size, C root_bc2, C eps, C sign) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const C gi = static_cast<C>(to_c(g[i]));
+    const C gi = sign * static_cast<C>(to_c(g[i]));
     const C mi = b1 * static_cast<C>(to_c(m[i])) + (1 - b1) * gi;
     const C vi = b2 * static_cast<C>(to_c(v[i])) + (1 - b2) * gi * gi;
     m[i] = from_c<T>(mi);
@@ -111,7 +111,7 @@ void sgd_update_cuda(const Tensor& p, const Tensor& g, const Tensor& buf, const 
         static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
         buf.defined() ? static_cast<T*>(buf.data_ptr()) : nullptr, n, static_cast<C>(s.lr),
         static_cast<C>(s.momentum), static_cast<C>(1.0 - s.dampening),
-        static_cast<C>(s.weight_decay), s.nesterov, s.first);
+        static_cast<C>(s.weight_decay), s.nesterov, s.first, static_cast<C>(s.maximize ? -1 : 1));
   });
 }
 
@@ -129,7 +129,7 @@ void adamw_update_cuda(const Tensor& p, const Tensor& g, const Tensor& m, const 
         s.amsgrad ? static_cast<T*>(vmax.data_ptr()) : nullptr, n, static_cast<C>(s.beta1),
         static_cast<C>(s.beta2), static_cast<C>(1.0 - s.lr * s.weight_decay),
         static_cast<C>(s.lr / s.bias_correction1), static_cast<C>(sqrt(s.bias_correction2)),
-        static_cast<C>(s.eps));
+        static_cast<C>(s.eps), static_cast<C>(s.maximize ? -1 : 1));
   });
 }
 

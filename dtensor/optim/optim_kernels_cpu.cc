@@ -16,10 +16,11 @@ void sgd_update(const Tensor& p, const Tensor& g, const Tensor& buf, const SGDSt
     T* bp = buf.defined() ? buf.data<T>() : nullptr;
     const C lr = static_cast<C>(s.lr), mom = static_cast<C>(s.momentum),
             damp = static_cast<C>(1.0 - s.dampening), wd = static_cast<C>(s.weight_decay);
+    const C sign = s.maximize ? C(-1) : C(1);
     const int64_t n = p.numel();
     for (int64_t i = 0; i < n; ++i) {
       const C w = static_cast<C>(pp[i]);
-      C d = static_cast<C>(gp[i]) + wd * w;
+      C d = sign * static_cast<C>(gp[i]) + wd * w;
       if (bp != nullptr) {
         const C b = s.first ? d : mom * static_cast<C>(bp[i]) + damp * d;
         bp[i] = static_cast<T>(b);
@@ -47,9 +48,10 @@ void adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tenso
     const C step_size = static_cast<C>(s.lr / s.bias_correction1);
     const C root_bc2 = static_cast<C>(std::sqrt(s.bias_correction2));
     const C eps = static_cast<C>(s.eps);
+    const C sign = s.maximize ? C(-1) : C(1);
     const int64_t n = p.numel();
     for (int64_t i = 0; i < n; ++i) {
-      const C gi = static_cast<C>(gp[i]);
+      const C gi = sign * static_cast<C>(gp[i]);
       const C mi = b1 * static_cast<C>(mp[i]) + (1 - b1) * gi;
       const C vi = b2 * static_cast<C>(vp[i]) + (1 - b2) * gi * gi;
       mp[i] = static_cast<T>(mi);

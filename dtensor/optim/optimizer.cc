@@ -89,7 +89,8 @@ detail::AdamWStep adamw_scalars(const AdamWOptions& o, int64_t steps) {
           o.weight_decay(),
           1.0 - std::pow(o.beta1(), t),
           1.0 - std::pow(o.beta2(), t),
-          o.amsgrad()};
+          o.amsgrad(),
+          o.maximize()};
 }
 
 }  // namespace
@@ -231,17 +232,18 @@ void SGD::step() {
     auto first = std::make_shared<bool>(momentum_.size() <= i || !momentum_[i].defined());
     const Tensor buf = options_.momentum() != 0 ? shard(state(momentum_, i)) : Tensor();
     const Tensor ins[] = {shard(p), shard(g), buf};
-    dtensor::detail::run_recorded("optim", "sgd_update", ins, {}, 0b101,
-                                  [this, first, alive = std::weak_ptr<const char>(alive_)](
-                                      absl::Span<const Tensor> in, absl::Span<Tensor>) {
-                                    dtensor::detail::check_alive(alive, "an SGD update");
-                                    in[0].storage().bump_version();  // see update_each
-                                    detail::sgd_update(
-                                        in[0], in[1], in[2],
-                                        {options_.lr(), options_.momentum(), options_.dampening(),
-                                         options_.weight_decay(), options_.nesterov(), *first});
-                                    *first = false;
-                                  });
+    dtensor::detail::run_recorded(
+        "optim", "sgd_update", ins, {}, 0b101,
+        [this, first, alive = std::weak_ptr<const char>(alive_)](absl::Span<const Tensor> in,
+                                                                 absl::Span<Tensor>) {
+          dtensor::detail::check_alive(alive, "an SGD update");
+          in[0].storage().bump_version();  // see update_each
+          detail::sgd_update(
+              in[0], in[1], in[2],
+              {options_.lr(), options_.momentum(), options_.dampening(), options_.weight_decay(),
+               options_.nesterov(), *first, options_.maximize()});
+          *first = false;
+        });
   });
 }
 

@@ -1,5 +1,5 @@
 // Optimizers over DTensor parameters (libtorch's torch::optim names): SGD and AdamW, and
-// clip_grad_norm_.
+// clip_grad_norm_ / clip_grad_value_.
 //
 // A parameter keeps its placements; its grad() has the same placements (autograd lays every
 // leaf gradient out like the leaf), so an update runs on each rank's local shard alone, with no
@@ -38,7 +38,7 @@ namespace dtensor::optim {
   type name##_ = init
 
 // SGD hyper-parameters (torch::optim::SGDOptions): learning rate, momentum, dampening, weight
-// decay, Nesterov; each has a getter and a chainable setter.
+// decay, Nesterov, maximize; each has a getter and a chainable setter.
 struct SGDOptions {
   // The learning rate; the rest default to 0 / false.
   explicit SGDOptions(double lr) : lr_(lr) {}
@@ -48,10 +48,12 @@ struct SGDOptions {
   DT_OPTIM_ARG(double, dampening, 0.0);
   DT_OPTIM_ARG(double, weight_decay, 0.0);
   DT_OPTIM_ARG(bool, nesterov, false);
+  // Ascends the objective: the gradient is negated before use.
+  DT_OPTIM_ARG(bool, maximize, false);
 };
 
 // AdamW hyper-parameters (torch::optim::AdamWOptions): learning rate, betas, eps, weight decay,
-// amsgrad; each has a getter and a chainable setter.
+// amsgrad, maximize; each has a getter and a chainable setter.
 struct AdamWOptions {
   // The learning rate; the rest take PyTorch's defaults.
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
@@ -62,6 +64,8 @@ struct AdamWOptions {
   DT_OPTIM_ARG(double, eps, 1e-8);
   DT_OPTIM_ARG(double, weight_decay, 1e-2);
   DT_OPTIM_ARG(bool, amsgrad, false);
+  // Ascends the objective: the gradient is negated before use.
+  DT_OPTIM_ARG(bool, maximize, false);
 };
 
 #undef DT_OPTIM_ARG
@@ -130,8 +134,8 @@ class Optimizer {
 };
 
 // Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's
-// formula): d = g + wd p; b = d on the first step, else momentum b + (1 - dampening) d;
-// d = d + momentum b (nesterov) or b; p -= lr d.
+// formula): g = -g when maximize; d = g + wd p; b = d on the first step, else momentum b + (1 -
+// dampening) d; d = d + momentum b (nesterov) or b; p -= lr d.
 class SGD : public Optimizer {
  public:
   // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
@@ -147,7 +151,8 @@ class SGD : public Optimizer {
   std::vector<DTensor> momentum_;  // per parameter, undefined until used
 };
 
-// AdamW (decoupled weight decay, PyTorch's defaults and formula): p -= lr wd p;
+// AdamW (decoupled weight decay, PyTorch's defaults and formula): g = -g when maximize;
+// p -= lr wd p;
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; (amsgrad: vmax = max(vmax, v));
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), where t counts the updates of
 // that parameter (steps where it had no gradient do not count, as in PyTorch).
@@ -177,5 +182,12 @@ class AdamW : public Optimizer {
 // leaves the gradients as they were.
 double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
+
+// Clamps the gradients of `params` in place to [-clip_value, clip_value]
+// (torch.nn.utils.clip_grad_value_): elementwise, so each rank clamps its local shard of a
+// sharded gradient, with no communication. Parameters without a gradient are skipped; NaN stays
+// NaN; a negative clip_value sets every element to clip_value, as PyTorch's clamp(min > max).
+// A Partial gradient (not yet reduced) and a NaN clip_value raise "[clip_grad_value_] ...".
+void clip_grad_value_(const std::vector<DTensor>& params, double clip_value);
 
 }  // namespace dtensor::optim

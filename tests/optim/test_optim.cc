@@ -3,6 +3,7 @@
 // and clip_grad_norm_ (2-norm and inf-norm).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -302,4 +303,75 @@ TEST_CASE("optimizers refuse what they cannot update") {
                       Contains("weight_decay must be >= 0"));
   REQUIRE_THROWS_WITH(optim::AdamW({p}, optim::AdamWOptions(0.1).weight_decay(-0.1)),
                       Contains("weight_decay must be >= 0"));
+}
+
+// torch 2.15's clip_grad_value_ on the same gradients (tests/optim/torch_optim_references.py):
+// clamped to [-1, 1], NaN kept; a parameter without a gradient skipped (issue 44).
+TEST_CASE("clip_grad_value_ clamps every gradient") {
+  DTensor a = param({0, 0, 0, 0}), b = param({0, 0, 0, 0}), none = param({1.0});
+  set_grad(a, {-3.0, 0.5, 2.0, -0.25});
+  set_grad(b, {1.5, -1.5, 0.75, std::nan("")});
+  optim::clip_grad_value_({a, b, none}, 1.0);
+  CHECK(values(a.grad()) == std::vector<double>{-1.0, 0.5, 1.0, -0.25});
+  const std::vector<double> gb = values(b.grad());
+  CHECK(gb[0] == 1.0);
+  CHECK(gb[1] == -1.0);
+  CHECK(gb[2] == 0.75);
+  CHECK(std::isnan(gb[3]));
+  CHECK_FALSE(none.grad().defined());
+  CHECK_THROWS_WITH(optim::clip_grad_value_({a}, std::nan("")),
+                    Contains("[clip_grad_value_] clip_value is NaN"));
+}
+
+// maximize: the gradient is negated before use. Parameters after 3 steps on sum(p^3) (gradient
+// 3 p^2) from torch 2.15 (tests/optim/torch_optim_references.py, issue 44).
+TEST_CASE("maximize negates the gradient as PyTorch's") {
+  struct Case {
+    const char* name;
+    std::function<std::unique_ptr<optim::Optimizer>(DTensor)> make;
+    std::vector<double> want;
+  };
+  const std::vector<Case> cases = {
+      {"SGD",
+       [](DTensor p) {
+         return std::make_unique<optim::SGD>(
+             std::vector<DTensor>{p},
+             optim::SGDOptions(0.1).momentum(0.9).dampening(0.1).weight_decay(0.01).maximize(true));
+       },
+       {3.7763536924922403, 1.6413091063607674, 1.013512014378942}},
+      {"SGD nesterov",
+       [](DTensor p) {
+         return std::make_unique<optim::SGD>(
+             std::vector<DTensor>{p},
+             optim::SGDOptions(0.1).momentum(0.9).nesterov(true).maximize(true));
+       },
+       {9.938286700387932, 3.1489370685260814, 1.5956353915732966}},
+      {"AdamW",
+       [](DTensor p) {
+         return std::make_unique<optim::AdamW>(
+             std::vector<DTensor>{p}, optim::AdamWOptions(0.1).weight_decay(0.05).maximize(true));
+       },
+       {1.2838500513908695, -1.6733399633604529, 0.7893422589890298}},
+      {"AdamW amsgrad",
+       [](DTensor p) {
+         return std::make_unique<optim::AdamW>(
+             std::vector<DTensor>{p}, optim::AdamWOptions(0.1).amsgrad(true).maximize(true));
+       },
+       {1.2969299294078973, -1.6958337994132422, 0.7963856664687409}},
+  };
+  CHECK_FALSE(optim::SGDOptions(0.1).maximize());
+  CHECK_FALSE(optim::AdamWOptions().maximize());
+  for (const Case& c : cases) {
+    INFO(c.name);
+    DTensor p = param({1.0, -2.0, 0.5});
+    auto opt = c.make(p);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<double> g;
+      for (double v : values(p)) g.push_back(3 * v * v);
+      set_grad(p, g);
+      opt->step();
+    }
+    const std::vector<double> got = values(p);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(c.want[i]).epsilon(1e-12));
+  }
 }

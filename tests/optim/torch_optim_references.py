@@ -31,3 +31,28 @@ for name, make in [("SGD momentum -0.5", lambda: torch.optim.SGD([p], lr=0.1, mo
         print(name, "accepted")
     except ValueError as e:
         print(name, "raises:", e)
+
+# test_optim.cc "clip_grad_value_ clamps every gradient" (issue 44)
+a = torch.nn.Parameter(torch.zeros(4))
+b = torch.nn.Parameter(torch.zeros(4))
+a.grad = torch.tensor([-3.0, 0.5, 2.0, -0.25])
+b.grad = torch.tensor([1.5, -1.5, 0.75, float("nan")])
+torch.nn.utils.clip_grad_value_([a, b], 1.0)
+print("clip_grad_value_ 1.0", a.grad.tolist(), b.grad.tolist())
+
+# test_optim.cc "maximize negates the gradient" (issue 44): loss = sum(p^3), 3 steps, p0 = [1, -2, 0.5].
+for name, make in [("SGD", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1,
+                                                         weight_decay=0.01, maximize=True)),
+                   ("SGD nesterov", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9,
+                                                               nesterov=True, maximize=True)),
+                   ("AdamW", lambda ps: torch.optim.AdamW(ps, lr=0.1, weight_decay=0.05,
+                                                          maximize=True)),
+                   ("AdamW amsgrad", lambda ps: torch.optim.AdamW(ps, lr=0.1, amsgrad=True,
+                                                                  maximize=True))]:
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5]))
+    opt = make([p])
+    for _ in range(3):
+        opt.zero_grad()
+        (p ** 3).sum().backward()
+        opt.step()
+    print("maximize", name, [float("%.17g" % v) for v in p.tolist()])

@@ -13,7 +13,8 @@ namespace dtensor::optim::detail {
 struct SGDStep {
   double lr, momentum, dampening, weight_decay;
   bool nesterov;
-  bool first;  // the momentum buffer starts as the first update direction
+  bool first;     // the momentum buffer starts as the first update direction
+  bool maximize;  // the gradient is negated before use (PyTorch's maximize)
 };
 // p -= lr * d with d as SGD defines it; buf updated in place when momentum != 0.
 void sgd_update(const Tensor& p, const Tensor& g, const Tensor& buf, const SGDStep& s);
@@ -22,6 +23,7 @@ struct AdamWStep {
   double lr, beta1, beta2, eps, weight_decay;
   double bias_correction1, bias_correction2;  // 1 - beta^t
   bool amsgrad;
+  bool maximize;  // the gradient is negated before use (PyTorch's maximize)
 };
 void adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                   const Tensor& vmax, const AdamWStep& s);
