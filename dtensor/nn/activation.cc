@@ -1,8 +1,11 @@
 // Activation modules: each forward is one DTensor op.
 #include "dtensor/nn/activation.h"
 
+#include <utility>
+
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/softmax/softmax.h"
+#include "dtensor/tensor/error.h"
 
 namespace dtensor::nn {
 
@@ -26,6 +29,33 @@ DTensor GLU::forward(const DTensor& x) {
 }
 DTensor Softmin::forward(const DTensor& x) {
   return dtensor::softmin(x, dim_);
+}
+
+DTensor ReLU::forward(const DTensor& x) {
+  return dtensor::relu(x);
+}
+
+GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {
+  DT_CHECK(approximate_ == "none" || approximate_ == "tanh",
+           "[GELU] approximate must be 'none' or 'tanh', got '%s'", approximate_);
+}
+DTensor GELU::forward(const DTensor& x) {
+  return dtensor::gelu(x, approximate_ == "tanh" ? GeluApproximate::kTanh : GeluApproximate::kNone);
+}
+DTensor SiLU::forward(const DTensor& x) {
+  return dtensor::silu(x);
+}
+DTensor Tanh::forward(const DTensor& x) {
+  return dtensor::tanh(x);
+}
+DTensor Sigmoid::forward(const DTensor& x) {
+  return dtensor::sigmoid(x);
+}
+DTensor Softmax::forward(const DTensor& x) {
+  return dtensor::softmax(x, dim_);
+}
+DTensor LogSoftmax::forward(const DTensor& x) {
+  return dtensor::log_softmax(x, dim_);
 }
 
 }  // namespace dtensor::nn

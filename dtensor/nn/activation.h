@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "dtensor/nn/module.h"
 
@@ -88,6 +89,76 @@ class Softmin : public Module {
  public:
   explicit Softmin(int64_t dim) : dim_(dim) {}
   std::string type_name() const override { return "Softmin"; }
+  DTensor forward(const DTensor& x) override;
+  int64_t dim() const { return dim_; }
+
+ private:
+  int64_t dim_;
+};
+
+// relu(x) = max(x, 0).
+class ReLU : public Module {
+ public:
+  ReLU() = default;
+  std::string type_name() const override { return "ReLU"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// gelu(x, approximate): x Phi(x) ("none", the default) or PyTorch's tanh approximation
+// ("tanh"); any other string raises "[GELU] approximate must be 'none' or 'tanh', got ...".
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  std::string type_name() const override { return "GELU"; }
+  DTensor forward(const DTensor& x) override;
+  const std::string& approximate() const { return approximate_; }
+
+ private:
+  std::string approximate_;
+};
+
+// silu(x) = x sigmoid(x) (PyTorch's SiLU, also called swish).
+class SiLU : public Module {
+ public:
+  SiLU() = default;
+  std::string type_name() const override { return "SiLU"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// tanh(x).
+class Tanh : public Module {
+ public:
+  Tanh() = default;
+  std::string type_name() const override { return "Tanh"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// sigmoid(x) = 1 / (1 + exp(-x)).
+class Sigmoid : public Module {
+ public:
+  Sigmoid() = default;
+  std::string type_name() const override { return "Sigmoid"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// softmax(x, dim). The dim is required (PyTorch's implicit choice for dim=None is deprecated
+// there); an input sharded along it is gathered along it by the op (dtensor/ops/softmax).
+class Softmax : public Module {
+ public:
+  explicit Softmax(int64_t dim) : dim_(dim) {}
+  std::string type_name() const override { return "Softmax"; }
+  DTensor forward(const DTensor& x) override;
+  int64_t dim() const { return dim_; }
+
+ private:
+  int64_t dim_;
+};
+
+// log_softmax(x, dim); the dim is required, as for Softmax.
+class LogSoftmax : public Module {
+ public:
+  explicit LogSoftmax(int64_t dim) : dim_(dim) {}
+  std::string type_name() const override { return "LogSoftmax"; }
   DTensor forward(const DTensor& x) override;
   int64_t dim() const { return dim_; }
 

@@ -91,21 +91,45 @@ DTensor Linear::forward(const DTensor& x) {
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, ModuleOptions opts)
+    : Embedding(num_embeddings, embedding_dim, std::nullopt, opts) {}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
+                     std::optional<int64_t> padding_idx, ModuleOptions opts)
     : num_(num_embeddings), dim_(embedding_dim) {
   DT_CHECK(num_embeddings >= 0 && embedding_dim >= 0,
            "[Embedding] num_embeddings %d and embedding_dim %d must be >= 0", num_embeddings,
            embedding_dim);
+  if (padding_idx) {
+    DT_CHECK(*padding_idx >= -num_embeddings && *padding_idx < num_embeddings,
+             "[Embedding] padding_idx %d must be within num_embeddings (expected %d <= "
+             "padding_idx < %d)",
+             *padding_idx, -num_embeddings, num_embeddings);
+    padding_idx_ = *padding_idx < 0 ? *padding_idx + num_embeddings : *padding_idx;
+  }
   register_parameter("weight", detail::normal_parameter({num_embeddings, embedding_dim}, opts));
+  zero_padding_row();
+}
+
+// PyTorch's _fill_padding_idx_with_zero: the rank holding global row padding_idx of the
+// (possibly vocab-sharded) table zeroes its local copy of it; no communication.
+void Embedding::zero_padding_row() {
+  if (!padding_idx_) return;
+  const DTensor& w = param("weight");
+  const LocalShard mine = w.spec().local_shard();
+  if (mine.shape.empty()) return;  // this rank is outside the table's mesh
+  const int64_t row = *padding_idx_ - mine.offset[0];
+  if (row >= 0 && row < mine.shape[0]) Tensor(w.to_local()).narrow(0, row, 1).zero_();
 }
 
 void Embedding::reset_own_parameters(Generator* gen) {
   normal_(param("weight"), 0.0, 1.0, gen);
+  zero_padding_row();
 }
 
 DTensor Embedding::forward(const DTensor& indices) {
   constexpr std::string_view kOp = "embedding";
   const DeviceMesh& mesh = input_mesh(indices, kOp, "indices");
-  return ::dtensor::embedding(indices, param_on(*this, "weight", mesh, kOp));
+  return ::dtensor::embedding(indices, param_on(*this, "weight", mesh, kOp), padding_idx_);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine, ModuleOptions opts)

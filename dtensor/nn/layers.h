@@ -30,20 +30,29 @@ class Linear : public Module {
 
 // Lookup table: "weight" [num_embeddings, embedding_dim], standard normal. The input holds
 // integer indices (int32 or int64) of any shape; the output appends embedding_dim.
+// padding_idx (PyTorch's; negative counts from the end, -num <= padding_idx < num, stored
+// normalised): that row starts as zeros (after every reset_parameters too) and its gradient is
+// always zero (F.embedding's padding_idx), on a vocab-sharded table as well.
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, ModuleOptions opts = {});
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
+            ModuleOptions opts = {});
   std::string type_name() const override { return "Embedding"; }
   DTensor forward(const DTensor& indices) override;
   int64_t num_embeddings() const { return num_; }
   int64_t embedding_dim() const { return dim_; }
+  std::optional<int64_t> padding_idx() const { return padding_idx_; }
 
  protected:
   void reset_own_parameters(Generator* gen) override;
 
  private:
+  void zero_padding_row();
+
   int64_t num_;
   int64_t dim_;
+  std::optional<int64_t> padding_idx_;
 };
 
 // Layer norm over the last dim: "weight" [dim] (ones) and "bias" [dim] (zeros) when affine.

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <tuple>
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/collectives/comm_debug.h"
@@ -73,9 +74,22 @@ void Module::register_buffer(std::string name, DTensor value) {
 
 std::vector<std::pair<std::string, DTensor>> Module::named_buffers() const {
   std::vector<std::pair<std::string, DTensor>> out;
+  // A buffer reached twice (a module shared by two parents, or one tensor registered by two
+  // modules) is listed once, under its first name in pre-order, as PyTorch's
+  // named_buffers(remove_duplicate=True). The same buffer is the same local view: storage,
+  // offset, sizes, strides, dtype (a copy of the DTensor shares them).
+  absl::flat_hash_set<std::tuple<const void*, int64_t, Shape, Shape, DType>> seen;
   std::function<void(const std::string&, const Module*)> visit = [&](const std::string& prefix,
                                                                      const Module* m) {
-    for (auto& [n, b] : m->buffers_) out.emplace_back(prefix.empty() ? n : prefix + "." + n, b);
+    for (auto& [n, b] : m->buffers_) {
+      const Tensor& t = b.to_local();
+      if (t.storage().id() != nullptr &&
+          !seen.emplace(t.storage().id(), t.storage_offset(), t.sizes(), t.strides(), t.dtype())
+               .second) {
+        continue;
+      }
+      out.emplace_back(prefix.empty() ? n : prefix + "." + n, b);
+    }
     for (auto& [n, c] : m->children_) visit(prefix.empty() ? n : prefix + "." + n, c.get());
   };
   visit("", this);

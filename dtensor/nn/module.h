@@ -92,7 +92,9 @@ class Module {
   // updates and a checkpoint load written into it are seen by both. The name must be new.
   void register_buffer(std::string name, DTensor value);
   // Every buffer of the tree in pre-order with fully-qualified names ("bn1.running_mean"), as
-  // PyTorch's named_buffers(); checkpoint::training_state saves them beside the parameters.
+  // PyTorch's named_buffers(); checkpoint::training_state saves them beside the parameters. A
+  // buffer reached twice (a shared submodule, one tensor registered twice) is listed once,
+  // under its first name (PyTorch's remove_duplicate=True).
   std::vector<std::pair<std::string, DTensor>> named_buffers() const;
   // Ties: makes `shared` (a parameter of another module of the same tree, e.g. an embedding
   // table reused as the output projection's weight) also an own parameter `name` of this

@@ -1,9 +1,11 @@
-// The nn layer in one include: Module, the DTensor functional ops, layers, activation
-// modules, losses and transformer.
+// The nn layer in one include: Module, Sequential, the DTensor functional ops, layers,
+// activation, dropout and padding modules, losses and transformer.
 #pragma once
 
 #include "dtensor/nn/activation.h"
 #include "dtensor/nn/activation_checkpoint.h"
+#include "dtensor/nn/basic_layers.h"
+#include "dtensor/nn/container.h"
 #include "dtensor/nn/conv.h"
 #include "dtensor/nn/distance.h"
 #include "dtensor/nn/functional.h"

@@ -12,12 +12,13 @@ Shape shape_of(IntSpan s) {
   return Shape(s.begin(), s.end());
 }
 
-// A padding module's (left, right, top, bottom) from one value or four.
-Shape pad4(IntSpan padding, const char* module) {
-  DT_CHECK(padding.size() == 1 || padding.size() == 4,
-           "[%s] padding must be a single int or 4 ints, got %d", module,
+// A padding module's 2 nd sides (left, right[, top, bottom]) from one value or 2 nd.
+Shape pad_sides(int64_t nd, IntSpan padding, const char* module) {
+  const auto n = static_cast<size_t>(2 * nd);
+  DT_CHECK(padding.size() == 1 || padding.size() == n,
+           "[%s] padding must be a single int or %d ints, got %d", module, n,
            static_cast<int64_t>(padding.size()));
-  return padding.size() == 1 ? Shape(4, padding[0]) : shape_of(padding);
+  return padding.size() == 1 ? Shape(n, padding[0]) : shape_of(padding);
 }
 
 }  // namespace
@@ -79,16 +80,11 @@ DTensor Upsample::forward(const DTensor& x) {
   return dtensor::interpolate(x, size_, scale_factor_, mode_.c_str(), align_corners_);
 }
 
-ZeroPad2d::ZeroPad2d(IntSpan padding) : padding_(pad4(padding, "ZeroPad2d")) {}
+PadNd::PadNd(int64_t nd, const char* name, const char* mode, IntSpan padding, double value)
+    : name_(name), mode_(mode), padding_(pad_sides(nd, padding, name)), value_(value) {}
 
-DTensor ZeroPad2d::forward(const DTensor& x) {
-  return dtensor::pad(x, padding_, "constant", 0.0);
-}
-
-ReflectionPad2d::ReflectionPad2d(IntSpan padding) : padding_(pad4(padding, "ReflectionPad2d")) {}
-
-DTensor ReflectionPad2d::forward(const DTensor& x) {
-  return dtensor::pad(x, padding_, "reflect");
+DTensor PadNd::forward(const DTensor& x) {
+  return dtensor::pad(x, padding_, mode_, value_);
 }
 
 }  // namespace dtensor::nn

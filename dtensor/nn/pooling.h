@@ -1,5 +1,6 @@
 // Pooling, upsampling and padding modules with torch.nn's names, arguments and defaults
-// (MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool2d, Upsample, ZeroPad2d, ReflectionPad2d). They
+// (MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool2d, Upsample, and the 1d / 2d Zero, Constant,
+// Reflection, Replication and Circular pads). They
 // hold no parameters; forward calls the DTensor op of dtensor/ops/pool/pool.h, so batch- and
 // channel-sharded inputs keep their shards (a spatially sharded input is gathered there).
 // Sizes are given as in PyTorch: one value for every spatial dim, or one per dim; stride {}
@@ -114,26 +115,80 @@ class Upsample : public Module {
   std::optional<bool> align_corners_;
 };
 
-// pad(x, padding, "constant", 0) / pad(x, padding, "reflect") over the last two dims; padding
-// one value for all four sides or (left, right, top, bottom).
-class ZeroPad2d : public Module {
+// The padding modules: F.pad(x, padding, mode, value) over the last `nd` dims, padding one
+// value for every side or 2 nd values (left, right[, top, bottom]), as PyTorch's. Constant
+// padding takes any input rank; reflect, replicate and circular take (C, *spatial) or
+// (N, C, *spatial) inputs, as PyTorch's. Errors name the module:
+// "[ZeroPad2d] padding must be a single int or 4 ints, got 2".
+class PadNd : public Module {
  public:
-  explicit ZeroPad2d(IntSpan padding);
-  std::string type_name() const override { return "ZeroPad2d"; }
+  std::string type_name() const override { return name_; }
   DTensor forward(const DTensor& x) override;
+  // (left, right[, top, bottom]) as F.pad takes them, last dim first.
+  const Shape& padding() const { return padding_; }
+  double value() const { return value_; }
+
+ protected:
+  PadNd(int64_t nd, const char* name, const char* mode, IntSpan padding, double value = 0.0);
 
  private:
+  std::string name_;
+  const char* mode_;
   Shape padding_;
+  double value_;
 };
 
-class ReflectionPad2d : public Module {
+// Zeros: pad(x, padding, "constant", 0).
+class ZeroPad1d : public PadNd {
  public:
-  explicit ReflectionPad2d(IntSpan padding);
-  std::string type_name() const override { return "ReflectionPad2d"; }
-  DTensor forward(const DTensor& x) override;
+  explicit ZeroPad1d(IntSpan padding) : PadNd(1, "ZeroPad1d", "constant", padding) {}
+};
+class ZeroPad2d : public PadNd {
+ public:
+  explicit ZeroPad2d(IntSpan padding) : PadNd(2, "ZeroPad2d", "constant", padding) {}
+};
 
- private:
-  Shape padding_;
+// A constant: pad(x, padding, "constant", value).
+class ConstantPad1d : public PadNd {
+ public:
+  ConstantPad1d(IntSpan padding, double value)
+      : PadNd(1, "ConstantPad1d", "constant", padding, value) {}
+};
+class ConstantPad2d : public PadNd {
+ public:
+  ConstantPad2d(IntSpan padding, double value)
+      : PadNd(2, "ConstantPad2d", "constant", padding, value) {}
+};
+
+// The input reflected about its edge (edge not repeated): pad(x, padding, "reflect"); each pad
+// must be smaller than its dim.
+class ReflectionPad1d : public PadNd {
+ public:
+  explicit ReflectionPad1d(IntSpan padding) : PadNd(1, "ReflectionPad1d", "reflect", padding) {}
+};
+class ReflectionPad2d : public PadNd {
+ public:
+  explicit ReflectionPad2d(IntSpan padding) : PadNd(2, "ReflectionPad2d", "reflect", padding) {}
+};
+
+// The edge value repeated: pad(x, padding, "replicate").
+class ReplicationPad1d : public PadNd {
+ public:
+  explicit ReplicationPad1d(IntSpan padding) : PadNd(1, "ReplicationPad1d", "replicate", padding) {}
+};
+class ReplicationPad2d : public PadNd {
+ public:
+  explicit ReplicationPad2d(IntSpan padding) : PadNd(2, "ReplicationPad2d", "replicate", padding) {}
+};
+
+// The input wrapped around: pad(x, padding, "circular"); each pad at most its dim.
+class CircularPad1d : public PadNd {
+ public:
+  explicit CircularPad1d(IntSpan padding) : PadNd(1, "CircularPad1d", "circular", padding) {}
+};
+class CircularPad2d : public PadNd {
+ public:
+  explicit CircularPad2d(IntSpan padding) : PadNd(2, "CircularPad2d", "circular", padding) {}
 };
 
 }  // namespace dtensor::nn

@@ -1,6 +1,9 @@
 // Embedding lookups on local tensors.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/tensor/tensor.h"
 
@@ -26,6 +29,10 @@ Tensor embedding_masked(const Tensor& indices, const Tensor& weight_shard, int64
 // Out-of-range indices raise "[embedding] index 12 out of range for a table of 10 rows (raised
 // on rank R)" on every rank that may hold different indices (check_on_all_ranks: one small
 // all-reduce per mesh dim the indices are sharded on, none when they are replicated).
-DTensor embedding(const DTensor& indices, const DTensor& weight);
+// padding_idx (F.embedding's; negative counts from the end, -rows <= padding_idx < rows): the
+// table's gradient at that row is always zero (the lookup itself is unchanged); on a
+// vocab-sharded table the rank holding that global row zeroes it.
+DTensor embedding(const DTensor& indices, const DTensor& weight,
+                  std::optional<int64_t> padding_idx = std::nullopt);
 
 }  // namespace dtensor

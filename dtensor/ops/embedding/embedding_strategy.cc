@@ -55,7 +55,9 @@ Tensor embedding_kernel(const KernelContext& c, absl::Span<const Tensor> l) {
 //   [S(0) | R, R]        vocab-sharded table: each rank adds the rows of its block
 //   [S(1) | S(-1), R]    column-sharded table
 //   [P(sum) | S(d), S(d)] indices sharded along d: each rank adds its part of the batch
-// Linear in the gradient. Accumulates 16-bit gradients in float.
+// Linear in the gradient. Accumulates 16-bit gradients in float. Arg 1 (when given and >= 0)
+// is padding_idx: that global row of the gradient is zero, on whichever rank holds it (every
+// rank in the Partial row, so the sum stays zero).
 Tensor embedding_backward_kernel(const KernelContext& c, absl::Span<const Tensor> l) {
   const LocalShard out = c.output_shard(0);
   const int64_t width = out.shape[1];
@@ -67,7 +69,12 @@ Tensor embedding_backward_kernel(const KernelContext& c, absl::Span<const Tensor
   const Tensor g = l[0].reshape(flat);
   const int64_t col[] = {n, 1}, wide[] = {n, width};
   const Tensor idx = l[1].to(kInt64).reshape(col).expand(wide);
-  return scatter_add_shard(out.shape, 0, idx, g, out.offset[0]);
+  Tensor table = scatter_add_shard(out.shape, 0, idx, g, out.offset[0]);
+  const int64_t pad = c.has_arg(1) ? c.arg<int64_t>(1) : -1;
+  if (pad >= out.offset[0] && pad < out.offset[0] + out.shape[0]) {
+    table.narrow(0, pad - out.offset[0], 1).zero_();
+  }
+  return table;
 }
 
 void register_embedding_backward(Registry& registry) {
@@ -94,7 +101,9 @@ void register_embedding_backward(Registry& registry) {
     return std::vector<OpSample>{
         {{sample({2, w + 1, 4}), sample({2, w + 1}, kInt64, 0, rows - 1)}, {rows}},
         {{sample({5, 2 * w}), sample({5}, kInt64, 0, rows - 1)}, {rows}},
-        {{sample({s, s}), sample({s}, kInt64, 0, rows - 1)}, {rows}}};
+        {{sample({s, s}), sample({s}, kInt64, 0, rows - 1)}, {rows}},
+        // padding_idx 1 (indices 0..2: row 1 is looked up and its gradient zeroed)
+        {{sample({2, w + 1, 4}), sample({2, w + 1}, kInt64, 0, 2)}, {rows, int64_t{1}}}};
   };
   registry.add(std::move(op));
 }

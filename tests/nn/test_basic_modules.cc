@@ -1,0 +1,332 @@
+// The everyday modules of issue 44 on one process (self mesh): Sequential, Identity, Flatten,
+// Unflatten, Dropout, the activations ReLU .. LogSoftmax, the 1d / 2d padding modules, and
+// Embedding's padding_idx, against PyTorch 2.15's values (tests/nn/torch_nn_references.py
+// prints them; float64 inputs det_input(shape, salt)); Module::named_buffers' deduplication.
+#include <catch2/catch.hpp>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/rng/dtensor_random.h"
+#include "dtensor/tensor/creation.h"
+#include "tests/common/ops_dtensor_test_util.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+namespace tt = dtensor::test;
+using dt::DTensor;
+using dt::Tensor;
+
+namespace {
+
+Tensor ref(std::vector<double> v, dt::IntSpan shape) {
+  return dt::from_vector<double>(v, shape);
+}
+
+Tensor input(dt::IntSpan shape, int salt) {
+  return tt::det_input(shape, salt, -2.5, 0.5, dt::kFloat64);
+}
+
+std::vector<std::string> names(const std::vector<std::pair<std::string, DTensor>>& named) {
+  std::vector<std::string> out;
+  for (const auto& [n, t] : named) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("activation modules give PyTorch's values", "[nn]") {
+  const DTensor x = nn::local_dtensor(input({3, 4}, 2));
+  struct Case {
+    std::shared_ptr<nn::Module> m;
+    const char* type;
+    std::vector<double> want;
+  };
+  const std::vector<Case> cases = {
+      {std::make_shared<nn::ReLU>(), "ReLU", {0, 2, 0, 0, 1.5, 0, 0, 1, 0, 2.5, 0.5, 0}},
+      {std::make_shared<nn::GELU>(),
+       "GELU",
+       {-0.10021080190328704, 1.9544997361036416, 0.0, -0.04550026389635842, 1.399789198096713,
+        -0.15426876936299344, -0.015524163314440398, 0.841344746068543, -0.15865525393145702,
+        2.4844758366855597, 0.34573123063700656, -0.10021080190328704}},
+      {std::make_shared<nn::GELU>("tanh"),
+       "GELU",
+       {-0.10042842301976707, 1.954597694087775, 0.0, -0.04540230591222494, 1.3995715769802328,
+        -0.15428599017485606, -0.015084266089998577, 0.8411919906082768, -0.15880800939172324,
+        2.484915733910001, 0.34571400982514394, -0.10042842301976707}},
+      {std::make_shared<nn::SiLU>(),
+       "SiLU",
+       {-0.2736382857095345, 1.7615941559557646, 0.0, -0.2384058440442351, 1.2263617142904655,
+        -0.1887703343990727, -0.18964545005310887, 0.7310585786300049, -0.2689414213699951,
+        2.3103545499468914, 0.3112296656009273, -0.2736382857095345}},
+      {std::make_shared<nn::Tanh>(),
+       "Tanh",
+       {-0.9051482536448664, 0.9640275800758169, 0.0, -0.9640275800758169, 0.9051482536448664,
+        -0.46211715726000974, -0.9866142981514303, 0.7615941559557649, -0.7615941559557649,
+        0.9866142981514303, 0.46211715726000974, -0.9051482536448664}},
+      {std::make_shared<nn::Sigmoid>(),
+       "Sigmoid",
+       {0.18242552380635635, 0.8807970779778823, 0.5, 0.11920292202211755, 0.8175744761936437,
+        0.3775406687981454, 0.07585818002124355, 0.7310585786300049, 0.2689414213699951,
+        0.9241418199787566, 0.6224593312018546, 0.18242552380635635}},
+      {std::make_shared<nn::Softmax>(1),
+       "Softmax",
+       {0.025507814878654365, 0.8447028181852956, 0.11431809514987194, 0.015471271786177956,
+        0.5681232040593225, 0.07688711473466033, 0.01040553944986119, 0.3445841417561559,
+        0.025507814878654365, 0.8447028181852956, 0.11431809514987194, 0.015471271786177956}},
+      {std::make_shared<nn::Softmax>(0),
+       "Softmax",
+       {0.043986480292057845, 0.3661922162818002, 0.3661922162818002, 0.043986480292057845,
+        0.8834920740271945, 0.030058887569574023, 0.030058887569574023, 0.8834920740271945,
+        0.07252144568074777, 0.6037488961486258, 0.6037488961486258, 0.07252144568074777}},
+      {std::make_shared<nn::LogSoftmax>(1),
+       "LogSoftmax",
+       {-3.668770407939234, -0.16877040793923376, -2.168770407939234, -4.168770407939234,
+        -0.5654169752270999, -2.5654169752271, -4.5654169752271, -1.0654169752270999,
+        -3.668770407939234, -0.16877040793923376, -2.168770407939234, -4.168770407939234}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.type);
+    CHECK(c.m->type_name() == c.type);
+    CHECK(c.m->parameters().empty());
+    CHECK(tt::same_values((*c.m)(x).to_local(), ref(c.want, {3, 4}), 1e-14));
+  }
+  CHECK(nn::GELU().approximate() == "none");
+  CHECK(nn::Softmax(1).dim() == 1);
+  CHECK(nn::LogSoftmax(-1).dim() == -1);
+  CHECK_THROWS_WITH(nn::GELU("erf"),
+                    Catch::Contains("[GELU] approximate must be 'none' or 'tanh', got 'erf'"));
+}
+
+TEST_CASE("padding modules give PyTorch's values", "[nn]") {
+  const DTensor x1 = nn::local_dtensor(input({1, 2, 3}, 1));
+  const DTensor x2 = nn::local_dtensor(input({1, 1, 3, 3}, 3));
+  struct Case {
+    std::shared_ptr<nn::Module> m;
+    const char* type;
+    const DTensor& in;
+    dt::Shape shape;
+    std::vector<double> want;
+  };
+  const std::vector<Case> cases = {
+      {std::make_shared<nn::ZeroPad1d>(dt::Shape{2}),
+       "ZeroPad1d",
+       x1,
+       {1, 2, 7},
+       {0, 0, -2, 1.5, -0.5, 0, 0, 0, 0, -2.5, 1, -1, 0, 0}},
+      {std::make_shared<nn::ConstantPad1d>(dt::Shape{1, 2}, 3.5),
+       "ConstantPad1d",
+       x1,
+       {1, 2, 6},
+       {3.5, -2, 1.5, -0.5, 3.5, 3.5, 3.5, -2.5, 1, -1, 3.5, 3.5}},
+      {std::make_shared<nn::ConstantPad2d>(dt::Shape{1, 0, 2, 1}, -1.0),
+       "ConstantPad2d",
+       x2,
+       {1, 1, 6, 4},
+       {-1, -1,   -1, -1, -1, -1, -1,  -1,   -1, -1, 2.5, 0.5,
+        -1, -1.5, 2,  0,  -1, -2, 1.5, -0.5, -1, -1, -1,  -1}},
+      {std::make_shared<nn::ReflectionPad1d>(dt::Shape{2, 1}),
+       "ReflectionPad1d",
+       x1,
+       {1, 2, 6},
+       {-0.5, 1.5, -2, 1.5, -0.5, 1.5, -1, 1, -2.5, 1, -1, 1}},
+      {std::make_shared<nn::ReplicationPad1d>(dt::Shape{1, 2}),
+       "ReplicationPad1d",
+       x1,
+       {1, 2, 6},
+       {-2, -2, 1.5, -0.5, -0.5, -0.5, -2.5, -2.5, 1, -1, -1, -1}},
+      {std::make_shared<nn::ReplicationPad2d>(dt::Shape{2, 0, 1, 2}),
+       "ReplicationPad2d",
+       x2,
+       {1, 1, 6, 5},
+       {-1, -1, -1, 2.5, 0.5,  -1, -1, -1, 2.5, 0.5,  -1.5, -1.5, -1.5, 2,   0,
+        -2, -2, -2, 1.5, -0.5, -2, -2, -2, 1.5, -0.5, -2,   -2,   -2,   1.5, -0.5}},
+      {std::make_shared<nn::CircularPad1d>(dt::Shape{3, 1}),
+       "CircularPad1d",
+       x1,
+       {1, 2, 7},
+       {-2, 1.5, -0.5, -2, 1.5, -0.5, -2, -2.5, 1, -1, -2.5, 1, -1, -2.5}},
+      {std::make_shared<nn::CircularPad2d>(dt::Shape{1}),
+       "CircularPad2d",
+       x2,
+       {1, 1, 5, 5},
+       {-0.5, -2,   1.5,  -0.5, -2,  0.5,  -1, 2.5, 0.5, -1,  0,   -1.5, 2,
+        0,    -1.5, -0.5, -2,   1.5, -0.5, -2, 0.5, -1,  2.5, 0.5, -1}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.type);
+    CHECK(c.m->type_name() == c.type);
+    CHECK(tt::same_values((*c.m)(c.in).to_local(), ref(c.want, c.shape), 0));
+  }
+  CHECK(nn::ConstantPad2d(dt::Shape{2}, 1.5).padding() == dt::Shape{2, 2, 2, 2});
+  CHECK(nn::ConstantPad2d(dt::Shape{2}, 1.5).value() == 1.5);
+  CHECK_THROWS_WITH(
+      nn::CircularPad1d(dt::Shape{1, 2, 3}),
+      Catch::Contains("[CircularPad1d] padding must be a single int or 2 ints, got 3"));
+}
+
+TEST_CASE("Identity, Flatten and Unflatten have PyTorch's defaults and shapes", "[nn]") {
+  const DTensor x = nn::local_dtensor(dt::zeros({2, 3, 4, 5}));
+  nn::Identity id;
+  CHECK(id(x).to_local().data_ptr() == x.to_local().data_ptr());
+  CHECK(nn::Flatten().start_dim() == 1);
+  CHECK(nn::Flatten().end_dim() == -1);
+  CHECK(nn::Flatten()(x).shape() == dt::Shape{2, 60});
+  CHECK(nn::Flatten(0, 2)(x).shape() == dt::Shape{24, 5});
+  nn::Unflatten unflatten(1, dt::Shape{2, -1});
+  CHECK(unflatten.type_name() == "Unflatten");
+  CHECK(unflatten(nn::local_dtensor(dt::zeros({3, 8}))).shape() == dt::Shape{3, 2, 4});
+  // Values move with the shape.
+  const Tensor v = input({2, 3, 2}, 4);
+  CHECK(tt::same_values(nn::Flatten()(nn::local_dtensor(v)).to_local(), v.reshape({2, 6}), 0));
+}
+
+TEST_CASE("Sequential names its children 0, 1, ... and has PyTorch's state_dict keys", "[nn]") {
+  nn::ModuleOptions o;
+  o.dtype = dt::kFloat64;
+  auto fc1 = std::make_shared<nn::Linear>(4, 3, true, o);
+  auto fc2 = std::make_shared<nn::Linear>(3, 2, true, o);
+  nn::Sequential seq{fc1, std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(), fc2};
+  CHECK(seq.type_name() == "Sequential");
+  // PyTorch: ['0.weight', '0.bias', '3.weight', '3.bias'].
+  CHECK(names(seq.named_parameters()) ==
+        std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias"});
+  CHECK(seq.size() == 4);
+  CHECK(&seq[0] == fc1.get());
+  CHECK(&seq[-1] == fc2.get());
+  CHECK(seq[1].type_name() == "ReLU");
+  CHECK_THROWS_WITH(seq[4], Catch::Contains("[Sequential] index 4 is out of range for a "
+                                            "Sequential of 4 modules"));
+  CHECK_THROWS_WITH(seq[-5], Catch::Contains("index -5 is out of range"));
+
+  // forward chains the children (dropout off in eval).
+  seq.eval();
+  const DTensor x = nn::local_dtensor(input({5, 4}, 6));
+  const DTensor want = (*fc2)(dt::relu((*fc1)(x)));
+  CHECK(tt::same_values(seq(x).to_local(), want.to_local(), 0));
+
+  // append names by position; a child's hooks run when the chain calls it.
+  int calls = 0;
+  seq.append(std::make_shared<nn::Tanh>());
+  seq[4].register_forward_hook([&calls](nn::Module&, DTensor y) {
+    ++calls;
+    return y;
+  });
+  std::vector<std::string> children;
+  for (const auto& [n, m] : seq.named_children()) children.push_back(n);
+  CHECK(children == std::vector<std::string>{"0", "1", "2", "3", "4"});
+  CHECK(tt::same_values(seq(x).to_local(), dt::tanh(want).to_local(), 0));
+  CHECK(calls == 1);
+
+  // An empty Sequential is the identity; named children keep their names.
+  nn::Sequential empty;
+  CHECK(empty.empty());
+  CHECK(tt::same_values(empty(x).to_local(), x.to_local(), 0));
+  nn::Sequential named(std::vector<std::pair<std::string, nn::ModulePtr>>{
+      {"fc", std::make_shared<nn::Linear>(4, 3, true, o)}, {"act", std::make_shared<nn::SiLU>()}});
+  CHECK(names(named.named_parameters()) == std::vector<std::string>{"fc.weight", "fc.bias"});
+  CHECK(named[1].type_name() == "SiLU");
+  CHECK_THROWS_WITH(nn::Sequential(std::vector<std::pair<std::string, nn::ModulePtr>>{
+                        {"a", std::make_shared<nn::ReLU>()}, {"a", std::make_shared<nn::ReLU>()}}),
+                    Catch::Contains("[Sequential] two modules are named 'a'"));
+}
+
+TEST_CASE("Dropout follows the training flag and the DTensor RNG", "[nn]") {
+  CHECK(nn::Dropout().p() == 0.5);
+  CHECK_THROWS_WITH(nn::Dropout(1.5), Catch::Contains("[Dropout] dropout probability has to be "
+                                                      "between 0 and 1, but got 1.5"));
+  CHECK_THROWS_WITH(nn::Dropout(-0.1), Catch::Contains("but got -0.1"));
+  const DTensor x = nn::local_dtensor(dt::ones({6, 50}, dt::kFloat64));
+  dt::Generator gen(7);
+  nn::Dropout drop(0.25, &gen);
+  // Training (the default): exactly dtensor::dropout with the same generator state.
+  dt::Generator same(7);
+  const Tensor got = drop(x).to_local();
+  CHECK(tt::same_values(got, dt::dropout(x, 0.25, true, &same).to_local(), 0));
+  const std::vector<double> v = got.to_vector<double>();
+  int zeros = 0;
+  for (double e : v) {
+    CHECK((e == 0.0 || e == 1.0 / 0.75));
+    zeros += e == 0.0;
+  }
+  CHECK(zeros > 30);  // about 75 of 300
+  CHECK(zeros < 120);
+  // A second call draws new numbers.
+  CHECK_FALSE(tt::same_values(drop(x).to_local(), got, 0));
+  // eval(): the input itself, and no draws.
+  const uint64_t offset = gen.offset();
+  drop.eval();
+  CHECK(drop(x).to_local().data_ptr() == x.to_local().data_ptr());
+  CHECK(gen.offset() == offset);
+  // p = 1 zeroes everything (PyTorch), p = 0 keeps everything.
+  CHECK(tt::same_values(nn::Dropout(1.0, &gen)(x).to_local(), dt::zeros({6, 50}, dt::kFloat64), 0));
+  CHECK(tt::same_values(nn::Dropout(0.0, &gen)(x).to_local(), x.to_local(), 0));
+}
+
+TEST_CASE("Embedding padding_idx: zero row, zero gradient, PyTorch's values", "[nn]") {
+  nn::ModuleOptions o;
+  o.dtype = dt::kFloat64;
+  // PyTorch: Embedding(5, 3, padding_idx=-2).padding_idx == 3 and that row is zero.
+  nn::Embedding e(5, 3, -2, o);
+  CHECK(e.padding_idx() == 3);
+  const Tensor w = e.param("weight").to_local();
+  CHECK(tt::same_values(w.narrow(0, 3, 1), dt::zeros({1, 3}, dt::kFloat64), 0));
+  CHECK_FALSE(tt::same_values(w.narrow(0, 2, 1), dt::zeros({1, 3}, dt::kFloat64), 0));
+  e.reset_parameters();
+  CHECK(tt::same_values(e.param("weight").to_local().narrow(0, 3, 1),
+                        dt::zeros({1, 3}, dt::kFloat64), 0));
+  CHECK_FALSE(nn::Embedding(5, 3, o).padding_idx().has_value());
+  CHECK_THROWS_WITH(nn::Embedding(5, 3, 5, o),
+                    Catch::Contains("[Embedding] padding_idx 5 must be within num_embeddings"));
+  CHECK_THROWS_WITH(nn::Embedding(5, 3, -6, o), Catch::Contains("padding_idx -6 must be within"));
+
+  // The table's gradient of sum(embedding(idx) * c): PyTorch's, the padding row zero.
+  const Tensor idx = dt::from_vector<int64_t>({0, 2, 4, 2, 1, 4}, {2, 3});
+  const DTensor c = nn::local_dtensor(input({2, 3, 3}, 5));
+  struct Case {
+    int64_t padding_idx;
+    std::vector<double> want;
+  };
+  for (const Case& k : {Case{2, {0, -2, 1.5, -2, 1.5, -0.5, 0, 0, 0, 0, 0, 0, -3.5, 3.5, -0.5}},
+                        Case{-1, {0, -2, 1.5, -2, 1.5, -0.5, -2, -0.5, 1, 0, 0, 0, 0, 0, 0}}}) {
+    INFO("padding_idx " << k.padding_idx);
+    nn::Embedding m(5, 3, k.padding_idx, o);
+    const DTensor out = m(nn::local_dtensor(idx));
+    // The lookup is unchanged: the padding row reads as the (zero) table row.
+    CHECK(tt::same_values(out.to_local(), dt::embedding(idx, m.param("weight").to_local()), 0));
+    dt::sum(dt::mul(out, c)).backward();
+    CHECK(tt::same_values(m.param("weight").grad().to_local(), ref(k.want, {5, 3}), 0));
+  }
+  // Without padding_idx the row gets its gradient (the test above can fail).
+  nn::Embedding plain(5, 3, o);
+  dt::sum(dt::mul(plain(nn::local_dtensor(idx)), c)).backward();
+  CHECK_FALSE(tt::same_values(plain.param("weight").grad().to_local().narrow(0, 2, 1),
+                              dt::zeros({1, 3}, dt::kFloat64), 0));
+}
+
+namespace {
+// A module with one buffer, to share.
+struct WithBuffer : nn::Module {
+  explicit WithBuffer(DTensor b) { register_buffer("stat", std::move(b)); }
+  std::string type_name() const override { return "WithBuffer"; }
+};
+struct Parent : nn::Module {
+  std::string type_name() const override { return "Parent"; }
+};
+}  // namespace
+
+TEST_CASE("named_buffers lists a buffer reached twice once (remove_duplicate)", "[nn]") {
+  const DTensor stat = nn::local_dtensor(dt::zeros({3}));
+  auto shared = std::make_shared<WithBuffer>(stat);
+  Parent root;
+  root.register_module("a", shared);
+  root.register_module("b", shared);                              // the same module again
+  root.register_module("c", std::make_shared<WithBuffer>(stat));  // the same tensor again
+  root.register_module("d", std::make_shared<WithBuffer>(nn::local_dtensor(dt::zeros({3}))));
+  CHECK(names(root.named_buffers()) == std::vector<std::string>{"a.stat", "d.stat"});
+}

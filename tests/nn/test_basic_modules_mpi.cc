@@ -1,0 +1,87 @@
+// Issue 44's modules where sharding matters (mpirun at 1, 2 and 4 ranks): Embedding's
+// padding_idx on a vocab-sharded (S(0), uneven), column-sharded (S(1)) and batch-sharded layout
+// gives the single-device gradient, its padding row zero on the rank that holds it; Dropout of
+// a sharded input keeps, on every rank, exactly the elements the full input's dropout keeps.
+#include <catch2/catch.hpp>
+
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/rng/dtensor_random.h"
+#include "dtensor/tensor/creation.h"
+#include "tests/common/ops_dtensor_test_util.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+namespace st = dtensor::test;
+using dt::DTensor;
+using dt::Replicate;
+using dt::Shard;
+using dt::Tensor;
+
+TEST_CASE("Embedding padding_idx masks the right global row of a sharded table") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const int64_t rows = 2 * w + 1;  // uneven over w > 1 ranks: the last block is short
+  nn::ModuleOptions o;
+  o.dtype = dt::kFloat64;
+  const Tensor table = st::det_input({rows, 3}, 1, -2.0, 0.5, dt::kFloat64);
+  // Every row looked up, some twice.
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < rows + 3; ++i) ids.push_back((i * 5) % rows);
+  const Tensor idx = dt::from_vector<int64_t>(ids, {static_cast<int64_t>(ids.size())});
+  const Tensor c =
+      st::det_input({static_cast<int64_t>(ids.size()), 3}, 4, -1.0, 0.25, dt::kFloat64);
+  struct Layout {
+    const char* name;
+    dt::Placements table, indices;
+  };
+  const std::vector<Layout> layouts = {{"vocab-sharded S(0)", {Shard(0)}, {Replicate()}},
+                                       {"column-sharded S(1)", {Shard(1)}, {Replicate()}},
+                                       {"batch-sharded indices", {Replicate()}, {Shard(0)}}};
+  // The first row, the last row (on the last rank) and a negative index.
+  for (const int64_t padding_idx : {int64_t{0}, rows - 1, int64_t{-2}}) {
+    const int64_t pad = padding_idx < 0 ? padding_idx + rows : padding_idx;
+    nn::Embedding single(rows, 3, padding_idx, o);
+    single.set_parameter("weight", nn::local_dtensor(table));
+    dt::sum(dt::mul(single(nn::local_dtensor(idx)), nn::local_dtensor(c))).backward();
+    const Tensor want = single.param("weight").grad().to_local();
+    REQUIRE(st::same_values(want.narrow(0, pad, 1), dt::zeros({1, 3}, dt::kFloat64), 0));
+    for (const Layout& l : layouts) {
+      INFO(l.name << ", padding_idx " << padding_idx);
+      nn::Embedding sharded(rows, 3, padding_idx, o);
+      sharded.set_parameter("weight", dt::distribute_tensor(table, mesh, l.table, std::nullopt));
+      const DTensor out = sharded(dt::distribute_tensor(idx, mesh, l.indices, std::nullopt))
+                              .redistribute(mesh, {Replicate()});
+      dt::sum(dt::mul(out, dt::distribute_tensor(c, mesh, {Replicate()}, std::nullopt))).backward();
+      const DTensor& g = sharded.param("weight").grad();
+      CHECK(st::same_values(g.full_tensor(), want, 1e-12));
+      // reset_parameters zeroes the padding row wherever it lives.
+      sharded.reset_parameters();
+      const Tensor reset = sharded.param("weight").full_tensor();
+      CHECK(st::same_values(reset.narrow(0, pad, 1), dt::zeros({1, 3}, dt::kFloat64), 0));
+    }
+  }
+}
+
+TEST_CASE("Dropout of a sharded input equals Dropout of the full input on every rank") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = st::det_input({3 * w + 1, 2 * w + 3}, 2, 0.5, 0.25, dt::kFloat64);  // > 0
+  dt::Generator full_gen(2024);
+  nn::Dropout full(0.4, &full_gen);
+  const Tensor want = full(nn::local_dtensor(x)).to_local();
+  for (const dt::Placements& p :
+       {dt::Placements{Shard(0)}, dt::Placements{Shard(1)}, dt::Placements{Replicate()}}) {
+    INFO(dt::placements_str(p));
+    dt::Generator gen(2024);
+    nn::Dropout drop(0.4, &gen);
+    const DTensor y = drop(dt::distribute_tensor(x, mesh, p, std::nullopt));
+    CHECK(y.placements() == p);
+    CHECK(st::same_values(y.full_tensor(), want, 0));
+    CHECK(gen.offset() == full_gen.offset());
+    drop.eval();
+    CHECK(
+        st::same_values(drop(dt::distribute_tensor(x, mesh, p, std::nullopt)).full_tensor(), x, 0));
+  }
+}

@@ -1,0 +1,78 @@
+"""Reference values of PyTorch's nn modules that tests/nn/test_basic_modules.cc holds (issue 44).
+
+Run: /root/venv/bin/python tests/nn/torch_nn_references.py (any venv with torch; the values
+committed in the test are from torch 2.15.0+cu132, CPU, float64). Inputs are the tests'
+det_input(shape, salt, lo, step): lo + step * ((i * 7 + salt) % 11) for flat index i.
+"""
+import torch
+
+torch.set_default_dtype(torch.float64)
+print("torch", torch.__version__)
+
+
+def det_input(shape, salt=0, lo=-2.5, step=0.5):
+    n = 1
+    for s in shape:
+        n *= s
+    return torch.tensor([lo + step * ((i * 7 + salt) % 11) for i in range(n)]).reshape(shape)
+
+
+def show(name, t):
+    print(name, list(t.shape), [float("%.17g" % v) for v in t.flatten().tolist()])
+
+
+# "activation modules give PyTorch's values"
+x = det_input([3, 4], 2)
+show("x", x)
+nn = torch.nn
+for name, m in [("ReLU", nn.ReLU()), ("GELU", nn.GELU()), ("GELU_tanh", nn.GELU("tanh")),
+                ("SiLU", nn.SiLU()), ("Tanh", nn.Tanh()), ("Sigmoid", nn.Sigmoid()),
+                ("Softmax1", nn.Softmax(1)), ("Softmax0", nn.Softmax(0)),
+                ("LogSoftmax1", nn.LogSoftmax(1))]:
+    show(name, m(x))
+
+# "padding modules give PyTorch's values"
+x1 = det_input([1, 2, 3], 1)
+x2 = det_input([1, 1, 3, 3], 3)
+for name, m, inp in [("ZeroPad1d", nn.ZeroPad1d(2), x1),
+                     ("ConstantPad1d", nn.ConstantPad1d((1, 2), 3.5), x1),
+                     ("ConstantPad2d", nn.ConstantPad2d((1, 0, 2, 1), -1.0), x2),
+                     ("ReflectionPad1d", nn.ReflectionPad1d((2, 1)), x1),
+                     ("ReplicationPad1d", nn.ReplicationPad1d((1, 2)), x1),
+                     ("ReplicationPad2d", nn.ReplicationPad2d((2, 0, 1, 2)), x2),
+                     ("CircularPad1d", nn.CircularPad1d((3, 1)), x1),
+                     ("CircularPad2d", nn.CircularPad2d(1), x2)]:
+    show(name, m(inp))
+
+# "Flatten and Unflatten": shapes
+print("Flatten()", list(nn.Flatten()(torch.zeros(2, 3, 4, 5)).shape))
+print("Flatten(0,2)", list(nn.Flatten(0, 2)(torch.zeros(2, 3, 4, 5)).shape))
+print("Unflatten(1,(2,-1))", list(nn.Unflatten(1, (2, -1))(torch.zeros(3, 8)).shape))
+
+# "Sequential": state_dict keys and children names
+seq = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Dropout(), nn.Linear(3, 2))
+print("Sequential keys", list(seq.state_dict().keys()))
+seq.append(nn.Tanh())
+print("Sequential children", [n for n, _ in seq.named_children()], type(seq[-1]).__name__)
+print("Dropout p", nn.Dropout().p)
+try:
+    nn.Dropout(1.5)
+except ValueError as e:
+    print("Dropout(1.5) raises:", e)
+
+# "Embedding padding_idx": the table's gradient of sum(out * c), padding row zero.
+w = det_input([5, 3], 4)
+idx = torch.tensor([[0, 2, 4], [2, 1, 4]])
+c = det_input([2, 3, 3], 5)
+for pad in [2, -1]:
+    wp = w.clone().requires_grad_()
+    out = torch.nn.functional.embedding(idx, wp, padding_idx=pad)
+    (out * c).sum().backward()
+    show("embedding grad padding_idx=%d" % pad, wp.grad)
+e = nn.Embedding(5, 3, padding_idx=-2)
+print("Embedding(5,3,padding_idx=-2).padding_idx", e.padding_idx, "row zero",
+      bool((e.weight[3] == 0).all()))
+try:
+    nn.Embedding(5, 3, padding_idx=5)
+except AssertionError as e:
+    print("Embedding padding_idx=5 raises:", e)
