@@ -56,18 +56,31 @@ Storage::Impl::~Impl() {
   }
 }
 
+namespace {
+// A compiled step's replay: the storage of a value that died, kept for this allocation (never a
+// meta one: a pool keeps only storages with memory); undefined when the pool has none.
+[[gnu::noinline, gnu::cold]] Storage take_from_pool(const detail::AllocationHooks& hooks,
+                                                    size_t nbytes, Device device) {
+  Storage kept = hooks.pool->take(nbytes, device);
+  if (kept.defined() && hooks.recorder != nullptr) hooks.recorder->note_allocation(kept.id());
+  return kept;
+}
+
+[[gnu::noinline, gnu::cold]] void note_allocation(const detail::AllocationHooks& hooks,
+                                                  const Storage& s) {
+  if (hooks.recorder != nullptr) hooks.recorder->note_allocation(s.id());
+}
+}  // namespace
+
 Storage Storage::allocate(size_t nbytes, Device device) {
-  // A capture or a replay in progress on this thread; null otherwise (eager allocation pays this
-  // call and two tests, as it paid the capture's note alone before).
-  const detail::AllocationHooks* hooks = detail::active_allocation_hooks();
-  if (hooks != nullptr && hooks->pool != nullptr) {
-    // A compiled step's replay: the storage of a value that died, kept for this allocation
-    // (never a meta one: a pool keeps only storages with memory).
-    Storage kept = hooks->pool->take(nbytes, device);
-    if (kept.defined()) {
-      if (hooks->recorder != nullptr) hooks->recorder->note_allocation(kept.id());
-      return kept;
-    }
+  // A capture or a replay in progress on this thread: one inline read of the thread's hooks and
+  // one test on the eager path; the hooks' work is out of line.
+  const detail::AllocationHooks& hooks = detail::t_hooks;
+  const bool hooked =
+      (reinterpret_cast<uintptr_t>(hooks.recorder) | reinterpret_cast<uintptr_t>(hooks.pool)) != 0;
+  if (hooked && hooks.pool != nullptr) [[unlikely]] {
+    Storage kept = take_from_pool(hooks, nbytes, device);
+    if (kept.defined()) return kept;
   }
   Storage s;
   s.impl_ = std::make_shared<Impl>();
@@ -82,7 +95,8 @@ Storage Storage::allocate(size_t nbytes, Device device) {
   }
   set_allocator_deleter(device, nbytes, &s.impl_->deleter, &s.impl_->ctx);
   s.impl_->data = s.allocate_data();
-  if (hooks != nullptr && hooks->recorder != nullptr) hooks->recorder->note_allocation(s.id());
+  if (hooked) [[unlikely]]
+    note_allocation(hooks, s);
   return s;
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "dtensor/tensor/detail/storage_pool.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor::detail {
@@ -69,8 +70,16 @@ class CaptureRecorder {
   int depth = 0;  // CaptureScopes alive on this thread
 };
 
+// This thread's capture recorder and replay pool (dtensor/tensor/capture_hook.cc defines it).
+// Initial-exec and constinit: the eager path reads it inline at a fixed offset from the thread
+// pointer, with no call, no __tls_get_addr and no TLS init wrapper; the library is linked by its
+// users, not dlopen'ed, so its static TLS is reserved when the program starts.
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local AllocationHooks t_hooks;
+
 // The recorder of this thread while a step is captured, else nullptr.
-CaptureRecorder* capture_recorder();
+inline CaptureRecorder* capture_recorder() {
+  return t_hooks.recorder;
+}
 void set_capture_recorder(CaptureRecorder* recorder);
 
 // Marks a primitive's eager run: recording() is true for the outermost one only.
