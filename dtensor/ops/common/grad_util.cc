@@ -36,4 +36,8 @@ DTensor unsqueeze_reduced(const DTensor& g, IntSpan dims, int64_t ndim) {
   return out;
 }
 
+DTensor equal_or_both_nan(const DTensor& x, const DTensor& value) {
+  return logical_or(eq(x, value), logical_and(isnan(x), isnan(value)));
+}
+
 }  // namespace dtensor::detail

@@ -75,11 +75,15 @@ DTensorList var_bw(const BackwardContext& c, Grads g) {
 }
 
 // amax/amin and max()/min(): the gradient is shared evenly among the elements equal to the
-// extreme (PyTorch's rule for reductions without indices).
+// extreme (PyTorch's rule for reductions without indices). A NaN result: max() / min() share it
+// among the NaN elements (PyTorch's evenly_distribute_backward), amax / amin give NaN (their
+// x == result mask is empty, as PyTorch's).
 DTensorList extreme_bw(const BackwardContext& c, Grads g, int64_t dims_arg) {
   const Reduced r = reduced_of(c, dims_arg);
   const DTensor& x = c.input(0);
-  const DTensor mask = cast(eq(x, keep(c, c.output(0), r)), g[0].dtype());
+  const DTensor mask =
+      cast(dims_arg < 0 ? equal_or_both_nan(x, c.output(0)) : eq(x, keep(c, c.output(0), r)),
+           g[0].dtype());
   const DTensor ties = sum(mask, r.dims, /*keepdim=*/true);
   return {mask * (keep(c, g[0], r) / ties)};
 }

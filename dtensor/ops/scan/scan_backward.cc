@@ -7,6 +7,7 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/factories.h"
 #include "dtensor/ops/common/detail/cumprod_backward.h"
+#include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/common/detail/reduction_backward.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/scan/scan.h"
@@ -59,9 +60,11 @@ DTensorList pick_grad(const BackwardContext& c, Grads g) {
   return selected_bw(c, g, 0, c.arg<bool>(1));
 }
 
+// median(): shared evenly among the elements equal to the median, the NaN elements when it is
+// NaN (PyTorch's evenly_distribute_backward).
 DTensorList median_grad(const BackwardContext& c, Grads g) {
   const DTensor& x = c.input(0);
-  const DTensor mask = cast(eq(x, c.output(0)), g[0].dtype());
+  const DTensor mask = cast(equal_or_both_nan(x, c.output(0)), g[0].dtype());
   return {mask * (g[0] / sum(mask))};
 }
 

@@ -90,6 +90,9 @@ TEST_CASE("median and mode match PyTorch: lower median, index and tie rules, NaN
   // The gradient of the whole-tensor median is shared among the elements equal to it.
   check_case("median_all", {ties},
              [](const std::vector<DTensor>& x) { return std::vector<DTensor>{dt::median(x[0])}; });
+  // A NaN median: among the NaN elements (was NaN everywhere).
+  check_case("median_all_nan", {nans},
+             [](const std::vector<DTensor>& x) { return std::vector<DTensor>{dt::median(x[0])}; });
   // The indices' gradient rule (value_selecting_backward) along dim, on int-like ties.
   std::vector<DTensor> leaf{dt::local_dtensor(ties.clone())};
   leaf[0].requires_grad_();

@@ -86,6 +86,15 @@ for p in (2.0, 1.0, float("inf"), 3.0, 0.0, 1.5):
     a, b = t(X1, (2, 3, 4), True), t(X2, (2, 5, 4), True)
     add("cdist_p%g" % p, torch.cdist(a, b, p), [a, b], [t(CD_U, (2, 3, 5))])
 
+# Round 3 of the parity hunt: the whole-tensor median when it is NaN (the gradient goes to the
+# NaN elements) and cdist with p < 1 where a component of a difference is 0 (subgradient 0).
+x = t(NANS, (2, 4), True)
+add("median_all_nan", torch.median(x), [x])
+CD_A = [0, 0, 1, 1, 2, 3]  # [2, 3]
+CD_B = [0, 1, 1, 1, 0, 3, 0, 0, 1]  # [3, 3]
+a, b = t(CD_A, (2, 3), True), t(CD_B, (3, 3), True)
+add("cdist_p0.5_zero_diff", torch.cdist(a, b, 0.5), [a, b])
+
 
 def fmt(values):
     return "{" + ", ".join(repr(float(v)) if v == v and abs(v) != float("inf") else
@@ -104,7 +113,7 @@ print("constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();")
 print("constexpr double kInf = std::numeric_limits<double>::infinity();")
 for name, v in (("kTies", TIES), ("kNans", NANS), ("kLcse", LCSE), ("kLcseU", LCSE_U),
                 ("kVm", VM), ("kCosA", COS_A), ("kCosB", COS_B), ("kCosC", COS_C), ("kX1", X1),
-                ("kX2", X2), ("kCdU", CD_U)):
+                ("kX2", X2), ("kCdU", CD_U), ("kCdA", CD_A), ("kCdB", CD_B)):
     print("inline const std::vector<double> %s = %s;" % (name, fmt(v)))
 print("struct Case {\n  std::string name;\n  std::vector<std::vector<double>> outputs;\n"
       "  std::vector<std::vector<double>> grads;\n"

@@ -14,4 +14,9 @@ DTensor reduce_to(const DTensor& g, const DTensorSpec& spec);
 // `ndim` (all dims when empty): the keepdim form of a reduction's gradient, ready to expand.
 DTensor unsqueeze_reduced(const DTensor& g, IntSpan dims, int64_t ndim);
 
+// x == value, broadcast, with NaN equal to NaN: the elements a reduction's gradient is shared
+// among when the reduction picked `value` (max() / min() / median(): a NaN result shares it
+// among the NaN elements, PyTorch's evenly_distribute_backward). Bool.
+DTensor equal_or_both_nan(const DTensor& x, const DTensor& value);
+
 }  // namespace dtensor::detail
