@@ -231,6 +231,12 @@ TEST_CASE("cdist matches PyTorch for p 2, 1, inf, 3, 0, 1.5: values and gradient
     check_values(dt::cdist(x1.to(dt::kBFloat16), x2.to(dt::kBFloat16), pp), {2, 3, 5},
                  dt::kBFloat16, ref(name).outputs[0], 3e-2, 3e-2);
   }
+  // p < 1 where a component of a difference is 0: that component's gradient is 0 (PyTorch's
+  // subgradient; was 0 * inf = NaN).
+  check_case("cdist_p0.5_zero_diff", {t(torch_ref::kCdA, {2, 3}), t(torch_ref::kCdB, {3, 3})},
+             [](const std::vector<DTensor>& in) {
+               return std::vector<DTensor>{dt::cdist(in[0], in[1], 0.5)};
+             });
   // 2-D inputs, empty P and M, non-contiguous inputs.
   const Tensor a = x1.reshape({6, 4}), b = x2.reshape({10, 4});
   CHECK(dt::cdist(a, b).sizes() == Shape{6, 10});

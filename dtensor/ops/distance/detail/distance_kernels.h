@@ -41,9 +41,10 @@ DT_HOST_DEVICE double cdist_pair(const T* a, const T* b, int64_t m, double p) {
   return ::pow(acc, 1.0 / p);
 }
 
-// d dist / d diff for one element (PyTorch's _cdist_backward per p): 0 where dist is 0.
+// d dist / d diff for one element (PyTorch's _cdist_backward per p): 0 where dist is 0, and
+// where diff is 0 with p < 1 (|diff|^(p - 1) is inf there; PyTorch's subgradient 0).
 DT_HOST_DEVICE inline double cdist_grad_term(double diff, double dist, double p) {
-  if (p == 0.0 || dist == 0.0) return 0.0;
+  if (p == 0.0 || dist == 0.0 || (diff == 0.0 && p < 1.0)) return 0.0;
   const double sign = diff > 0 ? 1.0 : (diff < 0 ? -1.0 : 0.0);
   const double ad = diff < 0 ? -diff : diff;
   if (p == 1.0) return sign;
