@@ -82,3 +82,20 @@ for reduce, sign in (("amax", 1.), ("amin", -1.)):
 
 # tests/ops/reduction/test_reduction_dtensor.cc, "std's gradient ..."
 print("std rows", grad_of(lambda x: torch.std(x, dim=1), [[2., 2., 2.], [1., 2., 3.]]))
+
+# tests/ops/reduction/test_reduction_dtensor.cc, "gradients at n <= correction, NaN extremes and
+# zero elements of p < 2 norms are PyTorch's" (round 3 of the parity hunt)
+print("max() / min() with NaNs", grad_of(torch.max, [1., nan, 3., nan]), grad_of(torch.min, [1., nan, 3.]))
+print("amax with a NaN", grad_of(torch.amax, [1., nan, 3.]))
+print("var() / std() over every dim, n <= correction",
+      [grad_of(lambda x: torch.var(x, correction=k), [1., 2.]) for k in (2, 3)],
+      [grad_of(lambda x: torch.std(x, correction=k), [1., 2.]) for k in (2, 3)],
+      grad_of(lambda x: torch.var(x, correction=2), [2., 2.]))
+print("var / std along dim 1, n <= correction",
+      grad_of(lambda x: torch.var(x, 1, correction=2), [[1., 2.]]),
+      grad_of(lambda x: torch.std(x, 1, correction=1), [[1.], [2.]]),
+      grad_of(lambda x: torch.std(x, 1, correction=3), [[1., 2.]]))
+print("std_mean, n = correction", grad_of(lambda x: sum(torch.std_mean(x, 1, correction=1)), [[1.], [2.]]))
+print("vector_norm ord 0.5 / 1.5 / -1 with zeros",
+      [grad_of(lambda x: torch.linalg.vector_norm(x, o), [0., 1., 4.]) for o in (0.5, 1.5, -1.)])
+print("dist p 0.5 with an equal component", grad_of(lambda a, b: torch.dist(a, b, 0.5), [1., 2., 3.], [1., 0., 3.5]))

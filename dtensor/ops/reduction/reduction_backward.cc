@@ -6,6 +6,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "dtensor/autograd/dispatch.h"
@@ -65,13 +66,26 @@ DTensorList mean_bw(const BackwardContext& c, Grads g) {
   return {expanded(c, keep(c, g[0], r) / static_cast<double>(count_of(c, r)))};
 }
 
-// var = sum((x - mean)^2) / (n - correction): d = 2 (x - mean) / (n - correction).
-DTensorList var_bw(const BackwardContext& c, Grads g) {
-  const Reduced r = reduced_of(c, 1);
+// var = sum((x - mean)^2) / (n - correction): d = 2 (x - mean) / (n - correction), for the
+// gradient gk in keepdim form. PyTorch 2.15's var_backward: over every dim (no dims given, or a
+// 0-d x) with n <= correction, where the value is inf or NaN, it gives gk * inf, NaN where x
+// equals the mean (its sign does not follow x - mean); with dims given, the plain formula (2 / 0
+// = inf, a negative factor for n < correction).
+DTensor var_grad(const BackwardContext& c, const Reduced& r, const DTensor& gk) {
   const DTensor& x = c.input(0);
   const double denom = static_cast<double>(count_of(c, r) - c.arg<int64_t>(0));
   const DTensor centred = x - mean(x, r.dims, /*keepdim=*/true);
-  return {keep(c, g[0], r) * centred * (2.0 / denom)};
+  if (r.dims.empty() && denom <= 0) {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    const DTensor at_mean = eq(centred, Scalar(0.0));
+    return gk * where(at_mean, full_like(x, Scalar(std::nan(""))), full_like(x, Scalar(kInf)));
+  }
+  return gk * centred * (2.0 / denom);
+}
+
+DTensorList var_bw(const BackwardContext& c, Grads g) {
+  const Reduced r = reduced_of(c, 1);
+  return {var_grad(c, r, keep(c, g[0], r))};
 }
 
 // amax/amin and max()/min(): the gradient is shared evenly among the elements equal to the
@@ -102,15 +116,14 @@ DTensorList max_dim_bw(const BackwardContext& c, Grads g) {
                                    c.input_spec(0).shape())};
 }
 
-// std = sqrt(var): d = (x - mean) / ((n - correction) std), 0 where x equals the mean, also
-// when std is 0 (all elements equal), as PyTorch 2.15 (not 0 / 0 = NaN).
+// std = sqrt(var): PyTorch 2.15's std_backward, var's gradient of g / (2 std), with 0 for
+// g / (2 std) where std is 0 (all elements equal: 0, not 0 / 0 = NaN). Where n <= correction
+// std is inf or NaN and so is the gradient.
 DTensorList std_bw(const BackwardContext& c, Grads g) {
   const Reduced r = reduced_of(c, 1);
-  const DTensor& x = c.input(0);
-  const double denom = static_cast<double>(count_of(c, r) - c.arg<int64_t>(0));
-  const DTensor centred = x - mean(x, r.dims, /*keepdim=*/true);
-  const DTensor d = keep(c, g[0], r) * centred / (keep(c, c.output(0), r) * denom);
-  return {where(eq(centred, Scalar(0.0)), zeros_like(d), d)};
+  const DTensor s = keep(c, c.output(0), r);
+  const DTensor gv = keep(c, g[0], r) / (s * 2.0);
+  return {var_grad(c, r, where(eq(s, Scalar(0.0)), zeros_like(gv), gv))};
 }
 
 // var_mean / std_mean: var's (or std's) gradient of g[0] plus mean's of g[1]; either may be
@@ -157,6 +170,8 @@ DTensorList vector_norm_bw(const BackwardContext& c, Grads g) {
   DTensor d =
       ord == 2.0 ? x / out : x * pow(abs(x), Scalar(ord - 2.0)) / pow(out, Scalar(ord - 1.0));
   d = where(eq(out, Scalar(0.0)), zeros_like(d), d);
+  // A zero element with ord < 2: 0 (x |x|^(ord - 2) is 0 * inf there), as PyTorch's subgradient.
+  if (ord < 2.0) d = where(eq(x, Scalar(0.0)), zeros_like(d), d);
   return {gk * d};
 }
 

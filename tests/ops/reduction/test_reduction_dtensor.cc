@@ -222,3 +222,85 @@ TEST_CASE("std's gradient on a constant row is 0, as PyTorch's") {
                           dt::from_vector<double>({0, 0, 0, -0.5, 0, 0.5}, {2, 3}), 1e-12));
   }
 }
+
+TEST_CASE(
+    "gradients at n <= correction, NaN extremes and zero elements of p < 2 norms are PyTorch's") {
+  // Values: tests/ops/torch_grad_conventions.py (round 3 of the parity hunt).
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  // Checks the gradient of sum(f(x)) against `want`, for x replicated and sharded along dim 0.
+  auto expect_grad = [&](const Tensor& x, auto f, const Tensor& want) {
+    for (const Placements& p : {Placements{Replicate()}, Placements{Shard(0)}}) {
+      INFO(dt::placements_str(p) << " " << want);
+      DTensor a = dt::distribute_tensor(x, mesh, p, std::nullopt);
+      a.requires_grad_();
+      dt::sum(f(a)).backward();
+      CHECK(tt::same_values(a.grad().full_tensor(), want, 1e-12));
+    }
+  };
+  const auto f64 = [](std::vector<double> v, dt::Shape s = {}) {
+    if (s.empty()) s = {static_cast<int64_t>(v.size())};
+    return dt::from_vector<double>(v, s);
+  };
+  const int64_t d1[] = {1};
+
+  // max() / min() with a NaN result: shared among the NaN elements (was NaN everywhere); amax
+  // gives NaN, as PyTorch's.
+  expect_grad(
+      f64({1, nan, 3, nan}), [](const DTensor& a) { return dt::max(a); }, f64({0, 0.5, 0, 0.5}));
+  expect_grad(
+      f64({1, nan, 3}), [](const DTensor& a) { return dt::min(a); }, f64({0, 1, 0}));
+  expect_grad(
+      f64({1, nan, 3}), [](const DTensor& a) { return dt::amax(a); }, f64({nan, nan, nan}));
+
+  // var / std over every dim with n <= correction: inf (NaN where x is the mean) for var, NaN
+  // for std (was -inf, inf and 1, -1 for var; 0 for std).
+  const Tensor one_two = f64({1, 2});
+  for (int64_t k : {2, 3}) {
+    expect_grad(
+        one_two, [k](const DTensor& a) { return dt::var(a, {}, k); }, f64({inf, inf}));
+    expect_grad(
+        one_two, [k](const DTensor& a) { return dt::std(a, {}, k); }, f64({nan, nan}));
+  }
+  expect_grad(
+      f64({2, 2}), [](const DTensor& a) { return dt::var(a, {}, 2); }, f64({nan, nan}));
+  // Along a dim, PyTorch keeps the plain formula: 2 / 0 = inf times x - mean.
+  expect_grad(
+      f64({1, 2}, {1, 2}), [&](const DTensor& a) { return dt::var(a, d1, 2); },
+      f64({-inf, inf}, {1, 2}));
+  // std along a dim of one element with correction 1 is NaN, and so is its gradient (was 0);
+  // std_mean adds the mean's gradient to that NaN.
+  const Tensor column = f64({1, 2}, {2, 1});
+  expect_grad(
+      column, [&](const DTensor& a) { return dt::std(a, d1, 1); }, f64({nan, nan}, {2, 1}));
+  expect_grad(
+      column,
+      [&](const DTensor& a) {
+        auto [s, m] = dt::std_mean(a, d1, 1);
+        return s + m;
+      },
+      f64({nan, nan}, {2, 1}));
+  // n < correction along a dim: std is inf, its gradient 0 (0 * -2 (x - mean)).
+  expect_grad(
+      f64({1, 2}, {1, 2}), [&](const DTensor& a) { return dt::std(a, d1, 3); },
+      f64({0, 0}, {1, 2}));
+
+  // vector_norm with ord < 2 at a zero element: 0 (was 0 * inf = NaN); dist alike.
+  const Tensor zeros_in = f64({0, 1, 4});
+  expect_grad(
+      zeros_in, [](const DTensor& a) { return dt::vector_norm(a, 0.5); }, f64({0, 3, 1.5}));
+  expect_grad(
+      zeros_in, [](const DTensor& a) { return dt::vector_norm(a, 1.5); },
+      f64({0, 0.4807498567691361, 0.9614997135382722}));
+  expect_grad(
+      zeros_in, [](const DTensor& a) { return dt::vector_norm(a, -1.0); }, f64({0, 0, 0}));
+  const Tensor other = f64({1, 0, 3.5});
+  expect_grad(
+      f64({1, 2, 3}),
+      [&](const DTensor& a) {
+        return dt::dist(a, dt::distribute_tensor(other, mesh, a.placements(), std::nullopt), 0.5);
+      },
+      f64({0, 1.5, -3}));
+}
