@@ -99,3 +99,8 @@ print("std_mean, n = correction", grad_of(lambda x: sum(torch.std_mean(x, 1, cor
 print("vector_norm ord 0.5 / 1.5 / -1 with zeros",
       [grad_of(lambda x: torch.linalg.vector_norm(x, o), [0., 1., 4.]) for o in (0.5, 1.5, -1.)])
 print("dist p 0.5 with an equal component", grad_of(lambda a, b: torch.dist(a, b, 0.5), [1., 2., 3.], [1., 0., 3.5]))
+# tests/ops/elementwise/test_elementwise_dtensor.cc, "pow of an int32 base with a float64 exponent
+# ...": the exponent's gradient x^e log(x) in float64 (log of the int base taken in float64).
+e = torch.tensor([2., 0.5, -1.], requires_grad=True)
+torch.pow(torch.tensor([1, 2, 4], dtype=torch.int32), e).sum().backward()
+print("pow(int32 [1, 2, 4], float64 [2, 0.5, -1]), exponent grad", [repr(v) for v in e.grad.tolist()])

@@ -321,7 +321,9 @@ DTensorList pow_tensor_bw(const BackwardContext& c, Grads g) {
     out[0] = for_input(c, 0, where(eq(e, Scalar(0)), zeros_like(d), d));
   }
   if (c.needs_input_grad(1)) {
-    const DTensor d = g[0] * c.output(0) * log(x);
+    // log in the result's dtype: log of an integer x alone would be float32 (pow(int32 x,
+    // float64 e) is float64).
+    const DTensor d = g[0] * c.output(0) * log(cast(x, c.output(0).dtype()));
     out[1] =
         for_input(c, 1, where(logical_and(eq(x, Scalar(0)), ge(e, Scalar(0))), zeros_like(d), d));
   }

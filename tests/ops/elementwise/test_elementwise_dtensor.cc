@@ -573,3 +573,26 @@ TEST_CASE(
   CHECK(tt::same_values(b.grad().full_tensor(), f64({1}), 0));
   CHECK(tt::same_values(c.grad().full_tensor(), f64({1}), 0));
 }
+
+TEST_CASE(
+    "pow of an int32 base with a float64 exponent: the exponent's gradient is float64 "
+    "(PyTorch's)") {
+  // Values: tests/ops/torch_grad_conventions.py. log of the int base was taken in float32, so
+  // the gradient was off from the second significant float32 digit on (1.102790414
+  // for 1.1027904114).
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = dt::from_vector<double>({1, 2, 4}, {3}).to(dt::kInt32);
+  const Tensor e = dt::from_vector<double>({2, 0.5, -1}, {3});
+  for (const Placements& p : {Placements{Replicate()}, Placements{Shard(0)}}) {
+    DTensor a = dt::distribute_tensor(x, mesh, p, std::nullopt);
+    DTensor b = dt::distribute_tensor(e, mesh, p, std::nullopt);
+    b.requires_grad_();
+    const DTensor y = dt::pow(a, b);
+    CHECK(y.dtype() == dt::kFloat64);
+    dt::sum(y).backward();
+    CHECK(tt::same_values(
+        b.grad().full_tensor(),
+        dt::from_vector<double>({0, 0.9802581434685472, 0.34657359027997264}, {3}), 1e-15));
+  }
+}
