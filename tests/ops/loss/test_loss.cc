@@ -7,6 +7,7 @@
 #include "dtensor/core/distributed_tensor.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/common/local_op_test_util.h"
 
@@ -23,16 +24,38 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// x's log-probabilities along the class dim, in double, as [outer][C][inner] (row-major).
+std::vector<double> ref_log_softmax(const Tensor& x, int64_t outer, int64_t C, int64_t inner) {
+  const auto v = x.contiguous().to_vector<double>();
+  std::vector<double> lp(v.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t c = 0; c < C; ++c) mx = std::max(mx, v[(o * C + c) * inner + j]);
+      for (int64_t c = 0; c < C; ++c) sum += std::exp(v[(o * C + c) * inner + j] - mx);
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t i = (o * C + c) * inner + j;
+        lp[i] = v[i] - mx - std::log(sum);
+      }
+    }
+  }
+  return lp;
+}
+
 // Reference cross entropy in double for input [outer, C, inner] (given as x with its layout) and
-// target [outer, inner]. from_logits = false treats x as log-probabilities (nll_loss).
+// target [outer, inner]. from_logits = false treats x as log-probabilities (nll_loss). With
+// class weights w (PyTorch's formula): (1 - s) * -w[t] lp[t] + s / C * sum_c -w[c] lp[c], and
+// `count` is the sum of w[t] over the counted elements.
 std::vector<double> ref_losses(const Tensor& x, const Tensor& target, int64_t ignore,
-                               double smoothing, bool from_logits, int64_t* count) {
+                               double smoothing, bool from_logits, double* count,
+                               const std::vector<double>& w = {}) {
   const int64_t cd = x.dim() == 1 ? 0 : 1;
   const int64_t C = x.size(cd);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < cd; ++d) outer *= x.size(d);
   for (int64_t d = cd + 1; d < x.dim(); ++d) inner *= x.size(d);
-  const auto v = x.contiguous().to_vector<double>();
+  const auto v =
+      from_logits ? ref_log_softmax(x, outer, C, inner) : x.contiguous().to_vector<double>();
   const auto t = target.to_vector<int64_t>();
   std::vector<double> out(t.size(), 0.0);
   *count = 0;
@@ -41,23 +64,42 @@ std::vector<double> ref_losses(const Tensor& x, const Tensor& target, int64_t ig
       const int64_t ti = t[o * inner + j];
       if (ti == ignore) continue;
       std::vector<double> lp(C);
-      double mx = -INFINITY, sum = 0;
-      for (int64_t c = 0; c < C; ++c) mx = std::max(mx, v[(o * C + c) * inner + j]);
-      for (int64_t c = 0; c < C; ++c) sum += std::exp(v[(o * C + c) * inner + j] - mx);
-      for (int64_t c = 0; c < C; ++c) {
-        const double xv = v[(o * C + c) * inner + j];
-        lp[c] = from_logits ? xv - mx - std::log(sum) : xv;
-      }
+      for (int64_t c = 0; c < C; ++c) lp[c] = v[(o * C + c) * inner + j];
+      const auto wc = [&](int64_t c) { return w.empty() ? 1.0 : w[c]; };
       double smooth = 0;
-      for (double l : lp) smooth -= l;
-      out[o * inner + j] = (1 - smoothing) * -lp[ti] + smoothing / C * smooth;
-      ++*count;
+      for (int64_t c = 0; c < C; ++c) smooth -= wc(c) * lp[c];
+      out[o * inner + j] = (1 - smoothing) * -wc(ti) * lp[ti] + smoothing / C * smooth;
+      *count += wc(ti);
     }
   }
   return out;
 }
 
-std::vector<double> reduce(const std::vector<double>& l, int64_t count, Reduction r) {
+// Reference cross entropy with class probabilities p (x's shape): per element
+// -sum_c w[c] (p[c] (1 - s) + s / C) lp[c].
+std::vector<double> ref_prob_losses(const Tensor& x, const Tensor& p, double smoothing,
+                                    const std::vector<double>& w = {}) {
+  const int64_t cd = x.dim() == 1 ? 0 : 1;
+  const int64_t C = x.size(cd);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < cd; ++d) outer *= x.size(d);
+  for (int64_t d = cd + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const auto lp = ref_log_softmax(x, outer, C, inner);
+  const auto pv = p.contiguous().to_vector<double>();
+  std::vector<double> out(static_cast<size_t>(outer * inner), 0.0);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t i = (o * C + c) * inner + j;
+        const double q = pv[i] * (1 - smoothing) + smoothing / C;
+        out[o * inner + j] -= (w.empty() ? 1.0 : w[c]) * q * lp[i];
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<double> reduce(const std::vector<double>& l, double count, Reduction r) {
   if (r == Reduction::kNone) return l;
   double s = 0;
   for (double v : l) s += v;
@@ -85,7 +127,7 @@ TEST_CASE("cross_entropy matches a reference for every reduction, ignore_index a
         const Tensor x = rand_tensor(xs, d, 1, -4, 4);
         Tensor t = rand_tensor(ts, dt::kInt64, 2, 0, C - 0.51);
         if (t.numel() > 1) t.narrow(0, 0, 1).fill_(-100);  // some ignored elements
-        int64_t count = 0;
+        double count = 0;
         // 16-bit logits: PyTorch (and this library) round the log-probabilities to the input
         // dtype before the loss, so compare with the loose 16-bit tolerance.
         const auto l = ref_losses(x, t, -100, smoothing, true, &count);
@@ -100,7 +142,7 @@ TEST_CASE("cross_entropy matches a reference for every reduction, ignore_index a
 TEST_CASE("cross_entropy on a non-contiguous input, custom ignore_index and int32 targets") {
   const Tensor x = rand_tensor({5, 4}, dt::kFloat64, 3).transpose(0, 1);  // [4, 5]
   const Tensor t = dt::from_vector<int32_t>({4, 7, 0, 2}, {4});
-  int64_t count = 0;
+  double count = 0;
   const auto l = ref_losses(x, t, 7, 0.0, true, &count);
   REQUIRE(count == 3);
   check_close(dt::cross_entropy(x, t, Reduction::kMean, 7), {}, reduce(l, count, Reduction::kMean),
@@ -111,10 +153,92 @@ TEST_CASE("cross_entropy on a non-contiguous input, custom ignore_index and int3
   check_close(dt::cross_entropy(x, all_ignored, Reduction::kSum), {}, {0.0}, 0.0);
 }
 
+TEST_CASE("cross_entropy with class weights and probability targets matches a reference") {
+  using S = std::vector<int64_t>;
+  const auto [xs, ts] =
+      GENERATE(std::make_pair(S{6, 5}, S{6}), std::make_pair(S{5}, S{}),
+               std::make_pair(S{3, 4, 2}, S{3, 2}), std::make_pair(S{0, 5}, S{0}));
+  const int64_t C = xs.size() == 1 ? xs[0] : xs[1];
+  const Tensor weight = rand_tensor({C}, dt::kFloat64, 7, 0.1, 2.0);
+  const std::vector<double> w = weight.to_vector<double>();
+  for (DType d : {dt::kFloat32, dt::kFloat64, dt::kBFloat16}) {
+    for (Reduction r : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
+      for (double smoothing : {0.0, 0.2}) {
+        INFO(dt::dtype_name(d) << " logits " << dt::shape_str(xs) << " reduction "
+                               << dt::reduction_name(r) << " smoothing " << smoothing);
+        const Tensor x = rand_tensor(xs, d, 1, -4, 4);
+        const double tol = 2 * rtol_for(d);
+        // Class indices with weights (some ignored): the mean divides by sum w[t].
+        Tensor t = rand_tensor(ts, dt::kInt64, 2, 0, C - 0.51);
+        if (t.numel() > 1) t.narrow(0, 0, 1).fill_(-100);
+        double wsum = 0;
+        const auto l = ref_losses(x, t, -100, smoothing, true, &wsum, w);
+        const Tensor y = dt::cross_entropy(x, t, r, -100, smoothing, weight.to(d));
+        CHECK(y.dtype() == d);
+        check_close(y, out_shape(t, r), reduce(l, wsum, r), tol, tol);
+        // Class probabilities (the logits' shape and dtype), with and without weights: the mean
+        // divides by the number of rows.
+        const Tensor p =
+            dt::softmax(rand_tensor(xs, dt::kFloat64, 3, -2, 2), xs.size() == 1 ? 0 : 1);
+        const auto lp = ref_prob_losses(x, p.to(d), smoothing);
+        const auto lw = ref_prob_losses(x, p.to(d), smoothing, w);
+        const double rows = static_cast<double>(lp.size());
+        check_close(dt::cross_entropy(x, p.to(d), r, -100, smoothing), out_shape(t, r),
+                    reduce(lp, rows, r), tol, tol);
+        check_close(dt::cross_entropy(x, p.to(d), r, -1, smoothing, weight), out_shape(t, r),
+                    reduce(lw, rows, r), tol, tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("cross_entropy conventions: PyTorch's means, a [C] input, errors naming the argument") {
+  using Catch::Contains;
+  // A [C] input with a [C] probability target is one row: the mean equals the sum.
+  const Tensor x1 = dt::from_vector<double>({1.0, 2.0, 3.0}, {3});
+  const Tensor p1 = dt::from_vector<double>({0.2, 0.3, 0.5}, {3});
+  check_close(dt::cross_entropy(x1, p1), {}, {1.1076059644443805}, 1e-12);  // torch 2.15
+  check_close(dt::cross_entropy(x1, p1, Reduction::kNone), {}, {1.1076059644443805}, 1e-12);
+  // Every target ignored, with weights and smoothing: the mean is NaN (0 / 0), the sum 0.
+  const Tensor x = rand_tensor({4, 3}, dt::kFloat64, 3);
+  const Tensor w = dt::from_vector<double>({0.2, 1.0, 3.0}, {3});
+  const Tensor ignored = dt::full({4}, -100, dt::kInt64);
+  check_close(dt::cross_entropy(x, ignored, Reduction::kMean, -100, 0.1, w), {}, {kNaN}, 0.0);
+  check_close(dt::cross_entropy(x, ignored, Reduction::kSum, -100, 0.1, w), {}, {0.0}, 0.0);
+  // No rows: NaN mean for probabilities too.
+  check_close(dt::cross_entropy(dt::zeros({0, 3}), dt::zeros({0, 3})), {}, {kNaN}, 0.0);
+
+  const Tensor t = dt::from_vector<int64_t>({0, 2, 1, 1}, {4});
+  REQUIRE_THROWS_WITH(
+      dt::cross_entropy(x, t, Reduction::kMean, -100, 0.0, dt::ones({4}, dt::kFloat64)),
+      Contains("[cross_entropy] weight of shape [4], expected [3] (one weight per class)"));
+  REQUIRE_THROWS_WITH(
+      dt::cross_entropy(x, t, Reduction::kMean, -100, 0.0, dt::ones({3}, dt::kInt64)),
+      Contains("[cross_entropy] weight has dtype int64, expected a floating dtype"));
+  REQUIRE_THROWS_WITH(dt::cross_entropy(x, dt::zeros({4, 3}, dt::kInt64)),
+                      Contains("[cross_entropy] argument target holds class probabilities (the "
+                               "input's shape [4, 3]) and has dtype int64, expected the input's "
+                               "floating dtype float64"));
+  REQUIRE_THROWS_WITH(dt::cross_entropy(x, dt::zeros({4, 3}, dt::kFloat32)),
+                      Contains("has dtype float32, expected the input's floating dtype float64"));
+  REQUIRE_THROWS_WITH(dt::cross_entropy(x, dt::zeros({4, 2}, dt::kFloat64)),
+                      Contains("[cross_entropy] argument target has dtype float64, expected int64 "
+                               "or int32 (class indices), or class probabilities of the input's "
+                               "shape [4, 3] (got target shape [4, 2])"));
+  // PyTorch: "ignore_index is not supported for floating point target" (a negative one passes).
+  REQUIRE_THROWS_WITH(dt::cross_entropy(x, dt::zeros({4, 3}, dt::kFloat64), Reduction::kMean, 0),
+                      Contains("[cross_entropy] ignore_index 0 is not supported with "
+                               "class-probability targets (expected a negative one"));
+  CHECK_NOTHROW(dt::cross_entropy(x, dt::zeros({4, 3}, dt::kFloat64), Reduction::kMean, -1));
+  REQUIRE_THROWS_WITH(dt::cross_entropy(x, dt::zeros({4, 3}, dt::kFloat64), Reduction::kMean, -100,
+                                        0.0, dt::ones({2}, dt::kFloat64)),
+                      Contains("[cross_entropy] weight of shape [2], expected [3]"));
+}
+
 TEST_CASE("nll_loss matches a reference") {
   const Tensor lp = rand_tensor({6, 3}, dt::kFloat32, 4, -5, 0);
   const Tensor t = dt::from_vector<int64_t>({0, 2, 1, -100, 2, 0}, {6});
-  int64_t count = 0;
+  double count = 0;
   const auto l = ref_losses(lp, t, -100, 0.0, false, &count);
   for (Reduction r : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
     check_close(dt::nll_loss(lp, t, r), out_shape(t, r), reduce(l, count, r), 3e-6, 1e-6);
@@ -454,6 +578,123 @@ const std::vector<TorchRef> kTorchRefs = {
      {-0.047619047619047616, 0.0, 0.0, 0.0, 0.0, -0.7142857142857142, 0.0, 0.0, 0.0, 0.0,
       -0.23809523809523808, 0.0},
      {}},
+    {"cross_entropy(weight)",
+     "none",
+     {0.09505620805348962, 5.485992226744406, 0.0, 2.307952014109589},
+     {-0.03782896937205012, 0.012552114603922158, 0.02527685476812795, -0.1313287198633487,
+      -2.3867872459793644, 2.5181159658427132, 0.0, 0.0, 0.0, 0.6017266454582053,
+      -0.9005352544924539, 0.29880860903424866},
+     {}},
+    {"cross_entropy(weight)",
+     "sum",
+     {7.889000448907484},
+     {-0.07565793874410023, 0.025104229207844317, 0.0505537095362559, 0.1313287198633487,
+      2.3867872459793644, -2.5181159658427132, 0.0, 0.0, 0.0, 0.6017266454582053,
+      -0.9005352544924539, 0.29880860903424866},
+     {}},
+    {"cross_entropy(weight)",
+     "mean",
+     {1.8783334402160674},
+     {-0.018013794939071483, 0.005977197430439122, 0.012036597508632356, 0.03126874282460683,
+      0.5682826776141343, -0.5995514204387412, 0.0, 0.0, 0.0, 0.1432682489186203,
+      -0.21441315583153664, 0.07114490691291635},
+     {}},
+    {"cross_entropy(weight, smoothing=0.2)",
+     "none",
+     {0.49579032438434373, 4.811486389225003, 0.0, 2.248588175238356},
+     {0.05010960071482309, -0.005718681204704584, -0.04439091951011851, -0.10398698974459154,
+      -2.065529939741566, 2.1695169294861576, 0.0, 0.0, 0.0, 0.6365314437615285,
+      -0.7592447415185168, 0.12271329775698857},
+     {}},
+    {"cross_entropy(weight, smoothing=0.2)",
+     "sum",
+     {7.555864888847702},
+     {0.10021920142964617, -0.011437362409409168, -0.08878183902023702, 0.10398698974459154,
+      2.065529939741566, -2.1695169294861576, 0.0, 0.0, 0.0, 0.6365314437615285,
+      -0.7592447415185168, 0.12271329775698857},
+     {}},
+    {"cross_entropy(weight, smoothing=0.2)",
+     "mean",
+     {1.7990154497256432},
+     {0.023861714626106225, -0.0027231815260498025, -0.021138533100056433, 0.0247588070820456,
+      0.49179284279561086, -0.5165516498776564, 0.0, 0.0, 0.0, 0.15155510565750674,
+      -0.18077255750440877, 0.029217451846902033},
+     {}},
+    {"cross_entropy(weight, smoothing=0.1, [2, 3, 2])",
+     "none",
+     {0.6311033036650607, 0.0, 5.259238950654476, 0.38621177342135543},
+     {0.12143839461359301, 0.0, -0.12750194588310118, 0.0, 0.006063551269508184, 0.0,
+      4.437484012154621, -0.10648251617750393, 0.2639114635611467, -0.011480603027612706,
+      -4.701395475715767, 0.1179631192051166},
+     {}},
+    {"cross_entropy(weight, smoothing=0.1, [2, 3, 2])",
+     "sum",
+     {6.276554027740892},
+     {0.24287678922718603, 0.0, -0.25500389176620236, 0.0, 0.012127102539016369, 0.0,
+      2.2187420060773104, -0.10648251617750393, 0.13195573178057335, -0.011480603027612706,
+      -2.3506977378578835, 0.1179631192051166},
+     {}},
+    {"cross_entropy(weight, smoothing=0.1, [2, 3, 2])",
+     "mean",
+     {1.4944176256525932},
+     {0.05782780695885381, 0.0, -0.060715212325286275, 0.0, 0.002887405366432468, 0.0,
+      0.5282719062088833, -0.02535298004226284, 0.03141803137632698, -0.002733476911336358,
+      -0.5596899375852104, 0.028086456953599195},
+     {}},
+    {"cross_entropy(probs, weight, smoothing=0.2)",
+     "none",
+     {1.1350892505584855, 3.160906880015648, 3.9336638900948837, 2.248588175238356},
+     {0.1835306146200149, -0.0636269595018016, -0.11990365511821333, -0.057168516816659014,
+      -1.2654305326850745, 1.3225990495017337, 0.9560841774905423, 1.6067840564547808,
+      -2.562868233945323, 0.6365314437615285, -0.7592447415185168, 0.12271329775698857},
+     {0.03802248322139585, 0.8301124161069793, 1.6503372483209375, -0.500586252093035,
+      -0.18293126046517472, -4.388793781395525, 0.37587545242075354, 0.7593772621037678,
+      12.838131786311306, 0.0812723222575342, 1.846361611287671, 2.899084833863013}},
+    {"cross_entropy(probs, weight, smoothing=0.2)",
+     "sum",
+     {10.478248195907373},
+     {0.3670612292400298, -0.1272539190036032, -0.23980731023642665, 0.057168516816659014,
+      1.2654305326850745, -1.3225990495017337, 0.47804208874527115, 0.8033920282273904,
+      -1.2814341169726615, 0.6365314437615285, -0.7592447415185168, 0.12271329775698857},
+     {0.0760449664427917, 1.6602248322139586, 3.300674496641875, 0.500586252093035,
+      0.18293126046517472, 4.388793781395525, 0.18793772621037677, 0.3796886310518839,
+      6.419065893155653, 0.0812723222575342, 1.846361611287671, 2.899084833863013}},
+    {"cross_entropy(probs, weight, smoothing=0.2)",
+     "mean",
+     {2.619562048976843},
+     {0.09176530731000745, -0.0318134797509008, -0.05995182755910666, 0.014292129204164753,
+      0.31635763317126864, -0.3306497623754334, 0.11951052218631779, 0.2008480070568476,
+      -0.3203585292431654, 0.15913286094038212, -0.1898111853796292, 0.030678324439247142},
+     {0.019011241610697924, 0.41505620805348964, 0.8251686241604688, 0.12514656302325874,
+      0.04573281511629368, 1.0971984453488812, 0.04698443155259419, 0.09492215776297097,
+      1.6047664732889133, 0.02031808056438355, 0.46159040282191777, 0.7247712084657533}},
+    {"cross_entropy(probs, [2, 3, 2])",
+     "none",
+     {1.5273429201907636, 1.7388943013612834, 0.24386348027739738, 1.8639951252750688},
+     {0.019972815333583013, 0.403565793525721, 0.17611992383035144, 0.17982715915407588,
+      -0.19609273916393444, -0.5833929526797967, -0.43281079384226984, 0.15057547027863358,
+      0.11640075008021597, -0.531710217794623, 0.3164100437620539, 0.38113474751598936},
+     {0.7136714600953817, -2.3388943013612833, 0.21367146009538177, -1.1388943013612836,
+      1.1136714600953819, -0.5388943013612834, 0.48772696055479475, 1.383995125275069,
+      5.687726960554795, 2.683995125275069, 3.687726960554795, 0.38399512527506896}},
+    {"cross_entropy(probs, [2, 3, 2])",
+     "sum",
+     {5.374095827104513},
+     {0.03994563066716603, -0.403565793525721, 0.3522398476607029, -0.17982715915407588,
+      -0.3921854783278689, 0.5833929526797967, -0.21640539692113492, 0.15057547027863358,
+      0.058200375040107985, -0.531710217794623, 0.15820502188102695, 0.38113474751598936},
+     {1.4273429201907635, 2.3388943013612833, 0.42734292019076353, 1.1388943013612836,
+      2.2273429201907637, 0.5388943013612834, 0.24386348027739738, 1.383995125275069,
+      2.8438634802773977, 2.683995125275069, 1.8438634802773974, 0.38399512527506896}},
+    {"cross_entropy(probs, [2, 3, 2])",
+     "mean",
+     {1.3435239567761283},
+     {0.009986407666791507, -0.10089144838143024, 0.08805996191517572, -0.04495678978851897,
+      -0.09804636958196722, 0.14584823816994918, -0.05410134923028373, 0.037643867569658394,
+      0.014550093760026996, -0.13292755444865575, 0.03955125547025674, 0.09528368687899734},
+     {0.35683573004769087, 0.5847235753403208, 0.10683573004769088, 0.2847235753403209,
+      0.5568357300476909, 0.13472357534032084, 0.060965870069349344, 0.34599878131876727,
+      0.7109658700693494, 0.6709987813187672, 0.46096587006934936, 0.09599878131876724}},
 };
 
 const std::vector<double> kUpstream = {0.5, -1.0, 2.0, 1.0, -0.5, 1.5};
@@ -463,6 +704,8 @@ struct RefInputs {
   std::vector<double> x, y;
   Tensor weight, pos_weight;
   dt::Shape x_shape = {2, 3};
+  dt::Shape y_shape = {2, 3};
+  bool class_indices = false;  // y holds class indices (int64, no gradient)
 };
 
 RefInputs ref_inputs(std::string_view name) {
@@ -483,12 +726,37 @@ RefInputs ref_inputs(std::string_view name) {
             log_target ? std::vector<double>{-1.6, -0.2, -2.3, -0.05, -1.0, -4.0}
                        : std::vector<double>{0.2, 0.0, 0.5, 1.0, 0.3, 0.05}};
   }
+  if (name.starts_with("cross_entropy")) {
+    // [4, 3], or [2, 3, 2] ("[2, 3, 2]" in the name); class indices, or class probabilities.
+    const bool three = name.ends_with("[2, 3, 2])");
+    const bool probs = name.starts_with("cross_entropy(probs");
+    RefInputs in;
+    in.weight = name.find("weight") != std::string_view::npos
+                    ? dt::from_vector<double>({0.2, 1.0, 3.0}, {3})
+                    : Tensor();
+    in.x_shape = three ? dt::Shape{2, 3, 2} : dt::Shape{4, 3};
+    in.y_shape = probs ? in.x_shape : (three ? dt::Shape{2, 2} : dt::Shape{4});
+    in.class_indices = !probs;
+    in.x =
+        three ? std::vector<double>{0.5, -1.0, 1.5, 0.2, -0.3, 0.8, 2.0, 0.1, -0.6, -1.2, 0.4, 1.1}
+              : std::vector<double>{1.2, -0.4, 0.3, -0.8, 2.1, 0.5, 0.0, 0.7, -1.5, 1.6, -0.2, 0.9};
+    if (probs) {
+      in.y =
+          three ? std::vector<double>{0.2, 0.5, 0.3, 0.5, 0.5, 0.0, 1.0, 0.1, 0.0, 0.6, 0.0, 0.3}
+                : std::vector<double>{0.7, 0.2, 0.1, 0.1, 0.3, 0.6, 0.25, 0.25, 0.5, 0.0, 1.0, 0.0};
+    } else {
+      in.y = three ? std::vector<double>{1, -100, 2, 0} : std::vector<double>{0, 2, -100, 1};
+    }
+    return in;
+  }
   if (name.starts_with("nll_loss")) {
     return {{-1.2, -0.4, -2.1, -0.3, -1.9, -1.4, -2.2, -0.2, -1.0, -0.7, -1.1, -1.6},
             {0, 2, -100, 1},
             dt::from_vector<double>({0.2, 1.0, 3.0}, {3}),
             Tensor(),
-            {4, 3}};
+            {4, 3},
+            {4},
+            true};
   }
   return {{-1.5, 0.25, 2.0, -0.75, 1.0, 3.5}, {0.5, 0.25, -1.0, 0.5, 0.0, 0.0}};
 }
@@ -520,6 +788,12 @@ T apply_loss(std::string_view name, const T& x, const T& y, Reduction r, const T
   if (name == "kl_div") return dt::kl_div(x, y, r);
   if (name == "kl_div(log_target)") return dt::kl_div(x, y, r, true);
   if (name == "nll_loss(weight)") return dt::nll_loss(x, y, r, -100, w);
+  if (name.starts_with("cross_entropy")) {
+    const double s = name.find("smoothing=0.2") != std::string_view::npos   ? 0.2
+                     : name.find("smoothing=0.1") != std::string_view::npos ? 0.1
+                                                                            : 0.0;
+    return dt::cross_entropy(x, y, r, -100, s, w);
+  }
   FAIL("no loss " << name);
   return T();
 }
@@ -540,19 +814,26 @@ void check_values(const Tensor& got, const std::vector<double>& want) {
 
 }  // namespace
 
-TEST_CASE("pointwise losses and the weighted nll_loss match PyTorch 2.15: values and gradients") {
+TEST_CASE(
+    "pointwise losses, the weighted nll_loss and cross_entropy (weights, probabilities) match "
+    "PyTorch 2.15: values and gradients") {
   for (const TorchRef& ref : kTorchRefs) {
     INFO(ref.name << ", reduction " << ref.reduction);
     const RefInputs in = ref_inputs(ref.name);
-    const bool nll = std::string_view(ref.name).starts_with("nll_loss");
+    const bool nll = in.class_indices;
     const Tensor x = dt::from_vector<double>(in.x, in.x_shape);
-    const Tensor y = nll ? dt::from_vector<double>(in.y, {4}).to(dt::kInt64)
-                         : dt::from_vector<double>(in.y, in.x_shape);
+    const Tensor y = nll ? dt::from_vector<double>(in.y, in.y_shape).to(dt::kInt64)
+                         : dt::from_vector<double>(in.y, in.y_shape);
     const Reduction r = reduction_of(ref.reduction);
     // The Tensor function.
     const Tensor value = apply_loss(ref.name, x, y, r, in.weight, in.pos_weight);
     CHECK(value.dtype() == dt::kFloat64);
-    CHECK(value.shape() == (r == Reduction::kNone ? y.shape() : dt::Shape{}));
+    // cross_entropy's probability targets have the input's shape, its loss the class dim less.
+    dt::Shape none_shape = y.shape();
+    if (std::string_view(ref.name).starts_with("cross_entropy(probs")) {
+      none_shape.erase(none_shape.begin() + 1);
+    }
+    CHECK(value.shape() == (r == Reduction::kNone ? none_shape : dt::Shape{}));
     check_values(value, ref.value);
     // The DTensor function on local DTensors, through autograd.
     DTensor dx = dt::local_dtensor(x.clone()), dy = dt::local_dtensor(y.clone());

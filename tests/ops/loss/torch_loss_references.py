@@ -82,7 +82,7 @@ for r in ("none", "sum", "mean", "batchmean"):
     case("kl_div(log_target)", r, lambda x, y: F.kl_div(x, y, reduction=r, log_target=True),
          KL_X, KL_LOG_Y)
 for r in ("none", "sum", "mean"):
-    # nll_loss: the "target" is the class index (no gradient); input [4, 3], upstream [4].
+#nll_loss : the "target" is the class index(no gradient); input[4, 3], upstream[4].
     xs = torch.tensor(NLL_X, requires_grad=True)
     out = F.nll_loss(xs, torch.tensor(NLL_T), weight=torch.tensor(NLL_W), reduction=r)
     if r == "none":
@@ -91,3 +91,35 @@ for r in ("none", "sum", "mean"):
         out.backward()
     print(f'    {{"nll_loss(weight)", "{r}", {fmt(out.detach().flatten().tolist())}, '
           f'{fmt(xs.grad.flatten().tolist())}, {{}}}},')
+
+#cross_entropy with class weights(class - index targets, label smoothing, an ignored target;[4, 3]
+#and [2, 3, 2]) and with class - probability targets(weights and smoothing; a[2, 3, 2] input).
+#The class - index rows have no target gradient; the probability rows do.
+CE_X = [[1.2, -0.4, 0.3], [-0.8, 2.1, 0.5], [0.0, 0.7, -1.5], [1.6, -0.2, 0.9]]
+CE_T = [0, 2, -100, 1]
+CE_W = [0.2, 1.0, 3.0]
+CE_P = [[0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.25, 0.25, 0.5], [0.0, 1.0, 0.0]]
+CE_X3 = [[[0.5, -1.0], [1.5, 0.2], [-0.3, 0.8]], [[2.0, 0.1], [-0.6, -1.2], [0.4, 1.1]]]
+CE_T3 = [[1, -100], [2, 0]]
+CE_P3 = [[[0.2, 0.5], [0.3, 0.5], [0.5, 0.0]], [[1.0, 0.1], [0.0, 0.6], [0.0, 0.3]]]
+CE_CASES = [
+    ("cross_entropy(weight)", CE_X, CE_T, CE_W, 0.0),
+    ("cross_entropy(weight, smoothing=0.2)", CE_X, CE_T, CE_W, 0.2),
+    ("cross_entropy(weight, smoothing=0.1, [2, 3, 2])", CE_X3, CE_T3, CE_W, 0.1),
+    ("cross_entropy(probs, weight, smoothing=0.2)", CE_X, CE_P, CE_W, 0.2),
+    ("cross_entropy(probs, [2, 3, 2])", CE_X3, CE_P3, None, 0.0),
+]
+for name, x, y, w, s in CE_CASES:
+    for r in ("none", "sum", "mean"):
+        xs = torch.tensor(x, requires_grad=True)
+        probs = "probs" in name
+        ys = torch.tensor(y, requires_grad=True) if probs else torch.tensor(y)
+        out = F.cross_entropy(xs, ys, weight=None if w is None else torch.tensor(w), reduction=r,
+                              label_smoothing=s)
+        if r == "none":
+            out.backward(torch.tensor(UPSTREAM[:out.numel()]).reshape(out.shape))
+        else:
+            out.backward()
+        gy = fmt(ys.grad.flatten().tolist()) if probs else "{}"
+        print(f'    {{"{name}", "{r}", {fmt(out.detach().flatten().tolist())}, '
+              f'{fmt(xs.grad.flatten().tolist())}, {gy}}},')
