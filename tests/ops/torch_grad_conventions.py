@@ -104,3 +104,11 @@ print("dist p 0.5 with an equal component", grad_of(lambda a, b: torch.dist(a, b
 e = torch.tensor([2., 0.5, -1.], requires_grad=True)
 torch.pow(torch.tensor([1, 2, 4], dtype=torch.int32), e).sum().backward()
 print("pow(int32 [1, 2, 4], float64 [2, 0.5, -1]), exponent grad", [repr(v) for v in e.grad.tolist()])
+# tests/ops/pool/test_pool.cc, "circular padding with negative pads ...": PyTorch crops first,
+# then wraps around what is left.
+x = torch.arange(1., 5.).reshape(1, 1, 4).requires_grad_()
+for pads in ((-1, 2), (1, -2), (3, -1)):
+    x.grad = None
+    y = F.pad(x, pads, "circular")
+    y.backward(torch.arange(1., y.numel() + 1).reshape(y.shape))
+    print("pad circular", pads, y.flatten().tolist(), "grad, upstream 1..n", x.grad.flatten().tolist())

@@ -130,10 +130,14 @@ DimTaps linear_dim(const WindowArgs& a, int64_t j, int64_t in) {
   return t;
 }
 
-// F.pad of one dim (lo, hi elements; negative crops).
+// F.pad of one dim (lo, hi elements; negative crops). Circular padding wraps around what the
+// negative pads leave, as PyTorch's (it crops first): pad (-1, 2) of [1, 2, 3, 4] is
+// [2, 3, 4, 2, 3], not [2, 3, 4, 1, 2].
 DimTaps pad_dim(PadMode mode, int64_t in, int64_t lo, int64_t hi) {
   DimTaps t;
   const int64_t out = in + lo + hi;
+  const int64_t crop_lo = std::max<int64_t>(-lo, 0);
+  const int64_t kept = in - crop_lo - std::max<int64_t>(-hi, 0);
   for (int64_t o = 0; o < out; ++o) {
     int64_t i = o - lo;
     switch (mode) {
@@ -148,7 +152,7 @@ DimTaps pad_dim(PadMode mode, int64_t in, int64_t lo, int64_t hi) {
         i = std::clamp<int64_t>(i, 0, in - 1);
         break;
       case PadMode::kCircular:
-        i = ((i % in) + in) % in;
+        i = crop_lo + (((o - std::max<int64_t>(lo, 0)) % kept) + kept) % kept;
         break;
     }
     if (i >= 0) t.add(i, 1.0);
@@ -320,6 +324,10 @@ Shape window_out_shape(const WindowArgs& a, IntSpan in_shape) {
         DT_CHECK(lo <= in && hi <= in,
                  "[%s] padding value causes wrapping around more than once (padding (%d, %d) "
                  "at dimension %d of input %s)",
+                 a.op, lo, hi, d, shape_str(in_shape));
+        DT_CHECK(in + std::min<int64_t>(lo, 0) + std::min<int64_t>(hi, 0) > 0 || in + lo + hi <= 0,
+                 "[%s] circular padding (%d, %d) crops all of dimension %d of input %s and "
+                 "has nothing left to wrap around",
                  a.op, lo, hi, d, shape_str(in_shape));
       } else if (a.mode == PadMode::kReplicate) {
         DT_CHECK(in > 0, "[%s] replicate padding of an empty dim %d", a.op, d);

@@ -63,6 +63,32 @@ TEST_CASE("pad, pools and interpolate match PyTorch 2.15: values, indices and gr
   }
 }
 
+TEST_CASE("circular padding with a negative pad wraps around what the crop leaves (PyTorch's)") {
+  // Values: tests/ops/torch_grad_conventions.py (upstream 1..n). pad (-1, 2) was [2, 3, 4, 1, 2]:
+  // the wrap read the cropped element 1.
+  const Tensor x = dt::from_vector<double>({1, 2, 3, 4}, {1, 1, 4});
+  struct Case {
+    std::vector<int64_t> pads;
+    std::vector<double> value, grad;
+  };
+  for (const Case& c :
+       {Case{{-1, 2}, {2, 3, 4, 2, 3}, {0, 5, 7, 3}}, Case{{1, -2}, {2, 1, 2}, {2, 4, 0, 0}},
+        Case{{3, -1}, {1, 2, 3, 1, 2, 3}, {5, 7, 9, 0}}}) {
+    INFO(c.pads[0] << ", " << c.pads[1]);
+    const int64_t n = static_cast<int64_t>(c.value.size());
+    check_close(dt::pad(x, c.pads, "circular"), {1, 1, n}, c.value, 0.0);
+    DTensor dx = dt::local_dtensor(x.clone());
+    dx.requires_grad_();
+    const DTensor out = dt::pad(dx, c.pads, "circular");
+    std::vector<double> up(n);
+    for (int64_t i = 0; i < n; ++i) up[i] = static_cast<double>(i + 1);
+    out.backward(dt::local_dtensor(dt::from_vector<double>(up, {1, 1, n})));
+    check_close(dx.grad().to_local(), {1, 1, 4}, c.grad, 0.0);
+  }
+  // Cropping the whole dim leaves nothing to wrap around (PyTorch reads uninitialised memory).
+  CHECK_THROWS_WITH(dt::pad(x, {-4, 1}, "circular"), Catch::Contains("nothing left to wrap"));
+}
+
 TEST_CASE("pool ops in float32 and bfloat16 follow float64, and read non-contiguous inputs") {
   for (const pool_refs::PoolRef& ref : pool_refs::refs()) {
     INFO(ref.call);
