@@ -112,3 +112,11 @@ for pads in ((-1, 2), (1, -2), (3, -1)):
     y = F.pad(x, pads, "circular")
     y.backward(torch.arange(1., y.numel() + 1).reshape(y.shape))
     print("pad circular", pads, y.flatten().tolist(), "grad, upstream 1..n", x.grad.flatten().tolist())
+# tests/ops/view/test_view_dtensor_mpi.cc, "cat and stack promote mixed dtypes ...".
+a = torch.tensor([1., 2.], dtype=torch.float32, requires_grad=True)
+b = torch.tensor([0.5], requires_grad=True)
+y = torch.cat([a, b])
+y.backward(torch.tensor([1., 2., 3.]))
+print("cat float32 + float64", y.dtype, y.tolist(), a.grad.dtype, a.grad.tolist(), b.grad.tolist())
+print("cat int32 + float64", torch.cat([torch.tensor([1, 2], dtype=torch.int32), torch.tensor([0.5])]).dtype,
+      "stack bool + int64", torch.stack([torch.tensor([True, False]), torch.tensor([3, 4])]).tolist())

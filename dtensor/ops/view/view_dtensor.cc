@@ -5,6 +5,8 @@
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/core/detail/view_hooks.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
+#include "dtensor/ops/common/detail/type_promotion.h"
+#include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/view.h"
@@ -145,12 +147,33 @@ DTensor select(const DTensor& x, int64_t dim, int64_t index) {
   return dispatch_one(DT_VIEW_OP("select"), x, args);
 }
 
+namespace {
+
+// PyTorch's cat / stack promote their inputs to one dtype (torch.cat([int32, float64]) is
+// float64): the inputs of another dtype, cast (differentiable: their gradient is cast back).
+// The list itself when the dtypes already agree (or an input is undefined: the op names it).
+std::vector<DTensor> promoted(const std::vector<DTensor>& tensors) {
+  if (tensors.empty() || !tensors[0].defined()) return tensors;
+  DType dtype = tensors[0].dtype();
+  for (const DTensor& t : tensors) {
+    if (!t.defined()) return tensors;
+    dtype = promote_types(dtype, t.dtype());
+  }
+  std::vector<DTensor> out = tensors;
+  for (DTensor& t : out) {
+    if (t.dtype() != dtype) t = cast(t, dtype);
+  }
+  return out;
+}
+
+}  // namespace
+
 DTensor cat(const std::vector<DTensor>& tensors, int64_t dim) {
-  return dispatch_list(DT_VIEW_OP("cat"), tensors, dim);
+  return dispatch_list(DT_VIEW_OP("cat"), promoted(tensors), dim);
 }
 
 DTensor stack(const std::vector<DTensor>& tensors, int64_t dim) {
-  return dispatch_list(DT_VIEW_OP("stack"), tensors, dim);
+  return dispatch_list(DT_VIEW_OP("stack"), promoted(tensors), dim);
 }
 
 std::vector<DTensor> split(const DTensor& x, IntSpan split_sizes, int64_t dim) {

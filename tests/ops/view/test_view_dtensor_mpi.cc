@@ -208,6 +208,34 @@ TEST_CASE("dtensor view: cat and stack equal the full-tensor op") {
   }
 }
 
+TEST_CASE("dtensor view: cat and stack promote mixed dtypes, as PyTorch's, gradients cast back") {
+  // tests/ops/torch_grad_conventions.py: cat(float32, float64) is float64 and each gradient has
+  // its input's dtype; cat(int32, float64) float64; stack(bool, int64) int64. It raised
+  // "[cat] tensor 1 has ... dtype float64, expected ... dtype float32".
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  for (const Placements& p : {Placements{dt::Replicate()}, Placements{Shard(0)}}) {
+    INFO(dt::placements_str(p));
+    auto dist = [&](const Tensor& t) { return dt::distribute_tensor(t, mesh, p, std::nullopt); };
+    DTensor a = dist(dt::from_vector<double>({1, 2}, {2}).to(dt::kFloat32));
+    DTensor b = dist(dt::from_vector<double>({0.5}, {1}));
+    a.requires_grad_();
+    b.requires_grad_();
+    const DTensor y = dt::cat({a, b});
+    CHECK(tt::same_values(y.full_tensor(), dt::from_vector<double>({1, 2, 0.5}, {3}), 0.0));
+    y.backward(dist(dt::from_vector<double>({1, 2, 3}, {3})));
+    CHECK(tt::same_values(a.grad().full_tensor(),
+                          dt::from_vector<double>({1, 2}, {2}).to(dt::kFloat32), 0.0));
+    CHECK(tt::same_values(b.grad().full_tensor(), dt::from_vector<double>({3}, {1}), 0.0));
+    const DTensor i = dist(dt::from_vector<double>({1, 2}, {2}).to(dt::kInt32));
+    CHECK(dt::cat({i, b}).dtype() == dt::kFloat64);
+    const DTensor m = dist(dt::from_vector<double>({1, 0}, {2}).to(dt::kBool));
+    const DTensor l = dist(dt::from_vector<double>({3, 4}, {2}).to(dt::kInt64));
+    CHECK(tt::same_values(dt::stack({m, l}).full_tensor(),
+                          dt::from_vector<double>({1, 0, 3, 4}, {2, 2}).to(dt::kInt64), 0.0));
+  }
+}
+
 TEST_CASE("dtensor view: shardings that map through need no communication") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
