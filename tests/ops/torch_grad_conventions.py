@@ -120,3 +120,8 @@ y.backward(torch.tensor([1., 2., 3.]))
 print("cat float32 + float64", y.dtype, y.tolist(), a.grad.dtype, a.grad.tolist(), b.grad.tolist())
 print("cat int32 + float64", torch.cat([torch.tensor([1, 2], dtype=torch.int32), torch.tensor([0.5])]).dtype,
       "stack bool + int64", torch.stack([torch.tensor([True, False]), torch.tensor([3, 4])]).tolist())
+# tests/ops/elementwise/test_elementwise_math.cc, "addcmul on integers ...": value is converted
+# to the integer type (truncated), the result stays int64.
+for v in (0.5, 1.5, -1.5):
+    print("addcmul int64 value", v, torch.addcmul(torch.tensor([1, 2]), torch.tensor([3, 4]),
+                                                  torch.tensor([2, 2]), value=v).tolist())

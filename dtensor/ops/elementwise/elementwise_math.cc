@@ -285,6 +285,12 @@ Tensor addcmul(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
                const Scalar& value) {
   detail::check_binary_args("addcmul", self, tensor1);
   detail::check_binary_args("addcmul", tensor1, tensor2);
+  // As PyTorch, value takes no part in the promotion: on an integer result a floating value is
+  // converted to the integer type (truncated: 1.5 counts as 1), not a float32 result.
+  const DType type = promote_types(promote_types(self.dtype(), tensor1.dtype()), tensor2.dtype());
+  if (!is_floating(type) && value.is_floating()) {
+    return self + tensor1 * tensor2 * Scalar(value.to_int());
+  }
   return self + tensor1 * tensor2 * value;
 }
 Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,

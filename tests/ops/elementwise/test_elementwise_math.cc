@@ -154,6 +154,17 @@ TEST_CASE("square, lerp, addcmul and addcdiv match double references", "[element
   check_values(dt::addcmul(ta, tb, tw, 0.5), {3, 4}, DType::kFloat64, cm, 1e-14, 1e-15);
   check_values(dt::addcdiv(ta, tb, tw + 1.0, 0.5), {3, 4}, DType::kFloat64, cd, 1e-14, 1e-15);
   check_values(dt::square(make({-3, 4}, {2}, DType::kInt32)), {2}, DType::kInt32, {9, 16}, 0, 0);
+  // Integers with a floating value: the value is truncated and the result stays int64, as
+  // PyTorch's (tests/ops/torch_grad_conventions.py); it was a float32 product, refused on
+  // DTensors ("local kernel returned [2] float32 ... expected int64").
+  const Tensor i1 = make({1, 2}, {2}, DType::kInt64), i2 = make({3, 4}, {2}, DType::kInt64);
+  const Tensor i3 = make({2, 2}, {2}, DType::kInt64);
+  check_values(dt::addcmul(i1, i2, i3, 0.5), {2}, DType::kInt64, {1, 2}, 0, 0);
+  check_values(dt::addcmul(i1, i2, i3, 1.5), {2}, DType::kInt64, {7, 10}, 0, 0);
+  check_values(dt::addcmul(i1, i2, i3, -1.5), {2}, DType::kInt64, {-5, -6}, 0, 0);
+  const dt::DTensor d =
+      dt::addcmul(dt::local_dtensor(i1), dt::local_dtensor(i2), dt::local_dtensor(i3), 1.5);
+  check_values(d.to_local(), {2}, DType::kInt64, {7, 10}, 0, 0);
 }
 
 TEST_CASE("pointwise math errors name the op and the argument", "[elementwise]") {
