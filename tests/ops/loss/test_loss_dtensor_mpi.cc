@@ -1,10 +1,12 @@
 // DTensor losses (mpirun at 1, 2 and 4 ranks). cross_entropy: for every logits placement (R,
 // S(d), P(sum)) and target placement (R, S(0)) on a 1-D and a 2-D mesh, uneven sizes, each
 // reduction, ignored targets and label smoothing, the result equals the op on the full
-// tensors; loss parallel: class-sharded logits are never all-gathered (CommDebugMode). The
-// pointwise losses and nll_loss (class weights): the same over every layout, uneven and empty
-// shards, with the result placements and collective counts the sharding implies; nll_loss's
-// means (a registered op) also through the backward, against one device.
+// tensors; loss parallel: class-sharded logits are never all-gathered (CommDebugMode); the same
+// with class weights (replicated or sharded like the classes) and class-probability targets,
+// gradients included. The pointwise losses and nll_loss (class weights): the same over every
+// layout, uneven and empty shards, with the result placements and collective counts the
+// sharding implies; nll_loss's means (a registered op) also through the backward, against one
+// device.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -193,6 +195,175 @@ TEST_CASE("dtensor cross_entropy: a mean with every target ignored is NaN with a
       }
     }
   }
+}
+
+// ---- cross_entropy with class weights and class-probability targets -------------------------
+
+namespace {
+
+// The weights replicated, or sharded like the classes where the logits px are (class dim cd).
+Placements weight_layout(const Placements& px, int64_t cd, bool sharded) {
+  Placements pw(px.size(), dt::Replicate());
+  for (size_t m = 0; m < px.size() && sharded; ++m) {
+    if (px[m].is_shard() && px[m].dim() == cd) pw[m] = Shard(0);
+  }
+  return pw;
+}
+
+}  // namespace
+
+TEST_CASE("dtensor cross_entropy with weights or probabilities equals the full-tensor op") {
+  const int64_t w = dt::world_size();
+  const int64_t n = w * 3 + 1, c = w * 2 + 1;
+  struct Case {
+    tt::Ints logits, target;
+  };
+  for (const Case& k : {Case{{n, c}, {n}}, Case{{n, c, 2}, {n, 2}}, Case{{c}, {}}}) {
+    const Tensor x = tt::det_input(k.logits, 3, -3.0, 0.65);
+    const Tensor tg = targets(k.target, c);
+    const Tensor probs = tt::det_input(k.logits, 5, 0.05, 0.09);  // rows need not sum to 1
+    const Tensor weight = tt::det_input({c}, 1, 0.5, 0.25);
+    const int64_t nd = static_cast<int64_t>(k.logits.size());
+    const int64_t cd = nd == 1 ? 0 : 1;
+    for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+      const auto on = [&](const Tensor& v, const Placements& p) {
+        return dt::distribute_tensor(v, mesh, p, std::nullopt);
+      };
+      const Placements replicated(static_cast<size_t>(mesh.ndim()), dt::Replicate());
+      for (const Placements& px : tt::all_placements(tt::shard_choices(nd), mesh.ndim())) {
+        const DTensor dx = on(x, px);
+        // Probabilities laid out like the logits (Partial: a replicated copy), or replicated.
+        bool partial = false;
+        for (const dt::Placement& q : px) partial |= q.is_partial();
+        const DTensor dp = on(probs, partial ? replicated : px);
+        const DTensor dp_r = on(probs, replicated);
+        const DTensor dtg = on(tg, replicated);
+        for (bool sharded_weight : {false, true}) {
+          const DTensor dw = on(weight, weight_layout(px, cd, sharded_weight));
+          for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
+            for (double s : {0.0, 0.1}) {
+              INFO(tt::describe(mesh, {px}, k.logits)
+                   << " weight " << dt::placements_str(dw.placements()) << " reduction "
+                   << dt::reduction_name(r) << " smoothing " << s);
+              CHECK(tt::same_values(dt::cross_entropy(dx, dtg, r, -100, s, dw).full_tensor(),
+                                    dt::cross_entropy(x, tg, r, -100, s, weight), 1e-5));
+              CHECK(tt::same_values(dt::cross_entropy(dx, dp, r, -100, s, dw).full_tensor(),
+                                    dt::cross_entropy(x, probs, r, -100, s, weight), 1e-5));
+              if (sharded_weight) continue;
+              CHECK(tt::same_values(dt::cross_entropy(dx, dp_r, r, -100, s).full_tensor(),
+                                    dt::cross_entropy(x, probs, r, -100, s), 1e-5));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Loss parallel with weights / probabilities: the class-sharded logits are never gathered (one
+// all-reduce(max), one all-reduce(sum) of every class sum together), and the gradients (of the
+// logits and of a probability target) equal one device's, class-sharded, batch-sharded and 2-D.
+TEST_CASE("dtensor cross_entropy weights and probabilities: loss parallel, gradients exact") {
+  const int64_t w = dt::world_size();
+  const int64_t n = 2 * w + 1, c = 3 * w + 2;
+  const Tensor x = tt::det_input({n, c}, 1, -4.0, 0.8, dt::kFloat64);
+  const Tensor tg = targets({n}, c);
+  const Tensor probs = tt::det_input({n, c}, 5, 0.05, 0.09, dt::kFloat64);
+  const Tensor weight = tt::det_input({c}, 2, 0.5, 0.25, dt::kFloat64);
+  const Tensor upstream = tt::det_input({n}, 4, -1.0, 0.3, dt::kFloat64);
+  struct Layout {
+    tt::Ints mesh;
+    Placements x, t, w;
+  };
+  std::vector<Layout> layouts = {{{w}, {Shard(1)}, {dt::Replicate()}, {Shard(0)}},
+                                 {{w}, {Shard(1)}, {dt::Replicate()}, {dt::Replicate()}},
+                                 {{w}, {Shard(0)}, {Shard(0)}, {dt::Replicate()}}};
+  if (w % 2 == 0) {
+    layouts.push_back({{2, w / 2},
+                       {Shard(0), Shard(1)},
+                       {Shard(0), dt::Replicate()},
+                       {dt::Replicate(), Shard(0)}});
+  }
+  for (const Layout& lay : layouts) {
+    const dt::DeviceMesh mesh = tt::make_mesh(lay.mesh);
+    const bool class_sharded = lay.x.back() == Shard(1);
+    for (bool prob : {false, true}) {
+      for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
+        INFO("logits " << dt::placements_str(lay.x) << " on " << mesh.ndim() << "-d mesh, "
+                       << (prob ? "probabilities" : "class indices") << ", reduction "
+                       << dt::reduction_name(r));
+        // One device, through autograd.
+        DTensor rx = dt::local_dtensor(x.clone()), rp = dt::local_dtensor(probs.clone());
+        rx.requires_grad_();
+        rp.requires_grad_();
+        const DTensor rt = prob ? rp : dt::local_dtensor(tg);
+        const DTensor ref = dt::cross_entropy(rx, rt, r, -100, 0.2, dt::local_dtensor(weight));
+        if (r == Reduction::kNone) {
+          ref.backward(dt::local_dtensor(upstream));
+        } else {
+          ref.backward();
+        }
+        // Sharded.
+        DTensor dx = dt::distribute_tensor(x, mesh, lay.x, std::nullopt);
+        DTensor dp = dt::distribute_tensor(probs, mesh, lay.x, std::nullopt);
+        dx.requires_grad_();
+        dp.requires_grad_();
+        const DTensor dtarget = prob ? dp : dt::distribute_tensor(tg, mesh, lay.t, std::nullopt);
+        const DTensor dw = dt::distribute_tensor(weight, mesh, lay.w, std::nullopt);
+        dt::CommDebugMode comm;
+        const DTensor loss = dt::cross_entropy(dx, dtarget, r, -100, 0.2, dw);
+        INFO(comm.str());
+        CHECK(comm.count(dt::CollectiveKind::kAllGather) == 0);
+        CHECK(comm.count(dt::CollectiveKind::kAllToAll) == 0);
+        if (class_sharded && lay.mesh.size() == 1 && w > 1) {
+          CHECK(comm.count(dt::CollectiveKind::kAllReduce) == 2);  // max, then the sums
+        }
+        CHECK(tt::same_values(loss.full_tensor(), ref.to_local(), 1e-12));
+        if (r == Reduction::kNone) {
+          Placements pu(static_cast<size_t>(mesh.ndim()), dt::Replicate());
+          loss.backward(dt::distribute_tensor(upstream, mesh, pu, std::nullopt)
+                            .redistribute(loss.placements()));
+        } else {
+          loss.backward();
+        }
+        CHECK(dx.grad().placements() == lay.x);
+        CHECK(tt::same_values(dx.grad().full_tensor(), rx.grad().to_local(), 1e-12));
+        if (prob) CHECK(tt::same_values(dp.grad().full_tensor(), rp.grad().to_local(), 1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("dtensor cross_entropy weight and probability target errors, raised on every rank") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const auto on = [&](const Tensor& v, dt::Placement p) {
+    return dt::distribute_tensor(v, mesh, {p}, std::nullopt);
+  };
+  const DTensor dx = on(tt::det_input({2 * w, 5}), Shard(1));
+  const DTensor good = on(targets({2 * w}, 5), dt::Replicate());
+  REQUIRE_THROWS_WITH(
+      dt::cross_entropy(dx, good, Reduction::kMean, -100, 0.0, on(dt::ones({4}), dt::Replicate())),
+      Catch::Contains("[cross_entropy] weight of shape [4] and dtype float32, "
+                      "expected [5] floating (one weight per class)"));
+  REQUIRE_THROWS_WITH(
+      dt::cross_entropy(dx, on(dt::zeros({2 * w, 5}, dt::kInt64), Shard(1))),
+      Catch::Contains("[cross_entropy] argument target holds class probabilities") &&
+          Catch::Contains("has dtype int64, expected the input's floating dtype float32"));
+  REQUIRE_THROWS_WITH(
+      dt::cross_entropy(dx, on(dt::zeros({2 * w, 5}, dt::kFloat64), Shard(1))),
+      Catch::Contains("has dtype float64, expected the input's floating dtype float32"));
+  REQUIRE_THROWS_WITH(dt::cross_entropy(dx, on(dt::zeros({2 * w, 4}), Shard(0))),
+                      Catch::Contains("[cross_entropy] argument target has dtype float32, "
+                                      "expected int64 or int32 (class indices), or class "
+                                      "probabilities of the input's shape"));
+  REQUIRE_THROWS_WITH(
+      dt::cross_entropy(dx, on(dt::zeros({2 * w, 5}), Shard(1)), Reduction::kMean, 3),
+      Catch::Contains("[cross_entropy] ignore_index 3 is not supported with "
+                      "class-probability targets"));
+  // Still in step: a good call afterwards pairs its collectives.
+  const DTensor p = on(tt::det_input({2 * w, 5}, 2, 0.1, 0.05), Shard(1));
+  CHECK(std::isfinite(dt::cross_entropy(dx, p).full_tensor().item<double>()));
 }
 
 // ---- pointwise losses and nll_loss ----------------------------------------------------------
