@@ -92,6 +92,7 @@
 #include "dtensor/parallel/transformer_plan.h"
 
 // Optimizers, gradient clipping.
+#include "dtensor/optim/lr_scheduler.h"
 #include "dtensor/optim/optimizer.h"
 
 // Distributed checkpoint.

@@ -179,6 +179,15 @@ void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor
   param_steps_ = std::move(counts);
 }
 
+double Optimizer::lr() const {
+  DT_FAIL("[%s] has no learning rate (override Optimizer::lr and set_lr to use a scheduler)",
+          name_);
+}
+
+void Optimizer::set_lr(double) {
+  static_cast<void>(lr());
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   autograd::zero_grad(params_, set_to_none);
 }

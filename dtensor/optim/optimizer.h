@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +86,14 @@ class Optimizer {
   const std::vector<DTensor>& parameters() const { return params_; }
   // Steps taken so far.
   int64_t step_count() const { return steps_; }
+  // The learning rate, which the schedulers (lr_scheduler.h) read and set: SGD's and AdamW's
+  // options().lr; an optimizer without one raises "[<name>] has no learning rate".
+  virtual double lr() const;
+  virtual void set_lr(double lr);
+  // PyTorch's param_group["initial_lr"]: the learning rate when the first scheduler was
+  // attached, the base of every scheduler attached after it (empty before).
+  std::optional<double> initial_lr() const { return initial_lr_; }
+  void set_initial_lr(double lr) { initial_lr_ = lr; }
 
   // The optimizer's state as named DTensors with their parameters' specs ("<i>.<state>", e.g.
   // "3.exp_avg"; i indexes parameters()) plus "step" (a 1-element int64 local DTensor), ready
@@ -123,6 +132,7 @@ class Optimizer {
   std::vector<DTensor> params_;  // the parameters, in the order given
   std::string name_;             // "SGD", "AdamW": the errors' op
   int64_t steps_ = 0;            // step() calls so far
+  std::optional<double> initial_lr_;
   // Per parameter, the updates it has had (count_parameter_steps; empty otherwise). Updates
   // increment it when they run (a replayed update included).
   std::vector<int64_t> param_steps_;
@@ -145,6 +155,8 @@ class SGD : public Optimizer {
   // The options to change between steps (a learning-rate schedule); a captured step reads them
   // when it replays.
   SGDOptions& options() { return options_; }
+  double lr() const override { return options_.lr(); }
+  void set_lr(double lr) override { options_.lr(lr); }
 
  private:
   SGDOptions options_;
@@ -165,6 +177,8 @@ class AdamW : public Optimizer {
   // The options to change between steps (a learning-rate schedule); a captured step reads them
   // when it replays.
   AdamWOptions& options() { return options_; }
+  double lr() const override { return options_.lr(); }
+  void set_lr(double lr) override { options_.lr(lr); }
 
  private:
   AdamWOptions options_;
