@@ -51,7 +51,8 @@ DTensor NLLLoss::forward(const DTensor& input, const DTensor& target) {
 }
 
 DTensor CrossEntropyLoss::forward(const DTensor& input, const DTensor& target) {
-  return cross_entropy(input, target, reduction_, ignore_index_, label_smoothing_);
+  return cross_entropy(input, target, reduction_, ignore_index_, label_smoothing_,
+                       weight_on(weight_, input, "CrossEntropyLoss", "weight"));
 }
 
 }  // namespace dtensor::nn

@@ -4,10 +4,10 @@
 // for the placements each reduction gives). Their forward takes (input, target); the
 // single-input forward and hooks of Module do not apply (Module's forward(x) throws).
 //
-// Class weights (NLLLoss, BCELoss, BCEWithLogitsLoss's weight and pos_weight) are held as given,
-// not as parameters (PyTorch registers them as buffers): a local DTensor (nn::local_dtensor) is
-// taken as Replicate on the input's mesh at each call, a DTensor on the input's mesh is used as
-// it is.
+// Class weights (NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss's weight and
+// pos_weight) are held as given, not as parameters (PyTorch registers them as buffers): a local
+// DTensor (nn::local_dtensor) is taken as Replicate on the input's mesh at each call, a DTensor
+// on the input's mesh is used as it is.
 #pragma once
 
 #include <cstdint>
@@ -129,16 +129,26 @@ class NLLLoss : public Loss {
   int64_t ignore_index_;
 };
 
-// cross_entropy of logits and class-index targets (no class weights in this library).
+// cross_entropy of logits and class-index or class-probability targets (a target of the
+// input's shape), with an optional class `weight` [C] (PyTorch's argument order: weight,
+// ignore_index, reduction, label_smoothing; the first constructor leaves the weight out).
 class CrossEntropyLoss : public Loss {
  public:
   explicit CrossEntropyLoss(int64_t ignore_index = -100, Reduction reduction = Reduction::kMean,
                             double label_smoothing = 0.0)
-      : Loss(reduction), ignore_index_(ignore_index), label_smoothing_(label_smoothing) {}
+      : CrossEntropyLoss(DTensor(), ignore_index, reduction, label_smoothing) {}
+  explicit CrossEntropyLoss(DTensor weight, int64_t ignore_index = -100,
+                            Reduction reduction = Reduction::kMean, double label_smoothing = 0.0)
+      : Loss(reduction),
+        weight_(std::move(weight)),
+        ignore_index_(ignore_index),
+        label_smoothing_(label_smoothing) {}
   std::string type_name() const override { return "CrossEntropyLoss"; }
   DTensor forward(const DTensor& input, const DTensor& target) override;
+  const DTensor& weight() const { return weight_; }
 
  private:
+  DTensor weight_;
   int64_t ignore_index_;
   double label_smoothing_;
 };

@@ -52,6 +52,15 @@ TEST_CASE("loss modules equal their functions with the options they hold", "[nn]
   CHECK(same(nn::NLLLoss(w, 1)(x, target), dt::nll_loss(x, target, Reduction::kMean, 1, w)));
   CHECK(same(nn::CrossEntropyLoss(2, Reduction::kSum, 0.1)(x, target),
              dt::cross_entropy(x, target, Reduction::kSum, 2, 0.1)));
+  // Class weights (PyTorch's order: weight, ignore_index, reduction, label_smoothing) and
+  // class-probability targets (the input's shape).
+  CHECK(same(nn::CrossEntropyLoss(w, 1, Reduction::kMean, 0.2)(x, target),
+             dt::cross_entropy(x, target, Reduction::kMean, 1, 0.2, w)));
+  CHECK(same(nn::CrossEntropyLoss(w, -100, Reduction::kNone, 0.1)(x, p),
+             dt::cross_entropy(x, p, Reduction::kNone, -100, 0.1, w)));
+  CHECK(nn::CrossEntropyLoss(w).weight().defined());
+  CHECK(!nn::CrossEntropyLoss().weight().defined());
+  CHECK(!same(nn::CrossEntropyLoss(w)(x, target), nn::CrossEntropyLoss()(x, target)));
 
   nn::BCEWithLogitsLoss bce(w, Reduction::kMean, pw);
   CHECK(bce.type_name() == "BCEWithLogitsLoss");
