@@ -208,6 +208,32 @@ TEST_CASE("cross_entropy conventions: PyTorch's means, a [C] input, errors namin
   // No rows: NaN mean for probabilities too.
   check_close(dt::cross_entropy(dt::zeros({0, 3}), dt::zeros({0, 3})), {}, {kNaN}, 0.0);
 
+  // PyTorch 2.15 differentiates the weights with probability targets (torch_loss_references.py,
+  // its last lines); so does the DTensor form (and, unlike PyTorch, with class indices too).
+  // An int32 class-index target with weights equals the Tensor form.
+  const Tensor ce_x = dt::from_vector<double>(
+      {1.2, -0.4, 0.3, -0.8, 2.1, 0.5, 0.0, 0.7, -1.5, 1.6, -0.2, 0.9}, {4, 3});
+  const Tensor ce_p = dt::from_vector<double>(
+      {0.7, 0.2, 0.1, 0.1, 0.3, 0.6, 0.25, 0.25, 0.5, 0.0, 1.0, 0.0}, {4, 3});
+  for (Reduction r : {Reduction::kSum, Reduction::kMean}) {
+    DTensor dw = dt::local_dtensor(w.clone());
+    dw.requires_grad_();
+    dt::cross_entropy(dt::local_dtensor(ce_x), dt::local_dtensor(ce_p), r, -100, 0.2, dw)
+        .backward();
+    check_close(
+        dw.grad().to_local(), {3},
+        r == Reduction::kSum
+            ? std::vector<double>{1.1038065276108169, 2.66730864155121, 2.5300594162779997}
+            : std::vector<double>{0.2759516319027042, 0.6668271603878025, 0.6325148540694999},
+        1e-12, 1e-12);
+  }
+  const Tensor t32 = dt::from_vector<int32_t>({0, 2, -100, 1}, {4});
+  check_close(dt::cross_entropy(dt::local_dtensor(ce_x), dt::local_dtensor(t32), Reduction::kMean,
+                                -100, 0.1, dt::local_dtensor(w))
+                  .to_local(),
+              {}, dt::cross_entropy(ce_x, t32, Reduction::kMean, -100, 0.1, w).to_vector<double>(),
+              1e-12, 1e-12);
+
   const Tensor t = dt::from_vector<int64_t>({0, 2, 1, 1}, {4});
   REQUIRE_THROWS_WITH(
       dt::cross_entropy(x, t, Reduction::kMean, -100, 0.0, dt::ones({4}, dt::kFloat64)),

@@ -123,3 +123,13 @@ for name, x, y, w, s in CE_CASES:
         gy = fmt(ys.grad.flatten().tolist()) if probs else "{}"
         print(f'    {{"{name}", "{r}", {fmt(out.detach().flatten().tolist())}, '
               f'{fmt(xs.grad.flatten().tolist())}, {gy}}},')
+
+#The weights' gradient of cross_entropy with probability targets (PyTorch has one there, a
+#product of differentiable ops; it refuses one with class indices) : test_loss.cc's
+#"cross_entropy conventions" case.
+for r in ("sum", "mean"):
+    ws = torch.tensor(CE_W, requires_grad=True)
+    F.cross_entropy(torch.tensor(CE_X), torch.tensor(CE_P), weight=ws, reduction=r,
+                    label_smoothing=0.2).backward()
+    print(f"// cross_entropy(probs, weight, smoothing=0.2) {r}: weight grad "
+          f"{fmt(ws.grad.tolist())}")
