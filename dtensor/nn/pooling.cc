@@ -2,6 +2,8 @@
 // dtensor/ops/pool/pool.h.
 #include "dtensor/nn/pooling.h"
 
+#include <string>
+
 #include "dtensor/ops/pool/pool.h"
 #include "dtensor/tensor/error.h"
 
@@ -80,8 +82,11 @@ DTensor Upsample::forward(const DTensor& x) {
   return dtensor::interpolate(x, size_, scale_factor_, mode_.c_str(), align_corners_);
 }
 
-PadNd::PadNd(int64_t nd, const char* name, const char* mode, IntSpan padding, double value)
-    : name_(name), mode_(mode), padding_(pad_sides(nd, padding, name)), value_(value) {}
+PadNd::PadNd(int64_t nd, std::string_view kind, const char* mode, IntSpan padding, double value)
+    : name_(std::string(kind) + std::to_string(nd) + "d"),
+      mode_(mode),
+      padding_(pad_sides(nd, padding, name_.c_str())),
+      value_(value) {}
 
 DTensor PadNd::forward(const DTensor& x) {
   return dtensor::pad(x, padding_, mode_, value_);

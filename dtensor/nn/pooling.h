@@ -1,5 +1,5 @@
 // Pooling, upsampling and padding modules with torch.nn's names, arguments and defaults
-// (MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool2d, Upsample, and the 1d / 2d Zero, Constant,
+// (MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool2d, Upsample, and the 1d / 2d / 3d Zero, Constant,
 // Reflection, Replication and Circular pads). They
 // hold no parameters; forward calls the DTensor op of dtensor/ops/pool/pool.h, so batch- and
 // channel-sharded inputs keep their shards (a spatially sharded input is gathered there).
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtensor/nn/module.h"
@@ -116,20 +117,22 @@ class Upsample : public Module {
 };
 
 // The padding modules: F.pad(x, padding, mode, value) over the last `nd` dims, padding one
-// value for every side or 2 nd values (left, right[, top, bottom]), as PyTorch's. Constant
-// padding takes any input rank; reflect, replicate and circular take (C, *spatial) or
-// (N, C, *spatial) inputs, as PyTorch's. Errors name the module:
+// value for every side or 2 nd values (left, right[, top, bottom[, front, back]]), as PyTorch's.
+// Constant padding takes any input rank; reflect, replicate and circular take (C, *spatial) or
+// (N, C, *spatial) inputs, as PyTorch's. Each kind is a class template over nd with PyTorch's
+// names as aliases (ZeroPad2d = ZeroPad<2>); errors name the module:
 // "[ZeroPad2d] padding must be a single int or 4 ints, got 2".
 class PadNd : public Module {
  public:
   std::string type_name() const override { return name_; }
   DTensor forward(const DTensor& x) override;
-  // (left, right[, top, bottom]) as F.pad takes them, last dim first.
+  // (left, right[, top, bottom[, front, back]]) as F.pad takes them, last dim first.
   const Shape& padding() const { return padding_; }
   double value() const { return value_; }
 
  protected:
-  PadNd(int64_t nd, const char* name, const char* mode, IntSpan padding, double value = 0.0);
+  // `kind` ("ZeroPad", ...) and nd make the type name ("ZeroPad2d").
+  PadNd(int64_t nd, std::string_view kind, const char* mode, IntSpan padding, double value = 0.0);
 
  private:
   std::string name_;
@@ -139,56 +142,56 @@ class PadNd : public Module {
 };
 
 // Zeros: pad(x, padding, "constant", 0).
-class ZeroPad1d : public PadNd {
+template <int64_t Nd>
+class ZeroPad : public PadNd {
  public:
-  explicit ZeroPad1d(IntSpan padding) : PadNd(1, "ZeroPad1d", "constant", padding) {}
-};
-class ZeroPad2d : public PadNd {
- public:
-  explicit ZeroPad2d(IntSpan padding) : PadNd(2, "ZeroPad2d", "constant", padding) {}
+  explicit ZeroPad(IntSpan padding) : PadNd(Nd, "ZeroPad", "constant", padding) {}
 };
 
 // A constant: pad(x, padding, "constant", value).
-class ConstantPad1d : public PadNd {
+template <int64_t Nd>
+class ConstantPad : public PadNd {
  public:
-  ConstantPad1d(IntSpan padding, double value)
-      : PadNd(1, "ConstantPad1d", "constant", padding, value) {}
-};
-class ConstantPad2d : public PadNd {
- public:
-  ConstantPad2d(IntSpan padding, double value)
-      : PadNd(2, "ConstantPad2d", "constant", padding, value) {}
+  ConstantPad(IntSpan padding, double value)
+      : PadNd(Nd, "ConstantPad", "constant", padding, value) {}
 };
 
 // The input reflected about its edge (edge not repeated): pad(x, padding, "reflect"); each pad
 // must be smaller than its dim.
-class ReflectionPad1d : public PadNd {
+template <int64_t Nd>
+class ReflectionPad : public PadNd {
  public:
-  explicit ReflectionPad1d(IntSpan padding) : PadNd(1, "ReflectionPad1d", "reflect", padding) {}
-};
-class ReflectionPad2d : public PadNd {
- public:
-  explicit ReflectionPad2d(IntSpan padding) : PadNd(2, "ReflectionPad2d", "reflect", padding) {}
+  explicit ReflectionPad(IntSpan padding) : PadNd(Nd, "ReflectionPad", "reflect", padding) {}
 };
 
 // The edge value repeated: pad(x, padding, "replicate").
-class ReplicationPad1d : public PadNd {
+template <int64_t Nd>
+class ReplicationPad : public PadNd {
  public:
-  explicit ReplicationPad1d(IntSpan padding) : PadNd(1, "ReplicationPad1d", "replicate", padding) {}
-};
-class ReplicationPad2d : public PadNd {
- public:
-  explicit ReplicationPad2d(IntSpan padding) : PadNd(2, "ReplicationPad2d", "replicate", padding) {}
+  explicit ReplicationPad(IntSpan padding) : PadNd(Nd, "ReplicationPad", "replicate", padding) {}
 };
 
 // The input wrapped around: pad(x, padding, "circular"); each pad at most its dim.
-class CircularPad1d : public PadNd {
+template <int64_t Nd>
+class CircularPad : public PadNd {
  public:
-  explicit CircularPad1d(IntSpan padding) : PadNd(1, "CircularPad1d", "circular", padding) {}
+  explicit CircularPad(IntSpan padding) : PadNd(Nd, "CircularPad", "circular", padding) {}
 };
-class CircularPad2d : public PadNd {
- public:
-  explicit CircularPad2d(IntSpan padding) : PadNd(2, "CircularPad2d", "circular", padding) {}
-};
+
+using ZeroPad1d = ZeroPad<1>;
+using ZeroPad2d = ZeroPad<2>;
+using ZeroPad3d = ZeroPad<3>;
+using ConstantPad1d = ConstantPad<1>;
+using ConstantPad2d = ConstantPad<2>;
+using ConstantPad3d = ConstantPad<3>;
+using ReflectionPad1d = ReflectionPad<1>;
+using ReflectionPad2d = ReflectionPad<2>;
+using ReflectionPad3d = ReflectionPad<3>;
+using ReplicationPad1d = ReplicationPad<1>;
+using ReplicationPad2d = ReplicationPad<2>;
+using ReplicationPad3d = ReplicationPad<3>;
+using CircularPad1d = CircularPad<1>;
+using CircularPad2d = CircularPad<2>;
+using CircularPad3d = CircularPad<3>;
 
 }  // namespace dtensor::nn

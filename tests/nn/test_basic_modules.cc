@@ -1,5 +1,5 @@
 // The everyday modules of issue 44 on one process (self mesh): Sequential, Identity, Flatten,
-// Unflatten, Dropout, the activations ReLU .. LogSoftmax, the 1d / 2d padding modules, and
+// Unflatten, Dropout, the activations ReLU .. LogSoftmax, the 1d / 2d / 3d padding modules, and
 // Embedding's padding_idx, against PyTorch 2.15's values (tests/nn/torch_nn_references.py
 // prints them; float64 inputs det_input(shape, salt)); Module::named_buffers' deduplication.
 #include <catch2/catch.hpp>
@@ -106,6 +106,7 @@ TEST_CASE("activation modules give PyTorch's values", "[nn]") {
 TEST_CASE("padding modules give PyTorch's values", "[nn]") {
   const DTensor x1 = nn::local_dtensor(input({1, 2, 3}, 1));
   const DTensor x2 = nn::local_dtensor(input({1, 1, 3, 3}, 3));
+  const DTensor x3 = nn::local_dtensor(input({1, 2, 2, 2}, 6));
   struct Case {
     std::shared_ptr<nn::Module> m;
     const char* type;
@@ -157,6 +158,39 @@ TEST_CASE("padding modules give PyTorch's values", "[nn]") {
        {1, 1, 5, 5},
        {-0.5, -2,   1.5,  -0.5, -2,  0.5,  -1, 2.5, 0.5, -1,  0,   -1.5, 2,
         0,    -1.5, -0.5, -2,   1.5, -0.5, -2, 0.5, -1,  2.5, 0.5, -1}},
+      {std::make_shared<nn::ConstantPad3d>(dt::Shape{1, 0, 0, 1, 1, 0}, 0.5),
+       "ConstantPad3d",
+       x3,
+       {1, 3, 3, 3},
+       {0.5, 0.5, 0.5, 0.5, 0.5, 0.5,  0.5, 0.5, 0.5,  0.5,  0.5, -1.5, 0.5, 2.0,
+        0.0, 0.5, 0.5, 0.5, 0.5, -2.0, 1.5, 0.5, -0.5, -2.5, 0.5, 0.5,  0.5}},
+      {std::make_shared<nn::ReplicationPad3d>(dt::Shape{0, 1, 1, 0, 0, 1}),
+       "ReplicationPad3d",
+       x3,
+       {1, 3, 3, 3},
+       {0.5, -1.5, -1.5, 0.5,  -1.5, -1.5, 2.0, 0.0,  0.0, -2.0, 1.5,  1.5,  -2.0, 1.5,
+        1.5, -0.5, -2.5, -2.5, -2.0, 1.5,  1.5, -2.0, 1.5, 1.5,  -0.5, -2.5, -2.5}},
+      {std::make_shared<nn::CircularPad3d>(dt::Shape{1}),
+       "CircularPad3d",
+       x3,
+       {1, 4, 4, 4},
+       {-2.5, -0.5, -2.5, -0.5, 1.5,  -2.0, 1.5,  -2.0, -2.5, -0.5, -2.5, -0.5, 1.5,
+        -2.0, 1.5,  -2.0, 0.0,  2.0,  0.0,  2.0,  -1.5, 0.5,  -1.5, 0.5,  0.0,  2.0,
+        0.0,  2.0,  -1.5, 0.5,  -1.5, 0.5,  -2.5, -0.5, -2.5, -0.5, 1.5,  -2.0, 1.5,
+        -2.0, -2.5, -0.5, -2.5, -0.5, 1.5,  -2.0, 1.5,  -2.0, 0.0,  2.0,  0.0,  2.0,
+        -1.5, 0.5,  -1.5, 0.5,  0.0,  2.0,  0.0,  2.0,  -1.5, 0.5,  -1.5, 0.5}},
+      {std::make_shared<nn::ReflectionPad3d>(dt::Shape{1, 0, 0, 1, 1, 0}),
+       "ReflectionPad3d",
+       x3,
+       {1, 3, 3, 3},
+       {1.5, -2.0, 1.5, -2.5, -0.5, -2.5, 1.5, -2.0, 1.5,  -1.5, 0.5, -1.5, 0.0, 2.0,
+        0.0, -1.5, 0.5, -1.5, 1.5,  -2.0, 1.5, -2.5, -0.5, -2.5, 1.5, -2.0, 1.5}},
+      {std::make_shared<nn::ZeroPad3d>(dt::Shape{0, 1, 0, 0, 1, 0}),
+       "ZeroPad3d",
+       x3,
+       {1, 3, 2, 3},
+       {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, -1.5, 0.0, 2.0, 0.0, 0.0, -2.0, 1.5, 0.0, -0.5, -2.5,
+        0.0}},
   };
   for (const Case& c : cases) {
     INFO(c.type);

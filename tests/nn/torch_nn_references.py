@@ -34,6 +34,7 @@ for name, m in [("ReLU", nn.ReLU()), ("GELU", nn.GELU()), ("GELU_tanh", nn.GELU(
 # "padding modules give PyTorch's values"
 x1 = det_input([1, 2, 3], 1)
 x2 = det_input([1, 1, 3, 3], 3)
+x3 = det_input([1, 2, 2, 2], 6)
 for name, m, inp in [("ZeroPad1d", nn.ZeroPad1d(2), x1),
                      ("ConstantPad1d", nn.ConstantPad1d((1, 2), 3.5), x1),
                      ("ConstantPad2d", nn.ConstantPad2d((1, 0, 2, 1), -1.0), x2),
@@ -41,7 +42,12 @@ for name, m, inp in [("ZeroPad1d", nn.ZeroPad1d(2), x1),
                      ("ReplicationPad1d", nn.ReplicationPad1d((1, 2)), x1),
                      ("ReplicationPad2d", nn.ReplicationPad2d((2, 0, 1, 2)), x2),
                      ("CircularPad1d", nn.CircularPad1d((3, 1)), x1),
-                     ("CircularPad2d", nn.CircularPad2d(1), x2)]:
+                     ("CircularPad2d", nn.CircularPad2d(1), x2),
+                     ("ConstantPad3d", nn.ConstantPad3d((1, 0, 0, 1, 1, 0), 0.5), x3),
+                     ("ReplicationPad3d", nn.ReplicationPad3d((0, 1, 1, 0, 0, 1)), x3),
+                     ("CircularPad3d", nn.CircularPad3d(1), x3),
+                     ("ReflectionPad3d", nn.ReflectionPad3d((1, 0, 0, 1, 1, 0)), x3),
+                     ("ZeroPad3d", nn.ZeroPad3d((0, 1, 0, 0, 1, 0)), x3)]:
     show(name, m(inp))
 
 # "Flatten and Unflatten": shapes
