@@ -31,6 +31,12 @@ function(dtensor_add_library layer)
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_link_libraries(${target} PUBLIC ${A_DEPS} PRIVATE ${A_PRIVATE_DEPS})
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+  # The hot paths cross many small functions (docs/PERFORMANCE.md, dispatch): calls within a
+  # layer go straight to the function (no interposition of our own symbols, which nothing does),
+  # so that the compiler may inline them, and calls to other libraries through the GOT, not a
+  # PLT stub.
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition -fno-plt>)
   if(NOT DTENSOR_SANITIZE)
     target_link_options(${target} PRIVATE -Wl,--no-undefined)
   endif()

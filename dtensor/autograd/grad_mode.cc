@@ -2,7 +2,9 @@
 
 namespace dtensor::autograd {
 namespace {
-thread_local bool t_grad_enabled = true;
+// Read by every dispatched op (dispatch_multi). Initial-exec: at a fixed offset from the thread
+// pointer, not through __tls_get_addr (this library is linked by its users, not dlopen'ed).
+[[gnu::tls_model("initial-exec")]] thread_local bool t_grad_enabled = true;
 }  // namespace
 
 bool grad_enabled() {

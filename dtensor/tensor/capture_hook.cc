@@ -9,6 +9,7 @@ namespace dtensor::detail {
 // The recorder and the storage pool of this thread, in one thread-local so that
 // Storage::allocate tests both with one access (declared in detail/capture_hook.h).
 [[gnu::tls_model("initial-exec")]] constinit thread_local AllocationHooks t_hooks;
+constinit std::atomic<bool> g_meta_storage_made{false};
 
 void set_capture_recorder(CaptureRecorder* recorder) {
   t_hooks.recorder = recorder;

@@ -86,7 +86,8 @@ Storage Storage::allocate(size_t nbytes, Device device) {
   s.impl_ = std::make_shared<Impl>();
   s.impl_->nbytes = nbytes;
   s.impl_->device = device;
-  if (device.is_meta()) {
+  if (device.is_meta()) [[unlikely]] {
+    detail::g_meta_storage_made.store(true, std::memory_order_relaxed);
     // No memory and no deleter; meta_memory_stats counts what the CPU allocator would hold.
     const size_t rounded = detail::cpu_allocation_size(nbytes);
     s.impl_->ctx = reinterpret_cast<void*>(rounded);
@@ -174,6 +175,7 @@ Storage Storage::from_blob(void* data, size_t nbytes, Device device, Deleter del
   s.impl_->device = device;
   s.impl_->deleter = deleter;
   s.impl_->ctx = ctx;
+  if (device.is_meta()) detail::g_meta_storage_made.store(true, std::memory_order_relaxed);
   return s;
 }
 

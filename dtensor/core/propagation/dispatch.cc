@@ -128,6 +128,28 @@ void record_kernel(detail::CaptureRecorder& recorder, const OpSchema& schema,
   recorder.record(event, std::move(fn));
 }
 
+// The kernel call of run_local when a capture is in progress on this thread or meta storages
+// exist: meta inputs get meta outputs (refused under a capture), otherwise the kernel runs in a
+// capture scope and the outermost call is recorded.
+[[gnu::noinline, gnu::cold]] void run_kernel_hooked(
+    const OpSchema& schema, const std::shared_ptr<const OutputSharding>& sharding,
+    const Shape& coord, const LocalList& locals, absl::Span<Tensor> outs) {
+  const OpInfo& op = schema.op();
+  if (any_meta(locals)) {
+    // No data to record or replay, and a capture keys values by their memory (issue 46).
+    if (detail::CaptureRecorder* r = detail::capture_recorder()) {
+      r->refuse(absl::StrCat(op.name,
+                             " on the meta device (meta tensors hold no data to record "
+                             "or replay: run a meta, dry-run step eagerly)"));
+    }
+    meta_outputs(op, *sharding, coord, locals, outs);
+    return;
+  }
+  const detail::CaptureScope capture;
+  op.kernel(KernelContext(schema, *sharding, coord), absl::MakeConstSpan(locals), outs);
+  if (capture.recording()) record_kernel(capture.recorder(), schema, sharding, coord, locals, outs);
+}
+
 }  // namespace
 
 std::shared_ptr<const DTensorSpec> data_dependent_output_spec(const OpInfo& op, size_t o,
@@ -252,20 +274,12 @@ DTensorList run_local(const OpInfo& op, absl::Span<const DTensor* const> inputs,
   }
   absl::InlinedVector<Tensor, 2> outs(nout);
   const Shape& coord = mesh.get_coordinate();
-  if (any_meta(locals)) [[unlikely]] {
-    // No data to record or replay, and a capture keys values by their memory (issue 46).
-    if (detail::CaptureRecorder* r = detail::capture_recorder()) {
-      r->refuse(absl::StrCat(op.name,
-                             " on the meta device (meta tensors hold no data to record "
-                             "or replay: run a meta, dry-run step eagerly)"));
-    }
-    meta_outputs(op, *sharding, coord, locals, absl::MakeSpan(outs));
+  // One test on the eager path: no capture on this thread and no meta storage in the process.
+  if (detail::dispatch_hooks_may_apply()) [[unlikely]] {
+    run_kernel_hooked(schema, sharding, coord, locals, absl::MakeSpan(outs));
   } else {
-    const detail::CaptureScope capture;
     op.kernel(KernelContext(schema, *sharding, coord), absl::MakeConstSpan(locals),
               absl::MakeSpan(outs));
-    if (capture.recording())
-      record_kernel(capture.recorder(), schema, sharding, coord, locals, outs);
   }
   for (size_t o = 0; o < nout; ++o) {
     if (op.data_dependent_shape) {

@@ -15,6 +15,7 @@
 
 #include <absl/types/span.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -79,6 +80,19 @@ class CaptureRecorder {
 // The recorder of this thread while a step is captured, else nullptr.
 inline CaptureRecorder* capture_recorder() {
   return t_hooks.recorder;
+}
+
+// Set, and never cleared, when the process makes its first meta storage (Storage::allocate or
+// Storage::from_blob on the meta device, dtensor/tensor/storage.cc): until then no tensor is
+// meta. A thread handed a meta tensor by another sees it set (the hand-over synchronizes).
+extern std::atomic<bool> g_meta_storage_made;
+
+// The eager dispatch's one test per op (dtensor/core/propagation/dispatch.cc): false while this
+// thread captures no step and the process has no meta storage, so that the kernel runs with no
+// capture scope and no look at its inputs' devices; true sends the op to the out-of-line path
+// that checks each case.
+inline bool dispatch_hooks_may_apply() {
+  return t_hooks.recorder != nullptr || g_meta_storage_made.load(std::memory_order_relaxed);
 }
 void set_capture_recorder(CaptureRecorder* recorder);
 
