@@ -47,6 +47,18 @@ int64_t Graph::kept_bytes() const {
   return pool_->bytes();
 }
 
+int64_t Graph::arena_bytes() const {
+  return pool_->arena_bytes();
+}
+
+int64_t Graph::planned_live_peak() const {
+  return pool_->planned_live_peak();
+}
+
+int Graph::plan_deviations() const {
+  return pool_->deviations();
+}
+
 void release_kept_storages(const Graph& g) {
   g.pool_->release();
 }

@@ -126,11 +126,18 @@ class Graph {
   }
   const std::vector<bool>& input_requires_grad() const { return input_requires_grad_; }
   const GraphStats& stats() const { return stats_; }
-  // The bytes of the storages the memory plan keeps between replays for the next one to reuse
-  // (values that died at their last reader; see plan_memory): after a replay, of each size at
-  // most what that replay needed at its start. empty_cpu_cache() and the graph's destruction
-  // free them.
+  // The bytes the memory plan keeps between replays for the next one to reuse (see plan_memory):
+  // the arena of the static offset plan (CPU), and with exact-size reuse (other devices, or a
+  // plan given up) of each size at most what the last replay needed at its start.
+  // empty_cpu_cache() and the graph's destruction free them.
   int64_t kept_bytes() const;
+  // The static offset plan (detail/replay_pool.h): its arena's bytes (0 before the first replay
+  // has recorded it, or when given up), the most bytes of planned allocations alive at once in
+  // the replay it was recorded from (what a perfect packing would need), and how many replays
+  // deviated from their plan (each then recorded a new one).
+  int64_t arena_bytes() const;
+  int64_t planned_live_peak() const;
+  int plan_deviations() const;
 
   // One line per node: "%7 = op mm(%3, %c1)  S(0), R -> S(0)", collectives after '|'.
   std::string str() const;
@@ -235,8 +242,10 @@ void dedup_collectives(Graph& g, absl::Span<const Tensor> captured);
 // Computes the values each node is the last reader of, so replay drops them there, and the
 // peak bytes with and without that (GraphStats). A dropped value's storage, when nothing else
 // references it, is kept by the graph and reused by the next allocation of its size during this
-// or a later replay (ReplayPool; Graph::kept_bytes), which keeps of each size only what the
-// last replay needed at its start. Disabled: nothing is dropped before the end, nothing is kept.
+// or a later replay (ReplayPool; Graph::kept_bytes): CPU memory by a static offset plan in one
+// arena recorded from the first replay, other devices by exact size, keeping of each size only
+// what the last replay needed at its start. Disabled: nothing is dropped before the end, nothing
+// is kept.
 void plan_memory(Graph& g, bool enabled);
 // A move of a value undone by the next move of its result (x -> y -> x, x not Partial: a gather
 // then a chunk of the same layout) gives x back: the second is dropped and its readers read x;

@@ -1,12 +1,336 @@
 #include "dtensor/compile/detail/replay_pool.h"
 
+#include <algorithm>
+#include <deque>
+#include <iterator>
+#include <limits>
+#include <map>
 #include <memory>
+#include <thread>
 #include <utility>
 
 namespace dtensor::compiler {
 
+namespace {
+constexpr Device kCpu{};
+// Perturbed packing orders tried at most when the fixed ones need more than the live peak.
+constexpr int kPackingAttempts = 256;
+
+// A storage over pool memory: Storage treats it as the library's (detail/storage_pool.h).
+Storage pooled_storage(void* data, size_t nbytes, dtensor::detail::PooledMemory* slot) {
+  return Storage::from_blob(data, nbytes, kCpu, &dtensor::detail::pooled_free, slot);
+}
+
+// An object shared by the pool and the storages it handed out, freed by the last of them.
+class Shared {
+ public:
+  void ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  // Storages alive (the pool's reference not counted).
+  int64_t alive() const { return refs_.load(std::memory_order_acquire) - 1; }
+  virtual ~Shared() = default;
+
+ private:
+  std::atomic<int64_t> refs_{1};
+};
+}  // namespace
+
+// One replay's CPU allocations on the replaying thread, each with the allocator's own memory,
+// and when each was freed: before which allocation of the replay, and on which thread.
+class Recording final : public Shared {
+ public:
+  struct Entry final : dtensor::detail::PooledMemory {
+    Recording* owner = nullptr;
+    size_t nbytes = 0;
+    // The replay's allocations made when it was freed on the replaying thread during the
+    // replay; -1 while alive, or freed on another thread or after the replay.
+    std::atomic<int64_t> end{-1};
+    std::atomic<bool> carried{false};  // freed by the next replay
+    void give_back(void* data) override { owner->freed(*this, data); }
+  };
+  Recording() : thread_(std::this_thread::get_id()) {}
+  int64_t made() const { return made_.load(std::memory_order_relaxed); }
+  // The next replay records `next` (on this thread): an allocation of this one it frees is
+  // carried over, its end size() + next's allocations by then; nullptr ends the link.
+  void follow(Recording* next) {
+    if (follower_ != nullptr) follower_->unref();
+    follower_ = next;
+    if (next != nullptr) next->ref();
+  }
+  // The same allocation sizes in the same order.
+  bool same_sizes(const Recording& o) const {
+    if (entries_.size() != o.entries_.size()) return false;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].nbytes != o.entries_[i].nbytes) return false;
+    }
+    return true;
+  }
+  Storage allocate(size_t nbytes) {
+    Entry& e = entries_.emplace_back();
+    e.owner = this;
+    e.nbytes = nbytes;
+    ref();
+    made_.store(static_cast<int64_t>(entries_.size()), std::memory_order_relaxed);
+    return pooled_storage(dtensor::detail::cpu_allocate(nbytes), nbytes, &e);
+  }
+  // The end of the replay: frees from now on are not the plan's.
+  void finish() { finished_.store(true, std::memory_order_relaxed); }
+  MemoryPlan plan() const;
+
+ private:
+  void freed(Entry& e, void* data) {
+    if (std::this_thread::get_id() == thread_) {
+      if (!finished_.load(std::memory_order_relaxed)) {
+        e.end.store(made(), std::memory_order_relaxed);
+      } else if (follower_ != nullptr) {
+        e.end.store(made() + follower_->made(), std::memory_order_relaxed);
+        e.carried.store(true, std::memory_order_relaxed);
+      }
+    }
+    dtensor::detail::cpu_free(
+        data, reinterpret_cast<void*>(dtensor::detail::cpu_allocation_size(e.nbytes)));
+    unref();
+  }
+  std::deque<Entry> entries_;  // stable addresses: the storages' ctx
+  std::atomic<int64_t> made_{0};
+  std::atomic<bool> finished_{false};
+  std::thread::id thread_;
+  Recording* follower_ = nullptr;  // read and written on thread_ only
+};
+
+// The memory of a plan: one block, a slot per planned allocation.
+class Arena final : public Shared {
+ public:
+  struct Slot final : dtensor::detail::PooledMemory {
+    Arena* owner = nullptr;
+    bool carried = false;
+    std::atomic<bool> live{false};
+    void give_back(void* /*data*/) override {
+      live.store(false, std::memory_order_release);
+      if (!carried) owner->transient_live_.fetch_sub(1, std::memory_order_acq_rel);
+      owner->unref();
+    }
+  };
+  Arena(const MemoryPlan& plan, Storage block)
+      : block_(std::move(block)), slots_(plan.slots.size()) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      slots_[i].owner = this;
+      slots_[i].carried = plan.slots[i].carried;
+    }
+  }
+  const Storage& block() const { return block_; }
+  // Storages alive that the plan does not carry into the next replay (a replay starts on this
+  // arena only when there are none).
+  int64_t transient_live() const { return transient_live_.load(std::memory_order_acquire); }
+  // The bytes of the carried storages alive now (held between replays, as in eager mode).
+  int64_t carried_live_bytes(const MemoryPlan& plan) const {
+    int64_t bytes = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].carried && slots_[i].live.load(std::memory_order_relaxed)) {
+        bytes += static_cast<int64_t>(dtensor::detail::cpu_allocation_size(plan.slots[i].nbytes));
+      }
+    }
+    return bytes;
+  }
+  // Planned allocation i's storage, or an undefined one when an allocation whose memory it
+  // reuses is still alive.
+  Storage give(const MemoryPlan& plan, size_t i) {
+    const MemoryPlan::Slot& p = plan.slots[i];
+    for (uint32_t k = 0; k < p.preds_count; ++k) {
+      if (slots_[plan.preds[p.preds_begin + k]].live.load(std::memory_order_acquire)) {
+        return Storage();
+      }
+    }
+    Slot& s = slots_[i];
+    s.live.store(true, std::memory_order_relaxed);
+    if (!s.carried) transient_live_.fetch_add(1, std::memory_order_relaxed);
+    ref();
+    // new contents: the version counter starts afresh with the storage
+    return pooled_storage(static_cast<char*>(block_.data()) + p.offset, p.nbytes, &s);
+  }
+
+ private:
+  Storage block_;
+  std::vector<Slot> slots_;
+  std::atomic<int64_t> transient_live_{0};
+};
+
+MemoryPlan Recording::plan() const {
+  MemoryPlan plan;
+  const size_t n = entries_.size();
+  plan.slots.resize(n);
+  struct Item {
+    int64_t size, start, end;
+    size_t index;
+  };
+  std::vector<Item> items;
+  for (size_t i = 0; i < n; ++i) {
+    plan.slots[i].nbytes = entries_[i].nbytes;
+    const auto start = static_cast<int64_t>(i), period = static_cast<int64_t>(n);
+    const int64_t end = std::max(entries_[i].end.load(std::memory_order_relaxed), start + 1);
+    // Outlived the next replay's allocation of it (or that replay), or freed by another thread.
+    if (entries_[i].end.load(std::memory_order_relaxed) < 0 || end > period + start) continue;
+    plan.slots[i].carried = entries_[i].carried.load(std::memory_order_relaxed);
+    items.push_back({static_cast<int64_t>(dtensor::detail::cpu_allocation_size(entries_[i].nbytes)),
+                     start, end, i});
+  }
+  // The most bytes alive at once (the bound any packing needs), the carried ones alive from the
+  // next replay's start too (the timeline is a circle of n allocations).
+  std::vector<int64_t> delta(n + 2, 0);
+  for (const Item& it : items) {
+    delta[static_cast<size_t>(it.start)] += it.size;
+    delta[static_cast<size_t>(std::min<int64_t>(it.end, static_cast<int64_t>(n)))] -= it.size;
+    if (it.end > static_cast<int64_t>(n)) {
+      delta[0] += it.size;
+      delta[static_cast<size_t>(it.end) - n] -= it.size;
+    }
+  }
+  const auto overlap = [n = static_cast<int64_t>(n)](const Item& a, const Item& b) {
+    for (const int64_t shift : {-n, int64_t{0}, n}) {
+      if (b.start + shift < a.end && a.start < b.end + shift) return true;
+    }
+    return false;
+  };
+  int64_t live = 0;
+  for (int64_t d : delta) plan.live_peak = std::max(plan.live_peak, live += d);
+  // Packing: in a given order, each at the smallest gap that holds it among the placed
+  // allocations alive at the same time (or above them all; or at the lowest gap that holds it).
+  // Several orders and both gap choices are tried and the smallest arena kept (a plan is made
+  // once per graph).
+  const auto pack = [&](const std::vector<size_t>& order, bool best_fit,
+                        std::vector<int64_t>& offsets) {
+    int64_t arena = 0;
+    std::vector<std::pair<int64_t, int64_t>> placed;  // (offset, size) of the overlapping ones
+    std::vector<size_t> done;
+    for (const size_t k : order) {
+      const Item& it = items[k];
+      placed.clear();
+      for (const size_t d : done) {
+        if (overlap(items[d], it)) placed.emplace_back(offsets[d], items[d].size);
+      }
+      std::sort(placed.begin(), placed.end());
+      int64_t at = -1, at_gap = std::numeric_limits<int64_t>::max(), top = 0;
+      for (const auto& [offset, size] : placed) {
+        const int64_t gap = offset - top;
+        if (gap >= it.size && gap < at_gap && (best_fit || at < 0)) {
+          at = top;
+          at_gap = gap;
+        }
+        top = std::max(top, offset + size);
+      }
+      if (at < 0) at = top;
+      offsets[k] = at;
+      arena = std::max(arena, at + it.size);
+      done.push_back(k);
+    }
+    return arena;
+  };
+  using Less = bool (*)(const Item&, const Item&);
+  const Less orders[] = {
+      // largest first, longer-lived first among equals
+      [](const Item& x, const Item& y) {
+        return x.size != y.size ? x.size > y.size : x.end - x.start > y.end - y.start;
+      },
+      // longest-lived first
+      [](const Item& x, const Item& y) {
+        return x.end - x.start != y.end - y.start ? x.end - x.start > y.end - y.start
+                                                  : x.size > y.size;
+      },
+      // the largest area (bytes x lifetime) first
+      [](const Item& x, const Item& y) {
+        return x.size * (x.end - x.start) > y.size * (y.end - y.start);
+      },
+      // allocation order (what a plain allocator sees)
+      [](const Item& x, const Item& y) { return x.start < y.start; },
+  };
+  std::vector<int64_t> offsets(items.size()), best_offsets;
+  plan.arena_bytes = -1;
+  for (const Less less : orders) {
+    std::vector<size_t> order(items.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return less(items[a], items[b]); });
+    for (const bool best_fit : {true, false}) {
+      const int64_t arena = pack(order, best_fit, offsets);
+      if (plan.arena_bytes < 0 || arena < plan.arena_bytes) {
+        plan.arena_bytes = arena;
+        best_offsets = offsets;
+      }
+    }
+  }
+  // Then orders near the first one (sizes scaled by a factor in [0.5, 1.5), a fixed
+  // pseudo-random sequence) until one needs no more than the most bytes alive at once.
+  uint64_t seed = 0x9e3779b97f4a7c15ULL;
+  std::vector<double> key(items.size());
+  for (int attempt = 0; attempt < kPackingAttempts && plan.arena_bytes > plan.live_peak;
+       ++attempt) {
+    for (size_t k = 0; k < items.size(); ++k) {
+      seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+      const double r = static_cast<double>(seed >> 11) / static_cast<double>(uint64_t{1} << 53);
+      // half the attempts near largest-first, half near largest-area-first
+      key[k] = static_cast<double>(items[k].size) *
+               (attempt % 2 == 0 ? 0.5 + r
+                                 : (0.5 + r) * static_cast<double>(items[k].end - items[k].start));
+    }
+    std::vector<size_t> order(items.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] > key[b]; });
+    const int64_t arena = pack(order, /*best_fit=*/true, offsets);
+    if (arena < plan.arena_bytes) {
+      plan.arena_bytes = arena;
+      best_offsets = offsets;
+    }
+  }
+  plan.arena_bytes = std::max<int64_t>(plan.arena_bytes, 0);
+  for (size_t k = 0; k < items.size(); ++k) plan.slots[items[k].index].offset = best_offsets[k];
+  // Each planned allocation's predecessors: the allocations that last held some of its bytes
+  // before it (in allocation order). A replay gives it only when they are all dead; as every
+  // allocation it gave before was checked so, every earlier one sharing its bytes is then dead.
+  // The carried allocations hold their bytes when a replay starts.
+  std::map<int64_t, std::pair<int64_t, uint32_t>> owner;  // start -> (end, allocation)
+  for (size_t i = 0; i < n; ++i) {
+    const MemoryPlan::Slot& s = plan.slots[i];
+    if (s.offset < 0 || !s.carried) continue;
+    owner.emplace(s.offset,
+                  std::make_pair(s.offset + static_cast<int64_t>(
+                                                dtensor::detail::cpu_allocation_size(s.nbytes)),
+                                 static_cast<uint32_t>(i)));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    MemoryPlan::Slot& s = plan.slots[i];
+    if (s.offset < 0) continue;
+    const int64_t lo = s.offset,
+                  hi = lo + static_cast<int64_t>(dtensor::detail::cpu_allocation_size(s.nbytes));
+    s.preds_begin = static_cast<uint32_t>(plan.preds.size());
+    auto it = owner.upper_bound(lo);
+    if (it != owner.begin()) --it;
+    while (it != owner.end() && it->first < hi) {
+      const int64_t a = it->first, b = it->second.first;
+      const uint32_t who = it->second.second;
+      if (b <= lo) {
+        ++it;
+        continue;
+      }
+      if (std::find(plan.preds.begin() + s.preds_begin, plan.preds.end(), who) ==
+          plan.preds.end()) {
+        plan.preds.push_back(who);
+      }
+      it = owner.erase(it);
+      if (a < lo) owner.emplace(a, std::make_pair(lo, who));
+      if (b > hi) it = owner.emplace(hi, std::make_pair(b, who)).first;
+    }
+    owner.emplace(lo, std::make_pair(hi, static_cast<uint32_t>(i)));
+    s.preds_count = static_cast<uint32_t>(plan.preds.size()) - s.preds_begin;
+  }
+  return plan;
+}
+
 void ReplayPool::recycle(Tensor& t) {
-  if (count_ < limit_ && t.defined() && t.storage().sole_owner()) {
+  // Planned CPU memory goes back to the plan by itself (its storage's last reference).
+  if (count_ < limit_ && t.defined() && (mode_ == Mode::kExact || !t.device().is_cpu()) &&
+      t.storage().sole_owner()) {
     const Storage& s = t.storage();
     dtensor::detail::note_storage_kept(s);
     SizeClass& c = classes_[Key{s.nbytes(), s.device()}];
@@ -21,7 +345,57 @@ void ReplayPool::recycle(Tensor& t) {
   std::construct_at(&t);
 }
 
+void ReplayPool::start() {
+  next_ = 0;
+  deviated_ = false;
+  serving_ = false;
+  if (limit_ == 0 || mode_ == Mode::kExact) return;
+  if (mode_ == Mode::kRecord) {
+    recording_ = new Recording();
+    if (previous_ != nullptr) previous_->follow(recording_);
+    return;
+  }
+  // A storage of the arena the plan does not carry is still alive: its memory is not the plan's.
+  if (arena_ != nullptr && arena_->transient_live() > 0) drop_arena();
+  if (plan_.arena_bytes == 0) return;  // nothing to plan
+  if (arena_ == nullptr) {
+    // The arena itself is the allocator's (not an outer replay's pool).
+    dtensor::detail::StoragePool* outer = dtensor::detail::set_storage_pool(nullptr);
+    Storage block = Storage::allocate(static_cast<size_t>(plan_.arena_bytes), kCpu);
+    dtensor::detail::set_storage_pool(outer);
+    arena_ = new Arena(plan_, std::move(block));
+  } else {
+    uncache_arena();
+  }
+  serving_ = true;
+}
+
 Storage ReplayPool::take(size_t nbytes, Device device) {
+  if (device.is_cpu()) {
+    if (recording_ != nullptr) return recording_->allocate(nbytes);
+    if (arena_ != nullptr && mode_ == Mode::kPlanned) return take_planned(nbytes);
+  }
+  return take_kept(nbytes, device);
+}
+
+Storage ReplayPool::take_planned(size_t nbytes) {
+  const size_t i = next_++;
+  if (!serving_) return Storage();
+  if (i >= plan_.slots.size() || plan_.slots[i].nbytes != nbytes) {
+    serving_ = false;  // another allocation than planned: the rest of the replay is unplanned
+    deviated_ = true;
+    return Storage();
+  }
+  if (plan_.slots[i].offset < 0) return Storage();  // the allocator's (it outlives the replay)
+  Storage s = arena_->give(plan_, i);
+  if (!s.defined()) {
+    serving_ = false;  // memory the plan reuses is still in use
+    deviated_ = true;
+  }
+  return s;
+}
+
+Storage ReplayPool::take_kept(size_t nbytes, Device device) {
   // Counted even when none is kept: the next replay finds one (trim keeps what was asked for).
   SizeClass& c = classes_[Key{nbytes, device}];
   if (++c.drawn > c.most_drawn) c.most_drawn = c.drawn;
@@ -44,10 +418,64 @@ void ReplayPool::shrink(const Key& key, SizeClass& c, size_t keep) {
   }
 }
 
-void ReplayPool::trim() {
+void ReplayPool::uncache_arena() {
+  if (cached_ == 0) return;
+  dtensor::detail::note_storage_reused(
+      Storage::from_blob(arena_->block().data(), static_cast<size_t>(cached_), kCpu));
+  bytes_.fetch_sub(cached_, std::memory_order_relaxed);
+  cached_ = 0;
+}
+
+void ReplayPool::drop_arena() {
+  if (arena_ == nullptr) return;
+  uncache_arena();
+  arena_->unref();
+  arena_ = nullptr;
+}
+
+void ReplayPool::trim(bool complete) {
   for (auto& [key, c] : classes_) {
     shrink(key, c, static_cast<size_t>(c.most_drawn));
     c.drawn = c.most_drawn = 0;
+  }
+  if (recording_ != nullptr) {
+    // Two replays are recorded: the plan is the first one's, with the frees of its allocations
+    // the second made (carried over), when both made the same allocations.
+    recording_->finish();
+    if (previous_ != nullptr) previous_->follow(nullptr);
+    if (complete && previous_ != nullptr && previous_->same_sizes(*recording_)) {
+      plan_ = previous_->plan();
+      plan_ready_ = true;
+      mode_ = Mode::kPlanned;  // the next replay makes the arena
+    }
+    if (previous_ != nullptr) previous_->unref();
+    previous_ = nullptr;
+    if (complete && mode_ == Mode::kRecord) {
+      previous_ = recording_;  // the next replay records the second
+    } else {
+      recording_->unref();
+    }
+    recording_ = nullptr;
+    return;
+  }
+  if (mode_ != Mode::kPlanned) return;
+  serving_ = false;
+  if (deviated_) {
+    ++deviations_;
+    drop_arena();
+    plan_ready_ = false;
+    mode_ = ++plans_failed_ >= kMaxPlans ? Mode::kExact : Mode::kRecord;
+    return;
+  }
+  // Between replays the arena is cached but for the carried values alive in it (held, as the
+  // eager step holds them: the gradients).
+  if (arena_ != nullptr && cached_ == 0) {
+    cached_ = plan_.arena_bytes - arena_->carried_live_bytes(plan_);
+    if (cached_ > 0) {
+      dtensor::detail::note_storage_kept(
+          Storage::from_blob(arena_->block().data(), static_cast<size_t>(cached_), kCpu));
+      bytes_.fetch_add(cached_, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -59,11 +487,17 @@ void ReplayPool::release() {
 
 void ReplayPool::release_all() {
   for (auto& [key, c] : classes_) shrink(key, c, 0);
+  drop_arena();
 }
 
 ReplayPool::~ReplayPool() {
   dtensor::detail::unregister_storage_pool(this);  // no release may reach it from now on
   release_all();
+  if (recording_ != nullptr) recording_->unref();
+  if (previous_ != nullptr) {
+    previous_->follow(nullptr);
+    previous_->unref();
+  }
 }
 
 }  // namespace dtensor::compiler
