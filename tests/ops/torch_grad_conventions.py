@@ -125,3 +125,6 @@ print("cat int32 + float64", torch.cat([torch.tensor([1, 2], dtype=torch.int32),
 for v in (0.5, 1.5, -1.5):
     print("addcmul int64 value", v, torch.addcmul(torch.tensor([1, 2]), torch.tensor([3, 4]),
                                                   torch.tensor([2, 2]), value=v).tolist())
+# tests/ops/reduction/test_reduction_dtensor.cc, "mean of float16 / bfloat16 sums in float32":
+print("mean float16 [60000, 60000]", torch.tensor([60000., 60000.], dtype=torch.float16).mean().item(),
+      "bfloat16 [3e38, 3e38]", torch.tensor([3e38, 3e38], dtype=torch.bfloat16).mean().item())

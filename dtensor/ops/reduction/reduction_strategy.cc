@@ -375,6 +375,13 @@ Tensor mean_kernel(const KernelContext& c, Locals l) {
   const auto mask = mask_of(dims, static_cast<int64_t>(global.size()), "mean");
   int64_t n = 1;
   for (size_t d = 0; d < global.size(); ++d) n *= mask[d] ? global[d] : 1;
+  // 16-bit floats: sum and divide in float32, round once (PyTorch's CPU mean; a float16 sum
+  // overflowed: the mean of [60000, 60000] was inf).
+  const DType dtype = l[0].dtype();
+  if (dtype == kFloat16 || dtype == kBFloat16) {
+    const Tensor s = sum(l[0].to(kFloat32), dims, c.arg<bool>(1));
+    return div(s, Scalar(static_cast<double>(n))).to(dtype);
+  }
   return div(sum(l[0], dims, c.arg<bool>(1)), Scalar(static_cast<double>(n)));
 }
 

@@ -304,3 +304,17 @@ TEST_CASE(
       },
       f64({0, 1.5, -3}));
 }
+
+TEST_CASE("mean of float16 / bfloat16 sums in float32 and rounds once, as PyTorch's CPU mean") {
+  // tests/ops/torch_grad_conventions.py: mean(float16 [60000, 60000]) is 60000; the DTensor mean
+  // summed in float16 first, inf. Row-sharded: each rank's share is its float32 sum / n.
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = dt::from_vector<double>({60000, 60000, 60000, 60000}, {4}).to(dt::kFloat16);
+  for (const Placements& p : {Placements{Replicate()}, Placements{Shard(0)}}) {
+    INFO(dt::placements_str(p));
+    const DTensor m = dt::mean(dt::distribute_tensor(x, mesh, p, std::nullopt));
+    CHECK(m.dtype() == dt::kFloat16);
+    CHECK(m.full_tensor().item<double>() == 60000.0);
+  }
+}
