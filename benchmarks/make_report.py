@@ -536,9 +536,10 @@ def compile_section(res, tg):
         "eager step runs on the same shards), measured on the replays themselves; framework "
         "time = step - kernel time (for the eager step: dispatch, propagation, autograd "
         "recording, hooks, and allocating and freeing; for replay: the graph walk and giving "
-        "up values at their last reader, whose part is the frees column). Replay keeps the "
-        "storages of values that died for the next allocation of the same size (the memory "
-        "plan's pool), so from the second replay on it neither frees nor allocates them: "
+        "up values at their last reader, whose part is the frees column). Replay takes the "
+        "memory of the values it makes from one arena at offsets planned from its first two "
+        "replays (the memory plan), so from the third replay on it neither frees nor allocates "
+        "them: "
         "freeing was most of replay's own time (glibc returning the heap's top to the system, "
         "then faulting the pages in again). The kernel time, used for both sides, is replay's, "
         "which no longer pays those page faults; eager's count as eager framework time, which "
@@ -581,6 +582,26 @@ def compile_section(res, tg):
             f"{r['eager_minus_replay_seconds'] * 1e3:.2f} | "
             f"{r['collectives']} ({r['collectives_no_dedup']}) |")
     out.append("")
+    mem = [r for r in sorted(rows, key=lambda r: r["ranks"]) if r.get("eager_peak_bytes", 0) > 0]
+    if mem:
+        out += [
+            "Memory (rank 0): the step's peak of held bytes beyond those held before it, eager vs "
+            "replay (the replay's arena, the memory plan's static offset plan, counts as held "
+            "during the replay), and what the graph keeps between replays (the arena but for the "
+            "gradients in it, counted as cached). Target: replay peak <= eager peak "
+            "(issue 42 item 7).",
+            "",
+            "| ranks | eager peak MB | replay peak MB | replay / eager | target | kept between replays MB |",
+            "|---:|---:|---:|---:|---|---:|",
+        ]
+        for r in mem:
+            ratio = r["replay_peak_bytes"] / r["eager_peak_bytes"]
+            st = tg.le(f"compiled step: replay peak / eager peak at {r['ranks']} rank(s)", ratio, 1.0,
+                       unit="x")
+            out.append(f"| {r['ranks']} | {r['eager_peak_bytes'] / 1e6:.3f} | "
+                       f"{r['replay_peak_bytes'] / 1e6:.3f} | {ratio:.3f} | <= 1: {st} | "
+                       f"{r['kept_bytes'] / 1e6:.3f} |")
+        out.append("")
     return out
 
 
