@@ -128,3 +128,9 @@ for v in (0.5, 1.5, -1.5):
 # tests/ops/reduction/test_reduction_dtensor.cc, "mean of float16 / bfloat16 sums in float32":
 print("mean float16 [60000, 60000]", torch.tensor([60000., 60000.], dtype=torch.float16).mean().item(),
       "bfloat16 [3e38, 3e38]", torch.tensor([3e38, 3e38], dtype=torch.bfloat16).mean().item())
+# tests/ops/elementwise/test_elementwise_dtensor.cc, "comparisons of 16-bit floats with a scalar
+# ...": the scalar is rounded to the tensor's dtype first (arithmetic keeps it in float).
+h = torch.tensor([0.1, 0.2], dtype=torch.float16)
+bf = torch.tensor([0.1, 0.2], dtype=torch.bfloat16)
+print("float16 [0.1, 0.2] == 0.1", (h == 0.1).tolist(), "< 0.1", (h < 0.1).tolist(),
+      "bfloat16 == 0.1", (bf == 0.1).tolist(), ">= 0.1", (bf >= 0.1).tolist())

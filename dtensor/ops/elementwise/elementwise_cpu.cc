@@ -178,7 +178,9 @@ void compare_typed(CompareOp op, const ElementwiseIter& it) {
 template <typename T>
 void compare_scalar_typed(CompareOp op, const ElementwiseIter& it, const Scalar& s) {
   using C = compute_t<T>;
-  const C v = s.to<C>();
+  // A floating scalar is compared as a value of the tensor's dtype (PyTorch: float16 0.1 ==
+  // 0.1 is true), not in the wider compute type; integer scalars as they are.
+  const C v = is_floating(dtype_of_v<T>) ? static_cast<C>(s.to<T>()) : s.to<C>();
   switch (op) {
     case CompareOp::kEq:
       return cpu_kernel<bool, T>(it, [v](C a) { return a == v; });

@@ -187,7 +187,9 @@ void compare_typed(CompareOp op, const Tensor& out, const Tensor& a, const Tenso
 template <typename T>
 void compare_scalar_typed(CompareOp op, const Tensor& out, const Tensor& a, const Scalar& s) {
   using C = compute_t<T>;
-  const C v = s.to<C>();
+  // A floating scalar is compared as a value of the tensor's dtype (PyTorch: float16 0.1 ==
+  // 0.1 is true), not in the wider compute type; integer scalars as they are.
+  const C v = is_floating(dtype_of_v<T>) ? static_cast<C>(s.to<T>()) : s.to<C>();
   const std::initializer_list<const Tensor*> in{&a};
   switch (op) {
     case CompareOp::kEq:

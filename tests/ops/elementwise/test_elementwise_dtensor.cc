@@ -596,3 +596,23 @@ TEST_CASE(
         dt::from_vector<double>({0, 0.9802581434685472, 0.34657359027997264}, {3}), 1e-15));
   }
 }
+
+TEST_CASE("comparisons of 16-bit floats with a scalar round the scalar to their dtype") {
+  // tests/ops/torch_grad_conventions.py: float16 [0.1, 0.2] == 0.1 is [true, false] (0.1 rounds
+  // to the float16 0.0999755859375); it compared with the float 0.1 and gave [false, false].
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const auto bools = [](std::vector<double> v) {
+    return dt::from_vector<double>(v, {static_cast<int64_t>(v.size())}).to(dt::kBool);
+  };
+  for (dt::DType dtype : {dt::kFloat16, dt::kBFloat16}) {
+    const Tensor x = dt::from_vector<double>({0.1, 0.2}, {2}).to(dtype);
+    CHECK(dt::equal(dt::eq(x, dt::Scalar(0.1)), bools({1, 0})));
+    CHECK(dt::equal(dt::lt(x, dt::Scalar(0.1)), bools({0, 0})));
+    CHECK(dt::equal(dt::ge(x, dt::Scalar(0.1)), bools({1, 1})));
+    for (const Placements& p : {Placements{Replicate()}, Placements{Shard(0)}}) {
+      const DTensor d = dt::distribute_tensor(x, mesh, p, std::nullopt);
+      CHECK(dt::equal(dt::eq(d, dt::Scalar(0.1)).full_tensor(), bools({1, 0})));
+    }
+  }
+}
