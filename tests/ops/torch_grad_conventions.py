@@ -134,3 +134,6 @@ h = torch.tensor([0.1, 0.2], dtype=torch.float16)
 bf = torch.tensor([0.1, 0.2], dtype=torch.bfloat16)
 print("float16 [0.1, 0.2] == 0.1", (h == 0.1).tolist(), "< 0.1", (h < 0.1).tolist(),
       "bfloat16 == 0.1", (bf == 0.1).tolist(), ">= 0.1", (bf >= 0.1).tolist())
+# test_elementwise_dtensor.cc, "clamp with one tensor bound ...": clamp(x, min) / clamp(x, None, max)
+print("clamp(x, min tensor)", grad_of(lambda x, m: torch.clamp(x, m, None), [1., 2., 3., nan], [2., 2., 2., 2.]))
+print("clamp(x, None, max tensor)", grad_of(lambda x, m: torch.clamp(x, None, m), [1., 2., 3., nan], [2., 2., 2., 2.]))

@@ -84,6 +84,12 @@ DTensor clamp(const DTensor& x, std::optional<Scalar> min, std::optional<Scalar>
 }
 DTensor clamp(const DTensor& x, const DTensor& min, const DTensor& max) {
   static const OpInfo& info = ops_op("clamp.Tensor");
+  // One bound left out (an undefined DTensor, PyTorch's None): clamp(x, min) is maximum(x, min)
+  // and clamp(x, max = max) minimum(x, max), values and gradients alike (ties split, a NaN x
+  // passes the gradient to both), as PyTorch's clamp_backward_min_max.
+  if (x.defined() && min.defined() != max.defined()) {
+    return min.defined() ? maximum(x, min) : minimum(x, max);
+  }
   return dispatch(info, {&x, &min, &max});
 }
 DTensor clamp_min(const DTensor& x, const Scalar& min) {

@@ -616,3 +616,31 @@ TEST_CASE("comparisons of 16-bit floats with a scalar round the scalar to their 
     }
   }
 }
+
+TEST_CASE("clamp with one tensor bound is maximum / minimum, values and gradients (PyTorch's)") {
+  // tests/ops/torch_grad_conventions.py; an undefined bound raised "[clamp.Tensor] argument max
+  // is an undefined DTensor" where PyTorch takes None.
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor xs = dt::from_vector<double>({1, 2, 3, nan}, {4});
+  const Tensor bs = dt::from_vector<double>({2, 2, 2, 2}, {4});
+  const Tensor up = dt::from_vector<double>({0, 0.5, 1, 1}, {4});
+  const Tensor down = dt::from_vector<double>({1, 0.5, 0, 1}, {4});
+  for (const Placements& p : {Placements{Replicate()}, Placements{Shard(0)}}) {
+    for (const bool lower : {true, false}) {
+      INFO(dt::placements_str(p) << (lower ? " min" : " max"));
+      DTensor x = dt::distribute_tensor(xs, mesh, p, std::nullopt);
+      DTensor b = dt::distribute_tensor(bs, mesh, p, std::nullopt);
+      x.requires_grad_();
+      b.requires_grad_();
+      const DTensor y = lower ? dt::clamp(x, b, DTensor()) : dt::clamp(x, DTensor(), b);
+      const Tensor want =
+          dt::from_vector<double>({lower ? 2.0 : 1.0, 2, lower ? 3.0 : 2.0, nan}, {4});
+      CHECK(tt::same_values(y.full_tensor(), want, 0.0));
+      dt::sum(y).backward();
+      CHECK(tt::same_values(x.grad().full_tensor(), lower ? up : down, 0.0));
+      CHECK(tt::same_values(b.grad().full_tensor(), lower ? down : up, 0.0));
+    }
+  }
+}
