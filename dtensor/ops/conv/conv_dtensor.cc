@@ -22,9 +22,17 @@ namespace {
 DTensor conv_nd(int64_t nd, const DTensor& input, const DTensor& weight, const DTensor& bias,
                 IntSpan stride, IntSpan padding, IntSpan dilation, bool transposed,
                 IntSpan output_padding, int64_t groups, const char* op) {
+  // An unbatched input [C, *spatial] is a batch of one, as PyTorch's (the output has no batch
+  // dim either).
+  if (input.defined() && input.dim() == nd + 1) {
+    return squeeze(conv_nd(nd, unsqueeze(input, 0), weight, bias, stride, padding, dilation,
+                           transposed, output_padding, groups, op),
+                   0);
+  }
   DT_CHECK(input.defined() && input.dim() == nd + 2,
-           "[%s] expected a batched %dD input DTensor ([N, C, *spatial]), got %d dims", op, nd + 2,
-           input.defined() ? input.dim() : int64_t{-1});
+           "[%s] expected a %dD (batched) or %dD (unbatched) input DTensor ([N, C, *spatial] or "
+           "[C, *spatial]), got %d dims",
+           op, nd + 2, nd + 1, input.defined() ? input.dim() : int64_t{-1});
   return convolution(input, weight, bias, detail::conv_expand(stride, nd, "stride", op),
                      detail::conv_expand(padding, nd, "padding", op),
                      detail::conv_expand(dilation, nd, "dilation", op), transposed,
@@ -34,6 +42,11 @@ DTensor conv_nd(int64_t nd, const DTensor& input, const DTensor& weight, const D
 DTensor conv_string(int64_t nd, const DTensor& input, const DTensor& weight, const DTensor& bias,
                     IntSpan stride, ConvPadding padding, IntSpan dilation, int64_t groups,
                     const char* op) {
+  if (input.defined() && input.dim() == nd + 1) {  // unbatched, as conv_nd
+    return squeeze(
+        conv_string(nd, unsqueeze(input, 0), weight, bias, stride, padding, dilation, groups, op),
+        0);
+  }
   DT_CHECK(weight.defined() && weight.dim() == nd + 2, "[%s] expected a %dD weight", op, nd + 2);
   const Shape s = detail::conv_expand(stride, nd, "stride", op);
   const Shape d = detail::conv_expand(dilation, nd, "dilation", op);

@@ -281,6 +281,32 @@ TEST_CASE("convolutions: unbatched input, padding strings, empty batch, errors")
   CHECK_THROWS_WITH(dt::conv1d(x, w), Catch::Contains("as many dims"));
   CHECK_THROWS_WITH(dt::conv1d(det({1, 3, 7, 2}, 1), det({2, 3, 3}, 2)),
                     Catch::Contains("expected a 2D (unbatched) or 3D"));
+  // The DTensor forms take unbatched inputs too, as PyTorch (they raised "expected a batched 4D
+  // input DTensor"): values and the input's gradient are the batch of one's.
+  const auto grad_of = [](const Tensor& in, const auto& f) {
+    DTensor d = dt::local_dtensor(in.clone());
+    d.requires_grad_();
+    const DTensor y = f(d);
+    dt::sum(dt::mul(y, y)).backward();
+    return std::pair{y.to_local(), d.grad().to_local()};
+  };
+  const DTensor dw = dt::local_dtensor(w), db = dt::local_dtensor(b);
+  const auto [u, gu] =
+      grad_of(x, [&](const DTensor& d) { return dt::conv2d(d, dw, db, {1}, {1}); });
+  const auto [v, gv] =
+      grad_of(x.unsqueeze(0), [&](const DTensor& d) { return dt::conv2d(d, dw, db, {1}, {1}); });
+  CHECK(u.sizes() == Shape{2, 7, 6});
+  CHECK(close(u, v.squeeze(0)));
+  CHECK(close(gu, gv.squeeze(0)));
+  CHECK(
+      close(dt::conv2d(dt::local_dtensor(x), dw, db, {1}, dt::ConvPadding::kSame).to_local(), yu));
+  const Tensor wt = det({3, 2, 3, 3}, 2);
+  CHECK(close(
+      dt::conv_transpose2d(dt::local_dtensor(x), dt::local_dtensor(wt), DTensor(), {2}).to_local(),
+      dt::conv_transpose2d(x.unsqueeze(0), wt, Tensor(), {2}).squeeze(0)));
+  CHECK_THROWS_WITH(
+      dt::conv1d(dt::local_dtensor(det({1, 3, 7, 2}, 1)), dt::local_dtensor(det({2, 3, 3}, 2))),
+      Catch::Contains("expected a 3D (batched) or 2D (unbatched) input DTensor"));
 }
 
 namespace {
