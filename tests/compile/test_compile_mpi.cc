@@ -862,6 +862,15 @@ TEST_CASE("memory plan: a replay that deviates from its plan never overlaps live
   stashed = dt::Tensor();
   CHECK(scalar(step({x})[0]) == want);
   CHECK(step.graph().plan_deviations() == 2);
+  // A third deviating plan: the graph gives planning up and reuses storages of exact sizes.
+  mode = 1;
+  CHECK(scalar(step({x})[0]) == want);
+  CHECK(step.graph().plan_deviations() == 3);
+  mode = 0;
+  for (int i = 0; i < 3; ++i) CHECK(scalar(step({x})[0]) == want);
+  CHECK(step.graph().arena_bytes() == 0);
+  CHECK(step.graph().kept_bytes() > 0);
+  CHECK(step.graph().plan_deviations() == 3);
 }
 
 TEST_CASE(
