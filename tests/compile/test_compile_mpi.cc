@@ -838,22 +838,24 @@ TEST_CASE("memory plan: a replay that deviates from its plan never overlaps live
   REQUIRE(step.graph().arena_bytes() > 0);
   CHECK(step.graph().arena_bytes() == step.graph().planned_live_peak());
   CHECK(step.graph().plan_deviations() == 0);
+  // One replay in `m`, bit-equal and counted as the deviation number `deviations`, then `after`
+  // replays as planned (recorded again, then followed).
+  const auto deviate = [&](int m, int deviations, int after) {
+    mode = m;
+    CHECK(scalar(step({x})[0]) == want);
+    CHECK(step.graph().plan_deviations() == deviations);
+    mode = 0;
+    for (int i = 0; i < after; ++i) CHECK(scalar(step({x})[0]) == want);
+    CHECK(step.graph().plan_deviations() == deviations);
+  };
   // Another allocation size: the rest of that replay is the allocator's; two replays record the
   // plan again, and the replays after them follow it.
-  mode = 1;
-  CHECK(scalar(step({x})[0]) == want);
-  CHECK(step.graph().plan_deviations() == 1);
-  mode = 0;
-  for (int i = 0; i < 4; ++i) CHECK(scalar(step({x})[0]) == want);
-  CHECK(step.graph().plan_deviations() == 1);
+  deviate(1, 1, 4);
   CHECK(step.graph().arena_bytes() > 0);
   // A value kept past its last use: c does not take its memory (the replay deviates there), and
   // the next replays run on a new arena while the old one's value is alive. It is never
   // overwritten.
-  mode = 2;
-  CHECK(scalar(step({x})[0]) == want);
-  CHECK(step.graph().plan_deviations() == 2);
-  mode = 0;
+  deviate(2, 2, 0);
   REQUIRE(stashed.defined());
   for (int i = 0; i < 4; ++i) {
     CHECK(scalar(step({x})[0]) == want);
@@ -863,14 +865,9 @@ TEST_CASE("memory plan: a replay that deviates from its plan never overlaps live
   CHECK(scalar(step({x})[0]) == want);
   CHECK(step.graph().plan_deviations() == 2);
   // A third deviating plan: the graph gives planning up and reuses storages of exact sizes.
-  mode = 1;
-  CHECK(scalar(step({x})[0]) == want);
-  CHECK(step.graph().plan_deviations() == 3);
-  mode = 0;
-  for (int i = 0; i < 3; ++i) CHECK(scalar(step({x})[0]) == want);
+  deviate(1, 3, 3);
   CHECK(step.graph().arena_bytes() == 0);
   CHECK(step.graph().kept_bytes() > 0);
-  CHECK(step.graph().plan_deviations() == 3);
 }
 
 TEST_CASE(
