@@ -8,7 +8,17 @@
 set -euo pipefail
 fmt=$(command -v clang-format-14 || command -v clang-format)
 if [ "$#" -gt 0 ]; then
-  exec "$fmt" --style=file -i "$@"
+  # Only C++ / CUDA files: clang-format would also "format" a Python script named with them
+  # (it rewrote tests/ops/loss/torch_loss_references.py's comments once).
+  files=()
+  for f in "$@"; do
+    case "$f" in
+      *.h | *.cc | *.cu | *.cuh) files+=("$f") ;;
+      *) echo "format.sh: skipping $f (not a C++ / CUDA source)" >&2 ;;
+    esac
+  done
+  [ "${#files[@]}" -eq 0 ] || exec "$fmt" --style=file -i "${files[@]}"
+  exit 0
 fi
 cd "$(dirname "$0")/.."
 git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs "$fmt" --style=file -i

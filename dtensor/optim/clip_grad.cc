@@ -1,5 +1,6 @@
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/nn/detail/grad_norm.h"
@@ -58,15 +59,19 @@ double clip_grad_norm_(const std::vector<DTensor>& params, double max_norm, doub
 // scaling, so that a captured step replays it on that step's gradients.
 void clip_grad_value_(const std::vector<DTensor>& params, double clip_value) {
   DT_CHECK(!std::isnan(clip_value), "[clip_grad_value_] clip_value is NaN");
-  autograd::NoGradGuard no_grad;
+  // Every gradient is checked before any is clamped: a refused call changes nothing.
+  std::vector<DTensor> grads;
   for (size_t i = 0; i < params.size(); ++i) {
-    if (!params[i].defined()) continue;
+    if (!params[i].defined() || !params[i].grad().defined()) continue;
     const DTensor& g = params[i].grad();
-    if (!g.defined()) continue;
     DT_CHECK(!g.spec().has_partial(),
              "[clip_grad_value_] the gradient of parameter %d has Partial placements %s: clamping "
              "a partial value is not the partial of the clamped value (reduce it first)",
              i, placements_str(g.placements()));
+    grads.push_back(g);
+  }
+  autograd::NoGradGuard no_grad;
+  for (const DTensor& g : grads) {
     const Tensor ins[] = {g.to_local()};
     detail::run_recorded(
         "optim", "clip_grad_value_", ins, {}, 1,

@@ -197,8 +197,17 @@ TEST_CASE("autograd: a saved DTensor written through its local Tensor is caught,
     CHECK_THROWS(l.copy_(dt::ones({3}, l.dtype())));      // broadcast
     CHECK_THROWS(l.copy_(dt::empty({2}, dt::TensorOptions(l.dtype(), dt::Device("meta")))));
     Tensor i = dt::ones({2}, dt::DType::kInt64);
+    const uint32_t before_i = i.storage().version();
     CHECK_THROWS(dt::add_(i, dt::Scalar(0.5)));  // result dtype
+    CHECK(i.storage().version() == before_i);
     CHECK(l.storage().version() == before);
+    // Meta tensors count their writes too (a dry run refuses what the real run would).
+    Tensor m = dt::empty({2}, dt::TensorOptions(l.dtype(), dt::Device("meta")));
+    const uint32_t before_m = m.storage().version();
+    m.fill_(dt::Scalar(1.0));
+    CHECK(m.storage().version() == before_m + 1);
+    m.copy_(dt::empty({2}, dt::TensorOptions(l.dtype(), dt::Device("meta"))));
+    CHECK(m.storage().version() == before_m + 2);
     dt::sum(y).backward();
     CHECK(values(x.grad()) == std::vector<double>{18, 36});
   }

@@ -194,6 +194,32 @@ TEST_CASE("an optimizer step replayed by a compiled step bumps the parameters' v
   }
 }
 
+// clip_grad_value_ is recorded (run_recorded): a compiled step's replay clamps the new
+// gradients, as the eager step does.
+TEST_CASE("clip_grad_value_ in a compiled step clamps at every replay") {
+  auto run = [](bool compiled) {
+    DTensor p = param({1.0, -2.0, 0.25});
+    optim::SGD opt({p}, optim::SGDOptions(0.1));
+    auto train = [&](const dt::DTensorList& in) {
+      opt.zero_grad();
+      DTensor loss = dt::sum(dt::mul(dt::mul(p, p), in[0]));
+      loss.backward();
+      optim::clip_grad_value_({p}, 0.5);
+      opt.step();
+      return dt::DTensorList{loss.detach()};
+    };
+    dt::CompiledStep step = dt::compile(train);
+    const DTensor x = dt::local_dtensor(dt::from_vector<double>({3.0, 0.5, 1.0}, {3}));
+    for (int i = 0; i < 4; ++i) compiled ? step({x}) : train({x});
+    if (compiled) CHECK(step.captures() == 1);
+    return values(p);
+  };
+  const std::vector<double> eager = run(false);
+  CHECK(run(true) == eager);
+  // Without the clamp the first parameter would move by 0.1 * 6 at the first step alone.
+  CHECK(eager[0] == Approx(1.0 - 4 * 0.05));
+}
+
 TEST_CASE("state_dict round trip continues exactly where it stopped") {
   DTensor p = param({1.0, 2.0}), q = param({1.0, 2.0});
   optim::AdamW a({p}), b({q});

@@ -54,4 +54,11 @@ TEST_CASE("clip_grad_value_ clamps sharded gradients shard by shard") {
   REQUIRE(p.grad().spec().has_partial());
   CHECK_THROWS_WITH(dt::optim::clip_grad_value_({p}, 1.0),
                     Catch::Contains("[clip_grad_value_] the gradient of parameter 0 has Partial"));
+  // Refused before anything is clamped: a gradient before the Partial one keeps its values.
+  DTensor q = DTensor::from_local(dt::full({2}, 10.0, dt::kFloat64), mesh, {dt::Replicate()});
+  q.requires_grad_();
+  dt::sum(dt::mul(q, q)).backward();  // grad 2q = 20
+  CHECK_THROWS_WITH(dt::optim::clip_grad_value_({q, p}, 1.0),
+                    Catch::Contains("[clip_grad_value_] the gradient of parameter 1 has Partial"));
+  CHECK(q.grad().to_local().to_vector<double>() == std::vector<double>{20.0, 20.0});
 }

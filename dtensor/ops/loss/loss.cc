@@ -56,11 +56,7 @@ LossLayout check_loss_args(const Tensor& input, const Tensor& target, const char
 void check_class_weight(const Tensor& weight, const Tensor& input, int64_t classes,
                         const char* op) {
   if (!weight.defined()) return;
-  DT_CHECK(weight.dim() == 1 && weight.size(0) == classes,
-           "[%s] weight of shape %s, expected [%d] (one weight per class)", op,
-           shape_str(weight.sizes()), classes);
-  DT_CHECK(is_floating(weight.dtype()), "[%s] weight has dtype %s, expected a floating dtype", op,
-           dtype_name(weight.dtype()));
+  detail::check_class_weight_meta(op, weight.sizes(), weight.dtype(), classes);
   DT_CHECK(weight.device() == input.device(),
            "[%s] weight is on %s, expected the input's device %s", op, weight.device().str(),
            input.device().str());

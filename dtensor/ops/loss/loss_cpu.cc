@@ -3,6 +3,7 @@
 #include "dtensor/ops/loss/detail/loss_cpu.h"
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "dtensor/tensor/creation.h"
@@ -19,13 +20,16 @@ Tensor tensor_from(const std::vector<double>& values, IntSpan shape, DType dtype
 }
 
 // `count`: the number of counted elements, or the sum of their class weights (the weighted
-// mean's divisor; 0 / 0 is NaN, as in PyTorch).
+// mean's divisor). A mean over a count of 0 is NaN, as in PyTorch, also where the sum is not 0:
+// with label smoothing and every counted target of weight 0, PyTorch's mean is the NLL's 0 / 0
+// plus the smoothing term's s / 0, NaN, not inf.
 Tensor finish(const std::vector<double>& losses, double count, Reduction reduction, IntSpan shape,
               DType dtype) {
   if (reduction == Reduction::kNone) return tensor_from(losses, shape, dtype);
   double sum = 0;
   for (double v : losses) sum += v;
-  if (reduction == Reduction::kMean) sum /= count;
+  if (reduction == Reduction::kMean)
+    sum = count == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / count;
   return tensor_from({sum}, {}, dtype);
 }
 
@@ -139,8 +143,10 @@ Tensor cross_entropy_probs_cpu(const Tensor& log_probs, const Tensor& probs, Los
   });
   Shape shape = probs.sizes();
   shape.erase(shape.begin() + (probs.dim() == 1 ? 0 : 1));
-  // The mean divides by the number of elements (0 / 0 = NaN when there are none).
-  return finish(out, static_cast<double>(l.outer * l.inner), reduction, shape, log_probs.dtype());
+  // The mean divides by the number of rows (PyTorch: input.numel() / classes, so NaN when
+  // there are no rows or no classes).
+  return finish(out, l.classes == 0 ? 0.0 : static_cast<double>(l.outer * l.inner), reduction,
+                shape, log_probs.dtype());
 }
 
 namespace {

@@ -143,12 +143,13 @@ void read_range_flag(const Tensor& c, int64_t (&h)[2]) {
 }
 
 // Combines per-element losses (double, on the device) like loss_cpu.cc's finish(). The mean
-// divides by `count` (0-d double: the counted elements, or their weights' sum) on the device
-// (0 / 0 gives NaN as on the CPU), so no value travels to the host.
+// divides by `count` (0-d double: the counted elements, or their weights' sum) on the device,
+// so no value travels to the host; a count of 0 gives NaN as on the CPU (the sum is zeroed
+// first, so s / 0 is 0 / 0 even where s is not 0).
 Tensor finish(const Tensor& losses, const Tensor& count, Reduction reduction, DType dtype) {
   if (reduction == Reduction::kNone) return losses.to(dtype);
   Tensor s = sum(losses);
-  if (reduction == Reduction::kMean) s = div(s, count);
+  if (reduction == Reduction::kMean) s = div(mul(s, ne(count, Scalar(0.0)).to(kFloat64)), count);
   return s.to(dtype);
 }
 
@@ -204,8 +205,9 @@ Tensor cross_entropy_probs_cuda(const Tensor& log_probs, const Tensor& probs, Lo
     });
     DT_CHECK_CUDA(cudaGetLastError());
   }
-  // The mean divides by the number of elements (0 / 0 = NaN when there are none).
-  const Tensor count = full({}, static_cast<double>(n), TensorOptions(kFloat64, dev));
+  // The mean divides by the number of rows (NaN when there are no rows or no classes).
+  const Tensor count =
+      full({}, l.classes == 0 ? 0.0 : static_cast<double>(n), TensorOptions(kFloat64, dev));
   return finish(losses, count, reduction, log_probs.dtype());
 }
 

@@ -181,9 +181,7 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction re
   if (weight.defined()) {
     DT_CHECK(weight.device_mesh() == logits.device_mesh(),
              "[%s] inputs live on different meshes (argument weight)", kOp);
-    DT_CHECK(weight.dim() == 1 && weight.size(0) == classes && is_floating(weight.dtype()),
-             "[%s] weight of shape %s and dtype %s, expected [%d] floating (one weight per class)",
-             kOp, shape_str(weight.shape()), dtype_name(weight.dtype()), classes);
+    detail::check_class_weight_meta(kOp, weight.shape(), weight.dtype(), classes);
   }
 
   // Partial logits are reduced first (softmax is not linear).

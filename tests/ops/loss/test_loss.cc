@@ -207,6 +207,13 @@ TEST_CASE("cross_entropy conventions: PyTorch's means, a [C] input, errors namin
   check_close(dt::cross_entropy(x, ignored, Reduction::kSum, -100, 0.1, w), {}, {0.0}, 0.0);
   // No rows: NaN mean for probabilities too.
   check_close(dt::cross_entropy(dt::zeros({0, 3}), dt::zeros({0, 3})), {}, {kNaN}, 0.0);
+  // PyTorch 2.15: every counted target of weight 0 with smoothing - NaN (the NLL's 0 / 0 plus
+  // the smoothing term's s / 0), not inf; rows without classes - NaN, not 0 (review findings).
+  const Tensor zero_weight_targets = dt::from_vector<int64_t>({0, 0, -100, 0}, {4});
+  const Tensor w0 = dt::from_vector<double>({0.0, 1.0, 3.0}, {3});
+  check_close(dt::cross_entropy(x, zero_weight_targets, Reduction::kMean, -100, 0.1, w0), {},
+              {kNaN}, 0.0);
+  check_close(dt::cross_entropy(dt::zeros({3, 0}), dt::zeros({3, 0})), {}, {kNaN}, 0.0);
 
   // PyTorch 2.15 differentiates the weights with probability targets (torch_loss_references.py,
   // its last lines); so does the DTensor form (and, unlike PyTorch, with class indices too).

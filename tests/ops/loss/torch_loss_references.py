@@ -81,8 +81,8 @@ for r in ("none", "sum", "mean", "batchmean"):
     case("kl_div", r, lambda x, y: F.kl_div(x, y, reduction=r), KL_X, KL_Y)
     case("kl_div(log_target)", r, lambda x, y: F.kl_div(x, y, reduction=r, log_target=True),
          KL_X, KL_LOG_Y)
+# nll_loss: the "target" is the class index (no gradient); input [4, 3], upstream [4].
 for r in ("none", "sum", "mean"):
-#nll_loss : the "target" is the class index(no gradient); input[4, 3], upstream[4].
     xs = torch.tensor(NLL_X, requires_grad=True)
     out = F.nll_loss(xs, torch.tensor(NLL_T), weight=torch.tensor(NLL_W), reduction=r)
     if r == "none":
@@ -92,9 +92,9 @@ for r in ("none", "sum", "mean"):
     print(f'    {{"nll_loss(weight)", "{r}", {fmt(out.detach().flatten().tolist())}, '
           f'{fmt(xs.grad.flatten().tolist())}, {{}}}},')
 
-#cross_entropy with class weights(class - index targets, label smoothing, an ignored target;[4, 3]
-#and [2, 3, 2]) and with class - probability targets(weights and smoothing; a[2, 3, 2] input).
-#The class - index rows have no target gradient; the probability rows do.
+# cross_entropy with class weights (class-index targets, label smoothing, an ignored target; [4, 3]
+# and [2, 3, 2]) and with class-probability targets (weights and smoothing; a [2, 3, 2] input).
+# The class-index rows have no target gradient; the probability rows do.
 CE_X = [[1.2, -0.4, 0.3], [-0.8, 2.1, 0.5], [0.0, 0.7, -1.5], [1.6, -0.2, 0.9]]
 CE_T = [0, 2, -100, 1]
 CE_W = [0.2, 1.0, 3.0]
@@ -124,9 +124,9 @@ for name, x, y, w, s in CE_CASES:
         print(f'    {{"{name}", "{r}", {fmt(out.detach().flatten().tolist())}, '
               f'{fmt(xs.grad.flatten().tolist())}, {gy}}},')
 
-#The weights' gradient of cross_entropy with probability targets (PyTorch has one there, a
-#product of differentiable ops; it refuses one with class indices) : test_loss.cc's
-#"cross_entropy conventions" case.
+# The weights' gradient of cross_entropy with probability targets (PyTorch has one there, a
+# product of differentiable ops; it refuses one with class indices): test_loss.cc's
+# "cross_entropy conventions" case.
 for r in ("sum", "mean"):
     ws = torch.tensor(CE_W, requires_grad=True)
     F.cross_entropy(torch.tensor(CE_X), torch.tensor(CE_P), weight=ws, reduction=r,

@@ -41,4 +41,15 @@ inline void check_cross_entropy_target(IntSpan input, DType input_dtype, IntSpan
            op, ignore_index);
 }
 
+// The class weights' rule of nll_loss and cross_entropy, both forms: a [classes] floating
+// tensor (its shape and dtype are global, so every rank raises alike).
+inline void check_class_weight_meta(const char* op, IntSpan weight, DType weight_dtype,
+                                    int64_t classes) {
+  DT_CHECK(weight.size() == 1 && weight[0] == classes,
+           "[%s] weight of shape %s, expected [%d] (one weight per class)", op, shape_str(weight),
+           classes);
+  DT_CHECK(is_floating(weight_dtype), "[%s] weight has dtype %s, expected a floating dtype", op,
+           dtype_name(weight_dtype));
+}
+
 }  // namespace dtensor::detail
