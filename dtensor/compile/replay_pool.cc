@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -443,10 +442,14 @@ void ReplayPool::trim(bool complete) {
     // the second made (carried over), when both made the same allocations.
     recording_->finish();
     if (previous_ != nullptr) previous_->follow(nullptr);
-    if (complete && previous_ != nullptr && previous_->same_sizes(*recording_)) {
-      plan_ = previous_->plan();
-      plan_ready_ = true;
-      mode_ = Mode::kPlanned;  // the next replay makes the arena
+    if (complete && previous_ != nullptr) {
+      if (previous_->same_sizes(*recording_)) {
+        plan_ = previous_->plan();
+        plan_ready_ = true;
+        mode_ = Mode::kPlanned;  // the next replay makes the arena
+      } else if (++plans_failed_ >= kMaxPlans) {
+        mode_ = Mode::kExact;  // replays that differ from one to the next
+      }
     }
     if (previous_ != nullptr) previous_->unref();
     previous_ = nullptr;

@@ -67,7 +67,8 @@ struct MemoryPlan {
 
 class ReplayPool final : public dtensor::detail::StoragePool {
  public:
-  // Plans given up after this many deviated: the pool then keeps exact sizes.
+  // Plans given up after this many deviated (or recordings of two replays that differed): the
+  // pool then keeps exact sizes.
   static constexpr int kMaxPlans = 3;
   ReplayPool() { dtensor::detail::register_storage_pool(this); }
   ~ReplayPool() override;
