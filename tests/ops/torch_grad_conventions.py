@@ -137,3 +137,6 @@ print("float16 [0.1, 0.2] == 0.1", (h == 0.1).tolist(), "< 0.1", (h < 0.1).tolis
 # test_elementwise_dtensor.cc, "clamp with one tensor bound ...": clamp(x, min) / clamp(x, None, max)
 print("clamp(x, min tensor)", grad_of(lambda x, m: torch.clamp(x, m, None), [1., 2., 3., nan], [2., 2., 2., 2.]))
 print("clamp(x, None, max tensor)", grad_of(lambda x, m: torch.clamp(x, None, m), [1., 2., 3., nan], [2., 2., 2., 2.]))
+# tests/ops/elementwise/test_elementwise_math.cc and test_elementwise_dtensor.cc: square / sign of bool.
+b = torch.tensor([True, False])
+print("square(bool)", torch.square(b).dtype, torch.square(b).tolist(), "sign(bool)", torch.sign(b).dtype, torch.sign(b).tolist())

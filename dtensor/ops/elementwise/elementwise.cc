@@ -379,6 +379,7 @@ Tensor trunc(const Tensor& x) {
   return same_dtype_unary("trunc", UnaryOp::kTrunc, x);
 }
 Tensor sign(const Tensor& x) {
+  if (x.defined() && x.dtype() == DType::kBool) return x.clone();  // PyTorch: bool stays bool
   return same_dtype_unary("sign", UnaryOp::kSign, x);
 }
 Tensor frac(const Tensor& x) {

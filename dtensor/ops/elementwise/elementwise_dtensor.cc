@@ -114,7 +114,12 @@ DT_EW_UNARY(ceil)
 DT_EW_UNARY(round)
 DT_EW_UNARY(trunc)
 DT_EW_UNARY(frac)
-DT_EW_UNARY(sign)
+// sign of bool is the bool itself (a copy), as PyTorch's; the registered op takes numbers only.
+DTensor sign(const DTensor& x) {
+  static const OpInfo& info = ops_op("sign");
+  if (x.defined() && x.dtype() == kBool) return x.clone();
+  return dispatch(info, {&x});
+}
 
 DT_EW_INPLACE(add_)
 DT_EW_INPLACE(sub_)

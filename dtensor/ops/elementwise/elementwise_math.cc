@@ -90,7 +90,7 @@ std::string integer_division_error(std::string_view op, const Tensor& other, DTy
 
 Tensor square(const Tensor& x) {
   detail::check_defined("square", x, "self");
-  check_dtype(x.dtype() != DType::kBool, "square", "self", x.dtype(), "a number type");
+  if (x.dtype() == DType::kBool) return x.to(DType::kInt64);  // PyTorch: pow(bool, 2) is int64
   return detail::unary_op(UnaryOp::kPow, x, x.dtype(), Scalar(int64_t{2}));
 }
 

@@ -21,7 +21,12 @@ namespace dtensor {
     return dispatch(info, {&x});             \
   }
 
-DT_EW_UNARY(square)
+// square of bool is int64, as PyTorch's (pow(bool, 2)); the registered op takes numbers only.
+DTensor square(const DTensor& x) {
+  static const OpInfo& info = ops_op("square");
+  if (x.defined() && x.dtype() == kBool) return cast(x, kInt64);
+  return dispatch(info, {&x});
+}
 DT_EW_UNARY(isnan)
 DT_EW_UNARY(isinf)
 DT_EW_UNARY(isposinf)

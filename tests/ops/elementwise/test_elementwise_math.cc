@@ -154,6 +154,9 @@ TEST_CASE("square, lerp, addcmul and addcdiv match double references", "[element
   check_values(dt::addcmul(ta, tb, tw, 0.5), {3, 4}, DType::kFloat64, cm, 1e-14, 1e-15);
   check_values(dt::addcdiv(ta, tb, tw + 1.0, 0.5), {3, 4}, DType::kFloat64, cd, 1e-14, 1e-15);
   check_values(dt::square(make({-3, 4}, {2}, DType::kInt32)), {2}, DType::kInt32, {9, 16}, 0, 0);
+  // bool: square is int64 and sign the bool itself, as PyTorch's (both raised).
+  check_values(dt::square(make({1, 0}, {2}, DType::kBool)), {2}, DType::kInt64, {1, 0}, 0, 0);
+  check_values(dt::sign(make({1, 0}, {2}, DType::kBool)), {2}, DType::kBool, {1, 0}, 0, 0);
   // Integers with a floating value: the value is truncated and the result stays int64, as
   // PyTorch's (tests/ops/torch_grad_conventions.py); it was a float32 product, refused on
   // DTensors ("local kernel returned [2] float32 ... expected int64").
@@ -179,7 +182,6 @@ TEST_CASE("pointwise math errors name the op and the argument", "[elementwise]")
   REQUIRE_THROWS_WITH(dt::hypot(i, i), Catch::Contains("[hypot] argument self has dtype int64"));
   REQUIRE_THROWS_WITH(dt::lerp(f, i, 0.5), Catch::Contains("[lerp] argument end has dtype int64"));
   REQUIRE_THROWS_WITH(dt::addcdiv(f, i, i), Catch::Contains("[addcdiv] integer division"));
-  REQUIRE_THROWS_WITH(dt::square(bl), Catch::Contains("[square]"));
   REQUIRE_THROWS_WITH(dt::atan2(f, dt::zeros({3})), Catch::Contains("[atan2] cannot broadcast"));
   check_values(dt::atan2(i, i + 1), {2}, DType::kFloat32, {0, 0}, 0, 0);  // integers -> float
 }
