@@ -90,7 +90,8 @@ print("amax with a NaN", grad_of(torch.amax, [1., nan, 3.]))
 print("var() / std() over every dim, n <= correction",
       [grad_of(lambda x: torch.var(x, correction=k), [1., 2.]) for k in (2, 3)],
       [grad_of(lambda x: torch.std(x, correction=k), [1., 2.]) for k in (2, 3)],
-      grad_of(lambda x: torch.var(x, correction=2), [2., 2.]))
+      grad_of(lambda x: torch.var(x, correction=2), [2., 2.]),
+      grad_of(lambda x: torch.var(x, correction=2), [1., float("inf")]))
 print("var / std along dim 1, n <= correction",
       grad_of(lambda x: torch.var(x, 1, correction=2), [[1., 2.]]),
       grad_of(lambda x: torch.std(x, 1, correction=1), [[1.], [2.]]),

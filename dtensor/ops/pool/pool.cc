@@ -321,13 +321,16 @@ Shape window_out_shape(const WindowArgs& a, IntSpan in_shape) {
                  "but got padding (%d, %d) at dimension %d of input %s",
                  a.op, lo, hi, d, shape_str(in_shape));
       } else if (a.mode == PadMode::kCircular) {
-        DT_CHECK(lo <= in && hi <= in,
-                 "[%s] padding value causes wrapping around more than once (padding (%d, %d) "
-                 "at dimension %d of input %s)",
-                 a.op, lo, hi, d, shape_str(in_shape));
-        DT_CHECK(in + std::min<int64_t>(lo, 0) + std::min<int64_t>(hi, 0) > 0 || in + lo + hi <= 0,
+        // The wrap reads what the crop leaves, so each side's padding must fit in that (PyTorch
+        // refuses more too: F.pad([1, 2, 3, 4], (-2, 3), 'circular') raises).
+        const int64_t kept = in + std::min<int64_t>(lo, 0) + std::min<int64_t>(hi, 0);
+        DT_CHECK(kept > 0 || in + lo + hi <= 0,
                  "[%s] circular padding (%d, %d) crops all of dimension %d of input %s and "
                  "has nothing left to wrap around",
+                 a.op, lo, hi, d, shape_str(in_shape));
+        DT_CHECK(lo <= kept && hi <= kept,
+                 "[%s] padding value causes wrapping around more than once (padding (%d, %d) "
+                 "at dimension %d of input %s)",
                  a.op, lo, hi, d, shape_str(in_shape));
       } else if (a.mode == PadMode::kReplicate) {
         DT_CHECK(in > 0, "[%s] replicate padding of an empty dim %d", a.op, d);

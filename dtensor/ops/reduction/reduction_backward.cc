@@ -77,7 +77,9 @@ DTensor var_grad(const BackwardContext& c, const Reduced& r, const DTensor& gk) 
   const DTensor centred = x - mean(x, r.dims, /*keepdim=*/true);
   if (r.dims.empty() && denom <= 0) {
     constexpr double kInf = std::numeric_limits<double>::infinity();
-    const DTensor at_mean = eq(centred, Scalar(0.0));
+    // x == mean(x), as PyTorch compares (not x - mean == 0: with an inf element, inf - inf is
+    // NaN while inf == inf).
+    const DTensor at_mean = eq(x, mean(x, r.dims, /*keepdim=*/true));
     return gk * where(at_mean, full_like(x, Scalar(std::nan(""))), full_like(x, Scalar(kInf)));
   }
   return gk * centred * (2.0 / denom);

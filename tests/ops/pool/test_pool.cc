@@ -87,6 +87,12 @@ TEST_CASE("circular padding with a negative pad wraps around what the crop leave
   }
   // Cropping the whole dim leaves nothing to wrap around (PyTorch reads uninitialised memory).
   CHECK_THROWS_WITH(dt::pad(x, {-4, 1}, "circular"), Catch::Contains("nothing left to wrap"));
+  // A side's padding larger than what the crop leaves wraps more than once: PyTorch 2.15 raises
+  // for (-2, 3) and (-3, 3) on 4 elements, and pads (-1, 3) and (-3, 1) (review finding).
+  CHECK_THROWS_WITH(dt::pad(x, {-2, 3}, "circular"), Catch::Contains("more than once"));
+  CHECK_THROWS_WITH(dt::pad(x, {-3, 3}, "circular"), Catch::Contains("more than once"));
+  check_close(dt::pad(x, {-1, 3}, "circular"), {1, 1, 6}, {2, 3, 4, 2, 3, 4}, 0.0);
+  check_close(dt::pad(x, {-3, 1}, "circular"), {1, 1, 2}, {4, 4}, 0.0);
 }
 
 TEST_CASE("pool ops in float32 and bfloat16 follow float64, and read non-contiguous inputs") {
