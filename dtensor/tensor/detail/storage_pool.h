@@ -13,10 +13,12 @@ namespace dtensor::detail {
 class CaptureRecorder;
 
 // Storages kept for reuse by a compiled step's replay (dtensor/compile/graph.cc): while a graph
-// replays, Storage::allocate on the replaying thread first asks the graph's pool for a storage
-// of exactly `nbytes` on `device` that nothing else references (a value that died at its last
-// reader in this or an earlier replay), so a replay neither frees nor allocates the memory of
-// the values it makes step after step (as PyTorch's CUDA graph pools keep theirs).
+// replays, Storage::allocate on the replaying thread first asks the graph's pool for `nbytes` on
+// `device`: its slot in the graph's planned arena (dtensor/compile/replay_pool.cc), or, where
+// there is no plan, a kept storage of exactly that size that nothing else references (a value
+// that died at its last reader in this or an earlier replay). So a replay neither frees nor
+// allocates the memory of the values it makes step after step (as PyTorch's CUDA graph pools
+// keep theirs).
 //
 // empty_cpu_cache() releases every pool (release_storage_pools): a pool registers itself for its
 // lifetime (register_storage_pool in its constructor, unregister_storage_pool first thing in its
