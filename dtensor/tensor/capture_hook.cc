@@ -21,11 +21,6 @@ StoragePool* set_storage_pool(StoragePool* pool) {
   return previous;
 }
 
-const AllocationHooks* active_allocation_hooks() {
-  const AllocationHooks& h = t_hooks;
-  return h.recorder == nullptr && h.pool == nullptr ? nullptr : &h;
-}
-
 void run_recorded(std::string_view kind, std::string name, absl::Span<const Tensor> inputs,
                   absl::Span<Tensor> outputs, uint32_t mutated_inputs, const ReplayFn& fn) {
   const CaptureScope scope;

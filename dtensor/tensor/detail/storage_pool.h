@@ -76,12 +76,11 @@ void unregister_storage_pool(StoragePool* pool);
 void release_storage_pools();
 
 // What Storage::allocate consults: this thread's capture recorder (each allocation is reported
-// to it) and pool. Null when neither is set, so that an eager allocation pays one call and one
-// test, as it did for the recorder alone.
+// to it) and pool, read inline from the thread's hooks (capture_hook.h), one test when neither
+// is set.
 struct AllocationHooks {
   CaptureRecorder* recorder = nullptr;
   StoragePool* pool = nullptr;
 };
-const AllocationHooks* active_allocation_hooks();
 
 }  // namespace dtensor::detail
