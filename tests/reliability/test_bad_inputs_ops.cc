@@ -15,6 +15,7 @@
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/device_mesh/device_mesh.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/pool/pool.h"
 #include "dtensor/ops/reduction/reduction.h"
@@ -38,8 +39,11 @@ TEST_CASE("bad input: DTensor op with mixed dtypes") {
   const DeviceMesh mesh = init_device_mesh(kCPU, {w});
   const DTensor a = make(mesh, {2 * w, 3}, kFloat32, {Shard(0)});
   const DTensor b = make(mesh, {2 * w, 3}, kInt32, {Shard(0)});
-  REQUIRE_THROWS_AS(cat({a, b}, 0), Error);
-  REQUIRE_THROWS_WITH(cat({a, b}, 0), Contains("[cat]") && Contains("int32"));
+  // cat promotes mixed dtypes, as torch.cat (788581f); a matmul refuses them, as torch.mm.
+  CHECK(cat({a, b}, 0).dtype() == kFloat32);
+  const DTensor bt = make(mesh, {3, 2 * w}, kInt32, {Replicate()});
+  REQUIRE_THROWS_AS(mm(a, bt), Error);
+  REQUIRE_THROWS_WITH(mm(a, bt), Contains("mm") && Contains("int32"));
   REQUIRE_THROWS_WITH(softmax(make(mesh, {w, 3}, kInt64, {Shard(0)}), 1),
                       Contains("softmax") && Contains("int64"));
   // Ops with no integer meaning name the argument and the dtypes they take, as the Tensor ops.
