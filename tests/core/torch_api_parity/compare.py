@@ -1,9 +1,9 @@
 import json
-# Prints every case where PyTorch (torch{,2,3}_r*.json from probe*.py under torchrun) and dtensor
-# (dt{,2,3}_r*.json from probe.cc under mpirun) differ in placements, shapes, local values or in
+# Prints every case where PyTorch (torch{,2,3,4}_r*.json from probe*.py under torchrun) and dtensor
+# (dt{,2,3,4}_r*.json from probe.cc under mpirun) differ in placements, shapes, local values or in
 # raising. Run in the directory holding both sets of files.
 
-for tag in ('', '2', '3'):
+for tag in ('', '2', '3', '4'):
   print('== round', tag or '1')
   for r in range(4):
       T={e['case']:e for e in json.load(open('torch%s_r%d.json'%(tag,r)))}

@@ -1,11 +1,11 @@
 // Side-by-side probe of the DTensor API against torch.distributed.tensor (PyTorch 2.15), the
-// dtensor half; probe.py / probe2.py / probe3.py are the PyTorch half and compare.py prints the
+// dtensor half; probe.py .. probe4.py are the PyTorch half and compare.py prints the
 // differences (docs/SEMANTICS.md, "The DTensor API against torch.distributed.tensor"). Not built
 // with the tree: compile it against the libraries of a build (or an installed tree), e.g.
 //   c++ -std=c++20 -I. -Ibuild/generated -isystem <mpi include> probe.cc build/dtensor/*/lib*.so
 //       -lmpi -lcudart && mpirun -np 4 ./a.out
-// then `torchrun --nproc_per_node 4 probe.py` (and probe2.py, probe3.py) and compare.py.
-// It writes dt{,2,3}_r<rank>.json into the current directory.
+// then `torchrun --nproc_per_node 4 probe.py` (and probe2.py .. probe4.py) and compare.py.
+// It writes dt{,2,3,4}_r<rank>.json into the current directory.
 #include <dtensor/dtensor.h>
 
 #include <cstdio>
@@ -511,6 +511,85 @@ void round3(const dt::DeviceMesh& m1, const dt::DeviceMesh& m2, int r) {
   });
 }
 
+void round4(const dt::DeviceMesh& m1, const dt::DeviceMesh& m2, int r) {
+  using dt::Partial;
+  using dt::Replicate;
+  using dt::Shard;
+  auto lf = [&](std::vector<int64_t> s) {
+    DTensor l = DTensor::from_local(dt::add(ar(s), double(r)), dt::self_mesh(), {Replicate()});
+    l.requires_grad_();
+    return l;
+  };
+  auto R23 = [&] { return dt::distribute_tensor(ar({2, 3}), m1, {Replicate()}); };
+  auto lg = [&](const DTensor& l) {
+    return DTensor::from_local(l.grad().to_local(), m1, {Replicate()});
+  };
+  tryrec("from_local S0 local grad", [&] {
+    DTensor l = lf({2, 3});
+    DTensor d = DTensor::from_local(l, m1, {Shard(0)});
+    dt::sum(dt::mul(d, d)).backward();
+    return lg(l);
+  });
+  tryrec("from_local Psum local grad", [&] {
+    DTensor l = lf({2, 3});
+    DTensor d = DTensor::from_local(l, m1, {Partial()});
+    dt::sum(dt::mul(d, R23())).backward();
+    return lg(l);
+  });
+  tryrec("from_local Pavg local grad", [&] {
+    DTensor l = lf({2, 3});
+    DTensor d = DTensor::from_local(l, m1, {Partial(dt::ReduceOp::kAvg)});
+    dt::sum(dt::mul(d, R23())).backward();
+    return lg(l);
+  });
+  tryrec("from_local R local grad", [&] {
+    DTensor l = lf({2, 3});
+    DTensor d = DTensor::from_local(l, m1, {Replicate()});
+    dt::sum(dt::mul(d, d)).backward();
+    return lg(l);
+  });
+  tryrec("grad S0->Psum->full pow2", [&] {
+    DTensor w = dt::distribute_tensor(ar({5, 3}), m1, {Shard(0)});
+    w.requires_grad_();
+    dt::sum(dt::pow(w.redistribute(m1, {Partial()}).full_tensor_dtensor(), 2.0)).backward();
+    return w.grad();
+  });
+  tryrec("grad 2d S0S0->S1R pow2", [&] {
+    DTensor w = dt::distribute_tensor(ar({5, 3}), m2, {Shard(0), Shard(0)});
+    w.requires_grad_();
+    dt::sum(dt::pow(w.redistribute(m2, {Shard(1), Replicate()}), 2.0)).backward();
+    return w.grad();
+  });
+  tryrec("grad R->S0 to_local pow2", [&] {
+    DTensor w = dt::distribute_tensor(ar({5, 3}), m1, {Replicate()});
+    w.requires_grad_();
+    dt::sum(dt::pow(w.redistribute(m1, {Shard(0)}).to_local_dtensor(), 2.0)).backward();
+    return w.grad();
+  });
+  tryrec("grad S1 to_local scaled", [&] {
+    DTensor w = dt::distribute_tensor(ar({5, 3}), m1, {Shard(1)});
+    w.requires_grad_();
+    dt::sum(dt::mul(w.to_local_dtensor({Shard(1)}), double(r + 1))).backward();
+    return w.grad();
+  });
+  tryrec("grad 2d S0R full_tensor", [&] {
+    DTensor w = dt::distribute_tensor(ar({4, 3}), m2, {Shard(0), Replicate()});
+    w.requires_grad_();
+    dt::sum(dt::mul(w.full_tensor_dtensor(),
+                    DTensor::from_local(ar({4, 3}), dt::self_mesh(), {Replicate()})))
+        .backward();
+    return w.grad();
+  });
+  tryrec("grad mean dim1 of S1", [&] {
+    DTensor w = dt::distribute_tensor(ar({5, 4}), m1, {Shard(1)});
+    w.requires_grad_();
+    dt::sum(
+        dt::mul(dt::mean(w, {1}), dt::distribute_tensor(dt::add(ar({5}), 1.0), m1, {Replicate()})))
+        .backward();
+    return w.grad();
+  });
+}
+
 void write(const std::string& name, int r) {
   std::ofstream f(name + "_r" + std::to_string(r) + ".json");
   f << "[" << out.str() << "]\n";
@@ -529,4 +608,6 @@ int main(int argc, char** argv) {
   write("dt2", r);
   round3(m1, m2, r);
   write("dt3", r);
+  round4(m1, m2, r);
+  write("dt4", r);
 }
