@@ -165,11 +165,11 @@ struct PointwiseDef {
   bool monotone_each = false;
 };
 
-// The rows of PointwiseDef::monotone_each for a binary op.
-void add_monotone_each_rows(StrategyRows& rows) {
+// The rows of PointwiseDef::monotone_each for a binary op (in place: self's Partial only).
+void add_monotone_each_rows(StrategyRows& rows, bool inplace) {
   for (const Placement& p : {Partial(ReduceOp::kMax), Partial(ReduceOp::kMin)}) {
     rows.push_back({p, p, Replicate()});
-    rows.push_back({p, Replicate(), p});
+    if (!inplace) rows.push_back({p, Replicate(), p});
   }
 }
 
@@ -302,10 +302,10 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   DT_CHECK(!def.monotone_each || def.num_inputs == 2, "[%s] monotone_each rows are for a binary op",
            def.name);
   info.strategy = [monotone = def.monotone, monotone_each = def.monotone_each,
-                   num_inputs](const OpSchema& s) {
+                   inplace = def.inplace, num_inputs](const OpSchema& s) {
     StrategyRows rows = pointwise_rows(s, detail::broadcast_inputs(s));
     add_monotone_rows(rows, monotone, num_inputs);
-    if (monotone_each) add_monotone_each_rows(rows);
+    if (monotone_each) add_monotone_each_rows(rows, inplace);
     return rows;
   };
   info.kernel = single_output(def.kernel);
@@ -427,7 +427,14 @@ void register_elementwise_ops(Registry& reg) {
   using M = Monotone;
   // Tensor-tensor arithmetic: Partial passes through add/sub (both sides), mul (one side),
   // div (numerator).
-  add_pointwise(reg, {"add", 2, L::kLinear, D::kPromote, DT_BINARY(add)});
+  // add is increasing in each input: one Partial(max/min) input with the other replicated passes
+  // (max(a_i) + b = max(a_i + b), rounding included), as PyTorch 2.15 keeps P(max) + R.
+  add_pointwise(reg, {.name = "add",
+                      .num_inputs = 2,
+                      .linearity = L::kLinear,
+                      .dtype = D::kPromote,
+                      .kernel = DT_BINARY(add),
+                      .monotone_each = true});
   add_pointwise(reg, {"sub", 2, L::kLinear, D::kPromote, DT_BINARY(sub)});
   add_pointwise(reg, {"mul", 2, L::kMultilinear, D::kPromote, DT_BINARY(mul)});
   add_pointwise(reg, {"div", 2, L::kLinearInFirst, D::kFloatPromote, DT_BINARY(div)});
@@ -832,7 +839,15 @@ void register_elementwise_ops(Registry& reg) {
 
   // In place: self keeps its placements (the engine refuses strategies that would move it); the
   // kernel writes into the local self and returns it.
-  add_pointwise(reg, {"add_", 2, L::kLinear, D::kSelf, DT_BINARY(add_), 0, 1, true});
+  add_pointwise(reg, {.name = "add_",
+                      .num_inputs = 2,
+                      .linearity = L::kLinear,
+                      .dtype = D::kSelf,
+                      .kernel = DT_BINARY(add_),
+                      .static_argnum = 0,
+                      .dtype_arg = 1,
+                      .inplace = true,
+                      .monotone_each = true});
   add_pointwise(reg, {"sub_", 2, L::kLinear, D::kSelf, DT_BINARY(sub_), 0, 1, true});
   add_pointwise(reg, {"mul_", 2, L::kMultilinear, D::kSelf, DT_BINARY(mul_), 0, 1, true});
   add_pointwise(reg, {"div_", 2, L::kLinearInFirst, D::kSelf, DT_BINARY(div_), 0, 1, true});

@@ -197,11 +197,11 @@ TEST_CASE("in-place DTensor ops keep self's placements") {
     const DTensor self =
         dt::distribute_tensor(x, mesh, {Partial(dt::ReduceOp::kMax)}, std::nullopt);
     const DTensor other = dt::distribute_tensor(y, mesh, {Replicate()}, std::nullopt);
-    REQUIRE_THROWS_AS(dt::add_(self, other), dt::Error);
-    REQUIRE_THROWS_WITH(dt::add_(self, other),
-                        Catch::Contains("[add_] in-place op would change placements of argument "
+    REQUIRE_THROWS_AS(dt::mul_(self, other), dt::Error);
+    REQUIRE_THROWS_WITH(dt::mul_(self, other),
+                        Catch::Contains("[mul_] in-place op would change placements of argument "
                                         "self from [P(max)]") &&
-                            Catch::Contains("(schema: add_("));
+                            Catch::Contains("(schema: mul_("));
   }
 }
 
@@ -427,6 +427,41 @@ TEST_CASE("Partial(max/min) passes through monotone unary ops, crossed through n
   CHECK(tt::same_values(ea.full_tensor(), dt::exp(x)));
   CHECK(tt::same_values(rb.full_tensor(), dt::relu(x)));
   CHECK(tt::same_values(fb.full_tensor(), dt::floor(x)));
+}
+
+TEST_CASE("add of one Partial(max/min) input and a replicated one keeps the Partial, as PyTorch") {
+  // max(a_i) + b = max(a_i + b): PyTorch 2.15 keeps P(max) + R as P(max) (and add_ works in
+  // place); dtensor reduced first and its add_ raised (docs/SEMANTICS.md, round 4).
+  const int64_t w = dt::world_size();
+  auto mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = tt::det_input({5, 3}, 1), y = tt::det_input({5, 3}, 2);
+  const Placements pmax = {Partial(dt::ReduceOp::kMax)}, pmin = {Partial(dt::ReduceOp::kMin)};
+  const DTensor r = dt::distribute_tensor(y, mesh, {Replicate()}, std::nullopt);
+  const Tensor mine = x + dt::Scalar(double(dt::world_rank()));  // rank-dependent partials
+  for (const Placements& p : {pmax, pmin}) {
+    const DTensor a = DTensor::from_local(mine, mesh, p);
+    const Tensor want = x + dt::Scalar(p == pmax ? double(w - 1) : 0.0) + y;
+    DTensor s1, s2, s3;
+    {
+      dt::CommDebugMode debug;
+      s1 = dt::add(a, r);
+      s2 = dt::add(r, a);
+      s3 = DTensor::from_local(mine.clone(), mesh, p);
+      dt::add_(s3, r);
+      CHECK(debug.total_count() == 0);
+    }
+    CHECK(s1.placements() == p);
+    CHECK(s2.placements() == p);
+    CHECK(s3.placements() == p);
+    for (const DTensor& s : {s1, s2, s3}) CHECK(tt::same_values(s.full_tensor(), want));
+  }
+  if (w > 1) {
+    // Both Partial: max(a_i + b_i) is not max(a) + max(b); one input is reduced first.
+    const DTensor a = DTensor::from_local(mine, mesh, pmax);
+    const DTensor b =
+        DTensor::from_local(y + dt::Scalar(double(w - 1 - dt::world_rank())), mesh, pmax);
+    CHECK(tt::same_values(dt::add(a, b).full_tensor(), x + y + dt::Scalar(2.0 * double(w - 1))));
+  }
 }
 
 // Gradients at the kinks and edges, PyTorch 2.15's: the values are what
