@@ -163,13 +163,18 @@ struct PointwiseDef {
   // with the other replicated, [P(max) | P(max), R] and [P(max) | R, P(max)] (PyTorch's
   // monotonic binary rules). Both Partial would not: max f(a_i, b_i) is not f(max a, max b).
   bool monotone_each = false;
+  // With monotone_each: non-increasing in the second input instead (sub): a Partial(max) there
+  // gives Partial(min), [P(min) | R, P(max)].
+  bool decreasing_other = false;
 };
 
 // The rows of PointwiseDef::monotone_each for a binary op (in place: self's Partial only).
-void add_monotone_each_rows(StrategyRows& rows, bool inplace) {
-  for (const Placement& p : {Partial(ReduceOp::kMax), Partial(ReduceOp::kMin)}) {
+void add_monotone_each_rows(StrategyRows& rows, bool inplace, bool decreasing_other) {
+  const Placement max = Partial(ReduceOp::kMax), min = Partial(ReduceOp::kMin);
+  for (const Placement& p : {max, min}) {
     rows.push_back({p, p, Replicate()});
-    if (!inplace) rows.push_back({p, Replicate(), p});
+    const Placement out = !decreasing_other ? p : p == max ? min : max;
+    if (!inplace) rows.push_back({out, Replicate(), p});
   }
 }
 
@@ -302,10 +307,11 @@ void add_pointwise(Registry& reg, const PointwiseDef& def) {
   DT_CHECK(!def.monotone_each || def.num_inputs == 2, "[%s] monotone_each rows are for a binary op",
            def.name);
   info.strategy = [monotone = def.monotone, monotone_each = def.monotone_each,
-                   inplace = def.inplace, num_inputs](const OpSchema& s) {
+                   inplace = def.inplace, decreasing_other = def.decreasing_other,
+                   num_inputs](const OpSchema& s) {
     StrategyRows rows = pointwise_rows(s, detail::broadcast_inputs(s));
     add_monotone_rows(rows, monotone, num_inputs);
-    if (monotone_each) add_monotone_each_rows(rows, inplace);
+    if (monotone_each) add_monotone_each_rows(rows, inplace, decreasing_other);
     return rows;
   };
   info.kernel = single_output(def.kernel);
@@ -435,7 +441,13 @@ void register_elementwise_ops(Registry& reg) {
                       .dtype = D::kPromote,
                       .kernel = DT_BINARY(add),
                       .monotone_each = true});
-  add_pointwise(reg, {"sub", 2, L::kLinear, D::kPromote, DT_BINARY(sub)});
+  add_pointwise(reg, {.name = "sub",
+                      .num_inputs = 2,
+                      .linearity = L::kLinear,
+                      .dtype = D::kPromote,
+                      .kernel = DT_BINARY(sub),
+                      .monotone_each = true,
+                      .decreasing_other = true});
   add_pointwise(reg, {"mul", 2, L::kMultilinear, D::kPromote, DT_BINARY(mul)});
   add_pointwise(reg, {"div", 2, L::kLinearInFirst, D::kFloatPromote, DT_BINARY(div)});
   add_pointwise(reg, {"maximum", 2, L::kNone, D::kPromote, DT_BINARY(maximum)});
@@ -848,7 +860,16 @@ void register_elementwise_ops(Registry& reg) {
                       .dtype_arg = 1,
                       .inplace = true,
                       .monotone_each = true});
-  add_pointwise(reg, {"sub_", 2, L::kLinear, D::kSelf, DT_BINARY(sub_), 0, 1, true});
+  add_pointwise(reg, {.name = "sub_",
+                      .num_inputs = 2,
+                      .linearity = L::kLinear,
+                      .dtype = D::kSelf,
+                      .kernel = DT_BINARY(sub_),
+                      .static_argnum = 0,
+                      .dtype_arg = 1,
+                      .inplace = true,
+                      .monotone_each = true,
+                      .decreasing_other = true});
   add_pointwise(reg, {"mul_", 2, L::kMultilinear, D::kSelf, DT_BINARY(mul_), 0, 1, true});
   add_pointwise(reg, {"div_", 2, L::kLinearInFirst, D::kSelf, DT_BINARY(div_), 0, 1, true});
   add_pointwise(reg, {"add_.Scalar", 1, L::kNone, D::kSelf, DT_SCALAR(add_), 1, 1, true});

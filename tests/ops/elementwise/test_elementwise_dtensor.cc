@@ -429,7 +429,8 @@ TEST_CASE("Partial(max/min) passes through monotone unary ops, crossed through n
   CHECK(tt::same_values(fb.full_tensor(), dt::floor(x)));
 }
 
-TEST_CASE("add of one Partial(max/min) input and a replicated one keeps the Partial, as PyTorch") {
+TEST_CASE(
+    "add / sub of one Partial(max/min) input and a replicated one keep a Partial, as PyTorch") {
   // max(a_i) + b = max(a_i + b): PyTorch 2.15 keeps P(max) + R as P(max) (and add_ works in
   // place); dtensor reduced first and its add_ raised (docs/SEMANTICS.md, round 4).
   const int64_t w = dt::world_size();
@@ -454,6 +455,24 @@ TEST_CASE("add of one Partial(max/min) input and a replicated one keeps the Part
     CHECK(s2.placements() == p);
     CHECK(s3.placements() == p);
     for (const DTensor& s : {s1, s2, s3}) CHECK(tt::same_values(s.full_tensor(), want));
+    // sub: non-increasing in other, so R - P(max) is P(min).
+    const Placements crossed = p == pmax ? pmin : pmax;
+    const Tensor part = x + dt::Scalar(p == pmax ? double(w - 1) : 0.0);
+    DTensor d1, d2, d3;
+    {
+      dt::CommDebugMode debug;
+      d1 = dt::sub(a, r);
+      d2 = dt::sub(r, a);
+      d3 = DTensor::from_local(mine.clone(), mesh, p);
+      dt::sub_(d3, r);
+      CHECK(debug.total_count() == 0);
+    }
+    CHECK(d1.placements() == p);
+    if (w > 1) CHECK(d2.placements() == crossed);
+    CHECK(d3.placements() == p);
+    CHECK(tt::same_values(d1.full_tensor(), part - y));
+    CHECK(tt::same_values(d2.full_tensor(), y - part));
+    CHECK(tt::same_values(d3.full_tensor(), part - y));
   }
   if (w > 1) {
     // Both Partial: max(a_i + b_i) is not max(a) + max(b); one input is reduced first.
