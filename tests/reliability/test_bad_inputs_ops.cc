@@ -89,9 +89,10 @@ TEST_CASE("bad input: in-place op that would change placements") {
   const DeviceMesh mesh = init_device_mesh(kCPU, {w});
   const DTensor self = make(mesh, {2 * w + 1, 3}, kFloat32, {Partial(ReduceOp::kMax)});
   const DTensor other = make(mesh, {2 * w + 1, 3}, kFloat32, {Shard(0)});
-  REQUIRE_THROWS_AS(add_(self, other), Error);
-  REQUIRE_THROWS_WITH(add_(self, other),
-                      Contains("[add_]") && Contains("self") && Contains("P(max)"));
+  // mul_ (add_ keeps a P(max) self: max(a_i) + b = max(a_i + b), as PyTorch).
+  REQUIRE_THROWS_AS(mul_(self, other), Error);
+  REQUIRE_THROWS_WITH(mul_(self, other),
+                      Contains("[mul_]") && Contains("self") && Contains("P(max)"));
   // Nothing was written: self still holds its value.
   REQUIRE(self.placements() == Placements{Partial(ReduceOp::kMax)});
   REQUIRE(equal(self.full_tensor(), zeros({2 * w + 1, 3})));
