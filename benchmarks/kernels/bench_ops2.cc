@@ -136,6 +136,17 @@ std::vector<Case> make_cases() {
     cases.push_back(
         {"cross_entropy 4096x1000", [=] { return dt::cross_entropy(logits, target); }, {logits}});
     cases.push_back({"nll_loss 4096x1000", [=] { return dt::nll_loss(logits, target); }, {logits}});
+    // class weights with label smoothing, and probability targets (not normalised: neither
+    // PyTorch nor dtensor requires it)
+    const dt::DTensor weight = leaf({1000}, 13, false, 0.5, 1.5);
+    cases.push_back(
+        {"cross_entropy 4096x1000 weight ls0.1",
+         [=] { return dt::cross_entropy(logits, target, dt::Reduction::kMean, -100, 0.1, weight); },
+         {logits}});
+    const dt::DTensor probs = leaf({4096, 1000}, 14, false, 0.0, 1.0);
+    cases.push_back({"cross_entropy 4096x1000 probs",
+                     [=] { return dt::cross_entropy(logits, probs); },
+                     {logits}});
   }
   return cases;
 }

@@ -100,6 +100,13 @@ def cases():
     target = torch.randint(0, 1000, (4096,), generator=torch.Generator().manual_seed(12))
     out.append(("cross_entropy 4096x1000", lambda: F.cross_entropy(logits, target), [logits]))
     out.append(("nll_loss 4096x1000", lambda: F.nll_loss(logits, target), [logits]))
+    weight = leaf((1000,), 13, False, 0.5, 1.5)
+    out.append(("cross_entropy 4096x1000 weight ls0.1",
+                lambda: F.cross_entropy(logits, target, weight=weight, label_smoothing=0.1),
+                [logits]))
+    probs = leaf((4096, 1000), 14, False, 0.0, 1.0)
+    out.append(("cross_entropy 4096x1000 probs", lambda: F.cross_entropy(logits, probs),
+                [logits]))
     return out
 
 
