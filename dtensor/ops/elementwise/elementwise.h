@@ -95,7 +95,7 @@ Tensor mish(const Tensor& x);
 Tensor selu(const Tensor& x);
 // Rounding: same dtype, the identity on integers (bool raises). round is half to even (as
 // PyTorch). frac(x) = x - trunc(x), floating only. sign(x) in {-1, 0, 1}, same dtype; sign(NaN)
-// is 0, as PyTorch.
+// is 0, as PyTorch; sign of a bool tensor is a copy of it (PyTorch's).
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor round(const Tensor& x);
@@ -107,7 +107,7 @@ Tensor sign(const Tensor& x);
 Tensor pow(const Tensor& x, const Scalar& exponent);
 
 // ---- more pointwise math (elementwise_math.cc) -------------------------------------------------
-// x * x, same dtype (bool raises).
+// x * x, same dtype; a bool tensor gives int64 (PyTorch's square(bool) is pow(bool, 2)).
 Tensor square(const Tensor& x);
 // x ** exponent elementwise in result_type(x, exponent). Integers: a negative exponent gives
 // 1 for x = 1, +-1 for x = -1 and 0 otherwise (PyTorch's integer pow).
