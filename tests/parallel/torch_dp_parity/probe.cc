@@ -1,0 +1,219 @@
+// dtensor half of the data-parallel side-by-side probe (round 6); probe.py is the PyTorch half
+// (FSDP2 fully_shard and composable replicate on gloo) and compare.py prints the differences
+// (docs/SEMANTICS.md, "Data parallel and nn modules against PyTorch (round 6)"). Not built with
+// the tree: compile it against the libraries of a build, e.g. from the repository root
+//   c++ -std=c++20 -I. -Ibuild/generated -isystem /usr/lib/x86_64-linux-gnu/openmpi/include \
+//       tests/parallel/torch_dp_parity/probe.cc build/dtensor/*/lib*.so -lmpi -o /tmp/dp_probe
+// then in one directory: mpirun -np N /tmp/dp_probe (N = 2, 4), torchrun --nproc-per-node N
+// probe.py, python3 compare.py N. Writes dt_w<N>_r<rank>.json.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/functional.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/view/view.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
+#include "dtensor/tensor/creation.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+using dt::DTensor;
+
+namespace {
+constexpr int64_t V = 7, D = 4, H = 5, T = 3, ROWS = 4;
+int R = 0, W = 1;
+std::ostringstream out;
+bool first = true;
+
+std::string num(double v) {
+  char b[64];
+  snprintf(b, 64, "%.17g", v);
+  std::string s = b;
+  return s == "nan" ? "NaN" : s == "inf" ? "Infinity" : s == "-inf" ? "-Infinity" : s;
+}
+std::string ints(const dt::Shape& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
+  return o + "]";
+}
+void entry(const std::string& body) {
+  out << (first ? "" : ",\n") << "{" << body << "}";
+  first = false;
+}
+void rec_value(const std::string& name, const std::string& v) {
+  entry("\"case\":\"" + name + "\",\"value\":\"" + v + "\"");
+}
+void rec_num(const std::string& name, double v) {
+  entry("\"case\":\"" + name + "\",\"value\":" + num(v));
+}
+void rec(const std::string& name, const DTensor& d) {
+  if (!d.defined()) return rec_value(name, "None");
+  const dt::Tensor l = dt::cast(d.to_local().contiguous(), dt::kFloat64);
+  std::string pl = "[", vals = "[";
+  for (size_t i = 0; i < d.placements().size(); ++i)
+    pl += (i ? ",\"" : "\"") + d.placements()[i].str() + "\"";
+  for (double v : l.to_vector<double>()) vals += (vals.size() > 1 ? "," : "") + num(v);
+  entry("\"case\":\"" + name + "\",\"placements\":" + pl + "],\"lshape\":" + ints(l.shape()) +
+        ",\"local\":" + vals + "],\"gshape\":" + ints(d.shape()));
+}
+
+// The probe.py model: h = tanh(fc1(ln(emb(tok)))); h = frozen(h); on even steps
+// h = h + extra(h); logits = h @ emb.weight^T (head: tied to emb.weight).
+class Net : public nn::Module {
+ public:
+  explicit Net(dt::DType dtype) {
+    const nn::ModuleOptions o{.dtype = dtype};
+    emb_ = register_module("emb", std::make_shared<nn::Embedding>(V, D, o));
+    ln_ = register_module("ln", std::make_shared<nn::LayerNorm>(D, 1e-5, true, o));
+    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(D, H, true, o));
+    frozen_ = register_module("frozen", std::make_shared<nn::Linear>(H, D, true, o));
+    extra_ = register_module("extra", std::make_shared<nn::Linear>(D, D, false, o));
+    int k = 0;
+    for (auto& [name, p] : named_parameters()) {
+      std::vector<double> v(static_cast<size_t>(p.numel()));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = 0.3 * std::sin(0.37 * i + 1.1 * k + 0.2);
+      const auto dot = name.rfind('.');
+      get_submodule(name.substr(0, dot))
+          .set_parameter(name.substr(dot + 1),
+                         nn::local_dtensor(dt::cast(dt::from_vector(v, p.shape()), dtype)));
+      ++k;
+    }
+    head_ = register_module("head", std::make_shared<Head>(emb_->param("weight")));
+    for (auto* m : {frozen_.get()})
+      for (auto& [n, p] : m->named_parameters()) p.requires_grad_(false);
+  }
+  std::string type_name() const override { return "Net"; }
+  DTensor forward(const DTensor& tok) override {
+    DTensor h = dt::tanh((*fc1_)((*ln_)((*emb_)(tok))));
+    h = (*frozen_)(h);
+    if (step % 2 == 0) h = dt::add(h, (*extra_)(h));
+    return (*head_)(h);
+  }
+  int step = 0;
+
+ private:
+  class Head : public nn::Module {
+   public:
+    explicit Head(const DTensor& w) { tie_parameter("weight", w); }
+    std::string type_name() const override { return "Head"; }
+    DTensor forward(const DTensor& x) override {
+      return dt::linear(x, nn::functional::on_mesh(param("weight"), x.device_mesh()));
+    }
+  };
+  nn::ModulePtr emb_, ln_, fc1_, frozen_, extra_, head_;
+};
+
+std::pair<dt::Tensor, dt::Tensor> batch(int step, int micro) {
+  std::vector<int64_t> tok, tgt;
+  const int64_t per = ROWS / W;
+  for (int64_t b = R * per; b < (R + 1) * per; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      tok.push_back((b * 3 + t * 5 + step + 2 * micro) % V);
+      tgt.push_back((b * 2 + t + 3 * step + micro) % V);
+    }
+  return {dt::from_vector(tok, {per, T}), dt::from_vector(tgt, {per * T})};
+}
+
+struct Case {
+  std::string tag;
+  bool fsdp = true;
+  bool adamw = true;
+  bool reshard = true;
+  int accum = 1;
+  bool mp = false;
+};
+
+void run(const Case& c, const dt::DeviceMesh& mesh) {
+  Net m(c.mp ? dt::kFloat32 : dt::kFloat64);
+  dt::DataParallelOptions o;
+  o.grouping.module_types = {"Linear"};
+  o.reshard_after_forward = c.reshard;
+  if (c.mp) {
+    o.param_dtype = dt::kBFloat16;
+    o.reduce_dtype = dt::kFloat32;
+  }
+  auto dp = c.fsdp ? dt::fully_shard(m, mesh, o) : dt::replicate(m, mesh, o);
+  std::vector<DTensor> params;
+  for (const DTensor& p : m.parameters())
+    if (p.requires_grad()) params.push_back(p);
+  std::unique_ptr<dt::optim::Optimizer> opt;
+  if (c.adamw)
+    opt = std::make_unique<dt::optim::AdamW>(params, dt::optim::AdamWOptions(1e-2));
+  else
+    opt = std::make_unique<dt::optim::SGD>(params, dt::optim::SGDOptions(0.1).momentum(0.9));
+  const std::string& tag = c.tag;
+  for (int step = 0; step < 5; ++step) {
+    m.step = step;
+    opt->zero_grad();
+    for (int micro = 0; micro < c.accum; ++micro) {
+      const bool last = micro == c.accum - 1;
+      if (c.accum > 1) dp->set_requires_gradient_sync(last);
+      auto [tok, tgt] = batch(step, micro);
+      const int64_t rows[] = {-1, V};
+      const DTensor loss =
+          dt::cross_entropy(dt::reshape(m(nn::local_dtensor(tok)), rows), nn::local_dtensor(tgt));
+      loss.backward();
+      rec_num(tag + " step" + std::to_string(step) + " micro" + std::to_string(micro) + " loss",
+              dt::cast(loss.full_tensor(), dt::kFloat64).item<double>());
+    }
+    if (step == 0 || step == 1 || step == 4)
+      for (auto& [n, p] : m.named_parameters())
+        rec(tag + " step" + std::to_string(step) + " grad " + n, p.grad());
+    if (step == 4) {
+      rec_num(tag + " step4 clip total_norm", dt::optim::clip_grad_norm_(params, 0.05));
+      for (auto& [n, p] : m.named_parameters()) rec(tag + " step4 clipped grad " + n, p.grad());
+    }
+    opt->step();
+  }
+  std::string keys;
+  for (auto& [n, p] : m.named_parameters()) {
+    rec(tag + " final param " + n, p);
+    keys += (keys.empty() ? "" : " ") + n;
+  }
+  for (auto& [n, b] : m.named_buffers()) keys += " " + n;
+  rec_value(tag + " state_dict keys", keys);
+  for (auto& [n, s] : opt->state_dict()) {
+    const auto dot = n.find('.');
+    if (dot == std::string::npos || n.substr(dot + 1) == "step") continue;
+    rec(tag + " optim state " + n.substr(0, dot) + " " + n.substr(dot + 1), s);
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  dt::Runtime rt(&argc, &argv);
+  R = dt::world_rank();
+  W = dt::world_size();
+  const auto mesh = dt::init_device_mesh(dt::kCPU, {W}, {"dp"});
+  const std::vector<Case> cases = {
+      {.tag = "fsdp_adamw"},
+      {.tag = "fsdp_sgd_noreshard", .adamw = false, .reshard = false},
+      {.tag = "fsdp_accum3", .adamw = false, .accum = 3},
+      {.tag = "fsdp_mp_bf16", .mp = true},
+      {.tag = "ddp_adamw", .fsdp = false},
+      {.tag = "ddp_accum3", .fsdp = false, .adamw = false, .accum = 3},
+  };
+  for (const Case& c : cases) {
+    try {
+      run(c, mesh);
+    } catch (const std::exception& e) {
+      std::string msg = std::string(e.what()).substr(0, 200);
+      for (auto& ch : msg)
+        if (ch == '"' || ch == '\n' || ch == '\\') ch = '\'';
+      entry("\"case\":\"" + c.tag + "\",\"error\":\"" + msg + "\"");
+    }
+  }
+  std::ofstream("dt_w" + std::to_string(W) + "_r" + std::to_string(R) + ".json")
+      << "[" << out.str() << "]\n";
+  return 0;
+}
