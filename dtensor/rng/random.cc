@@ -10,7 +10,8 @@ Generator& pick(Generator* gen, Device device) {
   return gen != nullptr ? *gen : default_generator(device);
 }
 
-// Generates `t` (the whole tensor) from spec, reserving its words on the generator.
+// Generates `t` (the whole tensor) from spec, reserving its words on the generator. Checks `t`
+// first: the in-place fillers build `spec` from t.dtype(), which an undefined tensor answers.
 Tensor generate(const Tensor& t, const RandomSpec& spec, Generator* gen, std::string_view op) {
   DT_CHECK(t.defined(), "[%s] the tensor is undefined", op);
   check_random_spec(spec, op);
@@ -45,22 +46,18 @@ Tensor bernoulli(IntSpan shape, double p, TensorOptions opts, Generator* gen) {
 }
 
 Tensor uniform_(const Tensor& t, double low, double high, Generator* gen) {
-  DT_CHECK(t.defined(), "[uniform_] the tensor is undefined");
   return generate(t, RandomSpec::uniform(t.dtype(), low, high), gen, "uniform_");
 }
 
 Tensor normal_(const Tensor& t, double mean, double stddev, Generator* gen) {
-  DT_CHECK(t.defined(), "[normal_] the tensor is undefined");
   return generate(t, RandomSpec::normal(t.dtype(), mean, stddev), gen, "normal_");
 }
 
 Tensor bernoulli_(const Tensor& t, double p, Generator* gen) {
-  DT_CHECK(t.defined(), "[bernoulli_] the tensor is undefined");
   return generate(t, RandomSpec::bernoulli(t.dtype(), p), gen, "bernoulli_");
 }
 
 Tensor random_(const Tensor& t, int64_t low, int64_t high, Generator* gen) {
-  DT_CHECK(t.defined(), "[random_] the tensor is undefined");
   return generate(t, RandomSpec::randint(t.dtype(), low, high), gen, "random_");
 }
 

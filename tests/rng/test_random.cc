@@ -203,7 +203,13 @@ TEST_CASE("random ops reject bad arguments without advancing the generator", "[r
   REQUIRE_THROWS_WITH(bernoulli({4}, -0.1), Catch::Contains("[bernoulli]"));
   REQUIRE_THROWS_WITH(uniform_(empty({2}), 1.0, 0.0), Catch::Contains("[uniform_]"));
   REQUIRE_THROWS_WITH(normal_(empty({2}), 0.0, -1.0), Catch::Contains("[normal_]"));
-  REQUIRE_THROWS_AS(uniform_(Tensor()), Error);
+  // An undefined tensor is refused by every in-place filler, naming it.
+  REQUIRE_THROWS_WITH(uniform_(Tensor()), Catch::Contains("[uniform_] the tensor is undefined"));
+  REQUIRE_THROWS_WITH(normal_(Tensor()), Catch::Contains("[normal_] the tensor is undefined"));
+  REQUIRE_THROWS_WITH(bernoulli_(Tensor(), 0.5),
+                      Catch::Contains("[bernoulli_] the tensor is undefined"));
+  REQUIRE_THROWS_WITH(random_(Tensor(), 0, 4),
+                      Catch::Contains("[random_] the tensor is undefined"));
   CHECK(default_generator().offset() == 0);
   // Zero-size tensors are fine and reserve nothing.
   CHECK(rand({0, 3}).numel() == 0);
