@@ -112,18 +112,24 @@ void ensure_mpi(std::string_view op) {
   }
 }
 
-// This rank's index and the number of ranks on its node (MPI_COMM_TYPE_SHARED split of the
-// world; collective).
-struct NodeRanks {
+// This rank's index in a communicator and the communicator's size.
+struct CommRanks {
   int rank = 0;
   int size = 1;
 };
-NodeRanks node_ranks() {
+CommRanks comm_ranks(MPI_Comm comm) {
+  CommRanks n;
+  MPI_Comm_rank(comm, &n.rank);
+  MPI_Comm_size(comm, &n.size);
+  return n;
+}
+
+// This rank's index and the number of ranks on its node (MPI_COMM_TYPE_SHARED split of the
+// world; collective).
+CommRanks node_ranks() {
   MPI_Comm node;
   DT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  NodeRanks n;
-  MPI_Comm_rank(node, &n.rank);
-  MPI_Comm_size(node, &n.size);
+  const CommRanks n = comm_ranks(node);
   MPI_Comm_free(&node);
   return n;
 }
@@ -216,17 +222,13 @@ bool Runtime::initialized() {
 int world_rank() {
   if (const detail::FakeWorld* f = detail::fake_world()) return f->rank;
   ensure_mpi("world_rank");
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
+  return comm_ranks(MPI_COMM_WORLD).rank;
 }
 
 int world_size() {
   if (const detail::FakeWorld* f = detail::fake_world()) return f->world_size;
   ensure_mpi("world_size");
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
+  return comm_ranks(MPI_COMM_WORLD).size;
 }
 
 int local_rank() {

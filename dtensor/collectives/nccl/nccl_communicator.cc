@@ -144,6 +144,16 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
+// The send buffer of all_gather / reduce_scatter: `input`, or a copy of it where it overlaps
+// `output` other than in place, i.e. other than with `block` (the per-rank side) sitting
+// exactly at rank's block of `whole` (the other side).
+Tensor unaliased_input(const Tensor& input, const Tensor& output, const Tensor& block,
+                       const Tensor& whole, int rank) {
+  const char* own_block =
+      static_cast<const char*>(whole.data_ptr()) + static_cast<size_t>(rank) * block.nbytes();
+  return (block.data_ptr() != own_block && overlaps(input, output)) ? input.clone() : input;
+}
+
 class NcclWork final : public Work {
  public:
   NcclWork(std::shared_ptr<const Communicator> comm, ncclComm_t nccl, cudaEvent_t done,
@@ -349,9 +359,7 @@ WorkPtr NcclCommunicator::do_all_reduce_out(const Tensor& output, const Tensor& 
 
 WorkPtr NcclCommunicator::do_all_gather(const Tensor& output, const Tensor& input) {
   if (output.numel() == 0) return completed_work();
-  const char* own_block =
-      static_cast<const char*>(output.data_ptr()) + static_cast<size_t>(rank()) * input.nbytes();
-  Tensor in = (input.data_ptr() != own_block && overlaps(input, output)) ? input.clone() : input;
+  const Tensor in = unaliased_input(input, output, /*block=*/input, /*whole=*/output, rank());
   return launch(CollectiveKind::kAllGather, &input, {output, in}, [&] {
     DT_CHECK_NCCL(ncclAllGather(in.data_ptr(), output.data_ptr(), static_cast<size_t>(in.numel()),
                                 nccl_datatype(in.dtype()), comm_, stream_));
@@ -361,9 +369,7 @@ WorkPtr NcclCommunicator::do_all_gather(const Tensor& output, const Tensor& inpu
 WorkPtr NcclCommunicator::do_reduce_scatter(const Tensor& output, const Tensor& input,
                                             ReduceOp op) {
   if (input.numel() == 0) return completed_work();
-  const char* own_block =
-      static_cast<const char*>(input.data_ptr()) + static_cast<size_t>(rank()) * output.nbytes();
-  Tensor in = (output.data_ptr() != own_block && overlaps(input, output)) ? input.clone() : input;
+  const Tensor in = unaliased_input(input, output, /*block=*/output, /*whole=*/input, rank());
   if (takes_keys(in.dtype(), op)) {
     // Keys in, keys out (nan_minmax.h); the input's keys are a new buffer, so no overlap.
     const Tensor in_keys = empty(in.sizes(), keys_options(in));
