@@ -115,7 +115,7 @@ Tensor prepare_inplace(const OpInfo& op, const DTensor& self, bool record) {
 // Records the node of one dispatched call.
 void record(const OpInfo& op, absl::Span<const DTensor* const> inputs,
             absl::Span<const ArgValue> args, const DispatchTrace& trace, DTensorList& outputs,
-            const Tensor& inplace_old_self) {
+            const Tensor& inplace_old_self, uint32_t inplace_self_version) {
   const size_t nin = inputs.size(), nout = outputs.size();
   auto node = std::make_shared<OpNode>(op, args, static_cast<int64_t>(nout));
   const OutputSharding& sharding = *trace.sharding;
@@ -139,7 +139,14 @@ void record(const OpInfo& op, absl::Span<const DTensor* const> inputs,
                          ? trace.inputs[i]
                          : empty(Shape(seen->ndim(), 0),
                                  TensorOptions(seen->dtype(), local_device(in.device_mesh())));
-      const uint32_t version = local.storage().version();
+      // Another input of an in-place op that is self's memory (a.mul_(a)) was read by the
+      // kernel before its write: saved at self's version before the write, so that backward
+      // raises as PyTorch does instead of reading the written values (a.mul_(a) of
+      // a = [1, 2, 3] gave the gradient a^2 + a = [2, 6, 12], not 2 a).
+      const uint32_t version =
+          op.inplace && i != 0 && local.storage().is_same(inputs[0]->to_local().storage())
+              ? inplace_self_version
+              : local.storage().version();
       node->saved_inputs.push_back({DTensor(std::move(local), seen), version});
     } else if (op.saved_inputs != 0) {
       node->saved_inputs.emplace_back();
@@ -172,10 +179,12 @@ DTensorList dispatch_multi(const OpInfo& op, absl::Span<const DTensor* const> in
   if (!record_call && !op.inplace) return dispatch_sharded(op, inputs, args);
 
   Tensor old_self;
+  uint32_t self_version = 0;
   if (op.inplace) {
     DT_CHECK(!inputs.empty() && inputs[0] != nullptr && inputs[0]->defined(),
              "[%s] argument self is an undefined DTensor", op.name);
     old_self = prepare_inplace(op, *inputs[0], record_call);
+    self_version = inputs[0]->to_local().storage().version();
   }
   DispatchTrace trace;
   DTensorList outputs = dispatch_sharded(op, inputs, args, record_call ? &trace : nullptr);
@@ -183,7 +192,7 @@ DTensorList dispatch_multi(const OpInfo& op, absl::Span<const DTensor* const> in
   if (!record_call) return outputs;
   DT_CHECK(op.differentiable || op.backward,
            "[%s] the in-place op is not differentiable but an input requires grad", op.name);
-  record(op, inputs, args, trace, outputs, old_self);
+  record(op, inputs, args, trace, outputs, old_self, self_version);
   if (op.inplace) {
     // self now holds the result: it takes the output's history (its copies share it when they
     // share its autograd state; a DTensor without one gets it here).

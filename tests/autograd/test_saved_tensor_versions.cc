@@ -253,3 +253,90 @@ TEST_CASE("a write to a saved tensor raises at backward, any other write leaves 
   CHECK(ops > 0);
   CHECK(silent == 0);
 }
+
+namespace {
+
+// A leaf [1, 2, 3] that requires grad and a non-leaf copy a = leaf * 1 (in-place writes allowed).
+struct Leaf {
+  DTensor leaf = dt::local_dtensor(dt::from_vector<double>({1, 2, 3}, {3})).requires_grad_();
+  DTensor a = dt::mul(leaf, dt::Scalar(1.0));
+  std::vector<double> grad() const { return leaf.grad().to_local().to_vector<double>(); }
+};
+
+bool raises_version_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const dt::Error& e) {
+    return std::string(e.what()).find("modified by an in-place op") != std::string::npos;
+  }
+  return false;
+}
+
+}  // namespace
+
+// Values and raises from PyTorch 2.15 (tests/autograd/torch_saved_tensor_references.py).
+TEST_CASE("in-place mechanics match PyTorch: aliasing, leaves, views, no_grad, chains") {
+  SECTION("a.mul_(a) / a.div_(a): the op read self as other, then overwrote it: raises") {
+    Leaf m;
+    dt::mul_(m.a, m.a);
+    CHECK(raises_version_error([&] { dt::sum(m.a).backward(); }));
+    Leaf d;
+    dt::div_(d.a, d.a);
+    CHECK(raises_version_error([&] { dt::sum(d.a).backward(); }));
+  }
+  SECTION("a.add_(a) saves nothing: gradient 2") {
+    Leaf s;
+    dt::add_(s.a, s.a);
+    dt::sum(s.a).backward();
+    CHECK(s.grad() == std::vector<double>{2, 2, 2});
+  }
+  SECTION("a.mul_(2).add_(1), then a * a: gradient 4 (2 a + 1)") {
+    Leaf s;
+    dt::add_(dt::mul_(s.a, dt::Scalar(2.0)), dt::Scalar(1.0));
+    dt::sum(dt::mul(s.a, s.a)).backward();
+    CHECK(s.grad() == std::vector<double>{12, 20, 28});
+  }
+  SECTION("a leaf that requires grad, or a view of one, refuses in-place ops; no_grad allows") {
+    Leaf s;
+    CHECK_THROWS_WITH(dt::add_(s.leaf, dt::Scalar(1.0)),
+                      Catch::Contains("a leaf DTensor that requires grad"));
+    CHECK_THROWS_WITH(dt::add_(dt::narrow(s.leaf, 0, 0, 2), dt::Scalar(1.0)),
+                      Catch::Contains("view of a DTensor that requires grad"));
+    {
+      dt::autograd::NoGradGuard no_grad;
+      dt::add_(s.leaf, dt::Scalar(1.0));
+    }
+    CHECK(s.leaf.requires_grad());
+    CHECK(s.leaf.to_local().to_vector<double>() == std::vector<double>{2, 3, 4});
+  }
+  SECTION("a write through a view under no_grad: raises where the op saved the viewed tensor") {
+    Leaf e;
+    const DTensor y = dt::exp(e.a);  // saves its output only
+    {
+      dt::autograd::NoGradGuard no_grad;
+      dt::mul_(dt::narrow(e.a, 0, 0, 2), dt::Scalar(3.0));
+    }
+    dt::sum(y).backward();
+    CHECK_THAT(e.grad(),
+               Catch::Approx(std::vector<double>{std::exp(1.0), std::exp(2.0), std::exp(3.0)}));
+    Leaf s;
+    const DTensor z = dt::sin(s.a);  // saves its input
+    {
+      dt::autograd::NoGradGuard no_grad;
+      dt::mul_(dt::narrow(s.a, 0, 0, 2), dt::Scalar(3.0));
+    }
+    CHECK(raises_version_error([&] { dt::sum(z).backward(); }));
+  }
+  SECTION("detach() shares storage: a write through it reaches the version counter") {
+    Leaf s;
+    const DTensor y = dt::mul(s.leaf, s.leaf);
+    dt::add_(s.leaf.detach(), dt::Scalar(1.0));
+    CHECK(raises_version_error([&] { dt::sum(y).backward(); }));
+  }
+  SECTION("a second backward without retain_graph raises") {
+    Leaf s;
+    const DTensor y = dt::sum(dt::mul(s.leaf, s.leaf));
+    y.backward();
+    CHECK_THROWS_WITH(y.backward(), Catch::Contains("a second time"));
+  }
+}
