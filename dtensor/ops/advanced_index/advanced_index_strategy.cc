@@ -119,10 +119,7 @@ void check_and_locate(const KernelContext& c, Locals l, const char* op, int64_t 
 }
 
 void register_index(Registry& reg) {
-  OpInfo op;
-  op.name = "index";
-  op.input_names = {"self"};
-  op.linearity = Linearity::kLinearInFirst;
+  OpInfo op = detail::make_op("index", {"self"}, Linearity::kLinearInFirst);
   op.meta = [](const OpSchema& s) {
     const AdvancedIndexPlan plan = spec_plan(s, "index", 1);
     return OutputMetas{TensorMeta(plan.out, s.input(0).dtype())};
@@ -183,9 +180,7 @@ void register_index(Registry& reg) {
 }
 
 void register_index_put(Registry& reg) {
-  OpInfo op;
-  op.name = "index_put";
-  op.input_names = {"self", "values"};
+  OpInfo op = detail::make_op("index_put", {"self", "values"});
   op.meta = [](const OpSchema& s) {
     const AdvancedIndexPlan plan = spec_plan(s, "index_put", 2);
     s.arg<bool>(1);

@@ -156,9 +156,7 @@ std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backw
 }
 
 void register_attention(Registry& reg, bool has_mask) {
-  OpInfo op;
-  op.name = has_mask ? kForwardMask : kForward;
-  op.input_names = {"query", "key", "value"};
+  OpInfo op = detail::make_op(has_mask ? kForwardMask : kForward, {"query", "key", "value"});
   if (has_mask) op.input_names.push_back("attn_mask");
   op.schema_info.static_argnum = 1;
   op.meta = [has_mask](const OpSchema& s) { return forward_meta(s, has_mask); };

@@ -36,11 +36,16 @@ StrategyRows rows_all_but(int64_t ndim, int64_t dim, int64_t width) {
   return rows;
 }
 
-OpInfo gradient_op(const char* name, std::vector<std::string> input_names, Linearity linearity) {
+OpInfo make_op(std::string_view name, std::vector<std::string> input_names, Linearity linearity) {
   OpInfo op;
-  op.name = name;
+  op.name = std::string(name);
   op.input_names = std::move(input_names);
   op.linearity = linearity;
+  return op;
+}
+
+OpInfo gradient_op(const char* name, std::vector<std::string> input_names, Linearity linearity) {
+  OpInfo op = make_op(name, std::move(input_names), linearity);
   op.differentiable = false;
   op.saved_inputs = 0;
   return op;

@@ -148,10 +148,7 @@ std::vector<OpSample> conv_grad_samples(int64_t w) {
 }  // namespace
 
 void register_conv_ops(Registry& registry) {
-  OpInfo conv;
-  conv.name = "convolution";
-  conv.input_names = {"input", "weight"};
-  conv.linearity = Linearity::kMultilinear;
+  OpInfo conv = detail::make_op("convolution", {"input", "weight"}, Linearity::kMultilinear);
   conv.meta = [](const OpSchema& s) {
     DT_CHECK(s.input(0).dtype() == s.input(1).dtype(),
              "[convolution] weight dtype %s does not match input dtype %s",

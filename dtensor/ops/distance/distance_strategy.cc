@@ -41,9 +41,7 @@ void check_pair(const OpSchema& s, int64_t i1, int64_t i2) {
 }
 
 void register_cdist(Registry& r) {
-  OpInfo op;
-  op.name = "cdist";
-  op.input_names = {"x1", "x2"};
+  OpInfo op = detail::make_op("cdist", {"x1", "x2"});
   op.meta = [](const OpSchema& s) {
     check_pair(s, 0, 1);
     Shape shape = s.input(0).shape();

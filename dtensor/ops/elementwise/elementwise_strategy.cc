@@ -382,10 +382,7 @@ Tensor mod_kernel(const KernelContext& c, Locals l) {
 // PyTorch's DTensor has no glu rule to follow); every other dim keeps its shard, uneven and
 // empty shards included, as softmax's. Not linear: a Partial input is reduced first.
 void register_glu(Registry& reg) {
-  OpInfo info;
-  info.name = "glu";
-  info.input_names = {"self"};
-  info.linearity = Linearity::kNone;
+  OpInfo info = detail::make_op("glu", {"self"});
   info.meta = [](const OpSchema& s) {
     const int64_t n = s.input(0).ndim();
     DT_CHECK(n > 0, "[glu] glu does not support scalars because halving size must be even");

@@ -111,10 +111,7 @@ void register_embedding_backward(Registry& registry) {
 }  // namespace
 
 void register_embedding_ops(Registry& registry) {
-  OpInfo op;
-  op.name = "embedding";
-  op.input_names = {"weight", "indices"};
-  op.linearity = Linearity::kLinearInFirst;
+  OpInfo op = detail::make_op("embedding", {"weight", "indices"}, Linearity::kLinearInFirst);
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& w = s.input(0);
     const DTensorSpec& idx = s.input(1);

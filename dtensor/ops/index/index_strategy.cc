@@ -118,10 +118,7 @@ std::vector<OpSample> gather_samples(int64_t w) {
 }
 
 void register_gather(Registry& reg) {
-  OpInfo op;
-  op.name = "gather";
-  op.input_names = {"self", "index"};
-  op.linearity = Linearity::kLinearInFirst;
+  OpInfo op = detail::make_op("gather", {"self", "index"}, Linearity::kLinearInFirst);
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& self = s.input(0);
     const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "gather");
@@ -191,9 +188,7 @@ Tensor add_scattered(const KernelContext& c, const Tensor& self, int64_t dim, co
 // index falls in its block, no communication); and, linear in self and src together,
 // [P | P, R, P] for sum and avg.
 void register_scatter_add(Registry& reg) {
-  OpInfo op;
-  op.name = "scatter_add";
-  op.input_names = {"self", "index", "src"};
+  OpInfo op = detail::make_op("scatter_add", {"self", "index", "src"});
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& self = s.input(0);
     const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "scatter_add");
@@ -283,9 +278,7 @@ std::vector<OpSample> overwrite_samples(int64_t w, bool with_src) {
 // scatter(self, index, src; dim) -> a copy of self with src written at the indices (the last
 // entry wins where a position repeats). Rows: overwrite_rows.
 void register_scatter(Registry& reg) {
-  OpInfo op;
-  op.name = "scatter";
-  op.input_names = {"self", "index", "src"};
+  OpInfo op = detail::make_op("scatter", {"self", "index", "src"});
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& self = s.input(0);
     const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "scatter");
@@ -312,9 +305,7 @@ void register_scatter(Registry& reg) {
 
 // scatter.value(self, index; value [runtime], dim): scatter of a scalar. Rows: overwrite_rows.
 void register_scatter_value(Registry& reg) {
-  OpInfo op;
-  op.name = "scatter.value";
-  op.input_names = {"self", "index"};
+  OpInfo op = detail::make_op("scatter.value", {"self", "index"});
   op.schema_info.static_argnum = 1;
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& self = s.input(0);
@@ -385,9 +376,7 @@ StrategyRows scatter_reduce_rows(const OpSchema& s) {
 }
 
 void register_scatter_reduce(Registry& reg) {
-  OpInfo op;
-  op.name = "scatter_reduce";
-  op.input_names = {"self", "index", "src"};
+  OpInfo op = detail::make_op("scatter_reduce", {"self", "index", "src"});
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& self = s.input(0);
     const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "scatter_reduce");
@@ -442,9 +431,7 @@ void register_scatter_reduce(Registry& reg) {
 // 1-d index expanded along dim. Rows: every dim but `dim` sharded alike on self and source (the
 // index whole), and the scatter rows.
 void register_index_add(Registry& reg) {
-  OpInfo op;
-  op.name = "index_add";
-  op.input_names = {"self", "index", "source"};
+  OpInfo op = detail::make_op("index_add", {"self", "index", "source"});
   op.schema_info.static_argnum = 1;
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& self = s.input(0);
@@ -496,9 +483,7 @@ void register_index_add(Registry& reg) {
 
 // one_hot(index; num_classes) -> int64 [..., num_classes]: every index dim may be sharded.
 void register_one_hot(Registry& reg) {
-  OpInfo op;
-  op.name = "one_hot";
-  op.input_names = {"self"};
+  OpInfo op = detail::make_op("one_hot", {"self"});
   op.differentiable = false;
   op.meta = [](const OpSchema& s) {
     DT_CHECK(s.input(0).dtype() == kInt64, "[one_hot] argument self has dtype %s, expected int64",

@@ -120,10 +120,7 @@ void register_gather_target_backward(Registry& registry) {
 }  // namespace
 
 void register_loss_ops(Registry& registry) {
-  OpInfo op;
-  op.name = "gather_target";
-  op.input_names = {"input", "target"};
-  op.linearity = Linearity::kLinearInFirst;
+  OpInfo op = detail::make_op("gather_target", {"input", "target"}, Linearity::kLinearInFirst);
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& x = s.input(0);
     const DTensorSpec& t = s.input(1);

@@ -358,9 +358,7 @@ std::vector<OpSample> nll_grad_samples(int64_t w) {
 }  // namespace
 
 void register_nll_loss_ops(Registry& registry) {
-  OpInfo op;
-  op.name = kOp;
-  op.input_names = {"input", "target", "weight"};
+  OpInfo op = detail::make_op(kOp, {"input", "target", "weight"});
   op.linearity = Linearity::kNone;  // the Partial rows are in nll_rows (total_weight stays R)
   op.meta = nll_meta;
   op.strategy = [](const OpSchema& s) {

@@ -310,9 +310,7 @@ void add_loss(Registry& reg, LossKind base) {
   std::vector<std::string> names = {"input", "target", "weight", "pos_weight"};
   names.resize(max_inputs);
 
-  OpInfo op;
-  op.name = name;
-  op.input_names = names;
+  OpInfo op = detail::make_op(name, names);
   op.meta = [base](const OpSchema& s) { return loss_meta(base, s); };
   op.strategy = [base](const OpSchema& s) {
     return loss_rows(s, 0, parse_call(base, s, 0).reduction != Reduction::kNone);

@@ -37,9 +37,7 @@ void check_bool_mask(const OpSchema& s, int64_t i) {
 }
 
 void register_masked_select(Registry& reg) {
-  OpInfo op;
-  op.name = "masked_select";
-  op.input_names = {"self", "mask"};
+  OpInfo op = detail::make_op("masked_select", {"self", "mask"});
   op.data_dependent_shape = true;
   op.meta = [](const OpSchema& s) {
     check_bool_mask(s, 1);
@@ -70,9 +68,7 @@ void register_masked_select(Registry& reg) {
 }
 
 void register_nonzero(Registry& reg) {
-  OpInfo op;
-  op.name = "nonzero";
-  op.input_names = {"self"};
+  OpInfo op = detail::make_op("nonzero", {"self"});
   op.data_dependent_shape = true;
   op.differentiable = false;
   op.saved_inputs = 0;

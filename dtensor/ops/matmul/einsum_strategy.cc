@@ -90,10 +90,7 @@ EinsumEquation schema_equation(const OpSchema& s) {
 }  // namespace
 
 void register_einsum_ops(Registry& reg) {
-  OpInfo op;
-  op.name = "einsum";
-  op.input_names = {"operand 0", "operand 1"};
-  op.linearity = Linearity::kMultilinear;
+  OpInfo op = detail::make_op("einsum", {"operand 0", "operand 1"}, Linearity::kMultilinear);
   op.meta = [](const OpSchema& s) {
     for (int64_t i = 1; i < s.num_inputs(); ++i) {
       DT_CHECK(s.input(i).dtype() == s.input(0).dtype(),

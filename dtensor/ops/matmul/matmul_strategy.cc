@@ -125,9 +125,7 @@ constexpr std::string_view kBmmEquation = "bmk,bkn->bmn";
 
 OpInfo product_op(const char* name, std::vector<std::string> inputs,
                   Tensor (*kernel)(const KernelContext&, Locals)) {
-  OpInfo info;
-  info.name = name;
-  info.input_names = std::move(inputs);
+  OpInfo info = detail::make_op(name, std::move(inputs));
   info.kernel = single_output(kernel);
   return info;
 }

@@ -88,9 +88,7 @@ std::vector<OpSample> affine_samples(int64_t w, bool with_grad) {
 }  // namespace
 
 void register_batch_norm_ops(Registry& registry) {
-  OpInfo sums;
-  sums.name = "batch_norm_sums";
-  sums.input_names = {"input"};
+  OpInfo sums = detail::make_op("batch_norm_sums", {"input"});
   sums.meta = [](const OpSchema& s) {
     check_input(s.input(0), "batch_norm_sums");
     return OutputMetas{TensorMeta(Shape{2, s.input(0).shape()[1]}, kFloat64)};
@@ -121,9 +119,7 @@ void register_batch_norm_ops(Registry& registry) {
   bw.samples = [](int64_t w) { return sums_samples(w, true); };
   registry.add(std::move(bw));
 
-  OpInfo affine;
-  affine.name = "batch_norm_affine";
-  affine.input_names = {"input", "factors"};
+  OpInfo affine = detail::make_op("batch_norm_affine", {"input", "factors"});
   affine.meta = [](const OpSchema& s) {
     check_input(s.input(0), "batch_norm_affine");
     check_factors(s.input(1), s.input(0), "batch_norm_affine");

@@ -73,9 +73,7 @@ std::vector<OpSample> group_norm_samples(int64_t w, bool grad) {
 }  // namespace
 
 void register_group_norm_ops(Registry& registry) {
-  OpInfo gn;
-  gn.name = "group_norm";
-  gn.input_names = {"input", "weight", "bias"};
+  OpInfo gn = detail::make_op("group_norm", {"input", "weight", "bias"});
   gn.schema_info.static_argnum = 1;
   gn.meta = [](const OpSchema& s) {
     check_group_norm(s, 0, "group_norm");

@@ -74,9 +74,7 @@ OutputMetas norm_grad_meta(const OpSchema& s, const char* name, bool layer) {
 // A norm gradient op's schema, meta and strategy (its kernel and samples are the caller's):
 // inputs (grad_output, input[, weight]), the forward's args, not differentiated again.
 OpInfo norm_grad_op(const char* name, bool layer) {
-  OpInfo op;
-  op.name = name;
-  op.input_names = {"grad_output", "input", "weight"};
+  OpInfo op = detail::make_op(name, {"grad_output", "input", "weight"});
   // Every gradient (input, weight, bias) is linear in grad_output: a Partial one passes
   // through unreduced (the weight and bias gradients come out Partial like it).
   op.linearity = Linearity::kLinearInFirst;
@@ -92,9 +90,7 @@ OpInfo norm_grad_op(const char* name, bool layer) {
 }  // namespace
 
 void register_norm_ops(Registry& registry) {
-  OpInfo ln;
-  ln.name = "layer_norm";
-  ln.input_names = {"input", "weight", "bias"};
+  OpInfo ln = detail::make_op("layer_norm", {"input", "weight", "bias"});
   ln.schema_info.static_argnum = 1;
   ln.meta = [](const OpSchema& s) { return norm_meta(s, "layer_norm"); };
   ln.strategy = [](const OpSchema& s) { return norm_rows(s, 0, 1); };
@@ -116,9 +112,7 @@ void register_norm_ops(Registry& registry) {
   };
   registry.add(std::move(ln));
 
-  OpInfo rms;
-  rms.name = "rms_norm";
-  rms.input_names = {"input", "weight"};
+  OpInfo rms = detail::make_op("rms_norm", {"input", "weight"});
   rms.schema_info.static_argnum = 1;
   rms.meta = [](const OpSchema& s) { return norm_meta(s, "rms_norm"); };
   rms.strategy = [](const OpSchema& s) { return norm_rows(s, 0, 1); };

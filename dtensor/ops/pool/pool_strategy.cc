@@ -89,9 +89,7 @@ std::vector<OpSample> forward_samples(const Spec& spec, int64_t w) {
 }
 
 void register_forward(Registry& r, const Spec& spec) {
-  OpInfo op;
-  op.name = spec.name;
-  op.input_names = {"self"};
+  OpInfo op = detail::make_op(spec.name, {"self"});
   const bool max = is_max(spec.kind);
   op.linearity = max || spec.kind == WindowKind::kPad ? Linearity::kNone : Linearity::kLinear;
   op.meta = [spec, max](const OpSchema& s) {

@@ -209,10 +209,7 @@ std::vector<OpSample> reduction_samples(ArgLayout layout, int64_t w) {
 #pragma GCC diagnostic pop
 
 void add_reduction(Registry& reg, const ReductionDef& def) {
-  OpInfo info;
-  info.name = def.name;
-  info.input_names = {"self"};
-  info.linearity = def.linearity;
+  OpInfo info = detail::make_op(def.name, {"self"}, def.linearity);
   if (def.layout == ArgLayout::kCorrectionDimsKeepdim) info.schema_info.static_argnum = 1;
   info.meta = [def](const OpSchema& s) {
     const Parsed p = parse(s, def.layout);

@@ -132,10 +132,7 @@ Tensor scan_kernel(const KernelContext& c, detail::ScanOp op, const Tensor& x) {
 // messages of one accumulator per row, instead of gathering the dim; bit-identical results).
 void register_cumulative(Registry& r, const char* name, detail::ScanOp scan, Linearity linearity,
                          BackwardFn backward, uint32_t saved_inputs, uint32_t saved_outputs = 0) {
-  OpInfo op;
-  op.name = name;
-  op.input_names = {"self"};
-  op.linearity = linearity;
+  OpInfo op = detail::make_op(name, {"self"}, linearity);
   op.backward = std::move(backward);
   op.saved_inputs = saved_inputs;
   op.saved_outputs = saved_outputs;
@@ -212,9 +209,7 @@ std::vector<OpSample> flag_samples(int64_t w, bool has_flag) {
 // indices; sampled with both flag values (or none).
 void register_values_indices(Registry& r, const char* name,
                              ValuesIndices (*local)(const Tensor&, int64_t, bool), bool has_flag) {
-  OpInfo op;
-  op.name = name;
-  op.input_names = {"self"};
+  OpInfo op = detail::make_op(name, {"self"});
   op.meta = [](const OpSchema& s) {
     op_dim(s, 0);
     return values_indices(s.input(0).shape(), s.input(0).dtype());
@@ -234,9 +229,7 @@ void register_values_indices(Registry& r, const char* name,
 
 // argsort(self; dim, descending) -> indices (not differentiable).
 void register_argsort(Registry& r) {
-  OpInfo op;
-  op.name = "argsort";
-  op.input_names = {"self"};
+  OpInfo op = detail::make_op("argsort", {"self"});
   op.differentiable = false;
   op.meta = [](const OpSchema& s) {
     op_dim(s, 0);
@@ -339,9 +332,7 @@ void register_kthvalue(Registry& r) {
 // other dim sharded alike (kthvalue's rows); the values' gradient goes back to the indices.
 void register_pick(Registry& r, const char* name,
                    ValuesIndices (*local)(const Tensor&, int64_t, bool)) {
-  OpInfo op;
-  op.name = name;
-  op.input_names = {"self"};
+  OpInfo op = detail::make_op(name, {"self"});
   op.meta = [](const OpSchema& s) {
     const int64_t dim = op_dim(s, 0);
     Shape shape = s.input(0).shape();
@@ -386,9 +377,7 @@ void register_pick(Registry& r, const char* name,
 // median (self) -> 0-d: no rows (the input is gathered); the gradient is shared evenly among
 // the elements equal to the median (PyTorch's evenly_distribute_backward).
 void register_median_all(Registry& r) {
-  OpInfo op;
-  op.name = "median";
-  op.input_names = {"self"};
+  OpInfo op = detail::make_op("median", {"self"});
   op.meta = [](const OpSchema& s) { return OutputMetas{TensorMeta(Shape{}, s.input(0).dtype())}; };
   op.strategy = [](const OpSchema&) { return StrategyRows{}; };
   op.kernel = single_output([](const KernelContext&, Locals l) { return median(l[0]); });

@@ -197,10 +197,7 @@ Shape diagonal_backward_out_shape(const OpSchema& s) {
 }
 
 void add_copy_op(Registry& reg, const CopyOpDef& def) {
-  OpInfo op;
-  op.name = def.name;
-  op.input_names = {"self"};
-  op.linearity = Linearity::kLinear;
+  OpInfo op = detail::make_op(def.name, {"self"}, Linearity::kLinear);
   op.view = def.view;
   op.saved_inputs = 0;  // every formula needs the specs and args only
   op.meta = [check = def.check, out_shape = def.out_shape](const OpSchema& s) {

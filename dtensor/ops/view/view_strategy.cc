@@ -164,10 +164,7 @@ std::vector<OpSample> view_samples_of(std::string_view name, int64_t w) {
 // its kernel `kernel`.
 void add_mapped_view(Registry& r, const char* name, ViewFn view, DimMapFn map_of,
                      LocalViewFn kernel, MetaFn meta = nullptr) {
-  OpInfo op;
-  op.name = name;
-  op.input_names = {"self"};
-  op.linearity = Linearity::kLinear;
+  OpInfo op = detail::make_op(name, {"self"}, Linearity::kLinear);
   op.view = true;
   op.saved_inputs = 0;  // backward needs the specs only
   op.samples = [name](int64_t w) { return view_samples(name, w); };
@@ -347,10 +344,7 @@ StrategyRows join_rows(int64_t n, int64_t dim, int64_t width, bool new_dim) {
 }
 
 void register_multi_views(Registry& r) {
-  OpInfo ca;
-  ca.name = "cat";
-  ca.input_names = {"tensors"};
-  ca.linearity = Linearity::kLinear;
+  OpInfo ca = detail::make_op("cat", {"tensors"}, Linearity::kLinear);
   ca.saved_inputs = 0;
   ca.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
     return cat(std::vector<Tensor>(l.begin(), l.end()), c.arg<int64_t>(0));
@@ -383,10 +377,7 @@ void register_multi_views(Registry& r) {
   ca.backward = detail::view_grad(ca.name);
   r.add(std::move(ca));
 
-  OpInfo st;
-  st.name = "stack";
-  st.input_names = {"tensors"};
-  st.linearity = Linearity::kLinear;
+  OpInfo st = detail::make_op("stack", {"tensors"}, Linearity::kLinear);
   st.saved_inputs = 0;
   st.kernel = single_output([](const KernelContext& c, absl::Span<const Tensor> l) {
     return stack(std::vector<Tensor>(l.begin(), l.end()), c.arg<int64_t>(0));
@@ -414,10 +405,7 @@ void register_multi_views(Registry& r) {
   r.add(std::move(st));
 
   // split_with_sizes(sizes, dim): one output per size; split and chunk reduce to it.
-  OpInfo sp;
-  sp.name = "split";
-  sp.input_names = {"self"};
-  sp.linearity = Linearity::kLinear;
+  OpInfo sp = detail::make_op("split", {"self"}, Linearity::kLinear);
   sp.view = true;
   sp.saved_inputs = 0;
   sp.kernel = [](const KernelContext& c, absl::Span<const Tensor> l, absl::Span<Tensor> outs) {

@@ -4,6 +4,9 @@
 #include <absl/types/span.h>
 
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "dtensor/core/propagation/op_schema.h"
 #include "dtensor/tensor/tensor.h"
@@ -41,6 +44,11 @@ SampleInput sample(Shape shape, DType dtype = DType::kFloat64, double low = -5, 
 inline int64_t short_size(int64_t w) {
   return w > 1 ? w - 1 : 1;
 }
+
+// An OpInfo with its name, input names (used in error messages) and linearity set: the first
+// lines of every registration; the caller adds meta, strategy, kernel, backward and samples.
+OpInfo make_op(std::string_view name, std::vector<std::string> input_names,
+               Linearity linearity = Linearity::kNone);
 
 // The OpInfo of an op that only backward formulas call (embedding_backward, select_backward,
 // ...): not differentiable itself (no double backward), saves nothing, linear in its first
