@@ -96,12 +96,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   const char* op = "cross_entropy";
   detail::check_defined(op, logits, "input");
   detail::check_defined(op, target, "target");
-  const bool probs = detail::probability_target(logits.sizes(), target.sizes());
-  detail::check_cross_entropy_target(logits.sizes(), logits.dtype(), target.sizes(), target.dtype(),
-                                     probs, ignore_index);
-  DT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
-           "[%s] label_smoothing must be in [0, 1], got %g", op, label_smoothing);
-  detail::check_reduction(op, reduction, false);
+  const bool probs =
+      detail::check_cross_entropy_args(logits.sizes(), logits.dtype(), target.sizes(),
+                                       target.dtype(), ignore_index, label_smoothing, reduction);
   const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
   if (probs) {
     detail::check_same_device(op, logits, target, "target");

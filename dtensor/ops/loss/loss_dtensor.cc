@@ -167,12 +167,9 @@ DTensor cross_entropy(const DTensor& logits, const DTensor& target, Reduction re
   DT_CHECK(target.defined(), "[%s] argument target is an undefined DTensor", kOp);
   DT_CHECK(target.device_mesh() == logits.device_mesh(),
            "[%s] inputs live on different meshes (argument target)", kOp);
-  const bool probs = detail::probability_target(logits.shape(), target.shape());
-  detail::check_cross_entropy_target(logits.shape(), logits.dtype(), target.shape(), target.dtype(),
-                                     probs, ignore_index);
-  DT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
-           "[%s] label_smoothing must be in [0, 1], got %g", kOp, label_smoothing);
-  detail::check_reduction(kOp, reduction, false);
+  const bool probs =
+      detail::check_cross_entropy_args(logits.shape(), logits.dtype(), target.shape(),
+                                       target.dtype(), ignore_index, label_smoothing, reduction);
   DT_CHECK(logits.dim() >= 1, "[%s] argument input is 0-d, expected [C], [N, C] or [N, C, ...]",
            kOp);
   const int64_t class_dim = logits.dim() == 1 ? 0 : 1;

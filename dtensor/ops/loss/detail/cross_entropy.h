@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/tensor/dtype.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/shape.h"
@@ -39,6 +40,21 @@ inline void check_cross_entropy_target(IntSpan input, DType input_dtype, IntSpan
            "[%s] ignore_index %d is not supported with class-probability targets (expected a "
            "negative one, which is ignored)",
            op, ignore_index);
+}
+
+// The argument checks of both forms of cross_entropy, in order: the target (above),
+// label_smoothing in [0, 1], the reduction (batchmean refused). Returns whether the target holds
+// class probabilities.
+inline bool check_cross_entropy_args(IntSpan input, DType input_dtype, IntSpan target,
+                                     DType target_dtype, int64_t ignore_index,
+                                     double label_smoothing, Reduction reduction) {
+  constexpr const char* op = "cross_entropy";
+  const bool probs = probability_target(input, target);
+  check_cross_entropy_target(input, input_dtype, target, target_dtype, probs, ignore_index);
+  DT_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+           "[%s] label_smoothing must be in [0, 1], got %g", op, label_smoothing);
+  check_reduction(op, reduction, false);
+  return probs;
 }
 
 // The class weights' rule of nll_loss and cross_entropy, both forms: a [classes] floating
