@@ -34,14 +34,20 @@ void reset_affine(Module& m) {
   if (m.has_param("bias")) Tensor(m.param("bias").to_local()).zero_();
 }
 
-// The running statistics' initial values: zeros (mean) and ones (var), no gradient; registered
-// as m's buffers.
-void make_running_stats(Module& m, int64_t c, const ModuleOptions& opts, DTensor& mean,
-                        DTensor& var) {
+// BatchNorm's and InstanceNorm's state over c > 0 features: weight and bias when affine, and when
+// track_running_stats the running statistics (zeros (mean) and ones (var), no gradient),
+// registered as m's buffers. Returns track_running_stats.
+bool register_feature_state(Module& m, const char* type, int64_t c, bool affine,
+                            bool track_running_stats, const ModuleOptions& opts, DTensor& mean,
+                            DTensor& var) {
+  DT_CHECK(c > 0, "[%s] num_features %d must be > 0", type, c);
+  register_affine(m, c, affine, opts);
+  if (!track_running_stats) return false;
   mean = detail::constant_parameter({c}, 0.0, opts).detach();
   var = detail::constant_parameter({c}, 1.0, opts).detach();
   m.register_buffer("running_mean", mean);
   m.register_buffer("running_var", var);
+  return true;
 }
 
 }  // namespace
@@ -50,10 +56,8 @@ void make_running_stats(Module& m, int64_t c, const ModuleOptions& opts, DTensor
 BatchNorm::BatchNorm(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
                      bool track_running_stats, ModuleOptions opts)
     : num_features_(num_features), eps_(eps), momentum_(momentum) {
-  DT_CHECK(num_features > 0, "[BatchNorm] num_features %d must be > 0", num_features);
-  register_affine(*this, num_features, affine, opts);
-  if (track_running_stats) {
-    make_running_stats(*this, num_features, opts, running_mean_, running_var_);
+  if (register_feature_state(*this, "BatchNorm", num_features, affine, track_running_stats, opts,
+                             running_mean_, running_var_)) {
     num_batches_tracked_ = local_dtensor(zeros({}, kInt64));
     register_buffer("num_batches_tracked", num_batches_tracked_);
   }
@@ -154,12 +158,18 @@ DTensor GroupNorm::forward(const DTensor& x) {
 InstanceNorm::InstanceNorm(int64_t num_features, double eps, double momentum, bool affine,
                            bool track_running_stats, ModuleOptions opts)
     : num_features_(num_features), eps_(eps), momentum_(momentum) {
-  DT_CHECK(num_features > 0, "[InstanceNorm] num_features %d must be > 0", num_features);
-  register_affine(*this, num_features, affine, opts);
-  if (track_running_stats) {
-    make_running_stats(*this, num_features, opts, running_mean_, running_var_);
-  }
+  register_feature_state(*this, "InstanceNorm", num_features, affine, track_running_stats, opts,
+                         running_mean_, running_var_);
 }
+
+template <int N>
+std::string InstanceNormNd<N>::type_name() const {
+  constexpr const char* kNames[] = {"InstanceNorm1d", "InstanceNorm2d"};
+  return kNames[N - 1];
+}
+
+template class InstanceNormNd<1>;
+template class InstanceNormNd<2>;
 
 void InstanceNorm::reset_own_parameters(Generator*) {
   if (running_mean_.defined()) {

@@ -125,22 +125,20 @@ class InstanceNorm : public Module {
   DTensor running_var_;
 };
 
-class InstanceNorm1d : public InstanceNorm {
+// InstanceNorm over N spatial dims (libtorch's InstanceNormImpl<D>): InstanceNorm1d takes
+// [N, C, L] or [C, L], InstanceNorm2d [N, C, H, W] or [C, H, W].
+template <int N>
+class InstanceNormNd : public InstanceNorm {
  public:
   using InstanceNorm::InstanceNorm;
-  std::string type_name() const override { return "InstanceNorm1d"; }
+  std::string type_name() const override;
 
  protected:
-  int64_t spatial_dims() const override { return 1; }
+  int64_t spatial_dims() const override { return N; }
 };
 
-class InstanceNorm2d : public InstanceNorm {
- public:
-  using InstanceNorm::InstanceNorm;
-  std::string type_name() const override { return "InstanceNorm2d"; }
-
- protected:
-  int64_t spatial_dims() const override { return 2; }
-};
+// Its members are instantiated in norm_layers.cc for N = 1, 2 only.
+using InstanceNorm1d = InstanceNormNd<1>;
+using InstanceNorm2d = InstanceNormNd<2>;
 
 }  // namespace dtensor::nn

@@ -119,4 +119,8 @@ TEST_CASE("GroupNorm and InstanceNorm modules equal their functions", "[nn]") {
              dt::batch_norm(x2, rm, rv, dt::ones({4}), dt::zeros({4}))));
   REQUIRE_THROWS_WITH(tracked(nn::local_dtensor(u)), Catch::Contains("expected 3D or 4D input"));
   REQUIRE_THROWS_WITH(tracked(nn::local_dtensor(x)), Catch::Contains("to match num_features"));
+  REQUIRE_THROWS_WITH(nn::InstanceNorm1d(0),
+                      Catch::Contains("[InstanceNorm] num_features 0 must be > 0"));
+  REQUIRE_THROWS_WITH(nn::BatchNorm2d(-1),
+                      Catch::Contains("[BatchNorm] num_features -1 must be > 0"));
 }
