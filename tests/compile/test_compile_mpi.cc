@@ -748,24 +748,19 @@ TEST_CASE("memory plan: replay frees values at their last use", "[compile]") {
   CHECK(step_unplanned.graph().kept_bytes() == 0);
   CHECK(replay_peak < unplanned_peak);
   CHECK(held_and_kept <= kept_before);
-  // The static offset plan: one arena, about the most bytes the replay has alive at once (the
-  // gradients, carried from replay to replay, included). What the arena takes beside what the
-  // step holds anyway (cached between replays but for the gradients in it), with what the
-  // allocator holds beside it, stays within the eager step's peak but for what the packing
-  // loses over the live peak (0 at 1 and 2 ranks here, 576 B = 1.0% of the arena at 4 ranks:
-  // 21,504 vs 21,376 B) and, with scheduled moves, the communication thread's allocations,
-  // which are not planned (their order against the replay's is not fixed): 23,808 B at 4 ranks.
+  // The static offset plan: one arena of the most bytes the replay has alive at once (the
+  // gradients, carried from replay to replay, included): the packing reaches that bound here
+  // (its fixed orders lost 576 B of 56,896 at 4 ranks; the local search closes it). What the
+  // arena takes beside what the step holds anyway (cached between replays but for the gradients
+  // in it), with what the allocator holds beside it, stays within the eager step's peak. With
+  // scheduled moves the communication thread's allocations are not planned yet (their order
+  // against the replay's is not fixed): 23,232 B at 4 ranks against 21,376.
   // Exact-size reuse kept 1.48x / 1.92x / 3.33x the eager peak here.
   const int64_t arena = step.graph().arena_bytes(), live = step.graph().planned_live_peak();
   CHECK(step.graph().plan_deviations() == 0);
-  CHECK(arena >= live);
-  CHECK(arena - live <= arena / 64);
-  CHECK(held_and_kept - (arena - live) <= eager_peak);
-  CHECK(replay_peak - (arena - live) <= eager_peak + (schedule ? eager_peak / 8 : 0));
-  if (dt::world_size() <= 2) {
-    CHECK(replay_peak <= eager_peak);
-    CHECK(held_and_kept <= eager_peak);
-  }
+  CHECK(arena == live);
+  CHECK(held_and_kept <= eager_peak);
+  CHECK(replay_peak <= eager_peak + (schedule ? eager_peak / 8 : 0));
   const dt::compiler::GraphStats& s = step.graph().stats();
   CHECK(s.peak_bytes_planned < s.peak_bytes_unplanned);
   require_same_parameters(compiled.model, eager.model);
