@@ -182,6 +182,19 @@ Tensor add_scattered(const KernelContext& c, const Tensor& self, int64_t dim, co
                     .to(self.dtype());
 }
 
+// The meta of scatter_add and scatter ([self, index, src; dim]): the index as gather's, src of
+// the index's shape and self's dtype; the output has self's meta.
+OutputMetas scatter_src_meta(const OpSchema& s) {
+  const DTensorSpec& self = s.input(0);
+  const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), s.name());
+  check_gather_args(s, self.shape(), s.input(1), dim);
+  DT_CHECK(s.input(2).shape() == s.input(1).shape() && s.input(2).dtype() == self.dtype(),
+           "[%s] src (shape %s, %s) must have the index's shape %s and self's dtype %s", s.name(),
+           shape_str(s.input(2).shape()), dtype_name(s.input(2).dtype()),
+           shape_str(s.input(1).shape()), dtype_name(self.dtype()));
+  return OutputMetas{self.meta()};
+}
+
 // scatter_add(self, index, src; dim) -> a copy of self with src added at the indices. Rows
 // ([out | self, index, src]): every dim but `dim` sharded alike where index and self have the
 // same size; self sharded along dim with index and src whole (each rank adds the entries whose
@@ -189,16 +202,7 @@ Tensor add_scattered(const KernelContext& c, const Tensor& self, int64_t dim, co
 // [P | P, R, P] for sum and avg.
 void register_scatter_add(Registry& reg) {
   OpInfo op = detail::make_op("scatter_add", {"self", "index", "src"});
-  op.meta = [](const OpSchema& s) {
-    const DTensorSpec& self = s.input(0);
-    const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "scatter_add");
-    check_gather_args(s, self.shape(), s.input(1), dim);
-    DT_CHECK(s.input(2).shape() == s.input(1).shape() && s.input(2).dtype() == self.dtype(),
-             "[scatter_add] src (shape %s, %s) must have the index's shape %s and self's dtype %s",
-             shape_str(s.input(2).shape()), dtype_name(s.input(2).dtype()),
-             shape_str(s.input(1).shape()), dtype_name(self.dtype()));
-    return OutputMetas{self.meta()};
-  };
+  op.meta = scatter_src_meta;
   op.strategy = [](const OpSchema& s) {
     const Shape& self = s.input(0).shape();
     const Shape& index = s.input(1).shape();
@@ -279,16 +283,7 @@ std::vector<OpSample> overwrite_samples(int64_t w, bool with_src) {
 // entry wins where a position repeats). Rows: overwrite_rows.
 void register_scatter(Registry& reg) {
   OpInfo op = detail::make_op("scatter", {"self", "index", "src"});
-  op.meta = [](const OpSchema& s) {
-    const DTensorSpec& self = s.input(0);
-    const int64_t dim = normalize_dim(s.arg<int64_t>(0), self.ndim(), "scatter");
-    check_gather_args(s, self.shape(), s.input(1), dim);
-    DT_CHECK(s.input(2).shape() == s.input(1).shape() && s.input(2).dtype() == self.dtype(),
-             "[scatter] src (shape %s, %s) must have the index's shape %s and self's dtype %s",
-             shape_str(s.input(2).shape()), dtype_name(s.input(2).dtype()),
-             shape_str(s.input(1).shape()), dtype_name(self.dtype()));
-    return OutputMetas{self.meta()};
-  };
+  op.meta = scatter_src_meta;
   op.strategy = [](const OpSchema& s) {
     const int64_t dim = normalize_dim(s.arg<int64_t>(0), s.input(0).ndim(), "scatter");
     return overwrite_rows(s.input(0).shape(), s.input(1).shape(), dim, 4);

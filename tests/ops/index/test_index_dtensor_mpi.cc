@@ -143,6 +143,14 @@ TEST_CASE("scatter_add into a table sharded along the scattered dim needs no com
   CHECK_THROWS_WITH(
       dt::scatter_add(rows, 1, d_bad, vals),
       Catch::Contains("[scatter_add] index") && Catch::Contains("out of range for dim 1"));
+  // src of another shape than the index: the meta names the op (shared with scatter).
+  const DTensor wide = dt::distribute_tensor(tt::det_input({w, 3}), mesh, {Shard(0)}, std::nullopt);
+  CHECK_THROWS_WITH(dt::scatter_add(rows, 1, d_bad, wide),
+                    Catch::Contains("[scatter_add] src (shape [") &&
+                        Catch::Contains("must have the index's shape"));
+  CHECK_THROWS_WITH(
+      dt::scatter(rows, 1, d_bad, wide),
+      Catch::Contains("[scatter] src (shape [") && Catch::Contains("must have the index's shape"));
 }
 
 TEST_CASE("scatter into a table sharded along the scattered dim needs no communication") {
