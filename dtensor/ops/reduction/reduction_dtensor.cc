@@ -24,6 +24,14 @@ DTensor with_correction(const OpInfo& info, const DTensor& x, IntSpan dims, int6
   return dispatch(info, {&x}, args);
 }
 
+// var_mean / std_mean: with_correction's args, two outputs (the statistic, the mean).
+std::pair<DTensor, DTensor> with_correction_mean(const OpInfo& info, const DTensor& x, IntSpan dims,
+                                                 int64_t correction, bool keepdim) {
+  const ArgValue args[] = {correction, dims_arg(dims), keepdim};
+  DTensorList outs = dispatch_multi(info, {&x}, args);
+  return {std::move(outs[0]), std::move(outs[1])};
+}
+
 DTensorValuesIndices along_dim(const OpInfo& info, const DTensor& x, int64_t dim, bool keepdim) {
   const ArgValue args[] = {dim, keepdim};
   DTensorList outs = dispatch_multi(info, {&x}, args);
@@ -95,17 +103,13 @@ DTensor std(const DTensor& x, IntSpan dims, int64_t correction, bool keepdim) {
 std::pair<DTensor, DTensor> var_mean(const DTensor& x, IntSpan dims, int64_t correction,
                                      bool keepdim) {
   static const OpInfo& info = ops_op("var_mean");
-  const ArgValue args[] = {correction, dims_arg(dims), keepdim};
-  DTensorList outs = dispatch_multi(info, {&x}, args);
-  return {std::move(outs[0]), std::move(outs[1])};
+  return with_correction_mean(info, x, dims, correction, keepdim);
 }
 
 std::pair<DTensor, DTensor> std_mean(const DTensor& x, IntSpan dims, int64_t correction,
                                      bool keepdim) {
   static const OpInfo& info = ops_op("std_mean");
-  const ArgValue args[] = {correction, dims_arg(dims), keepdim};
-  DTensorList outs = dispatch_multi(info, {&x}, args);
-  return {std::move(outs[0]), std::move(outs[1])};
+  return with_correction_mean(info, x, dims, correction, keepdim);
 }
 
 DT_REDUCE_DIMS(logsumexp)
