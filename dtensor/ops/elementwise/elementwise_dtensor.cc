@@ -15,6 +15,13 @@ DTensor scalar_op(const OpInfo& info, const DTensor& x, const Scalar& s, DType o
   return dispatch(info, {&x}, args);
 }
 
+// An activation with one parameter (elu's alpha, leaky_relu's slope): args (parameter
+// [runtime]).
+DTensor with_parameter(const OpInfo& info, const DTensor& x, double parameter) {
+  const ArgValue args[] = {scalar_arg(Scalar(parameter))};
+  return dispatch(info, {&x}, args);
+}
+
 }  // namespace
 
 #define DT_EW_BINARY(fn)                                  \
@@ -165,19 +172,16 @@ DTensor softplus(const DTensor& x, double beta, double threshold) {
 }
 DTensor elu(const DTensor& x, double alpha) {
   static const OpInfo& info = ops_op("elu");
-  const ArgValue args[] = {scalar_arg(Scalar(alpha))};
-  return dispatch(info, {&x}, args);
+  return with_parameter(info, x, alpha);
 }
 DTensor celu(const DTensor& x, double alpha) {
   DT_CHECK(alpha != 0.0, "[celu] alpha cannot be 0 for CELU");
   static const OpInfo& info = ops_op("celu");
-  const ArgValue args[] = {scalar_arg(Scalar(alpha))};
-  return dispatch(info, {&x}, args);
+  return with_parameter(info, x, alpha);
 }
 DTensor leaky_relu(const DTensor& x, double negative_slope) {
   static const OpInfo& info = ops_op("leaky_relu");
-  const ArgValue args[] = {scalar_arg(Scalar(negative_slope))};
-  return dispatch(info, {&x}, args);
+  return with_parameter(info, x, negative_slope);
 }
 // arg: dim (static).
 DTensor glu(const DTensor& x, int64_t dim) {
