@@ -241,6 +241,12 @@ WindowArgs parse_window_args(WindowKind kind, int64_t nd, const char* op,
   a.nd = nd;
   a.op = op;
   const auto shape = [&](size_t i) { return std::get<Shape>(args.at(i)); };
+  // The pools' first args: kernel_size, stride, padding.
+  const auto pool_window = [&] {
+    a.kernel = shape(0);
+    a.stride = shape(1);
+    a.padding = shape(2);
+  };
   switch (kind) {
     case WindowKind::kPad:
       a.pad = shape(0);
@@ -249,17 +255,13 @@ WindowArgs parse_window_args(WindowKind kind, int64_t nd, const char* op,
       a.value = std::get<double>(args.at(2));
       break;
     case WindowKind::kAvgPool:
-      a.kernel = shape(0);
-      a.stride = shape(1);
-      a.padding = shape(2);
+      pool_window();
       a.ceil_mode = std::get<bool>(args.at(3));
       a.count_include_pad = std::get<bool>(args.at(4));
       a.divisor_override = std::get<int64_t>(args.at(5));
       break;
     case WindowKind::kMaxPool:
-      a.kernel = shape(0);
-      a.stride = shape(1);
-      a.padding = shape(2);
+      pool_window();
       a.dilation = shape(3);
       a.ceil_mode = std::get<bool>(args.at(4));
       break;
