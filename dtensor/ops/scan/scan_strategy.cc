@@ -247,11 +247,11 @@ void register_argsort(Registry& r) {
 
 using SelectFn = ValuesIndices (*)(const Tensor&, int64_t, int64_t, bool);
 
-// topk / kthvalue (self; k, dim, flag) -> (values, indices): the kernel, the values' backward
-// (topk_grad / kthvalue_grad: `flag` is kthvalue's keepdim; topk keeps its dim) and samples
-// with k = k1 (flag true) and k2 (flag false).
-void set_selection(OpInfo& op, SelectFn local, BackwardFn backward, int64_t k1, int64_t k2) {
-  op.input_names = {"self"};
+// The OpInfo of topk / kthvalue (self; k, dim, flag) -> (values, indices): the kernel, the values'
+// backward (topk_grad / kthvalue_grad: `flag` is kthvalue's keepdim; topk keeps its dim) and
+// samples with k = k1 (flag true) and k2 (flag false).
+OpInfo selection_op(const char* name, SelectFn local, BackwardFn backward, int64_t k1, int64_t k2) {
+  OpInfo op = detail::make_op(name, {"self"});
   op.strategy = all_but_dim(1, 3);
   op.kernel = [local](const KernelContext& c, Locals l, absl::Span<Tensor> out) {
     ValuesIndices v = local(l[0], c.arg<int64_t>(0), c.arg<int64_t>(1), c.arg<bool>(2));
@@ -270,6 +270,7 @@ void set_selection(OpInfo& op, SelectFn local, BackwardFn backward, int64_t k1, 
                     return ArgList{k2, d, false};
                   }));
   };
+  return op;
 }
 
 // The shape of topk's / kthvalue's outputs: dim of size `size` (-1: removed); checks k.
@@ -291,9 +292,7 @@ Shape selected_shape(const OpSchema& s, int64_t k_min, int64_t size) {
 
 // topk(self; k, dim, largest) -> (values, indices), dim of size k.
 void register_topk(Registry& r) {
-  OpInfo op;
-  op.name = "topk";
-  set_selection(op, &topk, detail::topk_grad, 2, 1);
+  OpInfo op = selection_op("topk", &topk, detail::topk_grad, 2, 1);
   op.meta = [](const OpSchema& s) {
     return values_indices(selected_shape(s, 0, s.arg<int64_t>(0)), s.input(0).dtype());
   };
@@ -318,9 +317,7 @@ StrategyFn reduced_dim_rows(int64_t dim_arg, int64_t keepdim_arg) {
 
 // kthvalue(self; k, dim, keepdim) -> (values, indices), dim removed unless keepdim.
 void register_kthvalue(Registry& r) {
-  OpInfo op;
-  op.name = "kthvalue";
-  set_selection(op, &kthvalue, detail::kthvalue_grad, 2, 1);
+  OpInfo op = selection_op("kthvalue", &kthvalue, detail::kthvalue_grad, 2, 1);
   op.meta = [](const OpSchema& s) {
     return values_indices(selected_shape(s, 1, s.arg<bool>(2) ? 1 : -1), s.input(0).dtype());
   };
