@@ -35,19 +35,22 @@ void reset_affine(Module& m) {
 }
 
 // BatchNorm's and InstanceNorm's state over c > 0 features: weight and bias when affine, and when
-// track_running_stats the running statistics (zeros (mean) and ones (var), no gradient),
-// registered as m's buffers. Returns track_running_stats.
-bool register_feature_state(Module& m, const char* type, int64_t c, bool affine,
+// track_running_stats the running statistics (zeros (mean) and ones (var), no gradient) and the
+// int64 [] step count num_batches_tracked (0, on the CPU), registered as m's buffers in
+// PyTorch's state_dict order (_NormBase registers the count for InstanceNorm too, which never
+// advances it).
+void register_feature_state(Module& m, const char* type, int64_t c, bool affine,
                             bool track_running_stats, const ModuleOptions& opts, DTensor& mean,
-                            DTensor& var) {
+                            DTensor& var, DTensor& count) {
   DT_CHECK(c > 0, "[%s] num_features %d must be > 0", type, c);
   register_affine(m, c, affine, opts);
-  if (!track_running_stats) return false;
+  if (!track_running_stats) return;
   mean = detail::constant_parameter({c}, 0.0, opts).detach();
   var = detail::constant_parameter({c}, 1.0, opts).detach();
   m.register_buffer("running_mean", mean);
   m.register_buffer("running_var", var);
-  return true;
+  count = local_dtensor(zeros({}, kInt64));
+  m.register_buffer("num_batches_tracked", count);
 }
 
 }  // namespace
@@ -56,11 +59,8 @@ bool register_feature_state(Module& m, const char* type, int64_t c, bool affine,
 BatchNorm::BatchNorm(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
                      bool track_running_stats, ModuleOptions opts)
     : num_features_(num_features), eps_(eps), momentum_(momentum) {
-  if (register_feature_state(*this, "BatchNorm", num_features, affine, track_running_stats, opts,
-                             running_mean_, running_var_)) {
-    num_batches_tracked_ = local_dtensor(zeros({}, kInt64));
-    register_buffer("num_batches_tracked", num_batches_tracked_);
-  }
+  register_feature_state(*this, "BatchNorm", num_features, affine, track_running_stats, opts,
+                         running_mean_, running_var_, num_batches_tracked_);
 }
 
 int64_t BatchNorm::num_batches_tracked() const {
@@ -158,8 +158,9 @@ DTensor GroupNorm::forward(const DTensor& x) {
 InstanceNorm::InstanceNorm(int64_t num_features, double eps, double momentum, bool affine,
                            bool track_running_stats, ModuleOptions opts)
     : num_features_(num_features), eps_(eps), momentum_(momentum) {
+  DTensor count;  // num_batches_tracked: a buffer only (PyTorch's instance_norm never counts)
   register_feature_state(*this, "InstanceNorm", num_features, affine, track_running_stats, opts,
-                         running_mean_, running_var_);
+                         running_mean_, running_var_, count);
 }
 
 template <int N>

@@ -124,3 +124,29 @@ TEST_CASE("GroupNorm and InstanceNorm modules equal their functions", "[nn]") {
   REQUIRE_THROWS_WITH(nn::BatchNorm2d(-1),
                       Catch::Contains("[BatchNorm] num_features -1 must be > 0"));
 }
+
+TEST_CASE("norm modules' state_dict keys are PyTorch's (InstanceNorm's num_batches_tracked)",
+          "[nn]") {
+  // PyTorch 2.15's state_dict keys (tests/parallel/torch_dp_parity/nn_probe.py): _NormBase
+  // registers num_batches_tracked whenever track_running_stats, InstanceNorm included, whose
+  // forward (F.instance_norm) never advances it: it stays 0 after training steps.
+  auto names = [](const nn::Module& m) {
+    std::string s;
+    for (const auto& [n, p] : m.named_parameters()) s += n + " ";
+    for (const auto& [n, b] : m.named_buffers()) s += n + " ";
+    return s;
+  };
+  nn::InstanceNorm1d in(3, 1e-5, 0.1, true, true);
+  CHECK(names(in) == "weight bias running_mean running_var num_batches_tracked ");
+  nn::InstanceNorm2d in2(2, 1e-5, 0.5, false, true);
+  CHECK(names(in2) == "running_mean running_var num_batches_tracked ");
+  CHECK(names(nn::InstanceNorm1d(3)).empty());
+  CHECK(names(nn::BatchNorm1d(3)) == "weight bias running_mean running_var num_batches_tracked ");
+  CHECK(names(nn::BatchNorm1d(3, 1e-5, 0.1, false, false)).empty());
+  in(nn::local_dtensor(tt::det_input({2, 3, 4}, 1)));
+  in(nn::local_dtensor(tt::det_input({2, 3, 4}, 2)));
+  const DTensor count = in.named_buffers().back().second;
+  CHECK(count.dtype() == dt::kInt64);
+  CHECK(count.shape().empty());
+  CHECK(count.to_local().data<int64_t>()[0] == 0);
+}
