@@ -66,8 +66,13 @@ DTensor ConvNd::forward(const DTensor& x) {
   const DTensor w = functional::on_mesh(param("weight"), mesh, type_, "weight");
   const DTensor b =
       has_param("bias") ? functional::on_mesh(param("bias"), mesh, type_, "bias") : DTensor();
-  return convolution(x, w, b, stride_, padding_, dilation_, transposed_,
-                     transposed_ ? output_padding_ : Shape(kernel_.size(), 0), groups_);
+  // An unbatched [C, *spatial] input runs as a batch of one, as PyTorch's modules (and
+  // conv1d / conv2d / conv3d here) take it; convolution itself wants the batch dim.
+  const bool unbatched = x.dim() == static_cast<int64_t>(kernel_.size()) + 1;
+  const DTensor y =
+      convolution(unbatched ? x.unsqueeze(0) : x, w, b, stride_, padding_, dilation_, transposed_,
+                  transposed_ ? output_padding_ : Shape(kernel_.size(), 0), groups_);
+  return unbatched ? y.squeeze(0) : y;
 }
 
 // The module names PyTorch prints, by spatial dims.

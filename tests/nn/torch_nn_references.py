@@ -82,3 +82,19 @@ try:
     nn.Embedding(5, 3, padding_idx=5)
 except AssertionError as e:
     print("Embedding padding_idx=5 raises:", e)
+
+# "Conv and ConvTranspose modules take an unbatched input" (test_conv_modules.cc, round 6):
+# weight = det_input(shape, 3), input det_input([C, L], 1), gradients of sum(out * c).
+for name, m, shape in [("Conv1d(2,2,2,bias=False)", nn.Conv1d(2, 2, 2, bias=False), [2, 5]),
+                       ("ConvTranspose2d(1,2,2,stride=2)", nn.ConvTranspose2d(1, 2, 2, stride=2),
+                        [1, 2, 2])]:
+    with torch.no_grad():
+        m.weight.copy_(det_input(list(m.weight.shape), 3, -1.0, 0.25))
+        if m.bias is not None:
+            m.bias.copy_(torch.tensor([0.5, -0.25]))
+    x = det_input(shape, 1).requires_grad_()
+    y = m(x)
+    (y * det_input(list(y.shape), 5, -1.0, 0.25)).sum().backward()
+    show(name + " out", y)
+    show(name + " dx", x.grad)
+    show(name + " dweight", m.weight.grad)
