@@ -8,7 +8,9 @@
 // ones) is not. Its graphs would then differ between ranks, and replay would silently compute
 // something else on each. So each pair of ranks of each mesh of the step's inputs compares a hash
 // of the recorded nodes both take part in (sub-mesh ops included): one all-gather per mesh and
-// capture, none per replay.
+// capture, none per replay. When two ranks' hashes differ (only then), the mesh's ranks gather
+// the two ranks' per-node hashes and then the text of the first node that differs, so that every
+// rank of the mesh names both ops ("rank 0 ... ran op 'sum' (...); rank 1 ran op 'exp' ...").
 //
 // Host scalars are compared on every call that passes them, before the guard decides: a rank
 // whose scalars changed would re-capture (running the step eagerly, then the check above) while
@@ -27,6 +29,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -83,10 +86,28 @@ std::vector<int64_t> gather_words(const DTensor& on, std::vector<int64_t> words)
   return std::vector<int64_t>(w, w + n * comm->size());
 }
 
+// A node's hash for the comparison: its kind, name, placements and the kinds of the collectives
+// it issued (not their bytes, nor shapes: uneven shards differ between ranks), and its arity.
+uint64_t node_hash(const Node& n) {
+  uint64_t h = kStableHashSeed;
+  mix(h, n.kind);
+  mix(h, n.name);
+  mix(h, n.detail);
+  for (const Collective& c : n.collectives) mix(h, c.kind);
+  const uint64_t arity[2] = {n.inputs.size(), n.outputs.size()};
+  return stable_hash(arity, sizeof arity, h);
+}
+
+// Whether the world rank `peer` records node n too: a node whose mesh lacks it is not recorded
+// by it (dispatch skips an op whose mesh does not contain the rank), so it is left out of the
+// pair's comparison, on both ranks alike.
+bool shares(const Node& n, int peer) {
+  return n.ranks.empty() || std::binary_search(n.ranks.begin(), n.ranks.end(), peer);
+}
+
 // What must be equal between this rank and each peer q of `mesh` (in mesh order): per node this
 // rank recorded whose ranks include q (so both ranks take part in it, a sub-mesh op included),
-// its kind, name, placements and the kinds of the collectives it issued (not their bytes, nor
-// shapes: uneven shards differ between ranks); then the step's outputs (count and specs).
+// its node_hash; then the step's outputs (count and specs).
 // Returns, per peer, (hash, nodes hashed): two ranks compare exactly the part of the sequence
 // they both take part in (issue 42).
 std::vector<std::pair<uint64_t, int64_t>> pair_hashes(const Graph& g, const DeviceMesh& mesh,
@@ -94,18 +115,9 @@ std::vector<std::pair<uint64_t, int64_t>> pair_hashes(const Graph& g, const Devi
   const std::vector<int> peers = mesh.ranks();
   std::vector<std::pair<uint64_t, int64_t>> out(peers.size(), {kStableHashSeed, 0});
   for (const Node& n : g.nodes()) {
-    uint64_t h = kStableHashSeed;
-    mix(h, n.kind);
-    mix(h, n.name);
-    mix(h, n.detail);
-    for (const Collective& c : n.collectives) mix(h, c.kind);
-    const uint64_t arity[2] = {n.inputs.size(), n.outputs.size()};
-    h = stable_hash(arity, sizeof arity, h);
+    const uint64_t h = node_hash(n);
     for (size_t q = 0; q < peers.size(); ++q) {
-      // A node whose mesh lacks q is not recorded by q (dispatch skips an op whose mesh does not
-      // contain the rank): left out of this pair's hash, on both ranks alike.
-      if (!n.ranks.empty() && !std::binary_search(n.ranks.begin(), n.ranks.end(), peers[q]))
-        continue;
+      if (!shares(n, peers[q])) continue;
       out[q].first = stable_hash(&h, sizeof h, out[q].first);
       ++out[q].second;
     }
@@ -132,6 +144,57 @@ std::vector<std::pair<uint64_t, int64_t>> pair_hashes(const Graph& g, const Devi
     }
   }
   return out;
+}
+
+// Where ranks p and q of on's mesh (in mesh order), whose hashes of the nodes they share differ,
+// first differ: only then, the mesh's ranks gather (each joins; the others send zeros) the two
+// ranks' hashes of those nodes, then the text of the two nodes at the first differing position.
+// `count_p` / `count_q`: how many nodes each shares with the other. Returns " They first differ
+// at node i of those they share: rank p of the mesh ran op 'mul' (...) (its node 5); rank q ran
+// ...", the same on every rank of the mesh, or "" when the nodes agree (the outputs differ).
+std::string first_difference(const Graph& g, const DTensor& on, size_t p, size_t q, int64_t count_p,
+                             int64_t count_q) {
+  const std::vector<int> ranks = on.device_mesh().ranks();
+  const auto me = static_cast<size_t>(std::find(ranks.begin(), ranks.end(), dtensor::world_rank()) -
+                                      ranks.begin());
+  const int other = me == p ? ranks[q] : me == q ? ranks[p] : -1;
+  std::vector<size_t> shared;  // this rank's nodes the other of the pair records too
+  for (size_t k = 0; other >= 0 && k < g.nodes().size(); ++k) {
+    if (shares(g.nodes()[k], other)) shared.push_back(k);
+  }
+  const int64_t most = std::max(count_p, count_q);
+  if (most == 0) return "";
+  std::vector<int64_t> hashes(static_cast<size_t>(most), 0);
+  for (size_t i = 0; i < shared.size() && i < hashes.size(); ++i) {
+    hashes[i] = static_cast<int64_t>(node_hash(g.nodes()[shared[i]]));
+  }
+  const std::vector<int64_t> w = gather_words(on, std::move(hashes));
+  const auto m = static_cast<size_t>(most);
+  size_t at = 0;
+  while (at < static_cast<size_t>(std::min(count_p, count_q)) && w[p * m + at] == w[q * m + at]) {
+    ++at;
+  }
+  if (at == static_cast<size_t>(count_p) && at == static_cast<size_t>(count_q)) return "";
+  std::string text;
+  if (other >= 0 && at < shared.size()) {
+    const Node& n = g.nodes()[shared[at]];
+    text = absl::StrCat(n.kind, " '", n.name, "'", n.detail.empty() ? "" : " (", n.detail,
+                        n.detail.empty() ? "" : ")", " (its node ", shared[at], ")");
+  } else if (other >= 0) {
+    text = absl::StrCat("nothing: its sequence ends there (", shared.size(), " nodes)");
+  }
+  constexpr size_t kTextWords = 48;  // up to 383 characters of each node's text
+  std::vector<int64_t> words(kTextWords, 0);
+  std::memcpy(words.data(), text.data(), std::min(text.size(), kTextWords * 8 - 1));
+  const std::vector<int64_t> t = gather_words(on, std::move(words));
+  auto text_of = [&](size_t r) {
+    const char* c = reinterpret_cast<const char*>(&t[r * kTextWords]);
+    return std::string(c, strnlen(c, kTextWords * 8));
+  };
+  return absl::StrFormat(
+      " They first differ at node %d of those they share: rank %d of the mesh ran %s; rank %d "
+      "ran %s.",
+      at, p, text_of(p), q, text_of(q));
 }
 
 // Each rank's n words are w[r * n, +n), the last one set when that rank found an earlier mesh
@@ -197,13 +260,13 @@ void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorL
         error = absl::StrFormat(
             "[compile] the ranks of %s captured different op sequences: rank %d of the mesh "
             "(world rank %d) recorded %d nodes with hash %x (outputs included) of those it "
-            "shares with rank %d of the mesh (world rank %d), which recorded %d with hash %x. "
+            "shares with rank %d of the mesh (world rank %d), which recorded %d with hash %x.%s "
             "The step takes another branch on some rank (host control flow on rank-local "
             "values), or returns other outputs; replaying it would compute something different "
             "on each rank. "
             "Make the step's control flow the same on every rank, or run it eagerly",
             mesh.str(), q, mesh.ranks()[q], b[1], static_cast<uint64_t>(b[0]), p, mesh.ranks()[p],
-            a[1], static_cast<uint64_t>(a[0]));
+            a[1], static_cast<uint64_t>(a[0]), first_difference(g, *t, p, q, a[1], b[1]));
       }
     }
   }

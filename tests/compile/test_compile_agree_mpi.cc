@@ -50,7 +50,12 @@ TEST_CASE("ranks that captured different op sequences are detected on every rank
       step({x}), Catch::Contains("[compile] the ranks of") &&
                      Catch::Contains("captured different op sequences") &&
                      Catch::Contains("rank " + std::to_string(last) + " of the mesh (world rank " +
-                                     std::to_string(last) + ")"));
+                                     std::to_string(last) + ")") &&
+                     // the first op that differs, with both ranks' ops, on every rank
+                     Catch::Contains("They first differ at node 1 of those they share: rank 0 of "
+                                     "the mesh ran op 'sum'") &&
+                     Catch::Contains("rank " + std::to_string(last) + " ran op 'exp' (") &&
+                     Catch::Contains("(its node 1)"));
   CHECK(step.captures() == 0);
 }
 
@@ -133,7 +138,10 @@ TEST_CASE("ranks of a sub-mesh that captured different op sequences are detected
   if (sub.contains_me()) {
     REQUIRE_THROWS_WITH(step(in), Catch::Contains("[compile] the ranks of DeviceMesh(") &&
                                       Catch::Contains("captured different op sequences: rank 1 "
-                                                      "of the mesh (world rank 1)"));
+                                                      "of the mesh (world rank 1)") &&
+                                      Catch::Contains("They first differ at node 1 of those they "
+                                                      "share: rank 0 of the mesh ran op 'mul'") &&
+                                      Catch::Contains("rank 1 ran op 'exp' ("));
   } else {
     REQUIRE_THROWS_WITH(step(in), Catch::Contains("[compile] the ranks captured different op "
                                                   "sequences") &&
