@@ -5,6 +5,7 @@
 
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/autograd/saved_versions.h"
 #include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
@@ -80,9 +81,14 @@ DTensorList call_eager(const EagerFunction& f, const DTensorList& inputs) {
   std::vector<const DTensor*> ins;
   for (const DTensor& t : inputs) ins.push_back(&t);
   const size_t n_in = inputs.size();
+  // The backward reads the inputs: an in-place write after this forward must make it raise.
+  autograd::SavedVersions saved;
+  for (const DTensor& t : inputs) saved.save(t.defined() ? t.to_local() : Tensor());
   // Backward: (inputs, grad outputs) -> grads, itself an eager node of the graph.
   return autograd::record_function(
-      f.name, ins, std::move(outs), [fn, inputs, n_in](absl::Span<const DTensor> grad_outputs) {
+      f.name, ins, std::move(outs),
+      [fn, inputs, n_in, saved](absl::Span<const DTensor> grad_outputs) {
+        saved.check(fn->name);
         DTensorList both(inputs.begin(), inputs.end());
         both.insert(both.end(), grad_outputs.begin(), grad_outputs.end());
         return run_eager_node(fn->name + ".backward", both, [fn, n_in](const DTensorList& all) {

@@ -23,6 +23,7 @@
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/compile/override.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/view/view.h"
@@ -232,7 +233,11 @@ TEST_CASE("a write to a saved tensor raises at backward, any other write leaves 
         return dt::dispatch_multi(op, ptrs, call.args);
       }();
       for (size_t o = 0; o < probe.size(); ++o) {
-        if (!dt::is_floating(probe[o].dtype())) continue;
+        // An integer output (indices) gets a write that keeps its values: raise or unchanged.
+        if (!dt::is_floating(probe[o].dtype())) {
+          check(Write::kOutput, o, base, absl::StrCat("out", o));
+          continue;
+        }
         const Run copy = run_once(op, call, x, Write::kOutputCopy, o);
         REQUIRE(!copy.raised);
         check(Write::kOutput, o, copy, absl::StrCat("out", o));
@@ -339,4 +344,21 @@ TEST_CASE("in-place mechanics match PyTorch: aliasing, leaves, views, no_grad, c
     y.backward();
     CHECK_THROWS_WITH(y.backward(), Catch::Contains("a second time"));
   }
+}
+
+// A backward lambda that reads its forward's inputs (record_function's closures: call_eager,
+// ring_attention) checks their versions as a dispatched op's node does.
+TEST_CASE("call_eager's backward raises when an input was written in place after the forward") {
+  dt::compiler::EagerFunction square{
+      "square", [](const dt::DTensorList& in) { return dt::DTensorList{dt::mul(in[0], in[0])}; },
+      [](const dt::DTensorList& in, const dt::DTensorList& g) {
+        return dt::DTensorList{dt::mul(dt::mul(g[0], in[0]), dt::Scalar(2.0))};
+      }};
+  Leaf clean;
+  dt::sum(dt::compiler::call_eager(square, {clean.a})[0]).backward();
+  CHECK(clean.grad() == std::vector<double>{2, 4, 6});
+  Leaf s;
+  const DTensor y = dt::compiler::call_eager(square, {s.a})[0];
+  dt::mul_(s.a, dt::Scalar(-2.0));  // before round 5 the gradient silently became [-4, -8, -12]
+  CHECK(raises_version_error([&] { dt::sum(y).backward(); }));
 }
