@@ -2,14 +2,17 @@
 (dt_w<N>_r*.json from probe.cc under mpirun) differ: an error on one side only, placements,
 local shapes or global shapes, values beyond the tolerance (relative 1e-9 in float64; the
 mixed-precision case 'mp' is compared at bf16's 2^-8 relative to the largest value of the
-entry), None gradients on one side. Usage: python3 compare.py N (in the directory of the files).
+entry), None gradients on one side. Usage: python3 compare.py N (in the directory of the files), or compare.py nn for
+nn_probe.py / nn_probe.cc (torch_nn.json, dt_nn.json).
 """
 import json, sys
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-for r in range(N):
-    T = {e['case']: e for e in json.load(open('torch_w%d_r%d.json' % (N, r)))}
-    D = {e['case']: e for e in json.load(open('dt_w%d_r%d.json' % (N, r)))}
+arg = sys.argv[1] if len(sys.argv) > 1 else '4'
+files = ([('torch_nn.json', 'dt_nn.json')] if arg == 'nn' else
+         [('torch_w%s_r%d.json' % (arg, r), 'dt_w%s_r%d.json' % (arg, r)) for r in range(int(arg))])
+for r, (tf, df) in enumerate(files):
+    T = {e['case']: e for e in json.load(open(tf))}
+    D = {e['case']: e for e in json.load(open(df))}
     for k, t in T.items():
         d = D.get(k)
         if d is None:
@@ -20,7 +23,7 @@ for r in range(N):
             continue
         if 'local' in t and t['lshape'] == [] and 'value' in d:  # a 0-d tensor against a double
             t = dict(case=k, value=t['local'][0])
-        if t.get('placements') == ['local']:  # replicate's plain tensors: dtensor's Replicate DTensors
+        if t.get('placements') == ['local'] and d.get('placements') != ['local']:  # replicate's plain tensors: dtensor's Replicate DTensors
             t = dict(t, placements=['R'])
         if 'value' in t or 'value' in d:
             tv, dv = t.get('value'), d.get('value')

@@ -1,11 +1,12 @@
 // dtensor half of the data-parallel side-by-side probe (round 6); probe.py is the PyTorch half
-// (FSDP2 fully_shard and composable replicate on gloo) and compare.py prints the differences
+// (FSDP2 fully_shard and DistributedDataParallel on gloo) and compare.py prints the differences
 // (docs/SEMANTICS.md, "Data parallel and nn modules against PyTorch (round 6)"). Not built with
 // the tree: compile it against the libraries of a build, e.g. from the repository root
 //   c++ -std=c++20 -I. -Ibuild/generated -isystem /usr/lib/x86_64-linux-gnu/openmpi/include \
 //       tests/parallel/torch_dp_parity/probe.cc build/dtensor/*/lib*.so -lmpi -o /tmp/dp_probe
 // then in one directory: mpirun -np N /tmp/dp_probe (N = 2, 4), torchrun --nproc-per-node N
-// probe.py, python3 compare.py N. Writes dt_w<N>_r<rank>.json.
+// probe.py, python3 compare.py N (LD_LIBRARY_PATH naming the build/dtensor/* folders). Writes
+// dt_w<N>_r<rank>.json.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "dtensor/optim/optimizer.h"
 #include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/parallel/torch_dp_parity/json_out.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -32,40 +34,7 @@ using dt::DTensor;
 namespace {
 constexpr int64_t V = 7, D = 4, H = 5, T = 3, ROWS = 4;
 int R = 0, W = 1;
-std::ostringstream out;
-bool first = true;
-
-std::string num(double v) {
-  char b[64];
-  snprintf(b, 64, "%.17g", v);
-  std::string s = b;
-  return s == "nan" ? "NaN" : s == "inf" ? "Infinity" : s == "-inf" ? "-Infinity" : s;
-}
-std::string ints(const dt::Shape& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
-  return o + "]";
-}
-void entry(const std::string& body) {
-  out << (first ? "" : ",\n") << "{" << body << "}";
-  first = false;
-}
-void rec_value(const std::string& name, const std::string& v) {
-  entry("\"case\":\"" + name + "\",\"value\":\"" + v + "\"");
-}
-void rec_num(const std::string& name, double v) {
-  entry("\"case\":\"" + name + "\",\"value\":" + num(v));
-}
-void rec(const std::string& name, const DTensor& d) {
-  if (!d.defined()) return rec_value(name, "None");
-  const dt::Tensor l = dt::cast(d.to_local().contiguous(), dt::kFloat64);
-  std::string pl = "[", vals = "[";
-  for (size_t i = 0; i < d.placements().size(); ++i)
-    pl += (i ? ",\"" : "\"") + d.placements()[i].str() + "\"";
-  for (double v : l.to_vector<double>()) vals += (vals.size() > 1 ? "," : "") + num(v);
-  entry("\"case\":\"" + name + "\",\"placements\":" + pl + "],\"lshape\":" + ints(l.shape()) +
-        ",\"local\":" + vals + "],\"gshape\":" + ints(d.shape()));
-}
+using namespace probe_json;
 
 // The probe.py model: h = tanh(fc1(ln(emb(tok)))); h = frozen(h); on even steps
 // h = h + extra(h); logits = h @ emb.weight^T (head: tied to emb.weight).
@@ -207,13 +176,9 @@ int main(int argc, char** argv) {
     try {
       run(c, mesh);
     } catch (const std::exception& e) {
-      std::string msg = std::string(e.what()).substr(0, 200);
-      for (auto& ch : msg)
-        if (ch == '"' || ch == '\n' || ch == '\\') ch = '\'';
-      entry("\"case\":\"" + c.tag + "\",\"error\":\"" + msg + "\"");
+      rec_error(c.tag, e);
     }
   }
-  std::ofstream("dt_w" + std::to_string(W) + "_r" + std::to_string(R) + ".json")
-      << "[" << out.str() << "]\n";
+  write("dt_w" + std::to_string(W) + "_r" + std::to_string(R) + ".json");
   return 0;
 }

@@ -5,11 +5,11 @@ Writes torch_w<N>_r<rank>.json; probe.cc (mpirun -np N) writes dt_w<N>_r<rank>.j
 compare.py prints the differences. The model, its initial values and the batches are the same
 deterministic formulas on both sides (model() and batch() below, Net / batch in probe.cc).
 """
-import json, math, torch, torch.distributed as dist
+import contextlib, json, math, torch, torch.distributed as dist
 import torch.nn as nn, torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
-from torch.distributed._composable.replicate import replicate
+from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.distributed.tensor import DTensor, Shard, Replicate, Partial
 
 dist.init_process_group("gloo")
@@ -84,13 +84,15 @@ def shard(m, mode, reshard=True, mp=None):
         for c in (m.fc1, m.frozen, m.extra):
             fully_shard(c, **kw)
         fully_shard(m, **kw)
-    else:
-        replicate(m, device_mesh=mesh, find_unused_parameters=True)
+        return m
+    # DistributedDataParallel (composable replicate's module has no no_sync in 2.15); the
+    # names, steps and state_dict are read from the wrapped module.
+    return DDP(m, find_unused_parameters=True)
 
 
 def run(tag, mode, opt_kind, reshard=True, accum=1, mp=None, dtype=torch.float64, steps=5):
     m = Net(dtype)
-    shard(m, mode, reshard, mp)
+    wrapped = shard(m, mode, reshard, mp)
     params = [p for p in m.parameters() if p.requires_grad]
     opt = (torch.optim.AdamW(params, lr=1e-2) if opt_kind == "adamw"
            else torch.optim.SGD(params, lr=0.1, momentum=0.9))
@@ -102,9 +104,10 @@ def run(tag, mode, opt_kind, reshard=True, accum=1, mp=None, dtype=torch.float64
             if accum > 1:
                 if mode == "fsdp": m.set_requires_gradient_sync(last)
             tok, tgt = batch(step, micro)
-            ctx = m.no_sync() if (mode == "ddp" and not last and hasattr(m, "no_sync")) else None
-            loss = F.cross_entropy(m(tok).reshape(-1, V), tgt)
-            loss.backward()
+            # DDP: no_sync() for all but the last micro-batch (FSDP2: set_requires_gradient_sync).
+            with (wrapped.no_sync() if mode == "ddp" and not last else contextlib.nullcontext()):
+                loss = F.cross_entropy(wrapped(tok).reshape(-1, V), tgt)
+                loss.backward()
             rec("%s step%d micro%d loss" % (tag, step, micro), loss.detach().double().item())
         for n, p in m.named_parameters():
             if step in (0, 1, 4):
