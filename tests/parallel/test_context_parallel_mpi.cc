@@ -8,6 +8,7 @@
 #include <functional>
 #include <tuple>
 
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/nn/functional.h"
@@ -195,6 +196,32 @@ TEST_CASE("non-causal ring attention on plain Shard(2) blocks of any length, def
   CHECK(max_diff(qd.grad().full_tensor(), ref.dq) <= 1e-12);
   CHECK(max_diff(kd.grad().full_tensor(), ref.dk) <= 1e-12);
   CHECK(max_diff(vd.grad().full_tensor(), ref.dv) <= 1e-12);
+}
+
+TEST_CASE("ring attention's backward raises when q, k, v or the output was written in place",
+          "[cp]") {
+  // As PyTorch's sdpa (version counters of its saved tensors); before round 5 the backward read
+  // the written values: a silently wrong gradient.
+  const Layout l = make_layout(0);
+  const int64_t seq = 4 * l.mesh.size(0);
+  const int which = GENERATE(0, 1, 2, 3);  // q, k, v, the output
+  CAPTURE(which);
+  auto shard = [&](uint64_t seed) {
+    return dt::distribute_tensor(same_randn({1, 2, seq, 4}, seed, dt::kFloat64), l.mesh,
+                                 {dt::Shard(2)})
+        .detach()
+        .requires_grad_();
+  };
+  dt::DTensor qd = shard(21), kd = shard(22), vd = shard(23);
+  const dt::DTensor out = dt::ring_attention(qd, kd, vd, 0);
+  {
+    dt::autograd::NoGradGuard no_grad;  // a write PyTorch allows on a leaf, caught at backward
+    const dt::DTensor* target[] = {&qd, &kd, &vd, &out};
+    dt::mul_(*target[which], dt::Scalar(2.0));
+  }
+  CHECK_THROWS_WITH(out.backward(dt::distribute_tensor(same_randn({1, 2, seq, 4}, 24, dt::kFloat64),
+                                                       l.mesh, {dt::Shard(2)})),
+                    Catch::Contains("modified by an in-place op"));
 }
 
 TEST_CASE("ring attention in bfloat16 (float32 merge and gradient accumulators)", "[cp]") {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dtensor/autograd/function.h"
+#include "dtensor/autograd/saved_versions.h"
 #include "dtensor/collectives/p2p_progress.h"
 #include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/ops/attention/attention.h"
@@ -365,11 +366,15 @@ DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v, int
   const Tensor ql = q.to_local(), kl = k.to_local(), vl = v.to_local();
   Forward f = ring_forward(ring, ql, kl, vl);
   const DTensor* inputs[] = {&q, &k, &v};
+  // The backward reads q, k, v and the output: an in-place write to any of them after this
+  // forward makes it raise (as sdpa's saved tensors do in PyTorch), not read the written values.
+  const autograd::SavedVersions saved{ql, kl, vl, f.out};
   return autograd::record_function(
       "RingAttentionBackward", inputs, DTensor(f.out, out_spec),
-      [ring, ql, kl, vl, out = f.out, lse = f.lse,
+      [ring, ql, kl, vl, out = f.out, lse = f.lse, saved,
        specs = std::vector{q.spec_ptr(), k.spec_ptr(), v.spec_ptr(), out_spec}](
           absl::Span<const DTensor> g) -> DTensorList {
+        saved.check("RingAttentionBackward");
         if (!g[0].defined()) return {DTensor(), DTensor(), DTensor()};
         // The gradient as the output is laid out (a no-op unless it arrived otherwise).
         const Tensor dout = detail::redistribute_no_grad(g[0], *specs[3]).to_local();
