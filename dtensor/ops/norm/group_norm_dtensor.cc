@@ -2,6 +2,7 @@
 // serves (detail/group_norm.h).
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/ops/norm/detail/group_norm.h"
+#include "dtensor/ops/norm/detail/norm_inputs.h"
 #include "dtensor/ops/ops_registry.h"
 
 namespace dtensor::detail {
@@ -17,12 +18,8 @@ bool group_norm_fused_serves(const DTensor& x) {
 DTensor group_norm_fused(const DTensor& x, int64_t num_groups, const DTensor& weight,
                          const DTensor& bias, double eps) {
   static const OpInfo& op = ops_op("group_norm");
-  const bool has_w = weight.defined(), has_b = bias.defined();
-  absl::InlinedVector<const DTensor*, 3> in = {&x};
-  if (has_w) in.push_back(&weight);
-  if (has_b) in.push_back(&bias);
-  const ArgValue args[] = {eps, num_groups, has_w, has_b};
-  return dispatch(op, in, args);
+  const ArgValue args[] = {eps, num_groups, weight.defined(), bias.defined()};
+  return dispatch(op, detail::norm_inputs(x, weight, bias), args);
 }
 
 }  // namespace dtensor::detail
