@@ -6,6 +6,16 @@
 #include "dtensor/ops/ops_registry.h"
 
 namespace dtensor {
+namespace {
+
+// baddbmm / addmm: beta * input + alpha * (a @ b), args (beta, alpha [runtime]).
+DTensor scaled_product(const OpInfo& info, const DTensor& input, const DTensor& a, const DTensor& b,
+                       const Scalar& beta, const Scalar& alpha) {
+  const ArgValue args[] = {scalar_arg(beta), scalar_arg(alpha)};
+  return dispatch(info, {&input, &a, &b}, args);
+}
+
+}  // namespace
 
 DTensor mm(const DTensor& a, const DTensor& b) {
   static const OpInfo& info = ops_op("mm");
@@ -25,8 +35,7 @@ DTensor matmul(const DTensor& a, const DTensor& b) {
 DTensor baddbmm(const DTensor& self, const DTensor& a, const DTensor& b, const Scalar& beta,
                 const Scalar& alpha) {
   static const OpInfo& info = ops_op("baddbmm");
-  const ArgValue args[] = {scalar_arg(beta), scalar_arg(alpha)};
-  return dispatch(info, {&self, &a, &b}, args);
+  return scaled_product(info, self, a, b, beta, alpha);
 }
 
 DTensor dot(const DTensor& a, const DTensor& b) {
@@ -42,8 +51,7 @@ DTensor outer(const DTensor& a, const DTensor& b) {
 DTensor addmm(const DTensor& bias, const DTensor& a, const DTensor& b, const Scalar& beta,
               const Scalar& alpha) {
   static const OpInfo& info = ops_op("addmm");
-  const ArgValue args[] = {scalar_arg(beta), scalar_arg(alpha)};
-  return dispatch(info, {&bias, &a, &b}, args);
+  return scaled_product(info, bias, a, b, beta, alpha);
 }
 
 DTensor linear(const DTensor& x, const DTensor& weight, const DTensor& bias) {
