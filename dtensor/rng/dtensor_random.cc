@@ -5,6 +5,7 @@
 
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/autograd/saved_versions.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/tensor/creation.h"
 
@@ -92,9 +93,12 @@ namespace {
 DTensor record_dropout(const DTensor& input, DTensor out, DTensor mask, double p) {
   const DTensor* in[] = {&input};
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+  // dropout_with_mask hands the mask to the caller: a write to it must make backward raise.
+  const autograd::SavedVersions saved{mask.to_local()};
   return autograd::record_function(
       "DropoutBackward", in, std::move(out),
-      [mask = std::move(mask), scale](absl::Span<const DTensor> g) -> DTensorList {
+      [mask = std::move(mask), scale, saved](absl::Span<const DTensor> g) -> DTensorList {
+        saved.check("DropoutBackward");
         return {g[0] * cast(mask, g[0].dtype()) * scale};
       });
 }

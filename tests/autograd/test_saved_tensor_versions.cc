@@ -27,6 +27,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/view/view.h"
+#include "dtensor/rng/dtensor_random.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 #include "examples/l2_normalize_op.h"
@@ -361,4 +362,12 @@ TEST_CASE("call_eager's backward raises when an input was written in place after
   const DTensor y = dt::compiler::call_eager(square, {s.a})[0];
   dt::mul_(s.a, dt::Scalar(-2.0));  // before round 5 the gradient silently became [-4, -8, -12]
   CHECK(raises_version_error([&] { dt::sum(y).backward(); }));
+}
+
+TEST_CASE("dropout's backward raises when the mask it returned was written in place") {
+  // PyTorch's native_dropout saves its mask output: a write to it makes backward raise.
+  Leaf s;
+  const dt::DTensorDropoutResult r = dt::dropout_with_mask(s.a, 0.5);
+  dt::zero_(r.mask);  // before round 5 every gradient silently became 0
+  CHECK(raises_version_error([&] { dt::sum(r.output).backward(); }));
 }
