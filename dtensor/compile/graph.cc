@@ -176,6 +176,7 @@ void Graph::prepare_walk() const {
   size_t produced = 0;
   for (const Value& v : values_) produced += v.kind == Value::Kind::kProduced ? 1 : 0;
   pool_->set_limit(reuse_storages_ ? produced : 0);
+  pool_->set_flights(static_cast<uint32_t>(async_count_));
   walk_ready_ = true;
 }
 
@@ -213,14 +214,15 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
   if (has_async_) flights.reserve(async_count_);
   std::vector<int32_t>& pending = pending_;
   // This thread's allocations take the storages kept from earlier replays (and from values
-  // dead earlier in this one) first; those of the communication thread do not (the pool is
-  // this thread's alone).
+  // dead earlier in this one) first; those of the communication thread take their planned CPU
+  // memory (FlightScope), never kept storages.
   const ReplayPoolScope pooled(reuse_storages_ ? pool_.get() : nullptr);
   auto land = [&](int32_t f) {
     Flight& flight = flights[static_cast<size_t>(f)];
     if (flight.work == nullptr) return;
     flight.work->wait();
     flight.work = nullptr;
+    if (reuse_storages_) pool_->landed(static_cast<uint32_t>(f));
     const Node& n = nodes_[flight.node];
     AsyncBuffers& buf = async_bufs_[flight.node];
     for (Tensor& t : buf.held) pool_->recycle(t);
@@ -291,8 +293,14 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
         AsyncBuffers* buf = &async_bufs_[k];
         buf->held.assign(in.begin(), in.end());
         const Node* n = &nodes_[k];
-        WorkPtr work = submit_async(
-            [n, buf] { n->fn(absl::MakeConstSpan(buf->held), absl::MakeSpan(buf->outs)); });
+        // Its allocations (on the communication thread) follow the memory plan too.
+        ReplayPool* pool = reuse_storages_ ? pool_.get() : nullptr;
+        const auto flight = static_cast<uint32_t>(flights.size());
+        if (pool != nullptr) pool->issued(flight);
+        WorkPtr work = submit_async([n, buf, pool, flight] {
+          const FlightScope planned(pool, flight);
+          n->fn(absl::MakeConstSpan(buf->held), absl::MakeSpan(buf->outs));
+        });
         args.clear();
         flights.push_back({k, std::move(work)});
         for (uint32_t o = 0; o < st.out_count; ++o) {

@@ -13,6 +13,11 @@ namespace dtensor::compiler {
 namespace {
 constexpr Device kCpu{};
 
+// The flight this thread runs (FlightScope) and the recording it records into: a recorded task's
+// allocation it frees is freed within its task.
+thread_local const void* t_flight_recording = nullptr;
+thread_local int64_t t_flight = -1;
+
 // A storage over pool memory: Storage treats it as the library's (detail/storage_pool.h).
 Storage pooled_storage(void* data, size_t nbytes, dtensor::detail::PooledMemory* slot) {
   return Storage::from_blob(data, nbytes, kCpu, &dtensor::detail::pooled_free, slot);
@@ -45,9 +50,22 @@ class Recording final : public Shared {
     // replay; -1 while alive, or freed on another thread or after the replay.
     std::atomic<int64_t> end{-1};
     std::atomic<bool> carried{false};  // freed by the next replay
+    int64_t flight = -1;               // a scheduled move's task's allocation
+    std::atomic<bool> in_task{false};  // freed within that task
     void give_back(void* data) override { owner->freed(*this, data); }
   };
-  Recording() : thread_(std::this_thread::get_id()) {}
+  // A scheduled move's task: the replay's allocations made when it was issued and landed.
+  struct FlightLog {
+    int64_t issued = -1, landed = -1;
+    std::deque<Entry> entries;
+  };
+  explicit Recording(uint32_t flights) : flights_(flights), thread_(std::this_thread::get_id()) {}
+  void issued(uint32_t f) {
+    if (f < flights_.size()) flights_[f].issued = made();
+  }
+  void landed(uint32_t f) {
+    if (f < flights_.size()) flights_[f].landed = made();
+  }
   int64_t made() const { return made_.load(std::memory_order_relaxed); }
   // The next replay records `next` (on this thread): an allocation of this one it frees is
   // carried over, its end size() + next's allocations by then; nullptr ends the link.
@@ -58,27 +76,47 @@ class Recording final : public Shared {
   }
   // The same allocation sizes in the same order.
   bool same_sizes(const Recording& o) const {
-    if (entries_.size() != o.entries_.size()) return false;
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      if (entries_[i].nbytes != o.entries_[i].nbytes) return false;
+    const auto same = [](const std::deque<Entry>& a, const std::deque<Entry>& b) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].nbytes != b[i].nbytes) return false;
+      }
+      return true;
+    };
+    if (!same(entries_, o.entries_) || flights_.size() != o.flights_.size()) return false;
+    for (size_t f = 0; f < flights_.size(); ++f) {
+      const FlightLog &a = flights_[f], &b = o.flights_[f];
+      if (a.issued != b.issued || a.landed != b.landed || !same(a.entries, b.entries)) return false;
     }
     return true;
   }
   Storage allocate(size_t nbytes) {
     Entry& e = entries_.emplace_back();
-    e.owner = this;
-    e.nbytes = nbytes;
-    ref();
     made_.store(static_cast<int64_t>(entries_.size()), std::memory_order_relaxed);
-    return pooled_storage(dtensor::detail::cpu_allocate(nbytes), nbytes, &e);
+    return make(e, nbytes);
+  }
+  // Flight f's next allocation (on the thread running its task).
+  Storage allocate_flight(uint32_t f, size_t nbytes) {
+    if (f >= flights_.size()) return Storage();
+    Entry& e = flights_[f].entries.emplace_back();
+    e.flight = f;
+    return make(e, nbytes);
   }
   // The end of the replay: frees from now on are not the plan's.
   void finish() { finished_.store(true, std::memory_order_relaxed); }
   MemoryPlan plan() const;
 
  private:
+  Storage make(Entry& e, size_t nbytes) {
+    e.owner = this;
+    e.nbytes = nbytes;
+    ref();
+    return pooled_storage(dtensor::detail::cpu_allocate(nbytes), nbytes, &e);
+  }
   void freed(Entry& e, void* data) {
-    if (std::this_thread::get_id() == thread_) {
+    if (e.flight >= 0 && t_flight_recording == this && t_flight == e.flight) {
+      e.in_task.store(true, std::memory_order_relaxed);
+    } else if (std::this_thread::get_id() == thread_) {
       if (!finished_.load(std::memory_order_relaxed)) {
         e.end.store(made(), std::memory_order_relaxed);
       } else if (follower_ != nullptr) {
@@ -91,6 +129,9 @@ class Recording final : public Shared {
     unref();
   }
   std::deque<Entry> entries_;  // stable addresses: the storages' ctx
+  // Per flight (sized at the start: the communication thread writes its flight's entries while
+  // the replaying thread writes the ticks of others).
+  std::vector<FlightLog> flights_;
   std::atomic<int64_t> made_{0};
   std::atomic<bool> finished_{false};
   std::thread::id thread_;
@@ -311,43 +352,98 @@ class Packer {
 MemoryPlan Recording::plan() const {
   MemoryPlan plan;
   const size_t n = entries_.size();
+  const auto period = static_cast<int64_t>(n);
   plan.slots.resize(n);
   std::vector<Packer::Item> items;
-  std::vector<size_t> index;  // per item, its allocation
+  std::vector<size_t> index;  // per item, its slot
+  // An allocation alive over [start, end) of the replay's allocations (a start before the
+  // replay's first one counts from the previous replay's end), unless it outlived the next
+  // replay's allocation of it (or that replay), or was freed by another thread (end < 0).
+  const auto add = [&](size_t slot, const Entry& e, int64_t start, int64_t end) {
+    plan.slots[slot].nbytes = e.nbytes;
+    if (end < 0) return;
+    end = std::max(end, start + 1);
+    if (start < 0) {
+      start += period;
+      end += period;
+    }
+    if (end > period + start) return;
+    plan.slots[slot].carried = e.carried.load(std::memory_order_relaxed);
+    items.push_back(
+        {static_cast<int64_t>(dtensor::detail::cpu_allocation_size(e.nbytes)), start, end});
+    index.push_back(slot);
+  };
   for (size_t i = 0; i < n; ++i) {
-    plan.slots[i].nbytes = entries_[i].nbytes;
-    const auto start = static_cast<int64_t>(i), period = static_cast<int64_t>(n);
-    const int64_t end = std::max(entries_[i].end.load(std::memory_order_relaxed), start + 1);
-    // Outlived the next replay's allocation of it (or that replay), or freed by another thread.
-    if (entries_[i].end.load(std::memory_order_relaxed) < 0 || end > period + start) continue;
-    plan.slots[i].carried = entries_[i].carried.load(std::memory_order_relaxed);
-    items.push_back({static_cast<int64_t>(dtensor::detail::cpu_allocation_size(entries_[i].nbytes)),
-                     start, end});
-    index.push_back(i);
+    add(i, entries_[i], static_cast<int64_t>(i), entries_[i].end.load(std::memory_order_relaxed));
   }
-  // The most bytes alive at once (the bound any packing needs), the carried ones alive from the
-  // next replay's start too (the timeline is a circle of n allocations).
+  // A scheduled move's task allocates on the communication thread at any time between its issue
+  // and its wait: each of its allocations is alive from the moment it was issued (so from
+  // before the replay's allocation `issued`, as a value the replay frees right after the issue
+  // may still be alive when the task allocates) until the wait (freed by the task) or its free
+  // on the replaying thread; every such allocation of one task overlaps every other.
+  for (size_t f = 0; f < flights_.size(); ++f) {
+    const FlightLog& log = flights_[f];
+    MemoryPlan::Flight& flight = plan.flights.emplace_back();
+    flight.issued = log.issued;
+    flight.landed = log.landed;
+    flight.first = static_cast<uint32_t>(plan.slots.size());
+    flight.count = static_cast<uint32_t>(log.entries.size());
+    plan.slots.resize(plan.slots.size() + log.entries.size());
+    for (size_t u = 0; u < log.entries.size(); ++u) {
+      const Entry& e = log.entries[u];
+      const bool known = log.issued >= 0 && log.landed >= log.issued;
+      add(flight.first + u, e, log.issued - 1,
+          !known                                      ? -1
+          : e.in_task.load(std::memory_order_relaxed) ? log.landed
+                                                      : e.end.load(std::memory_order_relaxed));
+    }
+  }
+  plan.land_order.resize(plan.flights.size());
+  for (size_t f = 0; f < plan.flights.size(); ++f) plan.land_order[f] = static_cast<uint32_t>(f);
+  std::stable_sort(plan.land_order.begin(), plan.land_order.end(), [&](uint32_t x, uint32_t y) {
+    return plan.flights[x].landed < plan.flights[y].landed;
+  });
+  // The most bytes alive at once (the bound any packing needs), those alive past the replay's
+  // end alive from the next replay's start too (the timeline is a circle of n allocations).
   std::vector<int64_t> delta(n + 2, 0);
   for (const Packer::Item& it : items) {
     delta[static_cast<size_t>(it.start)] += it.size;
-    delta[static_cast<size_t>(std::min<int64_t>(it.end, static_cast<int64_t>(n)))] -= it.size;
-    if (it.end > static_cast<int64_t>(n)) {
+    delta[static_cast<size_t>(std::min<int64_t>(it.end, period))] -= it.size;
+    if (it.end > period) {
       delta[0] += it.size;
-      delta[static_cast<size_t>(it.end) - n] -= it.size;
+      delta[static_cast<size_t>(it.end - period)] -= it.size;
     }
   }
   int64_t live = 0;
   for (int64_t d : delta) plan.live_peak = std::max(plan.live_peak, live += d);
-  Packer packer(std::move(items), static_cast<int64_t>(n));
+  Packer packer(std::move(items), period);
   plan.arena_bytes = std::max<int64_t>(packer.pack(plan.live_peak), 0);
   const std::vector<int64_t>& offsets = packer.offsets();
   for (size_t k = 0; k < index.size(); ++k) plan.slots[index[k]].offset = offsets[k];
+  // The order the predecessors follow: each task's allocations just before the replay's first
+  // allocation after its issue. Whenever two allocations share bytes without overlapping in
+  // time, the earlier one in this order is given before the later one is asked for (a task's
+  // allocation after its issue, a replay's allocation after the wait of a task whose memory it
+  // reuses: ReplayPool checks both).
+  std::vector<uint32_t> order;
+  order.reserve(plan.slots.size());
+  size_t f = 0;
+  for (size_t i = 0; i <= n; ++i) {
+    for (; f < plan.flights.size() && plan.flights[f].issued <= static_cast<int64_t>(i); ++f) {
+      for (uint32_t u = 0; u < plan.flights[f].count; ++u)
+        order.push_back(plan.flights[f].first + u);
+    }
+    if (i < n) order.push_back(static_cast<uint32_t>(i));
+  }
+  for (; f < plan.flights.size(); ++f) {
+    for (uint32_t u = 0; u < plan.flights[f].count; ++u) order.push_back(plan.flights[f].first + u);
+  }
   // Each planned allocation's predecessors: the allocations that last held some of its bytes
   // before it (in allocation order). A replay gives it only when they are all dead; as every
   // allocation it gave before was checked so, every earlier one sharing its bytes is then dead.
   // The carried allocations hold their bytes when a replay starts.
   std::map<int64_t, std::pair<int64_t, uint32_t>> owner;  // start -> (end, allocation)
-  for (size_t i = 0; i < n; ++i) {
+  for (const uint32_t i : order) {
     const MemoryPlan::Slot& s = plan.slots[i];
     if (s.offset < 0 || !s.carried) continue;
     owner.emplace(s.offset,
@@ -355,7 +451,7 @@ MemoryPlan Recording::plan() const {
                                                 dtensor::detail::cpu_allocation_size(s.nbytes)),
                                  static_cast<uint32_t>(i)));
   }
-  for (size_t i = 0; i < n; ++i) {
+  for (const uint32_t i : order) {
     MemoryPlan::Slot& s = plan.slots[i];
     if (s.offset < 0) continue;
     const int64_t lo = s.offset,
@@ -407,8 +503,10 @@ void ReplayPool::start() {
   deviated_ = false;
   serving_ = false;
   if (limit_ == 0 || mode_ == Mode::kExact) return;
+  landed_.assign(flight_count_, 0);
+  land_checked_ = 0;
   if (mode_ == Mode::kRecord) {
-    recording_ = new Recording();
+    recording_ = new Recording(flight_count_);
     if (previous_ != nullptr) previous_->follow(recording_);
     return;
   }
@@ -437,19 +535,73 @@ Storage ReplayPool::take(size_t nbytes, Device device) {
 
 Storage ReplayPool::take_planned(size_t nbytes) {
   const size_t i = next_++;
-  if (!serving_) return Storage();
-  if (i >= plan_.slots.size() || plan_.slots[i].nbytes != nbytes) {
-    serving_ = false;  // another allocation than planned: the rest of the replay is unplanned
-    deviated_ = true;
+  if (!serving_.load(std::memory_order_relaxed)) return Storage();
+  const size_t replay_slots = plan_.flights.empty() ? plan_.slots.size() : plan_.flights[0].first;
+  if (i >= replay_slots || plan_.slots[i].nbytes != nbytes) {
+    deviate();  // another allocation than planned: the rest of the replay is unplanned
     return Storage();
+  }
+  // The tasks planned to be waited for before this allocation were (their memory may be its).
+  for (; land_checked_ < plan_.land_order.size() &&
+         plan_.flights[plan_.land_order[land_checked_]].landed <= static_cast<int64_t>(i);
+       ++land_checked_) {
+    if (landed_[plan_.land_order[land_checked_]] == 0) {
+      deviate();
+      return Storage();
+    }
   }
   if (plan_.slots[i].offset < 0) return Storage();  // the allocator's (it outlives the replay)
   Storage s = arena_->give(plan_, i);
-  if (!s.defined()) {
-    serving_ = false;  // memory the plan reuses is still in use
-    deviated_ = true;
-  }
+  if (!s.defined()) deviate();  // memory the plan reuses is still in use
   return s;
+}
+
+void ReplayPool::issued(uint32_t f) {
+  if (recording_ != nullptr) recording_->issued(f);
+  if (mode_ != Mode::kPlanned || !serving_.load(std::memory_order_relaxed)) return;
+  // Issued at another point than planned: its allocations' planned memory may still be in use.
+  if (f >= plan_.flights.size() || plan_.flights[f].issued != static_cast<int64_t>(next_))
+    deviate();
+}
+
+void ReplayPool::landed(uint32_t f) {
+  if (recording_ != nullptr) recording_->landed(f);
+  if (f < landed_.size()) landed_[f] = 1;
+}
+
+Storage ReplayPool::take_flight(uint32_t f, uint32_t index, size_t nbytes, Device device) {
+  // recording_, mode_ and arena_ change only between replays (the replay waits for its tasks).
+  if (!device.is_cpu()) return Storage();
+  if (recording_ != nullptr) return recording_->allocate_flight(f, nbytes);
+  if (mode_ != Mode::kPlanned || arena_ == nullptr || !serving_.load(std::memory_order_relaxed)) {
+    return Storage();
+  }
+  if (f >= plan_.flights.size() || index >= plan_.flights[f].count ||
+      plan_.slots[plan_.flights[f].first + index].nbytes != nbytes) {
+    deviate();
+    return Storage();
+  }
+  const size_t slot = plan_.flights[f].first + index;
+  if (plan_.slots[slot].offset < 0) return Storage();
+  Storage s = arena_->give(plan_, slot);
+  if (!s.defined()) deviate();
+  return s;
+}
+
+FlightScope::FlightScope(ReplayPool* pool, uint32_t f) : pool_(pool), flight_(f) {
+  if (pool_ == nullptr) return;
+  previous_ = dtensor::detail::set_storage_pool(this);
+  previous_recording_ = t_flight_recording;
+  previous_flight_ = t_flight;
+  t_flight_recording = pool_->recording_;
+  t_flight = f;
+}
+
+FlightScope::~FlightScope() {
+  if (pool_ == nullptr) return;
+  dtensor::detail::set_storage_pool(previous_);
+  t_flight_recording = previous_recording_;
+  t_flight = previous_flight_;
 }
 
 Storage ReplayPool::take_kept(size_t nbytes, Device device) {

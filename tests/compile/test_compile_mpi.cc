@@ -752,15 +752,16 @@ TEST_CASE("memory plan: replay frees values at their last use", "[compile]") {
   // gradients, carried from replay to replay, included): the packing reaches that bound here
   // (its fixed orders lost 576 B of 56,896 at 4 ranks; the local search closes it). What the
   // arena takes beside what the step holds anyway (cached between replays but for the gradients
-  // in it), with what the allocator holds beside it, stays within the eager step's peak. With
-  // scheduled moves the communication thread's allocations are not planned yet (their order
-  // against the replay's is not fixed): 23,232 B at 4 ranks against 21,376.
+  // in it), with what the allocator holds beside it, stays within the eager step's peak, also
+  // with scheduled moves: the communication thread's allocations have arena slots too, each
+  // alive from its move's issue to its wait (or its free on the replaying thread). Unplanned,
+  // they took 23,232 B at 4 ranks against the eager 21,376 (2,304 B beside the arena).
   // Exact-size reuse kept 1.48x / 1.92x / 3.33x the eager peak here.
   const int64_t arena = step.graph().arena_bytes(), live = step.graph().planned_live_peak();
   CHECK(step.graph().plan_deviations() == 0);
   CHECK(arena == live);
   CHECK(held_and_kept <= eager_peak);
-  CHECK(replay_peak <= eager_peak + (schedule ? eager_peak / 8 : 0));
+  CHECK(replay_peak <= eager_peak);
   const dt::compiler::GraphStats& s = step.graph().stats();
   CHECK(s.peak_bytes_planned < s.peak_bytes_unplanned);
   require_same_parameters(compiled.model, eager.model);

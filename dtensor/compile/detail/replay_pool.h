@@ -46,6 +46,7 @@ namespace dtensor::compiler {
 
 class Recording;  // replay_pool.cc
 class Arena;
+class FlightScope;
 
 // The static offset plan: per CPU allocation of a replay, in order, its size and its offset in
 // the arena (-1: outside it), and the allocations before it whose memory it reuses (preds_: each
@@ -59,7 +60,17 @@ struct MemoryPlan {
     // the next zero_grad): alive from replay to replay.
     bool carried = false;
   };
+  // A scheduled move's task (the f-th submitted in a replay): the replay's allocations made when
+  // it was issued and when it was waited for, and its own allocations' slots [first, +count)
+  // (after the replay's). Each is planned alive from its issue to its free (freed by the task
+  // itself: to the wait), whatever the communication thread's timing in between.
+  struct Flight {
+    int64_t issued = 0, landed = 0;
+    uint32_t first = 0, count = 0;
+  };
   std::vector<Slot> slots;
+  std::vector<Flight> flights;
+  std::vector<uint32_t> land_order;  // the flights by `landed` (a replay checks they landed)
   std::vector<uint32_t> preds;
   int64_t arena_bytes = 0;
   int64_t live_peak = 0;  // the most bytes of planned allocations alive at once when recorded
@@ -83,6 +94,14 @@ class ReplayPool final : public dtensor::detail::StoragePool {
   // Planned (or recorded) CPU memory for the replay's next allocation, or a kept storage of
   // exactly `nbytes` on `device`, or an undefined one (the allocator's).
   Storage take(size_t nbytes, Device device) override;
+  // Scheduled moves (Graph::run): issued(f) on the replaying thread just before the replay's f-th
+  // task is submitted, landed(f) once it has been waited for; the task runs in a FlightScope,
+  // whose allocations (on the thread that runs it) take_flight serves: planned CPU memory (or
+  // recorded), else the allocator's. A replay issues at most set_flights(n) tasks.
+  void set_flights(uint32_t n) { flight_count_ = n; }
+  void issued(uint32_t f);
+  void landed(uint32_t f);
+  Storage take_flight(uint32_t f, uint32_t index, size_t nbytes, Device device);
   // The start of a replay (ReplayPoolScope): a fresh arena when a storage of the last one is
   // still alive (its memory is then not the plan's to give).
   void start();
@@ -111,6 +130,7 @@ class ReplayPool final : public dtensor::detail::StoragePool {
   int deviations() const { return deviations_; }
 
  private:
+  friend class FlightScope;
   void release_all() override;
   // Exact-size reuse.
   struct Key {
@@ -130,6 +150,10 @@ class ReplayPool final : public dtensor::detail::StoragePool {
   };
   Storage take_kept(size_t nbytes, Device device);
   Storage take_planned(size_t nbytes);
+  void deviate() {
+    serving_.store(false, std::memory_order_relaxed);
+    deviated_.store(true, std::memory_order_relaxed);
+  }
   // Frees kept storages from the back of `c` until it keeps `keep`.
   void shrink(const Key& key, SizeClass& c, size_t keep);
   // Lets go of the arena (counted as held again first when it was cached).
@@ -149,10 +173,38 @@ class ReplayPool final : public dtensor::detail::StoragePool {
   Recording* previous_ = nullptr;
   // The replay in progress: the index of its next CPU allocation, whether the arena still serves
   // it, and whether it deviated.
+  // Read by the communication thread too (a task's allocations).
   size_t next_ = 0;
-  bool serving_ = false, deviated_ = false;
+  std::atomic<bool> serving_{false}, deviated_{false};
+  // The flights a replay may issue, which of them landed, and how many of plan_.land_order were
+  // found landed by the replay's allocations so far.
+  uint32_t flight_count_ = 0;
+  std::vector<uint8_t> landed_;
+  size_t land_checked_ = 0;
   int plans_failed_ = 0, deviations_ = 0;
   std::atomic<int64_t> bytes_{0};  // read by kept_bytes() on any thread
+};
+
+// A scheduled move's task, on the thread that runs it: its allocations go to the pool's plan for
+// flight f (ReplayPool::take_flight). No-op with a null pool.
+class FlightScope final : public dtensor::detail::StoragePool {
+ public:
+  FlightScope(ReplayPool* pool, uint32_t f);
+  ~FlightScope() override;
+  FlightScope(const FlightScope&) = delete;
+  FlightScope& operator=(const FlightScope&) = delete;
+  Storage take(size_t nbytes, Device device) override {
+    return pool_->take_flight(flight_, next_++, nbytes, device);
+  }
+
+ private:
+  void release_all() override {}
+  ReplayPool* pool_;
+  uint32_t flight_, next_ = 0;
+  dtensor::detail::StoragePool* previous_ = nullptr;
+  // The thread's flight it replaces (a recording and a flight index).
+  const void* previous_recording_ = nullptr;
+  int64_t previous_flight_ = -1;
 };
 
 // Frees the storages `g` keeps between replays (Graph's friend): a step re-capturing a layout
