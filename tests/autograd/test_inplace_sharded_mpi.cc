@@ -15,9 +15,11 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
+#include "tests/autograd/version_error.h"
 
 namespace dt = dtensor;
 using dt::DTensor;
+using dt::test::raises_version_error;
 
 namespace {
 
@@ -34,15 +36,6 @@ struct Sharded {
   DTensor a = dt::mul(leaf, dt::Scalar(1.0));  // a non-leaf: in-place writes allowed
   std::vector<double> grad() const { return leaf.grad().full_tensor().to_vector<double>(); }
 };
-
-bool raises_version_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const dt::Error& e) {
-    return std::string(e.what()).find("modified by an in-place op") != std::string::npos;
-  }
-  return false;
-}
 
 }  // namespace
 

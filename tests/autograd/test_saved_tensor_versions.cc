@@ -31,11 +31,13 @@
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 #include "examples/l2_normalize_op.h"
+#include "tests/autograd/version_error.h"
 #include "tests/common/op_samples.h"
 
 namespace dt = dtensor;
 using dt::DTensor;
 using dt::Tensor;
+using dt::test::raises_version_error;
 
 namespace {
 
@@ -268,15 +270,6 @@ struct Leaf {
   DTensor a = dt::mul(leaf, dt::Scalar(1.0));
   std::vector<double> grad() const { return leaf.grad().to_local().to_vector<double>(); }
 };
-
-bool raises_version_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const dt::Error& e) {
-    return std::string(e.what()).find("modified by an in-place op") != std::string::npos;
-  }
-  return false;
-}
 
 }  // namespace
 
