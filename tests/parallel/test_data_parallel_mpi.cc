@@ -25,6 +25,8 @@
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/memory_stats.h"
 #include "tests/parallel/parallel_test_util.h"
+#include "tests/parallel/torch_dp_parity/dp_probe_model.h"
+#include "tests/parallel/torch_dp_parity/torch_dp_references.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -799,4 +801,61 @@ TEST_CASE("fully_shard: a step between a forward and its backward is caught, as 
     opt.step();
   }
   CHECK(std::isfinite(dt::sum(model(x)).full_tensor().item<float>()));
+}
+
+TEST_CASE("fully_shard / replicate train as PyTorch's FSDP2 / DDP (torch_dp_references.h)",
+          "[dp][torch]") {
+  // tests/parallel/torch_dp_parity: a tied embedding / head, LayerNorm, an uneven Linear, a
+  // frozen Linear and one used on even steps only, float64, 5 steps, clip_grad_norm_(0.05) before
+  // the last; PyTorch 2.15's full parameters after them (FSDP2 fully_shard per Linear and the root;
+  // DistributedDataParallel with no_sync). The global batch is the same on 1, 2 and 4 ranks.
+  namespace dp = dp_probe;
+  const int64_t W = dt::world_size();
+  const auto mesh = dp_mesh();
+  const int64_t r = mesh.get_local_rank(0);
+  struct Case {
+    const char* tag;
+    bool fsdp, adamw;
+    int accum;
+  };
+  for (const Case c : {Case{"fsdp_adamw", true, true, 1}, Case{"fsdp_accum3", true, false, 3},
+                       Case{"ddp_accum3", false, false, 3}}) {
+    INFO(c.tag);
+    dp::Net m(dt::kFloat64);
+    dt::DataParallelOptions o;
+    o.grouping.module_types = {"Linear"};
+    auto dpl = c.fsdp ? dt::fully_shard(m, mesh, o) : dt::replicate(m, mesh, o);
+    std::vector<dt::DTensor> params;
+    for (const dt::DTensor& p : m.parameters())
+      if (p.requires_grad()) params.push_back(p);
+    std::unique_ptr<dt::optim::Optimizer> opt;
+    if (c.adamw) {
+      opt = std::make_unique<dt::optim::AdamW>(params, dt::optim::AdamWOptions(1e-2));
+    } else {
+      opt = std::make_unique<dt::optim::SGD>(params, dt::optim::SGDOptions(0.1).momentum(0.9));
+    }
+    for (int step = 0; step < 5; ++step) {
+      m.step = step;
+      opt->zero_grad();
+      for (int micro = 0; micro < c.accum; ++micro) {
+        if (c.accum > 1) dpl->set_requires_gradient_sync(micro == c.accum - 1);
+        auto [tok, tgt] = dp::batch(step, micro, r, W);
+        const int64_t rows[] = {-1, dp::V};
+        dt::cross_entropy(dt::reshape(m(nn::local_dtensor(tok)), rows), nn::local_dtensor(tgt))
+            .backward();
+      }
+      // The last step clips (PyTorch's total norm of the sharded gradients: probe.py).
+      if (step == 4) dt::optim::clip_grad_norm_(params, 0.05);
+      opt->step();
+    }
+    int64_t checked = 0;
+    for (const auto& ref : torch_dp_ref::kFinalParams) {
+      if (ref.tag != c.tag) continue;
+      INFO(ref.name);
+      const dt::Tensor got = m.get_parameter(ref.name).full_tensor();
+      CHECK(max_diff(got, dt::from_vector(ref.values, got.shape())) < 1e-9);
+      ++checked;
+    }
+    CHECK(checked == 8);
+  }
 }

@@ -25,6 +25,7 @@
 #include "dtensor/optim/optimizer.h"
 #include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/parallel/torch_dp_parity/dp_probe_model.h"
 #include "tests/parallel/torch_dp_parity/json_out.h"
 
 namespace dt = dtensor;
@@ -32,66 +33,9 @@ namespace nn = dtensor::nn;
 using dt::DTensor;
 
 namespace {
-constexpr int64_t V = 7, D = 4, H = 5, T = 3, ROWS = 4;
+using namespace dp_probe;
 int R = 0, W = 1;
 using namespace probe_json;
-
-// The probe.py model: h = tanh(fc1(ln(emb(tok)))); h = frozen(h); on even steps
-// h = h + extra(h); logits = h @ emb.weight^T (head: tied to emb.weight).
-class Net : public nn::Module {
- public:
-  explicit Net(dt::DType dtype) {
-    const nn::ModuleOptions o{.dtype = dtype};
-    emb_ = register_module("emb", std::make_shared<nn::Embedding>(V, D, o));
-    ln_ = register_module("ln", std::make_shared<nn::LayerNorm>(D, 1e-5, true, o));
-    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(D, H, true, o));
-    frozen_ = register_module("frozen", std::make_shared<nn::Linear>(H, D, true, o));
-    extra_ = register_module("extra", std::make_shared<nn::Linear>(D, D, false, o));
-    int k = 0;
-    for (auto& [name, p] : named_parameters()) {
-      std::vector<double> v(static_cast<size_t>(p.numel()));
-      for (size_t i = 0; i < v.size(); ++i) v[i] = 0.3 * std::sin(0.37 * i + 1.1 * k + 0.2);
-      const auto dot = name.rfind('.');
-      get_submodule(name.substr(0, dot))
-          .set_parameter(name.substr(dot + 1),
-                         nn::local_dtensor(dt::cast(dt::from_vector(v, p.shape()), dtype)));
-      ++k;
-    }
-    head_ = register_module("head", std::make_shared<Head>(emb_->param("weight")));
-    for (auto* m : {frozen_.get()})
-      for (auto& [n, p] : m->named_parameters()) p.requires_grad_(false);
-  }
-  std::string type_name() const override { return "Net"; }
-  DTensor forward(const DTensor& tok) override {
-    DTensor h = dt::tanh((*fc1_)((*ln_)((*emb_)(tok))));
-    h = (*frozen_)(h);
-    if (step % 2 == 0) h = dt::add(h, (*extra_)(h));
-    return (*head_)(h);
-  }
-  int step = 0;
-
- private:
-  class Head : public nn::Module {
-   public:
-    explicit Head(const DTensor& w) { tie_parameter("weight", w); }
-    std::string type_name() const override { return "Head"; }
-    DTensor forward(const DTensor& x) override {
-      return dt::linear(x, nn::functional::on_mesh(param("weight"), x.device_mesh()));
-    }
-  };
-  nn::ModulePtr emb_, ln_, fc1_, frozen_, extra_, head_;
-};
-
-std::pair<dt::Tensor, dt::Tensor> batch(int step, int micro) {
-  std::vector<int64_t> tok, tgt;
-  const int64_t per = ROWS / W;
-  for (int64_t b = R * per; b < (R + 1) * per; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      tok.push_back((b * 3 + t * 5 + step + 2 * micro) % V);
-      tgt.push_back((b * 2 + t + 3 * step + micro) % V);
-    }
-  return {dt::from_vector(tok, {per, T}), dt::from_vector(tgt, {per * T})};
-}
 
 struct Case {
   std::string tag;
@@ -127,7 +71,7 @@ void run(const Case& c, const dt::DeviceMesh& mesh) {
     for (int micro = 0; micro < c.accum; ++micro) {
       const bool last = micro == c.accum - 1;
       if (c.accum > 1) dp->set_requires_gradient_sync(last);
-      auto [tok, tgt] = batch(step, micro);
+      auto [tok, tgt] = batch(step, micro, R, W);
       const int64_t rows[] = {-1, V};
       const DTensor loss =
           dt::cross_entropy(dt::reshape(m(nn::local_dtensor(tok)), rows), nn::local_dtensor(tgt));

@@ -125,21 +125,23 @@ def run(tag, mode, opt_kind, reshard=True, accum=1, mp=None, dtype=torch.float64
         for sk, sv in v.items():
             if isinstance(sv, torch.Tensor) and sv.dim() > 0:
                 rec("%s optim state %d %s" % (tag, k, sk), sv)
+    return m
 
 
 torch.set_default_dtype(torch.float64)
-for name, f in [
-    ("fsdp_adamw", lambda: run("fsdp_adamw", "fsdp", "adamw")),
-    ("fsdp_sgd_noreshard", lambda: run("fsdp_sgd_noreshard", "fsdp", "sgd", reshard=False)),
-    ("fsdp_accum3", lambda: run("fsdp_accum3", "fsdp", "sgd", accum=3)),
-    ("fsdp_mp_bf16", lambda: run("fsdp_mp_bf16", "fsdp", "adamw", dtype=torch.float32,
-                                 mp=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))),
-    ("ddp_adamw", lambda: run("ddp_adamw", "ddp", "adamw")),
-    ("ddp_accum3", lambda: run("ddp_accum3", "ddp", "sgd", accum=3)),
-]:
-    try:
-        f()
-    except Exception as e:
-        out.append(dict(case=name, error=type(e).__name__ + ": " + str(e)[:200]))
-json.dump(out, open("torch_w%d_r%d.json" % (W, R), "w"))
-dist.destroy_process_group()
+if __name__ == "__main__":
+    for name, f in [
+        ("fsdp_adamw", lambda: run("fsdp_adamw", "fsdp", "adamw")),
+        ("fsdp_sgd_noreshard", lambda: run("fsdp_sgd_noreshard", "fsdp", "sgd", reshard=False)),
+        ("fsdp_accum3", lambda: run("fsdp_accum3", "fsdp", "sgd", accum=3)),
+        ("fsdp_mp_bf16", lambda: run("fsdp_mp_bf16", "fsdp", "adamw", dtype=torch.float32,
+                                     mp=MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32))),
+        ("ddp_adamw", lambda: run("ddp_adamw", "ddp", "adamw")),
+        ("ddp_accum3", lambda: run("ddp_accum3", "ddp", "sgd", accum=3)),
+    ]:
+        try:
+            f()
+        except Exception as e:
+            out.append(dict(case=name, error=type(e).__name__ + ": " + str(e)[:200]))
+    json.dump(out, open("torch_w%d_r%d.json" % (W, R), "w"))
+    dist.destroy_process_group()
