@@ -233,6 +233,12 @@ int main(int argc, char** argv) {
     loss_case("KLDivLoss " + r, L(std::make_shared<nn::KLDivLoss>(red)), {3, 4}, prob);
     loss_case("KLDivLoss logt " + r, L(std::make_shared<nn::KLDivLoss>(red, true)), {3, 4}, tgt);
   }
+  for (auto [rn, red] : reds) {  // BCELoss takes probabilities: the input goes through sigmoid
+    auto m = std::make_shared<nn::BCELoss>(vec({1, 2, 0.5, 3}), red);
+    loss_case(
+        std::string("BCELoss w sigmoid ") + rn,
+        [m](DTensor a, DTensor b) { return (*m)(dt::sigmoid(a), b); }, {3, 4}, prob);
+  }
   loss_case("CosineSimilarity", L(std::make_shared<nn::CosineSimilarity>(1)), {3, 4}, tgt);
   loss_case("CosineSimilarity 0 eps", L(std::make_shared<nn::CosineSimilarity>(0, 0.5)), {3, 4},
             dt::mul(tgt, dt::Scalar(0.01)));

@@ -134,6 +134,11 @@ for red in ("mean", "sum", "none"):
 for red in ("mean", "sum", "batchmean"):
     loss_case("KLDivLoss " + red, nn.KLDivLoss(reduction=red), [3, 4], prob)
     loss_case("KLDivLoss logt " + red, nn.KLDivLoss(reduction=red, log_target=True), [3, 4], tgt)
+bce_w = torch.tensor([1.0, 2.0, 0.5, 3.0])
+for red in ("mean", "sum", "none"):  # BCELoss takes probabilities: the input goes through sigmoid
+    loss_case("BCELoss w sigmoid " + red,
+              lambda a, b, m=nn.BCELoss(weight=bce_w, reduction=red): m(torch.sigmoid(a), b),
+              [3, 4], prob)
 loss_case("CosineSimilarity", nn.CosineSimilarity(1), [3, 4], tgt)
 loss_case("CosineSimilarity 0 eps", nn.CosineSimilarity(0, eps=0.5), [3, 4], tgt * 0.01)
 loss_case("PairwiseDistance", nn.PairwiseDistance(), [3, 4], tgt)
