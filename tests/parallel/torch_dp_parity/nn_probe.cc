@@ -187,6 +187,24 @@ int main(int argc, char** argv) {
   run_case("Upsample bilinear ac",
            mk<nn::Upsample>(V{}, D{2.0}, std::string("bilinear"), std::optional<bool>(true)),
            {1, 1, 2, 3});
+  run_case("Upsample nearest 1d size", mk<nn::Upsample>(V{5}), {1, 2, 3});
+  run_case("Upsample nearest-exact", mk<nn::Upsample>(V{}, D{1.5}, std::string("nearest-exact")),
+           {1, 1, 2, 4});
+  run_case("Upsample linear", mk<nn::Upsample>(V{}, D{2.5}, std::string("linear")), {1, 2, 3});
+  run_case("Upsample bicubic", mk<nn::Upsample>(V{4, 5}, D{}, std::string("bicubic")),
+           {1, 1, 3, 3});
+  run_case("Upsample bicubic ac",
+           mk<nn::Upsample>(V{}, D{2.0}, std::string("bicubic"), std::optional<bool>(true)),
+           {1, 1, 2, 3});
+  run_case("Upsample trilinear", mk<nn::Upsample>(V{}, D{2.0}, std::string("trilinear")),
+           {1, 1, 2, 2, 2});
+  run_case("Upsample nearest 3d", mk<nn::Upsample>(V{}, D{1, 2, 3}), {1, 1, 2, 2, 2});
+  run_case("MaxPool2d unbatched", mk<nn::MaxPool2d>(V{2}), {2, 4, 4});
+  run_case("AvgPool1d unbatched", mk<nn::AvgPool1d>(V{2}), {2, 6});
+  run_case("AdaptiveAvgPool2d unbatched", mk<nn::AdaptiveAvgPool2d>(V{3, 2}), {2, 5, 4});
+  run_case("GroupNorm 2d", mk<nn::GroupNorm>(2, 4, 1e-5, true, f64), {3, 4});
+  run_case("BatchNorm2d eval first", mk<nn::BatchNorm2d>(2, 1e-5, O(0.1), true, true, f64),
+           {2, 2, 2, 2}, "et");
   run_case("Softplus", mk<nn::Softplus>(2.0, 1.5), {3, 4}, "t", 2);
   run_case("ELU", mk<nn::ELU>(0.7), {3, 4}, "t", 2);
   run_case("CELU", mk<nn::CELU>(1.7), {3, 4}, "t", 2);
