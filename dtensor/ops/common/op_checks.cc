@@ -20,6 +20,11 @@ void check_floating_dtype(std::string_view op, DType dtype, std::string_view arg
            op, dtype_name(dtype), arg);
 }
 
+void check_index_dtype(std::string_view op, DType dtype, std::string_view arg) {
+  DT_CHECK(dtype == kInt64 || dtype == kInt32,
+           "[%s] argument %s has dtype %s, expected int64 or int32", op, arg, dtype_name(dtype));
+}
+
 void check_same_device(std::string_view op, const Tensor& self, const Tensor& other,
                        std::string_view arg) {
   DT_CHECK(self.device() == other.device(),

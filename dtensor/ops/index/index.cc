@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "dtensor/ops/common/detail/index_helpers.h"
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/index/detail/index_cpu.h"
 #include "dtensor/ops/index/detail/index_cuda.h"
 #include "dtensor/tensor/creation.h"
@@ -18,9 +19,7 @@ namespace {
 int64_t check_index(const char* op, IntSpan target, int64_t dim, const Tensor& index,
                     const Tensor* src) {
   DT_CHECK(index.defined(), "[%s] argument index is an undefined tensor", op);
-  DT_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32,
-           "[%s] argument index has dtype %s, expected int64 or int32", op,
-           dtype_name(index.dtype()));
+  detail::check_index_dtype(op, index.dtype(), "index");
   const int64_t ndim = static_cast<int64_t>(target.size());
   DT_CHECK(index.dim() == ndim,
            "[%s] argument index has %d dims, expected %d (the rank of the indexed tensor)", op,

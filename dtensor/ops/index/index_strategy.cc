@@ -17,6 +17,7 @@
 #include "dtensor/core/factories.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/ops/common/detail/index_helpers.h"
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/index/detail/index_backward.h"
@@ -70,9 +71,7 @@ StrategyRows gather_rows(const Shape& self_shape, const Shape& index_shape, int6
 
 void check_gather_args(const OpSchema& s, const Shape& self_shape, const DTensorSpec& index,
                        int64_t dim) {
-  DT_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32,
-           "[%s] argument index has dtype %s, expected int64 or int32", s.name(),
-           dtype_name(index.dtype()));
+  detail::check_index_dtype(s.name(), index.dtype(), "index");
   DT_CHECK(index.ndim() == static_cast<int64_t>(self_shape.size()),
            "[%s] index (shape %s) must have as many dims as self (shape %s)", s.name(),
            shape_str(index.shape()), shape_str(self_shape));
@@ -430,9 +429,7 @@ void register_index_add(Registry& reg) {
   op.schema_info.static_argnum = 1;
   op.meta = [](const OpSchema& s) {
     const DTensorSpec& self = s.input(0);
-    DT_CHECK(s.input(1).dtype() == kInt64 || s.input(1).dtype() == kInt32,
-             "[index_add] argument index has dtype %s, expected int64 or int32",
-             dtype_name(s.input(1).dtype()));
+    detail::check_index_dtype("index_add", s.input(1).dtype(), "index");
     DT_CHECK(s.input(2).dtype() == self.dtype(),
              "[index_add] source has dtype %s, expected self's %s", dtype_name(s.input(2).dtype()),
              dtype_name(self.dtype()));

@@ -18,9 +18,7 @@ using detail::LossLayout;
 
 void check_target(const Tensor& target, const char* op) {
   detail::check_defined(op, target, "target");
-  DT_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32,
-           "[%s] argument target has dtype %s, expected int64 or int32", op,
-           dtype_name(target.dtype()));
+  detail::check_index_dtype(op, target.dtype(), "target");
 }
 
 // A [N, C, d...] (or [C]) input seen as [outer, classes, inner].

@@ -16,6 +16,7 @@
 #include "dtensor/core/check_ranks.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
+#include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/index/index.h"
@@ -128,9 +129,7 @@ void register_loss_ops(Registry& registry) {
              "[cross_entropy] argument input has dtype %s, expected a "
              "floating dtype",
              dtype_name(x.dtype()));
-    DT_CHECK(t.dtype() == kInt64 || t.dtype() == kInt32,
-             "[cross_entropy] argument target has dtype %s, expected int64 or int32",
-             dtype_name(t.dtype()));
+    detail::check_index_dtype("cross_entropy", t.dtype(), "target");
     DT_CHECK(x.ndim() >= 1,
              "[cross_entropy] argument input is 0-d, expected [C], [N, C] or "
              "[N, C, ...]");

@@ -18,6 +18,10 @@ void check_floating_input(std::string_view op, const Tensor& t, std::string_view
 // The same dtype check on a dtype alone (the DTensor ops' meta functions, which see specs).
 void check_floating_dtype(std::string_view op, DType dtype, std::string_view arg = "self");
 
+// Throws "[op] argument <arg> has dtype float32, expected int64 or int32" unless dtype is an
+// index dtype (gather / scatter indices, class-index targets).
+void check_index_dtype(std::string_view op, DType dtype, std::string_view arg);
+
 // Throws when `other` lives on a different device than `self`, naming the argument.
 void check_same_device(std::string_view op, const Tensor& self, const Tensor& other,
                        std::string_view arg);
