@@ -800,6 +800,56 @@ TEST_CASE("memory plan: a replay keeps no storage no replay takes", "[compile]")
   require_same_parameters(compiled.model, eager.model);
 }
 
+TEST_CASE("memory plan: a scheduled move's planned memory and a replay that deviates",
+          "[compile]") {
+  // The move's task allocates on the communication thread, in arena slots of its own; a replay
+  // whose eager node allocates a size the plan does not have deviates there (the move landed
+  // before it: the node calls user code), stays bit-equal, and the plan is recorded again.
+  const dt::DeviceMesh mesh = tp_mesh();
+  const dt::TensorOptions f64(dt::kFloat64);
+  const dt::DTensor x =
+      dt::distribute_tensor(dt::full({8 * dt::world_size(), 16}, 0.5, f64), mesh, {dt::Shard(0)});
+  bool extra = false;
+  dt::compiler::EagerFunction f;
+  f.name = "varies";
+  f.forward = [&](const dt::DTensorList& in) {
+    if (extra) CHECK(dt::sum(dt::ones({37}, f64)).item<double>() == 37.0);
+    return dt::DTensorList{dt::exp(in[0])};
+  };
+  f.backward = [](const dt::DTensorList& in, const dt::DTensorList& g) {
+    return dt::DTensorList{dt::mul(g[0], dt::exp(in[0]))};
+  };
+  dt::CompileOptions options;
+  options.schedule_collectives = true;
+  dt::CompiledStep step = dt::compile(
+      [&](const dt::DTensorList& in) {
+        const dt::DTensor a = dt::mul(in[0], in[0]);
+        const dt::DTensor whole = a.redistribute({dt::Replicate()});  // a scheduled all-gather
+        const dt::DTensor b = dt::compiler::call_eager(f, {dt::mul(in[0], 2.0)})[0];
+        const dt::DTensor c = dt::add(whole, whole);
+        return dt::DTensorList{dt::sum(c), dt::sum(b)};
+      },
+      options);
+  const auto run = [&] {
+    const dt::DTensorList out = step({x});
+    return std::make_pair(out[0].full_tensor().item<double>(), out[1].full_tensor().item<double>());
+  };
+  const auto want = run();  // captured
+  CHECK(want.first == 0.5 * 8 * dt::world_size() * 16);
+  for (int i = 0; i < 4; ++i) CHECK(run() == want);  // recorded, then planned
+  REQUIRE(step.graph().arena_bytes() > 0);
+  CHECK(step.graph().arena_bytes() == step.graph().planned_live_peak());
+  CHECK(step.graph().plan_deviations() == 0);
+  if (dt::world_size() > 1) CHECK(step.graph().stats().collectives > 0);
+  extra = true;
+  CHECK(run() == want);
+  CHECK(step.graph().plan_deviations() == 1);
+  extra = false;
+  for (int i = 0; i < 4; ++i) CHECK(run() == want);  // recorded again, then planned
+  CHECK(step.graph().plan_deviations() == 1);
+  CHECK(step.graph().arena_bytes() > 0);
+}
+
 TEST_CASE("memory plan: a replay that deviates from its plan never overlaps live memory",
           "[compile]") {
   const dt::DeviceMesh mesh = tp_mesh();
