@@ -87,9 +87,11 @@ DTensorList mul_scalar_bw(const BackwardContext& c, Grads g) {
 DTensorList div_scalar_bw(const BackwardContext& c, Grads g) {
   return {for_input(c, 0, g[0] / c.scalar(0))};
 }
-// d(s / x) = -s / x^2 = -out / x.
+// d(s / x) = -s / x^2, from x alone: the output is not saved, so a write to it after the forward
+// does not make backward raise (PyTorch's 2 / x is 2 * reciprocal(x) and keeps no visible tensor).
 DTensorList rdiv_scalar_bw(const BackwardContext& c, Grads g) {
-  return {for_input(c, 0, -g[0] * c.output(0) / c.input(0))};
+  const DTensor& x = c.input(0);
+  return {for_input(c, 0, -g[0] * c.scalar(0) / x / x)};
 }
 DTensorList pow_bw(const BackwardContext& c, Grads g) {
   const double e = c.scalar(0).to_double();
@@ -491,7 +493,7 @@ PointwiseGrad pointwise_grad(std::string_view name) {
       {"rsub.Scalar", {neg_bw}},
       {"mul.Scalar", {mul_scalar_bw}},
       {"div.Scalar", {div_scalar_bw}},
-      {"rdiv.Scalar", {rdiv_scalar_bw, kIn0, kOut0}},
+      {"rdiv.Scalar", {rdiv_scalar_bw, kIn0}},
       {"pow", {pow_bw, kIn0}},
       {"neg", {neg_bw}},
       {"abs", {abs_bw, kIn0}},
