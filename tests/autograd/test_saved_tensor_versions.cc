@@ -283,6 +283,15 @@ TEST_CASE("in-place mechanics match PyTorch: aliasing, leaves, views, no_grad, c
     dt::div_(d.a, d.a);
     CHECK(raises_version_error([&] { dt::sum(d.a).backward(); }));
   }
+  SECTION("partial overlap: computed as if other were copied first; mul_ then raises") {
+    // PyTorch refuses a[1:4].add_(a[0:3]) at the op; dtensor computes it (SEMANTICS round 5).
+    DTensor b = dt::local_dtensor(dt::from_vector<double>({1, 2, 3, 4}, {4}));
+    dt::add_(dt::narrow(b, 0, 1, 3), dt::narrow(b, 0, 0, 3));
+    CHECK(b.to_local().to_vector<double>() == std::vector<double>{1, 3, 5, 7});
+    Leaf m;
+    dt::mul_(m.a, dt::narrow(m.a, 0, 2, 1));  // other is self's memory: saved before the write
+    CHECK(raises_version_error([&] { dt::sum(m.a).backward(); }));
+  }
   SECTION("a.add_(a) saves nothing: gradient 2") {
     Leaf s;
     dt::add_(s.a, s.a);
