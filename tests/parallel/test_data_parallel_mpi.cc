@@ -848,6 +848,14 @@ TEST_CASE("fully_shard / replicate train as PyTorch's FSDP2 / DDP (torch_dp_refe
       if (step == 4) dt::optim::clip_grad_norm_(params, 0.05);
       opt->step();
     }
+    // FSDP2 shards every parameter, frozen ones included (gathered for forward and backward,
+    // never reduced: no gradient); DDP replicates them.
+    for (const auto& [name, p] : m.named_parameters()) {
+      INFO(name);
+      CHECK(p.placements() ==
+            dt::Placements{c.fsdp ? dt::Placement(dt::Shard(0)) : dt::Placement(dt::Replicate())});
+      if (name.rfind("frozen.", 0) == 0) CHECK_FALSE(p.grad().defined());
+    }
     int64_t checked = 0;
     for (const auto& ref : torch_dp_ref::kFinalParams) {
       if (ref.tag != c.tag) continue;

@@ -76,11 +76,13 @@ struct UnitState {
   // backward from then on (memory held, never a stale read: each forward gathers again). To be
   // tied to the graph's lifetime instead.
   mutable int64_t backwards_pending = 0;
-  std::vector<size_t> sharded, replicated;  // indices into State::params (trained ones)
-  std::vector<size_t> all;                  // every parameter of the unit
-  int64_t block = 0;                        // per-rank elements of the flat buffers
-  DType dtype = kFloat32;                   // of the gather buffers (the compute dtype)
-  DType reduce_dtype = kFloat32;            // of the reduce-scatter buffers
+  // Indices into State::params: sharded ones (frozen included, as FSDP2: gathered for forward
+  // and backward, never reduced) and trained replicated ones.
+  std::vector<size_t> sharded, replicated;
+  std::vector<size_t> all;        // every parameter of the unit
+  int64_t block = 0;              // per-rank elements of the flat buffers
+  DType dtype = kFloat32;         // of the gather buffers (the compute dtype)
+  DType reduce_dtype = kFloat32;  // of the reduce-scatter buffers
 };
 
 struct Bucket {
@@ -414,13 +416,17 @@ struct DataParallel::State {
   }
 
   // Backward of a unit's gather: one reduce_scatter(avg) of the unit's gradients.
+  // `grads`: those of the unit's trained sharded parameters, in order (a frozen one has none;
+  // its block is reduced as zeros and dropped).
   void on_unit_grads(const UnitState& u, absl::Span<const DTensor> grads) {
     queue_finish();
     std::vector<Tensor> local(u.sharded.size());
     bool any = false;
-    for (size_t j = 0; j < u.sharded.size(); ++j) {
-      local[j] = capturing() ? captured_grad(params[u.sharded[j]], grads[j])
-                             : local_grad(params[u.sharded[j]], grads[j]);
+    for (size_t j = 0, k = 0; j < u.sharded.size(); ++j) {
+      ParamState& p = params[u.sharded[j]];
+      if (!p.trained) continue;
+      local[j] = capturing() ? captured_grad(p, grads[k]) : local_grad(p, grads[k]);
+      ++k;
       any = any || local[j].defined();
     }
     if (u.backwards_pending > 0) --u.backwards_pending;
@@ -439,21 +445,21 @@ struct DataParallel::State {
             detail::launch_reduce_scatter_avg(*st->comm, reduced, flat).wait();
             st->unit_grad_views(u, reduced, out);
           });
-      pending.add(detail::DpCollective(), [this, &u, views] {
-        for (size_t j = 0; j < u.sharded.size(); ++j) {
-          accumulate_into_grad(params[u.sharded[j]].storage, views[j]);
-        }
-      });
+      pending.add(detail::DpCollective(), [this, &u, views] { accumulate_unit_grads(u, views); });
       return;
     }
     const Tensor in = pack_unit_grads(u, local);
     Tensor out = empty({u.block}, TensorOptions(u.reduce_dtype, in.device()));
     unit_grad_views(u, out, absl::MakeSpan(views));
-    pending.add(detail::launch_reduce_scatter_avg(*comm, out, in), [this, &u, views] {
-      for (size_t j = 0; j < u.sharded.size(); ++j) {
+    pending.add(detail::launch_reduce_scatter_avg(*comm, out, in),
+                [this, &u, views] { accumulate_unit_grads(u, views); });
+  }
+
+  void accumulate_unit_grads(const UnitState& u, absl::Span<const Tensor> views) {
+    for (size_t j = 0; j < u.sharded.size(); ++j) {
+      if (params[u.sharded[j]].trained)
         accumulate_into_grad(params[u.sharded[j]].storage, views[j]);
-      }
-    });
+    }
   }
 
   void on_replicated_grad(size_t i, const DTensor& grad) {
@@ -630,20 +636,29 @@ void DataParallel::State::pre_forward(const UnitState& u) {
     forward_order.push_back(&u);
   }
   gather(u, +1);
-  if (!u.sharded.empty()) {
-    DTensorList outs;
-    std::vector<const DTensor*> ins;
-    for (size_t i : u.sharded) {
-      outs.push_back(DTensor(params[i].gathered, params[i].compute_spec));
-      ins.push_back(&params[i].storage);
+  // The trained sharded parameters through one autograd node (its backward reduce-scatters);
+  // the frozen ones are swapped in as they are, nothing recorded.
+  DTensorList outs;
+  std::vector<const DTensor*> ins;
+  std::vector<size_t> trained;
+  for (size_t i : u.sharded) {
+    const DTensor gathered(params[i].gathered, params[i].compute_spec);
+    if (!params[i].trained) {
+      swap_in(params[i], gathered);
+      continue;
     }
-    const size_t count = u.sharded.size();
+    outs.push_back(gathered);
+    ins.push_back(&params[i].storage);
+    trained.push_back(i);
+  }
+  if (!trained.empty()) {
+    const size_t count = trained.size();
     outs = autograd::record_function("FullyShardGatherBackward", ins, std::move(outs),
                                      [this, &u, count](absl::Span<const DTensor> grads) {
                                        on_unit_grads(u, grads);
                                        return DTensorList(count);
                                      });
-    for (size_t j = 0; j < count; ++j) swap_in(params[u.sharded[j]], outs[j]);
+    for (size_t j = 0; j < count; ++j) swap_in(params[trained[j]], outs[j]);
   }
   for (size_t i : u.replicated) {
     DTensor out =
@@ -655,10 +670,10 @@ void DataParallel::State::pre_forward(const UnitState& u) {
                                   });
     swap_in(params[i], out);
   }
-  // Frozen parameters (no gradient, so never sharded): the same local tensor on the compute
-  // mesh, as the trained ones, with nothing recorded.
+  // Replicated frozen parameters: the same local tensor on the compute mesh, as the trained
+  // ones, with nothing recorded.
   for (size_t i : u.all) {
-    if (!params[i].trained) {
+    if (!params[i].trained && params[i].shard_dim < 0) {
       swap_in(params[i], DTensor(compute_local(params[i]), params[i].compute_spec));
     }
   }
@@ -789,7 +804,7 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
         ps.reduce_dtype = *options.reduce_dtype;
       }
       ps.trained = p.requires_grad();
-      ps.shard_dim = ps.trained ? choose_shard_dim(p, style, s.n) : -1;
+      ps.shard_dim = choose_shard_dim(p, style, s.n);
       Placements pl;
       for (int64_t d = 0, o = 0; d < mesh.ndim(); ++d) {
         if (d == dp_dim) {
@@ -813,7 +828,11 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
       s.swap_in(ps, ps.storage);
       const size_t index = s.params.size();
       u.all.push_back(index);
-      if (ps.trained) (ps.shard_dim >= 0 ? u.sharded : u.replicated).push_back(index);
+      if (ps.shard_dim >= 0) {
+        u.sharded.push_back(index);
+      } else if (ps.trained) {
+        u.replicated.push_back(index);
+      }
       s.params.push_back(std::move(ps));
     }
     // The unit's flat layout: each sharded parameter's largest chunk, in order.
