@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/pool/detail/windows.h"
@@ -195,17 +196,17 @@ Taps product(const std::vector<DimTaps>& dims, IntSpan in) {
   return t;
 }
 
+// The padding modes by their PyTorch names: one table for parse_pad_mode and pad_mode_name.
+constexpr std::pair<PadMode, const char*> kPadModes[] = {{PadMode::kConstant, "constant"},
+                                                         {PadMode::kReflect, "reflect"},
+                                                         {PadMode::kReplicate, "replicate"},
+                                                         {PadMode::kCircular, "circular"}};
+
 const char* pad_mode_name(PadMode m) {
-  switch (m) {
-    case PadMode::kReflect:
-      return "reflect";
-    case PadMode::kReplicate:
-      return "replicate";
-    case PadMode::kCircular:
-      return "circular";
-    default:
-      return "constant";
+  for (const auto& [mode, name] : kPadModes) {
+    if (mode == m) return name;
   }
+  return "constant";
 }
 
 // Checks a pool's sizes (PyTorch's pool*_shape_check words).
@@ -226,10 +227,9 @@ void check_pool(const WindowArgs& a) {
 }  // namespace
 
 PadMode parse_pad_mode(std::string_view mode, const char* op) {
-  if (mode == "constant") return PadMode::kConstant;
-  if (mode == "reflect") return PadMode::kReflect;
-  if (mode == "replicate") return PadMode::kReplicate;
-  if (mode == "circular") return PadMode::kCircular;
+  for (const auto& [m, name] : kPadModes) {
+    if (mode == name) return m;
+  }
   DT_FAIL("[%s] unknown padding mode '%s' (expected constant, reflect, replicate or circular)", op,
           std::string(mode).c_str());
 }
