@@ -307,20 +307,17 @@ class Packer {
     s.position.resize(m);
     s.offsets.resize(m);
     s.top.resize(m);
-    moved_.assign(m, 0);
+    recheck_.assign(m, 0);
     for (size_t q = from; q < until; ++q) s.position[s.order[q]] = static_cast<uint32_t>(q);
     int64_t arena = from > 0 ? s.top[from - 1] : 0;
     for (size_t q = from; q < m; ++q) {
       const uint32_t k = s.order[q];
       const int64_t size = items_[k].size;
-      bool again = q < until;
-      placed_.clear();
-      for (const uint32_t j : conflicts_[k]) {
-        if (s.position[j] >= q) continue;
-        placed_.emplace_back(s.offsets[j], items_[j].size);
-        again = again || moved_[j] != 0;
-      }
-      if (again) {
+      if (q < until || recheck_[k] != 0) {
+        placed_.clear();
+        for (const uint32_t j : conflicts_[k]) {
+          if (s.position[j] < q) placed_.emplace_back(s.offsets[j], items_[j].size);
+        }
         std::sort(placed_.begin(), placed_.end());
         int64_t at = -1, at_gap = std::numeric_limits<int64_t>::max(), top = 0;
         for (const auto& [offset, bytes] : placed_) {
@@ -332,7 +329,9 @@ class Packer {
           top = std::max(top, offset + bytes);
         }
         if (at < 0) at = top;
-        moved_[k] = at != s.offsets[k] ? 1 : 0;
+        if (at != s.offsets[k]) {
+          for (const uint32_t j : conflicts_[k]) recheck_[j] = 1;  // those placed after it
+        }
         s.offsets[k] = at;
       }
       arena = std::max(arena, s.offsets[k] + size);
@@ -344,9 +343,10 @@ class Packer {
   std::vector<Item> items_;
   std::vector<std::vector<uint32_t>> conflicts_;  // per item, the items alive at the same time
   std::vector<int64_t> offsets_;
-  // place()'s (offset, size) of the placed conflicts, and per item whether it was placed anew
+  // place()'s (offset, size) of the placed conflicts, and per item whether a conflict placed
+  // before it moved (so it is placed again)
   std::vector<std::pair<int64_t, int64_t>> placed_;
-  std::vector<uint8_t> moved_;
+  std::vector<uint8_t> recheck_;
 };
 
 MemoryPlan Recording::plan() const {
