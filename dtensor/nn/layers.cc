@@ -132,13 +132,13 @@ DTensor Embedding::forward(const DTensor& indices) {
   return ::dtensor::embedding(indices, param_on(*this, "weight", mesh, kOp), padding_idx_);
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine, ModuleOptions opts)
+LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine, bool bias,
+                     ModuleOptions opts)
     : eps_(eps) {
   DT_CHECK(dim >= 0, "[LayerNorm] dim %d must be >= 0", dim);
-  if (elementwise_affine) {
-    register_parameter("weight", detail::constant_parameter({dim}, 1.0, opts));
-    register_parameter("bias", detail::constant_parameter({dim}, 0.0, opts));
-  }
+  if (!elementwise_affine) return;
+  register_parameter("weight", detail::constant_parameter({dim}, 1.0, opts));
+  if (bias) register_parameter("bias", detail::constant_parameter({dim}, 0.0, opts));
 }
 
 void LayerNorm::reset_own_parameters(Generator*) {
@@ -154,13 +154,17 @@ DTensor LayerNorm::forward(const DTensor& x) {
                                param_on(*this, "bias", mesh, kOp), eps_);
 }
 
-RMSNorm::RMSNorm(int64_t dim, std::optional<double> eps, ModuleOptions opts) : eps_(eps) {
+RMSNorm::RMSNorm(int64_t dim, std::optional<double> eps, bool elementwise_affine,
+                 ModuleOptions opts)
+    : eps_(eps) {
   DT_CHECK(dim >= 0, "[RMSNorm] dim %d must be >= 0", dim);
-  register_parameter("weight", detail::constant_parameter({dim}, 1.0, opts));
+  if (elementwise_affine) {
+    register_parameter("weight", detail::constant_parameter({dim}, 1.0, opts));
+  }
 }
 
 void RMSNorm::reset_own_parameters(Generator*) {
-  Tensor(param("weight").to_local()).fill_(Scalar(1.0));
+  if (has_param("weight")) Tensor(param("weight").to_local()).fill_(Scalar(1.0));
 }
 
 DTensor RMSNorm::forward(const DTensor& x) {

@@ -55,11 +55,16 @@ class Embedding : public Module {
   std::optional<int64_t> padding_idx_;
 };
 
-// Layer norm over the last dim: "weight" [dim] (ones) and "bias" [dim] (zeros) when affine.
+// Layer norm over the last dim: "weight" [dim] (ones) when elementwise_affine, and "bias" [dim]
+// (zeros) when elementwise_affine and bias (PyTorch 2.1's bias=False: weight only, no "bias" in
+// the state_dict).
 class LayerNorm : public Module {
  public:
-  LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true,
+  LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true, bool bias = true,
             ModuleOptions opts = {});
+  // With bias (the form before bias was an option).
+  LayerNorm(int64_t dim, double eps, bool elementwise_affine, ModuleOptions opts)
+      : LayerNorm(dim, eps, elementwise_affine, true, opts) {}
   std::string type_name() const override { return "LayerNorm"; }
   DTensor forward(const DTensor& x) override;
 
@@ -70,10 +75,15 @@ class LayerNorm : public Module {
   double eps_;
 };
 
-// RMS norm over the last dim: "weight" [dim] (ones). eps = nullopt: machine epsilon.
+// RMS norm over the last dim: "weight" [dim] (ones) when elementwise_affine (no parameter
+// otherwise). eps = nullopt: machine epsilon.
 class RMSNorm : public Module {
  public:
-  explicit RMSNorm(int64_t dim, std::optional<double> eps = std::nullopt, ModuleOptions opts = {});
+  explicit RMSNorm(int64_t dim, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true, ModuleOptions opts = {});
+  // With the weight (the form before elementwise_affine was an option).
+  RMSNorm(int64_t dim, std::optional<double> eps, ModuleOptions opts)
+      : RMSNorm(dim, eps, true, opts) {}
   std::string type_name() const override { return "RMSNorm"; }
   DTensor forward(const DTensor& x) override;
 

@@ -155,8 +155,8 @@ DTensor GroupNorm::forward(const DTensor& x) {
 }
 
 // ---- InstanceNorm ---------------------------------------------------------------------------
-InstanceNorm::InstanceNorm(int64_t num_features, double eps, double momentum, bool affine,
-                           bool track_running_stats, ModuleOptions opts)
+InstanceNorm::InstanceNorm(int64_t num_features, double eps, std::optional<double> momentum,
+                           bool affine, bool track_running_stats, ModuleOptions opts)
     : num_features_(num_features), eps_(eps), momentum_(momentum) {
   DTensor count;  // num_batches_tracked: a buffer only (PyTorch's instance_norm never counts)
   register_feature_state(*this, "InstanceNorm", num_features, affine, track_running_stats, opts,
@@ -196,7 +196,7 @@ DTensor InstanceNorm::forward(const DTensor& x) {
   DTensor y = ::dtensor::instance_norm(
       xb, buffer_on_input(*this, running_mean_, x), buffer_on_input(*this, running_var_, x),
       param_on_input(*this, "weight", x), param_on_input(*this, "bias", x), use_input_stats,
-      momentum_, eps_);
+      momentum_.value_or(0.0), eps_);
   return x.dim() == batched ? y : y.squeeze(0);
 }
 

@@ -102,11 +102,14 @@ class GroupNorm : public Module {
 
 // Instance normalisation (PyTorch's defaults: affine = false, track_running_stats = false).
 // Takes a batched [N, C, *spatial] or an unbatched [C, *spatial] input (spatial_dims() spatial
-// dims). With running statistics, eval mode normalises with them.
+// dims). With running statistics, eval mode normalises with them. momentum = nullopt is
+// PyTorch's momentum=None, which for InstanceNorm (unlike BatchNorm) is momentum 0: training
+// steps leave the running statistics as they are (_InstanceNorm passes 0.0 to instance_norm
+// and never counts num_batches_tracked).
 class InstanceNorm : public Module {
  public:
-  InstanceNorm(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
-               bool track_running_stats = false, ModuleOptions opts = {});
+  InstanceNorm(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+               bool affine = false, bool track_running_stats = false, ModuleOptions opts = {});
   std::string type_name() const override { return "InstanceNorm"; }
   DTensor forward(const DTensor& x) override;
   const DTensor& running_mean() const { return running_mean_; }
@@ -120,7 +123,7 @@ class InstanceNorm : public Module {
  private:
   int64_t num_features_;
   double eps_;
-  double momentum_;
+  std::optional<double> momentum_;
   DTensor running_mean_;
   DTensor running_var_;
 };

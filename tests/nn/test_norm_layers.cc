@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/compare.h"
 #include "tests/common/ops_dtensor_test_util.h"
 
@@ -18,6 +20,13 @@ using dt::Tensor;
 namespace {
 bool same(const Tensor& a, const Tensor& b, double tol = 1e-6) {
   return a.shape() == b.shape() && dt::allclose(a, b, tol, tol);
+}
+// The state_dict keys: parameter then buffer names, each followed by a space.
+std::string names(const nn::Module& m) {
+  std::string s;
+  for (const auto& [n, p] : m.named_parameters()) s += n + " ";
+  for (const auto& [n, b] : m.named_buffers()) s += n + " ";
+  return s;
 }
 }  // namespace
 
@@ -130,12 +139,6 @@ TEST_CASE("norm modules' state_dict keys are PyTorch's (InstanceNorm's num_batch
   // PyTorch 2.15's state_dict keys (tests/parallel/torch_dp_parity/nn_probe.py): _NormBase
   // registers num_batches_tracked whenever track_running_stats, InstanceNorm included, whose
   // forward (F.instance_norm) never advances it: it stays 0 after training steps.
-  auto names = [](const nn::Module& m) {
-    std::string s;
-    for (const auto& [n, p] : m.named_parameters()) s += n + " ";
-    for (const auto& [n, b] : m.named_buffers()) s += n + " ";
-    return s;
-  };
   nn::InstanceNorm1d in(3, 1e-5, 0.1, true, true);
   CHECK(names(in) == "weight bias running_mean running_var num_batches_tracked ");
   nn::InstanceNorm2d in2(2, 1e-5, 0.5, false, true);
@@ -149,4 +152,65 @@ TEST_CASE("norm modules' state_dict keys are PyTorch's (InstanceNorm's num_batch
   CHECK(count.dtype() == dt::kInt64);
   CHECK(count.shape().empty());
   CHECK(count.to_local().data<int64_t>()[0] == 0);
+}
+
+TEST_CASE("LayerNorm bias=false, RMSNorm elementwise_affine=false, InstanceNorm momentum=None",
+          "[nn]") {
+  // PyTorch 2.15 values (tests/nn/torch_nn_references.py, "LayerNorm bias=False, ..."): weight
+  // det_input(shape, 3, -1, 0.25), input det_input([3, 4], 1), gradients of sum(out * c).
+  auto close = [](const Tensor& a, const std::vector<double>& want) {
+    return same(a, dt::from_vector(want, a.shape()), 1e-12);
+  };
+  auto run = [&](nn::Module& m, const std::vector<double>& out, const std::vector<double>& dx,
+                 const std::vector<double>& dw) {
+    if (m.has_param("weight"))
+      m.set_parameter("weight", nn::local_dtensor(tt::det_input({4}, 3, -1.0, 0.25, dt::kFloat64)));
+    DTensor x = nn::local_dtensor(tt::det_input({3, 4}, 1, -2.5, 0.5, dt::kFloat64));
+    x.requires_grad_(true);
+    const DTensor y = m(x);
+    CHECK(close(y.to_local(), out));
+    dt::sum(dt::mul(y, nn::local_dtensor(tt::det_input({3, 4}, 5, -1.0, 0.25, dt::kFloat64))))
+        .backward();
+    CHECK(close(x.grad().to_local(), dx));
+    if (!dw.empty()) CHECK(close(m.param("weight").grad().to_local(), dw));
+  };
+  nn::LayerNorm ln(4, 1e-5, true, false, {.dtype = dt::kFloat64});
+  CHECK(names(ln) == "weight ");
+  run(ln,
+      {0.18072397589588424, 2.289170361347867, 0.12048265059725616, 0.5220914859214434,
+       -0.049999840000768, -2.099993280032256, 0.699997760010752, 0.099999680001536,
+       0.18072397589588424, 2.289170361347867, 0.12048265059725614, 0.5220914859214434},
+      {-0.10985870534183584, -0.23215738731962943, 0.4917762484813575, -0.1497601558198921,
+       0.1619990848062976, 0.3660016063789569, 0.23399647363025916, -0.7619971648155135,
+       -0.10985907844785847, -0.23215659965135954, 0.4917763728500317, -0.1497606947508136},
+      {-0.7421712876907248, -2.9576386078060173, 0.19217304768227667, -0.5610447829653296});
+  CHECK(names(nn::LayerNorm(4, 1e-5, false, true)).empty());  // bias needs elementwise_affine
+  CHECK(names(nn::LayerNorm(4, 1e-5, true, dt::nn::ModuleOptions{})) == "weight bias ");
+
+  nn::RMSNorm rms(4, std::nullopt, false, {.dtype = dt::kFloat64});
+  CHECK(names(rms).empty());
+  run(rms,
+      {-1.1202240672224077, 0.8401680504168059, -0.28005601680560194, -1.4002800840280096,
+       0.6859943405700353, -0.6859943405700353, 1.7149858514250882, 0.34299717028501764,
+       -0.9370425713316364, 1.2493900951088486, 0.0, -1.2493900951088486},
+      {-0.04667600280093365, -0.280056016805602, 0.5134360308102702, -0.23338001400466826,
+       -0.5548483636963522, 0.3833497785538433, 0.1563663570416991, 1.0945644992918946,
+       0.10665525202148707, -0.03809116143624536, 0.7808688094430304, -0.11808260045236071},
+      {});
+  CHECK(names(nn::RMSNorm(4, 1e-6, dt::nn::ModuleOptions{})) == "weight ");
+
+  // InstanceNorm's momentum=None is momentum 0 (not BatchNorm's cumulative average): training
+  // steps leave the running statistics at zeros and ones, which eval mode then uses.
+  nn::InstanceNorm1d in(3, 1e-5, std::nullopt, false, true, {.dtype = dt::kFloat64});
+  CHECK(names(in) == "running_mean running_var num_batches_tracked ");
+  in(nn::local_dtensor(tt::det_input({2, 3, 4}, 1, -2.5, 0.5, dt::kFloat64)));
+  in(nn::local_dtensor(tt::det_input({2, 3, 4}, 2, -2.5, 0.5, dt::kFloat64)));
+  CHECK(close(in.running_mean().to_local(), {0.0, 0.0, 0.0}));
+  CHECK(close(in.running_var().to_local(), {1.0, 1.0, 1.0}));
+  in.eval();
+  const double a = 0.4999975000187499, b = 0.9999950000374997, c = 1.4999925000562495,
+               d = 1.9999900000749995, e = 2.4999875000937495;
+  CHECK(close(
+      in(nn::local_dtensor(tt::det_input({2, 3, 4}, 1, -2.5, 0.5, dt::kFloat64))).to_local(),
+      {-d, c, -a, -e, b, -b, e, a, -c, d, 0.0, -d, c, -a, -e, b, -b, e, a, -c, d, 0.0, -d, c}));
 }

@@ -98,3 +98,29 @@ for name, m, shape in [("Conv1d(2,2,2,bias=False)", nn.Conv1d(2, 2, 2, bias=Fals
     show(name + " out", y)
     show(name + " dx", x.grad)
     show(name + " dweight", m.weight.grad)
+
+# "LayerNorm bias=False, RMSNorm elementwise_affine=False, InstanceNorm momentum=None"
+# (test_norm_layers.cc, issue 44): weight = det_input(shape, 3, -1.0, 0.25), input
+# det_input(shape, 1), gradients of sum(out * det_input(out shape, 5, -1.0, 0.25)).
+for name, m, shape in [("LayerNorm(4,bias=False)", nn.LayerNorm(4, bias=False), [3, 4]),
+                       ("RMSNorm(4,elementwise_affine=False)",
+                        nn.RMSNorm(4, elementwise_affine=False), [3, 4])]:
+    print(name, "state_dict", list(m.state_dict().keys()))
+    if m.weight is not None:
+        with torch.no_grad():
+            m.weight.copy_(det_input(list(m.weight.shape), 3, -1.0, 0.25))
+    x = det_input(shape, 1).requires_grad_()
+    y = m(x)
+    (y * det_input(list(y.shape), 5, -1.0, 0.25)).sum().backward()
+    show(name + " out", y)
+    show(name + " dx", x.grad)
+    if m.weight is not None:
+        show(name + " dweight", m.weight.grad)
+m = nn.InstanceNorm1d(3, momentum=None, track_running_stats=True)
+print("InstanceNorm1d(momentum=None) state_dict", list(m.state_dict().keys()))
+m(det_input([2, 3, 4], 1))
+m(det_input([2, 3, 4], 2))
+show("InstanceNorm1d(momentum=None) running_mean", m.running_mean)
+show("InstanceNorm1d(momentum=None) running_var", m.running_var)
+m.eval()
+show("InstanceNorm1d(momentum=None) eval out", m(det_input([2, 3, 4], 1)))

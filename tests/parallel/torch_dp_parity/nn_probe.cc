@@ -104,6 +104,8 @@ int main(int argc, char** argv) {
   run_case("LayerNorm eps", mk<nn::LayerNorm>(4, 0.5, true, f64), {3, 4});
   run_case("RMSNorm", mk<nn::RMSNorm>(4, O(), f64), {3, 4});
   run_case("RMSNorm eps", mk<nn::RMSNorm>(4, O(0.5), f64), {3, 4});
+  run_case("LayerNorm nobias", mk<nn::LayerNorm>(4, 1e-5, true, false, f64), {3, 4});
+  run_case("RMSNorm noaffine", mk<nn::RMSNorm>(4, O(), false, f64), {3, 4});
   run_case("BatchNorm1d", mk<nn::BatchNorm1d>(3, 1e-5, O(0.1), true, true, f64), {5, 3}, "ttte");
   run_case("BatchNorm1d 3d", mk<nn::BatchNorm1d>(3, 1e-5, O(0.1), true, true, f64), {2, 3, 4},
            "tte");
@@ -124,6 +126,8 @@ int main(int argc, char** argv) {
            {2, 3, 4}, "tte");
   run_case("InstanceNorm2d stats", mk<nn::InstanceNorm2d>(2, 1e-5, 0.5, false, true, f64),
            {2, 2, 3, 2}, "tte");
+  run_case("InstanceNorm1d momentum None", mk<nn::InstanceNorm1d>(3, 1e-5, O(), true, true, f64),
+           {2, 3, 4}, "tte");
   run_case("InstanceNorm1d unbatched", mk<nn::InstanceNorm1d>(3, 1e-5, 0.1, true, false, f64),
            {3, 4});
   run_case("Linear", mk<nn::Linear>(4, 3, true, f64), {2, 4});
