@@ -1,10 +1,12 @@
 #include "dtensor/nn/conv.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/ops/conv/conv.h"
+#include "dtensor/ops/pool/pool.h"
 #include "dtensor/rng/dtensor_random.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/error.h"
@@ -19,12 +21,16 @@ Shape per_dim(IntSpan v, int64_t nd, const char* what, const char* type) {
                                               : Shape(static_cast<size_t>(nd), v[0]);
 }
 
+// PyTorch's padding_mode names; "zeros" is pad's "constant".
+constexpr std::string_view kPaddingModes[] = {"zeros", "reflect", "replicate", "circular"};
+
 }  // namespace
 
 ConvNd::ConvNd(const char* type, int64_t nd, bool transposed, int64_t in_channels,
                int64_t out_channels, IntSpan kernel_size, IntSpan stride, IntSpan padding,
                IntSpan output_padding, int64_t groups, bool bias, IntSpan dilation,
-               const ModuleOptions& opts)
+               const ModuleOptions& opts, std::string_view padding_str,
+               std::string_view padding_mode)
     : type_(type),
       transposed_(transposed),
       in_(in_channels),
@@ -34,7 +40,39 @@ ConvNd::ConvNd(const char* type, int64_t nd, bool transposed, int64_t in_channel
       stride_(per_dim(stride, nd, "stride", type)),
       padding_(per_dim(padding, nd, "padding", type)),
       dilation_(per_dim(dilation, nd, "dilation", type)),
-      output_padding_(per_dim(output_padding, nd, "output_padding", type)) {
+      output_padding_(per_dim(output_padding, nd, "output_padding", type)),
+      padding_mode_(padding_mode) {
+  DT_CHECK(std::find(std::begin(kPaddingModes), std::end(kPaddingModes), padding_mode) !=
+               std::end(kPaddingModes),
+           "[%s] padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], but "
+           "got padding_mode='%s'",
+           type, std::string(padding_mode));
+  DT_CHECK(!transposed || padding_mode == "zeros",
+           "[%s] Only \"zeros\" padding mode is supported, got '%s'", type,
+           std::string(padding_mode));
+  // PyTorch's string padding: per dim (left, right) = (total / 2, total - total / 2).
+  Shape left = padding_, right = padding_;
+  if (!padding_str.empty()) {
+    DT_CHECK(padding_str == "valid" || padding_str == "same",
+             "[%s] Invalid padding string '%s', should be one of {'valid', 'same'}", type,
+             std::string(padding_str));
+    const bool same = padding_str == "same";
+    for (int64_t i = 0; i < nd; ++i) {
+      DT_CHECK(!same || stride_[i] == 1,
+               "[%s] padding='same' is not supported for strided convolutions (stride %s)", type,
+               shape_str(stride_));
+      const int64_t total = same ? dilation_[i] * (kernel_[i] - 1) : 0;
+      left[i] = total / 2;
+      right[i] = total - left[i];
+    }
+    padding_ = left;
+  }
+  if (padding_mode != "zeros" || left != right) {
+    for (int64_t i = nd - 1; i >= 0; --i) {
+      input_pads_.push_back(left[i]);
+      input_pads_.push_back(right[i]);
+    }
+  }
   DT_CHECK(groups > 0, "[%s] groups must be a positive integer, got %d", type, groups);
   DT_CHECK(in_channels % groups == 0, "[%s] in_channels must be divisible by groups", type);
   DT_CHECK(out_channels % groups == 0, "[%s] out_channels must be divisible by groups", type);
@@ -69,9 +107,16 @@ DTensor ConvNd::forward(const DTensor& x) {
   // An unbatched [C, *spatial] input runs as a batch of one, as PyTorch's modules (and
   // conv1d / conv2d / conv3d here) take it; convolution itself wants the batch dim.
   const bool unbatched = x.dim() == static_cast<int64_t>(kernel_.size()) + 1;
-  const DTensor y =
-      convolution(unbatched ? x.unsqueeze(0) : x, w, b, stride_, padding_, dilation_, transposed_,
-                  transposed_ ? output_padding_ : Shape(kernel_.size(), 0), groups_);
+  const int64_t nd = static_cast<int64_t>(kernel_.size());
+  DTensor in = unbatched ? x.unsqueeze(0) : x;
+  if (!input_pads_.empty()) {
+    DT_CHECK(in.dim() == nd + 2, "[%s] expected a %dD (unbatched) or %dD (batched) input, got %s",
+             type_, nd + 1, nd + 2, shape_str(x.shape()));
+    in = pad(in, input_pads_, padding_mode_ == "zeros" ? "constant" : padding_mode_.c_str());
+  }
+  const DTensor y = convolution(
+      in, w, b, stride_, input_pads_.empty() ? padding_ : Shape(kernel_.size(), 0), dilation_,
+      transposed_, transposed_ ? output_padding_ : Shape(kernel_.size(), 0), groups_);
   return unbatched ? y.squeeze(0) : y;
 }
 
@@ -82,9 +127,16 @@ constexpr const char* kConvTransposeNames[] = {"ConvTranspose1d", "ConvTranspose
 
 template <int N>
 Conv<N>::Conv(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
-              IntSpan padding, IntSpan dilation, int64_t groups, bool bias, ModuleOptions opts)
+              IntSpan padding, IntSpan dilation, int64_t groups, bool bias,
+              std::string_view padding_mode, ModuleOptions opts)
     : ConvNd(kConvNames[N - 1], N, false, in_channels, out_channels, kernel_size, stride, padding,
-             {0}, groups, bias, dilation, opts) {}
+             {0}, groups, bias, dilation, opts, {}, padding_mode) {}
+template <int N>
+Conv<N>::Conv(StringPadding padding, int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
+              IntSpan stride, IntSpan dilation, int64_t groups, bool bias,
+              std::string_view padding_mode, ModuleOptions opts)
+    : ConvNd(kConvNames[N - 1], N, false, in_channels, out_channels, kernel_size, stride, {0}, {0},
+             groups, bias, dilation, opts, padding.name, padding_mode) {}
 template <int N>
 ConvTranspose<N>::ConvTranspose(int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
                                 IntSpan stride, IntSpan padding, IntSpan output_padding,

@@ -1,7 +1,8 @@
 // Issue 44's modules where sharding matters (mpirun at 1, 2 and 4 ranks): Embedding's
 // padding_idx on a vocab-sharded (S(0), uneven), column-sharded (S(1)) and batch-sharded layout
 // gives the single-device gradient, its padding row zero on the rank that holds it; Dropout of
-// a sharded input keeps, on every rank, exactly the elements the full input's dropout keeps.
+// a sharded input keeps, on every rank, exactly the elements the full input's dropout keeps;
+// Conv2d with padding 'same' and each padding_mode on batch- and height-sharded inputs.
 #include <catch2/catch.hpp>
 
 #include "dtensor/nn/nn.h"
@@ -83,5 +84,45 @@ TEST_CASE("Dropout of a sharded input equals Dropout of the full input on every 
     drop.eval();
     CHECK(
         st::same_values(drop(dt::distribute_tensor(x, mesh, p, std::nullopt)).full_tensor(), x, 0));
+  }
+}
+
+TEST_CASE("Conv with padding 'same' and padding_mode on batch- and height-sharded inputs") {
+  // The module pads with pad (reflect / replicate / circular, or zeros for an asymmetric 'same')
+  // and convolves with padding 0: a batch-sharded input keeps its shards through pad, a
+  // height-sharded one is gathered by pad's strategy; both give the single-device values and
+  // gradients.
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  nn::ModuleOptions o;
+  o.dtype = dt::kFloat64;
+  const Tensor x = st::det_input({2 * w + 1, 2, 2 * w + 2, 5}, 1, -2.0, 0.5, dt::kFloat64);
+  for (const char* mode : {"zeros", "reflect", "replicate", "circular"}) {
+    auto make = [&] {
+      auto m = std::make_shared<nn::Conv2d>(2, 3, dt::Shape{2, 3}, dt::Shape{1}, "same",
+                                            dt::Shape{1, 2}, 1, true, mode, o);
+      m->set_parameter("weight",
+                       nn::local_dtensor(st::det_input({3, 2, 2, 3}, 3, -1.0, 0.25, dt::kFloat64)));
+      m->set_parameter("bias", nn::local_dtensor(st::det_input({3}, 2, -1.0, 0.5, dt::kFloat64)));
+      return m;
+    };
+    auto single = make();
+    DTensor xs = nn::local_dtensor(x);
+    xs.requires_grad_(true);
+    const DTensor ys = (*single)(xs);
+    const Tensor c = st::det_input(ys.shape(), 5, -1.0, 0.25, dt::kFloat64);
+    dt::sum(dt::mul(ys, nn::local_dtensor(c))).backward();
+    for (const int64_t dim : {int64_t{0}, int64_t{2}}) {
+      INFO(mode << ", input sharded on dim " << dim);
+      auto sharded = make();
+      DTensor xd = dt::distribute_tensor(x, mesh, {Shard(dim)}, std::nullopt);
+      xd.requires_grad_(true);
+      const DTensor y = (*sharded)(xd);
+      CHECK(st::same_values(y.full_tensor(), ys.to_local(), 1e-12));
+      dt::sum(dt::mul(y, dt::distribute_tensor(c, mesh, {Replicate()}, std::nullopt))).backward();
+      CHECK(st::same_values(xd.grad().full_tensor(), xs.grad().to_local(), 1e-12));
+      CHECK(st::same_values(sharded->param("weight").grad().full_tensor(),
+                            single->param("weight").grad().to_local(), 1e-12));
+    }
   }
 }

@@ -85,9 +85,7 @@ except AssertionError as e:
 
 # "Conv and ConvTranspose modules take an unbatched input" (test_conv_modules.cc, round 6):
 # weight = det_input(shape, 3), input det_input([C, L], 1), gradients of sum(out * c).
-for name, m, shape in [("Conv1d(2,2,2,bias=False)", nn.Conv1d(2, 2, 2, bias=False), [2, 5]),
-                       ("ConvTranspose2d(1,2,2,stride=2)", nn.ConvTranspose2d(1, 2, 2, stride=2),
-                        [1, 2, 2])]:
+def conv_case(name, m, shape, with_dbias=False):
     with torch.no_grad():
         m.weight.copy_(det_input(list(m.weight.shape), 3, -1.0, 0.25))
         if m.bias is not None:
@@ -98,6 +96,12 @@ for name, m, shape in [("Conv1d(2,2,2,bias=False)", nn.Conv1d(2, 2, 2, bias=Fals
     show(name + " out", y)
     show(name + " dx", x.grad)
     show(name + " dweight", m.weight.grad)
+    if with_dbias and m.bias is not None:
+        show(name + " dbias", m.bias.grad)
+
+
+conv_case("Conv1d(2,2,2,bias=False)", nn.Conv1d(2, 2, 2, bias=False), [2, 5])
+conv_case("ConvTranspose2d(1,2,2,stride=2)", nn.ConvTranspose2d(1, 2, 2, stride=2), [1, 2, 2])
 
 # "LayerNorm bias=False, RMSNorm elementwise_affine=False, InstanceNorm momentum=None"
 # (test_norm_layers.cc, issue 44): weight = det_input(shape, 3, -1.0, 0.25), input
@@ -124,3 +128,25 @@ show("InstanceNorm1d(momentum=None) running_mean", m.running_mean)
 show("InstanceNorm1d(momentum=None) running_var", m.running_var)
 m.eval()
 show("InstanceNorm1d(momentum=None) eval out", m(det_input([2, 3, 4], 1)))
+
+# "Conv padding='same' / 'valid' and padding_mode" (test_conv_modules.cc, issue 44): weight
+# det_input(shape, 3, -1.0, 0.25), bias [0.5, -0.25], input det_input(shape, 1), gradients of
+# sum(out * det_input(out shape, 5, -1.0, 0.25)).
+conv_cases = [
+    ("Conv1d(1,2,4,padding='same')", nn.Conv1d(1, 2, 4, padding="same"), [1, 1, 6]),
+    ("Conv2d(1,2,(2,3),padding='same',dilation=(1,2),padding_mode='reflect')",
+     nn.Conv2d(1, 2, (2, 3), padding="same", dilation=(1, 2), padding_mode="reflect"),
+     [1, 1, 4, 5]),
+    ("Conv1d(2,2,3,padding=2,padding_mode='replicate',bias=False)",
+     nn.Conv1d(2, 2, 3, padding=2, padding_mode="replicate", bias=False), [2, 5]),
+    ("Conv2d(1,2,3,stride=2,padding=(1,2),padding_mode='circular')",
+     nn.Conv2d(1, 2, 3, stride=2, padding=(1, 2), padding_mode="circular"), [1, 1, 4, 4]),
+    ("Conv3d(1,2,2,padding='valid')", nn.Conv3d(1, 2, 2, padding="valid"), [1, 1, 2, 3, 2]),
+]
+for name, m, shape in conv_cases:
+    conv_case(name, m, shape, with_dbias=True)
+for args in [dict(padding="same", stride=2), dict(padding="full"), dict(padding_mode="mirror")]:
+    try:
+        nn.Conv1d(1, 1, 3, **args)
+    except ValueError as e:
+        print("Conv1d", args, "raises:", e)

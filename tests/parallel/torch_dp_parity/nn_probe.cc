@@ -151,6 +151,37 @@ int main(int argc, char** argv) {
                  std::make_shared<nn::Conv3d>(1, 2, V{2}, V{1}, V{1}, V{1}, 1, true, f64));
            },
            {1, 1, 2, 3, 2});
+  auto conv = [&](auto make) { return [=] { return nn::ModulePtr(make()); }; };
+  run_case("Conv1d same asym", conv([=] {
+             return std::make_shared<nn::Conv1d>(2, 2, V{4}, V{1}, "same", V{1}, 1, true, "zeros",
+                                                 f64);
+           }),
+           {2, 2, 6});
+  run_case("Conv2d same dil reflect", conv([=] {
+             return std::make_shared<nn::Conv2d>(2, 2, V{2, 3}, V{1}, "same", V{1, 2}, 1, true,
+                                                 "reflect", f64);
+           }),
+           {1, 2, 4, 5});
+  run_case("Conv1d replicate unbatched", conv([=] {
+             return std::make_shared<nn::Conv1d>(2, 2, V{3}, V{1}, V{2}, V{1}, 1, true, "replicate",
+                                                 f64);
+           }),
+           {2, 5});
+  run_case("Conv2d circular s2", conv([=] {
+             return std::make_shared<nn::Conv2d>(2, 2, V{3}, V{2}, V{1, 2}, V{1}, 1, true,
+                                                 "circular", f64);
+           }),
+           {1, 2, 4, 4});
+  run_case("Conv3d valid", conv([=] {
+             return std::make_shared<nn::Conv3d>(1, 2, V{2}, V{1}, "valid", V{1}, 1, true, "zeros",
+                                                 f64);
+           }),
+           {1, 1, 2, 3, 2});
+  run_case("Conv3d same circular", conv([=] {
+             return std::make_shared<nn::Conv3d>(1, 1, V{2}, V{1}, "same", V{1}, 1, true,
+                                                 "circular", f64);
+           }),
+           {1, 1, 2, 3, 2});
   run_case("ConvTranspose1d",
            [&] {
              return nn::ModulePtr(std::make_shared<nn::ConvTranspose1d>(2, 3, V{3}, V{2}, V{1},
