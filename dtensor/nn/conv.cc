@@ -127,10 +127,10 @@ constexpr const char* kConvTransposeNames[] = {"ConvTranspose1d", "ConvTranspose
 
 template <int N>
 Conv<N>::Conv(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
-              IntSpan padding, IntSpan dilation, int64_t groups, bool bias,
-              std::string_view padding_mode, ModuleOptions opts)
+              IntSpan padding, IntSpan dilation, int64_t groups, bool bias, ModeName padding_mode,
+              ModuleOptions opts)
     : ConvNd(kConvNames[N - 1], N, false, in_channels, out_channels, kernel_size, stride, padding,
-             {0}, groups, bias, dilation, opts, {}, padding_mode) {}
+             {0}, groups, bias, dilation, opts, {}, padding_mode.name) {}
 template <int N>
 Conv<N>::Conv(StringPadding padding, int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
               IntSpan stride, IntSpan dilation, int64_t groups, bool bias,

@@ -71,12 +71,18 @@ class Conv : public ConvNd {
  public:
   Conv(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride = {1},
        IntSpan padding = {0}, IntSpan dilation = {1}, int64_t groups = 1, bool bias = true,
-       std::string_view padding_mode = "zeros", ModuleOptions opts = {});
-  // padding_mode "zeros" (the form before padding_mode was an option).
-  Conv(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
-       IntSpan padding, IntSpan dilation, int64_t groups, bool bias, ModuleOptions opts)
+       ModuleOptions opts = {})
       : Conv(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-             "zeros", opts) {}
+             ModeName{"zeros"}, opts) {}
+  // padding_mode ("zeros", "reflect", "replicate", "circular") after bias, PyTorch's order. A
+  // string only (a template, so that a braced {} there is the ModuleOptions of the form above, as
+  // before padding_mode was an option, not an ambiguous call).
+  template <class M, std::enable_if_t<std::is_convertible_v<const M&, std::string_view>, int> = 0>
+  Conv(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
+       IntSpan padding, IntSpan dilation, int64_t groups, bool bias, const M& padding_mode,
+       ModuleOptions opts = {})
+      : Conv(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+             ModeName{padding_mode}, opts) {}
   // padding "valid" or "same" (a template so that a braced {0} still means the numeric form).
   template <class S, std::enable_if_t<std::is_convertible_v<const S&, std::string_view>, int> = 0>
   Conv(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
@@ -89,6 +95,12 @@ class Conv : public ConvNd {
   struct StringPadding {
     std::string_view name;
   };
+  struct ModeName {
+    std::string_view name;
+  };
+  Conv(int64_t in_channels, int64_t out_channels, IntSpan kernel_size, IntSpan stride,
+       IntSpan padding, IntSpan dilation, int64_t groups, bool bias, ModeName padding_mode,
+       ModuleOptions opts);
   Conv(StringPadding padding, int64_t in_channels, int64_t out_channels, IntSpan kernel_size,
        IntSpan stride, IntSpan dilation, int64_t groups, bool bias, std::string_view padding_mode,
        ModuleOptions opts);

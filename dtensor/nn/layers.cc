@@ -132,8 +132,8 @@ DTensor Embedding::forward(const DTensor& indices) {
   return ::dtensor::embedding(indices, param_on(*this, "weight", mesh, kOp), padding_idx_);
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine, bool bias,
-                     ModuleOptions opts)
+LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine, const ModuleOptions& opts,
+                     bool bias)
     : eps_(eps) {
   DT_CHECK(dim >= 0, "[LayerNorm] dim %d must be >= 0", dim);
   if (!elementwise_affine) return;
@@ -154,8 +154,8 @@ DTensor LayerNorm::forward(const DTensor& x) {
                                param_on(*this, "bias", mesh, kOp), eps_);
 }
 
-RMSNorm::RMSNorm(int64_t dim, std::optional<double> eps, bool elementwise_affine,
-                 ModuleOptions opts)
+RMSNorm::RMSNorm(int64_t dim, std::optional<double> eps, const ModuleOptions& opts,
+                 bool elementwise_affine)
     : eps_(eps) {
   DT_CHECK(dim >= 0, "[RMSNorm] dim %d must be >= 0", dim);
   if (elementwise_affine) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 
 #include "dtensor/nn/module.h"
 
@@ -60,11 +61,14 @@ class Embedding : public Module {
 // the state_dict).
 class LayerNorm : public Module {
  public:
-  LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true, bool bias = true,
-            ModuleOptions opts = {});
-  // With bias (the form before bias was an option).
-  LayerNorm(int64_t dim, double eps, bool elementwise_affine, ModuleOptions opts)
-      : LayerNorm(dim, eps, elementwise_affine, true, opts) {}
+  LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true, ModuleOptions opts = {})
+      : LayerNorm(dim, eps, elementwise_affine, opts, true) {}
+  // PyTorch's order, bias after elementwise_affine. `bias` must be a bool (a template, so that a
+  // braced {} in its place is the ModuleOptions of the form above, as it was before this form
+  // existed, instead of a silent bias=false).
+  template <typename Bias, std::enable_if_t<std::is_same_v<Bias, bool>, int> = 0>
+  LayerNorm(int64_t dim, double eps, bool elementwise_affine, Bias bias, ModuleOptions opts = {})
+      : LayerNorm(dim, eps, elementwise_affine, opts, bias) {}
   std::string type_name() const override { return "LayerNorm"; }
   DTensor forward(const DTensor& x) override;
 
@@ -72,6 +76,7 @@ class LayerNorm : public Module {
   void reset_own_parameters(Generator* gen) override;
 
  private:
+  LayerNorm(int64_t dim, double eps, bool elementwise_affine, const ModuleOptions& opts, bool bias);
   double eps_;
 };
 
@@ -79,11 +84,14 @@ class LayerNorm : public Module {
 // otherwise). eps = nullopt: machine epsilon.
 class RMSNorm : public Module {
  public:
-  explicit RMSNorm(int64_t dim, std::optional<double> eps = std::nullopt,
-                   bool elementwise_affine = true, ModuleOptions opts = {});
-  // With the weight (the form before elementwise_affine was an option).
-  RMSNorm(int64_t dim, std::optional<double> eps, ModuleOptions opts)
-      : RMSNorm(dim, eps, true, opts) {}
+  explicit RMSNorm(int64_t dim, std::optional<double> eps = std::nullopt, ModuleOptions opts = {})
+      : RMSNorm(dim, eps, opts, true) {}
+  // PyTorch's order, elementwise_affine after eps; a bool only (as LayerNorm's bias: a braced {}
+  // there is the ModuleOptions of the form above, not a silent elementwise_affine=false).
+  template <typename Affine, std::enable_if_t<std::is_same_v<Affine, bool>, int> = 0>
+  RMSNorm(int64_t dim, std::optional<double> eps, Affine elementwise_affine,
+          ModuleOptions opts = {})
+      : RMSNorm(dim, eps, opts, elementwise_affine) {}
   std::string type_name() const override { return "RMSNorm"; }
   DTensor forward(const DTensor& x) override;
 
@@ -91,6 +99,8 @@ class RMSNorm : public Module {
   void reset_own_parameters(Generator* gen) override;
 
  private:
+  RMSNorm(int64_t dim, std::optional<double> eps, const ModuleOptions& opts,
+          bool elementwise_affine);
   std::optional<double> eps_;
 };
 

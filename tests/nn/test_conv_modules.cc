@@ -3,6 +3,7 @@
 // to the functional op, backward reaching the parameters, and argument errors.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <string>
 
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/conv/conv.h"
@@ -135,7 +136,7 @@ TEST_CASE("Conv and ConvTranspose modules take an unbatched input, as PyTorch", 
        -3.25,  0.25, 0.75,   -0.75,  1.75,   -2.75,  -0.75, 1.625, 0.125, 1.25,  -2.25,
        -1.375, 1.25, -0.875, -0.375, -3.375, -0.875, 0.125, -0.75, 1.625, -2.75},
       {0.4375, -0.0625, 1.1875, -1.375}, {-2.375, 1.125, 2.0, 2.75, 2.75, -0.625, 0.25, -3.125});
-  // Other ranks still raise (the op's message).
+  // Inputs of other numbers of dims still raise (the op's message).
   CHECK_THROWS_WITH(c(nn::local_dtensor(tt::det_input({5}, 0, -2.5, 0.5, dt::kFloat64))),
                     Catch::Contains("batched input"));
 }
@@ -205,4 +206,12 @@ TEST_CASE("Conv padding 'same' / 'valid' and padding_mode reflect / replicate / 
                     Catch::Contains("Invalid padding string 'full'"));
   CHECK_THROWS_WITH(nn::Conv1d(1, 1, {3}, {1}, {0}, {1}, 1, true, "mirror"),
                     Catch::Contains("padding_mode must be one of"));
+  // A braced {} after bias is the options, as before padding_mode was an option (it compiled
+  // then and must still: padding_mode takes strings only).
+  nn::Conv2d braced(3, 4, {3}, {1}, {0}, {1}, 1, true, {});
+  CHECK(braced.padding_mode() == "zeros");
+  CHECK(braced.named_parameters().size() == 2);  // weight and bias
+  nn::Conv2d reflect(3, 4, {3}, {1}, {1}, {1}, 1, false, std::string("reflect"));
+  CHECK(reflect.padding_mode() == "reflect");
+  CHECK(reflect.named_parameters().size() == 1);
 }

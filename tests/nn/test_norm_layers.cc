@@ -186,6 +186,9 @@ TEST_CASE("LayerNorm bias=false, RMSNorm elementwise_affine=false, InstanceNorm 
       {-0.7421712876907248, -2.9576386078060173, 0.19217304768227667, -0.5610447829653296});
   CHECK(names(nn::LayerNorm(4, 1e-5, false, true)).empty());  // bias needs elementwise_affine
   CHECK(names(nn::LayerNorm(4, 1e-5, true, dt::nn::ModuleOptions{})) == "weight bias ");
+  // A braced {} after elementwise_affine is the options of the form without bias, as before the
+  // bias option existed (a plain bool parameter would take it as bias=false).
+  CHECK(names(nn::LayerNorm(4, 1e-5, true, {})) == "weight bias ");
 
   nn::RMSNorm rms(4, std::nullopt, false, {.dtype = dt::kFloat64});
   CHECK(names(rms).empty());
@@ -198,6 +201,7 @@ TEST_CASE("LayerNorm bias=false, RMSNorm elementwise_affine=false, InstanceNorm 
        0.10665525202148707, -0.03809116143624536, 0.7808688094430304, -0.11808260045236071},
       {});
   CHECK(names(nn::RMSNorm(4, 1e-6, dt::nn::ModuleOptions{})) == "weight ");
+  CHECK(names(nn::RMSNorm(4, 1e-6, {})) == "weight ");  // {}: the options, not affine=false
 
   // InstanceNorm's momentum=None is momentum 0 (not BatchNorm's cumulative average): training
   // steps leave the running statistics at zeros and ones, which eval mode then uses.
