@@ -3,9 +3,20 @@
 local shapes or global shapes, values beyond the tolerance (relative 1e-9 in float64; the
 mixed-precision case 'mp' is compared at bf16's 2^-8 relative to the largest value of the
 entry), None gradients on one side. Usage: python3 compare.py N (in the directory of the files), or compare.py nn for
-nn_probe.py / nn_probe.cc (torch_nn.json, dt_nn.json).
+nn_probe.py / nn_probe.cc (torch_nn.json, dt_nn.json). Exits 1 when anything differs (a case
+present on one side only included), 0 when nothing does.
 """
 import json, sys
+
+differences = 0
+_print = print
+
+
+def print(*args):  # every line this script prints is a difference: count them
+    global differences
+    differences += 1
+    _print(*args)
+
 
 arg = sys.argv[1] if len(sys.argv) > 1 else '4'
 files = ([('torch_nn.json', 'dt_nn.json')] if arg == 'nn' else
@@ -42,3 +53,7 @@ for r, (tf, df) in enumerate(files):
             diffs.append('local torch=%s dt=%s' % ([round(v, 7) for v in t['local'][:6]],
                                                    [round(v, 7) for v in d['local'][:6]]))
         if diffs: print(r, k, '; '.join(diffs))
+    for k in D:
+        if k not in T: print(r, k, 'MISSING in torch')
+_print('%d difference(s)' % differences)
+sys.exit(1 if differences else 0)
