@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <queue>
 #include <thread>
 #include <utility>
 
@@ -199,11 +200,14 @@ class Arena final : public Shared {
 // of a replay, the timeline a circle of `period` allocations) gets an offset, no two items alive
 // at once overlapping, the arena (the highest end) as small as found. An item placed in an order
 // goes to the smallest gap that holds it among the placed items alive at the same time (or the
-// lowest such gap; or above them all). Several orders and both gap choices are tried; then, while
-// the arena exceeds the most bytes alive at once (no packing needs less), a local search moves
-// one item of the best order a few places (a fixed pseudo-random sequence) and keeps the move
-// when the arena does not grow. On the tests' model at 4 ranks the fixed orders lose 576 B (1%)
-// over the live peak and the search reaches it (a plan is made once per graph).
+// lowest such gap; or above them all). Several fixed orders and both gap choices are tried; then,
+// while the arena exceeds the most bytes alive at once (no packing needs less), orders near the
+// best fixed one (sizes scaled by pseudo-random factors), and a local search that moves one item
+// of the best order a few places (a fixed pseudo-random sequence) and keeps the move when the
+// arena does not grow. Both stop at a budget of work (conflicts visited, kPackWork): a plan is
+// made synchronously during a replay (its peers wait in their collectives), so it costs at most
+// a fraction of a second at any size, and is the same every time. On the tests' model at 4 ranks
+// the fixed orders lose 576 B (1%) over the live peak and the search reaches it.
 class Packer {
  public:
   struct Item {
@@ -224,7 +228,7 @@ class Packer {
       }
     }
   }
-  // Packs, searching until the arena is `bound` (or the search's steps run out); returns it.
+  // Packs, searching until the arena is `bound` (or the budget runs out); returns it.
   int64_t pack(int64_t bound) {
     using Less = bool (*)(const Item&, const Item&);
     const Less orders[] = {
@@ -245,108 +249,213 @@ class Packer {
         [](const Item& x, const Item& y) { return x.start < y.start; },
     };
     const size_t m = items_.size();
-    State best;
+    work_ = 0;
     int64_t best_arena = -1;
+    bool best_fit = true;
+    std::vector<uint32_t> best_order;
+    std::vector<int64_t> best_offsets;
+    const auto keep_if_better = [&](int64_t arena, bool fit) {
+      if (best_arena >= 0 && arena >= best_arena) return;
+      best_arena = arena;
+      best_fit = fit;
+      best_order = order_;
+      best_offsets = offsets_;
+    };
+    // A whole packing's work; the first one is made whatever its cost, the others within the
+    // budget.
+    int64_t pack_cost = static_cast<int64_t>(m);
+    for (const std::vector<uint32_t>& c : conflicts_) pack_cost += static_cast<int64_t>(c.size());
     for (const Less less : orders) {
-      State s;
-      s.order.resize(m);
-      for (size_t k = 0; k < m; ++k) s.order[k] = static_cast<uint32_t>(k);
-      std::stable_sort(s.order.begin(), s.order.end(),
+      identity_order();
+      std::stable_sort(order_.begin(), order_.end(),
                        [&](uint32_t a, uint32_t b) { return less(items_[a], items_[b]); });
-      for (const bool best_fit : {true, false}) {
-        s.best_fit = best_fit;
-        const int64_t arena = place(s, 0, m, std::numeric_limits<int64_t>::max());
-        if (best_arena < 0 || arena < best_arena) {
-          best_arena = arena;
-          best = s;
-        }
+      for (const bool fit : {true, false}) {
+        if (best_arena < 0 || work_ + pack_cost <= kPackWork) keep_if_better(place_all(fit), fit);
       }
     }
-    // Local search: a move that does not grow the arena is kept (crossing plateaus), one that
-    // grows it is undone (its placement stops as soon as it does).
+    fixed_arena_ = best_arena;
+    // Orders near largest-first and largest-area-first, while they take at most a sixteenth of
+    // the budget (more would leave the local search, which does better on the tests' model, too
+    // little).
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
-    State trial;
-    for (int step = 0; step < kSearchSteps && best_arena > bound && m > 1; ++step) {
+    std::vector<double> key(m);
+    for (int attempt = 0;
+         attempt < kPackingAttempts && best_arena > bound && work_ + pack_cost <= kPackWork / 16;
+         ++attempt) {
+      for (size_t k = 0; k < m; ++k) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        const double r = static_cast<double>(seed >> 11) / static_cast<double>(uint64_t{1} << 53);
+        const auto lifetime = static_cast<double>(items_[k].end - items_[k].start);
+        key[k] =
+            static_cast<double>(items_[k].size) * (0.5 + r) * (attempt % 2 == 0 ? 1 : lifetime);
+      }
+      identity_order();
+      std::sort(order_.begin(), order_.end(),
+                [&](uint32_t a, uint32_t b) { return key[a] > key[b]; });
+      keep_if_better(place_all(true), true);
+    }
+    order_ = std::move(best_order);
+    offsets_ = std::move(best_offsets);
+    for (size_t q = 0; q < m; ++q) position_[order_[q]] = static_cast<uint32_t>(q);
+    if (best_arena > bound && m > 1) best_arena = search(best_fit, best_arena, bound);
+    return best_arena;
+  }
+  // Per item (in the constructor's order), its offset.
+  const std::vector<int64_t>& offsets() const { return offsets_; }
+  // The fixed orders' arena (before the search), and the work pack() did.
+  int64_t fixed_arena() const { return fixed_arena_; }
+  int64_t work() const { return work_; }
+
+ private:
+  // The work budget of a plan, in conflicts visited and sorted (about 0.3-0.5 s on one core),
+  // and at most this many perturbed orders and local search moves, each by at most kSearchReach
+  // places.
+  static constexpr int64_t kPackWork = 40'000'000;
+  static constexpr int kPackingAttempts = 256;
+  static constexpr int kSearchSteps = 40000;
+  static constexpr int64_t kSearchReach = 16;
+  void identity_order() {
+    order_.resize(items_.size());
+    for (size_t k = 0; k < order_.size(); ++k) order_[k] = static_cast<uint32_t>(k);
+  }
+  // Item k's offset at position q of order_ against its conflicts placed before it.
+  int64_t fit(uint32_t k, size_t q, bool best_fit) {
+    const int64_t size = items_[k].size;
+    work_ += static_cast<int64_t>(conflicts_[k].size()) + 1;
+    placed_.clear();
+    for (const uint32_t j : conflicts_[k]) {
+      if (position_[j] < q) placed_.emplace_back(offsets_[j], items_[j].size);
+    }
+    work_ += static_cast<int64_t>(placed_.size());  // sorted
+    std::sort(placed_.begin(), placed_.end());
+    int64_t at = -1, at_gap = std::numeric_limits<int64_t>::max(), top = 0;
+    for (const auto& [offset, bytes] : placed_) {
+      const int64_t gap = offset - top;
+      if (gap >= size && gap < at_gap && (best_fit || at < 0)) {
+        at = top;
+        at_gap = gap;
+      }
+      top = std::max(top, offset + bytes);
+    }
+    return at < 0 ? top : at;
+  }
+  // Places every item in order_; returns the arena.
+  int64_t place_all(bool best_fit) {
+    const size_t m = items_.size();
+    position_.resize(m);
+    offsets_.resize(m);
+    for (size_t q = 0; q < m; ++q) position_[order_[q]] = static_cast<uint32_t>(q);
+    int64_t arena = 0;
+    for (size_t q = 0; q < m; ++q) {
+      const uint32_t k = order_[q];
+      offsets_[k] = fit(k, q, best_fit);
+      arena = std::max(arena, offsets_[k] + items_[k].size);
+    }
+    return arena;
+  }
+  // The highest end of the items (a max tree over them), after item k's offset changed.
+  void set_end(uint32_t k) {
+    size_t i = leaves_ + k;
+    ends_[i] = offsets_[k] + items_[k].size;
+    for (i /= 2; i >= 1; i /= 2) ends_[i] = std::max(ends_[2 * i], ends_[2 * i + 1]);
+  }
+  // Local search from the packing of order_ (offsets_): a move that does not grow the arena is
+  // kept (crossing plateaus), one that grows it is undone. A move re-places, in order, the moved
+  // range and then only the items one of whose conflicts changed offset; its changes are logged
+  // and undone (no copy of the whole state per move). Returns the arena.
+  int64_t search(bool best_fit, int64_t arena, int64_t bound) {
+    const size_t m = items_.size();
+    leaves_ = 1;
+    while (leaves_ < m) leaves_ *= 2;
+    ends_.assign(2 * leaves_, 0);
+    for (uint32_t k = 0; k < m; ++k) set_end(k);
+    std::vector<uint32_t> mark(m, 0);  // the move that queued item k last
+    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> queue;  // positions
+    std::vector<std::pair<uint32_t, int64_t>> undo;  // (item, its offset before the move)
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    for (uint32_t step = 1; step <= kSearchSteps && arena > bound && work_ < kPackWork; ++step) {
       seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
       const auto from = static_cast<size_t>((seed >> 33) % m);
       const auto shift = static_cast<int64_t>((seed >> 20) % (2 * kSearchReach + 1)) - kSearchReach;
       const auto to = static_cast<size_t>(
           std::clamp<int64_t>(static_cast<int64_t>(from) + shift, 0, static_cast<int64_t>(m) - 1));
       if (to == from) continue;
-      trial = best;
-      const uint32_t k = trial.order[from];
-      trial.order.erase(trial.order.begin() + static_cast<std::ptrdiff_t>(from));
-      trial.order.insert(trial.order.begin() + static_cast<std::ptrdiff_t>(to), k);
-      const int64_t arena = place(trial, std::min(from, to), std::max(from, to) + 1, best_arena);
-      if (arena <= best_arena) {
-        best_arena = arena;
-        std::swap(best, trial);
+      const size_t lo = std::min(from, to), hi = std::max(from, to);
+      move(from, to);
+      // The moved item and the items it passed that conflict with it: the others keep the
+      // conflicts placed before them, so they move only when one of those does.
+      const uint32_t moved = order_[to];
+      mark[moved] = step;
+      queue.push(static_cast<uint32_t>(to));
+      work_ += static_cast<int64_t>(conflicts_[moved].size());
+      for (const uint32_t j : conflicts_[moved]) {
+        if (position_[j] >= lo && position_[j] <= hi) {
+          mark[j] = step;
+          queue.push(position_[j]);
+        }
       }
-    }
-    offsets_ = std::move(best.offsets);
-    return best_arena;
-  }
-  // Per item (in the constructor's order), its offset.
-  const std::vector<int64_t>& offsets() const { return offsets_; }
-
- private:
-  // Local search moves: at most this many, each by at most kSearchReach places.
-  static constexpr int kSearchSteps = 40000;
-  static constexpr int64_t kSearchReach = 16;
-  struct State {
-    std::vector<uint32_t> order, position;
-    std::vector<int64_t> offsets, top;  // per item; per position, the arena of the items up to it
-    bool best_fit = true;
-  };
-  // Places s.order[from, ...): the items before keep their offsets, and so do those after
-  // `until` none of whose placed conflicts moved (s holds the offsets of the order it was made
-  // from, which differs in [from, until) only). Returns the arena, or a value above `limit` as
-  // soon as it exceeds it.
-  int64_t place(State& s, size_t from, size_t until, int64_t limit) {
-    const size_t m = items_.size();
-    s.position.resize(m);
-    s.offsets.resize(m);
-    s.top.resize(m);
-    recheck_.assign(m, 0);
-    for (size_t q = from; q < until; ++q) s.position[s.order[q]] = static_cast<uint32_t>(q);
-    int64_t arena = from > 0 ? s.top[from - 1] : 0;
-    for (size_t q = from; q < m; ++q) {
-      const uint32_t k = s.order[q];
-      const int64_t size = items_[k].size;
-      if (q < until || recheck_[k] != 0) {
-        placed_.clear();
+      undo.clear();
+      bool grew = false;
+      while (!queue.empty()) {
+        const uint32_t q = queue.top();
+        queue.pop();
+        const uint32_t k = order_[q];
+        const int64_t at = fit(k, q, best_fit);
+        if (at == offsets_[k]) continue;
+        undo.emplace_back(k, offsets_[k]);
+        offsets_[k] = at;
+        set_end(k);
+        if (ends_[1] > arena) {
+          grew = true;  // as the items re-placed so far stay
+          break;
+        }
         for (const uint32_t j : conflicts_[k]) {
-          if (s.position[j] < q) placed_.emplace_back(s.offsets[j], items_[j].size);
-        }
-        std::sort(placed_.begin(), placed_.end());
-        int64_t at = -1, at_gap = std::numeric_limits<int64_t>::max(), top = 0;
-        for (const auto& [offset, bytes] : placed_) {
-          const int64_t gap = offset - top;
-          if (gap >= size && gap < at_gap && (s.best_fit || at < 0)) {
-            at = top;
-            at_gap = gap;
+          if (position_[j] > q && mark[j] != step) {
+            mark[j] = step;
+            queue.push(position_[j]);
           }
-          top = std::max(top, offset + bytes);
         }
-        if (at < 0) at = top;
-        if (at != s.offsets[k]) {
-          for (const uint32_t j : conflicts_[k]) recheck_[j] = 1;  // those placed after it
-        }
-        s.offsets[k] = at;
       }
-      arena = std::max(arena, s.offsets[k] + size);
-      s.top[q] = arena;
-      if (arena > limit) return arena;
+      if (!grew) {
+        arena = ends_[1];
+        continue;
+      }
+      while (!queue.empty()) queue.pop();
+      for (auto u = undo.rbegin(); u != undo.rend(); ++u) {
+        offsets_[u->first] = u->second;
+        set_end(u->first);
+      }
+      move(to, from);
     }
     return arena;
   }
+  // Moves order_[from] to position `to` (the items between shift by one).
+  void move(size_t from, size_t to) {
+    const uint32_t k = order_[from];
+    if (from < to) {
+      std::copy(order_.begin() + static_cast<std::ptrdiff_t>(from) + 1,
+                order_.begin() + static_cast<std::ptrdiff_t>(to) + 1,
+                order_.begin() + static_cast<std::ptrdiff_t>(from));
+    } else {
+      std::copy_backward(order_.begin() + static_cast<std::ptrdiff_t>(to),
+                         order_.begin() + static_cast<std::ptrdiff_t>(from),
+                         order_.begin() + static_cast<std::ptrdiff_t>(from) + 1);
+    }
+    order_[to] = k;
+    for (size_t q = std::min(from, to); q <= std::max(from, to); ++q) {
+      position_[order_[q]] = static_cast<uint32_t>(q);
+    }
+  }
   std::vector<Item> items_;
   std::vector<std::vector<uint32_t>> conflicts_;  // per item, the items alive at the same time
+  // The packing in progress: the order, per item its position in it and its offset.
+  std::vector<uint32_t> order_, position_;
   std::vector<int64_t> offsets_;
-  // place()'s (offset, size) of the placed conflicts, and per item whether a conflict placed
-  // before it moved (so it is placed again)
-  std::vector<std::pair<int64_t, int64_t>> placed_;
-  std::vector<uint8_t> recheck_;
+  // search(): the items' ends, a max tree over `leaves_` leaves (ends_[1]: the arena).
+  std::vector<int64_t> ends_;
+  size_t leaves_ = 1;
+  std::vector<std::pair<int64_t, int64_t>> placed_;  // fit()'s (offset, size) of the conflicts
+  int64_t work_ = 0, fixed_arena_ = 0;
 };
 
 MemoryPlan Recording::plan() const {

@@ -193,7 +193,10 @@ class FlightScope final : public dtensor::detail::StoragePool {
   ~FlightScope() override;
   FlightScope(const FlightScope&) = delete;
   FlightScope& operator=(const FlightScope&) = delete;
+  // Only CPU allocations are numbered (a recording keeps those only), so that a task allocating
+  // on another device too numbers its CPU ones the same on replay.
   Storage take(size_t nbytes, Device device) override {
+    if (!device.is_cpu()) return Storage();
     return pool_->take_flight(flight_, next_++, nbytes, device);
   }
 
