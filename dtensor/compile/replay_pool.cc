@@ -210,9 +210,7 @@ class Arena final : public Shared {
 // the fixed orders lose 576 B (1%) over the live peak and the search reaches it.
 class Packer {
  public:
-  struct Item {
-    int64_t size, start, end;
-  };
+  using Item = PackInterval;
   Packer(std::vector<Item> items, int64_t period) : items_(std::move(items)) {
     const size_t m = items_.size();
     conflicts_.resize(m);
@@ -457,6 +455,16 @@ class Packer {
   std::vector<std::pair<int64_t, int64_t>> placed_;  // fit()'s (offset, size) of the conflicts
   int64_t work_ = 0, fixed_arena_ = 0;
 };
+
+PackedIntervals pack_intervals(std::vector<PackInterval> items, int64_t period, int64_t bound) {
+  Packer packer(std::move(items), period);
+  PackedIntervals out;
+  out.arena = packer.pack(bound);
+  out.offsets = packer.offsets();
+  out.fixed_arena = packer.fixed_arena();
+  out.work = packer.work();
+  return out;
+}
 
 MemoryPlan Recording::plan() const {
   MemoryPlan plan;

@@ -76,6 +76,20 @@ struct MemoryPlan {
   int64_t live_peak = 0;  // the most bytes of planned allocations alive at once when recorded
 };
 
+// Packs intervals as a plan packs a replay's allocations (`size` bytes alive over the
+// allocations [start, end), the timeline a circle of `period` allocations: no two alive at once
+// overlap), searching until the arena is `bound` or the work budget is spent. Per interval its
+// offset, the arena, the fixed orders' arena (before the perturbed orders and the search), and
+// the work done. Internal: a plan's packing, exposed for its test.
+struct PackInterval {
+  int64_t size, start, end;
+};
+struct PackedIntervals {
+  std::vector<int64_t> offsets;
+  int64_t arena = 0, fixed_arena = 0, work = 0;
+};
+PackedIntervals pack_intervals(std::vector<PackInterval> items, int64_t period, int64_t bound);
+
 class ReplayPool final : public dtensor::detail::StoragePool {
  public:
   // Plans given up after this many deviated (or recordings of two replays that differed): the
