@@ -9,13 +9,12 @@ present on one side only included), 0 when nothing does.
 import json, sys
 
 differences = 0
-_print = print
 
 
-def print(*args):  # every line this script prints is a difference: count them
+def differ(*args):  # prints one difference and counts it
     global differences
     differences += 1
-    _print(*args)
+    print(*args)
 
 
 arg = sys.argv[1] if len(sys.argv) > 1 else '4'
@@ -27,10 +26,10 @@ for r, (tf, df) in enumerate(files):
     for k, t in T.items():
         d = D.get(k)
         if d is None:
-            print(r, k, 'MISSING in dt'); continue
+            differ(r, k, 'MISSING in dt'); continue
         if 'error' in t or 'error' in d:
             if t.get('error') != d.get('error'):
-                print(r, k, 'ERROR torch:', t.get('error'), '| dt:', d.get('error'))
+                differ(r, k, 'ERROR torch:', t.get('error'), '| dt:', d.get('error'))
             continue
         if 'local' in t and t['lshape'] == [] and 'value' in d:  # a 0-d tensor against a double
             t = dict(case=k, value=t['local'][0])
@@ -40,9 +39,9 @@ for r, (tf, df) in enumerate(files):
             tv, dv = t.get('value'), d.get('value')
             if isinstance(tv, float) and isinstance(dv, float):
                 tol = 4e-3 if '_mp_' in k else 1e-9
-                if abs(tv - dv) > tol * max(1, abs(tv)): print(r, k, 'torch', tv, 'dt', dv)
+                if abs(tv - dv) > tol * max(1, abs(tv)): differ(r, k, 'torch', tv, 'dt', dv)
             elif tv != dv:
-                print(r, k, 'torch', tv, '| dt', dv if dv is not None else d.get('placements'))
+                differ(r, k, 'torch', tv, '| dt', dv if dv is not None else d.get('placements'))
             continue
         diffs = []
         for f in ('placements', 'lshape', 'gshape'):
@@ -52,8 +51,8 @@ for r, (tf, df) in enumerate(files):
         if len(t['local']) != len(d['local']) or any(abs(a - b) > tol for a, b in zip(t['local'], d['local'])):
             diffs.append('local torch=%s dt=%s' % ([round(v, 7) for v in t['local'][:6]],
                                                    [round(v, 7) for v in d['local'][:6]]))
-        if diffs: print(r, k, '; '.join(diffs))
+        if diffs: differ(r, k, '; '.join(diffs))
     for k in D:
-        if k not in T: print(r, k, 'MISSING in torch')
-_print('%d difference(s)' % differences)
+        if k not in T: differ(r, k, 'MISSING in torch')
+print('%d difference(s)' % differences)
 sys.exit(1 if differences else 0)
