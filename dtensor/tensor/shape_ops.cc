@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/promote_types.h"
 
 namespace dtensor {
 
@@ -25,10 +26,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   const int64_t d = normalize_dim(dim, ref->dim(), "cat");
   Shape out_shape = ref->sizes();
   int64_t total = 0;
+  // torch.cat promotes: the output has the dtype every input converts to (skipped inputs
+  // included: cat([empty(0) float64, float32 [2, 3]]) is float64); copy_ converts.
+  DType dtype = ref->dtype();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    DT_CHECK(t.dtype() == ref->dtype(), "[cat] tensors[%d] has dtype %s (expected %s)",
-             static_cast<int64_t>(i), dtype_name(t.dtype()), dtype_name(ref->dtype()));
+    dtype = promote_types(dtype, t.dtype());
     DT_CHECK(t.device() == ref->device(), "[cat] tensors[%d] is on %s (expected %s)",
              static_cast<int64_t>(i), t.device().str(), ref->device().str());
     if (skipped(t) && &t != ref) continue;
@@ -43,7 +46,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
              "[cat] the sizes along dim %d add up to more than int64 can count", d);
   }
   out_shape[d] = total;
-  Tensor out = empty(out_shape, TensorOptions(ref->dtype(), ref->device()));
+  Tensor out = empty(out_shape, TensorOptions(dtype, ref->device()));
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
     if (skipped(t) && &t != ref) continue;

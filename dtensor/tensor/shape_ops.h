@@ -7,10 +7,12 @@
 
 namespace dtensor {
 
-// Concatenates along dim; all inputs share dtype, device and every other size. Zero-size
-// inputs are allowed (including 1-d empty tensors, skipped as in PyTorch).
+// Concatenates along dim; all inputs share device and every other size. Zero-size inputs are
+// allowed (including 1-d empty tensors, skipped as in PyTorch). Mixed dtypes promote as
+// torch.cat's (promote_types over every input: float32 + float64 -> float64, int64 + float32
+// -> float32, bool + int32 -> int32).
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
-// Stacks along a new dim; all inputs have the same shape.
+// Stacks along a new dim; all inputs have the same shape; dtypes promote as cat's.
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // torch.chunk: views of ceil(n / chunks) elements along dim; trailing views may be short.
 // Like PyTorch it returns fewer than `chunks` views when the last ones would be empty; use

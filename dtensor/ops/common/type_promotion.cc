@@ -4,18 +4,6 @@ namespace dtensor {
 
 namespace {
 
-int float_rank(DType d) {
-  switch (d) {
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 0;
-    case DType::kFloat32:
-      return 1;
-    default:
-      return 2;  // float64
-  }
-}
-
 DType scalar_default_dtype(const Scalar& s) {
   switch (s.kind()) {
     case Scalar::Kind::kDouble:
@@ -29,19 +17,6 @@ DType scalar_default_dtype(const Scalar& s) {
 }
 
 }  // namespace
-
-DType promote_types(DType a, DType b) {
-  if (a == b) return a;
-  const auto ca = dtype_category(a);
-  const auto cb = dtype_category(b);
-  if (ca != cb) return ca > cb ? a : b;
-  if (ca == DTypeCategory::kInteger) return DType::kInt64;  // int32 with int64
-  // Two different floating types: float16 and bfloat16 meet at float32.
-  const int ra = float_rank(a);
-  const int rb = float_rank(b);
-  if (ra == 0 && rb == 0) return DType::kFloat32;
-  return ra > rb ? a : b;
-}
 
 DType result_type(DType a, int64_t a_ndim, DType b, int64_t b_ndim) {
   const bool a0 = a_ndim == 0;

@@ -10,23 +10,13 @@
 
 #include <cstdint>
 
+#include "dtensor/tensor/promote_types.h"  // DTypeCategory, dtype_category, promote_types
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor {
 
-enum class DTypeCategory : uint8_t { kBool = 0, kInteger = 1, kFloating = 2 };
-
-constexpr DTypeCategory dtype_category(DType d) {
-  if (d == DType::kBool) return DTypeCategory::kBool;
-  if (is_floating(d)) return DTypeCategory::kFloating;
-  return DTypeCategory::kInteger;
-}
-
 // The dtype of PyTorch's default floats (torch.get_default_dtype()).
 inline constexpr DType kDefaultFloatDType = DType::kFloat32;
-
-// The smallest dtype both a and b convert to (torch.promote_types); symmetric.
-DType promote_types(DType a, DType b);
 
 // The dtype of an op on tensors a and b (torch.result_type), with the 0-d rule above; the
 // first form takes the dtypes and ranks alone (sharding propagation has no tensors).
