@@ -10,10 +10,19 @@
 
 namespace dtensor::cuda {
 
-// The stream every library kernel launches on. The default (legacy) stream for now, the
-// stream Storage allocates on; the one place to change when streams are added.
+// The stream every library kernel launches on (and Storage allocates on): the default (legacy)
+// stream, unless this thread set another (set_current_stream: a compiled step's CUDA-graph
+// capture and replay, dtensor/compile/cuda_graph_cuda.cc, which cannot capture the legacy
+// stream); the one place to change when streams are added.
+inline thread_local cudaStream_t t_current_stream = nullptr;
 inline cudaStream_t current_stream() {
-  return cudaStream_t{};
+  return t_current_stream;
+}
+// Sets this thread's stream (nullptr: the default stream) and returns the one it replaces.
+inline cudaStream_t set_current_stream(cudaStream_t s) {
+  const cudaStream_t previous = t_current_stream;
+  t_current_stream = s;
+  return previous;
 }
 
 // Makes `device` current for the scope and restores the previous device after.
