@@ -34,50 +34,44 @@ void reset_affine(Module& m) {
   if (m.has_param("bias")) Tensor(m.param("bias").to_local()).zero_();
 }
 
-// BatchNorm's and InstanceNorm's state over c > 0 features: weight and bias when affine, and when
-// track_running_stats the running statistics (zeros (mean) and ones (var), no gradient) and the
-// int64 [] step count num_batches_tracked (0, on the CPU), registered as m's buffers in
-// PyTorch's state_dict order (_NormBase registers the count for InstanceNorm too, which never
-// advances it).
-void register_feature_state(Module& m, const char* type, int64_t c, bool affine,
-                            bool track_running_stats, const ModuleOptions& opts, DTensor& mean,
-                            DTensor& var, DTensor& count) {
-  DT_CHECK(c > 0, "[%s] num_features %d must be > 0", type, c);
-  register_affine(m, c, affine, opts);
-  if (!track_running_stats) return;
-  mean = detail::constant_parameter({c}, 0.0, opts).detach();
-  var = detail::constant_parameter({c}, 1.0, opts).detach();
-  m.register_buffer("running_mean", mean);
-  m.register_buffer("running_var", var);
-  count = local_dtensor(zeros({}, kInt64));
-  m.register_buffer("num_batches_tracked", count);
-}
-
 }  // namespace
 
-// ---- BatchNorm ------------------------------------------------------------------------------
-BatchNorm::BatchNorm(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
-                     bool track_running_stats, ModuleOptions opts)
-    : num_features_(num_features), eps_(eps), momentum_(momentum) {
-  register_feature_state(*this, "BatchNorm", num_features, affine, track_running_stats, opts,
-                         running_mean_, running_var_, num_batches_tracked_);
+// ---- NormBase -------------------------------------------------------------------------------
+NormBase::NormBase(const char* type, int64_t num_features, double eps,
+                   std::optional<double> momentum, bool affine, bool track_running_stats,
+                   const ModuleOptions& opts)
+    : type_(type), num_features_(num_features), eps_(eps), momentum_(momentum) {
+  DT_CHECK(num_features > 0, "[%s] num_features %d must be > 0", type, num_features);
+  register_affine(*this, num_features, affine, opts);
+  if (!track_running_stats) return;
+  running_mean_ = detail::constant_parameter({num_features}, 0.0, opts).detach();
+  running_var_ = detail::constant_parameter({num_features}, 1.0, opts).detach();
+  register_buffer("running_mean", running_mean_);
+  register_buffer("running_var", running_var_);
+  num_batches_tracked_ = local_dtensor(zeros({}, kInt64));
+  register_buffer("num_batches_tracked", num_batches_tracked_);
 }
 
-int64_t BatchNorm::num_batches_tracked() const {
+int64_t NormBase::num_batches_tracked() const {
   return num_batches_tracked_.defined() ? num_batches_tracked_.to_local().data<int64_t>()[0] : 0;
 }
 
-void BatchNorm::reset_running_stats() {
+void NormBase::reset_running_stats() {
   if (!running_mean_.defined()) return;
   Tensor(running_mean_.to_local()).zero_();
   Tensor(running_var_.to_local()).fill_(Scalar(1.0));
   Tensor(num_batches_tracked_.to_local()).zero_();
 }
 
-void BatchNorm::reset_own_parameters(Generator*) {
+void NormBase::reset_own_parameters(Generator*) {
   reset_running_stats();
   reset_affine(*this);
 }
+
+// ---- BatchNorm ------------------------------------------------------------------------------
+BatchNorm::BatchNorm(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
+                     bool track_running_stats, ModuleOptions opts)
+    : NormBase("BatchNorm", num_features, eps, momentum, affine, track_running_stats, opts) {}
 
 void BatchNorm::check_input_dim(const DTensor& x) const {
   DT_CHECK(x.dim() >= 2, "[%s] expected an input of at least 2 dims (N, C, ...), got %s",
@@ -155,13 +149,10 @@ DTensor GroupNorm::forward(const DTensor& x) {
 }
 
 // ---- InstanceNorm ---------------------------------------------------------------------------
+// num_batches_tracked is a buffer only (PyTorch's instance_norm never counts).
 InstanceNorm::InstanceNorm(int64_t num_features, double eps, std::optional<double> momentum,
                            bool affine, bool track_running_stats, ModuleOptions opts)
-    : num_features_(num_features), eps_(eps), momentum_(momentum) {
-  DTensor count;  // num_batches_tracked: a buffer only (PyTorch's instance_norm never counts)
-  register_feature_state(*this, "InstanceNorm", num_features, affine, track_running_stats, opts,
-                         running_mean_, running_var_, count);
-}
+    : NormBase("InstanceNorm", num_features, eps, momentum, affine, track_running_stats, opts) {}
 
 template <int N>
 std::string InstanceNormNd<N>::type_name() const {
@@ -171,14 +162,6 @@ std::string InstanceNormNd<N>::type_name() const {
 
 template class InstanceNormNd<1>;
 template class InstanceNormNd<2>;
-
-void InstanceNorm::reset_own_parameters(Generator*) {
-  if (running_mean_.defined()) {
-    Tensor(running_mean_.to_local()).zero_();
-    Tensor(running_var_.to_local()).fill_(Scalar(1.0));
-  }
-  reset_affine(*this);
-}
 
 DTensor InstanceNorm::forward(const DTensor& x) {
   DT_CHECK(x.defined(), "[%s] input is undefined (expected a DTensor)", type_name());

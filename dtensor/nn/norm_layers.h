@@ -22,18 +22,15 @@
 
 namespace dtensor::nn {
 
-// Batch normalisation over every dim but the channels (dim 1). Parameters "weight" [C] (ones)
-// and "bias" [C] (zeros) when affine. momentum = nullopt: the cumulative moving average
-// (momentum 1 / num_batches_tracked), as PyTorch's momentum=None. In training mode (or without
-// running statistics) the batch statistics normalise and update the running ones; in eval mode
-// the running statistics normalise.
-class BatchNorm : public Module {
+// The state BatchNorm and InstanceNorm share (PyTorch's _NormBase): num_features > 0, eps,
+// momentum, the parameters "weight" [C] (ones) and "bias" [C] (zeros) when affine, and with
+// track_running_stats the buffers running_mean [C] (zeros), running_var [C] (ones) and
+// num_batches_tracked (int64 [] on the CPU, 0), registered in PyTorch's state_dict order
+// (_NormBase registers the count for InstanceNorm too, which never advances it).
+class NormBase : public Module {
  public:
-  BatchNorm(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
-            bool affine = true, bool track_running_stats = true, ModuleOptions opts = {});
-  std::string type_name() const override { return "BatchNorm"; }
-  DTensor forward(const DTensor& x) override;
-
+  // The name given at construction ("BatchNorm", "InstanceNorm"); subclasses may override it.
+  std::string type_name() const override { return type_; }
   int64_t num_features() const { return num_features_; }
   double eps() const { return eps_; }
   std::optional<double> momentum() const { return momentum_; }
@@ -46,17 +43,35 @@ class BatchNorm : public Module {
   void reset_running_stats();
 
  protected:
+  // `type` is type_name(), also while the state is registered (in the base constructor, where a
+  // subclass's override is not called yet), so messages name the layer ("[BatchNorm] ...").
+  NormBase(const char* type, int64_t num_features, double eps, std::optional<double> momentum,
+           bool affine, bool track_running_stats, const ModuleOptions& opts);
+  // reset_running_stats() and the affine parameters back to ones and zeros.
   void reset_own_parameters(Generator* gen) override;
-  // Throws "[<type>] expected ..." when x's dim count is not one the layer takes.
-  virtual void check_input_dim(const DTensor& x) const;
 
- private:
+  const char* type_;
   int64_t num_features_;
   double eps_;
   std::optional<double> momentum_;
   DTensor running_mean_;
   DTensor running_var_;
-  DTensor num_batches_tracked_;  // int64 [] on the CPU (a buffer); undefined without stats
+  DTensor num_batches_tracked_;  // undefined without track_running_stats
+};
+
+// Batch normalisation over every dim but the channels (dim 1). momentum = nullopt: the
+// cumulative moving average (momentum 1 / num_batches_tracked), as PyTorch's momentum=None. In
+// training mode (or without running statistics) the batch statistics normalise and update the
+// running ones; in eval mode the running statistics normalise.
+class BatchNorm : public NormBase {
+ public:
+  BatchNorm(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+            bool affine = true, bool track_running_stats = true, ModuleOptions opts = {});
+  DTensor forward(const DTensor& x) override;
+
+ protected:
+  // Throws "[<type>] expected ..." when x's dim count is not one the layer takes.
+  virtual void check_input_dim(const DTensor& x) const;
 };
 
 // BatchNorm over N spatial dims (libtorch's BatchNormImplBase<D>): BatchNorm1d takes [N, C] or
@@ -106,26 +121,15 @@ class GroupNorm : public Module {
 // PyTorch's momentum=None, which for InstanceNorm (unlike BatchNorm) is momentum 0: training
 // steps leave the running statistics as they are (_InstanceNorm passes 0.0 to instance_norm
 // and never counts num_batches_tracked).
-class InstanceNorm : public Module {
+class InstanceNorm : public NormBase {
  public:
   InstanceNorm(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
                bool affine = false, bool track_running_stats = false, ModuleOptions opts = {});
-  std::string type_name() const override { return "InstanceNorm"; }
   DTensor forward(const DTensor& x) override;
-  const DTensor& running_mean() const { return running_mean_; }
-  const DTensor& running_var() const { return running_var_; }
 
  protected:
-  void reset_own_parameters(Generator* gen) override;
   // The number of spatial dims of a batched input (1 for InstanceNorm1d).
   virtual int64_t spatial_dims() const = 0;
-
- private:
-  int64_t num_features_;
-  double eps_;
-  std::optional<double> momentum_;
-  DTensor running_mean_;
-  DTensor running_var_;
 };
 
 // InstanceNorm over N spatial dims (libtorch's InstanceNormImpl<D>): InstanceNorm1d takes
