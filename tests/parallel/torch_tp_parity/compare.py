@@ -1,0 +1,59 @@
+"""Prints where PyTorch (torch_w<N>_r*.json from probe.py under torchrun) and dtensor
+(dt_w<N>_r*.json from probe.cc under mpirun) differ, rank by rank: an error on one side only
+(messages differ by design, so two errors are equal; -v prints both), placements, local shapes,
+global shapes, values beyond relative 1e-9 (float64), None on one side, a case present on one
+side only. Usage: python3 compare.py N [-v] in the directory of the files. Exits 1 when anything
+differs, 0 when nothing does.
+"""
+import json, sys
+
+differences = 0
+
+
+def differ(*args):  # prints one difference and counts it
+    global differences
+    differences += 1
+    print(*args)
+
+
+W = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+verbose = '-v' in sys.argv
+for r in range(W):
+    T = {e['case']: e for e in json.load(open('torch_w%d_r%d.json' % (W, r)))}
+    D = {e['case']: e for e in json.load(open('dt_w%d_r%d.json' % (W, r)))}
+    # A run that raised on one side has no step records there: only its error is reported.
+    raised = [k + ' ' for k, e in list(T.items()) + list(D.items()) if 'error' in e]
+    for k, t in T.items():
+        d = D.get(k)
+        if d is None and any(k.startswith(p) for p in raised): continue
+        if d is None and 'error' in t:
+            differ(r, k, 'ERROR torch only:', t['error']); continue
+        if d is None:
+            differ(r, k, 'MISSING in dt'); continue
+        if 'error' in t or 'error' in d:
+            if ('error' in t) != ('error' in d):
+                differ(r, k, 'ERROR torch:', t.get('error', t.get('value')), '| dt:', d.get('error', d.get('value')))
+            elif verbose and r == 0:
+                print(r, k, 'both raise | torch:', t['error'], '| dt:', d['error'])
+            continue
+        if 'value' in t or 'value' in d:  # 'None', 'ok', or a tensor on one side only
+            tv, dv = t.get('value', t.get('placements')), d.get('value', d.get('placements'))
+            if str(tv).split(' (warning')[0] != str(dv):
+                differ(r, k, 'torch', tv, '| dt', dv)
+            continue
+        diffs = []
+        for f in ('placements', 'lshape', 'gshape'):
+            if t[f] != d[f]: diffs.append('%s torch=%s dt=%s' % (f, t[f], d[f]))
+        scale = max([1e-12] + [abs(a) for a in t['local']])
+        tol = 1e-9 * max(1, scale)
+        if len(t['local']) != len(d['local']) or any(abs(a - b) > tol for a, b in zip(t['local'], d['local'])):
+            diffs.append('local torch=%s dt=%s' % ([round(v, 7) for v in t['local'][:6]],
+                                                   [round(v, 7) for v in d['local'][:6]]))
+        if diffs: differ(r, k, '; '.join(diffs))
+    for k in D:
+        if k not in T and 'error' in D[k]:
+            differ(r, k, 'ERROR dt only:', D[k]['error'])
+        elif k not in T and not any(k.startswith(p) for p in raised):
+            differ(r, k, 'MISSING in torch')
+print('%d difference(s)' % differences)
+sys.exit(1 if differences else 0)

@@ -1,0 +1,249 @@
+"""PyTorch half of the tensor-parallel side-by-side probe (round 7a).
+
+Run: /root/venv/bin/torchrun --nproc-per-node N probe.py   (N = 2 or 4; gloo, CPU, float64)
+Writes torch_w<N>_r<rank>.json; probe.cc (mpirun -np N) writes dt_w<N>_r<rank>.json and
+compare.py N prints the differences. Every case builds a small module with the same
+deterministic parameters on both sides (init() / init_params in probe.cc), parallelizes it with
+one plan, and runs 3 steps of AdamW and of SGD (momentum 0.9): per step the forward output, the
+loss, the input gradient, every parameter gradient and the parameters after the step; the
+parameters are also recorded right after parallelize_module. Errors raised by bad plans are
+recorded as 'error' (compare.py only checks that both sides raise).
+"""
+import json, math, sys, warnings, torch, torch.distributed as dist
+import torch.nn as nn, torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor, Shard, Replicate, Partial
+from torch.distributed.tensor.parallel import (parallelize_module, ColwiseParallel, RowwiseParallel,
+                                               SequenceParallel, PrepareModuleInput,
+                                               PrepareModuleOutput, loss_parallel)
+
+dist.init_process_group("gloo")
+R, W = dist.get_rank(), dist.get_world_size()
+mesh = init_device_mesh("cpu", (W,))
+torch.set_default_dtype(torch.float64)
+B, T, D = 2, 4, 4   # batch, sequence (divisible by 2 and 4), model dim
+out = []
+
+
+def pl(p):
+    s = []
+    for x in p:
+        if isinstance(x, Shard) and type(x) is Shard: s.append("S(%d)" % x.dim)
+        elif isinstance(x, Replicate): s.append("R")
+        elif isinstance(x, Partial): s.append("P(%s)" % x.reduce_op)
+        else: s.append(str(x))
+    return s
+
+
+def rec(name, t):
+    if t is None:
+        out.append(dict(case=name, value="None")); return
+    if isinstance(t, DTensor):
+        l = t.to_local()
+        out.append(dict(case=name, placements=pl(t.placements), lshape=list(l.shape),
+                        local=[float(v) for v in l.double().flatten().tolist()], gshape=list(t.shape)))
+    elif isinstance(t, torch.Tensor):
+        out.append(dict(case=name, placements=["local"], lshape=list(t.shape),
+                        local=[float(v) for v in t.double().flatten().tolist()], gshape=list(t.shape)))
+    else:
+        out.append(dict(case=name, value=str(t)))
+
+
+def init(m):
+    with torch.no_grad():
+        for k, (n, p) in enumerate(m.named_parameters()):
+            p.copy_(torch.tensor([0.3 * math.sin(0.37 * i + 1.1 * k + 0.2)
+                                  for i in range(p.numel())]).reshape(p.shape))
+    return m
+
+
+def full_input(shape, step):
+    n = math.prod(shape)
+    return torch.tensor([math.sin(0.53 * i + 0.9 * step + 0.4) for i in range(n)]).reshape(shape)
+
+
+def tokens(step, V=7):
+    return torch.tensor([[(b * 3 + t * 5 + step) % V for t in range(T)] for b in range(B)])
+
+
+def coeff(shape):
+    n = math.prod(shape)
+    return torch.tensor([math.cos(0.71 * i + 0.3) for i in range(n)]).reshape(shape)
+
+
+class Wrap(nn.Module):  # a container for PrepareModuleInput / PrepareModuleOutput
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+class MLP(nn.Module):
+    def __init__(self, d=D, h=8):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d, h), nn.Linear(h, d)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
+def weighted_loss(y):
+    f = y.full_tensor() if isinstance(y, DTensor) else y
+    return (f * coeff(f.shape)).sum()
+
+
+def run(tag, build, plan, x_full=None, in_layout=None, tok=False, loss=weighted_loss, fsdp=False,
+        pmesh=None):
+    """x_full(step) -> the global input; in_layout: None (replicated) or a dim the local input
+    is the torch.chunk of."""
+    pmesh = pmesh or mesh
+    for opt_kind in ("adamw", "sgd"):
+        t = "%s %s" % (tag, opt_kind)
+        try:
+            m = init(build())
+            parallelize_module(m, pmesh, plan)
+            if fsdp:
+                fully_shard(m, mesh=fsdp)
+            for n, p in m.named_parameters():
+                if opt_kind == "adamw": rec("%s parallelized %s" % (tag, n), p)
+            opt = (torch.optim.AdamW(m.parameters(), lr=1e-2) if opt_kind == "adamw"
+                   else torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
+            for step in range(3):
+                opt.zero_grad()
+                if tok:
+                    x = tokens(step)
+                else:
+                    xf = x_full(step)
+                    x = xf if in_layout is None else torch.chunk(xf, W if not fsdp else 2, in_layout)[R % 2 if fsdp else R]
+                    x = x.clone().requires_grad_(True)
+                y = m(x)
+                rec("%s step%d out" % (t, step), y.detach() if not isinstance(y, DTensor) else y)
+                l = loss(y)
+                rec("%s step%d loss" % (t, step), l.detach())
+                l.backward()
+                if not tok: rec("%s step%d input grad" % (t, step), x.grad)
+                for n, p in m.named_parameters():
+                    rec("%s step%d grad %s" % (t, step, n), p.grad)
+                opt.step()
+                for n, p in m.named_parameters():
+                    rec("%s step%d param %s" % (t, step, n), p)
+        except Exception as e:
+            out.append(dict(case=t, error=type(e).__name__ + ": " + str(e)[:200]))
+
+
+def x3(step, d=D): return full_input((B, T, d), step)
+
+
+def ce_loss(**kw):
+    def f(y):
+        tgt = torch.tensor([[(b * 2 + t + 1) % 7 for t in range(T)] for b in range(B)]).reshape(-1)
+        kw2 = dict(kw)
+        if kw2.pop("ignore", False):
+            tgt[1] = kw.get("ignore_index", -100); tgt[6] = kw.get("ignore_index", -100)
+        if "weight" in kw2: kw2["weight"] = torch.tensor([0.5 + 0.1 * c for c in range(7)])
+        with loss_parallel():
+            l = F.cross_entropy(y.flatten(0, 1), tgt, **kw2)
+            if kw2.get("reduction") == "none":
+                l = (l.full_tensor() * coeff(l.shape)).sum()
+            l.backward()
+        return l
+    return f
+
+
+def run_loss(tag, **kw):
+    """Loss parallel: a colwise Linear(D, 7) keeps vocab-sharded logits (DTensor S(-1)) and
+    cross_entropy runs under loss_parallel."""
+    f = ce_loss(**kw)
+
+    def loss(y):
+        return _Done(f(y))
+    run(tag, lambda: nn.Linear(D, 7),
+        ColwiseParallel(output_layouts=Shard(-1), use_local_output=False), x3, loss=loss)
+
+
+class _Done:  # the loss was already backpropagated inside loss_parallel
+    def __init__(self, l): self.l = l
+    def detach(self): return self.l.detach().full_tensor() if isinstance(self.l, DTensor) else self.l.detach()
+    def backward(self): pass
+
+
+def err(tag, f):
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            f()
+        out.append(dict(case=tag, value="ok" + ("" if not w else " (warning: %s)" % str(w[0].message)[:120])))
+    except Exception as e:
+        out.append(dict(case=tag, error=type(e).__name__ + ": " + str(e)[:200]))
+
+
+if __name__ == "__main__":
+    Lin = lambda i=D, o=5, b=True: (lambda: nn.Linear(i, o, bias=b))
+    run("col_default", Lin(), ColwiseParallel(), x3)
+    run("col_out_R", Lin(), ColwiseParallel(output_layouts=Replicate()), x3)
+    run("col_dtensor", Lin(), ColwiseParallel(use_local_output=False), x3)
+    run("col_in_S1", Lin(D, 6), ColwiseParallel(input_layouts=Shard(1)), x3, in_layout=1)
+    run("col_in_S1_out_R_dt", Lin(D, 6), ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate(),
+                                                         use_local_output=False), x3, in_layout=1)
+    run("row_default", Lin(8, 3), RowwiseParallel(), lambda s: x3(s, 8), in_layout=2)
+    run("row_in_R", Lin(8, 3), RowwiseParallel(input_layouts=Replicate()), lambda s: x3(s, 8))
+    run("row_out_S1", Lin(8, 3), RowwiseParallel(output_layouts=Shard(1)), lambda s: x3(s, 8), in_layout=2)
+    run("row_out_S1_dt", Lin(8, 3), RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
+        lambda s: x3(s, 8), in_layout=2)
+    run("row_dtensor", Lin(8, 3, False), RowwiseParallel(use_local_output=False), lambda s: x3(s, 8), in_layout=2)
+    run("row_uneven_in5", Lin(5, 3), RowwiseParallel(input_layouts=Replicate()), lambda s: x3(s, 5))
+    run("row_uneven_in5_S", Lin(5, 3), RowwiseParallel(), lambda s: x3(s, 5), in_layout=2)
+    run("col_uneven_out5_R", Lin(D, 5), ColwiseParallel(output_layouts=Replicate(), use_local_output=False), x3)
+    run("seq_layernorm", lambda: nn.LayerNorm(D), SequenceParallel(), x3, in_layout=1)
+    run("seq_layernorm_local", lambda: nn.LayerNorm(D), SequenceParallel(use_local_output=True), x3, in_layout=1)
+    run("seq_rmsnorm", lambda: nn.RMSNorm(D), SequenceParallel(), x3, in_layout=1)
+    run("seq_rmsnorm_dim0", lambda: nn.RMSNorm(D), SequenceParallel(sequence_dim=0), lambda s: full_input((T, B, D), s),
+        in_layout=0)
+    run("prep_in_col", lambda: Wrap(nn.Linear(D, 6)),
+        {"": PrepareModuleInput(input_layouts=Shard(1), desired_input_layouts=Replicate()),
+         "inner": ColwiseParallel()}, x3, in_layout=1)
+    run("prep_in_local", lambda: Wrap(nn.Linear(D, 6)),
+        {"": PrepareModuleInput(input_layouts=Shard(1), desired_input_layouts=Replicate(), use_local_output=True)},
+        x3, in_layout=1)
+    run("prep_in_none", lambda: Wrap(nn.Linear(D, 6)),
+        {"": PrepareModuleInput(input_layouts=(None,), desired_input_layouts=(None,))}, x3)
+    run("prep_out_gather", lambda: Wrap(nn.Linear(D, 6)),
+        {"": PrepareModuleOutput(output_layouts=Shard(-1), desired_output_layouts=Replicate()),
+         "inner": ColwiseParallel()}, x3)
+    run("prep_out_dt", lambda: Wrap(nn.Linear(D, 6)),
+        {"": PrepareModuleOutput(output_layouts=Shard(-1), desired_output_layouts=Shard(1), use_local_output=False),
+         "inner": ColwiseParallel()}, x3)
+    run("emb_row", lambda: nn.Embedding(7, D), RowwiseParallel(), tok=True)
+    run("emb_row_S1", lambda: nn.Embedding(7, D), RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1),
+                                                                   use_local_output=False), tok=True)
+    run("emb_col", lambda: nn.Embedding(7, D), ColwiseParallel(), tok=True)
+    run("emb_col_R", lambda: nn.Embedding(7, 6), ColwiseParallel(output_layouts=Replicate()), tok=True)
+    run("mlp", MLP, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}, x3)
+    run("mlp_sp", lambda: Wrap(MLP()),
+        {"inner.fc1": ColwiseParallel(input_layouts=Shard(1)),
+         "inner.fc2": RowwiseParallel(output_layouts=Shard(1), use_local_output=False)}, x3, in_layout=1)
+    for name, kw in [("mean", {}), ("sum", dict(reduction="sum")), ("none", dict(reduction="none")),
+                     ("ignore", dict(ignore=True)), ("ignore_index3", dict(ignore=True, ignore_index=3)),
+                     ("smooth", dict(label_smoothing=0.1)), ("weight", dict(weight=True)),
+                     ("weight_ignore_sum", dict(weight=True, ignore=True, reduction="sum"))]:
+        run_loss("loss_" + name, **kw)
+    if W == 4:
+        m2 = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        run("fsdp_tp_mlp", MLP, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()},
+            lambda s: full_input((2 * B, T, D), s), in_layout=0, fsdp=m2["dp"], pmesh=m2["tp"])
+    err("err_col_layernorm", lambda: parallelize_module(nn.LayerNorm(D), mesh, ColwiseParallel()))
+    err("err_row_conv", lambda: parallelize_module(nn.Conv1d(2, 4, 3), mesh, RowwiseParallel()))
+    err("err_seq_linear", lambda: parallelize_module(nn.Linear(4, 4), mesh, SequenceParallel()))
+    err("err_nomatch", lambda: parallelize_module(MLP(), mesh, {"fc3": ColwiseParallel()}))
+    err("err_twice", lambda: parallelize_module(MLP(), mesh, {"fc1": ColwiseParallel(), "fc*": RowwiseParallel()}))
+    err("err_in_layout_dim", lambda: parallelize_module(nn.Linear(4, 4), mesh,
+                                                        RowwiseParallel(input_layouts=Shard(3)))(torch.ones(2, 4)))
+    err("err_row_in_wrong_size", lambda: parallelize_module(nn.Linear(8, 4), mesh, RowwiseParallel())(torch.ones(2, 8)))
+    if W == 4:
+        err("err_2d_mesh", lambda: parallelize_module(
+            nn.Linear(4, 4), init_device_mesh("cpu", (2, 2)), ColwiseParallel()))
+    json.dump(out, open("torch_w%d_r%d.json" % (W, R), "w"))
+    dist.destroy_process_group()
