@@ -120,7 +120,8 @@ nn::ForwardHook checked_relayout_hook(const DeviceMesh& mesh, Placement from, Pl
   // reduced in its own memory; as a pre-hook it is a copy of the caller's input (never reused).
   return [=](nn::Module&, DTensor x) {
     DTensor y = detail::prepare_input(std::move(x), mesh, from, to, std::nullopt, style, name);
-    return use_local ? nn::local_dtensor(y.to_local()) : y;
+    // to_local_dtensor: the local result stays in the autograd graph (PyTorch's to_local()).
+    return use_local ? y.to_local_dtensor() : y;
   };
 }
 

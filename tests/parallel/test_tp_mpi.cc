@@ -8,6 +8,7 @@
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/embedding/embedding.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/norm/norm.h"
@@ -798,5 +799,56 @@ TEST_CASE("rotary embeddings on sequence- or head-sharded activations need no co
     REQUIRE(comm.total_count() == 0);
     if (W > 1) REQUIRE(y.placements()[0] == dt::Shard(dim));  // one rank: any label holds it
     REQUIRE(max_diff(y.full_tensor(), want) < 1e-6);
+  }
+}
+
+// Round 7a (PyTorch's PrepareModuleInput / PrepareModuleOutput): with use_local_output the
+// local result is still part of the autograd graph, so the input and the parameters before the
+// hook get their gradients (before, the hooks returned an unrecorded copy: the local input got
+// no gradient, and a loss of a PrepareModuleOutput result could not be backpropagated at all).
+TEST_CASE("PrepareModuleInput / PrepareModuleOutput with use_local_output keep the graph", "[tp]") {
+  const int64_t W = dt::world_size();
+  auto mesh = tp_mesh();
+  const dt::Tensor x = same_randn({2, 2 * W, 4}, 71);
+  const dt::Tensor w = same_randn({2, 2 * W, 2 * W}, 72);
+  auto weighted = [&](const dt::DTensor& y) { return dt::sum(dt::mul(y, nn::local_dtensor(w))); };
+  SECTION("PrepareModuleInput: a sequence shard gathered, the local input's gradient") {
+    dt::manual_seed(73);
+    nn::Linear ref(4, 2 * W);
+    dt::manual_seed(73);
+    nn::Linear lin(4, 2 * W);
+    dt::parallelize_module(lin, mesh,
+                           dt::PrepareModuleInput({.input_layouts = dt::Shard(1),
+                                                   .desired_input_layouts = dt::Replicate(),
+                                                   .use_local_output = true}));
+    dt::DTensor xr = nn::local_dtensor(x.clone());
+    xr.requires_grad_(true);
+    weighted(ref(xr)).backward();
+    dt::DTensor xl = nn::local_dtensor(my_chunk(x, 1).contiguous());
+    xl.requires_grad_(true);
+    weighted(lin(xl)).backward();
+    REQUIRE(xl.grad().defined());
+    CHECK(max_diff(xl.grad().to_local(), my_chunk(xr.grad().to_local(), 1)) < kTol);
+    CHECK(max_diff(lin.param("weight").grad().to_local(), ref.param("weight").grad().to_local()) <
+          kTol);
+  }
+  SECTION("PrepareModuleOutput: a colwise output gathered, the weight's gradient") {
+    dt::manual_seed(74);
+    nn::Linear ref(4, 2 * W);
+    dt::manual_seed(74);
+    nn::Linear lin(4, 2 * W);
+    dt::parallelize_module(lin, mesh, dt::ColwiseParallel({.use_local_output = false}));
+    dt::parallelize_module(lin, mesh,
+                           dt::PrepareModuleOutput({.output_layouts = dt::Shard(-1),
+                                                    .desired_output_layouts = dt::Replicate(),
+                                                    .use_local_output = true}));
+    weighted(ref(nn::local_dtensor(x))).backward();
+    const dt::DTensor y = lin(nn::local_dtensor(x));
+    REQUIRE(nn::is_local(y));
+    weighted(y).backward();
+    const dt::DTensor& g = lin.param("weight").grad();
+    REQUIRE(g.defined());
+    CHECK(g.placements() == dt::Placements{dt::Shard(0)});
+    CHECK(max_diff(g.full_tensor(), ref.param("weight").grad().to_local()) < kTol);
   }
 }
