@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# The whole GPU check in one call on a lent GPU machine (docs/guides/gpu_session.md), run in the
+# repository copy's root with .gpubundle carried (scripts/gpu_bundle.sh packs it here): lifts the
+# CPU affinity, unpacks the bundle, puts its libraries and the image's CUDA libraries (cudart,
+# cuBLAS, NCCL: PyTorch's pip nvidia-* packages or /usr/local/cuda) and driver on the library
+# path, relocates the bundle's Open MPI and PMIx, checks that every carried program and library
+# resolves its libraries from the bundle or the CUDA / system set, checks nvidia-smi, runs the gpu
+# label (scripts/bench_gpu.sh's gpu_suite: ctest -L gpu --output-on-failure), then its GPU figures
+# (gpu_figures) and their report. Everything goes to $OUT: gpu_run.log (all output), suite.log,
+# suite.txt, gpu.jsonl, gpu_redist.jsonl, examples.log, gpu_report.md (7 files). Exit status: the
+# gpu suite's (2 when the bundle or the GPU is missing).
+#
+# Environment (defaults in brackets): OUT [gpu_run_out], GPU_BUNDLE_DIR (where to unpack)
+# [/tmp/dtensor-gpubundle], GPU_RUN_FIGURES (0: the suite only) [1], GPU_RUN_SUITE_TIMEOUT and
+# GPU_RUN_FIGURES_TIMEOUT (seconds) [240, 240], GPU_RUN_ALLOW_NO_GPU (1: go on without a GPU,
+# every gpu test then reports skipped: to check a bundle on a machine without one) [0],
+# GPU_CUDA_LIB_DIRS (colon-separated folders searched first for the CUDA libraries) [],
+# GPU_RUN_LD_DEBUG (1: LD_DEBUG=files over the suite, then the libraries its processes loaded
+# from outside the bundle and the CUDA / system set are listed) [0], GPU_RUN_NO_CTEST (1: the
+# suite through scripts/gpu_tests.py run even where ctest exists) [0].
+#
+# scripts/gpu_run.sh COMMAND... runs COMMAND in the prepared environment (bundle unpacked, library
+# path, Open MPI relocated; $GPU_BUNDLE_DIR is the bundle) instead of the suite and the figures,
+# e.g. scripts/gpu_run.sh bash -c 'mpirun -np 2 $GPU_BUNDLE_DIR/build/tests/gpu/test_dtensor_cuda'.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+taskset -pc "0-$(($(nproc --all) - 1))" $$ >/dev/null 2>&1 || true  # commands start on 1 CPU
+OUT=${OUT:-$ROOT/gpu_run_out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu_run.log") 2>&1
+B=${GPU_BUNDLE_DIR:-/tmp/dtensor-gpubundle}
+source scripts/bench_gpu.sh  # gpu_suite, gpu_figures, gpu_report
+say() { echo "== $(date -u +%H:%M:%S) $*"; }
+
+say "unpacking .gpubundle into $B ($(nproc) CPUs)"
+parts=(.gpubundle/dtensor-gpu.tar.xz.*)
+[ -e "${parts[0]}" ] || { echo "no .gpubundle: run scripts/gpu_bundle.sh, carry .gpubundle"; exit 2; }
+rm -rf "$B" && mkdir -p "$B"
+if command -v xz >/dev/null; then
+  cat "${parts[@]}" | tar -xJf - -C "$B" --strip-components=1
+else
+  cat "${parts[@]}" | python3 -c 'import sys, tarfile
+with tarfile.open(fileobj=sys.stdin.buffer, mode="r|xz") as t:
+    for m in t:
+        m.name = m.name.partition("/")[2] or "."
+        t.extract(m, sys.argv[1])' "$B"
+fi || { echo "unpacking failed"; exit 2; }
+cat "$B/info.txt"
+
+# The CUDA libraries the bundle leaves out, where the image keeps them.
+site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+find_lib() {  # find_lib NAME: the folder of the first NAME found
+  local dir found
+  for dir in ${GPU_CUDA_LIB_DIRS//:/ } "$site/nvidia" /usr/local/cuda/lib64 /usr/local/cuda/lib \
+    /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu; do
+    [ -d "$dir" ] || continue
+    found=$(find -L "$dir" -maxdepth 3 -name "$1" -print -quit 2>/dev/null)
+    [ -n "$found" ] && { dirname "$found"; return 0; }
+  done
+  return 1
+}
+cuda_dirs=""
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcuda.so.1; do
+  if dir=$(find_lib "$lib"); then
+    echo "$lib: $dir"
+    case ":$cuda_dirs:" in *":$dir:"*) ;; *) cuda_dirs=${cuda_dirs:+$cuda_dirs:}$dir ;; esac
+  else
+    echo "$lib: NOT FOUND"
+  fi
+done
+export LD_LIBRARY_PATH=$B/lib:$cuda_dirs
+export PATH=$B/mpi/bin:$PATH
+# Debian's Open MPI and PMIx moved into the bundle (their compiled-in folders may hold the
+# image's own Open MPI plugins and parameter files, which do not match); no hwloc plugins.
+export OPAL_PREFIX=$B/mpi OPAL_EXEC_PREFIX=$B/mpi OPAL_BINDIR=$B/mpi/bin OPAL_LIBDIR=$B/lib \
+  OPAL_PKGLIBDIR=$B/mpi/lib/openmpi3 OPAL_DATADIR=$B/mpi/share \
+  OPAL_PKGDATADIR=$B/mpi/share/openmpi OPAL_SYSCONFDIR=$B/mpi/etc \
+  OMPI_MCA_mca_base_component_path=$B/mpi/lib/openmpi3
+export PMIX_PREFIX=$B/mpi/pmix PMIX_LIBDIR=$B/lib PMIX_PKGLIBDIR=$B/mpi/pmix/lib/pmix \
+  PMIX_DATADIR=$B/mpi/pmix/share PMIX_PKGDATADIR=$B/mpi/pmix/share/pmix \
+  PMIX_SYSCONFDIR=$B/mpi/etc PMIX_MCA_mca_base_component_path=$B/mpi/pmix/lib/pmix
+export HWLOC_PLUGINS_PATH=$B/mpi/hwloc
+
+# A library from outside the bundle must be glibc's, the compiler runtime's or CUDA's (the
+# bundle's rule, outside.regex), from the system folders or the CUDA folders above.
+outside_ok() {  # outside_ok NAME PATH
+  grep -qEf "$B/outside.regex" <<<"$1" || return 1
+  case "$2" in /lib/* | /lib64/* | /usr/lib/* | /usr/lib64/*) return 0 ;; esac
+  [[ ":$cuda_dirs:" = *":$(dirname "$2"):"* ]]
+}
+
+say "library check: ldd of every carried program and library"
+bad=0
+while IFS= read -r -d '' file; do
+  while read -r name arrow path _; do
+    [ "$arrow" = "=>" ] || continue
+    [[ "$path" = "$B"/* ]] && continue
+    outside_ok "$name" "$path" && continue
+    echo "  ${file#"$B"/}: $name => $path"
+    bad=$((bad + 1))
+  done < <(ldd "$file" 2>/dev/null)
+done < <(find "$B" -type f \( -perm -u+x -o -name '*.so*' \) -print0)
+echo "library check: $bad resolved outside the bundle and the CUDA / system set"
+
+say "nvidia-smi"
+gpu=1
+if ! nvidia-smi; then
+  gpu=""
+  echo "NO GPU VISIBLE: every gpu test reports skipped"
+  [ "${GPU_RUN_ALLOW_NO_GPU:-0}" = 1 ] || exit 2
+fi
+
+# With arguments: that command in this environment instead of the suite and the figures.
+export GPU_BUNDLE_DIR=$B
+if [ $# -gt 0 ]; then
+  say "running: $*"
+  "$@"
+  rc=$?
+  say "done: status $rc"
+  exit $rc
+fi
+
+# gpu_suite runs `ctest -L gpu --output-on-failure` in the folder given: the bundle's root, whose
+# CTestTestfile.cmake gpu_tests.py writes; the function below stands for ctest there.
+python3 scripts/gpu_tests.py unpack "$B" "$ROOT" || exit 2
+ld_debug=()
+if [ "${GPU_RUN_LD_DEBUG:-0}" = 1 ]; then
+  rm -rf "$B/ld_debug" && mkdir -p "$B/ld_debug"
+  ld_debug=(LD_DEBUG=files "LD_DEBUG_OUTPUT=$B/ld_debug/ld")
+fi
+suite_timeout=${GPU_RUN_SUITE_TIMEOUT:-240}
+ctest_bin=$(command -v ctest || ls /opt/*/.venv/bin/ctest 2>/dev/null | head -1)
+[ "${GPU_RUN_NO_CTEST:-0}" = 1 ] && ctest_bin=""
+if [ -n "$ctest_bin" ]; then
+  say "gpu suite: $ctest_bin ($("$ctest_bin" --version | head -1))"
+  ctest() { timeout -k 10 "$suite_timeout" env "${ld_debug[@]}" "$ctest_bin" "$@"; }
+else
+  say "gpu suite: scripts/gpu_tests.py run (no ctest here)"
+  ctest() { timeout -k 10 "$suite_timeout" env "${ld_debug[@]}" python3 "$ROOT/scripts/gpu_tests.py" run "$B"; }
+fi
+gpu_suite "$B" "$OUT"
+rc=$?
+[ $rc = 124 ] && echo "gpu suite: stopped after $suite_timeout s"
+say "gpu suite: status $rc"
+
+if [ ${#ld_debug[@]} -gt 0 ]; then
+  say "libraries the bundle's programs loaded from outside the bundle and the CUDA / system set:"
+  # The objects each bundle program loaded (ctest's own and the tools' are not checked): those
+  # before "transferring control: PROGRAM" in a process's trace, and the dlopen'ed ones after.
+  loaded=$(awk -v B="$B/" '
+    function flush() { if (index(prog, B) == 1) for (o in buf) print o; delete buf }
+    FNR == 1 { flush(); prog = "" }
+    /transferring control: / { prog = $NF; flush(); next }
+    /calling init: / { buf[$NF] = 1 }
+    END { flush() }' "$B"/ld_debug/ld.* | sort -u)
+  while read -r path; do
+    [[ "$path" = "$B"/* ]] || outside_ok "$(basename "$path")" "$path" || echo "  $path"
+  done <<<"$loaded"
+  echo "($(find "$B/ld_debug" -type f | wc -l) processes traced; $(grep -c "^$B/" <<<"$loaded") \
+objects loaded from the bundle, $(grep -c "^$B/mpi/" <<<"$loaded") of them Open MPI / PMIx plugins)"
+fi
+
+if [ -n "$gpu" ] && [ "${GPU_RUN_FIGURES:-1}" = 1 ]; then
+  say "figures: scripts/bench_gpu.sh's gpu_figures"
+  timeout -k 10 "${GPU_RUN_FIGURES_TIMEOUT:-240}" bash -c "set -e; source scripts/bench_gpu.sh
+    gpu_figures '$B/build' '$OUT' mpirun --allow-run-as-root --oversubscribe --bind-to none"
+  say "figures: status $?"
+  arch=$(sed -n 's/.*CUDA architectures: \([^,]*\),.*/\1/p' "$B/info.txt")
+  gpu_report "$OUT" "$arch" "scripts/gpu_run.sh on the programs scripts/gpu_bundle.sh built \
+($(sed -n 's/^commit: //p' "$B/info.txt"))" >"$OUT/gpu_report.md"
+  cat "$OUT/gpu_report.md"
+fi
+say "done: gpu suite status $rc; in $OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
+exit $rc
