@@ -1,0 +1,64 @@
+"""Prints where PyTorch (torch_pp_w<N>_r*.json from probe.py under torchrun) and dtensor
+(dt_pp_w<N>_r*.json from probe.cc under mpirun) differ: an error on one side only (both sides'
+messages are printed: they are never the same text), values beyond relative 1e-9 (float64),
+action orders. PyTorch's per-microbatch losses list is compared with dtensor's list when
+dtensor wrote one and with its mean loss otherwise. Usage: python3 compare.py N in the directory
+of the files. Exits 1 when anything differs (a case present on one side only included).
+"""
+import json, sys
+
+W = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+differences = 0
+
+
+def differ(*args):
+    global differences
+    differences += 1
+    print(*args)
+
+
+def close(a, b):
+    return len(a) == len(b) and all(abs(x - y) <= 1e-9 * max(1, abs(x)) for x, y in zip(a, b))
+
+
+for r in range(W):
+    T = {e['case']: e for e in json.load(open('torch_pp_w%d_r%d.json' % (W, r)))}
+    D = {e['case']: e for e in json.load(open('dt_pp_w%d_r%d.json' % (W, r)))}
+    errors = {k for k in set(T) | set(D) if 'error' in T.get(k, {}) or 'error' in D.get(k, {})}
+    for k in sorted(errors):  # a case that raised on one side: its other records do not count
+        t, d = T.get(k, {}), D.get(k, {})
+        if ('error' in t) != ('error' in d):
+            differ(r, k, 'ERROR torch:', t.get('error', 'ran'), '| dt:', d.get('error', 'ran'))
+    failed = {k for k in errors}
+    skip = lambda k: k.split(' ')[0] in failed
+    for k, t in T.items():
+        if skip(k) or k in errors:
+            continue
+        if k.endswith(' losses') and k not in D:
+            mean = D.get(k[:-len('losses')] + 'mean loss')
+            if mean is None:
+                differ(r, k, 'MISSING in dt')
+            elif not close([sum(t['value']) / len(t['value'])], [mean['value']]):
+                differ(r, k, 'mean torch', sum(t['value']) / len(t['value']), 'dt', mean['value'])
+            continue
+        d = D.get(k)
+        if d is None:
+            differ(r, k, 'MISSING in dt'); continue
+        if 'local' in t:
+            if 'local' not in d or t['lshape'] != d['lshape'] or not close(t['local'], d['local']):
+                differ(r, k, 'torch', t['lshape'], [round(v, 7) for v in t['local'][:6]], '| dt',
+                       d.get('lshape'), [round(v, 7) for v in d.get('local', [])[:6]])
+        elif isinstance(t['value'], float) and isinstance(d['value'], float):
+            if not close([t['value']], [d['value']]):
+                differ(r, k, 'torch', t['value'], '| dt', d['value'])
+        elif isinstance(t['value'], list) and all(isinstance(v, float) for v in t['value']):
+            if not close(t['value'], d['value'] if isinstance(d['value'], list) else [d['value']]):
+                differ(r, k, 'torch', t['value'], '| dt', d['value'])
+        elif t['value'] != d['value']:
+            differ(r, k, 'torch', t['value'], '| dt', d['value'])
+    for k in D:
+        if k not in T and not skip(k) and k not in errors and not (
+                k.endswith(' mean loss') and k[:-len('mean loss')] + 'losses' in T):
+            differ(r, k, 'MISSING in torch')
+print('%d difference(s)' % differences)
+sys.exit(1 if differences else 0)

@@ -1,0 +1,148 @@
+// dtensor half of the pipeline-parallel side-by-side probe (round 7b); probe.py is the PyTorch
+// half (torch.distributed.pipelining's PipelineStage with ScheduleGPipe / Schedule1F1B /
+// ScheduleInterleaved1F1B on gloo) and compare.py prints the differences (docs/SEMANTICS.md,
+// "Pipeline parallelism against PyTorch (round 7b)"). Not run by ctest; the target
+// torch_pp_probe (tests/parallel/pipeline/CMakeLists.txt, not built by default) builds it:
+//   BUILD_TARGETS=torch_pp_probe ./scripts/build.sh
+// then in one directory: mpirun -np N build/tests/parallel/pipeline/torch_pp_probe (N = 2, 4),
+// torchrun --nproc-per-node N probe.py, python3 compare.py N. Writes dt_pp_w<N>_r<rank>.json.
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dtensor/collectives/runtime.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/loss/loss.h"
+#include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/pipeline/clip_grad.h"
+#include "dtensor/parallel/pipeline/pipeline_schedule.h"
+#include "dtensor/tensor/creation.h"
+#include "tests/parallel/torch_dp_parity/json_out.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+namespace pp = dtensor::pipelining;
+using dt::DTensor;
+
+namespace {
+using namespace probe_json;
+constexpr int64_t D = 4, O = 3;
+int R = 0, W = 1;
+
+// probe.py's Stage: fc = Linear(D, D) then tanh; the last stage's Linear(D, O) without tanh.
+class Stage : public nn::Module {
+ public:
+  Stage(int64_t s, int64_t n) : last_(s == n - 1) {
+    fc_ = register_module("fc",
+                          std::make_shared<nn::Linear>(D, last_ ? O : D, true,
+                                                       nn::ModuleOptions{.dtype = dt::kFloat64}));
+    int k = 0;
+    for (auto& [name, p] : fc_->named_parameters()) {
+      std::vector<double> v(static_cast<size_t>(p.numel()));
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = 0.5 * std::sin(0.37 * static_cast<double>(i) + 1.3 * static_cast<double>(s) +
+                              0.7 * k + 0.2);
+      fc_->set_parameter(name, nn::local_dtensor(dt::from_vector(v, p.shape())));
+      ++k;
+    }
+  }
+  std::string type_name() const override { return "Stage"; }
+  DTensor forward(const DTensor& x) override {
+    DTensor y = (*fc_)(x);
+    return last_ ? y : dt::tanh(y);
+  }
+
+ private:
+  bool last_;
+  nn::ModulePtr fc_;
+};
+
+std::pair<dt::Tensor, dt::Tensor> batch(int step, int64_t rows) {
+  std::vector<double> x, y;
+  for (int64_t b = 0; b < rows; ++b) {
+    for (int64_t j = 0; j < D; ++j) x.push_back(std::sin(0.3 * b + 0.7 * j + 0.1 * step));
+    for (int64_t j = 0; j < O; ++j) y.push_back(std::cos(0.2 * b + 0.5 * j + 0.3 * step));
+  }
+  return {dt::from_vector(x, {rows, D}), dt::from_vector(y, {rows, O})};
+}
+
+struct Case {
+  std::string tag, name;
+  int64_t v, m, rows;
+  int steps = 3;
+  bool clip = false;
+  bool eval = false;
+};
+
+void run(const Case& c, const dt::DeviceMesh& mesh) {
+  const int64_t n = W * c.v;
+  std::map<int64_t, std::shared_ptr<Stage>> mods;
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+  for (int64_t s = R; s < n; s += W) {
+    mods[s] = std::make_shared<Stage>(s, n);
+    stages.push_back(std::make_shared<pp::PipelineStage>(mods[s], s, n, mesh));
+  }
+  auto sched = pp::make_schedule(
+      c.name, stages, c.m, [](const DTensor& o, const DTensor& t) { return dt::mse_loss(o, t); });
+  std::string order;
+  for (const pp::Action& a : sched->order()[static_cast<size_t>(R)])
+    order += (order.empty() ? "" : " ") + a.str(true);
+  rec_value(c.tag + " order", order);
+  std::vector<DTensor> params;
+  for (auto& [s, m] : mods)
+    for (const DTensor& p : m->parameters()) params.push_back(p);
+  dt::optim::SGD opt(params, dt::optim::SGDOptions(0.1));
+  const bool has_last = mods.count(n - 1) > 0;
+  auto each_param = [&](const std::string& what, bool grad) {
+    for (auto& [s, m] : mods)
+      for (auto& [pn, p] : m->named_parameters())
+        rec(c.tag + what + " s" + std::to_string(s) + "." + pn, grad ? p.grad() : p.detach());
+  };
+  for (int step = 0; step < c.steps; ++step) {
+    const std::string st = " step" + std::to_string(step);
+    auto [x, y] = batch(step, c.rows);
+    opt.zero_grad();
+    const double loss = sched->step(nn::local_dtensor(x), nn::local_dtensor(y));
+    if (has_last) rec_num(c.tag + st + " mean loss", loss);
+    each_param(st + " grad", true);
+    if (c.clip) {
+      rec_num(c.tag + st + " clip total_norm",
+              pp::clip_grad_norm_(params, 0.05, stages[0]->pp_group()));
+      each_param(st + " clipped grad", true);
+    }
+    opt.step();
+    each_param(st + " param", false);
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  dt::Runtime rt(&argc, &argv);
+  R = dt::world_rank();
+  W = dt::world_size();
+  const auto mesh = dt::init_device_mesh(dt::kCPU, {W}, {"pp"});
+  std::vector<Case> cases;
+  for (auto [name, v] : {std::pair{"GPipe", 1}, {"1F1B", 1}, {"Interleaved1F1B", 2}}) {
+    for (int64_t m : {1, 2, 3, 4, 8})
+      cases.push_back({std::string(name) + "_m" + std::to_string(m), name, v, m, m == 3 ? 6 : 8});
+  }
+  cases.push_back({"Interleaved1F1B_v1_m4", "Interleaved1F1B", 1, 4, 8});
+  cases.push_back({"Interleaved1F1B_m6", "Interleaved1F1B", 2, 6, 12});
+  cases.push_back({"1F1B_m4_clip", "1F1B", 1, 4, 8, 3, true});
+  cases.push_back({"Interleaved1F1B_m4_clip", "Interleaved1F1B", 2, 4, 8, 3, true});
+  cases.push_back({"GPipe_m4_eval", "GPipe", 1, 4, 8, 1, false, true});
+  cases.push_back({"1F1B_m4_eval", "1F1B", 1, 4, 8, 1, false, true});
+  cases.push_back({"GPipe_m2_rows7", "GPipe", 1, 2, 7});
+  for (const Case& c : cases) {
+    try {
+      if (c.eval) DT_CHECK(false, "[probe] no forward-only step in dtensor::pipelining");
+      run(c, mesh);
+    } catch (const std::exception& e) {
+      rec_error(c.tag, e);
+    }
+  }
+  write("dt_pp_w" + std::to_string(W) + "_r" + std::to_string(R) + ".json");
+  return 0;
+}

@@ -1,0 +1,126 @@
+"""PyTorch half of the pipeline-parallel side-by-side probe (round 7b).
+
+Run: /root/venv/bin/torchrun --nproc-per-node N probe.py   (N = 2 or 4; gloo, CPU, float64)
+Writes torch_pp_w<N>_r<rank>.json; probe.cc (mpirun -np N, target torch_pp_probe) writes
+dt_pp_w<N>_r<rank>.json and compare.py N prints the differences. The model (one Linear + tanh
+per stage, the last stage's Linear without tanh), its initial values and the batches are the
+same formulas on both sides (stage_module() / batch() here, Stage / batch in probe.cc).
+"""
+import datetime, json, math, sys, torch, torch.distributed as dist
+import torch.nn as nn, torch.nn.functional as F
+from torch.distributed.pipelining import (PipelineStage, ScheduleGPipe, Schedule1F1B,
+                                          ScheduleInterleaved1F1B)
+
+torch.set_default_dtype(torch.float64)
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=20))
+R, W = dist.get_rank(), dist.get_world_size()
+D, O = 4, 3                     # width of the chain, width of the last stage's output
+out = []
+SCHEDULES = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B, "Interleaved1F1B": ScheduleInterleaved1F1B}
+
+
+class Stage(nn.Module):
+    def __init__(self, s, n):
+        super().__init__()
+        self.last = s == n - 1
+        self.fc = nn.Linear(D, O if self.last else D)
+        with torch.no_grad():
+            for k, p in enumerate(self.fc.parameters()):
+                p.copy_(torch.tensor([0.5 * math.sin(0.37 * i + 1.3 * s + 0.7 * k + 0.2)
+                                      for i in range(p.numel())]).reshape(p.shape))
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y if self.last else torch.tanh(y)
+
+
+def batch(step, rows):
+    x = torch.tensor([[math.sin(0.3 * b + 0.7 * j + 0.1 * step) for j in range(D)] for b in range(rows)])
+    y = torch.tensor([[math.cos(0.2 * b + 0.5 * j + 0.3 * step) for j in range(O)] for b in range(rows)])
+    return x, y
+
+
+def rec(name, t):
+    if isinstance(t, torch.Tensor):
+        out.append(dict(case=name, lshape=list(t.shape), local=[float(v) for v in t.double().flatten().tolist()]))
+    else:
+        out.append(dict(case=name, value=t))
+
+
+def order_of(sched):
+    order = getattr(sched, "pipeline_order", None)
+    if not order:
+        return None
+    return {r: " ".join(str(a) for a in acts if a is not None and str(a)[-2:-1] != "R"
+                        and ("F" in str(a) or "B" in str(a)) and "RED" not in str(a))
+            for r, acts in order.items()}
+
+
+def run(tag, name, v, m, rows, steps=3, clip=False, eval_mode=False):
+    n = W * v
+    mods = {s: Stage(s, n) for s in range(R, n, W)}
+    stages = [PipelineStage(mods[s], s, n, torch.device("cpu")) for s in sorted(mods)]
+    cls = SCHEDULES[name]
+    sched = cls(stages if v > 1 or name == "Interleaved1F1B" else stages[0], n_microbatches=m,
+                loss_fn=lambda o, t: F.mse_loss(o, t))
+    o = order_of(sched)
+    if o is not None:
+        rec(tag + " order", o[R])
+    params = [p for s in sorted(mods) for p in mods[s].parameters()]
+    opt = torch.optim.SGD(params, lr=0.1)
+    has_first, has_last = 0 in mods, n - 1 in mods
+    for step in range(steps):
+        x, y = batch(step, rows)
+        opt.zero_grad()
+        losses = []
+        args = (x,) if has_first else ()
+        if eval_mode:
+            res = sched.eval(*args)
+            if has_last: rec(tag + " step%d eval output" % step, res)
+            continue
+        res = sched.step(*args, target=y if has_last else None, losses=losses)
+        if has_last:
+            rec(tag + " step%d losses" % step, [float(l) for l in losses])
+            rec(tag + " step%d output" % step, res)
+        for s in sorted(mods):
+            for pn, p in mods[s].named_parameters():
+                rec(tag + " step%d grad s%d.%s" % (step, s, pn), p.grad)
+        if clip:
+            sq = torch.tensor([sum(float((p.grad ** 2).sum()) for p in params)])
+            dist.all_reduce(sq)
+            norm = math.sqrt(float(sq[0]))
+            torch.nn.utils.clip_grads_with_norm_(params, 0.05, torch.tensor(norm))
+            rec(tag + " step%d clip total_norm" % step, norm)
+            for s in sorted(mods):
+                for pn, p in mods[s].named_parameters():
+                    rec(tag + " step%d clipped grad s%d.%s" % (step, s, pn), p.grad)
+        opt.step()
+        for s in sorted(mods):
+            for pn, p in mods[s].named_parameters():
+                rec(tag + " step%d param s%d.%s" % (step, s, pn), p.detach())
+
+
+CASES = []
+for name, v in (("GPipe", 1), ("1F1B", 1), ("Interleaved1F1B", 2)):
+    for m in (1, 2, 3, 4, 8):
+        CASES.append(("%s_m%d" % (name, m), name, v, m, 8 if m != 3 else 6, {}))
+CASES.append(("Interleaved1F1B_v1_m4", "Interleaved1F1B", 1, 4, 8, {}))
+CASES.append(("Interleaved1F1B_m6", "Interleaved1F1B", 2, 6, 12, {}))
+CASES.append(("1F1B_m4_clip", "1F1B", 1, 4, 8, dict(clip=True)))
+CASES.append(("Interleaved1F1B_m4_clip", "Interleaved1F1B", 2, 4, 8, dict(clip=True)))
+CASES.append(("GPipe_m4_eval", "GPipe", 1, 4, 8, dict(eval_mode=True, steps=1)))
+CASES.append(("1F1B_m4_eval", "1F1B", 1, 4, 8, dict(eval_mode=True, steps=1)))
+
+# Last: a batch that does not divide by the microbatch count (torch.tensor_split's rule: 4 + 3
+# rows) hangs or fails under PyTorch (the receiving stage's buffer has the first microbatch's
+# shape); the files are written before it.
+CASES.append(("GPipe_m2_rows7", "GPipe", 1, 2, 7, {}))
+for tag, name, v, m, rows, kw in CASES:
+    print(R, tag, file=sys.stderr, flush=True)
+    try:
+        run(tag, name, v, m, rows, **kw)
+    except Exception as e:  # noqa: BLE001
+        out.append(dict(case=tag, error=(type(e).__name__ + ": " + str(e))[:300]))
+    json.dump(out, open("torch_pp_w%d_r%d.json" % (W, R), "w"), indent=0)
+    dist.barrier()
+dist.destroy_process_group()
