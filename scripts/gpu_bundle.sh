@@ -18,11 +18,12 @@
 #     bundle (this build folder's test files hold this machine's absolute paths).
 # Output: .gpubundle/dtensor-gpu.tar.xz.NN (parts of at most 16 MiB) and .gpubundle/info.txt.
 #
-#   scripts/gpu_bundle.sh              # builds the targets (run it under the build lock if
-#                                      # others build in the same folder), then packs
+#   scripts/gpu_bundle.sh              # builds the targets, then packs (a few minutes)
 #   scripts/gpu_bundle.sh --no-build   # packs what the build folder holds
 #
-# Environment (defaults in brackets): BUILD_DIR [build], JOBS [nproc], GPU_BUNDLE_OUT [.gpubundle].
+# Environment (defaults in brackets): BUILD_DIR [build], JOBS [nproc], GPU_BUNDLE_OUT
+# [.gpubundle], BUILD_LOCK (a file: the build step runs under flock on it, for a build folder that
+# others build in too) [].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -58,7 +59,9 @@ if [ -n "$BUILD" ]; then
   targets=$( (gpu_test_programs; printf '%s\n' "${GPU_FIGURE_PROGRAMS[@]}") | sed 's,^?,,; s,.*/,,' |
     sort -u | tr '\n' ' ')
   echo "== building: $targets"
-  BUILD_DIR=$BUILD_DIR BUILD_TARGETS=$targets JOBS=${JOBS:-$(nproc)} scripts/build.sh
+  lock=()
+  [ -n "${BUILD_LOCK:-}" ] && lock=(flock "$BUILD_LOCK")
+  BUILD_DIR=$BUILD_DIR BUILD_TARGETS=$targets JOBS=${JOBS:-$(nproc)} "${lock[@]}" scripts/build.sh
 fi
 
 programs=$(gpu_test_programs)
