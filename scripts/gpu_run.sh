@@ -23,12 +23,14 @@
 # path, Open MPI relocated; $GPU_BUNDLE_DIR is the bundle) instead of the suite and the figures,
 # e.g. scripts/gpu_run.sh bash -c 'mpirun -np 2 $GPU_BUNDLE_DIR/build/tests/gpu/test_dtensor_cuda'.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 ROOT=$(pwd)
 taskset -pc "0-$(($(nproc --all) - 1))" $$ >/dev/null 2>&1 || true  # commands start on 1 CPU
 OUT=${OUT:-$ROOT/gpu_run_out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_run.log") 2>&1
+tee_pid=$!
+trap 'exec >&- 2>&-; wait "$tee_pid"' EXIT  # the log complete before the call returns
 B=${GPU_BUNDLE_DIR:-/tmp/dtensor-gpubundle}
 source scripts/bench_gpu.sh  # gpu_suite, gpu_figures, gpu_report
 say() { echo "== $(date -u +%H:%M:%S) $*"; }
@@ -69,7 +71,8 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcud
     echo "$lib: NOT FOUND"
   fi
 done
-export LD_LIBRARY_PATH=$B/lib:$cuda_dirs
+# The library path of the bundle's programs only (the image's own tools keep theirs).
+libpath=$B/lib:$cuda_dirs
 export PATH=$B/mpi/bin:$PATH
 # Debian's Open MPI and PMIx moved into the bundle (their compiled-in folders may hold the
 # image's own Open MPI plugins and parameter files, which do not match); no hwloc plugins.
@@ -99,7 +102,7 @@ while IFS= read -r -d '' file; do
     outside_ok "$name" "$path" && continue
     echo "  ${file#"$B"/}: $name => $path"
     bad=$((bad + 1))
-  done < <(ldd "$file" 2>/dev/null)
+  done < <(LD_LIBRARY_PATH=$libpath ldd "$file" 2>/dev/null)
 done < <(find "$B" -type f \( -perm -u+x -o -name '*.so*' \) -print0)
 echo "library check: $bad resolved outside the bundle and the CUDA / system set"
 
@@ -115,7 +118,7 @@ fi
 export GPU_BUNDLE_DIR=$B
 if [ $# -gt 0 ]; then
   say "running: $*"
-  "$@"
+  LD_LIBRARY_PATH=$libpath "$@"
   rc=$?
   say "done: status $rc"
   exit $rc
@@ -130,14 +133,19 @@ if [ "${GPU_RUN_LD_DEBUG:-0}" = 1 ]; then
   ld_debug=(LD_DEBUG=files "LD_DEBUG_OUTPUT=$B/ld_debug/ld")
 fi
 suite_timeout=${GPU_RUN_SUITE_TIMEOUT:-240}
+# ctest 3.22 or later (ENVIRONMENT_MODIFICATION picks the ranks' CUDA backend), else the runner.
 ctest_bin=$(command -v ctest || ls /opt/*/.venv/bin/ctest 2>/dev/null | head -1)
-[ "${GPU_RUN_NO_CTEST:-0}" = 1 ] && ctest_bin=""
-if [ -n "$ctest_bin" ]; then
-  say "gpu suite: $ctest_bin ($("$ctest_bin" --version | head -1))"
-  ctest() { timeout -k 10 "$suite_timeout" env "${ld_debug[@]}" "$ctest_bin" "$@"; }
+ctest_version=$([ -n "$ctest_bin" ] && "$ctest_bin" --version | sed -n 's/^ctest version //p')
+if [ "${GPU_RUN_NO_CTEST:-0}" = 1 ] ||
+  [ "$(printf '%s\n' 3.22 "${ctest_version:-0}" | sort -V | head -1)" != 3.22 ]; then
+  say "gpu suite: scripts/gpu_tests.py run (ctest: ${ctest_bin:-none} ${ctest_version})"
+  ctest() {
+    timeout -k 10 "$suite_timeout" env "LD_LIBRARY_PATH=$libpath" "${ld_debug[@]}" \
+      python3 "$ROOT/scripts/gpu_tests.py" run "$B"
+  }
 else
-  say "gpu suite: scripts/gpu_tests.py run (no ctest here)"
-  ctest() { timeout -k 10 "$suite_timeout" env "${ld_debug[@]}" python3 "$ROOT/scripts/gpu_tests.py" run "$B"; }
+  say "gpu suite: $ctest_bin (ctest $ctest_version)"
+  ctest() { timeout -k 10 "$suite_timeout" env "LD_LIBRARY_PATH=$libpath" "${ld_debug[@]}" "$ctest_bin" "$@"; }
 fi
 gpu_suite "$B" "$OUT"
 rc=$?
@@ -163,7 +171,8 @@ fi
 
 if [ -n "$gpu" ] && [ "${GPU_RUN_FIGURES:-1}" = 1 ]; then
   say "figures: scripts/bench_gpu.sh's gpu_figures"
-  timeout -k 10 "${GPU_RUN_FIGURES_TIMEOUT:-240}" bash -c "set -e; source scripts/bench_gpu.sh
+  LD_LIBRARY_PATH=$libpath timeout -k 10 "${GPU_RUN_FIGURES_TIMEOUT:-240}" bash -c "set -eo pipefail
+    source scripts/bench_gpu.sh
     gpu_figures '$B/build' '$OUT' mpirun --allow-run-as-root --oversubscribe --bind-to none"
   say "figures: status $?"
   arch=$(sed -n 's/.*CUDA architectures: \([^,]*\),.*/\1/p' "$B/info.txt")
