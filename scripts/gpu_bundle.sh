@@ -55,28 +55,36 @@ gpu_test_programs() {
   (cd "$BUILD_DIR" && ctest --show-only=json-v1 -L gpu) | python3 scripts/gpu_tests.py programs "$BUILD_DIR"
 }
 
-if [ -n "$BUILD" ]; then
-  targets=$( (gpu_test_programs; printf '%s\n' "${GPU_FIGURE_PROGRAMS[@]}") | sed 's,^?,,; s,.*/,,' |
-    sort -u | tr '\n' ' ')
+# build PROGRAMS...: builds their targets (a target is its program's name).
+build() {
+  local targets lock=()
+  targets=$(printf '%s\n' "$@" | sed 's,^?,,; s,.*/,,' | sort -u | tr '\n' ' ')
   echo "== building: $targets"
-  lock=()
   [ -n "${BUILD_LOCK:-}" ] && lock=(flock "$BUILD_LOCK")
   BUILD_DIR=$BUILD_DIR BUILD_TARGETS=$targets JOBS=${JOBS:-$(nproc)} "${lock[@]}" scripts/build.sh
+}
+# What is missing or undiscovered after a build (its configure step may add gpu tests).
+missing() { for p in "$@"; do [[ "$p" != "?"* && -x "$BUILD_DIR/$p" ]] || echo "$p"; done; }
+all_programs() { (gpu_test_programs; printf '%s\n' "${GPU_FIGURE_PROGRAMS[@]}") | sort -u; }
+mapfile -t programs < <(all_programs)
+if [ -n "$BUILD" ]; then
+  build "${programs[@]}"
+  mapfile -t programs < <(all_programs)
+  mapfile -t todo < <(missing "${programs[@]}")
+  if [ ${#todo[@]} -gt 0 ]; then
+    build "${todo[@]}"
+    mapfile -t programs < <(all_programs)
+  fi
 fi
-
-programs=$(gpu_test_programs)
-if grep -q '^?' <<<"$programs"; then
-  die "not built (no discovered tests): $(grep '^?' <<<"$programs" | tr -d '?' | tr '\n' ' ')"
-fi
-programs=$( (echo "$programs"; printf '%s\n' "${GPU_FIGURE_PROGRAMS[@]}") | sort -u)
-for p in $programs; do [ -x "$BUILD_DIR/$p" ] || die "$BUILD_DIR/$p is missing (build it)"; done
+mapfile -t todo < <(missing "${programs[@]}")
+[ ${#todo[@]} -eq 0 ] || die "not built (or its tests not discovered): ${todo[*]} (build it)"
 
 stage=$(mktemp -d /tmp/gpu_bundle.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 B=$stage/gpubundle
 mkdir -p "$B/lib" "$B/mpi/bin" "$B/mpi/etc" "$B/mpi/lib/openmpi3" "$B/mpi/share" \
   "$B/mpi/pmix/lib/pmix" "$B/mpi/pmix/share"
-for p in $programs; do
+for p in "${programs[@]}"; do
   mkdir -p "$B/build/$(dirname "$p")"
   cp "$BUILD_DIR/$p" "$B/build/$p"
 done
@@ -140,7 +148,7 @@ mapfile -t elves < <(find "$B" -type f \( -perm -u+x -o -name '*.so*' \))
   echo "build folder: $BUILD_DIR, CUDA architectures: $arch, $("$nvcc" --version | tail -1)"
   echo "tests (ctest -L gpu): $(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["tests"]))' \
     <"$B/gpu_tests.json")"
-  echo "programs:"; sed 's/^/  /' <<<"$programs"
+  echo "programs:"; printf '  %s\n' "${programs[@]}"
   echo "Open MPI plugins left out: ${skipped[*]}"
   echo "libraries:"; (cd "$B/lib" && ls) | sed 's/^/  /'
 } >"$B/info.txt"

@@ -84,6 +84,7 @@ export PMIX_PREFIX=$B/mpi/pmix PMIX_LIBDIR=$B/lib PMIX_PKGLIBDIR=$B/mpi/pmix/lib
   PMIX_DATADIR=$B/mpi/pmix/share PMIX_PKGDATADIR=$B/mpi/pmix/share/pmix \
   PMIX_SYSCONFDIR=$B/mpi/etc PMIX_MCA_mca_base_component_path=$B/mpi/pmix/lib/pmix
 export HWLOC_PLUGINS_PATH=$B/mpi/hwloc
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # commands there run as root
 
 # A library from outside the bundle must be glibc's, the compiler runtime's or CUDA's (the
 # bundle's rule, outside.regex), from the system folders or the CUDA folders above.

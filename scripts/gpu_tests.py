@@ -58,6 +58,10 @@ def unpack(bundle, repo):
     with open(os.path.join(bundle, "gpu_tests.json")) as fh:
         text = fh.read().replace("@BUNDLE@", bundle).replace("@REPO@", repo)
     tests = json.loads(text)["tests"]
+    for t in tests:  # a build folder that holds no carried program is not in the bundle
+        for p in t.get("properties", []):
+            if p["name"] == "WORKING_DIRECTORY" and p["value"].startswith(bundle + "/"):
+                os.makedirs(p["value"], exist_ok=True)
     with open(os.path.join(bundle, "gpu_tests_here.json"), "w") as fh:
         json.dump(tests, fh, indent=1)
 
