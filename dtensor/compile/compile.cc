@@ -8,6 +8,7 @@
 #include <iterator>
 #include <utility>
 
+#include "dtensor/compile/detail/cuda_graph.h"
 #include "dtensor/compile/detail/replay_pool.h"
 #include "dtensor/compile/detail/running.h"
 #include "dtensor/core/detail/captured_move.h"
@@ -424,6 +425,8 @@ DTensorList CompiledStep::call(const DTensorList& inputs, const std::vector<doub
     DTensorList out = capture(inputs, scalars, fresh);
     layout->graph = std::move(fresh);
     layout->scalars = scalars;
+    layout->cuda = nullptr;
+    layout->cuda_status.clear();
     last_ = layout->graph.get();
     ++scalar_recaptures_;
     return out;
@@ -463,12 +466,48 @@ DTensorList CompiledStep::call(const DTensorList& inputs, const std::vector<doub
                k, was, now);
     }
     layout->graph = std::move(fresh);
+    layout->cuda = nullptr;
+    layout->cuda_status.clear();
     last_ = layout->graph.get();
     return out;
   }
   last_ = g;
   last_profile_ = {};
+  if (options_.cuda_graph) return cuda_replay(*layout, inputs);
   return g->run(inputs, options_.profile ? &last_profile_ : nullptr);
+}
+
+DTensorList CompiledStep::cuda_replay(Captured& c, const DTensorList& inputs) {
+  const compiler::Graph& g = *c.graph;
+  if (c.cuda != nullptr) return c.cuda->replay(inputs);
+  if (!c.cuda_status.empty()) return g.run(inputs);  // fell back: the reason is kept
+  std::string why = compiler::cuda_graph_refusal(g, inputs, options_.profile);
+  if (why.empty()) {
+    std::shared_ptr<compiler::CudaGraphReplay> cuda = compiler::make_cuda_graph_replay();
+    if (cuda == nullptr) {
+      why = "dtensor was built without CUDA";
+    } else {
+      DTensorList out;
+      // Captured and run once; false (with `why`) when the capture failed before any host-side
+      // state changed, so the plain replay below does this step instead.
+      if (cuda->capture(g, inputs, out, why)) {
+        c.cuda_status = cuda->describe();
+        c.cuda = std::move(cuda);
+        return out;
+      }
+    }
+  }
+  c.cuda_status = "fallback: " + why;
+  return g.run(inputs, options_.profile ? &last_profile_ : nullptr);
+}
+
+std::string CompiledStep::cuda_graph_status() const {
+  DT_CHECK(last_ != nullptr, "[compile] the step has not been called yet: no CUDA-graph status");
+  if (!options_.cuda_graph) return "off";
+  for (const Captured& c : graphs_) {
+    if (c.graph.get() == last_) return c.cuda_status.empty() ? "pending" : c.cuda_status;
+  }
+  return "pending";
 }
 
 const compiler::Graph& CompiledStep::graph() const {

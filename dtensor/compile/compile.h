@@ -51,6 +51,9 @@
 #include "dtensor/parallel/data_parallel/data_parallel.h"
 
 namespace dtensor {
+namespace compiler {
+class CudaGraphReplay;  // detail/cuda_graph.h
+}  // namespace compiler
 
 struct CompileOptions {
   // A call whose inputs match no captured graph: capture again (true) or raise.
@@ -71,6 +74,16 @@ struct CompileOptions {
   // the communication thread competes with the compute).
   bool schedule_collectives = false;
   bool memory_plan = true;
+  // Replays as one CUDA graph (off by default: opt in, as torch.compile's
+  // mode="reduce-overhead"; docs/guides/compiling_a_step.md, "CUDA graphs"). The first replay of
+  // a graph records its CUDA work by stream capture and runs it; later replays copy the inputs
+  // into the graph's own, rerun only the host-side bookkeeping (gradient bindings, the
+  // optimizer's step counts, its runtime scalars, which the captured kernels read from device
+  // memory) and launch the graph once. A graph that cannot be captured (CPU tensors, the
+  // scheduling pass, profiling, an Override kept eager, clip_grad_norm_'s host read, a
+  // collective not on NCCL, a kernel that reads the host) replays plainly, with the reason in
+  // CompiledStep::cuda_graph_status().
+  bool cuda_graph = false;
   // Time the nodes of each replay (CompiledStep::last_profile; for benchmarks).
   bool profile = false;
   // Overrides (dtensor/compile/override.h): while a step is captured, each submodule of
@@ -119,6 +132,10 @@ class CompiledStep {
   int64_t replays() const { return replays_; }
   // Captures made because a host scalar changed (counted in captures() too).
   int64_t scalar_recaptures() const { return scalar_recaptures_; }
+  // CompileOptions::cuda_graph for the graph of the last call: "off" (the option is off),
+  // "pending" (not replayed yet), "captured: ..." (replays launch one CUDA graph) or
+  // "fallback: <why>" (replays run plainly). Throws before the first call.
+  std::string cuda_graph_status() const;
 
  protected:
   // A step taking host scalars (CompiledScalarStep).
@@ -130,7 +147,13 @@ class CompiledStep {
   struct Captured {
     std::unique_ptr<compiler::Graph> graph;
     std::vector<double> scalars;
+    // CompileOptions::cuda_graph: the captured CUDA graph, or why there is none (empty: not
+    // tried yet). Reset whenever `graph` is replaced.
+    std::shared_ptr<compiler::CudaGraphReplay> cuda;
+    std::string cuda_status;
   };
+  // A replay of `c` with CompileOptions::cuda_graph (see there).
+  DTensorList cuda_replay(Captured& c, const DTensorList& inputs);
   // The graph whose input layout (specs, requires_grad, scalar count) `inputs` match; nullptr
   // when none.
   Captured* match_layout(const DTensorList& inputs, size_t scalar_count);

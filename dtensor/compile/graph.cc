@@ -10,6 +10,7 @@
 #include "dtensor/collectives/comm_worker.h"
 #include "dtensor/compile/detail/replay_pool.h"
 #include "dtensor/compile/detail/running.h"
+#include "dtensor/tensor/detail/storage_pool.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::compiler {
@@ -180,7 +181,8 @@ void Graph::prepare_walk() const {
   walk_ready_ = true;
 }
 
-DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const {
+DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile,
+                       const RunHooks* hooks) const {
   // Every rank runs the same nodes, so every rank raises here at the same node, before the inner
   // replay's first collective (the outer replay's moves in flight are waited for as it unwinds).
   DT_CHECK(!RunningScope::running(this),
@@ -216,7 +218,30 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
   // This thread's allocations take the storages kept from earlier replays (and from values
   // dead earlier in this one) first; those of the communication thread take their planned CPU
   // memory (FlightScope), never kept storages.
-  const ReplayPoolScope pooled(reuse_storages_ ? pool_.get() : nullptr);
+  const ReplayPoolScope pooled(reuse_storages_ && hooks == nullptr ? pool_.get() : nullptr);
+  // A hooked run (the CUDA-graph capture) allocates from its own pool and keeps nothing.
+  struct HookedPool {
+    dtensor::detail::StoragePool* previous = nullptr;
+    bool set = false;
+    ~HookedPool() {
+      if (set) dtensor::detail::set_storage_pool(previous);
+    }
+  } hooked;
+  if (hooks != nullptr && hooks->pool != nullptr) {
+    hooked.previous = dtensor::detail::set_storage_pool(hooks->pool);
+    hooked.set = true;
+  }
+  const bool keep = hooks == nullptr;
+  auto give_up = [&](Tensor& t) {
+    if (keep) {
+      pool_->recycle(t);
+    } else {
+      drop(t);
+    }
+  };
+  auto observe = [&](size_t k, absl::Span<const Tensor> in, bool after) {
+    if (hooks != nullptr && hooks->observe) hooks->observe(k, in, after);
+  };
   auto land = [&](int32_t f) {
     Flight& flight = flights[static_cast<size_t>(f)];
     if (flight.work == nullptr) return;
@@ -316,6 +341,7 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
       // gathered arguments, released here (a value's memory is freed when the node that read it
       // last ends, whichever way it was read). Profiled apart: kernel time, then free time.
       if (profile != nullptr && !marked) mark = Clock::now();
+      if (hooks != nullptr) observe(k, in, false);
       if (st.out_first >= 0) {
         (*st.fn)(in, absl::MakeSpan(slot + st.out_first, st.out_count));
       } else {
@@ -326,6 +352,7 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
           drop(scratch_[o]);
         }
       }
+      if (hooks != nullptr) observe(k, in, true);
       if (profile != nullptr) {
         const Clock::time_point now = Clock::now();
         profile->kernel_seconds += seconds(mark, now);
@@ -334,10 +361,10 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
       for (uint32_t d = 0; d < st.free_count; ++d) {
         const ValueId v = ids[st.free_begin + d];
         if (has_async_) ready(v);
-        pool_->recycle(slot[v]);
+        give_up(slot[v]);
       }
       if (!args.empty()) {
-        for (Tensor& t : args) pool_->recycle(t);  // the handed-over values end here
+        for (Tensor& t : args) give_up(t);  // the handed-over values end here
         args.clear();
       }
       if (profile != nullptr) {
@@ -368,7 +395,7 @@ DTensorList Graph::run(const DTensorList& inputs, ReplayProfile* profile) const 
   for (size_t o = 0; o < outputs_.size(); ++o) {
     result.emplace_back(slots[static_cast<size_t>(outputs_[o])], output_specs_[o]);
   }
-  for (const int32_t v : walk_reset_) pool_->recycle(slots[static_cast<size_t>(v)]);
+  for (const int32_t v : walk_reset_) give_up(slots[static_cast<size_t>(v)]);
   return result;
 }
 

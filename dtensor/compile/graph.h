@@ -21,6 +21,10 @@
 
 #include "dtensor/core/distributed_tensor.h"
 
+namespace dtensor::detail {
+class StoragePool;  // dtensor/tensor/detail/storage_pool.h
+}  // namespace dtensor::detail
+
 namespace dtensor::compiler {
 
 using ValueId = int32_t;
@@ -106,6 +110,15 @@ struct ReplayProfile {
 
 class ReplayPool;  // detail/replay_pool.h
 
+// What a replay run by the CUDA-graph capture (detail/cuda_graph.h) changes (Graph::run): its
+// allocations on this thread are `pool`'s (not the memory plan's; nothing is kept for later
+// replays, dead values are dropped), and `observe` is called around each node's computation with
+// its arguments (after: false before it runs, true once it ran).
+struct RunHooks {
+  dtensor::detail::StoragePool* pool = nullptr;
+  std::function<void(size_t node, absl::Span<const Tensor> inputs, bool after)> observe;
+};
+
 class Graph {
  public:
   Graph();
@@ -161,7 +174,8 @@ class Graph {
   // allocating their outputs) and, separately, in freeing the values they were the last to read
   // (the plan's drops and the release of handed-over argument handles): the rest of a replay is
   // the framework's own time (ReplayProfile).
-  DTensorList run(const DTensorList& inputs, ReplayProfile* profile = nullptr) const;
+  DTensorList run(const DTensorList& inputs, ReplayProfile* profile = nullptr,
+                  const RunHooks* hooks = nullptr) const;
 
  private:
   friend class Builder;

@@ -3,6 +3,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstring>
+
+#include "dtensor/optim/detail/device_scalars.h"
 #include "dtensor/optim/detail/optim_kernels.h"
 #include "dtensor/tensor/stream_cuda.h"
 
@@ -41,9 +44,25 @@ __device__ T from_c(double x) {
   return static_cast<T>(x);
 }
 
+// The kernels' scalars, in the compute type: arguments, or read from device memory when
+// `from` is set (a CUDA-graph replay's runtime scalars, device_scalars.h). The same values either
+// way, so the same results bit for bit.
+template <typename C>
+struct SgdArgs {
+  C lr, mom, damp, wd, sign;
+  bool nesterov, first;
+};
+template <typename C>
+struct AdamWArgs {
+  C b1, b2, decay, step_size, root_bc2, eps, sign;
+};
+
 template <typename T, typename C>
-__global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, C lr, C mom, C damp, C wd,
-                           bool nesterov, bool first, C sign) {
+__global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, SgdArgs<C> args,
+                           const SgdArgs<C>* from) {
+  const SgdArgs<C> a = from != nullptr ? *from : args;
+  const C lr = a.lr, mom = a.mom, damp = a.damp, wd = a.wd, sign = a.sign;
+  const bool nesterov = a.nesterov, first = a.first;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const C w = static_cast<C>(to_c(p[i]));
@@ -58,8 +77,11 @@ __global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, C lr, C mom, C d
 }
 
 template <typename T, typename C>
-__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, C b1, C b2, C decay,
-                             C step_size, C root_bc2, C eps, C sign) {
+__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, AdamWArgs<C> args,
+                             const AdamWArgs<C>* from) {
+  const AdamWArgs<C> a = from != nullptr ? *from : args;
+  const C b1 = a.b1, b2 = a.b2, decay = a.decay, step_size = a.step_size, root_bc2 = a.root_bc2,
+          eps = a.eps, sign = a.sign;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const C gi = sign * static_cast<C>(to_c(g[i]));
@@ -98,7 +120,28 @@ void by_dtype(DType d, const char* op, F&& f) {
   }
 }
 
+// The device copy of `a` when a sink is set (device_scalars.h), else nullptr; `launch` false
+// when the sink refreshes the scalars only (nothing is to run).
+template <typename Args>
+const Args* device_args(const Args& a, bool& launch) {
+  static_assert(sizeof(Args) <= DeviceScalarSink::kSlotBytes);
+  DeviceScalarSink* sink = device_scalar_sink();
+  if (sink == nullptr) return nullptr;
+  const DeviceScalarSink::Slot slot = sink->next_slot();
+  std::memcpy(slot.host, &a, sizeof(Args));
+  launch = slot.launch;
+  if (!launch) return nullptr;
+  DT_CHECK_CUDA(cudaMemcpyAsync(slot.device, slot.host, sizeof(Args), cudaMemcpyHostToDevice,
+                                cuda::current_stream()));
+  return static_cast<const Args*>(slot.device);
+}
+
 }  // namespace
+
+DeviceScalarSink*& device_scalar_sink() {
+  static thread_local DeviceScalarSink* sink = nullptr;
+  return sink;
+}
 
 void sgd_update_cuda(const Tensor& p, const Tensor& g, const Tensor& buf, const SGDStep& s) {
   cuda::DeviceGuard guard(p.device().index);
@@ -107,11 +150,20 @@ void sgd_update_cuda(const Tensor& p, const Tensor& g, const Tensor& buf, const 
   by_dtype(p.dtype(), "SGD", [&](auto t, auto c) {
     using T = decltype(t);
     using C = decltype(c);
+    SgdArgs<C> a{};  // value-initialised: no indeterminate padding reaches a slot
+    a.lr = static_cast<C>(s.lr);
+    a.mom = static_cast<C>(s.momentum);
+    a.damp = static_cast<C>(1.0 - s.dampening);
+    a.wd = static_cast<C>(s.weight_decay);
+    a.sign = static_cast<C>(s.maximize ? -1 : 1);
+    a.nesterov = s.nesterov;
+    a.first = s.first;
+    bool launch = true;
+    const SgdArgs<C>* from = device_args(a, launch);
+    if (!launch) return;
     sgd_kernel<T, C><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
         static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
-        buf.defined() ? static_cast<T*>(buf.data_ptr()) : nullptr, n, static_cast<C>(s.lr),
-        static_cast<C>(s.momentum), static_cast<C>(1.0 - s.dampening),
-        static_cast<C>(s.weight_decay), s.nesterov, s.first, static_cast<C>(s.maximize ? -1 : 1));
+        buf.defined() ? static_cast<T*>(buf.data_ptr()) : nullptr, n, a, from);
   });
 }
 
@@ -123,13 +175,21 @@ void adamw_update_cuda(const Tensor& p, const Tensor& g, const Tensor& m, const 
   by_dtype(p.dtype(), "AdamW", [&](auto t, auto c) {
     using T = decltype(t);
     using C = decltype(c);
+    AdamWArgs<C> a{};
+    a.b1 = static_cast<C>(s.beta1);
+    a.b2 = static_cast<C>(s.beta2);
+    a.decay = static_cast<C>(1.0 - s.lr * s.weight_decay);
+    a.step_size = static_cast<C>(s.lr / s.bias_correction1);
+    a.root_bc2 = static_cast<C>(sqrt(s.bias_correction2));
+    a.eps = static_cast<C>(s.eps);
+    a.sign = static_cast<C>(s.maximize ? -1 : 1);
+    bool launch = true;
+    const AdamWArgs<C>* from = device_args(a, launch);
+    if (!launch) return;
     adamw_kernel<T, C><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
         static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
         static_cast<T*>(m.data_ptr()), static_cast<T*>(v.data_ptr()),
-        s.amsgrad ? static_cast<T*>(vmax.data_ptr()) : nullptr, n, static_cast<C>(s.beta1),
-        static_cast<C>(s.beta2), static_cast<C>(1.0 - s.lr * s.weight_decay),
-        static_cast<C>(s.lr / s.bias_correction1), static_cast<C>(sqrt(s.bias_correction2)),
-        static_cast<C>(s.eps), static_cast<C>(s.maximize ? -1 : 1));
+        s.amsgrad ? static_cast<T*>(vmax.data_ptr()) : nullptr, n, a, from);
   });
 }
 
