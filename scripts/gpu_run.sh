@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call on a lent GPU machine (docs/guides/gpu_session.md), run in the
 # repository copy's root with .gpubundle carried (scripts/gpu_bundle.sh packs it here): lifts the
-# CPU affinity, unpacks the bundle, puts its libraries and the image's CUDA libraries (cudart,
-# cuBLAS, NCCL: PyTorch's pip nvidia-* packages or /usr/local/cuda) and driver on the library
-# path, relocates the bundle's Open MPI and PMIx, checks that every carried program and library
-# resolves its libraries from the bundle or the CUDA / system set, checks nvidia-smi, runs the gpu
-# label (scripts/bench_gpu.sh's gpu_suite: ctest -L gpu --output-on-failure), then its GPU figures
-# (gpu_figures) and their report. Everything goes to $OUT: gpu_run.log (all output), suite.log,
-# suite.txt, gpu.jsonl, gpu_redist.jsonl, examples.log, gpu_report.md (7 files). Exit status: the
-# gpu suite's (2 when the bundle or the GPU is missing).
+# CPU affinity, unpacks the bundle, finds the image's CUDA libraries (cudart, cuBLAS, NCCL:
+# PyTorch's pip nvidia-* packages or /usr/local/cuda) and driver, relocates the bundle's Open MPI
+# and PMIx, checks that every carried program and library resolves its libraries from the bundle
+# or glibc / libstdc++ / libgcc / CUDA, checks nvidia-smi, runs the gpu label (scripts/
+# bench_gpu.sh's gpu_suite: ctest -L gpu --output-on-failure), then its GPU figures (gpu_figures)
+# and their report. Everything goes to $OUT: gpu_run.log (all output), suite.log, suite.txt,
+# the figures' files (gpu.jsonl, gpu_redist.jsonl, examples.log, ...) and gpu_report.md; past 8
+# files (what comes back from $OUT), all but gpu_run.log, suite.log and gpu_report.md go into
+# results.tar.gz. Exit status: the gpu suite's (2 when the bundle or the GPU is missing).
 #
 # Environment (defaults in brackets): OUT [gpu_run_out], GPU_BUNDLE_DIR (where to unpack)
 # [/tmp/dtensor-gpubundle], GPU_RUN_FIGURES (0: the suite only) [1], GPU_RUN_SUITE_TIMEOUT and
 # GPU_RUN_FIGURES_TIMEOUT (seconds) [240, 240], GPU_RUN_ALLOW_NO_GPU (1: go on without a GPU,
 # every gpu test then reports skipped: to check a bundle on a machine without one) [0],
 # GPU_CUDA_LIB_DIRS (colon-separated folders searched first for the CUDA libraries) [],
-# GPU_RUN_LD_DEBUG (1: LD_DEBUG=files over the suite, then the libraries its processes loaded
-# from outside the bundle and the CUDA / system set are listed) [0], GPU_RUN_NO_CTEST (1: the
-# suite through scripts/gpu_tests.py run even where ctest exists) [0].
+# GPU_RUN_LD_DEBUG (1: LD_DEBUG=files over the suite, then what the bundle's programs loaded from
+# outside the bundle and glibc / libstdc++ / libgcc / CUDA is listed) [0], GPU_RUN_NO_CTEST (1:
+# the suite through scripts/gpu_tests.py run even where ctest exists) [0].
 #
 # scripts/gpu_run.sh COMMAND... runs COMMAND in the prepared environment (bundle unpacked, library
 # path, Open MPI relocated; $GPU_BUNDLE_DIR is the bundle) instead of the suite and the figures,
@@ -37,7 +38,7 @@ say() { echo "== $(date -u +%H:%M:%S) $*"; }
 
 say "unpacking .gpubundle into $B ($(nproc) CPUs)"
 parts=(.gpubundle/dtensor-gpu.tar.xz.*)
-[ -e "${parts[0]}" ] || { echo "no .gpubundle: run scripts/gpu_bundle.sh, carry .gpubundle"; exit 2; }
+[ -e "${parts[0]}" ] || { echo "no .gpubundle: scripts/gpu_bundle.sh makes it; carry it"; exit 2; }
 rm -rf "$B" && mkdir -p "$B"
 if command -v xz >/dev/null; then
   cat "${parts[@]}" | tar -xJf - -C "$B" --strip-components=1
@@ -50,29 +51,39 @@ with tarfile.open(fileobj=sys.stdin.buffer, mode="r|xz") as t:
 fi || { echo "unpacking failed"; exit 2; }
 cat "$B/info.txt"
 
-# The CUDA libraries the bundle leaves out, where the image keeps them.
+# The CUDA libraries the bundle leaves out, where the image keeps them: the driver's libcuda where
+# the loader finds it by default, else in the driver's folder; the others from PyTorch's pip
+# packages first.
 site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
-find_lib() {  # find_lib NAME: the folder of the first NAME found
-  local dir found
-  for dir in ${GPU_CUDA_LIB_DIRS//:/ } "$site/nvidia" /usr/local/cuda/lib64 /usr/local/cuda/lib \
-    /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu; do
+find_lib() {  # find_lib NAME DIR...: the folder of the first NAME found
+  local name=$1 dir found
+  shift
+  for dir in ${GPU_CUDA_LIB_DIRS//:/ } "$@"; do
     [ -d "$dir" ] || continue
-    found=$(find -L "$dir" -maxdepth 3 -name "$1" -print -quit 2>/dev/null)
+    found=$(find -L "$dir" -maxdepth 3 -name "$name" -print -quit 2>/dev/null)
     [ -n "$found" ] && { dirname "$found"; return 0; }
   done
   return 1
 }
 cuda_dirs=""
 for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcuda.so.1; do
-  if dir=$(find_lib "$lib"); then
+  if [ $lib = libcuda.so.1 ]; then
+    dir=$(ldconfig -p | awk -v n=$lib '$1 == n && /x86-64/ {print $NF}' | head -1)
+    [ -n "$dir" ] && { echo "$lib: $dir (the loader's default)"; continue; }
+    dir=$(find_lib $lib /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu)
+  else
+    dir=$(find_lib $lib "$site/nvidia" /usr/local/cuda/lib64 /usr/local/cuda/lib)
+  fi
+  if [ -n "$dir" ]; then
     echo "$lib: $dir"
     case ":$cuda_dirs:" in *":$dir:"*) ;; *) cuda_dirs=${cuda_dirs:+$cuda_dirs:}$dir ;; esac
   else
     echo "$lib: NOT FOUND"
   fi
 done
-# The library path of the bundle's programs only (the image's own tools keep theirs).
-libpath=$B/lib:$cuda_dirs
+# The library path of the bundle's programs only (the image's own tools keep theirs), the
+# image's own LD_LIBRARY_PATH last.
+libpath=$B/lib:$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$B/mpi/bin:$PATH
 # Debian's Open MPI and PMIx moved into the bundle (their compiled-in folders may hold the
 # image's own Open MPI plugins and parameter files, which do not match); no hwloc plugins.
@@ -87,12 +98,8 @@ export HWLOC_PLUGINS_PATH=$B/mpi/hwloc
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # commands there run as root
 
 # A library from outside the bundle must be glibc's, the compiler runtime's or CUDA's (the
-# bundle's rule, outside.regex), from the system folders or the CUDA folders above.
-outside_ok() {  # outside_ok NAME PATH
-  grep -qEf "$B/outside.regex" <<<"$1" || return 1
-  case "$2" in /lib/* | /lib64/* | /usr/lib/* | /usr/lib64/*) return 0 ;; esac
-  [[ ":$cuda_dirs:" = *":$(dirname "$2"):"* ]]
-}
+# bundle's rule, outside.regex).
+outside_ok() { grep -qEf "$B/outside.regex" <<<"$1"; }  # outside_ok NAME
 
 say "library check: ldd of every carried program and library"
 bad=0
@@ -100,12 +107,12 @@ while IFS= read -r -d '' file; do
   while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     [[ "$path" = "$B"/* ]] && continue
-    outside_ok "$name" "$path" && continue
+    outside_ok "$name" && continue
     echo "  ${file#"$B"/}: $name => $path"
     bad=$((bad + 1))
   done < <(LD_LIBRARY_PATH=$libpath ldd "$file" 2>/dev/null)
 done < <(find "$B" -type f \( -perm -u+x -o -name '*.so*' \) -print0)
-echo "library check: $bad resolved outside the bundle and the CUDA / system set"
+echo "library check: $bad resolved outside the bundle and glibc / libstdc++ / libgcc / CUDA"
 
 say "nvidia-smi"
 gpu=1
@@ -146,7 +153,9 @@ if [ "${GPU_RUN_NO_CTEST:-0}" = 1 ] ||
   }
 else
   say "gpu suite: $ctest_bin (ctest $ctest_version)"
-  ctest() { timeout -k 10 "$suite_timeout" env "LD_LIBRARY_PATH=$libpath" "${ld_debug[@]}" "$ctest_bin" "$@"; }
+  ctest() {
+    timeout -k 10 "$suite_timeout" env "LD_LIBRARY_PATH=$libpath" "${ld_debug[@]}" "$ctest_bin" "$@"
+  }
 fi
 gpu_suite "$B" "$OUT"
 rc=$?
@@ -154,7 +163,7 @@ rc=$?
 say "gpu suite: status $rc"
 
 if [ ${#ld_debug[@]} -gt 0 ]; then
-  say "libraries the bundle's programs loaded from outside the bundle and the CUDA / system set:"
+  say "libraries the bundle's programs loaded from outside the bundle and glibc / ... / CUDA:"
   # The objects each bundle program loaded (ctest's own and the tools' are not checked): those
   # before "transferring control: PROGRAM" in a process's trace, and the dlopen'ed ones after.
   loaded=$(awk -v B="$B/" '
@@ -164,7 +173,7 @@ if [ ${#ld_debug[@]} -gt 0 ]; then
     /calling init: / { buf[$NF] = 1 }
     END { flush() }' "$B"/ld_debug/ld.* | sort -u)
   while read -r path; do
-    [[ "$path" = "$B"/* ]] || outside_ok "$(basename "$path")" "$path" || echo "  $path"
+    [[ "$path" = "$B"/* ]] || outside_ok "$(basename "$path")" || echo "  $path"
   done <<<"$loaded"
   echo "($(find "$B/ld_debug" -type f | wc -l) processes traced; $(grep -c "^$B/" <<<"$loaded") \
 objects loaded from the bundle, $(grep -c "^$B/mpi/" <<<"$loaded") of them Open MPI / PMIx plugins)"
@@ -181,5 +190,11 @@ if [ -n "$gpu" ] && [ "${GPU_RUN_FIGURES:-1}" = 1 ]; then
 ($(sed -n 's/^commit: //p' "$B/info.txt"))" >"$OUT/gpu_report.md"
   cat "$OUT/gpu_report.md"
 fi
-say "done: gpu suite status $rc; in $OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
+# At most 8 files come back: the rest go into one archive.
+mapfile -t files < <(cd "$OUT" && ls)
+if [ ${#files[@]} -gt 8 ]; then
+  mapfile -t rest < <(printf '%s\n' "${files[@]}" | grep -vxE 'gpu_run.log|suite.log|gpu_report.md')
+  tar -C "$OUT" -czf "$OUT/results.tar.gz" "${rest[@]}" && (cd "$OUT" && rm -f "${rest[@]}")
+fi
+say "done: gpu suite status $rc; in $OUT: $(cd "$OUT" && echo *)"
 exit $rc

@@ -5,7 +5,7 @@ scripts/gpu_run.sh runs it on a lent GPU machine; docs/guides/gpu_session.md). T
 
   gpu_tests.py programs BUILD < list        the programs the tests run, relative to BUILD; "?NAME"
                                             for a Catch2 program whose tests are discovered once
-                                            it is built (ctest lists NAME_NOT_BUILT-<hash> until then)
+                                            it is built (listed as NAME_NOT_BUILT-<hash> till then)
   gpu_tests.py pack BUILD REPO MPIEXEC < list > gpu_tests.json
                                             the list with BUILD, REPO and MPIEXEC rewritten to
                                             @BUNDLE@/build, @REPO@ and the bundle's mpirun
