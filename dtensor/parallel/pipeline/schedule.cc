@@ -47,6 +47,10 @@ std::string Action::str(bool with_stage) const {
   return s + std::to_string(microbatch);
 }
 
+int64_t interleaved_rounds(int64_t pp_size, int64_t n_microbatches) {
+  return std::max<int64_t>(1, n_microbatches / std::max<int64_t>(pp_size, 1));
+}
+
 void check_schedule(ScheduleKind kind, int64_t pp_size, int64_t stages_per_rank,
                     int64_t n_microbatches) {
   const std::string name(schedule_name(kind));
@@ -58,10 +62,12 @@ void check_schedule(ScheduleKind kind, int64_t pp_size, int64_t stages_per_rank,
     DT_CHECK(stages_per_rank >= 1,
              "[ScheduleInterleaved1F1B] %lld stages per rank (expected at least 1)",
              static_cast<long long>(stages_per_rank));
-    DT_CHECK(n_microbatches % pp_size == 0,
-             "[ScheduleInterleaved1F1B] n_microbatches %lld is not a multiple of the %lld pp "
-             "ranks (the schedule runs rounds of one microbatch per rank)",
-             static_cast<long long>(n_microbatches), static_cast<long long>(pp_size));
+    const int64_t rounds = interleaved_rounds(pp_size, n_microbatches);
+    DT_CHECK(n_microbatches % rounds == 0,
+             "[ScheduleInterleaved1F1B] n_microbatches %lld is not a multiple of the %lld rounds "
+             "(max(1, n_microbatches / pp size %lld): the rounds must be equal)",
+             static_cast<long long>(n_microbatches), static_cast<long long>(rounds),
+             static_cast<long long>(pp_size));
   } else {
     DT_CHECK(stages_per_rank == 1,
              "[Schedule%s] takes one stage per rank, got %lld (use Interleaved1F1B for virtual "
@@ -95,15 +101,16 @@ std::vector<std::vector<Action>> pipeline_order(ScheduleKind kind, int64_t p, in
         break;
       }
       case ScheduleKind::kInterleaved1F1B: {
-        // Megatron-LM's virtual microbatch k: rounds of p microbatches walk the rank's v stages
-        // (forward in stage order, backward in reverse).
+        // Megatron-LM's virtual microbatch k: rounds of n = m / rounds microbatches (p when m is
+        // a multiple of p) walk the rank's v stages (forward in stage order, backward in reverse).
         const int64_t total = m * v;
+        const int64_t n = m / interleaved_rounds(p, m);
         auto chunk = [&](int64_t k, bool forward) {
-          const int64_t c = (k % (p * v)) / p;
+          const int64_t c = (k / n) % v;
           return forward ? c : v - 1 - c;
         };
-        auto mb = [&](int64_t k) { return (k / (p * v)) * p + k % p; };
-        const int64_t warmup = std::min((p - r - 1) * 2 + (v - 1) * p, total);
+        auto mb = [&](int64_t k) { return (k / (n * v)) * n + k % n; };
+        const int64_t warmup = std::min((p - r - 1) * 2 + (v - 1) * n, total);
         int64_t f = 0, b = 0;
         while (f < warmup) {
           F(chunk(f, true) * p + r, mb(f));

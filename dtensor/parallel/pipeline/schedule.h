@@ -41,17 +41,23 @@ struct Action {
 
 // Checks that `kind` can run `n_microbatches` over `pp_size` ranks with `stages_per_rank`
 // stages each, and throws dtensor::Error naming the schedule otherwise: n_microbatches >= 1,
-// pp_size >= 1; GPipe and 1F1B take one stage per rank; interleaved 1F1B needs a number of
-// microbatches that is a multiple of pp_size (its rounds are pp_size microbatches long, as in
-// Megatron-LM and PyTorch).
+// pp_size >= 1; GPipe and 1F1B take one stage per rank (1F1B also runs fewer microbatches than
+// stages, which PyTorch's Schedule1F1B refuses); interleaved 1F1B runs
+// interleaved_rounds(pp_size, m) equal rounds and needs m to be a multiple of their number
+// (PyTorch's rule: m = 3 or 6 on 4 ranks run one round, m = 10 two rounds of 5, m = 9 is refused).
 void check_schedule(ScheduleKind kind, int64_t pp_size, int64_t stages_per_rank,
                     int64_t n_microbatches);
+
+// Interleaved 1F1B's rounds: max(1, m / pp_size) (PyTorch's number_of_rounds); each round is
+// m / rounds microbatches long (pp_size when m is a multiple of it, as in Megatron-LM).
+int64_t interleaved_rounds(int64_t pp_size, int64_t n_microbatches);
 
 // The actions of every rank (index = pp rank) for one step. GPipe: all forwards, then all
 // backwards. 1F1B: rank r runs min(p - 1 - r, m) warm-up forwards, then alternates one forward
 // and one backward, then drains the backwards: at most p - r microbatches in flight. Interleaved
-// 1F1B (Megatron-LM's order): forwards walk the rank's stages in rounds of p microbatches,
-// backwards walk them in reverse; warm-up (p - 1 - r) * 2 + (v - 1) * p forwards.
+// 1F1B (Megatron-LM's order, PyTorch's ScheduleInterleaved1F1B): forwards walk the rank's stages
+// in rounds of n = m / interleaved_rounds(p, m) microbatches, backwards walk them in reverse;
+// warm-up (p - 1 - r) * 2 + (v - 1) * n forwards.
 std::vector<std::vector<Action>> pipeline_order(ScheduleKind kind, int64_t pp_size,
                                                 int64_t stages_per_rank, int64_t n_microbatches);
 

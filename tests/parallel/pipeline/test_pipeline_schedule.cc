@@ -42,7 +42,8 @@ TEST_CASE("every order runs each microbatch through each stage once, without dea
       for (int64_t v : {1, 2, 3}) {
         if (kind != ScheduleKind::kInterleaved1F1B && v > 1) continue;
         for (int64_t m = 1; m <= 3 * p + 1; ++m) {
-          if (kind == ScheduleKind::kInterleaved1F1B && m % p != 0) continue;
+          if (kind == ScheduleKind::kInterleaved1F1B && m % pp::interleaved_rounds(p, m) != 0)
+            continue;
           INFO(pp::schedule_name(kind) << " p " << p << " v " << v << " m " << m);
           const auto order = pp::pipeline_order(kind, p, v, m);
           REQUIRE(static_cast<int64_t>(order.size()) == p);
@@ -75,6 +76,66 @@ TEST_CASE("every order runs each microbatch through each stage once, without dea
   }
 }
 
+// PyTorch 2.15's ScheduleInterleaved1F1B tables (_calculate_single_rank_operations, the idle
+// slots dropped; tests/parallel/torch_pp_parity, round 7b): microbatch counts that are not a
+// multiple of the pp size run max(1, m / p) equal rounds. Before round 7b they were refused.
+TEST_CASE("interleaved 1F1B orders equal PyTorch's for any microbatch count it runs",
+          "[pipeline]") {
+  struct Table {
+    int64_t p, v, m;
+    const char* order;
+  };
+  const Table tables[] = {
+      {2, 2, 1, "rank 0: 0F0 2F0 2B0 0B0\nrank 1: 1F0 3F0 3B0 1B0\n"},
+      {2, 2, 3,
+       "rank 0: 0F0 0F1 0F2 2F0 2F1 2F2 2B0 2B1 2B2 0B0 0B1 0B2\nrank 1: 1F0 1F1 "
+       "1F2 3F0 3B0 3F1 3B1 3F2 3B2 1B0 1B1 1B2\n"},
+      {4, 2, 2,
+       "rank 0: 0F0 0F1 4F0 4F1 4B0 4B1 0B0 0B1\nrank 1: 1F0 1F1 5F0 5F1 5B0 5B1 "
+       "1B0 1B1\nrank 2: 2F0 2F1 6F0 6F1 6B0 6B1 2B0 2B1\nrank 3: 3F0 3F1 7F0 7B0 "
+       "7F1 7B1 3B0 3B1\n"},
+      {4, 2, 6,
+       "rank 0: 0F0 0F1 0F2 0F3 0F4 0F5 4F0 4F1 4F2 4F3 4F4 4F5 4B0 4B1 4B2 4B3 4B4 "
+       "4B5 0B0 0B1 0B2 0B3 0B4 0B5\nrank 1: 1F0 1F1 1F2 1F3 1F4 1F5 5F0 5F1 5F2 "
+       "5F3 5F4 5B0 5F5 5B1 5B2 5B3 5B4 5B5 1B0 1B1 1B2 1B3 1B4 1B5\nrank 2: 2F0 "
+       "2F1 2F2 2F3 2F4 2F5 6F0 6F1 6F2 6B0 6F3 6B1 6F4 6B2 6F5 6B3 6B4 6B5 2B0 2B1 "
+       "2B2 2B3 2B4 2B5\nrank 3: 3F0 3F1 3F2 3F3 3F4 3F5 7F0 7B0 7F1 7B1 7F2 7B2 "
+       "7F3 7B3 7F4 7B4 7F5 7B5 3B0 3B1 3B2 3B3 3B4 3B5\n"},
+      {4, 3, 5,
+       "rank 0: 0F0 0F1 0F2 0F3 0F4 4F0 4F1 4F2 4F3 4F4 8F0 8F1 8F2 8F3 8F4 8B0 8B1 "
+       "8B2 8B3 8B4 4B0 4B1 4B2 4B3 4B4 0B0 0B1 0B2 0B3 0B4\nrank 1: 1F0 1F1 1F2 "
+       "1F3 1F4 5F0 5F1 5F2 5F3 5F4 9F0 9F1 9F2 9F3 9F4 9B0 9B1 9B2 9B3 9B4 5B0 5B1 "
+       "5B2 5B3 5B4 1B0 1B1 1B2 1B3 1B4\nrank 2: 2F0 2F1 2F2 2F3 2F4 6F0 6F1 6F2 "
+       "6F3 6F4 10F0 10F1 10F2 10B0 10F3 10B1 10F4 10B2 10B3 10B4 6B0 6B1 6B2 6B3 "
+       "6B4 2B0 2B1 2B2 2B3 2B4\nrank 3: 3F0 3F1 3F2 3F3 3F4 7F0 7F1 7F2 7F3 7F4 "
+       "11F0 11B0 11F1 11B1 11F2 11B2 11F3 11B3 11F4 11B4 7B0 7B1 7B2 7B3 7B4 3B0 "
+       "3B1 3B2 3B3 3B4\n"},
+      {4, 2, 10,
+       "rank 0: 0F0 0F1 0F2 0F3 0F4 4F0 4F1 4F2 4F3 4F4 0F5 0F6 4B0 0F7 4B1 0F8 4B2 "
+       "0F9 4B3 4F5 4B4 4F6 0B0 4F7 0B1 4F8 0B2 4F9 0B3 0B4 4B5 4B6 4B7 4B8 4B9 0B5 "
+       "0B6 0B7 0B8 0B9\nrank 1: 1F0 1F1 1F2 1F3 1F4 5F0 5F1 5F2 5F3 5F4 5B0 1F5 "
+       "5B1 1F6 5B2 1F7 5B3 1F8 5B4 1F9 1B0 5F5 1B1 5F6 1B2 5F7 1B3 5F8 1B4 5F9 5B5 "
+       "5B6 5B7 5B8 5B9 1B5 1B6 1B7 1B8 1B9\nrank 2: 2F0 2F1 2F2 2F3 2F4 6F0 6F1 "
+       "6F2 6B0 6F3 6B1 6F4 6B2 2F5 6B3 2F6 6B4 2F7 2B0 2F8 2B1 2F9 2B2 6F5 2B3 6F6 "
+       "2B4 6F7 6B5 6F8 6B6 6F9 6B7 6B8 6B9 2B5 2B6 2B7 2B8 2B9\nrank 3: 3F0 3F1 "
+       "3F2 3F3 3F4 7F0 7B0 7F1 7B1 7F2 7B2 7F3 7B3 7F4 7B4 3F5 3B0 3F6 3B1 3F7 3B2 "
+       "3F8 3B3 3F9 3B4 7F5 7B5 7F6 7B6 7F7 7B7 7F8 7B8 7F9 7B9 3B5 3B6 3B7 3B8 "
+       "3B9\n"},
+  };
+  for (const Table& t : tables) {
+    INFO("p " << t.p << " v " << t.v << " m " << t.m);
+    const auto order = pp::pipeline_order(ScheduleKind::kInterleaved1F1B, t.p, t.v, t.m);
+    CHECK(pp::order_str(order) == t.order);
+    CHECK_FALSE(pp::simulate(order, t.p * t.v).deadlock);
+  }
+  // m = 5 on 2 ranks is 2 rounds, m = 9 on 4 ranks 2 rounds: unequal, refused as by PyTorch.
+  CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kInterleaved1F1B, 2, 2, 5),
+                    Catch::Contains("[ScheduleInterleaved1F1B] n_microbatches 5 is not a multiple "
+                                    "of the 2 rounds"));
+  CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kInterleaved1F1B, 4, 2, 9),
+                    Catch::Contains("n_microbatches 9 is not a multiple of the 2 rounds"));
+}
+
 TEST_CASE("a deadlocking order is detected", "[pipeline]") {
   // Rank 0 waits for the gradient of microbatch 1 before sending its activation.
   std::vector<std::vector<pp::Action>> order = {
@@ -84,9 +145,9 @@ TEST_CASE("a deadlocking order is detected", "[pipeline]") {
 }
 
 TEST_CASE("microbatch counts a schedule cannot use", "[pipeline]") {
-  CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kInterleaved1F1B, 4, 2, 6),
-                    Catch::Contains("[ScheduleInterleaved1F1B] n_microbatches 6 is not a multiple "
-                                    "of the 4 pp ranks"));
+  CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kInterleaved1F1B, 4, 2, 9),
+                    Catch::Contains("[ScheduleInterleaved1F1B] n_microbatches 9 is not a multiple "
+                                    "of the 2 rounds"));
   CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kGPipe, 2, 1, 0),
                     Catch::Contains("[ScheduleGPipe] n_microbatches is 0 (expected at least 1)"));
   CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kOneFOneB, 2, 2, 4),
