@@ -27,6 +27,20 @@ struct ReducePlan {
 // usual out-of-range error.
 ReducePlan make_reduce_plan(const Tensor& in, IntSpan dims, bool keepdim, std::string_view op);
 
+// One row-major step of the index `counter` over the first nd dims of `sizes` (the last of
+// them fastest), moving the element offset `off` by the matching `strides`.
+inline void step_offset(Shape& counter, const Shape& sizes, const Shape& strides, int nd,
+                        int64_t& off) {
+  for (int d = nd - 1; d >= 0; --d) {
+    if (++counter[d] < sizes[d]) {
+      off += strides[d];
+      return;
+    }
+    counter[d] = 0;
+    off -= strides[d] * (sizes[d] - 1);
+  }
+}
+
 // Calls f(out_index, in_offset) for every output element, out_index = 0, 1, ...; in_offset is
 // the element offset (from in.data_ptr()) of its first reduced element.
 template <typename F>
@@ -41,14 +55,7 @@ void for_each_reduce_output(const ReducePlan& plan, F&& f) {
   int64_t off = 0;
   for (int64_t o = 0; o < plan.out_numel; ++o) {
     f(o, off);
-    for (int d = nd - 1; d >= 0; --d) {
-      if (++counter[d] < plan.kept_sizes[d]) {
-        off += plan.kept_strides[d];
-        break;
-      }
-      counter[d] = 0;
-      off -= plan.kept_strides[d] * (plan.kept_sizes[d] - 1);
-    }
+    step_offset(counter, plan.kept_sizes, plan.kept_strides, nd, off);
   }
 }
 
@@ -73,14 +80,7 @@ void for_each_reduce_row(const ReducePlan& plan, int64_t base, F&& row) {
   int64_t off = base;
   for (int64_t r = 0; r < rows; ++r) {
     row(off, n, stride);
-    for (int d = nd - 2; d >= 0; --d) {
-      if (++counter[d] < plan.red_sizes[d]) {
-        off += plan.red_strides[d];
-        break;
-      }
-      counter[d] = 0;
-      off -= plan.red_strides[d] * (plan.red_sizes[d] - 1);
-    }
+    step_offset(counter, plan.red_sizes, plan.red_strides, nd - 1, off);
   }
 }
 
