@@ -21,11 +21,6 @@ HWY_BEFORE_NAMESPACE();
 namespace dtensor::detail::HWY_NAMESPACE {
 namespace {
 
-constexpr int kAcc = 4;
-
-using DD = hn::ScalableTag<double>;
-using VD = hn::Vec<DD>;
-
 // v rounded to T (float or double) at p.
 template <typename T>
 HWY_INLINE void StoreNarrow(VD v, T* HWY_RESTRICT p) {

@@ -23,11 +23,6 @@ HWY_BEFORE_NAMESPACE();
 namespace dtensor::detail::HWY_NAMESPACE {
 namespace {
 
-constexpr int kAcc = 4;
-
-using DD = hn::ScalableTag<double>;
-using VD = hn::Vec<DD>;
-
 // sum_i f(x[i] as double) over n contiguous elements; the lanes past the end are masked out.
 template <typename T, class F>
 HWY_INLINE double SumDouble(const T* HWY_RESTRICT p, int64_t n, const F& f) {

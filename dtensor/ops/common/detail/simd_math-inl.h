@@ -112,11 +112,18 @@ HWY_INLINE void StoreC(D d, hn::Vec<D> v, T* HWY_RESTRICT p) {
   }
 }
 
-// Lanes of a full double vector of elements of type T at p, widened to double: the float64
-// accumulation of float32 / 16-bit data (the reductions, batch norm's statistics).
+// The float64 accumulation of float32 / 16-bit data (the reductions, batch norm's statistics)
+// works on full double vectors (DD, VD) and keeps kAcc independent vector accumulators in its
+// sum loops (the order of the additions differs from a sequential loop, each partial sum is
+// still double).
+using DD = hn::ScalableTag<double>;
+using VD = hn::Vec<DD>;
+constexpr int kAcc = 4;
+
+// Lanes of a full double vector of elements of type T at p, widened to double.
 template <typename T>
-HWY_INLINE hn::Vec<hn::ScalableTag<double>> LoadDouble(const T* HWY_RESTRICT p) {
-  const hn::ScalableTag<double> dd;
+HWY_INLINE VD LoadDouble(const T* HWY_RESTRICT p) {
+  const DD dd;
   if constexpr (std::is_same_v<T, double>) {
     return hn::LoadU(dd, p);
   } else {
