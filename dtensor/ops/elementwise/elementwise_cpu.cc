@@ -112,8 +112,7 @@ void binary_typed(BinaryOp op, const ElementwiseIter& it) {
       }
       break;
   }
-  DT_FAIL("[binary_cpu] op %d not supported for %s", static_cast<int>(op),
-          dtype_name(dtype_of_v<T>));
+  unsupported_op("binary_cpu", op, dtype_of_v<T>);
 }
 
 template <typename T>
@@ -152,8 +151,7 @@ void binary_scalar_typed(BinaryOp op, const ElementwiseIter& it, const Scalar& s
     default:  // the other ops have no scalar form here (pow: unary kPow)
       break;
   }
-  DT_FAIL("[binary_cpu] op %d not supported for %s", static_cast<int>(op),
-          dtype_name(dtype_of_v<T>));
+  unsupported_op("binary_cpu", op, dtype_of_v<T>);
 }
 
 template <typename T>

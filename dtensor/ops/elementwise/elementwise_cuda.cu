@@ -116,8 +116,7 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
       }
       break;
   }
-  DT_FAIL("[binary_cuda] op %d not supported for %s", static_cast<int>(op),
-          dtype_name(dtype_of_v<T>));
+  unsupported_op("binary_cuda", op, dtype_of_v<T>);
 }
 
 template <typename T>
@@ -160,8 +159,7 @@ void binary_scalar_typed(BinaryOp op, const Tensor& out, const Tensor& a, const 
     default:  // the other ops have no scalar form here (pow: unary kPow)
       break;
   }
-  DT_FAIL("[binary_cuda] op %d not supported for %s", static_cast<int>(op),
-          dtype_name(dtype_of_v<T>));
+  unsupported_op("binary_cuda", op, dtype_of_v<T>);
 }
 
 template <typename T>
@@ -322,8 +320,7 @@ void float_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& p
     default:
       break;
   }
-  DT_FAIL("[unary_cuda] op %d not supported for %s", static_cast<int>(op),
-          dtype_name(dtype_of_v<T>));
+  unsupported_op("unary_cuda", op, dtype_of_v<T>);
 }
 
 template <typename T>
@@ -354,8 +351,7 @@ void int_unary(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& par
     default:
       break;
   }
-  DT_FAIL("[unary_cuda] op %d not supported for %s", static_cast<int>(op),
-          dtype_name(dtype_of_v<T>));
+  unsupported_op("unary_cuda", op, dtype_of_v<T>);
 }
 
 // The activation gradients of activation_backward_cpu, with the formulas of
@@ -469,7 +465,7 @@ void compare_scalar_cuda(CompareOp op, const Tensor& out, const Tensor& a, const
 void unary_cuda(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& param) {
   dispatch_dtype(out.dtype(), [&]<typename T>() {
     if constexpr (std::is_same_v<T, bool>) {
-      DT_FAIL("[unary_cuda] op %d not supported for bool", static_cast<int>(op));
+      unsupported_op("unary_cuda", op, kBool);
     } else if constexpr (std::is_integral_v<T>) {
       int_unary<T>(op, out, a, param);
     } else {

@@ -276,8 +276,7 @@ void float_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
     default:
       break;
   }
-  DT_FAIL("[unary_cpu] op %d not supported for %s", static_cast<int>(op),
-          dtype_name(dtype_of_v<T>));
+  unsupported_op("unary_cpu", op, dtype_of_v<T>);
 }
 
 template <typename T>
@@ -308,8 +307,7 @@ void int_unary(UnaryOp op, const ElementwiseIter& it, const Scalar& param) {
     default:
       break;
   }
-  DT_FAIL("[unary_cpu] op %d not supported for %s", static_cast<int>(op),
-          dtype_name(dtype_of_v<T>));
+  unsupported_op("unary_cpu", op, dtype_of_v<T>);
 }
 
 }  // namespace
@@ -318,7 +316,7 @@ void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& a, const Scalar& par
   const ElementwiseIter it(out, {&a});
   dispatch_dtype(out.dtype(), [&]<typename T>() {
     if constexpr (std::is_same_v<T, bool>) {
-      DT_FAIL("[unary_cpu] op %d not supported for bool", static_cast<int>(op));
+      unsupported_op("unary_cpu", op, kBool);
     } else if constexpr (std::is_integral_v<T>) {
       int_unary<T>(op, it, param);
     } else {

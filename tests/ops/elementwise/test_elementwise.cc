@@ -8,6 +8,7 @@
 
 #include "dtensor/config.h"
 #include "dtensor/ops/common/detail/type_promotion.h"
+#include "dtensor/ops/elementwise/detail/elementwise_kernels.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "tests/ops/common/ew_test_util.h"
 
@@ -607,4 +608,27 @@ TEST_CASE("elementwise errors name the op and the argument", "[elementwise]") {
     REQUIRE_THROWS_WITH(dt::exp(cuda), Catch::Contains("CUDA support is not compiled in"));
     REQUIRE_THROWS_WITH(dt::mul_(cuda, 2), Catch::Contains("dtensor was built without CUDA"));
   }
+}
+
+TEST_CASE("elementwise kernels name an op their typed switch has no case for", "[elementwise]") {
+  // The public functions refuse these first; the kernels' own message is the last guard.
+  using dt::detail::BinaryOp;
+  using dt::detail::UnaryOp;
+  auto op_text = [](const char* kernel, auto op, const char* dtype) {
+    return std::string("[") + kernel + "] op " + std::to_string(static_cast<int>(op)) +
+           " not supported for " + dtype;
+  };
+  Tensor f = dt::zeros({2});
+  Tensor i = dt::zeros({2}, DType::kInt64);
+  Tensor b = dt::zeros({2}, DType::kBool);
+  REQUIRE_THROWS_WITH(dt::detail::binary_cpu(BinaryOp::kBitAnd, f, f, f),
+                      op_text("binary_cpu", BinaryOp::kBitAnd, "float32"));
+  REQUIRE_THROWS_WITH(dt::detail::binary_scalar_cpu(BinaryOp::kPow, f, f, dt::Scalar(2.0), false),
+                      op_text("binary_cpu", BinaryOp::kPow, "float32"));
+  REQUIRE_THROWS_WITH(dt::detail::unary_cpu(UnaryOp::kBitNot, f, f, dt::Scalar(0.0)),
+                      op_text("unary_cpu", UnaryOp::kBitNot, "float32"));
+  REQUIRE_THROWS_WITH(dt::detail::unary_cpu(UnaryOp::kExp, i, i, dt::Scalar(0.0)),
+                      op_text("unary_cpu", UnaryOp::kExp, "int64"));
+  REQUIRE_THROWS_WITH(dt::detail::unary_cpu(UnaryOp::kNeg, b, b, dt::Scalar(0.0)),
+                      op_text("unary_cpu", UnaryOp::kNeg, "bool"));
 }

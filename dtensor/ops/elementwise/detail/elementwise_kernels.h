@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "dtensor/tensor/dtype.h"
+#include "dtensor/tensor/error.h"
 #include "dtensor/tensor/tensor.h"
 
 namespace dtensor::detail {
@@ -79,6 +81,13 @@ enum class UnaryOp : uint8_t {
   kRelu6,  // min(max(x, 0), 6): floating and integer
   kBitNot  // integers (~x) and bool (!x) only
 };
+
+// The error of a kernel's typed switch that has no case for `op` on `dtype`, e.g.
+// "[binary_cpu] op 15 not supported for float32" (`kernel` names the switch).
+template <typename Op>
+[[noreturn]] void unsupported_op(const char* kernel, Op op, DType dtype) {
+  DT_FAIL("[%s] op %d not supported for %s", kernel, static_cast<int>(op), dtype_name(dtype));
+}
 
 // out = a op b (all one dtype).
 void binary_cpu(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
