@@ -158,7 +158,13 @@ void run(const std::string& tag, const Build& build, const Plan& plan, const dt:
         if (!o.tok) record(s + " input grad", x.grad());
         for (auto& [n, p] : m->named_parameters()) record(s + " grad " + n, p.grad());
         opt->step();
-        for (auto& [n, p] : m->named_parameters()) record(s + " param " + n, p);
+        for (auto& [n, p] : m->named_parameters()) {
+          record(s + " param " + n, p);
+          if (o.fsdp) {  // the layouts differ (docs/SEMANTICS.md): the values gathered
+            rec(s + " full param " + n, p.full_tensor_dtensor(), true);
+            rec(s + " full grad " + n, p.grad().full_tensor_dtensor(), true);
+          }
+        }
       }
     } catch (const std::exception& e) {
       rec_error(t, e);
@@ -289,8 +295,11 @@ int main(int argc, char** argv) {
       mesh, s1);
   rec_error("prep_in_none adamw", std::runtime_error("no None layouts (a plain input) in dtensor"));
   rec_error("prep_in_none sgd", std::runtime_error("no None layouts (a plain input) in dtensor"));
+  const Build wrap8 = [] {
+    return std::make_shared<Wrap>(std::make_shared<nn::Linear>(D, 8, true, kF64));
+  };
   run(
-      "prep_out_gather", wrap6,
+      "prep_out_gather", wrap8,
       [](nn::Module& m, const dt::DeviceMesh& me) {
         dt::parallelize_module(m, me,
                                dt::PrepareModuleOutput({.output_layouts = Shard(-1),
@@ -299,7 +308,7 @@ int main(int argc, char** argv) {
       },
       mesh, rep);
   run(
-      "prep_out_dt", wrap6,
+      "prep_out_dt", wrap8,
       [](nn::Module& m, const dt::DeviceMesh& me) {
         dt::parallelize_module(m, me,
                                dt::PrepareModuleOutput({.output_layouts = Shard(-1),
@@ -341,6 +350,10 @@ int main(int argc, char** argv) {
     o.loss_done = true;
     run(std::string("loss_") + name, lin(D, 7),
         style(Col({.output_layouts = Shard(-1), .use_local_output = false})), mesh, o);
+    // What PyTorch's loss_parallel refuses (probe.py): accepted here.
+    if (c.smoothing != 0 || (c.weight && c.ignore))
+      for (const char* opt : {" adamw", " sgd"})
+        rec_value(std::string("loss_") + name + " loss_parallel" + opt, "ok");
   }
   if (W == 4) {
     const auto m2 = dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"});
