@@ -602,6 +602,10 @@ def compile_section(res, tg):
                        f"{r['replay_peak_bytes'] / 1e6:.3f} | {ratio:.3f} | <= 1: {st} | "
                        f"{r['kept_bytes'] / 1e6:.3f} |")
         out.append("")
+    out += [
+        "On a GPU, replay as one CUDA graph (`CompileOptions::cuda_graph`, issue 42 item 6): eager vs replay vs CUDA-graph replay of the main example's model on one rank (`bench_compile_cuda_graph`, run by scripts/bench_gpu.sh's gpu_figures into compile_cuda_graph.jsonl): pending a GPU session, no figures yet.",
+        "",
+    ]
     return out
 
 

@@ -20,7 +20,8 @@
 # from that bundle): GPU_FIGURE_PROGRAMS, gpu_suite, gpu_figures and gpu_report below.
 
 # The programs gpu_figures runs, relative to the build folder (each one's target is its name).
-GPU_FIGURE_PROGRAMS=(benchmarks/gpu/bench_gpu examples/tp_transformer examples/train_tp_transformer)
+GPU_FIGURE_PROGRAMS=(benchmarks/gpu/bench_gpu examples/tp_transformer examples/train_tp_transformer
+                     benchmarks/compile/bench_compile_cuda_graph)
 
 # The environment of every run below (the CPU suite of bench_gpu.sh too).
 gpu_env() { export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 DTENSOR_COLLECTIVE_TIMEOUT=120; }
@@ -40,20 +41,25 @@ gpu_suite() {
 }
 
 # gpu_figures BUILD RESULTS MPIRUN...: bench_gpu on one rank (RESULTS/gpu.jsonl), bench_gpu
-# --redistribute on 2 ranks sharing the GPU (gpu_redist.jsonl) and the examples on the CPU and
-# with --cuda (examples.log), the programs taken from BUILD (GPU_FIGURE_PROGRAMS' layout), the
-# ranks started by MPIRUN... (e.g. mpirun --allow-run-as-root --oversubscribe --bind-to none).
+# --redistribute on 2 ranks sharing the GPU (gpu_redist.jsonl), a compiled step's eager vs replay
+# vs CUDA-graph replay step times on one rank (compile_cuda_graph.jsonl, issue 42 item 6; its
+# failure does not stop the rest) and the examples on the CPU and with --cuda (examples.log), the
+# programs taken from BUILD (GPU_FIGURE_PROGRAMS' layout), the ranks started by MPIRUN... (e.g. mpirun --allow-run-as-root --oversubscribe --bind-to none).
 gpu_figures() {
   local B=$1 RESULTS=$2
   shift 2
   local MPI=("$@")
-  (cd "$RESULTS" && rm -f gpu.jsonl gpu_redist.jsonl examples.log)
+  (cd "$RESULTS" && rm -f gpu.jsonl gpu_redist.jsonl compile_cuda_graph.jsonl examples.log)
   gpu_env
 
   echo "== bench_gpu"
   "$B/benchmarks/gpu/bench_gpu" --json "$RESULTS/gpu.jsonl"
   DTENSOR_CUDA_BACKEND=mpi "${MPI[@]}" -np 2 -x DTENSOR_CUDA_BACKEND "$B/benchmarks/gpu/bench_gpu" \
     --redistribute --json "$RESULTS/gpu_redist.jsonl"
+
+  echo "== bench_compile_cuda_graph"
+  "${MPI[@]}" -np 1 "$B/benchmarks/compile/bench_compile_cuda_graph" \
+    --json "$RESULTS/compile_cuda_graph.jsonl" || echo "bench_compile_cuda_graph failed: status $?"
 
   echo "== examples"
   local TP_ARGS=(--layers 2 --dim 512 --heads 8 --seq 256 --batch 4 --hidden 2048 --vocab 4096

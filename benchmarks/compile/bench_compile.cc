@@ -27,6 +27,7 @@
 
 #include "benchmarks/common/bench_common.h"
 #include "benchmarks/common/bench_util.h"
+#include "benchmarks/compile/compile_bench_model.h"
 #include "dtensor/dtensor.h"
 
 namespace dt = dtensor;
@@ -35,39 +36,12 @@ namespace bench = dtensor::bench;
 
 namespace {
 
-struct Model {
-  nn::Transformer model;
-  dt::optim::AdamW opt;
-  Model(const nn::TransformerConfig& cfg, const dt::DeviceMesh& mesh)
-      : model((dt::manual_seed(5), cfg)), opt(params(model, mesh), dt::optim::AdamWOptions(1e-3)) {}
-
-  static std::vector<dt::DTensor> params(nn::Transformer& m, const dt::DeviceMesh& mesh) {
-    dt::parallelize_module(m, mesh, dt::transformer_tp_plan({.loss_parallel = true}));
-    return m.parameters();
-  }
-
-  dt::DTensorList step(const dt::DTensorList& in) {
-    opt.zero_grad();
-    const dt::DTensor logits = model(in[0]);
-    const int64_t rows[] = {-1, logits.size(-1)};
-    const dt::DTensor loss = dt::cross_entropy(dt::reshape(logits, rows), in[1]);
-    loss.backward();
-    opt.step();
-    return {loss.detach()};
-  }
-};
+using Model = bench::CompileBenchModel;
 
 int run(int argc, char** argv) {
   bench::Flags flags(argc, argv);
-  nn::TransformerConfig cfg;
-  cfg.dim = flags.i64("dim", 64);
-  cfg.n_layers = flags.i64("layers", 2);
-  cfg.n_heads = flags.i64("heads", 4);
-  cfg.vocab_size = flags.i64("vocab", 16);
-  const int64_t batch = flags.i64("batch", 32), seq = flags.i64("seq", 15);
-  cfg.max_seq_len = seq + 1;
-  cfg.norm = nn::NormKind::kRMSNorm;
-  cfg.mlp = nn::MLPKind::kSwiGLU;
+  const nn::TransformerConfig cfg = bench::compile_bench_config(flags);
+  const int64_t batch = flags.i64("batch", 32), seq = cfg.max_seq_len - 1;
   const int64_t iters = flags.i64("iters", 30), warmup = flags.i64("warmup", 3);
   const int world = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {world}, {"tp"});
@@ -86,13 +60,7 @@ int run(int argc, char** argv) {
   dt::CompiledStep step_no_dedup =
       dt::compile([&](const dt::DTensorList& in) { return undeduped.step(in); }, no_dedup);
 
-  dt::Generator gen(17);
-  const dt::Tensor tokens =
-      dt::randint(0, cfg.vocab_size, {batch, seq}, dt::TensorOptions(dt::kInt64), &gen);
-  const dt::Tensor targets =
-      dt::randint(0, cfg.vocab_size, {batch * seq}, dt::TensorOptions(dt::kInt64), &gen);
-  const dt::DTensorList in = {nn::local_dtensor(tokens),
-                              dt::DTensor::from_local(targets, mesh, {dt::Replicate()})};
+  const dt::DTensorList in = bench::compile_bench_batch(cfg, batch, mesh);
   step_no_dedup(in);  // captured once, for its collective count
 
   // Per replay on this rank: its kernel time, free time and whole call time, from the same call

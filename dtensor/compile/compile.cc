@@ -480,7 +480,9 @@ DTensorList CompiledStep::call(const DTensorList& inputs, const std::vector<doub
 DTensorList CompiledStep::cuda_replay(Captured& c, const DTensorList& inputs) {
   const compiler::Graph& g = *c.graph;
   if (c.cuda != nullptr) return c.cuda->replay(inputs);
-  if (!c.cuda_status.empty()) return g.run(inputs);  // fell back: the reason is kept
+  if (!c.cuda_status.empty()) {  // fell back: the reason is kept
+    return g.run(inputs, options_.profile ? &last_profile_ : nullptr);
+  }
   std::string why = compiler::cuda_graph_refusal(g, inputs, options_.profile);
   if (why.empty()) {
     std::shared_ptr<compiler::CudaGraphReplay> cuda = compiler::make_cuda_graph_replay();

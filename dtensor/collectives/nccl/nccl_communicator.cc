@@ -156,9 +156,15 @@ Tensor unaliased_input(const Tensor& input, const Tensor& output, const Tensor& 
 
 class NcclWork final : public Work {
  public:
+  // `captured`: issued while the compute stream was captured into a CUDA graph (a compiled
+  // step's CompileOptions::cuda_graph): nothing ran, and the graph orders the later work after
+  // it (the compute stream's wait on `done` is a dependency of the graph), so there is nothing
+  // to wait for on the host (querying a captured event is not allowed).
   NcclWork(std::shared_ptr<const Communicator> comm, ncclComm_t nccl, cudaEvent_t done,
-           CollectiveKind kind, const Tensor* shape_of, std::vector<Tensor> keep_alive)
-      : comm_(std::move(comm)),
+           CollectiveKind kind, const Tensor* shape_of, std::vector<Tensor> keep_alive,
+           bool captured)
+      : done_(captured),
+        comm_(std::move(comm)),
         nccl_(nccl),
         done_event_(done),
         kind_(kind),
@@ -223,6 +229,7 @@ class NcclWork final : public Work {
         "Aborting the NCCL communicator and ending the job.");
   }
 
+  bool done_ = false;
   std::mutex mu_;
   std::shared_ptr<const Communicator> comm_;
   ncclComm_t nccl_;
@@ -232,7 +239,6 @@ class NcclWork final : public Work {
   Shape shape_;
   DType dtype_ = DType::kFloat32;
   std::vector<Tensor> keep_alive_;
-  bool done_ = false;
 };
 
 ncclConfig_t nonblocking_config() {
@@ -317,8 +323,14 @@ WorkPtr NcclCommunicator::launch(CollectiveKind kind, const Tensor* shape_of,
     cudaEventDestroy(done);
     DT_CHECK_CUDA(e);
   }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(compute, &capture); e != cudaSuccess) {
+    cudaEventDestroy(done);
+    DT_CHECK_CUDA(e);
+  }
   return std::make_shared<NcclWork>(shared_from_this(), comm_, done, kind, shape_of,
-                                    std::move(keep_alive));
+                                    std::move(keep_alive),
+                                    capture == cudaStreamCaptureStatusActive);
 }
 
 // Floating max / min travel as integer keys so that a NaN on any rank survives (NCCL's fmax

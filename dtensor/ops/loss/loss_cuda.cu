@@ -135,8 +135,26 @@ __global__ void mask_kernel(const double* x, const int64_t* tg, double* out, int
   }
 }
 
-// The range flag and the bad target, copied back (synchronises the stream).
+// Stops the kernel (a launch failure that the next synchronisation reports, as PyTorch's
+// device-side assert) when the range flag is set.
+__global__ void trap_if_flagged(const Counters* cnt) {
+  if (cnt[0] != 0) __trap();
+}
+
+// The range flag and the bad target, copied back (synchronises the stream). While the stream is
+// captured into a CUDA graph (a compiled step's CompileOptions::cuda_graph), where nothing may
+// read the host, an out-of-range target stops the graph's launch instead (h stays 0: no error
+// raised here).
 void read_range_flag(const Tensor& c, int64_t (&h)[2]) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DT_CHECK_CUDA(cudaStreamIsCapturing(cuda::current_stream(), &capture));
+  if (capture != cudaStreamCaptureStatusNone) {
+    trap_if_flagged<<<1, 1, 0, cuda::current_stream()>>>(
+        static_cast<const Counters*>(c.data_ptr()));
+    DT_CHECK_CUDA(cudaGetLastError());
+    h[0] = h[1] = 0;
+    return;
+  }
   DT_CHECK_CUDA(
       cudaMemcpyAsync(h, c.data_ptr(), sizeof(h), cudaMemcpyDeviceToHost, cuda::current_stream()));
   DT_CHECK_CUDA(cudaStreamSynchronize(cuda::current_stream()));
