@@ -3,6 +3,9 @@
 // (loss_cuda.cu).
 #include "dtensor/ops/loss/loss.h"
 
+#include <iterator>
+#include <string_view>
+
 #include "dtensor/ops/common/detail/op_checks.h"
 #include "dtensor/ops/loss/detail/cross_entropy.h"
 #include "dtensor/ops/loss/detail/loss_cpu.h"
@@ -60,21 +63,28 @@ void check_class_weight(const Tensor& weight, const Tensor& input, int64_t class
            input.device().str());
 }
 
+// Reduction's names in the enum's order: the one table reduction_name and parse_reduction read.
+constexpr const char* kReductionNames[] = {"none", "mean", "sum", "batchmean"};
+static_assert(std::size(kReductionNames) == static_cast<size_t>(Reduction::kBatchMean) + 1,
+              "one name per Reduction");
+
 }  // namespace
 
 const char* reduction_name(Reduction reduction) {
-  switch (reduction) {
-    case Reduction::kNone:
-      return "none";
-    case Reduction::kMean:
-      return "mean";
-    case Reduction::kSum:
-      return "sum";
-    case Reduction::kBatchMean:
-      return "batchmean";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(reduction);
+  return i < std::size(kReductionNames) ? kReductionNames[i] : "?";
 }
+
+namespace detail {
+
+Reduction parse_reduction(std::string_view r, std::string_view op) {
+  for (size_t i = 0; i < std::size(kReductionNames); ++i) {
+    if (r == kReductionNames[i]) return static_cast<Reduction>(i);
+  }
+  DT_FAIL("[%s] unknown reduction '%s' (expected 'none', 'mean' or 'sum')", op, r);
+}
+
+}  // namespace detail
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
                 int64_t ignore_index, const Tensor& weight) {

@@ -35,13 +35,6 @@ const char* loss_name(LossKind kind) {
   return "loss";
 }
 
-Reduction parse_reduction(std::string_view r, std::string_view op) {
-  for (Reduction v : {Reduction::kNone, Reduction::kMean, Reduction::kSum, Reduction::kBatchMean}) {
-    if (r == reduction_name(v)) return v;
-  }
-  DT_FAIL("[%s] unknown reduction '%s' (expected 'none', 'mean' or 'sum')", op, r);
-}
-
 Reduction parse_reduction(std::string_view r, LossKind kind) {
   return parse_reduction(r, std::string_view(loss_name(kind)));
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dtensor/core/distributed_tensor.h"
+#include "dtensor/ops/loss/detail/pointwise_loss.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/softmax/softmax.h"
@@ -1057,4 +1058,18 @@ TEST_CASE("bce_with_logits' vectorised rows follow the formula in double on long
     dt::binary_cross_entropy_with_logits(lx, dt::local_dtensor(y), Reduction::kSum).backward();
     check(lx.grad().to_local(), grad);
   }
+}
+
+TEST_CASE("reduction names: PyTorch's strings, parsed back to the same Reduction", "[loss]") {
+  const std::pair<Reduction, std::string_view> names[] = {{Reduction::kNone, "none"},
+                                                          {Reduction::kMean, "mean"},
+                                                          {Reduction::kSum, "sum"},
+                                                          {Reduction::kBatchMean, "batchmean"}};
+  for (const auto& [r, name] : names) {
+    CHECK(dt::reduction_name(r) == name);
+    CHECK(dt::detail::parse_reduction(name, "mse_loss") == r);
+  }
+  CHECK(std::string_view(dt::reduction_name(static_cast<Reduction>(9))) == "?");
+  REQUIRE_THROWS_WITH(dt::detail::parse_reduction("avg", "mse_loss"),
+                      "[mse_loss] unknown reduction 'avg' (expected 'none', 'mean' or 'sum')");
 }
