@@ -10,9 +10,17 @@
 // Partial inputs are split adversarially, not "value on one rank, zeros elsewhere" (that split
 // would let relu pass a Partial(sum) row): every rank holds a random integer share whose
 // reduction is the value. Inputs are integer-valued float64, so the splits and sums are exact.
+//
+// Linearity is checked both ways (linear_in): an op whose math is linear in some inputs on every
+// sample (real-valued probes) must have the Partial(sum) row its Linearity would add, unless
+// kLinearWithoutRow says why not, so dropping the linearity of make_op(name, inputs, linearity)
+// fails here; and an op declared linear must be linear on real values (integer-valued shares let
+// a floor declared kLinear pass the candidates).
 #include <absl/strings/str_join.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -113,6 +121,103 @@ dt::DTensorList reference(const dt::OpInfo& op, const std::vector<Tensor>& full,
   return dt::dispatch_sharded(op, ptrs, args);
 }
 
+// Whether the op's math is linear in the inputs listed in `probe` (jointly) on one sample, found
+// on the full tensors with real-valued inputs (integer values would let floor or round pass):
+// those inputs are set to x, y, x + y and -3 x in turn (the other floating inputs hold other real
+// values, the integer and bool ones keep `full`), and every output
+// must be floating and satisfy f(x + y) = f(x) + f(y) and f(-3 x) = -3 f(x), with no NaN (kZero:
+// every output is zero or empty, which proves nothing either way). Such an op may take
+// Partial(sum) in those inputs (Replicate in the others) and give Partial(sum) outputs: the row
+// its declared linearity adds.
+enum class Probe { kNo, kYes, kZero };
+Probe linear_in(const dt::OpInfo& op, const dt::OpSample& call, const std::vector<Tensor>& full,
+                const std::vector<int64_t>& probe, uint64_t seed) {
+  std::vector<Tensor> base = full;  // real values in the other floating inputs too
+  for (size_t i = 0; i < full.size(); ++i) {
+    if (dt::is_floating(full[i].dtype())) {
+      base[i] = tt::sample_values(call.inputs[i], seed + 1000 + i, /*reals=*/true);
+    }
+  }
+  std::vector<Tensor> x = base, y = base, sum = base, scaled = base;
+  for (int64_t i : probe) {
+    const dt::SampleInput& in = call.inputs[static_cast<size_t>(i)];
+    x[i] = tt::sample_values(in, seed + 2 * i, /*reals=*/true);
+    y[i] = tt::sample_values(in, seed + 2 * i + 1, /*reals=*/true);
+    std::vector<double> a = x[i].to_vector<double>(), b = y[i].to_vector<double>();
+    std::vector<double> c = a;
+    for (size_t e = 0; e < a.size(); ++e) {
+      b[e] += a[e];
+      c[e] *= -3;
+    }
+    sum[i] = dt::from_vector<double>(b, in.meta.shape).to(in.meta.dtype);
+    scaled[i] = dt::from_vector<double>(c, in.meta.shape).to(in.meta.dtype);
+  }
+  dt::DTensorList fx, fy, fsum, fscaled;
+  try {
+    fx = reference(op, x, call.args);
+    fy = reference(op, y, call.args);
+    fsum = reference(op, sum, call.args);
+    fscaled = reference(op, scaled, call.args);
+  } catch (const dt::Error&) {
+    return Probe::kNo;  // the op refuses such inputs (a domain check): not linear there
+  }
+  bool nonzero = false;
+  for (size_t o = 0; o < fx.size(); ++o) {
+    const dt::DType dtype = fx[o].to_local().dtype();
+    if (!dt::is_floating(dtype) || fsum[o].to_local().sizes() != fx[o].to_local().sizes()) {
+      return Probe::kNo;
+    }
+    // Rounding to the dtype of x + y and -3 x, and of the kernel's own sums.
+    const double tol = dtype == dt::kFloat64 ? 1e-9 : dtype == dt::kFloat32 ? 1e-4 : 3e-2;
+    const std::vector<double> a = fx[o].to_local().to_vector<double>();
+    const std::vector<double> b = fy[o].to_local().to_vector<double>();
+    const std::vector<double> ab = fsum[o].to_local().to_vector<double>();
+    const std::vector<double> a3 = fscaled[o].to_local().to_vector<double>();
+    for (size_t e = 0; e < a.size(); ++e) {
+      const double scale = 1 + std::abs(a[e]) + std::abs(b[e]);
+      if (!(std::abs(ab[e] - a[e] - b[e]) <= tol * scale) ||
+          !(std::abs(a3[e] + 3 * a[e]) <= 3 * tol * scale)) {
+        return Probe::kNo;  // also for NaN
+      }
+      nonzero |= a[e] != 0;
+    }
+  }
+  return nonzero ? Probe::kYes : Probe::kZero;
+}
+
+// Ops whose math is linear in some inputs on every sample but that register no Partial(sum) row
+// there, on purpose (linear_in finds them; the test fails on any other, and on an entry here
+// that no longer shows up, so the list cannot go stale).
+const std::map<std::string, std::string> kLinearWithoutRow = {
+    {"where (in self, other)",
+     "linear in both values with the condition fixed; PyTorch 2.15 declares no linearity either"},
+    {"xlogy (in self)",
+     "x log y is linear in x except that xlogy(0, y) is 0 where y is 0 or NaN: shares summing "
+     "to 0 there would give NaN"},
+    {"nan_to_num (in self)",
+     "the identity on finite values only: a share holding NaN or inf is replaced alone"},
+    {"cast (in self)",
+     "parity gap: PyTorch 2.15's _to_copy keeps Partial(sum / avg) unless it casts floating to "
+     "integer or anything to bool; dtensor replicates first"},
+    {"scatter (in self, src)", "linear in self and src together; PyTorch 2.15 has no Partial row"},
+    {"index_put (in self, values)",
+     "linear in self and values together; PyTorch 2.15 has no Partial row"},
+    {"rms_norm (in weight)", "a weight is never Partial (parameters are Replicate or Shard)"},
+    {"batch_norm_affine (in factors)",
+     "the per-channel factors are never Partial (computed from Replicate statistics)"},
+    {"binary_cross_entropy (in weight)", "a loss weight is never Partial"},
+    {"nll_loss_backward (in weight)", "a loss weight is never Partial"},
+};
+
+// Whether `rows` (completed) hold [P(sum) ... | P(sum) on the `probe` inputs, R elsewhere].
+bool has_partial_row(const dt::StrategyRows& rows, int64_t nout, int64_t nin,
+                     const std::vector<int64_t>& probe) {
+  Placements want(static_cast<size_t>(nout + nin), dt::Replicate());
+  for (int64_t o = 0; o < nout; ++o) want[o] = dt::Partial();
+  for (int64_t i : probe) want[nout + i] = dt::Partial();
+  return std::find(rows.begin(), rows.end(), want) != rows.end();
+}
+
 std::vector<dt::DeviceMesh> meshes() {
   const int64_t w = dt::world_size();
   std::vector<dt::DeviceMesh> out = {tt::make_mesh({w})};
@@ -156,6 +261,13 @@ TEST_CASE("every strategy row of every registered op computes the op") {
   // sample, so a wrong row (a backward's placements in the wrong slots, say) would otherwise be
   // dropped in silence. op name -> rows registered, and rows checked.
   std::map<std::string, std::set<std::string>> registered_rows, checked_rows;
+  // Ops whose math is linear in some inputs on every sample (linear_in) without the Partial(sum)
+  // row that linearity gives on some sample: a dropped or missing Linearity in make_op, found
+  // here and not only by the suites that happen to feed the op Partial inputs. Every sample must
+  // agree, so that one whose reduced dim has one element (amax, logsumexp: the identity there)
+  // does not make an op linear.
+  std::vector<std::string> no_linear_row, declared_not_linear;
+  std::set<std::string> exempt_found;  // the kLinearWithoutRow entries found
   for (const std::string& name : reg.names()) {
     const dt::OpInfo& op = reg.get(name);
     if (!op.samples) {
@@ -165,6 +277,15 @@ TEST_CASE("every strategy row of every registered op computes the op") {
     const std::vector<dt::OpSample> calls = op.samples(w);
     if (calls.empty()) missing.push_back(name);
     ++ops;
+    // Probed input set ("all": every floating input; else one input's index) -> whether the op
+    // is linear there on every sample, and whether some sample's rows lack its Partial row.
+    struct Linear {
+      bool everywhere = true;  // no sample says kNo
+      bool somewhere = false;  // some sample says kYes
+      bool row_missing = false;
+      std::string inputs;
+    };
+    std::map<std::string, Linear> linear;
     for (size_t si = 0; si < calls.size(); ++si) {
       const dt::OpSample& call = calls[si];
       ++samples;
@@ -173,6 +294,37 @@ TEST_CASE("every strategy row of every registered op computes the op") {
         full.push_back(make_full(call.inputs[i], 1000 * si + i));
       }
       const dt::DTensorList want = reference(op, full, call.args);
+      // The input sets the op's math may be linear in: all floating inputs together (add,
+      // cat), and each one alone when there are several (mm, mul). An in-place op's output is
+      // its first input, so only sets holding that input can give a row it may use.
+      std::vector<int64_t> floating;
+      for (size_t i = 0; i < full.size(); ++i) {
+        if (dt::is_floating(full[i].dtype())) floating.push_back(static_cast<int64_t>(i));
+      }
+      std::vector<std::pair<std::string, std::vector<int64_t>>> linear_sets;
+      if (!floating.empty() && !op.data_dependent_shape) {
+        std::vector<std::pair<std::string, std::vector<int64_t>>> probes = {{"all", floating}};
+        if (floating.size() > 1) {
+          for (int64_t i : floating) probes.push_back({std::to_string(i), {i}});
+        }
+        for (const auto& [key, probe] : probes) {
+          if (op.inplace && probe[0] != 0) continue;
+          Linear& l = linear[key];
+          if (l.inputs.empty()) {
+            std::vector<std::string> inputs;
+            for (int64_t i : probe) {
+              inputs.push_back(static_cast<size_t>(i) < op.input_names.size()
+                                   ? op.input_names[static_cast<size_t>(i)]
+                                   : "input " + std::to_string(i));
+            }
+            l.inputs = absl::StrJoin(inputs, ", ");
+          }
+          const Probe r = linear_in(op, call, full, probe, 4243 * si);
+          l.everywhere &= r != Probe::kNo;
+          l.somewhere |= r == Probe::kYes;
+          if (r == Probe::kYes) linear_sets.push_back({key, probe});
+        }
+      }
       for (const dt::DeviceMesh& mesh : meshes()) {
         // The candidates, as expand_to_full_mesh enumerates them.
         std::vector<DTensorSpec> specs;
@@ -192,6 +344,9 @@ TEST_CASE("every strategy row of every registered op computes the op") {
         }
         const dt::StrategyRows rows =
             dt::complete_rows(op.name, registered, nout, nin, op.linearity);
+        for (const auto& [key, probe] : linear_sets) {
+          linear[key].row_missing |= !has_partial_row(rows, nout, nin, probe);
+        }
         std::vector<int64_t> ndims;
         for (const dt::TensorMeta& m : metas) ndims.push_back(static_cast<int64_t>(m.shape.size()));
         for (const Tensor& t : full) ndims.push_back(t.dim());
@@ -276,6 +431,32 @@ TEST_CASE("every strategy row of every registered op computes the op") {
         }
       }
     }
+    for (const auto& [key, l] : linear) {
+      if (!l.everywhere || !l.somewhere || !l.row_missing) continue;
+      const std::string found = name + " (in " + l.inputs + ")";
+      if (kLinearWithoutRow.count(found)) {
+        exempt_found.insert(found);
+      } else {
+        no_linear_row.push_back(found);
+      }
+    }
+    // The converse: the sets the declared linearity makes Partial must be linear on real
+    // samples (integer-valued shares, as the candidates above use, let round or floor pass).
+    std::vector<std::string> declared;
+    if (op.linearity == dt::Linearity::kLinear) declared.push_back("all");
+    if (op.linearity == dt::Linearity::kLinearInFirst) declared.push_back("0");
+    if (op.linearity == dt::Linearity::kMultilinear) {
+      for (const auto& [key, l] : linear) {
+        if (key != "all") declared.push_back(key);
+      }
+    }
+    for (std::string key : declared) {
+      if (!linear.count(key) && linear.size() == 1) key = "all";  // one floating input
+      const auto it = linear.find(key);
+      if (it != linear.end() && !it->second.everywhere) {
+        declared_not_linear.push_back(name + " (in " + it->second.inputs + ")");
+      }
+    }
   }
   INFO("ops without samples: " << absl::StrJoin(missing, ", "));
   CHECK(missing.empty());
@@ -290,6 +471,24 @@ TEST_CASE("every strategy row of every registered op computes the op") {
       "sample: a wrong row, or one needing a sample): "
       << absl::StrJoin(unchecked, "; "));
   CHECK(unchecked.empty());
+  INFO(
+      "ops linear in some inputs (f(x + y) = f(x) + f(y), f(-3 x) = -3 f(x) on real samples) "
+      "without the row [P(sum) | P(sum) there, R elsewhere] (declare the linearity in make_op "
+      "or register the row): "
+      << absl::StrJoin(no_linear_row, "; "));
+  CHECK(no_linear_row.empty());
+  std::vector<std::string> stale;
+  for (const auto& [found, why] : kLinearWithoutRow) {
+    if (!exempt_found.count(found)) stale.push_back(found);
+  }
+  INFO("kLinearWithoutRow entries no longer found linear without a row (remove them): "
+       << absl::StrJoin(stale, "; "));
+  CHECK(stale.empty());
+  INFO(
+      "ops declared linear in some inputs whose math is not (f(x + y) != f(x) + f(y) or "
+      "f(-3 x) != -3 f(x) on a real sample): "
+      << absl::StrJoin(declared_not_linear, "; "));
+  CHECK(declared_not_linear.empty());
   // Every op, forward and backward, that can shard anything runs with an empty shard on some
   // rank (issue 39: the column-sharded embedding gradient failed on the rank whose block of
   // columns was empty). Needs two ranks: on one, no shard of a non-empty tensor is empty.
