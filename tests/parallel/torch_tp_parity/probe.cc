@@ -15,6 +15,7 @@
 #include "dtensor/collectives/runtime.h"
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/nn.h"
+#include "dtensor/ops/attention/attention.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/reduction/reduction.h"
@@ -98,6 +99,87 @@ class MLP : public nn::Module {
  private:
   nn::ModulePtr fc1_, fc2_;
 };
+
+// probe.py's Attention, FeedForward and Block (torchtitan's TransformerBlock, small): 4 heads
+// of 2, the heads sharded by the colwise q / k / v.
+class Attention : public nn::Module {
+ public:
+  Attention() {
+    for (const char* n : {"wq", "wk", "wv", "wo"})
+      w_.push_back(register_module(n, std::make_shared<nn::Linear>(8, 8, false, kF64)));
+  }
+  std::string type_name() const override { return "Attention"; }
+  DTensor forward(const DTensor& x) override {
+    const int64_t b = x.shape()[0], t = x.shape()[1];
+    const int64_t heads[] = {b, t, -1, 2}, merged[] = {b, t, -1};
+    DTensor qkv[3];
+    for (int i = 0; i < 3; ++i) qkv[i] = dt::transpose(dt::view((*w_[i])(x), heads), 1, 2);
+    const DTensor o =
+        dt::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], DTensor(), 0.0, true);
+    return (*w_[3])(dt::reshape(dt::transpose(o, 1, 2), merged));
+  }
+
+ private:
+  std::vector<nn::ModulePtr> w_;
+};
+
+class FeedForward : public nn::Module {
+ public:
+  FeedForward() {
+    w1_ = register_module("w1", std::make_shared<nn::Linear>(8, 8, false, kF64));
+    w2_ = register_module("w2", std::make_shared<nn::Linear>(8, 8, false, kF64));
+    w3_ = register_module("w3", std::make_shared<nn::Linear>(8, 8, false, kF64));
+  }
+  std::string type_name() const override { return "FeedForward"; }
+  DTensor forward(const DTensor& x) override {
+    return (*w2_)(dt::mul(dt::silu((*w1_)(x)), (*w3_)(x)));
+  }
+
+ private:
+  nn::ModulePtr w1_, w2_, w3_;
+};
+
+class Block : public nn::Module {
+ public:
+  Block() {
+    attention_norm_ =
+        register_module("attention_norm", std::make_shared<nn::RMSNorm>(8, std::nullopt, kF64));
+    attention_ = register_module("attention", std::make_shared<Attention>());
+    ffn_norm_ = register_module("ffn_norm", std::make_shared<nn::RMSNorm>(8, std::nullopt, kF64));
+    feed_forward_ = register_module("feed_forward", std::make_shared<FeedForward>());
+  }
+  std::string type_name() const override { return "Block"; }
+  DTensor forward(const DTensor& x) override {
+    const DTensor h = dt::add(x, (*attention_)((*attention_norm_)(x)));
+    return dt::add(h, (*feed_forward_)((*ffn_norm_)(h)));
+  }
+
+ private:
+  nn::ModulePtr attention_norm_, attention_, ffn_norm_, feed_forward_;
+};
+
+// probe.py's block_plan (torchtitan's plan for one block).
+dt::ParallelizePlan block_plan(bool sp) {
+  const dt::Placement seq = sp ? dt::Placement(Shard(1)) : dt::Placement(Replicate());
+  dt::ParallelizePlan p = {
+      {"attention",
+       dt::PrepareModuleInput({.input_layouts = seq, .desired_input_layouts = Replicate()})},
+      {"attention.wq", dt::ColwiseParallel()},
+      {"attention.wk", dt::ColwiseParallel()},
+      {"attention.wv", dt::ColwiseParallel()},
+      {"attention.wo", dt::RowwiseParallel({.input_layouts = std::nullopt, .output_layouts = seq})},
+      {"feed_forward",
+       dt::PrepareModuleInput({.input_layouts = seq, .desired_input_layouts = Replicate()})},
+      {"feed_forward.w1", dt::ColwiseParallel()},
+      {"feed_forward.w2",
+       dt::RowwiseParallel({.input_layouts = std::nullopt, .output_layouts = seq})},
+      {"feed_forward.w3", dt::ColwiseParallel()},
+  };
+  if (sp)
+    for (const char* n : {"attention_norm", "ffn_norm"})
+      p.push_back({n, dt::SequenceParallel({.sequence_dim = 1, .use_local_output = true})});
+  return p;
+}
 
 DTensor weighted_loss(const DTensor& y) {
   const DTensor f = nn::is_local(y) ? y : y.full_tensor_dtensor();
@@ -259,6 +341,15 @@ int main(int argc, char** argv) {
   run("row_out_S1_dt", lin(8, 3),
       style(Row({.output_layouts = Shard(1), .use_local_output = false})), mesh, in8);
   run("row_dtensor", lin(8, 3, false), style(Row({.use_local_output = false})), mesh, in8);
+  run("row_in_S0", lin(8, 3), style(Row({.input_layouts = Shard(0)})), mesh,
+      {.x_full =
+           [](int s) {
+             return full_input({4, T, 8}, s);
+           },
+       .in_layout = 0});
+  run("col_out_S1_dt", lin(D, 8),
+      style(Col({.output_layouts = Shard(1), .use_local_output = false})), mesh, rep);
+  run("col_in_partial", lin(D, 6), style(Col({.input_layouts = dt::Partial()})), mesh, rep);
   run("row_uneven_in5", lin(5, 3), style(Row({.input_layouts = Replicate()})), mesh,
       {.x_full = [](int s) { return x3(s, 5); }});
   run("row_uneven_in5_S", lin(5, 3), style(Row()), mesh,
@@ -334,6 +425,10 @@ int main(int argc, char** argv) {
       plan({{"inner.fc1", Col({.input_layouts = Shard(1)})},
             {"inner.fc2", Row({.output_layouts = Shard(1), .use_local_output = false})}}),
       mesh, s1);
+  const Build block = [] { return std::make_shared<Block>(); };
+  run("block", block, plan(block_plan(false)), mesh, {.x_full = [](int s) { return x3(s, 8); }});
+  run("block_sp", block, plan(block_plan(true)), mesh,
+      {.x_full = [](int s) { return x3(s, 8); }, .in_layout = 1});
   const std::pair<const char*, CE> losses[] = {
       {"mean", {}},
       {"sum", {.reduction = dt::Reduction::kSum}},

@@ -90,6 +90,53 @@ class MLP(nn.Module):
         return self.fc2(torch.tanh(self.fc1(x)))
 
 
+class Attention(nn.Module):  # heads sharded by the colwise q / k / v (2 of 4 heads per rank on 2)
+    def __init__(self, d=8, hd=2):
+        super().__init__()
+        self.hd = hd
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(d, d, bias=False) for _ in range(4))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = (w(x).view(b, t, -1, self.hd).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(o.transpose(1, 2).reshape(b, t, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d=8, h=8):
+        super().__init__()
+        self.w1, self.w2, self.w3 = nn.Linear(d, h, bias=False), nn.Linear(h, d, bias=False), nn.Linear(d, h, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):  # torchtitan's TransformerBlock, small
+    def __init__(self, d=8):
+        super().__init__()
+        self.attention_norm, self.attention = nn.RMSNorm(d), Attention(d)
+        self.ffn_norm, self.feed_forward = nn.RMSNorm(d), FeedForward(d)
+
+    def forward(self, x):
+        h = x + self.attention(self.attention_norm(x))
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+def block_plan(sp):  # torchtitan's plan for one block (sequence parallel or not)
+    seq = Shard(1) if sp else Replicate()
+    p = {"attention": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(Replicate(),)),
+         "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+         "attention.wo": RowwiseParallel(output_layouts=seq),
+         "feed_forward": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(Replicate(),)),
+         "feed_forward.w1": ColwiseParallel(), "feed_forward.w2": RowwiseParallel(output_layouts=seq),
+         "feed_forward.w3": ColwiseParallel()}
+    if sp:
+        p.update({"attention_norm": SequenceParallel(use_local_output=True),
+                  "ffn_norm": SequenceParallel(use_local_output=True)})
+    return p
+
+
 def weighted_loss(y):
     f = y.full_tensor() if isinstance(y, DTensor) else y
     return (f * coeff(f.shape)).sum()
@@ -202,6 +249,10 @@ if __name__ == "__main__":
     run("row_out_S1_dt", Lin(8, 3), RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
         lambda s: x3(s, 8), in_layout=2)
     run("row_dtensor", Lin(8, 3, False), RowwiseParallel(use_local_output=False), lambda s: x3(s, 8), in_layout=2)
+    run("row_in_S0", Lin(8, 3), RowwiseParallel(input_layouts=Shard(0)), lambda s: full_input((4, T, 8), s),
+        in_layout=0)
+    run("col_out_S1_dt", Lin(D, 8), ColwiseParallel(output_layouts=Shard(1), use_local_output=False), x3)
+    run("col_in_partial", Lin(D, 6), ColwiseParallel(input_layouts=Partial()), x3)
     run("row_uneven_in5", Lin(5, 3), RowwiseParallel(input_layouts=Replicate()), lambda s: x3(s, 5))
     run("row_uneven_in5_S", Lin(5, 3), RowwiseParallel(), lambda s: x3(s, 5), in_layout=2)
     run("col_uneven_out5_R", Lin(D, 5), ColwiseParallel(output_layouts=Replicate(), use_local_output=False), x3)
@@ -235,6 +286,8 @@ if __name__ == "__main__":
     run("mlp_sp", lambda: Wrap(MLP()),
         {"inner.fc1": ColwiseParallel(input_layouts=Shard(1)),
          "inner.fc2": RowwiseParallel(output_layouts=Shard(1), use_local_output=False)}, x3, in_layout=1)
+    run("block", Block, block_plan(False), lambda s: x3(s, 8))
+    run("block_sp", Block, block_plan(True), lambda s: x3(s, 8), in_layout=1)
     for name, kw in [("mean", {}), ("sum", dict(reduction="sum")), ("none", dict(reduction="none")),
                      ("ignore", dict(ignore=True)), ("ignore_index3", dict(ignore=True, ignore_index=3)),
                      ("smooth", dict(label_smoothing=0.1)), ("weight", dict(weight=True)),
