@@ -11,6 +11,7 @@
 #include "dtensor/compile/detail/cuda_graph.h"
 #include "dtensor/optim/detail/device_scalars.h"
 #include "dtensor/tensor/cuda_check.h"
+#include "dtensor/tensor/detail/deferred_free_cuda.h"
 #include "dtensor/tensor/detail/storage_pool.h"
 #include "dtensor/tensor/error.h"
 #include "dtensor/tensor/stream_cuda.h"
@@ -321,6 +322,9 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
       }
       cudaGetLastError();  // a capture error is not the next call's
     }
+    // Memory released during the capture (the last step's gradients, dropped by zero_grad) is
+    // freed now, on the default stream (it is not the graph's).
+    dtensor::detail::flush_deferred_cuda_frees();
     memory_.close();
     scalars_->end_capture();
     if (failure.empty()) failure = check_and_instantiate(graph);
@@ -417,9 +421,6 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
         return "the captured work allocates or frees memory in the graph (an allocation outside "
                "the graph's memory)";
       }
-      if (type == cudaGraphNodeTypeHost) {
-        return "the captured work has a host callback (cudaLaunchHostFunc)";
-      }
     }
     graph_nodes_ = n;
     if (cudaError_t e = cudaGraphInstantiate(&exec_, graph, 0); e != cudaSuccess) {
@@ -463,6 +464,7 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
       end = cudaStreamEndCapture(stream_, &stray);
       cudaGetLastError();
     }
+    dtensor::detail::flush_deferred_cuda_frees();
     size_t strays = 0;
     if (stray != nullptr) {
       cudaGraphGetNodes(stray, nullptr, &strays);

@@ -3,8 +3,10 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "dtensor/tensor/cuda_check.h"
+#include "dtensor/tensor/detail/deferred_free_cuda.h"
 #include "dtensor/tensor/storage.h"
 #include "dtensor/tensor/stream_cuda.h"
 
@@ -30,7 +32,24 @@ void keep_pool_memory(int device) {
   });
 }
 
+// Memory released while this thread's stream was captured (detail/deferred_free_cuda.h).
+struct DeferredFree {
+  void* p;
+  int device;
+};
+thread_local std::vector<DeferredFree> t_deferred_frees;
+
 }  // namespace
+
+int flush_deferred_cuda_frees() {
+  std::vector<DeferredFree> frees;
+  frees.swap(t_deferred_frees);
+  for (const DeferredFree& f : frees) {
+    cuda::DeviceGuard guard(f.device);
+    DT_CHECK_CUDA(cudaFreeAsync(f.p, cuda::current_stream()));
+  }
+  return static_cast<int>(frees.size());
+}
 
 void* cuda_allocate(size_t nbytes, int device) {
   DT_CHECK(device >= 0 && device < cuda_device_count(),
@@ -54,8 +73,17 @@ void cuda_free(void* p, void* ctx) {
   if (cudaGetDevice(&prev) != cudaSuccess) return;
   if (prev != device) cudaSetDevice(device);
   // Stream-ordered on the stream every kernel and collective-completion wait is ordered on, so
-  // the memory is reused only after the work already queued there (NCCL included) is done.
-  cudaFreeAsync(p, cuda::current_stream());
+  // the memory is reused only after the work already queued there (NCCL included) is done. A
+  // stream a CUDA-graph capture set (never the default one) may be capturing: the free waits for
+  // the capture's end (detail/deferred_free_cuda.h).
+  const cudaStream_t stream = cuda::current_stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream != nullptr && cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
+      capture != cudaStreamCaptureStatusNone) {
+    t_deferred_frees.push_back({p, device});
+  } else {
+    cudaFreeAsync(p, stream);
+  }
   if (prev != device) cudaSetDevice(prev);
 }
 

@@ -13,6 +13,11 @@ namespace {
 
 constexpr int kBlock = 256;
 
+// Stops the kernel when an index was flagged out of range (the capture case of the lookup).
+__global__ void trap_if_flagged(const unsigned long long* flag) {
+  if (flag[0] != 0) __trap();
+}
+
 // bad[0]: 1 when some unmasked index was out of range, bad[1]: one such index (bad is null
 // when masked).
 template <typename U>
@@ -70,7 +75,15 @@ Tensor embedding_cuda(const Tensor& indices, const Tensor& weight, int64_t row_o
     launch<uint64_t>(idx, scratch_w, scratch_out, row_offset, masked, bad);
   }
   DT_CHECK_CUDA(cudaGetLastError());
-  if (!masked) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DT_CHECK_CUDA(cudaStreamIsCapturing(cuda::current_stream(), &capture));
+  if (!masked && capture != cudaStreamCaptureStatusNone) {
+    // Captured into a CUDA graph (a compiled step's CompileOptions::cuda_graph), where nothing
+    // may read the host: an out-of-range index stops the graph's launch instead (a device-side
+    // trap, as PyTorch's device-side assert).
+    trap_if_flagged<<<1, 1, 0, cuda::current_stream()>>>(bad);
+    DT_CHECK_CUDA(cudaGetLastError());
+  } else if (!masked) {
     int64_t h[2] = {0, 0};
     DT_CHECK_CUDA(
         cudaMemcpyAsync(h, bad, sizeof(h), cudaMemcpyDeviceToHost, cuda::current_stream()));
