@@ -90,11 +90,8 @@ DTensor Linear::forward(const DTensor& x) {
                            param_on(*this, "bias", mesh, kOp));
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, ModuleOptions opts)
-    : Embedding(num_embeddings, embedding_dim, std::nullopt, opts) {}
-
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
-                     std::optional<int64_t> padding_idx, ModuleOptions opts)
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const ModuleOptions& opts,
+                     std::optional<int64_t> padding_idx)
     : num_(num_embeddings), dim_(embedding_dim) {
   DT_CHECK(num_embeddings >= 0 && embedding_dim >= 0,
            "[Embedding] num_embeddings %d and embedding_dim %d must be >= 0", num_embeddings,

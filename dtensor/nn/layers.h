@@ -36,9 +36,19 @@ class Linear : public Module {
 // always zero (F.embedding's padding_idx), on a vocab-sharded table as well.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, ModuleOptions opts = {});
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
-            ModuleOptions opts = {});
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, ModuleOptions opts = {})
+      : Embedding(num_embeddings, embedding_dim, opts, std::nullopt) {}
+  // padding_idx: an integer, a std::optional<int64_t> or std::nullopt (a template, so that a
+  // braced {} in its place is the ModuleOptions of the form above, as for LayerNorm's bias).
+  template <
+      typename PaddingIdx,
+      std::enable_if_t<(std::is_integral_v<PaddingIdx> && !std::is_same_v<PaddingIdx, bool>) ||
+                           std::is_same_v<PaddingIdx, std::optional<int64_t>> ||
+                           std::is_same_v<PaddingIdx, std::nullopt_t>,
+                       int> = 0>
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, PaddingIdx padding_idx,
+            ModuleOptions opts = {})
+      : Embedding(num_embeddings, embedding_dim, opts, std::optional<int64_t>(padding_idx)) {}
   std::string type_name() const override { return "Embedding"; }
   DTensor forward(const DTensor& indices) override;
   int64_t num_embeddings() const { return num_; }
@@ -49,6 +59,8 @@ class Embedding : public Module {
   void reset_own_parameters(Generator* gen) override;
 
  private:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, const ModuleOptions& opts,
+            std::optional<int64_t> padding_idx);
   void zero_padding_row();
 
   int64_t num_;

@@ -315,6 +315,16 @@ TEST_CASE("Embedding padding_idx: zero row, zero gradient, PyTorch's values", "[
   CHECK(tt::same_values(e.param("weight").to_local().narrow(0, 3, 1),
                         dt::zeros({1, 3}, dt::kFloat64), 0));
   CHECK_FALSE(nn::Embedding(5, 3, o).padding_idx().has_value());
+  // A braced {} is the ModuleOptions (default options), as for the other modules since 69b85cf;
+  // it was ambiguous with padding_idx (std::optional<int64_t>) and did not compile. padding_idx
+  // takes an integer, an optional or nullopt.
+  nn::Embedding braced(5, 3, {});
+  CHECK_FALSE(braced.padding_idx().has_value());
+  CHECK(braced.param("weight").dtype() == dt::kFloat32);
+  CHECK(nn::Embedding(5, 3, 1, {}).padding_idx() == 1);
+  CHECK(nn::Embedding(5, 3, int64_t{-1}, o).padding_idx() == 4);
+  CHECK(nn::Embedding(5, 3, std::optional<int64_t>(2), o).padding_idx() == 2);
+  CHECK_FALSE(nn::Embedding(5, 3, std::nullopt, o).padding_idx().has_value());
   CHECK_THROWS_WITH(nn::Embedding(5, 3, 5, o),
                     Catch::Contains("[Embedding] padding_idx 5 must be within num_embeddings"));
   CHECK_THROWS_WITH(nn::Embedding(5, 3, -6, o), Catch::Contains("padding_idx -6 must be within"));
