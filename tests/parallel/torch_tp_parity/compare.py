@@ -3,7 +3,8 @@
 (messages differ by design, so two errors are equal; -v prints both), placements, local shapes,
 global shapes, values beyond relative 1e-9 (float64), None on one side, a case present on one
 side only. A PyTorch P(sum) record against a dtensor R one is counted apart (not a difference)
-when PyTorch's pieces sum to dtensor's value. Usage: python3 compare.py N [-v] in the directory of the files. Exits 1 when anything
+when PyTorch's pieces sum to dtensor's value, and so is a PyTorch R record against a dtensor S(d)
+one when the torch.chunk piece of PyTorch's equals dtensor's shard. Usage: python3 compare.py N [-v] in the directory of the files. Exits 1 when anything
 differs, 0 when nothing does.
 """
 import json, sys
@@ -21,6 +22,11 @@ W = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 verbose = '-v' in sys.argv
 TT = [{e['case']: e for e in json.load(open('torch_w%d_r%d.json' % (W, r)))} for r in range(W)]
 DD = [{e['case']: e for e in json.load(open('dt_w%d_r%d.json' % (W, r)))} for r in range(W)]
+def close(a, b):  # NaN equals only NaN
+    if a != a or b != b: return a != a and b != b
+    return abs(a - b) <= 1e-9 * max(1, abs(a))
+
+
 reduced = 0  # PyTorch's P(sum) gradients that equal dtensor's R ones once summed over the ranks
 
 
@@ -29,9 +35,25 @@ def partial_sum_equal(k, d):
     if [W] != [len(TT)] or d['placements'] != ['R'] or TT[0][k]['placements'] != ['P(sum)']:
         return False
     total = [sum(TT[q][k]['local'][i] for q in range(W)) for i in range(len(d['local']))]
-    return all(abs(a - b) <= 1e-9 * max(1, abs(a)) for a, b in zip(total, d['local']))
+    return all(close(a, b) for a, b in zip(total, d['local']))
 
 
+def shard_of_replicate_equal(k, t, d, r):
+    # PyTorch's R (whole) record against dtensor's S(dim) shard of it (torch.chunk's rows).
+    if t['placements'] != ['R'] or len(d['placements']) != 1 or not d['placements'][0].startswith('S('):
+        return False
+    shape, dim = t['gshape'], int(d['placements'][0][2:-1])
+    if shape != d['gshape']: return False
+    n, inner = shape[dim], 1
+    for v in shape[dim + 1:]: inner *= v
+    outer = len(t['local']) // max(1, n * inner)
+    size = -(-n // W)
+    lo, hi = min(n, r * size), min(n, (r + 1) * size)
+    piece = [t['local'][(o * n + i) * inner + j] for o in range(outer) for i in range(lo, hi) for j in range(inner)]
+    return len(piece) == len(d['local']) and all(close(a, b) for a, b in zip(piece, d['local']))
+
+
+sharded = 0  # PyTorch's whole R gradients whose torch.chunk equals dtensor's S(d) shard
 for r in range(W):
     T, D = TT[r], DD[r]
     # A run that raised on one side has no step records there: only its error is reported.
@@ -57,12 +79,13 @@ for r in range(W):
         if t['placements'] != d['placements'] and partial_sum_equal(k, d):
             reduced += 1
             continue
+        if t['placements'] != d['placements'] and shard_of_replicate_equal(k, t, d, r):
+            sharded += 1
+            continue
         diffs = []
         for f in ('placements', 'lshape', 'gshape'):
             if t[f] != d[f]: diffs.append('%s torch=%s dt=%s' % (f, t[f], d[f]))
-        scale = max([1e-12] + [abs(a) for a in t['local']])
-        tol = 1e-9 * max(1, scale)
-        if len(t['local']) != len(d['local']) or any(abs(a - b) > tol for a, b in zip(t['local'], d['local'])):
+        if len(t['local']) != len(d['local']) or not all(close(a, b) for a, b in zip(t['local'], d['local'])):
             diffs.append('local torch=%s dt=%s' % ([round(v, 7) for v in t['local'][:6]],
                                                    [round(v, 7) for v in d['local'][:6]]))
         if diffs: differ(r, k, '; '.join(diffs))
@@ -72,5 +95,6 @@ for r in range(W):
         elif k not in T and not any(k.startswith(p) for p in raised):
             differ(r, k, 'MISSING in torch')
 print('%d record(s) where PyTorch keeps P(sum) and dtensor R, equal once summed' % reduced)
+print('%d record(s) where PyTorch keeps R and dtensor S(d), the shard equal' % sharded)
 print('%d difference(s)' % differences)
 sys.exit(1 if differences else 0)

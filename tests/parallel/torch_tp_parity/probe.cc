@@ -265,12 +265,14 @@ struct CE {
   int64_t ignore_index = -100;
   double smoothing = 0;
   bool weight = false;
+  bool ignore_all = false;  // every target -100
 };
 std::function<DTensor(const DTensor&)> ce_loss(CE c) {
   return [c](const DTensor& y) {
     std::vector<int64_t> tv;
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t) tv.push_back((b * 2 + t + 1) % 7);
+    if (c.ignore_all) std::fill(tv.begin(), tv.end(), -100);
     if (c.ignore) tv[1] = tv[6] = c.ignore_index;
     const dt::DeviceMesh& mesh = y.device_mesh();
     const DTensor tgt =
@@ -418,6 +420,11 @@ int main(int argc, char** argv) {
       mesh, tok);
   run("emb_col", emb(D), style(Col()), mesh, tok);
   run("emb_col_R", emb(6), style(Col({.output_layouts = Replicate()})), mesh, tok);
+  const Build emb_pad = [] { return std::make_shared<nn::Embedding>(7, D, 3, kF64); };
+  run("emb_row_pad", emb_pad, style(Row({.input_layouts = Replicate()})), mesh, tok);
+  run("emb_col_pad", emb_pad, style(Col()), mesh, tok);
+  run("emb_col_S1", emb(D), style(Col({.output_layouts = Shard(1), .use_local_output = false})),
+      mesh, tok);
   const Build mlp = [] { return std::make_shared<MLP>(); };
   run("mlp", mlp, plan({{"fc1", Col()}, {"fc2", Row()}}), mesh, rep);
   run(
@@ -434,6 +441,8 @@ int main(int argc, char** argv) {
       {"sum", {.reduction = dt::Reduction::kSum}},
       {"none", {.reduction = dt::Reduction::kNone}},
       {"ignore", {.ignore = true}},
+      {"ignore_all", {.ignore_all = true}},
+      {"ignore_all_sum", {.reduction = dt::Reduction::kSum, .ignore_all = true}},
       {"ignore_index3", {.ignore = true, .ignore_index = 3}},
       {"smooth", {.smoothing = 0.1}},
       {"weight", {.weight = true}},

@@ -192,6 +192,8 @@ def ce_loss(full=False, **kw):
     def f(y):
         tgt = torch.tensor([[(b * 2 + t + 1) % 7 for t in range(T)] for b in range(B)]).reshape(-1)
         kw2 = dict(kw)
+        if kw2.pop("ignore_all", False):
+            tgt[:] = -100
         if kw2.pop("ignore", False):
             tgt[1] = kw.get("ignore_index", -100); tgt[6] = kw.get("ignore_index", -100)
         if "weight" in kw2: kw2["weight"] = torch.tensor([0.5 + 0.1 * c for c in range(7)])
@@ -282,6 +284,10 @@ if __name__ == "__main__":
                                                                    use_local_output=False), tok=True)
     run("emb_col", lambda: nn.Embedding(7, D), ColwiseParallel(), tok=True)
     run("emb_col_R", lambda: nn.Embedding(7, 6), ColwiseParallel(output_layouts=Replicate()), tok=True)
+    run("emb_row_pad", lambda: nn.Embedding(7, D, padding_idx=3), RowwiseParallel(input_layouts=Replicate()), tok=True)
+    run("emb_col_pad", lambda: nn.Embedding(7, D, padding_idx=3), ColwiseParallel(), tok=True)
+    run("emb_col_S1", lambda: nn.Embedding(7, D), ColwiseParallel(output_layouts=Shard(1), use_local_output=False),
+        tok=True)
     run("mlp", MLP, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}, x3)
     run("mlp_sp", lambda: Wrap(MLP()),
         {"inner.fc1": ColwiseParallel(input_layouts=Shard(1)),
@@ -289,7 +295,8 @@ if __name__ == "__main__":
     run("block", Block, block_plan(False), lambda s: x3(s, 8))
     run("block_sp", Block, block_plan(True), lambda s: x3(s, 8), in_layout=1)
     for name, kw in [("mean", {}), ("sum", dict(reduction="sum")), ("none", dict(reduction="none")),
-                     ("ignore", dict(ignore=True)), ("ignore_index3", dict(ignore=True, ignore_index=3)),
+                     ("ignore", dict(ignore=True)), ("ignore_all", dict(ignore_all=True)),
+                     ("ignore_all_sum", dict(ignore_all=True, reduction="sum")), ("ignore_index3", dict(ignore=True, ignore_index=3)),
                      ("smooth", dict(label_smoothing=0.1)), ("weight", dict(weight=True)),
                      ("weight_ignore_sum", dict(weight=True, ignore=True, reduction="sum"))]:
         # label_smoothing, and weights with ignored targets, raise under PyTorch's loss_parallel:
