@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "dtensor/tensor/detail/storage_pool.h"
 #include "tests/compile/cuda_graph_step.h"
 
 namespace dt = dtensor;
@@ -15,6 +16,19 @@ namespace {
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
+
+// Counts the allocations it is asked for and serves none (the allocator's then).
+class CountingPool final : public dt::detail::StoragePool {
+ public:
+  dt::Storage take(size_t, dt::Device) override {
+    ++takes;
+    return dt::Storage();
+  }
+  int takes = 0;
+
+ protected:
+  void release_all() override {}
+};
 
 }  // namespace
 
@@ -61,4 +75,43 @@ TEST_CASE("cuda_graph off: the status says so", "[compile][cuda_graph]") {
   dt::CompiledStep step = dt::compile([&](const dt::DTensorList& batch) { return t.step(batch); });
   for (int i = 0; i < 2; ++i) step(cg::make_batch(cpu, i));
   CHECK(step.cuda_graph_status() == "off");
+}
+
+TEST_CASE(
+    "Graph::run's hooks, which the CUDA-graph capture uses: each node observed, the "
+    "allocations asked of the given pool, the step as a plain replay's",
+    "[compile][cuda_graph]") {
+  const dt::Device cpu(dt::kCPU);
+  cg::Trainer eager(cpu, true, true), compiled(cpu, true, true);
+  dt::CompiledStep step =
+      dt::compile([&](const dt::DTensorList& batch) { return compiled.step(batch); });
+  for (int i = 0; i < 2; ++i) {  // the capture and a plain replay
+    const dt::DTensorList batch = cg::make_batch(cpu, i);
+    REQUIRE(dt::equal(step(batch)[0].to_local(), eager.step(batch)[0].to_local()));
+  }
+  const dt::compiler::Graph& g = step.graph();
+  CountingPool pool;
+  size_t before = 0, after = 0;
+  bool in_order = true;
+  dt::compiler::RunHooks hooks;
+  hooks.pool = &pool;
+  hooks.observe = [&](size_t k, absl::Span<const dt::Tensor> in, bool done) {
+    in_order = in_order && k == (done ? after : before) &&
+               in.size() == g.nodes()[k].inputs.size() && (done ? after < before : after == before);
+    ++(done ? after : before);
+  };
+  const dt::DTensorList batch = cg::make_batch(cpu, 2);
+  const dt::DTensor got = g.run(batch, nullptr, &hooks)[0];
+  const dt::DTensor want = eager.step(batch)[0];
+  CHECK(before == g.nodes().size());
+  CHECK(after == g.nodes().size());
+  CHECK(in_order);
+  CHECK(pool.takes > 0);
+  REQUIRE(dt::equal(got.to_local(), want.to_local()));
+  std::string diff;
+  CHECK(cg::same_parameters(compiled.net, eager.net, &diff));
+  // A plain replay after it: the memory plan's pool is unaffected.
+  const dt::DTensorList next = cg::make_batch(cpu, 3);
+  REQUIRE(dt::equal(step(next)[0].to_local(), eager.step(next)[0].to_local()));
+  CHECK(cg::same_parameters(compiled.net, eager.net, &diff));
 }
