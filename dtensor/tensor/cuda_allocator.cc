@@ -97,6 +97,15 @@ void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, siz
     DT_CHECK_CUDA(cudaMemcpyPeer(dst, dst_dev.index, src, src_dev.index, nbytes));
     return;
   }
+  if (dst_dev.is_cuda() && src_dev.is_cuda()) {
+    // One device: ordered on the current stream, with no host synchronisation (what cudaMemcpy
+    // does for device-to-device copies on the default stream), so that a CUDA-graph capture
+    // (dtensor/compile/cuda_graph_cuda.cc), whose stream is then current, records the copy.
+    cuda::DeviceGuard guard(dst_dev.index);
+    DT_CHECK_CUDA(
+        cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, cuda::current_stream()));
+    return;
+  }
   cudaMemcpyKind kind = cudaMemcpyDeviceToDevice;
   int device = dst_dev.index;
   if (dst_dev.is_cuda() && src_dev.is_cpu()) {
