@@ -5,20 +5,17 @@
 
 #include <cstdint>
 
-#include "dtensor/nn/module.h"
+#include "dtensor/nn/two_input_module.h"
 #include "dtensor/ops/distance/distance.h"
 
 namespace dtensor::nn {
 
 // cosine_similarity(x1, x2, dim, eps).
-class CosineSimilarity : public Module {
+class CosineSimilarity : public TwoInputModule {
  public:
   explicit CosineSimilarity(int64_t dim = 1, double eps = 1e-8) : dim_(dim), eps_(eps) {}
   std::string type_name() const override { return "CosineSimilarity"; }
-  using Module::forward;
-  DTensor forward(const DTensor& x1, const DTensor& x2);
-  using Module::operator();
-  DTensor operator()(const DTensor& x1, const DTensor& x2) { return forward(x1, x2); }
+  DTensor forward(const DTensor& x1, const DTensor& x2) override;
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
 
@@ -28,15 +25,12 @@ class CosineSimilarity : public Module {
 };
 
 // pairwise_distance(x1, x2, p, eps, keepdim).
-class PairwiseDistance : public Module {
+class PairwiseDistance : public TwoInputModule {
  public:
   explicit PairwiseDistance(double p = 2.0, double eps = 1e-6, bool keepdim = false)
       : p_(p), eps_(eps), keepdim_(keepdim) {}
   std::string type_name() const override { return "PairwiseDistance"; }
-  using Module::forward;
-  DTensor forward(const DTensor& x1, const DTensor& x2);
-  using Module::operator();
-  DTensor operator()(const DTensor& x1, const DTensor& x2) { return forward(x1, x2); }
+  DTensor forward(const DTensor& x1, const DTensor& x2) override;
   double norm() const { return p_; }
   double eps() const { return eps_; }
   bool keepdim() const { return keepdim_; }

@@ -12,21 +12,18 @@
 
 #include <cstdint>
 
-#include "dtensor/nn/module.h"
+#include "dtensor/nn/two_input_module.h"
 #include "dtensor/ops/loss/loss.h"
 
 namespace dtensor::nn {
 
 using ::dtensor::Reduction;
 
-// The base of the loss modules (PyTorch's _Loss): the reduction and a two-input forward.
-class Loss : public Module {
+// The base of the loss modules (PyTorch's _Loss): the reduction and a two-input forward
+// (input, target).
+class Loss : public TwoInputModule {
  public:
   explicit Loss(Reduction reduction) : reduction_(reduction) {}
-  using Module::forward;
-  virtual DTensor forward(const DTensor& input, const DTensor& target) = 0;
-  using Module::operator();
-  DTensor operator()(const DTensor& input, const DTensor& target) { return forward(input, target); }
   Reduction reduction() const { return reduction_; }
 
  protected:

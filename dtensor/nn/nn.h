@@ -15,3 +15,4 @@
 #include "dtensor/nn/norm_layers.h"
 #include "dtensor/nn/pooling.h"
 #include "dtensor/nn/transformer.h"
+#include "dtensor/nn/two_input_module.h"
