@@ -158,6 +158,21 @@ class Block : public nn::Module {
   nn::ModulePtr attention_norm_, attention_, ffn_norm_, feed_forward_;
 };
 
+// probe.py's Chain: rowwise -> sequence-parallel norm -> colwise, DTensors between.
+class Chain : public nn::Module {
+ public:
+  Chain() {
+    row_ = register_module("row", std::make_shared<nn::Linear>(8, D, true, kF64));
+    norm_ = register_module("norm", std::make_shared<nn::LayerNorm>(D, 1e-5, true, kF64));
+    col_ = register_module("col", std::make_shared<nn::Linear>(D, 6, true, kF64));
+  }
+  std::string type_name() const override { return "Chain"; }
+  DTensor forward(const DTensor& x) override { return (*col_)((*norm_)((*row_)(x))); }
+
+ private:
+  nn::ModulePtr row_, norm_, col_;
+};
+
 // probe.py's block_plan (torchtitan's plan for one block).
 dt::ParallelizePlan block_plan(bool sp) {
   const dt::Placement seq = sp ? dt::Placement(Shard(1)) : dt::Placement(Replicate());
@@ -425,6 +440,19 @@ int main(int argc, char** argv) {
   run("emb_col_pad", emb_pad, style(Col()), mesh, tok);
   run("emb_col_S1", emb(D), style(Col({.output_layouts = Shard(1), .use_local_output = false})),
       mesh, tok);
+  run("emb_row_S0", emb(D),
+      style(Row(
+          {.input_layouts = Replicate(), .output_layouts = Shard(0), .use_local_output = false})),
+      mesh, tok);
+  const Opts t5{.x_full = [](int s) { return full_input({B, 5, 8}, s); }, .in_layout = 2};
+  run("row_out_S1_T5_dt", lin(8, 3),
+      style(Row({.output_layouts = Shard(1), .use_local_output = false})), mesh, t5);
+  run(
+      "sp_chain_T5", [] { return std::make_shared<Chain>(); },
+      plan({{"row", Row({.output_layouts = Shard(1), .use_local_output = false})},
+            {"norm", Seq()},
+            {"col", Col({.input_layouts = Shard(1)})}}),
+      mesh, t5);
   const Build mlp = [] { return std::make_shared<MLP>(); };
   run("mlp", mlp, plan({{"fc1", Col()}, {"fc2", Row()}}), mesh, rep);
   run(
@@ -465,6 +493,11 @@ int main(int argc, char** argv) {
     o.fsdp = m2;
     o.pmesh = m2[{"tp"}];
     run("fsdp_tp_mlp", mlp, plan({{"fc1", Col()}, {"fc2", Row()}}), mesh, o);
+    // Loss parallel under FSDP2 + TP: vocab-sharded logits on tp, each dp rank its rows.
+    o.loss = ce_loss({.ignore = true});
+    o.loss_done = true;
+    run("fsdp_tp_loss", lin(D, 7),
+        style(Col({.output_layouts = Shard(-1), .use_local_output = false})), mesh, o);
   }
   err("err_col_layernorm", [&] {
     nn::LayerNorm m(D, 1e-5, true, kF64);

@@ -123,6 +123,15 @@ class Block(nn.Module):  # torchtitan's TransformerBlock, small
         return h + self.feed_forward(self.ffn_norm(h))
 
 
+class Chain(nn.Module):  # rowwise -> sequence-parallel norm -> colwise, DTensors between
+    def __init__(self):
+        super().__init__()
+        self.row, self.norm, self.col = nn.Linear(8, D), nn.LayerNorm(D), nn.Linear(D, 6)
+
+    def forward(self, x):
+        return self.col(self.norm(self.row(x)))
+
+
 def block_plan(sp):  # torchtitan's plan for one block (sequence parallel or not)
     seq = Shard(1) if sp else Replicate()
     p = {"attention": PrepareModuleInput(input_layouts=(seq,), desired_input_layouts=(Replicate(),)),
@@ -288,6 +297,13 @@ if __name__ == "__main__":
     run("emb_col_pad", lambda: nn.Embedding(7, D, padding_idx=3), ColwiseParallel(), tok=True)
     run("emb_col_S1", lambda: nn.Embedding(7, D), ColwiseParallel(output_layouts=Shard(1), use_local_output=False),
         tok=True)
+    run("emb_row_S0", lambda: nn.Embedding(7, D), RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(0),
+                                                                   use_local_output=False), tok=True)
+    run("row_out_S1_T5_dt", Lin(8, 3), RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
+        lambda s: full_input((B, 5, 8), s), in_layout=2)
+    run("sp_chain_T5", Chain, {"row": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
+                               "norm": SequenceParallel(), "col": ColwiseParallel(input_layouts=Shard(1))},
+        lambda s: full_input((B, 5, 8), s), in_layout=2)
     run("mlp", MLP, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}, x3)
     run("mlp_sp", lambda: Wrap(MLP()),
         {"inner.fc1": ColwiseParallel(input_layouts=Shard(1)),
@@ -308,6 +324,12 @@ if __name__ == "__main__":
         m2 = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         run("fsdp_tp_mlp", MLP, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()},
             lambda s: full_input((2 * B, T, D), s), in_layout=0, fsdp=m2["dp"], pmesh=m2["tp"])
+        # Loss parallel under FSDP2 + TP: vocab-sharded logits on tp, each dp rank its rows.
+        ce = ce_loss(ignore=True)
+        run("fsdp_tp_loss", lambda: nn.Linear(D, 7),
+            ColwiseParallel(output_layouts=Shard(-1), use_local_output=False),
+            lambda s: full_input((2 * B, T, D), s), in_layout=0, fsdp=m2["dp"], pmesh=m2["tp"],
+            loss=lambda y: _Done(ce(y)))
     err("err_col_layernorm", lambda: parallelize_module(nn.LayerNorm(D), mesh, ColwiseParallel()))
     err("err_row_conv", lambda: parallelize_module(nn.Conv1d(2, 4, 3), mesh, RowwiseParallel()))
     err("err_seq_linear", lambda: parallelize_module(nn.Linear(4, 4), mesh, SequenceParallel()))
