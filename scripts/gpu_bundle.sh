@@ -44,7 +44,8 @@ nvcc=$(cat "$BUILD_DIR"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null |
   sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p')
 nvcc=${nvcc%%$'\n'*}
 if [ "$(cache_value DTENSOR_CUDA)" = OFF ] || [ -z "$arch" ] || [ ! -x "$nvcc" ]; then
-  die "$BUILD_DIR builds no CUDA: configure it with -DDTENSOR_CUDA=ON (nvcc in PATH or /usr/local/cuda)"
+  die "$BUILD_DIR builds no CUDA: configure it with -DDTENSOR_CUDA=ON (nvcc in PATH or in \
+/usr/local/cuda)"
 fi
 # The lent machines are Hopper (sm_90): machine code for 90 or PTX for <= 90 must be in it.
 grep -qE '(^|;)90($|[-;])' <<<"$arch" || echo "gpu_bundle.sh: warning: CUDA architectures '$arch' \
@@ -52,7 +53,8 @@ hold no sm_90 code: an H100 / H200 would JIT the PTX or fail" >&2
 
 # The gpu label's programs ("?name": a Catch2 program not built yet, its tests undiscovered).
 gpu_test_programs() {
-  (cd "$BUILD_DIR" && ctest --show-only=json-v1 -L gpu) | python3 scripts/gpu_tests.py programs "$BUILD_DIR"
+  (cd "$BUILD_DIR" && ctest --show-only=json-v1 -L gpu) |
+    python3 scripts/gpu_tests.py programs "$BUILD_DIR"
 }
 
 # build PROGRAMS...: builds their targets (a target is its program's name).
@@ -99,7 +101,8 @@ done
 
 # Open MPI from where its own ompi_info says it is installed.
 mpi_path() {
-  ompi_info --path "$1" --parsable | awk -F: -v n="$1" '$1 == "path" && $2 == n && !done {print $3; done = 1}'
+  ompi_info --path "$1" --parsable |
+    awk -F: -v n="$1" '$1 == "path" && $2 == n && !done {print $3; done = 1}'
 }
 orterun=$(readlink -f "$mpiexec")
 cp "$orterun" "$B/mpi/bin/orterun"
@@ -111,7 +114,8 @@ cp "$(mpi_path sysconfdir)"/*.conf "$(mpi_path sysconfdir)"/*hostfile "$B/mpi/et
 skipped=()
 for plugin in "$(mpi_path pkglibdir)"/*.so; do
   deps=$(ldd "$plugin")
-  if grep -qE 'libuc[mpst]\.|libfabric|libibverbs|librdmacm|libpsm|libinfinipath|libnl-' <<<"$deps"; then
+  fabric='libuc[mpst]\.|libfabric|libibverbs|librdmacm|libpsm|libinfinipath|libnl-'
+  if grep -qE "$fabric" <<<"$deps"; then
     skipped+=("$(basename "$plugin" .so)")
   else
     cp "$plugin" "$B/mpi/lib/openmpi3/"
@@ -127,7 +131,8 @@ cp -r "$pmix_prefix/share/pmix" "$B/mpi/pmix/share/"
 # Every shared library the carried programs and plugins need, but glibc's, the compiler
 # runtime's and CUDA's: the rule is kept in the bundle, and gpu_run.sh checks the unpacked bundle
 # against it.
-echo '^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|libutil|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' \
+system='linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|libutil'
+echo "^($system|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so" \
   >"$B/outside.regex"
 mapfile -t elves < <(find "$B" -type f \( -perm -u+x -o -name '*.so*' \))
 { ldd "${elves[@]}" 2>/dev/null || true; } | awk '$2 == "=>" {print $1, $3}' | sort -u |
@@ -146,8 +151,7 @@ mapfile -t elves < <(find "$B" -type f \( -perm -u+x -o -name '*.so*' \))
   echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- dtensor tests benchmarks \
     examples || echo ' + uncommitted changes')"
   echo "build folder: $BUILD_DIR, CUDA architectures: $arch, $("$nvcc" --version | tail -1)"
-  echo "tests (ctest -L gpu): $(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["tests"]))' \
-    <"$B/gpu_tests.json")"
+  echo "tests (ctest -L gpu): $(grep -c '"name": "LABELS"' "$B/gpu_tests.json")"
   echo "programs:"; printf '  %s\n' "${programs[@]}"
   echo "Open MPI plugins left out: ${skipped[*]}"
   echo "libraries:"; (cd "$B/lib" && ls) | sed 's/^/  /'
