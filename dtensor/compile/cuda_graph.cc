@@ -54,6 +54,13 @@ std::string cuda_graph_refusal(const Graph& g, const DTensorList& inputs, bool p
                           "device-to-host copy and a host decision), which a graph launch does "
                           "not redo");
     }
+    if (n.name == "num_batches_tracked") {
+      // A BatchNorm without momentum averages with 1 / batches, a host value its kernel takes
+      // as an argument: a graph launch would repeat the captured one.
+      return absl::StrCat(node,
+                          " counts BatchNorm's batches on the host, a value its kernels may take "
+                          "as an argument (momentum=None), which a graph launch does not redo");
+    }
     if (n.collectives.empty()) continue;
     if (n.kind != "redistribute" || n.payload == nullptr) {
       return absl::StrCat(node,

@@ -1,6 +1,7 @@
 // CUDA strided copy with dtype conversion: one thread per element (grid-stride), offsets from
 // an OffsetCalc over dst and src. Same-dtype copies move raw bytes by element size.
 #include <cstdint>
+#include <cstring>
 
 #include "dtensor/tensor/convert.h"
 #include "dtensor/tensor/detail/copy_cuda.h"
@@ -29,7 +30,50 @@ void launch(char* dst, const char* src, const OffsetCalc<2>& calc, int64_t n) {
       <<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(dst, src, calc, n);
 }
 
+template <typename U>
+__global__ void fill_kernel(char* dst, OffsetCalc<1> calc, int64_t n, U v) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t off[1];
+    calc.get(i, off);
+    *reinterpret_cast<U*>(dst + off[0]) = v;
+  }
+}
+
+template <typename U>
+void launch_fill(char* dst, const OffsetCalc<1>& calc, int64_t n, uint64_t bits) {
+  U v;
+  std::memcpy(&v, &bits, sizeof(U));
+  fill_kernel<U><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(dst, calc, n, v);
+}
+
 }  // namespace
+
+void fill_cuda(const Tensor& dst, uint64_t bits) {
+  DT_CHECK(dst.device().is_cuda() && dst.itemsize() <= 8,
+           "[fill_] internal: fill_cuda needs a CUDA tensor of at most 8-byte elements");
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  cuda::DeviceGuard guard(dst.device().index);
+  const auto calc = make_offset_calc<1>(dst.sizes(), {IntSpan(dst.strides())},
+                                        {static_cast<int64_t>(dst.itemsize())});
+  char* d = static_cast<char*>(dst.data_ptr());
+  switch (dst.itemsize()) {
+    case 1:
+      launch_fill<uint8_t>(d, calc, n, bits);
+      break;
+    case 2:
+      launch_fill<uint16_t>(d, calc, n, bits);
+      break;
+    case 4:
+      launch_fill<uint32_t>(d, calc, n, bits);
+      break;
+    default:
+      launch_fill<uint64_t>(d, calc, n, bits);
+      break;
+  }
+  DT_CHECK_CUDA(cudaGetLastError());
+}
 
 void copy_cuda(const Tensor& dst, const Tensor& src) {
   DT_CHECK(dst.sizes() == src.sizes(), "[copy_] internal: shapes %s and %s differ",

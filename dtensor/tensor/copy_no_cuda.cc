@@ -9,6 +9,10 @@ void copy_cuda(const Tensor& dst, const Tensor& src) {
           dst.device().str());
 }
 
+void fill_cuda(const Tensor& dst, uint64_t) {
+  DT_FAIL("[fill_] dtensor was built without CUDA (a tensor on %s)", dst.device().str());
+}
+
 bool copy_cuda_compiled() {
   return false;
 }

@@ -245,6 +245,18 @@ Tensor& Tensor::fill_(const Scalar& value) {
     storage_.bump_version();  // a write (as copy_ counts it on meta tensors)
     return *this;
   }
+  if (device().is_cuda() && itemsize() <= 8) {
+    // The value as a kernel argument: no host-to-device copy (which a CUDA-graph capture of a
+    // compiled step could not record). The same bytes copy_ would write.
+    uint64_t bits = 0;
+    dispatch_dtype(dtype_, [&]<typename T>() {
+      const T v = value.to<T>();
+      std::memcpy(&bits, &v, sizeof(T));
+    });
+    storage_.bump_version();
+    detail::fill_cuda(*this, bits);
+    return *this;
+  }
   Tensor s = empty({}, TensorOptions(dtype_));
   dispatch_dtype(dtype_, [&]<typename T>() { *static_cast<T*>(s.data_ptr()) = value.to<T>(); });
   return copy_(s);

@@ -12,6 +12,11 @@ namespace dtensor::detail {
 // synchronizing. The no-CUDA build throws.
 void copy_cuda(const Tensor& dst, const Tensor& src);
 
+// Sets every element of dst (a CUDA tensor, any strides) to the value whose bytes are the low
+// dst.itemsize() (<= 8) bytes of `bits`: fill_ on a CUDA tensor, the value a kernel argument (no
+// host-to-device copy, so that a CUDA-graph capture records it). The no-CUDA build throws.
+void fill_cuda(const Tensor& dst, uint64_t bits);
+
 // True when copy_cuda is compiled in.
 bool copy_cuda_compiled();
 
