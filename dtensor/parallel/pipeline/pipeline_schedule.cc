@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/collectives/fake_communicator.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
+#include "dtensor/tensor/shape_ops.h"
 
 namespace dtensor::pipelining {
 
@@ -44,6 +47,21 @@ std::vector<DTensor> microbatches(const DTensor& x, int64_t m) {
                                       false, shape));
   }
   return out;
+}
+
+// The inverse of microbatches(): the pieces' local values concatenated along dim 0, with their
+// placements and the whole batch's global size.
+DTensor merge(const std::vector<DTensor>& pieces) {
+  if (pieces.empty() || !pieces.front().defined()) return DTensor();
+  std::vector<Tensor> locals;
+  Shape shape = pieces.front().shape();
+  shape.at(0) = 0;
+  for (const DTensor& x : pieces) {
+    locals.push_back(x.to_local());
+    shape[0] += x.shape().at(0);
+  }
+  const DTensor& first = pieces.front();
+  return DTensor::from_local(cat(locals, 0), first.device_mesh(), first.placements(), false, shape);
 }
 
 double scalar_value(const DTensor& loss) {
@@ -132,7 +150,6 @@ PipelineSchedule::PipelineSchedule(ScheduleKind kind,
   DT_CHECK(n_microbatches <= detail::kMaxMicrobatches, "[%s] %lld microbatches (at most %lld)",
            op_.c_str(), static_cast<long long>(n_microbatches),
            static_cast<long long>(detail::kMaxMicrobatches));
-  DT_CHECK(loss_fn_ != nullptr, "[%s] no loss function given", op_.c_str());
   order_ = pipeline_order(kind, p, v, n_microbatches);
   // Every rank of the mesh agrees and fails together (R2-1): a dp, tp or cp peer whose pipeline
   // raised alone would leave the others waiting in their collectives on those dims. Created
@@ -153,17 +170,18 @@ PipelineStage& PipelineSchedule::stage(int64_t s) {
 // same step; a rank that cannot start (`problem`, e.g. a dp shard of the batch that does not
 // split) makes every rank of the mesh raise its message, before any rank enters a collective of
 // its stages (FSDP's, tensor parallelism's) that the failed rank would never join.
-void PipelineSchedule::check_agreement(const std::string& problem) {
+void PipelineSchedule::check_agreement(const std::string& problem, bool eval) {
   const CommunicatorPtr& all_ranks = mesh_comm_;
   const int n = all_ranks->size();
-  constexpr int kWords = 5;
+  constexpr int kWords = 6;
   Tensor mine = zeros({kWords}, TensorOptions(kInt64));
   int64_t* w = mine.data<int64_t>();
   w[0] = static_cast<int64_t>(kind_);
   w[1] = n_microbatches_;
   w[2] = num_stages_;
   w[3] = step_count_;
-  w[4] = problem.empty() ? 0 : 1;
+  w[4] = eval ? 1 : 0;
+  w[5] = problem.empty() ? 0 : 1;
   Tensor all = zeros({kWords * n}, TensorOptions(kInt64));
   {
     CollectiveLabel label("pipeline step");
@@ -172,7 +190,7 @@ void PipelineSchedule::check_agreement(const std::string& problem) {
   const int64_t* a = all.data<int64_t>();
   int first = -1;
   for (int r = 0; r < n && first < 0; ++r) {
-    if (a[r * kWords + 4] != 0) first = r;
+    if (a[r * kWords + 5] != 0) first = r;
   }
   // On the fake backend every peer is taken to be this rank (its words fill every slot): a
   // problem is this rank's own.
@@ -180,11 +198,11 @@ void PipelineSchedule::check_agreement(const std::string& problem) {
   detail::raise_first_failure(*all_ranks, first, problem);
   for (int r = 0; r < n; ++r) {
     const int64_t* o = a + r * kWords;
-    if (std::equal(o, o + 4, a)) continue;
+    if (std::equal(o, o + 5, a)) continue;
     auto describe = [](const int64_t* x) {
       return "Schedule" + std::string(schedule_name(static_cast<ScheduleKind>(x[0]))) + " with " +
              std::to_string(x[1]) + " microbatches over " + std::to_string(x[2]) +
-             " stages at step " + std::to_string(x[3]);
+             " stages at step " + std::to_string(x[3]) + (x[4] ? " (eval)" : "");
     };
     DT_CHECK(false,
              "[%s] the pipeline's ranks disagree: world rank %d runs %s, world rank %d runs %s",
@@ -194,19 +212,39 @@ void PipelineSchedule::check_agreement(const std::string& problem) {
 }
 
 double PipelineSchedule::step(const DTensor& input, const DTensor& target) {
+  return run_step(input, target, false);
+}
+
+DTensor PipelineSchedule::eval(const DTensor& input, const DTensor& target) {
+  run_step(input, target, true);
+  return output_;
+}
+
+double PipelineSchedule::run_step(const DTensor& input, const DTensor& target, bool eval) {
   const auto start = Clock::now();
   const int64_t m = n_microbatches_;
   const CommunicatorPtr& pp = stages_[0]->pp_group();
+  const bool last = stages_.back()->is_last();
+  // eval computes the loss when it can (a loss function and a target), step needs both.
+  const bool with_loss = last && (!eval || (loss_fn_ && target.defined()));
   std::string problem;
   if (stages_.front()->is_first()) problem = split_problem(input, m, "input");
-  if (problem.empty() && stages_.back()->is_last()) problem = split_problem(target, m, "target");
+  if (problem.empty() && with_loss && !loss_fn_) {
+    problem =
+        "no loss function was given to the last stage (step() needs one; eval() runs "
+        "without)";
+  }
+  if (problem.empty() && with_loss) problem = split_problem(target, m, "target");
   if (!problem.empty()) problem = "[" + op_ + "] " + problem;
-  check_agreement(problem);
+  check_agreement(problem, eval);
+  eval_ = eval;
+  losses_.clear();
+  outputs_.clear();
+  output_ = DTensor();
   ++step_count_;
   std::vector<DTensor> inputs =
       stages_.front()->is_first() ? microbatches(input, m) : std::vector<DTensor>();
-  std::vector<DTensor> targets =
-      stages_.back()->is_last() ? microbatches(target, m) : std::vector<DTensor>();
+  std::vector<DTensor> targets = with_loss ? microbatches(target, m) : std::vector<DTensor>();
   slots_.assign(stages_.size() * static_cast<size_t>(m), nullptr);
   mailbox_.clear();
   stats_ = StepStats{};
@@ -217,9 +255,17 @@ double PipelineSchedule::step(const DTensor& input, const DTensor& target) {
   {
     const std::vector<Action>& actions = order_[static_cast<size_t>(pp->rank())];
     DeferredGradientSync sync(stages_, actions);
+    // eval: the forwards alone, in the schedule's order (a forward waits only for forwards,
+    // which come no later than in the whole order, so it cannot deadlock either).
+    std::optional<autograd::NoGradGuard> no_grad;
+    if (eval) no_grad.emplace();
     for (size_t k = 0; k < actions.size(); ++k) {
-      sync.before(k, actions[k]);
-      run(actions[k], inputs, targets, loss_sum);
+      if (actions[k].kind == ActionKind::kForward) {
+        forward(actions[k].stage, actions[k].microbatch, inputs, targets, loss_sum);
+      } else if (!eval) {
+        sync.before(k, actions[k]);
+        backward(actions[k].stage, actions[k].microbatch);
+      }
     }
   }
   slots_.clear();
@@ -235,6 +281,8 @@ double PipelineSchedule::step(const DTensor& input, const DTensor& target) {
     }
     throw;
   }
+  if (!outputs_.empty()) output_ = merge(outputs_);
+  outputs_.clear();
   // The loss lives on the last stage's ranks (pp rank p - 1): every rank gets it.
   Tensor loss = full({1}, loss_sum / static_cast<double>(m), TensorOptions(kFloat64));
   {
@@ -243,15 +291,6 @@ double PipelineSchedule::step(const DTensor& input, const DTensor& target) {
   }
   stats_.wall_seconds = seconds_since(start);
   return loss.data<double>()[0];
-}
-
-void PipelineSchedule::run(const Action& a, std::vector<DTensor>& inputs,
-                           std::vector<DTensor>& targets, double& loss_sum) {
-  if (a.kind == ActionKind::kForward) {
-    forward(a.stage, a.microbatch, inputs, targets, loss_sum);
-  } else {
-    backward(a.stage, a.microbatch);
-  }
 }
 
 // Sends (or, to a stage of this rank, keeps) a value; a poisoned rank sends a poisoned header.
@@ -308,17 +347,23 @@ void PipelineSchedule::forward(int64_t s, int64_t i, std::vector<DTensor>& input
   DTensor out;
   if (!channel_.poisoned()) {
     try {
-      if (!st.is_first()) slot->input.requires_grad_();
+      if (!st.is_first() && !eval_) slot->input.requires_grad_();
       const auto t0 = Clock::now();
       out = st.submod()(slot->input);
-      if (st.is_last()) {
+      if (st.is_last() && (eval_ || return_outputs_)) outputs_.push_back(out.detach());
+      if (st.is_last() && targets.empty()) {
+        slot->output = out;  // eval without a loss
+      } else if (st.is_last()) {
         const DTensor loss = loss_fn_(out, targets[static_cast<size_t>(i)]);
         DT_CHECK(loss.defined() && loss.numel() == 1,
                  "[%s] the loss function returned %s for microbatch %lld (expected a scalar)",
                  op_.c_str(), loss.defined() ? shape_str(loss.shape()).c_str() : "nothing",
                  static_cast<long long>(i));
         // A meta loss (a dry run) has no value to add.
-        if (!loss.to_local().device().is_meta()) loss_sum += scalar_value(loss);
+        if (!loss.to_local().device().is_meta()) {
+          losses_.push_back(scalar_value(loss));
+          loss_sum += losses_.back();
+        }
         slot->output = loss;
       } else {
         DT_CHECK(is_floating(out.dtype()),
@@ -334,7 +379,9 @@ void PipelineSchedule::forward(int64_t s, int64_t i, std::vector<DTensor>& input
     }
   }
   if (!st.is_last()) pass(slot->output, {detail::Direction::kActivation, s, s + 1, i});
-  slots_[static_cast<size_t>(s / st.pp_group()->size() * n_microbatches_ + i)] = std::move(slot);
+  if (!eval_) {  // kept for the backward
+    slots_[static_cast<size_t>(s / st.pp_group()->size() * n_microbatches_ + i)] = std::move(slot);
+  }
 }
 
 void PipelineSchedule::backward(int64_t s, int64_t i) {

@@ -44,7 +44,8 @@
 namespace dtensor::pipelining {
 
 // loss_fn(output of the last stage for one microbatch, that microbatch's target) -> a scalar
-// DTensor: the mean loss of the microbatch (cross_entropy, mse_loss, ...).
+// DTensor: the mean loss of the microbatch (cross_entropy, mse_loss, ...). May be empty (nullptr)
+// for a schedule that only runs eval().
 using LossFn = std::function<DTensor(const DTensor& output, const DTensor& target)>;
 
 // Where the time of the last step went on this rank (for the bubble benchmark).
@@ -65,8 +66,28 @@ class PipelineSchedule {
                    int64_t n_microbatches, LossFn loss_fn);
 
   // One training step; see the top of this file. `input` matters on the first stage's ranks,
-  // `target` on the last stage's (the others may pass DTensor()).
+  // `target` on the last stage's (the others may pass DTensor()). Needs the loss function on the
+  // last stage's ranks (raised on every rank otherwise).
   double step(const DTensor& input, const DTensor& target);
+
+  // One forward-only step (PyTorch's schedule.eval()): the microbatches run through the stages
+  // in the schedule's order without backwards and without recording autograd; the loss function
+  // runs when it was given and `target` is given on the last stage's ranks (losses() then holds
+  // each microbatch's loss). Returns the last stage's outputs merged along dim 0 (PyTorch's
+  // merged output: the inverse of the split) on the last stage's ranks, DTensor() on the others.
+  // Collective over the stages' mesh like step() (every rank runs eval at the same time).
+  DTensor eval(const DTensor& input, const DTensor& target = DTensor());
+
+  // The last step's or eval's loss of each microbatch (PyTorch's `losses` list, not scaled by
+  // 1 / n_microbatches) on the last stage's ranks; empty on the others.
+  const std::vector<double>& losses() const { return losses_; }
+  // step() keeps the last stage's outputs (detached) and merges them as eval() does, for
+  // output(), when set (PyTorch's step returns them by default, return_outputs=True; here off by
+  // default: a language model's logits are the largest activation of the step).
+  void set_return_outputs(bool keep) { return_outputs_ = keep; }
+  // The merged output of the last step (with set_return_outputs(true)) or eval on the last
+  // stage's ranks; DTensor() otherwise.
+  const DTensor& output() const { return output_; }
 
   ScheduleKind kind() const { return kind_; }
   int64_t n_microbatches() const { return n_microbatches_; }
@@ -76,9 +97,8 @@ class PipelineSchedule {
 
  private:
   struct Slot;  // what one microbatch's forward keeps for its backward
-  void check_agreement(const std::string& problem);
-  void run(const Action& a, std::vector<DTensor>& inputs, std::vector<DTensor>& targets,
-           double& loss_sum);
+  void check_agreement(const std::string& problem, bool eval);
+  double run_step(const DTensor& input, const DTensor& target, bool eval);
   void forward(int64_t s, int64_t i, std::vector<DTensor>& inputs, std::vector<DTensor>& targets,
                double& loss_sum);
   void backward(int64_t s, int64_t i);
@@ -99,6 +119,11 @@ class PipelineSchedule {
   std::vector<std::shared_ptr<Slot>> slots_;  // [local stage * m + microbatch]
   std::vector<std::pair<std::tuple<int, int64_t, int64_t>, DTensor>> mailbox_;  // same-rank
   StepStats stats_;
+  bool eval_ = false;  // the running step is eval()
+  bool return_outputs_ = false;
+  std::vector<double> losses_;
+  std::vector<DTensor> outputs_;  // the last stage's output per microbatch, while it runs
+  DTensor output_;
 };
 
 // The schedule named `name` (schedule.h schedule_kind: "GPipe", "1F1B", "Interleaved1F1B").

@@ -158,6 +158,62 @@ TEST_CASE("every schedule trains like a single device, float64 and float32", "[p
   check_training(mesh, "Interleaved1F1B", 2, 4, dt::kFloat32, 2e-5);
 }
 
+// PyTorch's step(..., losses=[]) list, its merged output and schedule.eval() (round 7b,
+// tests/parallel/torch_pp_parity): each microbatch's loss, the last stage's output merged along
+// dim 0 and a forward-only step equal the single-device model's; eval records no autograd and
+// runs without a loss function.
+TEST_CASE("per-microbatch losses, merged output and eval equal the single-device model",
+          "[pipeline]") {
+  const dt::DeviceMesh mesh = pp_mesh();
+  const int64_t W = dt::world_size();
+  for (auto [schedule, v] : {std::pair{"GPipe", 1}, {"1F1B", 1}, {"Interleaved1F1B", 2}}) {
+    INFO(schedule);
+    const int64_t m = 4, rows = kBatch / m;
+    const nn::ModulePtr model = make_model(W * v, dt::kFloat64);
+    const nn::ModulePtr ref = make_model(W * v, dt::kFloat64);
+    const auto stages = my_stages(model, mesh, v, false);
+    const bool last = stages.back()->is_last();
+    auto sched = pp::make_schedule(schedule, stages, m, loss_fn);
+    sched->set_return_outputs(true);
+    const Batch b = batch(0);
+    const dt::DTensor tokens = nn::local_dtensor(b.tokens), targets = nn::local_dtensor(b.targets);
+    const double mean = sched->step(tokens, targets);
+    const dt::Tensor want_out = (*ref)(tokens).to_local();
+    REQUIRE(sched->losses().size() == static_cast<size_t>(last ? m : 0));
+    double sum = 0;
+    for (int64_t i = 0; i < m && last; ++i) {
+      const dt::DTensor li = loss_fn((*ref)(nn::local_dtensor(b.tokens.narrow(0, i * rows, rows))),
+                                     nn::local_dtensor(b.targets.narrow(0, i * rows, rows)));
+      const double want = li.to_local().item<double>();
+      CHECK(std::abs(sched->losses()[static_cast<size_t>(i)] - want) <= 1e-12);
+      sum += sched->losses()[static_cast<size_t>(i)];
+    }
+    if (last) CHECK(std::abs(mean - sum / m) <= 1e-12);
+    CHECK(sched->output().defined() == last);
+    if (last) CHECK(max_diff(sched->output().to_local(), want_out) <= 1e-12);
+
+    // eval, with the loss (the same losses) and without a loss function.
+    const dt::DTensor out = sched->eval(tokens, last ? targets : dt::DTensor());
+    CHECK(out.defined() == last);
+    if (last) {
+      CHECK(max_diff(out.to_local(), want_out) <= 1e-12);
+      CHECK_FALSE(out.requires_grad());
+      CHECK(sched->losses().size() == static_cast<size_t>(m));
+    }
+    auto infer = pp::make_schedule(schedule, stages, m, nullptr);
+    const dt::DTensor out2 = infer->eval(tokens);
+    CHECK(out2.defined() == last);
+    if (last) {
+      CHECK(max_diff(out2.to_local(), want_out) <= 1e-12);
+      CHECK(infer->losses().empty());
+    }
+    // step() needs the loss function: raised on every rank.
+    CHECK_THROWS_WITH(infer->step(tokens, targets),
+                      Catch::Contains("[Schedule" + std::string(schedule) +
+                                      "] no loss function was given to the last stage"));
+  }
+}
+
 TEST_CASE("pipeline x tensor parallel (pp 2 x tp 2)", "[pipeline][tp]") {
   if (dt::world_size() != 4) return;
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"pp", "tp"});

@@ -73,8 +73,15 @@ struct Case {
   int64_t v, m, rows;
   int steps = 3;
   bool clip = false;
-  bool eval = false;
+  bool eval = false;       // one eval() (PyTorch's schedule.eval) instead of the steps
+  bool eval_loss = false;  // eval with the loss function and the target
 };
+
+std::string list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (double x : v) s += (s.size() > 1 ? "," : "") + num(x);
+  return s + "]";
+}
 
 void run(const Case& c, const dt::DeviceMesh& mesh) {
   const int64_t n = W * c.v;
@@ -84,8 +91,9 @@ void run(const Case& c, const dt::DeviceMesh& mesh) {
     mods[s] = std::make_shared<Stage>(s, n);
     stages.push_back(std::make_shared<pp::PipelineStage>(mods[s], s, n, mesh));
   }
-  auto sched = pp::make_schedule(
-      c.name, stages, c.m, [](const DTensor& o, const DTensor& t) { return dt::mse_loss(o, t); });
+  pp::LossFn loss = [](const DTensor& o, const DTensor& t) { return dt::mse_loss(o, t); };
+  auto sched = pp::make_schedule(c.name, stages, c.m, c.eval && !c.eval_loss ? nullptr : loss);
+  sched->set_return_outputs(true);
   std::string order;
   for (const pp::Action& a : sched->order()[static_cast<size_t>(R)])
     order += (order.empty() ? "" : " ") + a.str(true);
@@ -103,9 +111,23 @@ void run(const Case& c, const dt::DeviceMesh& mesh) {
   for (int step = 0; step < c.steps; ++step) {
     const std::string st = " step" + std::to_string(step);
     auto [x, y] = batch(step, c.rows);
+    if (c.eval) {
+      const DTensor out =
+          sched->eval(nn::local_dtensor(x), c.eval_loss ? nn::local_dtensor(y) : DTensor());
+      if (!has_last) continue;
+      rec(c.tag + st + " eval output", out);
+      if (c.eval_loss)
+        entry("\"case\":" + quoted(c.tag + st + " eval losses") +
+              ",\"value\":" + list(sched->losses()));
+      continue;
+    }
     opt.zero_grad();
-    const double loss = sched->step(nn::local_dtensor(x), nn::local_dtensor(y));
-    if (has_last) rec_num(c.tag + st + " mean loss", loss);
+    const double mean = sched->step(nn::local_dtensor(x), nn::local_dtensor(y));
+    if (has_last) {
+      rec_num(c.tag + st + " mean loss", mean);
+      entry("\"case\":" + quoted(c.tag + st + " losses") + ",\"value\":" + list(sched->losses()));
+      rec(c.tag + st + " output", sched->output());
+    }
     each_param(st + " grad", true);
     if (c.clip) {
       rec_num(c.tag + st + " clip total_norm",
@@ -134,10 +156,11 @@ int main(int argc, char** argv) {
   cases.push_back({"Interleaved1F1B_m4_clip", "Interleaved1F1B", 2, 4, 8, 3, true});
   cases.push_back({"GPipe_m4_eval", "GPipe", 1, 4, 8, 1, false, true});
   cases.push_back({"1F1B_m4_eval", "1F1B", 1, 4, 8, 1, false, true});
+  cases.push_back({"Interleaved1F1B_m4_eval", "Interleaved1F1B", 2, 4, 8, 1, false, true});
+  cases.push_back({"1F1B_m4_eval_loss", "1F1B", 1, 4, 8, 1, false, true, true});
   cases.push_back({"GPipe_m2_rows7", "GPipe", 1, 2, 7});
   for (const Case& c : cases) {
     try {
-      if (c.eval) DT_CHECK(false, "[probe] no forward-only step in dtensor::pipelining");
       run(c, mesh);
     } catch (const std::exception& e) {
       rec_error(c.tag, e);

@@ -56,13 +56,13 @@ def order_of(sched):
             for r, acts in order.items()}
 
 
-def run(tag, name, v, m, rows, steps=3, clip=False, eval_mode=False):
+def run(tag, name, v, m, rows, steps=3, clip=False, eval_mode=False, eval_loss=False):
     n = W * v
     mods = {s: Stage(s, n) for s in range(R, n, W)}
     stages = [PipelineStage(mods[s], s, n, torch.device("cpu")) for s in sorted(mods)]
     cls = SCHEDULES[name]
     sched = cls(stages if v > 1 or name == "Interleaved1F1B" else stages[0], n_microbatches=m,
-                loss_fn=lambda o, t: F.mse_loss(o, t))
+                loss_fn=None if eval_mode and not eval_loss else (lambda o, t: F.mse_loss(o, t)))
     o = order_of(sched)
     if o is not None:
         rec(tag + " order", o[R])
@@ -75,8 +75,13 @@ def run(tag, name, v, m, rows, steps=3, clip=False, eval_mode=False):
         losses = []
         args = (x,) if has_first else ()
         if eval_mode:
-            res = sched.eval(*args)
-            if has_last: rec(tag + " step%d eval output" % step, res)
+            if eval_loss:
+                res = sched.eval(*args, target=y if has_last else None, losses=losses)
+            else:
+                res = sched.eval(*args)
+            if has_last:
+                rec(tag + " step%d eval output" % step, res)
+                if eval_loss: rec(tag + " step%d eval losses" % step, [float(l) for l in losses])
             continue
         res = sched.step(*args, target=y if has_last else None, losses=losses)
         if has_last:
@@ -110,6 +115,8 @@ CASES.append(("1F1B_m4_clip", "1F1B", 1, 4, 8, dict(clip=True)))
 CASES.append(("Interleaved1F1B_m4_clip", "Interleaved1F1B", 2, 4, 8, dict(clip=True)))
 CASES.append(("GPipe_m4_eval", "GPipe", 1, 4, 8, dict(eval_mode=True, steps=1)))
 CASES.append(("1F1B_m4_eval", "1F1B", 1, 4, 8, dict(eval_mode=True, steps=1)))
+CASES.append(("Interleaved1F1B_m4_eval", "Interleaved1F1B", 2, 4, 8, dict(eval_mode=True, steps=1)))
+CASES.append(("1F1B_m4_eval_loss", "1F1B", 1, 4, 8, dict(eval_mode=True, eval_loss=True, steps=1)))
 
 # Last: a batch that does not divide by the microbatch count (torch.tensor_split's rule: 4 + 3
 # rows) hangs or fails under PyTorch (the receiving stage's buffer has the first microbatch's
