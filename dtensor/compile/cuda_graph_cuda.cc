@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "dtensor/compile/detail/cuda_graph.h"
+#include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/optim/detail/device_scalars.h"
+#include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/cuda_check.h"
 #include "dtensor/tensor/detail/deferred_free_cuda.h"
 #include "dtensor/tensor/detail/storage_pool.h"
@@ -271,6 +273,14 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
       graph_inputs.emplace_back(static_in_.back(), inputs[i].spec_ptr());
     }
     copy_inputs(contiguous);
+    {
+      // cuBLAS may set up its workspace for a stream when first used on it, which a capture
+      // would refuse: one small product on the capture's stream first.
+      const OnStream on(stream_, nullptr);
+      const TensorOptions opts(kFloat32, Device(kCUDA, device_));
+      const int64_t square[] = {2, 2};
+      (void)mm(ones(square, opts), ones(square, opts));
+    }
 
     // The capture: each node observed before and after it runs.
     bool irreversible = false;  // a node of the optimizer (or host state) has run
