@@ -11,7 +11,7 @@
 # files (what comes back from $OUT), all but gpu_run.log, suite.log and gpu_report.md go into
 # results.tar.gz. Exit status: the gpu suite's (2 when the bundle or the GPU is missing).
 #
-# Environment (defaults in brackets): OUT [gpu_run_out], GPU_BUNDLE_DIR (where to unpack)
+# Environment (defaults in brackets): OUT [/tmp/gpu_run_out], GPU_BUNDLE_DIR (where to unpack)
 # [/tmp/dtensor-gpubundle], GPU_RUN_FIGURES (0: the suite only) [1], GPU_RUN_SUITE_TIMEOUT and
 # GPU_RUN_FIGURES_TIMEOUT (seconds) [240, 240], GPU_RUN_ALLOW_NO_GPU (1: go on without a GPU,
 # every gpu test then reports skipped: to check a bundle on a machine without one) [0],
@@ -27,7 +27,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$(pwd)
 taskset -pc "0-$(($(nproc --all) - 1))" $$ >/dev/null 2>&1 || true  # commands start on 1 CPU
-OUT=${OUT:-$ROOT/gpu_run_out}
+OUT=${OUT:-/tmp/gpu_run_out}  # the device sets OUT
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_run.log") 2>&1
 tee_pid=$!
