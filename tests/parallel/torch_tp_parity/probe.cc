@@ -281,6 +281,7 @@ struct CE {
   double smoothing = 0;
   bool weight = false;
   bool ignore_all = false;  // every target -100
+  bool three_d = false;     // [B, 7, T] logits (class dim 1), [B, T] targets
 };
 std::function<DTensor(const DTensor&)> ce_loss(CE c) {
   return [c](const DTensor& y) {
@@ -297,9 +298,11 @@ std::function<DTensor(const DTensor&)> ce_loss(CE c) {
       const dt::Tensor wt = formula({7}, [](int64_t i) { return 0.5 + 0.1 * i; });
       w = DTensor::from_local(nn::local_dtensor(wt), mesh, {Replicate()});
     }
-    const int64_t rows[] = {-1, 7};
-    DTensor l =
-        dt::cross_entropy(dt::reshape(y, rows), tgt, c.reduction, c.ignore_index, c.smoothing, w);
+    const int64_t rows[] = {-1, 7}, bt[] = {B, T};
+    DTensor l = c.three_d ? dt::cross_entropy(dt::transpose(y, 1, 2), dt::reshape(tgt, bt),
+                                              c.reduction, c.ignore_index, c.smoothing, w)
+                          : dt::cross_entropy(dt::reshape(y, rows), tgt, c.reduction,
+                                              c.ignore_index, c.smoothing, w);
     if (c.reduction == dt::Reduction::kNone) {
       l = dt::sum(dt::mul(l.full_tensor_dtensor(), nn::local_dtensor(coeff(l.shape()))));
     }
@@ -453,6 +456,21 @@ int main(int argc, char** argv) {
             {"norm", Seq()},
             {"col", Col({.input_layouts = Shard(1)})}}),
       mesh, t5);
+  run(
+      "sp_chain_col_default", [] { return std::make_shared<Chain>(); },
+      plan({{"row", Row({.output_layouts = Shard(1), .use_local_output = false})},
+            {"norm", Seq()},
+            {"col", Col()}}),
+      mesh, in8);
+  run(
+      "prep_out_same_layout", wrap8,
+      [](nn::Module& m, const dt::DeviceMesh& me) {
+        dt::parallelize_module(m, me,
+                               dt::PrepareModuleOutput({.output_layouts = Replicate(),
+                                                        .desired_output_layouts = Replicate()}));
+        dt::parallelize_module(m, me, {{"inner", Col({.use_local_output = false})}});
+      },
+      mesh, rep);
   const Build mlp = [] { return std::make_shared<MLP>(); };
   run("mlp", mlp, plan({{"fc1", Col()}, {"fc2", Row()}}), mesh, rep);
   run(
@@ -469,6 +487,8 @@ int main(int argc, char** argv) {
       {"sum", {.reduction = dt::Reduction::kSum}},
       {"none", {.reduction = dt::Reduction::kNone}},
       {"ignore", {.ignore = true}},
+      {"3d", {.ignore = true, .three_d = true}},
+      {"3d_none", {.reduction = dt::Reduction::kNone, .three_d = true}},
       {"ignore_all", {.ignore_all = true}},
       {"ignore_all_sum", {.reduction = dt::Reduction::kSum, .ignore_all = true}},
       {"ignore_index3", {.ignore = true, .ignore_index = 3}},

@@ -210,8 +210,12 @@ def ce_loss(full=False, **kw):
             l = F.cross_entropy(y.full_tensor().flatten(0, 1), tgt, **kw2)
             l.backward()
             return l
+        three_d = kw2.pop("three_d", False)  # [B, 7, T] logits (class dim 1), [B, T] targets
         with loss_parallel():
-            l = F.cross_entropy(y.flatten(0, 1), tgt, **kw2)
+            if three_d:
+                l = F.cross_entropy(y.transpose(1, 2), tgt.reshape(B, T), **kw2)
+            else:
+                l = F.cross_entropy(y.flatten(0, 1), tgt, **kw2)
             if kw2.get("reduction") == "none":
                 l = (l.full_tensor() * coeff(l.shape)).sum()
             l.backward()
@@ -304,6 +308,14 @@ if __name__ == "__main__":
     run("sp_chain_T5", Chain, {"row": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
                                "norm": SequenceParallel(), "col": ColwiseParallel(input_layouts=Shard(1))},
         lambda s: full_input((B, 5, 8), s), in_layout=2)
+    # A DTensor reaching a style whose input layout equals its desired one (R) but not the
+    # DTensor's (S(1)): PyTorch leaves it as it is, dtensor moves it to the desired layout.
+    run("sp_chain_col_default", Chain, {"row": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
+                                        "norm": SequenceParallel(), "col": ColwiseParallel()},
+        lambda s: full_input((B, T, 8), s), in_layout=2)
+    run("prep_out_same_layout", lambda: Wrap(nn.Linear(D, 8)),
+        {"": PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Replicate()),
+         "inner": ColwiseParallel(use_local_output=False)}, x3)
     run("mlp", MLP, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}, x3)
     run("mlp_sp", lambda: Wrap(MLP()),
         {"inner.fc1": ColwiseParallel(input_layouts=Shard(1)),
@@ -311,7 +323,8 @@ if __name__ == "__main__":
     run("block", Block, block_plan(False), lambda s: x3(s, 8))
     run("block_sp", Block, block_plan(True), lambda s: x3(s, 8), in_layout=1)
     for name, kw in [("mean", {}), ("sum", dict(reduction="sum")), ("none", dict(reduction="none")),
-                     ("ignore", dict(ignore=True)), ("ignore_all", dict(ignore_all=True)),
+                     ("ignore", dict(ignore=True)), ("3d", dict(three_d=True, ignore=True)),
+                     ("3d_none", dict(three_d=True, reduction="none")), ("ignore_all", dict(ignore_all=True)),
                      ("ignore_all_sum", dict(ignore_all=True, reduction="sum")), ("ignore_index3", dict(ignore=True, ignore_index=3)),
                      ("smooth", dict(label_smoothing=0.1)), ("weight", dict(weight=True)),
                      ("weight_ignore_sum", dict(weight=True, ignore=True, reduction="sum"))]:
