@@ -16,6 +16,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/optim/optimizer.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/parallel/pipeline/clip_grad.h"
 #include "dtensor/parallel/pipeline/pipeline_schedule.h"
 #include "dtensor/tensor/creation.h"
@@ -75,6 +76,7 @@ struct Case {
   bool clip = false;
   bool eval = false;       // one eval() (PyTorch's schedule.eval) instead of the steps
   bool eval_loss = false;  // eval with the loss function and the target
+  int64_t dp = 1;  // > 1: a (pp, dp) mesh, each stage fully_shard-ed over dp (probe.py's run)
 };
 
 std::string list(const std::vector<double>& v) {
@@ -83,19 +85,23 @@ std::string list(const std::vector<double>& v) {
   return s + "]";
 }
 
-void run(const Case& c, const dt::DeviceMesh& mesh) {
-  const int64_t n = W * c.v;
+void run(const Case& c) {
+  const int64_t P = W / c.dp, n = P * c.v;
+  const auto mesh = c.dp > 1 ? dt::init_device_mesh(dt::kCPU, {P, c.dp}, {"pp", "dp"})
+                             : dt::init_device_mesh(dt::kCPU, {W}, {"pp"});
+  const int64_t pr = mesh.get_local_rank("pp"), dr = c.dp > 1 ? mesh.get_local_rank("dp") : 0;
   std::map<int64_t, std::shared_ptr<Stage>> mods;
   std::vector<std::shared_ptr<pp::PipelineStage>> stages;
-  for (int64_t s = R; s < n; s += W) {
+  for (int64_t s = pr; s < n; s += P) {
     mods[s] = std::make_shared<Stage>(s, n);
     stages.push_back(std::make_shared<pp::PipelineStage>(mods[s], s, n, mesh));
+    if (c.dp > 1) stages.back()->set_data_parallel(dt::fully_shard(*mods[s], mesh["dp"]));
   }
   pp::LossFn loss = [](const DTensor& o, const DTensor& t) { return dt::mse_loss(o, t); };
   auto sched = pp::make_schedule(c.name, stages, c.m, c.eval && !c.eval_loss ? nullptr : loss);
   sched->set_return_outputs(true);
   std::string order;
-  for (const pp::Action& a : sched->order()[static_cast<size_t>(R)])
+  for (const pp::Action& a : sched->order()[static_cast<size_t>(pr)])
     order += (order.empty() ? "" : " ") + a.str(true);
   rec_value(c.tag + " order", order);
   std::vector<DTensor> params;
@@ -106,11 +112,14 @@ void run(const Case& c, const dt::DeviceMesh& mesh) {
   auto each_param = [&](const std::string& what, bool grad) {
     for (auto& [s, m] : mods)
       for (auto& [pn, p] : m->named_parameters())
-        rec(c.tag + what + " s" + std::to_string(s) + "." + pn, grad ? p.grad() : p.detach());
+        rec(c.tag + what + " s" + std::to_string(s) + "." + pn,
+            nn::local_dtensor((grad ? p.grad() : p).full_tensor()), true);
   };
   for (int step = 0; step < c.steps; ++step) {
     const std::string st = " step" + std::to_string(step);
-    auto [x, y] = batch(step, c.rows);
+    auto [bx, by] = batch(step, c.rows);
+    const dt::Tensor x = bx.narrow(0, dr * c.rows / c.dp, c.rows / c.dp);
+    const dt::Tensor y = by.narrow(0, dr * c.rows / c.dp, c.rows / c.dp);
     if (c.eval) {
       const DTensor out =
           sched->eval(nn::local_dtensor(x), c.eval_loss ? nn::local_dtensor(y) : DTensor());
@@ -144,7 +153,6 @@ int main(int argc, char** argv) {
   dt::Runtime rt(&argc, &argv);
   R = dt::world_rank();
   W = dt::world_size();
-  const auto mesh = dt::init_device_mesh(dt::kCPU, {W}, {"pp"});
   std::vector<Case> cases;
   for (auto [name, v] : {std::pair{"GPipe", 1}, {"1F1B", 1}, {"Interleaved1F1B", 2}}) {
     for (int64_t m : {1, 2, 3, 4, 8})
@@ -154,6 +162,11 @@ int main(int argc, char** argv) {
   cases.push_back({"Interleaved1F1B_m6", "Interleaved1F1B", 2, 6, 12});
   cases.push_back({"1F1B_m4_clip", "1F1B", 1, 4, 8, 3, true});
   cases.push_back({"Interleaved1F1B_m4_clip", "Interleaved1F1B", 2, 4, 8, 3, true});
+  for (auto [name, v] : {std::pair{"GPipe", 1}, {"1F1B", 1}, {"Interleaved1F1B", 2}}) {
+    if (W == 4)
+      cases.push_back(
+          {std::string(name) + "_m2_pp2xdp2", name, v, 2, 8, 3, false, false, false, 2});
+  }
   cases.push_back({"GPipe_m4_eval", "GPipe", 1, 4, 8, 1, false, true});
   cases.push_back({"1F1B_m4_eval", "1F1B", 1, 4, 8, 1, false, true});
   cases.push_back({"Interleaved1F1B_m4_eval", "Interleaved1F1B", 2, 4, 8, 1, false, true});
@@ -161,7 +174,7 @@ int main(int argc, char** argv) {
   cases.push_back({"GPipe_m2_rows7", "GPipe", 1, 2, 7});
   for (const Case& c : cases) {
     try {
-      run(c, mesh);
+      run(c);
     } catch (const std::exception& e) {
       rec_error(c.tag, e);
     }

@@ -8,6 +8,9 @@ same formulas on both sides (stage_module() / batch() here, Stage / batch in pro
 """
 import datetime, json, math, sys, torch, torch.distributed as dist
 import torch.nn as nn, torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
 from torch.distributed.pipelining import (PipelineStage, ScheduleGPipe, Schedule1F1B,
                                           ScheduleInterleaved1F1B)
 
@@ -41,6 +44,8 @@ def batch(step, rows):
 
 
 def rec(name, t):
+    if isinstance(t, DTensor):
+        t = t.full_tensor()
     if isinstance(t, torch.Tensor):
         out.append(dict(case=name, lshape=list(t.shape), local=[float(v) for v in t.double().flatten().tolist()]))
     else:
@@ -56,21 +61,32 @@ def order_of(sched):
             for r, acts in order.items()}
 
 
-def run(tag, name, v, m, rows, steps=3, clip=False, eval_mode=False, eval_loss=False):
-    n = W * v
-    mods = {s: Stage(s, n) for s in range(R, n, W)}
-    stages = [PipelineStage(mods[s], s, n, torch.device("cpu")) for s in sorted(mods)]
+def run(tag, name, v, m, rows, steps=3, clip=False, eval_mode=False, eval_loss=False, dp=1):
+    # dp > 1: a (pp, dp) mesh, each stage fully_shard-ed over dp, each dp rank pipelining its
+    # rows / dp rows of the batch.
+    P = W // dp
+    n = P * v
+    pr, dr, group = R, 0, None
+    if dp > 1:
+        mesh = init_device_mesh("cpu", (P, dp), mesh_dim_names=("pp", "dp"))
+        pr, dr, group = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank(), mesh["pp"].get_group()
+    mods = {s: Stage(s, n) for s in range(pr, n, P)}
+    if dp > 1:
+        for mod in mods.values():
+            fully_shard(mod, mesh=mesh["dp"])
+    stages = [PipelineStage(mods[s], s, n, torch.device("cpu"), group=group) for s in sorted(mods)]
     cls = SCHEDULES[name]
     sched = cls(stages if v > 1 or name == "Interleaved1F1B" else stages[0], n_microbatches=m,
                 loss_fn=None if eval_mode and not eval_loss else (lambda o, t: F.mse_loss(o, t)))
     o = order_of(sched)
     if o is not None:
-        rec(tag + " order", o[R])
+        rec(tag + " order", o[pr])
     params = [p for s in sorted(mods) for p in mods[s].parameters()]
     opt = torch.optim.SGD(params, lr=0.1)
     has_first, has_last = 0 in mods, n - 1 in mods
     for step in range(steps):
         x, y = batch(step, rows)
+        x, y = x[dr * rows // dp:(dr + 1) * rows // dp], y[dr * rows // dp:(dr + 1) * rows // dp]
         opt.zero_grad()
         losses = []
         args = (x,) if has_first else ()
@@ -113,6 +129,9 @@ CASES.append(("Interleaved1F1B_v1_m4", "Interleaved1F1B", 1, 4, 8, {}))
 CASES.append(("Interleaved1F1B_m6", "Interleaved1F1B", 2, 6, 12, {}))
 CASES.append(("1F1B_m4_clip", "1F1B", 1, 4, 8, dict(clip=True)))
 CASES.append(("Interleaved1F1B_m4_clip", "Interleaved1F1B", 2, 4, 8, dict(clip=True)))
+if W == 4:  # pp 2 x dp 2, FSDP2 on each stage
+    for name, v in (("GPipe", 1), ("1F1B", 1), ("Interleaved1F1B", 2)):
+        CASES.append(("%s_m2_pp2xdp2" % name, name, v, 2, 8, dict(dp=2)))
 CASES.append(("GPipe_m4_eval", "GPipe", 1, 4, 8, dict(eval_mode=True, steps=1)))
 CASES.append(("1F1B_m4_eval", "1F1B", 1, 4, 8, dict(eval_mode=True, steps=1)))
 CASES.append(("Interleaved1F1B_m4_eval", "Interleaved1F1B", 2, 4, 8, dict(eval_mode=True, steps=1)))
