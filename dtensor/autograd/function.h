@@ -76,6 +76,15 @@ using BackwardFunction = std::function<DTensorList(absl::Span<const DTensor> gra
 // `name` whose backward is `backward`, and returns them requiring grad; otherwise returns them
 // unchanged. `backward` must return gradients matching the inputs' global shape, dtype and
 // mesh.
+// Unlike a dispatched op's saved tensors (and ctx.save_for_backward in PyTorch), the tensors
+// `backward` captures get no version check: an in-place write to one after the forward is read
+// silently by the backward. To get the check, record their versions after the forward with
+// autograd::SavedVersions (dtensor/autograd/saved_versions.h) and check them first thing:
+//   const autograd::SavedVersions saved{x_local, out_local};
+//   return record_function("MyBackward", inputs, out, [x_local, saved](auto g) -> DTensorList {
+//     saved.check("MyBackward");  // throws "[backward] tensor 0 saved for backward by ..."
+//     ...
+//   });
 DTensorList record_function(std::string name, absl::Span<const DTensor* const> inputs,
                             DTensorList outputs, BackwardFunction backward);
 DTensor record_function(std::string name, absl::Span<const DTensor* const> inputs, DTensor output,
