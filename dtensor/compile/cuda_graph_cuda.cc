@@ -284,13 +284,14 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
 
     // The capture: each node observed before and after it runs.
     bool irreversible = false;  // a node of the optimizer (or host state) has run
-    size_t count_before = 0, slots_before = 0;
+    size_t count_before = 0, slots_before = 0, current = g.nodes().size();
     std::string failure;
     RunHooks hooks;
     hooks.pool = &memory_;
     hooks.observe = [&](size_t k, absl::Span<const Tensor> in, bool after) {
       const Node& n = g.nodes()[k];
       if (!after) {
+        current = k;
         for (const Tensor& t : in) {
           DT_CHECK(!t.defined() || t.numel() == 0 || t.device().is_cuda(),
                    "node %d (%s %s) reads a tensor on %s", k, n.kind, n.name, t.device().str());
@@ -325,6 +326,10 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
         outputs = g.run(graph_inputs, nullptr, &hooks);
       } catch (const std::exception& e) {
         failure = e.what();
+        if (current < g.nodes().size() && failure.rfind("node ", 0) != 0) {
+          const Node& n = g.nodes()[current];
+          failure = absl::StrCat("node ", current, " (", n.kind, " ", n.name, "): ", failure);
+        }
       }
       const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
       if (failure.empty() && end != cudaSuccess) {

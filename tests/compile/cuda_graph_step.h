@@ -1,5 +1,6 @@
 // The small model of the CUDA-graph tests of a compiled step (CompileOptions::cuda_graph):
-// Linear -> LayerNorm -> GELU -> Linear, cross_entropy, AdamW or SGD with momentum, optionally
+// Linear -> LayerNorm -> GELU -> Linear, cross_entropy (or the same from device-side ops:
+// onehot_cross_entropy), AdamW or SGD with momentum, optionally
 // clip_grad_norm_, a StepLR schedule changing the learning rate every 3 steps. Local modules on
 // one device (tests/compile/test_compile_cuda_graph_mpi.cc on the CPU,
 // tests/gpu/test_compile_cuda_graph.cc on CUDA); two built alike train identically.
@@ -33,17 +34,27 @@ class Net : public nn::Module {
 
 inline constexpr int64_t kIn = 16, kHidden = 32, kClasses = 10, kBatch = 8;
 
+// Cross-entropy from device-side ops only (log_softmax, a product with one-hot targets, sum,
+// mean): dtensor::cross_entropy's CUDA path reads its loss sum on the host
+// (dtensor/ops/loss/nll_loss_strategy.cc), which a CUDA graph cannot capture.
+inline DTensor onehot_cross_entropy(const DTensor& logits, const DTensor& onehot) {
+  const int64_t classes[] = {-1};
+  return neg(mean(sum(mul(log_softmax(logits, -1), onehot), classes)));
+}
+
 struct Trainer {
   Device device;
   Net net;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::StepLR> schedule;
   bool clip;
+  bool onehot_loss;  // onehot_cross_entropy on the batch's one-hot targets, else cross_entropy
 
-  Trainer(Device dev, bool adamw, bool clip_norm, int64_t hidden = kHidden)
+  Trainer(Device dev, bool adamw, bool clip_norm, bool onehot = false)
       : device(dev),
-        net((manual_seed(5), kIn), hidden, kClasses, nn::ModuleOptions{.device = dev}),
-        clip(clip_norm) {
+        net((manual_seed(5), kIn), kHidden, kClasses, nn::ModuleOptions{.device = dev}),
+        clip(clip_norm),
+        onehot_loss(onehot) {
     if (adamw) {
       opt = std::make_unique<optim::AdamW>(net.parameters(),
                                            optim::AdamWOptions(1e-2).weight_decay(1e-2));
@@ -57,7 +68,9 @@ struct Trainer {
   // One step: zero_grad, forward, loss, backward, (clip), update; returns the loss.
   DTensorList step(const DTensorList& batch) {
     opt->zero_grad();
-    const DTensor loss = cross_entropy(net(batch[0]), batch[1]);
+    const DTensor logits = net(batch[0]);
+    const DTensor loss =
+        onehot_loss ? onehot_cross_entropy(logits, batch[2]) : cross_entropy(logits, batch[1]);
     loss.backward();
     if (clip) optim::clip_grad_norm_(opt->parameters(), 0.5);
     opt->step();
@@ -65,12 +78,15 @@ struct Trainer {
   }
 };
 
-// Batch i (rows = kBatch unless given) on `dev`, as local DTensors.
+// Batch i (rows = kBatch unless given) on `dev`, as local DTensors: inputs, class targets and
+// the same targets one-hot (float).
 inline DTensorList make_batch(Device dev, int i, int64_t rows = kBatch) {
   Generator g(1000 + i);
   const Tensor x = randn({rows, kIn}, {}, &g);
   const Tensor y = randint(0, kClasses, {rows}, TensorOptions(kInt64), &g);
-  return {local_dtensor(x.to(dev)), local_dtensor(y.to(dev))};
+  Tensor onehot = zeros({rows, kClasses});
+  for (int64_t r = 0; r < rows; ++r) onehot.data<float>()[r * kClasses + y.data<int64_t>()[r]] = 1;
+  return {local_dtensor(x.to(dev)), local_dtensor(y.to(dev)), local_dtensor(onehot.to(dev))};
 }
 
 // Bit equality of two modules' parameters.

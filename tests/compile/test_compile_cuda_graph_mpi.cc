@@ -36,9 +36,10 @@ TEST_CASE("cuda_graph on CPU tensors: plain replays, equal to eager, the reason 
           "[compile][cuda_graph]") {
   const bool adamw = GENERATE(true, false);
   const bool profile = GENERATE(false, true);
-  INFO((adamw ? "AdamW" : "SGD") << (profile ? ", profiled" : ""));
+  const bool onehot = GENERATE(false, true);  // the GPU test's loss (cuda_graph_step.h)
+  INFO((adamw ? "AdamW" : "SGD") << (profile ? ", profiled" : "") << (onehot ? ", one-hot" : ""));
   const dt::Device cpu(dt::kCPU);
-  cg::Trainer eager(cpu, adamw, true), compiled(cpu, adamw, true);
+  cg::Trainer eager(cpu, adamw, true, onehot), compiled(cpu, adamw, true, onehot);
   dt::CompileOptions options;
   options.cuda_graph = true;
   options.profile = profile;

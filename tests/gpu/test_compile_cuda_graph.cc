@@ -1,6 +1,7 @@
 // CompileOptions::cuda_graph on a GPU (label gpu, one rank, launched by mpirun through
 // gpu_mpi_main.cc: skipped without a CUDA device). The small model of
-// tests/compile/cuda_graph_step.h (Linear, LayerNorm, GELU, cross_entropy) trained three ways
+// tests/compile/cuda_graph_step.h (Linear, LayerNorm, GELU, cross-entropy from device-side ops;
+// dtensor::cross_entropy reads its loss on the host, a case of its own below) trained three ways
 // from the same weights on the same batches: eagerly, by plain replays of the compiled step, and
 // by replays of it as one CUDA graph. Checked: the graph is captured (the status says so, else
 // the reason is printed first); losses, parameters and gradients equal bit for bit over 10 steps
@@ -53,7 +54,8 @@ TEST_CASE("a compiled step replays as one CUDA graph, bit for bit with eager and
   const bool adamw = GENERATE(true, false);
   INFO((adamw ? "AdamW" : "SGD with momentum"));
   const dt::Device gpu = ct::gpu();
-  cg::Trainer eager(gpu, adamw, false), plain(gpu, adamw, false), graphed(gpu, adamw, false);
+  cg::Trainer eager(gpu, adamw, false, true), plain(gpu, adamw, false, true),
+      graphed(gpu, adamw, false, true);
   dt::CompiledStep plain_step =
       dt::compile([&](const dt::DTensorList& b) { return plain.step(b); });
   dt::CompileOptions options;
@@ -105,7 +107,7 @@ TEST_CASE("a compiled step replays as one CUDA graph, bit for bit with eager and
 
 TEST_CASE("a batch of another shape re-captures a CUDA graph of its own", "[compile][cuda_graph]") {
   const dt::Device gpu = ct::gpu();
-  cg::Trainer eager(gpu, true, false), graphed(gpu, true, false);
+  cg::Trainer eager(gpu, true, false, true), graphed(gpu, true, false, true);
   dt::CompileOptions options;
   options.cuda_graph = true;
   dt::CompiledStep step =
@@ -130,7 +132,7 @@ TEST_CASE("what a CUDA graph cannot replay falls back to plain replays, with the
   const bool clip = GENERATE(true, false);
   INFO((clip ? "clip_grad_norm_" : "profile"));
   const dt::Device gpu = ct::gpu();
-  cg::Trainer eager(gpu, true, clip), graphed(gpu, true, clip);
+  cg::Trainer eager(gpu, true, clip, true), graphed(gpu, true, clip, true);
   dt::CompileOptions options;
   options.cuda_graph = true;
   options.profile = !clip;
@@ -151,4 +153,25 @@ TEST_CASE("what a CUDA graph cannot replay falls back to plain replays, with the
     CHECK(starts_with(status, "fallback: "));
     CHECK_THAT(status, Catch::Contains(clip ? "clip_grad_norm_.coef" : "CompileOptions::profile"));
   }
+}
+
+TEST_CASE("dtensor::cross_entropy in a CUDA-graph step: equal to eager, captured or not",
+          "[compile][cuda_graph]") {
+  // Its CUDA path reads the loss sum on the host (nll_loss_strategy.cc), so the capture is
+  // expected to fall back naming that node; the results must be eager's either way.
+  const dt::Device gpu = ct::gpu();
+  cg::Trainer eager(gpu, true, false), graphed(gpu, true, false);
+  dt::CompileOptions options;
+  options.cuda_graph = true;
+  dt::CompiledStep step =
+      dt::compile([&](const dt::DTensorList& b) { return graphed.step(b); }, options);
+  for (int i = 0; i < 4; ++i) {
+    INFO("step " << i);
+    const dt::DTensorList batch = cg::make_batch(gpu, i);
+    const dt::Tensor want = cg::on_cpu(eager.step(batch)[0]);
+    const dt::Tensor got = cg::on_cpu(step(batch)[0]);
+    REQUIRE(dt::equal(got, want));
+    require_same_parameters(graphed.net, eager.net);
+  }
+  WARN("dtensor::cross_entropy step: " << step.cuda_graph_status());
 }
