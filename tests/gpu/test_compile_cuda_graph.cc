@@ -47,6 +47,19 @@ void require_same_parameters(const dt::nn::Module& a, const dt::nn::Module& b) {
   REQUIRE(same);
 }
 
+// Step `i` of both trainers (eager, and through `step`) on batch i: losses and parameters
+// bit-equal; then both schedules advance.
+void step_both(int i, cg::Trainer& eager, cg::Trainer& graphed, dt::CompiledStep& step) {
+  INFO("step " << i);
+  const dt::DTensorList batch = cg::make_batch(graphed.device, i);
+  const dt::Tensor want = cg::on_cpu(eager.step(batch)[0]);
+  const dt::Tensor got = cg::on_cpu(step(batch)[0]);
+  REQUIRE(dt::equal(got, want));
+  require_same_parameters(graphed.net, eager.net);
+  eager.schedule->step();
+  graphed.schedule->step();
+}
+
 }  // namespace
 
 TEST_CASE("a compiled step replays as one CUDA graph, bit for bit with eager and plain replay",
@@ -139,14 +152,7 @@ TEST_CASE("what a CUDA graph cannot replay falls back to plain replays, with the
   dt::CompiledStep step =
       dt::compile([&](const dt::DTensorList& b) { return graphed.step(b); }, options);
   for (int i = 0; i < 10; ++i) {
-    INFO("step " << i);
-    const dt::DTensorList batch = cg::make_batch(gpu, i);
-    const dt::Tensor want = cg::on_cpu(eager.step(batch)[0]);
-    const dt::Tensor got = cg::on_cpu(step(batch)[0]);
-    REQUIRE(dt::equal(got, want));
-    require_same_parameters(graphed.net, eager.net);
-    eager.schedule->step();
-    graphed.schedule->step();
+    step_both(i, eager, graphed, step);
     if (i == 0) continue;
     const std::string status = step.cuda_graph_status();
     INFO(status);
@@ -165,13 +171,6 @@ TEST_CASE("dtensor::cross_entropy in a CUDA-graph step: equal to eager, captured
   options.cuda_graph = true;
   dt::CompiledStep step =
       dt::compile([&](const dt::DTensorList& b) { return graphed.step(b); }, options);
-  for (int i = 0; i < 4; ++i) {
-    INFO("step " << i);
-    const dt::DTensorList batch = cg::make_batch(gpu, i);
-    const dt::Tensor want = cg::on_cpu(eager.step(batch)[0]);
-    const dt::Tensor got = cg::on_cpu(step(batch)[0]);
-    REQUIRE(dt::equal(got, want));
-    require_same_parameters(graphed.net, eager.net);
-  }
+  for (int i = 0; i < 4; ++i) step_both(i, eager, graphed, step);
   WARN("dtensor::cross_entropy step: " << step.cuda_graph_status());
 }
