@@ -38,6 +38,16 @@ T read_entry(const std::vector<std::pair<std::string, DTensor>>& state, const st
   DT_FAIL("[%s] load_state_dict: no '%s' entry", op, name);
 }
 
+// The value of entry `name` as read_entry reads it, or nullopt when `state` has no such entry.
+template <typename T>
+std::optional<T> read_optional(const std::vector<std::pair<std::string, DTensor>>& state,
+                               const std::string& name, const std::string& op) {
+  for (const auto& [key, value] : state) {
+    if (key == name) return read_entry<T>(state, name, op);
+  }
+  return std::nullopt;
+}
+
 // The entries of `state` named "<prefix><rest>", renamed "<rest>".
 std::vector<std::pair<std::string, DTensor>> entries_under(
     const std::vector<std::pair<std::string, DTensor>>& state, const std::string& prefix) {
@@ -100,7 +110,8 @@ void LRScheduler::set_lr(double lr) {
 std::vector<std::pair<std::string, DTensor>> LRScheduler::state_dict() const {
   std::vector<std::pair<std::string, DTensor>> out = {
       {"last_epoch", scalar_entry<int64_t>(last_epoch_)},
-      {"last_lr", scalar_entry<double>(last_lr_)}};
+      {"last_lr", scalar_entry<double>(last_lr_)},
+      {"base_lr", scalar_entry<double>(base_lr_)}};
   for (size_t k = 0; k < children_.size(); ++k) {
     for (auto& [name, value] : children_[k]->state_dict())
       out.emplace_back(absl::StrCat(k, ".", name), value);
@@ -112,14 +123,18 @@ void LRScheduler::load_state_dict(const std::vector<std::pair<std::string, DTens
   // Every entry is read before anything changes: a refused state leaves the schedule as it was.
   const int64_t epoch = read_entry<int64_t>(state, "last_epoch", name_);
   const double lr = read_entry<double>(state, "last_lr", name_);
+  // PyTorch's base_lrs: absent from a state saved before it was kept (the constructor's stays).
+  const std::optional<double> base = read_optional<double>(state, "base_lr", name_);
   std::vector<std::vector<std::pair<std::string, DTensor>>> parts;
   for (size_t k = 0; k < children_.size(); ++k) {
     parts.push_back(entries_under(state, absl::StrCat(k, ".")));
     const std::string op = absl::StrCat(name_, " scheduler ", k);
     read_entry<int64_t>(parts.back(), "last_epoch", op);
     read_entry<double>(parts.back(), "last_lr", op);
+    read_optional<double>(parts.back(), "base_lr", op);
   }
   for (size_t k = 0; k < children_.size(); ++k) children_[k]->load_state_dict(parts[k]);
+  if (base) base_lr_ = *base;
   last_epoch_ = epoch;
   set_lr(lr);  // last: the composite's learning rate is the one its children left
 }

@@ -44,14 +44,15 @@ class LRScheduler {
   double base_lr() const { return base_lr_; }
   Optimizer& optimizer() const { return *optimizer_; }
 
-  // The schedule's position for a checkpoint: "last_epoch" (int64 [1]) and "last_lr" (float64
-  // [1]) as local DTensors (a SequentialLR or ChainedScheduler adds "<k>.last_epoch" and
-  // "<k>.last_lr" for its k-th scheduler). The hyper-parameters are the constructor's.
-  // load_state_dict takes the same entries back and sets the optimizer's learning rate to
-  // last_lr (dtensor's optimizer state does not hold it; PyTorch's param_groups do), so a run
-  // resumed from a checkpoint continues the schedule exactly. With dtensor::checkpoint, as with
-  // PyTorch's DCP: save the entries under a prefix beside training_state(...)'s; to resume,
-  // load(...) into this state_dict()'s tensors (loaded in place) and pass them back here.
+  // The schedule's position for a checkpoint: "last_epoch" (int64 [1]), "last_lr" and
+  // "base_lr" (PyTorch's base_lrs; float64 [1]) as local DTensors (a SequentialLR or
+  // ChainedScheduler adds "<k>.<entry>" for its k-th scheduler). The other hyper-parameters
+  // (gamma, T_max, milestones, the lambda, ...) are the constructor's (PyTorch's state_dict
+  // holds them and its load_state_dict overwrites them). load_state_dict takes the same entries
+  // back (a state without "base_lr", saved before it was kept, keeps the constructor's) and
+  // sets the optimizer's learning rate to last_lr, so a run resumed from a checkpoint continues
+  // the schedule exactly. checkpoint::training_state(model, optimizer, scheduler, generator)
+  // saves it as "lr_scheduler.<entry>" and load_training_state restores it.
   virtual std::vector<std::pair<std::string, DTensor>> state_dict() const;
   virtual void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state);
 

@@ -294,6 +294,52 @@ TEST_CASE("a scheduler's state_dict resumes the schedule exactly") {
   }
 }
 
+// PyTorch's scheduler.state_dict() holds base_lrs and load_state_dict restores them: a
+// scheduler built on an optimizer with another learning rate, then loaded, follows the saved
+// schedule (round 7c). Before, its base stayed the constructor's: LambdaLR and the closed forms
+// (SequentialLR's restart at a milestone) used it.
+TEST_CASE("a scheduler's state_dict holds its base learning rate") {
+  for (const char* name : {"SequentialLR linear cosine", "LambdaLR"}) {
+    DYNAMIC_SECTION(name) {
+      auto make = [&](optim::Optimizer& opt) -> std::unique_ptr<optim::LRScheduler> {
+        if (std::string(name) == "LambdaLR")
+          return std::make_unique<optim::LambdaLR>(opt, [](int64_t e) { return 1.0 / (e + 1); });
+        return cases().at(name)(opt);
+      };
+      // The learning rates of n steps of s.
+      auto run = [](optim::LRScheduler& s, int n) {
+        std::vector<double> lrs;
+        for (int i = 0; i < n; ++i) {
+          s.step();
+          lrs.push_back(s.optimizer().lr());
+        }
+        return lrs;
+      };
+      DTensor p = param({1.0}), q = param({1.0}), r = param({1.0});
+      optim::SGD opt({p}, optim::SGDOptions(0.1)), opt1({q}, optim::SGDOptions(0.1));
+      optim::SGD opt2({r}, optim::SGDOptions(0.7));  // PyTorch: the loaded base wins
+      auto s = make(opt);
+      auto s1 = make(opt1);
+      auto s2 = make(opt2);
+      const std::vector<double> whole = run(*s, 12);
+      std::vector<double> resumed = run(*s1, 3);
+      s2->load_state_dict(s1->state_dict());
+      CHECK(s2->base_lr() == 0.1);
+      for (double lr : run(*s2, 9)) resumed.push_back(lr);
+      CHECK(resumed == whole);
+      // A state without it (saved before it was kept) keeps the constructor's base.
+      auto old_format = s1->state_dict();
+      std::erase_if(old_format, [](const auto& e) { return e.first.ends_with("base_lr"); });
+      DTensor t = param({1.0});
+      optim::SGD opt3({t}, optim::SGDOptions(0.7));
+      auto s3 = make(opt3);
+      s3->load_state_dict(old_format);
+      CHECK(s3->base_lr() == 0.7);
+      CHECK(opt3.lr() == opt1.lr());
+    }
+  }
+}
+
 TEST_CASE("schedulers refuse what PyTorch refuses, by name") {
   DTensor p = param({1.0});
   optim::SGD opt({p}, optim::SGDOptions(0.1));
