@@ -64,6 +64,11 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generat
     for (const auto& [name, info] : index) {
       if (!absl::StartsWith(name, kOptim) || name == absl::StrCat(kOptim, "step")) continue;
       const std::string rest = name.substr(sizeof(kOptim) - 1);
+      // A hyper-parameter (Optimizer::state_dict's "param_groups.<name>", float64 [1]).
+      if (absl::StartsWith(rest, "param_groups.")) {
+        optim_state.emplace_back(rest, local_dtensor(zeros({1}, kFloat64)));
+        continue;
+      }
       size_t i = 0;
       const size_t dot = rest.find('.');
       // Every rank reads the same index, so every rank raises this alike.

@@ -3,6 +3,9 @@
 //   "model.<fqn>"        each parameter (named_parameters())
 //   "optim.step"         the optimizer's step count (int64 [1], a local tensor)
 //   "optim.<i>.<slot>"   its states, i indexing optimizer.parameters() ("optim.3.exp_avg")
+//   "optim.param_groups.<name>"  its hyper-parameters ("optim.param_groups.lr"; float64 [1],
+//                        local), restored on load as PyTorch's param_groups are; a checkpoint
+//                        without them keeps the optimizer's own
 //   "rng.state"          the generator's (seed, offset) as int64 [2] (a local tensor)
 // Any of the three may be omitted (nullptr).
 #pragma once

@@ -223,7 +223,10 @@ DryRunReport dry_run_llama_step(const DryRunOptions& o) {
   r.peak_bytes = stats().peak_bytes;
   r.activation_bytes = r.peak_bytes - start;
   for (const DTensor& p : params) r.parameter_bytes += local_bytes(p);
-  for (const auto& [name, state] : adam.state_dict()) r.optimizer_bytes += local_bytes(state);
+  for (const auto& [name, state] : adam.state_dict()) {
+    // The hyper-parameters (param_groups.*) are options, not state memory.
+    if (!name.starts_with("param_groups.")) r.optimizer_bytes += local_bytes(state);
+  }
   if (!schedule) {
     const checkpoint::SavePlan plan =
         checkpoint::plan_save(checkpoint::training_state(model.get(), &adam, nullptr));

@@ -4,6 +4,7 @@
 #include <absl/strings/str_cat.h>
 
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "dtensor/autograd/engine.h"
@@ -25,6 +26,14 @@ Tensor shard(const DTensor& t) {
   return local;
 }
 
+// The prefix of the hyper-parameter entries of state_dict (PyTorch's param_groups).
+constexpr char kGroup[] = "param_groups.";
+constexpr size_t kGroupLen = sizeof(kGroup) - 1;
+
+bool is_group_entry(const std::string& name) {
+  return name.compare(0, kGroupLen, kGroup) == 0;
+}
+
 DTensor step_tensor(int64_t steps) {
   return local_dtensor(full({1}, steps, TensorOptions(DType::kInt64)));
 }
@@ -37,12 +46,12 @@ int64_t read_step(const std::vector<std::pair<std::string, DTensor>>& state, con
 }
 
 // An entry "<i>.<slot>" of a state: parameter index and slot name; nullopt for other names
-// ("step"). Throws "[<op>] load_state_dict: ..." for an index that is not a number or names no
-// parameter.
+// ("step", "param_groups.<name>"). Throws "[<op>] load_state_dict: ..." for an index that is not a
+// number or names no parameter.
 std::optional<std::pair<size_t, std::string>> parameter_entry(const std::string& name,
                                                               size_t num_params, const char* op) {
   const size_t dot = name.find('.');
-  if (dot == std::string::npos) return std::nullopt;
+  if (dot == std::string::npos || is_group_entry(name)) return std::nullopt;
   size_t i = 0;
   DT_CHECK(absl::SimpleAtoi(name.substr(0, dot), &i) && i < num_params,
            "[%s] load_state_dict: entry '%s' names no parameter (expected '<i>.<state>' with i < "
@@ -79,6 +88,44 @@ void save_slots(std::vector<std::pair<std::string, DTensor>>& out, const std::st
   }
 }
 
+// A bool hyper-parameter from its state_dict value (0 or 1).
+bool flag(const std::string& name, double v, const char* op) {
+  DT_CHECK(v == 0 || v == 1, "[%s] hyper-parameter '%s' is a bool: expected 0 or 1, got %g", op,
+           name, v);
+  return v == 1;
+}
+
+// Sets each of `values` through set(name, value), which returns false for a name it does not
+// know: "[<op>] has no hyper-parameter ..." naming the known ones.
+void set_each(const std::vector<std::pair<std::string, double>>& values,
+              const std::vector<std::pair<std::string, double>>& known, const char* op,
+              const std::function<bool(const std::string&, double)>& set) {
+  for (const auto& [name, v] : values) {
+    if (set(name, v)) continue;
+    std::string names;
+    for (const auto& [k, unused] : known) absl::StrAppend(&names, names.empty() ? "" : ", ", k);
+    DT_FAIL("[%s] has no hyper-parameter '%s' (its hyper-parameters: %s)", op, name, names);
+  }
+}
+
+// PyTorch's SGD refuses the same values ("Invalid ... value").
+void check_options(const SGDOptions& o) {
+  DT_CHECK(o.lr() >= 0, "[SGD] lr must be >= 0, got %g", o.lr());
+  DT_CHECK(o.momentum() >= 0, "[SGD] momentum must be >= 0, got %g", o.momentum());
+  DT_CHECK(o.weight_decay() >= 0, "[SGD] weight_decay must be >= 0, got %g", o.weight_decay());
+  DT_CHECK(!o.nesterov() || (o.momentum() > 0 && o.dampening() == 0),
+           "[SGD] nesterov needs momentum > 0 and dampening 0 (got %g, %g)", o.momentum(),
+           o.dampening());
+}
+
+void check_options(const AdamWOptions& o) {
+  DT_CHECK(o.lr() >= 0 && o.eps() >= 0 && o.beta1() >= 0 && o.beta1() < 1 && o.beta2() >= 0 &&
+               o.beta2() < 1,
+           "[AdamW] invalid options: lr %g, betas (%g, %g), eps %g", o.lr(), o.beta1(), o.beta2(),
+           o.eps());
+  DT_CHECK(o.weight_decay() >= 0, "[AdamW] weight_decay must be >= 0, got %g", o.weight_decay());
+}
+
 // The scalars of update number `steps` (bias corrections from the step count).
 detail::AdamWStep adamw_scalars(const AdamWOptions& o, int64_t steps) {
   const double t = static_cast<double>(steps);
@@ -113,7 +160,11 @@ void Optimizer::replace_parameters(std::vector<DTensor> params) {
   DT_CHECK(params.size() == params_.size(),
            "[optimizer] replace_parameters: %d parameters given for the %d the optimizer holds",
            params.size(), params_.size());
-  DT_CHECK(steps_ == 0 && state_dict().size() <= 1,
+  bool has_state = false;
+  for (const auto& [name, slots] : state_slots_) {
+    for (const DTensor& s : *slots) has_state = has_state || s.defined();
+  }
+  DT_CHECK(steps_ == 0 && !has_state,
            "[optimizer] replace_parameters: the optimizer has state already (a step taken or "
            "state loaded); replace its parameters before the first step");
   for (size_t i = 0; i < params.size(); ++i) {
@@ -138,6 +189,10 @@ std::vector<std::pair<std::string, DTensor>> Optimizer::state_dict() const {
     if (param_steps_[i] > 0)
       out.emplace_back(absl::StrCat(i, ".step"), step_tensor(param_steps_[i]));
   }
+  auto scalar = [](double v) { return local_dtensor(from_vector(std::vector<double>{v}, {1})); };
+  for (const auto& [name, v] : hyper_parameters())
+    out.emplace_back(absl::StrCat(kGroup, name), scalar(v));
+  if (initial_lr_) out.emplace_back(absl::StrCat(kGroup, "initial_lr"), scalar(*initial_lr_));
   return out;
 }
 
@@ -149,7 +204,22 @@ void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor
   // Per parameter: its own count ("<i>.step", -1 when absent) and whether a slot is loaded.
   std::vector<int64_t> counts(params_.size(), -1);
   std::vector<bool> has_state(params_.size(), false);
+  std::vector<std::pair<std::string, double>> group;  // "param_groups.<name>", without the prefix
+  std::optional<double> initial_lr = initial_lr_;
   for (const auto& [name, value] : state) {
+    if (is_group_entry(name)) {
+      DT_CHECK(value.numel() == 1 && value.dtype() == DType::kFloat64,
+               "[%s] load_state_dict: entry '%s' is %s, expected a 1-element float64 "
+               "hyper-parameter",
+               op, name, value.str());
+      const double v = value.to_local().to(Device(kCPU)).data<double>()[0];
+      if (name == absl::StrCat(kGroup, "initial_lr")) {
+        initial_lr = v;
+      } else {
+        group.emplace_back(name.substr(kGroupLen), v);
+      }
+      continue;
+    }
     const auto entry = parameter_entry(name, params_.size(), op);
     if (!entry) continue;
     const auto& [i, slot] = *entry;
@@ -160,14 +230,24 @@ void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor
       counts[i] = value.to_local().to(Device(kCPU)).data<int64_t>()[0];
       continue;
     }
+    bool known = false;
+    std::string known_slots;
     for (const auto& [registered, slots] : state_slots_) {
+      absl::StrAppend(&known_slots, known_slots.empty() ? "" : ", ", registered);
       if (slot != registered) continue;
       DT_CHECK(value.spec() == params_[i].spec(),
                "[%s] load_state_dict: entry '%s' is %s, expected the spec of parameter %d (%s)", op,
                name, value.spec().str(), i, params_[i].spec().str());
-      has_state[i] = true;
+      has_state[i] = known = true;
     }
+    DT_CHECK(known,
+             "[%s] load_state_dict: entry '%s' names no state of %s (its per-parameter states: "
+             "%s%s); a state of another optimizer?",
+             op, name, op, known_slots, param_steps_.empty() ? "" : ", step");
   }
+  // Checks the hyper-parameters and sets them, or raises with none changed.
+  set_hyper_parameters(group);
+  initial_lr_ = initial_lr;
   steps_ = steps;
   for (const auto& [name, slots] : state_slots_) load_slots(state, name, params_, *slots, op);
   if (param_steps_.empty()) return;
@@ -188,6 +268,10 @@ void Optimizer::set_lr(double) {
   static_cast<void>(lr());
 }
 
+void Optimizer::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
+  set_each(values, {}, name_.c_str(), [](const std::string&, double) { return false; });
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   autograd::zero_grad(params_, set_to_none);
 }
@@ -204,14 +288,7 @@ DTensor& Optimizer::state(std::vector<DTensor>& slots, size_t i) {
 
 SGD::SGD(std::vector<DTensor> params, SGDOptions options)
     : Optimizer(std::move(params), "SGD"), options_(options) {
-  // PyTorch's SGD refuses the same values ("Invalid ... value").
-  DT_CHECK(options_.lr() >= 0, "[SGD] lr must be >= 0, got %g", options_.lr());
-  DT_CHECK(options_.momentum() >= 0, "[SGD] momentum must be >= 0, got %g", options_.momentum());
-  DT_CHECK(options_.weight_decay() >= 0, "[SGD] weight_decay must be >= 0, got %g",
-           options_.weight_decay());
-  DT_CHECK(!options_.nesterov() || (options_.momentum() > 0 && options_.dampening() == 0),
-           "[SGD] nesterov needs momentum > 0 and dampening 0 (got %g, %g)", options_.momentum(),
-           options_.dampening());
+  check_options(options_);
   register_state("momentum_buffer", &momentum_);
 }
 
@@ -233,6 +310,39 @@ void Optimizer::update_each(
     if (!g.defined()) continue;
     update(i, p, g);
   }
+}
+
+std::vector<std::pair<std::string, double>> SGD::hyper_parameters() const {
+  const SGDOptions& o = options_;
+  return {{"lr", o.lr()},
+          {"momentum", o.momentum()},
+          {"dampening", o.dampening()},
+          {"weight_decay", o.weight_decay()},
+          {"nesterov", o.nesterov() ? 1.0 : 0.0},
+          {"maximize", o.maximize() ? 1.0 : 0.0}};
+}
+
+void SGD::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
+  SGDOptions o = options_;
+  set_each(values, hyper_parameters(), "SGD", [&o](const std::string& name, double v) {
+    if (name == "lr")
+      o.lr(v);
+    else if (name == "momentum")
+      o.momentum(v);
+    else if (name == "dampening")
+      o.dampening(v);
+    else if (name == "weight_decay")
+      o.weight_decay(v);
+    else if (name == "nesterov")
+      o.nesterov(flag(name, v, "SGD"));
+    else if (name == "maximize")
+      o.maximize(flag(name, v, "SGD"));
+    else
+      return false;
+    return true;
+  });
+  check_options(o);
+  options_ = o;
 }
 
 void SGD::step() {
@@ -258,16 +368,47 @@ void SGD::step() {
 
 AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
     : Optimizer(std::move(params), "AdamW"), options_(options) {
-  DT_CHECK(options_.lr() >= 0 && options_.eps() >= 0 && options_.beta1() >= 0 &&
-               options_.beta1() < 1 && options_.beta2() >= 0 && options_.beta2() < 1,
-           "[AdamW] invalid options: lr %g, betas (%g, %g), eps %g", options_.lr(),
-           options_.beta1(), options_.beta2(), options_.eps());
-  DT_CHECK(options_.weight_decay() >= 0, "[AdamW] weight_decay must be >= 0, got %g",
-           options_.weight_decay());
+  check_options(options_);
   register_state("exp_avg", &exp_avg_);
   register_state("exp_avg_sq", &exp_avg_sq_);
   register_state("max_exp_avg_sq", &max_exp_avg_sq_);
   count_parameter_steps();
+}
+
+std::vector<std::pair<std::string, double>> AdamW::hyper_parameters() const {
+  const AdamWOptions& o = options_;
+  return {{"lr", o.lr()},
+          {"beta1", o.beta1()},
+          {"beta2", o.beta2()},
+          {"eps", o.eps()},
+          {"weight_decay", o.weight_decay()},
+          {"amsgrad", o.amsgrad() ? 1.0 : 0.0},
+          {"maximize", o.maximize() ? 1.0 : 0.0}};
+}
+
+void AdamW::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
+  AdamWOptions o = options_;
+  set_each(values, hyper_parameters(), "AdamW", [&o](const std::string& name, double v) {
+    if (name == "lr")
+      o.lr(v);
+    else if (name == "beta1")
+      o.beta1(v);
+    else if (name == "beta2")
+      o.beta2(v);
+    else if (name == "eps")
+      o.eps(v);
+    else if (name == "weight_decay")
+      o.weight_decay(v);
+    else if (name == "amsgrad")
+      o.amsgrad(flag(name, v, "AdamW"));
+    else if (name == "maximize")
+      o.maximize(flag(name, v, "AdamW"));
+    else
+      return false;
+    return true;
+  });
+  check_options(o);
+  options_ = o;
 }
 
 void AdamW::step() {

@@ -101,8 +101,22 @@ class Optimizer {
   // optimizer that counts each parameter's updates (AdamW, as PyTorch's state["step"]) adds
   // "<i>.step" (1-element int64 local) for every parameter updated so far; a state without them
   // (saved before they existed) gives each parameter with state the global count.
+  // PyTorch's param_groups (one group): "param_groups.<name>" for each hyper-parameter
+  // (hyper_parameters(): "param_groups.lr", "param_groups.momentum", ...; a bool as 0 or 1) and
+  // "param_groups.initial_lr" once a scheduler set it, each a 1-element float64 local DTensor.
+  // As in PyTorch, load_state_dict sets them: the loaded lr wins over the constructor's. A
+  // state without them (saved before they existed) keeps the optimizer's own. An entry naming
+  // no state, step count or hyper-parameter of this optimizer is refused (PyTorch would keep
+  // it silently: an AdamW state loaded into SGD would then restart its momentum).
   std::vector<std::pair<std::string, DTensor>> state_dict() const;
   void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state);
+  // The hyper-parameters of PyTorch's param_group (without "params" and "initial_lr"), in
+  // PyTorch's names but AdamW's betas as beta1 and beta2: name -> value, a bool as 0 or 1.
+  virtual std::vector<std::pair<std::string, double>> hyper_parameters() const { return {}; }
+  // Sets the named hyper-parameters (the others keep their values), checked as the constructor
+  // checks its options: "[<name>] ..." for an unknown name or an invalid value, and then none
+  // has changed.
+  virtual void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values);
 
   // Follows parameters a wrapper put in place of the ones given (compile's data-parallel
   // expansion: data_parallel's sharded or replicated storage parameters): `params[i]` takes the
@@ -157,6 +171,8 @@ class SGD : public Optimizer {
   SGDOptions& options() { return options_; }
   double lr() const override { return options_.lr(); }
   void set_lr(double lr) override { options_.lr(lr); }
+  std::vector<std::pair<std::string, double>> hyper_parameters() const override;
+  void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
 
  private:
   SGDOptions options_;
@@ -179,6 +195,8 @@ class AdamW : public Optimizer {
   AdamWOptions& options() { return options_; }
   double lr() const override { return options_.lr(); }
   void set_lr(double lr) override { options_.lr(lr); }
+  std::vector<std::pair<std::string, double>> hyper_parameters() const override;
+  void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
 
  private:
   AdamWOptions options_;

@@ -268,6 +268,85 @@ TEST_CASE("state_dict round trip continues exactly where it stopped") {
   REQUIRE_THROWS_WITH(c.load_state_dict(misnamed), Contains("entry 'x.step' names no parameter"));
 }
 
+// PyTorch's optimizer.state_dict()["param_groups"] holds lr and the other hyper-parameters,
+// and load_state_dict restores them: the loaded lr wins over the constructor's (round 7c).
+// Before, the state held none, so a resumed run silently kept the constructor's options.
+TEST_CASE("state_dict holds the hyper-parameters and load_state_dict restores them") {
+  auto entry = [](const std::vector<std::pair<std::string, DTensor>>& sd, const std::string& k) {
+    for (const auto& [name, t] : sd) {
+      if (name == k) return t.to_local().to_vector<double>()[0];
+    }
+    FAIL("no entry " << k);
+    return 0.0;
+  };
+  DTensor p = param({1.0, -2.0});
+  optim::SGD a({p}, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01));
+  a.set_initial_lr(0.2);
+  set_grad(p, {0.5, 0.25});
+  a.step();
+  const auto sd = a.state_dict();
+  CHECK(entry(sd, "param_groups.lr") == 0.1);
+  CHECK(entry(sd, "param_groups.momentum") == 0.9);
+  CHECK(entry(sd, "param_groups.nesterov") == 1.0);
+  CHECK(entry(sd, "param_groups.weight_decay") == 0.01);
+  CHECK(entry(sd, "param_groups.initial_lr") == 0.2);
+  // A fresh optimizer built with other options takes the loaded ones and steps like a.
+  DTensor r = param(values(p));
+  optim::SGD c({r}, optim::SGDOptions(0.5));
+  c.load_state_dict(sd);
+  CHECK(c.options().lr() == 0.1);
+  CHECK(c.options().momentum() == 0.9);
+  CHECK(c.options().nesterov());
+  CHECK(c.options().weight_decay() == 0.01);
+  CHECK(c.initial_lr() == 0.2);
+  set_grad(p, {-0.5, 1.0});
+  set_grad(r, {-0.5, 1.0});
+  a.step();
+  c.step();
+  CHECK(values(r) == values(p));
+  // A state without them (saved before they existed) keeps the constructor's options.
+  std::vector<std::pair<std::string, DTensor>> old_format;
+  for (const auto& [name, t] : sd) {
+    if (!name.starts_with("param_groups.")) old_format.emplace_back(name, t);
+  }
+  DTensor q = param({1.0, -2.0});
+  optim::SGD d({q}, optim::SGDOptions(0.5).momentum(0.8));
+  d.load_state_dict(old_format);
+  CHECK(d.options().lr() == 0.5);
+  CHECK(d.options().momentum() == 0.8);
+  CHECK(!d.initial_lr());
+  // AdamW's: betas as beta1 / beta2, amsgrad as 0 / 1.
+  DTensor w = param({1.0}), x = param({1.0});
+  optim::AdamW e({w}, optim::AdamWOptions(0.03).beta1(0.8).amsgrad(true).weight_decay(0.1));
+  set_grad(w, {0.5});
+  e.step();
+  optim::AdamW f({x});
+  f.load_state_dict(e.state_dict());
+  CHECK(f.options().lr() == 0.03);
+  CHECK(f.options().beta1() == 0.8);
+  CHECK(f.options().beta2() == 0.999);
+  CHECK(f.options().amsgrad());
+  CHECK(f.options().weight_decay() == 0.1);
+  // Refused, with nothing changed: an invalid or unknown hyper-parameter, a bool that is not
+  // 0 / 1, another optimizer's state.
+  auto with = [&](std::string k, double v) {
+    auto out = sd;
+    out.emplace_back(std::move(k), dt::local_dtensor(dt::from_vector<double>({v}, {1})));
+    return out;
+  };
+  REQUIRE_THROWS_WITH(d.load_state_dict(with("param_groups.momentum", 0.0)),
+                      Contains("[SGD] nesterov needs momentum > 0"));
+  REQUIRE_THROWS_WITH(d.load_state_dict(with("param_groups.betas", 0.5)),
+                      Contains("[SGD] has no hyper-parameter 'betas'"));
+  REQUIRE_THROWS_WITH(d.load_state_dict(with("param_groups.maximize", 0.5)),
+                      Contains("'maximize' is a bool: expected 0 or 1"));
+  REQUIRE_THROWS_WITH(d.load_state_dict(e.state_dict()),
+                      Contains("entry '0.exp_avg' names no state of SGD"));
+  CHECK(d.options().lr() == 0.5);
+  CHECK(d.options().momentum() == 0.8);
+  CHECK(d.step_count() == 1);
+}
+
 TEST_CASE("clip_grad_norm_ returns the total norm and scales the gradients") {
   DTensor a = param({3.0, 0.0}), b = param({0.0, 4.0});
   set_grad(a, {3.0, 0.0});

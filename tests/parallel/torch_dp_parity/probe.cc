@@ -97,7 +97,8 @@ void run(const Case& c, const dt::DeviceMesh& mesh) {
   rec_value(tag + " state_dict keys", keys);
   for (auto& [n, s] : opt->state_dict()) {
     const auto dot = n.find('.');
-    if (dot == std::string::npos || n.substr(dot + 1) == "step") continue;
+    if (dot == std::string::npos || n.substr(dot + 1) == "step" || n.starts_with("param_groups."))
+      continue;
     rec(tag + " optim state " + n.substr(0, dot) + " " + n.substr(dot + 1), s);
   }
 }
