@@ -14,7 +14,8 @@ namespace dtensor::checkpoint {
 
 namespace {
 
-constexpr char kModel[] = "model.", kOptim[] = "optim.", kRng[] = "rng.state";
+constexpr char kModel[] = "model.", kOptim[] = "optim.", kRng[] = "rng.state",
+               kScheduler[] = "lr_scheduler.";
 
 DTensor rng_tensor(const Generator& gen) {
   const GeneratorState s = gen.state();
@@ -26,6 +27,11 @@ DTensor rng_tensor(const Generator& gen) {
 
 StateDict training_state(const nn::Module* model, const optim::Optimizer* optimizer,
                          const Generator* generator) {
+  return training_state(model, optimizer, nullptr, generator);
+}
+
+StateDict training_state(const nn::Module* model, const optim::Optimizer* optimizer,
+                         const optim::LRScheduler* scheduler, const Generator* generator) {
   StateDict out;
   if (model != nullptr) {
     for (auto& [name, p] : model->named_parameters())
@@ -37,6 +43,10 @@ StateDict training_state(const nn::Module* model, const optim::Optimizer* optimi
   if (optimizer != nullptr) {
     for (auto& [name, s] : optimizer->state_dict()) out.emplace_back(absl::StrCat(kOptim, name), s);
   }
+  if (scheduler != nullptr) {
+    for (auto& [name, s] : scheduler->state_dict())
+      out.emplace_back(absl::StrCat(kScheduler, name), s);
+  }
   if (generator != nullptr) out.emplace_back(std::string(kRng), rng_tensor(*generator));
   return out;
 }
@@ -44,10 +54,22 @@ StateDict training_state(const nn::Module* model, const optim::Optimizer* optimi
 void save_training_state(const nn::Module* model, const optim::Optimizer* optimizer,
                          const Generator* generator, const std::string& dir,
                          const SaveOptions& options) {
-  save(training_state(model, optimizer, generator), dir, options);
+  save(training_state(model, optimizer, nullptr, generator), dir, options);
+}
+
+void save_training_state(const nn::Module* model, const optim::Optimizer* optimizer,
+                         const optim::LRScheduler* scheduler, const Generator* generator,
+                         const std::string& dir, const SaveOptions& options) {
+  save(training_state(model, optimizer, scheduler, generator), dir, options);
 }
 
 void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generator* generator,
+                         const std::string& dir) {
+  load_training_state(model, optimizer, nullptr, generator, dir);
+}
+
+void load_training_state(nn::Module* model, optim::Optimizer* optimizer,
+                         optim::LRScheduler* scheduler, Generator* generator,
                          const std::string& dir) {
   StateDict targets = training_state(model, nullptr, nullptr);
   const DTensor rng = generator != nullptr ? rng_tensor(*generator) : DTensor();
@@ -55,10 +77,18 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generat
   // The optimizer creates its states lazily, so the targets follow what the checkpoint holds:
   // a zero state laid out like its parameter for every "optim.<i>.<slot>" entry, a local step
   // count for every "optim.<i>.step" (a parameter's own count of updates).
-  std::vector<std::pair<std::string, DTensor>> optim_state;
-  if (optimizer != nullptr) {
-    std::map<std::string, TensorInfo> index;
+  std::vector<std::pair<std::string, DTensor>> optim_state, scheduler_state;
+  std::map<std::string, TensorInfo> index;
+  if (optimizer != nullptr || scheduler != nullptr)
     detail::run_on_all_ranks(detail::world_mesh(), [&] { index = read_index(dir); });
+  // The scheduler's entries when the checkpoint holds them (all of those it saves: a
+  // checkpoint of another kind of scheduler misses some, and load() names them).
+  if (scheduler != nullptr && index.contains(absl::StrCat(kScheduler, "last_epoch"))) {
+    scheduler_state = scheduler->state_dict();
+    for (const auto& [name, t] : scheduler_state)
+      targets.emplace_back(absl::StrCat(kScheduler, name), t);
+  }
+  if (optimizer != nullptr) {
     optim_state.emplace_back("step", local_dtensor(zeros({1}, kInt64)));
     const auto& params = optimizer->parameters();
     for (const auto& [name, info] : index) {
@@ -87,6 +117,7 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generat
   }
   load(targets, dir);
   if (optimizer != nullptr) optimizer->load_state_dict(optim_state);
+  if (!scheduler_state.empty()) scheduler->load_state_dict(scheduler_state);
   if (rng.defined()) {
     const std::vector<int64_t> v = rng.to_local().to_vector<int64_t>();
     generator->set_state({std::bit_cast<uint64_t>(v[0]), std::bit_cast<uint64_t>(v[1])});

@@ -23,6 +23,7 @@
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/optim/lr_scheduler.h"
 #include "dtensor/optim/optimizer.h"
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/rng/random.h"
@@ -703,6 +704,73 @@ TEST_CASE("checkpoint: resuming from step k equals the uninterrupted run bit for
     CHECK(pa[i].second.placements() == pb[i].second.placements());
     CHECK(dt::equal(pa[i].second.to_local(), pb[i].second.to_local()));
   }
+}
+
+// A scheduler's state travels with the training state (round 7c), and the optimizer's
+// hyper-parameters with the optimizer's (PyTorch's param_groups): a run resumed into an
+// optimizer built with another learning rate and a fresh scheduler follows the saved schedule
+// and lands on the uninterrupted run's parameters bit for bit. Before, the checkpoint held
+// neither: the resumed run restarted the warmup from the constructor's learning rate.
+TEST_CASE("checkpoint: the scheduler and the optimizer's hyper-parameters resume the schedule",
+          "[checkpoint][resume]") {
+  namespace optim = dt::optim;
+  const std::string dir = test_dir("resume_sched"), old_dir = test_dir("resume_sched_old");
+  auto schedule = [](optim::Optimizer& opt) {
+    std::vector<std::unique_ptr<optim::LRScheduler>> parts;
+    parts.push_back(std::make_unique<optim::LinearLR>(opt, 0.25, 1.0, 2));
+    parts.push_back(std::make_unique<optim::CosineAnnealingLR>(opt, 5, 1e-4));
+    return std::make_unique<optim::SequentialLR>(opt, std::move(parts), std::vector<int64_t>{2});
+  };
+  auto train = [](Run& r, optim::LRScheduler& s, int n, std::vector<double>* lrs) {
+    for (int i = 0; i < n; ++i) {
+      lrs->push_back(r.opt->lr());
+      r.steps(1);
+      s.step();
+    }
+  };
+  Run a(7);
+  auto sa = schedule(*a.opt);
+  std::vector<double> want, got;
+  train(a, *sa, 3, &want);
+  ck::save_training_state(a.model.get(), a.opt.get(), sa.get(), &dt::default_generator(), dir);
+  // The same state without the new entries, as a checkpoint of an earlier build.
+  ck::StateDict old_state;
+  for (auto& [name, t] : ck::training_state(a.model.get(), a.opt.get(), sa.get(), nullptr)) {
+    if (!name.starts_with("optim.param_groups.") && !name.starts_with("lr_scheduler."))
+      old_state.emplace_back(name, t);
+  }
+  ck::save(old_state, old_dir);
+  train(a, *sa, 4, &want);
+
+  Run b(99);
+  b.opt->set_lr(0.5);  // another constructor's learning rate: the loaded one wins
+  auto sb = schedule(*b.opt);
+  dt::manual_seed(12345);
+  ck::load_training_state(b.model.get(), b.opt.get(), sb.get(), &dt::default_generator(), dir);
+  CHECK(sb->last_epoch() == 3);
+  CHECK(sb->base_lr() == 1e-2);
+  CHECK(*b.opt->initial_lr() == 1e-2);
+  CHECK(b.opt->lr() == want[3]);
+  got.assign(want.begin(), want.begin() + 3);
+  train(b, *sb, 4, &got);
+  CHECK(got == want);
+  const auto pa = a.model->named_parameters();
+  const auto pb = b.model->named_parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    INFO(pa[i].first);
+    CHECK(dt::equal(pa[i].second.to_local(), pb[i].second.to_local()));
+  }
+  // A checkpoint without them loads: the optimizer keeps the constructor's options and the
+  // scheduler its first step (the schedule restarts, as it always did).
+  Run c(5);
+  c.opt->set_lr(0.5);
+  auto sc = schedule(*c.opt);
+  ck::load_training_state(c.model.get(), c.opt.get(), sc.get(), nullptr, old_dir);
+  CHECK(c.opt->step_count() == 3);
+  CHECK(sc->last_epoch() == 0);
+  CHECK(c.opt->lr() == 0.5 * 0.25);
+  CHECK(*c.opt->initial_lr() == 0.5);
 }
 
 // BatchNorm's running statistics are buffers (Module::named_buffers) and travel with the
