@@ -19,6 +19,7 @@
 #include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/parallel/pipeline/clip_grad.h"
 #include "dtensor/parallel/pipeline/pipeline_schedule.h"
+#include "dtensor/parallel/pipeline/split.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/parallel/torch_dp_parity/json_out.h"
 
@@ -67,6 +68,30 @@ std::pair<dt::Tensor, dt::Tensor> batch(int step, int64_t rows) {
     for (int64_t j = 0; j < O; ++j) y.push_back(std::cos(0.2 * b + 0.5 * j + 0.3 * step));
   }
   return {dt::from_vector(x, {rows, D}), dt::from_vector(y, {rows, O})};
+}
+
+// probe.py's Chain (tok, layers.0-3, norm, output) cut by pipeline_split at `points`: each
+// stage's parameter names, against pipeline()'s traced stages.
+void split_case(const std::vector<std::string>& points) {
+  std::string tag = "split ";
+  for (size_t i = 0; i < points.size(); ++i) tag += (i ? "," : "") + points[i];
+  try {
+    auto chain = std::make_shared<nn::ModuleList>();
+    chain->register_module("tok", std::make_shared<nn::Linear>(D, D));
+    auto layers = std::make_shared<nn::ModuleList>();
+    for (int i = 0; i < 4; ++i) layers->append(std::make_shared<nn::Linear>(D, D));
+    chain->register_module("layers", layers);
+    chain->register_module("norm", std::make_shared<nn::LayerNorm>(D));
+    chain->register_module("output", std::make_shared<nn::Linear>(D, O));
+    const auto stages = pp::pipeline_split(chain, points);
+    for (size_t i = 0; i < stages.size(); ++i) {
+      std::string names;
+      for (auto& [n, p] : stages[i]->named_parameters()) names += (names.empty() ? "" : " ") + n;
+      rec_value(tag + " stage" + std::to_string(i), names);
+    }
+  } catch (const std::exception& e) {
+    rec_error(tag, e);
+  }
 }
 
 struct Case {
@@ -153,6 +178,11 @@ int main(int argc, char** argv) {
   dt::Runtime rt(&argc, &argv);
   R = dt::world_rank();
   W = dt::world_size();
+  if (R == 0) {
+    for (const auto& points : std::vector<std::vector<std::string>>{
+             {"layers.2"}, {"layers.1", "norm"}, {"layers.3"}, {"layers"}, {"output"}})
+      split_case(points);
+  }
   std::vector<Case> cases;
   for (auto [name, v] : {std::pair{"GPipe", 1}, {"1F1B", 1}, {"Interleaved1F1B", 2}}) {
     for (int64_t m : {1, 2, 3, 4, 8})

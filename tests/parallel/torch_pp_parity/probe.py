@@ -11,7 +11,7 @@ import torch.nn as nn, torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
-from torch.distributed.pipelining import (PipelineStage, ScheduleGPipe, Schedule1F1B,
+from torch.distributed.pipelining import (pipeline, SplitPoint, PipelineStage, ScheduleGPipe, Schedule1F1B,
                                           ScheduleInterleaved1F1B)
 
 torch.set_default_dtype(torch.float64)
@@ -120,6 +120,36 @@ def run(tag, name, v, m, rows, steps=3, clip=False, eval_mode=False, eval_loss=F
             for pn, p in mods[s].named_parameters():
                 rec(tag + " step%d param s%d.%s" % (step, s, pn), p.detach())
 
+
+class Chain(nn.Module):  # pipeline()'s tracer split against pipeline_split on the same names
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Linear(D, D)
+        self.layers = nn.ModuleList([nn.Linear(D, D) for _ in range(4)])
+        self.norm = nn.LayerNorm(D)
+        self.output = nn.Linear(D, O)
+
+    def forward(self, x):
+        x = self.tok(x)
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return self.output(self.norm(x))
+
+
+def split_case(points):
+    tag = "split " + ",".join(points)
+    try:  # a fresh model each time: pipeline() leaves its split hooks on the model it traced
+        pipe = pipeline(Chain(), mb_args=(torch.zeros(2, D),),
+                        split_spec={p: SplitPoint.BEGINNING for p in points})
+        for i in range(pipe.num_stages):
+            rec(tag + " stage%d" % i, " ".join(n for n, _ in pipe.get_stage_module(i).named_parameters()))
+    except Exception as e:  # noqa: BLE001
+        out.append(dict(case=tag, error=(type(e).__name__ + ": " + str(e))[:300]))
+
+
+for points in (["layers.2"], ["layers.1", "norm"], ["layers.3"], ["layers"], ["output"]):
+    if R == 0:
+        split_case(points)
 
 CASES = []
 for name, v in (("GPipe", 1), ("1F1B", 1), ("Interleaved1F1B", 2)):
