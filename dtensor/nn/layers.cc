@@ -91,8 +91,13 @@ DTensor Linear::forward(const DTensor& x) {
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, const ModuleOptions& opts,
-                     std::optional<int64_t> padding_idx)
-    : num_(num_embeddings), dim_(embedding_dim) {
+                     std::optional<int64_t> padding_idx, std::optional<double> max_norm,
+                     double norm_type, bool scale_grad_by_freq)
+    : num_(num_embeddings),
+      dim_(embedding_dim),
+      max_norm_(max_norm),
+      norm_type_(norm_type),
+      scale_grad_by_freq_(scale_grad_by_freq) {
   DT_CHECK(num_embeddings >= 0 && embedding_dim >= 0,
            "[Embedding] num_embeddings %d and embedding_dim %d must be >= 0", num_embeddings,
            embedding_dim);
@@ -126,7 +131,8 @@ void Embedding::reset_own_parameters(Generator* gen) {
 DTensor Embedding::forward(const DTensor& indices) {
   constexpr std::string_view kOp = "embedding";
   const DeviceMesh& mesh = input_mesh(indices, kOp, "indices");
-  return ::dtensor::embedding(indices, param_on(*this, "weight", mesh, kOp), padding_idx_);
+  return ::dtensor::embedding(indices, param_on(*this, "weight", mesh, kOp), padding_idx_,
+                              max_norm_, norm_type_, scale_grad_by_freq_);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine, const ModuleOptions& opts,

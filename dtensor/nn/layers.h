@@ -34,38 +34,79 @@ class Linear : public Module {
 // padding_idx (PyTorch's; negative counts from the end, -num <= padding_idx < num, stored
 // normalised): that row starts as zeros (after every reset_parameters too) and its gradient is
 // always zero (F.embedding's padding_idx), on a vocab-sharded table as well.
+// max_norm, norm_type, scale_grad_by_freq: F.embedding's (dtensor::embedding,
+// dtensor/ops/embedding/embedding.h): each forward rescales in place the looked-up rows whose
+// norm exceeds max_norm; each row's gradient is divided by its count in the (global) batch.
+// They follow padding_idx in PyTorch's order; every argument after padding_idx is a template of
+// its exact type (floating / bool), so a braced {} always lands on the ModuleOptions.
 class Embedding : public Module {
+  template <typename T>
+  static constexpr bool padding_idx_type =
+      (std::is_integral_v<T> && !std::is_same_v<T, bool>) ||
+      std::is_same_v<T, std::optional<int64_t>> || std::is_same_v<T, std::nullopt_t>;
+  template <typename T>
+  static constexpr bool max_norm_type =
+      std::is_floating_point_v<T> || std::is_same_v<T, std::optional<double>> ||
+      std::is_same_v<T, std::nullopt_t>;
+
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, ModuleOptions opts = {})
       : Embedding(num_embeddings, embedding_dim, opts, std::nullopt) {}
   // padding_idx: an integer, a std::optional<int64_t> or std::nullopt (a template, so that a
   // braced {} in its place is the ModuleOptions of the form above, as for LayerNorm's bias).
-  template <
-      typename PaddingIdx,
-      std::enable_if_t<(std::is_integral_v<PaddingIdx> && !std::is_same_v<PaddingIdx, bool>) ||
-                           std::is_same_v<PaddingIdx, std::optional<int64_t>> ||
-                           std::is_same_v<PaddingIdx, std::nullopt_t>,
-                       int> = 0>
+  template <typename PaddingIdx, std::enable_if_t<padding_idx_type<PaddingIdx>, int> = 0>
   Embedding(int64_t num_embeddings, int64_t embedding_dim, PaddingIdx padding_idx,
             ModuleOptions opts = {})
       : Embedding(num_embeddings, embedding_dim, opts, std::optional<int64_t>(padding_idx)) {}
+  // max_norm: a floating number, a std::optional<double> or std::nullopt; norm_type floating;
+  // scale_grad_by_freq a bool.
+  template <typename PaddingIdx, typename MaxNorm,
+            std::enable_if_t<padding_idx_type<PaddingIdx> && max_norm_type<MaxNorm>, int> = 0>
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, PaddingIdx padding_idx, MaxNorm max_norm,
+            ModuleOptions opts = {})
+      : Embedding(num_embeddings, embedding_dim, opts, std::optional<int64_t>(padding_idx),
+                  std::optional<double>(max_norm)) {}
+  template <typename PaddingIdx, typename MaxNorm, typename NormType,
+            std::enable_if_t<padding_idx_type<PaddingIdx> && max_norm_type<MaxNorm> &&
+                                 std::is_floating_point_v<NormType>,
+                             int> = 0>
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, PaddingIdx padding_idx, MaxNorm max_norm,
+            NormType norm_type, ModuleOptions opts = {})
+      : Embedding(num_embeddings, embedding_dim, opts, std::optional<int64_t>(padding_idx),
+                  std::optional<double>(max_norm), norm_type) {}
+  template <
+      typename PaddingIdx, typename MaxNorm, typename NormType, typename ScaleGrad,
+      std::enable_if_t<padding_idx_type<PaddingIdx> && max_norm_type<MaxNorm> &&
+                           std::is_floating_point_v<NormType> && std::is_same_v<ScaleGrad, bool>,
+                       int> = 0>
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, PaddingIdx padding_idx, MaxNorm max_norm,
+            NormType norm_type, ScaleGrad scale_grad_by_freq, ModuleOptions opts = {})
+      : Embedding(num_embeddings, embedding_dim, opts, std::optional<int64_t>(padding_idx),
+                  std::optional<double>(max_norm), norm_type, scale_grad_by_freq) {}
   std::string type_name() const override { return "Embedding"; }
   DTensor forward(const DTensor& indices) override;
   int64_t num_embeddings() const { return num_; }
   int64_t embedding_dim() const { return dim_; }
   std::optional<int64_t> padding_idx() const { return padding_idx_; }
+  std::optional<double> max_norm() const { return max_norm_; }
+  double norm_type() const { return norm_type_; }
+  bool scale_grad_by_freq() const { return scale_grad_by_freq_; }
 
  protected:
   void reset_own_parameters(Generator* gen) override;
 
  private:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, const ModuleOptions& opts,
-            std::optional<int64_t> padding_idx);
+            std::optional<int64_t> padding_idx, std::optional<double> max_norm = std::nullopt,
+            double norm_type = 2.0, bool scale_grad_by_freq = false);
   void zero_padding_row();
 
   int64_t num_;
   int64_t dim_;
   std::optional<int64_t> padding_idx_;
+  std::optional<double> max_norm_;
+  double norm_type_ = 2.0;
+  bool scale_grad_by_freq_ = false;
 };
 
 // Layer norm over the last dim: "weight" [dim] (ones) when elementwise_affine, and "bias" [dim]

@@ -353,6 +353,75 @@ TEST_CASE("Embedding padding_idx: zero row, zero gradient, PyTorch's values", "[
                               dt::zeros({1, 3}, dt::kFloat64), 0));
 }
 
+TEST_CASE("Embedding max_norm, norm_type, scale_grad_by_freq: PyTorch's values", "[nn]") {
+  // tests/nn/torch_nn_references.py ("Embedding max_norm / norm_type / scale_grad_by_freq"):
+  // the table det_input([5, 3], 4) after the forward (looked-up rows over max_norm rescaled in
+  // place; row 3 is not looked up), and its gradient of sum(out * c).
+  nn::ModuleOptions o;
+  o.dtype = dt::kFloat64;
+  const Tensor idx = dt::from_vector<int64_t>({0, 2, 4, 2, 1, 4}, {2, 3});
+  const DTensor c = nn::local_dtensor(input({2, 3, 3}, 5));
+  struct Case {
+    std::optional<double> max_norm;
+    double norm_type;
+    bool scale;
+    std::optional<int64_t> pad;
+    std::vector<double> weight, grad;
+  };
+  const Case cases[] = {
+      {2.6,
+       2.0,
+       false,
+       std::nullopt,
+       {-0.4746928658378113, -2.3734643291890563, 0.9493857316756226, -0.9493857316756226,
+        2.3734643291890563, 0.4746928658378113, -1.5, 2.0, 0.0, -2.0, 1.5, -0.5, -2.263009448636196,
+        0.9052037794544784, -0.9052037794544784},
+       {0, -2, 1.5, -2, 1.5, -0.5, -2, -0.5, 1, 0, 0, 0, -3.5, 3.5, -0.5}},
+      {1.5,
+       1.0,
+       true,
+       std::nullopt,
+       {-0.1874999953125001, -0.9374999765625005, 0.3749999906250002, -0.3749999906250002,
+        0.9374999765625005, 0.1874999953125001, -0.6428571244897965, 0.857142832653062, 0.0, -2.0,
+        1.5, -0.5, -0.8333333148148152, 0.33333332592592607, -0.33333332592592607},
+       {0, -2, 1.5, -2, 1.5, -0.5, -1, -0.25, 0.5, 0, 0, 0, -1.75, 1.75, -0.25}},
+      {std::nullopt,
+       2.0,
+       true,
+       2,
+       {-0.5, -2.5, 1, -1, 2.5, 0.5, -1.5, 2, 0, -2, 1.5, -0.5, -2.5, 1, -1},
+       {0, -2, 1.5, -2, 1.5, -0.5, 0, 0, 0, 0, 0, 0, -1.75, 1.75, -0.25}},
+      {1.0,
+       3.0,
+       true,
+       -1,
+       {-0.19541821870244436, -0.9770910935122218, 0.3908364374048887, -0.3908364374048887,
+        0.9770910935122218, 0.19541821870244436, -0.6669717476551003, 0.8892956635401337, 0.0, -2.0,
+        1.5, -0.5, -0.960646526475146, 0.3842586105900584, -0.3842586105900584},
+       {0, -2, 1.5, -2, 1.5, -0.5, -1, -0.25, 0.5, 0, 0, 0, 0, 0, 0}},
+  };
+  for (const Case& k : cases) {
+    INFO("max_norm " << k.max_norm.value_or(-1) << " norm_type " << k.norm_type << " scale "
+                     << k.scale << " padding_idx " << k.pad.value_or(-99));
+    nn::Embedding m(5, 3, k.pad, k.max_norm, k.norm_type, k.scale, o);
+    CHECK(m.max_norm() == k.max_norm);
+    CHECK(m.norm_type() == k.norm_type);
+    CHECK(m.scale_grad_by_freq() == k.scale);
+    Tensor(m.param("weight").to_local()).copy_(input({5, 3}, 4));  // PyTorch's table
+    const DTensor out = m(nn::local_dtensor(idx));
+    const Tensor after = m.param("weight").to_local();
+    CHECK(tt::same_values(after, ref(k.weight, {5, 3}), 1e-15));
+    CHECK(tt::same_values(out.to_local(), dt::embedding(idx, after), 0));
+    dt::sum(dt::mul(out, c)).backward();
+    CHECK(tt::same_values(m.param("weight").grad().to_local(), ref(k.grad, {5, 3}), 1e-15));
+  }
+  // The shorter forms, and {} as the ModuleOptions after each.
+  CHECK(nn::Embedding(5, 3, std::nullopt, 1.0, {}).max_norm() == 1.0);
+  CHECK(nn::Embedding(5, 3, 0, std::nullopt, 1.0, {}).norm_type() == 1.0);
+  CHECK(nn::Embedding(5, 3, std::nullopt, std::nullopt, 2.0, true, {}).scale_grad_by_freq());
+  CHECK_FALSE(nn::Embedding(5, 3, o).max_norm().has_value());
+}
+
 namespace {
 // A module with one buffer, to share.
 struct WithBuffer : nn::Module {

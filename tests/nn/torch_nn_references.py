@@ -150,3 +150,19 @@ for args in [dict(padding="same", stride=2), dict(padding="full"), dict(padding_
         nn.Conv1d(1, 1, 3, **args)
     except ValueError as e:
         print("Conv1d", args, "raises:", e)
+
+# "Embedding max_norm / norm_type / scale_grad_by_freq" (task L item 4): weight det_input([5, 3],
+# 4), idx and c as above (row 3 is not looked up: max_norm leaves it alone although its norm is
+# over; with max_norm 2.6 row 2, norm 2.5, is under and kept); the renormed weight, the output,
+# and the table's gradient of sum(out * c).
+w = det_input([5, 3], 4)
+for max_norm, norm_type, scale, pad in [(2.6, 2.0, False, None), (1.5, 1.0, True, None),
+                                        (None, 2.0, True, 2), (1.0, 3.0, True, -1)]:
+    wp = w.clone().requires_grad_()
+    out = torch.nn.functional.embedding(idx, wp, padding_idx=pad, max_norm=max_norm,
+                                        norm_type=norm_type, scale_grad_by_freq=scale)
+    (out * c).sum().backward()
+    name = "embedding max_norm=%s norm_type=%s scale=%s pad=%s" % (max_norm, norm_type, scale, pad)
+    show(name + " weight after", wp.detach())
+    show(name + " out", out.detach())
+    show(name + " grad", wp.grad)

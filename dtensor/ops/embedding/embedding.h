@@ -32,7 +32,25 @@ Tensor embedding_masked(const Tensor& indices, const Tensor& weight_shard, int64
 // padding_idx (F.embedding's; negative counts from the end, -rows <= padding_idx < rows): the
 // table's gradient at that row is always zero (the lookup itself is unchanged); on a
 // vocab-sharded table the rank holding that global row zeroes it.
+// max_norm (F.embedding's): before the lookup, embedding_renorm_(weight, indices, max_norm,
+// norm_type) rescales in place the looked-up rows whose norm_type-norm exceeds max_norm.
+// scale_grad_by_freq: the table's gradient row r is divided by the number of times r occurs in
+// the whole (global) batch of indices, also when the indices are sharded (PyTorch's DTensor
+// counts each shard's indices alone there; with replicated indices, as in its vocab- or
+// column-parallel TP, the counts agree).
 DTensor embedding(const DTensor& indices, const DTensor& weight,
-                  std::optional<int64_t> padding_idx = std::nullopt);
+                  std::optional<int64_t> padding_idx = std::nullopt,
+                  std::optional<double> max_norm = std::nullopt, double norm_type = 2.0,
+                  bool scale_grad_by_freq = false);
+
+// torch.embedding_renorm_: every row r of `weight` that `indices` looks up and whose
+// norm_type-norm n exceeds max_norm is multiplied by max_norm / (n + 1e-7), in place and
+// unrecorded (no_grad); returns weight. On any placements: the norms are of whole rows (a
+// column-sharded table reduces them over its mesh dim) and the rows looked up are those of the
+// global batch (sharded indices are counted on every rank), so replicas stay equal. Costs a
+// norm over every row of the table, not only the looked-up ones. Indices out of range are
+// skipped here (embedding raises them).
+const DTensor& embedding_renorm_(const DTensor& weight, const DTensor& indices, double max_norm,
+                                 double norm_type = 2.0);
 
 }  // namespace dtensor

@@ -4,7 +4,10 @@
 
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
+#include "dtensor/core/factories.h"
+#include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/view/view.h"
 
 namespace dtensor::detail {
 namespace {
@@ -19,10 +22,21 @@ DTensor embedding_backward(const DTensor& grad, const DTensor& indices, int64_t 
 
 }  // namespace
 
-// The forward's arg 0, when given, is its padding_idx (normalised, embedding_dtensor.cc).
+DTensor embedding_counts(const DTensor& indices, int64_t rows, DType dtype) {
+  return embedding_backward(cast(ones_like(unsqueeze(indices, -1)), dtype), indices, rows, -1);
+}
+
+// The forward's args, when given (embedding_dtensor.cc): 0 padding_idx (normalised, -1 for
+// none), 1 scale_grad_by_freq: each row of the gradient divided by its count in the batch (rows
+// not looked up are zero either way).
 DTensorList embedding_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
   const int64_t padding_idx = c.has_arg(0) ? c.arg<int64_t>(0) : -1;
-  return {embedding_backward(g[0], c.input(1), c.input_spec(0).shape()[0], padding_idx), DTensor()};
+  const int64_t rows = c.input_spec(0).shape()[0];
+  DTensor grad = embedding_backward(g[0], c.input(1), rows, padding_idx);
+  if (c.has_arg(1) && c.arg<bool>(1)) {
+    grad = div(grad, clamp_min(embedding_counts(c.input(1), rows, grad.dtype()), 1.0));
+  }
+  return {grad, DTensor()};
 }
 
 }  // namespace dtensor::detail

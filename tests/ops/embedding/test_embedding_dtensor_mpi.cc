@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include "dtensor/collectives/comm_debug.h"
+#include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
@@ -91,6 +93,9 @@ TEST_CASE("dtensor embedding errors name the op and the argument") {
   const DTensor t3 =
       dt::distribute_tensor(st::det_input({2, 2, 2}), mesh, {dt::Replicate()}, std::nullopt);
   REQUIRE_THROWS_WITH(dt::embedding(di, t3), Catch::Contains("argument weight"));
+  REQUIRE_THROWS_WITH(dt::embedding(fi, table, std::nullopt, 1.0),
+                      Catch::Contains("[embedding_renorm_] argument indices"));
+  REQUIRE_THROWS_WITH(dt::embedding(di, table, rows), Catch::Contains("padding_idx"));
 }
 
 TEST_CASE("dtensor embedding: a bad index in one rank's batch shard raises on every rank") {
@@ -126,5 +131,49 @@ TEST_CASE("dtensor embedding: a bad index in one rank's batch shard raises on ev
         DTensor::from_local(dt::from_vector<int64_t>({1, 2, 3}, {3}), mesh, {Shard(0)}, false);
     CHECK(dt::equal(dt::embedding(ok, table).full_tensor(),
                     dt::embedding(ok.full_tensor(), table.full_tensor())));
+  }
+}
+
+TEST_CASE("dtensor embedding max_norm and scale_grad_by_freq equal one device on every layout") {
+  // The renormed table, the output and the table's gradient of sum(out * c) on a row-sharded,
+  // column-sharded or replicated table with replicated or batch-sharded indices equal one
+  // device's. The counts of scale_grad_by_freq are of the global batch (PyTorch's DTensor
+  // counts each shard's indices alone when they are sharded). The last row is never looked up:
+  // max_norm leaves it although its norm is over.
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const int64_t rows = w * 3 + 1;
+  const Tensor table = st::det_input({rows, 4}, 1, -2.5, 0.5, dt::kFloat64);
+  std::vector<int64_t> v(static_cast<size_t>((w * 2 + 1) * 3));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i * 5 + 3) % (rows - 1);
+  const Tensor idx = dt::from_vector<int64_t>(v, {w * 2 + 1, 3});
+  const Tensor c = st::det_input({w * 2 + 1, 3, 4}, 2, -2.5, 0.5, dt::kFloat64);
+  for (const double norm_type : {2.0, 1.0}) {
+    const double max_norm = norm_type == 2.0 ? 2.5 : 3.0;
+    DTensor one = dt::local_dtensor(table.clone());
+    one.requires_grad_();
+    const DTensor one_out =
+        dt::embedding(dt::local_dtensor(idx), one, std::nullopt, max_norm, norm_type, true);
+    dt::sum(dt::mul(one_out, dt::local_dtensor(c))).backward();
+    // The test can fail: some looked-up rows are renormed, some kept, and counts exceed 1.
+    CHECK_FALSE(dt::equal(one.to_local(), table));
+    CHECK(dt::equal(one.to_local().narrow(0, rows - 1, 1), table.narrow(0, rows - 1, 1)));
+    for (const dt::Placement& pw :
+         {dt::Placement(dt::Replicate()), dt::Placement(Shard(0)), dt::Placement(Shard(1))}) {
+      for (const dt::Placement& pi :
+           {dt::Placement(dt::Replicate()), dt::Placement(Shard(0)), dt::Placement(Shard(1))}) {
+        INFO("norm_type " << norm_type << " table " << pw.str() << " indices " << pi.str());
+        DTensor dw = dt::distribute_tensor(table.clone(), mesh, {pw}, std::nullopt);
+        dw.requires_grad_();
+        const DTensor di = dt::distribute_tensor(idx, mesh, {pi}, std::nullopt);
+        const DTensor out = dt::embedding(di, dw, std::nullopt, max_norm, norm_type, true);
+        dt::sum(dt::mul(out, dt::distribute_tensor(c, mesh, {dt::Replicate()}, std::nullopt)))
+            .backward();
+        CHECK(dw.placements() == Placements{pw});
+        CHECK(st::same_values(dw.full_tensor(), one.to_local(), 1e-12));
+        CHECK(st::same_values(out.full_tensor(), one_out.to_local(), 1e-12));
+        CHECK(st::same_values(dw.grad().full_tensor(), one.grad().to_local(), 1e-12));
+      }
+    }
   }
 }

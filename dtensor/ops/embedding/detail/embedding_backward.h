@@ -7,4 +7,9 @@ namespace dtensor::detail {
 
 BackwardFormula embedding_grad;
 
+// How many times each row of a `rows`-row table occurs in the (global) batch `indices`: a
+// [rows, 1] DTensor of `dtype`, computed as embedding_backward of ones (so on any placements;
+// out-of-range indices are not counted).
+DTensor embedding_counts(const DTensor& indices, int64_t rows, DType dtype);
+
 }  // namespace dtensor::detail
