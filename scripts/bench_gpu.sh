@@ -37,6 +37,13 @@ gpu_suite() {
   rc=${PIPESTATUS[0]}
   grep -E "tests passed|Test +#" "$results/suite.log" | sed 's/ \{2,\}/ /g' > "$results/suite.txt" ||
     true
+  # On a machine whose GPU nvidia-smi sees, a gpu test that reports skipped (exit 77: no usable
+  # device, e.g. a driver / runtime mismatch) checked nothing: count it a failure, not a pass.
+  if [ "$rc" = 0 ] && nvidia-smi -L >/dev/null 2>&1 && grep -q "Skipped" "$results/suite.log"; then
+    echo "gpu suite: a GPU is visible but some gpu tests reported skipped: failing" |
+      tee -a "$results/suite.log"
+    rc=1
+  fi
   return "$rc"
 }
 
@@ -44,7 +51,8 @@ gpu_suite() {
 # --redistribute on 2 ranks sharing the GPU (gpu_redist.jsonl), a compiled step's eager vs replay
 # vs CUDA-graph replay step times on one rank (compile_cuda_graph.jsonl, issue 42 item 6; its
 # failure does not stop the rest) and the examples on the CPU and with --cuda (examples.log), the
-# programs taken from BUILD (GPU_FIGURE_PROGRAMS' layout), the ranks started by MPIRUN... (e.g. mpirun --allow-run-as-root --oversubscribe --bind-to none).
+# programs taken from BUILD (GPU_FIGURE_PROGRAMS' layout), the ranks started by MPIRUN... (e.g.
+# mpirun --allow-run-as-root --oversubscribe --bind-to none).
 gpu_figures() {
   local B=$1 RESULTS=$2
   shift 2

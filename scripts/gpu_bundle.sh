@@ -158,6 +158,11 @@ mapfile -t elves < <(find "$B" -type f \( -perm -u+x -o -name '*.so*' \))
 } >"$B/info.txt"
 
 echo "== packing"
+# GPU_BUNDLE_OUT names the folder: remove only one that holds an earlier bundle (its info.txt).
+if [ -e "$OUT_DIR" ] && [ ! -f "$OUT_DIR/info.txt" ] && [ -n "$(ls -A "$OUT_DIR")" ]; then
+  echo "gpu_bundle.sh: $OUT_DIR exists and holds no bundle (no info.txt): not removing it" >&2
+  exit 2
+fi
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"
 cp "$B/info.txt" "$OUT_DIR/"
