@@ -442,7 +442,7 @@ DTensorList CompiledStep::call(const DTensorList& inputs, const std::vector<doub
              graphs_.size());
     std::unique_ptr<compiler::Graph> fresh;
     DTensorList out = capture(inputs, scalars, fresh);
-    graphs_.push_back({std::move(fresh), scalars});
+    graphs_.push_back({std::move(fresh), scalars, nullptr, {}});
     last_ = graphs_.back().graph.get();
     return out;
   }
