@@ -89,9 +89,9 @@ class Wrap : public nn::Module {
 
 class MLP : public nn::Module {
  public:
-  MLP() {
-    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(D, 8, true, kF64));
-    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(8, D, true, kF64));
+  explicit MLP(int64_t hidden = 8) {
+    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(D, hidden, true, kF64));
+    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(hidden, D, true, kF64));
   }
   std::string type_name() const override { return "MLP"; }
   DTensor forward(const DTensor& x) override { return (*fc2_)(dt::tanh((*fc1_)(x))); }
@@ -471,6 +471,10 @@ int main(int argc, char** argv) {
         dt::parallelize_module(m, me, {{"inner", Col({.use_local_output = false})}});
       },
       mesh, rep);
+  const Build mlp5 = [] { return std::make_shared<MLP>(5); };
+  run("mlp5_dt", mlp5, plan({{"fc1", Col({.use_local_output = false})}, {"fc2", Row()}}), mesh,
+      rep);
+  run("mlp5_local", mlp5, plan({{"fc1", Col()}, {"fc2", Row()}}), mesh, rep);
   const Build mlp = [] { return std::make_shared<MLP>(); };
   run("mlp", mlp, plan({{"fc1", Col()}, {"fc2", Row()}}), mesh, rep);
   run(
@@ -506,6 +510,13 @@ int main(int argc, char** argv) {
     if (c.smoothing != 0 || (c.weight && c.ignore))
       for (const char* opt : {" adamw", " sgd"})
         rec_value(std::string("loss_") + name + " loss_parallel" + opt, "ok");
+  }
+  {
+    Opts o = rep;
+    o.loss = ce_loss({});
+    o.loss_done = true;
+    run("loss_replicated_logits", lin(D, 7),
+        style(Col({.output_layouts = Replicate(), .use_local_output = false})), mesh, o);
   }
   if (W == 4) {
     const auto m2 = dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"});

@@ -316,6 +316,9 @@ if __name__ == "__main__":
     run("prep_out_same_layout", lambda: Wrap(nn.Linear(D, 8)),
         {"": PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Replicate()),
          "inner": ColwiseParallel(use_local_output=False)}, x3)
+    # A hidden size of 5: uneven on 2 and 4 ranks, passed as a DTensor or as local shards.
+    run("mlp5_dt", lambda: MLP(D, 5), {"fc1": ColwiseParallel(use_local_output=False), "fc2": RowwiseParallel()}, x3)
+    run("mlp5_local", lambda: MLP(D, 5), {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}, x3)
     run("mlp", MLP, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}, x3)
     run("mlp_sp", lambda: Wrap(MLP()),
         {"inner.fc1": ColwiseParallel(input_layouts=Shard(1)),
@@ -333,6 +336,9 @@ if __name__ == "__main__":
         refused = name in ("smooth", "weight_ignore_sum")
         run_loss("loss_" + name + (" loss_parallel" if refused else ""), **kw)
         if refused: run_loss("loss_" + name, full=True, **kw)
+    # Loss parallel on replicated logits (the class dim not sharded).
+    run("loss_replicated_logits", lambda: nn.Linear(D, 7),
+        ColwiseParallel(output_layouts=Replicate(), use_local_output=False), x3, loss=lambda y: _Done(ce_loss()(y)))
     if W == 4:
         m2 = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         run("fsdp_tp_mlp", MLP, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()},
