@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,7 @@ void rec(const std::string& name, double v) {
   rec(name, std::vector<double>{v});
 }
 void rec(const std::string& name, const DTensor& t) {
-  rec(name, t.defined() ? dt::cast(t.to_local().contiguous(), dt::kFloat64).to_vector<double>()
+  rec(name, t.defined() ? dt::cast(t.full_tensor().contiguous(), dt::kFloat64).to_vector<double>()
                         : std::vector<double>{});
 }
 void rec_names(const std::string& name, std::vector<std::string> names) {
@@ -57,6 +58,19 @@ DTensor local(std::vector<double> v, dt::Shape shape) {
 }
 
 // probe.py's Net: loss_t = sum((tanh(w * x_t) + b - y_t)^2), plus sum(u^2 x_t[0]) from step 3.
+// The layout of a resharding run (main's "save" / "load" modes): the mesh and the placements of
+// w, b and u; none: local tensors.
+struct Layout {
+  std::optional<dt::DeviceMesh> mesh;
+  std::vector<dt::Placement> w, b, u;
+};
+Layout g_layout;
+
+DTensor laid_out(std::vector<double> v, dt::Shape shape, const std::vector<dt::Placement>& pl) {
+  if (!g_layout.mesh) return local(std::move(v), shape);
+  return dt::distribute_tensor(dt::from_vector<double>(v, shape), *g_layout.mesh, pl);
+}
+
 struct Net : dt::nn::Module {
   std::string type_name() const override { return "Net"; }
   Net() {
@@ -64,9 +78,9 @@ struct Net : dt::nn::Module {
     for (int k = 0; k < 12; ++k) w.push_back(0.3 * std::sin(0.37 * k + 0.2));
     for (int k = 0; k < 3; ++k) b.push_back(0.1 * (k + 1));
     for (int k = 0; k < 3; ++k) u.push_back(0.5 - 0.2 * k);
-    register_parameter("w", local(w, {4, 3}));
-    register_parameter("b", local(b, {3}));
-    register_parameter("u", local(u, {3}));
+    register_parameter("w", laid_out(w, {4, 3}, g_layout.w));
+    register_parameter("b", laid_out(b, {3}, g_layout.b));
+    register_parameter("u", laid_out(u, {3}, g_layout.u));
   }
   DTensor param(const std::string& n) const {
     for (const auto& [name, p] : named_parameters()) {
@@ -83,10 +97,13 @@ struct Net : dt::nn::Module {
         if (i == 0) x0.push_back(x.back());
       }
     }
-    const DTensor h = dt::sub(dt::add(dt::tanh(dt::mul(param("w"), local(x, {4, 3}))), param("b")),
-                              local(y, {4, 3}));
+    const std::vector<dt::Placement> rep(g_layout.mesh ? 1 : 0, dt::Replicate());
+    const DTensor h =
+        dt::sub(dt::add(dt::tanh(dt::mul(param("w"), laid_out(x, {4, 3}, rep))), param("b")),
+                laid_out(y, {4, 3}, rep));
     DTensor l = dt::sum(dt::square(h));
-    if (t >= 3) l = dt::add(l, dt::sum(dt::mul(dt::mul(param("u"), param("u")), local(x0, {3}))));
+    if (t >= 3)
+      l = dt::add(l, dt::sum(dt::mul(dt::mul(param("u"), param("u")), laid_out(x0, {3}, rep))));
     return l;
   }
 };
@@ -173,8 +190,44 @@ void try_rec(const std::string& c, F&& f) {
 
 }  // namespace
 
+// Resume on another world size and layout: "save DIR" (2 ranks: w Shard(0), b Shard(0), u
+// Replicate) runs 3 steps of AdamW and SGD with the SequentialLR and saves; "load DIR" (4
+// ranks: w Shard(1), b Replicate, u Shard(0)) loads into a fresh model, optimizer (7x lr) and
+// scheduler and runs steps 3 to 5, recorded as the 'resumed' cases in dt_state_reshard.json
+// (compare.py reshard).
+int reshard(const std::string& mode, const std::string& dir) {
+  const int64_t w = dt::world_size();
+  g_layout.mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const bool save = mode == "save";
+  g_layout.w = {save ? dt::Placement(dt::Shard(0)) : dt::Placement(dt::Shard(1))};
+  g_layout.b = {save ? dt::Placement(dt::Shard(0)) : dt::Placement(dt::Replicate())};
+  g_layout.u = {save ? dt::Placement(dt::Replicate()) : dt::Placement(dt::Shard(0))};
+  for (const bool adamw : {true, false}) {
+    const std::string c = std::string(adamw ? "adamw" : "sgd") + "/sequential/resumed";
+    const double lr = kLr[adamw ? 0 : 1];
+    const std::string d = dir + (adamw ? "_adamw" : "_sgd");
+    try {
+      if (save) {
+        Setup a(adamw, "sequential", lr);
+        train(c, a, 0, 3, 0.0);
+        ck::save_training_state(a.m.get(), a.o.get(), a.s.get(), nullptr, d);
+      } else {
+        Setup b(adamw, "sequential", 7 * lr);
+        ck::load_training_state(b.m.get(), b.o.get(), b.s.get(), nullptr, d);
+        train(c, b, 3, 6, 0.0);
+        final_state(c, adamw, b);
+      }
+    } catch (const std::exception& e) {
+      rec_error(c, e);
+    }
+  }
+  if (dt::world_rank() == 0) probe_json::write("dt_state_reshard.json");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   dt::Runtime rt(&argc, &argv);
+  if (argc == 3) return reshard(argv[1], argv[2]);
   for (const bool adamw : {true, false}) {
     const std::string on = adamw ? "adamw" : "sgd";
     const double lr = kLr[adamw ? 0 : 1];
