@@ -135,6 +135,20 @@ void check_fsdp(const dt::DeviceMesh& mesh, const char* schedule, int64_t v) {
     opt.step();
     ref_opt.step();
   }
+  // eval on the sharded stages (forwards whose backward never comes), then a step: the output of
+  // this dp rank's rows and the step's loss equal single device.
+  const Batch b = batch(3);
+  const dt::Tensor tokens = b.tokens.narrow(0, d * half, half);
+  const dt::Tensor targets = b.targets.narrow(0, d * half, half);
+  const dt::DTensor out = sched->eval(nn::local_dtensor(tokens));
+  const dt::Tensor want = (*ref)(nn::local_dtensor(tokens)).to_local();
+  CHECK(out.defined() == stages.back()->is_last());
+  if (out.defined()) CHECK(max_diff(out.full_tensor(), want) <= 1e-12);
+  const double loss = sched->step(nn::local_dtensor(tokens), nn::local_dtensor(targets));
+  const double ref_loss = loss_fn((*ref)(nn::local_dtensor(tokens)), nn::local_dtensor(targets))
+                              .to_local()
+                              .item<double>();
+  CHECK(std::abs(loss - ref_loss) <= 1e-12 * (1 + ref_loss));
 }
 
 dt::DeviceMesh pp_mesh() {
