@@ -56,7 +56,7 @@ def batch(step, micro=0):
 def pl(p):
     s = []
     for x in p:
-        if isinstance(x, Shard): s.append("S(%d)" % x.dim)
+        if type(x) is Shard: s.append("S(%d)" % x.dim)  # _StridedShard: its own str()
         elif isinstance(x, Replicate): s.append("R")
         elif isinstance(x, Partial): s.append("P(%s)" % x.reduce_op)
         else: s.append(str(x))

@@ -9,7 +9,7 @@ loss, the input gradient, every parameter gradient and the parameters after the 
 parameters are also recorded right after parallelize_module. Errors raised by bad plans are
 recorded as 'error' (compare.py only checks that both sides raise).
 """
-import json, math, sys, warnings, torch, torch.distributed as dist
+import importlib.util, json, math, os, sys, warnings, torch, torch.distributed as dist
 import torch.nn as nn, torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
@@ -18,36 +18,15 @@ from torch.distributed.tensor.parallel import (parallelize_module, ColwiseParall
                                                SequenceParallel, PrepareModuleInput,
                                                PrepareModuleOutput, loss_parallel)
 
-dist.init_process_group("gloo")
-R, W = dist.get_rank(), dist.get_world_size()
-mesh = init_device_mesh("cpu", (W,))
+# The process group, the 1-d mesh, the records and their writers (pl, rec, out) are the
+# data-parallel probe's (torch_dp_parity/probe.py), loaded by path under another name.
+_spec = importlib.util.spec_from_file_location(
+    "dp_probe", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch_dp_parity", "probe.py"))
+dp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dp)
+R, W, mesh, out, rec = dp.R, dp.W, dp.mesh, dp.out, dp.rec
 torch.set_default_dtype(torch.float64)
 B, T, D = 2, 4, 4   # batch, sequence (divisible by 2 and 4), model dim
-out = []
-
-
-def pl(p):
-    s = []
-    for x in p:
-        if isinstance(x, Shard) and type(x) is Shard: s.append("S(%d)" % x.dim)
-        elif isinstance(x, Replicate): s.append("R")
-        elif isinstance(x, Partial): s.append("P(%s)" % x.reduce_op)
-        else: s.append(str(x))
-    return s
-
-
-def rec(name, t):
-    if t is None:
-        out.append(dict(case=name, value="None")); return
-    if isinstance(t, DTensor):
-        l = t.to_local()
-        out.append(dict(case=name, placements=pl(t.placements), lshape=list(l.shape),
-                        local=[float(v) for v in l.double().flatten().tolist()], gshape=list(t.shape)))
-    elif isinstance(t, torch.Tensor):
-        out.append(dict(case=name, placements=["local"], lshape=list(t.shape),
-                        local=[float(v) for v in t.double().flatten().tolist()], gshape=list(t.shape)))
-    else:
-        out.append(dict(case=name, value=str(t)))
 
 
 def init(m):
