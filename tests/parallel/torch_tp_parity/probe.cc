@@ -327,6 +327,15 @@ Plan style(S s) {
 Plan plan(dt::ParallelizePlan p) {
   return [p](nn::Module& m, const dt::DeviceMesh& mesh) { dt::parallelize_module(m, mesh, p); };
 }
+// A style on the Wrap itself, then `inner` on its Linear (PrepareModuleInput / Output around
+// a colwise Linear).
+template <class S>
+Plan around(S outer, dt::ColwiseParallel inner) {
+  return [outer, inner](nn::Module& m, const dt::DeviceMesh& mesh) {
+    dt::parallelize_module(m, mesh, outer);
+    dt::parallelize_module(m, mesh, {{"inner", inner}});
+  };
+}
 Build lin(int64_t i, int64_t o, bool b = true) {
   return [=] { return std::make_shared<nn::Linear>(i, o, b, kF64); };
 }
@@ -390,14 +399,10 @@ int main(int argc, char** argv) {
   const Build wrap6 = [] {
     return std::make_shared<Wrap>(std::make_shared<nn::Linear>(D, 6, true, kF64));
   };
-  run(
-      "prep_in_col", wrap6,
-      [](nn::Module& m, const dt::DeviceMesh& me) {
-        dt::parallelize_module(m, me,
-                               dt::PrepareModuleInput({.input_layouts = Shard(1),
-                                                       .desired_input_layouts = Replicate()}));
-        dt::parallelize_module(m, me, {{"inner", Col()}});
-      },
+  run("prep_in_col", wrap6,
+      around(
+          dt::PrepareModuleInput({.input_layouts = Shard(1), .desired_input_layouts = Replicate()}),
+          Col()),
       mesh, s1);
   run("prep_in_local", wrap6,
       style(dt::PrepareModuleInput({.input_layouts = Shard(1),
@@ -409,24 +414,16 @@ int main(int argc, char** argv) {
   const Build wrap8 = [] {
     return std::make_shared<Wrap>(std::make_shared<nn::Linear>(D, 8, true, kF64));
   };
-  run(
-      "prep_out_gather", wrap8,
-      [](nn::Module& m, const dt::DeviceMesh& me) {
-        dt::parallelize_module(m, me,
-                               dt::PrepareModuleOutput({.output_layouts = Shard(-1),
-                                                        .desired_output_layouts = Replicate()}));
-        dt::parallelize_module(m, me, {{"inner", Col()}});
-      },
+  run("prep_out_gather", wrap8,
+      around(dt::PrepareModuleOutput(
+                 {.output_layouts = Shard(-1), .desired_output_layouts = Replicate()}),
+             Col()),
       mesh, rep);
-  run(
-      "prep_out_dt", wrap8,
-      [](nn::Module& m, const dt::DeviceMesh& me) {
-        dt::parallelize_module(m, me,
-                               dt::PrepareModuleOutput({.output_layouts = Shard(-1),
-                                                        .desired_output_layouts = Shard(1),
-                                                        .use_local_output = false}));
-        dt::parallelize_module(m, me, {{"inner", Col()}});
-      },
+  run("prep_out_dt", wrap8,
+      around(dt::PrepareModuleOutput({.output_layouts = Shard(-1),
+                                      .desired_output_layouts = Shard(1),
+                                      .use_local_output = false}),
+             Col()),
       mesh, rep);
   const auto emb = [](int64_t d) {
     return [d] { return nn::ModulePtr(std::make_shared<nn::Embedding>(7, d, kF64)); };
@@ -462,14 +459,10 @@ int main(int argc, char** argv) {
             {"norm", Seq()},
             {"col", Col()}}),
       mesh, in8);
-  run(
-      "prep_out_same_layout", wrap8,
-      [](nn::Module& m, const dt::DeviceMesh& me) {
-        dt::parallelize_module(m, me,
-                               dt::PrepareModuleOutput({.output_layouts = Replicate(),
-                                                        .desired_output_layouts = Replicate()}));
-        dt::parallelize_module(m, me, {{"inner", Col({.use_local_output = false})}});
-      },
+  run("prep_out_same_layout", wrap8,
+      around(dt::PrepareModuleOutput(
+                 {.output_layouts = Replicate(), .desired_output_layouts = Replicate()}),
+             Col({.use_local_output = false})),
       mesh, rep);
   const Build mlp5 = [] { return std::make_shared<MLP>(5); };
   run("mlp5_dt", mlp5, plan({{"fc1", Col({.use_local_output = false})}, {"fc2", Row()}}), mesh,
