@@ -3,9 +3,10 @@
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 
+#include <algorithm>
 #include <cmath>
-#include <functional>
 #include <optional>
+#include <type_traits>
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/grad_mode.h"
@@ -95,17 +96,71 @@ bool flag(const std::string& name, double v, const char* op) {
   return v == 1;
 }
 
-// Sets each of `values` through set(name, value), which returns false for a name it does not
-// know: "[<op>] has no hyper-parameter ..." naming the known ones.
-void set_each(const std::vector<std::pair<std::string, double>>& values,
-              const std::vector<std::pair<std::string, double>>& known, const char* op,
-              const std::function<bool(const std::string&, double)>& set) {
+// A hyper-parameter of an options struct O: its state_dict name, getter and setter (a bool
+// as 0 or 1). The tables below list each optimizer's, so that state_dict and load_state_dict
+// read and write the same names.
+template <typename O>
+struct Hyper {
+  const char* name;
+  double (*get)(const O&);
+  void (*set)(O&, double, const char* op);
+};
+
+// clang-format off
+#define DT_HYPER(O, n)                                                          \
+  Hyper<O>{#n, [](const O& o) { return static_cast<double>(o.n()); },          \
+           [](O& o, double v, const char* op) {                                \
+             if constexpr (std::is_same_v<decltype(o.n()), bool>) {            \
+               o.n(flag(#n, v, op));                                           \
+             } else {                                                          \
+               o.n(v);                                                         \
+             }                                                                 \
+           }}
+// clang-format on
+
+const std::vector<Hyper<SGDOptions>>& sgd_hypers() {
+  static const std::vector<Hyper<SGDOptions>> t = {
+      DT_HYPER(SGDOptions, lr),        DT_HYPER(SGDOptions, momentum),
+      DT_HYPER(SGDOptions, dampening), DT_HYPER(SGDOptions, weight_decay),
+      DT_HYPER(SGDOptions, nesterov),  DT_HYPER(SGDOptions, maximize)};
+  return t;
+}
+
+const std::vector<Hyper<AdamWOptions>>& adamw_hypers() {
+  static const std::vector<Hyper<AdamWOptions>> t = {
+      DT_HYPER(AdamWOptions, lr),           DT_HYPER(AdamWOptions, beta1),
+      DT_HYPER(AdamWOptions, beta2),        DT_HYPER(AdamWOptions, eps),
+      DT_HYPER(AdamWOptions, weight_decay), DT_HYPER(AdamWOptions, amsgrad),
+      DT_HYPER(AdamWOptions, maximize)};
+  return t;
+}
+
+#undef DT_HYPER
+
+template <typename O>
+std::vector<std::pair<std::string, double>> hyper_values(const O& o,
+                                                         const std::vector<Hyper<O>>& table) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const Hyper<O>& h : table) out.emplace_back(h.name, h.get(o));
+  return out;
+}
+
+// `o` with `values` set: "[<op>] has no hyper-parameter ..." for a name the table lacks.
+template <typename O>
+O with_values(O o, const std::vector<std::pair<std::string, double>>& values,
+              const std::vector<Hyper<O>>& table, const char* op) {
   for (const auto& [name, v] : values) {
-    if (set(name, v)) continue;
+    const auto it =
+        std::find_if(table.begin(), table.end(), [&](const Hyper<O>& h) { return name == h.name; });
+    if (it != table.end()) {
+      it->set(o, v, op);
+      continue;
+    }
     std::string names;
-    for (const auto& [k, unused] : known) absl::StrAppend(&names, names.empty() ? "" : ", ", k);
+    for (const Hyper<O>& h : table) absl::StrAppend(&names, names.empty() ? "" : ", ", h.name);
     DT_FAIL("[%s] has no hyper-parameter '%s' (its hyper-parameters: %s)", op, name, names);
   }
+  return o;
 }
 
 // PyTorch's SGD refuses the same values ("Invalid ... value").
@@ -269,7 +324,8 @@ void Optimizer::set_lr(double) {
 }
 
 void Optimizer::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  set_each(values, {}, name_.c_str(), [](const std::string&, double) { return false; });
+  if (!values.empty())
+    DT_FAIL("[%s] has no hyper-parameter '%s' (it has none)", name_, values[0].first);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -313,34 +369,11 @@ void Optimizer::update_each(
 }
 
 std::vector<std::pair<std::string, double>> SGD::hyper_parameters() const {
-  const SGDOptions& o = options_;
-  return {{"lr", o.lr()},
-          {"momentum", o.momentum()},
-          {"dampening", o.dampening()},
-          {"weight_decay", o.weight_decay()},
-          {"nesterov", o.nesterov() ? 1.0 : 0.0},
-          {"maximize", o.maximize() ? 1.0 : 0.0}};
+  return hyper_values(options_, sgd_hypers());
 }
 
 void SGD::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  SGDOptions o = options_;
-  set_each(values, hyper_parameters(), "SGD", [&o](const std::string& name, double v) {
-    if (name == "lr")
-      o.lr(v);
-    else if (name == "momentum")
-      o.momentum(v);
-    else if (name == "dampening")
-      o.dampening(v);
-    else if (name == "weight_decay")
-      o.weight_decay(v);
-    else if (name == "nesterov")
-      o.nesterov(flag(name, v, "SGD"));
-    else if (name == "maximize")
-      o.maximize(flag(name, v, "SGD"));
-    else
-      return false;
-    return true;
-  });
+  const SGDOptions o = with_values(options_, values, sgd_hypers(), "SGD");
   check_options(o);
   options_ = o;
 }
@@ -376,37 +409,11 @@ AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
 }
 
 std::vector<std::pair<std::string, double>> AdamW::hyper_parameters() const {
-  const AdamWOptions& o = options_;
-  return {{"lr", o.lr()},
-          {"beta1", o.beta1()},
-          {"beta2", o.beta2()},
-          {"eps", o.eps()},
-          {"weight_decay", o.weight_decay()},
-          {"amsgrad", o.amsgrad() ? 1.0 : 0.0},
-          {"maximize", o.maximize() ? 1.0 : 0.0}};
+  return hyper_values(options_, adamw_hypers());
 }
 
 void AdamW::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  AdamWOptions o = options_;
-  set_each(values, hyper_parameters(), "AdamW", [&o](const std::string& name, double v) {
-    if (name == "lr")
-      o.lr(v);
-    else if (name == "beta1")
-      o.beta1(v);
-    else if (name == "beta2")
-      o.beta2(v);
-    else if (name == "eps")
-      o.eps(v);
-    else if (name == "weight_decay")
-      o.weight_decay(v);
-    else if (name == "amsgrad")
-      o.amsgrad(flag(name, v, "AdamW"));
-    else if (name == "maximize")
-      o.maximize(flag(name, v, "AdamW"));
-    else
-      return false;
-    return true;
-  });
+  const AdamWOptions o = with_values(options_, values, adamw_hypers(), "AdamW");
   check_options(o);
   options_ = o;
 }
