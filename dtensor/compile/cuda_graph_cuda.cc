@@ -284,7 +284,8 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
 
     // The capture: each node observed before and after it runs.
     bool irreversible = false;  // a node of the optimizer (or host state) has run
-    size_t count_before = 0, slots_before = 0, current = g.nodes().size();
+    Mark before;
+    size_t slots_before = 0, current = g.nodes().size();
     std::string failure;
     RunHooks hooks;
     hooks.pool = &memory_;
@@ -296,15 +297,15 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
           DT_CHECK(!t.defined() || t.numel() == 0 || t.device().is_cuda(),
                    "node %d (%s %s) reads a tensor on %s", k, n.kind, n.name, t.device().str());
         }
-        count_before = captured_nodes();
+        before = mark();
         slots_before = scalars_->taken();
         if (n.kind == "optim" || n.kind == "host") irreversible = true;
         return;
       }
-      const size_t added = captured_nodes() - count_before;
+      const bool work = added(before, mark());
       const bool scalars = scalars_->taken() > slots_before;
       if (!host_kind(n)) return;
-      if (added == 0 || scalars) {
+      if (!work || scalars) {
         HostNode h;
         h.fn = &n.fn;
         for (const Tensor& t : in) h.in.push_back(memory_.alias(t));
@@ -408,16 +409,39 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
     DT_FAIL("[compile] CUDA-graph capture: the step has no CUDA tensor");
   }
 
-  // The nodes captured so far.
-  size_t captured_nodes() const {
+  // Where the capture is: its node count, and the stream's current dependencies (compared
+  // instead when the nodes cannot be counted during a capture).
+  struct Mark {
+    bool counted = false;
+    size_t nodes = 0;
+    std::vector<cudaGraphNode_t> deps;
+  };
+  Mark mark() const {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     cudaGraph_t graph = nullptr;
-    DT_CHECK_CUDA(cudaStreamGetCaptureInfo(stream_, &status, nullptr, &graph));
+    const cudaGraphNode_t* deps = nullptr;
+    size_t ndeps = 0;
+#if CUDART_VERSION >= 13000
+    DT_CHECK_CUDA(
+        cudaStreamGetCaptureInfo(stream_, &status, nullptr, &graph, &deps, nullptr, &ndeps));
+#else
+    DT_CHECK_CUDA(cudaStreamGetCaptureInfo(stream_, &status, nullptr, &graph, &deps, &ndeps));
+#endif
     DT_CHECK(status == cudaStreamCaptureStatusActive, "the stream capture was invalidated (%s)",
              cudaGetErrorString(cudaGetLastError()));
-    size_t n = 0;
-    DT_CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, &n));
-    return n;
+    Mark m;
+    m.deps.assign(deps, deps + ndeps);
+    if (cudaGraphGetNodes(graph, nullptr, &m.nodes) == cudaSuccess) {
+      m.counted = true;
+    } else {
+      cudaGetLastError();
+    }
+    return m;
+  }
+  // Whether CUDA work was captured between two marks.
+  static bool added(const Mark& before, const Mark& after) {
+    if (before.counted && after.counted) return after.nodes > before.nodes;
+    return after.deps != before.deps;
   }
 
   // Empty, or why the captured graph cannot be used.
