@@ -83,12 +83,28 @@ DimTaps adaptive_dim(const WindowArgs& a, int64_t j, int64_t in) {
   return t;
 }
 
+// PyTorch's compute_scales_value<float> of the nearest modes: 1 / scale_factor when given, else
+// in / out.
+float nearest_scale(const WindowArgs& a, int64_t j, int64_t in) {
+  const double sc = a.scales[j];
+  return sc > 0 ? static_cast<float>(1.0 / sc)
+                : static_cast<float>(in) / static_cast<float>(a.output_size[j]);
+}
+
+// PyTorch's area_pixel_compute_scale (linear and cubic modes), in double.
+double area_scale(const WindowArgs& a, int64_t j, int64_t in) {
+  const int64_t out = a.output_size[j];
+  const double sc = a.scales[j];
+  if (a.align_corners) {
+    return out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+  }
+  return sc > 0 ? 1.0 / sc : static_cast<double>(in) / static_cast<double>(out);
+}
+
 // PyTorch's nearest_idx (float arithmetic, as its kernels).
 DimTaps nearest_dim(const WindowArgs& a, int64_t j, int64_t in) {
   const int64_t out = a.output_size[j];
-  const double sc = a.scales[j];
-  const float scale =
-      sc > 0 ? static_cast<float>(1.0 / sc) : static_cast<float>(in) / static_cast<float>(out);
+  const float scale = nearest_scale(a, j, in);
   DimTaps t;
   for (int64_t o = 0; o < out; ++o) {
     int64_t i;
@@ -105,17 +121,48 @@ DimTaps nearest_dim(const WindowArgs& a, int64_t j, int64_t in) {
   return t;
 }
 
-// PyTorch's area_pixel_compute_scale / area_pixel_compute_source_index and the linear weights
-// (guard_index_and_lambda), in double.
+// PyTorch's nearest_exact_idx: floor((o + 0.5) * scale), the scale a float as in nearest_dim
+// (no special cases for out == in or 2 in).
+DimTaps nearest_exact_dim(const WindowArgs& a, int64_t j, int64_t in) {
+  const int64_t out = a.output_size[j];
+  const float scale = nearest_scale(a, j, in);
+  DimTaps t;
+  for (int64_t o = 0; o < out; ++o) {
+    const double src = (static_cast<double>(o) + 0.5) * static_cast<double>(scale);
+    t.add(std::min(static_cast<int64_t>(std::floor(src)), in - 1), 1.0);
+    t.close();
+  }
+  return t;
+}
+
+// PyTorch's bicubic (upsample_bicubic2d): source x = scale * (o + 0.5) - 0.5 (not clamped at 0;
+// scale * o with align_corners), taps floor(x) - 1 .. floor(x) + 2 clamped into [0, in) with
+// the cubic convolution weights of t = x - floor(x), A = -0.75; in double.
+DimTaps cubic_dim(const WindowArgs& a, int64_t j, int64_t in) {
+  const int64_t out = a.output_size[j];
+  const double scale = area_scale(a, j, in);
+  constexpr double kA = -0.75;
+  const auto near = [](double x) { return ((kA + 2) * x - (kA + 3)) * x * x + 1; };  // |x| <= 1
+  const auto far = [](double x) { return ((kA * x - 5 * kA) * x + 8 * kA) * x - 4 * kA; };  // 1-2
+  DimTaps t;
+  for (int64_t o = 0; o < out; ++o) {
+    const double src = a.align_corners ? scale * static_cast<double>(o)
+                                       : scale * (static_cast<double>(o) + 0.5) - 0.5;
+    const double f = std::floor(src);
+    const double l = src - f;
+    const int64_t i = static_cast<int64_t>(f);
+    const double w[4] = {far(l + 1.0), near(l), near(1.0 - l), far(2.0 - l)};
+    for (int64_t k = 0; k < 4; ++k) t.add(std::clamp<int64_t>(i - 1 + k, 0, in - 1), w[k]);
+    t.close();
+  }
+  return t;
+}
+
+// PyTorch's area_pixel_compute_source_index and the linear weights (guard_index_and_lambda), in
+// double.
 DimTaps linear_dim(const WindowArgs& a, int64_t j, int64_t in) {
   const int64_t out = a.output_size[j];
-  const double sc = a.scales[j];
-  double scale;
-  if (a.align_corners) {
-    scale = out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
-  } else {
-    scale = sc > 0 ? 1.0 / sc : static_cast<double>(in) / static_cast<double>(out);
-  }
+  const double scale = area_scale(a, j, in);
   DimTaps t;
   for (int64_t o = 0; o < out; ++o) {
     const double src = a.align_corners
@@ -270,10 +317,13 @@ WindowArgs parse_window_args(WindowKind kind, int64_t nd, const char* op,
       a.output_size = shape(0);
       break;
     case WindowKind::kNearest:
-    case WindowKind::kLinear: {
+    case WindowKind::kNearestExact:
+    case WindowKind::kLinear:
+    case WindowKind::kCubic: {
       a.output_size = shape(0);
-      const size_t first = kind == WindowKind::kLinear ? 2 : 1;
-      if (kind == WindowKind::kLinear) a.align_corners = std::get<bool>(args.at(1));
+      const bool corners = kind == WindowKind::kLinear || kind == WindowKind::kCubic;
+      const size_t first = corners ? 2 : 1;
+      if (corners) a.align_corners = std::get<bool>(args.at(1));
       for (int64_t j = 0; j < nd; ++j) a.scales.push_back(std::get<double>(args.at(first + j)));
       break;
     }
@@ -293,9 +343,13 @@ ArgList window_arg_list(const WindowArgs& a) {
     case WindowKind::kAdaptiveMax:
       return {a.output_size};
     case WindowKind::kNearest:
-    case WindowKind::kLinear: {
+    case WindowKind::kNearestExact:
+    case WindowKind::kLinear:
+    case WindowKind::kCubic: {
       ArgList l{a.output_size};
-      if (a.kind == WindowKind::kLinear) l.push_back(a.align_corners);
+      if (a.kind == WindowKind::kLinear || a.kind == WindowKind::kCubic) {
+        l.push_back(a.align_corners);
+      }
       for (double s : a.scales) l.push_back(s);
       return l;
     }
@@ -344,7 +398,8 @@ Shape window_out_shape(const WindowArgs& a, IntSpan in_shape) {
     return out;
   }
   const bool pool = a.kind == WindowKind::kAvgPool || a.kind == WindowKind::kMaxPool;
-  const bool interp = a.kind == WindowKind::kNearest || a.kind == WindowKind::kLinear;
+  const bool interp = a.kind == WindowKind::kNearest || a.kind == WindowKind::kLinear ||
+                      a.kind == WindowKind::kNearestExact || a.kind == WindowKind::kCubic;
   DT_CHECK(interp ? n == nd + 2 : (n == nd + 1 || n == nd + 2), "[%s] expected a %s input, got %s",
            a.op,
            interp ? (std::to_string(nd + 2) + "D").c_str()
@@ -393,6 +448,12 @@ std::vector<DimTaps> window_dim_taps(const WindowArgs& a, IntSpan in_spatial) {
         break;
       case WindowKind::kLinear:
         dims.push_back(linear_dim(a, j, in));
+        break;
+      case WindowKind::kNearestExact:
+        dims.push_back(nearest_exact_dim(a, j, in));
+        break;
+      case WindowKind::kCubic:
+        dims.push_back(cubic_dim(a, j, in));
         break;
     }
   }
@@ -526,6 +587,8 @@ const char* const kNearestNames[] = {"", "upsample_nearest1d", "upsample_nearest
                                      "upsample_nearest3d"};
 const char* const kLinearNames[] = {"", "upsample_linear1d", "upsample_bilinear2d",
                                     "upsample_trilinear3d"};
+const char* const kNearestExactNames[] = {"", "_upsample_nearest_exact1d",
+                                          "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"};
 }  // namespace
 
 WindowArgs pool_args(WindowKind kind, int64_t nd, IntSpan kernel, IntSpan stride, IntSpan padding,
@@ -581,8 +644,8 @@ WindowArgs interpolate_args(IntSpan in_shape, IntSpan size, absl::Span<const dou
   WindowArgs a;
   a.nd = nd;
   a.op = "interpolate";
-  if (m == "nearest") {
-    a.kind = WindowKind::kNearest;
+  if (m == "nearest" || m == "nearest-exact") {
+    a.kind = m == "nearest" ? WindowKind::kNearest : WindowKind::kNearestExact;
     DT_CHECK(!align_corners.has_value(),
              "[interpolate] align_corners option can only be set with the interpolating modes: "
              "linear | bilinear | bicubic | trilinear");
@@ -590,15 +653,21 @@ WindowArgs interpolate_args(IntSpan in_shape, IntSpan size, absl::Span<const dou
              (m == "trilinear" && nd == 3)) {
     a.kind = WindowKind::kLinear;
     a.align_corners = align_corners.value_or(false);
+  } else if (m == "bicubic" && nd == 2) {
+    a.kind = WindowKind::kCubic;
+    a.align_corners = align_corners.value_or(false);
   } else {
     DT_FAIL(
-        "[interpolate] mode '%s' is not supported for a %dD input (nearest: 3D-5D, linear: "
-        "3D, bilinear: 4D, trilinear: 5D)",
+        "[interpolate] mode '%s' is not supported for a %dD input (nearest, nearest-exact: "
+        "3D-5D, linear: 3D, bilinear, bicubic: 4D, trilinear: 5D)",
         mode, static_cast<int64_t>(in_shape.size()));
   }
   DT_CHECK(nd >= 1 && nd <= 3, "[interpolate] expected a 3D, 4D or 5D input, got %s",
            shape_str(in_shape));
-  a.op = a.kind == WindowKind::kNearest ? kNearestNames[nd] : kLinearNames[nd];
+  a.op = a.kind == WindowKind::kNearest        ? kNearestNames[nd]
+         : a.kind == WindowKind::kNearestExact ? kNearestExactNames[nd]
+         : a.kind == WindowKind::kCubic        ? "upsample_bicubic2d"
+                                               : kLinearNames[nd];
   DT_CHECK(size.empty() != scale_factor.empty(),
            "[interpolate] exactly one of size or scale_factor should be defined");
   if (!size.empty()) {

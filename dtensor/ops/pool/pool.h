@@ -1,6 +1,6 @@
 // Window ops over the trailing (spatial) dims, as torch.nn.functional defines them: padding
 // (constant, reflect, replicate, circular), max / average pooling, adaptive average / max
-// pooling and interpolation (nearest, linear, bilinear, trilinear).
+// pooling and interpolation (nearest, nearest-exact, linear, bilinear, bicubic, trilinear).
 //
 // Inputs are (C, *spatial) or (N, C, *spatial) for the pools (N, C, *spatial for interpolate;
 // any rank for constant padding); the leading dims are planes computed independently. Floating
@@ -107,8 +107,10 @@ DTensorValuesIndices adaptive_max_pool2d_with_indices(const DTensor& x, IntSpan 
 // F.interpolate(x, size, scale_factor, mode, align_corners) on (N, C, *spatial) inputs: exactly
 // one of `size` and `scale_factor` (one value for every spatial dim, or one each; the output
 // size is floor(in * scale) and the scale is used as given, recompute_scale_factor=None). mode
-// "nearest" (PyTorch's legacy nearest: floor(o * in / out)), "linear" (3-d input), "bilinear"
-// (4-d), "trilinear" (5-d); align_corners only for the linear modes (default false).
+// "nearest" (PyTorch's legacy nearest: floor(o * in / out)), "nearest-exact" (floor((o + 0.5) *
+// in / out)), "linear" (3-d input), "bilinear" (4-d), "bicubic" (4-d; A = -0.75, the edge rows
+// repeated, so values may overshoot the input's range as PyTorch's), "trilinear" (5-d);
+// align_corners only for the linear and cubic modes (default false).
 Tensor interpolate(const Tensor& x, IntSpan size = {}, std::vector<double> scale_factor = {},
                    const char* mode = "nearest", std::optional<bool> align_corners = std::nullopt);
 DTensor interpolate(const DTensor& x, IntSpan size = {}, std::vector<double> scale_factor = {},

@@ -1,6 +1,7 @@
 // Registration of the pool family: pad, max_pool{1,2,3}d_with_indices, adaptive_max_pool2d,
-// avg_pool{1,2,3}d, adaptive_avg_pool{1,2}d, upsample_nearest{1,2,3}d, upsample_linear1d,
-// upsample_bilinear2d, upsample_trilinear3d, and their gradient ops (<name>_backward for the
+// avg_pool{1,2,3}d, adaptive_avg_pool{1,2}d, upsample_nearest{1,2,3}d,
+// _upsample_nearest_exact{1,2,3}d, upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d,
+// upsample_bicubic2d, and their gradient ops (<name>_backward for the
 // linear ones, max_pool_backward for the max ones). The backward formulas are in
 // pool_backward.cc, the DTensor forms in pool_dtensor.cc.
 //
@@ -223,6 +224,8 @@ std::vector<Spec> specs() {
                                        "upsample_nearest3d"};
   const char* const linear_names[] = {"upsample_linear1d", "upsample_bilinear2d",
                                       "upsample_trilinear3d"};
+  const char* const nearest_exact_names[] = {
+      "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"};
   for (int64_t nd = 1; nd <= 3; ++nd) {
     out.push_back({max_names[nd - 1],
                    WindowKind::kMaxPool,
@@ -261,6 +264,18 @@ std::vector<Spec> specs() {
                    nd,
                    {linear_true, linear_false, linear_scaled},
                    false});
+    out.push_back({nearest_exact_names[nd - 1],
+                   WindowKind::kNearestExact,
+                   nd,
+                   {nearest_size, nearest_scaled},
+                   false});
+    if (nd == 2) {
+      out.push_back({"upsample_bicubic2d",
+                     WindowKind::kCubic,
+                     nd,
+                     {linear_true, linear_false, linear_scaled},
+                     false});
+    }
   }
   out.push_back({"adaptive_avg_pool1d", WindowKind::kAdaptiveAvg, 1, {{Shape{4}}, {Shape{1}}}});
   out.push_back(

@@ -167,6 +167,10 @@ TEST_CASE("pool errors name the op and what was expected") {
                       Contains("[interpolate] align_corners option can only be set"));
   REQUIRE_THROWS_WITH(dt::interpolate(x, {3, 3}, {}, "linear"),
                       Contains("[interpolate] mode 'linear' is not supported for a 4D input"));
+  REQUIRE_THROWS_WITH(dt::interpolate(dt::zeros({1, 1, 4}), {3}, {}, "bicubic"),
+                      Contains("[interpolate] mode 'bicubic' is not supported for a 3D input"));
+  REQUIRE_THROWS_WITH(dt::interpolate(x, {3, 3}, {}, "nearest-exact", false),
+                      Contains("[interpolate] align_corners option can only be set"));
   REQUIRE_THROWS_WITH(dt::max_pool2d(dt::zeros({2, 3, 5, 4}, dt::kInt64), {2}),
                       Contains("[max_pool2d_with_indices] expected a floating input, got int64"));
 }

@@ -1,8 +1,8 @@
 """PyTorch reference values and gradients of the pool family's ops (tests/ops/pool/test_pool.cc,
 "... match PyTorch 2.15 ..."): pad (every mode), max_pool{1,2,3}d (padding, dilation,
 ceil_mode, indices), avg_pool{1,2,3}d (count_include_pad, ceil_mode, divisor_override),
-adaptive_avg_pool{1,2}d, adaptive_max_pool2d and interpolate (nearest, linear, bilinear,
-trilinear; size or scale_factor; align_corners both ways), float64.
+adaptive_avg_pool{1,2}d, adaptive_max_pool2d and interpolate (nearest, nearest-exact, linear,
+bilinear, bicubic, trilinear; size or scale_factor; align_corners both ways), float64.
 
 Run from outside the repository (the values committed are from torch 2.15, CPU):
   cd /tmp && /root/venv/bin/python /work/main/tests/ops/pool/torch_pool_references.py \
@@ -85,6 +85,23 @@ CASES = [
     (3, "dt::interpolate(x, {}, {2.0})", lambda x: F.interpolate(x, scale_factor=2.0), None, None),
     (3, "dt::interpolate(x, {7, 5, 9}, {}, \"trilinear\")",
      lambda x: F.interpolate(x, (7, 5, 9), mode="trilinear"), None, None),
+    # nearest-exact and bicubic (task L item 5): sizes up, down, twice, and a scale.
+    (1, "dt::interpolate(x, {13}, {}, \"nearest-exact\")",
+     lambda x: F.interpolate(x, 13, mode="nearest-exact"), None, None),
+    (1, "dt::interpolate(x, {18}, {}, \"nearest-exact\")",
+     lambda x: F.interpolate(x, 18, mode="nearest-exact"), None, None),
+    (2, "dt::interpolate(x, {}, {1.7, 0.6}, \"nearest-exact\")",
+     lambda x: F.interpolate(x, scale_factor=(1.7, 0.6), mode="nearest-exact"), None, None),
+    (3, "dt::interpolate(x, {4, 7, 3}, {}, \"nearest-exact\")",
+     lambda x: F.interpolate(x, (4, 7, 3), mode="nearest-exact"), None, None),
+    (2, "dt::interpolate(x, {9, 11}, {}, \"bicubic\", true)",
+     lambda x: F.interpolate(x, (9, 11), mode="bicubic", align_corners=True), None, None),
+    (2, "dt::interpolate(x, {9, 11}, {}, \"bicubic\", false)",
+     lambda x: F.interpolate(x, (9, 11), mode="bicubic", align_corners=False), None, None),
+    (2, "dt::interpolate(x, {}, {0.6, 2.5}, \"bicubic\")",
+     lambda x: F.interpolate(x, scale_factor=(0.6, 2.5), mode="bicubic"), None, None),
+    (2, "dt::interpolate(x, {1, 3}, {}, \"bicubic\", true)",
+     lambda x: F.interpolate(x, (1, 3), mode="bicubic", align_corners=True), None, None),
     (1, "dt::pad(x, {3, 2}, \"reflect\")", lambda x: F.pad(x, (3, 2), "reflect"), None, None),
     (1, "dt::pad(x, {2, 4}, \"replicate\")", lambda x: F.pad(x, (2, 4), "replicate"), None, None),
     (1, "dt::pad(x, {3, 1}, \"circular\")", lambda x: F.pad(x, (3, 1), "circular"), None, None),

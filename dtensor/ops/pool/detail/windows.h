@@ -21,14 +21,16 @@
 namespace dtensor::detail {
 
 enum class WindowKind : uint8_t {
-  kPad,          // args: pad (Shape), mode (string_view), value (double)
-  kAvgPool,      // kernel, stride, padding (Shape), ceil_mode, count_include_pad (bool),
-                 // divisor_override (int64, 0: none)
-  kMaxPool,      // kernel, stride, padding, dilation (Shape), ceil_mode (bool)
-  kAdaptiveAvg,  // output_size (Shape)
-  kAdaptiveMax,  // output_size (Shape)
-  kNearest,      // output_size (Shape), then one scale (double, <= 0: none) per spatial dim
-  kLinear,       // output_size (Shape), align_corners (bool), then one scale per spatial dim
+  kPad,           // args: pad (Shape), mode (string_view), value (double)
+  kAvgPool,       // kernel, stride, padding (Shape), ceil_mode, count_include_pad (bool),
+                  // divisor_override (int64, 0: none)
+  kMaxPool,       // kernel, stride, padding, dilation (Shape), ceil_mode (bool)
+  kAdaptiveAvg,   // output_size (Shape)
+  kAdaptiveMax,   // output_size (Shape)
+  kNearest,       // output_size (Shape), then one scale (double, <= 0: none) per spatial dim
+  kLinear,        // output_size (Shape), align_corners (bool), then one scale per spatial dim
+  kNearestExact,  // as kNearest ("nearest-exact": floor((o + 0.5) * scale))
+  kCubic,         // as kLinear ("bicubic": four taps per dim, A = -0.75, clamped at the edges)
 };
 
 enum class PadMode : uint8_t { kConstant, kReflect, kReplicate, kCircular };
@@ -59,8 +61,8 @@ PadMode parse_pad_mode(std::string_view mode, const char* op);
 
 // The args of the public functions, expanded and checked (pool.cc); `op` is the registered op's
 // name: max_pool{1,2,3}d_with_indices, avg_pool{1,2,3}d, adaptive_avg_pool{1,2}d,
-// adaptive_max_pool2d, upsample_nearest{1,2,3}d, upsample_linear1d, upsample_bilinear2d,
-// upsample_trilinear3d, pad.
+// adaptive_max_pool2d, upsample_nearest{1,2,3}d, _upsample_nearest_exact{1,2,3}d,
+// upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d, upsample_bicubic2d, pad.
 WindowArgs pool_args(WindowKind kind, int64_t nd, IntSpan kernel, IntSpan stride, IntSpan padding,
                      IntSpan dilation, bool ceil_mode, bool count_include_pad,
                      std::optional<int64_t> divisor_override);
