@@ -114,6 +114,9 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer,
                                          : zeros_like(params[i]));
     }
     for (const auto& [name, t] : optim_state) targets.emplace_back(absl::StrCat(kOptim, name), t);
+    // Another optimizer's state is refused before anything is loaded (every rank read the same
+    // index, so every rank raises alike).
+    optimizer->check_state_dict(optim_state);
   }
   load(targets, dir);
   if (optimizer != nullptr) optimizer->load_state_dict(optim_state);

@@ -46,9 +46,9 @@ void save_training_state(const nn::Module* model, const optim::Optimizer* optimi
 // optimizer's learning rate becomes the schedule's), then the generator's state. A checkpoint
 // without the scheduler's entries (saved without one, or before they existed) leaves the
 // scheduler as it was built: the schedule restarts. Collective over the world like load(); an
-// error raised by load() changes nothing, but a state the optimizer then refuses (another
-// optimizer's checkpoint, an invalid hyper-parameter: raised alike on every rank) comes after
-// the model's parameters were loaded.
+// error changes nothing (another optimizer's checkpoint is refused by
+// Optimizer::check_state_dict before anything is loaded), except an invalid hyper-parameter
+// value, which the optimizer refuses, alike on every rank, after the model was loaded.
 void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generator* generator,
                          const std::string& dir);
 void load_training_state(nn::Module* model, optim::Optimizer* optimizer,

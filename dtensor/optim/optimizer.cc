@@ -251,16 +251,23 @@ std::vector<std::pair<std::string, DTensor>> Optimizer::state_dict() const {
   return out;
 }
 
-void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
-  // Every entry is checked before anything changes, so a refused state leaves the optimizer as
-  // it was.
-  const char* op = name_.c_str();
-  const int64_t steps = read_step(state, op);
+struct Optimizer::ParsedState {
+  int64_t steps = 0;
   // Per parameter: its own count ("<i>.step", -1 when absent) and whether a slot is loaded.
-  std::vector<int64_t> counts(params_.size(), -1);
-  std::vector<bool> has_state(params_.size(), false);
+  std::vector<int64_t> counts;
+  std::vector<bool> has_state;
   std::vector<std::pair<std::string, double>> group;  // "param_groups.<name>", without the prefix
-  std::optional<double> initial_lr = initial_lr_;
+  std::optional<double> initial_lr;
+};
+
+Optimizer::ParsedState Optimizer::parse_state(
+    const std::vector<std::pair<std::string, DTensor>>& state) const {
+  const char* op = name_.c_str();
+  ParsedState out;
+  out.steps = read_step(state, op);
+  out.counts.assign(params_.size(), -1);
+  out.has_state.assign(params_.size(), false);
+  out.initial_lr = initial_lr_;
   for (const auto& [name, value] : state) {
     if (is_group_entry(name)) {
       DT_CHECK(value.numel() == 1 && value.dtype() == DType::kFloat64,
@@ -269,9 +276,9 @@ void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor
                op, name, value.str());
       const double v = value.to_local().to(Device(kCPU)).data<double>()[0];
       if (name == absl::StrCat(kGroup, "initial_lr")) {
-        initial_lr = v;
+        out.initial_lr = v;
       } else {
-        group.emplace_back(name.substr(kGroupLen), v);
+        out.group.emplace_back(name.substr(kGroupLen), v);
       }
       continue;
     }
@@ -282,7 +289,7 @@ void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor
       DT_CHECK(value.numel() == 1 && value.dtype() == DType::kInt64,
                "[%s] load_state_dict: entry '%s' is %s, expected a 1-element int64 step count", op,
                name, value.str());
-      counts[i] = value.to_local().to(Device(kCPU)).data<int64_t>()[0];
+      out.counts[i] = value.to_local().to(Device(kCPU)).data<int64_t>()[0];
       continue;
     }
     bool known = false;
@@ -293,25 +300,48 @@ void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor
       DT_CHECK(value.spec() == params_[i].spec(),
                "[%s] load_state_dict: entry '%s' is %s, expected the spec of parameter %d (%s)", op,
                name, value.spec().str(), i, params_[i].spec().str());
-      has_state[i] = known = true;
+      out.has_state[i] = known = true;
     }
     DT_CHECK(known,
              "[%s] load_state_dict: entry '%s' names no state of %s (its per-parameter states: "
              "%s%s); a state of another optimizer?",
              op, name, op, known_slots, param_steps_.empty() ? "" : ", step");
   }
+  return out;
+}
+
+void Optimizer::check_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) const {
+  const ParsedState parsed = parse_state(state);
+  const auto known = hyper_parameters();
+  for (const auto& [name, v] : parsed.group) {
+    std::string names;
+    bool found = false;
+    for (const auto& [k, unused] : known) {
+      absl::StrAppend(&names, names.empty() ? "" : ", ", k);
+      found = found || k == name;
+    }
+    DT_CHECK(found, "[%s] has no hyper-parameter '%s' (its hyper-parameters: %s)", name_, name,
+             names.empty() ? "none" : names);
+  }
+}
+
+void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
+  // Every entry is checked before anything changes, so a refused state leaves the optimizer as
+  // it was.
+  ParsedState parsed = parse_state(state);
   // Checks the hyper-parameters and sets them, or raises with none changed.
-  set_hyper_parameters(group);
-  initial_lr_ = initial_lr;
-  steps_ = steps;
-  for (const auto& [name, slots] : state_slots_) load_slots(state, name, params_, *slots, op);
+  set_hyper_parameters(parsed.group);
+  initial_lr_ = parsed.initial_lr;
+  steps_ = parsed.steps;
+  for (const auto& [name, slots] : state_slots_)
+    load_slots(state, name, params_, *slots, name_.c_str());
   if (param_steps_.empty()) return;
   // A state saved before the per-parameter counts existed ("<i>.step" absent) gives a
   // parameter that has state the global count, which is what its updates used then.
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (counts[i] < 0) counts[i] = has_state[i] ? steps_ : 0;
+    if (parsed.counts[i] < 0) parsed.counts[i] = parsed.has_state[i] ? steps_ : 0;
   }
-  param_steps_ = std::move(counts);
+  param_steps_ = std::move(parsed.counts);
 }
 
 double Optimizer::lr() const {

@@ -110,6 +110,10 @@ class Optimizer {
   // it silently: an AdamW state loaded into SGD would then restart its momentum).
   std::vector<std::pair<std::string, DTensor>> state_dict() const;
   void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state);
+  // load_state_dict's checks of names, specs and dtypes (and of the hyper-parameters' names,
+  // not their values), loading nothing: checkpoint::load_training_state runs them on its
+  // targets before it loads anything, so that another optimizer's checkpoint changes nothing.
+  void check_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) const;
   // The hyper-parameters of PyTorch's param_group (without "params" and "initial_lr"), in
   // PyTorch's names but AdamW's betas as beta1 and beta2: name -> value, a bool as 0 or 1.
   virtual std::vector<std::pair<std::string, double>> hyper_parameters() const { return {}; }
@@ -150,6 +154,9 @@ class Optimizer {
   // Per parameter, the updates it has had (count_parameter_steps; empty otherwise). Updates
   // increment it when they run (a replayed update included).
   std::vector<int64_t> param_steps_;
+  // What load_state_dict reads from a state, checked (optimizer.cc).
+  struct ParsedState;
+  ParsedState parse_state(const std::vector<std::pair<std::string, DTensor>>& state) const;
   // register_state's slots by name (members of this object, which is neither copied nor moved).
   std::vector<std::pair<std::string, std::vector<DTensor>*>> state_slots_;
   // Watched by the updates a compiled step replays (they run on this object): a replay after

@@ -773,6 +773,27 @@ TEST_CASE("checkpoint: the scheduler and the optimizer's hyper-parameters resume
   CHECK(*c.opt->initial_lr() == 0.5);
 }
 
+// Another optimizer's checkpoint (AdamW's states loaded into SGD) is refused on every rank
+// before anything is loaded: the model keeps its parameters. Before, the optimizer's checks ran
+// after the model was loaded (and, until round 7c, the AdamW states were dropped silently).
+TEST_CASE("checkpoint: another optimizer's training state is refused with nothing loaded",
+          "[checkpoint][resume]") {
+  const std::string dir = test_dir("other_optimizer");
+  Run a(7);
+  a.steps(2);
+  ck::save_training_state(a.model.get(), a.opt.get(), nullptr, dir);
+  Run b(99);
+  dt::optim::SGD sgd(b.model->parameters(), dt::optim::SGDOptions(0.1).momentum(0.9));
+  std::vector<dt::Tensor> before;
+  for (const auto& [name, p] : b.model->named_parameters()) before.push_back(p.to_local().clone());
+  CHECK_THROWS_WITH(ck::load_training_state(b.model.get(), &sgd, nullptr, dir),
+                    Catch::Contains("names no state of SGD"));
+  const auto after = b.model->named_parameters();
+  for (size_t i = 0; i < after.size(); ++i) CHECK(dt::equal(after[i].second.to_local(), before[i]));
+  CHECK(sgd.step_count() == 0);
+  CHECK(sgd.options().lr() == 0.1);
+}
+
 // BatchNorm's running statistics are buffers (Module::named_buffers) and travel with the
 // parameters, as in PyTorch's state_dict: before, they were not saved, and a model loaded from a
 // checkpoint evaluated with fresh statistics (mean 0, var 1) -- silently different outputs.
