@@ -41,9 +41,14 @@ class Linear : public Module {
 // its exact type (floating / bool), so a braced {} always lands on the ModuleOptions.
 class Embedding : public Module {
   template <typename T>
+  static constexpr bool index_type = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+  template <typename T>
+  struct optional_index : std::false_type {};
+  template <typename U>
+  struct optional_index<std::optional<U>> : std::bool_constant<index_type<U>> {};
+  template <typename T>
   static constexpr bool padding_idx_type =
-      (std::is_integral_v<T> && !std::is_same_v<T, bool>) ||
-      std::is_same_v<T, std::optional<int64_t>> || std::is_same_v<T, std::nullopt_t>;
+      index_type<T> || optional_index<T>::value || std::is_same_v<T, std::nullopt_t>;
   template <typename T>
   static constexpr bool max_norm_type =
       std::is_floating_point_v<T> || std::is_same_v<T, std::optional<double>> ||
@@ -52,7 +57,7 @@ class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, ModuleOptions opts = {})
       : Embedding(num_embeddings, embedding_dim, opts, std::nullopt) {}
-  // padding_idx: an integer, a std::optional<int64_t> or std::nullopt (a template, so that a
+  // padding_idx: an integer, a std::optional of one or std::nullopt (a template, so that a
   // braced {} in its place is the ModuleOptions of the form above, as for LayerNorm's bias).
   template <typename PaddingIdx, std::enable_if_t<padding_idx_type<PaddingIdx>, int> = 0>
   Embedding(int64_t num_embeddings, int64_t embedding_dim, PaddingIdx padding_idx,

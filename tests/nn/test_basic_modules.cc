@@ -324,6 +324,8 @@ TEST_CASE("Embedding padding_idx: zero row, zero gradient, PyTorch's values", "[
   CHECK(nn::Embedding(5, 3, 1, {}).padding_idx() == 1);
   CHECK(nn::Embedding(5, 3, int64_t{-1}, o).padding_idx() == 4);
   CHECK(nn::Embedding(5, 3, std::optional<int64_t>(2), o).padding_idx() == 2);
+  CHECK(nn::Embedding(5, 3, std::optional<int>(-2), o).padding_idx() ==
+        3);  // any integer's optional
   CHECK_FALSE(nn::Embedding(5, 3, std::nullopt, o).padding_idx().has_value());
   CHECK_THROWS_WITH(nn::Embedding(5, 3, 5, o),
                     Catch::Contains("[Embedding] padding_idx 5 must be within num_embeddings"));
