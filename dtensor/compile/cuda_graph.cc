@@ -34,7 +34,10 @@ std::string cuda_graph_refusal(const Graph& g, const DTensorList& inputs, bool p
   for (size_t v = 0; v < g.values().size(); ++v) {
     const Value& value = g.values()[v];
     if (value.kind != Value::Kind::kExternal) continue;
-    std::string why = off_device(value.external, absl::StrCat("the step's tensor %c", v));
+    // "%c<v>": the value's name in Graph::dump (an external tensor: a parameter, a state).
+    std::string why = off_device(
+        value.external,
+        absl::StrCat("the step's tensor %c", v, " (", std::string(role_name(value.role)), ")"));
     if (!why.empty()) return why;
   }
   for (size_t k = 0; k < g.nodes().size(); ++k) {
@@ -80,6 +83,15 @@ std::string cuda_graph_refusal(const Graph& g, const DTensorList& inputs, bool p
     }
   }
   return "";
+}
+
+bool cuda_graph_device_only(const Node& n) {
+  return n.name == "zero_grad" || n.name == "ones" || n.name == "clip_grad_value_";
+}
+
+bool cuda_graph_irreversible(const Node& n) {
+  if (n.kind == "optim" || n.kind == "host") return true;
+  return n.kind == "grad" && !cuda_graph_device_only(n);
 }
 
 }  // namespace dtensor::compiler

@@ -237,12 +237,8 @@ bool host_kind(const Node& n) {
   return n.kind == "grad" || n.kind == "optim" || n.kind == "host";
 }
 
-// Host-kind nodes whose CUDA work at the capture is all they do (no host-side state they would
-// change at a replay): the graph replays them. accumulate is not one: adding to a gradient left
-// from an earlier step rebinds .grad to the sum.
-bool device_only(const Node& n) {
-  return n.name == "zero_grad" || n.name == "ones" || n.name == "clip_grad_value_";
-}
+// A failed capture's reason as the status shows it, naming the node: "node 7 (op mm): ...".
+constexpr char kNodePrefix[] = "[compile] CUDA-graph capture: node ";
 
 class CudaGraphReplayImpl final : public CudaGraphReplay {
  public:
@@ -283,7 +279,9 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
     }
 
     // The capture: each node observed before and after it runs.
-    bool irreversible = false;  // a node of the optimizer (or host state) has run
+    // A node that changed host state a plain replay would not set right has run
+    // (cuda_graph_irreversible: the optimizer's, a gradient's accumulation).
+    bool irreversible = false;
     Mark before;
     size_t slots_before = 0, current = g.nodes().size();
     std::string failure;
@@ -295,11 +293,12 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
         current = k;
         for (const Tensor& t : in) {
           DT_CHECK(!t.defined() || t.numel() == 0 || t.device().is_cuda(),
-                   "node %d (%s %s) reads a tensor on %s", k, n.kind, n.name, t.device().str());
+                   "%s%d (%s %s) reads a tensor on %s", kNodePrefix, k, n.kind, n.name,
+                   t.device().str());
         }
         before = mark();
         slots_before = scalars_->taken();
-        if (n.kind == "optim" || n.kind == "host") irreversible = true;
+        if (cuda_graph_irreversible(n)) irreversible = true;
         return;
       }
       const bool work = added(before, mark());
@@ -312,11 +311,11 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
         h.outputs = n.outputs.size();
         host_.push_back(std::move(h));
       } else {
-        DT_CHECK(device_only(n),
-                 "node %d (%s %s) runs host-side code and CUDA work in one, which a graph launch "
+        DT_CHECK(cuda_graph_device_only(n),
+                 "%s%d (%s %s) runs host-side code and CUDA work in one, which a graph launch "
                  "cannot replay (a gradient accumulated into one left from an earlier step? call "
                  "zero_grad() inside the step)",
-                 k, n.kind, n.name);
+                 kNodePrefix, k, n.kind, n.name);
       }
     };
     cudaGraph_t graph = nullptr;
@@ -327,7 +326,9 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
         outputs = g.run(graph_inputs, nullptr, &hooks);
       } catch (const std::exception& e) {
         failure = e.what();
-        if (current < g.nodes().size() && failure.rfind("node ", 0) != 0) {
+        if (failure.rfind(kNodePrefix, 0) == 0) {
+          failure.erase(0, std::strlen(kNodePrefix) - std::strlen("node "));
+        } else if (current < g.nodes().size()) {
           const Node& n = g.nodes()[current];
           failure = absl::StrCat("node ", current, " (", n.kind, " ", n.name, "): ", failure);
         }
@@ -349,9 +350,10 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
       outputs.clear();
       host_.clear();
       DT_CHECK(!irreversible,
-               "[compile] CUDA-graph capture of the step failed after the optimizer's host-side "
-               "state had been updated (%s); the step's state is no longer consistent. Turn "
-               "CompileOptions::cuda_graph off for this step",
+               "[compile] CUDA-graph capture of the step failed after a node that changes "
+               "host-side state had run (the optimizer's, or a gradient's accumulation, which "
+               "binds .grad to memory the failed capture never wrote) (%s); the step's state is "
+               "no longer consistent. Turn CompileOptions::cuda_graph off for this step",
                failure);
       why = failure;
       return false;
@@ -427,7 +429,8 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
 #else
     DT_CHECK_CUDA(cudaStreamGetCaptureInfo(stream_, &status, nullptr, &graph, &deps, &ndeps));
 #endif
-    DT_CHECK(status == cudaStreamCaptureStatusActive, "the stream capture was invalidated (%s)",
+    DT_CHECK(status == cudaStreamCaptureStatusActive,
+             "[compile] CUDA-graph capture: the stream capture was invalidated (%s)",
              cudaGetErrorString(cudaGetLastError()));
     Mark m;
     m.deps.assign(deps, deps + ndeps);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "dtensor/compile/detail/cuda_graph.h"
 #include "dtensor/tensor/detail/storage_pool.h"
 #include "tests/compile/cuda_graph_step.h"
 
@@ -115,4 +116,68 @@ TEST_CASE(
   const dt::DTensorList next = cg::make_batch(cpu, 3);
   REQUIRE(dt::equal(step(next)[0].to_local(), eager.step(next)[0].to_local()));
   CHECK(cg::same_parameters(compiled.net, eager.net, &diff));
+}
+
+TEST_CASE(
+    "a capture that fails after a node binding a gradient raises instead of falling back: every "
+    "node that binds a .grad a rerun would not undo is irreversible (cuda_graph_irreversible)",
+    "[compile][cuda_graph]") {
+  // Graph::run's hooks drive the step as the capture does; each node's effect on the
+  // parameters' .grad bindings is watched. A failed capture's fallback replays the whole step:
+  // a node that bound a gradient (to memory a failed capture never wrote) before the failure must
+  // make the capture raise, not fall back; forward nodes must not (a host read in the loss, as
+  // cross_entropy's, falls back).
+  const dt::Device cpu(dt::kCPU);
+  const bool adamw = GENERATE(true, false);
+  cg::Trainer compiled(cpu, adamw, false, true);
+  dt::CompiledStep step =
+      dt::compile([&](const dt::DTensorList& batch) { return compiled.step(batch); });
+  for (int i = 0; i < 2; ++i) step(cg::make_batch(cpu, i));
+  const dt::compiler::Graph& g = step.graph();
+  const std::vector<dt::DTensor> params = compiled.net.parameters();
+  auto bindings = [&] {
+    std::vector<const void*> b;
+    for (const dt::DTensor& p : params) {
+      b.push_back(p.grad().defined() ? p.grad().to_local().storage().data() : nullptr);
+    }
+    return b;
+  };
+  std::vector<const void*> before;
+  int binding_nodes = 0, first_binding = -1, first_irreversible = -1;
+  bool all_marked = true;
+  dt::compiler::RunHooks hooks;
+  hooks.observe = [&](size_t k, absl::Span<const dt::Tensor>, bool done) {
+    const dt::compiler::Node& n = g.nodes()[k];
+    if (!done) {
+      before = bindings();
+      if (first_irreversible < 0 && dt::compiler::cuda_graph_irreversible(n)) {
+        first_irreversible = static_cast<int>(k);
+      }
+      return;
+    }
+    const std::vector<const void*> after = bindings();
+    bool bound = false;
+    for (size_t i = 0; i < after.size(); ++i) bound = bound || (after[i] != before[i] && after[i]);
+    if (!bound) return;
+    INFO("node " << k << " (" << n.kind << " " << n.name << ") binds a gradient");
+    ++binding_nodes;
+    if (first_binding < 0) first_binding = static_cast<int>(k);
+    all_marked = all_marked && dt::compiler::cuda_graph_irreversible(n);
+  };
+  g.run(cg::make_batch(cpu, 2), nullptr, &hooks);
+  CHECK(binding_nodes == static_cast<int>(params.size()));
+  CHECK(all_marked);
+  // Nothing before the first binding is irreversible but the step's own host nodes: the
+  // forward and the loss can still fall back.
+  CHECK(first_irreversible == first_binding);
+  for (const dt::compiler::Node& n : g.nodes()) {
+    INFO(n.kind << " " << n.name);
+    if (n.kind == "optim") CHECK(dt::compiler::cuda_graph_irreversible(n));
+    if (n.kind == "op" || n.kind == "redistribute") {
+      CHECK_FALSE(dt::compiler::cuda_graph_irreversible(n));
+    }
+    if (n.name == "zero_grad" || n.name == "ones") {
+      CHECK_FALSE(dt::compiler::cuda_graph_irreversible(n));
+    }
+  }
 }

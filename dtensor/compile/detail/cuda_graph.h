@@ -22,8 +22,8 @@
 // What cannot be captured falls back to plain replays, the reason kept (cuda_graph_status):
 // refused before any capture (cuda_graph_refusal) when seen on the host; else the capture fails
 // (a node that reads the host — a device-to-host copy, a stream synchronisation — makes the
-// capture invalid) and, when no node of the optimizer had run yet (nothing on the host changed
-// that a plain replay would change again), the step is done by a plain replay instead. A
+// capture invalid) and, when no node that changes host state had run yet (the optimizer's, a
+// gradient's accumulation: cuda_graph_irreversible), the step is done by a plain replay instead. A
 // failure after that raises "[compile] ..." (the step's host state would be inconsistent).
 #pragma once
 
@@ -52,6 +52,18 @@ class CudaGraphReplay {
 // (tensors not on one CUDA device, asynchronous moves, an Override kept eager, clip_grad_norm_'s
 // host read, a collective not on NCCL, profiling); empty when a capture may be tried.
 std::string cuda_graph_refusal(const Graph& g, const DTensorList& inputs, bool profile);
+
+// Host-side nodes ("grad", "optim", "host") whose CUDA work at the capture is all they do, which
+// the graph replays (zero_grad, the backward seed, clip_grad_value_); the others are rerun on the
+// host before each launch.
+bool cuda_graph_device_only(const Node& n);
+
+// Whether running `n` in a capture changes host state that a plain replay after a failed capture
+// would not set right again: the optimizer's nodes (step counts, updates), "host" nodes, and
+// every gradient node but zero_grad and the backward seed (an accumulation binds .grad to a
+// tensor of the graph's memory whose kernel was only recorded, never run). A capture that fails
+// after such a node raises instead of falling back.
+bool cuda_graph_irreversible(const Node& n);
 
 // A new capture (cuda_graph_cuda.cc); nullptr when dtensor was built without CUDA
 // (cuda_graph_no_cuda.cc).
