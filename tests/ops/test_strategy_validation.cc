@@ -197,8 +197,9 @@ const std::map<std::string, std::string> kLinearWithoutRow = {
     {"nan_to_num (in self)",
      "the identity on finite values only: a share holding NaN or inf is replaced alone"},
     {"cast (in self)",
-     "parity gap: PyTorch 2.15's _to_copy keeps Partial(sum / avg) unless it casts floating to "
-     "integer or anything to bool; dtensor replicates first"},
+     "deliberate: PyTorch 2.15's _to_copy keeps Partial(sum / avg) unless it casts floating to "
+     "integer or anything to bool; dtensor reduces first, since the sum of rounded shares is not "
+     "the rounded sum (the single-device bits: docs/SEMANTICS.md, round 4)"},
     {"scatter (in self, src)", "linear in self and src together; PyTorch 2.15 has no Partial row"},
     {"index_put (in self, values)",
      "linear in self and values together; PyTorch 2.15 has no Partial row"},
