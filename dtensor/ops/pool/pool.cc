@@ -101,14 +101,19 @@ double area_scale(const WindowArgs& a, int64_t j, int64_t in) {
   return sc > 0 ? 1.0 / sc : static_cast<double>(in) / static_cast<double>(out);
 }
 
-// PyTorch's nearest_idx (float arithmetic, as its kernels).
-DimTaps nearest_dim(const WindowArgs& a, int64_t j, int64_t in) {
+// PyTorch's nearest_idx (float arithmetic, as its kernels: floor(o * scale), with out == in and
+// out == 2 in special-cased) or, `exact`, nearest_exact_idx: floor((o + 0.5) * scale) with the
+// scale the same float, in double, no special cases.
+DimTaps nearest_dim(const WindowArgs& a, int64_t j, int64_t in, bool exact) {
   const int64_t out = a.output_size[j];
   const float scale = nearest_scale(a, j, in);
   DimTaps t;
   for (int64_t o = 0; o < out; ++o) {
     int64_t i;
-    if (out == in) {
+    if (exact) {
+      const double src = (static_cast<double>(o) + 0.5) * static_cast<double>(scale);
+      i = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+    } else if (out == in) {
       i = o;
     } else if (out == 2 * in) {
       i = o >> 1;
@@ -116,20 +121,6 @@ DimTaps nearest_dim(const WindowArgs& a, int64_t j, int64_t in) {
       i = std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale)), in - 1);
     }
     t.add(i, 1.0);
-    t.close();
-  }
-  return t;
-}
-
-// PyTorch's nearest_exact_idx: floor((o + 0.5) * scale), the scale a float as in nearest_dim
-// (no special cases for out == in or 2 in).
-DimTaps nearest_exact_dim(const WindowArgs& a, int64_t j, int64_t in) {
-  const int64_t out = a.output_size[j];
-  const float scale = nearest_scale(a, j, in);
-  DimTaps t;
-  for (int64_t o = 0; o < out; ++o) {
-    const double src = (static_cast<double>(o) + 0.5) * static_cast<double>(scale);
-    t.add(std::min(static_cast<int64_t>(std::floor(src)), in - 1), 1.0);
     t.close();
   }
   return t;
@@ -444,13 +435,13 @@ std::vector<DimTaps> window_dim_taps(const WindowArgs& a, IntSpan in_spatial) {
         dims.push_back(adaptive_dim(a, j, in));
         break;
       case WindowKind::kNearest:
-        dims.push_back(nearest_dim(a, j, in));
+        dims.push_back(nearest_dim(a, j, in, /*exact=*/false));
         break;
       case WindowKind::kLinear:
         dims.push_back(linear_dim(a, j, in));
         break;
       case WindowKind::kNearestExact:
-        dims.push_back(nearest_exact_dim(a, j, in));
+        dims.push_back(nearest_dim(a, j, in, /*exact=*/true));
         break;
       case WindowKind::kCubic:
         dims.push_back(cubic_dim(a, j, in));
