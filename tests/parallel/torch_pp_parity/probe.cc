@@ -101,7 +101,8 @@ struct Case {
   bool clip = false;
   bool eval = false;       // one eval() (PyTorch's schedule.eval) instead of the steps
   bool eval_loss = false;  // eval with the loss function and the target
-  int64_t dp = 1;  // > 1: a (pp, dp) mesh, each stage fully_shard-ed over dp (probe.py's run)
+  int64_t dp = 1;    // > 1: a (pp, dp) mesh, each stage fully_shard-ed over dp (probe.py's run)
+  bool ddp = false;  // replicate instead of fully_shard (PyTorch: DistributedDataParallel)
 };
 
 std::string list(const std::vector<double>& v) {
@@ -120,7 +121,10 @@ void run(const Case& c) {
   for (int64_t s = pr; s < n; s += P) {
     mods[s] = std::make_shared<Stage>(s, n);
     stages.push_back(std::make_shared<pp::PipelineStage>(mods[s], s, n, mesh));
-    if (c.dp > 1) stages.back()->set_data_parallel(dt::fully_shard(*mods[s], mesh["dp"]));
+    if (c.dp > 1) {
+      stages.back()->set_data_parallel(c.ddp ? dt::replicate(*mods[s], mesh["dp"])
+                                             : dt::fully_shard(*mods[s], mesh["dp"]));
+    }
   }
   pp::LossFn loss = [](const DTensor& o, const DTensor& t) { return dt::mse_loss(o, t); };
   auto sched = pp::make_schedule(c.name, stages, c.m, c.eval && !c.eval_loss ? nullptr : loss);
@@ -193,9 +197,12 @@ int main(int argc, char** argv) {
   cases.push_back({"1F1B_m4_clip", "1F1B", 1, 4, 8, 3, true});
   cases.push_back({"Interleaved1F1B_m4_clip", "Interleaved1F1B", 2, 4, 8, 3, true});
   for (auto [name, v] : {std::pair{"GPipe", 1}, {"1F1B", 1}, {"Interleaved1F1B", 2}}) {
-    if (W == 4)
+    if (W == 4) {
       cases.push_back(
           {std::string(name) + "_m2_pp2xdp2", name, v, 2, 8, 3, false, false, false, 2});
+      cases.push_back(
+          {std::string(name) + "_m2_pp2xdp2_ddp", name, v, 2, 8, 3, false, false, false, 2, true});
+    }
   }
   cases.push_back({"GPipe_m4_eval", "GPipe", 1, 4, 8, 1, false, true});
   cases.push_back({"1F1B_m4_eval", "1F1B", 1, 4, 8, 1, false, true});
