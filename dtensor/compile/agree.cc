@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "dtensor/collectives/runtime.h"
+#include "dtensor/compile/detail/cuda_graph.h"
 #include "dtensor/compile/graph.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -316,6 +317,22 @@ void check_scalars_agree(const DTensorList& inputs, const std::vector<double>& s
         mesh.str(), r, mesh.ranks()[q], what);
   }
   DT_CHECK(error.empty(), "%s", error);
+}
+
+CudaGraphOutcome agree_cuda_graph_outcome(const DTensorList& inputs, CudaGraphOutcome mine) {
+  // Words per rank: the worst outcome it knows of (its own, or an earlier mesh's) and the world
+  // rank it is from; the meshes smaller first, so a larger one carries a sub-mesh's outcome on.
+  CudaGraphOutcome worst = mine;
+  for (const DTensor* t : input_meshes(inputs)) {
+    const std::vector<int64_t> w =
+        gather_words(*t, {static_cast<int64_t>(worst.state), worst.rank});
+    for (size_t r = 0; r + 1 < w.size(); r += 2) {
+      if (w[r] > static_cast<int64_t>(worst.state)) {
+        worst = {static_cast<CudaGraphOutcome::State>(w[r]), static_cast<int>(w[r + 1])};
+      }
+    }
+  }
+  return worst;
 }
 
 }  // namespace dtensor::compiler

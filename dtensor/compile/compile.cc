@@ -8,6 +8,7 @@
 #include <iterator>
 #include <utility>
 
+#include "dtensor/collectives/runtime.h"
 #include "dtensor/compile/detail/cuda_graph.h"
 #include "dtensor/compile/detail/replay_pool.h"
 #include "dtensor/compile/detail/running.h"
@@ -484,20 +485,49 @@ DTensorList CompiledStep::cuda_replay(Captured& c, const DTensorList& inputs) {
     return g.run(inputs, options_.profile ? &last_profile_ : nullptr);
   }
   std::string why = compiler::cuda_graph_refusal(g, inputs, options_.profile);
+  std::shared_ptr<compiler::CudaGraphReplay> cuda;
+  compiler::CudaGraphOutcome mine{compiler::CudaGraphOutcome::kFellBack, world_rank()};
   if (why.empty()) {
-    std::shared_ptr<compiler::CudaGraphReplay> cuda = compiler::make_cuda_graph_replay();
+    cuda = compiler::make_cuda_graph_replay();
     if (cuda == nullptr) {
       why = "dtensor was built without CUDA";
     } else {
-      DTensorList out;
-      // Captured and run once; false (with `why`) when the capture failed before any host-side
-      // state changed, so the plain replay below does this step instead.
-      if (cuda->capture(g, inputs, out, why)) {
-        c.cuda_status = cuda->describe();
-        c.cuda = std::move(cuda);
-        return out;
+      try {
+        mine.state = cuda->capture(g, inputs, why);
+      } catch (const std::exception& e) {  // before the capture ran: nothing changed
+        why = e.what();
+        cuda = nullptr;
       }
     }
+  }
+  // The ranks agree on the outcome when the step's tensors are on CUDA (each rank's capture may
+  // fail on its own data; see agree_cuda_graph_outcome); a CPU step is refused alike everywhere
+  // and communicates nothing here.
+  bool on_cuda = false;
+  for (const DTensor& t : inputs) on_cuda = on_cuda || t.to_local().device().is_cuda();
+  const compiler::CudaGraphOutcome all =
+      on_cuda && !options_.profile ? compiler::agree_cuda_graph_outcome(inputs, mine) : mine;
+  if (all.state == compiler::CudaGraphOutcome::kFailedAfterHostState) {
+    DT_FAIL(
+        "[compile] CUDA-graph capture of the step failed on rank %d after a node that changes "
+        "host-side state had run (the optimizer's, or a gradient's accumulation, which binds "
+        ".grad to memory the failed capture never wrote)%s; the step's state is no longer "
+        "consistent. Turn CompileOptions::cuda_graph off for this step",
+        all.rank, all.rank == mine.rank ? absl::StrCat(": ", why) : " (its error names why)");
+  }
+  if (mine.state == compiler::CudaGraphOutcome::kCaptured) {
+    // This rank's capture ran the step's host side: its graph does this step, even when another
+    // rank fell back (whose plain replay issues the same collectives in the same order).
+    DTensorList out = cuda->launch_captured();
+    if (all.state == compiler::CudaGraphOutcome::kCaptured) {
+      c.cuda_status = cuda->describe();
+      c.cuda = std::move(cuda);
+    } else {
+      c.cuda_status = absl::StrCat("fallback: rank ", all.rank,
+                                   " could not capture the step (its cuda_graph_status names "
+                                   "why); this rank's graph did the first step only");
+    }
+    return out;
   }
   c.cuda_status = "fallback: " + why;
   return g.run(inputs, options_.profile ? &last_profile_ : nullptr);

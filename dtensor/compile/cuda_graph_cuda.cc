@@ -250,8 +250,9 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
-  bool capture(const Graph& g, const DTensorList& inputs, DTensorList& outputs,
-               std::string& why) override {
+  CudaGraphOutcome::State capture(const Graph& g, const DTensorList& inputs,
+                                  std::string& why) override {
+    DTensorList& outputs = captured_outputs_;
     device_ = device_of(g, inputs);
     const cuda::DeviceGuard guard(device_);
     DT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -349,19 +350,19 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
     if (!failure.empty()) {
       outputs.clear();
       host_.clear();
-      DT_CHECK(!irreversible,
-               "[compile] CUDA-graph capture of the step failed after a node that changes "
-               "host-side state had run (the optimizer's, or a gradient's accumulation, which "
-               "binds .grad to memory the failed capture never wrote) (%s); the step's state is "
-               "no longer consistent. Turn CompileOptions::cuda_graph off for this step",
-               failure);
       why = failure;
-      return false;
+      return irreversible ? CudaGraphOutcome::kFailedAfterHostState : CudaGraphOutcome::kFellBack;
     }
+    return CudaGraphOutcome::kCaptured;
+  }
+
+  DTensorList launch_captured() override {
+    const cuda::DeviceGuard guard(device_);
     launch();
-    for (const DTensor& o : outputs) static_out_.push_back(o.to_local());
-    outputs = copy_outputs(outputs);
-    return true;
+    for (const DTensor& o : captured_outputs_) static_out_.push_back(o.to_local());
+    DTensorList outputs = copy_outputs(captured_outputs_);
+    captured_outputs_.clear();
+    return outputs;
   }
 
   DTensorList replay(const DTensorList& inputs) override {
@@ -553,6 +554,7 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
   GraphMemory memory_;
   std::unique_ptr<ScalarSlots> scalars_;
   std::vector<Tensor> static_in_, static_out_;
+  DTensorList captured_outputs_;  // between capture and launch_captured
   std::vector<std::shared_ptr<const DTensorSpec>> out_specs_;
   std::vector<HostNode> host_;
   std::vector<Tensor> scratch_;

@@ -181,3 +181,27 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE(
+    "the ranks agree on the first CUDA-graph replay's outcome (agree_cuda_graph_outcome): the "
+    "worst, from its first rank, on every rank",
+    "[compile][cuda_graph]") {
+  using Outcome = dt::compiler::CudaGraphOutcome;
+  const int W = dt::world_size(), me = dt::world_rank();
+  const dt::DeviceMesh world = dt::init_device_mesh(dt::kCPU, {W}, {"dp"});
+  const int64_t rows[] = {2 * W};
+  const dt::DTensorList inputs = {dt::distribute_tensor(dt::zeros(rows), world, {dt::Shard(0)}),
+                                  dt::distribute_tensor(dt::zeros(rows), world, {dt::Replicate()})};
+  const Outcome all_captured =
+      dt::compiler::agree_cuda_graph_outcome(inputs, {Outcome::kCaptured, me});
+  CHECK(all_captured.state == Outcome::kCaptured);
+  // The last rank fell back; with more ranks, rank 1 failed after host state changed too.
+  Outcome mine{me == W - 1 ? Outcome::kFellBack : Outcome::kCaptured, me};
+  Outcome got = dt::compiler::agree_cuda_graph_outcome(inputs, mine);
+  CHECK(got.state == Outcome::kFellBack);
+  CHECK(got.rank == W - 1);
+  if (W > 2 && me == 1) mine.state = Outcome::kFailedAfterHostState;
+  got = dt::compiler::agree_cuda_graph_outcome(inputs, mine);
+  CHECK(got.state == (W > 2 ? Outcome::kFailedAfterHostState : Outcome::kFellBack));
+  CHECK(got.rank == (W > 2 ? 1 : W - 1));
+}

@@ -24,7 +24,10 @@
 // (a node that reads the host — a device-to-host copy, a stream synchronisation — makes the
 // capture invalid) and, when no node that changes host state had run yet (the optimizer's, a
 // gradient's accumulation: cuda_graph_irreversible), the step is done by a plain replay instead. A
-// failure after that raises "[compile] ..." (the step's host state would be inconsistent).
+// failure after that raises "[compile] ..." (the step's host state would be inconsistent). The
+// ranks agree on the outcome first (agree_cuda_graph_outcome): any rank's late failure raises on
+// every rank; any rank's fallback makes every rank fall back for later steps (a rank whose
+// capture succeeded launches its graph for this one step: its host side already ran).
 #pragma once
 
 #include <memory>
@@ -35,13 +38,35 @@
 
 namespace dtensor::compiler {
 
+// A rank's outcome of the first CUDA-graph replay of a layout, worst last.
+struct CudaGraphOutcome {
+  enum State : int64_t {
+    kCaptured = 0,              // captured and instantiated, not launched yet
+    kFellBack = 1,              // refused, or the capture failed before any host state changed
+    kFailedAfterHostState = 2,  // the capture failed after a cuda_graph_irreversible node ran
+  };
+  State state = kCaptured;
+  int rank = 0;  // the world rank it is from
+};
+
+// The ranks' outcomes compared over the meshes of the step's inputs (compile/agree.cc: one
+// all-gather of two words per mesh, smaller meshes first): the worst, and the first rank that
+// had it; the same on every rank. A capture's outcome depends on each rank's data (an empty
+// shard launches no kernel), and a rank that launches its graph while another raises would leave
+// the others waiting in their collectives.
+CudaGraphOutcome agree_cuda_graph_outcome(const DTensorList& inputs, CudaGraphOutcome mine);
+
 class CudaGraphReplay {
  public:
   virtual ~CudaGraphReplay() = default;
-  // Captures a replay of `g` on `inputs` and launches it once: `outputs` are the step's results.
-  // False, with `why`, when the capture failed and the caller is to replay plainly.
-  virtual bool capture(const Graph& g, const DTensorList& inputs, DTensorList& outputs,
-                       std::string& why) = 0;
+  // Captures a replay of `g` on `inputs` and instantiates it, launching nothing: kCaptured, or
+  // with `why` kFellBack (the caller is to replay plainly) or kFailedAfterHostState (the step's
+  // host state is inconsistent: the caller raises). A failed capture raises nothing itself, so
+  // that the ranks can agree first (agree_cuda_graph_outcome).
+  virtual CudaGraphOutcome::State capture(const Graph& g, const DTensorList& inputs,
+                                          std::string& why) = 0;
+  // After kCaptured: the first launch, which does the captured step; the step's outputs.
+  virtual DTensorList launch_captured() = 0;
   // A later replay: inputs copied in, the host pass, one launch, outputs copied out.
   virtual DTensorList replay(const DTensorList& inputs) = 0;
   // "captured: 412 CUDA nodes, 37 host-side nodes rerun, 6 runtime-scalar slots"
