@@ -474,9 +474,9 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
     return "";
   }
 
-  // The inputs into the graph's buffers, on its stream after the default stream's work so far.
+  // The inputs into the graph's buffers, on its stream after the caller's stream's work so far.
   void copy_inputs(const std::vector<Tensor>& inputs) {
-    DT_CHECK_CUDA(cudaEventRecord(ready_, nullptr));
+    DT_CHECK_CUDA(cudaEventRecord(ready_, cuda::current_stream()));
     DT_CHECK_CUDA(cudaStreamWaitEvent(stream_, ready_, 0));
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].nbytes() == 0) continue;
@@ -525,11 +525,11 @@ class CudaGraphReplayImpl final : public CudaGraphReplay {
              scalars_->taken(), scalars_->used());
   }
 
-  // One launch; the default stream's later work waits for it.
+  // One launch; the caller's stream's later work waits for it.
   void launch() {
     DT_CHECK_CUDA(cudaGraphLaunch(exec_, stream_));
     DT_CHECK_CUDA(cudaEventRecord(done_, stream_));
-    DT_CHECK_CUDA(cudaStreamWaitEvent(nullptr, done_, 0));
+    DT_CHECK_CUDA(cudaStreamWaitEvent(cuda::current_stream(), done_, 0));
   }
 
   // The step's outputs that are the graph's memory, copied (the next launch overwrites them).

@@ -13,6 +13,7 @@
 #include "dtensor/rng/detail/cuda_launch.h"
 #include "dtensor/rng/detail/distributions_impl.h"
 #include "dtensor/rng/philox.h"
+#include "dtensor/tensor/stream_cuda.h"
 
 namespace dtensor::detail {
 
@@ -117,12 +118,12 @@ void launch_fill(const RngLaunch& l, const Op& op, const Geom& g) {
     const uint64_t base = l.offset + g.gbase * W;
     const int64_t nblocks =
         static_cast<int64_t>(((base & 3) + static_cast<uint64_t>(l.numel) * W + 3) / 4);
-    fill_blocks_kernel<T, Op><<<blocks_for(nblocks, threads), threads>>>(
+    fill_blocks_kernel<T, Op><<<blocks_for(nblocks, threads), threads, 0, cuda::current_stream()>>>(
         op, static_cast<T*>(l.out), l.seed, base, l.numel, nblocks);
     return;
   }
-  fill_kernel<T, Op><<<blocks_for(l.numel, threads), threads>>>(op, static_cast<T*>(l.out), g,
-                                                                l.seed, l.offset, l.numel);
+  fill_kernel<T, Op><<<blocks_for(l.numel, threads), threads, 0, cuda::current_stream()>>>(
+      op, static_cast<T*>(l.out), g, l.seed, l.offset, l.numel);
 }
 
 template <typename T>
@@ -160,7 +161,7 @@ const char* fill_typed(const RngLaunch& l, const Geom& g) {
     case -1:
       if constexpr (kFloating) {
         const int threads = 256;
-        dropout_kernel<T><<<blocks_for(l.numel, threads), threads>>>(
+        dropout_kernel<T><<<blocks_for(l.numel, threads), threads, 0, cuda::current_stream()>>>(
             static_cast<const T*>(l.in), static_cast<T*>(l.out), l.mask, static_cast<float>(l.a),
             l.a, l.threshold, g, l.seed, l.offset, l.numel);
         return nullptr;

@@ -33,8 +33,10 @@ struct RngLaunch {
   uint64_t threshold = 0;  // bernoulli / dropout
 };
 
-// Launches the kernel on the legacy default stream of `l.device`. Returns nullptr on success or
-// a description of the CUDA error (the caller throws). The no-CUDA build returns an error.
+// Launches the kernel on `l.device`, on this thread's current stream (dtensor::cuda::
+// current_stream(): the legacy default stream unless a CUDA-graph capture set its own). Returns
+// nullptr on success or a description of the CUDA error (the caller throws). The no-CUDA build
+// returns an error.
 const char* rng_cuda_launch(const RngLaunch& l);
 bool rng_cuda_compiled();
 
