@@ -8,6 +8,7 @@
 #include <array>
 #include <climits>
 #include <mutex>
+#include <vector>
 
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/detail/blas_layout.h"
@@ -19,26 +20,63 @@ namespace dtensor {
 
 namespace {
 
-// The cached handle of `device` (created on first use; never destroyed: destroying handles at
-// exit races with the driver's own teardown).
+constexpr int kMaxDevices = 64;
+
+// cuBLAS handles no thread uses, per device: a thread's handles come back here when it ends, for
+// the next thread (never destroyed: destroying handles at exit races with the driver's own
+// teardown).
+struct HandlePool {
+  std::mutex mu;
+  std::array<std::vector<cublasHandle_t>, kMaxDevices> free;
+};
+HandlePool& handle_pool() {
+  static auto* pool = new HandlePool;  // never destroyed: threads may end after static teardown
+  return *pool;
+}
+
+// This thread's handle per device. One per thread, as PyTorch keeps: a handle's stream is set
+// before each GEMM (cublasSetStream), and a handle shared between threads with different current
+// streams (a compiled step's CUDA-graph capture runs on its own) would let one thread's GEMM run
+// on the other's stream, or be pulled into its capture.
+struct ThreadHandles {
+  std::array<cublasHandle_t, kMaxDevices> handles{};
+  ThreadHandles() = default;
+  ThreadHandles(const ThreadHandles&) = delete;
+  ThreadHandles& operator=(const ThreadHandles&) = delete;
+  ~ThreadHandles() {
+    HandlePool& pool = handle_pool();
+    const std::lock_guard<std::mutex> lock(pool.mu);
+    for (int d = 0; d < kMaxDevices; ++d) {
+      if (handles[d] != nullptr) pool.free[d].push_back(handles[d]);
+    }
+  }
+};
+
+// This thread's handle of `device` (from the pool, or created on first use).
 cublasHandle_t handle_for(int device) {
-  constexpr int kMaxDevices = 64;
-  static std::array<cublasHandle_t, kMaxDevices> handles{};
-  static std::mutex mu;
   DT_CHECK(device >= 0 && device < kMaxDevices, "[matmul] CUDA device %d out of range (max %d)",
            device, kMaxDevices);
-  std::lock_guard<std::mutex> lock(mu);
-  if (handles[device] == nullptr) {
-    cublasHandle_t h = nullptr;
-    DT_CHECK_CUBLAS(cublasCreate(&h));
-    // Split-K partial sums of float16/bfloat16 GEMMs stay in the float compute type instead of
-    // being rounded to the 16-bit output type between steps (cuBLAS's default allows that).
-    DT_CHECK_CUBLAS(cublasSetMathMode(
-        h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
-                                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-    handles[device] = h;
+  thread_local ThreadHandles mine;
+  cublasHandle_t& h = mine.handles[device];
+  if (h != nullptr) return h;
+  {
+    HandlePool& pool = handle_pool();
+    const std::lock_guard<std::mutex> lock(pool.mu);
+    if (!pool.free[device].empty()) {
+      h = pool.free[device].back();
+      pool.free[device].pop_back();
+      return h;
+    }
   }
-  return handles[device];
+  cublasHandle_t created = nullptr;
+  DT_CHECK_CUBLAS(cublasCreate(&created));
+  // Split-K partial sums of float16/bfloat16 GEMMs stay in the float compute type instead of
+  // being rounded to the 16-bit output type between steps (cuBLAS's default allows that).
+  DT_CHECK_CUBLAS(cublasSetMathMode(
+      created, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                         CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+  h = created;
+  return h;
 }
 
 cudaDataType_t cuda_type(DType d) {
