@@ -435,13 +435,11 @@ std::vector<DimTaps> window_dim_taps(const WindowArgs& a, IntSpan in_spatial) {
         dims.push_back(adaptive_dim(a, j, in));
         break;
       case WindowKind::kNearest:
-        dims.push_back(nearest_dim(a, j, in, /*exact=*/false));
+      case WindowKind::kNearestExact:
+        dims.push_back(nearest_dim(a, j, in, /*exact=*/a.kind == WindowKind::kNearestExact));
         break;
       case WindowKind::kLinear:
         dims.push_back(linear_dim(a, j, in));
-        break;
-      case WindowKind::kNearestExact:
-        dims.push_back(nearest_dim(a, j, in, /*exact=*/true));
         break;
       case WindowKind::kCubic:
         dims.push_back(cubic_dim(a, j, in));
