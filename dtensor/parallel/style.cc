@@ -180,13 +180,17 @@ std::string SequenceParallel::str() const {
 void SequenceParallel::apply(nn::Module& module, std::string_view fqn,
                              const DeviceMesh& mesh) const {
   constexpr std::string_view kStyle = "SequenceParallel";
-  const bool is_norm = dynamic_cast<nn::LayerNorm*>(&module) != nullptr ||
-                       dynamic_cast<nn::RMSNorm*>(&module) != nullptr;
-  DT_CHECK(is_norm, "[%s] expects LayerNorm or RMSNorm, got %s at %s", kStyle, module.type_name(),
-           quoted(fqn));
   check_mesh(mesh, kStyle, fqn);
-  shard_param(module, "weight", mesh, Replicate(), kStyle, fqn);
-  shard_param(module, "bias", mesh, Replicate(), kStyle, fqn);
+  // Any module, as PyTorch's (which replicates the module's parameters whatever its type): every
+  // parameter of the subtree is replicated. Sharding propagation makes whatever the module computes
+  // on the sequence-sharded input right; a norm or an elementwise module needs no communication.
+  for (const auto& [prefix, sub] : module.named_modules()) {
+    const std::string at =
+        prefix.empty() ? std::string(fqn) : absl::StrFormat("%s.%s", fqn, prefix);
+    std::vector<std::string> names;
+    for (const auto& [name, value] : sub->own_parameters()) names.push_back(name);
+    for (const std::string& name : names) shard_param(*sub, name, mesh, Replicate(), kStyle, at);
+  }
   const Placement seq = Shard(opts_.sequence_dim);
   const bool use_local = opts_.use_local_output;
   const std::string name(fqn);

@@ -83,9 +83,12 @@ class RowwiseParallel : public ParallelStyle {
   Options opts_;
 };
 
-// Sequence parallelism for LayerNorm / RMSNorm: parameters replicated, activations sharded on
-// the sequence dim (input and output Shard(sequence_dim)); the norm runs on the local
-// sequence chunk with no communication. The output stays a DTensor by default (PyTorch).
+// Sequence parallelism: parameters replicated, activations sharded on the sequence dim (input
+// and output Shard(sequence_dim)). Made for LayerNorm / RMSNorm, Dropout and elementwise modules,
+// which run on the local sequence chunk with no communication; as PyTorch's, any module is
+// accepted (every parameter of its subtree replicated), and whatever it computes on the sharded
+// sequence is right, communicating where its ops need to. The output stays a DTensor by default
+// (PyTorch).
 // A LOCAL input is taken as the even chunk of a sequence of local length * tp (PyTorch's
 // from_local rule), so a local sequence-sharded activation needs a sequence length divisible by
 // the mesh size; DTensor inputs carry their global shape and may be uneven.

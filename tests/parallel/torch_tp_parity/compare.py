@@ -21,7 +21,6 @@ KEPT = {
     'row_uneven_in5_S ': "PyTorch's from_local takes uneven local inputs as even shards",
     'mlp5_local ': "PyTorch's from_local takes uneven local inputs as even shards",
     'loss_replicated_logits ': "PyTorch's loss_parallel requires the class dim sharded",
-    'err_seq_linear': 'PyTorch accepts SequenceParallel on any module',
     'err_nomatch': 'an unmatched plan entry: a warning in PyTorch, an error in dtensor',
 }
 kept = 0
