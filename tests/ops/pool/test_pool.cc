@@ -63,6 +63,38 @@ TEST_CASE("pad, pools and interpolate match PyTorch 2.15: values, indices and gr
   }
 }
 
+// nearest-exact picks PyTorch's source pixel at every size: its index is floorf of the product
+// rounded to float (floor in double picked another pixel for 184 of the 2,301 sizes 1..39 ->
+// 1..59; the table holds those outputs). The forward reads the source index off an arange input;
+// the backward of a sum gives each source its count of readers.
+TEST_CASE("nearest-exact: PyTorch's source index at every size 1..39 -> 1..59") {
+  const auto& sweep = pool_refs::nearest_exact_sources();
+  REQUIRE(sweep.size() > 100);
+  int64_t last_in = -1, last_out = -1;
+  std::vector<double> y;
+  std::vector<double> grad;
+  for (const auto& [in, out, o, src] : sweep) {
+    INFO("input " << in << ", output " << out << ", element " << o);
+    if (in != last_in || out != last_out) {
+      std::vector<double> v(static_cast<size_t>(in));
+      for (int i = 0; i < in; ++i) v[static_cast<size_t>(i)] = i;
+      DTensor dx = dt::local_dtensor(dt::from_vector<double>(v, {1, 1, in}));
+      dx.requires_grad_();
+      const DTensor dy = dt::interpolate(dx, {out}, {}, "nearest-exact");
+      dt::sum(dy).backward();
+      y = dy.to_local().contiguous().to_vector<double>();
+      grad = dx.grad().to_local().contiguous().to_vector<double>();
+      last_in = in;
+      last_out = out;
+    }
+    CHECK(y[static_cast<size_t>(o)] == src);
+    // The backward reads the same taps: each source's gradient counts the outputs that read it.
+    double readers = 0;
+    for (double s : y) readers += s == src ? 1 : 0;
+    CHECK(grad[static_cast<size_t>(src)] == readers);
+  }
+}
+
 TEST_CASE("circular padding with a negative pad wraps around what the crop leaves (PyTorch's)") {
   // Values: tests/ops/torch_grad_conventions.py (upstream 1..n). pad (-1, 2) was [2, 3, 4, 1, 2]:
   // the wrap read the cropped element 1.
