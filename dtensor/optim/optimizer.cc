@@ -82,6 +82,23 @@ void load_slots(const std::vector<std::pair<std::string, DTensor>>& state, const
   }
 }
 
+// A captured update (dtensor/compile/) keeps the state tensors it was recorded with. A load or a
+// hyper-parameter change that switched a state on or off (momentum from or to 0, amsgrad) or
+// dropped or replaced a slot (a loaded state without it, another spec) leaves it updating tensors
+// the optimizer no longer holds, or missing one it needs: raise instead. In eager steps the
+// update runs right after reading the slots, so this always holds there.
+void check_recorded_slot(const std::vector<DTensor>& slots, size_t i, const Tensor& recorded,
+                         bool wanted, const char* op, const char* slot) {
+  const bool same = recorded.defined() == wanted &&
+                    (!wanted || (i < slots.size() && slots[i].defined() &&
+                                 slots[i].to_local().data_ptr() == recorded.data_ptr()));
+  DT_CHECK(same,
+           "[%s] the '%s' state of parameter %d changed since this update was recorded by a "
+           "compiled step (load_state_dict or a hyper-parameter switched it on or off, or replaced "
+           "it): compile the step again",
+           op, slot, i);
+}
+
 void save_slots(std::vector<std::pair<std::string, DTensor>>& out, const std::string& slot,
                 const std::vector<DTensor>& slots) {
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -416,9 +433,11 @@ void SGD::step() {
     const Tensor ins[] = {shard(p), shard(g), buf};
     dtensor::detail::run_recorded(
         "optim", "sgd_update", ins, {}, 0b101,
-        [this, first, alive = std::weak_ptr<const char>(alive_)](absl::Span<const Tensor> in,
-                                                                 absl::Span<Tensor>) {
+        [this, i, first, alive = std::weak_ptr<const char>(alive_)](absl::Span<const Tensor> in,
+                                                                    absl::Span<Tensor>) {
           dtensor::detail::check_alive(alive, "an SGD update");
+          check_recorded_slot(momentum_, i, in[2], options_.momentum() != 0, "SGD",
+                              "momentum_buffer");
           in[0].storage().bump_version();  // see update_each
           detail::sgd_update(
               in[0], in[1], in[2],
@@ -453,15 +472,19 @@ void AdamW::step() {
     const Tensor vmax = options_.amsgrad() ? shard(state(max_exp_avg_sq_, i)) : Tensor();
     const Tensor ins[] = {shard(p), shard(g), shard(state(exp_avg_, i)),
                           shard(state(exp_avg_sq_, i)), vmax};
-    dtensor::detail::run_recorded("optim", "adamw_update", ins, {}, 0b11101,
-                                  [this, i, alive = std::weak_ptr<const char>(alive_)](
-                                      absl::Span<const Tensor> in, absl::Span<Tensor>) {
-                                    dtensor::detail::check_alive(alive, "an AdamW update");
-                                    in[0].storage().bump_version();  // see update_each
-                                    const int64_t t = ++param_steps_[i];
-                                    detail::adamw_update(in[0], in[1], in[2], in[3], in[4],
-                                                         adamw_scalars(options_, t));
-                                  });
+    dtensor::detail::run_recorded(
+        "optim", "adamw_update", ins, {}, 0b11101,
+        [this, i, alive = std::weak_ptr<const char>(alive_)](absl::Span<const Tensor> in,
+                                                             absl::Span<Tensor>) {
+          dtensor::detail::check_alive(alive, "an AdamW update");
+          check_recorded_slot(exp_avg_, i, in[2], true, "AdamW", "exp_avg");
+          check_recorded_slot(exp_avg_sq_, i, in[3], true, "AdamW", "exp_avg_sq");
+          check_recorded_slot(max_exp_avg_sq_, i, in[4], options_.amsgrad(), "AdamW",
+                              "max_exp_avg_sq");
+          in[0].storage().bump_version();  // see update_each
+          const int64_t t = ++param_steps_[i];
+          detail::adamw_update(in[0], in[1], in[2], in[3], in[4], adamw_scalars(options_, t));
+        });
   });
 }
 

@@ -447,6 +447,54 @@ TEST_CASE("replay follows state the capture did not see", "[compile]") {
     }
     require_same_parameters(*compiled, *eager);
   }
+  SECTION("a load that switches a captured optimizer state on or off, or drops one, raises") {
+    // The captured updates keep the state tensors they were recorded with (R2's finding: SGD
+    // captured with momentum 0 then loaded with momentum 0.9 replayed plain SGD silently; AdamW
+    // loaded with amsgrad on read an undefined tensor; a dropped slot kept being updated unseen).
+    auto model = make();
+    auto train = [&](dt::optim::Optimizer& o, const dt::DTensorList& in) {
+      o.zero_grad();
+      const dt::DTensor loss = dt::mse_loss((*model)(in[0]), in[1]);
+      loss.backward();
+      o.step();
+      return dt::DTensorList{loss.detach()};
+    };
+    dt::optim::SGD sgd(model->parameters(), dt::optim::SGDOptions(0.1));
+    dt::CompiledStep sgd_step =
+        dt::compile([&](const dt::DTensorList& in) { return train(sgd, in); });
+    sgd_step(batch(0));
+    sgd_step(batch(1));
+    auto state = sgd.state_dict();
+    for (auto& [name, value] : state) {
+      if (name == "param_groups.momentum")
+        value = nn::local_dtensor(dt::full({1}, 0.9, dt::TensorOptions(dt::kFloat64)));
+    }
+    sgd.load_state_dict(state);
+    REQUIRE_THROWS_WITH(sgd_step(batch(2)),
+                        Catch::Contains("[SGD] the 'momentum_buffer' state of parameter 0 changed "
+                                        "since this update was recorded by a compiled step"));
+    dt::optim::AdamW adamw(model->parameters(), dt::optim::AdamWOptions(1e-2));
+    dt::CompiledStep adamw_step =
+        dt::compile([&](const dt::DTensorList& in) { return train(adamw, in); });
+    adamw_step(batch(0));
+    adamw_step(batch(1));
+    auto without_first = adamw.state_dict();
+    std::erase_if(without_first, [](const auto& e) { return e.first == "0.exp_avg"; });
+    adamw.load_state_dict(without_first);
+    REQUIRE_THROWS_WITH(adamw_step(batch(2)),
+                        Catch::Contains("[AdamW] the 'exp_avg' state of parameter 0 changed"));
+    dt::CompiledStep again =
+        dt::compile([&](const dt::DTensorList& in) { return train(adamw, in); });
+    again(batch(3));
+    again(batch(4));
+    auto amsgrad = adamw.state_dict();
+    for (auto& [name, value] : amsgrad) {
+      if (name == "param_groups.amsgrad")
+        value = nn::local_dtensor(dt::full({1}, 1.0, dt::TensorOptions(dt::kFloat64)));
+    }
+    adamw.load_state_dict(amsgrad);
+    REQUIRE_THROWS_WITH(again(batch(5)), Catch::Contains("'max_exp_avg_sq' state of parameter 0"));
+  }
   SECTION("batch norm's running statistics and counter") {
     auto bn_e = std::make_unique<nn::BatchNorm1d>(dim, 1e-5, 0.1, true, true, f64);
     auto bn_c = std::make_unique<nn::BatchNorm1d>(dim, 1e-5, 0.1, true, true, f64);
