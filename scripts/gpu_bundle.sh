@@ -145,6 +145,9 @@ mapfile -t elves < <(find "$B" -type f \( -perm -u+x -o -name '*.so*' \))
 # The gpu label's tests, their paths rewritten for gpu_run.sh.
 (cd "$BUILD_DIR" && ctest --show-only=json-v1 -L gpu) |
   python3 scripts/gpu_tests.py pack "$BUILD_DIR" "$ROOT" "$mpiexec" >"$B/gpu_tests.json"
+# A bundle without gpu tests would make the device call report a pass having checked nothing.
+[ "$(grep -c '"name": "LABELS"' "$B/gpu_tests.json")" -gt 0 ] ||
+  die "ctest -L gpu lists no test in $BUILD_DIR (a build without CUDA?)"
 
 {
   echo "dtensor GPU bundle, packed $(date -u '+%Y-%m-%d %H:%M UTC') by scripts/gpu_bundle.sh"
