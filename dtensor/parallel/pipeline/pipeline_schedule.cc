@@ -111,6 +111,37 @@ class DeferredGradientSync {
   std::vector<bool> saved_;
 };
 
+// eval() computes the loss on the last stage when that rank passes a target; its ranks (dp / tp
+// peers of the last stage) must all do so or none, since the loss may communicate among them
+// (loss parallel's cross_entropy): one word per rank (2 off the last stage), compared among the
+// last stage's ranks, so every rank raises alike instead of some waiting in the loss.
+void check_eval_loss_agreement(const CommunicatorPtr& ranks, bool last, bool with_loss,
+                               const std::string& op) {
+  const int n = ranks->size();
+  Tensor mine = full({1}, last ? (with_loss ? 1 : 0) : 2, TensorOptions(kInt64));
+  Tensor all = zeros({n}, TensorOptions(kInt64));
+  {
+    CollectiveLabel label("pipeline eval");
+    ranks->all_gather(all, mine)->wait();
+  }
+  const int64_t* a = all.data<int64_t>();
+  int first = -1;
+  for (int r = 0; r < n; ++r) {
+    if (a[r] == 2) continue;
+    if (first < 0) {
+      first = r;
+    } else if (a[r] != a[first]) {
+      const int with = a[r] == 1 ? r : first, without = a[r] == 1 ? first : r;
+      DT_FAIL(
+          "[%s] eval: the last stage's ranks disagree on computing the loss: world rank %d "
+          "passes a target, world rank %d does not (pass it on every rank of the last stage "
+          "or on none)",
+          op, ranks->world_ranks()[static_cast<size_t>(with)],
+          ranks->world_ranks()[static_cast<size_t>(without)]);
+    }
+  }
+}
+
 }  // namespace
 
 // The forward's input (a leaf when received) and output, kept until the backward.
@@ -237,6 +268,7 @@ double PipelineSchedule::run_step(const DTensor& input, const DTensor& target, b
   if (problem.empty() && with_loss) problem = split_problem(target, m, "target");
   if (!problem.empty()) problem = "[" + op_ + "] " + problem;
   check_agreement(problem, eval);
+  if (eval) check_eval_loss_agreement(mesh_comm_, last, with_loss, op_);
   eval_ = eval;
   losses_.clear();
   outputs_.clear();

@@ -189,6 +189,16 @@ TEST_CASE("per-microbatch losses, merged output and eval equal the single-device
     const bool last = stages.back()->is_last();
     auto sched = pp::make_schedule(schedule, stages, m, loss_fn);
     sched->set_return_outputs(true);
+    // Whether any module of this rank's stages produced an output recorded by autograd.
+    auto recorded = std::make_shared<bool>(false);
+    for (const auto& st : stages) {
+      for (const auto& [name, mod] : st->submod().named_modules()) {
+        mod->register_forward_hook([recorded](nn::Module&, dt::DTensor y) {
+          *recorded = *recorded || y.requires_grad();
+          return y;
+        });
+      }
+    }
     const Batch b = batch(0);
     const dt::DTensor tokens = nn::local_dtensor(b.tokens), targets = nn::local_dtensor(b.targets);
     const double mean = sched->step(tokens, targets);
@@ -205,14 +215,19 @@ TEST_CASE("per-microbatch losses, merged output and eval equal the single-device
     if (last) CHECK(std::abs(mean - sum / m) <= 1e-12);
     CHECK(sched->output().defined() == last);
     if (last) CHECK(max_diff(sched->output().to_local(), want_out) <= 1e-12);
+    CHECK(*recorded);  // step's forwards are recorded (the hooks see it)
+    const std::vector<double> step_losses = sched->losses();
 
-    // eval, with the loss (the same losses) and without a loss function.
+    // eval, with the loss (the same losses: no parameter changed) and without a loss function;
+    // no forward of it is recorded by autograd.
+    *recorded = false;
     const dt::DTensor out = sched->eval(tokens, last ? targets : dt::DTensor());
     CHECK(out.defined() == last);
+    CHECK_FALSE(*recorded);
     if (last) {
       CHECK(max_diff(out.to_local(), want_out) <= 1e-12);
       CHECK_FALSE(out.requires_grad());
-      CHECK(sched->losses().size() == static_cast<size_t>(m));
+      CHECK(sched->losses() == step_losses);
     }
     auto infer = pp::make_schedule(schedule, stages, m, nullptr);
     const dt::DTensor out2 = infer->eval(tokens);
@@ -242,6 +257,19 @@ TEST_CASE("pipeline x FSDP (pp 2 x dp 2): each dp rank pipelines its half of the
   check_fsdp(mesh, "GPipe", 1);
   check_fsdp(mesh, "1F1B", 1);
   check_fsdp(mesh, "Interleaved1F1B", 2);
+  // eval computes the loss where the last stage's rank passes a target; its dp peers must agree
+  // (the loss may communicate among them): one passing a target and one not raises on every rank
+  // (R2's finding: before, the two ran different code silently).
+  const nn::ModulePtr model = make_model(2, dt::kFloat64);
+  auto sched = pp::make_schedule("GPipe", my_stages(model, mesh, 1, false), 2, loss_fn);
+  const Batch b = batch(0);
+  const bool give = mesh.get_local_rank("dp") == 0;
+  CHECK_THROWS_WITH(
+      sched->eval(nn::local_dtensor(b.tokens), give ? nn::local_dtensor(b.targets) : dt::DTensor()),
+      Catch::Contains("[ScheduleGPipe] eval: the last stage's ranks disagree on "
+                      "computing the loss"));
+  // Agreeing, it runs on.
+  CHECK_NOTHROW(sched->eval(nn::local_dtensor(b.tokens), nn::local_dtensor(b.targets)));
 }
 
 // 8 ranks (its own ctest entry): the sequence-parallel residual stream crosses stages on the tp
