@@ -107,7 +107,8 @@ double area_scale(const WindowArgs& a, int64_t j, int64_t in) {
 // floor (as floorf's argument), no special cases. That is PyTorch's backward and its float32
 // forward; its float64 forward takes a double scale and picks another source on 30 of the 2,301
 // sizes 1..39 -> 1..59 (there its gradient is not the adjoint of its forward): the taps here
-// serve the forward and the backward alike.
+// serve the forward and the backward alike. Plain nearest likewise: PyTorch's 1-d / 3-d float64
+// forwards take a double scale (7 outputs of the sweep differ), its backward the float one.
 DimTaps nearest_dim(const WindowArgs& a, int64_t j, int64_t in, bool exact) {
   const int64_t out = a.output_size[j];
   const float scale = nearest_scale(a, j, in);

@@ -95,6 +95,40 @@ TEST_CASE("nearest-exact: PyTorch's source index at every size 1..39 -> 1..59") 
   }
 }
 
+// Plain nearest takes PyTorch's backward's source pixel (float scale, floor(float(o) * scale)) in
+// every dtype and rank: so do PyTorch's float32 forwards and its 2-d float64 forward; its 1-d and
+// 3-d float64 forwards take a double scale and leave their own backward at the 7 outputs of the
+// table (e.g. 14 -> 46 output 23: backward 6, forward 7). The input, arange along the last dim,
+// gives the source index as the value; the backward of a sum counts each source's readers.
+TEST_CASE("nearest: the backward's source pixel where PyTorch's float64 forward leaves it") {
+  const auto& table = pool_refs::nearest_f64_forward_differs();
+  REQUIRE(table.size() == 7);
+  for (const auto& [in, out, o, src, f64_src] : table) {
+    for (int nd = 1; nd <= 3; ++nd) {
+      for (dt::DType dtype : {dt::kFloat64, dt::kFloat32}) {
+        INFO("input " << in << ", output " << out << ", element " << o << ", " << nd << "-d, "
+                      << dt::dtype_name(dtype));
+        std::vector<double> v(static_cast<size_t>(in));
+        for (int i = 0; i < in; ++i) v[static_cast<size_t>(i)] = i;
+        dt::Shape shape(static_cast<size_t>(nd + 2), 1), size(static_cast<size_t>(nd), 1);
+        shape.back() = in;
+        size.back() = out;
+        DTensor dx = dt::local_dtensor(dt::from_vector<double>(v, shape).to(dtype));
+        dx.requires_grad_();
+        const DTensor dy = dt::interpolate(dx, size, {}, "nearest");
+        dt::sum(dy).backward();
+        const auto y = dy.to_local().to(dt::kFloat64).contiguous().to_vector<double>();
+        const auto grad = dx.grad().to_local().to(dt::kFloat64).contiguous().to_vector<double>();
+        CHECK(y[static_cast<size_t>(o)] == src);
+        CHECK(y[static_cast<size_t>(o)] != f64_src);
+        double readers = 0;
+        for (double s : y) readers += s == src ? 1 : 0;
+        CHECK(grad[static_cast<size_t>(src)] == readers);
+      }
+    }
+  }
+}
+
 TEST_CASE("circular padding with a negative pad wraps around what the crop leaves (PyTorch's)") {
   // Values: tests/ops/torch_grad_conventions.py (upstream 1..n). pad (-1, 2) was [2, 3, 4, 1, 2]:
   // the wrap read the cropped element 1.

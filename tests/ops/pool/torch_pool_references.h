@@ -365,5 +365,14 @@ inline const std::vector<std::array<int, 4>>& nearest_exact_sources() {
   };
   return r;
 }
+// nearest: where PyTorch's float64 1-d forward leaves its backward's source:
+// {in, out, o, backward's src, f64 forward's src}.
+inline const std::vector<std::array<int, 5>>& nearest_f64_forward_differs() {
+  static const std::vector<std::array<int, 5>> r = {
+    {14, 46, 23, 6, 7}, {26, 22, 11, 12, 13}, {26, 44, 22, 12, 13}, {28, 46, 23, 13, 14}, {30, 58, 29, 14, 15},
+    {39, 33, 11, 12, 13}, {39, 33, 22, 25, 26},
+  };
+  return r;
+}
 }  // namespace pool_refs
 // clang-format on

@@ -183,18 +183,50 @@ def double_floor_sources(i, o):
     return [min(math.floor((k + 0.5) * scale), i - 1) for k in range(o)]
 
 
+def print_sweep(comment, name, rows, width, per_line):
+    """Prints rows (strings "{...}") as `name`, a vector of width-int arrays."""
+    print(comment)
+    print("inline const std::vector<std::array<int, %d>>& %s() {" % (width, name))
+    print("  static const std::vector<std::array<int, %d>> r = {" % width)
+    for j in range(0, len(rows), per_line):
+        print("    " + ", ".join(rows[j:j + per_line]) + ",")
+    print("  };")
+    print("  return r;")
+    print("}")
+
+
 sweep = []
 for i in range(1, 40):
     for o in range(1, 60):
         got, naive = exact_sources(i, o), double_floor_sources(i, o)
         sweep += ["{%d, %d, %d, %d}" % (i, o, k, got[k]) for k in range(o) if got[k] != naive[k]]
-print("// nearest-exact's source index where floor in double would pick another: {in, out, o, src}.")
-print("inline const std::vector<std::array<int, 4>>& nearest_exact_sources() {")
-print("  static const std::vector<std::array<int, 4>> r = {")
-for j in range(0, len(sweep), 6):
-    print("    " + ", ".join(sweep[j:j + 6]) + ",")
-print("  };")
-print("  return r;")
-print("}")
+print_sweep("// nearest-exact's source index where floor in double would pick another: "
+            "{in, out, o, src}.", "nearest_exact_sources", sweep, 4, 6)
+
+# Plain nearest: PyTorch's backward (every dtype and rank), its float32 forward and its 2-d float64
+# forward take the float scale and floor(float(o) * scale); its 1-d and 3-d float64 forwards take a
+# double scale and pick another source at a few sizes of 1..39 -> 1..59 (there its gradient is not
+# the adjoint of its forward). Kept where the two differ: {in, out, o, backward's src, f64 1-d src}.
+def nearest_backward_sources(i, o):
+    g = torch.eye(o).reshape(1, o, o)
+    x = torch.zeros(1, o, i, requires_grad=True)
+    gi, = torch.autograd.grad(F.interpolate(x, size=o, mode="nearest"), x, g)
+    return [int(gi[0, k].nonzero()[0]) for k in range(o)]
+
+
+def nearest_f64_forward_sources(i, o):
+    x = torch.arange(i, dtype=torch.float64).view(1, 1, i)
+    return [int(v) for v in F.interpolate(x, size=o, mode="nearest").flatten().tolist()]
+
+
+sweep = []
+for i in range(1, 40):
+    for o in range(1, 60):
+        back, fwd = nearest_backward_sources(i, o), nearest_f64_forward_sources(i, o)
+        sweep += ["{%d, %d, %d, %d, %d}" % (i, o, k, back[k], fwd[k]) for k in range(o)
+                  if back[k] != fwd[k]]
+print_sweep("// nearest: where PyTorch's float64 1-d forward leaves its backward's source:\n"
+            "// {in, out, o, backward's src, f64 forward's src}.", "nearest_f64_forward_differs",
+            sweep, 5, 5)
 print("}  // namespace pool_refs")
 print("// clang-format on")
