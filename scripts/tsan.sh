@@ -53,8 +53,11 @@ if [ "${TSAN_SKIP_BUILD:-0}" != 1 ]; then
 fi
 built=$(date +%s)
 
-# second_deadlock_stack: a lock-order report shows where both locks were taken.
-export TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
+# second_deadlock_stack: a lock-order report shows where both locks were taken. die_after_fork=0:
+# test_threads forks a child that starts its own intra-op pool, which TSan otherwise refuses
+# ("starting new threads after multi-threaded fork is not supported"); the child runs only its
+# own pool's threads, and the test checks its result.
+export TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1 die_after_fork=0"
 # TSan runs the tests 5-15x slower: a generous collective deadline, one BLAS thread per rank.
 export DTENSOR_COLLECTIVE_TIMEOUT=${DTENSOR_COLLECTIVE_TIMEOUT:-300}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1

@@ -153,12 +153,21 @@ DT_FORCE_INLINE void philox_fill_blocks_impl(uint64_t seed, uint64_t b0, int64_t
 
 constexpr int64_t kChunk = 1024;  // elements generated per Philox batch (stack buffer)
 
+// Under ThreadSanitizer (scripts/tsan.sh) gen_run is compiled once, for the baseline: GCC 12
+// instruments target_clones' ifunc resolver, which the dynamic loader runs while relocating the
+// library, before TSan's runtime is initialised, so every process that loaded it died in libtsan
+// (SIGSEGV in _dl_relocate_object). Both clones give the same bits, so nothing else changes.
+#if defined(__SANITIZE_THREAD__)
+#define DTENSOR_GEN_RUN_CLONES
+#else
+#define DTENSOR_GEN_RUN_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
 // Elements with global indices g, g + 1, ..., g + n - 1 into dst[0], dst[stride], ...
 // Compiled twice (AVX2 and baseline); both give the same bits (no fma, no reassociation).
 template <typename T, class Op>
-__attribute__((target_clones("avx2", "default"))) void gen_run(const Op& op, uint64_t seed,
-                                                               uint64_t offset, uint64_t g,
-                                                               int64_t n, T* dst, int64_t stride) {
+DTENSOR_GEN_RUN_CLONES void gen_run(const Op& op, uint64_t seed, uint64_t offset, uint64_t g,
+                                    int64_t n, T* dst, int64_t stride) {
   constexpr int kW = Op::kWords;
   alignas(64) uint32_t buf[kChunk * kW + 8];
   while (n > 0) {
