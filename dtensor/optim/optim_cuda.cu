@@ -54,7 +54,15 @@ struct SgdArgs {
 };
 template <typename C>
 struct AdamWArgs {
-  C b1, b2, decay, step_size, root_bc2, eps, sign;
+  C b1, b2, decay, l2, step_size, root_bc2, eps, sign;
+};
+template <typename C>
+struct RMSpropArgs {
+  C lr, alpha, eps, wd, mom, sign;
+};
+template <typename C>
+struct AdagradArgs {
+  C clr, eps, wd, sign;
 };
 
 template <typename T, typename C>
@@ -80,11 +88,12 @@ template <typename T, typename C>
 __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, AdamWArgs<C> args,
                              const AdamWArgs<C>* from) {
   const AdamWArgs<C> a = from != nullptr ? *from : args;
-  const C b1 = a.b1, b2 = a.b2, decay = a.decay, step_size = a.step_size, root_bc2 = a.root_bc2,
-          eps = a.eps, sign = a.sign;
+  const C b1 = a.b1, b2 = a.b2, decay = a.decay, l2 = a.l2, step_size = a.step_size,
+          root_bc2 = a.root_bc2, eps = a.eps, sign = a.sign;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const C gi = sign * static_cast<C>(to_c(g[i]));
+    C gi = sign * static_cast<C>(to_c(g[i]));
+    if (l2 != 0) gi += l2 * static_cast<C>(to_c(p[i]));
     const C mi = b1 * static_cast<C>(to_c(m[i])) + (1 - b1) * gi;
     const C vi = b2 * static_cast<C>(to_c(v[i])) + (1 - b2) * gi * gi;
     m[i] = from_c<T>(mi);
@@ -97,6 +106,52 @@ __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, A
     }
     const C denom = sqrt(denom_v) / root_bc2 + eps;
     p[i] = from_c<T>(static_cast<C>(to_c(p[i])) * decay - step_size * mi / denom);
+  }
+}
+
+// square_avg `sq` always; `buf` (momentum) and `gavg` (centered) may be nullptr.
+template <typename T, typename C>
+__global__ void rmsprop_kernel(T* p, const T* g, T* sq, T* buf, T* gavg, int64_t n,
+                               RMSpropArgs<C> args, const RMSpropArgs<C>* from) {
+  const RMSpropArgs<C> a = from != nullptr ? *from : args;
+  const C lr = a.lr, alpha = a.alpha, eps = a.eps, wd = a.wd, mom = a.mom, sign = a.sign;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const C w = static_cast<C>(to_c(p[i]));
+    C gi = sign * static_cast<C>(to_c(g[i]));
+    if (wd != 0) gi += wd * w;
+    const C si = alpha * static_cast<C>(to_c(sq[i])) + (1 - alpha) * gi * gi;
+    sq[i] = from_c<T>(si);
+    C var = si;
+    if (gavg != nullptr) {
+      const C ga = alpha * static_cast<C>(to_c(gavg[i])) + (1 - alpha) * gi;
+      gavg[i] = from_c<T>(ga);
+      var = si - ga * ga;
+    }
+    const C avg = sqrt(var) + eps;
+    if (buf != nullptr) {
+      const C b = mom * static_cast<C>(to_c(buf[i])) + gi / avg;
+      buf[i] = from_c<T>(b);
+      p[i] = from_c<T>(w - lr * b);
+    } else {
+      p[i] = from_c<T>(w - lr * gi / avg);
+    }
+  }
+}
+
+template <typename T, typename C>
+__global__ void adagrad_kernel(T* p, const T* g, T* sum, int64_t n, AdagradArgs<C> args,
+                               const AdagradArgs<C>* from) {
+  const AdagradArgs<C> a = from != nullptr ? *from : args;
+  const C clr = a.clr, eps = a.eps, wd = a.wd, sign = a.sign;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const C w = static_cast<C>(to_c(p[i]));
+    C gi = sign * static_cast<C>(to_c(g[i]));
+    if (wd != 0) gi += wd * w;
+    const C si = static_cast<C>(to_c(sum[i])) + gi * gi;
+    sum[i] = from_c<T>(si);
+    p[i] = from_c<T>(w - clr * gi / (sqrt(si) + eps));
   }
 }
 
@@ -178,7 +233,8 @@ void adamw_update_cuda(const Tensor& p, const Tensor& g, const Tensor& m, const 
     AdamWArgs<C> a{};
     a.b1 = static_cast<C>(s.beta1);
     a.b2 = static_cast<C>(s.beta2);
-    a.decay = static_cast<C>(1.0 - s.lr * s.weight_decay);
+    a.decay = static_cast<C>(s.decoupled_weight_decay ? 1.0 - s.lr * s.weight_decay : 1.0);
+    a.l2 = static_cast<C>(s.decoupled_weight_decay ? 0.0 : s.weight_decay);
     a.step_size = static_cast<C>(s.lr / s.bias_correction1);
     a.root_bc2 = static_cast<C>(sqrt(s.bias_correction2));
     a.eps = static_cast<C>(s.eps);
@@ -190,6 +246,53 @@ void adamw_update_cuda(const Tensor& p, const Tensor& g, const Tensor& m, const 
         static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
         static_cast<T*>(m.data_ptr()), static_cast<T*>(v.data_ptr()),
         s.amsgrad ? static_cast<T*>(vmax.data_ptr()) : nullptr, n, a, from);
+  });
+}
+
+void rmsprop_update_cuda(const Tensor& p, const Tensor& g, const Tensor& sq, const Tensor& buf,
+                         const Tensor& gavg, const RMSpropStep& s) {
+  cuda::DeviceGuard guard(p.device().index);
+  const int64_t n = p.numel();
+  if (n == 0) return;
+  by_dtype(p.dtype(), "RMSprop", [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    RMSpropArgs<C> a{};
+    a.lr = static_cast<C>(s.lr);
+    a.alpha = static_cast<C>(s.alpha);
+    a.eps = static_cast<C>(s.eps);
+    a.wd = static_cast<C>(s.weight_decay);
+    a.mom = static_cast<C>(s.momentum);
+    a.sign = static_cast<C>(s.maximize ? -1 : 1);
+    bool launch = true;
+    const RMSpropArgs<C>* from = device_args(a, launch);
+    if (!launch) return;
+    rmsprop_kernel<T, C><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
+        static_cast<T*>(sq.data_ptr()), buf.defined() ? static_cast<T*>(buf.data_ptr()) : nullptr,
+        s.centered ? static_cast<T*>(gavg.data_ptr()) : nullptr, n, a, from);
+  });
+}
+
+void adagrad_update_cuda(const Tensor& p, const Tensor& g, const Tensor& sum,
+                         const AdagradStep& s) {
+  cuda::DeviceGuard guard(p.device().index);
+  const int64_t n = p.numel();
+  if (n == 0) return;
+  by_dtype(p.dtype(), "Adagrad", [&](auto t, auto c) {
+    using T = decltype(t);
+    using C = decltype(c);
+    AdagradArgs<C> a{};
+    a.clr = static_cast<C>(s.clr);
+    a.eps = static_cast<C>(s.eps);
+    a.wd = static_cast<C>(s.weight_decay);
+    a.sign = static_cast<C>(s.maximize ? -1 : 1);
+    bool launch = true;
+    const AdagradArgs<C>* from = device_args(a, launch);
+    if (!launch) return;
+    adagrad_kernel<T, C><<<cuda::grid_for(n, kBlock), kBlock, 0, cuda::current_stream()>>>(
+        static_cast<T*>(p.data_ptr()), static_cast<const T*>(g.data_ptr()),
+        static_cast<T*>(sum.data_ptr()), n, a, from);
   });
 }
 

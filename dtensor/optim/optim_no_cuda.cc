@@ -14,4 +14,13 @@ void adamw_update_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor
   DT_FAIL("[AdamW] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)");
 }
 
+void rmsprop_update_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                         const RMSpropStep&) {
+  DT_FAIL("[RMSprop] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)");
+}
+
+void adagrad_update_cuda(const Tensor&, const Tensor&, const Tensor&, const AdagradStep&) {
+  DT_FAIL("[Adagrad] dtensor was built without CUDA (configure with -DDTENSOR_CUDA=ON)");
+}
+
 }  // namespace dtensor::optim::detail

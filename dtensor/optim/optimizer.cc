@@ -152,6 +152,32 @@ const std::vector<Hyper<AdamWOptions>>& adamw_hypers() {
   return t;
 }
 
+const std::vector<Hyper<AdamOptions>>& adam_hypers() {
+  static const std::vector<Hyper<AdamOptions>> t = {
+      DT_HYPER(AdamOptions, lr),           DT_HYPER(AdamOptions, beta1),
+      DT_HYPER(AdamOptions, beta2),        DT_HYPER(AdamOptions, eps),
+      DT_HYPER(AdamOptions, weight_decay), DT_HYPER(AdamOptions, amsgrad),
+      DT_HYPER(AdamOptions, maximize),     DT_HYPER(AdamOptions, decoupled_weight_decay)};
+  return t;
+}
+
+const std::vector<Hyper<RMSpropOptions>>& rmsprop_hypers() {
+  static const std::vector<Hyper<RMSpropOptions>> t = {
+      DT_HYPER(RMSpropOptions, lr),       DT_HYPER(RMSpropOptions, alpha),
+      DT_HYPER(RMSpropOptions, eps),      DT_HYPER(RMSpropOptions, weight_decay),
+      DT_HYPER(RMSpropOptions, momentum), DT_HYPER(RMSpropOptions, centered),
+      DT_HYPER(RMSpropOptions, maximize)};
+  return t;
+}
+
+const std::vector<Hyper<AdagradOptions>>& adagrad_hypers() {
+  static const std::vector<Hyper<AdagradOptions>> t = {
+      DT_HYPER(AdagradOptions, lr),           DT_HYPER(AdagradOptions, lr_decay),
+      DT_HYPER(AdagradOptions, weight_decay), DT_HYPER(AdagradOptions, initial_accumulator_value),
+      DT_HYPER(AdagradOptions, eps),          DT_HYPER(AdagradOptions, maximize)};
+  return t;
+}
+
 #undef DT_HYPER
 
 template <typename O>
@@ -190,16 +216,54 @@ void check_options(const SGDOptions& o) {
            o.dampening());
 }
 
-void check_options(const AdamWOptions& o) {
-  DT_CHECK(o.lr() >= 0 && o.eps() >= 0 && o.beta1() >= 0 && o.beta1() < 1 && o.beta2() >= 0 &&
-               o.beta2() < 1,
-           "[AdamW] invalid options: lr %g, betas (%g, %g), eps %g", o.lr(), o.beta1(), o.beta2(),
-           o.eps());
-  DT_CHECK(o.weight_decay() >= 0, "[AdamW] weight_decay must be >= 0, got %g", o.weight_decay());
+// PyTorch's checks of Adam, AdamW, RMSprop and Adagrad ("Invalid learning rate: -1"): a value
+// that must be >= 0 (NaN fails) or in [0, 1).
+void check_nonnegative(const char* op, const char* name, double v) {
+  DT_CHECK(v >= 0, "[%s] invalid %s: %g (expected >= 0)", op, name, v);
+}
+
+void check_beta(const char* op, const char* name, double v) {
+  DT_CHECK(v >= 0 && v < 1, "[%s] invalid %s: %g (expected 0 <= %s < 1)", op, name, v, name);
+}
+
+void check_options(const AdamOptions& o, const char* op) {
+  check_nonnegative(op, "lr", o.lr());
+  check_nonnegative(op, "eps", o.eps());
+  check_beta(op, "beta1", o.beta1());
+  check_beta(op, "beta2", o.beta2());
+  check_nonnegative(op, "weight_decay", o.weight_decay());
+}
+
+// AdamW's options as Adam's with decoupled weight decay.
+AdamOptions as_adam(const AdamWOptions& o) {
+  return AdamOptions(o.lr())
+      .beta1(o.beta1())
+      .beta2(o.beta2())
+      .eps(o.eps())
+      .weight_decay(o.weight_decay())
+      .amsgrad(o.amsgrad())
+      .maximize(o.maximize())
+      .decoupled_weight_decay(true);
+}
+
+void check_options(const RMSpropOptions& o) {
+  check_nonnegative("RMSprop", "lr", o.lr());
+  check_nonnegative("RMSprop", "eps", o.eps());
+  check_nonnegative("RMSprop", "momentum", o.momentum());
+  check_nonnegative("RMSprop", "weight_decay", o.weight_decay());
+  check_nonnegative("RMSprop", "alpha", o.alpha());
+}
+
+void check_options(const AdagradOptions& o) {
+  check_nonnegative("Adagrad", "lr", o.lr());
+  check_nonnegative("Adagrad", "lr_decay", o.lr_decay());
+  check_nonnegative("Adagrad", "weight_decay", o.weight_decay());
+  check_nonnegative("Adagrad", "initial_accumulator_value", o.initial_accumulator_value());
+  check_nonnegative("Adagrad", "eps", o.eps());
 }
 
 // The scalars of update number `steps` (bias corrections from the step count).
-detail::AdamWStep adamw_scalars(const AdamWOptions& o, int64_t steps) {
+detail::AdamWStep adamw_scalars(const AdamOptions& o, int64_t steps) {
   const double t = static_cast<double>(steps);
   return {o.lr(),
           o.beta1(),
@@ -209,7 +273,8 @@ detail::AdamWStep adamw_scalars(const AdamWOptions& o, int64_t steps) {
           1.0 - std::pow(o.beta1(), t),
           1.0 - std::pow(o.beta2(), t),
           o.amsgrad(),
-          o.maximize()};
+          o.maximize(),
+          o.decoupled_weight_decay()};
 }
 
 }  // namespace
@@ -379,10 +444,11 @@ void Optimizer::zero_grad(bool set_to_none) {
   autograd::zero_grad(params_, set_to_none);
 }
 
-DTensor& Optimizer::state(std::vector<DTensor>& slots, size_t i) {
+DTensor& Optimizer::state(std::vector<DTensor>& slots, size_t i, double init) {
   if (slots.size() != params_.size()) slots.resize(params_.size());
   if (!slots[i].defined()) {
     slots[i] = zeros_like(params_[i].detach());
+    if (init != 0) Tensor(slots[i].to_local()).fill_(Scalar(init));
     // Made lazily, possibly while a step is captured: state that replay keeps updating.
     dtensor::detail::keep_in_capture(slots[i].to_local());
   }
@@ -448,13 +514,60 @@ void SGD::step() {
   });
 }
 
-AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
-    : Optimizer(std::move(params), "AdamW"), options_(options) {
-  check_options(options_);
+AdamBase::AdamBase(std::vector<DTensor> params, std::string_view name)
+    : Optimizer(std::move(params), name) {
   register_state("exp_avg", &exp_avg_);
   register_state("exp_avg_sq", &exp_avg_sq_);
   register_state("max_exp_avg_sq", &max_exp_avg_sq_);
   count_parameter_steps();
+}
+
+void AdamBase::step() {
+  // "adam_update", "adamw_update": the recorded op names the optimizer.
+  const std::string kernel = name_ == "AdamW" ? "adamw_update" : "adam_update";
+  update_each([this, &kernel](size_t i, const DTensor& p, const DTensor& g) {
+    const Tensor vmax = adam_options().amsgrad() ? shard(state(max_exp_avg_sq_, i)) : Tensor();
+    const Tensor ins[] = {shard(p), shard(g), shard(state(exp_avg_, i)),
+                          shard(state(exp_avg_sq_, i)), vmax};
+    dtensor::detail::run_recorded(
+        "optim", kernel, ins, {}, 0b11101,
+        [this, i, alive = std::weak_ptr<const char>(alive_)](absl::Span<const Tensor> in,
+                                                             absl::Span<Tensor>) {
+          dtensor::detail::check_alive(alive, absl::StrCat("an ", name_, " update"));
+          const AdamOptions o = adam_options();
+          const char* op = name_.c_str();
+          check_recorded_slot(exp_avg_, i, in[2], true, op, "exp_avg");
+          check_recorded_slot(exp_avg_sq_, i, in[3], true, op, "exp_avg_sq");
+          check_recorded_slot(max_exp_avg_sq_, i, in[4], o.amsgrad(), op, "max_exp_avg_sq");
+          in[0].storage().bump_version();  // see update_each
+          const int64_t t = ++param_steps_[i];
+          detail::adamw_update(in[0], in[1], in[2], in[3], in[4], adamw_scalars(o, t));
+        });
+  });
+}
+
+Adam::Adam(std::vector<DTensor> params, AdamOptions options)
+    : AdamBase(std::move(params), "Adam"), options_(options) {
+  check_options(options_, "Adam");
+}
+
+std::vector<std::pair<std::string, double>> Adam::hyper_parameters() const {
+  return hyper_values(options_, adam_hypers());
+}
+
+void Adam::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
+  const AdamOptions o = with_values(options_, values, adam_hypers(), "Adam");
+  check_options(o, "Adam");
+  options_ = o;
+}
+
+AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
+    : AdamBase(std::move(params), "AdamW"), options_(options) {
+  check_options(as_adam(options_), "AdamW");
+}
+
+AdamOptions AdamW::adam_options() const {
+  return as_adam(options_);
 }
 
 std::vector<std::pair<std::string, double>> AdamW::hyper_parameters() const {
@@ -463,27 +576,87 @@ std::vector<std::pair<std::string, double>> AdamW::hyper_parameters() const {
 
 void AdamW::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
   const AdamWOptions o = with_values(options_, values, adamw_hypers(), "AdamW");
+  check_options(as_adam(o), "AdamW");
+  options_ = o;
+}
+
+RMSprop::RMSprop(std::vector<DTensor> params, RMSpropOptions options)
+    : Optimizer(std::move(params), "RMSprop"), options_(options) {
+  check_options(options_);
+  register_state("square_avg", &square_avg_);
+  register_state("momentum_buffer", &momentum_buffer_);
+  register_state("grad_avg", &grad_avg_);
+  count_parameter_steps();
+}
+
+std::vector<std::pair<std::string, double>> RMSprop::hyper_parameters() const {
+  return hyper_values(options_, rmsprop_hypers());
+}
+
+void RMSprop::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
+  const RMSpropOptions o = with_values(options_, values, rmsprop_hypers(), "RMSprop");
   check_options(o);
   options_ = o;
 }
 
-void AdamW::step() {
+void RMSprop::step() {
   update_each([this](size_t i, const DTensor& p, const DTensor& g) {
-    const Tensor vmax = options_.amsgrad() ? shard(state(max_exp_avg_sq_, i)) : Tensor();
-    const Tensor ins[] = {shard(p), shard(g), shard(state(exp_avg_, i)),
-                          shard(state(exp_avg_sq_, i)), vmax};
+    const Tensor buf = options_.momentum() > 0 ? shard(state(momentum_buffer_, i)) : Tensor();
+    const Tensor gavg = options_.centered() ? shard(state(grad_avg_, i)) : Tensor();
+    const Tensor ins[] = {shard(p), shard(g), shard(state(square_avg_, i)), buf, gavg};
     dtensor::detail::run_recorded(
-        "optim", "adamw_update", ins, {}, 0b11101,
+        "optim", "rmsprop_update", ins, {}, 0b11101,
         [this, i, alive = std::weak_ptr<const char>(alive_)](absl::Span<const Tensor> in,
                                                              absl::Span<Tensor>) {
-          dtensor::detail::check_alive(alive, "an AdamW update");
-          check_recorded_slot(exp_avg_, i, in[2], true, "AdamW", "exp_avg");
-          check_recorded_slot(exp_avg_sq_, i, in[3], true, "AdamW", "exp_avg_sq");
-          check_recorded_slot(max_exp_avg_sq_, i, in[4], options_.amsgrad(), "AdamW",
-                              "max_exp_avg_sq");
+          dtensor::detail::check_alive(alive, "an RMSprop update");
+          const RMSpropOptions& o = options_;
+          check_recorded_slot(square_avg_, i, in[2], true, "RMSprop", "square_avg");
+          check_recorded_slot(momentum_buffer_, i, in[3], o.momentum() > 0, "RMSprop",
+                              "momentum_buffer");
+          check_recorded_slot(grad_avg_, i, in[4], o.centered(), "RMSprop", "grad_avg");
+          in[0].storage().bump_version();  // see update_each
+          ++param_steps_[i];
+          detail::rmsprop_update(in[0], in[1], in[2], in[3], in[4],
+                                 {o.lr(), o.alpha(), o.eps(), o.weight_decay(), o.momentum(),
+                                  o.centered(), o.maximize()});
+        });
+  });
+}
+
+Adagrad::Adagrad(std::vector<DTensor> params, AdagradOptions options)
+    : Optimizer(std::move(params), "Adagrad"), options_(options) {
+  check_options(options_);
+  register_state("sum", &sum_);
+  count_parameter_steps();
+}
+
+std::vector<std::pair<std::string, double>> Adagrad::hyper_parameters() const {
+  return hyper_values(options_, adagrad_hypers());
+}
+
+void Adagrad::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
+  const AdagradOptions o = with_values(options_, values, adagrad_hypers(), "Adagrad");
+  check_options(o);
+  options_ = o;
+}
+
+void Adagrad::step() {
+  update_each([this](size_t i, const DTensor& p, const DTensor& g) {
+    // PyTorch fills sum with initial_accumulator_value in its constructor; here on first use.
+    const Tensor ins[] = {shard(p), shard(g),
+                          shard(state(sum_, i, options_.initial_accumulator_value()))};
+    dtensor::detail::run_recorded(
+        "optim", "adagrad_update", ins, {}, 0b101,
+        [this, i, alive = std::weak_ptr<const char>(alive_)](absl::Span<const Tensor> in,
+                                                             absl::Span<Tensor>) {
+          dtensor::detail::check_alive(alive, "an Adagrad update");
+          const AdagradOptions& o = options_;
+          check_recorded_slot(sum_, i, in[2], true, "Adagrad", "sum");
           in[0].storage().bump_version();  // see update_each
           const int64_t t = ++param_steps_[i];
-          detail::adamw_update(in[0], in[1], in[2], in[3], in[4], adamw_scalars(options_, t));
+          const double clr = o.lr() / (1.0 + static_cast<double>(t - 1) * o.lr_decay());
+          detail::adagrad_update(in[0], in[1], in[2],
+                                 {clr, o.eps(), o.weight_decay(), o.maximize()});
         });
   });
 }

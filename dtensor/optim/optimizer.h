@@ -1,5 +1,5 @@
-// Optimizers over DTensor parameters (libtorch's torch::optim names): SGD and AdamW, and
-// clip_grad_norm_ / clip_grad_value_.
+// Optimizers over DTensor parameters (libtorch's torch::optim names): SGD, Adam, AdamW, RMSprop
+// and Adagrad, and clip_grad_norm_ / clip_grad_value_.
 //
 // A parameter keeps its placements; its grad() has the same placements (autograd lays every
 // leaf gradient out like the leaf), so an update runs on each rank's local shard alone, with no
@@ -69,6 +69,56 @@ struct AdamWOptions {
   DT_OPTIM_ARG(bool, maximize, false);
 };
 
+// Adam hyper-parameters (torch::optim::AdamOptions, PyTorch 2.15's torch.optim.Adam): weight
+// decay is L2 (added to the gradient) unless decoupled_weight_decay (then AdamW's).
+struct AdamOptions {
+  // The learning rate; the rest take PyTorch's defaults.
+  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  // Getter and chainable setter of each hyper-parameter (defaults as in PyTorch).
+  DT_OPTIM_ARG(double, lr, 1e-3);
+  DT_OPTIM_ARG(double, beta1, 0.9);
+  DT_OPTIM_ARG(double, beta2, 0.999);
+  DT_OPTIM_ARG(double, eps, 1e-8);
+  DT_OPTIM_ARG(double, weight_decay, 0.0);
+  DT_OPTIM_ARG(bool, amsgrad, false);
+  // Ascends the objective: the gradient is negated before use.
+  DT_OPTIM_ARG(bool, maximize, false);
+  // Weight decay as AdamW's (p -= lr wd p) instead of L2 (g += wd p).
+  DT_OPTIM_ARG(bool, decoupled_weight_decay, false);
+};
+
+// RMSprop hyper-parameters (torch.optim.RMSprop): learning rate, smoothing constant alpha,
+// eps, weight decay (L2), momentum, centered, maximize.
+struct RMSpropOptions {
+  // The learning rate; the rest take PyTorch's defaults.
+  explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
+  // Getter and chainable setter of each hyper-parameter (defaults as in PyTorch).
+  DT_OPTIM_ARG(double, lr, 1e-2);
+  DT_OPTIM_ARG(double, alpha, 0.99);
+  DT_OPTIM_ARG(double, eps, 1e-8);
+  DT_OPTIM_ARG(double, weight_decay, 0.0);
+  DT_OPTIM_ARG(double, momentum, 0.0);
+  // Normalises by the estimated variance (square_avg - grad_avg^2) instead of square_avg.
+  DT_OPTIM_ARG(bool, centered, false);
+  // Ascends the objective: the gradient is negated before use.
+  DT_OPTIM_ARG(bool, maximize, false);
+};
+
+// Adagrad hyper-parameters (torch.optim.Adagrad): learning rate, its decay, weight decay (L2),
+// the accumulator's initial value, eps, maximize.
+struct AdagradOptions {
+  // The learning rate; the rest take PyTorch's defaults.
+  explicit AdagradOptions(double lr = 1e-2) : lr_(lr) {}
+  // Getter and chainable setter of each hyper-parameter (defaults as in PyTorch).
+  DT_OPTIM_ARG(double, lr, 1e-2);
+  DT_OPTIM_ARG(double, lr_decay, 0.0);
+  DT_OPTIM_ARG(double, weight_decay, 0.0);
+  DT_OPTIM_ARG(double, initial_accumulator_value, 0.0);
+  DT_OPTIM_ARG(double, eps, 1e-10);
+  // Ascends the objective: the gradient is negated before use.
+  DT_OPTIM_ARG(bool, maximize, false);
+};
+
 #undef DT_OPTIM_ARG
 
 // Base of the optimizers: holds the parameters (DTensors that require grad) and the step
@@ -86,7 +136,7 @@ class Optimizer {
   const std::vector<DTensor>& parameters() const { return params_; }
   // Steps taken so far.
   int64_t step_count() const { return steps_; }
-  // The learning rate, which the schedulers (lr_scheduler.h) read and set: SGD's and AdamW's
+  // The learning rate, which the schedulers (lr_scheduler.h) read and set: each optimizer's
   // options().lr; an optimizer without one raises "[<name>] has no learning rate".
   virtual double lr() const;
   virtual void set_lr(double lr);
@@ -98,7 +148,8 @@ class Optimizer {
   // The optimizer's state as named DTensors with their parameters' specs ("<i>.<state>", e.g.
   // "3.exp_avg"; i indexes parameters()) plus "step" (a 1-element int64 local DTensor), ready
   // for a checkpoint; load_state_dict takes the same names back (shapes must match). An
-  // optimizer that counts each parameter's updates (AdamW, as PyTorch's state["step"]) adds
+  // optimizer that counts each parameter's updates (Adam, AdamW, RMSprop, Adagrad: PyTorch's
+  // state["step"]) adds
   // "<i>.step" (1-element int64 local) for every parameter updated so far; a state without them
   // (saved before they existed) gives each parameter with state the global count.
   // PyTorch's param_groups (one group): "param_groups.<name>" for each hyper-parameter
@@ -115,7 +166,8 @@ class Optimizer {
   // targets before it loads anything, so that another optimizer's checkpoint changes nothing.
   void check_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) const;
   // The hyper-parameters of PyTorch's param_group (without "params" and "initial_lr"), in
-  // PyTorch's names but AdamW's betas as beta1 and beta2: name -> value, a bool as 0 or 1.
+  // PyTorch's names but Adam's and AdamW's betas as beta1 and beta2: name -> value, a bool as 0
+  // or 1.
   virtual std::vector<std::pair<std::string, double>> hyper_parameters() const { return {}; }
   // Sets the named hyper-parameters (the others keep their values), checked as the constructor
   // checks its options: "[<name>] ..." for an unknown name or an invalid value, and then none
@@ -138,8 +190,9 @@ class Optimizer {
   // state_dict): a parameter without a gradient at some step is not updated, and PyTorch's
   // bias corrections then use its own count, not the number of step() calls.
   void count_parameter_steps() { param_steps_.assign(params_.size(), 0); }
-  // The state `slot` of parameter i, created as zeros like the parameter on first use.
-  DTensor& state(std::vector<DTensor>& slots, size_t i);
+  // The state `slot` of parameter i, created like the parameter on first use, filled with
+  // `init` (0: zeros; Adagrad's initial_accumulator_value).
+  DTensor& state(std::vector<DTensor>& slots, size_t i, double init = 0.0);
   // The loop of every step(): with grad mode off, counts the step (++steps_, as a step of its
   // own when a step is captured, so replay counts too), then calls update(i, p, g) for each
   // parameter p (index i) that has a gradient g. The recorded update bumps p's version when it
@@ -186,16 +239,51 @@ class SGD : public Optimizer {
   std::vector<DTensor> momentum_;  // per parameter, undefined until used
 };
 
-// AdamW (decoupled weight decay, PyTorch's defaults and formula): g = -g when maximize;
-// p -= lr wd p;
+// Adam and AdamW: the moments exp_avg, exp_avg_sq (and amsgrad's max_exp_avg_sq) and the
+// per-parameter step count, updated by one kernel; they differ only in where weight decay goes
+// (PyTorch's formula): g = -g when maximize; L2: g += wd p, or decoupled: p -= lr wd p;
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; (amsgrad: vmax = max(vmax, v));
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), where t counts the updates of
 // that parameter (steps where it had no gradient do not count, as in PyTorch).
-class AdamW : public Optimizer {
+class AdamBase : public Optimizer {
+ public:
+  void step() override;
+
+ protected:
+  AdamBase(std::vector<DTensor> params, std::string_view name);
+  // The hyper-parameters an update reads when it runs (a compiled step's replay included).
+  virtual AdamOptions adam_options() const = 0;
+
+ private:
+  std::vector<DTensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
+};
+
+// Adam (torch.optim.Adam): L2 weight decay (added to the gradient), or AdamW's with
+// decoupled_weight_decay.
+class Adam : public AdamBase {
+ public:
+  // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
+  Adam(std::vector<DTensor> params, AdamOptions options = AdamOptions());
+  const AdamOptions& options() const { return options_; }
+  // The options to change between steps (a learning-rate schedule); a captured step reads them
+  // when it replays.
+  AdamOptions& options() { return options_; }
+  double lr() const override { return options_.lr(); }
+  void set_lr(double lr) override { options_.lr(lr); }
+  std::vector<std::pair<std::string, double>> hyper_parameters() const override;
+  void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
+
+ private:
+  AdamOptions adam_options() const override { return options_; }
+  AdamOptions options_;
+};
+
+// AdamW (torch.optim.AdamW, decoupled weight decay, PyTorch's defaults): Adam's update with
+// p -= lr wd p.
+class AdamW : public AdamBase {
  public:
   // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
   AdamW(std::vector<DTensor> params, AdamWOptions options = AdamWOptions());
-  void step() override;
   const AdamWOptions& options() const { return options_; }
   // The options to change between steps (a learning-rate schedule); a captured step reads them
   // when it replays.
@@ -206,8 +294,56 @@ class AdamW : public Optimizer {
   void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
 
  private:
+  AdamOptions adam_options() const override;
   AdamWOptions options_;
-  std::vector<DTensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
+};
+
+// RMSprop (torch.optim.RMSprop's formula): g = -g when maximize; g += wd p;
+// square_avg = alpha square_avg + (1 - alpha) g^2; centered: grad_avg = alpha grad_avg +
+// (1 - alpha) g and avg = sqrt(square_avg - grad_avg^2) + eps, else avg = sqrt(square_avg) + eps;
+// momentum > 0: momentum_buffer = momentum momentum_buffer + g / avg, p -= lr momentum_buffer;
+// else p -= lr g / avg. States: square_avg, momentum_buffer (momentum > 0), grad_avg (centered)
+// and each parameter's step count.
+class RMSprop : public Optimizer {
+ public:
+  // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
+  RMSprop(std::vector<DTensor> params, RMSpropOptions options = RMSpropOptions());
+  void step() override;
+  const RMSpropOptions& options() const { return options_; }
+  // The options to change between steps (a learning-rate schedule); a captured step reads them
+  // when it replays.
+  RMSpropOptions& options() { return options_; }
+  double lr() const override { return options_.lr(); }
+  void set_lr(double lr) override { options_.lr(lr); }
+  std::vector<std::pair<std::string, double>> hyper_parameters() const override;
+  void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
+
+ private:
+  RMSpropOptions options_;
+  std::vector<DTensor> square_avg_, momentum_buffer_, grad_avg_;
+};
+
+// Adagrad (torch.optim.Adagrad's formula): g = -g when maximize; g += wd p;
+// sum += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(sum) + eps), where t counts the
+// updates of that parameter. States: sum (starting at initial_accumulator_value) and each
+// parameter's step count.
+class Adagrad : public Optimizer {
+ public:
+  // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
+  Adagrad(std::vector<DTensor> params, AdagradOptions options = AdagradOptions());
+  void step() override;
+  const AdagradOptions& options() const { return options_; }
+  // The options to change between steps (a learning-rate schedule); a captured step reads them
+  // when it replays.
+  AdagradOptions& options() { return options_; }
+  double lr() const override { return options_.lr(); }
+  void set_lr(double lr) override { options_.lr(lr); }
+  std::vector<std::pair<std::string, double>> hyper_parameters() const override;
+  void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
+
+ private:
+  AdagradOptions options_;
+  std::vector<DTensor> sum_;
 };
 
 // Scales the gradients of `params` in place so that their total norm (the p-norm of all

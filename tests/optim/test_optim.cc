@@ -1,6 +1,7 @@
 // Optimizers on one process: SGD (momentum, dampening, Nesterov, weight decay) and AdamW
-// (amsgrad too) steps against closed forms computed here in double, state_dict round trips,
-// and clip_grad_norm_ (2-norm and inf-norm).
+// (amsgrad too) steps against closed forms computed here in double; Adam, RMSprop and Adagrad
+// against PyTorch 2.15's values (torch_optim_references.h); state_dict round trips, and
+// clip_grad_norm_ (2-norm and inf-norm).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
@@ -14,9 +15,11 @@
 #include "dtensor/compile/compile.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/optim/lr_scheduler.h"
 #include "dtensor/optim/optimizer.h"
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/optim/torch_optim_references.h"
 
 namespace dt = dtensor;
 namespace optim = dtensor::optim;
@@ -37,6 +40,28 @@ void set_grad(const DTensor& p, std::vector<double> g) {
 
 std::vector<double> values(const DTensor& x) {
   return x.to_local().to_vector<double>();
+}
+
+// An optimizer by its PyTorch class name, with its default options.
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name,
+                                                 std::vector<DTensor> params) {
+  if (name == "Adam") return std::make_unique<optim::Adam>(std::move(params));
+  if (name == "AdamW") return std::make_unique<optim::AdamW>(std::move(params));
+  if (name == "RMSprop") return std::make_unique<optim::RMSprop>(std::move(params));
+  if (name == "Adagrad") return std::make_unique<optim::Adagrad>(std::move(params));
+  if (name == "SGD") return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions(0.1));
+  FAIL("no optimizer " << name);
+  return nullptr;
+}
+
+// |got - want| <= tol max(1, |want|), elementwise.
+void check_close(const std::vector<double>& got, const std::vector<double>& want,
+                 double tol = 1e-12) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": " << got[i] << " vs " << want[i]);
+    CHECK(std::abs(got[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
+  }
 }
 
 }  // namespace
@@ -94,6 +119,154 @@ TEST_CASE("AdamW matches PyTorch's formula step by step (and amsgrad)") {
     }
     CHECK(opt.step_count() == 3);
   }
+}
+
+// PyTorch 2.15's Adam, RMSprop and Adagrad on the same losses, option by option
+// (tests/optim/torch_optim_references.py): the parameters after each step, b without a gradient
+// at step 1 (skipped: its own step count, not the number of step() calls, drives Adam's bias
+// corrections and Adagrad's lr_decay), the final states under PyTorch's names, StepLR on some;
+// a fresh optimizer (default options) loaded with the state after step 2 carries on alike.
+TEST_CASE("Adam, RMSprop and Adagrad match PyTorch 2.15 option by option") {
+  const std::vector<double> w = {1.5, -0.5}, c = {1.0, 2.0, 0.5, 0.25};
+  auto set_grads = [&](const DTensor& a, const DTensor& b, size_t step) {
+    std::vector<double> ga, gb;
+    for (double v : values(a)) ga.push_back(c[step] * 3 * v * v);
+    set_grad(a, ga);
+    if (step == 1) return;
+    const std::vector<double> vb = values(b);
+    for (size_t i = 0; i < 2; ++i) gb.push_back(c[step] * 2 * w[i] * vb[i]);
+    set_grad(b, gb);
+  };
+  for (const dt::test::TorchOptimReference& ref : dt::test::torch_optim_references()) {
+    INFO(ref.optimizer << " " << ref.label);
+    DTensor a = param({1.0, -2.0, 0.5}), b = param({3.0, -1.0});
+    std::unique_ptr<optim::Optimizer> opt = make_optimizer(ref.optimizer, {a, b});
+    opt->set_hyper_parameters(ref.hyper_parameters);
+    std::unique_ptr<optim::StepLR> sched;
+    if (ref.step_lr) sched = std::make_unique<optim::StepLR>(*opt, 2, 0.5);
+    DTensor ra, rb;  // resumed from the state after step 2 (no scheduler)
+    std::unique_ptr<optim::Optimizer> resumed;
+    for (size_t step = 0; step < ref.a.size(); ++step) {
+      INFO("step " << step);
+      opt->zero_grad();
+      set_grads(a, b, step);
+      opt->step();
+      if (sched) sched->step();
+      check_close(values(a), ref.a[step]);
+      check_close(values(b), ref.b[step]);
+      if (resumed) {
+        resumed->zero_grad();
+        set_grads(ra, rb, step);
+        resumed->step();
+        CHECK(values(ra) == values(a));
+        CHECK(values(rb) == values(b));
+      }
+      if (step == 1 && !sched) {
+        ra = param(values(a));
+        rb = param(values(b));
+        resumed = make_optimizer(ref.optimizer, {ra, rb});
+        resumed->load_state_dict(opt->state_dict());
+        CHECK(resumed->hyper_parameters() == opt->hyper_parameters());
+      }
+    }
+    // The per-parameter states: PyTorch's, no more, no fewer.
+    std::map<std::string, std::vector<double>> got, want(ref.states.begin(), ref.states.end());
+    for (const auto& [name, t] : opt->state_dict()) {
+      if (name == "step" || name.starts_with("param_groups.")) continue;
+      got[name] =
+          t.dtype() == dt::kInt64
+              ? std::vector<double>{static_cast<double>(t.to_local().to_vector<int64_t>()[0])}
+              : values(t);
+    }
+    REQUIRE(got.size() == want.size());
+    for (const auto& [name, v] : want) {
+      INFO(name);
+      REQUIRE(got.count(name) == 1);
+      check_close(got[name], v);
+    }
+  }
+}
+
+// PyTorch's defaults, hyper-parameter names (its param_group keys, betas as beta1 / beta2) and
+// refusals ("Invalid learning rate: -1", ... in PyTorch 2.15, tests/optim/
+// torch_optim_references.py).
+TEST_CASE("Adam, RMSprop and Adagrad take PyTorch's defaults and refuse its invalid values") {
+  DTensor p = param({1.0});
+  const optim::Adam adam({p});
+  CHECK(adam.hyper_parameters() ==
+        std::vector<std::pair<std::string, double>>{{"lr", 1e-3},
+                                                    {"beta1", 0.9},
+                                                    {"beta2", 0.999},
+                                                    {"eps", 1e-8},
+                                                    {"weight_decay", 0.0},
+                                                    {"amsgrad", 0.0},
+                                                    {"maximize", 0.0},
+                                                    {"decoupled_weight_decay", 0.0}});
+  const optim::RMSprop rmsprop({p});
+  CHECK(rmsprop.hyper_parameters() ==
+        std::vector<std::pair<std::string, double>>{{"lr", 1e-2},
+                                                    {"alpha", 0.99},
+                                                    {"eps", 1e-8},
+                                                    {"weight_decay", 0.0},
+                                                    {"momentum", 0.0},
+                                                    {"centered", 0.0},
+                                                    {"maximize", 0.0}});
+  const optim::Adagrad adagrad({p});
+  CHECK(adagrad.hyper_parameters() ==
+        std::vector<std::pair<std::string, double>>{{"lr", 1e-2},
+                                                    {"lr_decay", 0.0},
+                                                    {"weight_decay", 0.0},
+                                                    {"initial_accumulator_value", 0.0},
+                                                    {"eps", 1e-10},
+                                                    {"maximize", 0.0}});
+  REQUIRE_THROWS_WITH(optim::Adam({p}, optim::AdamOptions(-1)),
+                      Contains("[Adam] invalid lr: -1 (expected >= 0)"));
+  REQUIRE_THROWS_WITH(optim::Adam({p}, optim::AdamOptions().eps(-1e-8)),
+                      Contains("[Adam] invalid eps"));
+  REQUIRE_THROWS_WITH(optim::Adam({p}, optim::AdamOptions().beta1(1.0)),
+                      Contains("[Adam] invalid beta1: 1 (expected 0 <= beta1 < 1)"));
+  REQUIRE_THROWS_WITH(optim::Adam({p}, optim::AdamOptions().beta2(-0.1)),
+                      Contains("[Adam] invalid beta2"));
+  REQUIRE_THROWS_WITH(optim::Adam({p}, optim::AdamOptions().weight_decay(-0.1)),
+                      Contains("[Adam] invalid weight_decay"));
+  REQUIRE_THROWS_WITH(optim::Adam({p}, optim::AdamOptions(std::nan(""))),
+                      Contains("[Adam] invalid lr: nan"));
+  REQUIRE_THROWS_WITH(optim::RMSprop({p}, optim::RMSpropOptions(-0.1)),
+                      Contains("[RMSprop] invalid lr"));
+  REQUIRE_THROWS_WITH(optim::RMSprop({p}, optim::RMSpropOptions().alpha(-0.5)),
+                      Contains("[RMSprop] invalid alpha: -0.5"));
+  REQUIRE_THROWS_WITH(optim::RMSprop({p}, optim::RMSpropOptions().momentum(-0.5)),
+                      Contains("[RMSprop] invalid momentum"));
+  REQUIRE_THROWS_WITH(optim::RMSprop({p}, optim::RMSpropOptions().eps(-1)),
+                      Contains("[RMSprop] invalid eps"));
+  REQUIRE_THROWS_WITH(optim::RMSprop({p}, optim::RMSpropOptions().weight_decay(-1)),
+                      Contains("[RMSprop] invalid weight_decay"));
+  REQUIRE_THROWS_WITH(optim::Adagrad({p}, optim::AdagradOptions().lr_decay(-0.1)),
+                      Contains("[Adagrad] invalid lr_decay: -0.1"));
+  REQUIRE_THROWS_WITH(optim::Adagrad({p}, optim::AdagradOptions().initial_accumulator_value(-1)),
+                      Contains("[Adagrad] invalid initial_accumulator_value"));
+  REQUIRE_THROWS_WITH(optim::Adagrad({p}, optim::AdagradOptions().eps(-1)),
+                      Contains("[Adagrad] invalid eps"));
+  REQUIRE_THROWS_WITH(optim::Adagrad({p}, optim::AdagradOptions(-1)),
+                      Contains("[Adagrad] invalid lr"));
+  REQUIRE_THROWS_WITH(optim::Adagrad({p}, optim::AdagradOptions().weight_decay(-1)),
+                      Contains("[Adagrad] invalid weight_decay"));
+  // set_hyper_parameters checks alike, and changes nothing when it refuses.
+  optim::RMSprop r({p}, optim::RMSpropOptions(0.5).momentum(0.9));
+  REQUIRE_THROWS_WITH(r.set_hyper_parameters({{"momentum", 0.1}, {"alpha", -1.0}}),
+                      Contains("[RMSprop] invalid alpha"));
+  REQUIRE_THROWS_WITH(r.set_hyper_parameters({{"betas", 0.1}}),
+                      Contains("[RMSprop] has no hyper-parameter 'betas'"));
+  REQUIRE_THROWS_WITH(r.set_hyper_parameters({{"centered", 0.5}}),
+                      Contains("'centered' is a bool: expected 0 or 1"));
+  CHECK(r.options().momentum() == 0.9);
+  // Another optimizer's state is refused by name.
+  optim::Adagrad g({p});
+  set_grad(p, {0.5});
+  g.step();
+  REQUIRE_THROWS_WITH(
+      r.load_state_dict(g.state_dict()),
+      Contains("[RMSprop] load_state_dict: entry '0.sum' names no state of RMSprop"));
 }
 
 TEST_CASE("optimizers skip parameters without gradients and bump the version") {
@@ -165,14 +338,10 @@ TEST_CASE("AdamW counts each parameter's own steps, as PyTorch's state['step']")
 // is refused after an eager step and, as well, after a compiled step's replay (the recorded
 // update bumps the version when it writes; before, only the eager loop did).
 TEST_CASE("an optimizer step replayed by a compiled step bumps the parameters' version") {
-  for (const bool adamw : {false, true}) {
+  for (const char* kind : {"SGD", "AdamW", "Adam", "RMSprop", "Adagrad"}) {
+    INFO(kind);
     DTensor p = param({1.0, -2.0});
-    std::unique_ptr<optim::Optimizer> opt;
-    if (adamw) {
-      opt = std::make_unique<optim::AdamW>(std::vector<DTensor>{p});
-    } else {
-      opt = std::make_unique<optim::SGD>(std::vector<DTensor>{p}, optim::SGDOptions(0.1));
-    }
+    std::unique_ptr<optim::Optimizer> opt = make_optimizer(kind, {p});
     auto train = [&](const dt::DTensorList& in) {
       opt->zero_grad();
       DTensor loss = dt::sum(dt::mul(dt::mul(p, p), in[0]));
@@ -191,6 +360,55 @@ TEST_CASE("an optimizer step replayed by a compiled step bumps the parameters' v
       REQUIRE_THROWS_WITH(held.backward(), Contains("modified by an in-place op"));
     }
     CHECK(step.captures() == 1);
+  }
+}
+
+// Adam, RMSprop and Adagrad (every state on) replay in a compiled step what the eager step
+// computes, bit for bit: hyper-parameters changed between steps (lr, Adam's
+// decoupled_weight_decay, Adagrad's lr_decay) are read when the update runs, and the per-parameter
+// counts (bias corrections, lr_decay) advance at each replay.
+TEST_CASE("Adam, RMSprop and Adagrad in a compiled step replay the eager step") {
+  const std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>> cases = {
+      {"Adam", {{"lr", 0.05}, {"weight_decay", 0.1}, {"amsgrad", 1.0}, {"beta2", 0.9}}},
+      {"RMSprop", {{"momentum", 0.9}, {"centered", 1.0}, {"weight_decay", 0.1}}},
+      {"Adagrad", {{"lr_decay", 0.3}, {"initial_accumulator_value", 0.2}, {"weight_decay", 0.1}}}};
+  for (const auto& [kind, hypers] : cases) {
+    INFO(kind);
+    auto run = [&](bool compiled) {
+      DTensor p = param({1.0, -2.0, 0.25});
+      std::unique_ptr<optim::Optimizer> opt = make_optimizer(kind, {p});
+      opt->set_hyper_parameters(hypers);
+      auto train = [&](const dt::DTensorList& in) {
+        opt->zero_grad();
+        DTensor loss = dt::sum(dt::mul(dt::mul(dt::mul(p, p), p), in[0]));
+        loss.backward();
+        opt->step();
+        return dt::DTensorList{loss.detach()};
+      };
+      dt::CompiledStep step = dt::compile(train);
+      for (int i = 0; i < 5; ++i) {
+        if (i == 3) {
+          opt->set_lr(opt->lr() * 0.5);
+          if (kind == "Adam") opt->set_hyper_parameters({{"decoupled_weight_decay", 1.0}});
+          if (kind == "Adagrad") opt->set_hyper_parameters({{"lr_decay", 1.0}});
+        }
+        const double scale = 1.0 / (1 + i);
+        const DTensor x =
+            dt::local_dtensor(dt::from_vector<double>({scale, 2 * scale, -scale}, {3}));
+        compiled ? step({x}) : train({x});
+      }
+      if (compiled) CHECK(step.captures() == 1);
+      return std::pair{values(p), opt->state_dict()};
+    };
+    const auto [eager, eager_state] = run(false);
+    const auto [replayed, replayed_state] = run(true);
+    CHECK(replayed == eager);
+    REQUIRE(replayed_state.size() == eager_state.size());
+    for (size_t k = 0; k < eager_state.size(); ++k) {
+      INFO(eager_state[k].first);
+      CHECK(replayed_state[k].first == eager_state[k].first);
+      CHECK(dt::equal(replayed_state[k].second.to_local(), eager_state[k].second.to_local()));
+    }
   }
 }
 
@@ -407,7 +625,7 @@ TEST_CASE("optimizers refuse what they cannot update") {
   REQUIRE_THROWS_WITH(optim::SGD({p}, optim::SGDOptions(0.1).weight_decay(-0.1)),
                       Contains("weight_decay must be >= 0"));
   REQUIRE_THROWS_WITH(optim::AdamW({p}, optim::AdamWOptions(0.1).weight_decay(-0.1)),
-                      Contains("weight_decay must be >= 0"));
+                      Contains("[AdamW] invalid weight_decay: -0.1 (expected >= 0)"));
 }
 
 // torch 2.15's clip_grad_value_ on the same gradients (tests/optim/torch_optim_references.py):
