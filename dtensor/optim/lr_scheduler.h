@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "dtensor/optim/optimizer.h"
@@ -32,6 +33,8 @@ namespace dtensor::optim {
 class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
+  // A member of a scheduler saved in its state (register_state).
+  using Slot = std::variant<double*, int64_t*, std::vector<int64_t>*, std::vector<double>*>;
   LRScheduler(const LRScheduler&) = delete;
   LRScheduler& operator=(const LRScheduler&) = delete;
 
@@ -44,20 +47,32 @@ class LRScheduler {
   double base_lr() const { return base_lr_; }
   Optimizer& optimizer() const { return *optimizer_; }
 
-  // The schedule's position for a checkpoint: "last_epoch" (int64 [1]), "last_lr" and
-  // "base_lr" (PyTorch's base_lrs; float64 [1]) as local DTensors (a SequentialLR or
-  // ChainedScheduler adds "<k>.<entry>" for its k-th scheduler). The other hyper-parameters
-  // (gamma, T_max, milestones, the lambda, ...) are the constructor's (PyTorch's state_dict
-  // holds them and its load_state_dict overwrites them). load_state_dict takes the same entries
-  // back (a state without "base_lr", saved before it was kept, keeps the constructor's) and
-  // sets the optimizer's learning rate to last_lr, so a run resumed from a checkpoint continues
-  // the schedule exactly. checkpoint::training_state(model, optimizer, scheduler, generator)
-  // saves it as "lr_scheduler.<entry>" and load_training_state restores it.
+  // The scheduler's state for a checkpoint, as PyTorch's state_dict (every attribute but the
+  // optimizer): "last_epoch" (int64 [1]), "last_lr" and "base_lr" (PyTorch's base_lrs; float64
+  // [1]), then the scheduler's hyper-parameters and counters in PyTorch's names ("gamma",
+  // "step_size", "milestones", "T_max", "eta_min", ...: an integer as int64, a real as
+  // float64, a list 1-d), all local DTensors; a SequentialLR or ChainedScheduler adds
+  // "<k>.<entry>" for its k-th scheduler. The lambdas of LambdaLR and MultiplicativeLR are not
+  // saved (PyTorch saves only callable objects). load_state_dict takes the same entries back,
+  // the hyper-parameters included, as PyTorch's overwrites the scheduler's attributes: a
+  // scheduler built with other arguments continues the saved schedule. An entry it lacks
+  // (a state saved before it was kept: the hyper-parameters before round 8b, "base_lr" before
+  // 7c) keeps the constructor's value; an entry the scheduler does not know is refused (a
+  // state of another scheduler), as are values its constructor refuses (e.g. T_max 0), and
+  // then nothing has changed. It sets the optimizer's learning rate to last_lr, so a run
+  // resumed from a checkpoint continues the schedule exactly.
+  // checkpoint::training_state(model, optimizer, scheduler, generator) saves it as
+  // "lr_scheduler.<entry>" and load_training_state restores it.
   virtual std::vector<std::pair<std::string, DTensor>> state_dict() const;
   virtual void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state);
+  // load_state_dict's checks (names, dtypes, shapes and the hyper-parameters' values), loading
+  // nothing: checkpoint::load_training_state runs it before it writes anything.
+  void check_state_dict(const std::vector<std::pair<std::string, DTensor>>& state);
 
  protected:
-  LRScheduler(Optimizer& optimizer, std::string name);
+  // `set_initial_lr`: set the optimizer's initial_lr if unset (every scheduler but
+  // ReduceLROnPlateau, which does not in PyTorch).
+  LRScheduler(Optimizer& optimizer, std::string name, bool set_initial_lr = true);
   // The first step (PyTorch's _initial_step): every subclass constructor ends with it.
   void initial_step();
   // The learning rate at last_epoch_, from the optimizer's current one (PyTorch's get_lr);
@@ -72,6 +87,13 @@ class LRScheduler {
   // Sets the optimizer's learning rate and last_lr.
   void set_lr(double lr);
   double current_lr() const { return optimizer_->lr(); }
+  // A member that state_dict saves and load_state_dict restores as entry `name` (a
+  // hyper-parameter or a counter of the schedule): a member of the subclass (schedulers are
+  // neither copied nor moved).
+  void register_state(std::string name, Slot slot) { slots_.emplace_back(std::move(name), slot); }
+  // The constructor's checks of the registered members' values, "[<name>] ..." (load_state_dict
+  // runs them on the loaded values).
+  virtual void check_values() const {}
 
   Optimizer* optimizer_;
   std::string name_;  // "LinearLR": the errors' op
@@ -81,6 +103,15 @@ class LRScheduler {
   // A SequentialLR's or ChainedScheduler's schedulers (owned; their state is this one's
   // "<k>.<entry>"); empty for the others.
   std::vector<std::unique_ptr<LRScheduler>> children_;
+  std::vector<std::pair<std::string, Slot>> slots_;  // register_state's
+
+  // What load_state_dict reads from a state, checked (lr_scheduler.cc).
+  struct ParsedState;
+  ParsedState parse_state(const std::vector<std::pair<std::string, DTensor>>& state) const;
+  // Runs check_values (this scheduler's and its children's) on the parsed values, restoring
+  // the members' own values afterwards; throws with them unchanged.
+  void check_parsed(const ParsedState& parsed);
+  void apply_parsed(const ParsedState& parsed);
 
   friend class SequentialLR;
   friend class ChainedScheduler;
@@ -118,13 +149,15 @@ class StepLR : public LRScheduler {
  protected:
   double get_lr(bool initial) const override;
   std::optional<double> closed_form_lr() const override;
+  void check_values() const override;
 
  private:
   int64_t step_size_;
   double gamma_;
 };
 
-// lr *= gamma at each milestone (a milestone listed n times scales by gamma^n).
+// lr *= gamma at each milestone (a milestone listed n times scales by gamma^n). Its state's
+// "milestones" are sorted, repeats kept (PyTorch's Counter).
 class MultiStepLR : public LRScheduler {
  public:
   MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
@@ -132,6 +165,7 @@ class MultiStepLR : public LRScheduler {
  protected:
   double get_lr(bool initial) const override;
   std::optional<double> closed_form_lr() const override;
+  void check_values() const override;
 
  private:
   std::vector<int64_t> milestones_;  // sorted, repeats kept
@@ -146,6 +180,7 @@ class ConstantLR : public LRScheduler {
  protected:
   double get_lr(bool initial) const override;
   std::optional<double> closed_form_lr() const override;
+  void check_values() const override;
 
  private:
   double factor_;
@@ -162,6 +197,7 @@ class LinearLR : public LRScheduler {
  protected:
   double get_lr(bool initial) const override;
   std::optional<double> closed_form_lr() const override;
+  void check_values() const override;
 
  private:
   double start_factor_, end_factor_;
@@ -189,6 +225,7 @@ class PolynomialLR : public LRScheduler {
  protected:
   double get_lr(bool initial) const override;
   std::optional<double> closed_form_lr() const override;
+  void check_values() const override;
 
  private:
   int64_t total_iters_;
@@ -204,6 +241,7 @@ class CosineAnnealingLR : public LRScheduler {
  protected:
   double get_lr(bool initial) const override;
   std::optional<double> closed_form_lr() const override;
+  void check_values() const override;
 
  private:
   int64_t t_max_;
@@ -224,6 +262,7 @@ class SequentialLR : public LRScheduler {
  protected:
   double get_lr(bool initial) const override;
   void restart_at(int64_t epoch) override;
+  void check_values() const override;
 
  private:
   std::vector<int64_t> milestones_;
@@ -240,6 +279,108 @@ class ChainedScheduler : public LRScheduler {
  protected:
   double get_lr(bool initial) const override;
   void restart_at(int64_t epoch) override;
+};
+
+// The 1cycle policy (PyTorch's OneCycleLR): the learning rate anneals from initial_lr = max_lr /
+// div_factor up to max_lr over the first pct_start of total_steps, then down to min_lr =
+// initial_lr / final_div_factor (three_phase: back to initial_lr over as many steps, then down
+// to min_lr), by a cosine ("cos") or linearly ("linear"). It sets the optimizer's initial_lr
+// to initial_lr. cycle_momentum (PyTorch's default) cycles the momentum inversely, between
+// max_momentum and base_momentum, through Optimizer::set_hyper_parameters: AdamW's (Adam's)
+// "beta1", else SGD's "momentum" (set to max_momentum at construction: an SGD built without
+// momentum gets one, as in PyTorch); an optimizer with neither raises. Stepping past
+// total_steps raises. Its state holds total_steps, the phases' end steps, the learning rates
+// and momenta of the cycle (PyTorch keeps those in the optimizer's param_group).
+// OneCycleLR's arguments after max_lr, PyTorch's names and defaults (set the fields:
+// OneCycleLROptions o; o.total_steps = 1000; o.anneal_strategy = "linear";).
+struct OneCycleLROptions {
+  // total_steps, or epochs * steps_per_epoch when it is not given.
+  std::optional<int64_t> total_steps, epochs, steps_per_epoch;
+  double pct_start = 0.3;
+  std::string anneal_strategy = "cos";  // "cos" or "linear"
+  bool cycle_momentum = true;
+  double base_momentum = 0.85, max_momentum = 0.95;
+  double div_factor = 25.0, final_div_factor = 1e4;
+  bool three_phase = false;
+};
+
+class OneCycleLR : public LRScheduler {
+ public:
+  OneCycleLR(Optimizer& optimizer, double max_lr, const OneCycleLROptions& options);
+  void step() override;
+
+ protected:
+  double get_lr(bool initial) const override;
+  void restart_at(int64_t epoch) override;
+  void check_values() const override;
+
+ private:
+  // The phase of last_epoch_ and the fraction of it done.
+  std::pair<size_t, double> phase() const;
+  double anneal(double start, double end, double pct) const;
+  // Sets the optimizer's momentum (or beta1) for last_epoch_, where cycle_momentum.
+  void cycle_momentum();
+
+  int64_t total_steps_;
+  std::vector<double> end_steps_;  // per phase (2, or 3 with three_phase)
+  int64_t anneal_linear_;          // 0: "cos", 1: "linear"
+  int64_t cycle_momentum_;         // 0 or 1
+  int64_t use_beta1_ = 0;          // 1: AdamW's beta1, 0: SGD's momentum
+  double initial_lr_, max_lr_, min_lr_, max_momentum_, base_momentum_;
+};
+
+// Cosine annealing with warm restarts (SGDR, PyTorch's CosineAnnealingWarmRestarts): lr =
+// eta_min + (base_lr - eta_min) (1 + cos(pi T_cur / T_i)) / 2, T_cur counting the steps since
+// the last restart, T_i = T_0 at first and T_mult times longer after each restart (T_0 > 0,
+// T_mult >= 1). Integer steps only (no fractional epochs).
+class CosineAnnealingWarmRestarts : public LRScheduler {
+ public:
+  CosineAnnealingWarmRestarts(Optimizer& optimizer, int64_t T_0, int64_t T_mult = 1,
+                              double eta_min = 0.0);
+  void step() override;
+
+ protected:
+  double get_lr(bool initial) const override;
+  void restart_at(int64_t epoch) override;
+  void check_values() const override;
+
+ private:
+  int64_t t_0_, t_i_, t_mult_, t_cur_ = -1;
+  double eta_min_;
+};
+
+// Reduces the learning rate by `factor` (< 1) when a metric stopped improving for more than
+// `patience` steps (PyTorch's ReduceLROnPlateau): call step(metric), e.g. with the validation
+// loss. mode "min" (the metric should fall) or "max"; an improvement beats the best by more
+// than threshold, relatively ("rel": best (1 -+ threshold)) or absolutely ("abs"); after a
+// reduction, `cooldown` steps count no bad step; the learning rate stays >= min_lr and a
+// change under eps is skipped. It does not set the optimizer's initial_lr (as in PyTorch);
+// step() without a metric raises; not allowed in SequentialLR or ChainedScheduler. Its state
+// holds "mode" (0: min, 1: max) and "threshold_mode" (0: rel, 1: abs) as int64, PyTorch's
+// strings.
+class ReduceLROnPlateau : public LRScheduler {
+ public:
+  explicit ReduceLROnPlateau(Optimizer& optimizer, const std::string& mode = "min",
+                             double factor = 0.1, int64_t patience = 10, double threshold = 1e-4,
+                             const std::string& threshold_mode = "rel", int64_t cooldown = 0,
+                             double min_lr = 0.0, double eps = 1e-8);
+  void step(double metric);
+  void step() override;
+  // The best metric so far and the bad steps counted since.
+  double best() const { return best_; }
+  int64_t num_bad_epochs() const { return num_bad_epochs_; }
+
+ protected:
+  double get_lr(bool initial) const override;
+  void restart_at(int64_t epoch) override;
+  void check_values() const override;
+
+ private:
+  bool is_better(double a) const;
+
+  int64_t mode_max_, threshold_abs_;  // 0 / 1
+  double factor_, threshold_, min_lr_, eps_, best_;
+  int64_t patience_, cooldown_, cooldown_counter_ = 0, num_bad_epochs_ = 0;
 };
 
 }  // namespace dtensor::optim

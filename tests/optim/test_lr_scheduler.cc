@@ -48,6 +48,15 @@ double warmup_decay(int64_t e) {  // the reference script's torchtitan-style lam
   return e < 4 ? static_cast<double>(e + 1) / 4 : std::max(0.0, static_cast<double>(20 - e) / 16);
 }
 
+// OneCycleLR's options: total_steps, and the other keywords `set` sets.
+optim::OneCycleLROptions one_cycle(std::optional<int64_t> total_steps,
+                                   std::function<void(optim::OneCycleLROptions&)> set = {}) {
+  optim::OneCycleLROptions o;
+  o.total_steps = total_steps;
+  if (set) set(o);
+  return o;
+}
+
 // The case's schedulers, as the reference script builds them.
 const std::map<std::string, Make>& cases() {
   static const std::map<std::string, Make> m = {
@@ -105,8 +114,109 @@ const std::map<std::string, Make>& cases() {
          auto b = std::make_unique<optim::ExponentialLR>(o, 0.9);
          return make<optim::ChainedScheduler>(o, list(std::move(a), std::move(b)));
        }},
+      // Round 8b.
+      {"OneCycleLR",
+       [](optim::Optimizer& o) { return make<optim::OneCycleLR>(o, 0.5, one_cycle(10)); }},
+      {"OneCycleLR linear three_phase",
+       [](optim::Optimizer& o) {
+         return make<optim::OneCycleLR>(o, 0.5, one_cycle(12, [](optim::OneCycleLROptions& o) {
+                                          o.pct_start = 0.25;
+                                          o.anneal_strategy = "linear";
+                                          o.three_phase = true;
+                                        }));
+       }},
+      {"OneCycleLR epochs",
+       [](optim::Optimizer& o) {
+         return make<optim::OneCycleLR>(o, 0.3,
+                                        one_cycle(std::nullopt, [](optim::OneCycleLROptions& o) {
+                                          o.epochs = 2;
+                                          o.steps_per_epoch = 5;
+                                          o.cycle_momentum = false;
+                                        }));
+       }},
+      {"CosineAnnealingWarmRestarts",
+       [](optim::Optimizer& o) {
+         return make<optim::CosineAnnealingWarmRestarts>(o, int64_t{3}, int64_t{2}, 0.01);
+       }},
+      {"CosineAnnealingWarmRestarts T_mult 1",
+       [](optim::Optimizer& o) { return make<optim::CosineAnnealingWarmRestarts>(o, int64_t{4}); }},
   };
   return m;
+}
+
+// The reference script's schedulers "built with other arguments" (round 8b).
+const std::map<std::string, Make>& others() {
+  static const std::map<std::string, Make> m = {
+      {"LambdaLR",
+       [](optim::Optimizer& o) {
+         return make<optim::LambdaLR>(o, [](int64_t e) { return std::pow(0.5, e); });
+       }},
+      {"MultiplicativeLR",
+       [](optim::Optimizer& o) {
+         return make<optim::MultiplicativeLR>(o, [](int64_t) { return 0.5; });
+       }},
+      {"StepLR", [](optim::Optimizer& o) { return make<optim::StepLR>(o, int64_t{1}, 0.9); }},
+      {"MultiStepLR",
+       [](optim::Optimizer& o) {
+         return make<optim::MultiStepLR>(o, std::vector<int64_t>{1, 3}, 0.5);
+       }},
+      {"ConstantLR",
+       [](optim::Optimizer& o) { return make<optim::ConstantLR>(o, 0.5, int64_t{2}); }},
+      {"LinearLR",
+       [](optim::Optimizer& o) { return make<optim::LinearLR>(o, 0.5, 0.9, int64_t{3}); }},
+      {"ExponentialLR", [](optim::Optimizer& o) { return make<optim::ExponentialLR>(o, 0.5); }},
+      {"PolynomialLR",
+       [](optim::Optimizer& o) { return make<optim::PolynomialLR>(o, int64_t{4}, 1.0); }},
+      {"CosineAnnealingLR",
+       [](optim::Optimizer& o) { return make<optim::CosineAnnealingLR>(o, int64_t{3}, 0.05); }},
+      {"SequentialLR linear cosine",
+       [](optim::Optimizer& o) {
+         auto warm = std::make_unique<optim::LinearLR>(o, 0.5, 1.0, 2);
+         auto cosine = std::make_unique<optim::CosineAnnealingLR>(o, 3);
+         return make<optim::SequentialLR>(o, list(std::move(warm), std::move(cosine)),
+                                          std::vector<int64_t>{2});
+       }},
+      {"ChainedScheduler",
+       [](optim::Optimizer& o) {
+         auto a = std::make_unique<optim::ConstantLR>(o, 0.5, 5);
+         auto b = std::make_unique<optim::ExponentialLR>(o, 0.5);
+         return make<optim::ChainedScheduler>(o, list(std::move(a), std::move(b)));
+       }},
+      {"OneCycleLR",
+       [](optim::Optimizer& o) {
+         return make<optim::OneCycleLR>(o, 1.0, one_cycle(30, [](optim::OneCycleLROptions& o) {
+                                          o.anneal_strategy = "linear";
+                                        }));
+       }},
+      {"CosineAnnealingWarmRestarts",
+       [](optim::Optimizer& o) {
+         return make<optim::CosineAnnealingWarmRestarts>(o, int64_t{5}, int64_t{1}, 0.0);
+       }},
+  };
+  return m;
+}
+
+// The optimizer's momentum (SGD) or beta1 (AdamW).
+double momentum_of(const optim::Optimizer& o) {
+  for (const auto& [name, v] : o.hyper_parameters()) {
+    if (name == "momentum" || name == "beta1") return v;
+  }
+  return -1;
+}
+
+// A state's entries as doubles (an int64 entry converted).
+std::map<std::string, std::vector<double>> values_of(
+    const std::vector<std::pair<std::string, DTensor>>& state) {
+  std::map<std::string, std::vector<double>> out;
+  for (const auto& [name, t] : state) {
+    const dt::Tensor local = t.to_local();
+    if (local.dtype() == dt::DType::kInt64) {
+      for (int64_t v : local.to_vector<int64_t>()) out[name].push_back(static_cast<double>(v));
+    } else {
+      out[name] = local.to_vector<double>();
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -234,6 +344,43 @@ TEST_CASE("learning-rate schedulers follow PyTorch's sequences exactly") {
       {"ChainedScheduler",
        {0.010000000000000002, 0.009000000000000003, 0.08100000000000003, 0.07290000000000003,
         0.06561000000000003, 0.059049000000000025, 0.05314410000000002}},
+      {"OneCycleLR",
+       {0.020000000000000018, 0.26, 0.5, 0.47524231600673683, 0.40587282697488153,
+        0.30563101096814466, 0.19437098903185537, 0.09412917302511849, 0.024759683993263143, 2e-06,
+        0.024759683993263115}},
+      {"OneCycleLR linear three_phase",
+       {0.02, 0.26, 0.5, 0.26, 0.020000000000000018, 0.017143142857142857, 0.014286285714285715,
+        0.011429428571428571, 0.00857257142857143, 0.005715714285714284, 0.002858857142857142,
+        1.9999999999985307e-06, -0.0028548571428571416}},
+      {"OneCycleLR epochs",
+       {0.01200000000000001, 0.156, 0.3, 0.2851453896040421, 0.24352369618492894,
+        0.18337860658088678, 0.11662259341911323, 0.05647750381507109, 0.014855810395957887,
+        1.2e-06}},
+      {"CosineAnnealingWarmRestarts",
+       {0.1,
+        0.0775,
+        0.032500000000000015,
+        0.1,
+        0.09397114317029975,
+        0.0775,
+        0.05500000000000001,
+        0.032500000000000015,
+        0.01602885682970026,
+        0.1,
+        0.09846666218300808,
+        0.09397114317029975,
+        0.08681980515339464,
+        0.0775,
+        0.06664685702961344,
+        0.05500000000000001,
+        0.04335314297038658,
+        0.032500000000000015,
+        0.023180194846605363,
+        0.01602885682970026,
+        0.011533337816991932}},
+      {"CosineAnnealingWarmRestarts T_mult 1",
+       {0.1, 0.08535533905932738, 0.05, 0.014644660940672627, 0.1, 0.08535533905932738, 0.05,
+        0.014644660940672627, 0.1, 0.08535533905932738, 0.05}},
   };
   REQUIRE(expected.size() == cases().size());
   for (const auto& [name, lrs] : expected) {
@@ -250,7 +397,8 @@ TEST_CASE("learning-rate schedulers follow PyTorch's sequences exactly") {
       }
       CHECK(got == lrs);
       CHECK(s->last_epoch() == static_cast<int64_t>(lrs.size()) - 1);
-      CHECK(*opt.initial_lr() == 0.1);
+      // OneCycleLR sets initial_lr to max_lr / div_factor, as PyTorch.
+      if (!name.starts_with("OneCycleLR")) CHECK(*opt.initial_lr() == 0.1);
     }
   }
 }
@@ -367,6 +515,264 @@ TEST_CASE("schedulers refuse what PyTorch refuses, by name") {
       Contains("entry 'last_epoch' is float64 of shape [1], expected a 1-element int64"));
   CHECK(s.last_epoch() == 1);
   CHECK(opt.lr() == 0.05);
+}
+
+// PyTorch's load_state_dict overwrites the scheduler's hyper-parameters (round 8b): 3 steps,
+// the optimizer's and scheduler's states loaded into a scheduler built with other arguments on
+// an optimizer with another learning rate, 3 more steps, against PyTorch's run of the same
+// (the lambdas are not saved: the new ones run). Before, the constructor's gamma, T_max, ...
+// stayed.
+TEST_CASE("a scheduler built with other arguments continues the loaded schedule") {
+  const std::vector<std::pair<std::string, std::vector<double>>> expected = {
+      {"LambdaLR", {0.095, 0.09025, 0.0857375, 0.00625, 0.003125, 0.0015625}},
+      {"MultiplicativeLR",
+       {0.09000000000000001, 0.07200000000000001, 0.06480000000000001, 0.032400000000000005,
+        0.016200000000000003, 0.008100000000000001}},
+      {"StepLR", {0.1, 0.1, 0.05, 0.05, 0.05, 0.025}},
+      {"MultiStepLR",
+       {0.1, 0.010000000000000002, 0.010000000000000002, 0.010000000000000002,
+        0.00010000000000000005, 0.00010000000000000005}},
+      {"ConstantLR", {0.025, 0.025, 0.025, 0.1, 0.1, 0.1}},
+      {"LinearLR",
+       {0.010899999999999998, 0.020799999999999996, 0.03069999999999999, 0.04059999999999999,
+        0.05049999999999999, 0.06039999999999998}},
+      {"ExponentialLR",
+       {0.09000000000000001, 0.08100000000000002, 0.07290000000000002, 0.06561000000000002,
+        0.05904900000000002, 0.05314410000000002}},
+      {"PolynomialLR",
+       {0.0765625, 0.05625, 0.03906250000000001, 0.02500000000000001, 0.014062500000000006,
+        0.006250000000000002}},
+      {"CosineAnnealingLR",
+       {0.09757729755661011, 0.0905463412215599, 0.07959536998847742, 0.0657963412215599, 0.0505,
+        0.03520365877844011}},
+      {"SequentialLR linear cosine",
+       {0.028000000000000004, 0.046000000000000006, 0.064, 0.082, 0.1, 0.09755282581475769}},
+      {"ChainedScheduler",
+       {0.009000000000000003, 0.08100000000000003, 0.07290000000000003, 0.06561000000000003,
+        0.059049000000000025, 0.05314410000000002}},
+      {"OneCycleLR",
+       {0.26, 0.5, 0.47524231600673683, 0.40587282697488153, 0.30563101096814466,
+        0.19437098903185537}},
+      {"CosineAnnealingWarmRestarts",
+       {0.0775, 0.032500000000000015, 0.1, 0.09397114317029975, 0.0775, 0.05500000000000001}},
+  };
+  REQUIRE(expected.size() == others().size());
+  for (const auto& [name, lrs] : expected) {
+    DYNAMIC_SECTION(name) {
+      DTensor p = param({1.0}), q = param({1.0});
+      optim::SGD opt({p}, optim::SGDOptions(0.1));
+      auto s = cases().at(name)(opt);
+      std::vector<double> got;
+      for (int i = 0; i < 3; ++i) {
+        s->step();
+        got.push_back(opt.lr());
+      }
+      const auto state = s->state_dict();
+      optim::SGD opt2({q}, optim::SGDOptions(0.7));
+      auto s2 = others().at(name)(opt2);
+      opt2.load_state_dict(opt.state_dict());
+      s2->load_state_dict(state);
+      CHECK(values_of(s2->state_dict()) == values_of(state));
+      for (int i = 0; i < 3; ++i) {
+        s2->step();
+        got.push_back(opt2.lr());
+      }
+      CHECK(got == lrs);
+      // A state saved before the hyper-parameters were kept loads, keeping the constructor's.
+      auto old_format = state;
+      std::erase_if(old_format, [](const auto& e) {
+        const std::string key = e.first.substr(e.first.find('.') + 1);
+        return key != "last_epoch" && key != "last_lr" && key != "base_lr";
+      });
+      DTensor r = param({1.0});
+      optim::SGD opt3({r}, optim::SGDOptions(0.7));
+      auto s3 = others().at(name)(opt3);
+      auto built = values_of(s3->state_dict());
+      s3->load_state_dict(old_format);
+      CHECK(s3->last_epoch() == 3);
+      auto loaded = values_of(s3->state_dict());
+      for (const char* counter :
+           {"last_epoch", "last_lr", "base_lr", "0.last_epoch", "0.last_lr", "0.base_lr",
+            "1.last_epoch", "1.last_lr", "1.base_lr", "T_cur", "T_i"}) {
+        built.erase(counter);
+        loaded.erase(counter);
+      }
+      CHECK(loaded == built);
+    }
+  }
+}
+
+TEST_CASE("OneCycleLR cycles SGD's momentum and AdamW's beta1 as PyTorch") {
+  // torch 2.15: max_lr 0.5, total_steps 8, base_momentum 0.8, max_momentum 0.9; the momentum
+  // after construction, then after each step.
+  const std::vector<std::pair<std::string, std::vector<double>>> expected = {
+      {"SGD False",
+       {0.9, 0.8188255099070634, 0.8028058334845817, 0.8188255099070634, 0.8444017761948347,
+        0.871694186955878, 0.8923362099614143, 0.9, 0.8923362099614143}},
+      {"SGD True", {0.9, 0.8188255099070634, 0.8388739533021843, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9}},
+      {"AdamW False",
+       {0.9, 0.8188255099070634, 0.8028058334845817, 0.8188255099070634, 0.8444017761948347,
+        0.871694186955878, 0.8923362099614143, 0.9, 0.8923362099614143}},
+      {"AdamW True", {0.9, 0.8188255099070634, 0.8388739533021843, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9}},
+  };
+  for (const auto& [name, momenta] : expected) {
+    DYNAMIC_SECTION(name) {
+      DTensor p = param({1.0});
+      std::unique_ptr<optim::Optimizer> opt;
+      if (name.starts_with("SGD")) {
+        opt = std::make_unique<optim::SGD>(std::vector<DTensor>{p},
+                                           optim::SGDOptions(0.1).momentum(0.9));
+      } else {
+        opt = std::make_unique<optim::AdamW>(std::vector<DTensor>{p}, optim::AdamWOptions(0.1));
+      }
+      optim::OneCycleLR s(*opt, 0.5, one_cycle(8, [&](optim::OneCycleLROptions& o) {
+        o.base_momentum = 0.8;
+        o.max_momentum = 0.9;
+        o.three_phase = name.ends_with("True");
+      }));
+      std::vector<double> got = {momentum_of(*opt)};
+      for (int i = 0; i < 8; ++i) {
+        s.step();
+        got.push_back(momentum_of(*opt));
+      }
+      CHECK(got == momenta);
+      CHECK_THROWS_WITH(s.step(), Contains("[OneCycleLR] Tried to step 9 times. The specified "
+                                           "number of total steps is 8"));
+      CHECK(s.last_epoch() == 8);
+    }
+  }
+}
+
+TEST_CASE("ReduceLROnPlateau follows PyTorch's reductions") {
+  const std::vector<double> metrics = {1.0,  0.9, 0.95, 0.9, 0.92, 0.8999, 0.85, 0.86, 0.87,
+                                       0.88, 0.5, 0.6,  0.7, 0.8,  0.9,    0.95, 0.97, 0.99};
+  using Plateau = std::function<std::unique_ptr<optim::ReduceLROnPlateau>(optim::Optimizer&)>;
+  const std::map<std::string, Plateau> plateaus = {
+      {"min rel",
+       [](optim::Optimizer& o) {
+         return std::make_unique<optim::ReduceLROnPlateau>(o, "min", 0.5, 2, 1e-4, "rel", 1, 0.02);
+       }},
+      {"min abs",
+       [](optim::Optimizer& o) {
+         return std::make_unique<optim::ReduceLROnPlateau>(o, "min", 0.1, 1, 0.05, "abs");
+       }},
+      {"max rel",
+       [](optim::Optimizer& o) {
+         return std::make_unique<optim::ReduceLROnPlateau>(o, "max", 0.3, 0, 0.1, "rel", 0, 0.0,
+                                                           0.01);
+       }},
+      {"max abs",
+       [](optim::Optimizer& o) {
+         return std::make_unique<optim::ReduceLROnPlateau>(o, "max", 0.9, 1, 0.02, "abs", 2);
+       }},
+  };
+  // torch 2.15, SGD(lr=0.1): the lr after each step(metric).
+  const std::vector<std::pair<std::string, std::vector<double>>> expected = {
+      {"min rel",
+       {0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.025, 0.02, 0.02,
+        0.02, 0.02, 0.02}},
+      {"min abs",
+       {0.1, 0.1, 0.1, 0.010000000000000002, 0.010000000000000002, 0.0010000000000000002,
+        0.0010000000000000002, 0.00010000000000000003, 0.00010000000000000003,
+        1.0000000000000004e-05, 1.0000000000000004e-05, 1.0000000000000004e-05,
+        1.0000000000000004e-06, 1.0000000000000004e-06, 1.0000000000000005e-07,
+        1.0000000000000005e-07, 1.0000000000000005e-08, 1.0000000000000005e-08}},
+      {"max rel",
+       {0.1, 0.03, 0.009, 0.009, 0.009, 0.009, 0.009, 0.009, 0.009, 0.009, 0.009, 0.009, 0.009,
+        0.009, 0.009, 0.009, 0.009, 0.009}},
+      {"max abs",
+       {0.1, 0.1, 0.09000000000000001, 0.09000000000000001, 0.09000000000000001,
+        0.09000000000000001, 0.08100000000000002, 0.08100000000000002, 0.08100000000000002,
+        0.08100000000000002, 0.07290000000000002, 0.07290000000000002, 0.07290000000000002,
+        0.07290000000000002, 0.06561000000000002, 0.06561000000000002, 0.06561000000000002,
+        0.06561000000000002}},
+      {"resumed",
+       {0.1, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.025, 0.02, 0.02,
+        0.02, 0.02, 0.02}},
+  };
+  for (const auto& [name, lrs] : expected) {
+    DYNAMIC_SECTION(name) {
+      DTensor p = param({1.0}), q = param({1.0});
+      optim::SGD opt({p}, optim::SGDOptions(0.1));
+      auto s = plateaus.at(name == "resumed" ? "min rel" : name)(opt);
+      CHECK(!opt.initial_lr());  // PyTorch's ReduceLROnPlateau does not set it
+      std::vector<double> got;
+      optim::ReduceLROnPlateau* current = s.get();
+      // "resumed": 9 steps, then the states loaded into ReduceLROnPlateau(mode "max", factor
+      // 0.9, patience 5) on an SGD with lr 0.7, which continues with the loaded mode and
+      // hyper-parameters.
+      optim::SGD opt2({q}, optim::SGDOptions(0.7));
+      optim::ReduceLROnPlateau s2(opt2, "max", 0.9, 5);
+      for (size_t i = 0; i < metrics.size(); ++i) {
+        if (name == "resumed" && i == 9) {
+          opt2.load_state_dict(opt.state_dict());
+          s2.load_state_dict(s->state_dict());
+          current = &s2;
+        }
+        current->step(metrics[i]);
+        got.push_back(current->optimizer().lr());
+        CHECK(current->get_last_lr() == got.back());
+      }
+      CHECK(got == lrs);
+    }
+  }
+}
+
+TEST_CASE("round 8b schedulers refuse what PyTorch refuses, by name") {
+  DTensor p = param({1.0});
+  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  CHECK_THROWS_WITH(
+      optim::OneCycleLR(opt, 0.1, one_cycle(std::nullopt)),
+      Contains("[OneCycleLR] You must define either total_steps OR (epochs AND steps_per_epoch)"));
+  CHECK_THROWS_WITH(optim::OneCycleLR(opt, 0.1, one_cycle(0)),
+                    Contains("Expected positive integer total_steps, but got 0"));
+  CHECK_THROWS_WITH(optim::OneCycleLR(opt, 0.1,
+                                      one_cycle(std::nullopt,
+                                                [](optim::OneCycleLROptions& o) {
+                                                  o.epochs = 0;
+                                                  o.steps_per_epoch = 2;
+                                                })),
+                    Contains("Expected positive integer epochs, but got 0"));
+  CHECK_THROWS_WITH(
+      optim::OneCycleLR(opt, 0.1,
+                        one_cycle(5, [](optim::OneCycleLROptions& o) { o.pct_start = 1.5; })),
+      Contains("Expected float between 0 and 1 pct_start, but got 1.5"));
+  CHECK_THROWS_WITH(
+      optim::OneCycleLR(
+          opt, 0.1, one_cycle(5, [](optim::OneCycleLROptions& o) { o.anneal_strategy = "exp"; })),
+      Contains("anneal_strategy must be one of 'cos' or 'linear', instead got exp"));
+  CHECK_THROWS_WITH(optim::CosineAnnealingWarmRestarts(opt, 0),
+                    Contains("[CosineAnnealingWarmRestarts] Expected positive integer T_0, but "
+                             "got 0"));
+  CHECK_THROWS_WITH(optim::CosineAnnealingWarmRestarts(opt, 2, 0),
+                    Contains("Expected integer T_mult >= 1, but got 0"));
+  CHECK_THROWS_WITH(optim::ReduceLROnPlateau(opt, "min", 1.0),
+                    Contains("[ReduceLROnPlateau] Factor should be < 1.0."));
+  CHECK_THROWS_WITH(optim::ReduceLROnPlateau(opt, "up"), Contains("mode up is unknown!"));
+  CHECK_THROWS_WITH(optim::ReduceLROnPlateau(opt, "min", 0.1, 10, 1e-4, "x"),
+                    Contains("threshold mode x is unknown!"));
+  optim::ReduceLROnPlateau plateau(opt);
+  CHECK_THROWS_WITH(plateau.step(), Contains("[ReduceLROnPlateau] step() needs the metric"));
+  CHECK_THROWS_WITH(
+      optim::ChainedScheduler(opt, list(std::make_unique<optim::ReduceLROnPlateau>(opt))),
+      Contains("scheduler 0 is a ReduceLROnPlateau"));
+  // A loaded hyper-parameter the constructor would refuse, or another scheduler's state: refused
+  // with nothing changed.
+  optim::StepLR step(opt, 2, 0.5);
+  step.step();
+  auto state = step.state_dict();
+  for (auto& [name, t] : state) {
+    if (name == "step_size") t = dt::local_dtensor(dt::from_vector<int64_t>({0}, {1}));
+  }
+  CHECK_THROWS_WITH(step.load_state_dict(state), Contains("[StepLR] step_size 0, expected > 0"));
+  CHECK_THROWS_WITH(step.check_state_dict(state), Contains("[StepLR] step_size 0"));
+  optim::CosineAnnealingLR cosine(opt, 4);
+  CHECK_THROWS_WITH(cosine.load_state_dict(step.state_dict()),
+                    Contains("[CosineAnnealingLR] load_state_dict: entry 'step_size' names no "
+                             "state of CosineAnnealingLR"));
+  CHECK(values_of(step.state_dict()).at("step_size") == std::vector<double>{2});
+  CHECK(step.last_epoch() == 1);
+  CHECK(cosine.last_epoch() == 0);
 }
 
 TEST_CASE("a compiled step replays with the learning rate the scheduler set") {
