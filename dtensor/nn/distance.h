@@ -15,6 +15,7 @@ class CosineSimilarity : public TwoInputModule {
  public:
   explicit CosineSimilarity(int64_t dim = 1, double eps = 1e-8) : dim_(dim), eps_(eps) {}
   std::string type_name() const override { return "CosineSimilarity"; }
+  std::array<std::string_view, 2> input_names() const override { return {"x1", "x2"}; }
   DTensor forward(const DTensor& x1, const DTensor& x2) override;
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
@@ -30,6 +31,7 @@ class PairwiseDistance : public TwoInputModule {
   explicit PairwiseDistance(double p = 2.0, double eps = 1e-6, bool keepdim = false)
       : p_(p), eps_(eps), keepdim_(keepdim) {}
   std::string type_name() const override { return "PairwiseDistance"; }
+  std::array<std::string_view, 2> input_names() const override { return {"x1", "x2"}; }
   DTensor forward(const DTensor& x1, const DTensor& x2) override;
   double norm() const { return p_; }
   double eps() const { return eps_; }

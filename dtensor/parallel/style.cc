@@ -1,9 +1,13 @@
 #include "dtensor/parallel/style.h"
 
 #include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
+
+#include <algorithm>
 
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/layers.h"
+#include "dtensor/nn/two_input_module.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -108,16 +112,15 @@ void install_hooks(nn::Module& module, const DeviceMesh& mesh, Placement in, Pla
       [=](nn::Module&, DTensor y) { return detail::finish_output(std::move(y), out, use_local); });
 }
 
-// The hook of PrepareModuleInput / PrepareModuleOutput, after checking the mesh: a local
-// tensor is laid out as `from` on `mesh`, then moved to `to`, and made local again when
-// `use_local`. `style` must point to static storage (a literal).
+// The hook of PrepareModuleOutput, after checking the mesh: a local tensor is laid out as `from`
+// on `mesh`, then moved to `to`, and made local again when `use_local`. `style` must point to
+// static storage (a literal).
 nn::ForwardHook checked_relayout_hook(const DeviceMesh& mesh, Placement from, Placement to,
                                       bool use_local, std::string_view style,
                                       std::string_view fqn) {
   check_mesh(mesh, style, fqn);
   const std::string name(fqn);
-  // x by value: as an output hook (PrepareModuleOutput) it owns the output, so a Partial one is
-  // reduced in its own memory; as a pre-hook it is a copy of the caller's input (never reused).
+  // x by value: an output hook owns the output, so a Partial one is reduced in its own memory.
   return [=](nn::Module&, DTensor x) {
     DTensor y = detail::prepare_input(std::move(x), mesh, from, to, std::nullopt, style, name);
     // to_local_dtensor: the local result stays in the autograd graph (PyTorch's to_local()).
@@ -207,18 +210,93 @@ std::string relayout_str(std::string_view style, std::string_view what, const st
                          const std::string& to, bool local) {
   return absl::StrFormat("%s(%s=%s, desired=%s%s)", style, what, from, to, local ? ", local" : "");
 }
+
+std::string optional_str(const std::optional<Placement>& p) {
+  return p ? p->str() : "None";
+}
+
+std::string layouts_str(const InputLayouts& l, const std::map<std::string, Placement>& kwargs) {
+  std::vector<std::string> parts;
+  for (const auto& p : l.layouts) parts.push_back(optional_str(p));
+  for (const auto& [name, p] : kwargs) parts.push_back(absl::StrFormat("%s: %s", name, p.str()));
+  return parts.size() == 1 ? parts[0] : absl::StrFormat("(%s)", absl::StrJoin(parts, ", "));
+}
+
+// One input's pair of layouts (both unset: the input passes as it is).
+struct InputPlan {
+  std::optional<Placement> from, to;
+};
 }  // namespace
 
 std::string PrepareModuleInput::str() const {
-  return relayout_str("PrepareModuleInput", "input", opts_.input_layouts.str(),
-                      opts_.desired_input_layouts.str(), opts_.use_local_output);
+  return relayout_str("PrepareModuleInput", "input",
+                      layouts_str(opts_.input_layouts, opts_.input_kwarg_layouts),
+                      layouts_str(opts_.desired_input_layouts, opts_.desired_input_kwarg_layouts),
+                      opts_.use_local_output);
 }
 
 void PrepareModuleInput::apply(nn::Module& module, std::string_view fqn,
                                const DeviceMesh& mesh) const {
-  module.register_forward_pre_hook(
-      checked_relayout_hook(mesh, opts_.input_layouts, opts_.desired_input_layouts,
-                            opts_.use_local_output, "PrepareModuleInput", fqn));
+  constexpr std::string_view kStyle = "PrepareModuleInput";
+  check_mesh(mesh, kStyle, fqn);
+  auto* two = dynamic_cast<nn::TwoInputModule*>(&module);
+  std::vector<std::string> names{"input"};
+  if (two != nullptr) {
+    const auto two_names = two->input_names();
+    names.assign(two_names.begin(), two_names.end());
+  }
+  const auto& from = opts_.input_layouts.layouts;
+  const auto& to = opts_.desired_input_layouts.layouts;
+  const auto& kw_from = opts_.input_kwarg_layouts;
+  const auto& kw_to = opts_.desired_input_kwarg_layouts;
+  DT_CHECK(from.size() == to.size(),
+           "[%s] input_layouts has %d entries and desired_input_layouts %d for %s (expected the "
+           "same count)",
+           kStyle, from.size(), to.size(), quoted(fqn));
+  // A module input count differing from the layouts given: PyTorch raises at the call.
+  DT_CHECK(from.size() + kw_from.size() == names.size(),
+           "[%s] %s (%s) takes %d input(s) (%s); input_layouts gives %d and input_kwarg_layouts "
+           "%d (expected each input once, by position or by name)",
+           kStyle, quoted(fqn), module.type_name(), names.size(), absl::StrJoin(names, ", "),
+           from.size(), kw_from.size());
+  std::vector<InputPlan> plan(names.size());
+  for (size_t i = 0; i < from.size(); ++i) plan[i] = {from[i], to[i]};
+  for (const auto& [name, layout] : kw_from) {
+    const auto at = std::find(names.begin(), names.end(), name);
+    DT_CHECK(at != names.end() && at - names.begin() >= static_cast<ptrdiff_t>(from.size()),
+             "[%s] input_kwarg_layouts names '%s', which is not an input of %s (%s) after the %d "
+             "given by position (its inputs: %s)",
+             kStyle, name, quoted(fqn), module.type_name(), from.size(),
+             absl::StrJoin(names, ", "));
+    const auto desired = kw_to.find(name);
+    DT_CHECK(desired != kw_to.end(),
+             "[%s] input_kwarg_layouts names '%s' and desired_input_kwarg_layouts does not, for "
+             "%s (expected the same names)",
+             kStyle, name, quoted(fqn));
+    plan[static_cast<size_t>(at - names.begin())] = {layout, desired->second};
+  }
+  DT_CHECK(kw_to.size() == kw_from.size(),
+           "[%s] desired_input_kwarg_layouts names %d input(s) and input_kwarg_layouts %d for %s "
+           "(expected the same names)",
+           kStyle, kw_to.size(), kw_from.size(), quoted(fqn));
+  const bool use_local = opts_.use_local_output;
+  const std::string name(fqn);
+  // PyTorch's _prepare_input_arg: an input without a layout passes as it is; one whose desired
+  // layout is unset is only wrapped.
+  auto prepare = [=](const DTensor& x, const InputPlan& p) {
+    if (!p.from) return x;
+    DTensor y =
+        detail::prepare_input(x, mesh, *p.from, p.to.value_or(*p.from), std::nullopt, kStyle, name);
+    return use_local ? y.to_local_dtensor() : y;
+  };
+  if (two != nullptr) {
+    two->register_two_input_pre_hook([=](nn::Module&, const DTensor& a, const DTensor& b) {
+      return std::pair<DTensor, DTensor>{prepare(a, plan[0]), prepare(b, plan[1])};
+    });
+  } else {
+    module.register_forward_pre_hook(
+        [=](nn::Module&, const DTensor& x) { return prepare(x, plan[0]); });
+  }
 }
 
 std::string PrepareModuleOutput::str() const {

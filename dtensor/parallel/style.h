@@ -13,10 +13,14 @@
 // Layouts are single placements (the mesh is 1-d); Shard(-1) counts from the end.
 #pragma once
 
+#include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "dtensor/core/placement.h"
 #include "dtensor/device_mesh/device_mesh.h"
@@ -109,20 +113,40 @@ class SequenceParallel : public ParallelStyle {
   Options opts_;
 };
 
-// Lays out a module's input (any module type): a local input is wrapped with input_layouts,
-// then it is redistributed to desired_input_layouts. Parameters are left alone.
+// One layout per positional input of a module, std::nullopt (PyTorch's None) leaving that input
+// alone: `Shard(1)` (one input) or `{Shard(0), std::nullopt}`; `{}` lists none.
+struct InputLayouts {
+  InputLayouts() = default;
+  InputLayouts(Placement p) : layouts{p} {}  // NOLINT(google-explicit-constructor): one input
+  InputLayouts(std::initializer_list<std::optional<Placement>> l) : layouts(l) {}
+  std::vector<std::optional<Placement>> layouts;
+};
+
+// Lays out a module's inputs (any module type): a local input is wrapped with its input layout,
+// then it is redistributed to its desired layout (none: it keeps its input layout) and, with
+// use_local_output, made local. Parameters are left alone. A module takes one input, a
+// TwoInputModule two (its input_names(): a loss's "input" and "target", a distance's "x1" and
+// "x2"); input_layouts lists the first inputs, the keyword maps name the others, so that every
+// input is given exactly once (as a PyTorch call passes each input once, by position or by
+// keyword); an input whose layout is std::nullopt is passed as it is. A one-input module's input
+// is named "input".
 class PrepareModuleInput : public ParallelStyle {
  public:
   // The style's options (PyTorch's keyword arguments); unset layouts take the defaults noted.
   struct Options {
-    Placement input_layouts = Replicate();          // how the input arrives
-    Placement desired_input_layouts = Replicate();  // how the module's forward gets it
-    bool use_local_output = false;                  // return to_local() of the output
+    InputLayouts input_layouts = Replicate();              // how the inputs arrive
+    InputLayouts desired_input_layouts = Replicate();      // how the module's forward gets them
+    std::map<std::string, Placement> input_kwarg_layouts;  // by input name
+    std::map<std::string, Placement> desired_input_kwarg_layouts;  // the same names
+    bool use_local_output = false;                                 // return to_local() of each
   };
   PrepareModuleInput() : PrepareModuleInput(Options{}) {}
   // The style with `opts`.
-  explicit PrepareModuleInput(Options opts) : opts_(opts) {}
+  explicit PrepareModuleInput(Options opts) : opts_(std::move(opts)) {}
   std::string str() const override;
+  // Throws "[PrepareModuleInput] ..." (naming fqn and the module) when the layouts do not give
+  // each of the module's inputs once, the desired layouts do not pair with them, or the mesh is
+  // not 1-d.
   void apply(nn::Module& module, std::string_view fqn, const DeviceMesh& mesh) const override;
 
  private:

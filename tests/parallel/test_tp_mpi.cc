@@ -850,6 +850,96 @@ TEST_CASE("PrepareModuleInput / PrepareModuleOutput with use_local_output keep t
   }
 }
 
+// PyTorch's PrepareModuleInput takes one layout per input, None leaving an input alone, and
+// keyword layouts by input name: a one-input module, a loss (input, target) and a distance (x1,
+// x2) against a single device (issue L2-2).
+TEST_CASE("PrepareModuleInput: None entries, two-input modules, keyword layouts", "[tp]") {
+  const int64_t W = dt::world_size();
+  auto mesh = tp_mesh();
+  const dt::Tensor x = same_randn({2 * W, 3}, 91);
+  const dt::Tensor t = same_randn({2 * W, 3}, 92);
+  // The reference loss and input gradient of `loss` on the full x and t.
+  nn::MSELoss ref_loss;
+  dt::DTensor xr = nn::local_dtensor(x.clone());
+  xr.requires_grad_(true);
+  const dt::DTensor want = ref_loss(xr, nn::local_dtensor(t));
+  want.backward();
+  dt::DTensor xl = nn::local_dtensor(my_chunk(x, 0).contiguous());
+  xl.requires_grad_(true);
+  // This rank's rows in, the gathered loss and the chunk of the reference gradient out.
+  auto check_loss = [&](const dt::DTensor& got) {
+    CHECK(max_diff(got.full_tensor(), want.to_local()) < kTol);
+    got.backward();
+    REQUIRE(xl.grad().defined());
+    CHECK(max_diff(xl.grad().to_local(), my_chunk(xr.grad().to_local(), 0)) < kTol);
+  };
+  SECTION("a None entry: the one input passes as it is") {
+    nn::Identity id;
+    dt::parallelize_module(id, mesh,
+                           dt::PrepareModuleInput({.input_layouts = {std::nullopt},
+                                                   .desired_input_layouts = {std::nullopt}}));
+    const dt::DTensor y = id(xl);
+    CHECK(nn::is_local(y));
+    CHECK(max_diff(y.to_local(), xl.to_local()) == 0);
+  }
+  SECTION("a loss: the input's rows gathered, the target (None) passed as it is") {
+    nn::MSELoss loss;
+    dt::parallelize_module(
+        loss, mesh,
+        dt::PrepareModuleInput({.input_layouts = {dt::Shard(0), std::nullopt},
+                                .desired_input_layouts = {dt::Replicate(), std::nullopt},
+                                .use_local_output = true}));
+    check_loss(loss(xl, nn::local_dtensor(t)));
+  }
+  SECTION("a loss: the target by keyword, both gathered, DTensors on the mesh") {
+    nn::MSELoss loss;
+    dt::parallelize_module(
+        loss, mesh,
+        dt::PrepareModuleInput({.input_layouts = dt::Shard(0),
+                                .desired_input_layouts = dt::Replicate(),
+                                .input_kwarg_layouts = {{"target", dt::Shard(0)}},
+                                .desired_input_kwarg_layouts = {{"target", dt::Replicate()}}}));
+    const dt::DTensor got = loss(xl, nn::local_dtensor(my_chunk(t, 0).contiguous()));
+    CHECK(got.device_mesh() == mesh);
+    check_loss(got);
+  }
+  SECTION("a distance: x2 by keyword, x1 (None) passed as it is; no desired layout: wrap only") {
+    nn::PairwiseDistance dist;
+    const dt::DTensor ref = dist(nn::local_dtensor(x), nn::local_dtensor(t));
+    dt::parallelize_module(
+        dist, mesh,
+        dt::PrepareModuleInput({.input_layouts = {std::nullopt},
+                                .desired_input_layouts = {std::nullopt},
+                                .input_kwarg_layouts = {{"x2", dt::Shard(0)}},
+                                .desired_input_kwarg_layouts = {{"x2", dt::Shard(0)}}}));
+    const dt::DTensor x1 = dt::distribute_tensor(x, mesh, {dt::Shard(0)}, std::nullopt);
+    const dt::DTensor got = dist(x1, nn::local_dtensor(my_chunk(t, 0).contiguous()));
+    CHECK(got.placements() == dt::Placements{dt::Shard(0)});
+    CHECK(max_diff(got.full_tensor(), ref.to_local()) < kTol);
+  }
+  SECTION("layouts that do not give each input once are refused, naming the module") {
+    nn::MSELoss loss;
+    nn::Identity id;
+    using Opts = dt::PrepareModuleInput::Options;
+    auto apply = [&](nn::Module& m, const Opts& o) {
+      dt::parallelize_module(m, mesh, dt::PrepareModuleInput(o));
+    };
+    REQUIRE_THROWS_WITH(apply(loss, Opts{}), Contains("MSELoss) takes 2 input(s) (input, target)"));
+    REQUIRE_THROWS_WITH(apply(id, {.input_layouts = {dt::Shard(0), std::nullopt},
+                                   .desired_input_layouts = {dt::Replicate(), std::nullopt}}),
+                        Contains("takes 1 input(s) (input); input_layouts gives 2"));
+    REQUIRE_THROWS_WITH(apply(loss, {.input_layouts = dt::Shard(0),
+                                     .desired_input_layouts = {dt::Replicate(), std::nullopt}}),
+                        Contains("input_layouts has 1 entries and desired_input_layouts 2"));
+    REQUIRE_THROWS_WITH(apply(loss, {.input_kwarg_layouts = {{"x2", dt::Shard(0)}},
+                                     .desired_input_kwarg_layouts = {{"x2", dt::Shard(0)}}}),
+                        Contains("names 'x2', which is not an input of"));
+    REQUIRE_THROWS_WITH(apply(loss, {.input_kwarg_layouts = {{"target", dt::Shard(0)}},
+                                     .desired_input_kwarg_layouts = {{"input", dt::Shard(0)}}}),
+                        Contains("desired_input_kwarg_layouts does not"));
+  }
+}
+
 // Round 7a: SequenceParallel takes any module, as PyTorch's (which replicates the parameters of
 // whatever module it is given): an MLP under it (its Linears' parameters replicated, children
 // included) on a sequence-sharded input gives the single-device output, input gradient and
