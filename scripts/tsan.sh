@@ -67,7 +67,8 @@ mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yiel
         -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS)
 logs="$build_dir/tsan-logs"
 mkdir -p "$logs"
-find_exe() { find "$build_dir/tests" -type f -name "$1" -perm -u+x | head -n 1; }
+build_abs=$(cd "$build_dir" && pwd)
+find_exe() { find "$build_abs/tests" -type f -name "$1" -perm -u+x | head -n 1; }
 
 failed=0
 for c in "${cases[@]}"; do
