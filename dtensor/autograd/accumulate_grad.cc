@@ -1,6 +1,8 @@
 #include "dtensor/autograd/accumulate_grad.h"
 
+#include <functional>
 #include <limits>
+#include <vector>
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/core/detail/redistribute_no_grad.h"
@@ -44,17 +46,32 @@ class AccumulateGrad : public Node {
   DTensorList apply(DTensorList grads) override {
     DTensor g = std::move(grads[0]);
     if (!g.defined()) return {};
-    for (const GradHook& hook : meta_->hooks) {
-      DTensor replaced = hook(g);
-      if (replaced.defined()) g = std::move(replaced);
-    }
+    g = run_hooks(std::move(g));
     if (g.placements() != spec_->placements()) {
       g = detail::redistribute_no_grad(g,
                                        g.spec().with_placements(spec_->placements(), "backward"));
     }
+    accumulate(std::move(g));
+    // Copied: a hook may register another.
+    const std::vector<std::function<void()>> post = meta_->post_accumulate_grad_hooks;
+    for (const auto& hook : post) hook();
+    return {};
+  }
+
+  // The leaf's register_hook hooks, in order (an undefined return keeps the gradient).
+  DTensor run_hooks(DTensor g) const {
+    for (const GradHook& hook : meta_->hooks) {
+      DTensor replaced = hook(g);
+      if (replaced.defined()) g = std::move(replaced);
+    }
+    return g;
+  }
+
+ private:
+  void accumulate(DTensor g) {
     if (dtensor::detail::capture_recorder() == nullptr) {
       accumulate_into(*meta_, std::move(g), 1);
-      return {};
+      return;
     }
     // A step being captured records the accumulation as one primitive that decides when it runs
     // whether to bind or to add: a replay may follow calls that left a gradient or none
@@ -68,15 +85,18 @@ class AccumulateGrad : public Node {
           accumulate_into(*meta, DTensor(in[0], spec), 2);
           out[0] = meta->grad.to_local();
         });
-    return {};
   }
 
- private:
   std::shared_ptr<AutogradMeta> meta_;
   std::shared_ptr<const DTensorSpec> spec_;
 };
 
 }  // namespace
+
+DTensor run_leaf_hooks(const Node& node, DTensor grad) {
+  const auto* acc = dynamic_cast<const AccumulateGrad*>(&node);
+  return acc == nullptr ? grad : acc->run_hooks(std::move(grad));
+}
 
 std::shared_ptr<Node> grad_accumulator(const DTensor& t) {
   const std::shared_ptr<AutogradMeta>& meta = t.autograd_meta();

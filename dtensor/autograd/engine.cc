@@ -1,6 +1,7 @@
 #include "dtensor/autograd/engine.h"
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 #include <absl/container/inlined_vector.h>
 
 #include <algorithm>
@@ -10,11 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "dtensor/autograd/accumulate_grad.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/autograd/node.h"
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/communicator.h"
 #include "dtensor/core/check_ranks.h"
+#include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
 #include "dtensor/tensor/creation.h"
@@ -177,9 +180,60 @@ class MeshesSeen {
   absl::InlinedVector<DeviceMesh, 2> meshes_;
 };
 
-// The backward pass itself (the engine's rules in engine.h).
+// What autograd::grad adds to a pass: where each input's gradient is taken, and which nodes
+// must run (PyTorch's exec_info): those on a path from a root to a capture.
+struct Capture {
+  struct At {
+    uint32_t slot;  // the node's incoming gradient slot
+    size_t input;   // index into grad()'s inputs
+  };
+  absl::flat_hash_map<Node*, absl::InlinedVector<At, 1>> at;
+  absl::flat_hash_set<Node*> needed;
+  std::vector<DTensor> grads;  // one per input, undefined until taken
+
+  bool executes(Node* n) const { return needed.contains(n) || at.contains(n); }
+  void take(Node* n, const DTensorList& grads_in) {
+    if (auto it = at.find(n); it != at.end()) {
+      for (const At& a : it->second) grads[a.input] = grads_in[a.slot];
+    }
+  }
+  // Marks `needed` over the graph reachable from `starts` (iterative post-order: a node is
+  // needed when one of its next edges leads to a needed or captured node).
+  void mark_needed(absl::Span<Node* const> starts);
+};
+
+void Capture::mark_needed(absl::Span<Node* const> starts) {
+  absl::flat_hash_set<Node*> done;
+  std::vector<std::pair<Node*, size_t>> stack;
+  for (Node* start : starts) {
+    if (start == nullptr || !done.insert(start).second) continue;
+    stack.emplace_back(start, 0);
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      const EdgeList& edges = n->next_edges();
+      if (next < edges.size()) {
+        Node* child = edges[next++].node.get();
+        if (child != nullptr && done.insert(child).second) stack.emplace_back(child, 0);
+        continue;
+      }
+      for (const Edge& e : edges) {
+        if (e.valid() && executes(e.node.get())) {
+          needed.insert(n);
+          break;
+        }
+      }
+      stack.pop_back();
+    }
+  }
+}
+
+// The pass running on this thread is a grad() (see in_grad_call).
+thread_local bool t_grad_call = false;
+
+// The backward pass itself (the engine's rules in engine.h); with `capture`, autograd::grad's.
 void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
-                  bool retain_graph, MeshesSeen& meshes);
+                  bool retain_graph, MeshesSeen& meshes, Capture* capture = nullptr,
+                  const char* op = "backward");
 
 }  // namespace
 
@@ -198,13 +252,73 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
   }
 }
 
+bool in_grad_call() {
+  return t_grad_call;
+}
+
+std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DTensor> inputs,
+                          absl::Span<const DTensor> grad_outputs, bool retain_graph,
+                          bool create_graph, bool allow_unused, bool materialize_grads) {
+  DT_CHECK(!create_graph,
+           "[autograd.grad] create_graph=true is not supported: dtensor computes gradients with "
+           "grad mode off, so there is no double backward (gradients of gradients)");
+  DT_CHECK(dtensor::detail::capture_recorder() == nullptr,
+           "[compile] autograd::grad inside a captured step is not supported (a captured step "
+           "records backward() only): call backward() in the step, or run grad() eagerly");
+  MeshesSeen meshes;
+  for (const DTensor& out : outputs) {
+    if (out.defined()) meshes.add(out.device_mesh());
+  }
+  Capture capture;
+  capture.grads.resize(inputs.size());
+  std::vector<Edge> keep;  // holds accumulators created here for the pass
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    DT_CHECK(inputs[i].defined(), "[autograd.grad] input %d is an undefined DTensor", i);
+    DT_CHECK(inputs[i].requires_grad(),
+             "[autograd.grad] input %d does not require grad (%s): expected a leaf marked by "
+             "requires_grad_() or a DTensor computed from one",
+             i, inputs[i].str());
+    Edge e = gradient_edge(inputs[i]);
+    capture.at[e.node.get()].push_back({e.input_nr, i});
+    keep.push_back(std::move(e));
+  }
+  const bool saved = t_grad_call;
+  t_grad_call = true;
+  try {
+    run_backward(outputs, grad_outputs, retain_graph, meshes, &capture, "autograd.grad");
+    t_grad_call = saved;
+    std::vector<DTensor>& result = capture.grads;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      DTensor& g = result[i];
+      if (!g.defined()) {
+        DT_CHECK(allow_unused || materialize_grads,
+                 "[autograd.grad] input %d (%s) appears to not have been used in the graph (no "
+                 "gradient reaches it); pass allow_unused=true for an undefined gradient, or "
+                 "materialize_grads=true for zeros",
+                 i, inputs[i].str());
+        if (materialize_grads) g = zeros_like(inputs[i]);
+      } else if (inputs[i].is_leaf() && g.placements() != inputs[i].placements()) {
+        // Laid out like the leaf, as AccumulateGrad lays out its grad().
+        g = detail::redistribute_no_grad(
+            g, g.spec().with_placements(inputs[i].placements(), "autograd.grad"));
+      }
+    }
+    meshes.meet();
+    return std::move(result);
+  } catch (...) {
+    t_grad_call = saved;
+    meshes.report_failure();
+    throw;
+  }
+}
+
 namespace {
 
 void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
-                  bool retain_graph, MeshesSeen& meshes) {
+                  bool retain_graph, MeshesSeen& meshes, Capture* capture, const char* op) {
   CallbackScope callbacks;
   DT_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
-           "[backward] got %d gradients for %d roots (expected one per root, or none)",
+           "[%s] got %d gradients for %d roots (expected one per root, or none)", op,
            grad_roots.size(), roots.size());
   NoGradGuard no_grad;
 
@@ -212,28 +326,35 @@ void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> gra
   std::vector<std::pair<Edge, DTensor>> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
     const DTensor& root = roots[i];
-    DT_CHECK(root.defined(), "[backward] root %d is an undefined DTensor", i);
+    DT_CHECK(root.defined(), "[%s] root %d is an undefined DTensor", op, i);
     DT_CHECK(root.requires_grad(),
-             "[backward] root %d does not require grad and has no grad_fn (%s): nothing it "
+             "[%s] root %d does not require grad and has no grad_fn (%s): nothing it "
              "depends on requires grad, or it was computed under NoGradGuard",
-             i, root.str());
+             op, i, root.str());
     DTensor g;
     if (!grad_roots.empty() && grad_roots[i].defined()) {
       g = grad_roots[i];
       DT_CHECK(g.shape() == root.shape() && g.dtype() == root.dtype() &&
                    g.device_mesh() == root.device_mesh(),
-               "[backward] gradient %s for root %d does not match the root %s (expected the "
+               "[%s] gradient %s for root %d does not match the root %s (expected the "
                "same global shape, dtype and mesh)",
-               g.str(), i, root.str());
+               op, g.str(), i, root.str());
     } else {
       DT_CHECK(root.numel() == 1,
-               "[backward] a gradient can be implied only for a one-element root; root %d has "
+               "[%s] a gradient can be implied only for a one-element root; root %d has "
                "shape %s (pass its gradient)",
-               i, shape_str(root.shape()));
+               op, i, shape_str(root.shape()));
       g = ones_like_root(root);
     }
     seeds.emplace_back(gradient_edge(root), std::move(g));
   }
+  if (capture != nullptr) {
+    std::vector<Node*> starts;
+    for (const auto& [edge, g] : seeds) starts.push_back(edge.node.get());
+    capture->mark_needed(starts);
+  }
+  // grad(): a node that neither leads to an input nor takes one's gradient does not run.
+  auto skipped = [capture](Node* n) { return capture != nullptr && !capture->executes(n); };
 
   // Dependencies: how many edges of the reachable graph point at each node.
   absl::flat_hash_map<Node*, int64_t> deps;
@@ -266,13 +387,13 @@ void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> gra
   using Ready = std::pair<uint64_t, Node*>;
   std::priority_queue<Ready> ready;
   for (auto& [edge, g] : seeds) {
-    if (!edge.valid()) continue;
+    if (!edge.valid() || skipped(edge.node.get())) continue;
     accumulate(buffer_of(edge.node.get()), edge.input_nr, std::move(g));
   }
   absl::flat_hash_map<Node*, bool> queued;
   for (const auto& [edge, g] : seeds) {
     Node* n = edge.node.get();
-    if (n != nullptr && deps[n] == 0 && queued.emplace(n, true).second) {
+    if (n != nullptr && !skipped(n) && deps[n] == 0 && queued.emplace(n, true).second) {
       ready.emplace(n->sequence_nr(), n);
     }
   }
@@ -283,11 +404,20 @@ void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> gra
     meshes.add_node(*node);
     DTensorList grads = std::move(buffer_of(node));
     buffers.erase(node);
+    // grad(): as PyTorch, an input whose node also runs is taken before the hooks, one whose node
+    // does not after them (a leaf's: after its register_hook hooks, without accumulating).
+    const bool runs = capture == nullptr || capture->needed.contains(node);
+    if (capture != nullptr && runs) capture->take(node, grads);
     bool any = false;
     for (size_t o = 0; o < grads.size(); ++o) {
       if (!grads[o].defined()) continue;
       grads[o] = node->run_pre_hooks(static_cast<uint32_t>(o), std::move(grads[o]));
+      if (!runs) grads[o] = run_leaf_hooks(*node, std::move(grads[o]));
       any = true;
+    }
+    if (!runs) {
+      capture->take(node, grads);
+      continue;
     }
     // A node no gradient reached passes none on (its inputs' gradients are zero).
     DTensorList out;
@@ -304,7 +434,7 @@ void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> gra
              edges.size());
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
-      if (!e.valid()) continue;
+      if (!e.valid() || skipped(e.node.get())) continue;
       if (i < out.size() && out[i].defined()) {
         check_gradient(out[i], *node->input_specs()[i], node->name(), i);
         accumulate(buffer_of(e.node.get()), e.input_nr, std::move(out[i]));

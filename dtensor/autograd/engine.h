@@ -26,6 +26,7 @@
 #include <absl/types/span.h>
 
 #include <functional>
+#include <vector>
 
 #include "dtensor/core/distributed_tensor.h"
 
@@ -35,6 +36,32 @@ namespace dtensor::autograd {
 // one-element roots when empty) accumulated into the leaves' grad().
 void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots = {},
               bool retain_graph = false);
+
+// torch.autograd.grad: the gradients of `outputs` (seeded as backward seeds its roots) with
+// respect to `inputs` (leaves or non-leaf DTensors that require grad), one per input, returned
+// instead of accumulated: no grad() changes, of the inputs or of any other leaf, and no post
+// accumulate grad hook runs. Only the nodes on a path from the outputs to an input run
+// (PyTorch's exec_info pruning), and they run their hooks: register_hook hooks of the inputs and
+// of the tensors on those paths, retain_grad of those tensors (which PyTorch populates too).
+// As PyTorch, an input's gradient is taken after its register_hook hooks, except when its node
+// must also run for another input (then before them). A leaf's gradient is laid out like the
+// leaf (the placements backward gives its grad()); a non-leaf's is as it arrives (as retain_grad
+// keeps it). An input no gradient reaches raises "[autograd.grad] ... not been used in the
+// graph" unless allow_unused (then its entry is undefined) or materialize_grads (then zeros
+// like it; it implies allow_unused, as PyTorch's default allow_unused=None).
+// create_graph=true is refused: dtensor computes gradients with grad mode off (no double
+// backward). The parameters of a module under replicate / fully_shard are refused (data parallel
+// reduces their gradients into grad(), which grad() must not do; PyTorch's DDP does not support
+// autograd.grad either): a gradient with respect to anything else (e.g. the model's input) runs
+// no data-parallel reduction. Inside a step that dtensor::compile captures it raises "[compile]".
+// Every rank of the meshes must call it, as backward.
+std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DTensor> inputs,
+                          absl::Span<const DTensor> grad_outputs = {}, bool retain_graph = false,
+                          bool create_graph = false, bool allow_unused = false,
+                          bool materialize_grads = false);
+// Whether the pass running on this thread is an autograd::grad (which accumulates into no
+// grad()); false outside a pass and in backward.
+bool in_grad_call();
 
 // Runs `callback` once the backward pass now running on this thread has run its whole graph
 // (PyTorch's Variable._execution_engine.queue_callback): data parallel waits for its gradient

@@ -228,6 +228,25 @@ void DTensor::register_hook(GradHook hook) const {
   required_hooks("register_hook").register_hook(*this, std::move(hook));
 }
 
+void DTensor::register_post_accumulate_grad_hook(
+    std::function<void(const DTensor& param)> hook) const {
+  DT_CHECK(requires_grad() && is_leaf(),
+           "[register_post_accumulate_grad_hook] expected a leaf that requires grad, got %s (%s)",
+           str(),
+           requires_grad() ? "a non-leaf: post accumulate grad hooks run on leaves only"
+                           : "it does not require grad");
+  // Bound to this leaf's data and spec; the state is held weakly (it owns the hook).
+  std::weak_ptr<AutogradMeta> weak = autograd_;
+  autograd_->post_accumulate_grad_hooks.push_back(
+      [hook = std::move(hook), local = local_, spec = spec_, weak] {
+        std::shared_ptr<AutogradMeta> meta = weak.lock();
+        if (meta == nullptr) return;
+        DTensor param(local, spec);
+        param.set_autograd_meta(std::move(meta));
+        hook(param);
+      });
+}
+
 void DTensor::retain_grad() const {
   required_hooks("retain_grad").retain_grad(*this);
 }

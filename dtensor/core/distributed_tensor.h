@@ -171,6 +171,13 @@ class DTensor {
   // Runs `hook` on the gradient flowing into this DTensor, before it is accumulated (leaves)
   // or passed on. Requires requires_grad().
   void register_hook(GradHook hook) const;
+  // Runs `hook` on this leaf (the parameter, its grad() already updated) each time backward
+  // has accumulated a gradient into grad() (PyTorch 2.1's register_post_accumulate_grad_hook:
+  // optimizer-in-backward steps a parameter there). Hooks run in the order registered, after
+  // the register_hook hooks and the accumulation; autograd::grad accumulates nothing and runs
+  // none. Throws "[register_post_accumulate_grad_hook] ..." on a DTensor that is not a leaf
+  // requiring grad.
+  void register_post_accumulate_grad_hook(std::function<void(const DTensor& param)> hook) const;
   // Internal: the autograd state (nullptr when the DTensor has none).
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_; }
   void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) { autograd_ = std::move(meta); }
@@ -224,6 +231,9 @@ struct AutogradMeta {
   // recorded use of the leaf; and the hooks it runs before accumulating.
   std::weak_ptr<autograd::Node> grad_accumulator;
   std::vector<GradHook> hooks;
+  // Leaves: the register_post_accumulate_grad_hook hooks, bound to the leaf they were
+  // registered on.
+  std::vector<std::function<void()>> post_accumulate_grad_hooks;
 };
 
 // The 1-rank mesh of this process for `device_type`: DeviceMesh(device_type, {1},

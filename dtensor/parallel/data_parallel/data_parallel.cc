@@ -418,7 +418,17 @@ struct DataParallel::State {
   // Backward of a unit's gather: one reduce_scatter(avg) of the unit's gradients.
   // `grads`: those of the unit's trained sharded parameters, in order (a frozen one has none;
   // its block is reduced as zeros and dropped).
+  // autograd::grad with respect to a data-parallel parameter: refused on every rank (the graph
+  // decides), before any state changes.
+  static void refuse_grad_call() {
+    DT_CHECK(!autograd::in_grad_call(),
+             "[autograd.grad] an input is a parameter of a replicate / fully_shard module: data "
+             "parallel reduces its gradient into grad(), which autograd::grad must not do (call "
+             "backward(); PyTorch's DDP does not support autograd.grad either)");
+  }
+
   void on_unit_grads(const UnitState& u, absl::Span<const DTensor> grads) {
+    refuse_grad_call();
     queue_finish();
     std::vector<Tensor> local(u.sharded.size());
     bool any = false;
@@ -463,6 +473,7 @@ struct DataParallel::State {
   }
 
   void on_replicated_grad(size_t i, const DTensor& grad) {
+    refuse_grad_call();
     queue_finish();
     ParamState& p = params[i];
     Tensor g;

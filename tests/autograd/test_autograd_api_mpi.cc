@@ -1,0 +1,120 @@
+// autograd::grad under mpirun: on sharded inputs (1-D and 2-D meshes) the gradients equal the
+// single-device ones, leaves' laid out like the leaves, nothing accumulated; inside data parallel
+// a gradient with respect to the model's input runs no data-parallel reduction, and one with
+// respect to a parameter is refused on every rank.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "dtensor/autograd/engine.h"
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
+#include "dtensor/rng/random.h"
+#include "tests/common/ops_dtensor_test_util.h"
+
+namespace dt = dtensor;
+namespace tt = dtensor::test;
+using Catch::Contains;
+using dt::DTensor;
+using dt::Placements;
+using dt::Tensor;
+
+namespace {
+
+// grad(sum((r @ w2)^2), [w1, h, x]) with h = x @ w1, r = h * h + h.
+std::vector<DTensor> grads_of(const DTensor& x, const DTensor& w1, const DTensor& w2) {
+  const DTensor h = dt::matmul(x, w1);
+  const DTensor r = h * h + h;
+  const DTensor y = dt::matmul(r, w2);
+  const DTensor loss[] = {dt::sum(y * y)};
+  const DTensor inputs[] = {w1, h, x};
+  return dt::autograd::grad(loss, inputs);
+}
+
+DTensor input(const Tensor& full, const dt::DeviceMesh& mesh, const Placements& p) {
+  DTensor d = dt::distribute_tensor(full, mesh, p, std::nullopt);
+  d.requires_grad_();
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("autograd.grad on sharded inputs equals the single-device gradients") {
+  const int64_t w = dt::world_size();
+  const Tensor x = tt::det_input({w * 3 + 1, 3}, 1, -1.0, 0.25, dt::kFloat64);
+  const Tensor w1 = tt::det_input({3, 4}, 2, -0.75, 0.125, dt::kFloat64);
+  const Tensor w2 = tt::det_input({4, 2}, 3, -0.5, 0.125, dt::kFloat64);
+  DTensor lx = dt::local_dtensor(x), lw1 = dt::local_dtensor(w1), lw2 = dt::local_dtensor(w2);
+  for (DTensor* t : {&lx, &lw1, &lw2}) t->requires_grad_();
+  const std::vector<DTensor> want = grads_of(lx, lw1, lw2);
+  for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+    const size_t n = static_cast<size_t>(mesh.ndim());
+    const Placements all_r(n, dt::Replicate()), all_s0(n, dt::Shard(0));
+    Placements last_s1 = all_r;
+    last_s1.back() = dt::Shard(1);
+    for (const auto& [px, pw1] : {std::pair{all_s0, all_r}, std::pair{all_r, last_s1}}) {
+      INFO("mesh " << dt::shape_str(mesh.shape()) << " x " << dt::placements_str(px) << " w1 "
+                   << dt::placements_str(pw1));
+      const DTensor dx = input(x, mesh, px), dw1 = input(w1, mesh, pw1),
+                    dw2 = input(w2, mesh, all_r);
+      const std::vector<DTensor> got = grads_of(dx, dw1, dw2);
+      for (size_t i = 0; i < 3; ++i) {
+        CHECK(tt::same_values(got[i].full_tensor(), want[i].to_local(), 1e-12));
+      }
+      CHECK(got[0].placements() == pw1);  // leaves: laid out like the leaf
+      CHECK(got[2].placements() == px);
+      CHECK_FALSE(dw1.grad().defined());
+      CHECK_FALSE(dx.grad().defined());
+      CHECK_FALSE(dw2.grad().defined());
+    }
+  }
+}
+
+TEST_CASE("autograd.grad inside data parallel: no reduction for the input, parameters refused") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"dp"});
+  for (bool shard : {false, true}) {
+    INFO((shard ? "fully_shard" : "replicate"));
+    dt::manual_seed(3);
+    dt::nn::Linear model(3, 4 * w, true, dt::nn::ModuleOptions{dt::kFloat64});
+    dt::manual_seed(3);
+    dt::nn::Linear ref(3, 4 * w, true, dt::nn::ModuleOptions{dt::kFloat64});
+    auto dp = shard ? dt::fully_shard(model, mesh) : dt::replicate(model, mesh);
+    // Each rank its own slice of the batch.
+    const Tensor xs =
+        tt::det_input({2, 3}, static_cast<int>(dt::world_rank()), -1.0, 0.25, dt::kFloat64);
+    auto loss_of = [](dt::nn::Module& m, const DTensor& x) {
+      const DTensor out = m(x);
+      return dt::sum(out * out);
+    };
+    DTensor x = dt::local_dtensor(xs), rx = dt::local_dtensor(xs);
+    x.requires_grad_();
+    rx.requires_grad_();
+    {
+      dt::CommDebugMode comm;
+      const DTensor loss[] = {loss_of(model, x)};
+      const DTensor in[] = {x};
+      const int64_t forward_collectives = comm.total_count();
+      const DTensor gx = dt::autograd::grad(loss, in)[0];
+      // fully_shard's root unit stays gathered: backward gathers nothing, reduces nothing.
+      CHECK(comm.total_count() == forward_collectives);
+      CHECK(comm.count(dt::CollectiveKind::kAllReduce) == 0);
+      CHECK(comm.count(dt::CollectiveKind::kReduceScatter) == 0);
+      const DTensor rloss[] = {loss_of(ref, rx)};
+      const DTensor rin[] = {rx};
+      CHECK(tt::same_values(gx.to_local(), dt::autograd::grad(rloss, rin)[0].to_local(), 1e-12));
+      for (const DTensor& p : model.parameters()) CHECK_FALSE(p.grad().defined());
+    }
+    const DTensor loss[] = {loss_of(model, x)};
+    const DTensor weight[] = {model.get_parameter("weight")};
+    CHECK_THROWS_WITH(dt::autograd::grad(loss, weight),
+                      Contains("[autograd.grad] an input is a parameter of a replicate"));
+    // Backward still trains: the refused call left no state behind.
+    loss_of(model, x).backward();
+    CHECK(model.get_parameter("weight").grad().defined());
+  }
+}

@@ -1,0 +1,108 @@
+"""Reference values of torch.autograd.grad and of the backward hooks that
+tests/autograd/test_autograd_api.cc holds (values and hook call orders).
+
+Run: python tests/autograd/torch_autograd_api_references.py (any venv with torch; the values
+committed in the test are from torch 2.15.0+cu132, CPU, float64).
+"""
+import torch
+
+torch.set_default_dtype(torch.float64)
+print("torch", torch.__version__)
+
+
+def leaves():
+    x = (torch.arange(6.0) / 10).reshape(2, 3).requires_grad_()
+    w1 = (torch.arange(12.0) / 7 - 0.5).reshape(3, 4).requires_grad_()
+    w2 = (torch.arange(8.0) / 5 - 0.3).reshape(4, 2).requires_grad_()
+    u = torch.ones(2, requires_grad=True)  # never used
+    return x, w1, w2, u
+
+
+def r6(t):
+    return [round(v, 6) for v in t.flatten().tolist()]
+
+
+# "autograd.grad: the gradients of a Linear chain with a branch used twice, w.r.t. a leaf and a
+# non-leaf; no .grad changes; hooks on the inputs and on the path run; retain_grad populates"
+x, w1, w2, u = leaves()
+order = []
+h = x @ w1  # non-leaf input
+h.register_hook(lambda g: order.append("h"))
+w1.register_hook(lambda g: order.append("w1"))
+w2.register_hook(lambda g: order.append("w2"))  # not on a path to an input: does not run
+x.register_hook(lambda g: order.append("x"))
+w1.register_post_accumulate_grad_hook(lambda p: order.append("w1 post"))
+r = h * h + h  # h used twice
+r.retain_grad()
+y = r @ w2
+loss = (y * y).sum()
+gw1, gh = torch.autograd.grad(loss, [w1, h], retain_graph=True)
+print("hook order", order, "grads of leaves", w1.grad, w2.grad, x.grad)
+print("gw1", r6(gw1))
+print("gh", r6(gh))
+print("r.grad", r6(r.grad))
+gx, = torch.autograd.grad(loss, [x], retain_graph=True)
+print("gx", r6(gx))
+
+# "autograd.grad: an input whose node also runs is taken before its hooks, otherwise after"
+h.register_hook(lambda g: g * 2)
+a, = torch.autograd.grad(loss, [h], retain_graph=True)
+b, c = torch.autograd.grad(loss, [h, x], retain_graph=True)
+print("alone / gh", (a / gh).flatten()[0].item(), "with x / gh", (b / gh).flatten()[0].item(),
+      "x / gx", (c / gx).flatten()[0].item())
+
+# "autograd.grad: unused inputs"
+try:
+    torch.autograd.grad(loss, [w1, u], retain_graph=True)
+except RuntimeError as e:
+    print("unused:", e)
+print("allow_unused", torch.autograd.grad(loss, [w1, u], retain_graph=True, allow_unused=True)[1])
+print("materialize", torch.autograd.grad(loss, [w1, u], retain_graph=True,
+                                         materialize_grads=True)[1])
+
+# "post accumulate grad hooks: after the tensor hooks and the accumulation, see the parameter"
+x, w1, w2, u = leaves()
+order = []
+w1.register_post_accumulate_grad_hook(lambda p: order.append(("post", r6(p.grad)[:2])))
+w1.register_hook(lambda g: order.append("hook") or g * 2)
+((x @ w1) @ w2).sum().backward()
+print("post accumulate", order)
+
+# "module full backward hooks: order, grad_input / grad_output, replacements"
+l1 = torch.nn.Linear(3, 4)
+l2 = torch.nn.Linear(4, 2)
+with torch.no_grad():
+    l1.weight.copy_((torch.arange(12.0) / 7 - 0.5).reshape(4, 3))
+    l1.bias.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+    l2.weight.copy_((torch.arange(8.0) / 5 - 0.3).reshape(2, 4))
+    l2.bias.copy_(torch.tensor([0.05, -0.05]))
+events = []
+for name, m in (("l1", l1), ("l2", l2)):
+    m.register_forward_pre_hook(lambda m, a, name=name: events.append(name + " fwd pre"))
+    m.register_forward_hook(lambda m, a, o, name=name: events.append(name + " fwd"))
+    m.register_full_backward_pre_hook(
+        lambda m, go, name=name: events.append((name + " bwd pre", r6(go[0]))))
+    m.register_full_backward_hook(lambda m, gi, go, name=name: events.append(
+        (name + " bwd", None if gi[0] is None else r6(gi[0]), r6(go[0]))))
+xin = (torch.arange(6.0) / 10).reshape(2, 3)  # does not require grad
+out = l2(l1(xin))
+(out * out).sum().backward()
+for e in events:
+    print("event", e)
+print("l1.weight.grad", r6(l1.weight.grad))
+
+# The same with replacements: l2's pre-hook doubles grad_output, l2's hook halves grad_input
+# (twice: the second hook sees the first one's return).
+for m in (l1, l2):
+    m.weight.grad = None
+    m.bias.grad = None
+    m._backward_hooks.clear()
+    m._backward_pre_hooks.clear()
+l2.register_full_backward_pre_hook(lambda m, go: (go[0] * 2,))
+l2.register_full_backward_hook(lambda m, gi, go: (gi[0] * 0.5,))
+seen = []
+l2.register_full_backward_hook(lambda m, gi, go: seen.append(r6(gi[0])[:2]) or (gi[0] * 0.5,))
+out = l2(l1(xin))
+(out * out).sum().backward()
+print("replaced: l2.weight.grad", r6(l2.weight.grad)[:4], "l1.weight.grad", r6(l1.weight.grad)[:4],
+      "second hook saw", seen)
