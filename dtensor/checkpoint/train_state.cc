@@ -23,6 +23,22 @@ DTensor rng_tensor(const Generator& gen) {
       std::vector<int64_t>{std::bit_cast<int64_t>(s.seed), std::bit_cast<int64_t>(s.offset)}, {2}));
 }
 
+// Refuses the hyper-parameter values in `state` that the optimizer would refuse (set and
+// restored: Optimizer::set_hyper_parameters checks them all and changes none when it raises).
+void check_hyper_parameter_values(optim::Optimizer& optimizer,
+                                  const std::vector<std::pair<std::string, DTensor>>& state) {
+  constexpr char kGroup[] = "param_groups.";
+  std::vector<std::pair<std::string, double>> loaded;
+  for (const auto& [name, t] : state) {
+    if (absl::StartsWith(name, kGroup) && name != "param_groups.initial_lr")
+      loaded.emplace_back(name.substr(sizeof(kGroup) - 1), t.to_local().to_vector<double>()[0]);
+  }
+  if (loaded.empty()) return;
+  const std::vector<std::pair<std::string, double>> own = optimizer.hyper_parameters();
+  optimizer.set_hyper_parameters(loaded);
+  optimizer.set_hyper_parameters(own);
+}
+
 }  // namespace
 
 StateDict training_state(const nn::Module* model, const optim::Optimizer* optimizer,
@@ -71,9 +87,8 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generat
 void load_training_state(nn::Module* model, optim::Optimizer* optimizer,
                          optim::LRScheduler* scheduler, Generator* generator,
                          const std::string& dir) {
-  StateDict targets = training_state(model, nullptr, nullptr);
+  StateDict targets = training_state(model, nullptr, nullptr);  // the model's: loaded last
   const DTensor rng = generator != nullptr ? rng_tensor(*generator) : DTensor();
-  if (rng.defined()) targets.emplace_back(std::string(kRng), rng);
   // The optimizer creates its states lazily, so the targets follow what the checkpoint holds:
   // a zero state laid out like its parameter for every "optim.<i>.<slot>" entry, a local step
   // count for every "optim.<i>.step" (a parameter's own count of updates).
@@ -81,12 +96,16 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer,
   std::map<std::string, TensorInfo> index;
   if (optimizer != nullptr || scheduler != nullptr)
     detail::run_on_all_ranks(detail::world_mesh(), [&] { index = read_index(dir); });
-  // The scheduler's entries when the checkpoint holds them (all of those it saves: a
-  // checkpoint of another kind of scheduler misses some, and load() names them).
+  // The scheduler's entries when the checkpoint holds them: each "lr_scheduler.<entry>" it
+  // holds, as saved (a checkpoint from before round 8b has no hyper-parameters: the
+  // scheduler keeps its own; another kind of scheduler's entries are refused by
+  // LRScheduler::check_state_dict below).
   if (scheduler != nullptr && index.contains(absl::StrCat(kScheduler, "last_epoch"))) {
-    scheduler_state = scheduler->state_dict();
-    for (const auto& [name, t] : scheduler_state)
-      targets.emplace_back(absl::StrCat(kScheduler, name), t);
+    for (const auto& [name, info] : index) {
+      if (absl::StartsWith(name, kScheduler))
+        scheduler_state.emplace_back(name.substr(sizeof(kScheduler) - 1),
+                                     local_dtensor(zeros(info.shape, info.dtype)));
+    }
   }
   if (optimizer != nullptr) {
     optim_state.emplace_back("step", local_dtensor(zeros({1}, kInt64)));
@@ -113,12 +132,23 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer,
                                          ? local_dtensor(zeros({1}, kInt64))
                                          : zeros_like(params[i]));
     }
-    for (const auto& [name, t] : optim_state) targets.emplace_back(absl::StrCat(kOptim, name), t);
     // Another optimizer's state is refused before anything is loaded (every rank read the same
     // index, so every rank raises alike).
     optimizer->check_state_dict(optim_state);
   }
-  load(targets, dir);
+  // Two phases: first the entries that are read into new tensors (the optimizer's, the
+  // scheduler's, the generator's), whose values are checked before the second phase writes
+  // the model's parameters in place. Every rank reads the same values, so a hand-edited
+  // invalid hyper-parameter is refused alike on every rank, with the model unchanged.
+  StateDict small;
+  for (const auto& [name, t] : optim_state) small.emplace_back(absl::StrCat(kOptim, name), t);
+  for (const auto& [name, t] : scheduler_state)
+    small.emplace_back(absl::StrCat(kScheduler, name), t);
+  if (rng.defined()) small.emplace_back(std::string(kRng), rng);
+  if (!small.empty()) load(small, dir);
+  if (optimizer != nullptr) check_hyper_parameter_values(*optimizer, optim_state);
+  if (!scheduler_state.empty()) scheduler->check_state_dict(scheduler_state);
+  if (!targets.empty()) load(targets, dir);
   if (optimizer != nullptr) optimizer->load_state_dict(optim_state);
   if (!scheduler_state.empty()) scheduler->load_state_dict(scheduler_state);
   if (rng.defined()) {

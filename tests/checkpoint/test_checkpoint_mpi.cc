@@ -794,6 +794,53 @@ TEST_CASE("checkpoint: another optimizer's training state is refused with nothin
   CHECK(sgd.options().lr() == 0.1);
 }
 
+// A hand-edited checkpoint with an invalid hyper-parameter value (the optimizer's or the
+// scheduler's), or another kind of scheduler's state, is refused on every rank before anything
+// is written (round 8b): the model keeps its parameters, the optimizer and the scheduler their
+// state. Before, the values were read with the model's parameters and refused after those
+// were overwritten (and the scheduler's hyper-parameters were not saved at all).
+TEST_CASE("checkpoint: invalid hyper-parameter values are refused with nothing loaded",
+          "[checkpoint][resume]") {
+  namespace optim = dt::optim;
+  Run a(7);
+  optim::StepLR sa(*a.opt, 2, 0.5);
+  a.steps(2);
+  sa.step();
+  // The training state with entry `name` replaced by `value`, saved in test_dir(`tag`).
+  auto save_edited = [&](const std::string& tag, const std::string& name, dt::DTensor value) {
+    const std::string dir = test_dir(tag);
+    ck::StateDict state = ck::training_state(a.model.get(), a.opt.get(), &sa, nullptr);
+    for (auto& [n, t] : state) {
+      if (n == name) t = value;
+    }
+    ck::save(state, dir);
+    return dir;
+  };
+  const std::string bad_lr = save_edited("bad_lr", "optim.param_groups.lr",
+                                         dt::local_dtensor(dt::from_vector<double>({-1.0}, {1})));
+  const std::string bad_step = save_edited("bad_step_size", "lr_scheduler.step_size",
+                                           dt::local_dtensor(dt::from_vector<int64_t>({0}, {1})));
+  Run b(99);
+  optim::StepLR sb(*b.opt, 3, 0.1);
+  optim::CosineAnnealingLR cosine(*b.opt, 4);
+  std::vector<dt::Tensor> before;
+  for (const auto& [name, p] : b.model->named_parameters()) before.push_back(p.to_local().clone());
+  CHECK_THROWS_WITH(ck::load_training_state(b.model.get(), b.opt.get(), &sb, nullptr, bad_lr),
+                    Catch::Contains("[AdamW]") && Catch::Contains("lr") && Catch::Contains("-1"));
+  CHECK_THROWS_WITH(ck::load_training_state(b.model.get(), b.opt.get(), &sb, nullptr, bad_step),
+                    Catch::Contains("[StepLR] step_size 0, expected > 0"));
+  const std::string good = test_dir("good_step");
+  ck::save_training_state(a.model.get(), a.opt.get(), &sa, nullptr, good);
+  CHECK_THROWS_WITH(ck::load_training_state(b.model.get(), b.opt.get(), &cosine, nullptr, good),
+                    Catch::Contains("names no state of CosineAnnealingLR"));
+  const auto after = b.model->named_parameters();
+  for (size_t i = 0; i < after.size(); ++i) CHECK(dt::equal(after[i].second.to_local(), before[i]));
+  CHECK(b.opt->step_count() == 0);
+  CHECK(b.opt->lr() == 1e-2);
+  CHECK(sb.last_epoch() == 0);
+  CHECK(cosine.last_epoch() == 0);
+}
+
 // BatchNorm's running statistics are buffers (Module::named_buffers) and travel with the
 // parameters, as in PyTorch's state_dict: before, they were not saved, and a model loaded from a
 // checkpoint evaluated with fresh statistics (mean 0, var 1) -- silently different outputs.
