@@ -263,7 +263,7 @@ std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DT
            "[autograd.grad] create_graph=true is not supported: dtensor computes gradients with "
            "grad mode off, so there is no double backward (gradients of gradients)");
   DT_CHECK(dtensor::detail::capture_recorder() == nullptr,
-           "[compile] autograd::grad inside a captured step is not supported (a captured step "
+           "[compile] the step cannot be captured: it runs autograd::grad (a captured step "
            "records backward() only): call backward() in the step, or run grad() eagerly");
   MeshesSeen meshes;
   for (const DTensor& out : outputs) {

@@ -8,6 +8,8 @@
 #include <tuple>
 
 #include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/function.h"
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/nn/functional.h"
 #include "dtensor/tensor/error.h"
@@ -25,8 +27,53 @@ DTensor Module::operator()(const DTensor& x) {
   if (CommDebugMode::active()) label.emplace(name_.empty() ? type_name() : name_);
   DTensor in = x;
   for (auto& h : pre_hooks_) in = h(*this, in);
+  const bool backward_hooks =
+      (!backward_pre_hooks_.empty() || !backward_hooks_.empty()) && autograd::grad_enabled();
+  // This call's grad_output, from the output's node to the input's (PyTorch's BackwardHook).
+  auto grad_output = backward_hooks ? std::make_shared<DTensor>() : nullptr;
+  const bool input_hooked = backward_hooks && in.requires_grad();
+  if (input_hooked) {
+    const DTensor* ins[] = {&in};
+    in = autograd::record_function("BackwardHookFunctionBackward", ins, in.detach(),
+                                   [this, grad_output](absl::Span<const DTensor> g) -> DTensorList {
+                                     // No gradient reached the output (or its node did not run):
+                                     // the hooks do not fire.
+                                     if (!grad_output->defined()) return {g[0]};
+                                     DTensor grad_input = g[0];
+                                     for (const BackwardHook& h : backward_hooks_) {
+                                       DTensor replaced = h(*this, grad_input, *grad_output);
+                                       if (replaced.defined()) grad_input = std::move(replaced);
+                                     }
+                                     *grad_output = DTensor();
+                                     return {grad_input};
+                                   });
+  }
   DTensor out = forward_wrapper_ != nullptr ? forward_wrapper_(*this, in) : forward(in);
   for (auto& h : hooks_) out = h(*this, std::move(out));
+  if (backward_hooks && out.requires_grad()) {
+    const DTensor* outs[] = {&out};
+    out = autograd::record_function(
+        "BackwardHookFunctionBackward", outs, out.detach(),
+        [this, grad_output, input_hooked](absl::Span<const DTensor> g) -> DTensorList {
+          DTensor go = g[0];
+          for (const BackwardPreHook& h : backward_pre_hooks_) {
+            DTensor replaced = h(*this, go);
+            if (replaced.defined()) go = std::move(replaced);
+          }
+          if (input_hooked) {
+            *grad_output = go;
+            return {go};
+          }
+          // The input does not require grad: the hooks fire now, with no grad_input.
+          for (const BackwardHook& h : backward_hooks_) {
+            DT_CHECK(!h(*this, DTensor(), go).defined(),
+                     "[register_full_backward_hook] %s: a hook returned a grad_input although "
+                     "the module's input does not require grad (expected an undefined DTensor)",
+                     type_name());
+          }
+          return {go};
+        });
+  }
   return out;
 }
 
@@ -260,6 +307,14 @@ void Module::register_forward_pre_hook(ForwardPreHook hook) {
 
 void Module::register_forward_hook(ForwardHook hook) {
   hooks_.push_back(std::move(hook));
+}
+
+void Module::register_full_backward_pre_hook(BackwardPreHook hook) {
+  backward_pre_hooks_.push_back(std::move(hook));
+}
+
+void Module::register_full_backward_hook(BackwardHook hook) {
+  backward_hooks_.push_back(std::move(hook));
 }
 
 }  // namespace dtensor::nn

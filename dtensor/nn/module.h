@@ -43,6 +43,15 @@ using ModulePtr = std::shared_ptr<Module>;
 // it; a lambda taking `const DTensor&` fits too.
 using ForwardPreHook = std::function<DTensor(Module&, const DTensor&)>;
 using ForwardHook = std::function<DTensor(Module&, DTensor)>;
+// Module backward hooks (PyTorch's register_full_backward_pre_hook / register_full_backward_hook,
+// for a module's one input and one output). A pre-hook sees grad_output, the gradient of the
+// module's output, and may replace it (an undefined return keeps it); a hook sees grad_input,
+// the gradient of the module's input (undefined when the input does not require grad), and
+// grad_output (as the pre-hooks left it), and may replace grad_input (an undefined return keeps
+// it; when the input does not require grad it must return undefined).
+using BackwardPreHook = std::function<DTensor(Module&, const DTensor& grad_output)>;
+using BackwardHook =
+    std::function<DTensor(Module&, const DTensor& grad_input, const DTensor& grad_output)>;
 
 class Module {
  public:
@@ -158,8 +167,18 @@ class Module {
   bool is_training() const { return training_; }
 
   // ---- hooks -------------------------------------------------------------------------------
+  // Forward hooks run in the order registered; unlike PyTorch's, a forward hook does not see
+  // the input, and what a hook returns always replaces the input / output (no "None keeps").
   void register_forward_pre_hook(ForwardPreHook hook);
   void register_forward_hook(ForwardHook hook);
+  // Backward hooks (see BackwardPreHook / BackwardHook), in the order registered. When a module
+  // with such hooks is called with grad mode on, its input (if it requires grad) and its output
+  // (after the forward hooks; if it requires grad) pass through an identity node each, as
+  // PyTorch's BackwardHook: the pre-hooks run when the output's gradient arrives, the hooks when
+  // the input's gradient is computed (at once after the pre-hooks when the input does not
+  // require grad). Each hook sees what the previous one returned.
+  void register_full_backward_pre_hook(BackwardPreHook hook);
+  void register_full_backward_hook(BackwardHook hook);
 
   // Called by parallelize_module on every module after a plan was applied: checks that the
   // module can run with its (possibly sharded) parameters, throwing a clear error otherwise
@@ -187,6 +206,8 @@ class Module {
   std::vector<std::pair<std::string, DTensor>> buffers_;  // register_buffer
   std::vector<ForwardPreHook> pre_hooks_;
   std::vector<ForwardHook> hooks_;
+  std::vector<BackwardPreHook> backward_pre_hooks_;
+  std::vector<BackwardHook> backward_hooks_;
   bool training_ = true;  // see train()
 };
 

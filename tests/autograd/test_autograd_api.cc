@@ -1,6 +1,6 @@
 // The autograd API a PyTorch user reaches for, on one process, against PyTorch 2.15's values and
-// hook orders (tests/autograd/torch_autograd_api_references.py): autograd::grad and
-// register_post_accumulate_grad_hook.
+// hook orders (tests/autograd/torch_autograd_api_references.py): autograd::grad,
+// register_post_accumulate_grad_hook and the module backward hooks.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -170,6 +170,115 @@ TEST_CASE("post accumulate grad hooks: after the hooks and the accumulation, not
                     Contains("[register_post_accumulate_grad_hook] expected a leaf"));
 }
 
+namespace {
+
+void set(const DTensor& p, std::vector<double> v) {
+  dt::Tensor local = p.to_local();  // shares the parameter's memory
+  local.copy_(dt::from_vector<double>(v, p.shape()));
+}
+
+std::vector<double> first(const DTensor& t, size_t n) {
+  std::vector<double> v = t.to_local().to_vector<double>();
+  v.resize(n);
+  return v;
+}
+
+void check_first(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-6));
+}
+
+struct Chain {
+  std::shared_ptr<dt::nn::Linear> l1 =
+      std::make_shared<dt::nn::Linear>(3, 4, true, dt::nn::ModuleOptions{dt::kFloat64});
+  std::shared_ptr<dt::nn::Linear> l2 =
+      std::make_shared<dt::nn::Linear>(4, 2, true, dt::nn::ModuleOptions{dt::kFloat64});
+  DTensor x = dt::local_dtensor(dt::from_vector<double>(range(6, 10, 0), {2, 3}));
+  Chain() {
+    set(l1->get_parameter("weight"), range(12, 7, 0.5));
+    set(l1->get_parameter("bias"), {0.1, -0.2, 0.3, 0.0});
+    set(l2->get_parameter("weight"), range(8, 5, 0.3));
+    set(l2->get_parameter("bias"), {0.05, -0.05});
+  }
+  void step() {
+    const DTensor out = (*l2)((*l1)(x));
+    dt::sum(out * out).backward();
+  }
+};
+
+const std::vector<double> kL2GradOut = {0.397143, 1.248571, 1.168571, 3.665714};
+const std::vector<double> kL2GradIn = {0.505143, 0.834286, 1.163429, 1.492571,
+                                       1.482286, 2.449143, 3.416,    4.382857};
+
+}  // namespace
+
+TEST_CASE("module backward hooks: order, grad_input / grad_output and replacements as PyTorch") {
+  Chain c;
+  std::vector<std::string> events;
+  std::vector<DTensor> grads;
+  for (dt::nn::Module* m :
+       {static_cast<dt::nn::Module*>(c.l1.get()), static_cast<dt::nn::Module*>(c.l2.get())}) {
+    const std::string name = m == c.l1.get() ? "l1" : "l2";
+    m->register_forward_pre_hook([&events, name](dt::nn::Module&, const DTensor& in) {
+      events.push_back(name + " fwd pre");
+      return in;
+    });
+    m->register_forward_hook([&events, name](dt::nn::Module&, DTensor out) {
+      events.push_back(name + " fwd");
+      return out;
+    });
+    m->register_full_backward_pre_hook([&, name](dt::nn::Module&, const DTensor& go) {
+      events.push_back(name + " bwd pre");
+      grads.push_back(go);
+      return DTensor();
+    });
+    m->register_full_backward_hook(
+        [&, name, m](dt::nn::Module& mod, const DTensor& gi, const DTensor& go) {
+          CHECK(&mod == m);
+          events.push_back(name + " bwd");
+          grads.push_back(gi);
+          grads.push_back(go);
+          return DTensor();
+        });
+  }
+  c.step();
+  CHECK(events == std::vector<std::string>{"l1 fwd pre", "l1 fwd", "l2 fwd pre", "l2 fwd",
+                                           "l2 bwd pre", "l2 bwd", "l1 bwd pre", "l1 bwd"});
+  REQUIRE(grads.size() == 6);
+  check_values(grads[0], kL2GradOut);  // l2 pre: grad_output
+  check_values(grads[1], kL2GradIn);   // l2: grad_input
+  check_values(grads[2], kL2GradOut);  // l2: grad_output
+  check_values(grads[3], kL2GradIn);   // l1 pre: its grad_output is l2's grad_input
+  CHECK_FALSE(grads[4].defined());     // l1: the input does not require grad
+  check_values(grads[5], kL2GradIn);
+  check_first(first(c.l1->get_parameter("weight").grad(), 3), {0.444686, 0.643429, 0.842171});
+}
+
+TEST_CASE("module backward hooks: a pre-hook replaces grad_output, hooks chain on grad_input") {
+  Chain c;
+  c.l2->register_full_backward_pre_hook(
+      [](dt::nn::Module&, const DTensor& go) { return go * 2.0; });
+  c.l2->register_full_backward_hook(
+      [](dt::nn::Module&, const DTensor& gi, const DTensor&) { return gi * 0.5; });
+  std::vector<double> seen;
+  c.l2->register_full_backward_hook([&seen](dt::nn::Module&, const DTensor& gi, const DTensor&) {
+    seen = first(gi, 2);
+    return gi * 0.5;
+  });
+  c.step();
+  // PyTorch: l2.weight.grad [-0.684122, -0.319469, 2.550327, 2.91498], l1.weight.grad
+  // [0.222343, 0.321714, 0.421086, 0.367371], the second hook saw [0.505143, 0.834286].
+  check_first(first(c.l2->get_parameter("weight").grad(), 4),
+              {-0.684122, -0.319469, 2.550327, 2.91498});
+  check_first(first(c.l1->get_parameter("weight").grad(), 4),
+              {0.222343, 0.321714, 0.421086, 0.367371});
+  check_first(seen, {0.505143, 0.834286});
+  // The input of l1 does not require grad: a hook returning a grad_input is refused.
+  c.l1->register_full_backward_hook(
+      [](dt::nn::Module&, const DTensor&, const DTensor& go) { return go; });
+  CHECK_THROWS_WITH(c.step(), Contains("[register_full_backward_hook] Linear"));
+}
+
 TEST_CASE("autograd.grad inside a captured step is refused with a [compile] error") {
   DTensor w = leaf({1, 2, 3}, {3});
   dt::CompiledStep step = dt::compile([&](const dt::DTensorList& in) {
@@ -178,5 +287,5 @@ TEST_CASE("autograd.grad inside a captured step is refused with a [compile] erro
     return dt::DTensorList{dt::autograd::grad(loss, inputs)[0]};
   });
   CHECK_THROWS_WITH(step({dt::local_dtensor(dt::from_vector<double>({1, 1, 1}, {3}))}),
-                    Contains("[compile] autograd::grad"));
+                    Contains("[compile] the step cannot be captured: it runs autograd::grad"));
 }
