@@ -1,5 +1,6 @@
 // dtensor::compile under mpirun (1, 2 and 4 ranks): a captured training step replays bit for
-// bit what the eager step computes (tensor-parallel transformer, AdamW and SGD with momentum,
+// bit what the eager step computes (tensor-parallel transformer, AdamW, SGD with momentum, Adam,
+// RMSprop and Adagrad,
 // clip_grad_norm_, a learning rate changed between steps), guards re-capture or raise, a
 // changed op sequence is detected, host scalars are guarded on their values, what cannot be
 // captured is refused with a clear error, and the passes do what they claim (one collective per
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,14 +48,26 @@ struct Trainer {
 
   int64_t vocab;
 
-  Trainer(const nn::TransformerConfig& cfg, bool adamw)
+  // `kind`: "AdamW", "SGD" (with momentum), "Adam" (L2, amsgrad), "RMSprop" (centered, momentum)
+  // or "Adagrad" (lr_decay, initial_accumulator_value).
+  Trainer(const nn::TransformerConfig& cfg, const std::string& kind)
       : model((dt::manual_seed(77), cfg)), mesh(tp_mesh()), vocab(cfg.vocab_size) {
     dt::parallelize_module(model, mesh, dt::transformer_tp_plan({.loss_parallel = true}));
-    if (adamw) {
-      opt = std::make_unique<dt::optim::AdamW>(model.parameters(), dt::optim::AdamWOptions(1e-2));
+    namespace o = dt::optim;
+    const auto params = model.parameters();
+    if (kind == "AdamW") {
+      opt = std::make_unique<o::AdamW>(params, o::AdamWOptions(1e-2));
+    } else if (kind == "SGD") {
+      opt = std::make_unique<o::SGD>(params, o::SGDOptions(5e-2).momentum(0.9).weight_decay(1e-3));
+    } else if (kind == "Adam") {
+      opt =
+          std::make_unique<o::Adam>(params, o::AdamOptions(1e-2).weight_decay(1e-2).amsgrad(true));
+    } else if (kind == "RMSprop") {
+      opt = std::make_unique<o::RMSprop>(params,
+                                         o::RMSpropOptions(1e-3).centered(true).momentum(0.5));
     } else {
-      opt = std::make_unique<dt::optim::SGD>(
-          model.parameters(), dt::optim::SGDOptions(5e-2).momentum(0.9).weight_decay(1e-3));
+      opt = std::make_unique<o::Adagrad>(
+          params, o::AdagradOptions(5e-2).lr_decay(0.1).initial_accumulator_value(0.1));
     }
   }
 
@@ -96,12 +110,14 @@ double scalar(const dt::DTensor& t) {
 }  // namespace
 
 TEST_CASE("a compiled TP training step replays the eager step bit for bit", "[compile]") {
-  const bool adamw = GENERATE(true, false);
+  const std::string kind = GENERATE("AdamW", "SGD", "Adam", "RMSprop", "Adagrad");
   const bool schedule = GENERATE(false, true);
-  INFO((adamw ? "AdamW" : "SGD with momentum")
-       << ", " << dt::world_size() << " ranks, schedule " << schedule);
+  // Scheduling the collectives does not depend on the optimizer: AdamW and SGD cover it, the
+  // others run unscheduled only (CI time at 4 ranks).
+  if (schedule && kind != "AdamW" && kind != "SGD") return;
+  INFO(kind << ", " << dt::world_size() << " ranks, schedule " << schedule);
   const nn::TransformerConfig cfg = small_config();
-  Trainer eager(cfg, adamw), compiled(cfg, adamw);
+  Trainer eager(cfg, kind), compiled(cfg, kind);
   dt::CompileOptions options;
   options.schedule_collectives = schedule;
   dt::CompiledStep step =
@@ -109,13 +125,8 @@ TEST_CASE("a compiled TP training step replays the eager step bit for bit", "[co
   for (int i = 0; i < 10; ++i) {
     INFO("step " << i);
     if (i == 6) {  // a learning-rate schedule: a runtime scalar, read when the update runs
-      if (adamw) {
-        static_cast<dt::optim::AdamW&>(*eager.opt).options().lr(3e-3);
-        static_cast<dt::optim::AdamW&>(*compiled.opt).options().lr(3e-3);
-      } else {
-        static_cast<dt::optim::SGD&>(*eager.opt).options().lr(1e-2);
-        static_cast<dt::optim::SGD&>(*compiled.opt).options().lr(1e-2);
-      }
+      eager.opt->set_lr(eager.opt->lr() * 0.3);
+      compiled.opt->set_lr(compiled.opt->lr() * 0.3);
     }
     const dt::DTensorList batch = make_batch(eager.mesh, cfg.vocab_size, cfg.max_seq_len, i);
     const double want = scalar(eager.step(batch)[0]);
@@ -128,16 +139,24 @@ TEST_CASE("a compiled TP training step replays the eager step bit for bit", "[co
   CHECK(compiled.opt->step_count() == 10);
   const std::string text = step.graph().str();
   CHECK(text.find("op mm") != std::string::npos);
-  CHECK(text.find(adamw ? "optim adamw_update" : "optim sgd_update") != std::string::npos);
+  const std::map<std::string, std::string> update = {{"AdamW", "optim adamw_update"},
+                                                     {"SGD", "optim sgd_update"},
+                                                     {"Adam", "optim adam_update"},
+                                                     {"RMSprop", "optim rmsprop_update"},
+                                                     {"Adagrad", "optim adagrad_update"}};
+  CHECK(text.find(update.at(kind)) != std::string::npos);
   CHECK(text.find("grad accumulate") != std::string::npos);
   CHECK(text.find("clip_grad_norm_.scale") != std::string::npos);
-  // Roles: every parameter, its gradient and (AdamW: two, SGD: one) state tensors.
+  // Roles: every parameter, its gradient and its state tensors (AdamW: two, SGD: one, Adam with
+  // amsgrad: three, RMSprop centered with momentum: three, Adagrad: one).
   int64_t roles[6] = {};
   for (const dt::compiler::Value& v : step.graph().values()) roles[static_cast<int>(v.role)] += 1;
   const auto n_params = static_cast<int64_t>(compiled.model.parameters().size());
   CHECK(roles[static_cast<int>(dt::compiler::Role::kParam)] == n_params);
   CHECK(roles[static_cast<int>(dt::compiler::Role::kGrad)] >= n_params);
-  CHECK(roles[static_cast<int>(dt::compiler::Role::kState)] == (adamw ? 2 : 1) * n_params);
+  const std::map<std::string, int64_t> states = {
+      {"AdamW", 2}, {"SGD", 1}, {"Adam", 3}, {"RMSprop", 3}, {"Adagrad", 1}};
+  CHECK(roles[static_cast<int>(dt::compiler::Role::kState)] == states.at(kind) * n_params);
   CHECK(roles[static_cast<int>(dt::compiler::Role::kInput)] == 2);
   if (dt::world_size() > 1) {
     // Tensor parallel: the step's collectives are in the graph and replay issues them.
@@ -494,6 +513,15 @@ TEST_CASE("replay follows state the capture did not see", "[compile]") {
     }
     adamw.load_state_dict(amsgrad);
     REQUIRE_THROWS_WITH(again(batch(5)), Catch::Contains("'max_exp_avg_sq' state of parameter 0"));
+    // RMSprop's centered (grad_avg) switched on by set_hyper_parameters.
+    dt::optim::RMSprop rmsprop(model->parameters(), dt::optim::RMSpropOptions(1e-3));
+    dt::CompiledStep rmsprop_step =
+        dt::compile([&](const dt::DTensorList& in) { return train(rmsprop, in); });
+    rmsprop_step(batch(0));
+    rmsprop_step(batch(1));
+    rmsprop.set_hyper_parameters({{"centered", 1.0}});
+    REQUIRE_THROWS_WITH(rmsprop_step(batch(2)),
+                        Catch::Contains("[RMSprop] the 'grad_avg' state of parameter 0 changed"));
   }
   SECTION("batch norm's running statistics and counter") {
     auto bn_e = std::make_unique<nn::BatchNorm1d>(dim, 1e-5, 0.1, true, true, f64);
@@ -746,7 +774,7 @@ TEST_CASE("memory plan: replay frees values at their last use", "[compile]") {
   const bool schedule = GENERATE(false, true);
   INFO("schedule_collectives " << schedule);
   const nn::TransformerConfig cfg = small_config();
-  Trainer eager(cfg, true), compiled(cfg, true), unplanned(cfg, true);
+  Trainer eager(cfg, "AdamW"), compiled(cfg, "AdamW"), unplanned(cfg, "AdamW");
   dt::CompileOptions options;
   options.schedule_collectives = schedule;
   dt::CompiledStep step =
@@ -828,7 +856,7 @@ TEST_CASE("memory plan: a replay keeps no storage no replay takes", "[compile]")
   // Scheduled moves run on the communication thread, whose allocations never take kept storages:
   // their results, given back on the replaying thread, would pile up from replay to replay.
   const nn::TransformerConfig cfg = small_config();
-  Trainer eager(cfg, true), compiled(cfg, true);
+  Trainer eager(cfg, "AdamW"), compiled(cfg, "AdamW");
   dt::CompileOptions options;
   options.schedule_collectives = true;
   dt::CompiledStep step =
@@ -969,7 +997,7 @@ TEST_CASE(
     "on another thread during replays",
     "[compile]") {
   const nn::TransformerConfig cfg = small_config();
-  Trainer eager(cfg, true), compiled(cfg, true);
+  Trainer eager(cfg, "AdamW"), compiled(cfg, "AdamW");
   {
     dt::CompiledStep step =
         dt::compile([&](const dt::DTensorList& batch) { return compiled.step(batch); });
@@ -1015,7 +1043,7 @@ TEST_CASE("memory plan: a graph replaced by a re-capture frees its kept storages
   const nn::TransformerConfig cfg = small_config();
   for (const bool by_scalar : {true, false}) {
     INFO((by_scalar ? "a new host scalar" : "validate_every"));
-    Trainer eager(cfg, true), compiled(cfg, true);
+    Trainer eager(cfg, "AdamW"), compiled(cfg, "AdamW");
     // What is cached (graphs' kept storages, the allocator's cache) when the step function
     // starts: it runs only while the step is captured.
     int64_t cached_at_capture = -1;
@@ -1055,7 +1083,7 @@ TEST_CASE("memory plan: a graph replaced by a re-capture frees its kept storages
 
 TEST_CASE("a replay whose optimizer was destroyed raises instead of touching it", "[compile]") {
   const nn::TransformerConfig cfg = small_config();
-  Trainer t(cfg, /*adamw=*/true);
+  Trainer t(cfg, "AdamW");
   dt::CompiledStep step = dt::compile([&](const dt::DTensorList& b) { return t.step(b); });
   step(make_batch(t.mesh, cfg.vocab_size, cfg.max_seq_len, 0));  // captured
   step(make_batch(t.mesh, cfg.vocab_size, cfg.max_seq_len, 1));  // replayed
