@@ -25,7 +25,25 @@ print("state steps", {k: v["step"].item() for k, v in opt.state_dict()["state"].
 p = torch.nn.Parameter(torch.tensor([1.0]))
 for name, make in [("SGD momentum -0.5", lambda: torch.optim.SGD([p], lr=0.1, momentum=-0.5)),
                    ("SGD weight_decay -0.1", lambda: torch.optim.SGD([p], lr=0.1, weight_decay=-0.1)),
-                   ("AdamW weight_decay -0.1", lambda: torch.optim.AdamW([p], lr=0.1, weight_decay=-0.1))]:
+                   ("AdamW weight_decay -0.1", lambda: torch.optim.AdamW([p], lr=0.1, weight_decay=-0.1)),
+                   # round 8a: "Adam, RMSprop and Adagrad take PyTorch's defaults and refuse ..."
+                   ("Adam lr -1", lambda: torch.optim.Adam([p], lr=-1)),
+                   ("Adam lr nan", lambda: torch.optim.Adam([p], lr=float("nan"))),
+                   ("Adam eps -1e-8", lambda: torch.optim.Adam([p], eps=-1e-8)),
+                   ("Adam beta1 1", lambda: torch.optim.Adam([p], betas=(1.0, 0.999))),
+                   ("Adam beta2 -0.1", lambda: torch.optim.Adam([p], betas=(0.9, -0.1))),
+                   ("Adam weight_decay -0.1", lambda: torch.optim.Adam([p], weight_decay=-0.1)),
+                   ("RMSprop lr -0.1", lambda: torch.optim.RMSprop([p], lr=-0.1)),
+                   ("RMSprop alpha -0.5", lambda: torch.optim.RMSprop([p], alpha=-0.5)),
+                   ("RMSprop momentum -0.5", lambda: torch.optim.RMSprop([p], momentum=-0.5)),
+                   ("RMSprop eps -1", lambda: torch.optim.RMSprop([p], eps=-1)),
+                   ("RMSprop weight_decay -1", lambda: torch.optim.RMSprop([p], weight_decay=-1)),
+                   ("Adagrad lr -1", lambda: torch.optim.Adagrad([p], lr=-1)),
+                   ("Adagrad lr_decay -0.1", lambda: torch.optim.Adagrad([p], lr_decay=-0.1)),
+                   ("Adagrad weight_decay -1", lambda: torch.optim.Adagrad([p], weight_decay=-1)),
+                   ("Adagrad initial_accumulator_value -1",
+                    lambda: torch.optim.Adagrad([p], initial_accumulator_value=-1)),
+                   ("Adagrad eps -1", lambda: torch.optim.Adagrad([p], eps=-1))]:
     try:
         make()
         print(name, "accepted")
