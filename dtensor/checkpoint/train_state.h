@@ -7,7 +7,8 @@
 //                        local), restored on load as PyTorch's param_groups are; a checkpoint
 //                        without them keeps the optimizer's own
 //   "lr_scheduler.<entry>"  a learning-rate scheduler's LRScheduler::state_dict()
-//                        ("lr_scheduler.last_epoch", ...; local), with the overloads that take one
+//                        ("lr_scheduler.last_epoch", "lr_scheduler.gamma", ...; local), with
+//                        the overloads that take one
 //   "rng.state"          the generator's (seed, offset) as int64 [2] (a local tensor)
 // Any of them may be omitted (nullptr).
 #pragma once
@@ -46,9 +47,10 @@ void save_training_state(const nn::Module* model, const optim::Optimizer* optimi
 // optimizer's learning rate becomes the schedule's), then the generator's state. A checkpoint
 // without the scheduler's entries (saved without one, or before they existed) leaves the
 // scheduler as it was built: the schedule restarts. Collective over the world like load(); an
-// error changes nothing (another optimizer's checkpoint is refused by
-// Optimizer::check_state_dict before anything is loaded), except an invalid hyper-parameter
-// value, which the optimizer refuses, alike on every rank, after the model was loaded.
+// error changes nothing: the optimizer's, scheduler's and generator's entries are read first
+// and checked (Optimizer::check_state_dict and the hyper-parameters' values,
+// LRScheduler::check_state_dict: another optimizer's or scheduler's state, an invalid value),
+// alike on every rank, before the model's parameters are written.
 void load_training_state(nn::Module* model, optim::Optimizer* optimizer, Generator* generator,
                          const std::string& dir);
 void load_training_state(nn::Module* model, optim::Optimizer* optimizer,
