@@ -867,3 +867,83 @@ TEST_CASE("fully_shard / replicate train as PyTorch's FSDP2 / DDP (torch_dp_refe
     CHECK(checked == 8);
   }
 }
+
+// A unit none of whose sharded parameters requires grad has no gather node whose backward
+// reshards it (issue L2-3). Its gathered parameters must still come back after backward, as
+// FSDP2's final callback reshards every unit: a frozen unit regathered for the input gradient
+// (here no parameter trains at all, so nothing else ends the backward) and a frozen root (never
+// resharded after forward) with a trained child unit. Two steps each (the second knows the
+// forward order: the last unit stays gathered after forward). Values against one device.
+TEST_CASE("fully_shard: an all-frozen unit's gathered parameters are freed by backward",
+          "[dp][fsdp][memory]") {
+  const int64_t D = 32;
+  const int64_t linear_bytes = (D * D + D) * 4;
+  dt::Generator gen(20);  // the same x and w on every rank
+  const dt::Tensor x = dt::randn({4, D}, {}, &gen);
+  const dt::Tensor w = dt::randn({4, D}, {}, &gen);
+  auto make = [&] {
+    dt::manual_seed(21);
+    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+        std::make_shared<nn::Linear>(D, D), std::make_shared<nn::LayerNorm>(D),
+        std::make_shared<nn::Linear>(D, D), std::make_shared<nn::Linear>(D, D)});
+  };
+  // One step: base memory before forward, what the step leaves beyond x's gradient (after its
+  // graph is gone), and x's gradient.
+  auto step = [&](nn::Module& m, int64_t* left) {
+    dt::DTensor xi = nn::local_dtensor(x.clone());
+    xi.requires_grad_(true);
+    const int64_t base = dt::memory_stats().current_bytes;
+    {
+      const dt::DTensor y = m(xi);
+      dt::sum(dt::mul(y, nn::local_dtensor(w))).backward();
+    }
+    *left = dt::memory_stats().current_bytes - base - xi.grad().to_local().numel() * 4;
+    return xi.grad().to_local();
+  };
+  auto freeze = [](nn::Module& m, const std::string& prefix) {
+    for (auto& [name, p] : m.named_parameters()) {
+      if (prefix.empty() || name.rfind(prefix, 0) == 0) p.requires_grad_(false);
+    }
+  };
+  SECTION("every parameter frozen: the input's gradient through the frozen units") {
+    auto model = make();
+    auto ref = make();
+    freeze(*model, "");
+    freeze(*ref, "");
+    dt::fully_shard(*model, dp_mesh(), {.grouping = {.module_types = {"Linear", "LayerNorm"}}});
+    for (int s = 0; s < 2; ++s) {
+      INFO("step " << s);
+      int64_t left = 0, ref_left = 0;
+      const dt::Tensor g = step(*model, &left);
+      CHECK(max_diff(g, step(*ref, &ref_left)) < 1e-5);
+      CHECK(left < linear_bytes);
+    }
+  }
+  SECTION("a frozen root (the Linears) with a trained unit (the LayerNorm)") {
+    auto model = make();
+    auto ref = make();
+    freeze(*model, "");
+    freeze(*ref, "");
+    for (nn::Module* m : {model.get(), ref.get()}) {
+      for (auto& [name, p] : m->named_parameters()) {
+        if (name.rfind("1.", 0) == 0) p.requires_grad_(true);
+      }
+    }
+    dt::fully_shard(*model, dp_mesh(), {.grouping = {.module_types = {"LayerNorm"}}});
+    for (int s = 0; s < 2; ++s) {
+      INFO("step " << s);
+      for (nn::Module* m : {model.get(), ref.get()}) {
+        for (auto& [name, p] : m->named_parameters()) p.set_grad(dt::DTensor());
+      }
+      int64_t left = 0, ref_left = 0;
+      const dt::Tensor g = step(*model, &left);
+      CHECK(max_diff(g, step(*ref, &ref_left)) < 1e-5);
+      // The LayerNorm's gradients (views of its reduce-scatter output) stay; the root's 3
+      // gathered Linears must not.
+      CHECK(left < linear_bytes);
+      const dt::DTensor& lw = model->named_parameters()[2].second;
+      CHECK(max_diff(lw.grad().full_tensor(), ref->named_parameters()[2].second.grad().to_local()) <
+            1e-5);
+    }
+  }
+}

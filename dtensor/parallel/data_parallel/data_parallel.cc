@@ -79,7 +79,10 @@ struct UnitState {
   // Indices into State::params: sharded ones (frozen included, as FSDP2: gathered for forward
   // and backward, never reduced) and trained replicated ones.
   std::vector<size_t> sharded, replicated;
-  std::vector<size_t> all;        // every parameter of the unit
+  std::vector<size_t> all;  // every parameter of the unit
+  // Sharded parameters, none trained: no gather node, so no backward of its own releases it
+  // (post_forward's hook has the end of the backward pass do it, FSDP2's final callback).
+  bool frozen = false;
   int64_t block = 0;              // per-rank elements of the flat buffers
   DType dtype = kFloat32;         // of the gather buffers (the compute dtype)
   DType reduce_dtype = kFloat32;  // of the reduce-scatter buffers
@@ -573,11 +576,12 @@ struct DataParallel::State {
 
   // Frees every non-root unit still gathered: one whose backward did not run (its output did not
   // reach the loss, or no backward followed its forward), which would otherwise hold its
-  // parameters until its next forward (FSDP2's final callback reshards likewise).
+  // parameters until its next forward (FSDP2's final callback reshards likewise); a frozen root
+  // too once no pending backward reads it (a trained one is released by its gather's backward).
   void release_leftovers() {
     std::vector<const UnitState*> left;
     for (const UnitState* u : gathered_units) {
-      if (!u->root) left.push_back(u);
+      if (!u->root || (u->frozen && u->backwards_pending == 0)) left.push_back(u);
     }
     for (const UnitState* u : left) release(*u);
   }
@@ -699,6 +703,16 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
   if (u.sharded.empty()) return out;
   const bool backward_follows = out.defined() && out.requires_grad();
   if (backward_follows) ++u.backwards_pending;
+  if (backward_follows && u.frozen) {
+    // A frozen unit regathered for the gradient of its input (or kept: the root, the last unit,
+    // no reshard_after_forward) is released at the end of the backward pass, which this queues
+    // (nothing else may: with no trained parameter no data-parallel node runs).
+    out.register_hook([this, &u](const DTensor&) {
+      if (u.backwards_pending > 0) --u.backwards_pending;
+      queue_finish();
+      return DTensor();
+    });
+  }
   if (!backward_follows) {
     release(u);
   } else if (!u.root && options.reshard_after_forward) {
@@ -858,6 +872,9 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
       p.offset = u.block;
       u.block += flat_slot(p.chunk(s.n, 0).size * p.rest());
     }
+    u.frozen = std::none_of(u.sharded.begin(), u.sharded.end(),
+                            [&](size_t i) { return s.params[i].trained; }) &&
+               !u.sharded.empty();
     s.unit_states.push_back(std::move(u));
   }
   // Buckets: replicated trained parameters in reverse registration order, by size and dtype.
