@@ -227,8 +227,16 @@ void Capture::mark_needed(absl::Span<Node* const> starts) {
   }
 }
 
-// The pass running on this thread is a grad() (see in_grad_call).
+// The pass running on this thread is a grad() (see in_grad_call); a backward() that a hook of a
+// grad() runs is not.
 thread_local bool t_grad_call = false;
+struct GradCallScope {
+  bool saved = t_grad_call;
+  explicit GradCallScope(bool on) { t_grad_call = on; }
+  ~GradCallScope() { t_grad_call = saved; }
+  GradCallScope(const GradCallScope&) = delete;
+  GradCallScope& operator=(const GradCallScope&) = delete;
+};
 
 // The backward pass itself (the engine's rules in engine.h); with `capture`, autograd::grad's.
 void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
@@ -244,6 +252,7 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
     if (root.defined()) meshes.add(root.device_mesh());
   }
   try {
+    const GradCallScope not_grad(false);
     run_backward(roots, grad_roots, retain_graph, meshes);
     meshes.meet();
   } catch (...) {
@@ -282,11 +291,11 @@ std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DT
     capture.at[e.node.get()].push_back({e.input_nr, i});
     keep.push_back(std::move(e));
   }
-  const bool saved = t_grad_call;
-  t_grad_call = true;
   try {
-    run_backward(outputs, grad_outputs, retain_graph, meshes, &capture, "autograd.grad");
-    t_grad_call = saved;
+    {
+      const GradCallScope grad_call(true);
+      run_backward(outputs, grad_outputs, retain_graph, meshes, &capture, "autograd.grad");
+    }
     std::vector<DTensor>& result = capture.grads;
     for (size_t i = 0; i < inputs.size(); ++i) {
       DTensor& g = result[i];
@@ -306,7 +315,6 @@ std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DT
     meshes.meet();
     return std::move(result);
   } catch (...) {
-    t_grad_call = saved;
     meshes.report_failure();
     throw;
   }

@@ -147,6 +147,28 @@ TEST_CASE("autograd.grad: unused inputs, grad_outputs and the errors") {
   CHECK_THROWS_WITH(dt::autograd::grad(loss, w1), Contains("a second time"));
 }
 
+TEST_CASE("autograd.grad: in_grad_call holds in its hooks, not in a backward they run") {
+  DTensor a = leaf({1, 2}, {2}), b = leaf({3}, {1});
+  std::vector<bool> seen;
+  b.register_hook([&seen](const DTensor&) {
+    seen.push_back(dt::autograd::in_grad_call());
+    return DTensor();
+  });
+  const DTensor b_loss = dt::sum(b * 2.0);  // hooks run with grad mode off: recorded before
+  a.register_hook([&](const DTensor&) {
+    seen.push_back(dt::autograd::in_grad_call());
+    b_loss.backward();
+    seen.push_back(dt::autograd::in_grad_call());
+    return DTensor();
+  });
+  const DTensor out[] = {dt::sum(a * a)};
+  const DTensor in[] = {a};
+  dt::autograd::grad(out, in);
+  CHECK(seen == std::vector<bool>{true, false, true});
+  CHECK(b.grad().defined());
+  CHECK_FALSE(dt::autograd::in_grad_call());
+}
+
 TEST_CASE("post accumulate grad hooks: after the hooks and the accumulation, not in grad()") {
   Graph g;
   std::vector<std::string> order;
