@@ -1,6 +1,6 @@
 // The small model of the CUDA-graph tests of a compiled step (CompileOptions::cuda_graph):
 // Linear -> LayerNorm -> GELU -> Linear, cross_entropy (or the same from device-side ops:
-// onehot_cross_entropy), AdamW or SGD with momentum, optionally
+// onehot_cross_entropy), AdamW, SGD with momentum, Adam, RMSprop or Adagrad, optionally
 // clip_grad_norm_, a StepLR schedule changing the learning rate every 3 steps. Local modules on
 // one device (tests/compile/test_compile_cuda_graph_mpi.cc on the CPU,
 // tests/gpu/test_compile_cuda_graph.cc on CUDA); two built alike train identically.
@@ -51,16 +51,29 @@ struct Trainer {
   bool onehot_loss;  // onehot_cross_entropy on the batch's one-hot targets, else cross_entropy
 
   Trainer(Device dev, bool adamw, bool clip_norm, bool onehot = false)
+      : Trainer(dev, adamw ? "AdamW" : "SGD", clip_norm, onehot) {}
+  // `kind`: "AdamW", "SGD" (momentum), "Adam" (L2, amsgrad), "RMSprop" (centered, momentum) or
+  // "Adagrad" (lr_decay).
+  Trainer(Device dev, const char* kind, bool clip_norm, bool onehot = false)
       : device(dev),
         net((manual_seed(5), kIn), kHidden, kClasses, nn::ModuleOptions{.device = dev}),
         clip(clip_norm),
         onehot_loss(onehot) {
-    if (adamw) {
-      opt = std::make_unique<optim::AdamW>(net.parameters(),
-                                           optim::AdamWOptions(1e-2).weight_decay(1e-2));
-    } else {
-      opt = std::make_unique<optim::SGD>(net.parameters(),
+    const std::string k = kind;
+    const auto params = net.parameters();
+    if (k == "AdamW") {
+      opt = std::make_unique<optim::AdamW>(params, optim::AdamWOptions(1e-2).weight_decay(1e-2));
+    } else if (k == "SGD") {
+      opt = std::make_unique<optim::SGD>(params,
                                          optim::SGDOptions(5e-2).momentum(0.9).weight_decay(1e-3));
+    } else if (k == "Adam") {
+      opt = std::make_unique<optim::Adam>(
+          params, optim::AdamOptions(1e-2).weight_decay(1e-2).amsgrad(true));
+    } else if (k == "RMSprop") {
+      opt = std::make_unique<optim::RMSprop>(
+          params, optim::RMSpropOptions(1e-3).centered(true).momentum(0.5));
+    } else {
+      opt = std::make_unique<optim::Adagrad>(params, optim::AdagradOptions(5e-2).lr_decay(0.1));
     }
     schedule = std::make_unique<optim::StepLR>(*opt, 3, 0.5);
   }
