@@ -115,17 +115,24 @@ void bind_or_add_grad(const DTensor& storage, Tensor local) {
 // gradient_as_bucket_view). Each parameter's view is its own region of the buffer.
 // Captured, it is one primitive deciding when it runs whether to bind or to add (a replay may
 // follow calls that left a gradient), as autograd's own accumulation does.
+// Then the parameter's post accumulate grad hooks run (DTensor::register_post_accumulate_grad_hook)
+// with the reduced gradient, as FSDP2 runs them after its reduce-scatter's accumulation (DDP's
+// run before its all-reduce, on the local gradient).
 void accumulate_into_grad(const DTensor& storage, Tensor local) {
   if (!capturing()) {
     bind_or_add_grad(storage, std::move(local));
-    return;
+  } else {
+    Tensor result[1];
+    detail::run_recorded("grad", "accumulate", {local}, result, 0,
+                         [storage](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
+                           bind_or_add_grad(storage, in[0]);
+                           out[0] = storage.grad().to_local();
+                         });
   }
-  Tensor result[1];
-  detail::run_recorded("grad", "accumulate", {local}, result, 0,
-                       [storage](absl::Span<const Tensor> in, absl::Span<Tensor> out) {
-                         bind_or_add_grad(storage, in[0]);
-                         out[0] = storage.grad().to_local();
-                       });
+  if (const auto& meta = storage.autograd_meta(); meta != nullptr) {
+    const std::vector<std::function<void()>> hooks = meta->post_accumulate_grad_hooks;
+    for (const auto& hook : hooks) hook();
+  }
 }
 
 // Each parameter's place in a flat reduction buffer (a unit's, a bucket's) starts on a
