@@ -70,7 +70,8 @@ TEST_CASE("a send moves while its owner makes no MPI call", "[progress]") {
     comm->recv(got, 0, 5)->wait();
     const double waited = seconds_since(start);
     INFO("waited " << waited << " s for the message");
-    CHECK(waited < 0.5);  // without the progress thread: the sender's second of sleep
+    if (dt::test::kTimeBoundsApply)
+      CHECK(waited < 0.5);  // without the progress thread: the sender's second of sleep
     CHECK(got.to_vector<float>()[kElements - 1] == static_cast<float>(kElements - 1));
   }
   comm->barrier()->wait();

@@ -38,7 +38,7 @@ TEST_CASE("a ring hop moves while the caller computes", "[context][progress]") {
   const double waited = std::chrono::duration<double>(Clock::now() - start).count();
   if (r == 1) {
     INFO("rank 1 waited " << waited << " s for its hop");
-    CHECK(waited < 0.5);  // without progress: rank 0's second
+    if (dt::test::kTimeBoundsApply) CHECK(waited < 0.5);  // without progress: rank 0's second
   }
   const int peer = 1 - r;
   CHECK(in_k.to_vector<float>()[kElements - 1] == static_cast<float>(peer + 1));

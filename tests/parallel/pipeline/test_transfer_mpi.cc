@@ -57,7 +57,7 @@ TEST_CASE("a send moves while its sender computes", "[pipeline][transfer][progre
     const dt::DTensor got = channel.recv(0, key, nullptr, mesh);
     const double waited = seconds_since(start);
     INFO("waited " << waited << " s for the activation");
-    CHECK(waited < 0.5);
+    if (dt::test::kTimeBoundsApply) CHECK(waited < 0.5);
     REQUIRE(got.defined());
     CHECK(got.to_local().to_vector<float>()[kElements - 1] == static_cast<float>(kElements - 1));
   }
