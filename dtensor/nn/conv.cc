@@ -6,6 +6,7 @@
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/ops/conv/conv.h"
+#include "dtensor/ops/conv/detail/halo.h"
 #include "dtensor/ops/pool/pool.h"
 #include "dtensor/rng/dtensor_random.h"
 #include "dtensor/rng/random.h"
@@ -112,6 +113,13 @@ DTensor ConvNd::forward(const DTensor& x) {
   if (!input_pads_.empty()) {
     DT_CHECK(in.dim() == nd + 2, "[%s] expected a %dD (unbatched) or %dD (batched) input, got %s",
              type_, nd + 1, nd + 2, shape_str(x.shape()));
+    // A height-sharded input exchanges the padding mode's rows with its neighbours instead of
+    // gathering the height (undefined where that path does not apply).
+    if (padding_mode_ != "zeros" && !transposed_) {
+      const DTensor y = ::dtensor::detail::halo_padded_convolution(
+          in, w, b, input_pads_, padding_mode_, stride_, dilation_, groups_);
+      if (y.defined()) return unbatched ? y.squeeze(0) : y;
+    }
     in = pad(in, input_pads_, padding_mode_ == "zeros" ? "constant" : padding_mode_.c_str());
   }
   const DTensor y = convolution(

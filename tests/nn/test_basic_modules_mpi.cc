@@ -4,7 +4,10 @@
 // a sharded input keeps, on every rank, exactly the elements the full input's dropout keeps;
 // Conv2d with padding 'same' and each padding_mode on batch- and height-sharded inputs.
 #include <catch2/catch.hpp>
+#include <optional>
+#include <string>
 
+#include "dtensor/collectives/comm_debug.h"
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
@@ -89,9 +92,10 @@ TEST_CASE("Dropout of a sharded input equals Dropout of the full input on every 
 
 TEST_CASE("Conv with padding 'same' and padding_mode on batch- and height-sharded inputs") {
   // The module pads with pad (reflect / replicate / circular, or zeros for an asymmetric 'same')
-  // and convolves with padding 0: a batch-sharded input keeps its shards through pad, a
-  // height-sharded one is gathered by pad's strategy; both give the single-device values and
-  // gradients.
+  // and convolves with padding 0: a batch-sharded input keeps its shards through pad; a
+  // height-sharded one with reflect / replicate / circular exchanges the rows the mode reads
+  // point to point (issue L2-4: no all-gather), with zeros it is gathered by pad's strategy;
+  // all give the single-device values and gradients.
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
   nn::ModuleOptions o;
@@ -117,7 +121,15 @@ TEST_CASE("Conv with padding 'same' and padding_mode on batch- and height-sharde
       auto sharded = make();
       DTensor xd = dt::distribute_tensor(x, mesh, {Shard(dim)}, std::nullopt);
       xd.requires_grad_(true);
+      std::optional<dt::CommDebugMode> comm;
+      comm.emplace();
       const DTensor y = (*sharded)(xd);
+      if (dim == 2 && std::string(mode) != "zeros") {
+        CHECK(comm->total_count() ==
+              comm->count(dt::CollectiveKind::kSend) + comm->count(dt::CollectiveKind::kRecv));
+        CHECK(y.placements()[0] == Shard(2));
+      }
+      comm.reset();
       CHECK(st::same_values(y.full_tensor(), ys.to_local(), 1e-12));
       dt::sum(dt::mul(y, dt::distribute_tensor(c, mesh, {Replicate()}, std::nullopt))).backward();
       CHECK(st::same_values(xd.grad().full_tensor(), xs.grad().to_local(), 1e-12));

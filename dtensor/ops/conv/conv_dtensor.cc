@@ -12,6 +12,7 @@
 #include "dtensor/ops/conv/detail/halo.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/pool/pool.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -76,21 +77,23 @@ int64_t halo_mesh_dim(const DTensor& x, const DTensor& w, const DTensor& b, IntS
   return m;
 }
 
+// The halo convolution: x's rows extended by `top` / `bottom` rows read as `pad` says, then a
+// convolution with no height padding (padding's other entries as given).
 DTensor halo_convolution(const DTensor& x, const DTensor& weight, const DTensor& bias,
                          IntSpan stride, IntSpan padding, IntSpan dilation, int64_t groups,
-                         int64_t m) {
+                         int64_t m, int64_t top, int64_t bottom, detail::HaloPad pad_mode) {
   const DeviceMesh& mesh = x.device_mesh();
-  const int64_t h = padding[0], world = mesh.size(m), height = x.size(2);
-  // Each rank's rows extended by h rows on either side (zeros beyond the tensor's edges). An
-  // empty shard takes one more zero row: it computes one output row (then dropped), so that
-  // every rank's graph holds the collectives the backward runs.
+  const int64_t world = mesh.size(m), height = x.size(2);
+  // Each rank's rows extended by top / bottom rows (zeros, or rows of x, beyond the tensor's
+  // edges). An empty shard takes one more row: it computes one output row (then dropped), so
+  // that every rank's graph holds the collectives the backward runs.
   const detail::ChunkLayout c = detail::chunk_layout(height, world);
   std::vector<detail::RowRange> range;
   for (int64_t q = 0; q < world; ++q) {
-    range.push_back({c.start[q] - h, c.start[q] + c.rows[q] + h + (c.rows[q] == 0 ? 1 : 0)});
+    range.push_back({c.start[q] - top, c.start[q] + c.rows[q] + bottom + (c.rows[q] == 0 ? 1 : 0)});
   }
   const int64_t n = c.rows[mesh.get_coordinate()[m]];
-  const DTensor ext = detail::halo_rows(x, 2, m, range);
+  const DTensor ext = detail::halo_rows(x, 2, m, range, pad_mode);
   Placements partial_grad = x.placements();
   partial_grad[m] = Partial();
   const DTensor wl = weight.to_local_dtensor(partial_grad);
@@ -115,7 +118,10 @@ DTensor convolution(const DTensor& input, const DTensor& weight, const DTensor& 
   DT_CHECK(input.defined() && weight.defined(), "[convolution] expected defined input and weight");
   if (input.dim() >= 4 && weight.dim() == input.dim()) {
     const int64_t m = halo_mesh_dim(input, weight, bias, stride, padding, dilation, transposed);
-    if (m >= 0) return halo_convolution(input, weight, bias, stride, padding, dilation, groups, m);
+    if (m >= 0) {
+      return halo_convolution(input, weight, bias, stride, padding, dilation, groups, m, padding[0],
+                              padding[0], detail::HaloPad::kZeros);
+    }
   }
   const ArgValue args[] = {Shape(stride.begin(), stride.end()),
                            Shape(padding.begin(), padding.end()),
@@ -132,6 +138,60 @@ DTensor convolution(const DTensor& input, const DTensor& weight, const DTensor& 
   bshape[1] = y.size(1);
   return add(y, view(bias, bshape));
 }
+
+namespace detail {
+
+DTensor halo_padded_convolution(const DTensor& x, const DTensor& weight, const DTensor& bias,
+                                IntSpan pads, std::string_view mode, IntSpan stride,
+                                IntSpan dilation, int64_t groups) {
+  const int64_t nd = x.dim() - 2;
+  if (nd < 2 || weight.dim() != x.dim() || static_cast<int64_t>(pads.size()) != 2 * nd ||
+      static_cast<int64_t>(stride.size()) != nd || static_cast<int64_t>(dilation.size()) != nd) {
+    return DTensor();
+  }
+  const HaloPad pad_mode = mode == "reflect"     ? HaloPad::kReflect
+                           : mode == "replicate" ? HaloPad::kReplicate
+                           : mode == "circular"  ? HaloPad::kCircular
+                                                 : HaloPad::kZeros;
+  // The height's (top, bottom): pad's last pair is the first spatial dim's.
+  const int64_t top = pads[2 * nd - 2], bottom = pads[2 * nd - 1], size = x.size(2);
+  const bool allowed = pad_mode == HaloPad::kReflect    ? top < size && bottom < size
+                       : pad_mode == HaloPad::kCircular ? top <= size && bottom <= size
+                                                        : pad_mode == HaloPad::kReplicate;
+  // As the zeros path (halo_mesh_dim above): an output as high as the input.
+  const bool same_height = top + bottom == dilation[0] * (weight.size(2) - 1);
+  if (!allowed || !same_height || size == 0 || top < 0 || bottom < 0) return DTensor();
+  if (x.dim() < 4 || stride[0] != 1 || !x.device_mesh().contains_me()) return DTensor();
+  const int64_t m = halo_mesh_dim(x, 2);
+  if (m < 0) return DTensor();
+  for (const DTensor* t : {&weight, &bias}) {
+    if (!t->defined()) continue;
+    for (const Placement& p : t->placements()) {
+      if (!p.is_replicate()) return DTensor();
+    }
+  }
+  // The other spatial dims are padded on every rank's own rows (not sharded: no communication).
+  // Every spatial dim but the height (pad takes a pair per spatial dim of a batched input).
+  Shape rest(pads.begin(), pads.end());
+  rest[2 * nd - 2] = rest[2 * nd - 1] = 0;
+  const bool pad_rest = std::any_of(rest.begin(), rest.end(), [](int64_t v) { return v != 0; });
+  DTensor xp = x;
+  if (pad_rest) {
+    // On the local shard (pad of the sharded DTensor would gather the height); an empty shard
+    // has no values to reflect or wrap: zeros keep its shape and its place in the graph.
+    const DTensor xl = x.to_local_dtensor();
+    const std::string local_mode = xl.size(2) == 0 ? "constant" : std::string(mode);
+    const DTensor pl = pad(xl, rest, local_mode.c_str());
+    Shape global = pl.shape();
+    global[0] = x.size(0);
+    global[2] = size;
+    xp = DTensor::from_local(pl, x.device_mesh(), x.placements(), false, global);
+  }
+  return halo_convolution(xp, weight, bias, stride, Shape(static_cast<size_t>(nd), 0), dilation,
+                          groups, m, top, bottom, pad_mode);
+}
+
+}  // namespace detail
 
 DTensor conv1d(const DTensor& input, const DTensor& weight, const DTensor& bias, IntSpan stride,
                IntSpan padding, IntSpan dilation, int64_t groups) {

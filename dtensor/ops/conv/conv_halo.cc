@@ -87,7 +87,60 @@ std::vector<Tensor> exchange(Communicator& comm, const std::vector<Transfer>& se
   return got;
 }
 
+// halo_rows' result for another padding than zeros: the rows `want` reads (halo_source_row),
+// taken from this rank's shard xl and the received spans (`in`, in order), as runs of
+// consecutive rows (a reflected edge: one row at a time).
+DTensor assemble_padded(const DTensor& xl, const DTensor& received, const std::vector<Transfer>& in,
+                        const ChunkLayout& c, int64_t r, int64_t dim, RowRange want, HaloPad pad) {
+  const int64_t size = c.start.back() + c.rows.back();
+  // The pool: the own shard's rows, then the received spans; each source row's place in it.
+  const DTensor pool = received.defined() ? cat({xl, received}, dim) : xl;
+  std::vector<int64_t> at;
+  for (int64_t i = want.begin; i < want.end; ++i) {
+    const int64_t src = halo_source_row(i, size, pad);
+    if (src >= c.start[r] && src < c.start[r] + c.rows[r]) {
+      at.push_back(src - c.start[r]);
+      continue;
+    }
+    int64_t off = c.rows[r];
+    for (const Transfer& t : in) {
+      if (src >= t.lo && src < t.hi) {
+        at.push_back(off + src - t.lo);
+        break;
+      }
+      off += t.hi - t.lo;
+    }
+  }
+  // An empty piece keeps the pool (the own shard, the exchange) in every rank's graph.
+  std::vector<DTensor> pieces{narrow(pool, dim, 0, 0)};
+  for (size_t k = 0; k < at.size();) {
+    size_t e = k + 1;
+    while (e < at.size() && at[e] == at[e - 1] + 1) ++e;
+    pieces.push_back(narrow(pool, dim, at[k], static_cast<int64_t>(e - k)));
+    k = e;
+  }
+  return pieces.size() == 1 ? pieces[0] : cat(pieces, dim);
+}
+
 }  // namespace
+
+int64_t halo_source_row(int64_t i, int64_t size, HaloPad pad) {
+  if (i >= 0 && i < size) return i;
+  switch (pad) {
+    case HaloPad::kReflect: {
+      const int64_t period = 2 * (size - 1);  // ... 1 0 1 2 ... size-1 size-2 ...
+      if (period == 0) return 0;
+      const int64_t j = (i % period + period) % period;
+      return j < size ? j : period - j;
+    }
+    case HaloPad::kReplicate:
+      return std::clamp<int64_t>(i, 0, size - 1);
+    case HaloPad::kCircular:
+      return (i % size + size) % size;
+    default:
+      return -1;
+  }
+}
 
 std::vector<PostStep> p2p_post_order(int64_t rank, const std::vector<int64_t>& send_peers,
                                      const std::vector<int64_t>& recv_peers) {
@@ -107,7 +160,8 @@ std::vector<PostStep> p2p_post_order(int64_t rank, const std::vector<int64_t>& s
   return order;
 }
 
-DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<RowRange>& range) {
+DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<RowRange>& range,
+                  HaloPad pad) {
   const DeviceMesh& mesh = x.device_mesh();
   const int64_t world = mesh.size(m), r = mesh.get_coordinate()[m], size = x.size(dim);
   DT_CHECK(static_cast<int64_t>(range.size()) == world,
@@ -119,13 +173,31 @@ DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<Ro
   // rank's shard each other rank's range reaches (out): point-to-point, with the neighbours
   // only when every shard is at least as thick as the halo, further along when shards are
   // thinner (every rank's range is known to all, so both sides agree on every transfer).
+  // Another padding than zeros reads rows of x for those outside it: each rank's span of rows
+  // of each shard is the hull of the source rows its range reads there (one message per pair).
+  std::vector<std::vector<RowRange>> reads;  // [p][q], other modes only
+  if (pad != HaloPad::kZeros) {
+    DT_CHECK(size > 0, "[halo_rows] a padding mode other than zeros needs rows (dim %d is empty)",
+             dim);
+    reads.assign(world, std::vector<RowRange>(world, RowRange{size, 0}));
+    for (int64_t p = 0; p < world; ++p) {
+      for (int64_t i = range[p].begin; i < range[p].end; ++i) {
+        const int64_t src = halo_source_row(i, size, pad);
+        const int64_t q =
+            std::upper_bound(c.start.begin(), c.start.end(), src) - c.start.begin() - 1;
+        RowRange& h = reads[p][std::max<int64_t>(q, 0)];
+        h = {std::min(h.begin, src), std::max(h.end, src + 1)};
+      }
+    }
+  }
   std::vector<Transfer> in, out;
   bool any = false;  // whether any pair of ranks exchanges rows
   for (int64_t q = 0; q < world; ++q) {
     for (int64_t p = 0; p < world; ++p) {
       if (p == q) continue;
-      const int64_t lo = std::max(range[p].begin, c.start[q]);
-      const int64_t hi = std::min(range[p].end, end_of(q));
+      const RowRange span = pad == HaloPad::kZeros ? range[p] : reads[p][q];
+      const int64_t lo = std::max(span.begin, c.start[q]);
+      const int64_t hi = std::min(span.end, end_of(q));
       if (lo >= hi) continue;
       any = true;
       if (p == r) in.push_back({q, lo, hi});
@@ -178,9 +250,10 @@ DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<Ro
               DTensor::from_local(gx, local_meta.device_mesh(), local_meta.placements(), false)};
         });
   }
+  const RowRange want = range[r];
+  if (pad != HaloPad::kZeros) return assemble_padded(xl, received, in, c, r, dim, want, pad);
   // This rank's range, piece by piece: zeros before row 0, each shard's rows in order (its own
   // from xl, another rank's from the received rows), zeros after the last row.
-  const RowRange want = range[r];
   std::vector<DTensor> pieces;
   // An empty piece of the received rows keeps the exchange in every rank's graph, also where
   // this rank reads none (it may have sent rows, whose gradients must come back).

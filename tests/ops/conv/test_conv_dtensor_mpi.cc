@@ -3,11 +3,15 @@
 // shapes, conv2d / conv1d (depthwise) / conv_transpose2d and their gradients equal the op on the
 // full tensors; data parallel (batch S(0)) and tensor parallel (output channels) need no
 // communication in forward; input channels sharded give a Partial output.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/ops/conv/conv.h"
+#include "dtensor/ops/conv/detail/halo.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/pool/pool.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "tests/common/ops_dtensor_test_util.h"
 
@@ -183,4 +187,76 @@ TEST_CASE("dtensor conv on height-sharded inputs exchanges halos: values and gra
       }
     }
   }
+}
+
+// A height-sharded convolution padded with reflect / replicate / circular (nn::ConvNd's
+// padding_mode) exchanges the rows the mode reads with the ranks that hold them instead of
+// gathering the height (issue L2-4): reflect reads rows from inside the first / last shard,
+// circular the wrap-around neighbour's, replicate the edge row. Even, uneven and empty shards,
+// symmetric and asymmetric ('same' with an even kernel) height padding: values and gradients
+// equal pad + conv2d on the replicated tensors; only sends and receives.
+TEST_CASE("dtensor conv with padding_mode reflect / replicate / circular exchanges halos") {
+  for (const dt::DeviceMesh& mesh : st::family_meshes()) {
+    const int64_t md = mesh.ndim(), m = md - 1, wm = mesh.size(m);
+    for (const int64_t height : {4 * wm, 3 * wm + 1, std::max<int64_t>(wm - 1, 1), int64_t{1}}) {
+      struct K {
+        int64_t k, top, bottom, dil;
+      };
+      for (const K kk : {K{3, 1, 1, 1}, K{5, 2, 2, 1}, K{4, 1, 2, 1}, K{3, 2, 2, 2}}) {
+        for (const char* mode : {"reflect", "replicate", "circular"}) {
+          const int64_t most = std::max(kk.top, kk.bottom);
+          if ((std::string(mode) == "reflect" && most >= height) ||
+              (std::string(mode) == "circular" && most > height)) {
+            continue;  // PyTorch's pad refuses these
+          }
+          INFO("mesh " << mesh.str() << " height " << height << " kernel " << kk.k << " pad "
+                       << kk.top << "," << kk.bottom << " dilation " << kk.dil << " " << mode);
+          const Tensor x = st::det_input({2, 3, height, 5}, 4, -1.0, 0.25, dt::kFloat64);
+          const Tensor wt = st::det_input({4, 3, kk.k, 3}, 5, -1.0, 0.25, dt::kFloat64);
+          const Tensor b = st::det_input({4}, 6, -1.0, 0.25, dt::kFloat64);
+          const int64_t pads[] = {1, 1, kk.top, kk.bottom};
+          const auto run = [&](const Placements& px, bool halo) {
+            DTensor dx = dist(x, mesh, px), dw = dist(wt, mesh, Placements(md)),
+                    db = dist(b, mesh, Placements(md));
+            dx.requires_grad_();
+            dw.requires_grad_();
+            db.requires_grad_();
+            const DTensor y =
+                halo ? dt::detail::halo_padded_convolution(dx, dw, db, pads, mode, {1, 1},
+                                                           {kk.dil, 1}, 1)
+                     : dt::conv2d(dt::pad(dx, pads, mode), dw, db, {1}, {0}, {kk.dil, 1});
+            REQUIRE(y.defined());
+            dt::sum(dt::mul(y, y)).backward();
+            return std::vector<Tensor>{y.full_tensor(), dx.grad().full_tensor(),
+                                       dw.grad().full_tensor(), db.grad().full_tensor()};
+          };
+          Placements px(md);
+          px[m] = Shard(2);
+          const std::vector<Tensor> want = run(Placements(md), false), got = run(px, true);
+          for (size_t i = 0; i < want.size(); ++i) CHECK(st::same_values(got[i], want[i], 1e-10));
+          const DTensor sx = dist(x, mesh, px), rw = dist(wt, mesh, Placements(md));
+          dt::CommDebugMode comm;
+          const DTensor y = dt::detail::halo_padded_convolution(sx, rw, DTensor(), pads, mode,
+                                                                {1, 1}, {kk.dil, 1}, 1);
+          using dt::CollectiveKind;
+          CHECK(comm.total_count() ==
+                comm.count(CollectiveKind::kSend) + comm.count(CollectiveKind::kRecv));
+          CHECK(comm.count(CollectiveKind::kAllGather) == 0);
+          CHECK(y.placements() == px);
+        }
+      }
+    }
+  }
+  // Where the mode does not allow the padding (reflect by the whole height) the path declines
+  // and the caller's pad raises PyTorch's error.
+  const dt::DeviceMesh mesh = st::family_meshes().front();
+  Placements px(mesh.ndim());
+  px[mesh.ndim() - 1] = Shard(2);
+  const DTensor sx = dist(st::det_input({1, 1, 2, 3}, 7, -1.0, 0.25, dt::kFloat64), mesh, px);
+  const DTensor rw =
+      dist(st::det_input({1, 1, 5, 3}, 8, -1.0, 0.25, dt::kFloat64), mesh, Placements(mesh.ndim()));
+  const int64_t pads[] = {1, 1, 2, 2};
+  CHECK_FALSE(
+      dt::detail::halo_padded_convolution(sx, rw, DTensor(), pads, "reflect", {1, 1}, {1, 1}, 1)
+          .defined());
 }
