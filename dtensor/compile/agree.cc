@@ -87,6 +87,17 @@ std::vector<int64_t> gather_words(const DTensor& on, std::vector<int64_t> words)
   return std::vector<int64_t>(w, w + n * comm->size());
 }
 
+// `text` in `n` words (up to 8 n - 1 characters, zero-padded), and back.
+std::vector<int64_t> text_words(const std::string& text, size_t n) {
+  std::vector<int64_t> words(n, 0);
+  std::memcpy(words.data(), text.data(), std::min(text.size(), n * 8 - 1));
+  return words;
+}
+std::string words_text(const int64_t* words, size_t n) {
+  const char* c = reinterpret_cast<const char*>(words);
+  return std::string(c, strnlen(c, n * 8));
+}
+
 // A node's hash for the comparison: its kind, name, placements and the kinds of the collectives
 // it issued (not their bytes, nor shapes: uneven shards differ between ranks), and its arity.
 uint64_t node_hash(const Node& n) {
@@ -185,13 +196,8 @@ std::string first_difference(const Graph& g, const DTensor& on, size_t p, size_t
     text = absl::StrCat("nothing: its sequence ends there (", shared.size(), " nodes)");
   }
   constexpr size_t kTextWords = 48;  // up to 383 characters of each node's text
-  std::vector<int64_t> words(kTextWords, 0);
-  std::memcpy(words.data(), text.data(), std::min(text.size(), kTextWords * 8 - 1));
-  const std::vector<int64_t> t = gather_words(on, std::move(words));
-  auto text_of = [&](size_t r) {
-    const char* c = reinterpret_cast<const char*>(&t[r * kTextWords]);
-    return std::string(c, strnlen(c, kTextWords * 8));
-  };
+  const std::vector<int64_t> t = gather_words(on, text_words(text, kTextWords));
+  auto text_of = [&](size_t r) { return words_text(&t[r * kTextWords], kTextWords); };
   return absl::StrFormat(
       " They first differ at node %d of those they share: rank %d of the mesh ran %s; rank %d "
       "ran %s.",
@@ -217,24 +223,33 @@ int first_disagreeing(const std::vector<int64_t>& w, size_t n, bool& earlier) {
   return -1;
 }
 
-// Raised when another mesh's ranks disagreed: this rank learns it from a rank of that mesh.
-std::string disagreed_elsewhere(const DeviceMesh& mesh, int r, std::string_view what) {
+// Raised when another mesh's ranks disagreed: this rank learns it from a rank of that mesh,
+// with `found` (what that mesh's ranks found, when it came along: the ops that differ).
+std::string disagreed_elsewhere(const DeviceMesh& mesh, int r, std::string_view what,
+                                std::string_view found = "") {
   return absl::StrFormat(
       "[compile] %s: rank %d of %s (world rank %d) found that the ranks of a smaller mesh of the "
-      "step's inputs disagree (its own error names them)",
-      what, r, mesh.str(), mesh.ranks()[static_cast<size_t>(r)]);
+      "step's inputs disagree (%s)",
+      what, r, mesh.str(), mesh.ranks()[static_cast<size_t>(r)],
+      found.empty() ? std::string("its own error names them")
+                    : absl::StrCat("there: ", std::string(found)));
 }
 
 }  // namespace
 
 void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorList& outputs) {
   std::string error;
+  // What the first disagreeing mesh's ranks found (its mesh and the ops that differ), carried to
+  // the larger meshes' ranks that are not on it, so their error names the ops too.
+  std::string found;
+  constexpr size_t kFoundWords = 96;  // up to 767 characters
   for (const DTensor* t : input_meshes(inputs)) {
     const DeviceMesh& mesh = t->device_mesh();
-    // Words per rank: (hash, count) per peer of the mesh, then whether an earlier mesh disagreed.
-    // One all-gather of n * (2n + 1) words per mesh and capture, none per replay.
+    // Words per rank: (hash, count) per peer of the mesh, whether an earlier mesh disagreed and
+    // what its ranks found. One all-gather of n * (2n + 1 + kFoundWords) words per mesh and
+    // capture, none per replay.
     const auto hashes = pair_hashes(g, mesh, outputs);
-    const size_t n = hashes.size(), per = 2 * n + 1;
+    const size_t n = hashes.size(), per = 2 * n + 1 + kFoundWords;
     std::vector<int64_t> words;
     words.reserve(per);
     for (const auto& [h, count] : hashes) {
@@ -242,14 +257,18 @@ void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorL
       words.push_back(count);
     }
     words.push_back(error.empty() ? 0 : 1);
+    const std::vector<int64_t> text = text_words(found, kFoundWords);
+    words.insert(words.end(), text.begin(), text.end());
     const std::vector<int64_t> w = gather_words(*t, std::move(words));
     if (w.empty() || !error.empty()) continue;
     int earlier = -1;
     for (size_t r = 0; r < n && earlier < 0; ++r) {
-      if (w[r * per + per - 1] != 0) earlier = static_cast<int>(r);
+      if (w[r * per + 2 * n] != 0) earlier = static_cast<int>(r);
     }
     if (earlier >= 0) {
-      error = disagreed_elsewhere(mesh, earlier, "the ranks captured different op sequences");
+      found = words_text(&w[static_cast<size_t>(earlier) * per + 2 * n + 1], kFoundWords);
+      error =
+          disagreed_elsewhere(mesh, earlier, "the ranks captured different op sequences", found);
       continue;
     }
     // Rank p's words for peer q against q's for p: every rank holds every word, so every rank of
@@ -258,6 +277,9 @@ void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorL
       for (size_t q = p + 1; q < n && error.empty(); ++q) {
         const int64_t *a = &w[p * per + 2 * q], *b = &w[q * per + 2 * p];
         if (a[0] == b[0] && a[1] == b[1]) continue;
+        const std::string differ = first_difference(g, *t, p, q, a[1], b[1]);
+        found = absl::StrCat(mesh.str(), ", rank ", q, " of ", n, " against rank ", p,
+                             differ.empty() ? ": the outputs differ" : absl::StrCat(":", differ));
         error = absl::StrFormat(
             "[compile] the ranks of %s captured different op sequences: rank %d of the mesh "
             "(world rank %d) recorded %d nodes with hash %x (outputs included) of those it "
@@ -267,7 +289,7 @@ void check_ranks_agree(const Graph& g, const DTensorList& inputs, const DTensorL
             "on each rank. "
             "Make the step's control flow the same on every rank, or run it eagerly",
             mesh.str(), q, mesh.ranks()[q], b[1], static_cast<uint64_t>(b[0]), p, mesh.ranks()[p],
-            a[1], static_cast<uint64_t>(a[0]), first_difference(g, *t, p, q, a[1], b[1]));
+            a[1], static_cast<uint64_t>(a[0]), differ);
       }
     }
   }
