@@ -311,3 +311,35 @@ TEST_CASE("autograd.grad inside a captured step is refused with a [compile] erro
   CHECK_THROWS_WITH(step({dt::local_dtensor(dt::from_vector<double>({1, 1, 1}, {3}))}),
                     Contains("[compile] the step cannot be captured: it runs autograd::grad"));
 }
+
+TEST_CASE("post accumulate grad hooks: optimizer-in-backward replays bit-equal under compile") {
+  // An SGD step in the hook (PyTorch's optimizer-in-backward recipe): captured, then replayed.
+  auto run = [](bool compiled) {
+    DTensor w = leaf({1, -2, 3}, {3});
+    w.register_post_accumulate_grad_hook([](const DTensor& p) { dt::sub_(p, p.grad() * 0.125); });
+    auto step_fn = [w](const dt::DTensorList& in) {
+      dt::autograd::zero_grad(std::vector<DTensor>{w});
+      const DTensor loss = dt::sum(in[0] * w * w);
+      loss.backward();
+      return dt::DTensorList{loss.detach()};
+    };
+    dt::CompiledStep step = dt::compile(step_fn);
+    for (int i = 0; i < 3; ++i) {
+      const dt::DTensorList in = {
+          dt::local_dtensor(dt::from_vector<double>({0.5 + i, 1.5, -0.25 * i}, {3}))};
+      if (compiled) {
+        step(in);
+      } else {
+        step_fn(in);
+      }
+    }
+    if (compiled) {
+      CHECK(step.captures() == 1);
+      CHECK(step.replays() == 2);
+    }
+    return w.to_local().to_vector<double>();
+  };
+  const std::vector<double> eager = run(false);
+  CHECK(eager != std::vector<double>{1, -2, 3});  // the hook stepped
+  CHECK(run(true) == eager);
+}
