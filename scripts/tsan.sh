@@ -8,7 +8,8 @@
 #   - the p2p progress thread (p2p_progress.h): its own test, the pipeline's transfers and
 #     schedules (pp, pp x tp, pp x dp, 3-D at 8 ranks), ring attention's hops;
 #   - the intra-op pool (dtensor/ops/threads.h) and the caches several threads share
-#     (propagation, einsum, the RNG's offsets), the collective thread rule.
+#     (propagation, einsum, the RNG's offsets), the collective thread rule, autograd's
+#     per-thread grad mode and backward (two threads' backward passes at once).
 # Any ThreadSanitizer report fails the run (halt_on_error=1, exit code 66). tests/tsan.supp
 # names only Open MPI's and OpenBLAS's libraries, never a dtensor frame.
 # Not in CI (.ci/run): on 2 cores the build takes about 12 min and REPEAT=3 about 8 min
@@ -30,6 +31,7 @@ cases=(
   "0 test_sharding_propagation *propagation cache*"
   "0 test_einsum einsum plans are cached*"
   "0 rng_tests [gen]"
+  "0 autograd_tests [threads]"
   "2 test_collective_check *thread*"
   "2 test_async_order_mpi"
   "1 test_redistribute_mpi [async]"
