@@ -267,6 +267,17 @@ TEST_CASE("Adam, RMSprop and Adagrad take PyTorch's defaults and refuse its inva
   REQUIRE_THROWS_WITH(
       r.load_state_dict(g.state_dict()),
       Contains("[RMSprop] load_state_dict: entry '0.sum' names no state of RMSprop"));
+  // Adam and AdamW share their states; AdamW has no decoupled_weight_decay (always on): its
+  // state loaded into Adam keeps Adam's setting, Adam's into AdamW is refused.
+  optim::AdamW adamw({p});
+  adamw.step();
+  optim::Adam l2({p}, optim::AdamOptions(0.5).decoupled_weight_decay(false));
+  l2.load_state_dict(adamw.state_dict());
+  CHECK(l2.options().lr() == 1e-3);
+  CHECK(l2.options().weight_decay() == 1e-2);
+  CHECK_FALSE(l2.options().decoupled_weight_decay());
+  REQUIRE_THROWS_WITH(adamw.load_state_dict(l2.state_dict()),
+                      Contains("[AdamW] has no hyper-parameter 'decoupled_weight_decay'"));
 }
 
 TEST_CASE("optimizers skip parameters without gradients and bump the version") {
