@@ -12,7 +12,7 @@
 #     per-thread grad mode and backward (two threads' backward passes at once).
 # Any ThreadSanitizer report fails the run (halt_on_error=1, exit code 66). tests/tsan.supp
 # names only Open MPI's and OpenBLAS's libraries, never a dtensor frame.
-# Not in CI (.ci/run): on 2 cores the build takes about 12 min and REPEAT=3 about 8 min
+# Not in CI (.ci/run): on 2 cores the build from nothing took 344 s and REPEAT=3 278 s
 # (docs/RELIABILITY.md). test_compile_mpi at 4 ranks (82 s a run) is left out: the same
 # scheduled collectives run at 1 and 2. Environment: BUILD_DIR (default
 # build-tsan), JOBS, REPEAT (default 3), TSAN_SKIP_BUILD=1 to run what is built.
