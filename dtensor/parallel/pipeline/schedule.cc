@@ -62,12 +62,22 @@ void check_schedule(ScheduleKind kind, int64_t pp_size, int64_t stages_per_rank,
     DT_CHECK(stages_per_rank >= 1,
              "[ScheduleInterleaved1F1B] %lld stages per rank (expected at least 1)",
              static_cast<long long>(stages_per_rank));
-    const int64_t rounds = interleaved_rounds(pp_size, n_microbatches);
-    DT_CHECK(n_microbatches % rounds == 0,
-             "[ScheduleInterleaved1F1B] n_microbatches %lld is not a multiple of the %lld rounds "
-             "(max(1, n_microbatches / pp size %lld): the rounds must be equal)",
-             static_cast<long long>(n_microbatches), static_cast<long long>(rounds),
-             static_cast<long long>(pp_size));
+    const auto accepted = [&](int64_t m) { return m % interleaved_rounds(pp_size, m) == 0; };
+    if (!accepted(n_microbatches)) {
+      // The accepted counts next to it (any below 2 * pp size; pp size * k always above).
+      int64_t below = n_microbatches - 1, above = n_microbatches + 1;
+      while (!accepted(below)) --below;
+      while (!accepted(above)) ++above;
+      DT_CHECK(false,
+               "[ScheduleInterleaved1F1B] n_microbatches %lld is not a multiple of the %lld "
+               "rounds (max(1, n_microbatches / pp size %lld): the rounds must be equal); "
+               "accepted: 1 to %lld, then the counts m that floor(m / pp size) divides, "
+               "the nearest %lld and %lld",
+               static_cast<long long>(n_microbatches),
+               static_cast<long long>(interleaved_rounds(pp_size, n_microbatches)),
+               static_cast<long long>(pp_size), static_cast<long long>(2 * pp_size - 1),
+               static_cast<long long>(below), static_cast<long long>(above));
+    }
   } else {
     DT_CHECK(stages_per_rank == 1,
              "[Schedule%s] takes one stage per rank, got %lld (use Interleaved1F1B for virtual "

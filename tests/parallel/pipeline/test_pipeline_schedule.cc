@@ -134,6 +134,12 @@ TEST_CASE("interleaved 1F1B orders equal PyTorch's for any microbatch count it r
                                     "of the 2 rounds"));
   CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kInterleaved1F1B, 4, 2, 9),
                     Catch::Contains("n_microbatches 9 is not a multiple of the 2 rounds"));
+  // The message names the accepted counts: any up to 2 p - 1, then the nearest ones.
+  CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kInterleaved1F1B, 4, 2, 9),
+                    Catch::Contains("accepted: 1 to 7, then the counts m that floor(m / pp "
+                                    "size) divides, the nearest 8 and 10"));
+  CHECK_THROWS_WITH(pp::pipeline_order(ScheduleKind::kInterleaved1F1B, 4, 2, 13),
+                    Catch::Contains("the nearest 12 and 15"));
 }
 
 TEST_CASE("a deadlocking order is detected", "[pipeline]") {
