@@ -478,17 +478,21 @@ TEST_CASE("replay follows state the capture did not see", "[compile]") {
       o.step();
       return dt::DTensorList{loss.detach()};
     };
+    // A state_dict with its param_groups.<key> entry set to `v`.
+    auto with_group_value = [](std::vector<std::pair<std::string, dt::DTensor>> state,
+                               const std::string& key, double v) {
+      for (auto& [name, value] : state) {
+        if (name == "param_groups." + key)
+          value = nn::local_dtensor(dt::full({1}, v, dt::TensorOptions(dt::kFloat64)));
+      }
+      return state;
+    };
     dt::optim::SGD sgd(model->parameters(), dt::optim::SGDOptions(0.1));
     dt::CompiledStep sgd_step =
         dt::compile([&](const dt::DTensorList& in) { return train(sgd, in); });
     sgd_step(batch(0));
     sgd_step(batch(1));
-    auto state = sgd.state_dict();
-    for (auto& [name, value] : state) {
-      if (name == "param_groups.momentum")
-        value = nn::local_dtensor(dt::full({1}, 0.9, dt::TensorOptions(dt::kFloat64)));
-    }
-    sgd.load_state_dict(state);
+    sgd.load_state_dict(with_group_value(sgd.state_dict(), "momentum", 0.9));
     REQUIRE_THROWS_WITH(sgd_step(batch(2)),
                         Catch::Contains("[SGD] the 'momentum_buffer' state of parameter 0 changed "
                                         "since this update was recorded by a compiled step"));
@@ -506,12 +510,7 @@ TEST_CASE("replay follows state the capture did not see", "[compile]") {
         dt::compile([&](const dt::DTensorList& in) { return train(adamw, in); });
     again(batch(3));
     again(batch(4));
-    auto amsgrad = adamw.state_dict();
-    for (auto& [name, value] : amsgrad) {
-      if (name == "param_groups.amsgrad")
-        value = nn::local_dtensor(dt::full({1}, 1.0, dt::TensorOptions(dt::kFloat64)));
-    }
-    adamw.load_state_dict(amsgrad);
+    adamw.load_state_dict(with_group_value(adamw.state_dict(), "amsgrad", 1.0));
     REQUIRE_THROWS_WITH(again(batch(5)), Catch::Contains("'max_exp_avg_sq' state of parameter 0"));
     // RMSprop's centered (grad_avg) switched on by set_hyper_parameters.
     dt::optim::RMSprop rmsprop(model->parameters(), dt::optim::RMSpropOptions(1e-3));
