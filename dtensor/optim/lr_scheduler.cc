@@ -2,8 +2,10 @@
 
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -126,6 +128,36 @@ void check_children(const std::string& op, const Optimizer& optimizer,
   }
 }
 
+// The code of each scheduler in its state's "kind" entry: its index here plus 1 (append only:
+// saved states hold these codes). Tells apart schedulers whose states have the same entries
+// (LambdaLR's and MultiplicativeLR's have none of their own).
+constexpr std::array<std::string_view, 14> kKinds = {"LambdaLR",
+                                                     "MultiplicativeLR",
+                                                     "StepLR",
+                                                     "MultiStepLR",
+                                                     "ConstantLR",
+                                                     "LinearLR",
+                                                     "ExponentialLR",
+                                                     "PolynomialLR",
+                                                     "CosineAnnealingLR",
+                                                     "SequentialLR",
+                                                     "ChainedScheduler",
+                                                     "OneCycleLR",
+                                                     "CosineAnnealingWarmRestarts",
+                                                     "ReduceLROnPlateau"};
+
+// `name`'s code in kKinds, 0 for a scheduler outside it (a user's subclass: no "kind" entry).
+int64_t kind_code(const std::string& name) {
+  const auto* it = std::find(kKinds.begin(), kKinds.end(), name);
+  return it == kKinds.end() ? 0 : (it - kKinds.begin()) + 1;
+}
+
+std::string kind_name(int64_t code) {
+  if (code >= 1 && code <= static_cast<int64_t>(kKinds.size()))
+    return std::string(kKinds[code - 1]);
+  return absl::StrCat("an unknown scheduler (kind ", code, ")");
+}
+
 }  // namespace
 
 // ---- LRScheduler -------------------------------------------------------------------------
@@ -162,6 +194,8 @@ State LRScheduler::state_dict() const {
   State out = {{"last_epoch", scalar_entry<int64_t>(last_epoch_)},
                {"last_lr", scalar_entry<double>(last_lr_)},
                {"base_lr", scalar_entry<double>(base_lr_)}};
+  if (const int64_t kind = kind_code(name_); kind != 0)
+    out.emplace_back("kind", scalar_entry<int64_t>(kind));
   for (const auto& [name, slot] : slots_)
     out.emplace_back(name, std::visit([](auto* p) { return entry_of(*p); }, slot));
   for (size_t k = 0; k < children_.size(); ++k) {
@@ -184,7 +218,8 @@ LRScheduler::ParsedState LRScheduler::parse_state(const State& state) const {
   out.epoch = read_entry<int64_t>(state, "last_epoch", name_);
   out.lr = read_entry<double>(state, "last_lr", name_);
   out.base = read_optional<double>(state, "base_lr", name_);
-  std::string known = "last_epoch, last_lr, base_lr";
+  std::string known = "last_epoch, last_lr, base_lr, kind";
+  std::vector<std::string> present, missing;
   for (const auto& [name, slot] : slots_) {
     absl::StrAppend(&known, ", ", name);
     out.values.push_back(std::visit(
@@ -194,9 +229,10 @@ LRScheduler::ParsedState LRScheduler::parse_state(const State& state) const {
           return Value(*v);
         },
         slot));
+    (out.values.back() ? present : missing).push_back(name);
   }
   for (const auto& [key, value] : state) {
-    bool found = key == "last_epoch" || key == "last_lr" || key == "base_lr";
+    bool found = key == "last_epoch" || key == "last_lr" || key == "base_lr" || key == "kind";
     for (const auto& [name, slot] : slots_) found = found || key == name;
     size_t k = 0;
     const size_t dot = key.find('.');
@@ -207,6 +243,18 @@ LRScheduler::ParsedState LRScheduler::parse_state(const State& state) const {
              "of another scheduler?",
              name_, key, name_, known, children_.empty() ? "" : ", <k>.<entry> of scheduler k");
   }
+  // "kind" (from round 8c on) names the scheduler that saved the state.
+  if (const std::optional<int64_t> kind = read_optional<int64_t>(state, "kind", name_)) {
+    DT_CHECK(*kind == kind_code(name_),
+             "[%s] load_state_dict: the state is %s's (entry 'kind' %d), expected %s's", name_,
+             kind_name(*kind), *kind, name_);
+  }
+  // A state from round 8b on carries every registered entry, one from before none: some but
+  // not all is another scheduler's state (ExponentialLR's {gamma} in a StepLR).
+  DT_CHECK(present.empty() || missing.empty(),
+           "[%s] load_state_dict: the state has %s but not %s (%s's state carries all of its "
+           "entries, or none before round 8b); a state of another scheduler?",
+           name_, absl::StrJoin(present, ", "), absl::StrJoin(missing, ", "), name_);
   for (size_t k = 0; k < children_.size(); ++k)
     out.children.push_back(children_[k]->parse_state(entries_under(state, absl::StrCat(k, "."))));
   return out;

@@ -49,17 +49,19 @@ class LRScheduler {
 
   // The scheduler's state for a checkpoint, as PyTorch's state_dict (every attribute but the
   // optimizer): "last_epoch" (int64 [1]), "last_lr" and "base_lr" (PyTorch's base_lrs; float64
-  // [1]), then the scheduler's hyper-parameters and counters in PyTorch's names ("gamma",
-  // "step_size", "milestones", "T_max", "eta_min", ...: an integer as int64, a real as
-  // float64, a list 1-d), all local DTensors; a SequentialLR or ChainedScheduler adds
-  // "<k>.<entry>" for its k-th scheduler. The lambdas of LambdaLR and MultiplicativeLR are not
-  // saved (PyTorch saves only callable objects). load_state_dict takes the same entries back,
-  // the hyper-parameters included, as PyTorch's overwrites the scheduler's attributes: a
-  // scheduler built with other arguments continues the saved schedule. An entry it lacks
-  // (a state saved before it was kept: the hyper-parameters before round 8b, "base_lr" before
-  // 7c) keeps the constructor's value; an entry the scheduler does not know is refused (a
-  // state of another scheduler), as are values its constructor refuses (e.g. T_max 0), and
-  // then nothing has changed. It sets the optimizer's learning rate to last_lr, so a run
+  // [1]), "kind" (int64 [1], dtensor's: which scheduler saved it), then the scheduler's
+  // hyper-parameters and counters in PyTorch's names ("gamma", "step_size", "milestones", "T_max",
+  // "eta_min", ...: an integer as int64, a real as float64, a list 1-d), all local DTensors; a
+  // SequentialLR or ChainedScheduler adds "<k>.<entry>" for its k-th scheduler. The lambdas of
+  // LambdaLR and MultiplicativeLR are not saved (PyTorch saves only callable objects).
+  // load_state_dict takes the same entries back, the hyper-parameters included, as PyTorch's
+  // overwrites the scheduler's attributes: a scheduler built with other arguments continues the
+  // saved schedule. An entry it lacks (a state saved before it was kept: the hyper-parameters
+  // before round 8b, "base_lr" before 7c) keeps the constructor's value. Another scheduler's state
+  // is refused: an entry the scheduler does not know, a "kind" entry (the scheduler's code, saved
+  // from round 8c on) naming another scheduler, or some but not all of its hyper-parameter entries
+  // (a state has all or, before 8b, none); so are values its constructor refuses (e.g. T_max 0),
+  // and then nothing has changed. It sets the optimizer's learning rate to last_lr, so a run
   // resumed from a checkpoint continues the schedule exactly.
   // checkpoint::training_state(model, optimizer, scheduler, generator) saves it as
   // "lr_scheduler.<entry>" and load_training_state restores it.

@@ -775,6 +775,59 @@ TEST_CASE("round 8b schedulers refuse what PyTorch refuses, by name") {
   CHECK(cosine.last_epoch() == 0);
 }
 
+// Another scheduler's state whose entries are a subset of this one's (ExponentialLR's {gamma}
+// in a StepLR {step_size, gamma}, LambdaLR's none in a MultiplicativeLR) is refused: by the
+// "kind" entry, and without it (an edited state) because some but not all entries are there.
+TEST_CASE("a state of another scheduler with a subset of the entries is refused") {
+  DTensor p = param({1.0});
+  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  optim::ExponentialLR exponential(opt, 0.5);
+  exponential.step();
+  optim::StepLR step(opt, 2, 0.5);
+  step.step();
+  const double lr = opt.lr();
+  auto state = exponential.state_dict();
+  CHECK_THROWS_WITH(step.load_state_dict(state),
+                    Contains("[StepLR] load_state_dict: the state is ExponentialLR's (entry "
+                             "'kind' 7), expected StepLR's"));
+  std::erase_if(state, [](const auto& e) { return e.first == "kind"; });
+  CHECK_THROWS_WITH(step.load_state_dict(state),
+                    Contains("[StepLR] load_state_dict: the state has gamma but not step_size"));
+  CHECK_THROWS_WITH(step.check_state_dict(state), Contains("has gamma but not step_size"));
+  optim::MultiStepLR multi(opt, {2, 4});
+  CHECK_THROWS_WITH(multi.load_state_dict(state),
+                    Contains("[MultiStepLR] load_state_dict: the state has gamma but not "
+                             "milestones"));
+  CHECK(step.last_epoch() == 1);
+  CHECK(values_of(step.state_dict()).at("gamma") == std::vector<double>{0.5});
+  CHECK(opt.lr() == lr);
+  optim::LambdaLR lambda(opt, [](int64_t) { return 1.0; });
+  optim::MultiplicativeLR multiplicative(opt, [](int64_t) { return 0.5; });
+  CHECK_THROWS_WITH(multiplicative.load_state_dict(lambda.state_dict()),
+                    Contains("the state is LambdaLR's (entry 'kind' 1), expected "
+                             "MultiplicativeLR's"));
+  CHECK_THROWS_WITH(step.load_state_dict(lambda.state_dict()),
+                    Contains("[StepLR] load_state_dict: the state is LambdaLR's"));
+  // A composite's children are checked too.
+  DTensor q = param({1.0}), r = param({1.0});
+  optim::SGD opt1({q}, optim::SGDOptions(0.1)), opt2({r}, optim::SGDOptions(0.1));
+  optim::SequentialLR saved(opt1,
+                            list(std::make_unique<optim::ExponentialLR>(opt1, 0.9),
+                                 std::make_unique<optim::StepLR>(opt1, 2, 0.9)),
+                            {2});
+  optim::SequentialLR seq(opt2,
+                          list(std::make_unique<optim::StepLR>(opt2, 2, 0.5),
+                               std::make_unique<optim::ExponentialLR>(opt2, 0.5)),
+                          {2});
+  CHECK_THROWS_WITH(seq.load_state_dict(saved.state_dict()),
+                    Contains("[StepLR] load_state_dict: the state is ExponentialLR's"));
+  // A state saved before "kind" and the hyper-parameters (round 8b) still loads.
+  auto old_format = exponential.state_dict();
+  std::erase_if(old_format, [](const auto& e) { return e.first == "kind" || e.first == "gamma"; });
+  step.load_state_dict(old_format);
+  CHECK(step.last_epoch() == 1);
+}
+
 TEST_CASE("a compiled step replays with the learning rate the scheduler set") {
   // SGD on sum(x * p^2): the replayed update reads the optimizer's lr at each replay, so a
   // schedule stepped between calls gives the eager run's parameters exactly.
