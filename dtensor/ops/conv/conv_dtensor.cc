@@ -3,6 +3,7 @@
 // channels adds locally; a Partial output is reduced first), padding="same" with an odd total
 // padding as a narrowed output (conv_args.h).
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "dtensor/autograd/dispatch.h"
@@ -12,6 +13,7 @@
 #include "dtensor/ops/conv/detail/halo.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/ops_registry.h"
+#include "dtensor/ops/pool/detail/windows.h"
 #include "dtensor/ops/pool/pool.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"
@@ -155,12 +157,11 @@ DTensor halo_padded_convolution(const DTensor& x, const DTensor& weight, const D
                                                  : HaloPad::kZeros;
   // The height's (top, bottom): pad's last pair is the first spatial dim's.
   const int64_t top = pads[2 * nd - 2], bottom = pads[2 * nd - 1], size = x.size(2);
-  const bool allowed = pad_mode == HaloPad::kReflect    ? top < size && bottom < size
-                       : pad_mode == HaloPad::kCircular ? top <= size && bottom <= size
-                                                        : pad_mode == HaloPad::kReplicate;
   // As the zeros path (halo_mesh_dim above): an output as high as the input.
   const bool same_height = top + bottom == dilation[0] * (weight.size(2) - 1);
-  if (!allowed || !same_height || size == 0 || top < 0 || bottom < 0) return DTensor();
+  if (pad_mode == HaloPad::kZeros || !same_height || size == 0 || top < 0 || bottom < 0) {
+    return DTensor();
+  }
   if (x.dim() < 4 || stride[0] != 1 || !x.device_mesh().contains_me()) return DTensor();
   const int64_t m = halo_mesh_dim(x, 2);
   if (m < 0) return DTensor();
@@ -170,6 +171,16 @@ DTensor halo_padded_convolution(const DTensor& x, const DTensor& weight, const D
       if (!p.is_replicate()) return DTensor();
     }
   }
+  // The padding checked against the global shape by pad's own rule before any local work, so
+  // that a padding the mode refuses (reflect by a whole dim, circular wrapping more than once,
+  // replicate of an empty dim; the height's or another dim's) raises the same error on every
+  // rank: the local pad below sees only this rank's rows, and an empty shard pads zeros, so it
+  // would pass and wait in halo_rows for the ranks that raised.
+  const std::string mode_name(mode);
+  const std::string op = "conv" + std::to_string(nd) + "d padding_mode='" + mode_name + "'";
+  WindowArgs pad_check = pad_args(pads, mode_name.c_str(), 0);
+  pad_check.op = op.c_str();
+  window_out_shape(pad_check, x.shape());
   // The other spatial dims are padded on every rank's own rows (not sharded: no communication).
   // Every spatial dim but the height (pad takes a pair per spatial dim of a batched input).
   Shape rest(pads.begin(), pads.end());
@@ -180,7 +191,7 @@ DTensor halo_padded_convolution(const DTensor& x, const DTensor& weight, const D
     // On the local shard (pad of the sharded DTensor would gather the height); an empty shard
     // has no values to reflect or wrap: zeros keep its shape and its place in the graph.
     const DTensor xl = x.to_local_dtensor();
-    const std::string local_mode = xl.size(2) == 0 ? "constant" : std::string(mode);
+    const std::string local_mode = xl.size(2) == 0 ? "constant" : mode_name;
     const DTensor pl = pad(xl, rest, local_mode.c_str());
     Shape global = pl.shape();
     global[0] = x.size(0);

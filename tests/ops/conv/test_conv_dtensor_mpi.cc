@@ -247,16 +247,55 @@ TEST_CASE("dtensor conv with padding_mode reflect / replicate / circular exchang
       }
     }
   }
-  // Where the mode does not allow the padding (reflect by the whole height) the path declines
-  // and the caller's pad raises PyTorch's error.
-  const dt::DeviceMesh mesh = st::family_meshes().front();
-  Placements px(mesh.ndim());
-  px[mesh.ndim() - 1] = Shard(2);
-  const DTensor sx = dist(st::det_input({1, 1, 2, 3}, 7, -1.0, 0.25, dt::kFloat64), mesh, px);
-  const DTensor rw =
-      dist(st::det_input({1, 1, 5, 3}, 8, -1.0, 0.25, dt::kFloat64), mesh, Placements(mesh.ndim()));
-  const int64_t pads[] = {1, 1, 2, 2};
-  CHECK_FALSE(
-      dt::detail::halo_padded_convolution(sx, rw, DTensor(), pads, "reflect", {1, 1}, {1, 1}, 1)
-          .defined());
+}
+
+// A padding the mode refuses (reflect by the whole dim, circular wrapping more than once,
+// replicate of an empty dim) raises the same error on every rank, also on a rank whose height
+// shard is empty (review R, finding 2): the halo path checks the padding against the global
+// shape before any local work. Before, the width was checked only by each rank's local pad, which
+// an empty shard ran as constant: the ranks with rows raised and the empty one waited in the
+// halo exchange forever; the height was declined, the caller's pad raising '[pad] ...'.
+TEST_CASE("dtensor conv with padding_mode: a padding the mode refuses raises on every rank") {
+  for (const dt::DeviceMesh& mesh : st::family_meshes()) {
+    const int64_t md = mesh.ndim(), wm = mesh.size(md - 1);
+    // wm - 1 rows on wm ranks: the last shard is empty (one row on one rank: none is).
+    const int64_t h = std::max<int64_t>(wm - 1, 1);
+    Placements px(md);
+    px[md - 1] = Shard(2);
+    struct Case {
+      const char* mode;
+      int64_t width, kh, left, right, top, bottom;
+      const char* words;
+    };
+    const Case cases[] = {
+        {"reflect", 3, 3, 3, 3, 1, 1, "should be less than the corresponding input dimension"},
+        {"reflect", 3, 3, 1, 3, 1, 1, "padding (1, 3) at dimension 3"},
+        {"circular", 3, 3, 4, 1, 1, 1, "wrapping around more than once"},
+        {"replicate", 0, 3, 1, 1, 1, 1, "replicate padding of an empty dim 3"},
+        {"reflect", 3, 2 * h + 1, 1, 1, h, h, "should be less than the corresponding input"},
+        {"circular", 3, 2 * h + 3, 1, 1, h + 1, h + 1, "wrapping around more than once"},
+    };
+    for (const Case& c : cases) {
+      INFO("mesh " << mesh.str() << " height " << h << " " << c.mode << " pads " << c.left << ","
+                   << c.right << "," << c.top << "," << c.bottom);
+      const DTensor sx =
+          dist(st::det_input({1, 2, h, c.width}, 7, -1.0, 0.25, dt::kFloat64), mesh, px);
+      const DTensor rw =
+          dist(st::det_input({2, 2, c.kh, 3}, 8, -1.0, 0.25, dt::kFloat64), mesh, Placements(md));
+      const int64_t pads[] = {c.left, c.right, c.top, c.bottom};
+      const std::string op = std::string("[conv2d padding_mode='") + c.mode + "']";
+      CHECK_THROWS_WITH(
+          dt::detail::halo_padded_convolution(sx, rw, DTensor(), pads, c.mode, {1, 1}, {1, 1}, 1),
+          Catch::Contains(op) && Catch::Contains(c.words));
+    }
+    // Nothing left pending: a padding the mode allows then runs its exchange on every rank.
+    const DTensor sx = dist(st::det_input({1, 2, h, 3}, 7, -1.0, 0.25, dt::kFloat64), mesh, px);
+    const DTensor rw =
+        dist(st::det_input({2, 2, 3, 3}, 8, -1.0, 0.25, dt::kFloat64), mesh, Placements(md));
+    const int64_t pads[] = {2, 2, 1, 1};
+    CHECK(
+        dt::detail::halo_padded_convolution(sx, rw, DTensor(), pads, "replicate", {1, 1}, {1, 1}, 1)
+            .full_tensor()
+            .shape() == dt::Shape{1, 2, h, 5});
+  }
 }

@@ -54,8 +54,10 @@ DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<Ro
 // (left, right) first) in `mode` ("reflect", "replicate" or "circular"; nn::ConvNd's
 // padding_mode), zero convolution padding: through the halo exchange with that mode when x is
 // height-sharded where a zeros-padded convolution would take it (stride 1 along the height, an
-// output as high as the input, replicated weight and bias, a padding the mode allows for the
-// height), so the height is not gathered; else undefined (pad, then convolve).
+// output as high as the input, replicated weight and bias), so the height is not gathered; else
+// undefined (pad, then convolve). On that path a padding the mode refuses for the global shape
+// (pad's rule, any spatial dim) raises "[conv<N>d padding_mode='<mode>'] ..." on every rank,
+// before any local work or communication.
 DTensor halo_padded_convolution(const DTensor& x, const DTensor& weight, const DTensor& bias,
                                 IntSpan pads, std::string_view mode, IntSpan stride,
                                 IntSpan dilation, int64_t groups);
