@@ -574,7 +574,7 @@ void ChainedScheduler::restart_at(int64_t) {
 // ---- OneCycleLR, CosineAnnealingWarmRestarts, ReduceLROnPlateau -----------------------------
 
 OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, const OneCycleLROptions& options)
-    : LRScheduler(optimizer, "OneCycleLR") {
+    : LRScheduler(optimizer, "OneCycleLR", /*set_initial_lr=*/false) {
   const OneCycleLROptions& o = options;
   if (o.total_steps) {
     DT_CHECK(*o.total_steps > 0, "[OneCycleLR] Expected positive integer total_steps, but got %d",
@@ -616,10 +616,11 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, const OneCycleLROpti
   min_lr_ = initial_lr_ / o.final_div_factor;
   max_momentum_ = o.max_momentum;
   base_momentum_ = o.base_momentum;
+  // The momentum first (the optimizer may refuse it), then initial_lr: a refused constructor
+  // leaves the optimizer as it was.
+  if (o.cycle_momentum) optimizer.set_hyper_parameters({{momentum_name(), max_momentum_}});
   optimizer.set_initial_lr(initial_lr_);
   base_lr_ = initial_lr_;
-  if (o.cycle_momentum)
-    optimizer.set_hyper_parameters({{use_beta1_ ? "beta1" : "momentum", max_momentum_}});
   register_state("total_steps", &total_steps_);
   register_state("end_steps", &end_steps_);  // PyTorch's _schedule_phases' end_step
   register_state("anneal_func_type", &anneal_linear_);
@@ -656,15 +657,18 @@ void OneCycleLR::restart_at(int64_t epoch) {
   DT_CHECK(epoch <= total_steps_,
            "[OneCycleLR] Tried to step %d times. The specified number of total steps is %d", epoch,
            total_steps_);
+  // Both values first, then the momentum (the optimizer checks its hyper-parameters when one is
+  // set, and the linear three-phase schedule's last step extrapolates below 0; PyTorch sets it
+  // all the same), then the epoch and the learning rate: a refused step changes nothing.
+  const double lr = lr_at(epoch);
+  if (cycle_momentum_ != 0)
+    optimizer_->set_hyper_parameters({{momentum_name(), momentum_at(epoch)}});
   last_epoch_ = epoch;
-  // The momentum first: the optimizer checks its hyper-parameters when one is set, and the
-  // linear three-phase schedule's last step extrapolates below 0 (PyTorch sets it all the same).
-  cycle_momentum();
-  set_lr(get_lr(/*initial=*/false));
+  set_lr(lr);
 }
 
-std::pair<size_t, double> OneCycleLR::phase() const {
-  const double step = static_cast<double>(last_epoch_);
+std::pair<size_t, double> OneCycleLR::phase(int64_t epoch) const {
+  const double step = static_cast<double>(epoch);
   double start = 0.0;
   for (size_t i = 0;; ++i) {
     const double end = end_steps_[i];
@@ -680,7 +684,11 @@ double OneCycleLR::anneal(double start, double end, double pct) const {
 }
 
 double OneCycleLR::get_lr(bool) const {
-  const auto [k, pct] = phase();
+  return lr_at(last_epoch_);
+}
+
+double OneCycleLR::lr_at(int64_t epoch) const {
+  const auto [k, pct] = phase(epoch);
   // Phase k anneals from lrs[k] to lrs[k + 1].
   const std::vector<double> lrs = end_steps_.size() == 3
                                       ? std::vector{initial_lr_, max_lr_, initial_lr_, min_lr_}
@@ -688,15 +696,13 @@ double OneCycleLR::get_lr(bool) const {
   return anneal(lrs[k], lrs[k + 1], pct);
 }
 
-void OneCycleLR::cycle_momentum() {
-  if (cycle_momentum_ == 0) return;
-  const auto [k, pct] = phase();
+double OneCycleLR::momentum_at(int64_t epoch) const {
+  const auto [k, pct] = phase(epoch);
   const std::vector<double> m =
       end_steps_.size() == 3
           ? std::vector{max_momentum_, base_momentum_, max_momentum_, max_momentum_}
           : std::vector{max_momentum_, base_momentum_, max_momentum_};
-  optimizer_->set_hyper_parameters(
-      {{use_beta1_ != 0 ? "beta1" : "momentum", anneal(m[k], m[k + 1], pct)}});
+  return anneal(m[k], m[k + 1], pct);
 }
 
 CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer, int64_t T_0,

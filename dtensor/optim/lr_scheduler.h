@@ -317,11 +317,14 @@ class OneCycleLR : public LRScheduler {
   void check_values() const override;
 
  private:
-  // The phase of last_epoch_ and the fraction of it done.
-  std::pair<size_t, double> phase() const;
+  // The phase of `epoch` and the fraction of it done.
+  std::pair<size_t, double> phase(int64_t epoch) const;
   double anneal(double start, double end, double pct) const;
-  // Sets the optimizer's momentum (or beta1) for last_epoch_, where cycle_momentum.
-  void cycle_momentum();
+  double lr_at(int64_t epoch) const;
+  // The optimizer's momentum (or beta1) at `epoch`, where cycle_momentum.
+  double momentum_at(int64_t epoch) const;
+  // "beta1" or "momentum".
+  std::string momentum_name() const { return use_beta1_ != 0 ? "beta1" : "momentum"; }
 
   int64_t total_steps_;
   std::vector<double> end_steps_;  // per phase (2, or 3 with three_phase)

@@ -643,6 +643,31 @@ TEST_CASE("OneCycleLR cycles SGD's momentum and AdamW's beta1 as PyTorch") {
   }
 }
 
+// A momentum the optimizer refuses (SGD's < 0: base_momentum -0.5 reaches it at step 1)
+// leaves OneCycleLR and the optimizer as they were: before, the epoch had advanced and the
+// learning rate had not. A refused constructor leaves the optimizer's initial_lr unset.
+TEST_CASE("OneCycleLR: a refused momentum changes nothing") {
+  DTensor p = param({1.0});
+  optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9));
+  CHECK_THROWS_WITH(
+      optim::OneCycleLR(opt, 0.5,
+                        one_cycle(8, [](optim::OneCycleLROptions& o) { o.max_momentum = -1; })),
+      Contains("[SGD] momentum must be >= 0, got -1"));
+  CHECK_THROWS(optim::OneCycleLR(opt, 0.5, one_cycle(0)));
+  CHECK(!opt.initial_lr());
+  CHECK(momentum_of(opt) == 0.9);
+  CHECK(opt.lr() == 0.1);
+  optim::OneCycleLR s(opt, 0.5,
+                      one_cycle(8, [](optim::OneCycleLROptions& o) { o.base_momentum = -0.5; }));
+  const double lr = opt.lr();
+  CHECK(momentum_of(opt) == 0.95);  // max_momentum's default
+  CHECK_THROWS_WITH(s.step(), Contains("[SGD] momentum must be >= 0"));
+  CHECK(s.last_epoch() == 0);
+  CHECK(s.get_last_lr() == lr);
+  CHECK(opt.lr() == lr);
+  CHECK(momentum_of(opt) == 0.95);
+}
+
 TEST_CASE("ReduceLROnPlateau follows PyTorch's reductions") {
   const std::vector<double> metrics = {1.0,  0.9, 0.95, 0.9, 0.92, 0.8999, 0.85, 0.86, 0.87,
                                        0.88, 0.5, 0.6,  0.7, 0.8,  0.9,    0.95, 0.97, 0.99};
