@@ -145,10 +145,16 @@ const std::vector<Hyper<SGDOptions>>& sgd_hypers() {
 
 const std::vector<Hyper<AdamWOptions>>& adamw_hypers() {
   static const std::vector<Hyper<AdamWOptions>> t = {
-      DT_HYPER(AdamWOptions, lr),           DT_HYPER(AdamWOptions, beta1),
-      DT_HYPER(AdamWOptions, beta2),        DT_HYPER(AdamWOptions, eps),
-      DT_HYPER(AdamWOptions, weight_decay), DT_HYPER(AdamWOptions, amsgrad),
-      DT_HYPER(AdamWOptions, maximize)};
+      DT_HYPER(AdamWOptions, lr), DT_HYPER(AdamWOptions, beta1), DT_HYPER(AdamWOptions, beta2),
+      DT_HYPER(AdamWOptions, eps), DT_HYPER(AdamWOptions, weight_decay),
+      DT_HYPER(AdamWOptions, amsgrad), DT_HYPER(AdamWOptions, maximize),
+      // Always 1, as PyTorch's AdamW group ('decoupled_weight_decay': True), whose
+      // load_state_dict sets it back to True: a 0 (an Adam state with L2) is accepted and
+      // AdamW stays decoupled; a value other than 0 or 1 is refused as any bool's.
+      Hyper<AdamWOptions>{"decoupled_weight_decay", [](const AdamWOptions&) { return 1.0; },
+                          [](AdamWOptions&, double v, const char* op) {
+                            static_cast<void>(flag("decoupled_weight_decay", v, op));
+                          }}};
   return t;
 }
 

@@ -279,7 +279,9 @@ class Adam : public AdamBase {
 };
 
 // AdamW (torch.optim.AdamW, decoupled weight decay, PyTorch's defaults): Adam's update with
-// p -= lr wd p.
+// p -= lr wd p. Its hyper_parameters() hold decoupled_weight_decay, always 1 (PyTorch's group's
+// True): an AdamW state makes an Adam decoupled; a 0 loaded or set (an Adam state) is accepted
+// and AdamW stays decoupled, as PyTorch's load_state_dict sets it back to True.
 class AdamW : public AdamBase {
  public:
   // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.

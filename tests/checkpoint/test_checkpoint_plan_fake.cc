@@ -99,8 +99,8 @@ TEST_CASE("the dry run reports the checkpoint's plan", "[checkpoint][plan][fake]
   // the 5 RMSNorm weights (and their 2 states) are replicated over tp: only tp rank 0 writes
   // their dp shards (16 floats each); only rank 0 writes the step counts (local: the global
   // one and one per parameter, 8 bytes each, what AdamW holds beyond its two states) and
-  // AdamW's 7 hyper-parameters (param_groups.*, local float64, not in optimizer_bytes).
-  const int64_t norms = 3 * 5 * 16 * 4, groups = 8 * 7;
+  // AdamW's 8 hyper-parameters (param_groups.*, local float64, not in optimizer_bytes).
+  const int64_t norms = 3 * 5 * 16 * 4, groups = 8 * 8;
   const int64_t steps = r.optimizer_bytes - 2 * r.parameter_bytes;
   CHECK(steps == 8 * (1 + 9 * 2 + 3));
   CHECK(r.checkpoint_bytes == r.parameter_bytes + r.optimizer_bytes +

@@ -54,6 +54,15 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name,
   return nullptr;
 }
 
+// The value of state_dict entry `k` (a 1-element float64, a hyper-parameter).
+double entry(const std::vector<std::pair<std::string, DTensor>>& sd, const std::string& k) {
+  for (const auto& [name, t] : sd) {
+    if (name == k) return t.to_local().to_vector<double>()[0];
+  }
+  FAIL("no entry " << k);
+  return 0.0;
+}
+
 // |got - want| <= tol max(1, |want|), elementwise.
 void check_close(const std::vector<double>& got, const std::vector<double>& want,
                  double tol = 1e-12) {
@@ -267,17 +276,26 @@ TEST_CASE("Adam, RMSprop and Adagrad take PyTorch's defaults and refuse its inva
   REQUIRE_THROWS_WITH(
       r.load_state_dict(g.state_dict()),
       Contains("[RMSprop] load_state_dict: entry '0.sum' names no state of RMSprop"));
-  // Adam and AdamW share their states; AdamW has no decoupled_weight_decay (always on): its
-  // state loaded into Adam keeps Adam's setting, Adam's into AdamW is refused.
+  // Adam and AdamW share their states. As PyTorch 2.15's, AdamW's group holds
+  // decoupled_weight_decay 1: its state loaded into an L2 Adam makes that Adam decoupled (a
+  // resumed AdamW run continues as AdamW), and an L2 Adam's state loaded into AdamW is accepted
+  // with AdamW staying decoupled (PyTorch's AdamW sets it back to True).
   optim::AdamW adamw({p});
   adamw.step();
+  CHECK(entry(adamw.state_dict(), "param_groups.decoupled_weight_decay") == 1.0);
   optim::Adam l2({p}, optim::AdamOptions(0.5).decoupled_weight_decay(false));
   l2.load_state_dict(adamw.state_dict());
   CHECK(l2.options().lr() == 1e-3);
   CHECK(l2.options().weight_decay() == 1e-2);
-  CHECK_FALSE(l2.options().decoupled_weight_decay());
-  REQUIRE_THROWS_WITH(adamw.load_state_dict(l2.state_dict()),
-                      Contains("[AdamW] has no hyper-parameter 'decoupled_weight_decay'"));
+  CHECK(l2.options().decoupled_weight_decay());
+  optim::Adam l2_again({p}, optim::AdamOptions(0.5).weight_decay(0.3));
+  optim::AdamW from_l2({p}, optim::AdamWOptions(0.1));
+  from_l2.load_state_dict(l2_again.state_dict());
+  CHECK(from_l2.options().lr() == 0.5);
+  CHECK(from_l2.options().weight_decay() == 0.3);
+  CHECK(entry(from_l2.state_dict(), "param_groups.decoupled_weight_decay") == 1.0);
+  REQUIRE_THROWS_WITH(from_l2.set_hyper_parameters({{"decoupled_weight_decay", 0.5}}),
+                      Contains("'decoupled_weight_decay' is a bool: expected 0 or 1"));
 }
 
 TEST_CASE("optimizers skip parameters without gradients and bump the version") {
@@ -501,13 +519,6 @@ TEST_CASE("state_dict round trip continues exactly where it stopped") {
 // and load_state_dict restores them: the loaded lr wins over the constructor's (round 7c).
 // Before, the state held none, so a resumed run silently kept the constructor's options.
 TEST_CASE("state_dict holds the hyper-parameters and load_state_dict restores them") {
-  auto entry = [](const std::vector<std::pair<std::string, DTensor>>& sd, const std::string& k) {
-    for (const auto& [name, t] : sd) {
-      if (name == k) return t.to_local().to_vector<double>()[0];
-    }
-    FAIL("no entry " << k);
-    return 0.0;
-  };
   DTensor p = param({1.0, -2.0});
   optim::SGD a({p}, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01));
   a.set_initial_lr(0.2);
