@@ -12,6 +12,7 @@
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/nn/functional.h"
+#include "dtensor/nn/two_input_module.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::nn {
@@ -309,11 +310,27 @@ void Module::register_forward_hook(ForwardHook hook) {
   hooks_.push_back(std::move(hook));
 }
 
+namespace {
+// Module backward hooks are for one input and one output (operator()(x) places them): a
+// two-input module's call (module(a, b)) runs none, so registering one is refused.
+void check_one_input(const Module& module, std::string_view op) {
+  const auto* two = dynamic_cast<const TwoInputModule*>(&module);
+  if (two == nullptr) return;
+  const auto names = two->input_names();
+  DT_FAIL(
+      "[%s] %s: backward hooks need a one-input module (%s's forward takes %s and %s; "
+      "register a hook on its inputs' or output's DTensor instead)",
+      module.type_name(), op, module.type_name(), names[0], names[1]);
+}
+}  // namespace
+
 void Module::register_full_backward_pre_hook(BackwardPreHook hook) {
+  check_one_input(*this, "register_full_backward_pre_hook");
   backward_pre_hooks_.push_back(std::move(hook));
 }
 
 void Module::register_full_backward_hook(BackwardHook hook) {
+  check_one_input(*this, "register_full_backward_hook");
   backward_hooks_.push_back(std::move(hook));
 }
 

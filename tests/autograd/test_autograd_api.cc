@@ -301,6 +301,29 @@ TEST_CASE("module backward hooks: a pre-hook replaces grad_output, hooks chain o
   CHECK_THROWS_WITH(c.step(), Contains("[register_full_backward_hook] Linear"));
 }
 
+// A two-input module's call (module(a, b)) does not run module backward hooks (they are for
+// one input and one output): registering one is refused, where before it was accepted and
+// never fired.
+TEST_CASE("module backward hooks on a two-input module are refused at registration") {
+  dt::nn::MSELoss mse;
+  dt::nn::CosineSimilarity cosine;
+  auto pre = [](dt::nn::Module&, const DTensor&) { return DTensor(); };
+  auto hook = [](dt::nn::Module&, const DTensor&, const DTensor&) { return DTensor(); };
+  CHECK_THROWS_WITH(mse.register_full_backward_hook(hook),
+                    Contains("[MSELoss] register_full_backward_hook: backward hooks need a "
+                             "one-input module (MSELoss's forward takes input and target"));
+  CHECK_THROWS_WITH(mse.register_full_backward_pre_hook(pre),
+                    Contains("[MSELoss] register_full_backward_pre_hook: backward hooks need a "
+                             "one-input module"));
+  dt::nn::Module& as_module = cosine;
+  CHECK_THROWS_WITH(as_module.register_full_backward_hook(hook),
+                    Contains("[CosineSimilarity] register_full_backward_hook: backward hooks "
+                             "need a one-input module (CosineSimilarity's forward takes x1 and "
+                             "x2"));
+  Chain c;
+  c.l1->register_full_backward_pre_hook(pre);  // a one-input module still takes them
+}
+
 TEST_CASE("autograd.grad inside a captured step is refused with a [compile] error") {
   DTensor w = leaf({1, 2, 3}, {3});
   dt::CompiledStep step = dt::compile([&](const dt::DTensorList& in) {
