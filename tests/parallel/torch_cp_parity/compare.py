@@ -1,0 +1,67 @@
+"""Prints where PyTorch (torch_w<N>_r*.json from probe.py under torchrun) and dtensor
+(dt_w<N>_r*.json from probe.cc under mpirun) differ, rank by rank: an error on one side only
+(messages differ by design, so two errors are equal; -v prints both), shapes, values beyond
+1e-9 relative (float64), a case present on one side only. The deliberate differences (KEPT,
+docs/SEMANTICS.md round 8d) are printed with -v and counted apart.
+Usage: python3 compare.py N [-v] in the directory of the files. Exits 1 when anything differs.
+"""
+import json, sys
+
+KEPT = {
+    # PyTorch's context_parallel falls back to the natural order when S % (2 N) != 0;
+    # dtensor's load_balance = true refuses such a length (pass load_balance = false).
+    'shard ': 'load balance with S not a multiple of 2 N: PyTorch falls back, dtensor refuses',
+    'unshard ': 'load balance with S not a multiple of 2 N (dtensor refuses), a 1-d buffer '
+                "(PyTorch's unshard assumes dim 0 is the batch) or uneven shards (gloo aborts)",
+    'torch_cp_sdpa': "PyTorch's context_parallel has no CPU attention",
+}
+
+W = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+verbose = '-v' in sys.argv
+differences = kept = 0
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-9 * max(1, abs(a))
+
+
+def differ(r, k, what, deliberate_ok):
+    global differences, kept
+    why = next((w for p, w in KEPT.items() if k.startswith(p)), None) if deliberate_ok else None
+    if why is not None:
+        kept += 1
+        if verbose: print('kept:', r, k, what, '(%s)' % why)
+        return
+    differences += 1
+    print(r, k, what)
+
+
+for r in range(W):
+    T = {e['case']: e for e in json.load(open('torch_w%d_r%d.json' % (W, r)))}
+    D = {e['case']: e for e in json.load(open('dt_w%d_r%d.json' % (W, r)))}
+    compared = 0
+    for k in sorted(set(T) | set(D)):
+        t, d = T.get(k), D.get(k)
+        if t is None or d is None:
+            differ(r, k, 'MISSING in ' + ('torch' if t is None else 'dt'), False); continue
+        compared += 1
+        if 'error' in t or 'error' in d:
+            if ('error' in t) != ('error' in d):
+                differ(r, k, 'ERROR torch: %s | dt: %s' % (t.get('error', '-'), d.get('error', '-')), True)
+            elif verbose and r == 0:
+                print('both raise:', k, '| torch:', t['error'], '| dt:', d['error'])
+            continue
+        if 'value' in t or 'value' in d:
+            if t.get('value') != d.get('value'):
+                differ(r, k, 'torch %s | dt %s' % (t.get('value'), d.get('value')), False)
+            continue
+        if t['shape'] != d['shape']:
+            differ(r, k, 'shape torch=%s dt=%s' % (t['shape'], d['shape']), False)
+        elif not all(close(a, b) for a, b in zip(t['values'], d['values'])):
+            worst = max(abs(a - b) for a, b in zip(t['values'], d['values']))
+            differ(r, k, 'values differ by up to %.3g: torch=%s dt=%s' % (
+                worst, [round(v, 7) for v in t['values'][:6]], [round(v, 7) for v in d['values'][:6]]), False)
+    print('rank %d: %d case(s) compared' % (r, compared))
+print('%d kept difference(s) (-v prints them)' % kept)
+print('%d difference(s)' % differences)
+sys.exit(1 if differences else 0)
