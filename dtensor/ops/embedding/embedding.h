@@ -47,9 +47,11 @@ DTensor embedding(const DTensor& indices, const DTensor& weight,
 // norm_type-norm n exceeds max_norm is multiplied by max_norm / (n + 1e-7), in place and
 // unrecorded (no_grad); returns weight. On any placements: the norms are of whole rows (a
 // column-sharded table reduces them over its mesh dim) and the rows looked up are those of the
-// global batch (sharded indices are counted on every rank), so replicas stay equal. Costs a
-// norm over every row of the table, not only the looked-up ones. Indices out of range are
-// skipped here (embedding raises them).
+// global batch (sharded indices are gathered on every rank), so replicas stay equal. On a table
+// whose rows are whole on every rank (replicated or row-sharded on each mesh dim) it reads and
+// writes only the looked-up rows the rank holds (PyTorch's embedding_renorm_ likewise takes the
+// unique indices), bringing the indices to the host once; a column-sharded or Partial table
+// costs a norm over every row. Indices out of range are skipped here (embedding raises them).
 const DTensor& embedding_renorm_(const DTensor& weight, const DTensor& indices, double max_norm,
                                  double norm_type = 2.0);
 

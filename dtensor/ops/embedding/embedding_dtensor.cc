@@ -1,12 +1,17 @@
 // DTensor embedding (registered in embedding_strategy.cc).
+#include <algorithm>
+#include <vector>
+
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/core/factories.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/embedding/detail/embedding_backward.h"
 #include "dtensor/ops/embedding/embedding.h"
+#include "dtensor/ops/index/index.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -35,7 +40,28 @@ DTensor embedding(const DTensor& indices, const DTensor& weight, std::optional<i
                   absl::Span<const ArgValue>(args, scale_grad_by_freq ? 2 : 1));
 }
 
+namespace {
+
+// The rows of a `rows`-row table the indices look up (the global batch: sharded indices are
+// gathered), ascending and once each; out-of-range indices skipped.
+std::vector<int64_t> looked_up_rows(const DTensor& indices, int64_t rows) {
+  const bool whole = std::all_of(indices.placements().begin(), indices.placements().end(),
+                                 [](const Placement& p) { return p.is_replicate(); });
+  const Tensor all = whole ? indices.to_local() : indices.full_tensor();
+  std::vector<int64_t> v = cast(all, kInt64).to(Device()).contiguous().to_vector<int64_t>();
+  v.erase(std::remove_if(v.begin(), v.end(), [&](int64_t r) { return r < 0 || r >= rows; }),
+          v.end());
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+}  // namespace
+
 // The scale is computed in float64 from the norm, as PyTorch's (a double), then multiplied in.
+// A table whose rows are whole on every rank (replicated or row-sharded on every mesh dim)
+// renorms its local looked-up rows alone (the per-row norm, scale and product of the whole-table
+// form, bit for bit); other layouts (column-sharded, Partial) take the whole-table form.
 const DTensor& embedding_renorm_(const DTensor& weight, const DTensor& indices, double max_norm,
                                  double norm_type) {
   DT_CHECK(weight.defined() && weight.dim() == 2 && is_floating(weight.dtype()),
@@ -44,6 +70,35 @@ const DTensor& embedding_renorm_(const DTensor& weight, const DTensor& indices, 
            "[embedding_renorm_] argument indices must be defined int32 or int64 indices");
   autograd::NoGradGuard no_grad;
   const int64_t dims[] = {1};
+  const Placements& pw = weight.placements();
+  if (std::all_of(pw.begin(), pw.end(),
+                  [](const Placement& p) { return p.is_replicate() || p.is_shard(0); })) {
+    const std::vector<int64_t> wanted = looked_up_rows(indices, weight.size(0));
+    const DeviceMesh& mesh = weight.device_mesh();
+    if (!mesh.contains_me()) return weight;
+    const LocalShard shard =
+        compute_local_shape_and_offset(weight.shape(), mesh.shape(), mesh.get_coordinate(), pw);
+    const int64_t first = shard.offset[0], count = shard.shape[0];
+    std::vector<int64_t> mine;  // local row numbers of the looked-up rows this rank holds
+    for (int64_t r : wanted) {
+      if (r >= first && r < first + count) mine.push_back(r - first);
+    }
+    if (mine.empty()) return weight;
+    const Tensor& local = weight.to_local();
+    const int64_t k = static_cast<int64_t>(mine.size());
+    const Tensor rows = index_select(local, 0, from_vector<int64_t>(mine, {k}, local.device()));
+    const Tensor norm = cast(vector_norm(rows, norm_type, dims, /*keepdim=*/true), kFloat64);
+    const Tensor scale =
+        where(gt(norm, max_norm),
+              div(full(norm.shape(), max_norm, {kFloat64, norm.device()}), add(norm, 1e-7)),
+              full(norm.shape(), 1.0, {kFloat64, norm.device()}));
+    const Tensor scaled = mul_(rows, scale);
+    const std::vector<double> s = scale.to(Device()).contiguous().to_vector<double>();
+    for (int64_t i = 0; i < k; ++i) {
+      if (s[i] != 1.0) local.narrow(0, mine[i], 1).copy_(scaled.narrow(0, i, 1));
+    }
+    return weight;
+  }
   const DTensor norm = cast(vector_norm(weight, norm_type, dims, /*keepdim=*/true), kFloat64);
   const DTensor one = ones_like(norm);
   DTensor scale = where(gt(norm, max_norm), div(full_like(norm, max_norm), add(norm, 1e-7)), one);

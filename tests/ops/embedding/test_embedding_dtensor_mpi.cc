@@ -2,10 +2,16 @@
 // P(sum)) and index placement (R, S(d)) on a 1-D and a 2-D mesh, uneven sizes, the result
 // equals the lookup on the full tensors; the vocab-parallel (S(0) table) and column-parallel
 // (S(1) table) layouts need no communication and give P(sum) and S(-1) outputs.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
 
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/collectives/comm_debug.h"
+#include "dtensor/core/factories.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/embedding/detail/embedding_backward.h"
 #include "dtensor/ops/embedding/embedding.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "tests/common/ops_dtensor_test_util.h"
@@ -173,6 +179,119 @@ TEST_CASE("dtensor embedding max_norm and scale_grad_by_freq equal one device on
         CHECK(st::same_values(dw.full_tensor(), one.to_local(), 1e-12));
         CHECK(st::same_values(out.full_tensor(), one_out.to_local(), 1e-12));
         CHECK(st::same_values(dw.grad().full_tensor(), one.grad().to_local(), 1e-12));
+      }
+    }
+  }
+}
+
+namespace {
+
+// embedding_renorm_'s whole-table form (its code before it renormed only the looked-up rows,
+// issue L3-2) on one device: every row's norm, the scale of the looked-up rows, one product.
+Tensor renorm_whole_table(const Tensor& table, const std::vector<int64_t>& ids, double max_norm,
+                          double norm_type) {
+  const int64_t dims[] = {1};
+  const int64_t rows = table.size(0);
+  const Tensor norm = dt::cast(dt::vector_norm(table, norm_type, dims, true), dt::kFloat64);
+  const Tensor one = dt::full({rows, 1}, 1.0, dt::TensorOptions(dt::kFloat64));
+  Tensor scale = dt::where(
+      dt::gt(norm, max_norm),
+      dt::div(dt::full({rows, 1}, max_norm, dt::TensorOptions(dt::kFloat64)), dt::add(norm, 1e-7)),
+      one);
+  std::vector<double> seen(static_cast<size_t>(rows), 0.0);
+  for (int64_t r : ids) seen[static_cast<size_t>(r)] = 1.0;
+  scale = dt::where(dt::gt(dt::from_vector<double>(seen, {rows, 1}), 0.0), scale, one);
+  return dt::mul_(table.clone(), scale);
+}
+
+}  // namespace
+
+TEST_CASE("dtensor embedding_renorm_ renorms the looked-up rows alone, as the whole-table form") {
+  // Bit for bit the whole-table form on every table layout (the row-whole ones renorm only the
+  // looked-up rows they hold) with replicated and batch-sharded indices, float32 and float64:
+  // row norms 3.57 to 4.12 (2-norm), 7.5 to 9 (1-norm), so some looked-up rows are over
+  // max_norm, some under, and so are rows never looked up (the last two among them).
+  const int64_t w = dt::world_size();
+  const int64_t rows = w * 5 + 3;
+  std::vector<int64_t> ids(static_cast<size_t>(w * 4));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 3 + 1) % (rows - 2);
+  const Tensor idx = dt::from_vector<int64_t>(ids, {w * 4});
+  for (const dt::DType dtype : {dt::kFloat32, dt::kFloat64}) {
+    const Tensor table = st::det_input({rows, 6}, 3, -2.5, 0.5, dtype);
+    for (const double norm_type : {2.0, 1.0}) {
+      const double max_norm = norm_type == 2.0 ? 3.8 : 8.0;
+      const Tensor want = renorm_whole_table(table, ids, max_norm, norm_type);
+      CHECK_FALSE(dt::equal(want, table));
+      CHECK(dt::equal(want.narrow(0, rows - 2, 2), table.narrow(0, rows - 2, 2)));
+      for (const dt::DeviceMesh& mesh : st::family_meshes()) {
+        for (const Placements& pw :
+             st::all_placements(st::shard_choices(2, false), static_cast<size_t>(mesh.ndim()))) {
+          for (const Placements& pi :
+               st::all_placements(st::shard_choices(1, false), static_cast<size_t>(mesh.ndim()))) {
+            INFO(st::describe(mesh, {pi}, {w * 4})
+                 << " table " << dt::placements_str(pw) << " " << dt::dtype_name(dtype)
+                 << " norm_type " << norm_type);
+            const DTensor dw = dt::distribute_tensor(table.clone(), mesh, pw, std::nullopt);
+            const DTensor di = dt::distribute_tensor(idx, mesh, pi, std::nullopt);
+            dt::embedding_renorm_(dw, di, max_norm, norm_type);
+            CHECK(dt::equal(dw.full_tensor(), want));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("dtensor embedding max_norm forward time, looked-up rows vs whole table",
+          "[.][!benchmark]") {
+  // Prints only (issue L3-2): a forward with max_norm on a 32000 x 256 float32 table and 512
+  // replicated tokens, replicated, vocab-sharded S(0) and column-sharded S(1) (which keeps the
+  // whole-table form), against the whole-table form (the code before: every row's norm, the
+  // counts of the batch, one product over the table) followed by the plain lookup. Each
+  // timing the median of 9 forwards on a fresh copy of the table.
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const int64_t vocab = 32000, dim = 256, tokens = 512;
+  const Tensor table = st::det_input({vocab, dim}, 1, -0.5, 0.1);
+  std::vector<int64_t> v(static_cast<size_t>(tokens));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i * 7919 + 11) % vocab;
+  const DTensor di = dt::distribute_tensor(dt::from_vector<int64_t>(v, {tokens}), mesh,
+                                           {dt::Replicate()}, std::nullopt);
+  const double max_norm = 1.0;
+  const auto whole_table = [&](const DTensor& weight) {
+    dt::autograd::NoGradGuard no_grad;
+    const int64_t dims[] = {1};
+    const DTensor norm =
+        dt::cast(dt::vector_norm(weight, 2.0, dims, /*keepdim=*/true), dt::kFloat64);
+    const DTensor one = dt::ones_like(norm);
+    DTensor scale = dt::where(dt::gt(norm, max_norm),
+                              dt::div(dt::full_like(norm, max_norm), dt::add(norm, 1e-7)), one);
+    const DTensor counts = dt::detail::embedding_counts(di, vocab, dt::kFloat64);
+    scale = dt::where(dt::gt(counts, 0.0), scale, one);
+    dt::mul_(weight, scale);
+    return dt::embedding(di, weight);
+  };
+  for (const dt::Placement& pw :
+       {dt::Placement(dt::Replicate()), dt::Placement(Shard(0)), dt::Placement(Shard(1))}) {
+    for (const bool rows_only : {false, true}) {
+      std::vector<double> ms;
+      for (int rep = 0; rep < 9; ++rep) {
+        const DTensor dw = dt::distribute_tensor(table.clone(), mesh, {pw}, std::nullopt);
+        mesh.communicator(0)->barrier()->wait();
+        const auto t0 = std::chrono::steady_clock::now();
+        const DTensor out =
+            rows_only ? dt::embedding(di, dw, std::nullopt, max_norm) : whole_table(dw);
+        out.to_local();
+        mesh.communicator(0)->barrier()->wait();
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
+      }
+      std::sort(ms.begin(), ms.end());
+      if (dt::world_rank() == 0) {
+        std::printf("embedding max_norm forward, %d ranks, table %s, %s: median %.3f ms\n",
+                    static_cast<int>(w), pw.str().c_str(),
+                    rows_only ? "looked-up rows" : "whole table", ms[ms.size() / 2]);
       }
     }
   }
