@@ -5,7 +5,7 @@
 docs/SEMANTICS.md round 8d) are printed with -v and counted apart.
 Usage: python3 compare.py N [-v] in the directory of the files. Exits 1 when anything differs.
 """
-import json, sys
+import json, re, sys
 
 KEPT = {
     # PyTorch's context_parallel falls back to the natural order when S % (2 N) != 0;
@@ -14,6 +14,7 @@ KEPT = {
     'unshard ': 'load balance with S not a multiple of 2 N (dtensor refuses), a 1-d buffer '
                 "(PyTorch's unshard assumes dim 0 is the batch) or uneven shards (gloo aborts)",
     'torch_cp_sdpa': "PyTorch's context_parallel has no CPU attention",
+    r'ring S\d+ c0 lb1 ': "PyTorch's ring refuses load balancing without causality; dtensor's ignores it",
 }
 
 W = int(sys.argv[1]) if len(sys.argv) > 1 else 2
@@ -27,7 +28,7 @@ def close(a, b):
 
 def differ(r, k, what, deliberate_ok):
     global differences, kept
-    why = next((w for p, w in KEPT.items() if k.startswith(p)), None) if deliberate_ok else None
+    why = next((w for p, w in KEPT.items() if re.match(p, k + ' ')), None) if deliberate_ok else None
     if why is not None:
         kept += 1
         if verbose: print('kept:', r, k, what, '(%s)' % why)
@@ -40,9 +41,20 @@ for r in range(W):
     T = {e['case']: e for e in json.load(open('torch_w%d_r%d.json' % (W, r)))}
     D = {e['case']: e for e in json.load(open('dt_w%d_r%d.json' % (W, r)))}
     compared = 0
+    # Cases with an error on one side and per-tensor records ('<case> out', ...) on the other.
+    raised_only = {}
+    for A, B, side in ((T, D, 'torch'), (D, T, 'dt')):
+        for k, e in A.items():
+            if 'error' in e and k not in B and any(j.startswith(k + ' ') for j in B):
+                raised_only[k] = (side, e['error'])
+    raised = set(raised_only)
     for k in sorted(set(T) | set(D)):
         t, d = T.get(k), D.get(k)
+        # A case that raised on one side has no per-tensor records there: its error is reported.
+        if any(k.startswith(e + ' ') for e in raised): continue
         if t is None or d is None:
+            if k in raised_only:
+                differ(r, k, 'ERROR %s only: %s' % raised_only[k], True); continue
             differ(r, k, 'MISSING in ' + ('torch' if t is None else 'dt'), False); continue
         compared += 1
         if 'error' in t or 'error' in d:

@@ -99,6 +99,35 @@ int main(int argc, char** argv) {
   }
   rec_value("torch_cp_sdpa", "ok");
 
+  // probe.py's 'ring' cases (PyTorch's ring driven directly): this rank's shards in the layout.
+  // dtensor has no rotate method: the same records under both names.
+  for (const char* rot : {"allgather", "alltoall"})
+    for (int64_t S : {8, 16})
+      for (bool causal : {false, true})
+        for (bool lb : {false, true})
+          for (std::optional<double> scale :
+               {std::optional<double>(), std::optional<double>(0.3)}) {
+            const std::string name = "ring S" + std::to_string(S) + " c" + std::to_string(causal) +
+                                     " lb" + std::to_string(lb) + " " + rot + " s" +
+                                     (scale ? "0.3" : "None");
+            const auto lay = [&](double a, double b) {
+              return dt::context_parallel_shard(replicate(formula({2, 4, S, 3}, a, b)), 0, 2, lb)
+                  .detach();
+            };
+            attempt(name, [&] {
+              DTensor q = lay(0.37, 0.2).requires_grad_();
+              DTensor k = lay(0.53, 0.4).requires_grad_();
+              DTensor v = lay(0.71, 0.9).requires_grad_();
+              DTensor o = dt::ring_attention(
+                  q, k, v, 0, {.is_causal = causal, .scale = scale, .load_balance = lb});
+              dt::sum(dt::mul(o, lay(0.29, 0.7))).backward();
+              rec_tensor(name + " out", o.to_local());
+              rec_tensor(name + " dq", q.grad().to_local());
+              rec_tensor(name + " dk", k.grad().to_local());
+              rec_tensor(name + " dv", v.grad().to_local());
+            });
+          }
+
   for (int64_t S : {8, 12, 5}) {
     const bool lb = S % (2 * W) == 0;  // PyTorch's default load balancer's rule
     const auto lay = [&](const dt::Tensor& t) {

@@ -9,6 +9,8 @@ the case 'torch_cp_sdpa' records that error. What is compared:
   lb_index / lb_restore: _HeadTailLoadBalancer's indices, called directly;
   shard / unshard: the buffers as context_parallel leaves them on each rank (load balance on or
     off, S divisible by 2 * N or not, seq dims 0, 1, 2), and context_parallel_unshard of them;
+  ring: PyTorch's ring (_templated_ring_attention and its backward, private) called directly
+    with the CPU flash kernels: each rank's shard of the output and q / k / v gradients;
   attn / model: single-device F.scaled_dot_product_attention (causal or not, GQA, scale) and a
     Linear -> attention -> Linear model: output, loss and gradients, the whole tensors (dtensor's
     side runs ring_attention on N ranks and un-shards them).
@@ -18,7 +20,9 @@ import torch.nn as nn, torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.experimental import context_parallel
 from torch.distributed.tensor.experimental._attention import (
-    context_parallel_unshard, _cp_options, _HeadTailLoadBalancer)
+    context_parallel_unshard, _cp_options, _HeadTailLoadBalancer, set_rotate_method)
+from torch.distributed.tensor.experimental._context_parallel._attention import (
+    _templated_ring_attention, _templated_ring_attention_backward)
 
 dist.init_process_group("gloo")
 R, W = dist.get_rank(), dist.get_world_size()
@@ -88,6 +92,42 @@ try:
     rec("torch_cp_sdpa", "ok")
 except Exception as e:
     err("torch_cp_sdpa", e)
+
+# PyTorch's ring itself (its private _templated_ring_attention and its backward, what the CUDA
+# path calls) driven on CPU with the CPU flash kernels, merging in float64: each rank's shard of
+# the output and of the gradients of sum(out * coeff), all in the layout (head-tail when lb).
+aten = torch.ops.aten
+_cp_options.convert_to_f32 = False
+for rot in ("allgather", "alltoall"):
+    set_rotate_method(rot)
+    for S in (8, 16):
+        for causal in (False, True):
+            for lb in (False, True):
+                for scale in (None, 0.3):
+                    name = "ring S%d c%d lb%d %s s%s" % (S, causal, lb, rot, scale)
+                    _cp_options.enable_load_balance = lb
+                    idx = _HeadTailLoadBalancer(S, W, "cpu")._generate_indices()[0]
+                    lay = lambda t: (t.index_select(2, idx) if lb else t).chunk(W, dim=2)[R].contiguous()
+                    q = lay(formula([2, 4, S, 3], 0.37, 0.2))
+                    k = lay(formula([2, 4, S, 3], 0.53, 0.4))
+                    v = lay(formula([2, 4, S, 3], 0.71, 0.9))
+                    g = lay(formula([2, 4, S, 3], 0.29, 0.7))
+                    try:
+                        o, lse = _templated_ring_attention(
+                            mesh.get_group(), 2, aten._scaled_dot_product_flash_attention_for_cpu.default,
+                            q, k, v, is_causal=causal, scale=scale)[:2]
+                        dq, dk, dv = _templated_ring_attention_backward(
+                            mesh.get_group(), 2, aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+                            grad_out=g, grad_out_name="grad_out", query=q, key=k, value=v, out=o,
+                            logsumexp=lse, is_causal=causal, dropout_p=0.0, scale=scale)[:3]
+                    except Exception as e:
+                        err(name, e)
+                        continue
+                    for n, t in (("out", o), ("dq", dq), ("dk", dk), ("dv", dv)):
+                        rec(name + " " + n, t)
+_cp_options.enable_load_balance = True
+_cp_options.convert_to_f32 = True
+set_rotate_method("allgather")
 
 # Single-device attention: output and gradients of sum(out * coeff).
 for S in (8, 12, 5):
