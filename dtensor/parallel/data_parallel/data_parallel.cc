@@ -10,6 +10,7 @@
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/parallel/data_parallel/detail/grad_comm.h"
 #include "dtensor/tensor/creation.h"
@@ -83,9 +84,21 @@ struct UnitState {
   // Sharded parameters, none trained: no gather node, so no backward of its own releases it
   // (post_forward's hook has the end of the backward pass do it, FSDP2's final callback).
   bool frozen = false;
-  int64_t block = 0;              // per-rank elements of the flat buffers
-  DType dtype = kFloat32;         // of the gather buffers (the compute dtype)
-  DType reduce_dtype = kFloat32;  // of the reduce-scatter buffers
+  // A frozen non-root unit with no trained parameter and no tied one (each parameter in one
+  // module slot): released as soon as its own backward is done (FSDP2's post-backward on the
+  // unit's inputs), when every forward call of the step that a backward follows wrapped its
+  // input in a FrozenUnitInputBackward node and each of those nodes ran (the gradient of the
+  // input is computed: no backward op of the unit reads the parameters after it). Otherwise
+  // (an input without a gradient, a call whose backward did not run) the end of the backward
+  // pass releases it. Counted from the first forward after every node ran (a graph dropped
+  // before its backward keeps the counts apart: the end of the backward releases it from then
+  // on): calls wrapped, their nodes run, calls a backward follows.
+  bool release_after_input_grad = false;
+  mutable int64_t input_nodes = 0, input_nodes_run = 0, calls_with_backward = 0;
+  mutable bool call_wrapped = false;  // the current forward call's input was wrapped
+  int64_t block = 0;                  // per-rank elements of the flat buffers
+  DType dtype = kFloat32;             // of the gather buffers (the compute dtype)
+  DType reduce_dtype = kFloat32;      // of the reduce-scatter buffers
 };
 
 struct Bucket {
@@ -641,6 +654,7 @@ struct DataParallel::State {
   }
 
   void pre_forward(const UnitState& u);
+  DTensor wrap_frozen_input(const UnitState& u, const DTensor& x);
   DTensor post_forward(const UnitState& u, const DTensor& out);
 };
 
@@ -701,6 +715,29 @@ void DataParallel::State::pre_forward(const UnitState& u) {
   }
 }
 
+// A frozen unit's input passed through an identity node whose backward releases the unit once
+// every call of the step that a backward follows has had its input's gradient computed.
+DTensor DataParallel::State::wrap_frozen_input(const UnitState& u, const DTensor& x) {
+  u.call_wrapped = false;
+  // Without reshard_after_forward no re-gather hook would gather it again for another backward.
+  if (!u.release_after_input_grad || capturing() || !options.reshard_after_forward) return x;
+  if (!x.defined() || !x.requires_grad() || !autograd::grad_enabled()) return x;
+  if (u.input_nodes_run >= u.input_nodes && u.calls_with_backward == u.input_nodes) {
+    u.input_nodes = u.input_nodes_run = u.calls_with_backward = 0;
+  }
+  ++u.input_nodes;
+  u.call_wrapped = true;
+  return autograd::record_function(
+      "FrozenUnitInputBackward", {&x}, x.detach(), [this, &u](absl::Span<const DTensor> g) {
+        ++u.input_nodes_run;
+        if (u.input_nodes_run == u.input_nodes && u.input_nodes == u.calls_with_backward &&
+            gathered_units.contains(&u)) {
+          release(u);
+        }
+        return DTensorList{g[0]};
+      });
+}
+
 DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out) {
   if (u.root && recording_order) {
     recording_order = false;
@@ -710,6 +747,12 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
   if (u.sharded.empty()) return out;
   const bool backward_follows = out.defined() && out.requires_grad();
   if (backward_follows) ++u.backwards_pending;
+  if (backward_follows) {
+    ++u.calls_with_backward;
+  } else if (u.call_wrapped) {
+    --u.input_nodes;  // its node is not reached from the output
+  }
+  u.call_wrapped = false;
   if (backward_follows && u.frozen) {
     // A frozen unit regathered for the gradient of its input (or kept: the root, the last unit,
     // no reshard_after_forward) is released at the end of the backward pass, which this queues
@@ -882,6 +925,10 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
     u.frozen = std::none_of(u.sharded.begin(), u.sharded.end(),
                             [&](size_t i) { return s.params[i].trained; }) &&
                !u.sharded.empty();
+    u.release_after_input_grad =
+        u.frozen && !u.root && std::none_of(u.all.begin(), u.all.end(), [&](size_t i) {
+          return s.params[i].trained || s.params[i].info.slots.size() != 1;
+        });
     s.unit_states.push_back(std::move(u));
   }
   // Buckets: replicated trained parameters in reverse registration order, by size and dtype.
@@ -910,7 +957,7 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
     const UnitState* up = &u;
     u.module->register_forward_pre_hook([state, up](nn::Module&, const DTensor& x) {
       state->pre_forward(*up);
-      return x;
+      return state->wrap_frozen_input(*up, x);
     });
     u.module->register_forward_hook(
         [state, up](nn::Module&, const DTensor& out) { return state->post_forward(*up, out); });
