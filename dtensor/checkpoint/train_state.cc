@@ -23,22 +23,6 @@ DTensor rng_tensor(const Generator& gen) {
       std::vector<int64_t>{std::bit_cast<int64_t>(s.seed), std::bit_cast<int64_t>(s.offset)}, {2}));
 }
 
-// Refuses the hyper-parameter values in `state` that the optimizer would refuse (set and
-// restored: Optimizer::set_hyper_parameters checks them all and changes none when it raises).
-void check_hyper_parameter_values(optim::Optimizer& optimizer,
-                                  const std::vector<std::pair<std::string, DTensor>>& state) {
-  constexpr char kGroup[] = "param_groups.";
-  std::vector<std::pair<std::string, double>> loaded;
-  for (const auto& [name, t] : state) {
-    if (absl::StartsWith(name, kGroup) && name != "param_groups.initial_lr")
-      loaded.emplace_back(name.substr(sizeof(kGroup) - 1), t.to_local().to_vector<double>()[0]);
-  }
-  if (loaded.empty()) return;
-  const std::vector<std::pair<std::string, double>> own = optimizer.hyper_parameters();
-  optimizer.set_hyper_parameters(loaded);
-  optimizer.set_hyper_parameters(own);
-}
-
 }  // namespace
 
 StateDict training_state(const nn::Module* model, const optim::Optimizer* optimizer,
@@ -110,12 +94,19 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer,
   if (optimizer != nullptr) {
     optim_state.emplace_back("step", local_dtensor(zeros({1}, kInt64)));
     const auto& params = optimizer->parameters();
+    const std::vector<std::pair<std::string, double>> own_values = optimizer->hyper_parameters();
     for (const auto& [name, info] : index) {
       if (!absl::StartsWith(name, kOptim) || name == absl::StrCat(kOptim, "step")) continue;
       const std::string rest = name.substr(sizeof(kOptim) - 1);
-      // A hyper-parameter (Optimizer::state_dict's "param_groups.<name>", float64 [1]).
+      // A hyper-parameter (Optimizer::state_dict's "param_groups.<name>", float64 [1]), holding
+      // the optimizer's own value until loaded, so that the check of names below passes the
+      // values (those loaded are checked after the load).
       if (absl::StartsWith(rest, "param_groups.")) {
-        optim_state.emplace_back(rest, local_dtensor(zeros({1}, kFloat64)));
+        double own = 0;
+        for (const auto& [k, v] : own_values) {
+          if (rest == absl::StrCat("param_groups.", k)) own = v;
+        }
+        optim_state.emplace_back(rest, local_dtensor(full({1}, own, TensorOptions(kFloat64))));
         continue;
       }
       size_t i = 0;
@@ -146,7 +137,9 @@ void load_training_state(nn::Module* model, optim::Optimizer* optimizer,
     small.emplace_back(absl::StrCat(kScheduler, name), t);
   if (rng.defined()) small.emplace_back(std::string(kRng), rng);
   if (!small.empty()) load(small, dir);
-  if (optimizer != nullptr) check_hyper_parameter_values(*optimizer, optim_state);
+  // The loaded values now (the optimizer's hyper-parameters as set_hyper_parameters checks
+  // them), still changing nothing.
+  if (optimizer != nullptr) optimizer->check_state_dict(optim_state);
   if (!scheduler_state.empty()) scheduler->check_state_dict(scheduler_state);
   if (!targets.empty()) load(targets, dir);
   if (optimizer != nullptr) optimizer->load_state_dict(optim_state);

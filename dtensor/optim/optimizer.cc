@@ -268,6 +268,50 @@ void check_options(const AdagradOptions& o) {
   check_nonnegative("Adagrad", "eps", o.eps());
 }
 
+using Values = std::vector<std::pair<std::string, double>>;
+
+// `o` with `values` set and checked by `check` (the constructor's checks): "[<op>] ..." for an
+// unknown name or an invalid value.
+template <typename O>
+O checked(O o, const Values& values, const std::vector<Hyper<O>>& table, const char* op,
+          void (*check)(const O&)) {
+  o = with_values(o, values, table, op);
+  check(o);
+  return o;
+}
+
+// The options of `opt` with `values` set, checked as its constructor checks them:
+// set_hyper_parameters assigns them, check_state_dict only checks.
+SGDOptions checked_values(const SGD& opt, const Values& values) {
+  return checked<SGDOptions>(opt.options(), values, sgd_hypers(), "SGD", check_options);
+}
+AdamOptions checked_values(const Adam& opt, const Values& values) {
+  return checked(
+      opt.options(), values, adam_hypers(), "Adam",
+      +[](const AdamOptions& o) { check_options(o, "Adam"); });
+}
+AdamWOptions checked_values(const AdamW& opt, const Values& values) {
+  return checked(
+      opt.options(), values, adamw_hypers(), "AdamW",
+      +[](const AdamWOptions& o) { check_options(as_adam(o), "AdamW"); });
+}
+RMSpropOptions checked_values(const RMSprop& opt, const Values& values) {
+  return checked<RMSpropOptions>(opt.options(), values, rmsprop_hypers(), "RMSprop", check_options);
+}
+AdagradOptions checked_values(const Adagrad& opt, const Values& values) {
+  return checked<AdagradOptions>(opt.options(), values, adagrad_hypers(), "Adagrad", check_options);
+}
+
+// checked_values for whichever of Opts `opt` is (nothing for an optimizer defined elsewhere,
+// whose names check_state_dict checks).
+template <typename... Opts>
+void check_values(const Optimizer& opt, const Values& values) {
+  const auto check = [&]<typename O>(const O* o) {
+    if (o != nullptr) static_cast<void>(checked_values(*o, values));
+  };
+  (check(dynamic_cast<const Opts*>(&opt)), ...);
+}
+
 // The scalars of update number `steps` (bias corrections from the step count).
 detail::AdamWStep adamw_scalars(const AdamOptions& o, int64_t steps) {
   const double t = static_cast<double>(steps);
@@ -411,6 +455,8 @@ void Optimizer::check_state_dict(const std::vector<std::pair<std::string, DTenso
     DT_CHECK(found, "[%s] has no hyper-parameter '%s' (its hyper-parameters: %s)", name_, name,
              names.empty() ? "none" : names);
   }
+  // The values, as set_hyper_parameters checks them, on a copy of the options.
+  check_values<SGD, Adam, AdamW, RMSprop, Adagrad>(*this, parsed.group);
 }
 
 void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
@@ -492,9 +538,7 @@ std::vector<std::pair<std::string, double>> SGD::hyper_parameters() const {
 }
 
 void SGD::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  const SGDOptions o = with_values(options_, values, sgd_hypers(), "SGD");
-  check_options(o);
-  options_ = o;
+  options_ = checked_values(*this, values);
 }
 
 void SGD::step() {
@@ -562,9 +606,7 @@ std::vector<std::pair<std::string, double>> Adam::hyper_parameters() const {
 }
 
 void Adam::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  const AdamOptions o = with_values(options_, values, adam_hypers(), "Adam");
-  check_options(o, "Adam");
-  options_ = o;
+  options_ = checked_values(*this, values);
 }
 
 AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
@@ -581,9 +623,7 @@ std::vector<std::pair<std::string, double>> AdamW::hyper_parameters() const {
 }
 
 void AdamW::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  const AdamWOptions o = with_values(options_, values, adamw_hypers(), "AdamW");
-  check_options(as_adam(o), "AdamW");
-  options_ = o;
+  options_ = checked_values(*this, values);
 }
 
 RMSprop::RMSprop(std::vector<DTensor> params, RMSpropOptions options)
@@ -600,9 +640,7 @@ std::vector<std::pair<std::string, double>> RMSprop::hyper_parameters() const {
 }
 
 void RMSprop::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  const RMSpropOptions o = with_values(options_, values, rmsprop_hypers(), "RMSprop");
-  check_options(o);
-  options_ = o;
+  options_ = checked_values(*this, values);
 }
 
 void RMSprop::step() {
@@ -641,9 +679,7 @@ std::vector<std::pair<std::string, double>> Adagrad::hyper_parameters() const {
 }
 
 void Adagrad::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  const AdagradOptions o = with_values(options_, values, adagrad_hypers(), "Adagrad");
-  check_options(o);
-  options_ = o;
+  options_ = checked_values(*this, values);
 }
 
 void Adagrad::step() {

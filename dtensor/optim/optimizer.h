@@ -161,9 +161,11 @@ class Optimizer {
   // it silently: an AdamW state loaded into SGD would then restart its momentum).
   std::vector<std::pair<std::string, DTensor>> state_dict() const;
   void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state);
-  // load_state_dict's checks of names, specs and dtypes (and of the hyper-parameters' names,
-  // not their values), loading nothing: checkpoint::load_training_state runs them on its
-  // targets before it loads anything, so that another optimizer's checkpoint changes nothing.
+  // load_state_dict's checks of names, specs and dtypes and of the hyper-parameters' names and
+  // values (as set_hyper_parameters checks them; for an optimizer defined outside optim, the
+  // names only), loading and changing nothing: checkpoint::load_training_state runs them on its
+  // targets before it loads anything, so that another optimizer's checkpoint changes nothing,
+  // and on the loaded values before it writes the model.
   void check_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) const;
   // The hyper-parameters of PyTorch's param_group (without "params" and "initial_lr"), in
   // PyTorch's names but Adam's and AdamW's betas as beta1 and beta2: name -> value, a bool as 0

@@ -63,6 +63,13 @@ double entry(const std::vector<std::pair<std::string, DTensor>>& sd, const std::
   return 0.0;
 }
 
+// `sd` with a hyper-parameter entry `k` = v appended (it wins over an entry of that name).
+std::vector<std::pair<std::string, DTensor>> with_entry(
+    std::vector<std::pair<std::string, DTensor>> sd, const std::string& k, double v) {
+  sd.emplace_back(k, dt::local_dtensor(dt::from_vector<double>({v}, {1})));
+  return sd;
+}
+
 // |got - want| <= tol max(1, |want|), elementwise.
 void check_close(const std::vector<double>& got, const std::vector<double>& want,
                  double tol = 1e-12) {
@@ -569,11 +576,7 @@ TEST_CASE("state_dict holds the hyper-parameters and load_state_dict restores th
   CHECK(f.options().weight_decay() == 0.1);
   // Refused, with nothing changed: an invalid or unknown hyper-parameter, a bool that is not
   // 0 / 1, another optimizer's state.
-  auto with = [&](std::string k, double v) {
-    auto out = sd;
-    out.emplace_back(std::move(k), dt::local_dtensor(dt::from_vector<double>({v}, {1})));
-    return out;
-  };
+  auto with = [&](const std::string& k, double v) { return with_entry(sd, k, v); };
   REQUIRE_THROWS_WITH(d.load_state_dict(with("param_groups.momentum", 0.0)),
                       Contains("[SGD] nesterov needs momentum > 0"));
   REQUIRE_THROWS_WITH(d.load_state_dict(with("param_groups.betas", 0.5)),
@@ -585,6 +588,31 @@ TEST_CASE("state_dict holds the hyper-parameters and load_state_dict restores th
   CHECK(d.options().lr() == 0.5);
   CHECK(d.options().momentum() == 0.8);
   CHECK(d.step_count() == 1);
+}
+
+// check_state_dict checks the hyper-parameters' values as set_hyper_parameters does (before,
+// only their names: review R, finding 7), and changes nothing, refused or not.
+TEST_CASE("check_state_dict refuses an invalid hyper-parameter value and changes nothing") {
+  for (const std::string kind : {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad"}) {
+    INFO(kind);
+    DTensor p = param({1.0, -2.0});
+    auto opt = make_optimizer(kind, {p});
+    set_grad(p, {0.5, 0.25});
+    opt->step();
+    const auto own = opt->hyper_parameters();
+    const auto sd = opt->state_dict();
+    REQUIRE_THROWS_WITH(opt->check_state_dict(with_entry(sd, "param_groups.lr", -1.0)),
+                        Contains("[" + kind + "]") && Contains("lr") && Contains("-1"));
+    REQUIRE_THROWS_WITH(opt->check_state_dict(with_entry(sd, "param_groups.maximize", 0.5)),
+                        Contains("'maximize' is a bool: expected 0 or 1"));
+    REQUIRE_THROWS_WITH(opt->check_state_dict(with_entry(sd, "param_groups.betas", 0.5)),
+                        Contains("[" + kind + "] has no hyper-parameter 'betas'"));
+    // A valid value passes and is not loaded.
+    opt->check_state_dict(with_entry(sd, "param_groups.lr", 0.25));
+    CHECK(opt->hyper_parameters() == own);
+    CHECK(opt->lr() != 0.25);
+    CHECK(opt->step_count() == 1);
+  }
 }
 
 TEST_CASE("clip_grad_norm_ returns the total norm and scales the gradients") {
