@@ -134,11 +134,11 @@ class PrepareModuleInput : public ParallelStyle {
  public:
   // The style's options (PyTorch's keyword arguments); unset layouts take the defaults noted.
   struct Options {
-    InputLayouts input_layouts = Replicate();              // how the inputs arrive
-    InputLayouts desired_input_layouts = Replicate();      // how the module's forward gets them
-    std::map<std::string, Placement> input_kwarg_layouts;  // by input name
-    std::map<std::string, Placement> desired_input_kwarg_layouts;  // the same names
-    bool use_local_output = false;                                 // return to_local() of each
+    InputLayouts input_layouts = Replicate();          // how the inputs arrive
+    InputLayouts desired_input_layouts = Replicate();  // how the module's forward gets them
+    std::map<std::string, Placement> input_kwarg_layouts = {};          // by input name
+    std::map<std::string, Placement> desired_input_kwarg_layouts = {};  // the same names
+    bool use_local_output = false;                                      // return to_local() of each
   };
   PrepareModuleInput() : PrepareModuleInput(Options{}) {}
   // The style with `opts`.
