@@ -12,6 +12,7 @@
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -61,7 +62,8 @@ std::vector<int64_t> looked_up_rows(const DTensor& indices, int64_t rows) {
 // The scale is computed in float64 from the norm, as PyTorch's (a double), then multiplied in.
 // A table whose rows are whole on every rank (replicated or row-sharded on every mesh dim)
 // renorms its local looked-up rows alone (the per-row norm, scale and product of the whole-table
-// form, bit for bit); other layouts (column-sharded, Partial) take the whole-table form.
+// form, bit for bit); other layouts (column-sharded, Partial), meta tensors and captured steps
+// take the whole-table form.
 const DTensor& embedding_renorm_(const DTensor& weight, const DTensor& indices, double max_norm,
                                  double norm_type) {
   DT_CHECK(weight.defined() && weight.dim() == 2 && is_floating(weight.dtype()),
@@ -71,8 +73,14 @@ const DTensor& embedding_renorm_(const DTensor& weight, const DTensor& indices, 
   autograd::NoGradGuard no_grad;
   const int64_t dims[] = {1};
   const Placements& pw = weight.placements();
-  if (std::all_of(pw.begin(), pw.end(),
-                  [](const Placement& p) { return p.is_replicate() || p.is_shard(0); })) {
+  // The rows looked up are read on the host: not on meta tensors (no data), nor in a captured
+  // step (dtensor::compile), whose replays must follow their own indices.
+  const bool on_host_rows = detail::capture_recorder() == nullptr &&
+                            !weight.to_local().device().is_meta() &&
+                            !indices.to_local().device().is_meta();
+  if (on_host_rows && std::all_of(pw.begin(), pw.end(), [](const Placement& p) {
+        return p.is_replicate() || p.is_shard(0);
+      })) {
     const std::vector<int64_t> wanted = looked_up_rows(indices, weight.size(0));
     const DeviceMesh& mesh = weight.device_mesh();
     if (!mesh.contains_me()) return weight;
@@ -83,8 +91,9 @@ const DTensor& embedding_renorm_(const DTensor& weight, const DTensor& indices, 
     for (int64_t r : wanted) {
       if (r >= first && r < first + count) mine.push_back(r - first);
     }
-    if (mine.empty()) return weight;
     const Tensor& local = weight.to_local();
+    local.storage().bump_version();  // an in-place write on every rank, as the whole-table mul_
+    if (mine.empty()) return weight;
     const int64_t k = static_cast<int64_t>(mine.size());
     const Tensor rows = index_select(local, 0, from_vector<int64_t>(mine, {k}, local.device()));
     const Tensor norm = cast(vector_norm(rows, norm_type, dims, /*keepdim=*/true), kFloat64);

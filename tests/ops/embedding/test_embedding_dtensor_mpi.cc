@@ -233,8 +233,11 @@ TEST_CASE("dtensor embedding_renorm_ renorms the looked-up rows alone, as the wh
                  << " norm_type " << norm_type);
             const DTensor dw = dt::distribute_tensor(table.clone(), mesh, pw, std::nullopt);
             const DTensor di = dt::distribute_tensor(idx, mesh, pi, std::nullopt);
+            const uint32_t version = dw.to_local().storage().version();
             dt::embedding_renorm_(dw, di, max_norm, norm_type);
             CHECK(dt::equal(dw.full_tensor(), want));
+            // An in-place write on every rank (a rank holding no looked-up row included).
+            CHECK(dw.to_local().storage().version() > version);
           }
         }
       }
