@@ -14,6 +14,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/rng/random.h"
+#include "dtensor/tensor/memory_stats.h"
 #include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
@@ -118,7 +119,8 @@ TEST_CASE("autograd.grad inside data parallel: no reduction for the input, param
     const DTensor weight[] = {model.get_parameter("1.weight")};
     CHECK_THROWS_WITH(dt::autograd::grad(loss, weight),
                       Contains("[autograd.grad] an input is a parameter of a replicate"));
-    // Backward still trains: the refused call left no state behind. The weight's post accumulate
+    // Backward still trains: the refused call released what it gathered and counted its
+    // backward (the case below checks the memory). The weight's post accumulate
     // grad hook runs once, after data parallel accumulated the reduced gradient (as FSDP2's).
     const DTensor& w = model.get_parameter("0.weight");
     int calls = 0;
@@ -130,5 +132,88 @@ TEST_CASE("autograd.grad inside data parallel: no reduction for the input, param
     loss_of(model, x).backward();
     CHECK(calls == 1);
     CHECK(w.grad().defined());
+  }
+}
+
+// fully_shard with a root holding sharded parameters (the two Linears; the LayerNorm its own
+// unit, last in forward: kept gathered): autograd::grad runs the units' re-gather hooks but
+// prunes (w.r.t. the input) or refuses at (w.r.t. a weight) their gather nodes, whose backward
+// releases them and counts their backward. Before, the root stayed gathered after grad() and,
+// its count of pending backwards never decremented, after every later backward too.
+TEST_CASE("autograd.grad under fully_shard releases what it gathered") {
+  const int64_t w = dt::world_size(), D = 16 * w;
+  const int64_t linear_bytes = (D * D + D) * 8;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"dp"});
+  dt::manual_seed(5);
+  const dt::nn::ModuleOptions f64{dt::kFloat64};
+  dt::nn::Sequential model{std::make_shared<dt::nn::Linear>(D, D, true, f64),
+                           std::make_shared<dt::nn::LayerNorm>(D, 1e-5, true, f64),
+                           std::make_shared<dt::nn::Linear>(D, D, true, f64)};
+  dt::DataParallelOptions options;
+  options.grouping.module_types = {"LayerNorm"};
+  dt::fully_shard(model, mesh, options);
+  DTensor x = dt::local_dtensor(
+      tt::det_input({2, D}, static_cast<int>(dt::world_rank()), -1.0, 0.25, dt::kFloat64));
+  x.requires_grad_();
+  auto loss_of = [&] {
+    const DTensor out = model(x);
+    return dt::sum(out * out);
+  };
+  // Bytes held beyond those before the first call (nothing gathered) once `run` is done and its
+  // graph gone, less the `kept` bytes it returns.
+  const int64_t base = dt::memory_stats().current_bytes;
+  auto left_after = [base](const auto& run) {
+    const int64_t kept = run();
+    return dt::memory_stats().current_bytes - base - kept;
+  };
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    bool defined = false;
+    const int64_t after_grad = left_after([&] {
+      const DTensor loss[] = {loss_of()};
+      const DTensor in[] = {x};
+      defined = dt::autograd::grad(loss, in)[0].defined();
+      return int64_t{0};
+    });
+    CHECK(defined);
+    CHECK(after_grad < linear_bytes);
+    std::string refusal;
+    const int64_t after_refused = left_after([&] {
+      const DTensor loss[] = {loss_of()};
+      const DTensor weight[] = {model.get_parameter("0.weight")};
+      try {
+        dt::autograd::grad(loss, weight);
+      } catch (const std::exception& e) {
+        refusal = e.what();
+      }
+      return int64_t{0};
+    });
+    CHECK_THAT(refusal, Contains("[autograd.grad] an input is a parameter"));
+    CHECK(after_refused < linear_bytes);
+    // A following step: the root is released by its backward again. The gradients it leaves
+    // (sharded) are not counted, and dropped before the next round.
+    const int64_t after_step = left_after([&] {
+      loss_of().backward();
+      int64_t grads = 0;
+      for (const DTensor& p : model.parameters()) grads += p.grad().to_local().numel() * 8;
+      return grads;
+    });
+    CHECK(after_step < linear_bytes);
+    // grad() over a retained graph released the root: the backward of that graph gathers it
+    // again (the same gradients as a fresh step).
+    std::vector<Tensor> fresh;
+    for (const DTensor& p : model.parameters()) fresh.push_back(p.grad().to_local().clone());
+    for (const DTensor& p : model.parameters()) p.set_grad(DTensor());
+    {
+      const DTensor loss[] = {loss_of()};
+      const DTensor in[] = {x};
+      dt::autograd::grad(loss, in, {}, /*retain_graph=*/true);
+      loss[0].backward();
+    }
+    size_t k = 0;
+    for (const DTensor& p : model.parameters()) {
+      CHECK(tt::same_values(p.grad().to_local(), fresh[k++], 0.0));
+    }
+    for (const DTensor& p : model.parameters()) p.set_grad(DTensor());
   }
 }

@@ -177,6 +177,10 @@ struct DataParallel::State {
   std::vector<Bucket> buckets;
   bool sync = true;
   bool callback_queued = false;
+  // Units whose output gradient an autograd::grad pass reached (note_grad_call), and whether
+  // that pass's end-of-backward callback (finish_grad_call) is queued.
+  std::vector<const UnitState*> grad_call_units;
+  bool grad_callback_queued = false;
   detail::PendingReductions pending;
 
   // Prefetching (options.prefetch). The first forward records the order in which the units
@@ -442,12 +446,38 @@ struct DataParallel::State {
   // `grads`: those of the unit's trained sharded parameters, in order (a frozen one has none;
   // its block is reduced as zeros and dropped).
   // autograd::grad with respect to a data-parallel parameter: refused on every rank (the graph
-  // decides), before any state changes.
-  static void refuse_grad_call() {
-    DT_CHECK(!autograd::in_grad_call(),
-             "[autograd.grad] an input is a parameter of a replicate / fully_shard module: data "
-             "parallel reduces its gradient into grad(), which autograd::grad must not do (call "
-             "backward(); PyTorch's DDP does not support autograd.grad either)");
+  // decides), before any gradient state changes; what the pass gathered so far is released
+  // first (a throwing pass drops its queued callbacks).
+  void refuse_grad_call() {
+    if (!autograd::in_grad_call()) return;
+    finish_grad_call();
+    DT_FAIL(
+        "[autograd.grad] an input is a parameter of a replicate / fully_shard module: data "
+        "parallel reduces its gradient into grad(), which autograd::grad must not do (call "
+        "backward(); PyTorch's DDP does not support autograd.grad either)");
+  }
+
+  // An autograd::grad pass reached a (trained) unit's output gradient: its gather node never
+  // completes in such a pass (pruned when the inputs are not parameters, refused when one is),
+  // so the pass's end counts the unit's backward and releases it instead.
+  void note_grad_call(const UnitState& u) {
+    grad_call_units.push_back(&u);
+    if (grad_callback_queued) return;
+    grad_callback_queued = true;
+    autograd::queue_callback([this] { finish_grad_call(); });
+  }
+
+  // The end of an autograd::grad pass (or its refusal): the noted units' backwards are counted,
+  // and what the pass gathered is released (a root once no pending backward reads it).
+  void finish_grad_call() {
+    grad_callback_queued = false;
+    drain_prefetches();
+    for (const UnitState* u : grad_call_units) {
+      if (u->backwards_pending > 0) --u->backwards_pending;
+      if (u->root && u->backwards_pending == 0) release(*u);
+    }
+    grad_call_units.clear();
+    release_leftovers();
   }
 
   void on_unit_grads(const UnitState& u, absl::Span<const DTensor> grads) {
@@ -753,6 +783,16 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
     --u.input_nodes;  // its node is not reached from the output
   }
   u.call_wrapped = false;
+  if (backward_follows && !u.frozen && !capturing()) {
+    // Before the re-gather hook below: in an autograd::grad pass, note the unit (the pass's
+    // end releases it: its gather node does not run). The root (no re-gather hook) gathers
+    // again if an earlier pass over a retained graph released it (a no-op when gathered).
+    out.register_hook([this, &u](const DTensor&) {
+      if (autograd::in_grad_call()) note_grad_call(u);
+      if (u.root) gather(u, -1);
+      return DTensor();
+    });
+  }
   if (backward_follows && u.frozen) {
     // A frozen unit regathered for the gradient of its input (or kept: the root, the last unit,
     // no reshard_after_forward) is released at the end of the backward pass, which this queues
