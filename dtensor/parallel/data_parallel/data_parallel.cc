@@ -88,7 +88,9 @@ struct UnitState {
   // module slot): released as soon as its own backward is done (FSDP2's post-backward on the
   // unit's inputs), when every forward call of the step that a backward follows wrapped its
   // input in a FrozenUnitInputBackward node and each of those nodes ran (the gradient of the
-  // input is computed: no backward op of the unit reads the parameters after it). Otherwise
+  // input is computed: no backward op of the unit reads the parameters after it, unless its
+  // forward also read a tensor requiring grad that is not its input, which is not detected).
+  // Otherwise
   // (an input without a gradient, a call whose backward did not run) the end of the backward
   // pass releases it. Counted from the first forward after every node ran (a graph dropped
   // before its backward keeps the counts apart: the end of the backward releases it from then
