@@ -281,7 +281,7 @@ O checked(O o, const Values& values, const std::vector<Hyper<O>>& table, const c
 }
 
 // The options of `opt` with `values` set, checked as its constructor checks them:
-// set_hyper_parameters assigns them, check_state_dict only checks.
+// set_hyper_parameters assigns them, check_hyper_parameters only checks.
 SGDOptions checked_values(const SGD& opt, const Values& values) {
   return checked<SGDOptions>(opt.options(), values, sgd_hypers(), "SGD", check_options);
 }
@@ -300,16 +300,6 @@ RMSpropOptions checked_values(const RMSprop& opt, const Values& values) {
 }
 AdagradOptions checked_values(const Adagrad& opt, const Values& values) {
   return checked<AdagradOptions>(opt.options(), values, adagrad_hypers(), "Adagrad", check_options);
-}
-
-// checked_values for whichever of Opts `opt` is (nothing for an optimizer defined elsewhere,
-// whose names check_state_dict checks).
-template <typename... Opts>
-void check_values(const Optimizer& opt, const Values& values) {
-  const auto check = [&]<typename O>(const O* o) {
-    if (o != nullptr) static_cast<void>(checked_values(*o, values));
-  };
-  (check(dynamic_cast<const Opts*>(&opt)), ...);
 }
 
 // The scalars of update number `steps` (bias corrections from the step count).
@@ -444,8 +434,13 @@ Optimizer::ParsedState Optimizer::parse_state(
 
 void Optimizer::check_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) const {
   const ParsedState parsed = parse_state(state);
+  check_hyper_parameters(parsed.group);
+}
+
+void Optimizer::check_hyper_parameters(
+    const std::vector<std::pair<std::string, double>>& values) const {
   const auto known = hyper_parameters();
-  for (const auto& [name, v] : parsed.group) {
+  for (const auto& [name, v] : values) {
     std::string names;
     bool found = false;
     for (const auto& [k, unused] : known) {
@@ -455,8 +450,6 @@ void Optimizer::check_state_dict(const std::vector<std::pair<std::string, DTenso
     DT_CHECK(found, "[%s] has no hyper-parameter '%s' (its hyper-parameters: %s)", name_, name,
              names.empty() ? "none" : names);
   }
-  // The values, as set_hyper_parameters checks them, on a copy of the options.
-  check_values<SGD, Adam, AdamW, RMSprop, Adagrad>(*this, parsed.group);
 }
 
 void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) {
@@ -540,6 +533,9 @@ std::vector<std::pair<std::string, double>> SGD::hyper_parameters() const {
 void SGD::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
   options_ = checked_values(*this, values);
 }
+void SGD::check_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) const {
+  static_cast<void>(checked_values(*this, values));
+}
 
 void SGD::step() {
   update_each([this](size_t i, const DTensor& p, const DTensor& g) {
@@ -608,6 +604,9 @@ std::vector<std::pair<std::string, double>> Adam::hyper_parameters() const {
 void Adam::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
   options_ = checked_values(*this, values);
 }
+void Adam::check_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) const {
+  static_cast<void>(checked_values(*this, values));
+}
 
 AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
     : AdamBase(std::move(params), "AdamW"), options_(options) {
@@ -625,6 +624,10 @@ std::vector<std::pair<std::string, double>> AdamW::hyper_parameters() const {
 void AdamW::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
   options_ = checked_values(*this, values);
 }
+void AdamW::check_hyper_parameters(
+    const std::vector<std::pair<std::string, double>>& values) const {
+  static_cast<void>(checked_values(*this, values));
+}
 
 RMSprop::RMSprop(std::vector<DTensor> params, RMSpropOptions options)
     : Optimizer(std::move(params), "RMSprop"), options_(options) {
@@ -641,6 +644,10 @@ std::vector<std::pair<std::string, double>> RMSprop::hyper_parameters() const {
 
 void RMSprop::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
   options_ = checked_values(*this, values);
+}
+void RMSprop::check_hyper_parameters(
+    const std::vector<std::pair<std::string, double>>& values) const {
+  static_cast<void>(checked_values(*this, values));
 }
 
 void RMSprop::step() {
@@ -680,6 +687,10 @@ std::vector<std::pair<std::string, double>> Adagrad::hyper_parameters() const {
 
 void Adagrad::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
   options_ = checked_values(*this, values);
+}
+void Adagrad::check_hyper_parameters(
+    const std::vector<std::pair<std::string, double>>& values) const {
+  static_cast<void>(checked_values(*this, values));
 }
 
 void Adagrad::step() {

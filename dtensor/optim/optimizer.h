@@ -162,10 +162,10 @@ class Optimizer {
   std::vector<std::pair<std::string, DTensor>> state_dict() const;
   void load_state_dict(const std::vector<std::pair<std::string, DTensor>>& state);
   // load_state_dict's checks of names, specs and dtypes and of the hyper-parameters' names and
-  // values (as set_hyper_parameters checks them; for an optimizer defined outside optim, the
-  // names only), loading and changing nothing: checkpoint::load_training_state runs them on its
-  // targets before it loads anything, so that another optimizer's checkpoint changes nothing,
-  // and on the loaded values before it writes the model.
+  // values (check_hyper_parameters), loading and changing nothing:
+  // checkpoint::load_training_state runs them on its targets before it loads anything, so that
+  // another optimizer's checkpoint changes nothing, and on the loaded values before it writes
+  // the model.
   void check_state_dict(const std::vector<std::pair<std::string, DTensor>>& state) const;
   // The hyper-parameters of PyTorch's param_group (without "params" and "initial_lr"), in
   // PyTorch's names but Adam's and AdamW's betas as beta1 and beta2: name -> value, a bool as 0
@@ -175,6 +175,12 @@ class Optimizer {
   // checks its options: "[<name>] ..." for an unknown name or an invalid value, and then none
   // has changed.
   virtual void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values);
+  // Checks `values` as set_hyper_parameters would, changing nothing: "[<name>] ..." for an
+  // unknown name or an invalid value. The base checks the names against hyper_parameters(); an
+  // optimizer whose values have constraints overrides it (the library's check as their
+  // constructors do).
+  virtual void check_hyper_parameters(
+      const std::vector<std::pair<std::string, double>>& values) const;
 
   // Follows parameters a wrapper put in place of the ones given (compile's data-parallel
   // expansion: data_parallel's sharded or replicated storage parameters): `params[i]` takes the
@@ -235,6 +241,8 @@ class SGD : public Optimizer {
   void set_lr(double lr) override { options_.lr(lr); }
   std::vector<std::pair<std::string, double>> hyper_parameters() const override;
   void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
+  void check_hyper_parameters(
+      const std::vector<std::pair<std::string, double>>& values) const override;
 
  private:
   SGDOptions options_;
@@ -274,6 +282,8 @@ class Adam : public AdamBase {
   void set_lr(double lr) override { options_.lr(lr); }
   std::vector<std::pair<std::string, double>> hyper_parameters() const override;
   void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
+  void check_hyper_parameters(
+      const std::vector<std::pair<std::string, double>>& values) const override;
 
  private:
   AdamOptions adam_options() const override { return options_; }
@@ -296,6 +306,8 @@ class AdamW : public AdamBase {
   void set_lr(double lr) override { options_.lr(lr); }
   std::vector<std::pair<std::string, double>> hyper_parameters() const override;
   void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
+  void check_hyper_parameters(
+      const std::vector<std::pair<std::string, double>>& values) const override;
 
  private:
   AdamOptions adam_options() const override;
@@ -321,6 +333,8 @@ class RMSprop : public Optimizer {
   void set_lr(double lr) override { options_.lr(lr); }
   std::vector<std::pair<std::string, double>> hyper_parameters() const override;
   void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
+  void check_hyper_parameters(
+      const std::vector<std::pair<std::string, double>>& values) const override;
 
  private:
   RMSpropOptions options_;
@@ -344,6 +358,8 @@ class Adagrad : public Optimizer {
   void set_lr(double lr) override { options_.lr(lr); }
   std::vector<std::pair<std::string, double>> hyper_parameters() const override;
   void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
+  void check_hyper_parameters(
+      const std::vector<std::pair<std::string, double>>& values) const override;
 
  private:
   AdagradOptions options_;
