@@ -11,7 +11,8 @@
 #     (propagation, einsum, the RNG's offsets), the collective thread rule, autograd's
 #     per-thread grad mode and backward (two threads' backward passes at once).
 # Any ThreadSanitizer report fails the run (halt_on_error=1, exit code 66). tests/tsan.supp
-# names only Open MPI's and OpenBLAS's libraries, never a dtensor frame.
+# names only Open MPI's libraries and frames, never a dtensor frame. OpenBLAS runs here with one
+# thread (OPENBLAS_NUM_THREADS=1 below), so its own threads are not exercised by this script.
 # Not in CI (.ci/run): on 2 cores the build from nothing took 344 s and REPEAT=3 278 s
 # (docs/RELIABILITY.md). test_compile_mpi at 4 ranks (82 s a run) is left out: the same
 # scheduled collectives run at 1 and 2. Environment: BUILD_DIR (default
