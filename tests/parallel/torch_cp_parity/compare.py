@@ -1,9 +1,11 @@
 """Prints where PyTorch (torch_w<N>_r*.json from probe.py under torchrun) and dtensor
-(dt_w<N>_r*.json from probe.cc under mpirun) differ, rank by rank: an error on one side only
-(messages differ by design, so two errors are equal; -v prints both), shapes, values beyond
-1e-9 relative (float64), a case present on one side only. The deliberate differences (may_raise,
-decided from the case's name: docs/SEMANTICS.md round 8d) are printed with -v and counted apart.
-Usage: python3 compare.py N [-v] in the directory of the files. Exits 1 when anything differs.
+(dt_w<N>_r*.json from probe.cc under mpirun) differ, rank by rank: an error on one side only,
+shapes, values beyond 1e-9 relative (float64), a case present on one side only. The deliberate
+differences (may_raise, decided from the case's name: docs/SEMANTICS.md round 8d) are printed
+with -v and counted apart; an error on both sides (messages differ by design) is counted, and is
+a difference unless both sides may raise on that case.
+Usage: python3 compare.py N [-v] in the directory of the files. Exits 1 when anything differs
+or a rank compared nothing.
 """
 import json, re, sys
 
@@ -36,7 +38,7 @@ def may_raise(side, k):
 
 
 verbose = '-v' in sys.argv
-differences = kept = 0
+differences = kept = both_raise = 0
 
 
 def close(a, b):
@@ -79,6 +81,11 @@ for r in range(W):
             if ('error' in t) != ('error' in d):
                 differ(r, k, 'ERROR torch: %s | dt: %s' % (t.get('error', '-'), d.get('error', '-')),
                        'torch' if 'error' in t else 'dt')
+                continue
+            both_raise += 1
+            if may_raise('torch', k) is None or may_raise('dt', k) is None:
+                differ(r, k, 'ERROR on both sides of a case expected to run | torch: %s | dt: %s' % (
+                    t['error'], d['error']))
             elif verbose and r == 0:
                 print('both raise:', k, '| torch:', t['error'], '| dt:', d['error'])
             continue
@@ -93,6 +100,10 @@ for r in range(W):
             differ(r, k, 'values differ by up to %.3g: torch=%s dt=%s' % (
                 worst, [round(v, 7) for v in t['values'][:6]], [round(v, 7) for v in d['values'][:6]]))
     print('rank %d: %d case(s) compared' % (r, compared))
+    if compared == 0:
+        differences += 1
+        print('rank %d: nothing compared' % r)
 print('%d kept difference(s) (-v prints them)' % kept)
+print('%d case(s) raised on both sides (-v prints the deliberate ones)' % both_raise)
 print('%d difference(s)' % differences)
 sys.exit(1 if differences else 0)

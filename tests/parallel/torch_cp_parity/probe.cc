@@ -97,7 +97,15 @@ int main(int argc, char** argv) {
       }
     }
   }
-  rec_value("torch_cp_sdpa", "ok");
+  // probe.py's torch_cp_sdpa (PyTorch's context_parallel around a causal sdpa, which raises on
+  // CPU): dtensor's ring_attention on the same q, k, v, this rank's shard of the output.
+  attempt("torch_cp_sdpa", [&] {
+    const auto lay = [&](double a) {
+      return dt::context_parallel_shard(replicate(formula({1, 2, 8, 4}, a, 0.1)), 0, 2);
+    };
+    rec_tensor("torch_cp_sdpa",
+               dt::ring_attention(lay(0.3), lay(1.3), lay(2.3), 0, {.is_causal = true}).to_local());
+  });
 
   // probe.py's 'ring' cases (PyTorch's ring driven directly): this rank's shards in the layout.
   // dtensor has no rotate method: the same records under both names.
