@@ -3,6 +3,8 @@
 // a gradient with respect to the model's input runs no data-parallel reduction, and one with
 // respect to a parameter is refused on every rank.
 #include <catch2/catch.hpp>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -135,26 +137,47 @@ TEST_CASE("autograd.grad inside data parallel: no reduction for the input, param
   }
 }
 
+namespace {
+
+// Linear, LayerNorm (its own unit), Linear under fully_shard: a root holding sharded
+// parameters (float64, width D = 16 * world size), and an input requiring grad.
+struct ShardedChain {
+  int64_t D = 16 * dt::world_size();
+  int64_t linear_bytes = (D * D + D) * 8;
+  dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"dp"});
+  std::shared_ptr<dt::nn::Sequential> model;
+
+  explicit ShardedChain(uint64_t seed) {
+    dt::manual_seed(seed);
+    const dt::nn::ModuleOptions f64{dt::kFloat64};
+    model = std::make_shared<dt::nn::Sequential>(
+        std::vector<dt::nn::ModulePtr>{std::make_shared<dt::nn::Linear>(D, D, true, f64),
+                                       std::make_shared<dt::nn::LayerNorm>(D, 1e-5, true, f64),
+                                       std::make_shared<dt::nn::Linear>(D, D, true, f64)});
+    dt::DataParallelOptions options;
+    options.grouping.module_types = {"LayerNorm"};
+    dt::fully_shard(*model, mesh, options);
+  }
+  DTensor input() const {
+    DTensor x = dt::local_dtensor(
+        tt::det_input({2, D}, static_cast<int>(dt::world_rank()), -1.0, 0.25, dt::kFloat64));
+    x.requires_grad_();
+    return x;
+  }
+};
+
+}  // namespace
+
 // fully_shard with a root holding sharded parameters (the two Linears; the LayerNorm its own
 // unit, last in forward: kept gathered): autograd::grad runs the units' re-gather hooks but
 // prunes (w.r.t. the input) or refuses at (w.r.t. a weight) their gather nodes, whose backward
 // releases them and counts their backward. Before, the root stayed gathered after grad() and,
 // its count of pending backwards never decremented, after every later backward too.
 TEST_CASE("autograd.grad under fully_shard releases what it gathered") {
-  const int64_t w = dt::world_size(), D = 16 * w;
-  const int64_t linear_bytes = (D * D + D) * 8;
-  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"dp"});
-  dt::manual_seed(5);
-  const dt::nn::ModuleOptions f64{dt::kFloat64};
-  dt::nn::Sequential model{std::make_shared<dt::nn::Linear>(D, D, true, f64),
-                           std::make_shared<dt::nn::LayerNorm>(D, 1e-5, true, f64),
-                           std::make_shared<dt::nn::Linear>(D, D, true, f64)};
-  dt::DataParallelOptions options;
-  options.grouping.module_types = {"LayerNorm"};
-  dt::fully_shard(model, mesh, options);
-  DTensor x = dt::local_dtensor(
-      tt::det_input({2, D}, static_cast<int>(dt::world_rank()), -1.0, 0.25, dt::kFloat64));
-  x.requires_grad_();
+  const ShardedChain chain(5);
+  dt::nn::Sequential& model = *chain.model;
+  const int64_t linear_bytes = chain.linear_bytes;
+  DTensor x = chain.input();
   auto loss_of = [&] {
     const DTensor out = model(x);
     return dt::sum(out * out);
@@ -215,5 +238,36 @@ TEST_CASE("autograd.grad under fully_shard releases what it gathered") {
       CHECK(tt::same_values(p.grad().to_local(), fresh[k++], 0.0));
     }
     for (const DTensor& p : model.parameters()) p.set_grad(DTensor());
+  }
+}
+
+// A grad() pass that raises (here a hook on the input's gradient, after the units noted it)
+// drops its queued end-of-pass callback: the next forward counts and releases what it
+// gathered, and a later grad() releases again. Before, the callback stayed marked queued for
+// good: no later grad() released the root (two Linears' bytes left after each).
+TEST_CASE("autograd.grad under fully_shard recovers from a pass that raised") {
+  const ShardedChain chain(6);
+  dt::nn::Sequential& model = *chain.model;
+  auto input_of = [&] { return chain.input(); };
+  const int64_t base = dt::memory_stats().current_bytes;
+  {
+    DTensor bad = input_of();
+    bad.register_hook(
+        [](const DTensor&) -> DTensor { throw std::runtime_error("[test] hook raised"); });
+    const DTensor out = model(bad);
+    const DTensor loss[] = {dt::sum(out * out)};
+    const DTensor in[] = {bad};
+    CHECK_THROWS_WITH(dt::autograd::grad(loss, in), Contains("[test] hook raised"));
+  }
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    {
+      const DTensor x = input_of();
+      const DTensor out = model(x);
+      const DTensor loss[] = {dt::sum(out * out)};
+      const DTensor in[] = {x};
+      CHECK(dt::autograd::grad(loss, in)[0].defined());
+    }
+    CHECK(dt::memory_stats().current_bytes - base < chain.linear_bytes);
   }
 }

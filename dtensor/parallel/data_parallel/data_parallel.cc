@@ -650,6 +650,12 @@ struct DataParallel::State {
   }
 
   void reset_step() {
+    if (grad_callback_queued) {
+      // The last autograd::grad pass raised before its end (its queued callback dropped): its
+      // noted units' backwards are counted and what it gathered released, as its end would.
+      // Left set, no later pass would queue the callback: units kept gathered for good.
+      finish_grad_call();
+    }
     if (callback_queued) {
       // The last backward raised before its end (the engine drops queued callbacks then):
       // its launched reductions are waited and dropped, and the gradients it began to
