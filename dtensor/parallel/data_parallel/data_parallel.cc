@@ -81,8 +81,10 @@ struct UnitState {
   // and backward, never reduced) and trained replicated ones.
   std::vector<size_t> sharded, replicated;
   std::vector<size_t> all;  // every parameter of the unit
-  // Sharded parameters, none trained: no gather node, so no backward of its own releases it
-  // (post_forward's hook has the end of the backward pass do it, FSDP2's final callback).
+  // Sharded parameters, none trained: no gather node to release it. Its input's
+  // FrozenUnitInputBackward node does, once every call's input gradient is computed
+  // (release_after_input_grad below); otherwise post_forward's hook has the end of the
+  // backward pass do it (FSDP2's final callback).
   bool frozen = false;
   // A frozen non-root unit with no trained parameter and no tied one (each parameter in one
   // module slot): released as soon as its own backward is done (FSDP2's post-backward on the

@@ -68,15 +68,15 @@ void check_schedule(ScheduleKind kind, int64_t pp_size, int64_t stages_per_rank,
       int64_t below = n_microbatches - 1, above = n_microbatches + 1;
       while (!accepted(below)) --below;
       while (!accepted(above)) ++above;
-      DT_CHECK(false,
-               "[ScheduleInterleaved1F1B] n_microbatches %lld is not a multiple of the %lld "
-               "rounds (max(1, n_microbatches / pp size %lld): the rounds must be equal); "
-               "accepted: 1 to %lld, then the counts m that floor(m / pp size) divides, "
-               "the nearest %lld and %lld",
-               static_cast<long long>(n_microbatches),
-               static_cast<long long>(interleaved_rounds(pp_size, n_microbatches)),
-               static_cast<long long>(pp_size), static_cast<long long>(2 * pp_size - 1),
-               static_cast<long long>(below), static_cast<long long>(above));
+      DT_FAIL(
+          "[ScheduleInterleaved1F1B] n_microbatches %lld is not a multiple of the %lld "
+          "rounds (max(1, n_microbatches / pp size %lld): the rounds must be equal); "
+          "accepted: 1 to %lld, then the counts m that floor(m / pp size) divides, "
+          "the nearest %lld and %lld",
+          static_cast<long long>(n_microbatches),
+          static_cast<long long>(interleaved_rounds(pp_size, n_microbatches)),
+          static_cast<long long>(pp_size), static_cast<long long>(2 * pp_size - 1),
+          static_cast<long long>(below), static_cast<long long>(above));
     }
   } else {
     DT_CHECK(stages_per_rank == 1,
