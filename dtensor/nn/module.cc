@@ -302,35 +302,41 @@ Module& Module::train(bool mode) {
   return *this;
 }
 
+namespace {
+// Module forward and backward hooks are for one input and one output (operator()(x) runs
+// them): a two-input module's call (module(a, b)) runs none (only its two-input pre-hooks),
+// so registering one is refused rather than silently ignored.
+void check_one_input(const Module& module, std::string_view op, std::string_view kind,
+                     std::string_view instead) {
+  const auto* two = dynamic_cast<const TwoInputModule*>(&module);
+  if (two == nullptr) return;
+  const auto names = two->input_names();
+  DT_FAIL("[%s] %s: %s hooks need a one-input module (%s's forward takes %s and %s; %s)",
+          module.type_name(), op, kind, module.type_name(), names[0], names[1], instead);
+}
+
+constexpr std::string_view kOnTensors =
+    "register a hook on its inputs' or output's DTensor instead";
+}  // namespace
+
 void Module::register_forward_pre_hook(ForwardPreHook hook) {
+  check_one_input(*this, "register_forward_pre_hook", "forward", "use register_two_input_pre_hook");
   pre_hooks_.push_back(std::move(hook));
 }
 
 void Module::register_forward_hook(ForwardHook hook) {
+  check_one_input(*this, "register_forward_hook", "forward",
+                  "transform its output after the call instead");
   hooks_.push_back(std::move(hook));
 }
 
-namespace {
-// Module backward hooks are for one input and one output (operator()(x) places them): a
-// two-input module's call (module(a, b)) runs none, so registering one is refused.
-void check_one_input(const Module& module, std::string_view op) {
-  const auto* two = dynamic_cast<const TwoInputModule*>(&module);
-  if (two == nullptr) return;
-  const auto names = two->input_names();
-  DT_FAIL(
-      "[%s] %s: backward hooks need a one-input module (%s's forward takes %s and %s; "
-      "register a hook on its inputs' or output's DTensor instead)",
-      module.type_name(), op, module.type_name(), names[0], names[1]);
-}
-}  // namespace
-
 void Module::register_full_backward_pre_hook(BackwardPreHook hook) {
-  check_one_input(*this, "register_full_backward_pre_hook");
+  check_one_input(*this, "register_full_backward_pre_hook", "backward", kOnTensors);
   backward_pre_hooks_.push_back(std::move(hook));
 }
 
 void Module::register_full_backward_hook(BackwardHook hook) {
-  check_one_input(*this, "register_full_backward_hook");
+  check_one_input(*this, "register_full_backward_hook", "backward", kOnTensors);
   backward_hooks_.push_back(std::move(hook));
 }
 

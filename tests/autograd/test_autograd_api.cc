@@ -324,6 +324,25 @@ TEST_CASE("module backward hooks on a two-input module are refused at registrati
   c.l1->register_full_backward_pre_hook(pre);  // a one-input module still takes them
 }
 
+// Nor forward hooks (module(a, b) runs only its two-input pre-hooks): refused, where before
+// they were accepted and never ran (review R2, finding 8).
+TEST_CASE("module forward hooks on a two-input module are refused at registration") {
+  dt::nn::MSELoss mse;
+  dt::nn::Module& as_module = mse;
+  CHECK_THROWS_WITH(
+      as_module.register_forward_pre_hook([](dt::nn::Module&, const DTensor& x) { return x; }),
+      Contains("[MSELoss] register_forward_pre_hook: forward hooks need a one-input module "
+               "(MSELoss's forward takes input and target; use register_two_input_pre_hook)"));
+  CHECK_THROWS_WITH(
+      as_module.register_forward_hook([](dt::nn::Module&, DTensor y) { return y; }),
+      Contains("[MSELoss] register_forward_hook: forward hooks need a one-input module"));
+  mse.register_two_input_pre_hook([](dt::nn::Module&, const DTensor& a, const DTensor& b) {
+    return std::pair<DTensor, DTensor>{a, b};
+  });
+  Chain c;
+  c.l1->register_forward_hook([](dt::nn::Module&, DTensor y) { return y; });
+}
+
 TEST_CASE("autograd.grad inside a captured step is refused with a [compile] error") {
   DTensor w = leaf({1, 2, 3}, {3});
   dt::CompiledStep step = dt::compile([&](const dt::DTensorList& in) {
