@@ -88,21 +88,20 @@ struct UnitState {
   bool frozen = false;
   // A frozen non-root unit with no trained parameter and no tied one (each parameter in one
   // module slot): released as soon as its own backward is done (FSDP2's post-backward on the
-  // unit's inputs), when every forward call of the step that a backward follows wrapped its
-  // input in a FrozenUnitInputBackward node and each of those nodes ran (the gradient of the
-  // input is computed: no backward op of the unit reads the parameters after it, unless its
-  // forward also read a tensor requiring grad that is not its input, which is not detected).
-  // Otherwise
-  // (an input without a gradient, a call whose backward did not run) the end of the backward
-  // pass releases it. Counted from the first forward after every node ran (a graph dropped
-  // before its backward keeps the counts apart: the end of the backward releases it from then
-  // on): calls wrapped, their nodes run, calls a backward follows.
+  // unit's inputs), when the FrozenUnitInputBackward node that runs is the last one pending of
+  // the unit's wrapped calls (the gradient of its input is computed: no backward op of the unit
+  // reads the parameters after it, unless its forward also read a tensor requiring grad that is
+  // not its input, which is not detected). Otherwise (an input without a gradient, a call whose
+  // backward did not run yet) the end of the backward pass releases it. `pending_inputs`
+  // counts the wrapped calls whose node has not run: a node's token (shared with the counter)
+  // counts it back when it runs, or when it is destroyed unrun (a graph dropped before its
+  // backward, a forward that raised after wrapping), so the counts never stay apart. A call
+  // not wrapped (in a compile capture, an input without a gradient) is not counted.
   bool release_after_input_grad = false;
-  mutable int64_t input_nodes = 0, input_nodes_run = 0, calls_with_backward = 0;
-  mutable bool call_wrapped = false;  // the current forward call's input was wrapped
-  int64_t block = 0;                  // per-rank elements of the flat buffers
-  DType dtype = kFloat32;             // of the gather buffers (the compute dtype)
-  DType reduce_dtype = kFloat32;      // of the reduce-scatter buffers
+  std::shared_ptr<int64_t> pending_inputs = std::make_shared<int64_t>(0);
+  int64_t block = 0;              // per-rank elements of the flat buffers
+  DType dtype = kFloat32;         // of the gather buffers (the compute dtype)
+  DType reduce_dtype = kFloat32;  // of the reduce-scatter buffers
 };
 
 struct Bucket {
@@ -755,27 +754,33 @@ void DataParallel::State::pre_forward(const UnitState& u) {
   }
 }
 
-// A frozen unit's input passed through an identity node whose backward releases the unit once
-// every call of the step that a backward follows has had its input's gradient computed.
+// A frozen unit's input passed through an identity node whose backward releases the unit when
+// no other wrapped call's node of the unit is pending (alive and not run).
 DTensor DataParallel::State::wrap_frozen_input(const UnitState& u, const DTensor& x) {
-  u.call_wrapped = false;
   // Without reshard_after_forward no re-gather hook would gather it again for another backward.
   if (!u.release_after_input_grad || capturing() || !options.reshard_after_forward) return x;
   if (!x.defined() || !x.requires_grad() || !autograd::grad_enabled()) return x;
-  if (u.input_nodes_run >= u.input_nodes && u.calls_with_backward == u.input_nodes) {
-    u.input_nodes = u.input_nodes_run = u.calls_with_backward = 0;
-  }
-  ++u.input_nodes;
-  u.call_wrapped = true;
-  return autograd::record_function(
-      "FrozenUnitInputBackward", {&x}, x.detach(), [this, &u](absl::Span<const DTensor> g) {
-        ++u.input_nodes_run;
-        if (u.input_nodes_run == u.input_nodes && u.input_nodes == u.calls_with_backward &&
-            gathered_units.contains(&u)) {
-          release(u);
-        }
-        return DTensorList{g[0]};
-      });
+  // Counted while its node is pending: un-counted when it runs or is destroyed unrun.
+  struct Token {
+    std::shared_ptr<int64_t> pending;
+    bool open = true;
+    void close() {
+      if (open) --*pending;
+      open = false;
+    }
+    ~Token() { close(); }
+  };
+  ++*u.pending_inputs;
+  auto token = std::make_shared<Token>();
+  token->pending = u.pending_inputs;
+  return autograd::record_function("FrozenUnitInputBackward", {&x}, x.detach(),
+                                   [this, &u, token](absl::Span<const DTensor> g) {
+                                     token->close();
+                                     if (*u.pending_inputs == 0 && gathered_units.contains(&u)) {
+                                       release(u);
+                                     }
+                                     return DTensorList{g[0]};
+                                   });
 }
 
 DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out) {
@@ -787,12 +792,6 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
   if (u.sharded.empty()) return out;
   const bool backward_follows = out.defined() && out.requires_grad();
   if (backward_follows) ++u.backwards_pending;
-  if (backward_follows) {
-    ++u.calls_with_backward;
-  } else if (u.call_wrapped) {
-    --u.input_nodes;  // its node is not reached from the output
-  }
-  u.call_wrapped = false;
   if (backward_follows && !u.frozen && !capturing()) {
     // Before the re-gather hook below: in an autograd::grad pass, note the unit (the pass's
     // end releases it: its gather node does not run). The root (no re-gather hook) gathers
