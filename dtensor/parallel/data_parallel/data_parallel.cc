@@ -771,6 +771,9 @@ DTensor DataParallel::State::wrap_frozen_input(const UnitState& u, const DTensor
     ~Token() { close(); }
   };
   ++*u.pending_inputs;
+  // x.detach() is not a view of x for autograd (SEMANTICS, Frozen units): a forward writing its
+  // input in place while the caller reads x again gives x a gradient without that write's
+  // derivative (not detected; marking it a view would refuse a correct in-place first op).
   auto token = std::make_shared<Token>();
   token->pending = u.pending_inputs;
   return autograd::record_function("FrozenUnitInputBackward", {&x}, x.detach(),
