@@ -16,7 +16,8 @@
 # Not in CI (.ci/run): on 2 cores the build from nothing took 344 s and REPEAT=3 278 s
 # (docs/RELIABILITY.md). test_compile_mpi at 4 ranks (82 s a run) is left out: the same
 # scheduled collectives run at 1 and 2. Environment: BUILD_DIR (default
-# build-tsan), JOBS, REPEAT (default 3), TSAN_SKIP_BUILD=1 to run what is built.
+# build-tsan), JOBS, REPEAT (default 3), TSAN_SKIP_BUILD=1 to run what is built, BUILD_LOCK (a
+# file: the build step runs under `flock BUILD_LOCK`, as in bench_models.sh, on a shared machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -59,7 +60,9 @@ if [ "${TSAN_SKIP_BUILD:-0}" != 1 ]; then
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
     -DDTENSOR_CUDA=OFF -DDTENSOR_BUILD_BENCHMARKS=OFF -DDTENSOR_BUILD_EXAMPLES=OFF >/dev/null
   mapfile -t targets < <(printf '%s\n' "${cases[@]}" | awk '{ print $2 }' | sort -u)
-  cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
+  lock=()
+  [ -n "${BUILD_LOCK:-}" ] && lock=(flock "$BUILD_LOCK")
+  "${lock[@]}" cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 fi
 built=$(date +%s)
 
