@@ -14,5 +14,6 @@
 #include "dtensor/nn/module.h"
 #include "dtensor/nn/norm_layers.h"
 #include "dtensor/nn/pooling.h"
+#include "dtensor/nn/recurrent.h"
 #include "dtensor/nn/transformer.h"
 #include "dtensor/nn/two_input_module.h"
