@@ -179,3 +179,6 @@ DTensor kl_div(const DTensor& input, const DTensor& target, Reduction reduction 
                bool log_target = false);
 
 }  // namespace dtensor
+
+// The margin, embedding and likelihood losses (margin_ranking_loss ... gaussian_nll_loss).
+#include "dtensor/ops/loss/margin_loss.h"  // IWYU pragma: export

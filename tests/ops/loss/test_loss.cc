@@ -11,6 +11,7 @@
 #include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/common/local_op_test_util.h"
+#include "tests/ops/loss/torch_margin_loss_refs.h"
 
 namespace dt = dtensor;
 using dt::DTensor;
@@ -1072,4 +1073,96 @@ TEST_CASE("reduction names: PyTorch's strings, parsed back to the same Reduction
   CHECK(std::string_view(dt::reduction_name(static_cast<Reduction>(9))) == "?");
   REQUIRE_THROWS_WITH(dt::detail::parse_reduction("avg", "mse_loss"),
                       "[mse_loss] unknown reduction 'avg' (expected 'none', 'mean' or 'sum')");
+}
+
+namespace {
+
+// An option of a round-9 reference row, read from its name ("margin=0.5", "swap=True").
+double name_option(std::string_view name, std::string_view key, double fallback) {
+  const size_t at = name.find(std::string(key) + "=");
+  if (at == std::string_view::npos) return fallback;
+  const std::string value(name.substr(at + key.size() + 1));
+  if (value.starts_with("True")) return 1.0;
+  if (value.starts_with("False")) return 0.0;
+  return std::stod(value);
+}
+
+// The round-9 loss `name` of torch_margin_loss_refs.h, for Tensors and DTensors alike.
+template <typename T>
+T apply_margin_loss(std::string_view name, const std::vector<T>& a, Reduction r) {
+  const auto opt = [name](std::string_view key, double fallback) {
+    return name_option(name, key, fallback);
+  };
+  const T none = a.size() > 2 ? a[2] : T();
+  if (name.starts_with("margin_ranking_loss(")) {
+    return dt::margin_ranking_loss(a[0], a[1], a[2], r, opt("margin", 0));
+  }
+  if (name.starts_with("hinge_embedding_loss(")) {
+    return dt::hinge_embedding_loss(a[0], a[1], r, opt("margin", 1));
+  }
+  if (name.starts_with("cosine_embedding_loss(")) {
+    return dt::cosine_embedding_loss(a[0], a[1], a[2], r, opt("margin", 0.2));
+  }
+  if (name == "soft_margin_loss") return dt::soft_margin_loss(a[0], a[1], r);
+  if (name.starts_with("multilabel_soft_margin_loss")) {
+    return dt::multilabel_soft_margin_loss(a[0], a[1], r, none);
+  }
+  if (name.starts_with("multi_margin_loss(")) {
+    return dt::multi_margin_loss(a[0], a[1], r, static_cast<int64_t>(opt("p", 1)), opt("margin", 1),
+                                 none);
+  }
+  if (name.starts_with("multilabel_margin_loss")) return dt::multilabel_margin_loss(a[0], a[1], r);
+  if (name.starts_with("triplet_margin_loss(")) {
+    return dt::triplet_margin_loss(a[0], a[1], a[2], r, opt("margin", 1), opt("p", 2),
+                                   opt("eps", 1e-6), opt("swap", 0) != 0);
+  }
+  if (name.starts_with("triplet_margin_with_distance_loss(")) {
+    return dt::triplet_margin_with_distance_loss(a[0], a[1], a[2], r, {}, 1.5, opt("swap", 0) != 0);
+  }
+  if (name.starts_with("poisson_nll_loss(")) {
+    return dt::poisson_nll_loss(a[0], a[1], r, opt("log_input", 1) != 0, opt("full", 0) != 0,
+                                opt("eps", 1e-8));
+  }
+  if (name.starts_with("gaussian_nll_loss(")) {
+    return dt::gaussian_nll_loss(a[0], a[1], a[2], r, opt("full", 0) != 0, opt("eps", 1e-6));
+  }
+  FAIL("no loss " << name);
+  return T();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "margin, embedding and likelihood losses match PyTorch 2.15: values and gradients of every "
+    "input") {
+  namespace mr = dt::test::margin_refs;
+  for (const mr::Ref& ref : mr::kRefs) {
+    INFO(ref.name << ", reduction " << ref.reduction);
+    const Reduction r = reduction_of(ref.reduction);
+    std::vector<Tensor> args;
+    std::vector<DTensor> dargs;
+    for (const mr::Arg& a : ref.args) {
+      const Tensor t = dt::from_vector<double>(a.data, dt::IntSpan(a.shape.data(), a.shape.size()));
+      args.push_back(a.integer ? t.to(dt::kInt64) : t);
+      dargs.push_back(dt::local_dtensor(args.back().clone()));
+      if (!a.integer) dargs.back().requires_grad_();
+    }
+    // The Tensor function, then the DTensor one through autograd.
+    check_values(apply_margin_loss(ref.name, args, r), ref.value);
+    const DTensor loss = apply_margin_loss(ref.name, dargs, r);
+    check_values(loss.to_local(), ref.value);
+    if (r == Reduction::kNone) {
+      const int64_t n = loss.numel();
+      loss.backward(dt::local_dtensor(dt::from_vector<double>(
+          std::vector<double>(kUpstream.begin(), kUpstream.begin() + n), loss.shape())));
+    } else {
+      loss.backward();
+    }
+    for (size_t i = 0; i < dargs.size(); ++i) {
+      if (ref.grads[i].empty()) continue;
+      INFO("gradient of input " << i);
+      REQUIRE(dargs[i].grad().defined());
+      check_values(dargs[i].grad().to_local(), ref.grads[i]);
+    }
+  }
 }

@@ -10,6 +10,8 @@ Run from outside the repository (the values committed are from torch 2.15.0+cu13
 It prints the C++ table test_loss.cc holds (kTorchRefs). For 'none' the gradients are of
 sum(upstream * loss) with upstream = kUpstream; for the reductions, of the loss itself.
 """
+import os
+import sys
 import warnings
 
 import torch
@@ -17,6 +19,9 @@ import torch
 warnings.filterwarnings("ignore")
 torch.set_default_dtype(torch.float64)
 F = torch.nn.functional
+# --margin prints only the round-9 table (at the end): the first one goes nowhere.
+if "--margin" in sys.argv:
+    sys.stdout = open(os.devnull, "w")
 
 UPSTREAM = [0.5, -1.0, 2.0, 1.0, -0.5, 1.5]
 REG_X = [-1.5, 0.25, 2.0, -0.75, 1.0, 3.5]
@@ -133,3 +138,139 @@ for r in ("sum", "mean"):
                     label_smoothing=0.2).backward()
     print(f"// cross_entropy(probs, weight, smoothing=0.2) {r}: weight grad "
           f"{fmt(ws.grad.tolist())}")
+
+# ---- Round 9: the margin, embedding and likelihood losses (tests/ops/loss/torch_margin_loss_refs.h,
+# compared by test_loss.cc's "margin, embedding and likelihood losses match PyTorch 2.15").
+# Each row holds the inputs too: {name, reduction, {{data, shape, integer}...}, value, {grad of
+# each input}} (an empty gradient: the input is an integer or PyTorch gives it none). Run with
+# --margin to print only this table (the header's body).
+
+def arg(data, dtype=torch.float64):
+    return torch.tensor(data, dtype=dtype)
+
+
+def margin_case(name, reduction, f, args, grads):
+    ts = [a.clone().requires_grad_(g) for a, g in zip(args, grads)]
+    out = f(*ts)
+    if reduction == "none":
+        out.backward(torch.tensor(UPSTREAM[:out.numel()]).reshape(out.shape))
+    else:
+        out.backward()
+
+    def show(a):
+        shape = "{" + ", ".join(str(s) for s in a.shape) + "}"
+        integer = "true" if not a.is_floating_point() else "false"
+        return "{" + fmt(a.flatten().tolist()) + ", " + shape + ", " + integer + "}"
+
+    gs = ", ".join(fmt(t.grad.flatten().tolist()) if g and t.grad is not None else "{}"
+                   for t, g in zip(ts, grads))
+    print(f'    {{"{name}", "{reduction}", {{{", ".join(show(a) for a in args)}}}, '
+          f'{fmt(out.detach().flatten().tolist())}, {{{gs}}}}},')
+
+
+MR_X1 = arg([1.0, -0.5, 2.0, 0.3, 0.0, 1.5])
+MR_X2 = arg([0.5, 0.5, 2.0, 0.8, -1.0, 1.5])
+MR_T = arg([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])  # margin 0.5: a tie at element 0
+HE_X = arg([[-1.5, 0.25, 2.0], [1.0, 1.0, 3.5]])
+HE_T = arg([[1.0, -1.0, -1.0], [-1.0, 0.0, 1.0]])  # a target 0 gets both terms; x == margin
+CE_A = arg([[1.0, 2.0, -0.5, 0.3], [0.2, -1.0, 0.4, 1.1], [0.0, 0.0, 0.0, 0.0]])
+CE_B = arg([[0.5, 1.5, 0.5, -0.2], [-0.3, 1.2, 0.4, -0.8], [1.0, -1.0, 0.5, 0.2]])
+CE_TT = arg([1.0, -1.0, -1.0])
+SM_X = arg([[-1.5, 0.25, 2.0], [-0.75, 1.0, 30.0]])
+SM_T = arg([[1.0, -1.0, 1.0], [1.0, -1.0, -1.0]])
+MS_T = arg([[1.0, 0.0, 0.5], [0.0, 1.0, 1.0]])
+MS_W = arg([0.5, 1.0, 2.0])
+MM_X = arg([[0.5, 1.5, 0.5], [2.0, -1.0, 0.3], [0.1, 0.2, 0.3], [-0.4, 0.9, 0.2]])
+MM_T = arg([1, 0, 2, 1], torch.int64)  # row 0: margin 1 - 1.5 + 0.5 == 0, a tie
+MM_W = arg([0.2, 1.0, 3.0])
+ML_X = arg([[0.1, 0.2, 0.4, 0.8], [0.5, -0.5, 1.5, 0.0], [0.3, 0.3, 1.3, -0.2]])
+ML_T = arg([[3, 0, -1, 1], [1, 1, 2, -1], [2, -1, 1, 0]], torch.int64)  # 1 listed twice; ties
+TR_A = arg([[1.0, 2.0, -0.5], [0.2, -1.0, 0.4], [0.5, 0.5, 0.5], [1.0, 0.0, -1.0]])
+TR_P = arg([[0.5, 1.5, 0.5], [0.2, -1.0, 0.4], [0.0, 1.0, 0.5], [1.2, 0.1, -0.9]])
+TR_N = arg([[1.0, 2.5, -0.5], [1.0, 1.0, 1.0], [0.4, 0.6, 0.5], [3.0, 2.0, 1.0]])  # row 1: p == a
+PO_X = arg([[-1.0, 0.5, 2.0], [0.0, 1.5, -0.3]])
+PO_XP = arg([[0.2, 1.5, 3.0], [1e-9, 0.7, 4.0]])
+PO_T = arg([[0.0, 1.0, 2.5], [4.0, 0.5, 7.0]])
+GA_X = arg([[0.5, -1.0, 2.0], [1.5, 0.0, -0.3]])
+GA_T = arg([[1.0, -1.0, 0.5], [0.0, 2.0, -0.1]])
+GA_V = arg([[0.5, 0.0, 2.0], [1e-8, 1.5, 0.3]])  # 0 and 1e-8 are clamped to eps
+GA_V1 = arg([0.7, 1e-9])
+GA_V21 = arg([[0.7], [2.0]])
+GA_V13 = arg([[0.7, 0.2, 1.5]])
+
+
+def margin_cases():
+    print("// torch", torch.__version__)
+    for r in ("none", "sum", "mean"):
+        for m in (0.0, 0.5):
+            margin_case(f"margin_ranking_loss(margin={m})", r,
+                        lambda a, b, t: F.margin_ranking_loss(a, b, t, margin=m, reduction=r),
+                        [MR_X1, MR_X2, MR_T], [True, True, True])
+        for m in (1.0, 2.0):
+            margin_case(f"hinge_embedding_loss(margin={m})", r,
+                        lambda x, t: F.hinge_embedding_loss(x, t, margin=m, reduction=r),
+                        [HE_X, HE_T], [True, False])
+        for m in (0.0, 0.3):
+            margin_case(f"cosine_embedding_loss(margin={m})", r,
+                        lambda a, b, t: F.cosine_embedding_loss(a, b, t, margin=m, reduction=r),
+                        [CE_A, CE_B, CE_TT], [True, True, False])
+        margin_case("cosine_embedding_loss(1-d)", r,
+                    lambda a, b, t: F.cosine_embedding_loss(a, b, t, margin=0.2, reduction=r),
+                    [CE_A[0], CE_B[0], arg(-1.0)], [True, True, False])
+        margin_case("soft_margin_loss", r, lambda x, t: F.soft_margin_loss(x, t, reduction=r),
+                    [SM_X, SM_T], [True, False])
+        margin_case("multilabel_soft_margin_loss", r,
+                    lambda x, t: F.multilabel_soft_margin_loss(x, t, reduction=r),
+                    [SM_X, MS_T], [True, True])
+        margin_case("multilabel_soft_margin_loss(weight)", r,
+                    lambda x, t, w: F.multilabel_soft_margin_loss(x, t, weight=w, reduction=r),
+                    [SM_X, MS_T, MS_W], [True, True, True])
+        for p, m in ((1, 1.0), (2, 1.0), (1, 0.5)):
+            margin_case(f"multi_margin_loss(p={p}, margin={m})", r,
+                        lambda x, t: F.multi_margin_loss(x, t, p=p, margin=m, reduction=r),
+                        [MM_X, MM_T], [True, False])
+        for p in (1, 2):
+            margin_case(f"multi_margin_loss(p={p}, weight)", r,
+                        lambda x, t, w: F.multi_margin_loss(x, t, p=p, weight=w, reduction=r),
+                        [MM_X, MM_T, MM_W], [True, False, False])
+        margin_case("multi_margin_loss(1-d)", r,
+                    lambda x, t: F.multi_margin_loss(x, t, reduction=r),
+                    [MM_X[3], arg(2, torch.int64)], [True, False])
+        margin_case("multilabel_margin_loss", r,
+                    lambda x, t: F.multilabel_margin_loss(x, t, reduction=r),
+                    [ML_X, ML_T], [True, False])
+        margin_case("multilabel_margin_loss(1-d)", r,
+                    lambda x, t: F.multilabel_margin_loss(x, t, reduction=r),
+                    [ML_X[0], ML_T[0]], [True, False])
+        for m, p, eps, swap in ((1.0, 2.0, 1e-6, False), (1.0, 1.0, 1e-6, True),
+                                (0.5, 3.0, 1e-3, True)):
+            margin_case(f"triplet_margin_loss(margin={m}, p={p}, eps={eps}, swap={swap})", r,
+                        lambda a, b, c: F.triplet_margin_loss(a, b, c, margin=m, p=p, eps=eps,
+                                                              swap=swap, reduction=r),
+                        [TR_A, TR_P, TR_N], [True, True, True])
+        for swap in (False, True):
+            margin_case(f"triplet_margin_with_distance_loss(swap={swap})", r,
+                        lambda a, b, c: F.triplet_margin_with_distance_loss(
+                            a, b, c, margin=1.5, swap=swap, reduction=r),
+                        [TR_A, TR_P, TR_N], [True, True, True])
+        for log_input in (True, False):
+            for full in (False, True):
+                margin_case(f"poisson_nll_loss(log_input={log_input}, full={full})", r,
+                            lambda x, t: F.poisson_nll_loss(x, t, log_input=log_input,
+                                                            full=full, reduction=r),
+                            [PO_X if log_input else PO_XP, PO_T], [True, True])
+        margin_case("poisson_nll_loss(log_input=False, eps=0.1)", r,
+                    lambda x, t: F.poisson_nll_loss(x, t, log_input=False, eps=0.1, reduction=r),
+                    [PO_XP, PO_T], [True, True])
+        for full, eps, v in ((False, 1e-6, GA_V), (True, 1e-6, GA_V), (False, 0.4, GA_V),
+                             (False, 1e-6, GA_V1), (True, 1e-6, GA_V21), (False, 1e-6, GA_V13)):
+            shape = "x".join(str(s) for s in v.shape)
+            margin_case(f"gaussian_nll_loss(full={full}, eps={eps}, var {shape})", r,
+                        lambda x, t, var: F.gaussian_nll_loss(x, t, var, full=full, eps=eps,
+                                                              reduction=r),
+                        [GA_X, GA_T, v], [True, True, True])
+
+
+if "--margin" in sys.argv:
+    sys.stdout = sys.__stdout__
+    margin_cases()
