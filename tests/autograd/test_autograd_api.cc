@@ -12,18 +12,14 @@
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/autograd/leaf.h"
 
 namespace dt = dtensor;
 using Catch::Contains;
 using dt::DTensor;
+using dt::test::leaf;
 
 namespace {
-
-DTensor leaf(std::vector<double> v, dt::Shape shape) {
-  DTensor x = dt::local_dtensor(dt::from_vector<double>(v, shape));
-  x.requires_grad_();
-  return x;
-}
 
 std::vector<double> range(int64_t n, double div, double sub) {
   std::vector<double> v;

@@ -18,19 +18,15 @@
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/autograd/leaf.h"
 
 namespace dt = dtensor;
 using Catch::Contains;
 using dt::DTensor;
 using dt::Tensor;
+using dt::test::leaf;
 
 namespace {
-
-DTensor leaf(std::vector<double> v, dt::Shape shape) {
-  DTensor x = dt::local_dtensor(dt::from_vector<double>(v, shape));
-  x.requires_grad_();
-  return x;
-}
 
 std::vector<double> values(const DTensor& x) {
   return x.to_local().to_vector<double>();
