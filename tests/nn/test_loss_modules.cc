@@ -78,3 +78,60 @@ TEST_CASE("loss modules equal their functions with the options they hold", "[nn]
   REQUIRE(leaf.grad().defined());
   CHECK(leaf.grad().shape() == dt::Shape{4, 3});
 }
+
+TEST_CASE("margin, embedding and likelihood loss modules equal their functions", "[nn]") {
+  const DTensor x = nn::local_dtensor(values({4, 3}, 1, -2.0, 0.4));
+  const DTensor y = nn::local_dtensor(values({4, 3}, 2, -1.0, 0.3));
+  const DTensor z = nn::local_dtensor(values({4, 3}, 7, -0.5, 0.2));
+  const DTensor v = nn::local_dtensor(values({4, 3}, 4, 0.0, 0.1));  // 0 entries: clamped
+  const DTensor sign = nn::local_dtensor(dt::from_vector<double>({1, -1, -1, 1}, {4}));
+  const DTensor signs = nn::local_dtensor(values({4, 3}, 3, -1.0, 2.0));
+  const DTensor w = nn::local_dtensor(values({3}, 5, 0.5, 0.25));
+  const DTensor target = nn::local_dtensor(dt::from_vector<int64_t>({0, 2, 1, 1}, {4}));
+  const DTensor labels =
+      nn::local_dtensor(dt::from_vector<int64_t>({2, 0, -1, 1, -1, 0, 0, 1, 2, 1, -1, 2}, {4, 3}));
+  const Reduction kSum = Reduction::kSum, kNone = Reduction::kNone;
+
+  CHECK(same(nn::MarginRankingLoss(0.3, kSum)(x.select(1, 0), y.select(1, 0), sign),
+             dt::margin_ranking_loss(x.select(1, 0), y.select(1, 0), sign, kSum, 0.3)));
+  CHECK(same(nn::HingeEmbeddingLoss(0.5, kNone)(x, signs),
+             dt::hinge_embedding_loss(x, signs, kNone, 0.5)));
+  CHECK(same(nn::CosineEmbeddingLoss(0.1)(x, y, sign),
+             dt::cosine_embedding_loss(x, y, sign, Reduction::kMean, 0.1)));
+  CHECK(same(nn::SoftMarginLoss(kSum)(x, signs), dt::soft_margin_loss(x, signs, kSum)));
+  CHECK(same(nn::MultiLabelSoftMarginLoss(w, kNone)(x, v),
+             dt::multilabel_soft_margin_loss(x, v, kNone, w)));
+  CHECK(same(nn::MultiMarginLoss(2, 0.7, w, kSum)(x, target),
+             dt::multi_margin_loss(x, target, kSum, 2, 0.7, w)));
+  CHECK(same(nn::MultiLabelMarginLoss(kNone)(x, labels),
+             dt::multilabel_margin_loss(x, labels, kNone)));
+  CHECK(same(nn::TripletMarginLoss(0.5, 1.0, 1e-3, true, kNone)(x, y, z),
+             dt::triplet_margin_loss(x, y, z, kNone, 0.5, 1.0, 1e-3, true)));
+  const dt::DTensorDistance l1 = [](const DTensor& a, const DTensor& b) {
+    return dt::pairwise_distance(a, b, 1.0);
+  };
+  CHECK(same(nn::TripletMarginWithDistanceLoss(l1, 2.0, true, kSum)(x, y, z),
+             dt::triplet_margin_with_distance_loss(x, y, z, kSum, l1, 2.0, true)));
+  CHECK(same(nn::TripletMarginWithDistanceLoss()(x, y, z), dt::triplet_margin_loss(x, y, z)));
+  CHECK(same(nn::PoissonNLLLoss(false, true, 1e-3, kNone)(v, y),
+             dt::poisson_nll_loss(v, y, kNone, false, true, 1e-3)));
+  CHECK(same(nn::GaussianNLLLoss(true, 1e-2, kSum)(x, y, v),
+             dt::gaussian_nll_loss(x, y, v, kSum, true, 1e-2)));
+
+  nn::TripletMarginLoss triplet;
+  CHECK(triplet.type_name() == "TripletMarginLoss");
+  CHECK(triplet.input_names()[2] == "negative");
+  CHECK(nn::GaussianNLLLoss().input_names()[2] == "var");
+  CHECK(nn::MultiMarginLoss(1, 1.0, w).weight().defined());
+  REQUIRE_THROWS_WITH(triplet(x), Catch::Contains("no single-input forward"));
+  REQUIRE_THROWS_WITH(nn::TripletMarginLoss(0.0)(x, y, z),
+                      Catch::Contains("[triplet_margin_loss] margin must be greater than 0"));
+
+  // Gradients reach all three inputs.
+  DTensor a = nn::local_dtensor(values({4, 3}, 1, -2.0, 0.4)), var = v.detach();
+  a.requires_grad_();
+  var.requires_grad_();
+  nn::GaussianNLLLoss()(a, y, var).backward();
+  CHECK(a.grad().shape() == dt::Shape{4, 3});
+  CHECK(var.grad().shape() == dt::Shape{4, 3});
+}
