@@ -7,10 +7,11 @@
 // input projection of every time step is one linear over [L, B, H_in]; then a loop over time
 // runs the hidden projection and the gates. Parameters enter as Replicate on the input's mesh
 // (functional::on_mesh). The input may be sharded on the batch dim only (any mesh dim, uneven or
-// empty shards included): every op then works row by row and the result equals the unsharded
-// run (the parameter gradients arrive Partial and are summed). A time- or feature-sharded or
-// Partial input is refused ("[LSTM] input is sharded on dim 2 ..."): the recurrence reads the
-// whole feature vector of each step in order.
+// empty shards included): every op then works row by row and the result is the unsharded run's
+// up to rounding (a shard's local matmul may take another BLAS kernel than the full batch's:
+// the last bits can differ; the parameter gradients arrive Partial and are summed). A time- or
+// feature-sharded or Partial input is refused ("[LSTM] input is sharded on dim 2 ..."): the
+// recurrence reads the whole feature vector of each step in order.
 //
 // Kept different from PyTorch: no PackedSequence (pad and mask instead), no cuDNN-fused path
 // (the same math, op by op), dropout between layers draws from the DTensor RNG

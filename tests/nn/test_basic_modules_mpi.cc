@@ -2,10 +2,14 @@
 // padding_idx on a vocab-sharded (S(0), uneven), column-sharded (S(1)) and batch-sharded layout
 // gives the single-device gradient, its padding row zero on the rank that holds it; Dropout of
 // a sharded input keeps, on every rank, exactly the elements the full input's dropout keeps;
-// Conv2d with padding 'same' and each padding_mode on batch- and height-sharded inputs.
+// Conv2d with padding 'same' and each padding_mode on batch- and height-sharded inputs; RNN,
+// LSTM, GRU on batch-sharded inputs and their refusal of a time- or feature-sharded one.
 #include <catch2/catch.hpp>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/nn/nn.h"
@@ -136,5 +140,94 @@ TEST_CASE("Conv with padding 'same' and padding_mode on batch- and height-sharde
       CHECK(st::same_values(sharded->param("weight").grad().full_tensor(),
                             single->param("weight").grad().to_local(), 1e-12));
     }
+  }
+}
+
+TEST_CASE("Recurrent layers on a batch-sharded input equal the unsharded run") {
+  // RNN / LSTM / GRU are composites of row-wise ops over the batch: a batch-sharded input
+  // (uneven, and with an empty shard) with replicated parameters gives the single-device
+  // values and gradients to 1e-12, not bit for bit: the local matmul of a shard of other row
+  // count may take another BLAS kernel (a 1-row shard at 4 ranks differs in the last bits), and
+  // the parameter gradients are summed over ranks.
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  nn::ModuleOptions o;
+  o.dtype = dt::kFloat64;
+  using Opts = nn::RecurrentOptions;
+  struct Case {
+    const char* name;
+    std::function<std::shared_ptr<nn::RecurrentBase>()> make;
+    bool h0, c0;
+  };
+  const std::vector<Case> cases = {
+      {"LSTM 2 layers bidirectional proj_size h0 c0",
+       [&] {
+         return std::make_shared<nn::LSTM>(
+             3, 4, Opts{.num_layers = 2, .bidirectional = true, .proj_size = 2}, o);
+       },
+       true, true},
+      {"GRU batch_first",
+       [&] { return std::make_shared<nn::GRU>(3, 4, Opts{.batch_first = true}, o); }, false, false},
+      {"RNN relu 2 layers h0",
+       [&] {
+         return std::make_shared<nn::RNN>(3, 4, Opts{.num_layers = 2, .nonlinearity = "relu"}, o);
+       },
+       true, false},
+  };
+  std::vector<int64_t> batches = {2 * w + 1};
+  if (w > 1) batches.push_back(w - 1);  // the last rank's shard is empty
+  for (const Case& c : cases) {
+    for (const int64_t b : batches) {
+      INFO(c.name << ", batch " << b);
+      auto single = c.make();
+      const bool bf = single->options().batch_first;
+      const dt::Shape xs = bf ? dt::Shape{b, 3, 3} : dt::Shape{3, b, 3};
+      const int64_t states =
+          single->options().num_layers * (single->options().bidirectional ? 2 : 1);
+      const int64_t h_out = single->options().proj_size > 0 ? single->options().proj_size : 4;
+      const Tensor x = st::det_input(xs, 1, -1.0, 0.25, dt::kFloat64);
+      const Tensor h0 = st::det_input({states, b, h_out}, 2, -0.5, 0.1, dt::kFloat64);
+      const Tensor c0 = st::det_input({states, b, 4}, 3, -0.5, 0.1, dt::kFloat64);
+      DTensor xl = nn::local_dtensor(x);
+      xl.requires_grad_(true);
+      const nn::RecurrentOutput want = single->forward_with_state(
+          xl, c.h0 ? nn::local_dtensor(h0) : DTensor(), c.c0 ? nn::local_dtensor(c0) : DTensor());
+      const Tensor cw = st::det_input(want.output.shape(), 5, -1.0, 0.25, dt::kFloat64);
+      const Tensor hw = st::det_input(want.h_n.shape(), 6, -1.0, 0.25, dt::kFloat64);
+      dt::add(dt::sum(dt::mul(want.output, nn::local_dtensor(cw))),
+              dt::sum(dt::mul(want.h_n, nn::local_dtensor(hw))))
+          .backward();
+      auto sharded = c.make();
+      for (const auto& [n, p] : single->named_parameters()) {
+        sharded->set_parameter(n, nn::local_dtensor(p.to_local()));
+      }
+      DTensor xd = dt::distribute_tensor(x, mesh, {Shard(bf ? 0 : 1)}, std::nullopt);
+      xd.requires_grad_(true);
+      const nn::RecurrentOutput got = sharded->forward_with_state(
+          xd, c.h0 ? dt::distribute_tensor(h0, mesh, {Shard(1)}, std::nullopt) : DTensor(),
+          c.c0 ? dt::distribute_tensor(c0, mesh, {Replicate()}, std::nullopt) : DTensor());
+      CHECK(got.output.placements()[0] == Shard(bf ? 0 : 1));
+      CHECK(st::same_values(got.output.full_tensor(), want.output.to_local(), 1e-12));
+      CHECK(st::same_values(got.h_n.full_tensor(), want.h_n.to_local(), 1e-12));
+      if (c.c0) CHECK(st::same_values(got.c_n.full_tensor(), want.c_n.to_local(), 1e-12));
+      auto on = [&](const Tensor& t) {
+        return dt::distribute_tensor(t, mesh, {Replicate()}, std::nullopt);
+      };
+      dt::add(dt::sum(dt::mul(got.output, on(cw))), dt::sum(dt::mul(got.h_n, on(hw)))).backward();
+      CHECK(st::same_values(xd.grad().full_tensor(), xl.grad().to_local(), 1e-12));
+      for (const auto& [n, p] : sharded->named_parameters()) {
+        INFO(n);
+        CHECK(st::same_values(p.grad().full_tensor(), single->param(n).grad().to_local(), 1e-12));
+      }
+    }
+  }
+  // The time or feature dim sharded: refused on every rank.
+  nn::LSTM lstm(3, 4, Opts{}, o);
+  const Tensor x = st::det_input({2 * w, 2, 3}, 1, -1.0, 0.25, dt::kFloat64);
+  if (w > 1) {
+    CHECK_THROWS_WITH(lstm(dt::distribute_tensor(x, mesh, {Shard(0)}, std::nullopt)),
+                      Catch::Contains("[LSTM] input is sharded on dim 0: only the batch dim (1)"));
+    CHECK_THROWS_WITH(lstm(dt::distribute_tensor(x, mesh, {Shard(2)}, std::nullopt)),
+                      Catch::Contains("[LSTM] input is sharded on dim 2"));
   }
 }
