@@ -188,7 +188,7 @@ RecurrentOutput RecurrentBase::forward_with_state(const DTensor& x, const DTenso
   DTensor seq = !batched ? unsqueeze(x, 1) : ro_.batch_first ? transpose(x, 0, 1) : x;
   const int64_t steps = seq.size(0);
   const int64_t batch = seq.size(1);
-  DT_CHECK(steps > 0, "[%s] input has no time steps (expected L >= 1)", op);
+  DT_CHECK(steps > 0, "[%s] Expected sequence length to be larger than 0 in RNN", op);
   const int64_t dirs = ro_.bidirectional ? 2 : 1;
   const int64_t h_out = ro_.proj_size > 0 ? ro_.proj_size : hidden_size_;
   const int64_t states = dirs * ro_.num_layers;

@@ -218,6 +218,8 @@ TEST_CASE("recurrent layers refuse wrong inputs, states and options", "[nn][recu
   CHECK_THROWS_WITH(lstm(in({3, 2, 5})),
                     Catch::Contains("[LSTM] input.size(-1) must be equal to input_size. "
                                     "Expected 3, got 5"));
+  CHECK_THROWS_WITH(lstm(in({0, 2, 3})),
+                    Catch::Contains("[LSTM] Expected sequence length to be larger than 0"));
   CHECK_THROWS_WITH(lstm.forward_with_state(in({3, 2, 3}), in({1, 2, 4}), in({2, 2, 4})),
                     Catch::Contains("[LSTM] h0 must be [2, 2, 4]"));
   CHECK_THROWS_WITH(lstm.forward_with_state(in({3, 2, 3}), in({2, 2, 4}), in({2, 3, 4})),
