@@ -135,7 +135,8 @@ struct Hyper {
            }}
 // clang-format on
 
-const std::vector<Hyper<SGDOptions>>& sgd_hypers() {
+// Each optimizer's table, in PyTorch's param_group order.
+const std::vector<Hyper<SGDOptions>>& hypers(const SGDOptions&) {
   static const std::vector<Hyper<SGDOptions>> t = {
       DT_HYPER(SGDOptions, lr),        DT_HYPER(SGDOptions, momentum),
       DT_HYPER(SGDOptions, dampening), DT_HYPER(SGDOptions, weight_decay),
@@ -143,22 +144,16 @@ const std::vector<Hyper<SGDOptions>>& sgd_hypers() {
   return t;
 }
 
-const std::vector<Hyper<AdamWOptions>>& adamw_hypers() {
+const std::vector<Hyper<AdamWOptions>>& hypers(const AdamWOptions&) {
   static const std::vector<Hyper<AdamWOptions>> t = {
-      DT_HYPER(AdamWOptions, lr), DT_HYPER(AdamWOptions, beta1), DT_HYPER(AdamWOptions, beta2),
-      DT_HYPER(AdamWOptions, eps), DT_HYPER(AdamWOptions, weight_decay),
-      DT_HYPER(AdamWOptions, amsgrad), DT_HYPER(AdamWOptions, maximize),
-      // Always 1, as PyTorch's AdamW group ('decoupled_weight_decay': True), whose
-      // load_state_dict sets it back to True: a 0 (an Adam state with L2) is accepted and
-      // AdamW stays decoupled; a value other than 0 or 1 is refused as any bool's.
-      Hyper<AdamWOptions>{"decoupled_weight_decay", [](const AdamWOptions&) { return 1.0; },
-                          [](AdamWOptions&, double v, const char* op) {
-                            static_cast<void>(flag("decoupled_weight_decay", v, op));
-                          }}};
+      DT_HYPER(AdamWOptions, lr),           DT_HYPER(AdamWOptions, beta1),
+      DT_HYPER(AdamWOptions, beta2),        DT_HYPER(AdamWOptions, eps),
+      DT_HYPER(AdamWOptions, weight_decay), DT_HYPER(AdamWOptions, amsgrad),
+      DT_HYPER(AdamWOptions, maximize),     DT_HYPER(AdamWOptions, decoupled_weight_decay)};
   return t;
 }
 
-const std::vector<Hyper<AdamOptions>>& adam_hypers() {
+const std::vector<Hyper<AdamOptions>>& hypers(const AdamOptions&) {
   static const std::vector<Hyper<AdamOptions>> t = {
       DT_HYPER(AdamOptions, lr),           DT_HYPER(AdamOptions, beta1),
       DT_HYPER(AdamOptions, beta2),        DT_HYPER(AdamOptions, eps),
@@ -167,7 +162,7 @@ const std::vector<Hyper<AdamOptions>>& adam_hypers() {
   return t;
 }
 
-const std::vector<Hyper<RMSpropOptions>>& rmsprop_hypers() {
+const std::vector<Hyper<RMSpropOptions>>& hypers(const RMSpropOptions&) {
   static const std::vector<Hyper<RMSpropOptions>> t = {
       DT_HYPER(RMSpropOptions, lr),       DT_HYPER(RMSpropOptions, alpha),
       DT_HYPER(RMSpropOptions, eps),      DT_HYPER(RMSpropOptions, weight_decay),
@@ -176,7 +171,7 @@ const std::vector<Hyper<RMSpropOptions>>& rmsprop_hypers() {
   return t;
 }
 
-const std::vector<Hyper<AdagradOptions>>& adagrad_hypers() {
+const std::vector<Hyper<AdagradOptions>>& hypers(const AdagradOptions&) {
   static const std::vector<Hyper<AdagradOptions>> t = {
       DT_HYPER(AdagradOptions, lr),           DT_HYPER(AdagradOptions, lr_decay),
       DT_HYPER(AdagradOptions, weight_decay), DT_HYPER(AdagradOptions, initial_accumulator_value),
@@ -186,18 +181,10 @@ const std::vector<Hyper<AdagradOptions>>& adagrad_hypers() {
 
 #undef DT_HYPER
 
-template <typename O>
-std::vector<std::pair<std::string, double>> hyper_values(const O& o,
-                                                         const std::vector<Hyper<O>>& table) {
-  std::vector<std::pair<std::string, double>> out;
-  for (const Hyper<O>& h : table) out.emplace_back(h.name, h.get(o));
-  return out;
-}
-
 // `o` with `values` set: "[<op>] has no hyper-parameter ..." for a name the table lacks.
 template <typename O>
-O with_values(O o, const std::vector<std::pair<std::string, double>>& values,
-              const std::vector<Hyper<O>>& table, const char* op) {
+O with_values(O o, const std::vector<std::pair<std::string, double>>& values, const char* op) {
+  const std::vector<Hyper<O>>& table = hypers(o);
   for (const auto& [name, v] : values) {
     const auto it =
         std::find_if(table.begin(), table.end(), [&](const Hyper<O>& h) { return name == h.name; });
@@ -212,8 +199,8 @@ O with_values(O o, const std::vector<std::pair<std::string, double>>& values,
   return o;
 }
 
-// PyTorch's SGD refuses the same values ("Invalid ... value").
-void check_options(const SGDOptions& o) {
+// The constructors' checks. PyTorch's SGD refuses the same values ("Invalid ... value").
+void check_options(const SGDOptions& o, const char*) {
   DT_CHECK(o.lr() >= 0, "[SGD] lr must be >= 0, got %g", o.lr());
   DT_CHECK(o.momentum() >= 0, "[SGD] momentum must be >= 0, got %g", o.momentum());
   DT_CHECK(o.weight_decay() >= 0, "[SGD] weight_decay must be >= 0, got %g", o.weight_decay());
@@ -240,7 +227,7 @@ void check_options(const AdamOptions& o, const char* op) {
   check_nonnegative(op, "weight_decay", o.weight_decay());
 }
 
-// AdamW's options as Adam's with decoupled weight decay.
+// AdamW's options as Adam's (decoupled weight decay unless set to false).
 AdamOptions as_adam(const AdamWOptions& o) {
   return AdamOptions(o.lr())
       .beta1(o.beta1())
@@ -249,57 +236,38 @@ AdamOptions as_adam(const AdamWOptions& o) {
       .weight_decay(o.weight_decay())
       .amsgrad(o.amsgrad())
       .maximize(o.maximize())
-      .decoupled_weight_decay(true);
+      .decoupled_weight_decay(o.decoupled_weight_decay());
 }
 
-void check_options(const RMSpropOptions& o) {
-  check_nonnegative("RMSprop", "lr", o.lr());
-  check_nonnegative("RMSprop", "eps", o.eps());
-  check_nonnegative("RMSprop", "momentum", o.momentum());
-  check_nonnegative("RMSprop", "weight_decay", o.weight_decay());
-  check_nonnegative("RMSprop", "alpha", o.alpha());
+void check_options(const AdamWOptions& o, const char* op) {
+  check_options(as_adam(o), op);
 }
 
-void check_options(const AdagradOptions& o) {
-  check_nonnegative("Adagrad", "lr", o.lr());
-  check_nonnegative("Adagrad", "lr_decay", o.lr_decay());
-  check_nonnegative("Adagrad", "weight_decay", o.weight_decay());
-  check_nonnegative("Adagrad", "initial_accumulator_value", o.initial_accumulator_value());
-  check_nonnegative("Adagrad", "eps", o.eps());
+void check_options(const RMSpropOptions& o, const char* op) {
+  check_nonnegative(op, "lr", o.lr());
+  check_nonnegative(op, "eps", o.eps());
+  check_nonnegative(op, "momentum", o.momentum());
+  check_nonnegative(op, "weight_decay", o.weight_decay());
+  check_nonnegative(op, "alpha", o.alpha());
+}
+
+void check_options(const AdagradOptions& o, const char* op) {
+  check_nonnegative(op, "lr", o.lr());
+  check_nonnegative(op, "lr_decay", o.lr_decay());
+  check_nonnegative(op, "weight_decay", o.weight_decay());
+  check_nonnegative(op, "initial_accumulator_value", o.initial_accumulator_value());
+  check_nonnegative(op, "eps", o.eps());
 }
 
 using Values = std::vector<std::pair<std::string, double>>;
 
-// `o` with `values` set and checked by `check` (the constructor's checks): "[<op>] ..." for an
-// unknown name or an invalid value.
+// `o` with `values` set, checked as the constructor checks it: set_hyper_parameters assigns
+// it, check_hyper_parameters only checks. "[<op>] ..." for an unknown name or an invalid value.
 template <typename O>
-O checked(O o, const Values& values, const std::vector<Hyper<O>>& table, const char* op,
-          void (*check)(const O&)) {
-  o = with_values(o, values, table, op);
-  check(o);
+O checked(O o, const Values& values, const char* op) {
+  o = with_values(o, values, op);
+  check_options(o, op);
   return o;
-}
-
-// The options of `opt` with `values` set, checked as its constructor checks them:
-// set_hyper_parameters assigns them, check_hyper_parameters only checks.
-SGDOptions checked_values(const SGD& opt, const Values& values) {
-  return checked<SGDOptions>(opt.options(), values, sgd_hypers(), "SGD", check_options);
-}
-AdamOptions checked_values(const Adam& opt, const Values& values) {
-  return checked(
-      opt.options(), values, adam_hypers(), "Adam",
-      +[](const AdamOptions& o) { check_options(o, "Adam"); });
-}
-AdamWOptions checked_values(const AdamW& opt, const Values& values) {
-  return checked(
-      opt.options(), values, adamw_hypers(), "AdamW",
-      +[](const AdamWOptions& o) { check_options(as_adam(o), "AdamW"); });
-}
-RMSpropOptions checked_values(const RMSprop& opt, const Values& values) {
-  return checked<RMSpropOptions>(opt.options(), values, rmsprop_hypers(), "RMSprop", check_options);
-}
-AdagradOptions checked_values(const Adagrad& opt, const Values& values) {
-  return checked<AdagradOptions>(opt.options(), values, adagrad_hypers(), "Adagrad", check_options);
 }
 
 // The scalars of update number `steps` (bias corrections from the step count).
@@ -318,6 +286,35 @@ detail::AdamWStep adamw_scalars(const AdamOptions& o, int64_t steps) {
 }
 
 }  // namespace
+
+template <typename O, typename Base>
+OptimizerWith<O, Base>::OptimizerWith(std::vector<DTensor> params, std::string_view name, O options)
+    : Base(std::move(params), name), options_(options) {
+  check_options(options_, this->name_.c_str());
+}
+
+template <typename O, typename Base>
+Values OptimizerWith<O, Base>::hyper_parameters() const {
+  Values out;
+  for (const Hyper<O>& h : hypers(options_)) out.emplace_back(h.name, h.get(options_));
+  return out;
+}
+
+template <typename O, typename Base>
+void OptimizerWith<O, Base>::set_hyper_parameters(const Values& values) {
+  options_ = checked(options_, values, this->name_.c_str());
+}
+
+template <typename O, typename Base>
+void OptimizerWith<O, Base>::check_hyper_parameters(const Values& values) const {
+  static_cast<void>(checked(options_, values, this->name_.c_str()));
+}
+
+template class OptimizerWith<SGDOptions>;
+template class OptimizerWith<AdamOptions, AdamBase>;
+template class OptimizerWith<AdamWOptions, AdamBase>;
+template class OptimizerWith<RMSpropOptions>;
+template class OptimizerWith<AdagradOptions>;
 
 Optimizer::Optimizer(std::vector<DTensor> params, std::string_view name)
     : params_(std::move(params)), name_(name) {
@@ -458,6 +455,7 @@ void Optimizer::load_state_dict(const std::vector<std::pair<std::string, DTensor
   ParsedState parsed = parse_state(state);
   // Checks the hyper-parameters and sets them, or raises with none changed.
   set_hyper_parameters(parsed.group);
+  loaded();
   initial_lr_ = parsed.initial_lr;
   steps_ = parsed.steps;
   for (const auto& [name, slots] : state_slots_)
@@ -501,8 +499,7 @@ DTensor& Optimizer::state(std::vector<DTensor>& slots, size_t i, double init) {
 }
 
 SGD::SGD(std::vector<DTensor> params, SGDOptions options)
-    : Optimizer(std::move(params), "SGD"), options_(options) {
-  check_options(options_);
+    : OptimizerWith(std::move(params), "SGD", options) {
   register_state("momentum_buffer", &momentum_);
 }
 
@@ -524,17 +521,6 @@ void Optimizer::update_each(
     if (!g.defined()) continue;
     update(i, p, g);
   }
-}
-
-std::vector<std::pair<std::string, double>> SGD::hyper_parameters() const {
-  return hyper_values(options_, sgd_hypers());
-}
-
-void SGD::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  options_ = checked_values(*this, values);
-}
-void SGD::check_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) const {
-  static_cast<void>(checked_values(*this, values));
 }
 
 void SGD::step() {
@@ -593,61 +579,21 @@ void AdamBase::step() {
 }
 
 Adam::Adam(std::vector<DTensor> params, AdamOptions options)
-    : AdamBase(std::move(params), "Adam"), options_(options) {
-  check_options(options_, "Adam");
-}
-
-std::vector<std::pair<std::string, double>> Adam::hyper_parameters() const {
-  return hyper_values(options_, adam_hypers());
-}
-
-void Adam::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  options_ = checked_values(*this, values);
-}
-void Adam::check_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) const {
-  static_cast<void>(checked_values(*this, values));
-}
+    : OptimizerWith(std::move(params), "Adam", options) {}
 
 AdamW::AdamW(std::vector<DTensor> params, AdamWOptions options)
-    : AdamBase(std::move(params), "AdamW"), options_(options) {
-  check_options(as_adam(options_), "AdamW");
-}
+    : OptimizerWith(std::move(params), "AdamW", options) {}
 
 AdamOptions AdamW::adam_options() const {
   return as_adam(options_);
 }
 
-std::vector<std::pair<std::string, double>> AdamW::hyper_parameters() const {
-  return hyper_values(options_, adamw_hypers());
-}
-
-void AdamW::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  options_ = checked_values(*this, values);
-}
-void AdamW::check_hyper_parameters(
-    const std::vector<std::pair<std::string, double>>& values) const {
-  static_cast<void>(checked_values(*this, values));
-}
-
 RMSprop::RMSprop(std::vector<DTensor> params, RMSpropOptions options)
-    : Optimizer(std::move(params), "RMSprop"), options_(options) {
-  check_options(options_);
+    : OptimizerWith(std::move(params), "RMSprop", options) {
   register_state("square_avg", &square_avg_);
   register_state("momentum_buffer", &momentum_buffer_);
   register_state("grad_avg", &grad_avg_);
   count_parameter_steps();
-}
-
-std::vector<std::pair<std::string, double>> RMSprop::hyper_parameters() const {
-  return hyper_values(options_, rmsprop_hypers());
-}
-
-void RMSprop::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  options_ = checked_values(*this, values);
-}
-void RMSprop::check_hyper_parameters(
-    const std::vector<std::pair<std::string, double>>& values) const {
-  static_cast<void>(checked_values(*this, values));
 }
 
 void RMSprop::step() {
@@ -675,22 +621,9 @@ void RMSprop::step() {
 }
 
 Adagrad::Adagrad(std::vector<DTensor> params, AdagradOptions options)
-    : Optimizer(std::move(params), "Adagrad"), options_(options) {
-  check_options(options_);
+    : OptimizerWith(std::move(params), "Adagrad", options) {
   register_state("sum", &sum_);
   count_parameter_steps();
-}
-
-std::vector<std::pair<std::string, double>> Adagrad::hyper_parameters() const {
-  return hyper_values(options_, adagrad_hypers());
-}
-
-void Adagrad::set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) {
-  options_ = checked_values(*this, values);
-}
-void Adagrad::check_hyper_parameters(
-    const std::vector<std::pair<std::string, double>>& values) const {
-  static_cast<void>(checked_values(*this, values));
 }
 
 void Adagrad::step() {

@@ -54,7 +54,8 @@ struct SGDOptions {
 };
 
 // AdamW hyper-parameters (torch::optim::AdamWOptions): learning rate, betas, eps, weight decay,
-// amsgrad, maximize; each has a getter and a chainable setter.
+// amsgrad, maximize, and PyTorch's param_group flag decoupled_weight_decay; each has a getter and
+// a chainable setter.
 struct AdamWOptions {
   // The learning rate; the rest take PyTorch's defaults.
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
@@ -67,6 +68,9 @@ struct AdamWOptions {
   DT_OPTIM_ARG(bool, amsgrad, false);
   // Ascends the objective: the gradient is negated before use.
   DT_OPTIM_ARG(bool, maximize, false);
+  // PyTorch's param_group['decoupled_weight_decay'], true in AdamW's: false makes the weight
+  // decay L2 (Adam's, g += wd p) until set back. AdamW's load_state_dict sets it back to true.
+  DT_OPTIM_ARG(bool, decoupled_weight_decay, true);
 };
 
 // Adam hyper-parameters (torch::optim::AdamOptions, PyTorch 2.15's torch.optim.Adam): weight
@@ -207,6 +211,9 @@ class Optimizer {
   // writes, so a compiled replay's update does too: a graph kept across a replayed step then
   // refuses its backward, as it does across an eager one.
   void update_each(absl::FunctionRef<void(size_t i, const DTensor& p, const DTensor& g)> update);
+  // Run at the end of load_state_dict (PyTorch's __setstate__): AdamW sets its
+  // decoupled_weight_decay back to true.
+  virtual void loaded() {}
 
   std::vector<DTensor> params_;  // the parameters, in the order given
   std::string name_;             // "SGD", "AdamW": the errors' op
@@ -225,18 +232,17 @@ class Optimizer {
   std::shared_ptr<const char> alive_ = std::make_shared<const char>(0);
 };
 
-// Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's
-// formula): g = -g when maximize; d = g + wd p; b = d on the first step, else momentum b + (1 -
-// dampening) d; d = d + momentum b (nesterov) or b; p -= lr d.
-class SGD : public Optimizer {
+// An optimizer whose hyper-parameters are the options struct O (SGDOptions, AdamOptions, ...;
+// PyTorch's param_group): options(), the learning rate, and the hyper-parameters by name (the
+// table of O's in optimizer.cc), checked as the constructor checks O. Base: Optimizer, or
+// AdamBase for Adam and AdamW. Defined in optimizer.cc for the five optimizers.
+template <typename O, typename Base = Optimizer>
+class OptimizerWith : public Base {
  public:
-  // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
-  SGD(std::vector<DTensor> params, SGDOptions options);
-  void step() override;
-  const SGDOptions& options() const { return options_; }
+  const O& options() const { return options_; }
   // The options to change between steps (a learning-rate schedule); a captured step reads them
   // when it replays.
-  SGDOptions& options() { return options_; }
+  O& options() { return options_; }
   double lr() const override { return options_.lr(); }
   void set_lr(double lr) override { options_.lr(lr); }
   std::vector<std::pair<std::string, double>> hyper_parameters() const override;
@@ -244,17 +250,32 @@ class SGD : public Optimizer {
   void check_hyper_parameters(
       const std::vector<std::pair<std::string, double>>& values) const override;
 
+ protected:
+  // Base's checks of `params` ("[<name>] parameter i ..."), then the options' ("[<name>] ...").
+  OptimizerWith(std::vector<DTensor> params, std::string_view name, O options);
+  O options_;
+};
+
+// Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's
+// formula): g = -g when maximize; d = g + wd p; b = d on the first step, else momentum b + (1 -
+// dampening) d; d = d + momentum b (nesterov) or b; p -= lr d.
+class SGD : public OptimizerWith<SGDOptions> {
+ public:
+  // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
+  SGD(std::vector<DTensor> params, SGDOptions options);
+  void step() override;
+
  private:
-  SGDOptions options_;
   std::vector<DTensor> momentum_;  // per parameter, undefined until used
 };
 
 // Adam and AdamW: the moments exp_avg, exp_avg_sq (and amsgrad's max_exp_avg_sq) and the
 // per-parameter step count, updated by one kernel; they differ only in where weight decay goes
-// (PyTorch's formula): g = -g when maximize; L2: g += wd p, or decoupled: p -= lr wd p;
-// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; (amsgrad: vmax = max(vmax, v));
-// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), where t counts the updates of
-// that parameter (steps where it had no gradient do not count, as in PyTorch).
+// (PyTorch's formula), read from decoupled_weight_decay at each update: g = -g when maximize;
+// L2: g += wd p, or decoupled: p -= lr wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// (amsgrad: vmax = max(vmax, v)); p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps),
+// where t counts the updates of that parameter (steps where it had no gradient do not count, as
+// in PyTorch).
 class AdamBase : public Optimizer {
  public:
   void step() override;
@@ -269,49 +290,29 @@ class AdamBase : public Optimizer {
 };
 
 // Adam (torch.optim.Adam): L2 weight decay (added to the gradient), or AdamW's with
-// decoupled_weight_decay.
-class Adam : public AdamBase {
+// decoupled_weight_decay. A state loaded keeps its decoupled_weight_decay (an AdamW state makes
+// Adam decoupled, as PyTorch's).
+class Adam : public OptimizerWith<AdamOptions, AdamBase> {
  public:
   // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
   Adam(std::vector<DTensor> params, AdamOptions options = AdamOptions());
-  const AdamOptions& options() const { return options_; }
-  // The options to change between steps (a learning-rate schedule); a captured step reads them
-  // when it replays.
-  AdamOptions& options() { return options_; }
-  double lr() const override { return options_.lr(); }
-  void set_lr(double lr) override { options_.lr(lr); }
-  std::vector<std::pair<std::string, double>> hyper_parameters() const override;
-  void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
-  void check_hyper_parameters(
-      const std::vector<std::pair<std::string, double>>& values) const override;
 
  private:
   AdamOptions adam_options() const override { return options_; }
-  AdamOptions options_;
 };
 
-// AdamW (torch.optim.AdamW, decoupled weight decay, PyTorch's defaults): Adam's update with
-// p -= lr wd p. Its hyper_parameters() hold decoupled_weight_decay, always 1 (PyTorch's group's
-// True): an AdamW state makes an Adam decoupled; a 0 loaded or set (an Adam state) is accepted
-// and AdamW stays decoupled, as PyTorch's load_state_dict sets it back to True.
-class AdamW : public AdamBase {
+// AdamW (torch.optim.AdamW, PyTorch's defaults): Adam with decoupled_weight_decay true
+// (p -= lr wd p). As in PyTorch 2.15, the flag is the group's: set_hyper_parameters (or
+// options()) setting it to 0 makes the weight decay L2 until set back, and load_state_dict sets
+// it back to 1 whatever the state held (an Adam state with L2 included).
+class AdamW : public OptimizerWith<AdamWOptions, AdamBase> {
  public:
   // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
   AdamW(std::vector<DTensor> params, AdamWOptions options = AdamWOptions());
-  const AdamWOptions& options() const { return options_; }
-  // The options to change between steps (a learning-rate schedule); a captured step reads them
-  // when it replays.
-  AdamWOptions& options() { return options_; }
-  double lr() const override { return options_.lr(); }
-  void set_lr(double lr) override { options_.lr(lr); }
-  std::vector<std::pair<std::string, double>> hyper_parameters() const override;
-  void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
-  void check_hyper_parameters(
-      const std::vector<std::pair<std::string, double>>& values) const override;
 
  private:
   AdamOptions adam_options() const override;
-  AdamWOptions options_;
+  void loaded() override { options_.decoupled_weight_decay(true); }
 };
 
 // RMSprop (torch.optim.RMSprop's formula): g = -g when maximize; g += wd p;
@@ -320,24 +321,13 @@ class AdamW : public AdamBase {
 // momentum > 0: momentum_buffer = momentum momentum_buffer + g / avg, p -= lr momentum_buffer;
 // else p -= lr g / avg. States: square_avg, momentum_buffer (momentum > 0), grad_avg (centered)
 // and each parameter's step count.
-class RMSprop : public Optimizer {
+class RMSprop : public OptimizerWith<RMSpropOptions> {
  public:
   // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
   RMSprop(std::vector<DTensor> params, RMSpropOptions options = RMSpropOptions());
   void step() override;
-  const RMSpropOptions& options() const { return options_; }
-  // The options to change between steps (a learning-rate schedule); a captured step reads them
-  // when it replays.
-  RMSpropOptions& options() { return options_; }
-  double lr() const override { return options_.lr(); }
-  void set_lr(double lr) override { options_.lr(lr); }
-  std::vector<std::pair<std::string, double>> hyper_parameters() const override;
-  void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
-  void check_hyper_parameters(
-      const std::vector<std::pair<std::string, double>>& values) const override;
 
  private:
-  RMSpropOptions options_;
   std::vector<DTensor> square_avg_, momentum_buffer_, grad_avg_;
 };
 
@@ -345,24 +335,13 @@ class RMSprop : public Optimizer {
 // sum += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(sum) + eps), where t counts the
 // updates of that parameter. States: sum (starting at initial_accumulator_value) and each
 // parameter's step count.
-class Adagrad : public Optimizer {
+class Adagrad : public OptimizerWith<AdagradOptions> {
  public:
   // Optimizes `params` (checked: defined, floating, not Partial); options() returns them.
   Adagrad(std::vector<DTensor> params, AdagradOptions options = AdagradOptions());
   void step() override;
-  const AdagradOptions& options() const { return options_; }
-  // The options to change between steps (a learning-rate schedule); a captured step reads them
-  // when it replays.
-  AdagradOptions& options() { return options_; }
-  double lr() const override { return options_.lr(); }
-  void set_lr(double lr) override { options_.lr(lr); }
-  std::vector<std::pair<std::string, double>> hyper_parameters() const override;
-  void set_hyper_parameters(const std::vector<std::pair<std::string, double>>& values) override;
-  void check_hyper_parameters(
-      const std::vector<std::pair<std::string, double>>& values) const override;
 
  private:
-  AdagradOptions options_;
   std::vector<DTensor> sum_;
 };
 

@@ -1,6 +1,6 @@
 // Optimizers on one process: SGD (momentum, dampening, Nesterov, weight decay) and AdamW
-// (amsgrad too) steps against closed forms computed here in double; Adam, RMSprop and Adagrad
-// against PyTorch 2.15's values (torch_optim_references.h); state_dict round trips, and
+// (amsgrad too) steps against closed forms computed here in double; Adam, RMSprop, Adagrad and
+// AdamW against PyTorch 2.15's values (torch_optim_references.h); state_dict round trips, and
 // clip_grad_norm_ (2-norm and inf-norm).
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -137,7 +137,7 @@ TEST_CASE("AdamW matches PyTorch's formula step by step (and amsgrad)") {
   }
 }
 
-// PyTorch 2.15's Adam, RMSprop and Adagrad on the same losses, option by option
+// PyTorch 2.15's Adam, RMSprop, Adagrad and AdamW on the same losses, option by option
 // (tests/optim/torch_optim_references.py): the parameters after each step, b without a gradient
 // at step 1 (skipped: its own step count, not the number of step() calls, drives Adam's bias
 // corrections and Adagrad's lr_decay), the final states under PyTorch's names, StepLR on some;
@@ -182,6 +182,14 @@ TEST_CASE("Adam, RMSprop and Adagrad match PyTorch 2.15 option by option") {
         rb = param(values(b));
         resumed = make_optimizer(ref.optimizer, {ra, rb});
         resumed->load_state_dict(opt->state_dict());
+        if (ref.optimizer == std::string("AdamW")) {
+          // As PyTorch's AdamW (__setstate__), the load sets decoupled_weight_decay back to 1;
+          // the case's own value is set again.
+          CHECK(entry(resumed->state_dict(), "param_groups.decoupled_weight_decay") == 1.0);
+          resumed->set_hyper_parameters(
+              {{"decoupled_weight_decay",
+                entry(opt->state_dict(), "param_groups.decoupled_weight_decay")}});
+        }
         CHECK(resumed->hyper_parameters() == opt->hyper_parameters());
       }
     }
@@ -286,7 +294,8 @@ TEST_CASE("Adam, RMSprop and Adagrad take PyTorch's defaults and refuse its inva
   // Adam and AdamW share their states. As PyTorch 2.15's, AdamW's group holds
   // decoupled_weight_decay 1: its state loaded into an L2 Adam makes that Adam decoupled (a
   // resumed AdamW run continues as AdamW), and an L2 Adam's state loaded into AdamW is accepted
-  // with AdamW staying decoupled (PyTorch's AdamW sets it back to True).
+  // with AdamW decoupled again (PyTorch's AdamW sets it back to True at every load). Set to 0,
+  // AdamW's flag is 0 in its state until a load (round 9).
   optim::AdamW adamw({p});
   adamw.step();
   CHECK(entry(adamw.state_dict(), "param_groups.decoupled_weight_decay") == 1.0);
@@ -303,6 +312,15 @@ TEST_CASE("Adam, RMSprop and Adagrad take PyTorch's defaults and refuse its inva
   CHECK(entry(from_l2.state_dict(), "param_groups.decoupled_weight_decay") == 1.0);
   REQUIRE_THROWS_WITH(from_l2.set_hyper_parameters({{"decoupled_weight_decay", 0.5}}),
                       Contains("'decoupled_weight_decay' is a bool: expected 0 or 1"));
+  from_l2.set_hyper_parameters({{"decoupled_weight_decay", 0.0}});
+  CHECK_FALSE(from_l2.options().decoupled_weight_decay());
+  const auto l2_state = from_l2.state_dict();
+  CHECK(entry(l2_state, "param_groups.decoupled_weight_decay") == 0.0);
+  from_l2.load_state_dict(l2_state);
+  CHECK(from_l2.options().decoupled_weight_decay());
+  optim::Adam adam_from_l2({p});
+  adam_from_l2.load_state_dict(l2_state);
+  CHECK_FALSE(adam_from_l2.options().decoupled_weight_decay());
 }
 
 TEST_CASE("optimizers skip parameters without gradients and bump the version") {
@@ -399,13 +417,14 @@ TEST_CASE("an optimizer step replayed by a compiled step bumps the parameters' v
   }
 }
 
-// Adam, RMSprop and Adagrad (every state on) replay in a compiled step what the eager step
-// computes, bit for bit: hyper-parameters changed between steps (lr, Adam's
-// decoupled_weight_decay, Adagrad's lr_decay) are read when the update runs, and the per-parameter
-// counts (bias corrections, lr_decay) advance at each replay.
+// Adam, AdamW, RMSprop and Adagrad (every state on) replay in a compiled step what the eager step
+// computes, bit for bit: hyper-parameters changed between steps (lr, Adam's and AdamW's
+// decoupled_weight_decay, Adagrad's lr_decay) are read when the update runs, and the
+// per-parameter counts (bias corrections, lr_decay) advance at each replay.
 TEST_CASE("Adam, RMSprop and Adagrad in a compiled step replay the eager step") {
   const std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>> cases = {
       {"Adam", {{"lr", 0.05}, {"weight_decay", 0.1}, {"amsgrad", 1.0}, {"beta2", 0.9}}},
+      {"AdamW", {{"lr", 0.05}, {"weight_decay", 0.1}}},
       {"RMSprop", {{"momentum", 0.9}, {"centered", 1.0}, {"weight_decay", 0.1}}},
       {"Adagrad", {{"lr_decay", 0.3}, {"initial_accumulator_value", 0.2}, {"weight_decay", 0.1}}}};
   for (const auto& [kind, hypers] : cases) {
@@ -426,6 +445,7 @@ TEST_CASE("Adam, RMSprop and Adagrad in a compiled step replay the eager step") 
         if (i == 3) {
           opt->set_lr(opt->lr() * 0.5);
           if (kind == "Adam") opt->set_hyper_parameters({{"decoupled_weight_decay", 1.0}});
+          if (kind == "AdamW") opt->set_hyper_parameters({{"decoupled_weight_decay", 0.0}});
           if (kind == "Adagrad") opt->set_hyper_parameters({{"lr_decay", 1.0}});
         }
         const double scale = 1.0 / (1 + i);
