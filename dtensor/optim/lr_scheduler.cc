@@ -631,7 +631,7 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, const OneCycleLROpti
   register_state("min_lr", &min_lr_);
   register_state("max_momentum", &max_momentum_);
   register_state("base_momentum", &base_momentum_);
-  restart_at(0);  // PyTorch's initial step
+  initial_step();  // PyTorch's
 }
 
 void OneCycleLR::check_values() const {

@@ -75,8 +75,9 @@ class LRScheduler {
   // `set_initial_lr`: set the optimizer's initial_lr if unset (every scheduler but
   // ReduceLROnPlateau, which does not in PyTorch).
   LRScheduler(Optimizer& optimizer, std::string name, bool set_initial_lr = true);
-  // The first step (PyTorch's _initial_step): every subclass constructor ends with it.
-  void initial_step();
+  // The first step (PyTorch's _initial_step): every subclass constructor ends with it, and
+  // SequentialLR's runs it again on its first scheduler.
+  virtual void initial_step();
   // The learning rate at last_epoch_, from the optimizer's current one (PyTorch's get_lr);
   // `initial` during initial_step.
   virtual double get_lr(bool initial) const = 0;
@@ -315,6 +316,9 @@ class OneCycleLR : public LRScheduler {
   double get_lr(bool initial) const override;
   void restart_at(int64_t epoch) override;
   void check_values() const override;
+  // A step, momentum included (PyTorch's _initial_step runs step(), whose get_lr sets it):
+  // SequentialLR's constructor re-sets the momentum of a OneCycleLR that runs first.
+  void initial_step() override { restart_at(last_epoch_ + 1); }
 
  private:
   // The phase of `epoch` and the fraction of it done.

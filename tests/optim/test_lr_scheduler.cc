@@ -643,6 +643,52 @@ TEST_CASE("OneCycleLR cycles SGD's momentum and AdamW's beta1 as PyTorch") {
   }
 }
 
+// SequentialLR's constructor runs its first scheduler's initial step, which for OneCycleLR sets
+// the momentum (PyTorch's get_lr does): a momentum set by hand after OneCycleLR was built is
+// back at max_momentum. Before round 9 it stayed 0.5 until the first step. torch 2.15
+// (torch_lr_scheduler_references.py): lr and momentum (beta1) after construction and each step.
+TEST_CASE("OneCycleLR first in a SequentialLR sets the momentum at its initial step") {
+  const std::vector<double> expected = {0.020000000000000018,
+                                        0.9,
+                                        0.4058728269748815,
+                                        0.8188255099070634,
+                                        0.14153049910434962,
+                                        0.871694186955878,
+                                        2e-06,
+                                        0.9,
+                                        0.01,
+                                        0.9,
+                                        0.01,
+                                        0.9,
+                                        0.02,
+                                        0.9};
+  for (const bool adamw : {false, true}) {
+    INFO((adamw ? "AdamW" : "SGD"));
+    DTensor p = param({1.0});
+    std::unique_ptr<optim::Optimizer> opt;
+    if (adamw) {
+      opt = std::make_unique<optim::AdamW>(std::vector<DTensor>{p}, optim::AdamWOptions(0.1));
+    } else {
+      opt = std::make_unique<optim::SGD>(std::vector<DTensor>{p},
+                                         optim::SGDOptions(0.1).momentum(0.9));
+    }
+    auto cycle = std::make_unique<optim::OneCycleLR>(*opt, 0.5, one_cycle(4, [](auto& o) {
+      o.base_momentum = 0.8;
+      o.max_momentum = 0.9;
+    }));
+    opt->set_hyper_parameters({{adamw ? "beta1" : "momentum", 0.5}});
+    auto constant = std::make_unique<optim::ConstantLR>(*opt, 0.5, 2);
+    optim::SequentialLR seq(*opt, list(std::move(cycle), std::move(constant)), {4});
+    std::vector<double> got = {opt->lr(), momentum_of(*opt)};
+    for (int i = 0; i < 6; ++i) {
+      seq.step();
+      got.push_back(opt->lr());
+      got.push_back(momentum_of(*opt));
+    }
+    CHECK(got == expected);
+  }
+}
+
 // A momentum the optimizer refuses (SGD's < 0: base_momentum -0.5 reaches it at step 1)
 // leaves OneCycleLR and the optimizer as they were: before, the epoch had advanced and the
 // learning rate had not. A refused constructor leaves the optimizer's initial_lr unset.

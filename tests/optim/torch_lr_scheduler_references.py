@@ -183,3 +183,28 @@ for v in metrics[9:]:
     sched2.step(v)
     out.append(opt2.param_groups[0]["lr"])
 print(f'{{"resumed", {{{", ".join(repr(v) for v in out)}}}}},')
+
+# OneCycleLR first in a SequentialLR (round 9): SequentialLR's constructor runs the first
+# scheduler's _initial_step, whose get_lr sets the momentum again (here set by hand to 0.5 after
+# OneCycleLR's constructor). (lr, momentum or beta1) after construction and each of 6 steps.
+print("// OneCycleLR first in SequentialLR")
+for label, make_opt in (
+        ("SGD", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+        ("AdamW", lambda ps: torch.optim.AdamW(ps, lr=0.1))):
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = make_opt([p])
+    g = opt.param_groups[0]
+    m = lambda: g["betas"][0] if "betas" in g else g["momentum"]
+    s1 = S.OneCycleLR(opt, max_lr=0.5, total_steps=4, base_momentum=0.8, max_momentum=0.9)
+    if "betas" in g:
+        g["betas"] = (0.5, g["betas"][1])
+    else:
+        g["momentum"] = 0.5
+    s2 = S.ConstantLR(opt, factor=0.5, total_iters=2)
+    seq = S.SequentialLR(opt, [s1, s2], milestones=[4])
+    out = [g["lr"], m()]
+    for _ in range(6):
+        opt.step()
+        seq.step()
+        out += [g["lr"], m()]
+    print(f'{{"{label}", {{{", ".join(repr(v) for v in out)}}}}},')
