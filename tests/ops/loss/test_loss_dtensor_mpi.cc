@@ -7,8 +7,10 @@
 // layout, uneven and empty shards, with the result placements and collective counts the
 // sharding implies; nll_loss's means (a registered op) also through the backward, against one
 // device.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -664,4 +666,173 @@ TEST_CASE("dtensor nll_loss: errors name nll_loss, a bad target raises on every 
                                                              {Shard(0)}, std::nullopt)),
                       Catch::Contains("[mse_loss] target of shape [" + std::to_string(2 * w) +
                                       ", 4] does not match input of shape"));
+}
+
+namespace {
+
+// A round-9 loss on its inputs (full tensors; `sharded`: laid out Shard(0) on the batch, else
+// replicated), for the batch-sharding checks below.
+struct MarginCase {
+  const char* name;
+  std::function<DTensor(const std::vector<DTensor>&, Reduction)> loss;
+  std::vector<Tensor> inputs;
+  std::vector<bool> sharded;
+};
+
+std::vector<MarginCase> margin_cases(int64_t n) {
+  const auto x = [n](int64_t c, int salt, double lo = -2.0, double step = 0.45) {
+    return tt::det_input({n, c}, salt, lo, step, dt::kFloat64);
+  };
+  // +-1 (and 0 where `zero`) labels, and int64 class indices below c.
+  const auto sign = [n](dt::IntSpan shape, bool zero) {
+    std::vector<double> v(static_cast<size_t>(dt::shape_numel(shape)));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = zero && i % 5 == 2 ? 0.0 : (i % 3 == 1 ? -1 : 1);
+    return dt::from_vector<double>(v, shape);
+  };
+  std::vector<int64_t> cls(static_cast<size_t>(n)), lists(static_cast<size_t>(n * 4));
+  for (int64_t i = 0; i < n; ++i) cls[i] = (i * 2 + 1) % 3;
+  for (int64_t i = 0; i < n * 4; ++i) lists[i] = i % 7 == 5 ? -1 : (i * 3 + 1) % 4;
+  const Tensor labels = dt::from_vector<int64_t>(cls, {n});
+  const Tensor label_lists = dt::from_vector<int64_t>(lists, {n, 4});
+  const Tensor positive = x(3, 5, 0.1, 0.3), counts = x(3, 6, 0.0, 0.6);
+  using V = const std::vector<DTensor>&;
+  return {
+      {"margin_ranking_loss",
+       [](V a, Reduction r) { return dt::margin_ranking_loss(a[0], a[1], a[2], r, 0.4); },
+       {tt::det_input({n}, 1, -1.0, 0.5, dt::kFloat64),
+        tt::det_input({n}, 2, -1.0, 0.4, dt::kFloat64), sign({n}, false)},
+       {true, true, true}},
+      {"hinge_embedding_loss",
+       [](V a, Reduction r) { return dt::hinge_embedding_loss(a[0], a[1], r, 1.5); },
+       {x(3, 1), sign({n, 3}, true)},
+       {true, true}},
+      {"cosine_embedding_loss",
+       [](V a, Reduction r) { return dt::cosine_embedding_loss(a[0], a[1], a[2], r, 0.2); },
+       {x(4, 1), x(4, 3), sign({n}, true)},
+       {true, true, true}},
+      {"soft_margin_loss",
+       [](V a, Reduction r) { return dt::soft_margin_loss(a[0], a[1], r); },
+       {x(3, 2), sign({n, 3}, false)},
+       {true, true}},
+      {"multilabel_soft_margin_loss(weight)",
+       [](V a, Reduction r) { return dt::multilabel_soft_margin_loss(a[0], a[1], r, a[2]); },
+       {x(3, 2), x(3, 4, 0.0, 0.1), tt::det_input({3}, 1, 0.5, 0.25, dt::kFloat64)},
+       {true, true, false}},
+      {"multi_margin_loss(p=2, weight)",
+       [](V a, Reduction r) { return dt::multi_margin_loss(a[0], a[1], r, 2, 0.8, a[2]); },
+       {x(3, 3, -1.0, 0.3), labels, tt::det_input({3}, 2, 0.5, 0.25, dt::kFloat64)},
+       {true, true, false}},
+      {"multilabel_margin_loss",
+       [](V a, Reduction r) { return dt::multilabel_margin_loss(a[0], a[1], r); },
+       {x(4, 3, -1.0, 0.3), label_lists},
+       {true, true}},
+      {"triplet_margin_loss(swap)",
+       [](V a, Reduction r) {
+         return dt::triplet_margin_loss(a[0], a[1], a[2], r, 1.0, 2.0, 1e-6, true);
+       },
+       {x(3, 1), x(3, 2), x(3, 3)},
+       {true, true, true}},
+      {"triplet_margin_with_distance_loss",
+       [](V a, Reduction r) {
+         return dt::triplet_margin_with_distance_loss(a[0], a[1], a[2], r, {}, 2.0);
+       },
+       {x(3, 1), x(3, 2), x(3, 3)},
+       {true, true, true}},
+      {"poisson_nll_loss(log_input=False, full)",
+       [](V a, Reduction r) { return dt::poisson_nll_loss(a[0], a[1], r, false, true); },
+       {positive, counts},
+       {true, true}},
+      {"gaussian_nll_loss(full)",
+       [](V a, Reduction r) { return dt::gaussian_nll_loss(a[0], a[1], a[2], r, true); },
+       {x(3, 1), x(3, 2), x(3, 4, 0.0, 0.2)},
+       {true, true, true}},
+      {"gaussian_nll_loss(var [N])",
+       [](V a, Reduction r) { return dt::gaussian_nll_loss(a[0], a[1], a[2], r); },
+       {x(3, 1), x(3, 2), tt::det_input({n}, 3, 0.0, 0.3, dt::kFloat64)},
+       {true, true, true}},
+  };
+}
+
+// got equals want to 1e-15 relative to 1 + |want| (bit for bit but for the order of a sum).
+bool nearly_same(const Tensor& got, const Tensor& want) {
+  return tt::same_values(got, want, 1e-15);
+}
+
+}  // namespace
+
+TEST_CASE("dtensor margin and likelihood losses: batch shards equal one device, gradients too") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  // Uneven shards, and a short batch that leaves the last ranks empty shards.
+  for (int64_t n : {2 * w + 1, std::max<int64_t>(1, w - 2)}) {
+    for (const MarginCase& k : margin_cases(n)) {
+      for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
+        INFO(k.name << " batch " << n << " reduction " << dt::reduction_name(r));
+        std::vector<DTensor> ref, got;
+        for (size_t i = 0; i < k.inputs.size(); ++i) {
+          ref.push_back(dt::local_dtensor(k.inputs[i].clone()));
+          got.push_back(dt::distribute_tensor(
+              k.inputs[i], mesh, {k.sharded[i] ? dt::Placement(Shard(0)) : dt::Replicate()},
+              std::nullopt));
+          if (dt::is_floating(k.inputs[i].dtype())) {
+            ref.back().requires_grad_();
+            got.back().requires_grad_();
+          }
+        }
+        const DTensor want = k.loss(ref, r), loss = k.loss(got, r);
+        CHECK(nearly_same(loss.full_tensor(), want.to_local()));
+        if (r == Reduction::kNone) {
+          CHECK(loss.placements()[0] == dt::Placement(Shard(0)));
+          const Tensor up = tt::det_input(want.shape(), 4, -1.0, 0.5, dt::kFloat64);
+          want.backward(dt::local_dtensor(up));
+          loss.backward(dt::distribute_tensor(up, mesh, loss.placements(), std::nullopt));
+        } else {
+          want.backward();
+          loss.backward();
+        }
+        for (size_t i = 0; i < ref.size(); ++i) {
+          if (!ref[i].requires_grad() || !ref[i].grad().defined()) continue;
+          INFO("gradient of input " << i);
+          REQUIRE(got[i].grad().defined());
+          CHECK(nearly_same(got[i].grad().full_tensor(), ref[i].grad().to_local()));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "dtensor margin losses: other layouts go through the composite, bad values raise "
+    "on every rank") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const int64_t n = 2 * w + 1;
+  // Feature-sharded inputs (the class / feature dim split): the sums over it all-reduce.
+  for (const MarginCase& k : margin_cases(n)) {
+    INFO(k.name << " sharded on dim 1");
+    std::vector<DTensor> ref, got;
+    for (const Tensor& t : k.inputs) {
+      ref.push_back(dt::local_dtensor(t));
+      const bool two_d = t.dim() == 2;
+      got.push_back(dt::distribute_tensor(
+          t, mesh, {two_d ? dt::Placement(Shard(1)) : dt::Replicate()}, std::nullopt));
+    }
+    for (Reduction r : {Reduction::kNone, Reduction::kMean}) {
+      CHECK(tt::same_values(k.loss(got, r).full_tensor(), k.loss(ref, r).to_local(), 1e-12));
+    }
+  }
+  // A bad class index or a negative variance held by the last rank alone raises on every rank.
+  std::vector<int64_t> cls(static_cast<size_t>(n), 1);
+  cls.back() = 3;
+  const auto on = [&](const Tensor& t) {
+    return dt::distribute_tensor(t, mesh, {Shard(0)}, std::nullopt);
+  };
+  const DTensor x = on(tt::det_input({n, 3}, 1, -1.0, 0.3, dt::kFloat64));
+  REQUIRE_THROWS_WITH(dt::multi_margin_loss(x, on(dt::from_vector<int64_t>(cls, {n}))),
+                      Catch::Contains("[multi_margin_loss] target 3 out of range for 3 classes"));
+  Tensor var = tt::det_input({n, 3}, 1, 0.0, 0.3, dt::kFloat64);
+  std::vector<double> v = var.to_vector<double>();
+  v.back() = -0.5;
+  REQUIRE_THROWS_WITH(dt::gaussian_nll_loss(x, x, on(dt::from_vector<double>(v, {n, 3}))),
+                      Catch::Contains("[gaussian_nll_loss] var has negative entry/entries"));
 }
