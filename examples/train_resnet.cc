@@ -250,9 +250,10 @@ int main(int argc, char** argv) {
     if (!dp) {
       // Keep the second block height-sharded: the pool's output comes batch-sharded (see the
       // file comment).
-      model.maxpool().register_forward_hook([&mesh](nn::Module&, dt::DTensor y) {
-        return std::move(y).redistribute(mesh, {dt::Shard(2)});
-      });
+      model.maxpool().register_forward_hook(
+          [&mesh](nn::Module&, const dt::DTensor&, dt::DTensor& y) {
+            return std::move(y).redistribute(mesh, {dt::Shard(2)});
+          });
     }
     const auto sgd = dt::optim::SGDOptions(a.lr).momentum(a.momentum);
     dt::optim::SGD opt(model.parameters(), sgd);

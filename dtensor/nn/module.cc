@@ -2,6 +2,7 @@
 
 #include <absl/container/flat_hash_set.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -21,57 +22,197 @@ DTensor Module::forward(const DTensor&) {
   DT_FAIL("[Module] %s has no single-input forward (call its submodules instead)", type_name());
 }
 
+// A registered hook: its handle's id, always_call, and the function (shared, so that a call
+// takes the lists it starts with cheaply).
+template <typename F>
+struct HookEntry {
+  uint64_t id;
+  bool always_call;
+  std::shared_ptr<const F> fn;
+};
+
+struct ModuleHooks {
+  std::vector<HookEntry<ForwardArgsPreHook>> pre;
+  std::vector<HookEntry<ForwardArgsHook>> forward;
+  std::vector<HookEntry<BackwardPreHook>> backward_pre;
+  std::vector<HookEntry<BackwardArgsHook>> backward;
+
+  bool empty() const {
+    return pre.empty() && forward.empty() && backward_pre.empty() && backward.empty();
+  }
+  // Unique over the process and every kind of hook (one counter, as PyTorch's RemovableHandle).
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+  }
+  // Adds `fn` to `list` (first when prepend) and returns its handle.
+  template <typename F>
+  static HookHandle add(std::shared_ptr<ModuleHooks>& hooks,
+                        std::vector<HookEntry<F>> ModuleHooks::*list, F fn, HookOptions options) {
+    if (hooks == nullptr) hooks = std::make_shared<ModuleHooks>();
+    HookEntry<F> e{next_id(), options.always_call, std::make_shared<const F>(std::move(fn))};
+    const uint64_t id = e.id;
+    auto& l = (*hooks).*list;
+    l.insert(options.prepend ? l.begin() : l.end(), std::move(e));
+    return HookHandle(hooks, id);
+  }
+  void erase(uint64_t id) {
+    auto drop = [id](auto& list) {
+      std::erase_if(list, [id](const auto& e) { return e.id == id; });
+    };
+    drop(pre);
+    drop(forward);
+    drop(backward_pre);
+    drop(backward);
+  }
+};
+
+void HookHandle::remove() {
+  if (std::shared_ptr<ModuleHooks> hooks = hooks_.lock()) hooks->erase(id_);
+  hooks_.reset();
+}
+
+bool Module::has_hooks() const {
+  return hooks_ != nullptr && !hooks_->empty();
+}
+
 DTensor Module::operator()(const DTensor& x) {
   if (stand_in_ != nullptr) return (*stand_in_)(x);
   // CommDebugMode attribution: a root module shows its type name.
   std::optional<CommDebugMode::ModuleScope> label;
   if (CommDebugMode::active()) label.emplace(name_.empty() ? type_name() : name_);
-  DTensor in = x;
-  for (auto& h : pre_hooks_) in = h(*this, in);
-  const bool backward_hooks =
-      (!backward_pre_hooks_.empty() || !backward_hooks_.empty()) && autograd::grad_enabled();
-  // This call's grad_output, from the output's node to the input's (PyTorch's BackwardHook).
-  auto grad_output = backward_hooks ? std::make_shared<DTensor>() : nullptr;
-  const bool input_hooked = backward_hooks && in.requires_grad();
-  if (input_hooked) {
-    const DTensor* ins[] = {&in};
-    in = autograd::record_function("BackwardHookFunctionBackward", ins, in.detach(),
-                                   [this, grad_output](absl::Span<const DTensor> g) -> DTensorList {
-                                     // No gradient reached the output (or its node did not run):
-                                     // the hooks do not fire.
-                                     if (!grad_output->defined()) return {g[0]};
-                                     DTensor grad_input = g[0];
-                                     for (const BackwardHook& h : backward_hooks_) {
-                                       DTensor replaced = h(*this, grad_input, *grad_output);
-                                       if (replaced.defined()) grad_input = std::move(replaced);
-                                     }
-                                     *grad_output = DTensor();
-                                     return {grad_input};
-                                   });
+  if (!has_hooks()) return forward_wrapper_ != nullptr ? forward_wrapper_(*this, x) : forward(x);
+  return call_with_hooks(absl::MakeConstSpan(&x, 1), [this](absl::Span<const DTensor> in) {
+    return forward_wrapper_ != nullptr ? forward_wrapper_(*this, in[0]) : forward(in[0]);
+  });
+}
+
+namespace {
+// One call's backward hooks (the lists it started with) and its grad_output, which the output's
+// node hands to the inputs' node (PyTorch's BackwardHook).
+struct BackwardHookState {
+  std::vector<HookEntry<BackwardPreHook>> pre;
+  std::vector<HookEntry<BackwardArgsHook>> hooks;
+  DTensor grad_output;
+  // The inputs that pass through the inputs' node; the specs of the others (zeros).
+  std::vector<size_t> hooked;
+  std::vector<std::optional<DTensorSpec>> unhooked_specs;
+};
+
+// Runs the backward hooks on grad_input (one entry per input); returns it as they leave it.
+std::vector<DTensor> run_backward_hooks(Module& m, const BackwardHookState& st,
+                                        std::vector<DTensor> grad_input) {
+  for (const auto& h : st.hooks) {
+    std::optional<std::vector<DTensor>> r = (*h.fn)(m, grad_input, st.grad_output);
+    if (!r) continue;
+    DT_CHECK(r->size() == grad_input.size(),
+             "[register_full_backward_hook] %s: a hook returned %d grad_input entries; the call "
+             "has %d inputs",
+             m.type_name(), r->size(), grad_input.size());
+    grad_input = std::move(*r);
   }
-  DTensor out = forward_wrapper_ != nullptr ? forward_wrapper_(*this, in) : forward(in);
-  for (auto& h : hooks_) out = h(*this, std::move(out));
-  if (backward_hooks && out.requires_grad()) {
+  return grad_input;
+}
+}  // namespace
+
+DTensor Module::call_with_hooks(absl::Span<const DTensor> args,
+                                absl::FunctionRef<DTensor(absl::Span<const DTensor>)> forward) {
+  if (!has_hooks()) return forward(args);
+  // The lists this call starts with: a hook removed or added meanwhile (by a hook, or between
+  // this forward and its backward) does not change this call, as PyTorch's.
+  const ModuleHooks hooks = *hooks_;
+  std::vector<DTensor> in(args.begin(), args.end());
+  DTensor out;
+  std::vector<bool> called(hooks.forward.size(), false);
+  std::shared_ptr<BackwardHookState> st;
+  try {
+    for (const auto& h : hooks.pre) {
+      std::optional<std::vector<DTensor>> r = (*h.fn)(*this, in);
+      if (!r) continue;
+      DT_CHECK(r->size() == in.size(),
+               "[register_forward_pre_hook] %s: a pre-hook returned %d inputs; the call has %d",
+               type_name(), r->size(), in.size());
+      in = std::move(*r);
+    }
+    if ((!hooks.backward_pre.empty() || !hooks.backward.empty()) && autograd::grad_enabled()) {
+      st = std::make_shared<BackwardHookState>();
+      st->pre = hooks.backward_pre;
+      st->hooks = hooks.backward;
+      std::vector<const DTensor*> ins;
+      DTensorList detached;
+      st->unhooked_specs.resize(in.size());
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i].defined() && in[i].requires_grad()) {
+          st->hooked.push_back(i);
+          ins.push_back(&in[i]);
+          detached.push_back(in[i].detach());
+        } else if (in[i].defined()) {
+          st->unhooked_specs[i] = in[i].spec();
+        }
+      }
+      if (!ins.empty()) {
+        DTensorList through = autograd::record_function(
+            "BackwardHookFunctionBackward", ins, std::move(detached),
+            [this, st, n = in.size()](absl::Span<const DTensor> g) -> DTensorList {
+              // No gradient reached the output (or its node did not run): the hooks do not fire.
+              if (!st->grad_output.defined()) return DTensorList(g.begin(), g.end());
+              std::vector<DTensor> grad_input(n);
+              for (size_t j = 0; j < g.size(); ++j) grad_input[st->hooked[j]] = g[j];
+              // PyTorch's custom Function materializes an input without gradient as zeros.
+              for (size_t i = 0; i < n; ++i) {
+                if (st->unhooked_specs[i]) grad_input[i] = zeros_like(*st->unhooked_specs[i]);
+              }
+              grad_input = run_backward_hooks(*this, *st, std::move(grad_input));
+              st->grad_output = DTensor();
+              DTensorList result;
+              for (size_t i : st->hooked) result.push_back(std::move(grad_input[i]));
+              return result;
+            });
+        for (size_t j = 0; j < st->hooked.size(); ++j) in[st->hooked[j]] = std::move(through[j]);
+      }
+    }
+    out = forward(in);
+    for (size_t i = 0; i < hooks.forward.size(); ++i) {
+      called[i] = true;
+      if (std::optional<DTensor> r = (*hooks.forward[i].fn)(*this, in, out)) out = std::move(*r);
+    }
+  } catch (...) {
+    // always_call hooks not yet run see the output so far (undefined when forward raised); what
+    // they return is dropped and what they raise swallowed: the first error propagates.
+    for (size_t i = 0; i < hooks.forward.size(); ++i) {
+      if (!hooks.forward[i].always_call || called[i]) continue;
+      try {
+        (void)(*hooks.forward[i].fn)(*this, in, out);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): PyTorch warns and continues
+      }
+    }
+    throw;
+  }
+  if (st != nullptr && out.requires_grad()) {
     const DTensor* outs[] = {&out};
+    const bool input_hooked = !st->hooked.empty();
     out = autograd::record_function(
         "BackwardHookFunctionBackward", outs, out.detach(),
-        [this, grad_output, input_hooked](absl::Span<const DTensor> g) -> DTensorList {
+        [this, st, input_hooked, n = in.size()](absl::Span<const DTensor> g) -> DTensorList {
           DTensor go = g[0];
-          for (const BackwardPreHook& h : backward_pre_hooks_) {
-            DTensor replaced = h(*this, go);
+          for (const auto& h : st->pre) {
+            DTensor replaced = (*h.fn)(*this, go);
             if (replaced.defined()) go = std::move(replaced);
           }
           if (input_hooked) {
-            *grad_output = go;
+            st->grad_output = go;
             return {go};
           }
-          // The input does not require grad: the hooks fire now, with no grad_input.
-          for (const BackwardHook& h : backward_hooks_) {
-            DT_CHECK(!h(*this, DTensor(), go).defined(),
-                     "[register_full_backward_hook] %s: a hook returned a grad_input although "
-                     "the module's input does not require grad (expected an undefined DTensor)",
+          // No input requires grad: the hooks fire now, with an undefined grad_input.
+          st->grad_output = go;
+          for (const DTensor& gi : run_backward_hooks(*this, *st, std::vector<DTensor>(n))) {
+            DT_CHECK(!gi.defined(),
+                     "[register_full_backward_hook] %s: a hook returned a grad_input although no "
+                     "input of the module requires grad (expected an undefined DTensor / "
+                     "std::nullopt)",
                      type_name());
           }
+          st->grad_output = DTensor();
           return {go};
         });
   }
@@ -303,41 +444,94 @@ Module& Module::train(bool mode) {
 }
 
 namespace {
-// Module forward and backward hooks are for one input and one output (operator()(x) runs
-// them): a two-input module's call (module(a, b)) runs none (only its two-input pre-hooks),
-// so registering one is refused rather than silently ignored.
-void check_one_input(const Module& module, std::string_view op, std::string_view kind,
-                     std::string_view instead) {
-  const auto* two = dynamic_cast<const TwoInputModule*>(&module);
-  if (two == nullptr) return;
-  const auto names = two->input_names();
-  DT_FAIL("[%s] %s: %s hooks need a one-input module (%s's forward takes %s and %s; %s)",
-          module.type_name(), op, kind, module.type_name(), names[0], names[1], instead);
+
+// A one-input form's check at the call: another multi-input module's call_with_hooks may pass
+// several inputs.
+void check_arity(const Module& m, std::string_view op, size_t n) {
+  DT_CHECK(n == 1,
+           "[%s] %s: a one-input hook on a call with %d inputs (register the args form, taking "
+           "absl::Span<const DTensor>)",
+           m.type_name(), op, n);
 }
 
-constexpr std::string_view kOnTensors =
-    "register a hook on its inputs' or output's DTensor instead";
+// A one-input form's return as the args form's.
+std::optional<std::vector<DTensor>> as_args(std::optional<DTensor> r) {
+  if (!r) return std::nullopt;
+  return std::vector<DTensor>{std::move(*r)};
+}
+
+void check_no_always_call(const Module& m, std::string_view op, HookOptions options) {
+  DT_CHECK(!options.always_call, "[%s] %s: always_call applies to forward hooks only",
+           m.type_name(), op);
+}
 }  // namespace
 
-void Module::register_forward_pre_hook(ForwardPreHook hook) {
-  check_one_input(*this, "register_forward_pre_hook", "forward", "use register_two_input_pre_hook");
-  pre_hooks_.push_back(std::move(hook));
+// The one-input forms of forward and backward hooks do not fit a two-input module's call
+// (module(a, b)): refused at registration, naming the args form.
+void Module::check_one_input(std::string_view op, std::string_view kind) const {
+  const auto* two = dynamic_cast<const TwoInputModule*>(this);
+  if (two == nullptr) return;
+  const auto names = two->input_names();
+  DT_FAIL(
+      "[%s] %s: one-input %s hooks need a one-input module (%s's forward takes %s and %s; "
+      "register the args form, taking absl::Span<const DTensor>)",
+      type_name(), op, kind, type_name(), names[0], names[1]);
 }
 
-void Module::register_forward_hook(ForwardHook hook) {
-  check_one_input(*this, "register_forward_hook", "forward",
-                  "transform its output after the call instead");
-  hooks_.push_back(std::move(hook));
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook, HookOptions options) {
+  constexpr std::string_view kOp = "register_forward_pre_hook";
+  check_one_input(kOp, "forward");
+  return register_forward_pre_hook(
+      [h = std::move(hook), kOp](
+          Module& m, absl::Span<const DTensor> args) -> std::optional<std::vector<DTensor>> {
+        check_arity(m, kOp, args.size());
+        return as_args(h(m, args[0]));
+      },
+      options);
 }
 
-void Module::register_full_backward_pre_hook(BackwardPreHook hook) {
-  check_one_input(*this, "register_full_backward_pre_hook", "backward", kOnTensors);
-  backward_pre_hooks_.push_back(std::move(hook));
+HookHandle Module::register_forward_pre_hook(ForwardArgsPreHook hook, HookOptions options) {
+  check_no_always_call(*this, "register_forward_pre_hook", options);
+  return ModuleHooks::add(hooks_, &ModuleHooks::pre, std::move(hook), options);
 }
 
-void Module::register_full_backward_hook(BackwardHook hook) {
-  check_one_input(*this, "register_full_backward_hook", "backward", kOnTensors);
-  backward_hooks_.push_back(std::move(hook));
+HookHandle Module::register_forward_hook(ForwardHook hook, HookOptions options) {
+  constexpr std::string_view kOp = "register_forward_hook";
+  check_one_input(kOp, "forward");
+  return register_forward_hook(
+      [h = std::move(hook), kOp](Module& m, absl::Span<const DTensor> args, DTensor& out) {
+        check_arity(m, kOp, args.size());
+        return h(m, args[0], out);
+      },
+      options);
+}
+
+HookHandle Module::register_forward_hook(ForwardArgsHook hook, HookOptions options) {
+  return ModuleHooks::add(hooks_, &ModuleHooks::forward, std::move(hook), options);
+}
+
+HookHandle Module::register_full_backward_pre_hook(BackwardPreHook hook, HookOptions options) {
+  check_no_always_call(*this, "register_full_backward_pre_hook", options);
+  return ModuleHooks::add(hooks_, &ModuleHooks::backward_pre, std::move(hook), options);
+}
+
+HookHandle Module::register_full_backward_hook(BackwardHook hook, HookOptions options) {
+  constexpr std::string_view kOp = "register_full_backward_hook";
+  check_one_input(kOp, "backward");
+  return register_full_backward_hook(
+      [h = std::move(hook), kOp](
+          Module& m, absl::Span<const DTensor> grad_input,
+          const DTensor& grad_output) -> std::optional<std::vector<DTensor>> {
+        check_arity(m, kOp, grad_input.size());
+        DTensor r = h(m, grad_input[0], grad_output);
+        return as_args(r.defined() ? std::optional<DTensor>(std::move(r)) : std::nullopt);
+      },
+      options);
+}
+
+HookHandle Module::register_full_backward_hook(BackwardArgsHook hook, HookOptions options) {
+  check_no_always_call(*this, "register_full_backward_hook", options);
+  return ModuleHooks::add(hooks_, &ModuleHooks::backward, std::move(hook), options);
 }
 
 }  // namespace dtensor::nn

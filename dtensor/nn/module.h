@@ -11,8 +11,13 @@
 // Modules record autograd in forward: parameters are leaves that require grad.
 #pragma once
 
+#include <absl/functional/function_ref.h>
+#include <absl/types/span.h>
+
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,22 +41,73 @@ using ::dtensor::self_mesh;
 class Module;
 using ModulePtr = std::shared_ptr<Module>;
 
-// A forward pre-hook maps the module's input to the input its forward sees; a forward hook
-// maps the forward's output to what the call returns. Both get the module. The forward hook
-// gets the output by value (Module::operator() gives its own handle up), so it may move from
-// it, e.g. into DTensor::redistribute &&, which reuses the memory only when nothing else holds
-// it; a lambda taking `const DTensor&` fits too.
-using ForwardPreHook = std::function<DTensor(Module&, const DTensor&)>;
-using ForwardHook = std::function<DTensor(Module&, DTensor)>;
-// Module backward hooks (PyTorch's register_full_backward_pre_hook / register_full_backward_hook,
-// for a module's one input and one output). A pre-hook sees grad_output, the gradient of the
-// module's output, and may replace it (an undefined return keeps it); a hook sees grad_input,
-// the gradient of the module's input (undefined when the input does not require grad), and
-// grad_output (as the pre-hooks left it), and may replace grad_input (an undefined return keeps
-// it; when the input does not require grad it must return undefined).
+// Module hooks, as torch.nn.Module's. Each hook gets the module. A module call runs, in order:
+// the forward pre-hooks, forward, the forward hooks; then, in backward, the backward pre-hooks
+// and the backward hooks. Every hook type has a one-input form, for a module called as
+// module(x), and an args form, which sees all of a call's inputs (PyTorch's args tuple) and fits
+// every module, whatever its number of inputs: module(a, b) of a TwoInputModule (losses,
+// distances) runs only args forms, and refuses one-input forms at registration.
+//
+// A forward pre-hook sees the input(s) and may replace them: std::nullopt keeps them
+// (PyTorch's None), a value replaces them (the args form returns one DTensor per input).
+using ForwardPreHook = std::function<std::optional<DTensor>(Module&, const DTensor& input)>;
+using ForwardArgsPreHook =
+    std::function<std::optional<std::vector<DTensor>>(Module&, absl::Span<const DTensor> args)>;
+// A forward hook sees the input(s) (as the pre-hooks left them) and the output, and may replace
+// the output: std::nullopt keeps it, a value replaces it. `output` is the call's own handle: a
+// hook that returns a replacement may move from it (e.g. into DTensor::redistribute &&, which
+// reuses the memory only when nothing else holds it); one that returns std::nullopt must leave
+// it as it was. A lambda taking `const DTensor& output` fits too. When forward raised, the hooks
+// registered with always_call run with an undefined output (their returns are dropped, what they
+// raise is swallowed) and the error propagates.
+using ForwardHook =
+    std::function<std::optional<DTensor>(Module&, const DTensor& input, DTensor& output)>;
+using ForwardArgsHook =
+    std::function<std::optional<DTensor>(Module&, absl::Span<const DTensor> args, DTensor& output)>;
+// Module backward hooks (PyTorch's register_full_backward_pre_hook / register_full_backward_hook).
+// A pre-hook sees grad_output, the gradient of the module's output, and may replace it (an
+// undefined return keeps it); it fits every module (one output). A hook sees grad_input, the
+// gradient of the module's input(s), and grad_output (as the pre-hooks left it), and may replace
+// grad_input. One-input form: grad_input is undefined when the input does not require grad; an
+// undefined return keeps grad_input (and must be returned when the input does not require
+// grad). Args form, as PyTorch's tuple: one grad_input entry per input; when some input requires
+// grad, an input that does not gets zeros (PyTorch's materialized gradient) and what a hook
+// returns for it is dropped; when none does, every entry is undefined and a hook must return
+// std::nullopt or all-undefined entries. std::nullopt keeps grad_input; a vector (one entry per
+// input) replaces it, an undefined entry giving that input no gradient.
 using BackwardPreHook = std::function<DTensor(Module&, const DTensor& grad_output)>;
 using BackwardHook =
     std::function<DTensor(Module&, const DTensor& grad_input, const DTensor& grad_output)>;
+using BackwardArgsHook = std::function<std::optional<std::vector<DTensor>>(
+    Module&, absl::Span<const DTensor> grad_input, const DTensor& grad_output)>;
+
+// register_*'s options (PyTorch's keyword arguments): prepend runs the hook before those already
+// registered (default: after); always_call (forward hooks only) runs it even when forward raised.
+struct HookOptions {
+  bool prepend = false;
+  bool always_call = false;
+};
+
+struct ModuleHooks;  // module.cc: a module's hook lists
+
+// What register_* returns (PyTorch's RemovableHandle): remove() unregisters the hook. It holds a
+// weak reference to the module's hooks: remove() is idempotent, a no-op once the module is
+// gone, and may be called from inside a hook (the call in progress, and a backward whose forward
+// already ran, still run the hooks they started with, as PyTorch). Dropping the handle keeps the
+// hook.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  void remove();
+  // PyTorch's handle.id: unique over the process.
+  uint64_t id() const { return id_; }
+
+ private:
+  friend struct ModuleHooks;
+  HookHandle(std::weak_ptr<ModuleHooks> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  std::weak_ptr<ModuleHooks> hooks_;
+  uint64_t id_ = 0;
+};
 
 class Module {
  public:
@@ -64,8 +120,8 @@ class Module {
   virtual std::string type_name() const = 0;
   // The computation. The base class throws "[Module] <type> has no single-input forward".
   virtual DTensor forward(const DTensor& x);
-  // Runs the forward pre-hooks (in registration order), forward(), then the forward hooks — or,
-  // while a stand-in is set, calls the stand-in instead.
+  // Runs the forward pre-hooks, forward(), then the forward hooks (see register_forward_hook) —
+  // or, while a stand-in is set, calls the stand-in instead.
   DTensor operator()(const DTensor& x);
   // Internal (dtensor::compile's overrides, dtensor/compile/override.h): while set, calling this
   // module calls `stand_in` instead, wherever the call comes from (a parent's member pointer
@@ -167,18 +223,23 @@ class Module {
   bool is_training() const { return training_; }
 
   // ---- hooks -------------------------------------------------------------------------------
-  // Forward hooks run in the order registered; unlike PyTorch's, a forward hook does not see
-  // the input, and what a hook returns always replaces the input / output (no "None keeps").
-  void register_forward_pre_hook(ForwardPreHook hook);
-  void register_forward_hook(ForwardHook hook);
-  // Backward hooks (see BackwardPreHook / BackwardHook), in the order registered. When a module
-  // with such hooks is called with grad mode on, its input (if it requires grad) and its output
-  // (after the forward hooks; if it requires grad) pass through an identity node each, as
-  // PyTorch's BackwardHook: the pre-hooks run when the output's gradient arrives, the hooks when
-  // the input's gradient is computed (at once after the pre-hooks when the input does not
-  // require grad). Each hook sees what the previous one returned.
-  void register_full_backward_pre_hook(BackwardPreHook hook);
-  void register_full_backward_hook(BackwardHook hook);
+  // PyTorch's register_forward_pre_hook / register_forward_hook / register_full_backward_pre_hook
+  // / register_full_backward_hook (see the hook types above). Hooks of a kind run in the order
+  // registered (a prepend one first); each sees what the previous one returned. The one-input
+  // forms are refused on a TwoInputModule ("[MSELoss] register_forward_hook: ..."), and raise at
+  // the call when another multi-input module's call has several inputs; always_call is refused
+  // on all but forward hooks. When a module with backward hooks is called with grad mode on, its
+  // inputs that require grad pass through one identity node and its output (after the forward
+  // hooks; if it requires grad) through another, as PyTorch's BackwardHook: the pre-hooks run
+  // when the output's gradient arrives, the hooks when the inputs' gradients are computed (at
+  // once after the pre-hooks when no input requires grad). A module without hooks pays nothing.
+  HookHandle register_forward_pre_hook(ForwardPreHook hook, HookOptions options = {});
+  HookHandle register_forward_pre_hook(ForwardArgsPreHook hook, HookOptions options = {});
+  HookHandle register_forward_hook(ForwardHook hook, HookOptions options = {});
+  HookHandle register_forward_hook(ForwardArgsHook hook, HookOptions options = {});
+  HookHandle register_full_backward_pre_hook(BackwardPreHook hook, HookOptions options = {});
+  HookHandle register_full_backward_hook(BackwardHook hook, HookOptions options = {});
+  HookHandle register_full_backward_hook(BackwardArgsHook hook, HookOptions options = {});
 
   // Called by parallelize_module on every module after a plan was applied: checks that the
   // module can run with its (possibly sharded) parameters, throwing a clear error otherwise
@@ -186,6 +247,23 @@ class Module {
   virtual void check_parallel() const {}
 
  protected:
+  // A module call with any number of DTensor inputs through this module's hooks: what a module
+  // whose forward takes several DTensors calls from its operator(), e.g. for forward(a, b, c):
+  //   DTensor operator()(const DTensor& a, const DTensor& b, const DTensor& c) {
+  //     const DTensor args[] = {a, b, c};
+  //     return call_with_hooks(args, [this](absl::Span<const DTensor> in) {
+  //       return forward(in[0], in[1], in[2]);
+  //     });
+  //   }
+  // Runs the pre-hooks on `args`, `forward` on what they leave (as many DTensors as `args`), the
+  // forward hooks and the backward hooks' set-up; without hooks, just `forward(args)`. (No
+  // stand-in, forward wrapper or CommDebugMode module label: those are operator()(x)'s.)
+  DTensor call_with_hooks(absl::Span<const DTensor> args,
+                          absl::FunctionRef<DTensor(absl::Span<const DTensor>)> forward);
+  // Whether any hook is registered (call_with_hooks' fast path, for a caller that would copy its
+  // inputs into `args`).
+  bool has_hooks() const;
+
   // Re-draws this module's own parameters (see reset_parameters); default: nothing.
   virtual void reset_own_parameters(Generator* /*gen*/) {}
   // Aliases this module declares for a tie it makes without holding the alias as a parameter
@@ -204,10 +282,8 @@ class Module {
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::vector<std::pair<std::string, DTensor>> params_;
   std::vector<std::pair<std::string, DTensor>> buffers_;  // register_buffer
-  std::vector<ForwardPreHook> pre_hooks_;
-  std::vector<ForwardHook> hooks_;
-  std::vector<BackwardPreHook> backward_pre_hooks_;
-  std::vector<BackwardHook> backward_hooks_;
+  std::shared_ptr<ModuleHooks> hooks_;                    // register_*; null until the first one
+  void check_one_input(std::string_view op, std::string_view kind) const;
   bool training_ = true;  // see train()
 };
 

@@ -55,8 +55,11 @@ nn::Module& distribute_module(nn::Module& module, const DeviceMesh& mesh,
         [input_fn, mesh](nn::Module& m, const DTensor& x) { return input_fn(m, x, mesh); });
   }
   if (output_fn) {
-    module.register_forward_hook(
-        [output_fn, mesh](nn::Module& m, DTensor y) { return output_fn(m, std::move(y), mesh); });
+    // The args form: output_fn runs on a module of any number of inputs (a loss too).
+    module.register_forward_hook([output_fn, mesh](nn::Module& m, absl::Span<const DTensor>,
+                                                   DTensor& y) -> std::optional<DTensor> {
+      return output_fn(m, std::move(y), mesh);
+    });
   }
   return module;
 }

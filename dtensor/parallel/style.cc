@@ -108,20 +108,23 @@ void install_hooks(nn::Module& module, const DeviceMesh& mesh, Placement in, Pla
     return detail::prepare_input(x, mesh, in, desired, last ? known_last : std::nullopt, style,
                                  name);
   });
-  module.register_forward_hook(
-      [=](nn::Module&, DTensor y) { return detail::finish_output(std::move(y), out, use_local); });
+  // y is the call's own output: moved from, a Partial one is reduced in its own memory.
+  module.register_forward_hook([=](nn::Module&, const DTensor&, DTensor& y) {
+    return detail::finish_output(std::move(y), out, use_local);
+  });
 }
 
 // The hook of PrepareModuleOutput, after checking the mesh: a local tensor is laid out as `from`
 // on `mesh`, then moved to `to`, and made local again when `use_local`. `style` must point to
 // static storage (a literal).
-nn::ForwardHook checked_relayout_hook(const DeviceMesh& mesh, Placement from, Placement to,
-                                      bool use_local, std::string_view style,
-                                      std::string_view fqn) {
+// The args form: it runs on a module of any number of inputs (a loss's output too).
+nn::ForwardArgsHook checked_relayout_hook(const DeviceMesh& mesh, Placement from, Placement to,
+                                          bool use_local, std::string_view style,
+                                          std::string_view fqn) {
   check_mesh(mesh, style, fqn);
   const std::string name(fqn);
-  // x by value: an output hook owns the output, so a Partial one is reduced in its own memory.
-  return [=](nn::Module&, DTensor x) {
+  // x is the call's own output: moved from, a Partial one is reduced in its own memory.
+  return [=](nn::Module&, absl::Span<const DTensor>, DTensor& x) -> std::optional<DTensor> {
     DTensor y = detail::prepare_input(std::move(x), mesh, from, to, std::nullopt, style, name);
     // to_local_dtensor: the local result stays in the autograd graph (PyTorch's to_local()).
     return use_local ? y.to_local_dtensor() : y;
@@ -200,8 +203,9 @@ void SequenceParallel::apply(nn::Module& module, std::string_view fqn,
   module.register_forward_pre_hook([=](nn::Module&, const DTensor& x) {
     return detail::prepare_input(x, mesh, seq, seq, std::nullopt, kStyle, name);
   });
-  module.register_forward_hook(
-      [=](nn::Module&, DTensor y) { return detail::finish_output(std::move(y), seq, use_local); });
+  module.register_forward_hook([=](nn::Module&, const DTensor&, DTensor& y) {
+    return detail::finish_output(std::move(y), seq, use_local);
+  });
 }
 
 namespace {
@@ -290,9 +294,10 @@ void PrepareModuleInput::apply(nn::Module& module, std::string_view fqn,
     return use_local ? y.to_local_dtensor() : y;
   };
   if (two != nullptr) {
-    two->register_two_input_pre_hook([=](nn::Module&, const DTensor& a, const DTensor& b) {
-      return std::pair<DTensor, DTensor>{prepare(a, plan[0]), prepare(b, plan[1])};
-    });
+    two->register_forward_pre_hook(
+        [=](nn::Module&, absl::Span<const DTensor> in) -> std::optional<std::vector<DTensor>> {
+          return std::vector<DTensor>{prepare(in[0], plan[0]), prepare(in[1], plan[1])};
+        });
   } else {
     module.register_forward_pre_hook(
         [=](nn::Module&, const DTensor& x) { return prepare(x, plan[0]); });

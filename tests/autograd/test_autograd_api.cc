@@ -241,7 +241,7 @@ TEST_CASE("module backward hooks: order, grad_input / grad_output and replacemen
       events.push_back(name + " fwd pre");
       return in;
     });
-    m->register_forward_hook([&events, name](dt::nn::Module&, DTensor out) {
+    m->register_forward_hook([&events, name](dt::nn::Module&, const DTensor&, DTensor& out) {
       events.push_back(name + " fwd");
       return out;
     });
@@ -297,46 +297,34 @@ TEST_CASE("module backward hooks: a pre-hook replaces grad_output, hooks chain o
   CHECK_THROWS_WITH(c.step(), Contains("[register_full_backward_hook] Linear"));
 }
 
-// A two-input module's call (module(a, b)) does not run module backward hooks (they are for
-// one input and one output): registering one is refused, where before it was accepted and
-// never fired.
-TEST_CASE("module backward hooks on a two-input module are refused at registration") {
+// A two-input module's call (module(a, b)) runs the args forms of the hooks (PyTorch's args
+// tuple of two) and refuses the one-input forms at registration, naming the args form; a
+// backward pre-hook (one output) fits every module. (Before, every backward hook was refused and
+// module(a, b) ran no forward hook.)
+TEST_CASE("module hooks on a two-input module: the one-input forms are refused at registration") {
   dt::nn::MSELoss mse;
   dt::nn::CosineSimilarity cosine;
-  auto pre = [](dt::nn::Module&, const DTensor&) { return DTensor(); };
   auto hook = [](dt::nn::Module&, const DTensor&, const DTensor&) { return DTensor(); };
-  CHECK_THROWS_WITH(mse.register_full_backward_hook(hook),
-                    Contains("[MSELoss] register_full_backward_hook: backward hooks need a "
-                             "one-input module (MSELoss's forward takes input and target"));
-  CHECK_THROWS_WITH(mse.register_full_backward_pre_hook(pre),
-                    Contains("[MSELoss] register_full_backward_pre_hook: backward hooks need a "
-                             "one-input module"));
+  CHECK_THROWS_WITH(
+      mse.register_full_backward_hook(hook),
+      Contains("[MSELoss] register_full_backward_hook: one-input backward hooks need a one-input "
+               "module (MSELoss's forward takes input and target; register the args form"));
   dt::nn::Module& as_module = cosine;
   CHECK_THROWS_WITH(as_module.register_full_backward_hook(hook),
-                    Contains("[CosineSimilarity] register_full_backward_hook: backward hooks "
-                             "need a one-input module (CosineSimilarity's forward takes x1 and "
-                             "x2"));
-  Chain c;
-  c.l1->register_full_backward_pre_hook(pre);  // a one-input module still takes them
-}
-
-// Nor forward hooks (module(a, b) runs only its two-input pre-hooks): refused, where before
-// they were accepted and never ran (review R2, finding 8).
-TEST_CASE("module forward hooks on a two-input module are refused at registration") {
-  dt::nn::MSELoss mse;
-  dt::nn::Module& as_module = mse;
+                    Contains("[CosineSimilarity] register_full_backward_hook: one-input backward "
+                             "hooks need a one-input module (CosineSimilarity's forward takes x1 "
+                             "and x2"));
   CHECK_THROWS_WITH(
       as_module.register_forward_pre_hook([](dt::nn::Module&, const DTensor& x) { return x; }),
-      Contains("[MSELoss] register_forward_pre_hook: forward hooks need a one-input module "
-               "(MSELoss's forward takes input and target; use register_two_input_pre_hook)"));
+      Contains("[CosineSimilarity] register_forward_pre_hook: one-input forward hooks need a "
+               "one-input module"));
   CHECK_THROWS_WITH(
-      as_module.register_forward_hook([](dt::nn::Module&, DTensor y) { return y; }),
-      Contains("[MSELoss] register_forward_hook: forward hooks need a one-input module"));
-  mse.register_two_input_pre_hook([](dt::nn::Module&, const DTensor& a, const DTensor& b) {
-    return std::pair<DTensor, DTensor>{a, b};
-  });
+      mse.register_forward_hook(
+          [](dt::nn::Module&, const DTensor&, const DTensor& y) { return y; }),
+      Contains("[MSELoss] register_forward_hook: one-input forward hooks need a one-input module"));
+  mse.register_full_backward_pre_hook([](dt::nn::Module&, const DTensor&) { return DTensor(); });
   Chain c;
-  c.l1->register_forward_hook([](dt::nn::Module&, DTensor y) { return y; });
+  c.l1->register_full_backward_hook(hook);  // a one-input module takes them
 }
 
 TEST_CASE("autograd.grad inside a captured step is refused with a [compile] error") {

@@ -106,3 +106,71 @@ out = l2(l1(xin))
 (out * out).sum().backward()
 print("replaced: l2.weight.grad", r6(l2.weight.grad)[:4], "l1.weight.grad", r6(l1.weight.grad)[:4],
       "second hook saw", seen)
+
+# Module forward hooks and handles (tests/nn/test_modules.cc "module hooks: ..."), float64.
+# "forward hooks see the input, None keeps, a value replaces; prepend; handles remove"
+lin = torch.nn.Linear(2, 2, bias=False)
+with torch.no_grad():
+    lin.weight.copy_(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+events = []
+lin.register_forward_pre_hook(lambda m, a: events.append(("pre", r6(a[0]))))  # None keeps
+lin.register_forward_pre_hook(lambda m, a: (a[0] * 2,))
+lin.register_forward_pre_hook(lambda m, a: events.append(("pre first", r6(a[0]))), prepend=True)
+lin.register_forward_hook(lambda m, a, o: events.append(("fwd", r6(a[0]), r6(o))))
+h_add = lin.register_forward_hook(lambda m, a, o: o + 1)
+lin.register_forward_hook(lambda m, a, o: events.append(("fwd first", r6(o))), prepend=True)
+xin = torch.tensor([[1.0, -1.0]])
+print("hooks: out", r6(lin(xin)))
+for e in events:
+    print("hooks: event", e)
+h_add.remove()
+h_add.remove()  # idempotent
+print("hooks: removed, out", r6(lin(xin)))
+
+# "removal inside a hook: the call in progress still runs the removed hook, the next does not"
+lin = torch.nn.Linear(2, 2)
+events = []
+h2 = None
+lin.register_forward_hook(lambda m, a, o: events.append("f1") or h2.remove())
+h2 = lin.register_forward_hook(lambda m, a, o: events.append("f2"))
+lin(xin)
+lin(xin)
+print("remove inside a hook", events)
+
+# "always_call: runs when forward raised, with output None; a plain hook does not run"
+events = []
+lin = torch.nn.Linear(2, 2)
+lin.register_forward_pre_hook(lambda m, a: (a[0][:, :1],))  # forward then raises (shape)
+lin.register_forward_hook(lambda m, a, o: events.append("plain"))
+lin.register_forward_hook(lambda m, a, o: events.append(("always", list(a[0].shape), o)),
+                          always_call=True)
+try:
+    lin(xin)
+except RuntimeError:
+    events.append("raised")
+print("always_call", events)
+
+# "two-input module hooks: args of two, grad_input of two (zeros for the target), replacement"
+a = torch.tensor([0.1, 0.5, -0.3, 0.8], requires_grad=True)
+b = torch.tensor([0.0, 1.0, 0.5, -0.5])
+mse = torch.nn.MSELoss()
+events = []
+mse.register_forward_pre_hook(lambda m, args: (args[0] * 2, args[1]))
+mse.register_forward_hook(lambda m, args, o: events.append(("fwd", r6(args[0]), r6(o))))
+mse.register_full_backward_pre_hook(lambda m, go: events.append(("bwd pre", r6(go[0]))))
+mse.register_full_backward_hook(lambda m, gi, go: events.append(
+    ("bwd", r6(gi[0]), r6(gi[1]), r6(go[0]))) or (gi[0] * 0.5, gi[1]))
+h_bwd = mse.register_full_backward_hook(lambda m, gi, go: events.append(("bwd 2", r6(gi[0]))))
+loss = mse(a, b)
+h_bwd.remove()  # removed after the forward: this backward still runs it
+(loss * 3).backward()
+for e in events:
+    print("two-input: event", e)
+print("two-input: a.grad", r6(a.grad), "b.grad", b.grad)
+# Both inputs require grad: a hook's None entry gives that input no gradient.
+a.grad = None
+b.requires_grad_()
+mse = torch.nn.MSELoss()
+mse.register_full_backward_hook(lambda m, gi, go: (None, gi[1] * 10))
+mse(a, b).backward()
+print("two-input both: a.grad", a.grad, "b.grad", r6(b.grad))

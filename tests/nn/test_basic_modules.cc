@@ -247,10 +247,11 @@ TEST_CASE("Sequential names its children 0, 1, ... and has PyTorch's state_dict 
   // append names by position; a child's hooks run when the chain calls it.
   int calls = 0;
   seq.append(std::make_shared<nn::Tanh>());
-  seq[4].register_forward_hook([&calls](nn::Module&, DTensor y) {
-    ++calls;
-    return y;
-  });
+  seq[4].register_forward_hook(
+      [&calls](nn::Module&, const DTensor&, const DTensor&) -> std::optional<DTensor> {
+        ++calls;
+        return std::nullopt;
+      });
   std::vector<std::string> children;
   for (const auto& [n, m] : seq.named_children()) children.push_back(n);
   CHECK(children == std::vector<std::string>{"0", "1", "2", "3", "4"});

@@ -1,5 +1,8 @@
 // nn modules on one process (self mesh): forward against naive loops, the module tree, and
 // errors.
+#include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -333,4 +336,208 @@ TEST_CASE("rotary embeddings rotate each pair by pos * theta^(-2i/D), swiglu gat
     const double gi = g.to_vector<double>()[i];
     CHECK(std::abs(sw[i] - gi / (1 + std::exp(-gi)) * up.to_vector<double>()[i]) < 1e-14);
   }
+}
+
+// ---- module hooks, against PyTorch (tests/autograd/torch_autograd_api_references.py, "Module
+// forward hooks and handles": the values and orders below are its output) ----
+namespace {
+
+using dt::DTensor;
+using Args = absl::Span<const DTensor>;
+using Events = std::vector<std::string>;
+
+DTensor vals(std::vector<double> v, dt::Shape shape, bool requires_grad = false) {
+  DTensor x = nn::local_dtensor(dt::from_vector<double>(v, shape));
+  if (requires_grad) x.requires_grad_();
+  return x;
+}
+
+std::string str(const DTensor& t) {
+  if (!t.defined()) return "None";
+  std::vector<std::string> parts;
+  for (double v : t.to_local().to_vector<double>()) {
+    parts.push_back(absl::StrFormat("%g", std::round(v * 1e6) / 1e6 + 0.0));
+  }
+  return "[" + absl::StrJoin(parts, ", ") + "]";
+}
+
+std::shared_ptr<nn::Linear> lin22() {
+  auto lin = std::make_shared<nn::Linear>(2, 2, false, nn::ModuleOptions{dt::kFloat64});
+  lin->set_parameter("weight", vals({1, 2, 3, 4}, {2, 2}));
+  return lin;
+}
+
+// A module of three inputs through Module::call_with_hooks (what a multi-input module's call
+// does).
+class Add3 : public nn::Module {
+ public:
+  std::string type_name() const override { return "Add3"; }
+  DTensor forward(const DTensor& a, const DTensor& b, const DTensor& c) { return a + b + c; }
+  DTensor operator()(const DTensor& a, const DTensor& b, const DTensor& c) {
+    const DTensor args[] = {a, b, c};
+    return call_with_hooks(args, [this](Args in) { return forward(in[0], in[1], in[2]); });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("module hooks: forward hooks see the input, nullopt keeps, prepend, handles remove",
+          "[nn]") {
+  auto lin = lin22();
+  Events events;
+  lin->register_forward_pre_hook([&](nn::Module&, const DTensor& x) -> std::optional<DTensor> {
+    events.push_back("pre " + str(x));
+    return std::nullopt;
+  });
+  lin->register_forward_pre_hook([](nn::Module&, const DTensor& x) { return x * 2.0; });
+  lin->register_forward_pre_hook(
+      [&](nn::Module&, const DTensor& x) -> std::optional<DTensor> {
+        events.push_back("pre first " + str(x));
+        return std::nullopt;
+      },
+      {.prepend = true});
+  lin->register_forward_hook(
+      [&](nn::Module&, const DTensor& x, const DTensor& y) -> std::optional<DTensor> {
+        events.push_back("fwd " + str(x) + " " + str(y));
+        return std::nullopt;
+      });
+  nn::HookHandle add = lin->register_forward_hook(
+      [](nn::Module&, const DTensor&, const DTensor& y) { return y + 1.0; });
+  lin->register_forward_hook(
+      [&](nn::Module&, const DTensor&, const DTensor& y) -> std::optional<DTensor> {
+        events.push_back("fwd first " + str(y));
+        return std::nullopt;
+      },
+      {.prepend = true});
+  const DTensor x = vals({1, -1}, {1, 2});
+  CHECK(str((*lin)(x)) == "[-1, -1]");
+  CHECK(events ==
+        Events{"pre first [1, -1]", "pre [1, -1]", "fwd first [-2, -2]", "fwd [2, -2] [-2, -2]"});
+  add.remove();
+  add.remove();  // idempotent
+  CHECK(str((*lin)(x)) == "[-2, -2]");
+  // A handle outliving its module: remove() does nothing; a default handle too.
+  nn::HookHandle orphan = lin22()->register_forward_hook(
+      [](nn::Module&, const DTensor&, const DTensor& y) { return y; });
+  orphan.remove();
+  nn::HookHandle().remove();
+  CHECK_THROWS_WITH(lin->register_forward_pre_hook([](nn::Module&, const DTensor& x) { return x; },
+                                                   {.always_call = true}),
+                    Contains("[Linear] register_forward_pre_hook: always_call applies to forward "
+                             "hooks only"));
+}
+
+TEST_CASE("module hooks: removal inside a hook, always_call on a raising forward", "[nn]") {
+  auto lin = lin22();
+  Events events;
+  nn::HookHandle h2;
+  lin->register_forward_hook(
+      [&](nn::Module&, const DTensor&, const DTensor&) -> std::optional<DTensor> {
+        events.push_back("f1");
+        h2.remove();
+        return std::nullopt;
+      });
+  h2 = lin->register_forward_hook(
+      [&](nn::Module&, const DTensor&, const DTensor&) -> std::optional<DTensor> {
+        events.push_back("f2");
+        return std::nullopt;
+      });
+  (*lin)(vals({1, -1}, {1, 2}));
+  (*lin)(vals({1, -1}, {1, 2}));
+  CHECK(events == Events{"f1", "f2", "f1"});  // the call in progress still runs f2
+
+  auto bad = lin22();
+  events.clear();
+  bad->register_forward_hook(
+      [&](nn::Module&, const DTensor&, const DTensor&) -> std::optional<DTensor> {
+        events.push_back("plain");
+        return std::nullopt;
+      });
+  bad->register_forward_hook(
+      [&](nn::Module&, const DTensor& x, const DTensor& y) -> std::optional<DTensor> {
+        events.push_back("always " + std::to_string(x.shape()[1]) + " " + str(y));
+        throw dt::Error("swallowed");  // the forward's error propagates, not this one
+      },
+      {.always_call = true});
+  CHECK_THROWS_WITH((*bad)(vals({1}, {1, 1})), Contains("[linear]"));
+  CHECK(events == Events{"always 1 None"});
+}
+
+TEST_CASE("module hooks on a two-input module: args of two, grad_input of two, replacement",
+          "[nn]") {
+  const DTensor a = vals({0.1, 0.5, -0.3, 0.8}, {4}, true);
+  const DTensor b = vals({0.0, 1.0, 0.5, -0.5}, {4});
+  nn::MSELoss mse;
+  Events events;
+  mse.register_forward_pre_hook([](nn::Module&, Args args) -> std::optional<std::vector<DTensor>> {
+    return std::vector<DTensor>{args[0] * 2.0, args[1]};
+  });
+  mse.register_forward_hook(
+      [&](nn::Module&, Args args, const DTensor& y) -> std::optional<DTensor> {
+        events.push_back("fwd " + str(args[0]) + " " + str(y));
+        return std::nullopt;
+      });
+  mse.register_full_backward_pre_hook([&](nn::Module&, const DTensor& go) {
+    events.push_back("bwd pre " + str(go));
+    return DTensor();
+  });
+  mse.register_full_backward_hook(
+      [&](nn::Module&, Args gi, const DTensor& go) -> std::optional<std::vector<DTensor>> {
+        REQUIRE(gi.size() == 2);
+        events.push_back("bwd " + str(gi[0]) + " " + str(gi[1]) + " " + str(go));
+        return std::vector<DTensor>{gi[0] * 0.5, gi[1]};
+      });
+  nn::HookHandle second = mse.register_full_backward_hook(
+      [&](nn::Module&, Args gi, const DTensor&) -> std::optional<std::vector<DTensor>> {
+        events.push_back("bwd 2 " + str(gi[0]));
+        return std::nullopt;
+      });
+  const DTensor loss = mse(a, b);
+  second.remove();  // after the forward: this backward still runs it
+  (loss * 3.0).backward();
+  CHECK(events == Events{"fwd [0.2, 1, -0.6, 1.6] [1.415]", "bwd pre [3]",
+                         "bwd [0.3, 0, -1.65, 3.15] [0, 0, 0, 0] [3]",
+                         "bwd 2 [0.15, 0, -0.825, 1.575]"});
+  CHECK(str(a.grad()) == "[0.3, 0, -1.65, 3.15]");
+  CHECK_FALSE(b.grad().defined());
+
+  // Both inputs require grad: an undefined entry gives that input no gradient.
+  const DTensor a2 = vals({0.1, 0.5, -0.3, 0.8}, {4}, true);
+  const DTensor b2 = vals({0.0, 1.0, 0.5, -0.5}, {4}, true);
+  nn::MSELoss mse2;
+  mse2.register_full_backward_hook(
+      [](nn::Module&, Args gi, const DTensor&) -> std::optional<std::vector<DTensor>> {
+        return std::vector<DTensor>{DTensor(), gi[1] * 10.0};
+      });
+  mse2(a2, b2).backward();
+  CHECK_FALSE(a2.grad().defined());
+  CHECK(str(b2.grad()) == "[-0.5, 2.5, 4, -6.5]");
+  // A hook returning the wrong number of entries.
+  nn::MSELoss mse3;
+  mse3.register_full_backward_hook(
+      [](nn::Module&, Args gi, const DTensor&) -> std::optional<std::vector<DTensor>> {
+        return std::vector<DTensor>{gi[0]};
+      });
+  CHECK_THROWS_WITH(mse3(a2, b2).backward(),
+                    Contains("[register_full_backward_hook] MSELoss: a hook returned 1 "
+                             "grad_input entries; the call has 2 inputs"));
+}
+
+TEST_CASE("module hooks: a multi-input module's call_with_hooks and the one-input forms", "[nn]") {
+  Add3 add;
+  const DTensor x = vals({1, 2}, {2});
+  CHECK(str(add(x, x, x)) == "[3, 6]");  // no hooks
+  add.register_forward_pre_hook([](nn::Module&, Args in) -> std::optional<std::vector<DTensor>> {
+    return std::vector<DTensor>{in[0], in[1], in[2] * 0.0};
+  });
+  CHECK(str(add(x, x, x)) == "[2, 4]");
+  add.register_forward_pre_hook([](nn::Module&, Args in) -> std::optional<std::vector<DTensor>> {
+    return std::vector<DTensor>{in[0]};
+  });
+  CHECK_THROWS_WITH(add(x, x, x), Contains("[register_forward_pre_hook] Add3: a pre-hook returned "
+                                           "1 inputs; the call has 3"));
+  Add3 add2;
+  add2.register_forward_hook([](nn::Module&, const DTensor&, const DTensor& y) { return y; });
+  CHECK_THROWS_WITH(add2(x, x, x), Contains("[Add3] register_forward_hook: a one-input hook on a "
+                                            "call with 3 inputs (register the args form"));
 }

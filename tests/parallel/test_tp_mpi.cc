@@ -149,11 +149,12 @@ TEST_CASE("RowwiseParallel all-reduces the layer's Partial output in place", "[t
   // Registered first, so it runs before the style's hook and sees the forward's own output.
   const void* forward_mem = nullptr;
   bool partial = false;
-  lin.register_forward_hook([&](nn::Module&, dt::DTensor y) {
-    forward_mem = y.to_local().data_ptr();
-    partial = y.placements()[0].is_partial();
-    return y;
-  });
+  lin.register_forward_hook(
+      [&](nn::Module&, const dt::DTensor&, const dt::DTensor& y) -> std::optional<dt::DTensor> {
+        forward_mem = y.to_local().data_ptr();
+        partial = y.placements()[0].is_partial();
+        return std::nullopt;
+      });
   dt::parallelize_module(lin, tp_mesh(), dt::RowwiseParallel());
   const dt::Tensor x = same_randn({2, W + 1, in}, 8);
   const dt::DTensor y = lin(nn::local_dtensor(my_chunk(x, 2).contiguous()));
@@ -176,10 +177,11 @@ TEST_CASE(
   const dt::Tensor want = ref(nn::local_dtensor(x)).to_local();
   // Registered first, so it sees the forward's own output (Partial).
   const void* forward_mem = nullptr;
-  auto capture = [&](nn::Module&, dt::DTensor y) {
+  auto capture = [&](nn::Module&, const dt::DTensor&,
+                     const dt::DTensor& y) -> std::optional<dt::DTensor> {
     forward_mem = y.to_local().data_ptr();
     CHECK(y.placements()[0].is_partial());
-    return y;
+    return std::nullopt;
   };
   {
     dt::manual_seed(22);

@@ -1011,8 +1011,9 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
       state->pre_forward(*up);
       return state->wrap_frozen_input(*up, x);
     });
-    u.module->register_forward_hook(
-        [state, up](nn::Module&, const DTensor& out) { return state->post_forward(*up, out); });
+    u.module->register_forward_hook([state, up](nn::Module&, const DTensor&, const DTensor& out) {
+      return state->post_forward(*up, out);
+    });
   }
   return std::make_shared<DataParallel>(state);
 }

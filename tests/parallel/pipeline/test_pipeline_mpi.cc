@@ -193,9 +193,10 @@ TEST_CASE("per-microbatch losses, merged output and eval equal the single-device
     auto recorded = std::make_shared<bool>(false);
     for (const auto& st : stages) {
       for (const auto& [name, mod] : st->submod().named_modules()) {
-        mod->register_forward_hook([recorded](nn::Module&, dt::DTensor y) {
+        mod->register_forward_hook([recorded](nn::Module&, const dt::DTensor&,
+                                              const dt::DTensor& y) -> std::optional<dt::DTensor> {
           *recorded = *recorded || y.requires_grad();
-          return y;
+          return std::nullopt;
         });
       }
     }
