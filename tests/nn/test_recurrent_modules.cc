@@ -116,6 +116,12 @@ TEST_CASE("recurrent layers give PyTorch's outputs, states and gradients", "[nn]
       {"LSTMCell h c", [&] { return std::make_shared<nn::LSTMCell>(3, 4, true, o); }},
       {"GRUCell h", [&] { return std::make_shared<nn::GRUCell>(3, 4, true, o); }},
       {"GRUCell unbatched", [&] { return std::make_shared<nn::GRUCell>(3, 4, false, o); }},
+      {"LSTM 2 layers bidirectional proj_size batch_first h0 c0",
+       [&] {
+         return std::make_shared<nn::LSTM>(
+             3, 4,
+             Opts{.num_layers = 2, .batch_first = true, .bidirectional = true, .proj_size = 2}, o);
+       }},
   };
   REQUIRE(cases.size() == references().size());
   for (const Case& c : cases) {
