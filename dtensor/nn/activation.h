@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dtensor/nn/module.h"
+#include "dtensor/rng/generator.h"
 
 namespace dtensor::nn {
 
@@ -164,6 +165,170 @@ class LogSoftmax : public Module {
 
  private:
   int64_t dim_;
+};
+
+// ---- Round 9 (helper INV): torch.nn's remaining simple activations. Each forward is one
+// DTensor op or an exact composite of elementwise ops (where / comparisons / arithmetic), with
+// PyTorch's gradient at the kinks (the values at a boundary take the constant's side, so their
+// gradient is 0 as PyTorch's kernels give).
+
+// hardtanh(x, min_val, max_val) = clamp(x, min_val, max_val); gradient 1 strictly inside.
+// max_val <= min_val raises "[Hardtanh] max_val (0) must be greater than min_val (1)".
+class Hardtanh : public Module {
+ public:
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0);
+  std::string type_name() const override { return "Hardtanh"; }
+  DTensor forward(const DTensor& x) override;
+  double min_val() const { return min_val_; }
+  double max_val() const { return max_val_; }
+
+ private:
+  double min_val_;
+  double max_val_;
+};
+
+// hardswish(x) = x relu6(x + 3) / 6.
+class Hardswish : public Module {
+ public:
+  Hardswish() = default;
+  std::string type_name() const override { return "Hardswish"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// hardsigmoid(x) = relu6(x + 3) / 6.
+class Hardsigmoid : public Module {
+ public:
+  Hardsigmoid() = default;
+  std::string type_name() const override { return "Hardsigmoid"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// mish(x) = x tanh(softplus(x)).
+class Mish : public Module {
+ public:
+  Mish() = default;
+  std::string type_name() const override { return "Mish"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// selu(x) = scale elu(x, alpha) with PyTorch's constants.
+class SELU : public Module {
+ public:
+  SELU() = default;
+  std::string type_name() const override { return "SELU"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// logsigmoid(x) = log(sigmoid(x)) = -softplus(-x).
+class LogSigmoid : public Module {
+ public:
+  LogSigmoid() = default;
+  std::string type_name() const override { return "LogSigmoid"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// softsign(x) = x / (1 + |x|) (PyTorch's composite, same autograd).
+class Softsign : public Module {
+ public:
+  Softsign() = default;
+  std::string type_name() const override { return "Softsign"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// tanhshrink(x) = x - tanh(x).
+class Tanhshrink : public Module {
+ public:
+  Tanhshrink() = default;
+  std::string type_name() const override { return "Tanhshrink"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// threshold(x, threshold, value): x where x > threshold, else value (both required, as
+// PyTorch's).
+class Threshold : public Module {
+ public:
+  Threshold(double threshold, double value) : threshold_(threshold), value_(value) {}
+  std::string type_name() const override { return "Threshold"; }
+  DTensor forward(const DTensor& x) override;
+  double threshold() const { return threshold_; }
+  double value() const { return value_; }
+
+ private:
+  double threshold_;
+  double value_;
+};
+
+// hardshrink(x, lambd): x where |x| > lambd, else 0.
+class Hardshrink : public Module {
+ public:
+  explicit Hardshrink(double lambd = 0.5) : lambd_(lambd) {}
+  std::string type_name() const override { return "Hardshrink"; }
+  DTensor forward(const DTensor& x) override;
+  double lambd() const { return lambd_; }
+
+ private:
+  double lambd_;
+};
+
+// softshrink(x, lambd): x - lambd where x > lambd, x + lambd where x < -lambd, else 0.
+// lambd < 0 raises in forward, as PyTorch's: "[Softshrink] lambd must be >= 0, got -1".
+class Softshrink : public Module {
+ public:
+  explicit Softshrink(double lambd = 0.5) : lambd_(lambd) {}
+  std::string type_name() const override { return "Softshrink"; }
+  DTensor forward(const DTensor& x) override;
+  double lambd() const { return lambd_; }
+
+ private:
+  double lambd_;
+};
+
+// softmax over the channel dim (-3) of a (C, H, W) or (N, C, H, W) input; other ranks raise
+// "[Softmax2d] expected input to be 3D or 4D, got 2D instead".
+class Softmax2d : public Module {
+ public:
+  Softmax2d() = default;
+  std::string type_name() const override { return "Softmax2d"; }
+  DTensor forward(const DTensor& x) override;
+};
+
+// prelu(x, weight): x where x > 0, else weight x. Parameter "weight" [num_parameters], every
+// value `init` (0.25). num_parameters > 1 is one slope per channel (dim 1, which must have that
+// size: "[PReLU] Mismatch of parameter numbers and input channel size. Found parameter numbers
+// = 3 and channel size = 4"); an input of rank < 2 has one channel.
+class PReLU : public Module {
+ public:
+  explicit PReLU(int64_t num_parameters = 1, double init = 0.25, ModuleOptions opts = {});
+  std::string type_name() const override { return "PReLU"; }
+  DTensor forward(const DTensor& x) override;
+  int64_t num_parameters() const { return num_parameters_; }
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+
+ private:
+  int64_t num_parameters_;
+  double init_;
+};
+
+// rrelu(x, lower, upper, training): x where x >= 0 (x > 0; at 0 both sides give 0). In eval
+// mode the negative slope is (lower + upper) / 2, exactly PyTorch's. In training each element's
+// slope is drawn uniform on [lower, upper) from dtensor's RNG (rand_like through `gen`, else the
+// default tracker, as Dropout): the same distribution as PyTorch's, not PyTorch's draws; the
+// gradient w.r.t. x is that slope where x <= 0. lower > upper raises at construction:
+// "[RReLU] lower bound 0.5 should be less than or equal to the upper bound 0.2".
+class RReLU : public Module {
+ public:
+  explicit RReLU(double lower = 1.0 / 8.0, double upper = 1.0 / 3.0, Generator* gen = nullptr);
+  std::string type_name() const override { return "RReLU"; }
+  DTensor forward(const DTensor& x) override;
+  double lower() const { return lower_; }
+  double upper() const { return upper_; }
+
+ private:
+  double lower_;
+  double upper_;
+  Generator* gen_;
 };
 
 }  // namespace dtensor::nn

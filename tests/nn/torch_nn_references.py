@@ -243,3 +243,120 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "recurrent_re
           "w") as f:
     f.writelines(lines)
 print("wrote recurrent_references.inc:", len(rnn_cases), "cases")
+
+# Round 9 (helper INV): the simple modules added from torch.nn's inventory (activations in
+# tests/nn/test_activation_modules.cc, pools in test_pooling_modules.cc, layers in
+# test_basic_modules.cc). Each case: the module built in float64 after torch.manual_seed(case
+# index), parameters (set below where PyTorch's initial values are constants) recorded by their
+# state_dict names; the input "x" (and "x2" for Bilinear); "out" in the named mode; the gradients
+# of sum(out * c) w.r.t. the inputs and every parameter. Written to
+# tests/nn/inventory_references.inc.
+
+
+def ramp(shape, salt, lo=-2.5, step=0.5, tie=0.0):
+    """det_input plus tie * flat index (distinct values where a max pool must not see ties)."""
+    t = det_input(shape, salt, lo, step)
+    return t + tie * torch.arange(t.numel(), dtype=t.dtype).reshape(t.shape)
+
+
+def prelu3():
+    m = nn.PReLU(3, 0.1)
+    with torch.no_grad():
+        m.weight.copy_(torch.tensor([0.1, -0.2, 0.3]))
+    return m
+
+
+xa = lambda: ramp([3, 5], 2)  # noqa: E731  -2.5 .. 2.5 in steps of 0.5: every kink is hit
+inv_cases = [
+    # (name, module factory, input(s), eval mode)
+    ("Hardtanh()", lambda: nn.Hardtanh(), [xa()], False),
+    ("Hardtanh(-0.5,2)", lambda: nn.Hardtanh(-0.5, 2.0), [xa()], False),
+    ("Hardswish()", lambda: nn.Hardswish(), [xa()], False),
+    ("Hardsigmoid()", lambda: nn.Hardsigmoid(), [xa()], False),
+    ("Mish()", lambda: nn.Mish(), [xa()], False),
+    ("SELU()", lambda: nn.SELU(), [xa()], False),
+    ("LogSigmoid()", lambda: nn.LogSigmoid(), [xa()], False),
+    ("Softsign()", lambda: nn.Softsign(), [xa()], False),
+    ("Tanhshrink()", lambda: nn.Tanhshrink(), [xa()], False),
+    ("Threshold(0.5,-3)", lambda: nn.Threshold(0.5, -3.0), [xa()], False),
+    ("Hardshrink()", lambda: nn.Hardshrink(), [xa()], False),
+    ("Hardshrink(1)", lambda: nn.Hardshrink(1.0), [xa()], False),
+    ("Softshrink()", lambda: nn.Softshrink(), [xa()], False),
+    ("Softshrink(1)", lambda: nn.Softshrink(1.0), [xa()], False),
+    ("Softmax2d() 4d", lambda: nn.Softmax2d(), [ramp([2, 3, 2, 2], 1)], False),
+    ("Softmax2d() 3d", lambda: nn.Softmax2d(), [ramp([3, 2, 2], 4)], False),
+    ("PReLU()", lambda: nn.PReLU(), [xa()], False),
+    ("PReLU(3) 3d", prelu3, [ramp([2, 3, 4], 5)], False),
+    ("RReLU() eval", lambda: nn.RReLU(), [xa()], True),
+    ("RReLU(0.1,0.3) eval", lambda: nn.RReLU(0.1, 0.3), [xa()], True),
+    # pools
+    ("MaxPool3d(2)", lambda: nn.MaxPool3d(2), [ramp([1, 2, 4, 4, 5], 3, -2.0, 0.37, 1e-3)], False),
+    ("MaxPool3d(2,(1,2,1),(1,0,1),(1,1,2),ceil)",
+     lambda: nn.MaxPool3d(2, (1, 2, 1), (1, 0, 1), (1, 1, 2), ceil_mode=True),
+     [ramp([1, 2, 4, 4, 5], 3, -2.0, 0.37, 1e-3)], False),
+    ("AvgPool3d(2)", lambda: nn.AvgPool3d(2), [ramp([1, 2, 4, 4, 5], 3, -2.0, 0.37)], False),
+    ("AvgPool3d(3,2,1,ceil,no pad count)",
+     lambda: nn.AvgPool3d(3, 2, 1, ceil_mode=True, count_include_pad=False),
+     [ramp([1, 2, 4, 4, 5], 3, -2.0, 0.37)], False),
+    ("AvgPool3d(2,divisor_override=3)", lambda: nn.AvgPool3d(2, divisor_override=3),
+     [ramp([1, 2, 4, 4, 5], 3, -2.0, 0.37)], False),
+    ("AdaptiveAvgPool1d(3)", lambda: nn.AdaptiveAvgPool1d(3), [ramp([2, 3, 7], 1)], False),
+    ("AdaptiveAvgPool3d((2,3,2))", lambda: nn.AdaptiveAvgPool3d((2, 3, 2)),
+     [ramp([1, 2, 5, 4, 3], 2)], False),
+    ("AdaptiveAvgPool3d(1) unbatched", lambda: nn.AdaptiveAvgPool3d(1), [ramp([2, 3, 4, 3], 2)],
+     False),
+    ("AdaptiveMaxPool1d(3)", lambda: nn.AdaptiveMaxPool1d(3), [ramp([2, 3, 7], 1, tie=1e-3)],
+     False),
+    ("AdaptiveMaxPool2d((2,3))", lambda: nn.AdaptiveMaxPool2d((2, 3)),
+     [ramp([2, 2, 5, 7], 1, tie=1e-3)], False),
+    ("AdaptiveMaxPool3d((2,2,2))", lambda: nn.AdaptiveMaxPool3d((2, 2, 2)),
+     [ramp([1, 2, 4, 5, 3], 6, tie=1e-3)], False),
+    ("LPPool1d(2,3)", lambda: nn.LPPool1d(2, 3), [ramp([2, 3, 7], 1)], False),
+    ("LPPool2d(2,(2,3),(1,2),ceil)", lambda: nn.LPPool2d(2, (2, 3), (1, 2), ceil_mode=True),
+     [ramp([2, 2, 5, 7], 1)], False),
+    ("LPPool2d(3,2) positive", lambda: nn.LPPool2d(3, 2), [ramp([1, 2, 4, 4], 1, 0.1, 0.3)],
+     False),
+    ("LPPool3d(2,2)", lambda: nn.LPPool3d(2, 2), [ramp([1, 2, 4, 4, 5], 3, -2.0, 0.37)], False),
+    ("UpsamplingNearest2d(scale 2)", lambda: nn.UpsamplingNearest2d(scale_factor=2),
+     [ramp([1, 2, 2, 3], 1)], False),
+    ("UpsamplingBilinear2d(size (5,7))", lambda: nn.UpsamplingBilinear2d(size=(5, 7)),
+     [ramp([1, 2, 2, 3], 1)], False),
+    # layers
+    ("PixelShuffle(2)", lambda: nn.PixelShuffle(2), [ramp([1, 8, 2, 3], 1)], False),
+    ("PixelUnshuffle(2)", lambda: nn.PixelUnshuffle(2), [ramp([1, 2, 4, 6], 1)], False),
+    ("ChannelShuffle(3)", lambda: nn.ChannelShuffle(3), [ramp([2, 6, 2, 2], 1)], False),
+    ("Bilinear(3,4,2)", lambda: nn.Bilinear(3, 4, 2), [ramp([5, 3], 1), ramp([5, 4], 2)], False),
+    ("Bilinear(3,2,4,bias=False) 3d", lambda: nn.Bilinear(3, 2, 4, bias=False),
+     [ramp([2, 3, 3], 1), ramp([2, 3, 2], 2)], False),
+    ("LocalResponseNorm(3)", lambda: nn.LocalResponseNorm(3), [ramp([2, 5, 3, 3], 1)], False),
+    ("LocalResponseNorm(2,0.01,0.5,2) 3d", lambda: nn.LocalResponseNorm(2, 0.01, 0.5, 2.0),
+     [ramp([2, 4, 5], 1)], False),
+]
+
+lines = ["// Generated by tests/nn/torch_nn_references.py (torch %s, CPU, float64): do not edit.\n"
+         % torch.__version__]
+for seed, (name, make, inputs, eval_mode) in enumerate(inv_cases):
+    torch.manual_seed(seed)
+    m = make()
+    if eval_mode:
+        m.eval()
+    xs = [t.clone().requires_grad_() for t in inputs]
+    out = m(*xs)
+    c = det_input(list(out.shape), 5, -1.0, 0.25)
+    (out * c).sum().backward()
+    lines.append('  {"%s",\n   {\n' % name)
+    for pn, p in m.state_dict().items():
+        lines.append(cpp_tensor("param:" + pn, p))
+    for i, t in enumerate(xs):
+        lines.append(cpp_tensor("x" if i == 0 else "x%d" % (i + 1), t))
+    lines.append(cpp_tensor("out", out))
+    lines.append(cpp_tensor("c", c))
+    for i, t in enumerate(xs):
+        lines.append(cpp_tensor("grad:x" if i == 0 else "grad:x%d" % (i + 1), t.grad))
+    for pn, p in m.named_parameters():
+        lines.append(cpp_tensor("grad:" + pn, p.grad))
+    lines.append("   }},\n")
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "inventory_references.inc"),
+          "w") as f:
+    f.writelines(lines)
+print("wrote inventory_references.inc:", len(inv_cases), "cases")
