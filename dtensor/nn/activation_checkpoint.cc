@@ -14,6 +14,7 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/autograd/node.h"
+#include "dtensor/nn/detail/forward_context_scope.h"
 #include "dtensor/rng/generator.h"
 #include "dtensor/tensor/error.h"
 
@@ -226,21 +227,6 @@ DTensorList recompute_backward(const Saved& s, absl::Span<const DTensor> grads) 
   return std::move(*caught);
 }
 
-// Makes a module's forward context current for a scope (the recompute) and restores the
-// previous one on exit, an exception too.
-class ForwardContextScope {
- public:
-  ForwardContextScope(Module& m, std::shared_ptr<const void> context)
-      : m_(m), previous_(m.set_forward_context(std::move(context))) {}
-  ~ForwardContextScope() { m_.set_forward_context(std::move(previous_)); }
-  ForwardContextScope(const ForwardContextScope&) = delete;
-  ForwardContextScope& operator=(const ForwardContextScope&) = delete;
-
- private:
-  Module& m_;
-  std::shared_ptr<const void> previous_;
-};
-
 }  // namespace
 
 DTensorList checkpoint(const CheckpointFunction& fn, absl::Span<const DTensor> inputs,
@@ -317,7 +303,7 @@ Module& checkpoint_wrapper(Module& module) {
     std::shared_ptr<const void> context = m.forward_context();
     return checkpoint(
         [&m, context](const DTensor& in) {
-          ForwardContextScope scope(m, context);
+          detail::ForwardContextScope scope(m, context);
           return m.forward(in);
         },
         x, options);

@@ -1,0 +1,82 @@
+// torch.nn.TransformerEncoderLayer and torch.nn.TransformerEncoder (PyTorch 2.15's child names,
+// arguments and slow-path forward), composed of MultiheadAttention, Linear, LayerNorm and
+// Dropout, so a batch-sharded input keeps its shards as those modules do.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dtensor/nn/basic_layers.h"
+#include "dtensor/nn/multihead_attention.h"
+
+namespace dtensor::nn {
+
+// Children (PyTorch's): self_attn (MultiheadAttention(d_model, nhead, dropout, bias,
+// batch_first)), linear1 (d_model -> dim_feedforward), dropout, linear2 (dim_feedforward ->
+// d_model), norm1, norm2 (LayerNorm(d_model, layer_norm_eps, bias)), dropout1, dropout2.
+//   norm_first false: x = norm1(x + sa(x)); x = norm2(x + ff(x))
+//   norm_first true:  x = x + sa(norm1(x)); x = x + ff(norm2(x))
+// sa(x) = dropout1(self_attn(x, x, x, masks, need_weights=false)); ff(x) =
+// dropout2(linear2(dropout(act(linear1(x))))). activation: "relu" or "gelu" (exact erf form;
+// PyTorch's callable activations are not offered). src is [S, N, d_model] (batch_first:
+// [N, S, d_model]) or unbatched [S, d_model]. PyTorch's fast path (eval, no grad, nested
+// tensors) is not taken: its numbers are the slow path's, except that the nested-tensor path of
+// TransformerEncoder zeroes the outputs at padded positions, which this one does not.
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
+                          double dropout = 0.1, std::string activation = "relu",
+                          double layer_norm_eps = 1e-5, bool batch_first = false,
+                          bool norm_first = false, bool bias = true, ModuleOptions opts = {});
+  std::string type_name() const override { return "TransformerEncoderLayer"; }
+  // src_mask: self_attn's attn_mask ([S, S] or [N * nhead, S, S]), src_key_padding_mask its
+  // key_padding_mask ([N, S]); bool (true: masked) or floating (added). is_causal: the hint
+  // that src_mask is causal (MultiheadAttentionArgs). Runs the layer through Module's call (its
+  // hooks run) with these masks as its forward context.
+  DTensor forward(const DTensor& src, const DTensor& src_mask,
+                  const DTensor& src_key_padding_mask = {}, bool is_causal = false);
+  // The layer with the masks of its forward context (none by default).
+  DTensor forward(const DTensor& src) override;
+  // A std::shared_ptr<const MultiheadAttentionArgs> (attn_mask, key_padding_mask, is_causal).
+  std::shared_ptr<const void> forward_context() const override { return call_args_; }
+  std::shared_ptr<const void> set_forward_context(std::shared_ptr<const void> context) override;
+  // A new layer of the same configuration holding copies of this layer's parameter values
+  // (PyTorch's copy.deepcopy of a layer, as TransformerEncoder makes them). The parameters must
+  // be local (not parallelized); "[TransformerEncoderLayer] clone ..." otherwise.
+  std::shared_ptr<TransformerEncoderLayer> clone() const;
+
+ private:
+  int64_t d_model_, nhead_, dim_feedforward_;
+  double dropout_p_;
+  std::string activation_;
+  double layer_norm_eps_;
+  bool batch_first_, norm_first_, bias_;
+  ModuleOptions opts_;
+  std::shared_ptr<MultiheadAttention> self_attn_;
+  ModulePtr linear1_, dropout_, linear2_, norm1_, norm2_, dropout1_, dropout2_;
+  std::shared_ptr<const MultiheadAttentionArgs> call_args_;
+};
+
+// PyTorch's TransformerEncoder(encoder_layer, num_layers, norm): children layers.<i> (each a
+// clone of encoder_layer, so all start with its parameter values, as PyTorch's deepcopy; the
+// given layer itself is not a child) and norm (when given). forward runs the layers in order
+// with the same masks, then norm. is_causal: the hint passed to every layer (PyTorch also
+// detects a causal src mask by comparing it with one; the values are the same either way).
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(const TransformerEncoderLayer& encoder_layer, int64_t num_layers,
+                     ModulePtr norm = nullptr);
+  std::string type_name() const override { return "TransformerEncoder"; }
+  DTensor forward(const DTensor& src, const DTensor& mask, const DTensor& src_key_padding_mask = {},
+                  bool is_causal = false);
+  DTensor forward(const DTensor& src) override { return forward(src, DTensor()); }
+  int64_t num_layers() const { return num_layers_; }
+
+ private:
+  int64_t num_layers_;
+  std::vector<std::shared_ptr<TransformerEncoderLayer>> layers_;
+  ModulePtr norm_;
+};
+
+}  // namespace dtensor::nn

@@ -1,0 +1,204 @@
+// MultiheadAttention, TransformerEncoderLayer and TransformerEncoder against PyTorch 2.15
+// (tests/nn/torch_transformer_references.py writes tests/data/nn/transformer_reference.txt:
+// float64 inputs, masks and parameters by name; outputs, attention weights and the gradients of
+// sum(out * cout) [+ sum(weights * cweights)] w.r.t. the inputs and every parameter), the
+// parameter names, shapes and initial values, the errors.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/tensor/creation.h"
+#include "tests/common/ops_dtensor_test_util.h"
+
+namespace dt = dtensor;
+namespace nn = dtensor::nn;
+namespace tt = dtensor::test;
+using dt::DTensor;
+using dt::Tensor;
+
+namespace {
+
+// "<name> <f64|bool> <d0,d1,..|-> <values...>" per line.
+const std::map<std::string, Tensor>& reference() {
+  static const std::map<std::string, Tensor> table = [] {
+    std::map<std::string, Tensor> out;
+    std::ifstream in(DTENSOR_NN_TRANSFORMER_REFERENCE);
+    if (!in) throw std::runtime_error("cannot read " DTENSOR_NN_TRANSFORMER_REFERENCE);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream s(line);
+      std::string name, kind, dims, v;
+      s >> name >> kind >> dims;
+      dt::Shape shape;
+      if (dims != "-") {
+        std::istringstream d(dims);
+        for (std::string x; std::getline(d, x, ',');) shape.push_back(std::stoll(x));
+      }
+      std::vector<double> values;
+      while (s >> v) values.push_back(std::stod(v));
+      Tensor t = dt::from_vector<double>(values, shape);
+      out.emplace(name, kind == "bool" ? t.to(dt::kBool) : t);
+    }
+    return out;
+  }();
+  return table;
+}
+
+bool has_want(const std::string& name) {
+  return reference().count(name) > 0;
+}
+Tensor want(const std::string& name) {
+  const auto it = reference().find(name);
+  if (it == reference().end()) throw std::runtime_error("no reference " + name);
+  return it->second;
+}
+DTensor want_local(const std::string& name) {
+  return has_want(name) ? nn::local_dtensor(want(name)) : DTensor();
+}
+
+// Loads PyTorch's parameters by name; every parameter of `m` must have one, and no more.
+void load(nn::Module& m, const std::string& c) {
+  const std::string prefix = c + ".param.";
+  size_t count = 0;
+  for (const auto& [name, t] : reference()) count += name.rfind(prefix, 0) == 0 ? 1 : 0;
+  const auto params = m.named_parameters();
+  REQUIRE(params.size() == count);
+  for (const auto& [fqn, p] : params) {
+    INFO(fqn);
+    const size_t dot = fqn.rfind('.');
+    nn::Module& owner = dot == std::string::npos ? m : m.get_submodule(fqn.substr(0, dot));
+    owner.set_parameter(dot == std::string::npos ? fqn : fqn.substr(dot + 1),
+                        nn::local_dtensor(want(prefix + fqn)));
+  }
+}
+
+DTensor leaf(const std::string& name) {
+  DTensor x = nn::local_dtensor(want(name).clone());
+  x.requires_grad_(true);
+  return x;
+}
+
+constexpr double kTol = 1e-12;
+
+// The loss of the reference, backward, and every comparison.
+void check(nn::Module& m, const std::string& c,
+           const std::vector<std::pair<std::string, DTensor>>& in, const DTensor& out,
+           const DTensor& weights) {
+  CHECK(tt::same_values(out.to_local(), want(c + ".out"), kTol));
+  DTensor loss = dt::sum(dt::mul(out, want_local(c + ".cout")));
+  CHECK(weights.defined() == has_want(c + ".weights"));
+  if (weights.defined()) {
+    CHECK(tt::same_values(weights.to_local(), want(c + ".weights"), kTol));
+    loss = dt::add(loss, dt::sum(dt::mul(weights, want_local(c + ".cweights"))));
+  }
+  loss.backward();
+  for (const auto& [name, x] : in) {
+    INFO("grad of " << name);
+    CHECK(tt::same_values(x.grad().to_local(), want(c + ".grad." + name), kTol));
+  }
+  for (const auto& [name, p] : m.named_parameters()) {
+    INFO("grad of " << name);
+    REQUIRE(p.grad().defined());
+    CHECK(tt::same_values(p.grad().to_local(), want(c + ".grad.param." + name), kTol));
+  }
+}
+
+nn::ModuleOptions f64() {
+  nn::ModuleOptions o;
+  o.dtype = dt::kFloat64;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("MultiheadAttention gives PyTorch's outputs, weights and gradients", "[nn]") {
+  constexpr int64_t E = 4, H = 2;
+  const std::optional<int64_t> none;
+  struct Case {
+    const char* name;
+    bool bias = true, add_bias_kv = false, add_zero_attn = false;
+    std::optional<int64_t> kdim, vdim;
+    bool batch_first = false;
+    bool self = true;
+    nn::MultiheadAttentionArgs args;
+  };
+  auto args = [](bool need_weights, bool average = true, bool is_causal = false) {
+    nn::MultiheadAttentionArgs a;
+    a.need_weights = need_weights;
+    a.average_attn_weights = average;
+    a.is_causal = is_causal;
+    return a;
+  };
+  const std::vector<Case> cases = {
+      {"mha_self_weights", true, false, false, none, none, false, true, args(true)},
+      {"mha_self_sdpa_bool", true, false, false, none, none, false, true, args(false)},
+      {"mha_cross_kvdim", true, false, false, 5, 3, false, false, args(true, false)},
+      {"mha_cross_kvdim_sdpa", true, false, false, 5, 3, false, false, args(false)},
+      {"mha_bias_kv_zero_attn", true, true, true, none, none, false, false, args(true)},
+      {"mha_bias_kv_zero_attn_sdpa", true, true, true, none, none, false, false, args(false)},
+      {"mha_batch_first_causal", true, false, false, none, none, true, true,
+       args(false, true, true)},
+      {"mha_causal_kpm", false, false, false, none, none, false, true, args(false, true, true)},
+      {"mha_unbatched", true, false, false, 5, 5, false, false, args(true, false)},
+  };
+  for (const Case& k : cases) {
+    const std::string c = k.name;
+    INFO(c);
+    nn::MultiheadAttention m(E, H, 0.0, k.bias, k.add_bias_kv, k.add_zero_attn, k.kdim, k.vdim,
+                             k.batch_first, f64());
+    load(m, c);
+    m.eval();
+    nn::MultiheadAttentionArgs a = k.args;
+    a.attn_mask = want_local(c + ".attn_mask");
+    a.key_padding_mask = want_local(c + ".key_padding_mask");
+    std::vector<std::pair<std::string, DTensor>> in = {{"query", leaf(c + ".query")}};
+    if (!k.self) {
+      in.emplace_back("key", leaf(c + ".key"));
+      in.emplace_back("value", leaf(c + ".value"));
+    }
+    const DTensor& q = in[0].second;
+    const nn::MultiheadAttentionOutput r =
+        k.self ? m.forward(q, q, q, a) : m.forward(q, in[1].second, in[2].second, a);
+    check(m, c, in, r.attn_output, r.attn_weights);
+  }
+}
+
+TEST_CASE("TransformerEncoderLayer and TransformerEncoder give PyTorch's values", "[nn]") {
+  constexpr int64_t E = 4, H = 2, FF = 6;
+  struct Case {
+    const char* name;
+    std::string activation;
+    bool batch_first, norm_first, bias, is_causal;
+  };
+  for (const Case& k : {Case{"enc_post_relu", "relu", false, false, true, false},
+                        Case{"enc_pre_gelu_bf", "gelu", true, true, true, false},
+                        Case{"enc_pre_nobias_causal", "relu", false, true, false, true}}) {
+    const std::string c = k.name;
+    INFO(c);
+    nn::TransformerEncoderLayer m(E, H, FF, 0.1, k.activation, 1e-5, k.batch_first, k.norm_first,
+                                  k.bias, f64());
+    load(m, c);
+    m.eval();
+    const DTensor src = leaf(c + ".src");
+    const DTensor out = m.forward(src, want_local(c + ".src_mask"),
+                                  want_local(c + ".src_key_padding_mask"), k.is_causal);
+    check(m, c, {{"src", src}}, out, DTensor());
+  }
+  const std::string c = "encoder2";
+  nn::TransformerEncoderLayer layer(E, H, FF, 0.1, "relu", 1e-5, false, false, true, f64());
+  nn::TransformerEncoder enc(layer, 2, std::make_shared<nn::LayerNorm>(E, 1e-5, true, f64()));
+  load(enc, c);
+  enc.eval();
+  const DTensor src = leaf(c + ".src");
+  const DTensor out =
+      enc.forward(src, want_local(c + ".src_mask"), want_local(c + ".src_key_padding_mask"), true);
+  check(enc, c, {{"src", src}}, out, DTensor());
+}
