@@ -992,6 +992,174 @@ TEST_CASE("fully_shard: a frozen unit is released right after its own backward",
   }
 }
 
+namespace {
+// A frozen unit whose forward also reads `s`, a trainable DTensor captured from outside (not
+// its input): x W^T + s W^T, so s's gradient (g W) reads the gathered weight in backward.
+class CapturedLinear : public nn::Module {
+ public:
+  CapturedLinear(int64_t d, const dt::DTensor* s, uint64_t seed) : s_(s) {
+    dt::Generator g(seed);
+    register_parameter("weight", nn::local_dtensor(dt::randn({d, d}, {}, &g)));
+  }
+  std::string type_name() const override { return "CapturedLinear"; }
+  dt::DTensor forward(const dt::DTensor& x) override {
+    const dt::DTensor& w = param("weight");
+    return dt::add(dt::linear(x, w), dt::linear(*s_, w));
+  }
+
+ private:
+  const dt::DTensor* s_;
+};
+
+// head(cap1(cap0(x))), or head(cap0(x.detach()) + cap0(x)): the same unit called first with an
+// input that needs no gradient (not wrapped, nothing counts it), then with one that does.
+class CapturedModel : public nn::Module {
+ public:
+  CapturedModel(int64_t d, const dt::DTensor* s, bool two_calls) : two_calls_(two_calls) {
+    cap0_ = register_module("cap0", std::make_shared<CapturedLinear>(d, s, 41));
+    cap1_ = register_module("cap1", std::make_shared<CapturedLinear>(d, s, 42));
+    dt::manual_seed(43);
+    head_ = register_module("head", std::make_shared<nn::Linear>(d, d));
+  }
+  std::string type_name() const override { return "CapturedModel"; }
+  dt::DTensor forward(const dt::DTensor& x) override {
+    if (!two_calls_) return (*head_)((*cap1_)((*cap0_)(x)));
+    return (*head_)(dt::add((*cap0_)(x.detach()), (*cap0_)(x)));
+  }
+
+ private:
+  bool two_calls_;
+  nn::ModulePtr cap0_, cap1_, head_;
+};
+}  // namespace
+
+// A frozen unit is released when its input's gradient is computed (FrozenUnitInputBackward).
+// Its forward reading a trainable tensor other than its input (s) does not make that early:
+// the engine runs ready nodes latest-recorded first and the input node is the call's first, so
+// every node the call recorded (s's path through the weight included) has run before it; an
+// earlier call's nodes run after it, but behind that call's output, whose hook gathers the unit
+// again. Values bit-equal to one device, with and without the input's gradient.
+TEST_CASE("fully_shard: a frozen unit reading a trainable tensor besides its input",
+          "[dp][fsdp][memory]") {
+  const int64_t D = 16;
+  dt::Generator gen(60);
+  const dt::Tensor x = dt::randn({3, D}, {}, &gen);
+  const dt::Tensor sv = dt::randn({3, D}, {}, &gen);
+  const dt::Tensor w = dt::randn({3, D}, {}, &gen);
+  for (const bool two_calls : {false, true}) {
+    for (const bool x_grad : {true, false}) {
+      if (two_calls && !x_grad) continue;
+      INFO("two calls " << two_calls << ", x requires grad " << x_grad);
+      dt::DTensor s[2] = {nn::local_dtensor(sv.clone()), nn::local_dtensor(sv.clone())};
+      CapturedModel model(D, &s[0], two_calls), ref(D, &s[1], two_calls);
+      for (nn::Module* m : {static_cast<nn::Module*>(&model), static_cast<nn::Module*>(&ref)}) {
+        for (auto& [name, p] : m->named_parameters()) p.requires_grad_(name.rfind("head.", 0) == 0);
+      }
+      dt::fully_shard(model, dp_mesh(),
+                      {.grouping = {.module_types = {"CapturedLinear", "Linear"}}});
+      for (int step = 0; step < 2; ++step) {  // the second knows the forward order
+        INFO("step " << step);
+        dt::Tensor gx[2], gs[2], gw[2];
+        for (int k = 0; k < 2; ++k) {
+          nn::Module& m = k == 0 ? static_cast<nn::Module&>(model) : ref;
+          for (auto& [name, p] : m.named_parameters()) p.set_grad(dt::DTensor());
+          s[k].set_grad(dt::DTensor());
+          s[k].requires_grad_(true);
+          dt::DTensor xi = nn::local_dtensor(x.clone());
+          xi.requires_grad_(x_grad);
+          dt::sum(dt::mul(m(xi), nn::local_dtensor(w))).backward();
+          if (x_grad) gx[k] = xi.grad().to_local();
+          gs[k] = s[k].grad().to_local();
+          gw[k] = m.named_parameters()[2].second.grad().full_tensor();  // head.weight
+        }
+        if (x_grad) CHECK(max_diff(gx[0], gx[1]) == 0);
+        CHECK(max_diff(gs[0], gs[1]) == 0);
+        CHECK(max_diff(gw[0], gw[1]) == 0);
+      }
+    }
+  }
+}
+
+namespace {
+// A frozen unit that doubles its input in place (x.mul_(2)) before its product with the weight.
+class DoublingLinear : public nn::Module {
+ public:
+  explicit DoublingLinear(int64_t d) {
+    dt::Generator g(44);
+    register_parameter("weight", nn::local_dtensor(dt::randn({d, d}, {}, &g)));
+  }
+  std::string type_name() const override { return "DoublingLinear"; }
+  dt::DTensor forward(const dt::DTensor& x) override {
+    dt::mul_(x, dt::Scalar(2.0));
+    return dt::linear(x, param("weight"));
+  }
+};
+
+// mode 0: head(dbl(h)), h = pre(x); 1: head(h + dbl(h)), the caller reading h again; 2: dbl(x)
+// on the leaf x.
+class DoublingModel : public nn::Module {
+ public:
+  explicit DoublingModel(int64_t d) {
+    dt::manual_seed(45);
+    pre_ = register_module("pre", std::make_shared<nn::Linear>(d, d));
+    dbl_ = register_module("dbl", std::make_shared<DoublingLinear>(d));
+    head_ = register_module("head", std::make_shared<nn::Linear>(d, d));
+    for (auto& [name, p] : named_parameters()) p.requires_grad_(name.rfind("dbl.", 0) != 0);
+  }
+  std::string type_name() const override { return "DoublingModel"; }
+  dt::DTensor forward(const dt::DTensor& x) override {
+    if (mode == 2) return (*head_)((*dbl_)(x));
+    const dt::DTensor h = (*pre_)(x);
+    return (*head_)(mode == 0 ? (*dbl_)(h) : dt::add(h, (*dbl_)(h)));
+  }
+  int mode = 0;
+
+ private:
+  nn::ModulePtr pre_, dbl_, head_;
+};
+}  // namespace
+
+// A frozen unit sees its input through an identity node over the same memory, not the caller's
+// tensor: its forward writing that input in place is allowed while the caller does not read the
+// input again (values as one device), refused in backward on every rank when it does (its
+// gradient would skip the write's derivative), and refused at once on a leaf, as the in-place op
+// on the leaf itself is.
+TEST_CASE("fully_shard: a frozen unit writing its input in place", "[dp][fsdp]") {
+  const int64_t D = 8;
+  dt::Generator gen(61);
+  const dt::Tensor x = dt::randn({3, D}, {}, &gen);
+  const dt::Tensor w = dt::randn({3, D}, {}, &gen);
+  DoublingModel model(D), ref(D);
+  dt::fully_shard(model, dp_mesh(), {.grouping = {.module_types = {"DoublingLinear", "Linear"}}});
+  dt::DTensor xi[2];
+  auto loss = [&](DoublingModel& m, int mode) {
+    m.mode = mode;
+    xi[&m == &ref] = nn::local_dtensor(x.clone());
+    xi[&m == &ref].requires_grad_(true);
+    return dt::sum(dt::mul(m(xi[&m == &ref]), nn::local_dtensor(w)));
+  };
+  auto same_step = [&] {
+    for (DoublingModel* m : {&model, &ref}) {
+      for (auto& [name, p] : m->named_parameters()) p.set_grad(dt::DTensor());
+      loss(*m, 0).backward();
+    }
+    CHECK(max_diff(xi[0].grad().to_local(), xi[1].grad().to_local()) == 0);
+    CHECK(max_diff(model.named_parameters()[0].second.grad().full_tensor(),
+                   ref.named_parameters()[0].second.grad().to_local()) == 0);  // pre.weight
+  };
+  same_step();
+  same_step();  // the forward order known
+  CHECK_THROWS_WITH(loss(model, 1).backward(),
+                    Catch::Contains("[fully_shard] unit 'dbl' wrote its input in place in its "
+                                    "forward and the caller read that input again"));
+  CHECK_THROWS_WITH(loss(model, 2),
+                    Catch::Contains("[fully_shard] unit 'dbl' wrote its input in place in its "
+                                    "forward (") &&
+                        Catch::Contains("a leaf that requires grad"));
+  CHECK_THROWS_WITH(loss(ref, 2), Catch::Contains("a leaf DTensor that requires grad"));
+  same_step();  // after a backward and a forward that raised
+}
+
 TEST_CASE("fully_shard: an all-frozen unit's gathered parameters are freed by backward",
           "[dp][fsdp][memory]") {
   const int64_t D = 32;

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
+#include "dtensor/autograd/node.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/parallel/data_parallel/detail/grad_comm.h"
 #include "dtensor/tensor/creation.h"
@@ -99,6 +101,10 @@ struct UnitState {
   // not wrapped (in a compile capture, an input without a gradient) is not counted.
   bool release_after_input_grad = false;
   std::shared_ptr<int64_t> pending_inputs = std::make_shared<int64_t>(0);
+  // The current call's input x and what the forward got for it (the FrozenUnitInputBackward
+  // node's output), from wrap_frozen_input to post_forward (check_written_input).
+  mutable DTensor wrapped_input, wrapped;
+  mutable const autograd::Node* wrap_node = nullptr;
   int64_t block = 0;              // per-rank elements of the flat buffers
   DType dtype = kFloat32;         // of the gather buffers (the compute dtype)
   DType reduce_dtype = kFloat32;  // of the reduce-scatter buffers
@@ -694,6 +700,7 @@ struct DataParallel::State {
 
   void pre_forward(const UnitState& u);
   DTensor wrap_frozen_input(const UnitState& u, const DTensor& x);
+  void check_written_input(const UnitState& u);
   DTensor post_forward(const UnitState& u, const DTensor& out);
 };
 
@@ -757,6 +764,7 @@ void DataParallel::State::pre_forward(const UnitState& u) {
 // A frozen unit's input passed through an identity node whose backward releases the unit when
 // no other wrapped call's node of the unit is pending (alive and not run).
 DTensor DataParallel::State::wrap_frozen_input(const UnitState& u, const DTensor& x) {
+  u.wrapped_input = u.wrapped = DTensor();  // a forward that raised left them
   // Without reshard_after_forward no re-gather hook would gather it again for another backward.
   if (!u.release_after_input_grad || capturing() || !options.reshard_after_forward) return x;
   if (!x.defined() || !x.requires_grad() || !autograd::grad_enabled()) return x;
@@ -771,19 +779,51 @@ DTensor DataParallel::State::wrap_frozen_input(const UnitState& u, const DTensor
     ~Token() { close(); }
   };
   ++*u.pending_inputs;
-  // x.detach() is not a view of x for autograd (SEMANTICS, Frozen units): a forward writing its
-  // input in place while the caller reads x again gives x a gradient without that write's
-  // derivative (not detected; marking it a view would refuse a correct in-place first op).
+  // x.detach() is not a view of x for autograd: a forward writing it in place is allowed (a
+  // correct relu_ on the input), and check_written_input guards the caller's x after it.
   auto token = std::make_shared<Token>();
   token->pending = u.pending_inputs;
-  return autograd::record_function("FrozenUnitInputBackward", {&x}, x.detach(),
-                                   [this, &u, token](absl::Span<const DTensor> g) {
-                                     token->close();
-                                     if (*u.pending_inputs == 0 && gathered_units.contains(&u)) {
-                                       release(u);
-                                     }
-                                     return DTensorList{g[0]};
-                                   });
+  u.wrapped_input = x;
+  u.wrapped = autograd::record_function(
+      "FrozenUnitInputBackward", {&x}, x.detach(), [this, &u, token](absl::Span<const DTensor> g) {
+        token->close();
+        if (*u.pending_inputs == 0 && gathered_units.contains(&u)) {
+          release(u);
+        }
+        return DTensorList{g[0]};
+      });
+  u.wrap_node = u.wrapped.autograd_meta()->grad_fn.get();
+  return u.wrapped;
+}
+
+// A forward that wrote its wrapped input in place moved that tensor's history off the
+// FrozenUnitInputBackward node, while the caller's x (the same memory) keeps its own: a later
+// read of x would take a gradient without the write's derivative. So x's history is pointed
+// at a node that refuses any gradient reaching it (on every rank: the graph is the same), as an
+// in-place op on x itself re-points it; a leaf or a view that requires grad is refused at once,
+// as that op on x itself is. One pointer compare per wrapped call otherwise.
+void DataParallel::State::check_written_input(const UnitState& u) {
+  DTensor x = std::exchange(u.wrapped_input, DTensor());
+  const DTensor got = std::exchange(u.wrapped, DTensor());
+  const std::shared_ptr<autograd::Node>& now = got.autograd_meta()->grad_fn;
+  if (now == nullptr || now.get() == u.wrap_node) return;
+  AutogradMeta& meta = *x.autograd_meta();
+  DT_CHECK(meta.grad_fn != nullptr && !meta.is_view,
+           "[fully_shard] unit '%s' wrote its input in place in its forward (%s), and that input "
+           "is %s that requires grad: refused, as the in-place op on it is (clone it first)",
+           u.fqn, now->name(), meta.grad_fn == nullptr ? "a leaf" : "a view of a DTensor");
+  const DTensor guard = autograd::record_function(
+      "FrozenUnitInputWritten", {&got}, got.detach(),
+      [fqn = u.fqn](absl::Span<const DTensor>) -> DTensorList {
+        DT_FAIL(
+            "[fully_shard] unit '%s' wrote its input in place in its forward and the caller "
+            "read that input again: its gradient would skip the write's derivative (the unit "
+            "sees its input through an identity node, not the caller's tensor). Write a copy "
+            "in the forward, or call the unit on x.clone()",
+            fqn);
+      });
+  meta.grad_fn = guard.autograd_meta()->grad_fn;
+  meta.output_nr = 0;
 }
 
 DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out) {
@@ -792,6 +832,7 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
     order_known = true;
   }
   for (size_t i : u.all) swap_in(params[i], params[i].storage);
+  if (u.wrapped.defined()) check_written_input(u);
   if (u.sharded.empty()) return out;
   const bool backward_follows = out.defined() && out.requires_grad();
   if (backward_follows) ++u.backwards_pending;
