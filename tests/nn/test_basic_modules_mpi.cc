@@ -229,5 +229,12 @@ TEST_CASE("Recurrent layers on a batch-sharded input equal the unsharded run") {
                       Catch::Contains("[LSTM] input is sharded on dim 0: only the batch dim (1)"));
     CHECK_THROWS_WITH(lstm(dt::distribute_tensor(x, mesh, {Shard(2)}, std::nullopt)),
                       Catch::Contains("[LSTM] input is sharded on dim 2"));
+    // A state sharded on its hidden dim, too.
+    const Tensor h0 = st::det_input({1, 2, 4}, 2, -0.5, 0.1, dt::kFloat64);
+    CHECK_THROWS_WITH(
+        lstm.forward_with_state(dt::distribute_tensor(x, mesh, {Shard(1)}, std::nullopt),
+                                dt::distribute_tensor(h0, mesh, {Shard(2)}, std::nullopt),
+                                dt::distribute_tensor(h0, mesh, {Replicate()}, std::nullopt)),
+        Catch::Contains("[LSTM] h0 is sharded on dim 2: only the batch dim (1)"));
   }
 }
