@@ -61,7 +61,10 @@ class RecurrentBase : public Module {
   // Module's one-input call: the output only, from a zero initial state.
   DTensor forward(const DTensor& x) override;
   // h0 [D * num_layers, B, H_out] ([D * num_layers, H_out] for an unbatched input) and, for
-  // LSTM, c0 [D * num_layers, B, hidden_size]; an undefined h0 / c0 is zeros.
+  // LSTM, c0 [D * num_layers, B, hidden_size]; an undefined h0 / c0 is zeros. A direct call,
+  // as the cells' forward_with_state: the module's hooks run for module(x) only
+  // (Module::operator()), so where a hook does work (fully_shard's parameter gather, a parallel
+  // style's input layout) call module(x), or do that work before calling this.
   RecurrentOutput forward_with_state(const DTensor& x, const DTensor& h0,
                                      const DTensor& c0 = DTensor());
   int64_t input_size() const { return input_size_; }
