@@ -905,6 +905,21 @@ TEST_CASE("PrepareModuleInput: None entries, two-input modules, keyword layouts"
     CHECK(got.device_mesh() == mesh);
     check_loss(got);
   }
+  SECTION("a loss: PrepareModuleOutput lays out its output (module(a, b) runs forward hooks)") {
+    nn::MSELoss loss;
+    dt::parallelize_module(
+        loss, mesh,
+        dt::PrepareModuleInput({.input_layouts = {dt::Shard(0), std::nullopt},
+                                .desired_input_layouts = {dt::Replicate(), std::nullopt},
+                                .use_local_output = true}));
+    dt::parallelize_module(loss, mesh,
+                           dt::PrepareModuleOutput({.output_layouts = dt::Replicate(),
+                                                    .desired_output_layouts = dt::Replicate(),
+                                                    .use_local_output = false}));
+    const dt::DTensor got = loss(xl, nn::local_dtensor(t));
+    CHECK(got.device_mesh() == mesh);
+    check_loss(got);
+  }
   SECTION("a distance: x2 by keyword, x1 (None) passed as it is; no desired layout: wrap only") {
     nn::PairwiseDistance dist;
     const dt::DTensor ref = dist(nn::local_dtensor(x), nn::local_dtensor(t));
