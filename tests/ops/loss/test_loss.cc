@@ -1166,3 +1166,61 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("margin, embedding and likelihood loss errors name the op and the argument") {
+  using Catch::Contains;
+  const Tensor x = dt::zeros({2, 3}, dt::kFloat64), t1 = dt::zeros({2}, dt::kFloat64);
+  const Tensor cls = dt::from_vector<int64_t>({0, 3}, {2});
+  REQUIRE_THROWS_WITH(dt::margin_ranking_loss(x, x, t1),
+                      Contains("[margin_ranking_loss] all input tensors should have the same "
+                               "number of dims, got input1 [2, 3], input2 [2, 3], target [2]"));
+  REQUIRE_THROWS_WITH(dt::soft_margin_loss(x, x, Reduction::kBatchMean),
+                      Contains("[soft_margin_loss] reduction 'batchmean' is only supported by "
+                               "kl_div"));
+  REQUIRE_THROWS_WITH(dt::hinge_embedding_loss(x, x.to(dt::kFloat32)),
+                      Contains("[hinge_embedding_loss] target of dtype float32 does not match "
+                               "input's float64"));
+  REQUIRE_THROWS_WITH(dt::cosine_embedding_loss(x, x, x),
+                      Contains("[cosine_embedding_loss] 0D or 1D target tensor expected"));
+  REQUIRE_THROWS_WITH(dt::cosine_embedding_loss(t1, t1, t1),
+                      Contains("1D target tensor expects 2D input tensors, but found inputs "
+                               "with sizes [2] and [2]"));
+  REQUIRE_THROWS_WITH(dt::multi_margin_loss(x, cls, Reduction::kMean, 3),
+                      Contains("[multi_margin_loss] only p == 1 and p == 2 supported, got p 3"));
+  REQUIRE_THROWS_WITH(dt::multi_margin_loss(x, cls),
+                      Contains("[multi_margin_loss] target 3 out of range for 3 classes"));
+  REQUIRE_THROWS_WITH(dt::multi_margin_loss(x, t1),
+                      Contains("[multi_margin_loss] target must be int64 or int32"));
+  REQUIRE_THROWS_WITH(
+      dt::multi_margin_loss(x, dt::from_vector<int64_t>({0, 1}, {2}), Reduction::kMean, 1, 1.0,
+                            dt::ones({2}, dt::kFloat64)),
+      Contains("[multi_margin_loss] weight must be one-dimensional of size 3 (the classes), got "
+               "[2]"));
+  REQUIRE_THROWS_WITH(
+      dt::multilabel_margin_loss(x, dt::from_vector<int64_t>({0, -1, 7, 1, 2, -1}, {2, 3})),
+      Contains("[multilabel_margin_loss] target 7 out of range for 3 classes"));
+  REQUIRE_THROWS_WITH(dt::multilabel_margin_loss(x, cls),
+                      Contains("[multilabel_margin_loss] target of shape [2] does not match "
+                               "input of shape [2, 3]"));
+  REQUIRE_THROWS_WITH(dt::triplet_margin_loss(x, x, t1),
+                      Contains("[triplet_margin_loss] the anchor, positive, and negative tensors "
+                               "are expected to have the same number of dimensions"));
+  REQUIRE_THROWS_WITH(dt::triplet_margin_with_distance_loss(x, x, x, Reduction::kMean, {}, -1.0),
+                      Contains("[triplet_margin_with_distance_loss] margin must be greater than "
+                               "0, got -1"));
+  REQUIRE_THROWS_WITH(dt::gaussian_nll_loss(x, x, dt::ones({3, 2}, dt::kFloat64)),
+                      Contains("[gaussian_nll_loss] var is of incorrect size: [3, 2] for input "
+                               "[2, 3]"));
+  REQUIRE_THROWS_WITH(dt::gaussian_nll_loss(x, x, dt::full({2, 3}, -1.0, dt::kFloat64)),
+                      Contains("[gaussian_nll_loss] var has negative entry/entries"));
+  // The accepted var shapes (PyTorch's): the input's, less the last dim, one dim of size 1.
+  for (const dt::Shape& s : {dt::Shape{2, 3}, dt::Shape{2}, dt::Shape{2, 1}, dt::Shape{1, 3}}) {
+    CHECK(dt::gaussian_nll_loss(x, x, dt::ones(s, dt::kFloat64)).shape() == dt::Shape{});
+  }
+  // Empty batches: the means are NaN (PyTorch's multi_margin_loss / multilabel_margin_loss give
+  // an uninitialised value there).
+  const Tensor e = dt::zeros({0, 3}, dt::kFloat64);
+  CHECK(std::isnan(dt::multi_margin_loss(e, dt::zeros({0}, dt::kInt64)).item<double>()));
+  CHECK(dt::multilabel_margin_loss(e, dt::zeros({0, 3}, dt::kInt64), Reduction::kSum)
+            .item<double>() == 0.0);
+}
