@@ -1,5 +1,6 @@
 // Pooling, upsampling and padding modules with torch.nn's names, arguments and defaults
-// (MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool2d, Upsample, and the 1d / 2d / 3d Zero, Constant,
+// (MaxPool1d/2d/3d, AvgPool1d/2d/3d, the adaptive pools, LPPool1d/2d/3d, Upsample and its
+// UpsamplingNearest2d / UpsamplingBilinear2d, and the 1d / 2d / 3d Zero, Constant,
 // Reflection, Replication and Circular pads). They
 // hold no parameters; forward calls the DTensor op of dtensor/ops/pool/pool.h, so batch- and
 // channel-sharded inputs keep their shards (a spatially sharded input is gathered there).
@@ -11,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dtensor/nn/module.h"
@@ -56,6 +58,13 @@ class MaxPool2d : public MaxPoolNd {
       : MaxPoolNd(2, "MaxPool2d", kernel_size, stride, padding, dilation, ceil_mode) {}
 };
 
+class MaxPool3d : public MaxPoolNd {
+ public:
+  explicit MaxPool3d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0},
+                     IntSpan dilation = {1}, bool ceil_mode = false)
+      : MaxPoolNd(3, "MaxPool3d", kernel_size, stride, padding, dilation, ceil_mode) {}
+};
+
 // avg_pool1d(x, kernel_size, stride, padding, ceil_mode, count_include_pad).
 class AvgPool1d : public Module {
  public:
@@ -69,19 +78,41 @@ class AvgPool1d : public Module {
   bool ceil_mode_, count_include_pad_;
 };
 
-// avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override).
-class AvgPool2d : public Module {
+// avg_pool2d / avg_pool3d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+// divisor_override) (AvgPool2d / AvgPool3d below).
+class AvgPoolNd : public Module {
  public:
-  explicit AvgPool2d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0},
-                     bool ceil_mode = false, bool count_include_pad = true,
-                     std::optional<int64_t> divisor_override = std::nullopt);
-  std::string type_name() const override { return "AvgPool2d"; }
+  std::string type_name() const override { return name_; }
   DTensor forward(const DTensor& x) override;
 
+ protected:
+  AvgPoolNd(int64_t nd, const char* name, IntSpan kernel_size, IntSpan stride, IntSpan padding,
+            bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+
  private:
+  int64_t nd_;
+  std::string name_;
   Shape kernel_size_, stride_, padding_;
   bool ceil_mode_, count_include_pad_;
   std::optional<int64_t> divisor_override_;
+};
+
+class AvgPool2d : public AvgPoolNd {
+ public:
+  explicit AvgPool2d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0},
+                     bool ceil_mode = false, bool count_include_pad = true,
+                     std::optional<int64_t> divisor_override = std::nullopt)
+      : AvgPoolNd(2, "AvgPool2d", kernel_size, stride, padding, ceil_mode, count_include_pad,
+                  divisor_override) {}
+};
+
+class AvgPool3d : public AvgPoolNd {
+ public:
+  explicit AvgPool3d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0},
+                     bool ceil_mode = false, bool count_include_pad = true,
+                     std::optional<int64_t> divisor_override = std::nullopt)
+      : AvgPoolNd(3, "AvgPool3d", kernel_size, stride, padding, ceil_mode, count_include_pad,
+                  divisor_override) {}
 };
 
 // adaptive_avg_pool2d(x, output_size).
@@ -95,6 +126,94 @@ class AdaptiveAvgPool2d : public Module {
 
  private:
   Shape output_size_;
+};
+
+// The other adaptive pools (round 9): one output size for every spatial dim, or one each (no
+// None entries). AdaptiveAvgPool1d and AdaptiveMaxPool2d are their ops; AdaptiveMaxPool1d is
+// adaptive_max_pool2d over a (1, L) plane (its indices are then PyTorch's); AdaptiveAvgPool3d and
+// AdaptiveMaxPool3d are exact separable composites (the (H, W) pool of every depth slice, then
+// the depth pool: a box mean is the mean of its slices' means, a box max the max of their maxes;
+// means agree with PyTorch's to rounding, maxes and their gradients exactly). (C, *spatial)
+// inputs are taken, as PyTorch's.
+class AdaptivePoolNd : public Module {
+ public:
+  std::string type_name() const override { return name_; }
+  DTensor forward(const DTensor& x) override;
+  const Shape& output_size() const { return output_size_; }
+
+ protected:
+  AdaptivePoolNd(int64_t nd, bool max, const char* name, IntSpan output_size);
+  int64_t nd_;
+  bool max_;
+  std::string name_;
+  Shape output_size_;
+};
+
+class AdaptiveAvgPool1d : public AdaptivePoolNd {
+ public:
+  explicit AdaptiveAvgPool1d(IntSpan output_size)
+      : AdaptivePoolNd(1, false, "AdaptiveAvgPool1d", output_size) {}
+};
+class AdaptiveAvgPool3d : public AdaptivePoolNd {
+ public:
+  explicit AdaptiveAvgPool3d(IntSpan output_size)
+      : AdaptivePoolNd(3, false, "AdaptiveAvgPool3d", output_size) {}
+};
+// AdaptiveMaxPool1d / 2d also give return_indices=True's indices (flat in the input's plane).
+class AdaptiveMaxPool1d : public AdaptivePoolNd {
+ public:
+  explicit AdaptiveMaxPool1d(IntSpan output_size)
+      : AdaptivePoolNd(1, true, "AdaptiveMaxPool1d", output_size) {}
+  DTensorValuesIndices forward_with_indices(const DTensor& x);
+};
+class AdaptiveMaxPool2d : public AdaptivePoolNd {
+ public:
+  explicit AdaptiveMaxPool2d(IntSpan output_size)
+      : AdaptivePoolNd(2, true, "AdaptiveMaxPool2d", output_size) {}
+  DTensorValuesIndices forward_with_indices(const DTensor& x);
+};
+class AdaptiveMaxPool3d : public AdaptivePoolNd {
+ public:
+  explicit AdaptiveMaxPool3d(IntSpan output_size)
+      : AdaptivePoolNd(3, true, "AdaptiveMaxPool3d", output_size) {}
+};
+
+// LPPool1d / 2d / 3d(norm_type, kernel_size, stride, ceil_mode): PyTorch's composite,
+// (sign(a) relu(|a|) * prod(kernel_size))^(1 / norm_type) with a = avg_pool(x^norm_type,
+// kernel_size, stride, padding 0, ceil_mode), so values and gradients follow PyTorch's (NaN where
+// a negative power sum meets a fractional root, as there).
+class LPPoolNd : public Module {
+ public:
+  std::string type_name() const override { return name_; }
+  DTensor forward(const DTensor& x) override;
+  double norm_type() const { return norm_type_; }
+
+ protected:
+  LPPoolNd(int64_t nd, const char* name, double norm_type, IntSpan kernel_size, IntSpan stride,
+           bool ceil_mode);
+
+ private:
+  int64_t nd_;
+  std::string name_;
+  double norm_type_;
+  Shape kernel_size_, stride_;
+  bool ceil_mode_;
+};
+
+class LPPool1d : public LPPoolNd {
+ public:
+  LPPool1d(double norm_type, IntSpan kernel_size, IntSpan stride = {}, bool ceil_mode = false)
+      : LPPoolNd(1, "LPPool1d", norm_type, kernel_size, stride, ceil_mode) {}
+};
+class LPPool2d : public LPPoolNd {
+ public:
+  LPPool2d(double norm_type, IntSpan kernel_size, IntSpan stride = {}, bool ceil_mode = false)
+      : LPPoolNd(2, "LPPool2d", norm_type, kernel_size, stride, ceil_mode) {}
+};
+class LPPool3d : public LPPoolNd {
+ public:
+  LPPool3d(double norm_type, IntSpan kernel_size, IntSpan stride = {}, bool ceil_mode = false)
+      : LPPoolNd(3, "LPPool3d", norm_type, kernel_size, stride, ceil_mode) {}
 };
 
 // interpolate(x, size, scale_factor, mode, align_corners); mode "nearest" by default.
@@ -114,6 +233,21 @@ class Upsample : public Module {
   std::vector<double> scale_factor_;
   std::string mode_;
   std::optional<bool> align_corners_;
+};
+
+// UpsamplingNearest2d(size, scale_factor) = Upsample(size, scale_factor, "nearest");
+// UpsamplingBilinear2d = Upsample(.., "bilinear", align_corners=true), as PyTorch's.
+class UpsamplingNearest2d : public Upsample {
+ public:
+  explicit UpsamplingNearest2d(IntSpan size = {}, std::vector<double> scale_factor = {})
+      : Upsample(size, std::move(scale_factor), "nearest") {}
+  std::string type_name() const override { return "UpsamplingNearest2d"; }
+};
+class UpsamplingBilinear2d : public Upsample {
+ public:
+  explicit UpsamplingBilinear2d(IntSpan size = {}, std::vector<double> scale_factor = {})
+      : Upsample(size, std::move(scale_factor), "bilinear", true) {}
+  std::string type_name() const override { return "UpsamplingBilinear2d"; }
 };
 
 // The padding modules: F.pad(x, padding, mode, value) over the last `nd` dims, padding one

@@ -9,6 +9,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/common/ops_dtensor_test_util.h"
+#include "tests/nn/inventory_reference.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -82,4 +83,71 @@ TEST_CASE("pooling modules in a chain pass gradients", "[nn]") {
   dt::sum(gap(avg(up(max(pad(in)))))).backward();
   REQUIRE(in.grad().defined());
   CHECK(in.grad().shape() == dt::Shape{2, 3, 8, 8});
+}
+
+TEST_CASE("round-9 pooling modules give PyTorch's values and gradients", "[nn]") {
+  using S = dt::Shape;
+  struct Case {
+    const char* name;
+    std::shared_ptr<nn::Module> m;
+    const char* type;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool3d(2)", std::make_shared<nn::MaxPool3d>(S{2}), "MaxPool3d"},
+      {"MaxPool3d(2,(1,2,1),(1,0,1),(1,1,2),ceil)",
+       std::make_shared<nn::MaxPool3d>(S{2}, S{1, 2, 1}, S{1, 0, 1}, S{1, 1, 2}, true),
+       "MaxPool3d"},
+      {"AvgPool3d(2)", std::make_shared<nn::AvgPool3d>(S{2}), "AvgPool3d"},
+      {"AvgPool3d(3,2,1,ceil,no pad count)",
+       std::make_shared<nn::AvgPool3d>(S{3}, S{2}, S{1}, true, false), "AvgPool3d"},
+      {"AvgPool3d(2,divisor_override=3)",
+       std::make_shared<nn::AvgPool3d>(S{2}, S{}, S{0}, false, true, 3), "AvgPool3d"},
+      {"AdaptiveAvgPool1d(3)", std::make_shared<nn::AdaptiveAvgPool1d>(S{3}), "AdaptiveAvgPool1d"},
+      {"AdaptiveAvgPool3d((2,3,2))", std::make_shared<nn::AdaptiveAvgPool3d>(S{2, 3, 2}),
+       "AdaptiveAvgPool3d"},
+      {"AdaptiveAvgPool3d(1) unbatched", std::make_shared<nn::AdaptiveAvgPool3d>(S{1}),
+       "AdaptiveAvgPool3d"},
+      {"AdaptiveMaxPool1d(3)", std::make_shared<nn::AdaptiveMaxPool1d>(S{3}), "AdaptiveMaxPool1d"},
+      {"AdaptiveMaxPool2d((2,3))", std::make_shared<nn::AdaptiveMaxPool2d>(S{2, 3}),
+       "AdaptiveMaxPool2d"},
+      {"AdaptiveMaxPool3d((2,2,2))", std::make_shared<nn::AdaptiveMaxPool3d>(S{2, 2, 2}),
+       "AdaptiveMaxPool3d"},
+      {"LPPool1d(2,3)", std::make_shared<nn::LPPool1d>(2.0, S{3}), "LPPool1d"},
+      {"LPPool2d(2,(2,3),(1,2),ceil)", std::make_shared<nn::LPPool2d>(2.0, S{2, 3}, S{1, 2}, true),
+       "LPPool2d"},
+      {"LPPool2d(3,2) positive", std::make_shared<nn::LPPool2d>(3.0, S{2}), "LPPool2d"},
+      {"LPPool3d(2,2)", std::make_shared<nn::LPPool3d>(2.0, S{2}), "LPPool3d"},
+      {"UpsamplingNearest2d(scale 2)",
+       std::make_shared<nn::UpsamplingNearest2d>(S{}, std::vector<double>{2.0}),
+       "UpsamplingNearest2d"},
+      {"UpsamplingBilinear2d(size (5,7))", std::make_shared<nn::UpsamplingBilinear2d>(S{5, 7}),
+       "UpsamplingBilinear2d"},
+  };
+  for (const Case& c : cases) {
+    CHECK(c.m->type_name() == c.type);
+    tt::inventory::check_module(*c.m, c.name);
+  }
+  // return_indices: AdaptiveMaxPool1d's are positions along L, as PyTorch's.
+  const Tensor x = tt::det_input({2, 3, 7}, 1, -2.5, 0.5, dt::kFloat64);
+  const dt::DTensorValuesIndices vi =
+      nn::AdaptiveMaxPool1d(S{3}).forward_with_indices(nn::local_dtensor(x));
+  const std::vector<double> xv = x.to_vector<double>();
+  const std::vector<int64_t> got = vi.indices.to_local().to_vector<int64_t>();
+  REQUIRE(got.size() == 18);
+  for (int64_t r = 0; r < 6; ++r) {
+    for (int64_t o = 0; o < 3; ++o) {
+      int64_t best = o * 7 / 3;  // PyTorch's window [floor(o L / 3), ceil((o + 1) L / 3))
+      for (int64_t l = best; l < ((o + 1) * 7 + 2) / 3; ++l) {
+        if (xv[r * 7 + l] > xv[r * 7 + best]) best = l;
+      }
+      CHECK(got[r * 3 + o] == best);
+    }
+  }
+  CHECK(nn::LPPool2d(2.0, S{2}).norm_type() == 2.0);
+  CHECK(nn::AdaptiveAvgPool3d(S{2}).output_size() == S{2, 2, 2});
+  CHECK_THROWS_WITH(nn::AdaptiveMaxPool3d(S{2, 2}),
+                    Catch::Contains("[AdaptiveMaxPool3d] output_size must be a single int or 3 "
+                                    "ints, got 2"));
+  CHECK_THROWS_WITH(nn::AdaptiveAvgPool3d(S{1})(nn::local_dtensor(x)),
+                    Catch::Contains("[AdaptiveAvgPool3d] expected a 4-D or 5-D input, got 3D"));
 }
