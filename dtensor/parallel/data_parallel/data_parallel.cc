@@ -91,14 +91,17 @@ struct UnitState {
   // A frozen non-root unit with no trained parameter and no tied one (each parameter in one
   // module slot): released as soon as its own backward is done (FSDP2's post-backward on the
   // unit's inputs), when the FrozenUnitInputBackward node that runs is the last one pending of
-  // the unit's wrapped calls (the gradient of its input is computed: no backward op of the unit
-  // reads the parameters after it, unless its forward also read a tensor requiring grad that is
-  // not its input, which is not detected). Otherwise (an input without a gradient, a call whose
-  // backward did not run yet) the end of the backward pass releases it. `pending_inputs`
-  // counts the wrapped calls whose node has not run: a node's token (shared with the counter)
-  // counts it back when it runs, or when it is destroyed unrun (a graph dropped before its
-  // backward, a forward that raised after wrapping), so the counts never stay apart. A call
-  // not wrapped (in a compile capture, an input without a gradient) is not counted.
+  // the unit's wrapped calls (the gradient of its input is computed). No backward op of the unit
+  // reads the parameters after it: the engine runs ready nodes latest-recorded first and the
+  // input node is its call's first, so the call's other nodes (one toward a trainable tensor
+  // the forward read besides its input too) have run; an earlier call's run after it, behind
+  // that call's output, whose hook gathers the unit again. (A tensor the forward leaves behind
+  // besides its output is not guarded, as for a trained unit.) Otherwise (an input without a
+  // gradient, a call whose backward did not run yet) the end of the backward pass releases it.
+  // `pending_inputs` counts the wrapped calls whose node has not run: a node's token (shared with
+  // the counter) counts it back when it runs, or when it is destroyed unrun (a graph dropped before
+  // its backward, a forward that raised after wrapping), so the counts never stay apart. A call not
+  // wrapped (in a compile capture, an input without a gradient) is not counted.
   bool release_after_input_grad = false;
   std::shared_ptr<int64_t> pending_inputs = std::make_shared<int64_t>(0);
   // The current call's input x and what the forward got for it (the FrozenUnitInputBackward
