@@ -202,3 +202,98 @@ TEST_CASE("TransformerEncoderLayer and TransformerEncoder give PyTorch's values"
       enc.forward(src, want_local(c + ".src_mask"), want_local(c + ".src_key_padding_mask"), true);
   check(enc, c, {{"src", src}}, out, DTensor());
 }
+
+TEST_CASE("MultiheadAttention and TransformerEncoderLayer have PyTorch's names, init and errors",
+          "[nn]") {
+  using Names = std::vector<std::pair<std::string, dt::Shape>>;
+  auto names = [](const nn::Module& m) {
+    Names out;
+    for (const auto& [n, p] : m.named_parameters()) out.emplace_back(n, p.shape());
+    return out;
+  };
+  nn::MultiheadAttention sep(8, 2, 0.0, true, true, false, 5, 3);
+  CHECK(names(sep) == Names{{"q_proj_weight", {8, 8}},
+                            {"k_proj_weight", {8, 5}},
+                            {"v_proj_weight", {8, 3}},
+                            {"in_proj_bias", {24}},
+                            {"bias_k", {1, 1, 8}},
+                            {"bias_v", {1, 1, 8}},
+                            {"out_proj.weight", {8, 8}},
+                            {"out_proj.bias", {8}}});
+  CHECK(names(nn::MultiheadAttention(8, 2, 0.0, false)) ==
+        Names{{"in_proj_weight", {24, 8}}, {"out_proj.weight", {8, 8}}});
+  nn::TransformerEncoderLayer layer(8, 2, 16);
+  std::vector<std::string> children;
+  for (const auto& [n, c] : layer.named_children()) children.push_back(n);
+  CHECK(children == std::vector<std::string>{"self_attn", "linear1", "dropout", "linear2", "norm1",
+                                             "norm2", "dropout1", "dropout2"});
+  CHECK(layer.named_parameters().size() == 12);
+  // Init: xavier_uniform_ bounds, zero in_proj_bias and out_proj.bias (after a reset too).
+  nn::MultiheadAttention m(8, 2);
+  for (int pass = 0; pass < 2; ++pass) {
+    INFO("pass " << pass);
+    const Tensor w = m.param("in_proj_weight").to_local();
+    const double bound = std::sqrt(6.0 / (24 + 8));
+    CHECK(dt::amax(dt::abs(w)).item<float>() <= bound);
+    CHECK(dt::amax(dt::abs(w)).item<float>() > bound / 2);
+    CHECK(dt::amax(dt::abs(m.param("in_proj_bias").to_local())).item<float>() == 0);
+    CHECK(dt::amax(dt::abs(m.get_parameter("out_proj.bias").to_local())).item<float>() == 0);
+    m.reset_parameters();
+  }
+  // TransformerEncoder's layers start as copies of the given layer.
+  nn::TransformerEncoder enc(layer, 2);
+  for (const auto& [n, p] : layer.named_parameters()) {
+    INFO(n);
+    CHECK(tt::same_values(enc.get_parameter("layers.0." + n).to_local(), p.to_local(), 0));
+    CHECK(tt::same_values(enc.get_parameter("layers.1." + n).to_local(), p.to_local(), 0));
+  }
+  // Module's forward(x): self-attention without weights.
+  const DTensor x = nn::local_dtensor(tt::det_input({3, 2, 8}, 1, -1.0, 0.25));
+  nn::MultiheadAttentionArgs no_weights;
+  no_weights.need_weights = false;
+  const nn::MultiheadAttentionOutput r = m.forward(x, x, x, no_weights);
+  CHECK(!r.attn_weights.defined());
+  CHECK(tt::same_values(m(x).to_local(), r.attn_output.to_local(), 0));
+
+  CHECK_THROWS_WITH(nn::MultiheadAttention(5, 2),
+                    Catch::Contains("[MultiheadAttention] embed_dim 5 must be divisible by "
+                                    "num_heads 2"));
+  CHECK_THROWS_WITH(nn::TransformerEncoderLayer(8, 2, 16, 0.1, "tanh"),
+                    Catch::Contains("activation should be relu/gelu, not tanh"));
+  nn::MultiheadAttentionArgs causal;
+  causal.is_causal = true;
+  CHECK_THROWS_WITH(m.forward(x, x, x, causal), Catch::Contains("Need attn_mask"));
+  nn::MultiheadAttentionArgs bad;
+  bad.attn_mask = nn::local_dtensor(dt::zeros({3, 4}));
+  CHECK_THROWS_WITH(m.forward(x, x, x, bad),
+                    Catch::Contains("attn_mask of shape [3, 4]: expected [L, S] = [3, 3]"));
+  bad.attn_mask = nn::local_dtensor(dt::zeros({3, 3}, dt::kInt64));
+  CHECK_THROWS_WITH(m.forward(x, x, x, bad),
+                    Catch::Contains("only bool and floating types of attn_mask"));
+}
+
+TEST_CASE("TransformerEncoderLayer's masks reach a checkpointed self_attn's recompute", "[nn]") {
+  // self_attn runs through Module's call with the layer's masks as its forward context; a
+  // checkpoint_wrapper on it recomputes under the same masks although a second forward (no
+  // masks) ran in between.
+  auto make = [] {
+    auto l = std::make_shared<nn::TransformerEncoderLayer>(4, 2, 6, 0.0, "relu", 1e-5, false, false,
+                                                           true, f64());
+    load(*l, "enc_post_relu");
+    return l;
+  };
+  const std::string c = "enc_post_relu";
+  auto plain = make(), wrapped = make();
+  nn::checkpoint_wrapper(wrapped->get_submodule("self_attn"));
+  std::vector<DTensor> srcs;
+  for (auto* l : {plain.get(), wrapped.get()}) {
+    const DTensor src = leaf(c + ".src");
+    const DTensor out =
+        l->forward(src, want_local(c + ".src_mask"), want_local(c + ".src_key_padding_mask"));
+    (*l)(leaf(c + ".src"));  // another forward, no masks, its graph dropped
+    dt::sum(dt::mul(out, want_local(c + ".cout"))).backward();
+    srcs.push_back(src);
+  }
+  CHECK(tt::same_values(srcs[1].grad().to_local(), want(c + ".grad.src"), kTol));
+  CHECK(tt::same_values(srcs[1].grad().to_local(), srcs[0].grad().to_local(), kTol));
+}
