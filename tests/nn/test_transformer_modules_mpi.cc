@@ -140,6 +140,21 @@ TEST_CASE("MultiheadAttention on batch-sharded inputs equals the single-device r
         const Run got = run(m, inputs, &mesh,
                             {{Shard(b)}, {Shard(b)}, {Shard(b)}, {Shard(0)}, {Replicate()}}, call);
         check_same(got, want);
+        if (extras || N != 2 * w + 1) continue;
+        // Sequence- and feature-sharded q / k / v: the engine redistributes where the composite's
+        // ops need it; the values are the op's on the full tensor, to rounding.
+        for (const int64_t d : {int64_t{0}, int64_t{2}}) {
+          INFO("q / k / v sharded on dim " << d);
+          dt::manual_seed(7);
+          const Run other =
+              run(m, inputs, &mesh,
+                  {{Shard(d)}, {Shard(d)}, {Shard(d)}, {Replicate()}, {Replicate()}}, call);
+          CHECK(st::same_values(other.out, want.out, 1e-12));
+          if (need_weights) CHECK(st::same_values(other.weights, want.weights, 1e-12));
+          for (size_t i = 0; i < want.grads.size(); ++i) {
+            CHECK(st::same_values(other.grads[i], want.grads[i], 1e-12));
+          }
+        }
       }
     }
   }
