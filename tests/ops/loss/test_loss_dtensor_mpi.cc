@@ -835,4 +835,10 @@ TEST_CASE(
   v.back() = -0.5;
   REQUIRE_THROWS_WITH(dt::gaussian_nll_loss(x, x, on(dt::from_vector<double>(v, {n, 3}))),
                       Catch::Contains("[gaussian_nll_loss] var has negative entry/entries"));
+  // A Partial(sum) var is reduced before the check and the loss.
+  const Tensor full_var = tt::det_input({n, 3}, 2, 0.1, 0.3, dt::kFloat64);
+  const DTensor partial_var = dt::distribute_tensor(full_var, mesh, {dt::Partial()}, std::nullopt);
+  const Tensor x_full = x.full_tensor();
+  CHECK(tt::same_values(dt::gaussian_nll_loss(x, x, partial_var, Reduction::kNone).full_tensor(),
+                        dt::gaussian_nll_loss(x_full, x_full, full_var, Reduction::kNone), 1e-15));
 }
