@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "dtensor/nn/nn.h"
+#include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/tensor/compare.h"
 #include "dtensor/tensor/creation.h"
 
@@ -92,31 +93,48 @@ TEST_CASE("margin, embedding and likelihood loss modules equal their functions",
       nn::local_dtensor(dt::from_vector<int64_t>({2, 0, -1, 1, -1, 0, 0, 1, 2, 1, -1, 2}, {4, 3}));
   const Reduction kSum = Reduction::kSum, kNone = Reduction::kNone;
 
-  CHECK(same(nn::MarginRankingLoss(0.3, kSum)(x.select(1, 0), y.select(1, 0), sign),
-             dt::margin_ranking_loss(x.select(1, 0), y.select(1, 0), sign, kSum, 0.3)));
-  CHECK(same(nn::HingeEmbeddingLoss(0.5, kNone)(x, signs),
-             dt::hinge_embedding_loss(x, signs, kNone, 0.5)));
-  CHECK(same(nn::CosineEmbeddingLoss(0.1)(x, y, sign),
-             dt::cosine_embedding_loss(x, y, sign, Reduction::kMean, 0.1)));
-  CHECK(same(nn::SoftMarginLoss(kSum)(x, signs), dt::soft_margin_loss(x, signs, kSum)));
-  CHECK(same(nn::MultiLabelSoftMarginLoss(w, kNone)(x, v),
-             dt::multilabel_soft_margin_loss(x, v, kNone, w)));
-  CHECK(same(nn::MultiMarginLoss(2, 0.7, w, kSum)(x, target),
-             dt::multi_margin_loss(x, target, kSum, 2, 0.7, w)));
-  CHECK(same(nn::MultiLabelMarginLoss(kNone)(x, labels),
-             dt::multilabel_margin_loss(x, labels, kNone)));
-  CHECK(same(nn::TripletMarginLoss(0.5, 1.0, 1e-3, true, kNone)(x, y, z),
-             dt::triplet_margin_loss(x, y, z, kNone, 0.5, 1.0, 1e-3, true)));
+  // Each module equals its function with the options it holds, and an option matters on these
+  // inputs (the function with it changed differs), so a module dropping it fails.
+  const auto check = [](const DTensor& got, const DTensor& want, const DTensor& changed) {
+    CHECK(same(got, want));
+    CHECK(!same(want, changed));
+  };
+  const DTensor x0 = x.select(1, 0);
+  const DTensor near_y = y + 0.1;  // a negative close to the positive: swap matters
+  check(nn::MarginRankingLoss(0.3, kSum)(x0, x0, sign),
+        dt::margin_ranking_loss(x0, x0, sign, kSum, 0.3), dt::margin_ranking_loss(x0, x0, sign));
+  check(nn::HingeEmbeddingLoss(0.5, kNone)(x, signs),
+        dt::hinge_embedding_loss(x, signs, kNone, 0.5), dt::hinge_embedding_loss(x, signs, kNone));
+  check(nn::CosineEmbeddingLoss(-0.5)(x, y, sign),
+        dt::cosine_embedding_loss(x, y, sign, Reduction::kMean, -0.5),
+        dt::cosine_embedding_loss(x, y, sign));
+  check(nn::SoftMarginLoss(kSum)(x, signs), dt::soft_margin_loss(x, signs, kSum),
+        dt::soft_margin_loss(x, signs));
+  check(nn::MultiLabelSoftMarginLoss(w, kNone)(x, v),
+        dt::multilabel_soft_margin_loss(x, v, kNone, w),
+        dt::multilabel_soft_margin_loss(x, v, kNone));
+  check(nn::MultiMarginLoss(2, 0.7, w, kSum)(x, target),
+        dt::multi_margin_loss(x, target, kSum, 2, 0.7, w),
+        dt::multi_margin_loss(x, target, kSum, 1, 0.7, w));
+  check(nn::MultiLabelMarginLoss(kNone)(x, labels), dt::multilabel_margin_loss(x, labels, kNone),
+        dt::multilabel_margin_loss(x, labels));
+  check(nn::TripletMarginLoss(0.5, 1.0, 1e-3, true, kNone)(x, y, near_y),
+        dt::triplet_margin_loss(x, y, near_y, kNone, 0.5, 1.0, 1e-3, true),
+        dt::triplet_margin_loss(x, y, near_y, kNone, 0.5, 1.0, 1e-3, false));
   const dt::DTensorDistance l1 = [](const DTensor& a, const DTensor& b) {
     return dt::pairwise_distance(a, b, 1.0);
   };
-  CHECK(same(nn::TripletMarginWithDistanceLoss(l1, 2.0, true, kSum)(x, y, z),
-             dt::triplet_margin_with_distance_loss(x, y, z, kSum, l1, 2.0, true)));
-  CHECK(same(nn::TripletMarginWithDistanceLoss()(x, y, z), dt::triplet_margin_loss(x, y, z)));
-  CHECK(same(nn::PoissonNLLLoss(false, true, 1e-3, kNone)(v, y),
-             dt::poisson_nll_loss(v, y, kNone, false, true, 1e-3)));
-  CHECK(same(nn::GaussianNLLLoss(true, 1e-2, kSum)(x, y, v),
-             dt::gaussian_nll_loss(x, y, v, kSum, true, 1e-2)));
+  check(nn::TripletMarginWithDistanceLoss(l1, 2.0, true, kSum)(x, y, near_y),
+        dt::triplet_margin_with_distance_loss(x, y, near_y, kSum, l1, 2.0, true),
+        dt::triplet_margin_with_distance_loss(x, y, near_y, kSum, l1, 2.0, false));
+  check(nn::TripletMarginWithDistanceLoss()(x, y, z), dt::triplet_margin_loss(x, y, z),
+        dt::triplet_margin_with_distance_loss(x, y, z, Reduction::kMean, l1));
+  check(nn::PoissonNLLLoss(false, true, 1e-3, kNone)(v, y),
+        dt::poisson_nll_loss(v, y, kNone, false, true, 1e-3),
+        dt::poisson_nll_loss(v, y, kNone, false, false, 1e-3));
+  check(nn::GaussianNLLLoss(true, 1e-2, kSum)(x, y, v),
+        dt::gaussian_nll_loss(x, y, v, kSum, true, 1e-2),
+        dt::gaussian_nll_loss(x, y, v, kSum, false, 1e-2));
 
   nn::TripletMarginLoss triplet;
   CHECK(triplet.type_name() == "TripletMarginLoss");
