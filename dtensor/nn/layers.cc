@@ -7,6 +7,8 @@
 #include "dtensor/ops/embedding/embedding.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/view/view.h"
 #include "dtensor/rng/dtensor_random.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/creation.h"
@@ -175,6 +177,44 @@ DTensor RMSNorm::forward(const DTensor& x) {
   const DeviceMesh& mesh = input_mesh(x, kOp, "input");
   const int64_t d = last_dim(x, kOp);
   return ::dtensor::rms_norm(x, IntSpan(&d, 1), param_on(*this, "weight", mesh, kOp), eps_);
+}
+
+Bilinear::Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, bool bias,
+                   ModuleOptions opts)
+    : in1_(in1_features), in2_(in2_features), out_(out_features) {
+  DT_CHECK(in1_features > 0 && in2_features >= 0 && out_features >= 0,
+           "[Bilinear] in1_features %d must be > 0, in2_features %d and out_features %d >= 0",
+           in1_features, in2_features, out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in1_features));
+  register_parameter(
+      "weight", detail::uniform_parameter({out_features, in1_features, in2_features}, bound, opts));
+  if (bias) register_parameter("bias", detail::uniform_parameter({out_features}, bound, opts));
+}
+
+void Bilinear::reset_own_parameters(Generator* gen) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in1_));
+  uniform_(param("weight"), -bound, bound, gen);
+  if (has_param("bias")) uniform_(param("bias"), -bound, bound, gen);
+}
+
+DTensor Bilinear::forward(const DTensor& x1, const DTensor& x2) {
+  constexpr std::string_view kOp = "bilinear";
+  const DeviceMesh& mesh = input_mesh(x1, kOp, "input1");
+  input_mesh(x2, kOp, "input2");
+  DT_CHECK(x1.dim() >= 1 && x1.dim() == x2.dim() && x1.size(-1) == in1_ && x2.size(-1) == in2_ &&
+               Shape(x1.shape().begin(), x1.shape().end() - 1) ==
+                   Shape(x2.shape().begin(), x2.shape().end() - 1),
+           "[%s] expected input1 (*, %d) and input2 (*, %d) with the same leading dims, got %s and "
+           "%s",
+           kOp, in1_, in2_, shape_str(x1.shape()), shape_str(x2.shape()));
+  const DTensor w = param_on(*this, "weight", mesh, kOp);
+  // [.., out in2] = x1 @ weight as [in1, out in2]; times x2 and summed over in2.
+  const DTensor t = matmul(x1, reshape(permute(w, {1, 0, 2}), {in1_, out_ * in2_}));
+  Shape split(x1.shape().begin(), x1.shape().end() - 1);
+  split.push_back(out_);
+  split.push_back(in2_);
+  const DTensor y = sum(mul(reshape(t, split), unsqueeze(x2, -2)), {-1});
+  return has_param("bias") ? add(y, param_on(*this, "bias", mesh, kOp)) : y;
 }
 
 }  // namespace dtensor::nn

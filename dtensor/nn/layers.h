@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include "dtensor/nn/module.h"
+#include "dtensor/nn/two_input_module.h"
 
 namespace dtensor::nn {
 
@@ -160,6 +162,29 @@ class RMSNorm : public Module {
   RMSNorm(int64_t dim, std::optional<double> eps, const ModuleOptions& opts,
           bool elementwise_affine);
   std::optional<double> eps_;
+};
+
+// y = x1^T weight[o] x2 + bias[o] for every output feature o (PyTorch's Bilinear, round 9).
+// x1 (*, in1_features) and x2 (*, in2_features) share their leading dims. Parameters "weight"
+// [out, in1, in2] and "bias" [out] (when `bias`), both uniform on [-1/sqrt(in1), 1/sqrt(in1)).
+// forward is an exact composite: matmul(x1, weight as [in1, out in2]), times x2, summed over in2.
+class Bilinear : public TwoInputModule {
+ public:
+  Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, bool bias = true,
+           ModuleOptions opts = {});
+  std::string type_name() const override { return "Bilinear"; }
+  using TwoInputModule::forward;
+  DTensor forward(const DTensor& x1, const DTensor& x2) override;
+  std::array<std::string_view, 2> input_names() const override { return {"input1", "input2"}; }
+  int64_t in1_features() const { return in1_; }
+  int64_t in2_features() const { return in2_; }
+  int64_t out_features() const { return out_; }
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+
+ private:
+  int64_t in1_, in2_, out_;
 };
 
 namespace detail {

@@ -2,7 +2,10 @@
 
 #include "dtensor/nn/functional.h"
 #include "dtensor/nn/layers.h"
+#include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/norm/norm.h"
+#include "dtensor/ops/pool/pool.h"
+#include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
@@ -156,12 +159,13 @@ InstanceNorm::InstanceNorm(int64_t num_features, double eps, std::optional<doubl
 
 template <int N>
 std::string InstanceNormNd<N>::type_name() const {
-  constexpr const char* kNames[] = {"InstanceNorm1d", "InstanceNorm2d"};
+  constexpr const char* kNames[] = {"InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"};
   return kNames[N - 1];
 }
 
 template class InstanceNormNd<1>;
 template class InstanceNormNd<2>;
+template class InstanceNormNd<3>;
 
 DTensor InstanceNorm::forward(const DTensor& x) {
   DT_CHECK(x.defined(), "[%s] input is undefined (expected a DTensor)", type_name());
@@ -181,6 +185,30 @@ DTensor InstanceNorm::forward(const DTensor& x) {
       param_on_input(*this, "weight", x), param_on_input(*this, "bias", x), use_input_stats,
       momentum_.value_or(0.0), eps_);
   return x.dim() == batched ? y : y.squeeze(0);
+}
+
+// ---- LocalResponseNorm ----------------------------------------------------------------------
+LocalResponseNorm::LocalResponseNorm(int64_t size, double alpha, double beta, double k)
+    : size_(size), alpha_(alpha), beta_(beta), k_(k) {
+  DT_CHECK(size > 0, "[LocalResponseNorm] size must be > 0, got %d", size);
+}
+
+DTensor LocalResponseNorm::forward(const DTensor& x) {
+  DT_CHECK(x.dim() >= 3,
+           "[LocalResponseNorm] Expected 3D or higher dimensionality input (got %d dimensions)",
+           x.dim());
+  if (x.numel() == 0) return x;
+  const int64_t before = size_ / 2, after = (size_ - 1) / 2;
+  DTensor div = mul(x, x);
+  if (x.dim() == 3) {
+    div = pad(unsqueeze(div, 1), {0, 0, before, after});
+    div = squeeze(avg_pool2d(div, {size_, 1}, {1}), 1);
+  } else {
+    div = reshape(div, {x.size(0), 1, x.size(1), x.size(2), -1});
+    div = pad(div, {0, 0, 0, 0, before, after});
+    div = reshape(squeeze(avg_pool3d(div, {size_, 1, 1}, {1}), 1), x.shape());
+  }
+  return dtensor::div(x, pow(add(mul(div, Scalar(alpha_)), Scalar(k_)), Scalar(beta_)));
 }
 
 }  // namespace dtensor::nn

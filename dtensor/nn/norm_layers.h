@@ -1,6 +1,6 @@
 // Normalisation layers over the channels of [N, C, *] inputs: BatchNorm1d/2d/3d, SyncBatchNorm,
-// GroupNorm, InstanceNorm1d/2d (PyTorch names, arguments, defaults, parameter and buffer
-// initialisation), written with dtensor/ops/norm/norm.h.
+// GroupNorm, InstanceNorm1d/2d/3d, LocalResponseNorm (PyTorch names, arguments, defaults, parameter
+// and buffer initialisation), written with dtensor/ops/norm/norm.h.
 //
 // Running statistics are buffers, not parameters (no gradient, not in parameters()): local
 // DTensors (self mesh) running_mean [C] (zeros) and running_var [C] (ones), taken as Replicate
@@ -144,8 +144,29 @@ class InstanceNormNd : public InstanceNorm {
   int64_t spatial_dims() const override { return N; }
 };
 
-// Its members are instantiated in norm_layers.cc for N = 1, 2 only.
+// Its members are instantiated in norm_layers.cc for N = 1, 2, 3 only.
 using InstanceNorm1d = InstanceNormNd<1>;
 using InstanceNorm2d = InstanceNormNd<2>;
+using InstanceNorm3d = InstanceNormNd<3>;
+
+// Local response normalisation across channels (PyTorch's LocalResponseNorm, round 9):
+// x / (k + alpha / size * sum of x^2 over the `size` channels around c)^beta, on (N, C, *)
+// inputs of 3 or more dims; written as PyTorch's F.local_response_norm (x^2 zero-padded along the
+// channels by size / 2 before and (size - 1) / 2 after, averaged by avg_pool2d / avg_pool3d with
+// a (size, 1[, 1]) window), so values and gradients follow PyTorch's.
+class LocalResponseNorm : public Module {
+ public:
+  explicit LocalResponseNorm(int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+  std::string type_name() const override { return "LocalResponseNorm"; }
+  DTensor forward(const DTensor& x) override;
+  int64_t size() const { return size_; }
+  double alpha() const { return alpha_; }
+  double beta() const { return beta_; }
+  double k() const { return k_; }
+
+ private:
+  int64_t size_;
+  double alpha_, beta_, k_;
+};
 
 }  // namespace dtensor::nn

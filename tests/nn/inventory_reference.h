@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,29 @@ inline void check_module(nn::Module& m, const std::string& case_name,
                          double input_grad_tol = 1e-12) {
   check_module(
       m, case_name, [&](const std::vector<DTensor>& in) { return m(in[0]); }, input_grad_tol);
+}
+
+// float64 module options (the reference cases' dtype).
+inline nn::ModuleOptions f64() {
+  nn::ModuleOptions o;
+  o.dtype = kFloat64;
+  return o;
+}
+
+// A one-input module, its reference case and type name; cases named "... eval" run in eval mode.
+struct ModuleCase {
+  const char* name;
+  std::shared_ptr<nn::Module> m;
+  const char* type;
+  double input_grad_tol = 1e-12;
+};
+
+inline void check_modules(const std::vector<ModuleCase>& cases) {
+  for (const ModuleCase& c : cases) {
+    CHECK(c.m->type_name() == c.type);
+    if (std::string(c.name).find(" eval") != std::string::npos) c.m->eval();
+    check_module(*c.m, c.name, c.input_grad_tol);
+  }
 }
 
 }  // namespace dtensor::test::inventory

@@ -15,6 +15,7 @@
 #include "dtensor/rng/dtensor_random.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/common/ops_dtensor_test_util.h"
+#include "tests/nn/inventory_reference.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -445,4 +446,128 @@ TEST_CASE("named_buffers lists a buffer reached twice once (remove_duplicate)", 
   root.register_module("c", std::make_shared<WithBuffer>(stat));  // the same tensor again
   root.register_module("d", std::make_shared<WithBuffer>(nn::local_dtensor(dt::zeros({3}))));
   CHECK(names(root.named_buffers()) == std::vector<std::string>{"a.stat", "d.stat"});
+}
+
+TEST_CASE("round-9 layers give PyTorch's values and gradients", "[nn]") {
+  const nn::ModuleOptions f64 = tt::inventory::f64();
+  const std::vector<tt::inventory::ModuleCase> cases = {
+      {"PixelShuffle(2)", std::make_shared<nn::PixelShuffle>(2), "PixelShuffle"},
+      {"PixelUnshuffle(2)", std::make_shared<nn::PixelUnshuffle>(2), "PixelUnshuffle"},
+      {"ChannelShuffle(3)", std::make_shared<nn::ChannelShuffle>(3), "ChannelShuffle"},
+      {"LocalResponseNorm(3)", std::make_shared<nn::LocalResponseNorm>(3), "LocalResponseNorm"},
+      {"LocalResponseNorm(2,0.01,0.5,2) 3d",
+       std::make_shared<nn::LocalResponseNorm>(2, 0.01, 0.5, 2.0), "LocalResponseNorm"},
+      {"InstanceNorm3d(2,affine)",
+       std::make_shared<nn::InstanceNorm3d>(2, 1e-5, 0.1, true, false, f64), "InstanceNorm3d"},
+  };
+  tt::inventory::check_modules(cases);
+  for (const auto& [name, m] : std::vector<std::pair<const char*, std::shared_ptr<nn::Bilinear>>>{
+           {"Bilinear(3,4,2)", std::make_shared<nn::Bilinear>(3, 4, 2, true, f64)},
+           {"Bilinear(3,2,4,bias=False) 3d",
+            std::make_shared<nn::Bilinear>(3, 2, 4, false, f64)}}) {
+    CHECK(m->type_name() == "Bilinear");
+    tt::inventory::check_module(*m, name,
+                                [&](const std::vector<DTensor>& in) { return (*m)(in[0], in[1]); });
+  }
+  nn::Bilinear bl(3, 4, 2, true, f64);
+  CHECK(bl.named_parameters()[0].second.shape() == dt::Shape{2, 3, 4});
+  const DTensor x3 = nn::local_dtensor(tt::det_input({2, 5, 3}, 1, -1.0, 0.5, dt::kFloat64));
+  CHECK_THROWS_WITH(bl(x3, x3), Catch::Contains("[bilinear] expected input1 (*, 3) and input2 "
+                                                "(*, 4) with the same leading dims"));
+  CHECK_THROWS_WITH(nn::ChannelShuffle(2)(x3),
+                    Catch::Contains("[channel_shuffle] Number of channels must be divisible by "
+                                    "groups. Got 5 channels and 2 groups."));
+  CHECK_THROWS_WITH(nn::PixelShuffle(2)(x3),
+                    Catch::Contains("[pixel_shuffle] pixel_shuffle expects its input's 'channel' "
+                                    "dimension to be divisible by 4, but input.size(-3)=2"));
+  CHECK_THROWS_WITH(nn::LocalResponseNorm(2)(nn::local_dtensor(x3.to_local().select(0, 0))),
+                    Catch::Contains("[LocalResponseNorm] Expected 3D or higher dimensionality "
+                                    "input (got 2 dimensions)"));
+}
+
+TEST_CASE("Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout: masks and PyTorch's formulas",
+          "[nn]") {
+  // Nonzero inputs, so out / x recovers each element's factor.
+  const Tensor x = tt::det_input({40, 16, 3}, 1, 0.25, 0.5, dt::kFloat64);
+  const double p = 0.4;
+  dt::Generator gen(11);
+  auto factors = [&](nn::Module& m, const Tensor& in, std::vector<double>* grad) {
+    DTensor d = nn::local_dtensor(in);
+    d.requires_grad_(true);
+    const DTensor y = m(d);
+    dt::sum(y).backward();
+    *grad = d.grad().to_local().to_vector<double>();
+    return y.to_local().to_vector<double>();
+  };
+  const std::vector<double> xv = x.to_vector<double>();
+  {  // Dropout1d on (N, C, L) and (C, L): one factor per (n, c), 0 or 1 / (1 - p).
+    nn::Dropout1d m(p, &gen);
+    CHECK(m.type_name() == "Dropout1d");
+    std::vector<double> g;
+    const std::vector<double> y = factors(m, x, &g);
+    int64_t dropped = 0;
+    for (int64_t nc = 0; nc < 40 * 16; ++nc) {
+      const double f = y[nc * 3] / xv[nc * 3];
+      CHECK((f == 0.0 || std::abs(f - 1.0 / (1.0 - p)) < 1e-15));
+      dropped += f == 0.0;
+      for (int64_t l = 0; l < 3; ++l) {
+        CHECK(std::abs(y[nc * 3 + l] - f * xv[nc * 3 + l]) < 1e-14);
+        CHECK(g[nc * 3 + l] == Approx(f).epsilon(1e-15));
+      }
+    }
+    CHECK(std::abs(static_cast<double>(dropped) / 640.0 - p) < 0.06);
+    const std::vector<double> yu = factors(m, x.select(0, 0), &g);
+    CHECK(yu.size() == 48);
+    m.eval();
+    const DTensor d = nn::local_dtensor(x);
+    CHECK(m(d).to_local().data_ptr() == d.to_local().data_ptr());
+  }
+  {  // Dropout2d / 3d: the mask has the (N, C) shape of the input.
+    nn::Dropout2d d2(p, &gen);
+    nn::Dropout3d d3(p, &gen);
+    std::vector<double> g;
+    const std::vector<double> y2 = factors(d2, x.reshape({40, 16, 3, 1}), &g);
+    const std::vector<double> y3 = factors(d3, x.reshape({16, 40, 3, 1}), &g);  // unbatched
+    for (int64_t nc = 0; nc < 640; ++nc) {
+      CHECK(y2[nc * 3 + 2] * xv[nc * 3] == Approx(y2[nc * 3] * xv[nc * 3 + 2]));
+      CHECK(y3[nc * 3 + 2] * xv[nc * 3] == Approx(y3[nc * 3] * xv[nc * 3 + 2]));
+    }
+    CHECK(nn::Dropout2d().p() == 0.5);
+    CHECK(tt::same_values(
+        nn::Dropout3d(1.0)(nn::local_dtensor(x.reshape({40, 16, 3, 1, 1}))).to_local(),
+        dt::zeros({40, 16, 3, 1, 1}, dt::TensorOptions(dt::kFloat64)), 0));
+  }
+  // AlphaDropout: kept a x + alpha a p, dropped alpha a (p - 1); gradient a where kept.
+  constexpr double kAlpha = 1.7580993408473766;
+  const double a = 1.0 / std::sqrt((kAlpha * kAlpha * p + 1.0) * (1.0 - p));
+  for (bool feature : {false, true}) {
+    INFO("feature " << feature);
+    std::shared_ptr<nn::Module> m;
+    if (feature) {
+      m = std::make_shared<nn::FeatureAlphaDropout>(p, &gen);
+    } else {
+      m = std::make_shared<nn::AlphaDropout>(p, &gen);
+    }
+    std::vector<double> g;
+    const std::vector<double> y = factors(*m, x, &g);
+    int64_t kept = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      const bool keep = g[i] != 0.0;
+      kept += keep;
+      if (keep) CHECK(g[i] == Approx(a).epsilon(1e-15));
+      const double want = keep ? a * xv[i] + kAlpha * a * p : kAlpha * a * (p - 1.0);
+      CHECK(std::abs(y[i] - want) < 1e-14);
+      if (feature) CHECK((g[i] != 0.0) == (g[i - i % 3] != 0.0));  // one value per (n, c)
+    }
+    CHECK(std::abs(static_cast<double>(kept) / static_cast<double>(y.size()) - (1.0 - p)) < 0.06);
+  }
+  CHECK_THROWS_WITH(
+      nn::Dropout1d(p)(nn::local_dtensor(x.reshape({40, 16, 3, 1}))),
+      Catch::Contains("[Dropout1d] Expected 2D or 3D input, but received a 4D input"));
+  CHECK_THROWS_WITH(nn::FeatureAlphaDropout(p)(nn::local_dtensor(x.reshape({-1}))),
+                    Catch::Contains("[FeatureAlphaDropout] Feature dropout requires at least 2 "
+                                    "dimensions in the input"));
+  CHECK_THROWS_WITH(nn::AlphaDropout(1.5),
+                    Catch::Contains("[AlphaDropout] dropout probability has to be between 0 and 1, "
+                                    "but got 1.5"));
 }

@@ -87,12 +87,7 @@ TEST_CASE("pooling modules in a chain pass gradients", "[nn]") {
 
 TEST_CASE("round-9 pooling modules give PyTorch's values and gradients", "[nn]") {
   using S = dt::Shape;
-  struct Case {
-    const char* name;
-    std::shared_ptr<nn::Module> m;
-    const char* type;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<tt::inventory::ModuleCase> cases = {
       {"MaxPool3d(2)", std::make_shared<nn::MaxPool3d>(S{2}), "MaxPool3d"},
       {"MaxPool3d(2,(1,2,1),(1,0,1),(1,1,2),ceil)",
        std::make_shared<nn::MaxPool3d>(S{2}, S{1, 2, 1}, S{1, 0, 1}, S{1, 1, 2}, true),
@@ -123,10 +118,7 @@ TEST_CASE("round-9 pooling modules give PyTorch's values and gradients", "[nn]")
       {"UpsamplingBilinear2d(size (5,7))", std::make_shared<nn::UpsamplingBilinear2d>(S{5, 7}),
        "UpsamplingBilinear2d"},
   };
-  for (const Case& c : cases) {
-    CHECK(c.m->type_name() == c.type);
-    tt::inventory::check_module(*c.m, c.name);
-  }
+  tt::inventory::check_modules(cases);
   // return_indices: AdaptiveMaxPool1d's are positions along L, as PyTorch's.
   const Tensor x = tt::det_input({2, 3, 7}, 1, -2.5, 0.5, dt::kFloat64);
   const dt::DTensorValuesIndices vi =
