@@ -762,39 +762,45 @@ bool nearly_same(const Tensor& got, const Tensor& want) {
 
 TEST_CASE("dtensor margin and likelihood losses: batch shards equal one device, gradients too") {
   const int64_t w = dt::world_size();
-  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  // The batch on a 1-D mesh, and at 4 ranks on both dims of a 2 x 2 mesh (nested shards).
+  std::vector<dt::DeviceMesh> meshes = {dt::init_device_mesh(dt::kCPU, {w})};
+  if (w == 4) meshes.push_back(dt::init_device_mesh(dt::kCPU, {2, 2}));
   // Uneven shards, and a short batch that leaves the last ranks empty shards.
-  for (int64_t n : {2 * w + 1, std::max<int64_t>(1, w - 2)}) {
-    for (const MarginCase& k : margin_cases(n)) {
-      for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
-        INFO(k.name << " batch " << n << " reduction " << dt::reduction_name(r));
-        std::vector<DTensor> ref, got;
-        for (size_t i = 0; i < k.inputs.size(); ++i) {
-          ref.push_back(dt::local_dtensor(k.inputs[i].clone()));
-          got.push_back(dt::distribute_tensor(
-              k.inputs[i], mesh, {k.sharded[i] ? dt::Placement(Shard(0)) : dt::Replicate()},
-              std::nullopt));
-          if (dt::is_floating(k.inputs[i].dtype())) {
-            ref.back().requires_grad_();
-            got.back().requires_grad_();
+  for (const dt::DeviceMesh& mesh : meshes) {
+    const Placements batch(static_cast<size_t>(mesh.ndim()), Shard(0));
+    const Placements replicated(static_cast<size_t>(mesh.ndim()), dt::Replicate());
+    for (int64_t n : {2 * w + 1, std::max<int64_t>(1, w - 2)}) {
+      for (const MarginCase& k : margin_cases(n)) {
+        for (Reduction r : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
+          INFO(k.name << " batch " << n << " mesh of " << mesh.ndim() << " dims, reduction "
+                      << dt::reduction_name(r));
+          std::vector<DTensor> ref, got;
+          for (size_t i = 0; i < k.inputs.size(); ++i) {
+            ref.push_back(dt::local_dtensor(k.inputs[i].clone()));
+            got.push_back(dt::distribute_tensor(k.inputs[i], mesh,
+                                                k.sharded[i] ? batch : replicated, std::nullopt));
+            if (dt::is_floating(k.inputs[i].dtype())) {
+              ref.back().requires_grad_();
+              got.back().requires_grad_();
+            }
           }
-        }
-        const DTensor want = k.loss(ref, r), loss = k.loss(got, r);
-        CHECK(nearly_same(loss.full_tensor(), want.to_local()));
-        if (r == Reduction::kNone) {
-          CHECK(loss.placements()[0] == dt::Placement(Shard(0)));
-          const Tensor up = tt::det_input(want.shape(), 4, -1.0, 0.5, dt::kFloat64);
-          want.backward(dt::local_dtensor(up));
-          loss.backward(dt::distribute_tensor(up, mesh, loss.placements(), std::nullopt));
-        } else {
-          want.backward();
-          loss.backward();
-        }
-        for (size_t i = 0; i < ref.size(); ++i) {
-          if (!ref[i].requires_grad() || !ref[i].grad().defined()) continue;
-          INFO("gradient of input " << i);
-          REQUIRE(got[i].grad().defined());
-          CHECK(nearly_same(got[i].grad().full_tensor(), ref[i].grad().to_local()));
+          const DTensor want = k.loss(ref, r), loss = k.loss(got, r);
+          CHECK(nearly_same(loss.full_tensor(), want.to_local()));
+          if (r == Reduction::kNone) {
+            CHECK(loss.placements() == batch);
+            const Tensor up = tt::det_input(want.shape(), 4, -1.0, 0.5, dt::kFloat64);
+            want.backward(dt::local_dtensor(up));
+            loss.backward(dt::distribute_tensor(up, mesh, loss.placements(), std::nullopt));
+          } else {
+            want.backward();
+            loss.backward();
+          }
+          for (size_t i = 0; i < ref.size(); ++i) {
+            if (!ref[i].requires_grad() || !ref[i].grad().defined()) continue;
+            INFO("gradient of input " << i);
+            REQUIRE(got[i].grad().defined());
+            CHECK(nearly_same(got[i].grad().full_tensor(), ref[i].grad().to_local()));
+          }
         }
       }
     }
