@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/tensor/detail/capture_hook.h"
@@ -47,11 +48,18 @@ class AccumulateGrad : public Node {
     DTensor g = std::move(grads[0]);
     if (!g.defined()) return {};
     g = run_hooks(std::move(g));
-    if (g.placements() != spec_->placements()) {
-      g = detail::redistribute_no_grad(g,
-                                       g.spec().with_placements(spec_->placements(), "backward"));
+    if (in_create_graph()) {
+      // The gradient keeps its history: grad() becomes a non-leaf of the pass's graph (a
+      // recorded layout change; the first gradient is stored as it is, a later one added).
+      if (g.placements() != spec_->placements()) g = g.redistribute(spec_->placements());
+      meta_->grad = meta_->grad.defined() ? add_gradients(meta_->grad, g) : std::move(g);
+    } else {
+      if (g.placements() != spec_->placements()) {
+        g = detail::redistribute_no_grad(g,
+                                         g.spec().with_placements(spec_->placements(), "backward"));
+      }
+      accumulate(std::move(g));
     }
-    accumulate(std::move(g));
     // Copied: a hook may register another.
     const std::vector<std::function<void()>> post = meta_->post_accumulate_grad_hooks;
     for (const auto& hook : post) hook();

@@ -2,6 +2,9 @@
 
 #include <absl/strings/str_cat.h>
 
+#include <optional>
+
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/autograd/op_node.h"
@@ -12,6 +15,62 @@
 
 namespace dtensor {
 namespace autograd {
+
+namespace {
+
+// create_graph: the gradient of a saved input, from the spec the kernel saw back to the input's
+// own placements, into the input's edge.
+class SavedInputNode : public Node {
+ public:
+  SavedInputNode(Edge edge, std::shared_ptr<const DTensorSpec> spec) : Node(1) {
+    add_input(std::move(edge), std::move(spec));
+  }
+  std::string name() const override { return "SavedInputBackward"; }
+  DTensorList apply(DTensorList grads) override {
+    DTensor g = std::move(grads[0]);
+    if (g.defined() && g.placements() != input_specs()[0]->placements()) {
+      g = redistribute_backward(g, *input_specs()[0]);
+    }
+    DTensorList out;
+    out.push_back(std::move(g));
+    return out;
+  }
+};
+
+// create_graph: gives the saved values history for one run of a formula (the saved inputs lead
+// to their inputs' edges, the saved outputs to `self`'s outputs), and takes it away after.
+class SavedHistory {
+ public:
+  SavedHistory(OpNode& node, const std::shared_ptr<Node>& self) : node_(node) {
+    for (size_t i = 0; i < node.saved_inputs.size(); ++i) {
+      DTensor& v = node.saved_inputs[i].value;
+      if (!v.defined() || !node.next_edges()[i].valid()) continue;
+      auto link = std::make_shared<SavedInputNode>(node.next_edges()[i], node.input_specs()[i]);
+      v = DTensor(v.to_local(), v.spec_ptr());
+      set_history(v, link, 0);
+    }
+    for (size_t o = 0; o < node.saved_outputs.size() && self != nullptr; ++o) {
+      DTensor& v = node.saved_outputs[o].value;
+      if (!v.defined()) continue;
+      v = DTensor(v.to_local(), v.spec_ptr());
+      set_history(v, self, static_cast<uint32_t>(o));
+    }
+  }
+  ~SavedHistory() {
+    for (auto* list : {&node_.saved_inputs, &node_.saved_outputs}) {
+      for (OpNode::Saved& s : *list) {
+        if (s.value.defined()) s.value = s.value.detach();
+      }
+    }
+  }
+  SavedHistory(const SavedHistory&) = delete;
+  SavedHistory& operator=(const SavedHistory&) = delete;
+
+ private:
+  OpNode& node_;
+};
+
+}  // namespace
 
 OpNode::OpNode(const OpInfo& op, absl::Span<const ArgValue> args, int64_t num_outputs)
     : Node(num_outputs), op_(&op), args_(args.begin(), args.end()) {}
@@ -51,7 +110,10 @@ DTensorList OpNode::apply(DTensorList grad_outputs) {
            op_->name);
   check_versions();
   const BackwardContext ctx(*this);
+  std::optional<SavedHistory> history;
+  if (in_create_graph()) history.emplace(*this, create_graph_node());
   DTensorList grads = op_->backward(ctx, grad_outputs);
+  history.reset();
   const size_t nin = seen_specs.size();
   DT_CHECK(grads.size() == nin, "[backward] the formula of %s returned %d gradients for %d inputs",
            op_->name, grads.size(), nin);
@@ -176,7 +238,18 @@ DTensorList dispatch_multi(const OpInfo& op, absl::Span<const DTensor* const> in
                            absl::Span<const ArgValue> args) {
   const bool record_call = autograd::grad_enabled() && (op.differentiable || op.inplace) &&
                            autograd::any_requires_grad(inputs);
-  if (!record_call && !op.inplace) return dispatch_sharded(op, inputs, args);
+  if (!record_call && !op.inplace) {
+    if (op.differentiable || !autograd::in_create_graph())
+      return dispatch_sharded(op, inputs, args);
+    // create_graph: an op without a derivative must not drop the history of what it reads.
+    DTensorList outputs = dispatch_sharded(op, inputs, args);
+    if (autograd::grad_enabled() && autograd::any_requires_grad(inputs)) {
+      for (const DTensor& out : outputs) {
+        if (out.defined() && is_floating(out.dtype())) autograd::fail_no_double_backward(op.name);
+      }
+    }
+    return outputs;
+  }
 
   Tensor old_self;
   uint32_t self_version = 0;

@@ -3,6 +3,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 #include <absl/container/inlined_vector.h>
+#include <absl/strings/match.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "dtensor/autograd/accumulate_grad.h"
+#include "dtensor/autograd/create_graph.h"
+#include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/autograd/node.h"
 #include "dtensor/collectives/comm_debug.h"
@@ -72,6 +75,8 @@ DTensor add_gradients(const DTensor& a, const DTensor& b) {
     add_op.store(op, std::memory_order_release);
   }
   const DTensor* in[] = {&a, &b};
+  // create_graph: the sum is recorded (grad mode is on in such a pass).
+  if (in_create_graph() && grad_enabled()) return std::move(dispatch_multi(*op, in, {})[0]);
   NoGradGuard no_grad;
   return std::move(dispatch_sharded(*op, in, {})[0]);
 }
@@ -230,6 +235,20 @@ void Capture::mark_needed(absl::Span<Node* const> starts) {
 // The pass running on this thread is a grad() (see in_grad_call); a backward() that a hook of a
 // grad() runs is not.
 thread_local bool t_grad_call = false;
+// create_graph (create_graph.h): set for the pass, with the node now running.
+thread_local bool t_create_graph = false;
+thread_local std::shared_ptr<Node> t_node;
+struct CreateGraphScope {
+  bool saved = t_create_graph;
+  std::shared_ptr<Node> saved_node = std::move(t_node);
+  explicit CreateGraphScope(bool on) { t_create_graph = on; }
+  ~CreateGraphScope() {
+    t_create_graph = saved;
+    t_node = std::move(saved_node);
+  }
+  CreateGraphScope(const CreateGraphScope&) = delete;
+  CreateGraphScope& operator=(const CreateGraphScope&) = delete;
+};
 struct GradCallScope {
   bool saved = t_grad_call;
   explicit GradCallScope(bool on) { t_grad_call = on; }
@@ -241,19 +260,28 @@ struct GradCallScope {
 // The backward pass itself (the engine's rules in engine.h); with `capture`, autograd::grad's.
 void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
                   bool retain_graph, MeshesSeen& meshes, Capture* capture = nullptr,
-                  const char* op = "backward");
+                  const char* op = "backward", bool create_graph = false);
 
 }  // namespace
 
 void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
               bool retain_graph) {
+  backward(roots, grad_roots, retain_graph, false);
+}
+
+void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
+              bool retain_graph, bool create_graph) {
+  DT_CHECK(!create_graph || dtensor::detail::capture_recorder() == nullptr,
+           "[compile] the step cannot be captured: it runs backward with create_graph=true (a "
+           "captured step records a first-order backward only): run it eagerly");
   MeshesSeen meshes;
   for (const DTensor& root : roots) {
     if (root.defined()) meshes.add(root.device_mesh());
   }
   try {
     const GradCallScope not_grad(false);
-    run_backward(roots, grad_roots, retain_graph, meshes);
+    run_backward(roots, grad_roots, retain_graph || create_graph, meshes, nullptr, "backward",
+                 create_graph);
     meshes.meet();
   } catch (...) {
     meshes.report_failure();
@@ -268,9 +296,6 @@ bool in_grad_call() {
 std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DTensor> inputs,
                           absl::Span<const DTensor> grad_outputs, bool retain_graph,
                           bool create_graph, bool allow_unused, bool materialize_grads) {
-  DT_CHECK(!create_graph,
-           "[autograd.grad] create_graph=true is not supported: dtensor computes gradients with "
-           "grad mode off, so there is no double backward (gradients of gradients)");
   DT_CHECK(dtensor::detail::capture_recorder() == nullptr,
            "[compile] the step cannot be captured: it runs autograd::grad (a captured step "
            "records backward() only): call backward() in the step, or run grad() eagerly");
@@ -294,7 +319,8 @@ std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DT
   try {
     {
       const GradCallScope grad_call(true);
-      run_backward(outputs, grad_outputs, retain_graph, meshes, &capture, "autograd.grad");
+      run_backward(outputs, grad_outputs, retain_graph || create_graph, meshes, &capture,
+                   "autograd.grad", create_graph);
     }
     std::vector<DTensor>& result = capture.grads;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -308,8 +334,10 @@ std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DT
         if (materialize_grads) g = zeros_like(inputs[i]);
       } else if (inputs[i].is_leaf() && g.placements() != inputs[i].placements()) {
         // Laid out like the leaf, as AccumulateGrad lays out its grad().
-        g = detail::redistribute_no_grad(
-            g, g.spec().with_placements(inputs[i].placements(), "autograd.grad"));
+        g = create_graph
+                ? g.redistribute(inputs[i].placements())
+                : detail::redistribute_no_grad(
+                      g, g.spec().with_placements(inputs[i].placements(), "autograd.grad"));
       }
     }
     meshes.meet();
@@ -323,12 +351,15 @@ std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DT
 namespace {
 
 void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
-                  bool retain_graph, MeshesSeen& meshes, Capture* capture, const char* op) {
+                  bool retain_graph, MeshesSeen& meshes, Capture* capture, const char* op,
+                  bool create_graph) {
   CallbackScope callbacks;
   DT_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(),
            "[%s] got %d gradients for %d roots (expected one per root, or none)", op,
            grad_roots.size(), roots.size());
-  NoGradGuard no_grad;
+  // Grad mode off, except under create_graph (the formulas then record their graph).
+  const AutoGradMode grad_mode(create_graph);
+  const CreateGraphScope create_graph_scope(create_graph);
 
   // Seed: the edge each root's gradient enters, with the gradient.
   std::vector<std::pair<Edge, DTensor>> seeds;
@@ -398,11 +429,17 @@ void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> gra
     if (!edge.valid() || skipped(edge.node.get())) continue;
     accumulate(buffer_of(edge.node.get()), edge.input_nr, std::move(g));
   }
+  // create_graph: the owner of each ready node (a saved output takes its history from it).
+  absl::flat_hash_map<Node*, std::shared_ptr<Node>> owners;
+  auto push_ready = [&](const std::shared_ptr<Node>& n) {
+    ready.emplace(n->sequence_nr(), n.get());
+    if (create_graph) owners.emplace(n.get(), n);
+  };
   absl::flat_hash_map<Node*, bool> queued;
   for (const auto& [edge, g] : seeds) {
     Node* n = edge.node.get();
     if (n != nullptr && !skipped(n) && deps[n] == 0 && queued.emplace(n, true).second) {
-      ready.emplace(n->sequence_nr(), n);
+      push_ready(edge.node);
     }
   }
 
@@ -433,7 +470,13 @@ void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> gra
       // CommDebugMode attribution: the node's module, phase backward, the node as the op.
       std::optional<CommDebugMode::OpScope> label;
       if (CommDebugMode::active()) label.emplace(node->name(), node->comm_module(), true);
+      if (create_graph) {
+        auto it = owners.find(node);
+        t_node = std::move(it->second);
+        owners.erase(it);
+      }
       out = node->apply(std::move(grads));
+      if (create_graph) t_node = nullptr;
     }
     if (!retain_graph) node->release_saved();
     const EdgeList& edges = node->next_edges();
@@ -447,11 +490,29 @@ void run_backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> gra
         check_gradient(out[i], *node->input_specs()[i], node->name(), i);
         accumulate(buffer_of(e.node.get()), e.input_nr, std::move(out[i]));
       }
-      if (--deps[e.node.get()] == 0) ready.emplace(e.node->sequence_nr(), e.node.get());
+      if (--deps[e.node.get()] == 0) push_ready(e.node);
     }
   }
   callbacks.run();
 }
 
 }  // namespace
+
+bool in_create_graph() {
+  return t_create_graph;
+}
+
+const std::shared_ptr<Node>& create_graph_node() {
+  return t_node;
+}
+
+void fail_no_double_backward(std::string_view grad_op) {
+  std::string name = t_node != nullptr ? t_node->name() : std::string("a node");
+  if (absl::EndsWith(name, "Backward")) name.resize(name.size() - 8);
+  DT_FAIL(
+      "[autograd] create_graph: %s's backward uses %s, which has no derivative (double backward "
+      "is not implemented for it)",
+      name, grad_op);
+}
+
 }  // namespace dtensor::autograd

@@ -1,5 +1,6 @@
 #include "dtensor/autograd/function.h"
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/autograd/op_node.h"
 #include "dtensor/tensor/error.h"
@@ -84,11 +85,25 @@ class FunctionNode : public Node {
     for (size_t i = 0; i < out.size() && i < next_edges().size(); ++i) {
       if (!next_edges()[i].valid()) out[i] = DTensor();
     }
+    if (in_create_graph()) check_history(grads, out);
     return out;
   }
   void release_saved() override { backward_ = nullptr; }
 
  private:
+  // create_graph: a backward that drops the history of the gradients it was given (one written
+  // with the no-grad kernels) would make the gradients of gradients silently wrong: raised.
+  void check_history(const DTensorList& grads, const DTensorList& out) const {
+    bool in_history = false;
+    for (const DTensor& g : grads) in_history = in_history || (g.defined() && g.requires_grad());
+    if (!in_history) return;
+    for (const DTensor& o : out) {
+      if (o.defined() && is_floating(o.dtype()) && !o.requires_grad()) {
+        fail_no_double_backward("its record_function backward");
+      }
+    }
+  }
+
   std::string name_;
   BackwardFunction backward_;
 };

@@ -1,6 +1,8 @@
 #include "dtensor/autograd/node.h"
 
 #include "dtensor/autograd/accumulate_grad.h"
+#include "dtensor/autograd/create_graph.h"
+#include "dtensor/autograd/grad_mode.h"
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/core/detail/redistribute_no_grad.h"
 #include "dtensor/tensor/error.h"
@@ -89,6 +91,8 @@ DTensor redistribute_backward(const DTensor& grad, const DTensorSpec& src) {
     }
   }
   if (want == have) return grad;
+  // create_graph: recorded (its own backward is this rule again).
+  if (in_create_graph() && grad_enabled()) return grad.redistribute(want);
   return detail::redistribute_no_grad(grad,
                                       grad.spec().with_placements(std::move(want), "backward"));
 }

@@ -5,13 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/compile/compile.h"
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/scan/scan.h"
+#include "dtensor/ops/softmax/softmax.h"
 #include "dtensor/tensor/creation.h"
+#include "tests/autograd/create_graph_references.inc"
 #include "tests/autograd/leaf.h"
 
 namespace dt = dtensor;
@@ -129,8 +133,6 @@ TEST_CASE("autograd.grad: unused inputs, grad_outputs and the errors") {
   CHECK_THROWS_WITH(dt::autograd::grad(loss, plain, {}, true),
                     Contains("[autograd.grad] input 0 does not require grad"));
   const DTensor w1[] = {g.w1};
-  CHECK_THROWS_WITH(dt::autograd::grad(loss, w1, {}, true, /*create_graph=*/true),
-                    Contains("[autograd.grad] create_graph"));
   // A non-scalar output needs its gradient: d sum(h * v) / d w1 from grad_outputs = v.
   const DTensor h[] = {g.h};
   CHECK_THROWS_WITH(dt::autograd::grad(h, w1, {}, true), Contains("[autograd.grad] a gradient"));
@@ -368,4 +370,125 @@ TEST_CASE("post accumulate grad hooks: optimizer-in-backward replays bit-equal u
   const std::vector<double> eager = run(false);
   CHECK(eager != std::vector<double>{1, -2, 3});  // the hook stepped
   CHECK(run(true) == eager);
+}
+
+// create_graph (double backward) against torch_autograd_api_references.py, float64, at 1e-12.
+namespace {
+
+namespace refs = dt::test::create_graph_refs;
+
+void check_close(const DTensor& t, const std::vector<double>& want) {
+  REQUIRE(t.defined());
+  const std::vector<double> got = t.to_local().to_vector<double>();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-12));
+}
+
+DTensor grad1(const DTensor& out, const DTensor& in, bool create_graph,
+              const DTensor& grad_out = DTensor()) {
+  const DTensor outs[] = {out}, ins[] = {in}, gouts[] = {grad_out};
+  return dt::autograd::grad(
+      outs, ins, grad_out.defined() ? absl::MakeSpan(gouts) : absl::Span<const DTensor>(), false,
+      create_graph)[0];
+}
+
+}  // namespace
+
+TEST_CASE("create_graph: grad of grad of x^3 + sin + exp, softmax and log_softmax as PyTorch") {
+  const DTensor x = leaf({0.3, -0.7, 1.2, 2.0}, {4});
+  const DTensor g = grad1(dt::sum(x * x * x + dt::sin(x) + dt::exp(x)), x, true);
+  CHECK(g.requires_grad());
+  check_close(g, refs::kCgG);
+  check_close(grad1(dt::sum(g * g), x, false), refs::kCgGg);
+
+  const DTensor m = leaf({0.3, -0.7, 1.2, 2.0, 0.1, -0.4}, {2, 3});
+  const DTensor c = leaf({1.0, -2.0, 0.5, 0.25, 3.0, -1.0}, {2, 3}).detach();
+  const DTensor gs = grad1(dt::sum(dt::softmax(m, 1) * c), m, true);
+  check_close(gs, refs::kCgSoftmaxG);
+  check_close(grad1(dt::sum(gs * gs), m, false), refs::kCgSoftmaxGg);
+  const DTensor gl = grad1(dt::sum(dt::log_softmax(m, 1) * c), m, true);
+  check_close(gl, refs::kCgLogSoftmaxG);
+  check_close(grad1(dt::sum(gl * gl), m, false), refs::kCgLogSoftmaxGg);
+  // Without create_graph the gradient has no history.
+  CHECK_FALSE(grad1(dt::sum(x * x * x), x, false).requires_grad());
+}
+
+TEST_CASE("create_graph: a Hessian-vector product as PyTorch") {
+  const DTensor w = leaf(range(12, 7, 0.6), {4, 3}).detach();
+  const DTensor v = leaf({0.5, -0.2, 0.9}, {3, 1});
+  const DTensor u = leaf({1.0, -1.0, 0.5}, {3, 1}).detach();
+  const DTensor s = dt::sum(v * v);
+  const DTensor wv = dt::matmul(w, v);
+  const DTensor f = dt::mean(dt::exp(wv)) + dt::sum(dt::tanh(wv)) + s * s;
+  const DTensor g = grad1(f, v, true);
+  check_close(g, refs::kHvpG);
+  check_close(grad1(g, v, false, u), refs::kHvp);
+}
+
+TEST_CASE("create_graph: gradient penalty of an MLP to its parameters as PyTorch") {
+  struct Case {
+    const char* name;
+    std::function<DTensor(const DTensor&)> act;
+    const std::vector<double>*gx, *w1, *b1, *w2;
+  };
+  const Case cases[] = {
+      {"tanh", [](const DTensor& t) { return dt::tanh(t); }, &refs::kGpTanhGx, &refs::kGpTanhW1,
+       &refs::kGpTanhB1, &refs::kGpTanhW2},
+      {"gelu", [](const DTensor& t) { return dt::gelu(t); }, &refs::kGpGeluGx, &refs::kGpGeluW1,
+       &refs::kGpGeluB1, &refs::kGpGeluW2},
+      {"gelu tanh", [](const DTensor& t) { return dt::gelu(t, dt::GeluApproximate::kTanh); },
+       &refs::kGpGeluTanhGx, &refs::kGpGeluTanhW1, &refs::kGpGeluTanhB1, &refs::kGpGeluTanhW2},
+      {"silu", [](const DTensor& t) { return dt::silu(t); }, &refs::kGpSiluGx, &refs::kGpSiluW1,
+       &refs::kGpSiluB1, &refs::kGpSiluW2},
+      {"sigmoid", [](const DTensor& t) { return dt::sigmoid(t); }, &refs::kGpSigmoidGx,
+       &refs::kGpSigmoidW1, &refs::kGpSigmoidB1, &refs::kGpSigmoidW2},
+  };
+  for (const Case& k : cases) {
+    INFO(k.name);
+    const DTensor x = leaf(range(12, 10, 0.5), {4, 3});
+    const DTensor w1 = leaf(range(15, 9, 0.8), {5, 3});
+    const DTensor b1 = leaf(range(5, 10, 0.2), {5});
+    const DTensor w2 = leaf(range(5, 4, 0.5), {1, 5});
+    const DTensor b2 = leaf({0.1}, {1});
+    const DTensor out = dt::linear(k.act(dt::linear(x, w1, b1)), w2, b2);
+    const DTensor gx = grad1(dt::sum(out), x, true);
+    const DTensor penalty = dt::sum(gx * gx);
+    penalty.backward();
+    check_close(gx, *k.gx);
+    check_close(w1.grad(), *k.w1);
+    check_close(b1.grad(), *k.b1);
+    check_close(w2.grad(), *k.w2);
+    CHECK_FALSE(b2.grad().defined());  // the penalty does not depend on b2, as in PyTorch
+  }
+}
+
+TEST_CASE("create_graph: backward(create_graph) then a second backward as PyTorch") {
+  const DTensor x = leaf({0.3, -0.7, 1.2}, {3});
+  const DTensor y[] = {dt::sum(x * x * x)};
+  dt::autograd::backward(y, {}, false, /*create_graph=*/true);
+  const DTensor g = x.grad();
+  CHECK(g.requires_grad());
+  CHECK_FALSE(g.is_leaf());
+  x.set_grad(DTensor());
+  dt::sum(g * g).backward();
+  check_close(x.grad(), refs::kBackwardCgSecond);
+}
+
+TEST_CASE("create_graph: an op without a derivative raises, and a compile capture refuses it") {
+  const DTensor x = leaf({0.3, -0.7, 1.2}, {3});
+  // cumprod's backward dispatches cumprod_backward, which has no derivative.
+  CHECK_THROWS_WITH(grad1(dt::sum(dt::cumprod(x, 0)), x, true),
+                    Contains("[autograd] create_graph: cumprod's backward uses cumprod_backward, "
+                             "which has no derivative (double backward is not implemented"));
+  // The same graph without create_graph is fine.
+  CHECK(grad1(dt::sum(dt::cumprod(x, 0)), x, false).defined());
+  DTensor w = leaf({1, 2, 3}, {3});
+  dt::CompiledStep step = dt::compile([&](const dt::DTensorList& in) {
+    const DTensor loss[] = {dt::sum(in[0] * w)};
+    dt::autograd::backward(loss, {}, false, /*create_graph=*/true);
+    return dt::DTensorList{loss[0]};
+  });
+  CHECK_THROWS_WITH(step({dt::local_dtensor(dt::from_vector<double>({1, 1, 1}, {3}))}),
+                    Contains("[compile] the step cannot be captured: it runs backward with "
+                             "create_graph=true"));
 }

@@ -174,3 +174,59 @@ mse = torch.nn.MSELoss()
 mse.register_full_backward_hook(lambda m, gi, go: (None, gi[1] * 10))
 mse(a, b).backward()
 print("two-input both: a.grad", a.grad, "b.grad", r6(b.grad))
+
+
+# create_graph (double backward), float64, printed in full (the test compares at 1e-12).
+def full(name, t):
+    print(name, "{" + ", ".join(repr(v) for v in t.detach().flatten().tolist()) + "}")
+
+
+# "create_graph: grad of grad of x^3 + sin + exp, and of softmax / log_softmax"
+x = torch.tensor([0.3, -0.7, 1.2, 2.0], requires_grad=True)
+g, = torch.autograd.grad((x * x * x + torch.sin(x) + torch.exp(x)).sum(), x, create_graph=True)
+full("cg g", g)
+full("cg gg", torch.autograd.grad((g * g).sum(), x)[0])
+m = torch.tensor([[0.3, -0.7, 1.2], [2.0, 0.1, -0.4]], requires_grad=True)
+c = torch.tensor([[1.0, -2.0, 0.5], [0.25, 3.0, -1.0]])
+for name, f in (("softmax", torch.softmax), ("log_softmax", torch.log_softmax)):
+    g, = torch.autograd.grad((f(m, 1) * c).sum(), m, create_graph=True)
+    full("cg " + name + " g", g)
+    full("cg " + name + " gg", torch.autograd.grad((g * g).sum(), m)[0])
+
+# "create_graph: a Hessian-vector product"
+W = torch.arange(12.0).reshape(4, 3) / 7 - 0.6
+v = torch.tensor([[0.5], [-0.2], [0.9]], requires_grad=True)
+u = torch.tensor([[1.0], [-1.0], [0.5]])
+s = (v * v).sum()
+f = torch.exp(W @ v).mean() + torch.tanh(W @ v).sum() + s * s
+g, = torch.autograd.grad(f, v, create_graph=True)
+full("hvp g", g)
+full("hvp", torch.autograd.grad(g, v, u)[0])
+
+# "create_graph: gradient penalty of an MLP"
+acts = (("tanh", torch.tanh), ("gelu", torch.nn.functional.gelu),
+        ("gelu_tanh", lambda t: torch.nn.functional.gelu(t, approximate="tanh")),
+        ("silu", torch.nn.functional.silu), ("sigmoid", torch.sigmoid))
+for name, act in acts:
+    x = (torch.arange(12.0).reshape(4, 3) / 10 - 0.5).requires_grad_()
+    W1 = (torch.arange(15.0).reshape(5, 3) / 9 - 0.8).requires_grad_()
+    b1 = (torch.arange(5.0) / 10 - 0.2).requires_grad_()
+    W2 = (torch.arange(5.0).reshape(1, 5) / 4 - 0.5).requires_grad_()
+    b2 = torch.tensor([0.1], requires_grad=True)
+    out = torch.nn.functional.linear(act(torch.nn.functional.linear(x, W1, b1)), W2, b2)
+    gx, = torch.autograd.grad(out.sum(), x, create_graph=True)
+    (gx * gx).sum().backward()
+    full("gp " + name + " gx", gx)
+    full("gp " + name + " W1", W1.grad)
+    full("gp " + name + " b1", b1.grad)
+    full("gp " + name + " W2", W2.grad)
+    print("gp", name, "b2.grad", b2.grad)
+
+# "create_graph: backward(create_graph) then a second backward"
+x = torch.tensor([0.3, -0.7, 1.2], requires_grad=True)
+(x * x * x).sum().backward(create_graph=True)
+g = x.grad
+print("backward cg: grad requires_grad", g.requires_grad, "is_leaf", g.is_leaf)
+x.grad = None
+(g * g).sum().backward()
+full("backward cg second", x.grad)

@@ -7,8 +7,10 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/ops/common/detail/grad_util.h"
@@ -122,26 +124,50 @@ DTensorList rsqrt_bw(const BackwardContext& c, Grads g) {
 }
 // The activations' gradients: one fused op each (gelu_backward etc., registered in
 // elementwise_strategy.cc), sharded like any pointwise op; args are the forward's.
+// Under create_graph (autograd/create_graph.h) the fused op, which has no derivative, is replaced
+// by `composite` (the same derivative written with differentiable ops).
 DTensorList activation_bw(const BackwardContext& c, Grads g, const char* grad_op,
-                          const DTensor& saved) {
+                          const DTensor& saved,
+                          const std::function<DTensor(const DTensor&)>& composite = nullptr) {
   if (!c.needs_input_grad(0)) return {DTensor()};
+  if (composite != nullptr && autograd::in_create_graph()) {
+    return {for_input(c, 0, g[0] * composite(saved))};
+  }
   return {for_input(c, 0, dispatch(ops_op(grad_op), {&g[0], &saved}, c.args()))};
 }
 DTensorList sigmoid_bw(const BackwardContext& c, Grads g) {
-  return activation_bw(c, g, "sigmoid_backward", c.output(0));
+  return activation_bw(c, g, "sigmoid_backward", c.output(0),
+                       [](const DTensor& y) { return y * (1.0 - y); });
 }
 DTensorList tanh_bw(const BackwardContext& c, Grads g) {
-  return activation_bw(c, g, "tanh_backward", c.output(0));
+  return activation_bw(c, g, "tanh_backward", c.output(0),
+                       [](const DTensor& y) { return 1.0 - y * y; });
 }
 DTensorList relu_bw(const BackwardContext& c, Grads g) {
   // PyTorch's threshold_backward (out <= 0 ? 0 : g): a NaN output passes the gradient.
   return {for_input(c, 0, g[0] * as_float(logical_not(le(c.output(0), Scalar(0))), g[0].dtype()))};
 }
+// silu' = s (1 + x (1 - s)), s = sigmoid(x).
 DTensorList silu_bw(const BackwardContext& c, Grads g) {
-  return activation_bw(c, g, "silu_backward", c.input(0));
+  return activation_bw(c, g, "silu_backward", c.input(0), [](const DTensor& x) {
+    const DTensor s = sigmoid(x);
+    return s * (x * (1.0 - s) + 1.0);
+  });
 }
+// gelu' = Phi(x) + x phi(x) (erf form); tanh form: with u = k (x + 0.044715 x^3), k =
+// sqrt(2 / pi), t = tanh(u): (1 + t) / 2 + x (1 - t^2) k (1 + 3 0.044715 x^2) / 2.
 DTensorList gelu_bw(const BackwardContext& c, Grads g) {
-  return activation_bw(c, g, "gelu_backward", c.input(0));
+  const bool tanh_form = c.arg<int64_t>(0) == static_cast<int64_t>(GeluApproximate::kTanh);
+  return activation_bw(c, g, "gelu_backward", c.input(0), [tanh_form](const DTensor& x) {
+    if (tanh_form) {
+      const double k = std::sqrt(2.0 / M_PI), a = 0.044715;
+      const DTensor x2 = x * x;
+      const DTensor t = tanh((x + x2 * x * a) * k);
+      return (t + 1.0) * 0.5 + x * (1.0 - t * t) * ((x2 * (3.0 * a) + 1.0) * (0.5 * k));
+    }
+    return (erf(x * M_SQRT1_2) + 1.0) * 0.5 +
+           x * exp(x * x * -0.5) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+  });
 }
 // sin' = cos, cos' = -sin, tan' = 1 + tan^2, erf' = 2/sqrt(pi) exp(-x^2), (2^x)' = 2^x ln 2,
 // expm1' = out + 1, log1p' = 1 / (1 + x), log2' = 1 / (x ln 2), log10' = 1 / (x ln 10),
