@@ -1,16 +1,30 @@
-// torch.nn.TransformerEncoderLayer and torch.nn.TransformerEncoder (PyTorch 2.15's child names,
-// arguments and slow-path forward), composed of MultiheadAttention, Linear, LayerNorm and
-// Dropout, so a batch-sharded input keeps its shards as those modules do.
+// torch.nn.TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer and
+// TransformerDecoder (PyTorch 2.15's child names, arguments and slow-path forward), composed of
+// MultiheadAttention, Linear, LayerNorm and Dropout, so a batch-sharded input keeps its shards as
+// those modules do.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dtensor/nn/basic_layers.h"
 #include "dtensor/nn/multihead_attention.h"
 
 namespace dtensor::nn {
+
+namespace detail {
+// The constructor arguments of the encoder and decoder layers (kept for clone()).
+struct TransformerLayerConfig {
+  int64_t d_model, nhead, dim_feedforward;
+  double dropout;
+  std::string activation;
+  double layer_norm_eps;
+  bool batch_first, norm_first, bias;
+  ModuleOptions opts;
+};
+}  // namespace detail
 
 // Children (PyTorch's): self_attn (MultiheadAttention(d_model, nhead, dropout, bias,
 // batch_first)), linear1 (d_model -> dim_feedforward), dropout, linear2 (dim_feedforward ->
@@ -47,12 +61,8 @@ class TransformerEncoderLayer : public Module {
   std::shared_ptr<TransformerEncoderLayer> clone() const;
 
  private:
-  int64_t d_model_, nhead_, dim_feedforward_;
-  double dropout_p_;
-  std::string activation_;
-  double layer_norm_eps_;
-  bool batch_first_, norm_first_, bias_;
-  ModuleOptions opts_;
+  explicit TransformerEncoderLayer(const detail::TransformerLayerConfig& cfg);
+  detail::TransformerLayerConfig cfg_;
   std::shared_ptr<MultiheadAttention> self_attn_;
   ModulePtr linear1_, dropout_, linear2_, norm1_, norm2_, dropout1_, dropout2_;
   std::shared_ptr<const MultiheadAttentionArgs> call_args_;
@@ -76,6 +86,61 @@ class TransformerEncoder : public Module {
  private:
   int64_t num_layers_;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers_;
+  ModulePtr norm_;
+};
+
+// TransformerDecoderLayer's masks (PyTorch's forward arguments): self-attention over tgt
+// (tgt_mask [T, T] or [N * nhead, T, T], tgt_key_padding_mask [N, T]) and attention to memory
+// (memory_mask [T, S] or [N * nhead, T, S], memory_key_padding_mask [N, S]); bool (true: masked)
+// or floating (added); the is_causal hints as MultiheadAttentionArgs::is_causal.
+struct TransformerDecoderArgs {
+  DTensor tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask;
+  bool tgt_is_causal = false;
+  bool memory_is_causal = false;
+};
+
+// Children (PyTorch's): self_attn, multihead_attn (MultiheadAttention(d_model, nhead, dropout,
+// bias, batch_first)), linear1, dropout, linear2, norm1, norm2, norm3, dropout1, dropout2,
+// dropout3.
+//   norm_first false: x = norm1(x + sa(x)); x = norm2(x + mha(x, memory)); x = norm3(x + ff(x))
+//   norm_first true:  x = x + sa(norm1(x)); x = x + mha(norm2(x), memory); x = x + ff(norm3(x))
+// tgt [T, N, d_model], memory [S, N, d_model] (batch_first: batch dim first; unbatched: none).
+// Module's one-input forward is not offered (memory is needed); self_attn runs through Module's
+// call with the tgt masks as its forward context, multihead_attn by a direct call.
+class TransformerDecoderLayer : public Module {
+ public:
+  TransformerDecoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
+                          double dropout = 0.1, std::string activation = "relu",
+                          double layer_norm_eps = 1e-5, bool batch_first = false,
+                          bool norm_first = false, bool bias = true, ModuleOptions opts = {});
+  std::string type_name() const override { return "TransformerDecoderLayer"; }
+  using Module::forward;
+  DTensor forward(const DTensor& tgt, const DTensor& memory,
+                  const TransformerDecoderArgs& args = {});
+  // As TransformerEncoderLayer::clone.
+  std::shared_ptr<TransformerDecoderLayer> clone() const;
+
+ private:
+  explicit TransformerDecoderLayer(const detail::TransformerLayerConfig& cfg);
+  detail::TransformerLayerConfig cfg_;
+  std::shared_ptr<MultiheadAttention> self_attn_, multihead_attn_;
+  ModulePtr linear1_, dropout_, linear2_, norm1_, norm2_, norm3_, dropout1_, dropout2_, dropout3_;
+};
+
+// PyTorch's TransformerDecoder(decoder_layer, num_layers, norm): layers.<i> (clones of
+// decoder_layer) and norm (when given); forward runs the layers with the same memory and masks,
+// then norm.
+class TransformerDecoder : public Module {
+ public:
+  TransformerDecoder(const TransformerDecoderLayer& decoder_layer, int64_t num_layers,
+                     ModulePtr norm = nullptr);
+  std::string type_name() const override { return "TransformerDecoder"; }
+  using Module::forward;
+  DTensor forward(const DTensor& tgt, const DTensor& memory,
+                  const TransformerDecoderArgs& args = {});
+
+ private:
+  std::vector<std::shared_ptr<TransformerDecoderLayer>> layers_;
   ModulePtr norm_;
 };
 

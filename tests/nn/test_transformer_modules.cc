@@ -297,3 +297,45 @@ TEST_CASE("TransformerEncoderLayer's masks reach a checkpointed self_attn's reco
   CHECK(tt::same_values(srcs[1].grad().to_local(), want(c + ".grad.src"), kTol));
   CHECK(tt::same_values(srcs[1].grad().to_local(), srcs[0].grad().to_local(), kTol));
 }
+
+TEST_CASE("TransformerDecoderLayer and TransformerDecoder give PyTorch's values", "[nn]") {
+  constexpr int64_t E = 4, H = 2, FF = 6;
+  struct Case {
+    const char* name;
+    std::string activation;
+    bool batch_first, norm_first;
+    int64_t layers;  // 0: the layer alone
+  };
+  const std::vector<Case> cases = {{"dec_post_relu", "relu", false, false, 0},
+                                   {"dec_pre_gelu_bf_causal", "gelu", true, true, 0},
+                                   {"decoder2", "gelu", false, true, 2}};
+  for (const Case& k : cases) {
+    const std::string c = k.name;
+    INFO(c);
+    nn::TransformerDecoderLayer layer(E, H, FF, 0.1, k.activation, 1e-5, k.batch_first,
+                                      k.norm_first, true, f64());
+    nn::TransformerDecoder dec(layer, k.layers,
+                               std::make_shared<nn::LayerNorm>(E, 1e-5, true, f64()));
+    nn::Module& m = k.layers > 0 ? static_cast<nn::Module&>(dec) : layer;
+    load(m, c);
+    m.eval();
+    nn::TransformerDecoderArgs a;
+    a.tgt_mask = want_local(c + ".tgt_mask");
+    a.memory_mask = want_local(c + ".memory_mask");
+    a.tgt_key_padding_mask = want_local(c + ".tgt_key_padding_mask");
+    a.memory_key_padding_mask = want_local(c + ".memory_key_padding_mask");
+    a.tgt_is_causal = c != "dec_post_relu";
+    const DTensor tgt = leaf(c + ".tgt"), memory = leaf(c + ".memory");
+    const DTensor out = k.layers > 0 ? dec.forward(tgt, memory, a) : layer.forward(tgt, memory, a);
+    check(m, c, {{"tgt", tgt}, {"memory", memory}}, out, DTensor());
+  }
+  std::vector<std::string> children;
+  const nn::TransformerDecoderLayer fresh(8, 2, 16);
+  for (const auto& [n, ch] : fresh.named_children()) children.push_back(n);
+  CHECK(children == std::vector<std::string>{"self_attn", "multihead_attn", "linear1", "dropout",
+                                             "linear2", "norm1", "norm2", "norm3", "dropout1",
+                                             "dropout2", "dropout3"});
+  CHECK_THROWS_WITH(nn::TransformerDecoderLayer(8, 2, 16, 0.1, "silu"),
+                    Catch::Contains("[TransformerDecoderLayer] activation should be relu/gelu, "
+                                    "not silu"));
+}

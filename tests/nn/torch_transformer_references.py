@@ -152,6 +152,34 @@ mask(case, "src_mask", fkw["mask"])
 mask(case, "src_key_padding_mask", fkw["src_key_padding_mask"])
 finish(case, m, {"src": x}, m(x, **fkw))
 
+# TransformerDecoderLayer(d_model 4, nhead 2, dim_feedforward 6) on tgt [T=3, N, 4] and memory
+# [S=4, N, 4], eval; TransformerDecoder of 2 pre-norm gelu layers and a final LayerNorm.
+memory_mask = torch.tensor([[False, True, False, False], [False, False, True, False],
+                            [True, False, False, True]])
+dec_cases = [
+    ("dec_post_relu", dict(), 2, dict(tgt_mask=bool_mask2[:, :3], memory_mask=float_mask3[0],
+                                      tgt_key_padding_mask=bool_kpm[:, :3],
+                                      memory_key_padding_mask=bool_kpm)),
+    ("dec_pre_gelu_bf_causal", dict(norm_first=True, activation="gelu", batch_first=True), 0,
+     dict(tgt_mask=nn.Transformer.generate_square_subsequent_mask(L), tgt_is_causal=True,
+          memory_mask=memory_mask)),
+    ("decoder2", dict(norm_first=True, activation="gelu"), 2,
+     dict(tgt_mask=nn.Transformer.generate_square_subsequent_mask(L), tgt_is_causal=True,
+          memory_key_padding_mask=bool_kpm)),
+]
+for case, kw, layers, fkw in dec_cases:
+    layer = nn.TransformerDecoderLayer(E, H, 6, **kw)
+    m = (nn.TransformerDecoder(layer, layers, norm=nn.LayerNorm(E)) if case == "decoder2"
+         else layer).eval()
+    load_params(case, m)
+    bf = kw.get("batch_first")
+    tgt = leaf(case, "tgt", [N, L, E] if bf else [L, N, E], 1)
+    memory = leaf(case, "memory", [N, S, E] if bf else [S, N, E], 2)
+    for name in ("tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask"):
+        if name in fkw:
+            mask(case, name, fkw[name])
+    finish(case, m, {"tgt": tgt, "memory": memory}, m(tgt, memory, **fkw))
+
 with open("tests/data/nn/transformer_reference.txt", "w") as f:
     f.write("\n".join(lines) + "\n")
 print("torch", torch.__version__, "wrote", len(lines), "tensors")
