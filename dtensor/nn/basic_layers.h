@@ -1,7 +1,8 @@
 // Parameterless layers with torch.nn's names, arguments and defaults: Identity, Flatten,
 // Unflatten, Dropout, PixelShuffle / PixelUnshuffle / ChannelShuffle, Dropout1d / 2d / 3d,
-// AlphaDropout and FeatureAlphaDropout. forward calls the DTensor op (view ops of dtensor/ops/view,
-// dropout of dtensor/rng/dtensor_random.h), so a sharded input keeps its shards as the op allows.
+// AlphaDropout, FeatureAlphaDropout, Unfold and Fold. forward calls the DTensor op (view ops of
+// dtensor/ops/view, dropout of dtensor/rng/dtensor_random.h), so a sharded input keeps its shards
+// as the op allows.
 #pragma once
 
 #include <cstdint>
@@ -173,6 +174,35 @@ class FeatureAlphaDropout : public FeatureDropoutNd {
  public:
   explicit FeatureAlphaDropout(double p = 0.5, Generator* gen = nullptr)
       : FeatureDropoutNd(0, "FeatureAlphaDropout", p, gen, true) {}
+};
+
+// Unfold (im2col) and Fold (col2im) with PyTorch's arguments: kernel_size, dilation (1),
+// padding (0), stride (1), each one value or two (H, W). Unfold takes (N, C, H, W) or (C, H, W)
+// and gives (N, C kh kw, L), L the number of blocks, channel index c kh kw + i kw + j; Fold is
+// its adjoint ((N, C kh kw, L) or unbatched -> (N, C, output_size), overlapping blocks summed).
+// Exact composites: Unfold stacks the kh kw strided slices of the zero-padded input; Fold
+// spreads every kernel offset's block over the padded output (zeros interleaved by the stride,
+// padded into place) and adds them in kernel order (PyTorch's col2im order), then crops.
+class Unfold : public Module {
+ public:
+  explicit Unfold(IntSpan kernel_size, IntSpan dilation = {1}, IntSpan padding = {0},
+                  IntSpan stride = {1});
+  std::string type_name() const override { return "Unfold"; }
+  DTensor forward(const DTensor& x) override;
+
+ private:
+  Shape kernel_size_, dilation_, padding_, stride_;
+};
+
+class Fold : public Module {
+ public:
+  Fold(IntSpan output_size, IntSpan kernel_size, IntSpan dilation = {1}, IntSpan padding = {0},
+       IntSpan stride = {1});
+  std::string type_name() const override { return "Fold"; }
+  DTensor forward(const DTensor& x) override;
+
+ private:
+  Shape output_size_, kernel_size_, dilation_, padding_, stride_;
 };
 
 }  // namespace dtensor::nn

@@ -459,6 +459,23 @@ TEST_CASE("round-9 layers give PyTorch's values and gradients", "[nn]") {
        std::make_shared<nn::LocalResponseNorm>(2, 0.01, 0.5, 2.0), "LocalResponseNorm"},
       {"InstanceNorm3d(2,affine)",
        std::make_shared<nn::InstanceNorm3d>(2, 1e-5, 0.1, true, false, f64), "InstanceNorm3d"},
+      {"Unfold(2)", std::make_shared<nn::Unfold>(dt::Shape{2}), "Unfold"},
+      {"Unfold((2,3),(1,2),1,(2,1))",
+       std::make_shared<nn::Unfold>(dt::Shape{2, 3}, dt::Shape{1, 2}, dt::Shape{1},
+                                    dt::Shape{2, 1}),
+       "Unfold"},
+      {"Unfold(2,stride=2) unbatched",
+       std::make_shared<nn::Unfold>(dt::Shape{2}, dt::Shape{1}, dt::Shape{0}, dt::Shape{2}),
+       "Unfold"},
+      {"Fold((4,5),2)", std::make_shared<nn::Fold>(dt::Shape{4, 5}, dt::Shape{2}), "Fold"},
+      {"Fold((5,6),(2,3),(1,2),1,(2,1))",
+       std::make_shared<nn::Fold>(dt::Shape{5, 6}, dt::Shape{2, 3}, dt::Shape{1, 2}, dt::Shape{1},
+                                  dt::Shape{2, 1}),
+       "Fold"},
+      {"Fold((4,4),2,stride=2) unbatched",
+       std::make_shared<nn::Fold>(dt::Shape{4, 4}, dt::Shape{2}, dt::Shape{1}, dt::Shape{0},
+                                  dt::Shape{2}),
+       "Fold"},
   };
   tt::inventory::check_modules(cases);
   for (const auto& [name, m] : std::vector<std::pair<const char*, std::shared_ptr<nn::Bilinear>>>{
@@ -480,6 +497,15 @@ TEST_CASE("round-9 layers give PyTorch's values and gradients", "[nn]") {
   CHECK_THROWS_WITH(nn::PixelShuffle(2)(x3),
                     Catch::Contains("[pixel_shuffle] pixel_shuffle expects its input's 'channel' "
                                     "dimension to be divisible by 4, but input.size(-3)=2"));
+  CHECK_THROWS_WITH(nn::Fold(dt::Shape{4, 5}, dt::Shape{2})(x3),
+                    Catch::Contains("[Fold] Expected size of input's dimension 1 to be divisible "
+                                    "by the product of kernel_size, but got input.size(1)=5"));
+  CHECK_THROWS_WITH(
+      nn::Fold(dt::Shape{4, 5}, dt::Shape{1})(x3),
+      Catch::Contains("expected size of input's dimension 2 to match the calculated "
+                      "number of sliding blocks 4 * 5 = 20, but got input.size(2)=3"));
+  CHECK_THROWS_WITH(nn::Unfold(dt::Shape{2, 2, 2}),
+                    Catch::Contains("[Unfold] kernel_size must be one or two ints >= 1, got "));
   CHECK_THROWS_WITH(nn::LocalResponseNorm(2)(nn::local_dtensor(x3.to_local().select(0, 0))),
                     Catch::Contains("[LocalResponseNorm] Expected 3D or higher dimensionality "
                                     "input (got 2 dimensions)"));
