@@ -150,7 +150,7 @@ DTensor soft_margin_loss(const DTensor& input, const DTensor& target, Reduction 
   check_reduction(op, reduction, false);
   check_floating(op, "input", input);
   const DTensor t = like_input(op, "target", target, input);
-  return reduce(log(exp(neg(input) * t) + 1.0), reduction);
+  return reduce(log1p(exp(neg(input) * t)), reduction);  // ATen: log1p, exact far in the tail
 }
 
 DTensor multilabel_soft_margin_loss(const DTensor& input, const DTensor& target,

@@ -178,6 +178,10 @@ CE_B = arg([[0.5, 1.5, 0.5, -0.2], [-0.3, 1.2, 0.4, -0.8], [1.0, -1.0, 0.5, 0.2]
 CE_TT = arg([1.0, -1.0, -1.0])
 SM_X = arg([[-1.5, 0.25, 2.0], [-0.75, 1.0, 30.0]])
 SM_T = arg([[1.0, -1.0, 1.0], [1.0, -1.0, -1.0]])
+# The tail: -x * t == -40 or -38 gives a loss near 4e-18 (log1p(exp(.)), not log(exp(.) + 1) == 0);
+# test_loss.cc compares this row's values with a relative tolerance.
+SM_TAIL_X = arg([40.0, -38.0, -40.0])
+SM_TAIL_T = arg([1.0, -1.0, 1.0])
 MS_T = arg([[1.0, 0.0, 0.5], [0.0, 1.0, 1.0]])
 MS_W = arg([0.5, 1.0, 2.0])
 MM_X = arg([[0.5, 1.5, 0.5], [2.0, -1.0, 0.3], [0.1, 0.2, 0.3], [-0.4, 0.9, 0.2]])
@@ -224,6 +228,9 @@ def margin_cases():
                     [CE_A[0], CE_B[0], arg(-1.0)], [True, True, False])
         margin_case("soft_margin_loss", r, lambda x, t: F.soft_margin_loss(x, t, reduction=r),
                     [SM_X, SM_T], [True, False])
+        margin_case("soft_margin_loss(tail)", r,
+                    lambda x, t: F.soft_margin_loss(x, t, reduction=r),
+                    [SM_TAIL_X, SM_TAIL_T], [True, False])
         margin_case("multilabel_soft_margin_loss", r,
                     lambda x, t: F.multilabel_soft_margin_loss(x, t, reduction=r),
                     [SM_X, MS_T], [True, True])
