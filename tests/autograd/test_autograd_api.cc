@@ -2,7 +2,10 @@
 // hook orders (tests/autograd/torch_autograd_api_references.py): autograd::grad,
 // register_post_accumulate_grad_hook and the module backward hooks.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dtensor/autograd/create_graph.h"
@@ -10,7 +13,9 @@
 #include "dtensor/compile/compile.h"
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/matmul/matmul.h"
+#include "dtensor/ops/norm/norm.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/scan/scan.h"
 #include "dtensor/ops/softmax/softmax.h"
@@ -411,6 +416,71 @@ TEST_CASE("create_graph: grad of grad of x^3 + sin + exp, softmax and log_softma
   check_close(grad1(dt::sum(gl * gl), m, false), refs::kCgLogSoftmaxGg);
   // Without create_graph the gradient has no history.
   CHECK_FALSE(grad1(dt::sum(x * x * x), x, false).requires_grad());
+}
+
+TEST_CASE("create_graph: layer_norm, rms_norm, mse_loss, cross_entropy: grad of grad as PyTorch") {
+  std::vector<double> xs, cs;
+  for (int i = 0; i < 24; ++i) {
+    xs.push_back(std::sin(i));
+    cs.push_back(std::cos(i * 0.7));
+  }
+  const DTensor c = leaf(cs, {2, 3, 4}).detach();
+  struct Case {
+    const char* name;
+    std::function<DTensor(const DTensor&, const DTensor&, const DTensor&)> norm;
+    const std::vector<double>*gx, *hx, *hw;
+  };
+  const Case cases[] = {
+      {"layer_norm",
+       [](const DTensor& x, const DTensor& w, const DTensor& b) {
+         return dt::layer_norm(x, {4}, w, b, 1e-5);
+       },
+       &refs::kCgLnGx, &refs::kCgLnHx, &refs::kCgLnHw},
+      {"layer_norm over 2 dims, no affine",
+       [](const DTensor& x, const DTensor&, const DTensor&) {
+         return dt::layer_norm(x, {3, 4}, DTensor(), DTensor(), 1e-5);
+       },
+       &refs::kCgLn2Gx, &refs::kCgLn2Hx, nullptr},
+      {"rms_norm",
+       [](const DTensor& x, const DTensor& w, const DTensor&) {
+         return dt::rms_norm(x, {4}, w, 1e-6);
+       },
+       &refs::kCgRmsGx, &refs::kCgRmsHx, &refs::kCgRmsHw},
+  };
+  for (const Case& k : cases) {
+    INFO(k.name);
+    const DTensor x = leaf(xs, {2, 3, 4});
+    const DTensor w = leaf(range(4, 4, -0.5), {4});
+    const DTensor b = leaf(range(4, 8, 0.2), {4});
+    const DTensor outs[] = {dt::sum(k.norm(x, w, b) * c)}, ins[] = {x, w};
+    const std::vector<DTensor> g =
+        dt::autograd::grad(outs, ins, {}, false, /*create_graph=*/true, /*allow_unused=*/true);
+    check_close(g[0], *k.gx);
+    DTensor p = dt::sum(g[0] * g[0]);
+    if (g[1].defined()) p = p + dt::sum(g[1] * g[1]);
+    const DTensor ps[] = {p};
+    const std::vector<DTensor> h = dt::autograd::grad(ps, ins, {}, false, false, true);
+    check_close(h[0], *k.hx);
+    if (k.hw != nullptr) check_close(h[1], *k.hw);
+  }
+  for (const auto& [reduction, gr, ggr] :
+       {std::tuple{dt::Reduction::kMean, &refs::kCgMseMeanG, &refs::kCgMseMeanGg},
+        std::tuple{dt::Reduction::kSum, &refs::kCgMseSumG, &refs::kCgMseSumGg}}) {
+    const DTensor x = leaf(range(6, 5, 0.4), {3, 2});
+    std::vector<double> ys;
+    for (int i = 0; i < 6; ++i) ys.push_back(std::cos(i));
+    const DTensor y = leaf(ys, {3, 2}).detach();
+    const DTensor g = grad1(dt::mse_loss(dt::tanh(x), y, reduction), x, true);
+    check_close(g, *gr);
+    check_close(grad1(dt::sum(g * g), x, false), *ggr);
+  }
+  std::vector<double> ls;
+  for (int i = 0; i < 12; ++i) ls.push_back(std::sin(i));
+  const DTensor logits = leaf(ls, {3, 4});
+  const DTensor target = dt::local_dtensor(dt::from_vector<int64_t>({0, 3, 1}, {3}));
+  const DTensor g = grad1(dt::cross_entropy(logits, target), logits, true);
+  check_close(g, refs::kCgCeG);
+  check_close(grad1(dt::sum(g * g), logits, false), refs::kCgCeGg);
 }
 
 TEST_CASE("create_graph: a Hessian-vector product as PyTorch") {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/nn/nn.h"
@@ -74,6 +75,51 @@ TEST_CASE("autograd.grad on sharded inputs equals the single-device gradients") 
       CHECK_FALSE(dx.grad().defined());
       CHECK_FALSE(dw2.grad().defined());
     }
+  }
+}
+
+namespace {
+
+// A gradient penalty: gx = d sum(linear(act(linear(x, w1, b1)), w2, b2)) / dx with
+// create_graph, then sum(gx^2) backward into the parameters. Returns gx and the grads.
+std::vector<DTensor> penalty_grads(const std::vector<DTensor>& p, bool gelu) {
+  const DTensor h = dt::linear(p[0], p[1], p[2]);
+  const DTensor out = dt::linear(gelu ? dt::gelu(h) : dt::tanh(h), p[3], p[4]);
+  const DTensor outs[] = {dt::sum(out)}, ins[] = {p[0]};
+  const DTensor gx = dt::autograd::grad(outs, ins, {}, false, /*create_graph=*/true)[0];
+  dt::sum(gx * gx).backward();
+  return {gx, p[1].grad(), p[2].grad(), p[3].grad()};
+}
+
+}  // namespace
+
+TEST_CASE("create_graph: a gradient penalty with Shard(0) input, TP Linear weights, uneven") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"tp"});
+  const Tensor full[] = {tt::det_input({2 * w + 1, 3}, 1, -1.0, 0.25, dt::kFloat64),
+                         tt::det_input({2 * w + 1, 3}, 2, -0.75, 0.125, dt::kFloat64),
+                         tt::det_input({2 * w + 1}, 3, -0.5, 0.125, dt::kFloat64),
+                         tt::det_input({1, 2 * w + 1}, 4, -0.5, 0.25, dt::kFloat64),
+                         tt::det_input({1}, 5, 0.1, 0.1, dt::kFloat64)};
+  // x Shard(0); w1, b1 Shard(0) (colwise), w2 Shard(1) (rowwise), b2 Replicate: 2w + 1 rows and
+  // features, uneven over the ranks.
+  const Placements layout[] = {
+      {dt::Shard(0)}, {dt::Shard(0)}, {dt::Shard(0)}, {dt::Shard(1)}, {dt::Replicate()}};
+  for (bool gelu : {false, true}) {
+    INFO((gelu ? "gelu" : "tanh"));
+    std::vector<DTensor> local, sharded;
+    for (size_t i = 0; i < 5; ++i) {
+      local.push_back(dt::local_dtensor(full[i]));
+      local.back().requires_grad_();
+      sharded.push_back(input(full[i], mesh, layout[i]));
+    }
+    const std::vector<DTensor> want = penalty_grads(local, gelu);
+    const std::vector<DTensor> got = penalty_grads(sharded, gelu);
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("value " << i);
+      CHECK(tt::same_values(got[i].full_tensor(), want[i].to_local(), 1e-12));
+    }
+    CHECK(got[1].placements() == layout[1]);
   }
 }
 

@@ -230,3 +230,33 @@ print("backward cg: grad requires_grad", g.requires_grad, "is_leaf", g.is_leaf)
 x.grad = None
 (g * g).sum().backward()
 full("backward cg second", x.grad)
+
+# "create_graph: layer_norm, rms_norm, mse_loss and cross_entropy: grad of grad"
+F = torch.nn.functional
+xs = torch.sin(torch.arange(24.0)).reshape(2, 3, 4)
+c = torch.cos(torch.arange(24.0) * 0.7).reshape(2, 3, 4)
+for name, norm, shape in (("ln", lambda x, w, b: F.layer_norm(x, (4,), w, b, 1e-5), (4,)),
+                          ("ln2", lambda x, w, b: F.layer_norm(x, (3, 4), None, None, 1e-5), (3, 4)),
+                          ("rms", lambda x, w, b: F.rms_norm(x, (4,), w, 1e-6), (4,))):
+    x = xs.clone().requires_grad_()
+    w = (torch.arange(4.0) / 4 + 0.5).requires_grad_()
+    b = (torch.arange(4.0) / 8 - 0.2).requires_grad_()
+    gx, gw = torch.autograd.grad((norm(x, w, b) * c).sum(), [x, w], create_graph=True,
+                                 allow_unused=True)
+    full("cg " + name + " gx", gx)
+    p = (gx * gx).sum() + ((gw * gw).sum() if gw is not None else 0)
+    hx, hw = torch.autograd.grad(p, [x, w], allow_unused=True)
+    full("cg " + name + " hx", hx)
+    if hw is not None:
+        full("cg " + name + " hw", hw)
+x = (torch.arange(6.0).reshape(3, 2) / 5 - 0.4).requires_grad_()
+y = torch.cos(torch.arange(6.0)).reshape(3, 2)
+for red in ("mean", "sum"):
+    g, = torch.autograd.grad(F.mse_loss(torch.tanh(x), y, reduction=red), x, create_graph=True)
+    full("cg mse " + red + " g", g)
+    full("cg mse " + red + " gg", torch.autograd.grad((g * g).sum(), x)[0])
+logits = (torch.sin(torch.arange(12.0)).reshape(3, 4)).requires_grad_()
+g, = torch.autograd.grad(F.cross_entropy(logits, torch.tensor([0, 3, 1])), logits,
+                         create_graph=True)
+full("cg ce g", g)
+full("cg ce gg", torch.autograd.grad((g * g).sum(), logits)[0])
