@@ -3,8 +3,8 @@
 // so a loss over sharded inputs keeps their layout and reduces without gathering them (see loss.h
 // for the placements each reduction gives). Their forward takes (input, target), or three
 // DTensors for the ThreeInputLoss ones (MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss,
-// TripletMarginWithDistanceLoss, GaussianNLLLoss); the single-input forward and hooks of Module
-// do not apply (Module's forward(x) throws).
+// TripletMarginWithDistanceLoss, GaussianNLLLoss); a call runs the module's hooks (their args
+// forms), and Module's single-input forward throws.
 //
 // Class weights (NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss's weight and
 // pos_weight, MultiLabelSoftMarginLoss, MultiMarginLoss) are held as given, not as parameters
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "dtensor/nn/two_input_module.h"
 #include "dtensor/ops/loss/loss.h"
@@ -36,11 +37,11 @@ class Loss : public TwoInputModule {
 };
 
 // The base of the three-input losses (MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss,
-// TripletMarginWithDistanceLoss, GaussianNLLLoss): module(a, b, c) calls forward(a, b, c) (in
-// PyTorch's order, input_names()). It runs no hooks: Module's hooks see one input and
-// TwoInputModule's two, so hooks registered on it are not called; Module's single-input forward
-// and call stay visible and throw.
-class ThreeInputLoss : public Module {
+// TripletMarginWithDistanceLoss, GaussianNLLLoss): module(a, b, c) runs forward(a, b, c) (in
+// PyTorch's order, input_names()) through the module's hooks, as TwoInputModule's call: the
+// args forms see (a, b, c), the one-input forms are refused at registration. Module's
+// single-input forward and call stay visible and throw.
+class ThreeInputLoss : public MultiInputModule {
  public:
   explicit ThreeInputLoss(Reduction reduction) : reduction_(reduction) {}
   Reduction reduction() const { return reduction_; }
@@ -48,10 +49,17 @@ class ThreeInputLoss : public Module {
   virtual DTensor forward(const DTensor& a, const DTensor& b, const DTensor& c) = 0;
   using Module::operator();
   DTensor operator()(const DTensor& a, const DTensor& b, const DTensor& c) {
-    return forward(a, b, c);
+    if (!has_hooks()) return forward(a, b, c);
+    const DTensor args[] = {a, b, c};
+    return call_with_hooks(
+        args, [this](absl::Span<const DTensor> in) { return forward(in[0], in[1], in[2]); });
   }
   // The inputs' names, as PyTorch's forward names them.
   virtual std::array<std::string_view, 3> input_names() const = 0;
+  std::vector<std::string_view> input_name_list() const final {
+    const auto names = input_names();
+    return {names.begin(), names.end()};
+  }
 
  protected:
   Reduction reduction_;

@@ -466,16 +466,21 @@ void check_no_always_call(const Module& m, std::string_view op, HookOptions opti
 }
 }  // namespace
 
-// The one-input forms of forward and backward hooks do not fit a two-input module's call
-// (module(a, b)): refused at registration, naming the args form.
+// The one-input forms of forward and backward hooks do not fit a multi-input module's call
+// (module(a, b), module(a, b, c)): refused at registration, naming the args form.
 void Module::check_one_input(std::string_view op, std::string_view kind) const {
-  const auto* two = dynamic_cast<const TwoInputModule*>(this);
-  if (two == nullptr) return;
-  const auto names = two->input_names();
+  const auto* multi = dynamic_cast<const MultiInputModule*>(this);
+  if (multi == nullptr) return;
+  const std::vector<std::string_view> names = multi->input_name_list();
+  std::string takes(names[0]);
+  for (size_t i = 1; i < names.size(); ++i) {
+    takes += i + 1 < names.size() ? ", " : " and ";
+    takes += names[i];
+  }
   DT_FAIL(
-      "[%s] %s: one-input %s hooks need a one-input module (%s's forward takes %s and %s; "
-      "register the args form, taking absl::Span<const DTensor>)",
-      type_name(), op, kind, type_name(), names[0], names[1]);
+      "[%s] %s: one-input %s hooks need a one-input module (%s's forward takes %s; register the "
+      "args form, taking absl::Span<const DTensor>)",
+      type_name(), op, kind, type_name(), takes);
 }
 
 HookHandle Module::register_forward_pre_hook(ForwardPreHook hook, HookOptions options) {

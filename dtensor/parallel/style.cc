@@ -243,11 +243,11 @@ void PrepareModuleInput::apply(nn::Module& module, std::string_view fqn,
                                const DeviceMesh& mesh) const {
   constexpr std::string_view kStyle = "PrepareModuleInput";
   check_mesh(mesh, kStyle, fqn);
-  auto* two = dynamic_cast<nn::TwoInputModule*>(&module);
+  auto* multi = dynamic_cast<nn::MultiInputModule*>(&module);
   std::vector<std::string> names{"input"};
-  if (two != nullptr) {
-    const auto two_names = two->input_names();
-    names.assign(two_names.begin(), two_names.end());
+  if (multi != nullptr) {
+    const auto multi_names = multi->input_name_list();
+    names.assign(multi_names.begin(), multi_names.end());
   }
   const auto& from = opts_.input_layouts.layouts;
   const auto& to = opts_.desired_input_layouts.layouts;
@@ -293,10 +293,12 @@ void PrepareModuleInput::apply(nn::Module& module, std::string_view fqn,
         detail::prepare_input(x, mesh, *p.from, p.to.value_or(*p.from), std::nullopt, kStyle, name);
     return use_local ? y.to_local_dtensor() : y;
   };
-  if (two != nullptr) {
-    two->register_forward_pre_hook(
+  if (multi != nullptr) {
+    multi->register_forward_pre_hook(
         [=](nn::Module&, absl::Span<const DTensor> in) -> std::optional<std::vector<DTensor>> {
-          return std::vector<DTensor>{prepare(in[0], plan[0]), prepare(in[1], plan[1])};
+          std::vector<DTensor> out;
+          for (size_t i = 0; i < in.size(); ++i) out.push_back(prepare(in[i], plan[i]));
+          return out;
         });
   } else {
     module.register_forward_pre_hook(

@@ -523,6 +523,43 @@ TEST_CASE("module hooks on a two-input module: args of two, grad_input of two, r
                              "grad_input entries; the call has 2 inputs"));
 }
 
+// PyTorch 2.15's values (nn.TripletMarginLoss with the same hooks, float64): the backward hook's
+// grad_input has 3 entries, the positive's (no grad) zeros, the negative's that of the input the
+// pre-hook left (n * 2).
+TEST_CASE("module hooks on a three-input loss: args of three, grad_input of three", "[nn]") {
+  const DTensor a = vals({1.0, 2.0, 0.5, -1.0}, {2, 2}, true);
+  const DTensor p = vals({0.5, 1.5, 0.0, 0.0}, {2, 2});
+  const DTensor n = vals({1.0, 2.5, 0.5, -0.5}, {2, 2}, true);
+  nn::TripletMarginLoss triplet;
+  Events events;
+  triplet.register_forward_pre_hook(
+      [](nn::Module&, Args args) -> std::optional<std::vector<DTensor>> {
+        return std::vector<DTensor>{args[0], args[1], args[2] * 2.0};
+      });
+  triplet.register_forward_hook(
+      [&](nn::Module&, Args args, const DTensor& y) -> std::optional<DTensor> {
+        events.push_back("fwd " + str(args[2]) + " " + str(y));
+        return std::nullopt;
+      });
+  triplet.register_full_backward_hook(
+      [&](nn::Module&, Args gi, const DTensor& go) -> std::optional<std::vector<DTensor>> {
+        events.push_back(absl::StrFormat("bwd %d %s %s %s %s", gi.size(), str(gi[0]), str(gi[1]),
+                                         str(gi[2]), str(go)));
+        return std::nullopt;
+      });
+  (triplet(a, p, n) * 3.0).backward();
+  CHECK(events == Events{"fwd [2, 5, 1, -1] [0.809017]",
+                         "bwd 3 [0, 0, 2.17082, -1.34164] [0, 0, 0, 0] [0, 0, -1.5, 3e-06] [3]"});
+  CHECK(str(a.grad()) == "[0, 0, 2.17082, -1.34164]");
+  CHECK(str(n.grad()) == "[0, 0, -3, 6e-06]");
+  CHECK_THROWS_WITH(
+      triplet.register_forward_hook(
+          [](nn::Module&, const DTensor&, const DTensor& y) { return y; }),
+      Contains(
+          "[TripletMarginLoss] register_forward_hook: one-input forward hooks need a one-input "
+          "module (TripletMarginLoss's forward takes anchor, positive and negative;"));
+}
+
 TEST_CASE("module hooks: a multi-input module's call_with_hooks and the one-input forms", "[nn]") {
   Add3 add;
   const DTensor x = vals({1, 2}, {2});
