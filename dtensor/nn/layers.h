@@ -187,6 +187,45 @@ class Bilinear : public TwoInputModule {
   int64_t in1_, in2_, out_;
 };
 
+// EmbeddingBag's options after (num_embeddings, embedding_dim), PyTorch's names and defaults
+// (sparse and _weight are not offered).
+struct EmbeddingBagOptions {
+  std::optional<double> max_norm = std::nullopt;
+  double norm_type = 2.0;
+  bool scale_grad_by_freq = false;
+  std::string mode = "mean";  // "sum", "mean" or "max"
+  bool include_last_offset = false;
+  std::optional<int64_t> padding_idx = std::nullopt;
+};
+
+// PyTorch's EmbeddingBag (round 9): "weight" [num_embeddings, embedding_dim], standard normal,
+// the padding_idx row zero. forward_bags(input, offsets, per_sample_weights) reduces the looked-up
+// rows of each bag by mode: a 2-D input [B, L] is B bags of L (no offsets); a 1-D input with
+// 1-D offsets (the start of each bag; with include_last_offset the last entry ends the last bag)
+// has len(offsets) bags (len(offsets) - 1 with include_last_offset, whose last entry must then be
+// the input's size), read to the host to number the bags. Entries equal to padding_idx
+// are left out (an empty or all-padding bag gives zeros; mean divides by the bag's other
+// entries); per_sample_weights (input's shape) scale the rows, mode "sum" only. An exact
+// composite of embedding (with max_norm / norm_type / scale_grad_by_freq as Embedding's),
+// index_add (sum, mean) and scatter_reduce amax (max; ties split the gradient evenly where
+// PyTorch gives it to the first, the same row's total). forward(x) is forward_bags(x).
+class EmbeddingBag : public Module {
+ public:
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, EmbeddingBagOptions options = {},
+               ModuleOptions opts = {});
+  std::string type_name() const override { return "EmbeddingBag"; }
+  DTensor forward(const DTensor& input) override { return forward_bags(input); }
+  DTensor forward_bags(const DTensor& input, const DTensor& offsets = {},
+                       const DTensor& per_sample_weights = {});
+  const EmbeddingBagOptions& options() const { return options_; }
+
+ protected:
+  void reset_own_parameters(Generator* gen) override;
+
+ private:
+  EmbeddingBagOptions options_;
+};
+
 namespace detail {
 // A self-mesh parameter of `shape` in opts' dtype/device: uniform on [-bound, bound) drawn
 // from opts' generator (the CPU default one when null).

@@ -597,3 +597,56 @@ TEST_CASE("Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout: masks and PyTorch
                     Catch::Contains("[AlphaDropout] dropout probability has to be between 0 and 1, "
                                     "but got 1.5"));
 }
+
+TEST_CASE("EmbeddingBag gives PyTorch's bags and gradients", "[nn]") {
+  namespace inv = tt::inventory;
+  struct Case {
+    const char* name;
+    nn::EmbeddingBagOptions options;
+  };
+  const std::vector<Case> cases = {
+      {"EmbeddingBag sum 2d per_sample_weights", {.mode = "sum"}},
+      {"EmbeddingBag mean offsets empty bag padding_idx=2", {.mode = "mean", .padding_idx = 2}},
+      {"EmbeddingBag max offsets include_last_offset padding_idx=-1",
+       {.mode = "max", .include_last_offset = true, .padding_idx = -1}},
+      {"EmbeddingBag sum offsets padding_idx=0 per_sample_weights",
+       {.mode = "sum", .padding_idx = 0}},
+      {"EmbeddingBag mean 2d max_norm", {.max_norm = 1.5}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const inv::RefCase& ref = inv::reference(c.name);
+    nn::EmbeddingBag m(6, 3, c.options, inv::f64());
+    CHECK(m.type_name() == "EmbeddingBag");
+    CHECK(m.named_parameters().size() == 1);
+    m.set_parameter("weight", nn::local_dtensor(inv::value(ref, "param:weight")));
+    auto int_input = [&](const char* n) {
+      const Tensor v = inv::value(ref, n);
+      return v.defined() ? nn::local_dtensor(v.to(dt::kInt64)) : DTensor();
+    };
+    DTensor psw;
+    if (inv::value(ref, "psw").defined()) {
+      psw = nn::local_dtensor(inv::value(ref, "psw"));
+      psw.requires_grad_(true);
+    }
+    const DTensor out = m.forward_bags(int_input("idx"), int_input("offsets"), psw);
+    inv::check_close(out, inv::value(ref, "out"), "out");
+    dt::sum(dt::mul(out, nn::local_dtensor(inv::value(ref, "c")))).backward();
+    inv::check_close(m.param("weight").grad(), inv::value(ref, "grad:weight"), "grad:weight");
+    if (psw.defined()) inv::check_close(psw.grad(), inv::value(ref, "grad:psw"), "grad:psw");
+  }
+  nn::EmbeddingBag padded(5, 2, {.padding_idx = -2}, inv::f64());
+  CHECK(padded.options().padding_idx == 3);
+  CHECK(tt::same_values(padded.param("weight").to_local().select(0, 3),
+                        dt::zeros({2}, dt::TensorOptions(dt::kFloat64)), 0));
+  CHECK(nn::EmbeddingBag(5, 2).options().mode == "mean");
+  const DTensor idx = nn::local_dtensor(dt::from_vector<int64_t>({1, 2, 3}, {3}));
+  const DTensor offs = nn::local_dtensor(dt::from_vector<int64_t>({1, 2}, {2}));
+  CHECK_THROWS_WITH(nn::EmbeddingBag(5, 2, {.mode = "prod"}),
+                    Catch::Contains("[EmbeddingBag] mode has to be one of sum, mean or max"));
+  CHECK_THROWS_WITH(padded.forward_bags(idx, offs),
+                    Catch::Contains("[embedding_bag] offsets[0] has to be 0"));
+  CHECK_THROWS_WITH(padded.forward_bags(idx, {}, nn::local_dtensor(dt::ones({3}))),
+                    Catch::Contains("per_sample_weights is only supported for mode='sum'"));
+  CHECK_THROWS_WITH(padded.forward_bags(idx), Catch::Contains("with 1D offsets for a 1D input"));
+}

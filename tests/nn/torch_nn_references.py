@@ -374,6 +374,45 @@ for seed, (name, make, inputs, eval_mode) in enumerate(inv_cases):
     for pn, p in m.named_parameters():
         lines.append(cpp_tensor("grad:" + pn, p.grad))
     lines.append("   }},\n")
+# EmbeddingBag: the weight recorded as param:weight; "idx" (and "offsets", "psw") the inputs;
+# gradients of sum(out * c) w.r.t. the weight and per_sample_weights.
+bag_cases = [
+    ("EmbeddingBag sum 2d per_sample_weights", dict(mode="sum"),
+     [[0, 2, 4], [5, 2, 1]], None, [[0.5, 1.0, -1.0], [2.0, 0.25, 1.0]]),
+    ("EmbeddingBag mean offsets empty bag padding_idx=2", dict(mode="mean", padding_idx=2),
+     [1, 2, 3, 2, 2, 0, 5], [0, 2, 2, 5], None),
+    ("EmbeddingBag max offsets include_last_offset padding_idx=-1",
+     dict(mode="max", include_last_offset=True, padding_idx=-1),
+     [1, 3, 0, 4, 5, 5, 2], [0, 2, 3, 5, 7], None),
+    ("EmbeddingBag sum offsets padding_idx=0 per_sample_weights",
+     dict(mode="sum", padding_idx=0), [0, 3, 1, 0, 4], [0, 3], [1.5, -0.5, 2.0, 3.0, 0.25]),
+    ("EmbeddingBag mean 2d max_norm", dict(mode="mean", max_norm=1.5), [[0, 1], [3, 1]], None,
+     None),
+]
+for seed, (name, kw, idx, offs, psw) in enumerate(bag_cases):
+    torch.manual_seed(100 + seed)
+    m = nn.EmbeddingBag(6, 3, **kw)
+    if m.padding_idx is not None:  # a nonzero padding row: left out all the same
+        with torch.no_grad():
+            m.weight[m.padding_idx] = torch.tensor([0.5, -0.5, 1.0])
+    lines.append('  {"%s",\n   {\n' % name)
+    lines.append(cpp_tensor("param:weight", m.weight))
+    idx_t = torch.tensor(idx)
+    offs_t = torch.tensor(offs) if offs is not None else None
+    psw_t = torch.tensor(psw).requires_grad_() if psw is not None else None
+    out = m(idx_t, offs_t, psw_t)
+    c = det_input(list(out.shape), 5, -1.0, 0.25)
+    (out * c).sum().backward()
+    lines.append(cpp_tensor("idx", idx_t.double()))
+    if offs_t is not None:
+        lines.append(cpp_tensor("offsets", offs_t.double()))
+    if psw_t is not None:
+        lines.append(cpp_tensor("psw", psw_t))
+        lines.append(cpp_tensor("grad:psw", psw_t.grad))
+    lines.append(cpp_tensor("out", out))
+    lines.append(cpp_tensor("c", c))
+    lines.append(cpp_tensor("grad:weight", m.weight.grad))
+    lines.append("   }},\n")
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "inventory_references.inc"),
           "w") as f:
     f.writelines(lines)
