@@ -236,7 +236,7 @@ void Capture::mark_needed(absl::Span<Node* const> starts) {
 // grad() runs is not.
 thread_local bool t_grad_call = false;
 // create_graph (create_graph.h): set for the pass, with the node now running.
-thread_local bool t_create_graph = false;
+[[gnu::tls_model("initial-exec")]] thread_local bool t_create_graph = false;
 thread_local std::shared_ptr<Node> t_node;
 struct CreateGraphScope {
   bool saved = t_create_graph;
