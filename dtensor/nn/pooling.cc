@@ -2,9 +2,13 @@
 // dtensor/ops/pool/pool.h.
 #include "dtensor/nn/pooling.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "dtensor/core/factories.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/index.h"
 #include "dtensor/ops/pool/pool.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/error.h"
@@ -155,6 +159,58 @@ DTensor LPPoolNd::forward(const DTensor& x) {
     window *= static_cast<double>(kernel_size_.size() == 1 ? kernel_size_[0] : kernel_size_[i]);
   }
   return pow(mul(mul(sign(a), relu(abs(a))), Scalar(window)), Scalar(1.0 / norm_type_));
+}
+
+namespace {
+// One value for every spatial dim or nd values, each >= min; `fallback` when empty.
+Shape per_dim(IntSpan v, int64_t nd, const Shape& fallback, const char* module, const char* what,
+              int64_t min) {
+  if (v.empty()) return fallback;
+  DT_CHECK((v.size() == 1 || static_cast<int64_t>(v.size()) == nd) &&
+               *std::min_element(v.begin(), v.end()) >= min,
+           "[%s] %s must be one or %d ints >= %d, got %s", module, what, nd, min, shape_str(v));
+  return v.size() == 1 ? Shape(static_cast<size_t>(nd), v[0]) : shape_of(v);
+}
+}  // namespace
+
+MaxUnpoolNd::MaxUnpoolNd(int64_t nd, const char* name, IntSpan kernel_size, IntSpan stride,
+                         IntSpan padding)
+    : nd_(nd), name_(name) {
+  kernel_size_ = per_dim(kernel_size, nd, {}, name, "kernel_size", 1);
+  DT_CHECK(!kernel_size_.empty(), "[%s] kernel_size must be given", name);
+  stride_ = per_dim(stride, nd, kernel_size_, name, "stride", 1);
+  padding_ = per_dim(padding, nd, Shape(static_cast<size_t>(nd), 0), name, "padding", 0);
+}
+
+DTensor MaxUnpoolNd::forward_with_size(const DTensor& x, const DTensor& indices,
+                                       IntSpan output_size) {
+  DT_CHECK(x.defined() && indices.defined() && x.shape() == indices.shape(),
+           "[%s] input and indices must have the same shape", name_);
+  DT_CHECK(x.dim() == nd_ + 1 || x.dim() == nd_ + 2, "[%s] expected a %dD or %dD input, got %dD",
+           name_, nd_ + 1, nd_ + 2, x.dim());
+  Shape out_size;
+  if (output_size.empty()) {
+    for (int64_t d = 0; d < nd_; ++d) {
+      out_size.push_back((x.size(x.dim() - nd_ + d) - 1) * stride_[d] - 2 * padding_[d] +
+                         kernel_size_[d]);
+    }
+  } else {
+    DT_CHECK(static_cast<int64_t>(output_size.size()) >= nd_,
+             "[%s] output_size must have at least %d values, got %d", name_, nd_,
+             static_cast<int64_t>(output_size.size()));
+    out_size.assign(output_size.end() - nd_, output_size.end());
+  }
+  const int64_t lead = x.dim() - nd_;  // the (N,) C dims
+  Shape out_shape(x.shape().begin(), x.shape().begin() + lead);
+  Shape flat_shape = out_shape;
+  int64_t plane = 1;
+  for (int64_t s : out_size) plane *= s;
+  flat_shape.push_back(plane);
+  out_shape.insert(out_shape.end(), out_size.begin(), out_size.end());
+  const std::vector<Placement> replicate(static_cast<size_t>(x.device_mesh().ndim()), Replicate());
+  const DTensor zeros = dtensor::zeros(flat_shape, x.device_mesh(), replicate, x.dtype());
+  const DTensor out = scatter(zeros, lead, flatten(indices, lead), flatten(x, lead));
+  return reshape(out, out_shape);
 }
 
 DTensor Upsample::forward(const DTensor& x) {

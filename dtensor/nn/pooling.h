@@ -8,6 +8,7 @@
 // means the kernel size.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "dtensor/nn/module.h"
+#include "dtensor/nn/two_input_module.h"
 #include "dtensor/ops/reduction/reduction.h"
 
 namespace dtensor::nn {
@@ -248,6 +250,47 @@ class UpsamplingBilinear2d : public Upsample {
   explicit UpsamplingBilinear2d(IntSpan size = {}, std::vector<double> scale_factor = {})
       : Upsample(size, std::move(scale_factor), "bilinear", true) {}
   std::string type_name() const override { return "UpsamplingBilinear2d"; }
+};
+
+// MaxUnpool1d / 2d / 3d(kernel_size, stride (kernel_size), padding (0)): the inverse of a max
+// pool given its indices (flat in each input plane, as forward_with_indices gives them):
+// module(input, indices) writes every input value at its index of a zero output of spatial size
+// (in - 1) stride - 2 padding + kernel_size, or forward_with_size's output_size (the last nd
+// values count). (N, C, *) or (C, *) inputs. An exact composite (scatter along the flattened
+// plane); the input's gradient is the output gradient gathered at the indices.
+class MaxUnpoolNd : public TwoInputModule {
+ public:
+  std::string type_name() const override { return name_; }
+  using TwoInputModule::forward;
+  DTensor forward(const DTensor& x, const DTensor& indices) override {
+    return forward_with_size(x, indices, {});
+  }
+  DTensor forward_with_size(const DTensor& x, const DTensor& indices, IntSpan output_size);
+  std::array<std::string_view, 2> input_names() const override { return {"input", "indices"}; }
+
+ protected:
+  MaxUnpoolNd(int64_t nd, const char* name, IntSpan kernel_size, IntSpan stride, IntSpan padding);
+
+ private:
+  int64_t nd_;
+  std::string name_;
+  Shape kernel_size_, stride_, padding_;
+};
+
+class MaxUnpool1d : public MaxUnpoolNd {
+ public:
+  explicit MaxUnpool1d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0})
+      : MaxUnpoolNd(1, "MaxUnpool1d", kernel_size, stride, padding) {}
+};
+class MaxUnpool2d : public MaxUnpoolNd {
+ public:
+  explicit MaxUnpool2d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0})
+      : MaxUnpoolNd(2, "MaxUnpool2d", kernel_size, stride, padding) {}
+};
+class MaxUnpool3d : public MaxUnpoolNd {
+ public:
+  explicit MaxUnpool3d(IntSpan kernel_size, IntSpan stride = {}, IntSpan padding = {0})
+      : MaxUnpoolNd(3, "MaxUnpool3d", kernel_size, stride, padding) {}
 };
 
 // The padding modules: F.pad(x, padding, mode, value) over the last `nd` dims, padding one

@@ -143,3 +143,41 @@ TEST_CASE("round-9 pooling modules give PyTorch's values and gradients", "[nn]")
   CHECK_THROWS_WITH(nn::AdaptiveAvgPool3d(S{1})(nn::local_dtensor(x)),
                     Catch::Contains("[AdaptiveAvgPool3d] expected a 4-D or 5-D input, got 3D"));
 }
+
+TEST_CASE("MaxUnpool1d/2d/3d give PyTorch's values and gradients", "[nn]") {
+  namespace inv = tt::inventory;
+  using S = dt::Shape;
+  struct Case {
+    const char* name;
+    std::shared_ptr<nn::MaxUnpoolNd> m;
+    S output_size;
+    const char* type;
+  };
+  const std::vector<Case> cases = {
+      {"MaxUnpool1d(2)", std::make_shared<nn::MaxUnpool1d>(S{2}), S{}, "MaxUnpool1d"},
+      {"MaxUnpool2d(2)", std::make_shared<nn::MaxUnpool2d>(S{2}), S{}, "MaxUnpool2d"},
+      {"MaxUnpool2d(3,2,1) output_size (5,5)", std::make_shared<nn::MaxUnpool2d>(S{3}, S{2}, S{1}),
+       S{5, 5}, "MaxUnpool2d"},
+      {"MaxUnpool2d(2) unbatched", std::make_shared<nn::MaxUnpool2d>(S{2}), S{}, "MaxUnpool2d"},
+      {"MaxUnpool3d(2)", std::make_shared<nn::MaxUnpool3d>(S{2}), S{}, "MaxUnpool3d"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    CHECK(c.m->type_name() == c.type);
+    CHECK(c.m->parameters().empty());
+    const inv::RefCase& ref = inv::reference(c.name);
+    DTensor x = nn::local_dtensor(inv::value(ref, "x"));
+    x.requires_grad_(true);
+    const DTensor idx = nn::local_dtensor(inv::value(ref, "indices").to(dt::kInt64));
+    const DTensor out =
+        c.output_size.empty() ? (*c.m)(x, idx) : c.m->forward_with_size(x, idx, c.output_size);
+    inv::check_close(out, inv::value(ref, "out"), "out");
+    dt::sum(dt::mul(out, nn::local_dtensor(inv::value(ref, "c")))).backward();
+    inv::check_close(x.grad(), inv::value(ref, "grad:x"), "grad:x");
+  }
+  const DTensor x = nn::local_dtensor(tt::det_input({1, 1, 2, 2}, 1, -1.0, 0.5, dt::kFloat64));
+  CHECK_THROWS_WITH(nn::MaxUnpool2d(S{2})(x, nn::local_dtensor(dt::zeros({1, 1, 2}))),
+                    Catch::Contains("[MaxUnpool2d] input and indices must have the same shape"));
+  CHECK_THROWS_WITH(nn::MaxUnpool3d(S{2, 2}),
+                    Catch::Contains("[MaxUnpool3d] kernel_size must be one or 3 ints >= 1"));
+}

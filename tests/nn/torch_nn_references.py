@@ -413,6 +413,32 @@ for seed, (name, kw, idx, offs, psw) in enumerate(bag_cases):
     lines.append(cpp_tensor("c", c))
     lines.append(cpp_tensor("grad:weight", m.weight.grad))
     lines.append("   }},\n")
+# MaxUnpool: the pooled values "x" and their "indices" from MaxPoolNd(return_indices=True) of a
+# tie-free input; "out" = unpool(x, indices[, output_size]), gradient of sum(out * c) w.r.t. x.
+unpool_cases = [
+    ("MaxUnpool1d(2)", nn.MaxPool1d(2, return_indices=True), nn.MaxUnpool1d(2), [1, 2, 6], None),
+    ("MaxUnpool2d(2)", nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2), [1, 2, 4, 4],
+     None),
+    ("MaxUnpool2d(3,2,1) output_size (5,5)", nn.MaxPool2d(3, 2, 1, return_indices=True),
+     nn.MaxUnpool2d(3, 2, 1), [1, 1, 5, 5], [5, 5]),
+    ("MaxUnpool2d(2) unbatched", nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2),
+     [2, 4, 4], None),
+    ("MaxUnpool3d(2)", nn.MaxPool3d(2, return_indices=True), nn.MaxUnpool3d(2), [1, 1, 4, 4, 2],
+     None),
+]
+for name, pool, unpool, shape, size in unpool_cases:
+    vals, ind = pool(ramp(shape, 3, -2.0, 0.37, 1e-3))
+    vals = vals.detach().requires_grad_()
+    out = unpool(vals, ind, output_size=size)
+    c = det_input(list(out.shape), 5, -1.0, 0.25)
+    (out * c).sum().backward()
+    lines.append('  {"%s",\n   {\n' % name)
+    lines.append(cpp_tensor("x", vals))
+    lines.append(cpp_tensor("indices", ind.double()))
+    lines.append(cpp_tensor("out", out))
+    lines.append(cpp_tensor("c", c))
+    lines.append(cpp_tensor("grad:x", vals.grad))
+    lines.append("   }},\n")
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "inventory_references.inc"),
           "w") as f:
     f.writelines(lines)
