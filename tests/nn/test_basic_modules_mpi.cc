@@ -3,7 +3,8 @@
 // gives the single-device gradient, its padding row zero on the rank that holds it; Dropout of
 // a sharded input keeps, on every rank, exactly the elements the full input's dropout keeps;
 // Conv2d with padding 'same' and each padding_mode on batch- and height-sharded inputs; RNN,
-// LSTM, GRU on batch-sharded inputs and their refusal of a time- or feature-sharded one.
+// LSTM, GRU on batch-sharded inputs and their refusal of a time- or feature-sharded one; the
+// round-9 random modules (channel and alpha dropouts, RReLU) and EmbeddingBag on sharded layouts.
 #include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
@@ -236,5 +237,57 @@ TEST_CASE("Recurrent layers on a batch-sharded input equal the unsharded run") {
                                 dt::distribute_tensor(h0, mesh, {Shard(2)}, std::nullopt),
                                 dt::distribute_tensor(h0, mesh, {Replicate()}, std::nullopt)),
         Catch::Contains("[LSTM] h0 is sharded on dim 2: only the batch dim (1)"));
+  }
+}
+
+TEST_CASE("Round-9 random modules and EmbeddingBag on sharded inputs equal the full-input run") {
+  // Dropout2d, FeatureAlphaDropout (one replicated mask per (n, c)), AlphaDropout (the element
+  // mask of the full tensor) and RReLU in training draw the same values for every placement.
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w});
+  const Tensor x = st::det_input({2 * w + 1, w + 2, 3}, 2, -1.0, 0.25, dt::kFloat64);
+  using Make = std::function<std::shared_ptr<nn::Module>(dt::Generator*)>;
+  const std::vector<std::pair<const char*, Make>> makes = {
+      {"Dropout2d", [](dt::Generator* g) { return std::make_shared<nn::Dropout2d>(0.4, g); }},
+      {"FeatureAlphaDropout",
+       [](dt::Generator* g) { return std::make_shared<nn::FeatureAlphaDropout>(0.3, g); }},
+      {"AlphaDropout", [](dt::Generator* g) { return std::make_shared<nn::AlphaDropout>(0.3, g); }},
+      {"RReLU", [](dt::Generator* g) { return std::make_shared<nn::RReLU>(0.1, 0.3, g); }},
+  };
+  for (const auto& [name, make] : makes) {
+    dt::Generator full_gen(7);
+    const Tensor want = (*make(&full_gen))(nn::local_dtensor(x)).to_local();
+    for (const dt::Placements& p :
+         {dt::Placements{Shard(0)}, dt::Placements{Shard(1)}, dt::Placements{Replicate()}}) {
+      INFO(name << " " << dt::placements_str(p));
+      dt::Generator gen(7);
+      const DTensor y = (*make(&gen))(dt::distribute_tensor(x, mesh, p, std::nullopt));
+      CHECK(st::same_values(y.full_tensor(), want, 0));
+    }
+  }
+  // EmbeddingBag on a vocab- or column-sharded table: the single-device output and gradient.
+  nn::ModuleOptions f64;
+  f64.dtype = dt::kFloat64;
+  const Tensor table = st::det_input({2 * w + 3, 4}, 1, -1.0, 0.25, dt::kFloat64);
+  const Tensor idx = dt::from_vector<int64_t>({1, 0, 2 * w + 2, 3, 1, 2, 2 * w}, {7});
+  const Tensor offs = dt::from_vector<int64_t>({0, 3, 3, 5}, {4});
+  const Tensor c = st::det_input({4, 4}, 5, -1.0, 0.25, dt::kFloat64);
+  for (const char* mode : {"sum", "mean", "max"}) {
+    nn::EmbeddingBag ref(2 * w + 3, 4, {.mode = mode, .padding_idx = 2}, f64);
+    ref.set_parameter("weight", nn::local_dtensor(table));
+    const DTensor want = ref.forward_bags(nn::local_dtensor(idx), nn::local_dtensor(offs));
+    dt::sum(dt::mul(want, nn::local_dtensor(c))).backward();
+    for (const dt::Placements& p : {dt::Placements{Shard(0)}, dt::Placements{Shard(1)}}) {
+      INFO(mode << " " << dt::placements_str(p));
+      nn::EmbeddingBag bag(2 * w + 3, 4, {.mode = mode, .padding_idx = 2}, f64);
+      bag.set_parameter("weight", dt::distribute_tensor(table, mesh, p, std::nullopt));
+      const dt::Placements r{Replicate()};
+      const DTensor out = bag.forward_bags(dt::distribute_tensor(idx, mesh, r, std::nullopt),
+                                           dt::distribute_tensor(offs, mesh, r, std::nullopt));
+      CHECK(st::same_values(out.full_tensor(), want.to_local(), 1e-15));
+      dt::sum(dt::mul(out, dt::distribute_tensor(c, mesh, r, std::nullopt))).backward();
+      CHECK(st::same_values(bag.param("weight").grad().full_tensor(),
+                            ref.param("weight").grad().to_local(), 1e-15));
+    }
   }
 }
