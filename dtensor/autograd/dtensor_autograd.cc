@@ -2,6 +2,7 @@
 // dtensor/core/autograd_members.cc, which computes their values): the nodes of redistribute /
 // from_local / to_local_dtensor, and backward and the gradient hooks, installed in the core as
 // its AutogradHooks when this library is loaded (libtorch's VariableHooks registration).
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/node.h"
@@ -42,6 +43,11 @@ class DTensorAutogradHooks final : public ::dtensor::detail::AutogradHooks {
                                absl::Span<const DTensor> g) -> DTensorList {
                              // A rank outside the mesh contributed nothing.
                              if (!grad_spec->mesh().contains_me()) return {DTensor()};
+                             if (in_create_graph()) {
+                               // Recorded: the layout change, then to_local's node.
+                               return {g[0].redistribute(grad_spec->placements())
+                                           .to_local_dtensor(grad_spec->placements())};
+                             }
                              const DTensor laid_out =
                                  ::dtensor::detail::redistribute_no_grad(g[0], *grad_spec);
                              return {DTensor(laid_out.to_local(), local_spec)};
@@ -64,6 +70,10 @@ class DTensorAutogradHooks final : public ::dtensor::detail::AutogradHooks {
                    "on global shape %s imply %s on this rank",
                    shape_str(g[0].to_local().shape()), placements_str(gp), shape_str(spec->shape()),
                    shape_str(expected));
+          if (in_create_graph()) {
+            // Recorded: from_local's node (its gradient is laid out as grad_placements).
+            return {DTensor::from_local(g[0], spec->mesh(), gp, false, spec->shape(), {}, gp)};
+          }
           return {DTensor(g[0].to_local(), std::move(grad_spec))};
         });
   }

@@ -123,6 +123,34 @@ TEST_CASE("create_graph: a gradient penalty with Shard(0) input, TP Linear weigh
   }
 }
 
+TEST_CASE("create_graph: grad of grad through from_local and to_local equals one device") {
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"tp"});
+  // Each rank's block of a [2w, 3] x, the full one on every rank for the reference.
+  const Tensor full = tt::det_input({2 * w, 3}, 1, -1.0, 0.25, dt::kFloat64);
+  DTensor xl = dt::local_dtensor(full.slice(0, 2 * dt::world_rank(), 2 * dt::world_rank() + 2));
+  DTensor xf = dt::local_dtensor(full);
+  xl.requires_grad_();
+  xf.requires_grad_();
+  const Placements s0 = {dt::Shard(0)};
+  const DTensor x = DTensor::from_local(xl, mesh, s0);
+  // f = sum(sin(x)^3) over the global x, through to_local and back: each rank's piece.
+  const DTensor y = dt::sin(x);
+  const DTensor piece = y.to_local_dtensor();
+  const DTensor f[] = {dt::sum(piece * piece * piece)}, in[] = {xl};
+  const DTensor g = dt::autograd::grad(f, in, {}, false, /*create_graph=*/true)[0];
+  const DTensor gg[] = {dt::sum(g * g)};
+  const DTensor h = dt::autograd::grad(gg, in)[0];
+  const DTensor yf = dt::sin(xf);
+  const DTensor ff[] = {dt::sum(yf * yf * yf)}, inf[] = {xf};
+  const DTensor gf = dt::autograd::grad(ff, inf, {}, false, true)[0];
+  const DTensor ggf[] = {dt::sum(gf * gf)};
+  const DTensor hf = dt::autograd::grad(ggf, inf)[0];
+  const int64_t r = dt::world_rank();
+  CHECK(tt::same_values(g.to_local(), gf.to_local().slice(0, 2 * r, 2 * r + 2), 1e-12));
+  CHECK(tt::same_values(h.to_local(), hf.to_local().slice(0, 2 * r, 2 * r + 2), 1e-12));
+}
+
 TEST_CASE("autograd.grad inside data parallel: no reduction for the input, parameters refused") {
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"dp"});
