@@ -4,10 +4,13 @@
 // they promise per step, group a tied weight into its modules' common ancestor's unit, and
 // FSDP's forward holds one unit's gathered parameters at a time.
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "dtensor/autograd/function.h"
 #include "dtensor/collectives/comm_debug.h"
@@ -1077,6 +1080,91 @@ TEST_CASE("fully_shard: a frozen unit reading a trainable tensor besides its inp
         CHECK(max_diff(gw[0], gw[1]) == 0);
       }
     }
+  }
+}
+
+namespace {
+// A unit whose call takes two inputs (a TwoInputModule): gated(a, b) = linear(a, w) * b.
+class GatedLinear : public nn::TwoInputModule {
+ public:
+  GatedLinear(int64_t d, uint64_t seed) {
+    dt::Generator g(seed);
+    register_parameter("weight", nn::local_dtensor(dt::randn({d, d}, {}, &g)));
+  }
+  std::string type_name() const override { return "GatedLinear"; }
+  std::array<std::string_view, 2> input_names() const override { return {"input", "gate"}; }
+  using nn::TwoInputModule::forward;
+  dt::DTensor forward(const dt::DTensor& a, const dt::DTensor& b) override {
+    return dt::mul(dt::linear(a, param("weight")), b);
+  }
+};
+
+// head(gated(x, gate)).
+class GatedModel : public nn::Module {
+ public:
+  explicit GatedModel(int64_t d) {
+    gated_ = std::make_shared<GatedLinear>(d, 61);
+    register_module("gated", gated_);
+    dt::manual_seed(62);
+    head_ = register_module("head", std::make_shared<nn::Linear>(d, d));
+  }
+  std::string type_name() const override { return "GatedModel"; }
+  dt::DTensor forward(const dt::DTensor& x) override { return (*head_)((*gated_)(x, gate)); }
+  GatedLinear& gated() { return *gated_; }
+  dt::DTensor gate;
+
+ private:
+  std::shared_ptr<GatedLinear> gated_;
+  nn::ModulePtr head_;
+};
+}  // namespace
+
+// fully_shard's hooks are the args forms, so a unit of two inputs runs them (one-input hooks
+// were refused on it), and its pre-forward hook is prepended as FSDP2's: a pre-hook registered
+// before fully_shard sees the gathered (compute) parameters. A frozen unit wraps its first input
+// that requires grad (x); the gate's gradient flows past it. Values equal to one device.
+TEST_CASE("fully_shard: a two-input unit trains like one device; its gather precedes pre-hooks",
+          "[dp][fsdp]") {
+  const int64_t D = 4;
+  dt::Generator gen(63);
+  const dt::Tensor x = dt::randn({3, D}, {}, &gen), g = dt::randn({3, D}, {}, &gen);
+  const auto mesh = dp_mesh();
+  for (const bool frozen : {false, true}) {
+    INFO("gated frozen " << frozen);
+    GatedModel model(D), ref(D);
+    for (GatedModel* m : {&model, &ref}) {
+      for (auto& [name, p] : m->named_parameters())
+        p.requires_grad_(!frozen || name != "gated.weight");
+    }
+    int pre_hook_calls = 0, saw_storage = 0;
+    model.gated().register_forward_pre_hook(
+        [&](nn::Module& m,
+            absl::Span<const dt::DTensor>) -> std::optional<std::vector<dt::DTensor>> {
+          ++pre_hook_calls;
+          saw_storage += m.param("weight").device_mesh() == mesh ? 1 : 0;
+          return std::nullopt;
+        });
+    dt::fully_shard(model, mesh, {.grouping = {.module_types = {"GatedLinear"}}});
+    for (int step = 0; step < 2; ++step) {  // the second knows the forward order
+      INFO("step " << step);
+      std::vector<dt::Tensor> grads[2];
+      for (int k = 0; k < 2; ++k) {
+        GatedModel& m = k == 0 ? model : ref;
+        for (auto& [name, p] : m.named_parameters()) p.set_grad(dt::DTensor());
+        dt::DTensor xi = nn::local_dtensor(x.clone()).requires_grad_();
+        m.gate = nn::local_dtensor(g.clone()).requires_grad_();
+        dt::sum(m(xi)).backward();
+        grads[k] = {xi.grad().to_local(), m.gate.grad().to_local()};
+        for (auto& [name, p] : m.named_parameters()) {
+          if (p.requires_grad()) grads[k].push_back(p.grad().full_tensor());
+        }
+      }
+      REQUIRE(grads[0].size() == (frozen ? 4 : 5));
+      for (size_t i = 0; i < grads[0].size(); ++i)
+        CHECK(max_diff(grads[0][i], grads[1][i]) < 1e-12);
+    }
+    CHECK(pre_hook_calls == 2);
+    CHECK(saw_storage == 0);
   }
 }
 

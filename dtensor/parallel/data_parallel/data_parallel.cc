@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
@@ -1048,14 +1049,33 @@ std::shared_ptr<DataParallel> data_parallel(nn::Module& module, const DeviceMesh
     bytes += nb;
     p.bucket = static_cast<int64_t>(s.buckets.size()) - 1;
   }
-  // Hooks: the state lives as long as the module's hooks (and the returned handle).
+  // Hooks: the state lives as long as the module's hooks (and the returned handle). The args
+  // forms, so that a unit of any number of inputs (a TwoInputModule, a three-input loss) runs
+  // them. The pre-hook is prepended, as FSDP2's (and torch's FSDP-based replicate): the
+  // parameters are gathered before any pre-hook registered earlier (a user's, TP's
+  // PrepareModuleInput), and a frozen unit's input node wraps the caller's input. A frozen unit
+  // wraps one input: the first that requires grad (the release argument of
+  // release_after_input_grad holds for the others as for any trainable tensor besides it).
   for (UnitState& u : s.unit_states) {
     const UnitState* up = &u;
-    u.module->register_forward_pre_hook([state, up](nn::Module&, const DTensor& x) {
-      state->pre_forward(*up);
-      return state->wrap_frozen_input(*up, x);
-    });
-    u.module->register_forward_hook([state, up](nn::Module&, const DTensor&, const DTensor& out) {
+    u.module->register_forward_pre_hook(
+        [state, up](nn::Module&,
+                    absl::Span<const DTensor> args) -> std::optional<std::vector<DTensor>> {
+          state->pre_forward(*up);
+          if (args.empty()) return std::nullopt;
+          const auto first = std::find_if(args.begin(), args.end(), [](const DTensor& x) {
+            return x.defined() && x.requires_grad();
+          });
+          const size_t i = first == args.end() ? 0 : static_cast<size_t>(first - args.begin());
+          DTensor wrapped = state->wrap_frozen_input(*up, args[i]);
+          if (!up->wrapped.defined()) return std::nullopt;  // not wrapped: args as they are
+          std::vector<DTensor> out(args.begin(), args.end());
+          out[i] = std::move(wrapped);
+          return out;
+        },
+        {.prepend = true});
+    u.module->register_forward_hook([state, up](nn::Module&, absl::Span<const DTensor>,
+                                                DTensor& out) -> std::optional<DTensor> {
       return state->post_forward(*up, out);
     });
   }
