@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dtensor/nn/functional.h"
@@ -140,6 +141,20 @@ DTensor MultiheadAttention::forward(const DTensor& x) {
   MultiheadAttentionArgs args = call_args_ != nullptr ? *call_args_ : MultiheadAttentionArgs{};
   args.need_weights = false;
   return forward(x, x, x, args).attn_output;
+}
+
+MultiheadAttentionOutput MultiheadAttention::operator()(const DTensor& query, const DTensor& key,
+                                                        const DTensor& value,
+                                                        const MultiheadAttentionArgs& args) {
+  if (!has_hooks()) return forward(query, key, value, args);
+  MultiheadAttentionOutput out;
+  const DTensor in[] = {query, key, value};
+  DTensor attn_output = call_with_hooks(in, [&](absl::Span<const DTensor> x) {
+    out = forward(x[0], x[1], x[2], args);
+    return out.attn_output;
+  });
+  out.attn_output = std::move(attn_output);
+  return out;
 }
 
 MultiheadAttentionOutput MultiheadAttention::forward(const DTensor& query, const DTensor& key,

@@ -62,9 +62,20 @@ class MultiheadAttention : public Module {
                      std::optional<int64_t> vdim = std::nullopt, bool batch_first = false,
                      ModuleOptions opts = {});
   std::string type_name() const override { return "MultiheadAttention"; }
+  // PyTorch's forward: the computation, without this module's hooks.
   MultiheadAttentionOutput forward(const DTensor& query, const DTensor& key, const DTensor& value,
                                    const MultiheadAttentionArgs& args = {});
   DTensor forward(const DTensor& x) override;
+  // PyTorch's module(query, key, value, ...): forward through this module's hooks
+  // (Module::call_with_hooks). The args forms see (query, key, value), PyTorch's args tuple; the
+  // masks and flags are PyTorch's keyword arguments, which hooks do not see (as PyTorch's hooks
+  // registered without with_kwargs). The forward hooks see and may replace attn_output (the
+  // output whose gradient the backward hooks see); attn_weights are returned beside it. A
+  // one-input hook raises at this call (three inputs); module(x) is self-attention (forward(x)).
+  using Module::operator();
+  MultiheadAttentionOutput operator()(const DTensor& query, const DTensor& key,
+                                      const DTensor& value,
+                                      const MultiheadAttentionArgs& args = {});
   // The forward context is a std::shared_ptr<const MultiheadAttentionArgs>: the masks and
   // is_causal forward(x) uses (its need_weights is ignored). A parent sets it around its call
   // (TransformerEncoderLayer); activation checkpointing restores it for the recompute.

@@ -38,6 +38,8 @@ void copy_parameters(const Module& from, Module& to) {
              "parallelizing it",
              from.type_name(), src[i].first, placements_str(src[i].second.placements()));
     Tensor(dst[i].second.to_local()).copy_(src[i].second.to_local());
+    // A frozen parameter stays frozen (the copy's parameters are leaves sharing their state).
+    if (!src[i].second.requires_grad()) DTensor(dst[i].second).requires_grad_(false);
   }
   to.train(from.is_training());
 }
@@ -58,6 +60,26 @@ std::vector<std::shared_ptr<Layer>> add_layers(Module& stack, const Layer& layer
   stack.register_module("layers", list);
   if (norm != nullptr) stack.register_module("norm", norm);
   return out;
+}
+
+// A layer's or stack's call masks (its forward context).
+std::shared_ptr<const MultiheadAttentionArgs> mask_args(const DTensor& mask,
+                                                        const DTensor& key_padding_mask,
+                                                        bool is_causal) {
+  auto args = std::make_shared<MultiheadAttentionArgs>();
+  args->attn_mask = mask;
+  args->key_padding_mask = key_padding_mask;
+  args->is_causal = is_causal;
+  args->need_weights = false;
+  return args;
+}
+
+// set_forward_context's swap of a MultiheadAttentionArgs context.
+std::shared_ptr<const void> swap_context(std::shared_ptr<const MultiheadAttentionArgs>& slot,
+                                         std::shared_ptr<const void> context) {
+  std::shared_ptr<const void> previous = std::move(slot);
+  slot = std::static_pointer_cast<const MultiheadAttentionArgs>(std::move(context));
+  return previous;
 }
 
 detail::TransformerLayerConfig clone_config(detail::TransformerLayerConfig cfg,
@@ -103,19 +125,18 @@ TransformerEncoderLayer::TransformerEncoderLayer(const detail::TransformerLayerC
 
 std::shared_ptr<const void> TransformerEncoderLayer::set_forward_context(
     std::shared_ptr<const void> context) {
-  std::shared_ptr<const void> previous = std::move(call_args_);
-  call_args_ = std::static_pointer_cast<const MultiheadAttentionArgs>(std::move(context));
-  return previous;
+  return swap_context(call_args_, std::move(context));
 }
 
 DTensor TransformerEncoderLayer::forward(const DTensor& src, const DTensor& src_mask,
                                          const DTensor& src_key_padding_mask, bool is_causal) {
-  auto args = std::make_shared<MultiheadAttentionArgs>();
-  args->attn_mask = src_mask;
-  args->key_padding_mask = src_key_padding_mask;
-  args->is_causal = is_causal;
-  args->need_weights = false;
-  detail::ForwardContextScope scope(*this, std::move(args));
+  detail::ForwardContextScope scope(*this, mask_args(src_mask, src_key_padding_mask, is_causal));
+  return forward(src);
+}
+
+DTensor TransformerEncoderLayer::operator()(const DTensor& src, const DTensor& src_mask,
+                                            const DTensor& src_key_padding_mask, bool is_causal) {
+  detail::ForwardContextScope scope(*this, mask_args(src_mask, src_key_padding_mask, is_causal));
   return (*this)(src);
 }
 
@@ -151,10 +172,27 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& encoder_la
   layers_ = add_layers(*this, encoder_layer, num_layers, norm_);
 }
 
+std::shared_ptr<const void> TransformerEncoder::set_forward_context(
+    std::shared_ptr<const void> context) {
+  return swap_context(call_args_, std::move(context));
+}
+
 DTensor TransformerEncoder::forward(const DTensor& src, const DTensor& mask,
                                     const DTensor& src_key_padding_mask, bool is_causal) {
+  detail::ForwardContextScope scope(*this, mask_args(mask, src_key_padding_mask, is_causal));
+  return forward(src);
+}
+
+DTensor TransformerEncoder::operator()(const DTensor& src, const DTensor& mask,
+                                       const DTensor& src_key_padding_mask, bool is_causal) {
+  detail::ForwardContextScope scope(*this, mask_args(mask, src_key_padding_mask, is_causal));
+  return (*this)(src);
+}
+
+DTensor TransformerEncoder::forward(const DTensor& src) {
+  const MultiheadAttentionArgs a = call_args_ != nullptr ? *call_args_ : MultiheadAttentionArgs{};
   DTensor x = src;
-  for (auto& layer : layers_) x = layer->forward(x, mask, src_key_padding_mask, is_causal);
+  for (auto& layer : layers_) x = (*layer)(x, a.attn_mask, a.key_padding_mask, a.is_causal);
   return norm_ != nullptr ? (*norm_)(x) : x;
 }
 
@@ -215,7 +253,7 @@ DTensor TransformerDecoderLayer::forward(const DTensor& tgt, const DTensor& memo
     return (*dropout1_)((*self_attn_)(x));
   };
   auto mha = [&](const DTensor& x) {
-    return (*dropout2_)(multihead_attn_->forward(x, memory, memory, cross).attn_output);
+    return (*dropout2_)((*multihead_attn_)(x, memory, memory, cross).attn_output);
   };
   auto ff = [&](const DTensor& x) {
     return feed_forward(x, *linear1_, *dropout_, *linear2_, *dropout3_, cfg_.activation);
@@ -229,6 +267,14 @@ DTensor TransformerDecoderLayer::forward(const DTensor& tgt, const DTensor& memo
   x = (*norm1_)(add(x, sa(x)));
   x = (*norm2_)(add(x, mha(x)));
   return (*norm3_)(add(x, ff(x)));
+}
+
+DTensor TransformerDecoderLayer::operator()(const DTensor& tgt, const DTensor& memory,
+                                            const TransformerDecoderArgs& args) {
+  if (!has_hooks()) return forward(tgt, memory, args);
+  const DTensor in[] = {tgt, memory};
+  return call_with_hooks(in,
+                         [&](absl::Span<const DTensor> x) { return forward(x[0], x[1], args); });
 }
 
 std::shared_ptr<TransformerDecoderLayer> TransformerDecoderLayer::clone() const {
@@ -248,8 +294,16 @@ TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& decoder_la
 DTensor TransformerDecoder::forward(const DTensor& tgt, const DTensor& memory,
                                     const TransformerDecoderArgs& args) {
   DTensor x = tgt;
-  for (auto& layer : layers_) x = layer->forward(x, memory, args);
+  for (auto& layer : layers_) x = (*layer)(x, memory, args);
   return norm_ != nullptr ? (*norm_)(x) : x;
+}
+
+DTensor TransformerDecoder::operator()(const DTensor& tgt, const DTensor& memory,
+                                       const TransformerDecoderArgs& args) {
+  if (!has_hooks()) return forward(tgt, memory, args);
+  const DTensor in[] = {tgt, memory};
+  return call_with_hooks(in,
+                         [&](absl::Span<const DTensor> x) { return forward(x[0], x[1], args); });
 }
 
 }  // namespace dtensor::nn

@@ -37,6 +37,17 @@ struct TransformerLayerConfig {
 // [N, S, d_model]) or unbatched [S, d_model]. PyTorch's fast path (eval, no grad, nested
 // tensors) is not taken: its numbers are the slow path's, except that the nested-tensor path of
 // TransformerEncoder zeroes the outputs at padded positions, which this one does not.
+//
+// Hooks (of these layers and stacks, as of MultiheadAttention): module(...) runs the module's
+// hooks, forward(...) does not (PyTorch's module(...) and module.forward(...)); each calls its
+// children through their call, so the children's hooks run too. The args hooks see the DTensor
+// inputs PyTorch passes positionally: (src) for the encoder layer and encoder, (tgt, memory) for
+// the decoder layer and decoder. The masks and is_causal are PyTorch's keyword arguments, which
+// hooks do not see (as PyTorch's hooks registered without with_kwargs); they reach the call as
+// its forward context (the encoder layer and encoder) or beside it (the decoder). self_attn is
+// called as self_attn(x) (self-attention, one input, so that activation checkpointing and
+// one-input hooks apply), where PyTorch passes (x, x, x); the decoder's multihead_attn as
+// multihead_attn(x, memory, memory).
 class TransformerEncoderLayer : public Module {
  public:
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
@@ -46,17 +57,21 @@ class TransformerEncoderLayer : public Module {
   std::string type_name() const override { return "TransformerEncoderLayer"; }
   // src_mask: self_attn's attn_mask ([S, S] or [N * nhead, S, S]), src_key_padding_mask its
   // key_padding_mask ([N, S]); bool (true: masked) or floating (added). is_causal: the hint
-  // that src_mask is causal (MultiheadAttentionArgs). Runs the layer through Module's call (its
-  // hooks run) with these masks as its forward context.
+  // that src_mask is causal (MultiheadAttentionArgs). forward(src) with these masks as the
+  // forward context; operator() runs it through this layer's hooks.
   DTensor forward(const DTensor& src, const DTensor& src_mask,
                   const DTensor& src_key_padding_mask = {}, bool is_causal = false);
+  using Module::operator();
+  DTensor operator()(const DTensor& src, const DTensor& src_mask,
+                     const DTensor& src_key_padding_mask = {}, bool is_causal = false);
   // The layer with the masks of its forward context (none by default).
   DTensor forward(const DTensor& src) override;
   // A std::shared_ptr<const MultiheadAttentionArgs> (attn_mask, key_padding_mask, is_causal).
   std::shared_ptr<const void> forward_context() const override { return call_args_; }
   std::shared_ptr<const void> set_forward_context(std::shared_ptr<const void> context) override;
-  // A new layer of the same configuration holding copies of this layer's parameter values
-  // (PyTorch's copy.deepcopy of a layer, as TransformerEncoder makes them). The parameters must
+  // A new layer of the same configuration holding copies of this layer's parameter values and
+  // requires_grad flags, and its training mode (PyTorch's copy.deepcopy of a layer, as
+  // TransformerEncoder makes them: a frozen parameter stays frozen). The parameters must
   // be local (not parallelized); "[TransformerEncoderLayer] clone ..." otherwise.
   std::shared_ptr<TransformerEncoderLayer> clone() const;
 
@@ -70,7 +85,7 @@ class TransformerEncoderLayer : public Module {
 
 // PyTorch's TransformerEncoder(encoder_layer, num_layers, norm): children layers.<i> (each a
 // clone of encoder_layer, so all start with its parameter values, as PyTorch's deepcopy; the
-// given layer itself is not a child) and norm (when given). forward runs the layers in order
+// given layer itself is not a child) and norm (when given). forward calls the layers in order
 // with the same masks, then norm. is_causal: the hint passed to every layer (PyTorch also
 // detects a causal src mask by comparing it with one; the values are the same either way).
 class TransformerEncoder : public Module {
@@ -78,15 +93,25 @@ class TransformerEncoder : public Module {
   TransformerEncoder(const TransformerEncoderLayer& encoder_layer, int64_t num_layers,
                      ModulePtr norm = nullptr);
   std::string type_name() const override { return "TransformerEncoder"; }
+  // forward(src) with these masks as the forward context; operator() runs it through this
+  // module's hooks (the args forms see (src)).
   DTensor forward(const DTensor& src, const DTensor& mask, const DTensor& src_key_padding_mask = {},
                   bool is_causal = false);
-  DTensor forward(const DTensor& src) override { return forward(src, DTensor()); }
+  using Module::operator();
+  DTensor operator()(const DTensor& src, const DTensor& mask,
+                     const DTensor& src_key_padding_mask = {}, bool is_causal = false);
+  // The stack with the masks of its forward context (none by default).
+  DTensor forward(const DTensor& src) override;
+  // As TransformerEncoderLayer's: a std::shared_ptr<const MultiheadAttentionArgs>.
+  std::shared_ptr<const void> forward_context() const override { return call_args_; }
+  std::shared_ptr<const void> set_forward_context(std::shared_ptr<const void> context) override;
   int64_t num_layers() const { return num_layers_; }
 
  private:
   int64_t num_layers_;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers_;
   ModulePtr norm_;
+  std::shared_ptr<const MultiheadAttentionArgs> call_args_;
 };
 
 // TransformerDecoderLayer's masks (PyTorch's forward arguments): self-attention over tgt
@@ -106,7 +131,7 @@ struct TransformerDecoderArgs {
 //   norm_first true:  x = x + sa(norm1(x)); x = x + mha(norm2(x), memory); x = x + ff(norm3(x))
 // tgt [T, N, d_model], memory [S, N, d_model] (batch_first: batch dim first; unbatched: none).
 // Module's one-input forward is not offered (memory is needed); self_attn runs through Module's
-// call with the tgt masks as its forward context, multihead_attn by a direct call.
+// call with the tgt masks as its forward context, multihead_attn through its three-input call.
 class TransformerDecoderLayer : public Module {
  public:
   TransformerDecoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
@@ -117,6 +142,10 @@ class TransformerDecoderLayer : public Module {
   using Module::forward;
   DTensor forward(const DTensor& tgt, const DTensor& memory,
                   const TransformerDecoderArgs& args = {});
+  // forward through this layer's hooks (the args forms see (tgt, memory)).
+  using Module::operator();
+  DTensor operator()(const DTensor& tgt, const DTensor& memory,
+                     const TransformerDecoderArgs& args = {});
   // As TransformerEncoderLayer::clone.
   std::shared_ptr<TransformerDecoderLayer> clone() const;
 
@@ -138,6 +167,10 @@ class TransformerDecoder : public Module {
   using Module::forward;
   DTensor forward(const DTensor& tgt, const DTensor& memory,
                   const TransformerDecoderArgs& args = {});
+  // forward through this module's hooks (the args forms see (tgt, memory)).
+  using Module::operator();
+  DTensor operator()(const DTensor& tgt, const DTensor& memory,
+                     const TransformerDecoderArgs& args = {});
 
  private:
   std::vector<std::shared_ptr<TransformerDecoderLayer>> layers_;

@@ -339,3 +339,118 @@ TEST_CASE("TransformerDecoderLayer and TransformerDecoder give PyTorch's values"
                     Catch::Contains("[TransformerDecoderLayer] activation should be relu/gelu, "
                                     "not silu"));
 }
+
+TEST_CASE("MultiheadAttention and the Transformer layers and stacks run their hooks on every call",
+          "[nn]") {
+  // PyTorch runs a module's hooks for every module(...) call; the args hooks see the positional
+  // DTensor inputs ((q, k, v), (src), (tgt, memory)), not the masks (keyword arguments).
+  std::vector<std::string> events;
+  auto hook = [&events](nn::Module& m, double scale) {
+    m.register_forward_pre_hook(
+        [&events](nn::Module& mod,
+                  absl::Span<const DTensor> args) -> std::optional<std::vector<DTensor>> {
+          events.push_back(mod.type_name() + " pre " + std::to_string(args.size()));
+          return std::nullopt;
+        });
+    m.register_forward_hook([&events, scale](nn::Module& mod, absl::Span<const DTensor> args,
+                                             DTensor& out) -> std::optional<DTensor> {
+      events.push_back(mod.type_name() + " hook " + std::to_string(args.size()));
+      if (scale == 1) return std::nullopt;
+      return dt::mul(out, dt::Scalar(scale));
+    });
+  };
+  const DTensor x = nn::local_dtensor(tt::det_input({3, 2, 4}, 1, -1.0, 0.25).to(dt::kFloat64));
+  const DTensor mem = nn::local_dtensor(tt::det_input({5, 2, 4}, 2, -1.0, 0.25).to(dt::kFloat64));
+  // A causal mask (true: not allowed to attend).
+  const DTensor mask =
+      nn::local_dtensor(dt::from_vector<double>({0, 1, 1, 0, 0, 1, 0, 0, 0}, {3, 3}).to(dt::kBool));
+
+  nn::MultiheadAttention mha(4, 2, 0.0, true, false, false, std::nullopt, std::nullopt, false,
+                             f64());
+  const nn::MultiheadAttentionOutput want_mha = mha.forward(x, mem, mem);
+  hook(mha, 2.0);
+  // A pre-hook replacing key and value (the args form sees (q, k, v)).
+  mha.register_forward_pre_hook(
+      [&mem](nn::Module&, absl::Span<const DTensor> args) -> std::optional<std::vector<DTensor>> {
+        return std::vector<DTensor>{args[0], mem, mem};
+      });
+  const nn::MultiheadAttentionOutput got_mha = mha(x, x, x);
+  CHECK(events ==
+        std::vector<std::string>{"MultiheadAttention pre 3", "MultiheadAttention hook 3"});
+  CHECK(tt::same_values(got_mha.attn_output.to_local(),
+                        dt::mul(want_mha.attn_output.to_local(), dt::Scalar(2.0)), 0));
+  CHECK(tt::same_values(got_mha.attn_weights.to_local(), want_mha.attn_weights.to_local(), 0));
+
+  // The encoder stack called with masks: its hooks and its layers' hooks run; the values are the
+  // unhooked forward's (the hooks keep them).
+  nn::TransformerEncoderLayer layer(4, 2, 6, 0.0, "relu", 1e-5, false, false, true, f64());
+  nn::TransformerEncoder enc(layer, 2);
+  const DTensor want_enc = enc.forward(x, mask, DTensor(), true);
+  hook(enc, 1.0);
+  hook(enc.get_submodule("layers.1"), 1.0);
+  hook(enc.get_submodule("layers.1.self_attn"), 1.0);
+  events.clear();
+  const DTensor got_enc = enc(x, mask, DTensor(), true);
+  CHECK(events ==
+        std::vector<std::string>{"TransformerEncoder pre 1", "TransformerEncoderLayer pre 1",
+                                 "MultiheadAttention pre 1", "MultiheadAttention hook 1",
+                                 "TransformerEncoderLayer hook 1", "TransformerEncoder hook 1"});
+  CHECK(tt::same_values(got_enc.to_local(), want_enc.to_local(), 0));
+
+  // The decoder: its hooks, its layers' and the cross-attention's (three inputs) run.
+  nn::TransformerDecoderLayer dlayer(4, 2, 6, 0.0, "relu", 1e-5, false, false, true, f64());
+  nn::TransformerDecoder dec(dlayer, 1);
+  nn::TransformerDecoderArgs da;
+  da.tgt_mask = mask;
+  const DTensor want_dec = dec.forward(x, mem, da);
+  hook(dec, 1.0);
+  hook(dec.get_submodule("layers.0"), 1.0);
+  hook(dec.get_submodule("layers.0.multihead_attn"), 1.0);
+  events.clear();
+  const DTensor got_dec = dec(x, mem, da);
+  CHECK(events ==
+        std::vector<std::string>{"TransformerDecoder pre 2", "TransformerDecoderLayer pre 2",
+                                 "MultiheadAttention pre 3", "MultiheadAttention hook 3",
+                                 "TransformerDecoderLayer hook 2", "TransformerDecoder hook 2"});
+  CHECK(tt::same_values(got_dec.to_local(), want_dec.to_local(), 0));
+
+  // A backward hook on the three-input call sees one grad_input entry per input.
+  size_t grad_inputs = 0;
+  nn::MultiheadAttention mb(4, 2, 0.0, true, false, false, std::nullopt, std::nullopt, false,
+                            f64());
+  mb.register_full_backward_hook(
+      [&grad_inputs](nn::Module&, absl::Span<const DTensor> gi,
+                     const DTensor&) -> std::optional<std::vector<DTensor>> {
+        grad_inputs = gi.size();
+        return std::nullopt;
+      });
+  DTensor q = nn::local_dtensor(x.to_local().clone());
+  q.requires_grad_(true);
+  dt::sum(mb(q, mem, mem).attn_output).backward();
+  CHECK(grad_inputs == 3);
+  CHECK(q.grad().defined());
+}
+
+TEST_CASE("TransformerEncoderLayer's and TransformerDecoderLayer's clones keep frozen parameters",
+          "[nn]") {
+  // PyTorch's deepcopy keeps requires_grad: a frozen layer's stack has frozen layers.
+  nn::TransformerEncoderLayer layer(4, 2, 6);
+  DTensor(layer.get_parameter("linear1.weight")).requires_grad_(false);
+  DTensor(layer.get_parameter("self_attn.in_proj_weight")).requires_grad_(false);
+  nn::TransformerEncoder enc(layer, 2);
+  nn::TransformerDecoderLayer dlayer(4, 2, 6);
+  DTensor(dlayer.get_parameter("multihead_attn.out_proj.bias")).requires_grad_(false);
+  nn::TransformerDecoder dec(dlayer, 1);
+  auto frozen = [](const nn::Module& m) {
+    std::vector<std::string> out;
+    for (const auto& [name, p] : m.named_parameters()) {
+      if (!p.requires_grad()) out.push_back(name);
+    }
+    return out;
+  };
+  CHECK(frozen(enc) ==
+        std::vector<std::string>{"layers.0.self_attn.in_proj_weight", "layers.0.linear1.weight",
+                                 "layers.1.self_attn.in_proj_weight", "layers.1.linear1.weight"});
+  CHECK(frozen(dec) == std::vector<std::string>{"layers.0.multihead_attn.out_proj.bias"});
+  CHECK(enc.named_parameters().size() == 24);
+}
