@@ -1,3 +1,6 @@
+// torch.nn's containers: Sequential, ModuleDict, ParameterList, ParameterDict (ModuleList is in
+// transformer.h).
+//
 // torch.nn.Sequential: an ordered chain of modules whose forward feeds each module's output to
 // the next. Children are named "0", "1", ... in order (or by the names given), so a
 // Sequential's state_dict keys are PyTorch's ("0.weight", "2.bias", ...).
@@ -7,6 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +43,48 @@ class Sequential : public Module {
   // raises "[Sequential] index 5 is out of range for a Sequential of 3 modules".
   Module& operator[](int64_t i) const { return *ptr(i); }
   const ModulePtr& ptr(int64_t i) const;
+};
+
+// torch.nn.ModuleDict (round 9): children by name, in insertion order (state_dict keys
+// "<name>.<param>"); insert replaces a child of the same name in place, as PyTorch's
+// __setitem__. No forward (calling it raises, as PyTorch's).
+class ModuleDict : public Module {
+ public:
+  ModuleDict() = default;
+  explicit ModuleDict(std::vector<std::pair<std::string, ModulePtr>> modules);
+  std::string type_name() const override { return "ModuleDict"; }
+  ModuleDict& insert(std::string name, ModulePtr module);
+  bool contains(std::string_view name) const;
+  // The child `name`; a missing one raises "[ModuleDict] no module named 'x'".
+  Module& operator[](std::string_view name) const;
+  std::vector<std::string> keys() const;
+  size_t size() const { return named_children().size(); }
+};
+
+// torch.nn.ParameterList / ParameterDict (round 9): parameters named "0", "1", ... / by key, in
+// insertion order (leaves that require grad when floating, as register_parameter makes them).
+// ParameterDict::insert of an existing key replaces it by set_parameter (same shape and dtype).
+class ParameterList : public Module {
+ public:
+  ParameterList() = default;
+  explicit ParameterList(const std::vector<DTensor>& values);
+  std::string type_name() const override { return "ParameterList"; }
+  ParameterList& append(const DTensor& value);
+  // The i-th parameter; a negative i counts from the end.
+  const DTensor& operator[](int64_t i) const;
+  size_t size() const { return own_parameters().size(); }
+};
+
+class ParameterDict : public Module {
+ public:
+  ParameterDict() = default;
+  explicit ParameterDict(const std::vector<std::pair<std::string, DTensor>>& values);
+  std::string type_name() const override { return "ParameterDict"; }
+  ParameterDict& insert(std::string name, const DTensor& value);
+  bool contains(std::string_view name) const { return has_param(name); }
+  const DTensor& operator[](std::string_view name) const { return param(name); }
+  std::vector<std::string> keys() const;
+  size_t size() const { return own_parameters().size(); }
 };
 
 }  // namespace dtensor::nn

@@ -650,3 +650,37 @@ TEST_CASE("EmbeddingBag gives PyTorch's bags and gradients", "[nn]") {
                     Catch::Contains("per_sample_weights is only supported for mode='sum'"));
   CHECK_THROWS_WITH(padded.forward_bags(idx), Catch::Contains("with 1D offsets for a 1D input"));
 }
+
+TEST_CASE("ModuleDict, ParameterList and ParameterDict name their entries as PyTorch's", "[nn]") {
+  // PyTorch: ModuleDict({'proj': Linear(3, 2), 'act': ReLU()}) has state_dict keys
+  // ['proj.weight', 'proj.bias']; ParameterList([a, b]) ['0', '1']; ParameterDict({'w': a}) ['w'].
+  nn::ModuleDict d(
+      {{"proj", std::make_shared<nn::Linear>(3, 2)}, {"act", std::make_shared<nn::ReLU>()}});
+  CHECK(d.type_name() == "ModuleDict");
+  CHECK(d.keys() == std::vector<std::string>{"proj", "act"});
+  CHECK(d.contains("act"));
+  CHECK(!d.contains("x"));
+  CHECK(d["act"].type_name() == "ReLU");
+  d.insert("act", std::make_shared<nn::Tanh>());  // replaced in place
+  CHECK(d.keys() == std::vector<std::string>{"proj", "act"});
+  CHECK(d["act"].type_name() == "Tanh");
+  std::vector<std::string> names;
+  for (const auto& [n, p] : d.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"proj.weight", "proj.bias"});
+  CHECK_THROWS_WITH(d["x"], Catch::Contains("[ModuleDict] no module named 'x'"));
+  const DTensor a = nn::local_dtensor(tt::det_input({2, 3}, 1, -1.0, 0.5, dt::kFloat64));
+  const DTensor b = nn::local_dtensor(tt::det_input({4}, 2, -1.0, 0.5, dt::kFloat64));
+  nn::ParameterList pl({a, b});
+  CHECK(pl.size() == 2);
+  CHECK(pl[-1].shape() == dt::Shape{4});
+  CHECK(pl[0].requires_grad());
+  names.clear();
+  for (const auto& [n, p] : pl.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"0", "1"});
+  CHECK_THROWS_WITH(pl[2], Catch::Contains("[ParameterList] index 2 is out of range"));
+  nn::ParameterDict pd({{"w", a}});
+  pd.insert("v", b).insert("w", a);
+  CHECK(pd.keys() == std::vector<std::string>{"w", "v"});
+  CHECK(pd.contains("v"));
+  CHECK(pd["v"].shape() == dt::Shape{4});
+}
