@@ -12,6 +12,7 @@
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/rng/generator.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/common/ops_dtensor_test_util.h"
@@ -182,6 +183,48 @@ TEST_CASE("TransformerEncoderLayer on batch-sharded inputs equals the single-dev
       dt::manual_seed(11);
       const Run got = run(m, inputs, &mesh, {{Shard(1)}, {Replicate()}}, call);
       check_same(got, want);
+    }
+  }
+}
+
+TEST_CASE("fully_shard TransformerEncoder called with masks equals the unsharded run") {
+  // The stack (root unit, owning norm) and each layer (a unit) run fully_shard's hooks on the
+  // masked calls enc(src, mask, kpm) and layer(x, mask, kpm): the gathers happen, and the
+  // outputs and the (averaged) gradients of every parameter equal one device's, over two steps.
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"dp"});
+  constexpr int64_t E = 4, H = 2, L = 3, N = 2;
+  auto make = [&] {
+    nn::TransformerEncoderLayer layer(E, H, 6, 0.0, "relu", 1e-5, false, false, true, f64());
+    auto enc = std::make_shared<nn::TransformerEncoder>(
+        layer, 2, std::make_shared<nn::LayerNorm>(E, 1e-5, true, f64()));
+    load(*enc);
+    return enc;
+  };
+  auto ref = make(), model = make();
+  auto dp =
+      dt::fully_shard(*model, mesh, {.grouping = {.module_types = {"TransformerEncoderLayer"}}});
+  CHECK(dp->units().size() == 3);
+  const DTensor mask = nn::local_dtensor(dt::gt(st::det_input({L, L}, 0, 0, 1, dt::kFloat64), 4.0));
+  const DTensor kpm = nn::local_dtensor(padding_mask(N, L));
+  for (int step = 0; step < 2; ++step) {
+    INFO("step " << step);
+    const Tensor x = st::det_input({L, N, E}, 1 + step, -1.5, 0.3, dt::kFloat64);
+    const Tensor c = st::det_input({L, N, E}, 5, -1.0, 0.25, dt::kFloat64);
+    std::vector<Tensor> outs;
+    for (nn::TransformerEncoder* m : {ref.get(), model.get()}) {
+      m->zero_grad();
+      const DTensor out = (*m)(nn::local_dtensor(x.clone()), mask, kpm);
+      dt::sum(dt::mul(out, nn::local_dtensor(c))).backward();
+      outs.push_back(out.to_local());
+    }
+    CHECK(st::same_values(outs[1], outs[0], 1e-15));
+    const auto want = ref->named_parameters(), got = model->named_parameters();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO(want[i].first);
+      CHECK(st::same_values(got[i].second.grad().full_tensor(), want[i].second.grad().to_local(),
+                            1e-12));
     }
   }
 }
