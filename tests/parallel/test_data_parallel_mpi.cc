@@ -19,6 +19,7 @@
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/reduction/reduction.h"
+#include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/view.h"
 #include "dtensor/optim/optimizer.h"
 #include "dtensor/parallel/data_parallel/data_parallel.h"
@@ -1165,6 +1166,35 @@ TEST_CASE("fully_shard: a two-input unit trains like one device; its gather prec
     }
     CHECK(pre_hook_calls == 2);
     CHECK(saw_storage == 0);
+  }
+}
+
+// Multi-input units of nn: a TransformerDecoderLayer (its call takes (tgt, memory), with masks)
+// as the root and its MultiheadAttention children as units (multihead_attn's call takes three
+// inputs): gradients equal to the unsharded layer's.
+TEST_CASE("fully_shard: a TransformerDecoderLayer and its attention units equal one device",
+          "[dp][fsdp]") {
+  dt::manual_seed(64);
+  nn::TransformerDecoderLayer ref(8, 2, 16, 0.0);
+  const std::shared_ptr<nn::TransformerDecoderLayer> model = ref.clone();
+  dt::fully_shard(*model, dp_mesh(), {.grouping = {.module_types = {"MultiheadAttention"}}});
+  dt::Generator gen(65);
+  const dt::Tensor tgt = dt::randn({3, 2, 8}, {}, &gen), memory = dt::randn({4, 2, 8}, {}, &gen);
+  nn::TransformerDecoderArgs args;
+  args.tgt_is_causal = true;
+  args.tgt_mask = nn::local_dtensor(dt::triu(dt::full({3, 3}, -1e9), 1));
+  std::vector<dt::Tensor> grads[2];
+  for (int k = 0; k < 2; ++k) {
+    nn::TransformerDecoderLayer& m = k == 0 ? *model : ref;
+    dt::DTensor t = nn::local_dtensor(tgt.clone()).requires_grad_();
+    dt::DTensor mem = nn::local_dtensor(memory.clone()).requires_grad_();
+    dt::sum(m(t, mem, args)).backward();
+    grads[k] = {t.grad().to_local(), mem.grad().to_local()};
+    for (auto& [name, p] : m.named_parameters()) grads[k].push_back(p.grad().full_tensor());
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    INFO("gradient " << i);
+    CHECK(max_diff(grads[0][i], grads[1][i]) < 1e-4);
   }
 }
 
