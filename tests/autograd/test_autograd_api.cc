@@ -483,6 +483,14 @@ TEST_CASE("create_graph: layer_norm, rms_norm, mse_loss, cross_entropy: grad of 
   check_close(grad1(dt::sum(g * g), logits, false), refs::kCgCeGg);
 }
 
+TEST_CASE("create_graph: grad of grad through max values along a dim") {
+  // f = sum(max(x^3, 1).values): g = 3 x^2 at each row's argmax, d sum(g^2) / dx = 36 x^3 there.
+  const DTensor x = leaf({0.5, -1.5, 1.0, 2.0, -0.5, 0.25}, {2, 3});
+  const DTensor g = grad1(dt::sum(dt::max(x * x * x, 1).values), x, true);
+  check_close(g, {0, 0, 3.0, 12.0, 0, 0});
+  check_close(grad1(dt::sum(g * g), x, false), {0, 0, 36.0, 288.0, 0, 0});
+}
+
 TEST_CASE("create_graph: a Hessian-vector product as PyTorch") {
   const DTensor w = leaf(range(12, 7, 0.6), {4, 3}).detach();
   const DTensor v = leaf({0.5, -0.2, 0.9}, {3, 1});

@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 
+#include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/ops/common/detail/reduction_backward.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
@@ -21,6 +22,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/register_all.h"
 #include "dtensor/ops/scan/scan.h"
+#include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
@@ -280,6 +282,16 @@ void register_value_selecting_backward(Registry& reg) {
     const Tensor idx = keepdim ? l[1] : l[1].unsqueeze(dim);
     return scatter_add_shard(c.output_shard(0).shape, dim, idx, g, 0);
   });
+  // Linear in grad: its gradient is the gather of the incoming one at the indices (create_graph).
+  op.differentiable = true;
+  op.saved_inputs = 2u;  // indices
+  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) -> DTensorList {
+    const int64_t dim = c.arg<int64_t>(0);
+    const bool keepdim = c.arg<bool>(1);
+    const DTensor& idx = c.input(1);
+    const DTensor picked = gather(g[0], dim, keepdim ? idx : unsqueeze(idx, dim));
+    return {keepdim ? picked : squeeze(picked, dim), DTensor()};
+  };
   op.samples = [](int64_t w) {
     using detail::sample;
     return std::vector<OpSample>{
