@@ -170,6 +170,19 @@ DTensor RecurrentBase::forward(const DTensor& x) {
   return forward_with_state(x, DTensor()).output;
 }
 
+RecurrentOutput RecurrentBase::operator()(const DTensor& x, const DTensor& h0, const DTensor& c0) {
+  if (!has_hooks()) return forward_with_state(x, h0, c0);
+  RecurrentOutput out;
+  const DTensor in[] = {x, h0, c0};
+  DTensor output = call_with_hooks(absl::MakeConstSpan(in, kind_of(mode_) == Kind::kLSTM ? 3 : 2),
+                                   [&](absl::Span<const DTensor> a) {
+                                     out = forward_with_state(a[0], a[1], a.size() > 2 ? a[2] : c0);
+                                     return out.output;
+                                   });
+  out.output = std::move(output);
+  return out;
+}
+
 RecurrentOutput RecurrentBase::forward_with_state(const DTensor& x, const DTensor& h0,
                                                   const DTensor& c0) {
   const std::string_view op = mode_;
@@ -307,6 +320,20 @@ std::vector<DTensor> RecurrentCellBase::step(const DTensor& x, const DTensor& h,
     if (c1.defined()) c1 = squeeze(c1, 0);
   }
   return {h1, c1};
+}
+
+std::vector<DTensor> RecurrentCellBase::call_step(const DTensor& x, const DTensor& h,
+                                                  const DTensor& c) {
+  if (!has_hooks()) return step(x, h, c);
+  std::vector<DTensor> out;
+  const DTensor in[] = {x, h, c};
+  DTensor h1 = call_with_hooks(absl::MakeConstSpan(in, kind_of(mode_) == Kind::kLSTM ? 3 : 2),
+                               [&](absl::Span<const DTensor> a) {
+                                 out = step(a[0], a[1], a.size() > 2 ? a[2] : c);
+                                 return out[0];
+                               });
+  out[0] = std::move(h1);
+  return out;
 }
 
 RNNCell::RNNCell(int64_t input_size, int64_t hidden_size, bool bias, std::string nonlinearity,

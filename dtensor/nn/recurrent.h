@@ -61,12 +61,19 @@ class RecurrentBase : public Module {
   // Module's one-input call: the output only, from a zero initial state.
   DTensor forward(const DTensor& x) override;
   // h0 [D * num_layers, B, H_out] ([D * num_layers, H_out] for an unbatched input) and, for
-  // LSTM, c0 [D * num_layers, B, hidden_size]; an undefined h0 / c0 is zeros. A direct call,
-  // as the cells' forward_with_state: the module's hooks run for module(x) only
-  // (Module::operator()), so where a hook does work (fully_shard's parameter gather, a parallel
-  // style's input layout) call module(x), or do that work before calling this.
+  // LSTM, c0 [D * num_layers, B, hidden_size]; an undefined h0 / c0 is zeros. PyTorch's forward
+  // with a state: the module's hooks do not run (as the cells' forward_with_state); call
+  // module(x, h0[, c0]) for them.
   RecurrentOutput forward_with_state(const DTensor& x, const DTensor& h0,
                                      const DTensor& c0 = DTensor());
+  // PyTorch's module(x, h0) / lstm(x, (h0, c0)): forward_with_state through the module's hooks
+  // (Module::call_with_hooks). The args hooks see (x, h0) for RNN and GRU, (x, h0, c0) for LSTM
+  // (PyTorch's nested (h0, c0) flattened); an undefined state is passed as it is (zeros). The
+  // forward hooks see and may replace output; h_n and c_n come back beside it (PyTorch's hooks
+  // see the tuple). A one-input hook raises at this call; module(x) runs forward(x). The cells'
+  // operator()(x, h[, c]) alike: args (x, h) or (x, h, c), the forward hooks see h'.
+  using Module::operator();
+  RecurrentOutput operator()(const DTensor& x, const DTensor& h0, const DTensor& c0 = DTensor());
   int64_t input_size() const { return input_size_; }
   int64_t hidden_size() const { return hidden_size_; }
   const RecurrentOptions& options() const { return ro_; }
@@ -121,6 +128,9 @@ class RecurrentCellBase : public Module {
   void reset_own_parameters(Generator* gen) override;
   // h' (and c' for LSTMCell) from x, h, c (undefined: zeros).
   std::vector<DTensor> step(const DTensor& x, const DTensor& h, const DTensor& c);
+  // step through the module's hooks: args (x, h), or (x, h, c) for LSTMCell; the hooks' output
+  // is h'.
+  std::vector<DTensor> call_step(const DTensor& x, const DTensor& h, const DTensor& c);
   std::string nonlinearity_ = "tanh";
 
  private:
@@ -135,6 +145,9 @@ class RNNCell : public RecurrentCellBase {
           std::string nonlinearity = "tanh", ModuleOptions opts = {});
   // h' from x and h (undefined: zeros).
   DTensor forward_with_state(const DTensor& x, const DTensor& h);
+  // forward_with_state through the hooks (RecurrentBase::operator()).
+  using Module::operator();
+  DTensor operator()(const DTensor& x, const DTensor& h) { return call_step(x, h, DTensor())[0]; }
 };
 
 // What LSTMCell::forward_with_state returns (PyTorch's (h_1, c_1)).
@@ -149,6 +162,11 @@ class LSTMCell : public RecurrentCellBase {
       : RecurrentCellBase("LSTMCell", input_size, hidden_size, bias, opts) {}
   // (h', c') from x, h and c (undefined: zeros).
   LSTMCellState forward_with_state(const DTensor& x, const DTensor& h, const DTensor& c);
+  using Module::operator();
+  LSTMCellState operator()(const DTensor& x, const DTensor& h, const DTensor& c) {
+    std::vector<DTensor> s = call_step(x, h, c);
+    return {s[0], s[1]};
+  }
 };
 
 class GRUCell : public RecurrentCellBase {
@@ -156,6 +174,8 @@ class GRUCell : public RecurrentCellBase {
   GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true, ModuleOptions opts = {})
       : RecurrentCellBase("GRUCell", input_size, hidden_size, bias, opts) {}
   DTensor forward_with_state(const DTensor& x, const DTensor& h);
+  using Module::operator();
+  DTensor operator()(const DTensor& x, const DTensor& h) { return call_step(x, h, DTensor())[0]; }
 };
 
 }  // namespace dtensor::nn

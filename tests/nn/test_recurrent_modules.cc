@@ -253,3 +253,56 @@ TEST_CASE("recurrent layers refuse wrong inputs, states and options", "[nn][recu
   CHECK_THROWS_WITH(nn::RNNCell(3, 4, true, "sigmoid", o),
                     Catch::Contains("[RNNCell] Unknown nonlinearity: sigmoid"));
 }
+
+TEST_CASE("recurrent layers and cells called with a state run their hooks", "[nn][recurrent]") {
+  // lstm(x, (h0, c0)) runs the hooks in PyTorch: the args hooks see (x, h0[, c0]); the forward
+  // hooks see and may replace the output (h_n, c_n beside it).
+  const nn::ModuleOptions o = f64();
+  auto in = [](dt::IntSpan shape, int salt) {
+    return nn::local_dtensor(tt::det_input(shape, salt, -1.0, 0.25, dt::kFloat64));
+  };
+  std::vector<std::string> events;
+  auto hook = [&events](nn::Module& m) {
+    m.register_forward_pre_hook(
+        [&events](nn::Module& mod,
+                  absl::Span<const DTensor> args) -> std::optional<std::vector<DTensor>> {
+          events.push_back(mod.type_name() + " pre " + std::to_string(args.size()));
+          return std::nullopt;
+        });
+    m.register_forward_hook([&events](nn::Module& mod, absl::Span<const DTensor> args,
+                                      DTensor& out) -> std::optional<DTensor> {
+      events.push_back(mod.type_name() + " hook " + std::to_string(args.size()));
+      return dt::mul(out, dt::Scalar(2.0));
+    });
+  };
+  const DTensor x = in({3, 2, 3}, 1), h0 = in({1, 2, 4}, 2), c0 = in({1, 2, 4}, 3);
+  nn::LSTM lstm(3, 4, Opts{}, o);
+  const nn::RecurrentOutput want = lstm.forward_with_state(x, h0, c0);
+  hook(lstm);
+  const nn::RecurrentOutput got = lstm(x, h0, c0);
+  CHECK(events == std::vector<std::string>{"LSTM pre 3", "LSTM hook 3"});
+  CHECK(
+      tt::same_values(got.output.to_local(), dt::mul(want.output.to_local(), dt::Scalar(2.0)), 0));
+  CHECK(tt::same_values(got.h_n.to_local(), want.h_n.to_local(), 0));
+  CHECK(tt::same_values(got.c_n.to_local(), want.c_n.to_local(), 0));
+  nn::GRU gru(3, 4, Opts{}, o);
+  hook(gru);
+  events.clear();
+  (void)gru(x, h0);
+  CHECK(events == std::vector<std::string>{"GRU pre 2", "GRU hook 2"});
+
+  nn::LSTMCell lcell(3, 4, true, o);
+  const DTensor cx = in({2, 3}, 4), ch = in({2, 4}, 5), cc = in({2, 4}, 6);
+  const nn::LSTMCellState cwant = lcell.forward_with_state(cx, ch, cc);
+  hook(lcell);
+  events.clear();
+  const nn::LSTMCellState cgot = lcell(cx, ch, cc);
+  CHECK(events == std::vector<std::string>{"LSTMCell pre 3", "LSTMCell hook 3"});
+  CHECK(tt::same_values(cgot.h.to_local(), dt::mul(cwant.h.to_local(), dt::Scalar(2.0)), 0));
+  CHECK(tt::same_values(cgot.c.to_local(), cwant.c.to_local(), 0));
+  nn::RNNCell rcell(3, 4, true, "tanh", o);
+  hook(rcell);
+  events.clear();
+  (void)rcell(cx, DTensor());
+  CHECK(events == std::vector<std::string>{"RNNCell pre 2", "RNNCell hook 2"});
+}
