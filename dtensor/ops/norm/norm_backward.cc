@@ -1,6 +1,8 @@
 // Backward formulas of layer_norm and rms_norm (registered in norm_strategy.cc).
 #include "dtensor/ops/norm/detail/norm_backward.h"
 
+#include <limits>
+
 #include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
@@ -31,7 +33,7 @@ namespace {
 // ops (the fused op has no derivative), with the normalized dims D, rstd = 1 / sqrt(var + eps)
 // (var of x - mean for layer_norm, mean of x^2 for rms_norm), xhat = x' rstd, gw = g w:
 // dx = rstd (gw [- mean_D(gw)] - xhat mean_D(gw xhat)), dw = sum_rest(g xhat), db = sum_rest(g).
-// rms_norm without an explicit eps keeps the fused op (which then raises).
+// rms_norm's default eps is the dtype's epsilon (float's below float64), as its kernel's.
 DTensorList norm_backward_composite(const BackwardContext& c, Grads g, bool layer) {
   const bool has_w = c.arg<bool>(2), has_b = layer && c.arg<bool>(3);
   const DTensor& x = c.input(0);
@@ -39,7 +41,10 @@ DTensorList norm_backward_composite(const BackwardContext& c, Grads g, bool laye
   std::vector<int64_t> norm_dims, rest;
   for (int64_t d = 0; d < ndim; ++d) (d < ndim - nd ? rest : norm_dims).push_back(d);
   const DTensor xc = layer ? x - mean(x, norm_dims, true) : x;
-  const DTensor rstd = rsqrt(mean(xc * xc, norm_dims, true) + c.arg<double>(0));
+  const double eps = c.has_arg(0)            ? c.arg<double>(0)
+                     : x.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                             : std::numeric_limits<float>::epsilon();
+  const DTensor rstd = rsqrt(mean(xc * xc, norm_dims, true) + eps);
   const DTensor xhat = xc * rstd;
   const DTensor gw = has_w ? g[0] * c.input(1) : g[0];
   DTensor inner = gw - xhat * mean(gw * xhat, norm_dims, true);
@@ -54,7 +59,7 @@ DTensorList norm_backward_composite(const BackwardContext& c, Grads g, bool laye
 
 DTensorList norm_backward(const BackwardContext& c, Grads g, const char* grad_op) {
   const bool layer = grad_op[0] == 'l';
-  if (autograd::in_create_graph() && (layer || c.has_arg(0))) {
+  if (autograd::in_create_graph()) {
     return norm_backward_composite(c, g, layer);
   }
   const bool has_w = c.arg<bool>(2);
