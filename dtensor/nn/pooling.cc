@@ -189,16 +189,29 @@ DTensor MaxUnpoolNd::forward_with_size(const DTensor& x, const DTensor& indices,
   DT_CHECK(x.dim() == nd_ + 1 || x.dim() == nd_ + 2, "[%s] expected a %dD or %dD input, got %dD",
            name_, nd_ + 1, nd_ + 2, x.dim());
   Shape out_size;
-  if (output_size.empty()) {
+  for (int64_t d = 0; d < nd_; ++d) {
+    out_size.push_back((x.size(x.dim() - nd_ + d) - 1) * stride_[d] - 2 * padding_[d] +
+                       kernel_size_[d]);
+  }
+  if (!output_size.empty()) {
+    // PyTorch's _unpool_output_size: nd or nd + 2 values, each strictly within default ± stride.
+    const int64_t n = static_cast<int64_t>(output_size.size());
+    DT_CHECK(n == nd_ || n == nd_ + 2,
+             "[%s] output_size should be a sequence containing %d or %d elements, but it has a "
+             "length of '%d'",
+             name_, nd_, nd_ + 2, n);
+    std::string given = "(";
+    for (int64_t i = 0; i < n; ++i) given += (i ? ", " : "") + std::to_string(output_size[i]);
+    given += ")";
     for (int64_t d = 0; d < nd_; ++d) {
-      out_size.push_back((x.size(x.dim() - nd_ + d) - 1) * stride_[d] - 2 * padding_[d] +
-                         kernel_size_[d]);
+      const int64_t want = output_size[n - nd_ + d];
+      const int64_t min_size = out_size[d] - stride_[d];
+      const int64_t max_size = out_size[d] + stride_[d];
+      DT_CHECK(min_size < want && want < max_size,
+               "[%s] invalid output_size \"%s\" (dim %d must be between %d and %d)", name_, given,
+               d, min_size, max_size);
+      out_size[d] = want;
     }
-  } else {
-    DT_CHECK(static_cast<int64_t>(output_size.size()) >= nd_,
-             "[%s] output_size must have at least %d values, got %d", name_, nd_,
-             static_cast<int64_t>(output_size.size()));
-    out_size.assign(output_size.end() - nd_, output_size.end());
   }
   const int64_t lead = x.dim() - nd_;  // the (N,) C dims
   Shape out_shape(x.shape().begin(), x.shape().begin() + lead);

@@ -180,4 +180,19 @@ TEST_CASE("MaxUnpool1d/2d/3d give PyTorch's values and gradients", "[nn]") {
                     Catch::Contains("[MaxUnpool2d] input and indices must have the same shape"));
   CHECK_THROWS_WITH(nn::MaxUnpool3d(S{2, 2}),
                     Catch::Contains("[MaxUnpool3d] kernel_size must be one or 3 ints >= 1"));
+  // output_size as PyTorch's _unpool_output_size (torch 2.15): each size strictly within the
+  // default (4 here) ± stride, nd or nd + 2 values.
+  const DTensor idx = nn::local_dtensor(dt::zeros({1, 1, 2, 2}).to(dt::kInt64));
+  nn::MaxUnpool2d unpool(S{2});
+  CHECK_THROWS_WITH(unpool.forward_with_size(x, idx, S{6, 6}),
+                    Catch::Contains("[MaxUnpool2d] invalid output_size \"(6, 6)\" (dim 0 must be "
+                                    "between 2 and 6)"));
+  CHECK_THROWS_WITH(unpool.forward_with_size(x, idx, S{4, 2}),
+                    Catch::Contains("[MaxUnpool2d] invalid output_size \"(4, 2)\" (dim 1 must be "
+                                    "between 2 and 6)"));
+  CHECK_THROWS_WITH(unpool.forward_with_size(x, idx, S{4}),
+                    Catch::Contains("[MaxUnpool2d] output_size should be a sequence containing 2 "
+                                    "or 4 elements, but it has a length of '1'"));
+  CHECK(unpool.forward_with_size(x, idx, S{1, 1, 5, 5}).shape() == S{1, 1, 5, 5});
+  CHECK(unpool.forward_with_size(x, idx, S{3, 3}).shape() == S{1, 1, 3, 3});
 }
