@@ -13,6 +13,7 @@
 #include "dtensor/compile/compile.h"
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/index.h"
 #include "dtensor/ops/loss/loss.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/norm/norm.h"
@@ -483,12 +484,18 @@ TEST_CASE("create_graph: layer_norm, rms_norm, mse_loss, cross_entropy: grad of 
   check_close(grad1(dt::sum(g * g), logits, false), refs::kCgCeGg);
 }
 
-TEST_CASE("create_graph: grad of grad through max values along a dim") {
+TEST_CASE("create_graph: grad of grad through max values along a dim and gather") {
   // f = sum(max(x^3, 1).values): g = 3 x^2 at each row's argmax, d sum(g^2) / dx = 36 x^3 there.
   const DTensor x = leaf({0.5, -1.5, 1.0, 2.0, -0.5, 0.25}, {2, 3});
   const DTensor g = grad1(dt::sum(dt::max(x * x * x, 1).values), x, true);
   check_close(g, {0, 0, 3.0, 12.0, 0, 0});
   check_close(grad1(dt::sum(g * g), x, false), {0, 0, 36.0, 288.0, 0, 0});
+  // The same through gather at [[2, 2], [0, 1]] (element 2 picked twice: g = 6 x^2 there).
+  const DTensor idx = dt::local_dtensor(dt::from_vector<int64_t>({2, 2, 0, 1}, {2, 2}));
+  const DTensor gg = grad1(dt::sum(dt::gather(x * x * x, 1, idx)), x, true);
+  check_close(gg, {0, 0, 6.0, 12.0, 0.75, 0});
+  // d sum(g^2) / dx = 2 g dg/dx: 2 * 6 * 12 x = 144 at x = 1, 2 * 3 x^2 * 6 x = 36 x^3 elsewhere.
+  check_close(grad1(dt::sum(gg * gg), x, false), {0, 0, 144.0, 288.0, -4.5, 0});
 }
 
 TEST_CASE("create_graph: a Hessian-vector product as PyTorch") {

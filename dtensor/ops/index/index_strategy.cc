@@ -147,6 +147,12 @@ void register_gather(Registry& reg) {
     return gather_rows(s.arg<Shape>(1), s.input(1).shape(), s.arg<int64_t>(0), /*backward=*/true);
   };
   bw.kernel = single_output(gather_backward_kernel);
+  // Linear in grad: its gradient is the gather of the incoming one (create_graph).
+  bw.differentiable = true;
+  bw.saved_inputs = 2u;  // index
+  bw.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) -> DTensorList {
+    return {gather(g[0], c.arg<int64_t>(0), c.input(1)), DTensor()};
+  };
   bw.samples = [](int64_t w) {
     using detail::sample;
     const int64_t n = 3 * w + 1;
