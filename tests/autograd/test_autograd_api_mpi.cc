@@ -208,6 +208,12 @@ TEST_CASE("autograd.grad inside data parallel: no reduction for the input, param
     loss_of(model, x).backward();
     CHECK(calls == 1);
     CHECK(w.grad().defined());
+    // backward(create_graph) reaching the parameters is refused on every rank (the reduction
+    // would drop the gradients' history).
+    const DTensor again[] = {loss_of(model, x)};
+    CHECK_THROWS_WITH(
+        dt::autograd::backward(again, {}, false, /*create_graph=*/true),
+        Contains("[backward] create_graph=true reached a parameter of a replicate / fully_shard"));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
@@ -462,8 +463,16 @@ struct DataParallel::State {
   // decides), before any gradient state changes; what the pass gathered so far is released
   // first (a throwing pass drops its queued callbacks).
   void refuse_grad_call() {
-    if (!autograd::in_grad_call()) return;
+    const bool create_graph = autograd::in_create_graph();
+    if (!autograd::in_grad_call() && !create_graph) return;
     finish_grad_call();
+    // create_graph: the reduction would drop the gradient's history (gradients of gradients
+    // silently wrong).
+    DT_CHECK(!create_graph,
+             "[backward] create_graph=true reached a parameter of a replicate / fully_shard "
+             "module: data parallel reduces its gradient without history, so double backward "
+             "through it is not supported (take the gradient penalty's first gradient with "
+             "autograd::grad with respect to the input)");
     DT_FAIL(
         "[autograd.grad] an input is a parameter of a replicate / fully_shard module: data "
         "parallel reduces its gradient into grad(), which autograd::grad must not do (call "
