@@ -50,9 +50,14 @@ class AccumulateGrad : public Node {
     g = run_hooks(std::move(g));
     if (in_create_graph()) {
       // The gradient keeps its history: grad() becomes a non-leaf of the pass's graph (a
-      // recorded layout change; the first gradient is stored as it is, a later one added).
+      // recorded layout change; the first gradient stored as it is unless it shares memory or is
+      // strided, then a recorded clone as accumulate_into copies; a later one added).
       if (g.placements() != spec_->placements()) g = g.redistribute(spec_->placements());
-      meta_->grad = meta_->grad.defined() ? add_gradients(meta_->grad, g) : std::move(g);
+      if (meta_->grad.defined()) {
+        meta_->grad = add_gradients(meta_->grad, g);
+      } else {
+        meta_->grad = needs_private_copy(g.to_local(), 1) ? g.clone() : std::move(g);
+      }
     } else {
       if (g.placements() != spec_->placements()) {
         g = detail::redistribute_no_grad(g,

@@ -559,6 +559,29 @@ TEST_CASE("create_graph: backward(create_graph) then a second backward as PyTorc
   check_close(x.grad(), refs::kBackwardCgSecond);
 }
 
+TEST_CASE("create_graph: backward stores private, contiguous grads (review R2, finding 1)") {
+  // add_bw hands one gradient to both, sum_bw makes it a stride-0 expand: PyTorch 2.15 gives
+  // distinct data_ptrs with stride (1,), so an in-place update of one .grad leaves the other.
+  const DTensor a = leaf({1, 2, 3}, {3}), b = leaf({4, 5, 6}, {3});
+  const DTensor y[] = {dt::sum(a + b)};
+  dt::autograd::backward(y, {}, false, /*create_graph=*/true);
+  const dt::Tensor ga = a.grad().to_local();
+  const dt::Tensor gb = b.grad().to_local();
+  CHECK(ga.data_ptr() != gb.data_ptr());
+  CHECK(ga.is_contiguous());
+  ga.data<double>()[0] = 5;
+  CHECK(gb.to_vector<double>() == std::vector<double>{1, 1, 1});
+  CHECK(ga.to_vector<double>() == std::vector<double>{5, 1, 1});
+  // A gradient with history: the copy is recorded (d sum(c.grad) / dc = 2 for 2 (c + d)).
+  const DTensor c = leaf({1, 2}, {2}), d = leaf({3, -1}, {2});
+  const DTensor z[] = {dt::sum((c + d) * (c + d))};
+  dt::autograd::backward(z, {}, false, /*create_graph=*/true);
+  CHECK(c.grad().to_local().data_ptr() != d.grad().to_local().data_ptr());
+  REQUIRE(c.grad().requires_grad());
+  check_close(c.grad(), {8.0, 2.0});
+  check_close(grad1(dt::sum(c.grad()), c, false), {2.0, 2.0});
+}
+
 TEST_CASE("create_graph: an op without a derivative raises, and a compile capture refuses it") {
   const DTensor x = leaf({0.3, -0.7, 1.2}, {3});
   // cumprod's backward dispatches cumprod_backward, which has no derivative.
