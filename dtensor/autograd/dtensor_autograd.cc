@@ -108,7 +108,12 @@ class DTensorAutogradHooks final : public ::dtensor::detail::AutogradHooks {
     std::weak_ptr<AutogradMeta> weak = meta;
     meta->grad_fn->set_retain_grad_hook(meta->output_nr, [weak](const DTensor& g) -> DTensor {
       if (std::shared_ptr<AutogradMeta> m = weak.lock()) {
-        m->grad = m->grad.defined() ? add_gradients(m->grad, g) : g.detach();
+        // Under create_graph the retained gradient keeps its history (a recorded clone).
+        if (m->grad.defined()) {
+          m->grad = add_gradients(m->grad, g);
+        } else {
+          m->grad = in_create_graph() ? g.clone() : g.detach();
+        }
       }
       return DTensor();
     });

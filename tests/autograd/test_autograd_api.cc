@@ -582,6 +582,18 @@ TEST_CASE("create_graph: backward stores private, contiguous grads (review R2, f
   check_close(grad1(dt::sum(c.grad()), c, false), {2.0, 2.0});
 }
 
+TEST_CASE("create_graph: a retained gradient keeps its history (review R2, finding 4)") {
+  const DTensor x = leaf({0.5, -1.0, 2.0}, {3});
+  const DTensor y = x * x;
+  y.retain_grad();
+  const DTensor l[] = {dt::sum(y * y)};
+  dt::autograd::backward(l, {}, false, /*create_graph=*/true);
+  // y.grad = 2y = 2x^2 carries history: d sum(y.grad) / dx = 4x (PyTorch keeps it too).
+  REQUIRE(y.grad().requires_grad());
+  check_close(y.grad(), {0.5, 2.0, 8.0});
+  check_close(grad1(dt::sum(y.grad()), x, false), {2.0, -4.0, 8.0});
+}
+
 TEST_CASE("create_graph: an op without a derivative raises, and a compile capture refuses it") {
   const DTensor x = leaf({0.3, -0.7, 1.2}, {3});
   // cumprod's backward dispatches cumprod_backward, which has no derivative.
