@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
@@ -72,16 +73,25 @@ void HookHandle::remove() {
   hooks_.reset();
 }
 
+// A checkpoint wrapper counts: the multi-input calls' fast path must reach call_with_hooks, which
+// refuses it (below).
 bool Module::has_hooks() const {
-  return hooks_ != nullptr && !hooks_->empty();
+  return forward_wrapper_ != nullptr || (hooks_ != nullptr && !hooks_->empty());
 }
+
+namespace {
+// Set by operator()(x) for the call_with_hooks it makes: the one call that applies the forward
+// wrapper. Any other call_with_hooks is a multi-input module's call.
+thread_local const Module* t_one_input_call = nullptr;
+}  // namespace
 
 DTensor Module::operator()(const DTensor& x) {
   if (stand_in_ != nullptr) return (*stand_in_)(x);
   // CommDebugMode attribution: a root module shows its type name.
   std::optional<CommDebugMode::ModuleScope> label;
   if (CommDebugMode::active()) label.emplace(name_.empty() ? type_name() : name_);
-  if (!has_hooks()) return forward_wrapper_ != nullptr ? forward_wrapper_(*this, x) : forward(x);
+  if (!has_hooks()) return forward(x);
+  t_one_input_call = this;
   return call_with_hooks(absl::MakeConstSpan(&x, 1), [this](absl::Span<const DTensor> in) {
     return forward_wrapper_ != nullptr ? forward_wrapper_(*this, in[0]) : forward(in[0]);
   });
@@ -117,7 +127,15 @@ std::vector<DTensor> run_backward_hooks(Module& m, const BackwardHookState& st,
 
 DTensor Module::call_with_hooks(absl::Span<const DTensor> args,
                                 absl::FunctionRef<DTensor(absl::Span<const DTensor>)> forward) {
-  if (!has_hooks()) return forward(args);
+  const bool one_input_call = std::exchange(t_one_input_call, nullptr) == this;
+  // checkpoint_wrapper recomputes a one-input forward only: a multi-input call (a callable it
+  // cannot keep until backward) would run unwrapped, silently storing every activation.
+  DT_CHECK(forward_wrapper_ == nullptr || one_input_call,
+           "[checkpoint_wrapper] %s%s is wrapped but called with %d inputs: activation "
+           "checkpointing applies to one-input module calls only (remove_checkpoint_wrapper, or "
+           "wrap its one-input children)",
+           type_name(), name_.empty() ? std::string() : " '" + name_ + "'", args.size());
+  if (hooks_ == nullptr || hooks_->empty()) return forward(args);
   // The lists this call starts with: a hook removed or added meanwhile (by a hook, or between
   // this forward and its backward) does not change this call, as PyTorch's.
   const ModuleHooks hooks = *hooks_;

@@ -63,11 +63,11 @@ Run run(nn::Module& m, const Tensor& x, const std::function<DTensor(const DTenso
   return r;
 }
 
-// Bit for bit (tolerance 0).
-void check_equal(const Run& got, const Run& want) {
+// Bit for bit (tolerance 0), the input's gradient within x_tol.
+void check_equal(const Run& got, const Run& want, double x_tol = 0.0) {
   CHECK(st::same_values(got.loss, want.loss, 0.0));
   CHECK(got.x_grad.defined() == want.x_grad.defined());
-  if (want.x_grad.defined()) CHECK(st::same_values(got.x_grad, want.x_grad, 0.0));
+  if (want.x_grad.defined()) CHECK(st::same_values(got.x_grad, want.x_grad, x_tol));
   REQUIRE(got.grads.size() == want.grads.size());
   for (size_t i = 0; i < want.grads.size(); ++i) {
     INFO("parameter " << i);
@@ -364,6 +364,39 @@ TEST_CASE("checkpoint refuses what cannot work", "[checkpoint]") {
     CHECK_THROWS_WITH(dt::sum(y).backward(),
                       Catch::Contains("[checkpoint] the recompute's output 0 is"));
   }
+}
+
+// checkpoint_wrapper recomputes one-input calls only: a wrapped module called with several inputs
+// (module(tgt, memory), mha(q, k, v), loss(a, b)) raises instead of silently running unwrapped.
+TEST_CASE("checkpoint_wrapper: a multi-input call of a wrapped module raises", "[checkpoint]") {
+  nn::ModuleOptions opts;
+  opts.dtype = dt::kFloat64;
+  nn::TransformerDecoderLayer layer(4, 2, 8, 0.0, "relu", 1e-5, false, false, true, opts);
+  CHECK(nn::apply_activation_checkpointing(layer, [](const std::string&, nn::Module& m) {
+          return m.type_name() == "TransformerDecoderLayer";
+        }) == std::vector<std::string>{""});
+  const Tensor tgt = st::det_input({3, 2, 4}, 1, -1.0, 0.2, dt::kFloat64);
+  const DTensor memory = nn::local_dtensor(st::det_input({5, 2, 4}, 2, -1.0, 0.2, dt::kFloat64));
+  auto call = [&](const DTensor& x) { return layer(x, memory); };
+  CHECK_THROWS_WITH(run(layer, tgt, call),
+                    Catch::Contains("[checkpoint_wrapper] TransformerDecoderLayer is wrapped but "
+                                    "called with 2 inputs"));
+  nn::remove_checkpoint_wrapper(layer);
+  const Run plain = run(layer, tgt, call);
+  // self_attn(x) is a one-input call: wrapped, it checkpoints (same gradients; tgt's within
+  // rounding: its query, key and value gradients are summed inside the recompute's graph before
+  // the residual's is added); multihead_attn(x, memory, memory) is not.
+  nn::checkpoint_wrapper(layer.get_submodule("self_attn"));
+  check_equal(run(layer, tgt, call), plain, 1e-14);
+  nn::checkpoint_wrapper(layer.get_submodule("multihead_attn"));
+  CHECK_THROWS_WITH(run(layer, tgt, call),
+                    Catch::Contains("[checkpoint_wrapper] MultiheadAttention 'multihead_attn' is "
+                                    "wrapped but called with 3 inputs"));
+  nn::MSELoss loss;
+  nn::checkpoint_wrapper(loss);
+  CHECK_THROWS_WITH(loss(memory, memory),
+                    Catch::Contains("[checkpoint_wrapper] MSELoss is wrapped but called with 2 "
+                                    "inputs"));
 }
 
 TEST_CASE("checkpoint_wrapper inside a dtensor::compile capture: replay equals the eager step",
