@@ -189,10 +189,12 @@ TEST_CASE("TransformerEncoderLayer on batch-sharded inputs equals the single-dev
 
 TEST_CASE("fully_shard TransformerEncoder called with masks equals the unsharded run") {
   // The stack (root unit, owning norm) and each layer (a unit) run fully_shard's hooks on the
-  // masked calls enc(src, mask, kpm) and layer(x, mask, kpm): the gathers happen, and the
-  // outputs and the (averaged) gradients of every parameter equal one device's, over two steps.
+  // masked calls enc(src, mask, kpm) and layer(x, mask, kpm): the gathers happen, and over two
+  // steps each rank's outputs (its N sequences of a global batch of N w, batch dim 1) and the
+  // (averaged) gradients of every parameter equal one device's run on the whole batch.
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"dp"});
+  const int64_t r = mesh.get_local_rank(0);
   constexpr int64_t E = 4, H = 2, L = 3, N = 2;
   auto make = [&] {
     nn::TransformerEncoderLayer layer(E, H, 6, 0.0, "relu", 1e-5, false, false, true, f64());
@@ -206,19 +208,24 @@ TEST_CASE("fully_shard TransformerEncoder called with masks equals the unsharded
       dt::fully_shard(*model, mesh, {.grouping = {.module_types = {"TransformerEncoderLayer"}}});
   CHECK(dp->units().size() == 3);
   const DTensor mask = nn::local_dtensor(dt::gt(st::det_input({L, L}, 0, 0, 1, dt::kFloat64), 4.0));
-  const DTensor kpm = nn::local_dtensor(padding_mask(N, L));
+  const Tensor kpm = padding_mask(N * w, L);
   for (int step = 0; step < 2; ++step) {
     INFO("step " << step);
-    const Tensor x = st::det_input({L, N, E}, 1 + step, -1.5, 0.3, dt::kFloat64);
-    const Tensor c = st::det_input({L, N, E}, 5, -1.0, 0.25, dt::kFloat64);
+    const Tensor x = st::det_input({L, N * w, E}, 1 + step, -1.5, 0.3, dt::kFloat64);
+    const Tensor c = st::det_input({L, N * w, E}, 5, -1.0, 0.25, dt::kFloat64);
     std::vector<Tensor> outs;
     for (nn::TransformerEncoder* m : {ref.get(), model.get()}) {
+      const int64_t begin = m == ref.get() ? 0 : N * r, count = m == ref.get() ? N * w : N;
+      auto rows = [&](const Tensor& t, int64_t dim) {
+        return nn::local_dtensor(t.narrow(dim, begin, count).contiguous());
+      };
       m->zero_grad();
-      const DTensor out = (*m)(nn::local_dtensor(x.clone()), mask, kpm);
-      dt::sum(dt::mul(out, nn::local_dtensor(c))).backward();
+      const DTensor out = (*m)(rows(x, 1), mask, rows(kpm, 0));
+      // The mean over the batch: the ranks' means average to the global one.
+      dt::div(dt::sum(dt::mul(out, rows(c, 1))), dt::Scalar(static_cast<double>(count))).backward();
       outs.push_back(out.to_local());
     }
-    CHECK(st::same_values(outs[1], outs[0], 1e-15));
+    CHECK(st::same_values(outs[1], outs[0].narrow(1, N * r, N).contiguous(), 1e-15));
     const auto want = ref->named_parameters(), got = model->named_parameters();
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < want.size(); ++i) {

@@ -1171,25 +1171,41 @@ TEST_CASE("fully_shard: a two-input unit trains like one device; its gather prec
 
 // Multi-input units of nn: a TransformerDecoderLayer (its call takes (tgt, memory), with masks)
 // as the root and its MultiheadAttention children as units (multihead_attn's call takes three
-// inputs): gradients equal to the unsharded layer's.
+// inputs): each rank runs its 2 sequences of a global batch of 2 W (batch dim 1), the unsharded
+// layer the whole batch; the gradients (reduced over the ranks) equal the unsharded layer's.
 TEST_CASE("fully_shard: a TransformerDecoderLayer and its attention units equal one device",
           "[dp][fsdp]") {
   dt::manual_seed(64);
   nn::TransformerDecoderLayer ref(8, 2, 16, 0.0);
   const std::shared_ptr<nn::TransformerDecoderLayer> model = ref.clone();
-  dt::fully_shard(*model, dp_mesh(), {.grouping = {.module_types = {"MultiheadAttention"}}});
+  const dt::DeviceMesh mesh = dp_mesh();
+  dt::fully_shard(*model, mesh, {.grouping = {.module_types = {"MultiheadAttention"}}});
+  const int64_t W = dt::world_size(), r = mesh.get_local_rank(0);
   dt::Generator gen(65);
-  const dt::Tensor tgt = dt::randn({3, 2, 8}, {}, &gen), memory = dt::randn({4, 2, 8}, {}, &gen);
+  const dt::Tensor tgt = dt::randn({3, 2 * W, 8}, {}, &gen);
+  const dt::Tensor memory = dt::randn({4, 2 * W, 8}, {}, &gen);
+  // Output weights: a plain sum of the post-norm output would give zero gradients upstream.
+  const dt::Tensor c = dt::randn({3, 2 * W, 8}, {}, &gen);
   nn::TransformerDecoderArgs args;
   args.tgt_is_causal = true;
   args.tgt_mask = nn::local_dtensor(dt::triu(dt::full({3, 3}, -1e9), 1));
   std::vector<dt::Tensor> grads[2];
   for (int k = 0; k < 2; ++k) {
     nn::TransformerDecoderLayer& m = k == 0 ? *model : ref;
-    dt::DTensor t = nn::local_dtensor(tgt.clone()).requires_grad_();
-    dt::DTensor mem = nn::local_dtensor(memory.clone()).requires_grad_();
-    dt::sum(m(t, mem, args)).backward();
-    grads[k] = {t.grad().to_local(), mem.grad().to_local()};
+    const int64_t begin = k == 0 ? 2 * r : 0, count = k == 0 ? 2 : 2 * W;
+    auto batch = [&](const dt::Tensor& x) {
+      return nn::local_dtensor(x.narrow(1, begin, count).contiguous());
+    };
+    dt::DTensor t = batch(tgt).requires_grad_(), mem = batch(memory).requires_grad_();
+    // The mean over the batch of each sequence's weighted sum: the ranks' means average to the
+    // global one.
+    dt::div(dt::sum(dt::mul(m(t, mem, args), batch(c))), dt::Scalar(static_cast<double>(count)))
+        .backward();
+    for (const dt::DTensor& in : {t, mem}) {
+      // A rank's input gradient is W times the reference's rows of its sequences (a mean over 2).
+      grads[k].push_back(k == 0 ? dt::div(in.grad(), dt::Scalar(static_cast<double>(W))).to_local()
+                                : in.grad().to_local().narrow(1, 2 * r, 2).contiguous());
+    }
     for (auto& [name, p] : m.named_parameters()) grads[k].push_back(p.grad().full_tensor());
   }
   for (size_t i = 0; i < grads[0].size(); ++i) {
