@@ -22,42 +22,43 @@ class DTensorAutogradHooks final : public ::dtensor::detail::AutogradHooks {
     if (cross_mesh) {
       // The gradient goes back point to point, to x's mesh and placements (a Partial source
       // receives Replicate there, as on one mesh).
-      return record_function("RedistributeBackward", in, std::move(out),
-                             [src = x.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
-                               if (!g[0].defined()) return {DTensor()};
-                               return {::dtensor::detail::redistribute_no_grad(
-                                   g[0], src->with_placements(without_partial(*src), "backward"))};
-                             });
+      return record_linear_function(
+          "RedistributeBackward", in, std::move(out),
+          [src = x.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
+            if (!g[0].defined()) return {DTensor()};
+            return {::dtensor::detail::redistribute_no_grad(
+                g[0], src->with_placements(without_partial(*src), "backward"))};
+          });
     }
-    return record_function("RedistributeBackward", in, std::move(out),
-                           [src = x.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
-                             return {redistribute_backward(g[0], *src)};
-                           });
+    return record_linear_function("RedistributeBackward", in, std::move(out),
+                                  [src = x.spec_ptr()](absl::Span<const DTensor> g) -> DTensorList {
+                                    return {redistribute_backward(g[0], *src)};
+                                  });
   }
 
   DTensor record_from_local(const DTensor& local, DTensor out,
                             std::shared_ptr<const DTensorSpec> grad_spec) const override {
     const DTensor* in[] = {&local};
-    return record_function("FromLocalBackward", in, out.detach(),
-                           [grad_spec = std::move(grad_spec), local_spec = local.spec_ptr()](
-                               absl::Span<const DTensor> g) -> DTensorList {
-                             // A rank outside the mesh contributed nothing.
-                             if (!grad_spec->mesh().contains_me()) return {DTensor()};
-                             if (in_create_graph()) {
-                               // Recorded: the layout change, then to_local's node.
-                               return {g[0].redistribute(grad_spec->placements())
-                                           .to_local_dtensor(grad_spec->placements())};
-                             }
-                             const DTensor laid_out =
-                                 ::dtensor::detail::redistribute_no_grad(g[0], *grad_spec);
-                             return {DTensor(laid_out.to_local(), local_spec)};
-                           });
+    return record_linear_function("FromLocalBackward", in, out.detach(),
+                                  [grad_spec = std::move(grad_spec), local_spec = local.spec_ptr()](
+                                      absl::Span<const DTensor> g) -> DTensorList {
+                                    // A rank outside the mesh contributed nothing.
+                                    if (!grad_spec->mesh().contains_me()) return {DTensor()};
+                                    if (in_create_graph()) {
+                                      // Recorded: the layout change, then to_local's node.
+                                      return {g[0].redistribute(grad_spec->placements())
+                                                  .to_local_dtensor(grad_spec->placements())};
+                                    }
+                                    const DTensor laid_out =
+                                        ::dtensor::detail::redistribute_no_grad(g[0], *grad_spec);
+                                    return {DTensor(laid_out.to_local(), local_spec)};
+                                  });
   }
 
   DTensor record_to_local(const DTensor& x, DTensor out,
                           Placements grad_placements) const override {
     const DTensor* in[] = {&x};
-    return record_function(
+    return record_linear_function(
         "ToLocalBackward", in, std::move(out),
         [spec = x.spec_ptr(),
          gp = std::move(grad_placements)](absl::Span<const DTensor> g) -> DTensorList {

@@ -73,14 +73,23 @@ namespace {
 
 class FunctionNode : public Node {
  public:
-  FunctionNode(std::string name, int64_t num_outputs, BackwardFunction backward)
-      : Node(num_outputs), name_(std::move(name)), backward_(std::move(backward)) {}
+  FunctionNode(std::string name, int64_t num_outputs, BackwardFunction backward, bool linear)
+      : Node(num_outputs),
+        name_(std::move(name)),
+        backward_(std::move(backward)),
+        linear_(linear) {}
   std::string name() const override { return name_; }
   DTensorList apply(DTensorList grads) override {
     DT_CHECK(backward_ != nullptr,
              "[backward] trying to run backward through %s a second time: it was freed by the "
              "first backward (pass retain_graph = true to the first one)",
              name_);
+    // Decided by the graph alone (the same on every rank), before any collective of backward_.
+    if (in_create_graph() && !linear_) {
+      for (const Edge& e : next_edges()) {
+        if (e.valid()) fail_no_double_backward("its record_function backward");
+      }
+    }
     DTensorList out = backward_(grads);
     for (size_t i = 0; i < out.size() && i < next_edges().size(); ++i) {
       if (!next_edges()[i].valid()) out[i] = DTensor();
@@ -106,12 +115,11 @@ class FunctionNode : public Node {
 
   std::string name_;
   BackwardFunction backward_;
+  bool linear_;  // record_linear_function
 };
 
-}  // namespace
-
-DTensorList record_function(std::string name, absl::Span<const DTensor* const> inputs,
-                            DTensorList outputs, BackwardFunction backward) {
+DTensorList record(std::string name, absl::Span<const DTensor* const> inputs, DTensorList outputs,
+                   BackwardFunction backward, bool linear) {
   if (!grad_enabled() || !any_requires_grad(inputs)) {
     // Not recorded: the outputs carry no autograd state (not even one they share with an
     // input, as a no-op redistribute's output does).
@@ -119,7 +127,7 @@ DTensorList record_function(std::string name, absl::Span<const DTensor* const> i
     return outputs;
   }
   auto node = std::make_shared<FunctionNode>(std::move(name), static_cast<int64_t>(outputs.size()),
-                                             std::move(backward));
+                                             std::move(backward), linear);
   for (const DTensor* in : inputs) node->add_input(gradient_edge(*in), in->spec_ptr());
   std::shared_ptr<Node> as_node = node;
   for (size_t o = 0; o < outputs.size(); ++o) {
@@ -128,12 +136,34 @@ DTensorList record_function(std::string name, absl::Span<const DTensor* const> i
   return outputs;
 }
 
-DTensor record_function(std::string name, absl::Span<const DTensor* const> inputs, DTensor output,
-                        BackwardFunction backward) {
+DTensor record_one(std::string name, absl::Span<const DTensor* const> inputs, DTensor output,
+                   BackwardFunction backward, bool linear) {
   DTensorList outs;
   outs.push_back(std::move(output));
   return std::move(
-      record_function(std::move(name), inputs, std::move(outs), std::move(backward))[0]);
+      record(std::move(name), inputs, std::move(outs), std::move(backward), linear)[0]);
+}
+
+}  // namespace
+
+DTensorList record_function(std::string name, absl::Span<const DTensor* const> inputs,
+                            DTensorList outputs, BackwardFunction backward) {
+  return record(std::move(name), inputs, std::move(outputs), std::move(backward), false);
+}
+
+DTensor record_function(std::string name, absl::Span<const DTensor* const> inputs, DTensor output,
+                        BackwardFunction backward) {
+  return record_one(std::move(name), inputs, std::move(output), std::move(backward), false);
+}
+
+DTensorList record_linear_function(std::string name, absl::Span<const DTensor* const> inputs,
+                                   DTensorList outputs, BackwardFunction backward) {
+  return record(std::move(name), inputs, std::move(outputs), std::move(backward), true);
+}
+
+DTensor record_linear_function(std::string name, absl::Span<const DTensor* const> inputs,
+                               DTensor output, BackwardFunction backward) {
+  return record_one(std::move(name), inputs, std::move(output), std::move(backward), true);
 }
 
 }  // namespace dtensor::autograd

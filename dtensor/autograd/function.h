@@ -90,4 +90,16 @@ DTensorList record_function(std::string name, absl::Span<const DTensor* const> i
 DTensor record_function(std::string name, absl::Span<const DTensor* const> inputs, DTensor output,
                         BackwardFunction backward);
 
+// create_graph (create_graph.h): a record_function node whose inputs need a gradient raises
+// "[autograd] create_graph: <name>'s backward uses its record_function backward, which has no
+// derivative ..." on every rank (its backward, e.g. a recompute with no-grad kernels, would drop
+// the second-order terms silently). record_linear_function declares a backward that is linear in
+// the gradients and reads no saved input (a layout change, a mask, a hook, an identity wrapper):
+// it runs under create_graph, its DTensor ops recorded (dropping the history of gradients that
+// carry it raises).
+DTensorList record_linear_function(std::string name, absl::Span<const DTensor* const> inputs,
+                                   DTensorList outputs, BackwardFunction backward);
+DTensor record_linear_function(std::string name, absl::Span<const DTensor* const> inputs,
+                               DTensor output, BackwardFunction backward);
+
 }  // namespace dtensor::autograd

@@ -185,11 +185,11 @@ DTensorList recompute_backward(const Saved& s, absl::Span<const DTensor> grads) 
     DTensor leaf = in.value.detach();
     leaf.requires_grad_();
     const DTensor* leaf_in[] = {&leaf};
-    stand_ins[k] = autograd::record_function("CheckpointInput", leaf_in, leaf.detach(),
-                                             [caught, k](absl::Span<const DTensor> g) {
-                                               (*caught)[k] = g[0];
-                                               return DTensorList(1);
-                                             });
+    stand_ins[k] = autograd::record_linear_function("CheckpointInput", leaf_in, leaf.detach(),
+                                                    [caught, k](absl::Span<const DTensor> g) {
+                                                      (*caught)[k] = g[0];
+                                                      return DTensorList(1);
+                                                    });
     const autograd::Node* node = stand_ins[k].grad_fn().get();
     if (stand_in_nodes.empty()) first_sequence_nr = node->sequence_nr();
     stand_in_nodes.insert(node);

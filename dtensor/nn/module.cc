@@ -169,7 +169,7 @@ DTensor Module::call_with_hooks(absl::Span<const DTensor> args,
         }
       }
       if (!ins.empty()) {
-        DTensorList through = autograd::record_function(
+        DTensorList through = autograd::record_linear_function(
             "BackwardHookFunctionBackward", ins, std::move(detached),
             [this, st, n = in.size()](absl::Span<const DTensor> g) -> DTensorList {
               // No gradient reached the output (or its node did not run): the hooks do not fire.
@@ -209,7 +209,7 @@ DTensor Module::call_with_hooks(absl::Span<const DTensor> args,
   if (st != nullptr && out.requires_grad()) {
     const DTensor* outs[] = {&out};
     const bool input_hooked = !st->hooked.empty();
-    out = autograd::record_function(
+    out = autograd::record_linear_function(
         "BackwardHookFunctionBackward", outs, out.detach(),
         [this, st, input_hooked, n = in.size()](absl::Span<const DTensor> g) -> DTensorList {
           DTensor go = g[0];

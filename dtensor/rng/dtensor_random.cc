@@ -95,7 +95,7 @@ DTensor record_dropout(const DTensor& input, DTensor out, DTensor mask, double p
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   // dropout_with_mask hands the mask to the caller: a write to it must make backward raise.
   const autograd::SavedVersions saved{mask.to_local()};
-  return autograd::record_function(
+  return autograd::record_linear_function(
       "DropoutBackward", in, std::move(out),
       [mask = std::move(mask), scale, saved](absl::Span<const DTensor> g) -> DTensorList {
         saved.check("DropoutBackward");

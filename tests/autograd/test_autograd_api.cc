@@ -10,6 +10,7 @@
 
 #include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/function.h"
 #include "dtensor/compile/compile.h"
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
@@ -592,6 +593,33 @@ TEST_CASE("create_graph: a retained gradient keeps its history (review R2, findi
   REQUIRE(y.grad().requires_grad());
   check_close(y.grad(), {0.5, 2.0, 8.0});
   check_close(grad1(dt::sum(y.grad()), x, false), {2.0, -4.0, 8.0});
+}
+
+TEST_CASE(
+    "create_graph: a record_function backward not declared linear raises (review R2, "
+    "finding 2)") {
+  // Checkpoint's recompute runs with no-grad kernels: its second-order term (-2 tanh (1 -
+  // tanh^2)) was dropped silently (6x instead of PyTorch's 1.2668 / -3.4328).
+  const DTensor x = leaf({0.3, -0.7}, {2});
+  const auto tanh_fn = [](const DTensor& v) { return dt::tanh(v); };
+  const auto loss = [&] { return dt::sum(dt::nn::checkpoint(tanh_fn, x)) + dt::sum(x * x * x); };
+  CHECK_THROWS_WITH(grad1(loss(), x, true),
+                    Contains("[autograd] create_graph: Checkpoint's backward uses its "
+                             "record_function backward, which has no derivative"));
+  CHECK(grad1(loss(), x, false).defined());
+  // A user's record_function raises; record_linear_function (a backward linear in the
+  // gradient, written with DTensor ops) is differentiated: y = 2x, d sum(y^2)/dx = 8x, then 8.
+  const DTensor* in[] = {&x};
+  const auto twice = [](absl::Span<const DTensor> g) { return dt::DTensorList{g[0] * 2.0}; };
+  const auto y = [&](bool linear) {
+    return linear ? dt::autograd::record_linear_function("Twice", in, (x * 2.0).detach(), twice)
+                  : dt::autograd::record_function("Twice", in, (x * 2.0).detach(), twice);
+  };
+  CHECK_THROWS_WITH(grad1(dt::sum(y(false) * y(false)), x, true),
+                    Contains("[autograd] create_graph: Twice's backward uses its record_function"));
+  const DTensor g = grad1(dt::sum(y(true) * y(true)), x, true);
+  check_close(g, {2.4, -5.6});
+  check_close(grad1(dt::sum(g), x, false), {8.0, 8.0});
 }
 
 TEST_CASE("create_graph: an op without a derivative raises, and a compile capture refuses it") {

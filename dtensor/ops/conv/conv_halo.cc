@@ -223,7 +223,7 @@ DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<Ro
     const Tensor joined = got.empty() ? empty(shape, TensorOptions(local.dtype(), local.device()))
                                       : (got.size() == 1 ? got[0] : cat(got, dim));
     const DTensor rl = DTensor::from_local(joined, xl.device_mesh(), xl.placements(), false);
-    received = autograd::record_function(
+    received = autograd::record_linear_function(
         "halo_exchange", {&xl}, rl,
         [comm, in, out, start, dim, local_meta = xl](absl::Span<const DTensor> g) {
           const Tensor like = local_meta.to_local();

@@ -748,21 +748,21 @@ void DataParallel::State::pre_forward(const UnitState& u) {
   }
   if (!trained.empty()) {
     const size_t count = trained.size();
-    outs = autograd::record_function("FullyShardGatherBackward", ins, std::move(outs),
-                                     [this, &u, count](absl::Span<const DTensor> grads) {
-                                       on_unit_grads(u, grads);
-                                       return DTensorList(count);
-                                     });
+    outs = autograd::record_linear_function("FullyShardGatherBackward", ins, std::move(outs),
+                                            [this, &u, count](absl::Span<const DTensor> grads) {
+                                              on_unit_grads(u, grads);
+                                              return DTensorList(count);
+                                            });
     for (size_t j = 0; j < count; ++j) swap_in(params[trained[j]], outs[j]);
   }
   for (size_t i : u.replicated) {
     DTensor out =
-        autograd::record_function("ReplicateParamBackward", {&params[i].storage},
-                                  DTensor(compute_local(params[i]), params[i].compute_spec),
-                                  [this, i](absl::Span<const DTensor> grads) {
-                                    on_replicated_grad(i, grads[0]);
-                                    return DTensorList(1);
-                                  });
+        autograd::record_linear_function("ReplicateParamBackward", {&params[i].storage},
+                                         DTensor(compute_local(params[i]), params[i].compute_spec),
+                                         [this, i](absl::Span<const DTensor> grads) {
+                                           on_replicated_grad(i, grads[0]);
+                                           return DTensorList(1);
+                                         });
     swap_in(params[i], out);
   }
   // Replicated frozen parameters: the same local tensor on the compute mesh, as the trained
@@ -797,7 +797,7 @@ DTensor DataParallel::State::wrap_frozen_input(const UnitState& u, const DTensor
   auto token = std::make_shared<Token>();
   token->pending = u.pending_inputs;
   u.wrapped_input = x;
-  u.wrapped = autograd::record_function(
+  u.wrapped = autograd::record_linear_function(
       "FrozenUnitInputBackward", {&x}, x.detach(), [this, &u, token](absl::Span<const DTensor> g) {
         token->close();
         if (*u.pending_inputs == 0 && gathered_units.contains(&u)) {
@@ -825,7 +825,7 @@ void DataParallel::State::check_written_input(const UnitState& u) {
            "[fully_shard] unit '%s' wrote its input in place in its forward (%s), and that input "
            "is %s that requires grad: refused, as the in-place op on it is (clone it first)",
            u.fqn, now->name(), meta.grad_fn == nullptr ? "a leaf" : "a view of a DTensor");
-  const DTensor guard = autograd::record_function(
+  const DTensor guard = autograd::record_linear_function(
       "FrozenUnitInputWritten", {&got}, got.detach(),
       [fqn = u.fqn](absl::Span<const DTensor>) -> DTensorList {
         DT_FAIL(
