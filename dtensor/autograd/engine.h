@@ -20,7 +20,8 @@
 //     (a fingerprint exchange, no data): the report pairs with that meet or with a collective
 //     before it, so backward() raises on every rank (docs/SEMANTICS.md, "A failure on some
 //     ranks"). Every rank of those meshes must call backward.
-// Gradients are computed with grad mode off (no double backward).
+// Gradients are computed with grad mode off, except under create_graph (higher-order gradients:
+// dtensor/autograd/create_graph.h declares backward(..., create_graph) and says what records).
 #pragma once
 
 #include <absl/types/span.h>
@@ -49,12 +50,12 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
 // keeps it). An input no gradient reaches raises "[autograd.grad] ... not been used in the
 // graph" unless allow_unused (then its entry is undefined) or materialize_grads (then zeros
 // like it; it implies allow_unused, as PyTorch's default allow_unused=None).
-// create_graph=true is refused: dtensor computes gradients with grad mode off (no double
-// backward). The parameters of a module under replicate / fully_shard are refused (data parallel
-// reduces their gradients into grad(), which grad() must not do; PyTorch's DDP does not support
-// autograd.grad either): a gradient with respect to anything else (e.g. the model's input) runs
-// no data-parallel reduction. Inside a step that dtensor::compile captures it raises "[compile]".
-// Every rank of the meshes must call it, as backward.
+// create_graph=true records the pass so that the returned gradients can be differentiated
+// again (dtensor/autograd/create_graph.h). The parameters of a module under replicate / fully_shard
+// are refused (data parallel reduces their gradients into grad(), which grad() must not do;
+// PyTorch's DDP does not support autograd.grad either): a gradient with respect to anything else
+// (e.g. the model's input) runs no data-parallel reduction. Inside a step that dtensor::compile
+// captures it raises "[compile]". Every rank of the meshes must call it, as backward.
 std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DTensor> inputs,
                           absl::Span<const DTensor> grad_outputs = {}, bool retain_graph = false,
                           bool create_graph = false, bool allow_unused = false,
@@ -72,7 +73,8 @@ void queue_callback(std::function<void()> callback);
 // Whether a backward pass is running on this thread.
 bool in_backward();
 
-// a + b for two gradients of the same tensor (any placements), without recording.
+// a + b for two gradients of the same tensor (any placements), without recording (recorded
+// under create_graph, create_graph.h).
 DTensor add_gradients(const DTensor& a, const DTensor& b);
 
 // Clears the gradients of `params` (set_to_none, PyTorch's default) or zeroes them in place
