@@ -195,6 +195,15 @@ TEST_CASE("autograd.grad inside data parallel: no reduction for the input, param
     const DTensor weight[] = {model.get_parameter("1.weight")};
     CHECK_THROWS_WITH(dt::autograd::grad(loss, weight),
                       Contains("[autograd.grad] an input is a parameter of a replicate"));
+    if (shard) {
+      // A gradient penalty's first gradient (create_graph, with respect to the input) through
+      // fully_shard units: the recorded graph would read the units' freed parameters later, so
+      // it is refused on every rank when the last unit's gradient arrives (review R3, finding 1).
+      const DTensor penalty[] = {loss_of(model, x)};
+      const DTensor in[] = {x};
+      CHECK_THROWS_WITH(dt::autograd::grad(penalty, in, {}, false, /*create_graph=*/true),
+                        Contains("[fully_shard] create_graph=true through unit '1'"));
+    }
     // Backward still trains: the refused call released what it gathered and counted its
     // backward (the case below checks the memory). The weight's post accumulate
     // grad hook runs once, after data parallel accumulated the reduced gradient (as FSDP2's).
@@ -211,9 +220,21 @@ TEST_CASE("autograd.grad inside data parallel: no reduction for the input, param
     // backward(create_graph) reaching the parameters is refused on every rank (the reduction
     // would drop the gradients' history).
     const DTensor again[] = {loss_of(model, x)};
-    CHECK_THROWS_WITH(
-        dt::autograd::backward(again, {}, false, /*create_graph=*/true),
-        Contains("[backward] create_graph=true reached a parameter of a replicate / fully_shard"));
+    CHECK_THROWS_WITH(dt::autograd::backward(again, {}, false, /*create_graph=*/true),
+                      Contains(shard ? "[fully_shard] create_graph=true through unit"
+                                     : "[backward] create_graph=true reached a parameter of a "
+                                       "replicate / fully_shard"));
+    // The refusals left nothing behind: a step gives what a model that saw none gives.
+    dt::nn::Sequential fresh = mlp();
+    auto fresh_dp = shard ? dt::fully_shard(fresh, mesh, options) : dt::replicate(fresh, mesh);
+    model.zero_grad();
+    loss_of(model, x).backward();
+    loss_of(fresh, x).backward();
+    for (const char* name : {"0.weight", "1.weight", "1.bias"}) {
+      INFO(name);
+      CHECK(tt::same_values(model.get_parameter(name).grad().to_local(),
+                            fresh.get_parameter(name).grad().to_local(), 0.0));
+    }
   }
 }
 

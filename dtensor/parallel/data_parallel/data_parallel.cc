@@ -471,8 +471,8 @@ struct DataParallel::State {
     DT_CHECK(!create_graph,
              "[backward] create_graph=true reached a parameter of a replicate / fully_shard "
              "module: data parallel reduces its gradient without history, so double backward "
-             "through it is not supported (take the gradient penalty's first gradient with "
-             "autograd::grad with respect to the input)");
+             "through it is not supported (under replicate, take the gradient penalty's first "
+             "gradient with autograd::grad with respect to the input)");
     DT_FAIL(
         "[autograd.grad] an input is a parameter of a replicate / fully_shard module: data "
         "parallel reduces its gradient into grad(), which autograd::grad must not do (call "
@@ -482,6 +482,23 @@ struct DataParallel::State {
   // An autograd::grad pass reached a (trained) unit's output gradient: its gather node never
   // completes in such a pass (pruned when the inputs are not parameters, refused when one is),
   // so the pass's end counts the unit's backward and releases it instead.
+  // create_graph through a fully_shard unit (a gradient penalty's autograd::grad with respect to
+  // the input, say): the pass records nodes that save the unit's gathered parameters, and the
+  // unit frees them after its backward or at the pass's end, so a backward over that recorded
+  // graph would read freed storage (a crash, or another forward's values). Refused when the
+  // unit's output gradient arrives, before anything is gathered for it: the graph decides, so
+  // every rank raises at the same node; what the pass gathered so far is released first.
+  void refuse_create_graph(const UnitState& u) {
+    if (!autograd::in_create_graph()) return;
+    finish_grad_call();
+    DT_FAIL(
+        "[fully_shard] create_graph=true through unit '%s': fully_shard frees the unit's gathered "
+        "parameters after its backward, which the recorded graph of gradients would read later; "
+        "double backward through a fully_shard unit is not supported (for a gradient penalty, "
+        "use replicate or no data parallel)",
+        u.fqn.empty() ? "<root>" : u.fqn);
+  }
+
   void note_grad_call(const UnitState& u) {
     grad_call_units.push_back(&u);
     if (grad_callback_queued) return;
@@ -854,6 +871,7 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
     // end releases it: its gather node does not run). The root (no re-gather hook) gathers
     // again if an earlier pass over a retained graph released it (a no-op when gathered).
     out.register_hook([this, &u](const DTensor&) {
+      refuse_create_graph(u);
       if (autograd::in_grad_call()) note_grad_call(u);
       if (u.root) gather(u, -1);
       return DTensor();
@@ -864,6 +882,7 @@ DTensor DataParallel::State::post_forward(const UnitState& u, const DTensor& out
     // no reshard_after_forward) is released at the end of the backward pass, which this queues
     // (nothing else may: with no trained parameter no data-parallel node runs).
     out.register_hook([this, &u](const DTensor&) {
+      refuse_create_graph(u);
       if (u.backwards_pending > 0) --u.backwards_pending;
       queue_finish();
       return DTensor();
