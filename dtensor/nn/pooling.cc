@@ -200,8 +200,11 @@ DTensor MaxUnpoolNd::forward_with_size(const DTensor& x, const DTensor& indices,
              "[%s] output_size should be a sequence containing %d or %d elements, but it has a "
              "length of '%d'",
              name_, nd_, nd_ + 2, n);
+    // The message names the spatial sizes only, as PyTorch's (which drops the leading two).
     std::string given = "(";
-    for (int64_t i = 0; i < n; ++i) given += (i ? ", " : "") + std::to_string(output_size[i]);
+    for (int64_t i = n - nd_; i < n; ++i) {
+      given += (i > n - nd_ ? ", " : "") + std::to_string(output_size[i]);
+    }
     given += ")";
     for (int64_t d = 0; d < nd_; ++d) {
       const int64_t want = output_size[n - nd_ + d];

@@ -194,5 +194,9 @@ TEST_CASE("MaxUnpool1d/2d/3d give PyTorch's values and gradients", "[nn]") {
                     Catch::Contains("[MaxUnpool2d] output_size should be a sequence containing 2 "
                                     "or 4 elements, but it has a length of '1'"));
   CHECK(unpool.forward_with_size(x, idx, S{1, 1, 5, 5}).shape() == S{1, 1, 5, 5});
+  // With nd + 2 values the message names the spatial ones, as PyTorch's (review R3, finding 6).
+  CHECK_THROWS_WITH(unpool.forward_with_size(x, idx, S{1, 1, 6, 6}),
+                    Catch::Contains("[MaxUnpool2d] invalid output_size \"(6, 6)\" (dim 0 must be "
+                                    "between 2 and 6)"));
   CHECK(unpool.forward_with_size(x, idx, S{3, 3}).shape() == S{1, 1, 3, 3});
 }
