@@ -99,7 +99,9 @@ DTensor checkpoint(const std::function<DTensor(const DTensor&)>& fn, const DTens
 // (Module::forward_context, e.g. models::Llama's per-call positions and mask) is taken when the
 // module runs and made current again around the recompute, so forwards run between this one
 // and its backward do not change what is recomputed. Calling it again changes nothing. Returns
-// `module`.
+// `module`. A wrapped module called with several inputs (MultiheadAttention(q, k, v), a decoder
+// layer's (tgt, memory)) raises "[checkpoint_wrapper] ..." rather than running unwrapped; under
+// create_graph a checkpointed region raises (its backward has no derivative).
 Module& checkpoint_wrapper(Module& module);
 // Undoes checkpoint_wrapper.
 void remove_checkpoint_wrapper(Module& module);

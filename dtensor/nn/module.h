@@ -226,8 +226,9 @@ class Module {
   // PyTorch's register_forward_pre_hook / register_forward_hook / register_full_backward_pre_hook
   // / register_full_backward_hook (see the hook types above). Hooks of a kind run in the order
   // registered (a prepend one first); each sees what the previous one returned. The one-input
-  // forms are refused on a TwoInputModule ("[MSELoss] register_forward_hook: ..."), and raise at
-  // the call when another multi-input module's call has several inputs; always_call is refused
+  // forms are refused on a MultiInputModule (the two- and three-input losses, the distances:
+  // "[MSELoss] register_forward_hook: ..."), and raise at the call when another module's call
+  // has several inputs (MultiheadAttention(q, k, v), a decoder layer); always_call is refused
   // on all but forward hooks. When a module with backward hooks is called with grad mode on, its
   // inputs that require grad pass through one identity node and its output (after the forward
   // hooks; if it requires grad) through another, as PyTorch's BackwardHook: the pre-hooks run
@@ -257,11 +258,13 @@ class Module {
   //   }
   // Runs the pre-hooks on `args`, `forward` on what they leave (as many DTensors as `args`), the
   // forward hooks and the backward hooks' set-up; without hooks, just `forward(args)`. (No
-  // stand-in, forward wrapper or CommDebugMode module label: those are operator()(x)'s.)
+  // stand-in or CommDebugMode module label: those are operator()(x)'s; a module with a forward
+  // wrapper, i.e. checkpoint_wrapper, called with several inputs raises "[checkpoint_wrapper]".)
   DTensor call_with_hooks(absl::Span<const DTensor> args,
                           absl::FunctionRef<DTensor(absl::Span<const DTensor>)> forward);
-  // Whether any hook is registered (call_with_hooks' fast path, for a caller that would copy its
-  // inputs into `args`).
+  // Whether any hook or a forward wrapper is registered (call_with_hooks' fast path, for a caller
+  // that would copy its inputs into `args`; the wrapper counts so that the call reaches the
+  // multi-input refusal above).
   bool has_hooks() const;
 
   // Re-draws this module's own parameters (see reset_parameters); default: nothing.
