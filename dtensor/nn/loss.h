@@ -185,7 +185,7 @@ class CrossEntropyLoss : public Loss {
   double label_smoothing_;
 };
 
-// ---- The margin, embedding and likelihood losses (dtensor/ops/loss/margin_loss.h) ---------------
+// ---- The margin, embedding and likelihood losses (dtensor/ops/loss/loss.h) ---------------
 
 // margin_ranking_loss: max(0, -target (input1 - input2) + margin).
 class MarginRankingLoss : public ThreeInputLoss {

@@ -29,6 +29,10 @@ DTensor gather_backward(const DTensor& grad, const DTensor& index, int64_t dim,
 
 }  // namespace
 
+DTensorList gather_backward_grad(const BackwardContext& c, Grads g) {
+  return {gather(g[0], c.arg<int64_t>(0), c.input(1)), DTensor()};
+}
+
 DTensorList gather_grad(const BackwardContext& c, Grads g) {
   const Shape& shape = c.input_spec(0).shape();
   const int64_t dim =

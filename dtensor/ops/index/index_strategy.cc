@@ -150,9 +150,7 @@ void register_gather(Registry& reg) {
   // Linear in grad: its gradient is the gather of the incoming one (create_graph).
   bw.differentiable = true;
   bw.saved_inputs = 2u;  // index
-  bw.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) -> DTensorList {
-    return {gather(g[0], c.arg<int64_t>(0), c.input(1)), DTensor()};
-  };
+  bw.backward = detail::gather_backward_grad;
   bw.samples = [](int64_t w) {
     using detail::sample;
     const int64_t n = 3 * w + 1;

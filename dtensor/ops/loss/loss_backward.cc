@@ -23,6 +23,13 @@
 
 namespace dtensor::detail {
 
+DTensorList gather_target_backward_grad(const autograd::BackwardContext& c,
+                                        absl::Span<const DTensor> g) {
+  static const OpInfo& pick = ops_op("gather_target");
+  const ArgValue args[] = {c.arg<int64_t>(1), std::string_view("cross_entropy")};
+  return {dispatch(pick, {&g[0], &c.input(1)}, args), DTensor()};
+}
+
 DTensorList gather_target_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
   static const OpInfo& op = ops_op("gather_target_backward");
   const ArgValue args[] = {c.input_spec(0).shape(), c.arg<int64_t>(0)};

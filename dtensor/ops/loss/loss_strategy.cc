@@ -108,11 +108,7 @@ void register_gather_target_backward(Registry& registry) {
   // Linear in grad: its gradient is the target pick of the incoming one (create_graph).
   op.differentiable = true;
   op.saved_inputs = 2u;  // target
-  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) -> DTensorList {
-    static const OpInfo& pick = ops_op("gather_target");
-    const ArgValue args[] = {c.arg<int64_t>(1), std::string_view("cross_entropy")};
-    return {dispatch(pick, {&g[0], &c.input(1)}, args), DTensor()};
-  };
+  op.backward = detail::gather_target_backward_grad;
   op.samples = [](int64_t w) {
     using detail::sample;
     const int64_t c = 2 * w + 1, n = 3 * w + 1;

@@ -15,6 +15,7 @@
 #include "dtensor/ops/common/detail/cumprod_backward.h"
 #include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/index/index.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/scan/scan.h"
@@ -202,6 +203,16 @@ DTensorList prod_all_bw(const BackwardContext& c, Grads g) {
   return {reshape(prod_along_bw(g[0], reshape(x, flat), 0, false), x.shape())};
 }
 
+// value_selecting_backward (grad, indices; args dim, keepdim, input_shape): linear in grad, whose
+// gradient is the gather of the incoming one at the indices (its double backward).
+DTensorList value_selecting_backward_bw(const BackwardContext& c, Grads g) {
+  const int64_t dim = c.arg<int64_t>(0);
+  const bool keepdim = c.arg<bool>(1);
+  const DTensor& idx = c.input(1);
+  const DTensor picked = gather(g[0], dim, keepdim ? idx : unsqueeze(idx, dim));
+  return {keepdim ? picked : squeeze(picked, dim), DTensor()};
+}
+
 }  // namespace
 
 ReductionGrad reduction_grad(std::string_view name) {
@@ -222,6 +233,7 @@ ReductionGrad reduction_grad(std::string_view name) {
       {"prod.dim_int", {prod_dim_bw, kIn0}},
       {"logsumexp", {logsumexp_bw, kIn0, kOut0}},
       {"vector_norm", {vector_norm_bw, kIn0, kOut0}},
+      {"value_selecting_backward", {value_selecting_backward_bw, 2u}},
   };
   auto it = table->find(std::string(name));
   return it == table->end() ? ReductionGrad{} : it->second;

@@ -12,7 +12,6 @@
 #include <limits>
 #include <optional>
 
-#include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/ops/common/detail/reduction_backward.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
@@ -22,7 +21,6 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/register_all.h"
 #include "dtensor/ops/scan/scan.h"
-#include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
 
@@ -284,14 +282,9 @@ void register_value_selecting_backward(Registry& reg) {
   });
   // Linear in grad: its gradient is the gather of the incoming one at the indices (create_graph).
   op.differentiable = true;
-  op.saved_inputs = 2u;  // indices
-  op.backward = [](const autograd::BackwardContext& c, absl::Span<const DTensor> g) -> DTensorList {
-    const int64_t dim = c.arg<int64_t>(0);
-    const bool keepdim = c.arg<bool>(1);
-    const DTensor& idx = c.input(1);
-    const DTensor picked = gather(g[0], dim, keepdim ? idx : unsqueeze(idx, dim));
-    return {keepdim ? picked : squeeze(picked, dim), DTensor()};
-  };
+  const detail::ReductionGrad grad = detail::reduction_grad(op.name);
+  op.saved_inputs = grad.saved_inputs;  // indices
+  op.backward = grad.backward;
   op.samples = [](int64_t w) {
     using detail::sample;
     return std::vector<OpSample>{

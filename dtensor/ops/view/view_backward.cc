@@ -109,15 +109,34 @@ DTensorList split_bw(const BackwardContext& c, Grads g) {
   return {cat(parts, c.arg<int64_t>(1))};
 }
 
+// select_backward / slice_backward (args: input_shape, dim, index or start, end, step): linear in
+// grad, whose gradient is the forward view of the incoming one (their double backward).
+DTensorList select_backward_bw(const BackwardContext& c, Grads g) {
+  return {select(g[0], c.arg<int64_t>(1), c.arg<int64_t>(2))};
+}
+DTensorList slice_backward_bw(const BackwardContext& c, Grads g) {
+  return {slice(g[0], c.arg<int64_t>(1), c.arg<int64_t>(2), c.arg<int64_t>(3), c.arg<int64_t>(4))};
+}
+
 }  // namespace
 
 BackwardFn view_grad(std::string_view name) {
   static const auto* table = new absl::flat_hash_map<std::string, BackwardFn>{
-      {"transpose", transpose_bw}, {"permute", permute_bw}, {"unsqueeze", unsqueeze_bw},
-      {"squeeze", squeeze_bw},     {"view", reshape_bw},    {"reshape", reshape_bw},
-      {"expand", expand_bw},       {"narrow", narrow_bw},   {"slice", slice_bw},
-      {"select", select_bw},       {"cat", cat_bw},         {"stack", stack_bw},
+      {"transpose", transpose_bw},
+      {"permute", permute_bw},
+      {"unsqueeze", unsqueeze_bw},
+      {"squeeze", squeeze_bw},
+      {"view", reshape_bw},
+      {"reshape", reshape_bw},
+      {"expand", expand_bw},
+      {"narrow", narrow_bw},
+      {"slice", slice_bw},
+      {"select", select_bw},
+      {"cat", cat_bw},
+      {"stack", stack_bw},
       {"split", split_bw},
+      {"select_backward", select_backward_bw},
+      {"slice_backward", slice_backward_bw},
   };
   auto it = table->find(std::string(name));
   return it == table->end() ? BackwardFn() : it->second;

@@ -5,7 +5,6 @@
 // chosen output spec (KernelContext), since a shard's shape differs from the global one.
 #include <algorithm>
 
-#include "dtensor/autograd/function.h"
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/registry.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
@@ -462,13 +461,7 @@ void register_view_backward_ops(Registry& reg) {
     op.strategy = [is_select](const OpSchema& s) { return backward_rows(s, is_select); };
     // Linear in grad: its gradient is the forward view of the incoming one (create_graph).
     op.differentiable = true;
-    op.backward = [is_select](const autograd::BackwardContext& c,
-                              absl::Span<const DTensor> g) -> DTensorList {
-      const int64_t dim = c.arg<int64_t>(1);
-      return {is_select
-                  ? select(g[0], dim, c.arg<int64_t>(2))
-                  : slice(g[0], dim, c.arg<int64_t>(2), c.arg<int64_t>(3), c.arg<int64_t>(4))};
-    };
+    op.backward = detail::view_grad(op.name);
     op.kernel = single_output([is_select](const KernelContext& c, absl::Span<const Tensor> l) {
       Tensor out = zeros(c.output_shard(0).shape, TensorOptions(l[0].dtype(), l[0].device()));
       const int64_t dim = c.arg<int64_t>(1);

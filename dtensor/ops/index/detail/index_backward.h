@@ -8,6 +8,9 @@ namespace dtensor::detail {
 
 // gather: through the gather_backward op (grad added at the indices into zeros of self's shape).
 BackwardFormula gather_grad;
+// gather_backward (grad, index; args dim, self's shape): linear in grad, its gradient the gather
+// of the incoming one at the index (its double backward).
+BackwardFormula gather_backward_grad;
 BackwardFormula scatter_add_grad;
 BackwardFormula scatter_grad;
 BackwardFormula scatter_value_grad;

@@ -10,6 +10,9 @@
 namespace dtensor::detail {
 
 BackwardFormula gather_target_grad;
+// gather_target_backward: linear in grad, its gradient the target pick of the incoming one
+// (gather_target; its double backward).
+BackwardFormula gather_target_backward_grad;
 
 // nll_loss's: the input's gradient through nll_loss_backward; the weights' (PyTorch has none:
 // "not differentiable with respect to argument 'weight'") composed of registered ops.

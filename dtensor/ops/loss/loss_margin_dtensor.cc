@@ -1,4 +1,4 @@
-// The margin, embedding and likelihood losses (margin_loss.h): composites of DTensor ops that
+// The margin, embedding and likelihood losses (loss.h): composites of DTensor ops that
 // follow PyTorch 2.15's formulas op by op, so that values (and, through autograd, gradients)
 // agree with PyTorch's in float64 and a batch-sharded input equals the unsharded result bit for
 // bit (every op but the final reduction is row-local).
