@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The sanitizer configuration of the suite (docs/RELIABILITY.md): builds ./build-asan with
 # AddressSanitizer + UndefinedBehaviorSanitizer (RelWithDebInfo at -O1: close to Debug for the
-# reports, much faster to run) and runs
-#   - every `unit` test (single process), and
+# reports, much faster to run) and runs, for a fixed core subset plus the layers a change touches
+# (scripts/sanitize_select.py; the change: what differs from the commit in .ci/sanitize-base):
+#   - the `unit` tests of those layers (single process), and
 #   - a subset of the `mpi` tests at 2 and 4 ranks (collectives, device mesh, DTensor core,
-#     redistribute, the bad-input catalogues, 1000 redistribute fuzz cases per entry, and step
-#     capture / replay, whose replay runs kernels on tensors the capture kept, and point-to-point
-#     transfers, which a progress thread polls while the rank computes).
+#     redistribute, the bad-input catalogues, 1000 redistribute fuzz cases per entry, point-to-point
+#     progress; and, when their layer changed, step capture / replay, whose replay runs kernels on
+#     tensors the capture kept, and transfers, which a progress thread polls while the rank computes).
 # Any ASan or UBSan report fails the run (-fno-sanitize-recover=all; halt_on_error=1).
 # LeakSanitizer is off: every process that touches MPI (the mpirun tests and the unit suites
 # that reach the world communicator) keeps Open MPI's allocations, some in MCA components that
 # are unloaded at exit and cannot even be named in a suppressions file.
 # Only the targets that run are built. Environment: BUILD_DIR (default build-asan), JOBS,
-# SANITIZE_MPI=0 to run the unit tests only.
+# SANITIZE_MPI=0 to run the unit tests only, SANITIZE_ALL=1 for every unit target and mpi suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-asan}
@@ -26,38 +27,15 @@ cmake -S . -B "$build_dir" -DDTENSOR_SANITIZE=address,undefined \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DDTENSOR_CUDA="${DTENSOR_CUDA:-OFF}" >/dev/null
 
-# Unit test executables: every catch_discover_tests target registered under tests/ (its
-# "<target>_include-<hash>.cmake" exists from configure time on).
-mapfile -t unit_targets < <(find "$build_dir/tests" -name '*_include-*.cmake' -printf '%f\n' |
-                            sed 's/_include-[0-9a-f]*\.cmake$//' | grep -v gpu | sort -u)
-all_targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
-# Unit tests registered with a plain add_test (not discovered by Catch: the fake-backend and
-# dry-run entries): the executables of the tests labelled unit in the generated
-# CTestTestfile.cmake files, where they are targets of this tree.
-mapfile -t plain_unit < <(find "$build_dir/tests" -name CTestTestfile.cmake -print0 |
-  xargs -0 awk '
-    /^add_test\(/ { name = $1; sub(/^add_test\(/, "", name); exe = $2; gsub(/[")]/, "", exe)
-                    n = split(exe, parts, "/"); target[name] = parts[n] }
-    /^set_tests_properties\(/ && /LABELS "unit"/ { name = $1; sub(/^set_tests_properties\(/, "", name)
-                    if (name in target) print target[name] }' | sort -u)
-for t in "${plain_unit[@]}"; do
-  if grep -qx "$t" <<<"$all_targets" && ! printf '%s\n' "${unit_targets[@]}" | grep -qx "$t"; then
-    unit_targets+=("$t")
-  fi
-done
-# The mpirun subset (targets that exist in this tree) and the ctest entries they provide.
-mpi_candidates=(test_collectives test_device_mesh test_dtensor_mpi test_redistribute_mpi
-                test_bad_inputs test_bad_inputs_ops fuzz_redistribute test_compile_mpi
-                test_compile_agree_mpi test_p2p_progress_mpi test_transfer_mpi)
-mpi_targets=()
-if [ "${SANITIZE_MPI:-1}" = 1 ]; then
-  for t in "${mpi_candidates[@]}"; do
-    if grep -qx "$t" <<<"$all_targets"; then mpi_targets+=("$t"); fi
-  done
-fi
+# What to build and run: a fixed core subset plus the layers changed since .ci/sanitize-base
+# (scripts/sanitize_select.py; SANITIZE_ALL=1 takes every unit target and the whole mpi subset).
+# Three lines: the targets, a ctest regex of their unit entries, the mpi targets.
+mapfile -t selection < <(python3 scripts/sanitize_select.py "$build_dir" .)
+read -r -a targets <<<"${selection[0]}"
+unit_regex=${selection[1]}
+read -r -a mpi_targets <<<"${selection[2]}"
 
-echo "sanitize: building ${#unit_targets[@]} unit and ${#mpi_targets[@]} mpi test targets"
-cmake --build "$build_dir" -j "$jobs" --target "${unit_targets[@]}" "${mpi_targets[@]}"
+cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 built=$(date +%s)
 
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -72,8 +50,9 @@ export ASAN_OPTIONS=detect_leaks=0:strict_string_checks=1:allocator_may_return_n
 cd "$build_dir"
 # build_warnings is the Release build's gate (scripts/check_warnings.sh): GCC's -O1 +
 # sanitizer builds print false positives (-Wmaybe-uninitialized, -Wstringop-overflow) a release
-# build does not, so this folder's records are not checked.
-ctest -L unit -E '^build_warnings$' --output-on-failure -j "$jobs"
+# build does not, so this folder's records are not checked (the regex leaves it out).
+# Only the sanitized executables' entries (the script checks, e.g. format_check, run in build/).
+if [ -n "$unit_regex" ]; then ctest -L unit -R "$unit_regex" --output-on-failure -j "$jobs"; fi
 unit_done=$(date +%s)
 
 if [ "${#mpi_targets[@]}" -gt 0 ]; then
