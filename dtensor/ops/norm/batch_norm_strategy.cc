@@ -102,8 +102,11 @@ void register_batch_norm_ops(Registry& registry) {
   registry.add(std::move(sums));
 
   // grad_input = g[0][k] + 2 * x * g[1][k]: linear in the gradient (a Partial one passes
-  // through), not differentiated again.
+  // through); differentiable (batch_norm's double backward, create_graph).
   OpInfo bw = detail::gradient_op("batch_norm_sums_backward", {"grad_output", "input"});
+  bw.differentiable = true;
+  bw.backward = detail::batch_norm_sums_backward_grad;
+  bw.saved_inputs = 3u;  // grad_output, input
   bw.meta = [](const OpSchema& s) {
     const DTensorSpec& x = s.input(1);
     check_input(x, "batch_norm_sums_backward");
@@ -135,9 +138,12 @@ void register_batch_norm_ops(Registry& registry) {
   registry.add(std::move(affine));
 
   // grad_input = g * factors[0][k]; grad_factors = the sums of g * x and of g: linear in the
-  // gradient (a Partial one passes through), not differentiated again.
+  // gradient (a Partial one passes through); differentiable (create_graph).
   OpInfo affine_bw =
       detail::gradient_op("batch_norm_affine_backward", {"grad_output", "input", "factors"});
+  affine_bw.differentiable = true;
+  affine_bw.backward = detail::batch_norm_affine_backward_grad;
+  affine_bw.saved_inputs = 7u;  // grad_output, input, factors
   affine_bw.meta = [](const OpSchema& s) {
     const DTensorSpec& x = s.input(1);
     check_input(x, "batch_norm_affine_backward");

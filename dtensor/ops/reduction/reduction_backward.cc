@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/factories.h"
@@ -19,6 +20,7 @@
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/scan/scan.h"
+#include "dtensor/ops/view/copy_ops.h"
 #include "dtensor/ops/view/view.h"
 
 namespace dtensor::detail {
@@ -178,12 +180,29 @@ DTensorList vector_norm_bw(const BackwardContext& c, Grads g) {
   return {gk * d};
 }
 
+// PyTorch's prod_safe_zeros_backward, for create_graph: g times the product of the elements
+// before (an exclusive cumprod) and after (the same on the reversed row), written with
+// differentiable ops and no division, so exact with any number of zeros at every order.
+DTensor prod_along_composite(const DTensor& g, const DTensor& x, int64_t dim, bool keepdim) {
+  const int64_t n = x.size(dim);
+  const DTensor gk = keepdim ? g : unsqueeze(g, dim);
+  if (n == 1) return gk * ones_like(x);
+  const int64_t dims[] = {dim};
+  const DTensor one = ones_like(narrow(x, dim, 0, 1));
+  const DTensor before = cumprod(cat({one, narrow(x, dim, 0, n - 1)}, dim), dim);
+  const DTensor after =
+      flip(cumprod(cat({one, flip(narrow(x, dim, 1, n - 1), dims)}, dim), dim), dims);
+  return gk * (before * after);
+}
+
 // prod along dim: cumprod's gradient with the output gradient at the last position of each row
 // and zeros elsewhere, i.e. g times the product of the other elements, without dividing by x
-// (exact where x has zeros).
+// (exact where x has zeros). Under create_graph the composite above (cumprod_backward has no
+// derivative).
 DTensor prod_along_bw(const DTensor& g, const DTensor& x, int64_t dim, bool keepdim) {
   const int64_t n = x.size(dim);
   if (n == 0) return zeros_like(x);
+  if (autograd::in_create_graph()) return prod_along_composite(g, x, dim, keepdim);
   const DTensor last =
       full(g.shape(), Scalar(n - 1), g.device_mesh(), without_partial(g.spec()), kInt64);
   return cumprod_backward(value_selecting_backward(g, last, dim, keepdim, x.shape()), x, dim);

@@ -4,14 +4,17 @@
 #include <algorithm>
 #include <limits>
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/factories.h"
 #include "dtensor/ops/common/detail/cumprod_backward.h"
 #include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/common/detail/reduction_backward.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/ops/scan/scan.h"
 #include "dtensor/ops/view/copy_ops.h"
+#include "dtensor/ops/view/view.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor::detail {
@@ -40,7 +43,47 @@ DTensorList cumsum_grad(const BackwardContext& c, Grads g) {
   return {flip(cumsum(flip(g[0], dims), dim), dims)};
 }
 
+namespace {
+
+// PyTorch's cumprod_backward for create_graph, in differentiable ops (the fused op has no
+// derivative). Without zeros: the reversed cumsum of g * cumprod(x), divided by x. With zeros
+// (one check on every rank: the sum is replicated) the O(n^2) form whose every derivative is
+// exact, as PyTorch's twice-differentiable path: with C[i, j] the cumprod along j of the row x
+// with x_i replaced by 1, grad_x[i] = sum over j >= i of g[j] C[i, j].
+DTensor cumprod_backward_composite(const DTensor& g, const DTensor& x, int64_t dim) {
+  if (x.dim() == 0) return g;
+  dim = normalize_dim(dim, x.dim(), "cumprod_backward");
+  const int64_t n = x.size(dim);
+  if (n <= 1) return g;
+  const int64_t dims[] = {dim};
+  const Tensor zeros_found = sum(cast(eq(x, Scalar(0.0)), kFloat64)).full_tensor();
+  if (zeros_found.numel() == 0 || zeros_found.item<double>() == 0) {
+    return flip(cumsum(flip(g * cumprod(x, dim), dims), dim), dims) / x;
+  }
+  const int64_t last = x.dim() - 1;
+  const DTensor row = transpose(x, dim, last);  // [..., n]
+  Shape square = row.shape();                   // [..., n, n]
+  square.push_back(n);
+  const Placements replicated(x.device_mesh().ndim(), Replicate());
+  const DTensor ar = arange(0, static_cast<double>(n), 1, x.device_mesh(), replicated);
+  const DTensor col = unsqueeze(ar, 1), lin = unsqueeze(ar, 0);
+  const DTensor eye = cast(eq(col, lin), x.dtype());    // [i, k]: k == i
+  const DTensor upper = cast(ge(lin, col), x.dtype());  // [i, j]: j >= i
+  // xs[..., i, k] = x_k, and 1 at k == i (a polynomial in x: its derivative there is 0).
+  const DTensor xs = expand(unsqueeze(row, last), square);
+  const DTensor skip = xs - eye * xs + eye;
+  const int64_t j_dim[] = {last + 1};
+  const DTensor gx =
+      sum(cumprod(skip, last + 1) * upper * unsqueeze(transpose(g, dim, last), last), j_dim);
+  return transpose(gx, dim, last);
+}
+
+}  // namespace
+
 DTensorList cumprod_grad(const BackwardContext& c, Grads g) {
+  if (autograd::in_create_graph()) {
+    return {cumprod_backward_composite(g[0], c.input(0), c.arg<int64_t>(0))};
+  }
   return {detail::cumprod_backward(g[0], c.input(0), c.arg<int64_t>(0))};
 }
 

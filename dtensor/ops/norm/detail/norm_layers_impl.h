@@ -4,6 +4,7 @@
 // statistic, updating a running buffer in place, detaching) are overloads below.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -164,6 +165,34 @@ T group_norm_composed(const T& x, int64_t num_groups, const T& weight, const T& 
   if (weight.defined()) y = mul(y, reshape(weight, cs));
   if (bias.defined()) y = add(y, reshape(bias, cs));
   return y;
+}
+
+// group_norm's gradients {grad_input, grad_weight, grad_bias} (the last two defined when `mask`
+// asks for them) in library ops, per (sample, group) of m elements with gw = g * w:
+// grad_x = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), grad_w = sum(g * xhat) and
+// grad_b = sum(g) over every dim but the channels. Local tensors (the CUDA path, the CPU
+// kernel's test reference) and DTensors (the create_graph formula: every op differentiable).
+template <class T>
+std::array<T, 3> group_norm_backward_math(const T& grad_out, const T& x, int64_t num_groups,
+                                          const T& weight, double eps, std::array<bool, 2> mask) {
+  const Shape& s = x.shape();
+  int64_t m = x.size(1) / num_groups;
+  for (int64_t d = 2; d < x.dim(); ++d) m *= s[d];
+  const int64_t rows[] = {s[0], num_groups, m};
+  const int64_t last[] = {2};
+  const T x3 = reshape(x, rows);
+  const T rstd = rsqrt(add(var(x3, last, 0, true), eps));
+  const T xhat = mul(sub(x3, mean(x3, last, true)), rstd);
+  const T gw =
+      reshape(weight.defined() ? mul(grad_out, reshape(weight, channel_shape(s))) : grad_out, rows);
+  std::array<T, 3> out;
+  out[0] = reshape(
+      mul(rstd, sub(sub(gw, mean(gw, last, true)), mul(xhat, mean(mul(gw, xhat), last, true)))), s);
+  std::vector<int64_t> not_channels = {0};
+  for (int64_t d = 2; d < x.dim(); ++d) not_channels.push_back(d);
+  if (mask[0]) out[1] = sum(mul(grad_out, reshape(xhat, s)), not_channels);
+  if (mask[1]) out[2] = sum(grad_out, not_channels);
+  return out;
 }
 
 template <class T>
