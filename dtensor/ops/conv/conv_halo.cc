@@ -87,6 +87,76 @@ std::vector<Tensor> exchange(Communicator& comm, const std::vector<Transfer>& se
   return got;
 }
 
+// One exchange of halo_rows: this rank sends the rows `out` of its shard and receives the rows
+// `in` of the others'. It is linear; its adjoint is the reverse exchange (each received piece's
+// gradient back to its owner, which adds the pieces it gets into its shard's gradient), whose
+// adjoint is the exchange again. Each is recorded with the other as its backward, so gradients of
+// any order go through (create_graph); without grad mode neither records anything.
+struct HaloExchange {
+  std::shared_ptr<Communicator> comm;
+  std::vector<Transfer> in, out;
+  int64_t start = 0, dim = 0;  // the shard's first global row, the exchanged dim
+  DTensor shard;               // this rank's shard as a local DTensor, without history
+};
+using HaloPtr = std::shared_ptr<const HaloExchange>;
+
+DTensor return_rows(const HaloPtr& h, const DTensor& g);
+
+// The received rows (in the order of `in`: increasing peer) of the exchange of x (shaped like
+// the shard), as one local DTensor.
+DTensor send_rows(const HaloPtr& h, const DTensor& x) {
+  const Tensor local = x.to_local();
+  std::vector<Tensor> edges;
+  for (const Transfer& t : h->out) {
+    edges.push_back(local.narrow(h->dim, t.lo - h->start, t.hi - t.lo).contiguous());
+  }
+  const std::vector<Tensor> got = exchange(*h->comm, h->out, edges, h->in, local, h->dim);
+  Shape shape = local.sizes();
+  shape[h->dim] = 0;
+  const Tensor joined = got.empty() ? empty(shape, TensorOptions(local.dtype(), local.device()))
+                                    : (got.size() == 1 ? got[0] : cat(got, h->dim));
+  const DTensor& sh = h->shard;
+  const DTensor rl = DTensor::from_local(joined, sh.device_mesh(), sh.placements(), false);
+  return autograd::record_linear_function(
+      "halo_exchange", {&x}, rl,
+      [h](absl::Span<const DTensor> g) { return DTensorList{return_rows(h, g[0])}; });
+}
+
+// The shard's gradient from g, the gradient of the received rows (undefined: zeros; every rank
+// still takes part in the exchange).
+DTensor return_rows(const HaloPtr& h, const DTensor& g) {
+  const Tensor like = h->shard.to_local();
+  const TensorOptions opts(like.dtype(), like.device());
+  // The gradient of the received rows, split per sender (zeros where none arrived).
+  std::vector<Tensor> back;
+  int64_t at = 0;
+  for (const Transfer& t : h->in) {
+    const int64_t n = t.hi - t.lo;
+    Shape shape = like.sizes();
+    shape[h->dim] = n;
+    back.push_back(g.defined() ? g.to_local().narrow(h->dim, at, n).contiguous()
+                               : zeros(shape, opts));
+    at += n;
+  }
+  // Roles swap: the pieces go back to their owners, this rank gets the gradients of the rows it
+  // sent.
+  const std::vector<Tensor> got = exchange(*h->comm, h->in, back, h->out, like, h->dim);
+  Tensor gx = zeros(like.sizes(), opts);
+  for (size_t i = 0; i < h->out.size(); ++i) {
+    add_(gx.narrow(h->dim, h->out[i].lo - h->start, h->out[i].hi - h->out[i].lo), got[i]);
+  }
+  const DTensor& sh = h->shard;
+  const DTensor gl = DTensor::from_local(gx, sh.device_mesh(), sh.placements(), false);
+  if (!g.defined()) return gl;
+  return autograd::record_linear_function(
+      "halo_exchange_backward", {&g}, gl, [h](absl::Span<const DTensor> gg) {
+        if (gg[0].defined()) return DTensorList{send_rows(h, gg[0])};
+        const DTensor zero = DTensor::from_local(
+            zeros_like(h->shard.to_local()), h->shard.device_mesh(), h->shard.placements(), false);
+        return DTensorList{send_rows(h, zero)};
+      });
+}
+
 // halo_rows' result for another padding than zeros: the rows `want` reads (halo_source_row),
 // taken from this rank's shard xl and the received spans (`in`, in order), as runs of
 // consecutive rows (a reflected edge: one row at a time).
@@ -210,45 +280,15 @@ DTensor halo_rows(const DTensor& x, int64_t dim, int64_t m, const std::vector<Ro
   // the pieces it gets into its shard's gradient.
   DTensor received;
   if (any) {
-    const std::shared_ptr<Communicator> comm = mesh.communicator(m);
     const Tensor local = xl.to_local();
-    const int64_t start = c.start[r];
-    std::vector<Tensor> edges;
-    for (const Transfer& t : out) {
-      edges.push_back(local.narrow(dim, t.lo - start, t.hi - t.lo).contiguous());
-    }
-    const std::vector<Tensor> got = exchange(*comm, out, edges, in, local, dim);
-    Shape shape = local.sizes();
-    shape[dim] = 0;
-    const Tensor joined = got.empty() ? empty(shape, TensorOptions(local.dtype(), local.device()))
-                                      : (got.size() == 1 ? got[0] : cat(got, dim));
-    const DTensor rl = DTensor::from_local(joined, xl.device_mesh(), xl.placements(), false);
-    received = autograd::record_linear_function(
-        "halo_exchange", {&xl}, rl,
-        [comm, in, out, start, dim, local_meta = xl](absl::Span<const DTensor> g) {
-          const Tensor like = local_meta.to_local();
-          // The gradient of the received rows, split per sender (zeros where none arrived).
-          std::vector<Tensor> back;
-          int64_t at = 0;
-          for (const Transfer& t : in) {
-            const int64_t n = t.hi - t.lo;
-            Shape shape = like.sizes();
-            shape[dim] = n;
-            back.push_back(g[0].defined()
-                               ? g[0].to_local().narrow(dim, at, n).contiguous()
-                               : zeros(shape, TensorOptions(like.dtype(), like.device())));
-            at += n;
-          }
-          // Roles swap: the pieces go back to their owners, this rank gets the gradients of the
-          // rows it sent.
-          const std::vector<Tensor> got = exchange(*comm, in, back, out, like, dim);
-          Tensor gx = zeros(like.sizes(), TensorOptions(like.dtype(), like.device()));
-          for (size_t i = 0; i < out.size(); ++i) {
-            add_(gx.narrow(dim, out[i].lo - start, out[i].hi - out[i].lo), got[i]);
-          }
-          return DTensorList{
-              DTensor::from_local(gx, local_meta.device_mesh(), local_meta.placements(), false)};
-        });
+    auto h = std::make_shared<HaloExchange>();
+    h->comm = mesh.communicator(m);
+    h->in = in;
+    h->out = out;
+    h->start = c.start[r];
+    h->dim = dim;
+    h->shard = DTensor::from_local(local, xl.device_mesh(), xl.placements(), false);
+    received = send_rows(h, xl);
   }
   const RowRange want = range[r];
   if (pad != HaloPad::kZeros) return assemble_padded(xl, received, in, c, r, dim, want, pad);

@@ -1,9 +1,9 @@
 // Registration of convolution (conv1d/2d/3d and conv_transpose1d/2d/3d, one N-d op as
-// aten::convolution) and its gradient op convolution_backward. Inputs: input, weight (the bias
-// is added by the DTensor functions as a broadcast add, so that a bias sharded like the output
-// channels needs no communication and a Partial output is reduced before it); args: stride,
-// padding, dilation, transposed, output_padding, groups (static), and for the gradient op
-// need_input, need_weight.
+// aten::convolution) and its gradient op convolution_backward (differentiable: its own backward
+// gives the double backward). Inputs: input, weight (the bias is added by the DTensor functions
+// as a broadcast add, so that a bias sharded like the output channels needs no communication and
+// a Partial output is reduced before it); args: stride, padding, dilation, transposed,
+// output_padding, groups (static), and for the gradient op need_input, need_weight.
 //
 // Rows (one mesh dim; [output | input, weight]):
 //   data parallel     [S(0) | S(0), R]
@@ -181,6 +181,12 @@ void register_conv_ops(Registry& registry) {
     return m;
   };
   bw.strategy = conv_grad_rows;
+  // Bilinear in (grad_output, input / weight): its gradients are convolution and
+  // convolution_backward ops again (create_graph, any order). Saves its inputs only when a node is
+  // recorded, i.e. under create_graph.
+  bw.differentiable = true;
+  bw.saved_inputs = ~uint32_t{0};
+  bw.backward = detail::convolution_backward_grad;
   bw.kernel = [](const KernelContext& c, absl::Span<const Tensor> l, absl::Span<Tensor> out) {
     const ConvArgs a = conv_args(c);
     const bool ni = c.arg<bool>(6), nw = c.arg<bool>(7);

@@ -1,9 +1,9 @@
 // Registration of the pool family: pad, max_pool{1,2,3}d_with_indices, adaptive_max_pool2d,
 // avg_pool{1,2,3}d, adaptive_avg_pool{1,2}d, upsample_nearest{1,2,3}d,
 // _upsample_nearest_exact{1,2,3}d, upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d,
-// upsample_bicubic2d, and their gradient ops (<name>_backward for the
-// linear ones, max_pool_backward for the max ones). The backward formulas are in
-// pool_backward.cc, the DTensor forms in pool_dtensor.cc.
+// upsample_bicubic2d, and their gradient ops (<name>_backward for the linear ones,
+// max_pool_backward for the max ones; differentiable, for the double backward). The backward
+// formulas are in pool_backward.cc, the DTensor forms in pool_dtensor.cc.
 //
 // Rows for one mesh dim: every leading (batch, channel) dim d sharded alike on the outputs and
 // the inputs, [S(d) | S(d)] ([S(d), S(d) | S(d)] for values and indices): the planes are
@@ -152,6 +152,9 @@ void register_backward(Registry& r, const Spec& spec) {
     local.insert(local.end(), tail.begin(), tail.end());
     return detail::window_backward(l[0], a, local);
   });
+  // Linear in grad: its gradient is the forward window op of the incoming one (create_graph).
+  op.differentiable = true;
+  op.backward = detail::window_backward_grad;
   op.samples = [spec](int64_t w) {
     std::vector<OpSample> out;
     for (OpSample f : forward_samples(spec, w)) {
@@ -193,6 +196,10 @@ void register_max_backward(Registry& r, std::vector<Spec> max_specs) {
     local.insert(local.end(), tail.begin(), tail.end());
     return detail::max_window_backward(l[0], l[1], local, nd);
   });
+  // Linear in grad: its gradient is the incoming one gathered at the indices (create_graph).
+  op.differentiable = true;
+  op.saved_inputs = 2u;
+  op.backward = detail::max_pool_backward_grad;
   op.samples = [max_specs](int64_t w) {
     std::vector<OpSample> out;
     for (const Spec& spec : max_specs) {

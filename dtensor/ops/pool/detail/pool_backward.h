@@ -18,4 +18,11 @@ BackwardFormula window_grad;
 DTensorList max_window_grad(int64_t nd, const autograd::BackwardContext& c,
                             absl::Span<const DTensor> g);
 
+// <name>_backward's (linear in grad): the forward window op <name> of the incoming gradient
+// (constant padding's with the value 0).
+BackwardFormula window_backward_grad;
+// max_pool_backward's (linear in grad): the incoming gradient gathered at the indices over the
+// flattened spatial planes; none for the indices.
+BackwardFormula max_pool_backward_grad;
+
 }  // namespace dtensor::detail
