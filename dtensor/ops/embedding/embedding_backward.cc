@@ -6,6 +6,7 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/factories.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/embedding/embedding.h"
 #include "dtensor/ops/ops_registry.h"
 #include "dtensor/ops/view/view.h"
 
@@ -37,6 +38,18 @@ DTensorList embedding_grad(const autograd::BackwardContext& c, absl::Span<const 
     grad = div(grad, clamp_min(embedding_counts(c.input(1), rows, grad.dtype()), 1.0));
   }
   return {grad, DTensor()};
+}
+
+// Args (num_weights[, padding_idx]).
+DTensorList embedding_backward_grad(const autograd::BackwardContext& c,
+                                    absl::Span<const DTensor> g) {
+  const DTensor& indices = c.input(1);
+  DTensor out = embedding(indices, g[0]);
+  const int64_t padding_idx = c.has_arg(1) ? c.arg<int64_t>(1) : -1;
+  if (padding_idx >= 0) {
+    out = out * unsqueeze(cast(ne(indices, Scalar(padding_idx)), out.dtype()), -1);
+  }
+  return {out, DTensor()};
 }
 
 }  // namespace dtensor::detail

@@ -94,6 +94,10 @@ void register_embedding_backward(Registry& registry) {
     return rows;
   };
   op.kernel = single_output(embedding_backward_kernel);
+  // Linear in grad: its gradient is the lookup of the incoming one (create_graph).
+  op.differentiable = true;
+  op.saved_inputs = 2u;  // indices
+  op.backward = detail::embedding_backward_grad;
   op.samples = [](int64_t w) {
     using detail::sample;
     const int64_t rows = 3 * w + 1;

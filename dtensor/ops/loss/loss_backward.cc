@@ -4,6 +4,7 @@
 
 #include <absl/strings/str_format.h>
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/check_ranks.h"
@@ -74,13 +75,40 @@ DTensor nll_loss_weight_grad(const autograd::BackwardContext& c, const DTensor& 
   return sum(dispatch(scatter, {&per, &target}, scatter_args), dims);
 }
 
+// Under create_graph (autograd/create_graph.h): the input's gradient composed of
+// differentiable ops, -g_i w[t_i] (/ W for the mean, total_weight, whose history reaches the
+// weights) scattered to [i, t_i] by gather_target_backward (its derivative in grad is the pick);
+// w[t_i] is the pick of the weights expanded along the input (any class sharding stays).
+DTensor nll_loss_input_grad_composite(const autograd::BackwardContext& c, const DTensor& g) {
+  static const OpInfo& pick = ops_op("gather_target");
+  static const OpInfo& scatter = ops_op("gather_target_backward");
+  const Shape& x = c.input_spec(0).shape();
+  const DTensor& target = c.input(1);
+  const int64_t ignore_index = c.arg<int64_t>(1);
+  DTensor per = neg(g.dim() == target.dim() ? g : expand(g, target.shape()));
+  if (c.arg<bool>(2)) {
+    DTensor w = c.input(2);
+    for (size_t d = 2; d < x.size(); ++d) w = unsqueeze(w, -1);
+    const DTensor wx = expand(w, x);
+    const ArgValue pick_args[] = {ignore_index, std::string_view("nll_loss")};
+    per = per * dispatch(pick, {&wx, &target}, pick_args);
+  }
+  if (parse_reduction(c.arg<std::string_view>(0), "nll_loss") == Reduction::kMean) {
+    per = per / c.output(1);
+  }
+  const ArgValue scatter_args[] = {x, ignore_index};
+  return dispatch(scatter, {&per, &target}, scatter_args);
+}
+
 }  // namespace
 
 DTensorList nll_loss_grad(const autograd::BackwardContext& c, absl::Span<const DTensor> g) {
   static const OpInfo& op = ops_op("nll_loss_backward");
   const bool has_weight = c.arg<bool>(2);
   DTensorList out(static_cast<size_t>(c.num_inputs()));
-  if (c.needs_input_grad(0) && g[0].defined()) {
+  if (c.needs_input_grad(0) && g[0].defined() && autograd::in_create_graph()) {
+    out[0] = nll_loss_input_grad_composite(c, g[0]);
+  } else if (c.needs_input_grad(0) && g[0].defined()) {
     const ArgValue args[] = {c.input_spec(0).shape(), c.arg<std::string_view>(0), c.arg<int64_t>(1),
                              has_weight};
     // total_weight, the forward's second output, carries the mean's W: no reduction here.

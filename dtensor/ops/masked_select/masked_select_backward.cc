@@ -26,4 +26,9 @@ DTensorList masked_select_grad(const autograd::BackwardContext& c, absl::Span<co
   return {detail::reduce_to(full, c.input_spec(0)), DTensor()};
 }
 
+DTensorList masked_select_backward_grad(const autograd::BackwardContext& c,
+                                        absl::Span<const DTensor> g) {
+  return {masked_select(g[0], c.input(1)), DTensor()};
+}
+
 }  // namespace dtensor::detail

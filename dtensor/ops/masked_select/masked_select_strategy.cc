@@ -113,6 +113,10 @@ void register_masked_select_backward(Registry& reg) {
     if (mine.shape == full.sizes()) return full;
     return box_view(full, Shape(mine.offset.size(), 0), mine.offset, mine.shape).contiguous();
   });
+  // Linear in grad: its gradient is the masked_select of the incoming one (create_graph).
+  op.differentiable = true;
+  op.saved_inputs = 2u;  // mask
+  op.backward = detail::masked_select_backward_grad;
   // The gradient's length is the mask's true count: masks of fixed counts (all, none, the
   // first column) so that the sample's grad has the right size.
   op.samples = [](int64_t w) {

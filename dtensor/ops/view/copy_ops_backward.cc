@@ -53,6 +53,13 @@ DTensorList diagonal_grad(const BackwardContext& c, Grads g) {
                            c.arg<int64_t>(2)};
   return {dispatch(bw, {&g[0]}, args)};
 }
+// Args (input shape, repeats, dim) and (input shape, offset, dim1, dim2).
+DTensorList repeat_interleave_backward_grad(const BackwardContext& c, Grads g) {
+  return {repeat_interleave(g[0], c.arg<int64_t>(1), c.arg<int64_t>(2))};
+}
+DTensorList diagonal_backward_grad(const BackwardContext& c, Grads g) {
+  return {diagonal(g[0], c.arg<int64_t>(1), c.arg<int64_t>(2), c.arg<int64_t>(3))};
+}
 DTensorList tril_grad(const BackwardContext& c, Grads g) {
   return {tril(g[0], c.arg<int64_t>(0))};
 }

@@ -209,7 +209,6 @@ void add_copy_op(Registry& reg, const CopyOpDef& def) {
   op.kernel = single_output(def.kernel);
   op.samples = def.samples;
   op.backward = def.backward;
-  op.differentiable = def.backward != nullptr;  // diagonal_backward: a gradient op
   reg.add(std::move(op));
 }
 
@@ -312,6 +311,9 @@ void register_repeat_interleave_backward(Registry& reg) {
     }
     return rows;
   };
+  // Linear in grad: its gradient is repeat_interleave of the incoming one (create_graph).
+  op.differentiable = true;
+  op.backward = detail::repeat_interleave_backward_grad;
   op.kernel = single_output([](const KernelContext& c, Locals l) {
     int64_t d = 0;
     repeat_interleave_backward_dims(c.schema(), d);
@@ -390,8 +392,8 @@ void register_copy_ops(Registry& reg) {
                       return diagonal_backward(l[0], in, c.arg<int64_t>(1), c.arg<int64_t>(2),
                                                c.arg<int64_t>(3));
                     },
-                    diagonal_backward_samples, nullptr, /*view=*/false, nullptr,
-                    diagonal_backward_out_shape});
+                    diagonal_backward_samples, detail::diagonal_backward_grad, /*view=*/false,
+                    nullptr, diagonal_backward_out_shape});
   // args (diagonal).
   add_copy_op(reg, {"tril", identity_map, triangle_kernel<true>, triangle_samples,
                     detail::tril_grad, /*view=*/false, check_triangle});

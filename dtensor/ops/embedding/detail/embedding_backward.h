@@ -6,6 +6,10 @@
 namespace dtensor::detail {
 
 BackwardFormula embedding_grad;
+// embedding_backward: linear in grad, its gradient the lookup of the incoming one by the indices
+// (embedding), zero where an index is padding_idx (its double backward, as PyTorch's
+// embedding_dense_double_backward).
+BackwardFormula embedding_backward_grad;
 
 // How many times each row of a `rows`-row table occurs in the (global) batch `indices`: a
 // [rows, 1] DTensor of `dtype`, computed as embedding_backward of ones (so on any placements;

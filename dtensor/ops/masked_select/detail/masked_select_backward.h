@@ -7,5 +7,8 @@
 namespace dtensor::detail {
 
 BackwardFormula masked_select_grad;
+// masked_select_backward: linear in grad, its gradient the masked_select of the incoming one
+// (its double backward).
+BackwardFormula masked_select_backward_grad;
 
 }  // namespace dtensor::detail

@@ -14,6 +14,11 @@ BackwardFormula repeat_grad;
 BackwardFormula repeat_interleave_grad;
 // Through the diagonal_backward op.
 BackwardFormula diagonal_grad;
+// The gradient ops repeat_interleave_backward and diagonal_backward: linear in grad, their
+// gradient the forward op of the incoming one (repeat_interleave, diagonal; their double
+// backward).
+BackwardFormula repeat_interleave_backward_grad;
+BackwardFormula diagonal_backward_grad;
 BackwardFormula tril_grad;
 BackwardFormula triu_grad;
 
