@@ -5,7 +5,9 @@
 // channel- and spatially-sharded, uneven); through cdist (p 2, 1, 3 and inf), prod and cumprod
 // (with zeros, against PyTorch's values of the same functions written as repeated multiplication)
 // the sharded penalty's gradients equal the single-device ones.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -126,6 +128,46 @@ TEST_CASE("double backward of batch_norm, group_norm and instance_norm equals Py
         CHECK(tt::same_values(got[2], ref(*c.hx, shape), 1e-12));
         CHECK(tt::same_values(got[3], ref(*c.hw, {4}), 1e-12));
       }
+    }
+  }
+}
+
+TEST_CASE(
+    "double backward of float32 and bfloat16 batch_norm and group_norm is float64's, rounded") {
+  // The [2, C] sums and their gradients stay float64 and the factors float32 (batch_norm's
+  // kernel dtypes): the double backward's casts meet them.
+  const int64_t shape[] = {5, 4, 3};
+  const dt::DeviceMesh mesh = tt::family_meshes()[0];
+  const Placements p0 = {dt::Shard(0)}, pr = {dt::Replicate()};
+  for (const dt::DType dtype : {dt::kFloat32, dt::kBFloat16}) {
+    const double tol = dtype == dt::kFloat32 ? 1e-4 : 0.1;
+    const auto in = [&](dt::IntSpan sh, int salt, double lo, double step) {
+      return tt::det_input(sh, salt, lo, step, dtype);
+    };
+    const Tensor x = in(shape, 1, -1.0, 0.25), w = in({4}, 2, 0.5, 0.125),
+                 b = in({4}, 3, -0.5, 0.125), r = in(shape, 6, -0.75, 0.125),
+                 s = in(shape, 7, 0.25, 0.125);
+    const DTensor db = dt::distribute_tensor(b, mesh, pr);
+    for (const bool group : {false, true}) {
+      INFO(dt::dtype_name(dtype) << (group ? " group_norm" : " batch_norm"));
+      const auto f = [&](const std::vector<DTensor>& l) {
+        return group ? dt::group_norm(l[0], 2, l[1], db, 1e-5)
+                     : dt::batch_norm(l[0], DTensor(), DTensor(), l[1], db, true, 0.1, 1e-5);
+      };
+      const std::vector<Tensor> got =
+          penalty(f, {leaf(x, mesh, p0), leaf(w, mesh, pr)}, dt::distribute_tensor(r, mesh, p0),
+                  dt::distribute_tensor(s, mesh, p0));
+      CHECK(got[2].dtype() == dtype);
+      CHECK(got[3].dtype() == dtype);
+      const std::vector<double>& hx = group ? refs::kGroupHx : refs::kBatchTrainHx;
+      const std::vector<double>& hw = group ? refs::kGroupHw : refs::kBatchTrainHw;
+      // Relative to the largest reference value (bfloat16 keeps 8 bits).
+      double scale = 0;
+      for (const double v : hx) scale = std::max(scale, std::abs(v));
+      const std::vector<double> gx = got[2].to(dt::kFloat64).to_vector<double>();
+      const std::vector<double> gw = got[3].to(dt::kFloat64).to_vector<double>();
+      for (size_t i = 0; i < hx.size(); ++i) CHECK(std::abs(gx[i] - hx[i]) <= tol * scale);
+      for (size_t i = 0; i < hw.size(); ++i) CHECK(std::abs(gw[i] - hw[i]) <= tol * scale);
     }
   }
 }
