@@ -188,6 +188,10 @@ TEST_CASE("double backward of cdist, prod and cumprod on sharded inputs equals o
   const Tensor psn_all = tt::det_input(ps_all, 6, 0.25, 0.125, dt::kFloat64);
   const Tensor pr_row = tt::det_input(row, 5, -0.5, 0.125, dt::kFloat64);
   const Tensor one = tt::det_input({1}, 0, 0.75, 0.0, dt::kFloat64);
+  const int64_t vec[] = {7};
+  const Tensor px_vec = tt::det_input(vec, 2, -2.5, 0.5, dt::kFloat64);
+  const Tensor pr_vec = tt::det_input(vec, 5, -0.5, 0.125, dt::kFloat64);
+  const Tensor psn_vec = tt::det_input(vec, 6, 0.25, 0.125, dt::kFloat64);
   // The single-device values: each rank's own one-rank DTensors.
   const auto local = [](const Tensor& t) { return dt::local_dtensor(t); };
   const auto local_leaf = [](const Tensor& t) {
@@ -214,8 +218,9 @@ TEST_CASE("double backward of cdist, prod and cumprod on sharded inputs equals o
         }
       }
     }
-    for (int kind = 0; kind < 4; ++kind) {
-      // 0: prod along dim 1, 1: prod of all, 2: cumprod along dim 1, 3: along dim 0.
+    for (int kind = 0; kind < 5; ++kind) {
+      // 0: prod along dim 1, 1: prod of all, 2: cumprod along dim 1, 3: along dim 0, 4: of a
+      // vector along dim -1.
       const auto f = [kind](const std::vector<DTensor>& l) {
         switch (kind) {
           case 0:
@@ -224,23 +229,27 @@ TEST_CASE("double backward of cdist, prod and cumprod on sharded inputs equals o
             return dt::prod(l[0]);
           case 2:
             return dt::cumprod(l[0], 1);
-          default:
+          case 3:
             return dt::cumprod(l[0], 0);
+          default:
+            return dt::cumprod(l[0], -1);
         }
       };
-      const Tensor& x = kind == 1 ? px_all : px;
-      const Tensor& r = kind == 0 ? pr_row : kind == 1 ? one : pr;
-      const Tensor& s = kind == 1 ? psn_all : psn;
+      const Tensor& x = kind == 1 ? px_all : kind == 4 ? px_vec : px;
+      const Tensor& r = kind == 0 ? pr_row : kind == 1 ? one : kind == 4 ? pr_vec : pr;
+      const Tensor& s = kind == 1 ? psn_all : kind == 4 ? psn_vec : psn;
       const std::vector<Tensor> want = penalty(f, {local_leaf(x)}, local(r), local(s));
       // PyTorch's values of the same functions written as repeated multiplication (exact
       // derivatives at the zeros).
-      const std::vector<double>* const refs_of[][2] = {{&refs::kProdDimGx, &refs::kProdDimHx},
-                                                       {&refs::kProdAllGx, &refs::kProdAllHx},
-                                                       {&refs::kCumprod1Gx, &refs::kCumprod1Hx},
-                                                       {&refs::kCumprod0Gx, &refs::kCumprod0Hx}};
+      const std::vector<double>* const refs_of[][2] = {
+          {&refs::kProdDimGx, &refs::kProdDimHx},
+          {&refs::kProdAllGx, &refs::kProdAllHx},
+          {&refs::kCumprod1Gx, &refs::kCumprod1Hx},
+          {&refs::kCumprod0Gx, &refs::kCumprod0Hx},
+          {&refs::kCumprodVecGx, &refs::kCumprodVecHx}};
       CHECK(tt::same_values(want[0], ref(*refs_of[kind][0], x.sizes()), 1e-12));
       CHECK(tt::same_values(want[1], ref(*refs_of[kind][1], x.sizes()), 1e-12));
-      for (const Placements& pl : layouts(mesh, 2)) {
+      for (const Placements& pl : layouts(mesh, x.dim())) {
         INFO("kind " << kind << ", mesh " << dt::shape_str(mesh.shape()) << ", x "
                      << dt::placements_str(pl));
         const std::vector<Tensor> got =

@@ -63,14 +63,18 @@ def cumprod_by_mul(x, dim):
 
 def scan_penalty(kind):
     """As penalty() for prod along dim 1 (kind 0), prod of all (1), cumprod along dim 1 (2) and
-    along dim 0 (3), with zeros in x; the first gradient and the second."""
-    x = det([3, 4], 5, -2.5, 0.5) if kind == 1 else det([5, 6], 0, -2.5, 0.5)
+    along dim 0 (3), and cumprod of a vector along dim -1 (4), with zeros in x; the first gradient
+    and the second."""
+    x = det([3, 4], 5, -2.5, 0.5) if kind == 1 else det([7], 2, -2.5, 0.5) if kind == 4 else \
+        det([5, 6], 0, -2.5, 0.5)
     x.requires_grad_(True)
     s = det(list(x.shape), 6, 0.25, 0.125)
     if kind == 0:
         y, r = cumprod_by_mul(x, 1)[:, -1], det([5], 5, -0.5, 0.125)
     elif kind == 1:
         y, r = cumprod_by_mul(x.reshape(-1), 0)[-1], det([1], 0, 0.75, 0.0)
+    elif kind == 4:
+        y, r = cumprod_by_mul(x, 0), det([7], 5, -0.5, 0.125)
     else:
         y, r = cumprod_by_mul(x, 1 if kind == 2 else 0), det([5, 6], 5, -0.5, 0.125)
     gx, = torch.autograd.grad((y * r).sum(), [x], create_graph=True)
@@ -90,7 +94,8 @@ for op, name in [("batch_train", "BatchTrain"), ("batch_eval", "BatchEval"), ("g
                  ("instance", "Instance")]:
     for part, t in zip(["Gx", "Gw", "Hx", "Hw"], penalty(op)):
         print(full(f"k{name}{part}", t))
-for kind, name in [(0, "ProdDim"), (1, "ProdAll"), (2, "Cumprod1"), (3, "Cumprod0")]:
+for kind, name in [(0, "ProdDim"), (1, "ProdAll"), (2, "Cumprod1"), (3, "Cumprod0"),
+                   (4, "CumprodVec")]:
     for part, t in zip(["Gx", "Hx"], scan_penalty(kind)):
         print(full(f"k{name}{part}", t))
 print()
