@@ -3,8 +3,8 @@
 // d sum(g^2) / d(params). Loss parallel: cross_entropy with class weights (replicated or sharded
 // like the classes), ignored targets, label smoothing, through a colwise Linear whose logits are
 // class-sharded, uneven; nll_loss with weights on class-sharded log-probabilities; the pointwise
-// losses on batch-sharded inputs (uneven, empty shards at 4 ranks); and the linear gradient ops
-// of indexing whose derivative is their forward op: embedding_backward on a vocab- or
+// losses on batch- or class-sharded inputs (uneven, empty shards at 4 ranks); and the linear
+// gradient ops of indexing whose derivative is their forward op: embedding_backward on a vocab- or
 // column-sharded table, gather_backward, masked_select_backward, repeat_interleave_backward and
 // diagonal_backward on sharded inputs.
 #include <catch2/catch.hpp>
@@ -184,15 +184,19 @@ TEST_CASE("create_graph: pointwise losses on batch-sharded inputs equal one devi
   const std::vector<Tensor> full = {f64({n, 3}, 1, -1.0, 0.25), f64({c, 3}, 2, -0.75, 0.125),
                                     f64({c}, 4, -0.5, 0.125), f64({n, c}, 5, -1.0, 0.21)};
   // x and the target batch-sharded (the last rank's shard empty at 4 ranks: 13 rows, 4 each),
-  // the Linear replicated.
-  const std::vector<Placements> layout = {
-      {dt::Shard(0)}, {dt::Replicate()}, {dt::Replicate()}, {dt::Shard(0)}};
-  for (const Case& k : cases) {
-    INFO(k.name);
-    const Fn fn = [&](const std::vector<DTensor>& p) {
-      return k.loss(dt::linear(p[0], p[1], p[2]), p[3]);
-    };
-    check_sharded(fn, full, mesh, layout);
+  // the Linear replicated; or the Linear colwise, so the losses' inputs, the target and the
+  // weights are class-sharded (5 classes: 2, 2, 1, 0 at 4 ranks).
+  const std::vector<Placements> layouts[] = {
+      {{dt::Shard(0)}, {dt::Replicate()}, {dt::Replicate()}, {dt::Shard(0)}},
+      {{dt::Replicate()}, {dt::Shard(0)}, {dt::Shard(0)}, {dt::Shard(1)}}};
+  for (const std::vector<Placements>& layout : layouts) {
+    for (const Case& k : cases) {
+      INFO(k.name << " target " << dt::placements_str(layout[3]));
+      const Fn fn = [&](const std::vector<DTensor>& p) {
+        return k.loss(dt::linear(p[0], p[1], p[2]), p[3]);
+      };
+      check_sharded(fn, full, mesh, layout);
+    }
   }
 }
 
