@@ -1,5 +1,7 @@
 #include "dtensor/nn/transformer_encoder.h"
 
+#include <initializer_list>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -26,6 +28,42 @@ void check_activation(std::string_view layer, const std::string& activation) {
            "[%s] activation should be relu/gelu, not %s", layer, activation);
 }
 
+// A layer's children in PyTorch's order (so the initial values are drawn in its order): a
+// MultiheadAttention(d_model, nhead, dropout, bias, batch_first) per entry of `attention`,
+// linear1 (d_model -> dim_feedforward), dropout, linear2 (dim_feedforward -> d_model), then
+// norm<i> (LayerNorm(d_model, layer_norm_eps, bias)) and dropout<i> for i = 1, 2, ...
+void add_layer_children(
+    Module& layer, const detail::TransformerLayerConfig& cfg,
+    std::initializer_list<std::pair<const char*, std::shared_ptr<MultiheadAttention>*>> attention,
+    ModulePtr* linear1, ModulePtr* dropout, ModulePtr* linear2,
+    std::initializer_list<ModulePtr*> norms, std::initializer_list<ModulePtr*> dropouts) {
+  check_activation(layer.type_name(), cfg.activation);
+  const int64_t d_model = cfg.d_model;
+  const ModuleOptions& opts = cfg.opts;
+  for (auto [name, slot] : attention) {
+    *slot = std::make_shared<MultiheadAttention>(d_model, cfg.nhead, cfg.dropout, cfg.bias, false,
+                                                 false, std::nullopt, std::nullopt, cfg.batch_first,
+                                                 opts);
+    layer.register_module(name, *slot);
+  }
+  *linear1 = layer.register_module(
+      "linear1", std::make_shared<Linear>(d_model, cfg.dim_feedforward, cfg.bias, opts));
+  *dropout = layer.register_module("dropout", std::make_shared<Dropout>(cfg.dropout));
+  *linear2 = layer.register_module(
+      "linear2", std::make_shared<Linear>(cfg.dim_feedforward, d_model, cfg.bias, opts));
+  int i = 0;
+  for (ModulePtr* slot : norms) {
+    *slot = layer.register_module(
+        "norm" + std::to_string(++i),
+        std::make_shared<LayerNorm>(d_model, cfg.layer_norm_eps, true, cfg.bias, opts));
+  }
+  i = 0;
+  for (ModulePtr* slot : dropouts) {
+    *slot = layer.register_module("dropout" + std::to_string(++i),
+                                  std::make_shared<Dropout>(cfg.dropout));
+  }
+}
+
 // A clone's parameters take `from`'s values (both built with one configuration).
 void copy_parameters(const Module& from, Module& to) {
   const auto src = from.named_parameters();
@@ -44,8 +82,6 @@ void copy_parameters(const Module& from, Module& to) {
   to.train(from.is_training());
 }
 
-// The options of a clone: values drawn from a throwaway generator (they are overwritten), so
-// cloning leaves the caller's generators where they were, as a deepcopy does.
 // layers.<i> (num_layers clones of `layer`) and norm (when given), registered on `stack`.
 template <typename Layer>
 std::vector<std::shared_ptr<Layer>> add_layers(Module& stack, const Layer& layer,
@@ -62,32 +98,55 @@ std::vector<std::shared_ptr<Layer>> add_layers(Module& stack, const Layer& layer
   return out;
 }
 
-// A layer's or stack's call masks (its forward context).
-std::shared_ptr<const MultiheadAttentionArgs> mask_args(const DTensor& mask,
-                                                        const DTensor& key_padding_mask,
-                                                        bool is_causal) {
-  auto args = std::make_shared<MultiheadAttentionArgs>();
-  args->attn_mask = mask;
-  args->key_padding_mask = key_padding_mask;
-  args->is_causal = is_causal;
-  args->need_weights = false;
-  return args;
+// Self-attention masks (need_weights false, as PyTorch's layers call their attention).
+MultiheadAttentionArgs masks(const DTensor& mask, const DTensor& key_padding_mask, bool is_causal) {
+  return {.key_padding_mask = key_padding_mask,
+          .need_weights = false,
+          .attn_mask = mask,
+          .is_causal = is_causal};
 }
 
-// set_forward_context's swap of a MultiheadAttentionArgs context.
-std::shared_ptr<const void> swap_context(std::shared_ptr<const MultiheadAttentionArgs>& slot,
-                                         std::shared_ptr<const void> context) {
-  std::shared_ptr<const void> previous = std::move(slot);
-  slot = std::static_pointer_cast<const MultiheadAttentionArgs>(std::move(context));
+// A masked call's forward context.
+std::shared_ptr<const void> mask_context(const DTensor& mask, const DTensor& key_padding_mask,
+                                         bool is_causal) {
+  return std::make_shared<const MultiheadAttentionArgs>(masks(mask, key_padding_mask, is_causal));
+}
+
+// A copy of `layer` (configuration `cfg`) built by `make(config)`, holding its parameter values,
+// requires_grad flags and training mode. The copy draws its initial values from a throwaway
+// generator (they are overwritten), so cloning leaves the caller's generators where they were,
+// as a deepcopy does.
+template <typename Layer, typename Make>
+std::shared_ptr<Layer> clone_layer(const Layer& layer, detail::TransformerLayerConfig cfg,
+                                   Make make) {
+  Generator scratch;
+  cfg.opts.generator = &scratch;
+  std::shared_ptr<Layer> copy(make(cfg));
+  copy_parameters(layer, *copy);
+  return copy;
+}
+}  // namespace
+
+namespace detail {
+std::shared_ptr<const void> MaskedEncoderModule::set_forward_context(
+    std::shared_ptr<const void> context) {
+  std::shared_ptr<const void> previous = std::move(call_args_);
+  call_args_ = std::static_pointer_cast<const MultiheadAttentionArgs>(std::move(context));
   return previous;
 }
 
-detail::TransformerLayerConfig clone_config(detail::TransformerLayerConfig cfg,
-                                            Generator& scratch) {
-  cfg.opts.generator = &scratch;
-  return cfg;
+DTensor MaskedEncoderModule::forward(const DTensor& src, const DTensor& mask,
+                                     const DTensor& src_key_padding_mask, bool is_causal) {
+  ForwardContextScope scope(*this, mask_context(mask, src_key_padding_mask, is_causal));
+  return forward(src);
 }
-}  // namespace
+
+DTensor MaskedEncoderModule::operator()(const DTensor& src, const DTensor& mask,
+                                        const DTensor& src_key_padding_mask, bool is_causal) {
+  ForwardContextScope scope(*this, mask_context(mask, src_key_padding_mask, is_causal));
+  return (*this)(src);
+}
+}  // namespace detail
 
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                                                  int64_t dim_feedforward, double dropout,
@@ -101,49 +160,14 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
 TransformerEncoderLayer::TransformerEncoderLayer(const detail::TransformerLayerConfig& cfg)
     : cfg_(cfg) {
   cfg_.opts.generator = nullptr;  // for the initial values only (a clone's is a scratch one)
-  const int64_t d_model = cfg.d_model, dim_feedforward = cfg.dim_feedforward;
-  const double dropout = cfg.dropout, layer_norm_eps = cfg.layer_norm_eps;
-  const bool bias = cfg.bias;
-  const ModuleOptions& opts = cfg.opts;
-  check_activation(type_name(), cfg.activation);
-  self_attn_ =
-      std::make_shared<MultiheadAttention>(d_model, cfg.nhead, dropout, bias, false, false,
-                                           std::nullopt, std::nullopt, cfg.batch_first, opts);
-  register_module("self_attn", self_attn_);
-  linear1_ =
-      register_module("linear1", std::make_shared<Linear>(d_model, dim_feedforward, bias, opts));
-  dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout));
-  linear2_ =
-      register_module("linear2", std::make_shared<Linear>(dim_feedforward, d_model, bias, opts));
-  norm1_ = register_module("norm1",
-                           std::make_shared<LayerNorm>(d_model, layer_norm_eps, true, bias, opts));
-  norm2_ = register_module("norm2",
-                           std::make_shared<LayerNorm>(d_model, layer_norm_eps, true, bias, opts));
-  dropout1_ = register_module("dropout1", std::make_shared<Dropout>(dropout));
-  dropout2_ = register_module("dropout2", std::make_shared<Dropout>(dropout));
-}
-
-std::shared_ptr<const void> TransformerEncoderLayer::set_forward_context(
-    std::shared_ptr<const void> context) {
-  return swap_context(call_args_, std::move(context));
-}
-
-DTensor TransformerEncoderLayer::forward(const DTensor& src, const DTensor& src_mask,
-                                         const DTensor& src_key_padding_mask, bool is_causal) {
-  detail::ForwardContextScope scope(*this, mask_args(src_mask, src_key_padding_mask, is_causal));
-  return forward(src);
-}
-
-DTensor TransformerEncoderLayer::operator()(const DTensor& src, const DTensor& src_mask,
-                                            const DTensor& src_key_padding_mask, bool is_causal) {
-  detail::ForwardContextScope scope(*this, mask_args(src_mask, src_key_padding_mask, is_causal));
-  return (*this)(src);
+  add_layer_children(*this, cfg, {{"self_attn", &self_attn_}}, &linear1_, &dropout_, &linear2_,
+                     {&norm1_, &norm2_}, {&dropout1_, &dropout2_});
 }
 
 DTensor TransformerEncoderLayer::forward(const DTensor& src) {
   auto sa = [&](const DTensor& x) {
     // self_attn through its call (hooks, data-parallel wrapping) with this call's masks.
-    detail::ForwardContextScope scope(*self_attn_, call_args_);
+    detail::ForwardContextScope scope(*self_attn_, call_args());
     return (*dropout1_)((*self_attn_)(x));
   };
   auto ff = [&](const DTensor& x) {
@@ -159,11 +183,7 @@ DTensor TransformerEncoderLayer::forward(const DTensor& src) {
 }
 
 std::shared_ptr<TransformerEncoderLayer> TransformerEncoderLayer::clone() const {
-  Generator scratch;
-  std::shared_ptr<TransformerEncoderLayer> copy(
-      new TransformerEncoderLayer(clone_config(cfg_, scratch)));
-  copy_parameters(*this, *copy);
-  return copy;
+  return clone_layer(*this, cfg_, [](const auto& cfg) { return new TransformerEncoderLayer(cfg); });
 }
 
 TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& encoder_layer,
@@ -172,25 +192,8 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& encoder_la
   layers_ = add_layers(*this, encoder_layer, num_layers, norm_);
 }
 
-std::shared_ptr<const void> TransformerEncoder::set_forward_context(
-    std::shared_ptr<const void> context) {
-  return swap_context(call_args_, std::move(context));
-}
-
-DTensor TransformerEncoder::forward(const DTensor& src, const DTensor& mask,
-                                    const DTensor& src_key_padding_mask, bool is_causal) {
-  detail::ForwardContextScope scope(*this, mask_args(mask, src_key_padding_mask, is_causal));
-  return forward(src);
-}
-
-DTensor TransformerEncoder::operator()(const DTensor& src, const DTensor& mask,
-                                       const DTensor& src_key_padding_mask, bool is_causal) {
-  detail::ForwardContextScope scope(*this, mask_args(mask, src_key_padding_mask, is_causal));
-  return (*this)(src);
-}
-
 DTensor TransformerEncoder::forward(const DTensor& src) {
-  const MultiheadAttentionArgs a = call_args_ != nullptr ? *call_args_ : MultiheadAttentionArgs{};
+  const MultiheadAttentionArgs a = call_args() != nullptr ? *call_args() : MultiheadAttentionArgs{};
   DTensor x = src;
   for (auto& layer : layers_) x = (*layer)(x, a.attn_mask, a.key_padding_mask, a.is_causal);
   return norm_ != nullptr ? (*norm_)(x) : x;
@@ -208,46 +211,16 @@ TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model, int64_t nhead,
 TransformerDecoderLayer::TransformerDecoderLayer(const detail::TransformerLayerConfig& cfg)
     : cfg_(cfg) {
   cfg_.opts.generator = nullptr;  // for the initial values only (a clone's is a scratch one)
-  const int64_t d_model = cfg.d_model, dim_feedforward = cfg.dim_feedforward;
-  const double dropout = cfg.dropout, layer_norm_eps = cfg.layer_norm_eps;
-  const bool bias = cfg.bias;
-  const ModuleOptions& opts = cfg.opts;
-  check_activation(type_name(), cfg.activation);
-  auto attention = [&](const char* name) {
-    auto m =
-        std::make_shared<MultiheadAttention>(d_model, cfg.nhead, dropout, bias, false, false,
-                                             std::nullopt, std::nullopt, cfg.batch_first, opts);
-    register_module(name, m);
-    return m;
-  };
-  self_attn_ = attention("self_attn");
-  multihead_attn_ = attention("multihead_attn");
-  linear1_ =
-      register_module("linear1", std::make_shared<Linear>(d_model, dim_feedforward, bias, opts));
-  dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout));
-  linear2_ =
-      register_module("linear2", std::make_shared<Linear>(dim_feedforward, d_model, bias, opts));
-  for (auto [name, slot] : {std::pair{"norm1", &norm1_}, {"norm2", &norm2_}, {"norm3", &norm3_}}) {
-    *slot = register_module(name,
-                            std::make_shared<LayerNorm>(d_model, layer_norm_eps, true, bias, opts));
-  }
-  for (auto [name, slot] :
-       {std::pair{"dropout1", &dropout1_}, {"dropout2", &dropout2_}, {"dropout3", &dropout3_}}) {
-    *slot = register_module(name, std::make_shared<Dropout>(dropout));
-  }
+  add_layer_children(*this, cfg, {{"self_attn", &self_attn_}, {"multihead_attn", &multihead_attn_}},
+                     &linear1_, &dropout_, &linear2_, {&norm1_, &norm2_, &norm3_},
+                     {&dropout1_, &dropout2_, &dropout3_});
 }
 
 DTensor TransformerDecoderLayer::forward(const DTensor& tgt, const DTensor& memory,
                                          const TransformerDecoderArgs& args) {
-  auto self_args = std::make_shared<MultiheadAttentionArgs>();
-  self_args->attn_mask = args.tgt_mask;
-  self_args->key_padding_mask = args.tgt_key_padding_mask;
-  self_args->is_causal = args.tgt_is_causal;
-  MultiheadAttentionArgs cross;
-  cross.attn_mask = args.memory_mask;
-  cross.key_padding_mask = args.memory_key_padding_mask;
-  cross.is_causal = args.memory_is_causal;
-  cross.need_weights = false;
+  const auto self_args = mask_context(args.tgt_mask, args.tgt_key_padding_mask, args.tgt_is_causal);
+  const MultiheadAttentionArgs cross =
+      masks(args.memory_mask, args.memory_key_padding_mask, args.memory_is_causal);
   auto sa = [&](const DTensor& x) {
     detail::ForwardContextScope scope(*self_attn_, self_args);
     return (*dropout1_)((*self_attn_)(x));
@@ -278,11 +251,7 @@ DTensor TransformerDecoderLayer::operator()(const DTensor& tgt, const DTensor& m
 }
 
 std::shared_ptr<TransformerDecoderLayer> TransformerDecoderLayer::clone() const {
-  Generator scratch;
-  std::shared_ptr<TransformerDecoderLayer> copy(
-      new TransformerDecoderLayer(clone_config(cfg_, scratch)));
-  copy_parameters(*this, *copy);
-  return copy;
+  return clone_layer(*this, cfg_, [](const auto& cfg) { return new TransformerDecoderLayer(cfg); });
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& decoder_layer,

@@ -24,6 +24,33 @@ struct TransformerLayerConfig {
   bool batch_first, norm_first, bias;
   ModuleOptions opts;
 };
+
+// What TransformerEncoderLayer and TransformerEncoder share: the masked calls and the forward
+// context they set. mask: self_attn's attn_mask ([S, S] or [N * nhead, S, S]; PyTorch's src_mask
+// of the layer, mask of the stack), src_key_padding_mask its key_padding_mask ([N, S]); bool
+// (true: masked) or floating (added). is_causal: the hint that mask is causal
+// (MultiheadAttentionArgs). forward(src, ...) runs forward(src) with these masks as the forward
+// context; operator() runs it through the module's hooks (the args forms see (src)).
+class MaskedEncoderModule : public Module {
+ public:
+  using Module::forward;
+  DTensor forward(const DTensor& src, const DTensor& mask, const DTensor& src_key_padding_mask = {},
+                  bool is_causal = false);
+  using Module::operator();
+  DTensor operator()(const DTensor& src, const DTensor& mask,
+                     const DTensor& src_key_padding_mask = {}, bool is_causal = false);
+  // A std::shared_ptr<const MultiheadAttentionArgs> (attn_mask, key_padding_mask, is_causal);
+  // none by default.
+  std::shared_ptr<const void> forward_context() const override { return call_args_; }
+  std::shared_ptr<const void> set_forward_context(std::shared_ptr<const void> context) override;
+
+ protected:
+  // The masks of the forward context (null: none).
+  const std::shared_ptr<const MultiheadAttentionArgs>& call_args() const { return call_args_; }
+
+ private:
+  std::shared_ptr<const MultiheadAttentionArgs> call_args_;
+};
 }  // namespace detail
 
 // Children (PyTorch's): self_attn (MultiheadAttention(d_model, nhead, dropout, bias,
@@ -48,27 +75,18 @@ struct TransformerLayerConfig {
 // called as self_attn(x) (self-attention, one input, so that activation checkpointing and
 // one-input hooks apply), where PyTorch passes (x, x, x); the decoder's multihead_attn as
 // multihead_attn(x, memory, memory).
-class TransformerEncoderLayer : public Module {
+class TransformerEncoderLayer : public detail::MaskedEncoderModule {
  public:
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
                           double dropout = 0.1, std::string activation = "relu",
                           double layer_norm_eps = 1e-5, bool batch_first = false,
                           bool norm_first = false, bool bias = true, ModuleOptions opts = {});
   std::string type_name() const override { return "TransformerEncoderLayer"; }
-  // src_mask: self_attn's attn_mask ([S, S] or [N * nhead, S, S]), src_key_padding_mask its
-  // key_padding_mask ([N, S]); bool (true: masked) or floating (added). is_causal: the hint
-  // that src_mask is causal (MultiheadAttentionArgs). forward(src) with these masks as the
-  // forward context; operator() runs it through this layer's hooks.
-  DTensor forward(const DTensor& src, const DTensor& src_mask,
-                  const DTensor& src_key_padding_mask = {}, bool is_causal = false);
-  using Module::operator();
-  DTensor operator()(const DTensor& src, const DTensor& src_mask,
-                     const DTensor& src_key_padding_mask = {}, bool is_causal = false);
+  // forward(src, src_mask, src_key_padding_mask, is_causal) and operator() of the same:
+  // detail::MaskedEncoderModule's.
+  using MaskedEncoderModule::forward;
   // The layer with the masks of its forward context (none by default).
   DTensor forward(const DTensor& src) override;
-  // A std::shared_ptr<const MultiheadAttentionArgs> (attn_mask, key_padding_mask, is_causal).
-  std::shared_ptr<const void> forward_context() const override { return call_args_; }
-  std::shared_ptr<const void> set_forward_context(std::shared_ptr<const void> context) override;
   // A new layer of the same configuration holding copies of this layer's parameter values and
   // requires_grad flags, and its training mode (PyTorch's copy.deepcopy of a layer, as
   // TransformerEncoder makes them: a frozen parameter stays frozen). The parameters must
@@ -80,7 +98,6 @@ class TransformerEncoderLayer : public Module {
   detail::TransformerLayerConfig cfg_;
   std::shared_ptr<MultiheadAttention> self_attn_;
   ModulePtr linear1_, dropout_, linear2_, norm1_, norm2_, dropout1_, dropout2_;
-  std::shared_ptr<const MultiheadAttentionArgs> call_args_;
 };
 
 // PyTorch's TransformerEncoder(encoder_layer, num_layers, norm): children layers.<i> (each a
@@ -88,30 +105,22 @@ class TransformerEncoderLayer : public Module {
 // given layer itself is not a child) and norm (when given). forward calls the layers in order
 // with the same masks, then norm. is_causal: the hint passed to every layer (PyTorch also
 // detects a causal src mask by comparing it with one; the values are the same either way).
-class TransformerEncoder : public Module {
+class TransformerEncoder : public detail::MaskedEncoderModule {
  public:
   TransformerEncoder(const TransformerEncoderLayer& encoder_layer, int64_t num_layers,
                      ModulePtr norm = nullptr);
   std::string type_name() const override { return "TransformerEncoder"; }
-  // forward(src) with these masks as the forward context; operator() runs it through this
-  // module's hooks (the args forms see (src)).
-  DTensor forward(const DTensor& src, const DTensor& mask, const DTensor& src_key_padding_mask = {},
-                  bool is_causal = false);
-  using Module::operator();
-  DTensor operator()(const DTensor& src, const DTensor& mask,
-                     const DTensor& src_key_padding_mask = {}, bool is_causal = false);
+  // forward(src, mask, src_key_padding_mask, is_causal) and operator() of the same:
+  // detail::MaskedEncoderModule's.
+  using MaskedEncoderModule::forward;
   // The stack with the masks of its forward context (none by default).
   DTensor forward(const DTensor& src) override;
-  // As TransformerEncoderLayer's: a std::shared_ptr<const MultiheadAttentionArgs>.
-  std::shared_ptr<const void> forward_context() const override { return call_args_; }
-  std::shared_ptr<const void> set_forward_context(std::shared_ptr<const void> context) override;
   int64_t num_layers() const { return num_layers_; }
 
  private:
   int64_t num_layers_;
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers_;
   ModulePtr norm_;
-  std::shared_ptr<const MultiheadAttentionArgs> call_args_;
 };
 
 // TransformerDecoderLayer's masks (PyTorch's forward arguments): self-attention over tgt
