@@ -17,6 +17,7 @@
 #include <absl/types/span.h>
 
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "dtensor/core/distributed_tensor.h"
@@ -28,10 +29,15 @@ class Node;
 // torch.autograd.backward with create_graph: as autograd::backward (engine.h), and when
 // create_graph the pass records its graph; the leaves' grad() then carry history (a non-leaf:
 // PyTorch warns of the reference cycle a parameter's .grad pointing back at the parameter makes;
-// set grad() to an undefined DTensor, e.g. zero_grad, to break it). retain_graph is implied
-// (PyTorch's default retain_graph = create_graph). Refused inside a dtensor::compile capture.
+// set grad() to an undefined DTensor, e.g. zero_grad, to break it). retain_graph unset means
+// create_graph (PyTorch's retain_graph=None); an explicit false frees the graph's saved tensors
+// as the pass goes, as PyTorch does, so that differentiating the gradients again through a node
+// whose formula read a saved tensor with history (most do) raises "[backward] trying to run
+// backward through <node> a second time". (autograd::grad, engine.h, always retains under
+// create_graph.) DTensor::backward(gradient, retain_graph, create_graph) calls this. Refused
+// inside a dtensor::compile capture.
 void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
-              bool retain_graph, bool create_graph);
+              std::optional<bool> retain_graph, bool create_graph);
 
 // Whether the backward pass running on this thread records its graph (create_graph).
 bool in_create_graph();

@@ -79,13 +79,14 @@ class DTensorAutogradHooks final : public ::dtensor::detail::AutogradHooks {
         });
   }
 
-  void backward(const DTensor& root, const DTensor& gradient, bool retain_graph) const override {
+  void backward(const DTensor& root, const DTensor& gradient, bool retain_graph,
+                bool create_graph) const override {
     const DTensor roots[] = {root};
     if (gradient.defined()) {
       const DTensor grads[] = {gradient};
-      autograd::backward(roots, grads, retain_graph);
+      autograd::backward(roots, grads, retain_graph, create_graph);
     } else {
-      autograd::backward(roots, {}, retain_graph);
+      autograd::backward(roots, {}, retain_graph, create_graph);
     }
   }
 

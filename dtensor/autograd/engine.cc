@@ -270,7 +270,7 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
 }
 
 void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
-              bool retain_graph, bool create_graph) {
+              std::optional<bool> retain_graph, bool create_graph) {
   DT_CHECK(!create_graph || dtensor::detail::capture_recorder() == nullptr,
            "[compile] the step cannot be captured: it runs backward with create_graph=true (a "
            "captured step records a first-order backward only): run it eagerly");
@@ -280,8 +280,8 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
   }
   try {
     const GradCallScope not_grad(false);
-    run_backward(roots, grad_roots, retain_graph || create_graph, meshes, nullptr, "backward",
-                 create_graph);
+    run_backward(roots, grad_roots, retain_graph.value_or(create_graph), meshes, nullptr,
+                 "backward", create_graph);
     meshes.meet();
   } catch (...) {
     meshes.report_failure();

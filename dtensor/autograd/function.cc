@@ -73,11 +73,12 @@ namespace {
 
 class FunctionNode : public Node {
  public:
-  FunctionNode(std::string name, int64_t num_outputs, BackwardFunction backward, bool linear)
+  FunctionNode(std::string name, int64_t num_outputs, BackwardFunction backward,
+               bool create_graph_ok)
       : Node(num_outputs),
         name_(std::move(name)),
         backward_(std::move(backward)),
-        linear_(linear) {}
+        create_graph_ok_(create_graph_ok) {}
   std::string name() const override { return name_; }
   DTensorList apply(DTensorList grads) override {
     DT_CHECK(backward_ != nullptr,
@@ -85,7 +86,7 @@ class FunctionNode : public Node {
              "first backward (pass retain_graph = true to the first one)",
              name_);
     // Decided by the graph alone (the same on every rank), before any collective of backward_.
-    if (in_create_graph() && !linear_) {
+    if (in_create_graph() && !create_graph_ok_) {
       for (const Edge& e : next_edges()) {
         if (e.valid()) fail_no_double_backward("its record_function backward");
       }
@@ -115,7 +116,18 @@ class FunctionNode : public Node {
 
   std::string name_;
   BackwardFunction backward_;
-  bool linear_;  // record_linear_function
+  bool create_graph_ok_;  // record_linear_function, record_differentiable_function
+};
+
+// saved_input_with_history's link: the gradient of the saved input into the node's edge (the
+// saved value has the input's spec: nothing to lay out).
+class SavedFunctionInputNode : public Node {
+ public:
+  SavedFunctionInputNode(Edge edge, std::shared_ptr<const DTensorSpec> spec) : Node(1) {
+    add_input(std::move(edge), std::move(spec));
+  }
+  std::string name() const override { return "SavedInputBackward"; }
+  DTensorList apply(DTensorList grads) override { return grads; }
 };
 
 DTensorList record(std::string name, absl::Span<const DTensor* const> inputs, DTensorList outputs,
@@ -164,6 +176,29 @@ DTensorList record_linear_function(std::string name, absl::Span<const DTensor* c
 DTensor record_linear_function(std::string name, absl::Span<const DTensor* const> inputs,
                                DTensor output, BackwardFunction backward) {
   return record_one(std::move(name), inputs, std::move(output), std::move(backward), true);
+}
+
+DTensorList record_differentiable_function(std::string name,
+                                           absl::Span<const DTensor* const> inputs,
+                                           DTensorList outputs, BackwardFunction backward) {
+  return record(std::move(name), inputs, std::move(outputs), std::move(backward), true);
+}
+
+DTensor saved_input_with_history(const DTensor& value, size_t i) {
+  const std::shared_ptr<Node>& node = create_graph_node();
+  if (!in_create_graph() || node == nullptr || !value.defined() || i >= node->next_edges().size() ||
+      !node->next_edges()[i].valid()) {
+    return value;
+  }
+  DT_CHECK(value.shape() == node->input_specs()[i]->shape() &&
+               value.placements() == node->input_specs()[i]->placements(),
+           "[%s backward] the saved input %d is %s, the forward's was %s", node->name(), i,
+           value.spec().str(), node->input_specs()[i]->str());
+  auto link =
+      std::make_shared<SavedFunctionInputNode>(node->next_edges()[i], node->input_specs()[i]);
+  DTensor v(value.to_local(), value.spec_ptr());
+  set_history(v, link, 0);
+  return v;
 }
 
 }  // namespace dtensor::autograd

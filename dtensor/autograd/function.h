@@ -102,4 +102,17 @@ DTensorList record_linear_function(std::string name, absl::Span<const DTensor* c
 DTensor record_linear_function(std::string name, absl::Span<const DTensor* const> inputs,
                                DTensor output, BackwardFunction backward);
 
+// A backward that supports create_graph itself: under create_graph (in_create_graph()) it
+// computes with recorded DTensor ops and reads each forward input it saved through
+// saved_input_with_history, so the second-order terms through those inputs are kept (activation
+// checkpointing's recompute). It runs under create_graph, and raises if it drops the history of
+// gradients that carry it.
+DTensorList record_differentiable_function(std::string name,
+                                           absl::Span<const DTensor* const> inputs,
+                                           DTensorList outputs, BackwardFunction backward);
+// Inside such a backward run under create_graph: `value`, the node's forward input `i` as the
+// backward saved it (same spec), with that input's history (its gradient flows into the node's
+// edge i). Elsewhere, or when input i needs no gradient: `value` as it is.
+DTensor saved_input_with_history(const DTensor& value, size_t i);
+
 }  // namespace dtensor::autograd

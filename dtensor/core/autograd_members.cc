@@ -220,8 +220,10 @@ DTensor DTensor::full_tensor_dtensor(PlacementSpan grad_placements) const {
       .to_local_dtensor(grad_placements);
 }
 
-void DTensor::backward(const DTensor& gradient, bool retain_graph) const {
-  required_hooks("backward").backward(*this, gradient, retain_graph);
+void DTensor::backward(const DTensor& gradient, std::optional<bool> retain_graph,
+                       bool create_graph) const {
+  required_hooks("backward")
+      .backward(*this, gradient, retain_graph.value_or(create_graph), create_graph);
 }
 
 void DTensor::register_hook(GradHook hook) const {

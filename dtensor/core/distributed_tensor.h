@@ -165,7 +165,11 @@ class DTensor {
   // without the autograd layer linked it throws "[backward] ... not linked", as do
   // retain_grad and register_hook). `gradient`: d(something)/d(this), required unless this
   // DTensor has one element. Every rank of the mesh must call it (backward runs collectives).
-  void backward(const DTensor& gradient = DTensor(), bool retain_graph = false) const;
+  // PyTorch's tensor.backward(gradient, retain_graph, create_graph): create_graph records the
+  // pass so that the gradients can be differentiated again (dtensor/autograd/create_graph.h);
+  // retain_graph unset means create_graph, as PyTorch's None.
+  void backward(const DTensor& gradient = DTensor(),
+                std::optional<bool> retain_graph = std::nullopt, bool create_graph = false) const;
   // Keeps the gradient of a non-leaf in grad() after backward.
   void retain_grad() const;
   // Runs `hook` on the gradient flowing into this DTensor, before it is accumulated (leaves)

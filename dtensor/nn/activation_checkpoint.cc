@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/grad_mode.h"
@@ -159,7 +160,12 @@ bool same_meta(const DTensorSpec& a, const DTensorSpec& b) {
 
 // The node's backward: fn again on stand-ins for the saved inputs and parameters, with grad
 // enabled and the forward's generator states; then a backward of the recomputed outputs, whose
-// gradients the stand-ins catch on their way out and hand to the node's edges.
+// gradients the stand-ins catch on their way out and hand to the node's edges. Under
+// create_graph (PyTorch's non-reentrant checkpoint under double backward) the stand-ins are the
+// saved values with the inputs' and parameters' own history (autograd::saved_input_with_history),
+// so the recompute records a graph over them, and the gradients with respect to the stand-ins
+// come from autograd::grad(create_graph): they carry the history of the incoming gradients and
+// of the recomputed graph, so that second-order terms reach the inputs and parameters.
 DTensorList recompute_backward(const Saved& s, absl::Span<const DTensor> grads) {
   for (size_t i = 0; i < s.num_fn_inputs; ++i) {
     const SavedInput& in = s.inputs[i];
@@ -169,6 +175,7 @@ DTensorList recompute_backward(const Saved& s, absl::Span<const DTensor> grads) 
              "from other values",
              i, in.version, version_of(in.value));
   }
+  const bool create_graph = autograd::in_create_graph();
   autograd::AutoGradMode grad_on(true);
   auto caught = std::make_shared<DTensorList>(s.inputs.size());
   DTensorList stand_ins(s.inputs.size());
@@ -178,6 +185,14 @@ DTensorList recompute_backward(const Saved& s, absl::Span<const DTensor> grads) 
     const SavedInput& in = s.inputs[k];
     if (!in.requires_grad) {
       stand_ins[k] = in.value;
+      continue;
+    }
+    if (create_graph) {
+      stand_ins[k] = autograd::saved_input_with_history(in.value, k);
+      if (!stand_ins[k].requires_grad()) continue;  // no gradient flows into this edge
+      const autograd::Node* node = stand_ins[k].grad_fn().get();
+      if (stand_in_nodes.empty()) first_sequence_nr = node->sequence_nr();
+      stand_in_nodes.insert(node);
       continue;
     }
     // A leaf, and a node over it that catches the gradient reaching it (summed by the engine
@@ -223,6 +238,22 @@ DTensorList recompute_backward(const Saved& s, absl::Span<const DTensor> grads) 
   }
   if (roots.empty()) return DTensorList(s.inputs.size());
   check_no_outside_tensors(roots, stand_in_nodes, first_sequence_nr);
+  if (create_graph) {
+    std::vector<DTensor> wrt;
+    std::vector<size_t> slot;
+    for (size_t k = 0; k < stand_ins.size(); ++k) {
+      if (s.inputs[k].requires_grad && stand_ins[k].requires_grad()) {
+        wrt.push_back(stand_ins[k]);
+        slot.push_back(k);
+      }
+    }
+    DTensorList out(s.inputs.size());
+    if (wrt.empty()) return out;
+    std::vector<DTensor> g = autograd::grad(roots, wrt, root_grads, /*retain_graph=*/true,
+                                            /*create_graph=*/true, /*allow_unused=*/true);
+    for (size_t j = 0; j < slot.size(); ++j) out[slot[j]] = std::move(g[j]);
+    return out;
+  }
   autograd::backward(roots, root_grads);
   return std::move(*caught);
 }
@@ -274,7 +305,7 @@ DTensorList checkpoint(const CheckpointFunction& fn, absl::Span<const DTensor> i
     if (out.defined()) out = out.detach();
     saved->output_specs.push_back(out.defined() ? out.spec_ptr() : nullptr);
   }
-  DTensorList recorded = autograd::record_function(
+  DTensorList recorded = autograd::record_differentiable_function(
       "CheckpointBackward", edges, std::move(outs),
       [saved](absl::Span<const DTensor> grads) { return recompute_backward(*saved, grads); });
   // The edges are recorded: from now on the node holds the producers, the saved values need no

@@ -22,6 +22,16 @@
 // gradients through the outer backward (hooks, data parallel's reductions and the summation order
 // are those of a plain run), and inputs that do not require grad are fine.
 //
+// Double backward (create_graph, dtensor/autograd/create_graph.h), as PyTorch's non-reentrant
+// checkpoint: under a create_graph pass the recompute runs on the saved inputs and parameters
+// with their own history and records its graph, and the gradients of the recomputed outputs are
+// taken with autograd::grad(create_graph), so the gradients the node returns carry history
+// (through the incoming gradients and the recomputed graph) and second-order terms reach the
+// inputs and parameters: a gradient penalty or Hessian-vector product through a checkpointed
+// region equals the plain run's (tests/autograd/test_autograd_api.cc, "create_graph: a gradient
+// penalty through checkpoint_wrapper", Linear-GELU-Linear: 1e-15, and PyTorch 2.15's values).
+// The recorded graph keeps the recompute's activations until it is freed, as PyTorch's does.
+//
 // Refused, with a dtensor::Error naming "[checkpoint]" (raised on every rank: each depends only on
 // what every rank built the same way):
 //   - fn modifies one of its inputs in place (the recompute would start from the modified value;
@@ -101,7 +111,7 @@ DTensor checkpoint(const std::function<DTensor(const DTensor&)>& fn, const DTens
 // and its backward do not change what is recomputed. Calling it again changes nothing. Returns
 // `module`. A wrapped module called with several inputs (MultiheadAttention(q, k, v), a decoder
 // layer's (tgt, memory)) raises "[checkpoint_wrapper] ..." rather than running unwrapped; under
-// create_graph a checkpointed region raises (its backward has no derivative).
+// create_graph the region is differentiated again (see "Double backward" above).
 Module& checkpoint_wrapper(Module& module);
 // Undoes checkpoint_wrapper.
 void remove_checkpoint_wrapper(Module& module);

@@ -551,7 +551,7 @@ TEST_CASE("create_graph: gradient penalty of an MLP to its parameters as PyTorch
 TEST_CASE("create_graph: backward(create_graph) then a second backward as PyTorch") {
   const DTensor x = leaf({0.3, -0.7, 1.2}, {3});
   const DTensor y[] = {dt::sum(x * x * x)};
-  dt::autograd::backward(y, {}, false, /*create_graph=*/true);
+  dt::autograd::backward(y, {}, std::nullopt, /*create_graph=*/true);
   const DTensor g = x.grad();
   CHECK(g.requires_grad());
   CHECK_FALSE(g.is_leaf());
@@ -560,12 +560,58 @@ TEST_CASE("create_graph: backward(create_graph) then a second backward as PyTorc
   check_close(x.grad(), refs::kBackwardCgSecond);
 }
 
+TEST_CASE("create_graph: DTensor::backward(gradient, retain_graph, create_graph) as PyTorch") {
+  // PyTorch 2.15: x.backward(gradient, retain_graph=None, create_graph=True) gives x.grad with
+  // history (the same second derivative as the free function above).
+  const DTensor x = leaf({0.3, -0.7, 1.2}, {3});
+  const DTensor y = dt::sum(x * x * x);
+  y.backward(DTensor(), std::nullopt, /*create_graph=*/true);
+  const DTensor g = x.grad();
+  REQUIRE(g.requires_grad());
+  CHECK_FALSE(g.is_leaf());
+  // retain_graph unset under create_graph retains (PyTorch's None): y's graph runs again (kept
+  // once more, as g's history reads its nodes).
+  x.set_grad(DTensor());
+  y.backward(DTensor(), /*retain_graph=*/true);
+  CHECK_FALSE(x.grad().requires_grad());
+  check_close(x.grad(), {0.27, 1.47, 4.32});  // 3 x^2
+  x.set_grad(DTensor());
+  dt::sum(g * g).backward();
+  check_close(x.grad(), refs::kBackwardCgSecond);
+  // An explicit retain_graph=false is honoured, as PyTorch: the graph is freed as the pass goes,
+  // so the second order through exp's node (its formula reads exp's saved output, with history)
+  // and a first-order rerun both raise, as torch's "backward through the graph a second time".
+  const DTensor u = leaf({0.5, -1.0}, {2});
+  const DTensor e = dt::sum(dt::exp(u));
+  e.backward(DTensor(), /*retain_graph=*/false, /*create_graph=*/true);
+  REQUIRE(u.grad().requires_grad());
+  check_close(u.grad(), {std::exp(0.5), std::exp(-1.0)});
+  const DTensor gu = u.grad();
+  u.set_grad(DTensor());
+  CHECK_THROWS_WITH(dt::sum(gu).backward(), Contains("a second time"));
+  CHECK_THROWS_WITH(e.backward(), Contains("a second time"));
+  // retain_graph=true with create_graph: the second order and a rerun work.
+  const DTensor v = leaf({0.5, -1.0}, {2});
+  const DTensor f = dt::sum(dt::exp(v));
+  f.backward(DTensor(), /*retain_graph=*/true, /*create_graph=*/true);
+  const DTensor gv = v.grad();
+  v.set_grad(DTensor());
+  dt::sum(gv).backward();
+  check_close(v.grad(), {std::exp(0.5), std::exp(-1.0)});  // d exp / dv again
+  // Without create_graph nothing changes: the gradient carries no history, and an explicit
+  // gradient seeds a non-scalar root.
+  const DTensor w = leaf({1.0, 2.0}, {2});
+  (w * w).backward(leaf({1.0, -1.0}, {2}).detach());
+  CHECK_FALSE(w.grad().requires_grad());
+  check_close(w.grad(), {2.0, -4.0});
+}
+
 TEST_CASE("create_graph: backward stores private, contiguous grads (review R2, finding 1)") {
   // add_bw hands one gradient to both, sum_bw makes it a stride-0 expand: PyTorch 2.15 gives
   // distinct data_ptrs with stride (1,), so an in-place update of one .grad leaves the other.
   const DTensor a = leaf({1, 2, 3}, {3}), b = leaf({4, 5, 6}, {3});
   const DTensor y[] = {dt::sum(a + b)};
-  dt::autograd::backward(y, {}, false, /*create_graph=*/true);
+  dt::autograd::backward(y, {}, std::nullopt, /*create_graph=*/true);
   const dt::Tensor ga = a.grad().to_local();
   const dt::Tensor gb = b.grad().to_local();
   CHECK(ga.data_ptr() != gb.data_ptr());
@@ -576,7 +622,7 @@ TEST_CASE("create_graph: backward stores private, contiguous grads (review R2, f
   // A gradient with history: the copy is recorded (d sum(c.grad) / dc = 2 for 2 (c + d)).
   const DTensor c = leaf({1, 2}, {2}), d = leaf({3, -1}, {2});
   const DTensor z[] = {dt::sum((c + d) * (c + d))};
-  dt::autograd::backward(z, {}, false, /*create_graph=*/true);
+  dt::autograd::backward(z, {}, std::nullopt, /*create_graph=*/true);
   CHECK(c.grad().to_local().data_ptr() != d.grad().to_local().data_ptr());
   REQUIRE(c.grad().requires_grad());
   check_close(c.grad(), {8.0, 2.0});
@@ -588,7 +634,7 @@ TEST_CASE("create_graph: a retained gradient keeps its history (review R2, findi
   const DTensor y = x * x;
   y.retain_grad();
   const DTensor l[] = {dt::sum(y * y)};
-  dt::autograd::backward(l, {}, false, /*create_graph=*/true);
+  dt::autograd::backward(l, {}, std::nullopt, /*create_graph=*/true);
   // y.grad = 2y = 2x^2 carries history: d sum(y.grad) / dx = 4x (PyTorch keeps it too).
   REQUIRE(y.grad().requires_grad());
   check_close(y.grad(), {0.5, 2.0, 8.0});
@@ -598,14 +644,22 @@ TEST_CASE("create_graph: a retained gradient keeps its history (review R2, findi
 TEST_CASE(
     "create_graph: a record_function backward not declared linear raises (review R2, "
     "finding 2)") {
-  // Checkpoint's recompute runs with no-grad kernels: its second-order term (-2 tanh (1 -
-  // tanh^2)) was dropped silently (6x instead of PyTorch's 1.2668 / -3.4328).
+  // Checkpoint's recompute once dropped its second-order term (-2 tanh (1 - tanh^2)) silently
+  // (6x instead of PyTorch's 1.2668 / -3.4328), then raised; under create_graph it now records
+  // the recompute and gives PyTorch's values (d/dx of (1 - tanh^2) + 3 x^2).
   const DTensor x = leaf({0.3, -0.7}, {2});
   const auto tanh_fn = [](const DTensor& v) { return dt::tanh(v); };
   const auto loss = [&] { return dt::sum(dt::nn::checkpoint(tanh_fn, x)) + dt::sum(x * x * x); };
-  CHECK_THROWS_WITH(grad1(loss(), x, true),
-                    Contains("[autograd] create_graph: Checkpoint's backward uses its "
-                             "record_function backward, which has no derivative"));
+  const DTensor gc = grad1(loss(), x, true);
+  REQUIRE(gc.requires_grad());
+  std::vector<double> want;
+  for (double v : {0.3, -0.7}) {
+    const double t = std::tanh(v);
+    want.push_back(-2 * t * (1 - t * t) + 6 * v);
+  }
+  check_close(grad1(dt::sum(gc), x, false), want);
+  CHECK(want[0] == Approx(1.2668190).margin(1e-7));
+  CHECK(want[1] == Approx(-3.4327631).margin(1e-7));
   CHECK(grad1(loss(), x, false).defined());
   // A user's record_function raises; record_linear_function (a backward linear in the
   // gradient, written with DTensor ops) is differentiated: y = 2x, d sum(y^2)/dx = 8x, then 8.
@@ -622,18 +676,72 @@ TEST_CASE(
   check_close(grad1(dt::sum(g), x, false), {8.0, 8.0});
 }
 
-TEST_CASE("create_graph: an op without a derivative raises, and a compile capture refuses it") {
+TEST_CASE("create_graph: a gradient penalty through checkpoint_wrapper equals the plain model") {
+  // Linear(3, 5) - GELU - Linear(5, 1) as the gelu case of the MLP penalty above (PyTorch 2.15's
+  // values), once plain and once under checkpoint_wrapper (PyTorch's non-reentrant checkpoint
+  // supports double backward: the recompute records its graph): the first-order gradient with
+  // respect to the input, then the penalty's gradients reaching the parameters and the input.
+  struct Run {
+    DTensor gx, x_grad, w1, b1, w2;
+  };
+  const auto run = [](bool wrapped) {
+    dt::nn::ModuleOptions opts;
+    opts.dtype = dt::kFloat64;
+    dt::nn::Sequential mlp{std::make_shared<dt::nn::Linear>(3, 5, true, opts),
+                           std::make_shared<dt::nn::GELU>(),
+                           std::make_shared<dt::nn::Linear>(5, 1, true, opts)};
+    dt::nn::Module& fc1 = mlp.get_submodule("0");
+    dt::nn::Module& fc2 = mlp.get_submodule("2");
+    fc1.set_parameter("weight", leaf(range(15, 9, 0.8), {5, 3}));
+    fc1.set_parameter("bias", leaf(range(5, 10, 0.2), {5}));
+    fc2.set_parameter("weight", leaf(range(5, 4, 0.5), {1, 5}));
+    fc2.set_parameter("bias", leaf({0.1}, {1}));
+    if (wrapped) dt::nn::checkpoint_wrapper(mlp);
+    const DTensor x = leaf(range(12, 10, 0.5), {4, 3});
+    Run r;
+    r.gx = grad1(dt::sum(mlp(x)), x, true);
+    REQUIRE(r.gx.requires_grad());
+    dt::sum(r.gx * r.gx).backward();
+    r.x_grad = x.grad();
+    r.w1 = fc1.param("weight").grad();
+    r.b1 = fc1.param("bias").grad();
+    r.w2 = fc2.param("weight").grad();
+    CHECK_FALSE(fc2.param("bias").grad().defined());  // the penalty does not depend on b2
+    return r;
+  };
+  const Run plain = run(false), wrapped = run(true);
+  check_close(wrapped.gx, refs::kGpGeluGx);
+  check_close(wrapped.w1, refs::kGpGeluW1);
+  check_close(wrapped.b1, refs::kGpGeluB1);
+  check_close(wrapped.w2, refs::kGpGeluW2);
+  for (const auto& [a, b] :
+       {std::pair{plain.gx, wrapped.gx}, std::pair{plain.x_grad, wrapped.x_grad},
+        std::pair{plain.w1, wrapped.w1}, std::pair{plain.b1, wrapped.b1},
+        std::pair{plain.w2, wrapped.w2}}) {
+    REQUIRE(b.defined());
+    const std::vector<double> want = a.to_local().to_vector<double>();
+    const std::vector<double> got = b.to_local().to_vector<double>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK(std::abs(got[i] - want[i]) <= 1e-15 * (1 + std::abs(want[i])));
+    }
+  }
+}
+
+TEST_CASE("create_graph: cumprod differentiates again, and a compile capture refuses it") {
+  // cumprod's backward once dispatched cumprod_backward, which had no derivative, and raised;
+  // every registered op now has a double backward (autograd_tests' gradcheck lists none that
+  // raises), and a record_function backward still raises (above). f = x0 + x0 x1 + x0 x1 x2:
+  // sum(df/dx) = 1 + x0 + x1 + x0 x1 + x0 x2 + x1 x2, whose gradient is [1 + x1 + x2,
+  // 1 + x0 + x2, x0 + x1].
   const DTensor x = leaf({0.3, -0.7, 1.2}, {3});
-  // cumprod's backward dispatches cumprod_backward, which has no derivative.
-  CHECK_THROWS_WITH(grad1(dt::sum(dt::cumprod(x, 0)), x, true),
-                    Contains("[autograd] create_graph: cumprod's backward uses cumprod_backward, "
-                             "which has no derivative (double backward is not implemented"));
-  // The same graph without create_graph is fine.
-  CHECK(grad1(dt::sum(dt::cumprod(x, 0)), x, false).defined());
+  const DTensor g = grad1(dt::sum(dt::cumprod(x, 0)), x, true);
+  check_close(g, {1 - 0.7 - 0.7 * 1.2, 0.3 + 0.3 * 1.2, 0.3 * -0.7});
+  check_close(grad1(dt::sum(g), x, false), {1.5, 2.5, -0.4});
   DTensor w = leaf({1, 2, 3}, {3});
   dt::CompiledStep step = dt::compile([&](const dt::DTensorList& in) {
     const DTensor loss[] = {dt::sum(in[0] * w)};
-    dt::autograd::backward(loss, {}, false, /*create_graph=*/true);
+    dt::autograd::backward(loss, {}, std::nullopt, /*create_graph=*/true);
     return dt::DTensorList{loss[0]};
   });
   CHECK_THROWS_WITH(step({dt::local_dtensor(dt::from_vector<double>({1, 1, 1}, {3}))}),

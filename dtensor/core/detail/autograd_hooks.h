@@ -35,7 +35,8 @@ class AutogradHooks {
   virtual DTensor record_to_local(const DTensor& x, DTensor out,
                                   Placements grad_placements) const = 0;
   // DTensor::backward, DTensor::register_hook, DTensor::retain_grad.
-  virtual void backward(const DTensor& root, const DTensor& gradient, bool retain_graph) const = 0;
+  virtual void backward(const DTensor& root, const DTensor& gradient, bool retain_graph,
+                        bool create_graph) const = 0;
   virtual void register_hook(const DTensor& x, GradHook hook) const = 0;
   virtual void retain_grad(const DTensor& x) const = 0;
 };
