@@ -1,0 +1,200 @@
+// scaled_dot_product_attention's double backward (create_graph) under mpirun at 1, 2 and 4 ranks:
+// a gradient penalty through the op,
+//   (gq, gk, gv) = grad(sum(out * up), (q, k, v), create_graph),
+//   penalty = sum(gq^2) + sum(gk^2) + sum(gv^2), penalty.backward(),
+// on batch-, head- and query-sharded q, k, v (1-D and 2-D meshes, uneven and empty shards)
+// equals the single-device one and PyTorch 2.15's F.scaled_dot_product_attention
+// (torch_attention_double_backward_references.py) at 1e-12, for a scale, is_causal, a float mask
+// with enable_gqa, and a bool mask with the causal diagonal bottom-right.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtensor/autograd/engine.h"
+#include "dtensor/ops/attention/attention.h"
+#include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
+#include "tests/common/ops_dtensor_test_util.h"
+#include "tests/ops/attention/attention_double_backward_references.inc"
+
+namespace dt = dtensor;
+namespace tt = dtensor::test;
+namespace refs = attention_double_backward_refs;
+using dt::DTensor;
+using dt::Placements;
+using dt::Replicate;
+using dt::Shard;
+using dt::Tensor;
+
+namespace {
+
+enum class MaskKind { kNone, kFloat, kBool };
+
+struct Case {
+  std::string name;
+  int64_t B, H, Hk, L, S, E, Ev;
+  std::optional<double> scale;
+  bool causal, lower_right;
+  MaskKind mask;
+  const std::vector<double>*gq, *gk, *gv, *q_grad, *k_grad, *v_grad, *bool_mask;
+  double penalty;
+};
+
+#define DBA_REFS(ns)                                                                    \
+  &refs::ns::kGq, &refs::ns::kGk, &refs::ns::kGv, &refs::ns::kQGrad, &refs::ns::kKGrad, \
+      &refs::ns::kVGrad
+std::vector<Case> cases() {
+  return {
+      {"scale", 2, 3, 3, 5, 4, 3, 2, 0.6, false, false, MaskKind::kNone, DBA_REFS(kScale), nullptr,
+       refs::kScale::kPenalty},
+      {"causal", 2, 3, 3, 5, 5, 3, 2, std::nullopt, true, false, MaskKind::kNone, DBA_REFS(kCausal),
+       nullptr, refs::kCausal::kPenalty},
+      {"float mask, gqa", 2, 4, 2, 5, 4, 3, 2, 0.45, false, false, MaskKind::kFloat,
+       DBA_REFS(kFloatMaskGqa), nullptr, refs::kFloatMaskGqa::kPenalty},
+      {"bool mask, causal bottom-right", 2, 3, 3, 3, 5, 3, 2, 0.8, true, true, MaskKind::kBool,
+       DBA_REFS(kBoolMaskLowerRight), &refs::kBoolMaskLowerRight::kMask,
+       refs::kBoolMaskLowerRight::kPenalty},
+  };
+}
+#undef DBA_REFS
+
+// The reference script's inputs: amp * sin(0.7 i + salt) + 0.1 cos(1.3 i salt).
+Tensor values(dt::IntSpan shape, double salt, double amp = 1.0) {
+  std::vector<double> v(static_cast<size_t>(dt::shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = static_cast<double>(i);
+    v[i] = amp * std::sin(0.7 * x + salt) + 0.1 * std::cos(1.3 * x * salt);
+  }
+  return dt::from_vector<double>(v, shape);
+}
+
+struct Inputs {
+  Tensor q, k, v, up, mask;
+};
+
+Inputs inputs_of(const Case& c) {
+  Inputs in;
+  in.q = values({c.B, c.H, c.L, c.E}, 1.0);
+  in.k = values({c.B, c.Hk, c.S, c.E}, 2.0);
+  in.v = values({c.B, c.Hk, c.S, c.Ev}, 3.0);
+  in.up = values({c.B, c.H, c.L, c.Ev}, 4.0);
+  if (c.mask == MaskKind::kFloat) in.mask = values({c.L, c.S}, 5.0, 0.8);
+  if (c.mask == MaskKind::kBool) {
+    in.mask = dt::gt(dt::from_vector<double>(*c.bool_mask, {c.B, c.H, c.L, c.S}), dt::Scalar(0.5));
+  }
+  return in;
+}
+
+struct Result {
+  std::vector<DTensor> first;  // gq, gk, gv
+  DTensor penalty;
+};
+
+// The penalty on q, k, v (leaves requiring grad); their grad() then holds its gradient.
+Result penalty_of(const Case& c, const DTensor& q, const DTensor& k, const DTensor& v,
+                  const DTensor& up, const DTensor& mask) {
+  const DTensor out = dt::scaled_dot_product_attention(
+      q, k, v, mask, 0.0, c.causal, c.scale, c.Hk != c.H,
+      c.lower_right ? dt::CausalAlign::kLowerRight : dt::CausalAlign::kUpperLeft);
+  const DTensor loss[] = {dt::sum(out * up)};
+  const DTensor ins[] = {q, k, v};
+  Result r;
+  r.first = dt::autograd::grad(loss, ins, {}, false, /*create_graph=*/true);
+  r.penalty = dt::sum(r.first[0] * r.first[0]) + dt::sum(r.first[1] * r.first[1]) +
+              dt::sum(r.first[2] * r.first[2]);
+  r.penalty.backward();
+  return r;
+}
+
+Tensor ref(const std::vector<double>& v, const Tensor& like) {
+  return dt::from_vector<double>(v, like.sizes());
+}
+
+}  // namespace
+
+TEST_CASE("attention gradient penalty on sharded q, k, v equals single device and PyTorch") {
+  const int64_t w = dt::world_size();
+  for (const Case& c : cases()) {
+    const Inputs in = inputs_of(c);
+    // Single device (this process's self mesh).
+    DTensor lq = dt::local_dtensor(in.q.clone()), lk = dt::local_dtensor(in.k.clone()),
+            lv = dt::local_dtensor(in.v.clone());
+    for (DTensor* t : {&lq, &lk, &lv}) t->requires_grad_();
+    const Result one = penalty_of(c, lq, lk, lv, dt::local_dtensor(in.up),
+                                  in.mask.defined() ? dt::local_dtensor(in.mask) : DTensor());
+    {
+      INFO(c.name << ": single device against PyTorch 2.15");
+      CHECK(tt::same_values(one.first[0].to_local(), ref(*c.gq, in.q), 1e-12));
+      CHECK(tt::same_values(one.first[1].to_local(), ref(*c.gk, in.k), 1e-12));
+      CHECK(tt::same_values(one.first[2].to_local(), ref(*c.gv, in.v), 1e-12));
+      CHECK(one.penalty.to_local().item<double>() == Approx(c.penalty).epsilon(1e-12));
+      CHECK(tt::same_values(lq.grad().to_local(), ref(*c.q_grad, in.q), 1e-12));
+      CHECK(tt::same_values(lk.grad().to_local(), ref(*c.k_grad, in.k), 1e-12));
+      CHECK(tt::same_values(lv.grad().to_local(), ref(*c.v_grad, in.v), 1e-12));
+    }
+    for (const dt::DeviceMesh& mesh : tt::family_meshes()) {
+      // [q's (and up's) placements, k's and v's] per mesh dim: batch, heads, queries.
+      using Layout = std::pair<Placements, Placements>;
+      const std::vector<Layout> layouts =
+          mesh.ndim() == 1 ? std::vector<Layout>{{{Shard(0)}, {Shard(0)}},
+                                                 {{Shard(1)}, {Shard(1)}},
+                                                 {{Shard(2)}, {Replicate()}}}
+                           : std::vector<Layout>{{{Shard(0), Shard(1)}, {Shard(0), Shard(1)}},
+                                                 {{Shard(1), Shard(2)}, {Shard(1), Replicate()}}};
+      for (const auto& [qp, kp] : layouts) {
+        const int64_t shape[] = {c.B, c.H, c.L};
+        INFO(c.name << " at " << w << " ranks: " << tt::describe(mesh, {qp, kp}, shape));
+        DTensor q = dt::distribute_tensor(in.q, mesh, qp, std::nullopt);
+        DTensor k = dt::distribute_tensor(in.k, mesh, kp, std::nullopt);
+        DTensor v = dt::distribute_tensor(in.v, mesh, kp, std::nullopt);
+        for (DTensor* t : {&q, &k, &v}) t->requires_grad_();
+        const Placements whole(static_cast<size_t>(mesh.ndim()), Replicate());
+        // A [L, S] mask whole; a [B, H, L, S] one placed as q.
+        const DTensor mask =
+            !in.mask.defined() ? DTensor()
+                               : dt::distribute_tensor(
+                                     in.mask, mesh, in.mask.dim() == 4 ? qp : whole, std::nullopt);
+        const Result got = penalty_of(c, q, k, v, dt::distribute_tensor(in.up, mesh, qp), mask);
+        const DTensor* leaves[] = {&q, &k, &v};
+        const DTensor* single[] = {&lq, &lk, &lv};
+        for (size_t i = 0; i < 3; ++i) {
+          CHECK(tt::same_values(got.first[i].full_tensor(), one.first[i].to_local(), 1e-12));
+          CHECK(tt::same_values(leaves[i]->grad().full_tensor(), single[i]->grad().to_local(),
+                                1e-12));
+          CHECK(leaves[i]->grad().placements() == leaves[i]->placements());
+        }
+        CHECK(got.penalty.full_tensor().item<double>() == Approx(c.penalty).epsilon(1e-12));
+        CHECK(tt::same_values(q.grad().full_tensor(), ref(*c.q_grad, in.q), 1e-12));
+        CHECK(tt::same_values(k.grad().full_tensor(), ref(*c.k_grad, in.k), 1e-12));
+        CHECK(tt::same_values(v.grad().full_tensor(), ref(*c.v_grad, in.v), 1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("attention double backward: a query row that sees no key stays finite and zero") {
+  // The fused op gives such a row 0 (PyTorch's safe softmax; its math path gives NaN): the
+  // create_graph formula must not turn its -inf log-sum-exp into NaN.
+  const int64_t B = 1, H = 2, L = 3, S = 4, E = 3, Ev = 2;
+  Tensor keep = dt::gt(values({B, H, L, S}, 7.0), dt::Scalar(-0.3));
+  keep.narrow(2, 1, 1).fill_(false);  // query 1 sees no key
+  keep.narrow(2, 0, 1).narrow(3, 0, 1).fill_(true);
+  keep.narrow(2, 2, 1).narrow(3, 0, 1).fill_(true);
+  DTensor q = dt::local_dtensor(values({B, H, L, E}, 1.0));
+  DTensor k = dt::local_dtensor(values({B, H, S, E}, 2.0));
+  DTensor v = dt::local_dtensor(values({B, H, S, Ev}, 3.0));
+  for (DTensor* t : {&q, &k, &v}) t->requires_grad_();
+  Case c{"no key", B, H, H, L, S, E, Ev, 0.5, false, false, MaskKind::kBool};
+  const Result r = penalty_of(c, q, k, v, dt::local_dtensor(values({B, H, L, Ev}, 4.0)),
+                              dt::local_dtensor(keep));
+  for (const DTensor* t : {&q, &k, &v}) {
+    const std::vector<double> g = t->grad().to_local().to_vector<double>();
+    for (double x : g) CHECK(std::isfinite(x));
+  }
+  // Query 1's gradients are zero, first and second order (its output is the constant 0).
+  CHECK(dt::equal(r.first[0].to_local().narrow(2, 1, 1), dt::zeros({B, H, 1, E}, dt::kFloat64)));
+  CHECK(dt::equal(q.grad().to_local().narrow(2, 1, 1), dt::zeros({B, H, 1, E}, dt::kFloat64)));
+  CHECK(std::isfinite(r.penalty.to_local().item<double>()));
+}
