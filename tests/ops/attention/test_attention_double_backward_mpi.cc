@@ -6,6 +6,7 @@
 // equals the single-device one and PyTorch 2.15's F.scaled_dot_product_attention
 // (torch_attention_double_backward_references.py) at 1e-12, for a scale, is_causal, a float mask
 // with enable_gqa, and a bool mask with the causal diagonal bottom-right.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <optional>
@@ -197,4 +198,39 @@ TEST_CASE("attention double backward: a query row that sees no key stays finite 
   CHECK(dt::equal(r.first[0].to_local().narrow(2, 1, 1), dt::zeros({B, H, 1, E}, dt::kFloat64)));
   CHECK(dt::equal(q.grad().to_local().narrow(2, 1, 1), dt::zeros({B, H, 1, E}, dt::kFloat64)));
   CHECK(std::isfinite(r.penalty.to_local().item<double>()));
+}
+
+TEST_CASE("attention double backward in float32 and bfloat16 follows float64") {
+  // The create_graph formula computes in lse's dtype (float32 for 16-bit inputs) and casts the
+  // gradients back: the penalty's gradients follow float64's within the dtype's precision.
+  const Case c = cases()[1];  // causal
+  const Inputs in = inputs_of(c);
+  const auto grads_in = [&](dt::DType dtype) {
+    DTensor q = dt::local_dtensor(in.q.to(dtype)), k = dt::local_dtensor(in.k.to(dtype)),
+            v = dt::local_dtensor(in.v.to(dtype));
+    for (DTensor* t : {&q, &k, &v}) t->requires_grad_();
+    const Result r = penalty_of(c, q, k, v, dt::local_dtensor(in.up.to(dtype)), DTensor());
+    std::vector<Tensor> g;
+    for (const DTensor* t : {&q, &k, &v}) {
+      CHECK(t->grad().dtype() == dtype);
+      g.push_back(t->grad().to_local().to(dt::kFloat64));
+    }
+    return g;
+  };
+  const std::vector<Tensor> want = grads_in(dt::kFloat64);
+  for (const auto& [dtype, tol] : {std::pair{dt::kFloat32, 1e-5}, std::pair{dt::kBFloat16, 5e-2}}) {
+    INFO(dt::dtype_name(dtype));
+    const std::vector<Tensor> got = grads_in(dtype);
+    for (size_t i = 0; i < 3; ++i) {
+      // Relative to the largest gradient (bfloat16 keeps 8 bits of mantissa).
+      const std::vector<double> a = got[i].to_vector<double>(), b = want[i].to_vector<double>();
+      double largest = 0, worst = 0;
+      for (size_t j = 0; j < a.size(); ++j) {
+        largest = std::max(largest, std::abs(b[j]));
+        worst = std::max(worst, std::abs(a[j] - b[j]));
+      }
+      INFO("input " << i << ": largest " << largest << ", error " << worst);
+      CHECK(worst <= tol * largest);
+    }
+  }
 }
