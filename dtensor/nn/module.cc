@@ -23,8 +23,8 @@ DTensor Module::forward(const DTensor&) {
   DT_FAIL("[Module] %s has no single-input forward (call its submodules instead)", type_name());
 }
 
-// A registered hook: its handle's id, always_call, and the function (shared, so that a call
-// takes the lists it starts with cheaply).
+// A registered hook: its handle's id, always_call, and the function (shared, so that
+// registering copies the lists cheaply).
 template <typename F>
 struct HookEntry {
   uint64_t id;
@@ -32,7 +32,8 @@ struct HookEntry {
   std::shared_ptr<const F> fn;
 };
 
-struct ModuleHooks {
+// A module's hook lists as published: never changed once published (copy-on-write).
+struct HookLists {
   std::vector<HookEntry<ForwardArgsPreHook>> pre;
   std::vector<HookEntry<ForwardArgsHook>> forward;
   std::vector<HookEntry<BackwardPreHook>> backward_pre;
@@ -41,30 +42,47 @@ struct ModuleHooks {
   bool empty() const {
     return pre.empty() && forward.empty() && backward_pre.empty() && backward.empty();
   }
+};
+
+// What a module and its handles share: the current lists (null when there are none), replaced by
+// a new snapshot on register and remove. A call keeps the snapshot it starts with (one shared_ptr
+// copy), so a hook removed or added meanwhile (by a hook, or between a forward and its backward)
+// does not change that call, as PyTorch's.
+struct ModuleHooks {
+  std::shared_ptr<const HookLists> lists;
+
   // Unique over the process and every kind of hook (one counter, as PyTorch's RemovableHandle).
   static uint64_t next_id() {
     static std::atomic<uint64_t> next{1};
     return next.fetch_add(1);
   }
-  // Adds `fn` to `list` (first when prepend) and returns its handle.
+  // Publishes a copy of `lists` with `fn` added to `list` (first when prepend); returns its handle.
   template <typename F>
   static HookHandle add(std::shared_ptr<ModuleHooks>& hooks,
-                        std::vector<HookEntry<F>> ModuleHooks::*list, F fn, HookOptions options) {
+                        std::vector<HookEntry<F>> HookLists::*list, F fn, HookOptions options) {
     if (hooks == nullptr) hooks = std::make_shared<ModuleHooks>();
+    auto next = hooks->lists != nullptr ? std::make_shared<HookLists>(*hooks->lists)
+                                        : std::make_shared<HookLists>();
     HookEntry<F> e{next_id(), options.always_call, std::make_shared<const F>(std::move(fn))};
     const uint64_t id = e.id;
-    auto& l = (*hooks).*list;
+    auto& l = (*next).*list;
     l.insert(options.prepend ? l.begin() : l.end(), std::move(e));
+    hooks->lists = std::move(next);
     return HookHandle(hooks, id);
   }
+  // Publishes a copy of `lists` without hook `id` (nothing when it is not there).
   void erase(uint64_t id) {
-    auto drop = [id](auto& list) {
-      std::erase_if(list, [id](const auto& e) { return e.id == id; });
+    if (lists == nullptr) return;
+    auto next = std::make_shared<HookLists>(*lists);
+    bool found = false;
+    auto drop = [id, &found](auto& list) {
+      found |= std::erase_if(list, [id](const auto& e) { return e.id == id; }) > 0;
     };
-    drop(pre);
-    drop(forward);
-    drop(backward_pre);
-    drop(backward);
+    drop(next->pre);
+    drop(next->forward);
+    drop(next->backward_pre);
+    drop(next->backward);
+    if (found) lists = next->empty() ? nullptr : std::move(next);
   }
 };
 
@@ -76,7 +94,7 @@ void HookHandle::remove() {
 // A checkpoint wrapper counts: the multi-input calls' fast path must reach call_with_hooks, which
 // refuses it (below).
 bool Module::has_hooks() const {
-  return forward_wrapper_ != nullptr || (hooks_ != nullptr && !hooks_->empty());
+  return forward_wrapper_ != nullptr || (hooks_ != nullptr && hooks_->lists != nullptr);
 }
 
 namespace {
@@ -98,11 +116,10 @@ DTensor Module::operator()(const DTensor& x) {
 }
 
 namespace {
-// One call's backward hooks (the lists it started with) and its grad_output, which the output's
-// node hands to the inputs' node (PyTorch's BackwardHook).
+// One call's backward hooks (those of the lists it started with) and its grad_output, which the
+// output's node hands to the inputs' node (PyTorch's BackwardHook).
 struct BackwardHookState {
-  std::vector<HookEntry<BackwardPreHook>> pre;
-  std::vector<HookEntry<BackwardArgsHook>> hooks;
+  std::shared_ptr<const HookLists> lists;
   DTensor grad_output;
   // The inputs that pass through the inputs' node; the specs of the others (zeros).
   std::vector<size_t> hooked;
@@ -112,7 +129,7 @@ struct BackwardHookState {
 // Runs the backward hooks on grad_input (one entry per input); returns it as they leave it.
 std::vector<DTensor> run_backward_hooks(Module& m, const BackwardHookState& st,
                                         std::vector<DTensor> grad_input) {
-  for (const auto& h : st.hooks) {
+  for (const auto& h : st.lists->backward) {
     std::optional<std::vector<DTensor>> r = (*h.fn)(m, grad_input, st.grad_output);
     if (!r) continue;
     DT_CHECK(r->size() == grad_input.size(),
@@ -135,13 +152,13 @@ DTensor Module::call_with_hooks(absl::Span<const DTensor> args,
            "checkpointing applies to one-input module calls only (remove_checkpoint_wrapper, or "
            "wrap its one-input children)",
            type_name(), name_.empty() ? std::string() : " '" + name_ + "'", args.size());
-  if (hooks_ == nullptr || hooks_->empty()) return forward(args);
-  // The lists this call starts with: a hook removed or added meanwhile (by a hook, or between
-  // this forward and its backward) does not change this call, as PyTorch's.
-  const ModuleHooks hooks = *hooks_;
+  // The lists this call starts with (see ModuleHooks).
+  const std::shared_ptr<const HookLists> lists = hooks_ != nullptr ? hooks_->lists : nullptr;
+  if (lists == nullptr) return forward(args);
+  const HookLists& hooks = *lists;
   std::vector<DTensor> in(args.begin(), args.end());
   DTensor out;
-  std::vector<bool> called(hooks.forward.size(), false);
+  size_t forward_hooks_called = 0;  // hooks.forward[i] was called for i below it
   std::shared_ptr<BackwardHookState> st;
   try {
     for (const auto& h : hooks.pre) {
@@ -154,8 +171,7 @@ DTensor Module::call_with_hooks(absl::Span<const DTensor> args,
     }
     if ((!hooks.backward_pre.empty() || !hooks.backward.empty()) && autograd::grad_enabled()) {
       st = std::make_shared<BackwardHookState>();
-      st->pre = hooks.backward_pre;
-      st->hooks = hooks.backward;
+      st->lists = lists;
       std::vector<const DTensor*> ins;
       DTensorList detached;
       st->unhooked_specs.resize(in.size());
@@ -191,14 +207,14 @@ DTensor Module::call_with_hooks(absl::Span<const DTensor> args,
     }
     out = forward(in);
     for (size_t i = 0; i < hooks.forward.size(); ++i) {
-      called[i] = true;
+      forward_hooks_called = i + 1;
       if (std::optional<DTensor> r = (*hooks.forward[i].fn)(*this, in, out)) out = std::move(*r);
     }
   } catch (...) {
     // always_call hooks not yet run see the output so far (undefined when forward raised); what
     // they return is dropped and what they raise swallowed: the first error propagates.
     for (size_t i = 0; i < hooks.forward.size(); ++i) {
-      if (!hooks.forward[i].always_call || called[i]) continue;
+      if (!hooks.forward[i].always_call || i < forward_hooks_called) continue;
       try {
         (void)(*hooks.forward[i].fn)(*this, in, out);
       } catch (...) {  // NOLINT(bugprone-empty-catch): PyTorch warns and continues
@@ -213,7 +229,7 @@ DTensor Module::call_with_hooks(absl::Span<const DTensor> args,
         "BackwardHookFunctionBackward", outs, out.detach(),
         [this, st, input_hooked, n = in.size()](absl::Span<const DTensor> g) -> DTensorList {
           DTensor go = g[0];
-          for (const auto& h : st->pre) {
+          for (const auto& h : st->lists->backward_pre) {
             DTensor replaced = (*h.fn)(*this, go);
             if (replaced.defined()) go = std::move(replaced);
           }
@@ -463,13 +479,17 @@ Module& Module::train(bool mode) {
 
 namespace {
 
-// A one-input form's check at the call: another multi-input module's call_with_hooks may pass
-// several inputs.
-void check_arity(const Module& m, std::string_view op, size_t n) {
-  DT_CHECK(n == 1,
-           "[%s] %s: a one-input hook on a call with %d inputs (register the args form, taking "
-           "absl::Span<const DTensor>)",
-           m.type_name(), op, n);
+// A one-input form as its args form: `call(m, input, rest...)` on the call's one input. The
+// arity is checked at the call: another multi-input module's call_with_hooks may pass several.
+template <typename ArgsHook, typename Call>
+ArgsHook one_input_form(std::string_view op, Call call) {
+  return [op, call = std::move(call)](Module& m, absl::Span<const DTensor> in, auto&&... rest) {
+    DT_CHECK(in.size() == 1,
+             "[%s] %s: a one-input hook on a call with %d inputs (register the args form, taking "
+             "absl::Span<const DTensor>)",
+             m.type_name(), op, in.size());
+    return call(m, in[0], rest...);
+  };
 }
 
 // A one-input form's return as the args form's.
@@ -505,56 +525,47 @@ HookHandle Module::register_forward_pre_hook(ForwardPreHook hook, HookOptions op
   constexpr std::string_view kOp = "register_forward_pre_hook";
   check_one_input(kOp, "forward");
   return register_forward_pre_hook(
-      [h = std::move(hook), kOp](
-          Module& m, absl::Span<const DTensor> args) -> std::optional<std::vector<DTensor>> {
-        check_arity(m, kOp, args.size());
-        return as_args(h(m, args[0]));
-      },
+      one_input_form<ForwardArgsPreHook>(
+          kOp, [h = std::move(hook)](Module& m, const DTensor& x) { return as_args(h(m, x)); }),
       options);
 }
 
 HookHandle Module::register_forward_pre_hook(ForwardArgsPreHook hook, HookOptions options) {
   check_no_always_call(*this, "register_forward_pre_hook", options);
-  return ModuleHooks::add(hooks_, &ModuleHooks::pre, std::move(hook), options);
+  return ModuleHooks::add(hooks_, &HookLists::pre, std::move(hook), options);
 }
 
 HookHandle Module::register_forward_hook(ForwardHook hook, HookOptions options) {
   constexpr std::string_view kOp = "register_forward_hook";
   check_one_input(kOp, "forward");
-  return register_forward_hook(
-      [h = std::move(hook), kOp](Module& m, absl::Span<const DTensor> args, DTensor& out) {
-        check_arity(m, kOp, args.size());
-        return h(m, args[0], out);
-      },
-      options);
+  return register_forward_hook(one_input_form<ForwardArgsHook>(kOp, std::move(hook)), options);
 }
 
 HookHandle Module::register_forward_hook(ForwardArgsHook hook, HookOptions options) {
-  return ModuleHooks::add(hooks_, &ModuleHooks::forward, std::move(hook), options);
+  return ModuleHooks::add(hooks_, &HookLists::forward, std::move(hook), options);
 }
 
 HookHandle Module::register_full_backward_pre_hook(BackwardPreHook hook, HookOptions options) {
   check_no_always_call(*this, "register_full_backward_pre_hook", options);
-  return ModuleHooks::add(hooks_, &ModuleHooks::backward_pre, std::move(hook), options);
+  return ModuleHooks::add(hooks_, &HookLists::backward_pre, std::move(hook), options);
 }
 
 HookHandle Module::register_full_backward_hook(BackwardHook hook, HookOptions options) {
   constexpr std::string_view kOp = "register_full_backward_hook";
   check_one_input(kOp, "backward");
   return register_full_backward_hook(
-      [h = std::move(hook), kOp](
-          Module& m, absl::Span<const DTensor> grad_input,
-          const DTensor& grad_output) -> std::optional<std::vector<DTensor>> {
-        check_arity(m, kOp, grad_input.size());
-        DTensor r = h(m, grad_input[0], grad_output);
-        return as_args(r.defined() ? std::optional<DTensor>(std::move(r)) : std::nullopt);
-      },
+      one_input_form<BackwardArgsHook>(
+          kOp,
+          [h = std::move(hook)](Module& m, const DTensor& grad_input, const DTensor& grad_output) {
+            DTensor r = h(m, grad_input, grad_output);
+            return as_args(r.defined() ? std::optional<DTensor>(std::move(r)) : std::nullopt);
+          }),
       options);
 }
 
 HookHandle Module::register_full_backward_hook(BackwardArgsHook hook, HookOptions options) {
   check_no_always_call(*this, "register_full_backward_hook", options);
-  return ModuleHooks::add(hooks_, &ModuleHooks::backward, std::move(hook), options);
+  return ModuleHooks::add(hooks_, &HookLists::backward, std::move(hook), options);
 }
 
 }  // namespace dtensor::nn

@@ -446,6 +446,27 @@ TEST_CASE("module hooks: removal inside a hook, always_call on a raising forward
   (*lin)(vals({1, -1}, {1, 2}));
   CHECK(events == Events{"f1", "f2", "f1"});  // the call in progress still runs f2
 
+  // A hook registered by a hook runs from the next call on; one removed by a later hook of the
+  // same call ran in it; once the last one is removed (by itself) no hook runs.
+  auto lin2 = lin22();
+  events.clear();
+  nn::HookHandle self, added;
+  self = lin2->register_forward_hook(
+      [&](nn::Module& m, const DTensor&, const DTensor&) -> std::optional<DTensor> {
+        events.push_back("self");
+        if (events.size() > 1) return std::nullopt;
+        added = m.register_forward_hook(
+            [&](nn::Module&, const DTensor&, const DTensor&) -> std::optional<DTensor> {
+              events.push_back("added");
+              self.remove();
+              if (events.size() == 4) added.remove();
+              return std::nullopt;
+            });
+        return std::nullopt;
+      });
+  for (int i = 0; i < 4; ++i) (*lin2)(vals({1, -1}, {1, 2}));
+  CHECK(events == Events{"self", "self", "added", "added"});
+
   auto bad = lin22();
   events.clear();
   bad->register_forward_hook(
