@@ -14,38 +14,21 @@
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
-#include "dtensor/tensor/creation.h"
 #include "tests/common/ops_dtensor_test_util.h"
+#include "tests/nn/reference_case.h"
 
 namespace dtensor::test::inventory {
 
-struct RefTensor {
-  const char* name;
-  std::vector<int64_t> shape;
-  std::vector<double> values;
-};
-struct RefCase {
-  const char* name;
-  std::vector<RefTensor> tensors;
-};
+using test::f64;
+using test::RefCase;
+using test::RefTensor;
+using test::value;
 
 inline const RefCase& reference(const std::string& name) {
   static const std::vector<RefCase> cases = {
 #include "tests/nn/inventory_references.inc"
   };
-  for (const RefCase& c : cases) {
-    if (name == c.name) return c;
-  }
-  FAIL("no reference case " << name);
-  throw 0;
-}
-
-// The recorded tensor `name`, or an undefined Tensor.
-inline Tensor value(const RefCase& c, const std::string& name) {
-  for (const RefTensor& t : c.tensors) {
-    if (name == t.name) return from_vector<double>(t.values, t.shape);
-  }
-  return Tensor();
+  return find_case(cases, name);
 }
 
 inline void check_close(const DTensor& got, const Tensor& want, const std::string& what,
@@ -98,13 +81,6 @@ inline void check_module(nn::Module& m, const std::string& case_name,
                          double input_grad_tol = 1e-12) {
   check_module(
       m, case_name, [&](const std::vector<DTensor>& in) { return m(in[0]); }, input_grad_tol);
-}
-
-// float64 module options (the reference cases' dtype).
-inline nn::ModuleOptions f64() {
-  nn::ModuleOptions o;
-  o.dtype = kFloat64;
-  return o;
 }
 
 // A one-input module, its reference case and type name; cases named "... eval" run in eval mode.

@@ -16,6 +16,7 @@
 #include "dtensor/rng/generator.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/common/ops_dtensor_test_util.h"
+#include "tests/nn/reference_case.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -25,43 +26,15 @@ using dt::Tensor;
 
 namespace {
 
-struct RefTensor {
-  const char* name;
-  std::vector<int64_t> shape;
-  std::vector<double> values;
-};
-struct RefCase {
-  const char* name;
-  std::vector<RefTensor> tensors;
-};
-
-const std::vector<RefCase>& references() {
-  static const std::vector<RefCase> cases = {
+const std::vector<tt::RefCase>& references() {
+  static const std::vector<tt::RefCase> cases = {
 #include "tests/nn/recurrent_references.inc"
   };
   return cases;
 }
 
-const RefCase& reference(const std::string& name) {
-  for (const RefCase& c : references()) {
-    if (name == c.name) return c;
-  }
-  FAIL("no reference case " << name);
-  throw 0;
-}
-
-// The recorded tensor `name`, or an undefined Tensor.
-Tensor value(const RefCase& c, const std::string& name) {
-  for (const RefTensor& t : c.tensors) {
-    if (name == t.name) return dt::from_vector<double>(t.values, t.shape);
-  }
-  return Tensor();
-}
-
-nn::ModuleOptions f64() {
-  nn::ModuleOptions o;
-  o.dtype = dt::kFloat64;
-  return o;
+const tt::RefCase& reference(const std::string& name) {
+  return tt::find_case(references(), name);
 }
 
 // {output, h_n, c_n} as the reference script names them (a cell's h' is "out", LSTMCell's c'
@@ -84,7 +57,7 @@ using Opts = nn::RecurrentOptions;
 }  // namespace
 
 TEST_CASE("recurrent layers give PyTorch's outputs, states and gradients", "[nn][recurrent]") {
-  const nn::ModuleOptions o = f64();
+  const nn::ModuleOptions o = tt::f64();
   struct Case {
     const char* name;
     std::function<std::shared_ptr<nn::Module>()> make;
@@ -126,11 +99,11 @@ TEST_CASE("recurrent layers give PyTorch's outputs, states and gradients", "[nn]
   REQUIRE(cases.size() == references().size());
   for (const Case& c : cases) {
     INFO(c.name);
-    const RefCase& ref = reference(c.name);
+    const tt::RefCase& ref = reference(c.name);
     std::shared_ptr<nn::Module> m = c.make();
     // PyTorch's parameters by name, in PyTorch's order.
     std::vector<std::string> want_names, names;
-    for (const RefTensor& t : ref.tensors) {
+    for (const tt::RefTensor& t : ref.tensors) {
       const std::string n = t.name;
       if (n.rfind("param:", 0) == 0) {
         want_names.push_back(n.substr(6));
@@ -180,7 +153,7 @@ TEST_CASE("recurrent layers give PyTorch's outputs, states and gradients", "[nn]
 }
 
 TEST_CASE("recurrent dropout between layers, reset_parameters", "[nn][recurrent]") {
-  const nn::ModuleOptions o = f64();
+  const nn::ModuleOptions o = tt::f64();
   const DTensor x = nn::local_dtensor(tt::det_input({3, 2, 3}, 1, -1.0, 0.25, dt::kFloat64));
   dt::Generator gen(7);
   nn::GRU plain(3, 4, Opts{.num_layers = 2}, o);
@@ -215,7 +188,7 @@ TEST_CASE("recurrent dropout between layers, reset_parameters", "[nn][recurrent]
 }
 
 TEST_CASE("recurrent layers refuse wrong inputs, states and options", "[nn][recurrent]") {
-  const nn::ModuleOptions o = f64();
+  const nn::ModuleOptions o = tt::f64();
   nn::LSTM lstm(3, 4, Opts{.num_layers = 2}, o);
   auto in = [](dt::IntSpan shape) {
     return nn::local_dtensor(tt::det_input(shape, 1, -1.0, 0.25, dt::kFloat64));
@@ -257,7 +230,7 @@ TEST_CASE("recurrent layers refuse wrong inputs, states and options", "[nn][recu
 TEST_CASE("recurrent layers and cells called with a state run their hooks", "[nn][recurrent]") {
   // lstm(x, (h0, c0)) runs the hooks in PyTorch: the args hooks see (x, h0[, c0]); the forward
   // hooks see and may replace the output (h_n, c_n beside it).
-  const nn::ModuleOptions o = f64();
+  const nn::ModuleOptions o = tt::f64();
   auto in = [](dt::IntSpan shape, int salt) {
     return nn::local_dtensor(tt::det_input(shape, salt, -1.0, 0.25, dt::kFloat64));
   };

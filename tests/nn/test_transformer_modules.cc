@@ -17,6 +17,7 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/common/ops_dtensor_test_util.h"
+#include "tests/nn/reference_case.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -111,12 +112,6 @@ void check(nn::Module& m, const std::string& c,
   }
 }
 
-nn::ModuleOptions f64() {
-  nn::ModuleOptions o;
-  o.dtype = dt::kFloat64;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("MultiheadAttention gives PyTorch's outputs, weights and gradients", "[nn]") {
@@ -153,7 +148,7 @@ TEST_CASE("MultiheadAttention gives PyTorch's outputs, weights and gradients", "
     const std::string c = k.name;
     INFO(c);
     nn::MultiheadAttention m(E, H, 0.0, k.bias, k.add_bias_kv, k.add_zero_attn, k.kdim, k.vdim,
-                             k.batch_first, f64());
+                             k.batch_first, tt::f64());
     load(m, c);
     m.eval();
     nn::MultiheadAttentionArgs a = k.args;
@@ -184,7 +179,7 @@ TEST_CASE("TransformerEncoderLayer and TransformerEncoder give PyTorch's values"
     const std::string c = k.name;
     INFO(c);
     nn::TransformerEncoderLayer m(E, H, FF, 0.1, k.activation, 1e-5, k.batch_first, k.norm_first,
-                                  k.bias, f64());
+                                  k.bias, tt::f64());
     load(m, c);
     m.eval();
     const DTensor src = leaf(c + ".src");
@@ -193,8 +188,8 @@ TEST_CASE("TransformerEncoderLayer and TransformerEncoder give PyTorch's values"
     check(m, c, {{"src", src}}, out, DTensor());
   }
   const std::string c = "encoder2";
-  nn::TransformerEncoderLayer layer(E, H, FF, 0.1, "relu", 1e-5, false, false, true, f64());
-  nn::TransformerEncoder enc(layer, 2, std::make_shared<nn::LayerNorm>(E, 1e-5, true, f64()));
+  nn::TransformerEncoderLayer layer(E, H, FF, 0.1, "relu", 1e-5, false, false, true, tt::f64());
+  nn::TransformerEncoder enc(layer, 2, std::make_shared<nn::LayerNorm>(E, 1e-5, true, tt::f64()));
   load(enc, c);
   enc.eval();
   const DTensor src = leaf(c + ".src");
@@ -278,7 +273,7 @@ TEST_CASE("TransformerEncoderLayer's masks reach a checkpointed self_attn's reco
   // masks) ran in between.
   auto make = [] {
     auto l = std::make_shared<nn::TransformerEncoderLayer>(4, 2, 6, 0.0, "relu", 1e-5, false, false,
-                                                           true, f64());
+                                                           true, tt::f64());
     load(*l, "enc_post_relu");
     return l;
   };
@@ -313,9 +308,9 @@ TEST_CASE("TransformerDecoderLayer and TransformerDecoder give PyTorch's values"
     const std::string c = k.name;
     INFO(c);
     nn::TransformerDecoderLayer layer(E, H, FF, 0.1, k.activation, 1e-5, k.batch_first,
-                                      k.norm_first, true, f64());
+                                      k.norm_first, true, tt::f64());
     nn::TransformerDecoder dec(layer, k.layers,
-                               std::make_shared<nn::LayerNorm>(E, 1e-5, true, f64()));
+                               std::make_shared<nn::LayerNorm>(E, 1e-5, true, tt::f64()));
     nn::Module& m = k.layers > 0 ? static_cast<nn::Module&>(dec) : layer;
     load(m, c);
     m.eval();
@@ -366,7 +361,7 @@ TEST_CASE("MultiheadAttention and the Transformer layers and stacks run their ho
       nn::local_dtensor(dt::from_vector<double>({0, 1, 1, 0, 0, 1, 0, 0, 0}, {3, 3}).to(dt::kBool));
 
   nn::MultiheadAttention mha(4, 2, 0.0, true, false, false, std::nullopt, std::nullopt, false,
-                             f64());
+                             tt::f64());
   const nn::MultiheadAttentionOutput want_mha = mha.forward(x, mem, mem);
   hook(mha, 2.0);
   // A pre-hook replacing key and value (the args form sees (q, k, v)).
@@ -383,7 +378,7 @@ TEST_CASE("MultiheadAttention and the Transformer layers and stacks run their ho
 
   // The encoder stack called with masks: its hooks and its layers' hooks run; the values are the
   // unhooked forward's (the hooks keep them).
-  nn::TransformerEncoderLayer layer(4, 2, 6, 0.0, "relu", 1e-5, false, false, true, f64());
+  nn::TransformerEncoderLayer layer(4, 2, 6, 0.0, "relu", 1e-5, false, false, true, tt::f64());
   nn::TransformerEncoder enc(layer, 2);
   const DTensor want_enc = enc.forward(x, mask, DTensor(), true);
   hook(enc, 1.0);
@@ -398,7 +393,7 @@ TEST_CASE("MultiheadAttention and the Transformer layers and stacks run their ho
   CHECK(tt::same_values(got_enc.to_local(), want_enc.to_local(), 0));
 
   // The decoder: its hooks, its layers' and the cross-attention's (three inputs) run.
-  nn::TransformerDecoderLayer dlayer(4, 2, 6, 0.0, "relu", 1e-5, false, false, true, f64());
+  nn::TransformerDecoderLayer dlayer(4, 2, 6, 0.0, "relu", 1e-5, false, false, true, tt::f64());
   nn::TransformerDecoder dec(dlayer, 1);
   nn::TransformerDecoderArgs da;
   da.tgt_mask = mask;
@@ -417,7 +412,7 @@ TEST_CASE("MultiheadAttention and the Transformer layers and stacks run their ho
   // A backward hook on the three-input call sees one grad_input entry per input.
   size_t grad_inputs = 0;
   nn::MultiheadAttention mb(4, 2, 0.0, true, false, false, std::nullopt, std::nullopt, false,
-                            f64());
+                            tt::f64());
   mb.register_full_backward_hook(
       [&grad_inputs](nn::Module&, absl::Span<const DTensor> gi,
                      const DTensor&) -> std::optional<std::vector<DTensor>> {

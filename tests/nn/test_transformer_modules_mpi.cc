@@ -16,6 +16,7 @@
 #include "dtensor/rng/generator.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/common/ops_dtensor_test_util.h"
+#include "tests/nn/reference_case.h"
 
 namespace dt = dtensor;
 namespace nn = dtensor::nn;
@@ -26,12 +27,6 @@ using dt::Shard;
 using dt::Tensor;
 
 namespace {
-
-nn::ModuleOptions f64() {
-  nn::ModuleOptions o;
-  o.dtype = dt::kFloat64;
-  return o;
-}
 
 // Parameters with det_input values (the same on every rank), by name order.
 void load(nn::Module& m) {
@@ -114,7 +109,7 @@ TEST_CASE("MultiheadAttention on batch-sharded inputs equals the single-device r
       for (const bool extras : {false, true}) {  // kdim / vdim, bias_kv, zero_attn, batch_first
         INFO("N " << N << ", need_weights " << need_weights << ", extras " << extras);
         const std::optional<int64_t> kv = extras ? std::optional<int64_t>(5) : std::nullopt;
-        nn::MultiheadAttention m(E, H, 0.3, true, extras, extras, kv, kv, extras, f64());
+        nn::MultiheadAttention m(E, H, 0.3, true, extras, extras, kv, kv, extras, st::f64());
         load(m);
         const int64_t b = extras ? 0 : 1;  // the batch dim of query / key / value
         auto shape = [&](int64_t t, int64_t f) {
@@ -170,7 +165,7 @@ TEST_CASE("TransformerEncoderLayer on batch-sharded inputs equals the single-dev
     for (const bool norm_first : {false, true}) {
       INFO("N " << N << ", norm_first " << norm_first);
       nn::TransformerEncoderLayer m(E, H, 6, 0.2, norm_first ? "gelu" : "relu", 1e-5, false,
-                                    norm_first, true, f64());
+                                    norm_first, true, st::f64());
       load(m);
       const std::vector<Tensor> inputs = {
           st::det_input({L, N, E}, 1, -1.5, 0.3, dt::kFloat64),
@@ -197,9 +192,9 @@ TEST_CASE("fully_shard TransformerEncoder called with masks equals the unsharded
   const int64_t r = mesh.get_local_rank(0);
   constexpr int64_t E = 4, H = 2, L = 3, N = 2;
   auto make = [&] {
-    nn::TransformerEncoderLayer layer(E, H, 6, 0.0, "relu", 1e-5, false, false, true, f64());
+    nn::TransformerEncoderLayer layer(E, H, 6, 0.0, "relu", 1e-5, false, false, true, st::f64());
     auto enc = std::make_shared<nn::TransformerEncoder>(
-        layer, 2, std::make_shared<nn::LayerNorm>(E, 1e-5, true, f64()));
+        layer, 2, std::make_shared<nn::LayerNorm>(E, 1e-5, true, st::f64()));
     load(*enc);
     return enc;
   };
