@@ -82,9 +82,14 @@ namespace {
 
 // A gradient penalty: gx = d sum(linear(act(linear(x, w1, b1)), w2, b2)) / dx with
 // create_graph, then sum(gx^2) backward into the parameters. Returns gx and the grads.
-std::vector<DTensor> penalty_grads(const std::vector<DTensor>& p, bool gelu) {
-  const DTensor h = dt::linear(p[0], p[1], p[2]);
-  const DTensor out = dt::linear(gelu ? dt::gelu(h) : dt::tanh(h), p[3], p[4]);
+// `checkpointed`: the MLP runs inside nn::checkpoint with x and the parameters as its inputs.
+std::vector<DTensor> penalty_grads(const std::vector<DTensor>& p, bool gelu,
+                                   bool checkpointed = false) {
+  const auto mlp = [gelu](absl::Span<const DTensor> q) {
+    const DTensor h = dt::linear(q[0], q[1], q[2]);
+    return dt::DTensorList{dt::linear(gelu ? dt::gelu(h) : dt::tanh(h), q[3], q[4])};
+  };
+  const DTensor out = checkpointed ? dt::nn::checkpoint(mlp, p)[0] : mlp(p)[0];
   const DTensor outs[] = {dt::sum(out)}, ins[] = {p[0]};
   const DTensor gx = dt::autograd::grad(outs, ins, {}, false, /*create_graph=*/true)[0];
   dt::sum(gx * gx).backward();
@@ -94,6 +99,7 @@ std::vector<DTensor> penalty_grads(const std::vector<DTensor>& p, bool gelu) {
 }  // namespace
 
 TEST_CASE("create_graph: a gradient penalty with Shard(0) input, TP Linear weights, uneven") {
+  // Also through activation checkpointing (nn::checkpoint on the sharded inputs).
   const int64_t w = dt::world_size();
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {w}, {"tp"});
   const Tensor full[] = {tt::det_input({2 * w + 1, 3}, 1, -1.0, 0.25, dt::kFloat64),
@@ -105,8 +111,11 @@ TEST_CASE("create_graph: a gradient penalty with Shard(0) input, TP Linear weigh
   // features, uneven over the ranks.
   const Placements layout[] = {
       {dt::Shard(0)}, {dt::Shard(0)}, {dt::Shard(0)}, {dt::Shard(1)}, {dt::Replicate()}};
-  for (bool gelu : {false, true}) {
-    INFO((gelu ? "gelu" : "tanh"));
+  for (const auto& [gelu, checkpointed] : {std::pair{false, false}, std::pair{true, false},
+                                           std::pair{false, true}, std::pair{true, true}}) {
+    // checkpointed: the sharded MLP inside nn::checkpoint (its recompute recorded under
+    // create_graph) against the plain single-device one.
+    INFO((gelu ? "gelu" : "tanh") << (checkpointed ? ", checkpointed" : ""));
     std::vector<DTensor> local, sharded;
     for (size_t i = 0; i < 5; ++i) {
       local.push_back(dt::local_dtensor(full[i]));
@@ -114,7 +123,7 @@ TEST_CASE("create_graph: a gradient penalty with Shard(0) input, TP Linear weigh
       sharded.push_back(input(full[i], mesh, layout[i]));
     }
     const std::vector<DTensor> want = penalty_grads(local, gelu);
-    const std::vector<DTensor> got = penalty_grads(sharded, gelu);
+    const std::vector<DTensor> got = penalty_grads(sharded, gelu, checkpointed);
     for (size_t i = 0; i < want.size(); ++i) {
       INFO("value " << i);
       CHECK(tt::same_values(got[i].full_tensor(), want[i].to_local(), 1e-12));
