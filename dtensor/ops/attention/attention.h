@@ -67,7 +67,9 @@ double default_attention_scale(int64_t head_dim);
 // [B, 1, L, S] mask needs no communication when the heads are sharded), query-sharded (q, out,
 // lse S(2) with k and v whole: causal counts from each block's global offset, plus S - L under
 // kLowerRight; a 4-d mask S(2), a 2-d one S(0)), and v Partial with q and k whole (attention is
-// linear in v: out Partial, lse whole). None communicates. Differentiable in q, k and v.
+// linear in v: out Partial, lse whole). None communicates. Differentiable in q, k and v, also
+// twice: under create_graph the gradient is composed of differentiable ops (the [B, H, L, S]
+// probabilities materialised, from the saved log-sum-exp; attention_backward.cc).
 // scale: 1 / sqrt(E) when not given. enable_gqa (grouped-query attention, PyTorch's flag): k
 // and v may have fewer heads than q, a divisor of them; each k/v head then serves H / Hk
 // consecutive q heads (k and v go through repeat_interleave along the head dim first, which
