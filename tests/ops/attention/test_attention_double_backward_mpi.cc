@@ -234,3 +234,42 @@ TEST_CASE("attention double backward in float32 and bfloat16 follows float64") {
     }
   }
 }
+
+TEST_CASE("attention third order (create_graph twice) equals PyTorch, sharded too") {
+  // hq = d penalty / dq with create_graph (its pass runs the create_graph formula with an lse
+  // gradient, from p = exp(s - lse)), then d sum(hq * dir) / (q, k, v), against PyTorch 2.15.
+  const Case c = cases()[1];  // causal
+  const Inputs in = inputs_of(c);
+  const Tensor dir = values({c.B, c.H, c.L, c.E}, 8.0);
+  const auto third = [&](const DTensor& q, const DTensor& k, const DTensor& v, const DTensor& up,
+                         const DTensor& d) {
+    const DTensor out = dt::scaled_dot_product_attention(q, k, v, DTensor(), 0.0, true, c.scale);
+    const DTensor loss[] = {dt::sum(out * up)};
+    const DTensor ins[] = {q, k, v};
+    const std::vector<DTensor> g = dt::autograd::grad(loss, ins, {}, false, true);
+    const DTensor pen[] = {dt::sum(g[0] * g[0]) + dt::sum(g[1] * g[1]) + dt::sum(g[2] * g[2])};
+    const DTensor qs[] = {q};
+    const DTensor hq = dt::autograd::grad(pen, qs, {}, false, true)[0];
+    const DTensor h[] = {dt::sum(hq * d)};
+    return dt::autograd::grad(h, ins);
+  };
+  const std::vector<double>* want[] = {&refs::kCausal::kThirdQ, &refs::kCausal::kThirdK,
+                                       &refs::kCausal::kThirdV};
+  const Tensor* shapes[] = {&in.q, &in.k, &in.v};
+  const dt::DeviceMesh mesh = tt::family_meshes()[0];
+  for (const auto& [qp, kp] : std::vector<std::pair<Placements, Placements>>{
+           {{Shard(1)}, {Shard(1)}}, {{Shard(2)}, {Replicate()}}, {{}, {}}}) {
+    const bool single = qp.empty();
+    INFO((single ? "single device" : tt::describe(mesh, {qp, kp}, shapes[0]->sizes())));
+    const auto put = [&](const Tensor& t, const Placements& p) {
+      DTensor d = single ? dt::local_dtensor(t) : dt::distribute_tensor(t, mesh, p, std::nullopt);
+      return d;
+    };
+    DTensor q = put(in.q, qp), k = put(in.k, kp), v = put(in.v, kp);
+    for (DTensor* t : {&q, &k, &v}) t->requires_grad_();
+    const std::vector<DTensor> got = third(q, k, v, put(in.up, qp), put(dir, qp));
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(tt::same_values(got[i].full_tensor(), ref(*want[i], *shapes[i]), 1e-12));
+    }
+  }
+}

@@ -3,7 +3,8 @@
 #   loss = sum(out * up),  (gq, gk, gv) = grad(loss, (q, k, v), create_graph=True),
 #   penalty = sum(gq^2) + sum(gk^2) + sum(gv^2),  penalty.backward(),
 # for four calls: a scale; is_causal; a float mask with enable_gqa; a bool mask with the causal
-# diagonal aligned bottom-right (torch's causal_lower_right, written as the bool mask & tril).
+# diagonal aligned bottom-right (torch's causal_lower_right, written as the bool mask & tril);
+# for is_causal also the third order, d sum(d penalty / dq * dir) / (q, k, v).
 # Writes attention_double_backward_references.inc next to this file (inputs and outputs).
 # Run: /root/venv/bin/python tests/ops/attention/torch_attention_double_backward_references.py
 import math
@@ -72,6 +73,17 @@ def main():
         out.append("inline const std::vector<double> kVGrad = %s;" % fmt(v.grad))
         if mask_kind == "bool":
             out.append("inline const std::vector<double> kMask = %s;" % fmt(mask.double()))
+        if name == "kCausal":
+            # Third order: hq = d penalty / dq (create_graph), then d sum(hq * dir) / (q, k, v).
+            q.grad = k.grad = v.grad = None
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+            gq, gk, gv = torch.autograd.grad((o * up).sum(), (q, k, v), create_graph=True)
+            penalty = (gq * gq).sum() + (gk * gk).sum() + (gv * gv).sum()
+            (hq,) = torch.autograd.grad(penalty, (q,), create_graph=True)
+            third = torch.autograd.grad((hq * tensor((B, H, L, E), 8.0)).sum(), (q, k, v))
+            out.append("inline const std::vector<double> kThirdQ = %s;" % fmt(third[0]))
+            out.append("inline const std::vector<double> kThirdK = %s;" % fmt(third[1]))
+            out.append("inline const std::vector<double> kThirdV = %s;" % fmt(third[2]))
         out.append("}  // namespace %s" % name)
         out.append("")
     out.append("}  // namespace attention_double_backward_refs")
