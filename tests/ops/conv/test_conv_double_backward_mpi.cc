@@ -12,6 +12,7 @@
 #include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/ops/conv/conv.h"
+#include "dtensor/ops/conv/detail/halo.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/matmul.h"
 #include "dtensor/ops/pool/pool.h"
@@ -103,6 +104,41 @@ TEST_CASE("create_graph: a conv / pool / upsample / pad gradient penalty on shar
       const std::vector<Tensor> got =
           window_penalty(leaf(x, mesh, on_last(mesh, px)), leaf(w, mesh, on_last(mesh, pw)),
                          leaf(b, mesh, on_last(mesh, pb)));
+      for (size_t i = 0; i < want.size(); ++i) {
+        INFO("value " << i);
+        CHECK(st::same_values(got[i], want[i], 1e-12));
+      }
+    }
+  }
+}
+
+// The halo exchange with another padding than zeros (nn::ConvNd's padding_mode) and the
+// height-sharded avg pool's: its reverse exchange is recorded too, so a penalty through them
+// equals pad + conv2d + avg_pool2d on the replicated tensors (uneven rows).
+TEST_CASE("create_graph: height-sharded conv with padding_mode and avg pool (halo exchanges)") {
+  for (const dt::DeviceMesh& mesh : st::family_meshes()) {
+    const int64_t md = mesh.ndim(), wm = mesh.size(md - 1);
+    const Tensor x = st::det_input({2, 3, 3 * wm + 1, 5}, 4, -1.0, 0.1371, dt::kFloat64);
+    const Tensor w = st::det_input({4, 3, 3, 3}, 5, -0.6, 0.1173, dt::kFloat64);
+    const Tensor b = st::det_input({4}, 6, -0.2, 0.0917, dt::kFloat64);
+    const int64_t pads[] = {1, 1, 1, 1};
+    for (const char* mode : {"reflect", "replicate", "circular"}) {
+      INFO("mesh " << mesh.str() << " " << mode);
+      const auto run = [&](const dt::Placement& px, bool halo) {
+        const DTensor dx = leaf(x, mesh, on_last(mesh, px)),
+                      dw = leaf(w, mesh, on_last(mesh, Replicate())),
+                      db = leaf(b, mesh, on_last(mesh, Replicate()));
+        const DTensor y =
+            halo ? dt::detail::halo_padded_convolution(dx, dw, db, pads, mode, {1, 1}, {1, 1}, 1)
+                 : dt::conv2d(dt::pad(dx, pads, mode), dw, db);
+        REQUIRE(y.defined());
+        const DTensor out = dt::avg_pool2d(dt::tanh(y), {3}, {1}, {1});
+        const DTensor loss[] = {dt::sum(out * out)}, ins[] = {dx};
+        const DTensor gx = dt::autograd::grad(loss, ins, {}, false, /*create_graph=*/true)[0];
+        dt::sum(gx * gx).backward();
+        return full({gx, dx.grad(), dw.grad(), db.grad()});
+      };
+      const std::vector<Tensor> want = run(Replicate(), false), got = run(Shard(2), true);
       for (size_t i = 0; i < want.size(); ++i) {
         INFO("value " << i);
         CHECK(st::same_values(got[i], want[i], 1e-12));
