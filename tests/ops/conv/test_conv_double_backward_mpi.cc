@@ -5,6 +5,7 @@
 // (torch_conv_double_backward_references.py) at 1e-12. The single-device double backward of every
 // registered form is checked against finite differences by autograd_tests' gradcheck.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -215,4 +216,46 @@ TEST_CASE("create_graph: a Conv2d-ReLU-MaxPool2d-Linear gradient penalty matches
       CHECK(st::same_values(got[i], expect, 1e-12));
     }
   }
+}
+
+// Third order: s2(x) = <d/dx <d sum(out^2) / dx, v>, u> through conv2d (stride, dilation), a
+// max pool, bicubic upsampling and circular padding, its gradient along d against central
+// differences of s2 (the gradient ops' backwards are differentiable again: convolution_backward's
+// through convolution / convolution_backward, max_pool_backward's gather through
+// gather_backward, the window ops' through their gradient ops). x batch-sharded, uneven.
+TEST_CASE("create_graph: third-order derivatives through conv, pools, upsampling and pad") {
+  const int64_t n = dt::world_size();
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {n});
+  const Tensor x0 = st::det_input({2 * n + 1, 2, 7, 6}, 1, -1.0, 0.1371, dt::kFloat64);
+  const Tensor w0 = st::det_input({3, 2, 3, 2}, 2, -0.6, 0.1173, dt::kFloat64);
+  const Tensor v = st::det_input({2 * n + 1, 2, 7, 6}, 3, -0.5, 0.093, dt::kFloat64);
+  const Tensor u = st::det_input({2 * n + 1, 2, 7, 6}, 4, -0.4, 0.087, dt::kFloat64);
+  const Tensor d = st::det_input({2 * n + 1, 2, 7, 6}, 5, -0.3, 0.079, dt::kFloat64);
+  const Placements px = {Shard(0)}, r = {Replicate()};
+  // s2 at x (and, when third, its gradient along d).
+  const auto s2 = [&](const Tensor& x, bool third, double* along_d) {
+    const DTensor dx = leaf(x, mesh, px), dw = leaf(w0, mesh, r);
+    const DTensor h = dt::tanh(dt::conv2d(dx, dw, DTensor(), {2, 1}, {1, 1}, {1, 2}));
+    const DTensor p = dt::max_pool2d(h, {2}, {1});
+    const DTensor q = dt::pad(dt::interpolate(p, {5, 4}, {}, "bicubic"), {1, 1, 1, 1}, "circular");
+    const DTensor loss[] = {dt::sum(q * q)}, ins[] = {dx};
+    const DTensor g1 = dt::autograd::grad(loss, ins, {}, false, true)[0];
+    const DTensor s1[] = {dt::sum(g1 * dist(v, mesh, px))};
+    const DTensor g2 = dt::autograd::grad(s1, ins, {}, false, true)[0];
+    const DTensor s[] = {dt::sum(g2 * dist(u, mesh, px))};
+    if (third) {
+      const DTensor g3 = dt::autograd::grad(s, ins)[0];
+      *along_d = dt::sum(g3 * dist(d, mesh, px)).full_tensor().item<double>();
+    }
+    return s[0].full_tensor().item<double>();
+  };
+  double analytic = 0;
+  s2(x0, true, &analytic);
+  const double eps = 1e-4;
+  const double numeric = (s2(dt::add(x0, dt::mul(d, dt::Scalar(eps))), false, nullptr) -
+                          s2(dt::add(x0, dt::mul(d, dt::Scalar(-eps))), false, nullptr)) /
+                         (2 * eps);
+  INFO("analytic " << analytic << ", numeric " << numeric);
+  CHECK(std::abs(analytic) > 1e-3);
+  CHECK(std::abs(analytic - numeric) <= 1e-6 * (1 + std::abs(numeric)));
 }
