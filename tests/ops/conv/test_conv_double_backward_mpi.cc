@@ -1,7 +1,8 @@
 // Double backward (create_graph) of the convolutions, pools, upsampling and pad on DTensors
 // (mpirun at 1, 2 and 4 ranks): gradient penalties and Hessian-vector products on batch-,
-// channel- and height-sharded (halo exchange) inputs, even and uneven, equal the single-device
-// ones; a Conv2d-ReLU-MaxPool2d-Linear gradient penalty equals PyTorch 2.15's
+// channel- and height-sharded (halo exchanges, zeros and padding_mode, conv and pools) inputs,
+// even and uneven, equal the single-device ones; a third-order derivative matches central
+// differences; a Conv2d-ReLU-MaxPool2d-Linear gradient penalty equals PyTorch 2.15's
 // (torch_conv_double_backward_references.py) at 1e-12. The single-device double backward of every
 // registered form is checked against finite differences by autograd_tests' gradcheck.
 #include <catch2/catch.hpp>
