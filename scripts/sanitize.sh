@@ -30,7 +30,9 @@ cmake -S . -B "$build_dir" -DDTENSOR_SANITIZE=address,undefined \
 # What to build and run: a fixed core subset plus the layers changed since .ci/sanitize-base
 # (scripts/sanitize_select.py; SANITIZE_ALL=1 takes every unit target and the whole mpi subset).
 # Three lines: the targets, a ctest regex of their unit entries, the mpi targets.
-mapfile -t selection < <(python3 scripts/sanitize_select.py "$build_dir" .)
+# (An assignment, so that a failing selector stops the script under set -e.)
+selected=$(python3 scripts/sanitize_select.py "$build_dir" .)
+mapfile -t selection <<<"$selected"
 read -r -a targets <<<"${selection[0]}"
 unit_regex=${selection[1]}
 read -r -a mpi_targets <<<"${selection[2]}"

@@ -41,15 +41,26 @@ LAYER_MPI = {
 }
 
 
+# Files every test target is built from or with: a change selects everything.
+SHARED_TEST_FILES = {"tests/catch_main.cc", "tests/mpi_main.cc"}
+
+
 def layer_of(path):
-    """The layer key of a repository path, "" when it belongs to no layer, None for build files."""
+    """The layer key of a repository path: "" when it belongs to no layer (docs, scripts, the
+    umbrella header, tests/CMakeLists.txt, which only lists folders and script checks), None when
+    every target depends on it (the build's files, the tests' mains and shared helpers)."""
     parts = path.split("/")
-    if path == "CMakeLists.txt" or parts[0] == "cmake":
+    if path == "CMakeLists.txt" or parts[0] == "cmake" or path in SHARED_TEST_FILES:
+        return None
+    if parts[0] == "tests" and len(parts) > 2 and parts[1] == "common":
         return None
     if parts[0] not in ("dtensor", "tests") or len(parts) < 3:
         return ""
     if parts[1] == "ops":
-        return "ops" if len(parts) == 3 else "ops/" + parts[2]
+        # dtensor/ops/common (iteration, SIMD dispatch, strategy helpers) serves every family.
+        if len(parts) == 3 or (parts[0] == "dtensor" and parts[2] == "common"):
+            return "ops"
+        return "ops/" + parts[2]
     return parts[1]
 
 
@@ -59,13 +70,22 @@ def touches(changed, target_layers):
 
 
 def target_sources(build):
-    """target name -> (source paths relative to the repo, linked DependInfo files)."""
+    """test target name -> its source paths, for the targets of the current configure (a reused
+    build folder keeps the files of renamed or removed targets: TargetDirectories.txt does not)."""
     out = {}
-    for info in glob.glob(os.path.join(build, "tests", "**", "CMakeFiles", "*.dir",
-                                       "DependInfo.cmake"), recursive=True):
-        name = os.path.basename(os.path.dirname(info))[: -len(".dir")]
+    listed = os.path.join(build, "CMakeFiles", "TargetDirectories.txt")
+    tests_dir = os.path.realpath(os.path.join(build, "tests")) + "/"
+    for line in open(listed, encoding="utf-8"):
+        target_dir = os.path.realpath(line.strip())
+        if not target_dir.startswith(tests_dir) or not target_dir.endswith(".dir"):
+            continue
+        info = os.path.join(target_dir, "DependInfo.cmake")
+        if not os.path.exists(info):
+            continue
         text = open(info, encoding="utf-8").read()
-        out[name] = re.findall(r'^\s*"([^"]+\.(?:cc|cpp|cu))" "', text, re.M)
+        name = os.path.basename(target_dir)[: -len(".dir")]
+        out[name] = [os.path.realpath(f)
+                     for f in re.findall(r'^\s*"([^"]+\.(?:cc|cpp|cu))" "', text, re.M)]
     return out
 
 
@@ -84,12 +104,14 @@ def changed_files(root, base):
 
 def unit_entries(build):
     """Unit ctest entries: (catch targets, {plain entry name: target}) of the tree."""
-    catch = set()
-    for f in glob.glob(os.path.join(build, "tests", "**", "*_include-*.cmake"), recursive=True):
-        catch.add(re.sub(r"_include-[0-9a-f]*\.cmake$", "", os.path.basename(f)))
-    plain, labels = {}, set()
+    catch, plain, labels = set(), {}, set()
     for f in glob.glob(os.path.join(build, "tests", "**", "CTestTestfile.cmake"), recursive=True):
         for line in open(f, encoding="utf-8"):
+            # The Catch suites of the current configure (their include files, not a glob of the
+            # folder, which may hold a renamed target's).
+            m = re.match(r'include\("[^"]*/([^/"]+)_include-[0-9a-f]*\.cmake"\)', line)
+            if m:
+                catch.add(m.group(1))
             m = re.match(r'add_test\(\[=\[(.*?)\]=\] "([^"]+)"', line)
             if m and m.group(2).startswith(os.path.abspath(build) + "/"):
                 plain[m.group(1)] = os.path.basename(m.group(2))
@@ -100,7 +122,7 @@ def unit_entries(build):
 
 
 def main():
-    build, root = sys.argv[1], os.path.abspath(sys.argv[2])
+    build, root = sys.argv[1], os.path.realpath(sys.argv[2])
     sources = target_sources(build)
     catch, plain = unit_entries(build)
     units = catch | set(plain.values())
@@ -115,8 +137,7 @@ def main():
     def layers_of(target):
         keys = set()
         for src in sources.get(target, []):
-            rel = os.path.relpath(src, root)
-            key = layer_of(rel)
+            key = layer_of(os.path.relpath(src, root))
             if key:
                 keys.add(key)
         return keys
@@ -124,6 +145,8 @@ def main():
     def chosen(target, core):
         return everything or core or any(touches(c, layers_of(target)) for c in layers)
 
+    if not any(layers_of(t) for t in units):
+        sys.exit(f"sanitize_select: no test target of {build} has a source under {root}/tests")
     unit_sel = sorted(t for t in units if chosen(t, t in CORE_UNIT))
     mpi_sel = [t for t in CORE_MPI if t in sources]
     mpi_sel += [t for t, layer in LAYER_MPI.items()

@@ -20,11 +20,22 @@ else
 fi
 existing=()
 for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
+if [ ${#existing[@]} -eq 0 ]; then
+  echo "check_format: no source file found under $root" >&2
+  exit 1
+fi
 # One clang-format process per batch of files (one per file cost most of the entry's 27 s); its
 # diagnostics start "<file>:<line>:<col>: error:", from which the differing files are taken.
-mapfile -t bad < <(printf '%s\0' "${existing[@]}" |
-  xargs -0 -n 200 "$fmt" --style=file --dry-run --Werror 2>&1 >/dev/null |
-  sed -n 's/^\(.*\):[0-9]*:[0-9]*: error: .*/\1/p' | sort -u)
+# A failure that names no file (clang-format crashed or could not read a file) fails too.
+out=$(printf '%s\0' "${existing[@]}" |
+      xargs -0 -n 200 "$fmt" --style=file --dry-run --Werror 2>&1 >/dev/null)
+rc=$?
+mapfile -t bad < <(sed -n 's/^\(.*\):[0-9]*:[0-9]*: error: .*/\1/p' <<<"$out" | sort -u)
+if [ $rc -ne 0 ] && [ ${#bad[@]} -eq 0 ]; then
+  echo "check_format: clang-format failed (status $rc):" >&2
+  printf '%s\n' "$out" | head -20 >&2
+  exit 1
+fi
 echo "check_format: ${#files[@]} files checked with $("$fmt" --version | sed 's/.*version //')"
 if [ ${#bad[@]} -gt 0 ]; then
   echo "check_format: ${#bad[@]} file(s) differ from .clang-format (run scripts/format.sh):"
