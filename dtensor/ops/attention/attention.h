@@ -51,7 +51,8 @@ struct AttentionGrads {
   Tensor q, k, v;  // the inputs' shapes and dtype
 };
 // The backward pass from the gradients of out and lse ([B, H, L]; d lse_i / d s_ij is the
-// probability p_ij) and the forward's out and lse. The mask receives no gradient.
+// probability p_ij) and the forward's out and lse. No mask gradient (the registered formula
+// takes its composite when a floating mask requires grad).
 AttentionGrads attention_backward(const Tensor& grad_out, const Tensor& grad_lse, const Tensor& q,
                                   const Tensor& k, const Tensor& v, const Tensor& mask,
                                   const Tensor& out, const Tensor& lse, const AttentionParams& p);
@@ -67,9 +68,11 @@ double default_attention_scale(int64_t head_dim);
 // [B, 1, L, S] mask needs no communication when the heads are sharded), query-sharded (q, out,
 // lse S(2) with k and v whole: causal counts from each block's global offset, plus S - L under
 // kLowerRight; a 4-d mask S(2), a 2-d one S(0)), and v Partial with q and k whole (attention is
-// linear in v: out Partial, lse whole). None communicates. Differentiable in q, k and v, also
-// twice: under create_graph the gradient is composed of differentiable ops (the [B, H, L, S]
-// probabilities materialised, from the saved log-sum-exp; attention_backward.cc).
+// linear in v: out Partial, lse whole). None communicates. Differentiable in q, k and v, and in
+// a floating mask that requires grad (ds summed over the dims it broadcasts along, as PyTorch),
+// also twice: under create_graph, and for such a mask, the gradient is composed of
+// differentiable ops (the [B, H, L, S] probabilities materialised, from the saved
+// log-sum-exp; attention_backward.cc); otherwise the fused backward op runs.
 // scale: 1 / sqrt(E) when not given. enable_gqa (grouped-query attention, PyTorch's flag): k
 // and v may have fewer heads than q, a divisor of them; each k/v head then serves H / Hk
 // consecutive q heads (k and v go through repeat_interleave along the head dim first, which

@@ -11,6 +11,7 @@
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/factories.h"
 #include "dtensor/core/propagation/dispatch.h"
+#include "dtensor/ops/common/detail/grad_util.h"
 #include "dtensor/ops/common/detail/strategy_util.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/matmul/matmul.h"
@@ -59,8 +60,10 @@ DTensor causal_hidden(const DTensor& q, int64_t L, int64_t S, int64_t diagonal) 
 //   dk = ds^T q * scale.
 // lse and O are the node's saved outputs, with the history of this node: the second order
 // through them runs this node's backward again (arbitrary order). Computed in lse's dtype (the
-// kernels' accumulation dtype), the gradients cast back to the inputs'. The mask is a constant,
-// as in the first order (it receives no gradient).
+// kernels' accumulation dtype), the gradients cast back to the inputs'. A floating mask that
+// requires grad gets ds summed over the dims it was broadcast along (its gradient, as PyTorch's:
+// s = q k^T * scale + mask), in its dtype; it is read with its history then, so the second order
+// reaches it. A bool mask (or one not requiring grad) is a constant.
 DTensorList sdpa_grad_composite(const BackwardContext& c, Grads g, bool has_mask) {
   const DType acc = c.output_spec(1).dtype();
   const auto up = [acc](const DTensor& t) { return t.dtype() == acc ? t : cast(t, acc); };
@@ -68,8 +71,9 @@ DTensorList sdpa_grad_composite(const BackwardContext& c, Grads g, bool has_mask
   const double scale = c.scalar(0).to<double>();
   const double inf = std::numeric_limits<double>::infinity();
   DTensor s = mul(matmul(q, transpose(k, 2, 3)), Scalar(scale));
+  const bool mask_grad = has_mask && c.needs_input_grad(3);
   if (has_mask) {
-    const DTensor m = c.input(3).detach();
+    const DTensor m = mask_grad ? c.input(3) : c.input(3).detach();
     s = m.dtype() == kBool ? masked_fill(s, logical_not(m), Scalar(-inf)) : add(s, up(m));
   }
   const int64_t L = q.size(2), S = k.size(2);
@@ -97,12 +101,17 @@ DTensorList sdpa_grad_composite(const BackwardContext& c, Grads g, bool has_mask
   grads.push_back(back(mul(matmul(ds, k), Scalar(scale)), c.input(0)));
   grads.push_back(back(mul(matmul(transpose(ds, 2, 3), q), Scalar(scale)), c.input(1)));
   grads.push_back(back(dv, c.input(2)));
-  if (has_mask) grads.emplace_back();  // the mask receives no gradient
+  if (has_mask) {
+    grads.push_back(mask_grad && ds.defined() ? reduce_to(ds, c.input_spec(3)) : DTensor());
+  }
   return grads;
 }
 
 DTensorList sdpa_grad(const BackwardContext& c, Grads g, bool has_mask) {
-  if (autograd::in_create_graph()) return sdpa_grad_composite(c, g, has_mask);
+  // The fused kernel does not produce ds: a floating mask requiring grad takes the composite.
+  if (autograd::in_create_graph() || (has_mask && c.needs_input_grad(3))) {
+    return sdpa_grad_composite(c, g, has_mask);
+  }
   static const OpInfo& bw = ops_op("scaled_dot_product_attention_backward");
   static const OpInfo& bw_mask = ops_op("scaled_dot_product_attention_backward.mask");
   // The log-sum-exp is an output too: its gradient (zero when unused) enters ds, and out's is
@@ -114,7 +123,7 @@ DTensorList sdpa_grad(const BackwardContext& c, Grads g, bool has_mask) {
   if (has_mask) in.push_back(&c.input(3));
   const ArgValue args[] = {scalar_arg(c.scalar(0)), c.arg<bool>(1), c.arg<bool>(2)};
   DTensorList grads = dispatch_multi(has_mask ? bw_mask : bw, in, args);
-  if (has_mask) grads.resize(4);  // the mask receives no gradient
+  if (has_mask) grads.resize(4);  // the mask does not require grad (or is bool)
   return grads;
 }
 

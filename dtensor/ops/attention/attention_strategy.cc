@@ -117,13 +117,14 @@ OutputMetas forward_meta(const OpSchema& s, bool has_mask) {
 
 // Sample calls: uneven and empty shards of batch, heads and queries, causal or not, a bool
 // mask of either rank when `mask_rank` is 2 or 4, or one broadcast over the heads [B, 1, L, S]
-// when it is 3. kind: the usual calls, one with the batch
-// short of the ranks, or one causal aligned bottom-right with fewer queries than keys. (The
-// harnesses draw each sample's values from its index: a new call goes last, so that the others
-// keep values whose random masks leave every causal query row a key.)
+// when it is 3 (of `mask_dtype`: bool, or floating, added to the scores). kind: the usual calls,
+// one with the batch short of the ranks, or one causal aligned bottom-right with fewer queries than
+// keys. (The harnesses draw each sample's values from its index: a new call goes last, so that the
+// others keep values whose random masks leave every causal query row a key.)
 enum class SampleKind { kUsual, kShortBatch, kLowerRight };
 std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backward,
-                                        SampleKind kind = SampleKind::kUsual) {
+                                        SampleKind kind = SampleKind::kUsual,
+                                        DType mask_dtype = kBool) {
   using detail::sample;
   auto call = [&](int64_t B, int64_t H, int64_t L, int64_t S, bool causal, double scale,
                   bool lower_right = false) {
@@ -140,9 +141,13 @@ std::vector<OpSample> attention_samples(int64_t w, int64_t mask_rank, bool backw
       c.inputs.push_back(sample({B, H, L, Ev}, kFloat64, -2, 2));  // out
       c.inputs.push_back(sample({B, H, L}, kFloat64, 1, 3));       // lse
     }
-    if (mask_rank == 2) c.inputs.push_back(sample({L, S}, kBool));
-    if (mask_rank == 4) c.inputs.push_back(sample({B, H, L, S}, kBool));
-    if (mask_rank == 3) c.inputs.push_back(sample({B, 1, L, S}, kBool));  // over the heads
+    const auto mask = [mask_dtype](Shape shape) {
+      return mask_dtype == kBool ? sample(std::move(shape), kBool)
+                                 : sample(std::move(shape), mask_dtype, -1, 1);
+    };
+    if (mask_rank == 2) c.inputs.push_back(mask({L, S}));
+    if (mask_rank == 4) c.inputs.push_back(mask({B, H, L, S}));
+    if (mask_rank == 3) c.inputs.push_back(mask({B, 1, L, S}));  // over the heads
     c.args = {scale, causal, lower_right};
     return c;
   };
@@ -178,6 +183,12 @@ void register_attention(Registry& reg, bool has_mask) {
     calls.push_back(attention_samples(w, mask_rank, false, SampleKind::kShortBatch)[0]);
     calls.push_back(attention_samples(w, mask_rank, false, SampleKind::kLowerRight)[0]);
     if (mask_rank > 0) calls.push_back(attention_samples(w, 3, false)[0]);
+    if (mask_rank > 0) {  // floating masks (a learnable bias): [L, S] (causal too), [B, 1, L, S]
+      for (OpSample& c : attention_samples(w, 2, false, SampleKind::kUsual, kFloat64)) {
+        calls.push_back(std::move(c));
+      }
+      calls.push_back(attention_samples(w, 3, false, SampleKind::kUsual, kFloat64)[0]);
+    }
     return calls;
   };
   reg.add(std::move(op));
