@@ -5,7 +5,10 @@
 // on batch-, head- and query-sharded q, k, v (1-D and 2-D meshes, uneven and empty shards)
 // equals the single-device one and PyTorch 2.15's F.scaled_dot_product_attention
 // (torch_attention_double_backward_references.py) at 1e-12, for a scale, is_causal, a float mask
-// with enable_gqa, and a bool mask with the causal diagonal bottom-right.
+// with enable_gqa, and a bool mask with the causal diagonal bottom-right. A floating mask that
+// requires grad (a learnable bias: [L, S], [1, H, L, S], [B, 1, L, S], [B, H, L, S], causal, gqa)
+// gets PyTorch's gradient, first order (the fused op's path) and second order, sharded too
+// (torch_attention_mask_grad_references.py).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -19,10 +22,12 @@
 #include "dtensor/ops/reduction/reduction.h"
 #include "tests/common/ops_dtensor_test_util.h"
 #include "tests/ops/attention/attention_double_backward_references.inc"
+#include "tests/ops/attention/attention_mask_grad_references.inc"
 
 namespace dt = dtensor;
 namespace tt = dtensor::test;
 namespace refs = attention_double_backward_refs;
+namespace mrefs = attention_mask_grad_refs;
 using dt::DTensor;
 using dt::Placements;
 using dt::Replicate;
@@ -271,5 +276,173 @@ TEST_CASE("attention third order (create_graph twice) equals PyTorch, sharded to
     for (size_t i = 0; i < 3; ++i) {
       CHECK(tt::same_values(got[i].full_tensor(), ref(*want[i], *shapes[i]), 1e-12));
     }
+  }
+}
+
+namespace {
+
+// A floating attn_mask that requires grad (a learnable bias;
+// torch_attention_mask_grad_references.py).
+struct MaskCase {
+  std::string name;
+  int64_t B, H, Hk, L, S, E, Ev;
+  std::optional<double> scale;
+  bool causal;
+  std::vector<int64_t> mask_shape;
+  const std::vector<double>*gm, *q_grad, *k_grad, *v_grad, *mask_grad;
+  double penalty;
+};
+
+#define AMG_REFS(ns)                                                           \
+  &mrefs::ns::kGm, &mrefs::ns::kQGrad, &mrefs::ns::kKGrad, &mrefs::ns::kVGrad, \
+      &mrefs::ns::kMaskGrad, mrefs::ns::kPenalty
+std::vector<MaskCase> mask_cases() {
+  return {
+      {"[L, S] mask, causal", 2, 3, 3, 5, 5, 3, 2, 0.6, true, {5, 5}, AMG_REFS(kLsCausal)},
+      {"[1, H, L, S] mask, gqa",
+       2,
+       4,
+       2,
+       5,
+       4,
+       3,
+       2,
+       0.45,
+       false,
+       {1, 4, 5, 4},
+       AMG_REFS(kHeadsGqa)},
+      {"[B, 1, L, S] mask",
+       3,
+       3,
+       3,
+       4,
+       5,
+       3,
+       2,
+       std::nullopt,
+       false,
+       {3, 1, 4, 5},
+       AMG_REFS(kBatch)},
+      {"[B, H, L, S] mask, causal, gqa",
+       2,
+       4,
+       2,
+       5,
+       5,
+       3,
+       2,
+       0.5,
+       true,
+       {2, 4, 5, 5},
+       AMG_REFS(kFullCausalGqa)},
+  };
+}
+#undef AMG_REFS
+
+// The mask's placements when q's are `qp`: along a mesh dim sharding q's dim d, the mask's
+// matching dim (its dims align with q's trailing ones) is sharded too unless it broadcasts
+// there (size 1) or the mask has no such dim; otherwise whole.
+Placements mask_placements(const Placements& qp, const std::vector<int64_t>& mask_shape) {
+  const int64_t lead = 4 - static_cast<int64_t>(mask_shape.size());
+  Placements out;
+  for (const dt::Placement& p : qp) {
+    const int64_t d = p.is_shard() ? p.dim() - lead : -1;
+    out.push_back(d >= 0 && mask_shape[static_cast<size_t>(d)] != 1 ? Shard(d) : Replicate());
+  }
+  return out;
+}
+
+struct MaskResult {
+  DTensor first_gm;  // d loss / d mask, without create_graph (the fused op's path)
+  DTensor gm;        // the same with create_graph
+  DTensor penalty;
+};
+
+// loss = sum(out * up): its mask gradient without create_graph, then the penalty of the four
+// create_graph gradients, whose gradient backward() accumulates into the leaves' grad().
+MaskResult mask_penalty_of(const MaskCase& c, const DTensor& q, const DTensor& k, const DTensor& v,
+                           const DTensor& up, const DTensor& m) {
+  const auto loss = [&] {
+    const DTensor out =
+        dt::scaled_dot_product_attention(q, k, v, m, 0.0, c.causal, c.scale, c.Hk != c.H);
+    return dt::sum(out * up);
+  };
+  MaskResult r;
+  const DTensor masks[] = {m};
+  const DTensor l1[] = {loss()};
+  r.first_gm = dt::autograd::grad(l1, masks)[0];
+  const DTensor l2[] = {loss()};
+  const DTensor ins[] = {q, k, v, m};
+  const std::vector<DTensor> g = dt::autograd::grad(l2, ins, {}, false, /*create_graph=*/true);
+  r.gm = g[3];
+  r.penalty =
+      dt::sum(g[0] * g[0]) + dt::sum(g[1] * g[1]) + dt::sum(g[2] * g[2]) + dt::sum(g[3] * g[3]);
+  r.penalty.backward();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("attention float mask requiring grad gets its gradient, first and second order") {
+  // d mask = ds summed over the dims the mask broadcasts along (PyTorch's), with and without
+  // create_graph; the penalty's gradient reaches the mask too. Sharded: q, k, v batch-, head- or
+  // query-sharded with the mask sharded along the matching dim or whole, at 1, 2, 4 ranks.
+  for (const MaskCase& c : mask_cases()) {
+    const Tensor q0 = values({c.B, c.H, c.L, c.E}, 1.0), k0 = values({c.B, c.Hk, c.S, c.E}, 2.0),
+                 v0 = values({c.B, c.Hk, c.S, c.Ev}, 3.0), up0 = values({c.B, c.H, c.L, c.Ev}, 4.0),
+                 m0 = values(c.mask_shape, 5.0, 0.8);
+    const Tensor* shapes[] = {&q0, &k0, &v0, &m0};
+    const std::vector<double>* want[] = {c.q_grad, c.k_grad, c.v_grad, c.mask_grad};
+    const dt::DeviceMesh mesh1 = tt::family_meshes()[0], mesh2 = tt::family_meshes()[1];
+    struct Layout {
+      const dt::DeviceMesh* mesh;
+      Placements qp, kp;
+    };
+    const std::vector<Layout> all = {{nullptr, {}, {}},
+                                     {&mesh1, {Shard(0)}, {Shard(0)}},
+                                     {&mesh1, {Shard(1)}, {Shard(1)}},
+                                     {&mesh1, {Shard(2)}, {Replicate()}},
+                                     {&mesh2, {Shard(0), Shard(1)}, {Shard(0), Shard(1)}},
+                                     {&mesh2, {Shard(1), Shard(2)}, {Shard(1), Replicate()}}};
+    for (const Layout& l : all) {
+      const Placements mp = l.mesh ? mask_placements(l.qp, c.mask_shape) : Placements();
+      INFO(c.name << " at " << dt::world_size() << " ranks: "
+                  << (l.mesh ? tt::describe(*l.mesh, {l.qp, l.kp, mp}, q0.sizes())
+                             : std::string("single device")));
+      const auto put = [&](const Tensor& t, const Placements& p) {
+        return l.mesh ? dt::distribute_tensor(t, *l.mesh, p, std::nullopt)
+                      : dt::local_dtensor(t.clone());
+      };
+      DTensor q = put(q0, l.qp), k = put(k0, l.kp), v = put(v0, l.kp), m = put(m0, mp);
+      DTensor* leaves[] = {&q, &k, &v, &m};
+      for (DTensor* t : leaves) t->requires_grad_();
+      const MaskResult r = mask_penalty_of(c, q, k, v, put(up0, l.qp), m);
+      CHECK(tt::same_values(r.first_gm.full_tensor(), ref(*c.gm, m0), 1e-12));
+      CHECK(tt::same_values(r.gm.full_tensor(), ref(*c.gm, m0), 1e-12));
+      CHECK(r.penalty.full_tensor().item<double>() == Approx(c.penalty).epsilon(1e-12));
+      for (size_t i = 0; i < 4; ++i) {
+        INFO("input " << i);
+        CHECK(tt::same_values(leaves[i]->grad().full_tensor(), ref(*want[i], *shapes[i]), 1e-12));
+        CHECK(leaves[i]->grad().placements() == leaves[i]->placements());
+      }
+    }
+  }
+}
+
+TEST_CASE("attention bool mask and a float mask not requiring grad get no gradient") {
+  const MaskCase c = mask_cases()[0];
+  const Tensor q0 = values({c.B, c.H, c.L, c.E}, 1.0);
+  DTensor q = dt::local_dtensor(q0.clone());
+  q.requires_grad_();
+  const DTensor k = dt::local_dtensor(values({c.B, c.H, c.S, c.E}, 2.0));
+  const DTensor v = dt::local_dtensor(values({c.B, c.H, c.S, c.Ev}, 3.0));
+  const Tensor m0 = values(c.mask_shape, 5.0, 0.8);
+  for (const DTensor& m :
+       {dt::local_dtensor(m0), dt::local_dtensor(dt::gt(m0, dt::Scalar(-0.5)))}) {
+    const DTensor out = dt::scaled_dot_product_attention(q, k, v, m, 0.0, false, c.scale);
+    dt::sum(out).backward();
+    CHECK(q.grad().defined());
+    CHECK(!m.requires_grad());
+    CHECK(!m.grad().defined());
   }
 }

@@ -21,7 +21,8 @@ dtensor_add_mpi_test(test_attention_head_mask_mpi
   DEPS dtensor::ops
   RANKS 1 2 4)
 # Double backward (create_graph): a gradient penalty on sharded q, k, v against single device
-# and PyTorch 2.15 (torch_attention_double_backward_references.py).
+# and PyTorch 2.15 (torch_attention_double_backward_references.py); a floating mask's own
+# gradient, first and second order (torch_attention_mask_grad_references.py).
 dtensor_add_mpi_test(test_attention_double_backward_mpi
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attention_double_backward_mpi.cc
   DEPS dtensor::ops
