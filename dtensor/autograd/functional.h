@@ -16,8 +16,8 @@
 //     and reshaped: J[i][j] has shape outputs[i].shape() + inputs[j].shape().
 // Sharding: vjp / vhp / hvp results are laid out like the inputs (as autograd::grad lays out a
 // leaf's gradient), jvp results like the outputs. A jacobian block J[i][j] is the stack of rows
-// laid out like inputs[j] (its Shard(d) becomes Shard(d + outputs[i].ndim())), a hessian block
-// H[i][j] likewise with Shard(d) of inputs[j] on dim d + inputs[i].ndim(); every value equals
+// laid out like inputs[j] (its Shard(d) becomes Shard(d + outputs[i].dim())), a hessian block
+// H[i][j] likewise with Shard(d) of inputs[j] on dim d + inputs[i].dim(); every value equals
 // the single-device one. Every rank of the meshes must call these (they run backward passes).
 // Errors are dtensor::Error "[autograd.functional] <fn>: ...".
 #pragma once

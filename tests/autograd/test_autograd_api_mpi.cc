@@ -10,6 +10,7 @@
 
 #include "dtensor/autograd/create_graph.h"
 #include "dtensor/autograd/engine.h"
+#include "dtensor/autograd/functional.h"
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/nn/nn.h"
 #include "dtensor/ops/elementwise/elementwise.h"
@@ -18,6 +19,7 @@
 #include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/rng/random.h"
 #include "dtensor/tensor/memory_stats.h"
+#include "tests/autograd/functional_functions.h"
 #include "tests/common/ops_dtensor_test_util.h"
 
 namespace dt = dtensor;
@@ -379,5 +381,62 @@ TEST_CASE("autograd.grad under fully_shard recovers from a pass that raised") {
       CHECK(dt::autograd::grad(loss, in)[0].defined());
     }
     CHECK(dt::memory_stats().current_bytes - base < chain.linear_bytes);
+  }
+}
+
+TEST_CASE("autograd.functional on Shard(0) inputs equals the single-device results") {
+  namespace af = dt::autograd::functional;
+  const int64_t w = dt::world_size();
+  const dt::DeviceMesh mesh = tt::make_mesh({w});
+  const Placements s0 = {dt::Shard(0)};
+  // x [3w + 1, 5] and w [5, 2]: uneven shards at 2 and 4 ranks.
+  const std::vector<Tensor> in = {tt::det_input({w * 3 + 1, 5}, 1, -1.0, 0.25, dt::kFloat64),
+                                  tt::det_input({5, 2}, 2, -0.75, 0.125, dt::kFloat64)};
+  const std::vector<Tensor> v_out = {tt::det_input({w * 3 + 1, 2}, 3, -0.5, 0.125, dt::kFloat64),
+                                     tt::det_input({w * 3 + 1}, 4, -0.5, 0.25, dt::kFloat64)};
+  std::vector<DTensor> local, sharded, lv_out, sv_out, lv_in, sv_in;
+  for (size_t i = 0; i < 2; ++i) {
+    local.push_back(dt::local_dtensor(in[i]));
+    sharded.push_back(dt::distribute_tensor(in[i], mesh, s0, std::nullopt));
+    lv_out.push_back(dt::local_dtensor(v_out[i]));
+    sv_out.push_back(dt::distribute_tensor(v_out[i], mesh, s0, std::nullopt));
+    const Tensor v =
+        tt::det_input(in[i].sizes(), 5 + static_cast<int>(i), -0.5, 0.25, dt::kFloat64);
+    lv_in.push_back(dt::local_dtensor(v));
+    sv_in.push_back(dt::distribute_tensor(v, mesh, s0, std::nullopt));
+  }
+  const auto same = [](const DTensor& got, const DTensor& want) {
+    return tt::same_values(got.full_tensor(), want.to_local(), 1e-12);
+  };
+  const af::Function g = dt::test::functional_g, s = dt::test::functional_s;
+  SECTION("vjp, jvp, vhp, hvp") {
+    const af::FunctionalResult vjp = af::vjp(g, sharded, sv_out), want = af::vjp(g, local, lv_out);
+    const af::FunctionalResult jvp = af::jvp(g, sharded, sv_in), wjvp = af::jvp(g, local, lv_in);
+    const af::FunctionalResult vhp = af::vhp(s, sharded, sv_in), wvhp = af::vhp(s, local, lv_in);
+    const af::FunctionalResult hvp = af::hvp(s, sharded, sv_in), whvp = af::hvp(s, local, lv_in);
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(same(vjp.outputs[i], want.outputs[i]));
+      CHECK(same(vjp.result[i], want.result[i]));
+      CHECK(vjp.result[i].placements() == s0);  // laid out like the input
+      CHECK(same(jvp.result[i], wjvp.result[i]));
+      CHECK(same(vhp.result[i], wvhp.result[i]));
+      CHECK(vhp.result[i].placements() == s0);
+      CHECK(same(hvp.result[i], whvp.result[i]));
+    }
+  }
+  SECTION("jacobian and hessian") {
+    const auto jac = af::jacobian(g, sharded), wjac = af::jacobian(g, local);
+    const auto hess = af::hessian(s, sharded), whess = af::hessian(s, local);
+    for (size_t i = 0; i < 2; ++i) {
+      for (size_t j = 0; j < 2; ++j) {
+        INFO("block " << i << j << " jacobian " << dt::placements_str(jac[i][j].placements())
+                      << " hessian " << dt::placements_str(hess[i][j].placements()));
+        CHECK(same(jac[i][j], wjac[i][j]));
+        CHECK(same(hess[i][j], whess[i][j]));
+        // Shard(0) of input j (2-d) moves past the output's (the other input's) dims.
+        CHECK(jac[i][j].placements() == Placements(1, dt::Shard(jac[i][j].dim() - 2)));
+        CHECK(hess[i][j].placements() == Placements(1, dt::Shard(2)));
+      }
+    }
   }
 }
