@@ -41,10 +41,11 @@
 #include "dtensor/core/propagation/dispatch.h"
 #include "dtensor/core/propagation/op_schema.h"
 
-// Autograd (backward, grad mode, custom functions).
+// Autograd (backward, grad mode, custom functions, torch.autograd.functional).
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
+#include "dtensor/autograd/functional.h"
 #include "dtensor/autograd/grad_mode.h"
 
 // Ops (local Tensor and DTensor forms), the op registry (register_op), intra-op threads.

@@ -1,7 +1,8 @@
 // autograd::grad under mpirun: on sharded inputs (1-D and 2-D meshes) the gradients equal the
 // single-device ones, leaves' laid out like the leaves, nothing accumulated; inside data parallel
 // a gradient with respect to the model's input runs no data-parallel reduction, and one with
-// respect to a parameter is refused on every rank.
+// respect to a parameter is refused on every rank. autograd::functional (vjp ... hessian) on
+// Shard(0) inputs equals its single-device results.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <stdexcept>
