@@ -50,16 +50,27 @@ std::vector<DTensor> call(const Function& func, const std::vector<DTensor>& inpu
   return outputs;
 }
 
-// PyTorch's _check_requires_grad (strict only).
-void check_requires_grad(const std::vector<DTensor>& xs, const char* what, bool strict,
+constexpr char kIndependent[] =
+    "The output of the user-provided function is independent of input %d. This is not allowed "
+    "in strict mode.";
+constexpr char kOutputNoGrad[] =
+    "Output %d of the user-provided function does not require gradients. The outputs must be "
+    "computed in a differentiable manner from the input when running in strict mode.";
+constexpr char kJacobianNoGrad[] =
+    "While computing the hessian, found that the jacobian of the user-provided function with "
+    "respect to input %d is independent of the input. This is not allowed in strict mode. You "
+    "should ensure that your function is twice differentiable and that the jacobian depends on "
+    "the inputs (this would be violated by a linear function for example).";
+
+// PyTorch's _check_requires_grad (strict only): `message` names the index of an entry that
+// does not require grad.
+void check_requires_grad(const std::vector<DTensor>& xs, const char* message, bool strict,
                          const char* fn) {
   if (!strict) return;
   for (size_t i = 0; i < xs.size(); ++i) {
-    DT_CHECK(xs[i].defined() && xs[i].requires_grad(),
-             "[autograd.functional] %s: %s %d of the user-provided function does not require "
-             "gradients. The outputs must be computed in a differentiable manner from the input "
-             "when running in strict mode.",
-             fn, what, i);
+    DT_CHECK(xs[i].defined(), "[autograd.functional] %s: %s", fn, absl::StrFormat(kIndependent, i));
+    DT_CHECK(xs[i].requires_grad(), "[autograd.functional] %s: %s", fn,
+             absl::StrFormat(message, i));
   }
 }
 
@@ -117,10 +128,6 @@ std::vector<DTensor> fill_in_zeros(std::vector<DTensor> grads, const std::vector
   return grads;
 }
 
-constexpr char kIndependent[] =
-    "The output of the user-provided function is independent of input %d. This is not allowed "
-    "in strict mode.";
-
 std::vector<DTensor> zeros_requiring_grad(const std::vector<DTensor>& like) {
   std::vector<DTensor> out;
   for (const DTensor& x : like) {
@@ -151,9 +158,9 @@ FunctionalResult second_order(const Function& func, const std::vector<DTensor>& 
   std::vector<DTensor> outputs = call(func, xs, fn);
   check_scalar(outputs, fn);
   const std::vector<DTensor> vs = default_v(v, xs, kOneInput, fn);
-  check_requires_grad(outputs, "Output", strict, fn);
+  check_requires_grad(outputs, kOutputNoGrad, strict, fn);
   const std::vector<DTensor> jac = grad_of(outputs, xs, {ones_like(outputs[0])}, true);
-  check_requires_grad(jac, "The jacobian of output", strict, fn);
+  check_requires_grad(jac, kJacobianNoGrad, strict, fn);
   std::vector<DTensor> res;
   if (!hvp) {
     res = fill_in_zeros(grad_of(jac, xs, vs, create_graph), xs, strict,
@@ -201,7 +208,7 @@ FunctionalResult vjp(const Function& func, const std::vector<DTensor>& inputs,
   AutoGradMode enable(true);
   const std::vector<DTensor> xs = preprocess(inputs, create_graph);
   std::vector<DTensor> outputs = call(func, xs, "vjp");
-  check_requires_grad(outputs, "Output", strict, "vjp");
+  check_requires_grad(outputs, kOutputNoGrad, strict, "vjp");
   const std::vector<DTensor> vs =
       default_v(v, outputs, "the user-provided function returns a single Tensor", "vjp");
   std::vector<DTensor> res =
@@ -215,11 +222,14 @@ FunctionalResult jvp(const Function& func, const std::vector<DTensor>& inputs,
   const std::vector<DTensor> xs = preprocess(inputs, create_graph);
   const std::vector<DTensor> vs = default_v(v, xs, kOneInput, "jvp");
   std::vector<DTensor> outputs = call(func, xs, "jvp");
-  check_requires_grad(outputs, "Output", strict, "jvp");
+  check_requires_grad(outputs, kOutputNoGrad, strict, "jvp");
   // The double-vjp trick: g(u) = uᵀ J is linear in u, and d(g(u) · v)/du = J v.
   const std::vector<DTensor> us = zeros_requiring_grad(outputs);
   const std::vector<DTensor> grad_inputs = grad_of(outputs, xs, us, true);
-  check_requires_grad(grad_inputs, "The gradient with respect to input", strict, "jvp");
+  check_requires_grad(grad_inputs,
+                      "The gradient with respect to input %d is independent of the inputs of the "
+                      "user-provided function. This is not allowed in strict mode.",
+                      strict, "jvp");
   std::vector<DTensor> res = fill_in_zeros(
       grad_of(grad_inputs, us, vs, create_graph), outputs, strict,
       "The gradient with respect to the input is independent of entry %d in the grad_outputs "
@@ -244,7 +254,7 @@ std::vector<std::vector<DTensor>> jacobian(const Function& func, const std::vect
   AutoGradMode enable(true);
   const std::vector<DTensor> xs = preprocess(inputs, create_graph);
   const std::vector<DTensor> outputs = call(func, xs, "jacobian");
-  check_requires_grad(outputs, "Output", strict, "jacobian");
+  check_requires_grad(outputs, kOutputNoGrad, strict, "jacobian");
   std::vector<std::vector<DTensor>> jac;
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::vector<std::vector<DTensor>> rows(xs.size());
@@ -288,8 +298,9 @@ std::vector<std::vector<DTensor>> hessian(const Function& func, const std::vecto
     return std::vector<DTensor>{out[0].reshape({})};
   };
   const Function gradient = [&](const std::vector<DTensor>& xs) {
-    std::vector<DTensor> jac = jacobian(scalar, xs, /*create_graph=*/true, strict)[0];
-    check_requires_grad(jac, "The jacobian of output", strict, "hessian");
+    // As PyTorch, the inner jacobian is not strict; its result is checked below.
+    std::vector<DTensor> jac = jacobian(scalar, xs, /*create_graph=*/true, /*strict=*/false)[0];
+    check_requires_grad(jac, kJacobianNoGrad, strict, "hessian");
     return jac;
   };
   return jacobian(gradient, inputs, create_graph, strict);

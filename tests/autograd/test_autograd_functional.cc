@@ -114,6 +114,20 @@ TEST_CASE("autograd.functional strict, unused inputs and argument errors") {
   CHECK_THROWS_WITH(af::jacobian(tanh_x, inputs(), false, /*strict=*/true),
                     Contains("[autograd.functional] jacobian: Output 0 of the user-provided "
                              "function is independent of input 1."));
+  // A linear function: its jacobian does not require grad; zeros, or PyTorch's strict message.
+  const af::Function linear = [](const std::vector<DTensor>& in) {
+    return std::vector<DTensor>{dt::sum(in[0]) + dt::sum(in[1])};
+  };
+  CHECK(equals(af::hessian(linear, inputs())[0][1], std::vector<double>(96, 0.0), {3, 4, 4, 2}));
+  CHECK(equals(af::vhp(linear, inputs(), v_in()).result[1], std::vector<double>(8, 0.0), {4, 2}));
+  for (const char* fn : {"hessian", "vhp"}) {
+    CHECK_THROWS_WITH(fn[0] == 'h' ? af::hessian(linear, inputs(), false, true)[0]
+                                   : af::vhp(linear, inputs(), v_in(), false, true).result,
+                      Contains(std::string("[autograd.functional] ") + fn +
+                               ": While computing the hessian, found that the jacobian of the "
+                               "user-provided function with respect to input 0 is independent "
+                               "of the input. This is not allowed in strict mode."));
+  }
   CHECK_THROWS_WITH(af::hessian(dt::test::functional_g, inputs()),
                     Contains("[autograd.functional] hessian: The function given to hessian should "
                              "return a single Tensor"));
