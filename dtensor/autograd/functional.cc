@@ -154,7 +154,7 @@ FunctionalResult second_order(const Function& func, const std::vector<DTensor>& 
                               const std::vector<DTensor>& v, bool create_graph, bool strict,
                               bool hvp, const char* fn) {
   AutoGradMode enable(true);
-  const std::vector<DTensor> xs = preprocess(inputs, true);
+  const std::vector<DTensor> xs = preprocess(inputs, create_graph);
   std::vector<DTensor> outputs = call(func, xs, fn);
   check_scalar(outputs, fn);
   const std::vector<DTensor> vs = default_v(v, xs, kOneInput, fn);
