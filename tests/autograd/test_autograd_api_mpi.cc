@@ -420,6 +420,7 @@ TEST_CASE("autograd.functional on Shard(0) inputs equals the single-device resul
       CHECK(same(vjp.result[i], want.result[i]));
       CHECK(vjp.result[i].placements() == s0);  // laid out like the input
       CHECK(same(jvp.result[i], wjvp.result[i]));
+      CHECK(jvp.result[i].placements() == jvp.outputs[i].placements());  // like the output
       CHECK(same(vhp.result[i], wvhp.result[i]));
       CHECK(vhp.result[i].placements() == s0);
       CHECK(same(hvp.result[i], whvp.result[i]));
