@@ -27,6 +27,14 @@ DTensor gather_backward(const DTensor& grad, const DTensor& index, int64_t dim,
   return dispatch(op, {&grad, &index}, args);
 }
 
+// A per-position count of the values reduced there, 1 where none is (no index names the position
+// and self is excluded): the share divided by it is unused there, but a 0 would make it 0 / 0,
+// whose NaN the gradient of the share (second order, when grad has history) would carry (as
+// PyTorch's masked_fill(N == 0, 1)).
+DTensor at_least_one(const DTensor& counts) {
+  return masked_fill(counts, eq(counts, Scalar(0.0)), Scalar(1.0));
+}
+
 }  // namespace
 
 DTensorList gather_backward_grad(const BackwardContext& c, Grads g) {
@@ -80,7 +88,7 @@ DTensorList scatter_reduce_grad(const BackwardContext& c, Grads g) {
       // Each value reduced into a position gets the gradient divided by that position's count.
       const DTensor counts = scatter_add(full_like(grad, Scalar(include_self ? 1.0 : 0.0)), dim,
                                          index, ones_like(c.input(2)));
-      const DTensor share = grad / counts;  // positions no index names: 1 (or 0, then unused)
+      const DTensor share = grad / at_least_one(counts);
       if (self_term) g_self = share;
       if (want_src) g_src = gather(share, dim, index);
       break;
@@ -95,7 +103,7 @@ DTensorList scatter_reduce_grad(const BackwardContext& c, Grads g) {
       const DTensor self_is =
           include_self ? cast(eq(c.input(0), result), dtype) : full_like(grad, Scalar(0.0));
       const DTensor src_is = cast(eq(src, gather(result, dim, index)), dtype);
-      const DTensor share = grad / scatter_add(self_is, dim, index, src_is);
+      const DTensor share = grad / at_least_one(scatter_add(self_is, dim, index, src_is));
       if (self_term) g_self = self_is * share;
       if (want_src) g_src = src_is * gather(share, dim, index);
       break;

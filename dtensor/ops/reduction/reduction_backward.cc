@@ -123,12 +123,14 @@ DTensorList max_dim_bw(const BackwardContext& c, Grads g) {
 
 // std = sqrt(var): PyTorch 2.15's std_backward, var's gradient of g / (2 std), with 0 for
 // g / (2 std) where std is 0 (all elements equal: 0, not 0 / 0 = NaN). Where n <= correction
-// std is inf or NaN and so is the gradient.
+// std is inf or NaN and so is the gradient. The division is by 1 where std is 0, so that
+// differentiating the dropped quotient again meets no 0 * inf = NaN (its third order did).
 DTensorList std_bw(const BackwardContext& c, Grads g) {
   const Reduced r = reduced_of(c, 1);
   const DTensor s = keep(c, c.output(0), r);
-  const DTensor gv = keep(c, g[0], r) / (s * 2.0);
-  return {var_grad(c, r, where(eq(s, Scalar(0.0)), zeros_like(gv), gv))};
+  const DTensor zero = eq(s, Scalar(0.0));
+  const DTensor gv = keep(c, g[0], r) / (masked_fill(s, zero, Scalar(1.0)) * 2.0);
+  return {var_grad(c, r, where(zero, zeros_like(gv), gv))};
 }
 
 // var_mean / std_mean: var's (or std's) gradient of g[0] plus mean's of g[1]; either may be
