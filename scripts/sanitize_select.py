@@ -121,6 +121,17 @@ def unit_entries(build):
     return {t for t in catch if "gpu" not in t}, {n: t for n, t in plain.items() if n in labels}
 
 
+def unit_regex(selected, catch, plain):
+    """A ctest regex (CMake's syntax) of the unit entries of the selected targets: a Catch suite's
+    entries are named "<target>:<test case>" (catch_discover_tests' TEST_PREFIX "<target>: " loses
+    its space), a plain entry by its own name. Empty when nothing is selected."""
+    def esc(name):
+        return re.sub(r"([.+*?()\[\]^$|\\])", r"\\\1", name)
+    names = [esc(t) + ":" for t in sorted(set(selected) & catch)]
+    names += [esc(n) + "$" for n, t in sorted(plain.items()) if t in selected]
+    return "^(" + "|".join(names) + ")" if names else ""
+
+
 def main():
     build, root = sys.argv[1], os.path.realpath(sys.argv[2])
     sources = target_sources(build)
@@ -153,13 +164,8 @@ def main():
                 if t in sources and (everything or any(touches(c, {layer}) for c in layers))]
     if os.environ.get("SANITIZE_MPI", "1") != "1":
         mpi_sel = []
-    # ctest's regular expressions (CMake's): names hold [A-Za-z0-9_.:] and spaces.
-    def esc(name):
-        return re.sub(r"([.+*?()\[\]^$|\\])", r"\\\1", name)
-    names = [esc(t) + ": " for t in sorted(set(unit_sel) & catch)]
-    names += [esc(n) + "$" for n, t in sorted(plain.items()) if t in unit_sel]
     print(" ".join(unit_sel + mpi_sel))
-    print("^(" + "|".join(names) + ")" if names else "")
+    print(unit_regex(unit_sel, catch, plain))
     print(" ".join(mpi_sel))
     why = ("every target (" + ("SANITIZE_ALL=1" if os.environ.get("SANITIZE_ALL") == "1" else
                                "no usable base" if files is None else "build files changed") + ")"

@@ -48,8 +48,28 @@ for name, layer in s.LAYER_MPI.items():
     if not any(os.path.isdir(os.path.join(root, d, layer)) for d in ("dtensor", "tests")):
         failures.append(f"{name}'s layer {layer} is no folder of dtensor/ or tests/")
 
+# The regex the stage runs ctest with must name every unit suite's entries (it once named
+# "<target>: ", which no discovered entry matches, and ran 2 of ~600 entries): with every unit
+# target selected, each Catch suite has an entry it matches and each plain entry is matched.
+import re  # noqa: E402
+import subprocess  # noqa: E402
+
+regex = s.unit_regex(sorted(units), catch, plain)
+listing = subprocess.run(["ctest", "-N", "-L", "unit", "-R", regex], cwd=build,
+                         capture_output=True, text=True).stdout
+matched = re.findall(r"Test +#[0-9]+: (.+)$", listing, re.M)
+for name in sorted(catch):
+    if not any(m.startswith(name + ":") for m in matched):
+        failures.append(f"the unit regex matches no entry of the Catch suite {name}")
+for name in sorted(plain):
+    if name not in matched:
+        failures.append(f"the unit regex misses the entry {name}")
+for m in matched:
+    if not m.split(":")[0] in units and m not in plain:
+        failures.append(f"the unit regex matches {m}, of no selected target")
+
 for f in failures:
     print("check_sanitize_select:", f)
-print(f"check_sanitize_select: {len(units)} unit targets, {len(s.CORE_UNIT)} core, "
-      f"{len(failures)} failure(s)")
+print(f"check_sanitize_select: {len(units)} unit targets, {len(matched)} unit entries matched, "
+      f"{len(s.CORE_UNIT)} core, {len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
