@@ -114,14 +114,33 @@ std::vector<DTensor> grad_of(const std::vector<DTensor>& outputs,
   }
   if (outs.empty()) return std::vector<DTensor>(inputs.size());
   AutoGradMode enable(true);
-  return grad(outs, inputs, seeds, /*retain_graph=*/true, create_graph, /*allow_unused=*/true);
+  std::vector<DTensor> grads =
+      grad(outs, inputs, seeds, /*retain_graph=*/true, create_graph, /*allow_unused=*/true);
+  // autograd::grad lays out a leaf's gradient like the leaf but returns a non-leaf's (an input
+  // viewed under create_graph) as it arrives (Partial, another Shard): lay each out like its
+  // input, recorded under create_graph.
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (grads[i].defined() && grads[i].placements() != inputs[i].placements()) {
+      grads[i] = grads[i].redistribute(inputs[i].placements());
+    }
+  }
+  return grads;
 }
 
-// PyTorch's _fill_in_zeros: undefined gradients become zeros like `refs`, or raise in strict.
+// PyTorch's _fill_in_zeros: undefined gradients become zeros like `refs`, or raise in strict;
+// in strict with create_graph a gradient must require grad (`what`: "jacobian" for vjp / jvp,
+// "hessian" for vhp / hvp).
 std::vector<DTensor> fill_in_zeros(std::vector<DTensor> grads, const std::vector<DTensor>& refs,
-                                   bool strict, const char* message, const char* fn) {
+                                   bool strict, bool create_graph, const char* message,
+                                   const char* what, const char* fn) {
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (grads[i].defined()) continue;
+    if (grads[i].defined()) {
+      DT_CHECK(!strict || !create_graph || grads[i].requires_grad(),
+               "[autograd.functional] %s: The %s of the user-provided function is independent "
+               "of input %d. This is not allowed in strict mode when create_graph=True.",
+               fn, what, i);
+      continue;
+    }
     DT_CHECK(!strict, "[autograd.functional] %s: %s", fn, absl::StrFormat(message, i));
     grads[i] = zeros_like(refs[i]);
   }
@@ -163,18 +182,18 @@ FunctionalResult second_order(const Function& func, const std::vector<DTensor>& 
   check_requires_grad(jac, kJacobianNoGrad, strict, fn);
   std::vector<DTensor> res;
   if (!hvp) {
-    res = fill_in_zeros(grad_of(jac, xs, vs, create_graph), xs, strict,
+    res = fill_in_zeros(grad_of(jac, xs, vs, create_graph), xs, strict, create_graph,
                         "The jacobian of the user-provided function is independent of input %d. "
                         "This is not allowed in strict mode.",
-                        fn);
+                        "hessian", fn);
   } else {
     const std::vector<DTensor> grad_jac = zeros_requiring_grad(xs);
     const std::vector<DTensor> double_back = grad_of(jac, xs, grad_jac, true);
-    res = fill_in_zeros(grad_of(double_back, grad_jac, vs, create_graph), xs, strict,
+    res = fill_in_zeros(grad_of(double_back, grad_jac, vs, create_graph), xs, strict, create_graph,
                         "The hessian of the user-provided function is independent of entry %d in "
                         "the grad_jacobian. This is not allowed in strict mode as it prevents "
                         "from using the double backward trick to replace forward mode AD.",
-                        fn);
+                        "hessian", fn);
   }
   return {postprocess(std::move(outputs), create_graph), postprocess(std::move(res), create_graph)};
 }
@@ -211,8 +230,8 @@ FunctionalResult vjp(const Function& func, const std::vector<DTensor>& inputs,
   check_requires_grad(outputs, kOutputNoGrad, strict, "vjp");
   const std::vector<DTensor> vs =
       default_v(v, outputs, "the user-provided function returns a single Tensor", "vjp");
-  std::vector<DTensor> res =
-      fill_in_zeros(grad_of(outputs, xs, vs, create_graph), xs, strict, kIndependent, "vjp");
+  std::vector<DTensor> res = fill_in_zeros(grad_of(outputs, xs, vs, create_graph), xs, strict,
+                                           create_graph, kIndependent, "jacobian", "vjp");
   return {postprocess(std::move(outputs), create_graph), postprocess(std::move(res), create_graph)};
 }
 
@@ -231,11 +250,11 @@ FunctionalResult jvp(const Function& func, const std::vector<DTensor>& inputs,
                       "user-provided function. This is not allowed in strict mode.",
                       strict, "jvp");
   std::vector<DTensor> res = fill_in_zeros(
-      grad_of(grad_inputs, us, vs, create_graph), outputs, strict,
+      grad_of(grad_inputs, us, vs, create_graph), outputs, strict, create_graph,
       "The gradient with respect to the input is independent of entry %d in the grad_outputs "
       "when using the double backward trick to compute forward mode gradients. This is not "
       "allowed in strict mode.",
-      "jvp");
+      "jacobian", "jvp");
   return {postprocess(std::move(outputs), create_graph), postprocess(std::move(res), create_graph)};
 }
 
@@ -294,6 +313,7 @@ std::vector<std::vector<DTensor>> hessian(const Function& func, const std::vecto
                                           bool create_graph, bool strict) {
   const Function scalar = [&](const std::vector<DTensor>& xs) {
     std::vector<DTensor> out = call(func, xs, "hessian");
+    check_requires_grad(out, kOutputNoGrad, strict, "hessian");  // as ensure_single_output_function
     check_scalar(out, "hessian");
     return std::vector<DTensor>{out[0].reshape({})};
   };

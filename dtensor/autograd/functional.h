@@ -8,18 +8,25 @@
 //     outputs are detached.
 //   - An input that an output does not depend on gets zeros (like the input), or with `strict`
 //     raises "[autograd.functional] <fn>: The output of the user-provided function is
-//     independent of input i. This is not allowed in strict mode." (PyTorch's messages).
+//     independent of input i. This is not allowed in strict mode." (PyTorch's messages); with
+//     `strict` and create_graph a result that does not require grad raises "The jacobian (vjp,
+//     jvp; The hessian for vhp, hvp) of the user-provided function is independent of input i.
+//     This is not allowed in strict mode when create_graph=True."
+//   - jvp, vhp, hvp and hessian run create_graph passes internally even with create_graph =
+//     false, so the create_graph refusals apply to them (inside a compile capture, through
+//     fully_shard units, through record_function nodes: create_graph.h).
 //   - jvp uses the double-vjp trick (a vjp with a zero cotangent u that requires grad, then the
 //     gradient of that vjp with respect to u); hvp uses it on the gradient (PyTorch's hvp).
 //   - jacobian / hessian take one vjp per output element (rows), with a one-hot cotangent laid
 //     out like the output (distribute_tensor of a one-hot local tensor, no communication), stacked
 //     and reshaped: J[i][j] has shape outputs[i].shape() + inputs[j].shape().
-// Sharding: vjp / vhp / hvp results are laid out like the inputs (as autograd::grad lays out a
-// leaf's gradient), jvp results like the outputs. A jacobian block J[i][j] is the stack of rows
-// laid out like inputs[j] (its Shard(d) becomes Shard(d + outputs[i].dim())), a hessian block
-// H[i][j] likewise with Shard(d) of inputs[j] on dim d + inputs[i].dim(); every value equals
-// the single-device one. Every rank of the meshes must call these (they run backward passes).
-// Errors are dtensor::Error "[autograd.functional] <fn>: ...".
+// Sharding: vjp / vhp / hvp results are laid out like the inputs, jvp results like the outputs
+// (autograd::grad returns a non-leaf's gradient, e.g. an input viewed under create_graph, as it
+// arrives, maybe Partial: it is redistributed, recorded under create_graph). A jacobian block
+// J[i][j] is the stack of rows laid out like inputs[j] (its Shard(d) becomes Shard(d +
+// outputs[i].dim())), a hessian block H[i][j] likewise with Shard(d) of inputs[j] on dim d +
+// inputs[i].dim(); every value equals the single-device one. Every rank of the meshes must call
+// these (they run backward passes). Errors are dtensor::Error "[autograd.functional] <fn>: ...".
 #pragma once
 
 #include <functional>

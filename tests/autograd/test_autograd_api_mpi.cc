@@ -441,4 +441,52 @@ TEST_CASE("autograd.functional on Shard(0) inputs equals the single-device resul
       }
     }
   }
+  SECTION("create_graph: laid out like the inputs, differentiable again") {
+    // The inputs require grad, so func sees views of them (non-leaves, whose gradients
+    // autograd::grad returns as they arrive: a Replicate w's x^T g is Partial).
+    const Placements r = {dt::Replicate()};
+    const std::vector<Placements> like = {s0, r};
+    std::vector<DTensor> rg, lrg;
+    for (size_t i = 0; i < 2; ++i) {
+      rg.push_back(dt::distribute_tensor(in[i], mesh, like[i], std::nullopt).requires_grad_());
+      lrg.push_back(local[i].detach().requires_grad_());
+    }
+    const af::FunctionalResult vjp = af::vjp(g, rg, sv_out, true),
+                               want = af::vjp(g, lrg, lv_out, true);
+    const af::FunctionalResult vhp = af::vhp(s, rg, sv_in, true),
+                               wvhp = af::vhp(s, lrg, lv_in, true);
+    const af::FunctionalResult hvp = af::hvp(s, rg, sv_in, true),
+                               whvp = af::hvp(s, lrg, lv_in, true);
+    const auto jac = af::jacobian(g, rg, true), wjac = af::jacobian(g, lrg, true);
+    const auto hess = af::hessian(s, rg, true), whess = af::hessian(s, lrg, true);
+    // d sum(r * r) / d x: the results keep their history through the redistributes.
+    const auto second = [](const DTensor& r, const DTensor& x) {
+      const DTensor loss[] = {dt::sum(r * r)}, in[] = {x};
+      return dt::autograd::grad(loss, in, {}, /*retain_graph=*/true)[0];
+    };
+    for (size_t i = 0; i < 2; ++i) {
+      INFO("input " << i << " vjp " << dt::placements_str(vjp.result[i].placements()) << " vhp "
+                    << dt::placements_str(vhp.result[i].placements()) << " hvp "
+                    << dt::placements_str(hvp.result[i].placements()));
+      CHECK(vjp.result[i].placements() == like[i]);
+      CHECK(vhp.result[i].placements() == like[i]);
+      CHECK(hvp.result[i].placements() == like[i]);
+      CHECK(same(vjp.result[i], want.result[i]));
+      CHECK(same(vhp.result[i], wvhp.result[i]));
+      CHECK(same(hvp.result[i], whvp.result[i]));
+      CHECK(same(second(vjp.result[i], rg[0]), second(want.result[i], lrg[0])));
+      CHECK(same(second(hvp.result[i], rg[1]), second(whvp.result[i], lrg[1])));
+      for (size_t j = 0; j < 2; ++j) {
+        INFO("block " << i << j << " jacobian " << dt::placements_str(jac[i][j].placements())
+                      << " hessian " << dt::placements_str(hess[i][j].placements()));
+        CHECK(jac[i][j].placements() ==
+              (j == 0 ? Placements(1, dt::Shard(jac[i][j].dim() - 2)) : r));
+        CHECK(hess[i][j].placements() == (j == 0 ? Placements(1, dt::Shard(2)) : r));
+        CHECK(same(jac[i][j], wjac[i][j]));
+        CHECK(same(hess[i][j], whess[i][j]));
+      }
+    }
+    CHECK(same(second(jac[0][1], rg[1]), second(wjac[0][1], lrg[1])));
+    CHECK(same(second(hess[1][0], rg[0]), second(whess[1][0], lrg[0])));
+  }
 }

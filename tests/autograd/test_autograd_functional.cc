@@ -140,3 +140,43 @@ TEST_CASE("autograd.functional strict, unused inputs and argument errors") {
   CHECK_THROWS_WITH(af::vjp(dt::test::functional_g, inputs(), {v_out()[1], v_out()[1]}),
                     Contains("Entry 0 in v has invalid size: should be [3, 2] but got [3]"));
 }
+
+TEST_CASE("autograd.functional strict with create_graph: results must require grad") {
+  // PyTorch's _fill_in_zeros: a linear function's vjp / jvp, a quadratic's vhp / hvp.
+  const af::Function linear = [](const std::vector<DTensor>& in) {
+    return std::vector<DTensor>{dt::sum(in[0]) + dt::sum(in[1])};
+  };
+  const af::Function square = [](const std::vector<DTensor>& in) {
+    return std::vector<DTensor>{dt::sum(in[0] * in[0]) + dt::sum(in[1] * in[1])};
+  };
+  const std::string jacobian_message =
+      "The jacobian of the user-provided function is independent of input 0. This is not "
+      "allowed in strict mode when create_graph=True.";
+  const std::string hessian_message =
+      "The hessian of the user-provided function is independent of input 0. This is not "
+      "allowed in strict mode when create_graph=True.";
+  CHECK_THROWS_WITH(af::vjp(linear, inputs(), {}, true, true),
+                    Contains("[autograd.functional] vjp: " + jacobian_message));
+  CHECK_THROWS_WITH(af::jvp(linear, inputs(), v_in(), true, true),
+                    Contains("[autograd.functional] jvp: " + jacobian_message));
+  CHECK_THROWS_WITH(af::vhp(square, inputs(), v_in(), true, true),
+                    Contains("[autograd.functional] vhp: " + hessian_message));
+  CHECK_THROWS_WITH(af::hvp(square, inputs(), v_in(), true, true),
+                    Contains("[autograd.functional] hvp: " + hessian_message));
+  // Not strict, or not create_graph: the same products (ones, v, 2 v).
+  CHECK(equals(af::vjp(linear, inputs(), {}, true).result[1], std::vector<double>(8, 1.0), {4, 2}));
+  CHECK(equals(af::vjp(linear, inputs(), {}, false, true).result[1], std::vector<double>(8, 1.0),
+               {4, 2}));
+  CHECK(
+      dt::test::same_values(af::hvp(square, inputs(), v_in(), false, true).result[1].full_tensor(),
+                            (v_in()[1] * 2.0).full_tensor(), 1e-12));
+  // hessian checks the function's output as PyTorch's ensure_single_output_function.
+  const af::Function constant = [](const std::vector<DTensor>& in) {
+    return std::vector<DTensor>{dt::sum(in[0].detach())};
+  };
+  CHECK_THROWS_WITH(af::hessian(constant, inputs(), false, true),
+                    Contains("[autograd.functional] hessian: Output 0 of the user-provided "
+                             "function does not require gradients. The outputs must be computed "
+                             "in a differentiable manner from the input when running in strict "
+                             "mode."));
+}
