@@ -40,15 +40,22 @@ DTensor recorded_zeros_like(const DTensor& x) {
 }
 
 // The keys causality hides from each query, global [L, S] (true: hidden), Replicate on q's mesh:
-// query i sees keys j <= i + diagonal (0, or S - L aligned bottom-right).
+// query i sees keys j <= i + diagonal (0, or S - L aligned bottom-right). Made by a recorded
+// primitive, as recorded_zeros_like: a captured step's replay makes it again.
 DTensor causal_hidden(const DTensor& q, int64_t L, int64_t S, int64_t diagonal) {
-  const TensorOptions ints(kInt64, q.to_local().device());
-  const Tensor rows =
-      arange(static_cast<double>(diagonal), static_cast<double>(diagonal + L), 1.0, ints)
-          .reshape({L, 1});
-  const Tensor cols = arange(0.0, static_cast<double>(S), 1.0, ints).reshape({1, S});
+  Tensor hidden[1];
+  run_recorded("op", "causal_hidden", {}, hidden, 0,
+               [L, S, diagonal, device = q.to_local().device()](absl::Span<const Tensor>,
+                                                                absl::Span<Tensor> out) {
+                 const TensorOptions ints(kInt64, device);
+                 const Tensor rows = arange(static_cast<double>(diagonal),
+                                            static_cast<double>(diagonal + L), 1.0, ints)
+                                         .reshape({L, 1});
+                 const Tensor cols = arange(0.0, static_cast<double>(S), 1.0, ints).reshape({1, S});
+                 out[0] = gt(cols, rows);
+               });
   const DeviceMesh& mesh = q.device_mesh();
-  return DTensor::from_local(gt(cols, rows), mesh,
+  return DTensor::from_local(std::move(hidden[0]), mesh,
                              Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
 }
 

@@ -7,7 +7,8 @@
 // (torch_attention_double_backward_references.py) at 1e-12, for a scale, is_causal, a float mask
 // with enable_gqa, and a bool mask with the causal diagonal bottom-right. A floating mask that
 // requires grad (a learnable bias: [L, S], [1, H, L, S], [B, 1, L, S], [B, H, L, S], causal, gqa)
-// gets PyTorch's gradient, first order (the fused op's path) and second order, sharded too
+// gets PyTorch's gradient, first order (the composite backward: the fused op has no ds) and
+// second order, sharded too
 // (torch_attention_mask_grad_references.py).
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -353,7 +354,7 @@ Placements mask_placements(const Placements& qp, const std::vector<int64_t>& mas
 }
 
 struct MaskResult {
-  DTensor first_gm;  // d loss / d mask, without create_graph (the fused op's path)
+  DTensor first_gm;  // d loss / d mask, without create_graph (the composite backward)
   DTensor gm;        // the same with create_graph
   DTensor penalty;
 };
@@ -430,18 +431,30 @@ TEST_CASE("attention float mask requiring grad gets its gradient, first and seco
 }
 
 TEST_CASE("attention bool mask and a float mask not requiring grad get no gradient") {
+  // The fused backward op (no create_graph) gives q the gradient the composite one gives (with
+  // create_graph), the mask a constant in both; the mask gets no gradient. That the fused
+  // .mask op is the one dispatched is checked in test_compile_mpi.cc (a node of the graph).
   const MaskCase c = mask_cases()[0];
   const Tensor q0 = values({c.B, c.H, c.L, c.E}, 1.0);
   DTensor q = dt::local_dtensor(q0.clone());
   q.requires_grad_();
   const DTensor k = dt::local_dtensor(values({c.B, c.H, c.S, c.E}, 2.0));
   const DTensor v = dt::local_dtensor(values({c.B, c.H, c.S, c.Ev}, 3.0));
+  const DTensor up = dt::local_dtensor(values({c.B, c.H, c.L, c.Ev}, 4.0));
   const Tensor m0 = values(c.mask_shape, 5.0, 0.8);
   for (const DTensor& m :
        {dt::local_dtensor(m0), dt::local_dtensor(dt::gt(m0, dt::Scalar(-0.5)))}) {
-    const DTensor out = dt::scaled_dot_product_attention(q, k, v, m, 0.0, false, c.scale);
-    dt::sum(out).backward();
-    CHECK(q.grad().defined());
+    INFO((m.dtype() == dt::kBool ? "bool mask" : "float mask"));
+    const auto loss = [&] {
+      return dt::sum(dt::scaled_dot_product_attention(q, k, v, m, 0.0, false, c.scale) * up);
+    };
+    const DTensor l_ref[] = {loss()};
+    const DTensor qs[] = {q};
+    const DTensor want = dt::autograd::grad(l_ref, qs, {}, false, /*create_graph=*/true)[0];
+    dt::autograd::zero_grad(qs);  // undefined: no accumulation across the masks
+    loss().backward();
+    REQUIRE(q.grad().defined());
+    CHECK(tt::same_values(q.grad().to_local(), want.detach().to_local(), 1e-12));
     CHECK(!m.requires_grad());
     CHECK(!m.grad().defined());
   }

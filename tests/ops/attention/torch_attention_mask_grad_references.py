@@ -1,4 +1,4 @@
-# Reference values for tests/ops/attention/test_attention_mask_grad_mpi.cc (PyTorch 2.15, float64,
+# Reference values for tests/ops/attention/test_attention_double_backward_mpi.cc (PyTorch 2.15, float64,
 # CPU): the gradient of a floating attn_mask that requires grad (a learnable bias) through
 # F.scaled_dot_product_attention, first order and a gradient penalty's second order:
 #   loss = sum(out * up),  (gq, gk, gv, gm) = grad(loss, (q, k, v, mask), create_graph=True),
