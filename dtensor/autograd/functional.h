@@ -13,8 +13,9 @@
 //     jvp; The hessian for vhp, hvp) of the user-provided function is independent of input i.
 //     This is not allowed in strict mode when create_graph=True."
 //   - jvp, vhp, hvp and hessian run create_graph passes internally even with create_graph =
-//     false, so the create_graph refusals apply to them (inside a compile capture, through
-//     fully_shard units, through record_function nodes: create_graph.h).
+//     false, so the create_graph refusals apply to them (through fully_shard units and
+//     record_function nodes: create_graph.h). None of the six can be captured by
+//     dtensor::compile (they run autograd::grad).
 //   - jvp uses the double-vjp trick (a vjp with a zero cotangent u that requires grad, then the
 //     gradient of that vjp with respect to u); hvp uses it on the gradient (PyTorch's hvp).
 //   - jacobian / hessian take one vjp per output element (rows), with a one-hot cotangent laid
