@@ -7,11 +7,14 @@
 // formula reading a saved input sees it with history (a node that carries its gradient from the
 // spec the kernel saw back to the input's own, then into the input's edge), and a saved output
 // with the history of the very node being run (made when it runs: no stored reference cycle).
-// A formula that dispatches an op with no derivative (e.g. mse_loss's fused gradient op) on a
-// value that requires grad raises "[autograd] create_graph: <op>'s backward uses <grad op>,
-// which has no derivative (double backward is not implemented for it)" on every rank (the graph
-// decides). Without create_graph nothing of this runs (one thread-local flag read per
-// non-differentiable dispatch).
+// Every registered op has a double backward (autograd_tests' finite-difference sweeps, second
+// and third order, list none that raises). The refusal below is a guard, not a missing piece: a
+// formula that dispatches a gradient op registered without a derivative on a value that requires
+// grad raises "[autograd] create_graph: <op>'s backward uses <grad op>, which has no derivative
+// (double backward is not implemented for it)" on every rank (the graph decides) instead of
+// dropping the second-order term; record_function nodes are refused the same way (function.h).
+// Without create_graph nothing of this runs (one thread-local flag read per non-differentiable
+// dispatch).
 #pragma once
 
 #include <absl/types/span.h>
