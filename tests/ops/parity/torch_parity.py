@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""The PyTorch parity sweep: compares what dtensor computes for every registered op's sample
+calls (forward values, output dtype and shape, first-order gradients) with PyTorch.
+
+    build/tests/ops/parity/parity_dump > /tmp/dump.jsonl
+    /root/venv/bin/python tests/ops/parity/torch_parity.py /tmp/dump.jsonl \
+        [--op NAME]... [--write-references tests/ops/parity/parity_references.json]
+
+The dump (tests/ops/parity/parity_dump.cc) holds one JSON object per case: op, sample, variant
+(random / edge / float32), args, inputs, requires_grad, and dtensor's outputs, cotangents and
+grads (or "error" / "backward_error"). Each op maps to PyTorch through MAP[op](inputs, args) of
+the torch_map_*.py modules of this folder (merged): inputs are torch leaf tensors (those of
+requires_grad require grad; an in-place op must work on a clone, as dtensor's run does), args are
+Python values (None, int, float, bool, list for a shape, torch.dtype, "sum"/"avg"/... for a reduce
+op, str); it returns a tensor or a tuple / list of tensors in dtensor's output order. SKIP
+{op: reason} lists the ops with no PyTorch analogue; DELIBERATE {(op, variant): reason} the
+documented differences (docs/SEMANTICS.md), kept in the references and checked to still differ.
+
+Rules: shape and dtype exactly; NaN where PyTorch has NaN, the same infinities, float64 within
+1e-12 relative (+1e-300 absolute), float32 within 1e-6 relative or 2 ulps, float16 / bfloat16
+within 2 ulps of their own; integers and bools exactly. A zero of the other sign is reported
+apart ("sign of zero") and does not fail. Gradients: torch.autograd.grad of the outputs with the
+dumped cotangents (allow_unused: PyTorch's None equals dtensor's zeros or undefined). Errors:
+both raise or neither. Prints one line per mismatch and a summary; exits 1 on a mismatch not
+listed in DELIBERATE.
+"""
+import argparse
+import glob
+import importlib
+import json
+import math
+import os
+import sys
+import warnings
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64,
+          "bool": torch.bool}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+# Relative tolerance and ulps per floating dtype.
+TOLERANCE = {"float64": (1e-12, 0), "float32": (1e-6, 2), "float16": (0.0, 2),
+             "bfloat16": (0.0, 2)}
+
+
+def load_maps():
+    maps, skip, deliberate = {}, {}, {}
+    sys.path.insert(0, HERE)
+    for path in sorted(glob.glob(os.path.join(HERE, "torch_map_*.py"))):
+        mod = importlib.import_module(os.path.basename(path)[:-3])
+        for name, table in (("MAP", maps), ("SKIP", skip), ("DELIBERATE", deliberate)):
+            for k, v in getattr(mod, name, {}).items():
+                if k in table:
+                    raise SystemExit(f"torch_parity: {k} in two modules' {name}")
+                table[k] = v
+    both = set(maps) & set(skip)
+    if both:
+        raise SystemExit(f"torch_parity: in MAP and SKIP: {sorted(both)}")
+    return maps, skip, deliberate
+
+
+def number(x):
+    if isinstance(x, str):
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0": -0.0}[x]
+    return x
+
+
+def encode_number(x):
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0 and math.copysign(1.0, x) < 0:
+        return "-0"
+    return x
+
+
+def decode_tensor(j):
+    if j is None:
+        return None
+    dtype = DTYPES[j["dtype"]]
+    if dtype.is_floating_point:
+        t = torch.tensor([number(v) for v in j["values"]], dtype=torch.float64).to(dtype)
+    else:
+        t = torch.tensor(j["values"], dtype=dtype)
+    return t.reshape(j["shape"])
+
+
+def encode_tensor(t):
+    if t is None:
+        return None
+    t = t.detach().cpu()
+    if t.dtype.is_floating_point:
+        values = [encode_number(v) for v in t.double().reshape(-1).tolist()]
+    else:
+        values = t.reshape(-1).tolist()
+    return {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape), "values": values}
+
+
+def decode_arg(a):
+    (kind, v), = a.items()
+    if kind == "double":
+        return float(number(v))
+    if kind == "dtype":
+        return DTYPES[v]
+    return v  # none -> None, int, bool, shape -> list, reduce / str -> str
+
+
+def ulps(a, b, dtype):
+    """How many representable values of `dtype` lie between a and b (both finite)."""
+    t = torch.tensor([a, b], dtype=torch.float64).to(dtype)
+    if dtype == torch.float32:
+        i = t.view(torch.int32).long()
+    elif dtype == torch.float64:
+        i = t.view(torch.int64)
+    else:
+        i = t.view(torch.int16).long()
+    i = torch.where(i < 0, -(i & ((1 << (8 * t.element_size() - 1)) - 1)), i)
+    return abs(int(i[0]) - int(i[1]))
+
+
+def first_difference(ours, theirs, what):
+    """None when `ours` (dump JSON) matches torch tensor `theirs`, else a description. The
+    second value lists a sign-of-zero difference (reported apart)."""
+    if ours is None or theirs is None:
+        # PyTorch's None gradient (unused input) equals dtensor's zeros or undefined.
+        other = theirs if ours is None else decode_tensor(ours)
+        if other is None or not other.dtype.is_floating_point or bool((other == 0).all()):
+            return None, None
+        return f"{what}: {'ours' if ours is None else 'torch'} is None, the other nonzero", None
+    theirs = theirs.detach().cpu()
+    tname = DTYPE_NAMES.get(theirs.dtype, str(theirs.dtype))
+    if ours["dtype"] != tname:
+        return f"{what}: dtype {ours['dtype']} vs torch {tname}", None
+    if ours["shape"] != list(theirs.shape):
+        return f"{what}: shape {ours['shape']} vs torch {list(theirs.shape)}", None
+    flat = theirs.reshape(-1)
+    values = flat.double().tolist() if theirs.dtype.is_floating_point else flat.tolist()
+    rel, max_ulps = TOLERANCE.get(tname, (None, None))
+    zero_sign = None
+    for i, (a, b) in enumerate(zip(ours["values"], values)):
+        a = number(a)
+        if rel is None:
+            if a != b:
+                return f"{what}: [{i}] {a} vs torch {b}", None
+            continue
+        if math.isnan(b) or math.isnan(a):
+            if math.isnan(a) != math.isnan(b):
+                return f"{what}: [{i}] {a!r} vs torch {b!r}", None
+            continue
+        if math.isinf(a) or math.isinf(b):
+            if a != b:
+                return f"{what}: [{i}] {a!r} vs torch {b!r}", None
+            continue
+        if a == b:
+            if a == 0 and math.copysign(1, a) != math.copysign(1, b) and zero_sign is None:
+                zero_sign = f"{what}: [{i}] {a!r} vs torch {b!r}"
+            continue
+        if abs(a - b) <= rel * max(abs(a), abs(b)) + (1e-300 if tname == "float64" else 0):
+            continue
+        if max_ulps and ulps(a, b, theirs.dtype) <= max_ulps:
+            continue
+        return f"{what}: [{i}] {a!r} vs torch {b!r}", None
+    return None, zero_sign
+
+
+def as_list(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return list(out)
+
+
+def torch_case(fn, case):
+    """PyTorch's side of a case: (error, outputs, backward_error, grads) for the dumped inputs,
+    args and cotangents."""
+    leaves = []
+    for j, rg in zip(case["inputs"], case["requires_grad"]):
+        t = decode_tensor(j)
+        leaves.append(t.requires_grad_() if rg and t.dtype.is_floating_point else t)
+    args = [decode_arg(a) for a in case["args"]]
+    try:
+        outs = as_list(fn(leaves, args))
+    except Exception as e:  # noqa: BLE001 (any error PyTorch raises counts as raising)
+        return f"{type(e).__name__}: {e}".splitlines()[0], None, None, None
+    cots = case.get("cotangents") or [None] * len(outs)
+    roots, grads_out = [], []
+    for o, c in zip(outs, cots):
+        if c is not None and o.requires_grad:
+            roots.append(o)
+            grads_out.append(decode_tensor(c).to(o.dtype))
+    wrt = [t for t in leaves if t.requires_grad]
+    grads = [None] * len(leaves)
+    if roots and wrt:
+        try:
+            g = torch.autograd.grad(roots, wrt, grads_out, allow_unused=True)
+        except Exception as e:  # noqa: BLE001
+            return None, outs, f"{type(e).__name__}: {e}".splitlines()[0], None
+        k = 0
+        for i, t in enumerate(leaves):
+            if t.requires_grad:
+                grads[i] = g[k]
+                k += 1
+    return None, outs, None, grads
+
+
+def raise_difference(ours, theirs, stage):
+    """Both raise or neither: None, else what differs (ours / theirs: the message or None)."""
+    if ours is not None and theirs is None:
+        return f"dtensor {stage}raises ({ours[:160]}), torch's does not"
+    if ours is None and theirs is not None:
+        return f"torch {stage}raises ({theirs}), dtensor's does not"
+    return None
+
+
+def compare(case, terr, touts, tberr, tgrads):
+    """The differences between dtensor's case and PyTorch's side: (list of strings, sign-of-zero
+    notes)."""
+    diffs, zeros = [], []
+
+    def tensors(ours, theirs, what):
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            d, z = first_difference(a, b, f"{what} {i}")
+            diffs.extend([d] if d else [])
+            zeros.extend([z] if z else [])
+
+    if "error" in case or terr is not None:
+        d = raise_difference(case.get("error"), terr, "")
+        return [d] if d else [], zeros
+    if len(case["outputs"]) != len(touts):
+        return [f"{len(case['outputs'])} outputs vs torch {len(touts)}"], zeros
+    tensors(case["outputs"], touts, "output")
+    if "backward_error" in case or tberr is not None:
+        d = raise_difference(case.get("backward_error"), tberr, "backward ")
+        return diffs + ([d] if d else []), zeros
+    tensors(case["grads"], tgrads, "grad of input")
+    return diffs, zeros
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("dump")
+    p.add_argument("--op", action="append", default=[])
+    p.add_argument("--write-references")
+    p.add_argument("--max-cases-per-op", type=int, default=6,
+                   help="references: at most this many cases per op")
+    p.add_argument("--max-numel", type=int, default=64,
+                   help="references: skip cases with more input elements than this")
+    p.add_argument("--quiet-zero", action="store_true", help="do not list sign-of-zero notes")
+    opts = p.parse_args()
+    torch.set_default_dtype(torch.float64)
+    maps, skip, deliberate = load_maps()
+    compared_ops, unmapped, skipped = set(), set(), set()
+    cases = mismatches = deliberate_seen = 0
+    zero_notes = []
+    references, per_op = [], {}
+    with open(opts.dump) as f:
+        dump = [json.loads(line) for line in f if line.strip()]
+    for case in dump:
+        op = case["op"]
+        if opts.op and op not in opts.op:
+            continue
+        if op in skip:
+            skipped.add(op)
+            continue
+        if op not in maps:
+            unmapped.add(op)
+            continue
+        compared_ops.add(op)
+        cases += 1
+        terr, touts, tberr, tgrads = torch_case(maps[op], case)
+        diffs, zeros = compare(case, terr, touts, tberr, tgrads)
+        where = f"{op} sample {case['sample']} {case['variant']}"
+        zero_notes += [f"{where}: {z}" for z in zeros]
+        reason = deliberate.get((op, case["variant"]))
+        if diffs:
+            if reason:
+                deliberate_seen += 1
+                print(f"deliberate  {where}: {'; '.join(diffs)}  [{reason}]")
+            else:
+                mismatches += 1
+                print(f"MISMATCH    {where}: {'; '.join(diffs)}")
+        if opts.write_references and (not diffs or reason):
+            numel = sum(len(j["values"]) for j in case["inputs"])
+            if numel > opts.max_numel or per_op.get(op, 0) >= opts.max_cases_per_op:
+                continue
+            per_op[op] = per_op.get(op, 0) + 1
+            ref = {k: case[k] for k in ("op", "sample", "variant", "args", "inputs",
+                                        "requires_grad")}
+            if terr is not None:
+                ref["error"] = True
+            else:
+                ref["cotangents"] = case.get("cotangents")
+                ref["outputs"] = [encode_tensor(t) for t in touts]
+                if tberr is not None:
+                    ref["backward_error"] = True
+                else:
+                    ref["grads"] = [encode_tensor(g) for g in tgrads]
+            if diffs:
+                ref["deliberate"] = reason
+            references.append(ref)
+    if not opts.quiet_zero:
+        for z in zero_notes:
+            print(f"sign of zero {z}")
+    print(f"compared {len(compared_ops)} ops / {cases} cases: {mismatches} mismatching, "
+          f"{deliberate_seen} deliberate differences, {len(zero_notes)} sign-of-zero notes; "
+          f"skipped {len(skipped)} ops: "
+          + "; ".join(f"{op} ({skip[op]})" for op in sorted(skipped)))
+    if unmapped:
+        print(f"not mapped yet ({len(unmapped)}): {', '.join(sorted(unmapped))}")
+    if opts.write_references:
+        with open(opts.write_references, "w") as f:
+            f.write("[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in references)
+                    + "\n]\n")
+        print(f"wrote {len(references)} cases of {len(per_op)} ops to {opts.write_references}")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
