@@ -1,0 +1,76 @@
+"""PyTorch analogues of dtensor's structured ops for the parity sweep (torch_parity.py): view,
+copy, cat / stack / split, index (gather / scatter / index_add / one_hot), advanced_index,
+embedding, masked_select.
+
+MAP[op](inputs, args) takes the dumped inputs (torch tensors, in dtensor's input order) and the
+decoded args (dtensor's arg order, as in the op's *_strategy.cc samples) and returns the outputs
+in dtensor's output order. SKIP names the ops with no PyTorch call of their own, with the reason.
+"""
+import torch
+
+F = torch.nn.functional
+
+
+def _index_list(self_ndim, dims, idx):
+    # dtensor's index(self, idx...; dims): idx[j] indexes dim dims[j] (the rest whole).
+    out = [None] * (max(dims) + 1 if dims else 0)
+    for d, t in zip(dims, idx):
+        out[d % self_ndim] = t
+    return out
+
+
+MAP = {
+    # view family
+    "transpose": lambda x, a: torch.transpose(x[0], a[0], a[1]),
+    "permute": lambda x, a: torch.permute(x[0], a[0]),
+    "unsqueeze": lambda x, a: torch.unsqueeze(x[0], a[0]),
+    "squeeze": lambda x, a: torch.squeeze(x[0], a[0]),
+    "view": lambda x, a: x[0].view(a[0]),
+    "reshape": lambda x, a: torch.reshape(x[0], a[0]),
+    "expand": lambda x, a: x[0].expand(a[0]),
+    "narrow": lambda x, a: torch.narrow(x[0], a[0], a[1], a[2]),
+    # slice(dim, start, end, step)
+    "slice": lambda x, a: torch.ops.aten.slice.Tensor(x[0], a[0], a[1], a[2], a[3]),
+    "select": lambda x, a: torch.select(x[0], a[0], a[1]),
+    "cat": lambda x, a: torch.cat(x, a[0]),
+    "stack": lambda x, a: torch.stack(x, a[0]),
+    "split": lambda x, a: torch.split(x[0], a[0], a[1]),
+    "clone": lambda x, a: torch.clone(x[0]),
+    "contiguous": lambda x, a: x[0].contiguous(),
+    "flip": lambda x, a: torch.flip(x[0], a[0]),
+    "roll": lambda x, a: torch.roll(x[0], a[0], a[1]),
+    "repeat": lambda x, a: x[0].repeat(a[0]),
+    "repeat_interleave.self_int": lambda x, a: torch.repeat_interleave(x[0], a[0], a[1]),
+    "diagonal": lambda x, a: torch.diagonal(x[0], a[0], a[1], a[2]),
+    "tril": lambda x, a: torch.tril(x[0], a[0]),
+    "triu": lambda x, a: torch.triu(x[0], a[0]),
+    # index family
+    "gather": lambda x, a: torch.gather(x[0], a[0], x[1]),
+    "scatter_add": lambda x, a: torch.scatter_add(x[0], a[0], x[1], x[2]),
+    "scatter": lambda x, a: torch.scatter(x[0], a[0], x[1], x[2]),
+    "scatter.value": lambda x, a: torch.scatter(x[0], a[1], x[1], a[0]),
+    "scatter_reduce": lambda x, a: torch.scatter_reduce(x[0], a[0], x[1], x[2], a[1],
+                                                        include_self=a[2]),
+    # index_add(self, index, source; alpha, dim)
+    "index_add": lambda x, a: torch.index_add(x[0], a[1], x[1], x[2], alpha=a[0]),
+    "one_hot": lambda x, a: F.one_hot(x[0], a[0]),
+    # advanced_index: index(self, idx...; dims), index_put(self, values, idx...; dims, accumulate)
+    "index": lambda x, a: torch.ops.aten.index.Tensor(x[0], _index_list(x[0].dim(), a[0], x[1:])),
+    "index_put": lambda x, a: torch.ops.aten.index_put.default(
+        x[0], _index_list(x[0].dim(), a[0], x[2:]), x[1], a[1]),
+    # embedding(weight, indices)
+    "embedding": lambda x, a: F.embedding(x[1], x[0]),
+    "masked_select": lambda x, a: torch.masked_select(x[0], x[1]),
+    "nonzero": lambda x, a: torch.nonzero(x[0]),
+}
+
+_GRAD_OP = "gradient op: checked through its forward op's gradient in this sweep"
+SKIP = {
+    "select_backward": _GRAD_OP + " (select)",
+    "slice_backward": _GRAD_OP + " (slice)",
+    "diagonal_backward": _GRAD_OP + " (diagonal)",
+    "repeat_interleave_backward": _GRAD_OP + " (repeat_interleave.self_int)",
+    "gather_backward": _GRAD_OP + " (gather)",
+    "embedding_backward": _GRAD_OP + " (embedding)",
+    "masked_select_backward": _GRAD_OP + " (masked_select)",
+}
