@@ -13,8 +13,8 @@ the torch_map_*.py modules of this folder (merged): inputs are torch leaf tensor
 requires_grad require grad; an in-place op must work on a clone, as dtensor's run does), args are
 Python values (None, int, float, bool, list for a shape, torch.dtype, "sum"/"avg"/... for a reduce
 op, str); it returns a tensor or a tuple / list of tensors in dtensor's output order. SKIP
-{op: reason} lists the ops with no PyTorch analogue; DELIBERATE {(op, variant): reason} the
-documented differences (docs/SEMANTICS.md), kept in the references and checked to still differ.
+{op: reason} lists the ops with no PyTorch analogue; DELIBERATE {(op, variant): reason} or
+{(op, variant, sample): reason} the documented differences (docs/SEMANTICS.md), kept in the references and checked to still differ.
 
 Rules: shape and dtype exactly; NaN where PyTorch has NaN, the same infinities, float64 within
 1e-12 relative (+1e-300 absolute), float32 within 1e-6 relative or 2 ulps or 1e-6 of the
@@ -308,10 +308,11 @@ def main():
     p.add_argument("dump")
     p.add_argument("--op", action="append", default=[])
     p.add_argument("--write-references")
-    p.add_argument("--max-cases-per-op", type=int, default=6,
-                   help="references: at most this many cases per op")
-    p.add_argument("--max-numel", type=int, default=64,
-                   help="references: skip cases with more input elements than this")
+    p.add_argument("--max-cases-per-variant", type=int, default=1,
+                   help="references: at most this many cases per op and variant (and as many "
+                        "deliberate differences)")
+    p.add_argument("--max-numel", type=int, default=160,
+                   help="references: skip cases with more elements (inputs, outputs, gradients)")
     p.add_argument("--quiet-zero", action="store_true", help="do not list sign-of-zero notes")
     opts = p.parse_args()
     torch.set_default_dtype(torch.float64)
@@ -350,7 +351,8 @@ def main():
                 terr, touts, tberr, tgrads = side
                 diffs, zeros, reference = [], [], {"rtol": rtol}
         zero_notes += [f"{where}: {z}" for z in zeros]
-        reason = deliberate.get((op, case["variant"]))
+        reason = deliberate.get((op, case["variant"], case["sample"]),
+                                deliberate.get((op, case["variant"])))
         if diffs:
             if reason:
                 deliberate_seen += 1
@@ -359,10 +361,12 @@ def main():
                 mismatches += 1
                 print(f"MISMATCH    {where}: {'; '.join(diffs)}")
         if opts.write_references and (not diffs or reason):
-            numel = sum(len(j["values"]) for j in case["inputs"])
-            if numel > opts.max_numel or per_op.get(op, 0) >= opts.max_cases_per_op:
+            numel = sum(len(j["values"]) for part in ("inputs", "outputs", "grads")
+                        for j in case.get(part) or [] if j is not None)
+            key = (op, case["variant"], bool(diffs))
+            if numel > opts.max_numel or per_op.get(key, 0) >= opts.max_cases_per_variant:
                 continue
-            per_op[op] = per_op.get(op, 0) + 1
+            per_op[key] = per_op.get(key, 0) + 1
             ref = {k: case[k] for k in ("op", "sample", "variant", "args", "inputs",
                                         "requires_grad")}
             if terr is not None:
@@ -396,7 +400,8 @@ def main():
         with open(opts.write_references, "w") as f:
             f.write("[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in references)
                     + "\n]\n")
-        print(f"wrote {len(references)} cases of {len(per_op)} ops to {opts.write_references}")
+        print(f"wrote {len(references)} cases of {len({k[0] for k in per_op})} ops to "
+              f"{opts.write_references}")
     return 1 if mismatches else 0
 
 
