@@ -22,12 +22,14 @@ import sys
 
 # Always sanitized: the unit suites of the layers everything stands on (tensor, collectives,
 # device mesh, sharding propagation, autograd engine, RNG, the shared op machinery and the
-# families every model uses) and the mpi suites of communication, redistribution and bad input.
+# families every model uses, and the PyTorch parity sweep: every op's kernels on inf, NaN and
+# subnormal inputs, in a second; a family change would not select it, tests/ops/parity being
+# its own layer key) and the mpi suites of communication, redistribution and bad input.
 CORE_UNIT = {
     "tensor_tests", "dtensor_core_tests", "test_sharding_propagation", "autograd_tests",
     "test_saved_tensor_versions", "rng_tests", "test_collective_check_unit", "test_minmax_keys",
     "test_ops_common", "test_ops_elementwise", "test_ops_matmul", "test_ops_reduction",
-    "test_ops_view", "test_threads",
+    "test_ops_view", "test_threads", "test_torch_parity",
 }
 CORE_MPI = [
     "test_collectives", "test_device_mesh", "test_dtensor_mpi", "test_redistribute_mpi",

@@ -30,6 +30,9 @@ expect("layer of a shared test helper", s.layer_of("tests/common/async_test_util
 expect("layer of the mpi main", s.layer_of("tests/mpi_main.cc"), None)
 expect("layer of the ops machinery", s.layer_of("dtensor/ops/common/reduce_iter.cc"), "ops")
 expect("layer of the ops machinery's tests", s.layer_of("tests/ops/common/x.cc"), "ops/common")
+expect("layer of the parity sweep", s.layer_of("tests/ops/parity/test_torch_parity.cc"),
+       "ops/parity")
+expect("the parity sweep is core", "test_torch_parity" in s.CORE_UNIT, True)
 expect("ops selects a family", s.touches("ops", {"ops/conv"}), True)
 expect("a family selects itself", s.touches("ops/conv", {"ops/conv"}), True)
 expect("a family leaves another", s.touches("ops/conv", {"ops/pool"}), False)
