@@ -36,8 +36,8 @@ class Node;
 // create_graph (PyTorch's retain_graph=None); an explicit false frees the graph's saved tensors
 // as the pass goes, as PyTorch does, so that differentiating the gradients again through a node
 // whose formula read a saved tensor with history (most do) raises "[backward] trying to run
-// backward through <node> a second time". (autograd::grad, engine.h, always retains under
-// create_graph.) DTensor::backward(gradient, retain_graph, create_graph) calls this. Refused
+// backward through <node> a second time" (autograd::grad's retain_graph, engine.h, likewise).
+// DTensor::backward(gradient, retain_graph, create_graph) calls this. Refused
 // inside a dtensor::compile capture.
 void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_roots,
               std::optional<bool> retain_graph, bool create_graph);

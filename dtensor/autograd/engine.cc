@@ -294,7 +294,7 @@ bool in_grad_call() {
 }
 
 std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DTensor> inputs,
-                          absl::Span<const DTensor> grad_outputs, bool retain_graph,
+                          absl::Span<const DTensor> grad_outputs, std::optional<bool> retain_graph,
                           bool create_graph, bool allow_unused, bool materialize_grads) {
   DT_CHECK(dtensor::detail::capture_recorder() == nullptr,
            "[compile] the step cannot be captured: it runs autograd::grad (a captured step "
@@ -319,7 +319,7 @@ std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DT
   try {
     {
       const GradCallScope grad_call(true);
-      run_backward(outputs, grad_outputs, retain_graph || create_graph, meshes, &capture,
+      run_backward(outputs, grad_outputs, retain_graph.value_or(create_graph), meshes, &capture,
                    "autograd.grad", create_graph);
     }
     std::vector<DTensor>& result = capture.grads;

@@ -27,6 +27,7 @@
 #include <absl/types/span.h>
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "dtensor/core/distributed_tensor.h"
@@ -51,13 +52,19 @@ void backward(absl::Span<const DTensor> roots, absl::Span<const DTensor> grad_ro
 // graph" unless allow_unused (then its entry is undefined) or materialize_grads (then zeros
 // like it; it implies allow_unused, as PyTorch's default allow_unused=None).
 // create_graph=true records the pass so that the returned gradients can be differentiated
-// again (dtensor/autograd/create_graph.h). The parameters of a module under replicate / fully_shard
-// are refused (data parallel reduces their gradients into grad(), which grad() must not do;
-// PyTorch's DDP does not support autograd.grad either): a gradient with respect to anything else
-// (e.g. the model's input) runs no data-parallel reduction. Inside a step that dtensor::compile
-// captures it raises "[compile]". Every rank of the meshes must call it, as backward.
+// again (dtensor/autograd/create_graph.h). retain_graph unset (the default) means create_graph,
+// as PyTorch's retain_graph=None; an explicit false frees the saved tensors of the nodes that
+// ran, also under create_graph (as PyTorch): differentiating the returned gradients through a
+// node whose formula read a saved tensor with history then raises "[backward] trying to run
+// backward through <node> a second time" (pass std::nullopt or true to keep it). The parameters of
+// a module under replicate / fully_shard are refused (data parallel reduces their gradients into
+// grad(), which grad() must not do; PyTorch's DDP does not support autograd.grad either): a
+// gradient with respect to anything else (e.g. the model's input) runs no data-parallel reduction.
+// Inside a step that dtensor::compile captures it raises "[compile]". Every rank of the meshes must
+// call it, as backward.
 std::vector<DTensor> grad(absl::Span<const DTensor> outputs, absl::Span<const DTensor> inputs,
-                          absl::Span<const DTensor> grad_outputs = {}, bool retain_graph = false,
+                          absl::Span<const DTensor> grad_outputs = {},
+                          std::optional<bool> retain_graph = std::nullopt,
                           bool create_graph = false, bool allow_unused = false,
                           bool materialize_grads = false);
 // Whether the pass running on this thread is an autograd::grad (which accumulates into no

@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "dtensor/autograd/create_graph.h"
@@ -395,8 +397,8 @@ DTensor grad1(const DTensor& out, const DTensor& in, bool create_graph,
               const DTensor& grad_out = DTensor()) {
   const DTensor outs[] = {out}, ins[] = {in}, gouts[] = {grad_out};
   return dt::autograd::grad(
-      outs, ins, grad_out.defined() ? absl::MakeSpan(gouts) : absl::Span<const DTensor>(), false,
-      create_graph)[0];
+      outs, ins, grad_out.defined() ? absl::MakeSpan(gouts) : absl::Span<const DTensor>(),
+      std::nullopt, create_graph)[0];
 }
 
 }  // namespace
@@ -455,8 +457,8 @@ TEST_CASE("create_graph: layer_norm, rms_norm, mse_loss, cross_entropy: grad of 
     const DTensor w = leaf(range(4, 4, -0.5), {4});
     const DTensor b = leaf(range(4, 8, 0.2), {4});
     const DTensor outs[] = {dt::sum(k.norm(x, w, b) * c)}, ins[] = {x, w};
-    const std::vector<DTensor> g =
-        dt::autograd::grad(outs, ins, {}, false, /*create_graph=*/true, /*allow_unused=*/true);
+    const std::vector<DTensor> g = dt::autograd::grad(outs, ins, {}, std::nullopt,
+                                                      /*create_graph=*/true, /*allow_unused=*/true);
     check_close(g[0], *k.gx);
     DTensor p = dt::sum(g[0] * g[0]);
     if (g[1].defined()) p = p + dt::sum(g[1] * g[1]);
@@ -604,6 +606,38 @@ TEST_CASE("create_graph: DTensor::backward(gradient, retain_graph, create_graph)
   (w * w).backward(leaf({1.0, -1.0}, {2}).detach());
   CHECK_FALSE(w.grad().requires_grad());
   check_close(w.grad(), {2.0, -4.0});
+}
+
+TEST_CASE("create_graph: autograd::grad's retain_graph as PyTorch's (unset, true, false)") {
+  // PyTorch 2.15: torch.autograd.grad(e, u, create_graph=True) retains (retain_graph=None means
+  // create_graph); retain_graph=False frees the graph, so grad(gu.sum(), u) through ExpBackward
+  // (which reads exp's saved output) raises "Trying to backward through the graph a second time".
+  const auto first = [](const DTensor& u, std::optional<bool> retain) {
+    const DTensor e[] = {dt::sum(dt::exp(u))}, in[] = {u};
+    return std::pair{e[0], dt::autograd::grad(e, in, {}, retain, /*create_graph=*/true)[0]};
+  };
+  const auto second = [](const DTensor& gu, const DTensor& u) {
+    const DTensor s[] = {dt::sum(gu)}, in[] = {u};
+    return dt::autograd::grad(s, in)[0];
+  };
+  for (const std::optional<bool> retain : {std::optional<bool>(), std::optional<bool>(true)}) {
+    const DTensor u = leaf({0.5, -1.0}, {2});
+    const auto [e, gu] = first(u, retain);
+    REQUIRE(gu.requires_grad());
+    check_close(second(gu, u), {std::exp(0.5), std::exp(-1.0)});
+  }
+  const DTensor u = leaf({0.5, -1.0}, {2});
+  const auto [e, gu] = first(u, false);
+  REQUIRE(gu.requires_grad());  // the pass was recorded: the gradient has history
+  check_close(gu, {std::exp(0.5), std::exp(-1.0)});
+  CHECK_THROWS_WITH(second(gu, u), Contains("a second time"));
+  CHECK_THROWS_WITH(e.backward(), Contains("a second time"));
+  // A bool still converts (source compatibility): true retains without create_graph.
+  const DTensor w = leaf({1.0, 2.0}, {2});
+  const DTensor y[] = {dt::sum(w * w)}, in[] = {w};
+  check_close(dt::autograd::grad(y, in, {}, true)[0], {2.0, 4.0});
+  check_close(dt::autograd::grad(y, in, {}, false)[0], {2.0, 4.0});
+  CHECK_THROWS_WITH(dt::autograd::grad(y, in), Contains("a second time"));
 }
 
 TEST_CASE("create_graph: backward stores private, contiguous grads (review R2, finding 1)") {

@@ -94,7 +94,7 @@ std::vector<DTensor> penalty_grads(const std::vector<DTensor>& p, bool gelu,
   };
   const DTensor out = checkpointed ? dt::nn::checkpoint(mlp, p)[0] : mlp(p)[0];
   const DTensor outs[] = {dt::sum(out)}, ins[] = {p[0]};
-  const DTensor gx = dt::autograd::grad(outs, ins, {}, false, /*create_graph=*/true)[0];
+  const DTensor gx = dt::autograd::grad(outs, ins, {}, std::nullopt, /*create_graph=*/true)[0];
   dt::sum(gx * gx).backward();
   return {gx, p[1].grad(), p[2].grad(), p[3].grad()};
 }
@@ -150,12 +150,12 @@ TEST_CASE("create_graph: grad of grad through from_local and to_local equals one
   const DTensor y = dt::sin(x);
   const DTensor piece = y.to_local_dtensor();
   const DTensor f[] = {dt::sum(piece * piece * piece)}, in[] = {xl};
-  const DTensor g = dt::autograd::grad(f, in, {}, false, /*create_graph=*/true)[0];
+  const DTensor g = dt::autograd::grad(f, in, {}, std::nullopt, /*create_graph=*/true)[0];
   const DTensor gg[] = {dt::sum(g * g)};
   const DTensor h = dt::autograd::grad(gg, in)[0];
   const DTensor yf = dt::sin(xf);
   const DTensor ff[] = {dt::sum(yf * yf * yf)}, inf[] = {xf};
-  const DTensor gf = dt::autograd::grad(ff, inf, {}, false, true)[0];
+  const DTensor gf = dt::autograd::grad(ff, inf, {}, std::nullopt, true)[0];
   const DTensor ggf[] = {dt::sum(gf * gf)};
   const DTensor hf = dt::autograd::grad(ggf, inf)[0];
   const int64_t r = dt::world_rank();
@@ -213,7 +213,7 @@ TEST_CASE("autograd.grad inside data parallel: no reduction for the input, param
       // it is refused on every rank when the last unit's gradient arrives (review R3, finding 1).
       const DTensor penalty[] = {loss_of(model, x)};
       const DTensor in[] = {x};
-      CHECK_THROWS_WITH(dt::autograd::grad(penalty, in, {}, false, /*create_graph=*/true),
+      CHECK_THROWS_WITH(dt::autograd::grad(penalty, in, {}, std::nullopt, /*create_graph=*/true),
                         Contains("[fully_shard] create_graph=true through unit '1'"));
     }
     // Backward still trains: the refused call released what it gathered and counted its

@@ -42,7 +42,7 @@ template <class F>
 std::vector<Tensor> penalty(F f, const std::vector<DTensor>& leaves, const DTensor& r,
                             const DTensor& s) {
   const DTensor loss[] = {dt::sum(f(leaves) * r)};
-  const std::vector<DTensor> g = dt::autograd::grad(loss, leaves, {}, false, true);
+  const std::vector<DTensor> g = dt::autograd::grad(loss, leaves, {}, std::nullopt, true);
   DTensor pen = dt::sum((g[0] + g[0] * g[0]) * s);
   for (size_t i = 1; i < g.size(); ++i) pen = pen + dt::sum(g[i] * g[i]);
   const DTensor roots[] = {pen};

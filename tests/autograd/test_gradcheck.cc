@@ -197,7 +197,7 @@ std::vector<DTensor> grad_of(const DTensor& root, const std::vector<DTensor>& in
                              bool create_graph) {
   if (!root.defined()) return std::vector<DTensor>(ins.size());
   const DTensor roots[] = {root};
-  return dt::autograd::grad(roots, ins, {}, false, create_graph, true);
+  return dt::autograd::grad(roots, ins, {}, std::nullopt, create_graph, true);
 }
 
 // One op sample's first-order gradients: of F(at) = sum_o <v_o, out_o> (+ <v_o, out_o^2> / 2
@@ -236,7 +236,7 @@ struct FirstOrder {
       if (!square) grads.push_back(vo);
     }
     if (roots.empty()) return {};
-    return dt::autograd::grad(roots, ins, grads, false, create_graph, true);
+    return dt::autograd::grad(roots, ins, grads, std::nullopt, create_graph, true);
   }
 };
 

@@ -108,7 +108,7 @@ Result penalty_of(const Case& c, const DTensor& q, const DTensor& k, const DTens
   const DTensor loss[] = {dt::sum(out * up)};
   const DTensor ins[] = {q, k, v};
   Result r;
-  r.first = dt::autograd::grad(loss, ins, {}, false, /*create_graph=*/true);
+  r.first = dt::autograd::grad(loss, ins, {}, std::nullopt, /*create_graph=*/true);
   r.penalty = dt::sum(r.first[0] * r.first[0]) + dt::sum(r.first[1] * r.first[1]) +
               dt::sum(r.first[2] * r.first[2]);
   r.penalty.backward();
@@ -252,10 +252,10 @@ TEST_CASE("attention third order (create_graph twice) equals PyTorch, sharded to
     const DTensor out = dt::scaled_dot_product_attention(q, k, v, DTensor(), 0.0, true, c.scale);
     const DTensor loss[] = {dt::sum(out * up)};
     const DTensor ins[] = {q, k, v};
-    const std::vector<DTensor> g = dt::autograd::grad(loss, ins, {}, false, true);
+    const std::vector<DTensor> g = dt::autograd::grad(loss, ins, {}, std::nullopt, true);
     const DTensor pen[] = {dt::sum(g[0] * g[0]) + dt::sum(g[1] * g[1]) + dt::sum(g[2] * g[2])};
     const DTensor qs[] = {q};
-    const DTensor hq = dt::autograd::grad(pen, qs, {}, false, true)[0];
+    const DTensor hq = dt::autograd::grad(pen, qs, {}, std::nullopt, true)[0];
     const DTensor h[] = {dt::sum(hq * d)};
     return dt::autograd::grad(h, ins);
   };
@@ -374,7 +374,8 @@ MaskResult mask_penalty_of(const MaskCase& c, const DTensor& q, const DTensor& k
   r.first_gm = dt::autograd::grad(l1, masks)[0];
   const DTensor l2[] = {loss()};
   const DTensor ins[] = {q, k, v, m};
-  const std::vector<DTensor> g = dt::autograd::grad(l2, ins, {}, false, /*create_graph=*/true);
+  const std::vector<DTensor> g =
+      dt::autograd::grad(l2, ins, {}, std::nullopt, /*create_graph=*/true);
   r.gm = g[3];
   r.penalty =
       dt::sum(g[0] * g[0]) + dt::sum(g[1] * g[1]) + dt::sum(g[2] * g[2]) + dt::sum(g[3] * g[3]);
@@ -450,7 +451,7 @@ TEST_CASE("attention bool mask and a float mask not requiring grad get no gradie
     };
     const DTensor l_ref[] = {loss()};
     const DTensor qs[] = {q};
-    const DTensor want = dt::autograd::grad(l_ref, qs, {}, false, /*create_graph=*/true)[0];
+    const DTensor want = dt::autograd::grad(l_ref, qs, {}, std::nullopt, /*create_graph=*/true)[0];
     dt::autograd::zero_grad(qs);  // undefined: no accumulation across the masks
     loss().backward();
     REQUIRE(q.grad().defined());

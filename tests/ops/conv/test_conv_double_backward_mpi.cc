@@ -66,7 +66,7 @@ std::vector<Tensor> window_penalty(const DTensor& x, const DTensor& w, const DTe
   const DTensor q = dt::pad(u, {1, 1, 1, 1}, "reflect");
   const DTensor out = dt::avg_pool2d(q, {3}, {1});
   const DTensor loss[] = {dt::sum(out * out)}, ins[] = {x};
-  const DTensor gx = dt::autograd::grad(loss, ins, {}, false, /*create_graph=*/true)[0];
+  const DTensor gx = dt::autograd::grad(loss, ins, {}, std::nullopt, /*create_graph=*/true)[0];
   dt::sum(gx * gx).backward();
   return full({gx, x.grad(), w.grad(), b.grad()});
 }
@@ -77,7 +77,7 @@ std::vector<Tensor> hvp(const Conv& conv, const DTensor& x, const DTensor& w, co
                         const DTensor& vw) {
   const DTensor y = dt::tanh(conv(x, w));
   const DTensor loss[] = {dt::sum(y * y)}, ins[] = {x, w};
-  const std::vector<DTensor> g = dt::autograd::grad(loss, ins, {}, false, true);
+  const std::vector<DTensor> g = dt::autograd::grad(loss, ins, {}, std::nullopt, true);
   const DTensor s[] = {dt::sum(g[0] * vx) + dt::sum(g[1] * vw)};
   const std::vector<DTensor> h = dt::autograd::grad(s, ins);
   return full({g[0], g[1], h[0], h[1]});
@@ -136,7 +136,8 @@ TEST_CASE("create_graph: height-sharded conv with padding_mode and avg pool (hal
         REQUIRE(y.defined());
         const DTensor out = dt::avg_pool2d(dt::tanh(y), {3}, {1}, {1});
         const DTensor loss[] = {dt::sum(out * out)}, ins[] = {dx};
-        const DTensor gx = dt::autograd::grad(loss, ins, {}, false, /*create_graph=*/true)[0];
+        const DTensor gx =
+            dt::autograd::grad(loss, ins, {}, std::nullopt, /*create_graph=*/true)[0];
         dt::sum(gx * gx).backward();
         return full({gx, dx.grad(), dw.grad(), db.grad()});
       };
@@ -207,7 +208,7 @@ TEST_CASE("create_graph: a Conv2d-ReLU-MaxPool2d-Linear gradient penalty matches
     const DTensor h = dt::max_pool2d(dt::relu(dt::conv2d(dx, dw, db, {1}, {1})), {2});
     const DTensor out = dt::linear(dt::flatten(h, 1), dw2, db2);
     const DTensor loss[] = {dt::sum(out * out)}, ins[] = {dx};
-    const DTensor gx = dt::autograd::grad(loss, ins, {}, false, /*create_graph=*/true)[0];
+    const DTensor gx = dt::autograd::grad(loss, ins, {}, std::nullopt, /*create_graph=*/true)[0];
     dt::sum(gx * gx).backward();
     const std::vector<Tensor> got =
         full({gx, dx.grad(), dw.grad(), db.grad(), dw2.grad(), db2.grad()});
@@ -240,9 +241,9 @@ TEST_CASE("create_graph: third-order derivatives through conv, pools, upsampling
     const DTensor p = dt::max_pool2d(h, {2}, {1});
     const DTensor q = dt::pad(dt::interpolate(p, {5, 4}, {}, "bicubic"), {1, 1, 1, 1}, "circular");
     const DTensor loss[] = {dt::sum(q * q)}, ins[] = {dx};
-    const DTensor g1 = dt::autograd::grad(loss, ins, {}, false, true)[0];
+    const DTensor g1 = dt::autograd::grad(loss, ins, {}, std::nullopt, true)[0];
     const DTensor s1[] = {dt::sum(g1 * dist(v, mesh, px))};
-    const DTensor g2 = dt::autograd::grad(s1, ins, {}, false, true)[0];
+    const DTensor g2 = dt::autograd::grad(s1, ins, {}, std::nullopt, true)[0];
     const DTensor s[] = {dt::sum(g2 * dist(u, mesh, px))};
     if (third) {
       const DTensor g3 = dt::autograd::grad(s, ins)[0];

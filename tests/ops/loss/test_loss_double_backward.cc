@@ -183,8 +183,8 @@ TEST_CASE("create_graph: a gradient penalty through Linear and each loss as PyTo
     }
     const DTensor z = dt::linear(x, w, b);
     const DTensor loss[] = {k.loss(z, y)};
-    const std::vector<DTensor> g =
-        dt::autograd::grad(loss, ins, {}, false, /*create_graph=*/true, /*allow_unused=*/false);
+    const std::vector<DTensor> g = dt::autograd::grad(
+        loss, ins, {}, std::nullopt, /*create_graph=*/true, /*allow_unused=*/false);
     check_close(flat(g), *k.g, 1e-12);
     DTensor penalty;
     for (const DTensor& gi : g) {

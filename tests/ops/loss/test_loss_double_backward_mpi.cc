@@ -40,7 +40,8 @@ using Fn = std::function<DTensor(const std::vector<DTensor>& ins)>;
 // g = d fn / d ins with create_graph, then h = d sum_i sum(g_i^2) / d ins: g and h.
 std::vector<DTensor> penalty(const Fn& fn, const std::vector<DTensor>& ins) {
   const DTensor loss[] = {fn(ins)};
-  const std::vector<DTensor> g = dt::autograd::grad(loss, ins, {}, false, /*create_graph=*/true);
+  const std::vector<DTensor> g =
+      dt::autograd::grad(loss, ins, {}, std::nullopt, /*create_graph=*/true);
   DTensor p;
   for (const DTensor& gi : g) {
     const DTensor s = dt::sum(gi * gi);
