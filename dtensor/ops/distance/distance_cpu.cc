@@ -83,8 +83,7 @@ void cdist_backward_cpu(const Tensor& out, const Tensor& grad, const Tensor& x1,
             continue;
           }
           for (int64_t k = 0; k < g.m; ++k) {
-            const double diff = convert<double>(row[k]) - convert<double>(other[k]);
-            acc[k] += gij * cdist_grad_term(diff, dij, p);
+            acc[k] += gij * cdist_grad_term(cdist_grad_diff(row[k], other[k], p), dij, p);
           }
         }
         T* dst = o + (n * g.p + i) * g.m;

@@ -28,13 +28,12 @@ __global__ void cdist_backward_kernel(T* out, const T* gr, const T* a, const T* 
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += step) {
     const int64_t k = e % g.m, i = (e / g.m) % g.p, n = e / (g.m * g.p);
-    const double x = convert<double>(a[e]);
     const int64_t pr = (n * g.p + i) * g.r;
     double acc = 0.0;
     for (int64_t j = 0; j < g.r; ++j) {
       const double gij = convert<double>(gr[pr + j]);
       if (gij == 0.0) continue;
-      const double diff = x - convert<double>(b[(n * g.r + j) * g.m + k]);
+      const double diff = cdist_grad_diff(a[e], b[(n * g.r + j) * g.m + k], p);
       acc += gij * cdist_grad_term(diff, convert<double>(d[pr + j]), p);
     }
     out[e] = convert<T>(acc);

@@ -237,6 +237,16 @@ TEST_CASE("cdist matches PyTorch for p 2, 1, inf, 3, 0, 1.5: values and gradient
              [](const std::vector<DTensor>& in) {
                return std::vector<DTensor>{dt::cdist(in[0], in[1], 0.5)};
              });
+  // A NaN component (the parity sweep's edge inputs): p 0 counts it NaN (it counted 1); its
+  // gradient is NaN for p 1 and 3 (it was 0: sign(NaN) was taken as 0), the others' theirs.
+  for (const auto& [p, name] : {std::pair{0.0, "cdist_p0_nan"}, std::pair{1.0, "cdist_p1_nan"},
+                                std::pair{3.0, "cdist_p3_nan"}}) {
+    const double pp = p;
+    check_case(name, {t(torch_ref::kCdN, {2, 3}), t(torch_ref::kCdB, {3, 3})},
+               [pp](const std::vector<DTensor>& in) {
+                 return std::vector<DTensor>{dt::cdist(in[0], in[1], pp)};
+               });
+  }
   // 2-D inputs, empty P and M, non-contiguous inputs.
   const Tensor a = x1.reshape({6, 4}), b = x2.reshape({10, 4});
   CHECK(dt::cdist(a, b).sizes() == Shape{6, 10});
@@ -249,6 +259,23 @@ TEST_CASE("cdist matches PyTorch for p 2, 1, inf, 3, 0, 1.5: values and gradient
   CHECK_THROWS_WITH(dt::cdist(x1, x2.reshape({2, 4, 5})), Catch::Contains("[cdist]"));
   CHECK_THROWS_WITH(dt::cdist(x1, x2, -1.0), Catch::Contains("p must be >= 0"));
   CHECK_THROWS_WITH(dt::cdist(x1.to(dt::kInt64), x2.to(dt::kInt64)), Catch::Contains("floating"));
+}
+
+TEST_CASE("cdist p inf on float32 inputs: the gradient goes to every largest component",
+          "[distance]") {
+  // The largest |x1 - x2| component of each pair gets the gradient: PyTorch compares the float32
+  // |diff| with the float32 distance; dtensor compared the exact double |diff|, which equals the
+  // rounded distance only by chance, and lost the gradient of most pairs (the parity sweep).
+  const torch_ref::Case& c = ref("cdist_pinf_f32");
+  DTensor a = dt::local_dtensor(t(torch_ref::kX1, {2, 3, 4}).to(dt::kFloat32));
+  DTensor b = dt::local_dtensor(t(torch_ref::kX2, {2, 5, 4}).to(dt::kFloat32));
+  a.requires_grad_();
+  b.requires_grad_();
+  const DTensor out = dt::cdist(a, b, std::numeric_limits<double>::infinity());
+  check_values(out.to_local(), {2, 3, 5}, dt::kFloat32, c.outputs[0], 0, 0);
+  dt::autograd::backward({out}, {dt::local_dtensor(t(c.upstream[0], {2, 3, 5}).to(dt::kFloat32))});
+  check_values(a.grad().to_local(), {2, 3, 4}, dt::kFloat32, c.grads[0], 1e-6, 1e-6);
+  check_values(b.grad().to_local(), {2, 5, 4}, dt::kFloat32, c.grads[1], 1e-6, 1e-6);
 }
 
 TEST_CASE("cdist p 2 with more than 25 rows goes through a matmul: values and gradients",

@@ -95,6 +95,17 @@ CD_B = [0, 1, 1, 1, 0, 3, 0, 0, 1]  # [3, 3]
 a, b = t(CD_A, (2, 3), True), t(CD_B, (3, 3), True)
 add("cdist_p0.5_zero_diff", torch.cdist(a, b, 0.5), [a, b])
 
+# The PyTorch parity sweep (tests/ops/parity): cdist p inf on float32 inputs (the gradient goes
+# to the components whose float32 |diff| is the distance; dtensor compared the exact double
+# |diff| and lost most of them), and a NaN component (p 0 counts it NaN; p 1 and 3 give its
+# gradient NaN, the other components' theirs).
+a, b = t(X1, (2, 3, 4)).float().requires_grad_(), t(X2, (2, 5, 4)).float().requires_grad_()
+add("cdist_pinf_f32", torch.cdist(a, b, float("inf")), [a, b], [t(CD_U, (2, 3, 5)).float()])
+CD_N = [0, float("nan"), 1, 1, 2, 3]  # [2, 3]
+for p in (0.0, 1.0, 3.0):
+    a, b = t(CD_N, (2, 3), True), t(CD_B, (3, 3), True)
+    add("cdist_p%g_nan" % p, torch.cdist(a, b, p), [a, b])
+
 
 def fmt(values):
     return "{" + ", ".join(repr(float(v)) if v == v and abs(v) != float("inf") else
@@ -113,7 +124,7 @@ print("constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();")
 print("constexpr double kInf = std::numeric_limits<double>::infinity();")
 for name, v in (("kTies", TIES), ("kNans", NANS), ("kLcse", LCSE), ("kLcseU", LCSE_U),
                 ("kVm", VM), ("kCosA", COS_A), ("kCosB", COS_B), ("kCosC", COS_C), ("kX1", X1),
-                ("kX2", X2), ("kCdU", CD_U), ("kCdA", CD_A), ("kCdB", CD_B)):
+                ("kX2", X2), ("kCdU", CD_U), ("kCdA", CD_A), ("kCdB", CD_B), ("kCdN", CD_N)):
     print("inline const std::vector<double> %s = %s;" % (name, fmt(v)))
 print("struct Case {\n  std::string name;\n  std::vector<std::vector<double>> outputs;\n"
       "  std::vector<std::vector<double>> grads;\n"
