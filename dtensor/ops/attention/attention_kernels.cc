@@ -104,9 +104,9 @@ int64_t visible_keys(const Operands& o, int64_t i0, int64_t bq) {
 // Scores of query rows [i0, i0 + bq) against keys [j0, j0 + bk), plus `row_term` ([B * H, bq, 1]
 // per-row values, or undefined): [B * H, bq, bk], -inf where the mask or causality hides the
 // key. One GEMM with the scale as its alpha and the biases (when there are any) as its C, so
-// the block is not read again to scale, shift or mask it. The biases are written into the
-// block in place, the row term first (a broadcast copy), then the mask and causality added
-// (both contiguous along the keys, the elementwise library's fast path).
+// the block is not read again to scale or shift it. The biases are written into the block in
+// place, the row term first (a broadcast copy), then the mask added (contiguous along the keys,
+// the elementwise library's fast path); causality is set after the GEMM (diagonal blocks).
 Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
               const Tensor& row_term = Tensor()) {
   Tensor s = empty({qi.size(0), bq, bk}, TensorOptions(o.acc, qi.device()));
@@ -126,19 +126,22 @@ Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64
     // The block viewed as [B, H, bq, bk] takes the [B or 1, H or 1, bq, bk] mask broadcast.
     put_into(s.view({o.B, o.H, bq, bk}), o.mask.narrow(2, i0, bq).narrow(3, j0, bk));
   }
+  detail::baddbmm_into(s, qi, o.k.narrow(1, j0, bk).transpose(1, 2), biased ? 1 : 0,
+                       Scalar(o.p.scale));
   const int64_t first_row = o.p.q_offset + i0;
   if (o.p.causal && j0 + bk - 1 > first_row) {  // the block reaches past the diagonal
+    // Hidden keys are set to -inf, not shifted by it: a NaN or +inf score (from q, k or the
+    // mask) behind the diagonal would stay NaN and poison the row, where PyTorch's causal
+    // attention and the composite backward (attention_backward.cc) ignore it. Diagonal blocks
+    // only: one more pass over them.
     const TensorOptions ints(kInt64, qi.device());
     const Tensor rows =
         arange(static_cast<double>(first_row), static_cast<double>(first_row + bq), 1.0, ints)
             .reshape({bq, 1});
     const Tensor cols =
         arange(static_cast<double>(j0), static_cast<double>(j0 + bk), 1.0, ints).reshape({1, bk});
-    put(masked_fill(zeros({1, bq, bk}, TensorOptions(o.acc, qi.device())),
-                    gt(cols, rows).unsqueeze(0), Scalar(-kInf)));
+    s = masked_fill(s, gt(cols, rows).unsqueeze(0), Scalar(-kInf));
   }
-  detail::baddbmm_into(s, qi, o.k.narrow(1, j0, bk).transpose(1, 2), biased ? 1 : 0,
-                       Scalar(o.p.scale));
   return s;
 }
 

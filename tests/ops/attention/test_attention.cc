@@ -4,6 +4,7 @@
 // that see no key; argument errors.
 #include <catch2/catch.hpp>
 #include <limits>
+#include <tuple>
 
 #include "dtensor/autograd/engine.h"
 #include "dtensor/ops/attention/attention.h"
@@ -206,6 +207,45 @@ TEST_CASE("attention: a query row that sees no key gives 0 and no NaN gradient",
     for (double x : t.to_vector<double>()) CHECK(std::isfinite(x));
   }
   CHECK(g.q.to_vector<double>()[2] == 0.0);
+}
+
+TEST_CASE("attention: a NaN or inf score behind the causal diagonal does not reach the rows",
+          "[attention]") {
+  // PyTorch's causal attention ignores a hidden key whatever its score; the fused kernel added
+  // -inf to it, so a NaN k row or a +inf / NaN float mask entry behind the diagonal made the
+  // row NaN (the parity sweep's edge inputs). Rows 0 and 1 do not see key 2: they must equal
+  // the result with key 2 and the mask's hidden entries made finite.
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor q = random({1, 1, 3, 2}, dt::kFloat64, 31),
+               v = random({1, 1, 3, 2}, dt::kFloat64, 33);
+  const Tensor clean_k = random({1, 1, 3, 2}, dt::kFloat64, 32);
+  Tensor k = clean_k.clone();
+  k.narrow(2, 2, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+  const Tensor clean_mask = random({3, 3}, dt::kFloat64, 34);
+  Tensor mask = clean_mask.clone();
+  mask.narrow(0, 0, 1).narrow(1, 1, 1).fill_(inf);
+  mask.narrow(0, 1, 1).narrow(1, 2, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+  const dt::AttentionParams p{0.5, true, 0};
+  for (const auto& [kk, m, cm] :
+       {std::tuple{k, Tensor(), Tensor()}, std::tuple{clean_k, mask, clean_mask}}) {
+    const dt::AttentionResult r = dt::attention_forward(q, kk, v, m, p);
+    const dt::AttentionResult c = dt::attention_forward(q, clean_k, v, cm, p);
+    const std::vector<double> out = r.out.to_vector<double>(), expect = c.out.to_vector<double>();
+    const std::vector<double> lse = r.lse.to_vector<double>(),
+                              lse_expect = c.lse.to_vector<double>();
+    for (int i = 0; i < 4; ++i) CHECK(out[i] == expect[i]);
+    for (int i = 0; i < 2; ++i) CHECK(lse[i] == lse_expect[i]);
+    // The gradients: the mask's case only (a NaN k row makes q's gradient NaN on every row,
+    // 0 * NaN in ds k, as PyTorch's).
+    if (!m.defined()) continue;
+    const Tensor up = dt::ones({1, 1, 3, 2}, dt::kFloat64),
+                 up_lse = dt::zeros({1, 1, 3}, dt::kFloat64);
+    const dt::AttentionGrads g = dt::attention_backward(up, up_lse, q, kk, v, m, r.out, r.lse, p);
+    const dt::AttentionGrads e =
+        dt::attention_backward(up, up_lse, q, clean_k, v, cm, c.out, c.lse, p);
+    const std::vector<double> gq = g.q.to_vector<double>(), eq = e.q.to_vector<double>();
+    for (int i = 0; i < 4; ++i) CHECK(gq[i] == eq[i]);
+  }
 }
 
 TEST_CASE("attention: grouped-query attention repeats each k/v head for its q heads",
