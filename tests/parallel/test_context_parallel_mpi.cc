@@ -1,16 +1,21 @@
 // Context parallelism under mpirun (1, 2 and 4 ranks; at 4 also a 2x2 cp x tp mesh): ring
 // attention forward and backward against the single-device attention kernels on the whole
 // sequence, causal and not, load-balanced and natural order, uneven lengths; the traffic
-// (point to point only, the expected bytes); the head-tail layouts and rotary positions; errors.
+// (point to point only, the expected bytes); second and third orders under create_graph against
+// single-device attention's; the head-tail layouts and rotary positions; errors.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <tuple>
+#include <vector>
 
+#include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/grad_mode.h"
 #include "dtensor/collectives/comm_debug.h"
 #include "dtensor/collectives/runtime.h"
+#include "dtensor/compile/compile.h"
 #include "dtensor/nn/functional.h"
 #include "dtensor/ops/attention/attention.h"
 #include "dtensor/ops/elementwise/elementwise.h"
@@ -280,6 +285,175 @@ TEST_CASE("ring attention with grouped-query heads (enable_gqa)", "[cp]") {
   CHECK(max_diff(whole(vd.grad(), l, 2, true), grouped(ref.dv)) <= 1e-12);
   // Without the flag the head counts must match.
   CHECK_THROWS_WITH(dt::ring_attention(qd, kd, vd, l.cp_dim), Contains("do not fit"));
+}
+
+namespace {
+
+// Second and third orders through attention `attend` on leaves q, k, v: the first gradients of
+// L = sum((out + out^2 / 2) * w) (create_graph), the gradients of the penalty ||dL/dq||^2, a
+// Hessian-vector product along (tq, tk, tv) (create_graph), and a third order, the gradient of
+// ||hvp_q||^2 with respect to k; each as a whole tensor in the natural order (`whole_of`).
+struct HigherOrders {
+  std::vector<dt::Tensor> first, penalty, hvp, third;
+};
+HigherOrders higher_orders(const std::function<dt::DTensor(const dt::DTensor&, const dt::DTensor&,
+                                                           const dt::DTensor&)>& attend,
+                           const std::vector<dt::DTensor>& qkv, const dt::DTensor& w,
+                           const std::vector<dt::DTensor>& t,
+                           const std::function<dt::Tensor(const dt::DTensor&)>& whole_of) {
+  const auto grads = [&](const dt::DTensor& y, std::optional<bool> retain, bool create) {
+    const dt::DTensor roots[] = {y};
+    return dt::autograd::grad(roots, qkv, {}, retain, create, /*allow_unused=*/true);
+  };
+  const auto wholes = [&](const std::vector<dt::DTensor>& xs) {
+    std::vector<dt::Tensor> out;
+    for (const dt::DTensor& x : xs) out.push_back(whole_of(x));
+    return out;
+  };
+  HigherOrders r;
+  // Not linear in out, so the gradient reaching attention has history (through out itself).
+  const dt::DTensor out = attend(qkv[0], qkv[1], qkv[2]);
+  const dt::DTensor loss =
+      dt::sum(dt::mul(dt::add(out, dt::mul(dt::mul(out, out), dt::Scalar(0.5))), w));
+  const std::vector<dt::DTensor> g = grads(loss, std::nullopt, /*create=*/true);
+  r.first = wholes(g);
+  r.penalty = wholes(grads(dt::sum(dt::mul(g[0], g[0])), /*retain=*/true, /*create=*/false));
+  dt::DTensor dot = dt::sum(dt::mul(g[0], t[0]));
+  for (size_t i = 1; i < 3; ++i) dot = dt::add(dot, dt::sum(dt::mul(g[i], t[i])));
+  const std::vector<dt::DTensor> h = grads(dot, std::nullopt, /*create=*/true);
+  r.hvp = wholes(h);
+  const dt::DTensor roots[] = {dt::sum(dt::mul(h[0], h[0]))}, wrt[] = {qkv[1]};
+  r.third.push_back(whole_of(dt::autograd::grad(roots, wrt)[0]));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("ring attention under create_graph: penalty, HVP and third order equal one device",
+          "[cp][create_graph]") {
+  // Single-device scaled_dot_product_attention's double backward is checked against PyTorch
+  // 2.15 (test_attention_double_backward_mpi); ring attention's equals it, so it equals PyTorch.
+  const int world = dt::world_size();
+  const int kind = world == 4 ? GENERATE(0, 1, 2, 3) : 0;
+  const Layout l = make_layout(kind);
+  const int64_t cp = l.mesh.size(l.cp_dim);
+  const bool causal = GENERATE(false, true);
+  const bool load_balance = GENERATE(true, false);
+  const bool gqa = GENERATE(false, true);
+  // Head-tail lengths, and uneven natural-order ones (cp * 3 + 1; one shorter than cp leaves a
+  // rank with no rows).
+  const int64_t seq =
+      load_balance ? 2 * cp * 2 : GENERATE_COPY(cp * 3 + 1, std::max<int64_t>(cp - 1, 1));
+  CAPTURE(kind, causal, load_balance, gqa, seq);
+  const int64_t B = 2, H = 4, Hk = gqa ? 2 : 4, D = 4;
+  const dt::Tensor q = same_randn({B, H, seq, D}, 31, dt::kFloat64);
+  const dt::Tensor k = same_randn({B, Hk, seq, D}, 32, dt::kFloat64);
+  const dt::Tensor v = same_randn({B, Hk, seq, D}, 33, dt::kFloat64);
+  const dt::Tensor w = same_randn({B, H, seq, D}, 34, dt::kFloat64);
+  const std::vector<dt::Tensor> t = {same_randn({B, H, seq, D}, 35, dt::kFloat64),
+                                     same_randn({B, Hk, seq, D}, 36, dt::kFloat64),
+                                     same_randn({B, Hk, seq, D}, 37, dt::kFloat64)};
+
+  // One device: scaled_dot_product_attention on the natural order.
+  std::vector<dt::DTensor> ref_in;
+  for (const dt::Tensor& x : {q, k, v}) ref_in.push_back(dt::local_dtensor(x).requires_grad_());
+  std::vector<dt::DTensor> ref_t;
+  for (const dt::Tensor& x : t) ref_t.push_back(dt::local_dtensor(x));
+  const HigherOrders ref = higher_orders(
+      [&](const auto& a, const auto& b, const auto& c) {
+        return dt::scaled_dot_product_attention(a, b, c, dt::DTensor(), 0.0, causal, std::nullopt,
+                                                gqa);
+      },
+      ref_in, dt::local_dtensor(w), ref_t, [](const dt::DTensor& x) { return x.to_local(); });
+
+  // Context parallel: the same on the laid-out sequence.
+  std::vector<dt::DTensor> cp_in;
+  for (const dt::Tensor& x : {q, k, v}) {
+    cp_in.push_back(lay_out(x, l, 2, load_balance).detach().requires_grad_());
+  }
+  std::vector<dt::DTensor> cp_t;
+  for (const dt::Tensor& x : t) cp_t.push_back(lay_out(x, l, 2, load_balance));
+  const HigherOrders got = higher_orders(
+      [&](const auto& a, const auto& b, const auto& c) {
+        return dt::ring_attention(
+            a, b, c, l.cp_dim,
+            {.is_causal = causal, .load_balance = load_balance, .enable_gqa = gqa});
+      },
+      cp_in, lay_out(w, l, 2, load_balance), cp_t,
+      [&](const dt::DTensor& x) { return whole(x, l, 2, load_balance); });
+
+  const auto check = [](const char* what, const std::vector<dt::Tensor>& a,
+                        const std::vector<dt::Tensor>& b) {
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      CAPTURE(what, i);
+      CHECK(max_diff(a[i], b[i]) <= 1e-12);
+    }
+  };
+  check("first", got.first, ref.first);
+  check("penalty", got.penalty, ref.penalty);
+  check("hvp", got.hvp, ref.hvp);
+  check("third", got.third, ref.third);
+}
+
+TEST_CASE("ring attention under create_graph: the first-order backward is the ring's",
+          "[cp][create_graph]") {
+  // Without create_graph the backward is the ring (point to point only, as above); under it the
+  // recomputation gathers k and v (all_gather) and runs no point-to-point message.
+  const Layout l = make_layout(0);
+  const int64_t cp = l.mesh.size(0);
+  const int64_t S = 4 * cp;
+  std::vector<dt::DTensor> in;
+  for (uint64_t seed = 41; seed < 44; ++seed) {
+    in.push_back(lay_out(same_randn({1, 2, S, 4}, seed, dt::kFloat64), l, 2, true)
+                     .detach()
+                     .requires_grad_());
+  }
+  const dt::DTensor roots[] = {
+      dt::sum(dt::ring_attention(in[0], in[1], in[2], 0, {.is_causal = true}))};
+  std::vector<dt::DTensor> plain, recorded;
+  {
+    dt::CommDebugMode comm;
+    plain = dt::autograd::grad(roots, in, {}, /*retain_graph=*/true);
+    CHECK(comm.count(CollectiveKind::kAllGather) == 0);
+    CHECK_FALSE(plain[0].requires_grad());
+  }
+  {
+    dt::CommDebugMode comm;
+    recorded = dt::autograd::grad(roots, in, {}, std::nullopt, /*create_graph=*/true);
+    CHECK(comm.count(CollectiveKind::kSend) == 0);
+    CHECK(comm.count(CollectiveKind::kAllGather) == (cp > 1 ? 2 : 0));
+    CHECK(recorded[0].requires_grad());
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(max_diff(plain[i].full_tensor(), recorded[i].full_tensor()) <= 1e-12);
+  }
+}
+
+TEST_CASE("a dtensor::compile capture of a ring attention step is refused on every rank",
+          "[cp][compile]") {
+  // The ring's messages are direct point-to-point calls that replay would not issue (one rank:
+  // its blocks are local computation outside DTensor ops), so the capture raises in the forward,
+  // on every rank, at every call; the step runs eagerly instead.
+  const Layout l = make_layout(0);
+  std::vector<dt::DTensor> in;
+  for (uint64_t seed = 51; seed < 54; ++seed) {
+    in.push_back(lay_out(same_randn({1, 2, 4 * l.mesh.size(0), 4}, seed, dt::kFloat64), l, 2, true)
+                     .detach()
+                     .requires_grad_());
+  }
+  dt::CompiledStep step = dt::compile([](const dt::DTensorList& b) {
+    const dt::DTensor loss = dt::sum(dt::ring_attention(b[0], b[1], b[2], 0, {.is_causal = true}));
+    loss.backward();
+    return dt::DTensorList{loss.detach()};
+  });
+  for (int call = 0; call < 2; ++call) {
+    CAPTURE(call);
+    CHECK_THROWS_WITH(step(dt::DTensorList{in[0], in[1], in[2]}),
+                      Contains("[compile] the step cannot be captured"));
+  }
+  CHECK(step.replays() == 0);
 }
 
 TEST_CASE("ring attention communicates point to point only, the expected bytes", "[cp]") {

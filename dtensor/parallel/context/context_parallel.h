@@ -58,9 +58,12 @@ struct RingAttentionOptions {
 // log-sum-exp. Backward (a custom autograd function): the k/v blocks travel the ring again, dq
 // stays local and each block's dk/dv accumulator travels with it and one step more, back to its
 // owner. Traffic per rank: forward (cp - 1) sends of the local k and v; backward the same plus cp
-// sends of dk and dv (in float32 for 16-bit inputs). No collective. Output: [B, H, S, Ev] with q's
-// placements. Errors ("[ring_attention] ...", raised on every rank alike from the specs, before any
-// message): placements other than the above, mismatched shapes or dtypes, and, with is_causal
+// sends of dk and dv (in float32 for 16-bit inputs). No collective. Under create_graph (higher-
+// order gradients) the backward instead recomputes the output by recorded DTensor ops (k and v
+// gathered along cp, scaled_dot_product_attention on each rank's rows) and differentiates it:
+// exact to any order, at the memory and collectives of that composite. Output: [B, H, S, Ev] with
+// q's placements. Errors ("[ring_attention] ...", raised on every rank alike from the specs, before
+// any message): placements other than the above, mismatched shapes or dtypes, and, with is_causal
 // and load_balance, a sequence length that is not a multiple of 2 * cp.
 DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
                        const RingAttentionOptions& options = {});

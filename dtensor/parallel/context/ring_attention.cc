@@ -11,14 +11,19 @@
 // ring runs again: dq adds up locally, the contribution to block s's dk/dv is added to the
 // accumulator that arrives with it from r - 1 (the ranks that processed s before) and sent on
 // to r + 1; after cp steps the accumulator has passed every rank and lands with the owner.
+// Under create_graph the backward instead differentiates a recomputation made of recorded
+// DTensor ops (differentiable_backward), so the gradients can be differentiated again.
 #include <absl/strings/str_format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
 #include <limits>
+#include <utility>
 #include <vector>
 
+#include "dtensor/autograd/create_graph.h"
+#include "dtensor/autograd/engine.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/autograd/saved_versions.h"
 #include "dtensor/collectives/p2p_progress.h"
@@ -46,7 +51,7 @@ constexpr int kGradTag = 4510;
 // What every rank of one cp group agrees on for one call.
 struct Ring {
   CommunicatorPtr comm;
-  int64_t cp = 1, rank = 0, seq_len = 0;
+  int64_t cp_dim = 0, cp = 1, rank = 0, seq_len = 0;
   bool causal = false, load_balance = true;
   double scale = 1.0;
   int64_t group = 1;     // q heads per k/v head (grouped-query attention)
@@ -268,6 +273,73 @@ AttentionGrads ring_backward(const Ring& ring, const Tensor& dout, const Tensor&
   return {dq.to(q.dtype()), in_k.to(k.dtype()), in_v.to(v.dtype())};
 }
 
+// The causal mask of this rank's q rows against every key ([S, S] bool, Shard(0) where q is
+// Shard(2), Replicate elsewhere): key j is visible to row i when j's global position is at or
+// before i's. The sequence is laid out on the ranks in their order (each rank's segments), so in
+// the head-tail order a rank's rows and the gathered keys are not in position order.
+DTensor causal_mask(const Ring& ring, const DTensorSpec& q_spec, Device device) {
+  std::vector<int64_t> keys, rows;
+  for (int64_t r = 0; r < ring.cp; ++r) {
+    for (const detail::CpSegment& seg : ring.segments(r)) {
+      for (int64_t i = 0; i < seg.length; ++i) keys.push_back(seg.global_start + i);
+    }
+  }
+  Placements placements(static_cast<size_t>(q_spec.mesh().ndim()), Replicate());
+  const bool sharded = q_spec.placements()[static_cast<size_t>(ring.cp_dim)].is_shard(2);
+  if (sharded) {
+    placements[static_cast<size_t>(ring.cp_dim)] = Shard(0);
+    for (const detail::CpSegment& seg : ring.segments(ring.rank)) {
+      for (int64_t i = 0; i < seg.length; ++i) rows.push_back(seg.global_start + i);
+    }
+  } else {
+    rows = keys;  // one cp rank: every row
+  }
+  const int64_t S = ring.seq_len, L = static_cast<int64_t>(rows.size());
+  const Tensor mask = le(from_vector(keys, {1, S}, device), from_vector(rows, {L, 1}, device));
+  return DTensor(mask, std::make_shared<const DTensorSpec>(q_spec.mesh(), std::move(placements),
+                                                           TensorMeta({S, S}, kBool), kOp));
+}
+
+// The backward under create_graph (create_graph.h): the ring's output recomputed from the saved
+// q, k and v with their history (autograd::saved_input_with_history) by recorded DTensor ops, and
+// differentiated with autograd::grad(create_graph), so the gradients carry history and second
+// and higher orders are exact (activation checkpointing does the same). k and v are gathered
+// along the cp dim (all_gather; its gradient, a reduce_scatter, returns each rank's keys' share),
+// and each rank's q rows attend to every key by scaled_dot_product_attention's query-sharded row
+// (no communication), causality as a mask of global positions; scaled_dot_product_attention has
+// a double backward of any order. Every rank of the mesh runs the same ops, also one with no
+// rows. It holds what single-device attention's double backward holds for the rank's rows
+// ([B, H, L, S] probabilities) plus the gathered k and v: under create_graph only; the
+// first-order backward keeps the ring. The first-order values equal the ring's to rounding.
+DTensorList differentiable_backward(const Ring& ring, const DTensor& grad, const DTensor& q_saved,
+                                    const DTensor& k_saved, const DTensor& v_saved) {
+  const DTensor in[] = {autograd::saved_input_with_history(q_saved, 0),
+                        autograd::saved_input_with_history(k_saved, 1),
+                        autograd::saved_input_with_history(v_saved, 2)};
+  Placements gathered = in[1].placements();
+  gathered[static_cast<size_t>(ring.cp_dim)] = Replicate();
+  const DTensor out = scaled_dot_product_attention(
+      in[0], in[1].redistribute(gathered), in[2].redistribute(gathered),
+      ring.causal ? causal_mask(ring, in[0].spec(), in[0].device()) : DTensor(), 0.0, false,
+      ring.scale, ring.group != 1);
+  std::vector<DTensor> wrt;
+  std::vector<size_t> slot;
+  for (size_t i = 0; i < 3; ++i) {
+    if (!in[i].requires_grad()) continue;  // needs no gradient: no history was given
+    wrt.push_back(in[i]);
+    slot.push_back(i);
+  }
+  DTensorList result(3);
+  if (wrt.empty()) return result;
+  const DTensor roots[] = {out};
+  const DTensor seeds[] = {
+      grad.placements() == out.placements() ? grad : grad.redistribute(out.placements())};
+  std::vector<DTensor> g = autograd::grad(roots, wrt, seeds, /*retain_graph=*/true,
+                                          /*create_graph=*/true, /*allow_unused=*/true);
+  for (size_t j = 0; j < slot.size(); ++j) result[slot[j]] = std::move(g[j]);
+  return result;
+}
+
 // The checks (from the specs alone, so every rank raises the same error) and the ring's setup.
 Ring setup(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
            const RingAttentionOptions& options) {
@@ -330,6 +402,7 @@ Ring setup(const DTensor& q, const DTensor& k, const DTensor& v, int64_t cp_dim,
            "both divide evenly, so each rank's k/v heads serve its q heads",
            kOp, head_shards, heads, kv_heads);
   Ring ring;
+  ring.cp_dim = cp_dim;
   ring.group = gqa ? heads / kv_heads : 1;
   ring.cp = mesh.size(cp_dim);
   ring.seq_len = q.size(2);
@@ -369,18 +442,25 @@ DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v, int
   // The backward reads q, k, v and the output: an in-place write to any of them after this
   // forward makes it raise (as sdpa's saved tensors do in PyTorch), not read the written values.
   const autograd::SavedVersions saved{ql, kl, vl, f.out};
-  return autograd::record_function(
-      "RingAttentionBackward", inputs, DTensor(f.out, out_spec),
+  DTensorList outs;
+  outs.emplace_back(f.out, out_spec);
+  // Differentiable: under create_graph the backward recomputes with recorded ops (above).
+  return autograd::record_differentiable_function(
+      "RingAttentionBackward", inputs, std::move(outs),
       [ring, ql, kl, vl, out = f.out, lse = f.lse, saved,
        specs = std::vector{q.spec_ptr(), k.spec_ptr(), v.spec_ptr(), out_spec}](
           absl::Span<const DTensor> g) -> DTensorList {
         saved.check("RingAttentionBackward");
         if (!g[0].defined()) return {DTensor(), DTensor(), DTensor()};
+        if (autograd::in_create_graph()) {
+          return differentiable_backward(ring, g[0], DTensor(ql, specs[0]), DTensor(kl, specs[1]),
+                                         DTensor(vl, specs[2]));
+        }
         // The gradient as the output is laid out (a no-op unless it arrived otherwise).
         const Tensor dout = detail::redistribute_no_grad(g[0], *specs[3]).to_local();
         const AttentionGrads grads = ring_backward(ring, dout, ql, kl, vl, out, lse);
         return {DTensor(grads.q, specs[0]), DTensor(grads.k, specs[1]), DTensor(grads.v, specs[2])};
-      });
+      })[0];
 }
 
 DTensor ring_attention(const DTensor& q, const DTensor& k, const DTensor& v,
