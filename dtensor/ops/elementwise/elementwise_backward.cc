@@ -390,10 +390,12 @@ DTensorList atan2_bw(const BackwardContext& c, Grads g) {
   return {c.needs_input_grad(0) ? for_input(c, 0, scaled * x) : DTensor(),
           c.needs_input_grad(1) ? for_input(c, 1, -scaled * y) : DTensor()};
 }
+// hypot(x, y) = h: dx = g x / h, dy = g y / h, multiplied before dividing (as PyTorch 2.15): g / h
+// first overflows for a subnormal h (hypot(1e-310, 0): inf, and 0 * inf = NaN for y).
 DTensorList hypot_bw(const BackwardContext& c, Grads g) {
-  const DTensor scaled = g[0] / c.output(0);
-  return {c.needs_input_grad(0) ? for_input(c, 0, scaled * c.input(0)) : DTensor(),
-          c.needs_input_grad(1) ? for_input(c, 1, scaled * c.input(1)) : DTensor()};
+  const DTensor& h = c.output(0);
+  return {c.needs_input_grad(0) ? for_input(c, 0, g[0] * c.input(0) / h) : DTensor(),
+          c.needs_input_grad(1) ? for_input(c, 1, g[0] * c.input(1) / h) : DTensor()};
 }
 // Scalar bounds: the gradient passes strictly inside them (min < x < max; 0 at a bound, for
 // NaN and everywhere when min >= max), as PyTorch 2.15.

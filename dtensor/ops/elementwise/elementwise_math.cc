@@ -260,7 +260,7 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) 
   return where(mask, full({}, value, TensorOptions(self.dtype(), self.device())), self);
 }
 
-// start + weight (end - start), floating only (as PyTorch).
+// lerp: floating only (as PyTorch).
 namespace {
 void check_lerp(const Tensor& start, const Tensor& end) {
   detail::check_binary_args("lerp", start, end);
@@ -268,15 +268,23 @@ void check_lerp(const Tensor& start, const Tensor& end) {
   check_dtype(is_floating(end.dtype()), "lerp", "end", end.dtype(), "a floating dtype");
 }
 }  // namespace
+// PyTorch's formula (ATen Lerp.h): start + weight (end - start) for |weight| < 0.5, else
+// end - (end - start) (1 - weight), so that weight 1 gives end exactly (start + (end - start)
+// loses end when it is small beside start: lerp(1, 1e-20, 1) would be 0) and the same NaN where
+// end - start is infinite.
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
   check_lerp(start, end);
-  return start + (end - start) * weight;
+  const double w = weight.to_double();
+  const Tensor diff = end - start;
+  return std::abs(w) < 0.5 ? start + diff * weight : end - diff * Scalar(1.0 - w);
 }
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   check_lerp(start, end);
   detail::check_binary_args("lerp", start, weight);
   check_dtype(is_floating(weight.dtype()), "lerp", "weight", weight.dtype(), "a floating dtype");
-  return start + (end - start) * weight;
+  const Tensor diff = end - start;
+  return where(lt(abs(weight), Scalar(0.5)), start + diff * weight,
+               end - diff * (Scalar(1.0) - weight));
 }
 
 // self + value * t1 * t2 and self + value * t1 / t2 (addcdiv refuses integer division, as

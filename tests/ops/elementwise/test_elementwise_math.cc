@@ -9,7 +9,9 @@
 #include <cmath>
 #include <limits>
 
+#include "dtensor/autograd/engine.h"
 #include "dtensor/ops/elementwise/elementwise.h"
+#include "dtensor/ops/reduction/reduction.h"
 #include "dtensor/tensor/creation.h"
 #include "tests/ops/common/ew_test_util.h"
 
@@ -168,6 +170,27 @@ TEST_CASE("square, lerp, addcmul and addcdiv match double references", "[element
   const dt::DTensor d =
       dt::addcmul(dt::local_dtensor(i1), dt::local_dtensor(i2), dt::local_dtensor(i3), 1.5);
   check_values(d.to_local(), {2}, DType::kInt64, {7, 10}, 0, 0);
+}
+
+// Found by the PyTorch parity sweep (tests/ops/parity): lerp takes PyTorch's formula, end - (end -
+// start) (1 - w) for |w| >= 0.5 (start + (end - start) w lost a small end beside start: lerp(1,
+// 1e-20, 1) was 0; an infinite end - start gives NaN as PyTorch's), and hypot's gradient g x / h
+// multiplies before dividing (g / h overflowed for a subnormal h: inf, and NaN for y = 0).
+// Expected values: PyTorch 2.15.
+TEST_CASE("lerp at large weights and hypot's gradient at a subnormal match PyTorch",
+          "[elementwise]") {
+  const Tensor start = make({1.0, 0.1, -0.0}, {3}, DType::kFloat64);
+  const Tensor end = make({1e-20, 0.3, kInf}, {3}, DType::kFloat64);
+  check_values(dt::lerp(start, end, 1.0), {3}, DType::kFloat64, {1e-20, 0.3, kNan}, 0, 0);
+  check_values(dt::lerp(start, end, make({1.0, 1.0, 0.25}, {3}, DType::kFloat64)), {3},
+               DType::kFloat64, {1e-20, 0.3, kInf}, 0, 0);
+  dt::DTensor x = dt::local_dtensor(make({1e-310, 3.0}, {2}, DType::kFloat64));
+  dt::DTensor y = dt::local_dtensor(make({0.0, 4.0}, {2}, DType::kFloat64));
+  x.requires_grad_();
+  y.requires_grad_();
+  dt::autograd::backward({dt::sum(dt::hypot(x, y))});
+  check_values(x.grad().to_local(), {2}, DType::kFloat64, {1.0, 0.6}, 1e-15, 0);
+  check_values(y.grad().to_local(), {2}, DType::kFloat64, {0.0, 0.8}, 1e-15, 0);
 }
 
 TEST_CASE("pointwise math errors name the op and the argument", "[elementwise]") {
