@@ -175,9 +175,9 @@ TEST_CASE("data parallel by DTensor semantics: batch-sharded inputs, replicated 
           "[compile][dp]") {
   // The DTensor expand mode: the user lays out the inputs (batch Shard(0)) and the parameters
   // (Replicate); the gradients arrive Partial and are reduced to the parameters' placements in
-  // the graph, in buckets. Replay equals the eager step (bit for bit up to 2 ranks: a bucket sums
-  // the same two values per element; at 4 ranks MPI may associate a larger message's sum
-  // differently) and single-device training closely.
+  // the graph, in buckets. Replay equals the eager step bit for bit at every rank count (a
+  // bucket's all-reduce sums each element in rank order, as each gradient's own all-reduce does:
+  // dtensor/collectives/mpi/rank_ordered_reduce.h) and single-device training closely.
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {dt::world_size()}, {"dp"});
   const int64_t W = dt::world_size(), dim = 6, rows = 4 * W + 1;  // uneven batch shards
   const int64_t bucket = GENERATE(int64_t{0}, int64_t{200}, int64_t{1} << 20);
@@ -206,8 +206,6 @@ TEST_CASE("data parallel by DTensor semantics: batch-sharded inputs, replicated 
   options.schedule_collectives = schedule;
   dt::CompiledStep step =
       dt::compile([&](const dt::DTensorList& in) { return train(*compiled, opt_c, in); }, options);
-  // Bit for bit without buckets at any rank count; with them, up to 2 ranks.
-  const double tol = W <= 2 || bucket == 0 ? 0.0 : 1e-13;
   for (int i = 0; i < 6; ++i) {
     dt::Generator g(300 + i);
     const dt::Tensor x = dt::randn({rows, dim}, dt::TensorOptions(dt::kFloat64), &g);
@@ -219,7 +217,7 @@ TEST_CASE("data parallel by DTensor semantics: batch-sharded inputs, replicated 
     const double one =
         scalar(train(*single, opt_s, {nn::local_dtensor(x), nn::local_dtensor(y)})[0]);
     INFO("step " << i);
-    CHECK(std::abs(got - want) <= tol * std::abs(want));
+    CHECK(got == want);  // bit for bit, buckets or not, at any rank count
     CHECK(std::abs(got - one) < 1e-12);
   }
   const auto pc = compiled->named_parameters();
@@ -229,7 +227,7 @@ TEST_CASE("data parallel by DTensor semantics: batch-sharded inputs, replicated 
   for (size_t i = 0; i < pc.size(); ++i) {
     INFO(pc[i].first);
     CHECK(pc[i].second.placements()[0].is_replicate());
-    CHECK(dt::test::max_diff(pc[i].second.to_local(), pe[i].second.to_local()) <= tol * 10);
+    CHECK(dt::test::max_diff(pc[i].second.to_local(), pe[i].second.to_local()) == 0.0);
     CHECK(dt::test::max_diff(pc[i].second.to_local(), ps[i].second.to_local()) < 1e-12);
     grad_bytes += static_cast<int64_t>(pc[i].second.to_local().nbytes());
   }
@@ -1207,8 +1205,9 @@ TEST_CASE("attention with a floating mask that requires grad replays, causal and
   // so the capture takes it (before, it refused the step: "local Tensor computation outside
   // DTensor ops"). A mask not requiring grad keeps the fused backward op (a node of the graph).
   // Heads sharded over the ranks, the mask whole; SGD on the query weight (and the mask).
-  // Bucketing off: it fuses the two gradients' all-reduces into one, whose summation order at 4
-  // ranks differs from the eager two in the last bit (seen: ~1e-17 apart with the default).
+  // With the default buckets (the two gradients' all-reduces fused into one): bit for bit at 4
+  // ranks since floating sums associate in rank order at every message size (before, ~1e-17
+  // apart in the last bit).
   const dt::DeviceMesh mesh = tp_mesh();
   const int64_t W = dt::world_size();
   const int64_t B = 2, H = 2 * W, L = 5, S = 5, D = 3;
@@ -1242,8 +1241,7 @@ TEST_CASE("attention with a floating mask that requires grad replays, causal and
       return dt::DTensorList{loss.detach()};
     };
     dt::CompiledStep step =
-        dt::compile([&](const dt::DTensorList& in) { return train(wq_c, m_c, opt_c, in); },
-                    {.bucket_bytes = 0});
+        dt::compile([&](const dt::DTensorList& in) { return train(wq_c, m_c, opt_c, in); });
     for (int i = 0; i < 4; ++i) {
       dt::Generator g(400 + i);
       const dt::Tensor x = dt::randn({B, H, L, D}, dt::TensorOptions(dt::kFloat64), &g);

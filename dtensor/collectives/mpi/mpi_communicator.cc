@@ -16,6 +16,7 @@
 #include "dtensor/collectives/deadline.h"
 #include "dtensor/collectives/mpi/mpi_check.h"
 #include "dtensor/collectives/mpi/mpi_types.h"
+#include "dtensor/collectives/mpi/rank_ordered_reduce.h"
 #include "dtensor/config.h"
 #include "dtensor/tensor/creation.h"
 #include "dtensor/tensor/error.h"
@@ -380,6 +381,15 @@ WorkPtr MpiCommunicator::do_all_reduce_out(const Tensor& output, const Tensor& i
   const MPI_Op mop = detail::mpi_reduce_op(out.dtype(), op);
   const MPI_Comm c = comm_;
   const int world = size();
+  // Floating sums over 3+ ranks: the same association at every message size
+  // (rank_ordered_reduce.h), so a bucket reduces each gradient to the bits it gets alone.
+  if (detail::rank_ordered(out.dtype(), op, world)) {
+    const DType dtype = out.dtype();
+    return DT_MPI_BLOCKING(
+        CollectiveKind::kAllReduce, &input,
+        ([=] { return detail::rank_ordered_all_reduce(data, n, dtype, op, c); }),
+        ([output, out, op, world] { finish_reduction(output, out, op, world); }));
+  }
   return DT_MPI_BLOCKING(CollectiveKind::kAllReduce, &input,
                          ([=] { return MPI_Allreduce(MPI_IN_PLACE, data, n, type, mop, c); }),
                          ([output, out, op, world] { finish_reduction(output, out, op, world); }));
@@ -575,9 +585,13 @@ WorkPtr MpiCommunicator::do_reduce_scatter(const Tensor& output, const Tensor& i
   const MPI_Op mop = detail::mpi_reduce_op(in.dtype(), op);
   const MPI_Comm c = comm_;
   const int world = size();
+  const DType dtype = in.dtype();
+  const bool ordered = detail::rank_ordered(dtype, op, world);  // as all-reduce's
   return DT_MPI_BLOCKING(
-      CollectiveKind::kReduceScatter, &input,
-      ([=] { return MPI_Reduce_scatter_block(send, recv, n, type, mop, c); }),
+      CollectiveKind::kReduceScatter, &input, ([=] {
+        return ordered ? detail::rank_ordered_reduce_scatter(send, recv, n, dtype, op, c)
+                       : MPI_Reduce_scatter_block(send, recv, n, type, mop, c);
+      }),
       ([output, out, in, op, world] { finish_reduction(output, out, op, world); }));
 }
 

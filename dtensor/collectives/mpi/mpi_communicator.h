@@ -19,7 +19,8 @@
 // (MPI_ERRORS_RETURN), raised as dtensor::Error: a size mismatch (MPI_ERR_TRUNCATE) is an
 // error, not an abort. Reductions: float16/bfloat16 sum, avg and product travel as float32 (one
 // rounding, as on one device); max/min of floating types propagate NaN (user-defined MPI ops;
-// MPI_MAX drops a NaN depending on the order).
+// MPI_MAX drops a NaN depending on the order); floating sums, averages and products over 3+
+// ranks associate in rank order whatever the message size (rank_ordered_reduce.h).
 #pragma once
 
 #include <mpi.h>
