@@ -84,8 +84,10 @@ DTensorList sdpa_grad_composite(const BackwardContext& c, Grads g, bool has_mask
     s = m.dtype() == kBool ? masked_fill(s, logical_not(m), Scalar(-inf)) : add(s, up(m));
   }
   const int64_t L = q.size(2), S = k.size(2);
+  DTensor hidden;
   if (c.arg<bool>(1) && L > 0 && S > 0) {
-    s = masked_fill(s, causal_hidden(q, L, S, c.arg<bool>(2) ? S - L : 0), Scalar(-inf));
+    hidden = causal_hidden(q, L, S, c.arg<bool>(2) ? S - L : 0);
+    s = masked_fill(s, hidden, Scalar(-inf));
   }
   const DTensor& lse = c.output(1);
   const DTensor p = exp(sub(s, unsqueeze(masked_fill(lse, isinf(lse), Scalar(0.0)), 3)));
@@ -109,7 +111,14 @@ DTensorList sdpa_grad_composite(const BackwardContext& c, Grads g, bool has_mask
   grads.push_back(back(mul(matmul(transpose(ds, 2, 3), q), Scalar(scale)), c.input(1)));
   grads.push_back(back(dv, c.input(2)));
   if (has_mask) {
-    grads.push_back(mask_grad && ds.defined() ? reduce_to(ds, c.input_spec(3)) : DTensor());
+    DTensor dm;
+    if (mask_grad && ds.defined()) {
+      // Causality hides a key whatever the mask holds there, so the mask's hidden entries get
+      // no gradient (PyTorch's masked_fill backward); ds there is 0 * (dp - d), NaN where v
+      // or the upstream holds an inf or NaN.
+      dm = reduce_to(hidden.defined() ? masked_fill(ds, hidden, Scalar(0.0)) : ds, c.input_spec(3));
+    }
+    grads.push_back(dm);
   }
   return grads;
 }

@@ -248,6 +248,27 @@ TEST_CASE("attention: a NaN or inf score behind the causal diagonal does not rea
   }
 }
 
+TEST_CASE("attention: a causal float mask's hidden entries get no gradient, whatever v holds",
+          "[attention]") {
+  // A NaN v row makes every output row NaN (0 * NaN in p v, as PyTorch's) and dp NaN on every
+  // query row, hidden keys included; ds there is 0 * NaN. The mask's gradient at hidden entries
+  // was that NaN; PyTorch 2.15's (causality a masked fill of the scores) is 0 there and NaN at
+  // the visible entries (measured: [[nan, 0, 0], [nan, nan, 0], [nan, nan, nan]]).
+  const Tensor q = random({1, 1, 3, 2}, dt::kFloat64, 41),
+               k = random({1, 1, 3, 2}, dt::kFloat64, 42);
+  Tensor v = random({1, 1, 3, 2}, dt::kFloat64, 43);
+  v.narrow(2, 2, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+  DTensor mask = dt::local_dtensor(random({3, 3}, dt::kFloat64, 44));
+  mask.requires_grad_();
+  const DTensor out =
+      dt::scaled_dot_product_attention(dt::local_dtensor(q), dt::local_dtensor(k),
+                                       dt::local_dtensor(v), mask, 0.0, /*is_causal=*/true, 0.5);
+  dt::sum(out).backward();
+  const std::vector<double> g = mask.grad().to_local().to_vector<double>();
+  for (int i : {1, 2, 5}) CHECK(g[i] == 0.0);  // hidden: (0, 1), (0, 2), (1, 2)
+  for (int i : {0, 3, 4, 6, 7, 8}) CHECK(std::isnan(g[i]));
+}
+
 TEST_CASE("attention: grouped-query attention repeats each k/v head for its q heads",
           "[attention]") {
   const Tensor q = random({2, 6, 5, 4}, dt::kFloat64, 31),

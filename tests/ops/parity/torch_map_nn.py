@@ -178,7 +178,12 @@ def _sdpa(x, a):
     s = q @ k.transpose(-2, -1) * scale
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
-    return out, torch.logsumexp(s, -1)
+    # A row that sees no key: lse -inf with gradient 0 (SEMANTICS, attention; logsumexp's own
+    # gradient there is exp(-inf - -inf) = NaN).
+    dead = (s == float("-inf")).all(-1, keepdim=True)
+    lse = torch.logsumexp(s.masked_fill(dead, 0.0), -1).masked_fill(dead.squeeze(-1),
+                                                                    float("-inf"))
+    return out, lse
 
 
 def _pool_max(nd):
