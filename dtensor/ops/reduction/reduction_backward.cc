@@ -171,7 +171,9 @@ DTensorList vector_norm_bw(const BackwardContext& c, Grads g) {
   if (ord == 0.0) return {zeros_like(x)};
   if (ord == 1.0) return {gk * sign(x)};
   if (std::isinf(ord)) {
-    const DTensor mask = cast(eq(abs(x), out), x.dtype());
+    // A NaN element is the one selected (as PyTorch 2.15's): the others of a NaN norm get 0,
+    // not 0 / 0.
+    const DTensor mask = cast(logical_or(eq(abs(x), out), isnan(x)), x.dtype());
     return {gk * sign(x) * mask / sum(mask, r.dims, /*keepdim=*/true)};
   }
   DTensor d =

@@ -21,7 +21,8 @@ Rules: shape and dtype exactly; NaN where PyTorch has NaN, the same infinities, 
 tensor's largest magnitude (an element that cancels), float16 / bfloat16 within 2 ulps; integers and bools exactly. A zero of the other sign is reported
 apart ("sign of zero") and does not fail. Gradients: torch.autograd.grad of the outputs with the
 dumped cotangents (allow_unused: PyTorch's None equals dtensor's zeros or undefined). Errors:
-both raise or neither. Prints one line per mismatch and a summary; exits 1 on a mismatch not
+both raise or neither; the gradient at a NaN input element is not compared (unspecified:
+PyTorch's is NaN, 0 or a branch's by op). Prints one line per mismatch and a summary; exits 1 on a mismatch not
 listed in DELIBERATE.
 """
 import argparse
@@ -122,13 +123,15 @@ def ulps(a, b, dtype):
     return abs(int(i[0]) - int(i[1]))
 
 
-def first_difference(ours, theirs, what):
-    """None when `ours` (dump JSON) matches torch tensor `theirs`, else a description. The
-    second value lists a sign-of-zero difference (reported apart)."""
+def first_difference(ours, theirs, what, unspecified=()):
+    """None when `ours` (dump JSON) matches torch tensor `theirs`, else a description; the
+    elements at the indices `unspecified` are not compared. The second value lists a sign-of-zero
+    difference (reported apart)."""
     if ours is None or theirs is None:
         # PyTorch's None gradient (unused input) equals dtensor's zeros or undefined.
         other = theirs if ours is None else decode_tensor(ours)
-        if other is None or not other.dtype.is_floating_point or bool((other == 0).all()):
+        if other is None or not other.dtype.is_floating_point or all(
+                v == 0 for i, v in enumerate(other.reshape(-1).tolist()) if i not in unspecified):
             return None, None
         return f"{what}: {'ours' if ours is None else 'torch'} is None, the other nonzero", None
     theirs = theirs.detach().cpu()
@@ -149,6 +152,8 @@ def first_difference(ours, theirs, what):
     zero_sign = None
     for i, (a, b) in enumerate(zip(ours["values"], values)):
         a = number(a)
+        if i in unspecified:
+            continue
         if rel is None:
             if a != b:
                 return f"{what}: [{i}] {a} vs torch {b}", None
@@ -226,9 +231,9 @@ def compare(case, terr, touts, tberr, tgrads):
     notes)."""
     diffs, zeros = [], []
 
-    def tensors(ours, theirs, what):
+    def tensors(ours, theirs, what, unspecified=None):
         for i, (a, b) in enumerate(zip(ours, theirs)):
-            d, z = first_difference(a, b, f"{what} {i}")
+            d, z = first_difference(a, b, f"{what} {i}", unspecified[i] if unspecified else ())
             diffs.extend([d] if d else [])
             zeros.extend([z] if z else [])
 
@@ -241,8 +246,14 @@ def compare(case, terr, touts, tberr, tgrads):
     if "backward_error" in case or tberr is not None:
         d = raise_difference(case.get("backward_error"), tberr, "backward ")
         return diffs + ([d] if d else []), zeros
-    tensors(case["grads"], tgrads, "grad of input")
+    tensors(case["grads"], tgrads, "grad of input", [nan_positions(j) for j in case["inputs"]])
     return diffs, zeros
+
+
+def nan_positions(j):
+    """The indices of an input's NaN elements: the gradient there is unspecified (PyTorch's is
+    NaN, 0 or the gradient of a branch, by op; docs/SEMANTICS.md, "Gradients")."""
+    return {i for i, v in enumerate(j["values"]) if v == "nan"}
 
 
 def upcast(case):

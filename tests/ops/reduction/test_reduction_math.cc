@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "dtensor/autograd/engine.h"
 #include "dtensor/ops/elementwise/elementwise.h"
 #include "dtensor/ops/reduction/reduction.h"
 #include "tests/ops/common/ew_test_util.h"
@@ -84,6 +85,25 @@ TEST_CASE("any and all test nonzero over dims, with the empty identities", "[red
   const Tensor e = dt::zeros({0, 3}, DType::kInt32);
   check_values(dt::any(e, {0}), {3}, DType::kBool, {0, 0, 0}, 0, 0);
   check_values(dt::all(e, {0}), {3}, DType::kBool, {1, 1, 1}, 0, 0);
+}
+
+// Found by the PyTorch parity sweep (tests/ops/parity): the +-inf norm's gradient shares g among
+// the elements equal to the norm, and a NaN element is the one selected, as PyTorch 2.15's: the
+// other elements of a NaN norm get 0 (it was 0 / 0 = NaN for every element of that row). The
+// gradient at the NaN itself is unspecified (PyTorch: 0). Expected values: PyTorch 2.15.
+TEST_CASE("vector_norm +-inf: the gradient of a NaN norm is 0 off the NaN", "[reduction]") {
+  for (const double ord : {kInf, -kInf}) {
+    INFO("ord " << ord);
+    dt::DTensor x = dt::local_dtensor(make({1, kNan, -3, 2, -5, 5}, {2, 3}, DType::kFloat64));
+    x.requires_grad_();
+    dt::autograd::backward({dt::sum(dt::vector_norm(x, ord, {1}))});
+    const std::vector<double> g = x.grad().to_local().to_vector<double>();
+    const std::vector<double> want = ord > 0 ? std::vector<double>{0, kNan, 0, 0, -0.5, 0.5}
+                                             : std::vector<double>{0, kNan, 0, 1, 0, 0};
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (i != 1) CHECK(g[i] == want[i]);
+    }
+  }
 }
 
 TEST_CASE("composite reduction errors name the op", "[reduction]") {
