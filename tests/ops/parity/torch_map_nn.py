@@ -298,3 +298,23 @@ _NLL_TOTAL = ("nll_loss's second output total_weight (the registered op's, as at
               "'sum' (aten: W) and for a 1-d input's 'none' (aten: w[t]); SEMANTICS, Losses")
 DELIBERATE = {("nll_loss", v, s): _NLL_TOTAL for v in ("random", "edge", "float32")
               for s in (2, 3)}
+_EDGES = "docs/SEMANTICS.md, 'Op edge cases checked against PyTorch 2.15': "
+DELIBERATE.update({
+    ("cdist", "edge", 2): _EDGES + "cdist p inf propagates a NaN component (PyTorch's max skips "
+                          "it) and gives an inf distance's largest components their sign as "
+                          "gradient (PyTorch: NaN, from inf - inf)",
+    ("cdist", "edge", 3): _EDGES + "cdist p inf: inf - inf is a NaN component, propagated "
+                          "(PyTorch's max skips it and gives 0)",
+    ("group_norm", "edge", 2): _EDGES + "group_norm's input gradient in a group whose weight is "
+                               "inf: an undefined product, inf here, NaN in PyTorch",
+    ("scaled_dot_product_attention.mask", "edge", 7): _EDGES + "attention's lse of a row with a "
+                                                      "+inf score: NaN (PyTorch's logsumexp: inf)",
+    ("scaled_dot_product_attention.mask", "edge", 9): _EDGES + "attention's lse of a row with a "
+                                                      "+inf score: NaN (PyTorch's logsumexp: inf)",
+})
+for _s in (3, 4, 5):
+    DELIBERATE[("upsample_bilinear2d", "edge", _s)] = DELIBERATE[(
+        "upsample_trilinear3d", "edge", _s)] = (
+        _EDGES + "upsample linear modes, an inf input where an interpolation weight is exactly 0 "
+        "(a dim whose size does not change): dtensor multiplies the next element by 0, PyTorch "
+        "the element itself")
