@@ -218,6 +218,39 @@ def _pad(x, a):
     return F.pad(x[0], pad, mode)
 
 
+def _vjp(fwd, xs, g, wrt=(0,)):
+    """The gradient op as PyTorch's own: the vjp of fwd at xs with cotangent(s) g, kept
+    differentiable (create_graph) so the op's own gradient is PyTorch's double backward."""
+    xs = [x if (i not in wrt or x.requires_grad) else x.detach().requires_grad_()
+          for i, x in enumerate(xs)]
+    with torch.enable_grad():
+        out = fwd(xs)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        gs = list(g) if isinstance(g, (tuple, list)) else [g]
+        return torch.autograd.grad(outs, [xs[i] for i in wrt], gs, create_graph=True)
+
+
+def _linear_bw(fwd, n_tail=1):
+    # gradient op (grad; fwd's args..., input_size): linear in grad.
+    def f(x, a):
+        zero = torch.zeros(a[-1], dtype=x[0].dtype)
+        return _vjp(lambda v: fwd([v[0]], a[:-1]), [zero], x[0])[0]
+    return f
+
+
+def _max_pool_bw(x, a):
+    # max_pool_backward(grad, indices; input_shape, nd): grad added at each window's argmax.
+    g, idx = x
+    shape, nd = a
+    lead = list(shape[:-nd])
+    n = 1
+    for d in shape[-nd:]:
+        n *= d
+    out = torch.zeros(lead + [n], dtype=g.dtype)
+    out = out.scatter_add(-1, idx.reshape(lead + [-1]), g.reshape(lead + [-1]))
+    return out.reshape(shape)
+
+
 MAP = {
     # matmul family
     "mm": lambda x, a: torch.mm(x[0], x[1]),
@@ -273,24 +306,32 @@ MAP = {
     "upsample_bicubic2d": _up("upsample_bicubic2d", True),
     "upsample_trilinear3d": _up("upsample_trilinear3d", True),
     "pad": _pad,
+    # gradient ops linear in the gradient: PyTorch's vjp of the forward op (and, through
+    # create_graph, its double backward)
+    "max_pool_backward": _max_pool_bw,
+    "pad_backward": _linear_bw(_pad),
+    "gather_target_backward": lambda x, a: _vjp(
+        lambda v: MAP["gather_target"]([v[0], x[1]], [a[1]]),
+        [torch.zeros(a[0], dtype=x[0].dtype)], x[0])[0],
+    "batch_norm_sums_backward": lambda x, a: _vjp(lambda v: _bn_sums([v[0]], []), [x[1]], x[0])[0],
+    "batch_norm_affine_backward": lambda x, a: _vjp(lambda v: _bn_affine(v, []), [x[1], x[2]],
+                                                    x[0], (0, 1)),
 }
+for _name in ["avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
+              "adaptive_avg_pool2d", "upsample_nearest1d", "upsample_nearest2d",
+              "upsample_nearest3d", "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+              "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
+              "upsample_bicubic2d", "upsample_trilinear3d"]:
+    MAP[_name + "_backward"] = _linear_bw(MAP[_name])
 
 _GRAD_OP = "gradient op: checked through its forward op's gradient in this sweep"
 SKIP = {name: _GRAD_OP + " (" + name[:-len("_backward")] + ")" for name in [
-    "layer_norm_backward", "rms_norm_backward", "group_norm_backward",
-    "batch_norm_sums_backward", "batch_norm_affine_backward", "gather_target_backward",
-    "mse_loss_backward", "l1_loss_backward", "smooth_l1_loss_backward", "huber_loss_backward",
+    "layer_norm_backward", "rms_norm_backward", "group_norm_backward", "mse_loss_backward",
+    "l1_loss_backward", "smooth_l1_loss_backward", "huber_loss_backward",
     "binary_cross_entropy_backward", "binary_cross_entropy_with_logits_backward",
     "kl_div_backward", "nll_loss_backward", "scaled_dot_product_attention_backward",
-    "cdist_backward", "convolution_backward", "avg_pool1d_backward", "avg_pool2d_backward",
-    "avg_pool3d_backward", "adaptive_avg_pool1d_backward", "adaptive_avg_pool2d_backward",
-    "upsample_nearest1d_backward", "upsample_nearest2d_backward", "upsample_nearest3d_backward",
-    "_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
-    "_upsample_nearest_exact3d_backward", "upsample_linear1d_backward",
-    "upsample_bilinear2d_backward", "upsample_bicubic2d_backward",
-    "upsample_trilinear3d_backward", "pad_backward"]}
+    "cdist_backward", "convolution_backward"]}
 SKIP["scaled_dot_product_attention_backward.mask"] = _GRAD_OP + " (scaled_dot_product_attention.mask)"
-SKIP["max_pool_backward"] = _GRAD_OP + " (max_pool{1,2,3}d_with_indices, adaptive_max_pool2d)"
 
 # (op, variant[, sample]) -> why dtensor differs from PyTorch there (docs/SEMANTICS.md).
 _NLL_TOTAL = ("nll_loss's second output total_weight (the registered op's, as aten's "
@@ -312,9 +353,9 @@ DELIBERATE.update({
     ("scaled_dot_product_attention.mask", "edge", 9): _EDGES + "attention's lse of a row with a "
                                                       "+inf score: NaN (PyTorch's logsumexp: inf)",
 })
-for _s in (3, 4, 5):
-    DELIBERATE[("upsample_bilinear2d", "edge", _s)] = DELIBERATE[(
-        "upsample_trilinear3d", "edge", _s)] = (
+for _s, _op in [(s, op + bw) for s in (3, 4, 5) for bw in ("", "_backward")
+                for op in ("upsample_bilinear2d", "upsample_trilinear3d")]:
+    DELIBERATE[(_op, "edge", _s)] = (
         _EDGES + "upsample linear modes, an inf input where an interpolation weight is exactly 0 "
         "(a dim whose size does not change): dtensor multiplies the next element by 0, PyTorch "
         "the element itself")
