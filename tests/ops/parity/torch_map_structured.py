@@ -64,16 +64,45 @@ MAP = {
     "nonzero": lambda x, a: torch.nonzero(x[0]),
 }
 
-_GRAD_OP = "gradient op: checked through its forward op's gradient in this sweep"
-SKIP = {
-    "select_backward": _GRAD_OP + " (select)",
-    "slice_backward": _GRAD_OP + " (slice)",
-    "diagonal_backward": _GRAD_OP + " (diagonal)",
-    "repeat_interleave_backward": _GRAD_OP + " (repeat_interleave.self_int)",
-    "gather_backward": _GRAD_OP + " (gather)",
-    "embedding_backward": _GRAD_OP + " (embedding)",
-    "masked_select_backward": _GRAD_OP + " (masked_select)",
-}
+
+
+def _vjp_of(fwd):
+    """A gradient op (grad[, int inputs]; fwd's args..., input_size) as PyTorch's vjp of the
+    forward op at zeros of input_size (linear in grad), kept differentiable (create_graph) so the
+    op's own gradient is PyTorch's double backward. fwd(x, ints, args)."""
+    def f(x, a):
+        zero = torch.zeros(a[-1], dtype=x[0].dtype, requires_grad=True)
+        with torch.enable_grad():
+            return torch.autograd.grad(fwd(zero, x[1:], a[:-1]), zero, x[0], create_graph=True)[0]
+    return f
+
+
+def _move_shape_last(f, at):
+    # dtensor puts input_size first (at 0) for these; _vjp_of takes it last.
+    return lambda x, a: f(x, list(a[:at]) + list(a[at + 1:]) + [a[at]])
+
+
+MAP.update({
+    # select_backward(grad; input_sizes, dim, index) and the like
+    "select_backward": _move_shape_last(
+        _vjp_of(lambda z, i, a: torch.select(z, a[0], a[1])), 0),
+    "slice_backward": _move_shape_last(
+        _vjp_of(lambda z, i, a: torch.ops.aten.slice.Tensor(z, a[0], a[1], a[2], a[3])), 0),
+    "diagonal_backward": _move_shape_last(
+        _vjp_of(lambda z, i, a: torch.diagonal(z, a[0], a[1], a[2])), 0),
+    # repeat_interleave_backward(grad; input_sizes, repeats, dim)
+    "repeat_interleave_backward": _move_shape_last(
+        _vjp_of(lambda z, i, a: torch.repeat_interleave(z, a[0], a[1])), 0),
+    # gather_backward(grad, index; dim, input_shape)
+    "gather_backward": _vjp_of(lambda z, i, a: torch.gather(z, a[0], i[0])),
+    # masked_select_backward(grad, mask; input_shape)
+    "masked_select_backward": _vjp_of(lambda z, i, a: torch.masked_select(z, i[0])),
+    # embedding_backward(grad, indices; num_weights[, padding_idx]): PyTorch's embedding gives
+    # the padding row no gradient
+    "embedding_backward": lambda x, a: torch.ops.aten.embedding_dense_backward(
+        x[0], x[1], a[0], a[1] if len(a) > 1 and a[1] is not None else -1, False),
+})
+SKIP = {}
 
 # (op, variant[, sample]) -> why dtensor differs from PyTorch there (docs/SEMANTICS.md).
 _EDGES = "docs/SEMANTICS.md, 'Op edge cases checked against PyTorch 2.15': "
