@@ -324,13 +324,78 @@ for _name in ["avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
               "upsample_bicubic2d", "upsample_trilinear3d"]:
     MAP[_name + "_backward"] = _linear_bw(MAP[_name])
 
+
+
+def _norm_bw(fwd, n_affine):
+    # <norm>_backward(grad, input[, weight]; the forward's args): (grad_input[, grad_weight]
+    # [, grad_bias]) as PyTorch's vjp of the forward op (a bias's value does not matter).
+    def f(x, a):
+        flags = list(a[-n_affine:])
+        shape = x[1].shape[x[1].dim() - len(a[1]):] if isinstance(a[1], list) else [x[1].shape[1]]
+        xs = [x[1]] + ([x[2]] if flags[0] else [])
+        if n_affine > 1 and flags[1]:
+            xs.append(torch.zeros(shape, dtype=x[1].dtype))
+        return _vjp(lambda v: fwd(v, a), xs, x[0], tuple(range(len(xs))))
+    return f
+
+
+def _loss_bw(name):
+    # <loss>_backward(grad, input, target[, weight][, pos_weight]; wrt, the forward's args): the
+    # gradient with respect to input (wrt 0) or target (1), or the per-element gradient of the
+    # weight (2) or pos_weight (3) at the input's shape (before the sum over its broadcast
+    # dims): PyTorch's vjp, with that weight expanded to the input's shape.
+    def f(x, a):
+        wrt, args = a[0], a[1:]
+        xs = list(x[1:])
+        i = wrt
+        if wrt >= 2:
+            i = 2 if wrt == 2 else 2 + bool(args[1])  # args: reduction, has_weight, ...
+            xs[i] = xs[i].expand(xs[0].shape).clone()
+        return _vjp(lambda v: MAP[name](v, args), xs, x[0], (i,))[0]
+    return f
+
+
+def _nll_bw(x, a):
+    # nll_loss_backward(grad, target, total_weight[, weight]; input_shape, reduction,
+    # ignore_index, has_weight): aten's, -weight[t] * grad (/ total_weight for the mean) at
+    # [i, t_i], from the given total_weight.
+    g, t, total = x[0], x[1], x[2]
+    shape, red, ii, hw = a
+    keep = t != ii
+    tt = t.masked_fill(~keep, 0)
+    w = x[3][tt] if hw else torch.ones(t.shape, dtype=g.dtype)
+    gi = -(w * keep) * g
+    if red == "mean":
+        gi = gi / total
+    cd = 1 if len(shape) > 1 else 0
+    return torch.zeros(shape, dtype=g.dtype).scatter(cd, tt.unsqueeze(cd), gi.unsqueeze(cd))
+
+
+def _conv_bw(x, a):
+    # convolution_backward(grad, input, weight; the forward's args, input_mask, weight_mask):
+    # the requested gradients, aten's.
+    *fwd, m_in, m_w = a
+    gi, gw, _ = aten.convolution_backward(x[0], x[1], x[2], None, *fwd, [m_in, m_w, False])
+    return [t for t, m in ((gi, m_in), (gw, m_w)) if m]
+
+
+MAP.update({
+    "layer_norm_backward": _norm_bw(_layer_norm, 2),
+    "rms_norm_backward": _norm_bw(_rms_norm, 1),
+    "group_norm_backward": _norm_bw(_group_norm, 2),
+    "nll_loss_backward": _nll_bw,
+    # cdist_backward(grad, x1, x2, dist; p): aten._cdist_backward, from the given dist
+    "cdist_backward": lambda x, a: aten._cdist_backward(x[0], x[1], x[2], a[0], x[3]),
+    "convolution_backward": _conv_bw,
+})
+for _name in ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+              "binary_cross_entropy_with_logits", "kl_div"]:
+    MAP[_name + "_backward"] = _loss_bw(_name)
+
 _GRAD_OP = "gradient op: checked through its forward op's gradient in this sweep"
-SKIP = {name: _GRAD_OP + " (" + name[:-len("_backward")] + ")" for name in [
-    "layer_norm_backward", "rms_norm_backward", "group_norm_backward", "mse_loss_backward",
-    "l1_loss_backward", "smooth_l1_loss_backward", "huber_loss_backward",
-    "binary_cross_entropy_backward", "binary_cross_entropy_with_logits_backward",
-    "kl_div_backward", "nll_loss_backward", "scaled_dot_product_attention_backward",
-    "cdist_backward", "convolution_backward"]}
+SKIP = {"scaled_dot_product_attention_backward": _GRAD_OP + " (scaled_dot_product_attention; "
+        "its out and lse inputs are free values here, which no PyTorch call takes with lse's "
+        "gradient)"}
 SKIP["scaled_dot_product_attention_backward.mask"] = _GRAD_OP + " (scaled_dot_product_attention.mask)"
 
 # (op, variant[, sample]) -> why dtensor differs from PyTorch there (docs/SEMANTICS.md).
@@ -353,6 +418,15 @@ DELIBERATE.update({
     ("scaled_dot_product_attention.mask", "edge", 9): _EDGES + "attention's lse of a row with a "
                                                       "+inf score: NaN (PyTorch's logsumexp: inf)",
 })
+DELIBERATE[("group_norm_backward", "edge", 2)] = DELIBERATE[("group_norm", "edge", 2)]
+for _s in (0, 3):
+    DELIBERATE[("cdist_backward", "edge", _s)] = (
+        _EDGES + "cdist_backward on free inf / NaN inputs skips a pair whose upstream gradient "
+        "or distance is 0 (PyTorch multiplies: 0 * NaN), and divides by the given distance")
+for _s in (0, 1, 2):
+    DELIBERATE[("binary_cross_entropy_backward", "edge", _s)] = (
+        _EDGES + "binary_cross_entropy_backward does not check the target's range again (its "
+        "forward does, as PyTorch's; PyTorch's vjp here reruns the forward)")
 for _s, _op in [(s, op + bw) for s in (3, 4, 5) for bw in ("", "_backward")
                 for op in ("upsample_bilinear2d", "upsample_trilinear3d")]:
     DELIBERATE[(_op, "edge", _s)] = (
