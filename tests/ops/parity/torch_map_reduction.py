@@ -95,4 +95,23 @@ MAP = {
                                                                          x[1].dtype),
 }
 SKIP = {}
-DELIBERATE = {}
+# Documented in docs/SEMANTICS.md ("PyTorch parity, round 3", "Scans, sorting and selection" and
+# "The PyTorch parity sweep").
+_MEAN = ("var_mean / std_mean's mean of data with an infinity is mean(x) (inf); PyTorch's "
+         "Welford kernel gives NaN")
+_PROD = ("prod / cumprod of data with an infinity or NaN next to zeros: dtensor evaluates the "
+         "products of the other elements (inf * 0 = NaN); PyTorch's zero-aware formula gives 0, "
+         "and its division by x NaN where an infinity meets no zero")
+_TIES = ("topk / kthvalue ties go by stable sort order (0 and -0 tie); PyTorch leaves them "
+         "unspecified")
+_MODE = "mode with NaN: each NaN is a value of its own; PyTorch's CPU mode depends on positions"
+DELIBERATE = {
+    ("var_mean", "edge"): _MEAN,
+    ("std_mean", "edge"): _MEAN,
+    ("prod", "edge"): _PROD,
+    ("cumprod", "edge"): _PROD,
+    ("cumprod_backward", "edge"): _PROD,
+    ("topk", "edge"): _TIES,
+    ("kthvalue", "edge"): _TIES,
+    ("mode", "edge"): _MODE,
+}
