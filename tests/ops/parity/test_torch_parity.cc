@@ -76,7 +76,10 @@ const absl::flat_hash_map<std::pair<std::string, std::string>, const char*>& del
       {{"mode", "edge"}, kMode},
       // The structured and nn families' (torch_map_structured.py, torch_map_nn.py: the reason
       // of each case is in its DELIBERATE and in the references).
+      {{"binary_cross_entropy_backward", "edge"}, kEdgeCases},
       {{"cdist", "edge"}, kEdgeCases},
+      {{"cdist_backward", "edge"}, kEdgeCases},
+      {{"group_norm_backward", "edge"}, kEdgeCases},
       {{"group_norm", "edge"}, kEdgeCases},
       {{"scaled_dot_product_attention.mask", "edge"}, kEdgeCases},
       {{"scatter_reduce", "edge"}, kEdgeCases},
