@@ -82,6 +82,7 @@
 #include "dtensor/parallel/context/context_parallel.h"
 #include "dtensor/parallel/data_parallel/data_parallel.h"
 #include "dtensor/parallel/distribute_module.h"
+#include "dtensor/parallel/local_map.h"
 #include "dtensor/parallel/parallelize.h"
 #include "dtensor/parallel/pipeline/clip_grad.h"
 #include "dtensor/parallel/pipeline/pipeline_schedule.h"
