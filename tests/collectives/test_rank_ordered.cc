@@ -86,11 +86,16 @@ TEMPLATE_TEST_CASE("floating all_reduce folds the ranks' values in rank order at
   using T = TestType;
   auto comm = world_communicator();
   const int world = comm->size(), r = comm->rank();
-  // Both sides of the gather-all threshold, uneven chunks, fewer elements than ranks.
-  const int64_t threshold = detail::kGatherAllBytes / static_cast<int64_t>(sizeof(float));
-  const int64_t n =
-      GENERATE_COPY(int64_t{1}, int64_t{5}, threshold, threshold + 1, int64_t{100003});
+  // Both sides of the gather-all threshold (16-bit types travel as float), uneven chunks, fewer
+  // elements than ranks, several segments.
+  const int64_t item = is_float16_v<T> ? 4 : static_cast<int64_t>(sizeof(T));
+  const int64_t threshold = detail::kGatherAllBytes / (item * world);
+  const int64_t segment = detail::kSegmentBytes / item;
+  const int64_t n = GENERATE_COPY(int64_t{1}, int64_t{5}, threshold, threshold + 1, int64_t{100003},
+                                  2 * segment + 7);
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kProduct}) {
+    // The segments: once (the largest case; regenerating every rank's values is the cost).
+    if (n > 100003 && (op != ReduceOp::kSum || !std::is_same_v<T, double>)) continue;
     INFO("op " << reduce_op_name(op) << ", numel " << n << ", world " << world);
     const std::vector<T> want = rank_fold<T>(world, n, op);
     Tensor t = tensor_of(values<T>(r, n, op));
@@ -119,16 +124,34 @@ TEST_CASE("a bucket reduces each gradient to the bits it gets alone; reduce_scat
   alone.insert(alone.end(), b.data<double>(), b.data<double>() + large);
   CHECK(first_difference(bucket, alone) == -1);
 
-  // reduce_scatter of world blocks of `block` elements: block r of the all_reduce.
-  const int64_t block = 1001;
-  const std::vector<double> vs = values<double>(r + 40, block * world, ReduceOp::kAvg);
-  Tensor reduced = tensor_of(vs);
-  comm->all_reduce(reduced, ReduceOp::kAvg)->wait();
-  Tensor mine = empty({block}, TensorOptions(kFloat64));
-  comm->reduce_scatter(mine, tensor_of(vs), ReduceOp::kAvg)->wait();
-  const std::vector<double> want(reduced.data<double>() + r * block,
-                                 reduced.data<double>() + (r + 1) * block);
-  CHECK(first_difference(mine, want) == -1);
+  // reduce_scatter of world blocks of `block` elements: block r of the all_reduce (one round,
+  // then blocks whose total exceeds a segment: several rounds).
+  for (const int64_t block : {int64_t{1001}, detail::kSegmentBytes / (8 * world) + 5}) {
+    INFO("block " << block);
+    const std::vector<double> vs = values<double>(r + 40, block * world, ReduceOp::kAvg);
+    Tensor reduced = tensor_of(vs);
+    comm->all_reduce(reduced, ReduceOp::kAvg)->wait();
+    Tensor mine = empty({block}, TensorOptions(kFloat64));
+    comm->reduce_scatter(mine, tensor_of(vs), ReduceOp::kAvg)->wait();
+    const std::vector<double> want(reduced.data<double>() + r * block,
+                                   reduced.data<double>() + (r + 1) * block);
+    CHECK(first_difference(mine, want) == -1);
+  }
+}
+
+TEST_CASE("a sub-communicator folds in its own rank order", "[collectives][rank_ordered]") {
+  // The ranks split into two groups in reverse world order (key = -rank): the group's rank k is
+  // the fold's k-th term, whatever its world rank.
+  auto world_comm = world_communicator();
+  const int wr = world_comm->rank();
+  auto comm = world_comm->split(wr % 2, -wr);
+  const int n = comm->size(), r = comm->rank();
+  const int64_t count = 3 * detail::kGatherAllBytes / 8;  // float64: the large path at 3+ ranks
+  INFO("group " << wr % 2 << " of " << n << " ranks, rank " << r);
+  const std::vector<double> want = rank_fold<double>(n, count, ReduceOp::kSum);
+  Tensor t = tensor_of(values<double>(r, count, ReduceOp::kSum));
+  comm->all_reduce(t, ReduceOp::kSum)->wait();
+  CHECK(first_difference(t, want) == -1);
 }
 
 }  // namespace dtensor::test

@@ -48,7 +48,8 @@ void fold(void* out, const void* rows, int64_t stride, int world, int64_t n, DTy
 // Room for `bytes` of received rows, reused by every reduction on this thread (the
 // communication thread has its own): a training loop allocates nothing after its first step,
 // and, like the buffers MPI keeps for its own algorithms, this is not tensor memory
-// (memory_stats does not count it). It holds the largest message reduced here on the thread.
+// (memory_stats does not count it). At most kSegmentBytes plus a chunk's rounding per thread
+// (kGatherAllBytes below it), whatever the message.
 void* scratch(int64_t bytes) {
   thread_local std::unique_ptr<double[]> buffer;
   thread_local int64_t capacity = 0;  // in doubles
@@ -80,36 +81,48 @@ int rank_ordered_all_reduce(void* data, int count, DType dtype, ReduceOp op, MPI
   const int world = comm_size(comm, &rank);
   const MPI_Datatype type = mpi_datatype(dtype);
   const auto item = static_cast<int64_t>(dtype_size(dtype));
-  if (count * item <= kGatherAllBytes) {
+  if (int64_t{world} * count * item <= kGatherAllBytes) {
     // Small: every contribution to every rank, then the same fold everywhere.
-    void* all = scratch(static_cast<int64_t>(world) * count * item);
+    void* all = scratch(int64_t{world} * count * item);
     const int rc = MPI_Allgather(data, count, type, all, count, type, comm);
     if (rc != MPI_SUCCESS) return rc;
     fold(data, all, count, world, count, dtype, op);
     return MPI_SUCCESS;
   }
-  // Large: chunk k (torch.chunk of the message) is folded on rank k, then gathered back.
-  const int64_t chunk = (static_cast<int64_t>(count) + world - 1) / world;
+  // Large, by segments of at most kSegmentBytes: chunk k of a segment (torch.chunk) is folded on
+  // rank k, then the folded chunks are gathered back.
+  const int64_t segment = std::max<int64_t>(world, kSegmentBytes / item);
   std::vector<int> counts(static_cast<size_t>(world)), displs(static_cast<size_t>(world));
-  for (int k = 0; k < world; ++k) {
-    const int64_t start = std::min<int64_t>(count, k * chunk);
-    displs[static_cast<size_t>(k)] = static_cast<int>(start);
-    counts[static_cast<size_t>(k)] = static_cast<int>(std::min<int64_t>(chunk, count - start));
+  std::vector<int> recv_counts(static_cast<size_t>(world)), recv_displs(static_cast<size_t>(world));
+  for (int64_t base = 0; base < count; base += segment) {
+    const int64_t len = std::min<int64_t>(segment, count - base);
+    const int64_t chunk = (len + world - 1) / world;
+    for (int k = 0; k < world; ++k) {
+      const int64_t start = std::min<int64_t>(len, k * chunk);
+      displs[static_cast<size_t>(k)] = static_cast<int>(start);
+      counts[static_cast<size_t>(k)] = static_cast<int>(std::min<int64_t>(chunk, len - start));
+    }
+    const int mine = counts[static_cast<size_t>(rank)];
+    for (int k = 0; k < world; ++k) {
+      recv_counts[static_cast<size_t>(k)] = mine;
+      recv_displs[static_cast<size_t>(k)] = k * mine;
+    }
+    char* seg = static_cast<char*>(data) + base * item;
+    void* rows = scratch(int64_t{world} * mine * item);
+    int rc = MPI_Alltoallv(seg, counts.data(), displs.data(), type, rows, recv_counts.data(),
+                           recv_displs.data(), type, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    fold(seg + displs[static_cast<size_t>(rank)] * item, rows, mine, world, mine, dtype, op);
+    // Open MPI's nonblocking all-gather is the faster form here too (mpi_communicator.cc's
+    // do_all_gather); the wait stays inside this blocking call, under its deadline.
+    MPI_Request request;
+    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, seg, counts.data(), displs.data(),
+                         type, comm, &request);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return rc;
   }
-  const int mine = counts[static_cast<size_t>(rank)];
-  std::vector<int> recv_counts(static_cast<size_t>(world), mine), recv_displs;
-  recv_displs.reserve(static_cast<size_t>(world));
-  for (int k = 0; k < world; ++k) recv_displs.push_back(k * mine);
-  void* rows = scratch(static_cast<int64_t>(world) * mine * item);
-  int rc = MPI_Alltoallv(data, counts.data(), displs.data(), type, rows, recv_counts.data(),
-                         recv_displs.data(), type, comm);
-  if (rc != MPI_SUCCESS) return rc;
-  char* own =
-      static_cast<char*>(data) + static_cast<int64_t>(displs[static_cast<size_t>(rank)]) * item;
-  fold(own, rows, mine, world, mine, dtype, op);
-  rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), type,
-                      comm);
-  return rc;
+  return MPI_SUCCESS;
 }
 
 int rank_ordered_reduce_scatter(const void* send, void* recv, int count, DType dtype, ReduceOp op,
@@ -117,11 +130,32 @@ int rank_ordered_reduce_scatter(const void* send, void* recv, int count, DType d
   int rank = 0;
   const int world = comm_size(comm, &rank);
   const MPI_Datatype type = mpi_datatype(dtype);
-  void* rows =
-      scratch(static_cast<int64_t>(world) * count * static_cast<int64_t>(dtype_size(dtype)));
-  const int rc = MPI_Alltoall(send, count, type, rows, count, type, comm);
-  if (rc != MPI_SUCCESS) return rc;
-  fold(recv, rows, count, world, count, dtype, op);
+  const auto item = static_cast<int64_t>(dtype_size(dtype));
+  if (int64_t{world} * count * item <= kSegmentBytes) {
+    void* rows = scratch(int64_t{world} * count * item);
+    const int rc = MPI_Alltoall(send, count, type, rows, count, type, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    fold(recv, rows, count, world, count, dtype, op);
+    return MPI_SUCCESS;
+  }
+  // By segments: elements [base, base + len) of every rank's block per round.
+  const int64_t segment = std::max<int64_t>(1, kSegmentBytes / (int64_t{world} * item));
+  std::vector<int> counts(static_cast<size_t>(world)), send_displs(static_cast<size_t>(world));
+  std::vector<int> recv_displs(static_cast<size_t>(world));
+  for (int64_t base = 0; base < count; base += segment) {
+    const int len = static_cast<int>(std::min<int64_t>(segment, count - base));
+    for (int k = 0; k < world; ++k) {
+      counts[static_cast<size_t>(k)] = len;
+      send_displs[static_cast<size_t>(k)] =
+          static_cast<int>(k * static_cast<int64_t>(count) + base);
+      recv_displs[static_cast<size_t>(k)] = k * len;
+    }
+    void* rows = scratch(int64_t{world} * len * item);
+    const int rc = MPI_Alltoallv(send, counts.data(), send_displs.data(), type, rows, counts.data(),
+                                 recv_displs.data(), type, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    fold(static_cast<char*>(recv) + base * item, rows, len, world, len, dtype, op);
+  }
   return MPI_SUCCESS;
 }
 

@@ -12,11 +12,15 @@
 // Two ranks need nothing (a0 + a1 == a1 + a0 exactly), nor do integers, max and min (exact in
 // any order): they keep MPI's own reduction.
 //
-// All-reduce: up to kGatherAllBytes per rank, every rank gathers every contribution
-// (MPI_Allgather, one collective) and folds them; above, a reduce-scatter by rank-ordered folds
-// (MPI_Alltoallv: rank r receives everyone's chunk r, chunks as torch.chunk) and an
-// MPI_Allgatherv of the reduced chunks: the bytes a ring all-reduce moves, in two collectives
-// (docs/PERFORMANCE.md, "Rank-ordered reductions", measures both against MPI_Allreduce).
+// All-reduce: when all the ranks' contributions together are at most kGatherAllBytes, every rank
+// gathers every contribution (MPI_Allgather, one collective) and folds them; above, by segments
+// of at most kSegmentBytes, a reduce-scatter by rank-ordered folds (MPI_Alltoallv: rank r
+// receives everyone's chunk r of the segment, chunks as torch.chunk) and an all-gather of the
+// folded chunks: the bytes a ring all-reduce moves, in two collectives per segment. Reduce-
+// scatter: MPI_Alltoall of the blocks (by segments above kSegmentBytes) and the fold. The scratch
+// these receive into stays under kSegmentBytes per thread whatever the message. Cost against
+// MPI_Allreduce / MPI_Reduce_scatter_block: docs/PERFORMANCE.md, "Redistribute", P->R and
+// P->S(0) (the Communicator column against raw MPI).
 #pragma once
 
 #include <mpi.h>
@@ -31,8 +35,13 @@ namespace dtensor::detail {
 // averages and products on 3 or more ranks; float16 / bfloat16 arrive widened to float32).
 bool rank_ordered(DType dtype, ReduceOp op, int world);
 
-// The largest message (bytes per rank) an all-reduce gathers whole before folding.
-inline constexpr int64_t kGatherAllBytes = 32 << 10;
+// The largest all-reduce (bytes per rank times ranks) gathered whole before folding: 32 KB per
+// rank on 4 ranks, where Open MPI's all-gather then beats its own all-reduce (measured on 2
+// cores, 4 and 8 ranks); the receive and the fold grow with the rank count, hence the product.
+inline constexpr int64_t kGatherAllBytes = 128 << 10;
+// The most bytes of received rows one round of the large paths holds (a 25 MB bucket on 4
+// ranks: 4 rounds).
+inline constexpr int64_t kSegmentBytes = 8 << 20;
 
 // `data` (count elements of dtype, on this rank) becomes the rank-ordered reduction over the
 // ranks of `comm` in place (kAvg: the sum; the caller divides). Blocking; returns the first MPI
