@@ -63,6 +63,9 @@ Tensor logsumexp(const Tensor& x, IntSpan dims, bool keepdim) {
 
 Tensor vector_norm(const Tensor& x, double ord, IntSpan dims, bool keepdim) {
   check_floating("vector_norm", x);
+  // The norm of one element is |x| for every ord but 0 (as PyTorch's; x * x overflowed for
+  // |x| > 1.3e154 in float64, 1.8e19 in float32).
+  if (ord != 0.0 && reduced_count(x, dims, "vector_norm") == 1) return sum(abs(x), dims, keepdim);
   if (ord == 2.0) return sqrt(sum(x * x, dims, keepdim));
   if (ord == 1.0) return sum(abs(x), dims, keepdim);
   if (std::isinf(ord)) {

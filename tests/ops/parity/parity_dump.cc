@@ -7,11 +7,13 @@
 //            rotated by the input's index (so that two inputs pair different specials), and
 //            positions 7 and 8 a tie (two equal elements in a row); integer inputs keep their
 //            registered range (indices stay valid);
-//   float32  the random values with the floating inputs in float32 (with_floating_dtype).
+//   float32  the random values with the floating inputs in float32 (with_floating_dtype);
+//   finite   (only when asked for: --variant finite) as edge with finite specials only: 0, -0,
+//            +-1e300, +-1e-310, so that no NaN or inf hides what a row does with the others.
 // One line per case: {"op", "sample", "variant", "args", "inputs", "requires_grad", "outputs",
 // "cotangents", "grads"} (tensors as {"dtype", "shape", "values"}, null where undefined), with
 // "error" (forward raised) or "backward_error" (the vjp raised) instead of what is missing.
-//   parity_dump [--op NAME]... > dump.jsonl
+//   parity_dump [--op NAME]... [--variant random|edge|float32|finite]... > dump.jsonl
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -37,15 +39,15 @@ constexpr double kSpecials[] = {0.0,
                                 std::numeric_limits<double>::quiet_NaN(),
                                 1e300,
                                 1e-310};
-constexpr size_t kNumSpecials = sizeof(kSpecials) / sizeof(kSpecials[0]);
+constexpr double kFiniteSpecials[] = {0.0, -0.0, 1e300, -1e300, 1e-310, -1e-310};
 
-dt::Tensor with_specials(const dt::Tensor& t, size_t input_index) {
+// The specials rotated by the input's index at positions 0.., then a tie.
+template <size_t N>
+dt::Tensor with_specials(const dt::Tensor& t, size_t input_index, const double (&specials)[N]) {
   if (!dt::is_floating(t.dtype())) return t;
   std::vector<double> v = t.to_vector<double>();
-  for (size_t j = 0; j < kNumSpecials && j < v.size(); ++j) {
-    v[j] = kSpecials[(j + input_index) % kNumSpecials];
-  }
-  if (v.size() > kNumSpecials + 1) v[kNumSpecials + 1] = v[kNumSpecials];
+  for (size_t j = 0; j < N && j < v.size(); ++j) v[j] = specials[(j + input_index) % N];
+  if (v.size() > N + 1) v[N + 1] = v[N];
   return dt::from_vector<double>(v, t.shape()).to(t.dtype());
 }
 
@@ -59,9 +61,12 @@ json tensors_json(const std::vector<dt::Tensor>& ts) {
 
 int main(int argc, char** argv) {
   std::set<std::string> only;
+  std::vector<std::string> variants;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--op") == 0) only.insert(argv[i + 1]);
+    if (std::strcmp(argv[i], "--variant") == 0) variants.push_back(argv[i + 1]);
   }
+  if (variants.empty()) variants = {"random", "edge", "float32"};
   const dt::Registry& reg = dt::registered_ops();
   int64_t cases = 0, ops = 0;
   for (const std::string& name : reg.names()) {
@@ -70,8 +75,8 @@ int main(int argc, char** argv) {
     ++ops;
     const std::vector<dt::OpSample> samples = op.samples(1);
     for (size_t si = 0; si < samples.size(); ++si) {
-      for (const char* variant : {"random", "edge", "float32"}) {
-        const bool f32 = std::strcmp(variant, "float32") == 0;
+      for (const std::string& variant : variants) {
+        const bool f32 = variant == "float32";
         const dt::OpSample call =
             f32 ? dt::test::with_floating_dtype(samples[si], dt::kFloat32) : samples[si];
         bool any_floating = false;
@@ -79,11 +84,12 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < call.inputs.size(); ++i) {
           dt::Tensor t = dt::test::sample_values(call.inputs[i], 100 * si + i + 1, true);
           any_floating |= dt::is_floating(t.dtype());
-          if (std::strcmp(variant, "edge") == 0) t = with_specials(t, i);
+          if (variant == "edge") t = with_specials(t, i, kSpecials);
+          if (variant == "finite") t = with_specials(t, i, kFiniteSpecials);
           x.push_back(t);
         }
         // Without a floating input the edge and float32 variants repeat the random one.
-        if (!any_floating && std::strcmp(variant, "random") != 0) continue;
+        if (!any_floating && variant != "random") continue;
         json c = {{"op", name}, {"sample", si}, {"variant", variant}};
         c["args"] = json::array();
         for (const dt::ArgValue& a : call.args) c["args"].push_back(parity::arg_json(a));

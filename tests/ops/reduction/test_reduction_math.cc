@@ -106,6 +106,19 @@ TEST_CASE("vector_norm +-inf: the gradient of a NaN norm is 0 off the NaN", "[re
   }
 }
 
+// Found by the PyTorch parity sweep: the norm of one element is |x| for every ord but 0, as
+// PyTorch's (x * x overflowed: vector_norm of [1e300] was inf).
+TEST_CASE("vector_norm of one element is its magnitude", "[reduction]") {
+  const Tensor x = make({0, -1e300, 2}, {3, 1}, DType::kFloat64);
+  for (const double ord : {2.0, 3.0, 0.5, 1.0, kInf, -kInf}) {
+    INFO("ord " << ord);
+    check_values(dt::vector_norm(x, ord, {1}), {3}, DType::kFloat64, {0, 1e300, 2}, 0, 0);
+  }
+  check_values(dt::vector_norm(x, 0, {1}), {3}, DType::kFloat64, {0, 1, 1}, 0, 0);
+  check_values(dt::vector_norm(make({-3e20}, {1}, DType::kFloat32)), {}, DType::kFloat32, {3e20},
+               1e-7, 0);
+}
+
 TEST_CASE("composite reduction errors name the op", "[reduction]") {
   const Tensor i = dt::zeros({2, 3}, DType::kInt64);
   REQUIRE_THROWS_WITH(dt::std(i), Catch::Contains("[std] expected a floating dtype"));

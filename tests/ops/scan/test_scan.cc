@@ -146,6 +146,28 @@ TEST_CASE("the cumprod gradient is exact where the input has zeros", "[scan]") {
   }
 }
 
+// Found by the PyTorch parity sweep (tests/ops/parity, its finite-specials variant): a zero ends
+// the products it is in even where the others overflowed (1e300 * -1e300), so finite inputs
+// keep a finite gradient: [0, -0, 1e300, -1e300, 3] gave NaN at x[0] (PyTorch 2.15: 0.5). An
+// overflow is kept only where the exact value overflows: for [1e300, 1e300, 0, 2] x[0] and x[1]
+// get 9e299 (PyTorch: inf, from its own overflowed products). An inf next to a zero still gives
+// NaN (0 * inf; SEMANTICS, PyTorch parity round 3).
+TEST_CASE("the cumprod gradient survives overflowed partial products", "[scan]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto grad = [](const std::vector<double>& xv, const std::vector<double>& gv) {
+    const int64_t n = static_cast<int64_t>(xv.size());
+    return dt::detail::cumprod_backward(make(gv, {n}, DType::kFloat64),
+                                        make(xv, {n}, DType::kFloat64), 0);
+  };
+  check_values(grad({0, -0.0, 1e300, -1e300, 3}, {0.5, 0.9, -0.7, 0.8, -0.2}), {5}, DType::kFloat64,
+               {0.5, 0, 0, 0, 0}, 0, 0);
+  check_values(grad({1e300, 1e300, 0, 2}, {0.5, 0.9, -0.7, 0.8}), {4}, DType::kFloat64,
+               {9e299, 9e299, inf, 0}, 1e-15, 0);
+  const std::vector<double> with_inf =
+      grad({2, 0, inf, 3}, {0.5, 0.9, -0.7, 0.8}).to_vector<double>();
+  CHECK(std::isnan(with_inf[0]));
+}
+
 TEST_CASE("prod over all elements and along a dim", "[scan]") {
   const dt::Shape shape{3, 4, 5};
   for (DType dtype : {DType::kFloat64, DType::kInt32}) {

@@ -114,20 +114,33 @@ DT_HOST_DEVICE void cumextreme_row(bool is_max, const T* in, T* values, int64_t*
 
 // The gradient of a cumprod row: out[i] = prefix(i) * t(i), prefix(i) = x[0] * .. * x[i-1] and
 // t(i) = sum over j >= i of g[j] * x[i+1] * .. * x[j] = g[i] + x[i+1] * t(i+1), so no division
-// (exact where x has zeros). `t` is scratch for n doubles.
+// (exact where x has zeros). A zero element ends the products it is in unless one of their
+// factors is an inf or a NaN (then 0 * inf = NaN, as exact arithmetic says): a partial product of
+// finite elements that overflowed does not survive it (the row [0, -0, 1e300, -1e300] gave NaN at
+// x[0], whose gradient is g[0]: 1e300 * -1e300 overflowed before the -0 could end it). `t` is
+// scratch for n doubles.
 template <typename T>
 DT_HOST_DEVICE void cumprod_backward_row(const T* g, const T* x, T* out, double* t, int64_t n) {
   using C = compute_t<T>;
+  const auto at = [x](int64_t i) { return static_cast<double>(static_cast<C>(x[i])); };
+  const auto finite = [](double v) { return v - v == 0.0; };
   double acc = 0;
+  int64_t wild = 0;  // inf / NaN elements among x[i+2..n-1] (the factors of t(i+1))
   for (int64_t i = n - 1; i >= 0; --i) {
-    const double next = i + 1 < n ? static_cast<double>(static_cast<C>(x[i + 1])) : 0.0;
-    acc = acc * next + static_cast<double>(static_cast<C>(g[i]));
+    const double next = i + 1 < n ? at(i + 1) : 0.0;
+    acc = (next == 0 && wild == 0 ? 0.0 : acc * next) + static_cast<double>(static_cast<C>(g[i]));
     t[i] = acc;
+    if (i + 1 < n && !finite(next)) ++wild;
   }
+  if (n > 0 && !finite(at(0))) ++wild;  // now every inf / NaN of the row
   double prefix = 1;
+  int64_t wild_before = 0;  // inf / NaN elements among x[0..i-1]
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = convert<T>(prefix * t[i]);
-    prefix *= static_cast<double>(static_cast<C>(x[i]));
+    const double xi = at(i);
+    const bool wild_after = wild - wild_before - (finite(xi) ? 0 : 1) > 0;
+    out[i] = convert<T>(prefix == 0 && !wild_after ? 0.0 : prefix * t[i]);
+    if (!finite(xi)) ++wild_before;
+    prefix = xi == 0 && wild_before == 0 ? 0.0 : prefix * xi;
   }
 }
 
