@@ -169,9 +169,16 @@ _HARDSIGMOID = ("hardsigmoid's gradient multiplies by 1/6 in the compute type; P
                 "float32 1/6 even in float64 (2e-8 relative)")
 _MOD = ("fmod / remainder of a huge x by a subnormal y: dtensor's std::fmod is exact, PyTorch's "
         "x - trunc(x / y) y overflows to NaN")
+_ADDCDIV = ("addcdiv's gradient of tensor2 divides twice (1e300 / -1e300^2 = -1e-300); PyTorch "
+            "squares tensor2 first (0)")
 DELIBERATE = {
     ("hardsigmoid", "random"): _HARDSIGMOID,
     ("hardsigmoid", "edge"): _HARDSIGMOID,
     ("fmod", "edge"): _MOD,
     ("remainder", "edge"): _MOD,
+    # The opt-in variant (parity_dump --variant finite).
+    ("hardsigmoid", "finite"): _HARDSIGMOID,
+    ("fmod", "finite"): _MOD,
+    ("remainder", "finite"): _MOD,
+    ("addcdiv", "finite"): _ADDCDIV,
 }
