@@ -1,8 +1,19 @@
 #include "dtensor/parallel/local_map.h"
 
-#include <memory>
-#include <utility>
+#include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
 
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dtensor/collectives/comm_debug.h"
+#include "dtensor/core/detail/util.h"
+#include "dtensor/core/dtensor_spec.h"
+#include "dtensor/tensor/creation.h"
+#include "dtensor/tensor/detail/capture_hook.h"
 #include "dtensor/tensor/error.h"
 
 namespace dtensor {
@@ -29,6 +40,173 @@ void check_lists(const std::vector<std::optional<Placements>>& lists, const Devi
              "[local_map] %s[%d] is %s, %d placements for a %d-d mesh (expected one per mesh dim)",
              what, i, placements_str(*lists[i]), lists[i]->size(), mesh.ndim());
   }
+}
+
+// While alive, this thread captures no step: the size exchange of infer_out_shapes runs at a
+// dtensor::compile capture but is no primitive of the step (replays reuse the captured shapes,
+// which the capture's input guards fix), so it is neither recorded nor refused.
+class CaptureExempt {
+ public:
+  CaptureExempt() : saved_(detail::capture_recorder()) { detail::set_capture_recorder(nullptr); }
+  ~CaptureExempt() { detail::set_capture_recorder(saved_); }
+  CaptureExempt(const CaptureExempt&) = delete;
+  CaptureExempt& operator=(const CaptureExempt&) = delete;
+
+ private:
+  detail::CaptureRecorder* saved_;
+};
+
+// The mesh dims of size > 1 that shard an output with `p` (ascending): the members it is
+// split over.
+std::vector<int64_t> sharding_dims(const Placements& p, const DeviceMesh& mesh) {
+  std::vector<int64_t> dims;
+  for (size_t m = 0; m < p.size(); ++m) {
+    if (p[m].is_shard() && mesh.size(static_cast<int64_t>(m)) > 1) {
+      dims.push_back(static_cast<int64_t>(m));
+    }
+  }
+  return dims;
+}
+
+// An output's record: its ndim, then per mesh dim the local size along the tensor dim that mesh
+// dim shards (-1 for a Replicate / Partial mesh dim or a Shard dim out of range). The same
+// length on every rank whatever the local shape, so the exchange never mismatches.
+constexpr int64_t kNoSize = -1;
+void append_record(const Tensor& local, const Placements& p, std::vector<int64_t>& out) {
+  const int64_t ndim = local.dim();
+  out.push_back(ndim);
+  for (const Placement& q : p) {
+    const int64_t d = q.is_shard() && q.dim() < 0 ? q.dim() + ndim : q.dim();
+    out.push_back(q.is_shard() && d >= 0 && d < ndim ? local.size(d) : kNoSize);
+  }
+}
+
+// The global shape of output `index` (local `local`, placements `p`) from the records of the
+// members of this rank's group over `dims` (`all`: member r's record at r * stride + offset,
+// members row-major over `dims`): along each tensor dim the sum of one full set of its pieces
+// (the members at coordinate 0 on the group's other dims), then checked against the torch.chunk
+// layout compute_local_shape_and_offset gives every member. Raises on every member (they all
+// hold the same records). Returns an empty shape (from_local then raises its own error on every
+// rank) when a Shard dim is out of range.
+Shape global_from_records(size_t index, const Tensor& local, const Placements& p,
+                          const DeviceMesh& mesh, const std::vector<int64_t>& dims,
+                          const std::vector<int64_t>& all, size_t stride, size_t offset) {
+  const int64_t k = mesh.ndim();
+  Shape group_shape;
+  for (int64_t m : dims) group_shape.push_back(mesh.size(m));
+  const int64_t members = static_cast<int64_t>(all.size() / stride);
+  // The mesh coordinate of member r: this rank's, with the group's dims replaced.
+  auto coord_of = [&](int64_t r) {
+    Shape c = mesh.get_coordinate();
+    const Shape g = detail::unravel_index(r, group_shape);
+    for (size_t j = 0; j < dims.size(); ++j) c[static_cast<size_t>(dims[j])] = g[j];
+    return c;
+  };
+  auto rec = [&](int64_t r) { return &all[static_cast<size_t>(r) * stride + offset]; };
+  auto world_rank = [&](int64_t r) {
+    const Shape c = coord_of(r);
+    int64_t linear = 0;
+    for (int64_t m = 0; m < k; ++m) linear = linear * mesh.size(m) + c[static_cast<size_t>(m)];
+    return mesh.ranks()[static_cast<size_t>(linear)];
+  };
+  // What each member holds along the sharded dims, for the messages: "rank 2: [3, 1]".
+  auto seen = [&] {
+    std::vector<std::string> parts;
+    for (int64_t r = 0; r < members; ++r) {
+      std::vector<int64_t> sizes;
+      for (int64_t m = 0; m < k; ++m) {
+        if (p[static_cast<size_t>(m)].is_shard()) sizes.push_back(rec(r)[1 + m]);
+      }
+      parts.push_back(absl::StrFormat("rank %d: %s", world_rank(r), shape_str(sizes)));
+    }
+    return absl::StrJoin(parts, ", ");
+  };
+  for (int64_t r = 1; r < members; ++r) {
+    DT_CHECK(rec(r)[0] == rec(0)[0],
+             "[local_map] output %d with placements %s: the ranks' local outputs differ in ndim "
+             "(%d-d on rank %d, %d-d on rank %d; local sizes along the sharded dims: %s)",
+             index, placements_str(p), rec(0)[0], world_rank(0), rec(r)[0], world_rank(r), seen());
+  }
+  for (int64_t m = 0; m < k; ++m) {
+    if (p[static_cast<size_t>(m)].is_shard() && rec(0)[1 + m] == kNoSize) return Shape();
+  }
+  // The tensor dim each mesh dim shards (-1: none).
+  std::vector<int64_t> tdim(static_cast<size_t>(k), -1);
+  for (int64_t m = 0; m < k; ++m) {
+    const Placement& q = p[static_cast<size_t>(m)];
+    if (q.is_shard()) tdim[static_cast<size_t>(m)] = q.dim() < 0 ? q.dim() + local.dim() : q.dim();
+  }
+  Shape global = local.shape();
+  for (int64_t d = 0; d < local.dim(); ++d) {
+    // The group's dims that shard d; a set of full pieces of d: the members at coordinate 0 on
+    // the other group dims.
+    std::vector<size_t> on_d, off_d;
+    for (size_t j = 0; j < dims.size(); ++j) {
+      (tdim[static_cast<size_t>(dims[j])] == d ? on_d : off_d).push_back(j);
+    }
+    if (on_d.empty()) continue;
+    int64_t total = 0;
+    int64_t m_d = -1;  // a mesh dim sharding d: which record entry holds the size along d
+    for (size_t j : on_d) m_d = dims[j];
+    for (int64_t r = 0; r < members; ++r) {
+      const Shape g = detail::unravel_index(r, group_shape);
+      bool first = true;
+      for (size_t j : off_d) first = first && g[j] == 0;
+      if (first) total += rec(r)[1 + m_d];
+    }
+    global[static_cast<size_t>(d)] = total;
+  }
+  for (int64_t r = 0; r < members; ++r) {
+    const Shape want = compute_local_shape_and_offset(global, mesh.shape(), coord_of(r), p).shape;
+    for (int64_t m = 0; m < k; ++m) {
+      const int64_t d = tdim[static_cast<size_t>(m)];
+      DT_CHECK(d < 0 || want[static_cast<size_t>(d)] == rec(r)[1 + m],
+               "[local_map] output %d with placements %s: the local sizes along the sharded dims "
+               "(%s) are not the torch.chunk pieces of any global size (expected ceil(n / "
+               "ranks)-sized pieces in rank order, the last ones smaller or empty); pass "
+               "out_shapes[%d] with its global shape, or return pieces that fit",
+               index, placements_str(p), seen(), index);
+    }
+  }
+  return global;
+}
+
+// The global shapes of the outputs with a Shard placement on a mesh dim of size > 1 and no
+// out_shapes entry (others: empty, from_local's rule is exact for them). Outputs split over the
+// same mesh dims share one all-gather of their records over those dims (the flattened
+// communicator): one small int64 all-gather per such set of dims per call.
+std::vector<Shape> infer_out_shapes(const DTensorList& out, const std::vector<Placements>& places,
+                                    const std::vector<std::optional<Shape>>& shapes,
+                                    const DeviceMesh& mesh) {
+  std::vector<Shape> global(out.size());
+  if (!mesh.contains_me()) return global;
+  std::map<std::vector<int64_t>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!shapes.empty() && shapes[i].has_value()) continue;
+    std::vector<int64_t> dims = sharding_dims(places[i], mesh);
+    if (!dims.empty()) groups[std::move(dims)].push_back(i);
+  }
+  if (groups.empty()) return global;
+  const CommDebugMode::OpScope label("local_map");
+  const CaptureExempt exempt;
+  const size_t stride_one = static_cast<size_t>(1 + mesh.ndim());
+  for (const auto& [dims, outputs] : groups) {
+    std::vector<int64_t> record;
+    for (size_t i : outputs) append_record(out[i].to_local(), places[i], record);
+    Communicator& comm = *mesh.flattened_communicator(dims);
+    const Device device = detail::mesh_device(mesh, out[outputs[0]].to_local());
+    const Tensor mine = from_vector(record, {static_cast<int64_t>(record.size())}, device);
+    const Tensor gathered = empty({comm.size(), static_cast<int64_t>(record.size())},
+                                  TensorOptions(DType::kInt64, device));
+    comm.all_gather(gathered, mine)->wait();
+    const std::vector<int64_t> all = gathered.to_vector<int64_t>();
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      const size_t i = outputs[j];
+      global[i] = global_from_records(i, out[i].to_local(), places[i], mesh, dims, all,
+                                      record.size(), j * stride_one);
+    }
+  }
+  return global;
 }
 
 struct Plan {
@@ -97,8 +275,11 @@ DTensorList call(const Plan& plan, absl::Span<const DTensor> args) {
              "[local_map] output %d is a DTensor on %s (expected a local DTensor: the function "
              "computes on local shards)",
              i, out[i].device_mesh().str());
+  }
+  const std::vector<Shape> inferred = infer_out_shapes(out, plan.out_placements, shapes, plan.mesh);
+  for (size_t i = 0; i < out.size(); ++i) {
     const bool has_shape = !shapes.empty() && shapes[i].has_value();
-    const IntSpan shape = has_shape ? IntSpan(*shapes[i]) : IntSpan();
+    const IntSpan shape = has_shape ? IntSpan(*shapes[i]) : IntSpan(inferred[i]);
     out[i] = DTensor::from_local(out[i], plan.mesh, plan.out_placements[i], plan.options.run_check,
                                  shape);
   }

@@ -39,14 +39,17 @@ struct LocalMapOptions {
   // An input on the mesh whose placements differ from in_placements is redistributed to them
   // (differentiable) instead of raising.
   bool redistribute_inputs = false;
-  // Per output (empty: none given): its global shape. std::nullopt: inferred as from_local does,
-  // assuming even shards (local size * mesh size along each sharded dim; PyTorch's rule), which
-  // is wrong for an unevenly sharded output: give its shape here (or set run_check).
+  // Per output (empty: none given): its global shape, taken as given (no communication).
+  // std::nullopt: an output with a Shard placement on a mesh dim of size > 1 gets its global shape
+  // from every rank's local size along the sharded dims (one small int64 all-gather per call over
+  // the mesh dims that shard it, shared by the outputs sharded over the same mesh dims; see
+  // local_map below); any other output's is its local shape.
   std::vector<std::optional<Shape>> out_shapes;
   // from_local's run_check for the outputs: one all-gather of a small record per mesh dim of
   // size > 1 per output, raising on every rank when a local output does not fit its placements
-  // and global shape (e.g. an uneven output whose shape was inferred), then the broadcast of
-  // Replicate mesh dims from their first member. Off by default, as PyTorch.
+  // and global shape (given or inferred), e.g. replicas of different shapes along a Replicate
+  // mesh dim, then the broadcast of Replicate mesh dims from their first member. Off by default,
+  // as PyTorch.
   bool run_check = false;
 };
 
@@ -63,15 +66,28 @@ struct LocalMapOptions {
 //    in_placements[i] is std::nullopt, a local input on a 1-rank mesh passes through too); an
 //    input on another mesh raises.
 //  - fn's outputs, local DTensors, one per entry of out_placements (another count raises), become
-//    DTensors on `mesh` with those placements (from_local: no communication unless run_check);
+//    DTensors on `mesh` with those placements (from_local; communication: below, and run_check);
 //    a Partial output placement says the local results are partial values (e.g. of a
 //    row-parallel matmul) and is kept Partial. Each output's gradient is read as from_local's
 //    default (its placements with Partial made Replicate) and taken as this rank's piece.
+//  - the global shape of an output with a Shard placement and no out_shapes entry: the ranks it
+//    is split over (those differing from this one only on the mesh dims of size > 1 that shard
+//    it) all-gather their local sizes along the sharded dims (one int64 all-gather, labelled
+//    "local_map" in CommDebugMode; under dtensor::compile it runs at the capture only, the
+//    replays keep the captured shapes). Along each sharded dim the global size is the sum of one
+//    full set of pieces, e.g. 5 from pieces 3 and 2, 9 from 3, 3, 3, 0; the pieces must be that
+//    size's torch.chunk layout (compute_local_shape_and_offset), else every one of those ranks
+//    raises "[local_map] output 0 with placements [S(0)]: the local sizes along the sharded
+//    dims (rank 0: [1], rank 1: [2]) are not the torch.chunk pieces of any global size ...;
+//    pass out_shapes[0] ...". PyTorch instead takes local size * mesh size (even shards),
+//    silently wrong for an uneven output (a different global shape on each rank). Replicas
+//    along a Replicate / Partial mesh dim are taken to hold same-shaped pieces (run_check
+//    checks it).
 //  - when no input is on `mesh`, fn's outputs are returned as they are (PyTorch's behaviour when
 //    no argument is a DTensor).
-// Every error depends only on arguments every rank shares (placements, counts, meshes), so it is
-// raised on every rank. Argument shapes: in_placements and in_grad_placements have one entry per
-// input when not empty (checked at each call), each a list of mesh.ndim() placements (checked
+// Every other error depends only on arguments every rank shares (placements, counts, meshes), so
+// it is raised on every rank. Argument shapes: in_placements and in_grad_placements have one entry
+// per input when not empty (checked at each call), each a list of mesh.ndim() placements (checked
 // here); out_placements one list of mesh.ndim() placements per output. Differentiable (autograd
 // records the to_local / from_local steps, and fn's own ops). Under dtensor::compile: see
 // docs/SEMANTICS.md ("local_map").

@@ -1,7 +1,9 @@
 // local_map (dtensor/parallel/local_map.h) under mpirun at 1, 2 and 4 ranks: column- and
 // row-parallel linears written on local shards against the DTensor linear and the single-device
 // one (forward and gradients, uneven and empty shards), redistribute_inputs, in_grad_placements,
-// pass-through inputs, the error cases (raised on every rank) and dtensor::compile.
+// pass-through inputs, the error cases (raised on every rank), outputs' global shapes inferred
+// from every rank's local size (its all-gather counted; layouts that fit no torch.chunk split
+// raise) and dtensor::compile.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <optional>
@@ -69,6 +71,15 @@ dt::DTensor weighted_sum(const dt::DTensor& y, const dt::DTensor& g) {
   return dt::sum(dt::mul(y, g));
 }
 
+// The collectives `comm` attributes to local_map's exchange of output sizes.
+int64_t local_map_count(const dt::CommDebugMode& comm) {
+  int64_t count = 0;
+  for (const auto& r : comm.records()) {
+    if (r.op == "local_map") count += r.count;
+  }
+  return count;
+}
+
 }  // namespace
 
 TEST_CASE("local_map column-parallel linear equals the DTensor and the single-device linear",
@@ -77,16 +88,20 @@ TEST_CASE("local_map column-parallel linear equals the DTensor and the single-de
   const int64_t n = mesh.size(0);
   // out = 2n + 1 rows: uneven at 2 ranks (3, 2), an empty shard at 4 (3, 3, 3, 0).
   const int64_t out_features = GENERATE_COPY(2 * n, 2 * n + 1);
+  // Without out_shapes the global shape is inferred from every rank's local size (one
+  // all-gather); with it nothing is exchanged.
+  const bool give_shape = GENERATE(true, false);
   const int64_t B = 3, in_features = 5;
-  CAPTURE(out_features);
+  CAPTURE(out_features, give_shape);
   const auto [x, w, g] = linear_case(B, in_features, out_features, 1);
 
   // x's local gradient is this rank's term of the sum over w's rows: a partial sum.
-  auto colwise =
-      dt::local_map(local_linear, {{dt::Shard(-1)}},
-                    {dt::Placements{dt::Replicate()}, dt::Placements{dt::Shard(0)}}, mesh,
-                    {.in_grad_placements = {dt::Placements{dt::Partial()}, std::nullopt},
-                     .out_shapes = {dt::Shape{B, out_features}}});
+  std::vector<std::optional<dt::Shape>> shapes;
+  if (give_shape) shapes.push_back(dt::Shape{B, out_features});
+  auto colwise = dt::local_map(
+      local_linear, {{dt::Shard(-1)}},
+      {dt::Placements{dt::Replicate()}, dt::Placements{dt::Shard(0)}}, mesh,
+      {.in_grad_placements = {dt::Placements{dt::Partial()}, std::nullopt}, .out_shapes = shapes});
   dt::DTensor xd = leaf(x, mesh, {dt::Replicate()});
   dt::DTensor wd = leaf(w, mesh, {dt::Shard(0)});
   // A non-leaf view of x keeps the gradient as it arrives (a leaf's .grad takes its placements).
@@ -96,7 +111,11 @@ TEST_CASE("local_map column-parallel linear equals the DTensor and the single-de
   {
     dt::CommDebugMode comm;
     y = colwise({xm, wd});
-    CHECK(comm.total_count() == 0);  // forward: no communication
+    // Forward: no communication but the exchange of sizes (none on one rank).
+    const int64_t exchange = give_shape || n == 1 ? 0 : 1;
+    CHECK(comm.total_count() == exchange);
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == exchange);
+    CHECK(local_map_count(comm) == exchange);
   }
   REQUIRE(y.size() == 1);
   CHECK(y[0].placements() == dt::Placements{dt::Shard(1)});
@@ -133,7 +152,11 @@ TEST_CASE("local_map on a 2-d dp x tp mesh: a batch-sharded column-parallel line
   const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"dp", "tp"});
   // Uneven on both mesh dims: 5 rows over dp (3, 2), 5 output features over tp (3, 2).
   const int64_t B = 5, in_features = 4, out_features = 5;
+  const bool give_shape = GENERATE(true, false);
+  CAPTURE(give_shape);
   const auto [x, w, g] = linear_case(B, in_features, out_features, 17);
+  std::vector<std::optional<dt::Shape>> shapes;
+  if (give_shape) shapes.push_back(dt::Shape{B, out_features});
   // x's local gradient sums over this rank's w rows (Partial on tp); w's over this rank's
   // batch rows (Partial on dp).
   auto colwise = dt::local_map(local_linear, {{dt::Shard(0), dt::Shard(1)}},
@@ -142,10 +165,11 @@ TEST_CASE("local_map on a 2-d dp x tp mesh: a batch-sharded column-parallel line
                                mesh,
                                {.in_grad_placements = {dt::Placements{dt::Shard(0), dt::Partial()},
                                                        dt::Placements{dt::Partial(), dt::Shard(0)}},
-                                .out_shapes = {dt::Shape{B, out_features}}});
+                                .out_shapes = shapes});
   dt::DTensor xd = leaf(x, mesh, {dt::Shard(0), dt::Replicate()});
   dt::DTensor wd = leaf(w, mesh, {dt::Replicate(), dt::Shard(0)});
   const dt::DTensor y = colwise({xd, wd})[0];
+  CHECK(y.shape() == dt::Shape{B, out_features});
   weighted_sum(y, dt::distribute_tensor(g, mesh, {dt::Shard(0), dt::Shard(1)})).backward();
   dt::DTensor xs = local_leaf(x), ws = local_leaf(w);
   weighted_sum(dt::linear(xs, ws), dt::local_dtensor(g)).backward();
@@ -191,7 +215,12 @@ TEST_CASE("local_map row-parallel linear with a Partial output, then redistribut
                                {dt::Placements{dt::Shard(1)}, dt::Placements{dt::Shard(1)}}, mesh);
   dt::DTensor xd = leaf(x, mesh, {dt::Shard(1)});
   dt::DTensor wd = leaf(w, mesh, {dt::Shard(1)});
-  const dt::DTensor partial = rowwise({xd, wd})[0];
+  dt::DTensor partial;
+  {
+    dt::CommDebugMode comm;
+    partial = rowwise({xd, wd})[0];
+    CHECK(comm.total_count() == 0);  // a Partial output's shape is its local shape
+  }
   CHECK(partial.placements() == dt::Placements{dt::Partial()});
   CHECK(partial.shape() == dt::Shape{B, out_features});
   const dt::DTensor y = partial.redistribute({dt::Replicate()});
@@ -314,19 +343,131 @@ TEST_CASE("local_map errors are raised on every rank", "[local_map]") {
                     Contains("[local_map] output 0 is a DTensor on DeviceMesh("));
 }
 
-TEST_CASE("local_map run_check catches an uneven output whose shape was inferred", "[local_map]") {
+TEST_CASE("local_map infers an uneven output's global shape from every rank's local size",
+          "[local_map]") {
   const dt::DeviceMesh mesh = tp_mesh();
   const int64_t n = mesh.size(0);
-  if (n == 1) return;  // every split is even on one rank
-  const dt::DTensor x = dt::distribute_tensor(same_randn({2 * n + 1, 3}, 14), mesh, {dt::Shard(0)});
   const auto ident = [](absl::Span<const dt::DTensor> in) { return dt::DTensorList{in[0]}; };
-  CHECK_THROWS_WITH(dt::local_map(ident, {{dt::Shard(0)}}, {dt::Placements{dt::Shard(0)}}, mesh,
-                                  {.run_check = true})({x}),
-                    Contains("[from_local]"));
-  const dt::DTensor y =
-      dt::local_map(ident, {{dt::Shard(0)}}, {dt::Placements{dt::Shard(0)}}, mesh,
-                    {.out_shapes = {dt::Shape{2 * n + 1, 3}}, .run_check = true})({x})[0];
+  // 2n + 1 rows: (3, 2) at 2 ranks, (3, 3, 3, 0) at 4; n - 1 rows: (1, 0) at 2, (1, 1, 1, 0) at
+  // 4, none at 1.
+  const int64_t rows = GENERATE_COPY(2 * n + 1, n - 1, int64_t{0});
+  const int64_t dim = GENERATE(0, 1);
+  CAPTURE(rows, dim);
+  const dt::Shape shape = dim == 0 ? dt::Shape{rows, 3} : dt::Shape{3, rows};
+  const dt::DTensor x = dt::distribute_tensor(same_randn(shape, 14), mesh, {dt::Shard(dim)});
+  // Shard(-1) for dim 1: a negative dim counts from the output's last dim.
+  const dt::Placements p{dt::Shard(dim == 0 ? 0 : -1)};
+  const dt::DTensor y = dt::local_map(ident, {p}, {p}, mesh)({x})[0];
+  CHECK(y.shape() == shape);
+  CHECK(y.placements() == dt::Placements{dt::Shard(dim)});
   CHECK(max_diff(y.full_tensor(), x.full_tensor()) == 0);
+  // run_check agrees with the inferred shape (from_local's full check passes).
+  const dt::DTensor checked = dt::local_map(ident, {p}, {p}, mesh, {.run_check = true})({x})[0];
+  CHECK(checked.shape() == shape);
+  CHECK(max_diff(checked.full_tensor(), x.full_tensor()) == 0);
+}
+
+TEST_CASE("local_map exchanges sizes once per call, only for Shard outputs without out_shapes",
+          "[local_map]") {
+  const dt::DeviceMesh mesh = tp_mesh();
+  const int64_t n = mesh.size(0);
+  const dt::DTensor x = dt::distribute_tensor(same_randn({2 * n, 3}, 18), mesh, {dt::Shard(0)});
+  const dt::DTensor r = dt::distribute_tensor(same_randn({2, 3}, 19), mesh, {dt::Replicate()});
+  // Two outputs sharded over the same mesh dim, a Replicate and a Partial one.
+  const auto four = [](absl::Span<const dt::DTensor> in) {
+    return dt::DTensorList{in[0], dt::mul(in[0], 2.0), in[1], dt::mul(in[1], 3.0)};
+  };
+  const std::vector<dt::Placements> out{
+      {dt::Shard(0)}, {dt::Shard(1)}, {dt::Replicate()}, {dt::Partial()}};
+  const std::vector<std::optional<dt::Placements>> in{dt::Placements{dt::Shard(0)},
+                                                      dt::Placements{dt::Replicate()}};
+  const int64_t one = n == 1 ? 0 : 1;
+  {
+    dt::CommDebugMode comm;
+    const dt::DTensorList y = dt::local_map(four, out, in, mesh)({x, r});
+    CHECK(comm.total_count() == one);
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == one);
+    CHECK(local_map_count(comm) == one);
+    // Even pieces: the shapes PyTorch infers too ([2, 3] locals: 2n rows, or 3n columns).
+    CHECK(y[0].shape() == dt::Shape{2 * n, 3});
+    CHECK(y[1].shape() == dt::Shape{2, 3 * n});
+    CHECK(y[2].shape() == dt::Shape{2, 3});
+    CHECK(y[3].shape() == dt::Shape{2, 3});
+  }
+  {
+    dt::CommDebugMode comm;
+    dt::local_map(four, out, in, mesh,
+                  {.out_shapes = {dt::Shape{2 * n, 3}, dt::Shape{2, 3 * n}, std::nullopt,
+                                  std::nullopt}})({x, r});
+    CHECK(comm.total_count() == 0);
+  }
+}
+
+TEST_CASE("local_map infers shapes on a 2-d mesh: nested and crossed Shard placements",
+          "[local_map]") {
+  if (dt::world_size() != 4) return;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"a", "b"});
+  const auto ident = [](absl::Span<const dt::DTensor> in) { return dt::DTensorList{in[0]}; };
+  // [S(0), S(0)] of 5 rows: mesh dim a splits 3 / 2, b splits those 2 / 1 and 1 / 1; of 3
+  // rows: 1 / 1 and 1 / 0; [S(1), S(0)] of [5, 3]: 3 / 2 columns, 2 / 1 rows.
+  const std::vector<dt::Placements> layouts{
+      {dt::Shard(0), dt::Shard(0)}, {dt::Shard(1), dt::Shard(0)}, {dt::Shard(0), dt::Replicate()}};
+  for (const dt::Placements& p : layouts) {
+    for (const dt::Shape& shape : {dt::Shape{5, 3}, dt::Shape{3, 5}, dt::Shape{1, 1}}) {
+      CAPTURE(dt::placements_str(p), dt::shape_str(shape));
+      const dt::DTensor x = dt::distribute_tensor(same_randn(shape, 20), mesh, p);
+      const dt::DTensor y = dt::local_map(ident, {p}, {p}, mesh)({x})[0];
+      CHECK(y.shape() == shape);
+      CHECK(max_diff(y.full_tensor(), x.full_tensor()) == 0);
+    }
+  }
+}
+
+TEST_CASE("local_map raises on every rank when local sizes fit no chunk layout", "[local_map]") {
+  const dt::DeviceMesh mesh = tp_mesh();
+  const int64_t n = mesh.size(0);
+  if (n == 1) return;  // one rank's piece is always the whole
+  const dt::DTensor x = dt::distribute_tensor(same_randn({n, 3}, 21), mesh, {dt::Shard(0)});
+  const int64_t r = mesh.get_local_rank(0);
+  // Rank r returns r + 1 rows: rank 0 smaller than rank 1, no torch.chunk layout.
+  const auto growing = [r](absl::Span<const dt::DTensor>) {
+    return dt::DTensorList{dt::local_dtensor(same_randn({r + 1, 3}, 22))};
+  };
+  auto f = dt::local_map(growing, {{dt::Shard(0)}}, {dt::Placements{dt::Shard(0)}}, mesh);
+  CHECK_THROWS_WITH(
+      f({x}), Contains("[local_map] output 0 with placements [S(0)]: the local sizes along the "
+                       "sharded dims (rank 0: [1], rank 1: [2]") &&
+                  Contains("are not the torch.chunk pieces of any global size") &&
+                  Contains("pass out_shapes[0]"));
+  // Pieces of the right sum in the wrong order (2n rows as 1, 3, 2, 2, ...): raises too.
+  const auto shifted = [r](absl::Span<const dt::DTensor>) {
+    const int64_t rows = r == 0 ? 1 : (r == 1 ? 3 : 2);
+    return dt::DTensorList{dt::local_dtensor(same_randn({rows, 3}, 23))};
+  };
+  CHECK_THROWS_WITH(
+      dt::local_map(shifted, {{dt::Shard(0)}}, {dt::Placements{dt::Shard(0)}}, mesh)({x}),
+      Contains("rank 0: [1], rank 1: [3]"));
+  // Outputs of different ndim on different ranks.
+  const auto ragged = [r](absl::Span<const dt::DTensor>) {
+    return dt::DTensorList{
+        dt::local_dtensor(r == 0 ? same_randn({2, 3}, 24) : same_randn({2, 3, 1}, 24))};
+  };
+  CHECK_THROWS_WITH(
+      dt::local_map(ragged, {{dt::Shard(0)}}, {dt::Placements{dt::Shard(0)}}, mesh)({x}),
+      Contains("[local_map] output 0 with placements [S(0)]: the ranks' local outputs differ in "
+               "ndim"));
+  // With out_shapes the sizes are not exchanged: a given shape is taken as it is, and run_check
+  // (from_local's) still catches pieces that do not fit it.
+  CHECK_THROWS_WITH(dt::local_map(growing, {{dt::Shard(0)}}, {dt::Placements{dt::Shard(0)}}, mesh,
+                                  {.out_shapes = {dt::Shape{n, 3}}, .run_check = true})({x}),
+                    Contains("[from_local]"));
+  // run_check catches what the exchange does not look at: Replicate replicas of different shapes.
+  const auto replicas = [r](absl::Span<const dt::DTensor>) {
+    return dt::DTensorList{dt::local_dtensor(same_randn({r + 1, 3}, 25))};
+  };
+  CHECK_THROWS_WITH(dt::local_map(replicas, {{dt::Replicate()}}, {dt::Placements{dt::Shard(0)}},
+                                  mesh, {.run_check = true})({x}),
+                    Contains("[from_local]"));
 }
 
 TEST_CASE("local_map inside a dtensor::compile capture", "[local_map][compile]") {
@@ -334,9 +475,14 @@ TEST_CASE("local_map inside a dtensor::compile capture", "[local_map][compile]")
   const int64_t n = mesh.size(0);
   const dt::Tensor x = same_randn({3, 4}, 15);
   const dt::Tensor w = same_randn({2 * n + 1, 4}, 16);
+  // Without out_shapes the capture exchanges the sizes once; the replays reuse the shape.
+  const bool give_shape = GENERATE(true, false);
+  CAPTURE(give_shape);
+  std::vector<std::optional<dt::Shape>> shapes;
+  if (give_shape) shapes.push_back(dt::Shape{3, 2 * n + 1});
   auto colwise = dt::local_map(local_linear, {{dt::Shard(1)}},
                                {dt::Placements{dt::Replicate()}, dt::Placements{dt::Shard(0)}},
-                               mesh, {.out_shapes = {dt::Shape{3, 2 * n + 1}}});
+                               mesh, {.out_shapes = shapes});
   // A step over a parameter w (Shard(0), uneven): x is the step's input.
   const auto step_over = [&colwise](const dt::DTensor& weight) {
     return [&colwise, weight](const dt::DTensorList& b) {
@@ -352,7 +498,10 @@ TEST_CASE("local_map inside a dtensor::compile capture", "[local_map][compile]")
   for (int call = 0; call < 3; ++call) {
     CAPTURE(call);
     const dt::DTensorList want = eager({xd});
+    dt::CommDebugMode comm;
     const dt::DTensorList got = step({xd});
+    // The capture (call 0) exchanges the sizes as eager does; a replay does not.
+    CHECK(local_map_count(comm) == (call == 0 && !give_shape && n > 1 ? 1 : 0));
     CHECK(max_diff(got[0].full_tensor(), want[0].full_tensor()) == 0);
     // The gradient accumulates over the calls, in the replays as in the eager steps.
     CHECK(wc.grad().placements() == dt::Placements{dt::Shard(0)});
