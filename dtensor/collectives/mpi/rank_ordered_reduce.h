@@ -10,7 +10,10 @@
 // ((x0 op x1) op x2) ... op x(n-1), x_r being rank r's value, whatever the message: the
 // association depends on the rank count alone, so bucketing and the plan never change a bit.
 // Two ranks need nothing (a0 + a1 == a1 + a0 exactly), nor do integers, max and min (exact in
-// any order): they keep MPI's own reduction.
+// any order): they keep MPI's own reduction. One dtensor collective is then several MPI calls:
+// an MPI error in one of them on one rank (the consistency check has already matched kinds,
+// sizes and dtypes, so only a failing transport) leaves its peers in the next call until the
+// collective deadline ends the job, as a blocking MPI call that fails on one rank does.
 //
 // All-reduce: when all the ranks' contributions together are at most kGatherAllBytes, every rank
 // gathers every contribution (MPI_Allgather, one collective) and folds them; above, by segments
