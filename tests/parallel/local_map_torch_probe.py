@@ -7,7 +7,7 @@
 #   0 uneven out shape (6, 3) local (3, 3)   /   1 uneven out shape (4, 3) local (2, 3)
 # i.e. a Replicate input's gradient defaults to Replicate (each rank keeps its own term), a
 # placement mismatch is a ValueError, and an uneven Shard output gets a different (wrong) global
-# shape on each rank (dtensor: out_shapes / run_check).
+# shape on each rank (dtensor infers the true shape from every rank's local size, or takes out_shapes).
 import torch, torch.distributed as dist
 from torch.distributed.tensor import distribute_tensor, Shard, Replicate, Partial, init_device_mesh
 from torch.distributed.tensor.experimental import local_map
