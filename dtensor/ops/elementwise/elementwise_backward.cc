@@ -48,7 +48,9 @@ DTensorList mul_bw(const BackwardContext& c, Grads g) {
 DTensorList div_bw(const BackwardContext& c, Grads g) {
   const DTensor& b = c.input(1);
   DTensorList out = {c.needs_input_grad(0) ? for_input(c, 0, g[0] / b) : DTensor(), DTensor()};
-  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, -g[0] * c.input(0) / (b * b));
+  // -g (a / b) / b, PyTorch's order: b * b overflows (and underflows) where the quotients do not
+  // (a = 3e38, b = -3e38 in float32: 0 instead of -3.3e-39).
+  if (c.needs_input_grad(1)) out[1] = for_input(c, 1, -g[0] * (c.input(0) / b / b));
   return out;
 }
 // PyTorch's rule: ties split the gradient evenly, the loser gets 0, and where a or b is NaN

@@ -177,7 +177,7 @@ TEST_CASE("square, lerp, addcmul and addcdiv match double references", "[element
 // 1e-20, 1) was 0; an infinite end - start gives NaN as PyTorch's), and hypot's gradient g x / h
 // multiplies before dividing (g / h overflowed for a subnormal h: inf, and NaN for y = 0).
 // Expected values: PyTorch 2.15.
-TEST_CASE("lerp at large weights and hypot's gradient at a subnormal match PyTorch",
+TEST_CASE("lerp at large weights, hypot's and div's gradients at extremes match PyTorch",
           "[elementwise]") {
   const Tensor start = make({1.0, 0.1, -0.0}, {3}, DType::kFloat64);
   const Tensor end = make({1e-20, 0.3, kInf}, {3}, DType::kFloat64);
@@ -191,6 +191,13 @@ TEST_CASE("lerp at large weights and hypot's gradient at a subnormal match PyTor
   dt::autograd::backward({dt::sum(dt::hypot(x, y))});
   check_values(x.grad().to_local(), {2}, DType::kFloat64, {1.0, 0.6}, 1e-15, 0);
   check_values(y.grad().to_local(), {2}, DType::kFloat64, {0.0, 0.8}, 1e-15, 0);
+  // div's divisor gradient -g (a / b) / b in PyTorch's order: b * b overflowed float32 here (0
+  // instead of PyTorch's -3.3e-39).
+  dt::DTensor a = dt::local_dtensor(make({3e38, 2.0}, {2}, DType::kFloat32));
+  dt::DTensor b = dt::local_dtensor(make({-3e38, 4.0}, {2}, DType::kFloat32));
+  b.requires_grad_();
+  dt::autograd::backward({dt::sum(dt::div(a, b))});
+  check_values(b.grad().to_local(), {2}, DType::kFloat32, {-3.333333116818801e-39, -0.125}, 0, 0);
 }
 
 TEST_CASE("pointwise math errors name the op and the argument", "[elementwise]") {

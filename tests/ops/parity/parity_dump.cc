@@ -9,11 +9,12 @@
 //            registered range (indices stay valid);
 //   float32  the random values with the floating inputs in float32 (with_floating_dtype);
 //   finite   (only when asked for: --variant finite) as edge with finite specials only: 0, -0,
-//            +-1e300, +-1e-310, so that no NaN or inf hides what a row does with the others.
+//            +-1e300, +-1e-310, so that no NaN or inf hides what a row does with the others;
+//   finite32 (only when asked for) the same in float32: 0, -0, +-3e38, +-1e-40 (subnormal).
 // One line per case: {"op", "sample", "variant", "args", "inputs", "requires_grad", "outputs",
 // "cotangents", "grads"} (tensors as {"dtype", "shape", "values"}, null where undefined), with
 // "error" (forward raised) or "backward_error" (the vjp raised) instead of what is missing.
-//   parity_dump [--op NAME]... [--variant random|edge|float32|finite]... > dump.jsonl
+//   parity_dump [--op NAME]... [--variant random|edge|float32|finite|finite32]... > dump.jsonl
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -40,6 +41,7 @@ constexpr double kSpecials[] = {0.0,
                                 1e300,
                                 1e-310};
 constexpr double kFiniteSpecials[] = {0.0, -0.0, 1e300, -1e300, 1e-310, -1e-310};
+constexpr double kFinite32Specials[] = {0.0, -0.0, 3e38, -3e38, 1e-40, -1e-40};
 
 // The specials rotated by the input's index at positions 0.., then a tie.
 template <size_t N>
@@ -76,7 +78,7 @@ int main(int argc, char** argv) {
     const std::vector<dt::OpSample> samples = op.samples(1);
     for (size_t si = 0; si < samples.size(); ++si) {
       for (const std::string& variant : variants) {
-        const bool f32 = variant == "float32";
+        const bool f32 = variant == "float32" || variant == "finite32";
         const dt::OpSample call =
             f32 ? dt::test::with_floating_dtype(samples[si], dt::kFloat32) : samples[si];
         bool any_floating = false;
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
           any_floating |= dt::is_floating(t.dtype());
           if (variant == "edge") t = with_specials(t, i, kSpecials);
           if (variant == "finite") t = with_specials(t, i, kFiniteSpecials);
+          if (variant == "finite32") t = with_specials(t, i, kFinite32Specials);
           x.push_back(t);
         }
         // Without a floating input the edge and float32 variants repeat the random one.
