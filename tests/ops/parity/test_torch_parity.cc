@@ -8,7 +8,7 @@
 // gradient equals zeros or none; both raise or neither; the gradient at a NaN input element is
 // not compared (unspecified: PyTorch's is NaN, 0 or a branch's, by op). A float32 case marked
 // float64_reference holds PyTorch's float64 values rounded, with the tolerance PyTorch's own
-// float32 values need. The deliberate differences (kDeliberate, each documented in
+// float32 values need. The deliberate differences (deliberate() below, each documented in
 // docs/SEMANTICS.md) must still differ, so that a change is seen.
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
@@ -81,7 +81,6 @@ const absl::flat_hash_map<std::pair<std::string, std::string>, const char*>& del
       {{"cdist_backward", "edge"}, kEdgeCases},
       {{"group_norm_backward", "edge"}, kEdgeCases},
       {{"group_norm", "edge"}, kEdgeCases},
-      {{"scaled_dot_product_attention.mask", "edge"}, kEdgeCases},
       {{"scatter_reduce", "edge"}, kEdgeCases},
       {{"upsample_bilinear2d", "edge"}, kEdgeCases},
       {{"upsample_bilinear2d_backward", "edge"}, kEdgeCases},
