@@ -176,9 +176,12 @@ DELIBERATE = {
     ("hardsigmoid", "edge"): _HARDSIGMOID,
     ("fmod", "edge"): _MOD,
     ("remainder", "edge"): _MOD,
-    # The opt-in variant (parity_dump --variant finite).
+    # The opt-in variants (parity_dump --variant finite / finite32).
     ("hardsigmoid", "finite"): _HARDSIGMOID,
     ("fmod", "finite"): _MOD,
     ("remainder", "finite"): _MOD,
     ("addcdiv", "finite"): _ADDCDIV,
+    ("addcmul", "finite32"): ("addcmul's gradient g v t2 in float32 at t2 = 3e38: dtensor's "
+                              "-3.35e38 is the rounded exact value; PyTorch's g t2 overflows "
+                              "before v = 0.7 scales it (-inf)"),
 }
