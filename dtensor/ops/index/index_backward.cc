@@ -3,6 +3,8 @@
 // sharded as they are.
 #include "dtensor/ops/index/detail/index_backward.h"
 
+#include <limits>
+
 #include "dtensor/autograd/dispatch.h"
 #include "dtensor/autograd/function.h"
 #include "dtensor/core/factories.h"
@@ -96,14 +98,17 @@ DTensorList scatter_reduce_grad(const BackwardContext& c, Grads g) {
     case ScatterReduceOp::kAmax:
     case ScatterReduceOp::kAmin: {
       // The gradient is split evenly among the reduced values equal to the result (an excluded
-      // self takes no share).
+      // self takes no share). A NaN result equals none of them: every value reduced there gets
+      // NaN (PyTorch's 0 * grad / 0; amax's too), not a gradient sent nowhere.
       const DType dtype = grad.dtype();
       const DTensor& src = c.input(2);
       const DTensor& result = c.output(0);
       const DTensor self_is =
           include_self ? cast(eq(c.input(0), result), dtype) : full_like(grad, Scalar(0.0));
       const DTensor src_is = cast(eq(src, gather(result, dim, index)), dtype);
-      const DTensor share = grad / at_least_one(scatter_add(self_is, dim, index, src_is));
+      const DTensor share =
+          masked_fill(grad / at_least_one(scatter_add(self_is, dim, index, src_is)), isnan(result),
+                      Scalar(std::numeric_limits<double>::quiet_NaN()));
       if (self_term) g_self = self_is * share;
       if (want_src) g_src = src_is * gather(share, dim, index);
       break;

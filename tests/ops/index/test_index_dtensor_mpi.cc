@@ -5,6 +5,7 @@
 // sharded without communication; an index out of range on one rank is raised on every rank;
 // scatter_reduce's gradients in the cases with zeros and ties equal the values worked out by hand.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -366,6 +367,21 @@ TEST_CASE(
   std::tie(gs, gv) = grads(-tied, -tied_src, "amin", false);
   CHECK(tt::same_values(gs, f64({0, 0, 1, 1, 1, 0}, {2, 3})));
   CHECK(tt::same_values(gv, f64({0.5, 0.5, 1, 0.5, 0, 0.5}, {2, 3})));
+  // A NaN result (row 0, position 0: self 1, src 3 and NaN) equals no value reduced there: each
+  // of them gets NaN, as PyTorch 2.15's (measured; amax's own rule), not a gradient sent
+  // nowhere (they got 0). The other positions keep their shares.
+  const double nan = std::nan("");
+  for (const double sign : {1.0, -1.0}) {
+    const char* reduce = sign > 0 ? "amax" : "amin";
+    INFO(reduce);
+    const Tensor nan_src = f64({3, nan, 0, 6, 2, 6}, {2, 3});
+    std::tie(gs, gv) = grads(tied * sign, nan_src * sign, reduce, true);
+    CHECK(tt::same_values(gs, f64({nan, 1, 1, 1, 1, t}, {2, 3})));
+    CHECK(tt::same_values(gv, f64({nan, nan, 0, t, 0, t}, {2, 3})));
+    std::tie(gs, gv) = grads(tied * sign, nan_src * sign, reduce, false);
+    CHECK(tt::same_values(gs, f64({0, 0, 1, 1, 1, 0}, {2, 3})));
+    CHECK(tt::same_values(gv, f64({nan, nan, 1, 0.5, 0, 0.5}, {2, 3})));
+  }
   // mean: each value gets the gradient over its position's count.
   std::tie(gs, gv) = grads(tied, tied_src, "mean", true);
   CHECK(tt::same_values(gs, f64({t, 0.5, 1, 1, 1, 0.25}, {2, 3})));

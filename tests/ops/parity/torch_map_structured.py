@@ -108,11 +108,8 @@ SKIP = {}
 _EDGES = "docs/SEMANTICS.md, 'Op edge cases checked against PyTorch 2.15': "
 _PROD = (_EDGES + "scatter_reduce prod passes the gradient through at a position no index names "
          "(PyTorch divides the result by self there: inf / inf = NaN)")
-_NAN_MAX = (_EDGES + "scatter_reduce amax / amin with a NaN result: no element equals it, the "
-            "gradient goes nowhere (PyTorch's 0 / 0 puts NaN on the position's elements)")
 _TIE = ("scatter_reduce amax / amin, include_self false: an excluded self takes no share of a tie "
         "(docs/SEMANTICS.md, index ops; tests/ops/torch_grad_conventions.py)")
 DELIBERATE = {("scatter_reduce", "edge", 6): _PROD, ("scatter_reduce", "edge", 7): _PROD,
-              ("scatter_reduce", "edge", 13): _NAN_MAX, ("scatter_reduce", "edge", 16): _NAN_MAX,
-              ("scatter_reduce", "edge", 17): _NAN_MAX, ("scatter_reduce", "edge", 19): _TIE,
+              ("scatter_reduce", "edge", 19): _TIE,
               ("scatter_reduce", "edge", 20): _TIE}
