@@ -155,7 +155,10 @@ DimTaps cubic_dim(const WindowArgs& a, int64_t j, int64_t in) {
 }
 
 // PyTorch's area_pixel_compute_source_index and the linear weights (guard_index_and_lambda), in
-// double.
+// double. A tap of weight exactly 0 (every output of a dim whose size does not change, the first
+// outputs clamped at 0, align_corners' integer sources) is left out, so an inf or NaN there
+// reaches no output it does not weigh in: an identity resize returns its input, and its backward
+// the gradient (PyTorch's kernel multiplies the element by 0: an inf input gives NaN).
 DimTaps linear_dim(const WindowArgs& a, int64_t j, int64_t in) {
   const int64_t out = a.output_size[j];
   const double scale = area_scale(a, j, in);
@@ -167,8 +170,8 @@ DimTaps linear_dim(const WindowArgs& a, int64_t j, int64_t in) {
     const int64_t i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
     const double l1 = std::clamp(src - static_cast<double>(i0), 0.0, 1.0);
     const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
-    t.add(i0, 1.0 - l1);
-    t.add(i1, l1);
+    if (l1 != 1.0) t.add(i0, 1.0 - l1);
+    if (l1 != 0.0) t.add(i1, l1);
     t.close();
   }
   return t;

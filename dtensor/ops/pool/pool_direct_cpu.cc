@@ -216,15 +216,25 @@ namespace {
 
 // Rows of the output (plane, od, oh): the outer dims' taps give up to four input rows with
 // weights wd * wh (the table's 1.0 * wd * wh), each output column its two taps (linear_dim's
-// i0, 1 - l1 and i1, l1); the sum runs row by row, column tap inside, as the table's row-major
+// i0, 1 - l1 and i1, l1; a column with one tap has a second of weight 0, skipped as the table
+// has no such tap); the sum runs row by row, column tap inside, as the table's row-major
 // product.
 template <typename T>
 void linear_rows(const T* src, T* dst, int64_t rows, const DimTaps (&t)[kDims],
                  const int64_t (&in)[kDims]) {
   const int64_t oh = t[1].out(), ow = t[2].out(), rows_per_plane = t[0].out() * oh;
   const int64_t n_in = in[0] * in[1] * in[2];
-  const int64_t* ci = t[2].index.data();
-  const double* cw = t[2].weight.data();
+  std::vector<int64_t> col_index(2 * static_cast<size_t>(ow));
+  std::vector<double> col_weight(2 * static_cast<size_t>(ow), 0.0);
+  for (int64_t x = 0; x < ow; ++x) {
+    const int64_t q = t[2].offsets[x], n = t[2].offsets[x + 1] - q;
+    for (int64_t k = 0; k < 2; ++k) {
+      col_index[2 * x + k] = t[2].index[q + std::min<int64_t>(k, n - 1)];
+      if (k < n) col_weight[2 * x + k] = t[2].weight[q + k];
+    }
+  }
+  const int64_t* ci = col_index.data();
+  const double* cw = col_weight.data();
   parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, 4 * ow)),
                [&](int64_t b, int64_t e) {
                  const T* row[4];
@@ -246,7 +256,7 @@ void linear_rows(const T* src, T* dst, int64_t rows, const DimTaps (&t)[kDims],
                      double acc = 0;
                      for (int j = 0; j < n; ++j) {
                        acc += (wr[j] * w0) * static_cast<double>(row[j][c0]);
-                       acc += (wr[j] * w1) * static_cast<double>(row[j][c1]);
+                       if (w1 != 0.0) acc += (wr[j] * w1) * static_cast<double>(row[j][c1]);
                      }
                      out[x] = convert<T>(acc);
                    }
@@ -298,7 +308,10 @@ bool linear_direct(const Tensor& x, const std::vector<DimTaps>& dims, IntSpan in
   const int64_t nd = static_cast<int64_t>(dims.size());
   if (!direct_dtype(x) || nd < 1 || nd > kDims) return false;
   const DimTaps& last = dims.back();
-  if (last.index.size() != 2 * static_cast<size_t>(last.out())) return false;
+  for (int64_t o = 0; o < last.out(); ++o) {
+    const int64_t n = last.offsets[o + 1] - last.offsets[o];
+    if (n < 1 || n > 2) return false;
+  }
   DimTaps t[kDims];
   int64_t in[kDims] = {1, 1, 1};
   for (int64_t j = 0; j < nd; ++j) {

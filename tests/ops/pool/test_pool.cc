@@ -4,6 +4,7 @@
 // (test_strategy_validation, test_gradcheck, the sharded-gradient suite).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "dtensor/core/distributed_tensor.h"
@@ -239,4 +240,49 @@ TEST_CASE("pool errors name the op and what was expected") {
                       Contains("[interpolate] align_corners option can only be set"));
   REQUIRE_THROWS_WITH(dt::max_pool2d(dt::zeros({2, 3, 5, 4}, dt::kInt64), {2}),
                       Contains("[max_pool2d_with_indices] expected a floating input, got int64"));
+}
+
+TEST_CASE("linear interpolate: a weight of exactly 0 reads nothing, so an inf stays where it is") {
+  // A dim whose size does not change has weights (1, 0): the 0 * inf of the next element made
+  // the neighbour NaN (PyTorch 2.15 multiplies the element itself by 0: its output there is NaN,
+  // measured [0, -0, nan, nan, nan, 1e300, 1e-310] for the row below); an identity resize now
+  // returns its input, and its backward the upstream gradient.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  // Bit-equal values (inf included), NaN where NaN is expected.
+  const auto same = [](const Tensor& got, const std::vector<double>& want) {
+    const std::vector<double> g = got.to(dt::kFloat64).contiguous().to_vector<double>();
+    REQUIRE(g.size() == want.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      INFO("element " << i << ": got " << g[i] << ", expected " << want[i]);
+      CHECK((std::isnan(want[i]) ? std::isnan(g[i]) : g[i] == want[i]));
+    }
+  };
+  const std::vector<double> row = {0, -0.0, inf, -inf, nan, 1e300, 1e-310};
+  std::vector<double> v = row;
+  for (int i = 1; i <= 7; ++i) v.push_back(i);
+  for (dt::DType dtype : {dt::kFloat64, dt::kFloat32, dt::kBFloat16}) {
+    INFO(dt::dtype_name(dtype));
+    const bool f64 = dtype == dt::kFloat64;
+    std::vector<double> want = row;
+    if (!f64) {  // 1e300 and 1e-310 rounded to the dtype
+      want[5] = inf;
+      want[6] = 0;
+    }
+    const Tensor x = dt::from_vector<double>(v, {1, 1, 2, 7}).to(dtype);
+    // Identity; the height resized (row 0's outputs read row 0 only); 1-d and 3-d.
+    for (const dt::Shape& size : {dt::Shape{2, 7}, dt::Shape{3, 7}, dt::Shape{5, 7}}) {
+      INFO(size[0]);
+      same(dt::interpolate(x, size, {}, "bilinear").select(2, 0), want);
+    }
+    same(dt::interpolate(x.reshape({2, 1, 7}), {7}, {}, "linear", true).select(0, 0), want);
+    const Tensor y3 = dt::interpolate(x.reshape({1, 1, 1, 2, 7}), {1, 4, 7}, {}, "trilinear");
+    same(y3.reshape({4, 7}).select(0, 0), want);
+  }
+  // The backward of an identity resize is the upstream gradient, inf and NaN included.
+  DTensor dx =
+      dt::local_dtensor(dt::from_vector<double>(std::vector<double>(14, 0.0), {1, 1, 2, 7}));
+  dx.requires_grad_();
+  const DTensor dy = dt::interpolate(dx, {2, 7}, {}, "bilinear");
+  dy.backward(dt::local_dtensor(dt::from_vector<double>(v, {1, 1, 2, 7})));
+  same(dx.grad().to_local(), v);
 }
