@@ -27,7 +27,9 @@ Tensor reduce(std::string_view op, ReduceOp kind, const Tensor& x, IntSpan dims,
               int64_t correction = 0) {
   detail::check_defined(op, x, "self");
   const ReducePlan plan = detail::make_reduce_plan(x, dims, keepdim, op);
-  if (kind == ReduceOp::kMean || kind == ReduceOp::kVar) detail::check_floating_input(op, x);
+  if (kind == ReduceOp::kMean || kind == ReduceOp::kVar || kind == ReduceOp::kStd) {
+    detail::check_floating_input(op, x);
+  }
   if (kind == ReduceOp::kMax || kind == ReduceOp::kMin) check_nonempty(op, x, plan);
   DType out_dtype = x.dtype();
   if (kind == ReduceOp::kSum && !is_floating(out_dtype)) out_dtype = DType::kInt64;
@@ -65,6 +67,16 @@ Tensor mean(const Tensor& x, IntSpan dims, bool keepdim) {
 }
 Tensor var(const Tensor& x, IntSpan dims, int64_t correction, bool keepdim) {
   return reduce("var", detail::ReduceOp::kVar, x, dims, keepdim, correction);
+}
+// The root of var's double-precision value, rounded once: a float32 variance may overflow where
+// the std does not (|x| around 2e19; PyTorch's kernel keeps it in double too).
+Tensor std(const Tensor& x, IntSpan dims, int64_t correction, bool keepdim) {
+  detail::check_defined("std", x, "self");
+  DT_CHECK(is_floating(x.dtype()),
+           "[std] expected a floating dtype (float32, float64, float16, bfloat16), got %s "
+           "(argument self)",
+           dtype_name(x.dtype()));
+  return reduce("std", detail::ReduceOp::kStd, x, dims, keepdim, correction);
 }
 Tensor amax(const Tensor& x, IntSpan dims, bool keepdim) {
   return reduce("amax", detail::ReduceOp::kMax, x, dims, keepdim);

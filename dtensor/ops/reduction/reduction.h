@@ -54,7 +54,8 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 // dtensor/ops/scan/scan.h.
 
 // ---- composite reductions (reduction_math.cc) ---------------------------------------------------
-// sqrt(var(x, dims, correction)); floating inputs only.
+// sqrt(var(x, dims, correction)), the root taken in double before the rounding (a float32
+// variance may overflow where the std does not); floating inputs only.
 Tensor std(const Tensor& x, IntSpan dims = {}, int64_t correction = 1, bool keepdim = false);
 // torch.var_mean / torch.std_mean: (var, mean) / (std, mean) over dims, the arguments of var.
 std::pair<Tensor, Tensor> var_mean(const Tensor& x, IntSpan dims = {}, int64_t correction = 1,

@@ -225,7 +225,7 @@ template <typename T>
 void sum_mean_var(ReduceOp op, const Tensor& out, const T* in, const ReducePlan& plan,
                   int64_t correction) {
   using A = acc_t<T>;
-  if (op != ReduceOp::kVar && use_outer_reduction(plan)) {
+  if (op != ReduceOp::kVar && op != ReduceOp::kStd && use_outer_reduction(plan)) {
     if constexpr (std::is_floating_point_v<A>) {
       const double n = static_cast<double>(plan.red_numel);
       if (op == ReduceOp::kSum) {
@@ -267,7 +267,8 @@ void sum_mean_var(ReduceOp op, const Tensor& out, const T* in, const ReducePlan&
           }
         });
         const double dof = n - static_cast<double>(correction);
-        o[oi] = convert<T>(ss / (dof > 0 ? dof : 0.0));
+        const double v = ss / (dof > 0 ? dof : 0.0);
+        o[oi] = convert<T>(op == ReduceOp::kStd ? std::sqrt(v) : v);
       }
     });
     return;
@@ -372,6 +373,7 @@ void reduce_cpu(ReduceOp op, const Tensor& out, const Tensor& in, const ReducePl
       case ReduceOp::kSum:
       case ReduceOp::kMean:
       case ReduceOp::kVar:
+      case ReduceOp::kStd:
         return sum_mean_var<T>(op, out, p, plan, correction);
       case ReduceOp::kMax:
         return max_min<true, T>(out, p, plan);

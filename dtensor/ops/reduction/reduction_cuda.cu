@@ -68,7 +68,7 @@ __device__ __forceinline__ acc_t<T> load_acc(const T* p) {
   return static_cast<acc_t<T>>(static_cast<compute_t<T>>(*p));
 }
 
-// kind: 0 sum, 1 mean, 2 var.
+// kind: 0 sum, 1 mean, 2 var, 3 std (var's root before the rounding).
 template <typename T, typename O, int kKind>
 __global__ void sum_kernel(const T* in, O* out, ReduceGeom g, double correction) {
   using A = acc_t<T>;
@@ -97,7 +97,8 @@ __global__ void sum_kernel(const T* in, O* out, ReduceGeom g, double correction)
         }
         ss = block_reduce_all(ss, block_scratch<double>(), BlockSum{});
         const double dof = n - correction;
-        if (threadIdx.x == 0) out[o] = convert<O>(ss / (dof > 0 ? dof : 0.0));
+        const double v = ss / (dof > 0 ? dof : 0.0);
+        if (threadIdx.x == 0) out[o] = convert<O>(kKind == 3 ? sqrt(v) : v);
       }
     }
   }
@@ -191,6 +192,10 @@ void reduce_cuda(ReduceOp op, const Tensor& out, const Tensor& in, const ReduceP
           break;
         case ReduceOp::kMean:
           sum_kernel<T, T, 1><<<grid, block, shm, stream>>>(p, o, g, 0.0);
+          break;
+        case ReduceOp::kStd:
+          sum_kernel<T, T, 3>
+              <<<grid, block, shm, stream>>>(p, o, g, static_cast<double>(correction));
           break;
         default:
           sum_kernel<T, T, 2>

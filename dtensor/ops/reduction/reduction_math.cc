@@ -1,4 +1,4 @@
-// Composite reductions: std, var_mean, std_mean, logsumexp, vector_norm, dist, any, all, written
+// Composite reductions: var_mean, std_mean, logsumexp, vector_norm, dist, any, all, written
 // with the reduction and elementwise kernels (so their CUDA half is those kernels').
 #include <cmath>
 #include <limits>
@@ -30,11 +30,6 @@ int64_t reduced_count(const Tensor& x, IntSpan dims, std::string_view op) {
 }
 
 }  // namespace
-
-Tensor std(const Tensor& x, IntSpan dims, int64_t correction, bool keepdim) {
-  check_floating("std", x);
-  return sqrt(var(x, dims, correction, keepdim));
-}
 
 std::pair<Tensor, Tensor> var_mean(const Tensor& x, IntSpan dims, int64_t correction,
                                    bool keepdim) {

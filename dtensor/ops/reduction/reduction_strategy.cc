@@ -435,7 +435,8 @@ Tensor argmax_kernel(const KernelContext& c, Locals l) {
 }
 
 Tensor std_kernel(const KernelContext& c, Locals l) {
-  return sqrt(var_kernel(c, l));
+  if (l[0].numel() == 0) return var_kernel(c, l);  // NaN or no elements, as var's
+  return std(l[0], c.arg<Shape>(1), c.arg<int64_t>(0), c.arg<bool>(2));
 }
 
 // var_mean / std_mean: the reduced dims are whole here (no row shards them), so the local mean

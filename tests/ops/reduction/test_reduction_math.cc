@@ -119,6 +119,18 @@ TEST_CASE("vector_norm of one element is its magnitude", "[reduction]") {
                1e-7, 0);
 }
 
+// Found by the PyTorch parity sweep (its float32 finite-specials variant): std takes the root of
+// var's double-precision value before rounding, as PyTorch's kernel, so a float32 variance that
+// overflows (9e76) leaves a finite std (it was sqrt(inf)); the DTensor op's kernel and std_mean
+// too. Expected: PyTorch 2.15's torch.std of the same float32 values.
+TEST_CASE("std of float32 values whose variance overflows float32 is finite", "[reduction]") {
+  const Tensor x = make({3e38, -3e38, 1.0}, {3}, DType::kFloat32);
+  check_values(dt::std(x), {}, DType::kFloat32, {3.0000000054977558e+38}, 0, 0);
+  check_values(dt::std_mean(x).first, {}, DType::kFloat32, {3.0000000054977558e+38}, 0, 0);
+  check_values(dt::std(dt::local_dtensor(x)).to_local(), {}, DType::kFloat32,
+               {3.0000000054977558e+38}, 0, 0);
+}
+
 TEST_CASE("composite reduction errors name the op", "[reduction]") {
   const Tensor i = dt::zeros({2, 3}, DType::kInt64);
   REQUIRE_THROWS_WITH(dt::std(i), Catch::Contains("[std] expected a floating dtype"));

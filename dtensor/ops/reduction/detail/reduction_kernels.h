@@ -8,7 +8,9 @@
 
 namespace dtensor::detail {
 
-enum class ReduceOp : uint8_t { kSum, kMean, kVar, kMax, kMin };
+// kStd: var's square root, taken in double before the one rounding to the output dtype (a float32
+// variance may overflow where its root does not, as in PyTorch's kernel).
+enum class ReduceOp : uint8_t { kSum, kMean, kVar, kMax, kMin, kStd };
 
 // out (contiguous, plan.out_shape) = op over the plan's reduced elements of `in`. Sum of
 // integer/bool inputs writes int64; everything else writes in's dtype. `correction` is var's.
