@@ -124,5 +124,4 @@ DELIBERATE = {
     ("kthvalue", "finite32"): _TIES,
     ("log_softmax_backward", "finite32"): ("free inputs: an output of 3e38 (exp overflows) that "
                                            "no log_softmax gives"),
-    # std / std_mean finite32: open (docs/SEMANTICS.md, "The PyTorch parity sweep").
 }
