@@ -424,7 +424,7 @@ DELIBERATE.update({
     ("cdist", "edge", 3): _EDGES + "cdist p inf: inf - inf is a NaN component, propagated "
                           "(PyTorch's max skips it and gives 0)",
     ("group_norm", "edge", 2): _EDGES + "group_norm's input gradient in a group whose weight is "
-                               "inf: an undefined product, inf here, NaN in PyTorch",
+                               "inf is undefined: inf or NaN by element here, NaN in PyTorch",
 })
 DELIBERATE[("group_norm_backward", "edge", 2)] = DELIBERATE[("group_norm", "edge", 2)]
 for _s in (0, 3):
