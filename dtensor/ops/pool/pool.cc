@@ -133,7 +133,9 @@ DimTaps nearest_dim(const WindowArgs& a, int64_t j, int64_t in, bool exact) {
 
 // PyTorch's bicubic (upsample_bicubic2d): source x = scale * (o + 0.5) - 0.5 (not clamped at 0;
 // scale * o with align_corners), taps floor(x) - 1 .. floor(x) + 2 clamped into [0, in) with
-// the cubic convolution weights of t = x - floor(x), A = -0.75; in double.
+// the cubic convolution weights of t = x - floor(x), A = -0.75; in double. A tap of weight
+// exactly 0 (t = 0: a dim whose size does not change, align_corners' whole sources) is left
+// out, as linear_dim's: an identity resize returns its input, an inf stays out of its neighbours.
 DimTaps cubic_dim(const WindowArgs& a, int64_t j, int64_t in) {
   const int64_t out = a.output_size[j];
   const double scale = area_scale(a, j, in);
@@ -148,7 +150,9 @@ DimTaps cubic_dim(const WindowArgs& a, int64_t j, int64_t in) {
     const double l = src - f;
     const int64_t i = static_cast<int64_t>(f);
     const double w[4] = {far(l + 1.0), near(l), near(1.0 - l), far(2.0 - l)};
-    for (int64_t k = 0; k < 4; ++k) t.add(std::clamp<int64_t>(i - 1 + k, 0, in - 1), w[k]);
+    for (int64_t k = 0; k < 4; ++k) {
+      if (w[k] != 0.0) t.add(std::clamp<int64_t>(i - 1 + k, 0, in - 1), w[k]);
+    }
     t.close();
   }
   return t;

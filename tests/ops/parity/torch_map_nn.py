@@ -435,13 +435,15 @@ for _s in (0, 1, 2):
     DELIBERATE[("binary_cross_entropy_backward", "edge", _s)] = (
         _EDGES + "binary_cross_entropy_backward does not check the target's range again (its "
         "forward does, as PyTorch's; PyTorch's vjp here reruns the forward)")
-# Every edge sample: a linear mode's output (or, transposed, its backward's input element) with
-# an interpolation weight of exactly 0 reads nothing there (an inf or NaN next to it or under
-# it stays out); PyTorch's kernel multiplies 0 by the element (NaN at an inf one).
-for _op in ("upsample_bilinear2d", "upsample_trilinear3d", "upsample_linear1d_backward",
-            "upsample_bilinear2d_backward", "upsample_trilinear3d_backward"):
+# Every edge sample: a linear or bicubic output (or, transposed, its backward's input element)
+# with an interpolation weight of exactly 0 reads nothing there (an inf or NaN next to it or
+# under it stays out); PyTorch's kernel multiplies 0 by the element (NaN at an inf one).
+for _op in ("upsample_bilinear2d", "upsample_trilinear3d", "upsample_bicubic2d",
+            "upsample_linear1d_backward", "upsample_bilinear2d_backward",
+            "upsample_trilinear3d_backward", "upsample_bicubic2d_backward"):
     DELIBERATE[(_op, "edge")] = (
-        _EDGES + "upsample linear modes skip an interpolation weight of exactly 0 (a dim whose "
-        "size does not change, outputs clamped to the edge, align_corners' whole sources): an "
-        "identity resize returns its input, inf included; PyTorch multiplies the element by 0 "
-        "(NaN at an inf element, and in the backward at an inf upstream gradient)")
+        _EDGES + "upsample linear / bicubic modes skip an interpolation weight of exactly 0 (a "
+        "dim whose size does not change, outputs clamped to the edge, align_corners' whole "
+        "sources): an identity resize returns its input, inf included; PyTorch multiplies the "
+        "element by 0 (NaN at an inf element or next to it, and in the backward at an inf "
+        "upstream gradient)")

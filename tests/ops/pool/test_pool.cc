@@ -242,11 +242,12 @@ TEST_CASE("pool errors name the op and what was expected") {
                       Contains("[max_pool2d_with_indices] expected a floating input, got int64"));
 }
 
-TEST_CASE("linear interpolate: a weight of exactly 0 reads nothing, so an inf stays where it is") {
+TEST_CASE("linear / cubic interpolate: a weight of exactly 0 reads nothing, an inf stays put") {
   // A dim whose size does not change has weights (1, 0): the 0 * inf of the next element made
   // the neighbour NaN (PyTorch 2.15 multiplies the element itself by 0: its output there is NaN,
-  // measured [0, -0, nan, nan, nan, 1e300, 1e-310] for the row below); an identity resize now
-  // returns its input, and its backward the upstream gradient.
+  // measured [0, -0, nan, nan, nan, 1e300, 1e-310] for the row below; its bicubic NaN at the
+  // neighbours too); an identity resize now returns its input, its backward the upstream
+  // gradient.
   const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
   // Bit-equal values (inf included), NaN where NaN is expected.
   const auto same = [](const Tensor& got, const std::vector<double>& want) {
@@ -275,6 +276,9 @@ TEST_CASE("linear interpolate: a weight of exactly 0 reads nothing, so an inf st
       same(dt::interpolate(x, size, {}, "bilinear").select(2, 0), want);
     }
     same(dt::interpolate(x.reshape({2, 1, 7}), {7}, {}, "linear", true).select(0, 0), want);
+    for (const bool corners : {false, true}) {
+      same(dt::interpolate(x, {2, 7}, {}, "bicubic", corners).select(2, 0), want);
+    }
     const Tensor y3 = dt::interpolate(x.reshape({1, 1, 1, 2, 7}), {1, 4, 7}, {}, "trilinear");
     same(y3.reshape({4, 7}).select(0, 0), want);
   }
@@ -285,4 +289,10 @@ TEST_CASE("linear interpolate: a weight of exactly 0 reads nothing, so an inf st
   const DTensor dy = dt::interpolate(dx, {2, 7}, {}, "bilinear");
   dy.backward(dt::local_dtensor(dt::from_vector<double>(v, {1, 1, 2, 7})));
   same(dx.grad().to_local(), v);
+  DTensor dc =
+      dt::local_dtensor(dt::from_vector<double>(std::vector<double>(14, 0.0), {1, 1, 2, 7}));
+  dc.requires_grad_();
+  dt::interpolate(dc, {2, 7}, {}, "bicubic")
+      .backward(dt::local_dtensor(dt::from_vector<double>(v, {1, 1, 2, 7})));
+  same(dc.grad().to_local(), v);
 }
