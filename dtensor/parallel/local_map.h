@@ -41,9 +41,10 @@ struct LocalMapOptions {
   bool redistribute_inputs = false;
   // Per output (empty: none given): its global shape, taken as given (no communication).
   // std::nullopt: an output with a Shard placement on a mesh dim of size > 1 gets its global shape
-  // from every rank's local size along the sharded dims (one small int64 all-gather per call over
-  // the mesh dims that shard it, shared by the outputs sharded over the same mesh dims; see
-  // local_map below); any other output's is its local shape.
+  // from every rank's local size along the sharded dims (one small int64 all-gather per call
+  // over the whole mesh, shared by all such outputs; on a CUDA mesh also a host-to-device copy
+  // and a synchronising copy back, every call: give out_shapes for a layer called every step;
+  // see local_map below); any other output's is its local shape.
   std::vector<std::optional<Shape>> out_shapes;
   // from_local's run_check for the outputs: one all-gather of a small record per mesh dim of
   // size > 1 per output, raising on every rank when a local output does not fit its placements
@@ -70,23 +71,34 @@ struct LocalMapOptions {
 //    a Partial output placement says the local results are partial values (e.g. of a
 //    row-parallel matmul) and is kept Partial. Each output's gradient is read as from_local's
 //    default (its placements with Partial made Replicate) and taken as this rank's piece.
-//  - the global shape of an output with a Shard placement and no out_shapes entry: the ranks it
-//    is split over (those differing from this one only on the mesh dims of size > 1 that shard
-//    it) all-gather their local sizes along the sharded dims (one int64 all-gather, labelled
-//    "local_map" in CommDebugMode; under dtensor::compile it runs at the capture only, the
-//    replays keep the captured shapes). Along each sharded dim the global size is the sum of one
-//    full set of pieces, e.g. 5 from pieces 3 and 2, 9 from 3, 3, 3, 0; the pieces must be that
-//    size's torch.chunk layout (compute_local_shape_and_offset), else every one of those ranks
-//    raises "[local_map] output 0 with placements [S(0)]: the local sizes along the sharded
-//    dims (rank 0: [1], rank 1: [2]) are not the torch.chunk pieces of any global size ...;
-//    pass out_shapes[0] ...". PyTorch instead takes local size * mesh size (even shards),
-//    silently wrong for an uneven output (a different global shape on each rank). Replicas
-//    along a Replicate / Partial mesh dim are taken to hold same-shaped pieces (run_check
-//    checks it).
+//  - the global shape of an output with a Shard placement and no out_shapes entry: every rank of
+//    the mesh all-gathers its local sizes along the sharded dims of every such output (one int64
+//    all-gather per call over the whole mesh, labelled "local_map" in CommDebugMode; under
+//    dtensor::compile it runs at the capture only, the replays keep the captured shapes). For
+//    the ranks an output is split over (those differing only on the mesh dims of size > 1 that
+//    shard it), along each sharded dim the global size is the sum of one full set of pieces,
+//    e.g. 5 from pieces 3 and 2, 9 from 3, 3, 3, 0; the pieces must be that size's torch.chunk
+//    layout (compute_local_shape_and_offset), and replicas (ranks differing only on the other
+//    mesh dims) must hold pieces of the same sizes. Every rank checks every group, so a bad
+//    layout raises on every rank of the mesh: "[local_map] output 0 with placements [S(0)]: the
+//    local sizes along the sharded dims (rank 0: [1], rank 1: [2]) are not the torch.chunk
+//    pieces of any global size ...; pass out_shapes[0] ...". PyTorch instead takes local size *
+//    mesh size (even shards), silently wrong for an uneven output (a different global shape on
+//    each rank). The sizes along dims no mesh dim shards are not exchanged (run_check checks
+//    them).
+//  - fn's outputs are checked (their count, each defined and a local DTensor). When the call
+//    exchanges sizes (above), each rank's verdict travels with its sizes and every rank raises
+//    the same error, naming the first rank (mesh order) whose outputs are bad: "[local_map]
+//    output 0 is undefined on rank 3 (expected a local DTensor)". Otherwise (every Shard output
+//    given out_shapes, or none) nothing is exchanged and the check is local: only the rank whose
+//    fn returned bad outputs raises, the others go on to their next collective and the job ends
+//    at its deadline. A function that may have nothing to return on some rank should return an
+//    empty local DTensor (e.g. 0 rows of an empty shard), not DTensor().
 //  - when no input is on `mesh`, fn's outputs are returned as they are (PyTorch's behaviour when
 //    no argument is a DTensor).
 // Every other error depends only on arguments every rank shares (placements, counts, meshes), so
-// it is raised on every rank. Argument shapes: in_placements and in_grad_placements have one entry
+// it is raised on every rank (out_shapes with an entry count other than out_placements' raises
+// here). Argument shapes: in_placements and in_grad_placements have one entry
 // per input when not empty (checked at each call), each a list of mesh.ndim() placements (checked
 // here); out_placements one list of mesh.ndim() placements per output. Differentiable (autograd
 // records the to_local / from_local steps, and fn's own ops). Under dtensor::compile: see

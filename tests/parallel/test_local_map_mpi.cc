@@ -4,6 +4,8 @@
 // pass-through inputs, the error cases (raised on every rank), outputs' global shapes inferred
 // from every rank's local size (its all-gather counted; layouts that fit no torch.chunk split
 // raise) and dtensor::compile.
+#include <absl/strings/str_format.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <optional>
@@ -312,7 +314,11 @@ TEST_CASE("local_map errors are raised on every rank", "[local_map]") {
   // Output count.
   CHECK_THROWS_WITH(
       dt::local_map(ident, {{dt::Shard(0)}, {dt::Replicate()}}, {}, mesh)({x}),
-      Contains("[local_map] the function returned 1 outputs but out_placements has 2"));
+      Contains("[local_map] the function returned 1 outputs on rank 0 but out_placements has 2"));
+  // out_shapes of another length than out_placements, at construction.
+  CHECK_THROWS_WITH(dt::local_map(ident, {{dt::Shard(0)}}, {}, mesh,
+                                  {.out_shapes = {std::nullopt, std::nullopt}}),
+                    Contains("[local_map] out_shapes has 2 entries but out_placements has 1"));
   // Input count against in_placements.
   CHECK_THROWS_WITH(dt::local_map(ident, {{dt::Shard(0)}},
                                   {dt::Placements{dt::Shard(0)}, std::nullopt}, mesh)({x}),
@@ -340,7 +346,8 @@ TEST_CASE("local_map errors are raised on every rank", "[local_map]") {
   // An output that is not local.
   const auto leak = [&x](absl::Span<const dt::DTensor>) { return dt::DTensorList{x}; };
   CHECK_THROWS_WITH(dt::local_map(leak, {{dt::Shard(0)}}, {}, mesh)({x}),
-                    Contains("[local_map] output 0 is a DTensor on DeviceMesh("));
+                    Contains("[local_map] output 0 on rank 0 is a DTensor on a mesh, not a local "
+                             "DTensor"));
 }
 
 TEST_CASE("local_map infers an uneven output's global shape from every rank's local size",
@@ -508,4 +515,96 @@ TEST_CASE("local_map inside a dtensor::compile capture", "[local_map][compile]")
     CHECK(max_diff(wc.grad().full_tensor(), we.grad().full_tensor()) == 0);
   }
   CHECK(step.replays() == 2);
+}
+
+TEST_CASE("local_map raises on every rank when one rank's function returns bad outputs",
+          "[local_map]") {
+  const dt::DeviceMesh mesh = tp_mesh();
+  const int64_t n = mesh.size(0);
+  if (n == 1) return;
+  const dt::DTensor x = dt::distribute_tensor(same_randn({2 * n, 3}, 26), mesh, {dt::Shard(0)});
+  const int64_t r = mesh.get_local_rank(0);
+  const int last = mesh.ranks().back();
+  const std::vector<std::optional<dt::Placements>> in{dt::Placements{dt::Shard(0)}};
+  // A Shard output without out_shapes: its sizes are exchanged, and with them each rank's
+  // verdict on its outputs, so the rank that returned a bad one is named on every rank.
+  const auto undefined_on_last = [r, n](absl::Span<const dt::DTensor> a) {
+    return dt::DTensorList{r == n - 1 ? dt::DTensor() : a[0]};
+  };
+  {
+    dt::CommDebugMode comm;
+    CHECK_THROWS_WITH(
+        dt::local_map(undefined_on_last, {{dt::Shard(0)}}, in, mesh)({x}),
+        Contains(absl::StrFormat("[local_map] output 0 is undefined on rank %d", last)));
+    CHECK(local_map_count(comm) == 1);
+  }
+  const auto two_on_first = [r](absl::Span<const dt::DTensor> a) {
+    return r == 0 ? dt::DTensorList{a[0], a[0]} : dt::DTensorList{a[0]};
+  };
+  CHECK_THROWS_WITH(dt::local_map(two_on_first, {{dt::Shard(0)}}, in, mesh)({x}),
+                    Contains("[local_map] the function returned 2 outputs on rank 0 but "
+                             "out_placements has 1"));
+  const auto mesh_on_last = [r, n, &x](absl::Span<const dt::DTensor> a) {
+    return dt::DTensorList{r == n - 1 ? x : a[0]};
+  };
+  CHECK_THROWS_WITH(
+      dt::local_map(mesh_on_last, {{dt::Shard(0)}}, in, mesh)({x}),
+      Contains(absl::StrFormat("[local_map] output 0 on rank %d is a DTensor on a mesh", last)));
+  // Nothing exchanged (a Replicate output): the checks are local, so only a rank whose own
+  // outputs are bad raises; here every rank's are.
+  const auto none = [](absl::Span<const dt::DTensor>) { return dt::DTensorList{}; };
+  CHECK_THROWS_WITH(dt::local_map(none, {{dt::Replicate()}}, in, mesh)({x}),
+                    Contains("[local_map] the function returned 0 outputs on rank"));
+}
+
+TEST_CASE("local_map on a 2x2 mesh: one all-gather over the mesh, errors on every rank",
+          "[local_map]") {
+  if (dt::world_size() != 4) return;
+  const dt::DeviceMesh mesh = dt::init_device_mesh(dt::kCPU, {2, 2}, {"a", "b"});
+  const int64_t a = mesh.get_local_rank(0), b = mesh.get_local_rank(1);
+  const dt::Placements rs{dt::Replicate(), dt::Shard(0)};
+  const dt::DTensor x = dt::distribute_tensor(same_randn({5, 3}, 27), mesh, rs);
+  // Outputs sharded over three different sets of mesh dims: {b}, {a}, {a, b}; one exchange.
+  const dt::DTensor r =
+      dt::distribute_tensor(same_randn({2, 3}, 30), mesh, {dt::Replicate(), dt::Replicate()});
+  const auto three = [](absl::Span<const dt::DTensor> in) {
+    return dt::DTensorList{in[0], in[1], in[1]};
+  };
+  {
+    dt::CommDebugMode comm;
+    const dt::DTensorList y =
+        dt::local_map(three, {rs, {dt::Shard(1), dt::Replicate()}, {dt::Shard(0), dt::Shard(1)}},
+                      {rs, dt::Placements{dt::Replicate(), dt::Replicate()}}, mesh)({x, r});
+    CHECK(comm.total_count() == 1);
+    CHECK(comm.count(dt::CollectiveKind::kAllGather) == 1);
+    CHECK(local_map_count(comm) == 1);
+    // Rows 3 / 2 over b; 3 columns on each a; rows over a and columns over b.
+    CHECK(y[0].shape() == dt::Shape{5, 3});
+    CHECK(y[1].shape() == dt::Shape{2, 6});
+    CHECK(y[2].shape() == dt::Shape{4, 6});
+  }
+  // The ranks at a = 1 return pieces that fit no chunk layout (1 row, then 2), those at a = 0
+  // fine ones (2, 2): every rank raises, naming the a = 1 group, after the one all-gather (the
+  // a = 0 ranks used to go on to their next collective).
+  const auto bad_second = [a, b](absl::Span<const dt::DTensor>) {
+    return dt::DTensorList{dt::local_dtensor(same_randn({a == 0 ? 2 : b + 1, 3}, 28))};
+  };
+  {
+    dt::CommDebugMode comm;
+    CHECK_THROWS_WITH(dt::local_map(bad_second, {rs}, {rs}, mesh)({x}),
+                      Contains("[local_map] output 0 with placements [R, S(0)]: the local sizes "
+                               "along the sharded dims (rank 2: [1], rank 3: [2])") &&
+                          Contains("are not the torch.chunk pieces"));
+    CHECK(local_map_count(comm) == 1);
+  }
+  // Both groups fit a layout but of different sizes (3 / 2 at a = 0, 2 / 2 at a = 1): replicas
+  // disagree, every rank raises.
+  const auto uneven_replicas = [a, b](absl::Span<const dt::DTensor>) {
+    const int64_t rows = a == 0 ? 3 - b : 2;
+    return dt::DTensorList{dt::local_dtensor(same_randn({rows, 3}, 29))};
+  };
+  CHECK_THROWS_WITH(dt::local_map(uneven_replicas, {rs}, {rs}, mesh)({x}),
+                    Contains("[local_map] output 0 with placements [R, S(0)]: rank 0 and rank 2 "
+                             "differ only on mesh dims that do not shard it") &&
+                        Contains("[2, -1, 3] on rank 0, [2, -1, 2] on rank 2"));
 }
