@@ -101,6 +101,30 @@ int64_t visible_keys(const Operands& o, int64_t i0, int64_t bq) {
   return std::clamp<int64_t>(o.p.q_offset + i0 + bq, 0, o.S);
 }
 
+// Sets the entries (r, c) of the contiguous block `s` ([B * H, bq, bk]) with c - r > d to -inf
+// in place (d: the block's first row's global index minus its first key's). A masked fill (a
+// `where`: a new block, a pass reading a bool mask) took the causal forward at [4, 8, 128, 32]
+// from 0.55 to 0.79 ms on one thread; these fills write the hidden entries only, in about
+// 2 sqrt(bq) strided fills: the rows in groups of g, each group one rectangle (the keys past
+// its last row's diagonal), and the g - 1 diagonals d + 1 .. d + g - 1 across all rows (the
+// staircase left inside each group); 0.57 ms.
+void hide_future_keys(const Tensor& s, int64_t d) {
+  const int64_t bq = s.size(1), bk = s.size(2);
+  const int64_t g = std::max<int64_t>(1, std::llround(std::sqrt(static_cast<double>(bq))));
+  const Tensor flat = s.view({s.size(0), bq * bk});  // the diagonals as strided slices
+  for (int64_t k = d + 1; k < d + g && k < bk; ++k) {
+    const int64_t r0 = std::max<int64_t>(0, -k);  // the first row with key r + k >= 0
+    const int64_t n = std::min(bq, bk - k) - r0;
+    if (n <= 0) continue;
+    const int64_t start = r0 * (bk + 1) + k;
+    flat.slice(1, start, start + (n - 1) * (bk + 1) + 1, bk + 1).fill_(Scalar(-kInf));
+  }
+  for (int64_t r0 = 0; r0 < bq; r0 += g) {
+    const int64_t c0 = std::clamp<int64_t>(r0 + g + d, 0, bk);
+    if (c0 < bk) s.narrow(1, r0, std::min(g, bq - r0)).narrow(2, c0, bk - c0).fill_(Scalar(-kInf));
+  }
+}
+
 // Scores of query rows [i0, i0 + bq) against keys [j0, j0 + bk), plus `row_term` ([B * H, bq, 1]
 // per-row values, or undefined): [B * H, bq, bk], -inf where the mask or causality hides the
 // key. One GEMM with the scale as its alpha and the biases (when there are any) as its C, so
@@ -132,15 +156,8 @@ Tensor scores(const Operands& o, const Tensor& qi, int64_t i0, int64_t bq, int64
   if (o.p.causal && j0 + bk - 1 > first_row) {  // the block reaches past the diagonal
     // Hidden keys are set to -inf, not shifted by it: a NaN or +inf score (from q, k or the
     // mask) behind the diagonal would stay NaN and poison the row, where PyTorch's causal
-    // attention and the composite backward (attention_backward.cc) ignore it. Diagonal blocks
-    // only: one more pass over them.
-    const TensorOptions ints(kInt64, qi.device());
-    const Tensor rows =
-        arange(static_cast<double>(first_row), static_cast<double>(first_row + bq), 1.0, ints)
-            .reshape({bq, 1});
-    const Tensor cols =
-        arange(static_cast<double>(j0), static_cast<double>(j0 + bk), 1.0, ints).reshape({1, bk});
-    s = masked_fill(s, gt(cols, rows).unsqueeze(0), Scalar(-kInf));
+    // attention and the composite backward (attention_backward.cc) ignore it.
+    hide_future_keys(s, first_row - j0);
   }
   return s;
 }
