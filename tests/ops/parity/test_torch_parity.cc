@@ -83,6 +83,8 @@ const absl::flat_hash_map<std::pair<std::string, std::string>, const char*>& del
       {{"group_norm", "edge"}, kEdgeCases},
       {{"scatter_reduce", "edge"}, kEdgeCases},
       {{"upsample_linear1d_backward", "edge"}, kEdgeCases},
+      {{"upsample_bicubic2d", "edge"}, kEdgeCases},
+      {{"upsample_bicubic2d_backward", "edge"}, kEdgeCases},
       {{"upsample_bilinear2d", "edge"}, kEdgeCases},
       {{"upsample_bilinear2d_backward", "edge"}, kEdgeCases},
       {{"upsample_trilinear3d", "edge"}, kEdgeCases},
