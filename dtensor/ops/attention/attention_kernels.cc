@@ -104,10 +104,10 @@ int64_t visible_keys(const Operands& o, int64_t i0, int64_t bq) {
 // Sets the entries (r, c) of the contiguous block `s` ([B * H, bq, bk]) with c - r > d to -inf
 // in place (d: the block's first row's global index minus its first key's). A masked fill (a
 // `where`: a new block, a pass reading a bool mask) took the causal forward at [4, 8, 128, 32]
-// from 0.55 to 0.79 ms on one thread; these fills write the hidden entries only, in about
+// from 0.55 to 0.80 ms on one thread; these fills write the hidden entries only, in about
 // 2 sqrt(bq) strided fills: the rows in groups of g, each group one rectangle (the keys past
 // its last row's diagonal), and the g - 1 diagonals d + 1 .. d + g - 1 across all rows (the
-// staircase left inside each group); 0.57 ms.
+// staircase left inside each group); 0.58 ms (bench_kernels medians).
 void hide_future_keys(const Tensor& s, int64_t d) {
   const int64_t bq = s.size(1), bk = s.size(2);
   const int64_t g = std::max<int64_t>(1, std::llround(std::sqrt(static_cast<double>(bq))));
