@@ -14,11 +14,13 @@ requires_grad require grad; an in-place op must work on a clone, as dtensor's ru
 Python values (None, int, float, bool, list for a shape, torch.dtype, "sum"/"avg"/... for a reduce
 op, str); it returns a tensor or a tuple / list of tensors in dtensor's output order. SKIP
 {op: reason} lists the ops with no PyTorch analogue; DELIBERATE {(op, variant): reason} or
-{(op, variant, sample): reason} the documented differences (docs/SEMANTICS.md), kept in the references and checked to still differ.
+{(op, variant, sample): reason} the documented differences (docs/SEMANTICS.md), kept in the
+references with the places that differ ("differs") and checked to still differ there exactly.
 
 Rules: shape and dtype exactly; NaN where PyTorch has NaN, the same infinities, float64 within
-1e-12 relative or 1e-14 of the tensor's largest magnitude (an element that cancels; at least
-1e-300), float32 within 1e-6 relative or 2 ulps or 1e-6 of the tensor's largest magnitude,
+1e-12 relative or 1e-14 of the tensor's largest magnitude up to 1e200 (an element that cancels; at
+least 1e-300), float32 within 1e-6 relative or 2 ulps or 1e-6 of the tensor's largest magnitude up
+to 1e30 (an edge case's 1e300 does not set the floor),
 float16 / bfloat16 within 2 ulps; integers and bools exactly. A zero of the other sign is reported
 apart ("sign of zero") and does not fail. Gradients: torch.autograd.grad of the outputs with the
 dumped cotangents (allow_unused: PyTorch's None equals dtensor's zeros or undefined). Errors:
@@ -46,6 +48,13 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 # Relative tolerance and ulps per floating dtype.
 TOLERANCE = {"float64": (1e-12, 0), "float32": (1e-6, 2), "float16": (0.0, 2),
              "bfloat16": (0.0, 2)}
+# The largest magnitude that sets the norm-wise floor: an edge case's 1e300 (float64) is left out,
+# an ordinary value (at most ~1e20 in the samples) stays in; float32: 1e30, below its 3.4e38
+# range, above any ordinary sample value.
+HUGE = {"float64": 1e200, "float32": 1e30}
+# A float32 case's reference tolerance from PyTorch's own float32 error is refused above this
+# (an element where PyTorch is far off would otherwise loosen every element of the case).
+MAX_FLOAT64_REFERENCE_RTOL = 1e-3
 
 
 def load_maps():
@@ -124,10 +133,11 @@ def ulps(a, b, dtype):
     return abs(int(i[0]) - int(i[1]))
 
 
-def first_difference(ours, theirs, what, unspecified=()):
+def first_difference(ours, theirs, what, unspecified=(), positions=None):
     """None when `ours` (dump JSON) matches torch tensor `theirs`, else a description; the
     elements at the indices `unspecified` are not compared. The second value lists a sign-of-zero
-    difference (reported apart)."""
+    difference (reported apart). `positions` (a list): every differing element's index is
+    appended (a difference of the whole tensor appends nothing)."""
     if ours is None or theirs is None:
         # PyTorch's None gradient (unused input) equals dtensor's zeros or undefined.
         other = theirs if ours is None else decode_tensor(ours)
@@ -147,37 +157,39 @@ def first_difference(ours, theirs, what, unspecified=()):
     # Also 1e-6 (float32) / 1e-14 (float64) of the tensor's largest finite magnitude: an element
     # that cancels (a gradient g - sum(g y), an interpolation of values of both signs) keeps the
     # absolute rounding of the terms it came from, whatever their order.
+    # Magnitudes above HUGE (an edge input's 1e300 and what it scales) stay out of that max, or
+    # the floor (1e286) would let every ordinary element of the tensor pass.
     floor = 0.0
     if tname in ("float32", "float64"):
-        finite = [abs(v) for v in values if math.isfinite(v)]
+        finite = [abs(v) for v in values if math.isfinite(v) and abs(v) <= HUGE[tname]]
         floor = (1e-6 if tname == "float32" else 1e-14) * max(finite, default=0.0)
-    zero_sign = None
+    zero_sign, first = None, None
     for i, (a, b) in enumerate(zip(ours["values"], values)):
         a = number(a)
         if i in unspecified:
             continue
-        if rel is None:
-            if a != b:
-                return f"{what}: [{i}] {a} vs torch {b}", None
-            continue
-        if math.isnan(b) or math.isnan(a):
-            if math.isnan(a) != math.isnan(b):
-                return f"{what}: [{i}] {a!r} vs torch {b!r}", None
-            continue
-        if math.isinf(a) or math.isinf(b):
-            if a != b:
-                return f"{what}: [{i}] {a!r} vs torch {b!r}", None
-            continue
-        if a == b:
-            if a == 0 and math.copysign(1, a) != math.copysign(1, b) and zero_sign is None:
+        if element_matches(a, b, rel, max_ulps, floor, theirs.dtype):
+            if a == b == 0 and math.copysign(1, a) != math.copysign(1, b) and zero_sign is None:
                 zero_sign = f"{what}: [{i}] {a!r} vs torch {b!r}"
             continue
-        if abs(a - b) <= rel * max(abs(a), abs(b)) + max(floor, 1e-300):
-            continue
-        if max_ulps and ulps(a, b, theirs.dtype) <= max_ulps:
-            continue
-        return f"{what}: [{i}] {a!r} vs torch {b!r}", None
-    return None, zero_sign
+        first = first or f"{what}: [{i}] {a!r} vs torch {b!r}"
+        if positions is None:
+            return first, None
+        positions.append(i)
+    return first, None if first else zero_sign
+
+
+def element_matches(a, b, rel, max_ulps, floor, dtype):
+    """Whether dtensor's element a matches PyTorch's b by the rules (rel None: exactly)."""
+    if rel is None or a == b:
+        return a == b
+    if math.isnan(b) or math.isnan(a):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return False
+    if abs(a - b) <= rel * max(abs(a), abs(b)) + max(floor, 1e-300):
+        return True
+    return bool(max_ulps) and ulps(a, b, dtype) <= max_ulps
 
 
 def as_list(out):
@@ -228,25 +240,35 @@ def raise_difference(ours, theirs, stage):
     return None
 
 
-def compare(case, terr, touts, tberr, tgrads):
+def compare(case, terr, touts, tberr, tgrads, where=None):
     """The differences between dtensor's case and PyTorch's side: (list of strings, sign-of-zero
-    notes)."""
+    notes). `where` (a dict): each difference's place, "output 0" / "grad of input 1" -> the
+    differing elements' indices (empty: the whole tensor), or "raises" / "outputs" /
+    "backward raises" -> [] (test_torch_parity.cc's differences() names them the same)."""
     diffs, zeros = [], []
+    where = {} if where is None else where
 
     def tensors(ours, theirs, what, unspecified=None):
         for i, (a, b) in enumerate(zip(ours, theirs)):
-            d, z = first_difference(a, b, f"{what} {i}", unspecified[i] if unspecified else ())
-            diffs.extend([d] if d else [])
+            positions = []
+            d, z = first_difference(a, b, f"{what} {i}", unspecified[i] if unspecified else (),
+                                    positions)
+            if d:
+                diffs.append(d)
+                where[f"{what} {i}"] = positions
             zeros.extend([z] if z else [])
 
     if "error" in case or terr is not None:
         d = raise_difference(case.get("error"), terr, "")
+        where.update({"raises": []} if d else {})
         return [d] if d else [], zeros
     if len(case["outputs"]) != len(touts):
+        where["outputs"] = []
         return [f"{len(case['outputs'])} outputs vs torch {len(touts)}"], zeros
     tensors(case["outputs"], touts, "output")
     if "backward_error" in case or tberr is not None:
         d = raise_difference(case.get("backward_error"), tberr, "backward ")
+        where.update({"backward raises": []} if d else {})
         return diffs + ([d] if d else []), zeros
     tensors(case["grads"], tgrads, "grad of input", [nan_positions(j) for j in case["inputs"]])
     return diffs, zeros
@@ -313,7 +335,7 @@ def no_worse(case, touts, tgrads, routs, rgrads):
                 rtol = max(rtol, abs(b - c) / abs(c), abs(a - c) / abs(c))
             elif a != 0:
                 return None
-    return rtol
+    return rtol if rtol <= MAX_FLOAT64_REFERENCE_RTOL else None
 
 
 def main():
@@ -325,7 +347,8 @@ def main():
                    help="references: at most this many cases per op and variant (and as many "
                         "deliberate differences)")
     p.add_argument("--max-numel", type=int, default=100,
-                   help="references: skip cases with more elements (inputs, outputs, gradients)")
+                   help="references: beyond the first case of an (op, variant), skip cases "
+                        "with more elements (inputs, outputs, gradients)")
     p.add_argument("--quiet-zero", action="store_true", help="do not list sign-of-zero notes")
     opts = p.parse_args()
     torch.set_default_dtype(torch.float64)
@@ -349,7 +372,8 @@ def main():
         compared_ops.add(op)
         cases += 1
         terr, touts, tberr, tgrads = torch_case(maps[op], case)
-        diffs, zeros = compare(case, terr, touts, tberr, tgrads)
+        places = {}
+        diffs, zeros = compare(case, terr, touts, tberr, tgrads, places)
         where = f"{op} sample {case['sample']} {case['variant']}"
         # A float32 case where each dtensor value is no farther from PyTorch's float64 value (on
         # the same inputs) than PyTorch's float32 value is (PyTorch loses digits to cancellation
@@ -377,11 +401,17 @@ def main():
             numel = sum(len(j["values"]) for part in ("inputs", "outputs", "grads")
                         for j in case.get(part) or [] if j is not None)
             key = (op, case["variant"], bool(diffs))
-            # A deliberate difference keeps its smallest case whatever its size (it must be seen).
-            smaller = diffs and key in smallest and numel < smallest[key][0]
-            if not smaller and (
-                    (numel > opts.max_numel and not diffs)
-                    or per_op.get(key, 0) >= opts.max_cases_per_variant):
+            # Each (op, variant) keeps a case whatever its size: the first one, replaced by a
+            # smaller one while it is above --max-numel (a deliberate difference: while it is not
+            # the smallest, it must be seen); further cases only up to --max-numel. An op whose
+            # cases are all above --max-numel (sdpa, 2d / 3d pools and upsamples: 10-40 kB each)
+            # keeps its edge case only (the variants share the shapes), so that the file stays
+            # under 2 MB.
+            kept = smallest.get(key)
+            smaller = kept is not None and numel < kept[0] and (diffs or kept[0] > opts.max_numel)
+            big = numel > opts.max_numel and (kept is not None or (
+                not diffs and case["variant"] != "edge"))
+            if not smaller and (big or per_op.get(key, 0) >= opts.max_cases_per_variant):
                 continue
             per_op[key] = per_op.get(key, 0) + (0 if smaller else 1)
             ref = {k: case[k] for k in ("op", "sample", "variant", "args", "inputs",
@@ -397,13 +427,14 @@ def main():
                     ref["grads"] = [encode_tensor(g) for g in tgrads]
             if diffs:
                 ref["deliberate"] = reason
+                ref["differs"] = places
             if reference:
                 ref["float64_reference"] = reference
             if smaller:
                 references[smallest[key][1]] = ref
                 smallest[key] = (numel, smallest[key][1])
             else:
-                if diffs:
+                if key not in smallest:
                     smallest[key] = (numel, len(references))
                 references.append(ref)
     if not opts.quiet_zero:
