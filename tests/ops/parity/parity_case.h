@@ -104,7 +104,11 @@ inline json arg_json(const ArgValue& a) {
 }
 
 inline ArgValue arg_from_json(const json& j) {
-  const auto& [kind, v] = *j.items().begin();
+  // The one key and its value, read through j's own iterator (a structured binding of
+  // *j.items().begin() would refer into a temporary that is gone by the next line: ASan).
+  const auto it = j.begin();
+  const std::string& kind = it.key();
+  const json& v = it.value();
   if (kind == "none") return std::monostate();
   if (kind == "int") return v.get<int64_t>();
   if (kind == "double") return number_from_json(v);
